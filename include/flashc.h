@@ -1,0 +1,267 @@
+/*
+ * flashc.h — the public interface of flashc: IO-aware attention and fused LLM operators.
+ *
+ * One header, C11. Every entry point:
+ *   - takes tensors as flashc_tensor views (pointer + dtype + shape + strides, all 64-bit),
+ *   - validates everything before touching any output: on a non-OK status no output is written,
+ *   - returns a flashc_status; flashc_last_error() then says which argument was wrong and why
+ *     (the message is per thread and stays until the next failing call on that thread),
+ *   - never modifies its inputs, never calls exit(), never prints.
+ *
+ * Layouts (the flash-attn convention):
+ *   q    (B, Sq, Hq,  D)      queries
+ *   k, v (B, Sk, Hkv, D)      keys and values; Hq % Hkv == 0 (GQA; Hkv == 1 is MQA)
+ *   o    (B, Sq, Hq,  D)      output
+ *   lse  (B, Hq, Sq)          float32 log-sum-exp per query row, natural log: L = m + log(l)
+ * Strides are in elements, any sign-free values are accepted, so a (B, H, S, D) buffer is passed
+ * as the view shape (B, S, H, D) with strides (H*S*D, D, S*D, 1).
+ *
+ * Causal masking is aligned bottom-right (as flash-attn >= 2.1): query row i sees key j iff
+ * j <= i + Sk - Sq. A row that sees no key (possible when Sq > Sk) outputs zeros and LSE = -inf.
+ *
+ * Memory: host buffers the library allocates for itself go through a counting allocator
+ * (flashc_mem_stats); device memory is never allocated by the attention forward.
+ */
+#ifndef FLASHC_H
+#define FLASHC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FLASHC_VERSION_MAJOR 0
+#define FLASHC_VERSION_MINOR 1
+#define FLASHC_VERSION_PATCH 0
+
+/* ------------------------------------------------------------------------------------------ */
+/* Status                                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum flashc_status {
+    FLASHC_OK = 0,
+    FLASHC_ERR_NULL_POINTER,       /* a required pointer (tensor, data, params) is NULL          */
+    FLASHC_ERR_INVALID_SHAPE,      /* a size is zero/negative, wrong rank, or sizes disagree     */
+    FLASHC_ERR_INVALID_STRIDE,     /* a stride is negative, or zero on a dimension of size > 1   */
+    FLASHC_ERR_HEAD_MISMATCH,      /* Hq % Hkv != 0, or k and v disagree on heads                */
+    FLASHC_ERR_DIM_MISMATCH,       /* head dims of q, k, v, o (or norm widths) disagree          */
+    FLASHC_ERR_DTYPE_MISMATCH,     /* tensors that must share a dtype do not                     */
+    FLASHC_ERR_UNSUPPORTED_DTYPE,  /* the dtype is not supported by this op on this backend      */
+    FLASHC_ERR_OVERLAP,            /* an output overlaps an input or another output              */
+    FLASHC_ERR_OVERFLOW,           /* a byte count or offset does not fit in 64 bits             */
+    FLASHC_ERR_INVALID_ARGUMENT,   /* a scalar parameter is out of range (scale, eps, tiles...) */
+    FLASHC_ERR_OUT_OF_MEMORY,      /* a workspace allocation failed                              */
+    FLASHC_ERR_UNSUPPORTED,        /* a valid request this build/backend cannot serve (head dim,
+                                      device, missing CUDA support...)                           */
+    FLASHC_ERR_DEVICE,             /* the device runtime reported an error (CUDA launch, ...)    */
+    FLASHC_STATUS_COUNT
+} flashc_status;
+
+/* A constant, human-readable name of the status ("invalid shape"). Never NULL. */
+const char *flashc_status_string(flashc_status status);
+
+/* Details of the last failure on the calling thread, e.g.
+ * "flashc_attn_fwd: q.shape[3] (head dim) = 64 but k.shape[3] = 80". Empty string if none. */
+const char *flashc_last_error(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Tensors                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum flashc_dtype {
+    FLASHC_F32 = 0,  /* IEEE binary32                                                      */
+    FLASHC_F16 = 1,  /* IEEE binary16 storage, fp32 accumulation                           */
+    FLASHC_BF16 = 2, /* bfloat16 storage, fp32 accumulation                                */
+    FLASHC_DTYPE_COUNT
+} flashc_dtype;
+
+/* Where the data pointer lives. */
+typedef enum flashc_device {
+    FLASHC_DEVICE_CPU = 0,  /* host memory                                  */
+    FLASHC_DEVICE_CUDA = 1, /* CUDA device memory of the current device     */
+} flashc_device;
+
+#define FLASHC_MAX_DIMS 4
+
+/* A strided view. shape[i] and stride[i] (in elements, not bytes) are valid for i < ndim;
+ * element (i0, i1, ...) is at data + sum(i_k * stride[k]) elements. */
+typedef struct flashc_tensor {
+    void *data;
+    flashc_dtype dtype;
+    flashc_device device;
+    int32_t ndim;
+    int64_t shape[FLASHC_MAX_DIMS];
+    int64_t stride[FLASHC_MAX_DIMS];
+} flashc_tensor;
+
+/* Size in bytes of one element of dtype (0 for an invalid dtype). */
+size_t flashc_dtype_size(flashc_dtype dtype);
+
+/* Contiguous (row-major) host views. */
+flashc_tensor flashc_tensor_1d(void *data, flashc_dtype dtype, int64_t n0);
+flashc_tensor flashc_tensor_2d(void *data, flashc_dtype dtype, int64_t n0, int64_t n1);
+flashc_tensor flashc_tensor_3d(void *data, flashc_dtype dtype, int64_t n0, int64_t n1, int64_t n2);
+flashc_tensor flashc_tensor_4d(void *data, flashc_dtype dtype, int64_t n0, int64_t n1, int64_t n2,
+                               int64_t n3);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Runtime settings and memory accounting                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Threads used by CPU kernels when a call does not say (params.num_threads == 0).
+ * n <= 0 restores the default (OpenMP's, i.e. OMP_NUM_THREADS or the core count). */
+void flashc_set_num_threads(int n);
+int flashc_get_num_threads(void);
+
+/* Host memory the library allocated for its own buffers (workspaces, the naive paths' S and P),
+ * counted by its allocator. peak_bytes is the high-water mark since the last reset. */
+typedef struct flashc_mem_stats {
+    int64_t current_bytes;
+    int64_t peak_bytes;
+    int64_t alloc_count; /* allocations since the last reset */
+} flashc_mem_stats;
+
+flashc_mem_stats flashc_mem_get(void);
+/* Sets peak_bytes to current_bytes and alloc_count to 0. */
+void flashc_mem_reset_peak(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Attention                                                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Parameters shared by the attention entry points. Zero-initialise ({0}) for the defaults. */
+typedef struct flashc_attn_params {
+    float softmax_scale; /* scale applied to q.k; 0 means 1/sqrt(D). Must be finite.          */
+    int causal;          /* nonzero: bottom-right aligned causal mask (see the top of file)   */
+    int64_t block_q;     /* Br: query rows per tile; 0 = library default for the head dim    */
+    int64_t block_k;     /* Bc: key rows per tile;   0 = library default                     */
+    int num_threads;     /* CPU threads for this call; 0 = flashc_get_num_threads()          */
+    void *cuda_stream;   /* cudaStream_t for CUDA tensors; NULL = the default stream         */
+} flashc_attn_params;
+
+/* What a call did, for tests and the traffic model. */
+typedef struct flashc_attn_stats {
+    int64_t tile_pairs;       /* (Q-block, K-block) tile pairs computed, summed over B and H  */
+    int64_t tile_pairs_total; /* pairs a dense (non-causal) pass would compute                */
+    int64_t block_q;          /* the Br and Bc actually used                                   */
+    int64_t block_k;
+} flashc_attn_stats;
+
+/* FlashAttention forward: o = softmax(scale * q k^T [+ causal mask]) v, tile by tile with an
+ * online softmax; S and P are never materialised.
+ *   params  may be NULL (defaults)
+ *   q (B, Sq, Hq, D), k (B, Sk, Hkv, D), v (B, Sk, Hkv, D), o (B, Sq, Hq, D): same dtype
+ *   lse     may be NULL; else (B, Hq, Sq) float32 on the same device
+ *   stats   may be NULL
+ * CPU: fp32 (bf16/f16 where the build says so). Extra memory: per-thread tiles only. */
+flashc_status flashc_attn_fwd(const flashc_attn_params *params, const flashc_tensor *q,
+                              const flashc_tensor *k, const flashc_tensor *v, flashc_tensor *o,
+                              flashc_tensor *lse, flashc_attn_stats *stats);
+
+/* The naive reference with the same contract: materialises S = scale * q k^T (Sq x Sk per head,
+ * one head at a time) and P = softmax(S) through the counting allocator, then O = P v.
+ * Accumulates in float64. The oracle of the tests and the baseline of the benchmark. Host only. */
+flashc_status flashc_attn_fwd_naive(const flashc_attn_params *params, const flashc_tensor *q,
+                                    const flashc_tensor *k, const flashc_tensor *v,
+                                    flashc_tensor *o, flashc_tensor *lse,
+                                    flashc_attn_stats *stats);
+
+/* Answers "would flashc_attn_fwd accept this?" without computing: the same validation and
+ * backend capability checks, the same status and flashc_last_error() message. Writes nothing. */
+flashc_status flashc_attn_fwd_supported(const flashc_attn_params *params, const flashc_tensor *q,
+                                        const flashc_tensor *k, const flashc_tensor *v,
+                                        const flashc_tensor *o, const flashc_tensor *lse);
+
+/* Attention backward by recomputation from the log-sum-exp (FlashAttention-2, Algorithm 2).
+ *   q, k, v, o, lse as produced by the forward with the same params; dout (B, Sq, Hq, D)
+ *   dq (B, Sq, Hq, D), dk (B, Sk, Hkv, D), dv (B, Sk, Hkv, D): written (not accumulated);
+ *   for GQA, dk/dv of a KV head sum the contributions of every query head of its group.
+ * Deterministic: bit-identical for any thread count. Extra memory O(B*Hq*Sq) + per-thread tiles. */
+flashc_status flashc_attn_bwd(const flashc_attn_params *params, const flashc_tensor *q,
+                              const flashc_tensor *k, const flashc_tensor *v,
+                              const flashc_tensor *o, const flashc_tensor *dout,
+                              const flashc_tensor *lse, flashc_tensor *dq, flashc_tensor *dk,
+                              flashc_tensor *dv, flashc_attn_stats *stats);
+
+/* The naive reference backward: materialises P (Sq x Sk per head) and dP, float64 accumulation.
+ * dV = P^T dO, dP = dO V^T, dS = P * (dP - D), dQ = scale dS K, dK = scale dS^T Q. Host only.
+ * lse may be NULL here (P is recomputed from scratch). */
+flashc_status flashc_attn_bwd_naive(const flashc_attn_params *params, const flashc_tensor *q,
+                                    const flashc_tensor *k, const flashc_tensor *v,
+                                    const flashc_tensor *o, const flashc_tensor *dout,
+                                    const flashc_tensor *lse, flashc_tensor *dq, flashc_tensor *dk,
+                                    flashc_tensor *dv, flashc_attn_stats *stats);
+
+/* Merge two partial attention states over disjoint key sets into one (split-KV decode):
+ *   o1, o2, o (B, S, H, D) float32; lse1, lse2, lse (B, H, S) float32 (lse may be NULL)
+ *   o = (exp(lse1 - L) o1 + exp(lse2 - L) o2), L = log(exp(lse1) + exp(lse2)).
+ * A state with lse = -inf contributes nothing; both -inf gives o = 0, L = -inf. Host only. */
+flashc_status flashc_attn_merge(const flashc_tensor *o1, const flashc_tensor *lse1,
+                                const flashc_tensor *o2, const flashc_tensor *lse2,
+                                flashc_tensor *o, flashc_tensor *lse);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Online softmax: the primitive inside FlashAttention                                         */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Running state of a softmax over a stream: m = max seen, l = sum exp(x - m).
+ * The empty state is m = -inf, l = 0; softmax(x)_i = exp(x_i - m) / l; logsumexp = m + log l. */
+typedef struct flashc_softmax_state {
+    float m;
+    float l;
+} flashc_softmax_state;
+
+flashc_softmax_state flashc_softmax_state_init(void);
+
+/* Consumes x[0..n) (n >= 0; -inf entries are masked and contribute nothing) in one pass:
+ * when the max grows, l is rescaled by exp(m_old - m_new) once. Host only. */
+flashc_status flashc_online_softmax(flashc_softmax_state *state, const float *x, int64_t n);
+
+/* Combines two states over disjoint streams (order does not matter). */
+flashc_softmax_state flashc_softmax_state_merge(flashc_softmax_state a, flashc_softmax_state b);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Fused elementwise ops                                                                       */
+/* ------------------------------------------------------------------------------------------ */
+
+/* RMSNorm over rows: y[t, :] = x[t, :] / sqrt(mean_d(x[t, d]^2) + eps) * w.
+ *   x, y (T, D), w (D); same dtype; eps >= 0 and finite; rows may be strided (stride[1] == 1
+ *   is not required). One pass to sum squares, one to write y; no (T, D) temporary. */
+flashc_status flashc_rmsnorm(const flashc_tensor *x, const flashc_tensor *w, float eps,
+                             flashc_tensor *y);
+/* The naive version: materialises x^2, the per-row mean and the normalised x as (T, D)
+ * temporaries (through the counting allocator), as a framework's unfused ops would. */
+flashc_status flashc_rmsnorm_naive(const flashc_tensor *x, const flashc_tensor *w, float eps,
+                                   flashc_tensor *y);
+
+/* Residual add then RMSNorm: x <- x + r (written back: the new residual stream), then
+ * y = rmsnorm(x) * w.   x (T, D) in/out, r (T, D), w (D), y (T, D); x must not overlap r or y. */
+flashc_status flashc_rmsnorm_residual(flashc_tensor *x, const flashc_tensor *r,
+                                      const flashc_tensor *w, float eps, flashc_tensor *y);
+flashc_status flashc_rmsnorm_residual_naive(flashc_tensor *x, const flashc_tensor *r,
+                                            const flashc_tensor *w, float eps, flashc_tensor *y);
+
+/* SwiGLU on the fused gate|up projection: out[t, i] = silu(gu[t, i]) * gu[t, I + i],
+ * silu(g) = g / (1 + exp(-g)).   gu (T, 2I), out (T, I). Reads the halves in place. */
+flashc_status flashc_swiglu(const flashc_tensor *gu, flashc_tensor *out);
+/* The naive version: copies g and u out, materialises silu(g), then multiplies. */
+flashc_status flashc_swiglu_naive(const flashc_tensor *gu, flashc_tensor *out);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Build information                                                                           */
+/* ------------------------------------------------------------------------------------------ */
+
+/* "0.1.0 (cpu: avx2 fma; cuda: sm_80 sm_90a)" — what this binary was built with and, for the
+ * CPU, which kernels it selected on this machine. */
+const char *flashc_build_info(void);
+
+/* Nonzero when this build has the CUDA backend and a CUDA device is visible. */
+int flashc_cuda_available(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FLASHC_H */

@@ -1,0 +1,67 @@
+/* alloc.c — the counting allocator: every host buffer the library allocates for itself goes
+ * through here, so peak memory is measured, not modelled. */
+#include "internal.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ALIGN 64 /* a cache line and a full AVX-512 vector */
+
+static _Atomic int64_t mem_current;
+static _Atomic int64_t mem_peak;
+static _Atomic int64_t mem_allocs;
+
+void *flashc__malloc(size_t bytes)
+{
+    if (bytes == 0 || bytes > (size_t)INT64_MAX - 2 * ALIGN)
+        return NULL;
+    /* The header keeps the size just before the aligned block. */
+    size_t total = (bytes + ALIGN - 1) / ALIGN * ALIGN + ALIGN;
+    unsigned char *raw = aligned_alloc(ALIGN, total);
+    if (!raw)
+        return NULL;
+    memcpy(raw, &total, sizeof total);
+    int64_t now = atomic_fetch_add(&mem_current, (int64_t)total) + (int64_t)total;
+    int64_t peak = atomic_load(&mem_peak);
+    while (now > peak && !atomic_compare_exchange_weak(&mem_peak, &peak, now)) {
+    }
+    atomic_fetch_add(&mem_allocs, 1);
+    return raw + ALIGN;
+}
+
+void *flashc__calloc(size_t count, size_t size)
+{
+    if (size != 0 && count > SIZE_MAX / size)
+        return NULL;
+    void *p = flashc__malloc(count * size);
+    if (p)
+        memset(p, 0, count * size);
+    return p;
+}
+
+void flashc__free(void *ptr)
+{
+    if (!ptr)
+        return;
+    unsigned char *raw = (unsigned char *)ptr - ALIGN;
+    size_t total;
+    memcpy(&total, raw, sizeof total);
+    atomic_fetch_sub(&mem_current, (int64_t)total);
+    free(raw);
+}
+
+flashc_mem_stats flashc_mem_get(void)
+{
+    flashc_mem_stats s;
+    s.current_bytes = atomic_load(&mem_current);
+    s.peak_bytes = atomic_load(&mem_peak);
+    s.alloc_count = atomic_load(&mem_allocs);
+    return s;
+}
+
+void flashc_mem_reset_peak(void)
+{
+    atomic_store(&mem_peak, atomic_load(&mem_current));
+    atomic_store(&mem_allocs, 0);
+}

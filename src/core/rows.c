@@ -1,0 +1,154 @@
+/* rows.c — entry points of the row-wise fused ops (RMSNorm, residual RMSNorm, SwiGLU). */
+#include "internal.h"
+
+#include <math.h>
+#include <string.h>
+
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        flashc_status st_ = (expr);                                                                \
+        if (st_ != FLASHC_OK)                                                                      \
+            return st_;                                                                            \
+    } while (0)
+
+static flashc_status check_host_like(const char *fn, const char *name, const flashc_tensor *t,
+                                     const flashc_tensor *like)
+{
+    if (t->device != FLASHC_DEVICE_CPU)
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: %s must be in host memory", fn, name);
+    if (like && t->dtype != like->dtype)
+        return flashc__fail(FLASHC_ERR_DTYPE_MISMATCH, "%s: %s.dtype = %d but x.dtype = %d", fn,
+                            name, (int)t->dtype, (int)like->dtype);
+    return FLASHC_OK;
+}
+
+static flashc_status check_rmsnorm(const char *fn, const flashc_tensor *x, const flashc_tensor *r,
+                                   const flashc_tensor *w, float eps, const flashc_tensor *y,
+                                   int residual, rows_problem *p)
+{
+    TRY(flashc__check_tensor(fn, "x", x, 2));
+    TRY(check_host_like(fn, "x", x, NULL));
+    if (residual) {
+        TRY(flashc__check_tensor(fn, "residual", r, 2));
+        TRY(check_host_like(fn, "residual", r, x));
+        if (r->shape[0] != x->shape[0] || r->shape[1] != x->shape[1])
+            return flashc__fail(FLASHC_ERR_INVALID_SHAPE,
+                                "%s: residual is (%lld, %lld) but x is (%lld, %lld)", fn,
+                                (long long)r->shape[0], (long long)r->shape[1],
+                                (long long)x->shape[0], (long long)x->shape[1]);
+    }
+    TRY(flashc__check_tensor(fn, "w", w, 1));
+    TRY(check_host_like(fn, "w", w, x));
+    TRY(flashc__check_tensor(fn, "y", y, 2));
+    TRY(check_host_like(fn, "y", y, x));
+    if (w->shape[0] != x->shape[1])
+        return flashc__fail(FLASHC_ERR_DIM_MISMATCH, "%s: w has %lld elements but x rows have %lld",
+                            fn, (long long)w->shape[0], (long long)x->shape[1]);
+    if (y->shape[0] != x->shape[0] || y->shape[1] != x->shape[1])
+        return flashc__fail(FLASHC_ERR_INVALID_SHAPE, "%s: y is (%lld, %lld) but x is (%lld, %lld)",
+                            fn, (long long)y->shape[0], (long long)y->shape[1],
+                            (long long)x->shape[0], (long long)x->shape[1]);
+    if (!isfinite(eps) || eps < 0.0f)
+        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT, "%s: eps = %g must be finite and >= 0", fn,
+                            (double)eps);
+    TRY(flashc__check_no_overlap(fn, "y", y, "x", x));
+    TRY(flashc__check_no_overlap(fn, "y", y, "w", w));
+    if (residual) {
+        TRY(flashc__check_no_overlap(fn, "y", y, "residual", r));
+        TRY(flashc__check_no_overlap(fn, "x", x, "residual", r));
+        TRY(flashc__check_no_overlap(fn, "x", x, "w", w));
+    }
+    memset(p, 0, sizeof *p);
+    p->T = x->shape[0], p->D = x->shape[1];
+    p->dtype = x->dtype;
+    p->threads = flashc_get_num_threads();
+    p->eps = eps;
+    p->x = x->data, p->sx[0] = x->stride[0], p->sx[1] = x->stride[1];
+    p->xw = residual ? x->data : NULL;
+    if (residual)
+        p->r = r->data, p->sr[0] = r->stride[0], p->sr[1] = r->stride[1];
+    p->w = w->data, p->sw = w->stride[0];
+    p->y = y->data, p->sy[0] = y->stride[0], p->sy[1] = y->stride[1];
+    return FLASHC_OK;
+}
+
+static flashc_status done(flashc_status st)
+{
+    if (st == FLASHC_OK)
+        flashc__clear_error();
+    return st;
+}
+
+flashc_status flashc_rmsnorm(const flashc_tensor *x, const flashc_tensor *w, float eps,
+                             flashc_tensor *y)
+{
+    rows_problem p;
+    TRY(check_rmsnorm("flashc_rmsnorm", x, NULL, w, eps, y, 0, &p));
+    return done(cpu_rmsnorm(&p));
+}
+
+flashc_status flashc_rmsnorm_naive(const flashc_tensor *x, const flashc_tensor *w, float eps,
+                                   flashc_tensor *y)
+{
+    rows_problem p;
+    TRY(check_rmsnorm("flashc_rmsnorm_naive", x, NULL, w, eps, y, 0, &p));
+    return done(ref_rmsnorm(&p));
+}
+
+flashc_status flashc_rmsnorm_residual(flashc_tensor *x, const flashc_tensor *r,
+                                      const flashc_tensor *w, float eps, flashc_tensor *y)
+{
+    rows_problem p;
+    TRY(check_rmsnorm("flashc_rmsnorm_residual", x, r, w, eps, y, 1, &p));
+    return done(cpu_rmsnorm(&p));
+}
+
+flashc_status flashc_rmsnorm_residual_naive(flashc_tensor *x, const flashc_tensor *r,
+                                            const flashc_tensor *w, float eps, flashc_tensor *y)
+{
+    rows_problem p;
+    TRY(check_rmsnorm("flashc_rmsnorm_residual_naive", x, r, w, eps, y, 1, &p));
+    return done(ref_rmsnorm(&p));
+}
+
+static flashc_status check_swiglu(const char *fn, const flashc_tensor *gu, const flashc_tensor *out,
+                                  rows_problem *p)
+{
+    TRY(flashc__check_tensor(fn, "gate_up", gu, 2));
+    TRY(check_host_like(fn, "gate_up", gu, NULL));
+    TRY(flashc__check_tensor(fn, "out", out, 2));
+    TRY(check_host_like(fn, "out", out, gu));
+    if (gu->shape[1] % 2 != 0)
+        return flashc__fail(FLASHC_ERR_INVALID_SHAPE,
+                            "%s: gate_up has %lld columns; it must be gate|up, an even count", fn,
+                            (long long)gu->shape[1]);
+    if (out->shape[0] != gu->shape[0] || out->shape[1] * 2 != gu->shape[1])
+        return flashc__fail(FLASHC_ERR_INVALID_SHAPE,
+                            "%s: out is (%lld, %lld) but gate_up (%lld, %lld) needs (T, I) = "
+                            "(%lld, %lld)",
+                            fn, (long long)out->shape[0], (long long)out->shape[1],
+                            (long long)gu->shape[0], (long long)gu->shape[1],
+                            (long long)gu->shape[0], (long long)(gu->shape[1] / 2));
+    TRY(flashc__check_no_overlap(fn, "out", out, "gate_up", gu));
+    memset(p, 0, sizeof *p);
+    p->T = out->shape[0], p->D = out->shape[1];
+    p->dtype = gu->dtype;
+    p->threads = flashc_get_num_threads();
+    p->x = gu->data, p->sx[0] = gu->stride[0], p->sx[1] = gu->stride[1];
+    p->y = out->data, p->sy[0] = out->stride[0], p->sy[1] = out->stride[1];
+    return FLASHC_OK;
+}
+
+flashc_status flashc_swiglu(const flashc_tensor *gu, flashc_tensor *out)
+{
+    rows_problem p;
+    TRY(check_swiglu("flashc_swiglu", gu, out, &p));
+    return done(cpu_swiglu(&p));
+}
+
+flashc_status flashc_swiglu_naive(const flashc_tensor *gu, flashc_tensor *out)
+{
+    rows_problem p;
+    TRY(check_swiglu("flashc_swiglu_naive", gu, out, &p));
+    return done(ref_swiglu(&p));
+}

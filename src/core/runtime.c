@@ -1,0 +1,115 @@
+/* runtime.c — thread count, dtype helpers, build information. */
+#include "internal.h"
+
+#include <stdio.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+static int default_threads; /* 0: OpenMP's default */
+
+void flashc_set_num_threads(int n) { default_threads = n > 0 ? n : 0; }
+
+int flashc_get_num_threads(void)
+{
+    if (default_threads > 0)
+        return default_threads;
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+int flashc__threads(int requested) { return requested > 0 ? requested : flashc_get_num_threads(); }
+
+size_t flashc_dtype_size(flashc_dtype dtype)
+{
+    switch (dtype) {
+    case FLASHC_F32: return 4;
+    case FLASHC_F16: return 2;
+    case FLASHC_BF16: return 2;
+    default: return 0;
+    }
+}
+
+int flashc_cuda_available(void)
+{
+#ifdef FLASHC_HAVE_CUDA
+    return cuda_device_available();
+#else
+    return 0;
+#endif
+}
+
+const char *flashc_build_info(void)
+{
+    static char info[256];
+    snprintf(info, sizeof info, "%d.%d.%d (cpu: %s; cuda: %s)", FLASHC_VERSION_MAJOR,
+             FLASHC_VERSION_MINOR, FLASHC_VERSION_PATCH,
+#ifdef _OPENMP
+             "scalar, openmp",
+#else
+             "scalar",
+#endif
+#ifdef FLASHC_HAVE_CUDA
+             cuda_build_info()
+#else
+             "not built"
+#endif
+    );
+    return info;
+}
+
+/* IEEE binary16 <-> binary32, round to nearest even, with subnormals, inf and NaN. */
+float flashc__f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu;
+    uint32_t man = h & 0x3ffu;
+    uint32_t bits;
+    if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | (man << 13);
+    } else if (exp != 0) {
+        bits = sign | ((exp + 112u) << 23) | (man << 13);
+    } else if (man == 0) {
+        bits = sign;
+    } else { /* subnormal: normalise */
+        int e = -1;
+        do {
+            e++;
+            man <<= 1;
+        } while (!(man & 0x400u));
+        bits = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ffu) << 13);
+    }
+    union { uint32_t u; float f; } c = {bits};
+    return c.f;
+}
+
+uint16_t flashc__f32_to_f16(float f)
+{
+    union { float f; uint32_t u; } c = {f};
+    uint32_t u = c.u;
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) /* NaN */
+        return sign | 0x7e00u;
+    if (a >= 0x477ff000u) /* rounds to >= 65520: inf */
+        return sign | 0x7c00u;
+    if (a >= 0x38800000u) { /* normal half */
+        uint32_t r = a + 0xfffu + ((a >> 13) & 1u) - (112u << 23);
+        return sign | (uint16_t)(r >> 13);
+    }
+    if (a < 0x33000000u) /* below half the smallest subnormal */
+        return sign;
+    /* subnormal half: shift the full mantissa, round to nearest even */
+    uint32_t e = a >> 23;
+    uint32_t m = (a & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126 - e; /* 14..24 */
+    uint32_t q = m >> shift;
+    uint32_t rem = m & ((1u << shift) - 1);
+    uint32_t half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1u)))
+        q++;
+    return sign | (uint16_t)q;
+}

@@ -1,0 +1,124 @@
+/* softmax.c — the online-softmax primitive and the merge of partial attention states. */
+#include "internal.h"
+
+#include <math.h>
+
+flashc_softmax_state flashc_softmax_state_init(void)
+{
+    flashc_softmax_state s = {-INFINITY, 0.0f};
+    return s;
+}
+
+flashc_status flashc_online_softmax(flashc_softmax_state *state, const float *x, int64_t n)
+{
+    if (!state)
+        return flashc__fail(FLASHC_ERR_NULL_POINTER, "flashc_online_softmax: state is NULL");
+    if (n < 0)
+        return flashc__fail(FLASHC_ERR_INVALID_SHAPE, "flashc_online_softmax: n = %lld < 0",
+                            (long long)n);
+    if (n > 0 && !x)
+        return flashc__fail(FLASHC_ERR_NULL_POINTER, "flashc_online_softmax: x is NULL");
+    float m = state->m, l = state->l;
+    for (int64_t i = 0; i < n; i++) {
+        float xi = x[i];
+        if (xi == -INFINITY) /* masked: contributes exp(-inf) = 0; never compute -inf - -inf */
+            continue;
+        if (xi > m) {
+            l = l * expf(m - xi) + 1.0f; /* m = -inf on the first element: exp(-inf) = 0 */
+            m = xi;
+        } else {
+            l += expf(xi - m);
+        }
+    }
+    state->m = m;
+    state->l = l;
+    flashc__clear_error();
+    return FLASHC_OK;
+}
+
+flashc_softmax_state flashc_softmax_state_merge(flashc_softmax_state a, flashc_softmax_state b)
+{
+    if (a.m == -INFINITY)
+        return b;
+    if (b.m == -INFINITY)
+        return a;
+    flashc_softmax_state r;
+    r.m = a.m > b.m ? a.m : b.m;
+    r.l = a.l * expf(a.m - r.m) + b.l * expf(b.m - r.m);
+    return r;
+}
+
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        flashc_status st_ = (expr);                                                                \
+        if (st_ != FLASHC_OK)                                                                      \
+            return st_;                                                                            \
+    } while (0)
+
+static flashc_status check_like(const char *fn, const char *name, const flashc_tensor *t,
+                                const flashc_tensor *ref, int ndim)
+{
+    TRY(flashc__check_tensor(fn, name, t, ndim));
+    if (t->dtype != FLASHC_F32)
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED_DTYPE, "%s: %s must be float32", fn, name);
+    if (t->device != FLASHC_DEVICE_CPU)
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: %s must be in host memory", fn, name);
+    for (int i = 0; i < ndim; i++)
+        if (ref && t->shape[i] != ref->shape[i])
+            return flashc__fail(FLASHC_ERR_INVALID_SHAPE, "%s: %s.shape[%d] = %lld, expected %lld",
+                                fn, name, i, (long long)t->shape[i], (long long)ref->shape[i]);
+    return FLASHC_OK;
+}
+
+flashc_status flashc_attn_merge(const flashc_tensor *o1, const flashc_tensor *lse1,
+                                const flashc_tensor *o2, const flashc_tensor *lse2,
+                                flashc_tensor *o, flashc_tensor *lse)
+{
+    static const char fn[] = "flashc_attn_merge";
+    TRY(check_like(fn, "o1", o1, NULL, 4));
+    TRY(check_like(fn, "o2", o2, o1, 4));
+    TRY(check_like(fn, "o", o, o1, 4));
+    TRY(check_like(fn, "lse1", lse1, NULL, 3));
+    int64_t B = o1->shape[0], S = o1->shape[1], H = o1->shape[2], D = o1->shape[3];
+    if (lse1->shape[0] != B || lse1->shape[1] != H || lse1->shape[2] != S)
+        return flashc__fail(FLASHC_ERR_INVALID_SHAPE, "%s: lse1 must be (B, H, S) of o1", fn);
+    TRY(check_like(fn, "lse2", lse2, lse1, 3));
+    if (lse)
+        TRY(check_like(fn, "lse", lse, lse1, 3));
+    const flashc_tensor *ins[4] = {o1, lse1, o2, lse2};
+    static const char *names[4] = {"o1", "lse1", "o2", "lse2"};
+    for (int i = 0; i < 4; i++) {
+        TRY(flashc__check_no_overlap(fn, "o", o, names[i], ins[i]));
+        if (lse)
+            TRY(flashc__check_no_overlap(fn, "lse", lse, names[i], ins[i]));
+    }
+    if (lse)
+        TRY(flashc__check_no_overlap(fn, "lse", lse, "o", o));
+
+    const float *a = o1->data, *b = o2->data, *la = lse1->data, *lb = lse2->data;
+    float *out = o->data, *lo = lse ? lse->data : NULL;
+    for (int64_t bi = 0; bi < B; bi++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t s = 0; s < S; s++) {
+                float x = la[bi * lse1->stride[0] + h * lse1->stride[1] + s * lse1->stride[2]];
+                float y = lb[bi * lse2->stride[0] + h * lse2->stride[1] + s * lse2->stride[2]];
+                float m = x > y ? x : y;
+                /* Weights relative to the larger LSE; an empty state (-inf) weighs 0. */
+                float wa = 0.0f, wb = 0.0f, L = -INFINITY;
+                if (m != -INFINITY) {
+                    float ea = expf(x - m), eb = expf(y - m);
+                    float sum = ea + eb;
+                    wa = ea / sum, wb = eb / sum;
+                    L = m + logf(sum);
+                }
+                const float *ra = a + bi * o1->stride[0] + s * o1->stride[1] + h * o1->stride[2];
+                const float *rb = b + bi * o2->stride[0] + s * o2->stride[1] + h * o2->stride[2];
+                float *ro = out + bi * o->stride[0] + s * o->stride[1] + h * o->stride[2];
+                for (int64_t d = 0; d < D; d++)
+                    ro[d * o->stride[3]] = wa * ra[d * o1->stride[3]] + wb * rb[d * o2->stride[3]];
+                if (lo)
+                    lo[bi * lse->stride[0] + h * lse->stride[1] + s * lse->stride[2]] = L;
+            }
+    flashc__clear_error();
+    return FLASHC_OK;
+}

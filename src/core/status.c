@@ -1,0 +1,40 @@
+/* status.c — status names and the per-thread detail of the last failure. */
+#include "internal.h"
+
+#include <stdio.h>
+
+static _Thread_local char last_error[512];
+
+const char *flashc_status_string(flashc_status status)
+{
+    switch (status) {
+    case FLASHC_OK: return "ok";
+    case FLASHC_ERR_NULL_POINTER: return "null pointer";
+    case FLASHC_ERR_INVALID_SHAPE: return "invalid shape";
+    case FLASHC_ERR_INVALID_STRIDE: return "invalid stride";
+    case FLASHC_ERR_HEAD_MISMATCH: return "head count mismatch";
+    case FLASHC_ERR_DIM_MISMATCH: return "dimension mismatch";
+    case FLASHC_ERR_DTYPE_MISMATCH: return "dtype mismatch";
+    case FLASHC_ERR_UNSUPPORTED_DTYPE: return "unsupported dtype";
+    case FLASHC_ERR_OVERLAP: return "output overlaps another tensor";
+    case FLASHC_ERR_OVERFLOW: return "size overflows 64 bits";
+    case FLASHC_ERR_INVALID_ARGUMENT: return "invalid argument";
+    case FLASHC_ERR_OUT_OF_MEMORY: return "out of memory";
+    case FLASHC_ERR_UNSUPPORTED: return "unsupported";
+    case FLASHC_ERR_DEVICE: return "device error";
+    default: return "unknown status";
+    }
+}
+
+const char *flashc_last_error(void) { return last_error; }
+
+void flashc__clear_error(void) { last_error[0] = '\0'; }
+
+flashc_status flashc__fail(flashc_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return status;
+}

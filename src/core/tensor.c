@@ -1,0 +1,112 @@
+/* tensor.c — tensor views and the validation every entry point runs before touching outputs. */
+#include "internal.h"
+
+#include <string.h>
+
+static flashc_tensor make(void *data, flashc_dtype dtype, int ndim, const int64_t *n)
+{
+    flashc_tensor t;
+    memset(&t, 0, sizeof t);
+    t.data = data;
+    t.dtype = dtype;
+    t.device = FLASHC_DEVICE_CPU;
+    t.ndim = ndim;
+    int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        t.shape[i] = n[i];
+        t.stride[i] = s;
+        s *= n[i] > 0 ? n[i] : 1;
+    }
+    return t;
+}
+
+flashc_tensor flashc_tensor_1d(void *data, flashc_dtype dtype, int64_t n0)
+{
+    int64_t n[1] = {n0};
+    return make(data, dtype, 1, n);
+}
+
+flashc_tensor flashc_tensor_2d(void *data, flashc_dtype dtype, int64_t n0, int64_t n1)
+{
+    int64_t n[2] = {n0, n1};
+    return make(data, dtype, 2, n);
+}
+
+flashc_tensor flashc_tensor_3d(void *data, flashc_dtype dtype, int64_t n0, int64_t n1, int64_t n2)
+{
+    int64_t n[3] = {n0, n1, n2};
+    return make(data, dtype, 3, n);
+}
+
+flashc_tensor flashc_tensor_4d(void *data, flashc_dtype dtype, int64_t n0, int64_t n1, int64_t n2,
+                               int64_t n3)
+{
+    int64_t n[4] = {n0, n1, n2, n3};
+    return make(data, dtype, 4, n);
+}
+
+flashc_status flashc__check_tensor(const char *fn, const char *name, const flashc_tensor *t,
+                                   int ndim)
+{
+    if (!t)
+        return flashc__fail(FLASHC_ERR_NULL_POINTER, "%s: tensor %s is NULL", fn, name);
+    if (!t->data)
+        return flashc__fail(FLASHC_ERR_NULL_POINTER, "%s: %s.data is NULL", fn, name);
+    if ((unsigned)t->dtype >= FLASHC_DTYPE_COUNT)
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED_DTYPE, "%s: %s.dtype = %d is not a flashc_dtype",
+                            fn, name, (int)t->dtype);
+    if (t->device != FLASHC_DEVICE_CPU && t->device != FLASHC_DEVICE_CUDA)
+        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT, "%s: %s.device = %d is not a flashc_device",
+                            fn, name, (int)t->device);
+    if (t->ndim != ndim)
+        return flashc__fail(FLASHC_ERR_INVALID_SHAPE, "%s: %s.ndim = %d, expected %d", fn, name,
+                            (int)t->ndim, ndim);
+    /* Largest element offset, with every product and sum checked: a view whose byte extent
+     * does not fit in 64 bits cannot be addressed safely. */
+    int64_t max_off = 0;
+    for (int i = 0; i < ndim; i++) {
+        if (t->shape[i] <= 0)
+            return flashc__fail(FLASHC_ERR_INVALID_SHAPE, "%s: %s.shape[%d] = %lld, must be > 0",
+                                fn, name, i, (long long)t->shape[i]);
+        if (t->stride[i] < 0)
+            return flashc__fail(FLASHC_ERR_INVALID_STRIDE, "%s: %s.stride[%d] = %lld is negative",
+                                fn, name, i, (long long)t->stride[i]);
+        int64_t term;
+        if (__builtin_mul_overflow(t->shape[i] - 1, t->stride[i], &term) ||
+            __builtin_add_overflow(max_off, term, &max_off))
+            return flashc__fail(FLASHC_ERR_OVERFLOW,
+                                "%s: %s spans more than 2^63 elements (shape[%d] = %lld, "
+                                "stride %lld)",
+                                fn, name, i, (long long)t->shape[i], (long long)t->stride[i]);
+    }
+    int64_t bytes;
+    int64_t esize = (int64_t)flashc_dtype_size(t->dtype);
+    if (__builtin_add_overflow(max_off, 1, &bytes) ||
+        __builtin_mul_overflow(bytes, esize, &bytes) ||
+        (uint64_t)bytes > UINTPTR_MAX - (uintptr_t)t->data)
+        return flashc__fail(FLASHC_ERR_OVERFLOW, "%s: the byte extent of %s overflows 64 bits", fn,
+                            name);
+    return FLASHC_OK;
+}
+
+void flashc__tensor_extent(const flashc_tensor *t, uintptr_t *lo, uintptr_t *hi)
+{
+    int64_t max_off = 0;
+    for (int i = 0; i < t->ndim; i++)
+        max_off += (t->shape[i] - 1) * t->stride[i];
+    *lo = (uintptr_t)t->data;
+    *hi = *lo + (uintptr_t)(max_off + 1) * flashc_dtype_size(t->dtype);
+}
+
+flashc_status flashc__check_no_overlap(const char *fn, const char *na, const flashc_tensor *a,
+                                       const char *nb, const flashc_tensor *b)
+{
+    if (!a || !b || a->device != b->device)
+        return FLASHC_OK;
+    uintptr_t alo, ahi, blo, bhi;
+    flashc__tensor_extent(a, &alo, &ahi);
+    flashc__tensor_extent(b, &blo, &bhi);
+    if (alo < bhi && blo < ahi)
+        return flashc__fail(FLASHC_ERR_OVERLAP, "%s: %s overlaps %s in memory", fn, na, nb);
+    return FLASHC_OK;
+}
