@@ -15,19 +15,27 @@ import flashc  # noqa: E402
 from flashc import _lib  # noqa: E402
 
 
+# Fresh random inputs every run, like the C suite; FLASHC_TEST_SEED=<n> replays a run.
+SEED = int(os.environ.get("FLASHC_TEST_SEED") or np.random.SeedSequence().entropy % 2**63)
+
+
 def pytest_report_header(config):
     try:
         where = f"{flashc.library_path()} [{flashc.build_info()}]"
     except OSError as e:
         where = f"NOT LOADED: {e}"
-    return [f"flashc package: {os.path.dirname(flashc.__file__)}", f"libflashc: {where}"]
+    return [
+        f"flashc package: {os.path.dirname(flashc.__file__)}",
+        f"libflashc: {where}",
+        f"FLASHC_TEST_SEED={SEED}",
+    ]
 
 
 @pytest.fixture
 def rng(request):
-    # A fresh, reproducible stream per test (seeded by the test's name).
-    seed = sum(ord(c) for c in request.node.nodeid) * 7919
-    return np.random.default_rng(seed)
+    """Each test's own stream, derived from the run's seed and the test's id."""
+    key = [ord(c) for c in request.node.nodeid]
+    return np.random.default_rng(np.random.SeedSequence([SEED] + key))
 
 
 def c_backward_missing():

@@ -76,3 +76,32 @@ def swiglu(gu):
     i = gu.shape[-1] // 2
     g, u = gu[..., :i], gu[..., i:]
     return g / (1.0 + np.exp(-g)) * u
+
+
+def round_to(x, dtype):
+    """x rounded to "float16" or "bfloat16" (round to nearest even), returned as float64."""
+    x = np.asarray(x, np.float64)
+    if dtype == "float16":
+        return x.astype(np.float16).astype(np.float64)
+    assert dtype == "bfloat16", dtype
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return u.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def attn_fwd_naive_lowp(q, k, v, dtype, scale=None, causal=False):
+    """What an unfused framework computes in a 16-bit dtype: S, P and O each stored (rounded)
+    in dtype, arithmetic exact in between. The yardstick of the low-precision tests: flashc's
+    error vs attn_fwd must be <= 2x this one's."""
+    scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else scale
+    q64, k64, v64 = (round_to(a, dtype) for a in (q, k, v))
+    hq = q.shape[2]
+    kh, vh = _heads(k64, hq), _heads(v64, hq)
+    s = round_to(np.einsum("bqhd,bkhd->bhqk", q64, kh) * scale, dtype)
+    if causal:
+        s = np.where(causal_visible(q.shape[1], kh.shape[1]), s, -np.inf)
+    m = s.max(axis=-1, keepdims=True)
+    p = np.exp(s - np.where(np.isfinite(m), m, 0.0))
+    l = p.sum(axis=-1, keepdims=True)
+    p = round_to(np.where(l > 0, p / np.where(l > 0, l, 1.0), 0.0), dtype)
+    return round_to(np.einsum("bhqk,bkhd->bqhd", p, vh), dtype)

@@ -118,14 +118,13 @@ def test_backward_deterministic_and_inputs_unchanged(c_backward, rng):
     q, k, v, dout = problem(rng, 2, 31, 45, 6, 2, 40)
     out, lse, _ = flashc.flash_attn_func(q, k, v, causal=True, return_attn_probs=True)
     before = [t.copy() for t in (q, k, v, dout, out, lse)]
-    threads = flashc.get_num_threads()
     try:
         flashc.set_num_threads(1)
         one = flashc.flash_attn_backward(dout, q, k, v, out, lse, causal=True)
         flashc.set_num_threads(2)
         two = flashc.flash_attn_backward(dout, q, k, v, out, lse, causal=True)
     finally:
-        flashc.set_num_threads(threads)
+        flashc.set_num_threads(0)  # back to OpenMP's default
     for a, b_ in zip(one, two):
         assert np.array_equal(a, b_), "backward differs between 1 and 2 threads"
     for t, t0 in zip((q, k, v, dout, out, lse), before):
