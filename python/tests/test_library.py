@@ -161,3 +161,20 @@ def test_runtime_functions():
     stats = flashc.mem_stats()
     assert set(stats) == {"current_bytes", "peak_bytes", "alloc_count"}
     assert stats["peak_bytes"] >= stats["current_bytes"] >= 0
+
+
+def test_torch_is_not_imported_for_numpy(tmp_path):
+    res = run_python(
+        """
+        import sys, numpy as np, flashc
+        q = np.ones((1, 3, 2, 8), np.float32)
+        flashc.flash_attn_func(q, q, q)
+        flashc.rms_norm(q, np.ones(8, np.float32))
+        print("torch" in sys.modules)
+        """,
+        {"FLASHC_LIBRARY": flashc.library_path()},
+        str(tmp_path),
+        os.path.dirname(PKG_DIR),
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "False"
