@@ -265,3 +265,49 @@ def test_failed_call_leaves_nothing_half_done(rng):
     with pytest.raises(ValueError):
         flashc.flash_attn_func(q, k[..., :4], v)
     assert_close_fp32(flashc.flash_attn_func(q, k, v), ref.attn_fwd(q, k, v)[0], "after error")
+
+
+def test_error_details_are_per_thread(rng):
+    # flashc_last_error() is per thread; each thread's exception must carry its own detail
+    import threading
+
+    q, k, v = qkv_of(rng, 1, 5, 6, 4, 2, 8)
+    cases = {
+        "dim": (q, k[..., :4], v[..., :4], "k.shape[3] (head dim) = 4"),
+        "heads": (q[:, :, :3], k, v, "q has 3 heads"),
+        "batch": (np.concatenate([q, q]), k, v, "k.shape[0] (batch) = 1 but q has 2"),
+    }
+    seen = {}
+
+    def worker(name, a, b, c):
+        for _ in range(200):
+            try:
+                flashc.flash_attn_func(a, b, c)
+            except ValueError as e:
+                seen.setdefault(name, set()).add(e.detail)
+
+    threads = [threading.Thread(target=worker, args=(n, *c[:3])) for n, c in cases.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for name, (_, _, _, want) in cases.items():
+        assert len(seen[name]) == 1 and want in next(iter(seen[name])), (name, seen[name])
+
+
+def test_numpy_bfloat16_follows_the_library(rng):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    q, k, v = (a.astype(ml_dtypes.bfloat16) for a in qkv_of(rng, 1, 13, 17, 2, 1, 32))
+    if flashc.attn_fwd_supported(q, k, v):
+        out = flashc.flash_attn_func(q, k, v, causal=True)
+        assert out.dtype == q.dtype
+        q64, k64, v64 = (a.astype(np.float64) for a in (q, k, v))
+        want = ref.attn_fwd(q64, k64, v64, causal=True)[0]
+        naive = ref.attn_fwd_naive_lowp(q64, k64, v64, "bfloat16", causal=True)
+        err = np.max(np.abs(out.astype(np.float64) - want))
+        assert err <= 2 * np.max(np.abs(naive - want)), err
+    else:
+        detail = flashc.last_error()
+        with pytest.raises(TypeError) as e:
+            flashc.flash_attn_func(q, k, v)
+        assert detail and detail in str(e.value)
