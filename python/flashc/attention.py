@@ -122,6 +122,7 @@ def _wants_grad(*xs) -> bool:
 
 
 def _attention(q, k, v, softmax_scale, causal):
+    _arrays.common_kind({"q": q, "k": k, "v": v})
     if _wants_grad(q, k, v):
         from . import _autograd  # imports torch, which the caller already has
 
