@@ -107,7 +107,7 @@ def test_ctypes_layouts_match_the_header(tmp_path):
             lines.append(f'printf("{cname}.{f} %zu\\n", offsetof({cname}, {f}));')
     for e in enums:
         lines.append(f'printf("{e} %d\\n", (int){e});')
-    lines.append(f'printf("enum %zu\\n", sizeof(flashc_status));')
+    lines.append('printf("enum %zu\\n", sizeof(flashc_status));')
     lines.append("return 0; }")
     src = tmp_path / "abi.c"
     src.write_text("\n".join(lines))
