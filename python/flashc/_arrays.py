@@ -5,7 +5,8 @@ torch is never imported here: a torch tensor can only exist if the caller import
 
 Views are passed without copying: strides in elements go straight to the library, which accepts
 any non-negative strides. Only numpy views the library cannot express are copied (documented in
-README): negative strides (x[::-1]) and byte strides that are not a multiple of the item size.
+README): negative strides (x[::-1]), byte strides that are not a multiple of the item size, and
+data not aligned to its item size (C may not read a float through a misaligned pointer).
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ def _fill(c: _lib.Tensor, name: str, shape, strides) -> None:
 def numpy_view(name: str, x: np.ndarray) -> View:
     code = _numpy_dtype_code(name, x.dtype)
     item = x.dtype.itemsize
-    if any(s < 0 or s % item for s in x.strides):
+    if not x.flags.aligned or any(s < 0 or s % item for s in x.strides):
         x = np.ascontiguousarray(x)  # a layout flashc_tensor cannot express; see module doc
     c = _lib.Tensor()
     c.data = x.ctypes.data

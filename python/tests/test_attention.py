@@ -156,6 +156,20 @@ def test_negative_and_zero_strides(rng):
     )
 
 
+def test_misaligned_and_byte_strided_arrays_are_copied(rng):
+    q, k, v = qkv_of(rng, 1, 6, 8, 2, 2, 8)
+    raw = np.zeros(q.nbytes + 1, np.uint8)
+    raw[1:] = q.view(np.uint8).ravel()
+    qm = raw[1:].view(np.float32).reshape(q.shape)  # float32 data at an odd address
+    assert not qm.flags.aligned and np.array_equal(qm, q)
+    rec = np.zeros(k.shape, dtype=[("a", np.float32), ("b", np.uint8)])  # packed: 5-byte items
+    rec["a"] = k
+    ks = rec["a"]
+    assert ks.strides[-1] == 5
+    want = ref.attn_fwd(q, k, v, causal=True)[0]
+    assert_close_fp32(flashc.flash_attn_func(qm, ks, v, causal=True), want, "copied views")
+
+
 def test_inputs_unchanged(rng):
     q, k, v = qkv_of(rng, 2, 9, 14, 4, 2, 16)
     before = [t.copy() for t in (q, k, v)]
