@@ -108,7 +108,9 @@ def numpy_view(name: str, x: np.ndarray) -> View:
     code = _numpy_dtype_code(name, x.dtype)
     item = x.dtype.itemsize
     if not x.flags.aligned or any(s < 0 or s % item for s in x.strides):
-        x = np.ascontiguousarray(x)  # a layout flashc_tensor cannot express; see module doc
+        # a layout flashc_tensor cannot express (see module doc); a fresh array, since
+        # ascontiguousarray returns a misaligned but contiguous x unchanged
+        x = np.array(x, order="C", copy=True)
     c = _lib.Tensor()
     c.data = x.ctypes.data
     c.dtype = code
