@@ -2,6 +2,7 @@
 # Runs the Python binding's tests against an already built libflashc. Builds nothing.
 #
 #   FLASHC_LIBRARY=$PWD/build/libflashc.so python/run_tests.sh [pytest args...]
+#   FLASHC_LIBRARY=$PWD/build-asan/libflashc.so python/run_tests.sh   # ASan+UBSan build: preloaded
 #
 # The library: $FLASHC_LIBRARY if set, else <repo>/build/libflashc.so (the package's own lookup).
 # The interpreter: a venv at $FLASHC_VENV (default <repo>/build/pyvenv), created with
@@ -27,6 +28,15 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 # a no-op (no network) when the venv or the system already satisfies these
 "$venv/bin/python" -m pip install -q --disable-pip-version-check "numpy>=1.22" "pytest>=7"
+
+# A sanitizer build of the library (cmake -DFLASHC_SANITIZE=ON) can only be loaded into Python
+# with its runtimes preloaded; Python's own allocations are not leaks of ours.
+preload=$(ldd "$lib" 2>/dev/null | awk '/lib(asan|ubsan)\.so/ {print $3}' | paste -sd: -)
+if [ -n "$preload" ]; then
+    echo "run_tests.sh: $lib is a sanitizer build; preloading $preload"
+    export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}"
+    export LD_PRELOAD="$preload${LD_PRELOAD:+:$LD_PRELOAD}"
+fi
 
 cd "$repo"
 set +e
