@@ -420,10 +420,15 @@ static void test_refusals(void **state)
     flashc_tensor q = view(&c, r.dq, c.Sq, c.Hq), k = view(&c, r.dk, c.Sk, c.Hkv);
     flashc_tensor v = view(&c, r.dv, c.Sk, c.Hkv), o = view(&c, r.dout, c.Sq, c.Hq);
 
-    /* float32 on the device */
+    /* float32 on the device: the same buffers seen as 32 floats a row (same bytes) */
     flashc_tensor q32 = q, k32 = k, v32 = v, o32 = o;
-    q32.dtype = k32.dtype = v32.dtype = o32.dtype = FLASHC_F32;
-    q32.shape[3] = k32.shape[3] = v32.shape[3] = o32.shape[3] = 32; /* same bytes per row */
+    flashc_tensor *all32[4] = {&q32, &k32, &v32, &o32};
+    for (int i = 0; i < 4; i++) {
+        all32[i]->dtype = FLASHC_F32;
+        all32[i]->shape[3] = 32;
+        for (int j = 0; j < 3; j++)
+            all32[i]->stride[j] /= 2;
+    }
     assert_int_equal(flashc_attn_fwd(&pr, &q32, &k32, &v32, &o32, NULL, NULL),
                      FLASHC_ERR_UNSUPPORTED_DTYPE);
     printf("  fp32: %s\n", flashc_last_error());

@@ -84,6 +84,8 @@ def main():
     ap.add_argument("--seqlens", default="512,1024,2048,4096,8192,16384")
     ap.add_argument("--dims", default="64,128")
     ap.add_argument("--rep-ms", type=int, default=300)
+    ap.add_argument("--backends", default="flashc,sdpa_flash,sdpa_cudnn",
+                    help="which to time (flashc is always checked against sdpa_flash)")
     a = ap.parse_args()
 
     fc = Flashc(a.lib)
@@ -122,6 +124,8 @@ def main():
                 r = {"d": d, "causal": causal, "seqlen": S, "batch": B, "heads": H,
                      "max_abs_diff_vs_fa2": diff}
                 for name, fn in (("flashc", run_fc), ("sdpa_flash", run_fa2), ("sdpa_cudnn", run_cudnn)):
+                    if name not in a.backends.split(","):
+                        continue
                     if name == "flashc" and not ok:
                         r[name] = None
                         continue

@@ -27,6 +27,7 @@ typedef struct attn_fwd_args {
     int64_t sq[3], sk[3], sv[3], so[3]; /* batch, seq, head strides              */
     int64_t slse[3];                    /* batch, head, seq strides              */
     int B, Sq, Sk, Hq, group;           /* group = Hq / Hkv                      */
+    int head_group;                     /* (batch, head) pairs scheduled together */
     float scale;                        /* softmax scale, > 0                    */
     float scale_log2;                   /* scale * log2(e): exp(x s) = 2^(x s')  */
     int causal;                         /* bottom-right aligned                  */

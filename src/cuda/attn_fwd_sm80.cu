@@ -22,7 +22,8 @@
  *
  * Causal: bottom-right aligned (row i sees key j iff j <= i + Sk - Sq); K blocks entirely
  * above the diagonal are never loaded. Thread blocks are launched last Q tile first: those
- * see the most keys, so the triangular work drains evenly.
+ * see the most keys, so the triangular work drains evenly (longest job first), within groups
+ * of heads whose K/V fit in L2 so the tiles of one head still share its K/V there.
  *
  * Nothing but LSE is written besides o; no device memory is allocated.
  *
@@ -68,12 +69,16 @@ static __device__ __forceinline__ void load_tile(T *s, const T *g, int64_t row_s
         const int r0 = (int)threadIdx.x / CPR, c = (int)threadIdx.x % CPR;
         const uint32_t dst = ptx_smem_addr(s + swz<DS>(r0, c));
         const T *src = g + (int64_t)r0 * row_stride + c * 8;
+        const int64_t step = (int64_t)RPP * row_stride;
 #pragma unroll
         for (int i = 0; i < ROWS / RPP; i++) {
             const bool valid = r0 + i * RPP < valid_rows;
-            /* an invalid row reads nothing; point it at row 0, which is mapped */
+            /* an invalid row reads nothing; point it at row 0, which is mapped. The pointer
+             * walks by one step per pass: precomputed offsets i * step would be 16 live
+             * registers the compiler ends up spilling. */
             ptx_cp_async_16(dst + (uint32_t)(i * RPP * DS * (int)sizeof(T)),
-                            valid ? src + (int64_t)i * RPP * row_stride : g + c * 8, valid);
+                            valid ? src : g + c * 8, valid);
+            src += step;
         }
     } else {
 #pragma unroll
@@ -85,6 +90,23 @@ static __device__ __forceinline__ void load_tile(T *s, const T *g, int64_t row_s
             ptx_cp_async_16(ptx_smem_addr(s + swz<DS>(r, c)), src, valid);
         }
     }
+}
+
+/* The (Q tile, batch, head) of thread block `block`. Order (see attn_fwd_args.head_group):
+ * heads in groups whose K/V fit in L2; within a group, the last Q tiles (the heaviest under
+ * the causal mask) of all its heads first, so the longest jobs start first. */
+template <int BM>
+static __device__ __forceinline__ void block_coords(const attn_fwd_args &a, int block,
+                                                    int *m_block, int *b, int *h)
+{
+    const int n_mblocks = (a.Sq + BM - 1) / BM;
+    const int span = a.head_group * n_mblocks; /* blocks of one full group */
+    const int grp = block / span, in_grp = block % span;
+    const int heads_here = min(a.head_group, a.B * a.Hq - grp * a.head_group);
+    const int bh = grp * a.head_group + in_grp % heads_here;
+    *m_block = n_mblocks - 1 - in_grp / heads_here;
+    *b = bh / a.Hq;
+    *h = bh % a.Hq;
 }
 
 /* Shape of the thread block:
@@ -110,8 +132,9 @@ __global__ void __launch_bounds__(NWARPS * 32)
 
     const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32;
     const int g = lane / 4, t = lane % 4;
-    const int m_block = (int)(gridDim.x - 1 - blockIdx.x); /* heaviest tiles first */
-    const int h = (int)blockIdx.y, b = (int)blockIdx.z, hk = h / a.group;
+    int m_block, b, h;
+    block_coords<BM>(a, ptx_block_index(), &m_block, &b, &h);
+    const int hk = h / a.group;
     const int m0 = m_block * BM;
     const int wrow = warp * 16 * MI; /* this warp's first row in the tile */
     const int diag = a.Sk - a.Sq;    /* row i sees keys j <= i + diag (causal) */
@@ -272,7 +295,9 @@ __global__ void __launch_bounds__(NWARPS * 32)
         }
     }
 
-    /* Epilogue: the one division per row, then o and LSE. */
+    /* Epilogue: the one division per row, then o and LSE. The block's coordinates are
+     * derived again rather than kept in registers through the main loop. */
+    block_coords<BM>(a, ptx_block_index(), &m_block, &b, &h);
     T *og = (T *)a.o + b * a.so[0] + h * a.so[2];
 #pragma unroll
     for (int mi = 0; mi < MI; mi++)
@@ -309,8 +334,10 @@ static cudaError_t attn_fwd_sm80_launch(const attn_fwd_args *a, cudaStream_t str
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (err != cudaSuccess)
         return err;
-    const dim3 grid((unsigned)((a->Sq + BM - 1) / BM), (unsigned)a->Hq, (unsigned)a->B);
-    kernel<<<grid, NWARPS * 32, smem, stream>>>(*a);
+    const int64_t blocks = (int64_t)((a->Sq + BM - 1) / BM) * a->B * a->Hq;
+    if (blocks > 0x7fffffff)
+        return cudaErrorInvalidConfiguration;
+    kernel<<<(unsigned)blocks, NWARPS * 32, smem, stream>>>(*a);
     return cudaGetLastError();
 }
 

@@ -32,6 +32,16 @@ static __device__ __forceinline__ uint32_t ptx_smem_addr(const void *p)
     return (uint32_t)__cvta_generic_to_shared(p);
 }
 
+/* blockIdx.x, read with a volatile instruction so that each use is a fresh read: a kernel
+ * that needs indices derived from it only before and after its main loop then recomputes
+ * them instead of holding them (and the compiler spilling them) through the loop. */
+static __device__ __forceinline__ int ptx_block_index(void)
+{
+    unsigned x;
+    asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(x));
+    return (int)x;
+}
+
 /* ---- cp.async (global -> shared, bypassing registers) ------------------------------------- */
 
 /* Copies 16 bytes from global src to shared dst when valid, otherwise writes 16 zero bytes
