@@ -109,6 +109,152 @@ static __device__ __forceinline__ void block_coords(const attn_fwd_args &a, int 
     *h = bh % a.Hq;
 }
 
+/* S = Q K^T for one K block: s (MI x NT tiles of 16 x 8, C layout) over D in steps of 16.
+ * q_lane, k_lane: this lane's ldmatrix addresses of chunk 0 (see swz_step). */
+template <typename T, int D, int MI, int NT, uint32_t ROWB>
+static __device__ __forceinline__ void qk_block(float (&s)[MI][NT][4], uint32_t q_lane,
+                                                uint32_t k_lane)
+{
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                s[mi][nt][e] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ks++) {
+        uint32_t qa[MI][4];
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++)
+            ptx_ldmatrix_x4(qa[mi], swz_step(q_lane, 2 * ks) + mi * 16 * ROWB);
+#pragma unroll
+        for (int np = 0; np < NT / 2; np++) {
+            uint32_t kb[4]; /* B fragments of key tiles 2np (kb[0..1]) and 2np+1 (kb[2..3]) */
+            ptx_ldmatrix_x4(kb, swz_step(k_lane, 2 * ks) + np * 16 * ROWB);
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++) {
+                ptx_mma_m16n8k16(T(), s[mi][2 * np], qa[mi], kb[0], kb[1]);
+                ptx_mma_m16n8k16(T(), s[mi][2 * np + 1], qa[mi], kb[2], kb[3]);
+            }
+        }
+    }
+}
+
+/* Sets to -inf the scores of keys a row may not see: past Sk, or past its causal limit.
+ * row0: the thread's first row (tile mi, half 0); col0: its first key column. */
+template <int MI, int NT>
+static __device__ __forceinline__ void mask_block(float (&s)[MI][NT][4], const attn_fwd_args &a,
+                                                  int row0, int col0, int diag)
+{
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int row = row0 + mi * 16 + (e >= 2 ? 8 : 0);
+            const int limit = a.causal ? min(a.Sk, row + 1 + diag) : a.Sk;
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+                if (col0 + nt * 8 + (e & 1) >= limit)
+                    s[mi][nt][e] = -INFINITY;
+        }
+}
+
+/* Rows' max only moves the exponent base when it grew by more than 2^RESCALE_LOG2: until
+ * then P = 2^(S s' - m s') stays <= 2^8, far from overflow in fp32 and (for P V) in
+ * bf16/fp16, and LSE = m scale + ln l is exact for any base m. So O and l are rescaled in
+ * the few blocks where some row of the warp jumped, not in every block. */
+static constexpr float RESCALE_LOG2 = 8.0f;
+
+/* Online softmax for one block: turns s into P (in place), updates the base m, the partial
+ * row sums l and, when the base moves, rescales O. A row that has seen only masked keys
+ * keeps m = -inf; its exponent base is then 0, so no -inf - -inf = NaN. */
+template <int MI, int NT, int DT>
+static __device__ __forceinline__ void softmax_block(float (&s)[MI][NT][4],
+                                                     float (&acc)[MI][DT][4],
+                                                     float (&row_m)[MI][2], float (&row_l)[MI][2],
+                                                     float scale_log2)
+{
+    float mx[MI][2];
+    bool grow = false;
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            float m = row_m[mi][hr];
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+                m = fmaxf(m, fmaxf(s[mi][nt][2 * hr], s[mi][nt][2 * hr + 1]));
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+            mx[mi][hr] = m;
+            /* -inf -> finite is a jump (inf > 8); -inf -> -inf is not (NaN compares false) */
+            grow |= (m - row_m[mi][hr]) * scale_log2 > RESCALE_LOG2;
+        }
+    if (__any_sync(0xffffffffu, grow)) {
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+            for (int hr = 0; hr < 2; hr++) {
+                const float base = mx[mi][hr] == -INFINITY ? 0.0f : mx[mi][hr] * scale_log2;
+                const float alpha = ptx_exp2(row_m[mi][hr] * scale_log2 - base);
+                row_m[mi][hr] = mx[mi][hr];
+                row_l[mi][hr] *= alpha;
+#pragma unroll
+                for (int dt = 0; dt < DT; dt++) {
+                    acc[mi][dt][2 * hr] *= alpha;
+                    acc[mi][dt][2 * hr + 1] *= alpha;
+                }
+            }
+    }
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            const float m = row_m[mi][hr];
+            const float base = m == -INFINITY ? 0.0f : m * scale_log2;
+            float sum = 0.0f;
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int e = 2 * hr; e < 2 * hr + 2; e++) {
+                    const float p = ptx_exp2(fmaf(s[mi][nt][e], scale_log2, -base));
+                    s[mi][nt][e] = p;
+                    sum += p;
+                }
+            row_l[mi][hr] += sum;
+        }
+}
+
+/* O += P V for one block, over its keys in steps of 16. P's accumulator layout for key tiles
+ * 2kk and 2kk+1 is exactly the A fragment of keys [16 kk, 16 kk + 16): no shuffles. */
+template <typename T, int D, int MI, int NT, int DT, uint32_t ROWB>
+static __device__ __forceinline__ void pv_block(const float (&s)[MI][NT][4],
+                                                float (&acc)[MI][DT][4], uint32_t v_lane)
+{
+#pragma unroll
+    for (int kk = 0; kk < NT / 2; kk++) {
+        uint32_t pa[MI][4];
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++) {
+            pa[mi][0] = ptx_pack2(T(), s[mi][2 * kk][0], s[mi][2 * kk][1]);
+            pa[mi][1] = ptx_pack2(T(), s[mi][2 * kk][2], s[mi][2 * kk][3]);
+            pa[mi][2] = ptx_pack2(T(), s[mi][2 * kk + 1][0], s[mi][2 * kk + 1][1]);
+            pa[mi][3] = ptx_pack2(T(), s[mi][2 * kk + 1][2], s[mi][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int dp = 0; dp < D / 16; dp++) {
+            uint32_t vb[4]; /* B fragments of feature tiles 2dp (vb[0..1]) and 2dp+1 */
+            ptx_ldmatrix_x4_trans(vb, swz_step(v_lane, 2 * dp) + kk * 16 * ROWB);
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++) {
+                ptx_mma_m16n8k16(T(), acc[mi][2 * dp], pa[mi], vb[0], vb[1]);
+                ptx_mma_m16n8k16(T(), acc[mi][2 * dp + 1], pa[mi], vb[2], vb[3]);
+            }
+        }
+    }
+}
+
 /* Shape of the thread block:
  *   T       __nv_bfloat16 or __half (fp32 accumulation)
  *   D       head dim, a multiple of 32 (64, 96, 128, 256)
@@ -143,6 +289,7 @@ __global__ void __launch_bounds__(NWARPS * 32)
      * address rows 0-15 at the pair's first chunk, lanes 16-31 the same rows at the second.
      * K: lanes 0-7 rows 0-7 first chunk, 8-15 rows 0-7 second, 16-31 rows 8-15 likewise. */
     constexpr uint32_t ROWB = DS * sizeof(T); /* bytes per shared row, a multiple of 128 */
+    static_assert(ROWB % 128 == 0, "swz_step needs 128-byte rows");
     const uint32_t q_lane = ptx_smem_addr(sQ) + (wrow + (lane & 15)) * ROWB +
                             (((lane >> 4) ^ (lane & 7)) * 16);
     const uint32_t k_lane = ptx_smem_addr(sK) + ((lane & 7) + (lane >> 4) * 8) * ROWB +
@@ -187,46 +334,16 @@ __global__ void __launch_bounds__(NWARPS * 32)
         load_tile<T, D, DS, BN, NTHREADS>(sV, vg + (int64_t)n0 * a.sv[1], a.sv[1], a.Sk - n0);
         ptx_cp_async_commit();
 
-        /* S = Q K^T over D in steps of 16 */
+        /* Under the causal mask a warp whose last row cannot see key n0 has nothing in this
+         * block (S all masked, P = 0, m and O unchanged): it only takes part in the loads and
+         * barriers, and leaves its tensor-core share to the SM's other warps. */
+        const bool live = !a.causal || n0 <= m0 + wrow + 16 * MI - 1 + diag;
         float s[MI][NT][4];
-#pragma unroll
-        for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    s[mi][nt][e] = 0.0f;
-#pragma unroll
-        for (int ks = 0; ks < D / 16; ks++) {
-            uint32_t qa[MI][4];
-#pragma unroll
-            for (int mi = 0; mi < MI; mi++)
-                ptx_ldmatrix_x4(qa[mi], swz_step(q_lane, 2 * ks) + mi * 16 * ROWB);
-#pragma unroll
-            for (int np = 0; np < NT / 2; np++) {
-                uint32_t kb[4]; /* B fragments of key tiles 2np (kb[0..1]) and 2np+1 (kb[2..3]) */
-                ptx_ldmatrix_x4(kb, swz_step(k_lane, 2 * ks) + np * 16 * ROWB);
-#pragma unroll
-                for (int mi = 0; mi < MI; mi++) {
-                    ptx_mma_m16n8k16(T(), s[mi][2 * np], qa[mi], kb[0], kb[1]);
-                    ptx_mma_m16n8k16(T(), s[mi][2 * np + 1], qa[mi], kb[2], kb[3]);
-                }
-            }
-        }
-
-        /* Mask only blocks that reach past the Sk tail or the first row's causal limit. */
-        if (n0 + BN > a.Sk || (a.causal && n0 + BN > m0 + 1 + diag)) {
-#pragma unroll
-            for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int row = m0 + wrow + mi * 16 + g + (e >= 2 ? 8 : 0);
-                    const int limit = a.causal ? min(a.Sk, row + 1 + diag) : a.Sk;
-#pragma unroll
-                    for (int nt = 0; nt < NT; nt++)
-                        if (n0 + nt * 8 + 2 * t + (e & 1) >= limit)
-                            s[mi][nt][e] = -INFINITY;
-                }
+        if (live) {
+            qk_block<T, D, MI, NT, ROWB>(s, q_lane, k_lane);
+            /* Mask only blocks that reach past the Sk tail or the first row's causal limit. */
+            if (n0 + BN > a.Sk || (a.causal && n0 + BN > m0 + 1 + diag))
+                mask_block<MI, NT>(s, a, m0 + wrow + g, n0 + 2 * t, diag);
         }
 
         ptx_cp_async_wait<0>();
@@ -238,60 +355,9 @@ __global__ void __launch_bounds__(NWARPS * 32)
             ptx_cp_async_commit();
         }
 
-        /* Online softmax: one rescale of O and l per row and block. A row that has seen only
-         * masked keys keeps m = -inf; its exponent base is then 0 so no -inf - -inf = NaN. */
-#pragma unroll
-        for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-            for (int hr = 0; hr < 2; hr++) {
-                float mx = row_m[mi][hr];
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++)
-                    mx = fmaxf(mx, fmaxf(s[mi][nt][2 * hr], s[mi][nt][2 * hr + 1]));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                const float base = mx == -INFINITY ? 0.0f : mx * a.scale_log2;
-                const float alpha = ptx_exp2(row_m[mi][hr] * a.scale_log2 - base);
-                row_m[mi][hr] = mx;
-                float sum = 0.0f;
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                    for (int e = 2 * hr; e < 2 * hr + 2; e++) {
-                        const float p = ptx_exp2(fmaf(s[mi][nt][e], a.scale_log2, -base));
-                        s[mi][nt][e] = p;
-                        sum += p;
-                    }
-                row_l[mi][hr] = row_l[mi][hr] * alpha + sum;
-#pragma unroll
-                for (int dt = 0; dt < DT; dt++) {
-                    acc[mi][dt][2 * hr] *= alpha;
-                    acc[mi][dt][2 * hr + 1] *= alpha;
-                }
-            }
-
-        /* O += P V over the block's keys in steps of 16; P's accumulator layout for key tiles
-         * 2kk and 2kk+1 is exactly the A fragment of keys [16 kk, 16 kk + 16). */
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++) {
-            uint32_t pa[MI][4];
-#pragma unroll
-            for (int mi = 0; mi < MI; mi++) {
-                pa[mi][0] = ptx_pack2(T(), s[mi][2 * kk][0], s[mi][2 * kk][1]);
-                pa[mi][1] = ptx_pack2(T(), s[mi][2 * kk][2], s[mi][2 * kk][3]);
-                pa[mi][2] = ptx_pack2(T(), s[mi][2 * kk + 1][0], s[mi][2 * kk + 1][1]);
-                pa[mi][3] = ptx_pack2(T(), s[mi][2 * kk + 1][2], s[mi][2 * kk + 1][3]);
-            }
-#pragma unroll
-            for (int dp = 0; dp < D / 16; dp++) {
-                uint32_t vb[4]; /* B fragments of feature tiles 2dp (vb[0..1]) and 2dp+1 */
-                ptx_ldmatrix_x4_trans(vb, swz_step(v_lane, 2 * dp) + kk * 16 * ROWB);
-#pragma unroll
-                for (int mi = 0; mi < MI; mi++) {
-                    ptx_mma_m16n8k16(T(), acc[mi][2 * dp], pa[mi], vb[0], vb[1]);
-                    ptx_mma_m16n8k16(T(), acc[mi][2 * dp + 1], pa[mi], vb[2], vb[3]);
-                }
-            }
+        if (live) {
+            softmax_block<MI, NT, DT>(s, acc, row_m, row_l, a.scale_log2);
+            pv_block<T, D, MI, NT, DT, ROWB>(s, acc, v_lane);
         }
     }
 
