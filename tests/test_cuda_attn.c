@@ -4,7 +4,9 @@
  * precision (q scaled and rounded, S = q k^T rounded, P = softmax(S) rounded, O = P v rounded,
  * float32 accumulation: what an unfused bf16/fp16 framework computes) against the same
  * reference. Checked for o and LSE, on fresh random inputs (the seed is printed), every element
- * poisoned with NaN first; NaN never passes.
+ * poisoned with NaN first; NaN never passes. The float64 reference is computed here row by row
+ * (in parallel, fused with the naive same-precision one) rather than with tu_attn_ref64: the
+ * 1k x 1k cases of every kernel would take minutes single-threaded.
  *
  * Cases: seqlen pairs (1,147) (113,203) (128,217) (108,256) (1023,1024) (1024,1023), causal and
  * not, MHA / GQA / MQA, head dims 64 96 128 256, bf16 and fp16; plus a (B, H, S, D) strided
@@ -13,16 +15,10 @@
  * No CUDA device (or a build without CUDA): prints why and exits 77, which ctest reports as
  * skipped. FLASHC_TEST_SMALL=1 keeps a few short cases of each kernel (for compute-sanitizer).
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
+#include "common.h"
+
 #include <stdio.h>
 #include <stdlib.h>
-
-#include <cmocka.h>
-
-#include "flashc.h"
 
 #ifdef FLASHC_HAVE_CUDA
 #include "internal.h" /* bf16 / fp16 conversions */
@@ -30,7 +26,6 @@
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <string.h>
-#include <time.h>
 
 #define CUDA_OK(call)                                                                              \
     do {                                                                                           \
@@ -38,22 +33,6 @@
         if (e_ != cudaSuccess)                                                                     \
             fail_msg("%s failed: %s", #call, cudaGetErrorString(e_));                              \
     } while (0)
-
-static uint64_t rng_state;
-
-static double uniform01(void) /* xorshift64*, 53 bits */
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return (double)((rng_state * 2685821657736338717ull) >> 11) * (1.0 / 9007199254740992.0);
-}
-
-static float normal(void) /* Box-Muller */
-{
-    double u = uniform01(), v = uniform01();
-    return (float)(sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v));
-}
 
 /* Round a float to the storage dtype and back. */
 static float rnd(flashc_dtype dt, float x)
@@ -198,7 +177,7 @@ static void merge_errs(errs *into, const errs *e)
 static void fill(const attn_case *c, int64_t n, float *f, uint16_t *bits)
 {
     for (int64_t i = 0; i < n; i++) {
-        bits[i] = to_bits(c->dt, normal());
+        bits[i] = to_bits(c->dt, (float)tu_normal());
         f[i] = from_bits(c->dt, bits[i]);
     }
 }
@@ -475,12 +454,8 @@ int main(void)
         printf("test_cuda_attn: SKIPPED: no CUDA device visible (%s)\n", flashc_build_info());
         return 77;
     }
-    const char *seed_env = getenv("FLASHC_TEST_SEED");
-    rng_state = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL) * 2654435761ull;
-    if (rng_state == 0)
-        rng_state = 1;
-    printf("test_cuda_attn: %s, seed %llu (FLASHC_TEST_SEED to repeat)\n", flashc_build_info(),
-           (unsigned long long)rng_state);
+    tu_seed_from_env();
+    printf("test_cuda_attn: %s\n", flashc_build_info());
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_repeatable),

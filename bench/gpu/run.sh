@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/gpu/run.sh — everything the CUDA backend needs checked on a GPU machine, in one go:
-#   1. build (Release, sm_80 + sm_90a) unless FLASHC_BUILD names a finished build directory
+#   1. build (Release, sm_80 + sm_90a) unless FLASHC_BUILD names a finished build directory;
+#      FLASHC_DEPS names a folder made by bench/gpu/stage.sh when the machine lacks cmocka
 #   2. the GPU correctness suite (tests/test_cuda_attn)
 #   3. compute-sanitizer memcheck and racecheck on its short cases (FLASHC_TEST_SMALL=1)
 #   4. the comparison with PyTorch SDPA (flash and cuDNN backends), bench/gpu/bench_sdpa.py
@@ -16,6 +17,11 @@ step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu \
   --format=csv 2>&1 | tee "$OUT/gpu.txt"
+
+if [ -n "${FLASHC_DEPS:-}" ]; then
+  export PKG_CONFIG_PATH="$FLASHC_DEPS/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+  export LD_LIBRARY_PATH="$FLASHC_DEPS/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 
 if [ -z "$BUILD" ]; then
   BUILD=build-gpu

@@ -1,8 +1,12 @@
-# The CUDA backend: a static library of src/cuda/*.cu (CUDA C in C style), linked into both
+# The CUDA backend: the objects of src/cuda/*.cu (CUDA C in C style), linked into both
 # libflashc archives. Included by the top-level CMakeLists.txt when nvcc is found.
+# An OBJECT library rather than a separate static archive: the CUDA code calls back into the
+# core (flashc__fail, attn_tile_pairs_per_head) and the core into it, and two archives that
+# need each other fail to link whenever a program pulls the core's object only after the
+# CUDA archive was scanned (seen with test_rows). Objects inside libflashc.a have no order.
 find_package(CUDAToolkit REQUIRED)
 
-add_library(flashc_cuda STATIC ${FLASHC_CUDA_SOURCES})
+add_library(flashc_cuda OBJECT ${FLASHC_CUDA_SOURCES})
 # The directory's C flags (-Wall, sanitizers) mean nothing to nvcc: start from a clean list.
 set_property(TARGET flashc_cuda PROPERTY COMPILE_OPTIONS "")
 set_target_properties(flashc_cuda PROPERTIES
