@@ -7,10 +7,13 @@
  * so the softmax statistics never leave registers. Per K/V block of BN keys:
  *   S = Q K^T            mma.sync m16n8k16, Q and K read from shared memory by ldmatrix
  *   mask                 only on blocks that cross the causal diagonal or the Sk tail
- *   m' = max(m, rowmax S), P = 2^(S s' - m' s'), l = l 2^(m s' - m' s') + rowsum P
- *   O = O 2^(m s' - m' s') + P V   P goes from the S accumulators straight into A fragments
+ *   m' = max(m, rowmax S) if it grew by more than 2^8 in some row of the warp, else m' = m
+ *   O = O 2^(m s' - m' s'), l = l 2^(m s' - m' s')   only when m' != m (see softmax_block)
+ *   P = 2^(S s' - m' s'), l += rowsum P, O += P V   P goes from the S accumulators straight
+ *                                                   into the A fragments of P V
  * with s' = scale * log2(e) folded into the one FFMA before ex2. One division by l at the end;
- * LSE = m scale + ln l. Rows that see no key output zeros and LSE = -inf.
+ * LSE = m scale + ln l. Rows that see no key output zeros and LSE = -inf. Under the causal
+ * mask a warp whose rows see no key of a block skips its MMAs there.
  *
  * Memory pipeline (FA-2): Q, then K and V tiles arrive by cp.async in shared memory swizzled in
  * 16-byte chunks (chunk c of row r sits at c ^ (r mod 8) within its 128-byte group), so the 8
@@ -27,8 +30,9 @@
  *
  * Nothing but LSE is written besides o; no device memory is allocated.
  *
- * The plain reference for this kernel is src/ref/attn_fwd_ref.c (the tests compare with it in
- * float64 and with a naive same-precision version).
+ * The plain reference is src/ref/attn_fwd_ref.c; tests/test_cuda_attn.c checks every variant
+ * against a float64 reference and a naive same-precision attention (FlashAttention's 2x rule).
+ * The version ladder that led here is in bench/RESULTS.md.
  */
 #include "attn_cuda.cuh"
 #include "ptx.cuh"
