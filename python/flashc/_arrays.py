@@ -152,6 +152,14 @@ def empty_like_kind(like: Any, shape, dtype=None) -> Any:
     return torch.empty(shape, dtype=dt, device=like.device)
 
 
+def is_plain(x: Any) -> bool:
+    """Laid out like a fresh allocation: contiguous, from the start of its buffer (numpy:
+    contiguous and aligned)."""
+    if isinstance(x, np.ndarray):
+        return x.flags.c_contiguous and x.flags.aligned
+    return x.is_contiguous() and x.storage_offset() == 0
+
+
 def copy_of(x: Any) -> Any:
     """A contiguous copy (never aliases x)."""
     if isinstance(x, np.ndarray):

@@ -63,13 +63,31 @@ def attention_forward(q, k, v, softmax_scale=None, causal=False) -> Tuple[Any, A
     _check_rank({"q": q, "k": k, "v": v})
     out = _arrays.empty_like_kind(q, tuple(q.shape))
     lse = _arrays.empty_like_kind(q, _lse_shape(q), "float32")
-    vq, vk, vv = _arrays.view("q", q), _arrays.view("k", k), _arrays.view("v", v)
     vo, vl = _arrays.view("out", out), _arrays.view("softmax_lse", lse)
     lib = _lib.library()
     with _arrays.device_scope(q) as stream:
         params = _params(softmax_scale, causal, stream)
-        _lib.check(lib.flashc_attn_fwd(params, vq.ref, vk.ref, vv.ref, vo.ref, vl.ref, None))
+        _call_with_layout_retry(
+            lambda x: lib.flashc_attn_fwd(params, x["q"], x["k"], x["v"], vo.ref, vl.ref, None),
+            {"q": q, "k": k, "v": v},
+        )
     return out, lse
+
+
+def _call_with_layout_retry(call, inputs: dict) -> None:
+    """call({name: flashc_tensor*}) -> status, then raise on failure. A backend may refuse a
+    valid strided layout (FLASHC_ERR_UNSUPPORTED: the CUDA backend needs a unit headdim stride
+    and 16-byte aligned rows); the call is then retried once with contiguous copies of the inputs
+    that are views (as flash-attn does with .contiguous()). Outputs are untouched by a refused
+    call (the library's contract), so the retry starts clean."""
+    views = {n: _arrays.view(n, x) for n, x in inputs.items()}
+    st = call({n: vw.ref for n, vw in views.items()})
+    if st == _lib.ERR_UNSUPPORTED:
+        plain = {n: x if _arrays.is_plain(x) else _arrays.copy_of(x) for n, x in inputs.items()}
+        if any(plain[n] is not inputs[n] for n in inputs):
+            views = {n: _arrays.view(n, x) for n, x in plain.items()}
+            st = call({n: vw.ref for n, vw in views.items()})
+    _lib.check(st)
 
 
 def attn_fwd_supported(q, k, v, softmax_scale=None, causal=False) -> bool:
@@ -101,16 +119,17 @@ def flash_attn_backward(dout, q, k, v, out, softmax_lse, softmax_scale=None, cau
     dq = _arrays.empty_like_kind(q, tuple(q.shape))
     dk = _arrays.empty_like_kind(k, tuple(k.shape))
     dv = _arrays.empty_like_kind(v, tuple(v.shape))
-    vs = {n: _arrays.view(n, x) for n, x in named.items()}
     vdq, vdk, vdv = _arrays.view("dq", dq), _arrays.view("dk", dk), _arrays.view("dv", dv)
     lib = _lib.library()
     with _arrays.device_scope(q) as stream:
         params = _params(softmax_scale, causal, stream)
-        st = lib.flashc_attn_bwd(
-            params, vs["q"].ref, vs["k"].ref, vs["v"].ref, vs["out"].ref, vs["dout"].ref,
-            vs["softmax_lse"].ref, vdq.ref, vdk.ref, vdv.ref, None,
+        _call_with_layout_retry(
+            lambda x: lib.flashc_attn_bwd(
+                params, x["q"], x["k"], x["v"], x["out"], x["dout"], x["softmax_lse"],
+                vdq.ref, vdk.ref, vdv.ref, None,
+            ),
+            named,
         )
-        _lib.check(st)
     return dq, dk, dv
 
 

@@ -325,3 +325,32 @@ def test_numpy_bfloat16_follows_the_library(rng):
         with pytest.raises(TypeError) as e:
             flashc.flash_attn_func(q, k, v)
         assert detail and detail in str(e.value)
+
+
+def test_a_refused_layout_is_retried_with_contiguous_copies(rng, monkeypatch):
+    """A backend may refuse a valid strided layout with FLASHC_ERR_UNSUPPORTED (the CUDA backend
+    wants a unit headdim stride); the binding then retries once with contiguous copies. Shown
+    here with the CPU library behind a stand-in that refuses as the CUDA backend would."""
+    lib = flashc._lib.library()
+    real = lib.flashc_attn_fwd
+    calls = []
+
+    def refusing(params, q, k, v, o, lse, stats):
+        strides = [list(t._obj.stride)[:4] for t in (q, k, v)]
+        calls.append(strides)
+        if any(s[3] != 1 for s in strides):
+            return flashc._lib.ERR_UNSUPPORTED
+        return real(params, q, k, v, o, lse, stats)
+
+    monkeypatch.setattr(lib, "flashc_attn_fwd", refusing)
+    q, k, v = qkv_of(rng, 2, 7, 9, 4, 2, 16)
+    v_strided = np.repeat(v, 2, axis=3)[..., ::2]  # headdim stride 2, same values as v
+    out = flashc.flash_attn_func(q, k, v_strided, causal=True)
+    assert len(calls) == 2 and calls[0][2][3] == 2 and calls[1][2][3] == 1
+    assert calls[1][0] == calls[0][0]  # q was already plain: passed as is, not copied
+    assert_close_fp32(out, ref.attn_fwd(q, k, v, causal=True)[0], "after the retry")
+    # a refusal that copies cannot cure is reported, after one retry
+    calls.clear()
+    monkeypatch.setattr(lib, "flashc_attn_fwd", lambda *a: flashc._lib.ERR_UNSUPPORTED)
+    with pytest.raises(NotImplementedError):
+        flashc.flash_attn_func(q, k, v_strided)

@@ -272,6 +272,16 @@ def test_cuda_views_stream_and_scale(flashc_cuda, rng):
 
 
 @needs_cuda
+def test_cuda_layouts_the_kernel_refuses_are_copied(flashc_cuda, rng):
+    n = 1 * 90 * 4 * 64
+    q = torch.randn(n + 1, device="cuda", dtype=torch.float16)[1:].view(1, 90, 4, 64)  # 2-byte offset
+    k = torch.randn(1, 90, 2, 64, device="cuda", dtype=torch.float16)
+    v = torch.randn(1, 90, 2, 128, device="cuda", dtype=torch.float16)[..., ::2]  # headdim stride 2
+    assert q.data_ptr() % 16 != 0 and v.stride(3) == 2
+    cuda_check(q, k, v, "float16", True)
+
+
+@needs_cuda
 def test_cuda_float32_follows_the_library(flashc_cuda, rng):
     q = torch.randn(1, 33, 2, 64, device="cuda")
     if flashc.attn_fwd_supported(q, q, q):
