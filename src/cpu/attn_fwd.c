@@ -1,18 +1,43 @@
 /*
  * attn_fwd.c — FlashAttention-2 forward on the CPU: the portable loop nest.
  *
- * Work item = (batch, head, Q block of Br rows). For each item: load the Q tile once, then
- * stream K/V tiles of Bc rows through the micro-kernels (kernels.h): S = scale Q K^T,
- * the online-softmax update (rescale acc by exp(m_old - m_new) only when the max grows),
- * acc += P V. One division by l per row at the end; LSE = m + log l.
+ * Work item = (batch, head, Q block of Br rows). For each item: pack the Q tile once,
+ * transposed and pre-scaled, Qt[d][i] = q[i][d] * scale * log2(e); then stream K/V tiles of Bc
+ * rows through two gemm micro-kernel calls and the online softmax (kernels.h):
+ *   St = K Qt                 (Bc x Br)  the scores, transposed: column i is query row i
+ *   P^T = 2^(St - m), m, l    softmax_t: running max/sum per query, all vertical vector ops
+ *   acc = alpha acc + P V     (Br x D)   P^T read with strides (1, ldst), alpha folded in
+ * One division by l per row at the end; LSE = m ln2 + ln l (m is in base-2 units).
+ *
+ * Why transposed: with S^T the queries run along the vector lanes, so the softmax's max, sum
+ * and rescale need no horizontal reductions, the K tile is the gemm's broadcast operand (read
+ * in place, no per-tile transpose), and the only transpose is of Q, once per item (Br x D,
+ * against Br x Sk x D x 4 FLOPs of work). Folding scale * log2(e) into Qt turns every exp into
+ * an exp2 of a plain difference.
+ *
+ * Storage: float32, bfloat16 or float16 Q/K/V/O with float32 accumulation everywhere. A tile
+ * already float32 with unit feature stride is used in place; otherwise it is converted on load
+ * (kernels.h load_row: F16C / shift for bf16) into a per-thread buffer, and O is rounded once
+ * on the final store.
+ *
+ * Tiles (Br = query rows per item, Bc = key rows per tile), chosen for Zen-class caches
+ * (32-48 KiB L1d, >= 512 KiB L2 per core) and for the register blocks (MR = 6 on AVX2, 12 on
+ * AVX-512; 96 is a multiple of both and of 16/32-lane panels):
+ *   D <= 64:  Br = 96, Bc = 192   Qt 24 KiB and the 16-column Qt panel (4 KiB) stay in L1 while
+ *                                 Bc K rows stream; longer K tiles halve the per-tile overhead
+ *                                 (acc rescale, softmax loop setup) that weighs more at small D.
+ *   D <= 128: Br = 96, Bc = 96    Qt 48 KiB + acc 48 KiB + St 36 KiB + K, V 48 KiB each:
+ *                                 ~230 KiB per thread, inside L2; the gemm panels (Qt column
+ *                                 panel D x 16 = 8 KiB, V panel Bc x 16 = 6 KiB) stay in L1.
+ *   D > 128:  Br = 48, Bc = 48    keeps the same working set for D up to 256.
+ * (bench/RESULTS.md "CPU speed" has the measurements behind these.)
  *
  * Causal (bottom-right aligned): K blocks entirely above the diagonal are never visited, and
  * the mask is written only into tiles that straddle it. Items are handed out heaviest first
  * (the last Q blocks see the most keys) with dynamic scheduling, so the triangular work
  * balances across threads.
  *
- * Memory: per-thread tiles only, O(threads * (Br + 2 Bc) * D + Br * Bc), from the counting
- * allocator; nothing of size Sq x Sk exists.
+ * Memory: per-thread tiles only, from the counting allocator; nothing of size Sq x Sk exists.
  */
 #include "internal.h"
 #include "kernels.h"
@@ -23,65 +48,104 @@
 #include <omp.h>
 #endif
 
-enum { DEFAULT_BR = 64, DEFAULT_BC = 64 };
-
 flashc_status cpu_attn_fwd_supports(const attn_problem *p)
 {
-    if (p->dtype != FLASHC_F32)
+    if (p->dtype != FLASHC_F32 && p->dtype != FLASHC_BF16 && p->dtype != FLASHC_F16)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED_DTYPE,
-                            "flashc_attn_fwd: the CPU backend supports float32 storage only "
-                            "(dtype %d given)",
+                            "flashc_attn_fwd: the CPU backend supports float32, bfloat16 and "
+                            "float16 storage (dtype %d given)",
                             (int)p->dtype);
     return FLASHC_OK;
 }
 
+static void default_tiles(int64_t D, int64_t *br, int64_t *bc)
+{
+    if (D <= 64)
+        *br = 96, *bc = 192;
+    else if (D <= 128)
+        *br = 96, *bc = 96;
+    else
+        *br = 48, *bc = 48;
+}
+
+static const void *elem_ptr(const void *base, flashc_dtype dt, int64_t off)
+{
+    return (const char *)base + off * (int64_t)flashc_dtype_size(dt);
+}
+
 /* A rows x D tile of a (B, S, H, D) tensor as float32: points into the tensor when it already
- * is float32 with unit feature stride, otherwise converts into buf. Returns the leading dim. */
-static const float *load_tile(const void *base, flashc_dtype dt, const int64_t *st, int64_t off,
-                              int64_t rows, int64_t D, float *buf, int64_t *ld)
+ * is float32 with unit feature stride, otherwise converts into buf (ld D). Returns the tile
+ * and its leading dimension. */
+static const float *load_tile(const cpu_kernels *kr, const void *base, flashc_dtype dt,
+                              const int64_t *st, int64_t off, int64_t rows, int64_t D, float *buf,
+                              int64_t *ld)
 {
     if (dt == FLASHC_F32 && st[3] == 1) {
         *ld = st[1];
         return (const float *)base + off;
     }
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t d = 0; d < D; d++)
-            buf[r * D + d] = flashc__load(base, dt, off + r * st[1] + d * st[3]);
+    for (int64_t r = 0; r < rows; r++) {
+        if (st[3] == 1)
+            kr->load_row(elem_ptr(base, dt, off + r * st[1]), dt, D, buf + r * D);
+        else /* strided features: element by element */
+            for (int64_t d = 0; d < D; d++)
+                buf[r * D + d] = flashc__load(base, dt, off + r * st[1] + d * st[3]);
+    }
     *ld = D;
     return buf;
 }
 
 typedef struct workspace {
-    float *q, *k, *v; /* conversion buffers: br x D, bc x D, bc x D */
-    float *s;         /* br x bc scores / probabilities            */
-    float *acc;       /* br x D unnormalised output                */
-    float *m, *l, *alpha;
+    int64_t brp;      /* leading dimension of qt and st: Br rounded up to 16 floats (64 B) */
+    float *qt;        /* D x brp   Q^T * scale * log2(e)                                   */
+    float *k, *v;     /* bc x D    conversion buffers                                      */
+    float *st;        /* bc x brp  scores / probabilities, transposed                      */
+    float *acc;       /* br x D    unnormalised output                                     */
+    float *m, *l, *alpha; /* brp each                                                      */
 } workspace;
+
+static int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 
 static size_t workspace_floats(int64_t br, int64_t bc, int64_t D)
 {
-    return (size_t)(br * D + 2 * bc * D + br * bc + br * D + 3 * br);
+    const int64_t brp = round16(br);
+    return (size_t)(round16(D * brp) + 2 * round16(bc * D) + round16(bc * brp) +
+                    round16(br * D) + 3 * brp);
 }
 
 static workspace workspace_at(float *base, int64_t br, int64_t bc, int64_t D)
 {
     workspace w;
-    w.q = base;
-    w.k = w.q + br * D;
-    w.v = w.k + bc * D;
-    w.s = w.v + bc * D;
-    w.acc = w.s + br * bc;
-    w.m = w.acc + br * D;
-    w.l = w.m + br;
-    w.alpha = w.l + br;
+    w.brp = round16(br);
+    w.qt = base;
+    w.k = w.qt + round16(D * w.brp);
+    w.v = w.k + round16(bc * D);
+    w.st = w.v + round16(bc * D);
+    w.acc = w.st + round16(bc * w.brp);
+    w.m = w.acc + round16(br * D);
+    w.l = w.m + w.brp;
+    w.alpha = w.l + w.brp;
     return w;
+}
+
+/* Qt[d][r] = q[i0 + r][d] * qscale for the item's rows; the rows are converted into acc (free
+ * until the K loop starts) when they are not float32 in place. */
+static void pack_qt(const attn_problem *p, const cpu_kernels *kr, workspace *w, int64_t qoff,
+                    int64_t rows, float qscale)
+{
+    const int64_t D = p->D;
+    int64_t ldq;
+    const float *Q = load_tile(kr, p->q, p->dtype, p->sq, qoff, rows, D, w->acc, &ldq);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t d = 0; d < D; d++)
+            w->qt[d * w->brp + r] = Q[r * ldq + d] * qscale;
 }
 
 /* One (batch, head, Q block) item. Returns the number of tile pairs computed. */
 static int64_t fwd_block(const attn_problem *p, const cpu_kernels *kr, workspace *w, int64_t b,
-                         int64_t h, int64_t i0, int64_t rows, int64_t br, int64_t bc)
+                         int64_t h, int64_t i0, int64_t rows, int64_t bc)
 {
-    const int64_t D = p->D, hk = h / (p->Hq / p->Hkv);
+    const int64_t D = p->D, hk = h / (p->Hq / p->Hkv), brp = w->brp;
     const int64_t kend_max = attn_key_end(p, i0 + rows - 1); /* the block's last row sees most */
     const int64_t kend_min = attn_key_end(p, i0);            /* its first row sees least       */
     int64_t pairs = 0;
@@ -90,45 +154,49 @@ static int64_t fwd_block(const attn_problem *p, const cpu_kernels *kr, workspace
         w->m[r] = -INFINITY;
         w->l[r] = 0.0f;
     }
+    if (kend_max > 0)
+        pack_qt(p, kr, w, b * p->sq[0] + h * p->sq[2] + i0 * p->sq[1], rows,
+                p->scale * 1.44269504088896341f);
     memset(w->acc, 0, (size_t)(rows * D) * sizeof(float));
 
-    if (kend_max > 0) {
-        int64_t ldq, ldk, ldv;
-        const float *Q = load_tile(p->q, p->dtype, p->sq, b * p->sq[0] + h * p->sq[2] + i0 * p->sq[1],
-                                   rows, D, w->q, &ldq);
-        for (int64_t j0 = 0; j0 < kend_max; j0 += bc) {
-            const int64_t cols = j0 + bc < p->Sk ? bc : p->Sk - j0;
-            const float *K = load_tile(p->k, p->dtype, p->sk,
-                                       b * p->sk[0] + hk * p->sk[2] + j0 * p->sk[1], cols, D,
-                                       w->k, &ldk);
-            const float *V = load_tile(p->v, p->dtype, p->sv,
-                                       b * p->sv[0] + hk * p->sv[2] + j0 * p->sv[1], cols, D,
-                                       w->v, &ldv);
-            kr->qk(Q, ldq, K, ldk, rows, cols, D, p->scale, w->s, bc);
-            if (p->causal && j0 + cols > kend_min) { /* the tile straddles the diagonal */
-                for (int64_t r = 0; r < rows; r++) {
-                    int64_t first = attn_key_end(p, i0 + r) - j0;
-                    for (int64_t c = first < 0 ? 0 : first; c < cols; c++)
-                        w->s[r * bc + c] = -INFINITY;
-                }
+    for (int64_t j0 = 0; j0 < kend_max; j0 += bc) {
+        const int64_t cols = j0 + bc < p->Sk ? bc : p->Sk - j0;
+        int64_t ldk, ldv;
+        const float *K = load_tile(kr, p->k, p->dtype, p->sk,
+                                   b * p->sk[0] + hk * p->sk[2] + j0 * p->sk[1], cols, D, w->k,
+                                   &ldk);
+        const float *V = load_tile(kr, p->v, p->dtype, p->sv,
+                                   b * p->sv[0] + hk * p->sv[2] + j0 * p->sv[1], cols, D, w->v,
+                                   &ldv);
+        kr->gemm(cols, rows, D, K, ldk, 1, w->qt, brp, NULL, w->st, brp);
+        if (p->causal && j0 + cols > kend_min) { /* the tile straddles the diagonal */
+            for (int64_t r = 0; r < rows; r++) {
+                const int64_t first = attn_key_end(p, i0 + r) - j0;
+                for (int64_t c = first < 0 ? 0 : first; c < cols; c++)
+                    w->st[c * brp + r] = -INFINITY;
             }
-            kr->softmax(w->s, bc, rows, cols, w->m, w->l, w->alpha);
-            kr->pv(w->s, bc, V, ldv, rows, cols, D, w->alpha, w->acc, D);
-            pairs++;
         }
+        kr->softmax_t(w->st, brp, cols, rows, w->m, w->l, w->alpha);
+        kr->gemm(rows, D, cols, w->st, 1, brp, V, ldv, w->alpha, w->acc, D);
+        pairs++;
     }
 
-    /* The one division per row; a row that saw no key outputs 0 and LSE = -inf. */
+    /* The one division per row; a row that saw no key (l == 0) outputs 0 and LSE = -inf.
+     * A NaN l (NaN inputs) stays NaN in O and LSE. */
     const int64_t oo = b * p->so[0] + h * p->so[2];
     for (int64_t r = 0; r < rows; r++) {
         const float l = w->l[r];
-        const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+        const float inv = l == 0.0f ? 0.0f : 1.0f / l;
         const int64_t orow = oo + (i0 + r) * p->so[1];
-        for (int64_t d = 0; d < D; d++)
-            flashc__store(p->o, p->dtype, orow + d * p->so[3], w->acc[r * D + d] * inv);
+        if (p->so[3] == 1)
+            kr->store_row(w->acc + r * D, inv, D, (void *)elem_ptr(p->o, p->dtype, orow),
+                          p->dtype);
+        else
+            for (int64_t d = 0; d < D; d++)
+                flashc__store(p->o, p->dtype, orow + d * p->so[3], w->acc[r * D + d] * inv);
         if (p->lse)
             p->lse[b * p->slse[0] + h * p->slse[1] + (i0 + r) * p->slse[2]] =
-                l > 0.0f ? w->m[r] + logf(l) : -INFINITY;
+                l == 0.0f ? -INFINITY : w->m[r] * 0.693147180559945f + logf(l);
     }
     return pairs;
 }
@@ -136,7 +204,12 @@ static int64_t fwd_block(const attn_problem *p, const cpu_kernels *kr, workspace
 flashc_status cpu_attn_fwd(const attn_problem *p, flashc_attn_stats *stats)
 {
     const cpu_kernels *kr = cpu_kernels_get();
-    int64_t br = p->br ? p->br : DEFAULT_BR, bc = p->bc ? p->bc : DEFAULT_BC;
+    int64_t br, bc;
+    default_tiles(p->D, &br, &bc);
+    if (p->br)
+        br = p->br;
+    if (p->bc)
+        bc = p->bc;
     const int64_t br_used = br, bc_used = bc;
     if (br > p->Sq) /* a tile never needs to be larger than the sequence */
         br = p->Sq;
@@ -147,7 +220,7 @@ flashc_status cpu_attn_fwd(const attn_problem *p, flashc_attn_stats *stats)
     int threads = p->threads;
     if (threads > items)
         threads = (int)items;
-    const size_t per_thread = (workspace_floats(br, bc, p->D) + 15) / 16 * 16; /* 64-byte rows */
+    const size_t per_thread = workspace_floats(br, bc, p->D); /* a multiple of 16: 64-byte rows */
     float *ws = flashc__malloc((size_t)threads * per_thread * sizeof(float));
     if (!ws)
         return flashc__fail(FLASHC_ERR_OUT_OF_MEMORY,
@@ -169,7 +242,7 @@ flashc_status cpu_attn_fwd(const attn_problem *p, flashc_attn_stats *stats)
             const int64_t bh = it % heads;
             const int64_t i0 = qb * br;
             const int64_t rows = i0 + br < p->Sq ? br : p->Sq - i0;
-            pairs += fwd_block(p, kr, &w, bh / p->Hq, bh % p->Hq, i0, rows, br, bc);
+            pairs += fwd_block(p, kr, &w, bh / p->Hq, bh % p->Hq, i0, rows, bc);
         }
     }
     flashc__free(ws);
