@@ -15,10 +15,10 @@
  * against Br x Sk x D x 4 FLOPs of work). Folding scale * log2(e) into Qt turns every exp into
  * an exp2 of a plain difference.
  *
- * Storage: float32, bfloat16 or float16 Q/K/V/O with float32 accumulation everywhere. A tile
- * already float32 with unit feature stride is used in place; otherwise it is converted on load
- * (kernels.h load_row: F16C / shift for bf16) into a per-thread buffer, and O is rounded once
- * on the final store.
+ * Storage: float32, bfloat16 or float16 Q/K/V/O with float32 accumulation everywhere. Every
+ * K/V tile is copied into a per-thread buffer with a cache-friendly leading dimension,
+ * converting bf16/f16 on the way (kernels.h load_row: F16C / a shift for bf16), and O is
+ * rounded once on the final store.
  *
  * Tiles (Br = query rows per item, Bc = key rows per tile), chosen for Zen-class caches
  * (32-48 KiB L1d, >= 512 KiB L2 per core) and for the register blocks (MR = 6 on AVX2, 12 on
@@ -73,72 +73,67 @@ static const void *elem_ptr(const void *base, flashc_dtype dt, int64_t off)
     return (const char *)base + off * (int64_t)flashc_dtype_size(dt);
 }
 
-/* A rows x D tile of a (B, S, H, D) tensor as float32: points into the tensor when it already
- * is float32 with unit feature stride, otherwise converts into buf (ld D). Returns the tile
- * and its leading dimension. */
-static const float *load_tile(const cpu_kernels *kr, const void *base, flashc_dtype dt,
-                              const int64_t *st, int64_t off, int64_t rows, int64_t D, float *buf,
-                              int64_t *ld)
+/* Leading dimension of the per-thread tiles: whole 64-byte lines, an odd number of them, so the
+ * rows of a tile spread over every L1 set. (The tensors' own row strides are usually H x D
+ * floats, a power of two: read in place, the 96 rows of a K or V tile fall into a handful of
+ * L1 sets and evict each other; that cost 10-15% before the tiles were copied.) */
+static int64_t tile_ld(int64_t n) { return ((n + 15) / 16 | 1) * 16; }
+
+/* Copies a rows x D tile of a (B, S, H, D) tensor into buf (leading dimension ld) as float32,
+ * converting bf16/f16 on the way (kernels.h load_row). */
+static void load_tile(const cpu_kernels *kr, const void *base, flashc_dtype dt, const int64_t *st,
+                      int64_t off, int64_t rows, int64_t D, float *buf, int64_t ld)
 {
-    if (dt == FLASHC_F32 && st[3] == 1) {
-        *ld = st[1];
-        return (const float *)base + off;
-    }
     for (int64_t r = 0; r < rows; r++) {
         if (st[3] == 1)
-            kr->load_row(elem_ptr(base, dt, off + r * st[1]), dt, D, buf + r * D);
+            kr->load_row(elem_ptr(base, dt, off + r * st[1]), dt, D, buf + r * ld);
         else /* strided features: element by element */
             for (int64_t d = 0; d < D; d++)
-                buf[r * D + d] = flashc__load(base, dt, off + r * st[1] + d * st[3]);
+                buf[r * ld + d] = flashc__load(base, dt, off + r * st[1] + d * st[3]);
     }
-    *ld = D;
-    return buf;
 }
 
 typedef struct workspace {
-    int64_t brp;      /* leading dimension of qt and st: Br rounded up to 16 floats (64 B) */
+    int64_t brp;      /* leading dimension of qt and st: tile_ld(Br)                        */
+    int64_t ld;       /* leading dimension of k, v and acc: tile_ld(D)                      */
     float *qt;        /* D x brp   Q^T * scale * log2(e)                                   */
-    float *k, *v;     /* bc x D    conversion buffers                                      */
+    float *k, *v;     /* bc x ld   K and V tiles as float32                                */
     float *st;        /* bc x brp  scores / probabilities, transposed                      */
-    float *acc;       /* br x D    unnormalised output                                     */
+    float *acc;       /* br x ld   unnormalised output                                     */
     float *m, *l, *alpha; /* brp each                                                      */
 } workspace;
 
-static int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
-
 static size_t workspace_floats(int64_t br, int64_t bc, int64_t D)
 {
-    const int64_t brp = round16(br);
-    return (size_t)(round16(D * brp) + 2 * round16(bc * D) + round16(bc * brp) +
-                    round16(br * D) + 3 * brp);
+    const int64_t brp = tile_ld(br), ld = tile_ld(D);
+    return (size_t)(D * brp + 2 * bc * ld + bc * brp + br * ld + 3 * brp);
 }
 
 static workspace workspace_at(float *base, int64_t br, int64_t bc, int64_t D)
 {
     workspace w;
-    w.brp = round16(br);
+    w.brp = tile_ld(br);
+    w.ld = tile_ld(D);
     w.qt = base;
-    w.k = w.qt + round16(D * w.brp);
-    w.v = w.k + round16(bc * D);
-    w.st = w.v + round16(bc * D);
-    w.acc = w.st + round16(bc * w.brp);
-    w.m = w.acc + round16(br * D);
+    w.k = w.qt + D * w.brp;
+    w.v = w.k + bc * w.ld;
+    w.st = w.v + bc * w.ld;
+    w.acc = w.st + bc * w.brp;
+    w.m = w.acc + br * w.ld;
     w.l = w.m + w.brp;
     w.alpha = w.l + w.brp;
     return w;
 }
 
-/* Qt[d][r] = q[i0 + r][d] * qscale for the item's rows; the rows are converted into acc (free
- * until the K loop starts) when they are not float32 in place. */
+/* Qt[d][r] = q[i0 + r][d] * qscale for the item's rows, through acc (free until the K loop). */
 static void pack_qt(const attn_problem *p, const cpu_kernels *kr, workspace *w, int64_t qoff,
                     int64_t rows, float qscale)
 {
     const int64_t D = p->D;
-    int64_t ldq;
-    const float *Q = load_tile(kr, p->q, p->dtype, p->sq, qoff, rows, D, w->acc, &ldq);
+    load_tile(kr, p->q, p->dtype, p->sq, qoff, rows, D, w->acc, w->ld);
     for (int64_t r = 0; r < rows; r++)
         for (int64_t d = 0; d < D; d++)
-            w->qt[d * w->brp + r] = Q[r * ldq + d] * qscale;
+            w->qt[d * w->brp + r] = w->acc[r * w->ld + d] * qscale;
 }
 
 /* One (batch, head, Q block) item. Returns the number of tile pairs computed. */
@@ -157,18 +152,15 @@ static int64_t fwd_block(const attn_problem *p, const cpu_kernels *kr, workspace
     if (kend_max > 0)
         pack_qt(p, kr, w, b * p->sq[0] + h * p->sq[2] + i0 * p->sq[1], rows,
                 p->scale * 1.44269504088896341f);
-    memset(w->acc, 0, (size_t)(rows * D) * sizeof(float));
+    memset(w->acc, 0, (size_t)(rows * w->ld) * sizeof(float));
 
     for (int64_t j0 = 0; j0 < kend_max; j0 += bc) {
         const int64_t cols = j0 + bc < p->Sk ? bc : p->Sk - j0;
-        int64_t ldk, ldv;
-        const float *K = load_tile(kr, p->k, p->dtype, p->sk,
-                                   b * p->sk[0] + hk * p->sk[2] + j0 * p->sk[1], cols, D, w->k,
-                                   &ldk);
-        const float *V = load_tile(kr, p->v, p->dtype, p->sv,
-                                   b * p->sv[0] + hk * p->sv[2] + j0 * p->sv[1], cols, D, w->v,
-                                   &ldv);
-        kr->gemm(cols, rows, D, K, ldk, 1, w->qt, brp, NULL, w->st, brp);
+        load_tile(kr, p->k, p->dtype, p->sk, b * p->sk[0] + hk * p->sk[2] + j0 * p->sk[1], cols,
+                  D, w->k, w->ld);
+        load_tile(kr, p->v, p->dtype, p->sv, b * p->sv[0] + hk * p->sv[2] + j0 * p->sv[1], cols,
+                  D, w->v, w->ld);
+        kr->gemm(cols, rows, D, w->k, w->ld, 1, w->qt, brp, NULL, w->st, brp);
         if (p->causal && j0 + cols > kend_min) { /* the tile straddles the diagonal */
             for (int64_t r = 0; r < rows; r++) {
                 const int64_t first = attn_key_end(p, i0 + r) - j0;
@@ -177,7 +169,7 @@ static int64_t fwd_block(const attn_problem *p, const cpu_kernels *kr, workspace
             }
         }
         kr->softmax_t(w->st, brp, cols, rows, w->m, w->l, w->alpha);
-        kr->gemm(rows, D, cols, w->st, 1, brp, V, ldv, w->alpha, w->acc, D);
+        kr->gemm(rows, D, cols, w->st, 1, brp, w->v, w->ld, w->alpha, w->acc, w->ld);
         pairs++;
     }
 
@@ -189,11 +181,11 @@ static int64_t fwd_block(const attn_problem *p, const cpu_kernels *kr, workspace
         const float inv = l == 0.0f ? 0.0f : 1.0f / l;
         const int64_t orow = oo + (i0 + r) * p->so[1];
         if (p->so[3] == 1)
-            kr->store_row(w->acc + r * D, inv, D, (void *)elem_ptr(p->o, p->dtype, orow),
+            kr->store_row(w->acc + r * w->ld, inv, D, (void *)elem_ptr(p->o, p->dtype, orow),
                           p->dtype);
         else
             for (int64_t d = 0; d < D; d++)
-                flashc__store(p->o, p->dtype, orow + d * p->so[3], w->acc[r * D + d] * inv);
+                flashc__store(p->o, p->dtype, orow + d * p->so[3], w->acc[r * w->ld + d] * inv);
         if (p->lse)
             p->lse[b * p->slse[0] + h * p->slse[1] + (i0 + r) * p->slse[2]] =
                 l == 0.0f ? -INFINITY : w->m[r] * 0.693147180559945f + logf(l);

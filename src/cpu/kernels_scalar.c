@@ -40,8 +40,8 @@ static void softmax_scalar(float *S, int64_t lds, int64_t br, int64_t bc, float 
     for (int64_t i = 0; i < br; i++) {
         float *s = S + i * lds;
         float mx = m[i];
-        for (int64_t j = 0; j < bc; j++)
-            mx = s[j] > mx ? s[j] : mx;
+        for (int64_t j = 0; j < bc; j++) /* a NaN score sticks, so it reaches O */
+            mx = s[j] > mx || isnan(s[j]) ? s[j] : mx;
         if (mx == -INFINITY) { /* nothing visible yet: keep the empty state, P = 0 */
             for (int64_t j = 0; j < bc; j++)
                 s[j] = 0.0f;
@@ -67,8 +67,10 @@ static void softmax_t_scalar(float *St, int64_t ldst, int64_t bc, int64_t n, flo
 {
     for (int64_t i = 0; i < n; i++) {
         float mx = m[i];
-        for (int64_t j = 0; j < bc; j++)
-            mx = St[j * ldst + i] > mx ? St[j * ldst + i] : mx;
+        for (int64_t j = 0; j < bc; j++) {
+            const float x = St[j * ldst + i];
+            mx = x > mx || isnan(x) ? x : mx;
+        }
         if (mx == -INFINITY) {
             for (int64_t j = 0; j < bc; j++)
                 St[j * ldst + i] = 0.0f;
