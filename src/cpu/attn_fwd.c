@@ -53,8 +53,8 @@ flashc_status cpu_attn_fwd_supports(const attn_problem *p)
     if (p->dtype != FLASHC_F32 && p->dtype != FLASHC_BF16 && p->dtype != FLASHC_F16)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED_DTYPE,
                             "flashc_attn_fwd: the CPU backend supports float32, bfloat16 and "
-                            "float16 storage (dtype %d given)",
-                            (int)p->dtype);
+                            "float16 storage (%s given)",
+                            flashc__dtype_name(p->dtype));
     return FLASHC_OK;
 }
 
