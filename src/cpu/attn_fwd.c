@@ -22,15 +22,16 @@
  *
  * Tiles (Br = query rows per item, Bc = key rows per tile), chosen for Zen-class caches
  * (32-48 KiB L1d, >= 512 KiB L2 per core) and for the register blocks (MR = 6 on AVX2, 12 on
- * AVX-512; 96 is a multiple of both and of 16/32-lane panels):
- *   D <= 64:  Br = 96, Bc = 192   Qt 24 KiB and the 16-column Qt panel (4 KiB) stay in L1 while
- *                                 Bc K rows stream; longer K tiles halve the per-tile overhead
- *                                 (acc rescale, softmax loop setup) that weighs more at small D.
- *   D <= 128: Br = 96, Bc = 96    Qt 48 KiB + acc 48 KiB + St 36 KiB + K, V 48 KiB each:
- *                                 ~230 KiB per thread, inside L2; the gemm panels (Qt column
- *                                 panel D x 16 = 8 KiB, V panel Bc x 16 = 6 KiB) stay in L1.
- *   D > 128:  Br = 48, Bc = 48    keeps the same working set for D up to 256.
- * (bench/RESULTS.md "CPU speed" has the measurements behind these.)
+ * AVX-512; 48, 96 and 192 are multiples of both and of the 16/32-lane panels):
+ *   D <= 128: Br = 192, Bc = 96   per thread at D = 128: Qt 104 KiB + acc 108 KiB + St 78 KiB
+ *                                 + K, V 54 KiB each ~ 400 KiB, inside a 512 KiB L2; the gemm
+ *                                 panels (Qt column panel D x 16 = 8 KiB, V panel Bc x 16 =
+ *                                 6 KiB) stay in L1. A tall Q block halves the K/V tile copies
+ *                                 per FLOP against Br = 96 (measured +5% at D = 128, +8% at
+ *                                 D = 64 on Zen 3; Bc = 192 or 288 measured no better).
+ *   D > 128:  Br = 96, Bc = 48    the same working set for D up to 256.
+ * Br is halved (down to 48) while there are fewer than 4 items per thread, so short sequences
+ * and few heads still keep every thread busy. bench/RESULTS.md "CPU speed" has the figures.
  *
  * Causal (bottom-right aligned): K blocks entirely above the diagonal are never visited, and
  * the mask is written only into tiles that straddle it. Items are handed out heaviest first
@@ -58,14 +59,14 @@ flashc_status cpu_attn_fwd_supports(const attn_problem *p)
     return FLASHC_OK;
 }
 
-static void default_tiles(int64_t D, int64_t *br, int64_t *bc)
+static void default_tiles(const attn_problem *p, int64_t *br, int64_t *bc)
 {
-    if (D <= 64)
-        *br = 96, *bc = 192;
-    else if (D <= 128)
-        *br = 96, *bc = 96;
+    if (p->D <= 128)
+        *br = 192, *bc = 96;
     else
-        *br = 48, *bc = 48;
+        *br = 96, *bc = 48;
+    while (*br > 48 && p->B * p->Hq * ((p->Sq + *br - 1) / *br) < 4 * (int64_t)p->threads)
+        *br /= 2;
 }
 
 static const void *elem_ptr(const void *base, flashc_dtype dt, int64_t off)
@@ -80,16 +81,26 @@ static const void *elem_ptr(const void *base, flashc_dtype dt, int64_t off)
 static int64_t tile_ld(int64_t n) { return ((n + 15) / 16 | 1) * 16; }
 
 /* Copies a rows x D tile of a (B, S, H, D) tensor into buf (leading dimension ld) as float32,
- * converting bf16/f16 on the way (kernels.h load_row). */
+ * converting bf16/f16 on the way (kernels.h load_row), and prefetches the next tile's first
+ * next_rows rows (the tile `rows` rows further on) into L2: K/V rows lie H x D elements apart,
+ * typically one row per 4 KiB page, where the hardware prefetchers do not follow, and one tile
+ * of gemm work is ample prefetch distance. */
 static void load_tile(const cpu_kernels *kr, const void *base, flashc_dtype dt, const int64_t *st,
-                      int64_t off, int64_t rows, int64_t D, float *buf, int64_t ld)
+                      int64_t off, int64_t rows, int64_t D, float *buf, int64_t ld,
+                      int64_t next_rows)
 {
+    const int64_t row_bytes = D * st[3] * (int64_t)flashc_dtype_size(dt);
     for (int64_t r = 0; r < rows; r++) {
         if (st[3] == 1)
             kr->load_row(elem_ptr(base, dt, off + r * st[1]), dt, D, buf + r * ld);
         else /* strided features: element by element */
             for (int64_t d = 0; d < D; d++)
                 buf[r * ld + d] = flashc__load(base, dt, off + r * st[1] + d * st[3]);
+        if (r < next_rows) {
+            const char *nx = elem_ptr(base, dt, off + (r + rows) * st[1]);
+            for (int64_t b = 0; b < row_bytes; b += 64)
+                __builtin_prefetch(nx + b, 0, 2);
+        }
     }
 }
 
@@ -130,10 +141,51 @@ static void pack_qt(const attn_problem *p, const cpu_kernels *kr, workspace *w, 
                     int64_t rows, float qscale)
 {
     const int64_t D = p->D;
-    load_tile(kr, p->q, p->dtype, p->sq, qoff, rows, D, w->acc, w->ld);
+    load_tile(kr, p->q, p->dtype, p->sq, qoff, rows, D, w->acc, w->ld, 0);
     for (int64_t r = 0; r < rows; r++)
         for (int64_t d = 0; d < D; d++)
             w->qt[d * w->brp + r] = w->acc[r * w->ld + d] * qscale;
+}
+
+/* A K/V tile that straddles the causal diagonal: query row i sees keys j < attn_key_end(i).
+ * The queries go in sub-panels of DIAG_ROWS, each multiplied only against the keys its last
+ * row sees, so the work above the diagonal shrinks from Br x Bc / 2 to DIAG_ROWS x Bc / 2 per
+ * tile (at Br = 192, n = 2048 that is ~4% of the causal work saved). Scores a sub-panel did not
+ * compute are covered by the mask, which sets every invisible score to -inf; P is then exactly
+ * 0 there and alpha exactly 1 for a sub-panel that sees nothing, so skipping them is exact. */
+enum { DIAG_ROWS = 48 };
+
+/* Keys of the tile [j0, j0 + cols) that rows [i0 + s0, i0 + s0 + sr) see, at most. */
+static int64_t diag_keys(const attn_problem *p, int64_t i0, int64_t s0, int64_t sr, int64_t j0,
+                         int64_t cols)
+{
+    const int64_t e = attn_key_end(p, i0 + s0 + sr - 1) - j0;
+    return e < 0 ? 0 : e > cols ? cols : e;
+}
+
+static void straddling_tile(const attn_problem *p, const cpu_kernels *kr, workspace *w,
+                            int64_t i0, int64_t rows, int64_t j0, int64_t cols)
+{
+    const int64_t brp = w->brp, D = p->D;
+    for (int64_t s0 = 0; s0 < rows; s0 += DIAG_ROWS) {
+        const int64_t sr = rows - s0 < DIAG_ROWS ? rows - s0 : DIAG_ROWS;
+        const int64_t kn = diag_keys(p, i0, s0, sr, j0, cols);
+        if (kn > 0)
+            kr->gemm(kn, sr, D, w->k, w->ld, 1, w->qt + s0, brp, NULL, w->st + s0, brp);
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t first = attn_key_end(p, i0 + r) - j0;
+        for (int64_t c = first < 0 ? 0 : first; c < cols; c++)
+            w->st[c * brp + r] = -INFINITY;
+    }
+    kr->softmax_t(w->st, brp, cols, rows, w->m, w->l, w->alpha);
+    for (int64_t s0 = 0; s0 < rows; s0 += DIAG_ROWS) {
+        const int64_t sr = rows - s0 < DIAG_ROWS ? rows - s0 : DIAG_ROWS;
+        const int64_t kn = diag_keys(p, i0, s0, sr, j0, cols);
+        if (kn > 0)
+            kr->gemm(sr, D, kn, w->st + s0, 1, brp, w->v, w->ld, w->alpha + s0,
+                     w->acc + s0 * w->ld, w->ld);
+    }
 }
 
 /* One (batch, head, Q block) item. Returns the number of tile pairs computed. */
@@ -155,21 +207,20 @@ static int64_t fwd_block(const attn_problem *p, const cpu_kernels *kr, workspace
     memset(w->acc, 0, (size_t)(rows * w->ld) * sizeof(float));
 
     for (int64_t j0 = 0; j0 < kend_max; j0 += bc) {
-        const int64_t cols = j0 + bc < p->Sk ? bc : p->Sk - j0;
+        /* keys past the block's last visible one are never loaded */
+        const int64_t cols = j0 + bc < kend_max ? bc : kend_max - j0;
+        const int64_t next = kend_max - (j0 + cols) < cols ? kend_max - (j0 + cols) : cols;
         load_tile(kr, p->k, p->dtype, p->sk, b * p->sk[0] + hk * p->sk[2] + j0 * p->sk[1], cols,
-                  D, w->k, w->ld);
+                  D, w->k, w->ld, next);
         load_tile(kr, p->v, p->dtype, p->sv, b * p->sv[0] + hk * p->sv[2] + j0 * p->sv[1], cols,
-                  D, w->v, w->ld);
-        kr->gemm(cols, rows, D, w->k, w->ld, 1, w->qt, brp, NULL, w->st, brp);
-        if (p->causal && j0 + cols > kend_min) { /* the tile straddles the diagonal */
-            for (int64_t r = 0; r < rows; r++) {
-                const int64_t first = attn_key_end(p, i0 + r) - j0;
-                for (int64_t c = first < 0 ? 0 : first; c < cols; c++)
-                    w->st[c * brp + r] = -INFINITY;
-            }
+                  D, w->v, w->ld, next);
+        if (!p->causal || j0 + cols <= kend_min) { /* every row sees every key of the tile */
+            kr->gemm(cols, rows, D, w->k, w->ld, 1, w->qt, brp, NULL, w->st, brp);
+            kr->softmax_t(w->st, brp, cols, rows, w->m, w->l, w->alpha);
+            kr->gemm(rows, D, cols, w->st, 1, brp, w->v, w->ld, w->alpha, w->acc, w->ld);
+        } else {
+            straddling_tile(p, kr, w, i0, rows, j0, cols);
         }
-        kr->softmax_t(w->st, brp, cols, rows, w->m, w->l, w->alpha);
-        kr->gemm(rows, D, cols, w->st, 1, brp, w->v, w->ld, w->alpha, w->acc, w->ld);
         pairs++;
     }
 
@@ -197,7 +248,7 @@ flashc_status cpu_attn_fwd(const attn_problem *p, flashc_attn_stats *stats)
 {
     const cpu_kernels *kr = cpu_kernels_get();
     int64_t br, bc;
-    default_tiles(p->D, &br, &bc);
+    default_tiles(p, &br, &bc);
     if (p->br)
         br = p->br;
     if (p->bc)
