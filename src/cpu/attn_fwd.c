@@ -30,7 +30,7 @@
  *                                 per FLOP against Br = 96 (measured +5% at D = 128, +8% at
  *                                 D = 64 on Zen 3; Bc = 192 or 288 measured no better).
  *   D > 128:  Br = 96, Bc = 48    the same working set for D up to 256.
- * Br is halved (down to 48) while there are fewer than 4 items per thread, so short sequences
+ * Br is halved (down to 48) while there are fewer than 2 items per thread, so short sequences
  * and few heads still keep every thread busy. bench/RESULTS.md "CPU speed" has the figures.
  *
  * Causal (bottom-right aligned): K blocks entirely above the diagonal are never visited, and
@@ -65,7 +65,7 @@ static void default_tiles(const attn_problem *p, int64_t *br, int64_t *bc)
         *br = 192, *bc = 96;
     else
         *br = 96, *bc = 48;
-    while (*br > 48 && p->B * p->Hq * ((p->Sq + *br - 1) / *br) < 4 * (int64_t)p->threads)
+    while (*br > 48 && p->B * p->Hq * ((p->Sq + *br - 1) / *br) < 2 * (int64_t)p->threads)
         *br /= 2;
 }
 
