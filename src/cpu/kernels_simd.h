@@ -289,8 +289,6 @@ SIMD_INLINE void st_dt(flashc_dtype dt, void *p, int64_t i, vf x, int k)
     }
 }
 
-#define VL_OR_TAIL(n, i) ((n) - (i) < SIMD_VL ? (int)((n) - (i)) : SIMD_VL)
-
 SIMD_INLINE void load_row_dt(flashc_dtype dt, const void *src, int64_t n, float *dst)
 {
     int64_t i = 0;
@@ -332,26 +330,42 @@ static void store_row_simd(const float *src, float scale, int64_t n, void *dst, 
 }
 
 /* RMSNorm of one contiguous row: pass 1 (add the residual, store it, sum squares of the stored
- * value), pass 2 (scale) re-reads the row from L1/L2. Four partial sums hide the FMA latency. */
+ * value), pass 2 (scale) re-reads the row from L1/L2. Four partial sums hide the FMA latency.
+ * Full vectors in the loops (dt and the width are constants there), one partial tail. */
+SIMD_INLINE vf rms_pass1(flashc_dtype dt, const void *x, const void *r, void *xw, int64_t d,
+                         int k, vf ss)
+{
+    vf v = ld_dt(dt, x, d, k);
+    if (r) {
+        st_dt(dt, xw, d, v_add(v, ld_dt(dt, r, d, k)), k);
+        v = ld_dt(dt, xw, d, k);
+    }
+    return v_fma(v, v, ss);
+}
+
 SIMD_INLINE void rmsnorm_row_dt(flashc_dtype dt, const void *x, const void *r, void *xw,
                                 const void *w, void *y, int64_t D, float eps)
 {
-    vf ss[4] = {v_zero(), v_zero(), v_zero(), v_zero()};
+    vf s0 = v_zero(), s1 = v_zero(), s2 = v_zero(), s3 = v_zero();
     int64_t d = 0;
-    for (int u = 0; d < D; d += SIMD_VL, u = (u + 1) & 3) {
-        const int k = VL_OR_TAIL(D, d);
-        vf v = ld_dt(dt, x, d, k);
-        if (r) {
-            st_dt(dt, xw, d, v_add(v, ld_dt(dt, r, d, k)), k);
-            v = ld_dt(dt, xw, d, k);
-        }
-        ss[u] = v_fma(v, v, ss[u]);
+    for (; d + 4 * SIMD_VL <= D; d += 4 * SIMD_VL) {
+        s0 = rms_pass1(dt, x, r, xw, d, SIMD_VL, s0);
+        s1 = rms_pass1(dt, x, r, xw, d + SIMD_VL, SIMD_VL, s1);
+        s2 = rms_pass1(dt, x, r, xw, d + 2 * SIMD_VL, SIMD_VL, s2);
+        s3 = rms_pass1(dt, x, r, xw, d + 3 * SIMD_VL, SIMD_VL, s3);
     }
-    const float sum = v_hsum(v_add(v_add(ss[0], ss[1]), v_add(ss[2], ss[3])));
+    for (; d + SIMD_VL <= D; d += SIMD_VL)
+        s0 = rms_pass1(dt, x, r, xw, d, SIMD_VL, s0);
+    if (d < D)
+        s1 = rms_pass1(dt, x, r, xw, d, (int)(D - d), s1);
+    const float sum = v_hsum(v_add(v_add(s0, s1), v_add(s2, s3)));
     const vf rstd = v_set1(1.0f / sqrtf(sum / (float)D + eps));
     const void *xs = r ? xw : x;
-    for (d = 0; d < D; d += SIMD_VL) {
-        const int k = VL_OR_TAIL(D, d);
+    for (d = 0; d + SIMD_VL <= D; d += SIMD_VL)
+        st_dt(dt, y, d, v_mul(v_mul(ld_dt(dt, xs, d, SIMD_VL), rstd), ld_dt(dt, w, d, SIMD_VL)),
+              SIMD_VL);
+    if (d < D) {
+        const int k = (int)(D - d);
         st_dt(dt, y, d, v_mul(v_mul(ld_dt(dt, xs, d, k), rstd), ld_dt(dt, w, d, k)), k);
     }
 }
@@ -373,12 +387,13 @@ static void rmsnorm_row_simd(const void *x, int64_t sx, const void *r, int64_t s
 
 SIMD_INLINE void swiglu_row_dt(flashc_dtype dt, const void *gu, void *y, int64_t I)
 {
-    const vf one = v_set1(1.0f), zero = v_zero();
-    for (int64_t i = 0; i < I; i += SIMD_VL) {
-        const int k = VL_OR_TAIL(I, i);
-        const vf g = ld_dt(dt, gu, i, k), u = ld_dt(dt, gu, I + i, k);
-        const vf silu = v_div(g, v_add(one, v_exp(v_sub(zero, g))));
-        st_dt(dt, y, i, v_mul(silu, u), k);
+    int64_t i = 0;
+    for (; i + SIMD_VL <= I; i += SIMD_VL)
+        st_dt(dt, y, i, v_mul(v_silu(ld_dt(dt, gu, i, SIMD_VL)), ld_dt(dt, gu, I + i, SIMD_VL)),
+              SIMD_VL);
+    if (i < I) {
+        const int k = (int)(I - i);
+        st_dt(dt, y, i, v_mul(v_silu(ld_dt(dt, gu, i, k)), ld_dt(dt, gu, I + i, k)), k);
     }
 }
 

@@ -267,7 +267,8 @@ SIMD_INLINE void v_store_f16_part(uint16_t *p, vf x, int k)
 }
 
 /* exp(r) for |r| <= ln2/2: degree-6 polynomial (Chebyshev-node fit of exp on that interval,
- * coefficients rounded to float; approximation error 2.0e-8 relative), Horner with FMA. */
+ * coefficients rounded to float; approximation error 2.0e-8 relative), Horner with FMA
+ * (Estrin's scheme measured no faster here and doubled the rounding error). */
 SIMD_INLINE vf v_exp_poly(vf r)
 {
     vf p = v_set1(1.394110848e-3f);
@@ -294,10 +295,20 @@ SIMD_INLINE vf v_exp2_ftz(vf x)
     return v_mul(v_exp_poly(r), v_pow2i(n));
 }
 
-/* e^x over the whole float range, for SiLU: n = round(x log2 e), r = x - n ln2 in two FMA steps
- * (Cody-Waite: ln2 = hi + lo, hi with 9 trailing zero bits so n * hi is exact), e^x = 2^n e^r
- * with 2^n applied in two halves so n = 128 (x up to ln FLT_MAX) does not overflow early.
- * x > ln(FLT_MAX) -> +inf, x < ln(FLT_MIN) -> 0 (results below FLT_MIN are flushed), NaN -> NaN.
+/* e^x for x already in [-87, 88] (callers clamp): n = round(x log2 e) is then in [-126, 127],
+ * so one v_pow2i scales. r = x - n ln2 in two FMA steps (Cody-Waite: ln2 = hi + lo, hi with 9
+ * trailing zero bits so n * hi is exact for |n| <= 128). Same error as v_exp. */
+SIMD_INLINE vf v_exp_core(vf x)
+{
+    const vf n = v_round(v_mul(x, v_set1(1.44269504088896341f)));
+    vf r = v_fma(n, v_set1(-0.693145751953125f), x);
+    r = v_fma(n, v_set1(-1.42860682030941723212e-6f), r);
+    return v_mul(v_exp_poly(r), v_pow2i(n));
+}
+
+/* e^x over the whole float range: v_exp_core inside [-87, 88]; above, up to ln(FLT_MAX), 2^n is
+ * applied in two halves so n = 128 does not overflow early. x > ln(FLT_MAX) -> +inf,
+ * x < ln(FLT_MIN) -> 0 (results below FLT_MIN are flushed), NaN -> NaN.
  * Error: max relative error <= 1.5e-7 over [ln FLT_MIN, ln FLT_MAX], asserted like v_exp2_ftz;
  * measured 9.0e-8 on AVX2 (2026-11-29). */
 SIMD_INLINE vf v_exp(vf x)
@@ -310,6 +321,15 @@ SIMD_INLINE vf v_exp(vf x)
     y = v_select(v_gt(x, v_set1(88.7228391f)), v_set1(__builtin_inff()), y);
     y = v_select(v_lt(x, v_set1(-87.3365447f)), v_zero(), y);
     return v_select(v_isnan(x), x, y);
+}
+
+/* silu(g) = g / (1 + e^-g). e^-g is taken with -g clamped to [-87, 88]: beyond, 1 + e^-g is
+ * 1 (to float precision) or > 1e38, so silu is g or -0 either way, without v_exp's selects.
+ * v_max/v_min keep a NaN g (it is their second operand). */
+SIMD_INLINE vf v_silu(vf g)
+{
+    const vf e = v_exp_core(v_min(v_set1(88.0f), v_max(v_set1(-87.0f), v_sub(v_zero(), g))));
+    return v_div(g, v_add(v_set1(1.0f), e));
 }
 
 #endif /* FLASHC_CPU_SIMD_H */
