@@ -295,8 +295,9 @@ SIMD_INLINE vf v_exp2_ftz(vf x)
     return v_mul(v_exp_poly(r), v_pow2i(n));
 }
 
-/* e^x for x already in [-87, 88] (callers clamp): n = round(x log2 e) is then in [-126, 127],
- * so one v_pow2i scales. r = x - n ln2 in two FMA steps (Cody-Waite: ln2 = hi + lo, hi with 9
+/* e^x for x already in [-87, 89] (callers clamp): n = round(x log2 e) is then in [-126, 128];
+ * one v_pow2i scales, and n = 128 (x > 88.03) gives +inf (biased exponent 255): an overflow
+ * slightly early, below ln(FLT_MAX) = 88.72. r = x - n ln2 in two FMA steps (Cody-Waite: ln2 = hi + lo, hi with 9
  * trailing zero bits so n * hi is exact for |n| <= 128). Same error as v_exp. */
 SIMD_INLINE vf v_exp_core(vf x)
 {
@@ -323,12 +324,13 @@ SIMD_INLINE vf v_exp(vf x)
     return v_select(v_isnan(x), x, y);
 }
 
-/* silu(g) = g / (1 + e^-g). e^-g is taken with -g clamped to [-87, 88]: beyond, 1 + e^-g is
- * 1 (to float precision) or > 1e38, so silu is g or -0 either way, without v_exp's selects.
+/* silu(g) = g / (1 + e^-g). e^-g is taken with -g clamped to [-87, 89], without v_exp's
+ * selects: below, 1 + e^-g is 1 to float precision (silu = g); above 88.03, e^-g is +inf and
+ * silu = -0, where the true |silu| < 1e-36 (the scalar reference flushes from -g > 88.72).
  * v_max/v_min keep a NaN g (it is their second operand). */
 SIMD_INLINE vf v_silu(vf g)
 {
-    const vf e = v_exp_core(v_min(v_set1(88.0f), v_max(v_set1(-87.0f), v_sub(v_zero(), g))));
+    const vf e = v_exp_core(v_min(v_set1(89.0f), v_max(v_set1(-87.0f), v_sub(v_zero(), g))));
     return v_div(g, v_add(v_set1(1.0f), e));
 }
 
