@@ -5,6 +5,9 @@
  * illegal instruction. flashc_build_info() reports the table in use. */
 #include "kernels.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +23,15 @@ const char *const cpu_isa_names[] = {
     NULL,
 };
 
+#if defined(__x86_64__)
+/* F16C from CPUID leaf 1 (ECX bit 29): not every compiler's __builtin_cpu_supports knows it. */
+static int x86_has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+#endif
+
 const cpu_kernels *cpu_kernels_by_name(const char *name)
 {
     if (!name)
@@ -31,14 +43,14 @@ const cpu_kernels *cpu_kernels_by_name(const char *name)
     __builtin_cpu_init();
     if (!strcmp(name, "avx2"))
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                       __builtin_cpu_supports("f16c")
+                       x86_has_f16c()
                    ? &cpu_kernels_avx2
                    : NULL;
     if (!strcmp(name, "avx512"))
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                        __builtin_cpu_supports("avx512vl") &&
                        __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("fma") &&
-                       __builtin_cpu_supports("f16c")
+                       x86_has_f16c()
                    ? &cpu_kernels_avx512
                    : NULL;
 #endif
