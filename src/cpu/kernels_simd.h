@@ -203,50 +203,70 @@ static void softmax_simd(float *S, int64_t lds, int64_t br, int64_t bc, float *m
     }
 }
 
+/* Full or partial vector access: k == SIMD_VL is a constant in the main loops, so they use
+ * plain loads and stores (AVX2 masked stores are slow on AMD: never in a hot loop). */
+SIMD_INLINE vf ld_k(const float *p, int k) { return k == SIMD_VL ? v_load(p) : v_load_part(p, k); }
+SIMD_INLINE void st_k(float *p, vf x, int k)
+{
+    if (k == SIMD_VL)
+        v_store(p, x);
+    else
+        v_store_part(p, x, k);
+}
+
+/* One strip of k <= SIMD_VL query columns of softmax_t. */
+SIMD_INLINE void softmax_t_strip(float *St, int64_t ldst, int64_t bc, float *m, float *l,
+                                 float *alpha, int k)
+{
+    const vf m_old = ld_k(m, k);
+    vf mx = m_old;
+    for (int64_t j = 0; j < bc; j++)
+        mx = v_max(mx, ld_k(St + j * ldst, k)); /* the score second: NaN propagates */
+    /* A column that has seen only -inf: subtract 0 instead, so P = 2^-inf = 0, not NaN. */
+    const vm empty = v_lt(mx, v_set1(-3.0e38f));
+    const vf ms = v_select(empty, v_zero(), mx);
+    vf sum = v_zero();
+    for (int64_t j = 0; j < bc; j++) {
+        float *s = St + j * ldst;
+        const vf e = v_exp2_ftz(v_sub(ld_k(s, k), ms));
+        st_k(s, e, k);
+        sum = v_add(sum, e);
+    }
+    const vf a = v_select(empty, v_set1(1.0f), v_exp2_ftz(v_sub(m_old, ms)));
+    st_k(l, v_fma(ld_k(l, k), a, sum), k);
+    st_k(m, mx, k);
+    st_k(alpha, a, k);
+}
+
 /* Column-wise (the forward's transposed tile), base 2: every step is vertical. */
 static void softmax_t_simd(float *St, int64_t ldst, int64_t bc, int64_t n, float *m, float *l,
                            float *alpha)
 {
-    const vf neg_big = v_set1(-3.0e38f), one = v_set1(1.0f);
-    for (int64_t i0 = 0; i0 < n; i0 += SIMD_VL) {
-        const int k = n - i0 < SIMD_VL ? (int)(n - i0) : SIMD_VL;
-        const vf m_old = v_load_part(m + i0, k);
-        vf mx = m_old;
-        for (int64_t j = 0; j < bc; j++)
-            mx = v_max(mx, v_load_part(St + j * ldst + i0, k)); /* score second: NaN propagates */
-        /* A column that has seen only -inf: subtract 0 instead, so P = 2^-inf = 0, not NaN. */
-        const vm empty = v_lt(mx, neg_big);
-        const vf ms = v_select(empty, v_zero(), mx);
-        vf sum = v_zero();
-        for (int64_t j = 0; j < bc; j++) {
-            float *s = St + j * ldst + i0;
-            const vf e = v_exp2_ftz(v_sub(v_load_part(s, k), ms));
-            v_store_part(s, e, k);
-            sum = v_add(sum, e);
-        }
-        const vf a = v_select(empty, one, v_exp2_ftz(v_sub(m_old, ms)));
-        v_store_part(l + i0, v_fma(v_load_part(l + i0, k), a, sum), k);
-        v_store_part(m + i0, mx, k);
-        v_store_part(alpha + i0, a, k);
-    }
+    int64_t i0 = 0;
+    for (; i0 + SIMD_VL <= n; i0 += SIMD_VL)
+        softmax_t_strip(St + i0, ldst, bc, m + i0, l + i0, alpha + i0, SIMD_VL);
+    if (i0 < n)
+        softmax_t_strip(St + i0, ldst, bc, m + i0, l + i0, alpha + i0, (int)(n - i0));
 }
 
 /* ---- element-wise ---------------------------------------------------------------------- */
 
 static void exp_simd(const float *x, float *y, int64_t n)
 {
-    for (int64_t i = 0; i < n; i += SIMD_VL) {
-        const int k = n - i < SIMD_VL ? (int)(n - i) : SIMD_VL;
-        v_store_part(y + i, v_exp(v_load_part(x + i, k)), k);
-    }
+    int64_t i = 0;
+    for (; i + SIMD_VL <= n; i += SIMD_VL)
+        v_store(y + i, v_exp(v_load(x + i)));
+    if (i < n)
+        v_store_part(y + i, v_exp(v_load_part(x + i, (int)(n - i))), (int)(n - i));
 }
 
 static void exp2_simd(const float *x, float *y, int64_t n)
 {
-    for (int64_t i = 0; i < n; i += SIMD_VL) {
-        const int k = n - i < SIMD_VL ? (int)(n - i) : SIMD_VL;
-        v_store_part(y + i, v_exp2_ftz(v_load_part(x + i, k)), k);
-    }
+    int64_t i = 0;
+    for (; i + SIMD_VL <= n; i += SIMD_VL)
+        v_store(y + i, v_exp2_ftz(v_load(x + i)));
+    if (i < n)
+        v_store_part(y + i, v_exp2_ftz(v_load_part(x + i, (int)(n - i))), (int)(n - i));
 }
 
 /* Typed vector access: called with a constant dt inside the per-dtype instances below, so the
