@@ -21,16 +21,19 @@
  * rounded once on the final store.
  *
  * Tiles (Br = query rows per item, Bc = key rows per tile), chosen for Zen-class caches
- * (32-48 KiB L1d, >= 512 KiB L2 per core) and for the register blocks (MR = 6 on AVX2, 12 on
- * AVX-512; 48, 96 and 192 are multiples of both and of the 16/32-lane panels):
- *   D <= 128: Br = 192, Bc = 96   per thread at D = 128: Qt 104 KiB + acc 108 KiB + St 78 KiB
- *                                 + K, V 54 KiB each ~ 400 KiB, inside a 512 KiB L2; the gemm
- *                                 panels (Qt column panel D x 16 = 8 KiB, V panel Bc x 16 =
- *                                 6 KiB) stay in L1. A tall Q block halves the K/V tile copies
- *                                 per FLOP against Br = 96 (measured +5% at D = 128, +8% at
- *                                 D = 64 on Zen 3; Bc = 192 or 288 measured no better).
- *   D > 128:  Br = 96, Bc = 48    the same working set for D up to 256.
- * Br is halved (down to 48) while there are fewer than 2 items per thread, so short sequences
+ * (32-48 KiB L1d, 512 KiB - 1 MiB L2 per core) and for the register blocks (MR = 6 on AVX2,
+ * 12 on AVX-512; 48, 96, 192 and 288 are multiples of both and of the 16/32-lane panels):
+ *   D <= 128: Br = 288, Bc = 96   The gemm panels stay in L1 (Qt column panel D x 16 floats =
+ *                                 8 KiB at D = 128, V panel Bc x 16 = 6 KiB). The whole per-
+ *                                 thread set (Qt 152 + acc 162 + St 114 + K, V 54 KiB each at
+ *                                 D = 128; 340 KiB at D = 64) is about one Zen 3 L2: a tall Q
+ *                                 block divides the K/V tile copies per FLOP by Br, and that
+ *                                 won over fitting L2 exactly. Measured on Zen 3, 1 thread,
+ *                                 n = 1024, GFLOP/s at D = 128 / 64: Br x Bc = 96 x 96: 67 /
+ *                                 53; 192 x 96: 76.5 / 70.2; 288 x 96: 78.9 / 72.5; 384 x 96:
+ *                                 78.5 / 75.1; 192 x 192: 69 / 69; Bc = 48 or 144: no better.
+ *   D > 128:  Br = 192, Bc = 48   D = 256: 96 x 48: 74.6; 192 x 48: 77.1; 96 x 96: 75.0.
+ * Br steps down (288, 192, 96, 48) while there are fewer than 2 items per thread, so short sequences
  * and few heads still keep every thread busy. bench/RESULTS.md "CPU speed" has the figures.
  *
  * Causal (bottom-right aligned): K blocks entirely above the diagonal are never visited, and
@@ -62,11 +65,11 @@ flashc_status cpu_attn_fwd_supports(const attn_problem *p)
 static void default_tiles(const attn_problem *p, int64_t *br, int64_t *bc)
 {
     if (p->D <= 128)
-        *br = 192, *bc = 96;
+        *br = 288, *bc = 96;
     else
-        *br = 96, *bc = 48;
+        *br = 192, *bc = 48;
     while (*br > 48 && p->B * p->Hq * ((p->Sq + *br - 1) / *br) < 2 * (int64_t)p->threads)
-        *br /= 2;
+        *br = *br > 192 ? 192 : *br / 2; /* 288 -> 192 -> 96 -> 48 */
 }
 
 static const void *elem_ptr(const void *base, flashc_dtype dt, int64_t off)
@@ -150,7 +153,7 @@ static void pack_qt(const attn_problem *p, const cpu_kernels *kr, workspace *w, 
 /* A K/V tile that straddles the causal diagonal: query row i sees keys j < attn_key_end(i).
  * The queries go in sub-panels of DIAG_ROWS, each multiplied only against the keys its last
  * row sees, so the work above the diagonal shrinks from Br x Bc / 2 to DIAG_ROWS x Bc / 2 per
- * tile (at Br = 192, n = 2048 that is ~4% of the causal work saved). Scores a sub-panel did not
+ * tile (at Br = 192, n = 2048 that was ~4% of the causal work). Scores a sub-panel did not
  * compute are covered by the mask, which sets every invisible score to -inf; P is then exactly
  * 0 there and alpha exactly 1 for a sub-panel that sees nothing, so skipping them is exact. */
 enum { DIAG_ROWS = 48 };
