@@ -201,7 +201,7 @@ static void softmax_all(const cpu_kernels *t)
                     if (layout == 0)
                         tab[v]->softmax(S[v], ld, rows, cols, m[v], l[v], al[v]);
                     else
-                        tab[v]->softmax_t(St[v], ldt, cols, rows, m[v], l[v], al[v]);
+                        tab[v]->softmax_t(St[v], ldt, cols, rows, 0.37f, m[v], l[v], al[v]);
                 }
                 if (layout == 0)
                     assert_close("softmax P", t->name, S[1], S[0], rows, ld, ld, 1e-6);

@@ -2,18 +2,20 @@
  * attn_fwd.c — FlashAttention-2 forward on the CPU: the portable loop nest.
  *
  * Work item = (batch, head, Q block of Br rows). For each item: pack the Q tile once,
- * transposed and pre-scaled, Qt[d][i] = q[i][d] * scale * log2(e); then stream K/V tiles of Bc
- * rows through two gemm micro-kernel calls and the online softmax (kernels.h):
+ * transposed, Qt[d][i] = q[i][d]; then stream K/V tiles of Bc rows through two gemm
+ * micro-kernel calls and the online softmax (kernels.h):
  *   St = K Qt                 (Bc x Br)  the scores, transposed: column i is query row i
- *   P^T = 2^(St - m), m, l    softmax_t: running max/sum per query, all vertical vector ops
+ *   P^T = 2^(c St - m), m, l  softmax_t, c = scale log2(e) applied by one FMA per score:
+ *                             running max/sum per query, all vertical vector ops
  *   acc = alpha acc + P V     (Br x D)   P^T read with strides (1, ldst), alpha folded in
  * One division by l per row at the end; LSE = m ln2 + ln l (m is in base-2 units).
  *
  * Why transposed: with S^T the queries run along the vector lanes, so the softmax's max, sum
  * and rescale need no horizontal reductions, the K tile is the gemm's broadcast operand (read
  * in place, no per-tile transpose), and the only transpose is of Q, once per item (Br x D,
- * against Br x Sk x D x 4 FLOPs of work). Folding scale * log2(e) into Qt turns every exp into
- * an exp2 of a plain difference.
+ * against Br x Sk x D x 4 FLOPs of work). Taking scale * log2(e) into the softmax's FMA turns
+ * every exp into an exp2 at no extra operation (pre-scaling Q instead rounded every q element
+ * once more and doubled the float32 error against the naive float32 path in some cases).
  *
  * Storage: float32, bfloat16 or float16 Q/K/V/O with float32 accumulation everywhere. Every
  * K/V tile is copied into a per-thread buffer with a cache-friendly leading dimension,
@@ -139,55 +141,45 @@ static workspace workspace_at(float *base, int64_t br, int64_t bc, int64_t D)
     return w;
 }
 
-/* Qt[d][r] = q[i0 + r][d] * qscale for the item's rows, through acc (free until the K loop). */
+/* Qt[d][r] = q[i0 + r][d] for the item's rows, through acc (free until the K loop). */
 static void pack_qt(const attn_problem *p, const cpu_kernels *kr, workspace *w, int64_t qoff,
-                    int64_t rows, float qscale)
+                    int64_t rows)
 {
     const int64_t D = p->D;
     load_tile(kr, p->q, p->dtype, p->sq, qoff, rows, D, w->acc, w->ld, 0);
     for (int64_t r = 0; r < rows; r++)
         for (int64_t d = 0; d < D; d++)
-            w->qt[d * w->brp + r] = w->acc[r * w->ld + d] * qscale;
+            w->qt[d * w->brp + r] = w->acc[r * w->ld + d];
 }
 
 /* A K/V tile that straddles the causal diagonal: query row i sees keys j < attn_key_end(i).
- * The queries go in sub-panels of DIAG_ROWS, each multiplied only against the keys its last
- * row sees, so the work above the diagonal shrinks from Br x Bc / 2 to DIAG_ROWS x Bc / 2 per
- * tile (at Br = 192, n = 2048 that was ~4% of the causal work). Scores a sub-panel did not
- * compute are covered by the mask, which sets every invisible score to -inf; P is then exactly
- * 0 there and alpha exactly 1 for a sub-panel that sees nothing, so skipping them is exact. */
+ * The queries go in sub-panels of DIAG_ROWS rows, each taken through the whole update (scores,
+ * mask, softmax, P V) against only the keys its last row sees, so the work above the diagonal
+ * shrinks from Br x Bc / 2 to DIAG_ROWS x Bc / 2 per tile. Keys a sub-panel skips are masked for
+ * all its rows: they would contribute exactly 0, and a sub-panel that sees no key of the tile
+ * keeps its m, l and accumulator unchanged (alpha would be exactly 1). */
 enum { DIAG_ROWS = 48 };
-
-/* Keys of the tile [j0, j0 + cols) that rows [i0 + s0, i0 + s0 + sr) see, at most. */
-static int64_t diag_keys(const attn_problem *p, int64_t i0, int64_t s0, int64_t sr, int64_t j0,
-                         int64_t cols)
-{
-    const int64_t e = attn_key_end(p, i0 + s0 + sr - 1) - j0;
-    return e < 0 ? 0 : e > cols ? cols : e;
-}
 
 static void straddling_tile(const attn_problem *p, const cpu_kernels *kr, workspace *w,
                             int64_t i0, int64_t rows, int64_t j0, int64_t cols)
 {
     const int64_t brp = w->brp, D = p->D;
+    const float c = p->scale * 1.44269504088896341f; /* scores to base-2 units */
     for (int64_t s0 = 0; s0 < rows; s0 += DIAG_ROWS) {
         const int64_t sr = rows - s0 < DIAG_ROWS ? rows - s0 : DIAG_ROWS;
-        const int64_t kn = diag_keys(p, i0, s0, sr, j0, cols);
-        if (kn > 0)
-            kr->gemm(kn, sr, D, w->k, w->ld, 1, w->qt + s0, brp, NULL, w->st + s0, brp);
-    }
-    for (int64_t r = 0; r < rows; r++) {
-        const int64_t first = attn_key_end(p, i0 + r) - j0;
-        for (int64_t c = first < 0 ? 0 : first; c < cols; c++)
-            w->st[c * brp + r] = -INFINITY;
-    }
-    kr->softmax_t(w->st, brp, cols, rows, w->m, w->l, w->alpha);
-    for (int64_t s0 = 0; s0 < rows; s0 += DIAG_ROWS) {
-        const int64_t sr = rows - s0 < DIAG_ROWS ? rows - s0 : DIAG_ROWS;
-        const int64_t kn = diag_keys(p, i0, s0, sr, j0, cols);
-        if (kn > 0)
-            kr->gemm(sr, D, kn, w->st + s0, 1, brp, w->v, w->ld, w->alpha + s0,
-                     w->acc + s0 * w->ld, w->ld);
+        int64_t kn = attn_key_end(p, i0 + s0 + sr - 1) - j0; /* the sub-panel's last row */
+        kn = kn > cols ? cols : kn;
+        if (kn <= 0)
+            continue;
+        float *st = w->st + s0;
+        kr->gemm(kn, sr, D, w->k, w->ld, 1, w->qt + s0, brp, NULL, st, brp);
+        for (int64_t r = 0; r < sr; r++) {
+            const int64_t first = attn_key_end(p, i0 + s0 + r) - j0;
+            for (int64_t c = first < 0 ? 0 : first; c < kn; c++)
+                st[c * brp + r] = -INFINITY;
+        }
+        kr->softmax_t(st, brp, kn, sr, c, w->m + s0, w->l + s0, w->alpha + s0);
+        kr->gemm(sr, D, kn, st, 1, brp, w->v, w->ld, w->alpha + s0, w->acc + s0 * w->ld, w->ld);
     }
 }
 
@@ -196,6 +188,7 @@ static int64_t fwd_block(const attn_problem *p, const cpu_kernels *kr, workspace
                          int64_t h, int64_t i0, int64_t rows, int64_t bc)
 {
     const int64_t D = p->D, hk = h / (p->Hq / p->Hkv), brp = w->brp;
+    const float c = p->scale * 1.44269504088896341f; /* scores to base-2 units */
     const int64_t kend_max = attn_key_end(p, i0 + rows - 1); /* the block's last row sees most */
     const int64_t kend_min = attn_key_end(p, i0);            /* its first row sees least       */
     int64_t pairs = 0;
@@ -205,8 +198,7 @@ static int64_t fwd_block(const attn_problem *p, const cpu_kernels *kr, workspace
         w->l[r] = 0.0f;
     }
     if (kend_max > 0)
-        pack_qt(p, kr, w, b * p->sq[0] + h * p->sq[2] + i0 * p->sq[1], rows,
-                p->scale * 1.44269504088896341f);
+        pack_qt(p, kr, w, b * p->sq[0] + h * p->sq[2] + i0 * p->sq[1], rows);
     memset(w->acc, 0, (size_t)(rows * w->ld) * sizeof(float));
 
     for (int64_t j0 = 0; j0 < kend_max; j0 += bc) {
@@ -219,7 +211,7 @@ static int64_t fwd_block(const attn_problem *p, const cpu_kernels *kr, workspace
                   D, w->v, w->ld, next);
         if (!p->causal || j0 + cols <= kend_min) { /* every row sees every key of the tile */
             kr->gemm(cols, rows, D, w->k, w->ld, 1, w->qt, brp, NULL, w->st, brp);
-            kr->softmax_t(w->st, brp, cols, rows, w->m, w->l, w->alpha);
+            kr->softmax_t(w->st, brp, cols, rows, c, w->m, w->l, w->alpha);
             kr->gemm(rows, D, cols, w->st, 1, brp, w->v, w->ld, w->alpha, w->acc, w->ld);
         } else {
             straddling_tile(p, kr, w, i0, rows, j0, cols);

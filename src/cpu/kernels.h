@@ -50,13 +50,15 @@ typedef struct cpu_kernels {
     void (*softmax)(float *S, int64_t lds, int64_t br, int64_t bc, float *m, float *l,
                     float *alpha);
 
-    /* The same update on a transposed tile in base 2 (the forward folds log2(e) into the
-     * scale of Q^T): St (bc x n, ldst) holds column i = the scores of query row i, masked
-     * entries -inf; replaced by P^T = 2^(St - m_new). m, l, alpha (n) as above with 2^ for
-     * exp. A column that has seen only -inf keeps m = -inf, l = 0, P = 0, alpha = 1.
+    /* The same update on a transposed tile in base 2, scaling on the way: St (bc x n, ldst)
+     * holds column i = the raw scores q_i . k_j of query row i (masked entries -inf); replaced
+     * by P^T = 2^(scale * St - m_new). m (n) is kept in scaled units (scale > 0, so the max
+     * commutes with it), l, alpha (n) as above with 2^ for exp. The forward passes
+     * scale = softmax_scale * log2(e): one FMA per score applies it, more accurately than
+     * pre-scaling Q. A column that has seen only -inf keeps m = -inf, l = 0, P = 0, alpha = 1.
      * Vectorised over the queries (columns): max and sum are vertical, no horizontal steps. */
-    void (*softmax_t)(float *St, int64_t ldst, int64_t bc, int64_t n, float *m, float *l,
-                      float *alpha);
+    void (*softmax_t)(float *St, int64_t ldst, int64_t bc, int64_t n, float scale, float *m,
+                      float *l, float *alpha);
 
     /* O[i][d] = alpha[i] * O[i][d] + sum_j P[i][j] * V[j][d]    P (br x bc, ldp),
      * V (bc x D, ldv), O (br x D, ldo).                                                       */

@@ -62,15 +62,16 @@ static void softmax_scalar(float *S, int64_t lds, int64_t br, int64_t bc, float 
     }
 }
 
-static void softmax_t_scalar(float *St, int64_t ldst, int64_t bc, int64_t n, float *m, float *l,
-                             float *alpha)
+static void softmax_t_scalar(float *St, int64_t ldst, int64_t bc, int64_t n, float scale,
+                             float *m, float *l, float *alpha)
 {
     for (int64_t i = 0; i < n; i++) {
-        float mx = m[i];
+        float mx = -INFINITY; /* max of the raw scores; a NaN score sticks */
         for (int64_t j = 0; j < bc; j++) {
             const float x = St[j * ldst + i];
             mx = x > mx || isnan(x) ? x : mx;
         }
+        mx = mx * scale > m[i] || isnan(mx) ? mx * scale : m[i];
         if (mx == -INFINITY) {
             for (int64_t j = 0; j < bc; j++)
                 St[j * ldst + i] = 0.0f;
@@ -80,7 +81,7 @@ static void softmax_t_scalar(float *St, int64_t ldst, int64_t bc, int64_t n, flo
         const float a = exp2f(m[i] - mx);
         float sum = 0.0f;
         for (int64_t j = 0; j < bc; j++) {
-            const float e = exp2f(St[j * ldst + i] - mx);
+            const float e = exp2f(fmaf(St[j * ldst + i], scale, -mx));
             St[j * ldst + i] = e;
             sum += e;
         }

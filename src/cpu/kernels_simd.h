@@ -215,38 +215,39 @@ SIMD_INLINE void st_k(float *p, vf x, int k)
 }
 
 /* One strip of k <= SIMD_VL query columns of softmax_t. */
-SIMD_INLINE void softmax_t_strip(float *St, int64_t ldst, int64_t bc, float *m, float *l,
-                                 float *alpha, int k)
+SIMD_INLINE void softmax_t_strip(float *St, int64_t ldst, int64_t bc, float scale, float *m,
+                                 float *l, float *alpha, int k)
 {
-    const vf m_old = ld_k(m, k);
-    vf mx = m_old;
+    const vf m_old = ld_k(m, k), c = v_set1(scale);
+    vf mx = v_set1(-INFINITY);
     for (int64_t j = 0; j < bc; j++)
         mx = v_max(mx, ld_k(St + j * ldst, k)); /* the score second: NaN propagates */
+    mx = v_max(m_old, v_mul(mx, c));            /* scale > 0 commutes with the max */
     /* A column that has seen only -inf: subtract 0 instead, so P = 2^-inf = 0, not NaN. */
     const vm empty = v_lt(mx, v_set1(-3.0e38f));
-    const vf ms = v_select(empty, v_zero(), mx);
+    const vf neg_ms = v_sub(v_zero(), v_select(empty, v_zero(), mx));
     vf sum = v_zero();
     for (int64_t j = 0; j < bc; j++) {
         float *s = St + j * ldst;
-        const vf e = v_exp2_ftz(v_sub(ld_k(s, k), ms));
+        const vf e = v_exp2_ftz(v_fma(ld_k(s, k), c, neg_ms));
         st_k(s, e, k);
         sum = v_add(sum, e);
     }
-    const vf a = v_select(empty, v_set1(1.0f), v_exp2_ftz(v_sub(m_old, ms)));
+    const vf a = v_select(empty, v_set1(1.0f), v_exp2_ftz(v_add(m_old, neg_ms)));
     st_k(l, v_fma(ld_k(l, k), a, sum), k);
     st_k(m, mx, k);
     st_k(alpha, a, k);
 }
 
 /* Column-wise (the forward's transposed tile), base 2: every step is vertical. */
-static void softmax_t_simd(float *St, int64_t ldst, int64_t bc, int64_t n, float *m, float *l,
-                           float *alpha)
+static void softmax_t_simd(float *St, int64_t ldst, int64_t bc, int64_t n, float scale, float *m,
+                           float *l, float *alpha)
 {
     int64_t i0 = 0;
     for (; i0 + SIMD_VL <= n; i0 += SIMD_VL)
-        softmax_t_strip(St + i0, ldst, bc, m + i0, l + i0, alpha + i0, SIMD_VL);
+        softmax_t_strip(St + i0, ldst, bc, scale, m + i0, l + i0, alpha + i0, SIMD_VL);
     if (i0 < n)
-        softmax_t_strip(St + i0, ldst, bc, m + i0, l + i0, alpha + i0, (int)(n - i0));
+        softmax_t_strip(St + i0, ldst, bc, scale, m + i0, l + i0, alpha + i0, (int)(n - i0));
 }
 
 /* ---- element-wise ---------------------------------------------------------------------- */
