@@ -350,9 +350,32 @@ static void store_row_simd(const float *src, float scale, int64_t n, void *dst, 
     }
 }
 
+/* Two vectors of 2 x SIMD_VL consecutive elements, for element-wise work: bf16 goes through
+ * the pair forms of simd.h (cheaper conversions, in a private element order that the pair
+ * store undoes), the other types through two plain accesses. */
+SIMD_INLINE void ld2_dt(flashc_dtype dt, const void *p, int64_t i, vf *a, vf *b)
+{
+    if (dt == FLASHC_BF16) {
+        v_load_bf16x2((const uint16_t *)p + i, a, b);
+    } else {
+        *a = ld_dt(dt, p, i, SIMD_VL);
+        *b = ld_dt(dt, p, i + SIMD_VL, SIMD_VL);
+    }
+}
+
+SIMD_INLINE void st2_dt(flashc_dtype dt, void *p, int64_t i, vf a, vf b)
+{
+    if (dt == FLASHC_BF16) {
+        v_store_bf16x2((uint16_t *)p + i, a, b);
+    } else {
+        st_dt(dt, p, i, a, SIMD_VL);
+        st_dt(dt, p, i + SIMD_VL, b, SIMD_VL);
+    }
+}
+
 /* RMSNorm of one contiguous row: pass 1 (add the residual, store it, sum squares of the stored
- * value), pass 2 (scale) re-reads the row from L1/L2. Four partial sums hide the FMA latency.
- * Full vectors in the loops (dt and the width are constants there), one partial tail. */
+ * value), pass 2 (scale) re-reads the row from L1/L2. Pairs of vectors in the main loops (two
+ * partial sums hide the FMA latency), then single vectors, then one partial tail. */
 SIMD_INLINE vf rms_pass1(flashc_dtype dt, const void *x, const void *r, void *xw, int64_t d,
                          int k, vf ss)
 {
@@ -367,26 +390,35 @@ SIMD_INLINE vf rms_pass1(flashc_dtype dt, const void *x, const void *r, void *xw
 SIMD_INLINE void rmsnorm_row_dt(flashc_dtype dt, const void *x, const void *r, void *xw,
                                 const void *w, void *y, int64_t D, float eps)
 {
-    vf s0 = v_zero(), s1 = v_zero(), s2 = v_zero(), s3 = v_zero();
+    vf s0 = v_zero(), s1 = v_zero();
     int64_t d = 0;
-    for (; d + 4 * SIMD_VL <= D; d += 4 * SIMD_VL) {
-        s0 = rms_pass1(dt, x, r, xw, d, SIMD_VL, s0);
-        s1 = rms_pass1(dt, x, r, xw, d + SIMD_VL, SIMD_VL, s1);
-        s2 = rms_pass1(dt, x, r, xw, d + 2 * SIMD_VL, SIMD_VL, s2);
-        s3 = rms_pass1(dt, x, r, xw, d + 3 * SIMD_VL, SIMD_VL, s3);
+    for (; d + 2 * SIMD_VL <= D; d += 2 * SIMD_VL) {
+        vf a, b;
+        ld2_dt(dt, x, d, &a, &b);
+        if (r) {
+            vf ra, rb;
+            ld2_dt(dt, r, d, &ra, &rb);
+            st2_dt(dt, xw, d, v_add(a, ra), v_add(b, rb));
+            ld2_dt(dt, xw, d, &a, &b); /* square what was stored (rounded to dt) */
+        }
+        s0 = v_fma(a, a, s0);
+        s1 = v_fma(b, b, s1);
     }
     for (; d + SIMD_VL <= D; d += SIMD_VL)
         s0 = rms_pass1(dt, x, r, xw, d, SIMD_VL, s0);
     if (d < D)
         s1 = rms_pass1(dt, x, r, xw, d, (int)(D - d), s1);
-    const float sum = v_hsum(v_add(v_add(s0, s1), v_add(s2, s3)));
+    const float sum = v_hsum(v_add(s0, s1));
     const vf rstd = v_set1(1.0f / sqrtf(sum / (float)D + eps));
     const void *xs = r ? xw : x;
-    for (d = 0; d + SIMD_VL <= D; d += SIMD_VL)
-        st_dt(dt, y, d, v_mul(v_mul(ld_dt(dt, xs, d, SIMD_VL), rstd), ld_dt(dt, w, d, SIMD_VL)),
-              SIMD_VL);
-    if (d < D) {
-        const int k = (int)(D - d);
+    for (d = 0; d + 2 * SIMD_VL <= D; d += 2 * SIMD_VL) {
+        vf a, b, wa, wb;
+        ld2_dt(dt, xs, d, &a, &b);
+        ld2_dt(dt, w, d, &wa, &wb);
+        st2_dt(dt, y, d, v_mul(v_mul(a, rstd), wa), v_mul(v_mul(b, rstd), wb));
+    }
+    for (; d < D; d += SIMD_VL) {
+        const int k = D - d < SIMD_VL ? (int)(D - d) : SIMD_VL;
         st_dt(dt, y, d, v_mul(v_mul(ld_dt(dt, xs, d, k), rstd), ld_dt(dt, w, d, k)), k);
     }
 }
@@ -409,11 +441,14 @@ static void rmsnorm_row_simd(const void *x, int64_t sx, const void *r, int64_t s
 SIMD_INLINE void swiglu_row_dt(flashc_dtype dt, const void *gu, void *y, int64_t I)
 {
     int64_t i = 0;
-    for (; i + SIMD_VL <= I; i += SIMD_VL)
-        st_dt(dt, y, i, v_mul(v_silu(ld_dt(dt, gu, i, SIMD_VL)), ld_dt(dt, gu, I + i, SIMD_VL)),
-              SIMD_VL);
-    if (i < I) {
-        const int k = (int)(I - i);
+    for (; i + 2 * SIMD_VL <= I; i += 2 * SIMD_VL) {
+        vf ga, gb, ua, ub;
+        ld2_dt(dt, gu, i, &ga, &gb);
+        ld2_dt(dt, gu, I + i, &ua, &ub);
+        st2_dt(dt, y, i, v_mul(v_silu(ga), ua), v_mul(v_silu(gb), ub));
+    }
+    for (; i < I; i += SIMD_VL) {
+        const int k = I - i < SIMD_VL ? (int)(I - i) : SIMD_VL;
         st_dt(dt, y, i, v_mul(v_silu(ld_dt(dt, gu, i, k)), ld_dt(dt, gu, I + i, k)), k);
     }
 }

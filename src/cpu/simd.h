@@ -19,6 +19,9 @@
  *                  biased exponent field is 0), which the exp kernels use to flush to zero.
  *   *_part(p, k)   touch only the first k lanes (0 <= k <= VL) of memory; other lanes read 0.
  *   bf16 stores round to nearest even and keep NaN a NaN; f16 stores round to nearest even.
+ *   v_load_bf16x2 / v_store_bf16x2  2 x VL bf16 values as two vectors in an order private to
+ *                  the mapping (AVX2: in-lane unpack order): only for element-wise work whose
+ *                  operands are all loaded this way and whose results are stored this way.
  */
 #ifndef FLASHC_CPU_SIMD_H
 #define FLASHC_CPU_SIMD_H
@@ -79,6 +82,15 @@ SIMD_INLINE vf v_load_bf16(const uint16_t *p)
 SIMD_INLINE void v_store_bf16(uint16_t *p, vf x)
 {
     _mm256_storeu_si256((__m256i *)p, (__m256i)_mm512_cvtneps_pbh(x));
+}
+SIMD_INLINE void v_load_bf16x2(const uint16_t *p, vf *a, vf *b)
+{
+    *a = v_load_bf16(p);
+    *b = v_load_bf16(p + 16);
+}
+SIMD_INLINE void v_store_bf16x2(uint16_t *p, vf a, vf b)
+{
+    _mm512_storeu_si512((void *)p, (__m512i)_mm512_cvtne2ps_pbh(b, a)); /* low half: a */
 }
 SIMD_INLINE vf v_load_f16(const uint16_t *p)
 {
@@ -151,16 +163,33 @@ SIMD_INLINE vf v_load_bf16(const uint16_t *p)
     return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
 }
 /* No bf16 instructions here: round to nearest even in integers (u + 0x7fff + lsb), NaN kept
- * quiet by setting a mantissa bit, then pack 8 x 32 -> 8 x 16 bits. */
+ * quiet by setting a mantissa bit. The 16-bit results sit in the low half of each 32-bit lane. */
+SIMD_INLINE __m256i simd_bf16_bits(vf x)
+{
+    const __m256i u = _mm256_castps_si256(x), hi = _mm256_srli_epi32(u, 16);
+    const __m256i lsb = _mm256_and_si256(hi, _mm256_set1_epi32(1));
+    const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+    const __m256i qnan = _mm256_or_si256(hi, _mm256_set1_epi32(0x40));
+    return _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(r), _mm256_castsi256_ps(qnan), v_isnan(x)));
+}
 SIMD_INLINE void v_store_bf16(uint16_t *p, vf x)
 {
-    __m256i u = _mm256_castps_si256(x);
-    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
-    __m256i qnan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
-    r = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(r), _mm256_castsi256_ps(qnan), v_isnan(x)));
-    __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0xd8);
+    const __m256i r = simd_bf16_bits(x);
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0xd8);
     _mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(packed));
+}
+/* Pairs: 16 bf16 values as two vectors in the order the in-lane unpack gives (elements 0-3,
+ * 8-11 | 4-7, 12-15): no shift on load, no cross-lane permute on store, which packs them back
+ * in memory order. */
+SIMD_INLINE void v_load_bf16x2(const uint16_t *p, vf *a, vf *b)
+{
+    const __m256i x = _mm256_loadu_si256((const __m256i *)p), z = _mm256_setzero_si256();
+    *a = _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, x));
+    *b = _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, x));
+}
+SIMD_INLINE void v_store_bf16x2(uint16_t *p, vf a, vf b)
+{
+    _mm256_storeu_si256((__m256i *)p, _mm256_packus_epi32(simd_bf16_bits(a), simd_bf16_bits(b)));
 }
 SIMD_INLINE vf v_load_f16(const uint16_t *p)
 {
@@ -224,6 +253,16 @@ SIMD_INLINE void v_store_bf16(uint16_t *p, vf x)
     uint32x4_t r = vshrq_n_u32(vaddq_u32(u, vaddq_u32(lsb, vdupq_n_u32(0x7fff))), 16);
     uint32x4_t qnan = vorrq_u32(vshrq_n_u32(u, 16), vdupq_n_u32(0x40));
     vst1_u16(p, vmovn_u32(vbslq_u32(v_isnan(x), qnan, r)));
+}
+SIMD_INLINE void v_load_bf16x2(const uint16_t *p, vf *a, vf *b)
+{
+    *a = v_load_bf16(p);
+    *b = v_load_bf16(p + 4);
+}
+SIMD_INLINE void v_store_bf16x2(uint16_t *p, vf a, vf b)
+{
+    v_store_bf16(p, a);
+    v_store_bf16(p + 4, b);
 }
 SIMD_INLINE vf v_load_f16(const uint16_t *p)
 {
