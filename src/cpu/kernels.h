@@ -26,8 +26,6 @@
 
 typedef struct cpu_kernels {
     const char *name;
-    int mr; /* rows of the gemm register block; tiles that are multiples of mr use it fully */
-    int nr; /* columns of the gemm register block (floats): 2 vectors                       */
 
     /* ---- tile products ---------------------------------------------------------------- */
 

@@ -166,8 +166,6 @@ static void swiglu_row_scalar(const void *gu, int64_t sgu, void *y, int64_t sy, 
 
 const cpu_kernels cpu_kernels_scalar = {
     .name = "scalar",
-    .mr = 4,
-    .nr = 8,
     .gemm = gemm_scalar,
     .qk = qk_scalar,
     .softmax = softmax_scalar,

@@ -469,8 +469,6 @@ static void swiglu_row_simd(const void *gu, int64_t sgu, void *y, int64_t sy, in
 
 const cpu_kernels SIMD_TABLE = {
     .name = SIMD_NAME,
-    .mr = SIMD_MR,
-    .nr = SIMD_NR,
     .gemm = gemm_simd,
     .qk = qk_simd,
     .softmax = softmax_simd,
