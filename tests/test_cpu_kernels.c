@@ -135,7 +135,8 @@ static void test_gemm(void **state)
 static void qk_pv_all(const cpu_kernels *t)
 {
     static const int64_t shapes[][3] = {{1, 1, 1},    {3, 5, 7},    {6, 16, 64}, {13, 17, 40},
-                                        {64, 64, 128}, {7, 33, 80}, {12, 9, 96}, {5, 70, 3}};
+                                        {64, 64, 128}, {7, 33, 80}, {12, 9, 96}, {5, 70, 3},
+                                        {3, 9, 600} /* qk_simd falls back to dot products */};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const int64_t br = shapes[s][0], bc = shapes[s][1], D = shapes[s][2];
         const int64_t ld = D + 1, lds = bc + 3, ldo = D + 2;
