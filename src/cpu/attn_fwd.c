@@ -112,7 +112,7 @@ static void load_tile(const cpu_kernels *kr, const void *base, flashc_dtype dt, 
 typedef struct workspace {
     int64_t brp;      /* leading dimension of qt and st: tile_ld(Br)                        */
     int64_t ld;       /* leading dimension of k, v and acc: tile_ld(D)                      */
-    float *qt;        /* D x brp   Q^T * scale * log2(e)                                   */
+    float *qt;        /* D x brp   Q^T                                                     */
     float *k, *v;     /* bc x ld   K and V tiles as float32                                */
     float *st;        /* bc x brp  scores / probabilities, transposed                      */
     float *acc;       /* br x ld   unnormalised output                                     */
