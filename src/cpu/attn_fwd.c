@@ -183,6 +183,8 @@ static void straddling_tile(const attn_problem *p, const cpu_kernels *kr, worksp
     }
 }
 
+enum { FEW_ROWS = 8 };
+
 /* One (batch, head, Q block) item. Returns the number of tile pairs computed. */
 static int64_t fwd_block(const attn_problem *p, const cpu_kernels *kr, workspace *w, int64_t b,
                          int64_t h, int64_t i0, int64_t rows, int64_t bc)
@@ -193,12 +195,21 @@ static int64_t fwd_block(const attn_problem *p, const cpu_kernels *kr, workspace
     const int64_t kend_min = attn_key_end(p, i0);            /* its first row sees least       */
     int64_t pairs = 0;
 
+    /* Fewer than FEW_ROWS query rows in the whole sequence (decode) would fill only a few
+     * vector lanes of the transposed path; S stays row-major instead (qk's dot products, the
+     * row softmax in natural units, pv), Q rows as float32 in qt (ld D). Decided by Sq, not by
+     * the block, so the arithmetic of a row never depends on the tiles or the thread count
+     * (results are bit-identical for any thread count). */
+    const int few = p->Sq < FEW_ROWS;
+    const int64_t qoff = b * p->sq[0] + h * p->sq[2] + i0 * p->sq[1];
     for (int64_t r = 0; r < rows; r++) {
         w->m[r] = -INFINITY;
         w->l[r] = 0.0f;
     }
-    if (kend_max > 0)
-        pack_qt(p, kr, w, b * p->sq[0] + h * p->sq[2] + i0 * p->sq[1], rows);
+    if (kend_max > 0 && few)
+        load_tile(kr, p->q, p->dtype, p->sq, qoff, rows, D, w->qt, D, 0);
+    else if (kend_max > 0)
+        pack_qt(p, kr, w, qoff, rows);
     memset(w->acc, 0, (size_t)(rows * w->ld) * sizeof(float));
 
     for (int64_t j0 = 0; j0 < kend_max; j0 += bc) {
@@ -209,7 +220,16 @@ static int64_t fwd_block(const attn_problem *p, const cpu_kernels *kr, workspace
                   D, w->k, w->ld, next);
         load_tile(kr, p->v, p->dtype, p->sv, b * p->sv[0] + hk * p->sv[2] + j0 * p->sv[1], cols,
                   D, w->v, w->ld, next);
-        if (!p->causal || j0 + cols <= kend_min) { /* every row sees every key of the tile */
+        if (few) {
+            kr->qk(w->qt, D, w->k, w->ld, rows, cols, D, p->scale, w->st, cols);
+            for (int64_t r = 0; p->causal && r < rows; r++) {
+                const int64_t first = attn_key_end(p, i0 + r) - j0;
+                for (int64_t c = first < 0 ? 0 : first; c < cols; c++)
+                    w->st[r * cols + c] = -INFINITY;
+            }
+            kr->softmax(w->st, cols, rows, cols, w->m, w->l, w->alpha);
+            kr->pv(w->st, cols, w->v, w->ld, rows, cols, D, w->alpha, w->acc, w->ld);
+        } else if (!p->causal || j0 + cols <= kend_min) { /* every row sees every key */
             kr->gemm(cols, rows, D, w->k, w->ld, 1, w->qt, brp, NULL, w->st, brp);
             kr->softmax_t(w->st, brp, cols, rows, c, w->m, w->l, w->alpha);
             kr->gemm(rows, D, cols, w->st, 1, brp, w->v, w->ld, w->alpha, w->acc, w->ld);
@@ -234,7 +254,7 @@ static int64_t fwd_block(const attn_problem *p, const cpu_kernels *kr, workspace
                 flashc__store(p->o, p->dtype, orow + d * p->so[3], w->acc[r * w->ld + d] * inv);
         if (p->lse)
             p->lse[b * p->slse[0] + h * p->slse[1] + (i0 + r) * p->slse[2]] =
-                l == 0.0f ? -INFINITY : w->m[r] * 0.693147180559945f + logf(l);
+                l == 0.0f ? -INFINITY : w->m[r] * (few ? 1.0f : 0.693147180559945f) + logf(l);
     }
     return pairs;
 }

@@ -106,7 +106,9 @@ static void gemm_simd(int64_t M, int64_t N, int64_t K, const float *A, int64_t a
             const float *Ap = A + m0 * as_m;
             const float *rs = rowscale ? rowscale + m0 : NULL;
             float *Cp = C + m0 * ldc + n0;
-            if (nv == SIMD_NR)
+            if (mr == 1 && nv == SIMD_NR) /* one row (decode's P V): no row tests */
+                gemm_block(1, SIMD_NR, K, Ap, as_m, as_k, Bp, ldb, rs, Cp, ldc);
+            else if (nv == SIMD_NR)
                 gemm_block(mr, SIMD_NR, K, Ap, as_m, as_k, Bp, ldb, rs, Cp, ldc);
             else
                 gemm_block(mr, nv, K, Ap, as_m, as_k, Bp, ldb, rs, Cp, ldc);
@@ -127,8 +129,9 @@ SIMD_INLINE vf load_upto(const float *p, int64_t left)
     return left >= SIMD_VL ? v_load(p) : v_load_part(p, (int)left);
 }
 
-/* Dot products along D, 1 x 4 blocks, one horizontal sum per score: the fallback for head dims
- * too large for qk_simd's packed chunks. */
+/* Dot products along D, 1 x 4 blocks, one horizontal sum per score: for head dims too large for
+ * qk_simd's packed chunks and for a few rows (decode), where packing K^T would cost as much as
+ * the products. */
 static void qk_dot(const float *Q, int64_t ldq, const float *K, int64_t ldk, int64_t br,
                    int64_t bc, int64_t D, float scale, float *S, int64_t lds)
 {
@@ -164,13 +167,13 @@ static void qk_dot(const float *Q, int64_t ldq, const float *K, int64_t ldk, int
  * pre-scaled on the stack (kc x D <= 32 KiB), then S[:, chunk] = Q (scale K_chunk)^T. The dot
  * product form spends a horizontal sum per score and ran at 50 GFLOP/s against the gemm's
  * 88 (AVX2, Zen 3, 64 x 64 x 128 tiles, 1 thread). */
-enum { QK_PACK_FLOATS = 8192 };
+enum { QK_PACK_FLOATS = 8192, QK_PACK_MIN_ROWS = 8 };
 
 static void qk_simd(const float *Q, int64_t ldq, const float *K, int64_t ldk, int64_t br,
                     int64_t bc, int64_t D, float scale, float *S, int64_t lds)
 {
     const int64_t kc = QK_PACK_FLOATS / D / SIMD_NR * SIMD_NR;
-    if (kc == 0) {
+    if (kc == 0 || br < QK_PACK_MIN_ROWS) { /* too wide to pack, or too few rows to repay it */
         qk_dot(Q, ldq, K, ldk, br, bc, D, scale, S, lds);
         return;
     }
