@@ -12,7 +12,7 @@
  *
  * Cases: odd sizes (n = 1, n not a multiple of the tiles, head dims 1, 7, 40, 80, 256), causal
  * and not, Sq > Sk (rows that see no key: O = 0, LSE = -inf), GQA, a (B, H, S, D) layout, a
- * feature stride of 2, forced tiny tiles. Outputs are poisoned with NaN first, so an element
+ * feature stride of 2, forced tiny tiles, decode shapes (Sq < 8, grouped GQA heads). Outputs are poisoned with NaN first, so an element
  * left unwritten fails; inputs are fresh random values (seed printed).
  */
 #include <setjmp.h>
@@ -213,6 +213,11 @@ static const attn_case cases[] = {
     {1, 29, 31, 2, 1, 24, 1, 0, 5, 7, 1.0f},
     {1, 50, 50, 1, 1, 256, 0, 0, 0, 0, 1.0f},
     {1, 1, 300, 4, 1, 128, 1, 0, 0, 0, 1.0f},
+    /* decode shapes (Sq < 8): the row-major path; with B x Hkv >= 2 x threads the query heads
+     * of a KV head are grouped into one item */
+    {2, 3, 77, 8, 2, 64, 1, 0, 0, 0, 1.0f},
+    {1, 5, 130, 8, 4, 40, 0, 1, 0, 0, 2.0f},
+    {4, 7, 7, 2, 1, 24, 1, 0, 0, 0, 1.0f},
 };
 
 static void run_all_on(const cpu_kernels *t)

@@ -185,11 +185,14 @@ static void straddling_tile(const attn_problem *p, const cpu_kernels *kr, worksp
 
 enum { FEW_ROWS = 8 };
 
-/* One (batch, head, Q block) item. Returns the number of tile pairs computed. */
+/* One item: query rows [i0, i0 + rows) of the nh heads h .. h + nh - 1 (nh > 1 only on the
+ * decode path: heads that share a KV head, so each K/V tile is loaded once for all of them).
+ * Row r of the item is query row i0 + r % rows of head h + r / rows. Returns the number of
+ * (Q block, K block) tile pairs computed, counted per head. */
 static int64_t fwd_block(const attn_problem *p, const cpu_kernels *kr, workspace *w, int64_t b,
-                         int64_t h, int64_t i0, int64_t rows, int64_t bc)
+                         int64_t h, int64_t nh, int64_t i0, int64_t rows, int64_t bc)
 {
-    const int64_t D = p->D, hk = h / (p->Hq / p->Hkv), brp = w->brp;
+    const int64_t D = p->D, hk = h / (p->Hq / p->Hkv), brp = w->brp, total = nh * rows;
     const float c = p->scale * 1.44269504088896341f; /* scores to base-2 units */
     const int64_t kend_max = attn_key_end(p, i0 + rows - 1); /* the block's last row sees most */
     const int64_t kend_min = attn_key_end(p, i0);            /* its first row sees least       */
@@ -198,19 +201,21 @@ static int64_t fwd_block(const attn_problem *p, const cpu_kernels *kr, workspace
     /* Fewer than FEW_ROWS query rows in the whole sequence (decode) would fill only a few
      * vector lanes of the transposed path; S stays row-major instead (qk's dot products, the
      * row softmax in natural units, pv), Q rows as float32 in qt (ld D). Decided by Sq, not by
-     * the block, so the arithmetic of a row never depends on the tiles or the thread count
-     * (results are bit-identical for any thread count). */
+     * the block, so the arithmetic of a row never depends on the tiles, the head grouping or
+     * the thread count (results are bit-identical for any thread count). */
     const int few = p->Sq < FEW_ROWS;
-    const int64_t qoff = b * p->sq[0] + h * p->sq[2] + i0 * p->sq[1];
-    for (int64_t r = 0; r < rows; r++) {
+    for (int64_t r = 0; r < total; r++) {
         w->m[r] = -INFINITY;
         w->l[r] = 0.0f;
     }
-    if (kend_max > 0 && few)
-        load_tile(kr, p->q, p->dtype, p->sq, qoff, rows, D, w->qt, D, 0);
-    else if (kend_max > 0)
-        pack_qt(p, kr, w, qoff, rows);
-    memset(w->acc, 0, (size_t)(rows * w->ld) * sizeof(float));
+    for (int64_t g = 0; g < nh && kend_max > 0; g++) {
+        const int64_t qoff = b * p->sq[0] + (h + g) * p->sq[2] + i0 * p->sq[1];
+        if (few)
+            load_tile(kr, p->q, p->dtype, p->sq, qoff, rows, D, w->qt + g * rows * D, D, 0);
+        else
+            pack_qt(p, kr, w, qoff, rows);
+    }
+    memset(w->acc, 0, (size_t)(total * w->ld) * sizeof(float));
 
     for (int64_t j0 = 0; j0 < kend_max; j0 += bc) {
         /* keys past the block's last visible one are never loaded */
@@ -221,14 +226,14 @@ static int64_t fwd_block(const attn_problem *p, const cpu_kernels *kr, workspace
         load_tile(kr, p->v, p->dtype, p->sv, b * p->sv[0] + hk * p->sv[2] + j0 * p->sv[1], cols,
                   D, w->v, w->ld, next);
         if (few) {
-            kr->qk(w->qt, D, w->k, w->ld, rows, cols, D, p->scale, w->st, cols);
-            for (int64_t r = 0; p->causal && r < rows; r++) {
-                const int64_t first = attn_key_end(p, i0 + r) - j0;
+            kr->qk(w->qt, D, w->k, w->ld, total, cols, D, p->scale, w->st, cols);
+            for (int64_t r = 0; p->causal && r < total; r++) {
+                const int64_t first = attn_key_end(p, i0 + r % rows) - j0;
                 for (int64_t c = first < 0 ? 0 : first; c < cols; c++)
                     w->st[r * cols + c] = -INFINITY;
             }
-            kr->softmax(w->st, cols, rows, cols, w->m, w->l, w->alpha);
-            kr->pv(w->st, cols, w->v, w->ld, rows, cols, D, w->alpha, w->acc, w->ld);
+            kr->softmax(w->st, cols, total, cols, w->m, w->l, w->alpha);
+            kr->pv(w->st, cols, w->v, w->ld, total, cols, D, w->alpha, w->acc, w->ld);
         } else if (!p->causal || j0 + cols <= kend_min) { /* every row sees every key */
             kr->gemm(cols, rows, D, w->k, w->ld, 1, w->qt, brp, NULL, w->st, brp);
             kr->softmax_t(w->st, brp, cols, rows, c, w->m, w->l, w->alpha);
@@ -236,16 +241,16 @@ static int64_t fwd_block(const attn_problem *p, const cpu_kernels *kr, workspace
         } else {
             straddling_tile(p, kr, w, i0, rows, j0, cols);
         }
-        pairs++;
+        pairs += nh;
     }
 
     /* The one division per row; a row that saw no key (l == 0) outputs 0 and LSE = -inf.
      * A NaN l (NaN inputs) stays NaN in O and LSE. */
-    const int64_t oo = b * p->so[0] + h * p->so[2];
-    for (int64_t r = 0; r < rows; r++) {
+    for (int64_t r = 0; r < total; r++) {
+        const int64_t hr = h + r / rows, i = i0 + r % rows;
         const float l = w->l[r];
         const float inv = l == 0.0f ? 0.0f : 1.0f / l;
-        const int64_t orow = oo + (i0 + r) * p->so[1];
+        const int64_t orow = b * p->so[0] + hr * p->so[2] + i * p->so[1];
         if (p->so[3] == 1)
             kr->store_row(w->acc + r * w->ld, inv, D, (void *)elem_ptr(p->o, p->dtype, orow),
                           p->dtype);
@@ -253,7 +258,7 @@ static int64_t fwd_block(const attn_problem *p, const cpu_kernels *kr, workspace
             for (int64_t d = 0; d < D; d++)
                 flashc__store(p->o, p->dtype, orow + d * p->so[3], w->acc[r * w->ld + d] * inv);
         if (p->lse)
-            p->lse[b * p->slse[0] + h * p->slse[1] + (i0 + r) * p->slse[2]] =
+            p->lse[b * p->slse[0] + hr * p->slse[1] + i * p->slse[2]] =
                 l == 0.0f ? -INFINITY : w->m[r] * (few ? 1.0f : 0.693147180559945f) + logf(l);
     }
     return pairs;
@@ -274,11 +279,16 @@ flashc_status cpu_attn_fwd(const attn_problem *p, flashc_attn_stats *stats)
     if (bc > p->Sk)
         bc = p->Sk;
 
-    const int64_t nqb = (p->Sq + br - 1) / br, heads = p->B * p->Hq, items = heads * nqb;
+    /* Decode (Sq < FEW_ROWS): the query heads of a KV head form one item when that still
+     * leaves 2 items per thread, so each K/V tile is read and converted once per group. */
+    const int64_t nh = p->Sq < FEW_ROWS && p->B * p->Hkv >= 2 * (int64_t)p->threads
+                           ? p->Hq / p->Hkv
+                           : 1;
+    const int64_t nqb = (p->Sq + br - 1) / br, heads = p->B * p->Hq / nh, items = heads * nqb;
     int threads = p->threads;
     if (threads > items)
         threads = (int)items;
-    const size_t per_thread = workspace_floats(br, bc, p->D); /* a multiple of 16: 64-byte rows */
+    const size_t per_thread = workspace_floats(br * nh, bc, p->D); /* 16k floats: 64 B rows */
     float *ws = flashc__malloc((size_t)threads * per_thread * sizeof(float));
     if (!ws)
         return flashc__fail(FLASHC_ERR_OUT_OF_MEMORY,
@@ -293,20 +303,21 @@ flashc_status cpu_attn_fwd(const attn_problem *p, flashc_attn_stats *stats)
 #else
         const int tid = 0;
 #endif
-        workspace w = workspace_at(ws + (size_t)tid * per_thread, br, bc, p->D);
+        workspace w = workspace_at(ws + (size_t)tid * per_thread, br * nh, bc, p->D);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t it = 0; it < items; it++) {
             const int64_t qb = nqb - 1 - it / heads; /* heaviest (last) Q blocks first */
             const int64_t bh = it % heads;
             const int64_t i0 = qb * br;
             const int64_t rows = i0 + br < p->Sq ? br : p->Sq - i0;
-            pairs += fwd_block(p, kr, &w, bh / p->Hq, bh % p->Hq, i0, rows, bc);
+            const int64_t hpb = p->Hq / nh; /* items per batch entry and Q block */
+            pairs += fwd_block(p, kr, &w, bh / hpb, bh % hpb * nh, nh, i0, rows, bc);
         }
     }
     flashc__free(ws);
 
     stats->tile_pairs = pairs;
-    stats->tile_pairs_total = heads * nqb * ((p->Sk + bc - 1) / bc);
+    stats->tile_pairs_total = p->B * p->Hq * nqb * ((p->Sk + bc - 1) / bc);
     stats->block_q = br_used;
     stats->block_k = bc_used;
     return FLASHC_OK;
