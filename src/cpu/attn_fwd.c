@@ -36,7 +36,9 @@
  *                                 78.5 / 75.1; 192 x 192: 69 / 69; Bc = 48 or 144: no better.
  *   D > 128:  Br = 192, Bc = 48   D = 256: 96 x 48: 74.6; 192 x 48: 77.1; 96 x 96: 75.0.
  * Br steps down (288, 192, 96, 48) while there are fewer than 2 items per thread, so short sequences
- * and few heads still keep every thread busy. bench/RESULTS.md "CPU speed" has the figures.
+ * and few heads still keep every thread busy. Decode (Sq < 8): Bc = 48 (f16 KV, 32k keys,
+ * 16/8 heads, 2 threads: Bc 48: 13.3 ms, 96: 14.3, 384: 22.1). bench/RESULTS.md "CPU speed" has
+ * the figures.
  *
  * Causal (bottom-right aligned): K blocks entirely above the diagonal are never visited, and
  * the mask is written only into tiles that straddle it. Items are handed out heaviest first
@@ -64,8 +66,14 @@ flashc_status cpu_attn_fwd_supports(const attn_problem *p)
     return FLASHC_OK;
 }
 
+enum { FEW_ROWS = 8 };
+
 static void default_tiles(const attn_problem *p, int64_t *br, int64_t *bc)
 {
+    if (p->Sq < FEW_ROWS) { /* decode: K/V streamed from memory; short tiles measured best */
+        *br = p->Sq, *bc = 48;
+        return;
+    }
     if (p->D <= 128)
         *br = 288, *bc = 96;
     else
@@ -182,8 +190,6 @@ static void straddling_tile(const attn_problem *p, const cpu_kernels *kr, worksp
         kr->gemm(sr, D, kn, st, 1, brp, w->v, w->ld, w->alpha + s0, w->acc + s0 * w->ld, w->ld);
     }
 }
-
-enum { FEW_ROWS = 8 };
 
 /* One item: query rows [i0, i0 + rows) of the nh heads h .. h + nh - 1 (nh > 1 only on the
  * decode path: heads that share a KV head, so each K/V tile is loaded once for all of them).
