@@ -9,6 +9,8 @@
  *   copy   stream copy (memcpy in 1 MiB blocks), bytes read + written
  *   attn   flashc_attn_fwd, B = 1, H = 16, n = 2048, D = 128 and 64, f32 / bf16 / f16,
  *          causal and not; GFLOP/s with FLOPs = 4 H n^2 D (halved when causal); ratio to sgemm
+ *   attn decode  1 query row, Sk = 32768, 16 query / 8 KV heads, D = 128, f32 / bf16 / f16;
+ *          GB/s of K + V read once; ratio to copy
  *   rmsnorm, swiglu  T = 8192 rows of 4096, f32 / bf16 / f16; GB/s of the minimal bytes (read x,
  *          write y; read gate|up, write out); ratio to copy
  * and the derived checks: causal time / non-causal time, bf16 time / f32 time.
@@ -127,6 +129,32 @@ static double time_attn(const opts *o, int64_t n, int64_t D, int causal, flashc_
     return t[o->reps / 2];
 }
 
+/* Decode: 1 query row, Sk keys, 16 query heads on 8 KV heads, D = 128 (PERF.md's shape). */
+static double time_decode(const opts *o, int64_t Sk, flashc_dtype dt)
+{
+    const int64_t Hq = 16, Hkv = 8, D = 128;
+    void *q = random_buf(Hq * D, dt), *out = random_buf(Hq * D, dt);
+    void *k = random_buf(Sk * Hkv * D, dt), *v = random_buf(Sk * Hkv * D, dt);
+    flashc_tensor tq = flashc_tensor_4d(q, dt, 1, 1, Hq, D), to = flashc_tensor_4d(out, dt, 1, 1, Hq, D);
+    flashc_tensor tk = flashc_tensor_4d(k, dt, 1, Sk, Hkv, D), tv = flashc_tensor_4d(v, dt, 1, Sk, Hkv, D);
+    flashc_attn_params p = {0};
+    p.causal = 1;
+    p.num_threads = o->threads;
+    double t[64];
+    for (int r = -1; r < o->reps; r++) {
+        const double t0 = now_s();
+        if (flashc_attn_fwd(&p, &tq, &tk, &tv, &to, NULL, NULL) != FLASHC_OK) {
+            fprintf(stderr, "flashc_attn_fwd: %s\n", flashc_last_error());
+            exit(1);
+        }
+        if (r >= 0)
+            t[r] = now_s() - t0;
+    }
+    qsort(t, (size_t)o->reps, sizeof(double), cmp_double);
+    free(q), free(out), free(k), free(v);
+    return t[o->reps / 2];
+}
+
 /* ---- row ops --------------------------------------------------------------------------------- */
 
 static double time_rows(const opts *o, int swiglu, flashc_dtype dt, int64_t T, int64_t D)
@@ -218,6 +246,15 @@ int main(int argc, char **argv)
     for (int di = 0; di < 2; di++)
         printf("| | | D%lld causal time / non-causal time | %.3f | | | |\n", (long long)Ds[di],
                t32[di][1] / t32[di][0]);
+
+    const int64_t Sk = o.quick ? 8192 : 32768;
+    for (int dt = 0; dt < 3; dt++) {
+        const flashc_dtype d = dt == 0 ? FLASHC_F32 : dt == 1 ? FLASHC_BF16 : FLASHC_F16;
+        const double t = time_decode(&o, Sk, d);
+        const double gbps = 2.0 * (double)Sk * 8 * 128 * (double)flashc_dtype_size(d) / t * 1e-9;
+        printf("| attn decode %s | flash | 1 query, Sk %lld, H 16/8, D128 | %.2f | | %.1f (K+V) | %.0f%% of copy |\n",
+               dname(d), (long long)Sk, t * 1e3, gbps, cp_ok ? 100.0 * gbps / cp.gbps : NAN);
+    }
 
     const int64_t T = o.quick ? 2048 : 8192, W = 4096;
     for (int op = 0; op < 2; op++)
