@@ -558,7 +558,10 @@ int bench_main(int argc, char **argv)
             if (ref->impl_index != 0 || ref->failed || x->failed || x->impl_index == 0)
                 continue;
             x->speedup = ref->ms / x->ms;
-            x->mem_ratio = x->peak_mib > 0 ? ref->peak_mib / x->peak_mib : INFINITY;
+            /* naive allocates, the fast path nothing: infinite; neither allocates: n/a (0) */
+            x->mem_ratio = x->peak_mib > 0    ? ref->peak_mib / x->peak_mib
+                           : ref->peak_mib > 0 ? INFINITY
+                                               : 0.0;
             x->rss_ratio = ref->rss_mib / x->rss_mib;
         }
     }

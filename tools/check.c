@@ -11,6 +11,7 @@
 #include "check.h"
 
 #include "cli.h"
+#include "traffic.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +77,36 @@ const case_spec *check_table(int *count)
     return table;
 }
 
+/* The traffic model (traffic.h) against the seeds' worked numbers, at bf16 (2 bytes). */
+static void check_traffic(int quiet, int *passed, int *failed)
+{
+    const traffic_attn head = {1, 4096, 4096, 1, 1, 128, 0, 2.0}; /* one head, n 4096, d 128 */
+    const double qkvo = 2.0 * (4.0 * 4096.0 * 128.0);              /* Q, K, V read, O written */
+    const double lse = 4.0 * 4096.0;
+    const struct {
+        const char *what;
+        double got, want;
+    } rows[] = {
+        {"rmsnorm naive bytes/row, d 1024 (10 d)", traffic_rmsnorm(1, 1024, 2.0, 0, 0), 10240.0},
+        {"rmsnorm fused bytes/row, d 1024 (4 d)", traffic_rmsnorm(1, 1024, 2.0, 1, 0), 4096.0},
+        {"swiglu naive bytes/token, I 3072 (30 KiB)", traffic_swiglu(1, 3072, 2.0, 0), 30720.0},
+        {"swiglu fused bytes/token, I 3072 (18 KiB)", traffic_swiglu(1, 3072, 2.0, 1), 18432.0},
+        {"attn naive S/P bytes/head, n 4096 (5 x 33.5 MB)", traffic_attn_naive(&head) - qkvo - lse,
+         5.0 * 2.0 * 4096.0 * 4096.0},
+        {"attn flash bytes/head, n 4096, 128x128 (Q, O + 32 K/V passes)",
+         traffic_attn_flash(&head, 128, 128),
+         2.0 * 4096.0 * 128.0 * 2.0 + 32.0 * 2.0 * 2.0 * 4096.0 * 128.0 + lse},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const int ok = rows[i].got == rows[i].want; /* small integers in doubles: exact */
+        *passed += ok;
+        *failed += !ok;
+        if (!ok || !quiet)
+            printf("%s  traffic     model  %-56s %.0f (want %.0f)\n", ok ? "ok  " : "FAIL",
+                   rows[i].what, rows[i].got, rows[i].want);
+    }
+}
+
 static const char check_intro[] =
     "Runs every op (attention forward naive vs flash, split-KV merge, online softmax, RMSNorm\n"
     "plain and residual, SwiGLU) against its float64 reference on fresh random inputs, over a\n"
@@ -119,6 +150,8 @@ int check_main(int argc, char **argv)
            flashc_get_num_threads());
 
     int n_table, passed = 0, failed = 0;
+    if (!ops)
+        check_traffic(quiet, &passed, &failed);
     const case_spec *t = check_table(&n_table);
     for (int i = 0; i < n_table; i++) {
         if (ops) {

@@ -110,13 +110,13 @@ static void write_md(FILE *f, const report_meta *m, const bench_result *r, int n
     for (int i = 0; i < m->n_notes; i++)
         fprintf(f, "- %s\n", m->notes[i]);
     fprintf(f, "\n| op | impl | n | d | reps | ms (median) | ms (min) | rate | peak MiB | RSS MiB "
-               "| traffic MiB | max_err | speedup | peak ratio |\n");
-    fprintf(f, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+               "| traffic MiB | max_err | speedup | peak ratio | problem |\n");
+    fprintf(f, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n");
     for (int i = 0; i < n; i++) {
         const bench_result *x = &r[i];
         if (x->failed) {
-            fprintf(f, "| %s | %s | %lld | %lld | FAILED: %s |||||||||||\n", x->op, x->impl,
-                    (long long)x->n, (long long)x->d, x->error);
+            fprintf(f, "| %s | %s | %lld | %lld | FAILED: %s |||||||||| %s |\n", x->op, x->impl,
+                    (long long)x->n, (long long)x->d, x->error, x->shape);
             continue;
         }
         char a[32], b[32], c[48], d[32], e[32], g[32], h[32], k[32], l[32];
@@ -124,13 +124,13 @@ static void write_md(FILE *f, const report_meta *m, const bench_result *r, int n
             snprintf(c, sizeof c, "%.2f GFLOP/s", x->gflops);
         else
             snprintf(c, sizeof c, "%.2f GB/s", x->gbps);
-        fprintf(f, "| %s | %s | %lld | %lld | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+        fprintf(f, "| %s | %s | %lld | %lld | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
                 x->op, x->impl, (long long)x->n, (long long)x->d, x->reps,
                 num(a, sizeof a, x->ms, precision(x->ms)),
                 num(b, sizeof b, x->ms_min, precision(x->ms_min)), c,
                 num(d, sizeof d, x->peak_mib, 3), num(e, sizeof e, x->rss_mib, 1),
                 num(g, sizeof g, x->traffic_mib, 1), err_text(h, sizeof h, x->max_err),
-                ratio(k, sizeof k, x->speedup), ratio(l, sizeof l, x->mem_ratio));
+                ratio(k, sizeof k, x->speedup), ratio(l, sizeof l, x->mem_ratio), x->shape);
     }
     /* One sentence per non-reference row: the seeds' claim in words. */
     fprintf(f, "\n");
