@@ -152,9 +152,6 @@ static int child_fail(bench_result *r, const char *what, flashc_status st)
     return -1;
 }
 
-static int measure(const bench_options *o, case_data *c, int impl, bench_result *r,
-                    case_stats *st, double *times);
-
 /* Timed runs that fit --budget seconds given one call of probe_ms: at least 3, at most --reps;
  * exactly --reps when it was given. */
 static int fit_reps(const bench_options *o, double probe_ms)
@@ -373,7 +370,8 @@ static const char bench_intro[] =
     "memory traffic (traffic_mib, docs/traffic.md) and the error against the naive reference.\n"
     "Default: the seeds' exercise, attention at N = 512, 2048, 8192 with d = 64 (batch 1,\n"
     "1 head, non-causal), then RMSNorm (D = 1024) and SwiGLU (I = 3072) at Qwen3-0.6B sizes on\n"
-    "4096 tokens. Exit status 1 when a case fails or exceeds its error tolerance.";
+    "4096 tokens. Exit status 1 when a case fails or exceeds its error tolerance, 2 on a bad\n"
+    "option.";
 
 int bench_main(int argc, char **argv)
 {
@@ -493,7 +491,10 @@ int bench_main(int argc, char **argv)
                         (long long)o.tokens, (long long)o.hidden, (long long)o.inter);
     }
     report_note(&meta, "float32 everywhere; naive = the float64-accumulating reference; time = "
-                       "median of `reps` runs after warm-up");
+                       "median of `reps` runs after %lld warm-up run(s), except that a run longer "
+                       "than --budget = %g s is not repeated for warm-up (it counts as the first "
+                       "timed run; `warmup` in csv/json)",
+                (long long)o.warmup, o.budget);
     report_note(&meta, "GFLOP/s = 4 * B * Hq * D * (visible q-k pairs) / t, so causal counts "
                        "only the unmasked half; GB/s = (inputs read once + outputs written once) / t");
     report_note(&meta, "peak MiB = the library's own allocations (counting allocator) during one "
@@ -501,7 +502,8 @@ int bench_main(int argc, char **argv)
     report_note(&meta, "traffic MiB = modeled bytes moved (docs/traffic.md); max_err vs the naive "
                        "reference (attention O: absolute; others |diff|/(1+|ref|))%s",
                 o.ref_rows && strcmp(o.suite, "check") != 0
-                    ? "; attention: over the last --ref-rows query rows (an exact sub-problem)"
+                    ? "; attention: over the last --ref-rows query rows when n is larger (an "
+                      "exact sub-problem)"
                     : "");
 
     /* run */
@@ -566,6 +568,12 @@ int bench_main(int argc, char **argv)
         }
     }
 
+    for (int i = 0; i < n_res; i++)
+        if (res[i].impl_index > 0 && res[i].block_q > 0 && !res[i].failed) {
+            report_note(&meta, "flash tiles used (Br x Bc): %lldx%lld (first flash row)",
+                        (long long)res[i].block_q, (long long)res[i].block_k);
+            break;
+        }
     report_write(stdout, o.format, &meta, res, n_res);
     free(specs);
     free(res);

@@ -111,7 +111,8 @@ static const char check_intro[] =
     "Runs every op (attention forward naive vs flash, split-KV merge, online softmax, RMSNorm\n"
     "plain and residual, SwiGLU) against its float64 reference on fresh random inputs, over a\n"
     "table of shapes (causal and not, GQA/MQA, odd and unequal lengths, head dims 8..256, tiles).\n"
-    "One line per case; exit status 1 on any mismatch, NaN, error or modified input.";
+    "One line per case; exit status 1 on any mismatch, NaN, error or modified input, 2 on a\n"
+    "bad option.";
 
 int check_main(int argc, char **argv)
 {
