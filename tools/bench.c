@@ -385,7 +385,7 @@ int bench_main(int argc, char **argv)
 
     cli_option opts[] = {
         {"op", CLI_STRING, &o.ops, 0, 0, NULL, "LIST",
-         "ops: all (= attn,rmsnorm,swiglu), attn, attn_merge, softmax, rmsnorm, rmsnorm_res, swiglu",
+         "all (= attn,rmsnorm,swiglu: the default) or op names, below",
          0},
         {"impl", CLI_STRING, &o.impls, 0, 0, NULL, "LIST",
          "only these implementations (naive, flash, fused, ...); default every one", 0},
@@ -418,6 +418,14 @@ int bench_main(int argc, char **argv)
     const int pr = cli_parse("bench", opts, n_opts, argc, argv);
     if (pr == CLI_HELP) {
         cli_usage(stdout, "bench", bench_intro, opts, n_opts);
+        printf("\nops (impls[0] is the reference):\n");
+        for (int i = 0; i < cases_n_ops; i++) {
+            const op_desc *op = cases_ops[i];
+            printf("  %-12s %s (", op->name, op->summary);
+            for (int k = 0; k < op->n_impls; k++)
+                printf("%s%s", k ? ", " : "", op->impls[k]);
+            printf(")\n");
+        }
         return 0;
     }
     if (pr != CLI_OK)

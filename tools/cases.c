@@ -516,53 +516,64 @@ static double no_flops(const case_spec *s)
 /* ---- the table ------------------------------------------------------------------------------ */
 
 static const op_entry op_attn = {
-    {"attn", "attention forward: naive (S, P materialised) vs flash (tiled, online softmax)",
-     {"naive", "flash"}, 2, "GFLOP/s"},
-    3, 2, 0, {ERR_ABS, ERR_REL1},
-    attn_defaults, attn_sizes, attn_post_fill, NULL, attn_run, attn_run_reference, attn_max_err,
-    attn_tol,
-    attn_flops, attn_min_bytes, attn_traffic, attn_describe,
+    .pub = {.name = "attn",
+            .summary = "attention forward: naive (S, P materialised) vs flash (tiled, online softmax)",
+            .impls = {"naive", "flash"}, .n_impls = 2},
+    .n_in = 3, .n_out = 2, .metric = {ERR_ABS, ERR_REL1}, /* q k v -> o lse */
+    .defaults = attn_defaults, .sizes = attn_sizes, .post_fill = attn_post_fill,
+    .run = attn_run, .run_reference = attn_run_reference, .max_err = attn_max_err,
+    .tol = attn_tol, .flops = attn_flops, .min_bytes = attn_min_bytes, .traffic = attn_traffic,
+    .describe = attn_describe,
 };
 
 static const op_entry op_merge = {
-    {"attn_merge", "flash over two key ranges + flashc_attn_merge vs naive over all keys",
-     {"naive", "merge"}, 2, "GFLOP/s"},
-    3, 2, 4, {ERR_ABS, ERR_REL1},
-    merge_defaults, merge_sizes, attn_post_fill, NULL, merge_run, attn_run_reference,
-    attn_max_err, attn_tol,
-    attn_flops, attn_min_bytes, merge_traffic, merge_describe,
+    .pub = {.name = "attn_merge",
+            .summary = "flash over two key ranges + flashc_attn_merge vs naive over all keys",
+            .impls = {"naive", "merge"}, .n_impls = 2},
+    .n_in = 3, .n_out = 2, .n_tmp = 4, .metric = {ERR_ABS, ERR_REL1},
+    .defaults = merge_defaults, .sizes = merge_sizes, .post_fill = attn_post_fill,
+    .run = merge_run, .run_reference = attn_run_reference, .max_err = attn_max_err,
+    .tol = attn_tol, .flops = attn_flops, .min_bytes = attn_min_bytes, .traffic = merge_traffic,
+    .describe = merge_describe,
 };
 
 static const op_entry op_softmax = {
-    {"softmax", "online softmax in three chunks + state merge vs two-pass float64",
-     {"naive", "online"}, 2, "GB/s"},
-    1, 2, 0, {ERR_REL1, ERR_REL1},
-    rows_defaults, softmax_sizes, softmax_post_fill, NULL, softmax_run, NULL, NULL, softmax_tol,
-    no_flops, softmax_min_bytes, softmax_traffic, rows_describe,
+    .pub = {.name = "softmax",
+            .summary = "online softmax in three chunks + state merge vs two-pass float64",
+            .impls = {"naive", "online"}, .n_impls = 2},
+    .n_in = 1, .n_out = 2, .metric = {ERR_REL1, ERR_REL1}, /* x -> m l */
+    .defaults = rows_defaults, .sizes = softmax_sizes, .post_fill = softmax_post_fill,
+    .run = softmax_run, .tol = softmax_tol, .flops = no_flops, .min_bytes = softmax_min_bytes,
+    .traffic = softmax_traffic, .describe = rows_describe,
 };
 
 static const op_entry op_rmsnorm = {
-    {"rmsnorm", "RMSNorm (T, D): naive ((T, D) temporaries) vs fused", {"naive", "fused"}, 2,
-     "GB/s"},
-    2, 1, 0, {ERR_REL1},
-    rows_defaults, rms_sizes, NULL, NULL, rms_run, NULL, NULL, rows_tol,
-    no_flops, rms_min_bytes, rms_traffic, rows_describe,
+    .pub = {.name = "rmsnorm", .summary = "RMSNorm (T, D): naive ((T, D) temporaries) vs fused",
+            .impls = {"naive", "fused"}, .n_impls = 2},
+    .n_in = 2, .n_out = 1, .metric = {ERR_REL1}, /* x w -> y */
+    .defaults = rows_defaults, .sizes = rms_sizes, .run = rms_run, .tol = rows_tol,
+    .flops = no_flops, .min_bytes = rms_min_bytes, .traffic = rms_traffic,
+    .describe = rows_describe,
 };
 
 static const op_entry op_rmsnorm_res = {
-    {"rmsnorm_res", "residual add + RMSNorm (x <- x + r, y = rmsnorm(x)): naive vs fused",
-     {"naive", "fused"}, 2, "GB/s"},
-    3, 2, 0, {ERR_REL1, ERR_REL1},
-    rows_defaults, rmsres_sizes, NULL, rmsres_prepare, rmsres_run, NULL, NULL, rows_tol,
-    no_flops, rmsres_min_bytes, rmsres_traffic, rows_describe,
+    .pub = {.name = "rmsnorm_res",
+            .summary = "residual add + RMSNorm (x <- x + r, y = rmsnorm(x)): naive vs fused",
+            .impls = {"naive", "fused"}, .n_impls = 2},
+    .n_in = 3, .n_out = 2, .metric = {ERR_REL1, ERR_REL1}, /* x w r -> y, x + r */
+    .defaults = rows_defaults, .sizes = rmsres_sizes, .prepare = rmsres_prepare,
+    .run = rmsres_run, .tol = rows_tol, .flops = no_flops, .min_bytes = rmsres_min_bytes,
+    .traffic = rmsres_traffic, .describe = rows_describe,
 };
 
 static const op_entry op_swiglu = {
-    {"swiglu", "SwiGLU on gu (T, 2I) -> (T, I): naive (copies g, u) vs fused (reads the view)",
-     {"naive", "fused"}, 2, "GB/s"},
-    1, 1, 0, {ERR_REL1},
-    swiglu_defaults, swiglu_sizes, NULL, NULL, swiglu_run, NULL, NULL, rows_tol,
-    no_flops, swiglu_min_bytes, swiglu_traffic, rows_describe,
+    .pub = {.name = "swiglu",
+            .summary = "SwiGLU on gu (T, 2I) -> (T, I): naive (copies g, u) vs fused (reads the view)",
+            .impls = {"naive", "fused"}, .n_impls = 2},
+    .n_in = 1, .n_out = 1, .metric = {ERR_REL1}, /* gu -> out */
+    .defaults = swiglu_defaults, .sizes = swiglu_sizes, .run = swiglu_run, .tol = rows_tol,
+    .flops = no_flops, .min_bytes = swiglu_min_bytes, .traffic = swiglu_traffic,
+    .describe = rows_describe,
 };
 
 const op_desc *const cases_ops[] = {&op_attn.pub,    &op_merge.pub,       &op_softmax.pub,

@@ -54,7 +54,6 @@ struct op_desc {
     const char *summary;       /* one line for --help                                 */
     const char *impls[3];      /* impls[0] is the reference                           */
     int n_impls;
-    const char *rate_unit;     /* "GFLOP/s" (rate from flops) or "GB/s" (from bytes)  */
 };
 
 /* The op table. */
