@@ -406,7 +406,7 @@ int bench_main(int argc, char **argv)
          "untimed runs first (1; a run longer than --budget counts as timed)", 0},
         {"ref-rows", CLI_INT, &o.ref_rows, 0, 1 << 30, NULL, "N",
          "attention max_err over the last N query rows (1024; 0 = all)", 0},
-        {"budget", CLI_DOUBLE, &o.budget, 0, 3600, NULL, "SEC",
+        {"budget", CLI_DOUBLE, &o.budget, 0.001, 3600, NULL, "SEC",
          "target seconds of timed runs per case when --reps is not given (2)", 0},
         {"tokens", CLI_INT, &o.tokens, 1, 1 << 24, NULL, "N", "rows T for the row ops (4096)", 0},
         {"hidden", CLI_INT, &o.hidden, 1, 1 << 20, NULL, "N", "RMSNorm width D (1024)", 0},
