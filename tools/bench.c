@@ -249,6 +249,7 @@ static void run_child(const bench_options *o, const case_spec *spec, int impl, u
     r->traffic_mib = case_traffic(&full, impl, &st) / 1048576.0;
     r->block_q = st.block_q;
     r->block_k = st.block_k;
+    r->tile_pairs = st.tile_pairs;
     case_destroy(c);
 }
 

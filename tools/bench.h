@@ -17,6 +17,7 @@ typedef struct bench_result {
     int impl_index;         /* 0 = the reference (naive)                                    */
     int64_t n, d;           /* attention: Sq and D; row ops: T and the row width            */
     int64_t block_q, block_k; /* tiles used (attention flash), 0 otherwise                  */
+    int64_t tile_pairs;     /* tile pairs computed by one call (attention flash)            */
     int reps, warmup;       /* timed runs (median of these) and untimed warm-up calls       */
     double ms, ms_min;      /* median and fastest of the timed runs, milliseconds           */
     double gflops;          /* useful FLOPs / median time (attention), < 0 when not used    */

@@ -4,7 +4,8 @@
  *
  * `flashc check` and `flashc bench` both drive ops through this table (the ggml
  * test-backend-ops habit: one case list, correctness and performance are modes of it). Adding an
- * op (attention backward, a GEMM ceiling) is adding one op_desc and its functions in cases.c.
+ * op (attention backward, a GEMM ceiling) is adding one op_entry and its functions in cases.c,
+ * plus one bench_ops row in bench.c that builds its problems from the bench options.
  *
  * Every op has implementations impls[0..n_impls); impls[0] is the reference (the naive path,
  * float64 accumulation) that the others are compared against. A case owns two output slots:
@@ -41,7 +42,7 @@ typedef struct case_spec {
 /* What one call reported, for the traffic model. */
 typedef struct case_stats {
     int64_t block_q, block_k; /* tiles actually used (attention), 0 otherwise */
-    int64_t tile_pairs;
+    int64_t tile_pairs;       /* (Q block, K block) pairs computed (flash), 0 otherwise */
 } case_stats;
 
 typedef struct op_desc op_desc;

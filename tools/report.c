@@ -183,13 +183,13 @@ static void write_csv(FILE *f, const report_meta *m, const bench_result *r, int 
             m->machine, m->build, m->threads, (unsigned long long)m->seed);
     for (int i = 0; i < m->n_notes; i++)
         fprintf(f, "# %s\n", m->notes[i]);
-    fprintf(f, "op,impl,shape,n,d,block_q,block_k,reps,warmup,ms,ms_min,gflops,gbps,peak_mib,"
+    fprintf(f, "op,impl,shape,n,d,block_q,block_k,tile_pairs,reps,warmup,ms,ms_min,gflops,gbps,peak_mib,"
                "rss_mib,traffic_mib,max_err,tol,speedup,mem_ratio,rss_ratio,error\n");
     for (int i = 0; i < n; i++) {
         const bench_result *x = &r[i];
-        fprintf(f, "%s,%s,\"%s\",%lld,%lld,%lld,%lld,%d,%d", x->op, x->impl, x->shape,
+        fprintf(f, "%s,%s,\"%s\",%lld,%lld,%lld,%lld,%lld,%d,%d", x->op, x->impl, x->shape,
                 (long long)x->n, (long long)x->d, (long long)x->block_q, (long long)x->block_k,
-                x->reps, x->warmup);
+                (long long)x->tile_pairs, x->reps, x->warmup);
         if (x->failed) {
             fprintf(f, ",,,,,,,,,,,,,\"%s\"\n", x->error);
             continue;
@@ -256,9 +256,9 @@ static void write_json(FILE *f, const report_meta *m, const bench_result *r, int
         fprintf(f, ", \"shape\": ");
         json_str(f, x->shape);
         fprintf(f, ", \"n\": %lld, \"d\": %lld, \"block_q\": %lld, \"block_k\": %lld, "
-                   "\"reps\": %d, \"warmup\": %d",
+                   "\"tile_pairs\": %lld, \"reps\": %d, \"warmup\": %d",
                 (long long)x->n, (long long)x->d, (long long)x->block_q, (long long)x->block_k,
-                x->reps, x->warmup);
+                (long long)x->tile_pairs, x->reps, x->warmup);
         if (x->failed) {
             fprintf(f, ", \"error\": ");
             json_str(f, x->error);
