@@ -47,7 +47,10 @@ int ceiling_sgemm(int threads, int64_t n, int reps, ceiling_result *r)
     reps = reps < 1 ? 1 : reps > MAX_REPS ? MAX_REPS : reps;
     unsetenv("OPENBLAS_CORETYPE");
     unsetenv("OPENBLAS_L2_SIZE");
-    void *lib = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+    const char *name = getenv("FLASHC_OPENBLAS");
+    if (!name || !*name)
+        name = "libopenblas.so.0";
+    void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         snprintf(r->error, sizeof r->error,
                  "OpenBLAS not found (%s); install libopenblas0 (Debian) for the sgemm ceiling",

@@ -23,7 +23,8 @@ typedef struct ceiling_result {
 /* C = A B, n x n x n float32, row-major, inputs uniform in [0, 1). OPENBLAS_CORETYPE and
  * OPENBLAS_L2_SIZE are removed from this process's environment before OpenBLAS is loaded (the
  * values set on the development machines select a kernel half as fast), so call this in a child
- * process, before anything else loads OpenBLAS. Returns 0, or -1 with r->error set. */
+ * process, before anything else loads OpenBLAS. The library is libopenblas.so.0, or the file
+ * FLASHC_OPENBLAS names. Returns 0, or -1 with r->error set. */
 int ceiling_sgemm(int threads, int64_t n, int reps, ceiling_result *r);
 
 /* dst = src over `bytes` bytes (far larger than the caches), split over threads in 1 MiB
