@@ -15,8 +15,9 @@
  *   v_max(a, b)    if b is NaN the result is NaN (x86 max returns its second operand when either
  *                  is NaN; NEON propagates NaN): put the possibly-NaN value second.
  *   v_round(x)     to nearest, ties to even.
- *   v_pow2i(n)     2^n for integer-valued n in [-127, 127]; n = -127 gives exactly +0.0 (the
- *                  biased exponent field is 0), which the exp kernels use to flush to zero.
+ *   v_pow2i(n)     2^n for integer-valued n in [-126, 127]; n = -127 gives exactly +0.0 and
+ *                  n = 128 +inf (biased exponent 0 / 255), which the exp kernels use to flush
+ *                  to zero and to overflow.
  *   *_part(p, k)   touch only the first k lanes (0 <= k <= VL) of memory; other lanes read 0.
  *   bf16 stores round to nearest even and keep NaN a NaN; f16 stores round to nearest even.
  *   v_load_bf16x2 / v_store_bf16x2  2 x VL bf16 values as two vectors in an order private to
