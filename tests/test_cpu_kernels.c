@@ -324,6 +324,13 @@ static void convert_all(const cpu_kernels *t)
         f0[i] = c.f;
     }
     f0[0] = INFINITY, f0[1] = -INFINITY, f0[2] = NAN, f0[3] = 65520.0f, f0[4] = 1e-8f;
+    /* float32 subnormals (AVX-512's vcvtneps2bf16 would flush them), every 16th value */
+    static const uint32_t subn[] = {0x00000001u, 0x007fffffu, 0x80400000u, 0x00008000u,
+                                    0x00018000u, 0x807f8000u};
+    for (int i = 0; i < (int)(sizeof subn / sizeof subn[0]); i++) {
+        union { uint32_t u; float f; } c = {subn[i]};
+        f0[5 + 16 * i] = c.f;
+    }
     for (int d = 0; d < 2; d++)
         for (int64_t n = 1; n <= N; n = n * 3 + 1) { /* lengths with every tail */
             cpu_kernels_scalar.store_row(f0, 1.0f, n, h, dts[d]);

@@ -79,11 +79,30 @@ SIMD_INLINE vf v_load_bf16(const uint16_t *p)
     __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
     return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
 }
-/* AVX-512 BF16: one instruction, round to nearest even, NaN stays NaN. */
-SIMD_INLINE void v_store_bf16(uint16_t *p, vf x)
+/* AVX-512 BF16: one instruction, round to nearest even, NaN stays NaN -- but vcvtneps2bf16
+ * treats float32 subnormal inputs as zero, where the reference (and the AVX2 path) round them
+ * like any other value. Vectors holding a subnormal (rare: |x| < 2^-126) take the integer
+ * rounding instead, so every path stores the same bits. */
+SIMD_INLINE __mmask16 simd_subnormal(vf x)
 {
-    _mm256_storeu_si256((__m256i *)p, (__m256i)_mm512_cvtneps_pbh(x));
+    const vf a = _mm512_abs_ps(x);
+    return _mm512_cmp_ps_mask(a, _mm512_set1_ps(__FLT_MIN__), _CMP_LT_OQ) &
+           _mm512_cmp_ps_mask(a, _mm512_setzero_ps(), _CMP_GT_OQ);
 }
+SIMD_INLINE __m256i simd_bf16_rne_int(vf x) /* u + 0x7fff + lsb, for finite x */
+{
+    const __m512i u = _mm512_castps_si512(x);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
+}
+SIMD_INLINE __m256i simd_bf16(vf x)
+{
+    const __m256i h = (__m256i)_mm512_cvtneps_pbh(x);
+    const __mmask16 sub = simd_subnormal(x);
+    return sub ? _mm256_mask_blend_epi16(sub, h, simd_bf16_rne_int(x)) : h;
+}
+SIMD_INLINE void v_store_bf16(uint16_t *p, vf x) { _mm256_storeu_si256((__m256i *)p, simd_bf16(x)); }
 SIMD_INLINE void v_load_bf16x2(const uint16_t *p, vf *a, vf *b)
 {
     *a = v_load_bf16(p);
@@ -91,7 +110,12 @@ SIMD_INLINE void v_load_bf16x2(const uint16_t *p, vf *a, vf *b)
 }
 SIMD_INLINE void v_store_bf16x2(uint16_t *p, vf a, vf b)
 {
-    _mm512_storeu_si512((void *)p, (__m512i)_mm512_cvtne2ps_pbh(b, a)); /* low half: a */
+    if (simd_subnormal(a) | simd_subnormal(b)) { /* see simd_bf16 */
+        v_store_bf16(p, a);
+        v_store_bf16(p + 16, b);
+    } else {
+        _mm512_storeu_si512((void *)p, (__m512i)_mm512_cvtne2ps_pbh(b, a)); /* low half: a */
+    }
 }
 SIMD_INLINE vf v_load_f16(const uint16_t *p)
 {
