@@ -52,11 +52,24 @@ def test_forward_matches_reference(rng, shape, causal):
     np.testing.assert_allclose(lse[fin], want_lse[fin], rtol=1e-5, atol=1e-5, err_msg="lse")
 
 
-def test_softmax_scale(rng):
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("scale", [0.05, 1.0, 2.5])
+def test_softmax_scale(rng, scale, causal):
     q, k, v = qkv_of(rng, 2, 11, 19, 4, 2, 32)
-    for scale in (0.05, 1.0, 2.5, -0.3):
-        out = flashc.flash_attn_func(q, k, v, softmax_scale=scale, causal=True)
-        assert_close_fp32(out, ref.attn_fwd(q, k, v, scale=scale, causal=True)[0], f"scale {scale}")
+    out = flashc.flash_attn_func(q, k, v, softmax_scale=scale, causal=causal)
+    assert_close_fp32(out, ref.attn_fwd(q, k, v, scale=scale, causal=causal)[0], f"scale {scale}")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", [(1, 11, 19, 2, 2, 32), (1, 64, 64, 2, 1, 64), (1, 3, 5, 2, 2, 8)])
+def test_negative_softmax_scale(rng, shape, causal):
+    # the header allows any finite scale; a negative one flips which key dominates, and a masked
+    # score must stay masked (-inf after scaling, not +inf)
+    q, k, v = qkv_of(rng, *shape)
+    out, lse, _ = flashc.flash_attn_func(q, k, v, softmax_scale=-0.3, causal=causal, return_attn_probs=True)
+    want, want_lse = ref.attn_fwd(q, k, v, scale=-0.3, causal=causal)
+    assert_close_fp32(out, want, "out")
+    np.testing.assert_allclose(lse, want_lse, rtol=1e-5, atol=1e-5)
 
 
 def test_return_conventions(rng):
