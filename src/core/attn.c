@@ -33,8 +33,8 @@ static flashc_status check_same_kind(const char *fn, const char *name, const fla
                                      const flashc_tensor *q)
 {
     if (t->dtype != q->dtype)
-        return flashc__fail(FLASHC_ERR_DTYPE_MISMATCH, "%s: %s.dtype = %d but q.dtype = %d", fn,
-                            name, (int)t->dtype, (int)q->dtype);
+        return flashc__fail(FLASHC_ERR_DTYPE_MISMATCH, "%s: %s is %s but q is %s", fn, name,
+                            flashc__dtype_name(t->dtype), flashc__dtype_name(q->dtype));
     if (t->device != q->device)
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
                             "%s: %s is on device %d but q is on device %d", fn, name,

@@ -34,6 +34,9 @@ void *flashc__malloc(size_t bytes);
 void *flashc__calloc(size_t count, size_t size);
 void flashc__free(void *ptr);
 
+/* "float32", "float16", "bfloat16", or "dtype(N)" for an invalid value (thread-local buffer). */
+const char *flashc__dtype_name(flashc_dtype dtype);
+
 /* ---- threads ----------------------------------------------------------------------------- */
 
 /* The thread count for a call: requested if > 0, else the global setting. */

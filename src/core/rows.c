@@ -17,8 +17,8 @@ static flashc_status check_host_like(const char *fn, const char *name, const fla
     if (t->device != FLASHC_DEVICE_CPU)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: %s must be in host memory", fn, name);
     if (like && t->dtype != like->dtype)
-        return flashc__fail(FLASHC_ERR_DTYPE_MISMATCH, "%s: %s.dtype = %d but x.dtype = %d", fn,
-                            name, (int)t->dtype, (int)like->dtype);
+        return flashc__fail(FLASHC_ERR_DTYPE_MISMATCH, "%s: %s is %s but x is %s", fn, name,
+                            flashc__dtype_name(t->dtype), flashc__dtype_name(like->dtype));
     return FLASHC_OK;
 }
 

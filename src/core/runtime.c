@@ -33,6 +33,17 @@ size_t flashc_dtype_size(flashc_dtype dtype)
     }
 }
 
+const char *flashc__dtype_name(flashc_dtype dtype)
+{
+    static _Thread_local char other[24];
+    switch (dtype) {
+    case FLASHC_F32: return "float32";
+    case FLASHC_F16: return "float16";
+    case FLASHC_BF16: return "bfloat16";
+    default: snprintf(other, sizeof other, "dtype(%d)", (int)dtype); return other;
+    }
+}
+
 int flashc_cuda_available(void)
 {
 #ifdef FLASHC_HAVE_CUDA

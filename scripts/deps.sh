@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what flashc needs to build, test and benchmark, from Debian's packages.
+# Idempotent: installs nothing when everything is present. Needs root (or sudo) only then.
+set -euo pipefail
+
+need=()
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+for pkg in cmake make gcc pkg-config libcmocka-dev libopenblas0 python3 python3-venv python3-pip; do
+    have_pkg "$pkg" || need+=("$pkg")
+done
+# OpenMP comes with gcc (libgomp); cmocka is the test framework; OpenBLAS only for the bench's
+# --ceiling row (dlopen'ed at run time); python3-venv for the binding's tests.
+if [ ${#need[@]} -eq 0 ]; then
+    exit 0
+fi
+echo "deps.sh: installing ${need[*]}" >&2
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

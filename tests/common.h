@@ -1,0 +1,50 @@
+/*
+ * common.h — shared test utilities: fresh random inputs, a float64 attention oracle,
+ * error metrics, poisoned outputs. Every test binary prints its seed; set FLASHC_TEST_SEED
+ * to replay a failure.
+ */
+#ifndef FLASHC_TEST_COMMON_H
+#define FLASHC_TEST_COMMON_H
+
+#include <setjmp.h> /* cmocka needs these before cmocka.h */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "flashc.h"
+
+/* ---- random numbers (splitmix64 seeding xoshiro-style state; seed printed once) ---------- */
+void tu_seed_from_env(void);
+uint64_t tu_seed(void);
+double tu_uniform(void);         /* [0, 1)  */
+double tu_normal(void);          /* N(0, 1) */
+void tu_fill_normal(float *x, int64_t n, float scale);
+float *tu_alloc_normal(int64_t n, float scale); /* malloc'ed, filled */
+
+/* ---- buffers ----------------------------------------------------------------------------- */
+float *tu_poisoned(int64_t n); /* malloc'ed, filled with a NaN pattern: untouched outputs
+                                  keep it, written outputs lose it                         */
+float *tu_copy(const float *x, int64_t n);
+int tu_has_nan(const float *x, int64_t n);
+double tu_max_abs_diff(const float *a, const float *b, int64_t n);
+double tu_max_abs_diff64(const float *a, const double *b, int64_t n);
+
+/* ---- float64 attention oracle on (B, S, H, D) contiguous buffers --------------------------
+ * o64 (B, Sq, Hq, D), lse64 (B, Hq, Sq); causal bottom-right aligned; rows with no visible
+ * key give o = 0, lse = -inf. Independent of the library (a second, simpler implementation). */
+void tu_attn_ref64(const float *q, const float *k, const float *v, int64_t B, int64_t Sq,
+                   int64_t Sk, int64_t Hq, int64_t Hkv, int64_t D, double scale, int causal,
+                   double *o64, double *lse64);
+
+/* Asserts a library call returned FLASHC_OK, printing the detail message otherwise. */
+#define TU_OK(call)                                                                                \
+    do {                                                                                           \
+        flashc_status st_ = (call);                                                                \
+        if (st_ != FLASHC_OK)                                                                      \
+            print_error("%s -> %s: %s\n", #call, flashc_status_string(st_), flashc_last_error());  \
+        assert_int_equal(st_, FLASHC_OK);                                                          \
+    } while (0)
+
+#endif /* FLASHC_TEST_COMMON_H */
