@@ -1,14 +1,7 @@
 /* test_attn_bwd.c — attention backward: flash (recomputation from the LSE) against the naive
  * reference, both against central finite differences in float64, determinism across runs and
  * thread counts, bad inputs, untouched inputs, and measured extra memory. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-
-#include <cmocka.h>
-
-#include "flashc.h"
+#include "common.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -39,23 +32,6 @@ typedef struct attn_case {
     float *snap; /* copy of every input, to check that no call modifies one */
 } attn_case;
 
-static uint64_t rng_state;
-
-static float rng_uniform(void) /* [-1, 1), xorshift64* */
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    const uint64_t x = rng_state * 2685821657736338717ull;
-    return (float)((double)(x >> 11) * (2.0 / 9007199254740992.0) - 1.0);
-}
-
-static void fill(float *x, size_t n, float amp)
-{
-    for (size_t i = 0; i < n; i++)
-        x[i] = amp * rng_uniform();
-}
-
 static flashc_tensor view4(float *data, const shape *s, int64_t S, int64_t H)
 {
     flashc_tensor t = flashc_tensor_4d(data, FLASHC_F32, s->B, S, H, s->D);
@@ -77,8 +53,8 @@ static void *xmalloc(size_t n)
     return p;
 }
 
-/* Random q, k, v, dO; o and lse from the flash forward (as in training). */
-static attn_case make_case(const shape *s, uint64_t seed)
+/* Fresh random q, k, v, dO (the binary prints its seed); o and lse from the flash forward (as in training). */
+static attn_case make_case(const shape *s)
 {
     attn_case c;
     memset(&c, 0, sizeof c);
@@ -95,9 +71,8 @@ static attn_case make_case(const shape *s, uint64_t seed)
     c.dv = xmalloc(c.nk * 4);
     c.lse = xmalloc(c.nlse * 4);
     c.snap = xmalloc((3 * c.nq + 2 * c.nk + c.nlse) * 4);
-    rng_state = seed * 0x9E3779B97F4A7C15ull + 1;
-    fill(c.q, c.nq, 1.5f), fill(c.k, c.nk, 1.5f), fill(c.v, c.nk, 1.0f);
-    fill(c.dout, c.nq, 1.0f);
+    tu_fill_normal(c.q, (int64_t)c.nq, 1.0f), tu_fill_normal(c.k, (int64_t)c.nk, 1.0f);
+    tu_fill_normal(c.v, (int64_t)c.nk, 1.0f), tu_fill_normal(c.dout, (int64_t)c.nq, 1.0f);
     c.tq = view4(c.q, s, s->Sq, s->Hq), c.to = view4(c.o, s, s->Sq, s->Hq);
     c.tdo = view4(c.dout, s, s->Sq, s->Hq), c.tdq = view4(c.dq, s, s->Sq, s->Hq);
     c.tk = view4(c.k, s, s->Sk, s->Hkv), c.tv = view4(c.v, s, s->Sk, s->Hkv);
@@ -176,12 +151,13 @@ static void assert_all_finite(const char *what, const float *x, size_t n)
             fail_msg("%s[%zu] = %g is not finite", what, i, (double)x[i]);
 }
 
-/* max |a - b| / max(max |b|, 0.1): the error normalised by the gradient's size. The floor
- * keeps gradients that vanish by cancellation (a row with one visible key has P = 1, so
- * dS = dP - D = 0 up to rounding of O(1) terms) from dividing rounding noise by ~0. */
+/* max |a - b| / max(max |b|, 1): the error normalised by the gradient's size. The inputs are
+ * N(0, 1), so the gradients and the terms they are summed from are O(1); the floor keeps a
+ * gradient that vanishes by cancellation (a row with one visible key has P = 1, so
+ * dS = dP - D = 0 up to the rounding of O(1) terms) from dividing that rounding by ~0. */
 static double norm_err(const float *a, const float *b, size_t n)
 {
-    double e = 0.0, m = 0.1;
+    double e = 0.0, m = 1.0;
     for (size_t i = 0; i < n; i++) {
         const double d = fabs((double)a[i] - (double)b[i]);
         e = d > e || isnan(d) ? d : e;
@@ -222,7 +198,7 @@ static void test_flash_matches_reference(void **state)
         const shape *s = &odd_shapes[t];
         char name[160];
         shape_name(s, name, sizeof name);
-        attn_case c = make_case(s, 100 + t);
+        attn_case c = make_case(s);
         grads ref = run_grads(&c, NAIVE, &c.params);
         flashc_attn_stats st;
         memset(&st, 0xff, sizeof st);
@@ -256,7 +232,7 @@ static void test_fully_masked_rows(void **state)
 {
     (void)state;
     const shape s = {2, 23, 6, 2, 1, 8, 1, 4, 4, LAYOUT_BSHD};
-    attn_case c = make_case(&s, 7);
+    attn_case c = make_case(&s);
     const int64_t masked = s.Sq - s.Sk;
     for (int64_t b = 0; b < s.B; b++)
         for (int64_t h = 0; h < s.Hq; h++)
@@ -357,7 +333,7 @@ static void fd_grad(const shape *s, float scale, double *q, double *k, double *v
 
 static double err_vs64(const float *a, const double *ref, size_t n)
 {
-    double e = 0.0, m = 1e-3;
+    double e = 0.0, m = 1.0;
     for (size_t i = 0; i < n; i++) {
         const double d = fabs((double)a[i] - ref[i]);
         e = d > e || isnan(d) ? d : e;
@@ -377,7 +353,7 @@ static void test_finite_differences(void **state)
     };
     for (size_t t = 0; t < sizeof tiny / sizeof tiny[0]; t++) {
         const shape *s = &tiny[t];
-        attn_case c = make_case(s, 300 + t);
+        attn_case c = make_case(s);
         c.params.softmax_scale = 0.7f; /* a non-default scale, through fwd and bwd */
         assert_int_equal(flashc_attn_fwd(&c.params, &c.tq, &c.tk, &c.tv, &c.to, &c.tlse, NULL),
                          FLASHC_OK);
@@ -423,7 +399,7 @@ static void test_deterministic(void **state)
         {2, 61, 50, 4, 2, 16, 1, 0, 0, LAYOUT_BSDH},
     };
     for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
-        attn_case c = make_case(&shapes[t], 500 + t);
+        attn_case c = make_case(&shapes[t]);
         flashc_attn_params pr = c.params;
         pr.num_threads = 1;
         grads one = run_grads(&c, FLASH, &pr);
@@ -517,7 +493,7 @@ static void test_bad_inputs(void **state)
 {
     (void)state;
     const shape s = {2, 9, 7, 4, 2, 8, 1, 0, 0, LAYOUT_BSHD};
-    attn_case c = make_case(&s, 900);
+    attn_case c = make_case(&s);
     const flashc_status BOTH_OK = FLASHC_OK;
     args a;
 
@@ -607,7 +583,7 @@ static void test_naive_without_lse(void **state)
 {
     (void)state;
     const shape s = {1, 19, 23, 2, 1, 8, 1, 0, 0, LAYOUT_BSHD};
-    attn_case c = make_case(&s, 1234);
+    attn_case c = make_case(&s);
     grads with = run_grads(&c, NAIVE, &c.params);
     snapshot_inputs(&c);
     assert_int_equal(flashc_attn_bwd_naive(&c.params, &c.tq, &c.tk, &c.tv, &c.to, &c.tdo, NULL,
@@ -639,11 +615,11 @@ static void test_extra_memory(void **state)
 {
     (void)state;
     shape s = {1, 1024, 1024, 1, 1, 64, 1, 0, 0, LAYOUT_BSHD};
-    attn_case c = make_case(&s, 42);
+    attn_case c = make_case(&s);
     const int64_t naive = measured_peak(&c, NAIVE), flash = measured_peak(&c, FLASH);
     free_case(&c);
     s.Sq = s.Sk = 2048;
-    c = make_case(&s, 43);
+    c = make_case(&s);
     const int64_t flash2 = measured_peak(&c, FLASH);
     free_case(&c);
     print_message("extra memory at n = 1024: naive %lld bytes, flash %lld bytes; flash at "
@@ -656,6 +632,7 @@ static void test_extra_memory(void **state)
 
 int main(void)
 {
+    tu_seed_from_env();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flash_matches_reference),
         cmocka_unit_test(test_fully_masked_rows),
