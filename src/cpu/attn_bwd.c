@@ -276,7 +276,30 @@ static void compute_di(const attn_problem *p, float *dbuf, int threads)
     }
 }
 
-static int clamp_threads(int threads, int64_t items) { return items < threads ? (int)items : threads; }
+/* Fused schedule, one item: dK, dV of every K block of KV head hk and, in place, the dQ of its
+ * query-head group, whose rows receive their terms K block by K block in ascending order. */
+static int64_t fused_kv_head(const attn_problem *p, const cpu_kernels *kr, bwd_ws *w,
+                             const float *dbuf, int64_t b, int64_t hk, int64_t br, int64_t bc)
+{
+    const int64_t group = p->Hq / p->Hkv;
+    for (int64_t h = hk * group; h < (hk + 1) * group; h++)
+        for (int64_t i = 0; i < p->Sq; i++)
+            memset((float *)p->dq + b * p->sdq[0] + h * p->sdq[2] + i * p->sdq[1], 0,
+                   (size_t)p->D * sizeof(float));
+    int64_t pairs = 0;
+    for (int64_t j0 = 0; j0 < p->Sk; j0 += bc)
+        pairs += dkdv_block(p, kr, w, dbuf, b, hk, j0, j0 + bc < p->Sk ? bc : p->Sk - j0, br, bc,
+                            1);
+    for (int64_t h = hk * group; h < (hk + 1) * group; h++)
+        for (int64_t i = 0; i < p->Sq; i++) {
+            float *row = (float *)p->dq + b * p->sdq[0] + h * p->sdq[2] + i * p->sdq[1];
+            for (int64_t d = 0; d < p->D; d++)
+                row[d] *= p->scale;
+        }
+    return pairs;
+}
+
+static int min_threads(int threads, int64_t items) { return items < threads ? (int)items : threads; }
 
 flashc_status cpu_attn_bwd(const attn_problem *p, flashc_attn_stats *stats)
 {
@@ -289,68 +312,47 @@ flashc_status cpu_attn_bwd(const attn_problem *p, flashc_attn_stats *stats)
         bc = p->Sk;
     const int64_t nqb = (p->Sq + br - 1) / br, nkb = (p->Sk + bc - 1) / bc;
     const int64_t kv_heads = p->B * p->Hkv, q_heads = p->B * p->Hq;
-    const int threads = p->threads;
 
     /* Fused when the (batch, KV head) items alone balance the threads (and dq rows are plain
      * float32 rows to accumulate into); otherwise split, parallel over blocks. */
-    const int fused = p->sdq[3] == 1 && (kv_heads % threads == 0 || kv_heads >= 4 * threads);
+    const int fused = p->sdq[3] == 1 && (kv_heads % p->threads == 0 || kv_heads >= 4 * p->threads);
+    const int64_t items1 = fused ? kv_heads : nkb * kv_heads, items2 = fused ? 0 : nqb * q_heads;
+    const int nt1 = min_threads(p->threads, items1), nt2 = min_threads(p->threads, items2);
 
     const size_t per_thread = ws_floats(br, bc, p->D);
     float *dbuf = flashc__malloc((size_t)q_heads * (size_t)p->Sq * sizeof(float));
-    float *ws = flashc__malloc((size_t)threads * per_thread * sizeof(float));
+    float *ws = flashc__malloc((size_t)(nt1 > nt2 ? nt1 : nt2) * per_thread * sizeof(float));
     if (!dbuf || !ws) {
         flashc__free(dbuf);
         flashc__free(ws);
         return flashc__fail(FLASHC_ERR_OUT_OF_MEMORY,
                             "flashc_attn_bwd: cannot allocate D (%lld floats) and %d thread "
                             "workspaces of %zu floats",
-                            (long long)(q_heads * p->Sq), threads, per_thread);
+                            (long long)(q_heads * p->Sq), nt1 > nt2 ? nt1 : nt2, per_thread);
     }
-    compute_di(p, dbuf, threads);
+    compute_di(p, dbuf, p->threads);
 
+    /* Pass 1: fused items, or dK, dV per (K block, batch, KV head) with K block 0 — seen by the
+     * most query rows under the causal mask — handed out first. */
     int64_t pairs = 0;
-    if (fused) {
-        const int nt = clamp_threads(threads, kv_heads);
-        const int64_t group = p->Hq / p->Hkv;
-#pragma omp parallel num_threads(nt) reduction(+ : pairs)
-        {
-            bwd_ws w = ws_at(ws + (size_t)thread_id() * per_thread, br, bc, p->D);
+#pragma omp parallel num_threads(nt1) reduction(+ : pairs)
+    {
+        bwd_ws w = ws_at(ws + (size_t)thread_id() * per_thread, br, bc, p->D);
 #pragma omp for schedule(dynamic, 1)
-            for (int64_t it = 0; it < kv_heads; it++) {
-                const int64_t b = it / p->Hkv, hk = it % p->Hkv;
-                for (int64_t h = hk * group; h < (hk + 1) * group; h++)
-                    for (int64_t i = 0; i < p->Sq; i++)
-                        memset((float *)p->dq + b * p->sdq[0] + h * p->sdq[2] + i * p->sdq[1], 0,
-                               (size_t)p->D * sizeof(float));
-                /* K blocks ascending: the order in which every dQ row receives its terms. */
-                for (int64_t j0 = 0; j0 < p->Sk; j0 += bc)
-                    pairs += dkdv_block(p, kr, &w, dbuf, b, hk, j0,
-                                        j0 + bc < p->Sk ? bc : p->Sk - j0, br, bc, 1);
-                for (int64_t h = hk * group; h < (hk + 1) * group; h++)
-                    for (int64_t i = 0; i < p->Sq; i++) {
-                        float *row = (float *)p->dq + b * p->sdq[0] + h * p->sdq[2] + i * p->sdq[1];
-                        for (int64_t d = 0; d < p->D; d++)
-                            row[d] *= p->scale;
-                    }
-            }
-        }
-    } else {
-        /* Pass 1: dK, dV per (K block, batch, KV head); K block 0 is seen by the most query
-         * rows under the causal mask, so the heaviest items go out first. */
-        const int64_t items1 = nkb * kv_heads;
-#pragma omp parallel num_threads(clamp_threads(threads, items1)) reduction(+ : pairs)
-        {
-            bwd_ws w = ws_at(ws + (size_t)thread_id() * per_thread, br, bc, p->D);
-#pragma omp for schedule(dynamic, 1)
-            for (int64_t it = 0; it < items1; it++) {
+        for (int64_t it = 0; it < items1; it++) {
+            if (fused) {
+                pairs += fused_kv_head(p, kr, &w, dbuf, it / p->Hkv, it % p->Hkv, br, bc);
+            } else {
                 const int64_t j0 = it / kv_heads * bc, bh = it % kv_heads;
                 pairs += dkdv_block(p, kr, &w, dbuf, bh / p->Hkv, bh % p->Hkv, j0,
                                     j0 + bc < p->Sk ? bc : p->Sk - j0, br, bc, 0);
             }
         }
-        /* Pass 2: dQ per (Q block, batch, query head), the last (heaviest) Q blocks first. */
-        const int64_t items2 = nqb * q_heads;
-#pragma omp parallel num_threads(clamp_threads(threads, items2))
+    }
+    /* Pass 2 (split only): dQ per (Q block, batch, query head), the last (heaviest) Q blocks
+     * first. */
+    if (items2 > 0) {
+#pragma omp parallel num_threads(nt2)
         {
             bwd_ws w = ws_at(ws + (size_t)thread_id() * per_thread, br, bc, p->D);
 #pragma omp for schedule(dynamic, 1)
