@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- a problem instance ------------------------------------------------------------------ */
+/* ---- a problem instance ---------------------------------------------------------------------- */
 
 enum layout {
     LAYOUT_BSHD, /* contiguous (B, S, H, D): the flash-attn convention                        */
@@ -53,7 +53,8 @@ static void *xmalloc(size_t n)
     return p;
 }
 
-/* Fresh random q, k, v, dO (the binary prints its seed); o and lse from the flash forward (as in training). */
+/* Fresh random q, k, v, dO (the binary prints its seed); o and lse from the flash forward, as
+ * in training. */
 static attn_case make_case(const shape *s)
 {
     attn_case c;
@@ -174,7 +175,7 @@ static void shape_name(const shape *s, char *buf, size_t n)
              (int)s->layout);
 }
 
-/* ---- flash against the naive reference ------------------------------------------------------ */
+/* ---- flash against the naive reference ------------------------------------------------------- */
 
 static const shape odd_shapes[] = {
     /* B  Sq   Sk  Hq Hkv  D  causal br  bc  layout */
@@ -379,7 +380,7 @@ static void test_finite_differences(void **state)
     }
 }
 
-/* ---- determinism ------------------------------------------------------------------------------ */
+/* ---- determinism ----------------------------------------------------------------------------- */
 
 static void assert_grads_identical(const attn_case *c, const grads *a, const grads *b)
 {
@@ -424,7 +425,7 @@ static void test_deterministic(void **state)
     }
 }
 
-/* ---- bad inputs -------------------------------------------------------------------------------- */
+/* ---- bad inputs ------------------------------------------------------------------------------ */
 
 /* A mutable copy of the case's arguments. */
 typedef struct args {
@@ -597,7 +598,7 @@ static void test_naive_without_lse(void **state)
     free_case(&c);
 }
 
-/* ---- memory ------------------------------------------------------------------------------------- */
+/* ---- memory ---------------------------------------------------------------------------------- */
 
 /* Peak bytes the library allocated during one backward call. */
 static int64_t measured_peak(attn_case *c, enum impl which)

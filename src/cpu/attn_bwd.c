@@ -28,7 +28,6 @@
  */
 #include "internal.h"
 #include "kernels.h"
-#include "tile.h"
 
 #include <math.h>
 #include <string.h>
@@ -49,6 +48,23 @@ flashc_status cpu_attn_bwd_supports(const attn_problem *p)
                             "(dtype %d given)",
                             (int)p->dtype);
     return FLASHC_OK;
+}
+
+/* Rows [off, off + rows * st[1]) of a (B, S, H, D) tensor with strides st as a row-major float32
+ * tile: points into the tensor when it already is float32 with unit feature stride (no copy),
+ * otherwise converts into buf (rows x D). *ld receives the leading dimension in floats. */
+static const float *load_tile_f32(const void *base, flashc_dtype dt, const int64_t *st,
+                                  int64_t off, int64_t rows, int64_t D, float *buf, int64_t *ld)
+{
+    if (dt == FLASHC_F32 && st[3] == 1) {
+        *ld = st[1];
+        return (const float *)base + off;
+    }
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t d = 0; d < D; d++)
+            buf[r * D + d] = flashc__load(base, dt, off + r * st[1] + d * st[3]);
+    *ld = D;
+    return buf;
 }
 
 /* ---- tile products (portable; an ISA-specific version can replace each one) ---------------- */
@@ -150,9 +166,9 @@ static qblock load_qblock(const attn_problem *p, bwd_ws *w, const float *dbuf, i
                           int64_t h, int64_t i0, int64_t rows)
 {
     qblock qb = {.b = b, .h = h, .i0 = i0, .rows = rows};
-    qb.Q = cpu_load_tile_f32(p->q, p->dtype, p->sq, b * p->sq[0] + h * p->sq[2] + i0 * p->sq[1],
+    qb.Q = load_tile_f32(p->q, p->dtype, p->sq, b * p->sq[0] + h * p->sq[2] + i0 * p->sq[1],
                              rows, p->D, w->q, &qb.ldq);
-    qb.dO = cpu_load_tile_f32(p->dout, p->dtype, p->sdo,
+    qb.dO = load_tile_f32(p->dout, p->dtype, p->sdo,
                               b * p->sdo[0] + h * p->sdo[2] + i0 * p->sdo[1], rows, p->D,
                               w->dout, &qb.lddo);
     const float *L = p->lse + b * p->slse[0] + h * p->slse[1];
@@ -168,9 +184,9 @@ static kblock load_kblock(const attn_problem *p, bwd_ws *w, int64_t b, int64_t h
                           int64_t cols)
 {
     kblock kb = {.j0 = j0, .cols = cols};
-    kb.K = cpu_load_tile_f32(p->k, p->dtype, p->sk, b * p->sk[0] + hk * p->sk[2] + j0 * p->sk[1],
+    kb.K = load_tile_f32(p->k, p->dtype, p->sk, b * p->sk[0] + hk * p->sk[2] + j0 * p->sk[1],
                              cols, p->D, w->k, &kb.ldk);
-    kb.V = cpu_load_tile_f32(p->v, p->dtype, p->sv, b * p->sv[0] + hk * p->sv[2] + j0 * p->sv[1],
+    kb.V = load_tile_f32(p->v, p->dtype, p->sv, b * p->sv[0] + hk * p->sv[2] + j0 * p->sv[1],
                              cols, p->D, w->v, &kb.ldv);
     return kb;
 }
@@ -256,7 +272,7 @@ static void dq_block(const attn_problem *p, const cpu_kernels *kr, bwd_ws *w, co
     }
 }
 
-/* ---- the schedules ---------------------------------------------------------------------------- */
+/* ---- the schedules ------------------------------------------------------------------------ */
 
 /* D_i = dO_i . O_i for every (b, h, i), laid out [b][h][i]; float64 sum (O(Sq D) per head,
  * negligible), rounded once. */
@@ -299,7 +315,10 @@ static int64_t fused_kv_head(const attn_problem *p, const cpu_kernels *kr, bwd_w
     return pairs;
 }
 
-static int min_threads(int threads, int64_t items) { return items < threads ? (int)items : threads; }
+static int min_threads(int threads, int64_t items)
+{
+    return items < threads ? (int)items : threads;
+}
 
 flashc_status cpu_attn_bwd(const attn_problem *p, flashc_attn_stats *stats)
 {

@@ -16,7 +16,6 @@
  */
 #include "internal.h"
 #include "kernels.h"
-#include "tile.h"
 
 #include <math.h>
 #include <string.h>
@@ -34,6 +33,22 @@ flashc_status cpu_attn_fwd_supports(const attn_problem *p)
                             "(%s given)",
                             flashc__dtype_name(p->dtype));
     return FLASHC_OK;
+}
+
+/* A rows x D tile of a (B, S, H, D) tensor as float32: points into the tensor when it already
+ * is float32 with unit feature stride, otherwise converts into buf. Returns the leading dim. */
+static const float *load_tile(const void *base, flashc_dtype dt, const int64_t *st, int64_t off,
+                              int64_t rows, int64_t D, float *buf, int64_t *ld)
+{
+    if (dt == FLASHC_F32 && st[3] == 1) {
+        *ld = st[1];
+        return (const float *)base + off;
+    }
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t d = 0; d < D; d++)
+            buf[r * D + d] = flashc__load(base, dt, off + r * st[1] + d * st[3]);
+    *ld = D;
+    return buf;
 }
 
 typedef struct workspace {
@@ -79,14 +94,14 @@ static int64_t fwd_block(const attn_problem *p, const cpu_kernels *kr, workspace
 
     if (kend_max > 0) {
         int64_t ldq, ldk, ldv;
-        const float *Q = cpu_load_tile_f32(p->q, p->dtype, p->sq, b * p->sq[0] + h * p->sq[2] + i0 * p->sq[1],
+        const float *Q = load_tile(p->q, p->dtype, p->sq, b * p->sq[0] + h * p->sq[2] + i0 * p->sq[1],
                                    rows, D, w->q, &ldq);
         for (int64_t j0 = 0; j0 < kend_max; j0 += bc) {
             const int64_t cols = j0 + bc < p->Sk ? bc : p->Sk - j0;
-            const float *K = cpu_load_tile_f32(p->k, p->dtype, p->sk,
+            const float *K = load_tile(p->k, p->dtype, p->sk,
                                        b * p->sk[0] + hk * p->sk[2] + j0 * p->sk[1], cols, D,
                                        w->k, &ldk);
-            const float *V = cpu_load_tile_f32(p->v, p->dtype, p->sv,
+            const float *V = load_tile(p->v, p->dtype, p->sv,
                                        b * p->sv[0] + hk * p->sv[2] + j0 * p->sv[1], cols, D,
                                        w->v, &ldv);
             kr->qk(Q, ldq, K, ldk, rows, cols, D, p->scale, w->s, bc);

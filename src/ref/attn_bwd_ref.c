@@ -38,7 +38,8 @@ static void probs(const attn_problem *p, int64_t qo, int64_t ko, float *P)
             if (j < kend) {
                 double acc = 0.0;
                 for (int64_t d = 0; d < D; d++)
-                    acc += at(p->q, p->dtype, p->sq, qo, i, d) * at(p->k, p->dtype, p->sk, ko, j, d);
+                    acc += at(p->q, p->dtype, p->sq, qo, i, d) *
+                           at(p->k, p->dtype, p->sk, ko, j, d);
                 s = acc * (double)p->scale;
             }
             prow[j] = (float)s; /* the scores, briefly: overwritten by P below */
