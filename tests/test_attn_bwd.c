@@ -276,6 +276,32 @@ static void test_fully_masked_rows(void **state)
     free_case(&c);
 }
 
+/* The contract is on L itself: a row whose given LSE is -inf gets zero gradients even where the
+ * mask would let it see keys (exp(S - L) would be +inf there), and adds nothing to dK, dV. */
+static void test_lse_minus_inf_row(void **state)
+{
+    (void)state;
+    const shape s = {1, 12, 10, 2, 1, 8, 0, 4, 4, LAYOUT_BSHD};
+    attn_case c = make_case(&s);
+    const int64_t row = 5, head = 1;
+    c.lse[head * s.Sq + row] = -INFINITY;
+    assert_int_equal(run_bwd(&c, FLASH, &c.params, NULL), FLASHC_OK);
+    assert_all_finite("dq", c.dq, c.nq);
+    assert_all_finite("dk", c.dk, c.nk);
+    assert_all_finite("dv", c.dv, c.nk);
+    for (int64_t d = 0; d < s.D; d++)
+        assert_true(c.dq[(row * s.Hq + head) * s.D + d] == 0.0f);
+    grads with_row = run_grads(&c, FLASH, &c.params);
+    /* dK, dV as if that row's dO were zero (its P never enters the sums) */
+    for (int64_t d = 0; d < s.D; d++)
+        c.dout[(row * s.Hq + head) * s.D + d] = 0.0f;
+    grads without = run_grads(&c, FLASH, &c.params);
+    assert_true(norm_err(with_row.dv, without.dv, c.nk) < 1e-6);
+    assert_true(norm_err(with_row.dk, without.dk, c.nk) < 1e-6);
+    free_grads(&with_row), free_grads(&without);
+    free_case(&c);
+}
+
 /* ---- against finite differences of a float64 loss -------------------------------------------- */
 
 /* loss = sum(dO * attention(q, k, v)) in float64, the layouts of LAYOUT_BSHD. */
@@ -637,6 +663,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flash_matches_reference),
         cmocka_unit_test(test_fully_masked_rows),
+        cmocka_unit_test(test_lse_minus_inf_row),
         cmocka_unit_test(test_finite_differences),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_bad_inputs),
