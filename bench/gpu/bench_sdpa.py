@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""flashc's CUDA attention forward against PyTorch SDPA (flash = FlashAttention-2, and cuDNN),
+on the same torch-allocated inputs, in the FlashAttention benchmark convention (../shared/PERF.md):
+batch * seqlen = 16384, hidden 2048 (heads = 2048 / d), bf16,
+TFLOP/s = 4 B H S^2 d / t, halved when causal.
+
+flashc is called through ctypes on libflashc.so (no Python binding needed) on torch's current
+stream; every config is checked against SDPA's flash output before it is timed. Times are medians
+of triton.testing.do_bench (CUDA events, L2 flushed between calls, warm-up first).
+
+usage: bench_sdpa.py --lib build/libflashc.so [--out results.json] [--seqlens 512,1024,...]
+"""
+import argparse
+import ctypes
+import json
+import math
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+import triton.testing
+
+FLASHC_F16, FLASHC_BF16 = 1, 2
+FLASHC_DEVICE_CUDA = 1
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("device", ctypes.c_int),
+                ("ndim", ctypes.c_int32), ("shape", ctypes.c_int64 * 4),
+                ("stride", ctypes.c_int64 * 4)]
+
+
+class Params(ctypes.Structure):
+    _fields_ = [("softmax_scale", ctypes.c_float), ("causal", ctypes.c_int),
+                ("block_q", ctypes.c_int64), ("block_k", ctypes.c_int64),
+                ("num_threads", ctypes.c_int), ("cuda_stream", ctypes.c_void_p)]
+
+
+class Stats(ctypes.Structure):
+    _fields_ = [("tile_pairs", ctypes.c_int64), ("tile_pairs_total", ctypes.c_int64),
+                ("block_q", ctypes.c_int64), ("block_k", ctypes.c_int64)]
+
+
+def view(t):
+    """A torch CUDA tensor as a flashc_tensor (shape and strides in elements)."""
+    dt = {torch.bfloat16: FLASHC_BF16, torch.float16: FLASHC_F16, torch.float32: 0}[t.dtype]
+    v = Tensor(t.data_ptr(), dt, FLASHC_DEVICE_CUDA, t.dim())
+    for i in range(t.dim()):
+        v.shape[i], v.stride[i] = t.shape[i], t.stride(i)
+    return v
+
+
+class Flashc:
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(path)
+        self.lib.flashc_attn_fwd.restype = ctypes.c_int
+        self.lib.flashc_last_error.restype = ctypes.c_char_p
+        self.lib.flashc_build_info.restype = ctypes.c_char_p
+
+    def fwd_fn(self, q, k, v, o, lse, causal):
+        """A closure that launches the forward on torch's current stream (views built once)."""
+        p = Params(0.0, int(causal), 0, 0, 0, torch.cuda.current_stream().cuda_stream)
+        args = [ctypes.byref(x) for x in (p, view(q), view(k), view(v), view(o), view(lse))]
+        stats = Stats()
+        fwd = self.lib.flashc_attn_fwd
+
+        def run():
+            st = fwd(*args, ctypes.byref(stats))
+            if st != 0:
+                raise RuntimeError(f"flashc_attn_fwd: {st}: {self.lib.flashc_last_error().decode()}")
+        return run
+
+
+def tflops(B, H, S, d, causal, ms):
+    f = 4.0 * B * H * S * S * d / (2 if causal else 1)
+    return f / (ms * 1e-3) / 1e12
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--seqlens", default="512,1024,2048,4096,8192,16384")
+    ap.add_argument("--dims", default="64,128")
+    ap.add_argument("--rep-ms", type=int, default=300)
+    ap.add_argument("--backends", default="flashc,sdpa_flash,sdpa_cudnn",
+                    help="which to time (flashc is always checked against sdpa_flash)")
+    a = ap.parse_args()
+
+    fc = Flashc(a.lib)
+    dev = torch.cuda.get_device_properties(0)
+    print(f"device: {dev.name}, {dev.multi_processor_count} SMs; torch {torch.__version__}, "
+          f"cuDNN {torch.backends.cudnn.version()}; flashc {fc.lib.flashc_build_info().decode()}",
+          flush=True)
+    rows = []
+    torch.manual_seed(0)
+    for d in [int(x) for x in a.dims.split(",")]:
+        for causal in (False, True):
+            for S in [int(x) for x in a.seqlens.split(",")]:
+                B, H = 16384 // S, 2048 // d
+                # (B, S, H, d) storage, the flash-attn layout; SDPA gets (B, H, S, d) views of it
+                q, k, v = (torch.randn(B, S, H, d, device="cuda", dtype=torch.bfloat16)
+                           for _ in range(3))
+                o = torch.empty_like(q)
+                lse = torch.empty(B, H, S, device="cuda", dtype=torch.float32)
+                run_fc = fc.fwd_fn(q, k, v, o, lse, causal)
+                qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+
+                def sdpa(backend):
+                    def run():
+                        with sdpa_kernel(backend):
+                            return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+                    return run
+
+                run_fa2, run_cudnn = sdpa(SDPBackend.FLASH_ATTENTION), sdpa(SDPBackend.CUDNN_ATTENTION)
+                # correctness guard before timing: flashc vs SDPA's FA2 on these inputs
+                o.fill_(float("nan"))
+                run_fc()
+                ref = run_fa2().transpose(1, 2)
+                torch.cuda.synchronize()
+                diff = (o.float() - ref.float()).abs().max().item()
+                ok = math.isfinite(diff) and diff < 2e-2
+                r = {"d": d, "causal": causal, "seqlen": S, "batch": B, "heads": H,
+                     "max_abs_diff_vs_fa2": diff}
+                for name, fn in (("flashc", run_fc), ("sdpa_flash", run_fa2), ("sdpa_cudnn", run_cudnn)):
+                    if name not in a.backends.split(","):
+                        continue
+                    if name == "flashc" and not ok:
+                        r[name] = None
+                        continue
+                    try:
+                        ms = triton.testing.do_bench(fn, warmup=50, rep=a.rep_ms, return_mode="median")
+                        r[name] = {"ms": ms, "tflops": tflops(B, H, S, d, causal, ms)}
+                    except RuntimeError as e:
+                        r[name] = None
+                        print(f"  {name} d={d} causal={causal} S={S}: {e}", flush=True)
+                rows.append(r)
+                f = lambda n: f"{r[n]['tflops']:7.1f}" if r.get(n) else "      -"
+                print(f"d={d:3d} causal={int(causal)} S={S:5d}: flashc {f('flashc')}  "
+                      f"fa2 {f('sdpa_flash')}  cudnn {f('sdpa_cudnn')}  maxdiff {diff:.2e}"
+                      + ("" if ok else "  WRONG: not timed"), flush=True)
+                del q, k, v, o, lse, ref
+    if a.out:
+        with open(a.out, "w") as fh:
+            json.dump({"device": dev.name, "torch": torch.__version__,
+                       "cudnn": torch.backends.cudnn.version(),
+                       "flashc": fc.lib.flashc_build_info().decode(), "rows": rows}, fh, indent=1)
+
+    print("\nbf16 fwd TFLOP/s (median), same inputs, same run; ratio = flashc / SDPA flash (FA2)")
+    print("| d | causal | seqlen | flashc | SDPA flash | SDPA cuDNN | flashc/FA2 |")
+    print("|---|---|---|---|---|---|---|")
+    worst = None
+    for r in rows:
+        t = lambda n: r[n]["tflops"] if r.get(n) else float("nan")
+        ratio = t("flashc") / t("sdpa_flash")
+        if r["seqlen"] >= 1024 and not math.isnan(ratio):
+            worst = ratio if worst is None else min(worst, ratio)
+        print(f"| {r['d']} | {'yes' if r['causal'] else 'no'} | {r['seqlen']} | {t('flashc'):.0f} | "
+              f"{t('sdpa_flash'):.0f} | {t('sdpa_cudnn'):.0f} | {ratio:.2f} |")
+    print(f"worst flashc/FA2 ratio at seqlen >= 1k: {worst if worst is None else round(worst, 3)}")
+    bad = [r for r in rows if r.get("flashc") is None]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+# The CUDA backend: the objects of src/cuda/*.cu (CUDA C in C style), linked into both
+# libflashc archives. Included by the top-level CMakeLists.txt when nvcc is found.
+# An OBJECT library rather than a separate static archive: the CUDA code calls back into the
+# core (flashc__fail, attn_tile_pairs_per_head) and the core into it, and two archives that
+# need each other fail to link whenever a program pulls the core's object only after the
+# CUDA archive was scanned (seen with test_rows). Objects inside libflashc.a have no order.
+find_package(CUDAToolkit REQUIRED)
+
+add_library(flashc_cuda OBJECT ${FLASHC_CUDA_SOURCES})
+# The directory's C flags (-Wall, sanitizers) mean nothing to nvcc: start from a clean list.
+set_property(TARGET flashc_cuda PROPERTY COMPILE_OPTIONS "")
+set_target_properties(flashc_cuda PROPERTIES
+  CUDA_STANDARD 17
+  CUDA_STANDARD_REQUIRED ON
+  POSITION_INDEPENDENT_CODE ON
+  # Architectures are given as explicit -gencode flags below (sm_90a needs that form).
+  CUDA_ARCHITECTURES OFF)
+target_include_directories(flashc_cuda PRIVATE ${PROJECT_SOURCE_DIR}/include
+                                               ${PROJECT_SOURCE_DIR}/src/core)
+target_compile_options(flashc_cuda PRIVATE
+  $<$<COMPILE_LANGUAGE:CUDA>:
+    -gencode=arch=compute_80,code=sm_80
+    -gencode=arch=compute_90a,code=sm_90a
+    -Xcompiler=-Wall
+    -Xptxas=-warn-spills
+    --threads=0>)
+# Consumers of the libraries (tests, tools) see FLASHC_HAVE_CUDA and the CUDA runtime headers.
+target_link_libraries(flashc_cuda PUBLIC CUDA::cudart)
+target_compile_definitions(flashc_cuda INTERFACE FLASHC_HAVE_CUDA)
+target_compile_definitions(flashc_obj PUBLIC FLASHC_HAVE_CUDA)

@@ -1,0 +1,133 @@
+/*
+ * ptx.cuh — the only place with inline PTX: small wrappers for sm_80+ instructions that CUDA C
+ * has no intrinsic for. Each wrapper is one instruction; its operand layout is documented here
+ * so kernels can reason about fragments without reading PTX.
+ *
+ * Fragment layouts of mma.sync m16n8k16 (lane = 4 * g + t, g = lane / 4, t = lane % 4):
+ *   A (16 x 16, row-major), 4 x b32 each holding two 16-bit values (low half = lower column):
+ *     a[0] = A[g][2t, 2t+1]   a[1] = A[g+8][2t, 2t+1]   a[2] = A[g][2t+8, 2t+9]   a[3] = A[g+8][2t+8, 2t+9]
+ *   B (16 x 8, "col": element (k, n) with k the reduction index), 2 x b32:
+ *     b[0] = B[2t, 2t+1][g]   b[1] = B[2t+8, 2t+9][g]
+ *   C/D (16 x 8) float: c[0], c[1] = C[g][2t, 2t+1]   c[2], c[3] = C[g+8][2t, 2t+1]
+ *
+ * ldmatrix .x4: lanes 8i..8i+7 give the row addresses (16 bytes each) of 8x8 matrix i; each lane
+ * receives in r[i] the pair (row g, columns 2t, 2t+1) of matrix i, or with .trans the pair
+ * (rows 2t, 2t+1, column g). So a row-major [row][k] tile read plainly is an A operand or, for
+ * B = X^T, a B operand; a [k][n] tile read with .trans is a B operand.
+ */
+#ifndef FLASHC_CUDA_PTX_CUH
+#define FLASHC_CUDA_PTX_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#error "flashc's CUDA kernels need sm_80 or newer (cp.async, ldmatrix, bf16 mma.sync)"
+#endif
+
+/* Shared-memory byte address as the 32-bit value PTX's .shared state space takes. */
+static __device__ __forceinline__ uint32_t ptx_smem_addr(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* blockIdx.x, read with a volatile instruction so that each use is a fresh read: a kernel
+ * that needs indices derived from it only before and after its main loop then recomputes
+ * them instead of holding them (and the compiler spilling them) through the loop. */
+static __device__ __forceinline__ int ptx_block_index(void)
+{
+    unsigned x;
+    asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(x));
+    return (int)x;
+}
+
+/* ---- cp.async (global -> shared, bypassing registers) ------------------------------------- */
+
+/* Copies 16 bytes from global src to shared dst when valid, otherwise writes 16 zero bytes
+ * (src-size 0: nothing is read, so src only has to be some mapped address). .cg: the line
+ * goes to L2 only, as tiles are reused from shared memory, not L1. */
+static __device__ __forceinline__ void ptx_cp_async_16(uint32_t dst, const void *src, bool valid)
+{
+    const int src_bytes = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+}
+
+/* Closes the group of cp.async issued by this thread since the last commit. */
+static __device__ __forceinline__ void ptx_cp_async_commit(void)
+{
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+/* Waits until at most n of this thread's committed groups are still in flight. Other threads'
+ * copies become visible only after a barrier that follows the wait. */
+template <int n> static __device__ __forceinline__ void ptx_cp_async_wait(void)
+{
+    static_assert(n >= 0 && n < 8, "cp.async.wait_group takes a small immediate");
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(n) : "memory");
+}
+
+/* ---- ldmatrix ------------------------------------------------------------------------------ */
+
+static __device__ __forceinline__ void ptx_ldmatrix_x4(uint32_t r[4], uint32_t addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+static __device__ __forceinline__ void ptx_ldmatrix_x4_trans(uint32_t r[4], uint32_t addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+/* ---- mma.sync m16n8k16, fp32 accumulation: d = a b + d ------------------------------------- */
+
+static __device__ __forceinline__ void ptx_mma_m16n8k16(__nv_bfloat16, float d[4],
+                                                        const uint32_t a[4], uint32_t b0,
+                                                        uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+static __device__ __forceinline__ void ptx_mma_m16n8k16(__half, float d[4], const uint32_t a[4],
+                                                        uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* ---- conversions and fast math ------------------------------------------------------------ */
+
+/* Two floats -> one b32 of two 16-bit values (lo in the low half), round to nearest even:
+ * one cvt.rn.{bf16x2,f16x2}.f32 instruction. The element type is picked by the tag argument. */
+static __device__ __forceinline__ uint32_t ptx_pack2(__nv_bfloat16, float lo, float hi)
+{
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *(uint32_t *)&v;
+}
+
+static __device__ __forceinline__ uint32_t ptx_pack2(__half, float lo, float hi)
+{
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *(uint32_t *)&v;
+}
+
+/* 2^x with ex2.approx.ftz (one MUFU op; relative error ~2^-22, ex2(-inf) = +0). */
+static __device__ __forceinline__ float ptx_exp2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+#endif /* FLASHC_CUDA_PTX_CUH */
