@@ -1,0 +1,766 @@
+/*
+ * cases.c — the op table behind `flashc check` and `flashc bench` (see cases.h).
+ *
+ * Each op is one op_entry: buffer sizes, how to run each implementation, the error metric of
+ * each output, FLOPs / minimal bytes / modeled traffic. The generic code below allocates, fills
+ * (N(0,1) from a seeded generator), compares and frees, so an op only says what is specific.
+ *
+ * Error metrics (per output):
+ *   ERR_ABS   max |got - ref|                 attention O (the issue's "within 1e-5")
+ *   ERR_REL1  max |got - ref| / (1 + |ref|)   LSE, row ops, softmax state: absolute near 0,
+ *                                              relative for large values
+ * Both: a NaN anywhere in got, or an infinity the reference does not have at the same place
+ * (e.g. LSE = -inf of a fully masked row must match), is an infinite error: NaN never passes.
+ */
+#include "cases.h"
+#include "traffic.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_BUFS = 4 };
+enum err_metric { ERR_ABS, ERR_REL1 };
+
+struct case_data {
+    case_spec s;
+    const struct op_entry *op;
+    uint64_t rng;
+    float *in[MAX_BUFS];       /* inputs, filled with N(0,1)                         */
+    size_t in_n[MAX_BUFS];
+    float *out[2][MAX_BUFS];   /* output slot 0 (reference) and 1 (under test)       */
+    size_t out_n[MAX_BUFS];
+    float *tmp[MAX_BUFS];      /* op scratch (merge partial states)                  */
+    size_t tmp_n[MAX_BUFS];
+};
+
+typedef struct op_entry {
+    op_desc pub;
+    int n_in, n_out, n_tmp;
+    enum err_metric metric[MAX_BUFS];
+    void (*defaults)(case_spec *s);
+    void (*sizes)(case_data *c);                  /* set in_n, out_n, tmp_n            */
+    void (*post_fill)(case_data *c);              /* adjust random inputs (optional)   */
+    void (*prepare)(case_data *c, int slot);      /* restore in-place inputs (optional) */
+    flashc_status (*run)(case_data *c, int impl, int slot, case_stats *st);
+    flashc_status (*run_reference)(case_data *c);  /* optional: default run(c, 0, 0)     */
+    double (*max_err)(const case_data *c);         /* optional: default all elements     */
+    double (*tol)(const case_spec *s);
+    double (*flops)(const case_spec *s);
+    double (*min_bytes)(const case_spec *s);
+    double (*traffic)(const case_spec *s, int impl, const case_stats *st);
+    void (*describe)(const case_spec *s, char *buf, size_t size);
+} op_entry;
+
+static const double F32 = 4.0; /* element size in bytes: the CPU paths run float32 */
+
+/* ---- random numbers: splitmix64 + Box-Muller ---------------------------------------------- */
+
+static uint64_t rng_next(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in (0, 1): never 0, so log() below is finite. */
+static double rng_uniform(uint64_t *state)
+{
+    return ((double)(rng_next(state) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+static void fill_normal(float *x, size_t n, uint64_t *state)
+{
+    for (size_t i = 0; i < n; i += 2) {
+        const double r = sqrt(-2.0 * log(rng_uniform(state)));
+        const double t = 6.283185307179586 * rng_uniform(state);
+        x[i] = (float)(r * cos(t));
+        if (i + 1 < n)
+            x[i + 1] = (float)(r * sin(t));
+    }
+}
+
+/* ---- attention ------------------------------------------------------------------------------ */
+
+static void attn_defaults(case_spec *s)
+{
+    if (!s->batch) s->batch = 1;
+    if (!s->sq) s->sq = 512;
+    if (!s->sk) s->sk = s->sq;
+    if (!s->heads) s->heads = 1;
+    if (!s->kv_heads) s->kv_heads = s->heads;
+    if (!s->d) s->d = 64;
+    if (s->q_scale == 0.0f) s->q_scale = 1.0f;
+}
+
+static traffic_attn attn_model(const case_spec *s)
+{
+    traffic_attn a = {s->batch, s->sq, s->sk, s->heads, s->kv_heads, s->d, s->causal, F32};
+    return a;
+}
+
+static void attn_sizes(case_data *c)
+{
+    const case_spec *s = &c->s;
+    c->in_n[0] = (size_t)(s->batch * s->sq * s->heads * s->d);
+    c->in_n[1] = c->in_n[2] = (size_t)(s->batch * s->sk * s->kv_heads * s->d);
+    c->out_n[0] = c->in_n[0];
+    c->out_n[1] = (size_t)(s->batch * s->heads * s->sq);
+}
+
+static void attn_post_fill(case_data *c)
+{
+    if (c->s.q_scale != 1.0f)
+        for (size_t i = 0; i < c->in_n[0]; i++)
+            c->in[0][i] *= c->s.q_scale;
+}
+
+/* A (B, S, H, D) view of buf; stored (B, S, H, D) or, with bhsd, (B, H, S, D). */
+static flashc_tensor attn_view(float *buf, int64_t B, int64_t S, int64_t H, int64_t D, int bhsd)
+{
+    flashc_tensor t = flashc_tensor_4d(buf, FLASHC_F32, B, S, H, D);
+    if (bhsd) {
+        t.stride[0] = H * S * D;
+        t.stride[1] = D;
+        t.stride[2] = S * D;
+        t.stride[3] = 1;
+    }
+    return t;
+}
+
+static flashc_attn_params attn_params(const case_spec *s)
+{
+    flashc_attn_params p = {0};
+    p.causal = s->causal;
+    p.block_q = s->br;
+    p.block_k = s->bc;
+    p.num_threads = s->threads;
+    return p;
+}
+
+static void copy_stats(case_stats *st, const flashc_attn_stats *as)
+{
+    st->block_q = as->block_q;
+    st->block_k = as->block_k;
+    st->tile_pairs = as->tile_pairs;
+}
+
+static flashc_status attn_run(case_data *c, int impl, int slot, case_stats *st)
+{
+    const case_spec *s = &c->s;
+    flashc_tensor q = attn_view(c->in[0], s->batch, s->sq, s->heads, s->d, s->bhsd);
+    flashc_tensor k = attn_view(c->in[1], s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
+    flashc_tensor v = attn_view(c->in[2], s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
+    flashc_tensor o = attn_view(c->out[slot][0], s->batch, s->sq, s->heads, s->d, s->bhsd);
+    flashc_tensor lse = flashc_tensor_3d(c->out[slot][1], FLASHC_F32, s->batch, s->heads, s->sq);
+    flashc_attn_params p = attn_params(s);
+    flashc_attn_stats as = {0};
+    flashc_status r = impl == 0 ? flashc_attn_fwd_naive(&p, &q, &k, &v, &o, &lse, &as)
+                                : flashc_attn_fwd(&p, &q, &k, &v, &o, &lse, &as);
+    copy_stats(st, &as);
+    return r;
+}
+
+/* The reference into slot 0; with ref_rows in (0, Sq) only the last ref_rows query rows. That
+ * sub-problem is exact: under the bottom-right causal alignment row i of the last R rows sees
+ * keys j <= (i - (Sq - R)) + Sk - R, the same keys as in the full problem. */
+static flashc_status attn_run_reference(case_data *c)
+{
+    const case_spec *s = &c->s;
+    const int64_t R = s->ref_rows > 0 && s->ref_rows < s->sq ? s->ref_rows : s->sq;
+    flashc_tensor q = attn_view(c->in[0], s->batch, s->sq, s->heads, s->d, s->bhsd);
+    flashc_tensor k = attn_view(c->in[1], s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
+    flashc_tensor v = attn_view(c->in[2], s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
+    flashc_tensor o = attn_view(c->out[0][0], s->batch, s->sq, s->heads, s->d, s->bhsd);
+    flashc_tensor lse = flashc_tensor_3d(c->out[0][1], FLASHC_F32, s->batch, s->heads, s->sq);
+    q.data = c->in[0] + (s->sq - R) * q.stride[1], q.shape[1] = R;
+    o.data = c->out[0][0] + (s->sq - R) * o.stride[1], o.shape[1] = R;
+    lse.data = c->out[0][1] + (s->sq - R), lse.shape[2] = R;
+    flashc_attn_params p = attn_params(s);
+    return flashc_attn_fwd_naive(&p, &q, &k, &v, &o, &lse, NULL);
+}
+
+static double elem_err(float got, float ref, enum err_metric m);
+
+/* O (absolute) and LSE (relative) over the rows the reference computed. */
+static double attn_max_err(const case_data *c)
+{
+    const case_spec *s = &c->s;
+    const int64_t R = s->ref_rows > 0 && s->ref_rows < s->sq ? s->ref_rows : s->sq;
+    const flashc_tensor o = attn_view(NULL, s->batch, s->sq, s->heads, s->d, s->bhsd);
+    double worst = 0.0;
+    for (int64_t b = 0; b < s->batch; b++)
+        for (int64_t i = s->sq - R; i < s->sq; i++)
+            for (int64_t h = 0; h < s->heads; h++) {
+                const int64_t row = b * o.stride[0] + i * o.stride[1] + h * o.stride[2];
+                for (int64_t d = 0; d < s->d; d++) {
+                    const double e = elem_err(c->out[1][0][row + d], c->out[0][0][row + d], ERR_ABS);
+                    worst = e > worst ? e : worst;
+                }
+                const int64_t l = (b * s->heads + h) * s->sq + i;
+                const double e = elem_err(c->out[1][1][l], c->out[0][1][l], ERR_REL1);
+                worst = e > worst ? e : worst;
+            }
+    return worst;
+}
+
+/* fp32 flash vs the float64 reference: 1e-5 (the issue) for unit-scale inputs. Scores grow
+ * with q_scale, and an fp32 score carries a relative error of ~D * 2^-24, so the softmax
+ * weights (and O) move by about that times |s|: the bound grows linearly with q_scale. */
+static double attn_tol(const case_spec *s) { return 1e-5 * (s->q_scale > 1.0f ? s->q_scale : 1.0); }
+
+static double attn_flops(const case_spec *s)
+{
+    traffic_attn a = attn_model(s);
+    return 4.0 * (double)s->batch * (double)s->heads * (double)s->d * traffic_visible_pairs(&a);
+}
+
+static double attn_min_bytes(const case_spec *s)
+{
+    return F32 * (double)s->batch * (2.0 * (double)(s->sq * s->heads * s->d) +
+                                     2.0 * (double)(s->sk * s->kv_heads * s->d)) +
+           4.0 * (double)(s->batch * s->heads * s->sq);
+}
+
+static double attn_traffic(const case_spec *s, int impl, const case_stats *st)
+{
+    traffic_attn a = attn_model(s);
+    return impl == 0 ? traffic_attn_naive(&a) : traffic_attn_flash(&a, st->block_q, st->block_k);
+}
+
+static void attn_describe(const case_spec *s, char *buf, size_t size)
+{
+    char tiles[48] = "";
+    if (s->br || s->bc)
+        snprintf(tiles, sizeof tiles, " tiles %lldx%lld", (long long)s->br, (long long)s->bc);
+    char scale[32] = "";
+    if (s->q_scale != 1.0f)
+        snprintf(scale, sizeof scale, " q*%g", (double)s->q_scale);
+    snprintf(buf, size, "B%lld Sq%lld Sk%lld H%lld/%lld D%lld %s%s%s%s", (long long)s->batch,
+             (long long)s->sq, (long long)s->sk, (long long)s->heads, (long long)s->kv_heads,
+             (long long)s->d, s->causal ? "causal" : "full", s->bhsd ? " bhsd" : "", tiles, scale);
+}
+
+/* ---- attention merge: flash over two key ranges, then flashc_attn_merge ----------------------
+ * Split-KV decode's building block. impls[0] = the naive reference over all keys. Non-causal
+ * only: a causal mask over a key sub-range is not the sub-range of the causal mask. */
+
+static void merge_defaults(case_spec *s)
+{
+    attn_defaults(s);
+    s->causal = 0;
+    if (!s->split || s->split >= s->sk)
+        s->split = s->sk / 2 > 0 ? s->sk / 2 : 1;
+}
+
+static void merge_sizes(case_data *c)
+{
+    attn_sizes(c);
+    c->tmp_n[0] = c->tmp_n[2] = c->out_n[0]; /* o1, o2     */
+    c->tmp_n[1] = c->tmp_n[3] = c->out_n[1]; /* lse1, lse2 */
+}
+
+static flashc_status merge_run(case_data *c, int impl, int slot, case_stats *st)
+{
+    if (impl == 0)
+        return attn_run(c, 0, slot, st);
+    const case_spec *s = &c->s;
+    const int64_t kvrow = s->bhsd ? s->d : s->kv_heads * s->d; /* elements per key row */
+    const int64_t cut[3] = {0, s->split, s->sk};
+    flashc_tensor q = attn_view(c->in[0], s->batch, s->sq, s->heads, s->d, s->bhsd);
+    flashc_attn_params p = attn_params(s);
+    flashc_tensor po[2], plse[2];
+    for (int part = 0; part < 2; part++) {
+        const int64_t len = cut[part + 1] - cut[part];
+        flashc_tensor k = attn_view(c->in[1], s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
+        flashc_tensor v = attn_view(c->in[2], s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
+        k.data = c->in[1] + cut[part] * kvrow, k.shape[1] = len;
+        v.data = c->in[2] + cut[part] * kvrow, v.shape[1] = len;
+        po[part] = attn_view(c->tmp[2 * part], s->batch, s->sq, s->heads, s->d, s->bhsd);
+        plse[part] = flashc_tensor_3d(c->tmp[2 * part + 1], FLASHC_F32, s->batch, s->heads, s->sq);
+        flashc_attn_stats as = {0};
+        flashc_status r = flashc_attn_fwd(&p, &q, &k, &v, &po[part], &plse[part], &as);
+        if (r != FLASHC_OK)
+            return r;
+        copy_stats(st, &as);
+    }
+    flashc_tensor o = attn_view(c->out[slot][0], s->batch, s->sq, s->heads, s->d, s->bhsd);
+    flashc_tensor lse = flashc_tensor_3d(c->out[slot][1], FLASHC_F32, s->batch, s->heads, s->sq);
+    return flashc_attn_merge(&po[0], &plse[0], &po[1], &plse[1], &o, &lse);
+}
+
+static double merge_traffic(const case_spec *s, int impl, const case_stats *st)
+{
+    if (impl == 0)
+        return attn_traffic(s, 0, st);
+    traffic_attn a = attn_model(s);
+    a.Sk = s->split;
+    double bytes = traffic_attn_flash(&a, st->block_q, st->block_k);
+    a.Sk = s->sk - s->split;
+    bytes += traffic_attn_flash(&a, st->block_q, st->block_k);
+    /* the merge reads two (O, LSE) states and writes one */
+    const double state = F32 * (double)(s->batch * s->sq * s->heads * s->d) +
+                         4.0 * (double)(s->batch * s->heads * s->sq);
+    return bytes + 3.0 * state;
+}
+
+static void merge_describe(const case_spec *s, char *buf, size_t size)
+{
+    char base[160];
+    attn_describe(s, base, sizeof base);
+    snprintf(buf, size, "%s split %lld", base, (long long)s->split);
+}
+
+/* ---- online softmax: each row a stream, consumed in three chunks, states merged --------------
+ * impls[0] = a two-pass float64 softmax (max, then sum of exp); "online" = one pass per chunk
+ * with flashc_online_softmax, chunks combined by flashc_softmax_state_merge. Every 7th entry is
+ * -inf (masked), and a row of width 1 is a single element. out: m (rows), l (rows). */
+
+static void rows_defaults(case_spec *s)
+{
+    if (!s->rows) s->rows = 4096;
+    if (!s->width) s->width = 1024;
+}
+
+static void swiglu_defaults(case_spec *s)
+{
+    if (!s->rows) s->rows = 4096;
+    if (!s->width) s->width = 3072;
+}
+
+static void softmax_sizes(case_data *c)
+{
+    c->in_n[0] = (size_t)(c->s.rows * c->s.width);
+    c->out_n[0] = c->out_n[1] = (size_t)c->s.rows;
+}
+
+static void softmax_post_fill(case_data *c)
+{
+    for (size_t i = 6; i < c->in_n[0]; i += 7)
+        c->in[0][i] = -INFINITY;
+}
+
+static flashc_status softmax_run(case_data *c, int impl, int slot, case_stats *st)
+{
+    const int64_t W = c->s.width;
+    float *m = c->out[slot][0], *l = c->out[slot][1];
+    for (int64_t r = 0; r < c->s.rows; r++) {
+        const float *x = c->in[0] + r * W;
+        if (impl == 0) {
+            double mx = -INFINITY, sum = 0.0;
+            for (int64_t i = 0; i < W; i++)
+                mx = x[i] > mx ? x[i] : mx;
+            for (int64_t i = 0; mx > -INFINITY && i < W; i++)
+                sum += exp((double)x[i] - mx);
+            m[r] = (float)mx;
+            l[r] = (float)sum;
+            continue;
+        }
+        /* chunk boundaries vary per row: (r * 7919) mod W and (r * 104729) mod W, sorted */
+        int64_t a = (r * 7919) % W, b = (r * 104729) % W;
+        if (a > b) {
+            const int64_t t = a;
+            a = b, b = t;
+        }
+        const int64_t cut[4] = {0, a, b, W};
+        flashc_softmax_state acc = flashc_softmax_state_init();
+        for (int part = 0; part < 3; part++) {
+            flashc_softmax_state ps = flashc_softmax_state_init();
+            flashc_status rc = flashc_online_softmax(&ps, x + cut[part], cut[part + 1] - cut[part]);
+            if (rc != FLASHC_OK)
+                return rc;
+            acc = flashc_softmax_state_merge(acc, ps);
+        }
+        m[r] = acc.m;
+        l[r] = acc.l;
+    }
+    (void)st;
+    return FLASHC_OK;
+}
+
+/* l sums W terms in float32: the rounding errors behave like a random walk, ~sqrt(W) * 2^-24
+ * relative (the worst case, W * 2^-24, needs adversarial inputs); 4x that, at least 1e-5. */
+static double softmax_tol(const case_spec *s)
+{
+    const double w = 4.0 * sqrt((double)s->width) * 5.96e-8;
+    return w > 1e-5 ? w : 1e-5;
+}
+
+static double softmax_min_bytes(const case_spec *s)
+{
+    return F32 * (double)(s->rows * s->width) + 2.0 * 4.0 * (double)s->rows;
+}
+
+/* two-pass: x read twice (max, then sum); online: once */
+static double softmax_traffic(const case_spec *s, int impl, const case_stats *st)
+{
+    (void)st;
+    return (impl == 0 ? 2.0 : 1.0) * F32 * (double)(s->rows * s->width) + 8.0 * (double)s->rows;
+}
+
+static void rows_describe(const case_spec *s, char *buf, size_t size)
+{
+    snprintf(buf, size, "T%lld x %lld", (long long)s->rows, (long long)s->width);
+}
+
+/* ---- RMSNorm (plain and residual) ------------------------------------------------------------ */
+
+static const float RMS_EPS = 1e-6f;
+
+static void rms_sizes(case_data *c)
+{
+    const size_t td = (size_t)(c->s.rows * c->s.width);
+    c->in_n[0] = td;                    /* x                                  */
+    c->in_n[1] = (size_t)c->s.width;    /* w                                  */
+    c->out_n[0] = td;                   /* y                                  */
+}
+
+static void rmsres_sizes(case_data *c)
+{
+    rms_sizes(c);
+    c->in_n[2] = c->in_n[0];            /* r                                  */
+    c->out_n[1] = c->in_n[0];           /* x + r, written back into x         */
+}
+
+static flashc_status rms_run(case_data *c, int impl, int slot, case_stats *st)
+{
+    (void)st;
+    const int64_t T = c->s.rows, D = c->s.width;
+    flashc_tensor x = flashc_tensor_2d(c->in[0], FLASHC_F32, T, D);
+    flashc_tensor w = flashc_tensor_1d(c->in[1], FLASHC_F32, D);
+    flashc_tensor y = flashc_tensor_2d(c->out[slot][0], FLASHC_F32, T, D);
+    return impl == 0 ? flashc_rmsnorm_naive(&x, &w, RMS_EPS, &y) : flashc_rmsnorm(&x, &w, RMS_EPS, &y);
+}
+
+/* The residual variant writes x: each slot has its own x (out[slot][1]), reset from the
+ * pristine input before every call. */
+static void rmsres_prepare(case_data *c, int slot)
+{
+    memcpy(c->out[slot][1], c->in[0], c->in_n[0] * sizeof(float));
+}
+
+static flashc_status rmsres_run(case_data *c, int impl, int slot, case_stats *st)
+{
+    (void)st;
+    const int64_t T = c->s.rows, D = c->s.width;
+    flashc_tensor x = flashc_tensor_2d(c->out[slot][1], FLASHC_F32, T, D);
+    flashc_tensor r = flashc_tensor_2d(c->in[2], FLASHC_F32, T, D);
+    flashc_tensor w = flashc_tensor_1d(c->in[1], FLASHC_F32, D);
+    flashc_tensor y = flashc_tensor_2d(c->out[slot][0], FLASHC_F32, T, D);
+    return impl == 0 ? flashc_rmsnorm_residual_naive(&x, &r, &w, RMS_EPS, &y)
+                     : flashc_rmsnorm_residual(&x, &r, &w, RMS_EPS, &y);
+}
+
+/* fp32 sum of D squares vs a float64 one, then one multiply: a few ulps of |y|. */
+static double rows_tol(const case_spec *s)
+{
+    (void)s;
+    return 1e-5;
+}
+
+static double rms_min_bytes(const case_spec *s)
+{
+    return F32 * (2.0 * (double)(s->rows * s->width) + (double)s->width);
+}
+
+static double rmsres_min_bytes(const case_spec *s)
+{
+    return F32 * (4.0 * (double)(s->rows * s->width) + (double)s->width);
+}
+
+static double rms_traffic(const case_spec *s, int impl, const case_stats *st)
+{
+    (void)st;
+    return traffic_rmsnorm(s->rows, s->width, F32, impl != 0, 0);
+}
+
+static double rmsres_traffic(const case_spec *s, int impl, const case_stats *st)
+{
+    (void)st;
+    return traffic_rmsnorm(s->rows, s->width, F32, impl != 0, 1);
+}
+
+/* ---- SwiGLU -------------------------------------------------------------------------------- */
+
+static void swiglu_sizes(case_data *c)
+{
+    c->in_n[0] = (size_t)(c->s.rows * 2 * c->s.width); /* gu (T, 2I) */
+    c->out_n[0] = (size_t)(c->s.rows * c->s.width);    /* out (T, I) */
+}
+
+static flashc_status swiglu_run(case_data *c, int impl, int slot, case_stats *st)
+{
+    (void)st;
+    const int64_t T = c->s.rows, I = c->s.width;
+    flashc_tensor gu = flashc_tensor_2d(c->in[0], FLASHC_F32, T, 2 * I);
+    flashc_tensor out = flashc_tensor_2d(c->out[slot][0], FLASHC_F32, T, I);
+    return impl == 0 ? flashc_swiglu_naive(&gu, &out) : flashc_swiglu(&gu, &out);
+}
+
+static double swiglu_min_bytes(const case_spec *s) { return F32 * 3.0 * (double)(s->rows * s->width); }
+
+static double swiglu_traffic(const case_spec *s, int impl, const case_stats *st)
+{
+    (void)st;
+    return traffic_swiglu(s->rows, s->width, F32, impl != 0);
+}
+
+static double no_flops(const case_spec *s)
+{
+    (void)s;
+    return 0.0;
+}
+
+/* ---- the table ------------------------------------------------------------------------------ */
+
+static const op_entry op_attn = {
+    .pub = {.name = "attn",
+            .summary = "attention forward: naive (S, P materialised) vs flash (tiled, online softmax)",
+            .impls = {"naive", "flash"}, .n_impls = 2},
+    .n_in = 3, .n_out = 2, .metric = {ERR_ABS, ERR_REL1}, /* q k v -> o lse */
+    .defaults = attn_defaults, .sizes = attn_sizes, .post_fill = attn_post_fill,
+    .run = attn_run, .run_reference = attn_run_reference, .max_err = attn_max_err,
+    .tol = attn_tol, .flops = attn_flops, .min_bytes = attn_min_bytes, .traffic = attn_traffic,
+    .describe = attn_describe,
+};
+
+static const op_entry op_merge = {
+    .pub = {.name = "attn_merge",
+            .summary = "flash over two key ranges + flashc_attn_merge vs naive over all keys",
+            .impls = {"naive", "merge"}, .n_impls = 2},
+    .n_in = 3, .n_out = 2, .n_tmp = 4, .metric = {ERR_ABS, ERR_REL1},
+    .defaults = merge_defaults, .sizes = merge_sizes, .post_fill = attn_post_fill,
+    .run = merge_run, .run_reference = attn_run_reference, .max_err = attn_max_err,
+    .tol = attn_tol, .flops = attn_flops, .min_bytes = attn_min_bytes, .traffic = merge_traffic,
+    .describe = merge_describe,
+};
+
+static const op_entry op_softmax = {
+    .pub = {.name = "softmax",
+            .summary = "online softmax in three chunks + state merge vs two-pass float64",
+            .impls = {"naive", "online"}, .n_impls = 2},
+    .n_in = 1, .n_out = 2, .metric = {ERR_REL1, ERR_REL1}, /* x -> m l */
+    .defaults = rows_defaults, .sizes = softmax_sizes, .post_fill = softmax_post_fill,
+    .run = softmax_run, .tol = softmax_tol, .flops = no_flops, .min_bytes = softmax_min_bytes,
+    .traffic = softmax_traffic, .describe = rows_describe,
+};
+
+static const op_entry op_rmsnorm = {
+    .pub = {.name = "rmsnorm", .summary = "RMSNorm (T, D): naive ((T, D) temporaries) vs fused",
+            .impls = {"naive", "fused"}, .n_impls = 2},
+    .n_in = 2, .n_out = 1, .metric = {ERR_REL1}, /* x w -> y */
+    .defaults = rows_defaults, .sizes = rms_sizes, .run = rms_run, .tol = rows_tol,
+    .flops = no_flops, .min_bytes = rms_min_bytes, .traffic = rms_traffic,
+    .describe = rows_describe,
+};
+
+static const op_entry op_rmsnorm_res = {
+    .pub = {.name = "rmsnorm_res",
+            .summary = "residual add + RMSNorm (x <- x + r, y = rmsnorm(x)): naive vs fused",
+            .impls = {"naive", "fused"}, .n_impls = 2},
+    .n_in = 3, .n_out = 2, .metric = {ERR_REL1, ERR_REL1}, /* x w r -> y, x + r */
+    .defaults = rows_defaults, .sizes = rmsres_sizes, .prepare = rmsres_prepare,
+    .run = rmsres_run, .tol = rows_tol, .flops = no_flops, .min_bytes = rmsres_min_bytes,
+    .traffic = rmsres_traffic, .describe = rows_describe,
+};
+
+static const op_entry op_swiglu = {
+    .pub = {.name = "swiglu",
+            .summary = "SwiGLU on gu (T, 2I) -> (T, I): naive (copies g, u) vs fused (reads the view)",
+            .impls = {"naive", "fused"}, .n_impls = 2},
+    .n_in = 1, .n_out = 1, .metric = {ERR_REL1}, /* gu -> out */
+    .defaults = swiglu_defaults, .sizes = swiglu_sizes, .run = swiglu_run, .tol = rows_tol,
+    .flops = no_flops, .min_bytes = swiglu_min_bytes, .traffic = swiglu_traffic,
+    .describe = rows_describe,
+};
+
+const op_desc *const cases_ops[] = {&op_attn.pub,    &op_merge.pub,       &op_softmax.pub,
+                                    &op_rmsnorm.pub, &op_rmsnorm_res.pub, &op_swiglu.pub};
+const int cases_n_ops = (int)(sizeof cases_ops / sizeof cases_ops[0]);
+
+/* op_desc is the first member of op_entry. */
+static const op_entry *entry_of(const op_desc *d) { return (const op_entry *)(const void *)d; }
+
+const op_desc *cases_find_op(const char *name)
+{
+    for (int i = 0; i < cases_n_ops; i++)
+        if (strcmp(cases_ops[i]->name, name) == 0)
+            return cases_ops[i];
+    return NULL;
+}
+
+int cases_find_impl(const op_desc *op, const char *name)
+{
+    for (int i = 0; i < op->n_impls; i++)
+        if (strcmp(op->impls[i], name) == 0)
+            return i;
+    return -1;
+}
+
+/* ---- generic parts -------------------------------------------------------------------------- */
+
+static const op_entry *entry_for(const case_spec *s)
+{
+    const op_desc *d = cases_find_op(s->op);
+    return d ? entry_of(d) : NULL;
+}
+
+void case_spec_defaults(case_spec *s)
+{
+    const op_entry *e = entry_for(s);
+    if (e)
+        e->defaults(s);
+}
+
+void case_describe(const case_spec *s, char *buf, size_t size)
+{
+    const op_entry *e = entry_for(s);
+    if (e)
+        e->describe(s, buf, size);
+    else
+        snprintf(buf, size, "?");
+}
+
+/* 64-byte aligned (cache lines, any vector width), sizes rounded up as aligned_alloc wants. */
+static float *alloc_floats(size_t n)
+{
+    const size_t bytes = ((n ? n : 1) * sizeof(float) + 63) / 64 * 64;
+    return aligned_alloc(64, bytes);
+}
+
+case_data *case_create(const case_spec *spec, uint64_t seed, char *err, size_t err_size)
+{
+    const op_entry *e = entry_for(spec);
+    if (!e) {
+        snprintf(err, err_size, "unknown op '%s'", spec->op ? spec->op : "(null)");
+        return NULL;
+    }
+    case_data *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, err_size, "out of memory");
+        return NULL;
+    }
+    c->s = *spec;
+    e->defaults(&c->s);
+    c->op = e;
+    c->rng = seed;
+    e->sizes(c);
+    int ok = 1;
+    for (int i = 0; i < e->n_in; i++)
+        ok &= (c->in[i] = alloc_floats(c->in_n[i])) != NULL;
+    for (int slot = 0; slot < 2; slot++)
+        for (int i = 0; i < e->n_out; i++)
+            ok &= (c->out[slot][i] = alloc_floats(c->out_n[i])) != NULL;
+    for (int i = 0; i < e->n_tmp; i++)
+        ok &= (c->tmp[i] = alloc_floats(c->tmp_n[i])) != NULL;
+    if (!ok) {
+        case_destroy(c);
+        snprintf(err, err_size, "cannot allocate the inputs and outputs");
+        return NULL;
+    }
+    for (int i = 0; i < e->n_in; i++)
+        fill_normal(c->in[i], c->in_n[i], &c->rng);
+    /* Outputs start as NaN: an element an implementation forgets to write fails the compare. */
+    for (int slot = 0; slot < 2; slot++)
+        for (int i = 0; i < e->n_out; i++)
+            for (size_t j = 0; j < c->out_n[i]; j++)
+                c->out[slot][i][j] = NAN;
+    if (e->post_fill)
+        e->post_fill(c);
+    return c;
+}
+
+void case_destroy(case_data *c)
+{
+    if (!c)
+        return;
+    for (int i = 0; i < MAX_BUFS; i++) {
+        free(c->in[i]);
+        free(c->out[0][i]);
+        free(c->out[1][i]);
+        free(c->tmp[i]);
+    }
+    free(c);
+}
+
+void case_prepare(case_data *c, int slot)
+{
+    if (c->op->prepare)
+        c->op->prepare(c, slot);
+}
+
+flashc_status case_run(case_data *c, int impl, int slot, case_stats *stats)
+{
+    case_stats local = {0};
+    return c->op->run(c, impl, slot, stats ? stats : &local);
+}
+
+flashc_status case_run_reference(case_data *c)
+{
+    case_prepare(c, 0);
+    if (c->op->run_reference)
+        return c->op->run_reference(c);
+    case_stats local = {0};
+    return c->op->run(c, 0, 0, &local);
+}
+
+static double elem_err(float got, float ref, enum err_metric m)
+{
+    if (isnan(got) || isnan(ref))
+        return INFINITY;
+    if (isinf(ref) || isinf(got))
+        return got == ref ? 0.0 : INFINITY;
+    const double d = fabs((double)got - (double)ref);
+    return m == ERR_ABS ? d : d / (1.0 + fabs((double)ref));
+}
+
+double case_max_err(const case_data *c)
+{
+    if (c->op->max_err)
+        return c->op->max_err(c);
+    double worst = 0.0;
+    for (int i = 0; i < c->op->n_out; i++)
+        for (size_t j = 0; j < c->out_n[i]; j++) {
+            const double e = elem_err(c->out[1][i][j], c->out[0][i][j], c->op->metric[i]);
+            if (e > worst)
+                worst = e;
+        }
+    return worst;
+}
+
+uint64_t case_inputs_hash(const case_data *c)
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a over the bytes */
+    for (int i = 0; i < c->op->n_in; i++) {
+        const unsigned char *b = (const unsigned char *)c->in[i];
+        for (size_t j = 0; j < c->in_n[i] * sizeof(float); j++)
+            h = (h ^ b[j]) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+double case_default_tol(const case_spec *s)
+{
+    const op_entry *e = entry_for(s);
+    return e ? e->tol(s) : 0.0;
+}
+
+double case_flops(const case_spec *s)
+{
+    const op_entry *e = entry_for(s);
+    return e ? e->flops(s) : 0.0;
+}
+
+double case_min_bytes(const case_spec *s)
+{
+    const op_entry *e = entry_for(s);
+    return e ? e->min_bytes(s) : 0.0;
+}
+
+double case_traffic(const case_spec *s, int impl, const case_stats *st)
+{
+    const op_entry *e = entry_for(s);
+    return e ? e->traffic(s, impl, st) : 0.0;
+}
