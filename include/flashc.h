@@ -155,7 +155,8 @@ typedef struct flashc_attn_stats {
  *   q (B, Sq, Hq, D), k (B, Sk, Hkv, D), v (B, Sk, Hkv, D), o (B, Sq, Hq, D): same dtype
  *   lse     may be NULL; else (B, Hq, Sq) float32 on the same device
  *   stats   may be NULL
- * CPU: fp32 (bf16/f16 where the build says so). Extra memory: per-thread tiles only. */
+ * CPU: float32, bfloat16 or float16 storage, float32 accumulation (tiles are converted on load,
+ * O is rounded once). Extra memory: per-thread tiles only. */
 flashc_status flashc_attn_fwd(const flashc_attn_params *params, const flashc_tensor *q,
                               const flashc_tensor *k, const flashc_tensor *v, flashc_tensor *o,
                               flashc_tensor *lse, flashc_attn_stats *stats);
@@ -257,7 +258,9 @@ flashc_status flashc_swiglu_naive(const flashc_tensor *gu, flashc_tensor *out);
 /* ------------------------------------------------------------------------------------------ */
 
 /* "0.1.0 (cpu: avx2 fma; cuda: sm_80 sm_90a)" — what this binary was built with and, for the
- * CPU, which kernels it selected on this machine. */
+ * CPU, which kernels it selected on this machine. The CPU kernels are chosen at run time from
+ * the CPU's features (avx512 > avx2 > scalar on x86-64, neon on AArch64); the environment
+ * variable FLASHC_ISA=scalar|avx2|avx512|neon, read once, forces one the CPU can run. */
 const char *flashc_build_info(void);
 
 /* Nonzero when this build has the CUDA backend and a CUDA device is visible. */

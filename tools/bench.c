@@ -21,6 +21,7 @@
 #define _POSIX_C_SOURCE 200809L /* fork, pipe, getrusage, strtok_r, gmtime_r, strsignal */
 #include "bench.h"
 
+#include "ceiling.h"
 #include "check.h"
 #include "cli.h"
 #include "report.h"
@@ -49,6 +50,8 @@ typedef struct bench_options {
     int causal;
     double budget;
     int reps_given, seed_given;
+    int ceiling;         /* --ceiling: add the sgemm and stream-copy rows (ceiling.h)   */
+    int64_t ceiling_n;   /* sgemm size                                                  */
 } bench_options;
 
 /* ---- how each op's problems are built from the options ---------------------------------------
@@ -254,9 +257,10 @@ static void run_child(const bench_options *o, const case_spec *spec, int impl, u
     case_destroy(c);
 }
 
-/* Runs one (problem, impl) in a child; fills r (r->failed on any failure, crash included). */
-static void run_case(const bench_options *o, const case_spec *spec, int impl, uint64_t seed,
-                     bench_result *r)
+/* Runs body(ctx, r) in a forked child and brings r back over a pipe; r->failed on any failure,
+ * crash included. */
+static void run_in_child(void (*body)(const void *ctx, bench_result *r), const void *ctx,
+                         bench_result *r)
 {
     int fd[2];
     if (pipe(fd) != 0) {
@@ -274,7 +278,7 @@ static void run_case(const bench_options *o, const case_spec *spec, int impl, ui
     }
     if (pid == 0) {
         close(fd[0]);
-        run_child(o, spec, impl, seed, r);
+        body(ctx, r);
         const char *p = (const char *)r;
         size_t left = sizeof *r;
         while (left > 0) {
@@ -311,6 +315,73 @@ static void run_case(const bench_options *o, const case_spec *spec, int impl, ui
             snprintf(r->error, sizeof r->error, "child exited with status %d, no result",
                      WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     }
+}
+
+typedef struct case_ctx {
+    const bench_options *o;
+    const case_spec *spec;
+    int impl;
+    uint64_t seed;
+} case_ctx;
+
+static void case_body(const void *ctx, bench_result *r)
+{
+    const case_ctx *c = ctx;
+    run_child(c->o, c->spec, c->impl, c->seed, r);
+}
+
+/* Runs one (problem, impl) in a child; fills r (r->failed on any failure, crash included). */
+static void run_case(const bench_options *o, const case_spec *spec, int impl, uint64_t seed,
+                     bench_result *r)
+{
+    const case_ctx c = {o, spec, impl, seed};
+    run_in_child(case_body, &c, r);
+}
+
+/* ---- --ceiling: the machine's practical peaks, measured in this run (ceiling.h) ------------- */
+
+typedef struct ceiling_ctx {
+    int sgemm; /* 1: OpenBLAS sgemm, 0: stream copy */
+    int threads;
+    int64_t n, reps;
+} ceiling_ctx;
+
+/* In the child: sgemm unsets OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE in this process only, before
+ * it loads OpenBLAS, so the ceiling is the library's best kernel for this CPU. */
+static void ceiling_body(const void *ctx, bench_result *r)
+{
+    const ceiling_ctx *c = ctx;
+    ceiling_result cr;
+    const int64_t copy_bytes = (int64_t)512 << 20;
+    const int st = c->sgemm ? ceiling_sgemm(c->threads, c->n, (int)c->reps, &cr)
+                            : ceiling_copy(c->threads, copy_bytes, (int)c->reps, &cr);
+    if (st != 0) {
+        r->failed = 1;
+        snprintf(r->error, sizeof r->error, "%s", cr.error);
+        return;
+    }
+    r->reps = cr.reps;
+    r->ms = cr.ms, r->ms_min = cr.ms_min;
+    r->gflops = cr.gflops, r->gbps = cr.gbps;
+    r->rss_mib = peak_rss_mib();
+    /* the fewest bytes: sgemm reads A, B and writes C once; copy reads and writes the buffer */
+    r->traffic_mib = (c->sgemm ? 12.0 * (double)c->n * (double)c->n : 2.0 * (double)copy_bytes) /
+                     1048576.0;
+    r->max_err = -1.0; /* a peer, not compared */
+    snprintf(r->shape, sizeof r->shape, "%s", cr.detail);
+}
+
+static void run_ceiling(int sgemm, int threads, int64_t n, int64_t reps, bench_result *r)
+{
+    const ceiling_ctx c = {sgemm, threads, n, reps};
+    memset(r, 0, sizeof *r);
+    run_in_child(ceiling_body, &c, r);
+    snprintf(r->op, sizeof r->op, "%s", sgemm ? "sgemm" : "copy");
+    snprintf(r->impl, sizeof r->impl, "%s", sgemm ? "openblas" : "stream");
+    if (r->failed)
+        snprintf(r->shape, sizeof r->shape, "%s", sgemm ? "OpenBLAS sgemm" : "stream copy");
+    r->n = sgemm ? n : ((int64_t)512 << 20) / 1048576;
+    r->d = sgemm ? n : 0;
 }
 
 /* ---- options ------------------------------------------------------------------------------ */
@@ -412,6 +483,7 @@ int bench_main(int argc, char **argv)
     o.tokens = 4096, o.hidden = 1024, o.inter = 3072;
     o.budget = 2.0;
     o.ref_rows = 1024;
+    o.ceiling_n = 4096;
 
     cli_option opts[] = {
         {"op", CLI_STRING, &o.ops, 0, 0, NULL, "LIST",
@@ -443,6 +515,13 @@ int bench_main(int argc, char **argv)
         {"inter", CLI_INT, &o.inter, 1, 1 << 20, NULL, "N", "SwiGLU intermediate size I (3072)", 0},
         {"seed", CLI_INT, &o.seed, 0, 9e15, NULL, "N", "base seed of the inputs (default: time)", 0},
         {"format", CLI_CHOICE, &o.format, 0, 0, "md,csv,json", "FMT", "md (default), csv or json", 0},
+        {"ceiling", CLI_FLAG, &o.ceiling, 0, 0, NULL, NULL,
+         "add the machine's ceilings, measured in this run: OpenBLAS sgemm (op sgemm, impl "
+         "openblas, GFLOP/s; libopenblas.so.0 loaded at run time, OPENBLAS_CORETYPE and "
+         "OPENBLAS_L2_SIZE unset for it) and a stream copy (op copy, GB/s); every flash/fused "
+         "row is then also given as a fraction of its ceiling",
+         0},
+        {"ceiling-n", CLI_INT, &o.ceiling_n, 64, 16384, NULL, "N", "sgemm size N^3 (4096)", 0},
     };
     const int n_opts = (int)(sizeof opts / sizeof opts[0]);
     const int pr = cli_parse("bench", opts, n_opts, argc, argv);
@@ -477,7 +556,7 @@ int bench_main(int argc, char **argv)
 
     /* the problems */
     case_spec *specs = calloc(MAX_CASES, sizeof *specs);
-    bench_result *res = calloc(MAX_CASES * 3, sizeof *res);
+    bench_result *res = calloc(MAX_CASES * 3 + 2, sizeof *res); /* + the --ceiling rows */
     if (!specs || !res) {
         fprintf(stderr, "flashc bench: out of memory\n");
         return 1;
@@ -607,6 +686,40 @@ int bench_main(int argc, char **argv)
         }
     }
 
+    if (o.ceiling) {
+        const int threads = o.threads ? (int)o.threads : flashc_get_num_threads();
+        const int64_t reps = o.reps_given ? o.reps : 3;
+        bench_result *peak[2] = {&res[n_res], &res[n_res + 1]};
+        for (int k = 0; k < 2; k++) {
+            fprintf(stderr, "[ceiling] %s ... ", k == 0 ? "sgemm openblas" : "copy stream");
+            run_ceiling(k == 0, threads, o.ceiling_n, reps, peak[k]);
+            if (peak[k]->failed) {
+                fprintf(stderr, "FAILED: %s\n", peak[k]->error);
+                bad = 1;
+            } else {
+                fprintf(stderr, "%.3f ms median of %d\n", peak[k]->ms, peak[k]->reps);
+            }
+        }
+        n_res += 2;
+        /* each fast row as a fraction of its ceiling: FLOP rates of sgemm, byte rates of copy */
+        char list[240] = "";
+        size_t used = 0;
+        for (int i = 0; i < n_res - 2 && used < sizeof list; i++) {
+            const bench_result *x = &res[i];
+            const bench_result *c = x->gflops >= 0 ? peak[0] : peak[1];
+            if (x->failed || x->impl_index == 0 || c->failed)
+                continue;
+            const double frac = x->gflops >= 0 ? x->gflops / c->gflops : x->gbps / c->gbps;
+            used += (size_t)snprintf(list + used, sizeof list - used, "%s%s %s n=%lld %.0f%%",
+                                     used ? ", " : "", x->op, x->impl, (long long)x->n,
+                                     100.0 * frac);
+        }
+        report_note(&meta, "ceilings (--ceiling, same run): sgemm = OpenBLAS %lld^3 float32, "
+                           "copy = memcpy of 512 MiB in 1 MiB blocks (bytes read + written)",
+                    (long long)o.ceiling_n);
+        if (used)
+            report_note(&meta, "of ceiling (GFLOP/s of sgemm, GB/s of copy): %s", list);
+    }
     for (int i = 0; i < n_res; i++)
         if (res[i].impl_index > 0 && res[i].block_q > 0 && !res[i].failed) {
             report_note(&meta, "flash tiles used (Br x Bc): %lldx%lld (first flash row)",

@@ -1,5 +1,6 @@
 /* runtime.c — thread count, dtype helpers, build information. */
 #include "internal.h"
+#include "kernels.h"
 
 #include <stdio.h>
 #ifdef _OPENMP
@@ -56,12 +57,12 @@ int flashc_cuda_available(void)
 const char *flashc_build_info(void)
 {
     static char info[256];
-    snprintf(info, sizeof info, "%d.%d.%d (cpu: %s; cuda: %s)", FLASHC_VERSION_MAJOR,
-             FLASHC_VERSION_MINOR, FLASHC_VERSION_PATCH,
+    snprintf(info, sizeof info, "%d.%d.%d (cpu: %s%s; cuda: %s)", FLASHC_VERSION_MAJOR,
+             FLASHC_VERSION_MINOR, FLASHC_VERSION_PATCH, cpu_kernels_get()->name,
 #ifdef _OPENMP
-             "scalar, openmp",
+             ", openmp",
 #else
-             "scalar",
+             "",
 #endif
 #ifdef FLASHC_HAVE_CUDA
              cuda_build_info()

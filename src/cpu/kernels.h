@@ -1,42 +1,116 @@
 /*
  * kernels.h — the CPU micro-kernel contract (BLIS-style).
  *
- * The tiled loop nests in attn_fwd.c (and attn_bwd.c) are portable; only the small products
- * on tiles held in per-thread float32 buffers change per instruction set. A table of function
- * pointers starts from the scalar reference kernels (kernels_scalar.c) and an ISA overrides the
- * entries it speeds up; cpu_kernels() picks the table once from the CPU's features.
+ * The tiled loop nests (attn_fwd.c, attn_bwd.c, rmsnorm.c, swiglu.c) are portable; only the
+ * small products on tiles, the exponentials and the typed row conversions change per
+ * instruction set. One table per ISA:
+ *   cpu_kernels_scalar  kernels_scalar.c   plain C: the reference of every entry and the fallback
+ *   cpu_kernels_avx2    kernels_avx2.c     AVX2 + FMA + F16C      (x86-64)
+ *   cpu_kernels_avx512  kernels_avx512.c   AVX-512 F/BW/VL/BF16   (x86-64)
+ *   cpu_kernels_neon    kernels_neon.c     NEON                   (AArch64)
+ * The SIMD tables are one source (kernels_simd.h, written against simd.h) compiled per ISA.
+ * cpu_kernels_get() picks the best table the CPU supports once; FLASHC_ISA=scalar|avx2|avx512|
+ * neon in the environment forces one (a table the CPU cannot run falls back to the best one
+ * it can; flashc_build_info() names the table in use).
  *
- * All tiles are row-major float32 with an explicit leading dimension (in floats).
+ * Tiles are row-major float32 with an explicit leading dimension (in floats) unless said
+ * otherwise. Every kernel accepts any size >= 1 (tails are handled inside), any alignment, and
+ * is reentrant (no state, no allocation), so it may be called from any OpenMP thread.
  */
 #ifndef FLASHC_CPU_KERNELS_H
 #define FLASHC_CPU_KERNELS_H
+
+#include "flashc.h"
 
 #include <stdint.h>
 
 typedef struct cpu_kernels {
     const char *name;
 
+    /* ---- tile products ---------------------------------------------------------------- */
+
+    /* C = diag(rowscale) C + A B, or C = A B when rowscale is NULL.
+     *   A (M x K): element (m, k) at A[m * as_m + k * as_k]  (any strides: P or P^T, K rows)
+     *   B (K x N, ldb) row-major, C (M x N, ldc), rowscale (M) or NULL.
+     * The forward's two products are both this shape: S^T = K (Q^T) and O = a O + (P^T)^T V. */
+    void (*gemm)(int64_t M, int64_t N, int64_t K, const float *A, int64_t as_m, int64_t as_k,
+                 const float *B, int64_t ldb, const float *rowscale, float *C, int64_t ldc);
+
     /* S[i][j] = scale * sum_d Q[i][d] * K[j][d]     Q (br x D, ldq), K (bc x D, ldk),
-     * S (br x bc, lds).                                                                       */
+     * S (br x bc, lds). (Used by the backward; the forward uses gemm on a packed Q^T.)        */
     void (*qk)(const float *Q, int64_t ldq, const float *K, int64_t ldk, int64_t br,
                int64_t bc, int64_t D, float scale, float *S, int64_t lds);
 
-    /* Online-softmax update of br rows over one tile of scores, in place:
+    /* Online-softmax update of br rows over one tile of scores, in place, natural exp:
      *   S (br x bc, lds) scores, masked entries -inf  ->  P = exp(S - m_new)
      *   m, l (br): running max and sum; alpha (br) out: exp(m_old - m_new), the factor the
      *   caller applies to its accumulator row (1 when the max did not grow).                */
     void (*softmax)(float *S, int64_t lds, int64_t br, int64_t bc, float *m, float *l,
                     float *alpha);
 
+    /* The same update on a transposed tile in base 2, scaling on the way: St (bc x n, ldst)
+     * holds column i = the raw scores q_i . k_j of query row i (masked entries -inf); replaced
+     * by P^T = 2^(scale * St - m_new). m (n) is kept in scaled units (scale > 0, so the max
+     * commutes with it), l, alpha (n) as above with 2^ for exp. The forward passes
+     * scale = softmax_scale * log2(e): one FMA per score applies it, more accurately than
+     * pre-scaling Q. A column that has seen only -inf keeps m = -inf, l = 0, P = 0, alpha = 1.
+     * Vectorised over the queries (columns): max and sum are vertical, no horizontal steps. */
+    void (*softmax_t)(float *St, int64_t ldst, int64_t bc, int64_t n, float scale, float *m,
+                      float *l, float *alpha);
+
     /* O[i][d] = alpha[i] * O[i][d] + sum_j P[i][j] * V[j][d]    P (br x bc, ldp),
      * V (bc x D, ldv), O (br x D, ldo).                                                       */
     void (*pv)(const float *P, int64_t ldp, const float *V, int64_t ldv, int64_t br,
                int64_t bc, int64_t D, const float *alpha, float *O, int64_t ldo);
+
+    /* ---- element-wise --------------------------------------------------------------------- */
+
+    /* y[i] = e^x[i] and y[i] = 2^x[i] (n values) with the vector kernels' accuracy: the
+     * bounds are documented at v_exp / v_exp2_ftz in simd.h and tested against libm in double. */
+    void (*exp)(const float *x, float *y, int64_t n);
+    void (*exp2)(const float *x, float *y, int64_t n);
+
+    /* dst[i] = (float) src[i], src of dtype dt, contiguous, n values. */
+    void (*load_row)(const void *src, flashc_dtype dt, int64_t n, float *dst);
+    /* dst[i] = (dt) (src[i] * scale), rounded to nearest even, n values. */
+    void (*store_row)(const float *src, float scale, int64_t n, void *dst, flashc_dtype dt);
+
+    /* One RMSNorm row of D elements of dtype dt, element strides sx, sr, sw, sy:
+     *   r == NULL: y = x * rstd * w;  else x' = x + r is stored to xw (the residual stream,
+     *   rounded to dt) and y = x' * rstd * w with rstd = 1 / sqrt(mean(x'^2) + eps), where
+     *   x' is the stored (rounded) value. Sums in float32.                                    */
+    void (*rmsnorm_row)(const void *x, int64_t sx, const void *r, int64_t sr, void *xw,
+                        const void *w, int64_t sw, void *y, int64_t sy, int64_t D, float eps,
+                        flashc_dtype dt);
+
+    /* One SwiGLU row: y[i] = silu(g[i]) * u[i], g = gu[0..I), u = gu[I..2I) (element stride
+     * sgu), y stride sy; silu(g) = g / (1 + e^-g).                                            */
+    void (*swiglu_row)(const void *gu, int64_t sgu, void *y, int64_t sy, int64_t I,
+                       flashc_dtype dt);
 } cpu_kernels;
 
 extern const cpu_kernels cpu_kernels_scalar;
+#if defined(__x86_64__) || defined(_M_X64)
+extern const cpu_kernels cpu_kernels_avx2;
+extern const cpu_kernels cpu_kernels_avx512;
+#endif
+#if defined(__aarch64__)
+extern const cpu_kernels cpu_kernels_neon;
+#endif
 
-/* The table for this machine (chosen once, thread-safe). */
+/* The table for this machine (chosen once, thread-safe): FLASHC_ISA if set and runnable,
+ * else the best the CPU supports. */
 const cpu_kernels *cpu_kernels_get(void);
+
+/* The table named name ("scalar", "avx2", "avx512", "neon") if this build has it and this CPU
+ * can run it, else NULL. The tests iterate over these. */
+const cpu_kernels *cpu_kernels_by_name(const char *name);
+
+/* Every ISA name this build knows, best last, NULL-terminated. */
+extern const char *const cpu_isa_names[];
+
+/* Makes cpu_kernels_get() return t (NULL: back to the automatic choice). For tests, which
+ * run every path in one process; not thread-safe against concurrent flashc calls. */
+void cpu_kernels_force(const cpu_kernels *t);
 
 #endif /* FLASHC_CPU_KERNELS_H */

@@ -1,7 +1,26 @@
-/* kernels_scalar.c — the portable reference micro-kernels: the contract in plain C. */
+/* kernels_scalar.c — the portable reference micro-kernels: the contract of kernels.h in plain
+ * C. The oracle of tests/test_cpu_kernels.c and the fallback on CPUs without a SIMD table. */
+#include "internal.h"
 #include "kernels.h"
 
 #include <math.h>
+
+static void gemm_scalar(int64_t M, int64_t N, int64_t K, const float *A, int64_t as_m,
+                        int64_t as_k, const float *B, int64_t ldb, const float *rowscale,
+                        float *C, int64_t ldc)
+{
+    for (int64_t m = 0; m < M; m++) {
+        float *c = C + m * ldc;
+        for (int64_t n = 0; n < N; n++)
+            c[n] = rowscale ? c[n] * rowscale[m] : 0.0f;
+        for (int64_t k = 0; k < K; k++) {
+            const float a = A[m * as_m + k * as_k];
+            const float *b = B + k * ldb;
+            for (int64_t n = 0; n < N; n++)
+                c[n] += a * b[n];
+        }
+    }
+}
 
 static void qk_scalar(const float *Q, int64_t ldq, const float *K, int64_t ldk, int64_t br,
                       int64_t bc, int64_t D, float scale, float *S, int64_t lds)
@@ -21,8 +40,8 @@ static void softmax_scalar(float *S, int64_t lds, int64_t br, int64_t bc, float 
     for (int64_t i = 0; i < br; i++) {
         float *s = S + i * lds;
         float mx = m[i];
-        for (int64_t j = 0; j < bc; j++)
-            mx = s[j] > mx ? s[j] : mx;
+        for (int64_t j = 0; j < bc; j++) /* a NaN score sticks, so it reaches O */
+            mx = s[j] > mx || isnan(s[j]) ? s[j] : mx;
         if (mx == -INFINITY) { /* nothing visible yet: keep the empty state, P = 0 */
             for (int64_t j = 0; j < bc; j++)
                 s[j] = 0.0f;
@@ -35,6 +54,35 @@ static void softmax_scalar(float *S, int64_t lds, int64_t br, int64_t bc, float 
         for (int64_t j = 0; j < bc; j++) {
             const float e = expf(s[j] - mx);
             s[j] = e;
+            sum += e;
+        }
+        l[i] = l[i] * a + sum;
+        m[i] = mx;
+        alpha[i] = a;
+    }
+}
+
+static void softmax_t_scalar(float *St, int64_t ldst, int64_t bc, int64_t n, float scale,
+                             float *m, float *l, float *alpha)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float mx = -INFINITY; /* max of the raw scores; a NaN score sticks */
+        for (int64_t j = 0; j < bc; j++) {
+            const float x = St[j * ldst + i];
+            mx = x > mx || isnan(x) ? x : mx;
+        }
+        mx = mx * scale > m[i] || isnan(mx) ? mx * scale : m[i];
+        if (mx == -INFINITY) {
+            for (int64_t j = 0; j < bc; j++)
+                St[j * ldst + i] = 0.0f;
+            alpha[i] = 1.0f;
+            continue;
+        }
+        const float a = exp2f(m[i] - mx);
+        float sum = 0.0f;
+        for (int64_t j = 0; j < bc; j++) {
+            const float e = exp2f(fmaf(St[j * ldst + i], scale, -mx));
+            St[j * ldst + i] = e;
             sum += e;
         }
         l[i] = l[i] * a + sum;
@@ -60,11 +108,73 @@ static void pv_scalar(const float *P, int64_t ldp, const float *V, int64_t ldv, 
     }
 }
 
+static void exp_scalar(const float *x, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = expf(x[i]);
+}
+
+static void exp2_scalar(const float *x, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = exp2f(x[i]);
+}
+
+static void load_row_scalar(const void *src, flashc_dtype dt, int64_t n, float *dst)
+{
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = flashc__load(src, dt, i);
+}
+
+static void store_row_scalar(const float *src, float scale, int64_t n, void *dst,
+                             flashc_dtype dt)
+{
+    for (int64_t i = 0; i < n; i++)
+        flashc__store(dst, dt, i, src[i] * scale);
+}
+
+static void rmsnorm_row_scalar(const void *x, int64_t sx, const void *r, int64_t sr, void *xw,
+                               const void *w, int64_t sw, void *y, int64_t sy, int64_t D,
+                               float eps, flashc_dtype dt)
+{
+    float ss = 0.0f; /* all terms >= 0: no cancellation; float32 holds x = 1e3 squared */
+    for (int64_t d = 0; d < D; d++) {
+        float v = flashc__load(x, dt, d * sx);
+        if (r) {
+            /* square what is stored, so y normalises exactly the new residual stream */
+            flashc__store(xw, dt, d * sx, v + flashc__load(r, dt, d * sr));
+            v = flashc__load(xw, dt, d * sx);
+        }
+        ss += v * v;
+    }
+    const float rstd = 1.0f / sqrtf(ss / (float)D + eps);
+    const void *xs = r ? xw : x;
+    for (int64_t d = 0; d < D; d++)
+        flashc__store(y, dt, d * sy,
+                      flashc__load(xs, dt, d * sx) * rstd * flashc__load(w, dt, d * sw));
+}
+
+static void swiglu_row_scalar(const void *gu, int64_t sgu, void *y, int64_t sy, int64_t I,
+                              flashc_dtype dt)
+{
+    for (int64_t i = 0; i < I; i++) {
+        const float g = flashc__load(gu, dt, i * sgu);
+        const float u = flashc__load(gu, dt, (I + i) * sgu);
+        flashc__store(y, dt, i * sy, g / (1.0f + expf(-g)) * u);
+    }
+}
+
 const cpu_kernels cpu_kernels_scalar = {
     .name = "scalar",
+    .gemm = gemm_scalar,
     .qk = qk_scalar,
     .softmax = softmax_scalar,
+    .softmax_t = softmax_t_scalar,
     .pv = pv_scalar,
+    .exp = exp_scalar,
+    .exp2 = exp2_scalar,
+    .load_row = load_row_scalar,
+    .store_row = store_row_scalar,
+    .rmsnorm_row = rmsnorm_row_scalar,
+    .swiglu_row = swiglu_row_scalar,
 };
-
-const cpu_kernels *cpu_kernels_get(void) { return &cpu_kernels_scalar; }

@@ -1,40 +1,22 @@
-/* rmsnorm.c — fused RMSNorm (and residual add + RMSNorm) on the CPU.
- * One pass reads the row (adding the residual and writing it back on the way) and sums
- * squares in float32 lanes; the second pass re-reads the row while it is still in L1/L2 and
- * writes y. No (T, D) temporary. Rows are split across threads. Sum of squares: all terms are
- * non-negative, so plain accumulation has no cancellation; float32 holds x = 1e3 squared. */
+/* rmsnorm.c — fused RMSNorm (and residual add + RMSNorm) on the CPU: the loop nest.
+ * Rows are split statically across threads (every row costs the same); each row is one call of
+ * the table's rmsnorm_row (kernels.h): pass 1 reads the row (adding the residual and writing it
+ * back on the way) and sums squares in float32 lanes, pass 2 re-reads it from L1/L2 and writes
+ * y. No (T, D) temporary: the op moves the fewest bytes it can (read x [+ r], write y [+ x]). */
 #include "internal.h"
-
-#include <math.h>
+#include "kernels.h"
 
 flashc_status cpu_rmsnorm(const rows_problem *p)
 {
-    const int64_t D = p->D;
+    const cpu_kernels *kr = cpu_kernels_get();
+    const int64_t esize = (int64_t)flashc_dtype_size(p->dtype);
 #pragma omp parallel for schedule(static) num_threads(p->threads)
     for (int64_t t = 0; t < p->T; t++) {
-        const int64_t xo = t * p->sx[0], yo = t * p->sy[0];
-        float ss = 0.0f;
-        if (p->r) {
-            const int64_t ro = t * p->sr[0];
-            for (int64_t d = 0; d < D; d++) {
-                const float v = flashc__load(p->x, p->dtype, xo + d * p->sx[1]) +
-                                flashc__load(p->r, p->dtype, ro + d * p->sr[1]);
-                flashc__store(p->xw, p->dtype, xo + d * p->sx[1], v);
-                /* square what was stored, so y normalises exactly the new residual stream */
-                const float s = flashc__load(p->x, p->dtype, xo + d * p->sx[1]);
-                ss += s * s;
-            }
-        } else {
-            for (int64_t d = 0; d < D; d++) {
-                const float v = flashc__load(p->x, p->dtype, xo + d * p->sx[1]);
-                ss += v * v;
-            }
-        }
-        const float rstd = 1.0f / sqrtf(ss / (float)D + p->eps);
-        for (int64_t d = 0; d < D; d++)
-            flashc__store(p->y, p->dtype, yo + d * p->sy[1],
-                          flashc__load(p->x, p->dtype, xo + d * p->sx[1]) * rstd *
-                              flashc__load(p->w, p->dtype, d * p->sw));
+        const int64_t xo = t * p->sx[0] * esize;
+        kr->rmsnorm_row((const char *)p->x + xo, p->sx[1],
+                        p->r ? (const char *)p->r + t * p->sr[0] * esize : NULL, p->sr[1],
+                        p->xw ? (char *)p->xw + xo : NULL, p->w, p->sw,
+                        (char *)p->y + t * p->sy[0] * esize, p->sy[1], p->D, p->eps, p->dtype);
     }
     return FLASHC_OK;
 }

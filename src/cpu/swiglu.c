@@ -1,20 +1,16 @@
-/* swiglu.c — fused SwiGLU on the CPU: reads gate and up in place from the gate|up row, writes
- * silu(g) * u once. One pass, no temporaries; rows split across threads. */
+/* swiglu.c — fused SwiGLU on the CPU: the loop nest. Each row is one call of the table's
+ * swiglu_row (kernels.h), which reads gate and up in place from the gate|up row and writes
+ * silu(g) * u once. One pass, no temporaries; rows split statically across threads. */
 #include "internal.h"
-
-#include <math.h>
+#include "kernels.h"
 
 flashc_status cpu_swiglu(const rows_problem *p)
 {
-    const int64_t I = p->D;
+    const cpu_kernels *kr = cpu_kernels_get();
+    const int64_t esize = (int64_t)flashc_dtype_size(p->dtype);
 #pragma omp parallel for schedule(static) num_threads(p->threads)
-    for (int64_t t = 0; t < p->T; t++) {
-        const int64_t go = t * p->sx[0], uo = go + I * p->sx[1], yo = t * p->sy[0];
-        for (int64_t i = 0; i < I; i++) {
-            const float g = flashc__load(p->x, p->dtype, go + i * p->sx[1]);
-            const float u = flashc__load(p->x, p->dtype, uo + i * p->sx[1]);
-            flashc__store(p->y, p->dtype, yo + i * p->sy[1], g / (1.0f + expf(-g)) * u);
-        }
-    }
+    for (int64_t t = 0; t < p->T; t++)
+        kr->swiglu_row((const char *)p->x + t * p->sx[0] * esize, p->sx[1],
+                       (char *)p->y + t * p->sy[0] * esize, p->sy[1], p->D, p->dtype);
     return FLASHC_OK;
 }

@@ -1,0 +1,514 @@
+/*
+ * kernels_simd.h — the SIMD micro-kernels of kernels.h, written once against simd.h.
+ *
+ * Included by exactly one file per instruction set (kernels_avx2.c, kernels_avx512.c,
+ * kernels_neon.c), each compiled with that ISA's flags and defining
+ *   SIMD_TABLE  the name of the cpu_kernels table to define (cpu_kernels_avx2, ...)
+ *   SIMD_NAME   its name string ("avx2", ...)
+ * before including this file. Nothing here is ISA-specific: widths come from SIMD_VL.
+ */
+#if !defined(SIMD_TABLE) || !defined(SIMD_NAME)
+#error "define SIMD_TABLE and SIMD_NAME before including kernels_simd.h"
+#endif
+
+#include "internal.h"
+#include "kernels.h"
+#include "simd.h"
+
+#include <math.h>
+
+/* Register block of the gemm: SIMD_MR rows x 2 vectors. AVX2 (16 registers): 6 x 16 = 12
+ * accumulators + 2 B vectors + 1 broadcast. AVX-512 and NEON (32 registers): 12 x 2 vectors
+ * = 24 accumulators. A's element is broadcast from memory (a load-port operation, no shuffle),
+ * so each k step is 2 vector loads + MR broadcasts for 2 MR FMAs: FMA-bound. */
+#if SIMD_VL == 8
+#define SIMD_MR 6
+#else
+#define SIMD_MR 12
+#endif
+#define SIMD_NR (2 * SIMD_VL)
+
+/* ---- gemm ------------------------------------------------------------------------------ */
+
+/* C[0..mr)[0..nv) = (rowscale ? diag(rowscale) C : 0) + A[0..mr)[0..K) B[0..K)[0..nv).
+ * mr <= SIMD_MR, nv <= SIMD_NR. Called with constants (mr = SIMD_MR, nv = SIMD_NR) for the
+ * full blocks, so the row tests fold away and the accumulators live in registers. */
+SIMD_INLINE void gemm_block(const int mr, const int nv, int64_t K, const float *A, int64_t as_m,
+                            int64_t as_k, const float *B, int64_t ldb, const float *rowscale,
+                            float *C, int64_t ldc)
+{
+    vf c0[SIMD_MR], c1[SIMD_MR];
+    const int n0 = nv < SIMD_VL ? nv : SIMD_VL, n1 = nv - n0;
+#pragma GCC unroll 16
+    for (int r = 0; r < SIMD_MR; r++)
+        c0[r] = c1[r] = v_zero();
+    for (int64_t k = 0; k < K; k++) {
+        const float *b = B + k * ldb, *a = A + k * as_k;
+        vf b0, b1;
+        if (nv == SIMD_NR) {
+            b0 = v_load(b);
+            b1 = v_load(b + SIMD_VL);
+        } else {
+            b0 = v_load_part(b, n0);
+            b1 = v_load_part(b + SIMD_VL, n1);
+        }
+#pragma GCC unroll 16
+        for (int r = 0; r < SIMD_MR; r++)
+            if (r < mr) {
+                const vf ar = v_set1(a[r * as_m]);
+                c0[r] = v_fma(ar, b0, c0[r]);
+                c1[r] = v_fma(ar, b1, c1[r]);
+            }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < SIMD_MR; r++)
+        if (r < mr) {
+            float *c = C + r * ldc;
+            if (nv == SIMD_NR) {
+                if (rowscale) {
+                    const vf s = v_set1(rowscale[r]);
+                    c0[r] = v_fma(s, v_load(c), c0[r]);
+                    c1[r] = v_fma(s, v_load(c + SIMD_VL), c1[r]);
+                }
+                v_store(c, c0[r]);
+                v_store(c + SIMD_VL, c1[r]);
+            } else {
+                if (rowscale) {
+                    const vf s = v_set1(rowscale[r]);
+                    c0[r] = v_fma(s, v_load_part(c, n0), c0[r]);
+                    c1[r] = v_fma(s, v_load_part(c + SIMD_VL, n1), c1[r]);
+                }
+                v_store_part(c, c0[r], n0);
+                v_store_part(c + SIMD_VL, c1[r], n1);
+            }
+        }
+}
+
+/* Column panels outside, row blocks inside: the K x NR panel of B stays in L1 while A streams. */
+static void gemm_simd(int64_t M, int64_t N, int64_t K, const float *A, int64_t as_m, int64_t as_k,
+                      const float *B, int64_t ldb, const float *rowscale, float *C, int64_t ldc)
+{
+    for (int64_t n0 = 0; n0 < N; n0 += SIMD_NR) {
+        const int nv = N - n0 < SIMD_NR ? (int)(N - n0) : SIMD_NR;
+        const float *Bp = B + n0;
+        int64_t m0 = 0;
+        for (; m0 + SIMD_MR <= M; m0 += SIMD_MR) {
+            const float *Ap = A + m0 * as_m;
+            const float *rs = rowscale ? rowscale + m0 : NULL;
+            float *Cp = C + m0 * ldc + n0;
+            if (nv == SIMD_NR)
+                gemm_block(SIMD_MR, SIMD_NR, K, Ap, as_m, as_k, Bp, ldb, rs, Cp, ldc);
+            else
+                gemm_block(SIMD_MR, nv, K, Ap, as_m, as_k, Bp, ldb, rs, Cp, ldc);
+        }
+        if (m0 < M) {
+            const int mr = (int)(M - m0);
+            const float *Ap = A + m0 * as_m;
+            const float *rs = rowscale ? rowscale + m0 : NULL;
+            float *Cp = C + m0 * ldc + n0;
+            if (mr == 1 && nv == SIMD_NR) /* one row (decode's P V): no row tests */
+                gemm_block(1, SIMD_NR, K, Ap, as_m, as_k, Bp, ldb, rs, Cp, ldc);
+            else if (nv == SIMD_NR)
+                gemm_block(mr, SIMD_NR, K, Ap, as_m, as_k, Bp, ldb, rs, Cp, ldc);
+            else
+                gemm_block(mr, nv, K, Ap, as_m, as_k, Bp, ldb, rs, Cp, ldc);
+        }
+    }
+}
+
+static void pv_simd(const float *P, int64_t ldp, const float *V, int64_t ldv, int64_t br,
+                    int64_t bc, int64_t D, const float *alpha, float *O, int64_t ldo)
+{
+    gemm_simd(br, D, bc, P, ldp, 1, V, ldv, alpha, O, ldo);
+}
+
+/* ---- qk (row-major S, for the backward) ------------------------------------------------ */
+
+SIMD_INLINE vf load_upto(const float *p, int64_t left)
+{
+    return left >= SIMD_VL ? v_load(p) : v_load_part(p, (int)left);
+}
+
+/* Dot products along D, 1 x 4 blocks, one horizontal sum per score: for head dims too large for
+ * qk_simd's packed chunks and for a few rows (decode), where packing K^T would cost as much as
+ * the products. */
+static void qk_dot(const float *Q, int64_t ldq, const float *K, int64_t ldk, int64_t br,
+                   int64_t bc, int64_t D, float scale, float *S, int64_t lds)
+{
+    for (int64_t i = 0; i < br; i++) {
+        const float *q = Q + i * ldq;
+        int64_t j = 0;
+        for (; j + 4 <= bc; j += 4) {
+            const float *k0 = K + j * ldk, *k1 = k0 + ldk, *k2 = k1 + ldk, *k3 = k2 + ldk;
+            vf a0 = v_zero(), a1 = v_zero(), a2 = v_zero(), a3 = v_zero();
+            for (int64_t d = 0; d < D; d += SIMD_VL) {
+                const vf qv = load_upto(q + d, D - d);
+                a0 = v_fma(qv, load_upto(k0 + d, D - d), a0);
+                a1 = v_fma(qv, load_upto(k1 + d, D - d), a1);
+                a2 = v_fma(qv, load_upto(k2 + d, D - d), a2);
+                a3 = v_fma(qv, load_upto(k3 + d, D - d), a3);
+            }
+            S[i * lds + j] = v_hsum(a0) * scale;
+            S[i * lds + j + 1] = v_hsum(a1) * scale;
+            S[i * lds + j + 2] = v_hsum(a2) * scale;
+            S[i * lds + j + 3] = v_hsum(a3) * scale;
+        }
+        for (; j < bc; j++) {
+            const float *k0 = K + j * ldk;
+            vf a0 = v_zero();
+            for (int64_t d = 0; d < D; d += SIMD_VL)
+                a0 = v_fma(load_upto(q + d, D - d), load_upto(k0 + d, D - d), a0);
+            S[i * lds + j] = v_hsum(a0) * scale;
+        }
+    }
+}
+
+/* S = scale Q K^T as the gemm's broadcast form: chunks of kc keys are packed transposed and
+ * pre-scaled on the stack (kc x D <= 32 KiB), then S[:, chunk] = Q (scale K_chunk)^T. The dot
+ * product form spends a horizontal sum per score and ran at 50 GFLOP/s against the gemm's
+ * 88 (AVX2, Zen 3, 64 x 64 x 128 tiles, 1 thread). */
+enum { QK_PACK_FLOATS = 8192, QK_PACK_MIN_ROWS = 8 };
+
+static void qk_simd(const float *Q, int64_t ldq, const float *K, int64_t ldk, int64_t br,
+                    int64_t bc, int64_t D, float scale, float *S, int64_t lds)
+{
+    const int64_t kc = QK_PACK_FLOATS / D / SIMD_NR * SIMD_NR;
+    if (kc == 0 || br < QK_PACK_MIN_ROWS) { /* too wide to pack, or too few rows to repay it */
+        qk_dot(Q, ldq, K, ldk, br, bc, D, scale, S, lds);
+        return;
+    }
+    float kt[QK_PACK_FLOATS] __attribute__((aligned(64)));
+    for (int64_t j0 = 0; j0 < bc; j0 += kc) {
+        const int64_t nc = bc - j0 < kc ? bc - j0 : kc;
+        for (int64_t c = 0; c < nc; c++) {
+            const float *k = K + (j0 + c) * ldk;
+            for (int64_t d = 0; d < D; d++)
+                kt[d * nc + c] = k[d] * scale;
+        }
+        gemm_simd(br, nc, D, Q, ldq, 1, kt, nc, NULL, S + j0, lds);
+    }
+}
+
+/* ---- online softmax ------------------------------------------------------------------- */
+
+/* Row-wise, natural exp (for the backward's contract): max and sum horizontal per row. */
+static void softmax_simd(float *S, int64_t lds, int64_t br, int64_t bc, float *m, float *l,
+                         float *alpha)
+{
+    const vf log2e = v_set1(1.44269504088896341f);
+    for (int64_t i = 0; i < br; i++) {
+        float *s = S + i * lds;
+        int64_t j = 0;
+        vf vmx = v_set1(m[i]);
+        for (; j + SIMD_VL <= bc; j += SIMD_VL)
+            vmx = v_max(vmx, v_load(s + j));
+        float mx = v_hmax(vmx);
+        for (; j < bc; j++)
+            mx = s[j] > mx ? s[j] : mx;
+        if (mx == -INFINITY) {
+            for (j = 0; j < bc; j++)
+                s[j] = 0.0f;
+            alpha[i] = 1.0f;
+            continue;
+        }
+        const float a = mx > m[i] ? expf(m[i] - mx) : 1.0f;
+        const vf vm2 = v_set1(mx);
+        vf vsum = v_zero();
+        for (j = 0; j + SIMD_VL <= bc; j += SIMD_VL) {
+            const vf e = v_exp2_ftz(v_mul(v_sub(v_load(s + j), vm2), log2e));
+            v_store(s + j, e);
+            vsum = v_add(vsum, e);
+        }
+        float sum = 0.0f;
+        if (j < bc) { /* tail: only the first k lanes are scores */
+            const int k = (int)(bc - j);
+            float t[SIMD_VL];
+            v_store(t, v_exp2_ftz(v_mul(v_sub(v_load_part(s + j, k), vm2), log2e)));
+            for (int q = 0; q < k; q++)
+                sum += t[q];
+            v_store_part(s + j, v_load(t), k);
+        }
+        l[i] = l[i] * a + v_hsum(vsum) + sum;
+        m[i] = mx;
+        alpha[i] = a;
+    }
+}
+
+/* Full or partial vector access: k == SIMD_VL is a constant in the main loops, so they use
+ * plain loads and stores (AVX2 masked stores are slow on AMD: never in a hot loop). */
+SIMD_INLINE vf ld_k(const float *p, int k) { return k == SIMD_VL ? v_load(p) : v_load_part(p, k); }
+SIMD_INLINE void st_k(float *p, vf x, int k)
+{
+    if (k == SIMD_VL)
+        v_store(p, x);
+    else
+        v_store_part(p, x, k);
+}
+
+/* One strip of k <= SIMD_VL query columns of softmax_t. */
+SIMD_INLINE void softmax_t_strip(float *St, int64_t ldst, int64_t bc, float scale, float *m,
+                                 float *l, float *alpha, int k)
+{
+    const vf m_old = ld_k(m, k), c = v_set1(scale);
+    vf mx = v_set1(-INFINITY);
+    for (int64_t j = 0; j < bc; j++)
+        mx = v_max(mx, ld_k(St + j * ldst, k)); /* the score second: NaN propagates */
+    mx = v_max(m_old, v_mul(mx, c));            /* scale > 0 commutes with the max */
+    /* A column that has seen only -inf: subtract 0 instead, so P = 2^-inf = 0, not NaN. */
+    const vm empty = v_lt(mx, v_set1(-3.0e38f));
+    const vf neg_ms = v_sub(v_zero(), v_select(empty, v_zero(), mx));
+    vf sum = v_zero();
+    for (int64_t j = 0; j < bc; j++) {
+        float *s = St + j * ldst;
+        const vf e = v_exp2_ftz(v_fma(ld_k(s, k), c, neg_ms));
+        st_k(s, e, k);
+        sum = v_add(sum, e);
+    }
+    const vf a = v_select(empty, v_set1(1.0f), v_exp2_ftz(v_add(m_old, neg_ms)));
+    st_k(l, v_fma(ld_k(l, k), a, sum), k);
+    st_k(m, mx, k);
+    st_k(alpha, a, k);
+}
+
+/* Column-wise (the forward's transposed tile), base 2: every step is vertical. */
+static void softmax_t_simd(float *St, int64_t ldst, int64_t bc, int64_t n, float scale, float *m,
+                           float *l, float *alpha)
+{
+    int64_t i0 = 0;
+    for (; i0 + SIMD_VL <= n; i0 += SIMD_VL)
+        softmax_t_strip(St + i0, ldst, bc, scale, m + i0, l + i0, alpha + i0, SIMD_VL);
+    if (i0 < n)
+        softmax_t_strip(St + i0, ldst, bc, scale, m + i0, l + i0, alpha + i0, (int)(n - i0));
+}
+
+/* ---- element-wise ---------------------------------------------------------------------- */
+
+static void exp_simd(const float *x, float *y, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + SIMD_VL <= n; i += SIMD_VL)
+        v_store(y + i, v_exp(v_load(x + i)));
+    if (i < n)
+        v_store_part(y + i, v_exp(v_load_part(x + i, (int)(n - i))), (int)(n - i));
+}
+
+static void exp2_simd(const float *x, float *y, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + SIMD_VL <= n; i += SIMD_VL)
+        v_store(y + i, v_exp2_ftz(v_load(x + i)));
+    if (i < n)
+        v_store_part(y + i, v_exp2_ftz(v_load_part(x + i, (int)(n - i))), (int)(n - i));
+}
+
+/* Typed vector access: called with a constant dt inside the per-dtype instances below, so the
+ * switch folds away. k < SIMD_VL selects the partial (tail) form. */
+SIMD_INLINE vf ld_dt(flashc_dtype dt, const void *p, int64_t i, int k)
+{
+    switch (dt) {
+    case FLASHC_BF16:
+        return k == SIMD_VL ? v_load_bf16((const uint16_t *)p + i)
+                            : v_load_bf16_part((const uint16_t *)p + i, k);
+    case FLASHC_F16:
+        return k == SIMD_VL ? v_load_f16((const uint16_t *)p + i)
+                            : v_load_f16_part((const uint16_t *)p + i, k);
+    default:
+        return k == SIMD_VL ? v_load((const float *)p + i) : v_load_part((const float *)p + i, k);
+    }
+}
+
+SIMD_INLINE void st_dt(flashc_dtype dt, void *p, int64_t i, vf x, int k)
+{
+    switch (dt) {
+    case FLASHC_BF16:
+        if (k == SIMD_VL)
+            v_store_bf16((uint16_t *)p + i, x);
+        else
+            v_store_bf16_part((uint16_t *)p + i, x, k);
+        break;
+    case FLASHC_F16:
+        if (k == SIMD_VL)
+            v_store_f16((uint16_t *)p + i, x);
+        else
+            v_store_f16_part((uint16_t *)p + i, x, k);
+        break;
+    default:
+        if (k == SIMD_VL)
+            v_store((float *)p + i, x);
+        else
+            v_store_part((float *)p + i, x, k);
+        break;
+    }
+}
+
+SIMD_INLINE void load_row_dt(flashc_dtype dt, const void *src, int64_t n, float *dst)
+{
+    int64_t i = 0;
+    for (; i + SIMD_VL <= n; i += SIMD_VL)
+        v_store(dst + i, ld_dt(dt, src, i, SIMD_VL));
+    if (i < n)
+        v_store_part(dst + i, ld_dt(dt, src, i, (int)(n - i)), (int)(n - i));
+}
+
+static void load_row_simd(const void *src, flashc_dtype dt, int64_t n, float *dst)
+{
+    switch (dt) {
+    case FLASHC_BF16: load_row_dt(FLASHC_BF16, src, n, dst); break;
+    case FLASHC_F16: load_row_dt(FLASHC_F16, src, n, dst); break;
+    default: load_row_dt(FLASHC_F32, src, n, dst); break;
+    }
+}
+
+SIMD_INLINE void store_row_dt(flashc_dtype dt, const float *src, float scale, int64_t n,
+                              void *dst)
+{
+    const vf s = v_set1(scale);
+    int64_t i = 0;
+    for (; i + SIMD_VL <= n; i += SIMD_VL)
+        st_dt(dt, dst, i, v_mul(v_load(src + i), s), SIMD_VL);
+    if (i < n) {
+        const int k = (int)(n - i);
+        st_dt(dt, dst, i, v_mul(v_load_part(src + i, k), s), k);
+    }
+}
+
+static void store_row_simd(const float *src, float scale, int64_t n, void *dst, flashc_dtype dt)
+{
+    switch (dt) {
+    case FLASHC_BF16: store_row_dt(FLASHC_BF16, src, scale, n, dst); break;
+    case FLASHC_F16: store_row_dt(FLASHC_F16, src, scale, n, dst); break;
+    default: store_row_dt(FLASHC_F32, src, scale, n, dst); break;
+    }
+}
+
+/* Two vectors of 2 x SIMD_VL consecutive elements, for element-wise work: bf16 goes through
+ * the pair forms of simd.h (cheaper conversions, in a private element order that the pair
+ * store undoes), the other types through two plain accesses. */
+SIMD_INLINE void ld2_dt(flashc_dtype dt, const void *p, int64_t i, vf *a, vf *b)
+{
+    if (dt == FLASHC_BF16) {
+        v_load_bf16x2((const uint16_t *)p + i, a, b);
+    } else {
+        *a = ld_dt(dt, p, i, SIMD_VL);
+        *b = ld_dt(dt, p, i + SIMD_VL, SIMD_VL);
+    }
+}
+
+SIMD_INLINE void st2_dt(flashc_dtype dt, void *p, int64_t i, vf a, vf b)
+{
+    if (dt == FLASHC_BF16) {
+        v_store_bf16x2((uint16_t *)p + i, a, b);
+    } else {
+        st_dt(dt, p, i, a, SIMD_VL);
+        st_dt(dt, p, i + SIMD_VL, b, SIMD_VL);
+    }
+}
+
+/* RMSNorm of one contiguous row: pass 1 (add the residual, store it, sum squares of the stored
+ * value), pass 2 (scale) re-reads the row from L1/L2. Pairs of vectors in the main loops (two
+ * partial sums hide the FMA latency), then single vectors, then one partial tail. */
+SIMD_INLINE vf rms_pass1(flashc_dtype dt, const void *x, const void *r, void *xw, int64_t d,
+                         int k, vf ss)
+{
+    vf v = ld_dt(dt, x, d, k);
+    if (r) {
+        st_dt(dt, xw, d, v_add(v, ld_dt(dt, r, d, k)), k);
+        v = ld_dt(dt, xw, d, k);
+    }
+    return v_fma(v, v, ss);
+}
+
+SIMD_INLINE void rmsnorm_row_dt(flashc_dtype dt, const void *x, const void *r, void *xw,
+                                const void *w, void *y, int64_t D, float eps)
+{
+    vf s0 = v_zero(), s1 = v_zero();
+    int64_t d = 0;
+    for (; d + 2 * SIMD_VL <= D; d += 2 * SIMD_VL) {
+        vf a, b;
+        ld2_dt(dt, x, d, &a, &b);
+        if (r) {
+            vf ra, rb;
+            ld2_dt(dt, r, d, &ra, &rb);
+            st2_dt(dt, xw, d, v_add(a, ra), v_add(b, rb));
+            ld2_dt(dt, xw, d, &a, &b); /* square what was stored (rounded to dt) */
+        }
+        s0 = v_fma(a, a, s0);
+        s1 = v_fma(b, b, s1);
+    }
+    for (; d + SIMD_VL <= D; d += SIMD_VL)
+        s0 = rms_pass1(dt, x, r, xw, d, SIMD_VL, s0);
+    if (d < D)
+        s1 = rms_pass1(dt, x, r, xw, d, (int)(D - d), s1);
+    const float sum = v_hsum(v_add(s0, s1));
+    const vf rstd = v_set1(1.0f / sqrtf(sum / (float)D + eps));
+    const void *xs = r ? xw : x;
+    for (d = 0; d + 2 * SIMD_VL <= D; d += 2 * SIMD_VL) {
+        vf a, b, wa, wb;
+        ld2_dt(dt, xs, d, &a, &b);
+        ld2_dt(dt, w, d, &wa, &wb);
+        st2_dt(dt, y, d, v_mul(v_mul(a, rstd), wa), v_mul(v_mul(b, rstd), wb));
+    }
+    for (; d < D; d += SIMD_VL) {
+        const int k = D - d < SIMD_VL ? (int)(D - d) : SIMD_VL;
+        st_dt(dt, y, d, v_mul(v_mul(ld_dt(dt, xs, d, k), rstd), ld_dt(dt, w, d, k)), k);
+    }
+}
+
+static void rmsnorm_row_simd(const void *x, int64_t sx, const void *r, int64_t sr, void *xw,
+                             const void *w, int64_t sw, void *y, int64_t sy, int64_t D,
+                             float eps, flashc_dtype dt)
+{
+    if (sx != 1 || (r && sr != 1) || sw != 1 || sy != 1) { /* strided rows: the reference */
+        cpu_kernels_scalar.rmsnorm_row(x, sx, r, sr, xw, w, sw, y, sy, D, eps, dt);
+        return;
+    }
+    switch (dt) {
+    case FLASHC_BF16: rmsnorm_row_dt(FLASHC_BF16, x, r, xw, w, y, D, eps); break;
+    case FLASHC_F16: rmsnorm_row_dt(FLASHC_F16, x, r, xw, w, y, D, eps); break;
+    default: rmsnorm_row_dt(FLASHC_F32, x, r, xw, w, y, D, eps); break;
+    }
+}
+
+SIMD_INLINE void swiglu_row_dt(flashc_dtype dt, const void *gu, void *y, int64_t I)
+{
+    int64_t i = 0;
+    for (; i + 2 * SIMD_VL <= I; i += 2 * SIMD_VL) {
+        vf ga, gb, ua, ub;
+        ld2_dt(dt, gu, i, &ga, &gb);
+        ld2_dt(dt, gu, I + i, &ua, &ub);
+        st2_dt(dt, y, i, v_mul(v_silu(ga), ua), v_mul(v_silu(gb), ub));
+    }
+    for (; i < I; i += SIMD_VL) {
+        const int k = I - i < SIMD_VL ? (int)(I - i) : SIMD_VL;
+        st_dt(dt, y, i, v_mul(v_silu(ld_dt(dt, gu, i, k)), ld_dt(dt, gu, I + i, k)), k);
+    }
+}
+
+static void swiglu_row_simd(const void *gu, int64_t sgu, void *y, int64_t sy, int64_t I,
+                            flashc_dtype dt)
+{
+    if (sgu != 1 || sy != 1) {
+        cpu_kernels_scalar.swiglu_row(gu, sgu, y, sy, I, dt);
+        return;
+    }
+    switch (dt) {
+    case FLASHC_BF16: swiglu_row_dt(FLASHC_BF16, gu, y, I); break;
+    case FLASHC_F16: swiglu_row_dt(FLASHC_F16, gu, y, I); break;
+    default: swiglu_row_dt(FLASHC_F32, gu, y, I); break;
+    }
+}
+
+const cpu_kernels SIMD_TABLE = {
+    .name = SIMD_NAME,
+    .gemm = gemm_simd,
+    .qk = qk_simd,
+    .softmax = softmax_simd,
+    .softmax_t = softmax_t_simd,
+    .pv = pv_simd,
+    .exp = exp_simd,
+    .exp2 = exp2_simd,
+    .load_row = load_row_simd,
+    .store_row = store_row_simd,
+    .rmsnorm_row = rmsnorm_row_simd,
+    .swiglu_row = swiglu_row_simd,
+};

@@ -1,0 +1,452 @@
+/*
+ * test_cpu_kernels.c — every micro-kernel table this CPU can run against the scalar reference
+ * table (kernels_scalar.c), plus the vector exp against libm in double.
+ *
+ * Each test iterates over cpu_isa_names and prints which paths ran and which were skipped
+ * (a path the CPU cannot run, e.g. avx512 on a Zen 3). Sizes are odd on purpose (tails of the
+ * register blocks and of the vector lanes), inputs are fresh random values (seed printed),
+ * outputs are poisoned first and the memory around them is checked untouched.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../src/cpu/kernels.h"
+#include "internal.h"
+
+/* ---- helpers ---------------------------------------------------------------------------- */
+
+static uint64_t rng_state;
+
+static uint64_t rng_next(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static float rng_uniform(float lo, float hi)
+{
+    return lo + (hi - lo) * (float)((rng_next() >> 40) * (1.0 / 16777216.0));
+}
+
+static float *rand_buf(int64_t n, float lo, float hi)
+{
+    float *p = malloc((size_t)n * sizeof(float));
+    assert_non_null(p);
+    for (int64_t i = 0; i < n; i++)
+        p[i] = rng_uniform(lo, hi);
+    return p;
+}
+
+static const float POISON = 12345.678f;
+
+static float *poison_buf(int64_t n)
+{
+    float *p = malloc((size_t)n * sizeof(float));
+    assert_non_null(p);
+    for (int64_t i = 0; i < n; i++)
+        p[i] = POISON;
+    return p;
+}
+
+/* |a - b| <= tol * (1 + |b|) element-wise over rows x cols of ld-strided tiles; NaN fails. */
+static void assert_close(const char *what, const char *isa, const float *a, const float *b,
+                         int64_t rows, int64_t cols, int64_t ld, double tol)
+{
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++) {
+            const double x = a[i * ld + j], y = b[i * ld + j];
+            if (!(fabs(x - y) <= tol * (1.0 + fabs(y)))) {
+                print_error("%s [%s]: (%lld, %lld) = %.9g, reference %.9g\n", what, isa,
+                            (long long)i, (long long)j, x, y);
+                fail();
+            }
+        }
+}
+
+/* The tables to test: every ISA this build knows that this CPU runs. */
+typedef void (*table_test)(const cpu_kernels *t);
+
+static void for_each_isa(const char *what, table_test fn)
+{
+    for (int i = 0; cpu_isa_names[i]; i++) {
+        const cpu_kernels *t = cpu_kernels_by_name(cpu_isa_names[i]);
+        if (!t) {
+            printf("  %s: %s skipped (this CPU cannot run it)\n", what, cpu_isa_names[i]);
+            continue;
+        }
+        fn(t);
+        printf("  %s: %s ran\n", what, t->name);
+    }
+}
+
+/* ---- gemm / pv / qk ------------------------------------------------------------------- */
+
+static void gemm_case(const cpu_kernels *t, int64_t M, int64_t N, int64_t K, int transA,
+                      int scaled)
+{
+    const int64_t lda = (transA ? M : K) + 3, ldb = N + 5, ldc = N + 7;
+    float *A = rand_buf((transA ? K : M) * lda, -1, 1), *B = rand_buf(K * ldb, -1, 1);
+    float *rs = rand_buf(M, 0, 1);
+    float *C0 = rand_buf(M * ldc, -1, 1), *C1 = malloc((size_t)(M * ldc) * sizeof(float));
+    assert_non_null(C1);
+    /* poison the padding columns: they must come back untouched */
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = N; j < ldc; j++)
+            C0[i * ldc + j] = POISON;
+    memcpy(C1, C0, (size_t)(M * ldc) * sizeof(float));
+    const int64_t as_m = transA ? 1 : lda, as_k = transA ? lda : 1;
+    cpu_kernels_scalar.gemm(M, N, K, A, as_m, as_k, B, ldb, scaled ? rs : NULL, C0, ldc);
+    t->gemm(M, N, K, A, as_m, as_k, B, ldb, scaled ? rs : NULL, C1, ldc);
+    assert_close("gemm", t->name, C1, C0, M, N, ldc, 1e-5 * (double)K);
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = N; j < ldc; j++)
+            assert_true(C1[i * ldc + j] == POISON);
+    free(A), free(B), free(rs), free(C0), free(C1);
+}
+
+static void gemm_all(const cpu_kernels *t)
+{
+    static const int64_t sizes[] = {1, 2, 5, 6, 7, 12, 13, 16, 17, 31, 33, 96, 101};
+    const int ns = (int)(sizeof sizes / sizeof sizes[0]);
+    for (int a = 0; a < ns; a++)
+        for (int b = 0; b < ns; b += 2)
+            for (int trans = 0; trans < 2; trans++)
+                gemm_case(t, sizes[a], sizes[b], sizes[(a + b) % ns], trans, (a + b) & 1);
+}
+
+static void test_gemm(void **state)
+{
+    (void)state;
+    for_each_isa("gemm", gemm_all);
+}
+
+static void qk_pv_all(const cpu_kernels *t)
+{
+    static const int64_t shapes[][3] = {{1, 1, 1},    {3, 5, 7},    {6, 16, 64}, {13, 17, 40},
+                                        {64, 64, 128}, {7, 33, 80}, {12, 9, 96}, {5, 70, 3},
+                                        {3, 9, 600} /* qk_simd falls back to dot products */};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int64_t br = shapes[s][0], bc = shapes[s][1], D = shapes[s][2];
+        const int64_t ld = D + 1, lds = bc + 3, ldo = D + 2;
+        float *Q = rand_buf(br * ld, -1, 1), *K = rand_buf(bc * ld, -1, 1);
+        float *S0 = poison_buf(br * lds), *S1 = poison_buf(br * lds);
+        cpu_kernels_scalar.qk(Q, ld, K, ld, br, bc, D, 0.125f, S0, lds);
+        t->qk(Q, ld, K, ld, br, bc, D, 0.125f, S1, lds);
+        assert_close("qk", t->name, S1, S0, br, lds, lds, 1e-6 * (double)D);
+
+        float *P = rand_buf(br * lds, 0, 1), *V = rand_buf(bc * ld, -1, 1);
+        float *al = rand_buf(br, 0, 1);
+        float *O0 = rand_buf(br * ldo, -1, 1), *O1 = malloc((size_t)(br * ldo) * sizeof(float));
+        assert_non_null(O1);
+        memcpy(O1, O0, (size_t)(br * ldo) * sizeof(float));
+        cpu_kernels_scalar.pv(P, lds, V, ld, br, bc, D, al, O0, ldo);
+        t->pv(P, lds, V, ld, br, bc, D, al, O1, ldo);
+        assert_close("pv", t->name, O1, O0, br, ldo, ldo, 1e-6 * (double)bc);
+        free(Q), free(K), free(S0), free(S1), free(P), free(V), free(al), free(O0), free(O1);
+    }
+}
+
+static void test_qk_pv(void **state)
+{
+    (void)state;
+    for_each_isa("qk+pv", qk_pv_all);
+}
+
+/* ---- online softmax --------------------------------------------------------------------- */
+
+/* Two consecutive tiles through both layouts, with masked entries, a fully masked first tile
+ * for some rows (state stays empty, then starts), and rows that never see a key. */
+static void softmax_all(const cpu_kernels *t)
+{
+    static const int64_t shapes[][2] = {{1, 1}, {3, 7}, {8, 16}, {13, 29}, {33, 64}, {96, 96}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const int64_t rows = shapes[s][0], cols = shapes[s][1], ld = cols + 3, ldt = rows + 5;
+        float *m[2], *l[2], *al[2], *S[2], *St[2];
+        for (int v = 0; v < 2; v++) {
+            m[v] = poison_buf(rows), l[v] = poison_buf(rows), al[v] = poison_buf(rows);
+            S[v] = poison_buf(rows * ld), St[v] = poison_buf(cols * ldt);
+        }
+        for (int layout = 0; layout < 2; layout++) {
+            for (int v = 0; v < 2; v++)
+                for (int64_t i = 0; i < rows; i++)
+                    m[v][i] = -INFINITY, l[v][i] = 0.0f;
+            for (int tile = 0; tile < 2; tile++) {
+                float *X = rand_buf(rows * cols, -8, 8);
+                for (int64_t i = 0; i < rows; i++)
+                    for (int64_t j = 0; j < cols; j++) {
+                        const int never = i % 5 == 4;             /* sees nothing at all   */
+                        const int late = i % 3 == 1 && tile == 0; /* first tile masked     */
+                        if (never || late || (rng_next() & 7) == 0)
+                            X[i * cols + j] = -INFINITY;
+                    }
+                for (int v = 0; v < 2; v++)
+                    for (int64_t i = 0; i < rows; i++)
+                        for (int64_t j = 0; j < cols; j++) {
+                            S[v][i * ld + j] = X[i * cols + j];
+                            St[v][j * ldt + i] = X[i * cols + j];
+                        }
+                const cpu_kernels *tab[2] = {&cpu_kernels_scalar, t};
+                for (int v = 0; v < 2; v++) {
+                    if (layout == 0)
+                        tab[v]->softmax(S[v], ld, rows, cols, m[v], l[v], al[v]);
+                    else
+                        tab[v]->softmax_t(St[v], ldt, cols, rows, 0.37f, m[v], l[v], al[v]);
+                }
+                if (layout == 0)
+                    assert_close("softmax P", t->name, S[1], S[0], rows, ld, ld, 1e-6);
+                else
+                    assert_close("softmax_t P", t->name, St[1], St[0], cols, ldt, ldt, 1e-6);
+                for (int64_t i = 0; i < rows; i++) {
+                    if (m[0][i] == -INFINITY)
+                        assert_true(m[1][i] == -INFINITY);
+                    else
+                        assert_close("softmax m", t->name, m[1] + i, m[0] + i, 1, 1, 1, 1e-7);
+                    assert_close("softmax l", t->name, l[1] + i, l[0] + i, 1, 1, 1, 1e-6);
+                    assert_close("softmax alpha", t->name, al[1] + i, al[0] + i, 1, 1, 1, 1e-6);
+                    if (i % 5 == 4) /* never sees a key: empty state, alpha 1 */
+                        assert_true(l[1][i] == 0.0f && al[1][i] == 1.0f);
+                }
+                free(X);
+            }
+        }
+        for (int v = 0; v < 2; v++)
+            free(m[v]), free(l[v]), free(al[v]), free(S[v]), free(St[v]);
+    }
+}
+
+static void test_softmax(void **state)
+{
+    (void)state;
+    for_each_isa("softmax", softmax_all);
+}
+
+/* ---- exp: dense sweeps against libm in double -------------------------------------------- */
+
+/* Documented bounds (simd.h): max relative error of v_exp over [ln FLT_MIN, ln FLT_MAX] and
+ * of v_exp2_ftz over [-126, 127.4], asserted here. */
+static const double EXP_REL_BOUND = 1.5e-7;
+
+static double sweep(const cpu_kernels *t, int base2, double lo, double hi, int64_t n)
+{
+    enum { CHUNK = 4096 };
+    float x[CHUNK], y[CHUNK];
+    double worst = 0.0;
+    for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
+        const int m = n - i0 < CHUNK ? (int)(n - i0) : CHUNK;
+        for (int i = 0; i < m; i++)
+            x[i] = (float)(lo + (hi - lo) * (double)(i0 + i) / (double)(n - 1));
+        (base2 ? t->exp2 : t->exp)(x, y, m);
+        for (int i = 0; i < m; i++) {
+            const double ref = base2 ? exp2((double)x[i]) : exp((double)x[i]);
+            const double rel = fabs((double)y[i] - ref) / ref;
+            if (!(rel <= worst)) /* also catches NaN */
+                worst = rel;
+        }
+    }
+    return worst;
+}
+
+static void exp_all(const cpu_kernels *t)
+{
+    if (!strcmp(t->name, "scalar")) /* libm itself: nothing to bound */
+        return;
+    /* about 2^24 points per function: every float in [1, 2) has ~8 neighbours in the sweep */
+    const double e = sweep(t, 0, -87.3365, 88.7228, 1 << 24);
+    const double e2 = sweep(t, 1, -126.0, 127.4, 1 << 24);
+    printf("  exp [%s]: max relative error %.3g (exp), %.3g (exp2); bound %.3g\n", t->name, e, e2,
+           EXP_REL_BOUND);
+    assert_true(e <= EXP_REL_BOUND);
+    assert_true(e2 <= EXP_REL_BOUND);
+    /* a dense sweep near 0 where exp(r) is the polynomial alone */
+    assert_true(sweep(t, 0, -1.0, 1.0, 1 << 20) <= EXP_REL_BOUND);
+
+    const float sx[] = {-INFINITY, INFINITY, NAN, -1000.0f, -88.0f, 89.0f, 1000.0f, 0.0f,
+                        -127.5f, -200.0f};
+    float y[10], y2[10];
+    t->exp(sx, y, 10);
+    t->exp2(sx, y2, 10);
+    assert_true(y[0] == 0.0f && y2[0] == 0.0f);             /* masked scores contribute 0 */
+    assert_true(isinf(y[1]) && y[1] > 0);                   /* overflow -> +inf           */
+    assert_true(isnan(y[2]) && isnan(y2[2]));               /* NaN never passes as a number */
+    assert_true(y[3] == 0.0f && y[4] == 0.0f);              /* below FLT_MIN: flushed     */
+    assert_true(isinf(y[5]) && isinf(y[6]));
+    assert_true(y[7] == 1.0f && y2[7] == 1.0f);
+    assert_true(y2[8] == 0.0f && y2[9] == 0.0f);
+}
+
+static void test_exp(void **state)
+{
+    (void)state;
+    for_each_isa("exp", exp_all);
+}
+
+/* ---- conversions and row ops -------------------------------------------------------------- */
+
+static int same_float(float a, float b) { return (isnan(a) && isnan(b)) || a == b; }
+
+static void convert_all(const cpu_kernels *t)
+{
+    /* every 16-bit pattern loads exactly as the scalar conversion */
+    enum { N = 65536 + 3 };
+    uint16_t *h = malloc(N * sizeof(uint16_t)), *h1 = malloc(N * sizeof(uint16_t));
+    float *f0 = malloc(N * sizeof(float)), *f1 = malloc(N * sizeof(float));
+    assert_true(h && h1 && f0 && f1);
+    for (int i = 0; i < N; i++)
+        h[i] = (uint16_t)i;
+    const flashc_dtype dts[2] = {FLASHC_BF16, FLASHC_F16};
+    for (int d = 0; d < 2; d++) {
+        cpu_kernels_scalar.load_row(h, dts[d], N, f0);
+        t->load_row(h, dts[d], N, f1);
+        for (int i = 0; i < N; i++)
+            assert_true(same_float(f0[i], f1[i]));
+    }
+    /* stores round to nearest even exactly like the scalar reference: random floats over many
+     * binades, halfway cases, subnormals, inf, NaN */
+    for (int i = 0; i < N; i++) {
+        union { uint32_t u; float f; } c;
+        c.u = (uint32_t)rng_next();
+        if (i % 4 == 1)
+            c.u = (c.u & 0xffff0000u) | 0x8000u; /* exactly halfway for bf16 */
+        if (i % 4 == 2)
+            c.f = rng_uniform(-70000.0f, 70000.0f) * ldexpf(1.0f, -(int)(rng_next() % 40));
+        f0[i] = c.f;
+    }
+    f0[0] = INFINITY, f0[1] = -INFINITY, f0[2] = NAN, f0[3] = 65520.0f, f0[4] = 1e-8f;
+    /* float32 subnormals (AVX-512's vcvtneps2bf16 would flush them), every 16th value */
+    static const uint32_t subn[] = {0x00000001u, 0x007fffffu, 0x80400000u, 0x00008000u,
+                                    0x00018000u, 0x807f8000u};
+    for (int i = 0; i < (int)(sizeof subn / sizeof subn[0]); i++) {
+        union { uint32_t u; float f; } c = {subn[i]};
+        f0[5 + 16 * i] = c.f;
+    }
+    for (int d = 0; d < 2; d++)
+        for (int64_t n = 1; n <= N; n = n * 3 + 1) { /* lengths with every tail */
+            cpu_kernels_scalar.store_row(f0, 1.0f, n, h, dts[d]);
+            t->store_row(f0, 1.0f, n, h1, dts[d]);
+            for (int64_t i = 0; i < n; i++) {
+                const float a = flashc__load(h, dts[d], i), b = flashc__load(h1, dts[d], i);
+                if (!same_float(a, b)) {
+                    print_error("store_row [%s] dtype %d: %.9g -> %#x, reference %#x\n", t->name,
+                                (int)dts[d], (double)f0[i], h1[i], h[i]);
+                    fail();
+                }
+            }
+        }
+    free(h), free(h1), free(f0), free(f1);
+}
+
+static void test_convert(void **state)
+{
+    (void)state;
+    for_each_isa("convert", convert_all);
+}
+
+static void *typed_copy(const float *src, int64_t n, flashc_dtype dt)
+{
+    void *p = malloc((size_t)n * flashc_dtype_size(dt));
+    assert_non_null(p);
+    for (int64_t i = 0; i < n; i++)
+        flashc__store(p, dt, i, src[i]);
+    return p;
+}
+
+static void rows_all(const cpu_kernels *t)
+{
+    static const int64_t widths[] = {1, 3, 8, 17, 64, 127, 1000};
+    const flashc_dtype dts[3] = {FLASHC_F32, FLASHC_BF16, FLASHC_F16};
+    for (int di = 0; di < 3; di++) {
+        const flashc_dtype dt = dts[di];
+        /* one rounding of the output in dt plus float32 sums in another order */
+        const double tol = dt == FLASHC_F32 ? 2e-6 : dt == FLASHC_BF16 ? 8e-3 : 1e-3;
+        for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
+            const int64_t D = widths[wi];
+            float *xf = rand_buf(2 * D, -3, 3), *rf = rand_buf(D, -1, 1), *wf = rand_buf(D, 0, 2);
+            void *x0 = typed_copy(xf, 2 * D, dt), *x1 = typed_copy(xf, 2 * D, dt);
+            void *r = typed_copy(rf, D, dt), *w = typed_copy(wf, D, dt);
+            void *y0 = typed_copy(xf, 2 * D, dt), *y1 = typed_copy(xf, 2 * D, dt);
+            float a[1000 * 2], b[1000 * 2];
+            for (int res = 0; res < 2; res++) {
+                cpu_kernels_scalar.rmsnorm_row(x0, 1, res ? r : NULL, 1, res ? x0 : NULL, w, 1,
+                                               y0, 1, D, 1e-5f, dt);
+                t->rmsnorm_row(x1, 1, res ? r : NULL, 1, res ? x1 : NULL, w, 1, y1, 1, D, 1e-5f,
+                               dt);
+                for (int64_t i = 0; i < D; i++)
+                    a[i] = flashc__load(y1, dt, i), b[i] = flashc__load(y0, dt, i);
+                assert_close("rmsnorm y", t->name, a, b, 1, D, D, tol);
+                for (int64_t i = 0; i < D; i++) /* the written-back residual stream */
+                    assert_true(same_float(flashc__load(x1, dt, i), flashc__load(x0, dt, i)));
+            }
+            /* strided rows (every other element) take the reference path inside */
+            t->rmsnorm_row(x1, 2, NULL, 1, NULL, w, 1, y1, 2, (D + 1) / 2, 1e-5f, dt);
+            cpu_kernels_scalar.rmsnorm_row(x1, 2, NULL, 1, NULL, w, 1, y0, 2,
+                                           (D + 1) / 2, 1e-5f, dt);
+            for (int64_t i = 0; i < (D + 1) / 2; i++)
+                assert_true(same_float(flashc__load(y1, dt, 2 * i), flashc__load(y0, dt, 2 * i)));
+
+            /* SwiGLU over a gate|up row of 2D with large |g| too (exp overflow -> silu = -0) */
+            float *gu = rand_buf(2 * D, -12, 12);
+            if (D > 3)
+                gu[0] = -100.0f, gu[1] = 100.0f;
+            void *g = typed_copy(gu, 2 * D, dt);
+            cpu_kernels_scalar.swiglu_row(g, 1, y0, 1, D, dt);
+            t->swiglu_row(g, 1, y1, 1, D, dt);
+            for (int64_t i = 0; i < D; i++)
+                a[i] = flashc__load(y1, dt, i), b[i] = flashc__load(y0, dt, i);
+            assert_close("swiglu", t->name, a, b, 1, D, D, tol);
+            free(gu), free(g);
+            free(xf), free(rf), free(wf), free(x0), free(x1), free(r), free(w), free(y0),
+                free(y1);
+        }
+    }
+}
+
+static void test_rows(void **state)
+{
+    (void)state;
+    for_each_isa("rows", rows_all);
+}
+
+/* The dispatcher: the automatic choice is one of the runnable tables, and forcing works. */
+static void test_dispatch(void **state)
+{
+    (void)state;
+    const cpu_kernels *best = cpu_kernels_get();
+    assert_non_null(best);
+    assert_ptr_equal(cpu_kernels_by_name(best->name), best);
+    /* FLASHC_ISA naming a runnable table selects exactly it (ctest runs this file under each) */
+    const char *env = getenv("FLASHC_ISA");
+    if (env && cpu_kernels_by_name(env))
+        assert_ptr_equal(best, cpu_kernels_by_name(env));
+    assert_null(cpu_kernels_by_name("no-such-isa"));
+    cpu_kernels_force(&cpu_kernels_scalar);
+    assert_ptr_equal(cpu_kernels_get(), &cpu_kernels_scalar);
+    cpu_kernels_force(NULL);
+    assert_ptr_equal(cpu_kernels_get(), best);
+    printf("  dispatch: %s in use (FLASHC_ISA=%s); build info: %s\n", best->name,
+           getenv("FLASHC_ISA") ? getenv("FLASHC_ISA") : "unset", flashc_build_info());
+}
+
+int main(void)
+{
+    rng_state = (uint64_t)time(NULL) * 2654435761u + 1;
+    printf("seed %llu\n", (unsigned long long)rng_state);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dispatch), cmocka_unit_test(test_gemm),
+        cmocka_unit_test(test_qk_pv),    cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_exp),      cmocka_unit_test(test_convert),
+        cmocka_unit_test(test_rows),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
