@@ -67,43 +67,42 @@ static const float *load_tile_f32(const void *base, flashc_dtype dt, const int64
     return buf;
 }
 
-/* ---- tile products (portable; an ISA-specific version can replace each one) ---------------- */
+/* ---- tile products ------------------------------------------------------------------------
+ * The matrix products go through the micro-kernel table (kernels.h): qk for S and dP, gemm
+ * with A read transposed (strides 1, lda) for dV += P^T dO and dK += dS^T Q, pv for dQ += dS K.
+ * Each call's arithmetic depends only on its operands and sizes, which both schedules pass
+ * identically, so the result stays bit-identical between them on every ISA. */
 
 /* The softmax gradient on one tile, in place, row r of rows:
  *   S (rows x cols, ld) scores  ->  P[r][c] = exp(S[r][c] - lse[r]) for c < vis[r], 0 beyond
  *   dP (rows x cols, ld)        ->  dS[r][c] = P[r][c] * (dP[r][c] - di[r])
  * vis[r] in [0, cols] is the number of keys of the tile row r may see (0: a row that sees none,
- * whose lse is -inf, so exp is never evaluated there). */
-static void dsoftmax_tile_f32(float *S, float *dP, int64_t ld, int64_t rows, int64_t cols,
-                              const float *lse, const float *di, const int64_t *vis)
+ * whose lse is -inf, so exp is never evaluated there). exp is the table's vector exp. */
+static void dsoftmax_tile_f32(const cpu_kernels *kr, float *S, float *dP, int64_t ld,
+                              int64_t rows, int64_t cols, const float *lse, const float *di,
+                              const int64_t *vis)
 {
     for (int64_t r = 0; r < rows; r++) {
         float *s = S + r * ld, *dp = dP + r * ld;
         const float L = lse[r], Di = di[r];
-        for (int64_t c = 0; c < vis[r]; c++) {
-            const float pr = expf(s[c] - L);
-            s[c] = pr;
-            dp[c] = pr * (dp[c] - Di);
-        }
-        for (int64_t c = vis[r]; c < cols; c++)
+        const int64_t n = vis[r];
+        for (int64_t c = 0; c < n; c++)
+            s[c] -= L;
+        kr->exp(s, s, n);
+        for (int64_t c = 0; c < n; c++)
+            dp[c] = s[c] * (dp[c] - Di);
+        for (int64_t c = n; c < cols; c++)
             s[c] = dp[c] = 0.0f;
     }
 }
 
-/* C[c][d] += sum_r A[r][c] * X[r][d], r ascending.
- *   A (rows x cols, lda): P or dS;  X (rows x D, ldx): dO or Q;  C (cols x D, ldc): dV or dK. */
-static void acc_atx_f32(const float *A, int64_t lda, const float *X, int64_t ldx, int64_t rows,
-                        int64_t cols, int64_t D, float *C, int64_t ldc)
+/* C[c][d] += sum_r A[r][c] * X[r][d]:  A (rows x cols, lda): P or dS;  X (rows x D, ldx): dO
+ * or Q;  C (cols x D, ldc): dV or dK;  ones: cols 1s (the gemm's row scale: accumulate). */
+static void acc_atx_f32(const cpu_kernels *kr, const float *A, int64_t lda, const float *X,
+                        int64_t ldx, int64_t rows, int64_t cols, int64_t D, const float *ones,
+                        float *C, int64_t ldc)
 {
-    for (int64_t r = 0; r < rows; r++) {
-        const float *x = X + r * ldx;
-        for (int64_t c = 0; c < cols; c++) {
-            const float a = A[r * lda + c];
-            float *cr = C + c * ldc;
-            for (int64_t d = 0; d < D; d++)
-                cr[d] += a * x[d];
-        }
-    }
+    kr->gemm(cols, D, rows, A, 1, lda, X, ldx, ones, C, ldc);
 }
 
 /* ---- per-thread workspace ----------------------------------------------------------------- */
@@ -115,13 +114,14 @@ typedef struct bwd_ws {
     float *s, *dp;          /* br x bc: S then P; dP then dS                                   */
     float *dk, *dv;         /* bc x D accumulators of the current K block                      */
     float *dq;              /* br x D accumulator of the current Q block (split pass 2)        */
-    float *lse, *di, *ones; /* br: L and D of the Q block's rows; 1s for pv (no rescaling)     */
+    float *lse, *di;        /* br: L and D of the Q block's rows                               */
+    float *ones;            /* max(br, bc) 1s: the row scale of an accumulating gemm / pv      */
 } bwd_ws;
 
 static size_t ws_floats(int64_t br, int64_t bc, int64_t D)
 {
     const size_t n = (size_t)(2 * br + 2 * br * D + 2 * bc * D + 2 * br * bc + 2 * bc * D +
-                              br * D + 3 * br);
+                              br * D + 2 * br + (br > bc ? br : bc));
     return (n + 15) / 16 * 16; /* whole cache lines, so threads never share one */
 }
 
@@ -141,7 +141,7 @@ static bwd_ws ws_at(float *base, int64_t br, int64_t bc, int64_t D)
     w.lse = w.dq + br * D;
     w.di = w.lse + br;
     w.ones = w.di + br;
-    for (int64_t r = 0; r < br; r++)
+    for (int64_t r = 0; r < (br > bc ? br : bc); r++)
         w.ones[r] = 1.0f;
     return w;
 }
@@ -210,7 +210,7 @@ static void tile_p_ds(const attn_problem *p, const cpu_kernels *kr, bwd_ws *w, c
         n = n < 0 ? 0 : n > cols ? cols : n;
         w->vis[r] = w->lse[r] == -INFINITY ? 0 : n; /* a row that saw no key: zero gradients */
     }
-    dsoftmax_tile_f32(w->s, w->dp, bc, rows, cols, w->lse, w->di, w->vis);
+    dsoftmax_tile_f32(kr, w->s, w->dp, bc, rows, cols, w->lse, w->di, w->vis);
 }
 
 /* dK, dV of one K block (KV head hk, batch b), summed over the group's query heads and the
@@ -232,8 +232,8 @@ static int64_t dkdv_block(const attn_problem *p, const cpu_kernels *kr, bwd_ws *
                 continue;
             const qblock qb = load_qblock(p, w, dbuf, b, h, i0, rows);
             tile_p_ds(p, kr, w, &qb, &kb, bc);
-            acc_atx_f32(w->s, bc, qb.dO, qb.lddo, rows, cols, D, w->dv, D);
-            acc_atx_f32(w->dp, bc, qb.Q, qb.ldq, rows, cols, D, w->dk, D);
+            acc_atx_f32(kr, w->s, bc, qb.dO, qb.lddo, rows, cols, D, w->ones, w->dv, D);
+            acc_atx_f32(kr, w->dp, bc, qb.Q, qb.ldq, rows, cols, D, w->ones, w->dk, D);
             if (dq_inplace) {
                 float *dq = (float *)p->dq + b * p->sdq[0] + h * p->sdq[2] + i0 * p->sdq[1];
                 kr->pv(w->dp, bc, kb.K, kb.ldk, rows, cols, D, w->ones, dq, p->sdq[1]);
