@@ -167,10 +167,9 @@ static qblock load_qblock(const attn_problem *p, bwd_ws *w, const float *dbuf, i
 {
     qblock qb = {.b = b, .h = h, .i0 = i0, .rows = rows};
     qb.Q = load_tile_f32(p->q, p->dtype, p->sq, b * p->sq[0] + h * p->sq[2] + i0 * p->sq[1],
-                             rows, p->D, w->q, &qb.ldq);
-    qb.dO = load_tile_f32(p->dout, p->dtype, p->sdo,
-                              b * p->sdo[0] + h * p->sdo[2] + i0 * p->sdo[1], rows, p->D,
-                              w->dout, &qb.lddo);
+                         rows, p->D, w->q, &qb.ldq);
+    qb.dO = load_tile_f32(p->dout, p->dtype, p->sdo, b * p->sdo[0] + h * p->sdo[2] + i0 * p->sdo[1],
+                          rows, p->D, w->dout, &qb.lddo);
     const float *L = p->lse + b * p->slse[0] + h * p->slse[1];
     const float *Di = dbuf + (b * p->Hq + h) * p->Sq;
     for (int64_t r = 0; r < rows; r++) {
@@ -185,9 +184,9 @@ static kblock load_kblock(const attn_problem *p, bwd_ws *w, int64_t b, int64_t h
 {
     kblock kb = {.j0 = j0, .cols = cols};
     kb.K = load_tile_f32(p->k, p->dtype, p->sk, b * p->sk[0] + hk * p->sk[2] + j0 * p->sk[1],
-                             cols, p->D, w->k, &kb.ldk);
+                         cols, p->D, w->k, &kb.ldk);
     kb.V = load_tile_f32(p->v, p->dtype, p->sv, b * p->sv[0] + hk * p->sv[2] + j0 * p->sv[1],
-                             cols, p->D, w->v, &kb.ldv);
+                         cols, p->D, w->v, &kb.ldv);
     return kb;
 }
 
