@@ -179,7 +179,10 @@ flashc_status flashc_attn_fwd_supported(const flashc_attn_params *params, const 
  *   q, k, v, o, lse as produced by the forward with the same params; dout (B, Sq, Hq, D)
  *   dq (B, Sq, Hq, D), dk (B, Sk, Hkv, D), dv (B, Sk, Hkv, D): written (not accumulated);
  *   for GQA, dk/dv of a KV head sum the contributions of every query head of its group.
- * Deterministic: bit-identical for any thread count. Extra memory O(B*Hq*Sq) + per-thread tiles. */
+ *   fully masked rows (lse = -inf) get zero dq and add nothing to dk, dv.
+ * Deterministic: bit-identical for any thread count (no atomics; every sum in a fixed order).
+ * CPU: float32. Extra memory: D = rowsum(dout * o), B*Hq*Sq floats, plus per-thread tiles
+ * O((Br + Bc) * D + Br * Bc); nothing of size Sq x Sk. */
 flashc_status flashc_attn_bwd(const flashc_attn_params *params, const flashc_tensor *q,
                               const flashc_tensor *k, const flashc_tensor *v,
                               const flashc_tensor *o, const flashc_tensor *dout,
@@ -188,7 +191,7 @@ flashc_status flashc_attn_bwd(const flashc_attn_params *params, const flashc_ten
 
 /* The naive reference backward: materialises P (Sq x Sk per head) and dP, float64 accumulation.
  * dV = P^T dO, dP = dO V^T, dS = P * (dP - D), dQ = scale dS K, dK = scale dS^T Q. Host only.
- * lse may be NULL here (P is recomputed from scratch). */
+ * lse may be NULL and is not read: P is recomputed by a full softmax. Any storage dtype. */
 flashc_status flashc_attn_bwd_naive(const flashc_attn_params *params, const flashc_tensor *q,
                                     const flashc_tensor *k, const flashc_tensor *v,
                                     const flashc_tensor *o, const flashc_tensor *dout,

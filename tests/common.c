@@ -1,4 +1,5 @@
 /* common.c — see common.h. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, getpid under -std=c11 */
 #include "common.h"
 
 #include <math.h>

@@ -101,6 +101,7 @@ static const struct bench_op {
     int in_all; /* part of --op all (the seeds' exercise) */
 } bench_ops[] = {
     {"attn", make_attention, 1},   {"attn_merge", make_attention, 0},
+    {"attn_bwd", make_attention, 0}, {"attn_fwdbwd", make_attention, 0},
     {"softmax", make_hidden, 0},   {"rmsnorm", make_hidden, 1},
     {"rmsnorm_res", make_hidden, 0}, {"swiglu", make_inter, 1},
 };
@@ -435,6 +436,34 @@ static int check_impl_list(const char *list)
     return 1;
 }
 
+/* The seeds' extra_memory(T): what one head keeps from the forward for the backward beyond
+ * Q, K, V and O — naive: P, T x T elements (float32 here: 4 bytes); flash: L, T floats.
+ * Printed beside the measured peak_mib of the attn_bwd / attn_fwdbwd rows. */
+static void add_backward_notes(report_meta *meta, const case_spec *specs, int n_specs)
+{
+    char buf[256];
+    size_t used = 0;
+    for (int i = 0; i < n_specs; i++) {
+        if (strcmp(specs[i].op, "attn_bwd") != 0 && strcmp(specs[i].op, "attn_fwdbwd") != 0)
+            continue;
+        case_spec full = specs[i];
+        case_spec_defaults(&full);
+        const double T = (double)full.sq, naive = T * T * 4.0 / 1048576.0, flash = T * 4.0 / 1024.0;
+        char item[64];
+        snprintf(item, sizeof item, "%sT=%lld: %.3f MiB vs %.1f KiB", used ? "; " : "",
+                 (long long)full.sq, naive, flash);
+        if (strstr(buf, item + (used ? 2 : 0)) && used)
+            continue; /* the same T for the other op */
+        if (used + strlen(item) < sizeof buf)
+            used += (size_t)snprintf(buf + used, sizeof buf - used, "%s", item);
+    }
+    if (!used)
+        return;
+    report_note(meta, "backward: max_err over all of dq, dk, dv (full reference; --ref-rows does "
+                      "not apply); naive = P and dS materialised (2 T x T floats per head)");
+    report_note(meta, "seeds' extra_memory(T) per head, P (T*T*4 B) vs L (T*4 B): %s", buf);
+}
+
 static const char bench_intro[] =
     "Times naive vs flash attention and naive vs fused RMSNorm / SwiGLU, each (problem,\n"
     "implementation) in its own child process, and reports the median time, the rate, the\n"
@@ -578,6 +607,7 @@ int bench_main(int argc, char **argv)
                         "(Qwen3-0.6B: d_model 1024, I 3072); eps 1e-6",
                         (long long)o.tokens, (long long)o.hidden, (long long)o.inter);
     }
+    add_backward_notes(&meta, specs, n_specs);
     report_note(&meta, "float32 everywhere; naive = the float64-accumulating reference; time = "
                        "median of `reps` runs after %lld warm-up run(s), except that a run longer "
                        "than --budget = %g s is not repeated for warm-up (it counts as the first "

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_BUFS = 4 };
+enum { MAX_BUFS = 6 };
 enum err_metric { ERR_ABS, ERR_REL1 };
 
 struct case_data {
@@ -313,6 +313,138 @@ static void merge_describe(const case_spec *s, char *buf, size_t size)
     snprintf(buf, size, "%s split %lld", base, (long long)s->split);
 }
 
+/* ---- attention backward: flashc_attn_bwd vs flashc_attn_bwd_naive ----------------------------
+ * in: q, k, v, dO ~ N(0,1), then o and lse from the flash forward (post_fill): the activations a
+ * training step saves. out: dq, dk, dv, compared |diff| / (1 + |ref|). The reference always
+ * solves the full problem (dK and dV need every query row): ref_rows does not apply. */
+
+static void bwd_sizes(case_data *c)
+{
+    attn_sizes(c);
+    const size_t nq = c->in_n[0], nk = c->in_n[1], nl = c->out_n[1];
+    c->in_n[3] = nq;                                      /* dO  */
+    c->in_n[4] = nq;                                      /* o   */
+    c->in_n[5] = nl;                                      /* lse */
+    c->out_n[0] = nq, c->out_n[1] = c->out_n[2] = nk;     /* dq, dk, dv */
+}
+
+/* The tensors of one backward call: inputs from in[] (o, lse from in[4], in[5], or from
+ * tmp[0], tmp[1] when fwd_tmp: the forward+backward op), outputs from slot. */
+typedef struct bwd_views {
+    flashc_tensor q, k, v, o, dout, lse, dq, dk, dv;
+} bwd_views;
+
+static bwd_views bwd_views_of(case_data *c, int slot, int fwd_tmp)
+{
+    const case_spec *s = &c->s;
+    bwd_views t;
+    t.q = attn_view(c->in[0], s->batch, s->sq, s->heads, s->d, s->bhsd);
+    t.k = attn_view(c->in[1], s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
+    t.v = attn_view(c->in[2], s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
+    t.dout = attn_view(c->in[3], s->batch, s->sq, s->heads, s->d, s->bhsd);
+    t.o = attn_view(fwd_tmp ? c->tmp[0] : c->in[4], s->batch, s->sq, s->heads, s->d, s->bhsd);
+    t.lse = flashc_tensor_3d(fwd_tmp ? c->tmp[1] : c->in[5], FLASHC_F32, s->batch, s->heads,
+                             s->sq);
+    t.dq = attn_view(c->out[slot][0], s->batch, s->sq, s->heads, s->d, s->bhsd);
+    t.dk = attn_view(c->out[slot][1], s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
+    t.dv = attn_view(c->out[slot][2], s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
+    return t;
+}
+
+/* o and lse of the flash forward; on failure o is NaN, so every comparison fails loudly. */
+static void bwd_post_fill(case_data *c)
+{
+    attn_post_fill(c);
+    bwd_views t = bwd_views_of(c, 0, 0);
+    flashc_attn_params p = attn_params(&c->s);
+    if (flashc_attn_fwd(&p, &t.q, &t.k, &t.v, &t.o, &t.lse, NULL) != FLASHC_OK)
+        for (size_t i = 0; i < c->in_n[4]; i++)
+            c->in[4][i] = NAN;
+}
+
+static flashc_status bwd_call(bwd_views *t, int impl, const flashc_attn_params *p,
+                              case_stats *st)
+{
+    flashc_attn_stats as = {0};
+    flashc_status r =
+        impl == 0 ? flashc_attn_bwd_naive(p, &t->q, &t->k, &t->v, &t->o, &t->dout, &t->lse,
+                                          &t->dq, &t->dk, &t->dv, &as)
+                  : flashc_attn_bwd(p, &t->q, &t->k, &t->v, &t->o, &t->dout, &t->lse, &t->dq,
+                                    &t->dk, &t->dv, &as);
+    copy_stats(st, &as);
+    return r;
+}
+
+static flashc_status bwd_run(case_data *c, int impl, int slot, case_stats *st)
+{
+    bwd_views t = bwd_views_of(c, slot, 0);
+    flashc_attn_params p = attn_params(&c->s);
+    return bwd_call(&t, impl, &p, st);
+}
+
+/* fp32 tiles vs float64 sums: dV and dK sum Sq terms, dQ Sk terms, with random-walk growth
+ * (measured: ~1e-6 at n ~ 100 with GQA, ~4e-7 at n = 2048). */
+static double bwd_tol(const case_spec *s)
+{
+    const double n = (double)(s->sq > s->sk ? s->sq : s->sk);
+    const double t = 1e-6 * sqrt(n);
+    return t > 1e-5 ? t : 1e-5;
+}
+
+/* FA-2's count: the backward is 2.5 forwards (five tile products instead of two). */
+static double bwd_flops(const case_spec *s) { return 2.5 * attn_flops(s); }
+
+/* read q, k, v, o, dO, lse; write dq, dk, dv */
+static double bwd_min_bytes(const case_spec *s)
+{
+    return F32 * (double)s->batch * (4.0 * (double)(s->sq * s->heads * s->d) +
+                                     4.0 * (double)(s->sk * s->kv_heads * s->d)) +
+           4.0 * (double)(s->batch * s->heads * s->sq);
+}
+
+static double bwd_traffic(const case_spec *s, int impl, const case_stats *st)
+{
+    traffic_attn a = attn_model(s);
+    return impl == 0 ? traffic_attn_bwd_naive(&a)
+                     : traffic_attn_bwd_flash(&a, st->block_q, st->block_k);
+}
+
+/* ---- attention forward + backward: one training step's attention ---------------------------
+ * in: q, k, v, dO; tmp: o, lse (what the forward saves); out: dq, dk, dv. naive = the naive
+ * forward then the naive backward; flash = flash then flash. */
+
+static void fwdbwd_sizes(case_data *c)
+{
+    bwd_sizes(c);
+    c->tmp_n[0] = c->in_n[4], c->tmp_n[1] = c->in_n[5];
+    c->in_n[4] = c->in_n[5] = 0;
+}
+
+static flashc_status fwdbwd_run(case_data *c, int impl, int slot, case_stats *st)
+{
+    bwd_views t = bwd_views_of(c, slot, 1);
+    flashc_attn_params p = attn_params(&c->s);
+    const flashc_status r = impl == 0
+                                ? flashc_attn_fwd_naive(&p, &t.q, &t.k, &t.v, &t.o, &t.lse, NULL)
+                                : flashc_attn_fwd(&p, &t.q, &t.k, &t.v, &t.o, &t.lse, NULL);
+    return r != FLASHC_OK ? r : bwd_call(&t, impl, &p, st);
+}
+
+static double fwdbwd_flops(const case_spec *s) { return 3.5 * attn_flops(s); }
+
+/* read q, k, v, dO; write dq, dk, dv */
+static double fwdbwd_min_bytes(const case_spec *s)
+{
+    return F32 * (double)s->batch * (3.0 * (double)(s->sq * s->heads * s->d) +
+                                     4.0 * (double)(s->sk * s->kv_heads * s->d));
+}
+
+/* the forward's model plus the backward's (the flash forward counted at the backward's tiles) */
+static double fwdbwd_traffic(const case_spec *s, int impl, const case_stats *st)
+{
+    return attn_traffic(s, impl, st) + bwd_traffic(s, impl, st);
+}
+
 /* ---- online softmax: each row a stream, consumed in three chunks, states merged --------------
  * impls[0] = a two-pass float64 softmax (max, then sum of exp); "online" = one pass per chunk
  * with flashc_online_softmax, chunks combined by flashc_softmax_state_merge. Every 7th entry is
@@ -537,6 +669,28 @@ static const op_entry op_merge = {
     .describe = merge_describe,
 };
 
+static const op_entry op_attn_bwd = {
+    .pub = {.name = "attn_bwd",
+            .summary = "attention backward: naive (P, dS materialised) vs flash (P recomputed "
+                       "from the LSE)",
+            .impls = {"naive", "flash"}, .n_impls = 2},
+    /* q k v dO o lse -> dq dk dv */
+    .n_in = 6, .n_out = 3, .metric = {ERR_REL1, ERR_REL1, ERR_REL1},
+    .defaults = attn_defaults, .sizes = bwd_sizes, .post_fill = bwd_post_fill, .run = bwd_run,
+    .tol = bwd_tol, .flops = bwd_flops, .min_bytes = bwd_min_bytes, .traffic = bwd_traffic,
+    .describe = attn_describe,
+};
+
+static const op_entry op_attn_fwdbwd = {
+    .pub = {.name = "attn_fwdbwd",
+            .summary = "attention forward + backward (a training step): naive vs flash",
+            .impls = {"naive", "flash"}, .n_impls = 2},
+    .n_in = 4, .n_out = 3, .n_tmp = 2, .metric = {ERR_REL1, ERR_REL1, ERR_REL1},
+    .defaults = attn_defaults, .sizes = fwdbwd_sizes, .post_fill = attn_post_fill,
+    .run = fwdbwd_run, .tol = bwd_tol, .flops = fwdbwd_flops, .min_bytes = fwdbwd_min_bytes,
+    .traffic = fwdbwd_traffic, .describe = attn_describe,
+};
+
 static const op_entry op_softmax = {
     .pub = {.name = "softmax",
             .summary = "online softmax in three chunks + state merge vs two-pass float64",
@@ -576,8 +730,9 @@ static const op_entry op_swiglu = {
     .describe = rows_describe,
 };
 
-const op_desc *const cases_ops[] = {&op_attn.pub,    &op_merge.pub,       &op_softmax.pub,
-                                    &op_rmsnorm.pub, &op_rmsnorm_res.pub, &op_swiglu.pub};
+const op_desc *const cases_ops[] = {&op_attn.pub,       &op_merge.pub,       &op_attn_bwd.pub,
+                                    &op_attn_fwdbwd.pub, &op_softmax.pub,     &op_rmsnorm.pub,
+                                    &op_rmsnorm_res.pub, &op_swiglu.pub};
 const int cases_n_ops = (int)(sizeof cases_ops / sizeof cases_ops[0]);
 
 /* op_desc is the first member of op_entry. */

@@ -54,6 +54,20 @@ static const case_spec table[] = {
     {.op = "attn_merge", .sq = 1, .sk = 301, .heads = 8, .kv_heads = 2, .d = 128, .split = 150},
     {.op = "attn_merge", .batch = 2, .sq = 33, .sk = 64, .heads = 2, .d = 40, .split = 1,
      .bhsd = 1},
+    /* attention backward (o and lse from the flash forward) and forward + backward */
+    {.op = "attn_bwd", .sq = 130, .d = 64},
+    {.op = "attn_bwd", .sq = 130, .d = 64, .causal = 1},
+    {.op = "attn_bwd", .sq = 77, .sk = 129, .d = 40, .br = 16, .bc = 32, .causal = 1},
+    {.op = "attn_bwd", .sq = 100, .sk = 37, .d = 64, .br = 16, .bc = 8, .causal = 1}, /* masked */
+    {.op = "attn_bwd", .sq = 1, .sk = 300, .d = 64, .causal = 1},                  /* decode step */
+    {.op = "attn_bwd", .sq = 1, .d = 16},                                           /* n = 1 */
+    {.op = "attn_bwd", .sq = 96, .heads = 8, .kv_heads = 2, .d = 64, .causal = 1},  /* GQA */
+    {.op = "attn_bwd", .sq = 96, .heads = 4, .kv_heads = 1, .d = 80},               /* MQA */
+    {.op = "attn_bwd", .batch = 2, .sq = 70, .sk = 90, .heads = 4, .kv_heads = 2, .d = 32,
+     .causal = 1, .bhsd = 1},                                                      /* BHSD */
+    {.op = "attn_bwd", .sq = 130, .d = 128, .br = 7, .bc = 13, .causal = 1},
+    {.op = "attn_fwdbwd", .sq = 200, .d = 64, .causal = 1},
+    {.op = "attn_fwdbwd", .sq = 65, .sk = 90, .heads = 6, .kv_heads = 2, .d = 48},
     /* online softmax: chunks + merge */
     {.op = "softmax", .rows = 64, .width = 1},
     {.op = "softmax", .rows = 64, .width = 3},
@@ -108,8 +122,9 @@ static void check_traffic(int quiet, int *passed, int *failed)
 }
 
 static const char check_intro[] =
-    "Runs every op (attention forward naive vs flash, split-KV merge, online softmax, RMSNorm\n"
-    "plain and residual, SwiGLU) against its float64 reference on fresh random inputs, over a\n"
+    "Runs every op (attention forward naive vs flash, split-KV merge, attention backward and\n"
+    "forward + backward, online softmax, RMSNorm plain and residual, SwiGLU) against its float64\n"
+    "reference on fresh random inputs, over a\n"
     "table of shapes (causal and not, GQA/MQA, odd and unequal lengths, head dims 8..256, tiles).\n"
     "One line per case; exit status 1 on any mismatch, NaN, error or modified input, 2 on a\n"
     "bad option.";
@@ -120,8 +135,9 @@ int check_main(int argc, char **argv)
     int64_t seed = 0, threads = 0;
     int quiet = 0;
     cli_option opts[] = {
-        {"op", CLI_STRING, &ops, 0, 0, NULL, "LIST", "only these ops (attn, attn_merge, softmax, "
-                                                    "rmsnorm, rmsnorm_res, swiglu)", 0},
+        {"op", CLI_STRING, &ops, 0, 0, NULL, "LIST", "only these ops (attn, attn_merge, attn_bwd, "
+                                                    "attn_fwdbwd, softmax, rmsnorm, rmsnorm_res, "
+                                                    "swiglu)", 0},
         {"seed", CLI_INT, &seed, 0, 9e15, NULL, "N", "seed of the inputs (default: time)", 0},
         {"threads", CLI_INT, &threads, 1, 1024, NULL, "N", "CPU threads (library default)", 0},
         {"quiet", CLI_FLAG, &quiet, 0, 0, NULL, NULL, "print failures and the summary only", 0},

@@ -47,6 +47,31 @@ double traffic_attn_flash(const traffic_attn *a, int64_t br, int64_t bc)
     return per_head * (double)a->B * (double)a->Hq;
 }
 
+double traffic_attn_bwd_naive(const traffic_attn *a)
+{
+    const double Sq = (double)a->Sq, Sk = (double)a->Sk, D = (double)a->D;
+    const double per_head = a->e * (4.0 * Sq * D + 4.0 * Sk * D) + 7.0 * a->e * Sq * Sk;
+    return per_head * (double)a->B * (double)a->Hq;
+}
+
+double traffic_attn_bwd_flash(const traffic_attn *a, int64_t br, int64_t bc)
+{
+    if (br > a->Sq)
+        br = a->Sq;
+    if (bc > a->Sk)
+        bc = a->Sk;
+    const double D = (double)a->D;
+    double pair_rows = 0.0; /* sum over visited (Q block, K block) pairs of the Q block's rows */
+    for (int64_t i0 = 0; i0 < a->Sq; i0 += br) {
+        const int64_t rows = i0 + br < a->Sq ? br : a->Sq - i0;
+        const int64_t kend = traffic_key_end(a, i0 + rows - 1);
+        pair_rows += (double)rows * (double)((kend + bc - 1) / bc);
+    }
+    const double per_head = 2.0 * a->e * (double)a->Sq * D + 4.0 * (double)a->Sq +
+                            4.0 * a->e * (double)a->Sk * D + pair_rows * (4.0 * a->e * D + 8.0);
+    return per_head * (double)a->B * (double)a->Hq;
+}
+
 double traffic_rmsnorm(int64_t T, int64_t D, double e, int fused, int residual)
 {
     const double passes = fused ? (residual ? 4.0 : 2.0) : (residual ? 8.0 : 5.0);

@@ -40,6 +40,21 @@ double traffic_attn_naive(const traffic_attn *a);
  *   write O and LSE:                        e Sq D + 4 Sq                                  */
 double traffic_attn_flash(const traffic_attn *a, int64_t br, int64_t bc);
 
+/* Naive backward, per (batch, query head): the seeds' formulas on whole matrices, with P kept
+ * from the forward (what a framework stores for the backward):
+ *   read Q, K, V, O, dO once, write dQ, dK, dV:   e * (4 Sq D + 4 Sk D)
+ *   read P for dV = P^T dO, write dP = dO V^T,
+ *   read P and dP + write dS, read dS for dQ and for dK:   7 e Sq Sk                        */
+double traffic_attn_bwd_naive(const traffic_attn *a);
+
+/* Flash backward (FA-2 Algorithm 2: outer loop over K/V blocks, inner over the Q blocks that
+ * see them), tiles br x bc, per (batch, query head):
+ *   read O and dO for D = rowsum(dO * O), write D:        2 e Sq D + 4 Sq
+ *   read K, V once, write dK, dV once:                    4 e Sk D
+ *   per visited (Q block, K block) pair of r query rows: read Q, dO, L, D and read + write
+ *   dQ:                                                   r * (4 e D + 8)                  */
+double traffic_attn_bwd_flash(const traffic_attn *a, int64_t br, int64_t bc);
+
 /* RMSNorm of T rows of width D (the seeds' 10 d vs 4 d bytes per row at bf16):
  *   naive: read x, write x^2, read x^2, read x, write y   = 5 e T D
  *   fused: read x, write y                                 = 2 e T D
