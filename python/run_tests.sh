@@ -7,7 +7,7 @@
 # The library: $FLASHC_LIBRARY if set, else <repo>/build/libflashc.so (the package's own lookup).
 # The interpreter: a venv at $FLASHC_VENV (default <repo>/build/pyvenv), created with
 # --system-site-packages so a system torch (the GPU machine's) is used by the torch tests;
-# numpy and pytest are installed from PyPI into it when missing. Exits non-zero on any failure,
+# numpy, pytest and ml_dtypes (numpy bfloat16) are installed from PyPI into it when missing. Exits non-zero on any failure,
 # including "no tests collected" (pytest's status 5), which means the tests went missing.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -27,7 +27,7 @@ if [ ! -x "$venv/bin/python" ]; then
     "$py" -m venv --system-site-packages "$venv"
 fi
 # a no-op (no network) when the venv or the system already satisfies these
-"$venv/bin/python" -m pip install -q --disable-pip-version-check "numpy>=1.22" "pytest>=7"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check "numpy>=1.22" "pytest>=7" "ml_dtypes>=0.3"
 
 # A sanitizer build of the library (cmake -DFLASHC_SANITIZE=ON) can only be loaded into Python
 # with its runtimes preloaded; Python's own allocations are not leaks of ours.
