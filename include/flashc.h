@@ -13,7 +13,9 @@
  *   k, v (B, Sk, Hkv, D)      keys and values; Hq % Hkv == 0 (GQA; Hkv == 1 is MQA)
  *   o    (B, Sq, Hq,  D)      output
  *   lse  (B, Hq, Sq)          float32 log-sum-exp per query row, natural log: L = m + log(l)
- * Strides are in elements, any sign-free values are accepted, so a (B, H, S, D) buffer is passed
+ * Strides are in elements and non-negative. Inputs accept any such strides, zero included (a
+ * broadcast view, e.g. one KV head expanded across query heads); outputs must not alias
+ * themselves (no two indices may share an element). So a (B, H, S, D) buffer is passed
  * as the view shape (B, S, H, D) with strides (H*S*D, D, S*D, 1).
  *
  * Causal masking is aligned bottom-right (as flash-attn >= 2.1): query row i sees key j iff
@@ -44,7 +46,8 @@ typedef enum flashc_status {
     FLASHC_OK = 0,
     FLASHC_ERR_NULL_POINTER,       /* a required pointer (tensor, data, params) is NULL          */
     FLASHC_ERR_INVALID_SHAPE,      /* a size is zero/negative, wrong rank, or sizes disagree     */
-    FLASHC_ERR_INVALID_STRIDE,     /* a stride is negative, or zero on a dimension of size > 1   */
+    FLASHC_ERR_INVALID_STRIDE,     /* a stride is negative, or an output's strides make two of
+                                      its elements share memory (e.g. zero on a dim of size > 1) */
     FLASHC_ERR_HEAD_MISMATCH,      /* Hq % Hkv != 0, or k and v disagree on heads                */
     FLASHC_ERR_DIM_MISMATCH,       /* head dims of q, k, v, o (or norm widths) disagree          */
     FLASHC_ERR_DTYPE_MISMATCH,     /* tensors that must share a dtype do not                     */

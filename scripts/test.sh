@@ -20,5 +20,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 if [ -x python/run_tests.sh ]; then
     echo "== python binding tests"
     FLASHC_LIBRARY="$PWD/build/libflashc.so" python/run_tests.sh
+    echo "== python binding tests on the sanitizer build"
+    FLASHC_LIBRARY="$PWD/build-asan/libflashc.so" python/run_tests.sh
 fi
 echo "== all tests passed"

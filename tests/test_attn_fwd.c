@@ -216,7 +216,8 @@ static void test_strided_bhsd(void **state)
     free(q), free(k), free(v), free(o), free(qc), free(kc), free(vc), free(oc);
 }
 
-/* Same result for 1 and 2 threads, and for a custom scale. */
+/* Same result for 1 and 2 threads, and for a custom scale, negative too (the header allows
+ * any finite scale: the smallest q.k then dominates, and masked scores must stay masked). */
 static void test_threads_and_scale(void **state)
 {
     (void)state;
@@ -229,14 +230,17 @@ static void test_threads_and_scale(void **state)
     flashc_tensor tv = flashc_tensor_4d(v, FLASHC_F32, 1, S, H, D);
     flashc_tensor t1 = flashc_tensor_4d(o1, FLASHC_F32, 1, S, H, D);
     flashc_tensor t2 = flashc_tensor_4d(o2, FLASHC_F32, 1, S, H, D);
-    flashc_attn_params p = {0};
-    p.softmax_scale = 0.37f, p.causal = 1, p.num_threads = 1;
-    TU_OK(flashc_attn_fwd(&p, &tq, &tk, &tv, &t1, NULL, NULL));
-    p.num_threads = 2;
-    TU_OK(flashc_attn_fwd(&p, &tq, &tk, &tv, &t2, NULL, NULL));
-    assert_memory_equal(o1, o2, n * sizeof *o1); /* rows are independent: bit-identical */
-    tu_attn_ref64(q, k, v, 1, S, S, H, H, D, 0.37f, 1, o64, l64);
-    assert_true(tu_max_abs_diff64(o1, o64, n) <= 1e-5);
+    static const float scales[2] = {0.37f, -0.37f};
+    for (int s = 0; s < 2; s++) {
+        flashc_attn_params p = {0};
+        p.softmax_scale = scales[s], p.causal = 1, p.num_threads = 1;
+        TU_OK(flashc_attn_fwd(&p, &tq, &tk, &tv, &t1, NULL, NULL));
+        p.num_threads = 2;
+        TU_OK(flashc_attn_fwd(&p, &tq, &tk, &tv, &t2, NULL, NULL));
+        assert_memory_equal(o1, o2, n * sizeof *o1); /* rows are independent: bit-identical */
+        tu_attn_ref64(q, k, v, 1, S, S, H, H, D, scales[s], 1, o64, l64);
+        assert_true(tu_max_abs_diff64(o1, o64, n) <= 1e-5);
+    }
     free(q), free(k), free(v), free(o1), free(o2), free(o64), free(l64);
 }
 

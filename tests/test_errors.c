@@ -65,6 +65,12 @@ static void m_bad_device(setup *s) { s->tk.device = (flashc_device)9; }
 static void m_device_mismatch(setup *s) { s->tk.device = FLASHC_DEVICE_CUDA; }
 /* 2^40 x 2^30 elements: the byte extent overflows 64 bits */
 static void m_overflow(setup *s) { s->tk.shape[1] = (int64_t)1 << 40, s->tk.stride[1] = (int64_t)1 << 30; }
+static void m_o_zero_stride(setup *s) { s->to.stride[2] = 0; }
+/* rows of o overlap: seqlen stride smaller than the heads x dims it must step over */
+static void m_o_self_overlap(setup *s) { s->to.stride[1] = D; }
+static void m_lse_zero_stride(setup *s) { s->tl.stride[2] = 0; }
+/* a zero stride on an input is a legal broadcast: one q row for every position */
+static void m_q_broadcast(setup *s) { s->tq.stride[1] = 0; }
 static void m_offset_overflow(setup *s) { s->tq.stride[0] = INT64_MAX / 2; }
 
 static const bad_case ATTN_CASES[] = {
@@ -95,6 +101,9 @@ static const bad_case ATTN_CASES[] = {
     {"k on CUDA, q on CPU", m_device_mismatch, FLASHC_ERR_INVALID_ARGUMENT},
     {"byte count overflow", m_overflow, FLASHC_ERR_OVERFLOW},
     {"offset overflow", m_offset_overflow, FLASHC_ERR_OVERFLOW},
+    {"o stride 0 on heads", m_o_zero_stride, FLASHC_ERR_INVALID_STRIDE},
+    {"o rows overlap", m_o_self_overlap, FLASHC_ERR_INVALID_STRIDE},
+    {"lse stride 0", m_lse_zero_stride, FLASHC_ERR_INVALID_STRIDE},
 };
 
 typedef flashc_status (*fwd_fn)(const flashc_attn_params *, const flashc_tensor *,
@@ -124,6 +133,10 @@ static void check_attn(fwd_fn fn, const char *fname)
         assert_memory_equal(s.v, v0, sizeof v0);
         assert_true(st.tile_pairs == -7); /* stats untouched too */
     }
+    /* a broadcast input (zero stride) is accepted */
+    good(&s);
+    m_q_broadcast(&s);
+    TU_OK(fn(&s.p, &s.tq, &s.tk, &s.tv, &s.to, s.lse_arg, NULL));
     /* the unchanged setup succeeds and clears the message */
     good(&s);
     TU_OK(fn(&s.p, &s.tq, &s.tk, &s.tv, &s.to, s.lse_arg, NULL));
@@ -207,6 +220,13 @@ static void test_rows_bad_input(void **state)
     assert_int_equal(flashc_swiglu(&tg, &bad), FLASHC_ERR_INVALID_SHAPE);
     bad = tg, bad.data = out;
     assert_int_equal(flashc_swiglu_naive(&bad, &to), FLASHC_ERR_OVERLAP);
+    bad = to, bad.stride[0] = 0;
+    assert_int_equal(flashc_swiglu(&tg, &bad), FLASHC_ERR_INVALID_STRIDE);
+    bad = ty, bad.stride[0] = W / 2; /* rows overlap */
+    assert_int_equal(flashc_rmsnorm(&tx, &tw, 1e-6f, &bad), FLASHC_ERR_INVALID_STRIDE);
+    flashc_tensor bcast = flashc_tensor_2d(gu, FLASHC_F32, T, W);
+    bcast.stride[0] = 0; /* x broadcast over rows: fine as an input, not as the residual output */
+    assert_int_equal(flashc_rmsnorm_residual(&bcast, &ty, &tw, 1e-6f, &to), FLASHC_ERR_INVALID_STRIDE);
     bad = to, bad.device = FLASHC_DEVICE_CUDA;
     assert_int_equal(flashc_swiglu(&tg, &bad), FLASHC_ERR_UNSUPPORTED);
     assert_memory_equal(out, out0, sizeof out);

@@ -144,6 +144,9 @@ static flashc_status check_fwd_outputs(const char *fn, const flashc_tensor *q,
                                        const flashc_tensor *k, const flashc_tensor *v,
                                        const flashc_tensor *o, const flashc_tensor *lse)
 {
+    TRY(flashc__check_output_layout(fn, "o", o));
+    if (lse)
+        TRY(flashc__check_output_layout(fn, "lse", lse));
     const flashc_tensor *ins[3] = {q, k, v};
     static const char *names[3] = {"q", "k", "v"};
     for (int i = 0; i < 3; i++) {
@@ -251,6 +254,7 @@ static flashc_status build_bwd(const char *fn, const flashc_attn_params *params,
     const flashc_tensor *ins[6] = {q, k, v, o, dout, lse};
     static const char *inames[6] = {"q", "k", "v", "o", "dout", "lse"};
     for (int i = 0; i < 3; i++) {
+        TRY(flashc__check_output_layout(fn, onames[i], outs[i]));
         for (int j = 0; j < 6; j++)
             TRY(flashc__check_no_overlap(fn, onames[i], outs[i], inames[j], ins[j]));
         for (int j = i + 1; j < 3; j++)

@@ -48,6 +48,9 @@ int flashc__threads(int requested);
  * dtype, and a byte extent that fits in 64 bits. name is used in messages ("q"). */
 flashc_status flashc__check_tensor(const char *fn, const char *name, const flashc_tensor *t,
                                    int ndim);
+/* For an output (after flashc__check_tensor): FLASHC_ERR_INVALID_STRIDE unless every index maps
+ * to its own element, so that writes never race or overwrite each other. */
+flashc_status flashc__check_output_layout(const char *fn, const char *name, const flashc_tensor *t);
 /* [lo, hi) byte range a valid tensor touches. */
 void flashc__tensor_extent(const flashc_tensor *t, uintptr_t *lo, uintptr_t *hi);
 /* FLASHC_ERR_OVERLAP if the byte ranges of a and b intersect. */

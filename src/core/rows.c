@@ -51,6 +51,9 @@ static flashc_status check_rmsnorm(const char *fn, const flashc_tensor *x, const
     if (!isfinite(eps) || eps < 0.0f)
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT, "%s: eps = %g must be finite and >= 0", fn,
                             (double)eps);
+    TRY(flashc__check_output_layout(fn, "y", y));
+    if (residual) /* x is written back */
+        TRY(flashc__check_output_layout(fn, "x", x));
     TRY(flashc__check_no_overlap(fn, "y", y, "x", x));
     TRY(flashc__check_no_overlap(fn, "y", y, "w", w));
     if (residual) {
@@ -129,6 +132,7 @@ static flashc_status check_swiglu(const char *fn, const flashc_tensor *gu, const
                             fn, (long long)out->shape[0], (long long)out->shape[1],
                             (long long)gu->shape[0], (long long)gu->shape[1],
                             (long long)gu->shape[0], (long long)(gu->shape[1] / 2));
+    TRY(flashc__check_output_layout(fn, "out", out));
     TRY(flashc__check_no_overlap(fn, "out", out, "gate_up", gu));
     memset(p, 0, sizeof *p);
     p->T = out->shape[0], p->D = out->shape[1];

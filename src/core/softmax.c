@@ -85,6 +85,9 @@ flashc_status flashc_attn_merge(const flashc_tensor *o1, const flashc_tensor *ls
     TRY(check_like(fn, "lse2", lse2, lse1, 3));
     if (lse)
         TRY(check_like(fn, "lse", lse, lse1, 3));
+    TRY(flashc__check_output_layout(fn, "o", o));
+    if (lse)
+        TRY(flashc__check_output_layout(fn, "lse", lse));
     const flashc_tensor *ins[4] = {o1, lse1, o2, lse2};
     static const char *names[4] = {"o1", "lse1", "o2", "lse2"};
     for (int i = 0; i < 4; i++) {

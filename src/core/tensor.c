@@ -89,6 +89,33 @@ flashc_status flashc__check_tensor(const char *fn, const char *name, const flash
     return FLASHC_OK;
 }
 
+flashc_status flashc__check_output_layout(const char *fn, const char *name, const flashc_tensor *t)
+{
+    /* Sufficient condition for an injective layout: with the dims of size > 1 sorted by
+     * stride, each stride exceeds the largest offset reachable through the smaller ones. */
+    int order[FLASHC_MAX_DIMS], n = 0;
+    for (int i = 0; i < t->ndim; i++)
+        if (t->shape[i] > 1)
+            order[n++] = i;
+    for (int a = 1; a < n; a++) /* insertion sort by stride */
+        for (int b = a; b > 0 && t->stride[order[b]] < t->stride[order[b - 1]]; b--) {
+            int tmp = order[b];
+            order[b] = order[b - 1];
+            order[b - 1] = tmp;
+        }
+    int64_t reach = 0; /* largest offset reachable with the dims seen so far */
+    for (int a = 0; a < n; a++) {
+        const int i = order[a];
+        if (t->stride[i] <= reach)
+            return flashc__fail(FLASHC_ERR_INVALID_STRIDE,
+                                "%s: output %s has stride[%d] = %lld, so two of its elements share "
+                                "memory (an output must not alias itself)",
+                                fn, name, i, (long long)t->stride[i]);
+        reach += (t->shape[i] - 1) * t->stride[i]; /* no overflow: check_tensor bounded it */
+    }
+    return FLASHC_OK;
+}
+
 void flashc__tensor_extent(const flashc_tensor *t, uintptr_t *lo, uintptr_t *hi)
 {
     int64_t max_off = 0;

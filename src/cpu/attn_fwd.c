@@ -149,15 +149,26 @@ static workspace workspace_at(float *base, int64_t br, int64_t bc, int64_t D)
     return w;
 }
 
-/* Qt[d][r] = q[i0 + r][d] for the item's rows, through acc (free until the K loop). */
+/* Qt[d][r] = q[i0 + r][d] for the item's rows, through acc (free until the K loop).
+ * A negative softmax_scale is carried by Q: Qt = -Q^T, and the softmax gets |scale| (see
+ * positive_scale); the negation is exact. */
 static void pack_qt(const attn_problem *p, const cpu_kernels *kr, workspace *w, int64_t qoff,
                     int64_t rows)
 {
     const int64_t D = p->D;
+    const float sign = p->scale < 0.0f ? -1.0f : 1.0f;
     load_tile(kr, p->q, p->dtype, p->sq, qoff, rows, D, w->acc, w->ld, 0);
     for (int64_t r = 0; r < rows; r++)
         for (int64_t d = 0; d < D; d++)
-            w->qt[d * w->brp + r] = w->acc[r * w->ld + d];
+            w->qt[d * w->brp + r] = sign * w->acc[r * w->ld + d];
+}
+
+/* softmax_t's scale, in base-2 units: it takes the max of the raw scores and scales it after,
+ * which is right only for a positive scale (for a negative one that max is the minimum, and a
+ * masked -inf score would become +inf). pack_qt moves the sign into Qt. */
+static float positive_scale(const attn_problem *p)
+{
+    return fabsf(p->scale) * 1.44269504088896341f;
 }
 
 /* A K/V tile that straddles the causal diagonal: query row i sees keys j < attn_key_end(i).
@@ -172,7 +183,7 @@ static void straddling_tile(const attn_problem *p, const cpu_kernels *kr, worksp
                             int64_t i0, int64_t rows, int64_t j0, int64_t cols)
 {
     const int64_t brp = w->brp, D = p->D;
-    const float c = p->scale * 1.44269504088896341f; /* scores to base-2 units */
+    const float c = positive_scale(p); /* scores to base-2 units */
     for (int64_t s0 = 0; s0 < rows; s0 += DIAG_ROWS) {
         const int64_t sr = rows - s0 < DIAG_ROWS ? rows - s0 : DIAG_ROWS;
         int64_t kn = attn_key_end(p, i0 + s0 + sr - 1) - j0; /* the sub-panel's last row */
@@ -199,7 +210,7 @@ static int64_t fwd_block(const attn_problem *p, const cpu_kernels *kr, workspace
                          int64_t h, int64_t nh, int64_t i0, int64_t rows, int64_t bc)
 {
     const int64_t D = p->D, hk = h / (p->Hq / p->Hkv), brp = w->brp, total = nh * rows;
-    const float c = p->scale * 1.44269504088896341f; /* scores to base-2 units */
+    const float c = positive_scale(p); /* scores to base-2 units */
     const int64_t kend_max = attn_key_end(p, i0 + rows - 1); /* the block's last row sees most */
     const int64_t kend_min = attn_key_end(p, i0);            /* its first row sees least       */
     int64_t pairs = 0;

@@ -1,0 +1,333 @@
+"""torch tensors: CPU forward/backward/autograd, row ops, and CUDA (bf16/fp16) when the device and
+the library's CUDA backend are there. Skipped as a whole without torch."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import flashc  # noqa: E402
+import flashc_reference as ref  # noqa: E402
+from conftest import c_backward_missing  # noqa: E402
+from flashc import _lib  # noqa: E402
+
+LOWP = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def tt(x, device="cpu", dtype=None, requires_grad=False):
+    t = torch.from_numpy(np.ascontiguousarray(x)).to(device=device, dtype=dtype)
+    return t.requires_grad_(requires_grad)
+
+
+def npy(t):
+    return t.detach().to("cpu", torch.float64).numpy()
+
+
+def randn(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def assert_grad_close(got, want, what):
+    got = npy(got)
+    assert np.all(np.isfinite(got)), f"{what}: non-finite values"
+    scale = max(1.0, float(np.max(np.abs(want))))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-5 * scale, err_msg=what)
+
+
+# ---- CPU -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1, 1, 1, 1), (2, 17, 13, 6, 2, 40), (1, 9, 4, 2, 1, 8)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_cpu_forward(rng, shape, causal):
+    b, sq, sk, hq, hkv, d = shape
+    q, k, v = randn(rng, b, sq, hq, d), randn(rng, b, sk, hkv, d), randn(rng, b, sk, hkv, d)
+    out, lse, none = flashc.flash_attn_func(tt(q), tt(k), tt(v), causal=causal, return_attn_probs=True)
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.float32 and out.device.type == "cpu"
+    assert lse.shape == (b, hq, sq) and lse.dtype == torch.float32 and none is None
+    want, want_lse = ref.attn_fwd(q, k, v, causal=causal)
+    np.testing.assert_allclose(npy(out), want, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(npy(lse), want_lse, rtol=1e-5, atol=1e-5)
+
+
+def test_cpu_transposed_views_and_packed(rng):
+    q = torch.randn(2, 4, 11, 24).transpose(1, 2)  # (B, S, H, D) view of (B, H, S, D)
+    k = torch.randn(2, 2, 15, 24).transpose(1, 2)
+    v = torch.randn(2, 15, 2, 48)[..., ::2]
+    assert not (q.is_contiguous() or k.is_contiguous() or v.is_contiguous())
+    out = flashc.flash_attn_func(q, k, v, causal=True)
+    np.testing.assert_allclose(npy(out), ref.attn_fwd(npy(q), npy(k), npy(v), causal=True)[0], rtol=2e-5, atol=2e-5)
+    qkv = torch.randn(2, 9, 3, 4, 16)
+    out = flashc.flash_attn_qkvpacked_func(qkv)
+    np.testing.assert_allclose(npy(out), ref.attn_fwd(*(npy(qkv[:, :, i]) for i in range(3)))[0], rtol=2e-5, atol=2e-5)
+    kv = torch.randn(2, 14, 2, 1, 16)
+    out = flashc.flash_attn_kvpacked_func(q[..., :16], kv, causal=True)
+    want = ref.attn_fwd(npy(q[..., :16]), npy(kv[:, :, 0]), npy(kv[:, :, 1]), causal=True)[0]
+    np.testing.assert_allclose(npy(out), want, rtol=2e-5, atol=2e-5)
+
+
+def test_cpu_errors(rng):
+    q = torch.randn(1, 4, 2, 8)
+    with pytest.raises(TypeError, match="mixing numpy arrays and torch tensors"):
+        flashc.flash_attn_func(q, q.numpy(), q)
+    with pytest.raises(TypeError, match="torch.float64"):
+        flashc.flash_attn_func(q.double(), q.double(), q.double())
+    with pytest.raises(ValueError, match="not a multiple") as e:
+        flashc.flash_attn_func(torch.randn(1, 4, 3, 8), q, q)
+    assert e.value.detail == flashc.last_error()
+    with pytest.raises(NotImplementedError, match="dropout_p"):
+        flashc.flash_attn_func(q, q, q, dropout_p=0.1)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_cpu_low_precision_follows_the_library(rng, dtype):
+    q, k, v = randn(rng, 1, 19, 4, 32), randn(rng, 1, 23, 2, 32), randn(rng, 1, 23, 2, 32)
+    tq, tk, tv = (tt(a, dtype=LOWP[dtype]) for a in (q, k, v))
+    if flashc.attn_fwd_supported(tq, tk, tv):
+        out, lse, _ = flashc.flash_attn_func(tq, tk, tv, causal=True, return_attn_probs=True)
+        assert out.dtype == LOWP[dtype]
+        q64, k64, v64 = (npy(t) for t in (tq, tk, tv))
+        want, want_lse = ref.attn_fwd(q64, k64, v64, causal=True)
+        naive = ref.attn_fwd_naive_lowp(q64, k64, v64, dtype, causal=True)
+        err = np.max(np.abs(npy(out) - want))
+        assert np.all(np.isfinite(npy(out))) and err <= 2 * np.max(np.abs(naive - want)), err
+        np.testing.assert_allclose(npy(lse), want_lse, rtol=1e-4, atol=1e-4)
+    else:
+        detail = flashc.last_error()
+        with pytest.raises(TypeError) as e:
+            flashc.flash_attn_func(tq, tk, tv)
+        assert detail and detail in str(e.value)
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 7, 4, 2, 16), (1, 33, 17, 3, 1, 40), (1, 9, 4, 2, 2, 8)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_cpu_autograd(c_backward, rng, shape, causal):
+    b, sq, sk, hq, hkv, d = shape
+    q, k, v, dout = randn(rng, b, sq, hq, d), randn(rng, b, sk, hkv, d), randn(rng, b, sk, hkv, d), randn(rng, b, sq, hq, d)
+    tq, tk, tv = (tt(a, requires_grad=True) for a in (q, k, v))
+    out, lse, _ = flashc.flash_attn_func(tq, tk, tv, causal=causal, return_attn_probs=True)
+    assert out.requires_grad and not lse.requires_grad
+    (out * tt(dout)).sum().backward()
+    for t, w, name in zip((tq, tk, tv), ref.attn_bwd(dout, q, k, v, causal=causal), "qkv"):
+        assert_grad_close(t.grad, w, "d" + name)
+
+
+def test_cpu_autograd_packed_and_sum(c_backward, rng):
+    qkv = tt(randn(rng, 2, 13, 3, 4, 24), requires_grad=True)
+    flashc.flash_attn_qkvpacked_func(qkv, causal=True).sum().backward()  # zero-stride dout
+    x = npy(qkv)
+    want = ref.attn_bwd(np.ones((2, 13, 4, 24)), x[:, :, 0], x[:, :, 1], x[:, :, 2], causal=True)
+    assert_grad_close(qkv.grad, np.stack(want, axis=2), "dqkv")
+
+    q = tt(randn(rng, 1, 6, 4, 16), requires_grad=True)
+    kv = tt(randn(rng, 1, 9, 2, 2, 16), requires_grad=True)
+    scale = 0.3
+    dout = randn(rng, 1, 6, 4, 16)
+    out = flashc.flash_attn_kvpacked_func(q, kv, softmax_scale=scale)
+    out.backward(tt(dout))
+    k_, v_ = npy(kv)[:, :, 0], npy(kv)[:, :, 1]
+    dq, dk, dv = ref.attn_bwd(dout, npy(q), k_, v_, scale=scale)
+    assert_grad_close(q.grad, dq, "dq")
+    assert_grad_close(kv.grad, np.stack([dk, dv], axis=2), "dkv")
+
+
+def test_cpu_training_step_reduces_the_loss(c_backward):
+    # the point of autograd: a few SGD steps on q, k, v toward a target output
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 8, 2, 16, generator=g).requires_grad_() for _ in range(3))
+    target = torch.randn(1, 8, 2, 16, generator=g)
+    opt = torch.optim.SGD([q, k, v], lr=0.5)
+    losses = []
+    for _ in range(20):
+        opt.zero_grad()
+        loss = ((flashc.flash_attn_func(q, k, v, causal=True) - target) ** 2).mean()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.9 * losses[0], losses
+
+
+def test_cpu_autograd_reports_a_missing_backward(rng):
+    """Without the C backward, backward() raises NotImplementedError with the library's detail;
+    with it, the gradient is checked."""
+    q, k, v = (tt(randn(rng, 1, 4, 2, 8), requires_grad=True) for _ in range(3))
+    out = flashc.flash_attn_func(q, k, v)
+    missing = c_backward_missing()
+    if missing is not None:
+        with pytest.raises(NotImplementedError) as e:
+            out.sum().backward()
+        assert missing in str(e.value)
+    else:
+        out.sum().backward()
+        want = ref.attn_bwd(np.ones((1, 4, 2, 8)), npy(q), npy(k), npy(v))
+        assert_grad_close(q.grad, want[0], "dq")
+
+
+def test_cpu_no_grad_mode(rng):
+    q = torch.randn(1, 5, 2, 8, requires_grad=True)
+    with torch.no_grad():
+        out = flashc.flash_attn_func(q, q.detach(), q.detach())
+    assert not out.requires_grad
+
+
+def test_cpu_flash_attn_backward_function(c_backward, rng):
+    q, k, v, dout = randn(rng, 1, 7, 4, 8), randn(rng, 1, 5, 2, 8), randn(rng, 1, 5, 2, 8), randn(rng, 1, 7, 4, 8)
+    out, lse, _ = flashc.flash_attn_func(tt(q), tt(k), tt(v), causal=True, return_attn_probs=True)
+    grads = flashc.flash_attn_backward(tt(dout), tt(q), tt(k), tt(v), out, lse, causal=True)
+    for g, w, name in zip(grads, ref.attn_bwd(dout, q, k, v, causal=True), "qkv"):
+        assert isinstance(g, torch.Tensor)
+        assert_grad_close(g, w, "d" + name)
+
+
+def test_cpu_rms_norm_and_swiglu(rng):
+    x, r, w = randn(rng, 3, 5, 40), randn(rng, 3, 5, 40), randn(rng, 40)
+    tx, tr = tt(x), tt(r)
+    y = flashc.rms_norm(tx, tt(w), eps=1e-5)
+    np.testing.assert_allclose(npy(y), ref.rms_norm(x, w, 1e-5), rtol=1e-5, atol=1e-6)
+    y, h = flashc.rms_norm(tx, tt(w), eps=1e-5, residual=tr)
+    assert torch.equal(h, tx + tr) and torch.equal(tx, tt(x)) and h.data_ptr() != tx.data_ptr()
+    np.testing.assert_allclose(npy(y), ref.rms_norm(npy(h), w, 1e-5), rtol=1e-5, atol=1e-6)
+    gu = torch.randn(4, 7, 64)[..., ::2]  # strided rows
+    np.testing.assert_allclose(npy(flashc.swiglu(gu)), ref.swiglu(npy(gu)), rtol=1e-5, atol=1e-6)
+    with pytest.raises(NotImplementedError, match="no backward"):
+        flashc.rms_norm(tt(x, requires_grad=True), tt(w))
+    with pytest.raises(NotImplementedError, match="no backward"):
+        flashc.swiglu(torch.randn(2, 8, requires_grad=True))
+
+
+# ---- CUDA ------------------------------------------------------------------------------------
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")
+
+
+@pytest.fixture
+def flashc_cuda():
+    if not flashc.cuda_available():
+        pytest.skip("this libflashc has no CUDA backend (or sees no device)")
+
+
+@needs_cuda
+def test_cuda_without_backend_is_not_implemented():
+    if flashc.cuda_available():
+        pytest.skip("this libflashc has a CUDA backend")
+    q = torch.randn(1, 4, 2, 64, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(NotImplementedError) as e:
+        flashc.flash_attn_func(q, q, q)
+    assert e.value.detail and "CUDA" in e.value.detail
+
+
+def cuda_check(q, k, v, dtype, causal, scale=None):
+    out, lse, _ = flashc.flash_attn_func(q, k, v, causal=causal, softmax_scale=scale, return_attn_probs=True)
+    torch.cuda.synchronize()
+    assert out.device == q.device and out.dtype == q.dtype and lse.dtype == torch.float32
+    q64, k64, v64 = (npy(t) for t in (q, k, v))
+    want, want_lse = ref.attn_fwd(q64, k64, v64, scale=scale, causal=causal)
+    naive = ref.attn_fwd_naive_lowp(q64, k64, v64, dtype, scale=scale, causal=causal)
+    got = npy(out)
+    assert np.all(np.isfinite(got)), "NaN/inf in out"
+    err, err_naive = np.max(np.abs(got - want)), np.max(np.abs(naive - want))
+    assert err <= 2 * err_naive, f"max error {err} > 2x naive {dtype} error {err_naive}"
+    fin = np.isfinite(want_lse)
+    assert np.array_equal(np.isneginf(npy(lse)), ~fin)
+    np.testing.assert_allclose(npy(lse)[fin], want_lse[fin], rtol=1e-3, atol=1e-3)
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(
+    "shape", [(2, 128, 128, 8, 8, 64), (1, 77, 301, 8, 2, 128), (2, 200, 50, 4, 1, 64), (3, 1, 513, 16, 4, 128)]
+)
+def test_cuda_forward(flashc_cuda, rng, dtype, causal, shape):
+    b, sq, sk, hq, hkv, d = shape
+    mk = lambda *s: torch.from_numpy(randn(rng, *s)).to("cuda", LOWP[dtype])  # noqa: E731
+    cuda_check(mk(b, sq, hq, d), mk(b, sk, hkv, d), mk(b, sk, hkv, d), dtype, causal)
+
+
+@needs_cuda
+@pytest.mark.parametrize("d", [32, 40, 80, 96, 256])
+def test_cuda_other_head_dims_follow_the_library(flashc_cuda, rng, d):
+    q, k, v = (torch.from_numpy(randn(rng, 1, 70, 4, d)).to("cuda", torch.bfloat16) for _ in range(3))
+    if flashc.attn_fwd_supported(q, k, v):
+        cuda_check(q, k, v, "bfloat16", True)
+    else:
+        detail = flashc.last_error()
+        with pytest.raises((NotImplementedError, TypeError)) as e:
+            flashc.flash_attn_func(q, k, v)
+        assert detail and detail in str(e.value)
+
+
+@needs_cuda
+def test_cuda_views_stream_and_scale(flashc_cuda, rng):
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        # produced on the side stream: the kernel must run on it (current stream) to see them
+        base_q = torch.randn(2, 8, 300, 64, device="cuda", dtype=torch.bfloat16)
+        q = base_q.transpose(1, 2)  # (B, S, H, D) view, strides (H*S*D, D, S*D, 1)
+        kv = torch.randn(2, 300, 2, 4, 64, device="cuda", dtype=torch.bfloat16)
+        k, v = kv[:, :, 0], kv[:, :, 1]
+        assert not q.is_contiguous() and not k.is_contiguous()
+        cuda_check(q, k, v, "bfloat16", True, scale=0.2)
+        cuda_check(q.contiguous(), k.contiguous(), v.contiguous(), "bfloat16", True, scale=0.2)
+
+
+@needs_cuda
+def test_cuda_layouts_the_kernel_refuses_are_copied(flashc_cuda, rng):
+    n = 1 * 90 * 4 * 64
+    q = torch.randn(n + 1, device="cuda", dtype=torch.float16)[1:].view(1, 90, 4, 64)  # 2-byte offset
+    k = torch.randn(1, 90, 2, 64, device="cuda", dtype=torch.float16)
+    v = torch.randn(1, 90, 2, 128, device="cuda", dtype=torch.float16)[..., ::2]  # headdim stride 2
+    assert q.data_ptr() % 16 != 0 and v.stride(3) == 2
+    cuda_check(q, k, v, "float16", True)
+
+
+@needs_cuda
+def test_cuda_float32_follows_the_library(flashc_cuda, rng):
+    q = torch.randn(1, 33, 2, 64, device="cuda")
+    if flashc.attn_fwd_supported(q, q, q):
+        out = flashc.flash_attn_func(q, q, q)
+        np.testing.assert_allclose(npy(out), ref.attn_fwd(npy(q), npy(q), npy(q))[0], rtol=1e-3, atol=1e-3)
+    else:
+        detail = flashc.last_error()
+        with pytest.raises(TypeError) as e:
+            flashc.flash_attn_func(q, q, q)
+        assert detail in str(e.value)
+
+
+@needs_cuda
+def test_cuda_backward_is_computed_or_refused_clearly(flashc_cuda, rng):
+    """Until the library has a CUDA backward: NotImplementedError from backward() with the
+    library's detail. Once it has one: gradients against the float64 reference."""
+    q, k, v = (torch.from_numpy(randn(rng, 1, 64, 4, 64)).to("cuda", torch.bfloat16).requires_grad_() for _ in range(3))
+    out = flashc.flash_attn_func(q, k, v, causal=True)
+    try:
+        out.float().sum().backward()
+    except NotImplementedError as e:
+        assert isinstance(e, flashc.FlashcError) and e.status == _lib.ERR_UNSUPPORTED
+        assert "CUDA" in e.detail or "cuda" in e.detail
+        return
+    want = ref.attn_bwd(np.ones((1, 64, 4, 64)), npy(q), npy(k), npy(v), causal=True)
+    for t, w, name in zip((q, k, v), want, "qkv"):
+        got = npy(t.grad)
+        assert np.all(np.isfinite(got)), name
+        np.testing.assert_allclose(got, w, rtol=5e-2, atol=5e-2 * max(1.0, np.max(np.abs(w))), err_msg="d" + name)
+
+
+@needs_cuda
+def test_cuda_row_ops_follow_the_library():
+    x = torch.randn(4, 64, device="cuda")
+    w = torch.randn(64, device="cuda")
+    try:
+        y = flashc.rms_norm(x, w)
+    except NotImplementedError as e:
+        assert "host memory" in str(e)
+        return
+    np.testing.assert_allclose(npy(y), ref.rms_norm(npy(x), npy(w), 1e-6), rtol=1e-4, atol=1e-4)
+
+
+@needs_cuda
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+def test_cuda_second_device(flashc_cuda, rng):
+    q, k, v = (torch.from_numpy(randn(rng, 1, 100, 4, 64)).to("cuda:1", torch.bfloat16) for _ in range(3))
+    assert torch.cuda.current_device() == 0
+    cuda_check(q, k, v, "bfloat16", True)
