@@ -720,12 +720,16 @@ int bench_main(int argc, char **argv)
         if (used)
             report_note(&meta, "of ceiling (GFLOP/s of sgemm, GB/s of copy): %s", list);
     }
-    for (int i = 0; i < n_res; i++)
-        if (res[i].impl_index > 0 && res[i].block_q > 0 && !res[i].failed) {
-            report_note(&meta, "flash tiles used (Br x Bc): %lldx%lld (first flash row)",
-                        (long long)res[i].block_q, (long long)res[i].block_k);
-            break;
-        }
+    /* The library picks tiles per problem when --br/--bc are not given: list what it used. */
+    char tiles[256] = "";
+    size_t used = 0;
+    for (int i = 0; i < n_res && used < sizeof tiles; i++)
+        if (res[i].impl_index > 0 && res[i].block_q > 0 && !res[i].failed)
+            used += (size_t)snprintf(tiles + used, sizeof tiles - used, "%s%s n=%lld %lldx%lld",
+                                     used ? "; " : "", res[i].op, (long long)res[i].n,
+                                     (long long)res[i].block_q, (long long)res[i].block_k);
+    if (used)
+        report_note(&meta, "tiles used (Br x Bc): %s", tiles);
     report_write(stdout, o.format, &meta, res, n_res);
     free(specs);
     free(res);
