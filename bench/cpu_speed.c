@@ -2,7 +2,7 @@
  * cpu_speed.c — the CPU speed targets of issue 6, every row against a ceiling measured in the
  * same run (the machines are shared and noisy: only same-run ratios mean anything).
  *
- *   flashc_cpu_speed [--threads N] [--reps R] [--quick]
+ *   flashc_cpu_speed [--threads N] [--reps R] [--quick] [--rows]
  *
  * Rows (medians of R timed calls after one warm-up, fresh random inputs):
  *   sgemm  OpenBLAS 4096^3, OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset (tools/ceiling.c)
@@ -14,6 +14,8 @@
  *   rmsnorm, swiglu  T = 8192 rows of 4096, f32 / bf16 / f16; GB/s of the minimal bytes (read x,
  *          write y; read gate|up, write out); ratio to copy
  * and the derived checks: causal time / non-causal time, bf16 time / f32 time.
+ * --rows: only the copy ceiling and the rmsnorm / swiglu rows (seconds instead of a minute: for
+ * repeated before/after runs of the row kernels).
  * This is the ladder harness behind bench/RESULTS.md "CPU speed"; `flashc bench --ceiling`
  * gives the same ceilings beside the CLI's own rows.
  */
@@ -68,7 +70,7 @@ static void *random_buf(int64_t n, flashc_dtype dt)
 }
 
 typedef struct opts {
-    int threads, reps, quick;
+    int threads, reps, quick, rows;
 } opts;
 
 /* ---- ceilings (sgemm in a child: it edits its environment before loading OpenBLAS) ---------- */
@@ -185,44 +187,10 @@ static const char *dname(flashc_dtype dt)
     return dt == FLASHC_F32 ? "f32" : dt == FLASHC_BF16 ? "bf16" : "f16";
 }
 
-int main(int argc, char **argv)
+/* The attention rows and their derived checks; sg / cp: the ceilings, NULL if they failed. */
+static void attention_rows(const opts *o, const ceiling_result *sg, const ceiling_result *cp)
 {
-    opts o = {2, 7, 0};
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--threads") && i + 1 < argc)
-            o.threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
-            o.reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--quick"))
-            o.quick = 1;
-        else {
-            fprintf(stderr, "usage: %s [--threads N] [--reps R] [--quick]\n", argv[0]);
-            return 2;
-        }
-    }
-    if (o.reps < 1 || o.reps > 64 || o.threads < 1) {
-        fprintf(stderr, "--reps must be 1..64 and --threads >= 1\n");
-        return 2;
-    }
-    ceiling_result sg, cp;
-    const int sg_ok = ceiling_in_child(1, &o, &sg) == 0;
-    const int cp_ok = ceiling_in_child(0, &o, &cp) == 0;
-    time_t now = time(NULL);
-    char when[32];
-    strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime(&now));
-    printf("%s, %d threads, %s\n\n", when, o.threads, flashc_build_info());
-    printf("| op | impl | shape | ms | GFLOP/s | GB/s | of ceiling |\n|---|---|---|---|---|---|---|\n");
-    if (sg_ok)
-        printf("| sgemm | openblas | %d^3 | %.1f | %.1f | | 100%% |\n", o.quick ? 2048 : 4096, sg.ms,
-               sg.gflops);
-    else
-        printf("| sgemm | openblas | | | | | %s |\n", sg.error);
-    if (cp_ok)
-        printf("| copy | stream | 512 MiB | %.1f | | %.1f | 100%% |\n", cp.ms, cp.gbps);
-    else
-        printf("| copy | stream | | | | | %s |\n", cp.error);
-
-    const int64_t n = o.quick ? 1024 : 2048;
+    const int64_t n = o->quick ? 1024 : 2048;
     double t32[2][2] = {{0}}; /* [D = 128, 64][causal] */
     const int64_t Ds[2] = {128, 64};
     for (int di = 0; di < 2; di++)
@@ -231,14 +199,14 @@ int main(int argc, char **argv)
                 const flashc_dtype d = dt == 0 ? FLASHC_F32 : dt == 1 ? FLASHC_BF16 : FLASHC_F16;
                 if (d != FLASHC_F32 && causal)
                     continue;
-                const double t = time_attn(&o, n, Ds[di], causal, d);
+                const double t = time_attn(o, n, Ds[di], causal, d);
                 const double gf = 4.0 * 16 * (double)n * (double)n * (double)Ds[di] *
                                   (causal ? 0.5 : 1.0) / t * 1e-9;
                 if (d == FLASHC_F32)
                     t32[di][causal] = t;
                 printf("| attn fwd %s | flash | H16 n%lld D%lld%s | %.1f | %.1f | | %.0f%% of sgemm |\n",
                        dname(d), (long long)n, (long long)Ds[di], causal ? " causal" : "",
-                       t * 1e3, gf, sg_ok ? 100.0 * gf / sg.gflops : NAN);
+                       t * 1e3, gf, sg ? 100.0 * gf / sg->gflops : NAN);
                 if (d != FLASHC_F32)
                     printf("| | | %s time / f32 time | %.3f | | | |\n", dname(d),
                            t / t32[di][0]);
@@ -247,14 +215,59 @@ int main(int argc, char **argv)
         printf("| | | D%lld causal time / non-causal time | %.3f | | | |\n", (long long)Ds[di],
                t32[di][1] / t32[di][0]);
 
-    const int64_t Sk = o.quick ? 8192 : 32768;
+    const int64_t Sk = o->quick ? 8192 : 32768;
     for (int dt = 0; dt < 3; dt++) {
         const flashc_dtype d = dt == 0 ? FLASHC_F32 : dt == 1 ? FLASHC_BF16 : FLASHC_F16;
-        const double t = time_decode(&o, Sk, d);
+        const double t = time_decode(o, Sk, d);
         const double gbps = 2.0 * (double)Sk * 8 * 128 * (double)flashc_dtype_size(d) / t * 1e-9;
         printf("| attn decode %s | flash | 1 query, Sk %lld, H 16/8, D128 | %.2f | | %.1f (K+V) | %.0f%% of copy |\n",
-               dname(d), (long long)Sk, t * 1e3, gbps, cp_ok ? 100.0 * gbps / cp.gbps : NAN);
+               dname(d), (long long)Sk, t * 1e3, gbps, cp ? 100.0 * gbps / cp->gbps : NAN);
     }
+}
+
+int main(int argc, char **argv)
+{
+    opts o = {2, 7, 0, 0};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            o.threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            o.reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--quick"))
+            o.quick = 1;
+        else if (!strcmp(argv[i], "--rows"))
+            o.rows = 1;
+        else {
+            fprintf(stderr, "usage: %s [--threads N] [--reps R] [--quick] [--rows]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (o.reps < 1 || o.reps > 64 || o.threads < 1) {
+        fprintf(stderr, "--reps must be 1..64 and --threads >= 1\n");
+        return 2;
+    }
+    ceiling_result sg, cp;
+    const int sg_ok = !o.rows && ceiling_in_child(1, &o, &sg) == 0;
+    const int cp_ok = ceiling_in_child(0, &o, &cp) == 0;
+    time_t now = time(NULL);
+    char when[32];
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+    printf("%s, %d threads, %s\n\n", when, o.threads, flashc_build_info());
+    printf("| op | impl | shape | ms | GFLOP/s | GB/s | of ceiling |\n|---|---|---|---|---|---|---|\n");
+    if (!o.rows) {
+        if (sg_ok)
+            printf("| sgemm | openblas | %d^3 | %.1f | %.1f | | 100%% |\n", o.quick ? 2048 : 4096, sg.ms,
+                   sg.gflops);
+        else
+            printf("| sgemm | openblas | | | | | %s |\n", sg.error);
+    }
+    if (cp_ok)
+        printf("| copy | stream | 512 MiB | %.1f | | %.1f | 100%% |\n", cp.ms, cp.gbps);
+    else
+        printf("| copy | stream | | | | | %s |\n", cp.error);
+
+    if (!o.rows)
+        attention_rows(&o, sg_ok ? &sg : NULL, cp_ok ? &cp : NULL);
 
     const int64_t T = o.quick ? 2048 : 8192, W = 4096;
     for (int op = 0; op < 2; op++)

@@ -418,6 +418,67 @@ static void test_rows(void **state)
     for_each_isa("rows", rows_all);
 }
 
+/* SwiGLU in 16-bit storage over every value of the gate: all 2^16 bf16 / f16 bit patterns as g
+ * with u = 1, so y = silu(g) rounded to dt. Rounding the exact silu (the naive same-precision
+ * result) is off by at most half an ulp, 2^-8 |silu| in bf16 and 2^-11 |silu| in f16 (+ half
+ * the f16 subnormal spacing); the SIMD paths' shorter exp (v_silu_lp, simd.h) must stay within
+ * twice that. Absolute slack 1e-36: below it silu flushes to -0 on every path. NaN and inf
+ * exactly as the scalar reference; a NaN in u gives NaN. */
+static void silu16_all(const cpu_kernels *t)
+{
+    enum { N = 1 << 16 };
+    const flashc_dtype dts[2] = {FLASHC_BF16, FLASHC_F16};
+    uint16_t *gu = malloc(2 * N * sizeof *gu), *y = malloc(N * sizeof *y), *y0 = malloc(N * sizeof *y0);
+    assert_true(gu && y && y0);
+    for (int d = 0; d < 2; d++) {
+        const flashc_dtype dt = dts[d];
+        const double half_ulp = dt == FLASHC_BF16 ? 0x1p-8 : 0x1p-11;
+        const double floor_abs = dt == FLASHC_BF16 ? 1e-36 : 0x1p-25;
+        for (int i = 0; i < N; i++)
+            gu[i] = (uint16_t)i;
+        for (int i = 0; i < N; i++)
+            flashc__store(gu + N, dt, i, 1.0f);
+        t->swiglu_row(gu, 1, y, 1, N, dt);
+        cpu_kernels_scalar.swiglu_row(gu, 1, y0, 1, N, dt);
+        double worst = 0.0; /* max |y - silu| / (half_ulp |silu| + floor) */
+        for (int i = 0; i < N; i++) {
+            const double g = flashc__load(gu, dt, i), v = flashc__load(y, dt, i);
+            const float v0 = flashc__load(y0, dt, i);
+            if (isnan(g) || isinf(g) || isnan(v0)) {
+                if (!same_float((float)v, v0)) {
+                    print_error("swiglu %s [%s]: silu(%g) = %g, reference %g\n",
+                                dt == FLASHC_BF16 ? "bf16" : "f16", t->name, g, v, (double)v0);
+                    fail();
+                }
+                continue;
+            }
+            const double ref = g / (1.0 + exp(-g));
+            const double r = fabs(v - ref) / (half_ulp * fabs(ref) + floor_abs);
+            if (!(r <= worst))
+                worst = r;
+        }
+        printf("  silu %s [%s]: max error %.3g x (naive bound: half an ulp)\n",
+               dt == FLASHC_BF16 ? "bf16" : "f16", t->name, worst);
+        assert_true(worst <= 2.0);
+        /* NaN in u (and in g next to it) propagates through the pair and the tail paths */
+        for (int i = 0; i < 37; i++)
+            flashc__store(gu, dt, i, (float)i - 18.0f), flashc__store(gu + 37, dt, i, 1.0f);
+        flashc__store(gu + 37, dt, 3, NAN);
+        flashc__store(gu + 37, dt, 35, NAN);
+        flashc__store(gu, dt, 20, NAN);
+        t->swiglu_row(gu, 1, y, 1, 37, dt);
+        for (int i = 0; i < 37; i++)
+            assert_true(isnan(flashc__load(y, dt, i)) == (i == 3 || i == 35 || i == 20));
+    }
+    free(gu), free(y), free(y0);
+}
+
+static void test_silu16(void **state)
+{
+    (void)state;
+    for_each_isa("silu16", silu16_all);
+}
+
 /* The dispatcher: the automatic choice is one of the runnable tables, and forcing works. */
 static void test_dispatch(void **state)
 {
@@ -446,7 +507,7 @@ int main(void)
         cmocka_unit_test(test_dispatch), cmocka_unit_test(test_gemm),
         cmocka_unit_test(test_qk_pv),    cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_exp),      cmocka_unit_test(test_convert),
-        cmocka_unit_test(test_rows),
+        cmocka_unit_test(test_rows),     cmocka_unit_test(test_silu16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,8 +21,15 @@
  *   *_part(p, k)   touch only the first k lanes (0 <= k <= VL) of memory; other lanes read 0.
  *   bf16 stores round to nearest even and keep NaN a NaN; f16 stores round to nearest even.
  *   v_load_bf16x2 / v_store_bf16x2  2 x VL bf16 values as two vectors in an order private to
- *                  the mapping (AVX2: in-lane unpack order): only for element-wise work whose
+ *                  the mapping (AVX2: even | odd elements): only for element-wise work whose
  *                  operands are all loaded this way and whose results are stored this way.
+ *                  v_store_bf16x2 rounds to nearest even and keeps a NaN a NaN if the low 16
+ *                  bits of its float32 are zero -- which every NaN computed from bf16 operands
+ *                  is: arithmetic returns an operand's NaN (quieted, payload kept) or the
+ *                  default NaN 0xffc00000. (AVX2 saves the NaN check of v_store_bf16 that way.)
+ *   v_pow2_magic(t) 2^n from t = 12583039 + n (1.5 * 2^23 + 127 + n, an exact float for
+ *                  integer n in [-127, 128]): t's low bits hold n + 127, a shift makes them the
+ *                  exponent; n = -127 gives +0.0, n = 128 +inf.
  */
 #ifndef FLASHC_CPU_SIMD_H
 #define FLASHC_CPU_SIMD_H
@@ -67,6 +74,10 @@ SIMD_INLINE vf v_pow2i(vf n)
 {
     __m512i e = _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));
     return _mm512_castsi512_ps(_mm512_slli_epi32(e, 23));
+}
+SIMD_INLINE vf v_pow2_magic(vf t)
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(t), 23));
 }
 SIMD_INLINE vm v_lt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
 SIMD_INLINE vm v_gt(vf a, vf b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
@@ -164,6 +175,10 @@ SIMD_INLINE vf v_pow2i(vf n)
     __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
     return _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
 }
+SIMD_INLINE vf v_pow2_magic(vf t)
+{
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23));
+}
 SIMD_INLINE vm v_lt(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
 SIMD_INLINE vm v_gt(vf a, vf b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }
 SIMD_INLINE vm v_isnan(vf a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
@@ -187,13 +202,20 @@ SIMD_INLINE vf v_load_bf16(const uint16_t *p)
     __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
 }
-/* No bf16 instructions here: round to nearest even in integers (u + 0x7fff + lsb), NaN kept
- * quiet by setting a mantissa bit. The 16-bit results sit in the low half of each 32-bit lane. */
+/* No bf16 instructions here: round to nearest even in integers (u + 0x7fff + lsb; the bf16 is
+ * then the high half of each 32-bit lane). */
+SIMD_INLINE __m256i simd_bf16_round(vf x)
+{
+    const __m256i u = _mm256_castps_si256(x);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    return _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+}
+/* ... with a NaN kept quiet by setting a mantissa bit (a carry could turn it into inf or 0);
+ * the 16-bit results in the low half of each 32-bit lane. */
 SIMD_INLINE __m256i simd_bf16_bits(vf x)
 {
-    const __m256i u = _mm256_castps_si256(x), hi = _mm256_srli_epi32(u, 16);
-    const __m256i lsb = _mm256_and_si256(hi, _mm256_set1_epi32(1));
-    const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+    const __m256i hi = _mm256_srli_epi32(_mm256_castps_si256(x), 16);
+    const __m256i r = _mm256_srli_epi32(simd_bf16_round(x), 16);
     const __m256i qnan = _mm256_or_si256(hi, _mm256_set1_epi32(0x40));
     return _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(r), _mm256_castsi256_ps(qnan), v_isnan(x)));
 }
@@ -203,18 +225,22 @@ SIMD_INLINE void v_store_bf16(uint16_t *p, vf x)
     const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0xd8);
     _mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(packed));
 }
-/* Pairs: 16 bf16 values as two vectors in the order the in-lane unpack gives (elements 0-3,
- * 8-11 | 4-7, 12-15): no shift on load, no cross-lane permute on store, which packs them back
- * in memory order. */
+/* Pairs: 16 bf16 values as two vectors, the even elements and the odd ones: each 32-bit lane
+ * holds two bf16, so a shift (even) and a mask (odd) widen them and a 16-bit blend of the
+ * rounded results packs them back, with no shuffle (measured faster than the unpack/pack
+ * order: bench/RESULTS.md, SwiGLU bf16/f16). The rounding is simd_bf16_round without
+ * simd_bf16_bits' NaN check (see the header: NaNs computed from bf16 operands have zero low
+ * bits, so the carry of the rounding cannot reach their high half). */
 SIMD_INLINE void v_load_bf16x2(const uint16_t *p, vf *a, vf *b)
 {
-    const __m256i x = _mm256_loadu_si256((const __m256i *)p), z = _mm256_setzero_si256();
-    *a = _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, x));
-    *b = _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, x));
+    const __m256i x = _mm256_loadu_si256((const __m256i *)p);
+    *a = _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
+    *b = _mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32((int)0xffff0000u)));
 }
 SIMD_INLINE void v_store_bf16x2(uint16_t *p, vf a, vf b)
 {
-    _mm256_storeu_si256((__m256i *)p, _mm256_packus_epi32(simd_bf16_bits(a), simd_bf16_bits(b)));
+    const __m256i even = _mm256_srli_epi32(simd_bf16_round(a), 16);
+    _mm256_storeu_si256((__m256i *)p, _mm256_blend_epi16(even, simd_bf16_round(b), 0xaa));
 }
 SIMD_INLINE vf v_load_f16(const uint16_t *p)
 {
@@ -260,6 +286,10 @@ SIMD_INLINE vf v_pow2i(vf n)
 {
     int32x4_t e = vaddq_s32(vcvtnq_s32_f32(n), vdupq_n_s32(127));
     return vreinterpretq_f32_s32(vshlq_n_s32(e, 23));
+}
+SIMD_INLINE vf v_pow2_magic(vf t)
+{
+    return vreinterpretq_f32_s32(vshlq_n_s32(vreinterpretq_s32_f32(t), 23));
 }
 SIMD_INLINE vm v_lt(vf a, vf b) { return vcltq_f32(a, b); }
 SIMD_INLINE vm v_gt(vf a, vf b) { return vcgtq_f32(a, b); }
@@ -396,6 +426,40 @@ SIMD_INLINE vf v_silu(vf g)
 {
     const vf e = v_exp_core(v_min(v_set1(89.0f), v_max(v_set1(-87.0f), v_sub(v_zero(), g))));
     return v_div(g, v_add(v_set1(1.0f), e));
+}
+
+/* silu(g) = g / (1 + 2^(-g log2 e)) for a result rounded to 16 bits: a shorter exp, degree
+ * deg = 3 (bf16) or 4 (f16). -g log2 e = n + r by one FMA onto the magic 1.5 * 2^23 + 127
+ * (t = magic + n, rounded to nearest; n = t - magic exactly), r = -g log2 e - n by a second
+ * FMA (|r| <= 1/2), 2^r by a polynomial (Chebyshev-node fit on [-1/2, 1/2], coefficients in
+ * float), 2^n by v_pow2_magic. g is clamped to [-89, 87] for the exponential only, so n is in
+ * [-126, 128]: g > 87 gives 1 + e = 1 (silu = g), g < -88.4 gives e = +inf (silu = -0, where
+ * the true |silu| < 1e-36); NaN g -> NaN (the quotient keeps g), +inf -> +inf, -inf -> NaN
+ * (-inf / inf), as in the scalar reference.
+ * Error before the output rounding (relative): 2^r's fit 1.9e-4 (deg 3) / 3.6e-6 (deg 4), plus
+ * <= 2.6e-6 from log2 e in float (|n| <= 128), plus a few float roundings; the error of e
+ * enters silu scaled by e / (1 + e) < 1. After rounding to bf16 (half ulp <= 2^-8 = 3.9e-3) or
+ * f16 (2^-11 = 4.9e-4) that is <= 1.05x resp. 1.02x the error of rounding the exact silu: the
+ * dense sweep in tests/test_cpu_kernels.c asserts <= 2x over every bf16 / f16 value of g. */
+SIMD_INLINE vf v_silu_lp(vf g, int deg)
+{
+    const vf gc = v_min(v_set1(87.0f), v_max(v_set1(-89.0f), g));
+    const vf nlog2e = v_set1(-1.44269504088896341f), magic = v_set1(12583039.0f);
+    const vf t = v_fma(gc, nlog2e, magic);
+    const vf r = v_fma(gc, nlog2e, v_sub(magic, t));
+    vf p;
+    if (deg == 3) {
+        p = v_set1(5.583828315e-2f);
+        p = v_fma(p, r, v_set1(2.426394820e-1f));
+        p = v_fma(p, r, v_set1(6.931367517e-1f));
+    } else {
+        p = v_set1(9.666368365e-3f);
+        p = v_fma(p, r, v_set1(5.592197552e-2f));
+        p = v_fma(p, r, v_set1(2.402234972e-1f));
+        p = v_fma(p, r, v_set1(6.931210160e-1f));
+    }
+    p = v_fma(p, r, v_set1(1.0f));
+    return v_div(g, v_fma(p, v_pow2_magic(t), v_set1(1.0f)));
 }
 
 #endif /* FLASHC_CPU_SIMD_H */
