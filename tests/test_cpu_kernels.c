@@ -428,7 +428,8 @@ static void silu16_all(const cpu_kernels *t)
 {
     enum { N = 1 << 16 };
     const flashc_dtype dts[2] = {FLASHC_BF16, FLASHC_F16};
-    uint16_t *gu = malloc(2 * N * sizeof *gu), *y = malloc(N * sizeof *y), *y0 = malloc(N * sizeof *y0);
+    uint16_t *gu = malloc(2 * N * sizeof *gu), *y = malloc(N * sizeof *y);
+    uint16_t *y0 = malloc(N * sizeof *y0);
     assert_true(gu && y && y0);
     for (int d = 0; d < 2; d++) {
         const flashc_dtype dt = dts[d];
