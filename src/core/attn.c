@@ -4,13 +4,6 @@
 #include <math.h>
 #include <string.h>
 
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        flashc_status st_ = (expr);                                                                \
-        if (st_ != FLASHC_OK)                                                                      \
-            return st_;                                                                            \
-    } while (0)
-
 int64_t attn_tile_pairs_per_head(const attn_problem *p, int64_t br, int64_t bc)
 {
     int64_t pairs = 0;
@@ -83,14 +76,14 @@ static flashc_status build_problem(const char *fn, const flashc_attn_params *par
     flashc_attn_params defaults;
     memset(&defaults, 0, sizeof defaults);
     const flashc_attn_params *pr = params ? params : &defaults;
-    TRY(check_params(fn, pr));
-    TRY(flashc__check_tensor(fn, "q", q, 4));
-    TRY(flashc__check_tensor(fn, "k", k, 4));
-    TRY(flashc__check_tensor(fn, "v", v, 4));
-    TRY(flashc__check_tensor(fn, "o", o, 4));
-    TRY(check_same_kind(fn, "k", k, q));
-    TRY(check_same_kind(fn, "v", v, q));
-    TRY(check_same_kind(fn, "o", o, q));
+    FLASHC_TRY(check_params(fn, pr));
+    FLASHC_TRY(flashc__check_tensor(fn, "q", q, 4));
+    FLASHC_TRY(flashc__check_tensor(fn, "k", k, 4));
+    FLASHC_TRY(flashc__check_tensor(fn, "v", v, 4));
+    FLASHC_TRY(flashc__check_tensor(fn, "o", o, 4));
+    FLASHC_TRY(check_same_kind(fn, "k", k, q));
+    FLASHC_TRY(check_same_kind(fn, "v", v, q));
+    FLASHC_TRY(check_same_kind(fn, "o", o, q));
 
     int64_t B = q->shape[0], Sq = q->shape[1], Hq = q->shape[2], D = q->shape[3];
     int64_t Sk = k->shape[1], Hkv = k->shape[2];
@@ -101,14 +94,14 @@ static flashc_status build_problem(const char *fn, const flashc_attn_params *par
         return flashc__fail(FLASHC_ERR_DIM_MISMATCH,
                             "%s: k.shape[3] (head dim) = %lld but q.shape[3] = %lld", fn,
                             (long long)k->shape[3], (long long)D);
-    TRY(check_shape4(fn, "v", v, k->shape, "k"));
-    TRY(check_shape4(fn, "o", o, q->shape, "q"));
+    FLASHC_TRY(check_shape4(fn, "v", v, k->shape, "k"));
+    FLASHC_TRY(check_shape4(fn, "o", o, q->shape, "q"));
     if (Hq % Hkv != 0)
         return flashc__fail(FLASHC_ERR_HEAD_MISMATCH,
                             "%s: q has %lld heads, not a multiple of k/v's %lld heads", fn,
                             (long long)Hq, (long long)Hkv);
     if (lse) {
-        TRY(flashc__check_tensor(fn, "lse", lse, 3));
+        FLASHC_TRY(flashc__check_tensor(fn, "lse", lse, 3));
         if (lse->dtype != FLASHC_F32)
             return flashc__fail(FLASHC_ERR_UNSUPPORTED_DTYPE, "%s: lse must be float32", fn);
         if (lse->device != q->device)
@@ -144,19 +137,9 @@ static flashc_status check_fwd_outputs(const char *fn, const flashc_tensor *q,
                                        const flashc_tensor *k, const flashc_tensor *v,
                                        const flashc_tensor *o, const flashc_tensor *lse)
 {
-    TRY(flashc__check_output_layout(fn, "o", o));
-    if (lse)
-        TRY(flashc__check_output_layout(fn, "lse", lse));
-    const flashc_tensor *ins[3] = {q, k, v};
-    static const char *names[3] = {"q", "k", "v"};
-    for (int i = 0; i < 3; i++) {
-        TRY(flashc__check_no_overlap(fn, "o", o, names[i], ins[i]));
-        if (lse)
-            TRY(flashc__check_no_overlap(fn, "lse", lse, names[i], ins[i]));
-    }
-    if (lse)
-        TRY(flashc__check_no_overlap(fn, "lse", lse, "o", o));
-    return FLASHC_OK;
+    const flashc_tensor *outs[2] = {o, lse}, *ins[3] = {q, k, v};
+    static const char *const out_names[2] = {"o", "lse"}, *const in_names[3] = {"q", "k", "v"};
+    return flashc__check_outputs(fn, 2, outs, out_names, 3, ins, in_names);
 }
 
 static flashc_status fwd_supported(const attn_problem *p)
@@ -177,8 +160,8 @@ flashc_status flashc_attn_fwd_supported(const flashc_attn_params *params, const 
 {
     static const char fn[] = "flashc_attn_fwd";
     attn_problem p;
-    TRY(build_problem(fn, params, q, k, v, o, lse, &p));
-    TRY(check_fwd_outputs(fn, q, k, v, o, lse));
+    FLASHC_TRY(build_problem(fn, params, q, k, v, o, lse, &p));
+    FLASHC_TRY(check_fwd_outputs(fn, q, k, v, o, lse));
     return fwd_supported(&p);
 }
 
@@ -188,9 +171,9 @@ flashc_status flashc_attn_fwd(const flashc_attn_params *params, const flashc_ten
 {
     static const char fn[] = "flashc_attn_fwd";
     attn_problem p;
-    TRY(build_problem(fn, params, q, k, v, o, lse, &p));
-    TRY(check_fwd_outputs(fn, q, k, v, o, lse));
-    TRY(fwd_supported(&p));
+    FLASHC_TRY(build_problem(fn, params, q, k, v, o, lse, &p));
+    FLASHC_TRY(check_fwd_outputs(fn, q, k, v, o, lse));
+    FLASHC_TRY(fwd_supported(&p));
     flashc_attn_stats local;
     flashc_status st;
     if (p.device == FLASHC_DEVICE_CPU)
@@ -213,8 +196,8 @@ flashc_status flashc_attn_fwd_naive(const flashc_attn_params *params, const flas
 {
     static const char fn[] = "flashc_attn_fwd_naive";
     attn_problem p;
-    TRY(build_problem(fn, params, q, k, v, o, lse, &p));
-    TRY(check_fwd_outputs(fn, q, k, v, o, lse));
+    FLASHC_TRY(build_problem(fn, params, q, k, v, o, lse, &p));
+    FLASHC_TRY(check_fwd_outputs(fn, q, k, v, o, lse));
     if (p.device != FLASHC_DEVICE_CPU)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: the reference runs on host memory only",
                             fn);
@@ -236,30 +219,23 @@ static flashc_status build_bwd(const char *fn, const flashc_attn_params *params,
 {
     if (lse_required && !lse)
         return flashc__fail(FLASHC_ERR_NULL_POINTER, "%s: lse is required by the backward", fn);
-    TRY(build_problem(fn, params, q, k, v, o, lse, p));
-    TRY(flashc__check_tensor(fn, "dout", dout, 4));
-    TRY(flashc__check_tensor(fn, "dq", dq, 4));
-    TRY(flashc__check_tensor(fn, "dk", dk, 4));
-    TRY(flashc__check_tensor(fn, "dv", dv, 4));
-    TRY(check_same_kind(fn, "dout", dout, q));
-    TRY(check_same_kind(fn, "dq", dq, q));
-    TRY(check_same_kind(fn, "dk", dk, q));
-    TRY(check_same_kind(fn, "dv", dv, q));
-    TRY(check_shape4(fn, "dout", dout, q->shape, "q"));
-    TRY(check_shape4(fn, "dq", dq, q->shape, "q"));
-    TRY(check_shape4(fn, "dk", dk, k->shape, "k"));
-    TRY(check_shape4(fn, "dv", dv, k->shape, "k"));
-    const flashc_tensor *outs[3] = {dq, dk, dv};
-    static const char *onames[3] = {"dq", "dk", "dv"};
-    const flashc_tensor *ins[6] = {q, k, v, o, dout, lse};
-    static const char *inames[6] = {"q", "k", "v", "o", "dout", "lse"};
-    for (int i = 0; i < 3; i++) {
-        TRY(flashc__check_output_layout(fn, onames[i], outs[i]));
-        for (int j = 0; j < 6; j++)
-            TRY(flashc__check_no_overlap(fn, onames[i], outs[i], inames[j], ins[j]));
-        for (int j = i + 1; j < 3; j++)
-            TRY(flashc__check_no_overlap(fn, onames[i], outs[i], onames[j], outs[j]));
-    }
+    FLASHC_TRY(build_problem(fn, params, q, k, v, o, lse, p));
+    FLASHC_TRY(flashc__check_tensor(fn, "dout", dout, 4));
+    FLASHC_TRY(flashc__check_tensor(fn, "dq", dq, 4));
+    FLASHC_TRY(flashc__check_tensor(fn, "dk", dk, 4));
+    FLASHC_TRY(flashc__check_tensor(fn, "dv", dv, 4));
+    FLASHC_TRY(check_same_kind(fn, "dout", dout, q));
+    FLASHC_TRY(check_same_kind(fn, "dq", dq, q));
+    FLASHC_TRY(check_same_kind(fn, "dk", dk, q));
+    FLASHC_TRY(check_same_kind(fn, "dv", dv, q));
+    FLASHC_TRY(check_shape4(fn, "dout", dout, q->shape, "q"));
+    FLASHC_TRY(check_shape4(fn, "dq", dq, q->shape, "q"));
+    FLASHC_TRY(check_shape4(fn, "dk", dk, k->shape, "k"));
+    FLASHC_TRY(check_shape4(fn, "dv", dv, k->shape, "k"));
+    const flashc_tensor *outs[3] = {dq, dk, dv}, *ins[6] = {q, k, v, o, dout, lse};
+    static const char *const out_names[3] = {"dq", "dk", "dv"},
+                             *const in_names[6] = {"q", "k", "v", "o", "dout", "lse"};
+    FLASHC_TRY(flashc__check_outputs(fn, 3, outs, out_names, 6, ins, in_names));
     p->dout = dout->data;
     copy_strides(p->sdo, dout);
     p->dq = dq->data, p->dk = dk->data, p->dv = dv->data;
@@ -275,10 +251,10 @@ flashc_status flashc_attn_bwd(const flashc_attn_params *params, const flashc_ten
 {
     static const char fn[] = "flashc_attn_bwd";
     attn_problem p;
-    TRY(build_bwd(fn, params, q, k, v, o, dout, lse, 1, dq, dk, dv, &p));
+    FLASHC_TRY(build_bwd(fn, params, q, k, v, o, dout, lse, 1, dq, dk, dv, &p));
     if (p.device != FLASHC_DEVICE_CPU)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: no CUDA backward yet", fn);
-    TRY(cpu_attn_bwd_supports(&p));
+    FLASHC_TRY(cpu_attn_bwd_supports(&p));
     flashc_attn_stats local;
     flashc_status st = cpu_attn_bwd(&p, stats ? stats : &local);
     if (st == FLASHC_OK)
@@ -294,7 +270,7 @@ flashc_status flashc_attn_bwd_naive(const flashc_attn_params *params, const flas
 {
     static const char fn[] = "flashc_attn_bwd_naive";
     attn_problem p;
-    TRY(build_bwd(fn, params, q, k, v, o, dout, lse, 0, dq, dk, dv, &p));
+    FLASHC_TRY(build_bwd(fn, params, q, k, v, o, dout, lse, 0, dq, dk, dv, &p));
     if (p.device != FLASHC_DEVICE_CPU)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: the reference runs on host memory only",
                             fn);

@@ -27,6 +27,14 @@ flashc_status flashc__fail(flashc_status status, const char *fmt, ...)
     ;
 void flashc__clear_error(void);
 
+/* Returns the status of a validation step from the enclosing function unless it is OK. */
+#define FLASHC_TRY(expr)                                                                           \
+    do {                                                                                           \
+        flashc_status st_ = (expr);                                                                \
+        if (st_ != FLASHC_OK)                                                                      \
+            return st_;                                                                            \
+    } while (0)
+
 /* ---- counting allocator ----------------------------------------------------------------- */
 
 /* 64-byte aligned, counted in flashc_mem_stats. NULL on failure or on bytes == 0 overflow. */
@@ -51,6 +59,12 @@ flashc_status flashc__check_tensor(const char *fn, const char *name, const flash
 /* For an output (after flashc__check_tensor): FLASHC_ERR_INVALID_STRIDE unless every index maps
  * to its own element, so that writes never race or overwrite each other. */
 flashc_status flashc__check_output_layout(const char *fn, const char *name, const flashc_tensor *t);
+/* The output checks of every entry point, in one place: each output's layout is injective,
+ * no output overlaps an input, no two outputs overlap. NULL entries (optional tensors) are
+ * skipped. A tensor both read and written (the residual x) is listed as an output. */
+flashc_status flashc__check_outputs(const char *fn, int n_out, const flashc_tensor *const *outs,
+                                    const char *const *out_names, int n_in,
+                                    const flashc_tensor *const *ins, const char *const *in_names);
 /* [lo, hi) byte range a valid tensor touches. */
 void flashc__tensor_extent(const flashc_tensor *t, uintptr_t *lo, uintptr_t *hi);
 /* FLASHC_ERR_OVERLAP if the byte ranges of a and b intersect. */

@@ -4,13 +4,6 @@
 #include <math.h>
 #include <string.h>
 
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        flashc_status st_ = (expr);                                                                \
-        if (st_ != FLASHC_OK)                                                                      \
-            return st_;                                                                            \
-    } while (0)
-
 static flashc_status check_host_like(const char *fn, const char *name, const flashc_tensor *t,
                                      const flashc_tensor *like)
 {
@@ -26,21 +19,21 @@ static flashc_status check_rmsnorm(const char *fn, const flashc_tensor *x, const
                                    const flashc_tensor *w, float eps, const flashc_tensor *y,
                                    int residual, rows_problem *p)
 {
-    TRY(flashc__check_tensor(fn, "x", x, 2));
-    TRY(check_host_like(fn, "x", x, NULL));
+    FLASHC_TRY(flashc__check_tensor(fn, "x", x, 2));
+    FLASHC_TRY(check_host_like(fn, "x", x, NULL));
     if (residual) {
-        TRY(flashc__check_tensor(fn, "residual", r, 2));
-        TRY(check_host_like(fn, "residual", r, x));
+        FLASHC_TRY(flashc__check_tensor(fn, "residual", r, 2));
+        FLASHC_TRY(check_host_like(fn, "residual", r, x));
         if (r->shape[0] != x->shape[0] || r->shape[1] != x->shape[1])
             return flashc__fail(FLASHC_ERR_INVALID_SHAPE,
                                 "%s: residual is (%lld, %lld) but x is (%lld, %lld)", fn,
                                 (long long)r->shape[0], (long long)r->shape[1],
                                 (long long)x->shape[0], (long long)x->shape[1]);
     }
-    TRY(flashc__check_tensor(fn, "w", w, 1));
-    TRY(check_host_like(fn, "w", w, x));
-    TRY(flashc__check_tensor(fn, "y", y, 2));
-    TRY(check_host_like(fn, "y", y, x));
+    FLASHC_TRY(flashc__check_tensor(fn, "w", w, 1));
+    FLASHC_TRY(check_host_like(fn, "w", w, x));
+    FLASHC_TRY(flashc__check_tensor(fn, "y", y, 2));
+    FLASHC_TRY(check_host_like(fn, "y", y, x));
     if (w->shape[0] != x->shape[1])
         return flashc__fail(FLASHC_ERR_DIM_MISMATCH, "%s: w has %lld elements but x rows have %lld",
                             fn, (long long)w->shape[0], (long long)x->shape[1]);
@@ -51,16 +44,11 @@ static flashc_status check_rmsnorm(const char *fn, const flashc_tensor *x, const
     if (!isfinite(eps) || eps < 0.0f)
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT, "%s: eps = %g must be finite and >= 0", fn,
                             (double)eps);
-    TRY(flashc__check_output_layout(fn, "y", y));
-    if (residual) /* x is written back */
-        TRY(flashc__check_output_layout(fn, "x", x));
-    TRY(flashc__check_no_overlap(fn, "y", y, "x", x));
-    TRY(flashc__check_no_overlap(fn, "y", y, "w", w));
-    if (residual) {
-        TRY(flashc__check_no_overlap(fn, "y", y, "residual", r));
-        TRY(flashc__check_no_overlap(fn, "x", x, "residual", r));
-        TRY(flashc__check_no_overlap(fn, "x", x, "w", w));
-    }
+    /* the residual variant writes x back: then x is an output too */
+    const flashc_tensor *outs[2] = {y, residual ? x : NULL};
+    const flashc_tensor *ins[3] = {residual ? NULL : x, w, residual ? r : NULL};
+    static const char *const out_names[2] = {"y", "x"}, *const in_names[3] = {"x", "w", "residual"};
+    FLASHC_TRY(flashc__check_outputs(fn, 2, outs, out_names, 3, ins, in_names));
     memset(p, 0, sizeof *p);
     p->T = x->shape[0], p->D = x->shape[1];
     p->dtype = x->dtype;
@@ -86,7 +74,7 @@ flashc_status flashc_rmsnorm(const flashc_tensor *x, const flashc_tensor *w, flo
                              flashc_tensor *y)
 {
     rows_problem p;
-    TRY(check_rmsnorm("flashc_rmsnorm", x, NULL, w, eps, y, 0, &p));
+    FLASHC_TRY(check_rmsnorm("flashc_rmsnorm", x, NULL, w, eps, y, 0, &p));
     return done(cpu_rmsnorm(&p));
 }
 
@@ -94,7 +82,7 @@ flashc_status flashc_rmsnorm_naive(const flashc_tensor *x, const flashc_tensor *
                                    flashc_tensor *y)
 {
     rows_problem p;
-    TRY(check_rmsnorm("flashc_rmsnorm_naive", x, NULL, w, eps, y, 0, &p));
+    FLASHC_TRY(check_rmsnorm("flashc_rmsnorm_naive", x, NULL, w, eps, y, 0, &p));
     return done(ref_rmsnorm(&p));
 }
 
@@ -102,7 +90,7 @@ flashc_status flashc_rmsnorm_residual(flashc_tensor *x, const flashc_tensor *r,
                                       const flashc_tensor *w, float eps, flashc_tensor *y)
 {
     rows_problem p;
-    TRY(check_rmsnorm("flashc_rmsnorm_residual", x, r, w, eps, y, 1, &p));
+    FLASHC_TRY(check_rmsnorm("flashc_rmsnorm_residual", x, r, w, eps, y, 1, &p));
     return done(cpu_rmsnorm(&p));
 }
 
@@ -110,17 +98,17 @@ flashc_status flashc_rmsnorm_residual_naive(flashc_tensor *x, const flashc_tenso
                                             const flashc_tensor *w, float eps, flashc_tensor *y)
 {
     rows_problem p;
-    TRY(check_rmsnorm("flashc_rmsnorm_residual_naive", x, r, w, eps, y, 1, &p));
+    FLASHC_TRY(check_rmsnorm("flashc_rmsnorm_residual_naive", x, r, w, eps, y, 1, &p));
     return done(ref_rmsnorm(&p));
 }
 
 static flashc_status check_swiglu(const char *fn, const flashc_tensor *gu, const flashc_tensor *out,
                                   rows_problem *p)
 {
-    TRY(flashc__check_tensor(fn, "gate_up", gu, 2));
-    TRY(check_host_like(fn, "gate_up", gu, NULL));
-    TRY(flashc__check_tensor(fn, "out", out, 2));
-    TRY(check_host_like(fn, "out", out, gu));
+    FLASHC_TRY(flashc__check_tensor(fn, "gate_up", gu, 2));
+    FLASHC_TRY(check_host_like(fn, "gate_up", gu, NULL));
+    FLASHC_TRY(flashc__check_tensor(fn, "out", out, 2));
+    FLASHC_TRY(check_host_like(fn, "out", out, gu));
     if (gu->shape[1] % 2 != 0)
         return flashc__fail(FLASHC_ERR_INVALID_SHAPE,
                             "%s: gate_up has %lld columns; it must be gate|up, an even count", fn,
@@ -132,8 +120,9 @@ static flashc_status check_swiglu(const char *fn, const flashc_tensor *gu, const
                             fn, (long long)out->shape[0], (long long)out->shape[1],
                             (long long)gu->shape[0], (long long)gu->shape[1],
                             (long long)gu->shape[0], (long long)(gu->shape[1] / 2));
-    TRY(flashc__check_output_layout(fn, "out", out));
-    TRY(flashc__check_no_overlap(fn, "out", out, "gate_up", gu));
+    const flashc_tensor *outs[1] = {out}, *ins[1] = {gu};
+    static const char *const out_names[1] = {"out"}, *const in_names[1] = {"gate_up"};
+    FLASHC_TRY(flashc__check_outputs(fn, 1, outs, out_names, 1, ins, in_names));
     memset(p, 0, sizeof *p);
     p->T = out->shape[0], p->D = out->shape[1];
     p->dtype = gu->dtype;
@@ -146,13 +135,13 @@ static flashc_status check_swiglu(const char *fn, const flashc_tensor *gu, const
 flashc_status flashc_swiglu(const flashc_tensor *gu, flashc_tensor *out)
 {
     rows_problem p;
-    TRY(check_swiglu("flashc_swiglu", gu, out, &p));
+    FLASHC_TRY(check_swiglu("flashc_swiglu", gu, out, &p));
     return done(cpu_swiglu(&p));
 }
 
 flashc_status flashc_swiglu_naive(const flashc_tensor *gu, flashc_tensor *out)
 {
     rows_problem p;
-    TRY(check_swiglu("flashc_swiglu_naive", gu, out, &p));
+    FLASHC_TRY(check_swiglu("flashc_swiglu_naive", gu, out, &p));
     return done(ref_swiglu(&p));
 }

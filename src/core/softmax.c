@@ -48,17 +48,10 @@ flashc_softmax_state flashc_softmax_state_merge(flashc_softmax_state a, flashc_s
     return r;
 }
 
-#define TRY(expr)                                                                                  \
-    do {                                                                                           \
-        flashc_status st_ = (expr);                                                                \
-        if (st_ != FLASHC_OK)                                                                      \
-            return st_;                                                                            \
-    } while (0)
-
 static flashc_status check_like(const char *fn, const char *name, const flashc_tensor *t,
                                 const flashc_tensor *ref, int ndim)
 {
-    TRY(flashc__check_tensor(fn, name, t, ndim));
+    FLASHC_TRY(flashc__check_tensor(fn, name, t, ndim));
     if (t->dtype != FLASHC_F32)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED_DTYPE, "%s: %s must be float32", fn, name);
     if (t->device != FLASHC_DEVICE_CPU)
@@ -75,28 +68,20 @@ flashc_status flashc_attn_merge(const flashc_tensor *o1, const flashc_tensor *ls
                                 flashc_tensor *o, flashc_tensor *lse)
 {
     static const char fn[] = "flashc_attn_merge";
-    TRY(check_like(fn, "o1", o1, NULL, 4));
-    TRY(check_like(fn, "o2", o2, o1, 4));
-    TRY(check_like(fn, "o", o, o1, 4));
-    TRY(check_like(fn, "lse1", lse1, NULL, 3));
+    FLASHC_TRY(check_like(fn, "o1", o1, NULL, 4));
+    FLASHC_TRY(check_like(fn, "o2", o2, o1, 4));
+    FLASHC_TRY(check_like(fn, "o", o, o1, 4));
+    FLASHC_TRY(check_like(fn, "lse1", lse1, NULL, 3));
     int64_t B = o1->shape[0], S = o1->shape[1], H = o1->shape[2], D = o1->shape[3];
     if (lse1->shape[0] != B || lse1->shape[1] != H || lse1->shape[2] != S)
         return flashc__fail(FLASHC_ERR_INVALID_SHAPE, "%s: lse1 must be (B, H, S) of o1", fn);
-    TRY(check_like(fn, "lse2", lse2, lse1, 3));
+    FLASHC_TRY(check_like(fn, "lse2", lse2, lse1, 3));
     if (lse)
-        TRY(check_like(fn, "lse", lse, lse1, 3));
-    TRY(flashc__check_output_layout(fn, "o", o));
-    if (lse)
-        TRY(flashc__check_output_layout(fn, "lse", lse));
-    const flashc_tensor *ins[4] = {o1, lse1, o2, lse2};
-    static const char *names[4] = {"o1", "lse1", "o2", "lse2"};
-    for (int i = 0; i < 4; i++) {
-        TRY(flashc__check_no_overlap(fn, "o", o, names[i], ins[i]));
-        if (lse)
-            TRY(flashc__check_no_overlap(fn, "lse", lse, names[i], ins[i]));
-    }
-    if (lse)
-        TRY(flashc__check_no_overlap(fn, "lse", lse, "o", o));
+        FLASHC_TRY(check_like(fn, "lse", lse, lse1, 3));
+    const flashc_tensor *outs[2] = {o, lse}, *ins[4] = {o1, lse1, o2, lse2};
+    static const char *const out_names[2] = {"o", "lse"},
+                             *const in_names[4] = {"o1", "lse1", "o2", "lse2"};
+    FLASHC_TRY(flashc__check_outputs(fn, 2, outs, out_names, 4, ins, in_names));
 
     const float *a = o1->data, *b = o2->data, *la = lse1->data, *lb = lse2->data;
     float *out = o->data, *lo = lse ? lse->data : NULL;

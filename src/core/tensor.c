@@ -137,3 +137,19 @@ flashc_status flashc__check_no_overlap(const char *fn, const char *na, const fla
         return flashc__fail(FLASHC_ERR_OVERLAP, "%s: %s overlaps %s in memory", fn, na, nb);
     return FLASHC_OK;
 }
+
+flashc_status flashc__check_outputs(const char *fn, int n_out, const flashc_tensor *const *outs,
+                                    const char *const *out_names, int n_in,
+                                    const flashc_tensor *const *ins, const char *const *in_names)
+{
+    for (int i = 0; i < n_out; i++)
+        if (outs[i])
+            FLASHC_TRY(flashc__check_output_layout(fn, out_names[i], outs[i]));
+    for (int i = 0; i < n_out; i++) {
+        for (int j = 0; j < n_in; j++)
+            FLASHC_TRY(flashc__check_no_overlap(fn, out_names[i], outs[i], in_names[j], ins[j]));
+        for (int j = i + 1; j < n_out; j++)
+            FLASHC_TRY(flashc__check_no_overlap(fn, out_names[j], outs[j], out_names[i], outs[i]));
+    }
+    return FLASHC_OK;
+}
