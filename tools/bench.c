@@ -481,11 +481,12 @@ static const char bench_intro[] =
     "option.\n"
     "\n"
     "--dtype bf16|f16 runs attn (naive and flash), rmsnorm, rmsnorm_res and swiglu in that\n"
-    "storage (float32 accumulation; attention's LSE stays float32): the random float32 inputs are\n"
-    "rounded into it once (round to nearest even), max_err compares the output (widened to\n"
+    "storage (float32 accumulation; attention's LSE stays float32): the random float32 inputs\n"
+    "are rounded into it once (round to nearest even), max_err compares the output (widened to\n"
     "float32) with the naive reference run in float32 on the same rounded inputs, and GB/s and\n"
-    "traffic_mib count the dtype's element size. The other ops (attn_merge, attn_bwd, attn_fwdbwd,\n"
-    "softmax) are float32 only in the library: with --dtype bf16|f16 they are refused (exit 2).";
+    "traffic_mib count the dtype's element size. The other ops (attn_merge, attn_bwd,\n"
+    "attn_fwdbwd, softmax) are float32 only in the library: with --dtype bf16|f16 they are\n"
+    "refused (exit 2).";
 
 int bench_main(int argc, char **argv)
 {
@@ -652,9 +653,10 @@ int bench_main(int argc, char **argv)
     }
     add_backward_notes(&meta, specs, n_specs);
     if (strcmp(meta.dtype, "f32") != 0)
-        report_note(&meta, "dtype %s: the tensors in that storage (attention's LSE float32), float32 "
-                           "accumulation; inputs rounded into it once; max_err of the output "
-                           "(widened) vs the naive reference in float32 on the same rounded inputs",
+        report_note(&meta,
+                    "dtype %s: the tensors in that storage (attention's LSE float32), float32 "
+                    "accumulation; inputs rounded into it once; max_err of the output (widened) "
+                    "vs the naive reference in float32 on the same rounded inputs",
                     meta.dtype);
     report_note(&meta, "%s; naive = the float64-accumulating reference; time = "
                        "median of `reps` runs after %lld warm-up run(s), except that a run longer "

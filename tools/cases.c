@@ -268,7 +268,7 @@ static double attn_flops(const case_spec *s)
 static double attn_min_bytes(const case_spec *s)
 {
     return esize(s) * (double)s->batch * (2.0 * (double)(s->sq * s->heads * s->d) +
-                                     2.0 * (double)(s->sk * s->kv_heads * s->d)) +
+                                          2.0 * (double)(s->sk * s->kv_heads * s->d)) +
            4.0 * (double)(s->batch * s->heads * s->sq);
 }
 
@@ -451,7 +451,7 @@ static double bwd_flops(const case_spec *s) { return 2.5 * attn_flops(s); }
 static double bwd_min_bytes(const case_spec *s)
 {
     return esize(s) * (double)s->batch * (4.0 * (double)(s->sq * s->heads * s->d) +
-                                     4.0 * (double)(s->sk * s->kv_heads * s->d)) +
+                                          4.0 * (double)(s->sk * s->kv_heads * s->d)) +
            4.0 * (double)(s->batch * s->heads * s->sq);
 }
 
@@ -489,7 +489,7 @@ static double fwdbwd_flops(const case_spec *s) { return 3.5 * attn_flops(s); }
 static double fwdbwd_min_bytes(const case_spec *s)
 {
     return esize(s) * (double)s->batch * (3.0 * (double)(s->sq * s->heads * s->d) +
-                                     4.0 * (double)(s->sk * s->kv_heads * s->d));
+                                          4.0 * (double)(s->sk * s->kv_heads * s->d));
 }
 
 /* the forward's model plus the backward's (the flash forward counted at the backward's tiles) */

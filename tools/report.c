@@ -184,8 +184,8 @@ static void write_csv(FILE *f, const report_meta *m, const bench_result *r, int 
             m->date, m->machine, m->build, m->threads, (unsigned long long)m->seed, m->dtype);
     for (int i = 0; i < m->n_notes; i++)
         fprintf(f, "# %s\n", m->notes[i]);
-    fprintf(f, "op,impl,dtype,shape,n,d,block_q,block_k,tile_pairs,reps,warmup,ms,ms_min,gflops,gbps,peak_mib,"
-               "rss_mib,traffic_mib,max_err,tol,speedup,mem_ratio,rss_ratio,error\n");
+    fprintf(f, "op,impl,dtype,shape,n,d,block_q,block_k,tile_pairs,reps,warmup,ms,ms_min,gflops,"
+               "gbps,peak_mib,rss_mib,traffic_mib,max_err,tol,speedup,mem_ratio,rss_ratio,error\n");
     for (int i = 0; i < n; i++) {
         const bench_result *x = &r[i];
         fprintf(f, "%s,%s,%s,\"%s\",%lld,%lld,%lld,%lld,%lld,%d,%d", x->op, x->impl, x->dtype,
