@@ -24,6 +24,7 @@
 #include "ceiling.h"
 #include "check.h"
 #include "cli.h"
+#include "dtype.h"
 #include "report.h"
 
 #include <errno.h>
@@ -44,6 +45,8 @@ typedef struct bench_options {
     const char *impls;   /* comma-separated impl names or NULL (every impl)      */
     const char *suite;   /* "options" (default) or "check"                       */
     const char *format;
+    const char *dtype;   /* --dtype: storage of the ops' tensors (dtype.h)              */
+    flashc_dtype dt;     /* the same, parsed                                            */
     cli_int_list n;
     int64_t d, heads, kv_heads, batch, br, bc, threads, reps, warmup, tokens, hidden, inter, seed;
     int64_t ref_rows;
@@ -70,6 +73,7 @@ static int make_attention(const bench_options *o, const char *op, case_spec *out
         s.d = o->d, s.causal = o->causal, s.br = o->br, s.bc = o->bc;
         s.threads = (int)o->threads;
         s.ref_rows = o->ref_rows;
+        s.dtype = o->dt;
         out[k++] = s;
     }
     return k;
@@ -81,6 +85,7 @@ static int make_rows(const bench_options *o, const char *op, int64_t width, case
         return 0;
     case_spec s = {0};
     s.op = op, s.rows = o->tokens, s.width = width, s.threads = (int)o->threads;
+    s.dtype = o->dt;
     out[0] = s;
     return 1;
 }
@@ -377,6 +382,7 @@ static void run_ceiling(int sgemm, int threads, int64_t n, int64_t reps, bench_r
     memset(r, 0, sizeof *r);
     run_in_child(ceiling_body, &c, r);
     snprintf(r->op, sizeof r->op, "%s", sgemm ? "sgemm" : "copy");
+    snprintf(r->dtype, sizeof r->dtype, "f32"); /* sgemm is float32; copy moves bytes */
     snprintf(r->impl, sizeof r->impl, "%s", sgemm ? "openblas" : "stream");
     if (r->failed)
         snprintf(r->shape, sizeof r->shape, "%s", sgemm ? "OpenBLAS sgemm" : "stream copy");
@@ -472,12 +478,20 @@ static const char bench_intro[] =
     "Default: the seeds' exercise, attention at N = 512, 2048, 8192 with d = 64 (batch 1,\n"
     "1 head, non-causal), then RMSNorm (D = 1024) and SwiGLU (I = 3072) at Qwen3-0.6B sizes on\n"
     "4096 tokens. Exit status 1 when a case fails or exceeds its error tolerance, 2 on a bad\n"
-    "option.";
+    "option.\n"
+    "\n"
+    "--dtype bf16|f16 runs attn (naive and flash), rmsnorm, rmsnorm_res and swiglu in that\n"
+    "storage (float32 accumulation; attention's LSE stays float32): the random float32 inputs\n"
+    "are rounded into it once (round to nearest even), max_err compares the output (widened to\n"
+    "float32) with the naive reference run in float32 on the same rounded inputs, and GB/s and\n"
+    "traffic_mib count the dtype's element size. The other ops (attn_merge, attn_bwd,\n"
+    "attn_fwdbwd, softmax) are float32 only in the library: with --dtype bf16|f16 they are\n"
+    "refused (exit 2).";
 
 int bench_main(int argc, char **argv)
 {
     bench_options o = {0};
-    o.ops = "all", o.suite = "options", o.format = "md";
+    o.ops = "all", o.suite = "options", o.format = "md", o.dtype = "f32";
     o.n.n = 3, o.n.v[0] = 512, o.n.v[1] = 2048, o.n.v[2] = 8192;
     o.d = 64, o.heads = 1, o.batch = 1, o.reps = 10, o.warmup = 1;
     o.tokens = 4096, o.hidden = 1024, o.inter = 3072;
@@ -515,6 +529,10 @@ int bench_main(int argc, char **argv)
         {"inter", CLI_INT, &o.inter, 1, 1 << 20, NULL, "N", "SwiGLU intermediate size I (3072)", 0},
         {"seed", CLI_INT, &o.seed, 0, 9e15, NULL, "N", "base seed of the inputs (default: time)", 0},
         {"format", CLI_CHOICE, &o.format, 0, 0, "md,csv,json", "FMT", "md (default), csv or json", 0},
+        {"dtype", CLI_CHOICE, &o.dtype, 0, 0, dtype_choices, "TYPE",
+         "storage dtype: f32 (default), bf16 or f16; bf16/f16 only for attn, rmsnorm, "
+         "rmsnorm_res, swiglu (others refused, exit 2; see above)",
+         0},
         {"ceiling", CLI_FLAG, &o.ceiling, 0, 0, NULL, NULL,
          "add the machine's ceilings, measured in this run: OpenBLAS sgemm (op sgemm, impl "
          "openblas, GFLOP/s; libopenblas.so.0 loaded at run time, OPENBLAS_CORETYPE and "
@@ -539,12 +557,16 @@ int bench_main(int argc, char **argv)
     }
     if (pr != CLI_OK)
         return 2;
+    int dtype_given = 0;
     for (int i = 0; i < n_opts; i++) {
         if (strcmp(opts[i].name, "reps") == 0)
             o.reps_given = opts[i].seen;
         if (strcmp(opts[i].name, "seed") == 0)
             o.seed_given = opts[i].seen;
+        if (strcmp(opts[i].name, "dtype") == 0)
+            dtype_given = opts[i].seen;
     }
+    o.dt = (flashc_dtype)dtype_parse(o.dtype); /* one of dtype_choices: cli_parse checked */
     if (!check_op_list(o.ops) || (o.impls && !check_impl_list(o.impls)))
         return 2;
     const int64_t kvh = o.kv_heads ? o.kv_heads : o.heads;
@@ -570,6 +592,8 @@ int bench_main(int argc, char **argv)
                 specs[n_specs] = table[i];
                 if (o.threads)
                     specs[n_specs].threads = (int)o.threads;
+                if (dtype_given)
+                    specs[n_specs].dtype = o.dt;
                 n_specs++;
             }
     } else {
@@ -579,8 +603,28 @@ int bench_main(int argc, char **argv)
                                              MAX_CASES - n_specs);
     }
 
+    /* bf16 / f16: every op must take it (the library's backward, merge and softmax are
+     * float32 only): a clear refusal, not a silently float32 row under a bf16 header */
+    for (int i = 0; i < n_specs; i++) {
+        const op_desc *op = cases_find_op(specs[i].op);
+        if (specs[i].dtype != FLASHC_F32 && !op->any_dtype) {
+            fprintf(stderr,
+                    "flashc bench: --dtype %s: op %s runs float32 only in the library (bf16 and "
+                    "f16: attn, rmsnorm, rmsnorm_res, swiglu)\n",
+                    dtype_name(specs[i].dtype), op->name);
+            free(specs);
+            free(res);
+            return 2;
+        }
+    }
+
     report_meta meta;
     report_meta_init(&meta, argc, argv);
+    meta.dtype = "f32";
+    for (int i = 0; i < n_specs; i++) {
+        const char *name = dtype_name(specs[i].dtype);
+        meta.dtype = i == 0 || strcmp(meta.dtype, name) == 0 ? name : "mixed (see the problems)";
+    }
     meta.build = flashc_build_info();
     meta.threads = o.threads ? (int)o.threads : flashc_get_num_threads();
     meta.seed = o.seed_given ? (uint64_t)o.seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16);
@@ -608,17 +652,25 @@ int bench_main(int argc, char **argv)
                         (long long)o.tokens, (long long)o.hidden, (long long)o.inter);
     }
     add_backward_notes(&meta, specs, n_specs);
-    report_note(&meta, "float32 everywhere; naive = the float64-accumulating reference; time = "
+    if (strcmp(meta.dtype, "f32") != 0)
+        report_note(&meta,
+                    "dtype %s: the tensors in that storage (attention's LSE float32), float32 "
+                    "accumulation; inputs rounded into it once; max_err of the output (widened) "
+                    "vs the naive reference in float32 on the same rounded inputs",
+                    meta.dtype);
+    report_note(&meta, "%s; naive = the float64-accumulating reference; time = "
                        "median of `reps` runs after %lld warm-up run(s), except that a run longer "
                        "than --budget = %g s is not repeated for warm-up (it counts as the first "
                        "timed run; `warmup` in csv/json)",
+                strcmp(meta.dtype, "f32") == 0 ? "float32 everywhere" : "float32 arithmetic",
                 (long long)o.warmup, o.budget);
     report_note(&meta, "GFLOP/s = 4 * B * Hq * D * (visible q-k pairs) / t, so causal counts "
                        "only the unmasked half; GB/s = (inputs read once + outputs written once) / t");
     report_note(&meta, "peak MiB = the library's own allocations (counting allocator) during one "
                        "call; RSS MiB = the case's child process peak RSS (inputs included)");
     report_note(&meta, "traffic MiB = modeled bytes moved (docs/traffic.md); max_err vs the naive "
-                       "reference (attention O: absolute; others |diff|/(1+|ref|))%s",
+                       "reference (%s|diff|/(1+|ref|))%s",
+                strcmp(meta.dtype, "f32") == 0 ? "attention O: absolute; others " : "all ",
                 o.ref_rows && strcmp(o.suite, "check") != 0
                     ? "; attention: over the last --ref-rows query rows when n is larger (an "
                       "exact sub-problem)"
@@ -650,6 +702,7 @@ int bench_main(int argc, char **argv)
             snprintf(r->op, sizeof r->op, "%s", op->name);
             snprintf(r->impl, sizeof r->impl, "%s", op->impls[k]);
             snprintf(r->shape, sizeof r->shape, "%s", shape);
+            snprintf(r->dtype, sizeof r->dtype, "%s", dtype_name(full.dtype));
             r->impl_index = k;
             r->n = full.sq ? full.sq : full.rows;
             r->d = full.sq ? full.d : full.width;

@@ -14,6 +14,7 @@ typedef struct bench_result {
     char op[24];
     char impl[16];
     char shape[160];        /* case_describe()                                              */
+    char dtype[8];          /* storage dtype of the row's tensors: "f32", "bf16", "f16"      */
     int impl_index;         /* 0 = the reference (naive)                                    */
     int64_t n, d;           /* attention: Sq and D; row ops: T and the row width            */
     int64_t block_q, block_k; /* tiles used (attention flash), 0 otherwise                  */

@@ -11,8 +11,15 @@
  *                                              relative for large values
  * Both: a NaN anywhere in got, or an infinity the reference does not have at the same place
  * (e.g. LSE = -inf of a fully masked row must match), is an infinite error: NaN never passes.
+ * In bf16 / f16 attention O is compared ERR_REL1 too: its output rounding is relative.
+ *
+ * Storage dtypes (case_spec.dtype, ops with any_dtype): the random float32 inputs are rounded
+ * into the dtype once (st_in) and the float32 copies dropped, so the child's RSS is that of the
+ * dtype's buffers; the impls read st_in and write st_out. The reference runs in float32 on the
+ * stored values widened back (exact), so it sees the same inputs as the impls.
  */
 #include "cases.h"
+#include "dtype.h"
 #include "traffic.h"
 
 #include <math.h>
@@ -27,17 +34,24 @@ struct case_data {
     case_spec s;
     const struct op_entry *op;
     uint64_t rng;
-    float *in[MAX_BUFS];       /* inputs, filled with N(0,1)                         */
+    float *in[MAX_BUFS];       /* inputs, filled with N(0,1); in bf16 / f16 NULL until the
+                                  reference widens st_in into them                     */
     size_t in_n[MAX_BUFS];
     float *out[2][MAX_BUFS];   /* output slot 0 (reference) and 1 (under test)       */
     size_t out_n[MAX_BUFS];
     float *tmp[MAX_BUFS];      /* op scratch (merge partial states)                  */
     size_t tmp_n[MAX_BUFS];
+    void *st_in[MAX_BUFS];     /* bf16 / f16: the inputs the impls read              */
+    void *st_out[2][MAX_BUFS]; /* bf16 / f16: the outputs they write (not f32_out ones) */
+    int ref_f32;               /* the reference is running: float32 buffers and dtype */
 };
 
 typedef struct op_entry {
     op_desc pub;
     int n_in, n_out, n_tmp;
+    unsigned f32_out;          /* any_dtype: outputs float32 in every dtype, bit i = out i */
+    int roundings;             /* any_dtype: roundings into the storage dtype that can
+                                  separate the output from the exact result (tolerance)   */
     enum err_metric metric[MAX_BUFS];
     void (*defaults)(case_spec *s);
     void (*sizes)(case_data *c);                  /* set in_n, out_n, tmp_n            */
@@ -53,7 +67,21 @@ typedef struct op_entry {
     void (*describe)(const case_spec *s, char *buf, size_t size);
 } op_entry;
 
-static const double F32 = 4.0; /* element size in bytes: the CPU paths run float32 */
+/* Element size in bytes of the op's tensors (LSE and softmax states are float32: 4 bytes). */
+static double esize(const case_spec *s) { return (double)flashc_dtype_size(s->dtype); }
+
+/* What an impl runs on: the dtype storage, or float32 while the reference runs. */
+static flashc_dtype run_dtype(const case_data *c) { return c->ref_f32 ? FLASHC_F32 : c->s.dtype; }
+
+static void *in_buf(const case_data *c, int i)
+{
+    return c->st_in[i] && !c->ref_f32 ? c->st_in[i] : (void *)c->in[i];
+}
+
+static void *out_buf(const case_data *c, int slot, int i)
+{
+    return c->st_out[slot][i] && !c->ref_f32 ? c->st_out[slot][i] : (void *)c->out[slot][i];
+}
 
 /* ---- random numbers: splitmix64 + Box-Muller ---------------------------------------------- */
 
@@ -82,6 +110,20 @@ static void fill_normal(float *x, size_t n, uint64_t *state)
     }
 }
 
+/* fill_normal's float32 values rounded into a dt buffer, a chunk at a time (no float32 copy of
+ * the buffer). The chunk length is even, so the pairs are those of one fill_normal over n. */
+static void fill_normal_as(void *x, flashc_dtype dt, size_t n, uint64_t *state)
+{
+    enum { CHUNK = 4096 };
+    float chunk[CHUNK];
+    for (size_t i0 = 0; i0 < n; i0 += CHUNK) {
+        const size_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
+        fill_normal(chunk, m, state);
+        for (size_t j = 0; j < m; j++)
+            dtype_store(x, dt, i0 + j, chunk[j]);
+    }
+}
+
 /* ---- attention ------------------------------------------------------------------------------ */
 
 static void attn_defaults(case_spec *s)
@@ -97,7 +139,7 @@ static void attn_defaults(case_spec *s)
 
 static traffic_attn attn_model(const case_spec *s)
 {
-    traffic_attn a = {s->batch, s->sq, s->sk, s->heads, s->kv_heads, s->d, s->causal, F32};
+    traffic_attn a = {s->batch, s->sq, s->sk, s->heads, s->kv_heads, s->d, s->causal, esize(s)};
     return a;
 }
 
@@ -110,17 +152,20 @@ static void attn_sizes(case_data *c)
     c->out_n[1] = (size_t)(s->batch * s->heads * s->sq);
 }
 
+/* q *= q_scale (in bf16 / f16 a second rounding of q: both sides still see the same q) */
 static void attn_post_fill(case_data *c)
 {
     if (c->s.q_scale != 1.0f)
         for (size_t i = 0; i < c->in_n[0]; i++)
-            c->in[0][i] *= c->s.q_scale;
+            dtype_store(in_buf(c, 0), c->s.dtype, i,
+                        dtype_load(in_buf(c, 0), c->s.dtype, i) * c->s.q_scale);
 }
 
 /* A (B, S, H, D) view of buf; stored (B, S, H, D) or, with bhsd, (B, H, S, D). */
-static flashc_tensor attn_view(float *buf, int64_t B, int64_t S, int64_t H, int64_t D, int bhsd)
+static flashc_tensor attn_view(void *buf, flashc_dtype dt, int64_t B, int64_t S, int64_t H,
+                               int64_t D, int bhsd)
 {
-    flashc_tensor t = flashc_tensor_4d(buf, FLASHC_F32, B, S, H, D);
+    flashc_tensor t = flashc_tensor_4d(buf, dt, B, S, H, D);
     if (bhsd) {
         t.stride[0] = H * S * D;
         t.stride[1] = D;
@@ -150,10 +195,11 @@ static void copy_stats(case_stats *st, const flashc_attn_stats *as)
 static flashc_status attn_run(case_data *c, int impl, int slot, case_stats *st)
 {
     const case_spec *s = &c->s;
-    flashc_tensor q = attn_view(c->in[0], s->batch, s->sq, s->heads, s->d, s->bhsd);
-    flashc_tensor k = attn_view(c->in[1], s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
-    flashc_tensor v = attn_view(c->in[2], s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
-    flashc_tensor o = attn_view(c->out[slot][0], s->batch, s->sq, s->heads, s->d, s->bhsd);
+    const flashc_dtype dt = run_dtype(c);
+    flashc_tensor q = attn_view(in_buf(c, 0), dt, s->batch, s->sq, s->heads, s->d, s->bhsd);
+    flashc_tensor k = attn_view(in_buf(c, 1), dt, s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
+    flashc_tensor v = attn_view(in_buf(c, 2), dt, s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
+    flashc_tensor o = attn_view(out_buf(c, slot, 0), dt, s->batch, s->sq, s->heads, s->d, s->bhsd);
     flashc_tensor lse = flashc_tensor_3d(c->out[slot][1], FLASHC_F32, s->batch, s->heads, s->sq);
     flashc_attn_params p = attn_params(s);
     flashc_attn_stats as = {0};
@@ -170,10 +216,10 @@ static flashc_status attn_run_reference(case_data *c)
 {
     const case_spec *s = &c->s;
     const int64_t R = s->ref_rows > 0 && s->ref_rows < s->sq ? s->ref_rows : s->sq;
-    flashc_tensor q = attn_view(c->in[0], s->batch, s->sq, s->heads, s->d, s->bhsd);
-    flashc_tensor k = attn_view(c->in[1], s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
-    flashc_tensor v = attn_view(c->in[2], s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
-    flashc_tensor o = attn_view(c->out[0][0], s->batch, s->sq, s->heads, s->d, s->bhsd);
+    flashc_tensor q = attn_view(c->in[0], FLASHC_F32, s->batch, s->sq, s->heads, s->d, s->bhsd);
+    flashc_tensor k = attn_view(c->in[1], FLASHC_F32, s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
+    flashc_tensor v = attn_view(c->in[2], FLASHC_F32, s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
+    flashc_tensor o = attn_view(c->out[0][0], FLASHC_F32, s->batch, s->sq, s->heads, s->d, s->bhsd);
     flashc_tensor lse = flashc_tensor_3d(c->out[0][1], FLASHC_F32, s->batch, s->heads, s->sq);
     q.data = c->in[0] + (s->sq - R) * q.stride[1], q.shape[1] = R;
     o.data = c->out[0][0] + (s->sq - R) * o.stride[1], o.shape[1] = R;
@@ -184,19 +230,21 @@ static flashc_status attn_run_reference(case_data *c)
 
 static double elem_err(float got, float ref, enum err_metric m);
 
-/* O (absolute) and LSE (relative) over the rows the reference computed. */
+/* O (absolute; relative in bf16 / f16) and LSE (relative) over the rows the reference
+ * computed. */
 static double attn_max_err(const case_data *c)
 {
     const case_spec *s = &c->s;
     const int64_t R = s->ref_rows > 0 && s->ref_rows < s->sq ? s->ref_rows : s->sq;
-    const flashc_tensor o = attn_view(NULL, s->batch, s->sq, s->heads, s->d, s->bhsd);
+    const flashc_tensor o = attn_view(NULL, FLASHC_F32, s->batch, s->sq, s->heads, s->d, s->bhsd);
+    const enum err_metric mo = s->dtype == FLASHC_F32 ? ERR_ABS : ERR_REL1;
     double worst = 0.0;
     for (int64_t b = 0; b < s->batch; b++)
         for (int64_t i = s->sq - R; i < s->sq; i++)
             for (int64_t h = 0; h < s->heads; h++) {
                 const int64_t row = b * o.stride[0] + i * o.stride[1] + h * o.stride[2];
                 for (int64_t d = 0; d < s->d; d++) {
-                    const double e = elem_err(c->out[1][0][row + d], c->out[0][0][row + d], ERR_ABS);
+                    const double e = elem_err(c->out[1][0][row + d], c->out[0][0][row + d], mo);
                     worst = e > worst ? e : worst;
                 }
                 const int64_t l = (b * s->heads + h) * s->sq + i;
@@ -219,8 +267,8 @@ static double attn_flops(const case_spec *s)
 
 static double attn_min_bytes(const case_spec *s)
 {
-    return F32 * (double)s->batch * (2.0 * (double)(s->sq * s->heads * s->d) +
-                                     2.0 * (double)(s->sk * s->kv_heads * s->d)) +
+    return esize(s) * (double)s->batch * (2.0 * (double)(s->sq * s->heads * s->d) +
+                                          2.0 * (double)(s->sk * s->kv_heads * s->d)) +
            4.0 * (double)(s->batch * s->heads * s->sq);
 }
 
@@ -269,16 +317,19 @@ static flashc_status merge_run(case_data *c, int impl, int slot, case_stats *st)
     const case_spec *s = &c->s;
     const int64_t kvrow = s->bhsd ? s->d : s->kv_heads * s->d; /* elements per key row */
     const int64_t cut[3] = {0, s->split, s->sk};
-    flashc_tensor q = attn_view(c->in[0], s->batch, s->sq, s->heads, s->d, s->bhsd);
+    flashc_tensor q = attn_view(c->in[0], FLASHC_F32, s->batch, s->sq, s->heads, s->d, s->bhsd);
     flashc_attn_params p = attn_params(s);
     flashc_tensor po[2], plse[2];
     for (int part = 0; part < 2; part++) {
         const int64_t len = cut[part + 1] - cut[part];
-        flashc_tensor k = attn_view(c->in[1], s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
-        flashc_tensor v = attn_view(c->in[2], s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
+        flashc_tensor k =
+            attn_view(c->in[1], FLASHC_F32, s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
+        flashc_tensor v =
+            attn_view(c->in[2], FLASHC_F32, s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
         k.data = c->in[1] + cut[part] * kvrow, k.shape[1] = len;
         v.data = c->in[2] + cut[part] * kvrow, v.shape[1] = len;
-        po[part] = attn_view(c->tmp[2 * part], s->batch, s->sq, s->heads, s->d, s->bhsd);
+        po[part] =
+            attn_view(c->tmp[2 * part], FLASHC_F32, s->batch, s->sq, s->heads, s->d, s->bhsd);
         plse[part] = flashc_tensor_3d(c->tmp[2 * part + 1], FLASHC_F32, s->batch, s->heads, s->sq);
         flashc_attn_stats as = {0};
         flashc_status r = flashc_attn_fwd(&p, &q, &k, &v, &po[part], &plse[part], &as);
@@ -286,7 +337,8 @@ static flashc_status merge_run(case_data *c, int impl, int slot, case_stats *st)
             return r;
         copy_stats(st, &as);
     }
-    flashc_tensor o = attn_view(c->out[slot][0], s->batch, s->sq, s->heads, s->d, s->bhsd);
+    flashc_tensor o =
+        attn_view(c->out[slot][0], FLASHC_F32, s->batch, s->sq, s->heads, s->d, s->bhsd);
     flashc_tensor lse = flashc_tensor_3d(c->out[slot][1], FLASHC_F32, s->batch, s->heads, s->sq);
     return flashc_attn_merge(&po[0], &plse[0], &po[1], &plse[1], &o, &lse);
 }
@@ -301,7 +353,7 @@ static double merge_traffic(const case_spec *s, int impl, const case_stats *st)
     a.Sk = s->sk - s->split;
     bytes += traffic_attn_flash(&a, st->block_q, st->block_k);
     /* the merge reads two (O, LSE) states and writes one */
-    const double state = F32 * (double)(s->batch * s->sq * s->heads * s->d) +
+    const double state = esize(s) * (double)(s->batch * s->sq * s->heads * s->d) +
                          4.0 * (double)(s->batch * s->heads * s->sq);
     return bytes + 3.0 * state;
 }
@@ -338,16 +390,17 @@ static bwd_views bwd_views_of(case_data *c, int slot, int fwd_tmp)
 {
     const case_spec *s = &c->s;
     bwd_views t;
-    t.q = attn_view(c->in[0], s->batch, s->sq, s->heads, s->d, s->bhsd);
-    t.k = attn_view(c->in[1], s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
-    t.v = attn_view(c->in[2], s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
-    t.dout = attn_view(c->in[3], s->batch, s->sq, s->heads, s->d, s->bhsd);
-    t.o = attn_view(fwd_tmp ? c->tmp[0] : c->in[4], s->batch, s->sq, s->heads, s->d, s->bhsd);
+    const flashc_dtype f = FLASHC_F32; /* the backward is float32 only */
+    t.q = attn_view(c->in[0], f, s->batch, s->sq, s->heads, s->d, s->bhsd);
+    t.k = attn_view(c->in[1], f, s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
+    t.v = attn_view(c->in[2], f, s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
+    t.dout = attn_view(c->in[3], f, s->batch, s->sq, s->heads, s->d, s->bhsd);
+    t.o = attn_view(fwd_tmp ? c->tmp[0] : c->in[4], f, s->batch, s->sq, s->heads, s->d, s->bhsd);
     t.lse = flashc_tensor_3d(fwd_tmp ? c->tmp[1] : c->in[5], FLASHC_F32, s->batch, s->heads,
                              s->sq);
-    t.dq = attn_view(c->out[slot][0], s->batch, s->sq, s->heads, s->d, s->bhsd);
-    t.dk = attn_view(c->out[slot][1], s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
-    t.dv = attn_view(c->out[slot][2], s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
+    t.dq = attn_view(c->out[slot][0], f, s->batch, s->sq, s->heads, s->d, s->bhsd);
+    t.dk = attn_view(c->out[slot][1], f, s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
+    t.dv = attn_view(c->out[slot][2], f, s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
     return t;
 }
 
@@ -397,8 +450,8 @@ static double bwd_flops(const case_spec *s) { return 2.5 * attn_flops(s); }
 /* read q, k, v, o, dO, lse; write dq, dk, dv */
 static double bwd_min_bytes(const case_spec *s)
 {
-    return F32 * (double)s->batch * (4.0 * (double)(s->sq * s->heads * s->d) +
-                                     4.0 * (double)(s->sk * s->kv_heads * s->d)) +
+    return esize(s) * (double)s->batch * (4.0 * (double)(s->sq * s->heads * s->d) +
+                                          4.0 * (double)(s->sk * s->kv_heads * s->d)) +
            4.0 * (double)(s->batch * s->heads * s->sq);
 }
 
@@ -435,8 +488,8 @@ static double fwdbwd_flops(const case_spec *s) { return 3.5 * attn_flops(s); }
 /* read q, k, v, dO; write dq, dk, dv */
 static double fwdbwd_min_bytes(const case_spec *s)
 {
-    return F32 * (double)s->batch * (3.0 * (double)(s->sq * s->heads * s->d) +
-                                     4.0 * (double)(s->sk * s->kv_heads * s->d));
+    return esize(s) * (double)s->batch * (3.0 * (double)(s->sq * s->heads * s->d) +
+                                          4.0 * (double)(s->sk * s->kv_heads * s->d));
 }
 
 /* the forward's model plus the backward's (the flash forward counted at the backward's tiles) */
@@ -522,14 +575,15 @@ static double softmax_tol(const case_spec *s)
 
 static double softmax_min_bytes(const case_spec *s)
 {
-    return F32 * (double)(s->rows * s->width) + 2.0 * 4.0 * (double)s->rows;
+    return esize(s) * (double)(s->rows * s->width) + 2.0 * 4.0 * (double)s->rows;
 }
 
 /* two-pass: x read twice (max, then sum); online: once */
 static double softmax_traffic(const case_spec *s, int impl, const case_stats *st)
 {
     (void)st;
-    return (impl == 0 ? 2.0 : 1.0) * F32 * (double)(s->rows * s->width) + 8.0 * (double)s->rows;
+    return (impl == 0 ? 2.0 : 1.0) * esize(s) * (double)(s->rows * s->width) +
+           8.0 * (double)s->rows;
 }
 
 static void rows_describe(const case_spec *s, char *buf, size_t size)
@@ -560,9 +614,10 @@ static flashc_status rms_run(case_data *c, int impl, int slot, case_stats *st)
 {
     (void)st;
     const int64_t T = c->s.rows, D = c->s.width;
-    flashc_tensor x = flashc_tensor_2d(c->in[0], FLASHC_F32, T, D);
-    flashc_tensor w = flashc_tensor_1d(c->in[1], FLASHC_F32, D);
-    flashc_tensor y = flashc_tensor_2d(c->out[slot][0], FLASHC_F32, T, D);
+    const flashc_dtype dt = run_dtype(c);
+    flashc_tensor x = flashc_tensor_2d(in_buf(c, 0), dt, T, D);
+    flashc_tensor w = flashc_tensor_1d(in_buf(c, 1), dt, D);
+    flashc_tensor y = flashc_tensor_2d(out_buf(c, slot, 0), dt, T, D);
     return impl == 0 ? flashc_rmsnorm_naive(&x, &w, RMS_EPS, &y) : flashc_rmsnorm(&x, &w, RMS_EPS, &y);
 }
 
@@ -570,17 +625,18 @@ static flashc_status rms_run(case_data *c, int impl, int slot, case_stats *st)
  * pristine input before every call. */
 static void rmsres_prepare(case_data *c, int slot)
 {
-    memcpy(c->out[slot][1], c->in[0], c->in_n[0] * sizeof(float));
+    memcpy(out_buf(c, slot, 1), in_buf(c, 0), c->in_n[0] * flashc_dtype_size(run_dtype(c)));
 }
 
 static flashc_status rmsres_run(case_data *c, int impl, int slot, case_stats *st)
 {
     (void)st;
     const int64_t T = c->s.rows, D = c->s.width;
-    flashc_tensor x = flashc_tensor_2d(c->out[slot][1], FLASHC_F32, T, D);
-    flashc_tensor r = flashc_tensor_2d(c->in[2], FLASHC_F32, T, D);
-    flashc_tensor w = flashc_tensor_1d(c->in[1], FLASHC_F32, D);
-    flashc_tensor y = flashc_tensor_2d(c->out[slot][0], FLASHC_F32, T, D);
+    const flashc_dtype dt = run_dtype(c);
+    flashc_tensor x = flashc_tensor_2d(out_buf(c, slot, 1), dt, T, D);
+    flashc_tensor r = flashc_tensor_2d(in_buf(c, 2), dt, T, D);
+    flashc_tensor w = flashc_tensor_1d(in_buf(c, 1), dt, D);
+    flashc_tensor y = flashc_tensor_2d(out_buf(c, slot, 0), dt, T, D);
     return impl == 0 ? flashc_rmsnorm_residual_naive(&x, &r, &w, RMS_EPS, &y)
                      : flashc_rmsnorm_residual(&x, &r, &w, RMS_EPS, &y);
 }
@@ -594,24 +650,24 @@ static double rows_tol(const case_spec *s)
 
 static double rms_min_bytes(const case_spec *s)
 {
-    return F32 * (2.0 * (double)(s->rows * s->width) + (double)s->width);
+    return esize(s) * (2.0 * (double)(s->rows * s->width) + (double)s->width);
 }
 
 static double rmsres_min_bytes(const case_spec *s)
 {
-    return F32 * (4.0 * (double)(s->rows * s->width) + (double)s->width);
+    return esize(s) * (4.0 * (double)(s->rows * s->width) + (double)s->width);
 }
 
 static double rms_traffic(const case_spec *s, int impl, const case_stats *st)
 {
     (void)st;
-    return traffic_rmsnorm(s->rows, s->width, F32, impl != 0, 0);
+    return traffic_rmsnorm(s->rows, s->width, esize(s), impl != 0, 0);
 }
 
 static double rmsres_traffic(const case_spec *s, int impl, const case_stats *st)
 {
     (void)st;
-    return traffic_rmsnorm(s->rows, s->width, F32, impl != 0, 1);
+    return traffic_rmsnorm(s->rows, s->width, esize(s), impl != 0, 1);
 }
 
 /* ---- SwiGLU -------------------------------------------------------------------------------- */
@@ -626,17 +682,21 @@ static flashc_status swiglu_run(case_data *c, int impl, int slot, case_stats *st
 {
     (void)st;
     const int64_t T = c->s.rows, I = c->s.width;
-    flashc_tensor gu = flashc_tensor_2d(c->in[0], FLASHC_F32, T, 2 * I);
-    flashc_tensor out = flashc_tensor_2d(c->out[slot][0], FLASHC_F32, T, I);
+    const flashc_dtype dt = run_dtype(c);
+    flashc_tensor gu = flashc_tensor_2d(in_buf(c, 0), dt, T, 2 * I);
+    flashc_tensor out = flashc_tensor_2d(out_buf(c, slot, 0), dt, T, I);
     return impl == 0 ? flashc_swiglu_naive(&gu, &out) : flashc_swiglu(&gu, &out);
 }
 
-static double swiglu_min_bytes(const case_spec *s) { return F32 * 3.0 * (double)(s->rows * s->width); }
+static double swiglu_min_bytes(const case_spec *s)
+{
+    return esize(s) * 3.0 * (double)(s->rows * s->width);
+}
 
 static double swiglu_traffic(const case_spec *s, int impl, const case_stats *st)
 {
     (void)st;
-    return traffic_swiglu(s->rows, s->width, F32, impl != 0);
+    return traffic_swiglu(s->rows, s->width, esize(s), impl != 0);
 }
 
 static double no_flops(const case_spec *s)
@@ -650,8 +710,9 @@ static double no_flops(const case_spec *s)
 static const op_entry op_attn = {
     .pub = {.name = "attn",
             .summary = "attention forward: naive (S, P materialised) vs flash (tiled, online softmax)",
-            .impls = {"naive", "flash"}, .n_impls = 2},
+            .impls = {"naive", "flash"}, .n_impls = 2, .any_dtype = 1},
     .n_in = 3, .n_out = 2, .metric = {ERR_ABS, ERR_REL1}, /* q k v -> o lse */
+    .f32_out = 1u << 1, .roundings = 1, /* O rounded once on the store; LSE float32 */
     .defaults = attn_defaults, .sizes = attn_sizes, .post_fill = attn_post_fill,
     .run = attn_run, .run_reference = attn_run_reference, .max_err = attn_max_err,
     .tol = attn_tol, .flops = attn_flops, .min_bytes = attn_min_bytes, .traffic = attn_traffic,
@@ -703,8 +764,9 @@ static const op_entry op_softmax = {
 
 static const op_entry op_rmsnorm = {
     .pub = {.name = "rmsnorm", .summary = "RMSNorm (T, D): naive ((T, D) temporaries) vs fused",
-            .impls = {"naive", "fused"}, .n_impls = 2},
+            .impls = {"naive", "fused"}, .n_impls = 2, .any_dtype = 1},
     .n_in = 2, .n_out = 1, .metric = {ERR_REL1}, /* x w -> y */
+    .roundings = 1, /* y rounded once */
     .defaults = rows_defaults, .sizes = rms_sizes, .run = rms_run, .tol = rows_tol,
     .flops = no_flops, .min_bytes = rms_min_bytes, .traffic = rms_traffic,
     .describe = rows_describe,
@@ -713,8 +775,11 @@ static const op_entry op_rmsnorm = {
 static const op_entry op_rmsnorm_res = {
     .pub = {.name = "rmsnorm_res",
             .summary = "residual add + RMSNorm (x <- x + r, y = rmsnorm(x)): naive vs fused",
-            .impls = {"naive", "fused"}, .n_impls = 2},
+            .impls = {"naive", "fused"}, .n_impls = 2, .any_dtype = 1},
     .n_in = 3, .n_out = 2, .metric = {ERR_REL1, ERR_REL1}, /* x w r -> y, x + r */
+    /* y normalises the stored (rounded) x + r: that rounding moves each element and the
+     * row's rstd by <= u each, then y is rounded: 3 roundings (x + r itself: 1) */
+    .roundings = 3,
     .defaults = rows_defaults, .sizes = rmsres_sizes, .prepare = rmsres_prepare,
     .run = rmsres_run, .tol = rows_tol, .flops = no_flops, .min_bytes = rmsres_min_bytes,
     .traffic = rmsres_traffic, .describe = rows_describe,
@@ -723,8 +788,9 @@ static const op_entry op_rmsnorm_res = {
 static const op_entry op_swiglu = {
     .pub = {.name = "swiglu",
             .summary = "SwiGLU on gu (T, 2I) -> (T, I): naive (copies g, u) vs fused (reads the view)",
-            .impls = {"naive", "fused"}, .n_impls = 2},
+            .impls = {"naive", "fused"}, .n_impls = 2, .any_dtype = 1},
     .n_in = 1, .n_out = 1, .metric = {ERR_REL1}, /* gu -> out */
+    .roundings = 1, /* out rounded once */
     .defaults = swiglu_defaults, .sizes = swiglu_sizes, .run = swiglu_run, .tol = rows_tol,
     .flops = no_flops, .min_bytes = swiglu_min_bytes, .traffic = swiglu_traffic,
     .describe = rows_describe,
@@ -772,18 +838,24 @@ void case_spec_defaults(case_spec *s)
 void case_describe(const case_spec *s, char *buf, size_t size)
 {
     const op_entry *e = entry_for(s);
-    if (e)
-        e->describe(s, buf, size);
-    else
+    if (!e) {
         snprintf(buf, size, "?");
+        return;
+    }
+    e->describe(s, buf, size);
+    const size_t used = strlen(buf);
+    if (s->dtype != FLASHC_F32 && used < size)
+        snprintf(buf + used, size - used, " %s", dtype_name(s->dtype));
 }
 
 /* 64-byte aligned (cache lines, any vector width), sizes rounded up as aligned_alloc wants. */
-static float *alloc_floats(size_t n)
+static void *alloc_elems(size_t n, size_t elem)
 {
-    const size_t bytes = ((n ? n : 1) * sizeof(float) + 63) / 64 * 64;
+    const size_t bytes = ((n ? n : 1) * elem + 63) / 64 * 64;
     return aligned_alloc(64, bytes);
 }
+
+static float *alloc_floats(size_t n) { return alloc_elems(n, sizeof(float)); }
 
 case_data *case_create(const case_spec *spec, uint64_t seed, char *err, size_t err_size)
 {
@@ -800,14 +872,29 @@ case_data *case_create(const case_spec *spec, uint64_t seed, char *err, size_t e
     c->s = *spec;
     e->defaults(&c->s);
     c->op = e;
+    if (c->s.dtype != FLASHC_F32 && (!e->pub.any_dtype || !flashc_dtype_size(c->s.dtype))) {
+        snprintf(err, err_size, "op %s runs float32 only (dtype %s)", e->pub.name,
+                 dtype_name(c->s.dtype));
+        free(c);
+        return NULL;
+    }
     c->rng = seed;
     e->sizes(c);
+    /* bf16 / f16: the inputs exist only in the dtype (rounded once as they are drawn), so the
+     * child's RSS is the dtype's; the float32 copies for the reference come later. Every
+     * output an impl writes is in the dtype too, except f32_out ones (LSE). */
+    const flashc_dtype dt = c->s.dtype;
+    const size_t es = flashc_dtype_size(dt);
     int ok = 1;
     for (int i = 0; i < e->n_in; i++)
-        ok &= (c->in[i] = alloc_floats(c->in_n[i])) != NULL;
+        ok &= (dt == FLASHC_F32 ? (void *)(c->in[i] = alloc_floats(c->in_n[i]))
+                                : (c->st_in[i] = alloc_elems(c->in_n[i], es))) != NULL;
     for (int slot = 0; slot < 2; slot++)
-        for (int i = 0; i < e->n_out; i++)
+        for (int i = 0; i < e->n_out; i++) {
             ok &= (c->out[slot][i] = alloc_floats(c->out_n[i])) != NULL;
+            if (dt != FLASHC_F32 && !(e->f32_out & (1u << i)))
+                ok &= (c->st_out[slot][i] = alloc_elems(c->out_n[i], es)) != NULL;
+        }
     for (int i = 0; i < e->n_tmp; i++)
         ok &= (c->tmp[i] = alloc_floats(c->tmp_n[i])) != NULL;
     if (!ok) {
@@ -816,12 +903,12 @@ case_data *case_create(const case_spec *spec, uint64_t seed, char *err, size_t e
         return NULL;
     }
     for (int i = 0; i < e->n_in; i++)
-        fill_normal(c->in[i], c->in_n[i], &c->rng);
-    /* Outputs start as NaN: an element an implementation forgets to write fails the compare. */
-    for (int slot = 0; slot < 2; slot++)
-        for (int i = 0; i < e->n_out; i++)
-            for (size_t j = 0; j < c->out_n[i]; j++)
-                c->out[slot][i][j] = NAN;
+        fill_normal_as(in_buf(c, i), dt, c->in_n[i], &c->rng);
+    /* Slot 1 starts as NaN: an element an implementation forgets to write fails the compare
+     * (slot 0 is set in case_run_reference, after the bench has read the RSS). */
+    for (int i = 0; i < e->n_out; i++)
+        for (size_t j = 0; j < c->out_n[i]; j++)
+            dtype_store(out_buf(c, 1, i), c->st_out[1][i] ? dt : FLASHC_F32, j, NAN);
     if (e->post_fill)
         e->post_fill(c);
     return c;
@@ -836,6 +923,9 @@ void case_destroy(case_data *c)
         free(c->out[0][i]);
         free(c->out[1][i]);
         free(c->tmp[i]);
+        free(c->st_in[i]);
+        free(c->st_out[0][i]);
+        free(c->st_out[1][i]);
     }
     free(c);
 }
@@ -854,11 +944,29 @@ flashc_status case_run(case_data *c, int impl, int slot, case_stats *stats)
 
 flashc_status case_run_reference(case_data *c)
 {
+    /* bf16 / f16: the float32 inputs are the stored values widened (exact), made only now so
+     * that the impls' runs (and their RSS) never see them */
+    for (int i = 0; i < c->op->n_in; i++)
+        if (c->st_in[i] && !c->in[i]) {
+            if (!(c->in[i] = alloc_floats(c->in_n[i])))
+                return FLASHC_ERR_OUT_OF_MEMORY; /* the bench reports the status */
+            for (size_t j = 0; j < c->in_n[i]; j++)
+                c->in[i][j] = dtype_load(c->st_in[i], c->s.dtype, j);
+        }
+    for (int i = 0; i < c->op->n_out; i++) /* NaN: what the reference skips fails the compare */
+        for (size_t j = 0; j < c->out_n[i]; j++)
+            c->out[0][i][j] = NAN;
+    c->ref_f32 = 1;
     case_prepare(c, 0);
-    if (c->op->run_reference)
-        return c->op->run_reference(c);
-    case_stats local = {0};
-    return c->op->run(c, 0, 0, &local);
+    flashc_status r;
+    if (c->op->run_reference) {
+        r = c->op->run_reference(c);
+    } else {
+        case_stats local = {0};
+        r = c->op->run(c, 0, 0, &local);
+    }
+    c->ref_f32 = 0;
+    return r;
 }
 
 static double elem_err(float got, float ref, enum err_metric m)
@@ -871,8 +979,12 @@ static double elem_err(float got, float ref, enum err_metric m)
     return m == ERR_ABS ? d : d / (1.0 + fabs((double)ref));
 }
 
-double case_max_err(const case_data *c)
+double case_max_err(case_data *c)
 {
+    for (int i = 0; i < c->op->n_out; i++) /* the dtype output of slot 1 as float32 (exact) */
+        if (c->st_out[1][i])
+            for (size_t j = 0; j < c->out_n[i]; j++)
+                c->out[1][i][j] = dtype_load(c->st_out[1][i], c->s.dtype, j);
     if (c->op->max_err)
         return c->op->max_err(c);
     double worst = 0.0;
@@ -888,18 +1000,27 @@ double case_max_err(const case_data *c)
 uint64_t case_inputs_hash(const case_data *c)
 {
     uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a over the bytes */
+    const size_t es = flashc_dtype_size(c->s.dtype);
     for (int i = 0; i < c->op->n_in; i++) {
-        const unsigned char *b = (const unsigned char *)c->in[i];
-        for (size_t j = 0; j < c->in_n[i] * sizeof(float); j++)
+        const unsigned char *b = c->st_in[i] ? c->st_in[i] : (const void *)c->in[i];
+        for (size_t j = 0; j < c->in_n[i] * es; j++)
             h = (h ^ b[j]) * 0x100000001b3ull;
     }
     return h;
 }
 
+/* bf16 / f16: before its final rounding(s) an impl's result is within the op's float32
+ * tolerance t of the float32 reference (it computes in float32 on the same values), and each
+ * rounding into the dtype moves it by at most u |result| (round to nearest even: u = 2^-8
+ * bf16, 2^-11 f16). In the |diff| / (1 + |ref|) metric that is at most k u (1 + t) + t for k
+ * roundings: tol = k u + 2 t. bf16's u = 3.9e-3 dwarfs the float32 part, as it should. */
 double case_default_tol(const case_spec *s)
 {
     const op_entry *e = entry_for(s);
-    return e ? e->tol(s) : 0.0;
+    if (!e)
+        return 0.0;
+    const double t = e->tol(s);
+    return s->dtype == FLASHC_F32 ? t : e->roundings * dtype_unit_roundoff(s->dtype) + 2.0 * t;
 }
 
 double case_flops(const case_spec *s)

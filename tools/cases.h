@@ -36,6 +36,11 @@ typedef struct case_spec {
      * softmax */
     int64_t rows, width;
     int threads;             /* 0 = library default                                          */
+    flashc_dtype dtype;      /* storage of the op's tensors (not of attention's LSE, always
+                                float32); FLASHC_F32 (0) by default. bf16 / f16 only for ops
+                                with any_dtype: the inputs are rounded into it once, impls run
+                                on that storage, and the reference runs in float32 on the same
+                                (widened, exact) values                                       */
     double tol;              /* check: the largest error accepted; 0 = the op's default      */
 } case_spec;
 
@@ -55,6 +60,7 @@ struct op_desc {
     const char *summary;       /* one line for --help                                 */
     const char *impls[3];      /* impls[0] is the reference                           */
     int n_impls;
+    int any_dtype;             /* 1: runs in f32, bf16 or f16 storage; 0: float32 only */
 };
 
 /* The op table. */
@@ -69,11 +75,13 @@ int cases_find_impl(const op_desc *op, const char *name);
 /* Fills the unset fields of s (sk = sq, kv_heads = heads, q_scale = 1, ...). */
 void case_spec_defaults(case_spec *s);
 
-/* A short human-readable shape ("B1 H1/1 S512x512 D64 causal 64x64"), into buf. */
+/* A short human-readable shape ("B1 H1/1 S512x512 D64 causal 64x64"), into buf; the dtype
+ * is appended when it is not float32 (" bf16"). */
 void case_describe(const case_spec *s, char *buf, size_t size);
 
-/* Allocates the inputs (filled with N(0,1) data from seed) and both output slots.
- * NULL with a message in err when the memory is not there. */
+/* Allocates the inputs (filled with N(0,1) data from seed, rounded into s->dtype) and both
+ * output slots. NULL with a message in err when the memory is not there, or when the op does
+ * not take s->dtype. */
 case_data *case_create(const case_spec *s, uint64_t seed, char *err, size_t err_size);
 void case_destroy(case_data *c);
 
@@ -83,23 +91,25 @@ void case_destroy(case_data *c);
 void case_prepare(case_data *c, int slot);
 flashc_status case_run(case_data *c, int impl, int slot, case_stats *stats);
 
-/* The reference (impls[0]) into slot 0, prepare included; honours ref_rows. */
+/* The reference (impls[0]) into slot 0, prepare included; honours ref_rows. Always float32
+ * storage: with a bf16 / f16 spec it reads the rounded inputs widened to float32 (exact). */
 flashc_status case_run_reference(case_data *c);
 
-/* Largest error of slot 1 against slot 0 (over what the reference computed), in the op's
- * metric (see cases.c); +inf when slot 1 holds a NaN or an infinity where the reference is
- * finite. */
-double case_max_err(const case_data *c);
-/* A hash of every input buffer: equal before and after a run when the run left its inputs
- * alone (the library's promise). */
+/* Largest error of slot 1 (converted to float32 first when it is bf16 / f16) against slot 0
+ * (over what the reference computed), in the op's metric (see cases.c); +inf when slot 1 holds
+ * a NaN or an infinity where the reference is finite. */
+double case_max_err(case_data *c);
+/* A hash of every input buffer the impls read (in s->dtype): equal before and after a run
+ * when the run left its inputs alone (the library's promise). */
 uint64_t case_inputs_hash(const case_data *c);
-/* The op's default tolerance for s (used when s->tol == 0). */
+/* The op's default tolerance for s (used when s->tol == 0), s->dtype's rounding included. */
 double case_default_tol(const case_spec *s);
 
 /* Useful floating-point operations of one call (attention: 4 * B * Hq * D * visible (q, k)
  * pairs), 0 for ops whose rate is reported in GB/s. */
 double case_flops(const case_spec *s);
-/* Minimal bytes one call must move: every input read once, every output written once. */
+/* Minimal bytes one call must move: every input read once, every output written once, at
+ * s->dtype's element size (LSE: 4 bytes). */
 double case_min_bytes(const case_spec *s);
 /* Modeled bytes moved by implementation impl (the seeds' traffic model, traffic.h). */
 double case_traffic(const case_spec *s, int impl, const case_stats *st);

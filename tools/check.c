@@ -83,6 +83,19 @@ static const case_spec table[] = {
     {.op = "swiglu", .rows = 64, .width = 3072},
     {.op = "swiglu", .rows = 3, .width = 5},
     {.op = "swiglu", .rows = 1, .width = 1},
+    /* bf16 / f16 storage (float32 accumulation) vs the reference in float32 on the same
+     * rounded inputs: tolerance = the dtype's rounding (cases.c, case_default_tol) */
+    {.op = "attn", .sq = 130, .d = 64, .causal = 1, .dtype = FLASHC_BF16},
+    {.op = "attn", .sq = 77, .sk = 129, .d = 40, .br = 16, .bc = 32, .dtype = FLASHC_F16},
+    {.op = "attn", .sq = 1, .sk = 300, .d = 64, .causal = 1, .dtype = FLASHC_F16},
+    {.op = "attn", .batch = 2, .sq = 70, .sk = 90, .heads = 4, .kv_heads = 2, .d = 32,
+     .causal = 1, .bhsd = 1, .dtype = FLASHC_BF16},
+    {.op = "rmsnorm", .rows = 33, .width = 1031, .dtype = FLASHC_BF16},
+    {.op = "rmsnorm", .rows = 7, .width = 1, .dtype = FLASHC_F16},
+    {.op = "rmsnorm_res", .rows = 64, .width = 1024, .dtype = FLASHC_BF16},
+    {.op = "rmsnorm_res", .rows = 5, .width = 3, .dtype = FLASHC_F16},
+    {.op = "swiglu", .rows = 64, .width = 3072, .dtype = FLASHC_BF16},
+    {.op = "swiglu", .rows = 3, .width = 5, .dtype = FLASHC_F16},
 };
 
 const case_spec *check_table(int *count)
@@ -125,7 +138,8 @@ static const char check_intro[] =
     "Runs every op (attention forward naive vs flash, split-KV merge, attention backward and\n"
     "forward + backward, online softmax, RMSNorm plain and residual, SwiGLU) against its float64\n"
     "reference on fresh random inputs, over a table of shapes (causal and not, GQA/MQA, odd and\n"
-    "unequal lengths, head dims 8..256, tiles), and the traffic model against the seeds' numbers.\n"
+    "unequal lengths, head dims 8..256, tiles, bf16 / f16 storage), and the traffic model against\n"
+    "the seeds' numbers.\n"
     "One line per case; exit status 1 on any mismatch, NaN, error or modified input, 2 on a\n"
     "bad option.";
 

@@ -23,6 +23,9 @@ expect_usage_error bench --reps
 expect_usage_error bench --op nosuchop
 expect_usage_error bench --impl nosuchimpl
 expect_usage_error bench --format xml
+expect_usage_error bench --dtype f64
+expect_usage_error bench --dtype bf16 --op attn_bwd
+expect_usage_error bench --dtype f16 --suite check
 expect_usage_error bench --heads 6 --kv-heads 4
 expect_usage_error bench --causal=1
 expect_usage_error bench stray

@@ -107,6 +107,7 @@ static void write_md(FILE *f, const report_meta *m, const bench_result *r, int n
     fprintf(f, "- command: `%s`\n", m->command);
     fprintf(f, "- machine: %s; flashc %s; %d threads; seed %llu\n", m->machine, m->build,
              m->threads, (unsigned long long)m->seed);
+    fprintf(f, "- dtype: %s\n", m->dtype);
     for (int i = 0; i < m->n_notes; i++)
         fprintf(f, "- %s\n", m->notes[i]);
     fprintf(f, "\n| op | impl | n | d | reps | ms (median) | ms (min) | rate | peak MiB | RSS MiB "
@@ -179,17 +180,17 @@ static void csv_opt(FILE *f, double v) /* absent (< 0) -> empty cell */
 
 static void write_csv(FILE *f, const report_meta *m, const bench_result *r, int n)
 {
-    fprintf(f, "# %s | %s | %s | flashc %s | threads %d | seed %llu\n", m->command, m->date,
-            m->machine, m->build, m->threads, (unsigned long long)m->seed);
+    fprintf(f, "# %s | %s | %s | flashc %s | threads %d | seed %llu | dtype %s\n", m->command,
+            m->date, m->machine, m->build, m->threads, (unsigned long long)m->seed, m->dtype);
     for (int i = 0; i < m->n_notes; i++)
         fprintf(f, "# %s\n", m->notes[i]);
-    fprintf(f, "op,impl,shape,n,d,block_q,block_k,tile_pairs,reps,warmup,ms,ms_min,gflops,gbps,peak_mib,"
-               "rss_mib,traffic_mib,max_err,tol,speedup,mem_ratio,rss_ratio,error\n");
+    fprintf(f, "op,impl,dtype,shape,n,d,block_q,block_k,tile_pairs,reps,warmup,ms,ms_min,gflops,"
+               "gbps,peak_mib,rss_mib,traffic_mib,max_err,tol,speedup,mem_ratio,rss_ratio,error\n");
     for (int i = 0; i < n; i++) {
         const bench_result *x = &r[i];
-        fprintf(f, "%s,%s,\"%s\",%lld,%lld,%lld,%lld,%lld,%d,%d", x->op, x->impl, x->shape,
-                (long long)x->n, (long long)x->d, (long long)x->block_q, (long long)x->block_k,
-                (long long)x->tile_pairs, x->reps, x->warmup);
+        fprintf(f, "%s,%s,%s,\"%s\",%lld,%lld,%lld,%lld,%lld,%d,%d", x->op, x->impl, x->dtype,
+                x->shape, (long long)x->n, (long long)x->d, (long long)x->block_q,
+                (long long)x->block_k, (long long)x->tile_pairs, x->reps, x->warmup);
         if (x->failed) {
             fprintf(f, ",,,,,,,,,,,,,\"%s\"\n", x->error);
             continue;
@@ -240,6 +241,8 @@ static void write_json(FILE *f, const report_meta *m, const bench_result *r, int
     json_str(f, m->machine);
     fprintf(f, ", \"build\": ");
     json_str(f, m->build);
+    fprintf(f, ", \"dtype\": ");
+    json_str(f, m->dtype);
     fprintf(f, ", \"threads\": %d, \"seed\": %llu, \"notes\": [", m->threads,
             (unsigned long long)m->seed);
     for (int i = 0; i < m->n_notes; i++) {
@@ -253,6 +256,8 @@ static void write_json(FILE *f, const report_meta *m, const bench_result *r, int
         json_str(f, x->op);
         fprintf(f, ", \"impl\": ");
         json_str(f, x->impl);
+        fprintf(f, ", \"dtype\": ");
+        json_str(f, x->dtype);
         fprintf(f, ", \"shape\": ");
         json_str(f, x->shape);
         fprintf(f, ", \"n\": %lld, \"d\": %lld, \"block_q\": %lld, \"block_k\": %lld, "

@@ -19,6 +19,7 @@ typedef struct report_meta {
     const char *build;  /* flashc_build_info()                                    */
     int threads;        /* threads the library uses                               */
     uint64_t seed;      /* base seed of the random inputs (case i uses seed + i)  */
+    const char *dtype;  /* storage dtype of the problems ("bf16"; "mixed ...")     */
     const char *notes[REPORT_MAX_NOTES]; /* one line each: shapes, conventions    */
     char note_buf[REPORT_MAX_NOTES][256];
     int n_notes;
