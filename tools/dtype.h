@@ -1,10 +1,9 @@
 /*
  * dtype.h — the CLI's storage dtypes: names, element sizes and float <-> storage conversion.
  *
- * The library keeps its converters private (src/core/internal.h), so the tools have their own,
- * in this one place, with the library's rounding rules: float32 -> bfloat16 / binary16 rounds to
- * nearest, ties to even; NaN stays NaN; binary16 keeps subnormals and overflows to infinity
- * (test_tool_dtype checks these functions bit for bit against the library's).
+ * Conversion is the library's own (src/core/internal.h, linked from libflashc.a): float32 ->
+ * bfloat16 / binary16 rounds to nearest, ties to even; NaN stays NaN; binary16 keeps subnormals
+ * and overflows to infinity.
  */
 #ifndef FLASHC_TOOLS_DTYPE_H
 #define FLASHC_TOOLS_DTYPE_H
@@ -25,11 +24,6 @@ int dtype_parse(const char *name);
 /* Largest relative error of one round-to-nearest-even into dt: 2^-p for p significant bits
  * (bf16 2^-8, f16 2^-11; 0 for f32, whose rounding the fp32 tolerances already cover). */
 double dtype_unit_roundoff(flashc_dtype dt);
-
-uint16_t dtype_f32_to_bf16(float f);
-float dtype_bf16_to_f32(uint16_t h);
-uint16_t dtype_f32_to_f16(float f);
-float dtype_f16_to_f32(uint16_t h);
 
 /* Element i of a dt buffer as float / a float rounded into element i. */
 float dtype_load(const void *base, flashc_dtype dt, size_t i);
