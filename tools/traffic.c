@@ -17,6 +17,15 @@ double traffic_visible_pairs(const traffic_attn *a)
     return pairs;
 }
 
+/* The library clamps tiles to the sequence; so does the model. */
+static void clamp_tiles(const traffic_attn *a, int64_t *br, int64_t *bc)
+{
+    if (*br > a->Sq)
+        *br = a->Sq;
+    if (*bc > a->Sk)
+        *bc = a->Sk;
+}
+
 double traffic_attn_naive(const traffic_attn *a)
 {
     const double Sq = (double)a->Sq, Sk = (double)a->Sk, D = (double)a->D;
@@ -26,11 +35,7 @@ double traffic_attn_naive(const traffic_attn *a)
 
 double traffic_attn_flash(const traffic_attn *a, int64_t br, int64_t bc)
 {
-    /* The library clamps tiles to the sequence; so does the model. */
-    if (br > a->Sq)
-        br = a->Sq;
-    if (bc > a->Sk)
-        bc = a->Sk;
+    clamp_tiles(a, &br, &bc);
     const double D = (double)a->D;
     double kv_rows = 0.0;
     for (int64_t i0 = 0; i0 < a->Sq; i0 += br) {
@@ -56,10 +61,7 @@ double traffic_attn_bwd_naive(const traffic_attn *a)
 
 double traffic_attn_bwd_flash(const traffic_attn *a, int64_t br, int64_t bc)
 {
-    if (br > a->Sq)
-        br = a->Sq;
-    if (bc > a->Sk)
-        bc = a->Sk;
+    clamp_tiles(a, &br, &bc);
     const double D = (double)a->D;
     double pair_rows = 0.0; /* sum over visited (Q block, K block) pairs of the Q block's rows */
     for (int64_t i0 = 0; i0 < a->Sq; i0 += br) {

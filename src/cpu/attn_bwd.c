@@ -45,8 +45,8 @@ flashc_status cpu_attn_bwd_supports(const attn_problem *p)
     if (p->dtype != FLASHC_F32)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED_DTYPE,
                             "flashc_attn_bwd: the CPU backend supports float32 storage only "
-                            "(dtype %d given)",
-                            (int)p->dtype);
+                            "(%s given)",
+                            flashc__dtype_name(p->dtype));
     return FLASHC_OK;
 }
 
