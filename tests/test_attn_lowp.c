@@ -27,7 +27,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../src/cpu/kernels.h"
+#include "../src/cpu/kernels/kernels.h"
 #include "internal.h"
 
 static uint64_t rng_state;

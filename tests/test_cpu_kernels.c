@@ -1,6 +1,6 @@
 /*
  * test_cpu_kernels.c — every micro-kernel table this CPU can run against the scalar reference
- * table (kernels_scalar.c), plus the vector exp against libm in double.
+ * table (kernels/scalar.c), plus the vector exp against libm in double.
  *
  * Each test iterates over cpu_isa_names and prints which paths ran and which were skipped
  * (a path the CPU cannot run, e.g. avx512 on a Zen 3). Sizes are odd on purpose (tails of the
@@ -20,7 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../src/cpu/kernels.h"
+#include "../src/cpu/kernels/kernels.h"
 #include "internal.h"
 
 /* ---- helpers ---------------------------------------------------------------------------- */

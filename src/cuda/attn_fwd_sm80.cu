@@ -30,7 +30,7 @@
  *
  * Nothing but LSE is written besides o; no device memory is allocated.
  *
- * The plain reference is src/ref/attn_fwd_ref.c; tests/test_cuda_attn.c checks every variant
+ * The plain reference is src/ref/attn_fwd.c; tests/test_cuda_attn.c checks every variant
  * against a float64 reference and a naive same-precision attention (FlashAttention's 2x rule).
  * The version ladder that led here is in bench/RESULTS.md.
  */

@@ -1,4 +1,4 @@
-/* kernels_scalar.c — the portable reference micro-kernels: the contract of kernels.h in plain
+/* kernels/scalar.c — the portable reference micro-kernels: the contract of kernels.h in plain
  * C. The oracle of tests/test_cpu_kernels.c and the fallback on CPUs without a SIMD table. */
 #include "internal.h"
 #include "kernels.h"

@@ -1,4 +1,4 @@
-/* attn.c — the attention entry points: validate, reduce to an attn_problem, dispatch. */
+/* api_attn.c — the attention entry points: validate, reduce to an attn_problem, dispatch. */
 #include "internal.h"
 
 #include <math.h>

@@ -1,4 +1,4 @@
-/* kernels_dispatch.c — picks the micro-kernel table from the CPU's features, once.
+/* kernels/dispatch.c — picks the micro-kernel table from the CPU's features, once.
  *
  * FLASHC_ISA=scalar|avx2|avx512|neon forces a table; one the CPU cannot run (or an unknown
  * name) falls back to the automatic choice, so a stale setting never crashes a program with an

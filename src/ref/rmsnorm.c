@@ -1,4 +1,4 @@
-/* rmsnorm_ref.c — unfused RMSNorm, the way a framework's separate ops run it:
+/* ref/rmsnorm.c — unfused RMSNorm, the way a framework's separate ops run it:
  *   [x = x + r]  sq = x*x  ->  ms = mean(sq, -1)  ->  xn = x * rsqrt(ms + eps)  ->  y = xn * w
  * Each arrow is a pass over memory; sq and xn are (T, D) float32 temporaries from the counting
  * allocator (peak memory measured by the benchmark). float64 for the row mean. */

@@ -1,4 +1,4 @@
-/* attn_fwd_ref.c — naive attention forward: the oracle and the benchmark's baseline.
+/* ref/attn_fwd.c — naive attention forward: the oracle and the benchmark's baseline.
  *
  * For each (batch, head), one at a time, it materialises S = scale * q k^T (Sq x Sk) and
  * P = softmax(S) in full, as a framework's unfused ops do, then O = P v. S and P come from the

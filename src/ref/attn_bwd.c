@@ -1,4 +1,4 @@
-/* attn_bwd_ref.c — naive attention backward: the oracle and the benchmark's baseline.
+/* ref/attn_bwd.c — naive attention backward: the oracle and the benchmark's baseline.
  *
  * The seeds' formulas on whole matrices, one (batch, query head) at a time:
  *   P = softmax(scale q k^T [+ mask])     materialised, Sq x Sk (what a framework keeps alive

@@ -1,4 +1,4 @@
-/* rows.c — entry points of the row-wise fused ops (RMSNorm, residual RMSNorm, SwiGLU). */
+/* api_rows.c — entry points of the row-wise fused ops (RMSNorm, residual RMSNorm, SwiGLU). */
 #include "internal.h"
 
 #include <math.h>

@@ -1,4 +1,4 @@
-/* swiglu_ref.c — unfused SwiGLU: g = gu[:, :I] and u = gu[:, I:] copied out (as a framework's
+/* ref/swiglu.c — unfused SwiGLU: g = gu[:, :I] and u = gu[:, I:] copied out (as a framework's
  * chunk().contiguous() does), a = silu(g) materialised, then out = a * u. Three (T, I) float32
  * temporaries from the counting allocator. */
 #include "internal.h"

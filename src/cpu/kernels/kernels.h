@@ -4,10 +4,10 @@
  * The tiled loop nests (attn_fwd.c, attn_bwd.c, rmsnorm.c, swiglu.c) are portable; only the
  * small products on tiles, the exponentials and the typed row conversions change per
  * instruction set. One table per ISA:
- *   cpu_kernels_scalar  kernels_scalar.c   plain C: the reference of every entry and the fallback
- *   cpu_kernels_avx2    kernels_avx2.c     AVX2 + FMA + F16C      (x86-64)
- *   cpu_kernels_avx512  kernels_avx512.c   AVX-512 F/BW/VL/BF16   (x86-64)
- *   cpu_kernels_neon    kernels_neon.c     NEON                   (AArch64)
+ *   cpu_kernels_scalar  kernels/scalar.c  plain C: the reference of every entry and the fallback
+ *   cpu_kernels_avx2    kernels/avx2.c     AVX2 + FMA + F16C      (x86-64)
+ *   cpu_kernels_avx512  kernels/avx512.c   AVX-512 F/BW/VL/BF16   (x86-64)
+ *   cpu_kernels_neon    kernels/neon.c     NEON                   (AArch64)
  * The SIMD tables are one source (kernels_simd.h, written against simd.h) compiled per ISA.
  * cpu_kernels_get() picks the best table the CPU supports once; FLASHC_ISA=scalar|avx2|avx512|
  * neon in the environment forces one (a table the CPU cannot run falls back to the best one
