@@ -56,9 +56,12 @@ int flashc_cuda_available(void)
 
 const char *flashc_build_info(void)
 {
-    static char info[256];
-    snprintf(info, sizeof info, "%d.%d.%d (cpu: %s%s; cuda: %s)", FLASHC_VERSION_MAJOR,
-             FLASHC_VERSION_MINOR, FLASHC_VERSION_PATCH, cpu_kernels_get()->name,
+    static char info[512];
+    const char *name = cpu_kernels_get()->name; /* first: the choice probes AMX */
+    const char *note = cpu_kernels_note();      /* a refused unit, e.g. AMX without permission */
+    snprintf(info, sizeof info, "%d.%d.%d (cpu: %s%s%s%s; cuda: %s)", FLASHC_VERSION_MAJOR,
+             FLASHC_VERSION_MINOR, FLASHC_VERSION_PATCH, name,
+             note[0] ? ", " : "", note,
 #ifdef _OPENMP
              ", openmp",
 #else

@@ -45,6 +45,17 @@
  * (the last Q blocks see the most keys) with dynamic scheduling, so the triangular work
  * balances across threads.
  *
+ * bf16 storage on a matrix unit (the table has kernels.h cpu_mm_bf16: AMX or AVX512-BF16): the
+ * two products run on bf16 operands with float32 accumulation, S row-major this time (the units
+ * want the reduction dimension contiguous in A and VNNI pairs in B, kernels.h):
+ *   Q rows bf16 (packed once per item)      A of  S = Q K^T     (Br x Bc float32)
+ *   K tile packed by pack_bt (a transpose)  B of  S = Q K^T
+ *   P = 2^(c S - m) rounded to bf16          A of  acc = alpha acc + P V   (mm->softmax, rows)
+ *   V tile packed by pack_b (row pairs)     B of  acc = alpha acc + P V
+ * The softmax between them stays float32 on AVX-512 (m, l in float32, l summed before P is
+ * rounded); the causal sub-panels, the LSE and the final division are those of the f32 path.
+ * float16 storage keeps the float32 path (bf16 would drop 3 of its mantissa bits; kernels.h).
+ *
  * Memory: per-thread tiles only, from the counting allocator; nothing of size Sq x Sk exists.
  */
 #include "internal.h"
@@ -125,27 +136,62 @@ typedef struct workspace {
     float *st;        /* bc x brp  scores / probabilities, transposed                      */
     float *acc;       /* br x ld   unnormalised output                                     */
     float *m, *l, *alpha; /* brp each                                                      */
+    /* The bf16 matrix-unit path (mm_*; then qt, k, v, st are NULL). R16 = round up to 16. */
+    int64_t dp, ldkp, ldvp, lds, ldp; /* round_up(D, 32); R16(bc); R16(D); tile_ld(bc);
+                                         round_up(bc, 32)                                   */
+    uint16_t *qb;     /* R16(br) x dp  Q rows, bf16, zero columns D .. dp                   */
+    uint32_t *kp;     /* dp/2 x ldkp   K tile, VNNI pairs (pack_bt)                          */
+    uint32_t *vp;     /* ldp/2 x ldvp  V tile, VNNI pairs (pack_b)                           */
+    float *s;         /* br x lds      scores                                               */
+    uint16_t *pb;     /* R16(br) x ldp probabilities, bf16                                  */
+    uint16_t *kv;     /* bc x D        a K or V tile gathered from a strided feature axis    */
 } workspace;
 
-static size_t workspace_floats(int64_t br, int64_t bc, int64_t D)
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* Sizes in floats of the workspace regions, each a whole number of 64-byte lines. */
+enum { WS_NREG = 14 };
+static void workspace_regions(int64_t br, int64_t bc, int64_t D, int mm, int64_t sz[WS_NREG])
 {
-    const int64_t brp = tile_ld(br), ld = tile_ld(D);
-    return (size_t)(D * brp + 2 * bc * ld + bc * brp + br * ld + 3 * brp);
+    const int64_t brp = tile_ld(br), ld = tile_ld(D), dp = round_up(D, CPU_MM_KP);
+    const int64_t br16 = round_up(br, 16), bcp = round_up(bc, CPU_MM_KP);
+    const int64_t f32[WS_NREG] = {D * brp, bc * ld, bc * ld, bc * brp, br * ld, brp, brp, brp,
+                                  0, 0, 0, 0, 0, 0};
+    const int64_t bf[WS_NREG] = {0, 0, 0, 0, br * ld, brp, brp, brp,
+                                 br16 * dp / 2, dp / 2 * round_up(bc, 16),
+                                 bcp / 2 * round_up(D, 16), br * tile_ld(bc), br16 * bcp / 2,
+                                 (bc * D + 1) / 2};
+    for (int i = 0; i < WS_NREG; i++)
+        sz[i] = round_up(mm ? bf[i] : f32[i], 16);
 }
 
-static workspace workspace_at(float *base, int64_t br, int64_t bc, int64_t D)
+static size_t workspace_floats(int64_t br, int64_t bc, int64_t D, int mm)
 {
+    int64_t sz[WS_NREG], n = 0;
+    workspace_regions(br, bc, D, mm, sz);
+    for (int i = 0; i < WS_NREG; i++)
+        n += sz[i];
+    return (size_t)n;
+}
+
+static workspace workspace_at(float *base, int64_t br, int64_t bc, int64_t D, int mm)
+{
+    int64_t sz[WS_NREG];
+    workspace_regions(br, bc, D, mm, sz);
+    float *r[WS_NREG];
+    for (int i = 0; i < WS_NREG; i++) {
+        r[i] = sz[i] ? base : NULL;
+        base += sz[i];
+    }
     workspace w;
     w.brp = tile_ld(br);
     w.ld = tile_ld(D);
-    w.qt = base;
-    w.k = w.qt + D * w.brp;
-    w.v = w.k + bc * w.ld;
-    w.st = w.v + bc * w.ld;
-    w.acc = w.st + bc * w.brp;
-    w.m = w.acc + br * w.ld;
-    w.l = w.m + w.brp;
-    w.alpha = w.l + w.brp;
+    w.qt = r[0], w.k = r[1], w.v = r[2], w.st = r[3], w.acc = r[4];
+    w.m = r[5], w.l = r[6], w.alpha = r[7];
+    w.dp = round_up(D, CPU_MM_KP), w.ldkp = round_up(bc, 16), w.ldvp = round_up(D, 16);
+    w.lds = tile_ld(bc), w.ldp = round_up(bc, CPU_MM_KP);
+    w.qb = (uint16_t *)r[8], w.kp = (uint32_t *)r[9], w.vp = (uint32_t *)r[10];
+    w.s = r[11], w.pb = (uint16_t *)r[12], w.kv = (uint16_t *)r[13];
     return w;
 }
 
@@ -202,6 +248,121 @@ static void straddling_tile(const attn_problem *p, const cpu_kernels *kr, worksp
     }
 }
 
+/* ---- bf16 storage on a matrix unit (kernels.h cpu_mm_bf16) ----------------------------- */
+
+static int use_mm(const attn_problem *p, const cpu_kernels *kr)
+{
+    return p->dtype == FLASHC_BF16 && kr->bf16 && p->Sq >= FEW_ROWS;
+}
+
+/* The item's Q rows as bf16 into qb (the A operand of S = Q K^T), columns D .. dp and rows
+ * rows .. R16(rows) zero. A negative softmax_scale is carried by Q, as in pack_qt (flipping
+ * the sign bit is the exact negation). */
+static void mm_pack_q(const attn_problem *p, workspace *w, int64_t qoff, int64_t rows)
+{
+    const uint16_t *q = p->q, sign = p->scale < 0.0f ? 0x8000u : 0u;
+    for (int64_t r = 0; r < round_up(rows, 16); r++) {
+        uint16_t *dst = w->qb + r * w->dp;
+        int64_t d = 0;
+        for (; r < rows && d < p->D; d++)
+            dst[d] = q[qoff + r * p->sq[1] + d * p->sq[3]] ^ sign;
+        for (; d < w->dp; d++)
+            dst[d] = 0;
+    }
+}
+
+/* Rows of a (B, S, H, D) bf16 tensor at off as a row-major pointer: in place when the
+ * features are contiguous, else gathered into kv. *ld = its row stride in elements. */
+static const uint16_t *mm_rows(const void *base, const int64_t *st, int64_t off, int64_t rows,
+                               int64_t D, uint16_t *kv, int64_t *ld)
+{
+    const uint16_t *x = base;
+    if (st[3] == 1) {
+        *ld = st[1];
+        return x + off;
+    }
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t d = 0; d < D; d++)
+            kv[r * D + d] = x[off + r * st[1] + d * st[3]];
+    *ld = D;
+    return kv;
+}
+
+/* L2 prefetch of the next tile's first rows (see load_tile). */
+static void mm_prefetch(const void *base, const int64_t *st, int64_t off, int64_t rows,
+                        int64_t D)
+{
+    const int64_t row_bytes = D * st[3] * 2;
+    for (int64_t r = 0; r < rows; r++) {
+        const char *nx = (const char *)base + (off + r * st[1]) * 2;
+        for (int64_t b = 0; b < row_bytes; b += 64)
+            __builtin_prefetch(nx + b, 0, 2);
+    }
+}
+
+/* Product 1: S = Q K^T for the sr query rows from s0 against the first kn keys of the tile,
+ * then the causal mask (masked: the tile straddles the diagonal). */
+static void mm_scores(const attn_problem *p, const cpu_mm_bf16 *mm, workspace *w, int64_t i0,
+                      int64_t s0, int64_t sr, int64_t j0, int64_t kn, int masked)
+{
+    float *s = w->s + s0 * w->lds;
+    mm->gemm(sr, kn, p->D, w->qb + s0 * w->dp, w->dp, w->kp, w->ldkp, NULL, s, w->lds);
+    for (int64_t r = 0; masked && r < sr; r++) {
+        const int64_t first = attn_key_end(p, i0 + s0 + r) - j0;
+        for (int64_t c = first < 0 ? 0 : first; c < kn; c++)
+            s[r * w->lds + c] = -INFINITY;
+    }
+}
+
+/* Product 2: acc = diag(alpha) acc + P V for the sr rows from s0 over kn keys (P from
+ * mm->softmax, zero-padded to round_up(kn, 32) columns; vp holds exactly kn keys). */
+static void mm_pv(const attn_problem *p, const cpu_mm_bf16 *mm, workspace *w, int64_t s0,
+                  int64_t sr, int64_t kn)
+{
+    mm->gemm(sr, p->D, kn, w->pb + s0 * w->ldp, w->ldp, w->vp, w->ldvp, w->alpha + s0,
+             w->acc + s0 * w->ld, w->ld);
+}
+
+/* One K/V tile (keys j0 .. j0 + cols) against the item's rows: pack K and V, then per
+ * sub-panel (the whole block, or DIAG_ROWS rows on a tile that straddles the causal diagonal,
+ * as straddling_tile) scores, softmax, P V. V is packed with exactly the keys the sub-panel
+ * sees (kn grows from one sub-panel to the next): a key a row must not see then never meets
+ * its P = 0 in the product, so a non-finite V there cannot make 0 x inf = NaN. */
+static void mm_tile(const attn_problem *p, const cpu_kernels *kr, workspace *w, int64_t b,
+                    int64_t hk, int64_t i0, int64_t rows, int64_t j0, int64_t cols, int64_t next)
+{
+    const cpu_mm_bf16 *mm = kr->bf16;
+    const int64_t D = p->D;
+    const int64_t koff = b * p->sk[0] + hk * p->sk[2] + j0 * p->sk[1];
+    const int64_t voff = b * p->sv[0] + hk * p->sv[2] + j0 * p->sv[1];
+    int64_t ldk, ldv;
+    const uint16_t *k = mm_rows(p->k, p->sk, koff, cols, D, w->kv, &ldk);
+    mm->pack_bt(k, ldk, cols, D, w->kp, w->ldkp);
+    const uint16_t *v = mm_rows(p->v, p->sv, voff, cols, D, w->kv, &ldv);
+    mm_prefetch(p->k, p->sk, koff + cols * p->sk[1], next, D);
+    mm_prefetch(p->v, p->sv, voff + cols * p->sv[1], next, D);
+
+    const float c = positive_scale(p);
+    const int full = !p->causal || j0 + cols <= attn_key_end(p, i0);
+    const int64_t step = full ? rows : DIAG_ROWS;
+    int64_t packed = 0; /* keys of V in vp */
+    for (int64_t s0 = 0; s0 < rows; s0 += step) {
+        const int64_t sr = rows - s0 < step ? rows - s0 : step;
+        int64_t kn = full ? cols : attn_key_end(p, i0 + s0 + sr - 1) - j0;
+        kn = kn > cols ? cols : kn;
+        if (kn <= 0)
+            continue;
+        mm_scores(p, mm, w, i0, s0, sr, j0, kn, !full);
+        mm->softmax(w->s + s0 * w->lds, w->lds, sr, kn, c, w->m + s0, w->l + s0, w->alpha + s0,
+                    w->pb + s0 * w->ldp, w->ldp);
+        if (kn != packed) {
+            mm->pack_b(v, ldv, kn, D, w->vp, w->ldvp);
+            packed = kn;
+        }
+        mm_pv(p, mm, w, s0, sr, kn);
+    }
+}
+
 /* One item: query rows [i0, i0 + rows) of the nh heads h .. h + nh - 1 (nh > 1 only on the
  * decode path: heads that share a KV head, so each K/V tile is loaded once for all of them).
  * Row r of the item is query row i0 + r % rows of head h + r / rows. Returns the number of
@@ -220,7 +381,7 @@ static int64_t fwd_block(const attn_problem *p, const cpu_kernels *kr, workspace
      * row softmax in natural units, pv), Q rows as float32 in qt (ld D). Decided by Sq, not by
      * the block, so the arithmetic of a row never depends on the tiles, the head grouping or
      * the thread count (results are bit-identical for any thread count). */
-    const int few = p->Sq < FEW_ROWS;
+    const int few = p->Sq < FEW_ROWS, mm = use_mm(p, kr);
     for (int64_t r = 0; r < total; r++) {
         w->m[r] = -INFINITY;
         w->l[r] = 0.0f;
@@ -229,15 +390,24 @@ static int64_t fwd_block(const attn_problem *p, const cpu_kernels *kr, workspace
         const int64_t qoff = b * p->sq[0] + (h + g) * p->sq[2] + i0 * p->sq[1];
         if (few)
             load_tile(kr, p->q, p->dtype, p->sq, qoff, rows, D, w->qt + g * rows * D, D, 0);
+        else if (mm)
+            mm_pack_q(p, w, qoff, rows);
         else
             pack_qt(p, kr, w, qoff, rows);
     }
     memset(w->acc, 0, (size_t)(total * w->ld) * sizeof(float));
+    if (mm && kend_max > 0)
+        kr->bf16->begin();
 
     for (int64_t j0 = 0; j0 < kend_max; j0 += bc) {
         /* keys past the block's last visible one are never loaded */
         const int64_t cols = j0 + bc < kend_max ? bc : kend_max - j0;
         const int64_t next = kend_max - (j0 + cols) < cols ? kend_max - (j0 + cols) : cols;
+        if (mm) {
+            mm_tile(p, kr, w, b, hk, i0, rows, j0, cols, next);
+            pairs += nh;
+            continue;
+        }
         load_tile(kr, p->k, p->dtype, p->sk, b * p->sk[0] + hk * p->sk[2] + j0 * p->sk[1], cols,
                   D, w->k, w->ld, next);
         load_tile(kr, p->v, p->dtype, p->sv, b * p->sv[0] + hk * p->sv[2] + j0 * p->sv[1], cols,
@@ -260,6 +430,8 @@ static int64_t fwd_block(const attn_problem *p, const cpu_kernels *kr, workspace
         }
         pairs += nh;
     }
+    if (mm && kend_max > 0)
+        kr->bf16->end();
 
     /* The one division per row; a row that saw no key (l == 0) outputs 0 and LSE = -inf.
      * A NaN l (NaN inputs) stays NaN in O and LSE. */
@@ -305,7 +477,8 @@ flashc_status cpu_attn_fwd(const attn_problem *p, flashc_attn_stats *stats)
     int threads = p->threads;
     if (threads > items)
         threads = (int)items;
-    const size_t per_thread = workspace_floats(br * nh, bc, p->D); /* 16k floats: 64 B rows */
+    const int mm = use_mm(p, kr);
+    const size_t per_thread = workspace_floats(br * nh, bc, p->D, mm); /* 64 B rows */
     float *ws = flashc__malloc((size_t)threads * per_thread * sizeof(float));
     if (!ws)
         return flashc__fail(FLASHC_ERR_OUT_OF_MEMORY,
@@ -320,7 +493,7 @@ flashc_status cpu_attn_fwd(const attn_problem *p, flashc_attn_stats *stats)
 #else
         const int tid = 0;
 #endif
-        workspace w = workspace_at(ws + (size_t)tid * per_thread, br * nh, bc, p->D);
+        workspace w = workspace_at(ws + (size_t)tid * per_thread, br * nh, bc, p->D, mm);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t it = 0; it < items; it++) {
             const int64_t qb = nqb - 1 - it / heads; /* heaviest (last) Q blocks first */
