@@ -213,6 +213,9 @@ static const attn_case cases[] = {
     {1, 29, 31, 2, 1, 24, 1, 0, 5, 7, 1.0f},
     {1, 50, 50, 1, 1, 256, 0, 0, 0, 0, 1.0f},
     {1, 1, 300, 4, 1, 128, 1, 0, 0, 0, 1.0f},
+    /* several K/V tiles and row chunks of the bf16 matrix-unit path (Bc 192, chunks 64 / 32) */
+    {1, 300, 500, 2, 1, 64, 1, 0, 0, 0, 1.0f},
+    {1, 200, 450, 2, 1, 128, 0, 1, 0, 0, 2.0f},
     /* decode shapes (Sq < 8): the row-major path; with B x Hkv >= 2 x threads the query heads
      * of a KV head are grouped into one item */
     {2, 3, 77, 8, 2, 64, 1, 0, 0, 0, 1.0f},

@@ -142,12 +142,14 @@ typedef struct workspace {
     uint16_t *qb;     /* R16(br) x dp  Q rows, bf16, zero columns D .. dp                   */
     uint32_t *kp;     /* dp/2 x ldkp   K tile, VNNI pairs (pack_bt)                          */
     uint32_t *vp;     /* ldp/2 x ldvp  V tile, VNNI pairs (pack_b)                           */
-    float *s;         /* br x lds      scores                                               */
-    uint16_t *pb;     /* R16(br) x ldp probabilities, bf16                                  */
+    float *s;         /* MM_CHUNK x lds  a chunk's scores (mm_tile)                          */
+    uint16_t *pb;     /* MM_CHUNK x ldp  a chunk's probabilities, bf16                       */
     uint16_t *kv;     /* bc x D        a K or V tile gathered from a strided feature axis    */
 } workspace;
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+enum { MM_CHUNK = 64 }; /* the most rows of a chunk of the bf16 path (MM_ROWS, MM_DIAG_ROWS) */
 
 /* Sizes in floats of the workspace regions, each a whole number of 64-byte lines. */
 enum { WS_NREG = 14 };
@@ -159,7 +161,7 @@ static void workspace_regions(int64_t br, int64_t bc, int64_t D, int mm, int64_t
                                   0, 0, 0, 0, 0, 0};
     const int64_t bf[WS_NREG] = {0, 0, 0, 0, br * ld, brp, brp, brp,
                                  br16 * dp / 2, dp / 2 * round_up(bc, 16),
-                                 bcp / 2 * round_up(D, 16), br * tile_ld(bc), br16 * bcp / 2,
+                                 bcp / 2 * round_up(D, 16), MM_CHUNK * tile_ld(bc), MM_CHUNK * bcp / 2,
                                  (bc * D + 1) / 2};
     for (int i = 0; i < WS_NREG; i++)
         sz[i] = round_up(mm ? bf[i] : f32[i], 16);
@@ -300,34 +302,43 @@ static void mm_prefetch(const void *base, const int64_t *st, int64_t off, int64_
     }
 }
 
+/* The bf16 path takes the item's rows in chunks (kernels.h gemm M), so that a chunk's scores
+ * S (MM_ROWS x Bc float32) and probabilities P (bf16) stay in L1 between the two products and
+ * the softmax of one chunk sits next to the tile products of the next in the instruction
+ * stream. MM_ROWS and MM_DIAG_ROWS are multiples of 32: the AMX block is 2 x 2 tiles of 16
+ * rows. On a tile that straddles the causal diagonal the chunks are MM_DIAG_ROWS rows, each
+ * against only the keys its last row sees (as straddling_tile). MM_BC: the default keys per
+ * tile (more k steps per load and store of the accumulator tiles). */
+enum { MM_ROWS = 64, MM_DIAG_ROWS = 32, MM_BC = 192 };
+_Static_assert((int)MM_ROWS <= (int)MM_CHUNK && (int)MM_DIAG_ROWS <= (int)MM_CHUNK,
+               "the chunk buffers hold a chunk");
+
 /* Product 1: S = Q K^T for the sr query rows from s0 against the first kn keys of the tile,
- * then the causal mask (masked: the tile straddles the diagonal). */
+ * into the chunk's S (w->s), then the causal mask (masked: the tile straddles the diagonal). */
 static void mm_scores(const attn_problem *p, const cpu_mm_bf16 *mm, workspace *w, int64_t i0,
                       int64_t s0, int64_t sr, int64_t j0, int64_t kn, int masked)
 {
-    float *s = w->s + s0 * w->lds;
-    mm->gemm(sr, kn, p->D, w->qb + s0 * w->dp, w->dp, w->kp, w->ldkp, NULL, s, w->lds);
+    mm->gemm(sr, kn, p->D, w->qb + s0 * w->dp, w->dp, w->kp, w->ldkp, NULL, w->s, w->lds);
     for (int64_t r = 0; masked && r < sr; r++) {
         const int64_t first = attn_key_end(p, i0 + s0 + r) - j0;
         for (int64_t c = first < 0 ? 0 : first; c < kn; c++)
-            s[r * w->lds + c] = -INFINITY;
+            w->s[r * w->lds + c] = -INFINITY;
     }
 }
 
-/* Product 2: acc = diag(alpha) acc + P V for the sr rows from s0 over kn keys (P from
- * mm->softmax, zero-padded to round_up(kn, 32) columns; vp holds exactly kn keys). */
+/* Product 2: acc = diag(alpha) acc + P V for the sr rows from s0 over kn keys (the chunk's P
+ * from mm->softmax, zero-padded to round_up(kn, 32) columns; vp holds exactly kn keys). */
 static void mm_pv(const attn_problem *p, const cpu_mm_bf16 *mm, workspace *w, int64_t s0,
                   int64_t sr, int64_t kn)
 {
-    mm->gemm(sr, p->D, kn, w->pb + s0 * w->ldp, w->ldp, w->vp, w->ldvp, w->alpha + s0,
-             w->acc + s0 * w->ld, w->ld);
+    mm->gemm(sr, p->D, kn, w->pb, w->ldp, w->vp, w->ldvp, w->alpha + s0, w->acc + s0 * w->ld,
+             w->ld);
 }
 
-/* One K/V tile (keys j0 .. j0 + cols) against the item's rows: pack K and V, then per
- * sub-panel (the whole block, or DIAG_ROWS rows on a tile that straddles the causal diagonal,
- * as straddling_tile) scores, softmax, P V. V is packed with exactly the keys the sub-panel
- * sees (kn grows from one sub-panel to the next): a key a row must not see then never meets
- * its P = 0 in the product, so a non-finite V there cannot make 0 x inf = NaN. */
+/* One K/V tile (keys j0 .. j0 + cols) against the item's rows: pack K and V, then per chunk
+ * scores, softmax, P V. V is packed with exactly the keys the chunk sees (kn grows from one
+ * chunk to the next on a straddling tile): a key a row must not see then never meets its
+ * P = 0 in the product, so a non-finite V there cannot make 0 x inf = NaN. */
 static void mm_tile(const attn_problem *p, const cpu_kernels *kr, workspace *w, int64_t b,
                     int64_t hk, int64_t i0, int64_t rows, int64_t j0, int64_t cols, int64_t next)
 {
@@ -344,7 +355,7 @@ static void mm_tile(const attn_problem *p, const cpu_kernels *kr, workspace *w, 
 
     const float c = positive_scale(p);
     const int full = !p->causal || j0 + cols <= attn_key_end(p, i0);
-    const int64_t step = full ? rows : DIAG_ROWS;
+    const int64_t step = full ? MM_ROWS : MM_DIAG_ROWS;
     int64_t packed = 0; /* keys of V in vp */
     for (int64_t s0 = 0; s0 < rows; s0 += step) {
         const int64_t sr = rows - s0 < step ? rows - s0 : step;
@@ -353,8 +364,7 @@ static void mm_tile(const attn_problem *p, const cpu_kernels *kr, workspace *w, 
         if (kn <= 0)
             continue;
         mm_scores(p, mm, w, i0, s0, sr, j0, kn, !full);
-        mm->softmax(w->s + s0 * w->lds, w->lds, sr, kn, c, w->m + s0, w->l + s0, w->alpha + s0,
-                    w->pb + s0 * w->ldp, w->ldp);
+        mm->softmax(w->s, w->lds, sr, kn, c, w->m + s0, w->l + s0, w->alpha + s0, w->pb, w->ldp);
         if (kn != packed) {
             mm->pack_b(v, ldv, kn, D, w->vp, w->ldvp);
             packed = kn;
@@ -458,6 +468,9 @@ flashc_status cpu_attn_fwd(const attn_problem *p, flashc_attn_stats *stats)
     const cpu_kernels *kr = cpu_kernels_get();
     int64_t br, bc;
     default_tiles(p, &br, &bc);
+    const int mm = use_mm(p, kr);
+    if (mm)
+        bc = MM_BC;
     if (p->br)
         br = p->br;
     if (p->bc)
@@ -477,7 +490,6 @@ flashc_status cpu_attn_fwd(const attn_problem *p, flashc_attn_stats *stats)
     int threads = p->threads;
     if (threads > items)
         threads = (int)items;
-    const int mm = use_mm(p, kr);
     const size_t per_thread = workspace_floats(br * nh, bc, p->D, mm); /* 64 B rows */
     float *ws = flashc__malloc((size_t)threads * per_thread * sizeof(float));
     if (!ws)
