@@ -79,6 +79,20 @@ flashc_status cpu_attn_fwd_supports(const attn_problem *p)
 
 enum { FEW_ROWS = 8 };
 
+/* The bf16 matrix-unit path (mm_tile): Bc = MM_BC keys; Br from MM_BR down to 72 (halving) while
+ * there are fewer than 2 items per thread. A tall item divides the K/V packing (and the K/V
+ * streaming) per FLOP by Br; measured on the Xeon with AMX, 2 threads, d 128, n 4096, bf16,
+ * GFLOP/s at Br x Bc: 128 x 192: 562; 288 x 192: 608; 576 x 192: 694; 1152 x 192: 797;
+ * 288 x 96: 546; 288 x 384: 525 (bench/RESULTS.md, "bf16 on AMX"). */
+enum { MM_BR = 1152 };
+
+static void mm_default_tiles(const attn_problem *p, int64_t *br)
+{
+    *br = MM_BR;
+    while (*br >= 128 && p->B * p->Hq * ((p->Sq + *br - 1) / *br) < 2 * (int64_t)p->threads)
+        *br /= 2; /* 1152 -> 576 -> 288 -> 144 -> 72 */
+}
+
 static void default_tiles(const attn_problem *p, int64_t *br, int64_t *bc)
 {
     if (p->Sq < FEW_ROWS) { /* decode: K/V streamed from memory; short tiles measured best */
@@ -469,8 +483,10 @@ flashc_status cpu_attn_fwd(const attn_problem *p, flashc_attn_stats *stats)
     int64_t br, bc;
     default_tiles(p, &br, &bc);
     const int mm = use_mm(p, kr);
-    if (mm)
+    if (mm) {
+        mm_default_tiles(p, &br);
         bc = MM_BC;
+    }
     if (p->br)
         br = p->br;
     if (p->bc)

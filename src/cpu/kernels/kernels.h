@@ -167,8 +167,8 @@ extern const cpu_mm_bf16 cpu_mm_bf16_ref;
 extern const cpu_kernels cpu_kernels_avx2;
 extern const cpu_kernels cpu_kernels_avx512;
 extern const cpu_kernels cpu_kernels_avx512bf16;
-extern const cpu_kernels cpu_kernels_amx;
-extern const cpu_mm_bf16 cpu_mm_bf16_avx512;
+extern const cpu_kernels cpu_kernels_amx;        /* chosen automatically where AMX is usable  */
+extern const cpu_mm_bf16 cpu_mm_bf16_avx512;      /* avx512bf16: only by FLASHC_ISA (dispatch.c) */
 extern const cpu_mm_bf16 cpu_mm_bf16_amx;
 #endif
 
