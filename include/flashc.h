@@ -22,7 +22,8 @@
  * j <= i + Sk - Sq. A row that sees no key (possible when Sq > Sk) outputs zeros and LSE = -inf.
  *
  * Memory: host buffers the library allocates for itself go through a counting allocator
- * (flashc_mem_stats); device memory is never allocated by the attention forward.
+ * (flashc_mem_stats); device memory is never allocated by the attention forward (the CUDA
+ * backward takes a workspace, see flashc_attn_bwd).
  */
 #ifndef FLASHC_H
 #define FLASHC_H
@@ -142,6 +143,13 @@ typedef struct flashc_attn_params {
     int64_t block_k;     /* Bc: key rows per tile;   0 = library default                     */
     int num_threads;     /* CPU threads for this call; 0 = flashc_get_num_threads()          */
     void *cuda_stream;   /* cudaStream_t for CUDA tensors; NULL = the default stream         */
+    int deterministic;   /* CUDA backward: nonzero = bit-identical gradients run to run (dQ
+                            summed in a fixed order, no float atomics; slower). The CPU
+                            backward is always deterministic.                                */
+    void *workspace;     /* CUDA backward: device scratch of at least workspace_bytes, 256-byte
+                            aligned (flashc_attn_bwd_workspace_size says how much); NULL or too
+                            small = the call allocates its own, stream-ordered               */
+    size_t workspace_bytes;
 } flashc_attn_params;
 
 /* What a call did, for tests and the traffic model. */
@@ -187,14 +195,31 @@ flashc_status flashc_attn_fwd_supported(const flashc_attn_params *params, const 
  *   dq (B, Sq, Hq, D), dk (B, Sk, Hkv, D), dv (B, Sk, Hkv, D): written (not accumulated);
  *   for GQA, dk/dv of a KV head sum the contributions of every query head of its group.
  *   fully masked rows (lse = -inf) get zero dq and add nothing to dk, dv.
- * Deterministic: bit-identical for any thread count (no atomics; every sum in a fixed order).
+ * CPU: deterministic, bit-identical for any thread count (no atomics; sums in a fixed order).
  * CPU: float32. Extra memory: D = rowsum(dout * o), B*Hq*Sq floats, plus per-thread tiles
- * O((Br + Bc) * D + Br * Bc); nothing of size Sq x Sk. */
+ * O((Br + Bc) * D + Br * Bc); nothing of size Sq x Sk.
+ * CUDA (all tensors FLASHC_DEVICE_CUDA, launched on params.cuda_stream, asynchronous, no host
+ * synchronisation): bf16 or fp16 storage, fp32 accumulation, head dims 64, 96, 128, 256, the
+ * forward's layout conditions (unit feature stride, 16-byte aligned rows). dK and dV are
+ * deterministic; dQ is summed with float atomics unless params.deterministic is set. Device
+ * workspace: a float32 dQ accumulator (B*Hq*Sq*D) plus B*Hq*Sq floats, from params.workspace
+ * or cudaMallocAsync/cudaFreeAsync on the stream (flashc_attn_bwd_workspace_size). */
 flashc_status flashc_attn_bwd(const flashc_attn_params *params, const flashc_tensor *q,
                               const flashc_tensor *k, const flashc_tensor *v,
                               const flashc_tensor *o, const flashc_tensor *dout,
                               const flashc_tensor *lse, flashc_tensor *dq, flashc_tensor *dk,
                               flashc_tensor *dv, flashc_attn_stats *stats);
+
+/* Bytes of device workspace flashc_attn_bwd needs for these arguments (same validation and
+ * messages as flashc_attn_bwd; writes nothing else): pass at least that much as
+ * params.workspace to make the call allocate nothing. 0 for host tensors (the CPU backward
+ * takes its few buffers from the counting allocator). */
+flashc_status flashc_attn_bwd_workspace_size(const flashc_attn_params *params,
+                                             const flashc_tensor *q, const flashc_tensor *k,
+                                             const flashc_tensor *v, const flashc_tensor *o,
+                                             const flashc_tensor *dout, const flashc_tensor *lse,
+                                             const flashc_tensor *dq, const flashc_tensor *dk,
+                                             const flashc_tensor *dv, size_t *bytes);
 
 /* The naive reference backward: materialises P (Sq x Sk per head) and dP, float64 accumulation.
  * dV = P^T dO, dP = dO V^T, dS = P * (dP - D), dQ = scale dS K, dK = scale dS^T Q. Host only.

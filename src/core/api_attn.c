@@ -124,6 +124,9 @@ static flashc_status build_problem(const char *fn, const flashc_attn_params *par
     p->br = pr->block_q, p->bc = pr->block_k;
     p->threads = flashc__threads(pr->num_threads);
     p->stream = pr->cuda_stream;
+    p->deterministic = pr->deterministic != 0;
+    p->workspace = pr->workspace;
+    p->workspace_bytes = pr->workspace_bytes;
     p->q = q->data, p->k = k->data, p->v = v->data, p->o = o->data;
     copy_strides(p->sq, q), copy_strides(p->sk, k), copy_strides(p->sv, v), copy_strides(p->so, o);
     if (lse) {
@@ -243,6 +246,18 @@ static flashc_status build_bwd(const char *fn, const flashc_attn_params *params,
     return FLASHC_OK;
 }
 
+static flashc_status bwd_supported(const attn_problem *p)
+{
+    if (p->device == FLASHC_DEVICE_CPU)
+        return cpu_attn_bwd_supports(p);
+#ifdef FLASHC_HAVE_CUDA
+    return cuda_attn_bwd_supports(p);
+#else
+    return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                        "flashc_attn_bwd: CUDA tensors given but this build has no CUDA backend");
+#endif
+}
+
 flashc_status flashc_attn_bwd(const flashc_attn_params *params, const flashc_tensor *q,
                               const flashc_tensor *k, const flashc_tensor *v,
                               const flashc_tensor *o, const flashc_tensor *dout,
@@ -252,14 +267,45 @@ flashc_status flashc_attn_bwd(const flashc_attn_params *params, const flashc_ten
     static const char fn[] = "flashc_attn_bwd";
     attn_problem p;
     FLASHC_TRY(build_bwd(fn, params, q, k, v, o, dout, lse, 1, dq, dk, dv, &p));
-    if (p.device != FLASHC_DEVICE_CPU)
-        return flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: no CUDA backward yet", fn);
-    FLASHC_TRY(cpu_attn_bwd_supports(&p));
+    FLASHC_TRY(bwd_supported(&p));
     flashc_attn_stats local;
-    flashc_status st = cpu_attn_bwd(&p, stats ? stats : &local);
+    flashc_status st;
+    if (p.device == FLASHC_DEVICE_CPU)
+        st = cpu_attn_bwd(&p, stats ? stats : &local);
+    else
+#ifdef FLASHC_HAVE_CUDA
+        st = cuda_attn_bwd(&p, stats ? stats : &local);
+#else
+        st = FLASHC_ERR_UNSUPPORTED;
+#endif
     if (st == FLASHC_OK)
         flashc__clear_error();
     return st;
+}
+
+flashc_status flashc_attn_bwd_workspace_size(const flashc_attn_params *params,
+                                             const flashc_tensor *q, const flashc_tensor *k,
+                                             const flashc_tensor *v, const flashc_tensor *o,
+                                             const flashc_tensor *dout, const flashc_tensor *lse,
+                                             const flashc_tensor *dq, const flashc_tensor *dk,
+                                             const flashc_tensor *dv, size_t *bytes)
+{
+    static const char fn[] = "flashc_attn_bwd";
+    if (!bytes)
+        return flashc__fail(FLASHC_ERR_NULL_POINTER, "%s_workspace_size: bytes is NULL", fn);
+    attn_problem p;
+    /* The outputs are only validated, never written: the casts serve build_bwd's signature. */
+    FLASHC_TRY(build_bwd(fn, params, q, k, v, o, dout, lse, 1, (flashc_tensor *)dq,
+                         (flashc_tensor *)dk, (flashc_tensor *)dv, &p));
+    FLASHC_TRY(bwd_supported(&p));
+    size_t n = 0;
+#ifdef FLASHC_HAVE_CUDA
+    if (p.device != FLASHC_DEVICE_CPU)
+        FLASHC_TRY(cuda_attn_bwd_workspace(&p, &n));
+#endif
+    *bytes = n;
+    flashc__clear_error();
+    return FLASHC_OK;
 }
 
 flashc_status flashc_attn_bwd_naive(const flashc_attn_params *params, const flashc_tensor *q,

@@ -85,6 +85,9 @@ typedef struct attn_problem {
     int64_t br, bc; /* requested tiles; 0 = backend default */
     int threads;
     void *stream;
+    int deterministic;      /* CUDA backward: fixed-order dQ sums, no float atomics     */
+    void *workspace;        /* CUDA backward: caller's device scratch (may be NULL)      */
+    size_t workspace_bytes;
 
     const void *q, *k, *v;
     int64_t sq[4], sk[4], sv[4];
@@ -126,6 +129,9 @@ flashc_status cpu_attn_bwd(const attn_problem *p, flashc_attn_stats *stats);
 #ifdef FLASHC_HAVE_CUDA
 flashc_status cuda_attn_fwd_supports(const attn_problem *p);
 flashc_status cuda_attn_fwd(const attn_problem *p, flashc_attn_stats *stats);
+flashc_status cuda_attn_bwd_supports(const attn_problem *p);
+flashc_status cuda_attn_bwd_workspace(const attn_problem *p, size_t *bytes); /* after supports */
+flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats *stats);
 int cuda_device_available(void);
 const char *cuda_build_info(void);
 #endif
