@@ -34,7 +34,9 @@ class Tensor(ctypes.Structure):
 class Params(ctypes.Structure):
     _fields_ = [("softmax_scale", ctypes.c_float), ("causal", ctypes.c_int),
                 ("block_q", ctypes.c_int64), ("block_k", ctypes.c_int64),
-                ("num_threads", ctypes.c_int), ("cuda_stream", ctypes.c_void_p)]
+                ("num_threads", ctypes.c_int), ("cuda_stream", ctypes.c_void_p),
+                ("deterministic", ctypes.c_int), ("workspace", ctypes.c_void_p),
+                ("workspace_bytes", ctypes.c_size_t)]
 
 
 class Stats(ctypes.Structure):

@@ -71,6 +71,9 @@ class AttnParams(ctypes.Structure):
         ("block_k", ctypes.c_int64),
         ("num_threads", ctypes.c_int),
         ("cuda_stream", ctypes.c_void_p),
+        ("deterministic", ctypes.c_int),
+        ("workspace", ctypes.c_void_p),
+        ("workspace_bytes", ctypes.c_size_t),
     ]
 
 
@@ -110,6 +113,9 @@ _SIGNATURES = {
     "flashc_attn_fwd_supported": (_status, [_P, _T, _T, _T, _T, _T]),
     "flashc_attn_bwd": (_status, [_P, _T, _T, _T, _T, _T, _T, _T, _T, _T, _S]),
     "flashc_attn_bwd_naive": (_status, [_P, _T, _T, _T, _T, _T, _T, _T, _T, _T, _S]),
+    "flashc_attn_bwd_workspace_size": (
+        _status, [_P, _T, _T, _T, _T, _T, _T, _T, _T, _T, ctypes.POINTER(ctypes.c_size_t)]
+    ),
     "flashc_rmsnorm": (_status, [_T, _T, ctypes.c_float, _T]),
     "flashc_rmsnorm_residual": (_status, [_T, _T, _T, ctypes.c_float, _T]),
     "flashc_swiglu": (_status, [_T, _T]),
