@@ -19,7 +19,8 @@
  * Cases: seqlen pairs (1,1) (113,203) (128,217) (203,113: Sq > Sk, fully masked rows under
  * the causal mask) (256,512) (1023,1024) and (2048,2048) (trimmed to fewer heads and dtypes for
  * time), causal and not, MHA / GQA / MQA, head dims 64 96 128 256, bf16 and fp16, fast and
- * deterministic mode; a (B, H, S, D) strided layout on a user stream with a caller workspace;
+ * deterministic mode; a (B, H, S, D) strided layout on a user stream with a caller workspace
+ * (poisoned, off the allocation's alignment);
  * deterministic mode bit-identical over 3 runs (and fast mode's dk, dv, which never use
  * atomics); capture into a CUDA graph; refusals.
  *
@@ -158,8 +159,7 @@ static void bufs_destroy(bufs *r)
 
 static flashc_attn_params params_of(const bwd_case *c, cudaStream_t stream)
 {
-    flashc_attn_params pr;
-    memset(&pr, 0, sizeof pr);
+    flashc_attn_params pr = flashc_attn_params_default();
     pr.causal = c->causal;
     pr.deterministic = c->deterministic;
     pr.cuda_stream = stream;
@@ -374,10 +374,11 @@ static void check_case(const bwd_case *c)
         TU_OK(flashc_attn_bwd_workspace_size(&pr, &q, &k, &v, &o, &dout, &lse, &dq, &dk, &dv,
                                              &ws_bytes));
         assert_true(ws_bytes >= (size_t)r.nq * 4);
-        CUDA_OK(cudaMalloc(&ws, ws_bytes));
-        CUDA_OK(cudaMemset(ws, 0xff, ws_bytes));
+        /* 16 bytes off an allocation's alignment: the library aligns inside */
+        CUDA_OK(cudaMalloc(&ws, ws_bytes + 16));
+        CUDA_OK(cudaMemset(ws, 0xff, ws_bytes + 16));
     }
-    flashc_status st = run_backward(c, &r, stream, ws, ws_bytes);
+    flashc_status st = run_backward(c, &r, stream, ws ? (char *)ws + 16 : NULL, ws_bytes);
     if (st != FLASHC_OK)
         fail_msg("flashc_attn_bwd: %s: %s", flashc_status_string(st), flashc_last_error());
     if (ws)
@@ -607,9 +608,9 @@ static void test_refusals(void **state)
                      FLASHC_ERR_INVALID_ARGUMENT);
     printf("  host ptr: %s\n", flashc_last_error());
 
-    /* a misaligned workspace */
-    pr.workspace = (char *)r.ddk + 16;
-    pr.workspace_bytes = 1 << 20;
+    /* a workspace smaller than the query's answer */
+    pr.workspace = r.ddk;
+    pr.workspace_bytes = 64;
     assert_int_equal(flashc_attn_bwd(&pr, &q, &k, &v, &o, &dout, &lse, &dq, &dk, &dv, NULL),
                      FLASHC_ERR_INVALID_ARGUMENT);
     printf("  workspace: %s\n", flashc_last_error());

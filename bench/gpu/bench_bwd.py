@@ -40,11 +40,25 @@ class Tensor(ctypes.Structure):
 
 
 class Params(ctypes.Structure):
-    _fields_ = [("softmax_scale", ctypes.c_float), ("causal", ctypes.c_int),
+    """flashc_attn_params (v2, sized); build with params()."""
+    _fields_ = [("struct_size", ctypes.c_size_t), ("has_softmax_scale", ctypes.c_int),
+                ("softmax_scale", ctypes.c_float), ("causal", ctypes.c_int),
+                ("window_left", ctypes.c_int64), ("window_right", ctypes.c_int64),
+                ("softcap", ctypes.c_float), ("alibi_slopes", ctypes.c_void_p),
                 ("block_q", ctypes.c_int64), ("block_k", ctypes.c_int64),
-                ("num_threads", ctypes.c_int), ("cuda_stream", ctypes.c_void_p),
+                ("num_threads", ctypes.c_int), ("num_splits", ctypes.c_int),
                 ("deterministic", ctypes.c_int), ("workspace", ctypes.c_void_p),
-                ("workspace_bytes", ctypes.c_size_t)]
+                ("workspace_bytes", ctypes.c_size_t), ("cuda_stream", ctypes.c_void_p)]
+
+
+def params(causal, stream, deterministic=0, workspace=None, workspace_bytes=0):
+    """The library's defaults (window -1, -1; default scale) with these fields set."""
+    p = Params()
+    p.struct_size = ctypes.sizeof(Params)
+    p.window_left = p.window_right = -1
+    p.causal, p.cuda_stream, p.deterministic = int(causal), stream, int(deterministic)
+    p.workspace, p.workspace_bytes = workspace, workspace_bytes
+    return p
 
 
 def view(t):
@@ -164,7 +178,7 @@ def part2(lib, seqlens, rows):
             lse = torch.empty(B, H, S, device="cuda", dtype=torch.float32)
             dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
             stream = torch.cuda.current_stream().cuda_stream
-            p = Params(0.0, int(causal), 0, 0, 0, stream, 0, None, 0)
+            p = params(causal, stream)
             vs = [view(x) for x in (q, k, v, o, dout, lse, dq, dk, dv)]
             refs = [ctypes.byref(x) for x in vs]
             st = fwd(ctypes.byref(p), refs[0], refs[1], refs[2], refs[3], refs[5], None)
@@ -189,8 +203,7 @@ def part2(lib, seqlens, rows):
                 r = {"part": 2, "S": S, "B": B, "H": H, "d": d, "causal": causal, "impl": name}
                 try:
                     if name.startswith("flashc"):
-                        pb = Params(0.0, int(causal), 0, 0, 0, stream, int(name == "flashc_det"),
-                                    ws.data_ptr(), n.value)
+                        pb = params(causal, stream, name == "flashc_det", ws.data_ptr(), n.value)
 
                         def fn(pb=pb):
                             s = bwd(ctypes.byref(pb), *refs, None)

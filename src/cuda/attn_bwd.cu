@@ -4,8 +4,8 @@
  * (attn_bwd_sm80.cu, ...), each exporting a table of variants; this file knows all tables.
  *
  * Workspace (float32 dQ accumulator, D = rowsum(dO o), deterministic mode's turn counters): the
- * caller's params.workspace when it is at least cuda_attn_bwd_workspace() bytes, otherwise
- * cudaMallocAsync / cudaFreeAsync on the call's stream. Nothing here synchronises with the host,
+ * caller's params.workspace (any alignment: aligned here; the core checked its size against
+ * cuda_attn_bwd_workspace()), otherwise cudaMallocAsync / cudaFreeAsync on the call's stream. Nothing here synchronises with the host,
  * so a call can be captured in a CUDA graph (with a given workspace, or with the graph's own
  * memory nodes for the async allocation).
  */
@@ -97,14 +97,15 @@ static int64_t workspace_bytes(const attn_problem *p, const attn_bwd_variant *v)
 
 extern "C" flashc_status cuda_attn_bwd_supports(const attn_problem *p)
 {
+    if (!attn_is_plain(p))
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                            "%s: the CUDA backward serves dense attention with D == Dv, no window, "
+                            "softcap or ALiBi yet (varlen and KV caches neither)",
+                            FN);
     if (p->dtype != FLASHC_BF16 && p->dtype != FLASHC_F16)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED_DTYPE,
                             "%s: the CUDA backend supports bf16 and fp16 storage only (%s given)",
                             FN, flashc__dtype_name(p->dtype));
-    if (!(p->scale > 0.0f))
-        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
-                            "%s: the CUDA backend needs softmax_scale > 0 (got %g)", FN,
-                            (double)p->scale);
     /* 32-bit row indices inside the kernels; K blocks on grid x, (batch, KV head) on grid y. */
     if (p->Sq > (1 << 30) || p->Sk > (1 << 30) || p->B * p->Hkv > 65535)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
@@ -148,25 +149,19 @@ extern "C" flashc_status cuda_attn_bwd_supports(const attn_problem *p)
         (st = check_operand("dv", p->dv, p->sdv)) != FLASHC_OK ||
         (st = is_device_memory("lse", p->lse)) != FLASHC_OK)
         return st;
-    if (p->workspace && (uintptr_t)p->workspace % 256 != 0)
-        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: params.workspace must be 256-byte aligned", FN);
-    if (p->workspace && p->workspace_bytes >= (size_t)workspace_bytes(p, v) &&
-        (st = is_device_memory("params.workspace", p->workspace)) != FLASHC_OK)
+    if (p->workspace && (st = is_device_memory("params.workspace", p->workspace)) != FLASHC_OK)
         return st;
     return FLASHC_OK;
 }
 
-extern "C" flashc_status cuda_attn_bwd_workspace(const attn_problem *p, size_t *bytes)
+/* Device bytes, with 256 of slack so that a caller's workspace of any alignment fits. */
+extern "C" size_t cuda_attn_bwd_workspace(const attn_problem *p)
 {
     flashc_status st = FLASHC_OK;
     int smem_optin = 0;
     const int cc = bwd_device(&st, &smem_optin);
-    if (cc < 0)
-        return st;
-    const attn_bwd_variant *v = pick(p, cc, smem_optin); /* non-NULL: supports() ran first */
-    *bytes = (size_t)workspace_bytes(p, v);
-    return FLASHC_OK;
+    const attn_bwd_variant *v = cc < 0 ? NULL : pick(p, cc, smem_optin);
+    return v ? (size_t)workspace_bytes(p, v) + 256 : 0; /* v: supports() ran first */
 }
 
 extern "C" flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats *stats)
@@ -180,8 +175,8 @@ extern "C" flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats 
     const cudaStream_t stream = (cudaStream_t)p->stream;
 
     const int64_t need = workspace_bytes(p, v);
-    char *ws = (char *)p->workspace;
-    const bool own = !ws || p->workspace_bytes < (size_t)need;
+    char *ws = p->workspace ? (char *)(((uintptr_t)p->workspace + 255) & ~(uintptr_t)255) : NULL;
+    const bool own = !ws;
     if (own) {
         void *mem = NULL;
         const cudaError_t err = cudaMallocAsync(&mem, (size_t)need, stream);
@@ -226,10 +221,7 @@ extern "C" flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats 
                             cudaGetErrorString(err));
     }
 
-    const int64_t heads = p->B * p->Hq;
-    const int64_t nqb = (p->Sq + v->block_q - 1) / v->block_q;
-    stats->tile_pairs = heads * attn_tile_pairs_per_head(p, v->block_q, v->block_k);
-    stats->tile_pairs_total = heads * nqb * ((p->Sk + v->block_k - 1) / v->block_k);
+    stats->tile_pairs = attn_tile_pairs(p, v->block_q, v->block_k, &stats->tile_pairs_total);
     stats->block_q = v->block_q;
     stats->block_k = v->block_k;
     return FLASHC_OK;
