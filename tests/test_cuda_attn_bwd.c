@@ -20,7 +20,7 @@
  * the causal mask) (256,512) (1023,1024) and (2048,2048) (trimmed to fewer heads and dtypes for
  * time), causal and not, MHA / GQA / MQA, head dims 64 96 128 256, bf16 and fp16, fast and
  * deterministic mode; a (B, H, S, D) strided layout on a user stream with a caller workspace
- * (poisoned, off the allocation's alignment);
+ * (poisoned, off the allocation's alignment); the non-default tiles (params.block_q/block_k);
  * deterministic mode bit-identical over 3 runs (and fast mode's dk, dv, which never use
  * atomics); capture into a CUDA graph; refusals.
  *
@@ -70,6 +70,7 @@ typedef struct bwd_case {
     int deterministic;
     int bhsd;       /* every tensor in a (B, H, S, D) buffer, passed as a strided view */
     int use_stream; /* a created stream and a caller-provided workspace                */
+    int br, bc;     /* backward tiles requested (0: the default variant)               */
 } bwd_case;
 
 /* Element offset of (b, s, h, d): (B, S, H, D) contiguous, or a (B, H, S, D) buffer. */
@@ -192,6 +193,7 @@ static flashc_status run_backward(const bwd_case *c, bufs *r, cudaStream_t strea
     flashc_attn_params pr = params_of(c, stream);
     pr.workspace = workspace;
     pr.workspace_bytes = ws_bytes;
+    pr.block_q = c->br, pr.block_k = c->bc;
     flashc_tensor q = view(c, r->dq_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
     flashc_tensor k = view(c, r->dk_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
     flashc_tensor v = view(c, r->dv_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
@@ -361,6 +363,7 @@ static void check_case(const bwd_case *c)
         /* a caller workspace of exactly the queried size, poisoned: the call must not rely on
          * its contents */
         flashc_attn_params pr = params_of(c, stream);
+        pr.block_q = c->br, pr.block_k = c->bc;
         flashc_tensor q = view(c, r.dq_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
         flashc_tensor k = view(c, r.dk_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
         flashc_tensor v = view(c, r.dv_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
@@ -402,11 +405,14 @@ static void check_case(const bwd_case *c)
             for (int64_t h = 0; h < c->Hq; h++)
                 for (int64_t d = 0; d < c->D; d++)
                     nonzero += from_bits(c->dt, r.hdq[off(c, c->Sq, c->Hq, b, i, h, d)]) != 0.0f;
-    printf("  %s D=%3d B=%d Sq=%4d Sk=%4d Hq=%d Hkv=%d causal=%d%s%s%s: dq %.3g (naive %.3g) "
+    char tiles[32] = "";
+    if (c->br || c->bc)
+        snprintf(tiles, sizeof tiles, " tiles %dx%d", c->br, c->bc);
+    printf("  %s D=%3d B=%d Sq=%4d Sk=%4d Hq=%d Hkv=%d causal=%d%s%s%s%s: dq %.3g (naive %.3g) "
            "dk %.3g (%.3g) dv %.3g (%.3g)\n",
            dtname(c->dt), c->D, c->B, c->Sq, c->Sk, c->Hq, c->Hkv, c->causal,
            c->deterministic ? " det" : "", c->bhsd ? " bhsd" : "",
-           c->use_stream ? " stream+ws" : "", e[0], en[0], e[1], en[1], e[2], en[2]);
+           c->use_stream ? " stream+ws" : "", tiles, e[0], en[0], e[1], en[1], e[2], en[2]);
     free(gq), free(gk), free(gv), free(nq), free(nk), free(nv);
     bufs_destroy(&r);
     if (bad)
@@ -436,9 +442,9 @@ static void suite(flashc_dtype dt, int D)
 {
     if (small_only()) {
         /* under compute-sanitizer (~100x slower): GQA, causal, one pair each way, both modes */
-        bwd_case a = {1, 113, 203, 6, 2, D, 1, dt, 0, 0, 0};
+        bwd_case a = {1, 113, 203, 6, 2, D, 1, dt, 0, 0, 0, 0, 0};
         check_case(&a);
-        bwd_case b = {1, 203, 113, 6, 2, D, 1, dt, 1, 0, 0};
+        bwd_case b = {1, 203, 113, 6, 2, D, 1, dt, 1, 0, 0, 0, 0};
         check_case(&b);
         return;
     }
@@ -447,18 +453,18 @@ static void suite(flashc_dtype dt, int D)
             for (int hh = 0; hh < 3; hh++)
                 for (int det = 0; det < (hh == 1 ? 2 : 1); det++) {
                     bwd_case c = {2, pairs_short[s][0], pairs_short[s][1], heads_short[hh][0],
-                                  heads_short[hh][1], D, causal, dt, det, 0, 0};
+                                  heads_short[hh][1], D, causal, dt, det, 0, 0, 0, 0};
                     check_case(&c);
                 }
     for (int causal = 0; causal < 2; causal++) {
-        bwd_case c = {1, 256, 512, 4, 2, D, causal, dt, causal, 0, 0};
+        bwd_case c = {1, 256, 512, 4, 2, D, causal, dt, causal, 0, 0, 0, 0};
         check_case(&c);
-        bwd_case l = {1, 1023, 1024, 2, 1, D, causal, dt, 0, 0, 0};
+        bwd_case l = {1, 1023, 1024, 2, 1, D, causal, dt, 0, 0, 0, 0, 0};
         check_case(&l);
     }
     /* the longest pair once per head dim in bf16 (the references are O(S^2 D) on the host) */
     if (dt == FLASHC_BF16 && D <= 128) {
-        bwd_case c = {1, 2048, 2048, 2, 1, D, 1, dt, 1, 0, 0};
+        bwd_case c = {1, 2048, 2048, 2, 1, D, 1, dt, 1, 0, 0, 0, 0};
         check_case(&c);
     }
 }
@@ -476,10 +482,32 @@ static void test_f16_d256(void **state) { (void)state; suite(FLASHC_F16, 256); }
 static void test_strided_stream_workspace(void **state)
 {
     (void)state;
-    bwd_case c = {2, 77, 301, 4, 2, 128, 1, FLASHC_BF16, 0, 1, 1};
+    bwd_case c = {2, 77, 301, 4, 2, 128, 1, FLASHC_BF16, 0, 1, 1, 0, 0};
     check_case(&c);
     c.causal = 0, c.dt = FLASHC_F16, c.D = 64, c.Sq = 300, c.Sk = 5, c.deterministic = 1;
     check_case(&c);
+}
+
+/* The variants behind non-default tiles (params.block_q / block_k; the bench's ladder). */
+static void test_other_tiles(void **state)
+{
+    (void)state;
+    static const int tiles[][3] = {{128, 64, 64}, {64, 128, 128}}; /* D, br, bc */
+    for (int dt = 0; dt < 2; dt++)
+        for (int t = 0; t < 2; t++) {
+            const flashc_dtype d = dt ? FLASHC_F16 : FLASHC_BF16;
+            const int D = tiles[t][0], br = tiles[t][1], bc = tiles[t][2];
+            bwd_case a = {2, 113, 203, 6, 2, D, 1, d, 0, 0, 0, br, bc};
+            check_case(&a);
+            bwd_case b = {1, 203, 113, 4, 1, D, 1, d, 1, 0, 0, br, bc};
+            check_case(&b);
+            if (small_only())
+                continue;
+            bwd_case l = {1, 1023, 1024, 2, 1, D, 0, d, 0, 0, 1, br, bc};
+            check_case(&l);
+            bwd_case m = {1, 777, 1024, 4, 2, D, 1, d, 1, 0, 0, br, bc};
+            check_case(&m);
+        }
 }
 
 /* Deterministic mode: dq, dk, dv bit-identical over 3 runs (fast mode: dk, dv too, which never
@@ -490,7 +518,7 @@ static void test_deterministic_bitwise(void **state)
     const int S = small_only() ? 300 : 1500;
     for (int det = 1; det >= 0; det--)
         for (int causal = 0; causal < 2; causal++) {
-            bwd_case c = {2, S, S + 37, 8, 2, 128, causal, FLASHC_BF16, det, 0, 0};
+            bwd_case c = {2, S, S + 37, 8, 2, 128, causal, FLASHC_BF16, det, 0, 0, 0, 0};
             bufs r;
             bufs_create(&c, &r);
             run_forward(&c, &r, NULL);
@@ -528,7 +556,7 @@ static void test_deterministic_bitwise(void **state)
 static void test_graph_capture(void **state)
 {
     (void)state;
-    bwd_case c = {1, 200, 333, 4, 2, 64, 1, FLASHC_BF16, 1, 0, 0};
+    bwd_case c = {1, 200, 333, 4, 2, 64, 1, FLASHC_BF16, 1, 0, 0, 0, 0};
     bufs r;
     bufs_create(&c, &r);
     cudaStream_t stream;
@@ -575,7 +603,7 @@ static void test_graph_capture(void **state)
 static void test_refusals(void **state)
 {
     (void)state;
-    bwd_case c = {1, 64, 64, 2, 2, 64, 0, FLASHC_BF16, 0, 0, 0};
+    bwd_case c = {1, 64, 64, 2, 2, 64, 0, FLASHC_BF16, 0, 0, 0, 0, 0};
     bufs r;
     bufs_create(&c, &r);
     run_forward(&c, &r, NULL);
@@ -648,6 +676,7 @@ int main(void)
         cmocka_unit_test(test_deterministic_bitwise),
         cmocka_unit_test(test_graph_capture),
         cmocka_unit_test(test_strided_stream_workspace),
+        cmocka_unit_test(test_other_tiles),
         cmocka_unit_test(test_bf16_d64),
         cmocka_unit_test(test_bf16_d128),
         cmocka_unit_test(test_bf16_d96),

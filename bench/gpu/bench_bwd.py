@@ -12,6 +12,8 @@
    convention; bwd FLOPs = 2.5 x 4 B H S^2 d, halved when causal): flashc_attn_bwd called
    through ctypes with its workspace allocated once (fast and deterministic) vs the backward of
    SDPA flash (FlashAttention-2) and cuDNN through autograd (retain_graph).
+3. (--part 3) the tile ladder: the backward alone with the non-default tiles the library has
+   (params.block_q / block_k) beside the default, d = 128 and 64, hidden 2048, vs SDPA flash.
 Every flashc configuration is checked against SDPA flash's gradients before it is timed (max
 abs diff < 5e-2 relative to the gradient's max), else it is reported WRONG and not timed.
 Times: CUDA events around each call after warm-up, median of >= 5 calls.
@@ -164,8 +166,13 @@ def part1(seqlens, rows):
         torch.cuda.empty_cache()
 
 
-def part2(lib, seqlens, rows):
-    d, H = 128, 16
+# flashc configurations of the backward-alone tables: name -> (block_q, block_k, deterministic)
+FLASHC_CONFIGS = {"flashc": (0, 0, False), "flashc_det": (0, 0, True)}
+
+
+def part2(lib, seqlens, rows, d=128, configs=("flashc", "flashc_det"), peers=("flash", "cudnn"),
+          part=2):
+    H = 2048 // d if part == 3 else 16
     print(f"\n== bwd alone, d={d} H={H} batch*seqlen=16384 bf16: TFLOP/s", flush=True)
     fwd, bwd, wss = lib.flashc_attn_fwd, lib.flashc_attn_bwd, lib.flashc_attn_bwd_workspace_size
     for causal in (False, True):
@@ -184,26 +191,34 @@ def part2(lib, seqlens, rows):
             st = fwd(ctypes.byref(p), refs[0], refs[1], refs[2], refs[3], refs[5], None)
             assert st == 0, lib.flashc_last_error()
             n = ctypes.c_size_t(0)
-            st = wss(ctypes.byref(p), *refs, ctypes.byref(n))
-            assert st == 0, lib.flashc_last_error()
+            for name in configs:  # the largest workspace of the configurations
+                bq, bk, det = FLASHC_CONFIGS[name]
+                pq = params(causal, stream, det)
+                pq.block_q, pq.block_k = bq, bk
+                m = ctypes.c_size_t(0)
+                st = wss(ctypes.byref(pq), *refs, ctypes.byref(m))
+                assert st == 0, lib.flashc_last_error()
+                n.value = max(n.value, m.value)
             ws = torch.empty(n.value, dtype=torch.uint8, device="cuda")
             flops = 2.5 * 4.0 * B * H * S * S * d / (2 if causal else 1)
 
             # SDPA's gradients on the same q, k, v, dout: the check for flashc
             qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
             outs = {}
-            for name in ("flash", "cudnn"):
+            for name in peers:
                 with sdpa_kernel(SDPA[name]):
                     outs[name] = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
             outs["flash"].backward(dout.transpose(1, 2), retain_graph=True)
             ref = [x.grad.transpose(1, 2).clone() for x in (qt, kt, vt)]
 
             line = []
-            for name in ("flashc", "flashc_det", "flash", "cudnn"):
-                r = {"part": 2, "S": S, "B": B, "H": H, "d": d, "causal": causal, "impl": name}
+            for name in tuple(configs) + tuple(peers):
+                r = {"part": part, "S": S, "B": B, "H": H, "d": d, "causal": causal, "impl": name}
                 try:
                     if name.startswith("flashc"):
-                        pb = params(causal, stream, name == "flashc_det", ws.data_ptr(), n.value)
+                        bq, bk, det = FLASHC_CONFIGS[name]
+                        pb = params(causal, stream, det, ws.data_ptr(), n.value)
+                        pb.block_q, pb.block_k = bq, bk
 
                         def fn(pb=pb):
                             s = bwd(ctypes.byref(pb), *refs, None)
@@ -257,6 +272,17 @@ def tables(rows):
                 else:
                     cells.append(r["status"])
             print(f"| {T} | " + " | ".join(cells) + " |")
+    p3 = [r for r in rows if r["part"] == 3]
+    if p3:
+        print("\nladder: bwd alone, batch*seqlen=16k, hidden 2048, bf16: TFLOP/s by tiles (block_q x block_k)")
+        impls = sorted({r["impl"] for r in p3}, key=lambda n: (not n.startswith("flashc"), n))
+        print("| d | causal | S | " + " | ".join(impls) + " |")
+        print("|---|---|---|" + "---|" * len(impls))
+        for key in sorted({(r["d"], r["causal"], r["S"]) for r in p3}):
+            get = {r["impl"]: r for r in p3 if (r["d"], r["causal"], r["S"]) == key}
+            print(f"| {key[0]} | {'yes' if key[1] else 'no'} | {key[2]} | " +
+                  " | ".join(f"{get[i]['tflops']:.0f}" if i in get and "tflops" in get[i]
+                             else get.get(i, {}).get("status", "-") for i in impls) + " |")
     p2 = [r for r in rows if r["part"] == 2]
     if p2:
         impls = ["flashc", "flashc_det", "flash", "cudnn"]
@@ -279,9 +305,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
     ap.add_argument("--out", default=None)
-    ap.add_argument("--part", default="1,2")
+    ap.add_argument("--part", default="1,2", help="1 fwd+bwd (seeds), 2 bwd TFLOP/s, 3 tile ladder")
     ap.add_argument("--seqlens1", default="1024,2048,4096,8192,16384")
     ap.add_argument("--seqlens2", default="1024,2048,4096,8192,16384")
+    ap.add_argument("--seqlens3", default="2048,16384", help="the tile ladder (part 3)")
     a = ap.parse_args()
     os.environ["FLASHC_LIBRARY"] = os.path.abspath(a.lib)
     lib = ctypes.CDLL(a.lib)
@@ -298,6 +325,11 @@ def main():
             part1([int(x) for x in a.seqlens1.split(",")], rows)
         if "2" in parts:
             part2(lib, [int(x) for x in a.seqlens2.split(",")], rows)
+        if "3" in parts:
+            FLASHC_CONFIGS.update({"flashc_64x64": (64, 64, False), "flashc_128x128": (128, 128, False)})
+            seq3 = [int(x) for x in a.seqlens3.split(",")]
+            part2(lib, seq3, rows, d=128, configs=("flashc", "flashc_64x64"), peers=("flash",), part=3)
+            part2(lib, seq3, rows, d=64, configs=("flashc", "flashc_128x128"), peers=("flash",), part=3)
     finally:
         if a.out:
             with open(a.out, "w") as fh:

@@ -11,6 +11,9 @@
  */
 #include "attn_cuda.cuh"
 
+#include <stdio.h>
+#include <string.h>
+
 static const char FN[] = "flashc_attn_bwd";
 
 /* Every variant table, lowest architecture first. A Hopper kernel adds its table here. */
@@ -42,6 +45,10 @@ static int bwd_device(flashc_status *st, int *smem_optin)
     return 10 * major + minor;
 }
 
+/* The variant for p's dtype and head dim with the highest architecture the device reaches and
+ * shared memory it has; among equals the first in its table (each table lists its default
+ * tiles first). params.block_q / block_k, when nonzero, select among the tiles a table has
+ * (the ladder in bench/RESULTS.md compares them). */
 static const attn_bwd_variant *pick(const attn_problem *p, int cc, int smem_optin)
 {
     const attn_bwd_variant *best = NULL;
@@ -49,7 +56,8 @@ static const attn_bwd_variant *pick(const attn_problem *p, int cc, int smem_opti
         for (int i = 0; i < *bwd_tables[t].count; i++) {
             const attn_bwd_variant *v = &bwd_tables[t].v[i];
             if (v->dtype == p->dtype && v->head_dim == p->D && v->min_cc <= cc &&
-                v->smem_bytes <= smem_optin && (!best || v->min_cc > best->min_cc))
+                v->smem_bytes <= smem_optin && (!p->br || p->br == v->block_q) &&
+                (!p->bc || p->bc == v->block_k) && (!best || v->min_cc > best->min_cc))
                 best = v;
         }
     return best;
@@ -121,24 +129,30 @@ extern "C" flashc_status cuda_attn_bwd_supports(const attn_problem *p)
     const attn_bwd_variant *v = pick(p, cc, smem_optin);
     if (!v) {
         bool any_dim = false;
+        char tiles[160] = "";
         for (size_t t = 0; t < sizeof bwd_tables / sizeof bwd_tables[0]; t++)
-            for (int i = 0; i < *bwd_tables[t].count; i++)
-                any_dim |= bwd_tables[t].v[i].head_dim == p->D;
+            for (int i = 0; i < *bwd_tables[t].count; i++) {
+                const attn_bwd_variant *w = &bwd_tables[t].v[i];
+                any_dim |= w->head_dim == p->D;
+                if (w->head_dim == p->D && w->dtype == p->dtype && strlen(tiles) < 120)
+                    snprintf(tiles + strlen(tiles), sizeof tiles - strlen(tiles), " %dx%d",
+                             w->block_q, w->block_k);
+            }
         if (!any_dim)
             return flashc__fail(FLASHC_ERR_UNSUPPORTED,
                                 "%s: the CUDA backend supports head dims 64, 96, 128 and 256 "
                                 "(got %lld)",
                                 FN, (long long)p->D);
+        if (p->br || p->bc)
+            return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                                "%s: no CUDA backward kernel with tiles block_q x block_k = "
+                                "%lld x %lld for this problem; it has%s (0 = the default)",
+                                FN, (long long)p->br, (long long)p->bc, tiles);
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
                             "%s: no CUDA backward kernel for head dim %lld on this device "
                             "(compute capability %d.%d, %d bytes of shared memory per block)",
                             FN, (long long)p->D, cc / 10, cc % 10, smem_optin);
     }
-    if ((p->br && p->br != v->block_q) || (p->bc && p->bc != v->block_k))
-        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
-                            "%s: the CUDA kernel for this problem uses tiles %d x %d; "
-                            "pass block_q = block_k = 0 or those values (got %lld x %lld)",
-                            FN, v->block_q, v->block_k, (long long)p->br, (long long)p->bc);
     if ((st = check_operand("q", p->q, p->sq)) != FLASHC_OK ||
         (st = check_operand("k", p->k, p->sk)) != FLASHC_OK ||
         (st = check_operand("v", p->v, p->sv)) != FLASHC_OK ||

@@ -23,12 +23,19 @@
  *   dS^T -> shared memory (bf16/fp16), then dQ_block = dS K: warps split the BM x D/split tile,
  *   and add it into the float32 accumulator:
  *     fast           atomicAdd (float2 atomics on sm_90),
- *     deterministic  in K-block order: the block for K block n waits until the counter of its
- *                    (batch, head, Q block, slice) reads n, adds with plain loads and stores,
- *                    then releases n + 1. Block n only ever waits on block n - 1 of the same
- *                    (batch, KV head, slice), which has a lower linear block index and so was
- *                    dispatched first: no deadlock however many blocks are resident. Every dQ
- *                    element is then the same sum in the same order on every run; dK and dV
+ *     deterministic  in a fixed K-block order: the block for K block n waits until the
+ *                    counter of its (batch, head, Q block, slice) reads its turn, adds with plain
+ *                    loads and stores, then releases the next turn. Without the causal mask the
+ *                    order is ascending (turn n) and K block n is launched n-th; under it the
+ *                    order is descending (turn n_last(m) - n, n_last(m) the last K block that
+ *                    Q block m sees) and the launch order is reversed, so the light blocks near
+ *                    the diagonal, which reach a Q block after fewer Q blocks of their own, go
+ *                    first and the heavy ones never wait for them (ascending order under the
+ *                    mask would hold every block of a head resident, spinning, until its block
+ *                    0 got there: half the speed). Either way a block waits only on blocks of
+ *                    the same (batch, KV head, slice) with a lower linear block index, which
+ *                    were dispatched first: no deadlock however many blocks are resident. Every
+ *                    dQ element is then the same sum in the same order on every run; dK and dV
  *                    never depend on the schedule.
  * Q, dO (and their LSE, D) are double-buffered: the cp.async load of the next Q block overlaps
  * the five products of the current one.
@@ -164,8 +171,10 @@ template <typename T, int D> __global__ void __launch_bounds__(256) attn_bwd_pos
  *   D      head dim, a multiple of 32 (64, 96, 128, 256)
  *   BM     query rows per Q block (64 or 128: the dS^T tile's rows are whole swizzle groups)
  *   BN     keys per K/V block, 16 per warp
- *   SPLIT  thread blocks per K/V block over the output columns (D / SPLIT each) */
-template <typename T, int D, int BM, int BN, int SPLIT>
+ *   SPLIT  thread blocks per K/V block over the output columns (D / SPLIT each)
+ *   DET    deterministic dQ (a.deterministic; a template argument so that the fast kernel's
+ *          registers are allocated without the turn-taking code) */
+template <typename T, int D, int BM, int BN, int SPLIT, bool DET>
 __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_bwd_args a)
 {
     constexpr int NWARPS = BN / 16;
@@ -195,7 +204,11 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
 
     const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int g = lane / 4, t = lane % 4;
-    const int n_block = (int)blockIdx.x, split = (int)blockIdx.z;
+    /* K block: in deterministic causal mode the launch order is reversed (top of the file).
+     * Read again where needed (ptx_block_index) rather than held through the loop. */
+    const int n_block = DET && a.causal ? (int)gridDim.x - 1 - ptx_block_index()
+                                        : ptx_block_index();
+    const int split = (int)blockIdx.z;
     const int b = (int)blockIdx.y / a.Hkv, hk = (int)blockIdx.y % a.Hkv;
     const int n0 = n_block * BN;
     const int diag = a.Sk - a.Sq; /* row i sees keys j <= i + diag (causal) */
@@ -380,7 +393,7 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
 
         float *dqa = a.dq_acc + (((int64_t)b * a.Hq + h) * a.Sq + m0) * D + qc0 * 8 + 2 * t;
         const int r0 = mt * 16 + g; /* this thread's rows r0, r0 + 8 of the Q block */
-        if (!a.deterministic) {
+        if constexpr (!DET) {
 #pragma unroll
             for (int hr = 0; hr < 2; hr++)
                 if (m0 + r0 + 8 * hr < a.Sq) {
@@ -398,10 +411,16 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
                 }
         } else {
             int *sem = a.sem + (((int64_t)b * a.Hq + h) * n_mb + m) * SPLIT + split;
+            /* turn: ascending K blocks, or under the causal mask descending from the last K
+             * block a row of Q block m sees (K block n is visited by Q block m iff
+             * n BN < (m + 1) BM + diag, see m_begin) */
+            const int nb = a.causal ? (int)gridDim.x - 1 - ptx_block_index() : ptx_block_index();
+            const int turn = a.causal ? min((int)gridDim.x - 1, ((m + 1) * BM + diag - 1) / BN) - nb
+                                      : nb;
             if (tid == 0)
-                while (ptx_ld_acquire_gpu(sem) != n_block) {
+                while (ptx_ld_acquire_gpu(sem) != turn) {
                 }
-            __syncthreads(); /* our turn: K blocks 0 .. n_block - 1 have added theirs */
+            __syncthreads(); /* our turn: the K blocks before us in the order added theirs */
 #pragma unroll
             for (int hr = 0; hr < 2; hr++)
                 if (m0 + r0 + 8 * hr < a.Sq) {
@@ -459,11 +478,13 @@ static cudaError_t attn_bwd_sm80_launch(const attn_bwd_args *a, cudaStream_t str
         return err;
 
     constexpr int smem = bwd_smem_bytes<T, D, BM, BN, SPLIT>();
-    void (*kernel)(const attn_bwd_args) = attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT>;
+    void (*kernel)(const attn_bwd_args) = a->deterministic
+                                              ? attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, true>
+                                              : attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, false>;
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess)
         return err;
-    /* K blocks fastest: in deterministic mode block n waits only on block n - 1 of its row */
+    /* K blocks fastest: in deterministic mode a block waits only on earlier blocks of its row */
     const dim3 grid((unsigned)((a->Sk + BN - 1) / BN), (unsigned)(a->B * a->Hkv), SPLIT);
     kernel<<<grid, BN / 16 * 32, smem, stream>>>(*a);
     if ((err = cudaGetLastError()) != cudaSuccess)
@@ -480,6 +501,9 @@ static cudaError_t attn_bwd_sm80_launch(const attn_bwd_args *a, cudaStream_t str
  * block in 8 warps up to D = 128 (dK and dV: 2 x D / 2 floats a thread); at D = 256 two column
  * slices of 128 with 64 keys in 4 warps (shared memory: K, V and two buffers of Q and dO). */
 
+/* The defaults first, then other tiles for the ladder (params.block_q / block_k pick them):
+ * 64 x 64 in 4 warps (104 KB of shared memory at D = 128: two blocks per SM, but twice the
+ * dQ atomics per FLOP), 128 x 128 at D = 64 (S^T, dP^T 2 x 64 floats a thread). */
 const attn_bwd_variant attn_bwd_sm80_variants[] = {
     {"attn_bwd_bf16_sm80_d64_64x128", FLASHC_BF16, 64, 80, 64, 128, 1,
      bwd_smem_bytes<__nv_bfloat16, 64, 64, 128, 1>(), attn_bwd_sm80_launch<__nv_bfloat16, 64, 64, 128, 1>},
@@ -497,6 +521,14 @@ const attn_bwd_variant attn_bwd_sm80_variants[] = {
      bwd_smem_bytes<__half, 128, 64, 128, 1>(), attn_bwd_sm80_launch<__half, 128, 64, 128, 1>},
     {"attn_bwd_f16_sm80_d256_64x64_s2", FLASHC_F16, 256, 80, 64, 64, 2,
      bwd_smem_bytes<__half, 256, 64, 64, 2>(), attn_bwd_sm80_launch<__half, 256, 64, 64, 2>},
+    {"attn_bwd_bf16_sm80_d128_64x64", FLASHC_BF16, 128, 80, 64, 64, 1,
+     bwd_smem_bytes<__nv_bfloat16, 128, 64, 64, 1>(), attn_bwd_sm80_launch<__nv_bfloat16, 128, 64, 64, 1>},
+    {"attn_bwd_f16_sm80_d128_64x64", FLASHC_F16, 128, 80, 64, 64, 1,
+     bwd_smem_bytes<__half, 128, 64, 64, 1>(), attn_bwd_sm80_launch<__half, 128, 64, 64, 1>},
+    {"attn_bwd_bf16_sm80_d64_128x128", FLASHC_BF16, 64, 80, 128, 128, 1,
+     bwd_smem_bytes<__nv_bfloat16, 64, 128, 128, 1>(), attn_bwd_sm80_launch<__nv_bfloat16, 64, 128, 128, 1>},
+    {"attn_bwd_f16_sm80_d64_128x128", FLASHC_F16, 64, 80, 128, 128, 1,
+     bwd_smem_bytes<__half, 64, 128, 128, 1>(), attn_bwd_sm80_launch<__half, 64, 128, 128, 1>},
 };
 const int attn_bwd_sm80_variant_count =
     (int)(sizeof attn_bwd_sm80_variants / sizeof attn_bwd_sm80_variants[0]);
