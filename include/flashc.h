@@ -23,6 +23,13 @@
  *
  * Memory: host buffers the library allocates for itself go through a counting allocator
  * (flashc_mem_stats); device memory is never allocated by the attention forward.
+ *
+ * Bounds on one call (FLASHC_ERR_UNSUPPORTED with a message beyond them): no tensor has more
+ * than FLASHC_MAX_ELEMENTS elements, counted by its shape (a broadcast view counts in full,
+ * whatever memory it occupies), and an attention call's B * Hq * Sq * Sk * D is at most
+ * FLASHC_MAX_ATTN_WORK. So every size product inside the library fits in 64 bits, and no call
+ * can be asked for unbounded work by a small broadcast buffer. Workspaces whose size still
+ * overflows 64 bits (huge explicit tiles times threads) give FLASHC_ERR_OVERFLOW.
  */
 #ifndef FLASHC_H
 #define FLASHC_H
@@ -37,6 +44,11 @@ extern "C" {
 #define FLASHC_VERSION_MAJOR 0
 #define FLASHC_VERSION_MINOR 1
 #define FLASHC_VERSION_PATCH 0
+
+/* Per-call bounds (see the top of the file). 2^38 elements is 512 GiB of bf16, more than one
+ * accelerator's memory; 2^60 multiply-adds is about 40 minutes of an H200's bf16 peak. */
+#define FLASHC_MAX_ELEMENTS (INT64_C(1) << 38)
+#define FLASHC_MAX_ATTN_WORK (INT64_C(1) << 60)
 
 /* ------------------------------------------------------------------------------------------ */
 /* Status                                                                                      */

@@ -16,6 +16,10 @@ flashc_status flashc_online_softmax(flashc_softmax_state *state, const float *x,
     if (n < 0)
         return flashc__fail(FLASHC_ERR_INVALID_SHAPE, "flashc_online_softmax: n = %lld < 0",
                             (long long)n);
+    if (n > FLASHC_MAX_ELEMENTS)
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                            "flashc_online_softmax: n = %lld exceeds FLASHC_MAX_ELEMENTS = 2^38",
+                            (long long)n);
     if (n > 0 && !x)
         return flashc__fail(FLASHC_ERR_NULL_POINTER, "flashc_online_softmax: x is NULL");
     float m = state->m, l = state->l;

@@ -86,6 +86,16 @@ flashc_status flashc__check_tensor(const char *fn, const char *name, const flash
         (uint64_t)bytes > UINTPTR_MAX - (uintptr_t)t->data)
         return flashc__fail(FLASHC_ERR_OVERFLOW, "%s: the byte extent of %s overflows 64 bits", fn,
                             name);
+    /* The per-call bound (flashc.h): the logical element count, which a broadcast view can
+     * make far larger than its memory. Every size product inside the library then stays well
+     * inside 64 bits, and no call can be asked for 2^60 elements of work by a 4-byte buffer. */
+    int64_t count = 1;
+    for (int i = 0; i < ndim; i++)
+        if (__builtin_mul_overflow(count, t->shape[i], &count) || count > FLASHC_MAX_ELEMENTS)
+            return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                                "%s: %s has more than FLASHC_MAX_ELEMENTS = 2^38 elements "
+                                "(shape[%d] = %lld); broadcast views count in full",
+                                fn, name, i, (long long)t->shape[i]);
     return FLASHC_OK;
 }
 
