@@ -185,15 +185,19 @@ static void test_element_bound_rows(void **state)
 
 /* ---- F3: swiglu validation --------------------------------------------------------------- */
 
-static void __attribute__((unused)) test_f3_swiglu_shape_overflow(void **state)
+static void test_f3_swiglu_shape_overflow(void **state)
 {
     (void)state;
     float gu[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[2] = {NAN, NAN};
     flashc_tensor tg = flashc_tensor_2d(gu, FLASHC_F32, 2, 4);
     flashc_tensor to = flashc_tensor_2d(out, FLASHC_F32, 2, (INT64_C(1) << 62) + 5);
     to.stride[0] = to.stride[1] = 0; /* out->shape[1] * 2 overflowed before (UBSan abort) */
+    assert_int_equal(flashc_swiglu(&tg, &to), FLASHC_ERR_UNSUPPORTED); /* > 2^38 elements */
+    assert_int_equal(flashc_swiglu_naive(&tg, &to), FLASHC_ERR_UNSUPPORTED);
+    /* within the element bound: the width comparison itself */
+    to.shape[0] = 1, to.shape[1] = INT64_C(1) << 37;
     assert_int_equal(flashc_swiglu(&tg, &to), FLASHC_ERR_INVALID_SHAPE);
-    assert_int_equal(flashc_swiglu_naive(&tg, &to), FLASHC_ERR_INVALID_SHAPE);
+    assert_true(has(flashc_last_error(), "needs (T, I) = (2, 2)"));
     assert_true(isnan(out[0]) && isnan(out[1]));
 }
 
@@ -468,6 +472,7 @@ int main(void)
         cmocka_unit_test(test_work_bound),
         cmocka_unit_test(test_tile_workspace_bound),
         cmocka_unit_test(test_element_bound_rows),
+        cmocka_unit_test(test_f3_swiglu_shape_overflow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

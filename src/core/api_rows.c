@@ -113,7 +113,7 @@ static flashc_status check_swiglu(const char *fn, const flashc_tensor *gu, const
         return flashc__fail(FLASHC_ERR_INVALID_SHAPE,
                             "%s: gate_up has %lld columns; it must be gate|up, an even count", fn,
                             (long long)gu->shape[1]);
-    if (out->shape[0] != gu->shape[0] || out->shape[1] * 2 != gu->shape[1])
+    if (out->shape[0] != gu->shape[0] || out->shape[1] != gu->shape[1] / 2) /* no 2 I: overflow */
         return flashc__fail(FLASHC_ERR_INVALID_SHAPE,
                             "%s: out is (%lld, %lld) but gate_up (%lld, %lld) needs (T, I) = "
                             "(%lld, %lld)",
