@@ -17,6 +17,12 @@
  * broadcast view, e.g. one KV head expanded across query heads); outputs must not alias
  * themselves (no two indices may share an element). So a (B, H, S, D) buffer is passed
  * as the view shape (B, S, H, D) with strides (H*S*D, D, S*D, 1).
+ * The self-alias test is exact when the strides nest (sorted by stride, each exceeds the
+ * largest offset of the smaller ones: every padded or permuted layout), when at most two dims
+ * have size > 1, and for views of up to 4096 elements; other interleaved layouts of more dims
+ * are refused. An output must also not overlap an input or another output: this compares the
+ * byte ranges from each view's first to its last element, so views interleaved in one buffer
+ * are refused (FLASHC_ERR_OVERLAP) even when they share no element.
  *
  * Causal masking is aligned bottom-right (as flash-attn >= 2.1): query row i sees key j iff
  * j <= i + Sk - Sq. A row that sees no key (possible when Sq > Sk) outputs zeros and LSE = -inf.
@@ -59,12 +65,14 @@ typedef enum flashc_status {
     FLASHC_ERR_NULL_POINTER,       /* a required pointer (tensor, data, params) is NULL          */
     FLASHC_ERR_INVALID_SHAPE,      /* a size is zero/negative, wrong rank, or sizes disagree     */
     FLASHC_ERR_INVALID_STRIDE,     /* a stride is negative, or an output's strides make two of
-                                      its elements share memory (e.g. zero on a dim of size > 1) */
+                                      its elements share memory (e.g. zero on a dim of size > 1;
+                                      exact test, see "Strides" above)                         */
     FLASHC_ERR_HEAD_MISMATCH,      /* Hq % Hkv != 0, or k and v disagree on heads                */
     FLASHC_ERR_DIM_MISMATCH,       /* head dims of q, k, v, o (or norm widths) disagree          */
     FLASHC_ERR_DTYPE_MISMATCH,     /* tensors that must share a dtype do not                     */
     FLASHC_ERR_UNSUPPORTED_DTYPE,  /* the dtype is not supported by this op on this backend      */
-    FLASHC_ERR_OVERLAP,            /* an output overlaps an input or another output              */
+    FLASHC_ERR_OVERLAP,            /* the byte range an output spans (first to last element)
+                                      intersects an input's or another output's range          */
     FLASHC_ERR_OVERFLOW,           /* a byte count or offset does not fit in 64 bits             */
     FLASHC_ERR_INVALID_ARGUMENT,   /* a scalar parameter is out of range (scale, eps, tiles...) */
     FLASHC_ERR_OUT_OF_MEMORY,      /* a workspace allocation failed                              */

@@ -223,7 +223,7 @@ static int exact_injective(const flashc_tensor *t)
     return ok;
 }
 
-static void __attribute__((unused)) test_f7_output_layout_exact(void **state)
+static void test_f7_output_layout_exact(void **state)
 {
     (void)state;
     /* the case: out (2, 3) strides (3, 2) touches 0, 2, 4, 3, 5, 7 */
@@ -278,7 +278,7 @@ static void __attribute__((unused)) test_f7_output_layout_exact(void **state)
     assert_true(has(flashc_last_error(), "share"));
 }
 
-static void __attribute__((unused)) test_f7_overlap_message(void **state)
+static void test_f7_overlap_message(void **state)
 {
     (void)state;
     /* gate|up and out interleaved in one buffer, sharing no element: refused, and the message
@@ -473,6 +473,8 @@ int main(void)
         cmocka_unit_test(test_tile_workspace_bound),
         cmocka_unit_test(test_element_bound_rows),
         cmocka_unit_test(test_f3_swiglu_shape_overflow),
+        cmocka_unit_test(test_f7_output_layout_exact),
+        cmocka_unit_test(test_f7_overlap_message),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
