@@ -296,7 +296,7 @@ static void test_f7_overlap_message(void **state)
 
 /* ---- F8: merge with empty states --------------------------------------------------------- */
 
-static void __attribute__((unused)) test_f8_merge_minus_inf(void **state)
+static void test_f8_merge_minus_inf(void **state)
 {
     (void)state;
     float o1[4] = {1, 2, 3, 4}, o2[4] = {NAN, INFINITY, 5, 6}, o[4], l1 = 0.5f,
@@ -475,6 +475,7 @@ int main(void)
         cmocka_unit_test(test_f3_swiglu_shape_overflow),
         cmocka_unit_test(test_f7_output_layout_exact),
         cmocka_unit_test(test_f7_overlap_message),
+        cmocka_unit_test(test_f8_merge_minus_inf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
