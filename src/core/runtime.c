@@ -2,19 +2,26 @@
 #include "internal.h"
 #include "kernels.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
-static int default_threads; /* 0: OpenMP's default */
+/* 0: OpenMP's default. Atomic: any thread may set it while others run calls that read it (a
+ * relaxed load suffices: a call takes whichever value it sees, nothing else is published). */
+static _Atomic int default_threads;
 
-void flashc_set_num_threads(int n) { default_threads = n > 0 ? n : 0; }
+void flashc_set_num_threads(int n)
+{
+    atomic_store_explicit(&default_threads, n > 0 ? n : 0, memory_order_relaxed);
+}
 
 int flashc_get_num_threads(void)
 {
-    if (default_threads > 0)
-        return default_threads;
+    const int n = atomic_load_explicit(&default_threads, memory_order_relaxed);
+    if (n > 0)
+        return n;
 #ifdef _OPENMP
     return omp_get_max_threads();
 #else
