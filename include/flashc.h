@@ -86,7 +86,9 @@ typedef enum flashc_status {
 const char *flashc_status_string(flashc_status status);
 
 /* Details of the last failure on the calling thread, e.g.
- * "flashc_attn_fwd: q.shape[3] (head dim) = 64 but k.shape[3] = 80". Empty string if none. */
+ * "flashc_attn_fwd: q.shape[3] (head dim) = 64 but k.shape[3] = 80". Successful calls leave it
+ * unchanged (check the status, not the message); empty if no call on this thread has failed.
+ * The pointer is the calling thread's own buffer, valid until its next failing call. */
 const char *flashc_last_error(void);
 
 /* ------------------------------------------------------------------------------------------ */

@@ -326,7 +326,7 @@ static void test_f8_merge_minus_inf(void **state)
 
 /* ---- F11: success keeps the last error ---------------------------------------------------- */
 
-static void __attribute__((unused)) test_f11_success_keeps_last_error(void **state)
+static void test_f11_success_keeps_last_error(void **state)
 {
     (void)state;
     float x[8], w[4] = {1, 1, 1, 1}, y[8], gu[8], o[4], l[2], q[8], lse[2];
@@ -476,6 +476,7 @@ int main(void)
         cmocka_unit_test(test_f7_output_layout_exact),
         cmocka_unit_test(test_f7_overlap_message),
         cmocka_unit_test(test_f8_merge_minus_inf),
+        cmocka_unit_test(test_f11_success_keeps_last_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -230,8 +230,6 @@ flashc_status flashc_attn_fwd(const flashc_attn_params *params, const flashc_ten
 #else
         st = FLASHC_ERR_UNSUPPORTED;
 #endif
-    if (st == FLASHC_OK)
-        flashc__clear_error();
     return st;
 }
 
@@ -249,8 +247,6 @@ flashc_status flashc_attn_fwd_naive(const flashc_attn_params *params, const flas
                             fn);
     flashc_attn_stats local;
     flashc_status st = ref_attn_fwd(&p, stats ? stats : &local);
-    if (st == FLASHC_OK)
-        flashc__clear_error();
     return st;
 }
 
@@ -303,8 +299,6 @@ flashc_status flashc_attn_bwd(const flashc_attn_params *params, const flashc_ten
     FLASHC_TRY(cpu_attn_bwd_supports(&p));
     flashc_attn_stats local;
     flashc_status st = cpu_attn_bwd(&p, stats ? stats : &local);
-    if (st == FLASHC_OK)
-        flashc__clear_error();
     return st;
 }
 
@@ -322,7 +316,5 @@ flashc_status flashc_attn_bwd_naive(const flashc_attn_params *params, const flas
                             fn);
     flashc_attn_stats local;
     flashc_status st = ref_attn_bwd(&p, stats ? stats : &local);
-    if (st == FLASHC_OK)
-        flashc__clear_error();
     return st;
 }

@@ -19,13 +19,13 @@
 
 /* ---- errors ---------------------------------------------------------------------------- */
 
-/* Records "fmt" as the calling thread's last error detail and returns status. */
+/* Records "fmt" as the calling thread's last error detail and returns status. Nothing clears
+ * it: a successful call leaves the previous failure's detail in place (flashc.h). */
 flashc_status flashc__fail(flashc_status status, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-void flashc__clear_error(void);
 
 /* Returns the status of a validation step from the enclosing function unless it is OK. */
 #define FLASHC_TRY(expr)                                                                           \

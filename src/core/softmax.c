@@ -36,7 +36,6 @@ flashc_status flashc_online_softmax(flashc_softmax_state *state, const float *x,
     }
     state->m = m;
     state->l = l;
-    flashc__clear_error();
     return FLASHC_OK;
 }
 
@@ -115,6 +114,5 @@ flashc_status flashc_attn_merge(const flashc_tensor *o1, const flashc_tensor *ls
                 if (lo)
                     lo[bi * lse->stride[0] + h * lse->stride[1] + s * lse->stride[2]] = L;
             }
-    flashc__clear_error();
     return FLASHC_OK;
 }
