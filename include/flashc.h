@@ -111,7 +111,9 @@ typedef enum flashc_device {
 #define FLASHC_MAX_DIMS 4
 
 /* A strided view. shape[i] and stride[i] (in elements, not bytes) are valid for i < ndim;
- * element (i0, i1, ...) is at data + sum(i_k * stride[k]) elements. */
+ * element (i0, i1, ...) is at data + sum(i_k * stride[k]) elements. data must be aligned to
+ * the element size (4 bytes for float32, 2 for the 16-bit types): a misaligned view is refused
+ * with FLASHC_ERR_INVALID_ARGUMENT (CUDA tensors may need more; see flashc_attn_fwd). */
 typedef struct flashc_tensor {
     void *data;
     flashc_dtype dtype;
@@ -248,7 +250,8 @@ typedef struct flashc_softmax_state {
 
 flashc_softmax_state flashc_softmax_state_init(void);
 
-/* Consumes x[0..n) (n >= 0; -inf entries are masked and contribute nothing) in one pass:
+/* Consumes x[0..n) (0 <= n <= FLASHC_MAX_ELEMENTS, x float-aligned; -inf entries are masked
+ * and contribute nothing) in one pass:
  * when the max grows, l is rescaled by exp(m_old - m_new) once. Host only. */
 flashc_status flashc_online_softmax(flashc_softmax_state *state, const float *x, int64_t n);
 

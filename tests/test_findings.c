@@ -372,7 +372,7 @@ static void test_f11_success_keeps_last_error(void **state)
 
 /* ---- F12: alignment ---------------------------------------------------------------------- */
 
-static void __attribute__((unused)) test_f12_misaligned(void **state)
+static void test_f12_misaligned(void **state)
 {
     (void)state;
     static float store[64];
@@ -477,6 +477,7 @@ int main(void)
         cmocka_unit_test(test_f7_overlap_message),
         cmocka_unit_test(test_f8_merge_minus_inf),
         cmocka_unit_test(test_f11_success_keeps_last_error),
+        cmocka_unit_test(test_f12_misaligned),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

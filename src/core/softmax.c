@@ -22,6 +22,9 @@ flashc_status flashc_online_softmax(flashc_softmax_state *state, const float *x,
                             (long long)n);
     if (n > 0 && !x)
         return flashc__fail(FLASHC_ERR_NULL_POINTER, "flashc_online_softmax: x is NULL");
+    if (n > 0 && (uintptr_t)x % _Alignof(float) != 0)
+        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                            "flashc_online_softmax: x = %p is not aligned to float", (void *)x);
     float m = state->m, l = state->l;
     for (int64_t i = 0; i < n; i++) {
         float xi = x[i];

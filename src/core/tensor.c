@@ -59,6 +59,13 @@ flashc_status flashc__check_tensor(const char *fn, const char *name, const flash
     if (t->device != FLASHC_DEVICE_CPU && t->device != FLASHC_DEVICE_CUDA)
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT, "%s: %s.device = %d is not a flashc_device",
                             fn, name, (int)t->device);
+    /* The backends load elements as float / uint16_t (C's alignment rules), so a view must
+     * start on an element boundary; strides are in elements, so every element then is too. */
+    if ((uintptr_t)t->data % flashc_dtype_size(t->dtype) != 0)
+        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                            "%s: %s.data = %p is not aligned to its %zu-byte %s elements", fn,
+                            name, t->data, flashc_dtype_size(t->dtype),
+                            flashc__dtype_name(t->dtype));
     if (t->ndim != ndim)
         return flashc__fail(FLASHC_ERR_INVALID_SHAPE, "%s: %s.ndim = %d, expected %d", fn, name,
                             (int)t->ndim, ndim);
