@@ -445,7 +445,7 @@ static void rms_check(flashc_dtype dt, double mag, float eps, int naive, int res
     }
 }
 
-static void __attribute__((unused)) test_rmsnorm_extreme_magnitudes(void **state)
+static void test_rmsnorm_extreme_magnitudes(void **state)
 {
     (void)state;
     const flashc_dtype dts[2] = {FLASHC_F32, FLASHC_BF16};
@@ -478,6 +478,7 @@ int main(void)
         cmocka_unit_test(test_f8_merge_minus_inf),
         cmocka_unit_test(test_f11_success_keeps_last_error),
         cmocka_unit_test(test_f12_misaligned),
+        cmocka_unit_test(test_rmsnorm_extreme_magnitudes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
