@@ -292,7 +292,8 @@ flashc_status flashc_swiglu_naive(const flashc_tensor *gu, flashc_tensor *out);
 /* "0.1.0 (cpu: avx2 fma; cuda: sm_80 sm_90a)" — what this binary was built with and, for the
  * CPU, which kernels it selected on this machine. The CPU kernels are chosen at run time from
  * the CPU's features (avx512 > avx2 > scalar on x86-64, neon on AArch64); the environment
- * variable FLASHC_ISA=scalar|avx2|avx512|neon, read once, forces one the CPU can run. */
+ * variable FLASHC_ISA=scalar|avx2|avx512|neon, read once, forces one the CPU can run.
+ * Formatted once, at the first call; the same constant string for every thread after that. */
 const char *flashc_build_info(void);
 
 /* Nonzero when this build has the CUDA backend and a CUDA device is visible. */

@@ -2,6 +2,7 @@
 #include "internal.h"
 #include "kernels.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #ifdef _OPENMP
@@ -61,10 +62,15 @@ int flashc_cuda_available(void)
 #endif
 }
 
-const char *flashc_build_info(void)
+/* Written once, then only read: safe to hand to any number of threads (a buffer formatted on
+ * every call was a data race between two callers). */
+static char build_info[256];
+static pthread_once_t build_info_once = PTHREAD_ONCE_INIT;
+
+static void format_build_info(void)
 {
-    static char info[256];
-    snprintf(info, sizeof info, "%d.%d.%d (cpu: %s%s; cuda: %s)", FLASHC_VERSION_MAJOR,
+    char *info = build_info;
+    snprintf(info, sizeof build_info, "%d.%d.%d (cpu: %s%s; cuda: %s)", FLASHC_VERSION_MAJOR,
              FLASHC_VERSION_MINOR, FLASHC_VERSION_PATCH, cpu_kernels_get()->name,
 #ifdef _OPENMP
              ", openmp",
@@ -77,7 +83,12 @@ const char *flashc_build_info(void)
              "not built"
 #endif
     );
-    return info;
+}
+
+const char *flashc_build_info(void)
+{
+    pthread_once(&build_info_once, format_build_info);
+    return build_info;
 }
 
 /* IEEE binary16 <-> binary32, round to nearest even, with subnormals, inf and NaN. */
