@@ -55,6 +55,9 @@ extern "C" {
  * accelerator's memory; 2^60 multiply-adds is about 40 minutes of an H200's bf16 peak. */
 #define FLASHC_MAX_ELEMENTS (INT64_C(1) << 38)
 #define FLASHC_MAX_ATTN_WORK (INT64_C(1) << 60)
+/* The most CPU threads one call uses: params.num_threads above it is refused
+ * (FLASHC_ERR_INVALID_ARGUMENT); flashc_set_num_threads and OMP_NUM_THREADS are clamped to it. */
+#define FLASHC_MAX_THREADS 1024
 
 /* ------------------------------------------------------------------------------------------ */
 /* Status                                                                                      */
@@ -138,7 +141,9 @@ flashc_tensor flashc_tensor_4d(void *data, flashc_dtype dtype, int64_t n0, int64
 /* ------------------------------------------------------------------------------------------ */
 
 /* Threads used by CPU kernels when a call does not say (params.num_threads == 0).
- * n <= 0 restores the default (OpenMP's, i.e. OMP_NUM_THREADS or the core count). */
+ * n <= 0 restores the default (OpenMP's, i.e. OMP_NUM_THREADS or the core count); n is clamped
+ * to FLASHC_MAX_THREADS. Safe to call while other threads run flashc calls (each call uses the
+ * value it reads at its start). */
 void flashc_set_num_threads(int n);
 int flashc_get_num_threads(void);
 

@@ -183,6 +183,36 @@ static void test_element_bound_rows(void **state)
     assert_true(sm.m == -INFINITY && sm.l == 0.0f);
 }
 
+/* ---- thread counts and the tensor helpers at the ends of int64 ---------------------------- */
+
+static void test_thread_bound_and_huge_helpers(void **state)
+{
+    (void)state;
+    float q[4] = {1, 2, 3, 4}, o[4] = {NAN, NAN, NAN, NAN};
+    flashc_tensor tq = flashc_tensor_4d(q, FLASHC_F32, 1, 4, 1, 1);
+    flashc_tensor to = flashc_tensor_4d(o, FLASHC_F32, 1, 4, 1, 1);
+    flashc_attn_params p = {0};
+    p.num_threads = FLASHC_MAX_THREADS + 1; /* libgomp aborts when it cannot create them */
+    assert_int_equal(flashc_attn_fwd(&p, &tq, &tq, &tq, &to, NULL, NULL), FLASHC_ERR_INVALID_ARGUMENT);
+    assert_int_equal(flashc_attn_fwd_naive(&p, &tq, &tq, &tq, &to, NULL, NULL),
+                     FLASHC_ERR_INVALID_ARGUMENT);
+    assert_true(isnan(o[0]));
+    const int before = flashc_get_num_threads();
+    flashc_set_num_threads(1 << 30);
+    assert_int_equal(flashc_get_num_threads(), FLASHC_MAX_THREADS);
+    flashc_set_num_threads(0);
+    assert_int_equal(flashc_get_num_threads(), before);
+    /* contiguous helpers whose size product overflows: refused by validation (the product
+     * overflowed inside flashc_tensor_4d before: UBSan abort) */
+    const int64_t big = INT64_C(1) << 40;
+    flashc_tensor h = flashc_tensor_4d(q, FLASHC_F32, big, big, big, 2);
+    flashc_tensor h2 = flashc_tensor_2d(q, FLASHC_F32, INT64_MAX, INT64_MAX);
+    float w[2] = {1, 1};
+    flashc_tensor tw = flashc_tensor_1d(w, FLASHC_F32, 2);
+    assert_int_equal(flashc_rmsnorm(&h2, &tw, 0.0f, &h2), FLASHC_ERR_OVERFLOW);
+    assert_int_equal(flashc_attn_fwd(NULL, &h, &h, &h, &to, NULL, NULL), FLASHC_ERR_OVERFLOW);
+}
+
 /* ---- F3: swiglu validation --------------------------------------------------------------- */
 
 static void test_f3_swiglu_shape_overflow(void **state)
@@ -479,6 +509,7 @@ int main(void)
         cmocka_unit_test(test_f11_success_keeps_last_error),
         cmocka_unit_test(test_f12_misaligned),
         cmocka_unit_test(test_rmsnorm_extreme_magnitudes),
+        cmocka_unit_test(test_thread_bound_and_huge_helpers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -61,9 +61,11 @@ static flashc_status check_params(const char *fn, const flashc_attn_params *pr)
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
                             "%s: block_q = %lld, block_k = %lld; tiles must be >= 0 (0 = default)",
                             fn, (long long)pr->block_q, (long long)pr->block_k);
-    if (pr->num_threads < 0)
-        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT, "%s: num_threads = %d is negative", fn,
-                            pr->num_threads);
+    if (pr->num_threads < 0 || pr->num_threads > FLASHC_MAX_THREADS)
+        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                            "%s: num_threads = %d; must be 0 (the default) to "
+                            "FLASHC_MAX_THREADS = %d",
+                            fn, pr->num_threads, FLASHC_MAX_THREADS);
     return FLASHC_OK;
 }
 

@@ -15,6 +15,7 @@ static _Atomic int default_threads;
 
 void flashc_set_num_threads(int n)
 {
+    n = n > FLASHC_MAX_THREADS ? FLASHC_MAX_THREADS : n;
     atomic_store_explicit(&default_threads, n > 0 ? n : 0, memory_order_relaxed);
 }
 
@@ -24,7 +25,8 @@ int flashc_get_num_threads(void)
     if (n > 0)
         return n;
 #ifdef _OPENMP
-    return omp_get_max_threads();
+    const int m = omp_get_max_threads(); /* OMP_NUM_THREADS may say anything */
+    return m > FLASHC_MAX_THREADS ? FLASHC_MAX_THREADS : m;
 #else
     return 1;
 #endif

@@ -16,7 +16,10 @@ static flashc_tensor make(void *data, flashc_dtype dtype, int ndim, const int64_
     for (int i = ndim - 1; i >= 0; i--) {
         t.shape[i] = n[i];
         t.stride[i] = s;
-        s *= n[i] > 0 ? n[i] : 1;
+        /* sizes whose product overflows saturate the outer strides: validation then refuses
+         * the view (FLASHC_ERR_OVERFLOW) instead of the product wrapping here */
+        if (__builtin_mul_overflow(s, n[i] > 0 ? n[i] : 1, &s))
+            s = INT64_MAX;
     }
     return t;
 }
