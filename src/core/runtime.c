@@ -54,11 +54,13 @@ int flashc_cuda_available(void)
 #endif
 }
 
+const char *flashc_version(void) { return FLASHC_VERSION_STRING; }
+
 const char *flashc_build_info(void)
 {
     static char info[256];
-    snprintf(info, sizeof info, "%d.%d.%d (cpu: %s%s; cuda: %s)", FLASHC_VERSION_MAJOR,
-             FLASHC_VERSION_MINOR, FLASHC_VERSION_PATCH, cpu_kernels_get()->name,
+    snprintf(info, sizeof info, "%s (cpu: %s%s; cuda: %s)", FLASHC_VERSION_STRING,
+             cpu_kernels_get()->name,
 #ifdef _OPENMP
              ", openmp",
 #else
