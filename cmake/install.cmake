@@ -45,8 +45,9 @@ install(FILES ${PROJECT_BINARY_DIR}/flashcConfig.cmake ${PROJECT_BINARY_DIR}/fla
 # tree can be moved.
 set(FLASHC_PC_LIBS_PRIVATE "${OpenMP_C_FLAGS} -lm")
 if(FLASHC_HAVE_CUDA)
-  # cudart_static's own needs (what CMake's CUDA::cudart_static carries): dl, pthread, rt.
-  string(APPEND FLASHC_PC_LIBS_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -ldl -lpthread -lrt")
+  # The static CUDA runtime and its own needs (what CMake's CUDA::cudart_static carries: dl,
+  # pthread, rt), and the C++ runtime the .cu objects use.
+  string(APPEND FLASHC_PC_LIBS_PRIVATE " ${CUDA_cudart_static_LIBRARY} -ldl -lpthread -lrt -lstdc++")
 endif()
 file(RELATIVE_PATH FLASHC_PC_TO_PREFIX
      ${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
