@@ -91,7 +91,7 @@ int main(void)
     flashc_tensor tk = flashc_tensor_4d(k, FLASHC_F32, B, SK, HKV, D);
     flashc_tensor tv = flashc_tensor_4d(v, FLASHC_F32, B, SK, HKV, D);
     flashc_tensor to = flashc_tensor_4d(o, FLASHC_F32, B, SQ, HQ, D);
-    flashc_attn_params params = {0}; /* scale 1/sqrt(D), library tiles and threads */
+    flashc_attn_params params = flashc_attn_params_default(); /* scale 1/sqrt(D), no mask */
     params.causal = 1;
     if (failed("flashc_attn_fwd", flashc_attn_fwd(&params, &tq, &tk, &tv, &to, NULL, NULL)))
         return 1;
