@@ -50,6 +50,10 @@
  *
  * The plain reference is src/ref/attn_bwd.c; tests/test_cuda_attn_bwd.c checks every variant
  * against a float64 reference and a naive same-precision backward (FlashAttention's 2x rule).
+ * Measured speed (about 0.8x FlashAttention-2, 0.5x cuDNN's Hopper kernel at d = 128 on an
+ * H200) and the version/tile ladder: bench/RESULTS.md. The tile helpers below repeat the
+ * forward's (attn_fwd_sm80.cu keeps its own static copies; one shared header is the obvious
+ * next step once both files can change together).
  */
 #include "attn_cuda.cuh"
 #include "ptx.cuh"
