@@ -68,7 +68,7 @@ LIB = _lib.library()
 
 def flashc_fwd(q, k, v, o, causal, bq, bk):
     """flashc_attn_fwd on (B, H, S, D) tensors through (B, S, H, D) views, into o."""
-    p = _lib.AttnParams()
+    p = _lib.new_attn_params() if hasattr(_lib, "new_attn_params") else _lib.AttnParams()
     p.causal = 1 if causal else 0
     p.block_q, p.block_k = bq, bk
     views = [_arrays.view(n, x.transpose(1, 2)) for n, x in (("q", q), ("k", k), ("v", v), ("o", o))]

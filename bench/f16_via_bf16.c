@@ -5,7 +5,7 @@
  * tests/test_attn_lowp.c's cases with Sq >= 8. Also printed: exact attention on the bf16-rounded
  * inputs (the input rounding alone, a lower bound for any bf16 unit). Build and run:
  *   gcc -O2 -fopenmp -Itests -Iinclude -Isrc/core -Isrc/cpu/kernels bench/f16_via_bf16.c \
- *       build/libflashc.a $(pkg-config --cflags --libs cmocka) -lm -o build/f16_via_bf16 &&
+ *       build/tests/libflashc_testutil.a build/libflashc.a $(pkg-config --cflags --libs cmocka) -lm -o build/f16_via_bf16 &&
  *   OMP_NUM_THREADS=2 build/f16_via_bf16
  * Result (2026-12-01): bench/RESULTS.md, "float16 storage through the bf16 units". */
 #define main lowp_main
@@ -13,7 +13,8 @@
 #undef main
 int main(void)
 {
-    rng_state = 88172645463325252ull;
+    tu_seed_from_env();
+    rng_state = tu_seed() * 2654435761u + 5;
     cpu_kernels_force(&cpu_kernels_bf16ref);
     double worst = 0;
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
@@ -28,7 +29,7 @@ int main(void)
         for (int64_t i = 0; i < nq; i++) { float x = rnd(FLASHC_F16, rng_normal()*c.qscale); flashc__store(q.data, FLASHC_F16, i, x); qf[i] = x; qb[i] = flashc__f32_to_bf16(x); }
         for (int64_t i = 0; i < nk; i++) { float x = rnd(FLASHC_F16, rng_normal()); flashc__store(k.data, FLASHC_F16, i, x); kf[i] = x; kb[i] = flashc__f32_to_bf16(x);
                                           float y = rnd(FLASHC_F16, rng_normal()); flashc__store(v.data, FLASHC_F16, i, y); vf[i] = y; vb[i] = flashc__f32_to_bf16(y); }
-        flashc_attn_params pr = {0}; pr.causal = c.causal;
+        flashc_attn_params pr = flashc_attn_params_default(); pr.causal = c.causal;
         flashc_tensor tqf = q, tkf = k, tvf = v, tof = o; tqf.dtype = tkf.dtype = tvf.dtype = tof.dtype = FLASHC_F32;
         tqf.data = qf, tkf.data = kf, tvf.data = vf, tof.data = of;
         flashc_attn_fwd_naive(&pr, &tqf, &tkf, &tvf, &tof, NULL, NULL);

@@ -14,5 +14,5 @@ ${CC:-gcc} -std=c11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=al
   -Wall -Wextra -Wno-unused-parameter -Wno-psabi \
   -I"$root/tests/emu" -I"$root/include" -I"$build/include" -I"$root/src/core" -I"$root/src/cpu/kernels" -I"$root/tests" $ren \
   "$root/src/cpu/kernels/amx.c" "$root/src/cpu/kernels/avx512bf16.c" "$root/tests/emu/emu_test.c" \
-  "$build/libflashc.a" $(pkg-config --cflags --libs cmocka) -lm -o "$out"
+  "$build/tests/libflashc_testutil.a" "$build/libflashc.a" $(pkg-config --cflags --libs cmocka) -lm -o "$out"
 OMP_NUM_THREADS=2 "$out"
