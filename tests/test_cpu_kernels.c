@@ -590,7 +590,9 @@ static void mm_softmax_case(const char *name, mm_softmax_fn fn, int64_t br, int6
         for (int64_t j = 0; j < ldp; j++) {
             const uint16_t x = P1[i * ldp + j], y = P0[i * ldp + j];
             const float fx = flashc__bf16_to_f32(x), fy = flashc__bf16_to_f32(y);
-            const int ok = j >= bcp ? x == 0x5a5a : j >= bc ? x == 0 : fabsf(fx - fy) <= 0x1p-8f * fabsf(fy) + 1e-30f;
+            const int ok = j >= bcp  ? x == 0x5a5a /* past the padding: untouched */
+                           : j >= bc ? x == 0      /* the padding */
+                                     : fabsf(fx - fy) <= 0x1p-8f * fabsf(fy) + 1e-30f;
             if (!ok) {
                 print_error("mm softmax P [%s] br %lld bc %lld: (%lld, %lld) = %04x, model %04x\n",
                             name, (long long)br, (long long)bc, (long long)i, (long long)j, x, y);

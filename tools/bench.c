@@ -360,9 +360,10 @@ static void ceiling_body(const void *ctx, bench_result *r)
     const ceiling_ctx *c = ctx;
     ceiling_result cr;
     const int64_t copy_bytes = (int64_t)512 << 20;
-    const int st = c->kind == CEIL_SGEMM       ? ceiling_sgemm(c->threads, c->n, (int)c->reps, &cr)
-                   : c->kind == CEIL_GEMM_BF16 ? ceiling_gemm_bf16(c->threads, c->n, (int)c->reps, &cr)
-                                               : ceiling_copy(c->threads, copy_bytes, (int)c->reps, &cr);
+    const int reps = (int)c->reps;
+    const int st = c->kind == CEIL_SGEMM       ? ceiling_sgemm(c->threads, c->n, reps, &cr)
+                   : c->kind == CEIL_GEMM_BF16 ? ceiling_gemm_bf16(c->threads, c->n, reps, &cr)
+                                               : ceiling_copy(c->threads, copy_bytes, reps, &cr);
     if (st != 0) {
         r->failed = 1;
         snprintf(r->error, sizeof r->error, "%s", cr.error);

@@ -94,7 +94,7 @@ enum { FEW_ROWS = 8 };
  * there are fewer than 2 items per thread. A tall item divides the K/V packing (and the K/V
  * streaming) per FLOP by Br; measured on the Xeon with AMX, 2 threads, d 128, n 4096, bf16,
  * GFLOP/s at Br x Bc: 128 x 192: 562; 288 x 192: 608; 576 x 192: 694; 1152 x 192: 797;
- * 288 x 96: 546; 288 x 384: 525 (bench/RESULTS.md, "bf16 on AMX"). */
+ * 288 x 96: 546; 288 x 384: 525 (bench/RESULTS.md, "CPU bf16 on matrix units"). */
 enum { MM_BR = 1152 };
 
 static void mm_default_tiles(const attn_problem *p, int64_t *br)
@@ -186,8 +186,8 @@ static void workspace_regions(int64_t br, int64_t bc, int64_t D, int mm, int64_t
                                   0, 0, 0, 0, 0, 0};
     const int64_t bf[WS_NREG] = {0, 0, 0, 0, br * ld, brp, brp, brp,
                                  br16 * dp / 2, dp / 2 * round_up(bc, 16),
-                                 bcp / 2 * round_up(D, 16), MM_CHUNK * tile_ld(bc), MM_CHUNK * bcp / 2,
-                                 (bc * D + 1) / 2};
+                                 bcp / 2 * round_up(D, 16), MM_CHUNK * tile_ld(bc),
+                                 MM_CHUNK * bcp / 2, (bc * D + 1) / 2};
     for (int i = 0; i < WS_NREG; i++)
         sz[i] = round_up(mm ? bf[i] : f32[i], 16);
 }

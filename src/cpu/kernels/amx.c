@@ -76,7 +76,8 @@ static inline void ctile_prepare(ctile *t, const float *rowscale, int64_t ldc, f
     for (int r = 0; r < 16; r++) {
         __m512 x = _mm512_setzero_ps();
         if (rowscale && r < t->vr)
-            x = _mm512_mul_ps(_mm512_set1_ps(rowscale[r]), _mm512_maskz_loadu_ps(mk, t->c + r * ldc));
+            x = _mm512_mul_ps(_mm512_set1_ps(rowscale[r]),
+                              _mm512_maskz_loadu_ps(mk, t->c + r * ldc));
         _mm512_storeu_ps(scratch + r * 16, x);
     }
 }

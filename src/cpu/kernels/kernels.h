@@ -95,7 +95,7 @@ typedef struct cpu_kernels {
     /* bf16 products on a matrix unit, or NULL (no unit: the loop nests use the float32
      * entries below for every dtype). Used for bfloat16 storage only: float16 converted to
      * bf16 loses 3 mantissa bits, which breaks the 2x rule against a float16 naive
-     * attention (measured: bench/RESULTS.md, "bf16 units and float16").                     */
+     * attention (measured: bench/RESULTS.md, "float16 storage through the bf16 units").   */
     const cpu_mm_bf16 *bf16;
 
     /* ---- tile products ---------------------------------------------------------------- */
