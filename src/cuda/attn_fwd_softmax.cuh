@@ -1,0 +1,104 @@
+/*
+ * attn_fwd_softmax.cuh — the masking and online-softmax steps that every forward kernel runs on
+ * its score accumulators, whatever instruction produced them (mma.sync in attn_fwd_sm80.cu,
+ * wgmma in attn_fwd_sm90.cu): both leave a thread with the same m16n8 C layout per 16-row tile
+ * (rows g and g + 8, columns 2t and 2t + 1 of each 8-column tile; lane = 4 g + t), so
+ * s[MI][NT][4] describes either: MI 16-row tiles of this warp, NT 8-key column tiles.
+ *
+ * Which keys a row sees is asked in one place (mask_block), as "keys [0, limit)" per row; a
+ * per-row key range [lo, hi) (windows, varlen) would replace that limit by two bounds.
+ */
+#ifndef FLASHC_CUDA_ATTN_FWD_SOFTMAX_CUH
+#define FLASHC_CUDA_ATTN_FWD_SOFTMAX_CUH
+
+#include "attn_cuda.cuh"
+#include "ptx.cuh"
+
+#include <math.h>
+
+/* Sets to -inf the scores of keys a row may not see: past Sk, or past its causal limit.
+ * row0: the thread's first row (tile mi, half 0); col0: its first key column. */
+template <int MI, int NT>
+static __device__ __forceinline__ void mask_block(float (&s)[MI][NT][4], const attn_fwd_args &a,
+                                                  int row0, int col0, int diag)
+{
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int row = row0 + mi * 16 + (e >= 2 ? 8 : 0);
+            const int limit = a.causal ? min(a.Sk, row + 1 + diag) : a.Sk;
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+                if (col0 + nt * 8 + (e & 1) >= limit)
+                    s[mi][nt][e] = -INFINITY;
+        }
+}
+
+/* Rows' max only moves the exponent base when it grew by more than 2^RESCALE_LOG2: until
+ * then P = 2^(S s' - m s') stays <= 2^8, far from overflow in fp32 and (for P V) in
+ * bf16/fp16, and LSE = m scale + ln l is exact for any base m. So O and l are rescaled in
+ * the few blocks where some row of the warp jumped, not in every block. */
+static constexpr float RESCALE_LOG2 = 8.0f;
+
+/* Online softmax for one block: turns s into P (in place), updates the base m, the partial
+ * row sums l and, when the base moves, rescales O. A row that has seen only masked keys
+ * keeps m = -inf; its exponent base is then 0, so no -inf - -inf = NaN. */
+template <int MI, int NT, int DT>
+static __device__ __forceinline__ void softmax_block(float (&s)[MI][NT][4],
+                                                     float (&acc)[MI][DT][4],
+                                                     float (&row_m)[MI][2], float (&row_l)[MI][2],
+                                                     float scale_log2)
+{
+    float mx[MI][2];
+    bool grow = false;
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            float m = row_m[mi][hr];
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+                m = fmaxf(m, fmaxf(s[mi][nt][2 * hr], s[mi][nt][2 * hr + 1]));
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+            mx[mi][hr] = m;
+            /* -inf -> finite is a jump (inf > 8); -inf -> -inf is not (NaN compares false) */
+            grow |= (m - row_m[mi][hr]) * scale_log2 > RESCALE_LOG2;
+        }
+    if (__any_sync(0xffffffffu, grow)) {
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+            for (int hr = 0; hr < 2; hr++) {
+                const float base = mx[mi][hr] == -INFINITY ? 0.0f : mx[mi][hr] * scale_log2;
+                const float alpha = ptx_exp2(row_m[mi][hr] * scale_log2 - base);
+                row_m[mi][hr] = mx[mi][hr];
+                row_l[mi][hr] *= alpha;
+#pragma unroll
+                for (int dt = 0; dt < DT; dt++) {
+                    acc[mi][dt][2 * hr] *= alpha;
+                    acc[mi][dt][2 * hr + 1] *= alpha;
+                }
+            }
+    }
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            const float m = row_m[mi][hr];
+            const float base = m == -INFINITY ? 0.0f : m * scale_log2;
+            float sum = 0.0f;
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int e = 2 * hr; e < 2 * hr + 2; e++) {
+                    const float p = ptx_exp2(fmaf(s[mi][nt][e], scale_log2, -base));
+                    s[mi][nt][e] = p;
+                    sum += p;
+                }
+            row_l[mi][hr] += sum;
+        }
+}
+
+#endif /* FLASHC_CUDA_ATTN_FWD_SOFTMAX_CUH */
