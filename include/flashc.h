@@ -161,9 +161,12 @@ typedef struct flashc_attn_stats {
  * CPU: float32, bfloat16 or float16 storage, float32 accumulation (tiles are converted on load,
  * O is rounded once). Extra memory: per-thread tiles only.
  * CUDA (all tensors FLASHC_DEVICE_CUDA, launched on params.cuda_stream, asynchronous like any
- * kernel launch): bfloat16 or float16 storage, head dims 64, 96, 128, 256, softmax_scale > 0,
- * unit feature stride and 16-byte aligned rows; anything else is refused with a status (see
- * flashc_attn_fwd_supported). No device memory besides o and lse. */
+ * kernel launch): bfloat16 or float16 storage, head dims 1..256, softmax_scale > 0, unit
+ * feature stride, element-aligned pointers (rows that are also 16-byte aligned take the fast
+ * loads); anything else is refused with a status (see flashc_attn_fwd_supported). The
+ * environment variable FLASHC_CUDA_KERNEL=sm80|sm90 (read once) forces one kernel family; a
+ * problem it does not serve is then refused with FLASHC_ERR_UNSUPPORTED. No device memory
+ * besides o and lse. */
 flashc_status flashc_attn_fwd(const flashc_attn_params *params, const flashc_tensor *q,
                               const flashc_tensor *k, const flashc_tensor *v, flashc_tensor *o,
                               flashc_tensor *lse, flashc_attn_stats *stats);
