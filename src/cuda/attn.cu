@@ -18,7 +18,7 @@ static const struct {
     const int *count;
 } variant_tables[] = {
     {attn_fwd_sm80_variants, &attn_fwd_sm80_variant_count},
-    /*SM90*/
+    {attn_fwd_sm90_variants, &attn_fwd_sm90_variant_count},
 };
 
 /* FLASHC_CUDA_KERNEL, read once: "" (the dispatcher's choice), or a family every call must use.
@@ -89,7 +89,7 @@ static const attn_fwd_variant *pick_variant(const attn_problem *p, int cc, const
             if (v->dtype != p->dtype || p->D < v->head_dim_min || p->D > v->head_dim ||
                 v->min_cc > cc || (best && v->min_cc <= best->min_cc))
                 continue;
-            if (v->supports && !v->supports(v, p, vec16))
+            if (v->supports && !v->supports(v, p, cc, vec16))
                 continue;
             best = v;
         }

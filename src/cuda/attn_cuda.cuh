@@ -42,12 +42,13 @@ typedef struct attn_fwd_args {
 typedef cudaError_t (*attn_fwd_launch_fn)(const attn_fwd_args *args, cudaStream_t stream);
 
 struct attn_fwd_variant;
-/* Whether variant v serves problem p, beyond the dtype, head-dim range and capability the
- * dispatcher checks itself (alignment a copy engine needs, say). Cheap, host only, no launch:
- * it runs for every flashc_attn_fwd_supported too. The problem's operands are already known to
- * be device memory with unit feature stride. */
+/* Whether variant v serves problem p, beyond the dtype, head-dim range and minimum capability
+ * the dispatcher checks itself (alignment a copy engine needs, an exact chip, say). Cheap, host
+ * only, no launch: it runs for every flashc_attn_fwd_supported too. The problem's operands are
+ * already known to be device memory with unit feature stride; cc is the device's compute
+ * capability (10 major + minor); vec16 as in attn_fwd_args. */
 typedef int (*attn_fwd_supports_fn)(const struct attn_fwd_variant *v, const attn_problem *p,
-                                    int vec16);
+                                    int cc, int vec16);
 
 typedef struct attn_fwd_variant {
     const char *name;   /* attn_fwd_<dtype>_<arch>_d<D>_<Br>x<Bc>                        */

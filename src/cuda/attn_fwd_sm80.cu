@@ -35,7 +35,7 @@
  * The version ladder that led here is in bench/RESULTS.md.
  */
 #include "attn_cuda.cuh"
-#include "attn_fwd_softmax.cuh"
+#include "attn_fwd_common.cuh"
 #include "ptx.cuh"
 
 #include <math.h>
@@ -131,23 +131,6 @@ static __device__ __forceinline__ void load_any(T *s, const T *g, int64_t row_st
         load_tile<T, DI, DS, ROWS, NTHREADS>(s, g, row_stride, valid_rows, a.D);
     else
         load_tile_elementwise<T, DI, DS, ROWS, NTHREADS>(s, g, row_stride, valid_rows, a.D);
-}
-
-/* The (Q tile, batch, head) of thread block `block`. Order (see attn_fwd_args.head_group):
- * heads in groups whose K/V fit in L2; within a group, the last Q tiles (the heaviest under
- * the causal mask) of all its heads first, so the longest jobs start first. */
-template <int BM>
-static __device__ __forceinline__ void block_coords(const attn_fwd_args &a, int block,
-                                                    int *m_block, int *b, int *h)
-{
-    const int n_mblocks = (a.Sq + BM - 1) / BM;
-    const int span = a.head_group * n_mblocks; /* blocks of one full group */
-    const int grp = block / span, in_grp = block % span;
-    const int heads_here = min(a.head_group, a.B * a.Hq - grp * a.head_group);
-    const int bh = grp * a.head_group + in_grp % heads_here;
-    *m_block = n_mblocks - 1 - in_grp / heads_here;
-    *b = bh / a.Hq;
-    *h = bh % a.Hq;
 }
 
 /* S = Q K^T for one K block: s (MI x NT tiles of 16 x 8, C layout) over D in steps of 16.

@@ -1,6 +1,6 @@
 /*
- * attn_fwd_softmax.cuh — the masking and online-softmax steps that every forward kernel runs on
- * its score accumulators, whatever instruction produced them (mma.sync in attn_fwd_sm80.cu,
+ * attn_fwd_common.cuh — what every forward kernel shares: the order of thread blocks, and the
+ * masking and online-softmax steps that run on the score accumulators, whatever instruction produced them (mma.sync in attn_fwd_sm80.cu,
  * wgmma in attn_fwd_sm90.cu): both leave a thread with the same m16n8 C layout per 16-row tile
  * (rows g and g + 8, columns 2t and 2t + 1 of each 8-column tile; lane = 4 g + t), so
  * s[MI][NT][4] describes either: MI 16-row tiles of this warp, NT 8-key column tiles.
@@ -8,13 +8,30 @@
  * Which keys a row sees is asked in one place (mask_block), as "keys [0, limit)" per row; a
  * per-row key range [lo, hi) (windows, varlen) would replace that limit by two bounds.
  */
-#ifndef FLASHC_CUDA_ATTN_FWD_SOFTMAX_CUH
-#define FLASHC_CUDA_ATTN_FWD_SOFTMAX_CUH
+#ifndef FLASHC_CUDA_ATTN_FWD_COMMON_CUH
+#define FLASHC_CUDA_ATTN_FWD_COMMON_CUH
 
 #include "attn_cuda.cuh"
 #include "ptx.cuh"
 
 #include <math.h>
+
+/* The (Q tile, batch, head) of thread block `block`. Order (see attn_fwd_args.head_group):
+ * heads in groups whose K/V fit in L2; within a group, the last Q tiles (the heaviest under
+ * the causal mask) of all its heads first, so the longest jobs start first. */
+template <int BM>
+static __device__ __forceinline__ void block_coords(const attn_fwd_args &a, int block,
+                                                    int *m_block, int *b, int *h)
+{
+    const int n_mblocks = (a.Sq + BM - 1) / BM;
+    const int span = a.head_group * n_mblocks; /* blocks of one full group */
+    const int grp = block / span, in_grp = block % span;
+    const int heads_here = min(a.head_group, a.B * a.Hq - grp * a.head_group);
+    const int bh = grp * a.head_group + in_grp % heads_here;
+    *m_block = n_mblocks - 1 - in_grp / heads_here;
+    *b = bh / a.Hq;
+    *h = bh % a.Hq;
+}
 
 /* Sets to -inf the scores of keys a row may not see: past Sk, or past its causal limit.
  * row0: the thread's first row (tile mi, half 0); col0: its first key column. */
@@ -101,4 +118,4 @@ static __device__ __forceinline__ void softmax_block(float (&s)[MI][NT][4],
         }
 }
 
-#endif /* FLASHC_CUDA_ATTN_FWD_SOFTMAX_CUH */
+#endif /* FLASHC_CUDA_ATTN_FWD_COMMON_CUH */

@@ -1,0 +1,358 @@
+/*
+ * attn_fwd_sm90.cu — FlashAttention-3-style forward for Hopper (sm_90a): the copy engine (TMA)
+ * brings the tiles, wgmma multiplies them, and the warps of a thread block specialise.
+ *
+ * One thread block of three warpgroups owns BM = 128 query rows of one (batch, head):
+ *   warpgroup 0, the producer: one thread issues every copy. Q once; then, per K/V block of
+ *     BN = 128 keys, K and V into a ring of STAGES shared-memory slots, each copy completing
+ *     on the slot's "full" mbarrier, each slot reused once its "empty" mbarrier says both
+ *     consumers are done with it. It gives most of its registers away (setmaxnreg.dec).
+ *   warpgroups 1 and 2, the consumers, 64 query rows each (wgmma m64nNk16) and 240 registers:
+ *     S = Q K^T          wgmma, Q and K from shared memory (K-major)
+ *     mask, online softmax  as in attn_fwd_sm80.cu (attn_fwd_common.cuh: lazy rescale of O)
+ *     O += P V           wgmma with P in registers as the A operand (the S accumulator
+ *                        layout is the A fragment layout) and V from shared memory (MN-major)
+ * Blocks are visited from the last to the first (the masked ones first), as in sm80; under the
+ * causal mask blocks past the tile's last row are never loaded, and a consumer whose 64 rows
+ * see none of a block's keys skips its wgmmas there (it still takes part in the barriers).
+ *
+ * Tensor maps (4-d: feature, sequence, head, batch; the caller's strides) are built on the
+ * host per call through the runtime's driver entry point (no link to libcuda) and passed as
+ * __grid_constant__ parameters. The copy engine zero-fills rows past Sq and Sk, so tails need
+ * no code besides the key mask (zero V rows times P = 0 stay 0). Output: direct 4-byte stores
+ * from the accumulators; LSE = m scale + ln l.
+ *
+ * What it serves: bf16/fp16, head dims 64 and 128, rows 16-byte aligned (the copy engine's
+ * stride rule), compute capability 9.0 exactly (sm_90a code runs on no later chip); anything
+ * else goes to the sm80 kernel (see attn.cu). A per-row key range [lo, hi) would change two
+ * places: which blocks the producer and consumers walk (now [0, n_end)), and mask_block.
+ *
+ * Not yet: ping-pong between the consumers, QK^T of block j+1 issued before the softmax of
+ * block j, a persistent grid, TMA stores of O, other head dims. The version ladder is in
+ * bench/RESULTS.md.
+ */
+#include "attn_cuda.cuh"
+#include "attn_fwd_common.cuh"
+#include "ptx_sm90.cuh"
+
+#include <cuda.h> /* CUtensorMap and the driver's types only: the library never links libcuda */
+#include <string.h>
+#include <type_traits>
+
+namespace {
+
+constexpr int SM90_BM = 128, SM90_BN = 128, SM90_THREADS = 384;
+
+/* Shared memory of one thread block, in bytes from a 1024-byte aligned base. */
+template <int D, int STAGES> struct sm90_smem {
+    static constexpr int Q_BYTES = SM90_BM * D * 2;
+    static constexpr int KV_BYTES = SM90_BN * D * 2;      /* one K (or V) slot          */
+    static constexpr int Q = 0;
+    static constexpr int K = Q + Q_BYTES;
+    static constexpr int V = K + STAGES * KV_BYTES;
+    static constexpr int BARS = V + STAGES * KV_BYTES;    /* q_full, k/v full and empty */
+    static constexpr int TOTAL = BARS + 8 * (1 + 4 * STAGES);
+    static constexpr size_t LAUNCH = TOTAL + 1024;        /* room to align the base     */
+};
+
+} // namespace
+
+template <typename T, int D, int STAGES>
+__global__ void __launch_bounds__(SM90_THREADS, 1)
+    attn_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q,
+                         const __grid_constant__ CUtensorMap tm_k,
+                         const __grid_constant__ CUtensorMap tm_v, const attn_fwd_args a)
+{
+#if FLASHC_PTX_SM90A
+    using L = sm90_smem<D, STAGES>;
+    constexpr int BM = SM90_BM, BN = SM90_BN, NP = D / 64; /* NP: 64-column panels */
+    constexpr int NT = BN / 8, DT = D / 8;
+    static_assert(D % 64 == 0 && D <= 128, "panels of 64 columns; O fits the registers");
+
+    extern __shared__ uint8_t smem_raw[];
+    const uint32_t base = (ptx_smem_addr(smem_raw) + 1023u) & ~1023u;
+    const uint32_t sQ = base + L::Q, sK = base + L::K, sV = base + L::V;
+    const uint32_t bar_q = base + L::BARS;
+    auto k_full = [&](int s) { return bar_q + 8u * (1 + s); };
+    auto v_full = [&](int s) { return bar_q + 8u * (1 + STAGES + s); };
+    auto k_empty = [&](int s) { return bar_q + 8u * (1 + 2 * STAGES + s); };
+    auto v_empty = [&](int s) { return bar_q + 8u * (1 + 3 * STAGES + s); };
+
+    const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32;
+    const int wg = warp / 4;
+    if (threadIdx.x == 0) {
+        ptx_mbarrier_init(bar_q, 1);
+        for (int s = 0; s < STAGES; s++) {
+            ptx_mbarrier_init(k_full(s), 1);
+            ptx_mbarrier_init(v_full(s), 1);
+            ptx_mbarrier_init(k_empty(s), 8); /* one arrival per consumer warp */
+            ptx_mbarrier_init(v_empty(s), 8);
+        }
+        ptx_fence_mbarrier_init();
+    }
+    __syncthreads(); /* the last block-wide barrier: the roles part here */
+
+    int m_block, b, h;
+    block_coords<BM>(a, ptx_block_index(), &m_block, &b, &h);
+    const int m0 = m_block * BM;
+    const int diag = a.Sk - a.Sq; /* row i sees keys j <= i + diag (causal) */
+    const int last_row = min(m0 + BM, a.Sq) - 1;
+    const int n_end = a.causal ? min(a.Sk, last_row + 1 + diag) : a.Sk;
+    const int n_blocks = n_end > 0 ? (n_end + BN - 1) / BN : 0;
+
+    if (wg == 0) {
+        /* ---- producer ---- */
+        ptx_setmaxnreg_dec<24>();
+        if (warp == 0 && lane == 0 && n_blocks > 0) {
+            ptx_prefetch_tensormap(&tm_q);
+            ptx_prefetch_tensormap(&tm_k);
+            ptx_prefetch_tensormap(&tm_v);
+            const int hk = h / a.group;
+            ptx_mbarrier_arrive_expect_tx(bar_q, L::Q_BYTES);
+            for (int p = 0; p < NP; p++)
+                ptx_tma_load_4d(sQ + p * BM * 128, &tm_q, bar_q, 64 * p, m0, h, b);
+            for (int i = 0; i < n_blocks; i++) {
+                const int s = i % STAGES;
+                const uint32_t ph = (uint32_t)(i / STAGES) & 1u;
+                const int n0 = (n_blocks - 1 - i) * BN;
+                ptx_mbarrier_wait(k_empty(s), ph ^ 1u);
+                ptx_mbarrier_arrive_expect_tx(k_full(s), L::KV_BYTES);
+                for (int p = 0; p < NP; p++)
+                    ptx_tma_load_4d(sK + s * L::KV_BYTES + p * BN * 128, &tm_k, k_full(s),
+                                    64 * p, n0, hk, b);
+                ptx_mbarrier_wait(v_empty(s), ph ^ 1u);
+                ptx_mbarrier_arrive_expect_tx(v_full(s), L::KV_BYTES);
+                for (int p = 0; p < NP; p++)
+                    ptx_tma_load_4d(sV + s * L::KV_BYTES + p * BN * 128, &tm_v, v_full(s),
+                                    64 * p, n0, hk, b);
+            }
+        }
+        return;
+    }
+
+    /* ---- consumers ---- */
+    ptx_setmaxnreg_inc<240>();
+    const int cw = wg - 1;                    /* which 64 rows of the tile           */
+    const int wq = warp % 4;                  /* warp within the warpgroup: 16 rows  */
+    const int g = lane / 4, t = lane % 4;
+    const int row0 = m0 + cw * 64 + wq * 16 + g; /* this thread's rows: row0, row0 + 8 */
+
+    float acc[1][DT][4];
+    float row_m[1][2] = {{-INFINITY, -INFINITY}}, row_l[1][2] = {{0.0f, 0.0f}};
+#pragma unroll
+    for (int dt = 0; dt < DT; dt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            acc[0][dt][e] = 0.0f;
+
+    if (n_blocks > 0)
+        ptx_mbarrier_wait(bar_q, 0);
+    for (int i = 0; i < n_blocks; i++) {
+        const int s = i % STAGES;
+        const uint32_t ph = (uint32_t)(i / STAGES) & 1u;
+        const int n0 = (n_blocks - 1 - i) * BN;
+        /* Under the causal mask a warpgroup whose last row cannot see key n0 has nothing in
+         * this block: S all masked, P = 0, m and O unchanged. */
+        const bool live = !a.causal || n0 <= m0 + cw * 64 + 63 + diag;
+
+        float sc[1][NT][4];
+        ptx_mbarrier_wait(k_full(s), ph);
+        if (live) {
+            ptx_wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < D / 16; ks++) {
+                const uint32_t qa = sQ + (ks / 4) * BM * 128 + cw * 64 * 128 + (ks % 4) * 32;
+                const uint32_t kb = sK + s * L::KV_BYTES + (ks / 4) * BN * 128 + (ks % 4) * 32;
+                ptx_wgmma_ss_m64n128k16(T(), sc[0], ptx_wgmma_desc(qa, 16, 1024),
+                                        ptx_wgmma_desc(kb, 16, 1024), ks > 0);
+            }
+            ptx_wgmma_commit();
+            ptx_wgmma_wait<0>();
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    ptx_fence_operand(sc[0][nt][e]);
+        }
+        if (lane == 0)
+            ptx_mbarrier_arrive(k_empty(s)); /* this warp's reads of K_s are complete */
+
+        if (live) {
+            if (n0 + BN > a.Sk || (a.causal && n0 + BN > m0 + cw * 64 + 1 + diag))
+                mask_block<1, NT>(sc, a, row0, n0 + 2 * t, diag);
+            softmax_block<1, NT, DT>(sc, acc, row_m, row_l, a.scale_log2);
+        }
+
+        ptx_mbarrier_wait(v_full(s), ph);
+        if (live) {
+            uint32_t pa[BN / 16][4];
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; kk++) {
+                pa[kk][0] = ptx_pack2(T(), sc[0][2 * kk][0], sc[0][2 * kk][1]);
+                pa[kk][1] = ptx_pack2(T(), sc[0][2 * kk][2], sc[0][2 * kk][3]);
+                pa[kk][2] = ptx_pack2(T(), sc[0][2 * kk + 1][0], sc[0][2 * kk + 1][1]);
+                pa[kk][3] = ptx_pack2(T(), sc[0][2 * kk + 1][2], sc[0][2 * kk + 1][3]);
+            }
+#pragma unroll
+            for (int dt = 0; dt < DT; dt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    ptx_fence_operand(acc[0][dt][e]);
+            ptx_wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; kk++) {
+                /* keys [16 kk, 16 kk + 16): two 8-row groups (SBO) of every panel (LBO) */
+                const uint32_t vb = sV + s * L::KV_BYTES + kk * 16 * 128;
+                const uint64_t dv = ptx_wgmma_desc(vb, BN * 128, 1024);
+                if constexpr (D == 128)
+                    ptx_wgmma_rs_m64n128k16_tb(T(), acc[0], pa[kk], dv, 1);
+                else
+                    ptx_wgmma_rs_m64n64k16_tb(T(), acc[0], pa[kk], dv, 1);
+            }
+            ptx_wgmma_commit();
+            ptx_wgmma_wait<0>();
+#pragma unroll
+            for (int dt = 0; dt < DT; dt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    ptx_fence_operand(acc[0][dt][e]);
+        }
+        if (lane == 0)
+            ptx_mbarrier_arrive(v_empty(s));
+    }
+
+    /* Epilogue: the one division per row, then o and LSE (rows past Sq are not stored). */
+    T *og = (T *)a.o + b * a.so[0] + h * a.so[2];
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        float l = row_l[0][hr];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+        const int row = row0 + 8 * hr;
+        if (row < a.Sq) {
+            T *orow = og + (int64_t)row * a.so[1];
+#pragma unroll
+            for (int dt = 0; dt < DT; dt++)
+                *(uint32_t *)(orow + dt * 8 + 2 * t) =
+                    ptx_pack2(T(), acc[0][dt][2 * hr] * inv, acc[0][dt][2 * hr + 1] * inv);
+            if (a.lse && t == 0)
+                a.lse[b * a.slse[0] + h * a.slse[1] + (int64_t)row * a.slse[2]] =
+                    l > 0.0f ? row_m[0][hr] * a.scale + logf(l) : -INFINITY;
+        }
+    }
+#endif /* FLASHC_PTX_SM90A */
+}
+
+/* ---- host side: tensor maps --------------------------------------------------------------- */
+
+typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                    const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                    const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                    CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+/* cuTensorMapEncodeTiled through the runtime (the driver is loaded anyway), looked up once;
+ * NULL if this driver has none. */
+static encode_tiled_fn encode_tiled(void)
+{
+    static encode_tiled_fn fn = NULL;
+    static int looked = 0;
+    if (!looked) {
+        void *p = NULL;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
+                                             cudaEnableDefault, &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess)
+            p = NULL;
+        (void)cudaGetLastError();
+        fn = (encode_tiled_fn)p;
+        looked = 1; /* racing first calls store the same pointer */
+    }
+    return fn;
+}
+
+/* A (B, S, H, D) operand as a 4-d tensor map (D, S, H, B) with boxes of 64 features x rows,
+ * 128-byte swizzled (the panels of ptx_sm90.cuh). st: batch, seq, head strides in elements. */
+static int make_map(CUtensorMap *m, flashc_dtype dt, const void *ptr, int64_t B, int64_t S,
+                    int64_t H, int64_t D, const int64_t *st, int rows)
+{
+    encode_tiled_fn enc = encode_tiled();
+    if (!enc)
+        return 0;
+    const cuuint64_t dims[4] = {(cuuint64_t)D, (cuuint64_t)S, (cuuint64_t)H, (cuuint64_t)B};
+    const cuuint64_t strides[3] = {(cuuint64_t)st[1] * 2, (cuuint64_t)st[2] * 2,
+                                   (cuuint64_t)st[0] * 2};
+    const cuuint32_t box[4] = {64, (cuuint32_t)rows, 1, 1};
+    const cuuint32_t estr[4] = {1, 1, 1, 1};
+    for (int i = 0; i < 3; i++) /* the copy engine's limits on strides */
+        if (strides[i] % 16 != 0 || strides[i] >= (1ull << 40) || strides[i] == 0)
+            return 0;
+    return enc(m, dt == FLASHC_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                    : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+               4, (void *)ptr, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+static int make_maps(const attn_fwd_args *a, flashc_dtype dt, CUtensorMap *mq, CUtensorMap *mk,
+                     CUtensorMap *mv)
+{
+    const int64_t Hkv = a->Hq / a->group;
+    return make_map(mq, dt, a->q, a->B, a->Sq, a->Hq, a->D, a->sq, SM90_BM) &&
+           make_map(mk, dt, a->k, a->B, a->Sk, Hkv, a->D, a->sk, SM90_BN) &&
+           make_map(mv, dt, a->v, a->B, a->Sk, Hkv, a->D, a->sv, SM90_BN);
+}
+
+/* Beyond dtype and head dim (the table's fields): the chip the sm_90a code runs on, rows the
+ * copy engine takes, and tensor maps that encode (tried here, so that "supported" and the run
+ * agree). */
+static int sm90_supports(const attn_fwd_variant *v, const attn_problem *p, int cc, int vec16)
+{
+    if (cc != 90 || !vec16)
+        return 0;
+    attn_fwd_args a;
+    memset(&a, 0, sizeof a);
+    a.q = p->q, a.k = p->k, a.v = p->v;
+    for (int i = 0; i < 3; i++)
+        a.sq[i] = p->sq[i], a.sk[i] = p->sk[i], a.sv[i] = p->sv[i];
+    a.B = (int)p->B, a.Sq = (int)p->Sq, a.Sk = (int)p->Sk, a.Hq = (int)p->Hq;
+    a.group = (int)(p->Hq / p->Hkv), a.D = (int)p->D;
+    CUtensorMap mq, mk, mv;
+    return make_maps(&a, v->dtype, &mq, &mk, &mv);
+}
+
+template <typename T, int D, int STAGES>
+static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t stream)
+{
+    using L = sm90_smem<D, STAGES>;
+    CUtensorMap mq, mk, mv;
+    if (!make_maps(a, std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16, &mq,
+                   &mk, &mv))
+        return cudaErrorInvalidValue; /* sm90_supports said yes: the driver changed its mind */
+    void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap,
+                   const attn_fwd_args) = attn_fwd_sm90_kernel<T, D, STAGES>;
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           (int)L::LAUNCH);
+    if (err != cudaSuccess)
+        return err;
+    const int64_t blocks = (int64_t)((a->Sq + SM90_BM - 1) / SM90_BM) * a->B * a->Hq;
+    if (blocks > 0x7fffffff)
+        return cudaErrorInvalidConfiguration;
+    kernel<<<(unsigned)blocks, SM90_THREADS, L::LAUNCH, stream>>>(mq, mk, mv, *a);
+    return cudaGetLastError();
+}
+
+/* by_default 0: until a recorded run shows this kernel correct and faster than sm80 on the
+ * H200, it runs only under FLASHC_CUDA_KERNEL=sm90 (bench/RESULTS.md has the numbers). */
+const attn_fwd_variant attn_fwd_sm90_variants[] = {
+    {"attn_fwd_bf16_sm90_d64_128x128", "sm90", FLASHC_BF16, 64, 64, 90, 128, 128, 0,
+     sm90_supports, attn_fwd_sm90_launch<__nv_bfloat16, 64, 2>},
+    {"attn_fwd_bf16_sm90_d128_128x128", "sm90", FLASHC_BF16, 128, 128, 90, 128, 128, 0,
+     sm90_supports, attn_fwd_sm90_launch<__nv_bfloat16, 128, 2>},
+    {"attn_fwd_f16_sm90_d64_128x128", "sm90", FLASHC_F16, 64, 64, 90, 128, 128, 0,
+     sm90_supports, attn_fwd_sm90_launch<__half, 64, 2>},
+    {"attn_fwd_f16_sm90_d128_128x128", "sm90", FLASHC_F16, 128, 128, 90, 128, 128, 0,
+     sm90_supports, attn_fwd_sm90_launch<__half, 128, 2>},
+};
+const int attn_fwd_sm90_variant_count =
+    (int)(sizeof attn_fwd_sm90_variants / sizeof attn_fwd_sm90_variants[0]);
