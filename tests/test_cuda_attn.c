@@ -21,7 +21,8 @@
  * each test then still needs one served case unless the family serves none of its head dim.
  *
  * No CUDA device (or a build without CUDA): prints why and exits 77, which ctest reports as
- * skipped. FLASHC_TEST_SMALL=1 keeps a few short cases of each kernel (for compute-sanitizer).
+ * skipped. FLASHC_TEST_SMALL=1 keeps a few short cases of each kernel (for compute-sanitizer);
+ * FLASHC_TEST_DIMS=59,128 (a comma list) keeps the head-dim tests of those dims only.
  */
 #include "common.h"
 
@@ -546,13 +547,26 @@ int main(void)
     tests[0] = (struct CMUnitTest)cmocka_unit_test(test_refusals);
     tests[1] = (struct CMUnitTest)cmocka_unit_test(test_repeatable);
     tests[2] = (struct CMUnitTest)cmocka_unit_test(test_strided_layout_and_stream);
+    const char *only = getenv("FLASHC_TEST_DIMS");
+    int nt = 3;
     for (int i = 0; i < 2 * ND; i++) {
         cases[i].dt = i < ND ? FLASHC_BF16 : FLASHC_F16;
         cases[i].D = dims[i % ND];
+        if (only && only[0]) {
+            int keep = 0;
+            for (const char *p = only; *p;) {
+                char *end;
+                const long d = strtol(p, &end, 10);
+                keep |= end != p && d == cases[i].D;
+                p = *end ? end + 1 : end;
+            }
+            if (!keep)
+                continue;
+        }
         snprintf(names[i], sizeof names[i], "test_%s_d%d", dtname(cases[i].dt), cases[i].D);
-        tests[3 + i] = (struct CMUnitTest){names[i], suite, NULL, NULL, &cases[i]};
+        tests[nt++] = (struct CMUnitTest){names[i], suite, NULL, NULL, &cases[i]};
     }
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return _cmocka_run_group_tests("test_cuda_attn", tests, (size_t)nt, NULL, NULL);
 }
 
 #else /* !FLASHC_HAVE_CUDA */

@@ -176,6 +176,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
         }
         if (lane == 0)
             ptx_mbarrier_arrive(k_empty(s)); /* this warp's reads of K_s are complete */
+        __syncwarp(); /* converged again for the .aligned instructions that follow */
 
         if (live) {
             if (n0 + BN > a.Sk || (a.causal && n0 + BN > m0 + cw * 64 + 1 + diag))
@@ -219,6 +220,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
         }
         if (lane == 0)
             ptx_mbarrier_arrive(v_empty(s));
+        __syncwarp();
     }
 
     /* Epilogue: the one division per row, then o and LSE (rows past Sq are not stored). */
