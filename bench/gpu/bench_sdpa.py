@@ -74,11 +74,10 @@ class Flashc:
         self.lib.flashc_attn_fwd.restype = ctypes.c_int
         self.lib.flashc_last_error.restype = ctypes.c_char_p
         self.lib.flashc_build_info.restype = ctypes.c_char_p
-        # the first call reads FLASHC_CUDA_KERNEL; its answer does not matter here
-        q = torch.zeros(1, 8, 1, 64, device="cuda", dtype=torch.bfloat16)
-        self.fwd_fn(q, q, q, torch.empty_like(q), torch.empty(1, 1, 8, device="cuda"), False,
-                    check=False)()
-        torch.cuda.synchronize()
+        # The first call reads FLASHC_CUDA_KERNEL. Host memory marked as device memory: refused
+        # after the read, before any launch (so a broken kernel cannot hang the set-up).
+        q = torch.zeros(1, 8, 1, 64, dtype=torch.bfloat16)
+        self.fwd_fn(q, q, q, torch.empty_like(q), torch.empty(1, 1, 8), False, check=False)()
         if old is None:
             os.environ.pop("FLASHC_CUDA_KERNEL", None)
         else:
