@@ -38,8 +38,9 @@ static const char *forced_family(void)
 static int family_known(const char *f)
 {
     for (size_t t = 0; t < sizeof variant_tables / sizeof variant_tables[0]; t++)
-        if (*variant_tables[t].count > 0 && strcmp(variant_tables[t].v[0].family, f) == 0)
-            return 1;
+        for (int i = 0; i < *variant_tables[t].count; i++)
+            if (strcmp(variant_tables[t].v[i].family, f) == 0)
+                return 1;
     return 0;
 }
 
@@ -84,7 +85,9 @@ static const attn_fwd_variant *pick_variant(const attn_problem *p, int cc, const
     for (size_t t = 0; t < sizeof variant_tables / sizeof variant_tables[0]; t++)
         for (int i = 0; i < *variant_tables[t].count; i++) {
             const attn_fwd_variant *v = &variant_tables[t].v[i];
-            if (forced[0] ? strcmp(v->family, forced) != 0 : !v->by_default)
+            if (forced[0] ? strcmp(v->family, forced) != 0
+                          : !v->by_default || p->Sq < v->default_min_seq ||
+                                p->Sk < v->default_min_seq)
                 continue;
             if (v->dtype != p->dtype || p->D < v->head_dim_min || p->D > v->head_dim ||
                 v->min_cc > cc || (best && v->min_cc <= best->min_cc))
@@ -132,7 +135,7 @@ extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
     if (forced[0] && !family_known(forced))
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
                             "%s: FLASHC_CUDA_KERNEL=%s names no CUDA kernel family "
-                            "(sm80 or sm90, or unset for the dispatcher's choice)",
+                            "(sm80, sm90, sm90v1, or unset for the dispatcher's choice)",
                             FN, forced);
     if (!(p->scale > 0.0f))
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,

@@ -58,7 +58,8 @@ typedef struct attn_fwd_variant {
     int head_dim;
     int min_cc;         /* minimum compute capability, 10 * major + minor                */
     int block_q, block_k;
-    int by_default;     /* picked without FLASHC_CUDA_KERNEL (0: only when forced)        */
+    int by_default;     /* picked without FLASHC_CUDA_KERNEL (0: only when forced) ...    */
+    int default_min_seq; /* ... and then only when Sq and Sk are at least this           */
     attn_fwd_supports_fn supports; /* NULL: no condition beyond the fields above        */
     attn_fwd_launch_fn launch;
 } attn_fwd_variant;

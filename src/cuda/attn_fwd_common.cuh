@@ -58,16 +58,14 @@ static __device__ __forceinline__ void mask_block(float (&s)[MI][NT][4], const a
  * the few blocks where some row of the warp jumped, not in every block. */
 static constexpr float RESCALE_LOG2 = 8.0f;
 
-/* Online softmax for one block: turns s into P (in place), updates the base m, the partial
- * row sums l and, when the base moves, rescales O. A row that has seen only masked keys
- * keeps m = -inf; its exponent base is then 0, so no -inf - -inf = NaN. */
-template <int MI, int NT, int DT>
-static __device__ __forceinline__ void softmax_block(float (&s)[MI][NT][4],
-                                                     float (&acc)[MI][DT][4],
-                                                     float (&row_m)[MI][2], float (&row_l)[MI][2],
-                                                     float scale_log2)
+/* The first half of the online softmax: mx = max(m, rowmax s) per row (over the quad of
+ * lanes that share a row); returns whether some row of the warp grew by more than
+ * 2^RESCALE_LOG2, i.e. whether the base must move (the same answer in every lane). */
+template <int MI, int NT>
+static __device__ __forceinline__ bool block_rows_max(const float (&s)[MI][NT][4],
+                                                      const float (&row_m)[MI][2],
+                                                      float (&mx)[MI][2], float scale_log2)
 {
-    float mx[MI][2];
     bool grow = false;
 #pragma unroll
     for (int mi = 0; mi < MI; mi++)
@@ -83,22 +81,47 @@ static __device__ __forceinline__ void softmax_block(float (&s)[MI][NT][4],
             /* -inf -> finite is a jump (inf > 8); -inf -> -inf is not (NaN compares false) */
             grow |= (m - row_m[mi][hr]) * scale_log2 > RESCALE_LOG2;
         }
-    if (__any_sync(0xffffffffu, grow)) {
+    return __any_sync(0xffffffffu, grow);
+}
+
+/* Moves the base of each row to mx: alpha = 2^(m s' - mx s'), l *= alpha, m = mx. A row that
+ * has seen only masked keys keeps m = -inf; its exponent base is then 0, so no -inf - -inf. */
+template <int MI>
+static __device__ __forceinline__ void block_move_base(const float (&mx)[MI][2],
+                                                       float (&row_m)[MI][2],
+                                                       float (&row_l)[MI][2],
+                                                       float (&alpha)[MI][2], float scale_log2)
+{
 #pragma unroll
-        for (int mi = 0; mi < MI; mi++)
+    for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-            for (int hr = 0; hr < 2; hr++) {
-                const float base = mx[mi][hr] == -INFINITY ? 0.0f : mx[mi][hr] * scale_log2;
-                const float alpha = ptx_exp2(row_m[mi][hr] * scale_log2 - base);
-                row_m[mi][hr] = mx[mi][hr];
-                row_l[mi][hr] *= alpha;
+        for (int hr = 0; hr < 2; hr++) {
+            const float base = mx[mi][hr] == -INFINITY ? 0.0f : mx[mi][hr] * scale_log2;
+            alpha[mi][hr] = ptx_exp2(row_m[mi][hr] * scale_log2 - base);
+            row_m[mi][hr] = mx[mi][hr];
+            row_l[mi][hr] *= alpha[mi][hr];
+        }
+}
+
+template <int MI, int DT>
+static __device__ __forceinline__ void block_rescale(float (&acc)[MI][DT][4],
+                                                     const float (&alpha)[MI][2])
+{
 #pragma unroll
-                for (int dt = 0; dt < DT; dt++) {
-                    acc[mi][dt][2 * hr] *= alpha;
-                    acc[mi][dt][2 * hr + 1] *= alpha;
-                }
-            }
-    }
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int dt = 0; dt < DT; dt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                acc[mi][dt][e] *= alpha[mi][e / 2];
+}
+
+/* The second half: s becomes P = 2^(s s' - m s') in place and l gains its row sums. */
+template <int MI, int NT>
+static __device__ __forceinline__ void block_exp(float (&s)[MI][NT][4],
+                                                 const float (&row_m)[MI][2],
+                                                 float (&row_l)[MI][2], float scale_log2)
+{
 #pragma unroll
     for (int mi = 0; mi < MI; mi++)
 #pragma unroll
@@ -116,6 +139,23 @@ static __device__ __forceinline__ void softmax_block(float (&s)[MI][NT][4],
                 }
             row_l[mi][hr] += sum;
         }
+}
+
+/* Online softmax for one block: turns s into P (in place), updates the base m, the partial
+ * row sums l and, when the base moves, rescales O. */
+template <int MI, int NT, int DT>
+static __device__ __forceinline__ void softmax_block(float (&s)[MI][NT][4],
+                                                     float (&acc)[MI][DT][4],
+                                                     float (&row_m)[MI][2], float (&row_l)[MI][2],
+                                                     float scale_log2)
+{
+    float mx[MI][2];
+    if (block_rows_max<MI, NT>(s, row_m, mx, scale_log2)) {
+        float alpha[MI][2];
+        block_move_base<MI>(mx, row_m, row_l, alpha, scale_log2);
+        block_rescale<MI, DT>(acc, alpha);
+    }
+    block_exp<MI, NT>(s, row_m, row_l, scale_log2);
 }
 
 #endif /* FLASHC_CUDA_ATTN_FWD_COMMON_CUH */

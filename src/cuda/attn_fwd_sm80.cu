@@ -367,7 +367,7 @@ static cudaError_t attn_fwd_sm80_launch(const attn_fwd_args *a, cudaStream_t str
  * above the previous one, padded (see load_tile). */
 #define SM80_VARIANT(TN, T, DLO, D, NW, MI, BN)                                                    \
     {"attn_fwd_" #TN "_sm80_d" #D "_" #BN, "sm80", TN##_DTYPE, DLO, D, 80, 16 * MI * NW, BN,      \
-     1, NULL, attn_fwd_sm80_launch<T, D, NW, MI, BN>}
+     1, 0, NULL, attn_fwd_sm80_launch<T, D, NW, MI, BN>}
 #define bf16_DTYPE FLASHC_BF16
 #define f16_DTYPE FLASHC_F16
 const attn_fwd_variant attn_fwd_sm80_variants[] = {

@@ -57,7 +57,7 @@ template <int D, int STAGES> struct sm90_smem {
 
 } // namespace
 
-template <typename T, int D, int STAGES>
+template <typename T, int D, int STAGES, bool OVERLAP>
 __global__ void __launch_bounds__(SM90_THREADS, 1)
     attn_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q,
                          const __grid_constant__ CUtensorMap tm_k,
@@ -145,82 +145,216 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
         for (int e = 0; e < 4; e++)
             acc[0][dt][e] = 0.0f;
 
+    /* Issues S = Q K^T of the block in slot s (uncommitted). */
+    auto issue_qk = [&](float (&sc)[1][NT][4], int s) {
+        ptx_wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks++) {
+            const uint32_t qa = sQ + (ks / 4) * BM * 128 + cw * 64 * 128 + (ks % 4) * 32;
+            const uint32_t kb = sK + s * L::KV_BYTES + (ks / 4) * BN * 128 + (ks % 4) * 32;
+            ptx_wgmma_ss_m64n128k16(T(), sc[0], ptx_wgmma_desc(qa, 16, 1024),
+                                    ptx_wgmma_desc(kb, 16, 1024), ks > 0);
+        }
+    };
+    /* P (in sc) into A fragments: tiles 2kk and 2kk + 1 of S are the A fragment of keys
+     * [16 kk, 16 kk + 16). */
+    auto pack_p = [&](const float (&sc)[1][NT][4], uint32_t (&pa)[BN / 16][4]) {
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++) {
+            pa[kk][0] = ptx_pack2(T(), sc[0][2 * kk][0], sc[0][2 * kk][1]);
+            pa[kk][1] = ptx_pack2(T(), sc[0][2 * kk][2], sc[0][2 * kk][3]);
+            pa[kk][2] = ptx_pack2(T(), sc[0][2 * kk + 1][0], sc[0][2 * kk + 1][1]);
+            pa[kk][3] = ptx_pack2(T(), sc[0][2 * kk + 1][2], sc[0][2 * kk + 1][3]);
+        }
+    };
+    /* Issues O += P V of the block in slot s (uncommitted). */
+    auto issue_pv = [&](const uint32_t (&pa)[BN / 16][4], int s) {
+#pragma unroll
+        for (int dt = 0; dt < DT; dt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                ptx_fence_operand(acc[0][dt][e]);
+        ptx_wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++) {
+            /* keys [16 kk, 16 kk + 16): two 8-row groups (SBO) of every panel (LBO) */
+            const uint32_t vb = sV + s * L::KV_BYTES + kk * 16 * 128;
+            const uint64_t dv = ptx_wgmma_desc(vb, BN * 128, 1024);
+            if constexpr (D == 128)
+                ptx_wgmma_rs_m64n128k16_tb(T(), acc[0], pa[kk], dv, 1);
+            else
+                ptx_wgmma_rs_m64n64k16_tb(T(), acc[0], pa[kk], dv, 1);
+        }
+    };
+    /* After a wait: reads of the results stay below it, and the registers the wgmma read
+     * (A fragments) stay allocated until it. */
+    auto fence_s = [&](float (&sc)[1][NT][4]) {
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                ptx_fence_operand(sc[0][nt][e]);
+    };
+    auto fence_pv = [&](uint32_t (&pa)[BN / 16][4]) {
+#pragma unroll
+        for (int dt = 0; dt < DT; dt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                ptx_fence_operand(acc[0][dt][e]);
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                ptx_fence_operand(pa[kk][e]);
+    };
+    auto release = [&](uint32_t bar) {
+        if (lane == 0)
+            ptx_mbarrier_arrive(bar); /* this warp's reads of the slot are complete */
+        __syncwarp(); /* converged again for the .aligned instructions that follow */
+    };
+    /* Under the causal mask a warpgroup whose last row cannot see key n0 has nothing in a
+     * block: S all masked, P = 0, m and O unchanged. Blocks go from the last to the first, so
+     * once a block is live every later one is. */
+    auto live_at = [&](int i) {
+        return !a.causal || (n_blocks - 1 - i) * BN <= m0 + cw * 64 + 63 + diag;
+    };
+    auto mask_at = [&](float (&sc)[1][NT][4], int i) {
+        const int n0 = (n_blocks - 1 - i) * BN;
+        if (n0 + BN > a.Sk || (a.causal && n0 + BN > m0 + cw * 64 + 1 + diag))
+            mask_block<1, NT>(sc, a, row0, n0 + 2 * t, diag);
+    };
+
     if (n_blocks > 0)
         ptx_mbarrier_wait(bar_q, 0);
-    for (int i = 0; i < n_blocks; i++) {
-        const int s = i % STAGES;
-        const uint32_t ph = (uint32_t)(i / STAGES) & 1u;
-        const int n0 = (n_blocks - 1 - i) * BN;
-        /* Under the causal mask a warpgroup whose last row cannot see key n0 has nothing in
-         * this block: S all masked, P = 0, m and O unchanged. */
-        const bool live = !a.causal || n0 <= m0 + cw * 64 + 63 + diag;
 
+    if constexpr (!OVERLAP) {
+        /* v1: per block, S, softmax, P V in turn; the two consumers interleave as the warp
+         * schedulers let them. */
+        for (int i = 0; i < n_blocks; i++) {
+            const int s = i % STAGES;
+            const uint32_t ph = (uint32_t)(i / STAGES) & 1u;
+            const bool live = live_at(i);
+            float sc[1][NT][4];
+            ptx_mbarrier_wait(k_full(s), ph);
+            if (live) {
+                issue_qk(sc, s);
+                ptx_wgmma_commit();
+                ptx_wgmma_wait<0>();
+                fence_s(sc);
+            }
+            release(k_empty(s));
+            if (live) {
+                mask_at(sc, i);
+                softmax_block<1, NT, DT>(sc, acc, row_m, row_l, a.scale_log2);
+            }
+            ptx_mbarrier_wait(v_full(s), ph);
+            if (live) {
+                uint32_t pa[BN / 16][4];
+                pack_p(sc, pa);
+                issue_pv(pa, s);
+                ptx_wgmma_commit();
+                ptx_wgmma_wait<0>();
+                fence_pv(pa);
+            }
+            release(v_empty(s));
+        }
+    } else {
+        /* v2 (FlashAttention-3's intra-warpgroup overlap and ping-pong): S_i = Q K_i^T and
+         * O += P_{i-1} V_{i-1} are issued together, then the softmax of S_i runs while P V is
+         * still on the tensor cores; O's rescale for block i waits for that P V. The two
+         * consumers take turns to issue (named barriers 1 and 2), so one's softmax overlaps
+         * the other's GEMMs. Every consumer passes the same turns whatever it skips. */
+        const int me = 1 + cw, other = 2 - cw;
+        auto my_turn = [&]() { ptx_named_bar_sync(me, 256); };
+        auto pass_turn = [&]() { ptx_named_bar_arrive(other, 256); };
+        if (cw == 1)
+            pass_turn(); /* consumer 0 issues first */
         float sc[1][NT][4];
-        ptx_mbarrier_wait(k_full(s), ph);
-        if (live) {
-            ptx_wgmma_fence();
-#pragma unroll
-            for (int ks = 0; ks < D / 16; ks++) {
-                const uint32_t qa = sQ + (ks / 4) * BM * 128 + cw * 64 * 128 + (ks % 4) * 32;
-                const uint32_t kb = sK + s * L::KV_BYTES + (ks / 4) * BN * 128 + (ks % 4) * 32;
-                ptx_wgmma_ss_m64n128k16(T(), sc[0], ptx_wgmma_desc(qa, 16, 1024),
-                                        ptx_wgmma_desc(kb, 16, 1024), ks > 0);
+        uint32_t pa[BN / 16][4];
+        if (n_blocks > 0) {
+            const bool live = live_at(0);
+            ptx_mbarrier_wait(k_full(0), 0);
+            my_turn();
+            if (live) {
+                issue_qk(sc, 0);
+                ptx_wgmma_commit();
             }
-            ptx_wgmma_commit();
-            ptx_wgmma_wait<0>();
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    ptx_fence_operand(sc[0][nt][e]);
-        }
-        if (lane == 0)
-            ptx_mbarrier_arrive(k_empty(s)); /* this warp's reads of K_s are complete */
-        __syncwarp(); /* converged again for the .aligned instructions that follow */
-
-        if (live) {
-            if (n0 + BN > a.Sk || (a.causal && n0 + BN > m0 + cw * 64 + 1 + diag))
-                mask_block<1, NT>(sc, a, row0, n0 + 2 * t, diag);
-            softmax_block<1, NT, DT>(sc, acc, row_m, row_l, a.scale_log2);
-        }
-
-        ptx_mbarrier_wait(v_full(s), ph);
-        if (live) {
-            uint32_t pa[BN / 16][4];
-#pragma unroll
-            for (int kk = 0; kk < BN / 16; kk++) {
-                pa[kk][0] = ptx_pack2(T(), sc[0][2 * kk][0], sc[0][2 * kk][1]);
-                pa[kk][1] = ptx_pack2(T(), sc[0][2 * kk][2], sc[0][2 * kk][3]);
-                pa[kk][2] = ptx_pack2(T(), sc[0][2 * kk + 1][0], sc[0][2 * kk + 1][1]);
-                pa[kk][3] = ptx_pack2(T(), sc[0][2 * kk + 1][2], sc[0][2 * kk + 1][3]);
+            pass_turn();
+            if (live) {
+                ptx_wgmma_wait<0>();
+                fence_s(sc);
             }
-#pragma unroll
-            for (int dt = 0; dt < DT; dt++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    ptx_fence_operand(acc[0][dt][e]);
-            ptx_wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < BN / 16; kk++) {
-                /* keys [16 kk, 16 kk + 16): two 8-row groups (SBO) of every panel (LBO) */
-                const uint32_t vb = sV + s * L::KV_BYTES + kk * 16 * 128;
-                const uint64_t dv = ptx_wgmma_desc(vb, BN * 128, 1024);
-                if constexpr (D == 128)
-                    ptx_wgmma_rs_m64n128k16_tb(T(), acc[0], pa[kk], dv, 1);
+            release(k_empty(0));
+            if (live) {
+                mask_at(sc, 0);
+                softmax_block<1, NT, DT>(sc, acc, row_m, row_l, a.scale_log2);
+            }
+        }
+        for (int i = 1; i < n_blocks; i++) {
+            const int s = i % STAGES, sp = (i - 1) % STAGES;
+            const uint32_t ph = (uint32_t)(i / STAGES) & 1u;
+            const uint32_t php = (uint32_t)((i - 1) / STAGES) & 1u;
+            const bool live = live_at(i), live_prev = live_at(i - 1);
+            ptx_mbarrier_wait(k_full(s), ph);
+            ptx_mbarrier_wait(v_full(sp), php);
+            if (live_prev)
+                pack_p(sc, pa); /* frees sc for S_i */
+            my_turn();
+            if (live) {
+                issue_qk(sc, s);
+                ptx_wgmma_commit();
+            }
+            if (live_prev) {
+                issue_pv(pa, sp);
+                ptx_wgmma_commit();
+            }
+            pass_turn();
+            float alpha[1][2];
+            bool moved = false;
+            if (live) {
+                if (live_prev)
+                    ptx_wgmma_wait<1>(); /* S_i done, P V may still run */
                 else
-                    ptx_wgmma_rs_m64n64k16_tb(T(), acc[0], pa[kk], dv, 1);
+                    ptx_wgmma_wait<0>();
+                fence_s(sc);
             }
-            ptx_wgmma_commit();
-            ptx_wgmma_wait<0>();
-#pragma unroll
-            for (int dt = 0; dt < DT; dt++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    ptx_fence_operand(acc[0][dt][e]);
+            release(k_empty(s));
+            if (live) {
+                mask_at(sc, i);
+                float mx[1][2];
+                moved = block_rows_max<1, NT>(sc, row_m, mx, a.scale_log2);
+                if (moved)
+                    block_move_base<1>(mx, row_m, row_l, alpha, a.scale_log2);
+                block_exp<1, NT>(sc, row_m, row_l, a.scale_log2);
+            }
+            if (live_prev) {
+                ptx_wgmma_wait<0>();
+                fence_pv(pa);
+            }
+            release(v_empty(sp));
+            if (moved)
+                block_rescale<1, DT>(acc, alpha);
         }
-        if (lane == 0)
-            ptx_mbarrier_arrive(v_empty(s));
-        __syncwarp();
+        if (n_blocks > 0) {
+            const int i = n_blocks - 1, s = i % STAGES;
+            const bool live = live_at(i);
+            ptx_mbarrier_wait(v_full(s), (uint32_t)(i / STAGES) & 1u);
+            if (live)
+                pack_p(sc, pa);
+            my_turn();
+            if (live) {
+                issue_pv(pa, s);
+                ptx_wgmma_commit();
+            }
+            pass_turn();
+            if (live) {
+                ptx_wgmma_wait<0>();
+                fence_pv(pa);
+            }
+            release(v_empty(s));
+        }
+        if (cw == 0)
+            my_turn(); /* takes consumer 1's last pass, so no barrier is left half-arrived */
     }
 
     /* Epilogue: the one division per row, then o and LSE (rows past Sq are not stored). */
@@ -323,7 +457,7 @@ static int sm90_supports(const attn_fwd_variant *v, const attn_problem *p, int c
     return make_maps(&a, v->dtype, &mq, &mk, &mv);
 }
 
-template <typename T, int D, int STAGES>
+template <typename T, int D, int STAGES, bool OVERLAP>
 static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t stream)
 {
     using L = sm90_smem<D, STAGES>;
@@ -332,7 +466,7 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
                    &mk, &mv))
         return cudaErrorInvalidValue; /* sm90_supports said yes: the driver changed its mind */
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap,
-                   const attn_fwd_args) = attn_fwd_sm90_kernel<T, D, STAGES>;
+                   const attn_fwd_args) = attn_fwd_sm90_kernel<T, D, STAGES, OVERLAP>;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            (int)L::LAUNCH);
     if (err != cudaSuccess)
@@ -344,17 +478,24 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
     return cudaGetLastError();
 }
 
-/* by_default 0: until a recorded run shows this kernel correct and faster than sm80 on the
- * H200, it runs only under FLASHC_CUDA_KERNEL=sm90 (bench/RESULTS.md has the numbers). */
+/* The dispatcher picks v2 ("sm90") by default where a recorded H200 run showed it correct and
+ * faster than sm80 (bench/RESULTS.md): d = 128 from seqlen 1k, d = 64 from 4k (at 1k the
+ * sm80 kernel was as fast). v1 ("sm90v1", no overlap, no ping-pong) stays for the ladder,
+ * only when forced. */
+#define SM90_VARIANT(TN, T, FAM, D, OVL, DEF, MINSEQ)                                              \
+    {"attn_fwd_" #TN "_" FAM "_d" #D "_128x128", FAM, TN##_DTYPE_SM90, D, D, 90, 128, 128, DEF,   \
+     MINSEQ, sm90_supports, attn_fwd_sm90_launch<T, D, 2, OVL>}
+#define bf16_DTYPE_SM90 FLASHC_BF16
+#define f16_DTYPE_SM90 FLASHC_F16
 const attn_fwd_variant attn_fwd_sm90_variants[] = {
-    {"attn_fwd_bf16_sm90_d64_128x128", "sm90", FLASHC_BF16, 64, 64, 90, 128, 128, 0,
-     sm90_supports, attn_fwd_sm90_launch<__nv_bfloat16, 64, 2>},
-    {"attn_fwd_bf16_sm90_d128_128x128", "sm90", FLASHC_BF16, 128, 128, 90, 128, 128, 0,
-     sm90_supports, attn_fwd_sm90_launch<__nv_bfloat16, 128, 2>},
-    {"attn_fwd_f16_sm90_d64_128x128", "sm90", FLASHC_F16, 64, 64, 90, 128, 128, 0,
-     sm90_supports, attn_fwd_sm90_launch<__half, 64, 2>},
-    {"attn_fwd_f16_sm90_d128_128x128", "sm90", FLASHC_F16, 128, 128, 90, 128, 128, 0,
-     sm90_supports, attn_fwd_sm90_launch<__half, 128, 2>},
+    SM90_VARIANT(bf16, __nv_bfloat16, "sm90", 64, true, 1, 4096),
+    SM90_VARIANT(bf16, __nv_bfloat16, "sm90", 128, true, 1, 1024),
+    SM90_VARIANT(f16, __half, "sm90", 64, true, 1, 4096),
+    SM90_VARIANT(f16, __half, "sm90", 128, true, 1, 1024),
+    SM90_VARIANT(bf16, __nv_bfloat16, "sm90v1", 64, false, 0, 0),
+    SM90_VARIANT(bf16, __nv_bfloat16, "sm90v1", 128, false, 0, 0),
+    SM90_VARIANT(f16, __half, "sm90v1", 64, false, 0, 0),
+    SM90_VARIANT(f16, __half, "sm90v1", 128, false, 0, 0),
 };
 const int attn_fwd_sm90_variant_count =
     (int)(sizeof attn_fwd_sm90_variants / sizeof attn_fwd_sm90_variants[0]);

@@ -314,6 +314,21 @@ static __device__ __forceinline__ void ptx_prefetch_tensormap(const void *tmap)
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(tmap) : "memory");
 }
 
+/* ---- named barriers (ids 1..15; 0 is __syncthreads) --------------------------------------- */
+
+/* Waits until n threads (a multiple of 32, this warp's included) reached barrier id, by
+ * bar.sync or bar.arrive. */
+static __device__ __forceinline__ void ptx_named_bar_sync(int id, int n)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+
+/* Counts this warp towards barrier id's n threads without waiting. */
+static __device__ __forceinline__ void ptx_named_bar_arrive(int id, int n)
+{
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+
 /* ---- register reallocation between warpgroups -------------------------------------------- */
 
 /* Every warp of the warpgroup runs the same one; the kernel needs a register cap at entry
