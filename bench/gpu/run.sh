@@ -11,7 +11,8 @@
 # FLASHC_SKIP="tests sanitizer suite bench" leaves those steps out.
 # FLASHC_KERNELS="sm80 sm90" runs steps 2 and 3 once per forced kernel family
 # (FLASHC_CUDA_KERNEL=...) instead of once with the dispatcher's choice, and times the families
-# side by side in step 5; FLASHC_SAN_DIMS="59,128" limits the sanitizer runs to those head dims.
+# side by side in step 5; FLASHC_SAN_DIMS="59,128" limits the sanitizer runs to those head dims,
+# FLASHC_SAN_TOOLS (default "memcheck racecheck") picks the compute-sanitizer tools.
 # Logs and bench.json go to $OUT (default build-gpu/out); the table is printed last.
 # Exit status: nonzero if any step failed (later steps still run, so one call tells all).
 set -uo pipefail
@@ -45,7 +46,9 @@ if [ -z "${FLASHC_BUILD:-}" ] && command -v cuobjdump >/dev/null; then
   for f in "$BUILD"/CMakeFiles/flashc_cuda.dir/src/cuda/attn_fwd_sm90.cu.o; do
     [ -f "$f" ] || continue
     cuobjdump --dump-sass "$f" 2>/dev/null >"$OUT/sm90.sass"
-    echo "sm90 SASS: $(grep -c HGMMA "$OUT/sm90.sass") HGMMA, $(grep -c UTMALDG "$OUT/sm90.sass") UTMALDG, $(grep -cE '\b(LDL|STL)\b' "$OUT/sm90.sass") LDL/STL"
+    echo "sm90 SASS: $(grep -c HGMMA "$OUT/sm90.sass") HGMMA," \
+      "$(grep -c UTMALDG "$OUT/sm90.sass") UTMALDG," \
+      "$(grep -cE '\b(LDL|STL)\b' "$OUT/sm90.sass") LDL/STL"
   done
 fi
 

@@ -1,9 +1,9 @@
 /*
  * attn_fwd_common.cuh — what every forward kernel shares: the order of thread blocks, and the
- * masking and online-softmax steps that run on the score accumulators, whatever instruction produced them (mma.sync in attn_fwd_sm80.cu,
- * wgmma in attn_fwd_sm90.cu): both leave a thread with the same m16n8 C layout per 16-row tile
- * (rows g and g + 8, columns 2t and 2t + 1 of each 8-column tile; lane = 4 g + t), so
- * s[MI][NT][4] describes either: MI 16-row tiles of this warp, NT 8-key column tiles.
+ * masking and online-softmax steps that run on the score accumulators, whatever instruction
+ * produced them (mma.sync in attn_fwd_sm80.cu, wgmma in attn_fwd_sm90.cu): both leave a thread
+ * with the same m16n8 C layout per 16-row tile (rows g and g + 8, columns 2t and 2t + 1 of each
+ * 8-column tile; lane = 4 g + t), so s[MI][NT][4] describes either: MI 16-row tiles of this warp, NT 8-key column tiles.
  *
  * Which keys a row sees is asked in one place (mask_block), as "keys [0, limit)" per row; a
  * per-row key range [lo, hi) (windows, varlen) would replace that limit by two bounds.

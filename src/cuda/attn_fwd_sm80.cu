@@ -272,7 +272,8 @@ __global__ void __launch_bounds__(NWARPS * 32)
         const int n0 = nb * BN;
         ptx_cp_async_wait<0>();
         __syncthreads(); /* K_nb landed for everyone; every warp is done with V_{nb+1} */
-        load_any<T, D, DS, BN, NTHREADS, VEC>(sV, vg + (int64_t)n0 * a.sv[1], a.sv[1], a.Sk - n0, a);
+        load_any<T, D, DS, BN, NTHREADS, VEC>(sV, vg + (int64_t)n0 * a.sv[1], a.sv[1], a.Sk - n0,
+                                              a);
         ptx_cp_async_commit();
 
         /* Under the causal mask a warp whose last row cannot see key n0 has nothing in this

@@ -27,9 +27,10 @@
  * else goes to the sm80 kernel (see attn.cu). A per-row key range [lo, hi) would change two
  * places: which blocks the producer and consumers walk (now [0, n_end)), and mask_block.
  *
- * Not yet: ping-pong between the consumers, QK^T of block j+1 issued before the softmax of
- * block j, a persistent grid, TMA stores of O, other head dims. The version ladder is in
- * bench/RESULTS.md.
+ * Two versions (template OVERLAP): v1, the one dispatched, and v2 with FlashAttention-3's
+ * intra-warpgroup overlap and ping-pong, correct but slower so far (see the table below).
+ * Not yet: a v2 whose wgmmas ptxas does not serialise, a persistent grid, TMA stores of O,
+ * other head dims, Dk != Dv. The version ladder is in bench/RESULTS.md.
  */
 #include "attn_cuda.cuh"
 #include "attn_fwd_common.cuh"
@@ -228,8 +229,8 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
         ptx_mbarrier_wait(bar_q, 0);
 
     if constexpr (!OVERLAP) {
-        /* v1: per block, S, softmax, P V in turn; the two consumers interleave as the warp
-         * schedulers let them. */
+        /* v1 ("sm90"): per block, S, softmax, P V in turn; the two consumers interleave as
+         * the warp schedulers let them. */
         for (int i = 0; i < n_blocks; i++) {
             const int s = i % STAGES;
             const uint32_t ph = (uint32_t)(i / STAGES) & 1u;
@@ -259,9 +260,9 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
             release(v_empty(s));
         }
     } else {
-        /* v2 (FlashAttention-3's intra-warpgroup overlap and ping-pong): S_i = Q K_i^T and
-         * O += P_{i-1} V_{i-1} are issued together, then the softmax of S_i runs while P V is
-         * still on the tensor cores; O's rescale for block i waits for that P V. The two
+        /* v2 ("sm90v2", FlashAttention-3's intra-warpgroup overlap and ping-pong): S_i = Q K_i^T
+         * and O += P_{i-1} V_{i-1} are issued together, then the softmax of S_i runs while P V
+         * is still on the tensor cores; O's rescale for block i waits for that P V. The two
          * consumers take turns to issue (named barriers 1 and 2), so one's softmax overlaps
          * the other's GEMMs. Every consumer passes the same turns whatever it skips. */
         const int me = 1 + cw, other = 2 - cw;
@@ -478,24 +479,26 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
     return cudaGetLastError();
 }
 
-/* The dispatcher picks v2 ("sm90") by default where a recorded H200 run showed it correct and
- * faster than sm80 (bench/RESULTS.md): d = 128 from seqlen 1k, d = 64 from 4k (at 1k the
- * sm80 kernel was as fast). v1 ("sm90v1", no overlap, no ping-pong) stays for the ladder,
- * only when forced. */
+/* The dispatcher picks v1 ("sm90") by default where the recorded H200 runs showed it correct and
+ * faster than sm80 (bench/RESULTS.md, 2026-12-01, two runs): d = 128 from seqlen 1k (1.29x to
+ * 1.48x), d = 64 from 4k (1.07x to 1.15x; at 1k sm80 was as fast or faster). v2 ("sm90v2",
+ * overlap and ping-pong) was correct but slower in the same run: its wgmma issues sit on paths
+ * ptxas cannot prove warpgroup-uniform (the causal skip), so it serialises them (C7518); it
+ * stays only when forced, for the ladder. */
 #define SM90_VARIANT(TN, T, FAM, D, OVL, DEF, MINSEQ)                                              \
     {"attn_fwd_" #TN "_" FAM "_d" #D "_128x128", FAM, TN##_DTYPE_SM90, D, D, 90, 128, 128, DEF,   \
      MINSEQ, sm90_supports, attn_fwd_sm90_launch<T, D, 2, OVL>}
 #define bf16_DTYPE_SM90 FLASHC_BF16
 #define f16_DTYPE_SM90 FLASHC_F16
 const attn_fwd_variant attn_fwd_sm90_variants[] = {
-    SM90_VARIANT(bf16, __nv_bfloat16, "sm90", 64, true, 1, 4096),
-    SM90_VARIANT(bf16, __nv_bfloat16, "sm90", 128, true, 1, 1024),
-    SM90_VARIANT(f16, __half, "sm90", 64, true, 1, 4096),
-    SM90_VARIANT(f16, __half, "sm90", 128, true, 1, 1024),
-    SM90_VARIANT(bf16, __nv_bfloat16, "sm90v1", 64, false, 0, 0),
-    SM90_VARIANT(bf16, __nv_bfloat16, "sm90v1", 128, false, 0, 0),
-    SM90_VARIANT(f16, __half, "sm90v1", 64, false, 0, 0),
-    SM90_VARIANT(f16, __half, "sm90v1", 128, false, 0, 0),
+    SM90_VARIANT(bf16, __nv_bfloat16, "sm90", 64, false, 1, 4096),
+    SM90_VARIANT(bf16, __nv_bfloat16, "sm90", 128, false, 1, 1024),
+    SM90_VARIANT(f16, __half, "sm90", 64, false, 1, 4096),
+    SM90_VARIANT(f16, __half, "sm90", 128, false, 1, 1024),
+    SM90_VARIANT(bf16, __nv_bfloat16, "sm90v2", 64, true, 0, 0),
+    SM90_VARIANT(bf16, __nv_bfloat16, "sm90v2", 128, true, 0, 0),
+    SM90_VARIANT(f16, __half, "sm90v2", 64, true, 0, 0),
+    SM90_VARIANT(f16, __half, "sm90v2", 128, true, 0, 0),
 };
 const int attn_fwd_sm90_variant_count =
     (int)(sizeof attn_fwd_sm90_variants / sizeof attn_fwd_sm90_variants[0]);
