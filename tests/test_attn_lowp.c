@@ -25,9 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "../src/cpu/kernels/kernels.h"
+#include "common.h"
 #include "internal.h"
 
 static uint64_t rng_state;
@@ -161,9 +161,9 @@ static void run_case(const attn_case *c, flashc_dtype dt, const char *isa, doubl
     flashc_tensor tl = flashc_tensor_3d(lse, FLASHC_F32, c->B, c->Hq, c->Sq);
     flashc_tensor tlr = flashc_tensor_3d(lse_ref, FLASHC_F32, c->B, c->Hq, c->Sq);
 
-    flashc_attn_params pr = {0};
+    flashc_attn_params pr = flashc_attn_params_default();
     pr.causal = c->causal, pr.block_q = c->block_q, pr.block_k = c->block_k;
-    flashc_attn_stats st;
+    flashc_attn_stats st = FLASHC_ATTN_STATS_INIT;
     flashc_status s = flashc_attn_fwd(&pr, &q, &k, &v, &o, &tl, &st);
     if (s != FLASHC_OK)
         print_error("flashc_attn_fwd: %s: %s\n", flashc_status_string(s), flashc_last_error());
@@ -299,8 +299,8 @@ static void test_nan_propagates(void **state)
 
 int main(void)
 {
-    rng_state = (uint64_t)time(NULL) * 2654435761u + 7;
-    printf("seed %llu\n", (unsigned long long)rng_state);
+    tu_seed_from_env(); /* FLASHC_TEST_SEED replays a failure (common.c prints the seed) */
+    rng_state = tu_seed() * 2654435761u + 7;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_path),
         cmocka_unit_test(test_nan_propagates),
