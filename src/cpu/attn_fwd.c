@@ -142,8 +142,9 @@ static void make_plan(const attn_problem *p, fwd_plan *pl)
     if (p->bc)
         bc = p->bc;
     pl->br_req = br, pl->bc_req = bc;
-    br = min64(br, max64(p->Sq, 1)); /* a tile never needs to be larger than the sequence */
-    bc = min64(bc, max64(p->Sk, 1));
+    /* a tile never needs to be larger than the sequence (which may be empty: varlen) */
+    br = max64(1, min64(br, p->Sq));
+    bc = max64(1, min64(bc, p->Sk));
     pl->br = br, pl->bc = bc;
     pl->nh = pl->few ? p->Hq / p->Hkv : 1;
     pl->hgroups = p->Hq / pl->nh;
