@@ -18,6 +18,12 @@
  * broadcast view, e.g. one KV head expanded across query heads); outputs must not alias
  * themselves (no two indices may share an element). So a (B, H, S, D) buffer is passed
  * as the view shape (B, S, H, D) with strides (H*S*D, D, S*D, 1).
+ * The self-alias test is exact when the strides nest (sorted by stride, each exceeds the
+ * largest offset of the smaller ones: every padded or permuted layout), when at most two dims
+ * have size > 1, and for views of up to 4096 elements; other interleaved layouts of more dims
+ * are refused. An output must also not overlap an input or another output: this compares the
+ * byte ranges from each view's first to its last element, so views interleaved in one buffer
+ * are refused (FLASHC_ERR_OVERLAP) even when they share no element.
  *
  * Causal masking is aligned bottom-right (as flash-attn >= 2.1): query row i sees key j iff
  * j <= i + Sk - Sq. A row that sees no key (possible when Sq > Sk, or under a window) outputs
@@ -25,6 +31,13 @@
  *
  * Memory: host buffers the library allocates for itself go through a counting allocator
  * (flashc_mem_stats); device memory is never allocated by the attention forward.
+ *
+ * Bounds on one call (FLASHC_ERR_UNSUPPORTED with a message beyond them): no tensor has more
+ * than FLASHC_MAX_ELEMENTS elements, counted by its shape (a broadcast view counts in full,
+ * whatever memory it occupies), and an attention call's B * Hq * Sq * Sk * D is at most
+ * FLASHC_MAX_ATTN_WORK. So every size product inside the library fits in 64 bits, and no call
+ * can be asked for unbounded work by a small broadcast buffer. Workspaces whose size still
+ * overflows 64 bits (huge explicit tiles times threads) give FLASHC_ERR_OVERFLOW.
  */
 #ifndef FLASHC_H
 #define FLASHC_H
@@ -40,6 +53,14 @@ extern "C" {
  * project(VERSION), the one place the version is written (installed beside this header). */
 #include "flashc_version.h"
 
+/* Per-call bounds (see the top of the file). 2^38 elements is 512 GiB of bf16, more than one
+ * accelerator's memory; 2^60 multiply-adds is about 40 minutes of an H200's bf16 peak. */
+#define FLASHC_MAX_ELEMENTS (INT64_C(1) << 38)
+#define FLASHC_MAX_ATTN_WORK (INT64_C(1) << 60)
+/* The most CPU threads one call uses: params.num_threads above it is refused
+ * (FLASHC_ERR_INVALID_ARGUMENT); flashc_set_num_threads and OMP_NUM_THREADS are clamped to it. */
+#define FLASHC_MAX_THREADS 1024
+
 /* ------------------------------------------------------------------------------------------ */
 /* Status                                                                                      */
 /* ------------------------------------------------------------------------------------------ */
@@ -49,12 +70,14 @@ typedef enum flashc_status {
     FLASHC_ERR_NULL_POINTER,       /* a required pointer (tensor, data, params) is NULL          */
     FLASHC_ERR_INVALID_SHAPE,      /* a size is zero/negative, wrong rank, or sizes disagree     */
     FLASHC_ERR_INVALID_STRIDE,     /* a stride is negative, or an output's strides make two of
-                                      its elements share memory (e.g. zero on a dim of size > 1) */
+                                      its elements share memory (e.g. zero on a dim of size > 1;
+                                      exact test, see "Strides" above)                         */
     FLASHC_ERR_HEAD_MISMATCH,      /* Hq % Hkv != 0, or k and v disagree on heads                */
     FLASHC_ERR_DIM_MISMATCH,       /* head dims of q, k, v, o (or norm widths) disagree          */
     FLASHC_ERR_DTYPE_MISMATCH,     /* tensors that must share a dtype do not                     */
     FLASHC_ERR_UNSUPPORTED_DTYPE,  /* the dtype is not supported by this op on this backend      */
-    FLASHC_ERR_OVERLAP,            /* an output overlaps an input or another output              */
+    FLASHC_ERR_OVERLAP,            /* the byte range an output spans (first to last element)
+                                      intersects an input's or another output's range          */
     FLASHC_ERR_OVERFLOW,           /* a byte count or offset does not fit in 64 bits             */
     FLASHC_ERR_INVALID_ARGUMENT,   /* a scalar parameter is out of range (scale, eps, tiles...) */
     FLASHC_ERR_OUT_OF_MEMORY,      /* a workspace allocation failed                              */
@@ -68,7 +91,9 @@ typedef enum flashc_status {
 const char *flashc_status_string(flashc_status status);
 
 /* Details of the last failure on the calling thread, e.g.
- * "flashc_attn_fwd: q.shape[3] (head dim) = 64 but k.shape[3] = 80". Empty string if none. */
+ * "flashc_attn_fwd: q.shape[3] (head dim) = 64 but k.shape[3] = 80". Successful calls leave it
+ * unchanged (check the status, not the message); empty if no call on this thread has failed.
+ * The pointer is the calling thread's own buffer, valid until its next failing call. */
 const char *flashc_last_error(void);
 
 /* ------------------------------------------------------------------------------------------ */
@@ -92,7 +117,9 @@ typedef enum flashc_device {
 #define FLASHC_MAX_DIMS 4
 
 /* A strided view. shape[i] and stride[i] (in elements, not bytes) are valid for i < ndim;
- * element (i0, i1, ...) is at data + sum(i_k * stride[k]) elements. */
+ * element (i0, i1, ...) is at data + sum(i_k * stride[k]) elements. data must be aligned to
+ * the element size (4 bytes for float32, 2 for the 16-bit types): a misaligned view is refused
+ * with FLASHC_ERR_INVALID_ARGUMENT (CUDA tensors may need more; see flashc_attn_fwd). */
 typedef struct flashc_tensor {
     void *data;
     flashc_dtype dtype;
@@ -117,7 +144,9 @@ flashc_tensor flashc_tensor_4d(void *data, flashc_dtype dtype, int64_t n0, int64
 /* ------------------------------------------------------------------------------------------ */
 
 /* Threads used by CPU kernels when a call does not say (params.num_threads == 0).
- * n <= 0 restores the default (OpenMP's, i.e. OMP_NUM_THREADS or the core count). */
+ * n <= 0 restores the default (OpenMP's, i.e. OMP_NUM_THREADS or the core count); n is clamped
+ * to FLASHC_MAX_THREADS. Safe to call while other threads run flashc calls (each call uses the
+ * value it reads at its start). */
 void flashc_set_num_threads(int n);
 int flashc_get_num_threads(void);
 
@@ -165,14 +194,10 @@ void flashc_mem_reset_peak(void);
  *   varlen   flashc_attn_varlen_fwd / _bwd   packed rows of B ragged sequences (flashc_varlen)
  *   kvcache  flashc_attn_kvcache_fwd         q against a contiguous or paged cache (flashc_kv_cache)
  *
- * Bounds on one call (refused with FLASHC_ERR_INVALID_ARGUMENT before any work): every sequence
- * length, head count and head dim is at most FLASHC_MAX_ATTN_EXTENT (the int32 range that
- * flash-attn's indices have), and the score count B * Hq * Sq * Sk (maxima for varlen and KV
- * caches) at most FLASHC_MAX_ATTN_SCORES, so no size product inside the library can overflow.
- * The naive references further need their Sq x Sk buffers to be allocatable.
+ * The bounds on one call (the top of the file: FLASHC_MAX_ELEMENTS per tensor,
+ * FLASHC_MAX_ATTN_WORK for B * Hq * Sq * Sk * max(D, Dv), with Sq, Sk the maxima over sequences
+ * for varlen and KV caches) apply to every attention entry point.
  */
-#define FLASHC_MAX_ATTN_EXTENT 2147483647LL
-#define FLASHC_MAX_ATTN_SCORES (1LL << 56)
 
 /* Parameters shared by the attention entry points. Start from flashc_attn_params_default()
  * (or FLASHC_ATTN_PARAMS_INIT in C) and set what you need; params == NULL means the defaults.
@@ -415,7 +440,8 @@ typedef struct flashc_softmax_state {
 
 flashc_softmax_state flashc_softmax_state_init(void);
 
-/* Consumes x[0..n) (n >= 0; -inf entries are masked and contribute nothing) in one pass:
+/* Consumes x[0..n) (0 <= n <= FLASHC_MAX_ELEMENTS, x float-aligned; -inf entries are masked
+ * and contribute nothing) in one pass:
  * when the max grows, l is rescaled by exp(m_old - m_new) once. Host only. */
 flashc_status flashc_online_softmax(flashc_softmax_state *state, const float *x, int64_t n);
 
@@ -460,7 +486,8 @@ const char *flashc_version(void);
 /* "0.2.0 (cpu: avx2 fma; cuda: sm_80 sm_90a)" — what this binary was built with and, for the
  * CPU, which kernels it selected on this machine. The CPU kernels are chosen at run time from
  * the CPU's features (avx512 > avx2 > scalar on x86-64, neon on AArch64); the environment
- * variable FLASHC_ISA=scalar|avx2|avx512|neon, read once, forces one the CPU can run. */
+ * variable FLASHC_ISA=scalar|avx2|avx512|neon, read once, forces one the CPU can run.
+ * Formatted once, at the first call; the same constant string for every thread after that. */
 const char *flashc_build_info(void);
 
 /* Nonzero when this build has the CUDA backend and a CUDA device is visible. */
