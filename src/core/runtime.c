@@ -41,6 +41,7 @@ const char *flashc__dtype_name(flashc_dtype dtype)
     case FLASHC_F32: return "float32";
     case FLASHC_F16: return "float16";
     case FLASHC_BF16: return "bfloat16";
+    case FLASHC_I32: return "int32";
     default: snprintf(other, sizeof other, "dtype(%d)", (int)dtype); return other;
     }
 }
