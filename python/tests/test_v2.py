@@ -213,9 +213,10 @@ def test_forward_with_modifiers(rng, c_forward_v2, m):
     assert out.shape == (b, sq, hq, dv) and probs is None
     _close(out, want, 2e-6, "out")
     np.testing.assert_allclose(lse, wlse, rtol=1e-5, atol=1e-5)
-    qkv = np.stack([q, k[:, :sq], k[:, :sq]], axis=2)
+    qkv = np.stack([q, randn(rng, b, sq, hq, d), randn(rng, b, sq, hq, d)], axis=2)
     out2 = flashc.flash_attn_qkvpacked_func(qkv, **m)
-    _close(out2, ref.attn_fwd(q, k[:, :sq], k[:, :sq], **m)[0], 2e-6, "qkvpacked")
+    _close(out2, ref.attn_fwd(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], **m)[0], 2e-6,
+           "qkvpacked")
 
 
 def test_forward_softmax_scale_zero(rng, c_forward_v2):
