@@ -333,6 +333,8 @@ static double max_err(const float *a, const float *b, size_t n)
     return e;
 }
 
+static double norm_err(const float *a, const float *b, size_t n);
+
 static void assert_finite(const char *what, const char *name, const float *x, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -464,13 +466,12 @@ static void test_dense_against_reference(void **state)
             }
 }
 
-/* A causal sliding window (20 keys) on a longer sequence skips most tiles. Keys outside a row's
- * range poisoned with 1e4 leave that row's dq (and the dk, dv of keys only such rows see)
- * bit-identical: masked scores become exact zeros of P and dS. NaN poison is held to the
- * backward's tile rule: keys outside the union of a Q block's ranges are never read, so rows
- * and keys past the first poisoned block stay bit-identical. (Inside that union, dQ = dS K
- * multiplies an exact 0 by the key, and 0 * NaN is NaN: a NaN key seen by a neighbouring row of
- * the same Q block reaches a row that does not see it.) */
+/* A causal sliding window (20 keys) on a longer sequence skips most tiles, and keys outside a
+ * row's range, poisoned, never reach its gradients. With 1e4 the poisoned scores become exact
+ * zeros of P and dS: the dq of every row that does not see them, and the dk, dv of keys only such
+ * rows see, are bit-identical. With NaN the same holds for every Q block whose key union avoids
+ * them; the rows of a block that does include them (60..63 share a block with rows that see the
+ * NaN keys) take the row-by-row dQ product: finite and equal within rounding. */
 static void test_window_skips_and_ignores_outside_keys(void **state)
 {
     (void)state;
@@ -488,11 +489,15 @@ static void test_window_skips_and_ignores_outside_keys(void **state)
                 p.v[j * s.D + d] = nan && j % 3 == 0 ? NAN : -1e4f;
             }
         TU_OK(flash_grads(&p, 2, NULL, 0, NULL, &b));
-        const int64_t first = nan ? 64 : 60; /* NaN: the first Q block whose union is clean */
-        for (int64_t i = first; i < s.Sq; i++)
-            assert_memory_equal(a.dq + i * s.Hq * s.D, b.dq + i * s.Hq * s.D,
-                                (size_t)(s.Hq * s.D) * 4);
-        for (int64_t j = first; j < s.Sk; j++) { /* keys seen only by rows >= first */
+        const int64_t row = (int64_t)(s.Hq * s.D);
+        const int64_t exact = nan ? 64 : 60; /* NaN: the first Q block whose union is clean */
+        for (int64_t i = exact; i < s.Sq; i++)
+            assert_memory_equal(a.dq + i * row, b.dq + i * row, (size_t)row * 4);
+        assert_finite("dq", "window, poisoned keys", b.dq + 60 * row, (size_t)(s.Sq - 60) * row);
+        const double e = norm_err(b.dq + 60 * row, a.dq + 60 * row, (size_t)(4 * row));
+        if (!(e < 1e-6))
+            fail_msg("rows 60..63 with poisoned keys in their block: error %.3g", e);
+        for (int64_t j = 60; j < s.Sk; j++) { /* keys seen only by rows >= 60 */
             assert_memory_equal(a.dk + j * s.D, b.dk + j * s.D, (size_t)s.D * 4);
             assert_memory_equal(a.dv + j * s.D, b.dv + j * s.D, (size_t)s.D * 4);
         }

@@ -17,8 +17,9 @@
  *                                               bias is a constant: no gradient)
  *   dV_j += P^T dO_i,   dK_j += dS^T Q_i,   dQ_i += dS K_j     (scale applied once, at the end)
  * K blocks outside the union of a Q block's key ranges are never visited, nor Q blocks that
- * see no key of a K block; keys outside the union are never read (a NaN there cannot leak
- * into dQ through 0 * NaN).
+ * see no key of a K block; keys outside the union are never read. Inside it, a NaN or Inf key
+ * switches dQ += dS K to row-by-row products over each row's own keys (acc_dq), so no row's
+ * gradient sees a key outside its range.
  *
  * Tiles: every Q, dO, K and V tile is copied into a per-thread buffer whose leading dimension
  * is an odd number of 64-byte lines (tile_ld), converting bf16/f16 to float32 on the way
@@ -384,6 +385,41 @@ static void tile_p_ds(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0,
     }
 }
 
+/* Whether rows x n floats (leading dim ld) are all finite. */
+static int tile_finite(const float *x, int64_t rows, int64_t n, int64_t ld)
+{
+    int bad = 0;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < n; c++)
+            bad |= !(fabsf(x[r * ld + c]) <= 3.40282347e38f); /* NaN compares false */
+    return !bad;
+}
+
+/* dQ rows (ldo apart, dq) += dS K over keys [jlo, jlo + n) of the loaded K block: one pv over
+ * the block, unless a key there is NaN or Inf. Then each row takes only the keys of its own
+ * range: a row's masked dS entries are exact zeros, and 0 * NaN would carry a key that only its
+ * neighbours see into its dQ (the contract: keys outside a row's range never reach it). The
+ * choice depends only on the tile's values, the same in both schedules. */
+static void acc_dq(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0, int64_t jlo,
+                   int64_t n, float *dq, int64_t ldo)
+{
+    const bwd_plan *pl = c->pl;
+    const int64_t D = c->p->D, kc = jlo - j0;
+    const float *K = w->k + kc * pl->ldd;
+    if (tile_finite(K, n, D, pl->ldd)) {
+        c->kr->pv(w->dp, pl->lds, K, pl->ldd, qb->rows, n, D, w->ones, dq, ldo);
+        return;
+    }
+    for (int64_t r = 0; r < qb->rows; r++) {
+        int64_t c0 = w->lo[r] - jlo, c1 = w->hi[r] - jlo;
+        c0 = c0 < 0 ? 0 : c0 > n ? n : c0;
+        c1 = c1 < c0 ? c0 : c1 > n ? n : c1;
+        if (c1 > c0)
+            c->kr->pv(w->dp + r * pl->lds + c0, pl->lds, K + c0 * pl->ldd, pl->ldd, 1, c1 - c0, D,
+                      w->ones, dq + r * ldo, ldo);
+    }
+}
+
 /* ---- the two kinds of items --------------------------------------------------------------- */
 
 /* dK, dV of K block [j0, j0 + cols) of KV head hk in sequence b (lengths sq, sk), summed over
@@ -414,11 +450,9 @@ static int64_t dkdv_block(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk, in
                      w->dv + kc * pl->lddv, pl->lddv);
             kr->gemm(n, D, qb.rows, w->dp, 1, pl->lds, w->q, pl->ldd, w->ones,
                      w->dk + kc * pl->ldd, pl->ldd);
-            if (dq_inplace) {
-                float *dq = (float *)p->dq + attn_q_off(p, p->sdq, b, i0) + h * p->sdq[2];
-                kr->pv(w->dp, pl->lds, w->k + kc * pl->ldd, pl->ldd, qb.rows, n, D, w->ones, dq,
-                       p->sdq[1]);
-            }
+            if (dq_inplace)
+                acc_dq(c, w, &qb, j0, jlo, n,
+                       (float *)p->dq + attn_q_off(p, p->sdq, b, i0) + h * p->sdq[2], p->sdq[1]);
             pairs++;
         }
     }
@@ -451,8 +485,7 @@ static void dq_block(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t h, int64_t 
                 continue;
             load_kblock(c, w, b, hk, j0, cols);
             tile_p_ds(c, w, &qb, j0, jlo, jhi - jlo);
-            kr->pv(w->dp, pl->lds, w->k + (jlo - j0) * pl->ldd, pl->ldd, rows, jhi - jlo, D,
-                   w->ones, w->dq, pl->ldd);
+            acc_dq(c, w, &qb, j0, jlo, jhi - jlo, w->dq, pl->ldd);
         }
     }
     for (int64_t r = 0; r < rows; r++)
