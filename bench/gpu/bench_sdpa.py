@@ -32,9 +32,25 @@ class Tensor(ctypes.Structure):
 
 
 class Params(ctypes.Structure):
-    _fields_ = [("softmax_scale", ctypes.c_float), ("causal", ctypes.c_int),
+    """flashc_attn_params (v2, sized); build with params()."""
+    _fields_ = [("struct_size", ctypes.c_size_t), ("has_softmax_scale", ctypes.c_int),
+                ("softmax_scale", ctypes.c_float), ("causal", ctypes.c_int),
+                ("window_left", ctypes.c_int64), ("window_right", ctypes.c_int64),
+                ("softcap", ctypes.c_float), ("alibi_slopes", ctypes.c_void_p),
                 ("block_q", ctypes.c_int64), ("block_k", ctypes.c_int64),
-                ("num_threads", ctypes.c_int), ("cuda_stream", ctypes.c_void_p)]
+                ("num_threads", ctypes.c_int), ("num_splits", ctypes.c_int),
+                ("deterministic", ctypes.c_int), ("workspace", ctypes.c_void_p),
+                ("workspace_bytes", ctypes.c_size_t), ("cuda_stream", ctypes.c_void_p)]
+
+
+def params(causal, stream, deterministic=0, workspace=None, workspace_bytes=0):
+    """The library's defaults (window -1, -1; default scale) with these fields set."""
+    p = Params()
+    p.struct_size = ctypes.sizeof(Params)
+    p.window_left = p.window_right = -1
+    p.causal, p.cuda_stream, p.deterministic = int(causal), stream, int(deterministic)
+    p.workspace, p.workspace_bytes = workspace, workspace_bytes
+    return p
 
 
 class Stats(ctypes.Structure):
@@ -60,7 +76,7 @@ class Flashc:
 
     def fwd_fn(self, q, k, v, o, lse, causal):
         """A closure that launches the forward on torch's current stream (views built once)."""
-        p = Params(0.0, int(causal), 0, 0, 0, torch.cuda.current_stream().cuda_stream)
+        p = params(causal, torch.cuda.current_stream().cuda_stream)
         args = [ctypes.byref(x) for x in (p, view(q), view(k), view(v), view(o), view(lse))]
         stats = Stats()
         fwd = self.lib.flashc_attn_fwd

@@ -11,16 +11,19 @@ class FlashAttnFunc(torch.autograd.Function):
     """out, lse = attention(q, k, v); backward by flashc_attn_bwd from the saved lse.
 
     lse is returned for return_attn_probs but is not differentiable (as in flash-attn), nor are
-    the ALiBi slopes. A device without a backward (CUDA until the library has one) raises
-    NotImplementedError from backward, with the library's detail."""
+    the ALiBi slopes. The backward runs where the forward ran; a dtype, device or option the
+    library has no backward for raises NotImplementedError from backward, with its detail.
+    deterministic is passed to the backward (bit-identical CUDA gradients). The packed variants
+    hand in views of one qkv / kv tensor: torch sums the three (two) gradients into it."""
 
     @staticmethod
-    def forward(ctx, q, k, v, softmax_scale, causal, mods=attention._NO_MODS):
+    def forward(ctx, q, k, v, softmax_scale, causal, mods=attention._NO_MODS, deterministic=False):
         out, lse = attention.attention_forward(q, k, v, softmax_scale, causal, mods)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.softmax_scale = softmax_scale
         ctx.causal = causal
         ctx.mods = mods
+        ctx.deterministic = deterministic
         ctx.mark_non_differentiable(lse)
         return out, lse
 
@@ -31,8 +34,9 @@ class FlashAttnFunc(torch.autograd.Function):
         dq, dk, dv = attention.flash_attn_backward(
             dout, q, k, v, out, lse, softmax_scale=ctx.softmax_scale, causal=ctx.causal,
             window_size=m.window_size, softcap=m.softcap, alibi_slopes=m.alibi_slopes,
+            deterministic=ctx.deterministic,
         )
-        return dq, dk, dv, None, None, None
+        return dq, dk, dv, None, None, None, None
 
 
 class FlashAttnVarlenFunc(torch.autograd.Function):

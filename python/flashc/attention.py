@@ -48,7 +48,8 @@ class Mods:
 _NO_MODS = Mods()
 
 
-def _params(softmax_scale: Optional[float], causal: bool, stream, mods: Mods = _NO_MODS):
+def _params(softmax_scale: Optional[float], causal: bool, stream, mods: Mods = _NO_MODS,
+            deterministic=False):
     """The C params; the alibi view is kept alive on the struct (p._keep) for the call."""
     p = _lib.new_attn_params()
     if softmax_scale is not None:
@@ -56,6 +57,7 @@ def _params(softmax_scale: Optional[float], causal: bool, stream, mods: Mods = _
         p.softmax_scale = float(softmax_scale)
     p.causal = 1 if causal else 0
     p.cuda_stream = stream
+    p.deterministic = 1 if deterministic else 0
     p.window_left, p.window_right = mods.window_size
     p.softcap = mods.softcap
     p._keep = None
@@ -147,6 +149,7 @@ def flash_attn_backward(
     window_size=(-1, -1),
     softcap=0.0,
     alibi_slopes=None,
+    deterministic=False,
 ):
     """(dq, dk, dv) by flashc_attn_bwd (FlashAttention-2 backward, recomputation from the lse).
 
@@ -155,7 +158,11 @@ def flash_attn_backward(
     seqlen_q) float32 as returned by the forward with the same softmax_scale, causal,
     window_size, softcap and alibi_slopes. dq/dk/dv are new contiguous arrays like q/k/v; for
     GQA, dk and dv of a KV head sum over the query heads of its group. The softcap gradient goes
-    through the tanh; ALiBi slopes get none. Deterministic."""
+    through the tanh; ALiBi slopes get none. On the CPU always deterministic; on CUDA (bf16/fp16)
+    dq is summed with float atomics unless deterministic=True, which makes every gradient
+    bit-identical from run to run (dk and dv always are). For torch CUDA tensors the workspace
+    (flashc_attn_bwd_workspace_size bytes: the float32 dq accumulator) is a torch tensor, so
+    torch's allocator caches and counts it like the framework's own kernels do."""
     mods = Mods(window_size, softcap, alibi_slopes)
     named = {"dout": dout, "q": q, "k": k, "v": v, "out": out, "softmax_lse": softmax_lse}
     _arrays.common_kind(dict(named, alibi_slopes=alibi_slopes))
@@ -166,14 +173,22 @@ def flash_attn_backward(
     vdq, vdk, vdv = _arrays.view("dq", dq), _arrays.view("dk", dk), _arrays.view("dv", dv)
     lib = _lib.library()
     with _arrays.device_scope(q) as stream:
-        params = _params(softmax_scale, causal, stream, mods)
-        _call_with_layout_retry(
-            lambda x: lib.flashc_attn_bwd(
-                params, x["q"], x["k"], x["v"], x["out"], x["dout"], x["softmax_lse"],
-                vdq.ref, vdk.ref, vdv.ref, None,
-            ),
-            named,
-        )
+        params = _params(softmax_scale, causal, stream, mods, deterministic)
+        keep = []  # the workspace tensor lives until the call has been enqueued
+
+        def call(x):
+            args = (params, x["q"], x["k"], x["v"], x["out"], x["dout"], x["softmax_lse"],
+                    vdq.ref, vdk.ref, vdv.ref)
+            if stream is not None:
+                n = ctypes.c_size_t(0)
+                if lib.flashc_attn_bwd_workspace_size(*args, ctypes.byref(n)) == _lib.OK and n.value:
+                    torch = _arrays._torch()
+                    ws = torch.empty(n.value, dtype=torch.uint8, device=q.device)
+                    keep.append(ws)
+                    params.workspace, params.workspace_bytes = ws.data_ptr(), n.value
+            return lib.flashc_attn_bwd(*args, None)
+
+        _call_with_layout_retry(call, named)
     return dq, dk, dv
 
 
@@ -184,12 +199,12 @@ def _wants_grad(*xs) -> bool:
     return torch.is_grad_enabled() and any(x.requires_grad for x in xs)
 
 
-def _attention(q, k, v, softmax_scale, causal, mods: Mods = _NO_MODS):
+def _attention(q, k, v, softmax_scale, causal, mods: Mods = _NO_MODS, deterministic=False):
     _arrays.common_kind({"q": q, "k": k, "v": v})
     if _wants_grad(q, k, v):
         from . import _autograd  # imports torch, which the caller already has
 
-        return _autograd.FlashAttnFunc.apply(q, k, v, softmax_scale, causal, mods)
+        return _autograd.FlashAttnFunc.apply(q, k, v, softmax_scale, causal, mods, deterministic)
     return attention_forward(q, k, v, softmax_scale, causal, mods)
 
 
@@ -212,10 +227,12 @@ def flash_attn_func(
     headdim_v). Returns out (batch, seqlen_q, nheads, headdim_v), or (out, softmax_lse, None)
     with return_attn_probs=True; softmax_lse is float32 (batch, nheads, seqlen_q). window_size,
     softcap and alibi_slopes as flash-attn (module doc). Torch tensors with requires_grad get a
-    backward (flashc_attn_bwd). deterministic is accepted: the flashc backward is always
-    deterministic. dropout_p other than 0 raises NotImplementedError."""
+    backward (flashc_attn_bwd), on the CPU and on CUDA (bf16/fp16) where the library serves it.
+    deterministic=True makes the CUDA backward bit-identical from run to run (no float atomics
+    in dq); the CPU backward always is. dropout_p other than 0 raises NotImplementedError."""
     _reject_unsupported(dropout_p)
-    out, lse = _attention(q, k, v, softmax_scale, causal, Mods(window_size, softcap, alibi_slopes))
+    mods = Mods(window_size, softcap, alibi_slopes)
+    out, lse = _attention(q, k, v, softmax_scale, causal, mods, deterministic)
     return (out, lse, None) if return_attn_probs else out
 
 
@@ -239,7 +256,8 @@ def flash_attn_qkvpacked_func(
             f"flashc: qkv has shape {tuple(qkv.shape)}; expected (batch, seqlen, 3, nheads, headdim)"
         )
     mods = Mods(window_size, softcap, alibi_slopes)
-    out, lse = _attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], softmax_scale, causal, mods)
+    out, lse = _attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], softmax_scale, causal, mods,
+                          deterministic)
     return (out, lse, None) if return_attn_probs else out
 
 
@@ -264,7 +282,7 @@ def flash_attn_kvpacked_func(
             f"flashc: kv has shape {tuple(kv.shape)}; expected (batch, seqlen_k, 2, nheads_k, headdim)"
         )
     mods = Mods(window_size, softcap, alibi_slopes)
-    out, lse = _attention(q, kv[:, :, 0], kv[:, :, 1], softmax_scale, causal, mods)
+    out, lse = _attention(q, kv[:, :, 0], kv[:, :, 1], softmax_scale, causal, mods, deterministic)
     return (out, lse, None) if return_attn_probs else out
 
 

@@ -63,19 +63,12 @@ static flashc_status check_rmsnorm(const char *fn, const flashc_tensor *x, const
     return FLASHC_OK;
 }
 
-static flashc_status done(flashc_status st)
-{
-    if (st == FLASHC_OK)
-        flashc__clear_error();
-    return st;
-}
-
 flashc_status flashc_rmsnorm(const flashc_tensor *x, const flashc_tensor *w, float eps,
                              flashc_tensor *y)
 {
     rows_problem p;
     FLASHC_TRY(check_rmsnorm("flashc_rmsnorm", x, NULL, w, eps, y, 0, &p));
-    return done(cpu_rmsnorm(&p));
+    return cpu_rmsnorm(&p);
 }
 
 flashc_status flashc_rmsnorm_naive(const flashc_tensor *x, const flashc_tensor *w, float eps,
@@ -83,7 +76,7 @@ flashc_status flashc_rmsnorm_naive(const flashc_tensor *x, const flashc_tensor *
 {
     rows_problem p;
     FLASHC_TRY(check_rmsnorm("flashc_rmsnorm_naive", x, NULL, w, eps, y, 0, &p));
-    return done(ref_rmsnorm(&p));
+    return ref_rmsnorm(&p);
 }
 
 flashc_status flashc_rmsnorm_residual(flashc_tensor *x, const flashc_tensor *r,
@@ -91,7 +84,7 @@ flashc_status flashc_rmsnorm_residual(flashc_tensor *x, const flashc_tensor *r,
 {
     rows_problem p;
     FLASHC_TRY(check_rmsnorm("flashc_rmsnorm_residual", x, r, w, eps, y, 1, &p));
-    return done(cpu_rmsnorm(&p));
+    return cpu_rmsnorm(&p);
 }
 
 flashc_status flashc_rmsnorm_residual_naive(flashc_tensor *x, const flashc_tensor *r,
@@ -99,7 +92,7 @@ flashc_status flashc_rmsnorm_residual_naive(flashc_tensor *x, const flashc_tenso
 {
     rows_problem p;
     FLASHC_TRY(check_rmsnorm("flashc_rmsnorm_residual_naive", x, r, w, eps, y, 1, &p));
-    return done(ref_rmsnorm(&p));
+    return ref_rmsnorm(&p);
 }
 
 static flashc_status check_swiglu(const char *fn, const flashc_tensor *gu, const flashc_tensor *out,
@@ -113,7 +106,7 @@ static flashc_status check_swiglu(const char *fn, const flashc_tensor *gu, const
         return flashc__fail(FLASHC_ERR_INVALID_SHAPE,
                             "%s: gate_up has %lld columns; it must be gate|up, an even count", fn,
                             (long long)gu->shape[1]);
-    if (out->shape[0] != gu->shape[0] || out->shape[1] * 2 != gu->shape[1])
+    if (out->shape[0] != gu->shape[0] || out->shape[1] != gu->shape[1] / 2) /* no 2 I: overflow */
         return flashc__fail(FLASHC_ERR_INVALID_SHAPE,
                             "%s: out is (%lld, %lld) but gate_up (%lld, %lld) needs (T, I) = "
                             "(%lld, %lld)",
@@ -136,12 +129,12 @@ flashc_status flashc_swiglu(const flashc_tensor *gu, flashc_tensor *out)
 {
     rows_problem p;
     FLASHC_TRY(check_swiglu("flashc_swiglu", gu, out, &p));
-    return done(cpu_swiglu(&p));
+    return cpu_swiglu(&p);
 }
 
 flashc_status flashc_swiglu_naive(const flashc_tensor *gu, flashc_tensor *out)
 {
     rows_problem p;
     FLASHC_TRY(check_swiglu("flashc_swiglu_naive", gu, out, &p));
-    return done(ref_swiglu(&p));
+    return ref_swiglu(&p);
 }

@@ -130,4 +130,33 @@ static __device__ __forceinline__ float ptx_exp2(float x)
     return y;
 }
 
+/* ---- inter-block flags (the deterministic backward's turn counters) ----------------------- */
+
+/* A load with acquire semantics at GPU scope: reads after it (and, past a barrier, the block's
+ * other threads' reads) see every write the releasing block made before its release. */
+static __device__ __forceinline__ int ptx_ld_acquire_gpu(const int *p)
+{
+    int v;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+/* *p += v with release semantics at GPU scope: the block's writes ordered before it (by a
+ * barrier, then this thread) are visible to whoever acquires the new value. */
+static __device__ __forceinline__ void ptx_red_release_gpu_add(int *p, int v)
+{
+    asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+
+/* Two 16-bit values of one b32 (lo = lower address) -> two floats. */
+static __device__ __forceinline__ float2 ptx_unpack2(__nv_bfloat16, uint32_t x)
+{
+    return __bfloat1622float2(*(const __nv_bfloat162 *)&x);
+}
+
+static __device__ __forceinline__ float2 ptx_unpack2(__half, uint32_t x)
+{
+    return __half22float2(*(const __half2 *)&x);
+}
+
 #endif /* FLASHC_CUDA_PTX_CUH */
