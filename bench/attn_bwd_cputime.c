@@ -2,7 +2,8 @@
  * attn_bwd_cputime.c — flashc_attn_bwd timed by the CPU time of the calling thread, for
  * before/after comparisons of the CPU backward on a shared, oversubscribed machine.
  *
- *   flashc_attn_bwd_cputime [n] [d] [heads] [reps] [causal]     (defaults 2048 64 4 7 0)
+ *   flashc_attn_bwd_cputime [n] [d] [heads] [reps] [causal] [softcap] [alibi]
+ *                                       (defaults 2048 64 4 7 0 0 0; alibi 1 = slopes (heads))
  *
  * One thread (params.num_threads = 1: OpenMP runs the work on the calling thread), so
  * CLOCK_THREAD_CPUTIME_ID counts the kernel's own work and not the time other processes hold
@@ -49,6 +50,8 @@ int main(int argc, char **argv)
     const int64_t n = argc > 1 ? atoll(argv[1]) : 2048, d = argc > 2 ? atoll(argv[2]) : 64;
     const int64_t h = argc > 3 ? atoll(argv[3]) : 4;
     const int reps = argc > 4 ? atoi(argv[4]) : 7, causal = argc > 5 ? atoi(argv[5]) : 0;
+    const float softcap = argc > 6 ? (float)atof(argv[6]) : 0.0f;
+    const int alibi = argc > 7 ? atoi(argv[7]) : 0;
     const size_t e = (size_t)(n * h * d);
     unsigned seed = 12345u;
     float *q = filled(e, &seed), *k = filled(e, &seed), *v = filled(e, &seed);
@@ -66,7 +69,14 @@ int main(int argc, char **argv)
     flashc_attn_params p = flashc_attn_params_default();
     p.causal = causal;
     p.num_threads = 1;
-    if (flashc_attn_fwd(&p, &tq, &tk, &tv, &to, &tl, NULL) != FLASHC_OK) {
+    p.softcap = softcap;
+    float *slopes = filled((size_t)h, &seed);
+    flashc_tensor ts = flashc_tensor_1d(slopes, FLASHC_F32, h);
+    if (alibi)
+        p.alibi_slopes = &ts;
+    /* o, lse: the CPU forward, or the reference where the forward does not serve the modifier */
+    if (flashc_attn_fwd(&p, &tq, &tk, &tv, &to, &tl, NULL) != FLASHC_OK &&
+        flashc_attn_fwd_naive(&p, &tq, &tk, &tv, &to, &tl, NULL) != FLASHC_OK) {
         fprintf(stderr, "forward: %s\n", flashc_last_error());
         return 1;
     }
@@ -84,11 +94,12 @@ int main(int argc, char **argv)
     qsort(t, (size_t)reps, sizeof *t, cmp);
     const double flops = 2.5 * 4.0 * (double)h * (double)n * (double)n * (double)d *
                          (causal ? 0.5 : 1.0);
-    printf("n %lld d %lld heads %lld causal %d: min %.1f ms, median %.1f ms (thread CPU), "
+    printf("n %lld d %lld heads %lld causal %d softcap %g alibi %d: min %.1f ms, median %.1f ms (thread CPU), "
            "%.2f GFLOP/s at the min\n",
-           (long long)n, (long long)d, (long long)h, causal, t[0], t[reps / 2],
+           (long long)n, (long long)d, (long long)h, causal, (double)softcap, alibi, t[0],
+           t[reps / 2],
            flops / (t[0] * 1e6));
-    free(t), free(q), free(k), free(v), free(dout), free(o), free(lse), free(dq), free(dk),
+    free(slopes), free(t), free(q), free(k), free(v), free(dout), free(o), free(lse), free(dq), free(dk),
         free(dv);
     return 0;
 }

@@ -321,11 +321,12 @@ static void load_kblock(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk, int6
  * vectorises; NaN stays NaN. */
 static void softcap_row(const cpu_kernels *kr, float *s, float *g, int64_t n, float cap)
 {
+    const float inv = 1.0f / cap; /* one rounding more than s / cap, against three divisions */
     for (int64_t c = 0; c < n; c++)
-        g[c] = -2.0f * fabsf(s[c] / cap);
+        g[c] = -2.0f * fabsf(s[c] * inv);
     kr->exp(g, g, n);
     for (int64_t c = 0; c < n; c++) {
-        const float x = s[c] / cap, z = x * x, e = g[c];
+        const float x = s[c] * inv, z = x * x, e = g[c];
         const float small =
             ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z +
               1.33314422036e-1f) * z - 3.33332819422e-1f) * z * x + x;
@@ -361,15 +362,15 @@ static void tile_p_ds(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0,
             const float L = w->lse[r], Di = w->di[r];
             if (cap > 0.0f)
                 softcap_row(kr, sv, gv, m, cap);
-            if (p->alibi) {
-                const int64_t a = qb->i0 + r + qb->sk - qb->sq, j = jlo + c0;
-                for (int64_t x = 0; x < m; x++) {
-                    const int64_t dist = a > j + x ? a - j - x : j + x - a;
-                    sv[x] -= slope * (float)dist;
-                }
+            if (p->alibi) { /* s - slope |a - j| - L; the distance as float from an int32
+                             * column (vectorises: no int64 -> float conversion on AVX2) */
+                const float d0 = (float)(qb->i0 + r + qb->sk - qb->sq - (jlo + c0));
+                for (int32_t x = 0; x < (int32_t)m; x++)
+                    sv[x] = (sv[x] - slope * fabsf(d0 - (float)x)) - L;
+            } else {
+                for (int64_t x = 0; x < m; x++)
+                    sv[x] -= L;
             }
-            for (int64_t x = 0; x < m; x++)
-                sv[x] -= L;
             kr->exp(sv, sv, m);
             if (cap > 0.0f)
                 for (int64_t x = 0; x < m; x++)
