@@ -261,6 +261,21 @@ flashc_status flashc_swiglu(const flashc_tensor *gu, flashc_tensor *out);
 flashc_status flashc_swiglu_naive(const flashc_tensor *gu, flashc_tensor *out);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Unfused attention, RoPE and the row ops' backwards (issue 14)                               */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Attention as an unfused framework runs it, on the library's SIMD kernels (the same gemm, qk,
+ * softmax and row conversions as flashc_attn_fwd): per (batch, head) S = scale * q k^T and
+ * P = softmax(S) are materialised in full (Sq x Sk float32 each, counting allocator), then
+ * O = P v, each a separate pass over memory. Same contract as flashc_attn_fwd_naive (float32,
+ * bfloat16, float16 storage; causal; GQA; lse may be NULL), float32 accumulation. Host only.
+ * The benchmark's baseline: it differs from flash only in where S and P live. */
+flashc_status flashc_attn_fwd_unfused(const flashc_attn_params *params, const flashc_tensor *q,
+                                      const flashc_tensor *k, const flashc_tensor *v,
+                                      flashc_tensor *o, flashc_tensor *lse,
+                                      flashc_attn_stats *stats);
+
+/* ------------------------------------------------------------------------------------------ */
 /* Build information                                                                           */
 /* ------------------------------------------------------------------------------------------ */
 

@@ -777,7 +777,7 @@ int bench_main(int argc, char **argv)
     char tiles[256] = "";
     size_t used = 0;
     for (int i = 0; i < n_res && used < sizeof tiles; i++)
-        if (res[i].impl_index > 0 && res[i].block_q > 0 && !res[i].failed)
+        if (res[i].impl_index > 0 && res[i].tile_pairs > 0 && !res[i].failed)
             used += (size_t)snprintf(tiles + used, sizeof tiles - used, "%s%s n=%lld %lldx%lld",
                                      used ? "; " : "", res[i].op, (long long)res[i].n,
                                      (long long)res[i].block_q, (long long)res[i].block_k);

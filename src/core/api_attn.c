@@ -208,6 +208,25 @@ flashc_status flashc_attn_fwd_naive(const flashc_attn_params *params, const flas
     return st;
 }
 
+flashc_status flashc_attn_fwd_unfused(const flashc_attn_params *params, const flashc_tensor *q,
+                                      const flashc_tensor *k, const flashc_tensor *v,
+                                      flashc_tensor *o, flashc_tensor *lse,
+                                      flashc_attn_stats *stats)
+{
+    static const char fn[] = "flashc_attn_fwd_unfused";
+    attn_problem p;
+    FLASHC_TRY(build_problem(fn, params, q, k, v, o, lse, &p));
+    FLASHC_TRY(check_fwd_outputs(fn, q, k, v, o, lse));
+    if (p.device != FLASHC_DEVICE_CPU)
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: runs on host memory only", fn);
+    FLASHC_TRY(cpu_attn_fwd_supports(&p));
+    flashc_attn_stats local;
+    flashc_status st = cpu_attn_fwd_unfused(&p, stats ? stats : &local);
+    if (st == FLASHC_OK)
+        flashc__clear_error();
+    return st;
+}
+
 /* ---- backward ----------------------------------------------------------------------------- */
 
 static flashc_status build_bwd(const char *fn, const flashc_attn_params *params,

@@ -120,6 +120,8 @@ flashc_status ref_attn_bwd(const attn_problem *p, flashc_attn_stats *stats);
 
 flashc_status cpu_attn_fwd_supports(const attn_problem *p);
 flashc_status cpu_attn_fwd(const attn_problem *p, flashc_attn_stats *stats);
+/* S and P materialised on the SIMD kernels (attn_unfused.c): the benchmark's honest baseline */
+flashc_status cpu_attn_fwd_unfused(const attn_problem *p, flashc_attn_stats *stats);
 flashc_status cpu_attn_bwd_supports(const attn_problem *p);
 flashc_status cpu_attn_bwd(const attn_problem *p, flashc_attn_stats *stats);
 
