@@ -242,7 +242,7 @@ static void buffers_destroy(run_buffers *r)
 
 static flashc_status run_kernel(const attn_case *c, run_buffers *r, cudaStream_t stream)
 {
-    flashc_attn_params pr = {0};
+    flashc_attn_params pr = flashc_attn_params_default();
     pr.causal = c->causal;
     pr.cuda_stream = stream;
     flashc_tensor q = view(c, r->dq, c->Sq, c->Hq), k = view(c, r->dk, c->Sk, c->Hkv);
@@ -395,7 +395,7 @@ static void test_refusals(void **state)
     run_buffers r;
     buffers_create(&c, &r);
     buffers_poison(&c, &r);
-    flashc_attn_params pr = {0};
+    flashc_attn_params pr = flashc_attn_params_default();
     flashc_tensor q = view(&c, r.dq, c.Sq, c.Hq), k = view(&c, r.dk, c.Sk, c.Hkv);
     flashc_tensor v = view(&c, r.dv, c.Sk, c.Hkv), o = view(&c, r.dout, c.Sq, c.Hq);
 

@@ -177,7 +177,7 @@ static flashc_tensor attn_view(void *buf, flashc_dtype dt, int64_t B, int64_t S,
 
 static flashc_attn_params attn_params(const case_spec *s)
 {
-    flashc_attn_params p = {0};
+    flashc_attn_params p = flashc_attn_params_default();
     p.causal = s->causal;
     p.block_q = s->br;
     p.block_k = s->bc;
@@ -202,7 +202,7 @@ static flashc_status attn_run(case_data *c, int impl, int slot, case_stats *st)
     flashc_tensor o = attn_view(out_buf(c, slot, 0), dt, s->batch, s->sq, s->heads, s->d, s->bhsd);
     flashc_tensor lse = flashc_tensor_3d(c->out[slot][1], FLASHC_F32, s->batch, s->heads, s->sq);
     flashc_attn_params p = attn_params(s);
-    flashc_attn_stats as = {0};
+    flashc_attn_stats as = FLASHC_ATTN_STATS_INIT;
     flashc_status r = impl == 0   ? flashc_attn_fwd_naive(&p, &q, &k, &v, &o, &lse, &as)
                       : impl == 1 ? flashc_attn_fwd_unfused(&p, &q, &k, &v, &o, &lse, &as)
                                   : flashc_attn_fwd(&p, &q, &k, &v, &o, &lse, &as);
@@ -333,7 +333,7 @@ static flashc_status merge_run(case_data *c, int impl, int slot, case_stats *st)
         po[part] =
             attn_view(c->tmp[2 * part], FLASHC_F32, s->batch, s->sq, s->heads, s->d, s->bhsd);
         plse[part] = flashc_tensor_3d(c->tmp[2 * part + 1], FLASHC_F32, s->batch, s->heads, s->sq);
-        flashc_attn_stats as = {0};
+        flashc_attn_stats as = FLASHC_ATTN_STATS_INIT;
         flashc_status r = flashc_attn_fwd(&p, &q, &k, &v, &po[part], &plse[part], &as);
         if (r != FLASHC_OK)
             return r;
@@ -420,7 +420,7 @@ static void bwd_post_fill(case_data *c)
 static flashc_status bwd_call(bwd_views *t, int impl, const flashc_attn_params *p,
                               case_stats *st)
 {
-    flashc_attn_stats as = {0};
+    flashc_attn_stats as = FLASHC_ATTN_STATS_INIT;
     flashc_status r =
         impl == 0 ? flashc_attn_bwd_naive(p, &t->q, &t->k, &t->v, &t->o, &t->dout, &t->lse,
                                           &t->dq, &t->dk, &t->dv, &as)

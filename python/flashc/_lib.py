@@ -62,25 +62,53 @@ class Tensor(ctypes.Structure):
 
 
 class AttnParams(ctypes.Structure):
-    """flashc_attn_params; zero-initialised means the library defaults."""
+    """flashc_attn_params (sized: struct_size first). Build with new_attn_params()."""
 
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("has_softmax_scale", ctypes.c_int),
         ("softmax_scale", ctypes.c_float),
         ("causal", ctypes.c_int),
+        ("window_left", ctypes.c_int64),
+        ("window_right", ctypes.c_int64),
+        ("softcap", ctypes.c_float),
+        ("alibi_slopes", ctypes.c_void_p),
         ("block_q", ctypes.c_int64),
         ("block_k", ctypes.c_int64),
         ("num_threads", ctypes.c_int),
+        ("num_splits", ctypes.c_int),
+        ("deterministic", ctypes.c_int),
+        ("workspace", ctypes.c_void_p),
+        ("workspace_bytes", ctypes.c_size_t),
         ("cuda_stream", ctypes.c_void_p),
     ]
 
 
+def new_attn_params() -> AttnParams:
+    """The library's defaults (flashc_attn_params_default): window (-1, -1), default scale."""
+    p = AttnParams()
+    p.struct_size = ctypes.sizeof(AttnParams)
+    p.window_left = -1
+    p.window_right = -1
+    return p
+
+
 class AttnStats(ctypes.Structure):
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("tile_pairs", ctypes.c_int64),
         ("tile_pairs_total", ctypes.c_int64),
         ("block_q", ctypes.c_int64),
         ("block_k", ctypes.c_int64),
+        ("num_splits", ctypes.c_int64),
+        ("workspace_bytes", ctypes.c_int64),
     ]
+
+
+def new_attn_stats() -> AttnStats:
+    s = AttnStats()
+    s.struct_size = ctypes.sizeof(AttnStats)
+    return s
 
 
 class MemStats(ctypes.Structure):

@@ -29,14 +29,13 @@ def _reject_unsupported(dropout_p, softmax_scale, window_size, softcap, alibi_sl
         raise NotImplementedError(f"flashc: softcap={softcap} is not supported; pass 0.0")
     if alibi_slopes is not None:
         raise NotImplementedError("flashc: alibi_slopes is not supported; pass None")
-    if softmax_scale is not None and softmax_scale == 0.0:
-        # The C API reads 0 as "default 1/sqrt(headdim)"; a real scale of 0 cannot be expressed.
-        raise NotImplementedError("flashc: softmax_scale=0.0 is not supported (0 means default in C)")
 
 
 def _params(softmax_scale: Optional[float], causal: bool, stream) -> _lib.AttnParams:
-    p = _lib.AttnParams()
-    p.softmax_scale = 0.0 if softmax_scale is None else float(softmax_scale)
+    p = _lib.new_attn_params()
+    if softmax_scale is not None:
+        p.has_softmax_scale = 1
+        p.softmax_scale = float(softmax_scale)
     p.causal = 1 if causal else 0
     p.cuda_stream = stream
     return p

@@ -58,12 +58,23 @@
 
 flashc_status cpu_attn_fwd_supports(const attn_problem *p)
 {
+    if (!attn_is_plain(p))
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                            "flashc_attn_fwd: the CPU kernel does not serve this problem yet "
+                            "(varlen, KV cache, window, softcap, ALiBi, Dk != Dv or split-KV)");
     if (p->dtype != FLASHC_F32 && p->dtype != FLASHC_BF16 && p->dtype != FLASHC_F16)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED_DTYPE,
                             "flashc_attn_fwd: the CPU backend supports float32, bfloat16 and "
                             "float16 storage (%s given)",
                             flashc__dtype_name(p->dtype));
     return FLASHC_OK;
+}
+
+/* Scratch: per-thread tiles, allocated inside (moving onto attn_scratch with the v2 kernel). */
+size_t cpu_attn_fwd_workspace(const attn_problem *p)
+{
+    (void)p;
+    return 0;
 }
 
 enum { FEW_ROWS = 8 };

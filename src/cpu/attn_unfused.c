@@ -12,16 +12,17 @@
  *                                                   is hot: one read of S, one write of P, as a
  *                                                   framework's softmax kernel does
  *   3. O = P v                  (Sq x D)           kr->gemm, float32 accumulation
- * S and P come from the counting allocator (peak memory shows them); q, k, v are widened into
- * float32 head buffers first (bf16 / f16 storage: the same conversion as flash's tile loads).
+ * S and P are scratch (attn_scratch: one block from the counting allocator, so peak memory shows
+ * them); q, k, v are widened into float32 head buffers first (bf16 / f16 storage: the same conversion as flash's tile loads).
  *
  * The only difference from the flash forward is therefore where S and P live: in a buffer of
  * Sq x Sk floats that fits the caches at small n and streams through DRAM at large n, against
  * flash's per-thread tiles. Under the causal mask the keys above the diagonal are not computed
  * (S holds -inf there and P zeros), so the FLOPs match flash's too.
  *
- * Contract: flashc_attn_fwd_naive's (float32 / bf16 / f16 storage, causal bottom-right, GQA,
- * any strides, LSE optional; a row that sees no key gives O = 0 and LSE = -inf).
+ * Contract: flashc_attn_fwd_naive's for the plain problem (attn_is_plain: dense, causal or not,
+ * float32 / bf16 / f16 storage, GQA, any strides, LSE optional; a row that sees no key gives
+ * O = 0 and LSE = -inf); windows, score modifiers and the other layouts are refused.
  */
 #include "internal.h"
 #include "kernels.h"
@@ -56,19 +57,52 @@ static void widen(const cpu_kernels *kr, const void *base, flashc_dtype dt, cons
     }
 }
 
+flashc_status cpu_attn_fwd_unfused_supports(const attn_problem *p)
+{
+    if (!attn_is_plain(p))
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                            "flashc_attn_fwd_unfused: serves the plain dense problem only (no "
+                            "varlen, KV cache, window, softcap, ALiBi, Dk != Dv or split-KV)");
+    if (p->dtype != FLASHC_F32 && p->dtype != FLASHC_BF16 && p->dtype != FLASHC_F16)
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED_DTYPE,
+                            "flashc_attn_fwd_unfused: float32, bfloat16 or float16 storage (%s "
+                            "given)",
+                            flashc__dtype_name(p->dtype));
+    return FLASHC_OK;
+}
+
+/* S, P (Sq x Sk), Q then O (Sq x D), K, V (Sk x D): float32. */
+static void sizes(const attn_problem *p, size_t *s)
+{
+    s[0] = s[1] = (size_t)p->Sq * (size_t)p->Sk * sizeof(float);
+    s[2] = (size_t)p->Sq * (size_t)p->D * sizeof(float);
+    s[3] = s[4] = (size_t)p->Sk * (size_t)p->D * sizeof(float);
+}
+
+size_t cpu_attn_fwd_unfused_workspace(const attn_problem *p)
+{
+    size_t s[5];
+    sizes(p, s);
+    return attn_scratch_bytes(5, s);
+}
+
 flashc_status cpu_attn_fwd_unfused(const attn_problem *p, flashc_attn_stats *stats)
 {
     const cpu_kernels *kr = cpu_kernels_get();
     const int64_t Sq = p->Sq, Sk = p->Sk, D = p->D, group = p->Hq / p->Hkv;
     const int64_t ld = D; /* float32 head buffers, rows contiguous */
-    const size_t nS = (size_t)Sq * (size_t)Sk;
-    float *S = flashc__malloc(nS * sizeof(float));
-    float *P = flashc__malloc(nS * sizeof(float));
-    float *Q = flashc__malloc((size_t)Sq * (size_t)ld * sizeof(float)); /* then O */
-    float *K = flashc__malloc((size_t)Sk * (size_t)ld * sizeof(float));
-    float *V = flashc__malloc((size_t)Sk * (size_t)ld * sizeof(float));
+    size_t sz[5];
+    sizes(p, sz);
+    attn_scratch sc;
+    attn_scratch_init(&sc, p);
+    float *S = attn_scratch_take(&sc, sz[0]);
+    float *P = attn_scratch_take(&sc, sz[1]);
+    float *Q = attn_scratch_take(&sc, sz[2]); /* then O */
+    float *K = attn_scratch_take(&sc, sz[3]);
+    float *V = attn_scratch_take(&sc, sz[4]);
     if (!S || !P || !Q || !K || !V) {
-        flashc__free(S), flashc__free(P), flashc__free(Q), flashc__free(K), flashc__free(V);
+        attn_scratch_free(&sc, V), attn_scratch_free(&sc, K), attn_scratch_free(&sc, Q);
+        attn_scratch_free(&sc, P), attn_scratch_free(&sc, S);
         return flashc__fail(FLASHC_ERR_OUT_OF_MEMORY,
                             "flashc_attn_fwd_unfused: cannot allocate S and P "
                             "(2 x %lld x %lld floats)",
@@ -138,7 +172,8 @@ flashc_status cpu_attn_fwd_unfused(const attn_problem *p, flashc_attn_stats *sta
                 }
             }
         }
-    flashc__free(S), flashc__free(P), flashc__free(Q), flashc__free(K), flashc__free(V);
+    attn_scratch_free(&sc, V), attn_scratch_free(&sc, K), attn_scratch_free(&sc, Q);
+    attn_scratch_free(&sc, P), attn_scratch_free(&sc, S);
     stats->tile_pairs = 0;
     stats->tile_pairs_total = 0;
     stats->block_q = Sq;

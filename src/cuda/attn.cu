@@ -75,6 +75,11 @@ static flashc_status check_operand(const char *name, const void *ptr, const int6
 
 extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
 {
+    if (!attn_is_plain(p))
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                            "%s: the CUDA kernels serve dense attention with D == Dv, no window, "
+                            "softcap, ALiBi or split request yet (varlen and KV caches too)",
+                            FN);
     if (p->dtype != FLASHC_BF16 && p->dtype != FLASHC_F16)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED_DTYPE,
                             "%s: the CUDA backend supports bf16 and fp16 storage only "
