@@ -31,7 +31,7 @@ from .attention import (
     flash_attn_kvpacked_func,
     flash_attn_qkvpacked_func,
 )
-from .ops import rms_norm, swiglu
+from .ops import apply_rotary_emb, rms_norm, rms_norm_backward, swiglu, swiglu_backward
 
 __version__ = "0.1.0"
 
@@ -42,7 +42,10 @@ __all__ = [
     "flash_attn_backward",
     "attn_fwd_supported",
     "rms_norm",
+    "rms_norm_backward",
     "swiglu",
+    "swiglu_backward",
+    "apply_rotary_emb",
     "build_info",
     "cuda_available",
     "set_num_threads",
