@@ -103,13 +103,19 @@ static double err_vs(const buf *b, const float *ref)
     return e;
 }
 
-static void check(const char *what, flashc_dtype dt, int64_t T, int64_t D, double e, int k)
+static void check_slack(const char *what, flashc_dtype dt, int64_t T, int64_t D, double e, int k,
+                        double slack)
 {
-    const double tol = k * unit(dt) + 2e-5;
+    const double tol = k * unit(dt) + 2e-5 + slack;
     printf("  %-14s %-8s T%-5lld D%-5lld err %.3g (tol %.3g)\n", what, flashc__dtype_name(dt),
            (long long)T, (long long)D, e, tol);
     if (!(e <= tol))
         fail_msg("%s: error %.3g above %.3g", what, e, tol);
+}
+
+static void check(const char *what, flashc_dtype dt, int64_t T, int64_t D, double e, int k)
+{
+    check_slack(what, dt, T, D, e, k, 0.0);
 }
 
 static float *host_out(int64_t n)
@@ -153,7 +159,8 @@ static void rms_case(flashc_dtype dt, int64_t T, int64_t D, int64_t ld)
     assert_memory_equal(dw1, dw.h, nbytes(&dw));
     free(dw1);
     check("rmsnorm_bwd dx", dt, T, D, err_vs(&dx, dxr), 1);
-    check("rmsnorm_bwd dw", dt, T, D, err_vs(&dw, dwr), 1);
+    /* dw: a float32 sum over T rows, its bound grows with T */
+    check_slack("rmsnorm_bwd dw", dt, T, D, err_vs(&dw, dwr), 1, 1e-7 * (double)T);
 
     /* residual: x <- x + r (exactly the rounded sum), y of the new x */
     TU_OK(flashc_rmsnorm_residual(&tx, &tr, &tw, 1e-5f, &ty));

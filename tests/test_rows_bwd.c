@@ -203,10 +203,12 @@ static void rms_case(flashc_dtype dt, int64_t T, int64_t D, int64_t ld, int res)
             assert_true(isnan(flashc__load(tdx, dt, t * ld + d)));
     const double ex = max_err(dx, dxr, n, 1), ew = max_err(dw, dwr, D, 1);
     if (dt == FLASHC_F32) {
-        if (!(ex <= 1e-5 && ew <= 1e-5))
-            print_error("rmsnorm_bwd f32 T%lld D%lld: dx err %.3g dw err %.3g\n", (long long)T,
-                        (long long)D, ex, ew);
-        assert_true(ex <= 1e-5 && ew <= 1e-5);
+        /* dw is a float32 sum over T rows: its bound grows with T */
+        const double tw = 1e-5 * (1.0 + (double)T / 100.0);
+        if (!(ex <= 1e-5 && ew <= tw))
+            print_error("rmsnorm_bwd f32 T%lld D%lld: dx err %.3g dw err %.3g (tol %.3g)\n",
+                        (long long)T, (long long)D, ex, ew, tw);
+        assert_true(ex <= 1e-5 && ew <= tw);
     } else {
         float *nx = malloc(n * sizeof(float)), *nw = malloc(D * sizeof(float));
         rms_bwd_lowp(dt, x, w, dy, res ? dr : NULL, T, D, 1e-5f, nx, nw);
