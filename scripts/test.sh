@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs every test: the C suite under ctest (Release build, then an ASan + UBSan
-# build), and the Python binding's tests. CUDA sources are compiled when nvcc is present;
+# build), the Python binding's tests, and the packages as a user gets them
+# (scripts/test_packaging.sh: install, examples, pip install ./python). CUDA sources are compiled when nvcc is present;
 # GPU tests skip themselves when no GPU is visible. Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,4 +24,6 @@ if [ -x python/run_tests.sh ]; then
     echo "== python binding tests on the sanitizer build"
     FLASHC_LIBRARY="$PWD/build-asan/libflashc.so" python/run_tests.sh
 fi
+echo "== packaging: cmake --install, examples/c (find_package, pkg-config), pip install ./python"
+scripts/test_packaging.sh build
 echo "== all tests passed"

@@ -174,11 +174,23 @@ static void test_attn_fwd_bad_input(void **state)
 static void test_status_strings(void **state)
 {
     (void)state;
-    for (int st = 0; st <= FLASHC_STATUS_COUNT + 3; st++) {
+    /* every status below the count has its own name, none of them the fallback's */
+    const char *unknown = flashc_status_string(FLASHC_STATUS_COUNT);
+    assert_non_null(unknown);
+    assert_true(strlen(unknown) > 0);
+    for (int st = 0; st < FLASHC_STATUS_COUNT; st++) {
         const char *m = flashc_status_string((flashc_status)st);
         assert_non_null(m);
         assert_true(strlen(m) > 0);
+        if (strcmp(m, unknown) == 0)
+            fail_msg("status %d has no name of its own (\"%s\")", st, m);
+        for (int o = 0; o < st; o++)
+            if (strcmp(m, flashc_status_string((flashc_status)o)) == 0)
+                fail_msg("statuses %d and %d share the name \"%s\"", o, st, m);
     }
+    for (int st = FLASHC_STATUS_COUNT; st <= FLASHC_STATUS_COUNT + 3; st++)
+        assert_string_equal(flashc_status_string((flashc_status)st), unknown);
+    assert_string_equal(flashc_status_string((flashc_status)-1), unknown);
     assert_string_equal(flashc_status_string(FLASHC_ERR_OVERLAP), "output overlaps another tensor");
     assert_int_equal(flashc_dtype_size(FLASHC_BF16), 2);
     assert_int_equal(flashc_dtype_size((flashc_dtype)42), 0);

@@ -72,9 +72,11 @@ static flashc_status read_params(const char *fn, const flashc_attn_params *in,
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
                             "%s: block_q = %lld, block_k = %lld; tiles must be >= 0 (0 = default)",
                             fn, (long long)pr->block_q, (long long)pr->block_k);
-    if (pr->num_threads < 0)
-        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT, "%s: num_threads = %d is negative", fn,
-                            pr->num_threads);
+    if (pr->num_threads < 0 || pr->num_threads > FLASHC_MAX_THREADS)
+        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                            "%s: num_threads = %d; must be 0 (the default) to "
+                            "FLASHC_MAX_THREADS = %d",
+                            fn, pr->num_threads, FLASHC_MAX_THREADS);
     if (pr->num_splits < 0)
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
                             "%s: num_splits = %d is negative (0 = library's choice)", fn,
@@ -84,24 +86,49 @@ static flashc_status read_params(const char *fn, const flashc_attn_params *in,
 
 /* ---- the bound on one call --------------------------------------------------------------- */
 
+/* Sizes the backends derive from a validated problem, checked before any of them is computed:
+ * the per-call work bound (flashc.h), the naive paths' per-head S and P (Sq x Sk floats, plus
+ * dP for the backward) and an upper bound on the tiled paths' per-thread workspaces (tiles
+ * clamped to the sequences, as the backends clamp them; the decode path stacks a KV head's
+ * query heads into one tile) times the threads. Kept apart from the shape checks so that every
+ * attention path reuses it: a backend may then compute its sizes without overflow checks.
+ * Sq and Sk are the maxima over sequences (varlen, KV caches). */
 flashc_status attn_check_work(const char *fn, const attn_problem *p)
 {
-    const int64_t ext[6] = {p->Sq, p->Sk, p->Hq, p->D, p->Dv, p->B};
-    static const char *const names[6] = {"Sq", "Sk", "Hq", "D", "Dv", "B"};
-    for (int i = 0; i < 6; i++)
-        if (ext[i] > FLASHC_MAX_ATTN_EXTENT)
-            return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                                "%s: %s = %lld exceeds FLASHC_MAX_ATTN_EXTENT (%lld)", fn,
-                                names[i], (long long)ext[i], (long long)FLASHC_MAX_ATTN_EXTENT);
-    int64_t scores;
-    if (__builtin_mul_overflow(p->B, p->Hq, &scores) ||
-        __builtin_mul_overflow(scores, p->Sq, &scores) ||
-        __builtin_mul_overflow(scores, p->Sk, &scores) || scores > FLASHC_MAX_ATTN_SCORES)
-        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: B * Hq * Sq * Sk = %lld * %lld * %lld * %lld scores exceeds "
-                            "FLASHC_MAX_ATTN_SCORES (2^56)",
+    const int64_t dmax = p->D > p->Dv ? p->D : p->Dv;
+    int64_t work;
+    if (__builtin_mul_overflow(p->B, p->Hq, &work) || __builtin_mul_overflow(work, p->Sq, &work) ||
+        __builtin_mul_overflow(work, p->Sk, &work) || __builtin_mul_overflow(work, dmax, &work) ||
+        work > FLASHC_MAX_ATTN_WORK)
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                            "%s: B * Hq * Sq * Sk * D = %lld * %lld * %lld * %lld * %lld exceeds "
+                            "FLASHC_MAX_ATTN_WORK = 2^60 multiply-adds",
                             fn, (long long)p->B, (long long)p->Hq, (long long)p->Sq,
-                            (long long)p->Sk);
+                            (long long)p->Sk, (long long)dmax);
+    /* naive: S and P (the backward: P and dP) of one head, Sq x Sk floats each */
+    int64_t sp_bytes;
+    if (__builtin_mul_overflow(p->Sq, p->Sk, &sp_bytes) ||
+        __builtin_mul_overflow(sp_bytes, 2 * (int64_t)sizeof(float), &sp_bytes))
+        return flashc__fail(FLASHC_ERR_OVERFLOW,
+                            "%s: S and P of one head (2 x %lld x %lld floats) overflow 64 bits", fn,
+                            (long long)p->Sq, (long long)p->Sk);
+    /* tiled: per thread at most (D + 16) * (2 br + 2 bc + 64) + 2 (br + 16) (bc + 16) floats
+     * (both passes' formulas are below it), br and bc the clamped tiles */
+    const int64_t br_req = p->br ? p->br : 512, bc_req = p->bc ? p->bc : 512;
+    int64_t br = br_req < p->Sq ? br_req : p->Sq, bc = bc_req < p->Sk ? bc_req : p->Sk;
+    if (p->Sq < 16 && __builtin_mul_overflow(br, p->Hq / p->Hkv, &br))
+        br = INT64_MAX;
+    int64_t a, b, floats, bytes;
+    if (__builtin_mul_overflow(2, br, &a) || __builtin_add_overflow(a, 2 * bc + 64, &a) ||
+        __builtin_mul_overflow(a, dmax + 16, &a) || __builtin_mul_overflow(br + 16, bc + 16, &b) ||
+        __builtin_mul_overflow(b, 2, &b) || __builtin_add_overflow(a, b, &floats) ||
+        __builtin_mul_overflow(floats, (int64_t)sizeof(float), &bytes) ||
+        __builtin_mul_overflow(bytes, (int64_t)(p->threads > 0 ? p->threads : 1), &bytes))
+        return flashc__fail(FLASHC_ERR_OVERFLOW,
+                            "%s: tiles %lld x %lld (clamped to the sequences) on %d threads need "
+                            "a workspace whose size overflows 64 bits; use smaller block_q, "
+                            "block_k or fewer threads",
+                            fn, (long long)br, (long long)bc, p->threads);
     return FLASHC_OK;
 }
 

@@ -148,8 +148,6 @@ static flashc_status run(const char *fn, const rope_problem *p)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: CUDA tensors but no CUDA backend", fn);
 #endif
     }
-    if (st == FLASHC_OK)
-        flashc__clear_error();
     return st;
 }
 
@@ -183,7 +181,5 @@ flashc_status flashc_rope_naive(const flashc_rope_params *params, flashc_tensor 
         return flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: the reference runs on host memory only",
                             fn);
     const flashc_status st = ref_rope(&p);
-    if (st == FLASHC_OK)
-        flashc__clear_error();
     return st;
 }

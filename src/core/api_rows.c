@@ -89,19 +89,12 @@ static flashc_status check_rmsnorm(const char *fn, const flashc_tensor *x, const
     return FLASHC_OK;
 }
 
-static flashc_status done(flashc_status st)
-{
-    if (st == FLASHC_OK)
-        flashc__clear_error();
-    return st;
-}
-
 flashc_status flashc_rmsnorm(const flashc_tensor *x, const flashc_tensor *w, float eps,
                              flashc_tensor *y)
 {
     rows_problem p;
     FLASHC_TRY(check_rmsnorm("flashc_rmsnorm", x, NULL, w, eps, y, 0, &p));
-    return done(run_fused("flashc_rmsnorm", &p, 0));
+    return run_fused("flashc_rmsnorm", &p, 0);
 }
 
 flashc_status flashc_rmsnorm_naive(const flashc_tensor *x, const flashc_tensor *w, float eps,
@@ -110,7 +103,7 @@ flashc_status flashc_rmsnorm_naive(const flashc_tensor *x, const flashc_tensor *
     rows_problem p;
     FLASHC_TRY(check_rmsnorm("flashc_rmsnorm_naive", x, NULL, w, eps, y, 0, &p));
     FLASHC_TRY(host_only("flashc_rmsnorm_naive", &p));
-    return done(ref_rmsnorm(&p));
+    return ref_rmsnorm(&p);
 }
 
 flashc_status flashc_rmsnorm_residual(flashc_tensor *x, const flashc_tensor *r,
@@ -118,7 +111,7 @@ flashc_status flashc_rmsnorm_residual(flashc_tensor *x, const flashc_tensor *r,
 {
     rows_problem p;
     FLASHC_TRY(check_rmsnorm("flashc_rmsnorm_residual", x, r, w, eps, y, 1, &p));
-    return done(run_fused("flashc_rmsnorm_residual", &p, 0));
+    return run_fused("flashc_rmsnorm_residual", &p, 0);
 }
 
 flashc_status flashc_rmsnorm_residual_naive(flashc_tensor *x, const flashc_tensor *r,
@@ -127,7 +120,7 @@ flashc_status flashc_rmsnorm_residual_naive(flashc_tensor *x, const flashc_tenso
     rows_problem p;
     FLASHC_TRY(check_rmsnorm("flashc_rmsnorm_residual_naive", x, r, w, eps, y, 1, &p));
     FLASHC_TRY(host_only("flashc_rmsnorm_residual_naive", &p));
-    return done(ref_rmsnorm(&p));
+    return ref_rmsnorm(&p);
 }
 
 static flashc_status check_swiglu(const char *fn, const flashc_tensor *gu, const flashc_tensor *out,
@@ -141,7 +134,7 @@ static flashc_status check_swiglu(const char *fn, const flashc_tensor *gu, const
         return flashc__fail(FLASHC_ERR_INVALID_SHAPE,
                             "%s: gate_up has %lld columns; it must be gate|up, an even count", fn,
                             (long long)gu->shape[1]);
-    if (out->shape[0] != gu->shape[0] || out->shape[1] * 2 != gu->shape[1])
+    if (out->shape[0] != gu->shape[0] || out->shape[1] != gu->shape[1] / 2) /* no 2 I: overflow */
         return flashc__fail(FLASHC_ERR_INVALID_SHAPE,
                             "%s: out is (%lld, %lld) but gate_up (%lld, %lld) needs (T, I) = "
                             "(%lld, %lld)",
@@ -165,7 +158,7 @@ flashc_status flashc_swiglu(const flashc_tensor *gu, flashc_tensor *out)
 {
     rows_problem p;
     FLASHC_TRY(check_swiglu("flashc_swiglu", gu, out, &p));
-    return done(run_fused("flashc_swiglu", &p, 1));
+    return run_fused("flashc_swiglu", &p, 1);
 }
 
 flashc_status flashc_swiglu_naive(const flashc_tensor *gu, flashc_tensor *out)
@@ -173,5 +166,5 @@ flashc_status flashc_swiglu_naive(const flashc_tensor *gu, flashc_tensor *out)
     rows_problem p;
     FLASHC_TRY(check_swiglu("flashc_swiglu_naive", gu, out, &p));
     FLASHC_TRY(host_only("flashc_swiglu_naive", &p));
-    return done(ref_swiglu(&p));
+    return ref_swiglu(&p);
 }

@@ -36,13 +36,6 @@ static flashc_status host_only(const char *fn, flashc_device dev)
     return FLASHC_OK;
 }
 
-static flashc_status done(flashc_status st)
-{
-    if (st == FLASHC_OK)
-        flashc__clear_error();
-    return st;
-}
-
 /* ---- RMSNorm backward --------------------------------------------------------------------- */
 
 static flashc_status check_rms_bwd(const char *fn, const flashc_tensor *x, const flashc_tensor *w,
@@ -101,11 +94,11 @@ flashc_status flashc_rmsnorm_bwd(const flashc_tensor *x, const flashc_tensor *w,
     rows_bwd_problem p;
     FLASHC_TRY(check_rms_bwd(fn, x, w, dy, dres, eps, dx, dw, &p));
     if (p.device == FLASHC_DEVICE_CPU)
-        return done(cpu_rmsnorm_bwd(&p));
+        return cpu_rmsnorm_bwd(&p);
 #ifdef FLASHC_HAVE_CUDA
     const int64_t es[6] = {p.sx[1], p.sw, p.sdy[1], p.dres ? p.sdres[1] : 1, p.sdx[1], p.sdw};
     FLASHC_TRY(cuda_rows_supports(fn, p.dtype, es, 6));
-    return done(cuda_rmsnorm_bwd(&p));
+    return cuda_rmsnorm_bwd(&p);
 #else
     return flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: CUDA tensors but no CUDA backend", fn);
 #endif
@@ -119,7 +112,7 @@ flashc_status flashc_rmsnorm_bwd_naive(const flashc_tensor *x, const flashc_tens
     rows_bwd_problem p;
     FLASHC_TRY(check_rms_bwd(fn, x, w, dy, dres, eps, dx, dw, &p));
     FLASHC_TRY(host_only(fn, p.device));
-    return done(ref_rmsnorm_bwd(&p));
+    return ref_rmsnorm_bwd(&p);
 }
 
 /* ---- SwiGLU backward ---------------------------------------------------------------------- */
@@ -160,11 +153,11 @@ flashc_status flashc_swiglu_bwd(const flashc_tensor *gu, const flashc_tensor *do
     rows_bwd_problem p;
     FLASHC_TRY(check_swiglu_bwd(fn, gu, dout, dgu, &p));
     if (p.device == FLASHC_DEVICE_CPU)
-        return done(cpu_swiglu_bwd(&p));
+        return cpu_swiglu_bwd(&p);
 #ifdef FLASHC_HAVE_CUDA
     const int64_t es[3] = {p.sx[1], p.sdy[1], p.sdx[1]};
     FLASHC_TRY(cuda_rows_supports(fn, p.dtype, es, 3));
-    return done(cuda_swiglu_bwd(&p));
+    return cuda_swiglu_bwd(&p);
 #else
     return flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: CUDA tensors but no CUDA backend", fn);
 #endif
@@ -177,5 +170,5 @@ flashc_status flashc_swiglu_bwd_naive(const flashc_tensor *gu, const flashc_tens
     rows_bwd_problem p;
     FLASHC_TRY(check_swiglu_bwd(fn, gu, dout, dgu, &p));
     FLASHC_TRY(host_only(fn, p.device));
-    return done(ref_swiglu_bwd(&p));
+    return ref_swiglu_bwd(&p);
 }

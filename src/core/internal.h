@@ -20,13 +20,13 @@
 
 /* ---- errors ---------------------------------------------------------------------------- */
 
-/* Records "fmt" as the calling thread's last error detail and returns status. */
+/* Records "fmt" as the calling thread's last error detail and returns status. Nothing clears
+ * it: a successful call leaves the previous failure's detail in place (flashc.h). */
 flashc_status flashc__fail(flashc_status status, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-void flashc__clear_error(void);
 
 /* Returns the status of a validation step from the enclosing function unless it is OK. */
 #define FLASHC_TRY(expr)                                                                           \
@@ -58,7 +58,9 @@ int flashc__threads(int requested);
 flashc_status flashc__check_tensor(const char *fn, const char *name, const flashc_tensor *t,
                                    int ndim);
 /* For an output (after flashc__check_tensor): FLASHC_ERR_INVALID_STRIDE unless every index maps
- * to its own element, so that writes never race or overwrite each other. */
+ * to its own element, so that writes never race or overwrite each other. Exact when the strides
+ * nest (sorted, each exceeds the reach of the smaller ones), for two dims of size > 1 (a gcd
+ * rule) and for up to 4096 elements (offsets sorted); otherwise nesting is required. */
 flashc_status flashc__check_output_layout(const char *fn, const char *name, const flashc_tensor *t);
 /* The output checks of every entry point, in one place: each output's layout is injective,
  * no output overlaps an input, no two outputs overlap. NULL entries (optional tensors) are
@@ -68,7 +70,8 @@ flashc_status flashc__check_outputs(const char *fn, int n_out, const flashc_tens
                                     const flashc_tensor *const *ins, const char *const *in_names);
 /* [lo, hi) byte range a valid tensor touches. */
 void flashc__tensor_extent(const flashc_tensor *t, uintptr_t *lo, uintptr_t *hi);
-/* FLASHC_ERR_OVERLAP if the byte ranges of a and b intersect. */
+/* FLASHC_ERR_OVERLAP if the byte ranges [first, last element] of a and b intersect (conservative:
+ * interleaved views sharing no element are refused). */
 flashc_status flashc__check_no_overlap(const char *fn, const char *na, const flashc_tensor *a,
                                        const char *nb, const flashc_tensor *b);
 

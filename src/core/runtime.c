@@ -2,21 +2,31 @@
 #include "internal.h"
 #include "kernels.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
-static int default_threads; /* 0: OpenMP's default */
+/* 0: OpenMP's default. Atomic: any thread may set it while others run calls that read it (a
+ * relaxed load suffices: a call takes whichever value it sees, nothing else is published). */
+static _Atomic int default_threads;
 
-void flashc_set_num_threads(int n) { default_threads = n > 0 ? n : 0; }
+void flashc_set_num_threads(int n)
+{
+    n = n > FLASHC_MAX_THREADS ? FLASHC_MAX_THREADS : n;
+    atomic_store_explicit(&default_threads, n > 0 ? n : 0, memory_order_relaxed);
+}
 
 int flashc_get_num_threads(void)
 {
-    if (default_threads > 0)
-        return default_threads;
+    const int n = atomic_load_explicit(&default_threads, memory_order_relaxed);
+    if (n > 0)
+        return n;
 #ifdef _OPENMP
-    return omp_get_max_threads();
+    const int m = omp_get_max_threads(); /* OMP_NUM_THREADS may say anything */
+    return m > FLASHC_MAX_THREADS ? FLASHC_MAX_THREADS : m;
 #else
     return 1;
 #endif
@@ -30,6 +40,7 @@ size_t flashc_dtype_size(flashc_dtype dtype)
     case FLASHC_F32: return 4;
     case FLASHC_F16: return 2;
     case FLASHC_BF16: return 2;
+    case FLASHC_I32: return 4;
     default: return 0;
     }
 }
@@ -41,6 +52,7 @@ const char *flashc__dtype_name(flashc_dtype dtype)
     case FLASHC_F32: return "float32";
     case FLASHC_F16: return "float16";
     case FLASHC_BF16: return "bfloat16";
+    case FLASHC_I32: return "int32";
     default: snprintf(other, sizeof other, "dtype(%d)", (int)dtype); return other;
     }
 }
@@ -54,11 +66,18 @@ int flashc_cuda_available(void)
 #endif
 }
 
-const char *flashc_build_info(void)
+const char *flashc_version(void) { return FLASHC_VERSION_STRING; }
+
+/* Written once, then only read: safe to hand to any number of threads (a buffer formatted on
+ * every call was a data race between two callers). */
+static char build_info[256];
+static pthread_once_t build_info_once = PTHREAD_ONCE_INIT;
+
+static void format_build_info(void)
 {
-    static char info[256];
-    snprintf(info, sizeof info, "%d.%d.%d (cpu: %s%s; cuda: %s)", FLASHC_VERSION_MAJOR,
-             FLASHC_VERSION_MINOR, FLASHC_VERSION_PATCH, cpu_kernels_get()->name,
+    char *info = build_info;
+    snprintf(info, sizeof build_info, "%s (cpu: %s%s; cuda: %s)", FLASHC_VERSION_STRING,
+             cpu_kernels_get()->name,
 #ifdef _OPENMP
              ", openmp",
 #else
@@ -70,7 +89,12 @@ const char *flashc_build_info(void)
              "not built"
 #endif
     );
-    return info;
+}
+
+const char *flashc_build_info(void)
+{
+    pthread_once(&build_info_once, format_build_info);
+    return build_info;
 }
 
 /* IEEE binary16 <-> binary32, round to nearest even, with subnormals, inf and NaN. */

@@ -16,8 +16,15 @@ flashc_status flashc_online_softmax(flashc_softmax_state *state, const float *x,
     if (n < 0)
         return flashc__fail(FLASHC_ERR_INVALID_SHAPE, "flashc_online_softmax: n = %lld < 0",
                             (long long)n);
+    if (n > FLASHC_MAX_ELEMENTS)
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                            "flashc_online_softmax: n = %lld exceeds FLASHC_MAX_ELEMENTS = 2^38",
+                            (long long)n);
     if (n > 0 && !x)
         return flashc__fail(FLASHC_ERR_NULL_POINTER, "flashc_online_softmax: x is NULL");
+    if (n > 0 && (uintptr_t)x % _Alignof(float) != 0)
+        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                            "flashc_online_softmax: x = %p is not aligned to float", (void *)x);
     float m = state->m, l = state->l;
     for (int64_t i = 0; i < n; i++) {
         float xi = x[i];
@@ -32,7 +39,6 @@ flashc_status flashc_online_softmax(flashc_softmax_state *state, const float *x,
     }
     state->m = m;
     state->l = l;
-    flashc__clear_error();
     return FLASHC_OK;
 }
 
@@ -102,11 +108,14 @@ flashc_status flashc_attn_merge(const flashc_tensor *o1, const flashc_tensor *ls
                 const float *ra = a + bi * o1->stride[0] + s * o1->stride[1] + h * o1->stride[2];
                 const float *rb = b + bi * o2->stride[0] + s * o2->stride[1] + h * o2->stride[2];
                 float *ro = out + bi * o->stride[0] + s * o->stride[1] + h * o->stride[2];
+                /* An empty state's o is never read: 0 * NaN or 0 * Inf would be NaN. A finite
+                 * LSE whose weight underflows to 0 is read (its NaN still propagates). */
+                const int use_a = x != -INFINITY, use_b = y != -INFINITY;
                 for (int64_t d = 0; d < D; d++)
-                    ro[d * o->stride[3]] = wa * ra[d * o1->stride[3]] + wb * rb[d * o2->stride[3]];
+                    ro[d * o->stride[3]] = (use_a ? wa * ra[d * o1->stride[3]] : 0.0f) +
+                                           (use_b ? wb * rb[d * o2->stride[3]] : 0.0f);
                 if (lo)
                     lo[bi * lse->stride[0] + h * lse->stride[1] + s * lse->stride[2]] = L;
             }
-    flashc__clear_error();
     return FLASHC_OK;
 }

@@ -28,8 +28,6 @@ const char *flashc_status_string(flashc_status status)
 
 const char *flashc_last_error(void) { return last_error; }
 
-void flashc__clear_error(void) { last_error[0] = '\0'; }
-
 flashc_status flashc__fail(flashc_status status, const char *fmt, ...)
 {
     va_list ap;

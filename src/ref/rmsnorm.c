@@ -1,5 +1,6 @@
 /* ref/rmsnorm.c — unfused RMSNorm, the way a framework's separate ops run it:
  *   [x = x + r]  sq = x*x  ->  ms = mean(sq, -1)  ->  xn = x * rsqrt(ms + eps)  ->  y = xn * w
+ * (a row whose x^2 over- or underflows float32 takes the mean of (x / max|x|)^2 instead)
  * Each arrow is a pass over memory; sq and xn are (T, D) float32 temporaries from the counting
  * allocator (peak memory measured by the benchmark). float64 for the row mean. */
 #include "internal.h"
@@ -11,7 +12,7 @@ flashc_status ref_rmsnorm(const rows_problem *p)
     const int64_t T = p->T, D = p->D;
     float *sq = flashc__malloc((size_t)T * (size_t)D * sizeof(float));
     float *xn = flashc__malloc((size_t)T * (size_t)D * sizeof(float));
-    float *ms = flashc__malloc((size_t)T * sizeof(float));
+    float *ms = flashc__malloc((size_t)T * 2 * sizeof(float)); /* per row: mean, scale */
     if (!sq || !xn || !ms) {
         flashc__free(sq), flashc__free(xn), flashc__free(ms);
         return flashc__fail(FLASHC_ERR_OUT_OF_MEMORY,
@@ -31,14 +32,33 @@ flashc_status ref_rmsnorm(const rows_problem *p)
             const float v = flashc__load(p->x, p->dtype, t * p->sx[0] + d * p->sx[1]);
             sq[t * D + d] = v * v;
         }
+    float *scale = ms + T;
     for (int64_t t = 0; t < T; t++) {
         double s = 0.0;
         for (int64_t d = 0; d < D; d++)
             s += sq[t * D + d];
+        scale[t] = 1.0f;
+        if (isinf(s) || s < 0x1p-64) {
+            /* x^2 overflowed (|x| >~ 2e19) or underflowed float32: the mean of (x / max|x|)^2
+             * instead, and the scale back in rs */
+            float amax = 0.0f;
+            for (int64_t d = 0; d < D; d++)
+                amax = fmaxf(amax, fabsf(flashc__load(p->x, p->dtype, t * p->sx[0] + d * p->sx[1])));
+            if (amax > 0.0f && isfinite(amax)) {
+                s = 0.0;
+                for (int64_t d = 0; d < D; d++) {
+                    const double u =
+                        (double)flashc__load(p->x, p->dtype, t * p->sx[0] + d * p->sx[1]) / amax;
+                    s += u * u;
+                }
+                scale[t] = amax;
+            }
+        }
         ms[t] = (float)(s / (double)D);
     }
     for (int64_t t = 0; t < T; t++) {
-        const double rs = 1.0 / sqrt((double)ms[t] + (double)p->eps);
+        const double sc = scale[t];
+        const double rs = 1.0 / (sc * sqrt((double)ms[t] + (double)p->eps / (sc * sc)));
         for (int64_t d = 0; d < D; d++)
             xn[t * D + d] =
                 (float)((double)flashc__load(p->x, p->dtype, t * p->sx[0] + d * p->sx[1]) * rs);

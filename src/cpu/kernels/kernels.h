@@ -82,12 +82,21 @@ typedef struct cpu_kernels {
     void (*rmsnorm_row)(const void *x, int64_t sx, const void *r, int64_t sr, void *xw,
                         const void *w, int64_t sw, void *y, int64_t sy, int64_t D, float eps,
                         flashc_dtype dt);
+    /* (Where the float32 sum of squares overflows or underflows, the row's rstd comes from
+     *  cpu_rms_rstd_rescaled instead: |x| >~ 2e19 or all |x| <~ 1e-19.)                       */
 
     /* One SwiGLU row: y[i] = silu(g[i]) * u[i], g = gu[0..I), u = gu[I..2I) (element stride
      * sgu), y stride sy; silu(g) = g / (1 + e^-g).                                            */
     void (*swiglu_row)(const void *gu, int64_t sgu, void *y, int64_t sy, int64_t I,
                        flashc_dtype dt);
 } cpu_kernels;
+
+/* RMSNorm's 1 / sqrt(mean(x^2) + eps) for a row whose float32 sum of squares ss is outside
+ * the normal range: returns the plain value when ss is fine (finite, >= 2^-64) or NaN, and
+ * otherwise sums (x / max|x|)^2, which neither overflows nor underflows, and rescales in
+ * float64. x has D elements of dtype dt at element stride sx. */
+float cpu_rms_rstd_rescaled(const void *x, int64_t sx, int64_t D, float eps, float ss,
+                            flashc_dtype dt);
 
 extern const cpu_kernels cpu_kernels_scalar;
 #if defined(__x86_64__) || defined(_M_X64)

@@ -440,8 +440,9 @@ SIMD_INLINE void rmsnorm_row_dt(flashc_dtype dt, const void *x, const void *r, v
     if (d < D)
         s1 = rms_pass1(dt, x, r, xw, d, (int)(D - d), s1);
     const float sum = v_hsum(v_add(s0, s1));
-    const vf rstd = v_set1(1.0f / sqrtf(sum / (float)D + eps));
     const void *xs = r ? xw : x;
+    const vf rstd = v_set1(cpu_rms_rstd_rescaled(xs, 1, D, eps, sum, dt)); /* plain unless x^2
+                                                                            over/underflows */
     for (d = 0; d + 2 * SIMD_VL <= D; d += 2 * SIMD_VL) {
         vf a, b, wa, wb;
         ld2_dt(dt, xs, d, &a, &b);

@@ -133,6 +133,28 @@ static void store_row_scalar(const float *src, float scale, int64_t n, void *dst
         flashc__store(dst, dt, i, src[i] * scale);
 }
 
+float cpu_rms_rstd_rescaled(const void *x, int64_t sx, int64_t D, float eps, float ss,
+                            flashc_dtype dt)
+{
+    const float plain = 1.0f / sqrtf(ss / (float)D + eps);
+    if (!(isinf(ss) || ss < 0x1p-64f)) /* the ordinary case, and NaN */
+        return plain;
+    float amax = 0.0f;
+    for (int64_t d = 0; d < D; d++) {
+        const float a = fabsf(flashc__load(x, dt, d * sx));
+        amax = a > amax ? a : amax;
+    }
+    if (amax == 0.0f || !isfinite(amax)) /* zeros; Inf in the row: x / Inf is no help */
+        return plain;
+    float s = 0.0f; /* terms <= 1: the sum is at most D */
+    for (int64_t d = 0; d < D; d++) {
+        const float u = flashc__load(x, dt, d * sx) / amax;
+        s += u * u;
+    }
+    const double a = amax;
+    return (float)(1.0 / (a * sqrt((double)s / (double)D + (double)eps / (a * a))));
+}
+
 static void rmsnorm_row_scalar(const void *x, int64_t sx, const void *r, int64_t sr, void *xw,
                                const void *w, int64_t sw, void *y, int64_t sy, int64_t D,
                                float eps, flashc_dtype dt)
@@ -147,8 +169,8 @@ static void rmsnorm_row_scalar(const void *x, int64_t sx, const void *r, int64_t
         }
         ss += v * v;
     }
-    const float rstd = 1.0f / sqrtf(ss / (float)D + eps);
     const void *xs = r ? xw : x;
+    const float rstd = cpu_rms_rstd_rescaled(xs, sx, D, eps, ss, dt);
     for (int64_t d = 0; d < D; d++)
         flashc__store(y, dt, d * sy,
                       flashc__load(xs, dt, d * sx) * rstd * flashc__load(w, dt, d * sw));
