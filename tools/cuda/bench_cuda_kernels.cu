@@ -224,6 +224,26 @@ extern "C" int bcu_time(int (*fn)(void *), void *ctx, int warmup, int reps, doub
 
 /* ---- naive attention ---------------------------------------------------------------------- */
 
+/* V elements of a row: one 16-byte access (V = 16 / sizeof(T)) or one element (V = 1). */
+template <typename T, int V> union chunk_t {
+    uint4 u;
+    T e[V];
+    __device__ void load(const T *p)
+    {
+        if constexpr (V == 1)
+            e[0] = p[0];
+        else
+            u = *reinterpret_cast<const uint4 *>(p);
+    }
+    __device__ void store(T *p) const
+    {
+        if constexpr (V == 1)
+            p[0] = e[0];
+        else
+            *reinterpret_cast<uint4 *>(p) = u;
+    }
+};
+
 /* One block per row of S: pass 1 the row's max and sum (online, per thread, then combined),
  * pass 2 writes P = exp(s - m) / l. The causal mask (bottom-right) is applied here, as the
  * masked_fill before a framework's softmax. 16-byte chunks when Sk % (16 / size) == 0. */
@@ -237,11 +257,9 @@ __global__ void softmax_rows_k(const T *S, T *P, int64_t Sq, int64_t Sk, int cau
     T *p = P + row * Sk;
     float m = -INFINITY, l = 0.0f;
     for (int64_t j0 = (int64_t)threadIdx.x * V; j0 < Sk; j0 += (int64_t)blockDim.x * V) {
-        T e[V];
-        if (V > 1)
-            *reinterpret_cast<uint4 *>(e) = *reinterpret_cast<const uint4 *>(s + j0);
-        else
-            e[0] = s[j0];
+        chunk_t<T, V> c;
+        c.load(s + j0);
+        const T *e = c.e;
 #pragma unroll
         for (int v = 0; v < V; v++) {
             if (j0 + v >= kend)
@@ -272,18 +290,12 @@ __global__ void softmax_rows_k(const T *S, T *P, int64_t Sq, int64_t Sk, int cau
         L += sm[w] == -INFINITY ? 0.0f : sl[w] * __expf(sm[w] - M);
     const float inv = L > 0.0f ? 1.0f / L : 0.0f;
     for (int64_t j0 = (int64_t)threadIdx.x * V; j0 < Sk; j0 += (int64_t)blockDim.x * V) {
-        T e[V];
-        if (V > 1)
-            *reinterpret_cast<uint4 *>(e) = *reinterpret_cast<const uint4 *>(s + j0);
-        else
-            e[0] = s[j0];
+        chunk_t<T, V> c;
+        c.load(s + j0);
 #pragma unroll
         for (int v = 0; v < V; v++)
-            e[v] = ty<T>::st(j0 + v < kend ? __expf(ty<T>::ld(e[v]) - M) * inv : 0.0f);
-        if (V > 1)
-            *reinterpret_cast<uint4 *>(p + j0) = *reinterpret_cast<uint4 *>(e);
-        else
-            p[j0] = e[0];
+            c.e[v] = ty<T>::st(j0 + v < kend ? __expf(ty<T>::ld(c.e[v]) - M) * inv : 0.0f);
+        c.store(p + j0);
     }
 }
 
