@@ -55,7 +55,10 @@ FLASHC_LIBRARY="$PWD/$B/libflashc.so" PYTHONPATH=python timeout 60 python3 bench
 tail -12 "$OUT/bench_rows.log"
 
 step "pytest (fused ops, torch)"
-if [ -n "${FLASHC_WHEELS:-}" ]; then export PYTHONPATH="$(ls -d $FLASHC_WHEELS/*.whl | tr '\n' ':')${PYTHONPATH:-}"; fi
+if ! python3 -c "import pytest" 2>/dev/null && [ -n "${FLASHC_WHEELS:-}" ]; then
+  python3 -m pip install -q --no-index --find-links "$FLASHC_WHEELS" --target "$PWD/.pytest-lib" pytest >"$OUT/pip.log" 2>&1
+  export PYTHONPATH="$PWD/.pytest-lib${PYTHONPATH:+:$PYTHONPATH}"
+fi
 FLASHC_LIBRARY="$PWD/$B/libflashc.so" timeout 40 python3 -m pytest python/tests/test_fused.py python/tests/test_torch.py -q -rs -p no:cacheprovider \
   >"$OUT/pytest.log" 2>&1 || { status=1; echo "PYTEST FAILED"; }
 tail -5 "$OUT/pytest.log"

@@ -77,10 +77,11 @@ class RotaryFunc(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, cos, sin, interleaved, inplace, seqlen_offsets, cu_seqlens):
         out = ops.rotary_forward(x, cos, sin, interleaved, inplace, seqlen_offsets, cu_seqlens)
-        if inplace:
-            ctx.mark_dirty(x)
         ctx.save_for_backward(cos, sin)
         ctx.args = (interleaved, seqlen_offsets, cu_seqlens)
+        if inplace:  # x itself now holds the result: return that very tensor, marked dirty
+            ctx.mark_dirty(x)
+            return x
         return out
 
     @staticmethod

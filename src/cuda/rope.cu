@@ -50,8 +50,9 @@ template <typename T, bool VEC> __global__ void rope_kernel(rope_args a)
     }
     __syncthreads();
     constexpr int V = VEC ? chunk<T>::n : 1;
-    /* work items per head: NeoX pairs chunk i of the first half with chunk i of the second */
-    const int per_head = a.style == FLASHC_ROPE_GPTJ ? a.rd / V : (VEC ? h / V : h);
+    /* work items per head: one pair (element-wise); one chunk (GPT-J); chunk i of the first half
+     * with chunk i of the second (NeoX) */
+    const int per_head = !VEC ? h : a.style == FLASHC_ROPE_GPTJ ? a.rd / V : h / V;
     const int items = (a.Hq + a.Hk) * per_head;
     for (int it = threadIdx.x; it < items; it += blockDim.x) {
         const int head = it / per_head, c = it % per_head;
