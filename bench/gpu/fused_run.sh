@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/gpu/fused_run.sh — issue 14's GPU check in one device call (the lent H200, 4 minutes):
-#   1. build (Release; FLASHC_DEPS = the cmocka folder made by bench/gpu/stage.sh)
+#   1. build (Release; FLASHC_DEPS = the cmocka folder made by bench/gpu/stage.sh), unless
+#      FLASHC_BUILD names a finished build directory
 #   2. tests/test_cuda_rows (RMSNorm, SwiGLU, RoPE and the backwards vs the float64 references)
 #   3. flashc bench --device cuda (the seeds' exercise on the GPU; JSON and markdown to $OUT)
 #   4. bench/gpu/bench_rows.py (the row ops vs PyTorch and a copy ceiling, same run)
@@ -18,12 +19,14 @@ if [ -n "${FLASHC_DEPS:-}" ]; then
   export LD_LIBRARY_PATH="$FLASHC_DEPS/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
-B=build-gpu
-step build
-{ cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DFLASHC_INSTALL=OFF &&
-  cmake --build $B -j "$(nproc)" --target flashc flashc_cli test_cuda_rows; } >"$OUT/build.log" 2>&1 ||
-  { tail -30 "$OUT/build.log"; echo "BUILD FAILED"; exit 1; }
-grep -E "rows|rope" "$OUT/build.log" | grep -E "spill|registers" | sort -u | head
+B=${FLASHC_BUILD:-build-gpu}
+if [ -z "${FLASHC_BUILD:-}" ]; then
+  step build
+  { cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DFLASHC_INSTALL=OFF &&
+    cmake --build $B -j "$(nproc)" --target flashc flashc_cli test_cuda_rows; } >"$OUT/build.log" 2>&1 ||
+    { tail -30 "$OUT/build.log"; echo "BUILD FAILED"; exit 1; }
+  grep -E "rows|rope" "$OUT/build.log" | grep -E "spill|registers" | sort -u | head
+fi
 
 step "test_cuda_rows"
 timeout 60 $B/tests/test_cuda_rows >"$OUT/test_cuda_rows.log" 2>&1 || { status=1; echo "TEST_CUDA_ROWS FAILED"; }
@@ -41,9 +44,10 @@ print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 for r in d["results"]:
     if "error" in r:
         print(f"| {r['op']} | {r['impl']} | {r['n']} | {r['d']} | {r['error']} |||||||"); continue
-    rate = f"{r['gflops']/1e3:.1f} TFLOP/s" if r.get("gflops", -1) >= 0 else f"{r['gbps']:.0f} GB/s"
-    sp = f"{r['speedup']:.2f}x" if r.get("speedup", -1) > 0 else "-"
-    err = f"{r['max_err']:.1e}" if r.get("max_err", -1) >= 0 else "-"
+    g = lambda k: -1 if r.get(k) is None else r[k]
+    rate = f"{g('gflops')/1e3:.1f} TFLOP/s" if g("gflops") >= 0 else f"{g('gbps'):.0f} GB/s"
+    sp = f"{g('speedup'):.2f}x" if g("speedup") > 0 else "-"
+    err = f"{g('max_err'):.1e}" if g("max_err") >= 0 else "-"
     print(f"| {r['op']} | {r['impl']} | {r['n']} | {r['d']} | {r['ms']:.3f} | {rate} | {r['peak_mib']:.0f} | {r['rss_mib']:.0f} | {r['traffic_mib']:.0f} | {err} | {sp} |")
 for n in d["meta"]["notes"]:
     print("-", n)

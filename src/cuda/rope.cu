@@ -54,6 +54,7 @@ template <typename T, bool VEC> __global__ void rope_kernel(rope_args a)
      * with chunk i of the second (NeoX) */
     const int per_head = !VEC ? h : a.style == FLASHC_ROPE_GPTJ ? a.rd / V : h / V;
     const int items = (a.Hq + a.Hk) * per_head;
+#pragma unroll 2 /* two items' loads in flight per thread */
     for (int it = threadIdx.x; it < items; it += blockDim.x) {
         const int head = it / per_head, c = it % per_head;
         T *row = head < a.Hq ? (T *)a.q + b * a.sq[0] + s * a.sq[1] + (int64_t)head * a.sq[2]
