@@ -10,8 +10,8 @@
  *                 rounded, keeps the rounded value) and sums squares; one block reduction; pass 2
  *                 scales the registers by rstd and w and stores y. x is read from HBM once.
  *   rms_bwd_vec   a persistent grid of G blocks (the occupancy limit), one row at a time per
- *                 block; each thread keeps its columns of w and of the dw partial in registers
- *                 across rows, so dw costs one G x D float32 partial write and a column-sum
+ *                 block; each thread keeps its columns of the dw partial in registers across
+ *                 rows (w and dy are re-read from L1, 128 registers: 4 blocks per SM), so dw costs one G x D float32 partial write and a column-sum
  *                 kernel (rms_dw_reduce) in a fixed order: deterministic, no atomics.
  *   swiglu_*_vec  one thread per (row, chunk): gate and up chunks read in place from the
  *                 gate|up row.
@@ -168,25 +168,25 @@ struct rms_bwd_args {
     float eps;
 };
 
-/* At most BWD_TPR threads: w, dw, x and dy of NV chunks stay in registers (~170 of them). */
+/* At most BWD_TPR threads: dw, x and g = dy w of NV chunks stay in registers; w and, for dw,
+ * dy are re-read from L1, and the launch bound caps the registers at 128 (a first version kept
+ * w in registers too: 165 registers, 3 blocks of 128 threads per SM, fewer bytes in flight
+ * between the row's two barriers; not measured on the device, a prediction). */
 enum { BWD_TPR = 256 };
 
 template <typename T>
-__global__ void __launch_bounds__(BWD_TPR) rms_bwd_vec(rms_bwd_args a)
+__global__ void __launch_bounds__(BWD_TPR, 2) rms_bwd_vec(rms_bwd_args a)
 {
     constexpr int V = chunk<T>::n;
     __shared__ float red[64];
     const int64_t nc = a.D / V;
-    float wv[NV][V], dw[NV][V];
+    const T *w = (const T *)a.w;
+    float dw[NV][V];
 #pragma unroll
-    for (int j = 0; j < NV; j++) {
-        const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
+    for (int j = 0; j < NV; j++)
 #pragma unroll
         for (int i = 0; i < V; i++)
-            dw[j][i] = 0.0f, wv[j][i] = 0.0f;
-        if (c < nc)
-            load_chunk((const T *)a.w + c * V, wv[j]);
-    }
+            dw[j][i] = 0.0f;
     for (int64_t t = blockIdx.x; t < a.T; t += gridDim.x) {
         const T *x = (const T *)a.x + t * a.sx, *dy = (const T *)a.dy + t * a.sdy;
         float xv[NV][V], gv[NV][V];
@@ -197,10 +197,13 @@ __global__ void __launch_bounds__(BWD_TPR) rms_bwd_vec(rms_bwd_args a)
             if (c < nc) {
                 load_chunk_stream(x + c * V, xv[j]);
                 load_chunk_stream(dy + c * V, gv[j]);
+                float wv[V];
+                load_chunk(w + c * V, wv); /* L1-resident: re-read each row, not held */
 #pragma unroll
                 for (int i = 0; i < V; i++) {
                     ss += xv[j][i] * xv[j][i];
-                    dot += gv[j][i] * wv[j][i] * xv[j][i];
+                    gv[j][i] *= wv[i]; /* g = dy w from here on; dy * x for dw below */
+                    dot += gv[j][i] * xv[j][i];
                 }
             }
         }
@@ -221,13 +224,15 @@ __global__ void __launch_bounds__(BWD_TPR) rms_bwd_vec(rms_bwd_args a)
         for (int j = 0; j < NV; j++) {
             const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
             if (c < nc) {
-                float o[V], dr[V];
+                float o[V], dr[V], dyv[V];
                 if (a.dres)
                     load_chunk_stream((const T *)a.dres + t * a.sdres + c * V, dr);
+                /* dy again for dw (L1/L2: just read), rather than a third register array */
+                load_chunk((const T *)a.dy + t * a.sdy + c * V, dyv);
 #pragma unroll
                 for (int i = 0; i < V; i++) {
-                    dw[j][i] += gv[j][i] * xv[j][i] * rstd;
-                    o[i] = rstd * (gv[j][i] * wv[j][i] - xv[j][i] * cc) + (a.dres ? dr[i] : 0.0f);
+                    dw[j][i] += dyv[i] * xv[j][i] * rstd;
+                    o[i] = rstd * (gv[j][i] - xv[j][i] * cc) + (a.dres ? dr[i] : 0.0f);
                 }
                 store_chunk(dx + c * V, o);
             }
