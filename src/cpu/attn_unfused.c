@@ -12,8 +12,9 @@
  *                                                   is hot: one read of S, one write of P, as a
  *                                                   framework's softmax kernel does
  *   3. O = P v                  (Sq x D)           kr->gemm, float32 accumulation
- * S and P are scratch (attn_scratch: one block from the counting allocator, so peak memory shows
- * them); q, k, v are widened into float32 head buffers first (bf16 / f16 storage: the same conversion as flash's tile loads).
+ * S and P are scratch (attn_scratch: one block from the counting allocator, so peak memory
+ * shows them); q, k, v are widened into float32 head buffers first (bf16 / f16 storage: the
+ * same conversion as flash's tile loads).
  *
  * The only difference from the flash forward is therefore where S and P live: in a buffer of
  * Sq x Sk floats that fits the caches at small n and streams through DRAM at large n, against
@@ -33,9 +34,6 @@
 /* Query rows per work item: enough that qk's packed K chunks are reused across rows, few enough
  * that 2 threads share short sequences. */
 enum { ROWS = 96 };
-/* Keys per P V product: the V panel (KC x 16 floats) stays in L1 while a P block streams, as
- * a BLAS blocks its K dimension (one unblocked product over all keys ran ~20% slower). */
-enum { KC = 256 };
 
 static const void *elem_ptr(const void *base, flashc_dtype dt, int64_t off)
 {
@@ -109,9 +107,6 @@ flashc_status cpu_attn_fwd_unfused(const attn_problem *p, flashc_attn_stats *sta
                             (long long)Sq, (long long)Sk);
     }
     const int64_t nblk = (Sq + ROWS - 1) / ROWS;
-    float ones[ROWS]; /* the gemm's row scale when it accumulates */
-    for (int i = 0; i < ROWS; i++)
-        ones[i] = 1.0f;
     const int threads = p->threads;
     for (int64_t b = 0; b < p->B; b++)
         for (int64_t hk = 0; hk < p->Hkv; hk++) {
@@ -155,10 +150,10 @@ flashc_status cpu_attn_fwd_unfused(const attn_problem *p, flashc_attn_stats *sta
                     int64_t kend = attn_key_end(p, i0 + rows - 1);
                     kend = kend < 0 ? 0 : kend;
                     float *o32 = Q + i0 * ld;
-                    memset(o32, 0, (size_t)(rows * ld) * sizeof(float));
-                    for (int64_t j0 = 0; j0 < kend; j0 += KC) /* BLAS-style K blocking */
-                        kr->gemm(rows, D, kend - j0 < KC ? kend - j0 : KC, P + i0 * Sk + j0, Sk,
-                                 1, V + j0 * ld, ld, ones, o32, ld);
+                    if (kend > 0)
+                        kr->gemm(rows, D, kend, P + i0 * Sk, Sk, 1, V, ld, NULL, o32, ld);
+                    else
+                        memset(o32, 0, (size_t)(rows * ld) * sizeof(float));
                     for (int64_t r = 0; r < rows; r++) {
                         const int64_t orow = b * p->so[0] + h * p->so[2] + (i0 + r) * p->so[1];
                         if (p->so[3] == 1)
