@@ -30,7 +30,8 @@
  * zeros and LSE = -inf.
  *
  * Memory: host buffers the library allocates for itself go through a counting allocator
- * (flashc_mem_stats); device memory is never allocated by the attention forward.
+ * (flashc_mem_stats); device memory is never allocated by the attention forward (the CUDA
+ * backward takes its scratch from params.workspace or stream-ordered cudaMallocAsync).
  *
  * Bounds on one call (FLASHC_ERR_UNSUPPORTED with a message beyond them): no tensor has more
  * than FLASHC_MAX_ELEMENTS elements, counted by its shape (a broadcast view counts in full,
@@ -269,9 +270,13 @@ typedef struct flashc_attn_stats {
  * CPU: float32, bfloat16 or float16 storage, float32 accumulation (tiles are converted on load,
  * O is rounded once); every mask and modifier. Scratch: per-thread tiles (and split partials).
  * CUDA (all tensors FLASHC_DEVICE_CUDA, launched on params.cuda_stream, asynchronous like any
- * kernel launch): bfloat16 or float16 storage, unit feature stride and 16-byte aligned rows;
- * the head dims, masks and modifiers the build's kernels serve (flashc_attn_fwd_supported says;
- * anything else is refused with FLASHC_ERR_UNSUPPORTED and a message, never ignored). */
+ * kernel launch): bfloat16 or float16 storage, head dims 1..256, softmax_scale > 0, unit
+ * feature stride, element-aligned pointers (rows that are also 16-byte aligned take the fast
+ * loads); the masks and modifiers the build's kernels serve (flashc_attn_fwd_supported says;
+ * anything else is refused with FLASHC_ERR_UNSUPPORTED and a message, never ignored). The
+ * environment variable FLASHC_CUDA_KERNEL=sm80|sm90 (read once) forces one kernel family; a
+ * problem it does not serve is then refused with FLASHC_ERR_UNSUPPORTED. No device memory
+ * besides o and lse. */
 flashc_status flashc_attn_fwd(const flashc_attn_params *params, const flashc_tensor *q,
                               const flashc_tensor *k, const flashc_tensor *v, flashc_tensor *o,
                               flashc_tensor *lse, flashc_attn_stats *stats);
@@ -307,7 +312,15 @@ flashc_status flashc_attn_fwd_supported(const flashc_attn_params *params, const 
  *   rows with an empty key range (lse = -inf) get zero dq and add nothing to dk, dv.
  * CPU: float32, bfloat16 and float16 storage (float32 accumulation; the gradients are rounded
  * once). Deterministic: bit-identical for any thread count (no atomics; fixed-order sums).
- * Scratch: D = rowsum(dout * o), B*Hq*Sq floats, plus per-thread tiles; nothing Sq x Sk. */
+ * Scratch: D = rowsum(dout * o), B*Hq*Sq floats, plus per-thread tiles; nothing Sq x Sk.
+ * CUDA (all tensors FLASHC_DEVICE_CUDA, launched on params.cuda_stream, asynchronous, no host
+ * synchronisation inside, so the call can be captured in a CUDA graph): bfloat16 or float16
+ * storage, float32 accumulation, head dims 64, 96, 128, 256, causal or not, GQA/MQA, D == Dv,
+ * no window/softcap/ALiBi yet; unit feature stride and 16-byte aligned rows. dk and dv are
+ * always deterministic; dq is summed with float atomics unless params.deterministic, which
+ * adds the K blocks' contributions in a fixed order (bit-identical gradients, somewhat slower).
+ * Device scratch: a float32 dq accumulator (B*Hq*Sq*D) plus B*Hq*Sq floats (and a few ints),
+ * from params.workspace, or else cudaMallocAsync / cudaFreeAsync on the stream. */
 flashc_status flashc_attn_bwd(const flashc_attn_params *params, const flashc_tensor *q,
                               const flashc_tensor *k, const flashc_tensor *v,
                               const flashc_tensor *o, const flashc_tensor *dout,

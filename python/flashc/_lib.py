@@ -200,6 +200,9 @@ _SIGNATURES = {
     "flashc_attn_fwd_supported": (_status, [_P, _T, _T, _T, _T, _T]),
     "flashc_attn_bwd": (_status, [_P, _T, _T, _T, _T, _T, _T, _T, _T, _T, _S]),
     "flashc_attn_bwd_naive": (_status, [_P, _T, _T, _T, _T, _T, _T, _T, _T, _T, _S]),
+    "flashc_attn_bwd_workspace_size": (
+        _status, [_P, _T, _T, _T, _T, _T, _T, _T, _T, _T, ctypes.POINTER(ctypes.c_size_t)]
+    ),
     "flashc_rmsnorm": (_status, [_T, _T, ctypes.c_float, _T]),
     "flashc_rmsnorm_residual": (_status, [_T, _T, _T, ctypes.c_float, _T]),
     "flashc_swiglu": (_status, [_T, _T]),

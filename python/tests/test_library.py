@@ -97,7 +97,9 @@ def test_ctypes_layouts_match_the_header(tmp_path):
         "flashc_tensor": (_lib.Tensor, ["data", "dtype", "device", "ndim", "shape", "stride"]),
         "flashc_attn_params": (
             _lib.AttnParams,
-            ["softmax_scale", "causal", "block_q", "block_k", "num_threads", "cuda_stream"],
+            ["struct_size", "has_softmax_scale", "softmax_scale", "causal", "window_left",
+             "window_right", "softcap", "alibi_slopes", "block_q", "block_k", "num_threads",
+             "num_splits", "deterministic", "workspace", "workspace_bytes", "cuda_stream"],
         ),
         "flashc_attn_stats": (_lib.AttnStats, ["tile_pairs", "tile_pairs_total", "block_q", "block_k"]),
         "flashc_mem_stats": (_lib.MemStats, ["current_bytes", "peak_bytes", "alloc_count"]),

@@ -7,19 +7,6 @@
 
 #include <string.h>
 
-#ifdef FLASHC_HAVE_CUDA
-static flashc_status cuda_bwd_unsupported(const attn_problem *p)
-{
-    (void)p;
-    return flashc__fail(FLASHC_ERR_UNSUPPORTED, "flashc_attn_bwd: no CUDA backward yet");
-}
-static flashc_status cuda_bwd_none(const attn_problem *p, flashc_attn_stats *s)
-{
-    (void)p, (void)s;
-    return FLASHC_ERR_UNSUPPORTED;
-}
-#endif
-
 /* First row of each (op, device) is its default. */
 static const attn_impl table[] = {
     {"cpu", ATTN_OP_FWD, FLASHC_DEVICE_CPU, 1, cpu_attn_fwd_supports, cpu_attn_fwd_workspace,
@@ -34,7 +21,8 @@ static const attn_impl table[] = {
      ref_attn_bwd},
 #ifdef FLASHC_HAVE_CUDA
     {"cuda", ATTN_OP_FWD, FLASHC_DEVICE_CUDA, 0, cuda_attn_fwd_supports, NULL, cuda_attn_fwd},
-    {"cuda", ATTN_OP_BWD, FLASHC_DEVICE_CUDA, 0, cuda_bwd_unsupported, NULL, cuda_bwd_none},
+    {"cuda", ATTN_OP_BWD, FLASHC_DEVICE_CUDA, 0, cuda_attn_bwd_supports, cuda_attn_bwd_workspace,
+     cuda_attn_bwd},
 #endif
 };
 

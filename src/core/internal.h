@@ -327,6 +327,9 @@ flashc_status cpu_attn_bwd(const attn_problem *p, flashc_attn_stats *stats);
 #ifdef FLASHC_HAVE_CUDA
 flashc_status cuda_attn_fwd_supports(const attn_problem *p);
 flashc_status cuda_attn_fwd(const attn_problem *p, flashc_attn_stats *stats);
+flashc_status cuda_attn_bwd_supports(const attn_problem *p);
+size_t cuda_attn_bwd_workspace(const attn_problem *p); /* device bytes; after supports() */
+flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats *stats);
 int cuda_device_available(void);
 const char *cuda_build_info(void);
 #endif
