@@ -32,11 +32,16 @@ step "test_cuda_rows"
 timeout 60 $B/tests/test_cuda_rows >"$OUT/test_cuda_rows.log" 2>&1 || { status=1; echo "TEST_CUDA_ROWS FAILED"; }
 grep -E "PASSED|FAILED|error|Failure" "$OUT/test_cuda_rows.log" | head -20
 
-step "flashc bench --device cuda"
-timeout 110 $B/flashc bench --device cuda --format json ${FLASHC_BENCH_ARGS:-} >"$OUT/bench_cuda.json" 2>"$OUT/bench_cuda.err" ||
-  { status=1; echo "BENCH rc != 0"; tail -5 "$OUT/bench_cuda.err"; }
-grep -vE "^\[" "$OUT/bench_cuda.err" | head -10
-python3 - "$OUT/bench_cuda.json" <<'PY' | tee "$OUT/bench_cuda.md"
+# the row ops first (seconds), then attention (longest): each run writes its own JSON
+for part in rows attn; do
+  step "flashc bench --device cuda ($part)"
+  ops=rmsnorm,rmsnorm_bwd,swiglu,swiglu_bwd,rope,copy; lim=40
+  [ $part = attn ] && { ops=attn; lim=100; }
+  timeout $lim $B/flashc bench --device cuda --op $ops --format json ${FLASHC_BENCH_ARGS:-} \
+    >"$OUT/bench_cuda_$part.json" 2>"$OUT/bench_cuda_$part.err" ||
+    { status=1; echo "BENCH ($part) rc != 0"; tail -5 "$OUT/bench_cuda_$part.err"; }
+  grep -vE "^\[" "$OUT/bench_cuda_$part.err" | head -10
+  python3 - "$OUT/bench_cuda_$part.json" <<'PY' | tee "$OUT/bench_cuda_$part.md"
 import json, sys
 d = json.load(open(sys.argv[1]))
 print("| op | impl | n | d | ms | rate | peak MiB | device MiB | traffic MiB | err | speedup |")
@@ -52,6 +57,7 @@ for r in d["results"]:
 for n in d["meta"]["notes"]:
     print("-", n)
 PY
+done
 
 step "bench_rows.py (vs PyTorch)"
 FLASHC_LIBRARY="$PWD/$B/libflashc.so" PYTHONPATH=python timeout 60 python3 bench/gpu/bench_rows.py --out "$OUT/bench_rows.json" \
