@@ -68,13 +68,17 @@ def chart_lines(dev, op, rows, out, formats):
         ax_m.plot(ns, [max(r["rss_mib"], 1e-3) for r in rs], ls, color=color, marker=marker, label=key)
     if ooms:
         top = max((r["ms"] for rs in series.values() for r in rs), default=1.0) * 3
+        by_n = defaultdict(list)
         for r in ooms:
-            color, _ = STYLE.get(r["impl"], ("tab:gray", "x"))
-            need = re.search(r"needs ([0-9.]+ GiB)", r["error"])
-            ax_t.plot([r["n"]], [top], "x", color=color, markersize=10)
-            ax_t.annotate(f"{r['impl']} d={r['d']}: OOM\n(needs {need.group(1) if need else '?'})",
-                          (r["n"], top), textcoords="offset points", xytext=(-60, -28), fontsize=7,
-                          color=color)
+            by_n[(r["n"], r["impl"])].append(r)
+        for (n, impl), rs in sorted(by_n.items()):
+            color, _ = STYLE.get(impl, ("tab:gray", "x"))
+            needs = [m.group(1) for m in (re.search(r"needs ([0-9.]+) GiB", r["error"]) for r in rs) if m]
+            dims = ", ".join(str(r["d"]) for r in rs)
+            need = f"{min(needs, key=float)}-{max(needs, key=float)}" if len(set(needs)) > 1 else (needs[0] if needs else "?")
+            ax_t.plot([n], [top], "x", color=color, markersize=10)
+            ax_t.annotate(f"{impl} d={dims}: OOM\n(needs {need} GiB)", (n, top),
+                          textcoords="offset points", xytext=(-95, -30), fontsize=7, color=color)
     for ax, title in ((ax_t, "time per call (ms, median)"),
                       (ax_m, "measured peak memory (MiB, inputs included)")):
         ax.set_xscale("log", base=2)

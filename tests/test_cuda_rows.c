@@ -299,8 +299,8 @@ static void test_refusals(void **state)
 {
     (void)state;
     buf x = buf_make(FLASHC_BF16, 4, 64, 128, 1), w = buf_make(FLASHC_BF16, 1, 64, 64, 1);
-    flashc_tensor tx = dev2(&x), tw = dev1(&w), ty = dev2(&x);
-    ty.data = (char *)x.d + 64 * 2; /* the gaps: a separate output region */
+    buf y = buf_make(FLASHC_BF16, 4, 64, 128, 1); /* its own buffer: no overlap with x */
+    flashc_tensor tx = dev2(&x), tw = dev1(&w), ty = dev2(&y);
     flashc_tensor bad = tx;
     bad.stride[1] = 2, bad.shape[1] = 32;
     flashc_tensor bw = tw;
@@ -313,7 +313,7 @@ static void test_refusals(void **state)
     hw.device = FLASHC_DEVICE_CPU;
     assert_int_equal(flashc_rmsnorm(&tx, &hw, 1e-6f, &ty), FLASHC_ERR_UNSUPPORTED);
     assert_int_equal(flashc_rmsnorm_naive(&tx, &tw, 1e-6f, &ty), FLASHC_ERR_UNSUPPORTED);
-    buf_free(&x), buf_free(&w);
+    buf_free(&x), buf_free(&w), buf_free(&y);
 }
 
 int main(void)

@@ -363,13 +363,18 @@ def test_cuda_backward_packed_and_deterministic(flashc_cuda, rng):
 
 
 @needs_cuda
-def test_cuda_row_ops_are_refused():
-    """flashc.h: RMSNorm runs on host memory only; a CUDA tensor is refused, not copied."""
+def test_cuda_row_ops_run_on_the_gpu():
+    """RMSNorm and SwiGLU on CUDA tensors run on the device (src/cuda/rows.cu) where the library
+    has its CUDA backend, and match the float64 formulas."""
+    if not flashc.cuda_available():
+        pytest.skip("this libflashc has no CUDA backend")
     x = torch.randn(4, 64, device="cuda")
     w = torch.randn(64, device="cuda")
-    with pytest.raises(NotImplementedError) as e:
-        flashc.rms_norm(x, w)
-    assert "host memory" in str(e.value)
+    y = flashc.rms_norm(x, w)
+    assert y.device == x.device
+    np.testing.assert_allclose(npy(y), ref.rms_norm(npy(x), npy(w), 1e-6), rtol=1e-4, atol=1e-4)
+    gu = torch.randn(3, 2 * 40, device="cuda")
+    np.testing.assert_allclose(npy(flashc.swiglu(gu)), ref.swiglu(npy(gu)), rtol=1e-4, atol=1e-5)
 
 
 @needs_cuda
