@@ -21,6 +21,7 @@
 #define _POSIX_C_SOURCE 200809L /* fork, pipe, getrusage, strtok_r, gmtime_r, strsignal */
 #include "bench.h"
 
+#include "bench_cuda.h"
 #include "ceiling.h"
 #include "check.h"
 #include "cli.h"
@@ -58,6 +59,7 @@ typedef struct bench_options {
     int alibi;
     cli_int_list cache_len;    /* attn_kvcache: --cache-len                              */
     int ceiling;         /* --ceiling: add the sgemm and stream-copy rows (ceiling.h)   */
+    const char *device;  /* --device: cpu (default) or cuda (bench_cuda.h)              */
     int64_t ceiling_n;   /* sgemm size                                                  */
 } bench_options;
 
@@ -524,6 +526,61 @@ static const char bench_intro[] =
     "attn_fwdbwd, softmax) are float32 only in the library: with --dtype bf16|f16 they are\n"
     "refused (exit 2).";
 
+/* --device cuda: the GPU's defaults for every option not given, then bench_cuda_run. */
+static int seen(const cli_option *opts, int n_opts, const char *name)
+{
+    for (int i = 0; i < n_opts; i++)
+        if (strcmp(opts[i].name, name) == 0)
+            return opts[i].seen;
+    return 0;
+}
+
+static int bench_cuda_from_options(const bench_options *o, const cli_option *opts, int n_opts,
+                                   int argc, char **argv)
+{
+    bench_cuda_opts g;
+    memset(&g, 0, sizeof g);
+    g.ops = o->ops, g.format = o->format;
+    if (strcmp(g.ops, "all") != 0) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", g.ops);
+        for (char *sv = NULL, *t = strtok_r(buf, ",", &sv); t; t = strtok_r(NULL, ",", &sv))
+            if (!in_list(bench_cuda_op_names, t)) {
+                fprintf(stderr, "flashc bench --device cuda: --op: unknown op '%s' (known: all, %s)\n",
+                        t, bench_cuda_op_names);
+                return 2;
+            }
+    }
+    static const int64_t ns[5] = {512, 2048, 8192, 32768, 131072};
+    if (seen(opts, n_opts, "n"))
+        g.n = o->n;
+    else
+        for (g.n.n = 0; g.n.n < 5; g.n.n++)
+            g.n.v[g.n.n] = ns[g.n.n];
+    if (seen(opts, n_opts, "d"))
+        g.d.n = 1, g.d.v[0] = o->d;
+    else
+        g.d.n = 2, g.d.v[0] = 64, g.d.v[1] = 128;
+    g.heads = seen(opts, n_opts, "heads") ? o->heads : 16;
+    g.batch = o->batch;
+    g.tokens = seen(opts, n_opts, "tokens") ? o->tokens : 16384;
+    g.hidden = seen(opts, n_opts, "hidden") ? o->hidden : 4096;
+    g.inter = seen(opts, n_opts, "inter") ? o->inter : 4096;
+    g.reps = o->reps;
+    g.warmup = seen(opts, n_opts, "warmup") ? o->warmup : 3;
+    g.causal = o->causal;
+    g.dt = seen(opts, n_opts, "dtype") ? o->dt : FLASHC_BF16;
+    g.seed = seen(opts, n_opts, "seed") ? (uint64_t)o->seed : (uint64_t)time(NULL);
+    report_meta meta;
+    report_meta_init(&meta, argc, argv);
+    meta.dtype = dtype_name(g.dt);
+    meta.build = flashc_build_info();
+    meta.threads = flashc_get_num_threads();
+    meta.seed = g.seed;
+    meta.device = "cuda";
+    return bench_cuda_run(&g, &meta);
+}
+
 int bench_main(int argc, char **argv)
 {
     bench_options o = {0};
@@ -534,6 +591,7 @@ int bench_main(int argc, char **argv)
     o.budget = 2.0;
     o.ref_rows = 1024;
     o.ceiling_n = 4096;
+    o.device = "cpu";
     o.cache_len.n = 1, o.cache_len.v[0] = 8192;
 
     cli_option opts[] = {
@@ -590,6 +648,11 @@ int bench_main(int argc, char **argv)
          "row is then also given as a fraction of its ceiling",
          0},
         {"ceiling-n", CLI_INT, &o.ceiling_n, 64, 16384, NULL, "N", "sgemm size N^3 (4096)", 0},
+        {"device", CLI_CHOICE, &o.device, 0, 0, "cpu,cuda", "DEV",
+         "cpu (default) or cuda: the exercise on the GPU (ops attn, rmsnorm, rmsnorm_bwd, swiglu, "
+         "swiglu_bwd, rope, copy; defaults there: --n 512,2048,8192,32768,131072, d 64 and 128 "
+         "unless --d, --heads 16, --dtype bf16, --tokens 16384 --hidden 4096 --inter 4096)",
+         0},
     };
     const int n_opts = (int)(sizeof opts / sizeof opts[0]);
     const int pr = cli_parse("bench", opts, n_opts, argc, argv);
@@ -617,6 +680,8 @@ int bench_main(int argc, char **argv)
             dtype_given = opts[i].seen;
     }
     o.dt = (flashc_dtype)dtype_parse(o.dtype); /* one of dtype_choices: cli_parse checked */
+    if (strcmp(o.device, "cuda") == 0)
+        return bench_cuda_from_options(&o, opts, n_opts, argc, argv);
     if (!check_op_list(o.ops) || (o.impls && !check_impl_list(o.impls)))
         return 2;
     const int64_t kvh = o.kv_heads ? o.kv_heads : o.heads;
@@ -834,7 +899,7 @@ int bench_main(int argc, char **argv)
     char tiles[256] = "";
     size_t used = 0;
     for (int i = 0; i < n_res && used < sizeof tiles; i++)
-        if (res[i].impl_index > 0 && res[i].block_q > 0 && !res[i].failed)
+        if (res[i].impl_index > 0 && res[i].tile_pairs > 0 && !res[i].failed)
             used += (size_t)snprintf(tiles + used, sizeof tiles - used, "%s%s n=%lld %lldx%lld",
                                      used ? "; " : "", res[i].op, (long long)res[i].n,
                                      (long long)res[i].block_q, (long long)res[i].block_k);

@@ -29,6 +29,8 @@ expect_usage_error bench --dtype f16 --suite check
 expect_usage_error bench --heads 6 --kv-heads 4
 expect_usage_error bench --causal=1
 expect_usage_error bench stray
+expect_usage_error bench --device tpu
+expect_usage_error bench --device cuda --op nosuchop
 expect_usage_error check --op nosuchop
 expect_usage_error check --seed x
 expect_usage_error info extra
