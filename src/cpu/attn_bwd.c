@@ -314,25 +314,15 @@ static void load_kblock(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk, int6
 
 /* ---- one tile pair ------------------------------------------------------------------------ */
 
-/* Softcap on n raw scores u in place: s = cap tanh(u / cap), g = 1 - tanh^2 (the derivative).
- * tanh as Cephes' tanhf: an odd polynomial below |x| = 0.625, (1 - e) / (1 + e) with
- * e = exp(-2|x|) from the table's vector exp above (no cancellation there: e <= 0.29); a few
- * float32 ulps, like the libm tanhf a framework would call. Written as selects so it
- * vectorises; NaN stays NaN. */
+/* Softcap on n raw scores u in place through the table's vector tanh (score_mod_row):
+ * s = cap tanh(u / cap), and g = 1 - tanh^2 = 1 - (s / cap)^2, the derivative dS needs. */
 static void softcap_row(const cpu_kernels *kr, float *s, float *g, int64_t n, float cap)
 {
-    const float inv = 1.0f / cap; /* one rounding more than s / cap, against three divisions */
-    for (int64_t c = 0; c < n; c++)
-        g[c] = -2.0f * fabsf(s[c] * inv);
-    kr->exp(g, g, n);
+    const cpu_score_mod mod = {.scale = 1.0f, .softcap = cap, .slope = 0.0f, .out_scale = 1.0f};
+    kr->score_mod_row(s, n, &mod, 0);
+    const float inv = 1.0f / cap;
     for (int64_t c = 0; c < n; c++) {
-        const float x = s[c] * inv, z = x * x, e = g[c];
-        const float small =
-            ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z +
-              1.33314422036e-1f) * z - 3.33332819422e-1f) * z * x + x;
-        const float big = copysignf((1.0f - e) / (1.0f + e), x);
-        const float t = fabsf(x) < 0.625f ? small : big;
-        s[c] = cap * t;
+        const float t = s[c] * inv;
         g[c] = 1.0f - t * t;
     }
 }
@@ -362,15 +352,13 @@ static void tile_p_ds(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0,
             const float L = w->lse[r], Di = w->di[r];
             if (cap > 0.0f)
                 softcap_row(kr, sv, gv, m, cap);
-            if (p->alibi) { /* s - slope |a - j| - L; the distance as float from an int32
-                             * column (vectorises: no int64 -> float conversion on AVX2) */
-                const float d0 = (float)(qb->i0 + r + qb->sk - qb->sq - (jlo + c0));
-                for (int32_t x = 0; x < (int32_t)m; x++)
-                    sv[x] = (sv[x] - slope * fabsf(d0 - (float)x)) - L;
-            } else {
-                for (int64_t x = 0; x < m; x++)
-                    sv[x] -= L;
+            if (p->alibi) { /* s -= slope |a - j|: the table's score_mod_row, distance d0 - x */
+                const cpu_score_mod mod = {
+                    .scale = 1.0f, .softcap = 0.0f, .slope = slope, .out_scale = 1.0f};
+                kr->score_mod_row(sv, m, &mod, qb->i0 + r + qb->sk - qb->sq - (jlo + c0));
             }
+            for (int64_t x = 0; x < m; x++)
+                sv[x] -= L;
             kr->exp(sv, sv, m);
             if (cap > 0.0f)
                 for (int64_t x = 0; x < m; x++)
@@ -386,16 +374,6 @@ static void tile_p_ds(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0,
     }
 }
 
-/* Whether rows x n floats (leading dim ld) are all finite. */
-static int tile_finite(const float *x, int64_t rows, int64_t n, int64_t ld)
-{
-    int bad = 0;
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < n; c++)
-            bad |= !(fabsf(x[r * ld + c]) <= 3.40282347e38f); /* NaN compares false */
-    return !bad;
-}
-
 /* dQ rows (ldo apart, dq) += dS K over keys [jlo, jlo + n) of the loaded K block: one pv over
  * the block, unless a key there is NaN or Inf. Then each row takes only the keys of its own
  * range: a row's masked dS entries are exact zeros, and 0 * NaN would carry a key that only its
@@ -407,7 +385,7 @@ static void acc_dq(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0, in
     const bwd_plan *pl = c->pl;
     const int64_t D = c->p->D, kc = jlo - j0;
     const float *K = w->k + kc * pl->ldd;
-    if (tile_finite(K, n, D, pl->ldd)) {
+    if (!c->kr->nonfinite(K, pl->ldd, n, D)) {
         c->kr->pv(w->dp, pl->lds, K, pl->ldd, qb->rows, n, D, w->ones, dq, ldo);
         return;
     }
