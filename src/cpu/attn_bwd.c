@@ -9,7 +9,9 @@
  * the K block inside the union of the Q block's key ranges (attn_key_range; the ranges move
  * monotonically with the row, so the union is one interval):
  *   U  = scale Q_i K_j^T                        qk micro-kernel (kernels.h)
- *   S  = cap tanh(U / cap) - slope |a_r - j|    softcap and ALiBi, when set (internal.h)
+ *   S  = cap tanh(U / cap) - slope |a_r - j|    softcap and ALiBi, when set: the table's
+ *                                               score_mod_row (vector tanh), 1 - tanh^2
+ *                                               kept for dS
  *   dP = dO_i V_j^T                             qk micro-kernel with scale 1
  *   P  = exp(S - L_i), 0 outside a row's range or where the row saw no key (L = -inf)
  *   dS = P * (dP - D_i) * (1 - tanh^2(U / cap)) D_i = rowsum(dO_i * O_i), computed up front;
@@ -24,8 +26,8 @@
  * Tiles: every Q, dO, K and V tile is copied into a per-thread buffer whose leading dimension
  * is an odd number of 64-byte lines (tile_ld), converting bf16/f16 to float32 on the way
  * (kernels.h load_row). Read in place, the rows of a tile sit H x D elements apart, usually a
- * power of two, and fall into a few L1 sets (see bench/RESULTS.md "backward tile copies" for
- * the before/after). Sums are float32; dK, dV (and dQ in the split schedule) accumulate in
+ * power of two, and fall into a few L1 sets: 16-33% of the time at H x D = 1024 (bench/RESULTS.md
+ * "CPU backward v2: tile copies with odd-line leading dimensions"). Sums are float32; dK, dV (and dQ in the split schedule) accumulate in
  * float32 tiles and are rounded to the storage type once.
  *
  * Determinism without float atomics: every output element is one sum in a fixed order that does
