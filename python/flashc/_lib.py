@@ -307,9 +307,10 @@ if sys.platform == "darwin":
 elif sys.platform == "win32":
     _SONAMES = ["flashc.dll", "libflashc.dll"]
 else:
-    # the soname carries MAJOR.MINOR while the major version is 0 (CMakeLists.txt)
-    _major_minor = ".".join(VERSION.split(".")[:2]) if VERSION != "unknown" else "0"
-    _SONAMES = ["libflashc.so", f"libflashc.so.{_major_minor}"]
+    # the soname's version: MAJOR.MINOR while the major version is 0, MAJOR after (CMakeLists.txt)
+    _parts = VERSION.split(".") if VERSION != "unknown" else ["0"]
+    _soversion = ".".join(_parts[:2]) if _parts[0] == "0" else _parts[0]
+    _SONAMES = ["libflashc.so", f"libflashc.so.{_soversion}"]
 
 _lock = threading.Lock()
 _lib: ctypes.CDLL | None = None
