@@ -10,7 +10,8 @@
  *
  * Cases: seqlen pairs (1,147) (113,203) (128,217) (108,256) (1023,1024) (1024,1023), causal and
  * not, MHA / GQA / MQA, head dims 64 96 128 256, bf16 and fp16; plus a (B, H, S, D) strided
- * layout, a user stream, repeatability (a race shows as a moving result) and refusals.
+ * layout, a user stream, repeatability (a race shows as a moving result), refusals, and the
+ * CUDA error contract (pending application errors, host / pinned / other-device / managed memory).
  *
  * No CUDA device (or a build without CUDA): prints why and exits 77, which ctest reports as
  * skipped. FLASHC_TEST_SMALL=1 keeps a few short cases of each kernel (for compute-sanitizer).
@@ -448,6 +449,94 @@ static void test_refusals(void **state)
     buffers_destroy(&r);
 }
 
+/* The application's CUDA error state (attn.cu "CUDA errors"): a pending error is neither
+ * cleared nor taken for the library's; the library leaves none of its own behind; memory of the
+ * wrong kind gets a clear status; managed memory computes like device memory. */
+static void test_cuda_errors(void **state)
+{
+    (void)state;
+    attn_case c = {1, 64, 64, 2, 2, 64, 0, FLASHC_BF16, 0, 0};
+    run_buffers r;
+    buffers_create(&c, &r);
+    buffers_poison(&c, &r);
+    flashc_attn_params pr = {0};
+    flashc_tensor q = view(&c, r.dq, c.Sq, c.Hq), k = view(&c, r.dk, c.Sk, c.Hkv);
+    flashc_tensor v = view(&c, r.dv, c.Sk, c.Hkv), o = view(&c, r.dout, c.Sq, c.Hq);
+    assert_int_equal(cudaPeekAtLastError(), cudaSuccess);
+
+    /* 1. an error the application left pending (an allocation it did not check) */
+    void *huge = NULL;
+    assert_int_not_equal(cudaMalloc(&huge, (size_t)1 << 62), cudaSuccess);
+    const cudaError_t pending = cudaPeekAtLastError();
+    assert_int_not_equal(pending, cudaSuccess);
+    assert_int_equal(flashc_attn_fwd(&pr, &q, &k, &v, &o, NULL, NULL), FLASHC_ERR_DEVICE);
+    printf("  pending: %s\n", flashc_last_error());
+    assert_non_null(strstr(flashc_last_error(), cudaGetErrorName(pending)));
+    assert_int_equal(flashc_attn_fwd_supported(&pr, &q, &k, &v, &o, NULL), FLASHC_ERR_DEVICE);
+    (void)flashc_cuda_available();
+    assert_int_equal(cudaGetLastError(), pending); /* still the application's, once */
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+    buffers_fetch(&c, &r);
+    for (int64_t i = 0; i < r.nq; i++)
+        assert_int_equal(r.oh[i], 0xffff); /* nothing was launched */
+
+    /* 2. a success and a refusal leave no error of the library's behind */
+    TU_OK(flashc_attn_fwd(&pr, &q, &k, &v, &o, NULL, NULL));
+    CUDA_OK(cudaDeviceSynchronize());
+    assert_int_equal(cudaPeekAtLastError(), cudaSuccess);
+    buffers_poison(&c, &r);
+
+    /* 3. pinned host memory and plain host memory marked as CUDA */
+    void *pinned = NULL;
+    CUDA_OK(cudaMallocHost(&pinned, r.nq * 2));
+    flashc_tensor qp = q;
+    qp.data = pinned;
+    assert_int_equal(flashc_attn_fwd(&pr, &qp, &k, &v, &o, NULL, NULL), FLASHC_ERR_INVALID_ARGUMENT);
+    printf("  pinned: %s\n", flashc_last_error());
+    assert_non_null(strstr(flashc_last_error(), "pinned host memory"));
+    assert_int_equal(cudaPeekAtLastError(), cudaSuccess);
+    qp.data = r.qh;
+    assert_int_equal(flashc_attn_fwd(&pr, &qp, &k, &v, &o, NULL, NULL), FLASHC_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(flashc_last_error(), "host memory"));
+    assert_int_equal(cudaPeekAtLastError(), cudaSuccess);
+    cudaFreeHost(pinned);
+
+    /* 4. memory of another device (needs two) */
+    int ndev = 0;
+    CUDA_OK(cudaGetDeviceCount(&ndev));
+    if (ndev >= 2) {
+        void *other = NULL;
+        CUDA_OK(cudaSetDevice(1));
+        CUDA_OK(cudaMalloc(&other, r.nq * 2));
+        CUDA_OK(cudaSetDevice(0));
+        flashc_tensor qo = q;
+        qo.data = other;
+        assert_int_equal(flashc_attn_fwd(&pr, &qo, &k, &v, &o, NULL, NULL),
+                         FLASHC_ERR_INVALID_ARGUMENT);
+        printf("  other device: %s\n", flashc_last_error());
+        assert_non_null(strstr(flashc_last_error(), "device 1"));
+        cudaFree(other);
+    } else {
+        printf("  other device: not checked (%d device visible)\n", ndev);
+    }
+
+    /* 5. managed memory: accepted, bit-identical to device memory */
+    void *mq = NULL, *mo = NULL;
+    CUDA_OK(cudaMallocManaged(&mq, r.nq * 2, cudaMemAttachGlobal));
+    CUDA_OK(cudaMallocManaged(&mo, r.nq * 2, cudaMemAttachGlobal));
+    CUDA_OK(cudaMemcpy(mq, r.dq, r.nq * 2, cudaMemcpyDeviceToDevice));
+    flashc_tensor qm = q, om = o;
+    qm.data = mq, om.data = mo;
+    TU_OK(flashc_attn_fwd(&pr, &qm, &k, &v, &om, NULL, NULL));
+    TU_OK(flashc_attn_fwd(&pr, &q, &k, &v, &o, NULL, NULL));
+    CUDA_OK(cudaDeviceSynchronize());
+    buffers_fetch(&c, &r);
+    assert_memory_equal(mo, r.oh, r.nq * 2);
+    cudaFree(mq), cudaFree(mo);
+    assert_int_equal(cudaPeekAtLastError(), cudaSuccess);
+    buffers_destroy(&r);
+}
+
 int main(void)
 {
     if (!flashc_cuda_available()) {
@@ -458,6 +547,7 @@ int main(void)
     printf("test_cuda_attn: %s\n", flashc_build_info());
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_cuda_errors),
         cmocka_unit_test(test_repeatable),
         cmocka_unit_test(test_strided_layout_and_stream),
         cmocka_unit_test(test_bf16_d64),

@@ -18,8 +18,38 @@ static const struct {
     {attn_fwd_sm80_variants, &attn_fwd_sm80_variant_count},
 };
 
-/* Compute capability of the current device as 10 * major + minor, or -1 with a message. */
-static int current_cc(flashc_status *st)
+/*
+ * CUDA errors. The runtime keeps one "last error" per thread that the application reads with
+ * cudaGetLastError. The library never takes an error that is not its own: an error already
+ * pending when a call starts (a failed call the application has not checked) makes the call
+ * refuse at once with FLASHC_ERR_DEVICE, leaving that error in place, so a launch error is
+ * never confused with it. An error of a runtime call the library made itself is reported as
+ * FLASHC_ERR_DEVICE with CUDA's name and message, and cleared (it was the library's, and none
+ * was pending), so the application's next check does not see a stale flashc failure. Errors a
+ * kernel raises while running (asynchronous) surface at the application's next synchronisation,
+ * as for any kernel.
+ */
+static flashc_status check_no_pending_error(void)
+{
+    const cudaError_t e = cudaPeekAtLastError(); /* peek: the error stays the application's */
+    if (e != cudaSuccess)
+        return flashc__fail(FLASHC_ERR_DEVICE,
+                            "%s: a CUDA error is pending from before this call (%s: %s); it is "
+                            "left for the application, and nothing was launched",
+                            FN, cudaGetErrorName(e), cudaGetErrorString(e));
+    return FLASHC_OK;
+}
+
+/* A runtime call of the library failed: FLASHC_ERR_DEVICE with CUDA's message, error cleared. */
+static flashc_status device_error(const char *what, cudaError_t e)
+{
+    (void)cudaGetLastError();
+    return flashc__fail(FLASHC_ERR_DEVICE, "%s: %s failed: %s (%s)", FN, what,
+                        cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+/* The current device and its compute capability as 10 * major + minor, or -1 with a message. */
+static int current_cc(flashc_status *st, int *device)
 {
     int dev = 0, major = 0, minor = 0;
     cudaError_t err = cudaGetDevice(&dev);
@@ -28,12 +58,47 @@ static int current_cc(flashc_status *st)
     if (err == cudaSuccess)
         err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
     if (err != cudaSuccess) {
-        *st = flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: no usable CUDA device (%s)", FN,
-                           cudaGetErrorString(err));
-        (void)cudaGetLastError(); /* a failed query must not poison the next call */
+        *st = device_error("querying the current CUDA device", err);
         return -1;
     }
+    if (device)
+        *device = dev;
     return 10 * major + minor;
+}
+
+/* Where ptr lives, as the kernel needs it: memory of the current device, or managed memory
+ * (device-accessible; pages migrate on demand). Host memory, pinned or not, and memory of
+ * another device are refused with FLASHC_ERR_INVALID_ARGUMENT saying which. */
+static flashc_status check_memory(const char *name, const void *ptr, int dev)
+{
+    cudaPointerAttributes attr;
+    const cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
+    if (err == cudaErrorInvalidValue) { /* (runtimes before 11: an unregistered host pointer) */
+        (void)cudaGetLastError();
+        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                            "%s: %s is marked FLASHC_DEVICE_CUDA but is host memory", FN, name);
+    }
+    if (err != cudaSuccess)
+        return device_error("cudaPointerGetAttributes", err);
+    switch (attr.type) {
+    case cudaMemoryTypeDevice:
+        if (attr.device != dev)
+            return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                                "%s: %s is memory of CUDA device %d but the current device is %d "
+                                "(the kernel runs on the current device: cudaSetDevice(%d) first)",
+                                FN, name, attr.device, dev, attr.device);
+        return FLASHC_OK;
+    case cudaMemoryTypeManaged:
+        return FLASHC_OK;
+    case cudaMemoryTypeHost:
+        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                            "%s: %s is marked FLASHC_DEVICE_CUDA but is pinned host memory "
+                            "(cudaMallocHost / cudaHostRegister); pass device memory",
+                            FN, name);
+    default:
+        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                            "%s: %s is marked FLASHC_DEVICE_CUDA but is host memory", FN, name);
+    }
 }
 
 /* The variant for p's dtype and head dim with the highest architecture the device reaches. */
@@ -51,7 +116,7 @@ static const attn_fwd_variant *pick_variant(const attn_problem *p, int cc)
 }
 
 /* A 4-d (B, S, H, D) operand: device memory, unit feature stride, 16-byte rows. */
-static flashc_status check_operand(const char *name, const void *ptr, const int64_t *st)
+static flashc_status check_operand(const char *name, const void *ptr, const int64_t *st, int dev)
 {
     if (st[3] != 1)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
@@ -62,15 +127,7 @@ static flashc_status check_operand(const char *name, const void *ptr, const int6
                             "%s: the CUDA backend loads 16-byte chunks: %s must be 16-byte aligned "
                             "with strides that are multiples of 8 elements (got %lld, %lld, %lld)",
                             FN, name, (long long)st[0], (long long)st[1], (long long)st[2]);
-    cudaPointerAttributes attr;
-    cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
-    if (err != cudaSuccess || (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)) {
-        (void)cudaGetLastError();
-        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: %s is marked FLASHC_DEVICE_CUDA but is not device memory", FN,
-                            name);
-    }
-    return FLASHC_OK;
+    return check_memory(name, ptr, dev);
 }
 
 extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
@@ -78,8 +135,8 @@ extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
     if (p->dtype != FLASHC_BF16 && p->dtype != FLASHC_F16)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED_DTYPE,
                             "%s: the CUDA backend supports bf16 and fp16 storage only "
-                            "(dtype %d given)",
-                            FN, (int)p->dtype);
+                            "(%s given)",
+                            FN, flashc__dtype_name(p->dtype));
     if (p->D != 64 && p->D != 96 && p->D != 128 && p->D != 256)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
                             "%s: the CUDA backend supports head dims 64, 96, 128 and 256 (got %lld)",
@@ -98,8 +155,11 @@ extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
                             "Hq = %lld)",
                             FN, (long long)p->B, (long long)p->Sq, (long long)p->Sk,
                             (long long)p->Hq);
-    flashc_status st = FLASHC_OK;
-    const int cc = current_cc(&st);
+    flashc_status st = check_no_pending_error();
+    if (st != FLASHC_OK)
+        return st;
+    int dev = 0;
+    const int cc = current_cc(&st, &dev);
     if (cc < 0)
         return st;
     const attn_fwd_variant *v = pick_variant(p, cc);
@@ -113,29 +173,22 @@ extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
                             "%s: the CUDA kernel for this problem uses tiles %d x %d; "
                             "pass block_q = block_k = 0 or those values (got %lld x %lld)",
                             FN, v->block_q, v->block_k, (long long)p->br, (long long)p->bc);
-    if ((st = check_operand("q", p->q, p->sq)) != FLASHC_OK ||
-        (st = check_operand("k", p->k, p->sk)) != FLASHC_OK ||
-        (st = check_operand("v", p->v, p->sv)) != FLASHC_OK ||
-        (st = check_operand("o", p->o, p->so)) != FLASHC_OK)
+    if ((st = check_operand("q", p->q, p->sq, dev)) != FLASHC_OK ||
+        (st = check_operand("k", p->k, p->sk, dev)) != FLASHC_OK ||
+        (st = check_operand("v", p->v, p->sv, dev)) != FLASHC_OK ||
+        (st = check_operand("o", p->o, p->so, dev)) != FLASHC_OK)
         return st;
-    if (p->lse) {
-        cudaPointerAttributes attr;
-        cudaError_t err = cudaPointerGetAttributes(&attr, p->lse);
-        if (err != cudaSuccess ||
-            (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)) {
-            (void)cudaGetLastError();
-            return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                                "%s: lse is marked FLASHC_DEVICE_CUDA but is not device memory",
-                                FN);
-        }
-    }
+    if (p->lse && (st = check_memory("lse", p->lse, dev)) != FLASHC_OK)
+        return st;
     return FLASHC_OK;
 }
 
 extern "C" flashc_status cuda_attn_fwd(const attn_problem *p, flashc_attn_stats *stats)
 {
-    flashc_status st = FLASHC_OK;
-    const int cc = current_cc(&st);
+    flashc_status st = check_no_pending_error(); /* (supports() checked; nothing ran since) */
+    if (st != FLASHC_OK)
+        return st;
+    const int cc = current_cc(&st, NULL);
     if (cc < 0)
         return st;
     const attn_fwd_variant *v = pick_variant(p, cc); /* non-NULL: supports() ran first */
@@ -158,10 +211,14 @@ extern "C" flashc_status cuda_attn_fwd(const attn_problem *p, flashc_attn_stats 
     const int64_t fit = (int64_t)(20 << 20) / (kv_bytes > 0 ? kv_bytes : 1);
     a.head_group = (int)(fit < 1 ? 1 : fit > p->B * p->Hq ? p->B * p->Hq : fit);
 
+    /* No error was pending at entry, so what the launch reports (cudaFuncSetAttribute, the
+     * launch configuration, a bad stream) is this launch's own. */
     const cudaError_t err = v->launch(&a, (cudaStream_t)p->stream);
-    if (err != cudaSuccess)
-        return flashc__fail(FLASHC_ERR_DEVICE, "%s: launching %s failed: %s", FN, v->name,
-                            cudaGetErrorString(err));
+    if (err != cudaSuccess) {
+        char what[96];
+        snprintf(what, sizeof what, "launching %s", v->name);
+        return device_error(what, err);
+    }
 
     const int64_t heads = p->B * p->Hq;
     const int64_t nqb = (p->Sq + v->block_q - 1) / v->block_q;
@@ -175,8 +232,10 @@ extern "C" flashc_status cuda_attn_fwd(const attn_problem *p, flashc_attn_stats 
 extern "C" int cuda_device_available(void)
 {
     int n = 0;
+    const cudaError_t pending = cudaPeekAtLastError();
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        (void)cudaGetLastError();
+        if (pending == cudaSuccess) /* clear only an error of our own */
+            (void)cudaGetLastError();
         return 0;
     }
     return n > 0;
