@@ -113,7 +113,7 @@ static double time_attn(const opts *o, int64_t n, int64_t D, int causal, flashc_
     void *out = random_buf(elems, dt);
     flashc_tensor tq = flashc_tensor_4d(q, dt, 1, n, H, D), tk = flashc_tensor_4d(k, dt, 1, n, H, D);
     flashc_tensor tv = flashc_tensor_4d(v, dt, 1, n, H, D), to = flashc_tensor_4d(out, dt, 1, n, H, D);
-    flashc_attn_params p = {0};
+    flashc_attn_params p = flashc_attn_params_default();
     p.causal = causal;
     p.num_threads = o->threads;
     double t[64];
@@ -139,7 +139,7 @@ static double time_decode(const opts *o, int64_t Sk, flashc_dtype dt)
     void *k = random_buf(Sk * Hkv * D, dt), *v = random_buf(Sk * Hkv * D, dt);
     flashc_tensor tq = flashc_tensor_4d(q, dt, 1, 1, Hq, D), to = flashc_tensor_4d(out, dt, 1, 1, Hq, D);
     flashc_tensor tk = flashc_tensor_4d(k, dt, 1, Sk, Hkv, D), tv = flashc_tensor_4d(v, dt, 1, Sk, Hkv, D);
-    flashc_attn_params p = {0};
+    flashc_attn_params p = flashc_attn_params_default();
     p.causal = 1;
     p.num_threads = o->threads;
     double t[64];

@@ -16,11 +16,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const int64_t Hkv = fz_range(&f, 1, 2), Hq = Hkv * fz_range(&f, 1, 3);
     static const int64_t dims[8] = {1, 2, 3, 4, 8, 16, 5, 24};
     const int64_t D = dims[fz_u8(&f) % 8];
-    flashc_attn_params pr = {0};
+    flashc_attn_params pr = flashc_attn_params_default();
     pr.softmax_scale = fz_scale(&f);
     pr.causal = fz_u8(&f) & 1;
     pr.block_q = fz_tile(&f), pr.block_k = fz_tile(&f);
     pr.num_threads = fz_threads(&f);
+    if (fz_one_in(&f, 32)) /* an ABI mismatch: 0, too small, larger than this library knows */
+        pr.struct_size = (size_t)fz_range(&f, 0, 2 * (int64_t)sizeof pr);
     const int use_params = !fz_one_in(&f, 16), use_stats = fz_u8(&f) & 1;
 
     const int64_t shq[4] = {B, Sq, Hq, D}, shk[4] = {B, Sk, Hkv, D}, shl[3] = {B, Hq, Sq};

@@ -19,11 +19,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const int64_t dims[8] = {1, 2, 3, 4, 8, 16, 32, 40};
     const int64_t D = dims[fz_u8(&f) % 8];
 
-    flashc_attn_params pr = {0};
+    flashc_attn_params pr = flashc_attn_params_default();
     pr.softmax_scale = fz_scale(&f);
     pr.causal = fz_u8(&f) & 1;
     pr.block_q = fz_tile(&f), pr.block_k = fz_tile(&f);
     pr.num_threads = fz_threads(&f);
+    if (fz_one_in(&f, 32)) /* an ABI mismatch: 0, too small, larger than this library knows */
+        pr.struct_size = (size_t)fz_range(&f, 0, 2 * (int64_t)sizeof pr);
     const int use_params = !fz_one_in(&f, 16), use_lse = !fz_one_in(&f, 4);
     const int use_stats = fz_u8(&f) & 1;
 

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Builds and runs every test: the C suite under ctest (Release build, then an ASan + UBSan
-# build with allocation fault injection), and the Python binding's tests. CUDA sources are
-# compiled when nvcc is present (the Release build only); GPU tests skip themselves when no GPU
-# is visible. Then, each with CUDA off: a ThreadSanitizer build running the thread test, the
-# libFuzzer targets (fuzz/run.sh), and the suite cross-built for AArch64 under qemu-user (the
-# NEON kernels). FLASHC_SKIP="tsan fuzz neon" leaves steps out. Exits non-zero on any failure.
+# build with allocation fault injection), the Python binding's tests, and the packages as a
+# user gets them (scripts/test_packaging.sh: install, examples, pip install ./python). CUDA
+# sources are compiled when nvcc is present (the Release build only); GPU tests skip themselves
+# when no GPU is visible. Then, each with CUDA off: a ThreadSanitizer build running the thread
+# test, the libFuzzer targets (fuzz/run.sh), and the suite cross-built for AArch64 under
+# qemu-user (the NEON kernels). FLASHC_SKIP="tsan fuzz neon" leaves steps out. Exits non-zero on
+# any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -17,7 +19,7 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DFLASHC_TESTS=ON >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j1
 
-step "sanitizer build (ASan + UBSan, allocation fault injection: tests/faults.c) + ctest"
+step "sanitizer build (ASan + UBSan, CUDA off: compiled once above; fault injection) + ctest"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHC_SANITIZE=ON -DFLASHC_TESTS=ON \
     -DFLASHC_CUDA=OFF -DFLASHC_FAULT_INJECTION=ON >/dev/null
 cmake --build build-asan -j"$jobs"
@@ -55,4 +57,7 @@ if ! skip neon; then
     cmake --build build-neon -j"$jobs"
     ctest --test-dir build-neon --output-on-failure -j"$jobs"
 fi
+step "packaging: cmake --install, examples/c (find_package, pkg-config), pip install ./python"
+scripts/test_packaging.sh build
+
 step "all tests passed"

@@ -52,7 +52,7 @@ static flashc_tensor t4(float *d, int64_t a, int64_t b, int64_t c, int64_t e)
 
 static flashc_status c_fwd(void)
 {
-    flashc_attn_params p = {0};
+    flashc_attn_params p = flashc_attn_params_default();
     p.causal = P.causal;
     flashc_tensor tq = t4(q, P.B, P.Sq, P.Hq, P.D), tk = t4(k, P.B, P.Sk, P.Hkv, P.D);
     flashc_tensor tv = t4(v, P.B, P.Sk, P.Hkv, P.D), to = t4(o, P.B, P.Sq, P.Hq, P.D);
@@ -63,7 +63,7 @@ static flashc_status c_fwd(void)
 
 static flashc_status c_fwd_naive(void)
 {
-    flashc_attn_params p = {0};
+    flashc_attn_params p = flashc_attn_params_default();
     p.causal = P.causal;
     flashc_tensor tq = t4(q, P.B, P.Sq, P.Hq, P.D), tk = t4(k, P.B, P.Sk, P.Hkv, P.D);
     flashc_tensor tv = t4(v, P.B, P.Sk, P.Hkv, P.D), to = t4(o, P.B, P.Sq, P.Hq, P.D);
@@ -74,7 +74,7 @@ static flashc_status c_fwd_naive(void)
 
 static flashc_status bwd(int naive)
 {
-    flashc_attn_params p = {0};
+    flashc_attn_params p = flashc_attn_params_default();
     p.causal = P.causal;
     flashc_tensor tq = t4(q, P.B, P.Sq, P.Hq, P.D), tk = t4(k, P.B, P.Sk, P.Hkv, P.D);
     flashc_tensor tv = t4(v, P.B, P.Sk, P.Hkv, P.D), to = t4(o, P.B, P.Sq, P.Hq, P.D);
@@ -89,7 +89,7 @@ static flashc_status bwd(int naive)
 /* the backward's consistent forward state (o, lse), computed with injection off */
 static void prep_bwd(void)
 {
-    flashc_attn_params p = {0};
+    flashc_attn_params p = flashc_attn_params_default();
     p.causal = P.causal;
     flashc_tensor tq = t4(q, P.B, P.Sq, P.Hq, P.D), tk = t4(k, P.B, P.Sk, P.Hkv, P.D);
     flashc_tensor tv = t4(v, P.B, P.Sk, P.Hkv, P.D), to = t4(o, P.B, P.Sq, P.Hq, P.D);

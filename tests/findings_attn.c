@@ -56,7 +56,7 @@ static void f4_case(int64_t Sq, int64_t Sk, int64_t Hq, int64_t D, int64_t bad_k
     flashc_tensor tv = flashc_tensor_4d(vd, dt, B, Sk, Hkv, D);
     flashc_tensor to = flashc_tensor_4d(od, dt, B, Sq, Hq, D);
     flashc_tensor tl = flashc_tensor_3d(lse, FLASHC_F32, B, Hq, Sq);
-    flashc_attn_params p = {0};
+    flashc_attn_params p = flashc_attn_params_default();
     p.causal = 1, p.block_q = block_q, p.block_k = block_k;
     for (int path = 0; path < 2; path++) {
         if (path == 1 && (block_q || block_k))
@@ -170,7 +170,7 @@ static void f6_case(int64_t B, int64_t Sq, int64_t Hq, int64_t Hkv, int64_t D, i
     flashc_tensor ton = flashc_tensor_4d(on, FLASHC_F32, B, Sq, Hq, D);
     flashc_tensor tl1 = flashc_tensor_3d(l1, FLASHC_F32, B, Hq, Sq);
     flashc_tensor tln = flashc_tensor_3d(ln, FLASHC_F32, B, Hq, Sq);
-    flashc_attn_params p = {0};
+    flashc_attn_params p = flashc_attn_params_default();
     p.causal = causal, p.num_threads = 1;
     TU_OK(flashc_attn_fwd(&p, &tq, &tk, &tv, &to1, &tl1, NULL));
     for (int t = 2; t <= 8; t++) {
@@ -232,7 +232,7 @@ static void test_f9_naive_nan(void **state)
                 fail_msg("%s, NaN score at key 3: row %d: lse %g, o %g", PATHS[path].name, i,
                          (double)l[i], (double)o[i * D]);
         /* causal: rows that do not see key 3 stay finite */
-        flashc_attn_params p = {0};
+        flashc_attn_params p = flashc_attn_params_default();
         p.causal = 1;
         TU_OK(PATHS[path].fn(&p, &tq, &tk, &tv, &to, &tl, NULL));
         for (int i = 0; i < S; i++)

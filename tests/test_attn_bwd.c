@@ -59,6 +59,7 @@ static attn_case make_case(const shape *s)
 {
     attn_case c;
     memset(&c, 0, sizeof c);
+    c.params = flashc_attn_params_default();
     c.s = *s;
     c.params.causal = s->causal;
     c.params.block_q = s->br;
@@ -201,8 +202,9 @@ static void test_flash_matches_reference(void **state)
         shape_name(s, name, sizeof name);
         attn_case c = make_case(s);
         grads ref = run_grads(&c, NAIVE, &c.params);
-        flashc_attn_stats st;
+        flashc_attn_stats st = FLASHC_ATTN_STATS_INIT;
         memset(&st, 0xff, sizeof st);
+        st.struct_size = sizeof st;
         assert_int_equal(run_bwd(&c, FLASH, &c.params, &st), FLASHC_OK);
         assert_all_finite("dq", c.dq, c.nq);
         assert_all_finite("dk", c.dk, c.nk);
@@ -388,7 +390,7 @@ static void test_finite_differences(void **state)
     for (size_t t = 0; t < sizeof tiny / sizeof tiny[0]; t++) {
         const shape *s = &tiny[t];
         attn_case c = make_case(s);
-        c.params.softmax_scale = 0.7f; /* a non-default scale, through fwd and bwd */
+        c.params.has_softmax_scale = 1, c.params.softmax_scale = 0.7f; /* a non-default scale, through fwd and bwd */
         assert_int_equal(flashc_attn_fwd(&c.params, &c.tq, &c.tk, &c.tv, &c.to, &c.tlse, NULL),
                          FLASHC_OK);
         double *q = xmalloc(c.nq * 8), *k = xmalloc(c.nk * 8), *v = xmalloc(c.nk * 8);
@@ -587,7 +589,7 @@ static void test_bad_inputs(void **state)
     args_init(&a, &c), a.v.dtype = (flashc_dtype)77;
     expect_bad(&c, &a, FLASHC_ERR_UNSUPPORTED_DTYPE, FLASHC_ERR_UNSUPPORTED_DTYPE, "bad dtype");
 
-    args_init(&a, &c), a.params.softmax_scale = NAN;
+    args_init(&a, &c), a.params.has_softmax_scale = 1, a.params.softmax_scale = NAN;
     expect_bad(&c, &a, FLASHC_ERR_INVALID_ARGUMENT, FLASHC_ERR_INVALID_ARGUMENT, "scale NaN");
     args_init(&a, &c), a.params.block_k = -1;
     expect_bad(&c, &a, FLASHC_ERR_INVALID_ARGUMENT, FLASHC_ERR_INVALID_ARGUMENT, "block_k < 0");
@@ -603,12 +605,17 @@ static void test_bad_inputs(void **state)
     memset(c.dq, POISON, c.nq * 4);
     expect_bad(&c, &a, FLASHC_ERR_UNSUPPORTED_DTYPE, BOTH_OK, "bf16 storage");
 
-    /* device memory: no CUDA backward, and the reference is host-only */
+    /* device memory: the CUDA backward takes bf16/fp16 only (a build without CUDA refuses
+     * any CUDA tensor), and the reference is host-only */
     args_init(&a, &c);
     a.q.device = a.k.device = a.v.device = a.o.device = a.dout.device = a.lse.device =
         FLASHC_DEVICE_CUDA;
     a.dq.device = a.dk.device = a.dv.device = FLASHC_DEVICE_CUDA;
+#ifdef FLASHC_HAVE_CUDA
+    expect_bad(&c, &a, FLASHC_ERR_UNSUPPORTED_DTYPE, FLASHC_ERR_UNSUPPORTED, "CUDA tensors");
+#else
     expect_bad(&c, &a, FLASHC_ERR_UNSUPPORTED, FLASHC_ERR_UNSUPPORTED, "CUDA tensors");
+#endif
     free_case(&c);
 }
 

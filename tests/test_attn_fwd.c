@@ -68,11 +68,11 @@ static void run_case(const attn_case *c)
     flashc_tensor tl = flashc_tensor_3d(lse, FLASHC_F32, c->B, c->Hq, c->Sq);
     flashc_tensor ton = flashc_tensor_4d(on, FLASHC_F32, c->B, c->Sq, c->Hq, c->D);
     flashc_tensor tln = flashc_tensor_3d(lsen, FLASHC_F32, c->B, c->Hq, c->Sq);
-    flashc_attn_params p = {0};
+    flashc_attn_params p = flashc_attn_params_default();
     p.causal = c->causal;
     p.block_q = c->br;
     p.block_k = c->bc;
-    flashc_attn_stats st;
+    flashc_attn_stats st = FLASHC_ATTN_STATS_INIT;
 
     TU_OK(flashc_attn_fwd_supported(&p, &tq, &tk, &tv, &to, &tl));
     TU_OK(flashc_attn_fwd(&p, &tq, &tk, &tv, &to, &tl, &st));
@@ -122,9 +122,9 @@ static int64_t pairs(int64_t n, int64_t d, int64_t b, int causal)
     flashc_tensor tk = flashc_tensor_4d(k, FLASHC_F32, 1, n, 1, d);
     flashc_tensor tv = flashc_tensor_4d(v, FLASHC_F32, 1, n, 1, d);
     flashc_tensor to = flashc_tensor_4d(o, FLASHC_F32, 1, n, 1, d);
-    flashc_attn_params p = {0};
+    flashc_attn_params p = flashc_attn_params_default();
     p.causal = causal, p.block_q = b, p.block_k = b;
-    flashc_attn_stats st;
+    flashc_attn_stats st = FLASHC_ATTN_STATS_INIT;
     TU_OK(flashc_attn_fwd(&p, &tq, &tk, &tv, &to, NULL, &st));
     assert_int_equal(st.tile_pairs_total, ((n + b - 1) / b) * ((n + b - 1) / b));
     free(q), free(k), free(v), free(o);
@@ -152,7 +152,7 @@ static void test_fully_masked_rows(void **state)
     flashc_tensor tv = flashc_tensor_4d(v, FLASHC_F32, 1, Sk, 1, D);
     flashc_tensor to = flashc_tensor_4d(o, FLASHC_F32, 1, Sq, 1, D);
     flashc_tensor tl = flashc_tensor_3d(lse, FLASHC_F32, 1, 1, Sq);
-    flashc_attn_params p = {0};
+    flashc_attn_params p = flashc_attn_params_default();
     p.causal = 1;
     for (int naive = 0; naive < 2; naive++) {
         TU_OK((naive ? flashc_attn_fwd_naive : flashc_attn_fwd)(&p, &tq, &tk, &tv, &to, &tl, NULL));
@@ -200,7 +200,7 @@ static void test_strided_bhsd(void **state)
     flashc_tensor tkc = flashc_tensor_4d(kc, FLASHC_F32, B, S, Hkv, D);
     flashc_tensor tvc = flashc_tensor_4d(vc, FLASHC_F32, B, S, Hkv, D);
     flashc_tensor toc = flashc_tensor_4d(oc, FLASHC_F32, B, S, H, D);
-    flashc_attn_params p = {0};
+    flashc_attn_params p = flashc_attn_params_default();
     p.causal = 1, p.block_q = 16, p.block_k = 8;
     TU_OK(flashc_attn_fwd(&p, &tq, &tk, &tv, &to, NULL, NULL));
     TU_OK(flashc_attn_fwd_naive(&p, &tqc, &tkc, &tvc, &toc, NULL, NULL));
@@ -232,8 +232,8 @@ static void test_threads_and_scale(void **state)
     flashc_tensor t2 = flashc_tensor_4d(o2, FLASHC_F32, 1, S, H, D);
     static const float scales[2] = {0.37f, -0.37f};
     for (int s = 0; s < 2; s++) {
-        flashc_attn_params p = {0};
-        p.softmax_scale = scales[s], p.causal = 1, p.num_threads = 1;
+        flashc_attn_params p = flashc_attn_params_default();
+        p.has_softmax_scale = 1, p.softmax_scale = scales[s], p.causal = 1, p.num_threads = 1;
         TU_OK(flashc_attn_fwd(&p, &tq, &tk, &tv, &t1, NULL, NULL));
         p.num_threads = 2;
         TU_OK(flashc_attn_fwd(&p, &tq, &tk, &tv, &t2, NULL, NULL));

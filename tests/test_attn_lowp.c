@@ -161,9 +161,9 @@ static void run_case(const attn_case *c, flashc_dtype dt, const char *isa, doubl
     flashc_tensor tl = flashc_tensor_3d(lse, FLASHC_F32, c->B, c->Hq, c->Sq);
     flashc_tensor tlr = flashc_tensor_3d(lse_ref, FLASHC_F32, c->B, c->Hq, c->Sq);
 
-    flashc_attn_params pr = {0};
+    flashc_attn_params pr = flashc_attn_params_default();
     pr.causal = c->causal, pr.block_q = c->block_q, pr.block_k = c->block_k;
-    flashc_attn_stats st;
+    flashc_attn_stats st = FLASHC_ATTN_STATS_INIT;
     flashc_status s = flashc_attn_fwd(&pr, &q, &k, &v, &o, &tl, &st);
     if (s != FLASHC_OK)
         print_error("flashc_attn_fwd: %s: %s\n", flashc_status_string(s), flashc_last_error());

@@ -72,7 +72,7 @@ static void test_f2_flash_workspace_size(void **state)
     (void)state;
     static bcast s;
     bcast_setup(&s, INT64_C(1) << 58);
-    flashc_attn_params p = {0};
+    flashc_attn_params p = flashc_attn_params_default();
     p.block_k = INT64_C(1) << 58;
     flashc_status st = flashc_attn_fwd_supported(&p, &s.tq, &s.tk, &s.tv, &s.to, &s.tl);
     print_message("  supported, Sk = block_k = 2^58: %s: %s\n", flashc_status_string(st),
@@ -147,7 +147,7 @@ static void test_tile_workspace_bound(void **state)
     tk.shape[1] = Sk;
     for (int i = 0; i < 4; i++)
         tk.stride[i] = 0;
-    flashc_attn_params p = {0};
+    flashc_attn_params p = flashc_attn_params_default();
     p.block_q = Sq, p.block_k = Sk, p.num_threads = 4;
     flashc_status st = flashc_attn_fwd_supported(&p, &tq, &tk, &tk, &to, NULL);
     print_message("  tiles 2^21 x 2^38, 4 threads: %s: %s\n", flashc_status_string(st),
@@ -191,7 +191,7 @@ static void test_thread_bound_and_huge_helpers(void **state)
     float q[4] = {1, 2, 3, 4}, o[4] = {NAN, NAN, NAN, NAN};
     flashc_tensor tq = flashc_tensor_4d(q, FLASHC_F32, 1, 4, 1, 1);
     flashc_tensor to = flashc_tensor_4d(o, FLASHC_F32, 1, 4, 1, 1);
-    flashc_attn_params p = {0};
+    flashc_attn_params p = flashc_attn_params_default();
     p.num_threads = FLASHC_MAX_THREADS + 1; /* libgomp aborts when it cannot create them */
     assert_int_equal(flashc_attn_fwd(&p, &tq, &tq, &tq, &to, NULL, NULL), FLASHC_ERR_INVALID_ARGUMENT);
     assert_int_equal(flashc_attn_fwd_naive(&p, &tq, &tq, &tq, &to, NULL, NULL),

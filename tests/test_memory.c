@@ -15,7 +15,7 @@ static int64_t peak_extra(flashc_status (*fn)(const flashc_attn_params *, const 
     flashc_tensor tk = flashc_tensor_4d(k, FLASHC_F32, 1, n, 1, d);
     flashc_tensor tv = flashc_tensor_4d(v, FLASHC_F32, 1, n, 1, d);
     flashc_tensor to = flashc_tensor_4d(o, FLASHC_F32, 1, n, 1, d);
-    flashc_attn_params p = {0};
+    flashc_attn_params p = flashc_attn_params_default();
     p.causal = causal;
     flashc_mem_reset_peak();
     const int64_t before = flashc_mem_get().current_bytes;

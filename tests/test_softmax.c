@@ -14,8 +14,8 @@ static float attend_scores(const float *s, const float *v, int64_t n, int64_t bc
     flashc_tensor tv = flashc_tensor_4d((void *)v, FLASHC_F32, 1, n, 1, 1);
     flashc_tensor to = flashc_tensor_4d(&o, FLASHC_F32, 1, 1, 1, 1);
     flashc_tensor tl = flashc_tensor_3d(lse, FLASHC_F32, 1, 1, 1);
-    flashc_attn_params p = {0};
-    p.softmax_scale = 1.0f, p.block_k = bc;
+    flashc_attn_params p = flashc_attn_params_default();
+    p.has_softmax_scale = 1, p.softmax_scale = 1.0f, p.block_k = bc;
     TU_OK(flashc_attn_fwd(&p, &tq, &tk, &tv, &to, &tl, NULL));
     return o;
 }

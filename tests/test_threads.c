@@ -46,12 +46,19 @@ static results ref;
 static char build_info[256];
 
 /* Not TU_OK: cmocka's asserts are not for other threads. Returns the number of failed calls. */
-#define OKC(call) (fails += (call) != FLASHC_OK)
+#define OKC(call) (fails += okc((call), #call))
+
+static int okc(flashc_status st, const char *what)
+{
+    if (st != FLASHC_OK)
+        fprintf(stderr, "%s -> %s: %s\n", what, flashc_status_string(st), flashc_last_error());
+    return st != FLASHC_OK;
+}
 
 static int run_all(results *R)
 {
     int fails = 0;
-    flashc_attn_params p = {0};
+    flashc_attn_params p = flashc_attn_params_default();
     p.causal = 1, p.num_threads = 1;
     flashc_tensor tq = flashc_tensor_4d(q, FLASHC_F32, B, SQ, HQ, D);
     flashc_tensor tk = flashc_tensor_4d(k, FLASHC_F32, B, SK, HKV, D);

@@ -8,7 +8,9 @@ with
     from flashc import flash_attn_func
 
 Importing never loads the library; the first call does (see flashc._lib for where it looks:
-$FLASHC_LIBRARY, then <repo>/build, then the system).
+$FLASHC_LIBRARY, then the library bundled by `pip install`, then <repo>/build, then the system),
+and accepts it only if its flashc_version() is this package's __version__.
+`python -m flashc` prints what was loaded.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from .attention import (
 )
 from .ops import rms_norm, swiglu
 
-__version__ = "0.1.0"
+# From CMakeLists.txt's project(VERSION), through flashc/_version.py in an installed package.
+__version__ = _lib.VERSION
 
 __all__ = [
     "flash_attn_func",
@@ -44,6 +47,7 @@ __all__ = [
     "rms_norm",
     "swiglu",
     "build_info",
+    "library_version",
     "cuda_available",
     "set_num_threads",
     "get_num_threads",
@@ -59,9 +63,14 @@ __all__ = [
 ]
 
 
+def library_version() -> str:
+    """flashc_version() of the loaded library (equal to __version__: loading checks it)."""
+    return _lib.library().flashc_version().decode("utf-8", "replace")
+
+
 def build_info() -> str:
     """flashc_build_info(): version and what the binary was built with, e.g.
-    "0.1.0 (cpu: avx2 fma; cuda: sm_90a)"."""
+    "0.2.0 (cpu: avx2, openmp; cuda: sm_80 sm_90a, nvcc 13.0)"."""
     return _lib.library().flashc_build_info().decode("utf-8", "replace")
 
 

@@ -9,6 +9,7 @@ bottom-right: query i sees key j iff j <= i + seqlen_k - seqlen_q; a query row t
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any, Optional, Tuple
 
 from . import _arrays, _lib
@@ -29,16 +30,16 @@ def _reject_unsupported(dropout_p, softmax_scale, window_size, softcap, alibi_sl
         raise NotImplementedError(f"flashc: softcap={softcap} is not supported; pass 0.0")
     if alibi_slopes is not None:
         raise NotImplementedError("flashc: alibi_slopes is not supported; pass None")
-    if softmax_scale is not None and softmax_scale == 0.0:
-        # The C API reads 0 as "default 1/sqrt(headdim)"; a real scale of 0 cannot be expressed.
-        raise NotImplementedError("flashc: softmax_scale=0.0 is not supported (0 means default in C)")
 
 
-def _params(softmax_scale: Optional[float], causal: bool, stream) -> _lib.AttnParams:
-    p = _lib.AttnParams()
-    p.softmax_scale = 0.0 if softmax_scale is None else float(softmax_scale)
+def _params(softmax_scale: Optional[float], causal: bool, stream, deterministic=False) -> _lib.AttnParams:
+    p = _lib.new_attn_params()
+    if softmax_scale is not None:
+        p.has_softmax_scale = 1
+        p.softmax_scale = float(softmax_scale)
     p.causal = 1 if causal else 0
     p.cuda_stream = stream
+    p.deterministic = 1 if deterministic else 0
     return p
 
 
@@ -106,13 +107,18 @@ def attn_fwd_supported(q, k, v, softmax_scale=None, causal=False) -> bool:
     return st == _lib.OK
 
 
-def flash_attn_backward(dout, q, k, v, out, softmax_lse, softmax_scale=None, causal=False):
+def flash_attn_backward(dout, q, k, v, out, softmax_lse, softmax_scale=None, causal=False,
+                        deterministic=False):
     """(dq, dk, dv) by flashc_attn_bwd (FlashAttention-2 backward, recomputation from the lse).
 
     dout, q, out (batch, seqlen_q, nheads, headdim); k, v (batch, seqlen_k, nheads_k, headdim);
     softmax_lse (batch, nheads, seqlen_q) float32 as returned by the forward with the same
     softmax_scale and causal. dq/dk/dv are new contiguous arrays like q/k/v; for GQA, dk and dv
-    of a KV head sum over the query heads of its group. Deterministic."""
+    of a KV head sum over the query heads of its group. On the CPU always deterministic; on
+    CUDA (bf16/fp16) dq is summed with float atomics unless deterministic=True, which makes
+    every gradient bit-identical from run to run (dk and dv always are). For torch CUDA tensors
+    the workspace (flashc_attn_bwd_workspace_size bytes: the float32 dq accumulator) is a torch
+    tensor, so torch's allocator caches and counts it like the framework's own kernels do."""
     named = {"dout": dout, "q": q, "k": k, "v": v, "out": out, "softmax_lse": softmax_lse}
     _arrays.common_kind(named)
     _check_rank({"dout": dout, "q": q, "k": k, "v": v, "out": out})
@@ -122,14 +128,22 @@ def flash_attn_backward(dout, q, k, v, out, softmax_lse, softmax_scale=None, cau
     vdq, vdk, vdv = _arrays.view("dq", dq), _arrays.view("dk", dk), _arrays.view("dv", dv)
     lib = _lib.library()
     with _arrays.device_scope(q) as stream:
-        params = _params(softmax_scale, causal, stream)
-        _call_with_layout_retry(
-            lambda x: lib.flashc_attn_bwd(
-                params, x["q"], x["k"], x["v"], x["out"], x["dout"], x["softmax_lse"],
-                vdq.ref, vdk.ref, vdv.ref, None,
-            ),
-            named,
-        )
+        params = _params(softmax_scale, causal, stream, deterministic)
+        keep = []  # the workspace tensor lives until the call has been enqueued
+
+        def call(x):
+            args = (params, x["q"], x["k"], x["v"], x["out"], x["dout"], x["softmax_lse"],
+                    vdq.ref, vdk.ref, vdv.ref)
+            if stream is not None:
+                n = ctypes.c_size_t(0)
+                if lib.flashc_attn_bwd_workspace_size(*args, ctypes.byref(n)) == _lib.OK and n.value:
+                    torch = _arrays._torch()
+                    ws = torch.empty(n.value, dtype=torch.uint8, device=q.device)
+                    keep.append(ws)
+                    params.workspace, params.workspace_bytes = ws.data_ptr(), n.value
+            return lib.flashc_attn_bwd(*args, None)
+
+        _call_with_layout_retry(call, named)
     return dq, dk, dv
 
 
@@ -140,12 +154,12 @@ def _wants_grad(*xs) -> bool:
     return torch.is_grad_enabled() and any(x.requires_grad for x in xs)
 
 
-def _attention(q, k, v, softmax_scale, causal):
+def _attention(q, k, v, softmax_scale, causal, deterministic=False):
     _arrays.common_kind({"q": q, "k": k, "v": v})
     if _wants_grad(q, k, v):
         from . import _autograd  # imports torch, which the caller already has
 
-        return _autograd.FlashAttnFunc.apply(q, k, v, softmax_scale, causal)
+        return _autograd.FlashAttnFunc.apply(q, k, v, softmax_scale, causal, deterministic)
     return attention_forward(q, k, v, softmax_scale, causal)
 
 
@@ -167,11 +181,12 @@ def flash_attn_func(
     q (batch, seqlen_q, nheads, headdim), k/v (batch, seqlen_k, nheads_k, headdim).
     Returns out (batch, seqlen_q, nheads, headdim), or (out, softmax_lse, None) with
     return_attn_probs=True; softmax_lse is float32 (batch, nheads, seqlen_q). Torch tensors
-    with requires_grad get a backward (flashc_attn_bwd). deterministic is accepted: the flashc
-    backward is always deterministic. dropout_p, window_size, softcap and alibi_slopes other than
+    with requires_grad get a backward (flashc_attn_bwd), on the CPU (float32) and on CUDA
+    (bf16/fp16). deterministic=True makes the CUDA backward bit-identical from run to run (no
+    float atomics in dq); the CPU backward always is. dropout_p, window_size, softcap and alibi_slopes other than
     their defaults raise NotImplementedError."""
     _reject_unsupported(dropout_p, softmax_scale, window_size, softcap, alibi_slopes)
-    out, lse = _attention(q, k, v, softmax_scale, causal)
+    out, lse = _attention(q, k, v, softmax_scale, causal, deterministic)
     return (out, lse, None) if return_attn_probs else out
 
 
@@ -194,7 +209,8 @@ def flash_attn_qkvpacked_func(
         raise ValueError(
             f"flashc: qkv has shape {tuple(qkv.shape)}; expected (batch, seqlen, 3, nheads, headdim)"
         )
-    out, lse = _attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], softmax_scale, causal)
+    out, lse = _attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], softmax_scale, causal,
+                          deterministic)
     return (out, lse, None) if return_attn_probs else out
 
 
@@ -218,5 +234,5 @@ def flash_attn_kvpacked_func(
         raise ValueError(
             f"flashc: kv has shape {tuple(kv.shape)}; expected (batch, seqlen_k, 2, nheads_k, headdim)"
         )
-    out, lse = _attention(q, kv[:, :, 0], kv[:, :, 1], softmax_scale, causal)
+    out, lse = _attention(q, kv[:, :, 0], kv[:, :, 1], softmax_scale, causal, deterministic)
     return (out, lse, None) if return_attn_probs else out

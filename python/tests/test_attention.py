@@ -226,7 +226,6 @@ def test_float16(rng):
         ("window_size", {"window_size": (4, 0)}),
         ("softcap", {"softcap": 30.0}),
         ("alibi_slopes", {"alibi_slopes": np.ones(2, np.float32)}),
-        ("softmax_scale", {"softmax_scale": 0.0}),
     ],
 )
 def test_unsupported_options_are_refused_by_name(rng, option, kwargs):
@@ -370,3 +369,12 @@ def test_a_refused_layout_is_retried_with_contiguous_copies(rng, monkeypatch):
     monkeypatch.setattr(lib, "flashc_attn_fwd", lambda *a: flashc._lib.ERR_UNSUPPORTED)
     with pytest.raises(NotImplementedError):
         flashc.flash_attn_func(q, k, v_strided)
+
+
+def test_softmax_scale_zero_is_a_real_scale(rng):
+    """softmax_scale=0.0 means a scale of 0 (uniform attention over the visible keys), not the
+    default: the C API says "default" through has_softmax_scale."""
+    q, k, v = qkv_of(rng, 1, 5, 7, 2, 2, 8)
+    out = flashc.flash_attn_func(q, k, v, softmax_scale=0.0)
+    want = np.broadcast_to(v.astype(np.float64).mean(axis=1, keepdims=True), out.shape)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <math.h>
 
 /* ---- errors ---------------------------------------------------------------------------- */
 
@@ -82,18 +83,55 @@ flashc_status flashc__check_no_overlap(const char *fn, const char *na, const fla
 
 /* ---- attention problem -------------------------------------------------------------------- */
 
-/* A validated attention problem. Strides are in elements, indexed like the public layouts:
- * [0] batch, [1] sequence, [2] head, [3] feature for 4-d tensors; lse: [0] batch, [1] head,
- * [2] sequence. Pointers of optional tensors are NULL when absent. */
+/* How the rows of a problem's sequences are laid out (the public contract's three layouts). */
+typedef enum attn_layout {
+    ATTN_DENSE = 0,   /* (B, S, H, D) tensors                                                  */
+    ATTN_VARLEN = 1,  /* packed (total, H, D) rows; sequence b starts at row cu[b]             */
+    ATTN_KVCACHE = 2, /* dense q/o; k/v in a contiguous (batch_idx) or paged cache             */
+} attn_layout;
+
+/* A validated attention problem. Backends receive only these and never re-check user input.
+ *
+ * The dense fields keep their v1 meaning, so a backend that serves only the plain dense
+ * problem (attn_is_plain) reads B, Sq, Sk, D and the 4-d strides exactly as before. Strides are
+ * in elements, indexed [0] batch, [1] sequence row, [2] head, [3] feature; lse: [0] batch,
+ * [1] head, [2] row. The other layouts map onto the same arrays:
+ *   varlen  q-side and k-side tensors have [0] = 0 and rows offset by cu_q[b] / cu_k[b]
+ *           (attn_q_off / attn_kv_off add them); lse (Hq, total_q): slse = {0, head, row}.
+ *   kvcache q, o, lse dense; k, v: contiguous [0] = batch stride (row kv_batch[b] or b), or
+ *           paged [0] = page stride, [1] = row stride inside a page.
+ * Sq, Sk are the maxima over sequences (dense: the sizes); attn_seqlens gives each one's.
+ * Pointers of optional tensors are NULL when absent. */
 typedef struct attn_problem {
-    int64_t B, Sq, Sk, Hq, Hkv, D;
+    int64_t B, Sq, Sk, Hq, Hkv, D, Dv;
     flashc_dtype dtype;
     flashc_device device;
-    float scale;
-    int causal;
-    int64_t br, bc; /* requested tiles; 0 = backend default */
+    attn_layout layout;
+    float scale;        /* the softmax scale (any finite value)                                */
+    int causal;         /* the caller's flag; already folded into wr (wr = 0)                   */
+    int64_t wl, wr;     /* window: row i sees keys [a_i - wl, a_i + wr] (-1 = unbounded side)  */
+    float softcap;      /* > 0: s = softcap * tanh(s / softcap); 0 = off                       */
+    const float *alibi; /* slope of (b, h) at alibi[b * salibi[0] + h * salibi[1]]; NULL = none */
+    int64_t salibi[2];
+    int64_t br, bc;     /* requested tiles; 0 = backend default                                 */
     int threads;
+    int num_splits;     /* 0 = backend chooses (from the shape only), else the split count      */
+    int deterministic;
     void *stream;
+    void *workspace;    /* the caller's scratch (NULL: backends allocate), workspace_bytes long */
+    size_t workspace_bytes;
+
+    /* varlen: sequence b has rows [cu_q[b], cu_q[b+1]) of q and [cu_k[b], cu_k[b+1]) of k, v;
+     * total_q, total_k rows in all (rows past cu[B] belong to no sequence). */
+    const int32_t *cu_q, *cu_k;
+    int64_t total_q, total_k;
+    /* kvcache: Sk_b = seqlens_k[b] + s_new (seqlens_k NULL: Sk for all); kv_batch (contiguous)
+     * or pages (paged, row b at pages + b * pages_stride, page_size rows per page). */
+    const int32_t *seqlens_k;
+    int64_t s_new;
+    const int32_t *kv_batch;
+    const int32_t *pages;
+    int64_t pages_stride, page_size, num_pages;
 
     const void *q, *k, *v;
     int64_t sq[4], sk[4], sv[4];
@@ -109,8 +147,106 @@ typedef struct attn_problem {
     int64_t sdq[4], sdk[4], sdv[4];
 } attn_problem;
 
-/* Last key index (exclusive) query row i may see: min(Sk, i + 1 + Sk - Sq) under the causal
- * mask (bottom-right aligned), Sk otherwise. May be <= 0: the row sees nothing. */
+/* True for the v1 problem: dense, D == Dv, no window or modifier (causal allowed), no split
+ * request. Backends that serve only that refuse the rest through their supports(). */
+static inline bool attn_is_plain(const attn_problem *p)
+{
+    return p->layout == ATTN_DENSE && p->D == p->Dv && p->wl < 0 && (p->wr < 0 || p->causal) &&
+           p->softcap == 0.0f && !p->alibi && p->num_splits <= 1;
+}
+
+/* Sequence b's lengths (dense: Sq, Sk). */
+static inline void attn_seqlens(const attn_problem *p, int64_t b, int64_t *sq, int64_t *sk)
+{
+    switch (p->layout) {
+    case ATTN_VARLEN:
+        *sq = (int64_t)p->cu_q[b + 1] - p->cu_q[b];
+        *sk = (int64_t)p->cu_k[b + 1] - p->cu_k[b];
+        return;
+    case ATTN_KVCACHE:
+        *sq = p->Sq;
+        *sk = p->seqlens_k ? (int64_t)p->seqlens_k[b] + p->s_new : p->Sk;
+        return;
+    default:
+        *sq = p->Sq;
+        *sk = p->Sk;
+        return;
+    }
+}
+
+/* Key range [*lo, *hi) of query row i of a sequence with lengths (sq, sk); empty when
+ * *lo >= *hi (then *hi == *lo). The one mask primitive every backend uses. */
+static inline void attn_key_range(const attn_problem *p, int64_t sq, int64_t sk, int64_t i,
+                                  int64_t *lo, int64_t *hi)
+{
+    const int64_t a = i + sk - sq; /* the row's position among the keys (bottom-right) */
+    int64_t l = 0, h = sk;
+    if (p->wl >= 0 && a - p->wl > l)
+        l = a - p->wl;
+    if (p->wr >= 0 && a + p->wr + 1 < h)
+        h = a + p->wr + 1;
+    if (h < l)
+        h = l;
+    *lo = l;
+    *hi = h;
+}
+
+/* Element offset of row i (head 0, feature 0) of sequence b in a q-side tensor (q, o, dout, dq)
+ * with strides st. */
+static inline int64_t attn_q_off(const attn_problem *p, const int64_t *st, int64_t b, int64_t i)
+{
+    if (p->layout == ATTN_VARLEN)
+        return ((int64_t)p->cu_q[b] + i) * st[1];
+    return b * st[0] + i * st[1];
+}
+
+/* Element offset of key row j (head 0, feature 0) of sequence b in a k-side tensor (k, v, dk,
+ * dv) with strides st: the paged lookup lives here, so every tile loader gets it. */
+static inline int64_t attn_kv_off(const attn_problem *p, const int64_t *st, int64_t b, int64_t j)
+{
+    switch (p->layout) {
+    case ATTN_VARLEN:
+        return ((int64_t)p->cu_k[b] + j) * st[1];
+    case ATTN_KVCACHE:
+        if (p->pages)
+            return (int64_t)p->pages[b * p->pages_stride + j / p->page_size] * st[0] +
+                   (j % p->page_size) * st[1];
+        return (p->kv_batch ? (int64_t)p->kv_batch[b] : b) * st[0] + j * st[1];
+    default:
+        return b * st[0] + j * st[1];
+    }
+}
+
+/* Offset of lse(b, h, i) (dense (B, Hq, Sq); varlen (Hq, total_q)). */
+static inline int64_t attn_lse_off(const attn_problem *p, int64_t b, int64_t h, int64_t i)
+{
+    if (p->layout == ATTN_VARLEN)
+        return h * p->slse[1] + ((int64_t)p->cu_q[b] + i) * p->slse[2];
+    return b * p->slse[0] + h * p->slse[1] + i * p->slse[2];
+}
+
+/* ALiBi slope of (b, h); 0 without ALiBi. */
+static inline float attn_alibi_slope(const attn_problem *p, int64_t b, int64_t h)
+{
+    return p->alibi ? p->alibi[b * p->salibi[0] + h * p->salibi[1]] : 0.0f;
+}
+
+/* The score modifier after the scale: softcap, then the ALiBi bias of row position a, key j.
+ * The references apply it in double through attn_score_mod64; the kernels vectorise it. */
+static inline double attn_score_mod64(const attn_problem *p, double s, double slope, int64_t a,
+                                      int64_t j)
+{
+    if (p->softcap > 0.0f)
+        s = (double)p->softcap * tanh(s / (double)p->softcap);
+    if (p->alibi) {
+        const int64_t dist = a > j ? a - j : j - a;
+        s -= slope * (double)dist;
+    }
+    return s;
+}
+
+/* Last key index (exclusive) query row i may see in the dense v1 problem (causal only); kept
+ * for backends that serve attn_is_plain problems. May be <= 0: the row sees nothing. */
 static inline int64_t attn_key_end(const attn_problem *p, int64_t i)
 {
     if (!p->causal)
@@ -119,22 +255,83 @@ static inline int64_t attn_key_end(const attn_problem *p, int64_t i)
     return e < p->Sk ? e : p->Sk;
 }
 
-/* Number of (Q-block, K-block) tile pairs a tiled pass over one (batch, head) computes with
- * tiles br x bc, skipping blocks entirely above the causal diagonal. */
+/* Number of (Q-block, K-block) tile pairs a tiled pass over one (batch, head) of a plain dense
+ * problem computes with tiles br x bc, skipping blocks entirely above the causal diagonal. */
 int64_t attn_tile_pairs_per_head(const attn_problem *p, int64_t br, int64_t bc);
 
+/* Tile pairs over every sequence and query head a tiled pass computes when it visits, for each
+ * Q block of br rows, only the K blocks of bc keys that intersect the union of its rows' key
+ * ranges; *total receives the dense count (every block pair of every sequence). */
+int64_t attn_tile_pairs(const attn_problem *p, int64_t br, int64_t bc, int64_t *total);
+
+/* Scratch for a backend call: the caller's workspace when the problem has one (carved in
+ * 64-byte aligned pieces; the size was checked against the backend's workspace query by the
+ * core), else the counting allocator. Release with attn_scratch_free in reverse order.
+ * NULL on failure (allocation, or a caller's workspace too small: a bug in a size query). */
+typedef struct attn_scratch {
+    char *base;   /* the caller's workspace, 64-byte aligned, or NULL */
+    size_t size, used;
+} attn_scratch;
+void attn_scratch_init(attn_scratch *s, const attn_problem *p);
+void *attn_scratch_take(attn_scratch *s, size_t bytes);
+void attn_scratch_free(attn_scratch *s, void *ptr);
+/* The bytes a backend asks of the workspace for n pieces of the given sizes (64-byte rounding
+ * plus alignment slack): the sum its workspace query must return. */
+size_t attn_scratch_bytes(size_t n, const size_t *sizes);
+
+/* ---- the attention dispatch table (dispatch.c) ------------------------------------------ */
+
+typedef enum attn_op { ATTN_OP_FWD = 0, ATTN_OP_BWD = 1 } attn_op;
+
+/* One row per (op, backend): the core asks supports() first (so "is this supported?" has one
+ * answer: flashc_attn_fwd_supported), then workspace() for the scratch bytes run() will take
+ * through attn_scratch (from the caller's params.workspace, or, for host backends
+ * (host_scratch), one allocation the core makes before the call writes anything). A backend may
+ * have variants of its own behind its row (the CUDA kernels), chosen inside its functions. */
+typedef struct attn_impl {
+    const char *name; /* "ref", "cpu", "cuda" */
+    attn_op op;
+    flashc_device device;
+    int host_scratch; /* workspace() is host memory the core may allocate */
+    flashc_status (*supports)(const attn_problem *p);
+    size_t (*workspace)(const attn_problem *p); /* NULL: none */
+    flashc_status (*run)(const attn_problem *p, flashc_attn_stats *stats);
+} attn_impl;
+
+/* The row for (op, device) named name, or the device's default backend when name is NULL.
+ * NULL when this build has none. */
+const attn_impl *attn_impl_find(attn_op op, flashc_device device, const char *name);
+
+/* Tests and `flashc check`: make the public entry points of the calling thread use the backend
+ * named name ("ref", "cpu") instead of the device's default; NULL restores it. */
+void attn_force_backend(const char *name);
+const char *attn_forced_backend(void);
+
+/* The documented bound on one call (flashc.h, FLASHC_MAX_ATTN_WORK): refuses problems whose
+ * score count or reference buffers overflow or exceed it, before any backend sizes a buffer. */
+flashc_status attn_check_work(const char *fn, const attn_problem *p);
+
 /* Backends. Each *_supports() returns FLASHC_OK or a status with flashc__fail's message. */
+flashc_status ref_attn_fwd_supports(const attn_problem *p);
+size_t ref_attn_fwd_workspace(const attn_problem *p);
 flashc_status ref_attn_fwd(const attn_problem *p, flashc_attn_stats *stats);
+flashc_status ref_attn_bwd_supports(const attn_problem *p);
+size_t ref_attn_bwd_workspace(const attn_problem *p);
 flashc_status ref_attn_bwd(const attn_problem *p, flashc_attn_stats *stats);
 
 flashc_status cpu_attn_fwd_supports(const attn_problem *p);
+size_t cpu_attn_fwd_workspace(const attn_problem *p);
 flashc_status cpu_attn_fwd(const attn_problem *p, flashc_attn_stats *stats);
 flashc_status cpu_attn_bwd_supports(const attn_problem *p);
+size_t cpu_attn_bwd_workspace(const attn_problem *p);
 flashc_status cpu_attn_bwd(const attn_problem *p, flashc_attn_stats *stats);
 
 #ifdef FLASHC_HAVE_CUDA
 flashc_status cuda_attn_fwd_supports(const attn_problem *p);
 flashc_status cuda_attn_fwd(const attn_problem *p, flashc_attn_stats *stats);
+flashc_status cuda_attn_bwd_supports(const attn_problem *p);
+size_t cuda_attn_bwd_workspace(const attn_problem *p); /* device bytes; after supports() */
+flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats *stats);
 int cuda_device_available(void);
 const char *cuda_build_info(void);
 #endif

@@ -40,6 +40,7 @@ size_t flashc_dtype_size(flashc_dtype dtype)
     case FLASHC_F32: return 4;
     case FLASHC_F16: return 2;
     case FLASHC_BF16: return 2;
+    case FLASHC_I32: return 4;
     default: return 0;
     }
 }
@@ -51,6 +52,7 @@ const char *flashc__dtype_name(flashc_dtype dtype)
     case FLASHC_F32: return "float32";
     case FLASHC_F16: return "float16";
     case FLASHC_BF16: return "bfloat16";
+    case FLASHC_I32: return "int32";
     default: snprintf(other, sizeof other, "dtype(%d)", (int)dtype); return other;
     }
 }
@@ -64,6 +66,8 @@ int flashc_cuda_available(void)
 #endif
 }
 
+const char *flashc_version(void) { return FLASHC_VERSION_STRING; }
+
 /* Written once, then only read: safe to hand to any number of threads (a buffer formatted on
  * every call was a data race between two callers). */
 static char build_info[256];
@@ -72,8 +76,8 @@ static pthread_once_t build_info_once = PTHREAD_ONCE_INIT;
 static void format_build_info(void)
 {
     char *info = build_info;
-    snprintf(info, sizeof build_info, "%d.%d.%d (cpu: %s%s; cuda: %s)", FLASHC_VERSION_MAJOR,
-             FLASHC_VERSION_MINOR, FLASHC_VERSION_PATCH, cpu_kernels_get()->name,
+    snprintf(info, sizeof build_info, "%s (cpu: %s%s; cuda: %s)", FLASHC_VERSION_STRING,
+             cpu_kernels_get()->name,
 #ifdef _OPENMP
              ", openmp",
 #else

@@ -40,8 +40,18 @@ static inline int thread_id(void) { return 0; }
 
 enum { DEFAULT_BR = 64, DEFAULT_BC = 64 };
 
+size_t cpu_attn_bwd_workspace(const attn_problem *p)
+{
+    (void)p;
+    return 0;
+}
+
 flashc_status cpu_attn_bwd_supports(const attn_problem *p)
 {
+    if (!attn_is_plain(p))
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                            "flashc_attn_bwd: the CPU kernel does not serve this problem yet "
+                            "(varlen, window, softcap, ALiBi or Dk != Dv)");
     if (p->dtype != FLASHC_F32)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED_DTYPE,
                             "flashc_attn_bwd: the CPU backend supports float32 storage only "

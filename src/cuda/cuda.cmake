@@ -4,6 +4,8 @@
 # core (flashc__fail, attn_tile_pairs_per_head) and the core into it, and two archives that
 # need each other fail to link whenever a program pulls the core's object only after the
 # CUDA archive was scanned (seen with test_rows). Objects inside libflashc.a have no order.
+# The top-level CMakeLists.txt adds these objects to both libraries and links the CUDA runtime
+# statically (CUDA::cudart_static), so that libflashc.so loads on a host without CUDA.
 find_package(CUDAToolkit REQUIRED)
 
 add_library(flashc_cuda OBJECT ${FLASHC_CUDA_SOURCES})
@@ -16,6 +18,7 @@ set_target_properties(flashc_cuda PROPERTIES
   # Architectures are given as explicit -gencode flags below (sm_90a needs that form).
   CUDA_ARCHITECTURES OFF)
 target_include_directories(flashc_cuda PRIVATE ${PROJECT_SOURCE_DIR}/include
+                                               ${PROJECT_BINARY_DIR}/include
                                                ${PROJECT_SOURCE_DIR}/src/core)
 target_compile_options(flashc_cuda PRIVATE
   $<$<COMPILE_LANGUAGE:CUDA>:
@@ -24,7 +27,6 @@ target_compile_options(flashc_cuda PRIVATE
     -Xcompiler=-Wall
     -Xptxas=-warn-spills
     --threads=0>)
-# Consumers of the libraries (tests, tools) see FLASHC_HAVE_CUDA and the CUDA runtime headers.
-target_link_libraries(flashc_cuda PUBLIC CUDA::cudart)
-target_compile_definitions(flashc_cuda INTERFACE FLASHC_HAVE_CUDA)
+# The CUDA runtime's headers; what the objects link against is decided by the libraries.
+target_link_libraries(flashc_cuda PRIVATE CUDA::cudart_static)
 target_compile_definitions(flashc_obj PUBLIC FLASHC_HAVE_CUDA)

@@ -42,6 +42,15 @@ static __device__ __forceinline__ int ptx_block_index(void)
     return (int)x;
 }
 
+/* threadIdx.x, read the same way (see ptx_block_index): for values derived from it that are
+ * cheaper to recompute at each use than to hold through a loop. */
+static __device__ __forceinline__ int ptx_thread_index(void)
+{
+    unsigned x;
+    asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(x));
+    return (int)x;
+}
+
 /* ---- cp.async (global -> shared, bypassing registers) ------------------------------------- */
 
 /* Copies 16 bytes from global src to shared dst when valid, otherwise writes 16 zero bytes
@@ -50,6 +59,16 @@ static __device__ __forceinline__ int ptx_block_index(void)
 static __device__ __forceinline__ void ptx_cp_async_16(uint32_t dst, const void *src, bool valid)
 {
     const int src_bytes = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+}
+
+/* Copies the first src_bytes (0..16) of the 16 bytes at global src to shared dst and writes
+ * zeros to the rest; src_bytes 0 reads nothing (src only has to be some mapped address). */
+static __device__ __forceinline__ void ptx_cp_async_16_n(uint32_t dst, const void *src,
+                                                         int src_bytes)
+{
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                  "r"(src_bytes)
                  : "memory");
@@ -128,6 +147,35 @@ static __device__ __forceinline__ float ptx_exp2(float x)
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
+}
+
+/* ---- inter-block flags (the deterministic backward's turn counters) ----------------------- */
+
+/* A load with acquire semantics at GPU scope: reads after it (and, past a barrier, the block's
+ * other threads' reads) see every write the releasing block made before its release. */
+static __device__ __forceinline__ int ptx_ld_acquire_gpu(const int *p)
+{
+    int v;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+/* *p += v with release semantics at GPU scope: the block's writes ordered before it (by a
+ * barrier, then this thread) are visible to whoever acquires the new value. */
+static __device__ __forceinline__ void ptx_red_release_gpu_add(int *p, int v)
+{
+    asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+
+/* Two 16-bit values of one b32 (lo = lower address) -> two floats. */
+static __device__ __forceinline__ float2 ptx_unpack2(__nv_bfloat16, uint32_t x)
+{
+    return __bfloat1622float2(*(const __nv_bfloat162 *)&x);
+}
+
+static __device__ __forceinline__ float2 ptx_unpack2(__half, uint32_t x)
+{
+    return __half22float2(*(const __half2 *)&x);
 }
 
 #endif /* FLASHC_CUDA_PTX_CUH */

@@ -1,0 +1,234 @@
+/*
+ * attn_bwd.cu — the CUDA backend's backward dispatch: "is this supported?", the workspace size,
+ * variant choice, workspace allocation and launch. The kernels live one family per file
+ * (attn_bwd_sm80.cu, ...), each exporting a table of variants; this file knows all tables.
+ *
+ * Workspace (float32 dQ accumulator, D = rowsum(dO o), deterministic mode's turn counters): the
+ * caller's params.workspace (any alignment: aligned here; the core checked its size against
+ * cuda_attn_bwd_workspace()), otherwise cudaMallocAsync / cudaFreeAsync on the call's stream. Nothing here synchronises with the host,
+ * so a call can be captured in a CUDA graph (with a given workspace, or with the graph's own
+ * memory nodes for the async allocation).
+ */
+#include "attn_cuda.cuh"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char FN[] = "flashc_attn_bwd";
+
+/* Every variant table, lowest architecture first. A Hopper kernel adds its table here. */
+static const struct {
+    const attn_bwd_variant *v;
+    const int *count;
+} bwd_tables[] = {
+    {attn_bwd_sm80_variants, &attn_bwd_sm80_variant_count},
+};
+
+/* Compute capability (10 * major + minor) and opt-in shared memory per block of the current
+ * device, or -1 with a message. */
+static int bwd_device(flashc_status *st, int *smem_optin)
+{
+    int dev = 0, major = 0, minor = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (err != cudaSuccess) {
+        *st = cuda_device_error(FN, "querying the current CUDA device", err);
+        return -1;
+    }
+    return 10 * major + minor;
+}
+
+/* The variant for p's dtype and head dim with the highest architecture the device reaches and
+ * shared memory it has; among equals the first in its table (each table lists its default
+ * tiles first). params.block_q / block_k, when nonzero, select among the tiles a table has
+ * (the ladder in bench/RESULTS.md compares them). */
+static const attn_bwd_variant *pick(const attn_problem *p, int cc, int smem_optin)
+{
+    const attn_bwd_variant *best = NULL;
+    for (size_t t = 0; t < sizeof bwd_tables / sizeof bwd_tables[0]; t++)
+        for (int i = 0; i < *bwd_tables[t].count; i++) {
+            const attn_bwd_variant *v = &bwd_tables[t].v[i];
+            if (v->dtype == p->dtype && v->head_dim == p->D && v->min_cc <= cc &&
+                v->smem_bytes <= smem_optin && (!p->br || p->br == v->block_q) &&
+                (!p->bc || p->bc == v->block_k) && (!best || v->min_cc > best->min_cc))
+                best = v;
+        }
+    return best;
+}
+
+static flashc_status is_device_memory(const char *name, const void *ptr)
+{
+    return cuda_check_memory(FN, name, ptr);
+}
+
+/* A 4-d (B, S, H, D) operand: device memory, unit feature stride, 16-byte rows. */
+static flashc_status check_operand(const char *name, const void *ptr, const int64_t *st)
+{
+    if (st[3] != 1)
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                            "%s: the CUDA backend needs %s.stride[3] == 1 (got %lld)", FN, name,
+                            (long long)st[3]);
+    if ((uintptr_t)ptr % 16 != 0 || st[0] % 8 != 0 || st[1] % 8 != 0 || st[2] % 8 != 0)
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                            "%s: the CUDA backend loads 16-byte chunks: %s must be 16-byte aligned "
+                            "with strides that are multiples of 8 elements (got %lld, %lld, %lld)",
+                            FN, name, (long long)st[0], (long long)st[1], (long long)st[2]);
+    return is_device_memory(name, ptr);
+}
+
+static int64_t align256(int64_t x) { return (x + 255) / 256 * 256; }
+
+/* Bytes of the workspace of variant v for p: dq_acc, dsum, sem, each 256-byte aligned. */
+static int64_t workspace_bytes(const attn_problem *p, const attn_bwd_variant *v)
+{
+    const int64_t rows = p->B * p->Hq * p->Sq;
+    const int64_t n_mb = (p->Sq + v->block_q - 1) / v->block_q;
+    return align256(rows * p->D * 4) + align256(rows * 4) +
+           align256(p->B * p->Hq * n_mb * v->split * 4);
+}
+
+extern "C" flashc_status cuda_attn_bwd_supports(const attn_problem *p)
+{
+    FLASHC_TRY(cuda_check_no_pending_error(FN)); /* first: before any runtime call of ours */
+    if (!attn_is_plain(p))
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                            "%s: the CUDA backward serves dense attention with D == Dv, no window, "
+                            "softcap or ALiBi yet (varlen and KV caches neither)",
+                            FN);
+    if (p->dtype != FLASHC_BF16 && p->dtype != FLASHC_F16)
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED_DTYPE,
+                            "%s: the CUDA backend supports bf16 and fp16 storage only (%s given)",
+                            FN, flashc__dtype_name(p->dtype));
+    /* 32-bit row indices inside the kernels; K blocks on grid x, (batch, KV head) on grid y. */
+    if (p->Sq > (1 << 30) || p->Sk > (1 << 30) || p->B * p->Hkv > 65535)
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                            "%s: the CUDA backend takes Sq, Sk <= 2^30 and B * Hkv <= 65535 "
+                            "(got B = %lld, Sq = %lld, Sk = %lld, Hkv = %lld)",
+                            FN, (long long)p->B, (long long)p->Sq, (long long)p->Sk,
+                            (long long)p->Hkv);
+    flashc_status st = FLASHC_OK;
+    int smem_optin = 0;
+    const int cc = bwd_device(&st, &smem_optin);
+    if (cc < 0)
+        return st;
+    const attn_bwd_variant *v = pick(p, cc, smem_optin);
+    if (!v) {
+        bool any_dim = false;
+        char tiles[160] = "";
+        for (size_t t = 0; t < sizeof bwd_tables / sizeof bwd_tables[0]; t++)
+            for (int i = 0; i < *bwd_tables[t].count; i++) {
+                const attn_bwd_variant *w = &bwd_tables[t].v[i];
+                any_dim |= w->head_dim == p->D;
+                if (w->head_dim == p->D && w->dtype == p->dtype && strlen(tiles) < 120)
+                    snprintf(tiles + strlen(tiles), sizeof tiles - strlen(tiles), " %dx%d",
+                             w->block_q, w->block_k);
+            }
+        if (!any_dim)
+            return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                                "%s: the CUDA backend supports head dims 64, 96, 128 and 256 "
+                                "(got %lld)",
+                                FN, (long long)p->D);
+        if (p->br || p->bc)
+            return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                                "%s: no CUDA backward kernel with tiles block_q x block_k = "
+                                "%lld x %lld for this problem; it has%s (0 = the default)",
+                                FN, (long long)p->br, (long long)p->bc, tiles);
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                            "%s: no CUDA backward kernel for head dim %lld on this device "
+                            "(compute capability %d.%d, %d bytes of shared memory per block)",
+                            FN, (long long)p->D, cc / 10, cc % 10, smem_optin);
+    }
+    if ((st = check_operand("q", p->q, p->sq)) != FLASHC_OK ||
+        (st = check_operand("k", p->k, p->sk)) != FLASHC_OK ||
+        (st = check_operand("v", p->v, p->sv)) != FLASHC_OK ||
+        (st = check_operand("o", p->o, p->so)) != FLASHC_OK ||
+        (st = check_operand("dout", p->dout, p->sdo)) != FLASHC_OK ||
+        (st = check_operand("dq", p->dq, p->sdq)) != FLASHC_OK ||
+        (st = check_operand("dk", p->dk, p->sdk)) != FLASHC_OK ||
+        (st = check_operand("dv", p->dv, p->sdv)) != FLASHC_OK ||
+        (st = is_device_memory("lse", p->lse)) != FLASHC_OK)
+        return st;
+    if (p->workspace && (st = is_device_memory("params.workspace", p->workspace)) != FLASHC_OK)
+        return st;
+    return FLASHC_OK;
+}
+
+/* Device bytes, with 256 of slack so that a caller's workspace of any alignment fits. */
+extern "C" size_t cuda_attn_bwd_workspace(const attn_problem *p)
+{
+    flashc_status st = FLASHC_OK;
+    int smem_optin = 0;
+    const int cc = bwd_device(&st, &smem_optin);
+    const attn_bwd_variant *v = cc < 0 ? NULL : pick(p, cc, smem_optin);
+    return v ? (size_t)workspace_bytes(p, v) + 256 : 0; /* v: supports() ran first */
+}
+
+extern "C" flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats *stats)
+{
+    flashc_status st = cuda_check_no_pending_error(FN);
+    if (st != FLASHC_OK)
+        return st;
+    int smem_optin = 0;
+    const int cc = bwd_device(&st, &smem_optin);
+    if (cc < 0)
+        return st;
+    const attn_bwd_variant *v = pick(p, cc, smem_optin);
+    const cudaStream_t stream = (cudaStream_t)p->stream;
+
+    const int64_t need = workspace_bytes(p, v);
+    char *ws = p->workspace ? (char *)(((uintptr_t)p->workspace + 255) & ~(uintptr_t)255) : NULL;
+    const bool own = !ws;
+    if (own) {
+        void *mem = NULL;
+        const cudaError_t err = cudaMallocAsync(&mem, (size_t)need, stream);
+        if (err != cudaSuccess) {
+            (void)cudaGetLastError();
+            return flashc__fail(FLASHC_ERR_OUT_OF_MEMORY,
+                                "%s: cudaMallocAsync of the %lld-byte workspace failed: %s", FN,
+                                (long long)need, cudaGetErrorString(err));
+        }
+        ws = (char *)mem;
+    }
+
+    attn_bwd_args a;
+    a.q = p->q, a.k = p->k, a.v = p->v, a.o = p->o, a.dout = p->dout;
+    a.dq = p->dq, a.dk = p->dk, a.dv = p->dv, a.lse = p->lse;
+    for (int i = 0; i < 3; i++) {
+        a.sq[i] = p->sq[i], a.sk[i] = p->sk[i], a.sv[i] = p->sv[i], a.so[i] = p->so[i];
+        a.sdo[i] = p->sdo[i], a.sdq[i] = p->sdq[i], a.sdk[i] = p->sdk[i], a.sdv[i] = p->sdv[i];
+        a.slse[i] = p->slse[i];
+    }
+    const int64_t rows = p->B * p->Hq * p->Sq;
+    a.dq_acc = (float *)ws;
+    a.dsum = (float *)(ws + align256(rows * p->D * 4));
+    a.sem = (int *)(ws + align256(rows * p->D * 4) + align256(rows * 4));
+    a.B = (int)p->B, a.Sq = (int)p->Sq, a.Sk = (int)p->Sk, a.Hq = (int)p->Hq;
+    a.Hkv = (int)p->Hkv, a.group = (int)(p->Hq / p->Hkv);
+    a.scale = p->scale;
+    a.scale_log2 = (float)((double)p->scale * 1.4426950408889634);
+    a.causal = p->causal;
+    a.deterministic = p->deterministic;
+
+    cudaError_t err = v->launch(&a, stream);
+    if (own) {
+        /* Stream-ordered: the memory returns to the pool once the kernels are done with it. */
+        const cudaError_t ferr = cudaFreeAsync(ws, stream);
+        if (err == cudaSuccess)
+            err = ferr;
+    }
+    if (err != cudaSuccess) { /* ours: nothing was pending at entry */
+        char what[96];
+        snprintf(what, sizeof what, "launching %s", v->name);
+        return cuda_device_error(FN, what, err);
+    }
+
+    stats->tile_pairs = attn_tile_pairs(p, v->block_q, v->block_k, &stats->tile_pairs_total);
+    stats->block_q = v->block_q;
+    stats->block_k = v->block_k;
+    return FLASHC_OK;
+}

@@ -1,0 +1,538 @@
+/*
+ * attn_bwd_sm80.cu — FlashAttention-2 backward on tensor cores through mma.sync (sm_80 and up;
+ * also what runs on sm_90a until a wgmma kernel takes over there). Three kernels per call:
+ *
+ *   preprocess   D = rowsum(dO * O) per query row (float32), the dQ accumulator zeroed, and in
+ *                deterministic mode the turn counters zeroed.
+ *   main         one thread block per (K/V block of BN keys, batch, KV head, column slice); it
+ *                keeps its K and V tiles in shared memory, loops over the query heads of the GQA
+ *                group and, per head, over the Q blocks that see its keys, and accumulates dK and
+ *                dV in registers (so GQA sums its group in place, with no expanded K/V).
+ *   postprocess  dQ = scale * accumulator, rounded to the storage dtype and written with the
+ *                caller's strides.
+ *
+ * Main kernel, per Q block of BM rows (warp w owns the 16 keys [16 w, 16 w + 16) of the block):
+ *   S^T  = K Q^T               16 keys x BM queries per warp, mma.sync m16n8k16
+ *   dP^T = V dO^T              the same shape
+ *   P^T  = 2^(S^T s' - L')     in registers; s' = scale log2 e, L' = LSE log2 e per query; a row
+ *                              that saw no key (LSE = -inf) and padding rows get L' = +inf, so
+ *                              P = 0 there and nothing can become NaN
+ *   dS^T = P^T (dP^T - D)
+ *   dV  += P^T dO,  dK += dS^T Q   the accumulator layouts of P^T and dS^T are the A fragments
+ *                                  of these products (no shuffles, as P V in the forward)
+ *   dS^T -> shared memory (bf16/fp16), then dQ_block = dS K: warps split the BM x D/split tile,
+ *   and add it into the float32 accumulator:
+ *     fast           atomicAdd (float2 atomics on sm_90),
+ *     deterministic  in a fixed K-block order: the block for K block n waits until the
+ *                    counter of its (batch, head, Q block, slice) reads its turn, adds with plain
+ *                    loads and stores, then releases the next turn. Without the causal mask the
+ *                    order is ascending (turn n) and K block n is launched n-th; under it the
+ *                    order is descending (turn n_last(m) - n, n_last(m) the last K block that
+ *                    Q block m sees) and the launch order is reversed, so the light blocks near
+ *                    the diagonal, which reach a Q block after fewer Q blocks of their own, go
+ *                    first and the heavy ones never wait for them (ascending order under the
+ *                    mask would hold every block of a head resident, spinning, until its block
+ *                    0 got there: half the speed). Either way a block waits only on blocks of
+ *                    the same (batch, KV head, slice) with a lower linear block index, which
+ *                    were dispatched first: no deadlock however many blocks are resident. Every
+ *                    dQ element is then the same sum in the same order on every run; dK and dV
+ *                    never depend on the schedule.
+ * Q, dO (and their LSE, D) are double-buffered: the cp.async load of the next Q block overlaps
+ * the five products of the current one.
+ *
+ * Head dims above 128 split the output columns over `split` thread blocks per K/V block (each
+ * recomputes S and dP over the full head dim, and owns dK, dV, dQ of D / split columns), so dK
+ * and dV stay at <= 128 floats per thread in registers.
+ *
+ * Causal: bottom-right aligned (row i sees key j iff j <= i + Sk - Sq), as the forward and the
+ * CPU backward; Q blocks entirely above the diagonal are skipped, masks are applied only on
+ * blocks that cross it or the Sk tail.
+ *
+ * The plain reference is src/ref/attn_bwd.c; tests/test_cuda_attn_bwd.c checks every variant
+ * against a float64 reference and a naive same-precision backward (FlashAttention's 2x rule).
+ * Measured speed (about 0.8x FlashAttention-2, 0.5x cuDNN's Hopper kernel at d = 128 on an
+ * H200) and the version/tile ladder: bench/RESULTS.md. The tile helpers below repeat the
+ * forward's (attn_fwd_sm80.cu keeps its own static copies; one shared header is the obvious
+ * next step once both files can change together).
+ */
+#include "attn_cuda.cuh"
+#include "ptx.cuh"
+
+#include <math.h>
+
+/* ---- shared-memory tiles (the forward's swizzle: chunk c of row r at c ^ (r mod 8)) ------- */
+
+/* Element offset of 16-byte chunk c of row r in a swizzled tile with rows of DS elements
+ * (DS a multiple of 64, i.e. whole 128-byte groups of 8 chunks). */
+template <int DS> static __device__ __forceinline__ int bwd_swz(int r, int c)
+{
+    return r * DS + ((c & ~7) | ((c ^ r) & 7)) * 8;
+}
+
+/* Shared byte address of even chunk c of a lane's row, from that lane's address of chunk 0 of
+ * the pair it reads (swizzle applied to the lane's own row and half; 128-byte rows). */
+static __device__ __forceinline__ uint32_t bwd_swz_step(uint32_t lane_base, int c)
+{
+    return (lane_base ^ (uint32_t)((c & 7) * 16)) + (uint32_t)((c >> 3) * 128);
+}
+
+/* Lane bases for ldmatrix (see ptx.cuh). "A": lanes 0-15 rows 0-15 at the pair's first chunk,
+ * 16-31 the same rows at the second: plain, an A fragment of a [m][k] tile; .trans, the B
+ * fragments of two n-tiles of a [k][n] tile. "B": lanes 0-7 rows 0-7 first chunk, 8-15 rows 0-7
+ * second, 16-31 rows 8-15 likewise: plain, the B fragments of two n-tiles of an [n][k] tile;
+ * .trans, an A fragment of a [k][m] tile. */
+static __device__ __forceinline__ uint32_t lane_a(uint32_t tile, uint32_t rowb, int lane)
+{
+    return tile + (uint32_t)(lane & 15) * rowb + (uint32_t)(((lane >> 4) ^ (lane & 7)) * 16);
+}
+
+static __device__ __forceinline__ uint32_t lane_b(uint32_t tile, uint32_t rowb, int lane)
+{
+    return tile + (uint32_t)((lane & 7) + (lane >> 4) * 8) * rowb +
+           (uint32_t)(((((lane >> 3) & 1) ^ (lane & 7))) * 16);
+}
+
+/* Copies rows [0, ROWS) of a tile whose row r is at g + r * row_stride into the swizzled shared
+ * tile s by cp.async; rows >= valid_rows are zero-filled (zero Q/dO/K/V rows keep every product
+ * finite). All NTHREADS threads take part. */
+template <typename T, int D, int DS, int ROWS, int NTHREADS>
+static __device__ __forceinline__ void bwd_load_tile(T *s, const T *g, int64_t row_stride,
+                                                     int valid_rows)
+{
+    constexpr int CPR = D / 8; /* 16-byte chunks per row */
+    constexpr int CHUNKS = ROWS * CPR;
+    static_assert(CHUNKS % NTHREADS == 0, "every thread copies the same number of chunks");
+#pragma unroll
+    for (int i = 0; i < CHUNKS / NTHREADS; i++) {
+        const int idx = i * NTHREADS + (int)threadIdx.x;
+        const int r = idx / CPR, c = idx % CPR;
+        const bool valid = r < valid_rows;
+        const T *src = g + (valid ? (int64_t)r * row_stride : 0) + c * 8;
+        ptx_cp_async_16(ptx_smem_addr(s + bwd_swz<DS>(r, c)), src, valid);
+    }
+}
+
+/* ---- preprocess: D = rowsum(dO * O), zero the accumulators ----------------------------------- */
+
+/* One warp per query row, rows in (b, h, s) order. BM: the main kernel's Q block (for the turn
+ * counters, one per (b, h, Q block, slice)). */
+template <typename T, int D, int BM, int SPLIT>
+__global__ void __launch_bounds__(128) attn_bwd_pre_kernel(const attn_bwd_args a)
+{
+    const int lane = (int)threadIdx.x % 32;
+    const int64_t row = (int64_t)blockIdx.x * 4 + (int)threadIdx.x / 32;
+    if (row >= (int64_t)a.B * a.Hq * a.Sq)
+        return;
+    const int s = (int)(row % a.Sq);
+    const int64_t bh = row / a.Sq;
+    const int h = (int)(bh % a.Hq), b = (int)(bh / a.Hq);
+    const T *o = (const T *)a.o + b * a.so[0] + (int64_t)s * a.so[1] + h * a.so[2];
+    const T *dout = (const T *)a.dout + b * a.sdo[0] + (int64_t)s * a.sdo[1] + h * a.sdo[2];
+    float acc = 0.0f;
+#pragma unroll
+    for (int d = 2 * lane; d < D; d += 64) {
+        const float2 x = ptx_unpack2(T(), *(const uint32_t *)(o + d));
+        const float2 y = ptx_unpack2(T(), *(const uint32_t *)(dout + d));
+        acc = fmaf(x.x, y.x, fmaf(x.y, y.y, acc));
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1)
+        acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    if (lane == 0)
+        a.dsum[row] = acc;
+    float4 *dq = (float4 *)(a.dq_acc + row * D);
+#pragma unroll
+    for (int d = lane; d < D / 4; d += 32)
+        dq[d] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (a.deterministic && s % BM == 0 && lane < SPLIT) {
+        const int n_mb = (a.Sq + BM - 1) / BM;
+        a.sem[(bh * n_mb + s / BM) * SPLIT + lane] = 0;
+    }
+}
+
+/* ---- postprocess: dQ = scale * accumulator in the storage dtype ----------------------------- */
+
+template <typename T, int D> __global__ void __launch_bounds__(256) attn_bwd_post_kernel(const attn_bwd_args a)
+{
+    const int64_t pairs = (int64_t)a.B * a.Hq * a.Sq * (D / 2);
+    for (int64_t x = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; x < pairs;
+         x += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t row = x / (D / 2);
+        const int d = (int)(x % (D / 2)) * 2;
+        const int s = (int)(row % a.Sq);
+        const int64_t bh = row / a.Sq;
+        const int h = (int)(bh % a.Hq), b = (int)(bh / a.Hq);
+        const float2 v = *(const float2 *)(a.dq_acc + row * D + d);
+        T *dq = (T *)a.dq + b * a.sdq[0] + (int64_t)s * a.sdq[1] + h * a.sdq[2] + d;
+        *(uint32_t *)dq = ptx_pack2(T(), v.x * a.scale, v.y * a.scale);
+    }
+}
+
+/* ---- main kernel ---------------------------------------------------------------------------- */
+
+/* Shape of the thread block:
+ *   T      __nv_bfloat16 or __half (fp32 accumulation)
+ *   D      head dim, a multiple of 32 (64, 96, 128, 256)
+ *   BM     query rows per Q block (64 or 128: the dS^T tile's rows are whole swizzle groups)
+ *   BN     keys per K/V block, 16 per warp
+ *   SPLIT  thread blocks per K/V block over the output columns (D / SPLIT each)
+ *   DET    deterministic dQ (a.deterministic; a template argument so that the fast kernel's
+ *          registers are allocated without the turn-taking code) */
+template <typename T, int D, int BM, int BN, int SPLIT, bool DET>
+__global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_bwd_args a)
+{
+    constexpr int NWARPS = BN / 16;
+    constexpr int NTHREADS = NWARPS * 32;
+    constexpr int DS = (D + 63) / 64 * 64; /* shared row length: whole swizzle groups       */
+    constexpr int DO = D / SPLIT;          /* output columns of this block                  */
+    constexpr int NT = BM / 8;             /* 8-query column tiles of S^T, dP^T             */
+    constexpr int DT = DO / 8;             /* 8-wide column tiles of dK, dV                 */
+    constexpr int WM = BM / 16;            /* dQ: warps over the Q block's 16-row tiles ... */
+    constexpr int WN = NWARPS / WM;        /* ... and over column groups                    */
+    constexpr int QT = DO / WN / 8;        /* 8-wide column tiles of a warp's dQ            */
+    static_assert(D % 32 == 0 && BM % 64 == 0 && BN % 16 == 0, "tile shapes");
+    static_assert(NWARPS % WM == 0 && QT % 2 == 0 && DT % 2 == 0 && D % SPLIT == 0,
+                  "warp layouts");
+    constexpr uint32_t ROWB = DS * sizeof(T); /* bytes per K/V/Q/dO row, a multiple of 128 */
+    constexpr uint32_t ROWS = BM * sizeof(T); /* bytes per dS^T row                          */
+    constexpr uint32_t QBUF = BM * DS * sizeof(T);
+
+    extern __shared__ __align__(128) uint4 smem_u4[];
+    T *sK = (T *)smem_u4;
+    T *sV = sK + BN * DS;
+    T *sQ = sV + BN * DS;  /* [2][BM][DS] */
+    T *sdO = sQ + 2 * BM * DS; /* [2][BM][DS] */
+    T *sdS = sdO + 2 * BM * DS; /* [BN][BM]  */
+    float *sL = (float *)(sdS + BN * BM); /* [2][BM]: LSE log2 e, +inf where P must be 0 */
+    float *sDs = sL + 2 * BM;             /* [2][BM]: D                                 */
+
+    const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int g = lane / 4, t = lane % 4;
+    /* K block: in deterministic causal mode the launch order is reversed (top of the file).
+     * Read again where needed (ptx_block_index) rather than held through the loop. */
+    const int n_block = DET && a.causal ? (int)gridDim.x - 1 - ptx_block_index()
+                                        : ptx_block_index();
+    const int split = (int)blockIdx.z;
+    const int b = (int)blockIdx.y / a.Hkv, hk = (int)blockIdx.y % a.Hkv;
+    const int n0 = n_block * BN;
+    const int diag = a.Sk - a.Sq; /* row i sees keys j <= i + diag (causal) */
+    const int n_mb = (a.Sq + BM - 1) / BM;
+    /* The first Q block with a row that sees key n0; none when n0 - diag >= Sq. */
+    const int m_begin = a.causal ? max(0, n0 - diag) / BM : 0;
+    const int per_head = max(0, n_mb - m_begin);
+    const int total = a.group * per_head;
+    const int c0 = split * DO / 8; /* first output chunk (even: DO is a multiple of 16) */
+
+    const T *kg = (const T *)a.k + b * a.sk[0] + hk * a.sk[2] + (int64_t)n0 * a.sk[1];
+    const T *vg = (const T *)a.v + b * a.sv[0] + hk * a.sv[2] + (int64_t)n0 * a.sv[1];
+
+    /* Q, dO, L', D of (head h, Q block m) into buffer buf. */
+    auto load_q = [&](int buf, int h, int m) {
+        const int m0 = m * BM;
+        const T *qg = (const T *)a.q + b * a.sq[0] + h * a.sq[2] + (int64_t)m0 * a.sq[1];
+        const T *dog = (const T *)a.dout + b * a.sdo[0] + h * a.sdo[2] + (int64_t)m0 * a.sdo[1];
+        bwd_load_tile<T, D, DS, BM, NTHREADS>(sQ + buf * BM * DS, qg, a.sq[1], a.Sq - m0);
+        bwd_load_tile<T, D, DS, BM, NTHREADS>(sdO + buf * BM * DS, dog, a.sdo[1], a.Sq - m0);
+        for (int r = tid; r < BM; r += NTHREADS) {
+            float l = INFINITY, dsum = 0.0f;
+            if (m0 + r < a.Sq) {
+                const float lse =
+                    a.lse[b * a.slse[0] + h * a.slse[1] + (int64_t)(m0 + r) * a.slse[2]];
+                /* -inf: the row saw no key; NaN never reaches P either way */
+                if (lse > -INFINITY)
+                    l = lse * 1.4426950408889634f;
+                dsum = a.dsum[((int64_t)b * a.Hq + h) * a.Sq + m0 + r];
+            }
+            sL[buf * BM + r] = l;
+            sDs[buf * BM + r] = dsum;
+        }
+    };
+
+    float dk[DT][4], dv[DT][4];
+#pragma unroll
+    for (int dt = 0; dt < DT; dt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            dk[dt][e] = dv[dt][e] = 0.0f;
+
+    const uint32_t sK_a = ptx_smem_addr(sK), sV_a = ptx_smem_addr(sV);
+    const uint32_t sQ_a = ptx_smem_addr(sQ), sdO_a = ptx_smem_addr(sdO);
+    const uint32_t sdS_a = ptx_smem_addr(sdS);
+    /* this warp's 16 keys as A operands (S^T = K Q^T, dP^T = V dO^T) */
+    const uint32_t k_lane = lane_a(sK_a, ROWB, lane) + warp * 16 * ROWB;
+    const uint32_t v_lane = lane_a(sV_a, ROWB, lane) + warp * 16 * ROWB;
+    /* Q and dO rows as B operands of S^T, dP^T (offset by the buffer) */
+    const uint32_t q_lane_b = lane_b(sQ_a, ROWB, lane);
+    const uint32_t do_lane_b = lane_b(sdO_a, ROWB, lane);
+    /* Q and dO as [k = query][n = feature] B operands of dK, dV (.trans) */
+    const uint32_t q_lane_t = lane_a(sQ_a, ROWB, lane);
+    const uint32_t do_lane_t = lane_a(sdO_a, ROWB, lane);
+    /* dQ = dS K: dS^T [key][query] as the A operand (.trans), K [key][feature] as B (.trans) */
+    const int mt = warp % WM, cg = warp / WM;
+    const uint32_t ds_lane_t = lane_b(sdS_a, ROWS, lane);
+    const uint32_t kq_lane_t = lane_a(sK_a, ROWB, lane);
+
+    if (total > 0) {
+        bwd_load_tile<T, D, DS, BN, NTHREADS>(sK, kg, a.sk[1], a.Sk - n0);
+        bwd_load_tile<T, D, DS, BN, NTHREADS>(sV, vg, a.sv[1], a.Sk - n0);
+        load_q(0, hk * a.group, m_begin);
+        ptx_cp_async_commit();
+    }
+
+    int h = hk * a.group, m = m_begin;
+    for (int it = 0; it < total; it++) {
+        const int buf = it & 1;
+        const int m0 = m * BM;
+        ptx_cp_async_wait<0>();
+        __syncthreads(); /* Q/dO of this block landed; every warp is done with the other buffer
+                            and with dS^T of the previous block */
+        int h_next = h, m_next = m + 1;
+        if (m_next == n_mb)
+            h_next = h + 1, m_next = m_begin;
+        if (it + 1 < total) {
+            load_q(buf ^ 1, h_next, m_next);
+            ptx_cp_async_commit();
+        }
+
+        /* S^T and dP^T for this warp's 16 keys x BM queries */
+        float s[NT][4], dp[NT][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                s[nt][e] = dp[nt][e] = 0.0f;
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks++) {
+            uint32_t ka[4], va[4];
+            ptx_ldmatrix_x4(ka, bwd_swz_step(k_lane, 2 * ks));
+            ptx_ldmatrix_x4(va, bwd_swz_step(v_lane, 2 * ks));
+#pragma unroll
+            for (int np = 0; np < NT / 2; np++) {
+                uint32_t qb[4], ob[4];
+                ptx_ldmatrix_x4(qb, bwd_swz_step(q_lane_b + buf * QBUF, 2 * ks) + np * 16 * ROWB);
+                ptx_ldmatrix_x4(ob, bwd_swz_step(do_lane_b + buf * QBUF, 2 * ks) + np * 16 * ROWB);
+                ptx_mma_m16n8k16(T(), s[2 * np], ka, qb[0], qb[1]);
+                ptx_mma_m16n8k16(T(), s[2 * np + 1], ka, qb[2], qb[3]);
+                ptx_mma_m16n8k16(T(), dp[2 * np], va, ob[0], ob[1]);
+                ptx_mma_m16n8k16(T(), dp[2 * np + 1], va, ob[2], ob[3]);
+            }
+        }
+
+        /* P^T = 2^(S^T s' - L'), dS^T = P^T (dP^T - D); masked entries P = 0 */
+        const int key0 = n0 + warp * 16 + g; /* this thread's keys: key0, key0 + 8 */
+        const bool need_mask = n0 + BN > a.Sk || (a.causal && n0 + BN - 1 > m0 + diag);
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int qi = nt * 8 + 2 * t + (e & 1); /* query within the block */
+                const float l = sL[buf * BM + qi];
+                float p = ptx_exp2(fmaf(s[nt][e], a.scale_log2, -l));
+                if (need_mask) {
+                    const int key = key0 + (e >= 2 ? 8 : 0);
+                    if (key >= a.Sk || (a.causal && key > m0 + qi + diag))
+                        p = 0.0f;
+                }
+                s[nt][e] = p;
+                dp[nt][e] = p * (dp[nt][e] - sDs[buf * BM + qi]);
+            }
+
+        /* dV += P^T dO, dK += dS^T Q over this block's queries in steps of 16 */
+#pragma unroll
+        for (int kk = 0; kk < BM / 16; kk++) {
+            uint32_t pa[4], da[4];
+            pa[0] = ptx_pack2(T(), s[2 * kk][0], s[2 * kk][1]);
+            pa[1] = ptx_pack2(T(), s[2 * kk][2], s[2 * kk][3]);
+            pa[2] = ptx_pack2(T(), s[2 * kk + 1][0], s[2 * kk + 1][1]);
+            pa[3] = ptx_pack2(T(), s[2 * kk + 1][2], s[2 * kk + 1][3]);
+            da[0] = ptx_pack2(T(), dp[2 * kk][0], dp[2 * kk][1]);
+            da[1] = ptx_pack2(T(), dp[2 * kk][2], dp[2 * kk][3]);
+            da[2] = ptx_pack2(T(), dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
+            da[3] = ptx_pack2(T(), dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+#pragma unroll
+            for (int dq = 0; dq < DT / 2; dq++) {
+                uint32_t ob[4], qb[4];
+                ptx_ldmatrix_x4_trans(
+                    ob, bwd_swz_step(do_lane_t + buf * QBUF, c0 + 2 * dq) + kk * 16 * ROWB);
+                ptx_ldmatrix_x4_trans(
+                    qb, bwd_swz_step(q_lane_t + buf * QBUF, c0 + 2 * dq) + kk * 16 * ROWB);
+                ptx_mma_m16n8k16(T(), dv[2 * dq], pa, ob[0], ob[1]);
+                ptx_mma_m16n8k16(T(), dv[2 * dq + 1], pa, ob[2], ob[3]);
+                ptx_mma_m16n8k16(T(), dk[2 * dq], da, qb[0], qb[1]);
+                ptx_mma_m16n8k16(T(), dk[2 * dq + 1], da, qb[2], qb[3]);
+            }
+        }
+
+        /* dS^T to shared memory: rows = keys, columns = queries, swizzled like the tiles */
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int hr = 0; hr < 2; hr++) {
+                const int r = warp * 16 + g + 8 * hr;
+                *(uint32_t *)(sdS + bwd_swz<BM>(r, nt) + 2 * t) =
+                    ptx_pack2(T(), dp[nt][2 * hr], dp[nt][2 * hr + 1]);
+            }
+        __syncthreads(); /* dS^T complete */
+
+        /* dQ tile (16 queries x DO / WN columns per warp) = dS K over the block's keys */
+        float acc[QT][4];
+#pragma unroll
+        for (int qt = 0; qt < QT; qt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                acc[qt][e] = 0.0f;
+        const int qc0 = c0 + cg * (DO / WN) / 8; /* this warp's first feature chunk */
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++) {
+            uint32_t sa[4];
+            ptx_ldmatrix_x4_trans(sa, bwd_swz_step(ds_lane_t, 2 * mt) + kk * 16 * ROWS);
+#pragma unroll
+            for (int j = 0; j < QT / 2; j++) {
+                uint32_t kb[4];
+                ptx_ldmatrix_x4_trans(kb, bwd_swz_step(kq_lane_t, qc0 + 2 * j) + kk * 16 * ROWB);
+                ptx_mma_m16n8k16(T(), acc[2 * j], sa, kb[0], kb[1]);
+                ptx_mma_m16n8k16(T(), acc[2 * j + 1], sa, kb[2], kb[3]);
+            }
+        }
+
+        float *dqa = a.dq_acc + (((int64_t)b * a.Hq + h) * a.Sq + m0) * D + qc0 * 8 + 2 * t;
+        const int r0 = mt * 16 + g; /* this thread's rows r0, r0 + 8 of the Q block */
+        if constexpr (!DET) {
+#pragma unroll
+            for (int hr = 0; hr < 2; hr++)
+                if (m0 + r0 + 8 * hr < a.Sq) {
+                    float *row = dqa + (int64_t)(r0 + 8 * hr) * D;
+#pragma unroll
+                    for (int qt = 0; qt < QT; qt++) {
+#if __CUDA_ARCH__ >= 900
+                        atomicAdd((float2 *)(row + qt * 8),
+                                  make_float2(acc[qt][2 * hr], acc[qt][2 * hr + 1]));
+#else
+                        atomicAdd(row + qt * 8, acc[qt][2 * hr]);
+                        atomicAdd(row + qt * 8 + 1, acc[qt][2 * hr + 1]);
+#endif
+                    }
+                }
+        } else {
+            int *sem = a.sem + (((int64_t)b * a.Hq + h) * n_mb + m) * SPLIT + split;
+            /* turn: ascending K blocks, or under the causal mask descending from the last K
+             * block a row of Q block m sees (K block n is visited by Q block m iff
+             * n BN < (m + 1) BM + diag, see m_begin) */
+            const int nb = a.causal ? (int)gridDim.x - 1 - ptx_block_index() : ptx_block_index();
+            const int turn = a.causal ? min((int)gridDim.x - 1, ((m + 1) * BM + diag - 1) / BN) - nb
+                                      : nb;
+            if (tid == 0)
+                while (ptx_ld_acquire_gpu(sem) != turn) {
+                }
+            __syncthreads(); /* our turn: the K blocks before us in the order added theirs */
+#pragma unroll
+            for (int hr = 0; hr < 2; hr++)
+                if (m0 + r0 + 8 * hr < a.Sq) {
+                    float *row = dqa + (int64_t)(r0 + 8 * hr) * D;
+#pragma unroll
+                    for (int qt = 0; qt < QT; qt++) {
+                        float2 *p = (float2 *)(row + qt * 8);
+                        float2 v = __ldcg(p);
+                        v.x += acc[qt][2 * hr];
+                        v.y += acc[qt][2 * hr + 1];
+                        __stcg(p, v);
+                    }
+                }
+            __syncthreads(); /* every thread's adds are ordered before the release */
+            if (tid == 0) {
+                __threadfence();
+                ptx_red_release_gpu_add(sem, 1);
+            }
+        }
+        h = h_next, m = m_next;
+    }
+
+    /* dK = scale dS^T Q and dV, rows past Sk not stored; all zero if no query sees the keys */
+    T *dkg = (T *)a.dk + b * a.sdk[0] + hk * a.sdk[2] + (int64_t)n0 * a.sdk[1] + c0 * 8 + 2 * t;
+    T *dvg = (T *)a.dv + b * a.sdv[0] + hk * a.sdv[2] + (int64_t)n0 * a.sdv[1] + c0 * 8 + 2 * t;
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        const int r = warp * 16 + g + 8 * hr;
+        if (n0 + r < a.Sk) {
+            T *krow = dkg + (int64_t)r * a.sdk[1];
+            T *vrow = dvg + (int64_t)r * a.sdv[1];
+#pragma unroll
+            for (int dt = 0; dt < DT; dt++) {
+                *(uint32_t *)(krow + dt * 8) =
+                    ptx_pack2(T(), dk[dt][2 * hr] * a.scale, dk[dt][2 * hr + 1] * a.scale);
+                *(uint32_t *)(vrow + dt * 8) = ptx_pack2(T(), dv[dt][2 * hr], dv[dt][2 * hr + 1]);
+            }
+        }
+    }
+}
+
+template <typename T, int D, int BM, int BN, int SPLIT> static constexpr int bwd_smem_bytes()
+{
+    constexpr int DS = (D + 63) / 64 * 64;
+    return (2 * BN * DS + 4 * BM * DS + BN * BM) * (int)sizeof(T) + 4 * BM * (int)sizeof(float);
+}
+
+template <typename T, int D, int BM, int BN, int SPLIT>
+static cudaError_t attn_bwd_sm80_launch(const attn_bwd_args *a, cudaStream_t stream)
+{
+    const int64_t rows = (int64_t)a->B * a->Hq * a->Sq;
+    attn_bwd_pre_kernel<T, D, BM, SPLIT><<<(unsigned)((rows + 3) / 4), 128, 0, stream>>>(*a);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess)
+        return err;
+
+    constexpr int smem = bwd_smem_bytes<T, D, BM, BN, SPLIT>();
+    void (*kernel)(const attn_bwd_args) = a->deterministic
+                                              ? attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, true>
+                                              : attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, false>;
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess)
+        return err;
+    /* K blocks fastest: in deterministic mode a block waits only on earlier blocks of its row */
+    const dim3 grid((unsigned)((a->Sk + BN - 1) / BN), (unsigned)(a->B * a->Hkv), SPLIT);
+    kernel<<<grid, BN / 16 * 32, smem, stream>>>(*a);
+    if ((err = cudaGetLastError()) != cudaSuccess)
+        return err;
+
+    const int64_t pairs = rows * (D / 2);
+    const int64_t blocks = (pairs + 255) / 256;
+    attn_bwd_post_kernel<T, D>
+        <<<(unsigned)(blocks < 65536 * 4 ? blocks : 65536 * 4), 256, 0, stream>>>(*a);
+    return cudaGetLastError();
+}
+
+/* Tiles: 64 query rows per Q block (S^T and dP^T take 2 x 32 floats a thread); 128 keys per K/V
+ * block in 8 warps up to D = 128 (dK and dV: 2 x D / 2 floats a thread); at D = 256 two column
+ * slices of 128 with 64 keys in 4 warps (shared memory: K, V and two buffers of Q and dO). */
+
+/* The defaults first, then other tiles for the ladder (params.block_q / block_k pick them):
+ * 64 x 64 in 4 warps (104 KB of shared memory at D = 128: two blocks per SM, but twice the
+ * dQ atomics per FLOP), 128 x 128 at D = 64 (S^T, dP^T 2 x 64 floats a thread). */
+const attn_bwd_variant attn_bwd_sm80_variants[] = {
+    {"attn_bwd_bf16_sm80_d64_64x128", FLASHC_BF16, 64, 80, 64, 128, 1,
+     bwd_smem_bytes<__nv_bfloat16, 64, 64, 128, 1>(), attn_bwd_sm80_launch<__nv_bfloat16, 64, 64, 128, 1>},
+    {"attn_bwd_bf16_sm80_d96_64x128", FLASHC_BF16, 96, 80, 64, 128, 1,
+     bwd_smem_bytes<__nv_bfloat16, 96, 64, 128, 1>(), attn_bwd_sm80_launch<__nv_bfloat16, 96, 64, 128, 1>},
+    {"attn_bwd_bf16_sm80_d128_64x128", FLASHC_BF16, 128, 80, 64, 128, 1,
+     bwd_smem_bytes<__nv_bfloat16, 128, 64, 128, 1>(), attn_bwd_sm80_launch<__nv_bfloat16, 128, 64, 128, 1>},
+    {"attn_bwd_bf16_sm80_d256_64x64_s2", FLASHC_BF16, 256, 80, 64, 64, 2,
+     bwd_smem_bytes<__nv_bfloat16, 256, 64, 64, 2>(), attn_bwd_sm80_launch<__nv_bfloat16, 256, 64, 64, 2>},
+    {"attn_bwd_f16_sm80_d64_64x128", FLASHC_F16, 64, 80, 64, 128, 1,
+     bwd_smem_bytes<__half, 64, 64, 128, 1>(), attn_bwd_sm80_launch<__half, 64, 64, 128, 1>},
+    {"attn_bwd_f16_sm80_d96_64x128", FLASHC_F16, 96, 80, 64, 128, 1,
+     bwd_smem_bytes<__half, 96, 64, 128, 1>(), attn_bwd_sm80_launch<__half, 96, 64, 128, 1>},
+    {"attn_bwd_f16_sm80_d128_64x128", FLASHC_F16, 128, 80, 64, 128, 1,
+     bwd_smem_bytes<__half, 128, 64, 128, 1>(), attn_bwd_sm80_launch<__half, 128, 64, 128, 1>},
+    {"attn_bwd_f16_sm80_d256_64x64_s2", FLASHC_F16, 256, 80, 64, 64, 2,
+     bwd_smem_bytes<__half, 256, 64, 64, 2>(), attn_bwd_sm80_launch<__half, 256, 64, 64, 2>},
+    {"attn_bwd_bf16_sm80_d128_64x64", FLASHC_BF16, 128, 80, 64, 64, 1,
+     bwd_smem_bytes<__nv_bfloat16, 128, 64, 64, 1>(), attn_bwd_sm80_launch<__nv_bfloat16, 128, 64, 64, 1>},
+    {"attn_bwd_f16_sm80_d128_64x64", FLASHC_F16, 128, 80, 64, 64, 1,
+     bwd_smem_bytes<__half, 128, 64, 64, 1>(), attn_bwd_sm80_launch<__half, 128, 64, 64, 1>},
+    {"attn_bwd_bf16_sm80_d64_128x128", FLASHC_BF16, 64, 80, 128, 128, 1,
+     bwd_smem_bytes<__nv_bfloat16, 64, 128, 128, 1>(), attn_bwd_sm80_launch<__nv_bfloat16, 64, 128, 128, 1>},
+    {"attn_bwd_f16_sm80_d64_128x128", FLASHC_F16, 64, 80, 128, 128, 1,
+     bwd_smem_bytes<__half, 64, 128, 128, 1>(), attn_bwd_sm80_launch<__half, 64, 128, 128, 1>},
+};
+const int attn_bwd_sm80_variant_count =
+    (int)(sizeof attn_bwd_sm80_variants / sizeof attn_bwd_sm80_variants[0]);

@@ -1,0 +1,701 @@
+/*
+ * test_cuda_attn_bwd.c — the CUDA backward against a float64 reference, by FlashAttention's
+ * rule: for each of dq, dk, dv the kernel's max error must be at most 2x the max error of a
+ * naive backward in the same precision, against the same reference (plus a floor of one ulp
+ * at 0.3 in the storage dtype, as flash-attn's Hopper tests add, for the rare case where the
+ * naive error is tiny).
+ *
+ * Inputs: q, k, v, dout fresh random numbers rounded to the storage dtype (the seed is
+ * printed); o and lse from the CUDA forward on them. Reference: flashc_attn_bwd_naive (float64
+ * accumulation, P recomputed by a full softmax) on float32 copies of exactly those rounded
+ * q, k, v, o, dout. Naive same-precision backward (written here, what an unfused bf16/fp16
+ * framework computes, float32 accumulation): S = (scale q rounded) k^T rounded, P = softmax(S)
+ * rounded, dP = dout v^T rounded, D = rowsum(dout o), dS = P (dP - D) rounded, dV = P^T dout,
+ * dQ = scale (dS k), dK = scale (dS^T q) each rounded per query head, and for GQA the heads of
+ * a group summed in float32 and rounded once.
+ * Every output is poisoned with NaN first; NaN never passes; rows that see no key must get
+ * dq = 0 exactly.
+ *
+ * Cases: seqlen pairs (1,1) (113,203) (128,217) (203,113: Sq > Sk, fully masked rows under
+ * the causal mask) (256,512) (1023,1024) and (2048,2048) (trimmed to fewer heads and dtypes for
+ * time), causal and not, MHA / GQA / MQA, head dims 64 96 128 256, bf16 and fp16, fast and
+ * deterministic mode; a (B, H, S, D) strided layout on a user stream with a caller workspace
+ * (poisoned, off the allocation's alignment); the non-default tiles (params.block_q/block_k);
+ * deterministic mode bit-identical over 3 runs (and fast mode's dk, dv, which never use
+ * atomics); capture into a CUDA graph; refusals.
+ *
+ * No CUDA device (or a build without CUDA): prints why and exits 77 (ctest: skipped).
+ * FLASHC_TEST_SMALL=1 keeps a few short cases (for compute-sanitizer).
+ */
+#include "common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#ifdef FLASHC_HAVE_CUDA
+#include "internal.h" /* bf16 / fp16 conversions */
+
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <string.h>
+
+#define CUDA_OK(call)                                                                              \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess)                                                                     \
+            fail_msg("%s failed: %s", #call, cudaGetErrorString(e_));                              \
+    } while (0)
+
+static float rnd(flashc_dtype dt, float x)
+{
+    return dt == FLASHC_BF16 ? flashc__bf16_to_f32(flashc__f32_to_bf16(x))
+                             : flashc__f16_to_f32(flashc__f32_to_f16(x));
+}
+
+static uint16_t to_bits(flashc_dtype dt, float x)
+{
+    return dt == FLASHC_BF16 ? flashc__f32_to_bf16(x) : flashc__f32_to_f16(x);
+}
+
+static float from_bits(flashc_dtype dt, uint16_t h)
+{
+    return dt == FLASHC_BF16 ? flashc__bf16_to_f32(h) : flashc__f16_to_f32(h);
+}
+
+static const char *dtname(flashc_dtype dt) { return dt == FLASHC_BF16 ? "bf16" : "fp16"; }
+
+typedef struct bwd_case {
+    int B, Sq, Sk, Hq, Hkv, D, causal;
+    flashc_dtype dt;
+    int deterministic;
+    int bhsd;       /* every tensor in a (B, H, S, D) buffer, passed as a strided view */
+    int use_stream; /* a created stream and a caller-provided workspace                */
+    int br, bc;     /* backward tiles requested (0: the default variant)               */
+} bwd_case;
+
+/* Element offset of (b, s, h, d): (B, S, H, D) contiguous, or a (B, H, S, D) buffer. */
+static int64_t off(const bwd_case *c, int64_t S, int64_t H, int64_t b, int64_t s, int64_t h,
+                   int64_t d)
+{
+    if (c->bhsd)
+        return ((b * H + h) * S + s) * c->D + d;
+    return ((b * S + s) * H + h) * c->D + d;
+}
+
+static flashc_tensor view(const bwd_case *c, void *data, flashc_dtype dt, int64_t S, int64_t H,
+                          flashc_device dev)
+{
+    flashc_tensor t = flashc_tensor_4d(data, dt, c->B, S, H, c->D);
+    if (c->bhsd) {
+        t.stride[0] = H * S * c->D;
+        t.stride[1] = c->D;
+        t.stride[2] = S * c->D;
+        t.stride[3] = 1;
+    }
+    t.device = dev;
+    return t;
+}
+
+/* Host and device copies of one case's tensors. */
+typedef struct bufs {
+    int64_t nq, nk, nl;
+    uint16_t *hq, *hk, *hv, *hdo, *ho, *hdq, *hdk, *hdv; /* host bits            */
+    float *fq, *fk, *fv, *fdo, *fo;                      /* host, as float       */
+    float *hlse;
+    void *dq_, *dk_, *dv_, *ddo, *do_, *ddq, *ddk, *ddv; /* device               */
+    float *dlse;
+} bufs;
+
+static void fill(const bwd_case *c, int64_t n, uint16_t *bits, float *f)
+{
+    for (int64_t i = 0; i < n; i++) {
+        bits[i] = to_bits(c->dt, (float)tu_normal());
+        f[i] = from_bits(c->dt, bits[i]);
+    }
+}
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        fail_msg("out of host memory");
+    return p;
+}
+
+static void bufs_create(const bwd_case *c, bufs *r)
+{
+    r->nq = (int64_t)c->B * c->Sq * c->Hq * c->D;
+    r->nk = (int64_t)c->B * c->Sk * c->Hkv * c->D;
+    r->nl = (int64_t)c->B * c->Hq * c->Sq;
+    uint16_t **h16[8] = {&r->hq, &r->hdo, &r->ho, &r->hdq, &r->hk, &r->hv, &r->hdk, &r->hdv};
+    for (int i = 0; i < 8; i++)
+        *h16[i] = xmalloc((i < 4 ? r->nq : r->nk) * 2);
+    r->fq = xmalloc(r->nq * 4), r->fdo = xmalloc(r->nq * 4), r->fo = xmalloc(r->nq * 4);
+    r->fk = xmalloc(r->nk * 4), r->fv = xmalloc(r->nk * 4);
+    r->hlse = xmalloc(r->nl * 4);
+    fill(c, r->nq, r->hq, r->fq);
+    fill(c, r->nk, r->hk, r->fk);
+    fill(c, r->nk, r->hv, r->fv);
+    fill(c, r->nq, r->hdo, r->fdo);
+    void **d[8] = {&r->dq_, &r->ddo, &r->do_, &r->ddq, &r->dk_, &r->dv_, &r->ddk, &r->ddv};
+    for (int i = 0; i < 8; i++)
+        CUDA_OK(cudaMalloc(d[i], (i < 4 ? r->nq : r->nk) * 2));
+    CUDA_OK(cudaMalloc((void **)&r->dlse, r->nl * 4));
+    CUDA_OK(cudaMemcpy(r->dq_, r->hq, r->nq * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(r->dk_, r->hk, r->nk * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(r->dv_, r->hv, r->nk * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(r->ddo, r->hdo, r->nq * 2, cudaMemcpyHostToDevice));
+}
+
+static void bufs_destroy(bufs *r)
+{
+    void *d[9] = {r->dq_, r->ddo, r->do_, r->ddq, r->dk_, r->dv_, r->ddk, r->ddv, r->dlse};
+    for (int i = 0; i < 9; i++)
+        cudaFree(d[i]);
+    void *h[14] = {r->hq, r->hdo, r->ho, r->hdq, r->hk, r->hv, r->hdk,
+                   r->hdv, r->fq, r->fdo, r->fo, r->fk, r->fv, r->hlse};
+    for (int i = 0; i < 14; i++)
+        free(h[i]);
+}
+
+static flashc_attn_params params_of(const bwd_case *c, cudaStream_t stream)
+{
+    flashc_attn_params pr = flashc_attn_params_default();
+    pr.causal = c->causal;
+    pr.deterministic = c->deterministic;
+    pr.cuda_stream = stream;
+    return pr;
+}
+
+/* The forward on the device: o, lse (device) and their host copies (o also as float). */
+static void run_forward(const bwd_case *c, bufs *r, cudaStream_t stream)
+{
+    flashc_attn_params pr = params_of(c, stream);
+    flashc_tensor q = view(c, r->dq_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
+    flashc_tensor k = view(c, r->dk_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
+    flashc_tensor v = view(c, r->dv_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
+    flashc_tensor o = view(c, r->do_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
+    flashc_tensor lse = flashc_tensor_3d(r->dlse, FLASHC_F32, c->B, c->Hq, c->Sq);
+    lse.device = FLASHC_DEVICE_CUDA;
+    TU_OK(flashc_attn_fwd(&pr, &q, &k, &v, &o, &lse, NULL));
+    CUDA_OK(stream ? cudaStreamSynchronize(stream) : cudaDeviceSynchronize());
+    CUDA_OK(cudaMemcpy(r->ho, r->do_, r->nq * 2, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(r->hlse, r->dlse, r->nl * 4, cudaMemcpyDeviceToHost));
+    for (int64_t i = 0; i < r->nq; i++)
+        r->fo[i] = from_bits(c->dt, r->ho[i]);
+}
+
+/* The backward on the device into poisoned dq, dk, dv, fetched to the host; returns the
+ * status. workspace/ws_bytes: passed through params (NULL: the call allocates). */
+static flashc_status run_backward(const bwd_case *c, bufs *r, cudaStream_t stream,
+                                  void *workspace, size_t ws_bytes)
+{
+    flashc_attn_params pr = params_of(c, stream);
+    pr.workspace = workspace;
+    pr.workspace_bytes = ws_bytes;
+    pr.block_q = c->br, pr.block_k = c->bc;
+    flashc_tensor q = view(c, r->dq_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
+    flashc_tensor k = view(c, r->dk_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
+    flashc_tensor v = view(c, r->dv_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
+    flashc_tensor o = view(c, r->do_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
+    flashc_tensor dout = view(c, r->ddo, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
+    flashc_tensor dq = view(c, r->ddq, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
+    flashc_tensor dk = view(c, r->ddk, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
+    flashc_tensor dv = view(c, r->ddv, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
+    flashc_tensor lse = flashc_tensor_3d(r->dlse, FLASHC_F32, c->B, c->Hq, c->Sq);
+    lse.device = FLASHC_DEVICE_CUDA;
+    /* 0xffff is NaN in bf16 and fp16: an element the kernel never writes stays NaN */
+    CUDA_OK(cudaMemset(r->ddq, 0xff, r->nq * 2));
+    CUDA_OK(cudaMemset(r->ddk, 0xff, r->nk * 2));
+    CUDA_OK(cudaMemset(r->ddv, 0xff, r->nk * 2));
+    flashc_status st = flashc_attn_bwd(&pr, &q, &k, &v, &o, &dout, &lse, &dq, &dk, &dv, NULL);
+    if (st != FLASHC_OK)
+        return st;
+    CUDA_OK(stream ? cudaStreamSynchronize(stream) : cudaDeviceSynchronize());
+    CUDA_OK(cudaMemcpy(r->hdq, r->ddq, r->nq * 2, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(r->hdk, r->ddk, r->nk * 2, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(r->hdv, r->ddv, r->nk * 2, cudaMemcpyDeviceToHost));
+    return FLASHC_OK;
+}
+
+/* ---- the references ----------------------------------------------------------------------- */
+
+/* float64-accumulating oracle (the library's naive backward) on float32 copies of the rounded
+ * inputs and the device forward's o: gq (like q), gk, gv (like k). */
+static void reference(const bwd_case *c, const bufs *r, float *gq, float *gk, float *gv)
+{
+    flashc_attn_params pr = params_of(c, NULL);
+    flashc_tensor q = view(c, r->fq, FLASHC_F32, c->Sq, c->Hq, FLASHC_DEVICE_CPU);
+    flashc_tensor k = view(c, r->fk, FLASHC_F32, c->Sk, c->Hkv, FLASHC_DEVICE_CPU);
+    flashc_tensor v = view(c, r->fv, FLASHC_F32, c->Sk, c->Hkv, FLASHC_DEVICE_CPU);
+    flashc_tensor o = view(c, r->fo, FLASHC_F32, c->Sq, c->Hq, FLASHC_DEVICE_CPU);
+    flashc_tensor dout = view(c, r->fdo, FLASHC_F32, c->Sq, c->Hq, FLASHC_DEVICE_CPU);
+    flashc_tensor dq = view(c, gq, FLASHC_F32, c->Sq, c->Hq, FLASHC_DEVICE_CPU);
+    flashc_tensor dk = view(c, gk, FLASHC_F32, c->Sk, c->Hkv, FLASHC_DEVICE_CPU);
+    flashc_tensor dv = view(c, gv, FLASHC_F32, c->Sk, c->Hkv, FLASHC_DEVICE_CPU);
+    TU_OK(flashc_attn_bwd_naive(&pr, &q, &k, &v, &o, &dout, NULL, &dq, &dk, &dv, NULL));
+}
+
+static int64_t key_end(const bwd_case *c, int64_t i)
+{
+    int64_t e = c->causal ? i + 1 + c->Sk - c->Sq : c->Sk;
+    return e < c->Sk ? e : c->Sk;
+}
+
+/* The naive same-precision backward (see the top of the file) into nq (like q), nk, nv (like k),
+ * as floats holding dtype values. */
+static void naive_lowp(const bwd_case *c, const bufs *r, float *nq, float *nk, float *nv)
+{
+    const int64_t Sq = c->Sq, Sk = c->Sk, D = c->D, grp = c->Hq / c->Hkv;
+    const float scale = (float)(1.0 / sqrt((double)D));
+    const flashc_dtype dt = c->dt;
+    float *P = xmalloc((size_t)Sq * Sk * 4), *dS = xmalloc((size_t)Sq * Sk * 4);
+    float *qs = xmalloc((size_t)Sq * D * 4);
+    float *kacc = xmalloc((size_t)Sk * D * 4), *vacc = xmalloc((size_t)Sk * D * 4);
+    for (int64_t b = 0; b < c->B; b++)
+        for (int64_t hk = 0; hk < c->Hkv; hk++) {
+            memset(kacc, 0, (size_t)Sk * D * 4);
+            memset(vacc, 0, (size_t)Sk * D * 4);
+            for (int64_t h = hk * grp; h < (hk + 1) * grp; h++) {
+#pragma omp parallel for schedule(dynamic, 8)
+                for (int64_t i = 0; i < Sq; i++) {
+                    const float *q = r->fq + off(c, Sq, c->Hq, b, i, h, 0);
+                    const float *o = r->fo + off(c, Sq, c->Hq, b, i, h, 0);
+                    const float *g = r->fdo + off(c, Sq, c->Hq, b, i, h, 0);
+                    float *qsi = qs + i * D;
+                    for (int64_t d = 0; d < D; d++)
+                        qsi[d] = rnd(dt, q[d] * scale);
+                    const int64_t kend = key_end(c, i);
+                    float *p = P + i * Sk, *ds = dS + i * Sk;
+                    float m = -INFINITY, l = 0.0f, Di = 0.0f;
+                    for (int64_t j = 0; j < Sk; j++) {
+                        p[j] = -INFINITY;
+                        if (j < kend) {
+                            const float *k = r->fk + off(c, Sk, c->Hkv, b, j, hk, 0);
+                            float acc = 0.0f;
+                            for (int64_t d = 0; d < D; d++)
+                                acc += qsi[d] * k[d];
+                            p[j] = rnd(dt, acc);
+                            m = p[j] > m ? p[j] : m;
+                        }
+                    }
+                    for (int64_t j = 0; j < kend; j++)
+                        l += (p[j] = expf(p[j] - m));
+                    for (int64_t d = 0; d < D; d++)
+                        Di += g[d] * o[d];
+                    for (int64_t j = 0; j < Sk; j++) {
+                        p[j] = j < kend ? rnd(dt, p[j] / l) : 0.0f;
+                        const float *v = r->fv + off(c, Sk, c->Hkv, b, j, hk, 0);
+                        float acc = 0.0f;
+                        for (int64_t d = 0; d < D; d++)
+                            acc += g[d] * v[d];
+                        ds[j] = rnd(dt, p[j] * (rnd(dt, acc) - Di));
+                    }
+                    float acc[256] = {0};
+                    for (int64_t j = 0; j < kend; j++) {
+                        const float *k = r->fk + off(c, Sk, c->Hkv, b, j, hk, 0);
+                        for (int64_t d = 0; d < D; d++)
+                            acc[d] += ds[j] * k[d];
+                    }
+                    float *dqi = nq + off(c, Sq, c->Hq, b, i, h, 0);
+                    for (int64_t d = 0; d < D; d++)
+                        dqi[d] = rnd(dt, rnd(dt, acc[d]) * scale);
+                }
+#pragma omp parallel for schedule(dynamic, 8)
+                for (int64_t j = 0; j < Sk; j++) {
+                    float ak[256] = {0}, av[256] = {0};
+                    for (int64_t i = 0; i < Sq; i++) {
+                        const float ds = dS[i * Sk + j], p = P[i * Sk + j];
+                        if (p == 0.0f && ds == 0.0f)
+                            continue;
+                        const float *q = r->fq + off(c, Sq, c->Hq, b, i, h, 0);
+                        const float *g = r->fdo + off(c, Sq, c->Hq, b, i, h, 0);
+                        for (int64_t d = 0; d < D; d++) {
+                            ak[d] += ds * q[d];
+                            av[d] += p * g[d];
+                        }
+                    }
+                    for (int64_t d = 0; d < D; d++) {
+                        kacc[j * D + d] += rnd(dt, rnd(dt, ak[d]) * scale);
+                        vacc[j * D + d] += rnd(dt, av[d]);
+                    }
+                }
+            }
+            for (int64_t j = 0; j < Sk; j++)
+                for (int64_t d = 0; d < D; d++) {
+                    nk[off(c, Sk, c->Hkv, b, j, hk, d)] = rnd(dt, kacc[j * D + d]);
+                    nv[off(c, Sk, c->Hkv, b, j, hk, d)] = rnd(dt, vacc[j * D + d]);
+                }
+        }
+    free(P), free(dS), free(qs), free(kacc), free(vacc);
+}
+
+/* Max |got - ref| and |naive - ref| over n elements; counts non-finite results. */
+static void errors(flashc_dtype dt, const uint16_t *got, const float *naive, const float *ref,
+                   int64_t n, double *e_got, double *e_naive, int64_t *bad)
+{
+    double eg = 0.0, en = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const float g = from_bits(dt, got[i]);
+        if (!isfinite(g)) {
+            (*bad)++;
+            continue;
+        }
+        const double a = fabs((double)g - ref[i]), b = fabs((double)naive[i] - ref[i]);
+        eg = a > eg ? a : eg;
+        en = b > en ? b : en;
+    }
+    *e_got = eg, *e_naive = en;
+}
+
+/* One case: forward, backward, both references, the 2x rule for dq, dk, dv. */
+static void check_case(const bwd_case *c)
+{
+    bufs r;
+    bufs_create(c, &r);
+    cudaStream_t stream = NULL;
+    void *ws = NULL;
+    size_t ws_bytes = 0;
+    if (c->use_stream)
+        CUDA_OK(cudaStreamCreate(&stream));
+    run_forward(c, &r, stream);
+    if (c->use_stream) {
+        /* a caller workspace of exactly the queried size, poisoned: the call must not rely on
+         * its contents */
+        flashc_attn_params pr = params_of(c, stream);
+        pr.block_q = c->br, pr.block_k = c->bc;
+        flashc_tensor q = view(c, r.dq_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
+        flashc_tensor k = view(c, r.dk_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
+        flashc_tensor v = view(c, r.dv_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
+        flashc_tensor o = view(c, r.do_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
+        flashc_tensor dout = view(c, r.ddo, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
+        flashc_tensor dq = view(c, r.ddq, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
+        flashc_tensor dk = view(c, r.ddk, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
+        flashc_tensor dv = view(c, r.ddv, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
+        flashc_tensor lse = flashc_tensor_3d(r.dlse, FLASHC_F32, c->B, c->Hq, c->Sq);
+        lse.device = FLASHC_DEVICE_CUDA;
+        TU_OK(flashc_attn_bwd_workspace_size(&pr, &q, &k, &v, &o, &dout, &lse, &dq, &dk, &dv,
+                                             &ws_bytes));
+        assert_true(ws_bytes >= (size_t)r.nq * 4);
+        /* 16 bytes off an allocation's alignment: the library aligns inside */
+        CUDA_OK(cudaMalloc(&ws, ws_bytes + 16));
+        CUDA_OK(cudaMemset(ws, 0xff, ws_bytes + 16));
+    }
+    flashc_status st = run_backward(c, &r, stream, ws ? (char *)ws + 16 : NULL, ws_bytes);
+    if (st != FLASHC_OK)
+        fail_msg("flashc_attn_bwd: %s: %s", flashc_status_string(st), flashc_last_error());
+    if (ws)
+        CUDA_OK(cudaFree(ws));
+    if (stream)
+        CUDA_OK(cudaStreamDestroy(stream));
+
+    float *gq = xmalloc(r.nq * 4), *gk = xmalloc(r.nk * 4), *gv = xmalloc(r.nk * 4);
+    float *nq = xmalloc(r.nq * 4), *nk = xmalloc(r.nk * 4), *nv = xmalloc(r.nk * 4);
+    reference(c, &r, gq, gk, gv);
+    naive_lowp(c, &r, nq, nk, nv);
+    double e[3], en[3];
+    int64_t bad = 0;
+    errors(c->dt, r.hdq, nq, gq, r.nq, &e[0], &en[0], &bad);
+    errors(c->dt, r.hdk, nk, gk, r.nk, &e[1], &en[1], &bad);
+    errors(c->dt, r.hdv, nv, gv, r.nk, &e[2], &en[2], &bad);
+    /* rows that see no key: dq exactly zero */
+    int64_t nonzero = 0;
+    for (int64_t b = 0; b < c->B; b++)
+        for (int64_t i = 0; i < c->Sq && key_end(c, i) <= 0; i++)
+            for (int64_t h = 0; h < c->Hq; h++)
+                for (int64_t d = 0; d < c->D; d++)
+                    nonzero += from_bits(c->dt, r.hdq[off(c, c->Sq, c->Hq, b, i, h, d)]) != 0.0f;
+    char tiles[32] = "";
+    if (c->br || c->bc)
+        snprintf(tiles, sizeof tiles, " tiles %dx%d", c->br, c->bc);
+    printf("  %s D=%3d B=%d Sq=%4d Sk=%4d Hq=%d Hkv=%d causal=%d%s%s%s%s: dq %.3g (naive %.3g) "
+           "dk %.3g (%.3g) dv %.3g (%.3g)\n",
+           dtname(c->dt), c->D, c->B, c->Sq, c->Sk, c->Hq, c->Hkv, c->causal,
+           c->deterministic ? " det" : "", c->bhsd ? " bhsd" : "",
+           c->use_stream ? " stream+ws" : "", tiles, e[0], en[0], e[1], en[1], e[2], en[2]);
+    free(gq), free(gk), free(gv), free(nq), free(nk), free(nv);
+    bufs_destroy(&r);
+    if (bad)
+        fail_msg("%lld gradients non-finite or unwritten", (long long)bad);
+    if (nonzero)
+        fail_msg("%lld dq elements of rows that see no key are not 0", (long long)nonzero);
+    /* flash-attn's floor: one ulp at 0.3 (2 x the rounding error there) */
+    const double floor = c->dt == FLASHC_BF16 ? 1.0 / 512 : 1.0 / 4096;
+    static const char *names[3] = {"dq", "dk", "dv"};
+    for (int i = 0; i < 3; i++)
+        if (!(e[i] <= 2.0 * en[i] + floor))
+            fail_msg("%s error %.4g > 2 x naive %.4g + %.3g", names[i], e[i], en[i], floor);
+}
+
+static int small_only(void)
+{
+    const char *s = getenv("FLASHC_TEST_SMALL");
+    return s && s[0] == '1';
+}
+
+static const int pairs_short[][2] = {{1, 1}, {113, 203}, {128, 217}, {203, 113}};
+static const int heads_short[][2] = {{4, 4}, {6, 2}, {4, 1}};
+
+/* One (dtype, head dim): every short pair x causal x head layout (fast mode, plus
+ * deterministic on GQA), then the longer pairs with fewer heads. */
+static void suite(flashc_dtype dt, int D)
+{
+    if (small_only()) {
+        /* under compute-sanitizer (~100x slower): GQA, causal, one pair each way, both modes */
+        bwd_case a = {1, 113, 203, 6, 2, D, 1, dt, 0, 0, 0, 0, 0};
+        check_case(&a);
+        bwd_case b = {1, 203, 113, 6, 2, D, 1, dt, 1, 0, 0, 0, 0};
+        check_case(&b);
+        return;
+    }
+    for (int s = 0; s < 4; s++)
+        for (int causal = 0; causal < 2; causal++)
+            for (int hh = 0; hh < 3; hh++)
+                for (int det = 0; det < (hh == 1 ? 2 : 1); det++) {
+                    bwd_case c = {2, pairs_short[s][0], pairs_short[s][1], heads_short[hh][0],
+                                  heads_short[hh][1], D, causal, dt, det, 0, 0, 0, 0};
+                    check_case(&c);
+                }
+    for (int causal = 0; causal < 2; causal++) {
+        bwd_case c = {1, 256, 512, 4, 2, D, causal, dt, causal, 0, 0, 0, 0};
+        check_case(&c);
+        bwd_case l = {1, 1023, 1024, 2, 1, D, causal, dt, 0, 0, 0, 0, 0};
+        check_case(&l);
+    }
+    /* the longest pair once per head dim in bf16 (the references are O(S^2 D) on the host) */
+    if (dt == FLASHC_BF16 && D <= 128) {
+        bwd_case c = {1, 2048, 2048, 2, 1, D, 1, dt, 1, 0, 0, 0, 0};
+        check_case(&c);
+    }
+}
+
+static void test_bf16_d64(void **state) { (void)state; suite(FLASHC_BF16, 64); }
+static void test_bf16_d96(void **state) { (void)state; suite(FLASHC_BF16, 96); }
+static void test_bf16_d128(void **state) { (void)state; suite(FLASHC_BF16, 128); }
+static void test_bf16_d256(void **state) { (void)state; suite(FLASHC_BF16, 256); }
+static void test_f16_d64(void **state) { (void)state; suite(FLASHC_F16, 64); }
+static void test_f16_d96(void **state) { (void)state; suite(FLASHC_F16, 96); }
+static void test_f16_d128(void **state) { (void)state; suite(FLASHC_F16, 128); }
+static void test_f16_d256(void **state) { (void)state; suite(FLASHC_F16, 256); }
+
+/* (B, H, S, D) buffers passed as strided views, on a user stream with a caller workspace. */
+static void test_strided_stream_workspace(void **state)
+{
+    (void)state;
+    bwd_case c = {2, 77, 301, 4, 2, 128, 1, FLASHC_BF16, 0, 1, 1, 0, 0};
+    check_case(&c);
+    c.causal = 0, c.dt = FLASHC_F16, c.D = 64, c.Sq = 300, c.Sk = 5, c.deterministic = 1;
+    check_case(&c);
+}
+
+/* The variants behind non-default tiles (params.block_q / block_k; the bench's ladder). */
+static void test_other_tiles(void **state)
+{
+    (void)state;
+    static const int tiles[][3] = {{128, 64, 64}, {64, 128, 128}}; /* D, br, bc */
+    for (int dt = 0; dt < 2; dt++)
+        for (int t = 0; t < 2; t++) {
+            const flashc_dtype d = dt ? FLASHC_F16 : FLASHC_BF16;
+            const int D = tiles[t][0], br = tiles[t][1], bc = tiles[t][2];
+            bwd_case a = {2, 113, 203, 6, 2, D, 1, d, 0, 0, 0, br, bc};
+            check_case(&a);
+            bwd_case b = {1, 203, 113, 4, 1, D, 1, d, 1, 0, 0, br, bc};
+            check_case(&b);
+            if (small_only())
+                continue;
+            bwd_case l = {1, 1023, 1024, 2, 1, D, 0, d, 0, 0, 1, br, bc};
+            check_case(&l);
+            bwd_case m = {1, 777, 1024, 4, 2, D, 1, d, 1, 0, 0, br, bc};
+            check_case(&m);
+        }
+}
+
+/* Deterministic mode: dq, dk, dv bit-identical over 3 runs (fast mode: dk, dv too, which never
+ * use atomics). Many K blocks per Q block, GQA, so the dQ order matters. */
+static void test_deterministic_bitwise(void **state)
+{
+    (void)state;
+    const int S = small_only() ? 300 : 1500;
+    for (int det = 1; det >= 0; det--)
+        for (int causal = 0; causal < 2; causal++) {
+            bwd_case c = {2, S, S + 37, 8, 2, 128, causal, FLASHC_BF16, det, 0, 0, 0, 0};
+            bufs r;
+            bufs_create(&c, &r);
+            run_forward(&c, &r, NULL);
+            uint16_t *first[3] = {xmalloc(r.nq * 2), xmalloc(r.nk * 2), xmalloc(r.nk * 2)};
+            int64_t diff_dq = 0;
+            for (int rep = 0; rep < 3; rep++) {
+                assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
+                if (rep == 0) {
+                    memcpy(first[0], r.hdq, r.nq * 2);
+                    memcpy(first[1], r.hdk, r.nk * 2);
+                    memcpy(first[2], r.hdv, r.nk * 2);
+                    continue;
+                }
+                assert_memory_equal(first[1], r.hdk, r.nk * 2);
+                assert_memory_equal(first[2], r.hdv, r.nk * 2);
+                if (det)
+                    assert_memory_equal(first[0], r.hdq, r.nq * 2);
+                else
+                    for (int64_t i = 0; i < r.nq; i++)
+                        diff_dq += first[0][i] != r.hdq[i];
+            }
+            printf("  det=%d causal=%d S=%d: dk, dv%s bit-identical over 3 runs%s", det, causal,
+                   S, det ? ", dq" : "", det ? "\n" : "");
+            if (!det)
+                printf("; fast-mode dq elements that moved: %lld of %lld\n", (long long)diff_dq,
+                       (long long)(2 * r.nq));
+            for (int i = 0; i < 3; i++)
+                free(first[i]);
+            bufs_destroy(&r);
+        }
+}
+
+/* The call captured into a CUDA graph (no host synchronisation inside, workspace from
+ * cudaMallocAsync in the graph) replays to the same gradients as a direct deterministic call. */
+static void test_graph_capture(void **state)
+{
+    (void)state;
+    bwd_case c = {1, 200, 333, 4, 2, 64, 1, FLASHC_BF16, 1, 0, 0, 0, 0};
+    bufs r;
+    bufs_create(&c, &r);
+    cudaStream_t stream;
+    CUDA_OK(cudaStreamCreate(&stream));
+    run_forward(&c, &r, stream);
+    assert_int_equal(run_backward(&c, &r, stream, NULL, 0), FLASHC_OK);
+    uint16_t *want = xmalloc(r.nq * 2);
+    memcpy(want, r.hdq, r.nq * 2);
+
+    flashc_attn_params pr = params_of(&c, stream);
+    flashc_tensor q = view(&c, r.dq_, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
+    flashc_tensor k = view(&c, r.dk_, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
+    flashc_tensor v = view(&c, r.dv_, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
+    flashc_tensor o = view(&c, r.do_, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
+    flashc_tensor dout = view(&c, r.ddo, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
+    flashc_tensor dq = view(&c, r.ddq, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
+    flashc_tensor dk = view(&c, r.ddk, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
+    flashc_tensor dv = view(&c, r.ddv, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
+    flashc_tensor lse = flashc_tensor_3d(r.dlse, FLASHC_F32, c.B, c.Hq, c.Sq);
+    lse.device = FLASHC_DEVICE_CUDA;
+    CUDA_OK(cudaMemset(r.ddq, 0xff, r.nq * 2));
+    cudaGraph_t graph;
+    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    flashc_status st = flashc_attn_bwd(&pr, &q, &k, &v, &o, &dout, &lse, &dq, &dk, &dv, NULL);
+    CUDA_OK(cudaStreamEndCapture(stream, &graph));
+    if (st != FLASHC_OK)
+        fail_msg("captured flashc_attn_bwd: %s: %s", flashc_status_string(st), flashc_last_error());
+    cudaGraphExec_t exec;
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int rep = 0; rep < 2; rep++)
+        CUDA_OK(cudaGraphLaunch(exec, stream));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    CUDA_OK(cudaMemcpy(r.hdq, r.ddq, r.nq * 2, cudaMemcpyDeviceToHost));
+    assert_memory_equal(want, r.hdq, r.nq * 2);
+    printf("  graph: captured call replayed twice, dq bit-identical to the direct call\n");
+    CUDA_OK(cudaGraphExecDestroy(exec));
+    CUDA_OK(cudaGraphDestroy(graph));
+    CUDA_OK(cudaStreamDestroy(stream));
+    free(want);
+    bufs_destroy(&r);
+}
+
+/* What the kernels cannot do is refused with a specific status; dq stays untouched. */
+static void test_refusals(void **state)
+{
+    (void)state;
+    bwd_case c = {1, 64, 64, 2, 2, 64, 0, FLASHC_BF16, 0, 0, 0, 0, 0};
+    bufs r;
+    bufs_create(&c, &r);
+    run_forward(&c, &r, NULL);
+    CUDA_OK(cudaMemset(r.ddq, 0xff, r.nq * 2));
+    flashc_attn_params pr = params_of(&c, NULL);
+    flashc_tensor q = view(&c, r.dq_, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
+    flashc_tensor k = view(&c, r.dk_, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
+    flashc_tensor v = view(&c, r.dv_, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
+    flashc_tensor o = view(&c, r.do_, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
+    flashc_tensor dout = view(&c, r.ddo, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
+    flashc_tensor dq = view(&c, r.ddq, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
+    flashc_tensor dk = view(&c, r.ddk, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
+    flashc_tensor dv = view(&c, r.ddv, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
+    flashc_tensor lse = flashc_tensor_3d(r.dlse, FLASHC_F32, c.B, c.Hq, c.Sq);
+    lse.device = FLASHC_DEVICE_CUDA;
+
+    /* head dim 32: views of the first 32 features */
+    flashc_tensor t32[8] = {q, k, v, o, dout, dq, dk, dv};
+    for (int i = 0; i < 8; i++)
+        t32[i].shape[3] = 32;
+    assert_int_equal(flashc_attn_bwd(&pr, &t32[0], &t32[1], &t32[2], &t32[3], &t32[4], &lse,
+                                     &t32[5], &t32[6], &t32[7], NULL),
+                     FLASHC_ERR_UNSUPPORTED);
+    printf("  D=32: %s\n", flashc_last_error());
+
+    /* a host pointer marked as device memory */
+    flashc_tensor qh = q;
+    qh.data = r.hq;
+    assert_int_equal(flashc_attn_bwd(&pr, &qh, &k, &v, &o, &dout, &lse, &dq, &dk, &dv, NULL),
+                     FLASHC_ERR_INVALID_ARGUMENT);
+    printf("  host ptr: %s\n", flashc_last_error());
+
+    /* a workspace smaller than the query's answer */
+    pr.workspace = r.ddk;
+    pr.workspace_bytes = 64;
+    assert_int_equal(flashc_attn_bwd(&pr, &q, &k, &v, &o, &dout, &lse, &dq, &dk, &dv, NULL),
+                     FLASHC_ERR_INVALID_ARGUMENT);
+    printf("  workspace: %s\n", flashc_last_error());
+    pr.workspace = NULL, pr.workspace_bytes = 0;
+
+    /* a non-unit feature stride in dq */
+    flashc_tensor dq2 = dq;
+    dq2.shape[3] = 32, dq2.stride[3] = 2;
+    flashc_tensor t2[5] = {q, k, v, o, dout};
+    for (int i = 0; i < 5; i++)
+        t2[i].shape[3] = 32;
+    flashc_tensor dk2 = dk, dv2 = dv;
+    dk2.shape[3] = dv2.shape[3] = 32;
+    assert_int_equal(flashc_attn_bwd(&pr, &t2[0], &t2[1], &t2[2], &t2[3], &t2[4], &lse, &dq2,
+                                     &dk2, &dv2, NULL),
+                     FLASHC_ERR_UNSUPPORTED);
+    printf("  stride: %s\n", flashc_last_error());
+
+    CUDA_OK(cudaMemcpy(r.hdq, r.ddq, r.nq * 2, cudaMemcpyDeviceToHost));
+    for (int64_t i = 0; i < r.nq; i++)
+        assert_int_equal(r.hdq[i], 0xffff);
+    bufs_destroy(&r);
+}
+
+int main(void)
+{
+    if (!flashc_cuda_available()) {
+        printf("test_cuda_attn_bwd: SKIPPED: no CUDA device visible (%s)\n", flashc_build_info());
+        return 77;
+    }
+    tu_seed_from_env();
+    printf("test_cuda_attn_bwd: %s\n", flashc_build_info());
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_deterministic_bitwise),
+        cmocka_unit_test(test_graph_capture),
+        cmocka_unit_test(test_strided_stream_workspace),
+        cmocka_unit_test(test_other_tiles),
+        cmocka_unit_test(test_bf16_d64),
+        cmocka_unit_test(test_bf16_d128),
+        cmocka_unit_test(test_bf16_d96),
+        cmocka_unit_test(test_bf16_d256),
+        cmocka_unit_test(test_f16_d64),
+        cmocka_unit_test(test_f16_d128),
+        cmocka_unit_test(test_f16_d96),
+        cmocka_unit_test(test_f16_d256),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+
+#else /* !FLASHC_HAVE_CUDA */
+
+int main(void)
+{
+    printf("test_cuda_attn_bwd: SKIPPED: this build has no CUDA backend (%s)\n",
+           flashc_build_info());
+    return 77;
+}
+
+#endif
