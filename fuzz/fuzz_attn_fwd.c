@@ -21,11 +21,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     flashc_attn_params pr = flashc_attn_params_default();
     pr.softmax_scale = fz_scale(&f);
+    pr.has_softmax_scale = pr.softmax_scale != 0.0f || fz_one_in(&f, 8);
     pr.causal = fz_u8(&f) & 1;
     pr.block_q = fz_tile(&f), pr.block_k = fz_tile(&f);
     pr.num_threads = fz_threads(&f);
-    if (fz_one_in(&f, 32)) /* an ABI mismatch: 0, too small, larger than this library knows */
-        pr.struct_size = (size_t)fz_range(&f, 0, 2 * (int64_t)sizeof pr);
+    /* the params ABI: a struct_size of 0 or too small, or a caller's struct larger than this
+     * library's (a newer header) with its unknown tail zero or set; the memory behind a larger
+     * struct_size really is the caller's, as the contract requires */
+    static union {
+        flashc_attn_params p;
+        unsigned char b[2 * sizeof(flashc_attn_params)];
+    } big;
+    const uint8_t abi = fz_u8(&f);
+    if (abi < 8)
+        pr.struct_size = (size_t)fz_range(&f, 0, (int64_t)sizeof pr - 1);
     const int use_params = !fz_one_in(&f, 16), use_lse = !fz_one_in(&f, 4);
     const int use_stats = fz_u8(&f) & 1;
 
@@ -58,6 +67,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fz_set s2 = {{&q, &k, &v, aliased ? &o : &o2, aliased ? &lse : &lse2}, 5};
 
     const flashc_attn_params *pp = use_params ? &pr : NULL;
+    if (abi >= 8 && abi < 16 && use_params) {
+        memset(&big, 0, sizeof big);
+        big.p = pr;
+        const size_t extra = (size_t)fz_range(&f, 1, (int64_t)sizeof pr);
+        big.p.struct_size = sizeof pr + extra;
+        if (abi & 1)
+            big.b[sizeof pr + (size_t)fz_range(&f, 0, (int64_t)extra - 1)] = 1;
+        pp = &big.p;
+    }
     flashc_tensor *lp = use_lse ? fz_out(&lse) : NULL, *lp2 = use_lse ? fz_out(&lse2) : NULL;
     const flashc_status sup = flashc_attn_fwd_supported(pp, fz_arg(&q), fz_arg(&k), fz_arg(&v),
                                                         fz_arg(&o), lp);
@@ -87,13 +105,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (!aliased && got == FLASHC_OK && gn == FLASHC_OK && fz_finite(&q) && fz_finite(&k) &&
         fz_finite(&v)) {
-        const double scale = pr.softmax_scale != 0.0f && use_params ? fabs(pr.softmax_scale)
-                                                                   : 1.0 / sqrt((double)D);
+        /* the scale the call used (params cut short by struct_size fall back to defaults) */
+        const int all_params = use_params && (abi >= 16 || (abi >= 8 && !(abi & 1)));
+        const double scale = all_params && pr.has_softmax_scale ? fabs(pr.softmax_scale)
+                             : use_params && !all_params       ? fmax(fabs(pr.softmax_scale),
+                                                                      1.0 / sqrt((double)D))
+                                                               : 1.0 / sqrt((double)D);
         const double smax = scale * (double)D * fz_maxabs(&q) * fz_maxabs(&k);
         const double vmax = fz_maxabs(&v);
         /* |score| beyond 1e6: F5 (issue 10), open in the attention kernels; |v| near FLT_MAX:
          * the float32 accumulator may overflow where the float64 reference does not */
-        if (smax < 1e6 && vmax < 1e30) {
+        /* (and q.k itself beyond float32's range, whatever the scale: the float32 dot product
+         * overflows where the float64 one does not) */
+        const double dot = (double)D * fz_maxabs(&q) * fz_maxabs(&k);
+        if (smax < 1e6 && vmax < 1e30 && dot < 1e30) {
             const double cond = 32.0 * smax * 0x1p-24;
             fz_compare("o", &o, o2.t.data, vmax * (2 * fz_eps(dt) + cond) + 1e-6);
             if (use_lse && lse.present)

@@ -82,7 +82,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *name = flashc_status_string((flashc_status)code);
     if (!name || !name[0])
         fz_die("status string", NULL);
-    if (flashc_dtype_size((flashc_dtype)code) != (code == 0 ? 4u : code == 1 || code == 2 ? 2u : 0u))
+    const size_t dsz = flashc_dtype_size((flashc_dtype)code);
+    if ((code >= 0 && code < FLASHC_DTYPE_COUNT) != (dsz != 0) || (code == 0 && dsz != 4) ||
+        ((code == 1 || code == 2) && dsz != 2))
         fz_die("dtype size", NULL);
     const char *bi = flashc_build_info();
     if (!bi || strncmp(bi, "0.", 2) != 0 || bi != flashc_build_info())

@@ -27,7 +27,7 @@ CC=clang cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHC_CUDA=
     -DFLASHC_TESTS=OFF -DCMAKE_C_FLAGS="-fsanitize=fuzzer-no-link $san" >/dev/null
 cmake --build "$build" -j"$jobs" --target flashc_static >/dev/null
 for t in "${targets[@]}"; do
-    clang -std=c11 -O1 -g -fsanitize=fuzzer $san -fopenmp -I include -I src/core \
+    clang -std=c11 -O1 -g -fsanitize=fuzzer $san -fopenmp -I include -I "$build/include" -I src/core \
         "fuzz/fuzz_$t.c" "$build/libflashc.a" -lm -o "$build/fuzz_$t"
 done
 
