@@ -42,6 +42,12 @@ flashc_status flashc__fail(flashc_status status, const char *fmt, ...)
 void *flashc__malloc(size_t bytes);
 void *flashc__calloc(size_t count, size_t size);
 void flashc__free(void *ptr);
+#ifdef FLASHC_FAULT_INJECTION
+/* Fails the fail_at-th allocation (1 = the next) from now; 0 disarms. fault_seen: how many
+ * allocations were attempted since the last arm. Built with -DFLASHC_FAULT_INJECTION=ON. */
+void flashc__fault_arm(int64_t fail_at);
+int64_t flashc__fault_seen(void);
+#endif
 
 /* "float32", "float16", "bfloat16", or "dtype(N)" for an invalid value (thread-local buffer). */
 const char *flashc__dtype_name(flashc_dtype dtype);
