@@ -270,9 +270,13 @@ typedef struct flashc_attn_stats {
  * CPU: float32, bfloat16 or float16 storage, float32 accumulation (tiles are converted on load,
  * O is rounded once); every mask and modifier. Scratch: per-thread tiles (and split partials).
  * CUDA (all tensors FLASHC_DEVICE_CUDA, launched on params.cuda_stream, asynchronous like any
- * kernel launch): bfloat16 or float16 storage, unit feature stride and 16-byte aligned rows;
- * the head dims, masks and modifiers the build's kernels serve (flashc_attn_fwd_supported says;
- * anything else is refused with FLASHC_ERR_UNSUPPORTED and a message, never ignored). */
+ * kernel launch): bfloat16 or float16 storage, head dims 1..256, softmax_scale > 0, unit
+ * feature stride, element-aligned pointers (rows that are also 16-byte aligned take the fast
+ * loads); the masks and modifiers the build's kernels serve (flashc_attn_fwd_supported says;
+ * anything else is refused with FLASHC_ERR_UNSUPPORTED and a message, never ignored). The
+ * environment variable FLASHC_CUDA_KERNEL=sm80|sm90 (read once) forces one kernel family; a
+ * problem it does not serve is then refused with FLASHC_ERR_UNSUPPORTED. No device memory
+ * besides o and lse. */
 flashc_status flashc_attn_fwd(const flashc_attn_params *params, const flashc_tensor *q,
                               const flashc_tensor *k, const flashc_tensor *v, flashc_tensor *o,
                               flashc_tensor *lse, flashc_attn_stats *stats);

@@ -8,12 +8,21 @@
  * (in parallel, fused with the naive same-precision one) rather than with tu_attn_ref64: the
  * 1k x 1k cases of every kernel would take minutes single-threaded.
  *
- * Cases: seqlen pairs (1,147) (113,203) (128,217) (108,256) (1023,1024) (1024,1023), causal and
- * not, MHA / GQA / MQA, head dims 64 96 128 256, bf16 and fp16; plus a (B, H, S, D) strided
- * layout, a user stream, repeatability (a race shows as a moving result) and refusals.
+ * Cases: every head dim of {1, 8, 32, 40, 59, 64, 80, 96, 111, 128, 160, 192, 224, 256} (the
+ * instances, padded ones, and odd ones whose packed rows are not 16-byte aligned), bf16 and
+ * fp16, with seqlen pairs (1,1) (1,147) (113,203) (128,217) (108,256), causal and not, MHA /
+ * GQA / MQA; (1023,1024) (1024,1023) at 64 96 128 256; (3,799) (20000,16) at 59 64 128; plus a
+ * (B, H, S, D) strided layout, a user stream, repeatability (a race shows as a moving result)
+ * and refusals. Every case first asks flashc_attn_fwd_supported, which must answer what the
+ * run then does.
+ *
+ * FLASHC_CUDA_KERNEL=sm80|sm90 forces one kernel family (read by the library); cases that
+ * family does not serve are refused by both calls, counted and reported as not served, and
+ * each test then still needs one served case unless the family serves none of its head dim.
  *
  * No CUDA device (or a build without CUDA): prints why and exits 77, which ctest reports as
- * skipped. FLASHC_TEST_SMALL=1 keeps a few short cases of each kernel (for compute-sanitizer).
+ * skipped. FLASHC_TEST_SMALL=1 keeps a few short cases of each kernel (for compute-sanitizer);
+ * FLASHC_TEST_DIMS=59,128 (a comma list) keeps the head-dim tests of those dims only.
  */
 #include "common.h"
 
@@ -50,6 +59,8 @@ static float from_bits(flashc_dtype dt, uint16_t h)
 {
     return dt == FLASHC_BF16 ? flashc__bf16_to_f32(h) : flashc__f16_to_f32(h);
 }
+
+static const char *dtname(flashc_dtype dt) { return dt == FLASHC_BF16 ? "bf16" : "fp16"; }
 
 typedef struct attn_case {
     int B, Sq, Sk, Hq, Hkv, D, causal;
@@ -249,16 +260,26 @@ static flashc_status run_kernel(const attn_case *c, run_buffers *r, cudaStream_t
     flashc_tensor v = view(c, r->dv, c->Sk, c->Hkv), o = view(c, r->dout, c->Sq, c->Hq);
     flashc_tensor lse = flashc_tensor_3d(r->dlse, FLASHC_F32, c->B, c->Hq, c->Sq);
     lse.device = FLASHC_DEVICE_CUDA;
+    const flashc_status sup = flashc_attn_fwd_supported(&pr, &q, &k, &v, &o, &lse);
     flashc_status st = flashc_attn_fwd(&pr, &q, &k, &v, &o, &lse, NULL);
+    if (st != sup)
+        fail_msg("flashc_attn_fwd_supported said %s but flashc_attn_fwd returned %s (%s)",
+                 flashc_status_string(sup), flashc_status_string(st), flashc_last_error());
     if (st == FLASHC_OK)
         CUDA_OK(stream ? cudaStreamSynchronize(stream) : cudaDeviceSynchronize());
     return st;
 }
 
-static const char *dtname(flashc_dtype dt) { return dt == FLASHC_BF16 ? "bf16" : "fp16"; }
 
-/* One case: run, compare with the references, assert the 2x rule. */
-static void check_case(const attn_case *c)
+static const char *forced_kernel(void)
+{
+    const char *f = getenv("FLASHC_CUDA_KERNEL");
+    return f && f[0] ? f : NULL;
+}
+
+/* One case: run, compare with the references, assert the 2x rule. Returns 1 if it ran, 0 if
+ * the forced kernel family does not serve it (refused with FLASHC_ERR_UNSUPPORTED). */
+static int check_case(const attn_case *c)
 {
     run_buffers r;
     buffers_create(c, &r);
@@ -267,6 +288,12 @@ static void check_case(const attn_case *c)
     if (c->use_stream)
         CUDA_OK(cudaStreamCreate(&stream));
     flashc_status st = run_kernel(c, &r, stream);
+    if (st == FLASHC_ERR_UNSUPPORTED && forced_kernel()) {
+        if (stream)
+            CUDA_OK(cudaStreamDestroy(stream));
+        buffers_destroy(&r);
+        return 0;
+    }
     if (st != FLASHC_OK)
         fail_msg("flashc_attn_fwd: %s: %s", flashc_status_string(st), flashc_last_error());
     buffers_fetch(c, &r);
@@ -308,6 +335,7 @@ static void check_case(const attn_case *c)
         fail_msg("o error %.4g > 2 x naive %.4g", total.o, total.o_naive);
     if (!(total.lse <= 2.0 * total.lse_naive + 1e-6))
         fail_msg("lse error %.4g > 2 x naive %.4g", total.lse, total.lse_naive);
+    return 1;
 }
 
 static int small_only(void)
@@ -316,49 +344,83 @@ static int small_only(void)
     return s && s[0] == '1';
 }
 
-static const int seqlens[][2] = {{1, 147}, {113, 203}, {128, 217}, {108, 256}, {1023, 1024},
-                                 {1024, 1023}};
-/* (Hq, Hkv): MHA, GQA, MQA; fewer heads for the long sequences (the reference is O(S^2)) */
+/* (Sq, Sk) pairs run at every head dim, and those run at a few only (the long ones: the
+ * reference is O(Sq Sk D) on the host) */
+static const int seqlens_all[][2] = {{1, 1}, {1, 147}, {113, 203}, {128, 217}, {108, 256}};
+static const int seqlens_long[][2] = {{1023, 1024}, {1024, 1023}};
+static const int seqlens_odd[][2] = {{3, 799}, {20000, 16}};
+/* (Hq, Hkv): MHA, GQA, MQA; fewer heads for the long sequences */
 static const int heads_short[][2] = {{4, 4}, {6, 2}, {4, 1}};
 static const int heads_long[][2] = {{2, 2}, {4, 2}, {3, 1}};
 
-/* Every seqlen pair x causal x head layout for one (dtype, head dim). */
-static void suite(flashc_dtype dt, int D)
+static int has(const int *list, int n, int x)
 {
-    /* FLASHC_TEST_SMALL (under compute-sanitizer, ~100x slower): two short pairs, GQA only */
-    const int npairs = small_only() ? 2 : (int)(sizeof seqlens / sizeof seqlens[0]);
-    for (int s = 0; s < npairs; s++) {
-        const int big = seqlens[s][0] > 512;
+    for (int i = 0; i < n; i++)
+        if (list[i] == x)
+            return 1;
+    return 0;
+}
+
+typedef struct dim_case {
+    flashc_dtype dt;
+    int D;
+} dim_case;
+
+/* Every seqlen pair x causal x head layout for one (dtype, head dim). */
+static void suite(void **state)
+{
+    const dim_case *dc = (const dim_case *)*state;
+    static const int long_dims[] = {64, 96, 128, 256}, odd_dims[] = {59, 64, 128};
+    const int (*pairs[16])[2];
+    int np = 0;
+    /* FLASHC_TEST_SMALL (under compute-sanitizer, ~100x slower): short pairs, GQA only */
+    for (int i = 0; i < (small_only() ? 3 : 5); i++)
+        pairs[np++] = &seqlens_all[i];
+    if (!small_only() && has(long_dims, 4, dc->D))
+        for (int i = 0; i < 2; i++)
+            pairs[np++] = &seqlens_long[i];
+    if (has(odd_dims, 3, dc->D))
+        pairs[np++] = &seqlens_odd[0];
+    if (!small_only() && has(odd_dims, 3, dc->D))
+        pairs[np++] = &seqlens_odd[1];
+    int ran = 0, refused = 0;
+    for (int s = 0; s < np; s++) {
+        const int Sq = (*pairs[s])[0], Sk = (*pairs[s])[1];
+        const int big = (int64_t)Sq * Sk > 512 * 512 || Sq > 4096;
         for (int causal = 0; causal < 2; causal++)
             for (int hh = small_only() ? 1 : 0; hh < (small_only() ? 2 : 3); hh++) {
                 attn_case c = {0};
                 c.B = big ? 1 : 2;
-                c.Sq = seqlens[s][0], c.Sk = seqlens[s][1];
+                c.Sq = Sq, c.Sk = Sk;
                 c.Hq = big ? heads_long[hh][0] : heads_short[hh][0];
                 c.Hkv = big ? heads_long[hh][1] : heads_short[hh][1];
-                c.D = D, c.causal = causal, c.dt = dt;
-                check_case(&c);
+                c.D = dc->D, c.causal = causal, c.dt = dc->dt;
+                if (check_case(&c))
+                    ran++;
+                else
+                    refused++;
             }
     }
+    if (refused)
+        printf("  %s D=%d: %d cases ran, %d not served by FLASHC_CUDA_KERNEL=%s\n",
+               dtname(dc->dt), dc->D, ran, refused, forced_kernel());
+    /* a forced family serves all of a head dim's cases or none (alignment is the same for
+     * every case of one D): a mix would mean supports() depends on something it should not */
+    if (ran && refused)
+        fail_msg("FLASHC_CUDA_KERNEL=%s served some cases of D=%d and refused others",
+                 forced_kernel(), dc->D);
 }
-
-static void test_bf16_d64(void **state) { (void)state; suite(FLASHC_BF16, 64); }
-static void test_bf16_d96(void **state) { (void)state; suite(FLASHC_BF16, 96); }
-static void test_bf16_d128(void **state) { (void)state; suite(FLASHC_BF16, 128); }
-static void test_bf16_d256(void **state) { (void)state; suite(FLASHC_BF16, 256); }
-static void test_f16_d64(void **state) { (void)state; suite(FLASHC_F16, 64); }
-static void test_f16_d96(void **state) { (void)state; suite(FLASHC_F16, 96); }
-static void test_f16_d128(void **state) { (void)state; suite(FLASHC_F16, 128); }
-static void test_f16_d256(void **state) { (void)state; suite(FLASHC_F16, 256); }
 
 /* (B, H, S, D) buffers passed as strided views, on a user stream, with odd sizes. */
 static void test_strided_layout_and_stream(void **state)
 {
     (void)state;
     attn_case c = {2, 77, 301, 4, 2, 128, 1, FLASHC_BF16, 1, 1};
-    check_case(&c);
+    int ran = check_case(&c);
     c.causal = 0, c.dt = FLASHC_F16, c.D = 64, c.Sq = 300, c.Sk = 5;
-    check_case(&c);
+    ran += check_case(&c);
+    if (!ran)
+        fail_msg("FLASHC_CUDA_KERNEL=%s serves neither strided case", forced_kernel());
 }
 
 /* The same inputs twice give bit-identical results: a race would show as a moving result. */
@@ -372,7 +434,9 @@ static void test_repeatable(void **state)
     float *first_lse = malloc((size_t)c.B * c.Hq * c.Sq * sizeof(float));
     for (int rep = 0; rep < 3; rep++) {
         buffers_poison(&c, &r);
-        assert_int_equal(run_kernel(&c, &r, NULL), FLASHC_OK);
+        const flashc_status st = run_kernel(&c, &r, NULL);
+        if (st != FLASHC_OK)
+            fail_msg("flashc_attn_fwd: %s: %s", flashc_status_string(st), flashc_last_error());
         buffers_fetch(&c, &r);
         if (rep == 0) {
             memcpy(first, r.oh, r.nq * 2);
@@ -412,11 +476,15 @@ static void test_refusals(void **state)
                      FLASHC_ERR_UNSUPPORTED_DTYPE);
     printf("  fp32: %s\n", flashc_last_error());
 
-    /* head dim 32 (a view of the first 32 features) */
+    /* head dim 264 (8 rows of 264 features over the same bytes) */
     flashc_tensor q2 = q, k2 = k, v2 = v, o2 = o;
-    q2.shape[3] = k2.shape[3] = v2.shape[3] = o2.shape[3] = 32;
+    flashc_tensor *all2[4] = {&q2, &k2, &v2, &o2};
+    for (int i = 0; i < 4; i++) {
+        all2[i]->shape[1] = 8, all2[i]->shape[3] = 264;
+        all2[i]->stride[2] = 264, all2[i]->stride[1] = 2 * 264, all2[i]->stride[0] = 8 * 2 * 264;
+    }
     assert_int_equal(flashc_attn_fwd(&pr, &q2, &k2, &v2, &o2, NULL, NULL), FLASHC_ERR_UNSUPPORTED);
-    printf("  D=32: %s\n", flashc_last_error());
+    printf("  D=264: %s\n", flashc_last_error());
 
     /* a feature stride of 2 is not unit */
     flashc_tensor q3 = q;
@@ -426,13 +494,28 @@ static void test_refusals(void **state)
     assert_int_equal(flashc_attn_fwd(&pr, &q3, &k, &v, &o3, NULL, NULL), FLASHC_ERR_UNSUPPORTED);
     printf("  stride: %s\n", flashc_last_error());
 
-    /* a sequence stride that breaks 16-byte rows */
+    /* a pointer that is not even element-aligned */
     flashc_tensor q4 = q;
-    q4.shape[1] = 16, q4.stride[1] = c.Hq * c.D + 4;
+    q4.data = (char *)r.dq + 1;
+    q4.shape[1] = 16;
     flashc_tensor o4 = o;
     o4.shape[1] = 16;
-    assert_int_equal(flashc_attn_fwd(&pr, &q4, &k, &v, &o4, NULL, NULL), FLASHC_ERR_UNSUPPORTED);
+    assert_int_equal(flashc_attn_fwd(&pr, &q4, &k, &v, &o4, NULL, NULL),
+                     FLASHC_ERR_INVALID_ARGUMENT);
     printf("  align: %s\n", flashc_last_error());
+
+    /* rows that are not 16-byte aligned (a sequence stride of 4 more elements): only the
+     * element-wise sm80 path takes them, so a forced sm90 refuses them with a reason */
+    if (forced_kernel() && strcmp(forced_kernel(), "sm90") == 0) {
+        flashc_tensor q5 = q, o5 = o;
+        q5.shape[1] = o5.shape[1] = 16;
+        q5.stride[1] = o5.stride[1] = c.Hq * c.D + 4;
+        assert_int_equal(flashc_attn_fwd_supported(&pr, &q5, &k, &v, &o5, NULL),
+                         FLASHC_ERR_UNSUPPORTED);
+        assert_int_equal(flashc_attn_fwd(&pr, &q5, &k, &v, &o5, NULL, NULL),
+                         FLASHC_ERR_UNSUPPORTED);
+        printf("  sm90, unaligned rows: %s\n", flashc_last_error());
+    }
 
     /* a host pointer marked as device memory */
     flashc_tensor qh = q;
@@ -456,20 +539,34 @@ int main(void)
     }
     tu_seed_from_env();
     printf("test_cuda_attn: %s\n", flashc_build_info());
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_repeatable),
-        cmocka_unit_test(test_strided_layout_and_stream),
-        cmocka_unit_test(test_bf16_d64),
-        cmocka_unit_test(test_bf16_d128),
-        cmocka_unit_test(test_bf16_d96),
-        cmocka_unit_test(test_bf16_d256),
-        cmocka_unit_test(test_f16_d64),
-        cmocka_unit_test(test_f16_d128),
-        cmocka_unit_test(test_f16_d96),
-        cmocka_unit_test(test_f16_d256),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    static const int dims[] = {1, 8, 32, 40, 59, 64, 80, 96, 111, 128, 160, 192, 224, 256};
+    enum { ND = sizeof dims / sizeof dims[0] };
+    static dim_case cases[2 * ND];
+    static char names[2 * ND][24];
+    struct CMUnitTest tests[3 + 2 * ND];
+    tests[0] = (struct CMUnitTest)cmocka_unit_test(test_refusals);
+    tests[1] = (struct CMUnitTest)cmocka_unit_test(test_repeatable);
+    tests[2] = (struct CMUnitTest)cmocka_unit_test(test_strided_layout_and_stream);
+    const char *only = getenv("FLASHC_TEST_DIMS");
+    int nt = 3;
+    for (int i = 0; i < 2 * ND; i++) {
+        cases[i].dt = i < ND ? FLASHC_BF16 : FLASHC_F16;
+        cases[i].D = dims[i % ND];
+        if (only && only[0]) {
+            int keep = 0;
+            for (const char *p = only; *p;) {
+                char *end;
+                const long d = strtol(p, &end, 10);
+                keep |= end != p && d == cases[i].D;
+                p = *end ? end + 1 : end;
+            }
+            if (!keep)
+                continue;
+        }
+        snprintf(names[i], sizeof names[i], "test_%s_d%d", dtname(cases[i].dt), cases[i].D);
+        tests[nt++] = (struct CMUnitTest){names[i], suite, NULL, NULL, &cases[i]};
+    }
+    return _cmocka_run_group_tests("test_cuda_attn", tests, (size_t)nt, NULL, NULL);
 }
 
 #else /* !FLASHC_HAVE_CUDA */

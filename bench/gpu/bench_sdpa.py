@@ -8,13 +8,21 @@ flashc is called through ctypes on libflashc.so (no Python binding needed) on to
 stream; every config is checked against SDPA's flash output before it is timed. Times are medians
 of triton.testing.do_bench (CUDA events, L2 flushed between calls, warm-up first).
 
+--kernels sm80,sm90 times each CUDA kernel family of flashc side by side: the library is loaded
+once per family from its own copy (FLASHC_CUDA_KERNEL is read once per library instance, at its
+first call), each checked before it is timed. Without it, the dispatcher's choice ("flashc").
+
 usage: bench_sdpa.py --lib build/libflashc.so [--out results.json] [--seqlens 512,1024,...]
+                     [--dims 64,128] [--kernels sm80,sm90]
 """
 import argparse
 import ctypes
 import json
 import math
+import os
+import shutil
 import sys
+import tempfile
 
 import torch
 import torch.nn.functional as F
@@ -68,13 +76,30 @@ def view(t):
 
 
 class Flashc:
-    def __init__(self, path):
+    def __init__(self, path, kernel=None):
+        """kernel: a FLASHC_CUDA_KERNEL family, or None for the dispatcher's choice. The library
+        reads the variable once, at its first attention call, which happens here."""
+        if kernel:
+            copy = os.path.join(tempfile.mkdtemp(), f"libflashc_{kernel}.so")
+            shutil.copy(path, copy)
+            path = copy
+        old = os.environ.get("FLASHC_CUDA_KERNEL")
+        if kernel:
+            os.environ["FLASHC_CUDA_KERNEL"] = kernel
         self.lib = ctypes.CDLL(path)
         self.lib.flashc_attn_fwd.restype = ctypes.c_int
         self.lib.flashc_last_error.restype = ctypes.c_char_p
         self.lib.flashc_build_info.restype = ctypes.c_char_p
+        # The first call reads FLASHC_CUDA_KERNEL. Host memory marked as device memory: refused
+        # after the read, before any launch (so a broken kernel cannot hang the set-up).
+        q = torch.zeros(1, 8, 1, 64, dtype=torch.bfloat16)
+        self.fwd_fn(q, q, q, torch.empty_like(q), torch.empty(1, 1, 8), False, check=False)()
+        if old is None:
+            os.environ.pop("FLASHC_CUDA_KERNEL", None)
+        else:
+            os.environ["FLASHC_CUDA_KERNEL"] = old
 
-    def fwd_fn(self, q, k, v, o, lse, causal):
+    def fwd_fn(self, q, k, v, o, lse, causal, check=True):
         """A closure that launches the forward on torch's current stream (views built once)."""
         p = params(causal, torch.cuda.current_stream().cuda_stream)
         args = [ctypes.byref(x) for x in (p, view(q), view(k), view(v), view(o), view(lse))]
@@ -83,7 +108,7 @@ class Flashc:
 
         def run():
             st = fwd(*args, ctypes.byref(stats))
-            if st != 0:
+            if st != 0 and check:
                 raise RuntimeError(f"flashc_attn_fwd: {st}: {self.lib.flashc_last_error().decode()}")
         return run
 
@@ -102,15 +127,22 @@ def main():
     ap.add_argument("--rep-ms", type=int, default=300)
     ap.add_argument("--backends", default="flashc,sdpa_flash,sdpa_cudnn",
                     help="which to time (flashc is always checked against sdpa_flash)")
+    ap.add_argument("--kernels", default="",
+                    help="comma list of FLASHC_CUDA_KERNEL families to time side by side")
     a = ap.parse_args()
 
+    kernels = [k for k in a.kernels.split(",") if k]
     fc = Flashc(a.lib)
+    # name -> library: "flashc" (the dispatcher's choice) or "flashc_<family>" per forced family
+    libs = {f"flashc_{k}": Flashc(a.lib, k) for k in kernels} if kernels else {"flashc": fc}
+    names = list(libs) + [n for n in ("sdpa_flash", "sdpa_cudnn") if n in a.backends.split(",")]
     dev = torch.cuda.get_device_properties(0)
     print(f"device: {dev.name}, {dev.multi_processor_count} SMs; torch {torch.__version__}, "
           f"cuDNN {torch.backends.cudnn.version()}; flashc {fc.lib.flashc_build_info().decode()}",
           flush=True)
     rows = []
     torch.manual_seed(0)
+    print("timing: " + ", ".join(names), flush=True)
     for d in [int(x) for x in a.dims.split(",")]:
         for causal in (False, True):
             for S in [int(x) for x in a.seqlens.split(",")]:
@@ -120,7 +152,6 @@ def main():
                            for _ in range(3))
                 o = torch.empty_like(q)
                 lse = torch.empty(B, H, S, device="cuda", dtype=torch.float32)
-                run_fc = fc.fwd_fn(q, k, v, o, lse, causal)
                 qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
 
                 def sdpa(backend):
@@ -130,32 +161,41 @@ def main():
                     return run
 
                 run_fa2, run_cudnn = sdpa(SDPBackend.FLASH_ATTENTION), sdpa(SDPBackend.CUDNN_ATTENTION)
-                # correctness guard before timing: flashc vs SDPA's FA2 on these inputs
-                o.fill_(float("nan"))
-                run_fc()
                 ref = run_fa2().transpose(1, 2)
-                torch.cuda.synchronize()
-                diff = (o.float() - ref.float()).abs().max().item()
-                ok = math.isfinite(diff) and diff < 2e-2
-                r = {"d": d, "causal": causal, "seqlen": S, "batch": B, "heads": H,
-                     "max_abs_diff_vs_fa2": diff}
-                for name, fn in (("flashc", run_fc), ("sdpa_flash", run_fa2), ("sdpa_cudnn", run_cudnn)):
-                    if name not in a.backends.split(","):
-                        continue
-                    if name == "flashc" and not ok:
+                r = {"d": d, "causal": causal, "seqlen": S, "batch": B, "heads": H}
+                fns = {"sdpa_flash": run_fa2, "sdpa_cudnn": run_cudnn}
+                notes = []
+                for name, lib in libs.items():
+                    # correctness guard before timing: flashc vs SDPA's FA2 on these inputs
+                    fns[name] = lib.fwd_fn(q, k, v, o, lse, causal)
+                    o.fill_(float("nan"))
+                    try:
+                        fns[name]()
+                        torch.cuda.synchronize()
+                        diff = (o.float() - ref.float()).abs().max().item()
+                    except RuntimeError as e:
+                        diff = float("nan")
+                        notes.append(f"{name}: {e}")
+                    r[f"max_abs_diff_vs_fa2_{name}"] = diff
+                    if not (math.isfinite(diff) and diff < 2e-2):
+                        fns[name] = None
+                        notes.append(f"{name} WRONG (maxdiff {diff:.2e}): not timed")
+                for name in names:
+                    if fns.get(name) is None:
                         r[name] = None
                         continue
                     try:
-                        ms = triton.testing.do_bench(fn, warmup=50, rep=a.rep_ms, return_mode="median")
+                        ms = triton.testing.do_bench(fns[name], warmup=50, rep=a.rep_ms,
+                                                     return_mode="median")
                         r[name] = {"ms": ms, "tflops": tflops(B, H, S, d, causal, ms)}
                     except RuntimeError as e:
                         r[name] = None
-                        print(f"  {name} d={d} causal={causal} S={S}: {e}", flush=True)
+                        notes.append(f"{name}: {e}")
                 rows.append(r)
                 f = lambda n: f"{r[n]['tflops']:7.1f}" if r.get(n) else "      -"
-                print(f"d={d:3d} causal={int(causal)} S={S:5d}: flashc {f('flashc')}  "
-                      f"fa2 {f('sdpa_flash')}  cudnn {f('sdpa_cudnn')}  maxdiff {diff:.2e}"
-                      + ("" if ok else "  WRONG: not timed"), flush=True)
+                print(f"d={d:3d} causal={int(causal)} S={S:5d}: "
+                      + "  ".join(f"{n} {f(n)}" for n in names)
+                      + ("  " + "; ".join(notes) if notes else ""), flush=True)
                 del q, k, v, o, lse, ref
     if a.out:
         with open(a.out, "w") as fh:
@@ -163,21 +203,25 @@ def main():
                        "cudnn": torch.backends.cudnn.version(),
                        "flashc": fc.lib.flashc_build_info().decode(), "rows": rows}, fh, indent=1)
 
-    print("\nbf16 fwd TFLOP/s (median), same inputs, same run; ratio = flashc / SDPA flash (FA2)")
-    print("| d | causal | seqlen | flashc | SDPA flash | SDPA cuDNN | flashc/FA2 |")
-    print("|---|---|---|---|---|---|---|")
+    lib_names = list(libs)
+    print("\nbf16 fwd TFLOP/s (median), same inputs, same run; ratios to SDPA cuDNN")
+    print("| d | causal | seqlen | " + " | ".join(names) + " | "
+          + " | ".join(f"{n}/cuDNN" for n in lib_names) + " |")
+    print("|---" * (3 + len(names) + len(lib_names)) + "|")
     worst = None
     for r in rows:
         t = lambda n: r[n]["tflops"] if r.get(n) else float("nan")
-        ratio = t("flashc") / t("sdpa_flash")
-        if r["seqlen"] >= 1024 and not math.isnan(ratio):
-            worst = ratio if worst is None else min(worst, ratio)
-        print(f"| {r['d']} | {'yes' if r['causal'] else 'no'} | {r['seqlen']} | {t('flashc'):.0f} | "
-              f"{t('sdpa_flash'):.0f} | {t('sdpa_cudnn'):.0f} | {ratio:.2f} |")
-    print(f"worst flashc/FA2 ratio at seqlen >= 1k: {worst if worst is None else round(worst, 3)}")
-    bad = [r for r in rows if r.get("flashc") is None]
+        ratios = [t(n) / t("sdpa_cudnn") for n in lib_names]
+        fa2 = t(lib_names[0]) / t("sdpa_flash")
+        if r["seqlen"] >= 1024 and not math.isnan(fa2):
+            worst = fa2 if worst is None else min(worst, fa2)
+        print(f"| {r['d']} | {'yes' if r['causal'] else 'no'} | {r['seqlen']} | "
+              + " | ".join(f"{t(n):.0f}" for n in names) + " | "
+              + " | ".join(f"{x:.2f}" for x in ratios) + " |")
+    print(f"worst {lib_names[0]}/FA2 ratio at seqlen >= 1k: "
+          f"{worst if worst is None else round(worst, 3)}")
+    bad = [r for r in rows if any(r.get(n) is None for n in lib_names)]
     return 1 if bad else 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -8,7 +8,11 @@
 #      AVX-512, which the development machines lack) and the Python binding's tests (torch on
 #      CPU and CUDA); pytest must be importable (carry it as wheels where it is missing)
 #   5. the comparison with PyTorch SDPA (flash and cuDNN backends), bench/gpu/bench_sdpa.py
-# FLASHC_SKIP="sanitizer suite bench" leaves those steps out.
+# FLASHC_SKIP="tests sanitizer suite bench" leaves those steps out.
+# FLASHC_KERNELS="sm80 sm90" runs steps 2 and 3 once per forced kernel family
+# (FLASHC_CUDA_KERNEL=...) instead of once with the dispatcher's choice, and times the families
+# side by side in step 5; FLASHC_SAN_DIMS="59,128" limits the sanitizer runs to those head dims,
+# FLASHC_SAN_TOOLS (default "memcheck racecheck") picks the compute-sanitizer tools.
 # Logs and bench.json go to $OUT (default build-gpu/out); the table is printed last.
 # Exit status: nonzero if any step failed (later steps still run, so one call tells all).
 set -uo pipefail
@@ -37,19 +41,42 @@ if [ -z "$BUILD" ]; then
   grep -E "spill|registers" "$OUT/build.log" | sort -u | head -20
 fi
 
-step "GPU tests"
-"$BUILD/tests/test_cuda_attn" 2>&1 | tee "$OUT/tests.log" | grep -vE "^  (bf16|fp16) D=" 
-[ "${PIPESTATUS[0]}" = 0 ] || { status=1; echo "GPU TESTS FAILED"; }
+if [ -z "${FLASHC_BUILD:-}" ] && command -v cuobjdump >/dev/null; then
+  # the Hopper kernel's SASS: wgmma (HGMMA), copy-engine loads (UTMALDG), no local memory
+  for f in "$BUILD"/CMakeFiles/flashc_cuda.dir/src/cuda/attn_fwd_sm90.cu.o; do
+    [ -f "$f" ] || continue
+    cuobjdump --dump-sass "$f" 2>/dev/null >"$OUT/sm90.sass"
+    echo "sm90 SASS: $(grep -c HGMMA "$OUT/sm90.sass") HGMMA," \
+      "$(grep -c UTMALDG "$OUT/sm90.sass") UTMALDG," \
+      "$(grep -cE '\b(LDL|STL)\b' "$OUT/sm90.sass") LDL/STL"
+  done
+fi
+
+kernels=${FLASHC_KERNELS:-default}
+for k in $kernels; do
+  skip tests && break
+  kenv=(); [ "$k" = default ] || kenv=(FLASHC_CUDA_KERNEL="$k")
+  step "GPU tests ($k)"
+  env "${kenv[@]}" timeout "${FLASHC_TEST_TIMEOUT:-600}" "$BUILD/tests/test_cuda_attn" 2>&1 |
+    tee "$OUT/tests-$k.log" | grep -vE "^  (bf16|fp16) D=" | grep -vE "^\[ +(RUN|OK) +\]"
+  [ "${PIPESTATUS[0]}" = 0 ] || { status=1; echo "GPU TESTS FAILED ($k)"; }
+  echo "$(grep -c '^  .* D=.*: o err' "$OUT/tests-$k.log") cases checked;" \
+    "$(grep -c 'not served' "$OUT/tests-$k.log") head-dim tests not served by $k"
+done
 
 if skip sanitizer; then :
 elif command -v compute-sanitizer >/dev/null; then
-  for tool in memcheck racecheck; do
-    step "compute-sanitizer $tool (short cases)"
-    FLASHC_TEST_SMALL=1 timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 \
-      "$BUILD/tests/test_cuda_attn" >"$OUT/sanitizer-$tool.log" 2>&1
-    rc=$?
-    tail -4 "$OUT/sanitizer-$tool.log"
-    [ $rc = 0 ] || { status=1; echo "SANITIZER $tool FAILED (rc $rc)"; }
+  for k in $kernels; do
+    kenv=(); [ "$k" = default ] || kenv=(FLASHC_CUDA_KERNEL="$k")
+    for tool in ${FLASHC_SAN_TOOLS:-memcheck racecheck}; do
+      step "compute-sanitizer $tool ($k, short cases)"
+      env "${kenv[@]}" FLASHC_TEST_SMALL=1 FLASHC_TEST_DIMS="${FLASHC_SAN_DIMS:-}" \
+        timeout "${FLASHC_SAN_TIMEOUT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+        "$BUILD/tests/test_cuda_attn" >"$OUT/sanitizer-$tool-$k.log" 2>&1
+      rc=$?
+      tail -3 "$OUT/sanitizer-$tool-$k.log"
+      [ $rc = 0 ] || { status=1; echo "SANITIZER $tool FAILED ($k, rc $rc)"; }
+    done
   done
 else
   echo "compute-sanitizer not found: skipped"
@@ -72,7 +99,8 @@ fi
 
 skip bench && exit $status
 step "benchmark vs PyTorch SDPA"
+kargs=(); [ -n "${FLASHC_KERNELS:-}" ] && kargs=(--kernels "${FLASHC_KERNELS// /,}")
 PYTHONUNBUFFERED=1 python3 bench/gpu/bench_sdpa.py --lib "$BUILD/libflashc.so" \
-  --out "$OUT/bench.json" ${FLASHC_BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
+  --out "$OUT/bench.json" "${kargs[@]}" ${FLASHC_BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 exit $status

@@ -7,16 +7,42 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static const char FN[] = "flashc_attn_fwd";
 
-/* Every variant table, lowest architecture first. A Hopper kernel adds its table here. */
+/* Every variant table, lowest architecture first. */
 static const struct {
     const attn_fwd_variant *v;
     const int *count;
 } variant_tables[] = {
     {attn_fwd_sm80_variants, &attn_fwd_sm80_variant_count},
+    {attn_fwd_sm90_variants, &attn_fwd_sm90_variant_count},
 };
+
+/* FLASHC_CUDA_KERNEL, read once: "" (the dispatcher's choice), or a family every call must use.
+ * A value that names no family is kept as given so that each call can say what is wrong. */
+static const char *forced_family(void)
+{
+    static int read = 0;
+    static char value[16];
+    if (!read) {
+        const char *e = getenv("FLASHC_CUDA_KERNEL");
+        snprintf(value, sizeof value, "%s", e ? e : "");
+        read = 1; /* racing first calls store the same bytes */
+    }
+    return value;
+}
+
+static int family_known(const char *f)
+{
+    for (size_t t = 0; t < sizeof variant_tables / sizeof variant_tables[0]; t++)
+        for (int i = 0; i < *variant_tables[t].count; i++)
+            if (strcmp(variant_tables[t].v[i].family, f) == 0)
+                return 1;
+    return 0;
+}
 
 /* Compute capability of the current device as 10 * major + minor, or -1 with a message. */
 static int current_cc(flashc_status *st)
@@ -36,32 +62,53 @@ static int current_cc(flashc_status *st)
     return 10 * major + minor;
 }
 
-/* The variant for p's dtype and head dim with the highest architecture the device reaches. */
-static const attn_fwd_variant *pick_variant(const attn_problem *p, int cc)
+/* Rows of every operand start on 16-byte boundaries: pointers 16-byte aligned, strides
+ * multiples of 8 elements (the kernels' 16-byte loads and the copy engine need this). */
+static int rows_vec16(const attn_problem *p)
 {
+    const void *ptr[4] = {p->q, p->k, p->v, p->o};
+    const int64_t *st[4] = {p->sq, p->sk, p->sv, p->so};
+    for (int i = 0; i < 4; i++)
+        if ((uintptr_t)ptr[i] % 16 != 0 || st[i][0] % 8 != 0 || st[i][1] % 8 != 0 ||
+            st[i][2] % 8 != 0)
+            return 0;
+    return 1;
+}
+
+/* The variant for p with the highest architecture the device reaches, among those picked by
+ * default or, when forced is not empty, among that family's. The one answer to "which kernel
+ * runs": cuda_attn_fwd_supports and cuda_attn_fwd both ask it. */
+static const attn_fwd_variant *pick_variant(const attn_problem *p, int cc, const char *forced)
+{
+    const int vec16 = rows_vec16(p);
     const attn_fwd_variant *best = NULL;
     for (size_t t = 0; t < sizeof variant_tables / sizeof variant_tables[0]; t++)
         for (int i = 0; i < *variant_tables[t].count; i++) {
             const attn_fwd_variant *v = &variant_tables[t].v[i];
-            if (v->dtype == p->dtype && v->head_dim == p->D && v->min_cc <= cc &&
-                (!best || v->min_cc > best->min_cc))
-                best = v;
+            if (forced[0] ? strcmp(v->family, forced) != 0
+                          : !v->by_default || p->Sq < v->default_min_seq ||
+                                p->Sk < v->default_min_seq)
+                continue;
+            if (v->dtype != p->dtype || p->D < v->head_dim_min || p->D > v->head_dim ||
+                v->min_cc > cc || (best && v->min_cc <= best->min_cc))
+                continue;
+            if (v->supports && !v->supports(v, p, cc, vec16))
+                continue;
+            best = v;
         }
     return best;
 }
 
-/* A 4-d (B, S, H, D) operand: device memory, unit feature stride, 16-byte rows. */
+/* A 4-d (B, S, H, D) operand: device memory, unit feature stride, element-aligned. */
 static flashc_status check_operand(const char *name, const void *ptr, const int64_t *st)
 {
     if (st[3] != 1)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
                             "%s: the CUDA backend needs %s.stride[3] == 1 (got %lld)", FN, name,
                             (long long)st[3]);
-    if ((uintptr_t)ptr % 16 != 0 || st[0] % 8 != 0 || st[1] % 8 != 0 || st[2] % 8 != 0)
-        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
-                            "%s: the CUDA backend loads 16-byte chunks: %s must be 16-byte aligned "
-                            "with strides that are multiples of 8 elements (got %lld, %lld, %lld)",
-                            FN, name, (long long)st[0], (long long)st[1], (long long)st[2]);
+    if ((uintptr_t)ptr % 2 != 0)
+        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                            "%s: %s is not aligned to its 2-byte elements", FN, name);
     cudaPointerAttributes attr;
     cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
     if (err != cudaSuccess || (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)) {
@@ -85,10 +132,16 @@ extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
                             "%s: the CUDA backend supports bf16 and fp16 storage only "
                             "(dtype %d given)",
                             FN, (int)p->dtype);
-    if (p->D != 64 && p->D != 96 && p->D != 128 && p->D != 256)
+    if (p->D < 1 || p->D > 256)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
-                            "%s: the CUDA backend supports head dims 64, 96, 128 and 256 (got %lld)",
-                            FN, (long long)p->D);
+                            "%s: the CUDA backend supports head dims 1 to 256 (got %lld)", FN,
+                            (long long)p->D);
+    const char *forced = forced_family();
+    if (forced[0] && !family_known(forced))
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                            "%s: FLASHC_CUDA_KERNEL=%s names no CUDA kernel family "
+                            "(sm80, sm90, sm90v2, or unset for the dispatcher's choice)",
+                            FN, forced);
     if (!(p->scale > 0.0f))
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
                             "%s: the CUDA backend needs softmax_scale > 0 (got %g)", FN,
@@ -104,10 +157,21 @@ extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
                             FN, (long long)p->B, (long long)p->Sq, (long long)p->Sk,
                             (long long)p->Hq);
     flashc_status st = FLASHC_OK;
+    if ((st = check_operand("q", p->q, p->sq)) != FLASHC_OK ||
+        (st = check_operand("k", p->k, p->sk)) != FLASHC_OK ||
+        (st = check_operand("v", p->v, p->sv)) != FLASHC_OK ||
+        (st = check_operand("o", p->o, p->so)) != FLASHC_OK)
+        return st;
     const int cc = current_cc(&st);
     if (cc < 0)
         return st;
-    const attn_fwd_variant *v = pick_variant(p, cc);
+    const attn_fwd_variant *v = pick_variant(p, cc, forced);
+    if (!v && forced[0])
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                            "%s: FLASHC_CUDA_KERNEL=%s forces a kernel that does not serve this "
+                            "problem (dtype %d, head dim %lld, compute capability %d.%d%s)",
+                            FN, forced, (int)p->dtype, (long long)p->D, cc / 10, cc % 10,
+                            rows_vec16(p) ? "" : ", rows not 16-byte aligned");
     if (!v)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
                             "%s: no CUDA kernel for this device (compute capability %d.%d; "
@@ -115,14 +179,10 @@ extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
                             FN, cc / 10, cc % 10);
     if ((p->br && p->br != v->block_q) || (p->bc && p->bc != v->block_k))
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
-                            "%s: the CUDA kernel for this problem uses tiles %d x %d; "
+                            "%s: the CUDA kernel for this problem (%s) uses tiles %d x %d; "
                             "pass block_q = block_k = 0 or those values (got %lld x %lld)",
-                            FN, v->block_q, v->block_k, (long long)p->br, (long long)p->bc);
-    if ((st = check_operand("q", p->q, p->sq)) != FLASHC_OK ||
-        (st = check_operand("k", p->k, p->sk)) != FLASHC_OK ||
-        (st = check_operand("v", p->v, p->sv)) != FLASHC_OK ||
-        (st = check_operand("o", p->o, p->so)) != FLASHC_OK)
-        return st;
+                            FN, v->name, v->block_q, v->block_k, (long long)p->br,
+                            (long long)p->bc);
     if (p->lse) {
         cudaPointerAttributes attr;
         cudaError_t err = cudaPointerGetAttributes(&attr, p->lse);
@@ -143,7 +203,8 @@ extern "C" flashc_status cuda_attn_fwd(const attn_problem *p, flashc_attn_stats 
     const int cc = current_cc(&st);
     if (cc < 0)
         return st;
-    const attn_fwd_variant *v = pick_variant(p, cc); /* non-NULL: supports() ran first */
+    /* non-NULL: cuda_attn_fwd_supports ran first and asked the same question */
+    const attn_fwd_variant *v = pick_variant(p, cc, forced_family());
 
     attn_fwd_args a;
     a.q = p->q, a.k = p->k, a.v = p->v, a.o = p->o, a.lse = p->lse;
@@ -153,6 +214,8 @@ extern "C" flashc_status cuda_attn_fwd(const attn_problem *p, flashc_attn_stats 
     }
     a.B = (int)p->B, a.Sq = (int)p->Sq, a.Sk = (int)p->Sk, a.Hq = (int)p->Hq;
     a.group = (int)(p->Hq / p->Hkv);
+    a.D = (int)p->D;
+    a.vec16 = rows_vec16(p);
     a.scale = p->scale;
     a.scale_log2 = (float)((double)p->scale * 1.4426950408889634);
     a.causal = p->causal;

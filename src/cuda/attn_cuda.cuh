@@ -1,10 +1,12 @@
 /*
  * attn_cuda.cuh — what the CUDA attention dispatcher (attn.cu) shares with the kernel files.
  *
- * A kernel file exports a table of variants; each variant serves one (dtype, head dim) from a
- * minimum compute capability up. The dispatcher picks, for the device at hand, the variant with
- * the highest minimum capability that the device reaches, so an sm_90a kernel (wgmma + TMA) can
- * be added beside the sm_80 ones as a new file with its own table and no other change.
+ * A kernel file exports a table of variants; each variant serves one dtype and a range of head
+ * dims (an instance of head dim D_i takes every D in (D_{i-1}, D_i], padding inside the kernel)
+ * from a minimum compute capability up, and answers for the rest through supports(). The
+ * dispatcher (attn.cu) takes, for the device at hand, the variant of the highest minimum
+ * capability that supports the problem and is picked by default (or the forced family), so a
+ * Hopper kernel that does not take a shape hands it to the sm_80 one.
  */
 #ifndef FLASHC_CUDA_ATTN_CUDA_CUH
 #define FLASHC_CUDA_ATTN_CUDA_CUH
@@ -18,8 +20,10 @@ extern "C" {
 
 /* The forward's arguments as a kernel receives them (by value). Layouts as in flashc.h with a
  * unit feature stride: element (b, s, h, d) of q is q[b * sq[0] + s * sq[1] + h * sq[2] + d].
- * Strides of q, k, v, o are multiples of 8 elements and the pointers 16-byte aligned, so each
- * row of D elements is a whole number of 16-byte chunks (checked by cuda_attn_fwd_supports). */
+ * When vec16 is set, strides of q, k, v, o are multiples of 8 elements and the pointers 16-byte
+ * aligned, so every row starts on a 16-byte boundary (kernels then load 16-byte chunks, the
+ * last one of a row predicated down to the D % 8 elements that exist); otherwise only element
+ * alignment holds and a kernel must load and store element by element. */
 typedef struct attn_fwd_args {
     const void *q, *k, *v; /* (B, Sq, Hq, D), (B, Sk, Hkv, D), (B, Sk, Hkv, D) */
     void *o;               /* (B, Sq, Hq, D)                                     */
@@ -27,6 +31,8 @@ typedef struct attn_fwd_args {
     int64_t sq[3], sk[3], sv[3], so[3]; /* batch, seq, head strides              */
     int64_t slse[3];                    /* batch, head, seq strides              */
     int B, Sq, Sk, Hq, group;           /* group = Hq / Hkv                      */
+    int D;                              /* head dim, <= the variant's head_dim   */
+    int vec16;                          /* rows 16-byte aligned (see above)      */
     int head_group;                     /* (batch, head) pairs scheduled together */
     float scale;                        /* softmax scale, > 0                    */
     float scale_log2;                   /* scale * log2(e): exp(x s) = 2^(x s')  */
@@ -35,18 +41,36 @@ typedef struct attn_fwd_args {
 
 typedef cudaError_t (*attn_fwd_launch_fn)(const attn_fwd_args *args, cudaStream_t stream);
 
+struct attn_fwd_variant;
+/* Whether variant v serves problem p, beyond the dtype, head-dim range and minimum capability
+ * the dispatcher checks itself (alignment a copy engine needs, an exact chip, say). Cheap, host
+ * only, no launch: it runs for every flashc_attn_fwd_supported too. The problem's operands are
+ * already known to be device memory with unit feature stride; cc is the device's compute
+ * capability (10 major + minor); vec16 as in attn_fwd_args. */
+typedef int (*attn_fwd_supports_fn)(const struct attn_fwd_variant *v, const attn_problem *p,
+                                    int cc, int vec16);
+
 typedef struct attn_fwd_variant {
-    const char *name;   /* attn_fwd_<dtype>_<arch>_d<D>_<Br>x<Bc>      */
-    flashc_dtype dtype; /* FLASHC_BF16 or FLASHC_F16                    */
+    const char *name;   /* attn_fwd_<dtype>_<arch>_d<D>_<Br>x<Bc>                        */
+    const char *family; /* "sm80", "sm90": what FLASHC_CUDA_KERNEL names                 */
+    flashc_dtype dtype; /* FLASHC_BF16 or FLASHC_F16                                      */
+    int head_dim_min;   /* serves head dims [head_dim_min, head_dim] (padded up to head_dim) */
     int head_dim;
-    int min_cc;         /* minimum compute capability, 10 * major + minor */
+    int min_cc;         /* minimum compute capability, 10 * major + minor                */
     int block_q, block_k;
+    int by_default;     /* picked without FLASHC_CUDA_KERNEL (0: only when forced) ...    */
+    int default_min_seq; /* ... and then only when Sq and Sk are at least this           */
+    attn_fwd_supports_fn supports; /* NULL: no condition beyond the fields above        */
     attn_fwd_launch_fn launch;
 } attn_fwd_variant;
 
 /* attn_fwd_sm80.cu */
 extern const attn_fwd_variant attn_fwd_sm80_variants[];
 extern const int attn_fwd_sm80_variant_count;
+
+/* attn_fwd_sm90.cu */
+extern const attn_fwd_variant attn_fwd_sm90_variants[];
+extern const int attn_fwd_sm90_variant_count;
 
 /* ---- backward --------------------------------------------------------------------------- */
 

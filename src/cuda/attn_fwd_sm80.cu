@@ -35,6 +35,7 @@
  * The version ladder that led here is in bench/RESULTS.md.
  */
 #include "attn_cuda.cuh"
+#include "attn_fwd_common.cuh"
 #include "ptx.cuh"
 
 #include <math.h>
@@ -56,13 +57,17 @@ static __device__ __forceinline__ uint32_t swz_step(uint32_t lane_base, int c)
     return (lane_base ^ (uint32_t)((c & 7) * 16)) + (uint32_t)((c >> 3) * 128);
 }
 
-/* Copies rows [0, ROWS) of a tile whose row r is at g + r * row_stride into the swizzled
- * shared tile s; rows >= valid_rows are zero-filled. All NTHREADS threads take part. */
-template <typename T, int D, int DS, int ROWS, int NTHREADS>
+/* Copies rows [0, ROWS) and columns [0, d) of a tile whose row r is at g + r * row_stride into
+ * the swizzled shared tile s of DI columns; rows >= valid_rows and columns >= d are
+ * zero-filled, so a padded head dim adds zeros to Q K^T and zero columns to O. Rows of g start
+ * on 16-byte boundaries (attn_fwd_args.vec16): 16-byte cp.async, the chunk that holds column
+ * d - 1 predicated down to the bytes that exist (src-size < 16 zero-fills the rest, nothing
+ * past it is read). All NTHREADS threads take part. */
+template <typename T, int DI, int DS, int ROWS, int NTHREADS>
 static __device__ __forceinline__ void load_tile(T *s, const T *g, int64_t row_stride,
-                                                 int valid_rows)
+                                                 int valid_rows, int d)
 {
-    constexpr int CPR = D / 8; /* 16-byte chunks per row */
+    constexpr int CPR = DI / 8; /* 16-byte chunks per row */
     constexpr int CHUNKS = ROWS * CPR;
     static_assert(CHUNKS % NTHREADS == 0, "every thread copies the same number of chunks");
     if constexpr (NTHREADS % CPR == 0) {
@@ -71,17 +76,18 @@ static __device__ __forceinline__ void load_tile(T *s, const T *g, int64_t row_s
         constexpr int RPP = NTHREADS / CPR; /* rows per pass */
         static_assert(RPP % 8 == 0, "rows per pass keep r mod 8");
         const int r0 = (int)threadIdx.x / CPR, c = (int)threadIdx.x % CPR;
+        const int bytes = 2 * min(8, max(0, d - 8 * c)); /* of this chunk, in every row */
         const uint32_t dst = ptx_smem_addr(s + swz<DS>(r0, c));
         const T *src = g + (int64_t)r0 * row_stride + c * 8;
         const int64_t step = (int64_t)RPP * row_stride;
 #pragma unroll
         for (int i = 0; i < ROWS / RPP; i++) {
-            const bool valid = r0 + i * RPP < valid_rows;
-            /* an invalid row reads nothing; point it at row 0, which is mapped. The pointer
-             * walks by one step per pass: precomputed offsets i * step would be 16 live
-             * registers the compiler ends up spilling. */
-            ptx_cp_async_16(dst + (uint32_t)(i * RPP * DS * (int)sizeof(T)),
-                            valid ? src : g + c * 8, valid);
+            const bool valid = r0 + i * RPP < valid_rows && bytes > 0;
+            /* an invalid chunk reads nothing; point it at the tile's first element, which is
+             * mapped. The pointer walks by one step per pass: precomputed offsets i * step
+             * would be 16 live registers the compiler ends up spilling. */
+            ptx_cp_async_16_n(dst + (uint32_t)(i * RPP * DS * (int)sizeof(T)),
+                              valid ? src : g, valid ? bytes : 0);
             src += step;
         }
     } else {
@@ -89,28 +95,42 @@ static __device__ __forceinline__ void load_tile(T *s, const T *g, int64_t row_s
         for (int i = 0; i < CHUNKS / NTHREADS; i++) {
             const int idx = i * NTHREADS + (int)threadIdx.x;
             const int r = idx / CPR, c = idx % CPR;
-            const bool valid = r < valid_rows;
-            const T *src = g + (valid ? (int64_t)r * row_stride : 0) + c * 8;
-            ptx_cp_async_16(ptx_smem_addr(s + swz<DS>(r, c)), src, valid);
+            const int bytes = r < valid_rows ? 2 * min(8, max(0, d - 8 * c)) : 0;
+            const T *src = bytes > 0 ? g + (int64_t)r * row_stride + c * 8 : g;
+            ptx_cp_async_16_n(ptx_smem_addr(s + swz<DS>(r, c)), src, bytes);
         }
     }
 }
 
-/* The (Q tile, batch, head) of thread block `block`. Order (see attn_fwd_args.head_group):
- * heads in groups whose K/V fit in L2; within a group, the last Q tiles (the heaviest under
- * the causal mask) of all its heads first, so the longest jobs start first. */
-template <int BM>
-static __device__ __forceinline__ void block_coords(const attn_fwd_args &a, int block,
-                                                    int *m_block, int *b, int *h)
+/* load_tile for rows that are only element-aligned (a head dim that is not a multiple of 8 in
+ * a packed tensor, say): plain 2-byte loads and shared stores, synchronous, so the pipeline's
+ * barriers order them as they order the cp.async copies. Consecutive threads take
+ * consecutive columns of a row, so a warp's loads stay within a few lines. */
+template <typename T, int DI, int DS, int ROWS, int NTHREADS>
+static __device__ __forceinline__ void load_tile_elementwise(T *s, const T *g, int64_t row_stride,
+                                                          int valid_rows, int d)
 {
-    const int n_mblocks = (a.Sq + BM - 1) / BM;
-    const int span = a.head_group * n_mblocks; /* blocks of one full group */
-    const int grp = block / span, in_grp = block % span;
-    const int heads_here = min(a.head_group, a.B * a.Hq - grp * a.head_group);
-    const int bh = grp * a.head_group + in_grp % heads_here;
-    *m_block = n_mblocks - 1 - in_grp / heads_here;
-    *b = bh / a.Hq;
-    *h = bh % a.Hq;
+    const unsigned short *src = (const unsigned short *)g;
+    unsigned short *dst = (unsigned short *)s;
+#pragma unroll 4
+    for (int idx = (int)threadIdx.x; idx < ROWS * DI; idx += NTHREADS) {
+        const int r = idx / DI, col = idx % DI;
+        const unsigned short x =
+            r < valid_rows && col < d ? __ldg(src + (int64_t)r * row_stride + col) : 0;
+        dst[swz<DS>(r, col / 8) + col % 8] = x;
+    }
+}
+
+/* The kernel is compiled twice, VEC (attn_fwd_args.vec16) or not, rather than branching at
+ * run time: the element-wise path's addresses would cost the main loop registers. */
+template <typename T, int DI, int DS, int ROWS, int NTHREADS, bool VEC>
+static __device__ __forceinline__ void load_any(T *s, const T *g, int64_t row_stride,
+                                                int valid_rows, const attn_fwd_args &a)
+{
+    if constexpr (VEC)
+        load_tile<T, DI, DS, ROWS, NTHREADS>(s, g, row_stride, valid_rows, a.D);
+    else
+        load_tile_elementwise<T, DI, DS, ROWS, NTHREADS>(s, g, row_stride, valid_rows, a.D);
 }
 
 /* S = Q K^T for one K block: s (MI x NT tiles of 16 x 8, C layout) over D in steps of 16.
@@ -145,91 +165,6 @@ static __device__ __forceinline__ void qk_block(float (&s)[MI][NT][4], uint32_t 
     }
 }
 
-/* Sets to -inf the scores of keys a row may not see: past Sk, or past its causal limit.
- * row0: the thread's first row (tile mi, half 0); col0: its first key column. */
-template <int MI, int NT>
-static __device__ __forceinline__ void mask_block(float (&s)[MI][NT][4], const attn_fwd_args &a,
-                                                  int row0, int col0, int diag)
-{
-#pragma unroll
-    for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int row = row0 + mi * 16 + (e >= 2 ? 8 : 0);
-            const int limit = a.causal ? min(a.Sk, row + 1 + diag) : a.Sk;
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-                if (col0 + nt * 8 + (e & 1) >= limit)
-                    s[mi][nt][e] = -INFINITY;
-        }
-}
-
-/* Rows' max only moves the exponent base when it grew by more than 2^RESCALE_LOG2: until
- * then P = 2^(S s' - m s') stays <= 2^8, far from overflow in fp32 and (for P V) in
- * bf16/fp16, and LSE = m scale + ln l is exact for any base m. So O and l are rescaled in
- * the few blocks where some row of the warp jumped, not in every block. */
-static constexpr float RESCALE_LOG2 = 8.0f;
-
-/* Online softmax for one block: turns s into P (in place), updates the base m, the partial
- * row sums l and, when the base moves, rescales O. A row that has seen only masked keys
- * keeps m = -inf; its exponent base is then 0, so no -inf - -inf = NaN. */
-template <int MI, int NT, int DT>
-static __device__ __forceinline__ void softmax_block(float (&s)[MI][NT][4],
-                                                     float (&acc)[MI][DT][4],
-                                                     float (&row_m)[MI][2], float (&row_l)[MI][2],
-                                                     float scale_log2)
-{
-    float mx[MI][2];
-    bool grow = false;
-#pragma unroll
-    for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-            float m = row_m[mi][hr];
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-                m = fmaxf(m, fmaxf(s[mi][nt][2 * hr], s[mi][nt][2 * hr + 1]));
-            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-            mx[mi][hr] = m;
-            /* -inf -> finite is a jump (inf > 8); -inf -> -inf is not (NaN compares false) */
-            grow |= (m - row_m[mi][hr]) * scale_log2 > RESCALE_LOG2;
-        }
-    if (__any_sync(0xffffffffu, grow)) {
-#pragma unroll
-        for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-            for (int hr = 0; hr < 2; hr++) {
-                const float base = mx[mi][hr] == -INFINITY ? 0.0f : mx[mi][hr] * scale_log2;
-                const float alpha = ptx_exp2(row_m[mi][hr] * scale_log2 - base);
-                row_m[mi][hr] = mx[mi][hr];
-                row_l[mi][hr] *= alpha;
-#pragma unroll
-                for (int dt = 0; dt < DT; dt++) {
-                    acc[mi][dt][2 * hr] *= alpha;
-                    acc[mi][dt][2 * hr + 1] *= alpha;
-                }
-            }
-    }
-#pragma unroll
-    for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-            const float m = row_m[mi][hr];
-            const float base = m == -INFINITY ? 0.0f : m * scale_log2;
-            float sum = 0.0f;
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                for (int e = 2 * hr; e < 2 * hr + 2; e++) {
-                    const float p = ptx_exp2(fmaf(s[mi][nt][e], scale_log2, -base));
-                    s[mi][nt][e] = p;
-                    sum += p;
-                }
-            row_l[mi][hr] += sum;
-        }
-}
-
 /* O += P V for one block, over its keys in steps of 16. P's accumulator layout for key tiles
  * 2kk and 2kk+1 is exactly the A fragment of keys [16 kk, 16 kk + 16): no shuffles. */
 template <typename T, int D, int MI, int NT, int DT, uint32_t ROWB>
@@ -261,10 +196,12 @@ static __device__ __forceinline__ void pv_block(const float (&s)[MI][NT][4],
 
 /* Shape of the thread block:
  *   T       __nv_bfloat16 or __half (fp32 accumulation)
- *   D       head dim, a multiple of 32 (64, 96, 128, 256)
+ *   D       the instance's head dim, a multiple of 32; a.D <= D columns exist (the rest are
+ *           zero in shared memory and never stored)
  *   NWARPS  warps per block; MI: 16-row MMA tiles per warp; BM = 16 MI NWARPS query rows
- *   BN      keys per K/V block, a multiple of 16 */
-template <typename T, int D, int NWARPS, int MI, int BN>
+ *   BN      keys per K/V block, a multiple of 16
+ *   VEC     rows 16-byte aligned (attn_fwd_args.vec16): 16-byte copies, else element-wise */
+template <typename T, int D, int NWARPS, int MI, int BN, bool VEC>
 __global__ void __launch_bounds__(NWARPS * 32)
     attn_fwd_sm80_kernel(const attn_fwd_args a)
 {
@@ -324,10 +261,10 @@ __global__ void __launch_bounds__(NWARPS * 32)
     }
 
     if (n_blocks > 0) {
-        load_tile<T, D, DS, BM, NTHREADS>(sQ, qg, a.sq[1], a.Sq - m0);
+        load_any<T, D, DS, BM, NTHREADS, VEC>(sQ, qg, a.sq[1], a.Sq - m0, a);
         const int n_last = (n_blocks - 1) * BN;
-        load_tile<T, D, DS, BN, NTHREADS>(sK, kg + (int64_t)n_last * a.sk[1], a.sk[1],
-                                          a.Sk - n_last);
+        load_any<T, D, DS, BN, NTHREADS, VEC>(sK, kg + (int64_t)n_last * a.sk[1], a.sk[1],
+                                         a.Sk - n_last, a);
         ptx_cp_async_commit();
     }
 
@@ -335,7 +272,8 @@ __global__ void __launch_bounds__(NWARPS * 32)
         const int n0 = nb * BN;
         ptx_cp_async_wait<0>();
         __syncthreads(); /* K_nb landed for everyone; every warp is done with V_{nb+1} */
-        load_tile<T, D, DS, BN, NTHREADS>(sV, vg + (int64_t)n0 * a.sv[1], a.sv[1], a.Sk - n0);
+        load_any<T, D, DS, BN, NTHREADS, VEC>(sV, vg + (int64_t)n0 * a.sv[1], a.sv[1], a.Sk - n0,
+                                              a);
         ptx_cp_async_commit();
 
         /* Under the causal mask a warp whose last row cannot see key n0 has nothing in this
@@ -354,8 +292,8 @@ __global__ void __launch_bounds__(NWARPS * 32)
         __syncthreads(); /* V_nb landed; every warp is done reading K_nb */
         if (nb > 0) {
             const int n_prev = n0 - BN;
-            load_tile<T, D, DS, BN, NTHREADS>(sK, kg + (int64_t)n_prev * a.sk[1], a.sk[1],
-                                              a.Sk - n_prev);
+            load_any<T, D, DS, BN, NTHREADS, VEC>(sK, kg + (int64_t)n_prev * a.sk[1], a.sk[1],
+                                             a.Sk - n_prev, a);
             ptx_cp_async_commit();
         }
 
@@ -381,9 +319,19 @@ __global__ void __launch_bounds__(NWARPS * 32)
             if (row < a.Sq) {
                 T *orow = og + (int64_t)row * a.so[1];
 #pragma unroll
-                for (int dt = 0; dt < DT; dt++)
-                    *(uint32_t *)(orow + dt * 8 + 2 * t) =
+                for (int dt = 0; dt < DT; dt++) {
+                    const int col = dt * 8 + 2 * t;
+                    const uint32_t pair =
                         ptx_pack2(T(), acc[mi][dt][2 * hr] * inv, acc[mi][dt][2 * hr + 1] * inv);
+                    if (VEC && col + 1 < a.D) {
+                        *(uint32_t *)(orow + col) = pair;
+                    } else { /* the last odd column, or rows only 2-byte aligned */
+                        if (col < a.D)
+                            ((unsigned short *)orow)[col] = (unsigned short)(pair & 0xffff);
+                        if (col + 1 < a.D)
+                            ((unsigned short *)orow)[col + 1] = (unsigned short)(pair >> 16);
+                    }
+                }
                 if (a.lse && t == 0)
                     a.lse[b * a.slse[0] + h * a.slse[1] + (int64_t)row * a.slse[2]] =
                         l > 0.0f ? row_m[mi][hr] * a.scale + logf(l) : -INFINITY;
@@ -397,7 +345,9 @@ static cudaError_t attn_fwd_sm80_launch(const attn_fwd_args *a, cudaStream_t str
     constexpr int BM = 16 * MI * NWARPS;
     constexpr int DS = (D + 63) / 64 * 64;
     const size_t smem = (size_t)(BM + 2 * BN) * DS * sizeof(T);
-    void (*kernel)(const attn_fwd_args) = attn_fwd_sm80_kernel<T, D, NWARPS, MI, BN>;
+    void (*kernel)(const attn_fwd_args) =
+        a->vec16 ? attn_fwd_sm80_kernel<T, D, NWARPS, MI, BN, true>
+                 : attn_fwd_sm80_kernel<T, D, NWARPS, MI, BN, false>;
     /* Above 48 KB a block's dynamic shared memory must be opted into, per device; setting it
      * is a cheap host-side call, so it is done on every launch rather than cached. */
     cudaError_t err =
@@ -413,25 +363,31 @@ static cudaError_t attn_fwd_sm80_launch(const attn_fwd_args *a, cudaStream_t str
 
 /* Tiles as FlashAttention-2 picks them for sm_80/sm_90 without dropout: 4 warps of 32 rows for
  * D <= 128 (two 16-row MMA tiles per warp halve the K/V fragment reads per FLOP); 128 keys
- * per block at D = 64, 64 above (registers: O and S live in the same 255); 8 warps of 16 rows
- * at D = 256, where O alone takes 128 registers a thread. */
+ * per block at D <= 64, 64 above (registers: O and S live in the same 255); 8 warps of 16 rows
+ * above 128, where O alone takes D / 2 registers a thread. Each instance takes the head dims
+ * above the previous one, padded (see load_tile). */
+#define SM80_VARIANT(TN, T, DLO, D, NW, MI, BN)                                                    \
+    {"attn_fwd_" #TN "_sm80_d" #D "_" #BN, "sm80", TN##_DTYPE, DLO, D, 80, 16 * MI * NW, BN,      \
+     1, 0, NULL, attn_fwd_sm80_launch<T, D, NW, MI, BN>}
+#define bf16_DTYPE FLASHC_BF16
+#define f16_DTYPE FLASHC_F16
 const attn_fwd_variant attn_fwd_sm80_variants[] = {
-    {"attn_fwd_bf16_sm80_d64_128x128", FLASHC_BF16, 64, 80, 128, 128,
-     attn_fwd_sm80_launch<__nv_bfloat16, 64, 4, 2, 128>},
-    {"attn_fwd_bf16_sm80_d96_128x64", FLASHC_BF16, 96, 80, 128, 64,
-     attn_fwd_sm80_launch<__nv_bfloat16, 96, 4, 2, 64>},
-    {"attn_fwd_bf16_sm80_d128_128x64", FLASHC_BF16, 128, 80, 128, 64,
-     attn_fwd_sm80_launch<__nv_bfloat16, 128, 4, 2, 64>},
-    {"attn_fwd_bf16_sm80_d256_128x64", FLASHC_BF16, 256, 80, 128, 64,
-     attn_fwd_sm80_launch<__nv_bfloat16, 256, 8, 1, 64>},
-    {"attn_fwd_f16_sm80_d64_128x128", FLASHC_F16, 64, 80, 128, 128,
-     attn_fwd_sm80_launch<__half, 64, 4, 2, 128>},
-    {"attn_fwd_f16_sm80_d96_128x64", FLASHC_F16, 96, 80, 128, 64,
-     attn_fwd_sm80_launch<__half, 96, 4, 2, 64>},
-    {"attn_fwd_f16_sm80_d128_128x64", FLASHC_F16, 128, 80, 128, 64,
-     attn_fwd_sm80_launch<__half, 128, 4, 2, 64>},
-    {"attn_fwd_f16_sm80_d256_128x64", FLASHC_F16, 256, 80, 128, 64,
-     attn_fwd_sm80_launch<__half, 256, 8, 1, 64>},
+    SM80_VARIANT(bf16, __nv_bfloat16, 1, 32, 4, 2, 128),
+    SM80_VARIANT(bf16, __nv_bfloat16, 33, 64, 4, 2, 128),
+    SM80_VARIANT(bf16, __nv_bfloat16, 65, 96, 4, 2, 64),
+    SM80_VARIANT(bf16, __nv_bfloat16, 97, 128, 4, 2, 64),
+    SM80_VARIANT(bf16, __nv_bfloat16, 129, 160, 8, 1, 64),
+    SM80_VARIANT(bf16, __nv_bfloat16, 161, 192, 8, 1, 64),
+    SM80_VARIANT(bf16, __nv_bfloat16, 193, 224, 8, 1, 64),
+    SM80_VARIANT(bf16, __nv_bfloat16, 225, 256, 8, 1, 64),
+    SM80_VARIANT(f16, __half, 1, 32, 4, 2, 128),
+    SM80_VARIANT(f16, __half, 33, 64, 4, 2, 128),
+    SM80_VARIANT(f16, __half, 65, 96, 4, 2, 64),
+    SM80_VARIANT(f16, __half, 97, 128, 4, 2, 64),
+    SM80_VARIANT(f16, __half, 129, 160, 8, 1, 64),
+    SM80_VARIANT(f16, __half, 161, 192, 8, 1, 64),
+    SM80_VARIANT(f16, __half, 193, 224, 8, 1, 64),
+    SM80_VARIANT(f16, __half, 225, 256, 8, 1, 64),
 };
 const int attn_fwd_sm80_variant_count =
     (int)(sizeof attn_fwd_sm80_variants / sizeof attn_fwd_sm80_variants[0]);

@@ -42,6 +42,15 @@ static __device__ __forceinline__ int ptx_block_index(void)
     return (int)x;
 }
 
+/* threadIdx.x, read the same way (see ptx_block_index): for values derived from it that are
+ * cheaper to recompute at each use than to hold through a loop. */
+static __device__ __forceinline__ int ptx_thread_index(void)
+{
+    unsigned x;
+    asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(x));
+    return (int)x;
+}
+
 /* ---- cp.async (global -> shared, bypassing registers) ------------------------------------- */
 
 /* Copies 16 bytes from global src to shared dst when valid, otherwise writes 16 zero bytes
@@ -50,6 +59,16 @@ static __device__ __forceinline__ int ptx_block_index(void)
 static __device__ __forceinline__ void ptx_cp_async_16(uint32_t dst, const void *src, bool valid)
 {
     const int src_bytes = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+}
+
+/* Copies the first src_bytes (0..16) of the 16 bytes at global src to shared dst and writes
+ * zeros to the rest; src_bytes 0 reads nothing (src only has to be some mapped address). */
+static __device__ __forceinline__ void ptx_cp_async_16_n(uint32_t dst, const void *src,
+                                                         int src_bytes)
+{
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                  "r"(src_bytes)
                  : "memory");

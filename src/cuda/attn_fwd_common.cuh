@@ -1,0 +1,161 @@
+/*
+ * attn_fwd_common.cuh — what every forward kernel shares: the order of thread blocks, and the
+ * masking and online-softmax steps that run on the score accumulators, whatever instruction
+ * produced them (mma.sync in attn_fwd_sm80.cu, wgmma in attn_fwd_sm90.cu): both leave a thread
+ * with the same m16n8 C layout per 16-row tile (rows g and g + 8, columns 2t and 2t + 1 of each
+ * 8-column tile; lane = 4 g + t), so s[MI][NT][4] describes either: MI 16-row tiles of this warp, NT 8-key column tiles.
+ *
+ * Which keys a row sees is asked in one place (mask_block), as "keys [0, limit)" per row; a
+ * per-row key range [lo, hi) (windows, varlen) would replace that limit by two bounds.
+ */
+#ifndef FLASHC_CUDA_ATTN_FWD_COMMON_CUH
+#define FLASHC_CUDA_ATTN_FWD_COMMON_CUH
+
+#include "attn_cuda.cuh"
+#include "ptx.cuh"
+
+#include <math.h>
+
+/* The (Q tile, batch, head) of thread block `block`. Order (see attn_fwd_args.head_group):
+ * heads in groups whose K/V fit in L2; within a group, the last Q tiles (the heaviest under
+ * the causal mask) of all its heads first, so the longest jobs start first. */
+template <int BM>
+static __device__ __forceinline__ void block_coords(const attn_fwd_args &a, int block,
+                                                    int *m_block, int *b, int *h)
+{
+    const int n_mblocks = (a.Sq + BM - 1) / BM;
+    const int span = a.head_group * n_mblocks; /* blocks of one full group */
+    const int grp = block / span, in_grp = block % span;
+    const int heads_here = min(a.head_group, a.B * a.Hq - grp * a.head_group);
+    const int bh = grp * a.head_group + in_grp % heads_here;
+    *m_block = n_mblocks - 1 - in_grp / heads_here;
+    *b = bh / a.Hq;
+    *h = bh % a.Hq;
+}
+
+/* Sets to -inf the scores of keys a row may not see: past Sk, or past its causal limit.
+ * row0: the thread's first row (tile mi, half 0); col0: its first key column. */
+template <int MI, int NT>
+static __device__ __forceinline__ void mask_block(float (&s)[MI][NT][4], const attn_fwd_args &a,
+                                                  int row0, int col0, int diag)
+{
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int row = row0 + mi * 16 + (e >= 2 ? 8 : 0);
+            const int limit = a.causal ? min(a.Sk, row + 1 + diag) : a.Sk;
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+                if (col0 + nt * 8 + (e & 1) >= limit)
+                    s[mi][nt][e] = -INFINITY;
+        }
+}
+
+/* Rows' max only moves the exponent base when it grew by more than 2^RESCALE_LOG2: until
+ * then P = 2^(S s' - m s') stays <= 2^8, far from overflow in fp32 and (for P V) in
+ * bf16/fp16, and LSE = m scale + ln l is exact for any base m. So O and l are rescaled in
+ * the few blocks where some row of the warp jumped, not in every block. */
+static constexpr float RESCALE_LOG2 = 8.0f;
+
+/* The first half of the online softmax: mx = max(m, rowmax s) per row (over the quad of
+ * lanes that share a row); returns whether some row of the warp grew by more than
+ * 2^RESCALE_LOG2, i.e. whether the base must move (the same answer in every lane). */
+template <int MI, int NT>
+static __device__ __forceinline__ bool block_rows_max(const float (&s)[MI][NT][4],
+                                                      const float (&row_m)[MI][2],
+                                                      float (&mx)[MI][2], float scale_log2)
+{
+    bool grow = false;
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            float m = row_m[mi][hr];
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+                m = fmaxf(m, fmaxf(s[mi][nt][2 * hr], s[mi][nt][2 * hr + 1]));
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+            mx[mi][hr] = m;
+            /* -inf -> finite is a jump (inf > 8); -inf -> -inf is not (NaN compares false) */
+            grow |= (m - row_m[mi][hr]) * scale_log2 > RESCALE_LOG2;
+        }
+    return __any_sync(0xffffffffu, grow);
+}
+
+/* Moves the base of each row to mx: alpha = 2^(m s' - mx s'), l *= alpha, m = mx. A row that
+ * has seen only masked keys keeps m = -inf; its exponent base is then 0, so no -inf - -inf. */
+template <int MI>
+static __device__ __forceinline__ void block_move_base(const float (&mx)[MI][2],
+                                                       float (&row_m)[MI][2],
+                                                       float (&row_l)[MI][2],
+                                                       float (&alpha)[MI][2], float scale_log2)
+{
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            const float base = mx[mi][hr] == -INFINITY ? 0.0f : mx[mi][hr] * scale_log2;
+            alpha[mi][hr] = ptx_exp2(row_m[mi][hr] * scale_log2 - base);
+            row_m[mi][hr] = mx[mi][hr];
+            row_l[mi][hr] *= alpha[mi][hr];
+        }
+}
+
+template <int MI, int DT>
+static __device__ __forceinline__ void block_rescale(float (&acc)[MI][DT][4],
+                                                     const float (&alpha)[MI][2])
+{
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int dt = 0; dt < DT; dt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                acc[mi][dt][e] *= alpha[mi][e / 2];
+}
+
+/* The second half: s becomes P = 2^(s s' - m s') in place and l gains its row sums. */
+template <int MI, int NT>
+static __device__ __forceinline__ void block_exp(float (&s)[MI][NT][4],
+                                                 const float (&row_m)[MI][2],
+                                                 float (&row_l)[MI][2], float scale_log2)
+{
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            const float m = row_m[mi][hr];
+            const float base = m == -INFINITY ? 0.0f : m * scale_log2;
+            float sum = 0.0f;
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int e = 2 * hr; e < 2 * hr + 2; e++) {
+                    const float p = ptx_exp2(fmaf(s[mi][nt][e], scale_log2, -base));
+                    s[mi][nt][e] = p;
+                    sum += p;
+                }
+            row_l[mi][hr] += sum;
+        }
+}
+
+/* Online softmax for one block: turns s into P (in place), updates the base m, the partial
+ * row sums l and, when the base moves, rescales O. */
+template <int MI, int NT, int DT>
+static __device__ __forceinline__ void softmax_block(float (&s)[MI][NT][4],
+                                                     float (&acc)[MI][DT][4],
+                                                     float (&row_m)[MI][2], float (&row_l)[MI][2],
+                                                     float scale_log2)
+{
+    float mx[MI][2];
+    if (block_rows_max<MI, NT>(s, row_m, mx, scale_log2)) {
+        float alpha[MI][2];
+        block_move_base<MI>(mx, row_m, row_l, alpha, scale_log2);
+        block_rescale<MI, DT>(acc, alpha);
+    }
+    block_exp<MI, NT>(s, row_m, row_l, scale_log2);
+}
+
+#endif /* FLASHC_CUDA_ATTN_FWD_COMMON_CUH */

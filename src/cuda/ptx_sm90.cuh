@@ -1,0 +1,350 @@
+/*
+ * ptx_sm90.cuh — inline PTX for the Hopper forward (attn_fwd_sm90.cu): wgmma, the tensor copy
+ * engine (TMA), mbarriers, setmaxnreg, fences. One instruction per wrapper, as in ptx.cuh.
+ *
+ * Everything here needs sm_90a, so it is compiled only in that pass: FLASHC_PTX_SM90A is 1 in
+ * the sm_90a device pass and 0 in the host pass and the sm_80 pass, which see no wrapper at
+ * all (a kernel that uses them wraps its body in #if FLASHC_PTX_SM90A).
+ *
+ * wgmma.mma_async m64nNk16, fp32 accumulation, issued by one warpgroup (4 warps, 128 threads):
+ *   D (64 x N) float, per thread d[N/8][4]: warp w of the group owns rows 16w..16w+15, and
+ *     d[j][0..1] = D[16w + g][8j + 2t, +1], d[j][2..3] = D[16w + g + 8][8j + 2t, +1]
+ *     (lane = 4g + t): per warp, the m16n8 C layout of mma.sync, once per 8 columns.
+ *   A (64 x 16) from registers, a[4] of two 16-bit values each, the mma.sync A layout per warp:
+ *     a[0] = A[g][2t, +1], a[1] = A[g+8][2t, +1], a[2] = A[g][2t+8, +1], a[3] = A[g+8][2t+8, +1]
+ *     so the D fragment of S (two 8-column tiles) packs into the A fragment of P as it is.
+ *   A or B from shared memory: a 64-bit matrix descriptor (ptx_wgmma_desc).
+ * An operand is K-major when its reduction index is contiguous in memory (Q and K rows), MN-major
+ * when its M or N index is (V, as B of P V: keys are K, features are N): the _tb wrappers read
+ * B MN-major (imm-trans-b = 1; bf16/fp16 only).
+ *
+ * Shared tiles are 128-byte-swizzled panels: rows of 64 16-bit elements (128 bytes), 16-byte
+ * chunk c of row r stored at chunk c ^ (r mod 8), 8 rows (1024 bytes) per swizzle atom, the
+ * panel 1024-byte aligned. The copy engine writes that pattern (CU_TENSOR_MAP_SWIZZLE_128B) and
+ * wgmma reads it (layout type 1); a head dim of 128 is two panels side by side.
+ */
+#ifndef FLASHC_CUDA_PTX_SM90_CUH
+#define FLASHC_CUDA_PTX_SM90_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define FLASHC_PTX_SM90A 1
+#else
+#define FLASHC_PTX_SM90A 0
+#endif
+
+#if FLASHC_PTX_SM90A
+
+/* ---- wgmma matrix descriptors --------------------------------------------------------------
+ * bits  0-13  start address >> 4 (shared window, 16-byte units)
+ *      16-29  leading-dimension byte offset >> 4
+ *      32-45  stride-dimension byte offset >> 4
+ *      49-51  base offset (0: the swizzle atoms are 1024-byte aligned)
+ *      62-63  layout: 1 = 128-byte swizzle
+ * With the 128-byte swizzle (PTX ISA, "matrix descriptor" and "strides"):
+ *   K-major:  SBO = offset between groups of 8 rows (1024 in a panel); LBO unused (1).
+ *             A k-step of 16 elements inside the 64-wide panel moves the start by 32 bytes.
+ *   MN-major: LBO = offset between groups of 64 M/N elements (one panel to the next);
+ *             SBO = offset between groups of 8 K rows (1024 in a panel). */
+static __device__ __forceinline__ uint64_t ptx_wgmma_desc(uint32_t smem_addr, uint32_t lbo,
+                                                          uint32_t sbo)
+{
+    return (uint64_t)((smem_addr & 0x3ffff) >> 4) | ((uint64_t)((lbo >> 4) & 0x3fff) << 16) |
+           ((uint64_t)((sbo >> 4) & 0x3fff) << 32) | (1ull << 62);
+}
+
+/* ---- wgmma ordering -------------------------------------------------------------------------- */
+
+/* Before the first wgmma of a batch: orders this warpgroup's earlier register writes (the
+ * accumulators, A fragments) before the asynchronous reads of the wgmma that follows. */
+static __device__ __forceinline__ void ptx_wgmma_fence(void)
+{
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+
+static __device__ __forceinline__ void ptx_wgmma_commit(void)
+{
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+/* Waits until at most n committed wgmma groups of this warpgroup are pending. */
+template <int n> static __device__ __forceinline__ void ptx_wgmma_wait(void)
+{
+    static_assert(n >= 0 && n < 8, "wgmma.wait_group takes a small immediate");
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(n) : "memory");
+}
+
+/* A register the compiler must treat as read and written here: placed after ptx_wgmma_wait on
+ * every accumulator, it keeps reads of them from moving above the wait (the asm of the wgmma
+ * itself tells the compiler they were written when it was issued, not when it completed). */
+static __device__ __forceinline__ void ptx_fence_operand(float &x)
+{
+    asm volatile("" : "+f"(x)::"memory");
+}
+
+static __device__ __forceinline__ void ptx_fence_operand(uint32_t &x)
+{
+    asm volatile("" : "+r"(x)::"memory");
+}
+
+/* ---- wgmma.mma_async, d = a b + (scale_d ? d : 0) --------------------------------------------
+ * ss: A and B from shared memory, both K-major (S = Q K^T). rs_..._tb: A from registers,
+ * B MN-major from shared memory (O += P V). The element type is picked by the tag argument. */
+static __device__ __forceinline__ void ptx_wgmma_ss_m64n128k16(__nv_bfloat16, float (&d)[16][4],
+                                                        uint64_t desc_a, uint64_t desc_b,
+                                                        int scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, "
+                 "%17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, "
+                 "%47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "
+                 "%62, %63"
+                 "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]),
+                   "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]),
+                   "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]),
+                   "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+                   "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),
+                   "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+                   "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]),
+                   "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
+                   "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]),
+                   "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]),
+                   "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]),
+                   "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
+                   "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+static __device__ __forceinline__ void ptx_wgmma_ss_m64n128k16(__half, float (&d)[16][4],
+                                                        uint64_t desc_a, uint64_t desc_b,
+                                                        int scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, "
+                 "%17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, "
+                 "%47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "
+                 "%62, %63"
+                 "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]),
+                   "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]),
+                   "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]),
+                   "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+                   "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),
+                   "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+                   "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]),
+                   "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
+                   "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]),
+                   "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]),
+                   "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]),
+                   "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
+                   "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+static __device__ __forceinline__ void ptx_wgmma_rs_m64n64k16_tb(__nv_bfloat16, float (&d)[8][4],
+                                                            const uint32_t (&a)[4],
+                                                            uint64_t desc_b, int scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, "
+                 "%17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+                 "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]),
+                   "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]),
+                   "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]),
+                   "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+                   "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),
+                   "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+                   "+f"(d[7][2]), "+f"(d[7][3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+}
+
+static __device__ __forceinline__ void ptx_wgmma_rs_m64n64k16_tb(__half, float (&d)[8][4],
+                                                            const uint32_t (&a)[4],
+                                                            uint64_t desc_b, int scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, "
+                 "%17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+                 "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]),
+                   "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]),
+                   "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]),
+                   "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+                   "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),
+                   "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+                   "+f"(d[7][2]), "+f"(d[7][3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+}
+
+static __device__ __forceinline__ void ptx_wgmma_rs_m64n128k16_tb(__nv_bfloat16, float (&d)[16][4],
+                                                            const uint32_t (&a)[4],
+                                                            uint64_t desc_b, int scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, "
+                 "%17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, "
+                 "%47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "
+                 "%62, %63"
+                 "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]),
+                   "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]),
+                   "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]),
+                   "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+                   "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),
+                   "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+                   "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]),
+                   "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
+                   "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]),
+                   "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]),
+                   "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]),
+                   "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
+                   "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+}
+
+static __device__ __forceinline__ void ptx_wgmma_rs_m64n128k16_tb(__half, float (&d)[16][4],
+                                                            const uint32_t (&a)[4],
+                                                            uint64_t desc_b, int scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, "
+                 "%17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, "
+                 "%47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "
+                 "%62, %63"
+                 "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]),
+                   "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]),
+                   "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]),
+                   "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+                   "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),
+                   "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+                   "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]),
+                   "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]),
+                   "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]),
+                   "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]),
+                   "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]),
+                   "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
+                   "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+}
+
+/* ---- mbarrier (shared-memory barriers with a phase bit and a transaction count) ----------- */
+
+static __device__ __forceinline__ void ptx_mbarrier_init(uint32_t bar, uint32_t count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+
+/* Makes the initialisations visible to the copy engine (and other threads, after a barrier). */
+static __device__ __forceinline__ void ptx_fence_mbarrier_init(void)
+{
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+/* One arrival that also announces tx_bytes to come from the copy engine: the phase completes
+ * when every arrival happened and all announced bytes landed. */
+static __device__ __forceinline__ void ptx_mbarrier_arrive_expect_tx(uint32_t bar,
+                                                                     uint32_t tx_bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
+                 "r"(tx_bytes)
+                 : "memory");
+}
+
+static __device__ __forceinline__ void ptx_mbarrier_arrive(uint32_t bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+/* Whether the phase of parity `parity` has completed (try_wait may suspend the thread for a
+ * while before it answers no). A fresh barrier is in phase 0: waiting for parity 1 succeeds at
+ * once (that phase counts as the one before), which is how a producer's first pass over empty
+ * slots goes through. */
+static __device__ __forceinline__ bool ptx_mbarrier_try_wait(uint32_t bar, uint32_t parity)
+{
+    uint32_t ok;
+    asm volatile("{\n.reg .pred p;\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(ok)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+    return ok != 0;
+}
+
+static __device__ __forceinline__ void ptx_mbarrier_wait(uint32_t bar, uint32_t parity)
+{
+    while (!ptx_mbarrier_try_wait(bar, parity)) {
+    }
+}
+
+/* ---- the tensor copy engine ------------------------------------------------------------------ */
+
+/* Copies the box at coordinates (c0, c1, c2, c3) (elements; c0 innermost) of the 4-d tensor
+ * that tmap describes into shared dst, completing tx bytes on mbarrier bar. Out-of-range
+ * elements of the box are written as zeros (and counted). tmap: the address of a
+ * __grid_constant__ kernel parameter. */
+static __device__ __forceinline__ void ptx_tma_load_4d(uint32_t dst, const void *tmap,
+                                                       uint32_t bar, int c0, int c1, int c2,
+                                                       int c3)
+{
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%3, %4, %5, %6}], [%2];\n" ::"r"(dst),
+                 "l"(tmap), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+                 : "memory");
+}
+
+static __device__ __forceinline__ void ptx_prefetch_tensormap(const void *tmap)
+{
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(tmap) : "memory");
+}
+
+/* ---- named barriers (ids 1..15; 0 is __syncthreads) --------------------------------------- */
+
+/* Waits until n threads (a multiple of 32, this warp's included) reached barrier id, by
+ * bar.sync or bar.arrive. */
+static __device__ __forceinline__ void ptx_named_bar_sync(int id, int n)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+
+/* Counts this warp towards barrier id's n threads without waiting. */
+static __device__ __forceinline__ void ptx_named_bar_arrive(int id, int n)
+{
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+
+/* ---- register reallocation between warpgroups -------------------------------------------- */
+
+/* Every warp of the warpgroup runs the same one; the kernel needs a register cap at entry
+ * (__launch_bounds__(threads, 1)) for the compiler to honour it. */
+template <int n> static __device__ __forceinline__ void ptx_setmaxnreg_dec(void)
+{
+    static_assert(n >= 24 && n <= 256 && n % 8 == 0, "setmaxnreg takes 24..256, step 8");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(n));
+}
+
+template <int n> static __device__ __forceinline__ void ptx_setmaxnreg_inc(void)
+{
+    static_assert(n >= 24 && n <= 256 && n % 8 == 0, "setmaxnreg takes 24..256, step 8");
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(n));
+}
+
+#endif /* FLASHC_PTX_SM90A */
+
+#endif /* FLASHC_CUDA_PTX_SM90_CUH */
