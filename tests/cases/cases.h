@@ -1,18 +1,20 @@
 /*
- * cases.h — the CLI's one table of ops: how to build random inputs for a problem, run each
+ * cases.h — the one table of ops and cases: how to build random inputs for a problem, run each
  * implementation of it, compare against the reference, and count its FLOPs and bytes.
  *
- * `flashc check` and `flashc bench` both drive ops through this table (the ggml
- * test-backend-ops habit: one case list, correctness and performance are modes of it). Adding an
- * op (attention backward, a GEMM ceiling) is adding one op_entry and its functions in cases.c,
- * plus one bench_ops row in bench.c that builds its problems from the bench options.
+ * A static library (flashc_cases) linked by the CLI and by the tests: the ctest driver
+ * tests/test_cases.c, `flashc check` and `flashc bench` (its --suite check times the same rows)
+ * all drive ops through this table (the ggml test-backend-ops habit: one case list, correctness
+ * and performance are modes of it). Adding an op is adding one op_entry and its functions in
+ * cases.c (plus one bench_ops row in tools/bench.c that builds its problems from the bench
+ * options); adding a case is one row in table.c.
  *
  * Every op has implementations impls[0..n_impls); impls[0] is the reference (the naive path,
  * float64 accumulation) that the others are compared against. A case owns two output slots:
  * slot 0 holds the reference output, slot 1 the output of the implementation under test.
  */
-#ifndef FLASHC_TOOLS_CASES_H
-#define FLASHC_TOOLS_CASES_H
+#ifndef FLASHC_CASES_H
+#define FLASHC_CASES_H
 
 #include "flashc.h"
 
@@ -120,4 +122,30 @@ double case_min_bytes(const case_spec *s);
 /* Modeled bytes moved by implementation impl (the seeds' traffic model, traffic.h). */
 double case_traffic(const case_spec *s, int impl, const case_stats *st);
 
-#endif /* FLASHC_TOOLS_CASES_H */
+/* Whether implementation impl can run here (a "cuda" impl needs a CUDA build and a visible
+ * device); case_check reports the others as skipped, never as passed. */
+int case_impl_available(const case_data *c, int impl);
+
+/* ---- the table and its check (table.c) ------------------------------------------------------ */
+
+/* The rows every checker runs (`flashc check`, tests/test_cases.c, `flashc bench --suite
+ * check`); *count gets their number. */
+const case_spec *cases_table(int *count);
+
+/* One (row, implementation) result of case_check. */
+typedef struct case_outcome {
+    const char *op, *impl;
+    char shape[200];  /* case_describe of the row                                      */
+    double err, tol;  /* the op's metric, the tolerance it was held to                */
+    int skipped;      /* the impl cannot run here (case_impl_available)                 */
+    char why[320];    /* "" = passed, else why it failed (status, modified input, error) */
+} case_outcome;
+
+typedef void (*case_report_fn)(void *ctx, const case_outcome *r);
+
+/* Runs the reference of row, then every other impl of its op on the same inputs (drawn from
+ * seed), checks status, untouched inputs and error <= tolerance, and reports each impl once.
+ * Returns the number of failures. */
+int case_check(const case_spec *row, uint64_t seed, case_report_fn report, void *ctx);
+
+#endif /* FLASHC_CASES_H */

@@ -1,5 +1,5 @@
 /*
- * cases.c — the op table behind `flashc check` and `flashc bench` (see cases.h).
+ * cases.c — the op table behind tests/test_cases.c, `flashc check` and `flashc bench` (cases.h).
  *
  * Each op is one op_entry: buffer sizes, how to run each implementation, the error metric of
  * each output, FLOPs / minimal bytes / modeled traffic. The generic code below allocates, fills
@@ -66,6 +66,7 @@ typedef struct op_entry {
     double (*min_bytes)(const case_spec *s);
     double (*traffic)(const case_spec *s, int impl, const case_stats *st);
     void (*describe)(const case_spec *s, char *buf, size_t size);
+    int (*available)(const case_data *c, int impl); /* optional: default every impl     */
 } op_entry;
 
 /* Element size in bytes of the op's tensors (LSE and softmax states are float32: 4 bytes). */
@@ -1355,4 +1356,9 @@ double case_traffic(const case_spec *s, int impl, const case_stats *st)
 {
     const op_entry *e = entry_for(s);
     return e ? e->traffic(s, impl, st) : 0.0;
+}
+
+int case_impl_available(const case_data *c, int impl)
+{
+    return c->op->available ? c->op->available(c, impl) : impl >= 0 && impl < c->op->pub.n_impls;
 }

@@ -1,0 +1,153 @@
+/*
+ * table.c — the one case table: the problems `flashc check`, the ctest driver
+ * tests/test_cases.c and `flashc bench --suite check` all run (cases.h). A new op, shape, mask
+ * or property is one more row; every implementation of the row's op is checked against the
+ * op's reference (impls[0]) by case_check().
+ */
+#include "cases.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const case_spec table[] = {
+    /* attention: the seeds' checklist, then the edges */
+    {.op = "attn", .sq = 256, .d = 64, .br = 32, .bc = 32},
+    {.op = "attn", .sq = 256, .d = 64, .br = 32, .bc = 32, .causal = 1},
+    {.op = "attn", .sq = 256, .d = 64, .br = 7, .bc = 13},
+    {.op = "attn", .sq = 256, .d = 64, .br = 7, .bc = 13, .causal = 1},
+    {.op = "attn", .sq = 333, .d = 64},
+    {.op = "attn", .sq = 333, .d = 64, .causal = 1},
+    {.op = "attn", .sq = 1, .d = 64},
+    {.op = "attn", .sq = 1, .d = 64, .causal = 1},
+    {.op = "attn", .sq = 20, .d = 16, .br = 1, .bc = 1, .causal = 1},
+    {.op = "attn", .sq = 50, .d = 32, .br = 128, .bc = 128, .causal = 1},    /* tiles > n */
+    {.op = "attn", .sq = 100, .sk = 37, .d = 64, .causal = 1},              /* masked rows */
+    {.op = "attn", .sq = 100, .sk = 37, .d = 64, .br = 16, .bc = 8, .causal = 1},
+    {.op = "attn", .sq = 37, .sk = 100, .d = 64, .causal = 1},
+    {.op = "attn", .sq = 1, .sk = 300, .d = 64, .causal = 1},              /* decode step */
+    {.op = "attn", .sq = 77, .sk = 129, .d = 64, .br = 16, .bc = 32},
+    {.op = "attn", .sq = 130, .d = 8, .causal = 1},
+    {.op = "attn", .sq = 130, .d = 40, .causal = 1},
+    {.op = "attn", .sq = 130, .d = 64, .causal = 1},
+    {.op = "attn", .sq = 130, .d = 96},
+    {.op = "attn", .sq = 130, .d = 128, .causal = 1},
+    {.op = "attn", .sq = 130, .d = 256},
+    {.op = "attn", .sq = 65, .d = 80, .br = 16, .bc = 16},                    /* odd head dim */
+    {.op = "attn", .sq = 96, .heads = 8, .kv_heads = 2, .d = 64, .causal = 1}, /* GQA */
+    {.op = "attn", .sq = 96, .heads = 4, .kv_heads = 1, .d = 64},             /* MQA */
+    {.op = "attn", .batch = 2, .sq = 70, .sk = 90, .heads = 4, .kv_heads = 2, .d = 32,
+     .causal = 1, .bhsd = 1},                                                /* (B, H, S, D) */
+    {.op = "attn", .sq = 128, .d = 64, .q_scale = 100.0f},                   /* Q x 100 */
+    {.op = "attn", .sq = 128, .d = 64, .q_scale = 100.0f, .causal = 1},
+    /* split-KV: two flash halves merged */
+    {.op = "attn_merge", .sq = 200, .d = 64, .split = 77},
+    {.op = "attn_merge", .sq = 1, .sk = 301, .heads = 8, .kv_heads = 2, .d = 128, .split = 150},
+    {.op = "attn_merge", .batch = 2, .sq = 33, .sk = 64, .heads = 2, .d = 40, .split = 1,
+     .bhsd = 1},
+    /* attention backward (o and lse from the flash forward) and forward + backward */
+    {.op = "attn_bwd", .sq = 130, .d = 64},
+    {.op = "attn_bwd", .sq = 130, .d = 64, .causal = 1},
+    {.op = "attn_bwd", .sq = 77, .sk = 129, .d = 40, .br = 16, .bc = 32, .causal = 1},
+    {.op = "attn_bwd", .sq = 100, .sk = 37, .d = 64, .br = 16, .bc = 8, .causal = 1}, /* masked */
+    {.op = "attn_bwd", .sq = 1, .sk = 300, .d = 64, .causal = 1},                  /* decode step */
+    {.op = "attn_bwd", .sq = 1, .d = 16},                                           /* n = 1 */
+    {.op = "attn_bwd", .sq = 96, .heads = 8, .kv_heads = 2, .d = 64, .causal = 1},  /* GQA */
+    {.op = "attn_bwd", .sq = 96, .heads = 4, .kv_heads = 1, .d = 80},               /* MQA */
+    {.op = "attn_bwd", .batch = 2, .sq = 70, .sk = 90, .heads = 4, .kv_heads = 2, .d = 32,
+     .causal = 1, .bhsd = 1},                                                      /* BHSD */
+    {.op = "attn_bwd", .sq = 130, .d = 128, .br = 7, .bc = 13, .causal = 1},
+    {.op = "attn_fwdbwd", .sq = 200, .d = 64, .causal = 1},
+    {.op = "attn_fwdbwd", .sq = 65, .sk = 90, .heads = 6, .kv_heads = 2, .d = 48},
+    /* online softmax: chunks + merge */
+    {.op = "softmax", .rows = 64, .width = 1},
+    {.op = "softmax", .rows = 64, .width = 3},
+    {.op = "softmax", .rows = 64, .width = 1000},
+    {.op = "softmax", .rows = 16, .width = 4099},
+    /* RMSNorm */
+    {.op = "rmsnorm", .rows = 4096, .width = 512},
+    {.op = "rmsnorm", .rows = 7, .width = 1},
+    {.op = "rmsnorm", .rows = 33, .width = 1031},
+    {.op = "rmsnorm_res", .rows = 64, .width = 1024},
+    {.op = "rmsnorm_res", .rows = 5, .width = 3},
+    /* SwiGLU */
+    {.op = "swiglu", .rows = 64, .width = 3072},
+    {.op = "swiglu", .rows = 3, .width = 5},
+    {.op = "swiglu", .rows = 1, .width = 1},
+    /* bf16 / f16 storage (float32 accumulation) vs the reference in float32 on the same
+     * rounded inputs: tolerance = the dtype's rounding (cases.c, case_default_tol) */
+    {.op = "attn", .sq = 130, .d = 64, .causal = 1, .dtype = FLASHC_BF16},
+    {.op = "attn", .sq = 77, .sk = 129, .d = 40, .br = 16, .bc = 32, .dtype = FLASHC_F16},
+    {.op = "attn", .sq = 1, .sk = 300, .d = 64, .causal = 1, .dtype = FLASHC_F16},
+    {.op = "attn", .batch = 2, .sq = 70, .sk = 90, .heads = 4, .kv_heads = 2, .d = 32,
+     .causal = 1, .bhsd = 1, .dtype = FLASHC_BF16},
+    {.op = "rmsnorm", .rows = 33, .width = 1031, .dtype = FLASHC_BF16},
+    {.op = "rmsnorm", .rows = 7, .width = 1, .dtype = FLASHC_F16},
+    {.op = "rmsnorm_res", .rows = 64, .width = 1024, .dtype = FLASHC_BF16},
+    {.op = "rmsnorm_res", .rows = 5, .width = 3, .dtype = FLASHC_F16},
+    {.op = "swiglu", .rows = 64, .width = 3072, .dtype = FLASHC_BF16},
+    {.op = "swiglu", .rows = 3, .width = 5, .dtype = FLASHC_F16},
+};
+
+const case_spec *cases_table(int *count)
+{
+    *count = (int)(sizeof table / sizeof table[0]);
+    return table;
+}
+
+int case_check(const case_spec *row, uint64_t seed, case_report_fn report, void *ctx)
+{
+    case_spec s = *row;
+    case_spec_defaults(&s);
+    const op_desc *op = cases_find_op(s.op);
+    case_outcome r = {0};
+    case_describe(&s, r.shape, sizeof r.shape);
+    r.op = s.op;
+    r.tol = s.tol > 0 ? s.tol : case_default_tol(&s);
+    if (!op) {
+        r.impl = "-";
+        snprintf(r.why, sizeof r.why, "unknown op");
+        report(ctx, &r);
+        return 1;
+    }
+    char err[128];
+    case_data *c = case_create(&s, seed, err, sizeof err);
+    if (!c) {
+        r.impl = "-";
+        snprintf(r.why, sizeof r.why, "%s", err);
+        report(ctx, &r);
+        return 1;
+    }
+    const uint64_t hash0 = case_inputs_hash(c);
+    char ref_fail[300] = "";
+    const flashc_status st = case_run_reference(c);
+    if (st != FLASHC_OK)
+        snprintf(ref_fail, sizeof ref_fail, "reference failed: %s (%s)",
+                 flashc_status_string(st), flashc_last_error());
+    int failed = 0;
+    for (int k = 1; k < op->n_impls; k++) {
+        r.impl = op->impls[k];
+        r.err = 0.0;
+        snprintf(r.why, sizeof r.why, "%s", ref_fail);
+        if (st == FLASHC_OK && !case_impl_available(c, k)) {
+            r.skipped = 1;
+            report(ctx, &r);
+            r.skipped = 0;
+            continue;
+        }
+        if (st == FLASHC_OK) {
+            case_prepare(c, 1);
+            const flashc_status sk = case_run(c, k, 1, NULL);
+            if (sk != FLASHC_OK)
+                snprintf(r.why, sizeof r.why, "%s (%s)", flashc_status_string(sk),
+                         flashc_last_error());
+            else if (case_inputs_hash(c) != hash0)
+                snprintf(r.why, sizeof r.why, "modified an input");
+            else if (!((r.err = case_max_err(c)) <= r.tol)) /* NaN fails too */
+                snprintf(r.why, sizeof r.why, "error above tolerance");
+        }
+        failed += r.why[0] != 0;
+        report(ctx, &r);
+    }
+    case_destroy(c);
+    return failed;
+}
