@@ -21,6 +21,8 @@ static void report(void *ctx, const case_outcome *r)
     run_ctx *x = ctx;
     if (r->skipped) {
         x->skipped++;
+        if (r->why[0])
+            printf("skip %s %s %s: %s\n", r->op, r->impl, r->shape, r->why);
     } else if (r->why[0]) {
         x->failed++;
         print_error("FAIL %s %s %s: err %.3e tol %.1e: %s\n", r->op, r->impl, r->shape, r->err,
@@ -39,7 +41,7 @@ static void test_op(void **state)
     for (int i = 0; i < n; i++)
         if (strcmp(t[i].op, op) == 0)
             case_check(&t[i], tu_seed() + (uint64_t)i, report, &ctx);
-    printf("%-13s %d passed, %d failed, %d skipped (not available here)\n", op, ctx.passed,
+    printf("%-13s %d passed, %d failed, %d skipped (not available here, or refused)\n", op, ctx.passed,
            ctx.failed, ctx.skipped);
     assert_int_equal(ctx.failed, 0);
     assert_true(ctx.passed > 0); /* a row that runs nothing checks nothing */

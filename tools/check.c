@@ -58,7 +58,8 @@ static void check_report(void *ctx, const case_outcome *r)
     check_ctx *x = ctx;
     if (r->skipped) {
         if (!x->quiet)
-            printf("skip  %-11s %-6s %-44s not available here\n", r->op, r->impl, r->shape);
+            printf("skip  %-11s %-6s %-44s %s\n", r->op, r->impl, r->shape,
+                   r->why[0] ? r->why : "not available here");
     } else if (r->why[0]) {
         ++*x->failed;
         printf("FAIL  %-11s %-6s %-44s err %.2e tol %.1e  %s\n", r->op, r->impl, r->shape,

@@ -44,12 +44,25 @@ typedef struct case_spec {
                                 on that storage, and the reference runs in float32 on the same
                                 (widened, exact) values                                       */
     double tol;              /* check: the largest error accepted; 0 = the op's default      */
-    /* attention v2 (attn, attn_varlen, attn_kvcache) */
-    int64_t window;          /* > 0: sliding window of `window` keys to the left (window_left;
-                                window_right 0 with causal, else unbounded); 0 = none        */
+    int may_refuse;          /* check: an impl answering FLASHC_ERR_UNSUPPORTED is reported
+                                as skipped (with its message), not failed: a feature not yet
+                                in every backend. The reference must still run.             */
+    /* attention v2 (every attention op: attn, attn_varlen, attn_kvcache, attn_bwd, ...) */
+    int64_t dv;              /* head dim of v and o (Dk != Dv); 0 = d                         */
+    int64_t window;          /* > 0: sliding window, window_left = window; 0 = none            */
+    int64_t window_right;    /* > 0: window_right (not with causal); 0 = 0 with causal, else
+                                unbounded                                                    */
     float softcap;           /* > 0: softcap                                                 */
-    int alibi;               /* nonzero: ALiBi with the standard slopes 2^(-8 (h + 1) / H)  */
-    int64_t page_size;       /* attn_kvcache: 0 = contiguous cache, else paged (shuffled)   */
+    int alibi;               /* 1: ALiBi slopes (Hq), the standard 2^(-8 (h + 1) / H);
+                                2: (B, Hq), sequence b's scaled by 1 + b / 4                 */
+    int num_splits;          /* params.num_splits (split-KV); 0 = the library chooses        */
+    /* attn_varlen: batch sequences; NULL = mixed lengths summing to sq (cases.c) */
+    const int32_t *seqlens;   /* (batch) query lengths, zeros allowed; sq = their sum        */
+    const int32_t *seqlens_k; /* (batch) key lengths; NULL = seqlens; sk = their sum         */
+    /* attn_kvcache: sk is every sequence's capacity */
+    int64_t page_size;       /* 0 = contiguous cache, else paged (pages shuffled)            */
+    const int32_t *cache_lens; /* (batch) rows already cached; NULL = sk - s_new each        */
+    int64_t s_new;           /* > 0: k_new / v_new (batch, s_new, ...) appended first        */
 } case_spec;
 
 /* What one call reported, for the traffic model. */
@@ -137,7 +150,8 @@ typedef struct case_outcome {
     const char *op, *impl;
     char shape[200];  /* case_describe of the row                                      */
     double err, tol;  /* the op's metric, the tolerance it was held to                */
-    int skipped;      /* the impl cannot run here (case_impl_available)                 */
+    int skipped;      /* the impl cannot run here (case_impl_available), or refused a
+                         may_refuse row (why holds its message)                          */
     char why[320];    /* "" = passed, else why it failed (status, modified input, error) */
 } case_outcome;
 
