@@ -45,6 +45,7 @@ struct case_data {
     void *st_in[MAX_BUFS];     /* bf16 / f16: the inputs the impls read              */
     void *st_out[2][MAX_BUFS]; /* bf16 / f16: the outputs they write (not f32_out ones) */
     int ref_f32;               /* the reference is running: float32 buffers and dtype */
+    int64_t prop_row;          /* CASE_PROP_POISON_*: the query row compared          */
 };
 
 typedef struct op_entry {
@@ -146,25 +147,6 @@ static traffic_attn attn_model(const case_spec *s)
     return a;
 }
 
-static void attn_sizes(case_data *c)
-{
-    const case_spec *s = &c->s;
-    c->in_n[0] = (size_t)(s->batch * s->sq * s->heads * s->d);
-    c->in_n[1] = (size_t)(s->batch * s->sk * s->kv_heads * s->d);
-    c->in_n[2] = (size_t)(s->batch * s->sk * s->kv_heads * s->dv);
-    c->out_n[0] = (size_t)(s->batch * s->sq * s->heads * s->dv);
-    c->out_n[1] = (size_t)(s->batch * s->heads * s->sq);
-}
-
-/* q *= q_scale (in bf16 / f16 a second rounding of q: both sides still see the same q) */
-static void attn_post_fill(case_data *c)
-{
-    if (c->s.q_scale != 1.0f)
-        for (size_t i = 0; i < c->in_n[0]; i++)
-            dtype_store(in_buf(c, 0), c->s.dtype, i,
-                        dtype_load(in_buf(c, 0), c->s.dtype, i) * c->s.q_scale);
-}
-
 /* A (B, S, H, D) view of buf; stored (B, S, H, D) or, with bhsd, (B, H, S, D). */
 static flashc_tensor attn_view(void *buf, flashc_dtype dt, int64_t B, int64_t S, int64_t H,
                                int64_t D, int bhsd)
@@ -177,6 +159,67 @@ static flashc_tensor attn_view(void *buf, flashc_dtype dt, int64_t B, int64_t S,
         t.stride[3] = 1;
     }
     return t;
+}
+
+/* Key range [lo, hi) of query row i (the contract's, flashc.h), bottom-right aligned. */
+static void key_range(const case_spec *s, int64_t sq, int64_t sk, int64_t i, int64_t *lo,
+                      int64_t *hi)
+{
+    const int64_t a = i + sk - sq;
+    const int64_t wr = s->causal ? 0 : s->window_right > 0 ? s->window_right : -1;
+    *lo = s->window > 0 && a - s->window > 0 ? a - s->window : 0;
+    *hi = wr >= 0 ? (a + wr + 1 < sk ? (a + wr + 1 > 0 ? a + wr + 1 : 0) : sk) : sk;
+}
+
+static int is_poison(const case_spec *s)
+{
+    return s->prop == CASE_PROP_POISON_BIG || s->prop == CASE_PROP_POISON_NAN;
+}
+
+/* q *= q_scale (in bf16 / f16 a second rounding of q: both sides still see the same q).
+ * Poison rows: tmp[0], tmp[1] = K, V with every key outside row prop_row's range poisoned. */
+static void attn_post_fill(case_data *c)
+{
+    const case_spec *s = &c->s;
+    if (s->q_scale != 1.0f)
+        for (size_t i = 0; i < c->in_n[0]; i++)
+            dtype_store(in_buf(c, 0), s->dtype, i,
+                        dtype_load(in_buf(c, 0), s->dtype, i) * s->q_scale);
+    if (!is_poison(s))
+        return;
+    const size_t es = flashc_dtype_size(s->dtype);
+    memcpy(c->tmp[0], in_buf(c, 1), c->in_n[1] * es);
+    memcpy(c->tmp[1], in_buf(c, 2), c->in_n[2] * es);
+    c->prop_row = (int64_t)(rng_uniform(&c->rng) * (double)s->sq);
+    int64_t lo, hi;
+    key_range(s, s->sq, s->sk, c->prop_row, &lo, &hi);
+    const float val = s->prop == CASE_PROP_POISON_NAN ? NAN : 1e4f;
+    const flashc_tensor k = attn_view(NULL, s->dtype, s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
+    const flashc_tensor v = attn_view(NULL, s->dtype, s->batch, s->sk, s->kv_heads, s->dv, s->bhsd);
+    for (int64_t b = 0; b < s->batch; b++)
+        for (int64_t j = 0; j < s->sk; j++)
+            for (int64_t h = 0; (j < lo || j >= hi) && h < s->kv_heads; h++) {
+                for (int64_t d = 0; d < s->d; d++)
+                    dtype_store(c->tmp[0], s->dtype,
+                                (size_t)(b * k.stride[0] + j * k.stride[1] + h * k.stride[2] + d),
+                                val);
+                for (int64_t d = 0; d < s->dv; d++)
+                    dtype_store(c->tmp[1], s->dtype,
+                                (size_t)(b * v.stride[0] + j * v.stride[1] + h * v.stride[2] + d),
+                                val);
+            }
+}
+
+static void attn_sizes(case_data *c)
+{
+    const case_spec *s = &c->s;
+    c->in_n[0] = (size_t)(s->batch * s->sq * s->heads * s->d);
+    c->in_n[1] = (size_t)(s->batch * s->sk * s->kv_heads * s->d);
+    c->in_n[2] = (size_t)(s->batch * s->sk * s->kv_heads * s->dv);
+    c->out_n[0] = (size_t)(s->batch * s->sq * s->heads * s->dv);
+    c->out_n[1] = (size_t)(s->batch * s->heads * s->sq);
+    if (is_poison(s)) /* the poisoned K, V */
+        c->tmp_n[0] = c->in_n[1], c->tmp_n[1] = c->in_n[2];
 }
 
 /* ALiBi slopes of the standard form 2^(-8 (h + 1) / H); with alibi = 2 one row per sequence,
@@ -196,6 +239,11 @@ static flashc_attn_params attn_params(const case_spec *s)
     p.block_k = s->bc;
     p.num_threads = s->threads;
     p.num_splits = s->num_splits;
+    if (s->prop == CASE_PROP_ALONE) { /* the same tiles and no split in both runs */
+        p.num_splits = 1;
+        p.block_q = s->br ? s->br : 64;
+        p.block_k = s->bc ? s->bc : 32;
+    }
     if (s->window > 0)
         p.window_left = s->window;
     if (s->window > 0 || s->window_right > 0)
@@ -253,11 +301,16 @@ static flashc_status attn_run(case_data *c, int impl, int slot, case_stats *st)
     const case_spec *s = &c->s;
     const flashc_dtype dt = run_dtype(c);
     flashc_tensor q = attn_view(in_buf(c, 0), dt, s->batch, s->sq, s->heads, s->d, s->bhsd);
-    flashc_tensor k = attn_view(in_buf(c, 1), dt, s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
-    flashc_tensor v = attn_view(in_buf(c, 2), dt, s->batch, s->sk, s->kv_heads, s->dv, s->bhsd);
+    const int poisoned = is_poison(s) && slot == 1;
+    flashc_tensor k = attn_view(poisoned ? (void *)c->tmp[0] : in_buf(c, 1), dt, s->batch, s->sk,
+                                s->kv_heads, s->d, s->bhsd);
+    flashc_tensor v = attn_view(poisoned ? (void *)c->tmp[1] : in_buf(c, 2), dt, s->batch, s->sk,
+                                s->kv_heads, s->dv, s->bhsd);
     flashc_tensor o = attn_view(out_buf(c, slot, 0), dt, s->batch, s->sq, s->heads, s->dv, s->bhsd);
     flashc_tensor lse = flashc_tensor_3d(c->out[slot][1], FLASHC_F32, s->batch, s->heads, s->sq);
     flashc_attn_params p = attn_params(s);
+    if (s->prop == CASE_PROP_SPLITS && slot == 0)
+        p.num_splits = 1;
     flashc_attn_stats as = FLASHC_ATTN_STATS_INIT;
     flashc_status r = impl == 0 ? flashc_attn_fwd_naive(&p, &q, &k, &v, &o, &lse, &as)
                                 : flashc_attn_fwd(&p, &q, &k, &v, &o, &lse, &as);
@@ -439,9 +492,13 @@ static void varlen_sizes(case_data *c)
     c->out_n[1] = (size_t)(s->heads * s->sq);
 }
 
+static flashc_status varlen_run_alone(case_data *c, int slot);
+
 static flashc_status varlen_run(case_data *c, int impl, int slot, case_stats *st)
 {
     const case_spec *s = &c->s;
+    if (s->prop == CASE_PROP_ALONE && slot == 0)
+        return varlen_run_alone(c, slot);
     const flashc_dtype dt = run_dtype(c);
     flashc_tensor q = flashc_tensor_3d(in_buf(c, 0), dt, s->sq, s->heads, s->d);
     flashc_tensor k = flashc_tensor_3d(in_buf(c, 1), dt, s->sk, s->kv_heads, s->d);
@@ -501,6 +558,58 @@ static flashc_status varlen_run_reference(case_data *c)
             return st;
     }
     return FLASHC_OK;
+}
+
+/* CASE_PROP_ALONE's baseline: each sequence through the dense flashc_attn_fwd (batch 1) on
+ * the same storage; a sequence without keys gets the contract's empty rows (O = 0, LSE = -inf). */
+static flashc_status varlen_run_alone(case_data *c, int slot)
+{
+    const case_spec *s = &c->s;
+    const flashc_dtype dt = run_dtype(c);
+    const size_t es = flashc_dtype_size(dt);
+    (void)varlen_of(s);
+    for (int64_t b = 0; b < s->batch; b++) {
+        const int64_t r0 = varlen_cu[b], len = varlen_cu[b + 1] - r0;
+        const int64_t k0 = varlen_cuk[b], lenk = varlen_cuk[b + 1] - k0;
+        char *ob = (char *)out_buf(c, slot, 0) + (size_t)(r0 * s->heads * s->dv) * es;
+        if (len == 0)
+            continue;
+        if (lenk == 0) {
+            memset(ob, 0, (size_t)(len * s->heads * s->dv) * es);
+            for (int64_t h = 0; h < s->heads; h++)
+                for (int64_t i = r0; i < r0 + len; i++)
+                    c->out[slot][1][h * s->sq + i] = -INFINITY;
+            continue;
+        }
+        flashc_tensor q = flashc_tensor_4d((char *)in_buf(c, 0) + (size_t)(r0 * s->heads * s->d) * es,
+                                           dt, 1, len, s->heads, s->d);
+        flashc_tensor k = flashc_tensor_4d((char *)in_buf(c, 1) + (size_t)(k0 * s->kv_heads * s->d) * es,
+                                           dt, 1, lenk, s->kv_heads, s->d);
+        flashc_tensor v = flashc_tensor_4d((char *)in_buf(c, 2) + (size_t)(k0 * s->kv_heads * s->dv) * es,
+                                           dt, 1, lenk, s->kv_heads, s->dv);
+        flashc_tensor o = flashc_tensor_4d(ob, dt, 1, len, s->heads, s->dv);
+        flashc_tensor lse = flashc_tensor_3d(c->out[slot][1] + r0, FLASHC_F32, 1, s->heads, len);
+        lse.stride[1] = s->sq, lse.stride[0] = s->heads * s->sq;
+        flashc_attn_params p = attn_params_b(s, b);
+        const flashc_status st = flashc_attn_fwd(&p, &q, &k, &v, &o, &lse, NULL);
+        if (st != FLASHC_OK)
+            return st;
+    }
+    return FLASHC_OK;
+}
+
+/* CASE_PROP_ALONE compares the rows of the sequences a dense call can run (keys and rows >= 1)
+ * on the same kernel path: the CPU forward picks its decode path by Sq (< 8), for the packed
+ * call by max_seqlen_q, so a short sequence in a batch of long ones takes the other path. */
+static int alone_compared(const case_spec *s, int64_t row)
+{
+    int64_t mx = 0;
+    for (int64_t b = 0; b < s->batch; b++)
+        mx = varlen_len(s, b) > mx ? varlen_len(s, b) : mx;
+    for (int64_t b = 0, r0 = 0; b < s->batch; r0 += varlen_len(s, b), b++)
+        if (row >= r0 && row < r0 + varlen_len(s, b))
+            return varlen_len_k(s, b) > 0 && (varlen_len(s, b) < 8) == (mx < 8);
+    return 0;
 }
 
 static double varlen_max_err(const case_data *c)
@@ -609,6 +718,9 @@ static void kvcache_sizes(case_data *c)
             c->tmp_n[2 + 2 * slot] = c->in_n[1];
             c->tmp_n[3 + 2 * slot] = c->in_n[2];
         }
+    else if (s->prop == CASE_PROP_PAGED) /* the same keys, contiguous (batch, sk, ...) */
+        c->tmp_n[2] = (size_t)(s->batch * s->sk * s->kv_heads * s->d),
+        c->tmp_n[3] = (size_t)(s->batch * s->sk * s->kv_heads * s->dv);
 }
 
 static void kvcache_post_fill(case_data *c)
@@ -627,6 +739,21 @@ static void kvcache_post_fill(case_data *c)
         const int32_t t = table[i];
         table[i] = table[r], table[r] = t;
     }
+    if (s->prop != CASE_PROP_PAGED || s->s_new > 0)
+        return;
+    const size_t es = flashc_dtype_size(s->dtype);
+    const int64_t np = kv_pages(s);
+    for (int64_t b = 0; b < s->batch; b++)
+        for (int64_t j = 0; j < s->sk; j++) {
+            const int64_t row = (int64_t)table[b * np + j / s->page_size] * s->page_size +
+                                j % s->page_size;
+            memcpy((char *)c->tmp[2] + (size_t)((b * s->sk + j) * s->kv_heads * s->d) * es,
+                   (char *)in_buf(c, 1) + (size_t)(row * s->kv_heads * s->d) * es,
+                   (size_t)(s->kv_heads * s->d) * es);
+            memcpy((char *)c->tmp[3] + (size_t)((b * s->sk + j) * s->kv_heads * s->dv) * es,
+                   (char *)in_buf(c, 2) + (size_t)(row * s->kv_heads * s->dv) * es,
+                   (size_t)(s->kv_heads * s->dv) * es);
+        }
 }
 
 /* s_new > 0: the slot's cache starts as the pristine one (in the dtype the run uses) */
@@ -643,10 +770,12 @@ static flashc_status kvcache_run(case_data *c, int impl, int slot, case_stats *s
 {
     const case_spec *s = &c->s;
     const flashc_dtype dt = run_dtype(c);
-    const int64_t np = s->page_size ? s->batch * kv_pages(s) : s->batch;
-    const int64_t rows = s->page_size ? s->page_size : s->sk;
-    void *kbuf = s->s_new > 0 ? (void *)c->tmp[2 + 2 * slot] : in_buf(c, 1);
-    void *vbuf = s->s_new > 0 ? (void *)c->tmp[3 + 2 * slot] : in_buf(c, 2);
+    const int contig = s->prop == CASE_PROP_PAGED && s->s_new == 0 && slot == 0;
+    const int64_t ps = contig ? 0 : s->page_size; /* the layout this run reads */
+    const int64_t np = ps ? s->batch * kv_pages(s) : s->batch;
+    const int64_t rows = ps ? ps : s->sk;
+    void *kbuf = s->s_new > 0 ? (void *)c->tmp[2 + 2 * slot] : contig ? c->tmp[2] : in_buf(c, 1);
+    void *vbuf = s->s_new > 0 ? (void *)c->tmp[3 + 2 * slot] : contig ? c->tmp[3] : in_buf(c, 2);
     flashc_tensor q = flashc_tensor_4d(in_buf(c, 0), dt, s->batch, s->sq, s->heads, s->d);
     flashc_tensor kc = flashc_tensor_4d(kbuf, dt, np, rows, s->kv_heads, s->d);
     flashc_tensor vc = flashc_tensor_4d(vbuf, dt, np, rows, s->kv_heads, s->dv);
@@ -656,9 +785,11 @@ static flashc_status kvcache_run(case_data *c, int impl, int slot, case_stats *s
     flashc_tensor lse = flashc_tensor_3d(c->out[slot][1], FLASHC_F32, s->batch, s->heads, s->sq);
     flashc_tensor lens = flashc_tensor_1d(c->tmp[1], FLASHC_I32, s->batch);
     flashc_tensor table = flashc_tensor_2d(c->tmp[0], FLASHC_I32, s->batch, s->page_size ? kv_pages(s) : 1);
-    flashc_kv_cache cache = {sizeof cache, &kc, &vc, &lens, s->page_size ? &table : NULL, NULL,
+    flashc_kv_cache cache = {sizeof cache, &kc, &vc, &lens, ps ? &table : NULL, NULL,
                              s->s_new > 0 ? &kn : NULL, s->s_new > 0 ? &vn : NULL};
     flashc_attn_params p = attn_params(s);
+    if (s->prop == CASE_PROP_SPLITS && slot == 0)
+        p.num_splits = 1;
     flashc_attn_stats as = FLASHC_ATTN_STATS_INIT;
     if (impl == 0)
         attn_force_backend("ref");
@@ -1121,7 +1252,7 @@ static const op_entry op_attn = {
     .pub = {.name = "attn",
             .summary = "attention forward: naive (S, P materialised) vs flash (tiled, online softmax)",
             .impls = {"naive", "flash"}, .n_impls = 2, .any_dtype = 1},
-    .n_in = 3, .n_out = 2, .metric = {ERR_ABS, ERR_REL1}, /* q k v -> o lse */
+    .n_in = 3, .n_out = 2, .n_tmp = 2, .metric = {ERR_ABS, ERR_REL1}, /* q k v -> o lse */
     .f32_out = 1u << 1, .roundings = 1, /* O rounded once on the store; LSE float32 */
     .defaults = attn_defaults, .sizes = attn_sizes, .post_fill = attn_post_fill,
     .run = attn_run, .run_reference = attn_run_reference, .max_err = attn_max_err,
@@ -1277,10 +1408,15 @@ void case_describe(const case_spec *s, char *buf, size_t size)
         snprintf(buf, size, "?");
         return;
     }
+    static const char *const props[] = {"", "poison 1e4 == clean", "poison NaN == clean",
+                                        "splits n == 1", "paged == contiguous",
+                                        "packed == alone"};
     e->describe(s, buf, size);
-    const size_t used = strlen(buf);
+    size_t used = strlen(buf);
     if (s->dtype != FLASHC_F32 && used < size)
-        snprintf(buf + used, size - used, " %s", dtype_name(s->dtype));
+        used += (size_t)snprintf(buf + used, size - used, " %s", dtype_name(s->dtype));
+    if (s->prop > 0 && s->prop <= CASE_PROP_ALONE && used < size)
+        snprintf(buf + used, size - used, " [%s]", props[s->prop]);
 }
 
 /* 64-byte aligned (cache lines, any vector width), sizes rounded up as aligned_alloc wants. */
@@ -1381,6 +1517,14 @@ flashc_status case_run_reference(case_data *c)
 {
     /* bf16 / f16: the float32 inputs are the stored values widened (exact), made only now so
      * that the impls' runs (and their RSS) never see them */
+    if (c->s.prop) { /* a property row: the baseline run of impls[1] is slot 0 */
+        for (int i = 0; i < c->op->n_out; i++)
+            for (size_t j = 0; j < c->out_n[i]; j++)
+                dtype_store(out_buf(c, 0, i), c->st_out[0][i] ? c->s.dtype : FLASHC_F32, j, NAN);
+        case_prepare(c, 0);
+        case_stats local = {0};
+        return c->op->run(c, 1, 0, &local);
+    }
     for (int i = 0; i < c->op->n_in; i++)
         if (c->st_in[i] && !c->in[i]) {
             if (!(c->in[i] = alloc_floats(c->in_n[i])))
@@ -1414,12 +1558,50 @@ static double elem_err(float got, float ref, enum err_metric m)
     return m == ERR_ABS ? d : d / (1.0 + fabs((double)ref));
 }
 
+/* Property rows: bit-identical (0) or not (+inf) over what is compared (poison: row prop_row
+ * of every batch and head; else everything); a NaN never passes. CASE_PROP_SPLITS: the op's
+ * metric. */
+static double prop_err(const case_data *c)
+{
+    const case_spec *s = &c->s;
+    int64_t i0 = 0, i1 = s->sq;
+    if (is_poison(s))
+        i0 = c->prop_row, i1 = c->prop_row + 1;
+    for (int i = 0; i < c->op->n_out; i++)
+        for (size_t j = 0; j < c->out_n[i]; j++) {
+            if (s->prop == CASE_PROP_ALONE) { /* o (total, Hq, Dv), lse (Hq, total) */
+                const int64_t row = i == 0 ? (int64_t)j / (s->heads * s->dv) : (int64_t)j % s->sq;
+                if (!alone_compared(s, row))
+                    continue;
+            }
+            if (is_poison(s)) { /* o (B, Sq, Hq, Dv) or its bhsd view; lse (B, Hq, Sq) */
+                int64_t row;
+                if (i == 0) {
+                    const int64_t per = s->dv;
+                    const int64_t e = (int64_t)j / per;
+                    row = s->bhsd ? e % s->sq : e / s->heads % s->sq;
+                } else {
+                    row = (int64_t)j % s->sq;
+                }
+                if (row < i0 || row >= i1)
+                    continue;
+            }
+            const float a = c->out[1][i][j], b = c->out[0][i][j];
+            if (isnan(a) || memcmp(&a, &b, sizeof a) != 0)
+                return INFINITY;
+        }
+    return 0.0;
+}
+
 double case_max_err(case_data *c)
 {
-    for (int i = 0; i < c->op->n_out; i++) /* the dtype output of slot 1 as float32 (exact) */
-        if (c->st_out[1][i])
-            for (size_t j = 0; j < c->out_n[i]; j++)
-                c->out[1][i][j] = dtype_load(c->st_out[1][i], c->s.dtype, j);
+    for (int slot = c->s.prop ? 0 : 1; slot < 2; slot++) /* dtype outputs as float32 (exact) */
+        for (int i = 0; i < c->op->n_out; i++)
+            if (c->st_out[slot][i])
+                for (size_t j = 0; j < c->out_n[i]; j++)
+                    c->out[slot][i][j] = dtype_load(c->st_out[slot][i], c->s.dtype, j);
+    if (c->s.prop && c->s.prop != CASE_PROP_SPLITS)
+        return prop_err(c);
     if (c->op->max_err)
         return c->op->max_err(c);
     double worst = 0.0;
@@ -1454,6 +1636,8 @@ double case_default_tol(const case_spec *s)
     const op_entry *e = entry_for(s);
     if (!e)
         return 0.0;
+    if (s->prop && s->prop != CASE_PROP_SPLITS)
+        return 0.0; /* bit-identical */
     const double t = e->tol(s);
     return s->dtype == FLASHC_F32 ? t : e->roundings * dtype_unit_roundoff(s->dtype) + 2.0 * t;
 }

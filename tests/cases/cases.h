@@ -21,6 +21,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Property rows (case_spec.prop): instead of impls[1] against the reference, two runs of
+ * impls[1] (the library's default kernel) against each other: slot 0 the baseline, slot 1 the
+ * variant. Bit-identical outputs are required, except for CASE_PROP_SPLITS (within the op's
+ * tolerance: the merge reorders the sums). */
+typedef enum case_prop {
+    CASE_PROP_NONE = 0,
+    CASE_PROP_POISON_BIG, /* attn: K and V of the keys outside one query row's key range set
+                             to 1e4 (that row, every batch and head, compared)             */
+    CASE_PROP_POISON_NAN, /* attn: the same with NaN                                        */
+    CASE_PROP_SPLITS,     /* attn, attn_kvcache: num_splits = 1 vs num_splits               */
+    CASE_PROP_PAGED,      /* attn_kvcache (s_new = 0): the same keys contiguous vs paged     */
+    CASE_PROP_ALONE,      /* attn_varlen: each sequence alone (dense, batch 1) vs packed     */
+} case_prop;
+
 /* One problem. Attention ops read the attention fields, row ops (RMSNorm, SwiGLU, softmax)
  * the row fields. Zero-initialise and set what matters; case_spec_defaults() fills the rest. */
 typedef struct case_spec {
@@ -44,6 +58,7 @@ typedef struct case_spec {
                                 on that storage, and the reference runs in float32 on the same
                                 (widened, exact) values                                       */
     double tol;              /* check: the largest error accepted; 0 = the op's default      */
+    int prop;                /* a case_prop: a property row (above); 0 = against the reference */
     int may_refuse;          /* check: an impl answering FLASHC_ERR_UNSUPPORTED is reported
                                 as skipped (with its message), not failed: a feature not yet
                                 in every backend. The reference must still run.             */
