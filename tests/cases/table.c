@@ -138,18 +138,17 @@ static const case_spec table[] = {
      .page_size = 16, .s_new = 1, .causal = 1, .dtype = FLASHC_F16},
     {.op = "attn_kvcache", .batch = 2, .sq = 1, .sk = 300, .heads = 4, .kv_heads = 4, .d = 96,
      .dtype = FLASHC_BF16},
-    /* backward with the modifiers, Dk != Dv: may_refuse until the CPU backward v2 (branch
-     * cpubwd) is in; then they run like every other row */
-    {.op = "attn_bwd", .may_refuse = 1, .sq = 120, .sk = 150, .heads = 2, .kv_heads = 1, .d = 32, .window = 20,
+    /* backward with the modifiers, Dk != Dv */
+    {.op = "attn_bwd", .sq = 120, .sk = 150, .heads = 2, .kv_heads = 1, .d = 32, .window = 20,
      .causal = 1},
-    {.op = "attn_bwd", .may_refuse = 1, .batch = 2, .sq = 64, .heads = 2, .d = 16, .window = 5, .window_right = 9,
+    {.op = "attn_bwd", .batch = 2, .sq = 64, .heads = 2, .d = 16, .window = 5, .window_right = 9,
      .softcap = 4.0f, .alibi = 2},
-    {.op = "attn_bwd", .may_refuse = 1, .sq = 90, .heads = 4, .kv_heads = 2, .d = 64, .softcap = 3.0f,
+    {.op = "attn_bwd", .sq = 90, .heads = 4, .kv_heads = 2, .d = 64, .softcap = 3.0f,
      .alibi = 1, .causal = 1},
-    {.op = "attn_bwd", .may_refuse = 1, .sq = 77, .sk = 100, .heads = 2, .d = 48, .dv = 32, .causal = 1},
-    {.op = "attn_bwd", .may_refuse = 1, .sq = 40, .sk = 25, .heads = 2, .kv_heads = 1, .d = 8, .causal = 1,
+    {.op = "attn_bwd", .sq = 77, .sk = 100, .heads = 2, .d = 48, .dv = 32, .causal = 1},
+    {.op = "attn_bwd", .sq = 40, .sk = 25, .heads = 2, .kv_heads = 1, .d = 8, .causal = 1,
      .window = 3},
-    {.op = "attn_fwdbwd", .may_refuse = 1, .batch = 2, .sq = 50, .sk = 70, .heads = 4, .kv_heads = 2, .d = 32,
+    {.op = "attn_fwdbwd", .batch = 2, .sq = 50, .sk = 70, .heads = 4, .kv_heads = 2, .d = 32,
      .dv = 40, .window = 12, .softcap = 6.0f, .alibi = 2, .causal = 1},
     /* properties (case_prop): the default kernel against itself. K/V outside a row's key range
      * poisoned leave the row bit-identical; split-KV equals one pass within rounding; paged
