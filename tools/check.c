@@ -73,11 +73,13 @@ static void check_report(void *ctx, const case_outcome *r)
 }
 
 static const char check_intro[] =
-    "Runs every op (attention forward naive vs flash, split-KV merge, attention backward and\n"
-    "forward + backward, online softmax, RMSNorm plain and residual, SwiGLU) against its float64\n"
-    "reference on fresh random inputs, over a table of shapes (causal and not, GQA/MQA, odd and\n"
-    "unequal lengths, head dims 8..256, tiles, bf16 / f16 storage), and the traffic model against\n"
-    "the seeds' numbers.\n"
+    "Runs every op (attention forward naive vs flash, varlen, KV cache, split-KV merge, attention\n"
+    "backward and forward + backward, online softmax, RMSNorm plain and residual, SwiGLU) against\n"
+    "its float64 reference on fresh random inputs, over the case table (tests/cases/table.c:\n"
+    "causal and not, windows, softcap, ALiBi, Dk != Dv, GQA/MQA, odd and unequal lengths,\n"
+    "zero-length sequences, paged caches, head dims 3..256, tiles, bf16 / f16 storage), the\n"
+    "property rows (poisoned keys, split-KV, paged vs contiguous, varlen vs alone), and the\n"
+    "traffic model against the seeds' numbers.\n"
     "One line per case; exit status 1 on any mismatch, NaN, error or modified input, 2 on a\n"
     "bad option.";
 
