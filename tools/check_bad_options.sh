@@ -32,6 +32,8 @@ expect_usage_error bench --op attn_kvcache --page-size -1
 expect_usage_error bench --op attn_kvcache --cache-len 0
 expect_usage_error bench --softcap -2
 expect_usage_error bench stray
+expect_usage_error bench --device tpu
+expect_usage_error bench --device cuda --op nosuchop
 expect_usage_error check --op nosuchop
 expect_usage_error check --seed x
 expect_usage_error info extra

@@ -312,8 +312,9 @@ static flashc_status attn_run(case_data *c, int impl, int slot, case_stats *st)
     if (s->prop == CASE_PROP_SPLITS && slot == 0)
         p.num_splits = 1;
     flashc_attn_stats as = FLASHC_ATTN_STATS_INIT;
-    flashc_status r = impl == 0 ? flashc_attn_fwd_naive(&p, &q, &k, &v, &o, &lse, &as)
-                                : flashc_attn_fwd(&p, &q, &k, &v, &o, &lse, &as);
+    flashc_status r = impl == 0   ? flashc_attn_fwd_naive(&p, &q, &k, &v, &o, &lse, &as)
+                      : impl == 1 ? flashc_attn_fwd_unfused(&p, &q, &k, &v, &o, &lse, &as)
+                                  : flashc_attn_fwd(&p, &q, &k, &v, &o, &lse, &as);
     copy_stats(st, &as);
     return r;
 }
@@ -386,7 +387,8 @@ static double attn_min_bytes(const case_spec *s)
 static double attn_traffic(const case_spec *s, int impl, const case_stats *st)
 {
     traffic_attn a = attn_model(s);
-    return impl == 0 ? traffic_attn_naive(&a) : traffic_attn_flash(&a, st->block_q, st->block_k);
+    /* the unfused baseline moves S and P like the naive one */
+    return impl < 2 ? traffic_attn_naive(&a) : traffic_attn_flash(&a, st->block_q, st->block_k);
 }
 
 static void attn_describe(const case_spec *s, char *buf, size_t size)
@@ -1250,8 +1252,9 @@ static double no_flops(const case_spec *s)
 
 static const op_entry op_attn = {
     .pub = {.name = "attn",
-            .summary = "attention forward: naive (S, P materialised) vs flash (tiled, online softmax)",
-            .impls = {"naive", "flash"}, .n_impls = 2, .any_dtype = 1},
+            .summary = "attention forward: naive (float64, S, P materialised), unfused (S, P "
+                       "materialised on the SIMD kernels) vs flash (tiled, online softmax)",
+            .impls = {"naive", "unfused", "flash"}, .n_impls = 3, .any_dtype = 1},
     .n_in = 3, .n_out = 2, .n_tmp = 2, .metric = {ERR_ABS, ERR_REL1}, /* q k v -> o lse */
     .f32_out = 1u << 1, .roundings = 1, /* O rounded once on the store; LSE float32 */
     .defaults = attn_defaults, .sizes = attn_sizes, .post_fill = attn_post_fill,
@@ -1517,13 +1520,13 @@ flashc_status case_run_reference(case_data *c)
 {
     /* bf16 / f16: the float32 inputs are the stored values widened (exact), made only now so
      * that the impls' runs (and their RSS) never see them */
-    if (c->s.prop) { /* a property row: the baseline run of impls[1] is slot 0 */
+    if (c->s.prop) { /* a property row: the default kernel's baseline run is slot 0 */
         for (int i = 0; i < c->op->n_out; i++)
             for (size_t j = 0; j < c->out_n[i]; j++)
                 dtype_store(out_buf(c, 0, i), c->st_out[0][i] ? c->s.dtype : FLASHC_F32, j, NAN);
         case_prepare(c, 0);
         case_stats local = {0};
-        return c->op->run(c, 1, 0, &local);
+        return c->op->run(c, c->op->pub.n_impls - 1, 0, &local);
     }
     for (int i = 0; i < c->op->n_in; i++)
         if (c->st_in[i] && !c->in[i]) {

@@ -21,8 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Property rows (case_spec.prop): instead of impls[1] against the reference, two runs of
- * impls[1] (the library's default kernel) against each other: slot 0 the baseline, slot 1 the
+/* Property rows (case_spec.prop): instead of the impls against the reference, two runs of
+ * the last impl (the default kernel) against each other: slot 0 the baseline, slot 1 the
  * variant. Bit-identical outputs are required, except for CASE_PROP_SPLITS (within the op's
  * tolerance: the merge reorders the sums). */
 typedef enum case_prop {
@@ -59,9 +59,10 @@ typedef struct case_spec {
                                 (widened, exact) values                                       */
     double tol;              /* check: the largest error accepted; 0 = the op's default      */
     int prop;                /* a case_prop: a property row (above); 0 = against the reference */
-    int may_refuse;          /* check: an impl answering FLASHC_ERR_UNSUPPORTED is reported
-                                as skipped (with its message), not failed: a feature not yet
-                                in every backend. The reference must still run.             */
+    const char *may_refuse;  /* check: this impl ("unfused", "cuda") answering
+                                FLASHC_ERR_UNSUPPORTED is reported as skipped (with its
+                                message), not failed: a feature it does not serve. Every other
+                                impl, and the reference, must still run.                      */
     /* attention v2 (every attention op: attn, attn_varlen, attn_kvcache, attn_bwd, ...) */
     int64_t dv;              /* head dim of v and o (Dk != Dv); 0 = d                         */
     int64_t window;          /* > 0: sliding window, window_left = window; 0 = none            */
