@@ -701,7 +701,7 @@ int bench_main(int argc, char **argv)
     int n_specs = 0;
     if (strcmp(o.suite, "check") == 0) {
         int n_table;
-        const case_spec *table = check_table(&n_table);
+        const case_spec *table = cases_table(&n_table);
         for (int i = 0; i < n_table && n_specs < MAX_CASES; i++)
             if (in_list(o.ops, "all") || in_list(o.ops, table[i].op)) {
                 specs[n_specs] = table[i];
