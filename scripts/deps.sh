@@ -9,9 +9,13 @@ for pkg in cmake make gcc pkg-config libcmocka-dev libopenblas0 python3 python3-
            clang libomp-dev qemu-user gcc-aarch64-linux-gnu libcmocka-dev:arm64 libgomp1:arm64; do
     have_pkg "$pkg" || need+=("$pkg")
 done
-# OpenMP comes with gcc (libgomp); cmocka is the test framework; OpenBLAS only for the bench's
-# --ceiling row (dlopen'ed at run time); python3-venv for the binding's tests. clang (with its
-# libomp) builds the libFuzzer targets and the ThreadSanitizer build; qemu-user, the aarch64
+# oneDNN (bf16 gemm) for the bench's --ceiling row as well: libdnnl3 on Debian 13, libdnnl2 on 12.
+if ! have_pkg libdnnl3 && ! have_pkg libdnnl2; then
+    if apt-cache show libdnnl3 >/dev/null 2>&1; then need+=(libdnnl3); else need+=(libdnnl2); fi
+fi
+# OpenMP comes with gcc (libgomp); cmocka is the test framework; OpenBLAS and oneDNN only for the
+# bench's --ceiling rows (dlopen'ed at run time); python3-venv for the binding's tests. clang (with
+# its libomp) builds the libFuzzer targets and the ThreadSanitizer build; qemu-user, the aarch64
 # cross gcc and the arm64 multiarch cmocka and libgomp build and run the NEON suite.
 if [ ${#need[@]} -eq 0 ]; then
     exit 0

@@ -234,8 +234,9 @@ static flashc_status attn_run(case_data *c, int impl, int slot, case_stats *st)
     flashc_tensor lse = flashc_tensor_3d(c->out[slot][1], FLASHC_F32, s->batch, s->heads, s->sq);
     flashc_attn_params p = attn_params(s);
     flashc_attn_stats as = FLASHC_ATTN_STATS_INIT;
-    flashc_status r = impl == 0 ? flashc_attn_fwd_naive(&p, &q, &k, &v, &o, &lse, &as)
-                                : flashc_attn_fwd(&p, &q, &k, &v, &o, &lse, &as);
+    flashc_status r = impl == 0   ? flashc_attn_fwd_naive(&p, &q, &k, &v, &o, &lse, &as)
+                      : impl == 1 ? flashc_attn_fwd_unfused(&p, &q, &k, &v, &o, &lse, &as)
+                                  : flashc_attn_fwd(&p, &q, &k, &v, &o, &lse, &as);
     copy_stats(st, &as);
     return r;
 }
@@ -307,7 +308,8 @@ static double attn_min_bytes(const case_spec *s)
 static double attn_traffic(const case_spec *s, int impl, const case_stats *st)
 {
     traffic_attn a = attn_model(s);
-    return impl == 0 ? traffic_attn_naive(&a) : traffic_attn_flash(&a, st->block_q, st->block_k);
+    /* the unfused baseline moves S and P like the naive one */
+    return impl < 2 ? traffic_attn_naive(&a) : traffic_attn_flash(&a, st->block_q, st->block_k);
 }
 
 static void attn_describe(const case_spec *s, char *buf, size_t size)
@@ -1000,8 +1002,9 @@ static double no_flops(const case_spec *s)
 
 static const op_entry op_attn = {
     .pub = {.name = "attn",
-            .summary = "attention forward: naive (S, P materialised) vs flash (tiled, online softmax)",
-            .impls = {"naive", "flash"}, .n_impls = 2, .any_dtype = 1},
+            .summary = "attention forward: naive (float64, S, P materialised), unfused (S, P "
+                       "materialised on the SIMD kernels) vs flash (tiled, online softmax)",
+            .impls = {"naive", "unfused", "flash"}, .n_impls = 3, .any_dtype = 1},
     .n_in = 3, .n_out = 2, .metric = {ERR_ABS, ERR_REL1}, /* q k v -> o lse */
     .f32_out = 1u << 1, .roundings = 1, /* O rounded once on the store; LSE float32 */
     .defaults = attn_defaults, .sizes = attn_sizes, .post_fill = attn_post_fill,

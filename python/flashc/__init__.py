@@ -32,8 +32,13 @@ from .attention import (
     flash_attn_func,
     flash_attn_kvpacked_func,
     flash_attn_qkvpacked_func,
+    flash_attn_varlen_backward,
+    flash_attn_varlen_func,
+    flash_attn_varlen_kvpacked_func,
+    flash_attn_varlen_qkvpacked_func,
+    flash_attn_with_kvcache,
 )
-from .ops import rms_norm, swiglu
+from .ops import apply_rotary_emb, rms_norm, rms_norm_backward, swiglu, swiglu_backward
 
 # From CMakeLists.txt's project(VERSION), through flashc/_version.py in an installed package.
 __version__ = _lib.VERSION
@@ -42,10 +47,18 @@ __all__ = [
     "flash_attn_func",
     "flash_attn_qkvpacked_func",
     "flash_attn_kvpacked_func",
+    "flash_attn_varlen_func",
+    "flash_attn_varlen_qkvpacked_func",
+    "flash_attn_varlen_kvpacked_func",
+    "flash_attn_with_kvcache",
     "flash_attn_backward",
+    "flash_attn_varlen_backward",
     "attn_fwd_supported",
     "rms_norm",
+    "rms_norm_backward",
     "swiglu",
+    "swiglu_backward",
+    "apply_rotary_emb",
     "build_info",
     "library_version",
     "cuda_available",

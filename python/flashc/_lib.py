@@ -61,8 +61,8 @@ VERSION = _package_version()
 MAX_DIMS = 4  # FLASHC_MAX_DIMS
 
 # flashc_dtype
-F32, F16, BF16 = 0, 1, 2
-DTYPE_NAMES = {F32: "float32", F16: "float16", BF16: "bfloat16"}
+F32, F16, BF16, I32 = 0, 1, 2, 3
+DTYPE_NAMES = {F32: "float32", F16: "float16", BF16: "bfloat16", I32: "int32"}
 
 # flashc_device
 DEVICE_CPU, DEVICE_CUDA = 0, 1
@@ -129,6 +129,45 @@ def new_attn_params() -> AttnParams:
     return p
 
 
+class Varlen(ctypes.Structure):
+    """flashc_varlen: ragged batches (cu_seqlens int32 (B + 1) tensors, host memory for CPU)."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("cu_seqlens_q", ctypes.POINTER(Tensor)),
+        ("cu_seqlens_k", ctypes.POINTER(Tensor)),
+        ("max_seqlen_q", ctypes.c_int64),
+        ("max_seqlen_k", ctypes.c_int64),
+    ]
+
+
+def new_varlen() -> Varlen:
+    v = Varlen()
+    v.struct_size = ctypes.sizeof(Varlen)
+    return v
+
+
+class KVCache(ctypes.Structure):
+    """flashc_kv_cache: a contiguous or paged KV cache and the keys to append (NULL = absent)."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("k_cache", ctypes.POINTER(Tensor)),
+        ("v_cache", ctypes.POINTER(Tensor)),
+        ("cache_seqlens", ctypes.POINTER(Tensor)),
+        ("block_table", ctypes.POINTER(Tensor)),
+        ("cache_batch_idx", ctypes.POINTER(Tensor)),
+        ("k_new", ctypes.POINTER(Tensor)),
+        ("v_new", ctypes.POINTER(Tensor)),
+    ]
+
+
+def new_kv_cache() -> KVCache:
+    c = KVCache()
+    c.struct_size = ctypes.sizeof(KVCache)
+    return c
+
+
 class AttnStats(ctypes.Structure):
     _fields_ = [
         ("struct_size", ctypes.c_size_t),
@@ -147,6 +186,31 @@ def new_attn_stats() -> AttnStats:
     return s
 
 
+class RopeParams(ctypes.Structure):
+    """flashc_rope_params (sized: struct_size first). Build with new_rope_params()."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("style", ctypes.c_int),
+        ("rotary_dim", ctypes.c_int64),
+        ("theta", ctypes.c_float),
+        ("positions", ctypes.c_void_p),
+        ("pos_stride", ctypes.c_int64 * 2),
+        ("pos_offset", ctypes.c_int64),
+        ("num_threads", ctypes.c_int),
+        ("cuda_stream", ctypes.c_void_p),
+    ]
+
+
+ROPE_NEOX, ROPE_GPTJ = 0, 1
+
+
+def new_rope_params() -> RopeParams:
+    p = RopeParams()
+    p.struct_size = ctypes.sizeof(RopeParams)
+    return p
+
+
 class MemStats(ctypes.Structure):
     _fields_ = [
         ("current_bytes", ctypes.c_int64),
@@ -158,6 +222,9 @@ class MemStats(ctypes.Structure):
 _T = ctypes.POINTER(Tensor)
 _P = ctypes.POINTER(AttnParams)
 _S = ctypes.POINTER(AttnStats)
+_R = ctypes.POINTER(RopeParams)
+_VL = ctypes.POINTER(Varlen)
+_KV = ctypes.POINTER(KVCache)
 _status = ctypes.c_int
 
 # name -> (restype, argtypes)
@@ -174,12 +241,23 @@ _SIGNATURES = {
     "flashc_attn_fwd_supported": (_status, [_P, _T, _T, _T, _T, _T]),
     "flashc_attn_bwd": (_status, [_P, _T, _T, _T, _T, _T, _T, _T, _T, _T, _S]),
     "flashc_attn_bwd_naive": (_status, [_P, _T, _T, _T, _T, _T, _T, _T, _T, _T, _S]),
+    "flashc_attn_varlen_fwd": (_status, [_P, _VL, _T, _T, _T, _T, _T, _S]),
+    "flashc_attn_varlen_bwd": (_status, [_P, _VL, _T, _T, _T, _T, _T, _T, _T, _T, _T, _S]),
+    "flashc_attn_kvcache_fwd": (_status, [_P, _KV, _T, _T, _T, _S]),
     "flashc_attn_bwd_workspace_size": (
         _status, [_P, _T, _T, _T, _T, _T, _T, _T, _T, _T, ctypes.POINTER(ctypes.c_size_t)]
     ),
     "flashc_rmsnorm": (_status, [_T, _T, ctypes.c_float, _T]),
     "flashc_rmsnorm_residual": (_status, [_T, _T, _T, ctypes.c_float, _T]),
     "flashc_swiglu": (_status, [_T, _T]),
+    "flashc_attn_fwd_unfused": (_status, [_P, _T, _T, _T, _T, _T, _S]),
+    "flashc_rmsnorm_bwd": (_status, [_T, _T, _T, _T, ctypes.c_float, _T, _T]),
+    "flashc_rmsnorm_bwd_naive": (_status, [_T, _T, _T, _T, ctypes.c_float, _T, _T]),
+    "flashc_swiglu_bwd": (_status, [_T, _T, _T]),
+    "flashc_swiglu_bwd_naive": (_status, [_T, _T, _T]),
+    "flashc_rope": (_status, [_R, _T, _T, _T, _T]),
+    "flashc_rope_bwd": (_status, [_R, _T, _T, _T, _T]),
+    "flashc_rope_naive": (_status, [_R, _T, _T, _T, _T, ctypes.c_int]),
     "flashc_version": (ctypes.c_char_p, []),
     "flashc_build_info": (ctypes.c_char_p, []),
     "flashc_cuda_available": (ctypes.c_int, []),
@@ -263,9 +341,10 @@ if sys.platform == "darwin":
 elif sys.platform == "win32":
     _SONAMES = ["flashc.dll", "libflashc.dll"]
 else:
-    # the soname carries MAJOR.MINOR while the major version is 0 (CMakeLists.txt)
-    _major_minor = ".".join(VERSION.split(".")[:2]) if VERSION != "unknown" else "0"
-    _SONAMES = ["libflashc.so", f"libflashc.so.{_major_minor}"]
+    # the soname's version: MAJOR.MINOR while the major version is 0, MAJOR after (CMakeLists.txt)
+    _parts = VERSION.split(".") if VERSION != "unknown" else ["0"]
+    _soversion = ".".join(_parts[:2]) if _parts[0] == "0" else _parts[0]
+    _SONAMES = ["libflashc.so", f"libflashc.so.{_soversion}"]
 
 _lock = threading.Lock()
 _lib: ctypes.CDLL | None = None

@@ -939,6 +939,28 @@ flashc_status flashc_attn_kvcache_fwd_workspace_size(const flashc_attn_params *p
     return FLASHC_OK;
 }
 
+flashc_status flashc_attn_fwd_unfused(const flashc_attn_params *params, const flashc_tensor *q,
+                                      const flashc_tensor *k, const flashc_tensor *v,
+                                      flashc_tensor *o, flashc_tensor *lse,
+                                      flashc_attn_stats *stats)
+{
+    static const char fn[] = "flashc_attn_fwd_unfused";
+    flashc_attn_params pr;
+    attn_problem p;
+    FLASHC_TRY(check_stats(fn, stats));
+    FLASHC_TRY(read_params(fn, params, &pr));
+    pr.workspace = NULL; /* S and P through the counting allocator: that is what it measures */
+    pr.num_splits = 0;
+    FLASHC_TRY(build_dense(fn, &pr, q, k, v, o, lse, &p));
+    FLASHC_TRY(check_fwd_outputs(fn, q, k, v, o, lse, &pr, NULL, NULL));
+    FLASHC_TRY(attn_check_work(fn, &p));
+    if (p.device != FLASHC_DEVICE_CPU)
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: runs on host memory only", fn);
+    const attn_impl *impl = attn_impl_find(ATTN_OP_FWD, FLASHC_DEVICE_CPU, "unfused");
+    FLASHC_TRY(impl->supports(&p));
+    return run(fn, impl, &p, impl->workspace(&p), NULL, stats);
+}
+
 /* ---- backward ----------------------------------------------------------------------------- */
 
 /* The gradient tensors of either layout: dout and dq like q/o, dk like k, dv like v. */
