@@ -112,7 +112,6 @@ static flashc_status check_operand(const char *name, const void *ptr, const int6
 
 extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
 {
-    FLASHC_TRY(cuda_check_no_pending_error(FN)); /* first: before any runtime call of ours */
     if (!attn_is_plain(p))
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
                             "%s: the CUDA kernels serve dense attention with D == Dv, no window, "
@@ -147,6 +146,9 @@ extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
                             "Hq = %lld)",
                             FN, (long long)p->B, (long long)p->Sq, (long long)p->Sk,
                             (long long)p->Hq);
+    /* before any runtime call of ours (the checks above only read the problem, so a bad
+     * argument is named as such even on a host without a usable driver) */
+    FLASHC_TRY(cuda_check_no_pending_error(FN));
     flashc_status st = FLASHC_OK;
     if ((st = check_operand("q", p->q, p->sq)) != FLASHC_OK ||
         (st = check_operand("k", p->k, p->sk)) != FLASHC_OK ||

@@ -94,7 +94,6 @@ static int64_t workspace_bytes(const attn_problem *p, const attn_bwd_variant *v)
 
 extern "C" flashc_status cuda_attn_bwd_supports(const attn_problem *p)
 {
-    FLASHC_TRY(cuda_check_no_pending_error(FN)); /* first: before any runtime call of ours */
     if (!attn_is_plain(p))
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
                             "%s: the CUDA backward serves dense attention with D == Dv, no window, "
@@ -111,6 +110,9 @@ extern "C" flashc_status cuda_attn_bwd_supports(const attn_problem *p)
                             "(got B = %lld, Sq = %lld, Sk = %lld, Hkv = %lld)",
                             FN, (long long)p->B, (long long)p->Sq, (long long)p->Sk,
                             (long long)p->Hkv);
+    /* before any runtime call of ours (the checks above only read the problem, so a bad
+     * argument is named as such even on a host without a usable driver) */
+    FLASHC_TRY(cuda_check_no_pending_error(FN));
     flashc_status st = FLASHC_OK;
     int smem_optin = 0;
     const int cc = bwd_device(&st, &smem_optin);

@@ -15,6 +15,10 @@
 flashc_status cuda_check_no_pending_error(const char *fn)
 {
     const cudaError_t e = cudaPeekAtLastError(); /* peek: the error stays the application's */
+    if (e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice ||
+        e == cudaErrorInitializationError) /* no usable device: nobody's pending error */
+        return flashc__fail(FLASHC_ERR_DEVICE, "%s: no usable CUDA device (%s: %s)", fn,
+                            cudaGetErrorName(e), cudaGetErrorString(e));
     if (e != cudaSuccess)
         return flashc__fail(FLASHC_ERR_DEVICE,
                             "%s: a CUDA error is pending from before this call (%s: %s); it is "
