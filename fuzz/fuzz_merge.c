@@ -12,7 +12,7 @@ static double ld(const fz_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d)
     int64_t off = a * v->stride[0] + b * v->stride[1] + c * v->stride[2];
     if (v->ndim == 4)
         off += d * v->stride[3];
-    return fz_load(v->data, FLASHC_F32, off);
+    return fz_load(v->data, v->dtype, off); /* o1, o2, o may be bf16 / f16 (the merge takes them) */
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -53,6 +53,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                                fz_out(&o), use_lse ? fz_out(&l) : NULL);
     fz_check("flashc_attn_merge", &s, st);
     if (st == FLASHC_OK) {
+        /* o is rounded once into its dtype: float32 1e-5, float16 2^-10, bfloat16 2^-7 */
+        const double otol = o.t.dtype == FLASHC_BF16 ? 0x1p-7 : o.t.dtype == FLASHC_F16 ? 0x1p-10 : 1e-5;
         for (int64_t b = 0; b < B; b++)
             for (int64_t h = 0; h < H; h++)
                 for (int64_t i = 0; i < S; i++) {
@@ -78,7 +80,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         const double mag = fabs(ld(&o1, b, i, h, d)) + fabs(ld(&o2, b, i, h, d));
                         if (isnan(want) != isnan(got) ||
                             (!isnan(want) && isfinite(mag) && mag < 1e30 &&
-                             !(fabs(got - want) <= 1e-5 * (1.0 + mag)))) {
+                             !(fabs(got - want) <= otol * (1.0 + mag)))) {
                             char msg[200];
                             snprintf(msg, sizeof msg, "o[%lld][%lld][%lld][%lld] = %g, want %g",
                                      (long long)b, (long long)i, (long long)h, (long long)d, got,
