@@ -53,6 +53,10 @@ typedef struct bench_options {
     int causal;
     double budget;
     int reps_given, seed_given;
+    int64_t window, page_size; /* attention v2: --window, --page-size                   */
+    double softcap;
+    int alibi;
+    cli_int_list cache_len;    /* attn_kvcache: --cache-len                              */
     int ceiling;         /* --ceiling: add the sgemm and stream-copy rows (ceiling.h)   */
     int64_t ceiling_n;   /* sgemm size                                                  */
 } bench_options;
@@ -74,6 +78,26 @@ static int make_attention(const bench_options *o, const char *op, case_spec *out
         s.threads = (int)o->threads;
         s.ref_rows = o->ref_rows;
         s.dtype = o->dt;
+        s.window = o->window, s.softcap = (float)o->softcap, s.alibi = o->alibi;
+        out[k++] = s;
+    }
+    return k;
+}
+
+/* attn_kvcache: one problem per --cache-len; one query row (decode) per sequence. */
+static int make_kvcache(const bench_options *o, const char *op, case_spec *out, int cap)
+{
+    int k = 0;
+    for (int i = 0; i < o->cache_len.n && k < cap; i++) {
+        case_spec s = {0};
+        s.op = op;
+        s.batch = o->batch, s.sq = 1, s.sk = o->cache_len.v[i], s.heads = o->heads;
+        s.kv_heads = o->kv_heads ? o->kv_heads : o->heads;
+        s.d = o->d, s.causal = o->causal, s.br = o->br, s.bc = o->bc;
+        s.threads = (int)o->threads;
+        s.dtype = o->dt;
+        s.window = o->window, s.softcap = (float)o->softcap, s.alibi = o->alibi;
+        s.page_size = o->page_size;
         out[k++] = s;
     }
     return k;
@@ -105,7 +129,8 @@ static const struct bench_op {
     make_fn make;
     int in_all; /* part of --op all (the seeds' exercise) */
 } bench_ops[] = {
-    {"attn", make_attention, 1},   {"attn_merge", make_attention, 0},
+    {"attn", make_attention, 1},   {"attn_varlen", make_attention, 0},
+    {"attn_kvcache", make_kvcache, 0}, {"attn_merge", make_attention, 0},
     {"attn_bwd", make_attention, 0}, {"attn_fwdbwd", make_attention, 0},
     {"softmax", make_hidden, 0},   {"rmsnorm", make_hidden, 1},
     {"rmsnorm_res", make_hidden, 0}, {"swiglu", make_inter, 1},
@@ -498,6 +523,7 @@ int bench_main(int argc, char **argv)
     o.budget = 2.0;
     o.ref_rows = 1024;
     o.ceiling_n = 4096;
+    o.cache_len.n = 1, o.cache_len.v[0] = 8192;
 
     cli_option opts[] = {
         {"op", CLI_STRING, &o.ops, 0, 0, NULL, "LIST",
@@ -532,6 +558,17 @@ int bench_main(int argc, char **argv)
         {"dtype", CLI_CHOICE, &o.dtype, 0, 0, dtype_choices, "TYPE",
          "storage dtype: f32 (default), bf16 or f16; bf16/f16 only for attn, rmsnorm, "
          "rmsnorm_res, swiglu (others refused, exit 2; see above)",
+         0},
+        {"window", CLI_INT, &o.window, 0, 1 << 30, NULL, "W",
+         "attention: sliding window of W keys to the left (window_left = W; window_right 0 "
+         "with --causal, else unbounded); 0 = none (default)", 0},
+        {"softcap", CLI_DOUBLE, &o.softcap, 0, 1e30, NULL, "C", "attention: softcap (0 = off)", 0},
+        {"alibi", CLI_FLAG, &o.alibi, 0, 0, NULL, NULL,
+         "attention: ALiBi with the standard slopes 2^(-8 (h + 1) / heads)", 0},
+        {"cache-len", CLI_INT_LIST, &o.cache_len, 1, 1 << 26, NULL, "LIST",
+         "attn_kvcache: keys in the cache per sequence (8192)", 0},
+        {"page-size", CLI_INT, &o.page_size, 0, 1 << 20, NULL, "N",
+         "attn_kvcache: rows per page of a paged cache (pages shuffled); 0 = contiguous (default)",
          0},
         {"ceiling", CLI_FLAG, &o.ceiling, 0, 0, NULL, NULL,
          "add the machine's ceilings, measured in this run: OpenBLAS sgemm (op sgemm, impl "

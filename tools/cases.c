@@ -20,6 +20,7 @@
  */
 #include "cases.h"
 #include "dtype.h"
+#include "internal.h" /* attn_force_backend: the reference through the same entry point */
 #include "traffic.h"
 
 #include <math.h>
@@ -175,6 +176,11 @@ static flashc_tensor attn_view(void *buf, flashc_dtype dt, int64_t B, int64_t S,
     return t;
 }
 
+/* ALiBi slopes of the standard form 2^(-8 (h + 1) / H), for the params of one call (the tool
+ * runs one case per process). */
+static float alibi_slopes[1024];
+static flashc_tensor alibi_tensor;
+
 static flashc_attn_params attn_params(const case_spec *s)
 {
     flashc_attn_params p = flashc_attn_params_default();
@@ -182,7 +188,32 @@ static flashc_attn_params attn_params(const case_spec *s)
     p.block_q = s->br;
     p.block_k = s->bc;
     p.num_threads = s->threads;
+    if (s->window > 0) {
+        p.window_left = s->window;
+        p.window_right = s->causal ? 0 : -1;
+    }
+    p.softcap = s->softcap;
+    if (s->alibi && s->heads <= 1024) {
+        for (int64_t h = 0; h < s->heads; h++)
+            alibi_slopes[h] = (float)pow(2.0, -8.0 * (double)(h + 1) / (double)s->heads);
+        alibi_tensor = flashc_tensor_1d(alibi_slopes, FLASHC_F32, s->heads);
+        p.alibi_slopes = &alibi_tensor;
+    }
     return p;
+}
+
+/* Query-key pairs a row range sees under the spec's mask and window (the contract's ranges). */
+static double visible_pairs(const case_spec *s, int64_t sq, int64_t sk)
+{
+    double n = 0.0;
+    for (int64_t i = 0; i < sq; i++) {
+        const int64_t a = i + sk - sq;
+        int64_t lo = s->window > 0 && a - s->window > 0 ? a - s->window : 0;
+        int64_t hi = s->causal ? (a + 1 < sk ? a + 1 : sk) : sk;
+        if (hi > lo)
+            n += (double)(hi - lo);
+    }
+    return n;
 }
 
 static void copy_stats(case_stats *st, const flashc_attn_stats *as)
@@ -262,7 +293,8 @@ static double attn_tol(const case_spec *s) { return 1e-5 * (s->q_scale > 1.0f ? 
 static double attn_flops(const case_spec *s)
 {
     traffic_attn a = attn_model(s);
-    return 4.0 * (double)s->batch * (double)s->heads * (double)s->d * traffic_visible_pairs(&a);
+    const double pairs = s->window > 0 ? visible_pairs(s, s->sq, s->sk) : traffic_visible_pairs(&a);
+    return 4.0 * (double)s->batch * (double)s->heads * (double)s->d * pairs;
 }
 
 static double attn_min_bytes(const case_spec *s)
@@ -286,9 +318,268 @@ static void attn_describe(const case_spec *s, char *buf, size_t size)
     char scale[32] = "";
     if (s->q_scale != 1.0f)
         snprintf(scale, sizeof scale, " q*%g", (double)s->q_scale);
-    snprintf(buf, size, "B%lld Sq%lld Sk%lld H%lld/%lld D%lld %s%s%s%s", (long long)s->batch,
+    char mods[80] = "";
+    size_t m = 0;
+    if (s->window > 0)
+        m += (size_t)snprintf(mods + m, sizeof mods - m, " window %lld", (long long)s->window);
+    if (s->softcap > 0.0f)
+        m += (size_t)snprintf(mods + m, sizeof mods - m, " softcap %g", (double)s->softcap);
+    if (s->alibi)
+        snprintf(mods + m, sizeof mods - m, " alibi");
+    snprintf(buf, size, "B%lld Sq%lld Sk%lld H%lld/%lld D%lld %s%s%s%s%s", (long long)s->batch,
              (long long)s->sq, (long long)s->sk, (long long)s->heads, (long long)s->kv_heads,
-             (long long)s->d, s->causal ? "causal" : "full", s->bhsd ? " bhsd" : "", tiles, scale);
+             (long long)s->d, s->causal ? "causal" : "full", mods, s->bhsd ? " bhsd" : "", tiles,
+             scale);
+}
+
+/* ---- attention varlen: B ragged sequences packed (total, H, D) ------------------------------
+ * batch = the number of sequences, sq = sk = the total rows; sequence b's length is the total
+ * times w_b / sum w, w_b = 1 + (5 b mod 7) (mixed lengths, the last one takes the remainder).
+ * The reference: the float64 naive on each sequence alone (the last ref_rows rows of each: an
+ * exact sub-problem, as for attn). */
+
+static int64_t varlen_len(const case_spec *s, int64_t b)
+{
+    int64_t wsum = 0, used = 0;
+    for (int64_t i = 0; i < s->batch; i++)
+        wsum += 1 + (5 * i) % 7;
+    for (int64_t i = 0; i < b; i++)
+        used += s->sq * (1 + (5 * i) % 7) / wsum;
+    return b == s->batch - 1 ? s->sq - used : s->sq * (1 + (5 * b) % 7) / wsum;
+}
+
+static int32_t varlen_cu[(1 << 16) + 1];
+static flashc_tensor varlen_tcu;
+
+static flashc_varlen varlen_of(const case_spec *s)
+{
+    int64_t mx = 0;
+    varlen_cu[0] = 0;
+    for (int64_t b = 0; b < s->batch && b < (1 << 16); b++) {
+        const int64_t n = varlen_len(s, b);
+        varlen_cu[b + 1] = varlen_cu[b] + (int32_t)n;
+        mx = n > mx ? n : mx;
+    }
+    varlen_tcu = flashc_tensor_1d(varlen_cu, FLASHC_I32, s->batch + 1);
+    return (flashc_varlen){sizeof(flashc_varlen), &varlen_tcu, &varlen_tcu, mx, mx};
+}
+
+static void varlen_sizes(case_data *c)
+{
+    const case_spec *s = &c->s;
+    c->in_n[0] = (size_t)(s->sq * s->heads * s->d);
+    c->in_n[1] = c->in_n[2] = (size_t)(s->sq * s->kv_heads * s->d);
+    c->out_n[0] = c->in_n[0];
+    c->out_n[1] = (size_t)(s->heads * s->sq);
+}
+
+static flashc_status varlen_run(case_data *c, int impl, int slot, case_stats *st)
+{
+    const case_spec *s = &c->s;
+    const flashc_dtype dt = run_dtype(c);
+    flashc_tensor q = flashc_tensor_3d(in_buf(c, 0), dt, s->sq, s->heads, s->d);
+    flashc_tensor k = flashc_tensor_3d(in_buf(c, 1), dt, s->sq, s->kv_heads, s->d);
+    flashc_tensor v = flashc_tensor_3d(in_buf(c, 2), dt, s->sq, s->kv_heads, s->d);
+    flashc_tensor o = flashc_tensor_3d(out_buf(c, slot, 0), dt, s->sq, s->heads, s->d);
+    flashc_tensor lse = flashc_tensor_2d(c->out[slot][1], FLASHC_F32, s->heads, s->sq);
+    flashc_attn_params p = attn_params(s);
+    flashc_varlen vl = varlen_of(s);
+    flashc_attn_stats as = FLASHC_ATTN_STATS_INIT;
+    if (impl == 0) /* the float64 reference through the same entry point */
+        attn_force_backend("ref");
+    flashc_status r = flashc_attn_varlen_fwd(&p, &vl, &q, &k, &v, &o, &lse, &as);
+    attn_force_backend(NULL);
+    copy_stats(st, &as);
+    return r;
+}
+
+/* Rows [0, len - R) of each sequence are not compared (R = ref_rows): the reference leaves
+ * them NaN, and so does this copy of the flash output. */
+static int64_t varlen_ref_rows(const case_spec *s, int64_t len)
+{
+    return s->ref_rows > 0 && s->ref_rows < len ? s->ref_rows : len;
+}
+
+static flashc_status varlen_run_reference(case_data *c)
+{
+    const case_spec *s = &c->s;
+    flashc_varlen vl = varlen_of(s);
+    flashc_attn_params p = attn_params(s);
+    for (int64_t b = 0; b < s->batch; b++) {
+        const int64_t r0 = varlen_cu[b], len = varlen_cu[b + 1] - r0, R = varlen_ref_rows(s, len);
+        if (len == 0)
+            continue;
+        flashc_tensor q = flashc_tensor_4d(c->in[0] + (r0 + len - R) * s->heads * s->d,
+                                           FLASHC_F32, 1, R, s->heads, s->d);
+        flashc_tensor k = flashc_tensor_4d(c->in[1] + r0 * s->kv_heads * s->d, FLASHC_F32, 1,
+                                           len, s->kv_heads, s->d);
+        flashc_tensor v = k;
+        v.data = c->in[2] + r0 * s->kv_heads * s->d;
+        flashc_tensor o = flashc_tensor_4d(c->out[0][0] + (r0 + len - R) * s->heads * s->d,
+                                           FLASHC_F32, 1, R, s->heads, s->d);
+        flashc_tensor lse = flashc_tensor_3d(c->out[0][1] + r0 + len - R, FLASHC_F32, 1, s->heads, R);
+        lse.stride[1] = s->sq, lse.stride[0] = s->heads * s->sq;
+        const flashc_status st = flashc_attn_fwd_naive(&p, &q, &k, &v, &o, &lse, NULL);
+        if (st != FLASHC_OK)
+            return st;
+    }
+    (void)vl;
+    return FLASHC_OK;
+}
+
+static double varlen_max_err(const case_data *c)
+{
+    const case_spec *s = &c->s;
+    const enum err_metric mo = s->dtype == FLASHC_F32 ? ERR_ABS : ERR_REL1;
+    double worst = 0.0;
+    for (int64_t b = 0; b < s->batch; b++) {
+        const int64_t r0 = varlen_cu[b], len = varlen_cu[b + 1] - r0, R = varlen_ref_rows(s, len);
+        for (int64_t i = r0 + len - R; i < r0 + len; i++)
+            for (int64_t h = 0; h < s->heads; h++) {
+                for (int64_t d = 0; d < s->d; d++) {
+                    const int64_t x = (i * s->heads + h) * s->d + d;
+                    const double e = elem_err(c->out[1][0][x], c->out[0][0][x], mo);
+                    worst = e > worst ? e : worst;
+                }
+                const double e = elem_err(c->out[1][1][h * s->sq + i], c->out[0][1][h * s->sq + i],
+                                          ERR_REL1);
+                worst = e > worst ? e : worst;
+            }
+    }
+    return worst;
+}
+
+static double varlen_flops(const case_spec *s)
+{
+    double pairs = 0.0;
+    for (int64_t b = 0; b < s->batch; b++) {
+        const int64_t n = varlen_len(s, b);
+        pairs += visible_pairs(s, n, n);
+    }
+    return 4.0 * (double)s->heads * (double)s->d * pairs;
+}
+
+static double varlen_min_bytes(const case_spec *s)
+{
+    return esize(s) * (2.0 * (double)(s->sq * s->heads * s->d) +
+                       2.0 * (double)(s->sq * s->kv_heads * s->d)) +
+           4.0 * (double)(s->heads * s->sq);
+}
+
+static double varlen_traffic(const case_spec *s, int impl, const case_stats *st)
+{
+    double bytes = 0.0;
+    for (int64_t b = 0; b < s->batch; b++) {
+        const int64_t n = varlen_len(s, b);
+        traffic_attn a = {1, n, n, s->heads, s->kv_heads, s->d, s->causal, esize(s)};
+        bytes += impl == 0 ? traffic_attn_naive(&a) : traffic_attn_flash(&a, st->block_q, st->block_k);
+    }
+    return bytes;
+}
+
+static void varlen_describe(const case_spec *s, char *buf, size_t size)
+{
+    char base[160];
+    attn_describe(s, base, sizeof base);
+    char lens[96] = "";
+    size_t m = 0;
+    for (int64_t b = 0; b < s->batch && m < sizeof lens - 12; b++)
+        m += (size_t)snprintf(lens + m, sizeof lens - m, "%s%lld", b ? "," : "",
+                              (long long)varlen_len(s, b));
+    snprintf(buf, size, "varlen %s lens %s", base, lens);
+}
+
+/* ---- attention KV cache: decode of sq query rows against a cache of sk keys ----------------
+ * q (batch, sq, heads, d); k_cache, v_cache (batch, sk, kv_heads, d), or with page_size > 0
+ * pages of page_size rows in a shuffled order (block_table), every sequence holding sk keys.
+ * The rate is GB/s of the K and V bytes read (decode streams the cache once); the reference is
+ * the float64 naive through the same entry point (attn_force_backend). */
+
+static int64_t kv_pages(const case_spec *s) { return (s->sk + s->page_size - 1) / s->page_size; }
+
+static void kvcache_defaults(case_spec *s)
+{
+    if (!s->sq) s->sq = 1;
+    if (!s->sk) s->sk = 8192;
+    attn_defaults(s);
+}
+
+static void kvcache_sizes(case_data *c)
+{
+    const case_spec *s = &c->s;
+    const int64_t rows = s->page_size ? s->batch * kv_pages(s) * s->page_size : s->batch * s->sk;
+    c->in_n[0] = (size_t)(s->batch * s->sq * s->heads * s->d);
+    c->in_n[1] = c->in_n[2] = (size_t)(rows * s->kv_heads * s->d);
+    c->out_n[0] = c->in_n[0];
+    c->out_n[1] = (size_t)(s->batch * s->heads * s->sq);
+    c->tmp_n[0] = (size_t)(s->page_size ? s->batch * kv_pages(s) : 1); /* block table */
+    c->tmp_n[1] = (size_t)s->batch;                                    /* cache_seqlens */
+}
+
+static void kvcache_post_fill(case_data *c)
+{
+    const case_spec *s = &c->s;
+    int32_t *table = (int32_t *)c->tmp[0], *lens = (int32_t *)c->tmp[1];
+    for (int64_t b = 0; b < s->batch; b++)
+        lens[b] = (int32_t)s->sk;
+    if (!s->page_size)
+        return;
+    const int64_t n = s->batch * kv_pages(s);
+    for (int64_t i = 0; i < n; i++)
+        table[i] = (int32_t)i;
+    for (int64_t i = n - 1; i > 0; i--) { /* shuffled: pages are not in key order */
+        const int64_t r = (int64_t)(rng_uniform(&c->rng) * (double)(i + 1));
+        const int32_t t = table[i];
+        table[i] = table[r], table[r] = t;
+    }
+}
+
+static flashc_status kvcache_run(case_data *c, int impl, int slot, case_stats *st)
+{
+    const case_spec *s = &c->s;
+    const flashc_dtype dt = run_dtype(c);
+    const int64_t np = s->page_size ? s->batch * kv_pages(s) : s->batch;
+    const int64_t rows = s->page_size ? s->page_size : s->sk;
+    flashc_tensor q = flashc_tensor_4d(in_buf(c, 0), dt, s->batch, s->sq, s->heads, s->d);
+    flashc_tensor kc = flashc_tensor_4d(in_buf(c, 1), dt, np, rows, s->kv_heads, s->d);
+    flashc_tensor vc = flashc_tensor_4d(in_buf(c, 2), dt, np, rows, s->kv_heads, s->d);
+    flashc_tensor o = flashc_tensor_4d(out_buf(c, slot, 0), dt, s->batch, s->sq, s->heads, s->d);
+    flashc_tensor lse = flashc_tensor_3d(c->out[slot][1], FLASHC_F32, s->batch, s->heads, s->sq);
+    flashc_tensor lens = flashc_tensor_1d(c->tmp[1], FLASHC_I32, s->batch);
+    flashc_tensor table = flashc_tensor_2d(c->tmp[0], FLASHC_I32, s->batch, s->page_size ? kv_pages(s) : 1);
+    flashc_kv_cache cache = {sizeof cache, &kc, &vc, &lens, s->page_size ? &table : NULL,
+                             NULL, NULL, NULL};
+    flashc_attn_params p = attn_params(s);
+    flashc_attn_stats as = FLASHC_ATTN_STATS_INIT;
+    if (impl == 0)
+        attn_force_backend("ref");
+    flashc_status r = flashc_attn_kvcache_fwd(&p, &cache, &q, &o, &lse, &as);
+    attn_force_backend(NULL);
+    copy_stats(st, &as);
+    return r;
+}
+
+static double kvcache_min_bytes(const case_spec *s)
+{
+    return esize(s) * 2.0 * (double)(s->batch * s->sk * s->kv_heads * s->d);
+}
+
+static double kvcache_traffic(const case_spec *s, int impl, const case_stats *st)
+{
+    (void)st;
+    const double kv = kvcache_min_bytes(s), qo = esize(s) * 2.0 * (double)(s->batch * s->sq * s->heads * s->d);
+    /* naive: S and P (float32) written and read once more per head */
+    return impl == 0 ? kv + qo + 16.0 * (double)(s->batch * s->heads * s->sq * s->sk) : kv + qo;
+}
+
+static void kvcache_describe(const case_spec *s, char *buf, size_t size)
+{
+    char base[160];
+    attn_describe(s, base, sizeof base);
+    if (s->page_size)
+        snprintf(buf, size, "kvcache %s paged %lld", base, (long long)s->page_size);
+    else
+        snprintf(buf, size, "kvcache %s contiguous", base);
 }
 
 /* ---- attention merge: flash over two key ranges, then flashc_attn_merge ----------------------
@@ -719,6 +1010,30 @@ static const op_entry op_attn = {
     .describe = attn_describe,
 };
 
+static const op_entry op_attn_varlen = {
+    .pub = {.name = "attn_varlen",
+            .summary = "varlen forward (--batch sequences of mixed lengths, --n rows in all) vs "
+                       "the naive on each sequence",
+            .impls = {"naive", "flash"}, .n_impls = 2, .any_dtype = 1},
+    .n_in = 3, .n_out = 2, .metric = {ERR_ABS, ERR_REL1}, .f32_out = 1u << 1, .roundings = 1,
+    .defaults = attn_defaults, .sizes = varlen_sizes, .post_fill = attn_post_fill,
+    .run = varlen_run, .run_reference = varlen_run_reference, .max_err = varlen_max_err,
+    .tol = attn_tol, .flops = varlen_flops, .min_bytes = varlen_min_bytes,
+    .traffic = varlen_traffic, .describe = varlen_describe,
+};
+
+static const op_entry op_attn_kvcache = {
+    .pub = {.name = "attn_kvcache",
+            .summary = "decode against a KV cache (--cache-len keys, --page-size 0 = contiguous): "
+                       "GB/s of K + V",
+            .impls = {"naive", "flash"}, .n_impls = 2, .any_dtype = 1},
+    .n_in = 3, .n_out = 2, .n_tmp = 2, .metric = {ERR_ABS, ERR_REL1}, .f32_out = 1u << 1,
+    .roundings = 1,
+    .defaults = kvcache_defaults, .sizes = kvcache_sizes, .post_fill = kvcache_post_fill,
+    .run = kvcache_run, .tol = attn_tol, .flops = no_flops, .min_bytes = kvcache_min_bytes,
+    .traffic = kvcache_traffic, .describe = kvcache_describe,
+};
+
 static const op_entry op_merge = {
     .pub = {.name = "attn_merge",
             .summary = "flash over two key ranges + flashc_attn_merge vs naive over all keys",
@@ -796,7 +1111,8 @@ static const op_entry op_swiglu = {
     .describe = rows_describe,
 };
 
-const op_desc *const cases_ops[] = {&op_attn.pub,       &op_merge.pub,       &op_attn_bwd.pub,
+const op_desc *const cases_ops[] = {&op_attn.pub,       &op_attn_varlen.pub, &op_attn_kvcache.pub,
+                                    &op_merge.pub,       &op_attn_bwd.pub,
                                     &op_attn_fwdbwd.pub, &op_softmax.pub,     &op_rmsnorm.pub,
                                     &op_rmsnorm_res.pub, &op_swiglu.pub};
 const int cases_n_ops = (int)(sizeof cases_ops / sizeof cases_ops[0]);

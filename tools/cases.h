@@ -42,6 +42,12 @@ typedef struct case_spec {
                                 on that storage, and the reference runs in float32 on the same
                                 (widened, exact) values                                       */
     double tol;              /* check: the largest error accepted; 0 = the op's default      */
+    /* attention v2 (attn, attn_varlen, attn_kvcache) */
+    int64_t window;          /* > 0: sliding window of `window` keys to the left (window_left;
+                                window_right 0 with causal, else unbounded); 0 = none        */
+    float softcap;           /* > 0: softcap                                                 */
+    int alibi;               /* nonzero: ALiBi with the standard slopes 2^(-8 (h + 1) / H)  */
+    int64_t page_size;       /* attn_kvcache: 0 = contiguous cache, else paged (shuffled)   */
 } case_spec;
 
 /* What one call reported, for the traffic model. */

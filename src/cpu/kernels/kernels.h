@@ -24,6 +24,15 @@
 
 #include <stdint.h>
 
+/* The score modifiers of the attention v2 contract, as the kernels apply them (see the
+ * score_mod_t / score_mod_row entries). */
+typedef struct cpu_score_mod {
+    float scale;     /* applied first: s = scale * raw                                  */
+    float softcap;   /* > 0: s = softcap * tanh(s / softcap); 0 = off                    */
+    float slope;     /* ALiBi: s -= slope * |distance|; 0 = off                          */
+    float out_scale; /* applied last (log2 e to hand softmax_t base-2 units; else 1)      */
+} cpu_score_mod;
+
 typedef struct cpu_kernels {
     const char *name;
 
@@ -89,6 +98,27 @@ typedef struct cpu_kernels {
      * sgu), y stride sy; silu(g) = g / (1 + e^-g).                                            */
     void (*swiglu_row)(const void *gu, int64_t sgu, void *y, int64_t sy, int64_t I,
                        flashc_dtype dt);
+
+    /* ---- attention v2 forward: score modifiers, masks (src/cpu/attn_fwd.c) -------------
+     * Kept in one block so that other additions to this table merge cleanly. */
+
+    /* Transposed score tile St (bc x n, ldst; column r = query row r, row c = key c):
+     *   St[c][r] = out_scale * mod(scale * St[c][r])
+     * mod = softcap (when mod->softcap > 0), then the ALiBi bias -slope * |d0 + r - c|
+     * (d0 = the position a of query row 0 minus the key index of row 0; distances are exact
+     * below 2^24). The vector tanh: max relative error 3e-7 (tests/test_cpu_kernels.c).       */
+    void (*score_mod_t)(float *St, int64_t ldst, int64_t bc, int64_t n, const cpu_score_mod *mod,
+                        int64_t d0);
+    /* One row of n scores: s[c] = out_scale * mod(scale * s[c]) with distance |d0 - c|.      */
+    void (*score_mod_row)(float *s, int64_t n, const cpu_score_mod *mod, int64_t d0);
+    /* St (bc x n, ldst): St[c][r] = -inf unless lo[r] <= c < hi[r] (lo, hi (n): key indices
+     * of the tile as floats; exact integers). The key-range mask of a straddling tile.       */
+    void (*mask_t)(float *St, int64_t ldst, int64_t bc, int64_t n, const float *lo,
+                   const float *hi);
+    /* Nonzero when some x[r * ld + d] (r < rows, d < n) is NaN or +-inf: a straddling tile
+     * whose V holds one takes the per-row product, so that a masked P entry (0) never
+     * multiplies it (0 * inf = NaN would reach rows that cannot see that key).              */
+    int (*nonfinite)(const float *x, int64_t ld, int64_t rows, int64_t n);
 } cpu_kernels;
 
 /* RMSNorm's 1 / sqrt(mean(x^2) + eps) for a row whose float32 sum of squares ss is outside

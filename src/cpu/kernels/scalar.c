@@ -79,9 +79,12 @@ static void softmax_t_scalar(float *St, int64_t ldst, int64_t bc, int64_t n, flo
             continue;
         }
         const float a = exp2f(m[i] - mx);
+        /* past |m| ~ 2^28 the FMA's exact residual of the max is no longer ~0 (simd: F5) */
+        const int big = fabsf(mx) > 0x1p28f;
         float sum = 0.0f;
         for (int64_t j = 0; j < bc; j++) {
-            const float e = exp2f(fmaf(St[j * ldst + i], scale, -mx));
+            const float x = St[j * ldst + i];
+            const float e = exp2f(big ? x * scale - mx : fmaf(x, scale, -mx));
             St[j * ldst + i] = e;
             sum += e;
         }
@@ -186,6 +189,50 @@ static void swiglu_row_scalar(const void *gu, int64_t sgu, void *y, int64_t sy, 
     }
 }
 
+/* ---- attention v2 forward: score modifiers, masks ------------------------------------- */
+
+static float score_mod1(float s, const cpu_score_mod *m, int64_t dist)
+{
+    s *= m->scale;
+    if (m->softcap > 0.0f)
+        s = m->softcap * tanhf(s / m->softcap);
+    if (m->slope != 0.0f)
+        s -= m->slope * (float)(dist < 0 ? -dist : dist);
+    return s * m->out_scale;
+}
+
+static void score_mod_t_scalar(float *St, int64_t ldst, int64_t bc, int64_t n,
+                               const cpu_score_mod *m, int64_t d0)
+{
+    for (int64_t c = 0; c < bc; c++)
+        for (int64_t r = 0; r < n; r++)
+            St[c * ldst + r] = score_mod1(St[c * ldst + r], m, d0 + r - c);
+}
+
+static void score_mod_row_scalar(float *s, int64_t n, const cpu_score_mod *m, int64_t d0)
+{
+    for (int64_t c = 0; c < n; c++)
+        s[c] = score_mod1(s[c], m, d0 - c);
+}
+
+static void mask_t_scalar(float *St, int64_t ldst, int64_t bc, int64_t n, const float *lo,
+                          const float *hi)
+{
+    for (int64_t c = 0; c < bc; c++)
+        for (int64_t r = 0; r < n; r++)
+            if (!((float)c >= lo[r] && (float)c < hi[r]))
+                St[c * ldst + r] = -INFINITY;
+}
+
+static int nonfinite_scalar(const float *x, int64_t ld, int64_t rows, int64_t n)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t d = 0; d < n; d++)
+            if (!isfinite(x[r * ld + d]))
+                return 1;
+    return 0;
+}
+
 const cpu_kernels cpu_kernels_scalar = {
     .name = "scalar",
     .gemm = gemm_scalar,
@@ -199,4 +246,8 @@ const cpu_kernels cpu_kernels_scalar = {
     .store_row = store_row_scalar,
     .rmsnorm_row = rmsnorm_row_scalar,
     .swiglu_row = swiglu_row_scalar,
+    .score_mod_t = score_mod_t_scalar,
+    .score_mod_row = score_mod_row_scalar,
+    .mask_t = mask_t_scalar,
+    .nonfinite = nonfinite_scalar,
 };
