@@ -305,7 +305,7 @@ static flashc_status build_dense(const char *fn, const flashc_attn_params *pr,
     FLASHC_TRY(check_same_kind(fn, "o", o, q));
     const int64_t B = q->shape[0], Sq = q->shape[1], Hq = q->shape[2], D = q->shape[3];
     const int64_t Sk = k->shape[1], Hkv = k->shape[2], Dv = v->shape[3];
-    const int64_t kw[4] = {B, Sk, Hkv, D}, vw[4] = {B, Sk, Hkv, Dv}, ow[4] = {B, Sq, Hq, Dv};
+    const int64_t vw[4] = {B, Sk, Hkv, Dv}, ow[4] = {B, Sq, Hq, Dv};
     if (k->shape[0] != B)
         return flashc__fail(FLASHC_ERR_INVALID_SHAPE, "%s: k.shape[0] (batch) = %lld but q has %lld",
                             fn, (long long)k->shape[0], (long long)B);
@@ -315,7 +315,6 @@ static flashc_status build_dense(const char *fn, const flashc_attn_params *pr,
                             (long long)k->shape[3], (long long)D);
     FLASHC_TRY(check_shape(fn, "v", v, vw, 3, dims4, 2, 3, "k"));
     FLASHC_TRY(check_shape(fn, "o", o, ow, 4, dims4, 2, 3, "q and v"));
-    (void)kw;
     FLASHC_TRY(check_heads(fn, Hq, Hkv));
     if (lse) {
         const int64_t lw[3] = {B, Hq, Sq};
