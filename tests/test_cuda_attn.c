@@ -11,7 +11,7 @@
  * Cases: every head dim of {1, 8, 32, 40, 59, 64, 80, 96, 111, 128, 160, 192, 224, 256} (the
  * instances, padded ones, and odd ones whose packed rows are not 16-byte aligned), bf16 and
  * fp16, with seqlen pairs (1,1) (1,147) (113,203) (128,217) (108,256), causal and not, MHA /
- * GQA / MQA; (1023,1024) (1024,1023) at 64 96 128 256; (3,799) (20000,16) at 59 64 128; plus a
+ * GQA / MQA; (1023,1024) (1024,1023) (1024,1024) at 64 96 128 256; (3,799) (20000,16) at 59 64 128; plus a
  * (B, H, S, D) strided layout, a user stream, repeatability (a race shows as a moving result)
  * and refusals. Every case first asks flashc_attn_fwd_supported, which must answer what the
  * run then does.
@@ -347,7 +347,8 @@ static int small_only(void)
 /* (Sq, Sk) pairs run at every head dim, and those run at a few only (the long ones: the
  * reference is O(Sq Sk D) on the host) */
 static const int seqlens_all[][2] = {{1, 1}, {1, 147}, {113, 203}, {128, 217}, {108, 256}};
-static const int seqlens_long[][2] = {{1023, 1024}, {1024, 1023}};
+/* (1024, 1024): where the dispatcher's default picks the sm90 kernel at d = 128 */
+static const int seqlens_long[][2] = {{1023, 1024}, {1024, 1023}, {1024, 1024}};
 static const int seqlens_odd[][2] = {{3, 799}, {20000, 16}};
 /* (Hq, Hkv): MHA, GQA, MQA; fewer heads for the long sequences */
 static const int heads_short[][2] = {{4, 4}, {6, 2}, {4, 1}};
@@ -377,7 +378,7 @@ static void suite(void **state)
     for (int i = 0; i < (small_only() ? 3 : 5); i++)
         pairs[np++] = &seqlens_all[i];
     if (!small_only() && has(long_dims, 4, dc->D))
-        for (int i = 0; i < 2; i++)
+        for (int i = 0; i < 3; i++)
             pairs[np++] = &seqlens_long[i];
     if (has(odd_dims, 3, dc->D))
         pairs[np++] = &seqlens_odd[0];
