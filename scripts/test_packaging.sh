@@ -6,7 +6,9 @@
 #      LD_LIBRARY_PATH but the prefix, no /etc/ld.so.cache: only the system's own directories);
 #      when the build has the CUDA backend, that is the check that a CUDA-enabled libflashc
 #      loads and runs its CPU paths on a host without CUDA;
-#   3. pip install ./python into a fresh venv (no FLASHC_LIBRARY; CPU-only: FLASHC_CUDA=OFF,
+#   3. flashc configured as a FetchContent subproject (tests/subproject): nothing leaks into the
+#      parent, no tests or tools, no cmocka lookup, BUILD_SHARED_LIBS honoured;
+#   4. pip install ./python into a fresh venv (no FLASHC_LIBRARY; CPU-only: FLASHC_CUDA=OFF,
 #      to keep CI short), then python -m flashc and examples/python/example.py from outside the
 #      tree, on the library the package bundles.
 #
@@ -61,6 +63,13 @@ step "examples/c through pkg-config"
 mkdir -p "$work/example-pc"
 (cd "$work/example-pc" && PKG_CONFIG_PATH="$prefix/lib/pkgconfig" make -s -f "$repo/examples/c/Makefile")
 hidden "$prefix/lib" "$work/example-pc/flashc_example" | tail -n 1
+
+step "flashc as a subproject (FetchContent): configure only"
+for shared in "" "-DBUILD_SHARED_LIBS=OFF"; do
+    # shellcheck disable=SC2086
+    cmake -S tests/subproject -B "$work/subproject${shared:+-static}" -DFLASHC_CUDA=OFF $shared \
+          -DPKG_CONFIG_EXECUTABLE=/nonexistent/pkg-config --no-warn-unused-cli | grep "flashc as a subproject"
+done
 
 step "pip install ./python into a fresh venv (FLASHC_CUDA=OFF)"
 python3 -m venv "$work/venv"

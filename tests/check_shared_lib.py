@@ -29,6 +29,7 @@ def declared_functions(header):
     text = open(header).read()
     text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
     text = re.sub(r"//[^\n]*", " ", text)
+    text = text.replace("\\\n", " ")  # a macro's continuation lines belong to its #define
     text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
     names = set(re.findall(r"\b(flashc_[A-Za-z0-9_]+)\s*\(", text))
     # static inline helpers (if the header ever grows some) are not exported symbols

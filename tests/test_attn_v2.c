@@ -1064,6 +1064,58 @@ static void test_varlen_workspace(void **state)
     packed_free(&p);
 }
 
+/* flashc_attn_merge takes bf16/f16 partial outputs (each may differ from the others): two
+ * halves of the keys, each through flashc_attn_fwd in dtype dt, merged into an output of
+ * another dtype, match the one pass over all keys within the dtypes' roundings; an empty state
+ * (lse -inf) with a NaN o contributes nothing. */
+static void test_merge_lowp(void **state)
+{
+    (void)state;
+    const int64_t Sq = 9, Sk = 70, H = 2, D = 16, half = 33;
+    for (int t = 0; t < 3; t++)
+        for (int u = 0; u < 3; u++) {
+            const flashc_dtype dt = DTYPES[t], dto = DTYPES[u];
+            prob p;
+            prob_init(&p, dt, 1, Sq, Sk, H, H, D, D, 1.0f);
+            TU_OK(flashc_attn_fwd(NULL, &p.tq, &p.tk, &p.tv, &p.to, &p.tl, NULL));
+            const size_t es = flashc_dtype_size(dt);
+            void *o1 = typed_poison(dt, Sq * H * D), *o2 = typed_poison(dt, Sq * H * D);
+            void *om = typed_poison(dto, Sq * H * D);
+            float *l1 = tu_poisoned(H * Sq), *l2 = tu_poisoned(H * Sq), *lm = tu_poisoned(H * Sq);
+            flashc_tensor k1 = p.tk, v1 = p.tv, k2 = p.tk, v2 = p.tv;
+            k1.shape[1] = v1.shape[1] = half;
+            k2.shape[1] = v2.shape[1] = Sk - half;
+            k2.data = (char *)p.k + (size_t)(half * H * D) * es;
+            v2.data = (char *)p.v + (size_t)(half * H * D) * es;
+            flashc_tensor to1 = flashc_tensor_4d(o1, dt, 1, Sq, H, D), to2 = flashc_tensor_4d(o2, dt, 1, Sq, H, D);
+            flashc_tensor tom = flashc_tensor_4d(om, dto, 1, Sq, H, D);
+            flashc_tensor tl1 = flashc_tensor_3d(l1, FLASHC_F32, 1, H, Sq), tl2 = flashc_tensor_3d(l2, FLASHC_F32, 1, H, Sq);
+            flashc_tensor tlm = flashc_tensor_3d(lm, FLASHC_F32, 1, H, Sq);
+            TU_OK(flashc_attn_fwd(NULL, &p.tq, &k1, &v1, &to1, &tl1, NULL));
+            TU_OK(flashc_attn_fwd(NULL, &p.tq, &k2, &v2, &to2, &tl2, NULL));
+            TU_OK(flashc_attn_merge(&to1, &tl1, &to2, &tl2, &tom, &tlm));
+            const double u_in = dt == FLASHC_F32 ? 1e-6 : dt == FLASHC_BF16 ? 0x1p-8 : 0x1p-11;
+            const double u_out = dto == FLASHC_F32 ? 1e-6 : dto == FLASHC_BF16 ? 0x1p-8 : 0x1p-11;
+            for (int64_t i = 0; i < Sq * H * D; i++) {
+                const double ref = flashc__load(p.o, dt, i), got = flashc__load(om, dto, i);
+                assert_true(fabs(got - ref) <= (2.0 * u_in + u_out) * (fabs(ref) + 0.5) + 1e-6);
+            }
+            for (int64_t i = 0; i < H * Sq; i++)
+                assert_true(fabs(lm[i] - p.lse[i]) <= 1e-5 * (1.0 + fabs(p.lse[i])));
+            /* state 2 empty, its o NaN: the result is state 1, rounded into dto */
+            for (int64_t i = 0; i < H * Sq; i++)
+                l2[i] = -INFINITY;
+            for (int64_t i = 0; i < Sq * H * D; i++)
+                flashc__store(o2, dt, i, NAN);
+            TU_OK(flashc_attn_merge(&to1, &tl1, &to2, &tl2, &tom, &tlm));
+            for (int64_t i = 0; i < Sq * H * D; i++)
+                assert_true(flashc__load(om, dto, i) == rnd(dto, flashc__load(o1, dt, i)));
+            assert_memory_equal(lm, l1, (size_t)(H * Sq) * sizeof(float));
+            free(o1), free(o2), free(om), free(l1), free(l2), free(lm);
+            prob_free(&p);
+        }
+}
+
 int main(void)
 {
     tu_seed_from_env();
@@ -1074,6 +1126,7 @@ int main(void)
         cmocka_unit_test(test_f6_decode_threads), cmocka_unit_test(test_nan_propagation),
         cmocka_unit_test(test_workspace),         cmocka_unit_test(test_varlen),
         cmocka_unit_test(test_kvcache),           cmocka_unit_test(test_varlen_workspace),
+        cmocka_unit_test(test_merge_lowp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 /*
  * test_findings.c — regression tests of the reliability findings of issue 10 outside the
- * attention kernels (those are in findings_attn.c.in, built with -DFLASHC_FINDINGS_TESTS=ON):
+ * attention kernels (those are in test_findings_attn.c):
  *   F1, F2  size products of the attention workspaces wrap / unbounded work per call
  *   F3      signed overflow validating flashc_swiglu
  *   F7      valid output layouts refused; what the overlap check really checks

@@ -32,6 +32,11 @@ from .attention import (
     flash_attn_func,
     flash_attn_kvpacked_func,
     flash_attn_qkvpacked_func,
+    flash_attn_varlen_backward,
+    flash_attn_varlen_func,
+    flash_attn_varlen_kvpacked_func,
+    flash_attn_varlen_qkvpacked_func,
+    flash_attn_with_kvcache,
 )
 from .ops import rms_norm, swiglu
 
@@ -42,7 +47,12 @@ __all__ = [
     "flash_attn_func",
     "flash_attn_qkvpacked_func",
     "flash_attn_kvpacked_func",
+    "flash_attn_varlen_func",
+    "flash_attn_varlen_qkvpacked_func",
+    "flash_attn_varlen_kvpacked_func",
+    "flash_attn_with_kvcache",
     "flash_attn_backward",
+    "flash_attn_varlen_backward",
     "attn_fwd_supported",
     "rms_norm",
     "swiglu",

@@ -20,7 +20,11 @@ import numpy as np
 
 from . import _lib
 
-_NUMPY_DTYPES = {np.dtype(np.float32): _lib.F32, np.dtype(np.float16): _lib.F16}
+_NUMPY_DTYPES = {
+    np.dtype(np.float32): _lib.F32,
+    np.dtype(np.float16): _lib.F16,
+    np.dtype(np.int32): _lib.I32,
+}
 
 
 def _torch():
@@ -63,16 +67,21 @@ def _numpy_dtype_code(name: str, dt: np.dtype) -> int:
     if dt.name == "bfloat16" and dt.itemsize == 2:
         return _lib.BF16
     raise TypeError(
-        f"flashc: {name}.dtype = {dt} is not a flashc dtype (float32, float16, bfloat16)"
+        f"flashc: {name}.dtype = {dt} is not a flashc dtype (float32, float16, bfloat16, int32)"
     )
 
 
 def _torch_dtype_code(name: str, dt: Any) -> int:
     torch = _torch()
-    table = {torch.float32: _lib.F32, torch.float16: _lib.F16, torch.bfloat16: _lib.BF16}
+    table = {
+        torch.float32: _lib.F32,
+        torch.float16: _lib.F16,
+        torch.bfloat16: _lib.BF16,
+        torch.int32: _lib.I32,
+    }
     if dt not in table:
         raise TypeError(
-            f"flashc: {name}.dtype = {dt} is not a flashc dtype (float32, float16, bfloat16)"
+            f"flashc: {name}.dtype = {dt} is not a flashc dtype (float32, float16, bfloat16, int32)"
         )
     return table[dt]
 
@@ -139,6 +148,45 @@ def torch_view(name: str, x: Any) -> View:
 
 def view(name: str, x: Any) -> View:
     return numpy_view(name, x) if isinstance(x, np.ndarray) else torch_view(name, x)
+
+
+def inplace_view(name: str, x: Any) -> View:
+    """A view the library writes into (a KV cache): refused rather than copied when the layout
+    would need a copy, or when a numpy array is read-only, since the writes would be lost."""
+    if isinstance(x, np.ndarray) and not x.flags.writeable:
+        raise ValueError(f"flashc: {name} is read-only; it is updated in place")
+    v = view(name, x)
+    if v.owner is not x:
+        raise ValueError(
+            f"flashc: {name} has a layout flashc cannot address without a copy (negative or "
+            "unaligned strides, or a conjugate/negative view); it is updated in place, so pass a "
+            "plain array"
+        )
+    return v
+
+
+def int32_index(name: str, x: Any, like: Any) -> Any:
+    """An index tensor (cu_seqlens, cache_seqlens, block_table, cache_batch_idx) as int32 of
+    like's kind and device: int32 is used as given, other integer types are converted (values
+    checked to fit), anything else is a TypeError."""
+    if isinstance(like, np.ndarray):
+        a = np.asarray(x)
+        if a.dtype == np.int32:
+            return np.ascontiguousarray(a)
+        if not np.issubdtype(a.dtype, np.integer):
+            raise TypeError(f"flashc: {name} must be an integer array (int32), not {a.dtype}")
+        if a.size and (a.min() < -(2**31) or a.max() >= 2**31):
+            raise ValueError(f"flashc: {name} has values outside the int32 range")
+        return np.ascontiguousarray(a.astype(np.int32))
+    torch = _torch()
+    t = x if isinstance(x, torch.Tensor) else torch.as_tensor(x)
+    if t.dtype == torch.int32 and t.device == like.device:
+        return t.contiguous()
+    if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
+        raise TypeError(f"flashc: {name} must be an integer tensor (int32), not {t.dtype}")
+    if t.numel() and (int(t.min()) < -(2**31) or int(t.max()) >= 2**31):
+        raise ValueError(f"flashc: {name} has values outside the int32 range")
+    return t.to(device=like.device, dtype=torch.int32).contiguous()
 
 
 def empty_like_kind(like: Any, shape, dtype=None) -> Any:

@@ -61,8 +61,8 @@ VERSION = _package_version()
 MAX_DIMS = 4  # FLASHC_MAX_DIMS
 
 # flashc_dtype
-F32, F16, BF16 = 0, 1, 2
-DTYPE_NAMES = {F32: "float32", F16: "float16", BF16: "bfloat16"}
+F32, F16, BF16, I32 = 0, 1, 2, 3
+DTYPE_NAMES = {F32: "float32", F16: "float16", BF16: "bfloat16", I32: "int32"}
 
 # flashc_device
 DEVICE_CPU, DEVICE_CUDA = 0, 1
@@ -129,6 +129,45 @@ def new_attn_params() -> AttnParams:
     return p
 
 
+class Varlen(ctypes.Structure):
+    """flashc_varlen: ragged batches (cu_seqlens int32 (B + 1) tensors, host memory for CPU)."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("cu_seqlens_q", ctypes.POINTER(Tensor)),
+        ("cu_seqlens_k", ctypes.POINTER(Tensor)),
+        ("max_seqlen_q", ctypes.c_int64),
+        ("max_seqlen_k", ctypes.c_int64),
+    ]
+
+
+def new_varlen() -> Varlen:
+    v = Varlen()
+    v.struct_size = ctypes.sizeof(Varlen)
+    return v
+
+
+class KVCache(ctypes.Structure):
+    """flashc_kv_cache: a contiguous or paged KV cache and the keys to append (NULL = absent)."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("k_cache", ctypes.POINTER(Tensor)),
+        ("v_cache", ctypes.POINTER(Tensor)),
+        ("cache_seqlens", ctypes.POINTER(Tensor)),
+        ("block_table", ctypes.POINTER(Tensor)),
+        ("cache_batch_idx", ctypes.POINTER(Tensor)),
+        ("k_new", ctypes.POINTER(Tensor)),
+        ("v_new", ctypes.POINTER(Tensor)),
+    ]
+
+
+def new_kv_cache() -> KVCache:
+    c = KVCache()
+    c.struct_size = ctypes.sizeof(KVCache)
+    return c
+
+
 class AttnStats(ctypes.Structure):
     _fields_ = [
         ("struct_size", ctypes.c_size_t),
@@ -158,6 +197,8 @@ class MemStats(ctypes.Structure):
 _T = ctypes.POINTER(Tensor)
 _P = ctypes.POINTER(AttnParams)
 _S = ctypes.POINTER(AttnStats)
+_VL = ctypes.POINTER(Varlen)
+_KV = ctypes.POINTER(KVCache)
 _status = ctypes.c_int
 
 # name -> (restype, argtypes)
@@ -174,6 +215,9 @@ _SIGNATURES = {
     "flashc_attn_fwd_supported": (_status, [_P, _T, _T, _T, _T, _T]),
     "flashc_attn_bwd": (_status, [_P, _T, _T, _T, _T, _T, _T, _T, _T, _T, _S]),
     "flashc_attn_bwd_naive": (_status, [_P, _T, _T, _T, _T, _T, _T, _T, _T, _T, _S]),
+    "flashc_attn_varlen_fwd": (_status, [_P, _VL, _T, _T, _T, _T, _T, _S]),
+    "flashc_attn_varlen_bwd": (_status, [_P, _VL, _T, _T, _T, _T, _T, _T, _T, _T, _T, _S]),
+    "flashc_attn_kvcache_fwd": (_status, [_P, _KV, _T, _T, _T, _S]),
     "flashc_attn_bwd_workspace_size": (
         _status, [_P, _T, _T, _T, _T, _T, _T, _T, _T, _T, ctypes.POINTER(ctypes.c_size_t)]
     ),
@@ -263,9 +307,10 @@ if sys.platform == "darwin":
 elif sys.platform == "win32":
     _SONAMES = ["flashc.dll", "libflashc.dll"]
 else:
-    # the soname carries MAJOR.MINOR while the major version is 0 (CMakeLists.txt)
-    _major_minor = ".".join(VERSION.split(".")[:2]) if VERSION != "unknown" else "0"
-    _SONAMES = ["libflashc.so", f"libflashc.so.{_major_minor}"]
+    # the soname's version: MAJOR.MINOR while the major version is 0, MAJOR after (CMakeLists.txt)
+    _parts = VERSION.split(".") if VERSION != "unknown" else ["0"]
+    _soversion = ".".join(_parts[:2]) if _parts[0] == "0" else _parts[0]
+    _SONAMES = ["libflashc.so", f"libflashc.so.{_soversion}"]
 
 _lock = threading.Lock()
 _lib: ctypes.CDLL | None = None

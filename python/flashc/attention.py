@@ -1,10 +1,15 @@
 """Attention with flash-attn's Python API, on numpy arrays and torch tensors.
 
-Layouts (flash-attn's): q (batch, seqlen_q, nheads, headdim), k and v (batch, seqlen_k,
-nheads_k, headdim) with nheads % nheads_k == 0 (GQA; nheads_k == 1 is MQA); out like q;
-softmax_lse (batch, nheads, seqlen_q) float32, natural log. Causal masking is aligned
-bottom-right: query i sees key j iff j <= i + seqlen_k - seqlen_q; a query row that sees no key
-(seqlen_q > seqlen_k) gets out = 0 and lse = -inf.
+Layouts (flash-attn's): q (batch, seqlen_q, nheads, headdim), k (batch, seqlen_k, nheads_k,
+headdim), v (batch, seqlen_k, nheads_k, headdim_v) with nheads % nheads_k == 0 (GQA; nheads_k ==
+1 is MQA); out (batch, seqlen_q, nheads, headdim_v); softmax_lse (batch, nheads, seqlen_q)
+float32, natural log. Varlen: q (total_q, nheads, headdim), k/v (total_k, nheads_k, ...), int32
+cu_seqlens (batch + 1), softmax_lse (nheads, total_q). Causal masks and windows are aligned
+bottom-right per sequence: query i sits at key position a_i = i + seqlen_k - seqlen_q and sees
+keys [a_i - window_size[0], a_i + window_size[1]] (-1: unbounded; causal: right = 0). softcap
+> 0 caps the scores to softcap * tanh(s / softcap); alibi_slopes (nheads) or (batch, nheads)
+float32 subtract slope * |a_i - j|. A query row that sees no key gets out = 0 and lse = -inf
+(FlashAttention-3's convention; flash-attn 2 stores +inf).
 """
 
 from __future__ import annotations
@@ -15,24 +20,37 @@ from typing import Any, Optional, Tuple
 from . import _arrays, _lib
 
 
-def _reject_unsupported(dropout_p, softmax_scale, window_size, softcap, alibi_slopes) -> None:
-    """Options flashc does not implement are refused by name, never ignored."""
+def _reject_unsupported(dropout_p, *_unused) -> None:
+    """Options flashc does not implement are refused by name, never ignored. (window_size,
+    softcap and alibi_slopes are served by the library: a backend that cannot serve one, such as
+    the CUDA kernels today, refuses it with NotImplementedError naming it.)"""
     if dropout_p != 0.0:
         raise NotImplementedError(
             f"flashc: dropout_p={dropout_p} is not supported (no attention dropout); pass 0.0"
         )
-    if tuple(window_size) != (-1, -1):
-        raise NotImplementedError(
-            f"flashc: window_size={tuple(window_size)} is not supported (no sliding-window "
-            "attention); pass (-1, -1)"
-        )
-    if softcap != 0.0:
-        raise NotImplementedError(f"flashc: softcap={softcap} is not supported; pass 0.0")
-    if alibi_slopes is not None:
-        raise NotImplementedError("flashc: alibi_slopes is not supported; pass None")
 
 
-def _params(softmax_scale: Optional[float], causal: bool, stream, deterministic=False) -> _lib.AttnParams:
+class Mods:
+    """The score modifiers and mask of a call: window_size (left, right), softcap, alibi_slopes
+    (an array of q's kind, float32 (nheads) or (batch, nheads), or None)."""
+
+    __slots__ = ("window_size", "softcap", "alibi_slopes")
+
+    def __init__(self, window_size=(-1, -1), softcap=0.0, alibi_slopes=None):
+        ws = tuple(window_size)
+        if len(ws) != 2:
+            raise ValueError(f"flashc: window_size={window_size!r}; expected (left, right)")
+        self.window_size = (int(ws[0]), int(ws[1]))
+        self.softcap = float(softcap)
+        self.alibi_slopes = alibi_slopes
+
+
+_NO_MODS = Mods()
+
+
+def _params(softmax_scale: Optional[float], causal: bool, stream, mods: Mods = _NO_MODS,
+            deterministic=False):
+    """The C params; the alibi view is kept alive on the struct (p._keep) for the call."""
     p = _lib.new_attn_params()
     if softmax_scale is not None:
         p.has_softmax_scale = 1
@@ -40,6 +58,13 @@ def _params(softmax_scale: Optional[float], causal: bool, stream, deterministic=
     p.causal = 1 if causal else 0
     p.cuda_stream = stream
     p.deterministic = 1 if deterministic else 0
+    p.window_left, p.window_right = mods.window_size
+    p.softcap = mods.softcap
+    p._keep = None
+    if mods.alibi_slopes is not None:
+        va = _arrays.view("alibi_slopes", mods.alibi_slopes)
+        p.alibi_slopes = ctypes.addressof(va.c)
+        p._keep = va
     return p
 
 
@@ -57,17 +82,22 @@ def _check_rank(named: dict) -> None:
             )
 
 
-def attention_forward(q, k, v, softmax_scale=None, causal=False) -> Tuple[Any, Any]:
-    """(out, softmax_lse) by flashc_attn_fwd; no autograd. out has q's dtype and device and is
-    contiguous; lse is float32 (batch, nheads, seqlen_q)."""
-    _arrays.common_kind({"q": q, "k": k, "v": v})
+def _out_shape(q, v) -> tuple:
+    return tuple(q.shape[:-1]) + (v.shape[-1],)
+
+
+def attention_forward(q, k, v, softmax_scale=None, causal=False, mods: Mods = _NO_MODS):
+    """(out, softmax_lse) by flashc_attn_fwd; no autograd. out (batch, seqlen_q, nheads,
+    headdim_v) has q's dtype and device and is contiguous; lse is float32 (batch, nheads,
+    seqlen_q)."""
+    _arrays.common_kind({"q": q, "k": k, "v": v, "alibi_slopes": mods.alibi_slopes})
     _check_rank({"q": q, "k": k, "v": v})
-    out = _arrays.empty_like_kind(q, tuple(q.shape))
+    out = _arrays.empty_like_kind(q, _out_shape(q, v))
     lse = _arrays.empty_like_kind(q, _lse_shape(q), "float32")
     vo, vl = _arrays.view("out", out), _arrays.view("softmax_lse", lse)
     lib = _lib.library()
     with _arrays.device_scope(q) as stream:
-        params = _params(softmax_scale, causal, stream)
+        params = _params(softmax_scale, causal, stream, mods)
         _call_with_layout_retry(
             lambda x: lib.flashc_attn_fwd(params, x["q"], x["k"], x["v"], vo.ref, vl.ref, None),
             {"q": q, "k": k, "v": v},
@@ -96,7 +126,7 @@ def attn_fwd_supported(q, k, v, softmax_scale=None, causal=False) -> bool:
     from the library without computing. When False, flashc.last_error() says why."""
     _arrays.common_kind({"q": q, "k": k, "v": v})
     _check_rank({"q": q, "k": k, "v": v})
-    out = _arrays.empty_like_kind(q, tuple(q.shape))
+    out = _arrays.empty_like_kind(q, _out_shape(q, v))
     lse = _arrays.empty_like_kind(q, _lse_shape(q), "float32")
     vq, vk, vv = _arrays.view("q", q), _arrays.view("k", k), _arrays.view("v", v)
     vo, vl = _arrays.view("out", out), _arrays.view("softmax_lse", lse)
@@ -107,20 +137,35 @@ def attn_fwd_supported(q, k, v, softmax_scale=None, causal=False) -> bool:
     return st == _lib.OK
 
 
-def flash_attn_backward(dout, q, k, v, out, softmax_lse, softmax_scale=None, causal=False,
-                        deterministic=False):
+def flash_attn_backward(
+    dout,
+    q,
+    k,
+    v,
+    out,
+    softmax_lse,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    deterministic=False,
+):
     """(dq, dk, dv) by flashc_attn_bwd (FlashAttention-2 backward, recomputation from the lse).
 
-    dout, q, out (batch, seqlen_q, nheads, headdim); k, v (batch, seqlen_k, nheads_k, headdim);
-    softmax_lse (batch, nheads, seqlen_q) float32 as returned by the forward with the same
-    softmax_scale and causal. dq/dk/dv are new contiguous arrays like q/k/v; for GQA, dk and dv
-    of a KV head sum over the query heads of its group. On the CPU always deterministic; on
-    CUDA (bf16/fp16) dq is summed with float atomics unless deterministic=True, which makes
-    every gradient bit-identical from run to run (dk and dv always are). For torch CUDA tensors
-    the workspace (flashc_attn_bwd_workspace_size bytes: the float32 dq accumulator) is a torch
-    tensor, so torch's allocator caches and counts it like the framework's own kernels do."""
+    dout, out (batch, seqlen_q, nheads, headdim_v); q (batch, seqlen_q, nheads, headdim); k
+    (batch, seqlen_k, nheads_k, headdim), v (..., headdim_v); softmax_lse (batch, nheads,
+    seqlen_q) float32 as returned by the forward with the same softmax_scale, causal,
+    window_size, softcap and alibi_slopes. dq/dk/dv are new contiguous arrays like q/k/v; for
+    GQA, dk and dv of a KV head sum over the query heads of its group. The softcap gradient goes
+    through the tanh; ALiBi slopes get none. On the CPU always deterministic; on CUDA (bf16/fp16)
+    dq is summed with float atomics unless deterministic=True, which makes every gradient
+    bit-identical from run to run (dk and dv always are). For torch CUDA tensors the workspace
+    (flashc_attn_bwd_workspace_size bytes: the float32 dq accumulator) is a torch tensor, so
+    torch's allocator caches and counts it like the framework's own kernels do."""
+    mods = Mods(window_size, softcap, alibi_slopes)
     named = {"dout": dout, "q": q, "k": k, "v": v, "out": out, "softmax_lse": softmax_lse}
-    _arrays.common_kind(named)
+    _arrays.common_kind(dict(named, alibi_slopes=alibi_slopes))
     _check_rank({"dout": dout, "q": q, "k": k, "v": v, "out": out})
     dq = _arrays.empty_like_kind(q, tuple(q.shape))
     dk = _arrays.empty_like_kind(k, tuple(k.shape))
@@ -128,7 +173,7 @@ def flash_attn_backward(dout, q, k, v, out, softmax_lse, softmax_scale=None, cau
     vdq, vdk, vdv = _arrays.view("dq", dq), _arrays.view("dk", dk), _arrays.view("dv", dv)
     lib = _lib.library()
     with _arrays.device_scope(q) as stream:
-        params = _params(softmax_scale, causal, stream, deterministic)
+        params = _params(softmax_scale, causal, stream, mods, deterministic)
         keep = []  # the workspace tensor lives until the call has been enqueued
 
         def call(x):
@@ -154,13 +199,13 @@ def _wants_grad(*xs) -> bool:
     return torch.is_grad_enabled() and any(x.requires_grad for x in xs)
 
 
-def _attention(q, k, v, softmax_scale, causal, deterministic=False):
+def _attention(q, k, v, softmax_scale, causal, mods: Mods = _NO_MODS, deterministic=False):
     _arrays.common_kind({"q": q, "k": k, "v": v})
     if _wants_grad(q, k, v):
         from . import _autograd  # imports torch, which the caller already has
 
-        return _autograd.FlashAttnFunc.apply(q, k, v, softmax_scale, causal, deterministic)
-    return attention_forward(q, k, v, softmax_scale, causal)
+        return _autograd.FlashAttnFunc.apply(q, k, v, softmax_scale, causal, mods, deterministic)
+    return attention_forward(q, k, v, softmax_scale, causal, mods)
 
 
 def flash_attn_func(
@@ -178,15 +223,16 @@ def flash_attn_func(
 ):
     """flash_attn.flash_attn_func on numpy arrays or torch tensors (CPU or CUDA).
 
-    q (batch, seqlen_q, nheads, headdim), k/v (batch, seqlen_k, nheads_k, headdim).
-    Returns out (batch, seqlen_q, nheads, headdim), or (out, softmax_lse, None) with
-    return_attn_probs=True; softmax_lse is float32 (batch, nheads, seqlen_q). Torch tensors
-    with requires_grad get a backward (flashc_attn_bwd), on the CPU (float32) and on CUDA
-    (bf16/fp16). deterministic=True makes the CUDA backward bit-identical from run to run (no
-    float atomics in dq); the CPU backward always is. dropout_p, window_size, softcap and alibi_slopes other than
-    their defaults raise NotImplementedError."""
-    _reject_unsupported(dropout_p, softmax_scale, window_size, softcap, alibi_slopes)
-    out, lse = _attention(q, k, v, softmax_scale, causal, deterministic)
+    q (batch, seqlen_q, nheads, headdim), k (batch, seqlen_k, nheads_k, headdim), v (...,
+    headdim_v). Returns out (batch, seqlen_q, nheads, headdim_v), or (out, softmax_lse, None)
+    with return_attn_probs=True; softmax_lse is float32 (batch, nheads, seqlen_q). window_size,
+    softcap and alibi_slopes as flash-attn (module doc). Torch tensors with requires_grad get a
+    backward (flashc_attn_bwd), on the CPU and on CUDA (bf16/fp16) where the library serves it.
+    deterministic=True makes the CUDA backward bit-identical from run to run (no float atomics
+    in dq); the CPU backward always is. dropout_p other than 0 raises NotImplementedError."""
+    _reject_unsupported(dropout_p)
+    mods = Mods(window_size, softcap, alibi_slopes)
+    out, lse = _attention(q, k, v, softmax_scale, causal, mods, deterministic)
     return (out, lse, None) if return_attn_probs else out
 
 
@@ -203,13 +249,14 @@ def flash_attn_qkvpacked_func(
 ):
     """flash_attn.flash_attn_qkvpacked_func: qkv (batch, seqlen, 3, nheads, headdim).
     q, k and v are strided views into qkv (no copy); returns as flash_attn_func."""
-    _reject_unsupported(dropout_p, softmax_scale, window_size, softcap, alibi_slopes)
+    _reject_unsupported(dropout_p)
     _arrays.kind_of("qkv", qkv)
     if qkv.ndim != 5 or qkv.shape[2] != 3:
         raise ValueError(
             f"flashc: qkv has shape {tuple(qkv.shape)}; expected (batch, seqlen, 3, nheads, headdim)"
         )
-    out, lse = _attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], softmax_scale, causal,
+    mods = Mods(window_size, softcap, alibi_slopes)
+    out, lse = _attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], softmax_scale, causal, mods,
                           deterministic)
     return (out, lse, None) if return_attn_probs else out
 
@@ -228,11 +275,281 @@ def flash_attn_kvpacked_func(
 ):
     """flash_attn.flash_attn_kvpacked_func: q (batch, seqlen_q, nheads, headdim),
     kv (batch, seqlen_k, 2, nheads_k, headdim). Returns as flash_attn_func."""
-    _reject_unsupported(dropout_p, softmax_scale, window_size, softcap, alibi_slopes)
+    _reject_unsupported(dropout_p)
     _arrays.kind_of("kv", kv)
     if kv.ndim != 5 or kv.shape[2] != 2:
         raise ValueError(
             f"flashc: kv has shape {tuple(kv.shape)}; expected (batch, seqlen_k, 2, nheads_k, headdim)"
         )
-    out, lse = _attention(q, kv[:, :, 0], kv[:, :, 1], softmax_scale, causal, deterministic)
+    mods = Mods(window_size, softcap, alibi_slopes)
+    out, lse = _attention(q, kv[:, :, 0], kv[:, :, 1], softmax_scale, causal, mods, deterministic)
     return (out, lse, None) if return_attn_probs else out
+
+
+# ---- varlen: ragged batches ------------------------------------------------------------------
+
+
+def _check_rank3(named: dict) -> None:
+    for name, x in named.items():
+        if x.ndim != 3:
+            raise ValueError(
+                f"flashc: {name} has shape {tuple(x.shape)}; expected 3 dimensions "
+                "(total_tokens, nheads, headdim)"
+            )
+
+
+def _varlen_struct(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, like):
+    """The C flashc_varlen and the views it points to (keep them alive for the call)."""
+    cq = _arrays.int32_index("cu_seqlens_q", cu_seqlens_q, like)
+    ck = _arrays.int32_index("cu_seqlens_k", cu_seqlens_k, like)
+    vcq, vck = _arrays.view("cu_seqlens_q", cq), _arrays.view("cu_seqlens_k", ck)
+    vl = _lib.new_varlen()
+    vl.cu_seqlens_q = ctypes.pointer(vcq.c)
+    vl.cu_seqlens_k = ctypes.pointer(vck.c)
+    vl.max_seqlen_q = int(max_seqlen_q)
+    vl.max_seqlen_k = int(max_seqlen_k)
+    return vl, (vcq, vck)
+
+
+def varlen_forward(
+    q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=None,
+    causal=False, mods: Mods = _NO_MODS,
+):
+    """(out, softmax_lse) by flashc_attn_varlen_fwd; no autograd. q (total_q, nheads, headdim),
+    k (total_k, nheads_k, headdim), v (total_k, nheads_k, headdim_v); out (total_q, nheads,
+    headdim_v), lse float32 (nheads, total_q). Rows past cu_seqlens_q[-1] get out = 0,
+    lse = -inf."""
+    _arrays.common_kind({"q": q, "k": k, "v": v, "alibi_slopes": mods.alibi_slopes})
+    _check_rank3({"q": q, "k": k, "v": v})
+    out = _arrays.empty_like_kind(q, _out_shape(q, v))
+    lse = _arrays.empty_like_kind(q, (q.shape[1], q.shape[0]), "float32")
+    vo, vlse = _arrays.view("out", out), _arrays.view("softmax_lse", lse)
+    vl, keep = _varlen_struct(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, q)
+    lib = _lib.library()
+    with _arrays.device_scope(q) as stream:
+        params = _params(softmax_scale, causal, stream, mods)
+        _call_with_layout_retry(
+            lambda x: lib.flashc_attn_varlen_fwd(
+                params, ctypes.byref(vl), x["q"], x["k"], x["v"], vo.ref, vlse.ref, None
+            ),
+            {"q": q, "k": k, "v": v},
+        )
+    del keep
+    return out, lse
+
+
+def flash_attn_varlen_backward(
+    dout, q, k, v, out, softmax_lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+    softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+):
+    """(dq, dk, dv) by flashc_attn_varlen_bwd: tensors packed as in the varlen forward,
+    softmax_lse (nheads, total_q). Rows of no sequence get zero gradients. Deterministic."""
+    mods = Mods(window_size, softcap, alibi_slopes)
+    named = {"dout": dout, "q": q, "k": k, "v": v, "out": out, "softmax_lse": softmax_lse}
+    _arrays.common_kind(dict(named, alibi_slopes=alibi_slopes))
+    _check_rank3({"dout": dout, "q": q, "k": k, "v": v, "out": out})
+    dq = _arrays.empty_like_kind(q, tuple(q.shape))
+    dk = _arrays.empty_like_kind(k, tuple(k.shape))
+    dv = _arrays.empty_like_kind(v, tuple(v.shape))
+    vdq, vdk, vdv = _arrays.view("dq", dq), _arrays.view("dk", dk), _arrays.view("dv", dv)
+    vl, keep = _varlen_struct(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, q)
+    lib = _lib.library()
+    with _arrays.device_scope(q) as stream:
+        params = _params(softmax_scale, causal, stream, mods)
+        _call_with_layout_retry(
+            lambda x: lib.flashc_attn_varlen_bwd(
+                params, ctypes.byref(vl), x["q"], x["k"], x["v"], x["out"], x["dout"],
+                x["softmax_lse"], vdq.ref, vdk.ref, vdv.ref, None,
+            ),
+            named,
+        )
+    del keep
+    return dq, dk, dv
+
+
+def _varlen_attention(q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale, causal, mods):
+    _arrays.common_kind({"q": q, "k": k, "v": v})
+    if _wants_grad(q, k, v):
+        from . import _autograd
+
+        return _autograd.FlashAttnVarlenFunc.apply(
+            q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale, causal, mods
+        )
+    return varlen_forward(q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale, causal, mods)
+
+
+def flash_attn_varlen_func(
+    q,
+    k,
+    v,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    max_seqlen_q,
+    max_seqlen_k,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+    block_table=None,
+):
+    """flash_attn.flash_attn_varlen_func: q (total_q, nheads, headdim), k (total_k, nheads_k,
+    headdim), v (total_k, nheads_k, headdim_v), cu_seqlens_q/k int32 (batch + 1) (other integer
+    dtypes are converted), max_seqlen_q/k ints. Returns out (total_q, nheads, headdim_v), or
+    (out, softmax_lse, None) with return_attn_probs=True, softmax_lse float32 (nheads, total_q).
+    Torch tensors with requires_grad get a backward (flashc_attn_varlen_bwd). block_table
+    (paged varlen) raises NotImplementedError: flash_attn_with_kvcache serves paged caches."""
+    _reject_unsupported(dropout_p)
+    if block_table is not None:
+        raise NotImplementedError(
+            "flashc: block_table in flash_attn_varlen_func (a paged varlen KV cache) is not "
+            "supported; use flash_attn_with_kvcache for paged caches"
+        )
+    mods = Mods(window_size, softcap, alibi_slopes)
+    out, lse = _varlen_attention(
+        q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, mods
+    )
+    return (out, lse, None) if return_attn_probs else out
+
+
+def flash_attn_varlen_qkvpacked_func(
+    qkv,
+    cu_seqlens,
+    max_seqlen,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+):
+    """flash_attn.flash_attn_varlen_qkvpacked_func: qkv (total, 3, nheads, headdim), one
+    cu_seqlens (batch + 1) and max_seqlen for q and k. q, k, v are strided views into qkv (no
+    copy); returns as flash_attn_varlen_func."""
+    _reject_unsupported(dropout_p)
+    _arrays.kind_of("qkv", qkv)
+    if qkv.ndim != 4 or qkv.shape[1] != 3:
+        raise ValueError(
+            f"flashc: qkv has shape {tuple(qkv.shape)}; expected (total, 3, nheads, headdim)"
+        )
+    mods = Mods(window_size, softcap, alibi_slopes)
+    out, lse = _varlen_attention(
+        qkv[:, 0], qkv[:, 1], qkv[:, 2], cu_seqlens, cu_seqlens, max_seqlen, max_seqlen,
+        softmax_scale, causal, mods,
+    )
+    return (out, lse, None) if return_attn_probs else out
+
+
+def flash_attn_varlen_kvpacked_func(
+    q,
+    kv,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    max_seqlen_q,
+    max_seqlen_k,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+):
+    """flash_attn.flash_attn_varlen_kvpacked_func: q (total_q, nheads, headdim), kv (total_k, 2,
+    nheads_k, headdim). Returns as flash_attn_varlen_func."""
+    _reject_unsupported(dropout_p)
+    _arrays.kind_of("kv", kv)
+    if kv.ndim != 4 or kv.shape[1] != 2:
+        raise ValueError(
+            f"flashc: kv has shape {tuple(kv.shape)}; expected (total_k, 2, nheads_k, headdim)"
+        )
+    mods = Mods(window_size, softcap, alibi_slopes)
+    out, lse = _varlen_attention(
+        q, kv[:, 0], kv[:, 1], cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+        softmax_scale, causal, mods,
+    )
+    return (out, lse, None) if return_attn_probs else out
+
+
+# ---- KV cache ---------------------------------------------------------------------------------
+
+
+def flash_attn_with_kvcache(
+    q,
+    k_cache,
+    v_cache,
+    k=None,
+    v=None,
+    rotary_cos=None,
+    rotary_sin=None,
+    cache_seqlens=None,
+    cache_batch_idx=None,
+    cache_leftpad=None,
+    block_table=None,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    rotary_interleaved=True,
+    alibi_slopes=None,
+    num_splits=0,
+    return_softmax_lse=False,
+):
+    """flash_attn.flash_attn_with_kvcache by flashc_attn_kvcache_fwd (forward only, no autograd).
+
+    q (batch, seqlen_q, nheads, headdim). k_cache/v_cache (batch_cache, seqlen_cache, nheads_k,
+    headdim / headdim_v), or paged (num_blocks, page_block_size, nheads_k, ...) with block_table
+    int32 (batch, max_num_blocks). k, v (batch, seqlen_new, nheads_k, ...): appended in place
+    into the caches at cache_seqlens before attending. cache_seqlens: an int (every sequence) or
+    int32 (batch); None = the whole cache. cache_batch_idx int32 (batch): the cache row of each
+    sequence (contiguous caches). num_splits: split-KV chunks (0 = the library chooses). Returns
+    out (batch, seqlen_q, nheads, headdim_v), or (out, softmax_lse) with return_softmax_lse=True,
+    softmax_lse float32 (batch, nheads, seqlen_q). rotary_cos/rotary_sin and cache_leftpad raise
+    NotImplementedError."""
+    if rotary_cos is not None or rotary_sin is not None:
+        raise NotImplementedError(
+            "flashc: rotary_cos/rotary_sin (rotary embedding inside flash_attn_with_kvcache) are "
+            "not supported; apply the rotary embedding to q and k before the call"
+        )
+    if cache_leftpad is not None:
+        raise NotImplementedError("flashc: cache_leftpad is not supported; pass None")
+    if (k is None) != (v is None):
+        raise ValueError("flashc: k and v go together (both or neither)")
+    mods = Mods(window_size, softcap, alibi_slopes)
+    named = {"q": q, "k_cache": k_cache, "v_cache": v_cache, "k": k, "v": v}
+    _arrays.common_kind(dict(named, alibi_slopes=alibi_slopes))
+    _check_rank({n: x for n, x in named.items() if x is not None})
+    if isinstance(cache_seqlens, int):
+        cache_seqlens = [cache_seqlens] * q.shape[0]
+    idx = {}
+    for name, x in (("cache_seqlens", cache_seqlens), ("cache_batch_idx", cache_batch_idx),
+                    ("block_table", block_table)):
+        if x is not None:
+            idx[name] = _arrays.view(name, _arrays.int32_index(name, x, q))
+    out = _arrays.empty_like_kind(q, _out_shape(q, v_cache))
+    lse = _arrays.empty_like_kind(q, _lse_shape(q), "float32")
+    vo, vlse = _arrays.view("out", out), _arrays.view("softmax_lse", lse)
+    write = k is not None
+    vkc = (_arrays.inplace_view if write else _arrays.view)("k_cache", k_cache)
+    vvc = (_arrays.inplace_view if write else _arrays.view)("v_cache", v_cache)
+    vq = _arrays.view("q", q)
+    vk = _arrays.view("k", k) if write else None
+    vv = _arrays.view("v", v) if write else None
+    c = _lib.new_kv_cache()
+    c.k_cache, c.v_cache = ctypes.pointer(vkc.c), ctypes.pointer(vvc.c)
+    if write:
+        c.k_new, c.v_new = ctypes.pointer(vk.c), ctypes.pointer(vv.c)
+    for name, vw in idx.items():
+        setattr(c, name, ctypes.pointer(vw.c))
+    lib = _lib.library()
+    with _arrays.device_scope(q) as stream:
+        params = _params(softmax_scale, causal, stream, mods)
+        params.num_splits = int(num_splits)
+        _lib.check(lib.flashc_attn_kvcache_fwd(params, ctypes.byref(c), vq.ref, vo.ref, vlse.ref, None))
+    return (out, lse) if return_softmax_lse else out

@@ -19,13 +19,45 @@ def _heads(k, hq):
     return np.repeat(k, hq // k.shape[2], axis=2)
 
 
-def attn_probs(q, k, scale, causal):
-    """P (B, Hq, Sq, Sk) in float64, rows with no visible key all zero; and lse (B, Hq, Sq)."""
+def key_visible(sq, sk, causal=False, window_size=(-1, -1)):
+    """(Sq, Sk) bool: the key range of each query row (flash-attn's window_size, bottom-right:
+    row i sits at a = i + Sk - Sq and sees keys [a - left, a + right]; -1 unbounded; causal
+    sets right = 0)."""
+    i = np.arange(sq)[:, None]
+    j = np.arange(sk)[None, :]
+    a = i + sk - sq
+    left, right = window_size
+    if causal:
+        right = 0
+    vis = np.ones((sq, sk), bool)
+    if left >= 0:
+        vis &= j >= a - left
+    if right >= 0:
+        vis &= j <= a + right
+    return vis
+
+
+def _scores(q, k, scale, causal, window_size, softcap, alibi_slopes):
+    """(raw u, modified s) (B, Hq, Sq, Sk) in float64; s is -inf outside the key ranges."""
     q = np.asarray(q, np.float64)
     kh = _heads(np.asarray(k, np.float64), q.shape[2])
-    s = np.einsum("bqhd,bkhd->bhqk", q, kh) * scale
-    if causal:
-        s = np.where(causal_visible(q.shape[1], kh.shape[1]), s, -np.inf)
+    u = np.einsum("bqhd,bkhd->bhqk", q, kh) * scale
+    s = softcap * np.tanh(u / softcap) if softcap > 0 else u.copy()
+    b, sq, hq, _ = q.shape
+    sk = kh.shape[1]
+    if alibi_slopes is not None:
+        sl = np.asarray(alibi_slopes, np.float64)
+        sl = np.broadcast_to(sl, (b, hq)) if sl.ndim == 1 else sl
+        a = np.arange(sq)[:, None] + sk - sq
+        dist = np.abs(a - np.arange(sk)[None, :]).astype(np.float64)
+        s = s - sl[:, :, None, None] * dist[None, None]
+    s = np.where(key_visible(sq, sk, causal, window_size), s, -np.inf)
+    return u, s
+
+
+def attn_probs(q, k, scale, causal, window_size=(-1, -1), softcap=0.0, alibi_slopes=None):
+    """P (B, Hq, Sq, Sk) in float64, rows with no visible key all zero; and lse (B, Hq, Sq)."""
+    _, s = _scores(q, k, scale, causal, window_size, softcap, alibi_slopes)
     m = s.max(axis=-1, keepdims=True)
     m_safe = np.where(np.isfinite(m), m, 0.0)
     p = np.exp(s - m_safe)
@@ -36,33 +68,119 @@ def attn_probs(q, k, scale, causal):
     return p, lse
 
 
-def attn_fwd(q, k, v, scale=None, causal=False):
-    """(out (B, Sq, Hq, D), lse (B, Hq, Sq)) in float64."""
+def attn_fwd(q, k, v, scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+             alibi_slopes=None):
+    """(out (B, Sq, Hq, Dv), lse (B, Hq, Sq)) in float64."""
     scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else scale
-    p, lse = attn_probs(q, k, scale, causal)
+    p, lse = attn_probs(q, k, scale, causal, window_size, softcap, alibi_slopes)
     vh = _heads(np.asarray(v, np.float64), q.shape[2])
     return np.einsum("bhqk,bkhd->bqhd", p, vh), lse
 
 
-def attn_bwd(dout, q, k, v, scale=None, causal=False):
-    """(dq, dk, dv) of L = sum(out * dout), analytic, float64; GQA reduced over each group."""
+def attn_bwd(dout, q, k, v, scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+             alibi_slopes=None):
+    """(dq, dk, dv) of L = sum(out * dout), analytic, float64; GQA reduced over each group; the
+    softcap gradient through the tanh (ALiBi slopes are constants)."""
     scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else scale
     q64, k64, v64, do = (np.asarray(a, np.float64) for a in (q, k, v, dout))
     hq, hkv = q.shape[2], k.shape[2]
-    p, _ = attn_probs(q64, k64, scale, causal)
+    p, _ = attn_probs(q64, k64, scale, causal, window_size, softcap, alibi_slopes)
     kh, vh = _heads(k64, hq), _heads(v64, hq)
     out = np.einsum("bhqk,bkhd->bqhd", p, vh)
     dvh = np.einsum("bhqk,bqhd->bkhd", p, do)
     dp = np.einsum("bqhd,bkhd->bhqk", do, vh)
     delta = np.einsum("bqhd,bqhd->bhq", do, out)[..., None]
     ds = p * (dp - delta)
+    if softcap > 0:
+        u, _ = _scores(q64, k64, scale, causal, window_size, softcap, alibi_slopes)
+        ds = ds * (1.0 - np.tanh(u / softcap) ** 2)
     dq = scale * np.einsum("bhqk,bkhd->bqhd", ds, kh)
     dkh = scale * np.einsum("bhqk,bqhd->bkhd", ds, q64)
-    b, sk, _, d = k.shape
+    b, sk = k.shape[0], k.shape[1]
     group = hq // hkv
-    dk = dkh.reshape(b, sk, hkv, group, d).sum(axis=3)
-    dv = dvh.reshape(b, sk, hkv, group, d).sum(axis=3)
+    dk = dkh.reshape(b, sk, hkv, group, k.shape[3]).sum(axis=3)
+    dv = dvh.reshape(b, sk, hkv, group, v.shape[3]).sum(axis=3)
     return dq, dk, dv
+
+
+def _seq_slopes(alibi_slopes, b):
+    if alibi_slopes is None:
+        return None
+    sl = np.asarray(alibi_slopes, np.float64)
+    return sl[b] if sl.ndim == 2 else sl
+
+
+def attn_varlen_fwd(q, k, v, cu_q, cu_k, scale=None, **mods):
+    """Varlen by running each sequence alone: q (Tq, Hq, D), k/v (Tk, Hkv, .), cu int (B + 1);
+    out (Tq, Hq, Dv) (0 past cu_q[-1]), lse (Hq, Tq) (-inf where no key is seen)."""
+    cu_q, cu_k = np.asarray(cu_q), np.asarray(cu_k)
+    alibi = mods.pop("alibi_slopes", None)
+    out = np.zeros(q.shape[:-1] + (v.shape[-1],))
+    lse = np.full((q.shape[1], q.shape[0]), -np.inf)
+    scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else scale
+    for b in range(len(cu_q) - 1):
+        q0, q1, k0, k1 = cu_q[b], cu_q[b + 1], cu_k[b], cu_k[b + 1]
+        if q1 == q0:
+            continue
+        if k1 == k0:
+            continue
+        o, l = attn_fwd(q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], scale,
+                        alibi_slopes=_seq_slopes(alibi, b), **mods)
+        out[q0:q1], lse[:, q0:q1] = o[0], l[0]
+    return out, lse
+
+
+def attn_varlen_bwd(dout, q, k, v, cu_q, cu_k, scale=None, **mods):
+    """(dq, dk, dv) of the varlen layout, each sequence alone; zero rows outside sequences."""
+    cu_q, cu_k = np.asarray(cu_q), np.asarray(cu_k)
+    alibi = mods.pop("alibi_slopes", None)
+    dq, dk, dv = (np.zeros(a.shape) for a in (q, k, v))
+    scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else scale
+    for b in range(len(cu_q) - 1):
+        q0, q1, k0, k1 = cu_q[b], cu_q[b + 1], cu_k[b], cu_k[b + 1]
+        if q1 == q0 or k1 == k0:
+            continue
+        g = attn_bwd(dout[None, q0:q1], q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], scale,
+                     alibi_slopes=_seq_slopes(alibi, b), **mods)
+        dq[q0:q1], dk[k0:k1], dv[k0:k1] = g[0][0], g[1][0], g[2][0]
+    return dq, dk, dv
+
+
+def kvcache_fwd(q, k_cache, v_cache, k=None, v=None, cache_seqlens=None, cache_batch_idx=None,
+                block_table=None, scale=None, **mods):
+    """flash_attn_with_kvcache's semantics in float64 on copies: returns (out (B, Sq, Hq, Dv),
+    lse (B, Hq, Sq), k_cache', v_cache') with k/v appended at cache_seqlens; each sequence
+    attends to its first cache_seqlens[b] + S_new keys (contiguous row cache_batch_idx[b], or
+    the pages of block_table[b])."""
+    kc, vc = np.array(k_cache, np.float64), np.array(v_cache, np.float64)
+    b_, sq, hq, _ = q.shape
+    s_new = 0 if k is None else k.shape[1]
+    if cache_seqlens is None:
+        cache_seqlens = [kc.shape[1]] * b_
+    cache_seqlens = np.broadcast_to(np.asarray(cache_seqlens), (b_,))
+    out = np.zeros((b_, sq, hq, vc.shape[-1]))
+    lse = np.zeros((b_, hq, sq))
+    scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else scale
+    alibi = mods.pop("alibi_slopes", None)
+    for b in range(b_):
+        n = int(cache_seqlens[b]) + s_new
+        if block_table is not None:
+            ps = kc.shape[1]
+            rows = [(int(block_table[b][j // ps]), j % ps) for j in range(n)]
+        else:
+            row = b if cache_batch_idx is None else int(cache_batch_idx[b])
+            rows = [(row, j) for j in range(n)]
+        for t in range(s_new):
+            r = rows[int(cache_seqlens[b]) + t]
+            kc[r], vc[r] = k[b, t], v[b, t]
+        kb = np.stack([kc[r] for r in rows])[None] if n else np.zeros((1, 0) + kc.shape[2:])
+        vb = np.stack([vc[r] for r in rows])[None] if n else np.zeros((1, 0) + vc.shape[2:])
+        if n == 0:
+            lse[b] = -np.inf
+            continue
+        o, l = attn_fwd(q[b:b + 1], kb, vb, scale, alibi_slopes=_seq_slopes(alibi, b), **mods)
+        out[b], lse[b] = o[0], l[0]
+    return out, lse, kc, vc
 
 
 def rms_norm(x, w, eps):

@@ -103,6 +103,11 @@ def test_ctypes_layouts_match_the_header(tmp_path):
         ),
         "flashc_attn_stats": (_lib.AttnStats, ["tile_pairs", "tile_pairs_total", "block_q", "block_k"]),
         "flashc_mem_stats": (_lib.MemStats, ["current_bytes", "peak_bytes", "alloc_count"]),
+        "flashc_varlen": (_lib.Varlen, ["cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k"]),
+        "flashc_kv_cache": (
+            _lib.KVCache,
+            ["k_cache", "v_cache", "cache_seqlens", "block_table", "cache_batch_idx", "k_new", "v_new"],
+        ),
     }
     enums = [
         "FLASHC_F32", "FLASHC_F16", "FLASHC_BF16", "FLASHC_DEVICE_CPU", "FLASHC_DEVICE_CUDA",

@@ -58,8 +58,11 @@ static flashc_status check_like(const char *fn, const char *name, const flashc_t
                                 const flashc_tensor *ref, int ndim)
 {
     FLASHC_TRY(flashc__check_tensor(fn, name, t, ndim));
-    if (t->dtype != FLASHC_F32)
-        return flashc__fail(FLASHC_ERR_UNSUPPORTED_DTYPE, "%s: %s must be float32", fn, name);
+    /* partial outputs (rank 4) in any float storage; the LSEs are float32 */
+    if (ndim == 4 ? t->dtype == FLASHC_I32 : t->dtype != FLASHC_F32)
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED_DTYPE, "%s: %s must be %s (%s given)", fn,
+                            name, ndim == 4 ? "float32, bfloat16 or float16" : "float32",
+                            flashc__dtype_name(t->dtype));
     if (t->device != FLASHC_DEVICE_CPU)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: %s must be in host memory", fn, name);
     for (int i = 0; i < ndim; i++)
@@ -89,8 +92,8 @@ flashc_status flashc_attn_merge(const flashc_tensor *o1, const flashc_tensor *ls
                              *const in_names[4] = {"o1", "lse1", "o2", "lse2"};
     FLASHC_TRY(flashc__check_outputs(fn, 2, outs, out_names, 4, ins, in_names));
 
-    const float *a = o1->data, *b = o2->data, *la = lse1->data, *lb = lse2->data;
-    float *out = o->data, *lo = lse ? lse->data : NULL;
+    const float *la = lse1->data, *lb = lse2->data;
+    float *lo = lse ? lse->data : NULL;
     for (int64_t bi = 0; bi < B; bi++)
         for (int64_t h = 0; h < H; h++)
             for (int64_t s = 0; s < S; s++) {
@@ -105,15 +108,19 @@ flashc_status flashc_attn_merge(const flashc_tensor *o1, const flashc_tensor *ls
                     wa = ea / sum, wb = eb / sum;
                     L = m + logf(sum);
                 }
-                const float *ra = a + bi * o1->stride[0] + s * o1->stride[1] + h * o1->stride[2];
-                const float *rb = b + bi * o2->stride[0] + s * o2->stride[1] + h * o2->stride[2];
-                float *ro = out + bi * o->stride[0] + s * o->stride[1] + h * o->stride[2];
+                const int64_t ra = bi * o1->stride[0] + s * o1->stride[1] + h * o1->stride[2];
+                const int64_t rb = bi * o2->stride[0] + s * o2->stride[1] + h * o2->stride[2];
+                const int64_t ro = bi * o->stride[0] + s * o->stride[1] + h * o->stride[2];
                 /* An empty state's o is never read: 0 * NaN or 0 * Inf would be NaN. A finite
                  * LSE whose weight underflows to 0 is read (its NaN still propagates). */
                 const int use_a = x != -INFINITY, use_b = y != -INFINITY;
-                for (int64_t d = 0; d < D; d++)
-                    ro[d * o->stride[3]] = (use_a ? wa * ra[d * o1->stride[3]] : 0.0f) +
-                                           (use_b ? wb * rb[d * o2->stride[3]] : 0.0f);
+                for (int64_t d = 0; d < D; d++) /* float32 math; o rounded once */
+                    flashc__store(
+                        o->data, o->dtype, ro + d * o->stride[3],
+                        (use_a ? wa * flashc__load(o1->data, o1->dtype, ra + d * o1->stride[3])
+                               : 0.0f) +
+                            (use_b ? wb * flashc__load(o2->data, o2->dtype, rb + d * o2->stride[3])
+                                   : 0.0f));
                 if (lo)
                     lo[bi * lse->stride[0] + h * lse->stride[1] + s * lse->stride[2]] = L;
             }

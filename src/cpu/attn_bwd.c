@@ -1,30 +1,49 @@
 /*
  * attn_bwd.c — FlashAttention-2 backward on the CPU (Algorithm 2 of the FA-2 paper): dQ, dK, dV
  * by recomputing each tile of P = exp(S - L) from the forward's log-sum-exp L. P, dP and dS
- * never exist beyond one Br x Bc tile per thread.
+ * never exist beyond one Br x Bc tile per thread. Serves the whole v2 contract but the KV cache
+ * (forward only): dense and varlen layouts, key ranges [lo, hi) (causal, sliding windows),
+ * softcap, ALiBi, Dk != Dv, GQA, float32 / bfloat16 / float16 storage.
  *
- * For each visible (Q block i, K block j) pair of a (batch, query head):
- *   S  = scale Q_i K_j^T                        qk micro-kernel (kernels.h)
+ * For each visible (Q block i, K block j) pair of a (sequence, query head), over the keys of
+ * the K block inside the union of the Q block's key ranges (attn_key_range; the ranges move
+ * monotonically with the row, so the union is one interval):
+ *   U  = scale Q_i K_j^T                        qk micro-kernel (kernels.h)
+ *   S  = cap tanh(U / cap) - slope |a_r - j|    softcap and ALiBi, when set (internal.h)
  *   dP = dO_i V_j^T                             qk micro-kernel with scale 1
- *   P  = exp(S - L_i), 0 where masked or where the row saw no key (L = -inf)
- *   dS = P * (dP - D_i),   D_i = rowsum(dO_i * O_i), computed once up front: B * Hq * Sq floats
+ *   P  = exp(S - L_i), 0 outside a row's range or where the row saw no key (L = -inf)
+ *   dS = P * (dP - D_i) * (1 - tanh^2(U / cap)) D_i = rowsum(dO_i * O_i), computed up front;
+ *                                               the last factor only under softcap (ALiBi's
+ *                                               bias is a constant: no gradient)
  *   dV_j += P^T dO_i,   dK_j += dS^T Q_i,   dQ_i += dS K_j     (scale applied once, at the end)
- * K blocks entirely above the causal diagonal (bottom-right aligned) are never visited.
+ * K blocks outside the union of a Q block's key ranges are never visited, nor Q blocks that
+ * see no key of a K block; keys outside the union are never read. Inside it, a NaN or Inf key
+ * switches dQ += dS K to row-by-row products over each row's own keys (acc_dq), so no row's
+ * gradient sees a key outside its range.
+ *
+ * Tiles: every Q, dO, K and V tile is copied into a per-thread buffer whose leading dimension
+ * is an odd number of 64-byte lines (tile_ld), converting bf16/f16 to float32 on the way
+ * (kernels.h load_row). Read in place, the rows of a tile sit H x D elements apart, usually a
+ * power of two, and fall into a few L1 sets (see bench/RESULTS.md "backward tile copies" for
+ * the before/after). Sums are float32; dK, dV (and dQ in the split schedule) accumulate in
+ * float32 tiles and are rounded to the storage type once.
  *
  * Determinism without float atomics: every output element is one sum in a fixed order that does
  * not depend on the schedule — dK_j and dV_j over (query head of the group, Q block) ascending,
  * dQ_i over K blocks ascending. Two schedules produce exactly these sums:
  *   fused — one work item per (batch, KV head) owns dK, dV and the dQ of its whole query-head
  *           group, so dQ_i accumulates in place in the float32 output as the K blocks advance:
- *           five tile products per pair, but only B * Hkv parallel items.
- *   split — pass 1 over (batch, KV head, K block) for dK, dV; pass 2 over (batch, query head,
- *           Q block) recomputes S, P, dP, dS and accumulates dQ: seven tile products per pair,
- *           parallel over blocks.
+ *           five tile products per pair, but only B * Hkv parallel items. Dense float32 with
+ *           unit feature stride in dq only (an output to accumulate into).
+ *   split — pass 1 over (sequence, K block, KV head) for dK, dV; pass 2 over (sequence,
+ *           Q block, query head) recomputes S, P, dP, dS and accumulates dQ: seven tile
+ *           products per pair, parallel over blocks.
  * Both run the same per-element operations in the same order, so the choice (made from the item
  * count and the thread count) changes the speed but not a single bit of the result.
  *
- * Memory (counting allocator): D (B * Hq * Sq floats) plus per-thread tiles,
- * O(threads * ((Br + Bc) * D + Br * Bc)); nothing of size Sq x Sk.
+ * Scratch (attn_scratch, sized by cpu_attn_bwd_workspace: the caller's workspace or the core's
+ * one allocation): D (Hq floats per query row), the varlen block offsets (2 (B + 1) int64), and
+ * per-thread tiles O(threads * ((Br + Bc) (D + Dv) + Br * Bc)); nothing of size Sq x Sk.
  */
 #include "internal.h"
 #include "kernels.h"
@@ -40,363 +59,602 @@ static inline int thread_id(void) { return 0; }
 
 enum { DEFAULT_BR = 64, DEFAULT_BC = 64 };
 
-size_t cpu_attn_bwd_workspace(const attn_problem *p)
-{
-    (void)p;
-    return 0;
-}
-
 flashc_status cpu_attn_bwd_supports(const attn_problem *p)
 {
-    if (!attn_is_plain(p))
+    if (p->layout == ATTN_KVCACHE)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
-                            "flashc_attn_bwd: the CPU kernel does not serve this problem yet "
-                            "(varlen, window, softcap, ALiBi or Dk != Dv)");
-    if (p->dtype != FLASHC_F32)
+                            "flashc_attn_bwd: the KV-cache layout is forward only");
+    if (p->dtype != FLASHC_F32 && p->dtype != FLASHC_BF16 && p->dtype != FLASHC_F16)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED_DTYPE,
-                            "flashc_attn_bwd: the CPU backend supports float32 storage only "
-                            "(%s given)",
+                            "flashc_attn_bwd: the CPU backend supports float32, bfloat16 and "
+                            "float16 storage (%s given)",
                             flashc__dtype_name(p->dtype));
     return FLASHC_OK;
 }
 
-/* Rows [off, off + rows * st[1]) of a (B, S, H, D) tensor with strides st as a row-major float32
- * tile: points into the tensor when it already is float32 with unit feature stride (no copy),
- * otherwise converts into buf (rows x D). *ld receives the leading dimension in floats. */
-static const float *load_tile_f32(const void *base, flashc_dtype dt, const int64_t *st,
-                                  int64_t off, int64_t rows, int64_t D, float *buf, int64_t *ld)
+/* Leading dimension of the per-thread tiles: whole 64-byte lines, an odd number of them, so the
+ * rows of a tile spread over every L1 set (the forward's rule, attn_fwd.c). */
+static int64_t tile_ld(int64_t n) { return ((n + 15) / 16 | 1) * 16; }
+
+static const void *elem_ptr(const void *base, flashc_dtype dt, int64_t off)
 {
-    if (dt == FLASHC_F32 && st[3] == 1) {
-        *ld = st[1];
-        return (const float *)base + off;
-    }
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t d = 0; d < D; d++)
-            buf[r * D + d] = flashc__load(base, dt, off + r * st[1] + d * st[3]);
-    *ld = D;
-    return buf;
+    return (const char *)base + off * (int64_t)flashc_dtype_size(dt);
 }
 
-/* ---- tile products ------------------------------------------------------------------------
- * The matrix products go through the micro-kernel table (kernels.h): qk for S and dP, gemm
- * with A read transposed (strides 1, lda) for dV += P^T dO and dK += dS^T Q, pv for dQ += dS K.
- * Each call's arithmetic depends only on its operands and sizes, which both schedules pass
- * identically, so the result stays bit-identical between them on every ISA. */
-
-/* The softmax gradient on one tile, in place, row r of rows:
- *   S (rows x cols, ld) scores  ->  P[r][c] = exp(S[r][c] - lse[r]) for c < vis[r], 0 beyond
- *   dP (rows x cols, ld)        ->  dS[r][c] = P[r][c] * (dP[r][c] - di[r])
- * vis[r] in [0, cols] is the number of keys of the tile row r may see (0: a row that sees none,
- * whose lse is -inf, so exp is never evaluated there). exp is the table's vector exp. */
-static void dsoftmax_tile_f32(const cpu_kernels *kr, float *S, float *dP, int64_t ld,
-                              int64_t rows, int64_t cols, const float *lse, const float *di,
-                              const int64_t *vis)
+/* Copies rows x n elements of a tensor (row r at off + r * st[1], feature stride st[3]) into buf
+ * (leading dimension ld) as float32. off is the element offset of row 0. */
+static void load_tile(const cpu_kernels *kr, const void *base, flashc_dtype dt, const int64_t *st,
+                      int64_t off, int64_t rows, int64_t n, float *buf, int64_t ld)
 {
     for (int64_t r = 0; r < rows; r++) {
-        float *s = S + r * ld, *dp = dP + r * ld;
-        const float L = lse[r], Di = di[r];
-        const int64_t n = vis[r];
-        for (int64_t c = 0; c < n; c++)
-            s[c] -= L;
-        kr->exp(s, s, n);
-        for (int64_t c = 0; c < n; c++)
-            dp[c] = s[c] * (dp[c] - Di);
-        for (int64_t c = n; c < cols; c++)
-            s[c] = dp[c] = 0.0f;
+        if (st[3] == 1)
+            kr->load_row(elem_ptr(base, dt, off + r * st[1]), dt, n, buf + r * ld);
+        else
+            for (int64_t d = 0; d < n; d++)
+                buf[r * ld + d] = flashc__load(base, dt, off + r * st[1] + d * st[3]);
     }
 }
 
-/* C[c][d] += sum_r A[r][c] * X[r][d]:  A (rows x cols, lda): P or dS;  X (rows x D, ldx): dO
- * or Q;  C (cols x D, ldc): dV or dK;  ones: cols 1s (the gemm's row scale: accumulate). */
-static void acc_atx_f32(const cpu_kernels *kr, const float *A, int64_t lda, const float *X,
-                        int64_t ldx, int64_t rows, int64_t cols, int64_t D, const float *ones,
-                        float *C, int64_t ldc)
+/* Stores n float32 values times scale at element offset off (feature stride s), rounded once. */
+static void store_vec(const cpu_kernels *kr, const float *src, float scale, int64_t n, void *base,
+                      flashc_dtype dt, int64_t off, int64_t s)
 {
-    kr->gemm(cols, D, rows, A, 1, lda, X, ldx, ones, C, ldc);
+    if (s == 1)
+        kr->store_row(src, scale, n, (void *)elem_ptr(base, dt, off), dt);
+    else
+        for (int64_t d = 0; d < n; d++)
+            flashc__store(base, dt, off + d * s, src[d] * scale);
 }
 
-/* ---- per-thread workspace ----------------------------------------------------------------- */
+/* ---- the plan: tiles, schedule, scratch --------------------------------------------------- */
+
+typedef struct bwd_plan {
+    int64_t br, bc;           /* tiles used (clamped to the longest sequence)                  */
+    int64_t br_req, bc_req;   /* as requested or defaulted, for the stats                      */
+    int fused;
+    int64_t nkb, nqb;         /* K and Q blocks summed over the sequences                      */
+    int64_t items1, items2;   /* pass 1 and pass 2 work items                                  */
+    int slots;                /* per-thread tile sets                                          */
+    int64_t ldd, lddv, lds;   /* leading dims: D-wide, Dv-wide and Bc-wide tiles               */
+    size_t per_thread;        /* floats per tile set (whole cache lines)                       */
+    size_t di_floats;         /* D_i entries                                                   */
+    size_t sizes[3];          /* scratch pieces: D, block offsets, tile sets                   */
+} bwd_plan;
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static size_t lines(size_t floats) { return (floats + 15) / 16 * 16; }
+
+static size_t tile_floats(int64_t br, int64_t bc, int64_t ldd, int64_t lddv, int64_t lds)
+{
+    return lines((size_t)(br * ldd)) + lines((size_t)(br * lddv)) /* q, dout  */
+           + lines((size_t)(bc * ldd)) + lines((size_t)(bc * lddv)) /* k, v    */
+           + 3 * lines((size_t)(br * lds))                          /* s, dp, g */
+           + lines((size_t)(bc * ldd)) + lines((size_t)(bc * lddv)) /* dk, dv  */
+           + lines((size_t)(br * ldd))                              /* dq      */
+           + 2 * lines((size_t)br)                                  /* lse, di */
+           + 2 * lines((size_t)(2 * br))                            /* lo, hi (int64) */
+           + lines((size_t)(br > bc ? br : bc));                    /* ones    */
+}
+
+static void make_plan(const attn_problem *p, bwd_plan *pl)
+{
+    memset(pl, 0, sizeof *pl);
+    int64_t br = p->br ? p->br : DEFAULT_BR, bc = p->bc ? p->bc : DEFAULT_BC;
+    pl->br_req = br, pl->bc_req = bc;
+    if (br > p->Sq) /* a tile never needs to be larger than the longest sequence */
+        br = p->Sq;
+    if (bc > p->Sk)
+        bc = p->Sk;
+    pl->br = br = br < 1 ? 1 : br;
+    pl->bc = bc = bc < 1 ? 1 : bc;
+    for (int64_t b = 0; b < p->B; b++) {
+        int64_t sq, sk;
+        attn_seqlens(p, b, &sq, &sk);
+        pl->nqb += cdiv(sq, br);
+        pl->nkb += cdiv(sk, bc);
+    }
+    const int64_t kv_heads = p->B * p->Hkv;
+    const int threads = p->threads < 1 ? 1 : p->threads;
+    /* Fused when the (batch, KV head) items alone balance the threads and dq rows are float32
+     * rows to accumulate into; otherwise split, parallel over blocks. */
+    pl->fused = p->layout == ATTN_DENSE && p->dtype == FLASHC_F32 && p->sdq[3] == 1 &&
+                (kv_heads % threads == 0 || kv_heads >= 4 * threads);
+    pl->items1 = pl->fused ? kv_heads : pl->nkb * p->Hkv;
+    pl->items2 = pl->fused ? 0 : pl->nqb * p->Hq;
+    const int64_t most = pl->items1 > pl->items2 ? pl->items1 : pl->items2;
+    pl->slots = most < threads ? (int)(most < 1 ? 1 : most) : threads;
+    pl->ldd = tile_ld(p->D), pl->lddv = tile_ld(p->Dv), pl->lds = tile_ld(bc);
+    pl->per_thread = tile_floats(br, bc, pl->ldd, pl->lddv, pl->lds);
+    pl->di_floats = (size_t)p->Hq * (size_t)(p->layout == ATTN_VARLEN ? p->total_q
+                                                                        : p->B * p->Sq);
+    pl->sizes[0] = pl->di_floats * sizeof(float);
+    pl->sizes[1] = p->layout == ATTN_VARLEN ? 2 * (size_t)(p->B + 1) * sizeof(int64_t) : 0;
+    pl->sizes[2] = (size_t)pl->slots * pl->per_thread * sizeof(float);
+}
+
+size_t cpu_attn_bwd_workspace(const attn_problem *p)
+{
+    bwd_plan pl;
+    make_plan(p, &pl);
+    return attn_scratch_bytes(3, pl.sizes);
+}
+
+/* ---- per-thread tiles --------------------------------------------------------------------- */
 
 typedef struct bwd_ws {
-    int64_t *vis;           /* br: keys of the current K tile each Q row sees                  */
-    float *q, *dout;        /* br x D conversion buffers (used when the feature stride != 1)   */
-    float *k, *v;           /* bc x D conversion buffers                                       */
-    float *s, *dp;          /* br x bc: S then P; dP then dS                                   */
-    float *dk, *dv;         /* bc x D accumulators of the current K block                      */
-    float *dq;              /* br x D accumulator of the current Q block (split pass 2)        */
+    float *q, *dout;        /* br x ldd, br x lddv: the Q block's Q and dO as float32          */
+    float *k, *v;           /* bc x ldd, bc x lddv: the K block's K and V                      */
+    float *s, *dp, *g;      /* br x lds: U then S then P; dP then dS; softcap's 1 - tanh^2     */
+    float *dk, *dv;         /* bc x ldd, bc x lddv: accumulators of the current K block       */
+    float *dq;              /* br x ldd: accumulator of the current Q block (split pass 2)     */
     float *lse, *di;        /* br: L and D of the Q block's rows                               */
+    int64_t *lo, *hi;       /* br: each row's key range                                        */
     float *ones;            /* max(br, bc) 1s: the row scale of an accumulating gemm / pv      */
 } bwd_ws;
 
-static size_t ws_floats(int64_t br, int64_t bc, int64_t D)
+/* The next piece of n floats of a tile set (whole cache lines, so pieces never share one). */
+static float *take(float **x, int64_t n)
 {
-    const size_t n = (size_t)(2 * br + 2 * br * D + 2 * bc * D + 2 * br * bc + 2 * bc * D +
-                              br * D + 2 * br + (br > bc ? br : bc));
-    return (n + 15) / 16 * 16; /* whole cache lines, so threads never share one */
+    float *piece = *x;
+    *x += lines((size_t)n);
+    return piece;
 }
 
-static bwd_ws ws_at(float *base, int64_t br, int64_t bc, int64_t D)
+static bwd_ws ws_at(float *base, const bwd_plan *pl)
 {
+    const int64_t br = pl->br, bc = pl->bc;
     bwd_ws w;
-    w.vis = (int64_t *)(void *)base; /* base is 64-byte aligned */
-    w.q = base + 2 * br;
-    w.dout = w.q + br * D;
-    w.k = w.dout + br * D;
-    w.v = w.k + bc * D;
-    w.s = w.v + bc * D;
-    w.dp = w.s + br * bc;
-    w.dk = w.dp + br * bc;
-    w.dv = w.dk + bc * D;
-    w.dq = w.dv + bc * D;
-    w.lse = w.dq + br * D;
-    w.di = w.lse + br;
-    w.ones = w.di + br;
+    float *x = base;
+    w.q = take(&x, br * pl->ldd);
+    w.dout = take(&x, br * pl->lddv);
+    w.k = take(&x, bc * pl->ldd);
+    w.v = take(&x, bc * pl->lddv);
+    w.s = take(&x, br * pl->lds);
+    w.dp = take(&x, br * pl->lds);
+    w.g = take(&x, br * pl->lds);
+    w.dk = take(&x, bc * pl->ldd);
+    w.dv = take(&x, bc * pl->lddv);
+    w.dq = take(&x, br * pl->ldd);
+    w.lse = take(&x, br);
+    w.di = take(&x, br);
+    w.lo = (int64_t *)(void *)take(&x, 2 * br);
+    w.hi = (int64_t *)(void *)take(&x, 2 * br);
+    w.ones = take(&x, br > bc ? br : bc);
     for (int64_t r = 0; r < (br > bc ? br : bc); r++)
         w.ones[r] = 1.0f;
     return w;
 }
 
-/* ---- blocks ---------------------------------------------------------------------------------- */
+/* ---- sequences and blocks ----------------------------------------------------------------- */
 
-/* What a tile pair needs of a Q block: rows [i0, i0 + rows) of query head h in batch b. */
+/* The call's shared read-only state. */
+typedef struct bwd_ctx {
+    const attn_problem *p;
+    const cpu_kernels *kr;
+    const bwd_plan *pl;
+    const float *di;          /* D_i, at di_off                                               */
+    const int64_t *kstart;    /* varlen: first global K block of sequence b (B + 1 entries)   */
+    const int64_t *qstart;    /* ... and Q block                                              */
+} bwd_ctx;
+
+/* Index of D_i of (sequence b, head h, row i): dense [b][h][i], varlen [h][packed row]. */
+static int64_t di_off(const attn_problem *p, int64_t b, int64_t h, int64_t i)
+{
+    if (p->layout == ATTN_VARLEN)
+        return h * p->total_q + (int64_t)p->cu_q[b] + i;
+    return (b * p->Hq + h) * p->Sq + i;
+}
+
+/* The union [*lo, *hi) of the key ranges of rows [i0, i0 + rows) of a sequence (sq, sk): the
+ * ranges move monotonically with the row, so the first and last rows bound it (the rule of
+ * attn_tile_pairs, whose count the stats match). Empty when *lo >= *hi. */
+static void block_union(const attn_problem *p, int64_t sq, int64_t sk, int64_t i0, int64_t rows,
+                        int64_t *lo, int64_t *hi)
+{
+    int64_t lo0, hi0, lo1, hi1;
+    attn_key_range(p, sq, sk, i0, &lo0, &hi0);
+    attn_key_range(p, sq, sk, i0 + rows - 1, &lo1, &hi1);
+    *lo = lo0 < lo1 ? lo0 : lo1;
+    *hi = hi0 > hi1 ? hi0 : hi1;
+}
+
+/* What a tile pair needs of a Q block: rows [i0, i0 + rows) of query head h in sequence b
+ * (lengths sq, sk); its tiles and per-row data live in the thread's bwd_ws. */
 typedef struct qblock {
-    int64_t b, h, i0, rows;
-    const float *Q, *dO; /* rows x D */
-    int64_t ldq, lddo;
+    int64_t b, h, i0, rows, sq, sk;
+    int64_t ulo, uhi; /* union of the rows' key ranges */
 } qblock;
 
-/* ... and of a K block: rows [j0, j0 + cols) of KV head hk in batch b. */
-typedef struct kblock {
-    int64_t j0, cols;
-    const float *K, *V; /* cols x D */
-    int64_t ldk, ldv;
-} kblock;
-
-static qblock load_qblock(const attn_problem *p, bwd_ws *w, const float *dbuf, int64_t b,
-                          int64_t h, int64_t i0, int64_t rows)
+static qblock qblock_at(const attn_problem *p, int64_t b, int64_t h, int64_t i0, int64_t rows,
+                        int64_t sq, int64_t sk)
 {
-    qblock qb = {.b = b, .h = h, .i0 = i0, .rows = rows};
-    qb.Q = load_tile_f32(p->q, p->dtype, p->sq, b * p->sq[0] + h * p->sq[2] + i0 * p->sq[1],
-                         rows, p->D, w->q, &qb.ldq);
-    qb.dO = load_tile_f32(p->dout, p->dtype, p->sdo, b * p->sdo[0] + h * p->sdo[2] + i0 * p->sdo[1],
-                          rows, p->D, w->dout, &qb.lddo);
-    const float *L = p->lse + b * p->slse[0] + h * p->slse[1];
-    const float *Di = dbuf + (b * p->Hq + h) * p->Sq;
-    for (int64_t r = 0; r < rows; r++) {
-        w->lse[r] = L[(i0 + r) * p->slse[2]];
-        w->di[r] = Di[i0 + r];
-    }
+    qblock qb = {.b = b, .h = h, .i0 = i0, .rows = rows, .sq = sq, .sk = sk};
+    block_union(p, sq, sk, i0, rows, &qb.ulo, &qb.uhi);
     return qb;
 }
 
-static kblock load_kblock(const attn_problem *p, bwd_ws *w, int64_t b, int64_t hk, int64_t j0,
-                          int64_t cols)
+/* The keys [*jlo, *jhi) of K block [j0, j0 + cols) that the Q block may see; 0 when none. */
+static int pair_keys(const qblock *qb, int64_t j0, int64_t cols, int64_t *jlo, int64_t *jhi)
 {
-    kblock kb = {.j0 = j0, .cols = cols};
-    kb.K = load_tile_f32(p->k, p->dtype, p->sk, b * p->sk[0] + hk * p->sk[2] + j0 * p->sk[1],
-                         cols, p->D, w->k, &kb.ldk);
-    kb.V = load_tile_f32(p->v, p->dtype, p->sv, b * p->sv[0] + hk * p->sv[2] + j0 * p->sv[1],
-                         cols, p->D, w->v, &kb.ldv);
-    return kb;
+    *jlo = qb->ulo > j0 ? qb->ulo : j0;
+    *jhi = qb->uhi < j0 + cols ? qb->uhi : j0 + cols;
+    return *jhi > *jlo;
 }
 
-/* Whether any row of Q block [i0, i0 + rows) sees a key of a K block starting at j0: the last
- * row sees the most. */
-static int pair_visible(const attn_problem *p, int64_t i0, int64_t rows, int64_t j0)
+static void load_qblock(const bwd_ctx *c, bwd_ws *w, const qblock *qb)
 {
-    return attn_key_end(p, i0 + rows - 1) > j0;
-}
-
-/* P into w->s and dS into w->dp (both rows x cols, leading dim bc) for one tile pair. */
-static void tile_p_ds(const attn_problem *p, const cpu_kernels *kr, bwd_ws *w, const qblock *qb,
-                      const kblock *kb, int64_t bc)
-{
-    const int64_t rows = qb->rows, cols = kb->cols;
-    kr->qk(qb->Q, qb->ldq, kb->K, kb->ldk, rows, cols, p->D, p->scale, w->s, bc);
-    kr->qk(qb->dO, qb->lddo, kb->V, kb->ldv, rows, cols, p->D, 1.0f, w->dp, bc);
+    const attn_problem *p = c->p;
+    const int64_t rows = qb->rows;
+    load_tile(c->kr, p->q, p->dtype, p->sq,
+              attn_q_off(p, p->sq, qb->b, qb->i0) + qb->h * p->sq[2], rows, p->D, w->q,
+              c->pl->ldd);
+    load_tile(c->kr, p->dout, p->dtype, p->sdo,
+              attn_q_off(p, p->sdo, qb->b, qb->i0) + qb->h * p->sdo[2], rows, p->Dv, w->dout,
+              c->pl->lddv);
     for (int64_t r = 0; r < rows; r++) {
-        int64_t n = attn_key_end(p, qb->i0 + r) - kb->j0;
-        n = n < 0 ? 0 : n > cols ? cols : n;
-        w->vis[r] = w->lse[r] == -INFINITY ? 0 : n; /* a row that saw no key: zero gradients */
+        const int64_t i = qb->i0 + r;
+        w->lse[r] = p->lse[attn_lse_off(p, qb->b, qb->h, i)];
+        w->di[r] = c->di[di_off(p, qb->b, qb->h, i)];
+        attn_key_range(p, qb->sq, qb->sk, i, &w->lo[r], &w->hi[r]);
+        if (w->lse[r] == -INFINITY) /* a row that saw no key: zero gradients */
+            w->hi[r] = w->lo[r];
     }
-    dsoftmax_tile_f32(kr, w->s, w->dp, bc, rows, cols, w->lse, w->di, w->vis);
 }
 
-/* dK, dV of one K block (KV head hk, batch b), summed over the group's query heads and the
- * visible Q blocks in ascending order. With dq_inplace the item also adds dS K_j into the dQ
- * rows of the float32 output (fused schedule). Returns the tile pairs computed. */
-static int64_t dkdv_block(const attn_problem *p, const cpu_kernels *kr, bwd_ws *w,
-                          const float *dbuf, int64_t b, int64_t hk, int64_t j0, int64_t cols,
-                          int64_t br, int64_t bc, int dq_inplace)
+/* K and V rows [j0, j0 + cols) of KV head hk in sequence b into w->k, w->v. */
+static void load_kblock(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk, int64_t j0,
+                        int64_t cols)
 {
-    const int64_t D = p->D, group = p->Hq / p->Hkv;
-    const kblock kb = load_kblock(p, w, b, hk, j0, cols);
-    memset(w->dk, 0, (size_t)(cols * D) * sizeof(float));
-    memset(w->dv, 0, (size_t)(cols * D) * sizeof(float));
+    const attn_problem *p = c->p;
+    load_tile(c->kr, p->k, p->dtype, p->sk, attn_kv_off(p, p->sk, b, j0) + hk * p->sk[2], cols,
+              p->D, w->k, c->pl->ldd);
+    load_tile(c->kr, p->v, p->dtype, p->sv, attn_kv_off(p, p->sv, b, j0) + hk * p->sv[2], cols,
+              p->Dv, w->v, c->pl->lddv);
+}
+
+/* ---- one tile pair ------------------------------------------------------------------------ */
+
+/* Softcap on n raw scores u in place: s = cap tanh(u / cap), g = 1 - tanh^2 (the derivative).
+ * tanh as Cephes' tanhf: an odd polynomial below |x| = 0.625, (1 - e) / (1 + e) with
+ * e = exp(-2|x|) from the table's vector exp above (no cancellation there: e <= 0.29); a few
+ * float32 ulps, like the libm tanhf a framework would call. Written as selects so it
+ * vectorises; NaN stays NaN. */
+static void softcap_row(const cpu_kernels *kr, float *s, float *g, int64_t n, float cap)
+{
+    const float inv = 1.0f / cap; /* one rounding more than s / cap, against three divisions */
+    for (int64_t c = 0; c < n; c++)
+        g[c] = -2.0f * fabsf(s[c] * inv);
+    kr->exp(g, g, n);
+    for (int64_t c = 0; c < n; c++) {
+        const float x = s[c] * inv, z = x * x, e = g[c];
+        const float small =
+            ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z +
+              1.33314422036e-1f) * z - 3.33332819422e-1f) * z * x + x;
+        const float big = copysignf((1.0f - e) / (1.0f + e), x);
+        const float t = fabsf(x) < 0.625f ? small : big;
+        s[c] = cap * t;
+        g[c] = 1.0f - t * t;
+    }
+}
+
+/* P into w->s and dS into w->dp (rows x n, leading dim lds) for the Q block against keys
+ * [jlo, jlo + n) of the loaded K block (which starts at key j0). */
+static void tile_p_ds(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0, int64_t jlo,
+                      int64_t n)
+{
+    const attn_problem *p = c->p;
+    const cpu_kernels *kr = c->kr;
+    const int64_t rows = qb->rows, lds = c->pl->lds, kc = jlo - j0;
+    const float cap = p->softcap;
+    const float slope = attn_alibi_slope(p, qb->b, qb->h);
+    kr->qk(w->q, c->pl->ldd, w->k + kc * c->pl->ldd, c->pl->ldd, rows, n, p->D, p->scale, w->s,
+           lds);
+    kr->qk(w->dout, c->pl->lddv, w->v + kc * c->pl->lddv, c->pl->lddv, rows, n, p->Dv, 1.0f,
+           w->dp, lds);
+    for (int64_t r = 0; r < rows; r++) {
+        float *s = w->s + r * lds, *dp = w->dp + r * lds, *g = w->g + r * lds;
+        int64_t c0 = w->lo[r] - jlo, c1 = w->hi[r] - jlo;
+        c0 = c0 < 0 ? 0 : c0 > n ? n : c0;
+        c1 = c1 < c0 ? c0 : c1 > n ? n : c1;
+        const int64_t m = c1 - c0;
+        float *sv = s + c0, *dpv = dp + c0, *gv = g + c0;
+        if (m > 0) {
+            const float L = w->lse[r], Di = w->di[r];
+            if (cap > 0.0f)
+                softcap_row(kr, sv, gv, m, cap);
+            if (p->alibi) { /* s - slope |a - j| - L; the distance as float from an int32
+                             * column (vectorises: no int64 -> float conversion on AVX2) */
+                const float d0 = (float)(qb->i0 + r + qb->sk - qb->sq - (jlo + c0));
+                for (int32_t x = 0; x < (int32_t)m; x++)
+                    sv[x] = (sv[x] - slope * fabsf(d0 - (float)x)) - L;
+            } else {
+                for (int64_t x = 0; x < m; x++)
+                    sv[x] -= L;
+            }
+            kr->exp(sv, sv, m);
+            if (cap > 0.0f)
+                for (int64_t x = 0; x < m; x++)
+                    dpv[x] = sv[x] * (dpv[x] - Di) * gv[x];
+            else
+                for (int64_t x = 0; x < m; x++)
+                    dpv[x] = sv[x] * (dpv[x] - Di);
+        }
+        for (int64_t x = 0; x < c0; x++)
+            s[x] = dp[x] = 0.0f;
+        for (int64_t x = c1; x < n; x++)
+            s[x] = dp[x] = 0.0f;
+    }
+}
+
+/* Whether rows x n floats (leading dim ld) are all finite. */
+static int tile_finite(const float *x, int64_t rows, int64_t n, int64_t ld)
+{
+    int bad = 0;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < n; c++)
+            bad |= !(fabsf(x[r * ld + c]) <= 3.40282347e38f); /* NaN compares false */
+    return !bad;
+}
+
+/* dQ rows (ldo apart, dq) += dS K over keys [jlo, jlo + n) of the loaded K block: one pv over
+ * the block, unless a key there is NaN or Inf. Then each row takes only the keys of its own
+ * range: a row's masked dS entries are exact zeros, and 0 * NaN would carry a key that only its
+ * neighbours see into its dQ (the contract: keys outside a row's range never reach it). The
+ * choice depends only on the tile's values, the same in both schedules. */
+static void acc_dq(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0, int64_t jlo,
+                   int64_t n, float *dq, int64_t ldo)
+{
+    const bwd_plan *pl = c->pl;
+    const int64_t D = c->p->D, kc = jlo - j0;
+    const float *K = w->k + kc * pl->ldd;
+    if (tile_finite(K, n, D, pl->ldd)) {
+        c->kr->pv(w->dp, pl->lds, K, pl->ldd, qb->rows, n, D, w->ones, dq, ldo);
+        return;
+    }
+    for (int64_t r = 0; r < qb->rows; r++) {
+        int64_t c0 = w->lo[r] - jlo, c1 = w->hi[r] - jlo;
+        c0 = c0 < 0 ? 0 : c0 > n ? n : c0;
+        c1 = c1 < c0 ? c0 : c1 > n ? n : c1;
+        if (c1 > c0)
+            c->kr->pv(w->dp + r * pl->lds + c0, pl->lds, K + c0 * pl->ldd, pl->ldd, 1, c1 - c0, D,
+                      w->ones, dq + r * ldo, ldo);
+    }
+}
+
+/* ---- the two kinds of items --------------------------------------------------------------- */
+
+/* dK, dV of K block [j0, j0 + cols) of KV head hk in sequence b (lengths sq, sk), summed over
+ * the group's query heads and the visible Q blocks in ascending order. With dq_inplace the item
+ * also adds dS K_j into the dQ rows of the float32 output (fused schedule). Returns the tile
+ * pairs computed. */
+static int64_t dkdv_block(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk, int64_t j0,
+                          int64_t cols, int64_t sq, int64_t sk, int dq_inplace)
+{
+    const attn_problem *p = c->p;
+    const cpu_kernels *kr = c->kr;
+    const bwd_plan *pl = c->pl;
+    const int64_t D = p->D, Dv = p->Dv, group = p->Hq / p->Hkv, br = pl->br;
+    load_kblock(c, w, b, hk, j0, cols);
+    memset(w->dk, 0, (size_t)(cols * pl->ldd) * sizeof(float));
+    memset(w->dv, 0, (size_t)(cols * pl->lddv) * sizeof(float));
     int64_t pairs = 0;
     for (int64_t h = hk * group; h < (hk + 1) * group; h++) {
-        for (int64_t i0 = 0; i0 < p->Sq; i0 += br) {
-            const int64_t rows = i0 + br < p->Sq ? br : p->Sq - i0;
-            if (!pair_visible(p, i0, rows, j0))
+        for (int64_t i0 = 0; i0 < sq; i0 += br) {
+            const qblock qb = qblock_at(p, b, h, i0, i0 + br < sq ? br : sq - i0, sq, sk);
+            int64_t jlo, jhi;
+            if (!pair_keys(&qb, j0, cols, &jlo, &jhi))
                 continue;
-            const qblock qb = load_qblock(p, w, dbuf, b, h, i0, rows);
-            tile_p_ds(p, kr, w, &qb, &kb, bc);
-            acc_atx_f32(kr, w->s, bc, qb.dO, qb.lddo, rows, cols, D, w->ones, w->dv, D);
-            acc_atx_f32(kr, w->dp, bc, qb.Q, qb.ldq, rows, cols, D, w->ones, w->dk, D);
-            if (dq_inplace) {
-                float *dq = (float *)p->dq + b * p->sdq[0] + h * p->sdq[2] + i0 * p->sdq[1];
-                kr->pv(w->dp, bc, kb.K, kb.ldk, rows, cols, D, w->ones, dq, p->sdq[1]);
-            }
+            const int64_t n = jhi - jlo, kc = jlo - j0;
+            load_qblock(c, w, &qb);
+            tile_p_ds(c, w, &qb, j0, jlo, n);
+            kr->gemm(n, Dv, qb.rows, w->s, 1, pl->lds, w->dout, pl->lddv, w->ones,
+                     w->dv + kc * pl->lddv, pl->lddv);
+            kr->gemm(n, D, qb.rows, w->dp, 1, pl->lds, w->q, pl->ldd, w->ones,
+                     w->dk + kc * pl->ldd, pl->ldd);
+            if (dq_inplace)
+                acc_dq(c, w, &qb, j0, jlo, n,
+                       (float *)p->dq + attn_q_off(p, p->sdq, b, i0) + h * p->sdq[2], p->sdq[1]);
             pairs++;
         }
     }
-    for (int64_t c = 0; c < cols; c++) {
-        const int64_t ok = b * p->sdk[0] + hk * p->sdk[2] + (j0 + c) * p->sdk[1];
-        const int64_t ov = b * p->sdv[0] + hk * p->sdv[2] + (j0 + c) * p->sdv[1];
-        for (int64_t d = 0; d < D; d++) {
-            flashc__store(p->dk, p->dtype, ok + d * p->sdk[3], w->dk[c * D + d] * p->scale);
-            flashc__store(p->dv, p->dtype, ov + d * p->sdv[3], w->dv[c * D + d]);
-        }
+    for (int64_t x = 0; x < cols; x++) {
+        store_vec(kr, w->dk + x * pl->ldd, p->scale, D, p->dk, p->dtype,
+                  attn_kv_off(p, p->sdk, b, j0 + x) + hk * p->sdk[2], p->sdk[3]);
+        store_vec(kr, w->dv + x * pl->lddv, 1.0f, Dv, p->dv, p->dtype,
+                  attn_kv_off(p, p->sdv, b, j0 + x) + hk * p->sdv[2], p->sdv[3]);
     }
     return pairs;
 }
 
-/* dQ of one Q block (split schedule, pass 2): the same tiles as pass 1, K blocks ascending. */
-static void dq_block(const attn_problem *p, const cpu_kernels *kr, bwd_ws *w, const float *dbuf,
-                     int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t bc)
+/* dQ of Q block [i0, i0 + rows) of head h in sequence b (split schedule, pass 2): the same tiles
+ * as pass 1, K blocks ascending. A block that sees no key gets zeros. */
+static void dq_block(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t h, int64_t i0, int64_t rows,
+                     int64_t sq, int64_t sk)
 {
-    const int64_t D = p->D, hk = h / (p->Hq / p->Hkv);
-    const qblock qb = load_qblock(p, w, dbuf, b, h, i0, rows);
-    memset(w->dq, 0, (size_t)(rows * D) * sizeof(float));
-    for (int64_t j0 = 0; j0 < p->Sk && pair_visible(p, i0, rows, j0); j0 += bc) {
-        const int64_t cols = j0 + bc < p->Sk ? bc : p->Sk - j0;
-        const kblock kb = load_kblock(p, w, b, hk, j0, cols);
-        tile_p_ds(p, kr, w, &qb, &kb, bc);
-        kr->pv(w->dp, bc, kb.K, kb.ldk, rows, cols, D, w->ones, w->dq, D);
+    const attn_problem *p = c->p;
+    const cpu_kernels *kr = c->kr;
+    const bwd_plan *pl = c->pl;
+    const int64_t D = p->D, hk = h / (p->Hq / p->Hkv), bc = pl->bc;
+    const qblock qb = qblock_at(p, b, h, i0, rows, sq, sk);
+    memset(w->dq, 0, (size_t)(rows * pl->ldd) * sizeof(float));
+    if (qb.uhi > qb.ulo) {
+        load_qblock(c, w, &qb);
+        for (int64_t j0 = qb.ulo / bc * bc; j0 < qb.uhi; j0 += bc) {
+            const int64_t cols = j0 + bc < sk ? bc : sk - j0;
+            int64_t jlo, jhi;
+            if (!pair_keys(&qb, j0, cols, &jlo, &jhi))
+                continue;
+            load_kblock(c, w, b, hk, j0, cols);
+            tile_p_ds(c, w, &qb, j0, jlo, jhi - jlo);
+            acc_dq(c, w, &qb, j0, jlo, jhi - jlo, w->dq, pl->ldd);
+        }
     }
-    for (int64_t r = 0; r < rows; r++) {
-        const int64_t o = b * p->sdq[0] + h * p->sdq[2] + (i0 + r) * p->sdq[1];
-        for (int64_t d = 0; d < D; d++)
-            flashc__store(p->dq, p->dtype, o + d * p->sdq[3], w->dq[r * D + d] * p->scale);
-    }
-}
-
-/* ---- the schedules ------------------------------------------------------------------------ */
-
-/* D_i = dO_i . O_i for every (b, h, i), laid out [b][h][i]; float64 sum (O(Sq D) per head,
- * negligible), rounded once. */
-static void compute_di(const attn_problem *p, float *dbuf, int threads)
-{
-    const int64_t rows = p->B * p->Hq * p->Sq;
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (int64_t t = 0; t < rows; t++) {
-        const int64_t i = t % p->Sq, h = (t / p->Sq) % p->Hq, b = t / (p->Sq * p->Hq);
-        const int64_t oo = b * p->so[0] + h * p->so[2] + i * p->so[1];
-        const int64_t od = b * p->sdo[0] + h * p->sdo[2] + i * p->sdo[1];
-        double acc = 0.0;
-        for (int64_t d = 0; d < p->D; d++)
-            acc += (double)flashc__load(p->o, p->dtype, oo + d * p->so[3]) *
-                   (double)flashc__load(p->dout, p->dtype, od + d * p->sdo[3]);
-        dbuf[t] = (float)acc;
-    }
+    for (int64_t r = 0; r < rows; r++)
+        store_vec(kr, w->dq + r * pl->ldd, p->scale, D, p->dq, p->dtype,
+                  attn_q_off(p, p->sdq, b, i0 + r) + h * p->sdq[2], p->sdq[3]);
 }
 
 /* Fused schedule, one item: dK, dV of every K block of KV head hk and, in place, the dQ of its
  * query-head group, whose rows receive their terms K block by K block in ascending order. */
-static int64_t fused_kv_head(const attn_problem *p, const cpu_kernels *kr, bwd_ws *w,
-                             const float *dbuf, int64_t b, int64_t hk, int64_t br, int64_t bc)
+static int64_t fused_kv_head(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk)
 {
-    const int64_t group = p->Hq / p->Hkv;
+    const attn_problem *p = c->p;
+    const int64_t group = p->Hq / p->Hkv, bc = c->pl->bc;
     for (int64_t h = hk * group; h < (hk + 1) * group; h++)
         for (int64_t i = 0; i < p->Sq; i++)
-            memset((float *)p->dq + b * p->sdq[0] + h * p->sdq[2] + i * p->sdq[1], 0,
+            memset((float *)p->dq + attn_q_off(p, p->sdq, b, i) + h * p->sdq[2], 0,
                    (size_t)p->D * sizeof(float));
     int64_t pairs = 0;
     for (int64_t j0 = 0; j0 < p->Sk; j0 += bc)
-        pairs += dkdv_block(p, kr, w, dbuf, b, hk, j0, j0 + bc < p->Sk ? bc : p->Sk - j0, br, bc,
-                            1);
+        pairs += dkdv_block(c, w, b, hk, j0, j0 + bc < p->Sk ? bc : p->Sk - j0, p->Sq, p->Sk, 1);
     for (int64_t h = hk * group; h < (hk + 1) * group; h++)
         for (int64_t i = 0; i < p->Sq; i++) {
-            float *row = (float *)p->dq + b * p->sdq[0] + h * p->sdq[2] + i * p->sdq[1];
+            float *row = (float *)p->dq + attn_q_off(p, p->sdq, b, i) + h * p->sdq[2];
             for (int64_t d = 0; d < p->D; d++)
                 row[d] *= p->scale;
         }
     return pairs;
 }
 
+/* ---- the schedules ------------------------------------------------------------------------ */
+
+/* D_i = dO_i . O_i (Dv features) for every (sequence, head, row), at di_off; float64 sum
+ * (O(Sq Dv) per head, negligible), rounded once. Varlen rows past cu_q[B] get 0, unread. */
+static void compute_di(const attn_problem *p, float *dbuf, size_t n)
+{
+    const int64_t rows_per_head = p->layout == ATTN_VARLEN ? p->total_q : p->B * p->Sq;
+    const int64_t owned = p->layout == ATTN_VARLEN ? p->cu_q[p->B] : rows_per_head;
+#pragma omp parallel for schedule(static) num_threads(p->threads)
+    for (int64_t t = 0; t < (int64_t)n; t++) {
+        const int64_t h = p->layout == ATTN_VARLEN ? t / rows_per_head : (t / p->Sq) % p->Hq;
+        int64_t oo, od;
+        if (p->layout == ATTN_VARLEN) {
+            const int64_t r = t % rows_per_head;
+            if (r >= owned) {
+                dbuf[t] = 0.0f;
+                continue;
+            }
+            oo = r * p->so[1] + h * p->so[2];
+            od = r * p->sdo[1] + h * p->sdo[2];
+        } else {
+            const int64_t i = t % p->Sq, b = t / (p->Sq * p->Hq);
+            oo = b * p->so[0] + h * p->so[2] + i * p->so[1];
+            od = b * p->sdo[0] + h * p->sdo[2] + i * p->sdo[1];
+        }
+        double acc = 0.0;
+        for (int64_t d = 0; d < p->Dv; d++)
+            acc += (double)flashc__load(p->o, p->dtype, oo + d * p->so[3]) *
+                   (double)flashc__load(p->dout, p->dtype, od + d * p->sdo[3]);
+        dbuf[t] = (float)acc;
+    }
+}
+
+/* Global block g of a prefix table start (B + 1 entries; dense: nb blocks per sequence) ->
+ * (sequence, block index inside it). */
+static void block_of(const attn_problem *p, const int64_t *start, int64_t nb, int64_t g,
+                     int64_t *b, int64_t *blk)
+{
+    if (!start) {
+        *b = g / nb, *blk = g % nb;
+        return;
+    }
+    int64_t lo = 0, hi = p->B; /* start[lo] <= g < start[hi]: ends on the sequence that owns g
+                                  (a zero-length one has start[b] == start[b + 1]) */
+    while (hi - lo > 1) {
+        const int64_t mid = (lo + hi) / 2;
+        if (start[mid] <= g)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    *b = lo, *blk = g - start[lo];
+}
+
 static int min_threads(int threads, int64_t items)
 {
-    return items < threads ? (int)items : threads;
+    return items < threads ? (int)(items < 1 ? 1 : items) : threads;
 }
 
 flashc_status cpu_attn_bwd(const attn_problem *p, flashc_attn_stats *stats)
 {
-    const cpu_kernels *kr = cpu_kernels_get();
-    int64_t br = p->br ? p->br : DEFAULT_BR, bc = p->bc ? p->bc : DEFAULT_BC;
-    const int64_t br_used = br, bc_used = bc;
-    if (br > p->Sq) /* a tile never needs to be larger than the sequence */
-        br = p->Sq;
-    if (bc > p->Sk)
-        bc = p->Sk;
-    const int64_t nqb = (p->Sq + br - 1) / br, nkb = (p->Sk + bc - 1) / bc;
-    const int64_t kv_heads = p->B * p->Hkv, q_heads = p->B * p->Hq;
-
-    /* Fused when the (batch, KV head) items alone balance the threads (and dq rows are plain
-     * float32 rows to accumulate into); otherwise split, parallel over blocks. */
-    const int fused = p->sdq[3] == 1 && (kv_heads % p->threads == 0 || kv_heads >= 4 * p->threads);
-    const int64_t items1 = fused ? kv_heads : nkb * kv_heads, items2 = fused ? 0 : nqb * q_heads;
-    const int nt1 = min_threads(p->threads, items1), nt2 = min_threads(p->threads, items2);
-
-    const size_t per_thread = ws_floats(br, bc, p->D);
-    float *dbuf = flashc__malloc((size_t)q_heads * (size_t)p->Sq * sizeof(float));
-    float *ws = flashc__malloc((size_t)(nt1 > nt2 ? nt1 : nt2) * per_thread * sizeof(float));
-    if (!dbuf || !ws) {
-        flashc__free(dbuf);
-        flashc__free(ws);
+    bwd_plan pl;
+    make_plan(p, &pl);
+    attn_scratch sc;
+    attn_scratch_init(&sc, p);
+    float *dbuf = attn_scratch_take(&sc, pl.sizes[0]);
+    int64_t *starts = pl.sizes[1] ? attn_scratch_take(&sc, pl.sizes[1]) : NULL;
+    float *tiles = attn_scratch_take(&sc, pl.sizes[2]);
+    if (!dbuf || (pl.sizes[1] && !starts) || !tiles) {
+        attn_scratch_free(&sc, tiles);
+        attn_scratch_free(&sc, starts);
+        attn_scratch_free(&sc, dbuf);
         return flashc__fail(FLASHC_ERR_OUT_OF_MEMORY,
-                            "flashc_attn_bwd: cannot allocate D (%lld floats) and %d thread "
+                            "flashc_attn_bwd: cannot allocate D (%zu floats) and %d thread "
                             "workspaces of %zu floats",
-                            (long long)(q_heads * p->Sq), nt1 > nt2 ? nt1 : nt2, per_thread);
+                            pl.di_floats, pl.slots, pl.per_thread);
     }
-    compute_di(p, dbuf, p->threads);
+    bwd_ctx c = {.p = p, .kr = cpu_kernels_get(), .pl = &pl, .di = dbuf};
+    const int64_t br = pl.br, bc = pl.bc;
+    const int64_t nqb_dense = cdiv(p->Sq, br), nkb_dense = cdiv(p->Sk, bc);
+    if (starts) {
+        int64_t *ks = starts, *qs = starts + p->B + 1;
+        ks[0] = qs[0] = 0;
+        for (int64_t b = 0; b < p->B; b++) {
+            int64_t sq, sk;
+            attn_seqlens(p, b, &sq, &sk);
+            ks[b + 1] = ks[b] + cdiv(sk, bc);
+            qs[b + 1] = qs[b] + cdiv(sq, br);
+        }
+        c.kstart = ks, c.qstart = qs;
+    }
+    compute_di(p, dbuf, pl.di_floats);
 
-    /* Pass 1: fused items, or dK, dV per (K block, batch, KV head) with K block 0 — seen by the
-     * most query rows under the causal mask — handed out first. */
+    const int nt1 = min_threads(p->threads, pl.items1), nt2 = min_threads(p->threads, pl.items2);
+    /* Pass 1: fused items, or dK, dV per (sequence, K block, KV head): under the causal mask
+     * the first K blocks of a sequence are seen by the most query rows and go out first. */
     int64_t pairs = 0;
 #pragma omp parallel num_threads(nt1) reduction(+ : pairs)
     {
-        bwd_ws w = ws_at(ws + (size_t)thread_id() * per_thread, br, bc, p->D);
+        bwd_ws w = ws_at(tiles + (size_t)thread_id() * pl.per_thread, &pl);
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t it = 0; it < items1; it++) {
-            if (fused) {
-                pairs += fused_kv_head(p, kr, &w, dbuf, it / p->Hkv, it % p->Hkv, br, bc);
+        for (int64_t it = 0; it < pl.items1; it++) {
+            if (pl.fused) {
+                pairs += fused_kv_head(&c, &w, it / p->Hkv, it % p->Hkv);
             } else {
-                const int64_t j0 = it / kv_heads * bc, bh = it % kv_heads;
-                pairs += dkdv_block(p, kr, &w, dbuf, bh / p->Hkv, bh % p->Hkv, j0,
-                                    j0 + bc < p->Sk ? bc : p->Sk - j0, br, bc, 0);
+                int64_t b, blk, sq, sk;
+                block_of(p, c.kstart, nkb_dense, it / p->Hkv, &b, &blk);
+                attn_seqlens(p, b, &sq, &sk);
+                const int64_t j0 = blk * bc;
+                pairs += dkdv_block(&c, &w, b, it % p->Hkv, j0, j0 + bc < sk ? bc : sk - j0, sq,
+                                    sk, 0);
             }
         }
     }
-    /* Pass 2 (split only): dQ per (Q block, batch, query head), the last (heaviest) Q blocks
-     * first. */
-    if (items2 > 0) {
+    /* Pass 2 (split only): dQ per (sequence, Q block, query head), the last (heaviest under
+     * the causal mask) Q blocks of a sequence first. */
+    if (pl.items2 > 0) {
 #pragma omp parallel num_threads(nt2)
         {
-            bwd_ws w = ws_at(ws + (size_t)thread_id() * per_thread, br, bc, p->D);
+            bwd_ws w = ws_at(tiles + (size_t)thread_id() * pl.per_thread, &pl);
 #pragma omp for schedule(dynamic, 1)
-            for (int64_t it = 0; it < items2; it++) {
-                const int64_t i0 = (nqb - 1 - it / q_heads) * br, bh = it % q_heads;
-                dq_block(p, kr, &w, dbuf, bh / p->Hq, bh % p->Hq, i0,
-                         i0 + br < p->Sq ? br : p->Sq - i0, bc);
+            for (int64_t it = 0; it < pl.items2; it++) {
+                int64_t b, blk, sq, sk;
+                block_of(p, c.qstart, nqb_dense, it / p->Hq, &b, &blk);
+                attn_seqlens(p, b, &sq, &sk);
+                const int64_t i0 = (cdiv(sq, br) - 1 - blk) * br;
+                dq_block(&c, &w, b, it % p->Hq, i0, i0 + br < sq ? br : sq - i0, sq, sk);
             }
         }
     }
-    flashc__free(ws);
-    flashc__free(dbuf);
+    attn_scratch_free(&sc, tiles);
+    attn_scratch_free(&sc, starts);
+    attn_scratch_free(&sc, dbuf);
 
+    int64_t total;
+    attn_tile_pairs(p, br, bc, &total);
     stats->tile_pairs = pairs;
-    stats->tile_pairs_total = q_heads * nqb * nkb;
-    stats->block_q = br_used;
-    stats->block_k = bc_used;
+    stats->tile_pairs_total = total;
+    stats->block_q = pl.br_req;
+    stats->block_k = pl.bc_req;
     return FLASHC_OK;
 }

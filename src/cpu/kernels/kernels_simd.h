@@ -202,9 +202,12 @@ static void softmax_simd(float *S, int64_t lds, int64_t br, int64_t bc, float *m
         vf vmx = v_set1(m[i]);
         for (; j + SIMD_VL <= bc; j += SIMD_VL)
             vmx = v_max(vmx, v_load(s + j));
-        float mx = v_hmax(vmx);
+        /* a NaN score sticks (v_hmax's order may drop it; the contract's NaN rule) */
+        float mx = v_hmax(v_select(v_isnan(vmx), v_set1(__builtin_inff()), v_zero())) > 0.0f
+                       ? __builtin_nanf("")
+                       : v_hmax(vmx);
         for (; j < bc; j++)
-            mx = s[j] > mx ? s[j] : mx;
+            mx = s[j] > mx || s[j] != s[j] ? s[j] : mx;
         if (mx == -INFINITY) {
             for (j = 0; j < bc; j++)
                 s[j] = 0.0f;

@@ -1,9 +1,7 @@
 /*
- * findings_attn.c — regression tests of issue 10's findings inside the attention kernels and
- * the attention reference (F4, F5, F6, F9). Not built by default: those paths are being
- * rewritten for the Attention v2 contract (issue 9), whose author switches this file on with
- *   cmake -DFLASHC_FINDINGS_TESTS=ON    (ctest: findings_attn and findings_attn.<isa>)
- * and renames it to test_findings_attn.c once it passes. Each case is the issue's exact
+ * test_findings_attn.c — regression tests of issue 10's findings inside the attention kernels and
+ * the attention reference (F4, F5, F6, F9), on every kernel table (the FLASHC_TEST_ISAS loop).
+ * They failed before the Attention v2 forward (issue 9) fixed them. Each case is the issue's exact
  * reproduction; the expected sets are worked out below from the mask, not taken from a path.
  */
 #include "common.h"

@@ -1,0 +1,376 @@
+"""The v2 attention API on numpy (and torch CPU where installed): window_size, softcap,
+alibi_slopes, Dk != Dv, the varlen functions and flash_attn_with_kvcache, against the float64
+references of flashc_reference.py (themselves checked against finite differences here).
+
+The backward tests feed the library's backward the reference forward's out and lse, so they
+run whatever the CPU forward serves. Tests of the forward entry points take a fixture that asks
+the library first (a tiny valid problem): while the CPU forward answers FLASHC_ERR_UNSUPPORTED
+for windows, varlen or KV caches, they skip with the library's reason and run once it serves
+them."""
+
+import numpy as np
+import pytest
+
+import flashc
+import flashc_reference as ref
+from flashc import _lib
+
+
+def randn(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _forward_missing(call):
+    try:
+        call()
+    except flashc.FlashcError as e:
+        if e.status == _lib.ERR_UNSUPPORTED:
+            return e.detail
+        raise
+    return None
+
+
+def _skip_unless(call, what):
+    missing = _forward_missing(call)
+    if missing is not None:
+        pytest.skip(f"depends on the CPU forward serving {what} (flashc -> {missing})")
+
+
+@pytest.fixture(scope="session")
+def c_forward_v2():
+    q = np.ones((1, 3, 1, 4), np.float32)
+    _skip_unless(lambda: flashc.flash_attn_func(q, q, q, window_size=(1, 0), softcap=2.0),
+                 "windows and softcap")
+
+
+@pytest.fixture(scope="session")
+def c_varlen_forward():
+    q = np.ones((3, 1, 4), np.float32)
+    cu = np.array([0, 3], np.int32)
+    _skip_unless(lambda: flashc.flash_attn_varlen_func(q, q, q, cu, cu, 3, 3), "varlen")
+
+
+@pytest.fixture(scope="session")
+def c_kvcache_forward():
+    q = np.ones((1, 1, 1, 4), np.float32)
+    kc = np.ones((1, 4, 1, 4), np.float32)
+    _skip_unless(lambda: flashc.flash_attn_with_kvcache(q, kc, kc.copy(), cache_seqlens=2),
+                 "KV caches")
+
+
+MODS = [
+    {},
+    {"causal": True},
+    {"window_size": (0, 0)},
+    {"window_size": (3, 1)},
+    {"window_size": (-1, 2)},
+    {"causal": True, "window_size": (4, -1)},
+    {"softcap": 1.5},
+    {"alibi_slopes": "h"},
+    {"alibi_slopes": "bh", "causal": True},
+    {"softcap": 2.0, "alibi_slopes": "bh", "window_size": (6, -1), "causal": True},
+]
+
+
+def _mods(rng, m, b, hq):
+    """The modifier dict with "h" / "bh" replaced by float32 slopes (Hq) / (B, Hq)."""
+    m = dict(m)
+    if m.get("alibi_slopes") == "h":
+        m["alibi_slopes"] = (0.05 + 0.5 * rng.random(hq)).astype(np.float32)
+    elif m.get("alibi_slopes") == "bh":
+        m["alibi_slopes"] = (0.05 + 0.5 * rng.random((b, hq))).astype(np.float32)
+    return m
+
+
+def _close(got, want, tol, what):
+    got = np.asarray(got, np.float64)
+    assert np.all(np.isfinite(got)), f"{what}: not finite"
+    err = np.max(np.abs(got - want)) / max(1.0, np.max(np.abs(want)))
+    assert err < tol, f"{what}: normalised error {err:.3g} >= {tol}"
+
+
+# ---- the reference itself ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("m", [{"window_size": (1, 0)}, {"softcap": 0.8},
+                               {"alibi_slopes": "bh", "causal": True}, {"window_size": (2, 1),
+                                                                        "softcap": 1.1}])
+def test_reference_backward_matches_finite_differences(m):
+    rng = np.random.default_rng(3)
+    q, k, v = rng.standard_normal((2, 4, 2, 3)), rng.standard_normal((2, 6, 1, 3)), rng.standard_normal((2, 6, 1, 2))
+    dout = rng.standard_normal((2, 4, 2, 2))
+    m = _mods(rng, m, 2, 2)
+    grads = ref.attn_bwd(dout, q, k, v, 0.7, **m)
+
+    def loss(q_, k_, v_):
+        return float(np.sum(ref.attn_fwd(q_, k_, v_, 0.7, **m)[0] * dout))
+
+    h = 1e-6
+    for which, g in enumerate(grads):
+        args = [q, k, v]
+        num = np.zeros_like(args[which])
+        for idx in np.ndindex(args[which].shape):
+            plus = [a.copy() for a in args]
+            minus = [a.copy() for a in args]
+            plus[which][idx] += h
+            minus[which][idx] -= h
+            num[idx] = (loss(*plus) - loss(*minus)) / (2 * h)
+        np.testing.assert_allclose(g, num, rtol=1e-6, atol=1e-7)
+
+
+# ---- dense backward with the new options (needs only the C backward) ----------------------
+
+SHAPES = [(2, 9, 13, 4, 2, 16, 16), (1, 17, 11, 3, 1, 24, 8), (1, 1, 20, 2, 2, 8, 12)]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("m", MODS)
+def test_backward_with_modifiers(rng, shape, m):
+    b, sq, sk, hq, hkv, d, dv = shape
+    q, k, v = randn(rng, b, sq, hq, d), randn(rng, b, sk, hkv, d), randn(rng, b, sk, hkv, dv)
+    dout = randn(rng, b, sq, hq, dv)
+    m = _mods(rng, m, b, hq)
+    out, lse = ref.attn_fwd(q, k, v, **m)
+    out32, lse32 = out.astype(np.float32), lse.astype(np.float32)
+    got = flashc.flash_attn_backward(dout, q, k, v, out32, lse32, **m)
+    want = ref.attn_bwd(dout, q, k, v, **m)
+    for g, w, name in zip(got, want, ("dq", "dk", "dv")):
+        assert g.shape == w.shape and g.dtype == np.float32
+        _close(g, w, 2e-5, name)
+
+
+def test_backward_softmax_scale_zero_is_a_scale(rng):
+    """softmax_scale=0.0 means P uniform over the visible keys: dq = dk = 0 exactly."""
+    q, k, v = randn(rng, 1, 5, 2, 8), randn(rng, 1, 7, 2, 8), randn(rng, 1, 7, 2, 8)
+    dout = randn(rng, 1, 5, 2, 8)
+    out, lse = ref.attn_fwd(q, k, v, scale=0.0, causal=True)
+    dq, dk, dv = flashc.flash_attn_backward(dout, q, k, v, out.astype(np.float32),
+                                            lse.astype(np.float32), softmax_scale=0.0, causal=True)
+    assert np.all(dq == 0) and np.all(dk == 0)
+    _close(dv, ref.attn_bwd(dout, q, k, v, scale=0.0, causal=True)[2], 2e-5, "dv")
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_backward_low_precision(rng, dtype):
+    """bf16 (ml_dtypes) / f16 storage: the gradients within the 16-bit rounding of the float64
+    gradients of the same rounded inputs."""
+    if dtype == "bfloat16":
+        ml_dtypes = pytest.importorskip("ml_dtypes")
+        npdt, tol = ml_dtypes.bfloat16, 3e-2
+    else:
+        npdt, tol = np.float16, 4e-3
+    m = {"causal": True, "window_size": (5, -1), "softcap": 2.0}
+    q, k, v = randn(rng, 1, 19, 2, 16), randn(rng, 1, 23, 1, 16), randn(rng, 1, 23, 1, 8)
+    dout = randn(rng, 1, 19, 2, 8)
+    q, k, v, dout = (a.astype(npdt) for a in (q, k, v, dout))
+    q64, k64, v64, do64 = (a.astype(np.float64) for a in (q, k, v, dout))
+    out, lse = ref.attn_fwd(q64, k64, v64, **m)
+    out16 = out.astype(np.float32).astype(npdt)
+    got = flashc.flash_attn_backward(dout, q, k, v, out16, lse.astype(np.float32), **m)
+    want = ref.attn_bwd(do64, q64, k64, v64, **m)
+    for g, w, name in zip(got, want, ("dq", "dk", "dv")):
+        assert g.dtype == npdt
+        _close(g.astype(np.float64), w, tol, name)
+
+
+# ---- varlen backward (needs only the C backward) ---------------------------------------------
+
+LENS = [([5, 0, 12, 1, 7], [9, 4, 0, 1, 15]), ([16], [16]), ([3, 8], [10, 2])]
+
+
+@pytest.mark.parametrize("lens", LENS)
+@pytest.mark.parametrize("m", [{}, {"causal": True}, {"window_size": (3, 1), "softcap": 1.5},
+                               {"alibi_slopes": "bh", "causal": True}])
+def test_varlen_backward(rng, lens, m):
+    lq, lk = lens
+    cu_q = np.concatenate([[0], np.cumsum(lq)]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum(lk)]).astype(np.int64)  # converted to int32
+    tq, tk = int(cu_q[-1]) + 2, int(cu_k[-1]) + 1  # rows that belong to no sequence
+    hq, hkv, d, dv = 4, 2, 16, 12
+    m = _mods(rng, m, len(lq), hq)
+    q, k, v = randn(rng, tq, hq, d), randn(rng, tk, hkv, d), randn(rng, tk, hkv, dv)
+    dout = randn(rng, tq, hq, dv)
+    out, lse = ref.attn_varlen_fwd(q, k, v, cu_q, cu_k, **dict(m))
+    got = flashc.flash_attn_varlen_backward(
+        dout, q, k, v, out.astype(np.float32), lse.astype(np.float32), cu_q, cu_k, max(lq),
+        max(lk), **m)
+    want = ref.attn_varlen_bwd(dout, q, k, v, cu_q, cu_k, **dict(m))
+    for g, w, name in zip(got, want, ("dq", "dk", "dv")):
+        _close(g, w, 2e-5, name)
+    assert np.all(got[0][cu_q[-1]:] == 0) and np.all(got[1][cu_k[-1]:] == 0)
+
+
+# ---- forward entry points (need the CPU forward's v2 kernel) -------------------------------
+
+
+@pytest.mark.parametrize("m", MODS)
+def test_forward_with_modifiers(rng, c_forward_v2, m):
+    b, sq, sk, hq, hkv, d, dv = 2, 9, 13, 4, 2, 16, 8
+    q, k, v = randn(rng, b, sq, hq, d), randn(rng, b, sk, hkv, d), randn(rng, b, sk, hkv, dv)
+    m = _mods(rng, m, b, hq)
+    out, lse, probs = flashc.flash_attn_func(q, k, v, return_attn_probs=True, **m)
+    want, wlse = ref.attn_fwd(q, k, v, **m)
+    assert out.shape == (b, sq, hq, dv) and probs is None
+    _close(out, want, 2e-6, "out")
+    np.testing.assert_allclose(lse, wlse, rtol=1e-5, atol=1e-5)
+    qkv = np.stack([q, randn(rng, b, sq, hq, d), randn(rng, b, sq, hq, d)], axis=2)
+    out2 = flashc.flash_attn_qkvpacked_func(qkv, **m)
+    _close(out2, ref.attn_fwd(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], **m)[0], 2e-6,
+           "qkvpacked")
+
+
+def test_forward_softmax_scale_zero(rng, c_forward_v2):
+    q, k, v = randn(rng, 1, 4, 2, 8), randn(rng, 1, 6, 2, 8), randn(rng, 1, 6, 2, 8)
+    out = flashc.flash_attn_func(q, k, v, softmax_scale=0.0, window_size=(2, 0))
+    _close(out, ref.attn_fwd(q, k, v, scale=0.0, window_size=(2, 0))[0], 2e-6, "out")
+
+
+@pytest.mark.parametrize("m", [{}, {"causal": True, "softcap": 1.5},
+                               {"window_size": (2, 2), "alibi_slopes": "bh"}])
+def test_varlen_forward_and_packed(rng, c_varlen_forward, m):
+    lq, lk = [5, 0, 12, 1], [9, 4, 0, 12]
+    cu_q = np.concatenate([[0], np.cumsum(lq)]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum(lk)]).astype(np.int32)
+    hq, hkv, d = 4, 2, 16
+    m = _mods(rng, m, len(lq), hq)
+    q, k, v = randn(rng, int(cu_q[-1]) + 1, hq, d), randn(rng, int(cu_k[-1]), hkv, d), randn(
+        rng, int(cu_k[-1]), hkv, d)
+    out, lse, probs = flashc.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(lq), max(lk),
+                                                    return_attn_probs=True, **m)
+    want, wlse = ref.attn_varlen_fwd(q, k, v, cu_q, cu_k, **dict(m))
+    assert out.shape == q.shape and lse.shape == (hq, q.shape[0]) and probs is None
+    _close(out, want, 2e-6, "out")
+    np.testing.assert_allclose(lse, wlse, rtol=1e-5, atol=1e-5)
+    kv = np.stack([k, v], axis=1)
+    _close(flashc.flash_attn_varlen_kvpacked_func(q, kv, cu_q, cu_k, max(lq), max(lk), **m),
+           want, 2e-6, "kvpacked")
+    # qkvpacked: one set of lengths for q and k
+    t = int(cu_q[-1])
+    qkv = np.stack([q[:t], randn(rng, t, hq, d), randn(rng, t, hq, d)], axis=1)
+    got = flashc.flash_attn_varlen_qkvpacked_func(qkv, cu_q, max(lq), **m)
+    _close(got, ref.attn_varlen_fwd(qkv[:, 0], qkv[:, 1], qkv[:, 2], cu_q, cu_q, **dict(m))[0],
+           2e-6, "qkvpacked")
+
+
+@pytest.mark.parametrize("paged", [False, True])
+@pytest.mark.parametrize("append", [False, True])
+def test_kvcache(rng, c_kvcache_forward, paged, append):
+    b, sq, hq, hkv, d, dv, cap = 3, 2, 4, 2, 16, 8, 24
+    seqlens = np.array([5, 0, 17], np.int32)
+    s_new = 3 if append else 0
+    q = randn(rng, b, sq, hq, d)
+    if paged:
+        ps, npages = 4, 20
+        k_cache, v_cache = randn(rng, npages, ps, hkv, d), randn(rng, npages, ps, hkv, dv)
+        block_table = rng.permutation(npages)[: b * (cap // ps)].reshape(b, cap // ps).astype(np.int32)
+    else:
+        k_cache, v_cache = randn(rng, b, cap, hkv, d), randn(rng, b, cap, hkv, dv)
+        block_table = None
+    k_new = randn(rng, b, s_new, hkv, d) if append else None
+    v_new = randn(rng, b, s_new, hkv, dv) if append else None
+    m = {"causal": True, "window_size": (9, -1), "softcap": 3.0}
+    want, wlse, kc, vc = ref.kvcache_fwd(q, k_cache, v_cache, k_new, v_new, seqlens,
+                                         block_table=block_table, **m)
+    out, lse = flashc.flash_attn_with_kvcache(
+        q, k_cache, v_cache, k_new, v_new, cache_seqlens=seqlens, block_table=block_table,
+        num_splits=2, return_softmax_lse=True, **m)
+    _close(out, want, 2e-6, "out")
+    np.testing.assert_allclose(lse, wlse, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(k_cache, kc.astype(np.float32))  # appended in place
+    np.testing.assert_array_equal(v_cache, vc.astype(np.float32))
+
+
+def test_kvcache_int_seqlens_and_batch_idx(rng, c_kvcache_forward):
+    q = randn(rng, 2, 1, 2, 8)
+    k_cache, v_cache = randn(rng, 4, 10, 1, 8), randn(rng, 4, 10, 1, 8)
+    idx = np.array([3, 1], np.int32)
+    out = flashc.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=7, cache_batch_idx=idx)
+    want = ref.kvcache_fwd(q, k_cache, v_cache, cache_seqlens=[7, 7], cache_batch_idx=idx)[0]
+    _close(out, want, 2e-6, "out")
+
+
+# ---- refusals that need no kernel ----------------------------------------------------------
+
+
+def test_kvcache_refusals(rng):
+    q = randn(rng, 1, 1, 2, 8)
+    kc, vc = randn(rng, 1, 8, 2, 8), randn(rng, 1, 8, 2, 8)
+    cos = np.ones((8, 4), np.float32)
+    with pytest.raises(NotImplementedError, match="rotary"):
+        flashc.flash_attn_with_kvcache(q, kc, vc, rotary_cos=cos, rotary_sin=cos, cache_seqlens=1)
+    with pytest.raises(NotImplementedError, match="cache_leftpad"):
+        flashc.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=1,
+                                       cache_leftpad=np.zeros(1, np.int32))
+    with pytest.raises(ValueError, match="together"):
+        flashc.flash_attn_with_kvcache(q, kc, vc, k=q[:, :, :1])
+    ro = kc.copy()
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        flashc.flash_attn_with_kvcache(q, ro, vc, k=q[:, :, :2], v=q[:, :, :2], cache_seqlens=1)
+    with pytest.raises(ValueError, match="in place"):
+        flashc.flash_attn_with_kvcache(q, kc[:, ::-1], vc, k=q[:, :, :2], v=q[:, :, :2],
+                                       cache_seqlens=1)
+    with pytest.raises(TypeError, match="int32"):
+        flashc.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=np.ones(1, np.float32))
+
+
+def test_varlen_refusals(rng):
+    q = randn(rng, 4, 2, 8)
+    cu = np.array([0, 4], np.int32)
+    with pytest.raises(NotImplementedError, match="block_table"):
+        flashc.flash_attn_varlen_func(q, q, q, cu, cu, 4, 4, block_table=np.zeros((1, 1), np.int32))
+    with pytest.raises(NotImplementedError, match="dropout_p"):
+        flashc.flash_attn_varlen_func(q, q, q, cu, cu, 4, 4, dropout_p=0.1)
+    with pytest.raises(ValueError, match="3 dimensions"):
+        flashc.flash_attn_varlen_func(q[None], q, q, cu, cu, 4, 4)
+    # the library validates cu_seqlens (monotone, within the packed rows) before writing
+    bad = np.array([0, 5], np.int32)
+    with pytest.raises(flashc.FlashcValueError, match="cu_seqlens_q"):
+        flashc.flash_attn_varlen_backward(q, q, q, q, q, np.zeros((2, 4), np.float32), bad, cu,
+                                          5, 4)
+
+
+# ---- torch autograd (skips without torch) --------------------------------------------------
+
+
+def _torch():
+    return pytest.importorskip("torch")
+
+
+def test_torch_varlen_autograd(rng):
+    torch = _torch()
+    lq, lk = [5, 0, 9], [7, 3, 9]
+    cu_q = torch.tensor(np.concatenate([[0], np.cumsum(lq)]), dtype=torch.int32)
+    cu_k = torch.tensor(np.concatenate([[0], np.cumsum(lk)]), dtype=torch.int32)
+    m = {"causal": True, "window_size": (4, -1), "softcap": 1.5}
+    qn, kn, vn = randn(rng, 14, 4, 16), randn(rng, 19, 2, 16), randn(rng, 19, 2, 8)
+    don = randn(rng, 14, 4, 8)
+    q, k, v = (torch.tensor(a, requires_grad=True) for a in (qn, kn, vn))
+    try:
+        out = flashc.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 9, 9, **m)
+    except flashc.FlashcError as e:
+        if e.status == _lib.ERR_UNSUPPORTED:
+            pytest.skip(f"depends on the CPU forward serving varlen ({e.detail})")
+        raise
+    out.backward(torch.tensor(don))
+    want = ref.attn_varlen_bwd(don, qn, kn, vn, cu_q.numpy(), cu_k.numpy(), **m)
+    for t, w, name in zip((q, k, v), want, ("dq", "dk", "dv")):
+        _close(t.grad.numpy(), w, 2e-5, name)
+
+
+def test_torch_dense_autograd_with_modifiers(rng):
+    torch = _torch()
+    m = {"window_size": (3, 1), "softcap": 2.0}
+    qn, kn, vn, don = randn(rng, 1, 9, 2, 16), randn(rng, 1, 11, 1, 16), randn(rng, 1, 11, 1, 8), randn(rng, 1, 9, 2, 8)
+    slopes = torch.tensor((0.1 + rng.random(2)).astype(np.float32))
+    q, k, v = (torch.tensor(a, requires_grad=True) for a in (qn, kn, vn))
+    try:
+        out = flashc.flash_attn_func(q, k, v, alibi_slopes=slopes, **m)
+    except flashc.FlashcError as e:
+        if e.status == _lib.ERR_UNSUPPORTED:
+            pytest.skip(f"depends on the CPU forward serving windows ({e.detail})")
+        raise
+    out.backward(torch.tensor(don))
+    want = ref.attn_bwd(don, qn, kn, vn, alibi_slopes=slopes.numpy(), **m)
+    for t, w, name in zip((q, k, v), want, ("dq", "dk", "dv")):
+        _close(t.grad.numpy(), w, 2e-5, name)
