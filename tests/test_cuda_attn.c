@@ -434,7 +434,7 @@ static void suite(void **state)
 static void test_strided_layout_and_stream(void **state)
 {
     (void)state;
-    attn_case c = {2, 77, 301, 4, 2, 128, 1, FLASHC_BF16, 1, 1};
+    attn_case c = {2, 77, 301, 4, 2, 128, 1, FLASHC_BF16, 1, 1, 0};
     int ran = check_case(&c);
     c.causal = 0, c.dt = FLASHC_F16, c.D = 64, c.Sq = 300, c.Sk = 5;
     ran += check_case(&c);
@@ -464,7 +464,7 @@ static void test_pitched_rows(void **state)
 static void test_repeatable(void **state)
 {
     (void)state;
-    attn_case c = {2, 333, 517, 4, 2, 128, 1, FLASHC_BF16, 0, 0};
+    attn_case c = {2, 333, 517, 4, 2, 128, 1, FLASHC_BF16, 0, 0, 0};
     run_buffers r;
     buffers_create(&c, &r);
     uint16_t *first = malloc(r.nq * 2);
@@ -492,7 +492,7 @@ static void test_repeatable(void **state)
 static void test_refusals(void **state)
 {
     (void)state;
-    attn_case c = {1, 64, 64, 2, 2, 64, 0, FLASHC_BF16, 0, 0};
+    attn_case c = {1, 64, 64, 2, 2, 64, 0, FLASHC_BF16, 0, 0, 0};
     run_buffers r;
     buffers_create(&c, &r);
     buffers_poison(&c, &r);
