@@ -489,6 +489,99 @@ flashc_status flashc_swiglu(const flashc_tensor *gu, flashc_tensor *out);
 flashc_status flashc_swiglu_naive(const flashc_tensor *gu, flashc_tensor *out);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Unfused attention, RoPE and the row ops' backwards (issue 14)                               */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Attention as an unfused framework runs it, on the library's SIMD kernels (the same gemm, qk,
+ * softmax and row conversions as flashc_attn_fwd): per (batch, head) S = scale * q k^T and
+ * P = softmax(S) are materialised in full (Sq x Sk float32 each, counting allocator), then
+ * O = P v, each a separate pass over memory. Same contract as flashc_attn_fwd_naive (float32,
+ * bfloat16, float16 storage; causal; GQA; lse may be NULL), float32 accumulation. Host only.
+ * The benchmark's baseline: it differs from flash only in where S and P live. */
+flashc_status flashc_attn_fwd_unfused(const flashc_attn_params *params, const flashc_tensor *q,
+                                      const flashc_tensor *k, const flashc_tensor *v,
+                                      flashc_tensor *o, flashc_tensor *lse,
+                                      flashc_attn_stats *stats);
+
+/* Rotary position embedding (RoPE), applied in place to q and k.
+ *   q (B, S, H, D) and k (B, S, Hkv, D) (k may be NULL): same dtype (float32, bfloat16,
+ *   float16) and device, same B, S, D; any strides; k must not overlap q.
+ * The first rotary_dim features of every head are rotated in pairs by the angle
+ * a(pos, i) = pos * theta^(-2i / rotary_dim), i < rotary_dim / 2; features from rotary_dim on
+ * are left as they are. The pairs (as flash-attn's apply_rotary_emb):
+ *   FLASHC_ROPE_NEOX  (GPT-NeoX, half-split; flash-attn interleaved=False): (x[i], x[i + r/2])
+ *   FLASHC_ROPE_GPTJ  (GPT-J, interleaved;   flash-attn interleaved=True):  (x[2i], x[2i + 1])
+ *   (x0, x1) -> (x0 cos a - x1 sin a, x1 cos a + x0 sin a), float32 arithmetic, rounded once.
+ * Angles come from tables or are computed:
+ *   cos, sin (P, rotary_dim / 2) float32, both given or both NULL: row pos holds cos / sin of
+ *     a(pos, .) for pos < P (any strides; flash-attn's cos/sin of shape (seqlen_ro, rotary_dim/2));
+ *   both NULL: computed from pos and params->theta (float64 angle, reduced, then float32).
+ * pos is the token's position: params->positions[b * pos_stride[0] + s * pos_stride[1]] (int32
+ * on q's device) when given, else s + params->pos_offset. With tables, every position must lie
+ * in [0, P): on the host a position outside is refused (FLASHC_ERR_INVALID_ARGUMENT, nothing
+ * written); CUDA kernels cannot report it, so there such a token's rotated features become NaN.
+ * CUDA tensors (tables and positions on the device too): launched on params->cuda_stream. */
+typedef enum flashc_rope_style {
+    FLASHC_ROPE_NEOX = 0, /* half-split pairs (x[i], x[i + rotary_dim / 2])  */
+    FLASHC_ROPE_GPTJ = 1, /* interleaved pairs (x[2i], x[2i + 1])             */
+} flashc_rope_style;
+
+typedef struct flashc_rope_params {
+    size_t struct_size;        /* sizeof(flashc_rope_params): the version of this struct (later
+                                  versions grow at the end and keep accepting this size)      */
+    flashc_rope_style style;
+    int64_t rotary_dim;        /* features rotated per head; even, <= D; 0 means D            */
+    float theta;               /* base of the computed angles; 0 means 10000                  */
+    const int32_t *positions;  /* (B, S) token positions, or NULL: position = s + pos_offset  */
+    int64_t pos_stride[2];     /* element strides of positions; {0, 0} means (S, 1)           */
+    int64_t pos_offset;        /* added to s when positions is NULL (a KV-cache offset)       */
+    int num_threads;           /* CPU threads; 0 = flashc_get_num_threads()                   */
+    void *cuda_stream;         /* cudaStream_t for CUDA tensors; NULL = the default stream    */
+} flashc_rope_params;
+
+/* params must be given (struct_size set). cos and sin: see above (may be NULL). */
+flashc_status flashc_rope(const flashc_rope_params *params, flashc_tensor *q, flashc_tensor *k,
+                          const flashc_tensor *cos, const flashc_tensor *sin);
+/* The backward: rotation by -a (the transpose of the rotation), in place on dq and dk. */
+flashc_status flashc_rope_bwd(const flashc_rope_params *params, flashc_tensor *dq,
+                              flashc_tensor *dk, const flashc_tensor *cos,
+                              const flashc_tensor *sin);
+/* The float64 reference of both (inverse != 0: the backward). Host only. */
+flashc_status flashc_rope_naive(const flashc_rope_params *params, flashc_tensor *q,
+                                flashc_tensor *k, const flashc_tensor *cos,
+                                const flashc_tensor *sin, int inverse);
+
+/* RMSNorm backward. With y = x * rstd * w, rstd = 1 / sqrt(mean(x^2) + eps), g = dy * w:
+ *   dx = rstd * (g - x * rstd^2 * mean(g * x)) [+ dres]     dw = sum over rows of dy * x * rstd
+ *   x, dy, dx (T, D), w, dw (D): same dtype and device; dres (T, D) or NULL.
+ * For the residual variant pass x = the new residual stream (what flashc_rmsnorm_residual wrote
+ * into x) and dres = the gradient arriving at that stream: dx is then the gradient of both the
+ * old x and r. float32 accumulation; dw is summed in a fixed order (deterministic).
+ * CPU: no temporaries beyond per-thread float32 rows and dw partials. CUDA: a float32 workspace
+ * of (blocks x D) partial sums from cudaMallocAsync on the default stream (stream-ordered). */
+flashc_status flashc_rmsnorm_bwd(const flashc_tensor *x, const flashc_tensor *w,
+                                 const flashc_tensor *dy, const flashc_tensor *dres, float eps,
+                                 flashc_tensor *dx, flashc_tensor *dw);
+/* The float64 reference. Host only. */
+flashc_status flashc_rmsnorm_bwd_naive(const flashc_tensor *x, const flashc_tensor *w,
+                                       const flashc_tensor *dy, const flashc_tensor *dres,
+                                       float eps, flashc_tensor *dx, flashc_tensor *dw);
+
+/* SwiGLU backward: with g = gu[:, :I], u = gu[:, I:], s = sigmoid(g),
+ *   dgu[:, :I] = dout * u * s * (1 + g (1 - s)),   dgu[:, I:] = dout * g * s.
+ *   gu, dgu (T, 2I), dout (T, I): same dtype and device. */
+flashc_status flashc_swiglu_bwd(const flashc_tensor *gu, const flashc_tensor *dout,
+                                flashc_tensor *dgu);
+/* The float64 reference. Host only. */
+flashc_status flashc_swiglu_bwd_naive(const flashc_tensor *gu, const flashc_tensor *dout,
+                                      flashc_tensor *dgu);
+
+/* CUDA row ops: flashc_rmsnorm, flashc_rmsnorm_residual, flashc_swiglu and the backwards above
+ * run on the GPU when every tensor is FLASHC_DEVICE_CUDA (float32, bfloat16, float16; any row
+ * stride; element stride 1 required), asynchronously on the default stream. The *_naive
+ * functions are host only. */
+
+/* ------------------------------------------------------------------------------------------ */
 /* Build information                                                                           */
 /* ------------------------------------------------------------------------------------------ */
 

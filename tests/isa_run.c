@@ -17,7 +17,9 @@ int main(int argc, char **argv)
     }
     const cpu_kernels *t = cpu_kernels_by_name(argv[1]);
     if (!t) {
-        printf("SKIP: kernel path %s is not runnable on this CPU/build\n", argv[1]);
+        const char *why = cpu_kernels_note();
+        printf("SKIP: kernel path %s is not runnable on this CPU/build%s%s\n", argv[1],
+               why[0] ? ": " : "", why);
         return 77;
     }
     if (setenv("FLASHC_ISA", argv[1], 1) != 0) {

@@ -260,7 +260,7 @@ static double sweep(const cpu_kernels *t, int base2, double lo, double hi, int64
 
 static void exp_all(const cpu_kernels *t)
 {
-    if (!strcmp(t->name, "scalar")) /* libm itself: nothing to bound */
+    if (t->exp == cpu_kernels_scalar.exp) /* libm itself (scalar, bf16ref): nothing to bound */
         return;
     /* about 2^24 points per function: every float in [1, 2) has ~8 neighbours in the sweep */
     const double e = sweep(t, 0, -87.3365, 88.7228, 1 << 24);
@@ -480,6 +480,155 @@ static void test_silu16(void **state)
     for_each_isa("silu16", silu16_all);
 }
 
+/* ---- bf16 matrix products (kernels.h cpu_mm_bf16) ------------------------------------ */
+
+static int64_t rup(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+static uint16_t rand_bf16(void) { return flashc__f32_to_bf16(rng_uniform(-2, 2)); }
+
+/* One shape: pack_b and pack_bt of the same matrix give the model's words bit for bit (padding
+ * zero, words past the padding untouched); gemm matches the model within float32 rounding
+ * (the units sum in another order) and writes only C's M x N. */
+static void mm_case(const cpu_kernels *t, int64_t M, int64_t N, int64_t K, int scaled)
+{
+    const cpu_mm_bf16 *mm = t->bf16;
+    const int64_t kp = rup(K, CPU_MM_KP), np = rup(N, 16), m16 = rup(M, 16);
+    const int64_t ldb = N + 3, ldbt = K + 5, lda = kp + (M & 1 ? 32 : 0), ldbp = np + 16;
+    const int64_t ldc = N + 7, nbp = kp / 2 * ldbp;
+    uint16_t *B = malloc((size_t)(K * ldb) * 2), *Bt = malloc((size_t)(N * ldbt) * 2);
+    uint32_t *P0 = malloc((size_t)nbp * 4), *P1 = malloc((size_t)nbp * 4);
+    uint16_t *A = malloc((size_t)(m16 * lda) * 2);
+    float *C0 = malloc((size_t)(M * ldc) * 4), *C1 = malloc((size_t)(M * ldc) * 4);
+    float *rs = malloc((size_t)M * 4);
+    assert_true(B && Bt && P0 && P1 && A && C0 && C1 && rs);
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t n = 0; n < N; n++)
+            B[k * ldb + n] = Bt[n * ldbt + k] = rand_bf16();
+    for (int pass = 0; pass < 2; pass++) {
+        memset(P0, 0xee, (size_t)nbp * 4), memset(P1, 0xee, (size_t)nbp * 4);
+        cpu_mm_bf16_ref.pack_b(B, ldb, K, N, P0, ldbp);
+        if (pass == 0)
+            mm->pack_b(B, ldb, K, N, P1, ldbp);
+        else
+            mm->pack_bt(Bt, ldbt, N, K, P1, ldbp);
+        for (int64_t i = 0; i < nbp; i++)
+            if (P0[i] != P1[i]) {
+                print_error("%s [%s] K %lld N %lld: word (%lld, %lld) = %08x, model %08x\n",
+                            pass ? "pack_bt" : "pack_b", t->name, (long long)K, (long long)N,
+                            (long long)(i / ldbp), (long long)(i % ldbp), P1[i], P0[i]);
+                fail();
+            }
+    }
+    for (int64_t m = 0; m < m16; m++)
+        for (int64_t k = 0; k < lda; k++)
+            A[m * lda + k] = m < M && k < K ? rand_bf16() : 0;
+    for (int64_t m = 0; m < M; m++) {
+        rs[m] = m % 3 == 0 ? 1.0f : rng_uniform(0, 1);
+        for (int64_t n = 0; n < ldc; n++)
+            C0[m * ldc + n] = C1[m * ldc + n] = n < N ? rng_uniform(-1, 1) : POISON;
+    }
+    mm->begin();
+    cpu_mm_bf16_ref.gemm(M, N, K, A, lda, P0, ldbp, scaled ? rs : NULL, C0, ldc);
+    mm->gemm(M, N, K, A, lda, P0, ldbp, scaled ? rs : NULL, C1, ldc);
+    mm->end();
+    assert_close("mm gemm", t->name, C1, C0, M, ldc, ldc, 4e-6 * (double)(K + 1));
+    free(B), free(Bt), free(P0), free(P1), free(A), free(C0), free(C1), free(rs);
+}
+
+static void mm_all(const cpu_kernels *t)
+{
+    if (!t->bf16)
+        return;
+    static const int64_t sz[] = {1, 2, 7, 15, 16, 17, 31, 32, 33, 47, 64, 96, 100, 129};
+    const int ns = (int)(sizeof sz / sizeof sz[0]);
+    for (int a = 0; a < ns; a++)
+        for (int b = 0; b < ns; b++)
+            mm_case(t, sz[a], sz[b], sz[(a * 5 + b) % ns], (a + b) & 1);
+    printf("  mm: %s (%s) %d shapes\n", t->name, t->bf16->unit, ns * ns);
+}
+
+static void test_mm_bf16(void **state)
+{
+    (void)state;
+    for_each_isa("mm", mm_all);
+}
+
+/* cpu_mm_bf16.softmax: every SIMD instance against the scalar model, with masked scores, rows
+ * that see nothing yet, a running max that grows or not. P within one bf16 rounding (the
+ * vector exp2 differs from libm's by a few float32 ulps), its padding exactly zero, the memory
+ * past the padding untouched. */
+typedef void (*mm_softmax_fn)(CPU_MM_SOFTMAX_ARGS);
+
+static void mm_softmax_case(const char *name, mm_softmax_fn fn, int64_t br, int64_t bc)
+{
+    const int64_t lds = bc + 3, bcp = rup(bc, CPU_MM_KP), ldp = bcp + 16;
+    float *S = rand_buf(br * lds, -30, 30);
+    float m0[64], l0[64], a0[64], m1[64], l1[64], a1[64];
+    uint16_t *P0 = malloc((size_t)(br * ldp) * 2), *P1 = malloc((size_t)(br * ldp) * 2);
+    assert_true(br <= 64 && P0 && P1);
+    for (int64_t i = 0; i < br; i++) {
+        for (int64_t j = 0; j < bc; j++)
+            if ((i + j) % 5 == 0 || i % 7 == 3)
+                S[i * lds + j] = -INFINITY; /* row 3, 10, ...: nothing visible */
+        m0[i] = m1[i] = i % 4 == 0 ? -INFINITY : rng_uniform(-20, 20);
+        l0[i] = l1[i] = i % 4 == 0 ? 0.0f : rng_uniform(0.5f, 10);
+    }
+    memset(P0, 0x5a, (size_t)(br * ldp) * 2), memset(P1, 0x5a, (size_t)(br * ldp) * 2);
+    const float c = 0.125f * 1.44269504f;
+    cpu_mm_bf16_ref.softmax(S, lds, br, bc, c, m0, l0, a0, P0, ldp);
+    fn(S, lds, br, bc, c, m1, l1, a1, P1, ldp);
+    for (int64_t i = 0; i < br; i++) { /* m = -inf on a row that has seen nothing */
+        if (!(m1[i] == m0[i] || fabsf(m1[i] - m0[i]) <= 1e-6f * (1.0f + fabsf(m0[i])))) {
+            print_error("mm softmax m [%s]: row %lld = %.9g, model %.9g\n", name, (long long)i,
+                        (double)m1[i], (double)m0[i]);
+            fail();
+        }
+    }
+    assert_close("mm softmax l", name, l1, l0, 1, br, br, 1e-5);
+    assert_close("mm softmax alpha", name, a1, a0, 1, br, br, 1e-5);
+    /* P is exp in float32 (the SIMD exp within 1.5e-7 of the model's) rounded to bf16: a value
+     * next to a rounding boundary may land on either neighbour, so one bf16 ulp (2^-7
+     * relative; seen on the Xeon's AVX-512 table) is the tolerance */
+    for (int64_t i = 0; i < br; i++)
+        for (int64_t j = 0; j < ldp; j++) {
+            const uint16_t x = P1[i * ldp + j], y = P0[i * ldp + j];
+            const float fx = flashc__bf16_to_f32(x), fy = flashc__bf16_to_f32(y);
+            const int ok = j >= bcp  ? x == 0x5a5a /* past the padding: untouched */
+                           : j >= bc ? x == 0      /* the padding */
+                                     : fabsf(fx - fy) <= 0x1p-7f * fabsf(fy) + 1e-30f;
+            if (!ok) {
+                print_error("mm softmax P [%s] br %lld bc %lld: (%lld, %lld) = %04x, model %04x\n",
+                            name, (long long)br, (long long)bc, (long long)i, (long long)j, x, y);
+                fail();
+            }
+        }
+    free(S), free(P0), free(P1);
+}
+
+static void test_mm_softmax(void **state)
+{
+    (void)state;
+    static const struct { const char *isa; mm_softmax_fn fn; } inst[] = {
+#if defined(__x86_64__)
+        {"avx2", cpu_kernels_avx2_mm_softmax},
+        {"avx512", cpu_kernels_avx512_mm_softmax},
+#endif
+#if defined(__aarch64__)
+        {"neon", cpu_kernels_neon_mm_softmax},
+#endif
+        {NULL, NULL}};
+    static const int64_t shapes[][2] = {{1, 1}, {3, 7}, {16, 16}, {17, 33}, {48, 96}, {64, 100}};
+    for (int k = 0; inst[k].isa; k++) {
+        if (!cpu_kernels_by_name(inst[k].isa)) {
+            printf("  mm softmax: %s skipped (this CPU cannot run it)\n", inst[k].isa);
+            continue;
+        }
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            mm_softmax_case(inst[k].isa, inst[k].fn, shapes[s][0], shapes[s][1]);
+        printf("  mm softmax: %s ran\n", inst[k].isa);
+    }
+}
+
 /* The dispatcher: the automatic choice is one of the runnable tables, and forcing works. */
 static void test_dispatch(void **state)
 {
@@ -509,6 +658,7 @@ int main(void)
         cmocka_unit_test(test_qk_pv),    cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_exp),      cmocka_unit_test(test_convert),
         cmocka_unit_test(test_rows),     cmocka_unit_test(test_silu16),
+        cmocka_unit_test(test_mm_bf16),  cmocka_unit_test(test_mm_softmax),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

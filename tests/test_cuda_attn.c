@@ -14,8 +14,9 @@
  * GQA / MQA; (1023,1024) (1024,1023) (1024,1024) at 64 96 128 256; (3,799) (20000,16) at 59 64
  * 128; plus a (B, H, S, D) strided layout, rows of a wider pitch (D not a multiple of 8 but
  * 16-byte aligned rows; the padding must stay unwritten), a user stream, repeatability (a race
- * shows as a moving result) and refusals. Every case first asks flashc_attn_fwd_supported,
- * which must answer what the run then does.
+ * shows as a moving result), refusals, and the CUDA error contract (a pending application error,
+ * host / pinned host / other-device / managed memory). Every case first asks
+ * flashc_attn_fwd_supported, which must answer what the run then does.
  *
  * FLASHC_CUDA_KERNEL=sm80|sm90 forces one kernel family (read by the library); cases that
  * family does not serve are refused by both calls, counted and reported as not served, and
@@ -568,6 +569,94 @@ static void test_refusals(void **state)
     buffers_destroy(&r);
 }
 
+/* The application's CUDA error state (attn.cu "CUDA errors"): a pending error is neither
+ * cleared nor taken for the library's; the library leaves none of its own behind; memory of the
+ * wrong kind gets a clear status; managed memory computes like device memory. */
+static void test_cuda_errors(void **state)
+{
+    (void)state;
+    attn_case c = {1, 64, 64, 2, 2, 64, 0, FLASHC_BF16, 0, 0};
+    run_buffers r;
+    buffers_create(&c, &r);
+    buffers_poison(&c, &r);
+    flashc_attn_params pr = flashc_attn_params_default();
+    flashc_tensor q = view(&c, r.dq, c.Sq, c.Hq), k = view(&c, r.dk, c.Sk, c.Hkv);
+    flashc_tensor v = view(&c, r.dv, c.Sk, c.Hkv), o = view(&c, r.dout, c.Sq, c.Hq);
+    assert_int_equal(cudaPeekAtLastError(), cudaSuccess);
+
+    /* 1. an error the application left pending (an allocation it did not check) */
+    void *huge = NULL;
+    assert_int_not_equal(cudaMalloc(&huge, (size_t)1 << 62), cudaSuccess);
+    const cudaError_t pending = cudaPeekAtLastError();
+    assert_int_not_equal(pending, cudaSuccess);
+    assert_int_equal(flashc_attn_fwd(&pr, &q, &k, &v, &o, NULL, NULL), FLASHC_ERR_DEVICE);
+    printf("  pending: %s\n", flashc_last_error());
+    assert_non_null(strstr(flashc_last_error(), cudaGetErrorName(pending)));
+    assert_int_equal(flashc_attn_fwd_supported(&pr, &q, &k, &v, &o, NULL), FLASHC_ERR_DEVICE);
+    (void)flashc_cuda_available();
+    assert_int_equal(cudaGetLastError(), pending); /* still the application's, once */
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+    buffers_fetch(&c, &r);
+    for (int64_t i = 0; i < r.nq; i++)
+        assert_int_equal(r.oh[i], 0xffff); /* nothing was launched */
+
+    /* 2. a success and a refusal leave no error of the library's behind */
+    TU_OK(flashc_attn_fwd(&pr, &q, &k, &v, &o, NULL, NULL));
+    CUDA_OK(cudaDeviceSynchronize());
+    assert_int_equal(cudaPeekAtLastError(), cudaSuccess);
+    buffers_poison(&c, &r);
+
+    /* 3. pinned host memory and plain host memory marked as CUDA */
+    void *pinned = NULL;
+    CUDA_OK(cudaMallocHost(&pinned, r.nq * 2));
+    flashc_tensor qp = q;
+    qp.data = pinned;
+    assert_int_equal(flashc_attn_fwd(&pr, &qp, &k, &v, &o, NULL, NULL), FLASHC_ERR_INVALID_ARGUMENT);
+    printf("  pinned: %s\n", flashc_last_error());
+    assert_non_null(strstr(flashc_last_error(), "pinned host memory"));
+    assert_int_equal(cudaPeekAtLastError(), cudaSuccess);
+    qp.data = r.qh;
+    assert_int_equal(flashc_attn_fwd(&pr, &qp, &k, &v, &o, NULL, NULL), FLASHC_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(flashc_last_error(), "host memory"));
+    assert_int_equal(cudaPeekAtLastError(), cudaSuccess);
+    cudaFreeHost(pinned);
+
+    /* 4. memory of another device (needs two) */
+    int ndev = 0;
+    CUDA_OK(cudaGetDeviceCount(&ndev));
+    if (ndev >= 2) {
+        void *other = NULL;
+        CUDA_OK(cudaSetDevice(1));
+        CUDA_OK(cudaMalloc(&other, r.nq * 2));
+        CUDA_OK(cudaSetDevice(0));
+        flashc_tensor qo = q;
+        qo.data = other;
+        assert_int_equal(flashc_attn_fwd(&pr, &qo, &k, &v, &o, NULL, NULL),
+                         FLASHC_ERR_INVALID_ARGUMENT);
+        printf("  other device: %s\n", flashc_last_error());
+        assert_non_null(strstr(flashc_last_error(), "device 1"));
+        cudaFree(other);
+    } else {
+        printf("  other device: not checked (%d device visible)\n", ndev);
+    }
+
+    /* 5. managed memory: accepted, bit-identical to device memory */
+    void *mq = NULL, *mo = NULL;
+    CUDA_OK(cudaMallocManaged(&mq, r.nq * 2, cudaMemAttachGlobal));
+    CUDA_OK(cudaMallocManaged(&mo, r.nq * 2, cudaMemAttachGlobal));
+    CUDA_OK(cudaMemcpy(mq, r.dq, r.nq * 2, cudaMemcpyDeviceToDevice));
+    flashc_tensor qm = q, om = o;
+    qm.data = mq, om.data = mo;
+    TU_OK(flashc_attn_fwd(&pr, &qm, &k, &v, &om, NULL, NULL));
+    TU_OK(flashc_attn_fwd(&pr, &q, &k, &v, &o, NULL, NULL));
+    CUDA_OK(cudaDeviceSynchronize());
+    buffers_fetch(&c, &r);
+    assert_memory_equal(mo, r.oh, r.nq * 2);
+    cudaFree(mq), cudaFree(mo);
+    assert_int_equal(cudaPeekAtLastError(), cudaSuccess);
+    buffers_destroy(&r);
+}
+
 int main(void)
 {
     if (!flashc_cuda_available()) {
@@ -580,13 +669,14 @@ int main(void)
     enum { ND = sizeof dims / sizeof dims[0] };
     static dim_case cases[2 * ND];
     static char names[2 * ND][24];
-    struct CMUnitTest tests[4 + 2 * ND];
+    struct CMUnitTest tests[5 + 2 * ND];
     tests[0] = (struct CMUnitTest)cmocka_unit_test(test_refusals);
-    tests[1] = (struct CMUnitTest)cmocka_unit_test(test_repeatable);
-    tests[2] = (struct CMUnitTest)cmocka_unit_test(test_strided_layout_and_stream);
-    tests[3] = (struct CMUnitTest)cmocka_unit_test(test_pitched_rows);
+    tests[1] = (struct CMUnitTest)cmocka_unit_test(test_cuda_errors);
+    tests[2] = (struct CMUnitTest)cmocka_unit_test(test_repeatable);
+    tests[3] = (struct CMUnitTest)cmocka_unit_test(test_strided_layout_and_stream);
+    tests[4] = (struct CMUnitTest)cmocka_unit_test(test_pitched_rows);
     const char *only = getenv("FLASHC_TEST_DIMS");
-    int nt = 4;
+    int nt = 5;
     for (int i = 0; i < 2 * ND; i++) {
         cases[i].dt = i < ND ? FLASHC_BF16 : FLASHC_F16;
         cases[i].D = dims[i % ND];

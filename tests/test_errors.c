@@ -152,6 +152,7 @@ static void test_attn_fwd_bad_input(void **state)
     (void)state;
     check_attn(flashc_attn_fwd, "fwd");
     check_attn(flashc_attn_fwd_naive, "naive");
+    check_attn(flashc_attn_fwd_unfused, "unfused");
     /* NULL tensors */
     static setup s;
     good(&s);

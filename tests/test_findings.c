@@ -354,6 +354,26 @@ static void test_f8_merge_minus_inf(void **state)
     assert_true(isnan(o[0]));
 }
 
+/* Found by fuzz_merge: a NaN LSE beside an empty state (-inf) was taken for empty too. */
+static void test_merge_nan_lse(void **state)
+{
+    (void)state;
+    float o1[2] = {1, 2}, o2[2] = {3, 4}, o[2], l1 = NAN, l2 = -INFINITY, l;
+    flashc_tensor t1 = flashc_tensor_4d(o1, FLASHC_F32, 1, 1, 1, 2);
+    flashc_tensor t2 = flashc_tensor_4d(o2, FLASHC_F32, 1, 1, 1, 2);
+    flashc_tensor to = flashc_tensor_4d(o, FLASHC_F32, 1, 1, 1, 2);
+    flashc_tensor tl1 = flashc_tensor_3d(&l1, FLASHC_F32, 1, 1, 1);
+    flashc_tensor tl2 = flashc_tensor_3d(&l2, FLASHC_F32, 1, 1, 1);
+    flashc_tensor tl = flashc_tensor_3d(&l, FLASHC_F32, 1, 1, 1);
+    TU_OK(flashc_attn_merge(&t1, &tl1, &t2, &tl2, &to, &tl));
+    assert_true(isnan(l) && isnan(o[0]) && isnan(o[1]));
+    TU_OK(flashc_attn_merge(&t2, &tl2, &t1, &tl1, &to, &tl));
+    assert_true(isnan(l) && isnan(o[0]) && isnan(o[1]));
+    l2 = 0.0f;
+    TU_OK(flashc_attn_merge(&t1, &tl1, &t2, &tl2, &to, &tl));
+    assert_true(isnan(l) && isnan(o[0]));
+}
+
 /* ---- F11: success keeps the last error ---------------------------------------------------- */
 
 static void test_f11_success_keeps_last_error(void **state)
@@ -510,6 +530,7 @@ int main(void)
         cmocka_unit_test(test_f12_misaligned),
         cmocka_unit_test(test_rmsnorm_extreme_magnitudes),
         cmocka_unit_test(test_thread_bound_and_huge_helpers),
+        cmocka_unit_test(test_merge_nan_lse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

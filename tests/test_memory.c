@@ -34,6 +34,9 @@ static void test_attn_peak(void **state)
     for (int causal = 0; causal < 2; causal++) {
         int64_t naive = peak_extra(flashc_attn_fwd_naive, 1024, 64, causal);
         int64_t flash = peak_extra(flashc_attn_fwd, 1024, 64, causal);
+        int64_t unfused = peak_extra(flashc_attn_fwd_unfused, 1024, 64, causal);
+        print_message("  n=1024 d=64 causal=%d: unfused %.2f MiB\n", causal, unfused / 1048576.0);
+        assert_true(unfused >= 2 * 1024 * 1024 * 4); /* the unfused baseline materialises them */
         print_message("  n=1024 d=64 causal=%d: naive %.2f MiB, flash %.3f MiB (%.0fx)\n", causal,
                       naive / 1048576.0, flash / 1048576.0, (double)naive / (double)flash);
         assert_true(naive >= 2 * 1024 * 1024 * 4); /* S and P: 2 x n^2 floats at least */

@@ -21,6 +21,7 @@
 #define _POSIX_C_SOURCE 200809L /* fork, pipe, getrusage, strtok_r, gmtime_r, strsignal */
 #include "bench.h"
 
+#include "bench_cuda.h"
 #include "ceiling.h"
 #include "check.h"
 #include "cli.h"
@@ -58,6 +59,7 @@ typedef struct bench_options {
     int alibi;
     cli_int_list cache_len;    /* attn_kvcache: --cache-len                              */
     int ceiling;         /* --ceiling: add the sgemm and stream-copy rows (ceiling.h)   */
+    const char *device;  /* --device: cpu (default) or cuda (bench_cuda.h)              */
     int64_t ceiling_n;   /* sgemm size                                                  */
 } bench_options;
 
@@ -370,8 +372,10 @@ static void run_case(const bench_options *o, const case_spec *spec, int impl, ui
 
 /* ---- --ceiling: the machine's practical peaks, measured in this run (ceiling.h) ------------- */
 
+enum { CEIL_COPY, CEIL_SGEMM, CEIL_GEMM_BF16 };
+
 typedef struct ceiling_ctx {
-    int sgemm; /* 1: OpenBLAS sgemm, 0: stream copy */
+    int kind; /* CEIL_SGEMM: OpenBLAS sgemm, CEIL_GEMM_BF16: oneDNN bf16 gemm, CEIL_COPY */
     int threads;
     int64_t n, reps;
 } ceiling_ctx;
@@ -383,8 +387,10 @@ static void ceiling_body(const void *ctx, bench_result *r)
     const ceiling_ctx *c = ctx;
     ceiling_result cr;
     const int64_t copy_bytes = (int64_t)512 << 20;
-    const int st = c->sgemm ? ceiling_sgemm(c->threads, c->n, (int)c->reps, &cr)
-                            : ceiling_copy(c->threads, copy_bytes, (int)c->reps, &cr);
+    const int reps = (int)c->reps;
+    const int st = c->kind == CEIL_SGEMM       ? ceiling_sgemm(c->threads, c->n, reps, &cr)
+                   : c->kind == CEIL_GEMM_BF16 ? ceiling_gemm_bf16(c->threads, c->n, reps, &cr)
+                                               : ceiling_copy(c->threads, copy_bytes, reps, &cr);
     if (st != 0) {
         r->failed = 1;
         snprintf(r->error, sizeof r->error, "%s", cr.error);
@@ -394,25 +400,32 @@ static void ceiling_body(const void *ctx, bench_result *r)
     r->ms = cr.ms, r->ms_min = cr.ms_min;
     r->gflops = cr.gflops, r->gbps = cr.gbps;
     r->rss_mib = peak_rss_mib();
-    /* the fewest bytes: sgemm reads A, B and writes C once; copy reads and writes the buffer */
-    r->traffic_mib = (c->sgemm ? 12.0 * (double)c->n * (double)c->n : 2.0 * (double)copy_bytes) /
+    /* the fewest bytes: a gemm reads A, B and writes C once; copy reads and writes the buffer */
+    const double nn = (double)c->n * (double)c->n;
+    r->traffic_mib = (c->kind == CEIL_SGEMM       ? 12.0 * nn
+                      : c->kind == CEIL_GEMM_BF16 ? 8.0 * nn
+                                                  : 2.0 * (double)copy_bytes) /
                      1048576.0;
     r->max_err = -1.0; /* a peer, not compared */
     snprintf(r->shape, sizeof r->shape, "%s", cr.detail);
 }
 
-static void run_ceiling(int sgemm, int threads, int64_t n, int64_t reps, bench_result *r)
+static void run_ceiling(int kind, int threads, int64_t n, int64_t reps, bench_result *r)
 {
-    const ceiling_ctx c = {sgemm, threads, n, reps};
+    static const char *const op[3] = {"copy", "sgemm", "gemm_bf16"};
+    static const char *const impl[3] = {"stream", "openblas", "onednn"};
+    static const char *const what[3] = {"stream copy", "OpenBLAS sgemm", "oneDNN bf16 gemm"};
+    const ceiling_ctx c = {kind, threads, n, reps};
     memset(r, 0, sizeof *r);
     run_in_child(ceiling_body, &c, r);
-    snprintf(r->op, sizeof r->op, "%s", sgemm ? "sgemm" : "copy");
-    snprintf(r->dtype, sizeof r->dtype, "f32"); /* sgemm is float32; copy moves bytes */
-    snprintf(r->impl, sizeof r->impl, "%s", sgemm ? "openblas" : "stream");
+    snprintf(r->op, sizeof r->op, "%s", op[kind]);
+    /* sgemm is float32, copy moves bytes; the bf16 gemm's operands are bf16 */
+    snprintf(r->dtype, sizeof r->dtype, "%s", kind == CEIL_GEMM_BF16 ? "bf16" : "f32");
+    snprintf(r->impl, sizeof r->impl, "%s", impl[kind]);
     if (r->failed)
-        snprintf(r->shape, sizeof r->shape, "%s", sgemm ? "OpenBLAS sgemm" : "stream copy");
-    r->n = sgemm ? n : ((int64_t)512 << 20) / 1048576;
-    r->d = sgemm ? n : 0;
+        snprintf(r->shape, sizeof r->shape, "%s", what[kind]);
+    r->n = kind != CEIL_COPY ? n : ((int64_t)512 << 20) / 1048576;
+    r->d = kind != CEIL_COPY ? n : 0;
 }
 
 /* ---- options ------------------------------------------------------------------------------ */
@@ -513,6 +526,61 @@ static const char bench_intro[] =
     "attn_fwdbwd, softmax) are float32 only in the library: with --dtype bf16|f16 they are\n"
     "refused (exit 2).";
 
+/* --device cuda: the GPU's defaults for every option not given, then bench_cuda_run. */
+static int seen(const cli_option *opts, int n_opts, const char *name)
+{
+    for (int i = 0; i < n_opts; i++)
+        if (strcmp(opts[i].name, name) == 0)
+            return opts[i].seen;
+    return 0;
+}
+
+static int bench_cuda_from_options(const bench_options *o, const cli_option *opts, int n_opts,
+                                   int argc, char **argv)
+{
+    bench_cuda_opts g;
+    memset(&g, 0, sizeof g);
+    g.ops = o->ops, g.format = o->format;
+    if (strcmp(g.ops, "all") != 0) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", g.ops);
+        for (char *sv = NULL, *t = strtok_r(buf, ",", &sv); t; t = strtok_r(NULL, ",", &sv))
+            if (!in_list(bench_cuda_op_names, t)) {
+                fprintf(stderr, "flashc bench --device cuda: --op: unknown op '%s' (known: all, %s)\n",
+                        t, bench_cuda_op_names);
+                return 2;
+            }
+    }
+    static const int64_t ns[5] = {512, 2048, 8192, 32768, 131072};
+    if (seen(opts, n_opts, "n"))
+        g.n = o->n;
+    else
+        for (g.n.n = 0; g.n.n < 5; g.n.n++)
+            g.n.v[g.n.n] = ns[g.n.n];
+    if (seen(opts, n_opts, "d"))
+        g.d.n = 1, g.d.v[0] = o->d;
+    else
+        g.d.n = 2, g.d.v[0] = 64, g.d.v[1] = 128;
+    g.heads = seen(opts, n_opts, "heads") ? o->heads : 16;
+    g.batch = o->batch;
+    g.tokens = seen(opts, n_opts, "tokens") ? o->tokens : 16384;
+    g.hidden = seen(opts, n_opts, "hidden") ? o->hidden : 4096;
+    g.inter = seen(opts, n_opts, "inter") ? o->inter : 4096;
+    g.reps = o->reps;
+    g.warmup = seen(opts, n_opts, "warmup") ? o->warmup : 3;
+    g.causal = o->causal;
+    g.dt = seen(opts, n_opts, "dtype") ? o->dt : FLASHC_BF16;
+    g.seed = seen(opts, n_opts, "seed") ? (uint64_t)o->seed : (uint64_t)time(NULL);
+    report_meta meta;
+    report_meta_init(&meta, argc, argv);
+    meta.dtype = dtype_name(g.dt);
+    meta.build = flashc_build_info();
+    meta.threads = flashc_get_num_threads();
+    meta.seed = g.seed;
+    meta.device = "cuda";
+    return bench_cuda_run(&g, &meta);
+}
+
 int bench_main(int argc, char **argv)
 {
     bench_options o = {0};
@@ -523,6 +591,7 @@ int bench_main(int argc, char **argv)
     o.budget = 2.0;
     o.ref_rows = 1024;
     o.ceiling_n = 4096;
+    o.device = "cpu";
     o.cache_len.n = 1, o.cache_len.v[0] = 8192;
 
     cli_option opts[] = {
@@ -573,10 +642,17 @@ int bench_main(int argc, char **argv)
         {"ceiling", CLI_FLAG, &o.ceiling, 0, 0, NULL, NULL,
          "add the machine's ceilings, measured in this run: OpenBLAS sgemm (op sgemm, impl "
          "openblas, GFLOP/s; libopenblas.so.0 loaded at run time, OPENBLAS_CORETYPE and "
-         "OPENBLAS_L2_SIZE unset for it) and a stream copy (op copy, GB/s); every flash/fused "
+         "OPENBLAS_L2_SIZE unset for it), a oneDNN bf16 gemm (op gemm_bf16, impl onednn; "
+         "libdnnl.so.3 or .so.2 loaded at run time; optional: a missing oneDNN fails that row "
+         "only) and a stream copy (op copy, GB/s); every flash/fused "
          "row is then also given as a fraction of its ceiling",
          0},
         {"ceiling-n", CLI_INT, &o.ceiling_n, 64, 16384, NULL, "N", "sgemm size N^3 (4096)", 0},
+        {"device", CLI_CHOICE, &o.device, 0, 0, "cpu,cuda", "DEV",
+         "cpu (default) or cuda: the exercise on the GPU (ops attn, rmsnorm, rmsnorm_bwd, swiglu, "
+         "swiglu_bwd, rope, copy; defaults there: --n 512,2048,8192,32768,131072, d 64 and 128 "
+         "unless --d, --heads 16, --dtype bf16, --tokens 16384 --hidden 4096 --inter 4096)",
+         0},
     };
     const int n_opts = (int)(sizeof opts / sizeof opts[0]);
     const int pr = cli_parse("bench", opts, n_opts, argc, argv);
@@ -604,6 +680,8 @@ int bench_main(int argc, char **argv)
             dtype_given = opts[i].seen;
     }
     o.dt = (flashc_dtype)dtype_parse(o.dtype); /* one of dtype_choices: cli_parse checked */
+    if (strcmp(o.device, "cuda") == 0)
+        return bench_cuda_from_options(&o, opts, n_opts, argc, argv);
     if (!check_op_list(o.ops) || (o.impls && !check_impl_list(o.impls)))
         return 2;
     const int64_t kvh = o.kv_heads ? o.kv_heads : o.heads;
@@ -623,7 +701,7 @@ int bench_main(int argc, char **argv)
     int n_specs = 0;
     if (strcmp(o.suite, "check") == 0) {
         int n_table;
-        const case_spec *table = check_table(&n_table);
+        const case_spec *table = cases_table(&n_table);
         for (int i = 0; i < n_table && n_specs < MAX_CASES; i++)
             if (in_list(o.ops, "all") || in_list(o.ops, table[i].op)) {
                 specs[n_specs] = table[i];
@@ -779,24 +857,30 @@ int bench_main(int argc, char **argv)
     if (o.ceiling) {
         const int threads = o.threads ? (int)o.threads : flashc_get_num_threads();
         const int64_t reps = o.reps_given ? o.reps : 3;
-        bench_result *peak[2] = {&res[n_res], &res[n_res + 1]};
-        for (int k = 0; k < 2; k++) {
-            fprintf(stderr, "[ceiling] %s ... ", k == 0 ? "sgemm openblas" : "copy stream");
-            run_ceiling(k == 0, threads, o.ceiling_n, reps, peak[k]);
+        bench_result *peak[3] = {&res[n_res], &res[n_res + 1], &res[n_res + 2]};
+        static const int kinds[3] = {CEIL_SGEMM, CEIL_COPY, CEIL_GEMM_BF16};
+        static const char *const names[3] = {"sgemm openblas", "copy stream", "gemm_bf16 onednn"};
+        for (int k = 0; k < 3; k++) {
+            fprintf(stderr, "[ceiling] %s ... ", names[k]);
+            run_ceiling(kinds[k], threads, o.ceiling_n, reps, peak[k]);
             if (peak[k]->failed) {
                 fprintf(stderr, "FAILED: %s\n", peak[k]->error);
-                bad = 1;
+                if (k < 2) /* the bf16 gemm is an optional peer: its row says why it failed */
+                    bad = 1;
             } else {
                 fprintf(stderr, "%.3f ms median of %d\n", peak[k]->ms, peak[k]->reps);
             }
         }
-        n_res += 2;
-        /* each fast row as a fraction of its ceiling: FLOP rates of sgemm, byte rates of copy */
+        n_res += 3;
+        /* each fast row as a fraction of its ceiling: FLOP rates of a gemm (bf16 rows: the bf16
+         * gemm when it ran), byte rates of copy */
         char list[240] = "";
         size_t used = 0;
-        for (int i = 0; i < n_res - 2 && used < sizeof list; i++) {
+        for (int i = 0; i < n_res - 3 && used < sizeof list; i++) {
             const bench_result *x = &res[i];
-            const bench_result *c = x->gflops >= 0 ? peak[0] : peak[1];
+            const bench_result *c = x->gflops < 0 ? peak[1]
+                                    : !strcmp(x->dtype, "bf16") && !peak[2]->failed ? peak[2]
+                                                                                   : peak[0];
             if (x->failed || x->impl_index == 0 || c->failed)
                 continue;
             const double frac = x->gflops >= 0 ? x->gflops / c->gflops : x->gbps / c->gbps;
@@ -805,16 +889,17 @@ int bench_main(int argc, char **argv)
                                      100.0 * frac);
         }
         report_note(&meta, "ceilings (--ceiling, same run): sgemm = OpenBLAS %lld^3 float32, "
+                           "gemm_bf16 = oneDNN bf16 x bf16 -> float32 (the bf16 rows' ceiling), "
                            "copy = memcpy of 512 MiB in 1 MiB blocks (bytes read + written)",
                     (long long)o.ceiling_n);
         if (used)
-            report_note(&meta, "of ceiling (GFLOP/s of sgemm, GB/s of copy): %s", list);
+            report_note(&meta, "of ceiling (GFLOP/s of sgemm or gemm_bf16, GB/s of copy): %s", list);
     }
     /* The library picks tiles per problem when --br/--bc are not given: list what it used. */
     char tiles[256] = "";
     size_t used = 0;
     for (int i = 0; i < n_res && used < sizeof tiles; i++)
-        if (res[i].impl_index > 0 && res[i].block_q > 0 && !res[i].failed)
+        if (res[i].impl_index > 0 && res[i].tile_pairs > 0 && !res[i].failed)
             used += (size_t)snprintf(tiles + used, sizeof tiles - used, "%s%s n=%lld %lldx%lld",
                                      used ? "; " : "", res[i].op, (long long)res[i].n,
                                      (long long)res[i].block_q, (long long)res[i].block_k);

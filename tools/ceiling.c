@@ -100,6 +100,90 @@ int ceiling_sgemm(int threads, int64_t n, int reps, ceiling_result *r)
     return 0;
 }
 
+/* oneDNN's row-major gemm on bf16 operands with a float32 C:
+ *   dnnl_gemm_bf16bf16f32(transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc). */
+typedef int (*gemm_bf16_fn)(char, char, int64_t, int64_t, int64_t, float, const uint16_t *,
+                            int64_t, const uint16_t *, int64_t, float, float *, int64_t);
+typedef struct dnnl_version_t {
+    int major, minor, patch;
+    const char *hash;
+    unsigned cpu_runtime, gpu_runtime;
+} dnnl_version_t;
+
+int ceiling_gemm_bf16(int threads, int64_t n, int reps, ceiling_result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->gbps = -1.0;
+    reps = reps < 1 ? 1 : reps > MAX_REPS ? MAX_REPS : reps;
+    const char *env = getenv("FLASHC_ONEDNN");
+    const char *names[3] = {env && *env ? env : "libdnnl.so.3", env && *env ? NULL : "libdnnl.so.2",
+                            NULL};
+    void *lib = NULL;
+    for (int i = 0; names[i] && !lib; i++)
+        lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        snprintf(r->error, sizeof r->error,
+                 "oneDNN not found (%s); install libdnnl3 or libdnnl2 (Debian) for the bf16 "
+                 "gemm ceiling",
+                 dlerror());
+        return -1;
+    }
+    const gemm_bf16_fn gemm = (gemm_bf16_fn)dlsym(lib, "dnnl_gemm_bf16bf16f32");
+    const dnnl_version_t *(*version)(void) =
+        (const dnnl_version_t *(*)(void))dlsym(lib, "dnnl_version");
+    if (!gemm) {
+        snprintf(r->error, sizeof r->error, "oneDNN lacks dnnl_gemm_bf16bf16f32");
+        dlclose(lib);
+        return -1;
+    }
+#ifdef _OPENMP
+    if (threads > 0) /* Debian's oneDNN runs on OpenMP: this process's libgomp pool */
+        omp_set_num_threads(threads);
+#endif
+    const size_t elems = (size_t)n * (size_t)n;
+    uint16_t *a = malloc(elems * 2), *b = malloc(elems * 2);
+    float *c = malloc(elems * sizeof(float));
+    if (!a || !b || !c) {
+        snprintf(r->error, sizeof r->error, "out of memory for three %lld^2 matrices", (long long)n);
+        free(a), free(b), free(c);
+        dlclose(lib);
+        return -1;
+    }
+    uint64_t s = 0x9e3779b97f4a7c15u;
+    for (size_t i = 0; i < elems; i++) { /* bf16 of uniform [0, 1): the high half of a float */
+        s = s * 6364136223846793005u + 1442695040888963407u;
+        const float x = (float)(s >> 40) * (1.0f / 16777216.0f);
+        const float y = (float)((s >> 16) & 0xffffff) * (1.0f / 16777216.0f);
+        uint32_t ux, uy;
+        memcpy(&ux, &x, 4), memcpy(&uy, &y, 4);
+        a[i] = (uint16_t)(ux >> 16), b[i] = (uint16_t)(uy >> 16);
+    }
+    double times[MAX_REPS];
+    for (int i = -1; i < reps; i++) { /* i = -1: warm-up (JIT, thread pool, page faults) */
+        const double t0 = now_ms();
+        const int st = gemm('N', 'N', n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+        if (st != 0) {
+            snprintf(r->error, sizeof r->error, "dnnl_gemm_bf16bf16f32 returned status %d%s", st,
+                     st == 3 ? " (unimplemented: this oneDNN has no bf16 gemm for this CPU, "
+                               "which needs AVX-512)"
+                             : "");
+            free(a), free(b), free(c);
+            dlclose(lib);
+            return -1;
+        }
+        if (i >= 0)
+            times[i] = now_ms() - t0;
+    }
+    summarize(times, reps, r);
+    r->gflops = 2.0 * (double)n * (double)n * (double)n / (r->ms * 1e-3) * 1e-9;
+    const dnnl_version_t *v = version ? version() : NULL;
+    snprintf(r->detail, sizeof r->detail, "oneDNN %d.%d.%d bf16 x bf16 -> f32; %d threads",
+             v ? v->major : 0, v ? v->minor : 0, v ? v->patch : 0, threads);
+    free(a), free(b), free(c);
+    dlclose(lib);
+    return 0;
+}
+
 int ceiling_copy(int threads, int64_t bytes, int reps, ceiling_result *r)
 {
     memset(r, 0, sizeof *r);

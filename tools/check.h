@@ -6,9 +6,6 @@
 
 #include "cases.h"
 
-/* The table of problems `flashc check` runs (also `flashc bench --suite check`). */
-const case_spec *check_table(int *count);
-
 /* `flashc check [options]`: argv[0] is "check". Returns the process exit status. */
 int check_main(int argc, char **argv);
 

@@ -28,7 +28,12 @@ expect_usage_error bench --dtype bf16 --op attn_bwd
 expect_usage_error bench --dtype f16 --suite check
 expect_usage_error bench --heads 6 --kv-heads 4
 expect_usage_error bench --causal=1
+expect_usage_error bench --op attn_kvcache --page-size -1
+expect_usage_error bench --op attn_kvcache --cache-len 0
+expect_usage_error bench --softcap -2
 expect_usage_error bench stray
+expect_usage_error bench --device tpu
+expect_usage_error bench --device cuda --op nosuchop
 expect_usage_error check --op nosuchop
 expect_usage_error check --seed x
 expect_usage_error info extra

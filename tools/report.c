@@ -107,7 +107,7 @@ static void write_md(FILE *f, const report_meta *m, const bench_result *r, int n
     fprintf(f, "- command: `%s`\n", m->command);
     fprintf(f, "- machine: %s; flashc %s; %d threads; seed %llu\n", m->machine, m->build,
              m->threads, (unsigned long long)m->seed);
-    fprintf(f, "- dtype: %s\n", m->dtype);
+    fprintf(f, "- dtype: %s; device: %s\n", m->dtype, m->device ? m->device : "cpu");
     for (int i = 0; i < m->n_notes; i++)
         fprintf(f, "- %s\n", m->notes[i]);
     fprintf(f, "\n| op | impl | n | d | reps | ms (median) | ms (min) | rate | peak MiB | RSS MiB "
@@ -116,8 +116,10 @@ static void write_md(FILE *f, const report_meta *m, const bench_result *r, int n
     for (int i = 0; i < n; i++) {
         const bench_result *x = &r[i];
         if (x->failed) {
-            fprintf(f, "| %s | %s | %lld | %lld | FAILED: %s |||||||||| %s |\n", x->op, x->impl,
-                    (long long)x->n, (long long)x->d, x->error, x->shape);
+            /* failed == 2: a case that does not fit, whose message is the row ("OOM: ...") */
+            fprintf(f, "| %s | %s | %lld | %lld | %s%s |||||||||| %s |\n", x->op, x->impl,
+                    (long long)x->n, (long long)x->d, x->failed == 2 ? "" : "FAILED: ", x->error,
+                    x->shape);
             continue;
         }
         char a[32], b[32], c[48], d[32], e[32], g[32], h[32], k[32], l[32];
@@ -243,6 +245,8 @@ static void write_json(FILE *f, const report_meta *m, const bench_result *r, int
     json_str(f, m->build);
     fprintf(f, ", \"dtype\": ");
     json_str(f, m->dtype);
+    fprintf(f, ", \"device\": ");
+    json_str(f, m->device ? m->device : "cpu");
     fprintf(f, ", \"threads\": %d, \"seed\": %llu, \"notes\": [", m->threads,
             (unsigned long long)m->seed);
     for (int i = 0; i < m->n_notes; i++) {

@@ -20,6 +20,7 @@ typedef struct report_meta {
     int threads;        /* threads the library uses                               */
     uint64_t seed;      /* base seed of the random inputs (case i uses seed + i)  */
     const char *dtype;  /* storage dtype of the problems ("bf16"; "mixed ...")     */
+    const char *device; /* "cpu" (NULL) or "cuda": where the rows ran             */
     const char *notes[REPORT_MAX_NOTES]; /* one line each: shapes, conventions    */
     char note_buf[REPORT_MAX_NOTES][256];
     int n_notes;

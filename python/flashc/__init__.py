@@ -38,7 +38,7 @@ from .attention import (
     flash_attn_varlen_qkvpacked_func,
     flash_attn_with_kvcache,
 )
-from .ops import rms_norm, swiglu
+from .ops import apply_rotary_emb, rms_norm, rms_norm_backward, swiglu, swiglu_backward
 
 # From CMakeLists.txt's project(VERSION), through flashc/_version.py in an installed package.
 __version__ = _lib.VERSION
@@ -55,7 +55,10 @@ __all__ = [
     "flash_attn_varlen_backward",
     "attn_fwd_supported",
     "rms_norm",
+    "rms_norm_backward",
     "swiglu",
+    "swiglu_backward",
+    "apply_rotary_emb",
     "build_info",
     "library_version",
     "cuda_available",

@@ -232,3 +232,27 @@ def device_scope(x: Any):
             yield torch.cuda.current_stream(x.device).cuda_stream
     else:
         yield None
+
+
+@contextlib.contextmanager
+def default_stream_scope(x: Any):
+    """For the row ops, which the C API launches on the CUDA default stream: x's device is made
+    current, the default stream waits for the caller's current stream before the call, and the
+    current stream waits for the default stream after it, so the work is ordered as if it had
+    run on the current stream. A no-op for host arrays and when the current stream is the
+    default one."""
+    if is_torch(x) and x.device.type == "cuda":
+        torch = _torch()
+        with torch.cuda.device(x.device):
+            cur = torch.cuda.current_stream(x.device)
+            dflt = torch.cuda.default_stream(x.device)
+            if cur == dflt:
+                yield
+                return
+            dflt.wait_stream(cur)
+            try:
+                yield
+            finally:
+                cur.wait_stream(dflt)
+    else:
+        yield

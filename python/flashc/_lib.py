@@ -186,6 +186,31 @@ def new_attn_stats() -> AttnStats:
     return s
 
 
+class RopeParams(ctypes.Structure):
+    """flashc_rope_params (sized: struct_size first). Build with new_rope_params()."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("style", ctypes.c_int),
+        ("rotary_dim", ctypes.c_int64),
+        ("theta", ctypes.c_float),
+        ("positions", ctypes.c_void_p),
+        ("pos_stride", ctypes.c_int64 * 2),
+        ("pos_offset", ctypes.c_int64),
+        ("num_threads", ctypes.c_int),
+        ("cuda_stream", ctypes.c_void_p),
+    ]
+
+
+ROPE_NEOX, ROPE_GPTJ = 0, 1
+
+
+def new_rope_params() -> RopeParams:
+    p = RopeParams()
+    p.struct_size = ctypes.sizeof(RopeParams)
+    return p
+
+
 class MemStats(ctypes.Structure):
     _fields_ = [
         ("current_bytes", ctypes.c_int64),
@@ -197,6 +222,7 @@ class MemStats(ctypes.Structure):
 _T = ctypes.POINTER(Tensor)
 _P = ctypes.POINTER(AttnParams)
 _S = ctypes.POINTER(AttnStats)
+_R = ctypes.POINTER(RopeParams)
 _VL = ctypes.POINTER(Varlen)
 _KV = ctypes.POINTER(KVCache)
 _status = ctypes.c_int
@@ -224,6 +250,14 @@ _SIGNATURES = {
     "flashc_rmsnorm": (_status, [_T, _T, ctypes.c_float, _T]),
     "flashc_rmsnorm_residual": (_status, [_T, _T, _T, ctypes.c_float, _T]),
     "flashc_swiglu": (_status, [_T, _T]),
+    "flashc_attn_fwd_unfused": (_status, [_P, _T, _T, _T, _T, _T, _S]),
+    "flashc_rmsnorm_bwd": (_status, [_T, _T, _T, _T, ctypes.c_float, _T, _T]),
+    "flashc_rmsnorm_bwd_naive": (_status, [_T, _T, _T, _T, ctypes.c_float, _T, _T]),
+    "flashc_swiglu_bwd": (_status, [_T, _T, _T]),
+    "flashc_swiglu_bwd_naive": (_status, [_T, _T, _T]),
+    "flashc_rope": (_status, [_R, _T, _T, _T, _T]),
+    "flashc_rope_bwd": (_status, [_R, _T, _T, _T, _T]),
+    "flashc_rope_naive": (_status, [_R, _T, _T, _T, _T, ctypes.c_int]),
     "flashc_version": (ctypes.c_char_p, []),
     "flashc_build_info": (ctypes.c_char_p, []),
     "flashc_cuda_available": (ctypes.c_int, []),

@@ -186,10 +186,13 @@ def test_cpu_rms_norm_and_swiglu(rng):
     np.testing.assert_allclose(npy(y), ref.rms_norm(npy(h), w, 1e-5), rtol=1e-5, atol=1e-6)
     gu = torch.randn(4, 7, 64)[..., ::2]  # strided rows
     np.testing.assert_allclose(npy(flashc.swiglu(gu)), ref.swiglu(npy(gu)), rtol=1e-5, atol=1e-6)
-    with pytest.raises(NotImplementedError, match="no backward"):
-        flashc.rms_norm(tt(x, requires_grad=True), tt(w))
-    with pytest.raises(NotImplementedError, match="no backward"):
-        flashc.swiglu(torch.randn(2, 8, requires_grad=True))
+    # autograd (the fused backwards): gradients against torch's own autograd of the formulas
+    xg, wg = tt(x, requires_grad=True), tt(w, requires_grad=True)
+    flashc.rms_norm(xg, wg, eps=1e-5).square().sum().backward()
+    x64, w64 = tt(x, dtype=torch.float64, requires_grad=True), tt(w, dtype=torch.float64, requires_grad=True)
+    (x64 * torch.rsqrt(x64.square().mean(-1, keepdim=True) + 1e-5) * w64).square().sum().backward()
+    np.testing.assert_allclose(npy(xg.grad), npy(x64.grad), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(npy(wg.grad), npy(w64.grad), rtol=1e-4, atol=1e-4)
 
 
 # ---- CUDA ------------------------------------------------------------------------------------
@@ -360,13 +363,18 @@ def test_cuda_backward_packed_and_deterministic(flashc_cuda, rng):
 
 
 @needs_cuda
-def test_cuda_row_ops_are_refused():
-    """flashc.h: RMSNorm runs on host memory only; a CUDA tensor is refused, not copied."""
+def test_cuda_row_ops_run_on_the_gpu():
+    """RMSNorm and SwiGLU on CUDA tensors run on the device (src/cuda/rows.cu) where the library
+    has its CUDA backend, and match the float64 formulas."""
+    if not flashc.cuda_available():
+        pytest.skip("this libflashc has no CUDA backend")
     x = torch.randn(4, 64, device="cuda")
     w = torch.randn(64, device="cuda")
-    with pytest.raises(NotImplementedError) as e:
-        flashc.rms_norm(x, w)
-    assert "host memory" in str(e.value)
+    y = flashc.rms_norm(x, w)
+    assert y.device == x.device
+    np.testing.assert_allclose(npy(y), ref.rms_norm(npy(x), npy(w), 1e-6), rtol=1e-4, atol=1e-4)
+    gu = torch.randn(3, 2 * 40, device="cuda")
+    np.testing.assert_allclose(npy(flashc.swiglu(gu)), ref.swiglu(npy(gu)), rtol=1e-4, atol=1e-5)
 
 
 @needs_cuda

@@ -12,8 +12,27 @@ static _Atomic int64_t mem_current;
 static _Atomic int64_t mem_peak;
 static _Atomic int64_t mem_allocs;
 
+#ifdef FLASHC_FAULT_INJECTION
+/* Fault injection (-DFLASHC_FAULT_INJECTION=ON, tests only): the fail_at-th allocation after
+ * flashc__fault_arm(fail_at) returns NULL, as a real allocation failure would. */
+static _Atomic int64_t fault_at, fault_seen;
+
+void flashc__fault_arm(int64_t fail_at)
+{
+    atomic_store(&fault_seen, 0);
+    atomic_store(&fault_at, fail_at);
+}
+
+int64_t flashc__fault_seen(void) { return atomic_load(&fault_seen); }
+#endif
+
 void *flashc__malloc(size_t bytes)
 {
+#ifdef FLASHC_FAULT_INJECTION
+    const int64_t nth = atomic_fetch_add(&fault_seen, 1) + 1;
+    if (nth == atomic_load(&fault_at))
+        return NULL;
+#endif
     if (bytes == 0 || bytes > (size_t)INT64_MAX - 2 * ALIGN)
         return NULL;
     /* The header keeps the size just before the aligned block. */

@@ -305,7 +305,7 @@ static flashc_status build_dense(const char *fn, const flashc_attn_params *pr,
     FLASHC_TRY(check_same_kind(fn, "o", o, q));
     const int64_t B = q->shape[0], Sq = q->shape[1], Hq = q->shape[2], D = q->shape[3];
     const int64_t Sk = k->shape[1], Hkv = k->shape[2], Dv = v->shape[3];
-    const int64_t kw[4] = {B, Sk, Hkv, D}, vw[4] = {B, Sk, Hkv, Dv}, ow[4] = {B, Sq, Hq, Dv};
+    const int64_t vw[4] = {B, Sk, Hkv, Dv}, ow[4] = {B, Sq, Hq, Dv};
     if (k->shape[0] != B)
         return flashc__fail(FLASHC_ERR_INVALID_SHAPE, "%s: k.shape[0] (batch) = %lld but q has %lld",
                             fn, (long long)k->shape[0], (long long)B);
@@ -315,7 +315,6 @@ static flashc_status build_dense(const char *fn, const flashc_attn_params *pr,
                             (long long)k->shape[3], (long long)D);
     FLASHC_TRY(check_shape(fn, "v", v, vw, 3, dims4, 2, 3, "k"));
     FLASHC_TRY(check_shape(fn, "o", o, ow, 4, dims4, 2, 3, "q and v"));
-    (void)kw;
     FLASHC_TRY(check_heads(fn, Hq, Hkv));
     if (lse) {
         const int64_t lw[3] = {B, Hq, Sq};
@@ -937,6 +936,28 @@ flashc_status flashc_attn_kvcache_fwd_workspace_size(const flashc_attn_params *p
     FLASHC_TRY(kvcache_plan(fn, params, cache, q, o, lse, &p, &views, &impl, &ws));
     *bytes = ws;
     return FLASHC_OK;
+}
+
+flashc_status flashc_attn_fwd_unfused(const flashc_attn_params *params, const flashc_tensor *q,
+                                      const flashc_tensor *k, const flashc_tensor *v,
+                                      flashc_tensor *o, flashc_tensor *lse,
+                                      flashc_attn_stats *stats)
+{
+    static const char fn[] = "flashc_attn_fwd_unfused";
+    flashc_attn_params pr;
+    attn_problem p;
+    FLASHC_TRY(check_stats(fn, stats));
+    FLASHC_TRY(read_params(fn, params, &pr));
+    pr.workspace = NULL; /* S and P through the counting allocator: that is what it measures */
+    pr.num_splits = 0;
+    FLASHC_TRY(build_dense(fn, &pr, q, k, v, o, lse, &p));
+    FLASHC_TRY(check_fwd_outputs(fn, q, k, v, o, lse, &pr, NULL, NULL));
+    FLASHC_TRY(attn_check_work(fn, &p));
+    if (p.device != FLASHC_DEVICE_CPU)
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: runs on host memory only", fn);
+    const attn_impl *impl = attn_impl_find(ATTN_OP_FWD, FLASHC_DEVICE_CPU, "unfused");
+    FLASHC_TRY(impl->supports(&p));
+    return run(fn, impl, &p, impl->workspace(&p), NULL, stats);
 }
 
 /* ---- backward ----------------------------------------------------------------------------- */

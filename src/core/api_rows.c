@@ -4,14 +4,39 @@
 #include <math.h>
 #include <string.h>
 
+/* Every tensor on x's device (host, or CUDA in a build with the CUDA backend) and x's dtype. */
 static flashc_status check_host_like(const char *fn, const char *name, const flashc_tensor *t,
                                      const flashc_tensor *like)
 {
-    if (t->device != FLASHC_DEVICE_CPU)
-        return flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: %s must be in host memory", fn, name);
+    if (like ? t->device != like->device
+             : t->device != FLASHC_DEVICE_CPU && t->device != FLASHC_DEVICE_CUDA)
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: %s is on device %d, not x's", fn, name,
+                            (int)t->device);
     if (like && t->dtype != like->dtype)
         return flashc__fail(FLASHC_ERR_DTYPE_MISMATCH, "%s: %s is %s but x is %s", fn, name,
                             flashc__dtype_name(t->dtype), flashc__dtype_name(like->dtype));
+    return FLASHC_OK;
+}
+
+/* The fused ops' dispatch: the CPU loop nest or the CUDA kernels (unit element strides). */
+static flashc_status run_fused(const char *fn, const rows_problem *p, int swiglu)
+{
+    if (p->device == FLASHC_DEVICE_CPU)
+        return swiglu ? cpu_swiglu(p) : cpu_rmsnorm(p);
+#ifdef FLASHC_HAVE_CUDA
+    const int64_t es[4] = {p->sx[1], p->r ? p->sr[1] : 1, swiglu ? 1 : p->sw, p->sy[1]};
+    FLASHC_TRY(cuda_rows_supports(fn, p->dtype, es, 4));
+    return swiglu ? cuda_swiglu(p) : cuda_rmsnorm(p);
+#else
+    return flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: CUDA tensors but no CUDA backend", fn);
+#endif
+}
+
+static flashc_status host_only(const char *fn, const rows_problem *p)
+{
+    if (p->device != FLASHC_DEVICE_CPU)
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: the naive version runs on host memory only",
+                            fn);
     return FLASHC_OK;
 }
 
@@ -52,6 +77,7 @@ static flashc_status check_rmsnorm(const char *fn, const flashc_tensor *x, const
     memset(p, 0, sizeof *p);
     p->T = x->shape[0], p->D = x->shape[1];
     p->dtype = x->dtype;
+    p->device = x->device;
     p->threads = flashc_get_num_threads();
     p->eps = eps;
     p->x = x->data, p->sx[0] = x->stride[0], p->sx[1] = x->stride[1];
@@ -68,7 +94,7 @@ flashc_status flashc_rmsnorm(const flashc_tensor *x, const flashc_tensor *w, flo
 {
     rows_problem p;
     FLASHC_TRY(check_rmsnorm("flashc_rmsnorm", x, NULL, w, eps, y, 0, &p));
-    return cpu_rmsnorm(&p);
+    return run_fused("flashc_rmsnorm", &p, 0);
 }
 
 flashc_status flashc_rmsnorm_naive(const flashc_tensor *x, const flashc_tensor *w, float eps,
@@ -76,6 +102,7 @@ flashc_status flashc_rmsnorm_naive(const flashc_tensor *x, const flashc_tensor *
 {
     rows_problem p;
     FLASHC_TRY(check_rmsnorm("flashc_rmsnorm_naive", x, NULL, w, eps, y, 0, &p));
+    FLASHC_TRY(host_only("flashc_rmsnorm_naive", &p));
     return ref_rmsnorm(&p);
 }
 
@@ -84,7 +111,7 @@ flashc_status flashc_rmsnorm_residual(flashc_tensor *x, const flashc_tensor *r,
 {
     rows_problem p;
     FLASHC_TRY(check_rmsnorm("flashc_rmsnorm_residual", x, r, w, eps, y, 1, &p));
-    return cpu_rmsnorm(&p);
+    return run_fused("flashc_rmsnorm_residual", &p, 0);
 }
 
 flashc_status flashc_rmsnorm_residual_naive(flashc_tensor *x, const flashc_tensor *r,
@@ -92,6 +119,7 @@ flashc_status flashc_rmsnorm_residual_naive(flashc_tensor *x, const flashc_tenso
 {
     rows_problem p;
     FLASHC_TRY(check_rmsnorm("flashc_rmsnorm_residual_naive", x, r, w, eps, y, 1, &p));
+    FLASHC_TRY(host_only("flashc_rmsnorm_residual_naive", &p));
     return ref_rmsnorm(&p);
 }
 
@@ -119,6 +147,7 @@ static flashc_status check_swiglu(const char *fn, const flashc_tensor *gu, const
     memset(p, 0, sizeof *p);
     p->T = out->shape[0], p->D = out->shape[1];
     p->dtype = gu->dtype;
+    p->device = gu->device;
     p->threads = flashc_get_num_threads();
     p->x = gu->data, p->sx[0] = gu->stride[0], p->sx[1] = gu->stride[1];
     p->y = out->data, p->sy[0] = out->stride[0], p->sy[1] = out->stride[1];
@@ -129,12 +158,13 @@ flashc_status flashc_swiglu(const flashc_tensor *gu, flashc_tensor *out)
 {
     rows_problem p;
     FLASHC_TRY(check_swiglu("flashc_swiglu", gu, out, &p));
-    return cpu_swiglu(&p);
+    return run_fused("flashc_swiglu", &p, 1);
 }
 
 flashc_status flashc_swiglu_naive(const flashc_tensor *gu, flashc_tensor *out)
 {
     rows_problem p;
     FLASHC_TRY(check_swiglu("flashc_swiglu_naive", gu, out, &p));
+    FLASHC_TRY(host_only("flashc_swiglu_naive", &p));
     return ref_swiglu(&p);
 }

@@ -13,6 +13,8 @@ static const attn_impl table[] = {
      cpu_attn_fwd},
     {"ref", ATTN_OP_FWD, FLASHC_DEVICE_CPU, 1, ref_attn_fwd_supports, ref_attn_fwd_workspace,
      ref_attn_fwd},
+    {"unfused", ATTN_OP_FWD, FLASHC_DEVICE_CPU, 1, cpu_attn_fwd_unfused_supports,
+     cpu_attn_fwd_unfused_workspace, cpu_attn_fwd_unfused},
     {"cpu", ATTN_OP_BWD, FLASHC_DEVICE_CPU, 1, cpu_attn_bwd_supports, cpu_attn_bwd_workspace,
      cpu_attn_bwd},
     {"ref", ATTN_OP_BWD, FLASHC_DEVICE_CPU, 1, ref_attn_bwd_supports, ref_attn_bwd_workspace,

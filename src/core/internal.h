@@ -42,6 +42,12 @@ flashc_status flashc__fail(flashc_status status, const char *fmt, ...)
 void *flashc__malloc(size_t bytes);
 void *flashc__calloc(size_t count, size_t size);
 void flashc__free(void *ptr);
+#ifdef FLASHC_FAULT_INJECTION
+/* Fails the fail_at-th allocation (1 = the next) from now; 0 disarms. fault_seen: how many
+ * allocations were attempted since the last arm. Built with -DFLASHC_FAULT_INJECTION=ON. */
+void flashc__fault_arm(int64_t fail_at);
+int64_t flashc__fault_seen(void);
+#endif
 
 /* "float32", "float16", "bfloat16", or "dtype(N)" for an invalid value (thread-local buffer). */
 const char *flashc__dtype_name(flashc_dtype dtype);
@@ -316,6 +322,10 @@ flashc_status ref_attn_bwd(const attn_problem *p, flashc_attn_stats *stats);
 flashc_status cpu_attn_fwd_supports(const attn_problem *p);
 size_t cpu_attn_fwd_workspace(const attn_problem *p);
 flashc_status cpu_attn_fwd(const attn_problem *p, flashc_attn_stats *stats);
+/* S and P materialised on the SIMD kernels (attn_unfused.c): the benchmark's honest baseline */
+flashc_status cpu_attn_fwd_unfused_supports(const attn_problem *p);
+size_t cpu_attn_fwd_unfused_workspace(const attn_problem *p);
+flashc_status cpu_attn_fwd_unfused(const attn_problem *p, flashc_attn_stats *stats);
 flashc_status cpu_attn_bwd_supports(const attn_problem *p);
 size_t cpu_attn_bwd_workspace(const attn_problem *p);
 flashc_status cpu_attn_bwd(const attn_problem *p, flashc_attn_stats *stats);
@@ -336,6 +346,7 @@ const char *cuda_build_info(void);
 typedef struct rows_problem {
     int64_t T, D;       /* rows, width (D for RMSNorm; I for SwiGLU)         */
     flashc_dtype dtype;
+    flashc_device device;
     int threads;
     float eps;
     const void *x;      /* RMSNorm input / SwiGLU gu                         */
@@ -353,6 +364,70 @@ flashc_status ref_rmsnorm(const rows_problem *p);   /* naive, with (T, D) tempor
 flashc_status cpu_rmsnorm(const rows_problem *p);   /* fused                          */
 flashc_status ref_swiglu(const rows_problem *p);
 flashc_status cpu_swiglu(const rows_problem *p);
+
+/* ---- row-op backwards and RoPE (api_rows_bwd.c, api_rope.c) ------------------------------ */
+
+/* RMSNorm backward (x, w, dy [, dres] -> dx, dw) and SwiGLU backward (gu, dout -> dgu), one
+ * struct: strides in elements, [0] row, [1] element. */
+typedef struct rows_bwd_problem {
+    int64_t T, D;          /* rows, width (D for RMSNorm; I for SwiGLU)                 */
+    flashc_dtype dtype;
+    flashc_device device;
+    int threads;
+    float eps;
+    const void *x;         /* RMSNorm x / SwiGLU gu (T, 2I)                              */
+    int64_t sx[2];
+    const void *w;         /* RMSNorm weight (D)                                         */
+    int64_t sw;
+    const void *dy;        /* RMSNorm dy / SwiGLU dout                                   */
+    int64_t sdy[2];
+    const void *dres;      /* RMSNorm: gradient at the residual stream, or NULL          */
+    int64_t sdres[2];
+    void *dx;              /* RMSNorm dx / SwiGLU dgu (T, 2I)                            */
+    int64_t sdx[2];
+    void *dw;              /* RMSNorm dw (D)                                             */
+    int64_t sdw;
+} rows_bwd_problem;
+
+flashc_status ref_rmsnorm_bwd(const rows_bwd_problem *p);
+flashc_status cpu_rmsnorm_bwd(const rows_bwd_problem *p);
+flashc_status ref_swiglu_bwd(const rows_bwd_problem *p);
+flashc_status cpu_swiglu_bwd(const rows_bwd_problem *p);
+
+/* A validated RoPE call: q (B, S, Hq, D), k (B, S, Hk, D) or NULL, strides [0] batch, [1] seq,
+ * [2] head, [3] feature. Angles: tables cos/sin (P rows, rd/2 columns) when P > 0, else
+ * computed from theta. pos of token (b, s): pos[b * spos[0] + s * spos[1]] if pos, else
+ * s + pos_offset. inverse: rotate by -a (the backward). */
+typedef struct rope_problem {
+    int64_t B, S, Hq, Hk, D, rd;
+    flashc_dtype dtype;
+    flashc_device device;
+    int style;             /* flashc_rope_style */
+    int inverse;
+    int threads;
+    void *stream;
+    double theta;
+    void *q, *k;
+    int64_t sq[4], sk[4];
+    const float *cos, *sin;
+    int64_t P, scos[2], ssin[2];
+    const int32_t *pos;
+    int64_t spos[2], pos_offset;
+} rope_problem;
+
+flashc_status ref_rope(const rope_problem *p);
+flashc_status cpu_rope(const rope_problem *p);
+
+#ifdef FLASHC_HAVE_CUDA
+/* src/cuda/rows.cu, src/cuda/rope.cu: every pointer is device memory, element stride 1. */
+flashc_status cuda_rows_supports(const char *fn, flashc_dtype dt, const int64_t *elem_strides,
+                                 int n);
+flashc_status cuda_rmsnorm(const rows_problem *p);
+flashc_status cuda_swiglu(const rows_problem *p);
+flashc_status cuda_rmsnorm_bwd(const rows_bwd_problem *p);
+flashc_status cuda_swiglu_bwd(const rows_bwd_problem *p);
+flashc_status cuda_rope(const rope_problem *p);
+#endif
 
 /* ---- dtype conversion (scalar, exact round-to-nearest-even) ------------------------------- */
 

@@ -70,14 +70,16 @@ const char *flashc_version(void) { return FLASHC_VERSION_STRING; }
 
 /* Written once, then only read: safe to hand to any number of threads (a buffer formatted on
  * every call was a data race between two callers). */
-static char build_info[256];
+static char build_info[512];
 static pthread_once_t build_info_once = PTHREAD_ONCE_INIT;
 
 static void format_build_info(void)
 {
     char *info = build_info;
-    snprintf(info, sizeof build_info, "%s (cpu: %s%s; cuda: %s)", FLASHC_VERSION_STRING,
-             cpu_kernels_get()->name,
+    const char *name = cpu_kernels_get()->name; /* first: the choice probes AMX */
+    const char *note = cpu_kernels_note();      /* a refused unit, e.g. AMX without permission */
+    snprintf(info, sizeof build_info, "%s (cpu: %s%s%s%s; cuda: %s)", FLASHC_VERSION_STRING, name,
+             note[0] ? ", " : "", note,
 #ifdef _OPENMP
              ", openmp",
 #else

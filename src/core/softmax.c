@@ -102,7 +102,9 @@ flashc_status flashc_attn_merge(const flashc_tensor *o1, const flashc_tensor *ls
                 float m = x > y ? x : y;
                 /* Weights relative to the larger LSE; an empty state (-inf) weighs 0. */
                 float wa = 0.0f, wb = 0.0f, L = -INFINITY;
-                if (m != -INFINITY) {
+                if (isnan(x) || isnan(y)) /* NaN never passes: m would drop it (found by fuzz) */
+                    wa = wb = L = NAN;
+                else if (m != -INFINITY) {
                     float ea = expf(x - m), eb = expf(y - m);
                     float sum = ea + eb;
                     wa = ea / sum, wb = eb / sum;

@@ -9,7 +9,9 @@
  * the K block inside the union of the Q block's key ranges (attn_key_range; the ranges move
  * monotonically with the row, so the union is one interval):
  *   U  = scale Q_i K_j^T                        qk micro-kernel (kernels.h)
- *   S  = cap tanh(U / cap) - slope |a_r - j|    softcap and ALiBi, when set (internal.h)
+ *   S  = cap tanh(U / cap) - slope |a_r - j|    softcap and ALiBi, when set: the table's
+ *                                               score_mod_row (vector tanh), 1 - tanh^2
+ *                                               kept for dS
  *   dP = dO_i V_j^T                             qk micro-kernel with scale 1
  *   P  = exp(S - L_i), 0 outside a row's range or where the row saw no key (L = -inf)
  *   dS = P * (dP - D_i) * (1 - tanh^2(U / cap)) D_i = rowsum(dO_i * O_i), computed up front;
@@ -24,8 +26,8 @@
  * Tiles: every Q, dO, K and V tile is copied into a per-thread buffer whose leading dimension
  * is an odd number of 64-byte lines (tile_ld), converting bf16/f16 to float32 on the way
  * (kernels.h load_row). Read in place, the rows of a tile sit H x D elements apart, usually a
- * power of two, and fall into a few L1 sets (see bench/RESULTS.md "backward tile copies" for
- * the before/after). Sums are float32; dK, dV (and dQ in the split schedule) accumulate in
+ * power of two, and fall into a few L1 sets: 16-33% of the time at H x D = 1024 (bench/RESULTS.md
+ * "CPU backward v2: tile copies with odd-line leading dimensions"). Sums are float32; dK, dV (and dQ in the split schedule) accumulate in
  * float32 tiles and are rounded to the storage type once.
  *
  * Determinism without float atomics: every output element is one sum in a fixed order that does
@@ -314,25 +316,15 @@ static void load_kblock(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk, int6
 
 /* ---- one tile pair ------------------------------------------------------------------------ */
 
-/* Softcap on n raw scores u in place: s = cap tanh(u / cap), g = 1 - tanh^2 (the derivative).
- * tanh as Cephes' tanhf: an odd polynomial below |x| = 0.625, (1 - e) / (1 + e) with
- * e = exp(-2|x|) from the table's vector exp above (no cancellation there: e <= 0.29); a few
- * float32 ulps, like the libm tanhf a framework would call. Written as selects so it
- * vectorises; NaN stays NaN. */
+/* Softcap on n raw scores u in place through the table's vector tanh (score_mod_row):
+ * s = cap tanh(u / cap), and g = 1 - tanh^2 = 1 - (s / cap)^2, the derivative dS needs. */
 static void softcap_row(const cpu_kernels *kr, float *s, float *g, int64_t n, float cap)
 {
-    const float inv = 1.0f / cap; /* one rounding more than s / cap, against three divisions */
-    for (int64_t c = 0; c < n; c++)
-        g[c] = -2.0f * fabsf(s[c] * inv);
-    kr->exp(g, g, n);
+    const cpu_score_mod mod = {.scale = 1.0f, .softcap = cap, .slope = 0.0f, .out_scale = 1.0f};
+    kr->score_mod_row(s, n, &mod, 0);
+    const float inv = 1.0f / cap;
     for (int64_t c = 0; c < n; c++) {
-        const float x = s[c] * inv, z = x * x, e = g[c];
-        const float small =
-            ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z +
-              1.33314422036e-1f) * z - 3.33332819422e-1f) * z * x + x;
-        const float big = copysignf((1.0f - e) / (1.0f + e), x);
-        const float t = fabsf(x) < 0.625f ? small : big;
-        s[c] = cap * t;
+        const float t = s[c] * inv;
         g[c] = 1.0f - t * t;
     }
 }
@@ -362,15 +354,13 @@ static void tile_p_ds(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0,
             const float L = w->lse[r], Di = w->di[r];
             if (cap > 0.0f)
                 softcap_row(kr, sv, gv, m, cap);
-            if (p->alibi) { /* s - slope |a - j| - L; the distance as float from an int32
-                             * column (vectorises: no int64 -> float conversion on AVX2) */
-                const float d0 = (float)(qb->i0 + r + qb->sk - qb->sq - (jlo + c0));
-                for (int32_t x = 0; x < (int32_t)m; x++)
-                    sv[x] = (sv[x] - slope * fabsf(d0 - (float)x)) - L;
-            } else {
-                for (int64_t x = 0; x < m; x++)
-                    sv[x] -= L;
+            if (p->alibi) { /* s -= slope |a - j|: the table's score_mod_row, distance d0 - x */
+                const cpu_score_mod mod = {
+                    .scale = 1.0f, .softcap = 0.0f, .slope = slope, .out_scale = 1.0f};
+                kr->score_mod_row(sv, m, &mod, qb->i0 + r + qb->sk - qb->sq - (jlo + c0));
             }
+            for (int64_t x = 0; x < m; x++)
+                sv[x] -= L;
             kr->exp(sv, sv, m);
             if (cap > 0.0f)
                 for (int64_t x = 0; x < m; x++)
@@ -386,16 +376,6 @@ static void tile_p_ds(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0,
     }
 }
 
-/* Whether rows x n floats (leading dim ld) are all finite. */
-static int tile_finite(const float *x, int64_t rows, int64_t n, int64_t ld)
-{
-    int bad = 0;
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < n; c++)
-            bad |= !(fabsf(x[r * ld + c]) <= 3.40282347e38f); /* NaN compares false */
-    return !bad;
-}
-
 /* dQ rows (ldo apart, dq) += dS K over keys [jlo, jlo + n) of the loaded K block: one pv over
  * the block, unless a key there is NaN or Inf. Then each row takes only the keys of its own
  * range: a row's masked dS entries are exact zeros, and 0 * NaN would carry a key that only its
@@ -407,7 +387,7 @@ static void acc_dq(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0, in
     const bwd_plan *pl = c->pl;
     const int64_t D = c->p->D, kc = jlo - j0;
     const float *K = w->k + kc * pl->ldd;
-    if (tile_finite(K, n, D, pl->ldd)) {
+    if (!c->kr->nonfinite(K, pl->ldd, n, D)) {
         c->kr->pv(w->dp, pl->lds, K, pl->ldd, qb->rows, n, D, w->ones, dq, ldo);
         return;
     }

@@ -54,9 +54,7 @@ static int current_cc(flashc_status *st)
     if (err == cudaSuccess)
         err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
     if (err != cudaSuccess) {
-        *st = flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: no usable CUDA device (%s)", FN,
-                           cudaGetErrorString(err));
-        (void)cudaGetLastError(); /* a failed query must not poison the next call */
+        *st = cuda_device_error(FN, "querying the current CUDA device", err);
         return -1;
     }
     return 10 * major + minor;
@@ -109,15 +107,7 @@ static flashc_status check_operand(const char *name, const void *ptr, const int6
     if ((uintptr_t)ptr % 2 != 0)
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
                             "%s: %s is not aligned to its 2-byte elements", FN, name);
-    cudaPointerAttributes attr;
-    cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
-    if (err != cudaSuccess || (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)) {
-        (void)cudaGetLastError();
-        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: %s is marked FLASHC_DEVICE_CUDA but is not device memory", FN,
-                            name);
-    }
-    return FLASHC_OK;
+    return cuda_check_memory(FN, name, ptr);
 }
 
 extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
@@ -130,8 +120,8 @@ extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
     if (p->dtype != FLASHC_BF16 && p->dtype != FLASHC_F16)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED_DTYPE,
                             "%s: the CUDA backend supports bf16 and fp16 storage only "
-                            "(dtype %d given)",
-                            FN, (int)p->dtype);
+                            "(%s given)",
+                            FN, flashc__dtype_name(p->dtype));
     if (p->D < 1 || p->D > 256)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
                             "%s: the CUDA backend supports head dims 1 to 256 (got %lld)", FN,
@@ -156,6 +146,9 @@ extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
                             "Hq = %lld)",
                             FN, (long long)p->B, (long long)p->Sq, (long long)p->Sk,
                             (long long)p->Hq);
+    /* before any runtime call of ours (the checks above only read the problem, so a bad
+     * argument is named as such even on a host without a usable driver) */
+    FLASHC_TRY(cuda_check_no_pending_error(FN));
     flashc_status st = FLASHC_OK;
     if ((st = check_operand("q", p->q, p->sq)) != FLASHC_OK ||
         (st = check_operand("k", p->k, p->sk)) != FLASHC_OK ||
@@ -183,23 +176,16 @@ extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
                             "pass block_q = block_k = 0 or those values (got %lld x %lld)",
                             FN, v->name, v->block_q, v->block_k, (long long)p->br,
                             (long long)p->bc);
-    if (p->lse) {
-        cudaPointerAttributes attr;
-        cudaError_t err = cudaPointerGetAttributes(&attr, p->lse);
-        if (err != cudaSuccess ||
-            (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)) {
-            (void)cudaGetLastError();
-            return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                                "%s: lse is marked FLASHC_DEVICE_CUDA but is not device memory",
-                                FN);
-        }
-    }
+    if (p->lse && (st = cuda_check_memory(FN, "lse", p->lse)) != FLASHC_OK)
+        return st;
     return FLASHC_OK;
 }
 
 extern "C" flashc_status cuda_attn_fwd(const attn_problem *p, flashc_attn_stats *stats)
 {
-    flashc_status st = FLASHC_OK;
+    flashc_status st = cuda_check_no_pending_error(FN);
+    if (st != FLASHC_OK)
+        return st;
     const int cc = current_cc(&st);
     if (cc < 0)
         return st;
@@ -226,10 +212,14 @@ extern "C" flashc_status cuda_attn_fwd(const attn_problem *p, flashc_attn_stats 
     const int64_t fit = (int64_t)(20 << 20) / (kv_bytes > 0 ? kv_bytes : 1);
     a.head_group = (int)(fit < 1 ? 1 : fit > p->B * p->Hq ? p->B * p->Hq : fit);
 
+    /* No error was pending at entry, so what the launch reports (cudaFuncSetAttribute, the
+     * launch configuration, a bad stream) is this launch's own. */
     const cudaError_t err = v->launch(&a, (cudaStream_t)p->stream);
-    if (err != cudaSuccess)
-        return flashc__fail(FLASHC_ERR_DEVICE, "%s: launching %s failed: %s", FN, v->name,
-                            cudaGetErrorString(err));
+    if (err != cudaSuccess) {
+        char what[96];
+        snprintf(what, sizeof what, "launching %s", v->name);
+        return cuda_device_error(FN, what, err);
+    }
 
     const int64_t heads = p->B * p->Hq;
     const int64_t nqb = (p->Sq + v->block_q - 1) / v->block_q;
@@ -243,8 +233,10 @@ extern "C" flashc_status cuda_attn_fwd(const attn_problem *p, flashc_attn_stats 
 extern "C" int cuda_device_available(void)
 {
     int n = 0;
+    const cudaError_t pending = cudaPeekAtLastError();
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        (void)cudaGetLastError();
+        if (pending == cudaSuccess) /* clear only an error of our own */
+            (void)cudaGetLastError();
         return 0;
     }
     return n > 0;

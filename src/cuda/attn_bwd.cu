@@ -37,9 +37,7 @@ static int bwd_device(flashc_status *st, int *smem_optin)
     if (err == cudaSuccess)
         err = cudaDeviceGetAttribute(smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
     if (err != cudaSuccess) {
-        *st = flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: no usable CUDA device (%s)", FN,
-                           cudaGetErrorString(err));
-        (void)cudaGetLastError();
+        *st = cuda_device_error(FN, "querying the current CUDA device", err);
         return -1;
     }
     return 10 * major + minor;
@@ -65,16 +63,7 @@ static const attn_bwd_variant *pick(const attn_problem *p, int cc, int smem_opti
 
 static flashc_status is_device_memory(const char *name, const void *ptr)
 {
-    cudaPointerAttributes attr;
-    cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
-    if (err != cudaSuccess ||
-        (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)) {
-        (void)cudaGetLastError();
-        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: %s is marked FLASHC_DEVICE_CUDA but is not device memory", FN,
-                            name);
-    }
-    return FLASHC_OK;
+    return cuda_check_memory(FN, name, ptr);
 }
 
 /* A 4-d (B, S, H, D) operand: device memory, unit feature stride, 16-byte rows. */
@@ -121,6 +110,9 @@ extern "C" flashc_status cuda_attn_bwd_supports(const attn_problem *p)
                             "(got B = %lld, Sq = %lld, Sk = %lld, Hkv = %lld)",
                             FN, (long long)p->B, (long long)p->Sq, (long long)p->Sk,
                             (long long)p->Hkv);
+    /* before any runtime call of ours (the checks above only read the problem, so a bad
+     * argument is named as such even on a host without a usable driver) */
+    FLASHC_TRY(cuda_check_no_pending_error(FN));
     flashc_status st = FLASHC_OK;
     int smem_optin = 0;
     const int cc = bwd_device(&st, &smem_optin);
@@ -180,7 +172,9 @@ extern "C" size_t cuda_attn_bwd_workspace(const attn_problem *p)
 
 extern "C" flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats *stats)
 {
-    flashc_status st = FLASHC_OK;
+    flashc_status st = cuda_check_no_pending_error(FN);
+    if (st != FLASHC_OK)
+        return st;
     int smem_optin = 0;
     const int cc = bwd_device(&st, &smem_optin);
     if (cc < 0)
@@ -229,10 +223,10 @@ extern "C" flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats 
         if (err == cudaSuccess)
             err = ferr;
     }
-    if (err != cudaSuccess) {
-        (void)cudaGetLastError();
-        return flashc__fail(FLASHC_ERR_DEVICE, "%s: launching %s failed: %s", FN, v->name,
-                            cudaGetErrorString(err));
+    if (err != cudaSuccess) { /* ours: nothing was pending at entry */
+        char what[96];
+        snprintf(what, sizeof what, "launching %s", v->name);
+        return cuda_device_error(FN, what, err);
     }
 
     stats->tile_pairs = attn_tile_pairs(p, v->block_q, v->block_k, &stats->tile_pairs_total);

@@ -18,6 +18,14 @@ extern "C" {
 #include "internal.h"
 }
 
+/* The CUDA error contract (cuda_errors.cu): FLASHC_ERR_DEVICE when the application left an
+ * error pending (which stays pending); FLASHC_ERR_DEVICE with CUDA's message for a failed call
+ * of the library's own (then cleared); where ptr lives: memory of the current device or
+ * managed memory, else FLASHC_ERR_INVALID_ARGUMENT naming host, pinned host or another device. */
+flashc_status cuda_check_no_pending_error(const char *fn);
+flashc_status cuda_device_error(const char *fn, const char *what, cudaError_t e);
+flashc_status cuda_check_memory(const char *fn, const char *name, const void *ptr);
+
 /* The forward's arguments as a kernel receives them (by value). Layouts as in flashc.h with a
  * unit feature stride: element (b, s, h, d) of q is q[b * sq[0] + s * sq[1] + h * sq[2] + d].
  * When vec16 is set, strides of q, k, v, o are multiples of 8 elements and the pointers 16-byte

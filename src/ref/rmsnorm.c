@@ -70,3 +70,39 @@ flashc_status ref_rmsnorm(const rows_problem *p)
     flashc__free(sq), flashc__free(xn), flashc__free(ms);
     return FLASHC_OK;
 }
+
+/* The backward in float64, row by row (the formulas of flashc.h): no temporaries but dw's
+ * float64 accumulator. */
+flashc_status ref_rmsnorm_bwd(const rows_bwd_problem *p)
+{
+    const int64_t T = p->T, D = p->D;
+    double *dw = flashc__calloc((size_t)D, sizeof(double));
+    if (!dw)
+        return flashc__fail(FLASHC_ERR_OUT_OF_MEMORY, "rmsnorm_bwd (naive): out of memory");
+    const flashc_dtype dt = p->dtype;
+    for (int64_t t = 0; t < T; t++) {
+        double ss = 0.0, dot = 0.0;
+        for (int64_t d = 0; d < D; d++) {
+            const double x = flashc__load(p->x, dt, t * p->sx[0] + d * p->sx[1]);
+            const double g = (double)flashc__load(p->dy, dt, t * p->sdy[0] + d * p->sdy[1]) *
+                             (double)flashc__load(p->w, dt, d * p->sw);
+            ss += x * x, dot += g * x;
+        }
+        const double rstd = 1.0 / sqrt(ss / (double)D + (double)p->eps);
+        const double c = rstd * rstd * dot / (double)D;
+        for (int64_t d = 0; d < D; d++) {
+            const double x = flashc__load(p->x, dt, t * p->sx[0] + d * p->sx[1]);
+            const double dy = flashc__load(p->dy, dt, t * p->sdy[0] + d * p->sdy[1]);
+            const double g = dy * (double)flashc__load(p->w, dt, d * p->sw);
+            double dx = rstd * (g - x * c);
+            if (p->dres)
+                dx += flashc__load(p->dres, dt, t * p->sdres[0] + d * p->sdres[1]);
+            flashc__store(p->dx, dt, t * p->sdx[0] + d * p->sdx[1], (float)dx);
+            dw[d] += dy * x * rstd;
+        }
+    }
+    for (int64_t d = 0; d < D; d++)
+        flashc__store(p->dw, dt, d * p->sdw, (float)dw[d]);
+    flashc__free(dw);
+    return FLASHC_OK;
+}

@@ -31,3 +31,21 @@ flashc_status ref_swiglu(const rows_problem *p)
     flashc__free(g), flashc__free(u), flashc__free(a);
     return FLASHC_OK;
 }
+
+/* The backward in float64: dg = dout u s (1 + g (1 - s)), du = dout g s, s = sigmoid(g). */
+flashc_status ref_swiglu_bwd(const rows_bwd_problem *p)
+{
+    const int64_t I = p->D;
+    const flashc_dtype dt = p->dtype;
+    for (int64_t t = 0; t < p->T; t++)
+        for (int64_t i = 0; i < I; i++) {
+            const double g = flashc__load(p->x, dt, t * p->sx[0] + i * p->sx[1]);
+            const double u = flashc__load(p->x, dt, t * p->sx[0] + (I + i) * p->sx[1]);
+            const double go = flashc__load(p->dy, dt, t * p->sdy[0] + i * p->sdy[1]);
+            const double s = 1.0 / (1.0 + exp(-g));
+            flashc__store(p->dx, dt, t * p->sdx[0] + i * p->sdx[1],
+                          (float)(go * u * s * (1.0 + g * (1.0 - s))));
+            flashc__store(p->dx, dt, t * p->sdx[0] + (I + i) * p->sdx[1], (float)(go * g * s));
+        }
+    return FLASHC_OK;
+}

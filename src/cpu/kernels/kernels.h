@@ -8,10 +8,18 @@
  *   cpu_kernels_avx2    kernels/avx2.c     AVX2 + FMA + F16C      (x86-64)
  *   cpu_kernels_avx512  kernels/avx512.c   AVX-512 F/BW/VL/BF16   (x86-64)
  *   cpu_kernels_neon    kernels/neon.c     NEON                   (AArch64)
+ *   cpu_kernels_avx512bf16, cpu_kernels_amx   the avx512 table plus bf16 matrix products
+ *                       (cpu_mm_bf16 below) on vdpbf16ps (kernels/avx512bf16.c) or AMX tiles
+ *                       (kernels/amx.c)
+ *   cpu_kernels_bf16ref the scalar table plus the portable C model of cpu_mm_bf16 (scalar.c):
+ *                       the reference the bf16 units are tested against, and the way the loop
+ *                       nests' bf16 path is tested on CPUs without a unit. Never chosen
+ *                       automatically (only by FLASHC_ISA=bf16ref or by the tests).
  * The SIMD tables are one source (kernels_simd.h, written against simd.h) compiled per ISA.
  * cpu_kernels_get() picks the best table the CPU supports once; FLASHC_ISA=scalar|avx2|avx512|
- * neon in the environment forces one (a table the CPU cannot run falls back to the best one
- * it can; flashc_build_info() names the table in use).
+ * avx512bf16|amx|neon|bf16ref in the environment forces one (a table the CPU cannot run falls
+ * back to the best one it can; flashc_build_info() names the table in use and, when a bf16 unit
+ * was refused, why).
  *
  * Tiles are row-major float32 with an explicit leading dimension (in floats) unless said
  * otherwise. Every kernel accepts any size >= 1 (tails are handled inside), any alignment, and
@@ -24,6 +32,62 @@
 
 #include <stdint.h>
 
+/* ---- bf16 matrix products (an optional sub-table) ---------------------------------------
+ *
+ * Products on bfloat16 operands with float32 accumulation, in the layout both x86 units want:
+ * vdpbf16ps (AVX512-BF16) and tdpbf16ps (AMX-BF16) multiply pairs of bf16 along the reduction
+ * dimension k, so the B operand is stored "VNNI-packed": as 32-bit words, word n of pair-row kk
+ * holding B[2kk][n] in its low 16 bits and B[2kk+1][n] in its high 16 bits:
+ *     Bp[kk * ldbp + n] = B[2kk][n] | B[2kk+1][n] << 16     (kk < Kp / 2, n < Np)
+ * with Kp = round_up(K, CPU_MM_KP) and Np = round_up(N, 16); the padding (k >= K, n >= N) holds
+ * zeros. An AMX B tile is 16 pair-rows x 16 words (K 32 x N 16), a C tile 16 x 16 float32.
+ * The A operand is plain row-major bf16 (M x K, lda elements) whose columns K .. Kp - 1 are
+ * zero (the caller pads its rows), and whose rows M .. round_up(M, 16) - 1 are readable memory
+ * (their values only reach rows of C that are not written). bf16 has float32's range: no
+ * operand is scaled, only rounded (once, where it is stored as bf16).
+ *
+ * Both units treat subnormal inputs as zero and flush subnormal results (bf16 products of
+ * attention-sized values are far from 2^-126: the tests hold them to the 2x rule); NaN and inf
+ * propagate as in float32.
+ */
+enum { CPU_MM_KP = 32 }; /* the reduction dimension is padded to a multiple of this */
+
+typedef struct cpu_mm_bf16 {
+    const char *unit; /* "amx", "avx512bf16", "scalar model" */
+
+    /* Bracket a run of products on the calling thread (one work item of a loop nest): AMX
+     * loads its tile configuration (ldtilecfg) in begin and releases the tiles (tilerelease)
+     * in end, so code between items (or another library on this thread) never sees our tile
+     * state. Must be paired on the same thread; no product runs outside a begin/end pair.   */
+    void (*begin)(void);
+    void (*end)(void);
+
+    /* Bp (VNNI, see above) from B given by its rows, B (K x N, ldb elements), e.g. a V tile
+     * (keys x D) for O += P V. ldbp >= round_up(N, 16) words; Kp / 2 pair-rows written.    */
+    void (*pack_b)(const uint16_t *B, int64_t ldb, int64_t K, int64_t N, uint32_t *Bp,
+                   int64_t ldbp);
+    /* Bp from B transposed, Bt (N x K, ldbt elements): B[k][n] = Bt[n][k], e.g. a K tile
+     * (keys x D) for S = Q K^T. Same output as pack_b of the transpose.                     */
+    void (*pack_bt)(const uint16_t *Bt, int64_t ldbt, int64_t N, int64_t K, uint32_t *Bp,
+                    int64_t ldbp);
+
+    /* C = diag(rowscale) C + A B, or C = A B when rowscale is NULL:
+     *   A (M x K bf16, lda >= Kp, padded as above), Bp packed from a K x N B (ldbp words),
+     *   C (M x N float32, ldc), rowscale (M) or NULL. Only C's M x N elements are written.
+     * Float32 accumulation; the order of the sums is the unit's (pairs first).              */
+    void (*gemm)(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
+                 const uint32_t *Bp, int64_t ldbp, const float *rowscale, float *C, int64_t ldc);
+
+    /* The forward's online-softmax update of br query rows, base 2, between the products:
+     *   S (br x bc float32, lds) raw scores q . k (masked entries -inf), scale > 0 as in
+     *   softmax_t (scores to base-2 units, applied by one FMA per score);
+     *   P (br x round_up(bc, CPU_MM_KP) bf16, ldp) out: 2^(scale S - m_new) rounded to bf16,
+     *   zero in columns bc .. round_up(bc, CPU_MM_KP) - 1 (the next product's A operand);
+     *   m (scaled base-2 units), l (sums of the float32 P), alpha (br) as softmax_t.
+     * A row that has seen only -inf keeps m = -inf, l = 0, P = 0, alpha = 1.                */
+    void (*softmax)(const float *S, int64_t lds, int64_t br, int64_t bc, float scale,
+                    float *m, float *l, float *alpha, uint16_t *P, int64_t ldp);
+} cpu_mm_bf16;
 /* The score modifiers of the attention v2 contract, as the kernels apply them (see the
  * score_mod_t / score_mod_row entries). */
 typedef struct cpu_score_mod {
@@ -35,6 +99,14 @@ typedef struct cpu_score_mod {
 
 typedef struct cpu_kernels {
     const char *name;
+
+    /* bf16 products on a matrix unit, or NULL (no unit: the loop nests use the float32
+     * entries below for every dtype). For bfloat16 storage only. (Not yet called by the v2
+     * forward loop nest: the integration that was measured, mm_* in attn_fwd.c of commit
+     * cd2917f, is to be re-applied there; bench/RESULTS.md, "CPU bf16 on matrix units".) float16 converted to
+     * bf16 loses 3 mantissa bits, which breaks the 2x rule against a float16 naive
+     * attention (measured: bench/RESULTS.md, "float16 storage through the bf16 units").   */
+    const cpu_mm_bf16 *bf16;
 
     /* ---- tile products ---------------------------------------------------------------- */
 
@@ -129,9 +201,28 @@ float cpu_rms_rstd_rescaled(const void *x, int64_t sx, int64_t D, float eps, flo
                             flashc_dtype dt);
 
 extern const cpu_kernels cpu_kernels_scalar;
+extern const cpu_kernels cpu_kernels_bf16ref;
+extern const cpu_mm_bf16 cpu_mm_bf16_ref;
 #if defined(__x86_64__) || defined(_M_X64)
 extern const cpu_kernels cpu_kernels_avx2;
 extern const cpu_kernels cpu_kernels_avx512;
+extern const cpu_kernels cpu_kernels_avx512bf16;
+extern const cpu_kernels cpu_kernels_amx;        /* chosen automatically where AMX is usable  */
+extern const cpu_mm_bf16 cpu_mm_bf16_avx512;      /* avx512bf16: only by FLASHC_ISA (dispatch.c) */
+extern const cpu_mm_bf16 cpu_mm_bf16_amx;
+#endif
+
+/* cpu_mm_bf16.softmax written once in the SIMD vocabulary (kernels_simd.h), one instance per
+ * SIMD table: the avx512 one serves the bf16 sub-tables; the tests check every instance. */
+#define CPU_MM_SOFTMAX_ARGS                                                                    \
+    const float *S, int64_t lds, int64_t br, int64_t bc, float scale, float *m, float *l,      \
+        float *alpha, uint16_t *P, int64_t ldp
+#if defined(__x86_64__) || defined(_M_X64)
+void cpu_kernels_avx2_mm_softmax(CPU_MM_SOFTMAX_ARGS);
+void cpu_kernels_avx512_mm_softmax(CPU_MM_SOFTMAX_ARGS);
+#endif
+#if defined(__aarch64__)
+void cpu_kernels_neon_mm_softmax(CPU_MM_SOFTMAX_ARGS);
 #endif
 #if defined(__aarch64__)
 extern const cpu_kernels cpu_kernels_neon;
@@ -141,12 +232,19 @@ extern const cpu_kernels cpu_kernels_neon;
  * else the best the CPU supports. */
 const cpu_kernels *cpu_kernels_get(void);
 
-/* The table named name ("scalar", "avx2", "avx512", "neon") if this build has it and this CPU
- * can run it, else NULL. The tests iterate over these. */
+/* The table named name ("scalar", "avx2", "avx512", "avx512bf16", "amx", "neon", "bf16ref") if
+ * this build has it and this CPU can run it, else NULL. The tests iterate over these. For "amx"
+ * this asks Linux for the tile-data permission (once per process, thread-safe); a refusal makes
+ * it NULL, and cpu_kernels_note() says why. */
 const cpu_kernels *cpu_kernels_by_name(const char *name);
 
 /* Every ISA name this build knows, best last, NULL-terminated. */
 extern const char *const cpu_isa_names[];
+
+/* Why a bf16 unit this CPU has is not usable ("" when none was refused), e.g. "amx: the kernel
+ * refused the tile-data permission (arch_prctl: Operation not permitted)". For
+ * flashc_build_info(). */
+const char *cpu_kernels_note(void);
 
 /* Makes cpu_kernels_get() return t (NULL: back to the automatic choice). For tests, which
  * run every path in one process; not thread-safe against concurrent flashc calls. */

@@ -300,6 +300,62 @@ static void softmax_t_simd(float *St, int64_t ldst, int64_t bc, int64_t n, float
         softmax_t_strip(St + i0, ldst, bc, scale, m + i0, l + i0, alpha + i0, (int)(n - i0));
 }
 
+/* kernels.h cpu_mm_bf16.softmax in the vocabulary: the forward's row update between two bf16
+ * products (the bf16 sub-tables of avx512.c use the AVX-512 instance; the others are compiled
+ * too, so the same source is tested on every SIMD CPU against the scalar model). Rows, base 2:
+ * the max is horizontal once per row, then one FMA + exp2 + bf16 store per score. */
+#define SIMD_MM_CAT2(a, b) a##b
+#define SIMD_MM_CAT(a, b) SIMD_MM_CAT2(a, b)
+void SIMD_MM_CAT(SIMD_TABLE, _mm_softmax)(const float *S, int64_t lds, int64_t br, int64_t bc,
+                                          float scale, float *m, float *l, float *alpha,
+                                          uint16_t *P, int64_t ldp)
+{
+    const vf c = v_set1(scale);
+    const int64_t bcp = (bc + CPU_MM_KP - 1) / CPU_MM_KP * CPU_MM_KP;
+    for (int64_t i = 0; i < br; i++) {
+        const float *s = S + i * lds;
+        uint16_t *p = P + i * ldp;
+        vf vmx = v_set1(-INFINITY);
+        int64_t j = 0;
+        for (; j + SIMD_VL <= bc; j += SIMD_VL)
+            vmx = v_max(vmx, v_load(s + j)); /* the score second: NaN propagates */
+        float rmx = j > 0 ? v_hmax(vmx) : -INFINITY;
+        for (; j < bc; j++)
+            rmx = s[j] > rmx || isnan(s[j]) ? s[j] : rmx;
+        /* A NaN that the horizontal max lost still reaches P through its own exp2 below. */
+        const float mx = rmx * scale > m[i] || isnan(rmx) ? rmx * scale : m[i];
+        for (j = bc; j < bcp; j++)
+            p[j] = 0;
+        if (mx == -INFINITY) { /* nothing visible yet: keep the empty state, P = 0 */
+            for (j = 0; j < bc; j++)
+                p[j] = 0;
+            alpha[i] = 1.0f;
+            continue;
+        }
+        const float a = exp2f(m[i] - mx); /* exactly 1 when the max did not grow */
+        const vf nm = v_set1(-mx);
+        vf vsum = v_zero();
+        for (j = 0; j + SIMD_VL <= bc; j += SIMD_VL) {
+            const vf e = v_exp2_ftz(v_fma(v_load(s + j), c, nm));
+            v_store_bf16(p + j, e);
+            vsum = v_add(vsum, e);
+        }
+        float sum = 0.0f;
+        if (j < bc) { /* tail: only the first k lanes are scores */
+            const int k = (int)(bc - j);
+            float t[SIMD_VL];
+            const vf e = v_exp2_ftz(v_fma(v_load_part(s + j, k), c, nm));
+            v_store(t, e);
+            for (int q = 0; q < k; q++)
+                sum += t[q];
+            v_store_bf16_part(p + j, e, k);
+        }
+        l[i] = l[i] * a + v_hsum(vsum) + sum;
+        m[i] = mx;
+        alpha[i] = a;
+    }
+}
+
 /* ---- element-wise ---------------------------------------------------------------------- */
 
 static void exp_simd(const float *x, float *y, int64_t n)
@@ -643,21 +699,16 @@ static int nonfinite_simd(const float *x, int64_t ld, int64_t rows, int64_t n)
     return v_hsum(acc) != 0.0f; /* NaN != 0 */
 }
 
+/* The entries of this ISA's table, for SIMD_TABLE and for tables that add a bf16 sub-table to
+ * them (avx512.c: avx512bf16, amx). */
+#define SIMD_ENTRIES                                                                           \
+    .gemm = gemm_simd, .qk = qk_simd, .softmax = softmax_simd, .softmax_t = softmax_t_simd,    \
+    .pv = pv_simd, .exp = exp_simd, .exp2 = exp2_simd, .load_row = load_row_simd,              \
+    .store_row = store_row_simd, .rmsnorm_row = rmsnorm_row_simd,                              \
+    .swiglu_row = swiglu_row_simd, .score_mod_t = score_mod_t_simd,                            \
+    .score_mod_row = score_mod_row_simd, .mask_t = mask_t_simd, .nonfinite = nonfinite_simd
+
 const cpu_kernels SIMD_TABLE = {
     .name = SIMD_NAME,
-    .gemm = gemm_simd,
-    .qk = qk_simd,
-    .softmax = softmax_simd,
-    .softmax_t = softmax_t_simd,
-    .pv = pv_simd,
-    .exp = exp_simd,
-    .exp2 = exp2_simd,
-    .load_row = load_row_simd,
-    .store_row = store_row_simd,
-    .rmsnorm_row = rmsnorm_row_simd,
-    .swiglu_row = swiglu_row_simd,
-    .score_mod_t = score_mod_t_simd,
-    .score_mod_row = score_mod_row_simd,
-    .mask_t = mask_t_simd,
-    .nonfinite = nonfinite_simd,
+    SIMD_ENTRIES,
 };

@@ -233,6 +233,114 @@ static int nonfinite_scalar(const float *x, int64_t ld, int64_t rows, int64_t n)
     return 0;
 }
 
+/* ---- the bf16 matrix products (kernels.h cpu_mm_bf16), modelled in plain C ---------------
+ * The same layouts and roundings as the units (VNNI pairs, P rounded to bf16 once, float32
+ * sums taken pair by pair); only the order of the float32 sums differs from a unit's. */
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+static void mm_nop(void) {}
+
+static void mm_pack_b_ref(const uint16_t *B, int64_t ldb, int64_t K, int64_t N, uint32_t *Bp,
+                          int64_t ldbp)
+{
+    const int64_t kp = round_up(K, CPU_MM_KP), np = round_up(N, 16);
+    for (int64_t kk = 0; kk < kp / 2; kk++)
+        for (int64_t n = 0; n < np; n++) {
+            const uint32_t lo = 2 * kk < K && n < N ? B[2 * kk * ldb + n] : 0;
+            const uint32_t hi = 2 * kk + 1 < K && n < N ? B[(2 * kk + 1) * ldb + n] : 0;
+            Bp[kk * ldbp + n] = lo | hi << 16;
+        }
+}
+
+static void mm_pack_bt_ref(const uint16_t *Bt, int64_t ldbt, int64_t N, int64_t K, uint32_t *Bp,
+                           int64_t ldbp)
+{
+    const int64_t kp = round_up(K, CPU_MM_KP), np = round_up(N, 16);
+    for (int64_t kk = 0; kk < kp / 2; kk++)
+        for (int64_t n = 0; n < np; n++) {
+            const uint32_t lo = 2 * kk < K && n < N ? Bt[n * ldbt + 2 * kk] : 0;
+            const uint32_t hi = 2 * kk + 1 < K && n < N ? Bt[n * ldbt + 2 * kk + 1] : 0;
+            Bp[kk * ldbp + n] = lo | hi << 16;
+        }
+}
+
+static void mm_gemm_ref(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
+                        const uint32_t *Bp, int64_t ldbp, const float *rowscale, float *C,
+                        int64_t ldc)
+{
+    const int64_t kh = (K + 1) / 2; /* pair-rows holding data; the padding is zero */
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            float acc = 0.0f;
+            for (int64_t kk = 0; kk < kh; kk++) {
+                const uint32_t b = Bp[kk * ldbp + n];
+                acc += flashc__bf16_to_f32(A[m * lda + 2 * kk]) *
+                           flashc__bf16_to_f32((uint16_t)(b & 0xffffu)) +
+                       flashc__bf16_to_f32(A[m * lda + 2 * kk + 1]) *
+                           flashc__bf16_to_f32((uint16_t)(b >> 16));
+            }
+            float *c = C + m * ldc + n;
+            *c = rowscale ? rowscale[m] * *c + acc : acc;
+        }
+}
+
+static void mm_softmax_ref(const float *S, int64_t lds, int64_t br, int64_t bc, float scale,
+                           float *m, float *l, float *alpha, uint16_t *P, int64_t ldp)
+{
+    const int64_t bcp = round_up(bc, CPU_MM_KP);
+    for (int64_t i = 0; i < br; i++) {
+        const float *s = S + i * lds;
+        uint16_t *p = P + i * ldp;
+        float mx = -INFINITY; /* max of the raw scores; a NaN score sticks */
+        for (int64_t j = 0; j < bc; j++)
+            mx = s[j] > mx || isnan(s[j]) ? s[j] : mx;
+        mx = mx * scale > m[i] || isnan(mx) ? mx * scale : m[i];
+        for (int64_t j = bc; j < bcp; j++)
+            p[j] = 0;
+        if (mx == -INFINITY) {
+            for (int64_t j = 0; j < bc; j++)
+                p[j] = 0;
+            alpha[i] = 1.0f;
+            continue;
+        }
+        const float a = exp2f(m[i] - mx);
+        float sum = 0.0f;
+        for (int64_t j = 0; j < bc; j++) {
+            const float e = exp2f(fmaf(s[j], scale, -mx));
+            p[j] = flashc__f32_to_bf16(e);
+            sum += e;
+        }
+        l[i] = l[i] * a + sum;
+        m[i] = mx;
+        alpha[i] = a;
+    }
+}
+
+const cpu_mm_bf16 cpu_mm_bf16_ref = {
+    .unit = "scalar model",
+    .begin = mm_nop,
+    .end = mm_nop,
+    .pack_b = mm_pack_b_ref,
+    .pack_bt = mm_pack_bt_ref,
+    .gemm = mm_gemm_ref,
+    .softmax = mm_softmax_ref,
+};
+
+#define SCALAR_ENTRIES                                                                         \
+    .gemm = gemm_scalar, .qk = qk_scalar, .softmax = softmax_scalar,                           \
+    .softmax_t = softmax_t_scalar, .pv = pv_scalar, .exp = exp_scalar, .exp2 = exp2_scalar,    \
+    .load_row = load_row_scalar, .store_row = store_row_scalar,                                \
+    .rmsnorm_row = rmsnorm_row_scalar, .swiglu_row = swiglu_row_scalar,                        \
+    .score_mod_t = score_mod_t_scalar, .score_mod_row = score_mod_row_scalar,                  \
+    .mask_t = mask_t_scalar, .nonfinite = nonfinite_scalar
+
+const cpu_kernels cpu_kernels_bf16ref = {
+    .name = "bf16ref",
+    .bf16 = &cpu_mm_bf16_ref,
+    SCALAR_ENTRIES,
+};
+
 const cpu_kernels cpu_kernels_scalar = {
     .name = "scalar",
     .gemm = gemm_scalar,

@@ -1,5 +1,5 @@
 /*
- * cases.c — the op table behind `flashc check` and `flashc bench` (see cases.h).
+ * cases.c — the op table behind tests/test_cases.c, `flashc check` and `flashc bench` (cases.h).
  *
  * Each op is one op_entry: buffer sizes, how to run each implementation, the error metric of
  * each output, FLOPs / minimal bytes / modeled traffic. The generic code below allocates, fills
@@ -45,6 +45,7 @@ struct case_data {
     void *st_in[MAX_BUFS];     /* bf16 / f16: the inputs the impls read              */
     void *st_out[2][MAX_BUFS]; /* bf16 / f16: the outputs they write (not f32_out ones) */
     int ref_f32;               /* the reference is running: float32 buffers and dtype */
+    int64_t prop_row;          /* CASE_PROP_POISON_*: the query row compared          */
 };
 
 typedef struct op_entry {
@@ -66,6 +67,7 @@ typedef struct op_entry {
     double (*min_bytes)(const case_spec *s);
     double (*traffic)(const case_spec *s, int impl, const case_stats *st);
     void (*describe)(const case_spec *s, char *buf, size_t size);
+    int (*available)(const case_data *c, int impl); /* optional: default every impl     */
 } op_entry;
 
 /* Element size in bytes of the op's tensors (LSE and softmax states are float32: 4 bytes). */
@@ -135,6 +137,7 @@ static void attn_defaults(case_spec *s)
     if (!s->heads) s->heads = 1;
     if (!s->kv_heads) s->kv_heads = s->heads;
     if (!s->d) s->d = 64;
+    if (!s->dv) s->dv = s->d;
     if (s->q_scale == 0.0f) s->q_scale = 1.0f;
 }
 
@@ -142,24 +145,6 @@ static traffic_attn attn_model(const case_spec *s)
 {
     traffic_attn a = {s->batch, s->sq, s->sk, s->heads, s->kv_heads, s->d, s->causal, esize(s)};
     return a;
-}
-
-static void attn_sizes(case_data *c)
-{
-    const case_spec *s = &c->s;
-    c->in_n[0] = (size_t)(s->batch * s->sq * s->heads * s->d);
-    c->in_n[1] = c->in_n[2] = (size_t)(s->batch * s->sk * s->kv_heads * s->d);
-    c->out_n[0] = c->in_n[0];
-    c->out_n[1] = (size_t)(s->batch * s->heads * s->sq);
-}
-
-/* q *= q_scale (in bf16 / f16 a second rounding of q: both sides still see the same q) */
-static void attn_post_fill(case_data *c)
-{
-    if (c->s.q_scale != 1.0f)
-        for (size_t i = 0; i < c->in_n[0]; i++)
-            dtype_store(in_buf(c, 0), c->s.dtype, i,
-                        dtype_load(in_buf(c, 0), c->s.dtype, i) * c->s.q_scale);
 }
 
 /* A (B, S, H, D) view of buf; stored (B, S, H, D) or, with bhsd, (B, H, S, D). */
@@ -176,10 +161,75 @@ static flashc_tensor attn_view(void *buf, flashc_dtype dt, int64_t B, int64_t S,
     return t;
 }
 
-/* ALiBi slopes of the standard form 2^(-8 (h + 1) / H), for the params of one call (the tool
- * runs one case per process). */
-static float alibi_slopes[1024];
-static flashc_tensor alibi_tensor;
+/* Key range [lo, hi) of query row i (the contract's, flashc.h), bottom-right aligned. */
+static void key_range(const case_spec *s, int64_t sq, int64_t sk, int64_t i, int64_t *lo,
+                      int64_t *hi)
+{
+    const int64_t a = i + sk - sq;
+    const int64_t wr = s->causal ? 0 : s->window_right > 0 ? s->window_right : -1;
+    *lo = s->window > 0 && a - s->window > 0 ? a - s->window : 0;
+    *hi = wr >= 0 ? (a + wr + 1 < sk ? (a + wr + 1 > 0 ? a + wr + 1 : 0) : sk) : sk;
+}
+
+static int is_poison(const case_spec *s)
+{
+    return s->prop == CASE_PROP_POISON_BIG || s->prop == CASE_PROP_POISON_NAN;
+}
+
+/* q *= q_scale (in bf16 / f16 a second rounding of q: both sides still see the same q).
+ * Poison rows: tmp[0], tmp[1] = K, V with every key outside row prop_row's range poisoned. */
+static void attn_post_fill(case_data *c)
+{
+    const case_spec *s = &c->s;
+    if (s->q_scale != 1.0f)
+        for (size_t i = 0; i < c->in_n[0]; i++)
+            dtype_store(in_buf(c, 0), s->dtype, i,
+                        dtype_load(in_buf(c, 0), s->dtype, i) * s->q_scale);
+    if (!is_poison(s))
+        return;
+    const size_t es = flashc_dtype_size(s->dtype);
+    memcpy(c->tmp[0], in_buf(c, 1), c->in_n[1] * es);
+    memcpy(c->tmp[1], in_buf(c, 2), c->in_n[2] * es);
+    c->prop_row = (int64_t)(rng_uniform(&c->rng) * (double)s->sq);
+    int64_t lo, hi;
+    key_range(s, s->sq, s->sk, c->prop_row, &lo, &hi);
+    const float val = s->prop == CASE_PROP_POISON_NAN ? NAN : 1e4f;
+    const flashc_tensor k = attn_view(NULL, s->dtype, s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
+    const flashc_tensor v = attn_view(NULL, s->dtype, s->batch, s->sk, s->kv_heads, s->dv, s->bhsd);
+    for (int64_t b = 0; b < s->batch; b++)
+        for (int64_t j = 0; j < s->sk; j++)
+            for (int64_t h = 0; (j < lo || j >= hi) && h < s->kv_heads; h++) {
+                for (int64_t d = 0; d < s->d; d++)
+                    dtype_store(c->tmp[0], s->dtype,
+                                (size_t)(b * k.stride[0] + j * k.stride[1] + h * k.stride[2] + d),
+                                val);
+                for (int64_t d = 0; d < s->dv; d++)
+                    dtype_store(c->tmp[1], s->dtype,
+                                (size_t)(b * v.stride[0] + j * v.stride[1] + h * v.stride[2] + d),
+                                val);
+            }
+}
+
+static void attn_sizes(case_data *c)
+{
+    const case_spec *s = &c->s;
+    c->in_n[0] = (size_t)(s->batch * s->sq * s->heads * s->d);
+    c->in_n[1] = (size_t)(s->batch * s->sk * s->kv_heads * s->d);
+    c->in_n[2] = (size_t)(s->batch * s->sk * s->kv_heads * s->dv);
+    c->out_n[0] = (size_t)(s->batch * s->sq * s->heads * s->dv);
+    c->out_n[1] = (size_t)(s->batch * s->heads * s->sq);
+    if (is_poison(s)) /* the poisoned K, V */
+        c->tmp_n[0] = c->in_n[1], c->tmp_n[1] = c->in_n[2];
+}
+
+/* ALiBi slopes of the standard form 2^(-8 (h + 1) / H); with alibi = 2 one row per sequence,
+ * (B, Hq), sequence b's slopes scaled by 1 + b / 4 (so a mix-up of rows shows). For the params
+ * of one call: the tool and the tests run one case at a time. */
+enum { ALIBI_MAX = 1 << 14 };
+static float alibi_slopes[ALIBI_MAX];
+static flashc_tensor alibi_tensor, alibi_row;
+
+static int64_t alibi_rows(const case_spec *s) { return s->alibi == 2 ? s->batch : 1; }
 
 static flashc_attn_params attn_params(const case_spec *s)
 {
@@ -188,16 +238,38 @@ static flashc_attn_params attn_params(const case_spec *s)
     p.block_q = s->br;
     p.block_k = s->bc;
     p.num_threads = s->threads;
-    if (s->window > 0) {
-        p.window_left = s->window;
-        p.window_right = s->causal ? 0 : -1;
+    p.num_splits = s->num_splits;
+    if (s->prop == CASE_PROP_ALONE) { /* the same tiles and no split in both runs */
+        p.num_splits = 1;
+        p.block_q = s->br ? s->br : 64;
+        p.block_k = s->bc ? s->bc : 32;
     }
+    if (s->window > 0)
+        p.window_left = s->window;
+    if (s->window > 0 || s->window_right > 0)
+        p.window_right = s->window_right > 0 ? s->window_right : s->causal ? 0 : -1;
     p.softcap = s->softcap;
-    if (s->alibi && s->heads <= 1024) {
-        for (int64_t h = 0; h < s->heads; h++)
-            alibi_slopes[h] = (float)pow(2.0, -8.0 * (double)(h + 1) / (double)s->heads);
-        alibi_tensor = flashc_tensor_1d(alibi_slopes, FLASHC_F32, s->heads);
+    if (s->alibi && alibi_rows(s) * s->heads <= ALIBI_MAX) {
+        for (int64_t b = 0; b < alibi_rows(s); b++)
+            for (int64_t h = 0; h < s->heads; h++)
+                alibi_slopes[b * s->heads + h] =
+                    (float)(pow(2.0, -8.0 * (double)(h + 1) / (double)s->heads) *
+                            (1.0 + 0.25 * (double)b));
+        alibi_tensor = s->alibi == 2
+                           ? flashc_tensor_2d(alibi_slopes, FLASHC_F32, s->batch, s->heads)
+                           : flashc_tensor_1d(alibi_slopes, FLASHC_F32, s->heads);
         p.alibi_slopes = &alibi_tensor;
+    }
+    return p;
+}
+
+/* The params of sequence b alone (a batch of one): its row of (B, Hq) slopes. */
+static flashc_attn_params attn_params_b(const case_spec *s, int64_t b)
+{
+    flashc_attn_params p = attn_params(s);
+    if (p.alibi_slopes && s->alibi == 2) {
+        alibi_row = flashc_tensor_1d(alibi_slopes + b * s->heads, FLASHC_F32, s->heads);
+        p.alibi_slopes = &alibi_row;
     }
     return p;
 }
@@ -205,11 +277,12 @@ static flashc_attn_params attn_params(const case_spec *s)
 /* Query-key pairs a row range sees under the spec's mask and window (the contract's ranges). */
 static double visible_pairs(const case_spec *s, int64_t sq, int64_t sk)
 {
+    const int64_t wr = s->causal ? 0 : s->window_right > 0 ? s->window_right : -1;
     double n = 0.0;
     for (int64_t i = 0; i < sq; i++) {
         const int64_t a = i + sk - sq;
         int64_t lo = s->window > 0 && a - s->window > 0 ? a - s->window : 0;
-        int64_t hi = s->causal ? (a + 1 < sk ? a + 1 : sk) : sk;
+        int64_t hi = wr >= 0 ? (a + wr + 1 < sk ? a + wr + 1 : sk) : sk;
         if (hi > lo)
             n += (double)(hi - lo);
     }
@@ -228,14 +301,20 @@ static flashc_status attn_run(case_data *c, int impl, int slot, case_stats *st)
     const case_spec *s = &c->s;
     const flashc_dtype dt = run_dtype(c);
     flashc_tensor q = attn_view(in_buf(c, 0), dt, s->batch, s->sq, s->heads, s->d, s->bhsd);
-    flashc_tensor k = attn_view(in_buf(c, 1), dt, s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
-    flashc_tensor v = attn_view(in_buf(c, 2), dt, s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
-    flashc_tensor o = attn_view(out_buf(c, slot, 0), dt, s->batch, s->sq, s->heads, s->d, s->bhsd);
+    const int poisoned = is_poison(s) && slot == 1;
+    flashc_tensor k = attn_view(poisoned ? (void *)c->tmp[0] : in_buf(c, 1), dt, s->batch, s->sk,
+                                s->kv_heads, s->d, s->bhsd);
+    flashc_tensor v = attn_view(poisoned ? (void *)c->tmp[1] : in_buf(c, 2), dt, s->batch, s->sk,
+                                s->kv_heads, s->dv, s->bhsd);
+    flashc_tensor o = attn_view(out_buf(c, slot, 0), dt, s->batch, s->sq, s->heads, s->dv, s->bhsd);
     flashc_tensor lse = flashc_tensor_3d(c->out[slot][1], FLASHC_F32, s->batch, s->heads, s->sq);
     flashc_attn_params p = attn_params(s);
+    if (s->prop == CASE_PROP_SPLITS && slot == 0)
+        p.num_splits = 1;
     flashc_attn_stats as = FLASHC_ATTN_STATS_INIT;
-    flashc_status r = impl == 0 ? flashc_attn_fwd_naive(&p, &q, &k, &v, &o, &lse, &as)
-                                : flashc_attn_fwd(&p, &q, &k, &v, &o, &lse, &as);
+    flashc_status r = impl == 0   ? flashc_attn_fwd_naive(&p, &q, &k, &v, &o, &lse, &as)
+                      : impl == 1 ? flashc_attn_fwd_unfused(&p, &q, &k, &v, &o, &lse, &as)
+                                  : flashc_attn_fwd(&p, &q, &k, &v, &o, &lse, &as);
     copy_stats(st, &as);
     return r;
 }
@@ -249,8 +328,8 @@ static flashc_status attn_run_reference(case_data *c)
     const int64_t R = s->ref_rows > 0 && s->ref_rows < s->sq ? s->ref_rows : s->sq;
     flashc_tensor q = attn_view(c->in[0], FLASHC_F32, s->batch, s->sq, s->heads, s->d, s->bhsd);
     flashc_tensor k = attn_view(c->in[1], FLASHC_F32, s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
-    flashc_tensor v = attn_view(c->in[2], FLASHC_F32, s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
-    flashc_tensor o = attn_view(c->out[0][0], FLASHC_F32, s->batch, s->sq, s->heads, s->d, s->bhsd);
+    flashc_tensor v = attn_view(c->in[2], FLASHC_F32, s->batch, s->sk, s->kv_heads, s->dv, s->bhsd);
+    flashc_tensor o = attn_view(c->out[0][0], FLASHC_F32, s->batch, s->sq, s->heads, s->dv, s->bhsd);
     flashc_tensor lse = flashc_tensor_3d(c->out[0][1], FLASHC_F32, s->batch, s->heads, s->sq);
     q.data = c->in[0] + (s->sq - R) * q.stride[1], q.shape[1] = R;
     o.data = c->out[0][0] + (s->sq - R) * o.stride[1], o.shape[1] = R;
@@ -267,14 +346,14 @@ static double attn_max_err(const case_data *c)
 {
     const case_spec *s = &c->s;
     const int64_t R = s->ref_rows > 0 && s->ref_rows < s->sq ? s->ref_rows : s->sq;
-    const flashc_tensor o = attn_view(NULL, FLASHC_F32, s->batch, s->sq, s->heads, s->d, s->bhsd);
+    const flashc_tensor o = attn_view(NULL, FLASHC_F32, s->batch, s->sq, s->heads, s->dv, s->bhsd);
     const enum err_metric mo = s->dtype == FLASHC_F32 ? ERR_ABS : ERR_REL1;
     double worst = 0.0;
     for (int64_t b = 0; b < s->batch; b++)
         for (int64_t i = s->sq - R; i < s->sq; i++)
             for (int64_t h = 0; h < s->heads; h++) {
                 const int64_t row = b * o.stride[0] + i * o.stride[1] + h * o.stride[2];
-                for (int64_t d = 0; d < s->d; d++) {
+                for (int64_t d = 0; d < s->dv; d++) {
                     const double e = elem_err(c->out[1][0][row + d], c->out[0][0][row + d], mo);
                     worst = e > worst ? e : worst;
                 }
@@ -293,21 +372,23 @@ static double attn_tol(const case_spec *s) { return 1e-5 * (s->q_scale > 1.0f ? 
 static double attn_flops(const case_spec *s)
 {
     traffic_attn a = attn_model(s);
-    const double pairs = s->window > 0 ? visible_pairs(s, s->sq, s->sk) : traffic_visible_pairs(&a);
-    return 4.0 * (double)s->batch * (double)s->heads * (double)s->d * pairs;
+    const double pairs = s->window > 0 || s->window_right > 0 ? visible_pairs(s, s->sq, s->sk)
+                                                              : traffic_visible_pairs(&a);
+    return 2.0 * (double)s->batch * (double)s->heads * (double)(s->d + s->dv) * pairs;
 }
 
 static double attn_min_bytes(const case_spec *s)
 {
-    return esize(s) * (double)s->batch * (2.0 * (double)(s->sq * s->heads * s->d) +
-                                          2.0 * (double)(s->sk * s->kv_heads * s->d)) +
+    return esize(s) * (double)s->batch * ((double)(s->sq * s->heads * (s->d + s->dv)) +
+                                          (double)(s->sk * s->kv_heads * (s->d + s->dv))) +
            4.0 * (double)(s->batch * s->heads * s->sq);
 }
 
 static double attn_traffic(const case_spec *s, int impl, const case_stats *st)
 {
     traffic_attn a = attn_model(s);
-    return impl == 0 ? traffic_attn_naive(&a) : traffic_attn_flash(&a, st->block_q, st->block_k);
+    /* the unfused baseline moves S and P like the naive one */
+    return impl < 2 ? traffic_attn_naive(&a) : traffic_attn_flash(&a, st->block_q, st->block_k);
 }
 
 static void attn_describe(const case_spec *s, char *buf, size_t size)
@@ -318,14 +399,20 @@ static void attn_describe(const case_spec *s, char *buf, size_t size)
     char scale[32] = "";
     if (s->q_scale != 1.0f)
         snprintf(scale, sizeof scale, " q*%g", (double)s->q_scale);
-    char mods[80] = "";
+    char mods[120] = "";
     size_t m = 0;
-    if (s->window > 0)
-        m += (size_t)snprintf(mods + m, sizeof mods - m, " window %lld", (long long)s->window);
+    if (s->dv != s->d)
+        m += (size_t)snprintf(mods + m, sizeof mods - m, " Dv%lld", (long long)s->dv);
+    if (s->window > 0 || s->window_right > 0)
+        m += (size_t)snprintf(mods + m, sizeof mods - m, " window %lld,%lld",
+                              (long long)(s->window > 0 ? s->window : -1),
+                              (long long)(s->causal ? 0 : s->window_right > 0 ? s->window_right : -1));
     if (s->softcap > 0.0f)
         m += (size_t)snprintf(mods + m, sizeof mods - m, " softcap %g", (double)s->softcap);
     if (s->alibi)
-        snprintf(mods + m, sizeof mods - m, " alibi");
+        m += (size_t)snprintf(mods + m, sizeof mods - m, " alibi%s", s->alibi == 2 ? "(B,H)" : "");
+    if (s->num_splits)
+        snprintf(mods + m, sizeof mods - m, " splits %d", s->num_splits);
     snprintf(buf, size, "B%lld Sq%lld Sk%lld H%lld/%lld D%lld %s%s%s%s%s", (long long)s->batch,
              (long long)s->sq, (long long)s->sk, (long long)s->heads, (long long)s->kv_heads,
              (long long)s->d, s->causal ? "causal" : "full", mods, s->bhsd ? " bhsd" : "", tiles,
@@ -333,54 +420,92 @@ static void attn_describe(const case_spec *s, char *buf, size_t size)
 }
 
 /* ---- attention varlen: B ragged sequences packed (total, H, D) ------------------------------
- * batch = the number of sequences, sq = sk = the total rows; sequence b's length is the total
- * times w_b / sum w, w_b = 1 + (5 b mod 7) (mixed lengths, the last one takes the remainder).
- * The reference: the float64 naive on each sequence alone (the last ref_rows rows of each: an
- * exact sub-problem, as for attn). */
+ * batch = the number of sequences. With seqlens (and seqlens_k) the lengths are those lists
+ * (zero-length sequences included); sq and sk become their sums. Without them sq = sk = the
+ * total rows, and sequence b's length is the total times w_b / sum w, w_b = 1 + (5 b mod 7)
+ * (mixed lengths, the last one takes the remainder). Causal alignment is per sequence
+ * (bottom-right of each). The reference: the float64 naive on each sequence alone (the last
+ * ref_rows rows of each: an exact sub-problem, as for attn). */
 
-static int64_t varlen_len(const case_spec *s, int64_t b)
+static int64_t varlen_len_of(const case_spec *s, const int32_t *lens, int64_t total, int64_t b)
 {
+    if (lens)
+        return lens[b];
     int64_t wsum = 0, used = 0;
     for (int64_t i = 0; i < s->batch; i++)
         wsum += 1 + (5 * i) % 7;
     for (int64_t i = 0; i < b; i++)
-        used += s->sq * (1 + (5 * i) % 7) / wsum;
-    return b == s->batch - 1 ? s->sq - used : s->sq * (1 + (5 * b) % 7) / wsum;
+        used += total * (1 + (5 * i) % 7) / wsum;
+    return b == s->batch - 1 ? total - used : total * (1 + (5 * b) % 7) / wsum;
 }
 
-static int32_t varlen_cu[(1 << 16) + 1];
-static flashc_tensor varlen_tcu;
+static int64_t varlen_len(const case_spec *s, int64_t b)
+{
+    return varlen_len_of(s, s->seqlens, s->sq, b);
+}
+
+static int64_t varlen_len_k(const case_spec *s, int64_t b)
+{
+    return s->seqlens_k ? s->seqlens_k[b] : varlen_len(s, b);
+}
+
+static void varlen_defaults(case_spec *s)
+{
+    if (s->seqlens) {
+        s->sq = 0;
+        for (int64_t b = 0; b < s->batch; b++)
+            s->sq += s->seqlens[b];
+        s->sk = 0;
+        for (int64_t b = 0; b < s->batch; b++)
+            s->sk += varlen_len_k(s, b);
+    }
+    attn_defaults(s);
+    if (!s->seqlens)
+        s->sk = s->sq;
+}
+
+enum { VARLEN_MAX_B = 1 << 16 };
+static int32_t varlen_cu[VARLEN_MAX_B + 1], varlen_cuk[VARLEN_MAX_B + 1];
+static flashc_tensor varlen_tcu, varlen_tcuk;
 
 static flashc_varlen varlen_of(const case_spec *s)
 {
-    int64_t mx = 0;
-    varlen_cu[0] = 0;
-    for (int64_t b = 0; b < s->batch && b < (1 << 16); b++) {
-        const int64_t n = varlen_len(s, b);
+    int64_t mx = 0, mxk = 0;
+    varlen_cu[0] = varlen_cuk[0] = 0;
+    for (int64_t b = 0; b < s->batch && b < VARLEN_MAX_B; b++) {
+        const int64_t n = varlen_len(s, b), nk = varlen_len_k(s, b);
         varlen_cu[b + 1] = varlen_cu[b] + (int32_t)n;
+        varlen_cuk[b + 1] = varlen_cuk[b] + (int32_t)nk;
         mx = n > mx ? n : mx;
+        mxk = nk > mxk ? nk : mxk;
     }
     varlen_tcu = flashc_tensor_1d(varlen_cu, FLASHC_I32, s->batch + 1);
-    return (flashc_varlen){sizeof(flashc_varlen), &varlen_tcu, &varlen_tcu, mx, mx};
+    varlen_tcuk = flashc_tensor_1d(varlen_cuk, FLASHC_I32, s->batch + 1);
+    return (flashc_varlen){sizeof(flashc_varlen), &varlen_tcu, &varlen_tcuk, mx, mxk};
 }
 
 static void varlen_sizes(case_data *c)
 {
     const case_spec *s = &c->s;
     c->in_n[0] = (size_t)(s->sq * s->heads * s->d);
-    c->in_n[1] = c->in_n[2] = (size_t)(s->sq * s->kv_heads * s->d);
-    c->out_n[0] = c->in_n[0];
+    c->in_n[1] = (size_t)(s->sk * s->kv_heads * s->d);
+    c->in_n[2] = (size_t)(s->sk * s->kv_heads * s->dv);
+    c->out_n[0] = (size_t)(s->sq * s->heads * s->dv);
     c->out_n[1] = (size_t)(s->heads * s->sq);
 }
+
+static flashc_status varlen_run_alone(case_data *c, int slot);
 
 static flashc_status varlen_run(case_data *c, int impl, int slot, case_stats *st)
 {
     const case_spec *s = &c->s;
+    if (s->prop == CASE_PROP_ALONE && slot == 0)
+        return varlen_run_alone(c, slot);
     const flashc_dtype dt = run_dtype(c);
     flashc_tensor q = flashc_tensor_3d(in_buf(c, 0), dt, s->sq, s->heads, s->d);
-    flashc_tensor k = flashc_tensor_3d(in_buf(c, 1), dt, s->sq, s->kv_heads, s->d);
-    flashc_tensor v = flashc_tensor_3d(in_buf(c, 2), dt, s->sq, s->kv_heads, s->d);
-    flashc_tensor o = flashc_tensor_3d(out_buf(c, slot, 0), dt, s->sq, s->heads, s->d);
+    flashc_tensor k = flashc_tensor_3d(in_buf(c, 1), dt, s->sk, s->kv_heads, s->d);
+    flashc_tensor v = flashc_tensor_3d(in_buf(c, 2), dt, s->sk, s->kv_heads, s->dv);
+    flashc_tensor o = flashc_tensor_3d(out_buf(c, slot, 0), dt, s->sq, s->heads, s->dv);
     flashc_tensor lse = flashc_tensor_2d(c->out[slot][1], FLASHC_F32, s->heads, s->sq);
     flashc_attn_params p = attn_params(s);
     flashc_varlen vl = varlen_of(s);
@@ -400,31 +525,93 @@ static int64_t varlen_ref_rows(const case_spec *s, int64_t len)
     return s->ref_rows > 0 && s->ref_rows < len ? s->ref_rows : len;
 }
 
+/* Each sequence alone through the dense naive (ALiBi (B, Hq) slopes: sequence b's row). */
 static flashc_status varlen_run_reference(case_data *c)
 {
     const case_spec *s = &c->s;
-    flashc_varlen vl = varlen_of(s);
-    flashc_attn_params p = attn_params(s);
+    (void)varlen_of(s);
     for (int64_t b = 0; b < s->batch; b++) {
         const int64_t r0 = varlen_cu[b], len = varlen_cu[b + 1] - r0, R = varlen_ref_rows(s, len);
+        const int64_t k0 = varlen_cuk[b], lenk = varlen_cuk[b + 1] - k0;
         if (len == 0)
             continue;
+        if (lenk == 0) { /* no keys: every row empty, O = 0 and LSE = -inf (the contract) */
+            for (int64_t i = r0 + len - R; i < r0 + len; i++)
+                for (int64_t h = 0; h < s->heads; h++) {
+                    memset(c->out[0][0] + (i * s->heads + h) * s->dv, 0,
+                           (size_t)s->dv * sizeof(float));
+                    c->out[0][1][h * s->sq + i] = -INFINITY;
+                }
+            continue;
+        }
         flashc_tensor q = flashc_tensor_4d(c->in[0] + (r0 + len - R) * s->heads * s->d,
                                            FLASHC_F32, 1, R, s->heads, s->d);
-        flashc_tensor k = flashc_tensor_4d(c->in[1] + r0 * s->kv_heads * s->d, FLASHC_F32, 1,
-                                           len, s->kv_heads, s->d);
-        flashc_tensor v = k;
-        v.data = c->in[2] + r0 * s->kv_heads * s->d;
-        flashc_tensor o = flashc_tensor_4d(c->out[0][0] + (r0 + len - R) * s->heads * s->d,
-                                           FLASHC_F32, 1, R, s->heads, s->d);
+        flashc_tensor k = flashc_tensor_4d(c->in[1] + k0 * s->kv_heads * s->d, FLASHC_F32, 1,
+                                           lenk, s->kv_heads, s->d);
+        flashc_tensor v = flashc_tensor_4d(c->in[2] + k0 * s->kv_heads * s->dv, FLASHC_F32, 1,
+                                           lenk, s->kv_heads, s->dv);
+        flashc_tensor o = flashc_tensor_4d(c->out[0][0] + (r0 + len - R) * s->heads * s->dv,
+                                           FLASHC_F32, 1, R, s->heads, s->dv);
         flashc_tensor lse = flashc_tensor_3d(c->out[0][1] + r0 + len - R, FLASHC_F32, 1, s->heads, R);
         lse.stride[1] = s->sq, lse.stride[0] = s->heads * s->sq;
+        flashc_attn_params p = attn_params_b(s, b);
         const flashc_status st = flashc_attn_fwd_naive(&p, &q, &k, &v, &o, &lse, NULL);
         if (st != FLASHC_OK)
             return st;
     }
-    (void)vl;
     return FLASHC_OK;
+}
+
+/* CASE_PROP_ALONE's baseline: each sequence through the dense flashc_attn_fwd (batch 1) on
+ * the same storage; a sequence without keys gets the contract's empty rows (O = 0, LSE = -inf). */
+static flashc_status varlen_run_alone(case_data *c, int slot)
+{
+    const case_spec *s = &c->s;
+    const flashc_dtype dt = run_dtype(c);
+    const size_t es = flashc_dtype_size(dt);
+    (void)varlen_of(s);
+    for (int64_t b = 0; b < s->batch; b++) {
+        const int64_t r0 = varlen_cu[b], len = varlen_cu[b + 1] - r0;
+        const int64_t k0 = varlen_cuk[b], lenk = varlen_cuk[b + 1] - k0;
+        char *ob = (char *)out_buf(c, slot, 0) + (size_t)(r0 * s->heads * s->dv) * es;
+        if (len == 0)
+            continue;
+        if (lenk == 0) {
+            memset(ob, 0, (size_t)(len * s->heads * s->dv) * es);
+            for (int64_t h = 0; h < s->heads; h++)
+                for (int64_t i = r0; i < r0 + len; i++)
+                    c->out[slot][1][h * s->sq + i] = -INFINITY;
+            continue;
+        }
+        flashc_tensor q = flashc_tensor_4d((char *)in_buf(c, 0) + (size_t)(r0 * s->heads * s->d) * es,
+                                           dt, 1, len, s->heads, s->d);
+        flashc_tensor k = flashc_tensor_4d((char *)in_buf(c, 1) + (size_t)(k0 * s->kv_heads * s->d) * es,
+                                           dt, 1, lenk, s->kv_heads, s->d);
+        flashc_tensor v = flashc_tensor_4d((char *)in_buf(c, 2) + (size_t)(k0 * s->kv_heads * s->dv) * es,
+                                           dt, 1, lenk, s->kv_heads, s->dv);
+        flashc_tensor o = flashc_tensor_4d(ob, dt, 1, len, s->heads, s->dv);
+        flashc_tensor lse = flashc_tensor_3d(c->out[slot][1] + r0, FLASHC_F32, 1, s->heads, len);
+        lse.stride[1] = s->sq, lse.stride[0] = s->heads * s->sq;
+        flashc_attn_params p = attn_params_b(s, b);
+        const flashc_status st = flashc_attn_fwd(&p, &q, &k, &v, &o, &lse, NULL);
+        if (st != FLASHC_OK)
+            return st;
+    }
+    return FLASHC_OK;
+}
+
+/* CASE_PROP_ALONE compares the rows of the sequences a dense call can run (keys and rows >= 1)
+ * on the same kernel path: the CPU forward picks its decode path by Sq (< 8), for the packed
+ * call by max_seqlen_q, so a short sequence in a batch of long ones takes the other path. */
+static int alone_compared(const case_spec *s, int64_t row)
+{
+    int64_t mx = 0;
+    for (int64_t b = 0; b < s->batch; b++)
+        mx = varlen_len(s, b) > mx ? varlen_len(s, b) : mx;
+    for (int64_t b = 0, r0 = 0; b < s->batch; r0 += varlen_len(s, b), b++)
+        if (row >= r0 && row < r0 + varlen_len(s, b))
+            return varlen_len_k(s, b) > 0 && (varlen_len(s, b) < 8) == (mx < 8);
+    return 0;
 }
 
 static double varlen_max_err(const case_data *c)
@@ -436,8 +623,8 @@ static double varlen_max_err(const case_data *c)
         const int64_t r0 = varlen_cu[b], len = varlen_cu[b + 1] - r0, R = varlen_ref_rows(s, len);
         for (int64_t i = r0 + len - R; i < r0 + len; i++)
             for (int64_t h = 0; h < s->heads; h++) {
-                for (int64_t d = 0; d < s->d; d++) {
-                    const int64_t x = (i * s->heads + h) * s->d + d;
+                for (int64_t d = 0; d < s->dv; d++) {
+                    const int64_t x = (i * s->heads + h) * s->dv + d;
                     const double e = elem_err(c->out[1][0][x], c->out[0][0][x], mo);
                     worst = e > worst ? e : worst;
                 }
@@ -452,17 +639,15 @@ static double varlen_max_err(const case_data *c)
 static double varlen_flops(const case_spec *s)
 {
     double pairs = 0.0;
-    for (int64_t b = 0; b < s->batch; b++) {
-        const int64_t n = varlen_len(s, b);
-        pairs += visible_pairs(s, n, n);
-    }
-    return 4.0 * (double)s->heads * (double)s->d * pairs;
+    for (int64_t b = 0; b < s->batch; b++)
+        pairs += visible_pairs(s, varlen_len(s, b), varlen_len_k(s, b));
+    return 2.0 * (double)s->heads * (double)(s->d + s->dv) * pairs;
 }
 
 static double varlen_min_bytes(const case_spec *s)
 {
-    return esize(s) * (2.0 * (double)(s->sq * s->heads * s->d) +
-                       2.0 * (double)(s->sq * s->kv_heads * s->d)) +
+    return esize(s) * ((double)(s->sq * s->heads * (s->d + s->dv)) +
+                       (double)(s->sk * s->kv_heads * (s->d + s->dv))) +
            4.0 * (double)(s->heads * s->sq);
 }
 
@@ -470,8 +655,8 @@ static double varlen_traffic(const case_spec *s, int impl, const case_stats *st)
 {
     double bytes = 0.0;
     for (int64_t b = 0; b < s->batch; b++) {
-        const int64_t n = varlen_len(s, b);
-        traffic_attn a = {1, n, n, s->heads, s->kv_heads, s->d, s->causal, esize(s)};
+        traffic_attn a = {1, varlen_len(s, b), varlen_len_k(s, b), s->heads, s->kv_heads, s->d,
+                          s->causal, esize(s)};
         bytes += impl == 0 ? traffic_attn_naive(&a) : traffic_attn_flash(&a, st->block_q, st->block_k);
     }
     return bytes;
@@ -483,17 +668,25 @@ static void varlen_describe(const case_spec *s, char *buf, size_t size)
     attn_describe(s, base, sizeof base);
     char lens[96] = "";
     size_t m = 0;
-    for (int64_t b = 0; b < s->batch && m < sizeof lens - 12; b++)
+    for (int64_t b = 0; b < s->batch && m < sizeof lens - 24; b++) {
         m += (size_t)snprintf(lens + m, sizeof lens - m, "%s%lld", b ? "," : "",
                               (long long)varlen_len(s, b));
+        if (s->seqlens_k && m < sizeof lens - 12)
+            m += (size_t)snprintf(lens + m, sizeof lens - m, "/%lld", (long long)varlen_len_k(s, b));
+    }
     snprintf(buf, size, "varlen %s lens %s", base, lens);
 }
 
-/* ---- attention KV cache: decode of sq query rows against a cache of sk keys ----------------
- * q (batch, sq, heads, d); k_cache, v_cache (batch, sk, kv_heads, d), or with page_size > 0
- * pages of page_size rows in a shuffled order (block_table), every sequence holding sk keys.
- * The rate is GB/s of the K and V bytes read (decode streams the cache once); the reference is
- * the float64 naive through the same entry point (attn_force_backend). */
+/* ---- attention KV cache: sq query rows per sequence against a cache -------------------------
+ * q (batch, sq, heads, d); k_cache (batch, sk, kv_heads, d), v_cache (.., dv): sk is every
+ * sequence's capacity. With page_size > 0 the cache is pages of page_size rows in a shuffled
+ * order (block_table). cache_lens (optional, per sequence) are the rows already there (default
+ * sk - s_new); with s_new > 0, k_new / v_new (batch, s_new, kv_heads, d / dv) are appended at
+ * cache_lens before attending, so the cache is an in-place input: each slot attends its own
+ * copy (tmp[2..5]), restored by prepare. The rate is GB/s of the K and V bytes read (decode
+ * streams the cache once); the reference is the float64 naive through the same entry point
+ * (attn_force_backend). in: q, k_cache, v_cache, k_new, v_new; tmp: block table, cache_seqlens,
+ * then the slots' caches. */
 
 static int64_t kv_pages(const case_spec *s) { return (s->sk + s->page_size - 1) / s->page_size; }
 
@@ -504,16 +697,32 @@ static void kvcache_defaults(case_spec *s)
     attn_defaults(s);
 }
 
+static int64_t kv_rows(const case_spec *s)
+{
+    return s->page_size ? s->batch * kv_pages(s) * s->page_size : s->batch * s->sk;
+}
+
 static void kvcache_sizes(case_data *c)
 {
     const case_spec *s = &c->s;
-    const int64_t rows = s->page_size ? s->batch * kv_pages(s) * s->page_size : s->batch * s->sk;
+    const int64_t rows = kv_rows(s);
     c->in_n[0] = (size_t)(s->batch * s->sq * s->heads * s->d);
-    c->in_n[1] = c->in_n[2] = (size_t)(rows * s->kv_heads * s->d);
-    c->out_n[0] = c->in_n[0];
+    c->in_n[1] = (size_t)(rows * s->kv_heads * s->d);
+    c->in_n[2] = (size_t)(rows * s->kv_heads * s->dv);
+    c->in_n[3] = (size_t)(s->batch * s->s_new * s->kv_heads * s->d);
+    c->in_n[4] = (size_t)(s->batch * s->s_new * s->kv_heads * s->dv);
+    c->out_n[0] = (size_t)(s->batch * s->sq * s->heads * s->dv);
     c->out_n[1] = (size_t)(s->batch * s->heads * s->sq);
     c->tmp_n[0] = (size_t)(s->page_size ? s->batch * kv_pages(s) : 1); /* block table */
     c->tmp_n[1] = (size_t)s->batch;                                    /* cache_seqlens */
+    if (s->s_new > 0) /* float32 room: the reference's copies are float32 */
+        for (int slot = 0; slot < 2; slot++) {
+            c->tmp_n[2 + 2 * slot] = c->in_n[1];
+            c->tmp_n[3 + 2 * slot] = c->in_n[2];
+        }
+    else if (s->prop == CASE_PROP_PAGED) /* the same keys, contiguous (batch, sk, ...) */
+        c->tmp_n[2] = (size_t)(s->batch * s->sk * s->kv_heads * s->d),
+        c->tmp_n[3] = (size_t)(s->batch * s->sk * s->kv_heads * s->dv);
 }
 
 static void kvcache_post_fill(case_data *c)
@@ -521,7 +730,7 @@ static void kvcache_post_fill(case_data *c)
     const case_spec *s = &c->s;
     int32_t *table = (int32_t *)c->tmp[0], *lens = (int32_t *)c->tmp[1];
     for (int64_t b = 0; b < s->batch; b++)
-        lens[b] = (int32_t)s->sk;
+        lens[b] = (int32_t)(s->cache_lens ? s->cache_lens[b] : s->sk - s->s_new);
     if (!s->page_size)
         return;
     const int64_t n = s->batch * kv_pages(s);
@@ -532,24 +741,57 @@ static void kvcache_post_fill(case_data *c)
         const int32_t t = table[i];
         table[i] = table[r], table[r] = t;
     }
+    if (s->prop != CASE_PROP_PAGED || s->s_new > 0)
+        return;
+    const size_t es = flashc_dtype_size(s->dtype);
+    const int64_t np = kv_pages(s);
+    for (int64_t b = 0; b < s->batch; b++)
+        for (int64_t j = 0; j < s->sk; j++) {
+            const int64_t row = (int64_t)table[b * np + j / s->page_size] * s->page_size +
+                                j % s->page_size;
+            memcpy((char *)c->tmp[2] + (size_t)((b * s->sk + j) * s->kv_heads * s->d) * es,
+                   (char *)in_buf(c, 1) + (size_t)(row * s->kv_heads * s->d) * es,
+                   (size_t)(s->kv_heads * s->d) * es);
+            memcpy((char *)c->tmp[3] + (size_t)((b * s->sk + j) * s->kv_heads * s->dv) * es,
+                   (char *)in_buf(c, 2) + (size_t)(row * s->kv_heads * s->dv) * es,
+                   (size_t)(s->kv_heads * s->dv) * es);
+        }
+}
+
+/* s_new > 0: the slot's cache starts as the pristine one (in the dtype the run uses) */
+static void kvcache_prepare(case_data *c, int slot)
+{
+    if (c->s.s_new <= 0)
+        return;
+    const size_t es = flashc_dtype_size(run_dtype(c));
+    memcpy(c->tmp[2 + 2 * slot], in_buf(c, 1), c->in_n[1] * es);
+    memcpy(c->tmp[3 + 2 * slot], in_buf(c, 2), c->in_n[2] * es);
 }
 
 static flashc_status kvcache_run(case_data *c, int impl, int slot, case_stats *st)
 {
     const case_spec *s = &c->s;
     const flashc_dtype dt = run_dtype(c);
-    const int64_t np = s->page_size ? s->batch * kv_pages(s) : s->batch;
-    const int64_t rows = s->page_size ? s->page_size : s->sk;
+    const int contig = s->prop == CASE_PROP_PAGED && s->s_new == 0 && slot == 0;
+    const int64_t ps = contig ? 0 : s->page_size; /* the layout this run reads */
+    const int64_t np = ps ? s->batch * kv_pages(s) : s->batch;
+    const int64_t rows = ps ? ps : s->sk;
+    void *kbuf = s->s_new > 0 ? (void *)c->tmp[2 + 2 * slot] : contig ? c->tmp[2] : in_buf(c, 1);
+    void *vbuf = s->s_new > 0 ? (void *)c->tmp[3 + 2 * slot] : contig ? c->tmp[3] : in_buf(c, 2);
     flashc_tensor q = flashc_tensor_4d(in_buf(c, 0), dt, s->batch, s->sq, s->heads, s->d);
-    flashc_tensor kc = flashc_tensor_4d(in_buf(c, 1), dt, np, rows, s->kv_heads, s->d);
-    flashc_tensor vc = flashc_tensor_4d(in_buf(c, 2), dt, np, rows, s->kv_heads, s->d);
-    flashc_tensor o = flashc_tensor_4d(out_buf(c, slot, 0), dt, s->batch, s->sq, s->heads, s->d);
+    flashc_tensor kc = flashc_tensor_4d(kbuf, dt, np, rows, s->kv_heads, s->d);
+    flashc_tensor vc = flashc_tensor_4d(vbuf, dt, np, rows, s->kv_heads, s->dv);
+    flashc_tensor kn = flashc_tensor_4d(in_buf(c, 3), dt, s->batch, s->s_new, s->kv_heads, s->d);
+    flashc_tensor vn = flashc_tensor_4d(in_buf(c, 4), dt, s->batch, s->s_new, s->kv_heads, s->dv);
+    flashc_tensor o = flashc_tensor_4d(out_buf(c, slot, 0), dt, s->batch, s->sq, s->heads, s->dv);
     flashc_tensor lse = flashc_tensor_3d(c->out[slot][1], FLASHC_F32, s->batch, s->heads, s->sq);
     flashc_tensor lens = flashc_tensor_1d(c->tmp[1], FLASHC_I32, s->batch);
     flashc_tensor table = flashc_tensor_2d(c->tmp[0], FLASHC_I32, s->batch, s->page_size ? kv_pages(s) : 1);
-    flashc_kv_cache cache = {sizeof cache, &kc, &vc, &lens, s->page_size ? &table : NULL,
-                             NULL, NULL, NULL};
+    flashc_kv_cache cache = {sizeof cache, &kc, &vc, &lens, ps ? &table : NULL, NULL,
+                             s->s_new > 0 ? &kn : NULL, s->s_new > 0 ? &vn : NULL};
     flashc_attn_params p = attn_params(s);
+    if (s->prop == CASE_PROP_SPLITS && slot == 0)
+        p.num_splits = 1;
     flashc_attn_stats as = FLASHC_ATTN_STATS_INIT;
     if (impl == 0)
         attn_force_backend("ref");
@@ -561,25 +803,32 @@ static flashc_status kvcache_run(case_data *c, int impl, int slot, case_stats *s
 
 static double kvcache_min_bytes(const case_spec *s)
 {
-    return esize(s) * 2.0 * (double)(s->batch * s->sk * s->kv_heads * s->d);
+    return esize(s) * (double)(s->batch * s->sk * s->kv_heads * (s->d + s->dv));
 }
 
 static double kvcache_traffic(const case_spec *s, int impl, const case_stats *st)
 {
     (void)st;
-    const double kv = kvcache_min_bytes(s), qo = esize(s) * 2.0 * (double)(s->batch * s->sq * s->heads * s->d);
+    const double kv = kvcache_min_bytes(s),
+                 qo = esize(s) * (double)(s->batch * s->sq * s->heads * (s->d + s->dv));
     /* naive: S and P (float32) written and read once more per head */
     return impl == 0 ? kv + qo + 16.0 * (double)(s->batch * s->heads * s->sq * s->sk) : kv + qo;
 }
 
 static void kvcache_describe(const case_spec *s, char *buf, size_t size)
 {
-    char base[160];
+    char base[160], extra[96] = "";
     attn_describe(s, base, sizeof base);
+    size_t m = 0;
+    if (s->s_new > 0)
+        m += (size_t)snprintf(extra + m, sizeof extra - m, " new %lld", (long long)s->s_new);
+    for (int64_t b = 0; s->cache_lens && b < s->batch && m < sizeof extra - 12; b++)
+        m += (size_t)snprintf(extra + m, sizeof extra - m, "%s%lld", b ? "," : " lens ",
+                              (long long)s->cache_lens[b]);
     if (s->page_size)
-        snprintf(buf, size, "kvcache %s paged %lld", base, (long long)s->page_size);
+        snprintf(buf, size, "kvcache %s paged %lld%s", base, (long long)s->page_size, extra);
     else
-        snprintf(buf, size, "kvcache %s contiguous", base);
+        snprintf(buf, size, "kvcache %s contiguous%s", base, extra);
 }
 
 /* ---- attention merge: flash over two key ranges, then flashc_attn_merge ----------------------
@@ -606,7 +855,9 @@ static flashc_status merge_run(case_data *c, int impl, int slot, case_stats *st)
     if (impl == 0)
         return attn_run(c, 0, slot, st);
     const case_spec *s = &c->s;
-    const int64_t kvrow = s->bhsd ? s->d : s->kv_heads * s->d; /* elements per key row */
+    /* elements per key row of k and of v */
+    const int64_t krow = s->bhsd ? s->d : s->kv_heads * s->d;
+    const int64_t vrow = s->bhsd ? s->dv : s->kv_heads * s->dv;
     const int64_t cut[3] = {0, s->split, s->sk};
     flashc_tensor q = attn_view(c->in[0], FLASHC_F32, s->batch, s->sq, s->heads, s->d, s->bhsd);
     flashc_attn_params p = attn_params(s);
@@ -616,11 +867,11 @@ static flashc_status merge_run(case_data *c, int impl, int slot, case_stats *st)
         flashc_tensor k =
             attn_view(c->in[1], FLASHC_F32, s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
         flashc_tensor v =
-            attn_view(c->in[2], FLASHC_F32, s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
-        k.data = c->in[1] + cut[part] * kvrow, k.shape[1] = len;
-        v.data = c->in[2] + cut[part] * kvrow, v.shape[1] = len;
+            attn_view(c->in[2], FLASHC_F32, s->batch, s->sk, s->kv_heads, s->dv, s->bhsd);
+        k.data = c->in[1] + cut[part] * krow, k.shape[1] = len;
+        v.data = c->in[2] + cut[part] * vrow, v.shape[1] = len;
         po[part] =
-            attn_view(c->tmp[2 * part], FLASHC_F32, s->batch, s->sq, s->heads, s->d, s->bhsd);
+            attn_view(c->tmp[2 * part], FLASHC_F32, s->batch, s->sq, s->heads, s->dv, s->bhsd);
         plse[part] = flashc_tensor_3d(c->tmp[2 * part + 1], FLASHC_F32, s->batch, s->heads, s->sq);
         flashc_attn_stats as = FLASHC_ATTN_STATS_INIT;
         flashc_status r = flashc_attn_fwd(&p, &q, &k, &v, &po[part], &plse[part], &as);
@@ -629,7 +880,7 @@ static flashc_status merge_run(case_data *c, int impl, int slot, case_stats *st)
         copy_stats(st, &as);
     }
     flashc_tensor o =
-        attn_view(c->out[slot][0], FLASHC_F32, s->batch, s->sq, s->heads, s->d, s->bhsd);
+        attn_view(c->out[slot][0], FLASHC_F32, s->batch, s->sq, s->heads, s->dv, s->bhsd);
     flashc_tensor lse = flashc_tensor_3d(c->out[slot][1], FLASHC_F32, s->batch, s->heads, s->sq);
     return flashc_attn_merge(&po[0], &plse[0], &po[1], &plse[1], &o, &lse);
 }
@@ -664,11 +915,12 @@ static void merge_describe(const case_spec *s, char *buf, size_t size)
 static void bwd_sizes(case_data *c)
 {
     attn_sizes(c);
-    const size_t nq = c->in_n[0], nk = c->in_n[1], nl = c->out_n[1];
-    c->in_n[3] = nq;                                      /* dO  */
-    c->in_n[4] = nq;                                      /* o   */
+    const size_t nq = c->in_n[0], nk = c->in_n[1], nv = c->in_n[2], no = c->out_n[0];
+    const size_t nl = c->out_n[1];
+    c->in_n[3] = no;                                      /* dO  */
+    c->in_n[4] = no;                                      /* o   */
     c->in_n[5] = nl;                                      /* lse */
-    c->out_n[0] = nq, c->out_n[1] = c->out_n[2] = nk;     /* dq, dk, dv */
+    c->out_n[0] = nq, c->out_n[1] = nk, c->out_n[2] = nv; /* dq, dk, dv */
 }
 
 /* The tensors of one backward call: inputs from in[] (o, lse from in[4], in[5], or from
@@ -684,14 +936,14 @@ static bwd_views bwd_views_of(case_data *c, int slot, int fwd_tmp)
     const flashc_dtype f = FLASHC_F32; /* the backward is float32 only */
     t.q = attn_view(c->in[0], f, s->batch, s->sq, s->heads, s->d, s->bhsd);
     t.k = attn_view(c->in[1], f, s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
-    t.v = attn_view(c->in[2], f, s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
-    t.dout = attn_view(c->in[3], f, s->batch, s->sq, s->heads, s->d, s->bhsd);
-    t.o = attn_view(fwd_tmp ? c->tmp[0] : c->in[4], f, s->batch, s->sq, s->heads, s->d, s->bhsd);
+    t.v = attn_view(c->in[2], f, s->batch, s->sk, s->kv_heads, s->dv, s->bhsd);
+    t.dout = attn_view(c->in[3], f, s->batch, s->sq, s->heads, s->dv, s->bhsd);
+    t.o = attn_view(fwd_tmp ? c->tmp[0] : c->in[4], f, s->batch, s->sq, s->heads, s->dv, s->bhsd);
     t.lse = flashc_tensor_3d(fwd_tmp ? c->tmp[1] : c->in[5], FLASHC_F32, s->batch, s->heads,
                              s->sq);
     t.dq = attn_view(c->out[slot][0], f, s->batch, s->sq, s->heads, s->d, s->bhsd);
     t.dk = attn_view(c->out[slot][1], f, s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
-    t.dv = attn_view(c->out[slot][2], f, s->batch, s->sk, s->kv_heads, s->d, s->bhsd);
+    t.dv = attn_view(c->out[slot][2], f, s->batch, s->sk, s->kv_heads, s->dv, s->bhsd);
     return t;
 }
 
@@ -741,8 +993,8 @@ static double bwd_flops(const case_spec *s) { return 2.5 * attn_flops(s); }
 /* read q, k, v, o, dO, lse; write dq, dk, dv */
 static double bwd_min_bytes(const case_spec *s)
 {
-    return esize(s) * (double)s->batch * (4.0 * (double)(s->sq * s->heads * s->d) +
-                                          4.0 * (double)(s->sk * s->kv_heads * s->d)) +
+    return esize(s) * (double)s->batch * (2.0 * (double)(s->sq * s->heads * (s->d + s->dv)) +
+                                          2.0 * (double)(s->sk * s->kv_heads * (s->d + s->dv))) +
            4.0 * (double)(s->batch * s->heads * s->sq);
 }
 
@@ -779,8 +1031,8 @@ static double fwdbwd_flops(const case_spec *s) { return 3.5 * attn_flops(s); }
 /* read q, k, v, dO; write dq, dk, dv */
 static double fwdbwd_min_bytes(const case_spec *s)
 {
-    return esize(s) * (double)s->batch * (3.0 * (double)(s->sq * s->heads * s->d) +
-                                          4.0 * (double)(s->sk * s->kv_heads * s->d));
+    return esize(s) * (double)s->batch * ((double)(s->sq * s->heads * (2 * s->d + s->dv)) +
+                                          2.0 * (double)(s->sk * s->kv_heads * (s->d + s->dv)));
 }
 
 /* the forward's model plus the backward's (the flash forward counted at the backward's tiles) */
@@ -1000,9 +1252,10 @@ static double no_flops(const case_spec *s)
 
 static const op_entry op_attn = {
     .pub = {.name = "attn",
-            .summary = "attention forward: naive (S, P materialised) vs flash (tiled, online softmax)",
-            .impls = {"naive", "flash"}, .n_impls = 2, .any_dtype = 1},
-    .n_in = 3, .n_out = 2, .metric = {ERR_ABS, ERR_REL1}, /* q k v -> o lse */
+            .summary = "attention forward: naive (float64, S, P materialised), unfused (S, P "
+                       "materialised on the SIMD kernels) vs flash (tiled, online softmax)",
+            .impls = {"naive", "unfused", "flash"}, .n_impls = 3, .any_dtype = 1},
+    .n_in = 3, .n_out = 2, .n_tmp = 2, .metric = {ERR_ABS, ERR_REL1}, /* q k v -> o lse */
     .f32_out = 1u << 1, .roundings = 1, /* O rounded once on the store; LSE float32 */
     .defaults = attn_defaults, .sizes = attn_sizes, .post_fill = attn_post_fill,
     .run = attn_run, .run_reference = attn_run_reference, .max_err = attn_max_err,
@@ -1016,7 +1269,7 @@ static const op_entry op_attn_varlen = {
                        "the naive on each sequence",
             .impls = {"naive", "flash"}, .n_impls = 2, .any_dtype = 1},
     .n_in = 3, .n_out = 2, .metric = {ERR_ABS, ERR_REL1}, .f32_out = 1u << 1, .roundings = 1,
-    .defaults = attn_defaults, .sizes = varlen_sizes, .post_fill = attn_post_fill,
+    .defaults = varlen_defaults, .sizes = varlen_sizes, .post_fill = attn_post_fill,
     .run = varlen_run, .run_reference = varlen_run_reference, .max_err = varlen_max_err,
     .tol = attn_tol, .flops = varlen_flops, .min_bytes = varlen_min_bytes,
     .traffic = varlen_traffic, .describe = varlen_describe,
@@ -1027,10 +1280,10 @@ static const op_entry op_attn_kvcache = {
             .summary = "decode against a KV cache (--cache-len keys, --page-size 0 = contiguous): "
                        "GB/s of K + V",
             .impls = {"naive", "flash"}, .n_impls = 2, .any_dtype = 1},
-    .n_in = 3, .n_out = 2, .n_tmp = 2, .metric = {ERR_ABS, ERR_REL1}, .f32_out = 1u << 1,
+    .n_in = 5, .n_out = 2, .n_tmp = 6, .metric = {ERR_ABS, ERR_REL1}, .f32_out = 1u << 1,
     .roundings = 1,
     .defaults = kvcache_defaults, .sizes = kvcache_sizes, .post_fill = kvcache_post_fill,
-    .run = kvcache_run, .tol = attn_tol, .flops = no_flops, .min_bytes = kvcache_min_bytes,
+    .prepare = kvcache_prepare, .run = kvcache_run, .tol = attn_tol, .flops = no_flops, .min_bytes = kvcache_min_bytes,
     .traffic = kvcache_traffic, .describe = kvcache_describe,
 };
 
@@ -1158,10 +1411,15 @@ void case_describe(const case_spec *s, char *buf, size_t size)
         snprintf(buf, size, "?");
         return;
     }
+    static const char *const props[] = {"", "poison 1e4 == clean", "poison NaN == clean",
+                                        "splits n == 1", "paged == contiguous",
+                                        "packed == alone"};
     e->describe(s, buf, size);
-    const size_t used = strlen(buf);
+    size_t used = strlen(buf);
     if (s->dtype != FLASHC_F32 && used < size)
-        snprintf(buf + used, size - used, " %s", dtype_name(s->dtype));
+        used += (size_t)snprintf(buf + used, size - used, " %s", dtype_name(s->dtype));
+    if (s->prop > 0 && s->prop <= CASE_PROP_ALONE && used < size)
+        snprintf(buf + used, size - used, " [%s]", props[s->prop]);
 }
 
 /* 64-byte aligned (cache lines, any vector width), sizes rounded up as aligned_alloc wants. */
@@ -1262,6 +1520,14 @@ flashc_status case_run_reference(case_data *c)
 {
     /* bf16 / f16: the float32 inputs are the stored values widened (exact), made only now so
      * that the impls' runs (and their RSS) never see them */
+    if (c->s.prop) { /* a property row: the default kernel's baseline run is slot 0 */
+        for (int i = 0; i < c->op->n_out; i++)
+            for (size_t j = 0; j < c->out_n[i]; j++)
+                dtype_store(out_buf(c, 0, i), c->st_out[0][i] ? c->s.dtype : FLASHC_F32, j, NAN);
+        case_prepare(c, 0);
+        case_stats local = {0};
+        return c->op->run(c, c->op->pub.n_impls - 1, 0, &local);
+    }
     for (int i = 0; i < c->op->n_in; i++)
         if (c->st_in[i] && !c->in[i]) {
             if (!(c->in[i] = alloc_floats(c->in_n[i])))
@@ -1295,12 +1561,50 @@ static double elem_err(float got, float ref, enum err_metric m)
     return m == ERR_ABS ? d : d / (1.0 + fabs((double)ref));
 }
 
+/* Property rows: bit-identical (0) or not (+inf) over what is compared (poison: row prop_row
+ * of every batch and head; else everything); a NaN never passes. CASE_PROP_SPLITS: the op's
+ * metric. */
+static double prop_err(const case_data *c)
+{
+    const case_spec *s = &c->s;
+    int64_t i0 = 0, i1 = s->sq;
+    if (is_poison(s))
+        i0 = c->prop_row, i1 = c->prop_row + 1;
+    for (int i = 0; i < c->op->n_out; i++)
+        for (size_t j = 0; j < c->out_n[i]; j++) {
+            if (s->prop == CASE_PROP_ALONE) { /* o (total, Hq, Dv), lse (Hq, total) */
+                const int64_t row = i == 0 ? (int64_t)j / (s->heads * s->dv) : (int64_t)j % s->sq;
+                if (!alone_compared(s, row))
+                    continue;
+            }
+            if (is_poison(s)) { /* o (B, Sq, Hq, Dv) or its bhsd view; lse (B, Hq, Sq) */
+                int64_t row;
+                if (i == 0) {
+                    const int64_t per = s->dv;
+                    const int64_t e = (int64_t)j / per;
+                    row = s->bhsd ? e % s->sq : e / s->heads % s->sq;
+                } else {
+                    row = (int64_t)j % s->sq;
+                }
+                if (row < i0 || row >= i1)
+                    continue;
+            }
+            const float a = c->out[1][i][j], b = c->out[0][i][j];
+            if (isnan(a) || memcmp(&a, &b, sizeof a) != 0)
+                return INFINITY;
+        }
+    return 0.0;
+}
+
 double case_max_err(case_data *c)
 {
-    for (int i = 0; i < c->op->n_out; i++) /* the dtype output of slot 1 as float32 (exact) */
-        if (c->st_out[1][i])
-            for (size_t j = 0; j < c->out_n[i]; j++)
-                c->out[1][i][j] = dtype_load(c->st_out[1][i], c->s.dtype, j);
+    for (int slot = c->s.prop ? 0 : 1; slot < 2; slot++) /* dtype outputs as float32 (exact) */
+        for (int i = 0; i < c->op->n_out; i++)
+            if (c->st_out[slot][i])
+                for (size_t j = 0; j < c->out_n[i]; j++)
+                    c->out[slot][i][j] = dtype_load(c->st_out[slot][i], c->s.dtype, j);
+    if (c->s.prop && c->s.prop != CASE_PROP_SPLITS)
+        return prop_err(c);
     if (c->op->max_err)
         return c->op->max_err(c);
     double worst = 0.0;
@@ -1335,6 +1639,8 @@ double case_default_tol(const case_spec *s)
     const op_entry *e = entry_for(s);
     if (!e)
         return 0.0;
+    if (s->prop && s->prop != CASE_PROP_SPLITS)
+        return 0.0; /* bit-identical */
     const double t = e->tol(s);
     return s->dtype == FLASHC_F32 ? t : e->roundings * dtype_unit_roundoff(s->dtype) + 2.0 * t;
 }
@@ -1355,4 +1661,9 @@ double case_traffic(const case_spec *s, int impl, const case_stats *st)
 {
     const op_entry *e = entry_for(s);
     return e ? e->traffic(s, impl, st) : 0.0;
+}
+
+int case_impl_available(const case_data *c, int impl)
+{
+    return c->op->available ? c->op->available(c, impl) : impl >= 0 && impl < c->op->pub.n_impls;
 }

@@ -1,23 +1,39 @@
 /*
- * cases.h — the CLI's one table of ops: how to build random inputs for a problem, run each
+ * cases.h — the one table of ops and cases: how to build random inputs for a problem, run each
  * implementation of it, compare against the reference, and count its FLOPs and bytes.
  *
- * `flashc check` and `flashc bench` both drive ops through this table (the ggml
- * test-backend-ops habit: one case list, correctness and performance are modes of it). Adding an
- * op (attention backward, a GEMM ceiling) is adding one op_entry and its functions in cases.c,
- * plus one bench_ops row in bench.c that builds its problems from the bench options.
+ * A static library (flashc_cases) linked by the CLI and by the tests: the ctest driver
+ * tests/test_cases.c, `flashc check` and `flashc bench` (its --suite check times the same rows)
+ * all drive ops through this table (the ggml test-backend-ops habit: one case list, correctness
+ * and performance are modes of it). Adding an op is adding one op_entry and its functions in
+ * cases.c (plus one bench_ops row in tools/bench.c that builds its problems from the bench
+ * options); adding a case is one row in table.c.
  *
  * Every op has implementations impls[0..n_impls); impls[0] is the reference (the naive path,
  * float64 accumulation) that the others are compared against. A case owns two output slots:
  * slot 0 holds the reference output, slot 1 the output of the implementation under test.
  */
-#ifndef FLASHC_TOOLS_CASES_H
-#define FLASHC_TOOLS_CASES_H
+#ifndef FLASHC_CASES_H
+#define FLASHC_CASES_H
 
 #include "flashc.h"
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* Property rows (case_spec.prop): instead of the impls against the reference, two runs of
+ * the last impl (the default kernel) against each other: slot 0 the baseline, slot 1 the
+ * variant. Bit-identical outputs are required, except for CASE_PROP_SPLITS (within the op's
+ * tolerance: the merge reorders the sums). */
+typedef enum case_prop {
+    CASE_PROP_NONE = 0,
+    CASE_PROP_POISON_BIG, /* attn: K and V of the keys outside one query row's key range set
+                             to 1e4 (that row, every batch and head, compared)             */
+    CASE_PROP_POISON_NAN, /* attn: the same with NaN                                        */
+    CASE_PROP_SPLITS,     /* attn, attn_kvcache: num_splits = 1 vs num_splits               */
+    CASE_PROP_PAGED,      /* attn_kvcache (s_new = 0): the same keys contiguous vs paged     */
+    CASE_PROP_ALONE,      /* attn_varlen: each sequence alone (dense, batch 1) vs packed     */
+} case_prop;
 
 /* One problem. Attention ops read the attention fields, row ops (RMSNorm, SwiGLU, softmax)
  * the row fields. Zero-initialise and set what matters; case_spec_defaults() fills the rest. */
@@ -42,12 +58,27 @@ typedef struct case_spec {
                                 on that storage, and the reference runs in float32 on the same
                                 (widened, exact) values                                       */
     double tol;              /* check: the largest error accepted; 0 = the op's default      */
-    /* attention v2 (attn, attn_varlen, attn_kvcache) */
-    int64_t window;          /* > 0: sliding window of `window` keys to the left (window_left;
-                                window_right 0 with causal, else unbounded); 0 = none        */
+    int prop;                /* a case_prop: a property row (above); 0 = against the reference */
+    const char *may_refuse;  /* check: this impl ("unfused", "cuda") answering
+                                FLASHC_ERR_UNSUPPORTED is reported as skipped (with its
+                                message), not failed: a feature it does not serve. Every other
+                                impl, and the reference, must still run.                      */
+    /* attention v2 (every attention op: attn, attn_varlen, attn_kvcache, attn_bwd, ...) */
+    int64_t dv;              /* head dim of v and o (Dk != Dv); 0 = d                         */
+    int64_t window;          /* > 0: sliding window, window_left = window; 0 = none            */
+    int64_t window_right;    /* > 0: window_right (not with causal); 0 = 0 with causal, else
+                                unbounded                                                    */
     float softcap;           /* > 0: softcap                                                 */
-    int alibi;               /* nonzero: ALiBi with the standard slopes 2^(-8 (h + 1) / H)  */
-    int64_t page_size;       /* attn_kvcache: 0 = contiguous cache, else paged (shuffled)   */
+    int alibi;               /* 1: ALiBi slopes (Hq), the standard 2^(-8 (h + 1) / H);
+                                2: (B, Hq), sequence b's scaled by 1 + b / 4                 */
+    int num_splits;          /* params.num_splits (split-KV); 0 = the library chooses        */
+    /* attn_varlen: batch sequences; NULL = mixed lengths summing to sq (cases.c) */
+    const int32_t *seqlens;   /* (batch) query lengths, zeros allowed; sq = their sum        */
+    const int32_t *seqlens_k; /* (batch) key lengths; NULL = seqlens; sk = their sum         */
+    /* attn_kvcache: sk is every sequence's capacity */
+    int64_t page_size;       /* 0 = contiguous cache, else paged (pages shuffled)            */
+    const int32_t *cache_lens; /* (batch) rows already cached; NULL = sk - s_new each        */
+    int64_t s_new;           /* > 0: k_new / v_new (batch, s_new, ...) appended first        */
 } case_spec;
 
 /* What one call reported, for the traffic model. */
@@ -120,4 +151,31 @@ double case_min_bytes(const case_spec *s);
 /* Modeled bytes moved by implementation impl (the seeds' traffic model, traffic.h). */
 double case_traffic(const case_spec *s, int impl, const case_stats *st);
 
-#endif /* FLASHC_TOOLS_CASES_H */
+/* Whether implementation impl can run here (a "cuda" impl needs a CUDA build and a visible
+ * device); case_check reports the others as skipped, never as passed. */
+int case_impl_available(const case_data *c, int impl);
+
+/* ---- the table and its check (table.c) ------------------------------------------------------ */
+
+/* The rows every checker runs (`flashc check`, tests/test_cases.c, `flashc bench --suite
+ * check`); *count gets their number. */
+const case_spec *cases_table(int *count);
+
+/* One (row, implementation) result of case_check. */
+typedef struct case_outcome {
+    const char *op, *impl;
+    char shape[200];  /* case_describe of the row                                      */
+    double err, tol;  /* the op's metric, the tolerance it was held to                */
+    int skipped;      /* the impl cannot run here (case_impl_available), or refused a
+                         may_refuse row (why holds its message)                          */
+    char why[320];    /* "" = passed, else why it failed (status, modified input, error) */
+} case_outcome;
+
+typedef void (*case_report_fn)(void *ctx, const case_outcome *r);
+
+/* Runs the reference of row, then every other impl of its op on the same inputs (drawn from
+ * seed), checks status, untouched inputs and error <= tolerance, and reports each impl once.
+ * Returns the number of failures. */
+int case_check(const case_spec *row, uint64_t seed, case_report_fn report, void *ctx);
+
+#endif /* FLASHC_CASES_H */

@@ -1,0 +1,119 @@
+/*
+ * fuzz_attn_bwd.c — flashc_attn_bwd and flashc_attn_bwd_naive. One input = one problem with
+ * nine tensor descriptors (q, k, v, o, dout, lse; dq, dk, dv). o and lse are first produced by
+ * the naive forward when it accepts the layouts (so the backward sees a consistent state), then
+ * both backwards run on twins of the outputs; when both accept and every input is finite and
+ * small, dq, dk and dv agree within a bound derived from the scores' size.
+ */
+#include "fuzz_common.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fz f = {data, size};
+    const flashc_dtype dt = fz_one_in(&f, 8) ? fz_dtype(&f) : FLASHC_F32; /* CPU bwd: f32 */
+    const int64_t B = fz_range(&f, 1, 2), Sq = fz_range(&f, 1, fz_one_in(&f, 8) ? 70 : 16);
+    const int64_t Sk = fz_range(&f, 1, fz_one_in(&f, 8) ? 70 : 16);
+    const int64_t Hkv = fz_range(&f, 1, 2), Hq = Hkv * fz_range(&f, 1, 3);
+    static const int64_t dims[8] = {1, 2, 3, 4, 8, 16, 5, 24};
+    const int64_t D = dims[fz_u8(&f) % 8];
+    flashc_attn_params pr = flashc_attn_params_default();
+    pr.softmax_scale = fz_scale(&f);
+    pr.has_softmax_scale = pr.softmax_scale != 0.0f || fz_one_in(&f, 8);
+    pr.causal = fz_u8(&f) & 1;
+    pr.block_q = fz_tile(&f), pr.block_k = fz_tile(&f);
+    pr.num_threads = fz_threads(&f);
+    /* the params ABI: a struct_size of 0 or too small, or a caller's struct larger than this
+     * library's (a newer header) with its unknown tail zero or set; the memory behind a larger
+     * struct_size really is the caller's, as the contract requires */
+    static union {
+        flashc_attn_params p;
+        unsigned char b[2 * sizeof(flashc_attn_params)];
+    } big;
+    const uint8_t abi = fz_u8(&f);
+    if (abi < 8)
+        pr.struct_size = (size_t)fz_range(&f, 0, (int64_t)sizeof pr - 1);
+    const int use_params = !fz_one_in(&f, 16), use_stats = fz_u8(&f) & 1;
+
+    const int64_t shq[4] = {B, Sq, Hq, D}, shk[4] = {B, Sk, Hkv, D}, shl[3] = {B, Hq, Sq};
+    fz_tensor q, k, v, o, dout, lse, dq, dk, dv, dq2, dk2, dv2;
+    fz_decode(&f, &q, 4, shq, dt, 0);
+    fz_decode(&f, &k, 4, shk, dt, 0);
+    fz_decode(&f, &v, 4, shk, dt, 0);
+    fz_decode(&f, &o, 4, shq, dt, 0);
+    fz_decode(&f, &dout, 4, shq, dt, 0);
+    fz_decode(&f, &lse, 3, shl, FLASHC_F32, 0);
+    fz_decode(&f, &dq, 4, shq, dt, 1);
+    fz_decode(&f, &dk, 4, shk, dt, 1);
+    fz_decode(&f, &dv, 4, shk, dt, 1);
+    if (fz_one_in(&f, 24))
+        fz_alias(&f, &dq, fz_one_in(&f, 2) ? &q : &lse);
+    if (fz_one_in(&f, 24))
+        fz_alias(&f, &dv, fz_one_in(&f, 2) ? &dk : &dout);
+    const flashc_attn_params *pp = use_params ? &pr : NULL;
+    if (abi >= 8 && abi < 16 && use_params) {
+        memset(&big, 0, sizeof big);
+        big.p = pr;
+        const size_t extra = (size_t)fz_range(&f, 1, (int64_t)sizeof pr);
+        big.p.struct_size = sizeof pr + extra;
+        if (abi & 1)
+            big.b[sizeof pr + (size_t)fz_range(&f, 0, (int64_t)extra - 1)] = 1;
+        pp = &big.p;
+    }
+    /* a consistent forward state where the layouts allow (its own oracle is fuzz_attn_fwd's) */
+    const flashc_status fw =
+        flashc_attn_fwd_naive(pp, fz_arg(&q), fz_arg(&k), fz_arg(&v), fz_out(&o), fz_out(&lse), NULL);
+    fz_set s = {{&q, &k, &v, &o, &dout, &lse, &dq, &dk, &dv}, 9};
+    fz_snapshot(&s);
+    fz_current = &s;
+    const int aliased = !dq.owns || !dk.owns || !dv.owns;
+
+    flashc_attn_stats st = {-7, -7, -7, -7};
+    const flashc_status got =
+        flashc_attn_bwd(pp, fz_arg(&q), fz_arg(&k), fz_arg(&v), fz_arg(&o), fz_arg(&dout),
+                        fz_arg(&lse), fz_out(&dq), fz_out(&dk), fz_out(&dv), use_stats ? &st : NULL);
+    fz_check("flashc_attn_bwd", &s, got);
+    if (got != FLASHC_OK && st.tile_pairs != -7)
+        fz_die("stats written by a refused call", NULL);
+
+    fz_set s2 = s;
+    if (!aliased) {
+        fz_make_twin(&dq, &dq2), fz_make_twin(&dk, &dk2), fz_make_twin(&dv, &dv2);
+        s2.t[6] = &dq2, s2.t[7] = &dk2, s2.t[8] = &dv2;
+    } else {
+        fz_restore(&s);
+    }
+    const flashc_status gn = flashc_attn_bwd_naive(
+        pp, fz_arg(&q), fz_arg(&k), fz_arg(&v), fz_arg(&o), fz_arg(&dout), fz_arg(&lse),
+        fz_out(aliased ? &dq : &dq2), fz_out(aliased ? &dk : &dk2), fz_out(aliased ? &dv : &dv2),
+        NULL);
+    fz_check("flashc_attn_bwd_naive", &s2, gn);
+
+    if (!aliased && fw == FLASHC_OK && got == FLASHC_OK && gn == FLASHC_OK && fz_finite(&q) &&
+        fz_finite(&k) && fz_finite(&v) && fz_finite(&dout)) {
+        /* the scale the call used (params cut short by struct_size fall back to defaults) */
+        const int all_params = use_params && (abi >= 16 || (abi >= 8 && !(abi & 1)));
+        const double scale = all_params && pr.has_softmax_scale ? fabs(pr.softmax_scale)
+                             : use_params && !all_params       ? fmax(fabs(pr.softmax_scale),
+                                                                      1.0 / sqrt((double)D))
+                                                               : 1.0 / sqrt((double)D);
+        const double qm = fz_maxabs(&q), km = fz_maxabs(&k), vm = fz_maxabs(&v),
+                     dm = fz_maxabs(&dout);
+        const double smax = scale * (double)D * qm * km;
+        if (smax < 1e3 && qm < 1e4 && km < 1e4 && vm < 1e4 && dm < 1e4) {
+            /* |dS| <= 2 |dO| |V| D; dQ sums Sk of them times |K| scale, dK Sq times |Q| */
+            const double ds = 2.0 * dm * vm * (double)D, n = (double)(Sq > Sk ? Sq : Sk);
+            const double cond = 1e-5 + 64.0 * (1.0 + smax) * 0x1p-24;
+            const int64_t group = Hq / Hkv;
+            fz_compare("dq", &dq, dq2.t.data, cond * (1.0 + ds * n * km * scale));
+            fz_compare("dk", &dk, dk2.t.data, cond * (1.0 + ds * n * group * qm * scale));
+            fz_compare("dv", &dv, dv2.t.data, cond * (1.0 + dm * n * group));
+        }
+    }
+    fz_current = NULL;
+    if (!aliased) {
+        free(dq2.base), free(dq2.snap), free(dk2.base), free(dk2.snap);
+        free(dv2.base), free(dv2.snap);
+    }
+    fz_free(&s);
+    return 0;
+}

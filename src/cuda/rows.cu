@@ -1,0 +1,526 @@
+/*
+ * rows.cu — the CUDA row ops: RMSNorm (plain and residual), its backward, SwiGLU and its
+ * backward, in float32 / bfloat16 / float16 storage with float32 arithmetic.
+ *
+ * All of them move each byte once, so they are bandwidth kernels; what matters is bytes in
+ * flight per SM and 16-byte accesses:
+ *   rms_fwd_vec   TPR threads per row (a power of two, 32..1024, chosen so each thread holds at
+ *                 most NV = 4 chunks of the row in registers), several rows per block when the
+ *                 row is short. Pass 1 loads the row (adds the residual, stores the new residual
+ *                 rounded, keeps the rounded value) and sums squares; one block reduction; pass 2
+ *                 scales the registers by rstd and w and stores y. x is read from HBM once.
+ *   rms_bwd_vec   a persistent grid of G blocks (the occupancy limit), one row at a time per
+ *                 block; each thread keeps its columns of the dw partial in registers across
+ *                 rows (w and dy are re-read from L1, 128 registers: 4 blocks per SM), so dw costs one G x D float32 partial write and a column-sum
+ *                 kernel (rms_dw_reduce) in a fixed order: deterministic, no atomics.
+ *   swiglu_*_vec  one thread per (row, chunk): gate and up chunks read in place from the
+ *                 gate|up row.
+ * Rows whose start or length is not a whole number of chunks take the element-wise kernels
+ * (*_any), which accept any row stride (element stride 1).
+ */
+#include "rows_common.cuh"
+
+#include <math.h>
+
+enum { NV = 4, MAX_TPR = 1024 };
+
+/* ---- block reductions over the TPR threads of one row ------------------------------------ */
+
+/* Sum of x over the threads with the same threadIdx.y (one row); blockDim.x = TPR >= 32.
+ * red holds one slot per warp of the block; the trailing barrier lets red be reused. */
+__device__ __forceinline__ float row_sum(float x, float *red)
+{
+    x = warp_sum(x);
+    const int wpr = blockDim.x / 32, lane = threadIdx.x % 32, w = threadIdx.x / 32;
+    if (lane == 0)
+        red[threadIdx.y * wpr + w] = x;
+    __syncthreads();
+    float s = 0.0f;
+    for (int i = 0; i < wpr; i++)
+        s += red[threadIdx.y * wpr + i];
+    __syncthreads();
+    return s;
+}
+
+/* ---- RMSNorm forward ---------------------------------------------------------------------- */
+
+struct rms_args {
+    const void *x, *r, *w;
+    void *xw, *y;
+    int64_t sx, sr, sy; /* row strides, elements */
+    int64_t T, D;
+    float eps;
+};
+
+template <typename T>
+__global__ void __launch_bounds__(MAX_TPR) rms_fwd_vec(rms_args a)
+{
+    constexpr int V = chunk<T>::n;
+    __shared__ float red[32];
+    const int64_t t = (int64_t)blockIdx.x * blockDim.y + threadIdx.y;
+    const bool live = t < a.T;
+    const int64_t nc = a.D / V;
+    const T *x = (const T *)a.x + t * a.sx;
+    const T *r = (const T *)a.r + t * a.sr;
+    T *xw = (T *)a.xw + t * a.sx;
+    float v[NV][V];
+    float ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
+        if (live && c < nc) {
+            load_chunk_stream(x + c * V, v[j]);
+            if (a.r) {
+                float rv[V];
+                load_chunk_stream(r + c * V, rv);
+#pragma unroll
+                for (int i = 0; i < V; i++)
+                    v[j][i] = round_to<T>(v[j][i] + rv[i]); /* normalise what is stored */
+                store_chunk(xw + c * V, v[j]);
+            }
+#pragma unroll
+            for (int i = 0; i < V; i++)
+                ss += v[j][i] * v[j][i];
+        }
+    }
+    const float rstd = 1.0f / sqrtf(row_sum(ss, red) / (float)a.D + a.eps);
+    T *y = (T *)a.y + t * a.sy;
+    const T *w = (const T *)a.w;
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
+        if (live && c < nc) {
+            float wv[V];
+            load_chunk(w + c * V, wv);
+#pragma unroll
+            for (int i = 0; i < V; i++)
+                v[j][i] = v[j][i] * rstd * wv[i];
+            store_chunk(y + c * V, v[j]);
+        }
+    }
+}
+
+/* Any row stride: one block per row, two passes (the second re-reads the row from L2). */
+template <typename T> __global__ void rms_fwd_any(rms_args a)
+{
+    __shared__ float red[32];
+    const int64_t t = blockIdx.x;
+    const T *x = (const T *)a.x + t * a.sx;
+    const T *r = (const T *)a.r + t * a.sr;
+    T *xw = (T *)a.xw + t * a.sx;
+    float ss = 0.0f;
+    for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) {
+        float v = elem<T>::load(x[d]);
+        if (a.r) {
+            const T s = elem<T>::store(v + elem<T>::load(r[d]));
+            xw[d] = s;
+            v = elem<T>::load(s);
+        }
+        ss += v * v;
+    }
+    const float rstd = 1.0f / sqrtf(row_sum(ss, red) / (float)a.D + a.eps);
+    const T *xs = a.r ? xw : x; /* each thread re-reads only what it wrote itself */
+    T *y = (T *)a.y + t * a.sy;
+    const T *w = (const T *)a.w;
+    for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x)
+        y[d] = elem<T>::store(elem<T>::load(xs[d]) * rstd * elem<T>::load(w[d]));
+}
+
+/* Threads per row for nc chunks: the smallest power of two >= 32 with nc <= NV * TPR. */
+static int pick_tpr(int64_t nc)
+{
+    int tpr = 32;
+    while (tpr < MAX_TPR && (int64_t)tpr * NV < nc)
+        tpr *= 2;
+    return (int64_t)tpr * NV >= nc ? tpr : 0;
+}
+
+template <typename T> static flashc_status rms_fwd_t(const rows_problem *p)
+{
+    rms_args a;
+    a.x = p->x, a.r = p->r, a.w = p->w, a.xw = p->xw, a.y = p->y;
+    a.sx = p->sx[0], a.sr = p->r ? p->sr[0] : 0, a.sy = p->sy[0];
+    a.T = p->T, a.D = p->D, a.eps = p->eps;
+    const size_t es = sizeof(T);
+    const int64_t nc = p->D / chunk<T>::n;
+    const int tpr = pick_tpr(nc);
+    const bool vec = tpr > 0 && vec_ok(p->x, a.sx, p->D, es) && vec_ok(p->w, 0, p->D, es) &&
+                     vec_ok(p->y, a.sy, p->D, es) && (!p->r || vec_ok(p->r, a.sr, p->D, es));
+    if (vec) {
+        const int rows = tpr >= 256 ? 1 : 256 / tpr; /* >= 256 threads per block */
+        const dim3 block(tpr, rows);
+        const int64_t grid = (p->T + rows - 1) / rows;
+        rms_fwd_vec<T><<<(unsigned)grid, block>>>(a);
+        return launch_status("flashc_rmsnorm", "rms_fwd_vec");
+    }
+    rms_fwd_any<T><<<(unsigned)p->T, 256>>>(a);
+    return launch_status("flashc_rmsnorm", "rms_fwd_any");
+}
+
+/* ---- RMSNorm backward --------------------------------------------------------------------- */
+
+struct rms_bwd_args {
+    const void *x, *w, *dy, *dres;
+    void *dx;
+    float *part; /* (G, D) float32 dw partials */
+    int64_t sx, sdy, sdres, sdx;
+    int64_t T, D;
+    float eps;
+};
+
+/* At most BWD_TPR threads: dw, x and g = dy w of NV chunks stay in registers; w and, for dw,
+ * dy are re-read from L1, and the launch bound caps the registers at 128 (a first version kept
+ * w in registers too: 165 registers, 3 blocks of 128 threads per SM, fewer bytes in flight
+ * between the row's two barriers; not measured on the device, a prediction). */
+enum { BWD_TPR = 256 };
+
+template <typename T>
+__global__ void __launch_bounds__(BWD_TPR, 2) rms_bwd_vec(rms_bwd_args a)
+{
+    constexpr int V = chunk<T>::n;
+    __shared__ float red[64];
+    const int64_t nc = a.D / V;
+    const T *w = (const T *)a.w;
+    float dw[NV][V];
+#pragma unroll
+    for (int j = 0; j < NV; j++)
+#pragma unroll
+        for (int i = 0; i < V; i++)
+            dw[j][i] = 0.0f;
+    for (int64_t t = blockIdx.x; t < a.T; t += gridDim.x) {
+        const T *x = (const T *)a.x + t * a.sx, *dy = (const T *)a.dy + t * a.sdy;
+        float xv[NV][V], gv[NV][V];
+        float ss = 0.0f, dot = 0.0f;
+#pragma unroll
+        for (int j = 0; j < NV; j++) {
+            const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
+            if (c < nc) {
+                load_chunk_stream(x + c * V, xv[j]);
+                load_chunk_stream(dy + c * V, gv[j]);
+                float wv[V];
+                load_chunk(w + c * V, wv); /* L1-resident: re-read each row, not held */
+#pragma unroll
+                for (int i = 0; i < V; i++) {
+                    ss += xv[j][i] * xv[j][i];
+                    gv[j][i] *= wv[i]; /* g = dy w from here on; dy * x for dw below */
+                    dot += gv[j][i] * xv[j][i];
+                }
+            }
+        }
+        /* the two sums in one reduction: red[0..31] and red[32..63] */
+        ss = warp_sum(ss), dot = warp_sum(dot);
+        const int nw = blockDim.x / 32;
+        if (threadIdx.x % 32 == 0)
+            red[threadIdx.x / 32] = ss, red[32 + threadIdx.x / 32] = dot;
+        __syncthreads();
+        ss = 0.0f, dot = 0.0f;
+        for (int i = 0; i < nw; i++)
+            ss += red[i], dot += red[32 + i];
+        __syncthreads();
+        const float rstd = 1.0f / sqrtf(ss / (float)a.D + a.eps);
+        const float cc = rstd * rstd * dot / (float)a.D;
+        T *dx = (T *)a.dx + t * a.sdx;
+#pragma unroll
+        for (int j = 0; j < NV; j++) {
+            const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
+            if (c < nc) {
+                float o[V], dr[V], dyv[V];
+                if (a.dres)
+                    load_chunk_stream((const T *)a.dres + t * a.sdres + c * V, dr);
+                /* dy again for dw (L1/L2: just read), rather than a third register array */
+                load_chunk((const T *)a.dy + t * a.sdy + c * V, dyv);
+#pragma unroll
+                for (int i = 0; i < V; i++) {
+                    dw[j][i] += dyv[i] * xv[j][i] * rstd;
+                    o[i] = rstd * (gv[j][i] - xv[j][i] * cc) + (a.dres ? dr[i] : 0.0f);
+                }
+                store_chunk(dx + c * V, o);
+            }
+        }
+    }
+    float *part = a.part + (int64_t)blockIdx.x * a.D;
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+        const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
+        if (c < nc)
+#pragma unroll
+            for (int i = 0; i < V; i++)
+                part[c * V + i] = dw[j][i];
+    }
+}
+
+/* Any row stride: the same persistent grid, element by element, the dw partial accumulated in
+ * the block's own row of part (each thread owns its columns: no races). */
+template <typename T> __global__ void rms_bwd_any(rms_bwd_args a)
+{
+    __shared__ float red[64];
+    float *part = a.part + (int64_t)blockIdx.x * a.D;
+    for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x)
+        part[d] = 0.0f;
+    const T *w = (const T *)a.w;
+    for (int64_t t = blockIdx.x; t < a.T; t += gridDim.x) {
+        const T *x = (const T *)a.x + t * a.sx, *dy = (const T *)a.dy + t * a.sdy;
+        float ss = 0.0f, dot = 0.0f;
+        for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) {
+            const float xv = elem<T>::load(x[d]);
+            ss += xv * xv;
+            dot += elem<T>::load(dy[d]) * elem<T>::load(w[d]) * xv;
+        }
+        ss = warp_sum(ss), dot = warp_sum(dot);
+        const int nw = blockDim.x / 32;
+        if (threadIdx.x % 32 == 0)
+            red[threadIdx.x / 32] = ss, red[32 + threadIdx.x / 32] = dot;
+        __syncthreads();
+        ss = 0.0f, dot = 0.0f;
+        for (int i = 0; i < nw; i++)
+            ss += red[i], dot += red[32 + i];
+        __syncthreads();
+        const float rstd = 1.0f / sqrtf(ss / (float)a.D + a.eps);
+        const float cc = rstd * rstd * dot / (float)a.D;
+        T *dx = (T *)a.dx + t * a.sdx;
+        for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) {
+            const float xv = elem<T>::load(x[d]), g = elem<T>::load(dy[d]);
+            float o = rstd * (g * elem<T>::load(w[d]) - xv * cc);
+            if (a.dres)
+                o += elem<T>::load(((const T *)a.dres)[t * a.sdres + d]);
+            dx[d] = elem<T>::store(o);
+            part[d] += g * xv * rstd;
+        }
+    }
+}
+
+/* dw[d] = sum over g < G of part[g][d], g in order. */
+template <typename T>
+__global__ void rms_dw_reduce(const float *part, int64_t G, int64_t D, T *dw, int64_t sdw)
+{
+    const int64_t d = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (d >= D)
+        return;
+    float s = 0.0f;
+    for (int64_t g = 0; g < G; g++)
+        s += part[g * D + d];
+    dw[d * sdw] = elem<T>::store(s);
+}
+
+template <typename T> static flashc_status rms_bwd_t(const rows_bwd_problem *p)
+{
+    static const char fn[] = "flashc_rmsnorm_bwd";
+    rms_bwd_args a;
+    a.x = p->x, a.w = p->w, a.dy = p->dy, a.dres = p->dres, a.dx = p->dx;
+    a.sx = p->sx[0], a.sdy = p->sdy[0], a.sdres = p->dres ? p->sdres[0] : 0, a.sdx = p->sdx[0];
+    a.T = p->T, a.D = p->D, a.eps = p->eps;
+    const size_t es = sizeof(T);
+    const int tpr = pick_tpr(p->D / chunk<T>::n);
+    const bool vec = tpr > 0 && tpr <= BWD_TPR && vec_ok(p->x, a.sx, p->D, es) && vec_ok(p->w, 0, p->D, es) &&
+                     vec_ok(p->dy, a.sdy, p->D, es) && vec_ok(p->dx, a.sdx, p->D, es) &&
+                     (!p->dres || vec_ok(p->dres, a.sdres, p->D, es));
+    const int threads = vec ? (tpr < 128 ? 128 : tpr) : 256;
+    int dev = 0, sms = 0, per_sm = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (err == cudaSuccess)
+        err = vec ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, rms_bwd_vec<T>, threads, 0)
+                  : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, rms_bwd_any<T>, threads, 0);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        return flashc__fail(FLASHC_ERR_DEVICE, "%s: device query failed: %s", fn,
+                            cudaGetErrorString(err));
+    }
+    int64_t G = (int64_t)sms * (per_sm > 0 ? per_sm : 1);
+    if (G > p->T)
+        G = p->T;
+    float *part = NULL;
+    err = cudaMallocAsync((void **)&part, (size_t)G * (size_t)p->D * sizeof(float), 0);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        return flashc__fail(FLASHC_ERR_OUT_OF_MEMORY,
+                            "%s: cannot allocate the %lld x %lld float32 dw partials: %s", fn,
+                            (long long)G, (long long)p->D, cudaGetErrorString(err));
+    }
+    a.part = part;
+    if (vec)
+        rms_bwd_vec<T><<<(unsigned)G, threads>>>(a);
+    else
+        rms_bwd_any<T><<<(unsigned)G, threads>>>(a);
+    flashc_status st = launch_status(fn, vec ? "rms_bwd_vec" : "rms_bwd_any");
+    if (st == FLASHC_OK) {
+        rms_dw_reduce<T><<<(unsigned)((p->D + 255) / 256), 256>>>(part, G, p->D, (T *)p->dw, p->sdw);
+        st = launch_status(fn, "rms_dw_reduce");
+    }
+    cudaFreeAsync(part, 0);
+    return st;
+}
+
+/* ---- SwiGLU ------------------------------------------------------------------------------- */
+
+struct swiglu_args {
+    const void *gu, *dout;
+    void *out; /* forward: (T, I); backward: dgu (T, 2I) */
+    int64_t sgu, sdout, sout;
+    int64_t T, I;
+};
+
+__device__ __forceinline__ float sigmoid_f(float g) { return 1.0f / (1.0f + expf(-g)); }
+
+template <typename T> __global__ void swiglu_fwd_vec(swiglu_args a)
+{
+    constexpr int V = chunk<T>::n;
+    const int64_t nc = a.I / V, idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= a.T * nc)
+        return;
+    const int64_t t = idx / nc, c = idx % nc;
+    const T *gu = (const T *)a.gu + t * a.sgu + c * V;
+    float g[V], u[V];
+    load_chunk_stream(gu, g);
+    load_chunk_stream(gu + a.I, u);
+#pragma unroll
+    for (int i = 0; i < V; i++)
+        g[i] = g[i] * sigmoid_f(g[i]) * u[i];
+    store_chunk((T *)a.out + t * a.sout + c * V, g);
+}
+
+template <typename T> __global__ void swiglu_fwd_any(swiglu_args a)
+{
+    const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= a.T * a.I)
+        return;
+    const int64_t t = idx / a.I, i = idx % a.I;
+    const T *gu = (const T *)a.gu + t * a.sgu;
+    const float g = elem<T>::load(gu[i]), u = elem<T>::load(gu[a.I + i]);
+    ((T *)a.out)[t * a.sout + i] = elem<T>::store(g * sigmoid_f(g) * u);
+}
+
+template <typename T> __global__ void swiglu_bwd_vec(swiglu_args a)
+{
+    constexpr int V = chunk<T>::n;
+    const int64_t nc = a.I / V, idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= a.T * nc)
+        return;
+    const int64_t t = idx / nc, c = idx % nc;
+    const T *gu = (const T *)a.gu + t * a.sgu + c * V;
+    float g[V], u[V], o[V];
+    load_chunk_stream(gu, g);
+    load_chunk_stream(gu + a.I, u);
+    load_chunk_stream((const T *)a.dout + t * a.sdout + c * V, o);
+#pragma unroll
+    for (int i = 0; i < V; i++) {
+        const float s = sigmoid_f(g[i]);
+        const float dg = o[i] * u[i] * s * (1.0f + g[i] * (1.0f - s));
+        u[i] = o[i] * g[i] * s;
+        g[i] = dg;
+    }
+    T *dgu = (T *)a.out + t * a.sout + c * V;
+    store_chunk(dgu, g);
+    store_chunk(dgu + a.I, u);
+}
+
+template <typename T> __global__ void swiglu_bwd_any(swiglu_args a)
+{
+    const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= a.T * a.I)
+        return;
+    const int64_t t = idx / a.I, i = idx % a.I;
+    const T *gu = (const T *)a.gu + t * a.sgu;
+    const float g = elem<T>::load(gu[i]), u = elem<T>::load(gu[a.I + i]);
+    const float o = elem<T>::load(((const T *)a.dout)[t * a.sdout + i]);
+    const float s = sigmoid_f(g);
+    T *dgu = (T *)a.out + t * a.sout;
+    dgu[i] = elem<T>::store(o * u * s * (1.0f + g * (1.0f - s)));
+    dgu[a.I + i] = elem<T>::store(o * g * s);
+}
+
+template <typename T> static flashc_status swiglu_t(const swiglu_args &a, bool bwd)
+{
+    const size_t es = sizeof(T);
+    bool vec = vec_ok(a.gu, a.sgu, a.I, es) && vec_ok(a.out, a.sout, a.I, es);
+    if (bwd)
+        vec = vec && vec_ok(a.dout, a.sdout, a.I, es);
+    const int64_t work = vec ? a.T * (a.I / chunk<T>::n) : a.T * a.I;
+    const unsigned grid = (unsigned)((work + 255) / 256);
+    if (bwd) {
+        if (vec)
+            swiglu_bwd_vec<T><<<grid, 256>>>(a);
+        else
+            swiglu_bwd_any<T><<<grid, 256>>>(a);
+        return launch_status("flashc_swiglu_bwd", vec ? "swiglu_bwd_vec" : "swiglu_bwd_any");
+    }
+    if (vec)
+        swiglu_fwd_vec<T><<<grid, 256>>>(a);
+    else
+        swiglu_fwd_any<T><<<grid, 256>>>(a);
+    return launch_status("flashc_swiglu", vec ? "swiglu_fwd_vec" : "swiglu_fwd_any");
+}
+
+/* ---- dispatch ----------------------------------------------------------------------------- */
+
+extern "C" flashc_status cuda_rows_supports(const char *fn, flashc_dtype dt,
+                                            const int64_t *elem_strides, int n)
+{
+    if (dt != FLASHC_F32 && dt != FLASHC_BF16 && dt != FLASHC_F16)
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED_DTYPE, "%s: CUDA takes float32, bfloat16 or "
+                            "float16 (%s given)", fn, flashc__dtype_name(dt));
+    for (int i = 0; i < n; i++)
+        if (elem_strides[i] != 1)
+            return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                                "%s: the CUDA kernels need element stride 1 within rows (tensor "
+                                "%d has %lld); any row stride works",
+                                fn, i, (long long)elem_strides[i]);
+    return FLASHC_OK;
+}
+
+/* Grids of more than 2^31 - 1 blocks do not launch: refuse such a T up front. */
+static flashc_status check_grid(const char *fn, int64_t blocks)
+{
+    if (blocks > 2147483647LL)
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: %lld blocks exceed the CUDA grid limit",
+                            fn, (long long)blocks);
+    return FLASHC_OK;
+}
+
+extern "C" flashc_status cuda_rmsnorm(const rows_problem *p)
+{
+    FLASHC_TRY(check_grid("flashc_rmsnorm", p->T));
+    switch (p->dtype) {
+    case FLASHC_BF16: return rms_fwd_t<__nv_bfloat16>(p);
+    case FLASHC_F16: return rms_fwd_t<__half>(p);
+    default: return rms_fwd_t<float>(p);
+    }
+}
+
+extern "C" flashc_status cuda_rmsnorm_bwd(const rows_bwd_problem *p)
+{
+    switch (p->dtype) {
+    case FLASHC_BF16: return rms_bwd_t<__nv_bfloat16>(p);
+    case FLASHC_F16: return rms_bwd_t<__half>(p);
+    default: return rms_bwd_t<float>(p);
+    }
+}
+
+static flashc_status swiglu_dispatch(const swiglu_args &a, flashc_dtype dt, bool bwd)
+{
+    FLASHC_TRY(check_grid(bwd ? "flashc_swiglu_bwd" : "flashc_swiglu", (a.T * a.I + 255) / 256));
+    switch (dt) {
+    case FLASHC_BF16: return swiglu_t<__nv_bfloat16>(a, bwd);
+    case FLASHC_F16: return swiglu_t<__half>(a, bwd);
+    default: return swiglu_t<float>(a, bwd);
+    }
+}
+
+extern "C" flashc_status cuda_swiglu(const rows_problem *p)
+{
+    swiglu_args a;
+    a.gu = p->x, a.dout = NULL, a.out = p->y;
+    a.sgu = p->sx[0], a.sdout = 0, a.sout = p->sy[0];
+    a.T = p->T, a.I = p->D;
+    return swiglu_dispatch(a, p->dtype, false);
+}
+
+extern "C" flashc_status cuda_swiglu_bwd(const rows_bwd_problem *p)
+{
+    swiglu_args a;
+    a.gu = p->x, a.dout = p->dy, a.out = p->dx;
+    a.sgu = p->sx[0], a.sdout = p->sdy[0], a.sout = p->sdx[0];
+    a.T = p->T, a.I = p->D;
+    return swiglu_dispatch(a, p->dtype, true);
+}

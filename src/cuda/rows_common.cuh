@@ -1,0 +1,105 @@
+/*
+ * rows_common.cuh — typed 16-byte chunk access and block reductions shared by the row-op
+ * kernels (rows.cu, rope.cu).
+ *
+ * A chunk is 16 bytes: 4 float32 or 8 bfloat16 / float16 elements, loaded as one uint4 and
+ * widened to float32 (stored back rounded to nearest even). The vector kernels need every row
+ * to start on a 16-byte boundary and a row length that is a whole number of chunks; the
+ * dispatchers check that (vec_ok) and otherwise take the element-wise kernels.
+ */
+#ifndef FLASHC_CUDA_ROWS_COMMON_CUH
+#define FLASHC_CUDA_ROWS_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+extern "C" {
+#include "internal.h"
+}
+
+template <typename T> struct elem;
+template <> struct elem<float> {
+    static __device__ __forceinline__ float load(float x) { return x; }
+    static __device__ __forceinline__ float store(float x) { return x; }
+};
+template <> struct elem<__nv_bfloat16> {
+    static __device__ __forceinline__ float load(__nv_bfloat16 x) { return __bfloat162float(x); }
+    static __device__ __forceinline__ __nv_bfloat16 store(float x) { return __float2bfloat16_rn(x); }
+};
+template <> struct elem<__half> {
+    static __device__ __forceinline__ float load(__half x) { return __half2float(x); }
+    static __device__ __forceinline__ __half store(float x) { return __float2half_rn(x); }
+};
+
+/* Elements per 16-byte chunk. */
+template <typename T> struct chunk {
+    static constexpr int n = 16 / (int)sizeof(T);
+};
+
+template <typename T>
+__device__ __forceinline__ void load_chunk(const T *p, float (&v)[chunk<T>::n])
+{
+    const uint4 u = *reinterpret_cast<const uint4 *>(p);
+    const T *e = reinterpret_cast<const T *>(&u);
+#pragma unroll
+    for (int i = 0; i < chunk<T>::n; i++)
+        v[i] = elem<T>::load(e[i]);
+}
+
+/* Streaming load (evict-first): data read exactly once should not push reused lines out. */
+template <typename T>
+__device__ __forceinline__ void load_chunk_stream(const T *p, float (&v)[chunk<T>::n])
+{
+    const uint4 u = __ldcs(reinterpret_cast<const uint4 *>(p));
+    const T *e = reinterpret_cast<const T *>(&u);
+#pragma unroll
+    for (int i = 0; i < chunk<T>::n; i++)
+        v[i] = elem<T>::load(e[i]);
+}
+
+template <typename T>
+__device__ __forceinline__ void store_chunk(T *p, const float (&v)[chunk<T>::n])
+{
+    uint4 u;
+    T *e = reinterpret_cast<T *>(&u);
+#pragma unroll
+    for (int i = 0; i < chunk<T>::n; i++)
+        e[i] = elem<T>::store(v[i]);
+    *reinterpret_cast<uint4 *>(p) = u;
+}
+
+/* Value of element i of a chunk after a store and a load: the rounding into T. */
+template <typename T> __device__ __forceinline__ float round_to(float x)
+{
+    return elem<T>::load(elem<T>::store(x));
+}
+
+__device__ __forceinline__ float warp_sum(float x)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        x += __shfl_xor_sync(0xffffffffu, x, o);
+    return x;
+}
+
+/* Host side: can rows of n elements of size es at ptr + r * stride (elements) all be read as
+ * 16-byte chunks? */
+static inline bool vec_ok(const void *ptr, int64_t row_stride, int64_t n, size_t es)
+{
+    const int64_t per = 16 / (int64_t)es;
+    return (uintptr_t)ptr % 16 == 0 && row_stride % per == 0 && n % per == 0;
+}
+
+/* A launch's error as a status (the error is cleared so it cannot poison the next call). */
+static inline flashc_status launch_status(const char *fn, const char *what)
+{
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess)
+        return flashc__fail(FLASHC_ERR_DEVICE, "%s: launching %s failed: %s", fn, what,
+                            cudaGetErrorString(err));
+    return FLASHC_OK;
+}
+
+#endif /* FLASHC_CUDA_ROWS_COMMON_CUH */

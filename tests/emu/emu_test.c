@@ -1,0 +1,120 @@
+/* tests/emu/emu_test.c — runs the AMX and AVX512-BF16 bf16 products (src/cpu/kernels/amx.c,
+ * avx512bf16.c, compiled against the intrinsic models of tests/emu/immintrin.h) on a CPU that
+ * has neither: the packings bit for bit against the scalar model (kernels/scalar.c), the gemms
+ * against it within float32 rounding, then the whole bf16 forward (tests/test_attn_lowp.c's
+ * cases and the 2x rule) with each sub-table in an avx2 table (that part reaches the units only
+ * where src/cpu/attn_fwd.c calls kernels.h bf16: on the pre-v2 loop nest of commit cd2917f; the
+ * v2 loop nest does not yet). Build and run: tests/emu/run.sh.
+ * A development check for the code that only the device's Xeon can run natively. */
+#define main lowp_main
+#include "../test_attn_lowp.c"
+#undef main
+
+extern const cpu_mm_bf16 emu_mm_amx, emu_mm_avx512;
+
+static int64_t rup(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+static uint16_t rbf(void) { return flashc__f32_to_bf16(rng_normal()); }
+
+static void check_mm(const cpu_mm_bf16 *mm, int64_t M, int64_t N, int64_t K, int scaled)
+{
+    const int64_t kp = rup(K, CPU_MM_KP), np = rup(N, 16), m16 = rup(M, 16);
+    const int64_t ldb = N + 3, ldbt = K + 5, lda = kp + (M & 1 ? 32 : 0), ldbp = np + (K & 1) * 16;
+    const int64_t ldc = N + 7;
+    uint16_t *B = malloc((size_t)(K * ldb) * 2), *Bt = malloc((size_t)(N * ldbt) * 2);
+    uint32_t *P0 = malloc((size_t)(kp / 2 * ldbp) * 4), *P1 = malloc((size_t)(kp / 2 * ldbp) * 4);
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t n = 0; n < N; n++)
+            B[k * ldb + n] = Bt[n * ldbt + k] = rbf();
+    /* pack_b and pack_bt of the same matrix: the same words, equal to the model's */
+    memset(P0, 0xee, (size_t)(kp / 2 * ldbp) * 4), memset(P1, 0xee, (size_t)(kp / 2 * ldbp) * 4);
+    cpu_mm_bf16_ref.pack_b(B, ldb, K, N, P0, ldbp);
+    mm->pack_b(B, ldb, K, N, P1, ldbp);
+    for (int64_t kk = 0; kk < kp / 2; kk++)
+        for (int64_t n = 0; n < np; n++)
+            if (P0[kk * ldbp + n] != P1[kk * ldbp + n]) {
+                print_error("%s pack_b K %lld N %lld: (%lld, %lld) %08x vs %08x\n", mm->unit,
+                            (long long)K, (long long)N, (long long)kk, (long long)n,
+                            P1[kk * ldbp + n], P0[kk * ldbp + n]);
+                fail();
+            }
+    memset(P1, 0xee, (size_t)(kp / 2 * ldbp) * 4);
+    mm->pack_bt(Bt, ldbt, N, K, P1, ldbp);
+    for (int64_t kk = 0; kk < kp / 2; kk++)
+        for (int64_t n = 0; n < np; n++)
+            if (P0[kk * ldbp + n] != P1[kk * ldbp + n]) {
+                print_error("%s pack_bt K %lld N %lld: (%lld, %lld) %08x vs %08x\n", mm->unit,
+                            (long long)K, (long long)N, (long long)kk, (long long)n,
+                            P1[kk * ldbp + n], P0[kk * ldbp + n]);
+                fail();
+            }
+    /* gemm: A with exactly R16(M) rows (ASan checks the tile reads), zero columns K .. kp */
+    uint16_t *A = malloc((size_t)(m16 * lda) * 2);
+    for (int64_t m = 0; m < m16; m++)
+        for (int64_t k = 0; k < lda; k++)
+            A[m * lda + k] = k < K ? rbf() : 0;
+    float *C0 = malloc((size_t)(M * ldc) * 4), *C1 = malloc((size_t)(M * ldc) * 4);
+    float *rs = malloc((size_t)M * 4);
+    for (int64_t m = 0; m < M; m++) {
+        rs[m] = m % 3 == 0 ? 1.0f : rng_normal();
+        for (int64_t n = 0; n < ldc; n++)
+            C0[m * ldc + n] = C1[m * ldc + n] = n < N ? rng_normal() : 777.0f;
+    }
+    mm->begin();
+    cpu_mm_bf16_ref.gemm(M, N, K, A, lda, P0, ldbp, scaled ? rs : NULL, C0, ldc);
+    mm->gemm(M, N, K, A, lda, P0, ldbp, scaled ? rs : NULL, C1, ldc);
+    mm->end();
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < ldc; n++) {
+            const double x = C1[m * ldc + n], y = C0[m * ldc + n];
+            if (!(fabs(x - y) <= 1e-5 * (double)(K + 1) * (1.0 + fabs(y)))) {
+                print_error("%s gemm M %lld N %lld K %lld scaled %d: (%lld, %lld) %.9g vs %.9g\n",
+                            mm->unit, (long long)M, (long long)N, (long long)K, scaled,
+                            (long long)m, (long long)n, x, y);
+                fail();
+            }
+        }
+    free(B), free(Bt), free(P0), free(P1), free(A), free(C0), free(C1), free(rs);
+}
+
+static void test_mm_units(void **state)
+{
+    (void)state;
+    static const int64_t sz[] = {1, 2, 7, 15, 16, 17, 31, 32, 33, 47, 64, 96, 100, 129};
+    const int ns = (int)(sizeof sz / sizeof sz[0]);
+    const cpu_mm_bf16 *mms[2] = {&emu_mm_amx, &emu_mm_avx512};
+    for (int u = 0; u < 2; u++) {
+        int n = 0;
+        for (int a = 0; a < ns; a++)
+            for (int b = 0; b < ns; b++) {
+                check_mm(mms[u], sz[a], sz[b], sz[(a * 5 + b) % ns], (a + b) & 1);
+                n++;
+            }
+        printf("  %s: %d pack/gemm shapes match the scalar model\n", mms[u]->unit, n);
+    }
+}
+
+static void test_mm_attention(void **state)
+{
+    (void)state;
+    const cpu_mm_bf16 *mms[2] = {&emu_mm_amx, &emu_mm_avx512};
+    for (int u = 0; u < 2; u++) {
+        cpu_kernels t = cpu_kernels_avx2; /* avx2 entries + the emulated unit */
+        t.bf16 = mms[u];
+        t.name = mms[u]->unit;
+        cpu_kernels_force(&t);
+        run_all_on(&t);
+        cpu_kernels_force(NULL);
+    }
+}
+
+int main(void)
+{
+    tu_seed_from_env(); /* FLASHC_TEST_SEED replays a failure (common.c prints the seed) */
+    rng_state = tu_seed() * 2654435761u + 11;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mm_units),
+        cmocka_unit_test(test_mm_attention),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

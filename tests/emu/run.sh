@@ -1,0 +1,22 @@
+#!/bin/sh
+# tests/emu/run.sh [BUILD] — compiles src/cpu/kernels/amx.c and avx512bf16.c against the
+# intrinsic models of tests/emu/immintrin.h (ASan + UBSan) and runs tests/emu/emu_test.c, on any
+# x86-64 (no AVX-512 or AMX needed). BUILD: a configured build with libflashc.a (default build).
+set -e
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-$root/build}
+out=$build/emu_test
+# what libflashc.a itself needs (a CUDA build adds the static CUDA runtime and libstdc++): the
+# build's generated flashc.pc says
+private=$(sed -n 's/^Libs.private: *//p' "$build/flashc.pc" 2>/dev/null || true)
+ren="-Dcpu_mm_bf16_amx=emu_mm_amx -Dcpu_mm_bf16_avx512=emu_mm_avx512 \
+-Dcpu_mm_avx512_pack_b=emu_pack_b -Dcpu_mm_avx512_pack_bt=emu_pack_bt \
+-Dcpu_kernels_avx512_mm_softmax=cpu_kernels_avx2_mm_softmax"
+# shellcheck disable=SC2086
+${CC:-gcc} -std=c11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fopenmp \
+  -Wall -Wextra -Wno-unused-parameter -Wno-psabi \
+  -I"$root/tests/emu" -I"$root/include" -I"$build/include" -I"$root/src/core" -I"$root/src/cpu/kernels" -I"$root/tests" $ren \
+  "$root/src/cpu/kernels/amx.c" "$root/src/cpu/kernels/avx512bf16.c" "$root/tests/emu/emu_test.c" \
+  "$build/tests/libflashc_testutil.a" "$build/libflashc.a" $(pkg-config --cflags --libs cmocka) \
+  $private -lm -o "$out"
+OMP_NUM_THREADS=2 "$out"

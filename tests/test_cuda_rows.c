@@ -1,0 +1,343 @@
+/*
+ * test_cuda_rows.c — the CUDA row ops (RMSNorm, residual RMSNorm, their backward, SwiGLU and its
+ * backward, RoPE forward and backward) against the float64 references (the *_naive entry
+ * points) on the same rounded inputs widened to float32.
+ *
+ * The kernels compute in float32 and round each output once, so the bound is k roundings of
+ * the storage type plus float32 slack: |gpu - ref| <= (k u + 2e-5) (1 + |ref|), u = 2^-8 (bf16),
+ * 2^-11 (f16), 0 (f32); k = 1, or 3 for the residual's y (cases.c explains the 3). That is
+ * tighter than FlashAttention's 2x rule against a naive same-precision version, whose several
+ * roundings each cost up to u. Shapes take both paths: 16-byte chunks (D a multiple of 8, row
+ * strides too) and the element-wise kernels (odd widths, odd row strides); the gaps between
+ * strided rows must keep their poison; dw must repeat bit for bit. No CUDA device: exit 77.
+ */
+#include "common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#ifdef FLASHC_HAVE_CUDA
+#include "internal.h"
+
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <string.h>
+
+#define CUDA_OK(call)                                                                              \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess)                                                                     \
+            fail_msg("%s failed: %s", #call, cudaGetErrorString(e_));                              \
+    } while (0)
+
+static double unit(flashc_dtype dt)
+{
+    return dt == FLASHC_BF16 ? 0x1p-8 : dt == FLASHC_F16 ? 0x1p-11 : 0.0;
+}
+
+/* A (rows, cols) buffer with row stride ld on the host (typed, poisoned gaps) and the device. */
+typedef struct buf {
+    flashc_dtype dt;
+    int64_t rows, cols, ld;
+    void *h, *d;
+    float *f; /* the values as float32, contiguous (rows, cols): the reference's input */
+} buf;
+
+static size_t nbytes(const buf *b) { return (size_t)(b->rows * b->ld) * flashc_dtype_size(b->dt); }
+
+static buf buf_make(flashc_dtype dt, int64_t rows, int64_t cols, int64_t ld, float scale)
+{
+    buf b = {dt, rows, cols, ld, NULL, NULL, NULL};
+    b.h = malloc(nbytes(&b));
+    b.f = malloc((size_t)(rows * cols) * sizeof(float));
+    assert_non_null(b.h), assert_non_null(b.f);
+    for (int64_t i = 0; i < rows * ld; i++)
+        flashc__store(b.h, dt, i, NAN);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) {
+            flashc__store(b.h, dt, r * ld + c, (float)tu_normal() * scale);
+            b.f[r * cols + c] = flashc__load(b.h, dt, r * ld + c);
+        }
+    CUDA_OK(cudaMalloc(&b.d, nbytes(&b)));
+    CUDA_OK(cudaMemcpy(b.d, b.h, nbytes(&b), cudaMemcpyHostToDevice));
+    return b;
+}
+
+static void buf_fetch(buf *b) { CUDA_OK(cudaMemcpy(b->h, b->d, nbytes(b), cudaMemcpyDeviceToHost)); }
+
+static void buf_free(buf *b)
+{
+    cudaFree(b->d);
+    free(b->h), free(b->f);
+}
+
+static flashc_tensor dev2(const buf *b)
+{
+    flashc_tensor t = flashc_tensor_2d(b->d, b->dt, b->rows, b->cols);
+    t.stride[0] = b->ld;
+    t.device = FLASHC_DEVICE_CUDA;
+    return t;
+}
+
+static flashc_tensor dev1(const buf *b)
+{
+    flashc_tensor t = flashc_tensor_1d(b->d, b->dt, b->cols);
+    t.device = FLASHC_DEVICE_CUDA;
+    return t;
+}
+
+/* max |got - ref| / (1 + |ref|) over the buffer (after buf_fetch), and the gaps still NaN */
+static double err_vs(const buf *b, const float *ref)
+{
+    double e = 0.0;
+    for (int64_t r = 0; r < b->rows; r++) {
+        for (int64_t c = 0; c < b->cols; c++) {
+            const double g = flashc__load(b->h, b->dt, r * b->ld + c), x = ref[r * b->cols + c];
+            const double d = fabs(g - x) / (1.0 + fabs(x));
+            if (!(d <= e))
+                e = d;
+        }
+        for (int64_t c = b->cols; c < b->ld; c++)
+            assert_true(isnan(flashc__load(b->h, b->dt, r * b->ld + c)));
+    }
+    return e;
+}
+
+static void check_slack(const char *what, flashc_dtype dt, int64_t T, int64_t D, double e, int k,
+                        double slack)
+{
+    const double tol = k * unit(dt) + 2e-5 + slack;
+    printf("  %-14s %-8s T%-5lld D%-5lld err %.3g (tol %.3g)\n", what, flashc__dtype_name(dt),
+           (long long)T, (long long)D, e, tol);
+    if (!(e <= tol))
+        fail_msg("%s: error %.3g above %.3g", what, e, tol);
+}
+
+static void check(const char *what, flashc_dtype dt, int64_t T, int64_t D, double e, int k)
+{
+    check_slack(what, dt, T, D, e, k, 0.0);
+}
+
+static float *host_out(int64_t n)
+{
+    float *p = malloc((size_t)n * sizeof(float));
+    assert_non_null(p);
+    return p;
+}
+
+static void rms_case(flashc_dtype dt, int64_t T, int64_t D, int64_t ld)
+{
+    buf x = buf_make(dt, T, D, ld, 1), r = buf_make(dt, T, D, ld, 1), w = buf_make(dt, 1, D, D, 1);
+    buf y = buf_make(dt, T, D, ld, 1), dy = buf_make(dt, T, D, ld, 1), dres = buf_make(dt, T, D, ld, 1);
+    buf dx = buf_make(dt, T, D, ld, 1), dw = buf_make(dt, 1, D, D, 1);
+    CUDA_OK(cudaMemset(y.d, 0xff, nbytes(&y)));
+    CUDA_OK(cudaMemset(dx.d, 0xff, nbytes(&dx)));
+    float *yr = host_out(T * D), *dxr = host_out(T * D), *dwr = host_out(D);
+    flashc_tensor fx = flashc_tensor_2d(x.f, FLASHC_F32, T, D), fw = flashc_tensor_1d(w.f, FLASHC_F32, D);
+    flashc_tensor fy = flashc_tensor_2d(yr, FLASHC_F32, T, D);
+    flashc_tensor fdy = flashc_tensor_2d(dy.f, FLASHC_F32, T, D), fdres = flashc_tensor_2d(dres.f, FLASHC_F32, T, D);
+    flashc_tensor fdx = flashc_tensor_2d(dxr, FLASHC_F32, T, D), fdw = flashc_tensor_1d(dwr, FLASHC_F32, D);
+    flashc_tensor tx = dev2(&x), tw = dev1(&w), ty = dev2(&y), tr = dev2(&r);
+    flashc_tensor tdy = dev2(&dy), tdres = dev2(&dres), tdx = dev2(&dx), tdw = dev1(&dw);
+
+    /* forward */
+    TU_OK(flashc_rmsnorm(&tx, &tw, 1e-5f, &ty));
+    TU_OK(flashc_rmsnorm_naive(&fx, &fw, 1e-5f, &fy));
+    CUDA_OK(cudaDeviceSynchronize());
+    buf_fetch(&y); /* the gaps hold the memset's 0xff bytes: NaN in every dtype */
+    check("rmsnorm", dt, T, D, err_vs(&y, yr), 1);
+
+    /* backward with the residual gradient; dw twice, bit for bit */
+    TU_OK(flashc_rmsnorm_bwd(&tx, &tw, &tdy, &tdres, 1e-5f, &tdx, &tdw));
+    CUDA_OK(cudaDeviceSynchronize());
+    void *dw1 = malloc(nbytes(&dw));
+    CUDA_OK(cudaMemcpy(dw1, dw.d, nbytes(&dw), cudaMemcpyDeviceToHost));
+    TU_OK(flashc_rmsnorm_bwd(&tx, &tw, &tdy, &tdres, 1e-5f, &tdx, &tdw));
+    TU_OK(flashc_rmsnorm_bwd_naive(&fx, &fw, &fdy, &fdres, 1e-5f, &fdx, &fdw));
+    CUDA_OK(cudaDeviceSynchronize());
+    buf_fetch(&dx), buf_fetch(&dw);
+    assert_memory_equal(dw1, dw.h, nbytes(&dw));
+    free(dw1);
+    check("rmsnorm_bwd dx", dt, T, D, err_vs(&dx, dxr), 1);
+    /* dw: a float32 sum over T rows, its bound grows with T */
+    check_slack("rmsnorm_bwd dw", dt, T, D, err_vs(&dw, dwr), 1, 1e-7 * (double)T);
+
+    /* residual: x <- x + r (exactly the rounded sum), y of the new x */
+    TU_OK(flashc_rmsnorm_residual(&tx, &tr, &tw, 1e-5f, &ty));
+    CUDA_OK(cudaDeviceSynchronize());
+    buf_fetch(&x), buf_fetch(&y);
+    for (int64_t i = 0; i < T; i++) {
+        for (int64_t c = 0; c < D; c++) {
+            uint32_t s;
+            flashc__store(&s, dt, 0, x.f[i * D + c] + r.f[i * D + c]);
+            const float sum = flashc__load(&s, dt, 0);
+            assert_true(flashc__load(x.h, dt, i * ld + c) == sum);
+            x.f[i * D + c] = sum;
+        }
+    }
+    TU_OK(flashc_rmsnorm_naive(&fx, &fw, 1e-5f, &fy));
+    check("rmsnorm_res y", dt, T, D, err_vs(&y, yr), 3);
+    free(yr), free(dxr), free(dwr);
+    buf_free(&x), buf_free(&r), buf_free(&w), buf_free(&y), buf_free(&dy), buf_free(&dres);
+    buf_free(&dx), buf_free(&dw);
+}
+
+static void swiglu_case(flashc_dtype dt, int64_t T, int64_t I, int64_t ld)
+{
+    buf gu = buf_make(dt, T, 2 * I, ld, 3), out = buf_make(dt, T, I, I, 1);
+    buf dout = buf_make(dt, T, I, I, 1), dgu = buf_make(dt, T, 2 * I, ld, 1);
+    float *o_ref = host_out(T * I), *d_ref = host_out(T * 2 * I);
+    flashc_tensor fg = flashc_tensor_2d(gu.f, FLASHC_F32, T, 2 * I), fo = flashc_tensor_2d(o_ref, FLASHC_F32, T, I);
+    flashc_tensor fdo = flashc_tensor_2d(dout.f, FLASHC_F32, T, I), fd = flashc_tensor_2d(d_ref, FLASHC_F32, T, 2 * I);
+    flashc_tensor tg = dev2(&gu), to = dev2(&out), tdo = dev2(&dout), td = dev2(&dgu);
+    CUDA_OK(cudaMemcpy(dgu.d, dgu.h, nbytes(&dgu), cudaMemcpyHostToDevice));
+    TU_OK(flashc_swiglu(&tg, &to));
+    TU_OK(flashc_swiglu_bwd(&tg, &tdo, &td));
+    TU_OK(flashc_swiglu_naive(&fg, &fo));
+    TU_OK(flashc_swiglu_bwd_naive(&fg, &fdo, &fd));
+    CUDA_OK(cudaDeviceSynchronize());
+    buf_fetch(&out), buf_fetch(&dgu);
+    check("swiglu", dt, T, I, err_vs(&out, o_ref), 1);
+    /* dgu's gaps: buf_make poisoned them and the kernel must not write there */
+    check("swiglu_bwd", dt, T, I, err_vs(&dgu, d_ref), 1);
+    free(o_ref), free(d_ref);
+    buf_free(&gu), buf_free(&out), buf_free(&dout), buf_free(&dgu);
+}
+
+static void test_rmsnorm(void **state)
+{
+    (void)state;
+    const flashc_dtype dts[3] = {FLASHC_F32, FLASHC_BF16, FLASHC_F16};
+    for (int i = 0; i < 3; i++) {
+        rms_case(dts[i], 257, 4096, 4096);  /* chunks, TPR 128 (16-bit) / 256 (f32) */
+        rms_case(dts[i], 300, 1024, 1032);  /* chunks, several rows per block, strided */
+        rms_case(dts[i], 33, 1000, 1003);   /* element-wise: odd row stride */
+        rms_case(dts[i], 5, 7, 7);
+        rms_case(dts[i], 3, 40000, 40000);  /* wider than NV * 1024 chunks: element-wise */
+    }
+}
+
+static void test_swiglu(void **state)
+{
+    (void)state;
+    const flashc_dtype dts[3] = {FLASHC_F32, FLASHC_BF16, FLASHC_F16};
+    for (int i = 0; i < 3; i++) {
+        swiglu_case(dts[i], 129, 3072, 2 * 3072);
+        swiglu_case(dts[i], 31, 771, 2 * 771 + 5);
+    }
+}
+
+/* ---- RoPE ------------------------------------------------------------------------------- */
+
+static void rope_case(flashc_dtype dt, int64_t B, int64_t S, int64_t H, int64_t Hk, int64_t D,
+                      int64_t rd, int style, int tables, int use_pos, int bwd)
+{
+    const int64_t nq = B * S * H * D, nk = B * S * Hk * D;
+    buf q = buf_make(dt, 1, nq, nq, 2), k = buf_make(dt, 1, nk, nk, 2);
+    const int64_t P = S + 64;
+    float *cs = host_out(P * (rd / 2)), *sn = host_out(P * (rd / 2));
+    for (int64_t p = 0; p < P; p++)
+        for (int64_t i = 0; i < rd / 2; i++) {
+            const double a = (double)p * pow(10000.0, -2.0 * (double)i / (double)rd);
+            cs[p * (rd / 2) + i] = (float)cos(a), sn[p * (rd / 2) + i] = (float)sin(a);
+        }
+    int32_t *pos = malloc((size_t)(B * S) * sizeof(int32_t));
+    for (int64_t i = 0; i < B * S; i++)
+        pos[i] = (int32_t)(tu_uniform() * (double)(tables ? P : 100000));
+    float *dcs, *dsn;
+    int32_t *dpos;
+    CUDA_OK(cudaMalloc((void **)&dcs, (size_t)(P * (rd / 2)) * sizeof(float)));
+    CUDA_OK(cudaMalloc((void **)&dsn, (size_t)(P * (rd / 2)) * sizeof(float)));
+    CUDA_OK(cudaMalloc((void **)&dpos, (size_t)(B * S) * sizeof(int32_t)));
+    CUDA_OK(cudaMemcpy(dcs, cs, (size_t)(P * (rd / 2)) * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dsn, sn, (size_t)(P * (rd / 2)) * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dpos, pos, (size_t)(B * S) * sizeof(int32_t), cudaMemcpyHostToDevice));
+    flashc_rope_params p;
+    memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    p.style = (flashc_rope_style)style;
+    p.rotary_dim = rd;
+    p.pos_offset = use_pos ? 0 : 3;
+    flashc_tensor hc = flashc_tensor_2d(cs, FLASHC_F32, P, rd / 2), hs = flashc_tensor_2d(sn, FLASHC_F32, P, rd / 2);
+    flashc_tensor dc = hc, ds = hs;
+    dc.data = dcs, ds.data = dsn, dc.device = ds.device = FLASHC_DEVICE_CUDA;
+    flashc_tensor tq = flashc_tensor_4d(q.d, dt, B, S, H, D), tk = flashc_tensor_4d(k.d, dt, B, S, Hk, D);
+    tq.device = tk.device = FLASHC_DEVICE_CUDA;
+    flashc_tensor fq = flashc_tensor_4d(q.f, FLASHC_F32, B, S, H, D), fk = flashc_tensor_4d(k.f, FLASHC_F32, B, S, Hk, D);
+    p.positions = use_pos ? dpos : NULL;
+    if (bwd)
+        TU_OK(flashc_rope_bwd(&p, &tq, &tk, tables ? &dc : NULL, tables ? &ds : NULL));
+    else
+        TU_OK(flashc_rope(&p, &tq, &tk, tables ? &dc : NULL, tables ? &ds : NULL));
+    p.positions = use_pos ? pos : NULL;
+    TU_OK(flashc_rope_naive(&p, &fq, &fk, tables ? &hc : NULL, tables ? &hs : NULL, bwd));
+    CUDA_OK(cudaDeviceSynchronize());
+    buf_fetch(&q), buf_fetch(&k);
+    char what[40];
+    snprintf(what, sizeof what, "rope%s %s%s%s", bwd ? "_bwd" : "", style ? "gptj" : "neox",
+             tables ? " tab" : " pos", rd < D ? " part" : "");
+    check(what, dt, B * S, D, fmax(err_vs(&q, q.f), err_vs(&k, k.f)), 1);
+    free(cs), free(sn), free(pos);
+    cudaFree(dcs), cudaFree(dsn), cudaFree(dpos);
+    buf_free(&q), buf_free(&k);
+}
+
+static void test_rope(void **state)
+{
+    (void)state;
+    const flashc_dtype dts[3] = {FLASHC_F32, FLASHC_BF16, FLASHC_F16};
+    for (int i = 0; i < 3; i++)
+        for (int style = 0; style < 2; style++) {
+            rope_case(dts[i], 2, 129, 8, 2, 128, 128, style, 1, 1, 0);
+            rope_case(dts[i], 1, 77, 4, 4, 64, 32, style, 0, 0, 0);
+            rope_case(dts[i], 2, 33, 3, 1, 80, 80, style, 1, 0, 1);
+            rope_case(dts[i], 1, 19, 2, 1, 6, 4, style, 0, 1, 1); /* element-wise */
+        }
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    buf x = buf_make(FLASHC_BF16, 4, 64, 128, 1), w = buf_make(FLASHC_BF16, 1, 64, 64, 1);
+    buf y = buf_make(FLASHC_BF16, 4, 64, 128, 1); /* its own buffer: no overlap with x */
+    flashc_tensor tx = dev2(&x), tw = dev1(&w), ty = dev2(&y);
+    flashc_tensor bad = tx;
+    bad.stride[1] = 2, bad.shape[1] = 32;
+    flashc_tensor bw = tw;
+    bw.shape[0] = 32;
+    flashc_tensor by = ty;
+    by.shape[1] = 32;
+    assert_int_equal(flashc_rmsnorm(&bad, &bw, 1e-6f, &by), FLASHC_ERR_UNSUPPORTED);
+    printf("  stride 2: %s\n", flashc_last_error());
+    flashc_tensor hw = tw;
+    hw.device = FLASHC_DEVICE_CPU;
+    assert_int_equal(flashc_rmsnorm(&tx, &hw, 1e-6f, &ty), FLASHC_ERR_UNSUPPORTED);
+    assert_int_equal(flashc_rmsnorm_naive(&tx, &tw, 1e-6f, &ty), FLASHC_ERR_UNSUPPORTED);
+    buf_free(&x), buf_free(&w), buf_free(&y);
+}
+
+int main(void)
+{
+    if (!flashc_cuda_available()) {
+        printf("test_cuda_rows: SKIPPED: no CUDA device visible (%s)\n", flashc_build_info());
+        return 77;
+    }
+    tu_seed_from_env();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+
+#else /* !FLASHC_HAVE_CUDA */
+
+int main(void)
+{
+    printf("test_cuda_rows: SKIPPED: this build has no CUDA backend (%s)\n", flashc_build_info());
+    return 77;
+}
+
+#endif
