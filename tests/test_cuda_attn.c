@@ -13,7 +13,8 @@
  * fp16, with seqlen pairs (1,1) (1,147) (113,203) (128,217) (108,256), causal and not, MHA /
  * GQA / MQA; (1023,1024) (1024,1023) (1024,1024) at 64 96 128 256; (3,799) (20000,16) at 59 64
  * 128; plus a (B, H, S, D) strided layout, rows of a wider pitch (D not a multiple of 8 but
- * 16-byte aligned rows; the padding must stay unwritten), a user stream, repeatability (a race
+ * 16-byte aligned rows; the padding must stay unwritten), more tiles than an H200 has
+ * multiprocessors (a persistent kernel walks several), a user stream, repeatability (a race
  * shows as a moving result), refusals, and the CUDA error contract (a pending application error,
  * host / pinned host / other-device / managed memory). Every case first asks
  * flashc_attn_fwd_supported, which must answer what the run then does.
@@ -461,6 +462,23 @@ static void test_pitched_rows(void **state)
         printf("  pitched rows: not served by FLASHC_CUDA_KERNEL=%s\n", forced_kernel());
 }
 
+/* More (Q tile, batch, head) tiles (3 x 3 x 16 = 144 of 128 rows) than an H200 has
+ * multiprocessors (132), with 2 or 3 K/V blocks each: a persistent kernel (sm90v5) walks two
+ * tiles in some thread blocks, its K/V ring and Q buffer running on from one tile to the next.
+ * Short enough to run under compute-sanitizer too. */
+static void test_many_tiles(void **state)
+{
+    (void)state;
+    int ran = 0;
+    for (int i = 0; i < 4; i++) {
+        attn_case c = {3, 300, 333, 16, 4, i % 2 ? 128 : 64, i / 2,
+                       i % 2 ? FLASHC_BF16 : FLASHC_F16, 0, 0, 0};
+        ran += check_case(&c);
+    }
+    if (!ran)
+        printf("  many tiles: not served by FLASHC_CUDA_KERNEL=%s\n", forced_kernel());
+}
+
 /* The same inputs twice give bit-identical results: a race would show as a moving result. */
 static void test_repeatable(void **state)
 {
@@ -575,7 +593,7 @@ static void test_refusals(void **state)
 static void test_cuda_errors(void **state)
 {
     (void)state;
-    attn_case c = {1, 64, 64, 2, 2, 64, 0, FLASHC_BF16, 0, 0};
+    attn_case c = {1, 64, 64, 2, 2, 64, 0, FLASHC_BF16, 0, 0, 0};
     run_buffers r;
     buffers_create(&c, &r);
     buffers_poison(&c, &r);
@@ -669,14 +687,15 @@ int main(void)
     enum { ND = sizeof dims / sizeof dims[0] };
     static dim_case cases[2 * ND];
     static char names[2 * ND][24];
-    struct CMUnitTest tests[5 + 2 * ND];
+    struct CMUnitTest tests[6 + 2 * ND];
     tests[0] = (struct CMUnitTest)cmocka_unit_test(test_refusals);
     tests[1] = (struct CMUnitTest)cmocka_unit_test(test_cuda_errors);
     tests[2] = (struct CMUnitTest)cmocka_unit_test(test_repeatable);
     tests[3] = (struct CMUnitTest)cmocka_unit_test(test_strided_layout_and_stream);
     tests[4] = (struct CMUnitTest)cmocka_unit_test(test_pitched_rows);
+    tests[5] = (struct CMUnitTest)cmocka_unit_test(test_many_tiles);
     const char *only = getenv("FLASHC_TEST_DIMS");
-    int nt = 5;
+    int nt = 6;
     for (int i = 0; i < 2 * ND; i++) {
         cases[i].dt = i < ND ? FLASHC_BF16 : FLASHC_F16;
         cases[i].D = dims[i % ND];
