@@ -2,7 +2,8 @@
 # bench/gpu/run_sm90.sh — one device call for the Hopper forward's versions (issue 11): check
 # every sm90 family, then time them beside sm80 and PyTorch SDPA (flash, cuDNN) in one process.
 #   1. libflashc.so and tests/test_cuda_attn: taken from FLASHC_PREBUILT (built on the
-#      development machine, carried with the tree) when they load here, else built here
+#      development machine, carried with the tree, with its libgomp.so.1 in lib/ in case this
+#      machine has none) when they load here, else built here
 #      (Release, sm_80 + sm_90a, only those two targets); FLASHC_DEPS as for run.sh (cmocka)
 #   2. SASS of attn_fwd_sm90.cu.o per kernel: HGMMA count, local memory (LDL/STL), top register
 #   3. at the same time (correctness only, so they may share the GPU):
@@ -36,6 +37,11 @@ fi
 stamp "binaries"
 LIB= TEST= OBJ=
 pre=${FLASHC_PREBUILT:-}
+# OpenMP's runtime of the development machine, carried in $pre/lib, where this one lacks it
+if [ -n "$pre" ] && ldd "$pre/libflashc.so" 2>/dev/null | grep -q "libgomp.*not found"; then
+  export LD_LIBRARY_PATH="$pre/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  echo "(libgomp.so.1 from $pre/lib)"
+fi
 if [ -n "$pre" ] && [ -f "$pre/libflashc.so" ] && [ -x "$pre/test_cuda_attn" ] &&
    ! ldd "$pre/libflashc.so" "$pre/test_cuda_attn" | grep -q "not found" &&
    python3 -c "import ctypes, sys; ctypes.CDLL(sys.argv[1])" "$pre/libflashc.so"; then
