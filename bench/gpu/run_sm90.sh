@@ -20,8 +20,8 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/build-gpu/out}
 mkdir -p "$OUT"
 LOGS=$(mktemp -d)
-FAMS=${FLASHC_SM90_FAMILIES:-sm90 sm90v3 sm90v4 sm90v4w}
-SAN=${FLASHC_SM90_SANITIZE:-sm90v3 sm90v4 sm90v4w}
+FAMS=${FLASHC_SM90_FAMILIES:-sm90 sm90v3 sm90v4 sm90v4w sm90v5}
+SAN=${FLASHC_SM90_SANITIZE:-sm90v3 sm90v4w sm90v5}
 T0=$(date +%s)
 stamp() { echo; echo "=== $* (+$(($(date +%s) - T0)) s)"; }
 pack() { tar -czf "$OUT/logs.tar.gz" -C "$LOGS" . 2>/dev/null; }
