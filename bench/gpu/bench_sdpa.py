@@ -68,8 +68,11 @@ def params(causal, stream, deterministic=0, workspace=None, workspace_bytes=0):
 
 
 class Stats(ctypes.Structure):
-    _fields_ = [("tile_pairs", ctypes.c_int64), ("tile_pairs_total", ctypes.c_int64),
-                ("block_q", ctypes.c_int64), ("block_k", ctypes.c_int64)]
+    """flashc_attn_stats (sized: struct_size must be set, FLASHC_ATTN_STATS_INIT)."""
+    _fields_ = [("struct_size", ctypes.c_size_t), ("tile_pairs", ctypes.c_int64),
+                ("tile_pairs_total", ctypes.c_int64), ("block_q", ctypes.c_int64),
+                ("block_k", ctypes.c_int64), ("num_splits", ctypes.c_int64),
+                ("workspace_bytes", ctypes.c_int64)]
 
 
 def view(t):
@@ -110,6 +113,7 @@ class Flashc:
         p = params(causal, torch.cuda.current_stream().cuda_stream)
         args = [ctypes.byref(x) for x in (p, view(q), view(k), view(v), view(o), view(lse))]
         stats = Stats()
+        stats.struct_size = ctypes.sizeof(Stats)
         fwd = self.lib.flashc_attn_fwd
 
         def run():

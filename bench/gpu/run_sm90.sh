@@ -57,7 +57,9 @@ else
   OBJ=build-gpu/CMakeFiles/flashc_cuda.dir/src/cuda/attn_fwd_sm90.cu.o
 fi
 
-if [ -f "$OBJ" ] && command -v cuobjdump >/dev/null; then
+# FLASHC_SM90_BENCH_ONLY=1: steps 1 and 4 only (every family of FLASHC_SM90_FAMILIES timed)
+only=${FLASHC_SM90_BENCH_ONLY:-}
+if [ -z "$only" ] && [ -f "$OBJ" ] && command -v cuobjdump >/dev/null; then
   cuobjdump --dump-sass "$OBJ" >"$LOGS/sm90.sass" 2>&1
   python3 - "$LOGS/sm90.sass" <<'EOF'
 import re, sys
@@ -71,15 +73,19 @@ for f in re.split(r"\n\s+Function : ", txt)[1:]:
 EOF
 fi
 
-stamp "GPU tests and sanitizers (concurrently)"
+passed=()
 pids=()
+[ -n "$only" ] && passed=($FAMS)
+[ -z "$only" ] && stamp "GPU tests and sanitizers (concurrently)"
 for k in $FAMS default; do
+  [ -n "$only" ] && break
   if [ "$k" = default ]; then dims=59,64,128,256; kenv=(); else dims=64,128; kenv=(FLASHC_CUDA_KERNEL=$k); fi
   env "${kenv[@]}" OMP_NUM_THREADS=3 FLASHC_TEST_DIMS=$dims timeout 120 "$TEST" \
     >"$LOGS/tests-$k.log" 2>&1 &
   pids+=("$!:tests-$k")
 done
 for k in $SAN; do
+  [ -n "$only" ] && break
   for tool in memcheck racecheck synccheck; do
     FLASHC_CUDA_KERNEL=$k FLASHC_TEST_SMALL=1 FLASHC_TEST_DIMS=64,128 OMP_NUM_THREADS=1 \
       timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 --report-api-errors no \
@@ -87,7 +93,6 @@ for k in $SAN; do
     pids+=("$!:san-$tool-$k")
   done
 done
-passed=()
 for pr in "${pids[@]}"; do
   pid=${pr%%:*} what=${pr#*:}
   wait "$pid"; rc=$?
