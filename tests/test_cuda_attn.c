@@ -19,7 +19,7 @@
  * host / pinned host / other-device / managed memory). Every case first asks
  * flashc_attn_fwd_supported, which must answer what the run then does.
  *
- * FLASHC_CUDA_KERNEL=sm80|sm90 forces one kernel family (read by the library); cases that
+ * FLASHC_CUDA_KERNEL=sm80|sm90v5|... forces one kernel family (read by the library); cases that
  * family does not serve are refused by both calls, counted and reported as not served, and
  * each test then still needs one served case unless the family serves none of its head dim.
  *
@@ -367,7 +367,7 @@ static int small_only(void)
 /* (Sq, Sk) pairs run at every head dim, and those run at a few only (the long ones: the
  * reference is O(Sq Sk D) on the host) */
 static const int seqlens_all[][2] = {{1, 1}, {1, 147}, {113, 203}, {128, 217}, {108, 256}};
-/* (1024, 1024): where the dispatcher's default picks the sm90 kernel at d = 128 */
+/* (1024, 1024): where the dispatcher's default picks an sm90 kernel (v5) at d = 64 and 128 */
 static const int seqlens_long[][2] = {{1023, 1024}, {1024, 1023}, {1024, 1024}};
 static const int seqlens_odd[][2] = {{3, 799}, {20000, 16}};
 /* (Hq, Hkv): MHA, GQA, MQA; fewer heads for the long sequences */
@@ -561,8 +561,8 @@ static void test_refusals(void **state)
     printf("  align: %s\n", flashc_last_error());
 
     /* rows that are not 16-byte aligned (a sequence stride of 4 more elements): only the
-     * element-wise sm80 path takes them, so a forced sm90 refuses them with a reason */
-    if (forced_kernel() && strcmp(forced_kernel(), "sm90") == 0) {
+     * element-wise sm80 path takes them, so a forced sm90 family refuses them with a reason */
+    if (forced_kernel() && strncmp(forced_kernel(), "sm90", 4) == 0) {
         flashc_tensor q5 = q, o5 = o;
         q5.shape[1] = o5.shape[1] = 16;
         q5.stride[1] = o5.stride[1] = c.Hq * c.D + 4;

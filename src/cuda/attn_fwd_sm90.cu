@@ -592,12 +592,13 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
     return cudaGetLastError();
 }
 
-/* The dispatcher picks v1 ("sm90") by default where the recorded H200 runs showed it correct and
- * faster than sm80 (bench/RESULTS.md, 2026-12-01, two runs): d = 128 from seqlen 1k (1.29x to
- * 1.48x), d = 64 from 4k (1.07x to 1.15x; at 1k sm80 was as fast or faster). v2 ("sm90v2",
- * overlap and ping-pong) was correct but slower in the same run: its wgmma issues sit on paths
- * ptxas cannot prove warpgroup-uniform (the causal skip), so it serialises them (C7518); it
- * stays only when forced, for the ladder. */
+/* What the dispatcher picks without FLASHC_CUDA_KERNEL (bench/RESULTS.md, H200, 2026-12-01,
+ * "sm90 v3-v5"): every sm90 version was faster than sm80 at d 64 and 128 from seqlen 1k; of
+ * them v4w was the fastest from 4k (up to 1.00x cuDNN at d128 16k, 1.07x causal) and v5 (the
+ * persistent grid) at 1k (455 vs 435 TFLOP/s at d128, 1.2x sm80 at d64 causal), while v5 fell
+ * behind at 16k causal (the static tile walk leaves the multiprocessors unevenly loaded). So:
+ * v4w where Sq, Sk >= 2048 (the first match in this table wins), v5 from 1024, sm80 below
+ * (512 was not measured). v1, v3 and v4 stay for FLASHC_CUDA_KERNEL and the ladder. */
 #define SM90_VARIANT(TN, T, FAM, D, BN, ST, VER, DEF, MINSEQ)                                     \
     {"attn_fwd_" #TN "_" FAM "_d" #D "_128x" #BN, FAM, TN##_DTYPE_SM90, D, D, 90, 128, BN, DEF, \
      MINSEQ, sm90_supports, attn_fwd_sm90_launch<T, D, BN, ST, VER>}
@@ -607,16 +608,16 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
     SM90_VARIANT(bf16, __nv_bfloat16, FAM, D, BN, ST, VER, DEF, MINSEQ),                           \
         SM90_VARIANT(f16, __half, FAM, D, BN, ST, VER, DEF, MINSEQ)
 const attn_fwd_variant attn_fwd_sm90_variants[] = {
-    SM90_FAMILY("sm90", 64, 128, 2, 1, 1, 4096),
-    SM90_FAMILY("sm90", 128, 128, 2, 1, 1, 1024),
+    SM90_FAMILY("sm90v4w", 64, 176, 2, 4, 1, 2048),
+    SM90_FAMILY("sm90v4w", 128, 176, 2, 4, 1, 2048),
+    SM90_FAMILY("sm90v5", 64, 128, 3, 5, 1, 1024),
+    SM90_FAMILY("sm90v5", 128, 128, 3, 5, 1, 1024),
+    SM90_FAMILY("sm90", 64, 128, 2, 1, 0, 0),
+    SM90_FAMILY("sm90", 128, 128, 2, 1, 0, 0),
     SM90_FAMILY("sm90v3", 64, 128, 2, 3, 0, 0),
     SM90_FAMILY("sm90v3", 128, 128, 2, 3, 0, 0),
     SM90_FAMILY("sm90v4", 64, 128, 3, 4, 0, 0),
     SM90_FAMILY("sm90v4", 128, 128, 3, 4, 0, 0),
-    SM90_FAMILY("sm90v4w", 64, 176, 2, 4, 0, 0),
-    SM90_FAMILY("sm90v4w", 128, 176, 2, 4, 0, 0),
-    SM90_FAMILY("sm90v5", 64, 128, 3, 5, 0, 0),
-    SM90_FAMILY("sm90v5", 128, 128, 3, 5, 0, 0),
 };
 const int attn_fwd_sm90_variant_count =
     (int)(sizeof attn_fwd_sm90_variants / sizeof attn_fwd_sm90_variants[0]);
