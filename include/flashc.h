@@ -315,8 +315,9 @@ flashc_status flashc_attn_fwd_supported(const flashc_attn_params *params, const 
  * Scratch: D = rowsum(dout * o), B*Hq*Sq floats, plus per-thread tiles; nothing Sq x Sk.
  * CUDA (all tensors FLASHC_DEVICE_CUDA, launched on params.cuda_stream, asynchronous, no host
  * synchronisation inside, so the call can be captured in a CUDA graph): bfloat16 or float16
- * storage, float32 accumulation, head dims 64, 96, 128, 256, causal or not, GQA/MQA, D == Dv,
- * no window/softcap/ALiBi yet; unit feature stride and 16-byte aligned rows. dk and dv are
+ * storage, float32 accumulation, head dims 64, 96, 128, 256, causal or not, windows, softcap,
+ * ALiBi (slopes on the device), GQA/MQA, dense layout with D == Dv (no varlen yet); unit feature
+ * stride and 16-byte aligned rows. dk and dv are
  * always deterministic; dq is summed with float atomics unless params.deterministic, which
  * adds the K blocks' contributions in a fixed order (bit-identical gradients, somewhat slower).
  * Device scratch: a float32 dq accumulator (B*Hq*Sq*D) plus B*Hq*Sq floats (and a few ints),
