@@ -209,11 +209,19 @@ static void test_rmsnorm(void **state)
     (void)state;
     const flashc_dtype dts[3] = {FLASHC_F32, FLASHC_BF16, FLASHC_F16};
     for (int i = 0; i < 3; i++) {
-        rms_case(dts[i], 257, 4096, 4096);  /* chunks, TPR 128 (16-bit) / 256 (f32) */
+        /* forward: a warp a row (16-bit: 16 chunks a lane), a block a row (f32: 128 threads);
+         * backward: 128 / 256 threads of 4 chunks, one row a block */
+        rms_case(dts[i], 257, 4096, 4096);
         rms_case(dts[i], 300, 1024, 1032);  /* chunks, several rows per block, strided */
+        rms_case(dts[i], 70, 64, 72);       /* lane groups of 8 / 16 threads a row */
+        rms_case(dts[i], 1100, 4096, 4096); /* backward: > 1 row a block of the persistent grid,
+                                               the next row's prefetch */
+        rms_case(dts[i], 3000, 136, 136);   /* 17 (f32: 34) chunks: partial lane groups, many rows */
+        rms_case(dts[i], 4, 16384, 16392);  /* forward: 256 / 512 threads of 8 chunks a row;
+                                               backward: element-wise (wider than 1024 chunks) */
         rms_case(dts[i], 33, 1000, 1003);   /* element-wise: odd row stride */
         rms_case(dts[i], 5, 7, 7);
-        rms_case(dts[i], 3, 40000, 40000);  /* wider than NV * 1024 chunks: element-wise */
+        rms_case(dts[i], 3, 40000, 40000);  /* wider than 8 x 512 chunks: element-wise forward */
     }
 }
 
@@ -292,6 +300,9 @@ static void test_rope(void **state)
             rope_case(dts[i], 1, 77, 4, 4, 64, 32, style, 0, 0, 0);
             rope_case(dts[i], 2, 33, 3, 1, 80, 80, style, 1, 0, 1);
             rope_case(dts[i], 1, 19, 2, 1, 6, 4, style, 0, 1, 1); /* element-wise */
+            /* partial, tables of 42 columns: f32 GPT-J takes 16-byte rows with scalar table
+             * loads, the rest the element-wise path */
+            rope_case(dts[i], 1, 40, 4, 2, 128, 84, style, 1, 1, 0);
         }
 }
 
