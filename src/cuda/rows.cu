@@ -13,10 +13,10 @@
  *                 across the block's rows, the next row is loaded before the current row's
  *                 single barrier; the G x D float32 dw partials are summed by rms_dw_sum
  *                 (32 x 32 threads per 32 columns, a fixed order: deterministic, no atomics).
- *   rms_fwd_vec, rms_bwd_vec + rms_dw_reduce   (v1) the first kernels, kept for
- *                 FLASHC_CUDA_ROWS=v1 (comparisons in one process) and as the fallback of
- *                 rows too wide for v2: one row per 128+ threads with a block barrier and w
- *                 re-read; dw summed by one thread per column over G partials (latency-bound).
+ *   rms_fwd_vec, rms_bwd_vec + rms_dw_reduce   (v1) the first kernels, taken only with
+ *                 FLASHC_CUDA_ROWS=v1 (to compare on one machine): one row per 128+ threads
+ *                 with a block barrier and w re-read; dw summed by one thread per column over
+ *                 the G partials (latency-bound).
  *   swiglu_*_vec  one thread per (row, chunk): gate and up chunks read in place from the
  *                 gate|up row.
  * Rows whose start or length is not a whole number of chunks take the element-wise kernels
@@ -691,8 +691,11 @@ template <typename T> static flashc_status rms_bwd_t(const rows_bwd_problem *p)
             rms_bwd_any<T><<<(unsigned)G, threads>>>(a);
         st = launch_status(fn, vec ? "rms_bwd_vec" : "rms_bwd_any");
         if (st == FLASHC_OK) {
-            rms_dw_reduce<T><<<(unsigned)((p->D + 255) / 256), 256>>>(part, G, p->D, (T *)p->dw, p->sdw);
-            st = launch_status(fn, "rms_dw_reduce");
+            if (rows_v1())
+                rms_dw_reduce<T><<<(unsigned)((p->D + 255) / 256), 256>>>(part, G, p->D, (T *)p->dw, p->sdw);
+            else
+                rms_dw_sum<T><<<(unsigned)((p->D + 31) / 32), dim3(32, 32)>>>(part, G, p->D, (T *)p->dw, p->sdw);
+            st = launch_status(fn, rows_v1() ? "rms_dw_reduce" : "rms_dw_sum");
         }
     }
     cudaFreeAsync(part, 0);
