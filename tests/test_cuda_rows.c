@@ -182,6 +182,53 @@ static void rms_case(flashc_dtype dt, int64_t T, int64_t D, int64_t ld)
     buf_free(&dx), buf_free(&dw);
 }
 
+/* Rows whose float32 sum of squares overflows (scale 1e25) or underflows (1e-25), and rows of
+ * subnormals (1e-40: 1 / |x| overflows, the divided form): the forward and the residual
+ * forward against the reference, which rescales by max |x| as the CPU does (cases the plain
+ * float32 formula gets wrong: y = 0 or Inf). Float32 and bfloat16, whose range has them. */
+static void rms_extreme_case(flashc_dtype dt, int64_t T, int64_t D, int64_t ld, float scale)
+{
+    buf x = buf_make(dt, T, D, ld, scale), r = buf_make(dt, T, D, ld, scale);
+    buf w = buf_make(dt, 1, D, D, 1), y = buf_make(dt, T, D, ld, 1);
+    CUDA_OK(cudaMemset(y.d, 0xff, nbytes(&y)));
+    float *yr = host_out(T * D);
+    flashc_tensor fx = flashc_tensor_2d(x.f, FLASHC_F32, T, D), fw = flashc_tensor_1d(w.f, FLASHC_F32, D);
+    flashc_tensor fy = flashc_tensor_2d(yr, FLASHC_F32, T, D);
+    flashc_tensor tx = dev2(&x), tw = dev1(&w), ty = dev2(&y), tr = dev2(&r);
+    char what[40];
+    TU_OK(flashc_rmsnorm(&tx, &tw, 1e-5f, &ty));
+    TU_OK(flashc_rmsnorm_naive(&fx, &fw, 1e-5f, &fy));
+    CUDA_OK(cudaDeviceSynchronize());
+    buf_fetch(&y);
+    snprintf(what, sizeof what, "rms %.0e", (double)scale);
+    check(what, dt, T, D, err_vs(&y, yr), 1);
+    TU_OK(flashc_rmsnorm_residual(&tx, &tr, &tw, 1e-5f, &ty));
+    CUDA_OK(cudaDeviceSynchronize());
+    buf_fetch(&x), buf_fetch(&y);
+    for (int64_t i = 0; i < T; i++)
+        for (int64_t c = 0; c < D; c++)
+            x.f[i * D + c] = flashc__load(x.h, dt, i * ld + c); /* checked by rms_case */
+    TU_OK(flashc_rmsnorm_naive(&fx, &fw, 1e-5f, &fy));
+    snprintf(what, sizeof what, "rms_res %.0e", (double)scale);
+    check(what, dt, T, D, err_vs(&y, yr), 1);
+    free(yr);
+    buf_free(&x), buf_free(&r), buf_free(&w), buf_free(&y);
+}
+
+static void test_rmsnorm_extremes(void **state)
+{
+    (void)state;
+    const flashc_dtype dts[2] = {FLASHC_F32, FLASHC_BF16};
+    const float scales[3] = {1e25f, 1e-25f, 1e-40f};
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 3; k++) {
+            rms_extreme_case(dts[i], 9, 4096, 4096, scales[k]); /* warp / block rows */
+            rms_extreme_case(dts[i], 70, 64, 72, scales[k]);    /* lane groups */
+            rms_extreme_case(dts[i], 4, 16384, 16392, scales[k]);
+            rms_extreme_case(dts[i], 5, 1000, 1003, scales[k]); /* element-wise */
+        }
+}
+
 static void swiglu_case(flashc_dtype dt, int64_t T, int64_t I, int64_t ld)
 {
     buf gu = buf_make(dt, T, 2 * I, ld, 3), out = buf_make(dt, T, I, I, 1);
@@ -336,6 +383,7 @@ int main(void)
     tu_seed_from_env();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_rmsnorm_extremes),
         cmocka_unit_test(test_swiglu),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_refusals),

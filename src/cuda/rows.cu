@@ -49,6 +49,47 @@ __device__ __forceinline__ float row_sum(float x, float *red)
     return s;
 }
 
+/* Max of x over the same threads as row_sum. */
+__device__ __forceinline__ float row_max(float x, float *red)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+    const int wpr = blockDim.x / 32, lane = threadIdx.x % 32, w = threadIdx.x / 32;
+    if (lane == 0)
+        red[threadIdx.y * wpr + w] = x;
+    __syncthreads();
+    float m = 0.0f;
+    for (int i = 0; i < wpr; i++)
+        m = fmaxf(m, red[threadIdx.y * wpr + i]);
+    __syncthreads();
+    return m;
+}
+
+/* A row whose float32 sum of squares ss overflowed (|x| >~ 2e19) or underflowed (all |x| <~
+ * 1e-19) takes the rescaled rstd of the CPU and the reference (cpu_rms_rstd_rescaled,
+ * kernels.h): from the row's max |x| (amax) and s = sum (x / amax)^2, r and div such that
+ * y = x / div * r * w, div = 1 unless the rstd is no normal float (a subnormal row; a row near
+ * FLT_MAX). Zeros and rows holding an Inf keep the plain r. */
+__device__ __forceinline__ bool rms_needs_rescale(float ss) { return isinf(ss) || ss < 0x1p-64f; }
+
+__device__ __forceinline__ float2 rms_rescale_rd(float amax, float s, int64_t D, float eps, float plain)
+{
+    if (amax == 0.0f || !isfinite(amax))
+        return make_float2(plain, 1.0f);
+    const double a = amax, m = 1.0 / sqrt((double)s / (double)D + (double)eps / (a * a));
+    const double rstd = m / a;
+    if (rstd >= 0x1p-126 && rstd <= 0x1p+126)
+        return make_float2((float)rstd, 1.0f);
+    return make_float2((float)m, amax);
+}
+
+__device__ __forceinline__ void rms_rescale(float amax, float s, int64_t D, float eps, float *r, float *div)
+{
+    const float2 q = rms_rescale_rd(amax, s, D, eps, *r);
+    *r = q.x, *div = q.y;
+}
+
 /* ---- RMSNorm forward ---------------------------------------------------------------------- */
 
 struct rms_args {
@@ -90,7 +131,28 @@ __global__ void __launch_bounds__(MAX_TPR) rms_fwd_vec(rms_args a)
                 ss += v[j][i] * v[j][i];
         }
     }
-    const float rstd = 1.0f / sqrtf(row_sum(ss, red) / (float)a.D + a.eps);
+    ss = row_sum(ss, red);
+    float rstd = 1.0f / sqrtf(ss / (float)a.D + a.eps), div = 1.0f;
+    const bool need = live && rms_needs_rescale(ss);
+    if (__syncthreads_or(need)) { /* rare: see rms_rescale */
+        float m = 0.0f, s2 = 0.0f;
+#pragma unroll
+        for (int j = 0; j < NV; j++)
+            if (live && threadIdx.x + (int64_t)j * blockDim.x < nc)
+#pragma unroll
+                for (int i = 0; i < V; i++)
+                    m = fmaxf(m, fabsf(v[j][i]));
+        m = row_max(m, red);
+#pragma unroll
+        for (int j = 0; j < NV; j++)
+            if (live && threadIdx.x + (int64_t)j * blockDim.x < nc)
+#pragma unroll
+                for (int i = 0; i < V; i++)
+                    s2 += (v[j][i] / m) * (v[j][i] / m);
+        s2 = row_sum(s2, red);
+        if (need)
+            rms_rescale(m, s2, a.D, a.eps, &rstd, &div);
+    }
     T *y = (T *)a.y + t * a.sy;
     const T *w = (const T *)a.w;
 #pragma unroll
@@ -99,6 +161,10 @@ __global__ void __launch_bounds__(MAX_TPR) rms_fwd_vec(rms_args a)
         if (live && c < nc) {
             float wv[V];
             load_chunk(w + c * V, wv);
+            if (div != 1.0f)
+#pragma unroll
+                for (int i = 0; i < V; i++)
+                    v[j][i] /= div;
 #pragma unroll
             for (int i = 0; i < V; i++)
                 v[j][i] = v[j][i] * rstd * wv[i];
@@ -125,12 +191,29 @@ template <typename T> __global__ void rms_fwd_any(rms_args a)
         }
         ss += v * v;
     }
-    const float rstd = 1.0f / sqrtf(row_sum(ss, red) / (float)a.D + a.eps);
+    ss = row_sum(ss, red);
+    float rstd = 1.0f / sqrtf(ss / (float)a.D + a.eps), div = 1.0f;
     const T *xs = a.r ? xw : x; /* each thread re-reads only what it wrote itself */
+    if (rms_needs_rescale(ss)) { /* rare (rms_rescale); the same for the whole block */
+        float m = 0.0f, s2 = 0.0f;
+        for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x)
+            m = fmaxf(m, fabsf(elem<T>::load(xs[d])));
+        m = row_max(m, red);
+        for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) {
+            const float u = elem<T>::load(xs[d]) / m;
+            s2 += u * u;
+        }
+        s2 = row_sum(s2, red);
+        rms_rescale(m, s2, a.D, a.eps, &rstd, &div);
+    }
     T *y = (T *)a.y + t * a.sy;
     const T *w = (const T *)a.w;
-    for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x)
-        y[d] = elem<T>::store(elem<T>::load(xs[d]) * rstd * elem<T>::load(w[d]));
+    for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) {
+        float v = elem<T>::load(xs[d]);
+        if (div != 1.0f)
+            v /= div;
+        y[d] = elem<T>::store(v * rstd * elem<T>::load(w[d]));
+    }
 }
 
 /* The register-resident forward (v2). TPR threads per row (a power of two, 1..512), each
@@ -199,7 +282,60 @@ __global__ void __launch_bounds__(NVT >= 16 ? 64 : 512, NVT < 16 ? 1 : !RES ? 10
         for (int i = 0; i < tpr / 32; i++)
             ss += red[w0 + i];
     }
-    const float rstd = 1.0f / sqrtf(ss / (float)a.D + a.eps);
+    float rstd = 1.0f / sqrtf(ss / (float)a.D + a.eps), div = 1.0f;
+    const bool need = live && rms_needs_rescale(ss);
+    if (tpr <= 32 ? __any_sync(0xffffffffu, need) : __syncthreads_or(need)) {
+        /* rare: see rms_rescale; the same reductions for max |x| and sum (x / max)^2 */
+        __shared__ float red2[16];
+        float m = 0.0f, s2 = 0.0f;
+#pragma unroll
+        for (int j = 0; j < NVT; j++)
+            if (live && lane + (int64_t)j * tpr < nc) {
+                float v[V];
+                unpack<T>(u[j], v);
+#pragma unroll
+                for (int i = 0; i < V; i++)
+                    m = fmaxf(m, fabsf(v[i]));
+            }
+        if (tpr <= 32) {
+            for (int o = tpr / 2; o > 0; o >>= 1)
+                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        } else { /* one row a block */
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1)
+                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+            if (threadIdx.x % 32 == 0)
+                red2[threadIdx.x / 32] = m;
+            __syncthreads();
+            m = 0.0f;
+            for (int i = 0; i < tpr / 32; i++)
+                m = fmaxf(m, red2[i]);
+        }
+#pragma unroll
+        for (int j = 0; j < NVT; j++)
+            if (live && lane + (int64_t)j * tpr < nc) {
+                float v[V];
+                unpack<T>(u[j], v);
+#pragma unroll
+                for (int i = 0; i < V; i++)
+                    s2 += (v[i] / m) * (v[i] / m);
+            }
+        if (tpr <= 32) {
+            for (int o = tpr / 2; o > 0; o >>= 1)
+                s2 += __shfl_xor_sync(0xffffffffu, s2, o);
+        } else {
+            s2 = warp_sum(s2);
+            __syncthreads(); /* every thread has read red2's maxima */
+            if (threadIdx.x % 32 == 0)
+                red2[threadIdx.x / 32] = s2;
+            __syncthreads();
+            s2 = 0.0f;
+            for (int i = 0; i < tpr / 32; i++)
+                s2 += red2[i];
+        }
+        if (need)
+            rms_rescale(m, s2, a.D, a.eps, &rstd, &div);
+    }
     T *y = (T *)a.y + t * a.sy;
     const T *w = (const T *)a.w;
 #pragma unroll
@@ -210,6 +346,10 @@ __global__ void __launch_bounds__(NVT >= 16 ? 64 : 512, NVT < 16 ? 1 : !RES ? 10
             launder(u[j]); /* widen again rather than hold the widened row */
             unpack<T>(u[j], v);
             unpack<T>(ld_reuse(w + c * V), wv);
+            if (div != 1.0f)
+#pragma unroll
+                for (int i = 0; i < V; i++)
+                    v[i] /= div;
 #pragma unroll
             for (int i = 0; i < V; i++)
                 v[i] = v[i] * rstd * wv[i];
