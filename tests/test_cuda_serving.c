@@ -754,7 +754,7 @@ static void test_kvcache_long(void **state)
     if (small_only())
         return;
     const int splits[] = {0, 1};
-    kv_case a = kvc(FLASHC_BF16, 1, 1, 32, 8, 128, 64, 32768, 32768, 1);
+    kv_case a = kvc(FLASHC_BF16, 1, 1, 32, 8, 128, 64, 32768, 32767, 1);
     kv_check(&a, splits, 2, 1);
 }
 
