@@ -14,8 +14,9 @@
  *             and chunked prefill (Sq in the hundreds), GQA ratios 1, 4, 8, both dtypes, causal,
  *             windows, softcap, ALiBi; slots past each sequence's length hold NaN, which must
  *             never reach a result.
- *   splits    num_splits 1..64 equal to the single pass within rounding (and each by the 2x
- *             rule), 0 (the library's choice), with and without a caller's workspace.
+ *   splits    num_splits 1..64 equal to the single pass within rounding (|difference| at most
+ *             2x the naive same-precision error of the case; and each by the 2x rule), 0 (the
+ *             library's choice), with and without a caller's workspace.
  *   varlen    flashc_attn_varlen_fwd with zero-length sequences and unowned tail rows.
  *   dense     flashc_attn_fwd with a window / softcap / ALiBi / Dk != Dv (served by the same
  *             kernel on CUDA).
@@ -596,7 +597,7 @@ static void kv_check(const kv_case *c, const int *splits, int nsplits, int works
     uint16_t *o1 = malloc(2 * no), *o = malloc(2 * no);
     float *l1 = malloc(4 * nl), *l = malloc(4 * nl);
     uint16_t *kc = malloc(2 * r.cache_elems_k), *vc = malloc(2 * r.cache_elems_v);
-    const double eps = c->dt == FLASHC_BF16 ? 1.0 / 256 : 1.0 / 2048;
+    errs first = {0};
     for (int s = 0; s < nsplits; s++) {
         kv_call call = {splits[s], workspace && s == nsplits - 1, NULL, {0}};
         kv_run_call(&r, &call, s == 0 ? o1 : o, s == 0 ? l1 : l);
@@ -606,6 +607,7 @@ static void kv_check(const kv_case *c, const int *splits, int nsplits, int works
         errs e = kv_errors(&r, s == 0 ? o1 : o, s == 0 ? l1 : l);
         assert_2x(what, &e);
         if (s == 0) { /* the append, in place, and nothing else of the cache */
+            first = e;
             CUDA_OK(cudaMemcpy(kc, r.kc_d, 2 * r.cache_elems_k, cudaMemcpyDeviceToHost));
             CUDA_OK(cudaMemcpy(vc, r.vc_d, 2 * r.cache_elems_v, cudaMemcpyDeviceToHost));
             if (memcmp(kc, r.kc_want, 2 * r.cache_elems_k) != 0 ||
@@ -615,13 +617,20 @@ static void kv_check(const kv_case *c, const int *splits, int nsplits, int works
                          desc);
             continue;
         }
+        /* "Within rounding": a split moves each partial softmax's base, so P is rounded to the
+         * storage type from other values and o may move by the rounding this problem has in
+         * that precision (the naive same-precision error against float64), not by a few ulps
+         * of each element: a small o element is a sum of larger rounded terms (the first GPU
+         * run, 2026-12-01, failed a per-element 2-ulp bound at splits 2..5 while every split
+         * count passed the 2x rule). */
+        const double tol = 2.0 * first.o_naive + 1e-6;
         double worst = 0.0;
         for (size_t x = 0; x < no; x++) {
             const double a = from_bits(c->dt, o1[x]), b = from_bits(c->dt, o[x]);
-            const double tol = 2.0 * eps * fabs(a) + 1e-6;
             if (!(fabs(a - b) <= tol))
-                fail_msg("%s: splits=%d o[%zu] = %.6g but one pass gives %.6g", desc, splits[s],
-                         x, b, a);
+                fail_msg("%s: splits=%d o[%zu] = %.6g but one pass gives %.6g (tolerance %.3g "
+                         "= 2 x the naive error)",
+                         desc, splits[s], x, b, a, tol);
             worst = fabs(a - b) > worst ? fabs(a - b) : worst;
         }
         for (size_t x = 0; x < nl; x++) {
@@ -634,7 +643,7 @@ static void kv_check(const kv_case *c, const int *splits, int nsplits, int works
                          x, l[x], l1[x]);
             }
         }
-        printf("    = one pass within rounding (max |diff| %.3g)\n", worst);
+        printf("    = one pass within rounding (max |diff| %.3g <= %.3g)\n", worst, tol);
     }
     free(o1), free(o), free(l1), free(l), free(kc), free(vc);
     kv_teardown(&r);
