@@ -14,7 +14,7 @@ SDPA gets q (B, Hq, 1, d) and the cache as the (B, Hkv, ctx, d) view of the (B, 
 buffer, with enable_gqa=True (no expanded copy); a backend that refuses it is reported as such.
 
 usage: bench_decode.py --lib build/libflashc.so [--out decode.json] [--batches 1,4,16,64]
-                       [--ctx 4096,32768,131072] [--heads 32/8,16/8] [--rep-ms 40]
+                       [--ctx 4096,32768,131072] [--heads 32/8,16/8] [--rep-ms 40] [--graph]
 """
 import argparse
 import ctypes
@@ -110,6 +110,26 @@ class Decode:
                                f"{self.lib.flashc_last_error().decode()}")
 
 
+def graph_ms(lib, q, kc, vc, o, lse, seqlens, rep_ms):
+    """The contiguous call captured once in a CUDA graph (workspace given, so nothing is
+    allocated) and replayed: the kernels' time without the host's per-call work (validation,
+    pointer queries, launches), which an eager call at small B x ctx may not hide."""
+    try:
+        s = torch.cuda.Stream()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(s):
+            fn = Decode(lib, q, kc, vc, o, lse, seqlens)
+            fn()
+            torch.cuda.synchronize()
+            with torch.cuda.graph(g, stream=s, capture_error_mode="thread_local"):
+                fn()
+        torch.cuda.synchronize()
+        return bench(g.replay, rep_ms)
+    except Exception as e:  # reported, not fatal
+        print(f"  graph capture failed: {e}", flush=True)
+        return None
+
+
 def bench(fn, rep_ms):
     return triton.testing.do_bench(fn, warmup=max(5, rep_ms // 4), rep=rep_ms,
                                    return_mode="median")
@@ -124,6 +144,8 @@ def main():
     ap.add_argument("--heads", default="32/8,16/8")
     ap.add_argument("--pages", default="16,64")
     ap.add_argument("--rep-ms", type=int, default=40)
+    ap.add_argument("--graph", action="store_true",
+                    help="also time the contiguous call replayed from a CUDA graph")
     a = ap.parse_args()
 
     lib = ctypes.CDLL(a.lib)
@@ -202,10 +224,12 @@ def main():
                             continue
                     row[name + "_ms"] = bench(fn, a.rep_ms)
                     row[name + "_splits"] = fn.stats.num_splits
+                    if name == "contig" and a.graph:
+                        row["graph_ms"] = graph_ms(lib, q, kv, vv, o, lse, seqlens, a.rep_ms)
                 del kc, vc, q, o, lse
                 torch.cuda.empty_cache()
                 parts = []
-                for k in ("contig", "page16", "page64", "sdpa_flash", "sdpa_cudnn"):
+                for k in ("contig", "graph", "page16", "page64", "sdpa_flash", "sdpa_cudnn"):
                     ms = row.get(k + "_ms")
                     if ms:
                         row[k + "_gbs"] = kv_gb / (ms * 1e-3)
@@ -217,9 +241,9 @@ def main():
     print()
     print(f"decode bf16, d {d}: GB/s of K+V (% of the {copy_gbs:.0f} GB/s copy ceiling); "
           f"x = flashc contiguous / SDPA cuDNN")
-    print("| Hq/Hkv | B x ctx | splits | flashc contig | page 16 | page 64 | SDPA flash | "
+    print("| Hq/Hkv | B x ctx | splits | flashc contig | graph | page 16 | page 64 | SDPA flash | "
           "SDPA cuDNN | x cuDNN |")
-    print("|---|---|--:|--:|--:|--:|--:|--:|--:|")
+    print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
 
     def cell(r, k):
         g = r.get(k + "_gbs")
@@ -228,7 +252,8 @@ def main():
         x = (f"{r['contig_gbs'] / r['sdpa_cudnn_gbs']:.2f}"
              if r.get("contig_gbs") and r.get("sdpa_cudnn_gbs") else "-")
         print(f"| {r['Hq']}/{r['Hkv']} | {r['B']} x {r['ctx'] // 1024}k | "
-              f"{r.get('contig_splits', '-')} | {cell(r, 'contig')} | {cell(r, 'page16')} | "
+              f"{r.get('contig_splits', '-')} | {cell(r, 'contig')} | {cell(r, 'graph')} | "
+              f"{cell(r, 'page16')} | "
               f"{cell(r, 'page64')} | {cell(r, 'sdpa_flash')} | {cell(r, 'sdpa_cudnn')} | {x} |")
     for r in rows:
         for k in ("sdpa_flash", "sdpa_cudnn"):
