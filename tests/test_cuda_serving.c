@@ -105,14 +105,6 @@ typedef struct errs {
     int64_t bad;
 } errs;
 
-static void merge_errs(errs *into, const errs *e)
-{
-    into->o = e->o > into->o ? e->o : into->o;
-    into->o_naive = e->o_naive > into->o_naive ? e->o_naive : into->o_naive;
-    into->lse = e->lse > into->lse ? e->lse : into->lse;
-    into->lse_naive = e->lse_naive > into->lse_naive ? e->lse_naive : into->lse_naive;
-    into->bad += e->bad;
-}
 
 /* The reference of every row: oref (rows, Dv) doubles, lref (rows) with rows in (b, i, h)
  * order; the naive result on (rows, Dv) floats, lnaive. */
