@@ -30,8 +30,8 @@
  * zeros and LSE = -inf.
  *
  * Memory: host buffers the library allocates for itself go through a counting allocator
- * (flashc_mem_stats); device memory is never allocated by the attention forward (the CUDA
- * backward takes its scratch from params.workspace or stream-ordered cudaMallocAsync).
+ * (flashc_mem_stats); device scratch (the CUDA backward's, the CUDA split-KV partials) comes
+ * from params.workspace or, when none is given, stream-ordered cudaMallocAsync / cudaFreeAsync.
  *
  * Bounds on one call (FLASHC_ERR_UNSUPPORTED with a message beyond them): no tensor has more
  * than FLASHC_MAX_ELEMENTS elements, counted by its shape (a broadcast view counts in full,
@@ -279,7 +279,8 @@ typedef struct flashc_attn_stats {
  * notes: 16-byte aligned rows). The
  * environment variable FLASHC_CUDA_KERNEL=sm80|sm90 (read once) forces one kernel family; a
  * problem it does not serve is then refused with FLASHC_ERR_UNSUPPORTED. No device memory
- * besides o and lse. */
+ * besides o and lse, but for a split-KV request (num_splits > 1, or 0 on the KV-cache kernel):
+ * its partials come from params.workspace (flashc_attn_fwd_workspace_size) or cudaMallocAsync. */
 flashc_status flashc_attn_fwd(const flashc_attn_params *params, const flashc_tensor *q,
                               const flashc_tensor *k, const flashc_tensor *v, flashc_tensor *o,
                               flashc_tensor *lse, flashc_attn_stats *stats);
