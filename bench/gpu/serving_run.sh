@@ -39,7 +39,7 @@ echo "$(grep -c ': o err' "$OUT/test_cuda_serving.log") results checked by the 2
 
 step "bench_decode.py"
 PYTHONUNBUFFERED=1 timeout "${FLASHC_T_BENCH:-75}" python3 bench/gpu/bench_decode.py \
-  --lib $B/libflashc.so --out "$OUT/decode.json" ${FLASHC_BENCH_ARGS:-} >"$OUT/bench.log" 2>&1 ||
+  --lib $B/libflashc.so --out "$OUT/decode.json" ${FLASHC_BENCH_ARGS:---graph} >"$OUT/bench.log" 2>&1 ||
   { status=1; echo "BENCH rc != 0"; }
 grep -vE "^\|" "$OUT/bench.log" | tail -30
 

@@ -30,7 +30,8 @@
  *
  * CUDA graphs. The launch shape depends only on the maxima: grid (B * Hkv * ceil(Sq_max * group
  * / 16), splits) with splits from params.num_splits or, for 0, from B * Hkv, the tile count,
- * Sk_max (for device caches: the capacity, S_cache or max_pages * page_size) and the SM count;
+ * Sk_max (for device caches: the capacity, S_cache or max_pages * page_size) and the SM count
+ * (splits_of: FlashAttention-2's wave-efficiency rule on this kernel's blocks per SM);
  * the actual lengths (cache_seqlens, cu_seqlens) are read by the kernels. Nothing synchronises
  * with the host; with a workspace nothing is allocated (else cudaMallocAsync on the stream).
  *
