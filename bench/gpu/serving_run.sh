@@ -4,7 +4,7 @@
 #   2. tests/test_cuda_serving (KV-cache decode / chunked prefill, paged, append, split-KV,
 #      varlen, dense modifiers, graph capture, merge: fp64 reference, 2x rule)
 #   3. bench/gpu/bench_decode.py (decode GB/s of K+V vs the copy ceiling, SDPA flash, cuDNN)
-#   4. compute-sanitizer memcheck on the short cases of step 2 (FLASHC_TEST_SMALL=1)
+#   4. compute-sanitizer (FLASHC_SAN_TOOLS, default memcheck) on the short cases of step 2
 #   5. python/tests/test_cuda_serving.py (the Python functions on CUDA tensors, no pytest needed)
 #   6. tests/test_cuda_attn at head dim 128 (the prefill kernels after the refactor)
 # Each step has its own timeout (seconds: FLASHC_T_TESTS, _SAN, _BENCH, _ATTN); a failing step
@@ -43,12 +43,16 @@ PYTHONUNBUFFERED=1 timeout "${FLASHC_T_BENCH:-75}" python3 bench/gpu/bench_decod
   { status=1; echo "BENCH rc != 0"; }
 grep -vE "^\|" "$OUT/bench.log" | tail -30
 
-step "compute-sanitizer memcheck (short cases)"
-FLASHC_TEST_SMALL=1 timeout "${FLASHC_T_SAN:-35}" compute-sanitizer --tool memcheck \
-  --error-exitcode 9 --report-api-errors no $B/tests/test_cuda_serving \
-  >"$OUT/sanitizer-memcheck.log" 2>&1
-rc=$?; tail -3 "$OUT/sanitizer-memcheck.log"
-[ $rc = 0 ] || { status=1; echo "MEMCHECK FAILED (rc $rc)"; }
+# FLASHC_SAN_TOOLS (default memcheck; e.g. "memcheck racecheck"): one log for all of them
+for tool in ${FLASHC_SAN_TOOLS:-memcheck}; do
+  step "compute-sanitizer $tool (short cases)"
+  echo "=== $tool" >>"$OUT/sanitizer.log"
+  FLASHC_TEST_SMALL=1 timeout "${FLASHC_T_SAN:-35}" compute-sanitizer --tool "$tool" \
+    --error-exitcode 9 --report-api-errors no $B/tests/test_cuda_serving \
+    >>"$OUT/sanitizer.log" 2>&1
+  rc=$?; tail -3 "$OUT/sanitizer.log"
+  [ $rc = 0 ] || { status=1; echo "SANITIZER $tool FAILED (rc $rc)"; }
+done
 
 step "Python: flash_attn_with_kvcache, flash_attn_varlen_func on CUDA"
 FLASHC_LIBRARY="$PWD/$B/libflashc.so" timeout "${FLASHC_T_PY:-20}" python3 \
