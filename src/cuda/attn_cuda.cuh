@@ -80,6 +80,12 @@ extern const int attn_fwd_sm80_variant_count;
 extern const attn_fwd_variant attn_fwd_sm90_variants[];
 extern const int attn_fwd_sm90_variant_count;
 
+/* attn_decode.cu: every forward problem attn_is_plain() excludes (KV caches, varlen, windows,
+ * softcap, ALiBi, split requests, D != Dv), on one kernel with GQA packing and split-KV. */
+flashc_status cuda_attn_decode_supports(const attn_problem *p);
+size_t cuda_attn_decode_workspace(const attn_problem *p);
+flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats);
+
 /* ---- backward --------------------------------------------------------------------------- */
 
 /* The backward's arguments as its kernels receive them (by value). Layouts as for the forward
