@@ -1,11 +1,15 @@
 /* tests/emu/emu_v2.c — tests/test_attn_v2.c (the whole v2 forward contract: key ranges, softcap,
- * ALiBi, Dk != Dv, GQA, varlen, paged KV caches, split-KV, poisoned keys, NaN propagation) with
- * the bf16 products on an emulated unit (src/cpu/kernels/amx.c or avx512bf16.c compiled against
- * tests/emu/immintrin.h) in an avx2 table, so src/cpu/attn_fwd.c's mm_* path runs through the
- * units' own code on a CPU that has neither. Argument: amx (default) or avx512bf16.
+ * ALiBi, Dk != Dv, GQA, varlen, paged KV caches, split-KV, poisoned keys, NaN propagation), or
+ * with -DEMU_TEST='"../test_attn_bwd_v2.c"' the backward's, with the bf16 products on an
+ * emulated unit (src/cpu/kernels/amx.c or avx512bf16.c compiled against tests/emu/immintrin.h)
+ * in an avx2 table, so the mm paths of src/cpu/attn_fwd.c and attn_bwd.c run through the units'
+ * own code on a CPU that has neither. Argument: amx (default) or avx512bf16.
  * Build and run: tests/emu/run.sh. */
+#ifndef EMU_TEST /* the test file to run (run.sh builds this one for the backward too) */
+#define EMU_TEST "../test_attn_v2.c"
+#endif
 #define main v2_main
-#include "../test_attn_v2.c"
+#include EMU_TEST
 #undef main
 
 #include "kernels.h"
@@ -24,6 +28,6 @@ int main(int argc, char **argv)
     t.name = dp ? "emu-avx512bf16" : "emu-amx";
     t.bf16 = dp ? &emu_mm_avx512 : &emu_mm_amx;
     cpu_kernels_force(&t);
-    printf("# test_attn_v2 on %s\n", t.name);
+    printf("# %s on %s\n", EMU_TEST, t.name);
     return v2_main();
 }
