@@ -48,6 +48,9 @@ t0=$(date +%s)
 # the targets first: 2 threads (the script pins itself to cores 0, 1), d 128 and 64, n 512 .. 8k
 peer --label auto --threads 2 --d 128 --n 512,1024,2048,4096,8192 --causal 0,1
 peer --label auto --threads 2 --d 64 --n 512,1024,2048,4096,8192 --causal 0,1 --ceiling-n 0
+# the backward: flashc bf16 (AMX) vs flashc float32 on the same values vs torch SDPA backward
+timeout ${FLASHC_PEER_TIMEOUT:-60} python3 bench/cpu_bwd_peer.py --threads 2 --d 128,64 --n 1024,2048 \
+  --causal 0,1 --json "$OUT/bwd.jsonl" 2>&1 | tee -a "$OUT/peer.log"
 # AVX512-BF16 (the table for CPUs without AMX) against flashc's float32 path on the same inputs
 # (the table is chosen once per process: one process each)
 FLASHC_ISA=avx512bf16 peer --label avx512bf16 --flashc-only --threads 2 --d 128,64 --n 2048,4096 --causal 0,1 --ceiling-n 0
