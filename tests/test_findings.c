@@ -534,6 +534,37 @@ static void test_rmsnorm_subnormal_row(void **state)
     }
 }
 
+/* The backward at the ends of the float32 range (a fuzz_rows_bwd finding of 2026-12-01): x^2
+ * overflowed the float32 sum (|x| ~ 3e19: dx = inf / NaN) and dy * x overflowed before the
+ * rstd that brings it back (dw = inf); both must match the float64 reference. */
+static void test_rmsnorm_bwd_extremes(void **state)
+{
+    (void)state;
+    enum { T = 3, D = 37 };
+    static const double mags[3] = {3e19, 1e-30, 1.0};
+    for (int m = 0; m < 3; m++) {
+        float x[T * D], w[D], dy[T * D], dx[T * D], dw[D], dx2[T * D], dw2[D];
+        for (int i = 0; i < T * D; i++) {
+            x[i] = (float)(mags[m] * (0.25 + tu_uniform()) * (tu_uniform() < 0.5 ? -1 : 1));
+            dy[i] = (float)(m == 2 ? 3e37 : 1.0) * (float)(tu_uniform() - 0.5);
+        }
+        for (int d = 0; d < D; d++)
+            w[d] = (float)(0.5 + tu_uniform());
+        flashc_tensor tx = flashc_tensor_2d(x, FLASHC_F32, T, D), tw = flashc_tensor_1d(w, FLASHC_F32, D);
+        flashc_tensor tg = flashc_tensor_2d(dy, FLASHC_F32, T, D);
+        flashc_tensor tdx = flashc_tensor_2d(dx, FLASHC_F32, T, D), tdw = flashc_tensor_1d(dw, FLASHC_F32, D);
+        flashc_tensor tdx2 = flashc_tensor_2d(dx2, FLASHC_F32, T, D), tdw2 = flashc_tensor_1d(dw2, FLASHC_F32, D);
+        TU_OK(flashc_rmsnorm_bwd(&tx, &tw, &tg, NULL, 0.0f, &tdx, &tdw));
+        TU_OK(flashc_rmsnorm_bwd_naive(&tx, &tw, &tg, NULL, 0.0f, &tdx2, &tdw2));
+        for (int i = 0; i < T * D; i++)
+            if (!(fabs((double)dx[i] - dx2[i]) <= 1e-4 * fabs((double)dx2[i]) + 1e-30))
+                fail_msg("|x| ~ %g: dx[%d] = %g, want %g", mags[m], i, dx[i], dx2[i]);
+        for (int d = 0; d < D; d++)
+            if (!(fabs((double)dw[d] - dw2[d]) <= 1e-4 * fabs((double)dw2[d]) + 1e-30))
+                fail_msg("|x| ~ %g: dw[%d] = %g, want %g", mags[m], d, dw[d], dw2[d]);
+    }
+}
+
 int main(void)
 {
     tu_seed_from_env();
@@ -553,6 +584,7 @@ int main(void)
         cmocka_unit_test(test_f12_misaligned),
         cmocka_unit_test(test_rmsnorm_extreme_magnitudes),
         cmocka_unit_test(test_rmsnorm_subnormal_row),
+        cmocka_unit_test(test_rmsnorm_bwd_extremes),
         cmocka_unit_test(test_thread_bound_and_huge_helpers),
         cmocka_unit_test(test_merge_nan_lse),
     };

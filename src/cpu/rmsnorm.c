@@ -92,12 +92,30 @@ flashc_status cpu_rmsnorm_bwd(const rows_bwd_problem *p)
                     ss += x[d] * x[d];
                     dot += g[d] * w[d] * x[d];
                 }
-                const float rstd = 1.0f / sqrtf(ss / (float)D + p->eps);
-                const float cc = rstd * rstd * dot / (float)D;
-                for (int64_t d = 0; d < D; d++) {
-                    const float dy = g[d];
-                    dw[d] += dy * x[d] * rstd;
-                    g[d] = rstd * (dy * w[d] - x[d] * cc); /* dx */
+                if (ss >= 0x1p-64f && ss <= 0x1p+100f && isfinite(dot)) {
+                    const float rstd = 1.0f / sqrtf(ss / (float)D + p->eps);
+                    const float cc = rstd * rstd * dot / (float)D;
+                    for (int64_t d = 0; d < D; d++) {
+                        const float dy = g[d];
+                        dw[d] += dy * (x[d] * rstd); /* |x rstd| <= sqrt(D): no overflow first */
+                        g[d] = rstd * (dy * w[d] - x[d] * cc); /* dx */
+                    }
+                } else {
+                    /* x^2 or the dot product leaves float32's range (|x| beyond ~1e19, or a
+                     * row of tiny values whose rstd overflows): this row in float64, which
+                     * holds both (the forward rescales instead: cpu_rms_rstd_rescaled) */
+                    double ssd = 0.0, dotd = 0.0;
+                    for (int64_t d = 0; d < D; d++) {
+                        ssd += (double)x[d] * x[d];
+                        dotd += (double)g[d] * w[d] * x[d];
+                    }
+                    const double rstd = 1.0 / sqrt(ssd / (double)D + (double)p->eps);
+                    const double cc = rstd * rstd * dotd / (double)D;
+                    for (int64_t d = 0; d < D; d++) {
+                        const double dy = g[d];
+                        dw[d] += (float)(dy * x[d] * rstd);
+                        g[d] = (float)(rstd * (dy * w[d] - x[d] * cc));
+                    }
                 }
                 if (p->dres) {
                     load_strided(kr, p->dres, dt, t * p->sdres[0], p->sdres[1], D, dr);
