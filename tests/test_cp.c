@@ -14,7 +14,7 @@
  *              whole sequence, ref64 the float64 references (naive paths) on the same rounded
  *              inputs. float32: max |cp - ref64| <= 2 max |single - ref64| + 2^-20 (both a few
  *              ulps). bfloat16 / float16: <= 2 x the error of the plain same-precision ring
- *              (naive_ring below: why a ring, not the single sequence, is the yardstick).
+ *              (tu_naive_ring in common.c: why a ring, not the single sequence, is the yardstick).
  *              Outputs are poisoned with NaN first.
  *   errors     a bad rank fails with a message and its peers return an error instead of waiting
  *              forever; bad params; ranks that disagree on the dtype; the NCCL entry points
@@ -195,135 +195,6 @@ static float *to_f32(const void *buf, int64_t n, flashc_dtype dt)
     return y;
 }
 
-/* ---- the plain same-precision ring (the low-precision rule's yardstick) -----------------------
- * What a framework's ring attention computes in the storage dtype (ring-flash-attention with
- * unfused per-block attention): for each (query rank r, key rank s) block, the plain
- * same-precision attention of test_attn_lowp.c / test_attn_bwd_v2.c (S = q k^T rounded, scaled
- * and rounded; P rounded; sums in float32, each block's result rounded), the blocks' (O, LSE)
- * merged in float32, and in the backward each block's dQ, dK, dV rounded and summed in float32
- * (P = exp(S - LSE) with the global LSE, D = rowsum(dO O) rounded). The ring rounds once per
- * block and so does this; the plain single-sequence version would round once in all, which no
- * ring over bfloat16 kernels can match (a dQ block of half the keys does not cancel as the
- * whole row does). Contiguous (B, S, H, D) float copies of the rounded inputs. */
-static float rnd(flashc_dtype dt, float x)
-{
-    uint16_t h[2];
-    flashc__store(h, dt, 0, x);
-    return dt == FLASHC_F32 ? x : flashc__load(h, dt, 0);
-}
-
-typedef struct naive_out {
-    float *o, *dq, *dk, *dv;
-} naive_out;
-
-static naive_out naive_ring(const ring_case *c, const int *owner, const float *q, const float *k,
-                            const float *v, const float *dout, float scale)
-{
-    const int64_t B = c->B, S = c->S, Hq = c->Hq, Hkv = c->Hkv, D = c->D, Dv = c->Dv;
-    const flashc_dtype dt = c->dt;
-    const int N = c->N;
-    const int64_t no = B * S * Hq * Dv, nq = B * S * Hq * D, nk = B * S * Hkv * D, nv = B * S * Hkv * Dv;
-    naive_out r = {calloc((size_t)no, 4), calloc((size_t)nq, 4), calloc((size_t)nk, 4), calloc((size_t)nv, 4)};
-    float *lse = malloc((size_t)(B * S * Hq) * 4);
-    float *dq = calloc((size_t)nq, 4), *dk = calloc((size_t)nk, 4), *dv = calloc((size_t)nv, 4);
-    float *bk = calloc((size_t)nk, 4), *bv = calloc((size_t)nv, 4);
-    float *P = malloc((size_t)S * 4), *acc = malloc((size_t)(D > Dv ? D : Dv) * 4);
-    for (int64_t x = 0; x < B * S * Hq; x++)
-        lse[x] = -INFINITY;
-    /* forward: per (query row, key rank) block, merged */
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t h = 0; h < Hq; h++)
-            for (int64_t i = 0; i < S; i++)
-                for (int s = 0; s < N; s++) {
-                    const int64_t hk = h / (Hq / Hkv), end = c->causal ? i + 1 : S;
-                    const float *qi = q + ((b * S + i) * Hq + h) * D;
-                    float mx = -INFINITY, sum = 0.0f;
-                    for (int64_t j = 0; j < end; j++) {
-                        if (owner[j] != s)
-                            continue;
-                        float a = 0.0f;
-                        for (int64_t d = 0; d < D; d++)
-                            a += qi[d] * k[((b * S + j) * Hkv + hk) * D + d];
-                        P[j] = rnd(dt, rnd(dt, a) * scale);
-                        mx = P[j] > mx ? P[j] : mx;
-                    }
-                    if (mx == -INFINITY)
-                        continue;
-                    for (int64_t j = 0; j < end; j++)
-                        if (owner[j] == s)
-                            sum += P[j] = expf(P[j] - mx);
-                    for (int64_t d = 0; d < Dv; d++)
-                        acc[d] = 0.0f;
-                    for (int64_t j = 0; j < end; j++)
-                        if (owner[j] == s)
-                            for (int64_t d = 0; d < Dv; d++)
-                                acc[d] += rnd(dt, P[j] / sum) * v[((b * S + j) * Hkv + hk) * Dv + d];
-                    float *oi = r.o + ((b * S + i) * Hq + h) * Dv, *li = &lse[(b * Hq + h) * S + i];
-                    const float l2 = mx + logf(sum), m = *li > l2 ? *li : l2;
-                    const float w1 = *li == -INFINITY ? 0.0f : expf(*li - m), w2 = expf(l2 - m);
-                    for (int64_t d = 0; d < Dv; d++) /* o holds float32 sums until the end */
-                        oi[d] = (w1 * oi[d] + w2 * rnd(dt, acc[d])) / (w1 + w2);
-                    *li = m + logf(w1 + w2);
-                }
-    for (int64_t x = 0; x < no; x++)
-        r.o[x] = rnd(dt, r.o[x]);
-    /* backward: per (query rank, key rank) block, with the global LSE and O */
-    for (int qr = 0; qr < N; qr++)
-        for (int s = 0; s < N; s++) {
-            memset(bk, 0, (size_t)nk * 4), memset(bv, 0, (size_t)nv * 4);
-            for (int64_t b = 0; b < B; b++)
-                for (int64_t h = 0; h < Hq; h++)
-                    for (int64_t i = 0; i < S; i++) {
-                        if (owner[i] != qr)
-                            continue;
-                        const int64_t hk = h / (Hq / Hkv), end = c->causal ? i + 1 : S;
-                        const float *qi = q + ((b * S + i) * Hq + h) * D;
-                        const float *doi = dout + ((b * S + i) * Hq + h) * Dv;
-                        const float *oi = r.o + ((b * S + i) * Hq + h) * Dv;
-                        const float L = lse[(b * Hq + h) * S + i];
-                        float di = 0.0f;
-                        for (int64_t d = 0; d < Dv; d++)
-                            di += doi[d] * oi[d];
-                        di = rnd(dt, di);
-                        for (int64_t d = 0; d < D; d++)
-                            acc[d] = 0.0f;
-                        for (int64_t j = 0; j < end; j++) {
-                            if (owner[j] != s)
-                                continue;
-                            const float *kj = k + ((b * S + j) * Hkv + hk) * D;
-                            const float *vj = v + ((b * S + j) * Hkv + hk) * Dv;
-                            float a = 0.0f, dp = 0.0f;
-                            for (int64_t d = 0; d < D; d++)
-                                a += qi[d] * kj[d];
-                            const float pij = rnd(dt, expf(rnd(dt, rnd(dt, a) * scale) - L));
-                            for (int64_t d = 0; d < Dv; d++)
-                                dp += doi[d] * vj[d];
-                            const float ds = rnd(dt, pij * (rnd(dt, dp) - di));
-                            for (int64_t d = 0; d < D; d++)
-                                acc[d] += ds * kj[d];
-                            for (int64_t d = 0; d < D; d++)
-                                bk[((b * S + j) * Hkv + hk) * D + d] += ds * qi[d];
-                            for (int64_t d = 0; d < Dv; d++)
-                                bv[((b * S + j) * Hkv + hk) * Dv + d] += pij * doi[d];
-                        }
-                        for (int64_t d = 0; d < D; d++)
-                            dq[((b * S + i) * Hq + h) * D + d] += rnd(dt, acc[d] * scale);
-                    }
-            for (int64_t x = 0; x < nk; x++)
-                dk[x] += rnd(dt, bk[x] * scale);
-            for (int64_t x = 0; x < nv; x++)
-                dv[x] += rnd(dt, bv[x]);
-        }
-    for (int64_t x = 0; x < nq; x++)
-        r.dq[x] = rnd(dt, dq[x]);
-    for (int64_t x = 0; x < nk; x++)
-        r.dk[x] = rnd(dt, dk[x]);
-    for (int64_t x = 0; x < nv; x++)
-        r.dv[x] = rnd(dt, dv[x]);
-    free(lse), free(dq), free(dk), free(dv), free(bk), free(bv), free(P), free(acc);
-    return r;
-}
-
 /* rows of a global (B, S, H, W) buffer <-> a rank's (B, L, H, W) slice */
 static void shard_rows(const ring_case *c, int rank, const void *global, void *local, int64_t HW,
                        size_t es, int gather)
@@ -388,7 +259,7 @@ static double max_err(const float *x, const float *ref, int64_t n)
 }
 
 /* The 2x rule. Float32: against the single call (both errors a few ulps; 2^-20 of slack).
- * bfloat16 / float16: against the plain same-precision ring (naive_ring); the single call's
+ * bfloat16 / float16: against the plain same-precision ring (tu_naive_ring); the single call's
  * error is printed beside it when the rule fails. */
 static void check_rule(const char *what, const ring_case *c, const float *cp, const float *single,
                        const float *naive, const float *ref, int64_t n)
@@ -517,13 +388,14 @@ static void run_case(const ring_case *c)
                     l_cp[(b * Hq + h) * S + flashc_cp_global_index(shards[c->shard], S, N, r, i)] =
                         ll[(b * Hq + h) * L + i];
     }
-    naive_out nv = {NULL, NULL, NULL, NULL};
+    tu_ring_out nv = {NULL, NULL, NULL, NULL};
     if (dt != FLASHC_F32) {
         int *owner = malloc((size_t)S * sizeof *owner);
         for (int r = 0; r < N; r++)
             for (int64_t i = 0; i < flashc_cp_local_len(shards[c->shard], S, N, r); i++)
                 owner[flashc_cp_global_index(shards[c->shard], S, N, r, i)] = r;
-        nv = naive_ring(c, owner, qf, kf, vf, dof, 1.0f / sqrtf((float)D));
+        const tu_ring_shape rs = {N, c->causal, dt, B, S, Hq, Hkv, D, Dv, 1.0f / sqrtf((float)D)};
+        nv = tu_naive_ring(&rs, owner, qf, kf, vf, dof);
         free(owner);
     }
     float *f, *g;
