@@ -309,8 +309,10 @@ static void run_gcase(const gcase *c)
     rule("dv", c, dv_cp, dv1, nv.dv, dv_ref, nk, dt);
 
     for (int r = 0; r < N; r++) {
-        for (int b = 0; b < 9; b++)
-            CUDA_OK(cudaFree(bufs[r][b])), free(hl[r][b]);
+        for (int b = 0; b < 9; b++) {
+            CUDA_OK(cudaFree(bufs[r][b]));
+            free(hl[r][b]);
+        }
         CUDA_OK(cudaStreamDestroy(jobs[r].stream));
     }
     for (int r = 0; r < (c->nccl ? 1 : N); r++)

@@ -27,6 +27,8 @@
 
 extern "C" {
 #include "cp.h"
+/* (internal.h declares it only for the C objects, which see FLASHC_HAVE_CUDA) */
+int cuda_device_available(void);
 }
 
 namespace {
