@@ -92,6 +92,9 @@ __global__ void merge_kernel(int64_t L, int64_t H, int64_t Dv, int64_t r0, int64
         const float prev = l1 == -INFINITY ? 0.0f : o_acc[oi + d];
         o_acc[oi + d] = a1 * prev + a2 * ld(o_part, dt, oi + d);
     }
+    /* every thread has read l1 (other warps may still be about to) before it is replaced; the
+     * return above is taken by the whole block or by none */
+    __syncthreads();
     if (threadIdx.x == 0)
         lse_acc[li] = lnew;
 }
