@@ -505,10 +505,33 @@ static void test_rmsnorm_extreme_magnitudes(void **state)
                 rms_check(dts[k], 3e19, 1e-6f, naive, res);  /* x^2 overflows float32 */
                 rms_check(dts[k], 1e38, 1e-6f, naive, res);  /* near FLT_MAX */
                 rms_check(dts[k], 1e-25, 0.0f, naive, res);  /* x^2 underflows; eps 0 */
+                rms_check(dts[k], 1e-39, 0.0f, naive, res);  /* subnormal x: 1/|x| overflows */
+                rms_check(dts[k], 2.5e38, 0.0f, naive, res); /* rstd is subnormal */
                 rms_check(dts[k], 1.0, 1e-6f, naive, res);   /* the ordinary case */
             }
     rms_check(FLASHC_F16, 3e4, 1e-6f, 0, 0); /* f16: x^2 is formed in float32: fine */
     rms_check(FLASHC_F16, 3e4, 1e-6f, 1, 1);
+}
+
+/* The fuzz_rmsnorm finding of 2026-12-01 (fuzz/crash-rmsnorm-open-b7dc42af): D = 1, eps = 0,
+ * one subnormal x. The float32 rstd = 1/|x| overflowed to inf and y came out -inf; y is
+ * sign(x) * w. Every row kernel of the machine's table and the scalar one. */
+static void test_rmsnorm_subnormal_row(void **state)
+{
+    (void)state;
+    float x[3] = {1.76e-41f, -3e-44f, 6.875f}, r[3] = {0.0f, 0.0f, 0.0f}, w[1] = {-0.0625f};
+    float y[3];
+    flashc_tensor tx = flashc_tensor_2d(x, FLASHC_F32, 3, 1), tw = flashc_tensor_1d(w, FLASHC_F32, 1);
+    flashc_tensor ty = flashc_tensor_2d(y, FLASHC_F32, 3, 1), tr = flashc_tensor_2d(r, FLASHC_F32, 3, 1);
+    const float want[3] = {-0.0625f, 0.0625f, -0.0625f};
+    for (int res = 0; res < 2; res++) {
+        TU_OK(res ? flashc_rmsnorm_residual(&tx, &tr, &tw, 0.0f, &ty)
+                  : flashc_rmsnorm(&tx, &tw, 0.0f, &ty));
+        for (int i = 0; i < 3; i++)
+            if (!(fabsf(y[i] - want[i]) <= 1e-7f))
+                fail_msg("rmsnorm%s x = %g: y = %g, want %g", res ? "_residual" : "", x[i], y[i],
+                         want[i]);
+    }
 }
 
 int main(void)
@@ -529,6 +552,7 @@ int main(void)
         cmocka_unit_test(test_f11_success_keeps_last_error),
         cmocka_unit_test(test_f12_misaligned),
         cmocka_unit_test(test_rmsnorm_extreme_magnitudes),
+        cmocka_unit_test(test_rmsnorm_subnormal_row),
         cmocka_unit_test(test_thread_bound_and_huge_helpers),
         cmocka_unit_test(test_merge_nan_lse),
     };

@@ -193,12 +193,15 @@ typedef struct cpu_kernels {
     int (*nonfinite)(const float *x, int64_t ld, int64_t rows, int64_t n);
 } cpu_kernels;
 
-/* RMSNorm's 1 / sqrt(mean(x^2) + eps) for a row whose float32 sum of squares ss is outside
- * the normal range: returns the plain value when ss is fine (finite, >= 2^-64) or NaN, and
- * otherwise sums (x / max|x|)^2, which neither overflows nor underflows, and rescales in
- * float64. x has D elements of dtype dt at element stride sx. */
+/* RMSNorm's 1 / sqrt(mean(x^2) + eps) for a row whose float32 sum of squares is ss, as a pair:
+ * y = (x / *div) * returned * w. In the ordinary case (ss finite and >= 2^-64, or NaN) *div is
+ * 1 and the return is the plain rstd. Otherwise the row's (x / max|x|)^2, which neither
+ * overflows nor underflows, is summed and rescaled in float64; where that rstd is a normal
+ * float, *div is 1 again, and where it is not (a row of subnormals, whose 1 / |x| overflows; a
+ * row near FLT_MAX, whose rstd is subnormal) *div = max|x| and the return is rstd * max|x|.
+ * x has D elements of dtype dt at element stride sx. */
 float cpu_rms_rstd_rescaled(const void *x, int64_t sx, int64_t D, float eps, float ss,
-                            flashc_dtype dt);
+                            flashc_dtype dt, float *div);
 
 extern const cpu_kernels cpu_kernels_scalar;
 extern const cpu_kernels cpu_kernels_bf16ref;

@@ -516,8 +516,15 @@ SIMD_INLINE void rmsnorm_row_dt(flashc_dtype dt, const void *x, const void *r, v
         s1 = rms_pass1(dt, x, r, xw, d, (int)(D - d), s1);
     const float sum = v_hsum(v_add(s0, s1));
     const void *xs = r ? xw : x;
-    const vf rstd = v_set1(cpu_rms_rstd_rescaled(xs, 1, D, eps, sum, dt)); /* plain unless x^2
+    float div;
+    const float r1 = cpu_rms_rstd_rescaled(xs, 1, D, eps, sum, dt, &div); /* plain unless x^2
                                                                             over/underflows */
+    if (div != 1.0f) { /* rstd is no normal float (kernels.h): the rare divided form */
+        for (d = 0; d < D; d++)
+            flashc__store(y, dt, d, flashc__load(xs, dt, d) / div * r1 * flashc__load(w, dt, d));
+        return;
+    }
+    const vf rstd = v_set1(r1);
     for (d = 0; d + 2 * SIMD_VL <= D; d += 2 * SIMD_VL) {
         vf a, b, wa, wb;
         ld2_dt(dt, xs, d, &a, &b);

@@ -137,8 +137,9 @@ static void store_row_scalar(const float *src, float scale, int64_t n, void *dst
 }
 
 float cpu_rms_rstd_rescaled(const void *x, int64_t sx, int64_t D, float eps, float ss,
-                            flashc_dtype dt)
+                            flashc_dtype dt, float *div)
 {
+    *div = 1.0f;
     const float plain = 1.0f / sqrtf(ss / (float)D + eps);
     if (!(isinf(ss) || ss < 0x1p-64f)) /* the ordinary case, and NaN */
         return plain;
@@ -154,8 +155,15 @@ float cpu_rms_rstd_rescaled(const void *x, int64_t sx, int64_t D, float eps, flo
         const float u = flashc__load(x, dt, d * sx) / amax;
         s += u * u;
     }
-    const double a = amax;
-    return (float)(1.0 / (a * sqrt((double)s / (double)D + (double)eps / (a * a))));
+    /* float64 holds a^2 and eps / a^2 for every float a */
+    const double a = amax, m = 1.0 / sqrt((double)s / (double)D + (double)eps / (a * a));
+    const double rstd = m / a;
+    if (rstd >= 0x1p-126 && rstd <= 0x1p+126) /* a normal float: one multiply per element */
+        return (float)rstd;
+    /* rstd itself is no float (a subnormal x: 1 / |x| overflows; or |x| near FLT_MAX: 1 / |x|
+     * is subnormal and loses bits): y = (x / a) * m * w, with m <= sqrt(D) */
+    *div = amax;
+    return (float)m;
 }
 
 static void rmsnorm_row_scalar(const void *x, int64_t sx, const void *r, int64_t sr, void *xw,
@@ -173,10 +181,11 @@ static void rmsnorm_row_scalar(const void *x, int64_t sx, const void *r, int64_t
         ss += v * v;
     }
     const void *xs = r ? xw : x;
-    const float rstd = cpu_rms_rstd_rescaled(xs, sx, D, eps, ss, dt);
+    float div;
+    const float rstd = cpu_rms_rstd_rescaled(xs, sx, D, eps, ss, dt, &div);
     for (int64_t d = 0; d < D; d++)
         flashc__store(y, dt, d * sy,
-                      flashc__load(xs, dt, d * sx) * rstd * flashc__load(w, dt, d * sw));
+                      flashc__load(xs, dt, d * sx) / div * rstd * flashc__load(w, dt, d * sw));
 }
 
 static void swiglu_row_scalar(const void *gu, int64_t sgu, void *y, int64_t sy, int64_t I,
