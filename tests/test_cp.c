@@ -5,15 +5,15 @@
  *   schedule   for every N, seqlen (odd ones included), shard and mask: each (query token, key
  *              token) pair the causal mask allows is computed by exactly one call of one ring
  *              step, no masked pair by any; calls never empty and inside the slices; zigzag and
- *              striped give every rank the same causal work (within a row per chunk), and the
- *              zigzag steps off the diagonal are one call each
+ *              striped give every rank the same causal work (within a row per chunk), and every
+ *              step is one call
  *   shards     flashc_cp_local_len / flashc_cp_global_index cover [0, S) exactly once
  *   ring       N = 1, 2, 3, 4, 8; causal and not; contiguous, zigzag and striped; GQA; D != Dv;
  *              seqlens that do not divide evenly: forward (O, LSE) and backward (dQ, dK, dV)
  *              gathered from the ranks, against single-call flashc_attn_fwd / _bwd over the
  *              whole sequence, ref64 the float64 references (naive paths) on the same rounded
- *              inputs. float32: max |cp - ref64| <= 2 max |single - ref64| + 2^-20 (both a few
- *              ulps). bfloat16 / float16: <= 2 x the error of the plain same-precision ring
+ *              inputs. float32: max |cp - ref64| <= 2 max |single - ref64| + 4N ulps of
+ *              max |ref64| (both errors a few ulps; the ring adds N partials). bfloat16 / float16: <= 2 x the error of the plain same-precision ring
  *              (tu_naive_ring in common.c: why a ring, not the single sequence, is the yardstick).
  *              Outputs are poisoned with NaN first.
  *   errors     a bad rank fails with a message and its peers return an error instead of waiting
@@ -59,8 +59,7 @@ static void check_schedule(const cp_layout *l, int causal, int64_t *work)
             cp_item it[CP_MAX_ITEMS];
             const int n = cp_schedule(l, causal, r, t, it);
             assert_true(n >= 0 && n <= CP_MAX_ITEMS);
-            if (l->shard == FLASHC_CP_SHARD_ZIGZAG && s != r)
-                assert_true(n <= 1); /* off the diagonal: one coalesced call */
+            assert_true(n <= 1); /* one call per step (zigzag's chunk pairs coalesced) */
             for (int c = 0; c < n; c++) {
                 assert_true(it[c].nq > 0 && it[c].nk > 0);
                 assert_true(it[c].q0 >= 0 && it[c].q0 + it[c].nq <= Lr);
@@ -258,7 +257,8 @@ static double max_err(const float *x, const float *ref, int64_t n)
     return e;
 }
 
-/* The 2x rule. Float32: against the single call (both errors a few ulps; 2^-20 of slack).
+/* The 2x rule. Float32: against the single call, plus 4N ulps of the largest |ref| (the ring
+ * adds up to N float32 partials; both errors are a few ulps).
  * bfloat16 / float16: against the plain same-precision ring (tu_naive_ring); the single call's
  * error is printed beside it when the rule fails. */
 static void check_rule(const char *what, const ring_case *c, const float *cp, const float *single,
@@ -266,7 +266,12 @@ static void check_rule(const char *what, const ring_case *c, const float *cp, co
 {
     const double e_cp = max_err(cp, ref, n), e_single = max_err(single, ref, n);
     const double e_naive = naive ? max_err(naive, ref, n) : e_single;
-    const double bound = c->dt == FLASHC_F32 || !naive ? 2.0 * e_single + 0x1p-20 : 2.0 * e_naive;
+    double ref_max = 1.0;
+    for (int64_t i = 0; i < n; i++)
+        ref_max = isfinite(ref[i]) && fabs(ref[i]) > ref_max ? fabs(ref[i]) : ref_max;
+    /* float32: each of up to N partials adds a few ulps in the float32 sums */
+    const double ulps = 4.0 * c->N * 0x1p-23 * ref_max;
+    const double bound = c->dt == FLASHC_F32 || !naive ? 2.0 * e_single + ulps : 2.0 * e_naive;
     if (!(e_cp <= bound)) {
         print_error("%s: N=%d S=%lld %s causal=%d B=%lld H=%lld/%lld D=%lld/%lld %s: cp error %.3g "
                     "> bound %.3g (single call %.3g, naive same-precision ring %.3g)\n", what, c->N,
@@ -604,20 +609,24 @@ static void test_bad_params(void **state)
     assert_int_equal(flashc_cp_comm_sim_create(2, NULL), FLASHC_ERR_NULL_POINTER);
 }
 
+/* Without a GPU (CI) nothing here reaches NCCL's transfers: the id may still be made (a build
+ * with NCCL on a host without a GPU), every other call is refused with a status. */
 static void test_nccl_entry_points(void **state)
 {
     unsigned char id[FLASHC_CP_NCCL_ID_BYTES];
     flashc_cp_comm *c = NULL;
-    if (flashc_cp_nccl_available()) {
-        print_message("NCCL is available here: its entry points are tested by test_cp_nccl\n");
-        assert_int_equal(flashc_cp_nccl_unique_id(NULL, sizeof id), FLASHC_ERR_NULL_POINTER);
-        assert_int_equal(flashc_cp_nccl_unique_id(id, 3), FLASHC_ERR_INVALID_ARGUMENT);
-        return;
-    }
     const flashc_status st = flashc_cp_nccl_unique_id(id, sizeof id);
-    assert_true(st == FLASHC_ERR_UNSUPPORTED || st == FLASHC_ERR_DEVICE);
-    assert_true(flashc_cp_comm_nccl_wrap(id, &c) != FLASHC_OK);
+    assert_true(st == FLASHC_OK || st == FLASHC_ERR_UNSUPPORTED || st == FLASHC_ERR_DEVICE);
+    assert_int_not_equal(flashc_cp_nccl_unique_id(NULL, sizeof id), FLASHC_OK);
+    assert_int_not_equal(flashc_cp_nccl_unique_id(id, 3), FLASHC_OK);
+    assert_int_not_equal(flashc_cp_comm_nccl_wrap(NULL, &c), FLASHC_OK);
     assert_null(c);
+    assert_int_not_equal(flashc_cp_comm_nccl_init(1, 5, id, sizeof id, &c), FLASHC_OK);
+    assert_int_not_equal(flashc_cp_comm_nccl_init(1, 0, id, 7, &c), FLASHC_OK);
+    assert_null(c);
+    if (!flashc_cp_nccl_available())
+        print_message("no NCCL transport here (%s)\n",
+                      st == FLASHC_OK ? "NCCL loads, no CUDA device" : flashc_last_error());
 }
 
 int main(void)

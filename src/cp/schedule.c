@@ -114,6 +114,14 @@ int cp_schedule(const cp_layout *l, int causal, int rank, int step, cp_item item
         }
         return n;
     }
+    if (causal && src == rank) {
+        /* The diagonal step: local rows are in global order (zigzag's two chunks too), so the
+         * global causal mask over the rank's own tokens is the plain causal mask of its local
+         * rows: one call, where chunk pairs would be three (and round dV of the first chunk
+         * twice). */
+        items[n++] = (cp_item){0, cp_local_len(l, rank), 0, cp_local_len(l, rank), 1};
+        return n;
+    }
     for (int a = 0; a < nq; a++)
         for (int b = 0; b < nk; b++) {
             cp_item it;
