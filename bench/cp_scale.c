@@ -81,13 +81,17 @@ static void *rank_main(void *arg)
     world *w = a->w;
     const opts *o = w->o;
     const int r = a->rank, N = w->N;
-    if (cudaSetDevice(o->gpus[r]) != cudaSuccess) {
-        w->failed = 1;
-        return NULL;
-    }
     flashc_cp_comm *comm = NULL;
-    if (flashc_cp_comm_nccl_init(N, r, w->id, sizeof w->id, &comm) != FLASHC_OK) {
+    if (cudaSetDevice(o->gpus[r]) != cudaSuccess) {
+        snprintf(w->err, sizeof w->err, "rank %d: cudaSetDevice(%d) failed", r, o->gpus[r]);
+        w->failed = 1;
+    } else if (flashc_cp_comm_nccl_init(N, r, w->id, sizeof w->id, &comm) != FLASHC_OK) {
         fail_rank(w, "flashc_cp_comm_nccl_init");
+    }
+    if (!comm) {
+        /* meet the others at the two barriers they pass before seeing the failure (the first
+         * rep's and the last), so that none waits forever */
+        pthread_barrier_wait(&w->bar);
         pthread_barrier_wait(&w->bar);
         return NULL;
     }
