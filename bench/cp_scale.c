@@ -97,8 +97,9 @@ static void *rank_main(void *arg)
     }
     const int64_t L = flashc_cp_local_len(o->shard, w->S, N, r);
     const size_t nq = (size_t)(o->B * L * o->Hq * o->D) * 2, nk = (size_t)(o->B * L * o->Hkv * o->D) * 2;
-    void *q, *k, *v, *out, *dout, *dq, *dk, *dv;
-    float *lse;
+    void *q = NULL, *k = NULL, *v = NULL, *out = NULL, *dout = NULL, *dq = NULL, *dk = NULL,
+         *dv = NULL;
+    float *lse = NULL;
     cudaStream_t st;
     cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
     int ok = cudaMalloc(&q, nq) == cudaSuccess && cudaMalloc(&k, nk) == cudaSuccess &&
