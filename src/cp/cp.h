@@ -66,6 +66,9 @@ typedef struct cp_exec {
  * W = heads * head dim; "rows [r0, r0 + n)" selects the same rows of every batch element. */
 struct cp_dev_ops {
     flashc_device device;
+    /* Before anything is launched: CUDA refuses a call while the application has an error
+     * pending (the CUDA error contract, src/cuda/cuda_errors.cu), so that error stays its own. */
+    flashc_status (*begin)(cp_exec *x);
     void *(*alloc)(cp_exec *x, size_t bytes); /* NULL on failure (message set) */
     void (*free)(cp_exec *x, void *ptr);
     /* dst (contiguous, src's shape) = src (a validated 4-d view, any strides) */

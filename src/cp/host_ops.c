@@ -5,6 +5,8 @@
 
 #include <string.h>
 
+static flashc_status host_begin(cp_exec *x) { return FLASHC_OK; }
+
 static void *host_alloc(cp_exec *x, size_t bytes)
 {
     void *p = flashc__malloc(bytes ? bytes : 1);
@@ -123,6 +125,7 @@ static flashc_status host_copy(cp_exec *x, void *dst, const void *src, size_t by
 
 const cp_dev_ops cp_host_ops = {
     .device = FLASHC_DEVICE_CPU,
+    .begin = host_begin,
     .alloc = host_alloc,
     .free = host_free,
     .pack = host_pack,

@@ -140,7 +140,9 @@ flashc_status cp_ring_fwd(cp_exec *x, const cp_problem *p)
     carve_add(&c, (void **)&lse_part, (size_t)(B * Hq * L) * sizeof(float));
     carve_add(&c, (void **)&o_acc, (size_t)(B * L * Hq * Dv) * sizeof(float));
     carve_add(&c, (void **)&lse_acc, (size_t)(B * Hq * L) * sizeof(float));
-    flashc_status st = carve_alloc(x, &c);
+    flashc_status st = x->dev->begin(x);
+    if (st == FLASHC_OK)
+        st = carve_alloc(x, &c);
     if (st != FLASHC_OK)
         return x->comm->tr->fail(x), st;
 
@@ -223,7 +225,9 @@ flashc_status cp_ring_bwd(cp_exec *x, const cp_problem *p)
     carve_add(&c, &dq_part, (size_t)(B * L * Hq * D) * es);
     carve_add(&c, &dk_part, (size_t)(B * Lmax * Hkv * D) * es);
     carve_add(&c, &dv_part, (size_t)(B * Lmax * Hkv * Dv) * es);
-    flashc_status st = carve_alloc(x, &c);
+    flashc_status st = x->dev->begin(x);
+    if (st == FLASHC_OK)
+        st = carve_alloc(x, &c);
     if (st != FLASHC_OK)
         return x->comm->tr->fail(x), st;
 

@@ -131,6 +131,8 @@ flashc_status launched(cp_exec *x, const char *what)
     return e == cudaSuccess ? FLASHC_OK : cuda_device_error(x->fn, what, e);
 }
 
+flashc_status dev_begin(cp_exec *x) { return cuda_check_no_pending_error(x->fn); }
+
 void *dev_alloc(cp_exec *x, size_t bytes)
 {
     void *p = NULL;
@@ -232,6 +234,6 @@ flashc_status dev_copy(cp_exec *x, void *dst, const void *src, size_t bytes)
 
 /* positional: C++17 has no designated initialisers (the order of cp_dev_ops in cp.h) */
 extern "C" const cp_dev_ops cp_cuda_ops = {
-    FLASHC_DEVICE_CUDA, dev_alloc, dev_free,  dev_pack, dev_fill, dev_merge,
-    dev_add,            dev_store, dev_store_lse, dev_sync, dev_copy,
+    FLASHC_DEVICE_CUDA, dev_begin, dev_alloc,     dev_free, dev_pack, dev_fill,
+    dev_merge,          dev_add,   dev_store,     dev_store_lse, dev_sync, dev_copy,
 };
