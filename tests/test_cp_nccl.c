@@ -12,6 +12,7 @@
  *                device-to-device copies as the transport): the whole ring schedule on the CUDA
  *                kernels, gathered and held to the same rule as the CPU test (test_cp.c): error
  *                vs the float64 reference <= 2 x the plain same-precision ring's.
+ *   pending      an application's pending CUDA error is left to it (the ring launches nothing)
  * No CUDA device, or a build without CUDA: exit 77 (skipped). NCCL missing: nccl_1rank skips.
  * NCCL_NVLS_ENABLE=0 is set before NCCL starts (NVLink multicast stays off).
  */
@@ -358,6 +359,37 @@ static void test_sim_ranks(void **state)
     run_gcase(&d64);
 }
 
+/* An application error pending before the call is left to the application: the ring refuses
+ * (FLASHC_ERR_DEVICE) before launching anything, and cudaGetLastError still returns it. */
+static void test_pending_error_is_left_alone(void **state)
+{
+    const int64_t L = 8, H = 1, D = 64;
+    void *b[4];
+    for (int i = 0; i < 4; i++)
+        b[i] = dev_upload(NULL, (size_t)(L * H * D) * 2);
+    flashc_tensor q = dview4(b[0], FLASHC_BF16, 1, L, H, D), k = dview4(b[1], FLASHC_BF16, 1, L, H, D);
+    flashc_tensor v = dview4(b[2], FLASHC_BF16, 1, L, H, D), o = dview4(b[3], FLASHC_BF16, 1, L, H, D);
+    flashc_cp_comm *comm;
+    TU_OK(flashc_cp_comm_sim_create(1, &comm));
+    flashc_cp_params p = flashc_cp_params_default();
+    p.comm = comm;
+    p.seqlen = L;
+    void *huge = NULL;
+    CUDA_OK(cudaDeviceSynchronize());
+    assert_int_equal(cudaPeekAtLastError(), cudaSuccess);
+    assert_int_not_equal(cudaMalloc(&huge, (size_t)1 << 62), cudaSuccess); /* now pending */
+    const cudaError_t pending = cudaPeekAtLastError();
+    assert_int_not_equal(pending, cudaSuccess);
+    assert_int_equal(flashc_cp_attn_fwd(&p, &q, &k, &v, &o, NULL), FLASHC_ERR_DEVICE);
+    print_message("  pending: %s\n", flashc_last_error());
+    assert_non_null(strstr(flashc_last_error(), cudaGetErrorName(pending)));
+    assert_int_equal(cudaGetLastError(), pending); /* still the application's, once */
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+    flashc_cp_comm_destroy(comm);
+    for (int i = 0; i < 4; i++)
+        CUDA_OK(cudaFree(b[i]));
+}
+
 int main(void)
 {
     /* before NCCL initialises: no NVLink SHARP / multicast objects (KINDS.md) */
@@ -372,6 +404,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nccl_1rank),
         cmocka_unit_test(test_sim_ranks),
+        cmocka_unit_test(test_pending_error_is_left_alone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
