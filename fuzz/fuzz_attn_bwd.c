@@ -1,6 +1,7 @@
 /*
  * fuzz_attn_bwd.c — flashc_attn_bwd and flashc_attn_bwd_naive. One input = one problem with
- * nine tensor descriptors (q, k, v, o, dout, lse; dq, dk, dv). o and lse are first produced by
+ * nine tensor descriptors (q, k, v, o, dout, lse; dq, dk, dv), the v2 modifiers (window,
+ * softcap, ALiBi; fz_attn_mods) and Dk != Dv now and then. o and lse are first produced by
  * the naive forward when it accepts the layouts (so the backward sees a consistent state), then
  * both backwards run on twins of the outputs; when both accept and every input is finite and
  * small, dq, dk and dv agree within a bound derived from the scores' size.
@@ -15,13 +16,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const int64_t Sk = fz_range(&f, 1, fz_one_in(&f, 8) ? 70 : 16);
     const int64_t Hkv = fz_range(&f, 1, 2), Hq = Hkv * fz_range(&f, 1, 3);
     static const int64_t dims[8] = {1, 2, 3, 4, 8, 16, 5, 24};
-    const int64_t D = dims[fz_u8(&f) % 8];
+    const int64_t D = dims[fz_u8(&f) % 8], Dv = fz_one_in(&f, 4) ? dims[fz_u8(&f) % 8] : D;
     flashc_attn_params pr = flashc_attn_params_default();
     pr.softmax_scale = fz_scale(&f);
     pr.has_softmax_scale = pr.softmax_scale != 0.0f || fz_one_in(&f, 8);
     pr.causal = fz_u8(&f) & 1;
     pr.block_q = fz_tile(&f), pr.block_k = fz_tile(&f);
     pr.num_threads = fz_threads(&f);
+    fz_tensor alibi;
+    const double bias = fz_attn_mods(&f, &pr, B, Hq, Sq > Sk ? Sq : Sk, &alibi);
     /* the params ABI: a struct_size of 0 or too small, or a caller's struct larger than this
      * library's (a newer header) with its unknown tail zero or set; the memory behind a larger
      * struct_size really is the caller's, as the contract requires */
@@ -35,16 +38,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const int use_params = !fz_one_in(&f, 16), use_stats = fz_u8(&f) & 1;
 
     const int64_t shq[4] = {B, Sq, Hq, D}, shk[4] = {B, Sk, Hkv, D}, shl[3] = {B, Hq, Sq};
+    const int64_t shv[4] = {B, Sk, Hkv, Dv}, sho[4] = {B, Sq, Hq, Dv};
     fz_tensor q, k, v, o, dout, lse, dq, dk, dv, dq2, dk2, dv2;
     fz_decode(&f, &q, 4, shq, dt, 0);
     fz_decode(&f, &k, 4, shk, dt, 0);
-    fz_decode(&f, &v, 4, shk, dt, 0);
-    fz_decode(&f, &o, 4, shq, dt, 0);
-    fz_decode(&f, &dout, 4, shq, dt, 0);
+    fz_decode(&f, &v, 4, shv, dt, 0);
+    fz_decode(&f, &o, 4, sho, dt, 0);
+    fz_decode(&f, &dout, 4, sho, dt, 0);
     fz_decode(&f, &lse, 3, shl, FLASHC_F32, 0);
     fz_decode(&f, &dq, 4, shq, dt, 1);
     fz_decode(&f, &dk, 4, shk, dt, 1);
-    fz_decode(&f, &dv, 4, shk, dt, 1);
+    fz_decode(&f, &dv, 4, shv, dt, 1);
     if (fz_one_in(&f, 24))
         fz_alias(&f, &dq, fz_one_in(&f, 2) ? &q : &lse);
     if (fz_one_in(&f, 24))
@@ -62,7 +66,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* a consistent forward state where the layouts allow (its own oracle is fuzz_attn_fwd's) */
     const flashc_status fw =
         flashc_attn_fwd_naive(pp, fz_arg(&q), fz_arg(&k), fz_arg(&v), fz_out(&o), fz_out(&lse), NULL);
-    fz_set s = {{&q, &k, &v, &o, &dout, &lse, &dq, &dk, &dv}, 9};
+    fz_set s = {{&q, &k, &v, &o, &dout, &lse, &dq, &dk, &dv, &alibi}, 10};
     fz_snapshot(&s);
     fz_current = &s;
     const int aliased = !dq.owns || !dk.owns || !dv.owns;
@@ -89,24 +93,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fz_check("flashc_attn_bwd_naive", &s2, gn);
 
     if (!aliased && fw == FLASHC_OK && got == FLASHC_OK && gn == FLASHC_OK && fz_finite(&q) &&
-        fz_finite(&k) && fz_finite(&v) && fz_finite(&dout)) {
-        /* the scale the call used (params cut short by struct_size fall back to defaults) */
+        fz_finite(&k) && fz_finite(&v) && fz_finite(&dout) && fz_mods_finite(&alibi)) {
         const int all_params = use_params && (abi >= 16 || (abi >= 8 && !(abi & 1)));
-        const double scale = all_params && pr.has_softmax_scale ? fabs(pr.softmax_scale)
-                             : use_params && !all_params       ? fmax(fabs(pr.softmax_scale),
-                                                                      1.0 / sqrt((double)D))
-                                                               : 1.0 / sqrt((double)D);
+        const double scale = fz_used_scale(&pr, use_params, all_params, D);
         const double qm = fz_maxabs(&q), km = fz_maxabs(&k), vm = fz_maxabs(&v),
                      dm = fz_maxabs(&dout);
-        const double smax = scale * (double)D * qm * km;
+        const double smax = scale * (double)D * qm * km + bias;
         if (smax < 1e3 && qm < 1e4 && km < 1e4 && vm < 1e4 && dm < 1e4) {
             /* |dS| <= 2 |dO| |V| D; dQ sums Sk of them times |K| scale, dK Sq times |Q| */
-            const double ds = 2.0 * dm * vm * (double)D, n = (double)(Sq > Sk ? Sq : Sk);
+            const double ds = 2.0 * dm * vm * (double)Dv, n = (double)(Sq > Sk ? Sq : Sk);
             const double cond = 1e-5 + 64.0 * (1.0 + smax) * 0x1p-24;
             const int64_t group = Hq / Hkv;
-            fz_compare("dq", &dq, dq2.t.data, cond * (1.0 + ds * n * km * scale));
-            fz_compare("dk", &dk, dk2.t.data, cond * (1.0 + ds * n * group * qm * scale));
-            fz_compare("dv", &dv, dv2.t.data, cond * (1.0 + dm * n * group));
+            /* + one rounding of each result to dt (a tie may round either way) */
+            const double r = 2.0 * fz_eps(dt);
+            fz_compare("dq", &dq, dq2.t.data, cond * (1.0 + ds * n * km * scale) + r * fz_maxabs(&dq2));
+            fz_compare("dk", &dk, dk2.t.data,
+                       cond * (1.0 + ds * n * group * qm * scale) + r * fz_maxabs(&dk2));
+            fz_compare("dv", &dv, dv2.t.data, cond * (1.0 + dm * n * group) + r * fz_maxabs(&dv2));
         }
     }
     fz_current = NULL;

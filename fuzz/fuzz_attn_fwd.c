@@ -1,7 +1,8 @@
 /*
  * fuzz_attn_fwd.c — flashc_attn_fwd_supported, flashc_attn_fwd and flashc_attn_fwd_naive.
- * One input = one problem: shapes, dtype, params, five tensor descriptors (q, k, v, o, lse),
- * their layouts and values. The oracle (fuzz_common.h) runs on each call; besides:
+ * One input = one problem: shapes (Dk != Dv now and then), dtype, params with the v2
+ * modifiers (window, softcap, ALiBi slopes as a sixth descriptor, num_splits; fz_attn_mods),
+ * five tensor descriptors (q, k, v, o, lse), their layouts and values. The oracle (fuzz_common.h) runs on each call; besides:
  *   - supported() writes nothing and answers exactly what fwd() returns (or fwd() runs out of
  *     memory), with stats untouched on a refusal;
  *   - when both the flash path and the naive reference accept and the inputs are finite,
@@ -17,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const int64_t Sk = fz_range(&f, 1, fz_one_in(&f, 8) ? 130 : 20);
     const int64_t Hkv = fz_range(&f, 1, 2), Hq = Hkv * fz_range(&f, 1, 3);
     static const int64_t dims[8] = {1, 2, 3, 4, 8, 16, 32, 40};
-    const int64_t D = dims[fz_u8(&f) % 8];
+    const int64_t D = dims[fz_u8(&f) % 8], Dv = fz_one_in(&f, 4) ? dims[fz_u8(&f) % 8] : D;
 
     flashc_attn_params pr = flashc_attn_params_default();
     pr.softmax_scale = fz_scale(&f);
@@ -25,6 +26,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     pr.causal = fz_u8(&f) & 1;
     pr.block_q = fz_tile(&f), pr.block_k = fz_tile(&f);
     pr.num_threads = fz_threads(&f);
+    fz_tensor alibi;
+    const double bias = fz_attn_mods(&f, &pr, B, Hq, Sq > Sk ? Sq : Sk, &alibi);
     /* the params ABI: a struct_size of 0 or too small, or a caller's struct larger than this
      * library's (a newer header) with its unknown tail zero or set; the memory behind a larger
      * struct_size really is the caller's, as the contract requires */
@@ -39,18 +42,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const int use_stats = fz_u8(&f) & 1;
 
     const int64_t shq[4] = {B, Sq, Hq, D}, shk[4] = {B, Sk, Hkv, D}, shl[3] = {B, Hq, Sq};
+    const int64_t shv[4] = {B, Sk, Hkv, Dv}, sho[4] = {B, Sq, Hq, Dv};
     fz_tensor q, k, v, o, lse, o2, lse2;
     fz_decode(&f, &q, 4, shq, dt, 0);
     fz_decode(&f, &k, 4, shk, dt, 0);
-    fz_decode(&f, &v, 4, shk, dt, 0);
-    fz_decode(&f, &o, 4, shq, dt, 1);
+    fz_decode(&f, &v, 4, shv, dt, 0);
+    fz_decode(&f, &o, 4, sho, dt, 1);
     fz_decode(&f, &lse, 3, shl, FLASHC_F32, 1);
     if (fz_one_in(&f, 24)) /* outputs pointing into an input or the other output */
         fz_alias(&f, &o, fz_one_in(&f, 2) ? &q : &v);
     if (fz_one_in(&f, 24))
         fz_alias(&f, &lse, fz_one_in(&f, 2) ? &o : &k);
     lse.output = use_lse; /* not passed: must stay as it is */
-    fz_set s = {{&q, &k, &v, &o, &lse}, 5};
+    fz_set s = {{&q, &k, &v, &o, &lse, &alibi}, 6};
     fz_snapshot(&s);
     fz_current = &s;
     /* the reference writes into twins of the outputs; an output aliasing another tensor has no
@@ -64,7 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         o2 = o, lse2 = lse;
         o2.base = o2.snap = lse2.base = lse2.snap = NULL; /* freed with s */
     }
-    fz_set s2 = {{&q, &k, &v, aliased ? &o : &o2, aliased ? &lse : &lse2}, 5};
+    fz_set s2 = {{&q, &k, &v, aliased ? &o : &o2, aliased ? &lse : &lse2, &alibi}, 6};
 
     const flashc_attn_params *pp = use_params ? &pr : NULL;
     if (abi >= 8 && abi < 16 && use_params) {
@@ -104,14 +108,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fz_check("flashc_attn_fwd_naive", &s2, gn);
 
     if (!aliased && got == FLASHC_OK && gn == FLASHC_OK && fz_finite(&q) && fz_finite(&k) &&
-        fz_finite(&v)) {
-        /* the scale the call used (params cut short by struct_size fall back to defaults) */
+        fz_finite(&v) && fz_mods_finite(&alibi)) {
         const int all_params = use_params && (abi >= 16 || (abi >= 8 && !(abi & 1)));
-        const double scale = all_params && pr.has_softmax_scale ? fabs(pr.softmax_scale)
-                             : use_params && !all_params       ? fmax(fabs(pr.softmax_scale),
-                                                                      1.0 / sqrt((double)D))
-                                                               : 1.0 / sqrt((double)D);
-        const double smax = scale * (double)D * fz_maxabs(&q) * fz_maxabs(&k);
+        const double scale = fz_used_scale(&pr, use_params, all_params, D);
+        const double smax = scale * (double)D * fz_maxabs(&q) * fz_maxabs(&k) + bias;
         const double vmax = fz_maxabs(&v);
         /* |score| beyond 1e6: F5 (issue 10), open in the attention kernels; |v| near FLT_MAX:
          * the float32 accumulator may overflow where the float64 reference does not */

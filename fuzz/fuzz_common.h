@@ -504,4 +504,88 @@ static double fz_eps(flashc_dtype dt)
     return dt == FLASHC_BF16 ? 0x1p-8 : dt == FLASHC_F16 ? 0x1p-11 : 0x1p-24;
 }
 
+/* ---- Attention v2: modifiers, index tensors, per-sequence views ----------------------------- */
+
+/* The Attention v2 modifiers, drawn into pr: a window (one in 3; any negative side means
+ * unbounded), softcap (one in 4; -1 and NaN among the values: refused), num_splits now and
+ * then (-1 among them: refused), and ALiBi slopes (one in 5): a float32 (Hq) or (B, Hq) tensor
+ * decoded into *alibi like any other tensor, so sometimes invalid; alibi->present stays 0 when
+ * none is drawn. S: the longest row/key extent. Returns the largest |bias| ALiBi can add
+ * (|slope| * distance), for the oracle's bounds. */
+static double fz_attn_mods(fz *f, flashc_attn_params *pr, int64_t B, int64_t Hq, int64_t S,
+                           fz_tensor *alibi)
+{
+    memset(alibi, 0, sizeof *alibi);
+    if (fz_one_in(f, 3)) {
+        pr->window_left = fz_range(f, -2, S);
+        pr->window_right = fz_range(f, -2, S);
+    }
+    if (fz_one_in(f, 4)) {
+        static const float caps[8] = {0.5f, 1.0f, 5.0f, 30.0f, 50.0f, 0.0f, -1.0f, NAN};
+        pr->softcap = caps[fz_u8(f) % 8];
+    }
+    if (fz_one_in(f, 16))
+        pr->num_splits = (int)fz_range(f, -1, 6);
+    if (!fz_one_in(f, 5))
+        return 0.0;
+    const int per_batch = fz_u8(f) & 1;
+    const int64_t sh[2] = {B, Hq};
+    fz_decode(f, alibi, per_batch ? 2 : 1, per_batch ? sh : sh + 1, FLASHC_F32, 0);
+    pr->alibi_slopes = alibi->present ? &alibi->t : NULL;
+    return alibi->count > 0 && alibi->t.data ? fz_maxabs(alibi) * (double)S : 0.0;
+}
+
+/* True when the ALiBi slopes (if any) are usable by the oracle's bounds (finite). */
+static int fz_mods_finite(const fz_tensor *alibi)
+{
+    return !alibi->present || !alibi->t.data || fz_finite(alibi);
+}
+
+/* An int32 index tensor (ndim, shape) decoded like any other (so sometimes invalid), holding
+ * vals (n of them, row-major; repeated if a mutated shape has more elements). */
+static void fz_index(fz *f, fz_tensor *ft, int ndim, const int64_t *shape, const int32_t *vals,
+                     int64_t n)
+{
+    fz_decode(f, ft, ndim, shape, FLASHC_I32, 1);
+    ft->output = 0;
+    if (ft->count < 0 || !ft->t.data || ft->t.dtype != FLASHC_I32 || n <= 0)
+        return;
+    for (int64_t e = 0; e < ft->count; e++)
+        memcpy((char *)ft->t.data + fz_offset_of(&ft->t, e) * 4, &vals[e % n], 4);
+}
+
+/* Element e (row-major) of an int32 view, read back (the oracle reads what the call saw). */
+static int32_t fz_i32(const fz_tensor *t, int64_t e)
+{
+    int32_t v;
+    memcpy(&v, (const char *)t->t.data + fz_offset_of(&t->t, e) * 4, 4);
+    return v;
+}
+
+/* The view of rows [r0, r0 + n) along dimension dim of t, with one more leading dimension of
+ * size 1 (a dense (1, n, ...) problem cut from packed varlen rows). t->ndim < FLASHC_MAX_DIMS. */
+static flashc_tensor fz_rows_view(const flashc_tensor *t, int dim, int64_t r0, int64_t n)
+{
+    flashc_tensor v = *t;
+    v.data = (char *)t->data + r0 * t->stride[dim] * (int64_t)flashc_dtype_size(t->dtype);
+    v.shape[dim] = n;
+    for (int i = t->ndim; i > 0; i--)
+        v.shape[i] = v.shape[i - 1], v.stride[i] = v.stride[i - 1];
+    v.shape[0] = 1;
+    v.stride[0] = 0;
+    v.ndim = t->ndim + 1;
+    return v;
+}
+
+/* The scale a call used: params cut short by struct_size fall back to the default scale
+ * (all_params: the struct the call saw held every field). */
+static double fz_used_scale(const flashc_attn_params *pr, int use_params, int all_params,
+                            int64_t D)
+{
+    const double def = 1.0 / sqrt((double)D);
+    if (all_params && pr->has_softmax_scale)
+        return fabs(pr->softmax_scale);
+    return use_params && !all_params ? fmax(fabs(pr->softmax_scale), def) : def;
+}
+
 #endif /* FLASHC_FUZZ_COMMON_H */

@@ -30,8 +30,8 @@
  * zeros and LSE = -inf.
  *
  * Memory: host buffers the library allocates for itself go through a counting allocator
- * (flashc_mem_stats); device memory is never allocated by the attention forward (the CUDA
- * backward takes its scratch from params.workspace or stream-ordered cudaMallocAsync).
+ * (flashc_mem_stats); device scratch (the CUDA backward's, the CUDA split-KV partials) comes
+ * from params.workspace or, when none is given, stream-ordered cudaMallocAsync / cudaFreeAsync.
  *
  * Bounds on one call (FLASHC_ERR_UNSUPPORTED with a message beyond them): no tensor has more
  * than FLASHC_MAX_ELEMENTS elements, counted by its shape (a broadcast view counts in full,
@@ -273,10 +273,14 @@ typedef struct flashc_attn_stats {
  * kernel launch): bfloat16 or float16 storage, head dims 1..256, softmax_scale > 0, unit
  * feature stride, element-aligned pointers (rows that are also 16-byte aligned take the fast
  * loads); the masks and modifiers the build's kernels serve (flashc_attn_fwd_supported says;
- * anything else is refused with FLASHC_ERR_UNSUPPORTED and a message, never ignored). The
+ * anything else is refused with FLASHC_ERR_UNSUPPORTED and a message, never ignored): the
+ * prefill kernels serve plain problems (causal or not, D == Dv); a window, softcap, ALiBi,
+ * a split request or D != Dv go to the KV-cache kernel (flashc_attn_kvcache_fwd's CUDA
+ * notes: 16-byte aligned rows). The
  * environment variable FLASHC_CUDA_KERNEL=sm80|sm90 (read once) forces one kernel family; a
  * problem it does not serve is then refused with FLASHC_ERR_UNSUPPORTED. No device memory
- * besides o and lse. */
+ * besides o and lse, but for a split-KV request (num_splits > 1, or 0 on the KV-cache kernel):
+ * its partials come from params.workspace (flashc_attn_fwd_workspace_size) or cudaMallocAsync. */
 flashc_status flashc_attn_fwd(const flashc_attn_params *params, const flashc_tensor *q,
                               const flashc_tensor *k, const flashc_tensor *v, flashc_tensor *o,
                               flashc_tensor *lse, flashc_attn_stats *stats);
@@ -315,8 +319,9 @@ flashc_status flashc_attn_fwd_supported(const flashc_attn_params *params, const 
  * Scratch: D = rowsum(dout * o), B*Hq*Sq floats, plus per-thread tiles; nothing Sq x Sk.
  * CUDA (all tensors FLASHC_DEVICE_CUDA, launched on params.cuda_stream, asynchronous, no host
  * synchronisation inside, so the call can be captured in a CUDA graph): bfloat16 or float16
- * storage, float32 accumulation, head dims 64, 96, 128, 256, causal or not, GQA/MQA, D == Dv,
- * no window/softcap/ALiBi yet; unit feature stride and 16-byte aligned rows. dk and dv are
+ * storage, float32 accumulation, head dims 64, 96, 128, 256, causal or not, windows, softcap,
+ * ALiBi (slopes on the device), GQA/MQA, dense layout with D == Dv (no varlen yet); unit feature
+ * stride and 16-byte aligned rows. dk and dv are
  * always deterministic; dq is summed with float atomics unless params.deterministic, which
  * adds the K blocks' contributions in a fixed order (bit-identical gradients, somewhat slower).
  * Device scratch: a float32 dq accumulator (B*Hq*Sq*D) plus B*Hq*Sq floats (and a few ints),
@@ -363,7 +368,11 @@ typedef struct flashc_varlen {
  *   q (total_q, Hq, D), k (total_k, Hkv, D), v (total_k, Hkv, Dv), o (total_q, Hq, Dv)
  *   lse  NULL or float32 (Hq, total_q) (flash-attn's varlen layout)
  * Zero-length sequences are allowed and produce nothing. Rows of o past cu_seqlens_q[B] belong
- * to no sequence and are written as zeros (their lse as -inf). CPU: as flashc_attn_fwd. */
+ * to no sequence and are written as zeros (their lse as -inf). CPU: as flashc_attn_fwd.
+ * CUDA: cu_seqlens on the device; served by the KV-cache kernel (see flashc_attn_kvcache_fwd:
+ * dtypes, alignment, split-KV, graphs; cu_seqlens entries out of range make a sequence empty),
+ * with the launch sized by max_seqlen_q / max_seqlen_k, which must bound every sequence there
+ * (longer ones are cut to them: the host cannot check). */
 flashc_status flashc_attn_varlen_fwd(const flashc_attn_params *params, const flashc_varlen *varlen,
                                      const flashc_tensor *q, const flashc_tensor *k,
                                      const flashc_tensor *v, flashc_tensor *o, flashc_tensor *lse,
@@ -418,7 +427,28 @@ typedef struct flashc_kv_cache {
  * (Sq up to thousands) in one entry point. o (B, Sq, Hq, Dv); lse NULL or float32 (B, Hq, Sq).
  * Every mask and modifier applies, aligned bottom-right to each sequence's Sk_b. Split-KV
  * (params.num_splits) cuts long caches into chunks merged by (O, LSE). On a non-OK status
- * neither the outputs nor the cache were written. Forward only. */
+ * neither the outputs nor the cache were written. Forward only.
+ *
+ * CUDA (every tensor, index tensors and ALiBi slopes included, in device memory; launched on
+ * params.cuda_stream): bfloat16 / float16, D and Dv up to 256, rows 16-byte aligned (pointers
+ * 16-byte aligned, batch / row / head strides multiples of 8 elements, unit feature stride).
+ * The query heads of a KV group are packed into one tile, so the cache is read once per KV
+ * head; keys are split across thread blocks (num_splits; 0 = chosen from B * Hkv, the tile
+ * count, the longest possible context and the SM count) and merged on the device. k_new/v_new
+ * are appended in place by a kernel on the same stream, before the attention reads them.
+ * CUDA graphs: no host synchronisation; with params.workspace of the size
+ * flashc_attn_kvcache_fwd_workspace_size returns (0 when no split is needed) nothing is
+ * allocated (otherwise cudaMallocAsync / cudaFreeAsync on the stream). The launch shape (grid,
+ * split count, workspace size) depends only on the shapes: B, Sq, Hq, Hkv, D, Dv, and for
+ * device caches the capacity (S_cache, or max_pages * page_size) rather than the lengths, which
+ * the kernels read on the device; so one captured graph serves every cache_seqlens.
+ * The host cannot read device index tensors, so they are not validated element by element on
+ * CUDA: an entry out of range (a page >= num_pages, a cache_batch_idx outside the cache, a
+ * length past the capacity) makes those keys read as absent, and appended rows past the
+ * capacity are dropped; no memory outside the tensors is touched. Two sequences appending into
+ * one cache row (a repeated cache_batch_idx) is not detected there. Keys a tile of rows loads
+ * but one of its rows may not see (causal / window inside a chunk) must be finite: P = 0 times
+ * a non-finite V would reach that row (keys past a sequence's length are never loaded). */
 flashc_status flashc_attn_kvcache_fwd(const flashc_attn_params *params,
                                       const flashc_kv_cache *cache, const flashc_tensor *q,
                                       flashc_tensor *o, flashc_tensor *lse,
@@ -435,7 +465,8 @@ flashc_status flashc_attn_kvcache_fwd_workspace_size(const flashc_attn_params *p
  *   float32, lse (B, H, S) float32 or NULL.
  *   o = exp(lse1 - L) o1 + exp(lse2 - L) o2, L = log(exp(lse1) + exp(lse2)), float32 math.
  * A state with lse = -inf contributes nothing (its o is not read, so NaN there cannot leak);
- * both -inf gives o = 0, L = -inf. Host only. */
+ * both -inf gives o = 0, L = -inf. Host tensors, or (CUDA builds) all six on the CUDA device,
+ * element-aligned, then launched on the default stream (asynchronous). */
 flashc_status flashc_attn_merge(const flashc_tensor *o1, const flashc_tensor *lse1,
                                 const flashc_tensor *o2, const flashc_tensor *lse2,
                                 flashc_tensor *o, flashc_tensor *lse);

@@ -11,13 +11,15 @@
  * Cases: every head dim of {1, 8, 32, 40, 59, 64, 80, 96, 111, 128, 160, 192, 224, 256} (the
  * instances, padded ones, and odd ones whose packed rows are not 16-byte aligned), bf16 and
  * fp16, with seqlen pairs (1,1) (1,147) (113,203) (128,217) (108,256), causal and not, MHA /
- * GQA / MQA; (1023,1024) (1024,1023) at 64 96 128 256; (3,799) (20000,16) at 59 64 128; plus a
- * (B, H, S, D) strided layout, a user stream, repeatability (a race shows as a moving result),
- * refusals, and the CUDA error contract (a pending application error, host / pinned host /
- * other-device / managed memory). Every case first asks flashc_attn_fwd_supported, which must answer what the
- * run then does.
+ * GQA / MQA; (1023,1024) (1024,1023) (1024,1024) at 64 96 128 256; (3,799) (20000,16) at 59 64
+ * 128; plus a (B, H, S, D) strided layout, rows of a wider pitch (D not a multiple of 8 but
+ * 16-byte aligned rows; the padding must stay unwritten), more tiles than an H200 has
+ * multiprocessors (a persistent kernel walks several), a user stream, repeatability (a race
+ * shows as a moving result), refusals, and the CUDA error contract (a pending application error,
+ * host / pinned host / other-device / managed memory). Every case first asks
+ * flashc_attn_fwd_supported, which must answer what the run then does.
  *
- * FLASHC_CUDA_KERNEL=sm80|sm90 forces one kernel family (read by the library); cases that
+ * FLASHC_CUDA_KERNEL=sm80|sm90v5|... forces one kernel family (read by the library); cases that
  * family does not serve are refused by both calls, counted and reported as not served, and
  * each test then still needs one served case unless the family serves none of its head dim.
  *
@@ -68,26 +70,36 @@ typedef struct attn_case {
     flashc_dtype dt;
     int bhsd;          /* q/k/v/o live in (B, H, S, D) buffers, passed as strided views */
     int use_stream;    /* pass a created stream rather than the default one             */
+    int pitch;         /* elements from one row's feature 0 to the next row's; 0: D       */
 } attn_case;
+
+/* Row pitch of the buffers: D, or a wider pitch whose padding the kernel must neither read
+ * into the result nor write. */
+static int64_t pitch_of(const attn_case *c) { return c->pitch ? c->pitch : c->D; }
 
 /* Element offset of (b, s, h, d) in a (B, S, H, D) tensor, or in a (B, H, S, D) buffer. */
 static int64_t off(const attn_case *c, int64_t S, int64_t H, int64_t b, int64_t s, int64_t h,
                    int64_t d)
 {
     if (c->bhsd)
-        return ((b * H + h) * S + s) * c->D + d;
-    return ((b * S + s) * H + h) * c->D + d;
+        return ((b * H + h) * S + s) * pitch_of(c) + d;
+    return ((b * S + s) * H + h) * pitch_of(c) + d;
 }
 
 static flashc_tensor view(const attn_case *c, void *data, int64_t S, int64_t H)
 {
+    const int64_t P = pitch_of(c);
     flashc_tensor t = flashc_tensor_4d(data, c->dt, c->B, S, H, c->D);
     if (c->bhsd) {
-        t.stride[0] = H * S * c->D;
-        t.stride[1] = c->D;
-        t.stride[2] = S * c->D;
-        t.stride[3] = 1;
+        t.stride[0] = H * S * P;
+        t.stride[1] = P;
+        t.stride[2] = S * P;
+    } else {
+        t.stride[0] = S * H * P;
+        t.stride[1] = H * P;
+        t.stride[2] = P;
     }
+    t.stride[3] = 1;
     t.device = FLASHC_DEVICE_CUDA;
     return t;
 }
@@ -206,8 +218,8 @@ typedef struct run_buffers {
 
 static void buffers_create(const attn_case *c, run_buffers *r)
 {
-    r->nq = (int64_t)c->B * c->Sq * c->Hq * c->D;
-    r->nk = (int64_t)c->B * c->Sk * c->Hkv * c->D;
+    r->nq = (int64_t)c->B * c->Sq * c->Hq * pitch_of(c);
+    r->nk = (int64_t)c->B * c->Sk * c->Hkv * pitch_of(c);
     r->qf = malloc(r->nq * sizeof(float));
     r->kf = malloc(r->nk * sizeof(float));
     r->vf = malloc(r->nk * sizeof(float));
@@ -322,15 +334,22 @@ static int check_case(const attn_case *c)
         free(sref);
         free(snaive);
     }
+    /* the padding of o's rows (pitch > D) keeps its poison: only D columns are stored */
+    int64_t pad_written = 0;
+    for (int64_t x = 0; x < r.nq; x++)
+        pad_written += x % pitch_of(c) >= c->D && r.oh[x] != 0xffff;
     buffers_destroy(&r);
 
     printf("  %s D=%3d B=%d Sq=%4d Sk=%4d Hq=%d Hkv=%d causal=%d%s%s: o err %.3g (naive %.3g), "
            "lse err %.3g (naive %.3g)\n",
            dtname(c->dt), c->D, c->B, c->Sq, c->Sk, c->Hq, c->Hkv, c->causal,
-           c->bhsd ? " bhsd" : "", c->use_stream ? " stream" : "", total.o, total.o_naive,
+           c->bhsd ? " bhsd" : c->pitch ? " pitched" : "", c->use_stream ? " stream" : "",
+           total.o, total.o_naive,
            total.lse, total.lse_naive);
     if (total.bad)
         fail_msg("%lld outputs non-finite or unwritten", (long long)total.bad);
+    if (pad_written)
+        fail_msg("%lld elements of o's row padding written", (long long)pad_written);
     /* The floors only matter if the naive error is exactly 0, which random data never gives. */
     if (!(total.o <= 2.0 * total.o_naive + 1e-6))
         fail_msg("o error %.4g > 2 x naive %.4g", total.o, total.o_naive);
@@ -348,7 +367,8 @@ static int small_only(void)
 /* (Sq, Sk) pairs run at every head dim, and those run at a few only (the long ones: the
  * reference is O(Sq Sk D) on the host) */
 static const int seqlens_all[][2] = {{1, 1}, {1, 147}, {113, 203}, {128, 217}, {108, 256}};
-static const int seqlens_long[][2] = {{1023, 1024}, {1024, 1023}};
+/* (1024, 1024): where the dispatcher's default picks an sm90 kernel (v5) at d = 64 and 128 */
+static const int seqlens_long[][2] = {{1023, 1024}, {1024, 1023}, {1024, 1024}};
 static const int seqlens_odd[][2] = {{3, 799}, {20000, 16}};
 /* (Hq, Hkv): MHA, GQA, MQA; fewer heads for the long sequences */
 static const int heads_short[][2] = {{4, 4}, {6, 2}, {4, 1}};
@@ -378,7 +398,7 @@ static void suite(void **state)
     for (int i = 0; i < (small_only() ? 3 : 5); i++)
         pairs[np++] = &seqlens_all[i];
     if (!small_only() && has(long_dims, 4, dc->D))
-        for (int i = 0; i < 2; i++)
+        for (int i = 0; i < 3; i++)
             pairs[np++] = &seqlens_long[i];
     if (has(odd_dims, 3, dc->D))
         pairs[np++] = &seqlens_odd[0];
@@ -416,7 +436,7 @@ static void suite(void **state)
 static void test_strided_layout_and_stream(void **state)
 {
     (void)state;
-    attn_case c = {2, 77, 301, 4, 2, 128, 1, FLASHC_BF16, 1, 1};
+    attn_case c = {2, 77, 301, 4, 2, 128, 1, FLASHC_BF16, 1, 1, 0};
     int ran = check_case(&c);
     c.causal = 0, c.dt = FLASHC_F16, c.D = 64, c.Sq = 300, c.Sk = 5;
     ran += check_case(&c);
@@ -424,11 +444,46 @@ static void test_strided_layout_and_stream(void **state)
         fail_msg("FLASHC_CUDA_KERNEL=%s serves neither strided case", forced_kernel());
 }
 
+/* Rows 16-byte aligned but D not a multiple of 8 (views of a wider buffer): the 16-byte path
+ * with the last chunk of each row predicated down to the bytes that exist, and o's stores
+ * stopping at column D (the padding must keep its poison). */
+static void test_pitched_rows(void **state)
+{
+    (void)state;
+    static const int dp[][2] = {{59, 64}, {111, 120}, {1, 8}, {250, 256}};
+    int ran = 0;
+    for (int i = 0; i < 4; i++)
+        for (int causal = 0; causal < 2; causal++) {
+            attn_case c = {2, 131, 257, 4, 2, dp[i][0], causal, i % 2 ? FLASHC_F16 : FLASHC_BF16,
+                           0, 0, dp[i][1]};
+            ran += check_case(&c);
+        }
+    if (!ran)
+        printf("  pitched rows: not served by FLASHC_CUDA_KERNEL=%s\n", forced_kernel());
+}
+
+/* More (Q tile, batch, head) tiles (3 x 3 x 16 = 144 of 128 rows) than an H200 has
+ * multiprocessors (132), with 2 or 3 K/V blocks each: a persistent kernel (sm90v5) walks two
+ * tiles in some thread blocks, its K/V ring and Q buffer running on from one tile to the next.
+ * Short enough to run under compute-sanitizer too. */
+static void test_many_tiles(void **state)
+{
+    (void)state;
+    int ran = 0;
+    for (int i = 0; i < 4; i++) {
+        attn_case c = {3, 300, 333, 16, 4, i % 2 ? 128 : 64, i / 2,
+                       i % 2 ? FLASHC_BF16 : FLASHC_F16, 0, 0, 0};
+        ran += check_case(&c);
+    }
+    if (!ran)
+        printf("  many tiles: not served by FLASHC_CUDA_KERNEL=%s\n", forced_kernel());
+}
+
 /* The same inputs twice give bit-identical results: a race would show as a moving result. */
 static void test_repeatable(void **state)
 {
     (void)state;
-    attn_case c = {2, 333, 517, 4, 2, 128, 1, FLASHC_BF16, 0, 0};
+    attn_case c = {2, 333, 517, 4, 2, 128, 1, FLASHC_BF16, 0, 0, 0};
     run_buffers r;
     buffers_create(&c, &r);
     uint16_t *first = malloc(r.nq * 2);
@@ -456,7 +511,7 @@ static void test_repeatable(void **state)
 static void test_refusals(void **state)
 {
     (void)state;
-    attn_case c = {1, 64, 64, 2, 2, 64, 0, FLASHC_BF16, 0, 0};
+    attn_case c = {1, 64, 64, 2, 2, 64, 0, FLASHC_BF16, 0, 0, 0};
     run_buffers r;
     buffers_create(&c, &r);
     buffers_poison(&c, &r);
@@ -506,8 +561,8 @@ static void test_refusals(void **state)
     printf("  align: %s\n", flashc_last_error());
 
     /* rows that are not 16-byte aligned (a sequence stride of 4 more elements): only the
-     * element-wise sm80 path takes them, so a forced sm90 refuses them with a reason */
-    if (forced_kernel() && strcmp(forced_kernel(), "sm90") == 0) {
+     * element-wise sm80 path takes them, so a forced sm90 family refuses them with a reason */
+    if (forced_kernel() && strncmp(forced_kernel(), "sm90", 4) == 0) {
         flashc_tensor q5 = q, o5 = o;
         q5.shape[1] = o5.shape[1] = 16;
         q5.stride[1] = o5.stride[1] = c.Hq * c.D + 4;
@@ -538,7 +593,7 @@ static void test_refusals(void **state)
 static void test_cuda_errors(void **state)
 {
     (void)state;
-    attn_case c = {1, 64, 64, 2, 2, 64, 0, FLASHC_BF16, 0, 0};
+    attn_case c = {1, 64, 64, 2, 2, 64, 0, FLASHC_BF16, 0, 0, 0};
     run_buffers r;
     buffers_create(&c, &r);
     buffers_poison(&c, &r);
@@ -632,13 +687,15 @@ int main(void)
     enum { ND = sizeof dims / sizeof dims[0] };
     static dim_case cases[2 * ND];
     static char names[2 * ND][24];
-    struct CMUnitTest tests[4 + 2 * ND];
+    struct CMUnitTest tests[6 + 2 * ND];
     tests[0] = (struct CMUnitTest)cmocka_unit_test(test_refusals);
     tests[1] = (struct CMUnitTest)cmocka_unit_test(test_cuda_errors);
     tests[2] = (struct CMUnitTest)cmocka_unit_test(test_repeatable);
     tests[3] = (struct CMUnitTest)cmocka_unit_test(test_strided_layout_and_stream);
+    tests[4] = (struct CMUnitTest)cmocka_unit_test(test_pitched_rows);
+    tests[5] = (struct CMUnitTest)cmocka_unit_test(test_many_tiles);
     const char *only = getenv("FLASHC_TEST_DIMS");
-    int nt = 4;
+    int nt = 6;
     for (int i = 0; i < 2 * ND; i++) {
         cases[i].dt = i < ND ? FLASHC_BF16 : FLASHC_F16;
         cases[i].D = dims[i % ND];

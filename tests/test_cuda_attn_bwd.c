@@ -71,7 +71,29 @@ typedef struct bwd_case {
     int bhsd;       /* every tensor in a (B, H, S, D) buffer, passed as a strided view */
     int use_stream; /* a created stream and a caller-provided workspace                */
     int br, bc;     /* backward tiles requested (0: the default variant)               */
+    /* modifiers (zero-initialised: none) */
+    int win, wl, wr; /* win: params.window_left / right = wl, wr (-1 = unbounded side)   */
+    float softcap;   /* params.softcap                                                   */
+    int alibi;       /* ALiBi slopes (Hq), per head 2^(-(h + 1) / 2)                     */
 } bwd_case;
+
+static int has_mods(const bwd_case *c) { return c->win || c->softcap > 0.0f || c->alibi; }
+
+/* Key range [lo, hi) of row i (attn_key_range of include/flashc.h: a_i = i + Sk - Sq). */
+static void key_range(const bwd_case *c, int64_t i, int64_t *lo, int64_t *hi)
+{
+    const int64_t a = i + c->Sk - c->Sq;
+    const int64_t wl = c->win ? c->wl : -1, wr = c->causal ? 0 : (c->win ? c->wr : -1);
+    int64_t l = 0, h = c->Sk;
+    if (wl >= 0 && a - wl > l)
+        l = a - wl;
+    if (wr >= 0 && a + wr + 1 < h)
+        h = a + wr + 1;
+    *lo = l;
+    *hi = h < l ? l : h;
+}
+
+static float slope_of(int h) { return (float)pow(2.0, -(h + 1) / 2.0); }
 
 /* Element offset of (b, s, h, d): (B, S, H, D) contiguous, or a (B, H, S, D) buffer. */
 static int64_t off(const bwd_case *c, int64_t S, int64_t H, int64_t b, int64_t s, int64_t h,
@@ -104,6 +126,8 @@ typedef struct bufs {
     float *hlse;
     void *dq_, *dk_, *dv_, *ddo, *do_, *ddq, *ddk, *ddv; /* device               */
     float *dlse;
+    float *hal, *dal;                      /* ALiBi slopes (Hq), host and device */
+    flashc_tensor al_host, al_dev;
 } bufs;
 
 static void fill(const bwd_case *c, int64_t n, uint16_t *bits, float *f)
@@ -145,6 +169,14 @@ static void bufs_create(const bwd_case *c, bufs *r)
     CUDA_OK(cudaMemcpy(r->dk_, r->hk, r->nk * 2, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(r->dv_, r->hv, r->nk * 2, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(r->ddo, r->hdo, r->nq * 2, cudaMemcpyHostToDevice));
+    r->hal = xmalloc(c->Hq * 4);
+    for (int h = 0; h < c->Hq; h++)
+        r->hal[h] = slope_of(h);
+    CUDA_OK(cudaMalloc((void **)&r->dal, c->Hq * 4));
+    CUDA_OK(cudaMemcpy(r->dal, r->hal, c->Hq * 4, cudaMemcpyHostToDevice));
+    r->al_host = flashc_tensor_1d(r->hal, FLASHC_F32, c->Hq);
+    r->al_dev = flashc_tensor_1d(r->dal, FLASHC_F32, c->Hq);
+    r->al_dev.device = FLASHC_DEVICE_CUDA;
 }
 
 static void bufs_destroy(bufs *r)
@@ -156,28 +188,56 @@ static void bufs_destroy(bufs *r)
                    r->hdv, r->fq, r->fdo, r->fo, r->fk, r->fv, r->hlse};
     for (int i = 0; i < 14; i++)
         free(h[i]);
+    cudaFree(r->dal);
+    free(r->hal);
 }
 
-static flashc_attn_params params_of(const bwd_case *c, cudaStream_t stream)
+/* slopes: the ALiBi tensor on the call's device (used when c->alibi). */
+static flashc_attn_params params_of(const bwd_case *c, cudaStream_t stream,
+                                    const flashc_tensor *slopes)
 {
     flashc_attn_params pr = flashc_attn_params_default();
     pr.causal = c->causal;
     pr.deterministic = c->deterministic;
     pr.cuda_stream = stream;
+    if (c->win)
+        pr.window_left = c->wl, pr.window_right = c->wr;
+    pr.softcap = c->softcap;
+    if (c->alibi)
+        pr.alibi_slopes = slopes;
     return pr;
 }
 
-/* The forward on the device: o, lse (device) and their host copies (o also as float). */
+/* The forward: o, lse (device) and their host copies (o also as float). On the device when
+ * the CUDA forward serves the problem; otherwise (a modifier the CUDA forward lacks) the CPU
+ * forward on the float32 copies of the rounded inputs, o rounded to the dtype and uploaded. */
 static void run_forward(const bwd_case *c, bufs *r, cudaStream_t stream)
 {
-    flashc_attn_params pr = params_of(c, stream);
+    flashc_attn_params pr = params_of(c, stream, &r->al_dev);
     flashc_tensor q = view(c, r->dq_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
     flashc_tensor k = view(c, r->dk_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
     flashc_tensor v = view(c, r->dv_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
     flashc_tensor o = view(c, r->do_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
     flashc_tensor lse = flashc_tensor_3d(r->dlse, FLASHC_F32, c->B, c->Hq, c->Sq);
     lse.device = FLASHC_DEVICE_CUDA;
-    TU_OK(flashc_attn_fwd(&pr, &q, &k, &v, &o, &lse, NULL));
+    flashc_status st = flashc_attn_fwd(&pr, &q, &k, &v, &o, &lse, NULL);
+    if (st == FLASHC_ERR_UNSUPPORTED && has_mods(c)) {
+        flashc_attn_params ph = params_of(c, NULL, &r->al_host);
+        flashc_tensor hq = view(c, r->fq, FLASHC_F32, c->Sq, c->Hq, FLASHC_DEVICE_CPU);
+        flashc_tensor hk = view(c, r->fk, FLASHC_F32, c->Sk, c->Hkv, FLASHC_DEVICE_CPU);
+        flashc_tensor hv = view(c, r->fv, FLASHC_F32, c->Sk, c->Hkv, FLASHC_DEVICE_CPU);
+        flashc_tensor ho = view(c, r->fo, FLASHC_F32, c->Sq, c->Hq, FLASHC_DEVICE_CPU);
+        flashc_tensor hl = flashc_tensor_3d(r->hlse, FLASHC_F32, c->B, c->Hq, c->Sq);
+        TU_OK(flashc_attn_fwd(&ph, &hq, &hk, &hv, &ho, &hl, NULL));
+        for (int64_t i = 0; i < r->nq; i++) {
+            r->ho[i] = to_bits(c->dt, r->fo[i]);
+            r->fo[i] = from_bits(c->dt, r->ho[i]);
+        }
+        CUDA_OK(cudaMemcpy(r->do_, r->ho, r->nq * 2, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemcpy(r->dlse, r->hlse, r->nl * 4, cudaMemcpyHostToDevice));
+        return;
+    }
+    TU_OK(st);
     CUDA_OK(stream ? cudaStreamSynchronize(stream) : cudaDeviceSynchronize());
     CUDA_OK(cudaMemcpy(r->ho, r->do_, r->nq * 2, cudaMemcpyDeviceToHost));
     CUDA_OK(cudaMemcpy(r->hlse, r->dlse, r->nl * 4, cudaMemcpyDeviceToHost));
@@ -190,7 +250,7 @@ static void run_forward(const bwd_case *c, bufs *r, cudaStream_t stream)
 static flashc_status run_backward(const bwd_case *c, bufs *r, cudaStream_t stream,
                                   void *workspace, size_t ws_bytes)
 {
-    flashc_attn_params pr = params_of(c, stream);
+    flashc_attn_params pr = params_of(c, stream, &r->al_dev);
     pr.workspace = workspace;
     pr.workspace_bytes = ws_bytes;
     pr.block_q = c->br, pr.block_k = c->bc;
@@ -224,7 +284,7 @@ static flashc_status run_backward(const bwd_case *c, bufs *r, cudaStream_t strea
  * inputs and the device forward's o: gq (like q), gk, gv (like k). */
 static void reference(const bwd_case *c, const bufs *r, float *gq, float *gk, float *gv)
 {
-    flashc_attn_params pr = params_of(c, NULL);
+    flashc_attn_params pr = params_of(c, NULL, &r->al_host);
     flashc_tensor q = view(c, r->fq, FLASHC_F32, c->Sq, c->Hq, FLASHC_DEVICE_CPU);
     flashc_tensor k = view(c, r->fk, FLASHC_F32, c->Sk, c->Hkv, FLASHC_DEVICE_CPU);
     flashc_tensor v = view(c, r->fv, FLASHC_F32, c->Sk, c->Hkv, FLASHC_DEVICE_CPU);
@@ -234,12 +294,6 @@ static void reference(const bwd_case *c, const bufs *r, float *gq, float *gk, fl
     flashc_tensor dk = view(c, gk, FLASHC_F32, c->Sk, c->Hkv, FLASHC_DEVICE_CPU);
     flashc_tensor dv = view(c, gv, FLASHC_F32, c->Sk, c->Hkv, FLASHC_DEVICE_CPU);
     TU_OK(flashc_attn_bwd_naive(&pr, &q, &k, &v, &o, &dout, NULL, &dq, &dk, &dv, NULL));
-}
-
-static int64_t key_end(const bwd_case *c, int64_t i)
-{
-    int64_t e = c->causal ? i + 1 + c->Sk - c->Sq : c->Sk;
-    return e < c->Sk ? e : c->Sk;
 }
 
 /* The naive same-precision backward (see the top of the file) into nq (like q), nk, nv (like k),
@@ -265,34 +319,49 @@ static void naive_lowp(const bwd_case *c, const bufs *r, float *nq, float *nk, f
                     float *qsi = qs + i * D;
                     for (int64_t d = 0; d < D; d++)
                         qsi[d] = rnd(dt, q[d] * scale);
-                    const int64_t kend = key_end(c, i);
+                    int64_t klo, kend;
+                    key_range(c, i, &klo, &kend);
                     float *p = P + i * Sk, *ds = dS + i * Sk;
                     float m = -INFINITY, l = 0.0f, Di = 0.0f;
+                    const float slope = c->alibi ? slope_of((int)h) : 0.0f;
+                    const int64_t ai = i + Sk - Sq;
                     for (int64_t j = 0; j < Sk; j++) {
                         p[j] = -INFINITY;
-                        if (j < kend) {
+                        ds[j] = 1.0f; /* the softcap derivative, briefly */
+                        if (j >= klo && j < kend) {
                             const float *k = r->fk + off(c, Sk, c->Hkv, b, j, hk, 0);
                             float acc = 0.0f;
                             for (int64_t d = 0; d < D; d++)
                                 acc += qsi[d] * k[d];
                             p[j] = rnd(dt, acc);
+                            if (c->softcap > 0.0f) {
+                                const float th = tanhf(p[j] / c->softcap);
+                                p[j] = rnd(dt, c->softcap * th);
+                                ds[j] = rnd(dt, 1.0f - th * th);
+                            }
+                            if (c->alibi)
+                                p[j] = rnd(dt, p[j] - slope * (float)(ai > j ? ai - j : j - ai));
                             m = p[j] > m ? p[j] : m;
                         }
                     }
-                    for (int64_t j = 0; j < kend; j++)
+                    for (int64_t j = klo; j < kend; j++)
                         l += (p[j] = expf(p[j] - m));
                     for (int64_t d = 0; d < D; d++)
                         Di += g[d] * o[d];
                     for (int64_t j = 0; j < Sk; j++) {
-                        p[j] = j < kend ? rnd(dt, p[j] / l) : 0.0f;
+                        const int in = j >= klo && j < kend;
+                        p[j] = in ? rnd(dt, p[j] / l) : 0.0f;
                         const float *v = r->fv + off(c, Sk, c->Hkv, b, j, hk, 0);
                         float acc = 0.0f;
                         for (int64_t d = 0; d < D; d++)
                             acc += g[d] * v[d];
+                        const float dcap = ds[j];
                         ds[j] = rnd(dt, p[j] * (rnd(dt, acc) - Di));
+                        if (c->softcap > 0.0f)
+                            ds[j] = rnd(dt, ds[j] * dcap);
                     }
                     float acc[256] = {0};
-                    for (int64_t j = 0; j < kend; j++) {
+                    for (int64_t j = klo; j < kend; j++) {
                         const float *k = r->fk + off(c, Sk, c->Hkv, b, j, hk, 0);
                         for (int64_t d = 0; d < D; d++)
                             acc[d] += ds[j] * k[d];
@@ -362,7 +431,7 @@ static void check_case(const bwd_case *c)
     if (c->use_stream) {
         /* a caller workspace of exactly the queried size, poisoned: the call must not rely on
          * its contents */
-        flashc_attn_params pr = params_of(c, stream);
+        flashc_attn_params pr = params_of(c, stream, &r.al_dev);
         pr.block_q = c->br, pr.block_k = c->bc;
         flashc_tensor q = view(c, r.dq_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
         flashc_tensor k = view(c, r.dk_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
@@ -399,15 +468,31 @@ static void check_case(const bwd_case *c)
     errors(c->dt, r.hdk, nk, gk, r.nk, &e[1], &en[1], &bad);
     errors(c->dt, r.hdv, nv, gv, r.nk, &e[2], &en[2], &bad);
     /* rows that see no key: dq exactly zero */
-    int64_t nonzero = 0;
+    int64_t nonzero = 0, empty_rows = 0;
     for (int64_t b = 0; b < c->B; b++)
-        for (int64_t i = 0; i < c->Sq && key_end(c, i) <= 0; i++)
+        for (int64_t i = 0; i < c->Sq; i++) {
+            int64_t lo, hi;
+            key_range(c, i, &lo, &hi);
+            if (lo < hi)
+                continue;
+            empty_rows++;
             for (int64_t h = 0; h < c->Hq; h++)
                 for (int64_t d = 0; d < c->D; d++)
                     nonzero += from_bits(c->dt, r.hdq[off(c, c->Sq, c->Hq, b, i, h, d)]) != 0.0f;
-    char tiles[32] = "";
+        }
+    char tiles[128] = "";
     if (c->br || c->bc)
         snprintf(tiles, sizeof tiles, " tiles %dx%d", c->br, c->bc);
+    if (c->win)
+        snprintf(tiles + strlen(tiles), sizeof tiles - strlen(tiles), " window (%d, %d)", c->wl,
+                 c->wr);
+    if (c->softcap > 0.0f)
+        snprintf(tiles + strlen(tiles), sizeof tiles - strlen(tiles), " softcap %g", c->softcap);
+    if (c->alibi)
+        snprintf(tiles + strlen(tiles), sizeof tiles - strlen(tiles), " alibi");
+    if (empty_rows)
+        snprintf(tiles + strlen(tiles), sizeof tiles - strlen(tiles), " (%lld empty rows)",
+                 (long long)empty_rows);
     printf("  %s D=%3d B=%d Sq=%4d Sk=%4d Hq=%d Hkv=%d causal=%d%s%s%s%s: dq %.3g (naive %.3g) "
            "dk %.3g (%.3g) dv %.3g (%.3g)\n",
            dtname(c->dt), c->D, c->B, c->Sq, c->Sk, c->Hq, c->Hkv, c->causal,
@@ -566,7 +651,7 @@ static void test_graph_capture(void **state)
     uint16_t *want = xmalloc(r.nq * 2);
     memcpy(want, r.hdq, r.nq * 2);
 
-    flashc_attn_params pr = params_of(&c, stream);
+    flashc_attn_params pr = params_of(&c, stream, NULL);
     flashc_tensor q = view(&c, r.dq_, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
     flashc_tensor k = view(&c, r.dk_, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
     flashc_tensor v = view(&c, r.dv_, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
@@ -599,6 +684,61 @@ static void test_graph_capture(void **state)
     bufs_destroy(&r);
 }
 
+/* Windows, softcap and ALiBi (flash-attn semantics, src/ref/attn_bwd.c), alone and together,
+ * with the causal mask, GQA / MQA, Sq != Sk, rows that see no key, both modes; every head dim
+ * (128: the sm90 kernel on a Hopper GPU, the others sm80). Deterministic cases are also run
+ * three times and compared bit for bit. */
+static void test_modifiers(void **state)
+{
+    (void)state;
+    /* B Sq Sk Hq Hkv D causal dt det bhsd stream br bc | win wl wr softcap alibi */
+    static const bwd_case cases[] = {
+        {2, 203, 313, 6, 2, 0, 0, FLASHC_BF16, 0, 0, 0, 0, 0, 1, 37, 19, 0.0f, 0},
+        {1, 300, 300, 4, 2, 0, 1, FLASHC_BF16, 1, 0, 0, 0, 0, 1, 50, -1, 0.0f, 0},
+        {2, 113, 203, 6, 2, 0, 0, FLASHC_F16, 0, 0, 0, 0, 0, 0, 0, 0, 15.0f, 0},
+        {1, 257, 257, 4, 1, 0, 1, FLASHC_BF16, 1, 0, 0, 0, 0, 0, 0, 0, 0.0f, 1},
+        {1, 300, 100, 4, 2, 0, 0, FLASHC_F16, 1, 0, 0, 0, 0, 1, 10, 5, 0.0f, 0},
+        {1, 400, 400, 2, 1, 0, 0, FLASHC_BF16, 1, 0, 0, 0, 0, 1, 70, -1, 0.0f, 0},
+        {1, 130, 260, 4, 4, 0, 0, FLASHC_BF16, 0, 0, 0, 0, 0, 1, 0, 0, 0.0f, 0},
+        {1, 1000, 1024, 2, 1, 0, 1, FLASHC_BF16, 0, 0, 0, 0, 0, 1, 200, 0, 30.0f, 1},
+        {1, 511, 640, 4, 2, 0, 0, FLASHC_F16, 1, 0, 0, 0, 0, 1, 150, 90, 20.0f, 1},
+    };
+    static const int dims[] = {128, 64, 96, 256};
+    const int n_cases = (int)(sizeof cases / sizeof cases[0]);
+    for (int di = 0; di < 4; di++)
+        for (int i = 0; i < n_cases; i++) {
+            if (small_only() && (dims[di] > 128 || (i != 1 && i != 2)))
+                continue;
+            if (dims[di] > 128 && i > 4 && i != 8) /* d 96, 256: a few cases each */
+                continue;
+            if (dims[di] == 96 && i != 2 && i != 5 && i != 8)
+                continue;
+            bwd_case c = cases[i];
+            c.D = dims[di];
+            check_case(&c);
+            if (!c.deterministic)
+                continue;
+            bufs r;
+            bufs_create(&c, &r);
+            run_forward(&c, &r, NULL);
+            uint16_t *first = xmalloc(r.nq * 2 + 2 * r.nk * 2);
+            for (int rep = 0; rep < 3; rep++) {
+                assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
+                uint16_t *got[3] = {r.hdq, r.hdk, r.hdv};
+                const int64_t n[3] = {r.nq, r.nk, r.nk}, at[3] = {0, r.nq, r.nq + r.nk};
+                for (int x = 0; x < 3; x++) {
+                    if (rep == 0)
+                        memcpy(first + at[x], got[x], n[x] * 2);
+                    else
+                        assert_memory_equal(first + at[x], got[x], n[x] * 2);
+                }
+            }
+            printf("    det: dq, dk, dv bit-identical over 3 runs\n");
+            free(first);
+            bufs_destroy(&r);
+        }
+}
+
 /* What the kernels cannot do is refused with a specific status; dq stays untouched. */
 static void test_refusals(void **state)
 {
@@ -608,7 +748,7 @@ static void test_refusals(void **state)
     bufs_create(&c, &r);
     run_forward(&c, &r, NULL);
     CUDA_OK(cudaMemset(r.ddq, 0xff, r.nq * 2));
-    flashc_attn_params pr = params_of(&c, NULL);
+    flashc_attn_params pr = params_of(&c, NULL, NULL);
     flashc_tensor q = view(&c, r.dq_, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
     flashc_tensor k = view(&c, r.dk_, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
     flashc_tensor v = view(&c, r.dv_, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
@@ -671,8 +811,14 @@ int main(void)
     }
     tu_seed_from_env();
     printf("test_cuda_attn_bwd: %s\n", flashc_build_info());
+    /* FLASHC_TEST_FILTER: cmocka's test-name pattern (the device script runs the d 128 tests
+     * once per kernel family) */
+    const char *filter = getenv("FLASHC_TEST_FILTER");
+    if (filter && filter[0])
+        cmocka_set_test_filter(filter);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_modifiers),
         cmocka_unit_test(test_deterministic_bitwise),
         cmocka_unit_test(test_graph_capture),
         cmocka_unit_test(test_strided_stream_workspace),

@@ -182,6 +182,53 @@ static void rms_case(flashc_dtype dt, int64_t T, int64_t D, int64_t ld)
     buf_free(&dx), buf_free(&dw);
 }
 
+/* Rows whose float32 sum of squares overflows (scale 1e25) or underflows (1e-25), and rows of
+ * subnormals (1e-40: 1 / |x| overflows, the divided form): the forward and the residual
+ * forward against the reference, which rescales by max |x| as the CPU does (cases the plain
+ * float32 formula gets wrong: y = 0 or Inf). Float32 and bfloat16, whose range has them. */
+static void rms_extreme_case(flashc_dtype dt, int64_t T, int64_t D, int64_t ld, float scale)
+{
+    buf x = buf_make(dt, T, D, ld, scale), r = buf_make(dt, T, D, ld, scale);
+    buf w = buf_make(dt, 1, D, D, 1), y = buf_make(dt, T, D, ld, 1);
+    CUDA_OK(cudaMemset(y.d, 0xff, nbytes(&y)));
+    float *yr = host_out(T * D);
+    flashc_tensor fx = flashc_tensor_2d(x.f, FLASHC_F32, T, D), fw = flashc_tensor_1d(w.f, FLASHC_F32, D);
+    flashc_tensor fy = flashc_tensor_2d(yr, FLASHC_F32, T, D);
+    flashc_tensor tx = dev2(&x), tw = dev1(&w), ty = dev2(&y), tr = dev2(&r);
+    char what[40];
+    TU_OK(flashc_rmsnorm(&tx, &tw, 1e-5f, &ty));
+    TU_OK(flashc_rmsnorm_naive(&fx, &fw, 1e-5f, &fy));
+    CUDA_OK(cudaDeviceSynchronize());
+    buf_fetch(&y);
+    snprintf(what, sizeof what, "rms %.0e", (double)scale);
+    check(what, dt, T, D, err_vs(&y, yr), 1);
+    TU_OK(flashc_rmsnorm_residual(&tx, &tr, &tw, 1e-5f, &ty));
+    CUDA_OK(cudaDeviceSynchronize());
+    buf_fetch(&x), buf_fetch(&y);
+    for (int64_t i = 0; i < T; i++)
+        for (int64_t c = 0; c < D; c++)
+            x.f[i * D + c] = flashc__load(x.h, dt, i * ld + c); /* checked by rms_case */
+    TU_OK(flashc_rmsnorm_naive(&fx, &fw, 1e-5f, &fy));
+    snprintf(what, sizeof what, "rms_res %.0e", (double)scale);
+    check(what, dt, T, D, err_vs(&y, yr), 1);
+    free(yr);
+    buf_free(&x), buf_free(&r), buf_free(&w), buf_free(&y);
+}
+
+static void test_rmsnorm_extremes(void **state)
+{
+    (void)state;
+    const flashc_dtype dts[2] = {FLASHC_F32, FLASHC_BF16};
+    const float scales[3] = {1e25f, 1e-25f, 1e-40f};
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 3; k++) {
+            rms_extreme_case(dts[i], 9, 4096, 4096, scales[k]); /* warp / block rows */
+            rms_extreme_case(dts[i], 70, 64, 72, scales[k]);    /* lane groups */
+            rms_extreme_case(dts[i], 4, 16384, 16392, scales[k]);
+            rms_extreme_case(dts[i], 5, 1000, 1003, scales[k]); /* element-wise */
+        }
+}
+
 static void swiglu_case(flashc_dtype dt, int64_t T, int64_t I, int64_t ld)
 {
     buf gu = buf_make(dt, T, 2 * I, ld, 3), out = buf_make(dt, T, I, I, 1);
@@ -209,11 +256,19 @@ static void test_rmsnorm(void **state)
     (void)state;
     const flashc_dtype dts[3] = {FLASHC_F32, FLASHC_BF16, FLASHC_F16};
     for (int i = 0; i < 3; i++) {
-        rms_case(dts[i], 257, 4096, 4096);  /* chunks, TPR 128 (16-bit) / 256 (f32) */
+        /* forward: a warp a row (16-bit: 16 chunks a lane), a block a row (f32: 128 threads);
+         * backward: 128 / 256 threads of 4 chunks, one row a block */
+        rms_case(dts[i], 257, 4096, 4096);
         rms_case(dts[i], 300, 1024, 1032);  /* chunks, several rows per block, strided */
+        rms_case(dts[i], 70, 64, 72);       /* lane groups of 8 / 16 threads a row */
+        rms_case(dts[i], 1100, 4096, 4096); /* backward: > 1 row a block of the persistent grid,
+                                               the next row's prefetch */
+        rms_case(dts[i], 3000, 136, 136);   /* 17 (f32: 34) chunks: partial lane groups, many rows */
+        rms_case(dts[i], 4, 16384, 16392);  /* forward: 256 / 512 threads of 8 chunks a row;
+                                               backward: element-wise (wider than 1024 chunks) */
         rms_case(dts[i], 33, 1000, 1003);   /* element-wise: odd row stride */
         rms_case(dts[i], 5, 7, 7);
-        rms_case(dts[i], 3, 40000, 40000);  /* wider than NV * 1024 chunks: element-wise */
+        rms_case(dts[i], 3, 40000, 40000);  /* wider than 8 x 512 chunks: element-wise forward */
     }
 }
 
@@ -292,6 +347,9 @@ static void test_rope(void **state)
             rope_case(dts[i], 1, 77, 4, 4, 64, 32, style, 0, 0, 0);
             rope_case(dts[i], 2, 33, 3, 1, 80, 80, style, 1, 0, 1);
             rope_case(dts[i], 1, 19, 2, 1, 6, 4, style, 0, 1, 1); /* element-wise */
+            /* partial, tables of 42 columns: f32 GPT-J takes 16-byte rows with scalar table
+             * loads, the rest the element-wise path */
+            rope_case(dts[i], 1, 40, 4, 2, 128, 84, style, 1, 1, 0);
         }
 }
 
@@ -325,6 +383,7 @@ int main(void)
     tu_seed_from_env();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_rmsnorm_extremes),
         cmocka_unit_test(test_swiglu),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_refusals),

@@ -309,6 +309,12 @@ static int run_rms_bwd(void *x)
     rows_ctx *c = x;
     return flashc_rmsnorm_bwd(&c->tx, &c->tw, &c->tdy, NULL, c->eps, &c->tdx, &c->tdw) == FLASHC_OK ? 0 : -1;
 }
+static int run_rms_res(void *x)
+{
+    rows_ctx *c = x;
+    /* x <- x + dy (dy stands in for the residual), y = rmsnorm(x) */
+    return flashc_rmsnorm_residual(&c->tx, &c->tdy, &c->tw, c->eps, &c->ty) == FLASHC_OK ? 0 : -1;
+}
 static int run_swiglu_naive(void *x)
 {
     rows_ctx *c = x;
@@ -423,6 +429,11 @@ static void bench_rmsnorm(run_ctx *c)
             if (rn)
                 compare(c, rn, rf, x.y, yn, x.dt, (size_t)(x.T * x.D));
         }
+        /* the residual variant: reads x and r, writes x and y (runs last: it changes x) */
+        bench_result *rr = new_row(c, "rmsnorm_res", "fused", 1, shape, x.dt, x.T, x.D);
+        if (rr)
+            measure_row(c, rr, run_rms_res, &x, 4.0 * td + (double)x.D * e,
+                        4.0 * td + (double)x.D * e, base, 0.0);
     }
     if (wants(o, "rmsnorm_bwd")) {
         bench_result *rb = new_row(c, "rmsnorm_bwd", "fused", 1, shape, x.dt, x.T, x.D);

@@ -167,7 +167,20 @@ def part1(seqlens, rows):
 
 
 # flashc configurations of the backward-alone tables: name -> (block_q, block_k, deterministic)
-FLASHC_CONFIGS = {"flashc": (0, 0, False), "flashc_det": (0, 0, True)}
+# name: (block_q, block_k, deterministic[, FLASHC_CUDA_BWD_KERNEL family preferred])
+FLASHC_CONFIGS = {"flashc": (0, 0, False), "flashc_det": (0, 0, True),
+                  "flashc_sm80": (0, 0, False, "sm80"), "flashc_sm80_det": (0, 0, True, "sm80")}
+
+
+BUDGET_MS = 300.0  # per configuration of parts 2 and 3 (--budget-ms)
+
+
+def family_env(cfg):
+    """Sets FLASHC_CUDA_BWD_KERNEL for a configuration (the library reads it at every call)."""
+    if len(cfg) > 3:
+        os.environ["FLASHC_CUDA_BWD_KERNEL"] = cfg[3]
+    else:
+        os.environ.pop("FLASHC_CUDA_BWD_KERNEL", None)
 
 
 def part2(lib, seqlens, rows, d=128, configs=("flashc", "flashc_det"), peers=("flash", "cudnn"),
@@ -192,7 +205,8 @@ def part2(lib, seqlens, rows, d=128, configs=("flashc", "flashc_det"), peers=("f
             assert st == 0, lib.flashc_last_error()
             n = ctypes.c_size_t(0)
             for name in configs:  # the largest workspace of the configurations
-                bq, bk, det = FLASHC_CONFIGS[name]
+                bq, bk, det = FLASHC_CONFIGS[name][:3]
+                family_env(FLASHC_CONFIGS[name])
                 pq = params(causal, stream, det)
                 pq.block_q, pq.block_k = bq, bk
                 m = ctypes.c_size_t(0)
@@ -216,7 +230,8 @@ def part2(lib, seqlens, rows, d=128, configs=("flashc", "flashc_det"), peers=("f
                 r = {"part": part, "S": S, "B": B, "H": H, "d": d, "causal": causal, "impl": name}
                 try:
                     if name.startswith("flashc"):
-                        bq, bk, det = FLASHC_CONFIGS[name]
+                        bq, bk, det = FLASHC_CONFIGS[name][:3]
+                        family_env(FLASHC_CONFIGS[name])
                         pb = params(causal, stream, det, ws.data_ptr(), n.value)
                         pb.block_q, pb.block_k = bq, bk
 
@@ -240,7 +255,7 @@ def part2(lib, seqlens, rows, d=128, configs=("flashc", "flashc_det"), peers=("f
                             for x in (qt, kt, vt):
                                 x.grad = None
                             out.backward(dout.transpose(1, 2), retain_graph=True)
-                    r["ms"] = median_ms(fn, min_calls=10, budget_ms=300.0, warmup=5)
+                    r["ms"] = median_ms(fn, min_calls=10, budget_ms=BUDGET_MS, warmup=5)
                     r["tflops"] = flops / (r["ms"] * 1e-3) / 1e12
                     r["status"] = "ok"
                     line.append(f"{name} {r['tflops']:6.1f}")
@@ -249,6 +264,7 @@ def part2(lib, seqlens, rows, d=128, configs=("flashc", "flashc_det"), peers=("f
                     r["error"] = str(e)[:200]
                     line.append(f"{name} {r['status']}")
                 rows.append(r)
+            family_env(())
             print(f"causal={int(causal)} S={S:5d} B={B:2d} | " + " | ".join(line), flush=True)
             del q, k, v, dout, o, lse, dq, dk, dv, ws, qt, kt, vt, outs, ref
             torch.cuda.empty_cache()
@@ -285,20 +301,24 @@ def tables(rows):
                              else get.get(i, {}).get("status", "-") for i in impls) + " |")
     p2 = [r for r in rows if r["part"] == 2]
     if p2:
-        impls = ["flashc", "flashc_det", "flash", "cudnn"]
-        print("\nbwd alone d=128 H=16 B*S=16k bf16: TFLOP/s (median); ratios flashc / SDPA flash, flashc / cuDNN")
-        print("| causal | S | " + " | ".join(impls) + " | /flash | /cuDNN |")
-        print("|---|---|" + "---|" * (len(impls) + 2))
-        for causal in (False, True):
-            for S in sorted({r["S"] for r in p2}):
-                get = {r["impl"]: r for r in p2 if r["S"] == S and r["causal"] == causal}
-                if not get:
-                    continue
-                t = {i: get[i].get("tflops", float("nan")) if i in get else float("nan") for i in impls}
-                print(f"| {'yes' if causal else 'no'} | {S} | " +
-                      " | ".join(f"{t[i]:.0f}" if not math.isnan(t[i]) else get.get(i, {}).get("status", "-")
-                                 for i in impls) +
-                      f" | {t['flashc'] / t['flash']:.2f} | {t['flashc'] / t['cudnn']:.2f} |")
+        impls = [i for i in ["flashc", "flashc_det", "flashc_sm80", "flashc_sm80_det", "flash", "cudnn"]
+                 if any(r["impl"] == i for r in p2)]
+        print("\nbwd alone H=16 B*S=16k bf16: TFLOP/s (median); flashc = the dispatcher's choice "
+              "(sm90 at d 128 on an H200); ratios flashc / SDPA flash, flashc / cuDNN, det / fast")
+        print("| d | causal | S | " + " | ".join(impls) + " | /flash | /cuDNN | det/fast |")
+        print("|---|---|---|" + "---|" * (len(impls) + 3))
+        for d in sorted({r["d"] for r in p2}, reverse=True):
+            for causal in (False, True):
+                for S in sorted({r["S"] for r in p2}):
+                    get = {r["impl"]: r for r in p2 if r["S"] == S and r["causal"] == causal and r["d"] == d}
+                    if not get:
+                        continue
+                    t = {i: get[i].get("tflops", float("nan")) if i in get else float("nan") for i in impls}
+                    print(f"| {d} | {'yes' if causal else 'no'} | {S} | " +
+                          " | ".join(f"{t[i]:.0f}" if not math.isnan(t[i]) else get.get(i, {}).get("status", "-")
+                                     for i in impls) +
+                          f" | {t['flashc'] / t['flash']:.2f} | {t['flashc'] / t['cudnn']:.2f} |"
+                          f" {t.get('flashc_det', float('nan')) / t['flashc']:.2f} |")
 
 
 def main():
@@ -309,7 +329,15 @@ def main():
     ap.add_argument("--seqlens1", default="1024,2048,4096,8192,16384")
     ap.add_argument("--seqlens2", default="1024,2048,4096,8192,16384")
     ap.add_argument("--seqlens3", default="2048,16384", help="the tile ladder (part 3)")
+    ap.add_argument("--dims2", default="128", help="head dims of part 2")
+    ap.add_argument("--configs2", default="flashc,flashc_det,flashc_sm80,flashc_sm80_det",
+                    help="flashc configurations of part 2 (FLASHC_CONFIGS); at d != 128 the sm80 "
+                         "ones are left out (the dispatcher's choice is sm80 there)")
+    ap.add_argument("--budget-ms", type=float, default=300.0,
+                    help="parts 2 and 3: time per configuration (>= 10 calls, at most 50)")
     a = ap.parse_args()
+    global BUDGET_MS
+    BUDGET_MS = a.budget_ms
     os.environ["FLASHC_LIBRARY"] = os.path.abspath(a.lib)
     lib = ctypes.CDLL(a.lib)
     lib.flashc_last_error.restype = ctypes.c_char_p
@@ -324,7 +352,10 @@ def main():
         if "1" in parts:
             part1([int(x) for x in a.seqlens1.split(",")], rows)
         if "2" in parts:
-            part2(lib, [int(x) for x in a.seqlens2.split(",")], rows)
+            configs = tuple(a.configs2.split(","))
+            for d in (int(x) for x in a.dims2.split(",")):
+                part2(lib, [int(x) for x in a.seqlens2.split(",")], rows, d=d,
+                      configs=configs if d == 128 else tuple(c for c in configs if "sm80" not in c))
         if "3" in parts:
             FLASHC_CONFIGS.update({"flashc_64x64": (64, 64, False), "flashc_128x128": (128, 128, False)})
             seq3 = [int(x) for x in a.seqlens3.split(",")]

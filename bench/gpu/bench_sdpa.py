@@ -11,9 +11,15 @@ of triton.testing.do_bench (CUDA events, L2 flushed between calls, warm-up first
 --kernels sm80,sm90 times each CUDA kernel family of flashc side by side: the library is loaded
 once per family from its own copy (FLASHC_CUDA_KERNEL is read once per library instance, at its
 first call), each checked before it is timed. Without it, the dispatcher's choice ("flashc").
+A family that does not serve a config (a forced sm90 family at d = 256, say) shows "n/s" there.
+
+--llama-seqlens 4096,16384 adds the Llama-3.1 shape beside the convention: B = 1, 64 query heads,
+8 KV heads (GQA), d = 128, causal and not, at those seqlens. SDPA gets enable_gqa=True; where a
+backend refuses that, it gets K/V expanded to 64 heads (made once, outside the timing), and the
+row says so.
 
 usage: bench_sdpa.py --lib build/libflashc.so [--out results.json] [--seqlens 512,1024,...]
-                     [--dims 64,128] [--kernels sm80,sm90]
+                     [--dims 64,128,256] [--kernels sm80,sm90] [--llama-seqlens 16384]
 """
 import argparse
 import ctypes
@@ -62,8 +68,11 @@ def params(causal, stream, deterministic=0, workspace=None, workspace_bytes=0):
 
 
 class Stats(ctypes.Structure):
-    _fields_ = [("tile_pairs", ctypes.c_int64), ("tile_pairs_total", ctypes.c_int64),
-                ("block_q", ctypes.c_int64), ("block_k", ctypes.c_int64)]
+    """flashc_attn_stats (sized: struct_size must be set, FLASHC_ATTN_STATS_INIT)."""
+    _fields_ = [("struct_size", ctypes.c_size_t), ("tile_pairs", ctypes.c_int64),
+                ("tile_pairs_total", ctypes.c_int64), ("block_q", ctypes.c_int64),
+                ("block_k", ctypes.c_int64), ("num_splits", ctypes.c_int64),
+                ("workspace_bytes", ctypes.c_int64)]
 
 
 def view(t):
@@ -104,6 +113,7 @@ class Flashc:
         p = params(causal, torch.cuda.current_stream().cuda_stream)
         args = [ctypes.byref(x) for x in (p, view(q), view(k), view(v), view(o), view(lse))]
         stats = Stats()
+        stats.struct_size = ctypes.sizeof(Stats)
         fwd = self.lib.flashc_attn_fwd
 
         def run():
@@ -129,6 +139,8 @@ def main():
                     help="which to time (flashc is always checked against sdpa_flash)")
     ap.add_argument("--kernels", default="",
                     help="comma list of FLASHC_CUDA_KERNEL families to time side by side")
+    ap.add_argument("--llama-seqlens", default="",
+                    help="seqlens of the Llama-3.1 shape (B 1, 64 q / 8 kv heads, d 128)")
     a = ap.parse_args()
 
     kernels = [k for k in a.kernels.split(",") if k]
@@ -143,60 +155,86 @@ def main():
     rows = []
     torch.manual_seed(0)
     print("timing: " + ", ".join(names), flush=True)
-    for d in [int(x) for x in a.dims.split(",")]:
-        for causal in (False, True):
-            for S in [int(x) for x in a.seqlens.split(",")]:
-                B, H = 16384 // S, 2048 // d
-                # (B, S, H, d) storage, the flash-attn layout; SDPA gets (B, H, S, d) views of it
-                q, k, v = (torch.randn(B, S, H, d, device="cuda", dtype=torch.bfloat16)
-                           for _ in range(3))
-                o = torch.empty_like(q)
-                lse = torch.empty(B, H, S, device="cuda", dtype=torch.float32)
-                qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+    # (shape, d, causal, seqlen, batch, q heads, kv heads)
+    configs = [("conv", d, causal, S, 16384 // S, 2048 // d, 2048 // d)
+               for d in [int(x) for x in a.dims.split(",")] for causal in (False, True)
+               for S in [int(x) for x in a.seqlens.split(",")]]
+    configs += [("llama", 128, causal, S, 1, 64, 8) for causal in (False, True)
+                for S in [int(x) for x in a.llama_seqlens.split(",") if x]]
+    for shape, d, causal, S, B, H, Hkv in configs:
+        # (B, S, H, d) storage, the flash-attn layout; SDPA gets (B, H, S, d) views of it
+        q = torch.randn(B, S, H, d, device="cuda", dtype=torch.bfloat16)
+        k, v = (torch.randn(B, S, Hkv, d, device="cuda", dtype=torch.bfloat16)
+                for _ in range(2))
+        o = torch.empty_like(q)
+        lse = torch.empty(B, H, S, device="cuda", dtype=torch.float32)
+        qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+        notes = []
 
-                def sdpa(backend):
-                    def run():
-                        with sdpa_kernel(backend):
-                            return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
-                    return run
+        def sdpa(backend, label):
+            def run():
+                with sdpa_kernel(backend):
+                    return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal,
+                                                          enable_gqa=Hkv != H)
+            if Hkv == H:
+                return run
+            try:
+                run()
+                return run
+            except RuntimeError:
+                ke, ve = (x.repeat_interleave(H // Hkv, dim=1) for x in (kt, vt))
+                notes.append(f"{label}: K/V expanded (no enable_gqa)")
 
-                run_fa2, run_cudnn = sdpa(SDPBackend.FLASH_ATTENTION), sdpa(SDPBackend.CUDNN_ATTENTION)
-                ref = run_fa2().transpose(1, 2)
-                r = {"d": d, "causal": causal, "seqlen": S, "batch": B, "heads": H}
-                fns = {"sdpa_flash": run_fa2, "sdpa_cudnn": run_cudnn}
-                notes = []
-                for name, lib in libs.items():
-                    # correctness guard before timing: flashc vs SDPA's FA2 on these inputs
-                    fns[name] = lib.fwd_fn(q, k, v, o, lse, causal)
-                    o.fill_(float("nan"))
-                    try:
-                        fns[name]()
-                        torch.cuda.synchronize()
-                        diff = (o.float() - ref.float()).abs().max().item()
-                    except RuntimeError as e:
-                        diff = float("nan")
-                        notes.append(f"{name}: {e}")
-                    r[f"max_abs_diff_vs_fa2_{name}"] = diff
-                    if not (math.isfinite(diff) and diff < 2e-2):
-                        fns[name] = None
-                        notes.append(f"{name} WRONG (maxdiff {diff:.2e}): not timed")
-                for name in names:
-                    if fns.get(name) is None:
-                        r[name] = None
-                        continue
-                    try:
-                        ms = triton.testing.do_bench(fns[name], warmup=50, rep=a.rep_ms,
-                                                     return_mode="median")
-                        r[name] = {"ms": ms, "tflops": tflops(B, H, S, d, causal, ms)}
-                    except RuntimeError as e:
-                        r[name] = None
-                        notes.append(f"{name}: {e}")
-                rows.append(r)
-                f = lambda n: f"{r[n]['tflops']:7.1f}" if r.get(n) else "      -"
-                print(f"d={d:3d} causal={int(causal)} S={S:5d}: "
-                      + "  ".join(f"{n} {f(n)}" for n in names)
-                      + ("  " + "; ".join(notes) if notes else ""), flush=True)
-                del q, k, v, o, lse, ref
+                def run_expanded():
+                    with sdpa_kernel(backend):
+                        return F.scaled_dot_product_attention(qt, ke, ve,
+                                                              is_causal=causal)
+                return run_expanded
+
+        run_fa2 = sdpa(SDPBackend.FLASH_ATTENTION, "sdpa_flash")
+        run_cudnn = sdpa(SDPBackend.CUDNN_ATTENTION, "sdpa_cudnn")
+        ref = run_fa2().transpose(1, 2)
+        r = {"shape": shape, "d": d, "causal": causal, "seqlen": S, "batch": B,
+             "heads": H, "kv_heads": Hkv}
+        fns = {"sdpa_flash": run_fa2, "sdpa_cudnn": run_cudnn}
+        for name, lib in libs.items():
+            # correctness guard before timing: flashc vs SDPA's FA2 on these inputs
+            fns[name] = lib.fwd_fn(q, k, v, o, lse, causal)
+            o.fill_(float("nan"))
+            try:
+                fns[name]()
+                torch.cuda.synchronize()
+                diff = (o.float() - ref.float()).abs().max().item()
+            except RuntimeError as e:
+                diff = float("nan")
+                if "does not serve" in str(e):
+                    r[f"not_served_{name}"] = True
+                else:
+                    notes.append(f"{name}: {e}")
+            r[f"max_abs_diff_vs_fa2_{name}"] = diff
+            if r.get(f"not_served_{name}"):
+                fns[name] = None
+            elif not (math.isfinite(diff) and diff < 2e-2):
+                fns[name] = None
+                notes.append(f"{name} WRONG (maxdiff {diff:.2e}): not timed")
+        for name in names:
+            if fns.get(name) is None:
+                r[name] = None
+                continue
+            try:
+                ms = triton.testing.do_bench(fns[name], warmup=50, rep=a.rep_ms,
+                                             return_mode="median")
+                r[name] = {"ms": ms, "tflops": tflops(B, H, S, d, causal, ms)}
+            except RuntimeError as e:
+                r[name] = None
+                notes.append(f"{name}: {e}")
+        rows.append(r)
+        f = lambda n: (f"{r[n]['tflops']:7.1f}" if r.get(n) else
+                       "    n/s" if r.get(f"not_served_{n}") else "      -")
+        print(f"{shape} d={d:3d} causal={int(causal)} S={S:5d}: "
+              + "  ".join(f"{n} {f(n)}" for n in names)
+              + ("  " + "; ".join(notes) if notes else ""), flush=True)
+        del q, k, v, o, lse, ref
     if a.out:
         with open(a.out, "w") as fh:
             json.dump({"device": dev.name, "torch": torch.__version__,
@@ -205,9 +243,9 @@ def main():
 
     lib_names = list(libs)
     print("\nbf16 fwd TFLOP/s (median), same inputs, same run; ratios to SDPA cuDNN")
-    print("| d | causal | seqlen | " + " | ".join(names) + " | "
+    print("| shape | d | causal | seqlen | " + " | ".join(names) + " | "
           + " | ".join(f"{n}/cuDNN" for n in lib_names) + " |")
-    print("|---" * (3 + len(names) + len(lib_names)) + "|")
+    print("|---" * (4 + len(names) + len(lib_names)) + "|")
     worst = None
     for r in rows:
         t = lambda n: r[n]["tflops"] if r.get(n) else float("nan")
@@ -215,12 +253,13 @@ def main():
         fa2 = t(lib_names[0]) / t("sdpa_flash")
         if r["seqlen"] >= 1024 and not math.isnan(fa2):
             worst = fa2 if worst is None else min(worst, fa2)
-        print(f"| {r['d']} | {'yes' if r['causal'] else 'no'} | {r['seqlen']} | "
+        print(f"| {r['shape']} | {r['d']} | {'yes' if r['causal'] else 'no'} | {r['seqlen']} | "
               + " | ".join(f"{t(n):.0f}" for n in names) + " | "
               + " | ".join(f"{x:.2f}" for x in ratios) + " |")
     print(f"worst {lib_names[0]}/FA2 ratio at seqlen >= 1k: "
           f"{worst if worst is None else round(worst, 3)}")
-    bad = [r for r in rows if any(r.get(n) is None for n in lib_names)]
+    bad = [r for r in rows if any(r.get(n) is None and not r.get(f"not_served_{n}")
+                                  for n in lib_names)]
     return 1 if bad else 0
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/gpu/final_check.sh — one device call over merged main, for the session's closing check:
-#   build (Release, CUDA sm_80 + sm_90a), the three GPU suites (forward on the default dispatch,
-#   backward, row ops), compute-sanitizer memcheck on the short forward cases, the whole CPU
+#   build (Release, CUDA sm_80 + sm_90a), the four GPU suites (forward on the default dispatch,
+#   backward, row ops, serving: KV cache / varlen / split-KV), compute-sanitizer memcheck on the short forward cases, the whole CPU
 #   ctest suite on the host (AVX-512 and AMX paths), and the Python tests with torch CPU + CUDA.
 # FLASHC_DEPS: a folder made by bench/gpu/stage.sh (cmocka); FLASHC_WHEELS: pytest wheels.
 # At most 6 files under $OUT (the device tool returns 8); a summary table is printed last.
@@ -32,6 +32,7 @@ gpu() { # name, timeout, command...
 gpu test_cuda_attn 150 $B/tests/test_cuda_attn
 gpu test_cuda_attn_bwd 120 $B/tests/test_cuda_attn_bwd
 gpu test_cuda_rows 60 $B/tests/test_cuda_rows
+gpu test_cuda_serving 90 $B/tests/test_cuda_serving
 if command -v compute-sanitizer >/dev/null; then
   FLASHC_TEST_SMALL=1 FLASHC_TEST_DIMS=59,128 gpu memcheck_fwd 70 compute-sanitizer --tool memcheck \
     --error-exitcode 9 $B/tests/test_cuda_attn

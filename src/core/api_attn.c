@@ -507,6 +507,8 @@ static flashc_status build_kvcache(const char *fn, const flashc_attn_params *pr,
                                 "%s: appending k_new/v_new needs cache_seqlens (where to write)",
                                 fn);
         views->k_new = c->k_new, views->v_new = c->v_new;
+        p->k_new = c->k_new->data, p->v_new = c->v_new->data;
+        copy_strides(p->sknew, c->k_new), copy_strides(p->svnew, c->v_new);
     }
     p->s_new = s_new;
 
@@ -597,6 +599,8 @@ static flashc_status build_kvcache(const char *fn, const flashc_attn_params *pr,
             max_sk = capacity;
     }
     p->Sk = max_sk;
+    p->kv_capacity = capacity;
+    p->kv_rows = kc->shape[0];
     set_scale(pr, p);
     FLASHC_TRY(check_alibi(fn, pr->alibi_slopes, q, B, Hq, p));
     p->q = q->data, p->k = kc->data, p->v = vc->data, p->o = o->data;
@@ -718,7 +722,7 @@ static flashc_status run(const char *fn, const attn_impl *impl, attn_problem *p,
         p->workspace = own;
         p->workspace_bytes = ws;
     }
-    if (append && append->k_new)
+    if (append && append->k_new && impl->host_scratch) /* device backends append themselves */
         kvcache_append(p, append);
     flashc_attn_stats st;
     memset(&st, 0, sizeof st);
@@ -916,9 +920,6 @@ flashc_status flashc_attn_kvcache_fwd(const flashc_attn_params *params,
     size_t ws;
     FLASHC_TRY(check_stats(fn, stats));
     FLASHC_TRY(kvcache_plan(fn, params, cache, q, o, lse, &p, &views, &impl, &ws));
-    if (views.k_new && p.device != FLASHC_DEVICE_CPU)
-        return flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: appending to a device cache is not "
-                            "implemented yet", fn);
     return run(fn, impl, &p, ws, &views, stats);
 }
 

@@ -20,7 +20,8 @@ static const attn_impl table[] = {
     {"ref", ATTN_OP_BWD, FLASHC_DEVICE_CPU, 1, ref_attn_bwd_supports, ref_attn_bwd_workspace,
      ref_attn_bwd},
 #ifdef FLASHC_HAVE_CUDA
-    {"cuda", ATTN_OP_FWD, FLASHC_DEVICE_CUDA, 0, cuda_attn_fwd_supports, NULL, cuda_attn_fwd},
+    {"cuda", ATTN_OP_FWD, FLASHC_DEVICE_CUDA, 0, cuda_attn_fwd_supports, cuda_attn_fwd_workspace,
+     cuda_attn_fwd},
     {"cuda", ATTN_OP_BWD, FLASHC_DEVICE_CUDA, 0, cuda_attn_bwd_supports, cuda_attn_bwd_workspace,
      cuda_attn_bwd},
 #endif

@@ -132,6 +132,15 @@ typedef struct attn_problem {
     const int32_t *kv_batch;
     const int32_t *pages;
     int64_t pages_stride, page_size, num_pages;
+    /* kvcache: keys one sequence can hold (S_cache, or max_pages * page_size), and the rows of a
+     * contiguous cache (k_cache.shape[0]): device backends read index tensors the host cannot
+     * check, and bound them by these instead. */
+    int64_t kv_capacity, kv_rows;
+    /* kvcache append: k_new (B, s_new, Hkv, D), v_new (B, s_new, Hkv, Dv), 4-d strides; NULL
+     * when nothing is appended. Host backends find them already in the cache (the core copies
+     * them before run()); device backends append them themselves, on their stream. */
+    const void *k_new, *v_new;
+    int64_t sknew[4], svnew[4];
 
     const void *q, *k, *v;
     int64_t sq[4], sk[4], sv[4];
@@ -332,10 +341,15 @@ flashc_status cpu_attn_bwd(const attn_problem *p, flashc_attn_stats *stats);
 
 #ifdef FLASHC_HAVE_CUDA
 flashc_status cuda_attn_fwd_supports(const attn_problem *p);
+size_t cuda_attn_fwd_workspace(const attn_problem *p); /* device bytes; after supports() */
 flashc_status cuda_attn_fwd(const attn_problem *p, flashc_attn_stats *stats);
 flashc_status cuda_attn_bwd_supports(const attn_problem *p);
 size_t cuda_attn_bwd_workspace(const attn_problem *p); /* device bytes; after supports() */
 flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats *stats);
+/* flashc_attn_merge on CUDA tensors (validated: shapes, dtypes, overlaps), default stream */
+flashc_status cuda_attn_merge(const flashc_tensor *o1, const flashc_tensor *lse1,
+                              const flashc_tensor *o2, const flashc_tensor *lse2, flashc_tensor *o,
+                              flashc_tensor *lse);
 int cuda_device_available(void);
 const char *cuda_build_info(void);
 #endif

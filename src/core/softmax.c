@@ -63,8 +63,24 @@ static flashc_status check_like(const char *fn, const char *name, const flashc_t
         return flashc__fail(FLASHC_ERR_UNSUPPORTED_DTYPE, "%s: %s must be %s (%s given)", fn,
                             name, ndim == 4 ? "float32, bfloat16 or float16" : "float32",
                             flashc__dtype_name(t->dtype));
+    /* every tensor where o1 is: host memory, or (CUDA builds) CUDA device memory */
+    const flashc_device want = ref ? ref->device : t->device;
+#ifdef FLASHC_HAVE_CUDA
+    if (t->device != FLASHC_DEVICE_CPU && t->device != FLASHC_DEVICE_CUDA)
+#else
     if (t->device != FLASHC_DEVICE_CPU)
-        return flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: %s must be in host memory", fn, name);
+#endif
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: %s must be in host memory%s", fn, name,
+#ifdef FLASHC_HAVE_CUDA
+                            " or CUDA device memory"
+#else
+                            " (this build has no CUDA backend)"
+#endif
+        );
+    if (t->device != want)
+        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                            "%s: %s is on device %d but o1 is on device %d", fn, name,
+                            (int)t->device, (int)want);
     for (int i = 0; i < ndim; i++)
         if (ref && t->shape[i] != ref->shape[i])
             return flashc__fail(FLASHC_ERR_INVALID_SHAPE, "%s: %s.shape[%d] = %lld, expected %lld",
@@ -81,6 +97,10 @@ flashc_status flashc_attn_merge(const flashc_tensor *o1, const flashc_tensor *ls
     FLASHC_TRY(check_like(fn, "o2", o2, o1, 4));
     FLASHC_TRY(check_like(fn, "o", o, o1, 4));
     FLASHC_TRY(check_like(fn, "lse1", lse1, NULL, 3));
+    if (lse1->device != o1->device)
+        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                            "%s: lse1 is on device %d but o1 is on device %d", fn,
+                            (int)lse1->device, (int)o1->device);
     int64_t B = o1->shape[0], S = o1->shape[1], H = o1->shape[2], D = o1->shape[3];
     if (lse1->shape[0] != B || lse1->shape[1] != H || lse1->shape[2] != S)
         return flashc__fail(FLASHC_ERR_INVALID_SHAPE, "%s: lse1 must be (B, H, S) of o1", fn);
@@ -92,6 +112,10 @@ flashc_status flashc_attn_merge(const flashc_tensor *o1, const flashc_tensor *ls
                              *const in_names[4] = {"o1", "lse1", "o2", "lse2"};
     FLASHC_TRY(flashc__check_outputs(fn, 2, outs, out_names, 4, ins, in_names));
 
+#ifdef FLASHC_HAVE_CUDA
+    if (o1->device == FLASHC_DEVICE_CUDA)
+        return cuda_attn_merge(o1, lse1, o2, lse2, o, lse);
+#endif
     const float *la = lse1->data, *lb = lse2->data;
     float *lo = lse ? lse->data : NULL;
     for (int64_t bi = 0; bi < B; bi++)

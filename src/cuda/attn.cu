@@ -112,11 +112,8 @@ static flashc_status check_operand(const char *name, const void *ptr, const int6
 
 extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
 {
-    if (!attn_is_plain(p))
-        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
-                            "%s: the CUDA kernels serve dense attention with D == Dv, no window, "
-                            "softcap, ALiBi or split request yet (varlen and KV caches too)",
-                            FN);
+    if (!attn_is_plain(p)) /* KV caches, varlen, masks and modifiers: attn_decode.cu */
+        return cuda_attn_decode_supports(p);
     if (p->dtype != FLASHC_BF16 && p->dtype != FLASHC_F16)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED_DTYPE,
                             "%s: the CUDA backend supports bf16 and fp16 storage only "
@@ -130,7 +127,8 @@ extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
     if (forced[0] && !family_known(forced))
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
                             "%s: FLASHC_CUDA_KERNEL=%s names no CUDA kernel family "
-                            "(sm80, sm90, sm90v2, or unset for the dispatcher's choice)",
+                            "(sm80, sm90, sm90v3, sm90v4, sm90v4w, sm90v5, or unset for the "
+                            "dispatcher's choice)",
                             FN, forced);
     if (!(p->scale > 0.0f))
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
@@ -181,8 +179,15 @@ extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
     return FLASHC_OK;
 }
 
+extern "C" size_t cuda_attn_fwd_workspace(const attn_problem *p)
+{
+    return attn_is_plain(p) ? 0 : cuda_attn_decode_workspace(p);
+}
+
 extern "C" flashc_status cuda_attn_fwd(const attn_problem *p, flashc_attn_stats *stats)
 {
+    if (!attn_is_plain(p))
+        return cuda_attn_decode(p, stats);
     flashc_status st = cuda_check_no_pending_error(FN);
     if (st != FLASHC_OK)
         return st;

@@ -12,6 +12,7 @@
 #include "attn_cuda.cuh"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char FN[] = "flashc_attn_bwd";
@@ -22,7 +23,19 @@ static const struct {
     const int *count;
 } bwd_tables[] = {
     {attn_bwd_sm80_variants, &attn_bwd_sm80_variant_count},
+    {attn_bwd_sm90_variants, &attn_bwd_sm90_variant_count},
 };
+
+/* FLASHC_CUDA_BWD_KERNEL: "" or unset (the dispatcher's choice) or a family ("sm80", "sm90")
+ * preferred where it serves the problem; a problem it does not serve gets the dispatcher's
+ * choice, so one test run covers every head dim. Read at every call (not cached, unlike the
+ * forward's FLASHC_CUDA_KERNEL, which refuses instead), so the bench can time both families
+ * in one process. The caller must not change the environment while calls are in flight. */
+static const char *preferred_family(void)
+{
+    const char *e = getenv("FLASHC_CUDA_BWD_KERNEL");
+    return e ? e : "";
+}
 
 /* Compute capability (10 * major + minor) and opt-in shared memory per block of the current
  * device, or -1 with a message. */
@@ -46,19 +59,29 @@ static int bwd_device(flashc_status *st, int *smem_optin)
 /* The variant for p's dtype and head dim with the highest architecture the device reaches and
  * shared memory it has; among equals the first in its table (each table lists its default
  * tiles first). params.block_q / block_k, when nonzero, select among the tiles a table has
- * (the ladder in bench/RESULTS.md compares them). */
-static const attn_bwd_variant *pick(const attn_problem *p, int cc, int smem_optin)
+ * (the ladder in bench/RESULTS.md compares them); FLASHC_CUDA_BWD_KERNEL prefers a family. */
+static const attn_bwd_variant *pick_in(const attn_problem *p, int cc, int smem_optin,
+                                       const char *family)
 {
     const attn_bwd_variant *best = NULL;
     for (size_t t = 0; t < sizeof bwd_tables / sizeof bwd_tables[0]; t++)
         for (int i = 0; i < *bwd_tables[t].count; i++) {
             const attn_bwd_variant *v = &bwd_tables[t].v[i];
             if (v->dtype == p->dtype && v->head_dim == p->D && v->min_cc <= cc &&
-                v->smem_bytes <= smem_optin && (!p->br || p->br == v->block_q) &&
-                (!p->bc || p->bc == v->block_k) && (!best || v->min_cc > best->min_cc))
+                (!v->max_cc || cc <= v->max_cc) && v->smem_bytes <= smem_optin &&
+                (!family || strcmp(v->family, family) == 0) &&
+                (!p->br || p->br == v->block_q) && (!p->bc || p->bc == v->block_k) &&
+                (!best || v->min_cc > best->min_cc))
                 best = v;
         }
     return best;
+}
+
+static const attn_bwd_variant *pick(const attn_problem *p, int cc, int smem_optin)
+{
+    const char *f = preferred_family();
+    const attn_bwd_variant *v = f[0] ? pick_in(p, cc, smem_optin, f) : NULL;
+    return v ? v : pick_in(p, cc, smem_optin, NULL);
 }
 
 static flashc_status is_device_memory(const char *name, const void *ptr)
@@ -94,10 +117,11 @@ static int64_t workspace_bytes(const attn_problem *p, const attn_bwd_variant *v)
 
 extern "C" flashc_status cuda_attn_bwd_supports(const attn_problem *p)
 {
-    if (!attn_is_plain(p))
+    /* windows, softcap and ALiBi are served; varlen, Dk != Dv and splits are not */
+    if (p->layout != ATTN_DENSE || p->D != p->Dv || p->num_splits > 1)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
-                            "%s: the CUDA backward serves dense attention with D == Dv, no window, "
-                            "softcap or ALiBi yet (varlen and KV caches neither)",
+                            "%s: the CUDA backward serves dense attention with D == Dv (no varlen, "
+                            "KV caches or split requests yet)",
                             FN);
     if (p->dtype != FLASHC_BF16 && p->dtype != FLASHC_F16)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED_DTYPE,
@@ -157,6 +181,8 @@ extern "C" flashc_status cuda_attn_bwd_supports(const attn_problem *p)
         return st;
     if (p->workspace && (st = is_device_memory("params.workspace", p->workspace)) != FLASHC_OK)
         return st;
+    if (p->alibi && (st = is_device_memory("params.alibi_slopes", p->alibi)) != FLASHC_OK)
+        return st;
     return FLASHC_OK;
 }
 
@@ -214,6 +240,14 @@ extern "C" flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats 
     a.scale = p->scale;
     a.scale_log2 = (float)((double)p->scale * 1.4426950408889634);
     a.causal = p->causal;
+    /* a bound no row reaches is no bound (attn_bwd_args: keeps diag -/+ w within 2^30) */
+    a.wl = p->wl >= 0 && p->wl < p->Sk ? (int)p->wl : -1;
+    a.wr = p->wr >= 0 && p->wr < p->Sq ? (int)p->wr : -1;
+    if (p->causal)
+        a.wr = 0;
+    a.softcap = p->softcap;
+    a.alibi = p->alibi;
+    a.salibi[0] = p->salibi[0], a.salibi[1] = p->salibi[1];
     a.deterministic = p->deterministic;
 
     cudaError_t err = v->launch(&a, stream);

@@ -44,17 +44,21 @@
  * recomputes S and dP over the full head dim, and owns dK, dV, dQ of D / split columns), so dK
  * and dV stay at <= 128 floats per thread in registers.
  *
- * Causal: bottom-right aligned (row i sees key j iff j <= i + Sk - Sq), as the forward and the
- * CPU backward; Q blocks entirely above the diagonal are skipped, masks are applied only on
- * blocks that cross it or the Sk tail.
+ * Key ranges: causal bottom-right aligned (row i sees key j iff j <= i + Sk - Sq) and windows
+ * (keys [a_i - wl, a_i + wr], a_i = i + Sk - Sq), as the forward and the CPU backward
+ * (attn_key_range); a K block visits only the Q blocks with a row that sees one of its keys
+ * (bwd_q_blocks), masks are applied only on tiles a bound or the Sk tail crosses. Softcap
+ * (with its gradient, 1 - tanh^2) and ALiBi go through bwd_mod_elem in the MODS kernels.
  *
  * The plain reference is src/ref/attn_bwd.c; tests/test_cuda_attn_bwd.c checks every variant
  * against a float64 reference and a naive same-precision backward (FlashAttention's 2x rule).
  * Measured speed (about 0.8x FlashAttention-2, 0.5x cuDNN's Hopper kernel at d = 128 on an
- * H200) and the version/tile ladder: bench/RESULTS.md. The tile helpers below repeat the
+ * H200; there the dispatcher now takes attn_bwd_sm90.cu at d = 128) and the version/tile
+ * ladder: bench/RESULTS.md. The tile helpers below repeat the
  * forward's (attn_fwd_sm80.cu keeps its own static copies; one shared header is the obvious
  * next step once both files can change together).
  */
+#include "attn_bwd_common.cuh"
 #include "attn_cuda.cuh"
 #include "ptx.cuh"
 
@@ -112,62 +116,6 @@ static __device__ __forceinline__ void bwd_load_tile(T *s, const T *g, int64_t r
     }
 }
 
-/* ---- preprocess: D = rowsum(dO * O), zero the accumulators ----------------------------------- */
-
-/* One warp per query row, rows in (b, h, s) order. BM: the main kernel's Q block (for the turn
- * counters, one per (b, h, Q block, slice)). */
-template <typename T, int D, int BM, int SPLIT>
-__global__ void __launch_bounds__(128) attn_bwd_pre_kernel(const attn_bwd_args a)
-{
-    const int lane = (int)threadIdx.x % 32;
-    const int64_t row = (int64_t)blockIdx.x * 4 + (int)threadIdx.x / 32;
-    if (row >= (int64_t)a.B * a.Hq * a.Sq)
-        return;
-    const int s = (int)(row % a.Sq);
-    const int64_t bh = row / a.Sq;
-    const int h = (int)(bh % a.Hq), b = (int)(bh / a.Hq);
-    const T *o = (const T *)a.o + b * a.so[0] + (int64_t)s * a.so[1] + h * a.so[2];
-    const T *dout = (const T *)a.dout + b * a.sdo[0] + (int64_t)s * a.sdo[1] + h * a.sdo[2];
-    float acc = 0.0f;
-#pragma unroll
-    for (int d = 2 * lane; d < D; d += 64) {
-        const float2 x = ptx_unpack2(T(), *(const uint32_t *)(o + d));
-        const float2 y = ptx_unpack2(T(), *(const uint32_t *)(dout + d));
-        acc = fmaf(x.x, y.x, fmaf(x.y, y.y, acc));
-    }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1)
-        acc += __shfl_xor_sync(0xffffffffu, acc, off);
-    if (lane == 0)
-        a.dsum[row] = acc;
-    float4 *dq = (float4 *)(a.dq_acc + row * D);
-#pragma unroll
-    for (int d = lane; d < D / 4; d += 32)
-        dq[d] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (a.deterministic && s % BM == 0 && lane < SPLIT) {
-        const int n_mb = (a.Sq + BM - 1) / BM;
-        a.sem[(bh * n_mb + s / BM) * SPLIT + lane] = 0;
-    }
-}
-
-/* ---- postprocess: dQ = scale * accumulator in the storage dtype ----------------------------- */
-
-template <typename T, int D> __global__ void __launch_bounds__(256) attn_bwd_post_kernel(const attn_bwd_args a)
-{
-    const int64_t pairs = (int64_t)a.B * a.Hq * a.Sq * (D / 2);
-    for (int64_t x = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; x < pairs;
-         x += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t row = x / (D / 2);
-        const int d = (int)(x % (D / 2)) * 2;
-        const int s = (int)(row % a.Sq);
-        const int64_t bh = row / a.Sq;
-        const int h = (int)(bh % a.Hq), b = (int)(bh / a.Hq);
-        const float2 v = *(const float2 *)(a.dq_acc + row * D + d);
-        T *dq = (T *)a.dq + b * a.sdq[0] + (int64_t)s * a.sdq[1] + h * a.sdq[2] + d;
-        *(uint32_t *)dq = ptx_pack2(T(), v.x * a.scale, v.y * a.scale);
-    }
-}
-
 /* ---- main kernel ---------------------------------------------------------------------------- */
 
 /* Shape of the thread block:
@@ -177,8 +125,10 @@ template <typename T, int D> __global__ void __launch_bounds__(256) attn_bwd_pos
  *   BN     keys per K/V block, 16 per warp
  *   SPLIT  thread blocks per K/V block over the output columns (D / SPLIT each)
  *   DET    deterministic dQ (a.deterministic; a template argument so that the fast kernel's
- *          registers are allocated without the turn-taking code) */
-template <typename T, int D, int BM, int BN, int SPLIT, bool DET>
+ *          registers are allocated without the turn-taking code)
+ *   MODS   softcap or ALiBi (the same reason; a window needs only masks, so every kernel
+ *          takes one) */
+template <typename T, int D, int BM, int BN, int SPLIT, bool DET, bool MODS>
 __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_bwd_args a)
 {
     constexpr int NWARPS = BN / 16;
@@ -210,16 +160,18 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
     const int g = lane / 4, t = lane % 4;
     /* K block: in deterministic causal mode the launch order is reversed (top of the file).
      * Read again where needed (ptx_block_index) rather than held through the loop. */
-    const int n_block = DET && a.causal ? (int)gridDim.x - 1 - ptx_block_index()
-                                        : ptx_block_index();
+    const bwd_range rg = bwd_range_of(a);
+    const int n_block = DET && rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index()
+                                         : ptx_block_index();
     const int split = (int)blockIdx.z;
     const int b = (int)blockIdx.y / a.Hkv, hk = (int)blockIdx.y % a.Hkv;
     const int n0 = n_block * BN;
-    const int diag = a.Sk - a.Sq; /* row i sees keys j <= i + diag (causal) */
     const int n_mb = (a.Sq + BM - 1) / BM;
-    /* The first Q block with a row that sees key n0; none when n0 - diag >= Sq. */
-    const int m_begin = a.causal ? max(0, n0 - diag) / BM : 0;
-    const int per_head = max(0, n_mb - m_begin);
+    /* The Q blocks with a row that sees a key of this block (under the causal mask, from the
+     * one of the first row that sees key n0 to the end) */
+    int m_begin, m_end;
+    bwd_q_blocks(a, rg, n0, BN, BM, &m_begin, &m_end);
+    const int per_head = max(0, m_end - m_begin);
     const int total = a.group * per_head;
     const int c0 = split * DO / 8; /* first output chunk (even: DO is a multiple of 16) */
 
@@ -287,7 +239,7 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
         __syncthreads(); /* Q/dO of this block landed; every warp is done with the other buffer
                             and with dS^T of the previous block */
         int h_next = h, m_next = m + 1;
-        if (m_next == n_mb)
+        if (m_next == m_end)
             h_next = h + 1, m_next = m_begin;
         if (it + 1 < total) {
             load_q(buf ^ 1, h_next, m_next);
@@ -318,23 +270,30 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
             }
         }
 
-        /* P^T = 2^(S^T s' - L'), dS^T = P^T (dP^T - D); masked entries P = 0 */
+        /* P^T = 2^(S^T s' - L'), dS^T = P^T (dP^T - D) (under MODS: bwd_mod_elem); masked
+         * entries P = 0 */
         const int key0 = n0 + warp * 16 + g; /* this thread's keys: key0, key0 + 8 */
-        const bool need_mask = n0 + BN > a.Sk || (a.causal && n0 + BN - 1 > m0 + diag);
+        const bool need_mask = bwd_tile_needs_mask(a, rg, m0, BM, n0, BN);
+        const float slope = MODS ? bwd_slope(a, b, h) : 0.0f;
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int qi = nt * 8 + 2 * t + (e & 1); /* query within the block */
+                const int key = key0 + (e >= 2 ? 8 : 0);
                 const float l = sL[buf * BM + qi];
-                float p = ptx_exp2(fmaf(s[nt][e], a.scale_log2, -l));
-                if (need_mask) {
-                    const int key = key0 + (e >= 2 ? 8 : 0);
-                    if (key >= a.Sk || (a.causal && key > m0 + qi + diag))
-                        p = 0.0f;
+                float p, ds;
+                if constexpr (MODS) {
+                    bwd_mod_elem(a, slope, s[nt][e], dp[nt][e], l, sDs[buf * BM + qi],
+                                 key - (m0 + qi) - rg.diag, &p, &ds);
+                } else {
+                    p = ptx_exp2(fmaf(s[nt][e], a.scale_log2, -l));
+                    ds = p * (dp[nt][e] - sDs[buf * BM + qi]);
                 }
+                if (need_mask && (key >= a.Sk || bwd_outside(rg, key - (m0 + qi))))
+                    p = ds = 0.0f;
                 s[nt][e] = p;
-                dp[nt][e] = p * (dp[nt][e] - sDs[buf * BM + qi]);
+                dp[nt][e] = ds;
             }
 
         /* dV += P^T dO, dK += dS^T Q over this block's queries in steps of 16 */
@@ -415,12 +374,10 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
                 }
         } else {
             int *sem = a.sem + (((int64_t)b * a.Hq + h) * n_mb + m) * SPLIT + split;
-            /* turn: ascending K blocks, or under the causal mask descending from the last K
-             * block a row of Q block m sees (K block n is visited by Q block m iff
-             * n BN < (m + 1) BM + diag, see m_begin) */
-            const int nb = a.causal ? (int)gridDim.x - 1 - ptx_block_index() : ptx_block_index();
-            const int turn = a.causal ? min((int)gridDim.x - 1, ((m + 1) * BM + diag - 1) / BN) - nb
-                                      : nb;
+            /* turn: ascending K blocks, or under an upper bound (causal) descending from the
+             * last K block a row of Q block m sees (bwd_turn) */
+            const int nb = rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index() : ptx_block_index();
+            const int turn = bwd_turn(rg, nb, (int)gridDim.x, m, BM, BN);
             if (tid == 0)
                 while (ptx_ld_acquire_gpu(sem) != turn) {
                 }
@@ -482,9 +439,12 @@ static cudaError_t attn_bwd_sm80_launch(const attn_bwd_args *a, cudaStream_t str
         return err;
 
     constexpr int smem = bwd_smem_bytes<T, D, BM, BN, SPLIT>();
-    void (*kernel)(const attn_bwd_args) = a->deterministic
-                                              ? attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, true>
-                                              : attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, false>;
+    const bool mods = a->softcap > 0.0f || a->alibi;
+    void (*kernel)(const attn_bwd_args) =
+        mods ? (a->deterministic ? attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, true, true>
+                                 : attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, false, true>)
+             : (a->deterministic ? attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, true, false>
+                                 : attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, false, false>);
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess)
         return err;
@@ -509,29 +469,29 @@ static cudaError_t attn_bwd_sm80_launch(const attn_bwd_args *a, cudaStream_t str
  * 64 x 64 in 4 warps (104 KB of shared memory at D = 128: two blocks per SM, but twice the
  * dQ atomics per FLOP), 128 x 128 at D = 64 (S^T, dP^T 2 x 64 floats a thread). */
 const attn_bwd_variant attn_bwd_sm80_variants[] = {
-    {"attn_bwd_bf16_sm80_d64_64x128", FLASHC_BF16, 64, 80, 64, 128, 1,
+    {"attn_bwd_bf16_sm80_d64_64x128", "sm80", FLASHC_BF16, 64, 80, 0, 64, 128, 1,
      bwd_smem_bytes<__nv_bfloat16, 64, 64, 128, 1>(), attn_bwd_sm80_launch<__nv_bfloat16, 64, 64, 128, 1>},
-    {"attn_bwd_bf16_sm80_d96_64x128", FLASHC_BF16, 96, 80, 64, 128, 1,
+    {"attn_bwd_bf16_sm80_d96_64x128", "sm80", FLASHC_BF16, 96, 80, 0, 64, 128, 1,
      bwd_smem_bytes<__nv_bfloat16, 96, 64, 128, 1>(), attn_bwd_sm80_launch<__nv_bfloat16, 96, 64, 128, 1>},
-    {"attn_bwd_bf16_sm80_d128_64x128", FLASHC_BF16, 128, 80, 64, 128, 1,
+    {"attn_bwd_bf16_sm80_d128_64x128", "sm80", FLASHC_BF16, 128, 80, 0, 64, 128, 1,
      bwd_smem_bytes<__nv_bfloat16, 128, 64, 128, 1>(), attn_bwd_sm80_launch<__nv_bfloat16, 128, 64, 128, 1>},
-    {"attn_bwd_bf16_sm80_d256_64x64_s2", FLASHC_BF16, 256, 80, 64, 64, 2,
+    {"attn_bwd_bf16_sm80_d256_64x64_s2", "sm80", FLASHC_BF16, 256, 80, 0, 64, 64, 2,
      bwd_smem_bytes<__nv_bfloat16, 256, 64, 64, 2>(), attn_bwd_sm80_launch<__nv_bfloat16, 256, 64, 64, 2>},
-    {"attn_bwd_f16_sm80_d64_64x128", FLASHC_F16, 64, 80, 64, 128, 1,
+    {"attn_bwd_f16_sm80_d64_64x128", "sm80", FLASHC_F16, 64, 80, 0, 64, 128, 1,
      bwd_smem_bytes<__half, 64, 64, 128, 1>(), attn_bwd_sm80_launch<__half, 64, 64, 128, 1>},
-    {"attn_bwd_f16_sm80_d96_64x128", FLASHC_F16, 96, 80, 64, 128, 1,
+    {"attn_bwd_f16_sm80_d96_64x128", "sm80", FLASHC_F16, 96, 80, 0, 64, 128, 1,
      bwd_smem_bytes<__half, 96, 64, 128, 1>(), attn_bwd_sm80_launch<__half, 96, 64, 128, 1>},
-    {"attn_bwd_f16_sm80_d128_64x128", FLASHC_F16, 128, 80, 64, 128, 1,
+    {"attn_bwd_f16_sm80_d128_64x128", "sm80", FLASHC_F16, 128, 80, 0, 64, 128, 1,
      bwd_smem_bytes<__half, 128, 64, 128, 1>(), attn_bwd_sm80_launch<__half, 128, 64, 128, 1>},
-    {"attn_bwd_f16_sm80_d256_64x64_s2", FLASHC_F16, 256, 80, 64, 64, 2,
+    {"attn_bwd_f16_sm80_d256_64x64_s2", "sm80", FLASHC_F16, 256, 80, 0, 64, 64, 2,
      bwd_smem_bytes<__half, 256, 64, 64, 2>(), attn_bwd_sm80_launch<__half, 256, 64, 64, 2>},
-    {"attn_bwd_bf16_sm80_d128_64x64", FLASHC_BF16, 128, 80, 64, 64, 1,
+    {"attn_bwd_bf16_sm80_d128_64x64", "sm80", FLASHC_BF16, 128, 80, 0, 64, 64, 1,
      bwd_smem_bytes<__nv_bfloat16, 128, 64, 64, 1>(), attn_bwd_sm80_launch<__nv_bfloat16, 128, 64, 64, 1>},
-    {"attn_bwd_f16_sm80_d128_64x64", FLASHC_F16, 128, 80, 64, 64, 1,
+    {"attn_bwd_f16_sm80_d128_64x64", "sm80", FLASHC_F16, 128, 80, 0, 64, 64, 1,
      bwd_smem_bytes<__half, 128, 64, 64, 1>(), attn_bwd_sm80_launch<__half, 128, 64, 64, 1>},
-    {"attn_bwd_bf16_sm80_d64_128x128", FLASHC_BF16, 64, 80, 128, 128, 1,
+    {"attn_bwd_bf16_sm80_d64_128x128", "sm80", FLASHC_BF16, 64, 80, 0, 128, 128, 1,
      bwd_smem_bytes<__nv_bfloat16, 64, 128, 128, 1>(), attn_bwd_sm80_launch<__nv_bfloat16, 64, 128, 128, 1>},
-    {"attn_bwd_f16_sm80_d64_128x128", FLASHC_F16, 64, 80, 128, 128, 1,
+    {"attn_bwd_f16_sm80_d64_128x128", "sm80", FLASHC_F16, 64, 80, 0, 128, 128, 1,
      bwd_smem_bytes<__half, 64, 128, 128, 1>(), attn_bwd_sm80_launch<__half, 64, 128, 128, 1>},
 };
 const int attn_bwd_sm80_variant_count =

@@ -80,6 +80,12 @@ extern const int attn_fwd_sm80_variant_count;
 extern const attn_fwd_variant attn_fwd_sm90_variants[];
 extern const int attn_fwd_sm90_variant_count;
 
+/* attn_decode.cu: every forward problem attn_is_plain() excludes (KV caches, varlen, windows,
+ * softcap, ALiBi, split requests, D != Dv), on one kernel with GQA packing and split-KV. */
+flashc_status cuda_attn_decode_supports(const attn_problem *p);
+size_t cuda_attn_decode_workspace(const attn_problem *p);
+flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats);
+
 /* ---- backward --------------------------------------------------------------------------- */
 
 /* The backward's arguments as its kernels receive them (by value). Layouts as for the forward
@@ -100,7 +106,14 @@ typedef struct attn_bwd_args {
     int B, Sq, Sk, Hq, Hkv, group; /* group = Hq / Hkv */
     float scale;                   /* softmax scale, > 0    */
     float scale_log2;              /* scale * log2(e)       */
-    int causal;                    /* bottom-right aligned  */
+    int causal;                    /* bottom-right aligned (folded into wr = 0) */
+    /* Key range of row i (a_i = i + Sk - Sq): keys [a_i - wl, a_i + wr], -1 = that side
+     * unbounded (attn_key_range). The host clamps a bound no row can reach to -1, so that
+     * diag + wr and diag - wl stay within (-2^30, 2^30). */
+    int wl, wr;
+    float softcap;                 /* > 0: s = softcap tanh(s / softcap); 0 = off */
+    const float *alibi;            /* slope of (b, h) at alibi[b salibi[0] + h salibi[1]]; NULL = none */
+    int64_t salibi[2];
     int deterministic;             /* dQ summed in K-block order, no float atomics */
 } attn_bwd_args;
 
@@ -109,9 +122,11 @@ typedef cudaError_t (*attn_bwd_launch_fn)(const attn_bwd_args *args, cudaStream_
 
 typedef struct attn_bwd_variant {
     const char *name;   /* attn_bwd_<dtype>_<arch>_d<D>_<Br>x<Bc>[_s<split>]               */
+    const char *family; /* "sm80", "sm90": what FLASHC_CUDA_BWD_KERNEL names                */
     flashc_dtype dtype; /* FLASHC_BF16 or FLASHC_F16                                        */
     int head_dim;
-    int min_cc;         /* minimum compute capability, 10 * major + minor                   */
+    int min_cc;         /* compute capabilities served, 10 * major + minor: min_cc ...      */
+    int max_cc;         /* ... to max_cc (sm_90a code runs on 9.0 only); 0: no upper bound  */
     int block_q, block_k;
     int split;          /* thread blocks per K/V block, each owning head_dim / split columns */
     int smem_bytes;     /* dynamic shared memory of the main kernel                         */
@@ -121,5 +136,9 @@ typedef struct attn_bwd_variant {
 /* attn_bwd_sm80.cu */
 extern const attn_bwd_variant attn_bwd_sm80_variants[];
 extern const int attn_bwd_sm80_variant_count;
+
+/* attn_bwd_sm90.cu */
+extern const attn_bwd_variant attn_bwd_sm90_variants[];
+extern const int attn_bwd_sm90_variant_count;
 
 #endif /* FLASHC_CUDA_ATTN_CUDA_CUH */

@@ -4,16 +4,17 @@
  *
  * One thread block of three warpgroups owns BM = 128 query rows of one (batch, head):
  *   warpgroup 0, the producer: one thread issues every copy. Q once; then, per K/V block of
- *     BN = 128 keys, K and V into a ring of STAGES shared-memory slots, each copy completing
- *     on the slot's "full" mbarrier, each slot reused once its "empty" mbarrier says both
- *     consumers are done with it. It gives most of its registers away (setmaxnreg.dec).
+ *     BN keys (128, or 176 in sm90v4w), K and V into a ring of STAGES shared-memory slots,
+ *     each copy completing on the slot's "full" mbarrier, each slot reused once its "empty"
+ *     mbarrier says both consumers are done with it. It gives most of its registers away
+ *     (setmaxnreg.dec).
  *   warpgroups 1 and 2, the consumers, 64 query rows each (wgmma m64nNk16) and 240 registers:
  *     S = Q K^T          wgmma, Q and K from shared memory (K-major)
  *     mask, online softmax  as in attn_fwd_sm80.cu (attn_fwd_common.cuh: lazy rescale of O)
  *     O += P V           wgmma with P in registers as the A operand (the S accumulator
  *                        layout is the A fragment layout) and V from shared memory (MN-major)
  * Blocks are visited from the last to the first (the masked ones first), as in sm80; under the
- * causal mask blocks past the tile's last row are never loaded, and a consumer whose 64 rows
+ * causal mask blocks past the tile's last row are never loaded; in v1 a consumer whose 64 rows
  * see none of a block's keys skips its wgmmas there (it still takes part in the barriers).
  *
  * Tensor maps (4-d: feature, sequence, head, batch; the caller's strides) are built on the
@@ -27,10 +28,18 @@
  * else goes to the sm80 kernel (see attn.cu). A per-row key range [lo, hi) would change two
  * places: which blocks the producer and consumers walk (now [0, n_end)), and mask_block.
  *
- * Two versions (template OVERLAP): v1, the one dispatched, and v2 with FlashAttention-3's
- * intra-warpgroup overlap and ping-pong, correct but slower so far (see the table below).
- * Not yet: a v2 whose wgmmas ptxas does not serialise, a persistent grid, TMA stores of O,
- * other head dims, Dk != Dv. The version ladder is in bench/RESULTS.md.
+ * Versions (template VER, each its own FLASHC_CUDA_KERNEL family; the ladder and which one the
+ * dispatcher picks where are in bench/RESULTS.md and the table at the end of this file):
+ *   v1 "sm90"     S, softmax, P V in turn per block.
+ *   v3 "sm90v3"   FlashAttention-3's intra-warpgroup overlap and ping-pong (v2 was the same
+ *                 with a per-warpgroup causal skip, under which ptxas serialised the wgmmas).
+ *   v4 "sm90v4"   v3 with shorter softmax dependency chains and a 3-stage K/V ring;
+ *      "sm90v4w"  the same with BN = 176 keys per block (FA-3's non-causal d128 tile), 2 stages.
+ *   v5 "sm90v5"   v4 on a persistent grid (one thread block per multiprocessor walking tiles
+ *                 in the longest-first order): the producer loads the next tile's Q and K/V
+ *                 while the consumers finish the last one and store it.
+ * Not yet: a dynamic tile scheduler (v5's static walk loses to the hardware's block scheduler
+ * at 16k, most under the causal mask), TMA stores of O, other head dims, Dk != Dv.
  */
 #include "attn_cuda.cuh"
 #include "attn_fwd_common.cuh"
@@ -42,31 +51,102 @@
 
 namespace {
 
-constexpr int SM90_BM = 128, SM90_BN = 128, SM90_THREADS = 384;
+constexpr int SM90_BM = 128, SM90_THREADS = 384;
 
-/* Shared memory of one thread block, in bytes from a 1024-byte aligned base. */
-template <int D, int STAGES> struct sm90_smem {
+/* Shared memory of one thread block, in bytes from a 1024-byte aligned base. BN: keys per
+ * K/V block (a multiple of 16; BN * 128 a multiple of 1024, so every panel is aligned). */
+template <int D, int BN, int STAGES> struct sm90_smem {
+    static_assert(BN % 16 == 0 && BN * 128 % 1024 == 0 && BN <= 256, "K/V block of BN rows");
     static constexpr int Q_BYTES = SM90_BM * D * 2;
-    static constexpr int KV_BYTES = SM90_BN * D * 2;      /* one K (or V) slot          */
+    static constexpr int KV_BYTES = BN * D * 2;           /* one K (or V) slot          */
     static constexpr int Q = 0;
     static constexpr int K = Q + Q_BYTES;
     static constexpr int V = K + STAGES * KV_BYTES;
-    static constexpr int BARS = V + STAGES * KV_BYTES;    /* q_full, k/v full and empty */
-    static constexpr int TOTAL = BARS + 8 * (1 + 4 * STAGES);
+    static constexpr int BARS = V + STAGES * KV_BYTES;    /* q_full, k/v full and empty, */
+    static constexpr int TOTAL = BARS + 8 * (2 + 4 * STAGES); /* q_empty                 */
     static constexpr size_t LAUNCH = TOTAL + 1024;        /* room to align the base     */
+    static_assert(LAUNCH <= 227 * 1024, "shared memory of one thread block on sm_90");
 };
+
+/* S = Q K^T for one k-step: N = BN keys. */
+template <int BN, typename T>
+static __device__ __forceinline__ void wgmma_qk(T tag, float (&d)[1][BN / 8][4], uint64_t da,
+                                                uint64_t db, int scale_d)
+{
+#if FLASHC_PTX_SM90A
+    if constexpr (BN == 128)
+        ptx_wgmma_ss_m64n128k16(tag, d[0], da, db, scale_d);
+    else
+        ptx_wgmma_ss_m64n176k16(tag, d[0], da, db, scale_d);
+#endif
+}
+
+/* v4's softmax halves: the same values as attn_fwd_common.cuh's block_rows_max / block_exp
+ * (up to the order of the row sum), with shorter dependency chains: the row max as a tree,
+ * the row sum in four partial sums. One consumer warp per SM sub-partition and warpgroup
+ * runs the softmax, so latency, not throughput, bounds it. */
+template <int NT>
+static __device__ __forceinline__ bool sm90_rows_max(const float (&s)[1][NT][4],
+                                                     const float (&row_m)[1][2],
+                                                     float (&mx)[1][2], float scale_log2)
+{
+    bool grow = false;
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        float v[NT];
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+            v[nt] = fmaxf(s[0][nt][2 * hr], s[0][nt][2 * hr + 1]);
+#pragma unroll
+        for (int w = 1; w < NT; w *= 2)
+#pragma unroll
+            for (int nt = 0; nt + w < NT; nt += 2 * w)
+                v[nt] = fmaxf(v[nt], v[nt + w]);
+        float m = fmaxf(row_m[0][hr], v[0]);
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+        mx[0][hr] = m;
+        grow |= (m - row_m[0][hr]) * scale_log2 > RESCALE_LOG2;
+    }
+    return __any_sync(0xffffffffu, grow);
+}
+
+template <int NT>
+static __device__ __forceinline__ void sm90_exp(float (&s)[1][NT][4], const float (&row_m)[1][2],
+                                                float (&row_l)[1][2], float scale_log2)
+{
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        const float m = row_m[0][hr];
+        const float base = m == -INFINITY ? 0.0f : m * scale_log2;
+        float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int e = 2 * hr; e < 2 * hr + 2; e++) {
+                const float p = ptx_exp2(fmaf(s[0][nt][e], scale_log2, -base));
+                s[0][nt][e] = p;
+                part[(nt % 2) * 2 + (e & 1)] += p;
+            }
+        row_l[0][hr] += (part[0] + part[1]) + (part[2] + part[3]);
+    }
+}
 
 } // namespace
 
-template <typename T, int D, int STAGES, bool OVERLAP>
+/* VER: 1 (no overlap), 3 (overlap and ping-pong), 4 (v3 with v4's softmax), 5 (v4 on a
+ * persistent grid: each thread block walks tiles blockIdx.x, + gridDim.x, ...; the others get
+ * one tile per thread block, the same loop run once). */
+template <typename T, int D, int BN, int STAGES, int VER>
 __global__ void __launch_bounds__(SM90_THREADS, 1)
     attn_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q,
                          const __grid_constant__ CUtensorMap tm_k,
                          const __grid_constant__ CUtensorMap tm_v, const attn_fwd_args a)
 {
 #if FLASHC_PTX_SM90A
-    using L = sm90_smem<D, STAGES>;
-    constexpr int BM = SM90_BM, BN = SM90_BN, NP = D / 64; /* NP: 64-column panels */
+    using L = sm90_smem<D, BN, STAGES>;
+    constexpr int BM = SM90_BM, NP = D / 64; /* NP: 64-column panels */
+    constexpr bool OVERLAP = VER >= 3, PERSIST = VER >= 5;
     constexpr int NT = BN / 8, DT = D / 8;
     static_assert(D % 64 == 0 && D <= 128, "panels of 64 columns; O fits the registers");
 
@@ -78,6 +158,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     auto v_full = [&](int s) { return bar_q + 8u * (1 + STAGES + s); };
     auto k_empty = [&](int s) { return bar_q + 8u * (1 + 2 * STAGES + s); };
     auto v_empty = [&](int s) { return bar_q + 8u * (1 + 3 * STAGES + s); };
+    const uint32_t q_empty = bar_q + 8u * (1 + 4 * STAGES);
 
     const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32;
     const int wg = warp / 4;
@@ -89,43 +170,62 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
             ptx_mbarrier_init(k_empty(s), 8); /* one arrival per consumer warp */
             ptx_mbarrier_init(v_empty(s), 8);
         }
+        ptx_mbarrier_init(q_empty, 8);
         ptx_fence_mbarrier_init();
     }
     __syncthreads(); /* the last block-wide barrier: the roles part here */
 
-    int m_block, b, h;
-    block_coords<BM>(a, ptx_block_index(), &m_block, &b, &h);
-    const int m0 = m_block * BM;
     const int diag = a.Sk - a.Sq; /* row i sees keys j <= i + diag (causal) */
-    const int last_row = min(m0 + BM, a.Sq) - 1;
-    const int n_end = a.causal ? min(a.Sk, last_row + 1 + diag) : a.Sk;
-    const int n_blocks = n_end > 0 ? (n_end + BN - 1) / BN : 0;
+    const int n_tiles = (a.Sq + BM - 1) / BM * a.B * a.Hq;
+    const int tile_step = PERSIST ? (int)gridDim.x : n_tiles;
+    /* Tile coordinates and the K/V blocks it visits, [0, n_blocks) from the last one. */
+    auto tile_at = [&](int tile, int &m0, int &b, int &h, int &n_blocks) {
+        int m_block;
+        block_coords<BM>(a, tile, &m_block, &b, &h);
+        m0 = m_block * BM;
+        const int last_row = min(m0 + BM, a.Sq) - 1;
+        const int n_end = a.causal ? min(a.Sk, last_row + 1 + diag) : a.Sk;
+        n_blocks = n_end > 0 ? (n_end + BN - 1) / BN : 0;
+    };
+    /* The K/V ring runs on across tiles: block j of the thread block's walk is in slot
+     * j % STAGES, phase (j / STAGES) & 1; likewise Q's buffer with its tile count. */
 
     if (wg == 0) {
         /* ---- producer ---- */
         ptx_setmaxnreg_dec<24>();
-        if (warp == 0 && lane == 0 && n_blocks > 0) {
+        if (warp == 0 && lane == 0) {
             ptx_prefetch_tensormap(&tm_q);
             ptx_prefetch_tensormap(&tm_k);
             ptx_prefetch_tensormap(&tm_v);
-            const int hk = h / a.group;
-            ptx_mbarrier_arrive_expect_tx(bar_q, L::Q_BYTES);
-            for (int p = 0; p < NP; p++)
-                ptx_tma_load_4d(sQ + p * BM * 128, &tm_q, bar_q, 64 * p, m0, h, b);
-            for (int i = 0; i < n_blocks; i++) {
-                const int s = i % STAGES;
-                const uint32_t ph = (uint32_t)(i / STAGES) & 1u;
-                const int n0 = (n_blocks - 1 - i) * BN;
-                ptx_mbarrier_wait(k_empty(s), ph ^ 1u);
-                ptx_mbarrier_arrive_expect_tx(k_full(s), L::KV_BYTES);
+            int it = 0, tq = 0;
+            for (int tile = ptx_block_index(); tile < n_tiles; tile += tile_step) {
+                int m0, b, h, n_blocks;
+                tile_at(tile, m0, b, h, n_blocks);
+                if (n_blocks == 0)
+                    continue;
+                const int hk = h / a.group;
+                /* Q's buffer is free once both consumers issued and finished their last S of
+                 * the previous tile (a fresh barrier passes parity 1 at once) */
+                ptx_mbarrier_wait(q_empty, ((uint32_t)tq & 1u) ^ 1u);
+                ptx_mbarrier_arrive_expect_tx(bar_q, L::Q_BYTES);
                 for (int p = 0; p < NP; p++)
-                    ptx_tma_load_4d(sK + s * L::KV_BYTES + p * BN * 128, &tm_k, k_full(s),
-                                    64 * p, n0, hk, b);
-                ptx_mbarrier_wait(v_empty(s), ph ^ 1u);
-                ptx_mbarrier_arrive_expect_tx(v_full(s), L::KV_BYTES);
-                for (int p = 0; p < NP; p++)
-                    ptx_tma_load_4d(sV + s * L::KV_BYTES + p * BN * 128, &tm_v, v_full(s),
-                                    64 * p, n0, hk, b);
+                    ptx_tma_load_4d(sQ + p * BM * 128, &tm_q, bar_q, 64 * p, m0, h, b);
+                for (int i = 0; i < n_blocks; i++) {
+                    const int s = (it + i) % STAGES;
+                    const uint32_t ph = (uint32_t)((it + i) / STAGES) & 1u;
+                    const int n0 = (n_blocks - 1 - i) * BN;
+                    ptx_mbarrier_wait(k_empty(s), ph ^ 1u);
+                    ptx_mbarrier_arrive_expect_tx(k_full(s), L::KV_BYTES);
+                    for (int p = 0; p < NP; p++)
+                        ptx_tma_load_4d(sK + s * L::KV_BYTES + p * BN * 128, &tm_k, k_full(s),
+                                        64 * p, n0, hk, b);
+                    ptx_mbarrier_wait(v_empty(s), ph ^ 1u);
+                    ptx_mbarrier_arrive_expect_tx(v_full(s), L::KV_BYTES);
+                    for (int p = 0; p < NP; p++)
+                        ptx_tma_load_4d(sV + s * L::KV_BYTES + p * BN * 128, &tm_v, v_full(s),
+                                        64 * p, n0, hk, b);
+                }
+                it += n_blocks, tq++;
             }
         }
         return;
@@ -136,248 +236,253 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     const int cw = wg - 1;                    /* which 64 rows of the tile           */
     const int wq = warp % 4;                  /* warp within the warpgroup: 16 rows  */
     const int g = lane / 4, t = lane % 4;
-    const int row0 = m0 + cw * 64 + wq * 16 + g; /* this thread's rows: row0, row0 + 8 */
+    /* Ping-pong (v3 on): the two consumers take turns to issue their wgmmas, on named barriers
+     * 1 and 2, and the turns run on across tiles (both walk the same tiles, with the same
+     * number of turns in each): a protocol restarted per tile could let consumer 1 pass twice
+     * before consumer 0 took the first pass. */
+    const int me = 1 + cw, other = 2 - cw;
+    auto my_turn = [&]() { ptx_named_bar_sync(me, 256); };
+    auto pass_turn = [&]() { ptx_named_bar_arrive(other, 256); };
+    if (OVERLAP && cw == 1)
+        pass_turn(); /* consumer 0 issues first */
+    int it = 0, tq = 0;
+    for (int tile = ptx_block_index(); tile < n_tiles; tile += tile_step) {
+        int m0, b, h, n_blocks;
+        tile_at(tile, m0, b, h, n_blocks);
+        const int row0 = m0 + cw * 64 + wq * 16 + g; /* this thread's rows: row0, row0 + 8 */
+        auto slot = [&](int i) { return (it + i) % STAGES; };
+        auto phase = [&](int i) { return (uint32_t)((it + i) / STAGES) & 1u; };
 
-    float acc[1][DT][4];
-    float row_m[1][2] = {{-INFINITY, -INFINITY}}, row_l[1][2] = {{0.0f, 0.0f}};
-#pragma unroll
-    for (int dt = 0; dt < DT; dt++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            acc[0][dt][e] = 0.0f;
-
-    /* Issues S = Q K^T of the block in slot s (uncommitted). */
-    auto issue_qk = [&](float (&sc)[1][NT][4], int s) {
-        ptx_wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < D / 16; ks++) {
-            const uint32_t qa = sQ + (ks / 4) * BM * 128 + cw * 64 * 128 + (ks % 4) * 32;
-            const uint32_t kb = sK + s * L::KV_BYTES + (ks / 4) * BN * 128 + (ks % 4) * 32;
-            ptx_wgmma_ss_m64n128k16(T(), sc[0], ptx_wgmma_desc(qa, 16, 1024),
-                                    ptx_wgmma_desc(kb, 16, 1024), ks > 0);
-        }
-    };
-    /* P (in sc) into A fragments: tiles 2kk and 2kk + 1 of S are the A fragment of keys
-     * [16 kk, 16 kk + 16). */
-    auto pack_p = [&](const float (&sc)[1][NT][4], uint32_t (&pa)[BN / 16][4]) {
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++) {
-            pa[kk][0] = ptx_pack2(T(), sc[0][2 * kk][0], sc[0][2 * kk][1]);
-            pa[kk][1] = ptx_pack2(T(), sc[0][2 * kk][2], sc[0][2 * kk][3]);
-            pa[kk][2] = ptx_pack2(T(), sc[0][2 * kk + 1][0], sc[0][2 * kk + 1][1]);
-            pa[kk][3] = ptx_pack2(T(), sc[0][2 * kk + 1][2], sc[0][2 * kk + 1][3]);
-        }
-    };
-    /* Issues O += P V of the block in slot s (uncommitted). */
-    auto issue_pv = [&](const uint32_t (&pa)[BN / 16][4], int s) {
+        float acc[1][DT][4];
+        float row_m[1][2] = {{-INFINITY, -INFINITY}}, row_l[1][2] = {{0.0f, 0.0f}};
 #pragma unroll
         for (int dt = 0; dt < DT; dt++)
 #pragma unroll
             for (int e = 0; e < 4; e++)
-                ptx_fence_operand(acc[0][dt][e]);
-        ptx_wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++) {
-            /* keys [16 kk, 16 kk + 16): two 8-row groups (SBO) of every panel (LBO) */
-            const uint32_t vb = sV + s * L::KV_BYTES + kk * 16 * 128;
-            const uint64_t dv = ptx_wgmma_desc(vb, BN * 128, 1024);
-            if constexpr (D == 128)
-                ptx_wgmma_rs_m64n128k16_tb(T(), acc[0], pa[kk], dv, 1);
-            else
-                ptx_wgmma_rs_m64n64k16_tb(T(), acc[0], pa[kk], dv, 1);
-        }
-    };
-    /* After a wait: reads of the results stay below it, and the registers the wgmma read
-     * (A fragments) stay allocated until it. */
-    auto fence_s = [&](float (&sc)[1][NT][4]) {
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                ptx_fence_operand(sc[0][nt][e]);
-    };
-    auto fence_pv = [&](uint32_t (&pa)[BN / 16][4]) {
-#pragma unroll
-        for (int dt = 0; dt < DT; dt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                ptx_fence_operand(acc[0][dt][e]);
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                ptx_fence_operand(pa[kk][e]);
-    };
-    auto release = [&](uint32_t bar) {
-        if (lane == 0)
-            ptx_mbarrier_arrive(bar); /* this warp's reads of the slot are complete */
-        __syncwarp(); /* converged again for the .aligned instructions that follow */
-    };
-    /* Under the causal mask a warpgroup whose last row cannot see key n0 has nothing in a
-     * block: S all masked, P = 0, m and O unchanged. Blocks go from the last to the first, so
-     * once a block is live every later one is. */
-    auto live_at = [&](int i) {
-        return !a.causal || (n_blocks - 1 - i) * BN <= m0 + cw * 64 + 63 + diag;
-    };
-    auto mask_at = [&](float (&sc)[1][NT][4], int i) {
-        const int n0 = (n_blocks - 1 - i) * BN;
-        if (n0 + BN > a.Sk || (a.causal && n0 + BN > m0 + cw * 64 + 1 + diag))
-            mask_block<1, NT>(sc, a, row0, n0 + 2 * t, diag);
-    };
+                acc[0][dt][e] = 0.0f;
 
-    if (n_blocks > 0)
-        ptx_mbarrier_wait(bar_q, 0);
-
-    if constexpr (!OVERLAP) {
-        /* v1 ("sm90"): per block, S, softmax, P V in turn; the two consumers interleave as
-         * the warp schedulers let them. */
-        for (int i = 0; i < n_blocks; i++) {
-            const int s = i % STAGES;
-            const uint32_t ph = (uint32_t)(i / STAGES) & 1u;
-            const bool live = live_at(i);
-            float sc[1][NT][4];
-            ptx_mbarrier_wait(k_full(s), ph);
-            if (live) {
-                issue_qk(sc, s);
-                ptx_wgmma_commit();
-                ptx_wgmma_wait<0>();
-                fence_s(sc);
-            }
-            release(k_empty(s));
-            if (live) {
-                mask_at(sc, i);
-                softmax_block<1, NT, DT>(sc, acc, row_m, row_l, a.scale_log2);
-            }
-            ptx_mbarrier_wait(v_full(s), ph);
-            if (live) {
-                uint32_t pa[BN / 16][4];
-                pack_p(sc, pa);
-                issue_pv(pa, s);
-                ptx_wgmma_commit();
-                ptx_wgmma_wait<0>();
-                fence_pv(pa);
-            }
-            release(v_empty(s));
-        }
-    } else {
-        /* v2 ("sm90v2", FlashAttention-3's intra-warpgroup overlap and ping-pong): S_i = Q K_i^T
-         * and O += P_{i-1} V_{i-1} are issued together, then the softmax of S_i runs while P V
-         * is still on the tensor cores; O's rescale for block i waits for that P V. The two
-         * consumers take turns to issue (named barriers 1 and 2), so one's softmax overlaps
-         * the other's GEMMs. Every consumer passes the same turns whatever it skips. */
-        const int me = 1 + cw, other = 2 - cw;
-        auto my_turn = [&]() { ptx_named_bar_sync(me, 256); };
-        auto pass_turn = [&]() { ptx_named_bar_arrive(other, 256); };
-        if (cw == 1)
-            pass_turn(); /* consumer 0 issues first */
-        float sc[1][NT][4];
-        uint32_t pa[BN / 16][4];
-        if (n_blocks > 0) {
-            const bool live = live_at(0);
-            ptx_mbarrier_wait(k_full(0), 0);
-            my_turn();
-            if (live) {
-                issue_qk(sc, 0);
-                ptx_wgmma_commit();
-            }
-            pass_turn();
-            if (live) {
-                ptx_wgmma_wait<0>();
-                fence_s(sc);
-            }
-            release(k_empty(0));
-            if (live) {
-                mask_at(sc, 0);
-                softmax_block<1, NT, DT>(sc, acc, row_m, row_l, a.scale_log2);
-            }
-        }
-        for (int i = 1; i < n_blocks; i++) {
-            const int s = i % STAGES, sp = (i - 1) % STAGES;
-            const uint32_t ph = (uint32_t)(i / STAGES) & 1u;
-            const uint32_t php = (uint32_t)((i - 1) / STAGES) & 1u;
-            const bool live = live_at(i), live_prev = live_at(i - 1);
-            ptx_mbarrier_wait(k_full(s), ph);
-            ptx_mbarrier_wait(v_full(sp), php);
-            if (live_prev)
-                pack_p(sc, pa); /* frees sc for S_i */
-            my_turn();
-            if (live) {
-                issue_qk(sc, s);
-                ptx_wgmma_commit();
-            }
-            if (live_prev) {
-                issue_pv(pa, sp);
-                ptx_wgmma_commit();
-            }
-            pass_turn();
-            float alpha[1][2];
-            bool moved = false;
-            if (live) {
-                if (live_prev)
-                    ptx_wgmma_wait<1>(); /* S_i done, P V may still run */
-                else
-                    ptx_wgmma_wait<0>();
-                fence_s(sc);
-            }
-            release(k_empty(s));
-            if (live) {
-                mask_at(sc, i);
-                float mx[1][2];
-                moved = block_rows_max<1, NT>(sc, row_m, mx, a.scale_log2);
-                if (moved)
-                    block_move_base<1>(mx, row_m, row_l, alpha, a.scale_log2);
-                block_exp<1, NT>(sc, row_m, row_l, a.scale_log2);
-            }
-            if (live_prev) {
-                ptx_wgmma_wait<0>();
-                fence_pv(pa);
-            }
-            release(v_empty(sp));
-            if (moved)
-                block_rescale<1, DT>(acc, alpha);
-        }
-        if (n_blocks > 0) {
-            const int i = n_blocks - 1, s = i % STAGES;
-            const bool live = live_at(i);
-            ptx_mbarrier_wait(v_full(s), (uint32_t)(i / STAGES) & 1u);
-            if (live)
-                pack_p(sc, pa);
-            my_turn();
-            if (live) {
-                issue_pv(pa, s);
-                ptx_wgmma_commit();
-            }
-            pass_turn();
-            if (live) {
-                ptx_wgmma_wait<0>();
-                fence_pv(pa);
-            }
-            release(v_empty(s));
-        }
-        if (cw == 0)
-            my_turn(); /* takes consumer 1's last pass, so no barrier is left half-arrived */
-    }
-
-    /* Epilogue: the one division per row, then o and LSE (rows past Sq are not stored). */
-    T *og = (T *)a.o + b * a.so[0] + h * a.so[2];
+        /* Issues S = Q K^T of the block in slot s (uncommitted). */
+        auto issue_qk = [&](float (&sc)[1][NT][4], int s) {
+            ptx_wgmma_fence();
 #pragma unroll
-    for (int hr = 0; hr < 2; hr++) {
-        float l = row_l[0][hr];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
-        const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-        const int row = row0 + 8 * hr;
-        if (row < a.Sq) {
-            T *orow = og + (int64_t)row * a.so[1];
+            for (int ks = 0; ks < D / 16; ks++) {
+                const uint32_t qa = sQ + (ks / 4) * BM * 128 + cw * 64 * 128 + (ks % 4) * 32;
+                const uint32_t kb = sK + s * L::KV_BYTES + (ks / 4) * BN * 128 + (ks % 4) * 32;
+                wgmma_qk<BN>(T(), sc, ptx_wgmma_desc(qa, 16, 1024), ptx_wgmma_desc(kb, 16, 1024),
+                             ks > 0);
+            }
+        };
+        /* P (in sc) into A fragments: tiles 2kk and 2kk + 1 of S are the A fragment of keys
+         * [16 kk, 16 kk + 16). */
+        auto pack_p = [&](const float (&sc)[1][NT][4], uint32_t (&pa)[BN / 16][4]) {
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; kk++) {
+                pa[kk][0] = ptx_pack2(T(), sc[0][2 * kk][0], sc[0][2 * kk][1]);
+                pa[kk][1] = ptx_pack2(T(), sc[0][2 * kk][2], sc[0][2 * kk][3]);
+                pa[kk][2] = ptx_pack2(T(), sc[0][2 * kk + 1][0], sc[0][2 * kk + 1][1]);
+                pa[kk][3] = ptx_pack2(T(), sc[0][2 * kk + 1][2], sc[0][2 * kk + 1][3]);
+            }
+        };
+        /* Issues O += P V of the block in slot s (uncommitted). */
+        auto issue_pv = [&](const uint32_t (&pa)[BN / 16][4], int s) {
 #pragma unroll
             for (int dt = 0; dt < DT; dt++)
-                *(uint32_t *)(orow + dt * 8 + 2 * t) =
-                    ptx_pack2(T(), acc[0][dt][2 * hr] * inv, acc[0][dt][2 * hr + 1] * inv);
-            if (a.lse && t == 0)
-                a.lse[b * a.slse[0] + h * a.slse[1] + (int64_t)row * a.slse[2]] =
-                    l > 0.0f ? row_m[0][hr] * a.scale + logf(l) : -INFINITY;
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    ptx_fence_operand(acc[0][dt][e]);
+            ptx_wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; kk++) {
+                /* keys [16 kk, 16 kk + 16): two 8-row groups (SBO) of every panel (LBO) */
+                const uint32_t vb = sV + s * L::KV_BYTES + kk * 16 * 128;
+                const uint64_t dv = ptx_wgmma_desc(vb, BN * 128, 1024);
+                if constexpr (D == 128)
+                    ptx_wgmma_rs_m64n128k16_tb(T(), acc[0], pa[kk], dv, 1);
+                else
+                    ptx_wgmma_rs_m64n64k16_tb(T(), acc[0], pa[kk], dv, 1);
+            }
+        };
+        /* After a wait: reads of the results stay below it, and the registers the wgmma read
+         * (A fragments) stay allocated until it. */
+        auto fence_s = [&](float (&sc)[1][NT][4]) {
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    ptx_fence_operand(sc[0][nt][e]);
+        };
+        auto fence_pv = [&](uint32_t (&pa)[BN / 16][4]) {
+#pragma unroll
+            for (int dt = 0; dt < DT; dt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    ptx_fence_operand(acc[0][dt][e]);
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; kk++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    ptx_fence_operand(pa[kk][e]);
+        };
+        auto release = [&](uint32_t bar) {
+            if (lane == 0)
+                ptx_mbarrier_arrive(bar); /* this warp's reads of the slot are complete */
+            __syncwarp(); /* converged again for the .aligned instructions that follow */
+        };
+        /* Under the causal mask a warpgroup whose last row cannot see key n0 has nothing in a
+         * block: S all masked, P = 0, m and O unchanged. Blocks go from the last to the first, so
+         * once a block is live every later one is. */
+        auto live_at = [&](int i) {
+            return !a.causal || (n_blocks - 1 - i) * BN <= m0 + cw * 64 + 63 + diag;
+        };
+        auto mask_at = [&](float (&sc)[1][NT][4], int i) {
+            const int n0 = (n_blocks - 1 - i) * BN;
+            if (n0 + BN > a.Sk || (a.causal && n0 + BN > m0 + cw * 64 + 1 + diag))
+                mask_block<1, NT>(sc, a, row0, n0 + 2 * t, diag);
+        };
+
+        if (n_blocks > 0)
+            ptx_mbarrier_wait(bar_q, (uint32_t)tq & 1u);
+        /* after the wait for the last S of the tile: Q's buffer may take the next tile's Q */
+        auto release_q = [&](int i) {
+            if (i == n_blocks - 1)
+                release(q_empty);
+        };
+
+        if constexpr (!OVERLAP) {
+            /* v1 ("sm90"): per block, S, softmax, P V in turn; the two consumers interleave as
+             * the warp schedulers let them. */
+            for (int i = 0; i < n_blocks; i++) {
+                const int s = slot(i);
+                const uint32_t ph = phase(i);
+                const bool live = live_at(i);
+                float sc[1][NT][4];
+                ptx_mbarrier_wait(k_full(s), ph);
+                if (live) {
+                    issue_qk(sc, s);
+                    ptx_wgmma_commit();
+                    ptx_wgmma_wait<0>();
+                    fence_s(sc);
+                }
+                release(k_empty(s));
+                release_q(i);
+                if (live) {
+                    mask_at(sc, i);
+                    softmax_block<1, NT, DT>(sc, acc, row_m, row_l, a.scale_log2);
+                }
+                ptx_mbarrier_wait(v_full(s), ph);
+                if (live) {
+                    uint32_t pa[BN / 16][4];
+                    pack_p(sc, pa);
+                    issue_pv(pa, s);
+                    ptx_wgmma_commit();
+                    ptx_wgmma_wait<0>();
+                    fence_pv(pa);
+                }
+                release(v_empty(s));
+            }
+        } else {
+            /* v3 and v4 (FlashAttention-3's intra-warpgroup overlap and ping-pong): S_i = Q K_i^T
+             * and O += P_{i-1} V_{i-1} are issued together, then the softmax of S_i runs while P V
+             * is still on the tensor cores; O's rescale for block i waits for that P V. The two
+             * consumers take turns to issue (named barriers 1 and 2), so one's softmax overlaps
+             * the other's GEMMs. No causal skip here: a block above a warpgroup's rows is computed
+             * and fully masked (P = 0), so that every wgmma is issued on a path ptxas sees as
+             * warpgroup-uniform; under v2's `if (live)` it serialised them (ptxas C7518), which
+             * cost the overlap. */
+            float sc[1][NT][4];
+            uint32_t pa[BN / 16][4];
+            /* The softmax of S_i in sc: m and l move now, O (alpha) once its P V is done. */
+            auto softmax_s = [&](int i, float (&alpha)[1][2]) {
+                mask_at(sc, i);
+                float mx[1][2];
+                bool moved;
+                if constexpr (VER >= 4)
+                    moved = sm90_rows_max<NT>(sc, row_m, mx, a.scale_log2);
+                else
+                    moved = block_rows_max<1, NT>(sc, row_m, mx, a.scale_log2);
+                if (moved)
+                    block_move_base<1>(mx, row_m, row_l, alpha, a.scale_log2);
+                if constexpr (VER >= 4)
+                    sm90_exp<NT>(sc, row_m, row_l, a.scale_log2);
+                else
+                    block_exp<1, NT>(sc, row_m, row_l, a.scale_log2);
+                return moved;
+            };
+            if (n_blocks > 0) {
+                ptx_mbarrier_wait(k_full(slot(0)), phase(0));
+                my_turn();
+                issue_qk(sc, slot(0));
+                ptx_wgmma_commit();
+                pass_turn();
+                ptx_wgmma_wait<0>();
+                fence_s(sc);
+                release(k_empty(slot(0)));
+                release_q(0);
+                float alpha[1][2];
+                (void)softmax_s(0, alpha); /* O is still 0: nothing to rescale */
+            }
+            for (int i = 1; i < n_blocks; i++) {
+                const int s = slot(i), sp = slot(i - 1);
+                const uint32_t ph = phase(i), php = phase(i - 1);
+                ptx_mbarrier_wait(k_full(s), ph);
+                ptx_mbarrier_wait(v_full(sp), php);
+                pack_p(sc, pa); /* frees sc for S_i */
+                my_turn();
+                issue_qk(sc, s);
+                ptx_wgmma_commit();
+                issue_pv(pa, sp);
+                ptx_wgmma_commit();
+                pass_turn();
+                ptx_wgmma_wait<1>(); /* S_i done, P V may still run */
+                fence_s(sc);
+                release(k_empty(s));
+                release_q(i);
+                float alpha[1][2];
+                const bool moved = softmax_s(i, alpha);
+                ptx_wgmma_wait<0>();
+                fence_pv(pa);
+                release(v_empty(sp));
+                if (moved)
+                    block_rescale<1, DT>(acc, alpha);
+            }
+            if (n_blocks > 0) {
+                const int i = n_blocks - 1, s = slot(i);
+                ptx_mbarrier_wait(v_full(s), phase(i));
+                pack_p(sc, pa);
+                my_turn();
+                issue_pv(pa, s);
+                ptx_wgmma_commit();
+                pass_turn();
+                ptx_wgmma_wait<0>();
+                fence_pv(pa);
+                release(v_empty(s));
+            }
         }
-    }
+
+        /* Epilogue: the one division per row, then o and LSE (rows past Sq are not stored). */
+        T *og = (T *)a.o + b * a.so[0] + h * a.so[2];
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            float l = row_l[0][hr];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+            const int row = row0 + 8 * hr;
+            if (row < a.Sq) {
+                T *orow = og + (int64_t)row * a.so[1];
+#pragma unroll
+                for (int dt = 0; dt < DT; dt++)
+                    *(uint32_t *)(orow + dt * 8 + 2 * t) =
+                        ptx_pack2(T(), acc[0][dt][2 * hr] * inv, acc[0][dt][2 * hr + 1] * inv);
+                if (a.lse && t == 0)
+                    a.lse[b * a.slse[0] + h * a.slse[1] + (int64_t)row * a.slse[2]] =
+                        l > 0.0f ? row_m[0][hr] * a.scale + logf(l) : -INFINITY;
+            }
+        }
+        it += n_blocks, tq += n_blocks > 0;
+    } /* tiles */
+    if (OVERLAP && cw == 0)
+        my_turn(); /* takes consumer 1's last pass, so no barrier is left half-arrived */
 #endif /* FLASHC_PTX_SM90A */
 }
 
@@ -431,13 +536,14 @@ static int make_map(CUtensorMap *m, flashc_dtype dt, const void *ptr, int64_t B,
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-static int make_maps(const attn_fwd_args *a, flashc_dtype dt, CUtensorMap *mq, CUtensorMap *mk,
-                     CUtensorMap *mv)
+/* bn: the kernel's K/V block rows (the box of the K and V maps). */
+static int make_maps(const attn_fwd_args *a, flashc_dtype dt, int bn, CUtensorMap *mq,
+                     CUtensorMap *mk, CUtensorMap *mv)
 {
     const int64_t Hkv = a->Hq / a->group;
     return make_map(mq, dt, a->q, a->B, a->Sq, a->Hq, a->D, a->sq, SM90_BM) &&
-           make_map(mk, dt, a->k, a->B, a->Sk, Hkv, a->D, a->sk, SM90_BN) &&
-           make_map(mv, dt, a->v, a->B, a->Sk, Hkv, a->D, a->sv, SM90_BN);
+           make_map(mk, dt, a->k, a->B, a->Sk, Hkv, a->D, a->sk, bn) &&
+           make_map(mv, dt, a->v, a->B, a->Sk, Hkv, a->D, a->sv, bn);
 }
 
 /* Beyond dtype and head dim (the table's fields): the chip the sm_90a code runs on, rows the
@@ -455,50 +561,64 @@ static int sm90_supports(const attn_fwd_variant *v, const attn_problem *p, int c
     a.B = (int)p->B, a.Sq = (int)p->Sq, a.Sk = (int)p->Sk, a.Hq = (int)p->Hq;
     a.group = (int)(p->Hq / p->Hkv), a.D = (int)p->D;
     CUtensorMap mq, mk, mv;
-    return make_maps(&a, v->dtype, &mq, &mk, &mv);
+    return make_maps(&a, v->dtype, v->block_k, &mq, &mk, &mv);
 }
 
-template <typename T, int D, int STAGES, bool OVERLAP>
+template <typename T, int D, int BN, int STAGES, int VER>
 static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t stream)
 {
-    using L = sm90_smem<D, STAGES>;
+    using L = sm90_smem<D, BN, STAGES>;
     CUtensorMap mq, mk, mv;
-    if (!make_maps(a, std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16, &mq,
+    if (!make_maps(a, std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16, BN, &mq,
                    &mk, &mv))
         return cudaErrorInvalidValue; /* sm90_supports said yes: the driver changed its mind */
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap,
-                   const attn_fwd_args) = attn_fwd_sm90_kernel<T, D, STAGES, OVERLAP>;
+                   const attn_fwd_args) = attn_fwd_sm90_kernel<T, D, BN, STAGES, VER>;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            (int)L::LAUNCH);
     if (err != cudaSuccess)
         return err;
-    const int64_t blocks = (int64_t)((a->Sq + SM90_BM - 1) / SM90_BM) * a->B * a->Hq;
+    int64_t blocks = (int64_t)((a->Sq + SM90_BM - 1) / SM90_BM) * a->B * a->Hq;
     if (blocks > 0x7fffffff)
         return cudaErrorInvalidConfiguration;
+    if (VER >= 5) { /* persistent: one thread block per multiprocessor at most */
+        int dev = 0, sms = 0;
+        if ((err = cudaGetDevice(&dev)) != cudaSuccess ||
+            (err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) !=
+                cudaSuccess)
+            return err;
+        blocks = blocks < sms ? blocks : sms;
+    }
     kernel<<<(unsigned)blocks, SM90_THREADS, L::LAUNCH, stream>>>(mq, mk, mv, *a);
     return cudaGetLastError();
 }
 
-/* The dispatcher picks v1 ("sm90") by default where the recorded H200 runs showed it correct and
- * faster than sm80 (bench/RESULTS.md, 2026-12-01, two runs): d = 128 from seqlen 1k (1.29x to
- * 1.48x), d = 64 from 4k (1.07x to 1.15x; at 1k sm80 was as fast or faster). v2 ("sm90v2",
- * overlap and ping-pong) was correct but slower in the same run: its wgmma issues sit on paths
- * ptxas cannot prove warpgroup-uniform (the causal skip), so it serialises them (C7518); it
- * stays only when forced, for the ladder. */
-#define SM90_VARIANT(TN, T, FAM, D, OVL, DEF, MINSEQ)                                              \
-    {"attn_fwd_" #TN "_" FAM "_d" #D "_128x128", FAM, TN##_DTYPE_SM90, D, D, 90, 128, 128, DEF,   \
-     MINSEQ, sm90_supports, attn_fwd_sm90_launch<T, D, 2, OVL>}
+/* What the dispatcher picks without FLASHC_CUDA_KERNEL (bench/RESULTS.md, H200, 2026-12-01,
+ * "sm90 v3-v5"): every sm90 version was faster than sm80 at d 64 and 128 from seqlen 1k; of
+ * them v4w was the fastest from 4k (up to 1.00x cuDNN at d128 16k, 1.07x causal) and v5 (the
+ * persistent grid) at 1k (455 vs 435 TFLOP/s at d128, 1.2x sm80 at d64 causal), while v5 fell
+ * behind at 16k causal (the static tile walk leaves the multiprocessors unevenly loaded). So:
+ * v4w where Sq, Sk >= 2048 (the first match in this table wins), v5 from 1024, sm80 below
+ * (512 was not measured). v1, v3 and v4 stay for FLASHC_CUDA_KERNEL and the ladder. */
+#define SM90_VARIANT(TN, T, FAM, D, BN, ST, VER, DEF, MINSEQ)                                     \
+    {"attn_fwd_" #TN "_" FAM "_d" #D "_128x" #BN, FAM, TN##_DTYPE_SM90, D, D, 90, 128, BN, DEF, \
+     MINSEQ, sm90_supports, attn_fwd_sm90_launch<T, D, BN, ST, VER>}
 #define bf16_DTYPE_SM90 FLASHC_BF16
 #define f16_DTYPE_SM90 FLASHC_F16
+#define SM90_FAMILY(FAM, D, BN, ST, VER, DEF, MINSEQ)                                              \
+    SM90_VARIANT(bf16, __nv_bfloat16, FAM, D, BN, ST, VER, DEF, MINSEQ),                           \
+        SM90_VARIANT(f16, __half, FAM, D, BN, ST, VER, DEF, MINSEQ)
 const attn_fwd_variant attn_fwd_sm90_variants[] = {
-    SM90_VARIANT(bf16, __nv_bfloat16, "sm90", 64, false, 1, 4096),
-    SM90_VARIANT(bf16, __nv_bfloat16, "sm90", 128, false, 1, 1024),
-    SM90_VARIANT(f16, __half, "sm90", 64, false, 1, 4096),
-    SM90_VARIANT(f16, __half, "sm90", 128, false, 1, 1024),
-    SM90_VARIANT(bf16, __nv_bfloat16, "sm90v2", 64, true, 0, 0),
-    SM90_VARIANT(bf16, __nv_bfloat16, "sm90v2", 128, true, 0, 0),
-    SM90_VARIANT(f16, __half, "sm90v2", 64, true, 0, 0),
-    SM90_VARIANT(f16, __half, "sm90v2", 128, true, 0, 0),
+    SM90_FAMILY("sm90v4w", 64, 176, 2, 4, 1, 2048),
+    SM90_FAMILY("sm90v4w", 128, 176, 2, 4, 1, 2048),
+    SM90_FAMILY("sm90v5", 64, 128, 3, 5, 1, 1024),
+    SM90_FAMILY("sm90v5", 128, 128, 3, 5, 1, 1024),
+    SM90_FAMILY("sm90", 64, 128, 2, 1, 0, 0),
+    SM90_FAMILY("sm90", 128, 128, 2, 1, 0, 0),
+    SM90_FAMILY("sm90v3", 64, 128, 2, 3, 0, 0),
+    SM90_FAMILY("sm90v3", 128, 128, 2, 3, 0, 0),
+    SM90_FAMILY("sm90v4", 64, 128, 3, 4, 0, 0),
+    SM90_FAMILY("sm90v4", 128, 128, 3, 4, 0, 0),
 };
 const int attn_fwd_sm90_variant_count =
     (int)(sizeof attn_fwd_sm90_variants / sizeof attn_fwd_sm90_variants[0]);

@@ -1,7 +1,10 @@
 /*
  * rope.cu — rotary position embedding on the GPU, in place on q and k (flashc.h's contract).
  *
- * One block per token (b, s): its rd/2 angles are computed once into shared memory (from the
+ * Tables with 16-byte chunks (the common case) take rope_table_vec: a flat grid of work items
+ * with no shared memory, reading the angles from the tables per item (L1 hits after a token's
+ * first head). Computed angles, element-wise rows, and FLASHC_CUDA_ROWS=v1 take rope_kernel:
+ * one block per token (b, s): its rd/2 angles are computed once into shared memory (from the
  * tables, or from pos and theta in float64 then rounded to float32, as the CPU does), then
  * the block's threads sweep every head of q and k. Vector path: each thread rotates one
  * 16-byte chunk of a head (GPT-J: a chunk holds V/2 neighbouring pairs) or, for NeoX, a chunk
@@ -97,6 +100,83 @@ template <typename T, bool VEC> __global__ void rope_kernel(rope_args a)
     }
 }
 
+/* Tables, 16-byte chunks (v2): one thread per work item, the items of all tokens in one flat
+ * grid (chunk fastest, then head, then token: neighbouring threads touch neighbouring 16-byte
+ * pieces), no shared memory and no barrier. Each thread reads its item's NA angles' cos and
+ * sin straight from the tables (float4 loads when the tables allow, else scalars): the heads
+ * of a token share them, so after the first head they come from L1. */
+template <typename T, bool GPTJ>
+__global__ void __launch_bounds__(256) rope_table_vec(rope_args a, int64_t items, int tvec)
+{
+    constexpr int V = chunk<T>::n;
+    constexpr int NA = GPTJ ? V / 2 : V; /* angles an item needs */
+    const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= items)
+        return;
+    const int h = a.rd / 2;
+    const int per_head = GPTJ ? a.rd / V : h / V;
+    const int per_tok = (a.Hq + a.Hk) * per_head;
+    const int64_t tok = idx / per_tok;
+    const int rem = (int)(idx - tok * per_tok), head = rem / per_head, c = rem - head * per_head;
+    const int64_t b = tok / a.S, s = tok - b * a.S;
+    const int64_t pos = a.pos ? (int64_t)a.pos[b * a.spos[0] + s * a.spos[1]] : s + a.pos_offset;
+    T *row = head < a.Hq ? (T *)a.q + b * a.sq[0] + s * a.sq[1] + (int64_t)head * a.sq[2]
+                         : (T *)a.k + b * a.sk[0] + s * a.sk[1] + (int64_t)(head - a.Hq) * a.sk[2];
+    /* the data first: its loads are the long ones */
+    uint4 u0 = ld_stream(row + c * V), u1;
+    if (!GPTJ)
+        u1 = ld_stream(row + h + c * V);
+    float co[NA], si[NA];
+    const int i0 = c * NA;
+    if (pos >= 0 && pos < a.P) {
+        const float *cp = a.cos + pos * a.scos[0], *sp = a.sin + pos * a.ssin[0];
+        if (tvec) {
+#pragma unroll
+            for (int j = 0; j < NA; j += (NA >= 4 ? 4 : 2)) {
+                if (NA >= 4) {
+                    const float4 cv = __ldg(reinterpret_cast<const float4 *>(cp + i0 + j));
+                    const float4 sv = __ldg(reinterpret_cast<const float4 *>(sp + i0 + j));
+                    co[j] = cv.x, co[j + 1] = cv.y, co[j + 2] = cv.z, co[j + 3] = cv.w;
+                    si[j] = sv.x, si[j + 1] = sv.y, si[j + 2] = sv.z, si[j + 3] = sv.w;
+                } else {
+                    const float2 cv = __ldg(reinterpret_cast<const float2 *>(cp + i0 + j));
+                    const float2 sv = __ldg(reinterpret_cast<const float2 *>(sp + i0 + j));
+                    co[j] = cv.x, co[j + 1] = cv.y, si[j] = sv.x, si[j + 1] = sv.y;
+                }
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < NA; j++)
+                co[j] = __ldg(cp + (i0 + j) * a.scos[1]), si[j] = __ldg(sp + (i0 + j) * a.ssin[1]);
+        }
+    } else {
+#pragma unroll
+        for (int j = 0; j < NA; j++)
+            co[j] = si[j] = __int_as_float(0x7fc00000); /* NaN: see the file comment */
+    }
+    float x0[V], x1[V];
+    unpack<T>(u0, x0);
+    if (GPTJ) {
+#pragma unroll
+        for (int j = 0; j < V / 2; j++) {
+            const float a0 = x0[2 * j], a1 = x0[2 * j + 1], sn = a.sign * si[j];
+            x0[2 * j] = a0 * co[j] - a1 * sn;
+            x0[2 * j + 1] = a1 * co[j] + a0 * sn;
+        }
+        st_stream(row + c * V, pack<T>(x0));
+    } else {
+        unpack<T>(u1, x1);
+#pragma unroll
+        for (int j = 0; j < V; j++) {
+            const float a0 = x0[j], a1 = x1[j], sn = a.sign * si[j];
+            x0[j] = a0 * co[j] - a1 * sn;
+            x1[j] = a1 * co[j] + a0 * sn;
+        }
+        st_stream(row + c * V, pack<T>(x0));
+        st_stream(row + h + c * V, pack<T>(x1));
+    }
+}
+
 template <typename T> static flashc_status rope_t(const rope_problem *p)
 {
     rope_args a;
@@ -123,6 +203,22 @@ template <typename T> static flashc_status rope_t(const rope_problem *p)
                             (long long)tokens);
     const size_t smem = (size_t)p->rd * sizeof(float);
     cudaStream_t stream = (cudaStream_t)p->stream;
+    const int per_head = (int)(p->style == FLASHC_ROPE_GPTJ ? p->rd / V : p->rd / 2 / V);
+    const int64_t items = tokens * (p->Hq + (p->k ? p->Hk : 0)) * per_head;
+    if (vec && p->P > 0 && !cuda_rows_v1() && (items + 255) / 256 <= 2147483647LL &&
+        (p->Hq + (p->k ? p->Hk : 0)) * per_head <= 2147483647LL) {
+        /* float4 (float2 for float32 GPT-J's two angles) table loads: rows of the tables on
+         * 16 bytes, unit column stride */
+        const int tvec = (uintptr_t)p->cos % 16 == 0 && (uintptr_t)p->sin % 16 == 0 &&
+                         p->scos[1] == 1 && p->ssin[1] == 1 && p->scos[0] % 4 == 0 &&
+                         p->ssin[0] % 4 == 0;
+        const unsigned grid = (unsigned)((items + 255) / 256);
+        if (p->style == FLASHC_ROPE_GPTJ)
+            rope_table_vec<T, true><<<grid, 256, 0, stream>>>(a, items, tvec);
+        else
+            rope_table_vec<T, false><<<grid, 256, 0, stream>>>(a, items, tvec);
+        return launch_status(p->inverse ? "flashc_rope_bwd" : "flashc_rope", "rope_table_vec");
+    }
     if (vec)
         rope_kernel<T, true><<<(unsigned)tokens, 128, smem, stream>>>(a);
     else

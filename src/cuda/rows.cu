@@ -4,15 +4,20 @@
  *
  * All of them move each byte once, so they are bandwidth kernels; what matters is bytes in
  * flight per SM and 16-byte accesses:
- *   rms_fwd_vec   TPR threads per row (a power of two, 32..1024, chosen so each thread holds at
- *                 most NV = 4 chunks of the row in registers), several rows per block when the
- *                 row is short. Pass 1 loads the row (adds the residual, stores the new residual
- *                 rounded, keeps the rounded value) and sums squares; one block reduction; pass 2
- *                 scales the registers by rstd and w and stores y. x is read from HBM once.
- *   rms_bwd_vec   a persistent grid of G blocks (the occupancy limit), one row at a time per
- *                 block; each thread keeps its columns of the dw partial in registers across
- *                 rows (w and dy are re-read from L1, 128 registers: 4 blocks per SM), so dw costs one G x D float32 partial write and a column-sum
- *                 kernel (rms_dw_reduce) in a fixed order: deterministic, no atomics.
+ *   rms_fwd_reg   (v2, plain RMSNorm; the residual variant measured slower than v1 and
+ *                 takes rms_fwd_vec) a lane group per row (1..32 threads; a warp holds a 4096-wide bf16 row,
+ *                 16 chunks a lane, packed in registers), reduced by shuffles with no block
+ *                 barrier; rows wider than 512 chunks a block of up to 512 threads. x (and r)
+ *                 read once, streaming stores of y (and the new residual).
+ *   rms_bwd_reg   (v2) a persistent grid, a block of 32..1024 threads per row, each thread
+ *                 owning up to 4 chunks of columns: w and its dw columns stay in registers
+ *                 across the block's rows, the next row is loaded before the current row's
+ *                 single barrier; the G x D float32 dw partials are summed by rms_dw_sum
+ *                 (32 x 32 threads per 32 columns, a fixed order: deterministic, no atomics).
+ *   rms_fwd_vec, rms_bwd_vec + rms_dw_reduce   (v1) the first kernels, taken only with
+ *                 FLASHC_CUDA_ROWS=v1 (to compare on one machine): one row per 128+ threads
+ *                 with a block barrier and w re-read; dw summed by one thread per column over
+ *                 the G partials (latency-bound).
  *   swiglu_*_vec  one thread per (row, chunk): gate and up chunks read in place from the
  *                 gate|up row.
  * Rows whose start or length is not a whole number of chunks take the element-wise kernels
@@ -21,6 +26,8 @@
 #include "rows_common.cuh"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 enum { NV = 4, MAX_TPR = 1024 };
 
@@ -40,6 +47,47 @@ __device__ __forceinline__ float row_sum(float x, float *red)
         s += red[threadIdx.y * wpr + i];
     __syncthreads();
     return s;
+}
+
+/* Max of x over the same threads as row_sum. */
+__device__ __forceinline__ float row_max(float x, float *red)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+    const int wpr = blockDim.x / 32, lane = threadIdx.x % 32, w = threadIdx.x / 32;
+    if (lane == 0)
+        red[threadIdx.y * wpr + w] = x;
+    __syncthreads();
+    float m = 0.0f;
+    for (int i = 0; i < wpr; i++)
+        m = fmaxf(m, red[threadIdx.y * wpr + i]);
+    __syncthreads();
+    return m;
+}
+
+/* A row whose float32 sum of squares ss overflowed (|x| >~ 2e19) or underflowed (all |x| <~
+ * 1e-19) takes the rescaled rstd of the CPU and the reference (cpu_rms_rstd_rescaled,
+ * kernels.h): from the row's max |x| (amax) and s = sum (x / amax)^2, r and div such that
+ * y = x / div * r * w, div = 1 unless the rstd is no normal float (a subnormal row; a row near
+ * FLT_MAX). Zeros and rows holding an Inf keep the plain r. */
+__device__ __forceinline__ bool rms_needs_rescale(float ss) { return isinf(ss) || ss < 0x1p-64f; }
+
+__device__ __forceinline__ float2 rms_rescale_rd(float amax, float s, int64_t D, float eps, float plain)
+{
+    if (amax == 0.0f || !isfinite(amax))
+        return make_float2(plain, 1.0f);
+    const double a = amax, m = 1.0 / sqrt((double)s / (double)D + (double)eps / (a * a));
+    const double rstd = m / a;
+    if (rstd >= 0x1p-126 && rstd <= 0x1p+126)
+        return make_float2((float)rstd, 1.0f);
+    return make_float2((float)m, amax);
+}
+
+__device__ __forceinline__ void rms_rescale(float amax, float s, int64_t D, float eps, float *r, float *div)
+{
+    const float2 q = rms_rescale_rd(amax, s, D, eps, *r);
+    *r = q.x, *div = q.y;
 }
 
 /* ---- RMSNorm forward ---------------------------------------------------------------------- */
@@ -83,7 +131,28 @@ __global__ void __launch_bounds__(MAX_TPR) rms_fwd_vec(rms_args a)
                 ss += v[j][i] * v[j][i];
         }
     }
-    const float rstd = 1.0f / sqrtf(row_sum(ss, red) / (float)a.D + a.eps);
+    ss = row_sum(ss, red);
+    float rstd = 1.0f / sqrtf(ss / (float)a.D + a.eps), div = 1.0f;
+    const bool need = live && rms_needs_rescale(ss);
+    if (__syncthreads_or(need)) { /* rare: see rms_rescale */
+        float m = 0.0f, s2 = 0.0f;
+#pragma unroll
+        for (int j = 0; j < NV; j++)
+            if (live && threadIdx.x + (int64_t)j * blockDim.x < nc)
+#pragma unroll
+                for (int i = 0; i < V; i++)
+                    m = fmaxf(m, fabsf(v[j][i]));
+        m = row_max(m, red);
+#pragma unroll
+        for (int j = 0; j < NV; j++)
+            if (live && threadIdx.x + (int64_t)j * blockDim.x < nc)
+#pragma unroll
+                for (int i = 0; i < V; i++)
+                    s2 += (v[j][i] / m) * (v[j][i] / m);
+        s2 = row_sum(s2, red);
+        if (need)
+            rms_rescale(m, s2, a.D, a.eps, &rstd, &div);
+    }
     T *y = (T *)a.y + t * a.sy;
     const T *w = (const T *)a.w;
 #pragma unroll
@@ -92,6 +161,10 @@ __global__ void __launch_bounds__(MAX_TPR) rms_fwd_vec(rms_args a)
         if (live && c < nc) {
             float wv[V];
             load_chunk(w + c * V, wv);
+            if (div != 1.0f)
+#pragma unroll
+                for (int i = 0; i < V; i++)
+                    v[j][i] /= div;
 #pragma unroll
             for (int i = 0; i < V; i++)
                 v[j][i] = v[j][i] * rstd * wv[i];
@@ -118,21 +191,230 @@ template <typename T> __global__ void rms_fwd_any(rms_args a)
         }
         ss += v * v;
     }
-    const float rstd = 1.0f / sqrtf(row_sum(ss, red) / (float)a.D + a.eps);
+    ss = row_sum(ss, red);
+    float rstd = 1.0f / sqrtf(ss / (float)a.D + a.eps), div = 1.0f;
     const T *xs = a.r ? xw : x; /* each thread re-reads only what it wrote itself */
+    if (rms_needs_rescale(ss)) { /* rare (rms_rescale); the same for the whole block */
+        float m = 0.0f, s2 = 0.0f;
+        for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x)
+            m = fmaxf(m, fabsf(elem<T>::load(xs[d])));
+        m = row_max(m, red);
+        for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) {
+            const float u = elem<T>::load(xs[d]) / m;
+            s2 += u * u;
+        }
+        s2 = row_sum(s2, red);
+        rms_rescale(m, s2, a.D, a.eps, &rstd, &div);
+    }
     T *y = (T *)a.y + t * a.sy;
     const T *w = (const T *)a.w;
-    for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x)
-        y[d] = elem<T>::store(elem<T>::load(xs[d]) * rstd * elem<T>::load(w[d]));
+    for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) {
+        float v = elem<T>::load(xs[d]);
+        if (div != 1.0f)
+            v /= div;
+        y[d] = elem<T>::store(v * rstd * elem<T>::load(w[d]));
+    }
 }
 
-/* Threads per row for nc chunks: the smallest power of two >= 32 with nc <= NV * TPR. */
+/* The register-resident forward (v2). TPR threads per row (a power of two, 1..512), each
+ * holding NVT chunks of its row packed in registers; rows of TPR <= 32 threads are reduced by
+ * shuffles inside their lane group, with no block barrier, so every warp streams its own row
+ * and an SM keeps ~20 rows (160 KB at D = 4096 bf16) of loads in flight. Wider rows (TPR > 32)
+ * take a whole block and one barrier. x and r are read once (streaming), w through L1, y and
+ * the new residual are written with streaming stores. */
+template <typename T, int NVT, bool RES>
+__global__ void __launch_bounds__(NVT >= 16 ? 64 : 512, NVT < 16 ? 1 : !RES ? 10 : sizeof(T) == 4 ? 1 : 8) rms_fwd_reg(rms_args a, int tpr)
+{
+    constexpr int V = chunk<T>::n;
+    __shared__ float red[16];
+    const int lane = threadIdx.x & (tpr - 1);
+    const int64_t t = (int64_t)blockIdx.x * (blockDim.x / tpr) + threadIdx.x / tpr;
+    const bool live = t < a.T;
+    const int64_t nc = a.D / V;
+    const T *x = (const T *)a.x + t * a.sx;
+    uint4 u[NVT];
+#pragma unroll
+    for (int j = 0; j < NVT; j++) {
+        const int64_t c = lane + (int64_t)j * tpr;
+        if (live && c < nc)
+            u[j] = ld_stream(x + c * V);
+    }
+    if (RES) {
+        const T *r = (const T *)a.r + t * a.sr;
+        T *xw = (T *)a.xw + t * a.sx;
+#pragma unroll
+        for (int j = 0; j < NVT; j++) {
+            const int64_t c = lane + (int64_t)j * tpr;
+            if (live && c < nc) {
+                float xv[V], rv[V];
+                unpack<T>(u[j], xv);
+                unpack<T>(ld_stream(r + c * V), rv);
+#pragma unroll
+                for (int i = 0; i < V; i++)
+                    xv[i] += rv[i];
+                u[j] = pack<T>(xv); /* normalise what is stored: the rounded sum */
+                st_stream(xw + c * V, u[j]);
+            }
+        }
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NVT; j++) {
+        const int64_t c = lane + (int64_t)j * tpr;
+        if (live && c < nc) {
+            float v[V];
+            unpack<T>(u[j], v);
+#pragma unroll
+            for (int i = 0; i < V; i++)
+                ss += v[i] * v[i];
+        }
+    }
+    if (tpr <= 32) {
+        for (int o = tpr / 2; o > 0; o >>= 1) /* xor < tpr stays inside the row's lane group */
+            ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    } else {
+        ss = warp_sum(ss);
+        if (threadIdx.x % 32 == 0)
+            red[threadIdx.x / 32] = ss;
+        __syncthreads();
+        ss = 0.0f;
+        const int w0 = (threadIdx.x / tpr) * (tpr / 32); /* the row's first warp */
+        for (int i = 0; i < tpr / 32; i++)
+            ss += red[w0 + i];
+    }
+    float rstd = 1.0f / sqrtf(ss / (float)a.D + a.eps), div = 1.0f;
+    const bool need = live && rms_needs_rescale(ss);
+    if (tpr <= 32 ? __any_sync(0xffffffffu, need) : __syncthreads_or(need)) {
+        /* rare: see rms_rescale; the same reductions for max |x| and sum (x / max)^2 */
+        __shared__ float red2[16];
+        float m = 0.0f, s2 = 0.0f;
+#pragma unroll
+        for (int j = 0; j < NVT; j++)
+            if (live && lane + (int64_t)j * tpr < nc) {
+                float v[V];
+                unpack<T>(u[j], v);
+#pragma unroll
+                for (int i = 0; i < V; i++)
+                    m = fmaxf(m, fabsf(v[i]));
+            }
+        if (tpr <= 32) {
+            for (int o = tpr / 2; o > 0; o >>= 1)
+                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        } else { /* one row a block */
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1)
+                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+            if (threadIdx.x % 32 == 0)
+                red2[threadIdx.x / 32] = m;
+            __syncthreads();
+            m = 0.0f;
+            for (int i = 0; i < tpr / 32; i++)
+                m = fmaxf(m, red2[i]);
+        }
+#pragma unroll
+        for (int j = 0; j < NVT; j++)
+            if (live && lane + (int64_t)j * tpr < nc) {
+                float v[V];
+                unpack<T>(u[j], v);
+#pragma unroll
+                for (int i = 0; i < V; i++)
+                    s2 += (v[i] / m) * (v[i] / m);
+            }
+        if (tpr <= 32) {
+            for (int o = tpr / 2; o > 0; o >>= 1)
+                s2 += __shfl_xor_sync(0xffffffffu, s2, o);
+        } else {
+            s2 = warp_sum(s2);
+            __syncthreads(); /* every thread has read red2's maxima */
+            if (threadIdx.x % 32 == 0)
+                red2[threadIdx.x / 32] = s2;
+            __syncthreads();
+            s2 = 0.0f;
+            for (int i = 0; i < tpr / 32; i++)
+                s2 += red2[i];
+        }
+        if (need)
+            rms_rescale(m, s2, a.D, a.eps, &rstd, &div);
+    }
+    T *y = (T *)a.y + t * a.sy;
+    const T *w = (const T *)a.w;
+#pragma unroll
+    for (int j = 0; j < NVT; j++) {
+        const int64_t c = lane + (int64_t)j * tpr;
+        if (live && c < nc) {
+            float v[V], wv[V];
+            launder(u[j]); /* widen again rather than hold the widened row */
+            unpack<T>(u[j], v);
+            unpack<T>(ld_reuse(w + c * V), wv);
+            if (div != 1.0f)
+#pragma unroll
+                for (int i = 0; i < V; i++)
+                    v[i] /= div;
+#pragma unroll
+            for (int i = 0; i < V; i++)
+                v[i] = v[i] * rstd * wv[i];
+            st_stream(y + c * V, pack<T>(v));
+        }
+    }
+}
+
+/* Threads per row and chunks per thread of rms_fwd_reg for nc chunks (tpr = 0: no fit):
+ * narrow rows get a lane group of their size, rows up to 512 chunks one warp with up to 16
+ * chunks a lane, wider ones up to 512 threads of 8 chunks. */
+static void pick_fwd(int64_t nc, int *tpr, int *nv)
+{
+    int t = 1, n = 1;
+    if (nc <= 32) {
+        while (t < nc)
+            t *= 2;
+    } else if (nc <= 512) {
+        t = 32;
+        while ((int64_t)32 * n < nc)
+            n *= 2;
+    } else {
+        n = 8;
+        while (t < 512 && (int64_t)t * 8 < nc)
+            t *= 2;
+        if ((int64_t)t * 8 < nc)
+            t = 0;
+    }
+    *tpr = t, *nv = n;
+}
+
+/* FLASHC_CUDA_ROWS=v1, read once: the first kernels of RMSNorm and RoPE (kept to compare
+ * against in the same process); anything else, or unset: the current ones. */
+static bool rows_v1(void)
+{
+    static int state = 0; /* 0 unread, 1 current, 2 v1; racing first calls store the same */
+    if (state == 0) {
+        const char *e = getenv("FLASHC_CUDA_ROWS");
+        state = e && strcmp(e, "v1") == 0 ? 2 : 1;
+    }
+    return state == 2;
+}
+
+extern "C" bool cuda_rows_v1(void) { return rows_v1(); }
+
+/* v1 threads per row for nc chunks: the smallest power of two >= 32 with nc <= NV * TPR. */
 static int pick_tpr(int64_t nc)
 {
     int tpr = 32;
     while (tpr < MAX_TPR && (int64_t)tpr * NV < nc)
         tpr *= 2;
     return (int64_t)tpr * NV >= nc ? tpr : 0;
+}
+
+/* Blocks of 64 threads for rows of <= 32 (two warps, each on its own rows): the SM's register
+ * file then holds the most warps (at 112 registers, 18 rather than 16 with 128 threads). */
+template <typename T, int NVT> static void launch_fwd_reg(const rms_args &a, int tpr)
+{
+    const int block = tpr > 64 ? tpr : 64;
+    const int rows = block / tpr;
+    const int64_t grid = (a.T + rows - 1) / rows;
+    if (a.r)
+        rms_fwd_reg<T, NVT, true><<<(unsigned)grid, block>>>(a, tpr);
+    else
+        rms_fwd_reg<T, NVT, false><<<(unsigned)grid, block>>>(a, tpr);
 }
 
 template <typename T> static flashc_status rms_fwd_t(const rows_problem *p)
@@ -143,10 +425,26 @@ template <typename T> static flashc_status rms_fwd_t(const rows_problem *p)
     a.T = p->T, a.D = p->D, a.eps = p->eps;
     const size_t es = sizeof(T);
     const int64_t nc = p->D / chunk<T>::n;
+    const bool aligned = vec_ok(p->x, a.sx, p->D, es) && vec_ok(p->w, 0, p->D, es) &&
+                         vec_ok(p->y, a.sy, p->D, es) && (!p->r || vec_ok(p->r, a.sr, p->D, es));
+    /* The residual variant stays on v1: on the H200 (bench/RESULTS.md, "GPU row ops v2"), bf16
+     * 16384 x 4096, v1 took 163 us and rms_fwd_reg<..., true> 172 us. */
+    if (aligned && !rows_v1() && !p->r) {
+        int tpr, nv;
+        pick_fwd(nc, &tpr, &nv);
+        if (tpr > 0) {
+            switch (nv) {
+            case 1: launch_fwd_reg<T, 1>(a, tpr); break;
+            case 2: launch_fwd_reg<T, 2>(a, tpr); break;
+            case 4: launch_fwd_reg<T, 4>(a, tpr); break;
+            case 8: launch_fwd_reg<T, 8>(a, tpr); break;
+            default: launch_fwd_reg<T, 16>(a, tpr); break;
+            }
+            return launch_status("flashc_rmsnorm", "rms_fwd_reg");
+        }
+    }
     const int tpr = pick_tpr(nc);
-    const bool vec = tpr > 0 && vec_ok(p->x, a.sx, p->D, es) && vec_ok(p->w, 0, p->D, es) &&
-                     vec_ok(p->y, a.sy, p->D, es) && (!p->r || vec_ok(p->r, a.sr, p->D, es));
-    if (vec) {
+    if (aligned && tpr > 0) {
         const int rows = tpr >= 256 ? 1 : 256 / tpr; /* >= 256 threads per block */
         const dim3 block(tpr, rows);
         const int64_t grid = (p->T + rows - 1) / rows;
@@ -289,7 +587,8 @@ template <typename T> __global__ void rms_bwd_any(rms_bwd_args a)
     }
 }
 
-/* dw[d] = sum over g < G of part[g][d], g in order. */
+/* dw[d] = sum over g < G of part[g][d], g in order (v1: one thread per column, G dependent
+ * steps; latency-bound, measured at most of the v1 backward's time). */
 template <typename T>
 __global__ void rms_dw_reduce(const float *part, int64_t G, int64_t D, T *dw, int64_t sdw)
 {
@@ -302,26 +601,205 @@ __global__ void rms_dw_reduce(const float *part, int64_t G, int64_t D, T *dw, in
     dw[d * sdw] = elem<T>::store(s);
 }
 
+/* The register-resident backward (v2): a persistent grid of G blocks of TPR threads, one row at
+ * a time per block, each thread owning NVT chunks of columns. w stays in registers for the
+ * whole kernel, the thread's dw columns accumulate in registers across the block's rows, and
+ * the next row's x and dy (and dres) are loaded before the current row's reduction, so loads
+ * stay in flight across its barrier. One barrier a row: the two sums go to alternating halves
+ * of red (a thread can only reach row k + 2, and overwrite red[k & 1], after every thread has
+ * passed row k + 1's barrier, i.e. finished reading row k's sums). dx: one pass from the
+ * registers; dw: one G x D float32 partial write, summed by rms_dw_sum. */
+template <typename T, int NVT, bool RES>
+__global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bwd_reg(rms_bwd_args a)
+{
+    constexpr int V = chunk<T>::n;
+    __shared__ float red[2][64];
+    const int64_t nc = a.D / V;
+    const int nw = blockDim.x / 32;
+    const T *w = (const T *)a.w;
+    uint4 wr[NVT], xr[NVT], dr[NVT], gr[NVT];
+    float dw[NVT][V];
+#pragma unroll
+    for (int j = 0; j < NVT; j++) {
+        const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
+        if (c < nc)
+            wr[j] = ld_reuse(w + c * V);
+#pragma unroll
+        for (int i = 0; i < V; i++)
+            dw[j][i] = 0.0f;
+    }
+    int64_t t = blockIdx.x;
+    auto load_row = [&](int64_t r) {
+#pragma unroll
+        for (int j = 0; j < NVT; j++) {
+            const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
+            if (c < nc) {
+                xr[j] = ld_stream((const T *)a.x + r * a.sx + c * V);
+                dr[j] = ld_stream((const T *)a.dy + r * a.sdy + c * V);
+                if (RES)
+                    gr[j] = ld_stream((const T *)a.dres + r * a.sdres + c * V);
+            }
+        }
+    };
+    if (t < a.T)
+        load_row(t);
+    for (int k = 0; t < a.T; t += gridDim.x, k ^= 1) {
+        uint4 xc[NVT], dc[NVT], rc[NVT];
+#pragma unroll
+        for (int j = 0; j < NVT; j++)
+            xc[j] = xr[j], dc[j] = dr[j], rc[j] = RES ? gr[j] : make_uint4(0, 0, 0, 0);
+        if (t + gridDim.x < a.T)
+            load_row(t + gridDim.x);
+        float ss = 0.0f, dot = 0.0f;
+#pragma unroll
+        for (int j = 0; j < NVT; j++) {
+            const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
+            if (c < nc) {
+                float xv[V], dv[V], wv[V];
+                unpack<T>(xc[j], xv), unpack<T>(dc[j], dv), unpack<T>(wr[j], wv);
+#pragma unroll
+                for (int i = 0; i < V; i++) {
+                    ss += xv[i] * xv[i];
+                    dot += dv[i] * wv[i] * xv[i];
+                }
+            }
+        }
+        ss = warp_sum(ss), dot = warp_sum(dot);
+        if (nw > 1) {
+            if (threadIdx.x % 32 == 0)
+                red[k][threadIdx.x / 32] = ss, red[k][32 + threadIdx.x / 32] = dot;
+            __syncthreads();
+            ss = 0.0f, dot = 0.0f;
+            for (int i = 0; i < nw; i++)
+                ss += red[k][i], dot += red[k][32 + i];
+        }
+        const float rstd = 1.0f / sqrtf(ss / (float)a.D + a.eps);
+        const float cc = rstd * rstd * dot / (float)a.D;
+        T *dx = (T *)a.dx + t * a.sdx;
+#pragma unroll
+        for (int j = 0; j < NVT; j++) {
+            const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
+            if (c < nc) {
+                float xv[V], dv[V], wv[V], o[V], rv[V];
+                launder(xc[j]), launder(dc[j]), launder(wr[j]); /* as in rms_fwd_reg */
+                unpack<T>(xc[j], xv), unpack<T>(dc[j], dv), unpack<T>(wr[j], wv);
+                if (RES)
+                    unpack<T>(rc[j], rv);
+#pragma unroll
+                for (int i = 0; i < V; i++) {
+                    dw[j][i] += dv[i] * xv[i] * rstd;
+                    o[i] = rstd * (dv[i] * wv[i] - xv[i] * cc) + (RES ? rv[i] : 0.0f);
+                }
+                st_stream(dx + c * V, pack<T>(o));
+            }
+        }
+    }
+    float *part = a.part + (int64_t)blockIdx.x * a.D;
+#pragma unroll
+    for (int j = 0; j < NVT; j++) {
+        const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
+        if (c < nc)
+#pragma unroll
+            for (int i = 0; i < V; i++)
+                part[c * V + i] = dw[j][i];
+    }
+}
+
+/* dw[d] = sum over g < G of part[g][d]: 32 columns a block, thread row y summing the partials
+ * g = y, y + 32, ... in order, then the 32 sums in order: a fixed order (bit-for-bit repeatable
+ * for a given G) with 32x the parallelism of rms_dw_reduce. Block (32, 32). */
+template <typename T>
+__global__ void __launch_bounds__(1024) rms_dw_sum(const float *part, int64_t G, int64_t D, T *dw, int64_t sdw)
+{
+    __shared__ float s[32][33];
+    const int64_t d = (int64_t)blockIdx.x * 32 + threadIdx.x;
+    float acc = 0.0f;
+    if (d < D) {
+#pragma unroll 4
+        for (int64_t g = threadIdx.y; g < G; g += 32)
+            acc += part[g * D + d];
+    }
+    s[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && d < D) {
+        float tot = 0.0f;
+        for (int i = 0; i < 32; i++)
+            tot += s[i][threadIdx.x];
+        dw[d * sdw] = elem<T>::store(tot);
+    }
+}
+
+/* rms_bwd_reg's threads per block and chunks per thread for nc chunks (tpr = 0: no fit): the
+ * most chunks a thread (4, 2, 1) whose block of >= 32 threads covers the row within the
+ * launch bound (256, 512, 1024). */
+static void pick_bwd(int64_t nc, int *tpr, int *nv)
+{
+    for (int n = 4; n >= 1; n /= 2) {
+        int t = 32;
+        while ((int64_t)t * n < nc)
+            t *= 2;
+        if (t <= 1024 / n) {
+            *tpr = t, *nv = n;
+            return;
+        }
+    }
+    *tpr = 0, *nv = 0;
+}
+
+/* Blocks per SM of kernel k at `threads` threads, cached per device and block size (the query
+ * costs host time on every call otherwise); 0 with the error left to the caller. */
+static cudaError_t blocks_per_sm(const void *k, int threads, int dev, int *out, int (*cache)[11])
+{
+    int l = 0;
+    while ((1 << l) < threads)
+        l++;
+    if (dev >= 0 && dev < 16 && l < 11 && cache[dev][l] > 0) {
+        *out = cache[dev][l];
+        return cudaSuccess;
+    }
+    const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(out, k, threads, 0);
+    if (err == cudaSuccess && dev >= 0 && dev < 16 && l < 11)
+        cache[dev][l] = *out; /* racing first calls store the same value */
+    return err;
+}
+
+template <typename T> static const void *bwd_kernel(int nv, bool res)
+{
+    switch (nv) {
+    case 1: return res ? (const void *)rms_bwd_reg<T, 1, true> : (const void *)rms_bwd_reg<T, 1, false>;
+    case 2: return res ? (const void *)rms_bwd_reg<T, 2, true> : (const void *)rms_bwd_reg<T, 2, false>;
+    default: return res ? (const void *)rms_bwd_reg<T, 4, true> : (const void *)rms_bwd_reg<T, 4, false>;
+    }
+}
+
 template <typename T> static flashc_status rms_bwd_t(const rows_bwd_problem *p)
 {
     static const char fn[] = "flashc_rmsnorm_bwd";
+    static int occ_cache[8][16][11]; /* v2 by (nv, dres), v1 vec, v1 any */
     rms_bwd_args a;
     a.x = p->x, a.w = p->w, a.dy = p->dy, a.dres = p->dres, a.dx = p->dx;
     a.sx = p->sx[0], a.sdy = p->sdy[0], a.sdres = p->dres ? p->sdres[0] : 0, a.sdx = p->sdx[0];
     a.T = p->T, a.D = p->D, a.eps = p->eps;
     const size_t es = sizeof(T);
-    const int tpr = pick_tpr(p->D / chunk<T>::n);
-    const bool vec = tpr > 0 && tpr <= BWD_TPR && vec_ok(p->x, a.sx, p->D, es) && vec_ok(p->w, 0, p->D, es) &&
-                     vec_ok(p->dy, a.sdy, p->D, es) && vec_ok(p->dx, a.sdx, p->D, es) &&
-                     (!p->dres || vec_ok(p->dres, a.sdres, p->D, es));
-    const int threads = vec ? (tpr < 128 ? 128 : tpr) : 256;
+    const int64_t nc = p->D / chunk<T>::n;
+    const bool aligned = vec_ok(p->x, a.sx, p->D, es) && vec_ok(p->w, 0, p->D, es) &&
+                         vec_ok(p->dy, a.sdy, p->D, es) && vec_ok(p->dx, a.sdx, p->D, es) &&
+                         (!p->dres || vec_ok(p->dres, a.sdres, p->D, es));
+    int tpr2 = 0, nv2 = 0;
+    if (aligned && !rows_v1())
+        pick_bwd(nc, &tpr2, &nv2);
+    const bool v2 = tpr2 > 0;
+    const int tpr = pick_tpr(nc);
+    const bool vec = !v2 && aligned && tpr > 0 && tpr <= BWD_TPR;
+    const void *kern = v2 ? bwd_kernel<T>(nv2, p->dres != NULL)
+                       : vec ? (const void *)rms_bwd_vec<T> : (const void *)rms_bwd_any<T>;
+    const int threads = v2 ? tpr2 : vec ? (tpr < 128 ? 128 : tpr) : 256;
     int dev = 0, sms = 0, per_sm = 0;
     cudaError_t err = cudaGetDevice(&dev);
     if (err == cudaSuccess)
         err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (err == cudaSuccess)
-        err = vec ? cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, rms_bwd_vec<T>, threads, 0)
-                  : cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, rms_bwd_any<T>, threads, 0);
+        err = blocks_per_sm(kern, threads, dev, &per_sm, occ_cache[v2 ? (nv2 == 4 ? 0 : nv2 == 2 ? 1 : 2) + (p->dres ? 3 : 0) : vec ? 6 : 7]);
     if (err != cudaSuccess) {
         (void)cudaGetLastError();
         return flashc__fail(FLASHC_ERR_DEVICE, "%s: device query failed: %s", fn,
@@ -339,14 +817,29 @@ template <typename T> static flashc_status rms_bwd_t(const rows_bwd_problem *p)
                             (long long)G, (long long)p->D, cudaGetErrorString(err));
     }
     a.part = part;
-    if (vec)
-        rms_bwd_vec<T><<<(unsigned)G, threads>>>(a);
-    else
-        rms_bwd_any<T><<<(unsigned)G, threads>>>(a);
-    flashc_status st = launch_status(fn, vec ? "rms_bwd_vec" : "rms_bwd_any");
-    if (st == FLASHC_OK) {
-        rms_dw_reduce<T><<<(unsigned)((p->D + 255) / 256), 256>>>(part, G, p->D, (T *)p->dw, p->sdw);
-        st = launch_status(fn, "rms_dw_reduce");
+    flashc_status st;
+    if (v2) {
+        void *args[] = {&a};
+        err = cudaLaunchKernel(kern, dim3((unsigned)G), dim3((unsigned)threads), args, 0, 0);
+        (void)err; /* reported by launch_status */
+        st = launch_status(fn, "rms_bwd_reg");
+        if (st == FLASHC_OK) {
+            rms_dw_sum<T><<<(unsigned)((p->D + 31) / 32), dim3(32, 32)>>>(part, G, p->D, (T *)p->dw, p->sdw);
+            st = launch_status(fn, "rms_dw_sum");
+        }
+    } else {
+        if (vec)
+            rms_bwd_vec<T><<<(unsigned)G, threads>>>(a);
+        else
+            rms_bwd_any<T><<<(unsigned)G, threads>>>(a);
+        st = launch_status(fn, vec ? "rms_bwd_vec" : "rms_bwd_any");
+        if (st == FLASHC_OK) {
+            if (rows_v1())
+                rms_dw_reduce<T><<<(unsigned)((p->D + 255) / 256), 256>>>(part, G, p->D, (T *)p->dw, p->sdw);
+            else
+                rms_dw_sum<T><<<(unsigned)((p->D + 31) / 32), dim3(32, 32)>>>(part, G, p->D, (T *)p->dw, p->sdw);
+            st = launch_status(fn, rows_v1() ? "rms_dw_reduce" : "rms_dw_sum");
+        }
     }
     cudaFreeAsync(part, 0);
     return st;

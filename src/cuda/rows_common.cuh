@@ -70,6 +70,40 @@ __device__ __forceinline__ void store_chunk(T *p, const float (&v)[chunk<T>::n])
     *reinterpret_cast<uint4 *>(p) = u;
 }
 
+/* Raw 16-byte chunks: the register-resident kernels keep rows packed (4 registers a chunk,
+ * half of what float32 would take for 16-bit types) and widen on use. */
+template <typename T> __device__ __forceinline__ void unpack(const uint4 &u, float (&v)[chunk<T>::n])
+{
+    const T *e = reinterpret_cast<const T *>(&u);
+#pragma unroll
+    for (int i = 0; i < chunk<T>::n; i++)
+        v[i] = elem<T>::load(e[i]);
+}
+
+template <typename T> __device__ __forceinline__ uint4 pack(const float (&v)[chunk<T>::n])
+{
+    uint4 u;
+    T *e = reinterpret_cast<T *>(&u);
+#pragma unroll
+    for (int i = 0; i < chunk<T>::n; i++)
+        e[i] = elem<T>::store(v[i]);
+    return u;
+}
+
+/* Streaming (evict-first) load and store of data touched once; read-only-path load of data
+ * every row reuses (the RMSNorm weight: L1-resident). */
+__device__ __forceinline__ uint4 ld_stream(const void *p) { return __ldcs(reinterpret_cast<const uint4 *>(p)); }
+__device__ __forceinline__ uint4 ld_reuse(const void *p) { return __ldg(reinterpret_cast<const uint4 *>(p)); }
+__device__ __forceinline__ void st_stream(void *p, const uint4 &u) { __stcs(reinterpret_cast<uint4 *>(p), u); }
+
+/* Makes u opaque to the compiler, so that what was widened from it before cannot be reused
+ * after: without it, ptxas keeps a whole row widened to float32 across a reduction (189
+ * registers rather than ~70 for a warp's bf16 row of 4096) and occupancy halves. */
+__device__ __forceinline__ void launder(uint4 &u)
+{
+    asm volatile("" : "+r"(u.x), "+r"(u.y), "+r"(u.z), "+r"(u.w));
+}
+
 /* Value of element i of a chunk after a store and a load: the rounding into T. */
 template <typename T> __device__ __forceinline__ float round_to(float x)
 {
@@ -91,6 +125,9 @@ static inline bool vec_ok(const void *ptr, int64_t row_stride, int64_t n, size_t
     const int64_t per = 16 / (int64_t)es;
     return (uintptr_t)ptr % 16 == 0 && row_stride % per == 0 && n % per == 0;
 }
+
+/* FLASHC_CUDA_ROWS=v1: the first RMSNorm / RoPE kernels, for comparisons (rows.cu). */
+extern "C" bool cuda_rows_v1(void);
 
 /* A launch's error as a status (the error is cleared so it cannot poison the next call). */
 static inline flashc_status launch_status(const char *fn, const char *what)

@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""Decode (one query row per sequence) against a KV cache: flashc_attn_kvcache_fwd on a
+contiguous cache and on paged caches (page 16 and 64, pages shuffled within each sequence),
+against PyTorch SDPA (flash and cuDNN backends) on the same K/V memory, bf16, d 128.
+
+Figure: GB/s of K + V, i.e. 2 * B * ctx * Hkv * d * 2 bytes / time: what a decode step must read
+(q, o and the tables are noise), and its % of the copy ceiling measured in the same run
+(torch copy_ of 1 GiB, read + write counted). Times are medians of triton.testing.do_bench
+(CUDA events, L2 flushed between calls, warm-up first). Every flashc layout is checked against
+SDPA flash's output on the same inputs before it is timed (the shuffled page table permutes
+keys inside each sequence only, which attention does not see).
+
+SDPA gets q (B, Hq, 1, d) and the cache as the (B, Hkv, ctx, d) view of the (B, ctx, Hkv, d)
+buffer, with enable_gqa=True (no expanded copy); a backend that refuses it is reported as such.
+
+usage: bench_decode.py --lib build/libflashc.so [--out decode.json] [--batches 1,4,16,64]
+                       [--ctx 4096,32768,131072] [--heads 32/8,16/8] [--rep-ms 40] [--graph]
+"""
+import argparse
+import ctypes
+import json
+import math
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+import triton.testing
+
+FLASHC_F32, FLASHC_F16, FLASHC_BF16, FLASHC_I32 = 0, 1, 2, 3
+FLASHC_DEVICE_CUDA = 1
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("device", ctypes.c_int),
+                ("ndim", ctypes.c_int32), ("shape", ctypes.c_int64 * 4),
+                ("stride", ctypes.c_int64 * 4)]
+
+
+class Params(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("has_softmax_scale", ctypes.c_int),
+                ("softmax_scale", ctypes.c_float), ("causal", ctypes.c_int),
+                ("window_left", ctypes.c_int64), ("window_right", ctypes.c_int64),
+                ("softcap", ctypes.c_float), ("alibi_slopes", ctypes.c_void_p),
+                ("block_q", ctypes.c_int64), ("block_k", ctypes.c_int64),
+                ("num_threads", ctypes.c_int), ("num_splits", ctypes.c_int),
+                ("deterministic", ctypes.c_int), ("workspace", ctypes.c_void_p),
+                ("workspace_bytes", ctypes.c_size_t), ("cuda_stream", ctypes.c_void_p)]
+
+
+class KVCache(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("k_cache", ctypes.c_void_p),
+                ("v_cache", ctypes.c_void_p), ("cache_seqlens", ctypes.c_void_p),
+                ("block_table", ctypes.c_void_p), ("cache_batch_idx", ctypes.c_void_p),
+                ("k_new", ctypes.c_void_p), ("v_new", ctypes.c_void_p)]
+
+
+class Stats(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("tile_pairs", ctypes.c_int64),
+                ("tile_pairs_total", ctypes.c_int64), ("block_q", ctypes.c_int64),
+                ("block_k", ctypes.c_int64), ("num_splits", ctypes.c_int64),
+                ("workspace_bytes", ctypes.c_int64)]
+
+
+def view(t, shape=None):
+    dt = {torch.bfloat16: FLASHC_BF16, torch.float16: FLASHC_F16, torch.float32: FLASHC_F32,
+          torch.int32: FLASHC_I32}[t.dtype]
+    v = Tensor(t.data_ptr(), dt, FLASHC_DEVICE_CUDA, t.dim())
+    for i in range(t.dim()):
+        v.shape[i], v.stride[i] = t.shape[i], t.stride(i)
+    return v
+
+
+class Decode:
+    """One flashc_attn_kvcache_fwd call with its views and workspace built once (as a serving
+    loop would: the call itself then allocates nothing)."""
+
+    def __init__(self, lib, q, kc, vc, o, lse, seqlens, table=None):
+        self.lib = lib
+        self.keep = [view(q), view(kc), view(vc), view(o), view(lse), view(seqlens)]
+        if table is not None:
+            self.keep.append(view(table))
+        self.p = Params()
+        self.p.struct_size = ctypes.sizeof(Params)
+        self.p.window_left = self.p.window_right = -1
+        self.p.cuda_stream = torch.cuda.current_stream().cuda_stream
+        c = KVCache()
+        c.struct_size = ctypes.sizeof(KVCache)
+        c.k_cache = ctypes.addressof(self.keep[1])
+        c.v_cache = ctypes.addressof(self.keep[2])
+        c.cache_seqlens = ctypes.addressof(self.keep[5])
+        c.block_table = ctypes.addressof(self.keep[6]) if table is not None else None
+        self.c = c
+        self.stats = Stats()
+        self.stats.struct_size = ctypes.sizeof(Stats)
+        nbytes = ctypes.c_size_t(0)
+        args = (ctypes.byref(self.p), ctypes.byref(c), ctypes.byref(self.keep[0]),
+                ctypes.byref(self.keep[3]), ctypes.byref(self.keep[4]))
+        st = lib.flashc_attn_kvcache_fwd_workspace_size(*args, ctypes.byref(nbytes))
+        if st != 0:
+            raise RuntimeError(lib.flashc_last_error().decode())
+        self.ws = torch.empty(max(nbytes.value, 1), dtype=torch.uint8, device="cuda")
+        self.p.workspace, self.p.workspace_bytes = self.ws.data_ptr(), nbytes.value
+        self.args = args + (ctypes.byref(self.stats),)
+
+    def __call__(self):
+        st = self.lib.flashc_attn_kvcache_fwd(*self.args)
+        if st != 0:
+            raise RuntimeError(f"flashc_attn_kvcache_fwd: {st}: "
+                               f"{self.lib.flashc_last_error().decode()}")
+
+
+def graph_ms(lib, q, kc, vc, o, lse, seqlens, rep_ms):
+    """The contiguous call captured once in a CUDA graph (workspace given, so nothing is
+    allocated) and replayed: the kernels' time without the host's per-call work (validation,
+    pointer queries, launches), which an eager call at small B x ctx may not hide."""
+    try:
+        s = torch.cuda.Stream()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(s):
+            fn = Decode(lib, q, kc, vc, o, lse, seqlens)
+            fn()
+            torch.cuda.synchronize()
+            with torch.cuda.graph(g, stream=s, capture_error_mode="thread_local"):
+                fn()
+        torch.cuda.synchronize()
+        return bench(g.replay, rep_ms)
+    except Exception as e:  # reported, not fatal
+        print(f"  graph capture failed: {e}", flush=True)
+        return None
+
+
+def bench(fn, rep_ms):
+    return triton.testing.do_bench(fn, warmup=max(5, rep_ms // 4), rep=rep_ms,
+                                   return_mode="median")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--batches", default="1,4,16,64")
+    ap.add_argument("--ctx", default="4096,32768,131072")
+    ap.add_argument("--heads", default="32/8,16/8")
+    ap.add_argument("--pages", default="16,64")
+    ap.add_argument("--rep-ms", type=int, default=40)
+    ap.add_argument("--graph", action="store_true",
+                    help="also time the contiguous call replayed from a CUDA graph")
+    a = ap.parse_args()
+
+    lib = ctypes.CDLL(a.lib)
+    lib.flashc_last_error.restype = ctypes.c_char_p
+    lib.flashc_build_info.restype = ctypes.c_char_p
+    dev = torch.cuda.get_device_properties(0)
+    print(f"device: {dev.name}, {dev.multi_processor_count} SMs; torch {torch.__version__}; "
+          f"flashc {lib.flashc_build_info().decode()}", flush=True)
+
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    copy_ms = bench(lambda: dst.copy_(src), 100)
+    copy_gbs = 2 * src.numel() / (copy_ms * 1e-3) / 1e9
+    del src, dst
+    print(f"copy ceiling: {copy_gbs:.0f} GB/s (1 GiB torch copy_, read + write)", flush=True)
+
+    d, dt = 128, torch.bfloat16
+    rows = []
+    heads = [tuple(int(x) for x in h.split("/")) for h in a.heads.split(",")]
+    for Hq, Hkv in heads:
+        for ctx in [int(x) for x in a.ctx.split(",")]:
+            for B in [int(x) for x in a.batches.split(",")]:
+                torch.manual_seed(B * 7 + ctx)
+                kc = torch.randn(B, ctx, Hkv, d, dtype=dt, device="cuda")
+                vc = torch.randn(B, ctx, Hkv, d, dtype=dt, device="cuda")
+                q = torch.randn(B, 1, Hq, d, dtype=dt, device="cuda")
+                o = torch.empty(B, 1, Hq, d, dtype=dt, device="cuda")
+                lse = torch.empty(B, Hq, 1, dtype=torch.float32, device="cuda")
+                seqlens = torch.full((B,), ctx, dtype=torch.int32, device="cuda")
+                kv_gb = 2 * kc.numel() * kc.element_size() / 1e9
+                row = {"B": B, "ctx": ctx, "Hq": Hq, "Hkv": Hkv, "d": d, "kv_gb": kv_gb}
+
+                qs, ks, vs = q.transpose(1, 2), kc.transpose(1, 2), vc.transpose(1, 2)
+                ref = None
+                for name, be in (("sdpa_flash", SDPBackend.FLASH_ATTENTION),
+                                 ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION)):
+                    try:
+                        with sdpa_kernel([be]):
+                            fn = lambda: F.scaled_dot_product_attention(qs, ks, vs,
+                                                                        enable_gqa=True)
+                            out = fn()
+                            torch.cuda.synchronize()
+                            if ref is None:
+                                ref = out.transpose(1, 2).float()
+                            row[name + "_ms"] = bench(fn, a.rep_ms)
+                    except Exception as e:  # a backend that does not take this problem
+                        row[name + "_ms"] = None
+                        row[name + "_why"] = str(e).splitlines()[0][:120]
+
+                layouts = [("contig", None)] + [(f"page{p}", p) for p in
+                                                 [int(x) for x in a.pages.split(",") if x]]
+                for name, page in layouts:
+                    if page is None:
+                        kv, vv, table = kc, vc, None
+                    else:
+                        if ctx % page:
+                            continue
+                        npg = ctx // page
+                        kv = kc.view(B * npg, page, Hkv, d)
+                        vv = vc.view(B * npg, page, Hkv, d)
+                        # sequence b keeps its own pages, in shuffled order
+                        perm = torch.stack([torch.randperm(npg, device="cuda") for _ in range(B)])
+                        table = (perm + torch.arange(B, device="cuda")[:, None] * npg).to(
+                            torch.int32).contiguous()
+                    fn = Decode(lib, q, kv, vv, o, lse, seqlens, table)
+                    fn()
+                    torch.cuda.synchronize()
+                    if ref is not None:
+                        err = (o.float() - ref).abs().max().item()
+                        tol = 2e-2 * ref.abs().max().item() + 1e-4  # a few bf16 ulps of o
+                        row[name + "_err"] = err
+                        if not err <= tol:
+                            print(f"  {name} B={B} ctx={ctx}: max |o - sdpa| = {err}: WRONG",
+                                  flush=True)
+                            row[name + "_ms"] = None
+                            continue
+                    row[name + "_ms"] = bench(fn, a.rep_ms)
+                    row[name + "_splits"] = fn.stats.num_splits
+                    if name == "contig" and a.graph:
+                        row["graph_ms"] = graph_ms(lib, q, kv, vv, o, lse, seqlens, a.rep_ms)
+                del kc, vc, q, o, lse
+                torch.cuda.empty_cache()
+                parts = []
+                for k in ("contig", "graph", "page16", "page64", "sdpa_flash", "sdpa_cudnn"):
+                    ms = row.get(k + "_ms")
+                    if ms:
+                        row[k + "_gbs"] = kv_gb / (ms * 1e-3)
+                        parts.append(f"{k} {row[k + '_gbs']:.0f}")
+                print(f"Hq/Hkv {Hq}/{Hkv} B {B:3d} ctx {ctx:6d}: GB/s " + ", ".join(parts),
+                      flush=True)
+                rows.append(row)
+
+    print()
+    print(f"decode bf16, d {d}: GB/s of K+V (% of the {copy_gbs:.0f} GB/s copy ceiling); "
+          f"x = flashc contiguous / SDPA cuDNN")
+    print("| Hq/Hkv | B x ctx | splits | flashc contig | graph | page 16 | page 64 | SDPA flash | "
+          "SDPA cuDNN | x cuDNN |")
+    print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+
+    def cell(r, k):
+        g = r.get(k + "_gbs")
+        return f"{g:.0f} ({100 * g / copy_gbs:.0f}%)" if g else "-"
+    for r in rows:
+        x = (f"{r['contig_gbs'] / r['sdpa_cudnn_gbs']:.2f}"
+             if r.get("contig_gbs") and r.get("sdpa_cudnn_gbs") else "-")
+        print(f"| {r['Hq']}/{r['Hkv']} | {r['B']} x {r['ctx'] // 1024}k | "
+              f"{r.get('contig_splits', '-')} | {cell(r, 'contig')} | {cell(r, 'graph')} | "
+              f"{cell(r, 'page16')} | "
+              f"{cell(r, 'page64')} | {cell(r, 'sdpa_flash')} | {cell(r, 'sdpa_cudnn')} | {x} |")
+    for r in rows:
+        for k in ("sdpa_flash", "sdpa_cudnn"):
+            if r.get(k + "_why"):
+                print(f"- {k} at B {r['B']} ctx {r['ctx']}: {r[k + '_why']}")
+    if a.out:
+        with open(a.out, "w") as fh:
+            json.dump({"device": dev.name, "copy_gbs": copy_gbs, "torch": torch.__version__,
+                       "flashc": lib.flashc_build_info().decode(), "rows": rows}, fh, indent=1)
+    bad = [r for r in rows for k in ("contig", "page16", "page64")
+           if (k + "_err") in r and r.get(k + "_ms") is None]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

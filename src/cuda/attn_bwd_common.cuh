@@ -1,0 +1,166 @@
+/*
+ * attn_bwd_common.cuh — what the backward's kernel families (attn_bwd_sm80.cu, attn_bwd_sm90.cu)
+ * share: the preprocess (D = rowsum(dO * O), the float32 dQ accumulator zeroed, deterministic
+ * mode's turn counters zeroed) and the postprocess (dQ = scale * accumulator in the storage
+ * dtype). Both are memory-bound one-pass kernels; the families differ only in the main kernel.
+ */
+#ifndef FLASHC_CUDA_ATTN_BWD_COMMON_CUH
+#define FLASHC_CUDA_ATTN_BWD_COMMON_CUH
+
+#include "attn_cuda.cuh"
+#include "ptx.cuh"
+
+#include <math.h>
+
+/* ---- preprocess: D = rowsum(dO * O), zero the accumulators ----------------------------------- */
+
+/* One warp per query row, rows in (b, h, s) order. BM: the main kernel's Q block (for the turn
+ * counters, one per (b, h, Q block, slice)). */
+template <typename T, int D, int BM, int SPLIT>
+__global__ void __launch_bounds__(128) attn_bwd_pre_kernel(const attn_bwd_args a)
+{
+    const int lane = (int)threadIdx.x % 32;
+    const int64_t row = (int64_t)blockIdx.x * 4 + (int)threadIdx.x / 32;
+    if (row >= (int64_t)a.B * a.Hq * a.Sq)
+        return;
+    const int s = (int)(row % a.Sq);
+    const int64_t bh = row / a.Sq;
+    const int h = (int)(bh % a.Hq), b = (int)(bh / a.Hq);
+    const T *o = (const T *)a.o + b * a.so[0] + (int64_t)s * a.so[1] + h * a.so[2];
+    const T *dout = (const T *)a.dout + b * a.sdo[0] + (int64_t)s * a.sdo[1] + h * a.sdo[2];
+    float acc = 0.0f;
+#pragma unroll
+    for (int d = 2 * lane; d < D; d += 64) {
+        const float2 x = ptx_unpack2(T(), *(const uint32_t *)(o + d));
+        const float2 y = ptx_unpack2(T(), *(const uint32_t *)(dout + d));
+        acc = fmaf(x.x, y.x, fmaf(x.y, y.y, acc));
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1)
+        acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    if (lane == 0)
+        a.dsum[row] = acc;
+    float4 *dq = (float4 *)(a.dq_acc + row * D);
+#pragma unroll
+    for (int d = lane; d < D / 4; d += 32)
+        dq[d] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (a.deterministic && s % BM == 0 && lane < SPLIT) {
+        const int n_mb = (a.Sq + BM - 1) / BM;
+        a.sem[(bh * n_mb + s / BM) * SPLIT + lane] = 0;
+    }
+}
+
+/* ---- postprocess: dQ = scale * accumulator in the storage dtype ----------------------------- */
+
+template <typename T, int D> __global__ void __launch_bounds__(256) attn_bwd_post_kernel(const attn_bwd_args a)
+{
+    const int64_t pairs = (int64_t)a.B * a.Hq * a.Sq * (D / 2);
+    for (int64_t x = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; x < pairs;
+         x += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t row = x / (D / 2);
+        const int d = (int)(x % (D / 2)) * 2;
+        const int s = (int)(row % a.Sq);
+        const int64_t bh = row / a.Sq;
+        const int h = (int)(bh % a.Hq), b = (int)(bh / a.Hq);
+        const float2 v = *(const float2 *)(a.dq_acc + row * D + d);
+        T *dq = (T *)a.dq + b * a.sdq[0] + (int64_t)s * a.sdq[1] + h * a.sdq[2] + d;
+        *(uint32_t *)dq = ptx_pack2(T(), v.x * a.scale, v.y * a.scale);
+    }
+}
+
+/* ---- key ranges and score modifiers, shared by the main kernels ------------------------------
+ * Row i sees key j iff lo_off <= j - i <= hi_off with hi_off = diag + wr (wr >= 0, else no
+ * upper bound) and lo_off = diag - wl (wl >= 0, else none), diag = Sk - Sq: attn_key_range with
+ * the row's position a_i = i + diag. Under the causal mask wr = 0. */
+struct bwd_range {
+    int diag, lo_off, hi_off;
+    bool has_lo, has_hi;
+};
+
+static __device__ __forceinline__ bwd_range bwd_range_of(const attn_bwd_args &a)
+{
+    bwd_range r;
+    r.diag = a.Sk - a.Sq;
+    r.has_lo = a.wl >= 0, r.has_hi = a.wr >= 0;
+    r.lo_off = r.diag - (r.has_lo ? a.wl : 0);
+    r.hi_off = r.diag + (r.has_hi ? a.wr : 0);
+    return r;
+}
+
+/* The Q blocks [*mb, *me) of BM rows with a row that sees a key of [n0, n0 + bn). */
+static __device__ __forceinline__ void bwd_q_blocks(const attn_bwd_args &a, const bwd_range &r,
+                                                    int n0, int bn, int BM, int *mb, int *me)
+{
+    const int n_mb = (a.Sq + BM - 1) / BM;
+    /* first row: i >= n0 - hi_off; last row: i <= n0 + bn - 1 - lo_off (int64: the sums may
+     * pass 2^31 at the limits of the sizes) */
+    const int64_t first = r.has_hi ? max((int64_t)0, (int64_t)n0 - r.hi_off) : 0;
+    const int64_t last = r.has_lo ? (int64_t)n0 + bn - 1 - r.lo_off : (int64_t)a.Sq - 1;
+    *mb = (int)min(first / BM, (int64_t)n_mb);
+    *me = last < 0 ? 0 : (int)min(last / BM + 1, (int64_t)n_mb);
+}
+
+/* Deterministic mode: the turn of K block nb (of n_kb, BN keys each) at Q block m (BM rows).
+ * The K blocks that visit Q block m (bwd_q_blocks) are a contiguous range [first(m), last(m)].
+ * With an upper bound (causal, or a window's right side) they add in descending order, turn =
+ * last(m) - nb, and the launch order is reversed (see attn_bwd_sm80.cu); otherwise ascending,
+ * turn = nb - first(m). Either way a block waits only on blocks launched before it. */
+static __device__ __forceinline__ int bwd_turn(const bwd_range &r, int nb, int n_kb, int m,
+                                               int BM, int BN)
+{
+    if (r.has_hi) {
+        /* nb visits m iff nb BN <= (m + 1) BM - 1 + hi_off */
+        const int64_t x = (int64_t)(m + 1) * BM - 1 + r.hi_off; /* >= 0: m is visited */
+        return (int)min((int64_t)n_kb - 1, x / BN) - nb;
+    }
+    if (!r.has_lo)
+        return nb;
+    /* nb visits m iff nb BN >= m BM - BN + 1 + lo_off */
+    const int64_t x = (int64_t)m * BM - BN + 1 + r.lo_off;
+    return nb - (x <= 0 ? 0 : (int)((x + BN - 1) / BN));
+}
+
+/* Whether key - row = rel lies outside the row's range. */
+static __device__ __forceinline__ bool bwd_outside(const bwd_range &r, int rel)
+{
+    return (r.has_hi && rel > r.hi_off) || (r.has_lo && rel < r.lo_off);
+}
+
+/* Whether some (row, key) of rows [m0, m0 + bm) x keys [n0, n0 + bn) needs a mask: the Sk
+ * tail or a range bound crossing the tile. */
+static __device__ __forceinline__ bool bwd_tile_needs_mask(const attn_bwd_args &a,
+                                                           const bwd_range &r, int m0, int bm,
+                                                           int n0, int bn)
+{
+    return n0 + bn > a.Sk || (r.has_hi && n0 + bn - 1 - m0 > r.hi_off) ||
+           (r.has_lo && n0 - (m0 + bm - 1) < r.lo_off);
+}
+
+/* P and dS of one score s = q.k (unscaled) under softcap and ALiBi (slope 0 without), for a
+ * (row, key) inside the range; rel = key - row - diag = j - a_i. l: LSE log2 e (+inf: P = 0).
+ * P = exp(mod(scale s) - LSE), dS = P (dP - D) mod', mod' = 1 - tanh^2 under softcap (the
+ * bias has no gradient), as src/ref/attn_bwd.c. tanhf, not tanh.approx: the derivative
+ * 1 - t^2 loses the relative accuracy of t near |t| = 1. */
+static __device__ __forceinline__ void bwd_mod_elem(const attn_bwd_args &a, float slope, float s,
+                                                    float dp, float l, float dsum, int rel,
+                                                    float *p_out, float *ds_out)
+{
+    float u = s * a.scale, dcap = 1.0f;
+    if (a.softcap > 0.0f) {
+        const float th = tanhf(u / a.softcap);
+        u = a.softcap * th;
+        dcap = 1.0f - th * th;
+    }
+    u -= slope * fabsf((float)rel);
+    const float p = ptx_exp2(fmaf(u, 1.4426950408889634f, -l));
+    *p_out = p;
+    *ds_out = p * (dp - dsum) * dcap;
+}
+
+/* The ALiBi slope of (b, h), 0 without ALiBi. */
+static __device__ __forceinline__ float bwd_slope(const attn_bwd_args &a, int b, int h)
+{
+    return a.alibi ? __ldg(a.alibi + b * a.salibi[0] + h * a.salibi[1]) : 0.0f;
+}
+
+#endif /* FLASHC_CUDA_ATTN_BWD_COMMON_CUH */

@@ -1,0 +1,936 @@
+/*
+ * attn_decode.cu — the CUDA kernel of every attention problem the dense prefill kernels do not
+ * serve: the KV-cache entry point (decode, Sq = 1..16, and chunked prefill against a cache),
+ * varlen, and dense problems with a window, softcap, ALiBi, a split request or Dk != Dv.
+ *
+ * GQA packing. The rows of a tile are (query row, head of the KV group) pairs: packed row
+ * R = i * group + (h mod group) of KV head hk, so a decode step of a group of 8 query heads is
+ * one 16-row tile and the group's K and V are read once, not once per query head. A thread
+ * block owns 16 packed rows of one (sequence, KV head) and one split of their keys.
+ *
+ * Keys. Rows of a tile are sorted by query row, so their key ranges [lo_i, hi_i) (window,
+ * causal, bottom-right per sequence) move monotonically: the tile visits the union
+ * [lo(first row), hi(last row)), cut into num_splits equal chunks of 16-key blocks, and split
+ * s of that union goes to thread block (.., s). Inside a block its 4 warps take every 4th
+ * 16-key block: each warp runs its own double-buffered cp.async pipeline (K and V of block
+ * n + 4 arrive while block n is multiplied), with __syncwarp as its only barrier, its own
+ * online softmax over its keys, and the 4 partial states are merged through shared memory at
+ * the end. Every key row is looked up on its own (attn_kv_loc): a paged cache of any page size
+ * costs one table read per 16 keys and lane, no alignment of pages to blocks is needed.
+ *
+ * Scores are moved to the log2 domain before the softmax: x = scale * q.k (softcap: softcap
+ * tanh(x / softcap); ALiBi: - slope |a_i - j|), times log2(e), then -inf outside the row's
+ * range. So masks and modifiers are per element, on 8 scores a lane per block, which a
+ * memory-bound kernel does not notice.
+ *
+ * Split-KV. With one split the block writes o and lse itself. With more, each split writes its
+ * normalised float32 partial O and its LSE to the workspace, (splits, B, Hq, Sq, Dv) and
+ * (splits, B, Hq, Sq), and attn_decode_merge combines them on the device (o = sum_s
+ * exp(lse_s - L) o_s, L = log sum_s exp(lse_s); empty splits have lse = -inf and are skipped).
+ *
+ * CUDA graphs. The launch shape depends only on the maxima: grid (B * Hkv * ceil(Sq_max * group
+ * / 16), splits) with splits from params.num_splits or, for 0, from B * Hkv, the tile count,
+ * Sk_max (for device caches: the capacity, S_cache or max_pages * page_size) and the SM count
+ * (splits_of: FlashAttention-2's wave-efficiency rule on this kernel's blocks per SM);
+ * the actual lengths (cache_seqlens, cu_seqlens) are read by the kernels. Nothing synchronises
+ * with the host; with a workspace nothing is allocated (else cudaMallocAsync on the stream).
+ *
+ * Index tensors on the device cannot be checked by the host: an entry outside its range (a page
+ * >= num_pages, a cache_batch_idx >= the cache's rows, a length past the capacity) is clamped
+ * to nothing: such keys read as absent and appended rows past the capacity are dropped; memory
+ * outside the tensors is never touched. Keys a tile loads but a row may not see (inside the
+ * tile's union range) are masked to P = 0; a non-finite V there would still reach that row
+ * through 0 * inf, so such keys must hold finite values (keys past a sequence's length, the
+ * usual garbage of a cache, are never loaded: they are zero-filled).
+ *
+ * The append (k_new, v_new into the cache at cache_seqlens[b]) runs as its own kernel first,
+ * on the same stream, so the attention kernel sees the new keys.
+ */
+#include "attn_cuda.cuh"
+#include "attn_fwd_common.cuh"
+#include "attn_mma_sm80.cuh"
+#include "ptx.cuh"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+namespace {
+
+constexpr int DEC_WARPS = 4;   /* warps per block, each with its own key blocks      */
+constexpr int DEC_BM = 16;     /* packed rows per block (one m16 MMA tile)           */
+constexpr int DEC_BN = 16;     /* keys per warp block                                */
+constexpr int DEC_STAGES = 2;  /* K/V buffers per warp                               */
+constexpr int DEC_MAX_SPLITS = 256;
+constexpr float LOG2E = 1.4426950408889634f;
+constexpr float LN2 = 0.6931471805599453f;
+
+/* The problem as the kernels take it (by value). Strides in elements, [0] batch (or page),
+ * [1] row, [2] head; features are contiguous. */
+struct dec_args {
+    const void *q, *k, *v;
+    void *o;
+    float *lse;
+    int64_t sq[3], sk[3], sv[3], so[3], slse[3];
+    int layout;                   /* attn_layout                                         */
+    const int32_t *cu_q, *cu_k;   /* varlen (B + 1)                                      */
+    const int32_t *seqlens;       /* kvcache (B) or NULL                                  */
+    const int32_t *kv_batch;      /* kvcache contiguous (B) or NULL                       */
+    const int32_t *pages;         /* kvcache paged (B, max_pages) or NULL                */
+    int64_t pages_stride;
+    int page_size, num_pages, kv_rows, capacity;
+    int B, Sq, Sk, Hq, Hkv, group, D, Dv, s_new;
+    int64_t wl, wr;               /* window, -1 = unbounded                              */
+    float scale, scale_log2, softcap, inv_softcap;
+    int modified;                 /* softcap or ALiBi: the general score path            */
+    const float *alibi;
+    int64_t salibi[2];
+    int m_tiles;                  /* ceil(Sq * group / 16)                               */
+    int splits;
+    float *part_o;                /* (splits, B, Hq, Sq, Dv) float32 when splits > 1     */
+    float *part_lse;              /* (splits, B, Hq, Sq)                                 */
+    /* append */
+    const void *k_new, *v_new;
+    int64_t sknew[3], svnew[3];
+    int total_q, total_k;         /* varlen: rows of q, o and of k, v                    */
+};
+
+/* Lengths of sequence b; device index tensors are clamped into range. */
+__device__ __forceinline__ void dec_seqlens(const dec_args &a, int b, int *sq, int *sk)
+{
+    if (a.layout == ATTN_VARLEN) {
+        const int q0 = a.cu_q[b], q1 = a.cu_q[b + 1], k0 = a.cu_k[b], k1 = a.cu_k[b + 1];
+        *sq = q0 >= 0 && q1 <= a.total_q ? min(max(q1 - q0, 0), a.Sq) : 0;
+        *sk = k0 >= 0 && k1 <= a.total_k ? min(max(k1 - k0, 0), a.Sk) : 0;
+    } else if (a.layout == ATTN_KVCACHE) {
+        *sq = a.Sq;
+        *sk = a.seqlens ? min(max(a.seqlens[b], 0) + a.s_new, a.capacity) : a.Sk;
+    } else {
+        *sq = a.Sq;
+        *sk = a.Sk;
+    }
+}
+
+/* The first q-side row of sequence b (varlen: cu_seqlens_q[b]; else 0, with the batch stride
+ * doing the work). */
+__device__ __forceinline__ int dec_qbase(const dec_args &a, int b)
+{
+    return a.layout == ATTN_VARLEN ? a.cu_q[b] : 0;
+}
+
+/* Where key j of sequence b lives: element offset x * s[0] + y * s[1] of a k-side tensor, as
+ * (x, y); x = -1 when the index tensors point outside the cache (the key reads as absent). */
+__device__ __forceinline__ void dec_kv_loc(const dec_args &a, int b, int j, int *x, int *y)
+{
+    if (a.layout == ATTN_KVCACHE) {
+        if (a.pages) {
+            const int pg = a.pages[(int64_t)b * a.pages_stride + j / a.page_size];
+            *x = pg >= 0 && pg < a.num_pages ? pg : -1;
+            *y = j % a.page_size;
+        } else {
+            const int r = a.kv_batch ? a.kv_batch[b] : b;
+            *x = r >= 0 && r < a.kv_rows ? r : -1;
+            *y = j;
+        }
+    } else if (a.layout == ATTN_VARLEN) {
+        *x = 0;
+        *y = a.cu_k[b] + j;
+    } else {
+        *x = b;
+        *y = j;
+    }
+}
+
+/* Key range [lo, hi) of query row i of a sequence (sq, sk) (internal.h, attn_key_range). */
+__device__ __forceinline__ void dec_key_range(const dec_args &a, int sq, int sk, int i, int *lo,
+                                              int *hi)
+{
+    const int64_t p = (int64_t)i + sk - sq;
+    int64_t l = 0, h = sk;
+    if (a.wl >= 0 && p - a.wl > l)
+        l = p - a.wl;
+    if (a.wr >= 0 && p + a.wr + 1 < h)
+        h = p + a.wr + 1;
+    if (h < l)
+        h = l;
+    *lo = (int)l;
+    *hi = (int)h;
+}
+
+template <typename T, int DI, int DS>
+__device__ __forceinline__ void dec_load_kv(const dec_args &a, T *sK, T *sV, int b, int hk,
+                                            int j0, int khi, int lane)
+{
+    constexpr int CPR = DI / 8;     /* 16-byte chunks per row   */
+    constexpr int RPP = 32 / CPR;   /* rows per pass of a warp  */
+    static_assert(32 % CPR == 0 || CPR % 32 == 0, "chunks per row");
+    /* lane l looks up key j0 + (l mod 16); the lanes of a pass fetch it by shuffle */
+    int x = -1, y = 0;
+    const int jj = j0 + (lane & 15);
+    if (jj < khi)
+        dec_kv_loc(a, b, jj, &x, &y);
+    const T *kb = (const T *)a.k + (int64_t)hk * a.sk[2];
+    const T *vb = (const T *)a.v + (int64_t)hk * a.sv[2];
+    if constexpr (RPP >= 1 && CPR <= 32) {
+        const int c = lane % CPR;
+        const int kbytes = 2 * min(8, max(0, a.D - 8 * c));
+        const int vbytes = 2 * min(8, max(0, a.Dv - 8 * c));
+#pragma unroll
+        for (int p = 0; p < DEC_BN / RPP; p++) {
+            const int r = lane / CPR + p * RPP;
+            const int xr = __shfl_sync(0xffffffffu, x, r);
+            const int yr = __shfl_sync(0xffffffffu, y, r);
+            const bool ok = xr >= 0;
+            const T *ks = ok && kbytes ? kb + (int64_t)xr * a.sk[0] + (int64_t)yr * a.sk[1] + 8 * c
+                                       : (const T *)a.k;
+            const T *vs = ok && vbytes ? vb + (int64_t)xr * a.sv[0] + (int64_t)yr * a.sv[1] + 8 * c
+                                       : (const T *)a.v;
+            ptx_cp_async_16_n(ptx_smem_addr(sK + swz<DS>(r, c)), ks, ok ? kbytes : 0);
+            ptx_cp_async_16_n(ptx_smem_addr(sV + swz<DS>(r, c)), vs, ok ? vbytes : 0);
+        }
+    }
+}
+
+/* One block: 16 packed rows (m_tile) of KV head hk of sequence b, split blockIdx.y.
+ *   T   __nv_bfloat16 or __half; DI the instance's head dim (a multiple of 64, >= D and Dv;
+ *   the columns past D / Dv are zero in shared memory and never stored). */
+template <typename T, int DI>
+__global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_args a)
+{
+    constexpr int DS = (DI + 63) / 64 * 64;
+    constexpr int DT = DI / 8;
+    constexpr uint32_t ROWB = DS * sizeof(T);
+    constexpr int TILE = DEC_BN * DS; /* elements of one K or V buffer */
+    static_assert(ROWB % 128 == 0, "swz_step needs 128-byte rows");
+
+    extern __shared__ __align__(128) uint4 smem_u4[];
+    T *sQ = (T *)smem_u4;
+    T *sKV = sQ + DEC_BM * DS;
+
+    const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int g = lane / 4, t = lane % 4;
+    const int mt = (int)(blockIdx.x % (unsigned)a.m_tiles);
+    const int bh = (int)(blockIdx.x / (unsigned)a.m_tiles);
+    const int b = bh / a.Hkv, hk = bh % a.Hkv;
+    const int split = (int)blockIdx.y;
+
+    int sq, sk;
+    dec_seqlens(a, b, &sq, &sk);
+    const int rows = sq * a.group;
+    const int m0 = mt * DEC_BM;
+    if (m0 >= rows)
+        return; /* uniform: rows past this sequence's length belong to no query */
+    const int qbase = dec_qbase(a, b);
+
+    /* the union of the tile's key ranges, and this split's share of its 16-key blocks */
+    int klo, khi, lo_tmp, hi_tmp;
+    dec_key_range(a, sq, sk, m0 / a.group, &klo, &hi_tmp);
+    dec_key_range(a, sq, sk, (min(m0 + DEC_BM, rows) - 1) / a.group, &lo_tmp, &khi);
+    const int nblk = khi > klo ? (khi - klo + DEC_BN - 1) / DEC_BN : 0;
+    const int per = (nblk + a.splits - 1) / a.splits;
+    const int blk_begin = split * per, blk_end = min(nblk, blk_begin + per);
+
+    /* Q: the 16 packed rows, gathered from their (row, head) */
+    {
+        constexpr int CPR = DI / 8;
+        for (int idx = tid; idx < DEC_BM * CPR; idx += DEC_WARPS * 32) {
+            const int r = idx / CPR, c = idx % CPR;
+            const int R = m0 + r;
+            int bytes = 0;
+            const T *src = (const T *)a.q;
+            if (R < rows) {
+                const int i = R / a.group, h = hk * a.group + R % a.group;
+                bytes = 2 * min(8, max(0, a.D - 8 * c));
+                if (bytes)
+                    src = (const T *)a.q + (int64_t)b * a.sq[0] + (int64_t)(qbase + i) * a.sq[1] +
+                          (int64_t)h * a.sq[2] + 8 * c;
+            }
+            ptx_cp_async_16_n(ptx_smem_addr(sQ + swz<DS>(r, c)), src, bytes);
+        }
+        ptx_cp_async_commit();
+    }
+
+    /* this thread's two rows (g, g + 8): key range, position, ALiBi slope (log2 units) */
+    int r_lo[2], r_hi[2], r_pos[2];
+    float r_slope[2];
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        const int R = m0 + g + 8 * hr;
+        r_lo[hr] = 0, r_hi[hr] = 0, r_pos[hr] = 0, r_slope[hr] = 0.0f;
+        if (R < rows) {
+            const int i = R / a.group, h = hk * a.group + R % a.group;
+            dec_key_range(a, sq, sk, i, &r_lo[hr], &r_hi[hr]);
+            r_pos[hr] = i + sk - sq;
+            if (a.alibi)
+                r_slope[hr] = a.alibi[b * a.salibi[0] + h * a.salibi[1]] * LOG2E;
+        }
+    }
+
+    T *wK = sKV + warp * DEC_STAGES * 2 * TILE; /* this warp's buffers: K0 V0 K1 V1 */
+    const uint32_t q_lane =
+        ptx_smem_addr(sQ) + (lane & 15) * ROWB + (((lane >> 4) ^ (lane & 7)) * 16);
+    const uint32_t k_off = ((lane & 7) + (lane >> 4) * 8) * ROWB +
+                           ((((lane >> 3) & 1) ^ (lane & 7)) * 16);
+    const uint32_t v_off = (lane & 15) * ROWB + (((lane >> 4) ^ (lane & 7)) * 16);
+
+    float acc[1][DT][4];
+    float row_m[1][2], row_l[1][2];
+#pragma unroll
+    for (int dt = 0; dt < DT; dt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            acc[0][dt][e] = 0.0f;
+    row_m[0][0] = row_m[0][1] = -INFINITY;
+    row_l[0][0] = row_l[0][1] = 0.0f;
+
+    int kb = blk_begin + warp;
+    if (kb < blk_end)
+        dec_load_kv<T, DI, DS>(a, wK, wK + TILE, b, hk, klo + kb * DEC_BN, khi, lane);
+    ptx_cp_async_commit();
+    ptx_cp_async_wait<1>(); /* Q (the older group) has landed for this thread */
+    __syncthreads();        /* ... and for everyone */
+
+    int st = 0;
+    for (; kb < blk_end; kb += DEC_WARPS) {
+        const int nx = kb + DEC_WARPS;
+        if (nx < blk_end)
+            dec_load_kv<T, DI, DS>(a, wK + (st ^ 1) * 2 * TILE, wK + (st ^ 1) * 2 * TILE + TILE,
+                                   b, hk, klo + nx * DEC_BN, khi, lane);
+        ptx_cp_async_commit();
+        ptx_cp_async_wait<1>();
+        __syncwarp();
+
+        const uint32_t kbase = ptx_smem_addr(wK + st * 2 * TILE);
+        float s[1][2][4];
+        qk_block<T, DI, 1, 2, ROWB>(s, q_lane, kbase + k_off);
+
+        const int j0 = klo + kb * DEC_BN;
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int hr = e >> 1;
+                const int j = j0 + nt * 8 + 2 * t + (e & 1);
+                float x = s[0][nt][e];
+                if (a.modified) {
+                    x *= a.scale;
+                    if (a.softcap > 0.0f)
+                        x = a.softcap * tanhf(x * a.inv_softcap);
+                    x = x * LOG2E - r_slope[hr] * (float)abs(r_pos[hr] - j);
+                } else {
+                    x *= a.scale_log2;
+                }
+                s[0][nt][e] = j >= r_lo[hr] && j < r_hi[hr] ? x : -INFINITY;
+            }
+        softmax_block<1, 2, DT>(s, acc, row_m, row_l, 1.0f);
+        pv_block<T, DI, 1, 2, DT, ROWB>(s, acc, kbase + TILE * sizeof(T) + v_off);
+        __syncwarp(); /* every lane is done with buffer st before it is refilled */
+        st ^= 1;
+    }
+    ptx_cp_async_wait<0>();
+
+    /* merge the 4 warps' states through shared memory (the K/V buffers are free now) */
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        row_l[0][hr] += __shfl_xor_sync(0xffffffffu, row_l[0][hr], 1);
+        row_l[0][hr] += __shfl_xor_sync(0xffffffffu, row_l[0][hr], 2);
+    }
+    __syncthreads();
+    float *sO = (float *)sKV;                  /* (warps, 16, DI)   */
+    float *sM = sO + DEC_WARPS * DEC_BM * DI;  /* (warps, 16)       */
+    float *sL = sM + DEC_WARPS * DEC_BM;
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        const int r = g + 8 * hr;
+        float *orow = sO + (warp * DEC_BM + r) * DI;
+#pragma unroll
+        for (int dt = 0; dt < DT; dt++) {
+            orow[dt * 8 + 2 * t] = acc[0][dt][2 * hr];
+            orow[dt * 8 + 2 * t + 1] = acc[0][dt][2 * hr + 1];
+        }
+        if (t == 0) {
+            sM[warp * DEC_BM + r] = row_m[0][hr];
+            sL[warp * DEC_BM + r] = row_l[0][hr];
+        }
+    }
+    __syncthreads();
+
+    /* 8 threads a row, 8 consecutive columns each per step */
+    const int r = tid / 8, part = tid % 8;
+    const int R = m0 + r;
+    if (R >= rows)
+        return;
+    const int i = R / a.group, h = hk * a.group + R % a.group;
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < DEC_WARPS; w++)
+        M = fmaxf(M, sM[w * DEC_BM + r]);
+    float wt[DEC_WARPS], L = 0.0f;
+#pragma unroll
+    for (int w = 0; w < DEC_WARPS; w++) {
+        const float m = sM[w * DEC_BM + r];
+        wt[w] = m == -INFINITY ? 0.0f : ptx_exp2(m - M);
+        L += sL[w * DEC_BM + r] * wt[w];
+    }
+    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+    const float lse = L > 0.0f ? (M + log2f(L)) * LN2 : -INFINITY;
+    const int64_t prow = ((int64_t)b * a.Hq + h) * a.Sq + i; /* split partials' row */
+    const int64_t nrows = (int64_t)a.B * a.Hq * a.Sq;
+    T *og = (T *)a.o + (int64_t)b * a.so[0] + (int64_t)(qbase + i) * a.so[1] + (int64_t)h * a.so[2];
+    float *po = a.part_o + ((int64_t)split * nrows + prow) * a.Dv;
+    for (int c0 = part * 8; c0 < a.Dv; c0 += 64) {
+        float val[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            float x = 0.0f;
+#pragma unroll
+            for (int w = 0; w < DEC_WARPS; w++)
+                x += sO[(w * DEC_BM + r) * DI + c0 + k] * wt[w];
+            val[k] = x * inv;
+        }
+        if (a.splits == 1) {
+            if (c0 + 8 <= a.Dv) {
+                uint4 pk;
+                pk.x = ptx_pack2(T(), val[0], val[1]);
+                pk.y = ptx_pack2(T(), val[2], val[3]);
+                pk.z = ptx_pack2(T(), val[4], val[5]);
+                pk.w = ptx_pack2(T(), val[6], val[7]);
+                *(uint4 *)(og + c0) = pk;
+            } else {
+                for (int k = 0; c0 + k < a.Dv; k++)
+                    og[c0 + k] = T(val[k]);
+            }
+        } else {
+            for (int k = 0; k < 8 && c0 + k < a.Dv; k++)
+                po[c0 + k] = val[k];
+        }
+    }
+    if (part == 0) {
+        if (a.splits == 1) {
+            if (a.lse)
+                a.lse[(int64_t)b * a.slse[0] + (int64_t)h * a.slse[1] +
+                      (int64_t)(qbase + i) * a.slse[2]] = lse;
+        } else {
+            a.part_lse[(int64_t)split * nrows + prow] = lse;
+        }
+    }
+}
+
+/* Split-KV merge: one warp per (b, h, i) row. */
+template <typename T>
+__global__ void __launch_bounds__(128) attn_decode_merge(const dec_args a)
+{
+    __shared__ float wts[4][DEC_MAX_SPLITS];
+    const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32;
+    const int64_t nrows = (int64_t)a.B * a.Hq * a.Sq;
+    const int64_t prow = (int64_t)blockIdx.x * 4 + warp;
+    if (prow >= nrows)
+        return;
+    const int i = (int)(prow % a.Sq), h = (int)(prow / a.Sq % a.Hq), b = (int)(prow / a.Sq / a.Hq);
+    int sq, sk;
+    dec_seqlens(a, b, &sq, &sk);
+    if (i >= sq)
+        return;
+    float M = -INFINITY;
+    for (int s = lane; s < a.splits; s += 32)
+        M = fmaxf(M, a.part_lse[(int64_t)s * nrows + prow]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    float L = 0.0f;
+    for (int s = lane; s < a.splits; s += 32) {
+        const float l = a.part_lse[(int64_t)s * nrows + prow];
+        const float w = l == -INFINITY ? 0.0f : expf(l - M);
+        wts[warp][s] = w;
+        L += w;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        L += __shfl_xor_sync(0xffffffffu, L, o);
+    __syncwarp();
+    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+    const int qbase = dec_qbase(a, b);
+    T *og = (T *)a.o + (int64_t)b * a.so[0] + (int64_t)(qbase + i) * a.so[1] + (int64_t)h * a.so[2];
+    for (int c = lane; c < a.Dv; c += 32) {
+        float x = 0.0f;
+        for (int s = 0; s < a.splits; s++) {
+            const float w = wts[warp][s];
+            if (w != 0.0f) /* an empty split's o is not read: NaN there cannot leak */
+                x += w * a.part_o[((int64_t)s * nrows + prow) * a.Dv + c];
+        }
+        og[c] = T(x * inv);
+    }
+    if (lane == 0 && a.lse)
+        a.lse[(int64_t)b * a.slse[0] + (int64_t)h * a.slse[1] + (int64_t)(qbase + i) * a.slse[2]] =
+            L > 0.0f ? M + logf(L) : -INFINITY;
+}
+
+/* KV-cache append: one block of 64 threads per (b, j, hk) row of k_new / v_new. */
+template <typename T>
+__global__ void __launch_bounds__(64) attn_decode_append(const dec_args a)
+{
+    const int64_t row = blockIdx.x;
+    const int hk = (int)(row % a.Hkv), j = (int)(row / a.Hkv % a.s_new),
+              b = (int)(row / a.Hkv / a.s_new);
+    const int pos = max(a.seqlens[b], 0) + j;
+    if (pos >= a.capacity)
+        return; /* past the capacity: dropped (the host cannot check device lengths) */
+    int x, y;
+    dec_kv_loc(a, b, pos, &x, &y);
+    if (x < 0)
+        return;
+    const T *src[2] = {(const T *)a.k_new + (int64_t)b * a.sknew[0] + (int64_t)j * a.sknew[1] +
+                           (int64_t)hk * a.sknew[2],
+                       (const T *)a.v_new + (int64_t)b * a.svnew[0] + (int64_t)j * a.svnew[1] +
+                           (int64_t)hk * a.svnew[2]};
+    T *dst[2] = {(T *)a.k + (int64_t)x * a.sk[0] + (int64_t)y * a.sk[1] + (int64_t)hk * a.sk[2],
+                 (T *)a.v + (int64_t)x * a.sv[0] + (int64_t)y * a.sv[1] + (int64_t)hk * a.sv[2]};
+    const int dims[2] = {a.D, a.Dv};
+#pragma unroll
+    for (int m = 0; m < 2; m++) {
+        const bool vec = ((uintptr_t)src[m] % 16 == 0) && ((uintptr_t)dst[m] % 16 == 0);
+        for (int c = (int)threadIdx.x; c * 8 < dims[m]; c += 64) {
+            if (vec && c * 8 + 8 <= dims[m]) {
+                *(uint4 *)(dst[m] + c * 8) = *(const uint4 *)(src[m] + c * 8);
+            } else {
+                for (int e = c * 8; e < c * 8 + 8 && e < dims[m]; e++)
+                    dst[m][e] = src[m][e];
+            }
+        }
+    }
+}
+
+/* Varlen rows past cu_seqlens_q[B] belong to no sequence: zeros and lse = -inf (flashc.h). */
+template <typename T>
+__global__ void __launch_bounds__(128) attn_decode_clear_unowned(const dec_args a)
+{
+    const int64_t row = (int64_t)blockIdx.x * 4 + threadIdx.x / 32;
+    const int lane = (int)threadIdx.x % 32;
+    if (row >= (int64_t)a.total_q * a.Hq)
+        return;
+    const int r = (int)(row / a.Hq), h = (int)(row % a.Hq);
+    if (r < a.cu_q[a.B])
+        return;
+    T *og = (T *)a.o + (int64_t)r * a.so[1] + (int64_t)h * a.so[2];
+    for (int c = lane; c < a.Dv; c += 32)
+        og[c] = T(0.0f);
+    if (lane == 0 && a.lse)
+        a.lse[(int64_t)h * a.slse[1] + (int64_t)r * a.slse[2]] = -INFINITY;
+}
+
+template <typename T, int DI> constexpr size_t dec_smem_bytes()
+{
+    constexpr int DS = (DI + 63) / 64 * 64;
+    constexpr size_t tiles = (size_t)(DEC_BM + DEC_WARPS * DEC_STAGES * 2 * DEC_BN) * DS * sizeof(T);
+    constexpr size_t merge = (size_t)DEC_BM * DS * sizeof(T) +
+                             (size_t)DEC_WARPS * DEC_BM * (DI + 2) * sizeof(float);
+    return tiles > merge ? tiles : merge;
+}
+
+template <typename T, int DI>
+cudaError_t dec_launch(const dec_args &a, cudaStream_t stream)
+{
+    constexpr size_t smem = dec_smem_bytes<T, DI>();
+    cudaError_t err = cudaFuncSetAttribute(attn_decode_kernel<T, DI>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (err != cudaSuccess)
+        return err;
+    const int64_t blocks = (int64_t)a.B * a.Hkv * a.m_tiles;
+    attn_decode_kernel<T, DI><<<dim3((unsigned)blocks, (unsigned)a.splits), DEC_WARPS * 32, smem,
+                                stream>>>(a);
+    return cudaGetLastError();
+}
+
+template <typename T> cudaError_t dec_run_all(const dec_args &a, int di, cudaStream_t stream)
+{
+    cudaError_t err = cudaSuccess;
+    if (a.k_new && a.s_new > 0) {
+        attn_decode_append<T><<<(unsigned)((int64_t)a.B * a.s_new * a.Hkv), 64, 0, stream>>>(a);
+        if ((err = cudaGetLastError()) != cudaSuccess)
+            return err;
+    }
+    if ((int64_t)a.B * a.Hkv * a.m_tiles == 0) /* varlen with max_seqlen_q = 0 */
+        return cudaSuccess;
+    err = di == 64 ? dec_launch<T, 64>(a, stream)
+                   : di == 128 ? dec_launch<T, 128>(a, stream) : dec_launch<T, 256>(a, stream);
+    if (err != cudaSuccess)
+        return err;
+    if (a.splits > 1) {
+        const int64_t nrows = (int64_t)a.B * a.Hq * a.Sq;
+        attn_decode_merge<T><<<(unsigned)((nrows + 3) / 4), 128, 0, stream>>>(a);
+        if ((err = cudaGetLastError()) != cudaSuccess)
+            return err;
+    }
+    if (a.layout == ATTN_VARLEN) {
+        const int64_t n = (int64_t)a.total_q * a.Hq;
+        if (n > 0)
+            attn_decode_clear_unowned<T><<<(unsigned)((n + 3) / 4), 128, 0, stream>>>(a);
+        err = cudaGetLastError();
+    }
+    return err;
+}
+
+const char *fn_of(const attn_problem *p)
+{
+    return p->layout == ATTN_KVCACHE  ? "flashc_attn_kvcache_fwd"
+           : p->layout == ATTN_VARLEN ? "flashc_attn_varlen_fwd"
+                                      : "flashc_attn_fwd";
+}
+
+int head_dim_instance(const attn_problem *p)
+{
+    const int64_t d = p->D > p->Dv ? p->D : p->Dv;
+    return d <= 64 ? 64 : d <= 128 ? 128 : 256;
+}
+
+/* SMs of the current device, cached per device ordinal (a host attribute query, no sync). */
+int sm_count(void)
+{
+    static int cached[64];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0)
+        return 108;
+    if (dev < 64 && cached[dev] > 0)
+        return cached[dev];
+    int n = 0;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
+        n = 108;
+    if (dev < 64)
+        cached[dev] = n;
+    return n;
+}
+
+int64_t m_tiles_of(const attn_problem *p)
+{
+    return (p->Sq * (p->Hq / p->Hkv) + DEC_BM - 1) / DEC_BM;
+}
+
+/* Thread blocks of one instance an SM holds at once (shared memory: 34 / 68 / 136 KB; registers
+ * about 110 / 160 / 250 a thread): the slots a split count should fill. */
+int blocks_per_sm(const attn_problem *p)
+{
+    const int di = head_dim_instance(p);
+    return di == 64 ? 4 : di == 128 ? 3 : 1;
+}
+
+/* The split count: the caller's, or (0) FlashAttention-2's rule on this kernel's slots: among
+ * 1..64 splits (each keeping at least 128 keys, 2 blocks a warp), the smallest whose last wave
+ * of thread blocks is within 85% of the best wave efficiency n_waves / ceil(n_waves). From the
+ * maxima only (B, Hkv, the tile count, Sk_max) and the SM count. */
+int splits_of(const attn_problem *p)
+{
+    const int64_t keys = p->Sk;
+    const int64_t kblocks = keys > 0 ? (keys + DEC_BN - 1) / DEC_BN : 1;
+    int64_t n;
+    if (p->num_splits > 0) {
+        n = p->num_splits;
+    } else {
+        const int64_t ctas = p->B * p->Hkv * m_tiles_of(p);
+        const double slots = (double)sm_count() * blocks_per_sm(p);
+        int64_t max_n = keys / 128;
+        max_n = max_n < 1 ? 1 : max_n > 64 ? 64 : max_n;
+        double eff[65], best = 0.0;
+        for (int64_t s = 1; s <= max_n; s++) {
+            const double waves = (double)ctas * (double)s / slots;
+            eff[s] = waves / ceil(waves);
+            best = eff[s] > best ? eff[s] : best;
+        }
+        n = 1;
+        for (int64_t s = 1; s <= max_n; s++)
+            if (eff[s] >= 0.85 * best) {
+                n = s;
+                break;
+            }
+    }
+    if (n > kblocks)
+        n = kblocks; /* more splits than 16-key blocks would only be empty */
+    if (n > DEC_MAX_SPLITS)
+        n = DEC_MAX_SPLITS;
+    return (int)(n < 1 ? 1 : n);
+}
+
+/* Rows 16-byte aligned: pointer, and the batch / row / head strides multiples of 8. */
+int vec16(const void *ptr, const int64_t *st)
+{
+    return (uintptr_t)ptr % 16 == 0 && st[0] % 8 == 0 && st[1] % 8 == 0 && st[2] % 8 == 0;
+}
+
+flashc_status check_operand(const char *fn, const char *name, const void *ptr, const int64_t *st)
+{
+    if (st[3] != 1)
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                            "%s: the CUDA backend needs %s.stride[3] == 1 (got %lld)", fn, name,
+                            (long long)st[3]);
+    if (!vec16(ptr, st))
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                            "%s: the CUDA KV-cache/varlen kernel needs %s's rows 16-byte aligned "
+                            "(pointer aligned, strides multiples of 8 elements)",
+                            fn, name);
+    return cuda_check_memory(fn, name, ptr);
+}
+
+size_t workspace_of(const attn_problem *p, int splits)
+{
+    if (splits <= 1)
+        return 0;
+    const size_t rows = (size_t)p->B * (size_t)p->Hq * (size_t)p->Sq * (size_t)splits;
+    const size_t sizes[2] = {rows * (size_t)p->Dv * sizeof(float), rows * sizeof(float)};
+    return attn_scratch_bytes(2, sizes);
+}
+
+} /* namespace */
+
+flashc_status cuda_attn_decode_supports(const attn_problem *p)
+{
+    const char *fn = fn_of(p);
+    if (p->dtype != FLASHC_BF16 && p->dtype != FLASHC_F16)
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED_DTYPE,
+                            "%s: the CUDA backend supports bf16 and fp16 storage only (%s given)",
+                            fn, flashc__dtype_name(p->dtype));
+    if (p->D < 1 || p->D > 256 || p->Dv < 1 || p->Dv > 256)
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                            "%s: the CUDA backend supports head dims 1 to 256 (got D = %lld, "
+                            "Dv = %lld)",
+                            fn, (long long)p->D, (long long)p->Dv);
+    if ((p->br && p->br != DEC_BM) || (p->bc && p->bc != DEC_BN))
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                            "%s: the CUDA KV-cache/varlen kernel uses tiles of %d packed rows x "
+                            "%d keys; pass block_q = block_k = 0 or those (got %lld x %lld)",
+                            fn, DEC_BM, DEC_BN, (long long)p->br, (long long)p->bc);
+    const int64_t group = p->Hq / p->Hkv;
+    const int64_t cap = p->layout == ATTN_KVCACHE ? p->kv_capacity : 0;
+    const int64_t limit = (int64_t)1 << 30;
+    if (p->Sq * group > limit || p->Sk > limit || cap > limit || p->total_q > limit ||
+        p->total_k > limit || p->num_pages > limit || p->kv_rows > limit ||
+        p->B * p->Hkv * m_tiles_of(p) > 0x7fffffff)
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                            "%s: the CUDA KV-cache/varlen kernel takes Sq * Hq / Hkv, Sk, cache "
+                            "capacity and row counts <= 2^30 and at most 2^31 - 1 thread blocks",
+                            fn);
+    FLASHC_TRY(cuda_check_no_pending_error(fn));
+    flashc_status st;
+    if ((st = check_operand(fn, "q", p->q, p->sq)) != FLASHC_OK ||
+        (st = check_operand(fn, p->layout == ATTN_KVCACHE ? "k_cache" : "k", p->k, p->sk)) !=
+            FLASHC_OK ||
+        (st = check_operand(fn, p->layout == ATTN_KVCACHE ? "v_cache" : "v", p->v, p->sv)) !=
+            FLASHC_OK ||
+        (st = check_operand(fn, "o", p->o, p->so)) != FLASHC_OK)
+        return st;
+    if (p->k_new && ((st = check_operand(fn, "k_new", p->k_new, p->sknew)) != FLASHC_OK ||
+                     (st = check_operand(fn, "v_new", p->v_new, p->svnew)) != FLASHC_OK))
+        return st;
+    const void *idx[6] = {p->lse, p->alibi, p->cu_q, p->cu_k, p->seqlens_k, p->pages};
+    const char *idx_names[6] = {"lse", "alibi_slopes", "cu_seqlens_q", "cu_seqlens_k",
+                                "cache_seqlens", "block_table"};
+    for (int n = 0; n < 6; n++)
+        if (idx[n] && (st = cuda_check_memory(fn, idx_names[n], idx[n])) != FLASHC_OK)
+            return st;
+    if (p->kv_batch && (st = cuda_check_memory(fn, "cache_batch_idx", p->kv_batch)) != FLASHC_OK)
+        return st;
+    int dev = 0, major = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err != cudaSuccess)
+        return cuda_device_error(fn, "querying the current CUDA device", err);
+    if (major < 8)
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                            "%s: no CUDA kernel for this device (sm_80 or newer needed)", fn);
+    return FLASHC_OK;
+}
+
+size_t cuda_attn_decode_workspace(const attn_problem *p)
+{
+    return workspace_of(p, splits_of(p));
+}
+
+flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
+{
+    const char *fn = fn_of(p);
+    FLASHC_TRY(cuda_check_no_pending_error(fn));
+    cudaStream_t stream = (cudaStream_t)p->stream;
+    dec_args a;
+    memset(&a, 0, sizeof a);
+    a.q = p->q, a.k = p->k, a.v = p->v, a.o = p->o, a.lse = p->lse;
+    for (int i = 0; i < 3; i++) {
+        a.sq[i] = p->sq[i], a.sk[i] = p->sk[i], a.sv[i] = p->sv[i], a.so[i] = p->so[i];
+        a.slse[i] = p->slse[i];
+        a.sknew[i] = p->sknew[i], a.svnew[i] = p->svnew[i];
+    }
+    a.layout = (int)p->layout;
+    a.cu_q = p->cu_q, a.cu_k = p->cu_k;
+    a.seqlens = p->seqlens_k, a.kv_batch = p->kv_batch, a.pages = p->pages;
+    a.pages_stride = p->pages_stride;
+    a.page_size = (int)(p->page_size > 0 ? p->page_size : 1);
+    a.num_pages = (int)p->num_pages, a.kv_rows = (int)p->kv_rows;
+    a.capacity = (int)p->kv_capacity;
+    a.B = (int)p->B, a.Sq = (int)p->Sq, a.Sk = (int)p->Sk, a.Hq = (int)p->Hq, a.Hkv = (int)p->Hkv;
+    a.group = (int)(p->Hq / p->Hkv);
+    a.D = (int)p->D, a.Dv = (int)p->Dv, a.s_new = (int)p->s_new;
+    a.wl = p->wl, a.wr = p->wr;
+    a.scale = p->scale;
+    a.scale_log2 = (float)((double)p->scale * 1.4426950408889634);
+    a.softcap = p->softcap;
+    a.inv_softcap = p->softcap > 0.0f ? 1.0f / p->softcap : 0.0f;
+    a.alibi = p->alibi;
+    a.salibi[0] = p->salibi[0], a.salibi[1] = p->salibi[1];
+    a.modified = p->softcap > 0.0f || p->alibi != NULL;
+    a.m_tiles = (int)m_tiles_of(p);
+    a.splits = splits_of(p);
+    a.k_new = p->k_new, a.v_new = p->v_new;
+    a.total_q = (int)p->total_q, a.total_k = (int)p->total_k;
+
+    const size_t ws = workspace_of(p, a.splits);
+    void *own = NULL;
+    if (ws > 0) {
+        attn_scratch sc;
+        attn_scratch_init(&sc, p);
+        void *base;
+        if (sc.base) {
+            base = sc.base; /* the core checked workspace_bytes >= ws */
+        } else {
+            const cudaError_t err = cudaMallocAsync(&own, ws, stream);
+            if (err != cudaSuccess)
+                return flashc__fail(FLASHC_ERR_OUT_OF_MEMORY,
+                                    "%s: cudaMallocAsync of the %zu-byte split-KV workspace "
+                                    "failed: %s",
+                                    fn, ws, cudaGetErrorString(err));
+            base = (void *)(((uintptr_t)own + 63) & ~(uintptr_t)63);
+        }
+        const size_t rows = (size_t)p->B * (size_t)p->Hq * (size_t)p->Sq * (size_t)a.splits;
+        a.part_o = (float *)base;
+        a.part_lse = (float *)((char *)base +
+                               (rows * (size_t)p->Dv * sizeof(float) + 63) / 64 * 64);
+    }
+
+    const int di = head_dim_instance(p);
+    cudaError_t err = p->dtype == FLASHC_BF16 ? dec_run_all<__nv_bfloat16>(a, di, stream)
+                                              : dec_run_all<__half>(a, di, stream);
+    if (own) {
+        const cudaError_t ferr = cudaFreeAsync(own, stream);
+        if (err == cudaSuccess)
+            err = ferr;
+    }
+    if (err != cudaSuccess)
+        return cuda_device_error(fn, "launching the KV-cache/varlen attention kernels", err);
+
+    const int64_t tiles_total = p->B * p->Hq * ((p->Sq + DEC_BM - 1) / DEC_BM) *
+                                ((p->Sk + DEC_BN - 1) / DEC_BN);
+    stats->tile_pairs = tiles_total; /* lengths live on the device: the maxima's count */
+    stats->tile_pairs_total = tiles_total;
+    stats->block_q = DEC_BM;
+    stats->block_k = DEC_BN;
+    stats->num_splits = a.splits;
+    stats->workspace_bytes = (int64_t)ws;
+    return FLASHC_OK;
+}
+
+/* ---- flashc_attn_merge on CUDA tensors ------------------------------------------------------ */
+
+namespace {
+
+struct merge_args {
+    const void *o1, *o2;
+    void *o;
+    const float *l1, *l2;
+    float *l;
+    flashc_dtype t1, t2, to;
+    int64_t s1[4], s2[4], so[4], sl1[3], sl2[3], sl[3];
+    int B, S, H, D;
+};
+
+__device__ __forceinline__ float merge_load(const void *p, flashc_dtype t, int64_t i)
+{
+    if (t == FLASHC_F32)
+        return ((const float *)p)[i];
+    if (t == FLASHC_BF16)
+        return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    return __half2float(((const __half *)p)[i]);
+}
+
+__device__ __forceinline__ void merge_store(void *p, flashc_dtype t, int64_t i, float x)
+{
+    if (t == FLASHC_F32)
+        ((float *)p)[i] = x;
+    else if (t == FLASHC_BF16)
+        ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(x);
+    else
+        ((__half *)p)[i] = __float2half_rn(x);
+}
+
+/* One warp per (b, s, h) row; float32 math, o rounded once (as the host version). */
+__global__ void __launch_bounds__(128) attn_merge_kernel(const merge_args a)
+{
+    const int64_t row = (int64_t)blockIdx.x * 4 + threadIdx.x / 32;
+    const int lane = (int)threadIdx.x % 32;
+    if (row >= (int64_t)a.B * a.S * a.H)
+        return;
+    const int h = (int)(row % a.H), s = (int)(row / a.H % a.S), b = (int)(row / a.H / a.S);
+    const float x = a.l1[b * a.sl1[0] + h * a.sl1[1] + s * a.sl1[2]];
+    const float y = a.l2[b * a.sl2[0] + h * a.sl2[1] + s * a.sl2[2]];
+    const float m = fmaxf(x, y);
+    float wa = 0.0f, wb = 0.0f, L = -INFINITY;
+    if (isnan(x) || isnan(y)) { /* NaN never passes (fmaxf would drop it) */
+        wa = wb = L = NAN;
+    } else if (m != -INFINITY) {
+        const float ea = expf(x - m), eb = expf(y - m), sum = ea + eb;
+        wa = ea / sum, wb = eb / sum;
+        L = m + logf(sum);
+    }
+    const bool use_a = x != -INFINITY, use_b = y != -INFINITY; /* an empty state is not read */
+    const int64_t ra = b * a.s1[0] + s * a.s1[1] + h * a.s1[2];
+    const int64_t rb = b * a.s2[0] + s * a.s2[1] + h * a.s2[2];
+    const int64_t ro = b * a.so[0] + s * a.so[1] + h * a.so[2];
+    for (int d = lane; d < a.D; d += 32)
+        merge_store(a.o, a.to, ro + d * a.so[3],
+                    (use_a ? wa * merge_load(a.o1, a.t1, ra + d * a.s1[3]) : 0.0f) +
+                        (use_b ? wb * merge_load(a.o2, a.t2, rb + d * a.s2[3]) : 0.0f));
+    if (lane == 0 && a.l)
+        a.l[b * a.sl[0] + h * a.sl[1] + s * a.sl[2]] = L;
+}
+
+} /* namespace */
+
+extern "C" flashc_status cuda_attn_merge(const flashc_tensor *o1, const flashc_tensor *lse1,
+                                         const flashc_tensor *o2, const flashc_tensor *lse2,
+                                         flashc_tensor *o, flashc_tensor *lse)
+{
+    static const char fn[] = "flashc_attn_merge";
+    FLASHC_TRY(cuda_check_no_pending_error(fn));
+    const flashc_tensor *ts[6] = {o1, o2, o, lse1, lse2, lse};
+    const char *names[6] = {"o1", "o2", "o", "lse1", "lse2", "lse"};
+    for (int i = 0; i < 6; i++) {
+        if (!ts[i])
+            continue;
+        const size_t es = flashc_dtype_size(ts[i]->dtype);
+        if ((uintptr_t)ts[i]->data % es != 0)
+            return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT, "%s: %s is not element-aligned", fn,
+                                names[i]);
+        FLASHC_TRY(cuda_check_memory(fn, names[i], ts[i]->data));
+    }
+    merge_args a;
+    memset(&a, 0, sizeof a);
+    a.o1 = o1->data, a.o2 = o2->data, a.o = o->data;
+    a.l1 = (const float *)lse1->data, a.l2 = (const float *)lse2->data;
+    a.l = lse ? (float *)lse->data : NULL;
+    a.t1 = o1->dtype, a.t2 = o2->dtype, a.to = o->dtype;
+    for (int i = 0; i < 4; i++)
+        a.s1[i] = o1->stride[i], a.s2[i] = o2->stride[i], a.so[i] = o->stride[i];
+    for (int i = 0; i < 3; i++) {
+        a.sl1[i] = lse1->stride[i], a.sl2[i] = lse2->stride[i];
+        a.sl[i] = lse ? lse->stride[i] : 0;
+    }
+    a.B = (int)o1->shape[0], a.S = (int)o1->shape[1], a.H = (int)o1->shape[2];
+    a.D = (int)o1->shape[3];
+    for (int i = 0; i < 4; i++)
+        if (o1->shape[i] > 0x7fffffff)
+            return flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: a dim above 2^31 - 1 on CUDA", fn);
+    const int64_t rows = (int64_t)a.B * a.S * a.H;
+    if (rows > ((int64_t)1 << 33))
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: more than 2^33 rows on CUDA", fn);
+    attn_merge_kernel<<<(unsigned)((rows + 3) / 4), 128>>>(a);
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess)
+        return cuda_device_error(fn, "launching the merge kernel", err);
+    return FLASHC_OK;
+}
