@@ -37,19 +37,6 @@ static void fz_cu(fz *f, int64_t B, const int64_t *len, int64_t total, int32_t *
     }
 }
 
-/* The 1-D slopes of sequence b: a (B, Hq) table's row b, a (Hq) table as it is. */
-static flashc_tensor alibi_row(const flashc_tensor *a, int64_t b)
-{
-    flashc_tensor r = *a;
-    if (a->ndim == 2) {
-        r.ndim = 1;
-        r.shape[0] = a->shape[1];
-        r.stride[0] = a->stride[1];
-        r.data = (char *)a->data + b * a->stride[0] * 4;
-    }
-    return r;
-}
-
 /* Element offsets of row r of a packed (rows, H, D) or (H, rows) view: writes value to every
  * element of that row in buffer base (laid out as view t). */
 static void fill_row(const flashc_tensor *t, void *base, int row_dim, int64_t r, float value)
@@ -201,7 +188,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             fill_row(&tw[1].t, tw[1].t.data, 0, r, 0.0f), fill_row(&tw[2].t, tw[2].t.data, 0, r, 0.0f);
         for (int64_t b = 0; b < B; b++) {
             const int64_t q0 = c_q[b], nq = c_q[b + 1] - c_q[b], k0 = c_k[b], nk = c_k[b + 1] - c_k[b];
-            flashc_tensor al = alibi.present && alibi.t.data ? alibi_row(&alibi.t, b) : alibi.t;
+            flashc_tensor al = alibi.present && alibi.t.data ? fz_alibi_row(&alibi.t, b) : alibi.t;
             flashc_attn_params pb = pr;
             pb.alibi_slopes = pr.alibi_slopes ? &al : NULL;
             if (nk == 0) { /* rows that see no key: o = 0, lse = -inf; dq = 0 */

@@ -577,6 +577,19 @@ static flashc_tensor fz_rows_view(const flashc_tensor *t, int dim, int64_t r0, i
     return v;
 }
 
+/* The 1-D slopes of sequence b: a (B, Hq) table's row b, a (Hq) table as it is. */
+static flashc_tensor fz_alibi_row(const flashc_tensor *a, int64_t b)
+{
+    flashc_tensor r = *a;
+    if (a->ndim == 2) {
+        r.ndim = 1;
+        r.shape[0] = a->shape[1];
+        r.stride[0] = a->stride[1];
+        r.data = (char *)a->data + b * a->stride[0] * 4;
+    }
+    return r;
+}
+
 /* The scale a call used: params cut short by struct_size fall back to the default scale
  * (all_params: the struct the call saw held every field). */
 static double fz_used_scale(const flashc_attn_params *pr, int use_params, int all_params,

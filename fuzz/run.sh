@@ -17,7 +17,7 @@ repo=$PWD
 build="${FLASHC_FUZZ_BUILD:-build-fuzz}"
 secs="${FLASHC_FUZZ_SECONDS:-40}"
 jobs=$(nproc 2>/dev/null || echo 2)
-all=(attn_fwd attn_bwd attn_varlen merge softmax rmsnorm swiglu tensor)
+all=(attn_fwd attn_bwd attn_varlen attn_kvcache merge softmax rmsnorm swiglu tensor)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 

@@ -605,6 +605,33 @@ static void mm_softmax_case(const char *name, mm_softmax_fn fn, int64_t br, int6
     free(S), free(P0), free(P1);
 }
 
+/* NaN scores: a row whose only non-masked score is NaN (the case a horizontal max can lose),
+ * with and without a running max, and a NaN among finite scores all end with l = NaN and P =
+ * NaN at the NaN's column; a row of -inf only keeps the empty state. */
+static void mm_softmax_nan(const char *name, mm_softmax_fn fn)
+{
+    enum { BR = 4, BC = 37, LDS = 40, LDP = 64 };
+    float S[BR * LDS], m[BR] = {-INFINITY, 3.0f, -INFINITY, -INFINITY}, l[BR] = {0, 2, 0, 0};
+    float a[BR];
+    uint16_t P[BR * LDP];
+    const int col[BR] = {20, 33, 5, -1};
+    for (int i = 0; i < BR; i++)
+        for (int j = 0; j < BC; j++)
+            S[i * LDS + j] = j == col[i] ? NAN : i == 2 ? (float)(j % 7) : -INFINITY;
+    fn(S, LDS, BR, BC, 0.18f, m, l, a, P, LDP);
+    for (int i = 0; i < 3; i++) {
+        const uint16_t x = P[i * LDP + col[i]];
+        if (!isnan(l[i]) || (x & 0x7f80u) != 0x7f80u || !(x & 0x7fu)) {
+            print_error("mm softmax NaN [%s]: row %d: l = %g, P = %04x (want NaN)\n", name, i,
+                        (double)l[i], x);
+            fail();
+        }
+    }
+    assert_true(m[3] == -INFINITY && l[3] == 0.0f && a[3] == 1.0f);
+    for (int j = 0; j < rup(BC, CPU_MM_KP); j++)
+        assert_int_equal(P[3 * LDP + j], 0);
+}
+
 static void test_mm_softmax(void **state)
 {
     (void)state;
@@ -618,6 +645,7 @@ static void test_mm_softmax(void **state)
 #endif
         {NULL, NULL}};
     static const int64_t shapes[][2] = {{1, 1}, {3, 7}, {16, 16}, {17, 33}, {48, 96}, {64, 100}};
+    mm_softmax_nan("scalar model", cpu_mm_bf16_ref.softmax);
     for (int k = 0; inst[k].isa; k++) {
         if (!cpu_kernels_by_name(inst[k].isa)) {
             printf("  mm softmax: %s skipped (this CPU cannot run it)\n", inst[k].isa);
@@ -625,6 +653,7 @@ static void test_mm_softmax(void **state)
         }
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
             mm_softmax_case(inst[k].isa, inst[k].fn, shapes[s][0], shapes[s][1]);
+        mm_softmax_nan(inst[k].isa, inst[k].fn);
         printf("  mm softmax: %s ran\n", inst[k].isa);
     }
 }

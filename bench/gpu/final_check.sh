@@ -1,58 +1,96 @@
 #!/usr/bin/env bash
 # bench/gpu/final_check.sh — one device call over merged main, for the session's closing check:
-#   build (Release, CUDA sm_80 + sm_90a), the four GPU suites (forward on the default dispatch,
-#   backward, row ops, serving: KV cache / varlen / split-KV), compute-sanitizer memcheck on the short forward cases, the whole CPU
-#   ctest suite on the host (AVX-512 and AMX paths), and the Python tests with torch CPU + CUDA.
+#   1. build (Release, CUDA sm_80 + sm_90a);
+#   2. at once, on separate host cores: the GPU suites (forward on the default dispatch,
+#      backward, row ops, serving: KV cache / varlen / split-KV / merge, the 1-rank NCCL ring
+#      when built) and compute-sanitizer on their short cases (memcheck on all four,
+#      racecheck / synccheck / initcheck on the forward and serving), and the whole CPU ctest
+#      suite on the host's AVX-512 and AMX paths;
+#   3. the Python tests with torch CPU + CUDA.
 # FLASHC_DEPS: a folder made by bench/gpu/stage.sh (cmocka); FLASHC_WHEELS: pytest wheels.
-# At most 6 files under $OUT (the device tool returns 8); a summary table is printed last.
+# FLASHC_FINAL_BUDGET: seconds for the whole script (default 520). Logs: at most 6 files under
+# $OUT (the device tool returns 8); a summary table is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/build-gpu/out}
 mkdir -p "$OUT"
 export PKG_CONFIG_PATH="${FLASHC_DEPS:-/nonexistent}/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 export LD_LIBRARY_PATH="${FLASHC_DEPS:-/nonexistent}/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+budget=${FLASHC_FINAL_BUDGET:-520}
 B=build-final
-summary=()
-status=0
-note() { summary+=("$1"); }
+L=$PWD/$B/logs
+mkdir -p "$L"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader >"$OUT/gpu.log" 2>&1
 t0=$SECONDS
 { cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release && cmake --build $B -j "$(nproc)"; } >"$OUT/build.log" 2>&1 ||
   { tail -30 "$OUT/build.log"; echo "BUILD FAILED"; exit 1; }
-note "build $((SECONDS - t0)) s"
-gpu() { # name, timeout, command...
+echo "build $((SECONDS - t0)) s" >"$L/00-build.sum"
+
+ncpu=$(nproc)
+gcores="0-$((ncpu / 2 - 1))"         # GPU jobs (their fp64 references run on the host)
+ccores="$((ncpu / 2))-$((ncpu - 1))" # the CPU suite
+job() { # name, timeout, command... (background; one log and one summary line per job)
   local name=$1 lim=$2; shift 2
-  local t=$SECONDS
-  echo "=== $name" >>"$OUT/gpu.log"
-  timeout "$lim" "$@" >>"$OUT/gpu.log" 2>&1
-  local rc=$?
-  [ $rc = 0 ] || status=1
-  note "$name: rc $rc, $((SECONDS - t)) s, $(grep -E 'PASSED|FAILED|ERROR SUMMARY' "$OUT/gpu.log" | tail -1)"
+  (
+    t=$SECONDS
+    timeout "$lim" taskset -c "$gcores" env OMP_NUM_THREADS=2 "$@" >"$L/$name.log" 2>&1
+    rc=$?
+    echo "$name: rc $rc, $((SECONDS - t)) s, $(grep -E 'PASSED|FAILED|ERROR SUMMARY|passed|failed' "$L/$name.log" | tail -1)" >"$L/$name.sum"
+  ) &
 }
-gpu test_cuda_attn 150 $B/tests/test_cuda_attn
-gpu test_cuda_attn_bwd 120 $B/tests/test_cuda_attn_bwd
-gpu test_cuda_rows 60 $B/tests/test_cuda_rows
-gpu test_cuda_serving 90 $B/tests/test_cuda_serving
+san() { # name, tool, test binary, env...
+  local name=$1 tool=$2 bin=$3; shift 3
+  job "$name" 240 env FLASHC_TEST_SMALL=1 "$@" compute-sanitizer --tool "$tool" --report-api-errors no \
+    --error-exitcode 9 "$B/tests/$bin"
+}
+job test_cuda_attn 240 $B/tests/test_cuda_attn
+job test_cuda_attn_bwd 240 $B/tests/test_cuda_attn_bwd
+job test_cuda_rows 120 $B/tests/test_cuda_rows
+job test_cuda_serving 200 $B/tests/test_cuda_serving
+[ -x $B/tests/test_cp_nccl ] && job test_cp_nccl 120 $B/tests/test_cp_nccl
 if command -v compute-sanitizer >/dev/null; then
-  FLASHC_TEST_SMALL=1 FLASHC_TEST_DIMS=59,128 gpu memcheck_fwd 70 compute-sanitizer --tool memcheck \
-    --error-exitcode 9 $B/tests/test_cuda_attn
+  san memcheck_fwd memcheck test_cuda_attn FLASHC_TEST_DIMS=59,128
+  san racecheck_fwd racecheck test_cuda_attn FLASHC_TEST_DIMS=128
+  san synccheck_fwd synccheck test_cuda_attn FLASHC_TEST_DIMS=128
+  san initcheck_fwd initcheck test_cuda_attn FLASHC_TEST_DIMS=64
+  san memcheck_bwd memcheck test_cuda_attn_bwd FLASHC_TEST_DIMS=128
+  san memcheck_rows memcheck test_cuda_rows
+  san memcheck_serving memcheck test_cuda_serving
+  san racecheck_serving racecheck test_cuda_serving
+  san initcheck_serving initcheck test_cuda_serving
 fi
-t=$SECONDS
-grep -o -E 'avx512[a-z0-9_]*|amx_[a-z0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ' >"$OUT/ctest.log"
-echo >>"$OUT/ctest.log"
-exclude='^test_cuda'
-ldconfig -p | grep -q libopenblas.so.0 || exclude="$exclude|^cli_bench_ceiling$"
-timeout 200 ctest --test-dir $B --output-on-failure -j "$(nproc)" -E "$exclude" >>"$OUT/ctest.log" 2>&1 || status=1
-note "ctest (CPU, host ISAs): $((SECONDS - t)) s, $(grep -E 'tests passed' "$OUT/ctest.log" | tail -1)"
-note "  skipped: $(grep -c '(Skipped)' "$OUT/ctest.log"), isa runs: $(grep -oE '\.(amx|avx512bf16|avx512)  *\.\.\.*  *Passed' "$OUT/ctest.log" | wc -l) amx/avx512 passes"
+(
+  t=$SECONDS
+  grep -o -E 'avx512[a-z0-9_]*|amx_[a-z0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ' >"$L/ctest.log"
+  echo >>"$L/ctest.log"
+  exclude='^test_cuda|^test_cp_nccl'
+  ldconfig -p | grep -q libopenblas.so.0 || exclude="$exclude|^cli_bench_ceiling$"
+  timeout 300 taskset -c "$ccores" ctest --test-dir $B --output-on-failure -j "$((ncpu / 2))" \
+    -E "$exclude" >>"$L/ctest.log" 2>&1
+  {
+    echo "ctest (CPU, host ISAs): rc $?, $((SECONDS - t)) s, $(grep -E 'tests passed' "$L/ctest.log" | tail -1)"
+    echo "  skipped: $(grep -c '(Skipped)' "$L/ctest.log"), amx/avx512 variant passes: $(grep -oE '\.(amx|avx512bf16|avx512) *\.\.\.* *Passed' "$L/ctest.log" | wc -l)"
+  } >"$L/zz-ctest.sum"
+) &
+wait
 t=$SECONDS
 if ! python3 -c "import pytest" 2>/dev/null && [ -n "${FLASHC_WHEELS:-}" ]; then
   python3 -m pip install -q --no-index --find-links "$FLASHC_WHEELS" --target "$PWD/.pytest-lib" pytest >/dev/null 2>&1
   export PYTHONPATH="$PWD/.pytest-lib${PYTHONPATH:+:$PYTHONPATH}"
 fi
-FLASHC_LIBRARY="$PWD/$B/libflashc.so" PYTHONUNBUFFERED=1 timeout $((520 - SECONDS > 30 ? 520 - SECONDS : 30)) \
-  python3 -m pytest python/tests -q -rs -p no:cacheprovider >"$OUT/pytest.log" 2>&1 || status=1
-note "pytest (torch CPU + CUDA): $((SECONDS - t)) s, $(tail -1 "$OUT/pytest.log")"
+left=$((budget - SECONDS))
+FLASHC_LIBRARY="$PWD/$B/libflashc.so" PYTHONUNBUFFERED=1 timeout $((left > 30 ? left : 30)) \
+  python3 -m pytest python/tests -q -rs -p no:cacheprovider >"$L/pytest.log" 2>&1
+echo "pytest (torch CPU + CUDA): rc $?, $((SECONDS - t)) s, $(tail -1 "$L/pytest.log")" >"$L/zz-pytest.sum"
+
+# logs: GPU jobs in one file, the CPU suite and pytest in theirs
+for f in "$L"/*.log; do
+  case $(basename "$f") in
+  ctest.log | pytest.log) cp "$f" "$OUT/" ;;
+  *) { echo "=== $(basename "$f" .log)"; tail -c 20000 "$f"; } >>"$OUT/gpu.log" ;;
+  esac
+done
 echo
-printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt"
-exit $status
+cat "$L"/*.sum | tee "$OUT/summary.txt"
+! grep -qE ': rc [1-9]' "$OUT/summary.txt"

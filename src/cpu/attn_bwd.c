@@ -43,6 +43,10 @@
  * Both run the same per-element operations in the same order, so the choice (made from the item
  * count and the thread count) changes the speed but not a single bit of the result.
  *
+ * bf16 storage on a matrix unit (the table has kernels.h cpu_mm_bf16: AMX or AVX512-BF16): the
+ * five products on bf16 operands with float32 accumulation, P and dS rounded to bf16 for theirs
+ * (split schedule; mm_* below). Not yet measured on a CPU with the units.
+ *
  * Scratch (attn_scratch, sized by cpu_attn_bwd_workspace: the caller's workspace or the core's
  * one allocation): D (Hq floats per query row), the varlen block offsets (2 (B + 1) int64), and
  * per-thread tiles O(threads * ((Br + Bc) (D + Dv) + Br * Bc)); nothing of size Sq x Sk.
@@ -119,8 +123,10 @@ typedef struct bwd_plan {
     int slots;                /* per-thread tile sets                                          */
     int64_t ldd, lddv, lds;   /* leading dims: D-wide, Dv-wide and Bc-wide tiles               */
     size_t per_thread;        /* floats per tile set (whole cache lines)                       */
+    int mm;                   /* bf16 storage on a matrix unit (kernels.h cpu_mm_bf16)          */
     size_t di_floats;         /* D_i entries                                                   */
     size_t sizes[3];          /* scratch pieces: D, block offsets, tile sets                   */
+    const attn_problem *p;
 } bwd_plan;
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -138,9 +144,33 @@ static size_t tile_floats(int64_t br, int64_t bc, int64_t ldd, int64_t lddv, int
            + lines((size_t)(br > bc ? br : bc));                    /* ones    */
 }
 
+static int64_t rup(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* The matrix-unit regions of a tile set, in floats (bwd_ws, the mm part). */
+enum { MM_NREG = 11 };
+static void mm_regions(const attn_problem *p, int64_t br, int64_t bc, int64_t sz[MM_NREG])
+{
+    const int64_t dp = rup(p->D, CPU_MM_KP), dvp = rup(p->Dv, CPU_MM_KP);
+    const int64_t br16 = rup(br, 16), br32 = rup(br, CPU_MM_KP), bc16 = rup(bc, 16);
+    const int64_t bc32 = rup(bc, CPU_MM_KP), d16 = rup(p->D, 16), dv16 = rup(p->Dv, 16);
+    const int64_t wide = p->D > p->Dv ? p->D : p->Dv;
+    const int64_t r[MM_NREG] = {
+        br16 * dp / 2, br16 * dvp / 2,          /* qb, dob: Q, dO rows as bf16             */
+        br32 / 2 * d16, br32 / 2 * dv16,        /* qp, dop: Q, dO as B operands (pack_b)   */
+        dp / 2 * (bc16 + 16), dvp / 2 * (bc16 + 16), /* kp, vp: K^T, V^T (pack_bt)       */
+        bc32 / 2 * d16,                         /* kb: K keys of a pair as B (pack_b)      */
+        bc16 * br32 / 2, bc16 * br32 / 2,       /* pt, dst: P^T, dS^T as bf16              */
+        br16 * bc32 / 2,                        /* dsb: dS as bf16                         */
+        (bc * wide + 1) / 2,                    /* hb: K or V rows as bf16, for packing    */
+    };
+    for (int i = 0; i < MM_NREG; i++)
+        sz[i] = (int64_t)lines((size_t)r[i]);
+}
+
 static void make_plan(const attn_problem *p, bwd_plan *pl)
 {
     memset(pl, 0, sizeof *pl);
+    pl->p = p;
     int64_t br = p->br ? p->br : DEFAULT_BR, bc = p->bc ? p->bc : DEFAULT_BC;
     pl->br_req = br, pl->bc_req = bc;
     if (br > p->Sq) /* a tile never needs to be larger than the longest sequence */
@@ -167,6 +197,13 @@ static void make_plan(const attn_problem *p, bwd_plan *pl)
     pl->slots = most < threads ? (int)(most < 1 ? 1 : most) : threads;
     pl->ldd = tile_ld(p->D), pl->lddv = tile_ld(p->Dv), pl->lds = tile_ld(bc);
     pl->per_thread = tile_floats(br, bc, pl->ldd, pl->lddv, pl->lds);
+    pl->mm = p->dtype == FLASHC_BF16 && cpu_kernels_get()->bf16 && !pl->fused;
+    if (pl->mm) {
+        int64_t sz[MM_NREG];
+        mm_regions(p, br, bc, sz);
+        for (int i = 0; i < MM_NREG; i++)
+            pl->per_thread += (size_t)sz[i];
+    }
     pl->di_floats = (size_t)p->Hq * (size_t)(p->layout == ATTN_VARLEN ? p->total_q
                                                                         : p->B * p->Sq);
     pl->sizes[0] = pl->di_floats * sizeof(float);
@@ -192,6 +229,16 @@ typedef struct bwd_ws {
     float *lse, *di;        /* br: L and D of the Q block's rows                               */
     int64_t *lo, *hi;       /* br: each row's key range                                        */
     float *ones;            /* max(br, bc) 1s: the row scale of an accumulating gemm / pv      */
+    /* The matrix-unit path (plan mm): bf16 operands, VNNI-packed B operands (kernels.h);
+     * leading dimensions in elements / words. */
+    int64_t ldqb, dvp, ldqp, ldvop, ldkp, ldkb, ldpt, ldds;
+    uint16_t *qb, *dob;     /* R16(br) x ldqb, x dvp: Q, dO rows (A of S, dP); zero padding     */
+    uint32_t *qp, *dop;     /* Q, dO rows as B (dK += dS^T Q, dV += P^T dO)                   */
+    uint32_t *kp, *vp;      /* K^T, V^T of the K block (B of S = Q K^T, dP = dO V^T)          */
+    uint32_t *kb;           /* a pair's keys of K as B (dQ += dS K)                           */
+    uint16_t *pt, *dst;     /* R16(bc) x ldpt: P^T, dS^T (A of dV, dK)                        */
+    uint16_t *dsb;          /* R16(br) x ldds: dS (A of dQ)                                   */
+    uint16_t *hb;           /* bc x max(D, Dv): K or V rows as bf16                           */
 } bwd_ws;
 
 /* The next piece of n floats of a tile set (whole cache lines, so pieces never share one). */
@@ -224,6 +271,19 @@ static bwd_ws ws_at(float *base, const bwd_plan *pl)
     w.ones = take(&x, br > bc ? br : bc);
     for (int64_t r = 0; r < (br > bc ? br : bc); r++)
         w.ones[r] = 1.0f;
+    if (pl->mm) {
+        int64_t sz[MM_NREG];
+        mm_regions(pl->p, br, bc, sz);
+        void *r[MM_NREG];
+        for (int i = 0; i < MM_NREG; i++)
+            r[i] = take(&x, sz[i]);
+        const attn_problem *p = pl->p;
+        w.ldqb = rup(p->D, CPU_MM_KP), w.dvp = rup(p->Dv, CPU_MM_KP);
+        w.ldqp = rup(p->D, 16), w.ldvop = rup(p->Dv, 16), w.ldkp = rup(bc, 16) + 16;
+        w.ldkb = rup(p->D, 16), w.ldpt = rup(br, CPU_MM_KP), w.ldds = rup(bc, CPU_MM_KP);
+        w.qb = r[0], w.dob = r[1], w.qp = r[2], w.dop = r[3], w.kp = r[4], w.vp = r[5];
+        w.kb = r[6], w.pt = r[7], w.dst = r[8], w.dsb = r[9], w.hb = r[10];
+    }
     return w;
 }
 
@@ -283,6 +343,40 @@ static int pair_keys(const qblock *qb, int64_t j0, int64_t cols, int64_t *jlo, i
     return *jhi > *jlo;
 }
 
+/* ---- bf16 storage on a matrix unit (kernels.h cpu_mm_bf16) --------------------------------
+ *
+ * The five products take bf16 operands with float32 accumulation (FlashAttention-2's mixed
+ * precision): S = Q K^T and dP = dO V^T from the bf16 inputs; dV += P^T dO, dK += dS^T Q and
+ * dQ += dS K with P and dS rounded to bf16 once (the naive same-precision backward rounds them
+ * too); everything between (the softmax recomputation, dS) stays float32 as above. The
+ * float32 tiles hold exact bf16 values, so the bf16 operands are taken from them (rounding is
+ * exact), whatever the layout or strides. Only the split schedule (bf16 is never fused), so
+ * every sum still has one fixed order. A NaN or Inf key keeps the float32 row-by-row dQ. */
+
+/* dst (rows x ld bf16) = src (rows x n float32, lds) rounded, zero in columns n .. ld and in
+ * rows rows .. rows_pad. */
+static void mm_rows_bf16(const float *src, int64_t lds, int64_t rows, int64_t n, uint16_t *dst,
+                         int64_t ld, int64_t rows_pad)
+{
+    for (int64_t r = 0; r < rows_pad; r++)
+        for (int64_t x = 0; x < ld; x++)
+            dst[r * ld + x] = r < rows && x < n ? flashc__f32_to_bf16(src[r * lds + x]) : 0;
+}
+
+/* dst (n x ld bf16) = the transpose of src (rows x n float32, lds) rounded; columns rows .. ld
+ * zero. */
+static void mm_transpose_bf16(const float *src, int64_t lds, int64_t rows, int64_t n,
+                              uint16_t *dst, int64_t ld)
+{
+    for (int64_t x = 0; x < n; x++) {
+        uint16_t *d = dst + x * ld;
+        for (int64_t r = 0; r < rows; r++)
+            d[r] = flashc__f32_to_bf16(src[r * lds + x]);
+        for (int64_t r = rows; r < ld; r++)
+            d[r] = 0;
+    }
+}
+
 static void load_qblock(const bwd_ctx *c, bwd_ws *w, const qblock *qb)
 {
     const attn_problem *p = c->p;
@@ -301,6 +395,14 @@ static void load_qblock(const bwd_ctx *c, bwd_ws *w, const qblock *qb)
         if (w->lse[r] == -INFINITY) /* a row that saw no key: zero gradients */
             w->hi[r] = w->lo[r];
     }
+    if (c->pl->mm) {
+        const cpu_mm_bf16 *mm = c->kr->bf16;
+        const int64_t r16 = rup(rows, 16);
+        mm_rows_bf16(w->q, c->pl->ldd, rows, p->D, w->qb, w->ldqb, r16);
+        mm_rows_bf16(w->dout, c->pl->lddv, rows, p->Dv, w->dob, w->dvp, r16);
+        mm->pack_b(w->qb, w->ldqb, rows, p->D, w->qp, w->ldqp);
+        mm->pack_b(w->dob, w->dvp, rows, p->Dv, w->dop, w->ldvop);
+    }
 }
 
 /* K and V rows [j0, j0 + cols) of KV head hk in sequence b into w->k, w->v. */
@@ -312,6 +414,13 @@ static void load_kblock(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk, int6
               p->D, w->k, c->pl->ldd);
     load_tile(c->kr, p->v, p->dtype, p->sv, attn_kv_off(p, p->sv, b, j0) + hk * p->sv[2], cols,
               p->Dv, w->v, c->pl->lddv);
+    if (c->pl->mm) {
+        const cpu_mm_bf16 *mm = c->kr->bf16;
+        mm_rows_bf16(w->k, c->pl->ldd, cols, p->D, w->hb, p->D, cols);
+        mm->pack_bt(w->hb, p->D, cols, p->D, w->kp, w->ldkp);
+        mm_rows_bf16(w->v, c->pl->lddv, cols, p->Dv, w->hb, p->Dv, cols);
+        mm->pack_bt(w->hb, p->Dv, cols, p->Dv, w->vp, w->ldkp);
+    }
 }
 
 /* ---- one tile pair ------------------------------------------------------------------------ */
@@ -339,10 +448,18 @@ static void tile_p_ds(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0,
     const int64_t rows = qb->rows, lds = c->pl->lds, kc = jlo - j0;
     const float cap = p->softcap;
     const float slope = attn_alibi_slope(p, qb->b, qb->h);
-    kr->qk(w->q, c->pl->ldd, w->k + kc * c->pl->ldd, c->pl->ldd, rows, n, p->D, p->scale, w->s,
-           lds);
-    kr->qk(w->dout, c->pl->lddv, w->v + kc * c->pl->lddv, c->pl->lddv, rows, n, p->Dv, 1.0f,
-           w->dp, lds);
+    if (c->pl->mm) { /* kp, vp: columns kc .. kc + R16(n) stay inside ldkp = R16(bc) + 16 */
+        kr->bf16->gemm(rows, n, p->D, w->qb, w->ldqb, w->kp + kc, w->ldkp, NULL, w->s, lds);
+        kr->bf16->gemm(rows, n, p->Dv, w->dob, w->dvp, w->vp + kc, w->ldkp, NULL, w->dp, lds);
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t x = 0; x < n; x++)
+                w->s[r * lds + x] *= p->scale;
+    } else {
+        kr->qk(w->q, c->pl->ldd, w->k + kc * c->pl->ldd, c->pl->ldd, rows, n, p->D, p->scale,
+               w->s, lds);
+        kr->qk(w->dout, c->pl->lddv, w->v + kc * c->pl->lddv, c->pl->lddv, rows, n, p->Dv,
+               1.0f, w->dp, lds);
+    }
     for (int64_t r = 0; r < rows; r++) {
         float *s = w->s + r * lds, *dp = w->dp + r * lds, *g = w->g + r * lds;
         int64_t c0 = w->lo[r] - jlo, c1 = w->hi[r] - jlo;
@@ -388,6 +505,14 @@ static void acc_dq(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0, in
     const int64_t D = c->p->D, kc = jlo - j0;
     const float *K = w->k + kc * pl->ldd;
     if (!c->kr->nonfinite(K, pl->ldd, n, D)) {
+        if (pl->mm) {
+            const cpu_mm_bf16 *mm = c->kr->bf16;
+            mm_rows_bf16(w->dp, pl->lds, qb->rows, n, w->dsb, w->ldds, rup(qb->rows, 16));
+            mm_rows_bf16(K, pl->ldd, n, D, w->hb, D, n);
+            mm->pack_b(w->hb, D, n, D, w->kb, w->ldkb);
+            mm->gemm(qb->rows, D, n, w->dsb, w->ldds, w->kb, w->ldkb, w->ones, dq, ldo);
+            return;
+        }
         c->kr->pv(w->dp, pl->lds, K, pl->ldd, qb->rows, n, D, w->ones, dq, ldo);
         return;
     }
@@ -414,6 +539,8 @@ static int64_t dkdv_block(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk, in
     const cpu_kernels *kr = c->kr;
     const bwd_plan *pl = c->pl;
     const int64_t D = p->D, Dv = p->Dv, group = p->Hq / p->Hkv, br = pl->br;
+    if (pl->mm)
+        kr->bf16->begin();
     load_kblock(c, w, b, hk, j0, cols);
     memset(w->dk, 0, (size_t)(cols * pl->ldd) * sizeof(float));
     memset(w->dv, 0, (size_t)(cols * pl->lddv) * sizeof(float));
@@ -427,16 +554,27 @@ static int64_t dkdv_block(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk, in
             const int64_t n = jhi - jlo, kc = jlo - j0;
             load_qblock(c, w, &qb);
             tile_p_ds(c, w, &qb, j0, jlo, n);
-            kr->gemm(n, Dv, qb.rows, w->s, 1, pl->lds, w->dout, pl->lddv, w->ones,
-                     w->dv + kc * pl->lddv, pl->lddv);
-            kr->gemm(n, D, qb.rows, w->dp, 1, pl->lds, w->q, pl->ldd, w->ones,
-                     w->dk + kc * pl->ldd, pl->ldd);
+            if (pl->mm) {
+                mm_transpose_bf16(w->s, pl->lds, qb.rows, n, w->pt, w->ldpt);
+                mm_transpose_bf16(w->dp, pl->lds, qb.rows, n, w->dst, w->ldpt);
+                kr->bf16->gemm(n, Dv, qb.rows, w->pt, w->ldpt, w->dop, w->ldvop, w->ones,
+                               w->dv + kc * pl->lddv, pl->lddv);
+                kr->bf16->gemm(n, D, qb.rows, w->dst, w->ldpt, w->qp, w->ldqp, w->ones,
+                               w->dk + kc * pl->ldd, pl->ldd);
+            } else {
+                kr->gemm(n, Dv, qb.rows, w->s, 1, pl->lds, w->dout, pl->lddv, w->ones,
+                         w->dv + kc * pl->lddv, pl->lddv);
+                kr->gemm(n, D, qb.rows, w->dp, 1, pl->lds, w->q, pl->ldd, w->ones,
+                         w->dk + kc * pl->ldd, pl->ldd);
+            }
             if (dq_inplace)
                 acc_dq(c, w, &qb, j0, jlo, n,
                        (float *)p->dq + attn_q_off(p, p->sdq, b, i0) + h * p->sdq[2], p->sdq[1]);
             pairs++;
         }
     }
+    if (pl->mm)
+        kr->bf16->end();
     for (int64_t x = 0; x < cols; x++) {
         store_vec(kr, w->dk + x * pl->ldd, p->scale, D, p->dk, p->dtype,
                   attn_kv_off(p, p->sdk, b, j0 + x) + hk * p->sdk[2], p->sdk[3]);
@@ -458,6 +596,8 @@ static void dq_block(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t h, int64_t 
     const qblock qb = qblock_at(p, b, h, i0, rows, sq, sk);
     memset(w->dq, 0, (size_t)(rows * pl->ldd) * sizeof(float));
     if (qb.uhi > qb.ulo) {
+        if (pl->mm)
+            kr->bf16->begin();
         load_qblock(c, w, &qb);
         for (int64_t j0 = qb.ulo / bc * bc; j0 < qb.uhi; j0 += bc) {
             const int64_t cols = j0 + bc < sk ? bc : sk - j0;
@@ -468,6 +608,8 @@ static void dq_block(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t h, int64_t 
             tile_p_ds(c, w, &qb, j0, jlo, jhi - jlo);
             acc_dq(c, w, &qb, j0, jlo, jhi - jlo, w->dq, pl->ldd);
         }
+        if (pl->mm)
+            kr->bf16->end();
     }
     for (int64_t r = 0; r < rows; r++)
         store_vec(kr, w->dq + r * pl->ldd, p->scale, D, p->dq, p->dtype,

@@ -51,6 +51,10 @@
  * thread; that changes no result (every score, max, sum and product chain of a row is the same
  * for any Br). Decode: Bc = 48 (f16 KV, 32k keys, 2 threads: Bc 48: 13.3 ms, 96: 14.3).
  *
+ * bf16 storage on a matrix unit (the table has kernels.h cpu_mm_bf16: AMX or AVX512-BF16;
+ * prefill shapes, Sq >= FEW_ROWS): the same loop nest with S row-major and both products on
+ * bf16 operands with float32 accumulation, Br x Bc = 1152 x 192 by default (mm_* below).
+ *
  * Memory: everything comes from the call's scratch (cpu_attn_fwd_workspace: per-thread tiles,
  * the unit list, the split partials), i.e. the caller's workspace or the core's one allocation;
  * nothing of size Sq x Sk exists.
@@ -102,6 +106,7 @@ typedef struct fwd_plan {
     int64_t units, items;
     int64_t part_rows;      /* query rows of the layout (for the split partials)              */
     int threads;
+    int mm;                 /* bf16 storage on a matrix unit (kernels.h cpu_mm_bf16)          */
     int64_t brp, ldk, ldv, lda; /* leading dimensions of the per-thread tiles                */
     size_t per_thread;      /* floats                                                         */
     size_t sizes[3];        /* scratch: thread tiles, units, split partials                   */
@@ -131,11 +136,61 @@ static void default_tiles(const attn_problem *p, int64_t *br, int64_t *bc)
         *br = *br > 192 ? 192 : *br / 2; /* 288 -> 192 -> 96 -> 48 */
 }
 
+/* The bf16 matrix-unit path (mm_tile): Bc = MM_BC keys; Br from MM_BR down to 72 (halving)
+ * while there are fewer than 2 items per thread. A tall item divides the K/V packing (and the
+ * K/V streaming) per FLOP by Br; measured on the Xeon with AMX, 2 threads, d 128, n 4096,
+ * bf16, GFLOP/s at Br x Bc (pre-v2 loop nest): 128 x 192: 562; 288 x 192: 608; 576 x 192: 694;
+ * 1152 x 192: 797; 288 x 96: 546; 288 x 384: 525 (bench/RESULTS.md, "CPU bf16 on matrix
+ * units"). The rows of an item go through the two products in chunks of MM_ROWS (MM_DIAG_ROWS
+ * on a tile that straddles a range edge): a chunk's scores (MM_CHUNK x Bc float32) and
+ * probabilities stay in L1 between the products. Multiples of 32: the AMX block is 2 x 2 tiles
+ * of 16 rows. */
+enum { MM_BR = 1152, MM_BC = 192, MM_ROWS = 64, MM_DIAG_ROWS = 32, MM_CHUNK = 64 };
+_Static_assert((int)MM_ROWS <= (int)MM_CHUNK && (int)MM_DIAG_ROWS <= (int)MM_CHUNK,
+               "the chunk buffers hold a chunk");
+
+/* float16 storage keeps the float32 path: converted to bf16 it loses 3 mantissa bits, which
+ * breaks the 2x rule (kernels.h); decode (Sq < FEW_ROWS) is memory-bound. */
+static int use_mm(const attn_problem *p, const cpu_kernels *kr)
+{
+    return p->dtype == FLASHC_BF16 && kr->bf16 && p->Sq >= FEW_ROWS;
+}
+
+static int64_t rup(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* Per-thread regions of the matrix-unit path, in floats (each a whole number of 64-byte lines):
+ * acc, m/l/alpha/lo/hi, qb, kp, vp, s, pb, kv, vz (struct tiles). */
+enum { MM_NREG = 9 };
+static void mm_regions(const attn_problem *p, const fwd_plan *pl, int64_t sz[MM_NREG])
+{
+    const int64_t br = pl->br, bc = pl->bc, dp = rup(p->D, CPU_MM_KP);
+    const int64_t ldp = rup(bc, CPU_MM_KP), wide = max64(p->D, p->Dv);
+    const int64_t r[MM_NREG] = {
+        br * pl->lda,                       /* acc                                    */
+        5 * pl->brp,                        /* m, l, alpha, lo, hi                    */
+        rup(br, 16) * dp / 2,               /* qb: bf16 Q rows                        */
+        dp / 2 * rup(bc, 16),               /* kp: VNNI words                         */
+        ldp / 2 * rup(p->Dv, 16),           /* vp: VNNI words                         */
+        MM_CHUNK * tile_ld(bc),             /* s: float32 scores of a chunk           */
+        (MM_CHUNK + 16) * ldp / 2,          /* pb: bf16 P (+16 rows: 1-row products)  */
+        (bc * wide + 1) / 2,                /* kv: a gathered K or V tile, bf16       */
+        (bc * p->Dv + 1) / 2,               /* vz: V with a row's hidden keys zeroed  */
+    };
+    for (int i = 0; i < MM_NREG; i++)
+        sz[i] = rup(r[i], 16);
+}
+
 static void make_plan(const attn_problem *p, fwd_plan *pl)
 {
     memset(pl, 0, sizeof *pl);
     int64_t br, bc;
     default_tiles(p, &br, &bc);
+    pl->mm = use_mm(p, cpu_kernels_get());
+    if (pl->mm) {
+        br = MM_BR, bc = MM_BC;
+        while (br >= 128 && p->B * p->Hq * cdiv(p->Sq, br) < 2 * (int64_t)p->threads)
+            br /= 2; /* 1152 -> 576 -> 288 -> 144 -> 72 */
+    }
     pl->few = p->Sq < FEW_ROWS;
     if (p->br && !pl->few)
         br = p->br;
@@ -181,6 +236,13 @@ static void make_plan(const attn_problem *p, fwd_plan *pl)
     pl->lda = max64(pl->ldk, pl->ldv); /* acc also stages the Q tile (D wide) */
     pl->per_thread = (size_t)(p->D * pl->brp + bc * pl->ldk + bc * pl->ldv + bc * pl->brp +
                               rows * pl->lda + 5 * pl->brp);
+    if (pl->mm) {
+        int64_t sz[MM_NREG], n = 0;
+        mm_regions(p, pl, sz);
+        for (int i = 0; i < MM_NREG; i++)
+            n += sz[i];
+        pl->per_thread = (size_t)n;
+    }
     pl->sizes[0] = (size_t)pl->threads * pl->per_thread * sizeof(float);
     /* Varlen sequences differ, so their units are sorted in a list; the other layouts share
      * one Sq, and their order is computed (the last Q blocks, which see the most keys under a
@@ -261,11 +323,38 @@ typedef struct tiles {
     float *acc;           /* rows x lda  unnormalised output (and the Q staging tile)         */
     float *m, *l, *alpha; /* brp each                                                        */
     float *lo, *hi;       /* brp each: a straddling sub-panel's key ranges, for mask_t       */
+    /* The matrix-unit path (plan mm; then qt, k, v, st are NULL). dp = round_up(D, 32),
+     * ldkp = R16(bc), ldvp = R16(Dv), lds = tile_ld(bc), ldp = round_up(bc, 32); R16 = round
+     * up to 16. */
+    int64_t dp, ldkp, ldvp, lds, ldp;
+    uint16_t *qb;         /* R16(br) x dp  Q rows, bf16; zero columns >= D, rows >= br   */
+    uint32_t *kp;         /* dp/2 x ldkp   K tile, VNNI (pack_bt)                            */
+    uint32_t *vp;         /* ldp/2 x ldvp  V rows of a chunk, VNNI (pack_b)                   */
+    float *s;             /* MM_CHUNK x lds  a chunk's scores                                */
+    uint16_t *pb;         /* (MM_CHUNK + 16) x ldp  a chunk's probabilities, bf16            */
+    uint16_t *kv;         /* bc x max(D, Dv)  a K or V tile gathered (pages, feature stride)  */
+    uint16_t *vz;         /* bc x Dv  V with one row's hidden keys zeroed (non-finite V)     */
 } tiles;
 
 static tiles tiles_at(const fwd_plan *pl, const attn_problem *p, float *base)
 {
     tiles w;
+    memset(&w, 0, sizeof w);
+    if (pl->mm) {
+        int64_t sz[MM_NREG];
+        mm_regions(p, pl, sz);
+        float *r[MM_NREG];
+        for (int i = 0; i < MM_NREG; i++)
+            r[i] = base, base += sz[i];
+        w.acc = r[0];
+        w.m = r[1], w.l = w.m + pl->brp, w.alpha = w.l + pl->brp;
+        w.lo = w.alpha + pl->brp, w.hi = w.lo + pl->brp;
+        w.dp = rup(p->D, CPU_MM_KP), w.ldkp = rup(pl->bc, 16), w.ldvp = rup(p->Dv, 16);
+        w.lds = tile_ld(pl->bc), w.ldp = rup(pl->bc, CPU_MM_KP);
+        w.qb = (uint16_t *)r[2], w.kp = (uint32_t *)r[3], w.vp = (uint32_t *)r[4];
+        w.s = r[5], w.pb = (uint16_t *)r[6], w.kv = (uint16_t *)r[7], w.vz = (uint16_t *)r[8];
+        return w;
+    }
     w.qt = base;
     w.k = w.qt + p->D * pl->brp;
     w.v = w.k + pl->bc * pl->ldk;
@@ -310,6 +399,9 @@ static int64_t kv_run(const attn_problem *p, const int64_t *st, int64_t b, int64
     return n;
 }
 
+static void prefetch_kv(const attn_problem *p, const void *base, const int64_t *st, int64_t b,
+                        int64_t hk, int64_t j, int64_t next_rows, int64_t n);
+
 /* Copies keys [j0, j0 + rows) of KV head hk of sequence b (width n features) into buf
  * (leading dimension ld) as float32, and prefetches the next tile's next_rows rows into L2:
  * K/V rows lie H x D elements apart, typically one row per 4 KiB page, where the hardware
@@ -326,10 +418,17 @@ static void load_kv_tile(const attn_problem *p, const cpu_kernels *kr, const voi
             load_row(kr, base, p->dtype, off + t * st[1], st[3], n, buf + (r + t) * ld);
         r += run;
     }
+    prefetch_kv(p, base, st, b, hk, j0 + rows, next_rows, n);
+}
+
+/* L2 prefetch of keys [j, j + rows) of KV head hk (n features): see load_kv_tile. */
+static void prefetch_kv(const attn_problem *p, const void *base, const int64_t *st, int64_t b,
+                        int64_t hk, int64_t j, int64_t next_rows, int64_t n)
+{
     const int64_t row_bytes = n * st[3] * (int64_t)flashc_dtype_size(p->dtype);
     for (int64_t r = 0; r < next_rows;) {
         int64_t off;
-        const int64_t run = kv_run(p, st, b, j0 + rows + r, next_rows - r, &off);
+        const int64_t run = kv_run(p, st, b, j + r, next_rows - r, &off);
         off += hk * st[2];
         for (int64_t t = 0; t < run; t++) {
             const char *nx = elem_ptr(base, p->dtype, off + t * st[1]);
@@ -497,6 +596,190 @@ static void tile_few(const item_ctx *x, int64_t ks, int64_t cols, int full)
     }
 }
 
+/* ---- bf16 storage on a matrix unit (kernels.h cpu_mm_bf16) --------------------------------
+ *
+ * The two products run on bf16 operands with float32 accumulation, S row-major (the units want
+ * the reduction dimension contiguous in A and VNNI pairs in B, kernels.h):
+ *   Q rows bf16 (packed once per item)      A of  S = Q K^T      (chunk rows x keys, float32)
+ *   K tile packed by pack_bt (a transpose)  B of  S = Q K^T
+ *   [S = log2e mod(scale S)]                score_mod_row, when softcap / ALiBi / scale 0
+ *   P = 2^(c S - m) rounded to bf16         A of  acc = alpha acc + P V   (mm->softmax)
+ *   V rows packed by pack_b (row pairs)     B of  acc = alpha acc + P V
+ * The softmax stays float32 (m, l in float32, l summed before P is rounded); the LSE, the
+ * split partials and the final division are those of the float32 paths.
+ *
+ * Why every key offset is aligned to 32 from the tile start j0 (a multiple of Bc): the units
+ * sum in pairs and 32-key steps, and the softmax sums in 16-lane vectors, so a key's place in
+ * those sums must not depend on the block or the chunk that reads it. A chunk's first key is
+ * rounded down to such a multiple and its key count up to 16 (the extra keys are masked: -inf
+ * scores, P = 0, exact zero terms), so every row's arithmetic depends on its own key range
+ * only: the results are the same bits for any Br, hence for any thread count (issue 10 F6).
+ * Non-finite V: a masked P entry (0) must never multiply it (0 x inf = NaN); where the V rows
+ * of a straddling chunk hold one, each row takes P V against a copy of V whose rows it cannot
+ * see are zero (the same terms as on finite V: masked entries add exact zeros). */
+
+/* The item's Q rows as bf16 into qb, columns D .. dp and rows rows .. R16(rows) zero. A
+ * negative softmax_scale is carried by Q, as in pack_qt (flipping the sign bit is exact). */
+static void mm_pack_q(const item_ctx *x)
+{
+    const attn_problem *p = x->p;
+    tiles *w = x->w;
+    const uint16_t *q = p->q, sign = p->scale < 0.0f ? 0x8000u : 0u;
+    const int64_t off = attn_q_off(p, p->sq, x->b, x->i0) + x->h * p->sq[2];
+    for (int64_t r = 0; r < rup(x->rows, 16); r++) {
+        uint16_t *dst = w->qb + r * w->dp;
+        int64_t d = 0;
+        for (; r < x->rows && d < p->D; d++)
+            dst[d] = q[off + r * p->sq[1] + d * p->sq[3]] ^ sign;
+        for (; d < w->dp; d++)
+            dst[d] = 0;
+    }
+}
+
+/* Keys [j, j + rows) of KV head hk of sequence b (n features) as row-major bf16: in place when
+ * they are one contiguous run with unit feature stride, else gathered into buf (ld n).
+ * *ld = the row stride in elements. */
+static const uint16_t *mm_kv_rows(const attn_problem *p, const void *base, const int64_t *st,
+                                  int64_t b, int64_t hk, int64_t j, int64_t rows, int64_t n,
+                                  uint16_t *buf, int64_t *ld)
+{
+    const uint16_t *x = base;
+    int64_t off;
+    if (kv_run(p, st, b, j, rows, &off) == rows && st[3] == 1) {
+        *ld = st[1];
+        return x + off + hk * st[2];
+    }
+    for (int64_t r = 0; r < rows;) {
+        const int64_t run = kv_run(p, st, b, j + r, rows - r, &off);
+        off += hk * st[2];
+        for (int64_t t = 0; t < run; t++) {
+            uint16_t *dst = buf + (r + t) * n;
+            const uint16_t *src = x + off + t * st[1];
+            if (st[3] == 1)
+                memcpy(dst, src, (size_t)n * sizeof *dst);
+            else
+                for (int64_t d = 0; d < n; d++)
+                    dst[d] = src[d * st[3]];
+        }
+        r += run;
+    }
+    *ld = n;
+    return buf;
+}
+
+/* Nonzero when one of rows x n bf16 values (row stride ld) is inf or NaN (exponent all ones). */
+static int bf16_nonfinite(const uint16_t *x, int64_t ld, int64_t rows, int64_t n)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        unsigned bad = 0;
+        for (int64_t d = 0; d < n; d++)
+            bad |= (x[r * ld + d] & 0x7f80u) == 0x7f80u;
+        if (bad)
+            return 1;
+    }
+    return 0;
+}
+
+/* A tile of keys [ks, ks + cols) (ks - j0 a multiple of 32; K already in kp, V rows at v, ldv)
+ * against the item's rows, in chunks: scores, modifier, mask, softmax, P V. full: every row of
+ * the block sees every key of the tile. On a straddling tile a chunk of MM_DIAG_ROWS rows
+ * reads only keys [u0, u1) (u0 rounded down to 32) that its rows see; a chunk that sees no key
+ * keeps its m, l and accumulator unchanged (alpha would be exactly 1). */
+static void mm_tile(const item_ctx *x, int64_t ks, int64_t cols, int full, const uint16_t *v,
+                    int64_t ldv)
+{
+    const attn_problem *p = x->p;
+    const cpu_mm_bf16 *mm = x->kr->bf16;
+    tiles *w = x->w;
+    const int64_t D = p->D, Dv = p->Dv, lda = x->pl->lda, lds = w->lds, ldp = w->ldp;
+    const int64_t a0 = x->i0 + x->sk - x->sq; /* position of the block's first row */
+    const int64_t step = full ? MM_ROWS : MM_DIAG_ROWS;
+    int64_t pk0 = -1, pk1 = -1; /* keys [pk0, pk1) of the tile are in vp */
+    int vbad = -1;              /* V rows hold inf/NaN: asked once, when a mask is first needed */
+    for (int64_t s0 = 0; s0 < x->rows; s0 += step) {
+        const int64_t sr = min64(step, x->rows - s0);
+        int64_t u0 = 0, u1 = cols, fa = 0, fe = cols, la = 0, le = cols;
+        if (!full) {
+            row_cols(x, x->i0 + s0, ks, cols, &fa, &fe);
+            row_cols(x, x->i0 + s0 + sr - 1, ks, cols, &la, &le);
+            u0 = fa / 32 * 32, u1 = max64(fe, le);
+            if (u1 <= fa)
+                continue;
+        }
+        const int64_t kn = u1 - u0, kns = rup(kn, 16); /* kns <= R16(bc) <= lds */
+        float *s = w->s;
+        mm->gemm(sr, kn, D, w->qb + s0 * w->dp, w->dp, w->kp + u0, w->ldkp, NULL, s, lds);
+        for (int64_t r = 0; x->mod && r < sr; r++)
+            x->kr->score_mod_row(s + r * lds, kn, &x->sm, a0 + s0 + r - (ks + u0));
+        const int masked = !full && !(la <= u0 && fe >= u1);
+        for (int64_t r = 0; r < sr; r++) {
+            float *row = s + r * lds;
+            int64_t a = 0, e = kn;
+            if (masked) {
+                row_cols(x, x->i0 + s0 + r, ks + u0, kn, &a, &e);
+                for (int64_t c = 0; c < a; c++)
+                    row[c] = -INFINITY;
+                w->lo[r] = (float)a, w->hi[r] = (float)e;
+            }
+            for (int64_t c = e; c < kns; c++)
+                row[c] = -INFINITY;
+        }
+        mm->softmax(s, lds, sr, kns, x->c, w->m + s0, w->l + s0, w->alpha + s0, w->pb, ldp);
+        if (masked && vbad < 0)
+            vbad = bf16_nonfinite(v, ldv, cols, Dv);
+        if (!masked || !vbad) {
+            if (u0 != pk0 || u1 != pk1) {
+                mm->pack_b(v + u0 * ldv, ldv, kn, Dv, w->vp, w->ldvp);
+                pk0 = u0, pk1 = u1;
+            }
+            mm->gemm(sr, Dv, kn, w->pb, ldp, w->vp, w->ldvp, w->alpha + s0, w->acc + s0 * lda,
+                     lda);
+            continue;
+        }
+        for (int64_t r = 0; r < sr; r++) { /* each row against V zeroed outside its keys */
+            const int64_t a = (int64_t)w->lo[r], e = (int64_t)w->hi[r];
+            for (int64_t c = 0; c < kn; c++) {
+                uint16_t *dst = w->vz + c * Dv;
+                if (c >= a && c < e)
+                    memcpy(dst, v + (u0 + c) * ldv, (size_t)Dv * sizeof *dst);
+                else
+                    memset(dst, 0, (size_t)Dv * sizeof *dst);
+            }
+            mm->pack_b(w->vz, Dv, kn, Dv, w->vp, w->ldvp);
+            mm->gemm(1, Dv, kn, w->pb + r * ldp, ldp, w->vp, w->ldvp, w->alpha + s0 + r,
+                     w->acc + (s0 + r) * lda, lda);
+        }
+        pk0 = pk1 = -1;
+    }
+}
+
+/* The key loop of an item on the matrix unit: tiles of Bc keys from j0 (a multiple of Bc) over
+ * the block's union [klo, khi), each starting at j0 + a multiple of 32 (see above). */
+static int64_t mm_keys(const item_ctx *x, int64_t klo, int64_t khi, int64_t lo1, int64_t hi0)
+{
+    const attn_problem *p = x->p;
+    const cpu_mm_bf16 *mm = x->kr->bf16;
+    tiles *w = x->w;
+    const int64_t bc = x->pl->bc;
+    int64_t pairs = 0;
+    mm->begin();
+    for (int64_t j0 = klo / bc * bc; j0 < khi; j0 += bc) {
+        const int64_t ks = j0 + max64(klo - j0, 0) / 32 * 32, ke = min64(j0 + bc, khi);
+        const int64_t cols = ke - ks;
+        const int64_t next = max64(0, min64(j0 + 2 * bc, khi) - ke);
+        int64_t ldk, ldv;
+        const uint16_t *k = mm_kv_rows(p, p->k, p->sk, x->b, x->hk, ks, cols, p->D, w->kv, &ldk);
+        mm->pack_bt(k, ldk, cols, p->D, w->kp, w->ldkp);
+        const uint16_t *v = mm_kv_rows(p, p->v, p->sv, x->b, x->hk, ks, cols, p->Dv, w->kv, &ldv);
+        prefetch_kv(p, p->k, p->sk, x->b, x->hk, ke, next, p->D);
+        prefetch_kv(p, p->v, p->sv, x->b, x->hk, ke, next, p->Dv);
+        mm_tile(x, ks, cols, lo1 <= ks && hi0 >= ke, v, ldv);
+        pairs++;
+    }
+    mm->end();
+    return pairs;
+}
+
 /* Split partials: row (q row g of the layout, head h, chunk s) holds acc (Dv), m, l. */
 typedef struct parts {
     float *acc, *m, *l;
@@ -559,13 +842,17 @@ static int64_t fwd_item(const attn_problem *p, const cpu_kernels *kr, const fwd_
                     load_row(kr, p->q, p->dtype, off + r * p->sq[1], p->sq[3], D,
                              w->qt + (g * x.rows + r) * D);
             }
+        else if (pl->mm)
+            mm_pack_q(&x);
         else
             pack_qt(&x);
     }
     memset(w->acc, 0, (size_t)(x.total * lda) * sizeof(float));
 
     int64_t pairs = 0;
-    for (int64_t j0 = klo / bc * bc; j0 < khi; j0 += bc) {
+    if (pl->mm && khi > klo)
+        pairs = mm_keys(&x, klo, khi, lo1, hi0);
+    for (int64_t j0 = klo / bc * bc; !pl->mm && j0 < khi; j0 += bc) {
         /* keys outside the block's union are never loaded */
         const int64_t ks = max64(j0, klo), ke = min64(j0 + bc, khi), cols = ke - ks;
         const int64_t next = max64(0, min64(j0 + 2 * bc, khi) - ke);

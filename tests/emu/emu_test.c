@@ -2,9 +2,8 @@
  * avx512bf16.c, compiled against the intrinsic models of tests/emu/immintrin.h) on a CPU that
  * has neither: the packings bit for bit against the scalar model (kernels/scalar.c), the gemms
  * against it within float32 rounding, then the whole bf16 forward (tests/test_attn_lowp.c's
- * cases and the 2x rule) with each sub-table in an avx2 table (that part reaches the units only
- * where src/cpu/attn_fwd.c calls kernels.h bf16: on the pre-v2 loop nest of commit cd2917f; the
- * v2 loop nest does not yet). Build and run: tests/emu/run.sh.
+ * cases and the 2x rule) with each sub-table in an avx2 table (src/cpu/attn_fwd.c's mm_* path
+ * for bf16 storage). Build and run: tests/emu/run.sh.
  * A development check for the code that only the device's Xeon can run natively. */
 #define main lowp_main
 #include "../test_attn_lowp.c"

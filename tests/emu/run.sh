@@ -1,7 +1,8 @@
 #!/bin/sh
 # tests/emu/run.sh [BUILD] — compiles src/cpu/kernels/amx.c and avx512bf16.c against the
-# intrinsic models of tests/emu/immintrin.h (ASan + UBSan) and runs tests/emu/emu_test.c, on any
-# x86-64 (no AVX-512 or AMX needed). BUILD: a configured build with libflashc.a (default build).
+# intrinsic models of tests/emu/immintrin.h (ASan + UBSan) and runs tests/emu/emu_test.c, then
+# tests/test_attn_v2.c and test_attn_bwd_v2.c on each emulated unit (emu_v2.c), on any x86-64
+# (no AVX-512 or AMX needed). BUILD: a configured build with libflashc.a (default build).
 set -e
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
@@ -20,3 +21,16 @@ ${CC:-gcc} -std=c11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=al
   "$build/tests/libflashc_testutil.a" "$build/libflashc.a" $(pkg-config --cflags --libs cmocka) \
   $private -lm -o "$out"
 OMP_NUM_THREADS=2 "$out"
+# test_attn_v2 and test_attn_bwd_v2 through the emulated units (emu_v2.c): every layout and
+# modifier of the forward's and the backward's bf16 paths on the units' code
+for t in attn_v2 attn_bwd_v2; do
+  # shellcheck disable=SC2086
+  ${CC:-gcc} -std=c11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fopenmp \
+    -Wall -Wextra -Wno-unused-parameter -Wno-psabi -DEMU_TEST="\"../test_$t.c\"" \
+    -I"$root/tests/emu" -I"$root/include" -I"$build/include" -I"$root/src/core" -I"$root/src/cpu/kernels" -I"$root/tests" $ren \
+    "$root/src/cpu/kernels/amx.c" "$root/src/cpu/kernels/avx512bf16.c" "$root/tests/emu/emu_v2.c" \
+    "$build/tests/libflashc_testutil.a" "$build/libflashc.a" $(pkg-config --cflags --libs cmocka) \
+    $private -lm -o "$out.$t"
+  OMP_NUM_THREADS=2 "$out.$t" amx
+  OMP_NUM_THREADS=2 "$out.$t" avx512bf16
+done

@@ -101,11 +101,10 @@ typedef struct cpu_kernels {
     const char *name;
 
     /* bf16 products on a matrix unit, or NULL (no unit: the loop nests use the float32
-     * entries below for every dtype). For bfloat16 storage only. (Not yet called by the v2
-     * forward loop nest: the integration that was measured, mm_* in attn_fwd.c of commit
-     * cd2917f, is to be re-applied there; bench/RESULTS.md, "CPU bf16 on matrix units".) float16 converted to
-     * bf16 loses 3 mantissa bits, which breaks the 2x rule against a float16 naive
-     * attention (measured: bench/RESULTS.md, "float16 storage through the bf16 units").   */
+     * entries below for every dtype). For bfloat16 storage only (the forward's mm_* path in
+     * attn_fwd.c, prefill shapes: Sq >= 8). float16 converted to bf16 loses 3 mantissa bits,
+     * which breaks the 2x rule against a float16 naive attention (measured: bench/RESULTS.md,
+     * "float16 storage through the bf16 units").                                          */
     const cpu_mm_bf16 *bf16;
 
     /* ---- tile products ---------------------------------------------------------------- */

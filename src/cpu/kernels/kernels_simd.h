@@ -326,14 +326,23 @@ void SIMD_MM_CAT(SIMD_TABLE, _mm_softmax)(const float *S, int64_t lds, int64_t b
         const float mx = rmx * scale > m[i] || isnan(rmx) ? rmx * scale : m[i];
         for (j = bc; j < bcp; j++)
             p[j] = 0;
-        if (mx == -INFINITY) { /* nothing visible yet: keep the empty state, P = 0 */
+        float mxx = mx;
+        if (mx == -INFINITY) { /* nothing visible yet: keep the empty state, P = 0 ... */
+            int nan = 0;
             for (j = 0; j < bc; j++)
-                p[j] = 0;
-            alpha[i] = 1.0f;
-            continue;
+                nan |= isnan(s[j]);
+            if (!nan) {
+                for (j = 0; j < bc; j++)
+                    p[j] = 0;
+                alpha[i] = 1.0f;
+                continue;
+            }
+            /* ... unless the horizontal max lost a NaN among -inf: the row becomes NaN (the
+             * model's max keeps it), as O and LSE must */
+            mxx = NAN;
         }
-        const float a = exp2f(m[i] - mx); /* exactly 1 when the max did not grow */
-        const vf nm = v_set1(-mx);
+        const float a = exp2f(m[i] - mxx); /* exactly 1 when the max did not grow */
+        const vf nm = v_set1(-mxx);
         vf vsum = v_zero();
         for (j = 0; j + SIMD_VL <= bc; j += SIMD_VL) {
             const vf e = v_exp2_ftz(v_fma(v_load(s + j), c, nm));
@@ -351,7 +360,7 @@ void SIMD_MM_CAT(SIMD_TABLE, _mm_softmax)(const float *S, int64_t lds, int64_t b
             v_store_bf16_part(p + j, e, k);
         }
         l[i] = l[i] * a + v_hsum(vsum) + sum;
-        m[i] = mx;
+        m[i] = mxx;
         alpha[i] = a;
     }
 }
