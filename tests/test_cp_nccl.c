@@ -335,13 +335,15 @@ static void test_nccl_1rank(void **state)
         skip();
     }
     const flashc_dtype dts[2] = {FLASHC_BF16, FLASHC_F16};
+    /* (kept short: bench/gpu/final_check.sh gives the whole program 120 s, most of it the
+     * host's float64 references) */
     for (int d = 0; d < 2; d++)
         for (int sh = 0; sh < 3; sh++)
-            for (int causal = 0; causal < 2; causal++)
-                for (int ser = 0; ser < 2; ser++) {
-                    const gcase c = {1, sh, causal, 1, ser, 1, 333, 8, 2, 128, dts[d]};
-                    run_gcase(&c);
-                }
+            for (int causal = 0; causal < 2; causal++) {
+                const int ser = (sh + causal + d) % 2; /* overlapped and serialized, alternately */
+                const gcase c = {1, sh, causal, 1, ser, 1, 257, 4, 2, 128, dts[d]};
+                run_gcase(&c);
+            }
 }
 
 static void test_sim_ranks(void **state)
@@ -351,11 +353,11 @@ static void test_sim_ranks(void **state)
         for (int sh = 0; sh < 3; sh++)
             for (int causal = 0; causal < 2; causal++) {
                 const int N = ns[a];
-                const gcase c = {N, sh, causal, 0, 0, 1, 2 * N * 16 + 3, 4, 2, 128,
+                const gcase c = {N, sh, causal, 0, 0, 1, 2 * N * 12 + 3, 4, 2, 128,
                                  a == 1 ? FLASHC_F16 : FLASHC_BF16};
                 run_gcase(&c);
             }
-    const gcase d64 = {4, 1, 1, 0, 0, 2, 301, 4, 1, 64, FLASHC_BF16};
+    const gcase d64 = {4, 1, 1, 0, 0, 2, 203, 4, 1, 64, FLASHC_BF16};
     run_gcase(&d64);
 }
 
