@@ -43,7 +43,7 @@ install(FILES ${PROJECT_BINARY_DIR}/flashcConfig.cmake ${PROJECT_BINARY_DIR}/fla
 # flashc.pc: Libs for the shared library; Libs.private what libflashc.a needs besides
 # (pkg-config --static). The prefix is found from the .pc file's own place, so the installed
 # tree can be moved.
-set(FLASHC_PC_LIBS_PRIVATE "${OpenMP_C_FLAGS} -lm")
+set(FLASHC_PC_LIBS_PRIVATE "${OpenMP_C_FLAGS} -lpthread -lm")
 if(FLASHC_HAVE_CUDA)
   # The static CUDA runtime and its own needs (what CMake's CUDA::cudart_static carries: dl,
   # pthread, rt), and the C++ runtime the .cu objects use.

@@ -613,6 +613,142 @@ flashc_status flashc_swiglu_bwd_naive(const flashc_tensor *gu, const flashc_tens
  * functions are host only. */
 
 /* ------------------------------------------------------------------------------------------ */
+/* Context parallelism: ring attention across ranks (issue 17)                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * One sequence of S tokens (per batch element) is split across the N ranks of a communicator.
+ * Every rank keeps its own rows of q (and o, dout, dq); the K/V rows travel around the ring
+ * rank -> rank + 1 in N - 1 steps, double-buffered so that the transfer of the next slice
+ * overlaps the attention on the current one. Each step's partial (O, LSE) is merged into a
+ * float32 accumulator; O is rounded to the storage dtype once, at the end. The backward sends
+ * K/V around the ring again, with float32 dK/dV accumulators travelling behind them (N hops)
+ * until they arrive back at the rank that owns those keys.
+ *
+ * The result is the single-call attention of the whole sequence (flashc_attn_fwd over all S
+ * tokens, the same causal mask in global token positions), restricted to each rank's rows.
+ *
+ * Sharding (which global tokens rank r holds, in this order, as its local rows 0..L_r-1):
+ *   CONTIGUOUS  tokens [floor(r S / N), floor((r + 1) S / N))
+ *   ZIGZAG      the sequence is cut into 2N chunks, chunk c = [floor(c S / 2N), floor((c+1) S / 2N));
+ *               rank r holds chunk r followed by chunk 2N - 1 - r (the head-tail layout of
+ *               ring-flash-attention's zigzag_ring_flash_attn_func and Megatron's CP): every
+ *               rank then has the same causal work, where a contiguous split gives the last rank
+ *               about 2N - 1 times the first's.
+ *   STRIPED     tokens r, r + N, r + 2N, ... (striped attention): balanced too, one call per step.
+ * flashc_cp_local_len() and flashc_cp_global_index() say it in code. S >= N (S >= 2N for
+ * zigzag), so that every rank holds at least one row; S need not divide evenly (slices then
+ * differ by a row). Without causal, the sharding only decides which rows live where.
+ *
+ * What a call supports: q, k, v, o (B, L_r, H, D) local slices, GQA (Hq % Hkv == 0), D != Dv on
+ * the forward, causal or not, a softmax scale. No window, softcap or ALiBi (their positions
+ * would need shifting per slice): refused with FLASHC_ERR_UNSUPPORTED. All ranks must call with
+ * the same B, heads, head dims, dtype, seqlen, shard and causal flag.
+ *
+ * Communicators (flashc_cp_comm, opaque; rank r of N):
+ *   simulated  flashc_cp_comm_sim_create(N, ...): N ranks in one process, one thread per rank,
+ *              each calling with its own handle. Host tensors run the CPU kernels; CUDA tensors
+ *              (all ranks on one device) run the CUDA kernels with device-to-device copies as the
+ *              transport. The transfers are synchronous (no overlap): a test transport. When one
+ *              rank fails (bad argument, out of memory), the others return FLASHC_ERR_INVALID_ARGUMENT
+ *              ("a peer rank failed") instead of waiting for it forever.
+ *   NCCL       flashc_cp_comm_nccl_wrap(your ncclComm_t) or flashc_cp_comm_nccl_init(N, r, id):
+ *              CUDA tensors, one GPU per rank, ncclSend/ncclRecv grouped per step. The transfers
+ *              run on a second stream of the handle, ordered against params.cuda_stream by
+ *              events, so they overlap the attention kernels; on return every kernel and
+ *              transfer of the call is ordered before later work on params.cuda_stream
+ *              (asynchronous, like any launch). A rank that refuses its arguments returns before
+ *              any transfer, so its peers block in NCCL as they would in any collective: call
+ *              with the same arguments everywhere. libnccl.so.2 is loaded at the first NCCL
+ *              call (FLASHC_NCCL_LIBRARY names another file; a process that already loaded NCCL,
+ *              e.g. PyTorch, shares it), so libflashc itself never needs NCCL to load.
+ *              Available only when the build found NCCL's header and has CUDA
+ *              (flashc_cp_nccl_available()); otherwise these return FLASHC_ERR_UNSUPPORTED.
+ * A handle is used by one thread at a time and by one call at a time.
+ */
+typedef enum flashc_cp_shard {
+    FLASHC_CP_SHARD_CONTIGUOUS = 0,
+    FLASHC_CP_SHARD_ZIGZAG = 1,
+    FLASHC_CP_SHARD_STRIPED = 2,
+    FLASHC_CP_SHARD_COUNT
+} flashc_cp_shard;
+
+typedef struct flashc_cp_comm flashc_cp_comm;
+
+/* N simulated ranks in this process: ranks[0..nranks) receive handles (1 <= nranks <= 1024).
+ * Destroy each with flashc_cp_comm_destroy (the shared state goes with the last one). */
+flashc_status flashc_cp_comm_sim_create(int nranks, flashc_cp_comm **ranks);
+
+/* The bytes of an ncclUniqueId (NCCL_UNIQUE_ID_BYTES = 128). */
+#define FLASHC_CP_NCCL_ID_BYTES 128
+/* Nonzero when this build has the NCCL transport and libnccl.so.2 can be loaded. */
+int flashc_cp_nccl_available(void);
+/* A fresh ncclUniqueId into id[0..FLASHC_CP_NCCL_ID_BYTES) (ncclGetUniqueId), to be sent by
+ * rank 0 to the others (MPI, torch.distributed, a file...). */
+flashc_status flashc_cp_nccl_unique_id(void *id, size_t bytes);
+/* A communicator of nranks, this process being rank (ncclCommInitRank on the current CUDA
+ * device); owned by the handle (flashc_cp_comm_destroy calls ncclCommDestroy). */
+flashc_status flashc_cp_comm_nccl_init(int nranks, int rank, const void *id, size_t bytes,
+                                       flashc_cp_comm **comm);
+/* Wraps the caller's ncclComm_t (not owned: destroy the handle first, then your comm). */
+flashc_status flashc_cp_comm_nccl_wrap(void *nccl_comm, flashc_cp_comm **comm);
+/* NULL is ignored. */
+void flashc_cp_comm_destroy(flashc_cp_comm *comm);
+/* The handle's rank and rank count (-1 for NULL). */
+int flashc_cp_comm_rank(const flashc_cp_comm *comm);
+int flashc_cp_comm_size(const flashc_cp_comm *comm);
+
+/* Rows rank holds for a sequence of seqlen tokens over nranks (-1 on a bad argument), and the
+ * global token index of its local row (-1 when out of range). */
+int64_t flashc_cp_local_len(flashc_cp_shard shard, int64_t seqlen, int nranks, int rank);
+int64_t flashc_cp_global_index(flashc_cp_shard shard, int64_t seqlen, int nranks, int rank,
+                               int64_t local_row);
+
+/* Parameters of a context-parallel call. Start from flashc_cp_params_default(). ABI as
+ * flashc_attn_params: struct_size = sizeof as the caller was compiled; fields beyond it take
+ * their defaults; a larger size with nonzero unknown fields is refused. */
+typedef struct flashc_cp_params {
+    size_t struct_size;      /* sizeof(flashc_cp_params)                                     */
+    flashc_cp_comm *comm;    /* this rank's handle (required)                                */
+    int64_t seqlen;          /* S: tokens of the whole sequence over all ranks (required)    */
+    flashc_cp_shard shard;   /* how the tokens are split (default CONTIGUOUS)                */
+    int causal;              /* nonzero: token t sees tokens <= t (global positions)          */
+    int has_softmax_scale;   /* nonzero: use softmax_scale; else 1/sqrt(D)                    */
+    float softmax_scale;
+    int num_threads;         /* CPU threads per rank for the kernels; 0 = the global setting */
+    int deterministic;       /* CUDA backward: as flashc_attn_params.deterministic            */
+    int serialize;           /* NCCL: nonzero = transfers on params.cuda_stream itself (no   */
+                             /* overlap; for debugging and for measuring what overlap saves) */
+    void *cuda_stream;       /* cudaStream_t of this rank's work; NULL = the default stream  */
+} flashc_cp_params;
+
+flashc_cp_params flashc_cp_params_default(void);
+
+/* Context-parallel forward on this rank's slice.
+ *   q (B, L_r, Hq, D), k (B, L_r, Hkv, D), v (B, L_r, Hkv, Dv), o (B, L_r, Hq, Dv): the rank's
+ *   rows (L_r = flashc_cp_local_len), one dtype: float32/bfloat16/float16 on the host (simulated
+ *   communicator), bfloat16/float16 on CUDA (what flashc_attn_fwd serves there), any strides.
+ *   lse NULL or float32 (B, Hq, L_r): the log-sum-exp over all S keys (the backward needs it).
+ * Scratch: two K/V slices of the largest rank (the ring's double buffer), one partial O and
+ * LSE, a float32 O accumulator; host memory from the counting allocator, device memory from
+ * cudaMallocAsync on the stream. o and lse are written only once every step succeeded. */
+flashc_status flashc_cp_attn_fwd(const flashc_cp_params *params, const flashc_tensor *q,
+                                 const flashc_tensor *k, const flashc_tensor *v, flashc_tensor *o,
+                                 flashc_tensor *lse);
+
+/* Context-parallel backward: q, k, v, o, lse as given to / produced by flashc_cp_attn_fwd with
+ * the same params; dout (B, L_r, Hq, Dv); dq (B, L_r, Hq, D), dk (B, L_r, Hkv, D),
+ * dv (B, L_r, Hkv, Dv) written (not accumulated), for this rank's rows: dk, dv gather the
+ * contributions of every rank's queries (GQA groups summed). Each step's partial gradients are
+ * added in float32 (dK/dV travel between ranks in float32) and rounded once. On CUDA: the CUDA
+ * backward's limits (D == Dv in 64, 96, 128, 256). */
+flashc_status flashc_cp_attn_bwd(const flashc_cp_params *params, const flashc_tensor *q,
+                                 const flashc_tensor *k, const flashc_tensor *v,
+                                 const flashc_tensor *o, const flashc_tensor *dout,
+                                 const flashc_tensor *lse, flashc_tensor *dq, flashc_tensor *dk,
+                                 flashc_tensor *dv);
+
+/* ------------------------------------------------------------------------------------------ */
 /* Build information                                                                           */
 /* ------------------------------------------------------------------------------------------ */
 

@@ -13,6 +13,17 @@ done
 if ! have_pkg libdnnl3 && ! have_pkg libdnnl2; then
     if apt-cache show libdnnl3 >/dev/null 2>&1; then need+=(libdnnl3); else need+=(libdnnl2); fi
 fi
+# NCCL (context parallelism's transport, src/cp/cp_nccl.cu): only its header is needed to build,
+# the library is opened at run time. The CUDA toolkit ships it (include/nccl.h, lib/libnccl.so.2);
+# where a toolkit lacks it, Debian's libnccl-dev (contrib/non-free) when the sources offer it.
+# Without either the build simply has no NCCL transport (CI: no CUDA, nothing to do).
+if command -v nvcc >/dev/null 2>&1; then
+    cuda_inc="$(dirname "$(dirname "$(command -v nvcc)")")/include"
+    if [ ! -f "$cuda_inc/nccl.h" ] && [ ! -f /usr/include/nccl.h ] && ! have_pkg libnccl-dev &&
+       apt-cache show libnccl-dev >/dev/null 2>&1; then
+        need+=(libnccl-dev)
+    fi
+fi
 # OpenMP comes with gcc (libgomp); cmocka is the test framework; OpenBLAS and oneDNN only for the
 # bench's --ceiling rows (dlopen'ed at run time); python3-venv for the binding's tests. clang (with
 # its libomp) builds the libFuzzer targets and the ThreadSanitizer build; qemu-user, the aarch64

@@ -1,6 +1,7 @@
 /* common.c — see common.h. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, getpid under -std=c11 */
 #include "common.h"
+#include "internal.h" /* the storage dtypes' rounding */
 
 #include <math.h>
 #include <stdio.h>
@@ -166,4 +167,130 @@ void tu_attn_ref64(const float *q, const float *k, const float *v, int64_t B, in
             }
         }
     free(s);
+}
+
+/* ---- the plain same-precision ring (the low-precision rule's yardstick) -----------------------
+ * What a framework's ring attention computes in the storage dtype (ring-flash-attention with
+ * unfused per-block attention): for each (query rank r, key rank s) block, the plain
+ * same-precision attention of test_attn_lowp.c / test_attn_bwd_v2.c (S = q k^T rounded, scaled
+ * and rounded; P rounded; sums in float32, each block's result rounded), the blocks' (O, LSE)
+ * merged in float32, and in the backward each block's dQ, dK, dV rounded and summed in float32
+ * (P = exp(S - LSE) with the global LSE, D = rowsum(dO O) rounded). The ring rounds once per
+ * block and so does this; the plain single-sequence version would round once in all, which no
+ * ring over bfloat16 kernels can match (a dQ block of half the keys does not cancel as the
+ * whole row does). Contiguous (B, S, H, D) float copies of the rounded inputs. */
+static float rnd(flashc_dtype dt, float x)
+{
+    uint16_t h[2];
+    flashc__store(h, dt, 0, x);
+    return dt == FLASHC_F32 ? x : flashc__load(h, dt, 0);
+}
+
+tu_ring_out tu_naive_ring(const tu_ring_shape *c, const int *owner, const float *q,
+                          const float *k, const float *v, const float *dout)
+{
+    const int64_t B = c->B, S = c->S, Hq = c->Hq, Hkv = c->Hkv, D = c->D, Dv = c->Dv;
+    const flashc_dtype dt = c->dt;
+    const int N = c->N;
+    const float scale = c->scale;
+    const int64_t no = B * S * Hq * Dv, nq = B * S * Hq * D, nk = B * S * Hkv * D, nv = B * S * Hkv * Dv;
+    tu_ring_out r = {calloc((size_t)no, 4), calloc((size_t)nq, 4), calloc((size_t)nk, 4), calloc((size_t)nv, 4)};
+    float *lse = malloc((size_t)(B * S * Hq) * 4);
+    float *dq = calloc((size_t)nq, 4), *dk = calloc((size_t)nk, 4), *dv = calloc((size_t)nv, 4);
+    float *bk = calloc((size_t)nk, 4), *bv = calloc((size_t)nv, 4);
+    float *P = malloc((size_t)S * 4), *acc = malloc((size_t)(D > Dv ? D : Dv) * 4);
+    for (int64_t x = 0; x < B * S * Hq; x++)
+        lse[x] = -INFINITY;
+    /* forward: per (query row, key rank) block, merged */
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < Hq; h++)
+            for (int64_t i = 0; i < S; i++)
+                for (int s = 0; s < N; s++) {
+                    const int64_t hk = h / (Hq / Hkv), end = c->causal ? i + 1 : S;
+                    const float *qi = q + ((b * S + i) * Hq + h) * D;
+                    float mx = -INFINITY, sum = 0.0f;
+                    for (int64_t j = 0; j < end; j++) {
+                        if (owner[j] != s)
+                            continue;
+                        float a = 0.0f;
+                        for (int64_t d = 0; d < D; d++)
+                            a += qi[d] * k[((b * S + j) * Hkv + hk) * D + d];
+                        P[j] = rnd(dt, rnd(dt, a) * scale);
+                        mx = P[j] > mx ? P[j] : mx;
+                    }
+                    if (mx == -INFINITY)
+                        continue;
+                    for (int64_t j = 0; j < end; j++)
+                        if (owner[j] == s)
+                            sum += P[j] = expf(P[j] - mx);
+                    for (int64_t d = 0; d < Dv; d++)
+                        acc[d] = 0.0f;
+                    for (int64_t j = 0; j < end; j++)
+                        if (owner[j] == s)
+                            for (int64_t d = 0; d < Dv; d++)
+                                acc[d] += rnd(dt, P[j] / sum) * v[((b * S + j) * Hkv + hk) * Dv + d];
+                    float *oi = r.o + ((b * S + i) * Hq + h) * Dv, *li = &lse[(b * Hq + h) * S + i];
+                    const float l2 = mx + logf(sum), m = *li > l2 ? *li : l2;
+                    const float w1 = *li == -INFINITY ? 0.0f : expf(*li - m), w2 = expf(l2 - m);
+                    for (int64_t d = 0; d < Dv; d++) /* o holds float32 sums until the end */
+                        oi[d] = (w1 * oi[d] + w2 * rnd(dt, acc[d])) / (w1 + w2);
+                    *li = m + logf(w1 + w2);
+                }
+    for (int64_t x = 0; x < no; x++)
+        r.o[x] = rnd(dt, r.o[x]);
+    /* backward: per (query rank, key rank) block, with the global LSE and O */
+    for (int qr = 0; qr < N; qr++)
+        for (int s = 0; s < N; s++) {
+            memset(bk, 0, (size_t)nk * 4), memset(bv, 0, (size_t)nv * 4);
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t h = 0; h < Hq; h++)
+                    for (int64_t i = 0; i < S; i++) {
+                        if (owner[i] != qr)
+                            continue;
+                        const int64_t hk = h / (Hq / Hkv), end = c->causal ? i + 1 : S;
+                        const float *qi = q + ((b * S + i) * Hq + h) * D;
+                        const float *doi = dout + ((b * S + i) * Hq + h) * Dv;
+                        const float *oi = r.o + ((b * S + i) * Hq + h) * Dv;
+                        const float L = lse[(b * Hq + h) * S + i];
+                        float di = 0.0f;
+                        for (int64_t d = 0; d < Dv; d++)
+                            di += doi[d] * oi[d];
+                        di = rnd(dt, di);
+                        for (int64_t d = 0; d < D; d++)
+                            acc[d] = 0.0f;
+                        for (int64_t j = 0; j < end; j++) {
+                            if (owner[j] != s)
+                                continue;
+                            const float *kj = k + ((b * S + j) * Hkv + hk) * D;
+                            const float *vj = v + ((b * S + j) * Hkv + hk) * Dv;
+                            float a = 0.0f, dp = 0.0f;
+                            for (int64_t d = 0; d < D; d++)
+                                a += qi[d] * kj[d];
+                            const float pij = rnd(dt, expf(rnd(dt, rnd(dt, a) * scale) - L));
+                            for (int64_t d = 0; d < Dv; d++)
+                                dp += doi[d] * vj[d];
+                            const float ds = rnd(dt, pij * (rnd(dt, dp) - di));
+                            for (int64_t d = 0; d < D; d++)
+                                acc[d] += ds * kj[d];
+                            for (int64_t d = 0; d < D; d++)
+                                bk[((b * S + j) * Hkv + hk) * D + d] += ds * qi[d];
+                            for (int64_t d = 0; d < Dv; d++)
+                                bv[((b * S + j) * Hkv + hk) * Dv + d] += pij * doi[d];
+                        }
+                        for (int64_t d = 0; d < D; d++)
+                            dq[((b * S + i) * Hq + h) * D + d] += rnd(dt, acc[d] * scale);
+                    }
+            for (int64_t x = 0; x < nk; x++)
+                dk[x] += rnd(dt, bk[x] * scale);
+            for (int64_t x = 0; x < nv; x++)
+                dv[x] += rnd(dt, bv[x]);
+        }
+    for (int64_t x = 0; x < nq; x++)
+        r.dq[x] = rnd(dt, dq[x]);
+    for (int64_t x = 0; x < nk; x++)
+        r.dk[x] = rnd(dt, dk[x]);
+    for (int64_t x = 0; x < nv; x++)
+        r.dv[x] = rnd(dt, dv[x]);
+    free(lse), free(dq), free(dk), free(dv), free(bk), free(bv), free(P), free(acc);
+    return r;
 }

@@ -38,6 +38,23 @@ void tu_attn_ref64(const float *q, const float *k, const float *v, int64_t B, in
                    int64_t Sk, int64_t Hq, int64_t Hkv, int64_t D, double scale, int causal,
                    double *o64, double *lse64);
 
+/* ---- the plain same-precision ring attention (context parallelism's low-precision yardstick) --
+ * Forward and backward of a ring over N ranks as a framework computes it in the storage dtype
+ * dt, block by block (query rank x key rank): see common.c. owner[t] is the rank holding token
+ * t; q, k, v, dout are contiguous (B, S, H, D) float copies of values already rounded to dt.
+ * Returns malloc'ed (B, S, H, D) results (free each). */
+typedef struct tu_ring_shape {
+    int N, causal;
+    flashc_dtype dt;
+    int64_t B, S, Hq, Hkv, D, Dv;
+    float scale;
+} tu_ring_shape;
+typedef struct tu_ring_out {
+    float *o, *dq, *dk, *dv;
+} tu_ring_out;
+tu_ring_out tu_naive_ring(const tu_ring_shape *s, const int *owner, const float *q,
+                          const float *k, const float *v, const float *dout);
+
 /* Asserts a library call returned FLASHC_OK, printing the detail message otherwise. */
 #define TU_OK(call)                                                                                \
     do {                                                                                           \

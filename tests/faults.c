@@ -140,6 +140,38 @@ static flashc_status c_merge(void)
     return flashc_attn_merge(&t1, &tl1, &t2, &tl2, &to, &tl);
 }
 
+/* Context parallelism on one simulated rank (zigzag, so the step's calls are split): the
+ * communicator's own allocations are injected too; L = Sq rows of q, k, v alike. */
+static flashc_status cp(int backward)
+{
+    flashc_cp_comm *comm = NULL;
+    flashc_status st = flashc_cp_comm_sim_create(1, &comm);
+    if (st != FLASHC_OK)
+        return st;
+    flashc_cp_params p = flashc_cp_params_default();
+    p.comm = comm;
+    p.seqlen = P.Sq;
+    p.shard = FLASHC_CP_SHARD_ZIGZAG;
+    p.causal = P.causal;
+    flashc_tensor tq = t4(q, P.B, P.Sq, P.Hq, P.D), tk = t4(k, P.B, P.Sq, P.Hkv, P.D);
+    flashc_tensor tv = t4(v, P.B, P.Sq, P.Hkv, P.D), to = t4(o, P.B, P.Sq, P.Hq, P.D);
+    flashc_tensor tdo = t4(dout, P.B, P.Sq, P.Hq, P.D);
+    flashc_tensor tl = flashc_tensor_3d(lse, FLASHC_F32, P.B, P.Hq, P.Sq);
+    flashc_tensor tdq = t4(dq, P.B, P.Sq, P.Hq, P.D), tdk = t4(dk, P.B, P.Sq, P.Hkv, P.D);
+    flashc_tensor tdv = t4(dv, P.B, P.Sq, P.Hkv, P.D);
+    if (backward) {
+        watch(dq), watch(dk), watch(dv);
+        st = flashc_cp_attn_bwd(&p, &tq, &tk, &tv, &to, &tdo, &tl, &tdq, &tdk, &tdv);
+    } else {
+        watch(o), watch(lse);
+        st = flashc_cp_attn_fwd(&p, &tq, &tk, &tv, &to, &tl);
+    }
+    flashc_cp_comm_destroy(comm);
+    return st;
+}
+static flashc_status c_cp_fwd(void) { return cp(0); }
+static flashc_status c_cp_bwd(void) { return cp(1); }
+
 static flashc_status c_softmax(void)
 {
     flashc_softmax_state s = flashc_softmax_state_init();
@@ -166,6 +198,8 @@ static const entry ENTRIES[] = {
     {"flashc_swiglu_naive", c_swiglu_naive, 0, NULL},
     {"flashc_attn_merge", c_merge, 1, NULL},
     {"flashc_online_softmax", c_softmax, 1, NULL},
+    {"flashc_cp_attn_fwd", c_cp_fwd, 0, NULL},
+    {"flashc_cp_attn_bwd", c_cp_bwd, 0, prep_bwd},
 };
 
 static const prob PROBS[] = {

@@ -222,6 +222,35 @@ class MemStats(ctypes.Structure):
 _T = ctypes.POINTER(Tensor)
 _P = ctypes.POINTER(AttnParams)
 _S = ctypes.POINTER(AttnStats)
+class CPParams(ctypes.Structure):
+    """flashc_cp_params (sized: struct_size first). Build with new_cp_params()."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("comm", ctypes.c_void_p),
+        ("seqlen", ctypes.c_int64),
+        ("shard", ctypes.c_int),
+        ("causal", ctypes.c_int),
+        ("has_softmax_scale", ctypes.c_int),
+        ("softmax_scale", ctypes.c_float),
+        ("num_threads", ctypes.c_int),
+        ("deterministic", ctypes.c_int),
+        ("serialize", ctypes.c_int),
+        ("cuda_stream", ctypes.c_void_p),
+    ]
+
+
+def new_cp_params() -> CPParams:
+    p = CPParams()
+    p.struct_size = ctypes.sizeof(CPParams)
+    return p
+
+
+# flashc_cp_shard
+CP_SHARD_CONTIGUOUS, CP_SHARD_ZIGZAG, CP_SHARD_STRIPED = 0, 1, 2
+CP_NCCL_ID_BYTES = 128
+
+
 _R = ctypes.POINTER(RopeParams)
 _VL = ctypes.POINTER(Varlen)
 _KV = ctypes.POINTER(KVCache)
@@ -258,6 +287,25 @@ _SIGNATURES = {
     "flashc_rope": (_status, [_R, _T, _T, _T, _T]),
     "flashc_rope_bwd": (_status, [_R, _T, _T, _T, _T]),
     "flashc_rope_naive": (_status, [_R, _T, _T, _T, _T, ctypes.c_int]),
+    "flashc_cp_comm_sim_create": (_status, [ctypes.c_int, ctypes.POINTER(ctypes.c_void_p)]),
+    "flashc_cp_nccl_available": (ctypes.c_int, []),
+    "flashc_cp_nccl_unique_id": (_status, [ctypes.c_void_p, ctypes.c_size_t]),
+    "flashc_cp_comm_nccl_init": (
+        _status, [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t,
+                  ctypes.POINTER(ctypes.c_void_p)]
+    ),
+    "flashc_cp_comm_nccl_wrap": (_status, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]),
+    "flashc_cp_comm_destroy": (None, [ctypes.c_void_p]),
+    "flashc_cp_comm_rank": (ctypes.c_int, [ctypes.c_void_p]),
+    "flashc_cp_comm_size": (ctypes.c_int, [ctypes.c_void_p]),
+    "flashc_cp_local_len": (ctypes.c_int64, [ctypes.c_int, ctypes.c_int64, ctypes.c_int, ctypes.c_int]),
+    "flashc_cp_global_index": (
+        ctypes.c_int64, [ctypes.c_int, ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int64]
+    ),
+    "flashc_cp_attn_fwd": (_status, [ctypes.POINTER(CPParams), _T, _T, _T, _T, _T]),
+    "flashc_cp_attn_bwd": (
+        _status, [ctypes.POINTER(CPParams), _T, _T, _T, _T, _T, _T, _T, _T, _T]
+    ),
     "flashc_version": (ctypes.c_char_p, []),
     "flashc_build_info": (ctypes.c_char_p, []),
     "flashc_cuda_available": (ctypes.c_int, []),

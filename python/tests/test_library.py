@@ -108,6 +108,11 @@ def test_ctypes_layouts_match_the_header(tmp_path):
             _lib.KVCache,
             ["k_cache", "v_cache", "cache_seqlens", "block_table", "cache_batch_idx", "k_new", "v_new"],
         ),
+        "flashc_cp_params": (
+            _lib.CPParams,
+            ["struct_size", "comm", "seqlen", "shard", "causal", "has_softmax_scale",
+             "softmax_scale", "num_threads", "deterministic", "serialize", "cuda_stream"],
+        ),
     }
     enums = [
         "FLASHC_F32", "FLASHC_F16", "FLASHC_BF16", "FLASHC_DEVICE_CPU", "FLASHC_DEVICE_CUDA",
@@ -115,7 +120,8 @@ def test_ctypes_layouts_match_the_header(tmp_path):
         "FLASHC_ERR_INVALID_STRIDE", "FLASHC_ERR_HEAD_MISMATCH", "FLASHC_ERR_DIM_MISMATCH",
         "FLASHC_ERR_DTYPE_MISMATCH", "FLASHC_ERR_UNSUPPORTED_DTYPE", "FLASHC_ERR_OVERLAP",
         "FLASHC_ERR_OVERFLOW", "FLASHC_ERR_INVALID_ARGUMENT", "FLASHC_ERR_OUT_OF_MEMORY",
-        "FLASHC_ERR_UNSUPPORTED", "FLASHC_ERR_DEVICE",
+        "FLASHC_ERR_UNSUPPORTED", "FLASHC_ERR_DEVICE", "FLASHC_CP_SHARD_CONTIGUOUS",
+        "FLASHC_CP_SHARD_ZIGZAG", "FLASHC_CP_SHARD_STRIPED", "FLASHC_CP_NCCL_ID_BYTES",
     ]
     lines = ['#include "flashc.h"', "#include <stdio.h>", "#include <stddef.h>", "int main(void) {"]
     for cname, (_, fields) in structs.items():

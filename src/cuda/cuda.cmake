@@ -19,7 +19,8 @@ set_target_properties(flashc_cuda PROPERTIES
   CUDA_ARCHITECTURES OFF)
 target_include_directories(flashc_cuda PRIVATE ${PROJECT_SOURCE_DIR}/include
                                                ${PROJECT_BINARY_DIR}/include
-                                               ${PROJECT_SOURCE_DIR}/src/core)
+                                               ${PROJECT_SOURCE_DIR}/src/core
+                                               ${PROJECT_SOURCE_DIR}/src/cp)
 target_compile_options(flashc_cuda PRIVATE
   $<$<COMPILE_LANGUAGE:CUDA>:
     -gencode=arch=compute_80,code=sm_80
@@ -30,3 +31,20 @@ target_compile_options(flashc_cuda PRIVATE
 # The CUDA runtime's headers; what the objects link against is decided by the libraries.
 target_link_libraries(flashc_cuda PRIVATE CUDA::cudart_static)
 target_compile_definitions(flashc_obj PUBLIC FLASHC_HAVE_CUDA)
+
+# The NCCL transport of context parallelism (src/cp/cp_nccl.cu): built when nccl.h is found (the
+# CUDA toolkit's, or Debian's libnccl-dev). Only the header is needed at build time: the
+# library opens libnccl.so.2 at run time (dlopen), so nothing here links NCCL.
+set(FLASHC_HAVE_NCCL OFF)
+if(FLASHC_NCCL)
+  find_path(FLASHC_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS}
+            PATH_SUFFIXES include)
+  if(FLASHC_NCCL_INCLUDE_DIR)
+    set(FLASHC_HAVE_NCCL ON)
+    target_sources(flashc_cuda PRIVATE ${PROJECT_SOURCE_DIR}/src/cp/cp_nccl.cu)
+    target_include_directories(flashc_cuda PRIVATE ${FLASHC_NCCL_INCLUDE_DIR})
+    target_compile_definitions(flashc_cuda PRIVATE FLASHC_HAVE_NCCL)
+    target_compile_definitions(flashc_obj PUBLIC FLASHC_HAVE_NCCL)
+  endif()
+endif()
+message(STATUS "flashc: NCCL transport for context parallelism ${FLASHC_HAVE_NCCL} (nccl.h: ${FLASHC_NCCL_INCLUDE_DIR})")
