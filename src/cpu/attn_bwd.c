@@ -198,15 +198,14 @@ static void make_plan(const attn_problem *p, bwd_plan *pl)
     pl->slots = most < threads ? (int)(most < 1 ? 1 : most) : threads;
     pl->ldd = tile_ld(p->D), pl->lddv = tile_ld(p->Dv), pl->lds = tile_ld(bc);
     pl->per_thread = tile_floats(br, bc, pl->ldd, pl->lddv, pl->lds);
-    /* The matrix-unit backward is opt-in (FLASHC_CPU_BWD_MM=1) except on bf16ref, the portable
-     * model of the units, where the tests keep it covered: on the H200 host's Xeon (2026-12-01,
-     * bench/RESULTS.md) it ran at 0.57-0.76x the float32 path's speed and failed one random
-     * case of test_attn_bwd_v2 on real AMX (dv error 3.5x the naive bf16 error, Sq 1, ALiBi),
-     * so bf16 storage takes the float32 path unless asked. */
-    const cpu_kernels *kt = cpu_kernels_get();
+    /* The matrix-unit backward is experimental and opt-in (FLASHC_CPU_BWD_MM=1): it rounds P
+     * and dS to bf16 for the products, and that fails the 2x rule against a naive bf16
+     * backward in some cases (2026-12-01: Sq 1, Sk 37, ALiBi: 2.6x on bf16ref, 3.5x on AMX;
+     * Sq 65 with a window: 2.1x on bf16ref), and on the H200 host's Xeon it ran at 0.57-0.76x
+     * the float32 path's speed (bench/RESULTS.md). So bf16 storage takes the float32 path. */
     const char *opt = getenv("FLASHC_CPU_BWD_MM");
-    const int mm_wanted = (opt && opt[0] == '1') || (kt->name && !strcmp(kt->name, "bf16ref"));
-    pl->mm = p->dtype == FLASHC_BF16 && kt->bf16 && !pl->fused && mm_wanted;
+    pl->mm = p->dtype == FLASHC_BF16 && cpu_kernels_get()->bf16 && !pl->fused && opt &&
+             opt[0] == '1';
     if (pl->mm) {
         int64_t sz[MM_NREG];
         mm_regions(p, br, bc, sz);
