@@ -173,7 +173,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* o, lse: the dense naive of each sequence on its gathered keys */
     fz_make_twin(&o, &o2), fz_make_twin(&lse, &lse2);
     for (int64_t b = 0; b < B; b++) {
-        const int64_t L = seql.present ? fz_i32(&seql, b) + added : s_cache;
+        const int64_t L = seql.present ? fz_i32(&seql, b) + added : kc.t.shape[1]; /* NULL: all */
         flashc_tensor qb = q.t, ob = o2.t, lb = lse2.t;
         qb.data = (char *)q.t.data + b * q.t.stride[0] * (int64_t)es;
         ob.data = (char *)o2.t.data + b * o2.t.stride[0] * (int64_t)es;
