@@ -327,6 +327,32 @@ static void test_varlen_reference(void **state)
         assert_memory_equal(o, o0, sizeof(float) * (size_t)(Tq * Hq * Dv));
         assert_memory_equal(lse, l0, sizeof(float) * (size_t)(Hq * Tq));
     }
+    /* max_seqlen is only an upper bound: INT64_MAX (a fuzz finding: with max_seqlen_k = 0 it
+     * overflowed the tile arithmetic) gives the reference's answer (o, lse: the causal pass) */
+    {
+        flashc_attn_params p = flashc_attn_params_default();
+        p.causal = 1, p.window_left = 3;
+        float *o2 = tu_poisoned(Tq * Hq * Dv), *l2 = tu_poisoned(Hq * Tq);
+        flashc_tensor to2 = flashc_tensor_3d(o2, FLASHC_F32, Tq, Hq, Dv);
+        flashc_tensor tl2 = flashc_tensor_2d(l2, FLASHC_F32, Hq, Tq);
+        flashc_varlen vh = vl;
+        vh.max_seqlen_q = vh.max_seqlen_k = INT64_MAX;
+        TU_OK(flashc_attn_varlen_fwd(&p, &vh, &tq, &tk, &tv, &to2, &tl2, NULL));
+        for (int64_t x = 0; x < Tq * Hq * Dv; x++)
+            assert_true(fabsf(o2[x] - o[x]) <= 1e-5f);
+        for (int64_t x = 0; x < Hq * Tq; x++)
+            assert_true(l2[x] == lse[x] || fabsf(l2[x] - lse[x]) <= 1e-5f);
+        /* no keys at all: max_seqlen_k = 0 is then true, and every row is empty */
+        int32_t zk[16] = {0};
+        flashc_tensor tzk = flashc_tensor_1d(zk, FLASHC_I32, B + 1);
+        vh.cu_seqlens_k = &tzk, vh.max_seqlen_k = 0;
+        TU_OK(flashc_attn_varlen_fwd(&p, &vh, &tq, &tk, &tv, &to2, &tl2, NULL));
+        for (int64_t x = 0; x < Tq * Hq * Dv; x++)
+            assert_true(o2[x] == 0.0f);
+        for (int64_t x = 0; x < Hq * Tq; x++)
+            assert_true(l2[x] == -INFINITY);
+        free(o2), free(l2);
+    }
     /* wrong index dtype, missing struct */
     flashc_tensor fcq = tcq;
     fcq.dtype = FLASHC_F32;

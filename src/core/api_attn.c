@@ -419,7 +419,12 @@ static flashc_status build_varlen(const char *fn, const flashc_attn_params *pr,
         FLASHC_TRY(check_cu(fn, "cu_seqlens_k", cuk, B, Tk, vl->max_seqlen_k, "max_seqlen_k"));
     }
     p->layout = ATTN_VARLEN;
-    p->B = B, p->Sq = vl->max_seqlen_q, p->Sk = vl->max_seqlen_k;
+    /* No sequence can hold more rows than the packed tensor, so the maxima are clamped to the
+     * totals: a generous max_seqlen (flash-attn allows any upper bound) then costs nothing,
+     * and a huge one cannot overflow the tile and grid arithmetic (a fuzz finding: INT64_MAX
+     * with max_seqlen_k = 0 passed the work bound, B * Hq * Sq * Sk * D = 0). */
+    p->B = B, p->Sq = vl->max_seqlen_q < Tq ? vl->max_seqlen_q : Tq;
+    p->Sk = vl->max_seqlen_k < Tk ? vl->max_seqlen_k : Tk;
     p->Hq = Hq, p->Hkv = Hkv, p->D = D, p->Dv = Dv;
     p->cu_q = cuq, p->cu_k = cuk, p->total_q = Tq, p->total_k = Tk;
     set_scale(pr, p);
