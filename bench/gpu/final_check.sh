@@ -95,7 +95,6 @@ for b in ${FLASHC_FINAL_BENCH:-}; do # benches: the GPU to themselves, one at a 
   OUT="$L/bench$n.out" taskset -c "$gcores" bash "$b" "$PWD/$B" >"$L/bench$n.log" 2>&1
   echo "bench $(basename "$b"): rc $?, $((SECONDS - t)) s" >"$L/zy-bench$n.sum"
 done
-wait "$cpid"
 t=$SECONDS
 if ! python3 -c "import pytest" 2>/dev/null && [ -n "${FLASHC_WHEELS:-}" ]; then
   python3 -m pip install -q --no-index --find-links "$FLASHC_WHEELS" --target "$PWD/.pytest-lib" pytest >/dev/null 2>&1
@@ -103,8 +102,9 @@ if ! python3 -c "import pytest" 2>/dev/null && [ -n "${FLASHC_WHEELS:-}" ]; then
 fi
 left=$((budget - SECONDS))
 FLASHC_LIBRARY="$PWD/$B/libflashc.so" PYTHONUNBUFFERED=1 timeout $((left > 30 ? left : 30)) \
-  python3 -m pytest python/tests -q -rs -p no:cacheprovider >"$L/pytest.log" 2>&1
+  taskset -c "$gcores" python3 -m pytest python/tests -q -rs -p no:cacheprovider >"$L/pytest.log" 2>&1
 echo "pytest (torch CPU + CUDA): rc $?, $((SECONDS - t)) s, $(tail -1 "$L/pytest.log")" >"$L/zz-pytest.sum"
+wait "$cpid"
 
 # logs: GPU jobs in one file, the CPU suite and pytest in theirs
 for f in "$L"/*.log; do
