@@ -450,10 +450,11 @@ typedef struct flashc_kv_cache {
  * device caches the capacity (S_cache, or max_pages * page_size) rather than the lengths, which
  * the kernels read on the device; so one captured graph serves every cache_seqlens.
  * The host does not read device index tensors unless params.validate_indices is set (then
- * they are checked as on the CPU, at the cost of a synchronisation); without it an entry out of range (a page >= num_pages, a cache_batch_idx outside the cache, a
- * length past the capacity) makes those keys read as absent, and appended rows past the
- * capacity are dropped; no memory outside the tensors is touched. Two sequences appending into
- * one cache row (a repeated cache_batch_idx) is not detected there. Keys a tile of rows loads
+ * they are checked as on the CPU, at the cost of a synchronisation). Without it an entry out of
+ * range (a page >= num_pages, a cache_batch_idx outside the cache, a length past the capacity)
+ * makes those keys read as absent, and appended rows past the capacity are dropped; no memory
+ * outside the tensors is touched. Two sequences appending into one cache row (a repeated
+ * cache_batch_idx) is then not detected. Keys a tile of rows loads
  * but one of its rows may not see (causal / window inside a chunk) must be finite: P = 0 times
  * a non-finite V would reach that row (keys past a sequence's length are never loaded). */
 flashc_status flashc_attn_kvcache_fwd(const flashc_attn_params *params,
