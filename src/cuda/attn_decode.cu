@@ -52,7 +52,7 @@
  *          after another: at B 1 (32 rows, 28-42 splits) that chain of L2 round trips is the
  *          suspected fixed cost of 15-40 us a call (bench/RESULTS.md, issue 13);
  *   v2     attn_decode_merge2, one block a row: the LSEs of all splits in one round trip, then
- *          each thread sums its columns over a quarter of the splits with 4 loads in flight,
+ *          each thread sums its columns over a quarter of the splits with 8 loads in flight,
  *          the quarters combined in a fixed order (dec_merge_rows);
  *   pdl    v2 launched as a programmatic dependent of the split kernel (sm_90): its blocks are
  *          resident and waiting (griddepcontrol.wait) when the last split block retires, so the
@@ -80,6 +80,7 @@ constexpr int DEC_BM = 16;     /* packed rows per block (one m16 MMA tile)      
 constexpr int DEC_BN = 16;     /* keys per warp block                                */
 constexpr int DEC_STAGES = 2;  /* K/V buffers per warp                               */
 constexpr int DEC_MAX_SPLITS = 256;
+constexpr int DEC_MERGE_DEPTH = 8; /* partial loads a merging thread keeps in flight         */
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 
@@ -241,6 +242,28 @@ __device__ __forceinline__ void dec_fma4(float4 &acc, float w, const float4 &v)
     }
 }
 
+/* sum over s = g, g + G, .. < S of w[s] * partial s (4 columns at po, sstride floats between
+ * splits): DEC_MERGE_DEPTH loads in flight, the last batch predicated (no serial remainder),
+ * the sum in split order. */
+template <bool VEC>
+__device__ __forceinline__ float4 dec_sum_splits(const float *po, int64_t sstride, const float *w,
+                                                 int g, int G, int S, int n)
+{
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int s = g; s < S; s += DEC_MERGE_DEPTH * G) {
+        float4 v[DEC_MERGE_DEPTH];
+#pragma unroll
+        for (int u = 0; u < DEC_MERGE_DEPTH; u++)
+            v[u] = s + u * G < S ? dec_ld4(po + (int64_t)(s + u * G) * sstride, VEC, n)
+                                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+        for (int u = 0; u < DEC_MERGE_DEPTH; u++)
+            if (s + u * G < S)
+                dec_fma4(acc, w[s + u * G], v[u]);
+    }
+    return acc;
+}
+
 /* o[0 .. n - 1] = acc * inv, rounded once (n = 1..4). */
 template <typename T>
 __device__ __forceinline__ void dec_store4(T *o, const float4 &acc, float inv, int n)
@@ -263,9 +286,11 @@ __device__ __forceinline__ void dec_store4(T *o, const float4 &acc, float inv, i
  *   1. every (row, split) LSE at once (one L2 round trip);
  *   2. per row (a warp each) M = max, w_s = exp(lse_s - M), L = sum w_s (shuffle trees);
  *   3. thread = (split group g of G, row, chunk of 4 columns): the sum over s = g, g + G, ..
- *      with 4 independent loads in flight; G = 128 / (rows x chunks) when that is > 1. */
+ *      with DEC_MERGE_DEPTH independent loads in flight; G = 128 / (rows x chunks) when that
+ *      is > 1 (v2: one row, 32 chunks at Dv 128: G = 4; fused at B 1, group 4: G = 1). */
 template <typename T>
-__device__ void dec_merge_rows(const dec_args &a, int b, int m0, int hbase, int nr, float *sw)
+__device__ __forceinline__ void dec_merge_rows(const dec_args &a, int b, int m0, int hbase, int nr,
+                                               float *sw)
 {
     const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int S = a.splits;
@@ -312,20 +337,8 @@ __device__ void dec_merge_rows(const dec_args &a, int b, int m0, int hbase, int 
         const int n = min(4, a.Dv - 4 * c);
         const float *po = a.part_o + (((int64_t)b * a.Hq + h) * a.Sq + i) * a.Dv + 4 * c;
         const float *w = sw + r * S;
-        float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        int s = g;
-        for (; s + 3 * G < S; s += 4 * G) {
-            const float4 v0 = dec_ld4(po + (int64_t)s * sstride, vec, n);
-            const float4 v1 = dec_ld4(po + (int64_t)(s + G) * sstride, vec, n);
-            const float4 v2 = dec_ld4(po + (int64_t)(s + 2 * G) * sstride, vec, n);
-            const float4 v3 = dec_ld4(po + (int64_t)(s + 3 * G) * sstride, vec, n);
-            dec_fma4(acc, w[s], v0);
-            dec_fma4(acc, w[s + G], v1);
-            dec_fma4(acc, w[s + 2 * G], v2);
-            dec_fma4(acc, w[s + 3 * G], v3);
-        }
-        for (; s < S; s += G)
-            dec_fma4(acc, w[s], dec_ld4(po + (int64_t)s * sstride, vec, n));
+        const float4 acc = vec ? dec_sum_splits<true>(po, sstride, w, g, G, S, n)
+                               : dec_sum_splits<false>(po, sstride, w, g, G, S, n);
         if (G > 1) {
             red[x] = acc;
         } else {
@@ -361,7 +374,7 @@ __device__ void dec_merge_rows(const dec_args &a, int b, int m0, int hbase, int 
 /* One block: 16 packed rows (m_tile) of KV head hk of sequence b, split blockIdx.y.
  *   T   __nv_bfloat16 or __half; DI the instance's head dim (a multiple of 64, >= D and Dv;
  *   the columns past D / Dv are zero in shared memory and never stored). */
-template <typename T, int DI>
+template <typename T, int DI, bool FUSED>
 __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_args a)
 {
     constexpr int DS = (DI + 63) / 64 * 64;
@@ -380,10 +393,8 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     const int bh = (int)(blockIdx.x / (unsigned)a.m_tiles);
     const int b = bh / a.Hkv, hk = bh % a.Hkv;
     const int split = (int)blockIdx.y;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (a.merge == DEC_MERGE_PDL)
-        cudaTriggerProgrammaticLaunchCompletion(); /* the merge may take free slots from now on */
-#endif
+        ptx_griddep_launch_dependents(); /* the merge may take free slots from now on */
 
     int sq, sk;
     dec_seqlens(a, b, &sq, &sk);
@@ -587,17 +598,15 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
         }
     }
 
-    if (a.merge != DEC_MERGE_FUSED || a.splits == 1)
-        return;
+    if (!FUSED || a.splits == 1)
+        return; /* FUSED is a template argument so that the other instances stay as they were */
     /* Fused merge: the tile's last block to arrive merges. Its partial stores are made visible
      * device-wide before the arrival (fence, then the barrier orders every thread's fence
      * before thread 0's atomic); the last block reads the others' through L2 after its own
      * fence, the pattern of the CUDA guide's threadFenceReduction. */
     __shared__ int s_last;
     __threadfence();
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    cudaGridDependencySynchronize(); /* the counters' zeroing kernel has finished */
-#endif
+    ptx_griddep_wait(); /* the counters' zeroing kernel has finished */
     __syncthreads();
     const int tile = ptx_block_index(); /* re-read: nothing more is held through the loop */
     if (ptx_thread_index() == 0)
@@ -670,9 +679,7 @@ template <typename T>
 __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_merge2(const dec_args a)
 {
     __shared__ __align__(16) float sw[(DEC_MAX_SPLITS + 2 + 3) / 4 * 4 + 4 * DEC_WARPS * 32];
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    cudaGridDependencySynchronize(); /* pdl: every split block's partials are written */
-#endif
+    ptx_griddep_wait(); /* pdl: every split block's partials are written */
     const int64_t prow = blockIdx.x;
     const int i = (int)(prow % a.Sq), h = (int)(prow / a.Sq % a.Hq), b = (int)(prow / a.Sq / a.Hq);
     int sq, sk;
@@ -686,9 +693,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_merge2(const dec_a
  * kernel launch at once (its blocks wait for this grid only at their arrival). */
 __global__ void __launch_bounds__(256) attn_decode_zero(unsigned *counters, int n)
 {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    cudaTriggerProgrammaticLaunchCompletion();
-#endif
+    ptx_griddep_launch_dependents();
     const int x = (int)(blockIdx.x * 256 + threadIdx.x);
     if (x < n)
         counters[x] = 0u;
@@ -773,21 +778,30 @@ cudaError_t dec_launch_ex(void (*kernel)(Args...), dim3 grid, dim3 block, size_t
     return cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 
-template <typename T, int DI>
+template <typename T, int DI, bool FUSED>
 cudaError_t dec_launch(const dec_args &a, cudaStream_t stream, bool pdl)
 {
     constexpr size_t smem = dec_smem_bytes<T, DI>();
-    cudaError_t err = cudaFuncSetAttribute(attn_decode_kernel<T, DI>,
+    cudaError_t err = cudaFuncSetAttribute(attn_decode_kernel<T, DI, FUSED>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (err != cudaSuccess)
         return err;
     const int64_t blocks = (int64_t)a.B * a.Hkv * a.m_tiles;
     if (pdl)
-        return dec_launch_ex(attn_decode_kernel<T, DI>, dim3((unsigned)blocks, (unsigned)a.splits),
-                             dim3(DEC_WARPS * 32), smem, stream, true, a);
-    attn_decode_kernel<T, DI><<<dim3((unsigned)blocks, (unsigned)a.splits), DEC_WARPS * 32, smem,
-                                stream>>>(a);
+        return dec_launch_ex(attn_decode_kernel<T, DI, FUSED>,
+                             dim3((unsigned)blocks, (unsigned)a.splits), dim3(DEC_WARPS * 32), smem,
+                             stream, true, a);
+    attn_decode_kernel<T, DI, FUSED><<<dim3((unsigned)blocks, (unsigned)a.splits),
+                                       DEC_WARPS * 32, smem, stream>>>(a);
     return cudaGetLastError();
+}
+
+template <typename T, bool FUSED>
+cudaError_t dec_launch_di(const dec_args &a, int di, cudaStream_t stream, bool pdl)
+{
+    return di == 64    ? dec_launch<T, 64, FUSED>(a, stream, pdl)
+           : di == 128 ? dec_launch<T, 128, FUSED>(a, stream, pdl)
+                       : dec_launch<T, 256, FUSED>(a, stream, pdl);
 }
 
 /* sm90: the device takes programmatic dependent launches (pdl, and fused's zeroing). */
@@ -810,10 +824,8 @@ cudaError_t dec_run_all(const dec_args &a, int di, bool sm90, cudaStream_t strea
         if ((err = cudaGetLastError()) != cudaSuccess)
             return err;
     }
-    const bool pdl_split = fused && sm90;
-    err = di == 64    ? dec_launch<T, 64>(a, stream, pdl_split)
-          : di == 128 ? dec_launch<T, 128>(a, stream, pdl_split)
-                      : dec_launch<T, 256>(a, stream, pdl_split);
+    err = fused ? dec_launch_di<T, true>(a, di, stream, sm90)
+                : dec_launch_di<T, false>(a, di, stream, false);
     if (err != cudaSuccess)
         return err;
     if (a.splits > 1 && !fused) {
