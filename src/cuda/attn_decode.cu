@@ -400,8 +400,11 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     dec_seqlens(a, b, &sq, &sk);
     const int rows = sq * a.group;
     const int m0 = mt * DEC_BM;
-    if (m0 >= rows)
-        return; /* uniform: rows past this sequence's length belong to no query */
+    if (m0 >= rows) { /* uniform: rows past this sequence's length belong to no query */
+        if (FUSED)
+            ptx_griddep_wait(); /* the zeroing grid ends before this one, whatever comes next */
+        return;
+    }
     const int qbase = dec_qbase(a, b);
 
     /* the union of the tile's key ranges, and this split's share of its 16-key blocks */
