@@ -21,11 +21,14 @@
  *   dense     flashc_attn_fwd with a window / softcap / ALiBi / Dk != Dv (served by the same
  *             kernel on CUDA).
  *   graph     a KV-cache call with a workspace captured in a CUDA graph and replayed.
+ *   variants  the split cases, varlen and the graph under each non-default merge
+ *             (FLASHC_DECODE_MERGE = v2, pdl, fused), and a name that is no variant refused.
  *   merge     flashc_attn_merge on CUDA tensors.
  *
  * No CUDA device (or a build without CUDA): exits 77 (skipped). FLASHC_TEST_SMALL=1 keeps only
  * short cases (for compute-sanitizer).
  */
+#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
 #include "common.h"
 
 #include <stdio.h>
@@ -539,6 +542,7 @@ static void kv_run_call(kv_run *r, kv_call *call, uint16_t *o_h, float *lse_h)
         size_t bytes = 0;
         TU_OK(flashc_attn_kvcache_fwd_workspace_size(&pr, &cache, &q, &o, &lse, &bytes));
         ws = dalloc(bytes);
+        CUDA_OK(cudaMemset(ws, 0xff, bytes)); /* garbage, as a caller's may hold */
         pr.workspace = ws, pr.workspace_bytes = bytes;
     }
     call->stats = (flashc_attn_stats)FLASHC_ATTN_STATS_INIT;
@@ -759,11 +763,14 @@ static void test_kvcache_long(void **state)
     kv_check(&a, splits, 2, 1);
 }
 
-/* A KV-cache call with a caller's workspace captured in a CUDA graph, replayed twice. */
-static void test_kvcache_graph(void **state)
+/* A KV-cache call (case c at the given split count) with a caller's workspace captured in a
+ * CUDA graph and replayed reps times, outputs poisoned before each replay: every replay must
+ * write the eager call's result bit for bit, and the eager one passes the 2x rule. For the
+ * fused merge this is the arrival counters' reset: a replay whose counters were left at the
+ * previous replay's count would merge nothing (or too early) and leave NaN or a different o. */
+static void graph_check(const kv_case *cp, int splits, int reps)
 {
-    (void)state;
-    kv_case c = kvc(FLASHC_BF16, 2, 1, 16, 4, 128, 16, 1024, 1000, 1);
+    const kv_case c = *cp;
     kv_run r;
     kv_setup(&c, &r);
     const size_t no = (size_t)c.B * c.Sq * c.Hq * c.Dv, nl = (size_t)c.B * c.Hq * c.Sq;
@@ -771,8 +778,17 @@ static void test_kvcache_graph(void **state)
     float *l = malloc(4 * nl), *l2 = malloc(4 * nl);
     cudaStream_t stream;
     CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    kv_call ref = {4, 1, stream, {0}};
+    kv_call ref = {splits, 1, stream, {0}};
     kv_run_call(&r, &ref, o, l); /* eager, for comparison */
+    char desc[256];
+    kv_describe(&c, desc, sizeof desc);
+    {
+        char what[320];
+        snprintf(what, sizeof what, "graph's eager call: %s splits=%d (used %lld)", desc, splits,
+                 (long long)ref.stats.num_splits);
+        const errs e = kv_errors(&r, o, l);
+        assert_2x(what, &e);
+    }
     CUDA_OK(cudaMemcpy(r.kc_d, r.kc_h, 2 * r.cache_elems_k, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(r.vc_d, r.vc_h, 2 * r.cache_elems_v, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemset(r.o_d, 0xff, 2 * no));
@@ -780,11 +796,12 @@ static void test_kvcache_graph(void **state)
     flashc_tensor kc, vc, q, ot, lse, kn, vn, sl, tb, bi, al;
     flashc_kv_cache cache;
     kv_tensors(&r, &kc, &vc, &q, &ot, &lse, &kn, &vn, &sl, &tb, &bi, &al, &cache);
-    flashc_attn_params pr = kv_params(&r, &al, 4);
+    flashc_attn_params pr = kv_params(&r, &al, splits);
     pr.cuda_stream = stream;
     size_t bytes = 0;
     TU_OK(flashc_attn_kvcache_fwd_workspace_size(&pr, &cache, &q, &ot, &lse, &bytes));
     void *ws = dalloc(bytes);
+    CUDA_OK(cudaMemset(ws, 0xff, bytes)); /* a caller's workspace holds garbage */
     pr.workspace = ws, pr.workspace_bytes = bytes;
     cudaGraph_t graph;
     cudaGraphExec_t exec;
@@ -795,8 +812,10 @@ static void test_kvcache_graph(void **state)
         fail_msg("captured flashc_attn_kvcache_fwd: %s: %s", flashc_status_string(st),
                  flashc_last_error());
     CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-    for (int rep = 0; rep < 2; rep++) {
+    for (int rep = 0; rep < reps; rep++) {
         /* the append is idempotent for the same cache_seqlens: replays give the same result */
+        CUDA_OK(cudaMemsetAsync(r.o_d, 0xff, 2 * no, stream));
+        CUDA_OK(cudaMemsetAsync(r.lse_d, 0xff, 4 * nl, stream));
         CUDA_OK(cudaGraphLaunch(exec, stream));
         CUDA_OK(cudaStreamSynchronize(stream));
         CUDA_OK(cudaMemcpy(o2, r.o_d, 2 * no, cudaMemcpyDeviceToHost));
@@ -804,13 +823,22 @@ static void test_kvcache_graph(void **state)
         assert_memory_equal(o, o2, 2 * no);
         assert_memory_equal(l, l2, 4 * nl);
     }
-    printf("  graph: captured call (append + split 4 + merge) replayed 2x, bit-identical to eager\n");
+    printf("  graph (%s): captured call (append + %d splits + merge) replayed %dx, bit-identical "
+           "to eager\n",
+           getenv("FLASHC_DECODE_MERGE") ? getenv("FLASHC_DECODE_MERGE") : "v1", splits, reps);
     CUDA_OK(cudaGraphExecDestroy(exec));
     CUDA_OK(cudaGraphDestroy(graph));
     CUDA_OK(cudaStreamDestroy(stream));
     cudaFree(ws);
     free(o), free(o2), free(l), free(l2);
     kv_teardown(&r);
+}
+
+static void test_kvcache_graph(void **state)
+{
+    (void)state;
+    const kv_case c = kvc(FLASHC_BF16, 2, 1, 16, 4, 128, 16, 1024, 1000, 1);
+    graph_check(&c, 4, 2);
 }
 
 /* ---- varlen ------------------------------------------------------------------------------- */
@@ -904,6 +932,81 @@ static void test_varlen(void **state)
     varlen_check(FLASHC_BF16, 4, 8, 1, 64, small ? 17 : 97, small ? 33 : 300, 1, 31, 10.0f, 3);
     if (!small)
         varlen_check(FLASHC_F16, 6, 16, 4, 128, 64, 1000, 0, 200, 0.0f, 0);
+}
+
+/* ---- the merge variants (FLASHC_DECODE_MERGE, src/cuda/attn_decode.cu) ------------------- */
+
+/* Every non-default merge on the split cases: split counts 1..64 equal to one pass within
+ * rounding and each by the 2x rule, paged caches with shuffled tables, ragged cache_seqlens
+ * (an empty sequence), append, GQA 1 / 2 / 4 / 8, both dtypes, masks and modifiers, several
+ * row tiles a sequence (chunked prefill, Sq 16 x group 8), D 256 and Dk != Dv, varlen, and a
+ * graph replayed with the counters of the fused merge. The default (v1) runs every other
+ * test. The variable is read at each call, so setting it here switches the next call. */
+static void test_kvcache_merge_variants(void **state)
+{
+    (void)state;
+    static const char *variants[] = {"v2", "pdl", "fused"};
+    const int many[] = {1, 2, 3, 5, 8, 13, 32, 64, 0};
+    const int few[] = {1, 4, 0};
+    const int odd[] = {1, 7, 0};
+    const int small = small_only();
+    const flashc_dtype dts[2] = {FLASHC_BF16, FLASHC_F16};
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+        setenv("FLASHC_DECODE_MERGE", variants[v], 1);
+        printf("  FLASHC_DECODE_MERGE=%s\n", variants[v]);
+        for (int di = 0; di < 2; di++) {
+            const flashc_dtype dt = dts[di];
+            kv_case s = kvc(dt, 3, 1, 8, 2, 128, 16, 256, 240, 1); /* GQA 4, page 16, ragged */
+            kv_check(&s, few, 3, 1);
+            kv_case m = kvc(dt, 3, 1, 4, 4, 64, 7, 210, 200, 1); /* MHA, page 7 */
+            kv_check(&m, odd, 3, 1);
+            if (small)
+                continue;
+            kv_case a = kvc(dt, 1, 1, 32, 8, 128, 16, 4096, 4000, 1); /* B 1, GQA 4 */
+            kv_check(&a, many, 9, 1);
+            kv_case b = kvc(dt, 4, 2, 16, 8, 128, 0, 3000, 2900, 2); /* GQA 2, Sq 2, causal */
+            b.causal = 1;
+            kv_check(&b, many, 9, 1);
+            kv_case c = kvc(dt, 2, 1, 8, 1, 128, 64, 4096, 3000, 1); /* GQA 8 */
+            c.wl = 1000, c.softcap = 20.0f;
+            kv_check(&c, few, 3, 1);
+            kv_case d = kvc(dt, 2, 16, 8, 1, 256, 256, 1024, 700, 16); /* 8 row tiles, D 256 */
+            d.causal = 1;
+            kv_check(&d, odd, 3, 1);
+            kv_case e = kvc(dt, 2, 40, 8, 2, 128, 16, 1024, 400, 0); /* chunked prefill */
+            e.causal = 1, e.alibi = 1;
+            kv_check(&e, odd, 3, 1);
+            kv_case f = kvc(dt, 2, 4, 8, 4, 96, 0, 300, 280, 4); /* Dk != Dv: 96 / 64 */
+            f.Dv = 64, f.causal = 1, f.batch_idx = 1;
+            kv_check(&f, odd, 3, 1);
+        }
+        varlen_check(FLASHC_BF16, 4, 8, 1, 64, small ? 17 : 97, small ? 33 : 300, 1, 31, 10.0f,
+                     3);
+        if (!small)
+            varlen_check(FLASHC_F16, 6, 16, 4, 128, 64, 1000, 0, 200, 0.0f, 0);
+        const kv_case g = kvc(FLASHC_BF16, 2, 1, 16, 4, 128, 16, 1024, 1000, 1);
+        graph_check(&g, 4, 3);
+        if (!small) {
+            const kv_case g1 = kvc(FLASHC_F16, 1, 1, 32, 8, 128, 64, 8192, 8000, 1);
+            graph_check(&g1, 0, 3); /* the automatic split count at B 1 */
+        }
+    }
+    /* a value that names no variant: refused with a message, nothing written */
+    setenv("FLASHC_DECODE_MERGE", "v9", 1);
+    {
+        kv_case c = kvc(FLASHC_BF16, 2, 1, 8, 2, 128, 16, 64, 40, 1);
+        kv_run r;
+        kv_setup(&c, &r);
+        flashc_tensor kc, vc, q, o, lse, kn, vn, sl, tb, bi, al;
+        flashc_kv_cache cache;
+        kv_tensors(&r, &kc, &vc, &q, &o, &lse, &kn, &vn, &sl, &tb, &bi, &al, &cache);
+        flashc_attn_params pr = kv_params(&r, &al, 4);
+        assert_int_equal(flashc_attn_kvcache_fwd(&pr, &cache, &q, &o, &lse, NULL),
+                         FLASHC_ERR_INVALID_ARGUMENT);
+        printf("  FLASHC_DECODE_MERGE=v9: refused (%s)\n", flashc_last_error());
+        kv_teardown(&r);
+    }
+    unsetenv("FLASHC_DECODE_MERGE");
 }
 
 /* ---- dense problems the prefill kernels do not serve --------------------------------------- */
@@ -1089,7 +1192,8 @@ int main(void)
         cmocka_unit_test(test_kvcache_decode),  cmocka_unit_test(test_kvcache_masks),
         cmocka_unit_test(test_kvcache_chunked_prefill), cmocka_unit_test(test_kvcache_splits),
         cmocka_unit_test(test_kvcache_long),    cmocka_unit_test(test_kvcache_graph),
-        cmocka_unit_test(test_varlen),          cmocka_unit_test(test_dense_modifiers),
+        cmocka_unit_test(test_varlen),          cmocka_unit_test(test_kvcache_merge_variants),
+        cmocka_unit_test(test_dense_modifiers),
         cmocka_unit_test(test_merge_cuda),      cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -13,13 +13,22 @@ keys inside each sequence only, which attention does not see).
 SDPA gets q (B, Hq, 1, d) and the cache as the (B, Hkv, ctx, d) view of the (B, ctx, Hkv, d)
 buffer, with enable_gqa=True (no expanded copy); a backend that refuses it is reported as such.
 
+Variants (issue 13, helper decode2): --variants v1,v2,pdl,fused times every flashc layout once
+per value of FLASHC_DECODE_MERGE (src/cuda/attn_decode.cu reads it at each call; v1 is today's
+default), each checked against SDPA first; --sweep 8,16,32 also times the contiguous call at
+those explicit num_splits for the --sweep-variants, at B = 1 only (where the split count
+matters most). --shapes 1x4096,16x32768 replaces the batches x ctx product by a list.
+
 usage: bench_decode.py --lib build/libflashc.so [--out decode.json] [--batches 1,4,16,64]
                        [--ctx 4096,32768,131072] [--heads 32/8,16/8] [--rep-ms 40] [--graph]
+                       [--shapes BxCTX,..] [--variants v1,v2,pdl,fused] [--sweep 8,16,..]
+                       [--sweep-variants pdl,fused]
 """
 import argparse
 import ctypes
 import json
 import math
+import os
 import sys
 
 import torch
@@ -75,7 +84,7 @@ class Decode:
     """One flashc_attn_kvcache_fwd call with its views and workspace built once (as a serving
     loop would: the call itself then allocates nothing)."""
 
-    def __init__(self, lib, q, kc, vc, o, lse, seqlens, table=None):
+    def __init__(self, lib, q, kc, vc, o, lse, seqlens, table=None, num_splits=0):
         self.lib = lib
         self.keep = [view(q), view(kc), view(vc), view(o), view(lse), view(seqlens)]
         if table is not None:
@@ -83,6 +92,7 @@ class Decode:
         self.p = Params()
         self.p.struct_size = ctypes.sizeof(Params)
         self.p.window_left = self.p.window_right = -1
+        self.p.num_splits = num_splits
         self.p.cuda_stream = torch.cuda.current_stream().cuda_stream
         c = KVCache()
         c.struct_size = ctypes.sizeof(KVCache)
@@ -146,7 +156,14 @@ def main():
     ap.add_argument("--rep-ms", type=int, default=40)
     ap.add_argument("--graph", action="store_true",
                     help="also time the contiguous call replayed from a CUDA graph")
+    ap.add_argument("--shapes", default="",
+                    help="B x ctx list (e.g. 1x4096,16x32768) instead of --batches x --ctx")
+    ap.add_argument("--variants", default="v1",
+                    help="FLASHC_DECODE_MERGE values to time (v1 = today's default)")
+    ap.add_argument("--sweep", default="", help="explicit num_splits to time at B = 1")
+    ap.add_argument("--sweep-variants", default="pdl,fused")
     a = ap.parse_args()
+    variants = [v for v in a.variants.split(",") if v]
 
     lib = ctypes.CDLL(a.lib)
     lib.flashc_last_error.restype = ctypes.c_char_p
@@ -165,78 +182,93 @@ def main():
     d, dt = 128, torch.bfloat16
     rows = []
     heads = [tuple(int(x) for x in h.split("/")) for h in a.heads.split(",")]
+    if a.shapes:
+        shapes = [tuple(int(x) for x in sh.split("x")) for sh in a.shapes.split(",")]
+    else:
+        shapes = [(B, ctx) for ctx in [int(x) for x in a.ctx.split(",")]
+                  for B in [int(x) for x in a.batches.split(",")]]
     for Hq, Hkv in heads:
-        for ctx in [int(x) for x in a.ctx.split(",")]:
-            for B in [int(x) for x in a.batches.split(",")]:
-                torch.manual_seed(B * 7 + ctx)
-                kc = torch.randn(B, ctx, Hkv, d, dtype=dt, device="cuda")
-                vc = torch.randn(B, ctx, Hkv, d, dtype=dt, device="cuda")
-                q = torch.randn(B, 1, Hq, d, dtype=dt, device="cuda")
-                o = torch.empty(B, 1, Hq, d, dtype=dt, device="cuda")
-                lse = torch.empty(B, Hq, 1, dtype=torch.float32, device="cuda")
-                seqlens = torch.full((B,), ctx, dtype=torch.int32, device="cuda")
-                kv_gb = 2 * kc.numel() * kc.element_size() / 1e9
-                row = {"B": B, "ctx": ctx, "Hq": Hq, "Hkv": Hkv, "d": d, "kv_gb": kv_gb}
+        for B, ctx in shapes:
+            torch.manual_seed(B * 7 + ctx)
+            kc = torch.randn(B, ctx, Hkv, d, dtype=dt, device="cuda")
+            vc = torch.randn(B, ctx, Hkv, d, dtype=dt, device="cuda")
+            q = torch.randn(B, 1, Hq, d, dtype=dt, device="cuda")
+            o = torch.empty(B, 1, Hq, d, dtype=dt, device="cuda")
+            lse = torch.empty(B, Hq, 1, dtype=torch.float32, device="cuda")
+            seqlens = torch.full((B,), ctx, dtype=torch.int32, device="cuda")
+            kv_gb = 2 * kc.numel() * kc.element_size() / 1e9
+            row = {"B": B, "ctx": ctx, "Hq": Hq, "Hkv": Hkv, "d": d, "kv_gb": kv_gb}
 
-                qs, ks, vs = q.transpose(1, 2), kc.transpose(1, 2), vc.transpose(1, 2)
-                ref = None
-                for name, be in (("sdpa_flash", SDPBackend.FLASH_ATTENTION),
-                                 ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION)):
-                    try:
-                        with sdpa_kernel([be]):
-                            fn = lambda: F.scaled_dot_product_attention(qs, ks, vs,
-                                                                        enable_gqa=True)
-                            out = fn()
-                            torch.cuda.synchronize()
-                            if ref is None:
-                                ref = out.transpose(1, 2).float()
-                            row[name + "_ms"] = bench(fn, a.rep_ms)
-                    except Exception as e:  # a backend that does not take this problem
+            qs, ks, vs = q.transpose(1, 2), kc.transpose(1, 2), vc.transpose(1, 2)
+            ref = None
+            for name, be in (("sdpa_flash", SDPBackend.FLASH_ATTENTION),
+                             ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION)):
+                try:
+                    with sdpa_kernel([be]):
+                        fn = lambda: F.scaled_dot_product_attention(qs, ks, vs,
+                                                                    enable_gqa=True)
+                        out = fn()
+                        torch.cuda.synchronize()
+                        if ref is None:
+                            ref = out.transpose(1, 2).float()
+                        row[name + "_ms"] = bench(fn, a.rep_ms)
+                except Exception as e:  # a backend that does not take this problem
+                    row[name + "_ms"] = None
+                    row[name + "_why"] = str(e).splitlines()[0][:120]
+
+            layouts = [("contig", None)] + [(f"page{p}", p) for p in
+                                             [int(x) for x in a.pages.split(",") if x]]
+            runs = [(lay, page, v, 0) for v in variants for lay, page in layouts]
+            if a.sweep and B == 1:
+                runs += [("contig", None, v, int(n)) for v in a.sweep_variants.split(",")
+                         if v for n in a.sweep.split(",") if n]
+            for lay, page, variant, nsplit in runs:
+                # v1 keeps the historical keys (contig, page16, ..)
+                name = lay if variant == "v1" else f"{lay}@{variant}"
+                if nsplit:
+                    name += f"/s{nsplit}"
+                os.environ["FLASHC_DECODE_MERGE"] = variant
+                if page is None:
+                    kv, vv, table = kc, vc, None
+                else:
+                    if ctx % page:
+                        continue
+                    npg = ctx // page
+                    kv = kc.view(B * npg, page, Hkv, d)
+                    vv = vc.view(B * npg, page, Hkv, d)
+                    # sequence b keeps its own pages, in shuffled order
+                    perm = torch.stack([torch.randperm(npg, device="cuda") for _ in range(B)])
+                    table = (perm + torch.arange(B, device="cuda")[:, None] * npg).to(
+                        torch.int32).contiguous()
+                fn = Decode(lib, q, kv, vv, o, lse, seqlens, table, nsplit)
+                o.fill_(float("nan"))
+                fn()
+                torch.cuda.synchronize()
+                if ref is not None:
+                    err = (o.float() - ref).abs().max().item()
+                    tol = 2e-2 * ref.abs().max().item() + 1e-4  # a few bf16 ulps of o
+                    row[name + "_err"] = err
+                    if not err <= tol:
+                        print(f"  {name} B={B} ctx={ctx}: max |o - sdpa| = {err}: WRONG",
+                              flush=True)
                         row[name + "_ms"] = None
-                        row[name + "_why"] = str(e).splitlines()[0][:120]
-
-                layouts = [("contig", None)] + [(f"page{p}", p) for p in
-                                                 [int(x) for x in a.pages.split(",") if x]]
-                for name, page in layouts:
-                    if page is None:
-                        kv, vv, table = kc, vc, None
-                    else:
-                        if ctx % page:
-                            continue
-                        npg = ctx // page
-                        kv = kc.view(B * npg, page, Hkv, d)
-                        vv = vc.view(B * npg, page, Hkv, d)
-                        # sequence b keeps its own pages, in shuffled order
-                        perm = torch.stack([torch.randperm(npg, device="cuda") for _ in range(B)])
-                        table = (perm + torch.arange(B, device="cuda")[:, None] * npg).to(
-                            torch.int32).contiguous()
-                    fn = Decode(lib, q, kv, vv, o, lse, seqlens, table)
-                    fn()
-                    torch.cuda.synchronize()
-                    if ref is not None:
-                        err = (o.float() - ref).abs().max().item()
-                        tol = 2e-2 * ref.abs().max().item() + 1e-4  # a few bf16 ulps of o
-                        row[name + "_err"] = err
-                        if not err <= tol:
-                            print(f"  {name} B={B} ctx={ctx}: max |o - sdpa| = {err}: WRONG",
-                                  flush=True)
-                            row[name + "_ms"] = None
-                            continue
-                    row[name + "_ms"] = bench(fn, a.rep_ms)
-                    row[name + "_splits"] = fn.stats.num_splits
-                    if name == "contig" and a.graph:
-                        row["graph_ms"] = graph_ms(lib, q, kv, vv, o, lse, seqlens, a.rep_ms)
-                del kc, vc, q, o, lse
-                torch.cuda.empty_cache()
-                parts = []
-                for k in ("contig", "graph", "page16", "page64", "sdpa_flash", "sdpa_cudnn"):
-                    ms = row.get(k + "_ms")
-                    if ms:
-                        row[k + "_gbs"] = kv_gb / (ms * 1e-3)
-                        parts.append(f"{k} {row[k + '_gbs']:.0f}")
-                print(f"Hq/Hkv {Hq}/{Hkv} B {B:3d} ctx {ctx:6d}: GB/s " + ", ".join(parts),
-                      flush=True)
-                rows.append(row)
+                        continue
+                row[name + "_ms"] = bench(fn, a.rep_ms)
+                row[name + "_splits"] = fn.stats.num_splits
+                if name == "contig" and a.graph:
+                    row["graph_ms"] = graph_ms(lib, q, kv, vv, o, lse, seqlens, a.rep_ms)
+            os.environ.pop("FLASHC_DECODE_MERGE", None)
+            del kc, vc, q, o, lse
+            torch.cuda.empty_cache()
+            parts = []
+            for k in [k[:-3] for k in list(row) if k.endswith("_ms")]:
+                ms = row.get(k + "_ms")
+                if ms:
+                    row[k + "_gbs"] = kv_gb / (ms * 1e-3)
+                    parts.append(f"{k} {row[k + '_gbs']:.0f}")
+            print(f"Hq/Hkv {Hq}/{Hkv} B {B:3d} ctx {ctx:6d}: GB/s " + ", ".join(parts),
+                  flush=True)
+            rows.append(row)
 
     print()
     print(f"decode bf16, d {d}: GB/s of K+V (% of the {copy_gbs:.0f} GB/s copy ceiling); "
@@ -259,13 +291,50 @@ def main():
         for k in ("sdpa_flash", "sdpa_cudnn"):
             if r.get(k + "_why"):
                 print(f"- {k} at B {r['B']} ctx {r['ctx']}: {r[k + '_why']}")
+    if len(variants) > 1 or a.sweep:
+        variant_tables(rows, variants, [lay for lay, _ in layouts], copy_gbs)
     if a.out:
         with open(a.out, "w") as fh:
             json.dump({"device": dev.name, "copy_gbs": copy_gbs, "torch": torch.__version__,
                        "flashc": lib.flashc_build_info().decode(), "rows": rows}, fh, indent=1)
-    bad = [r for r in rows for k in ("contig", "page16", "page64")
-           if (k + "_err") in r and r.get(k + "_ms") is None]
+    bad = [r for r in rows for k in list(r)
+           if k.endswith("_err") and r.get(k[:-4] + "_ms") is None]
     return 1 if bad else 0
+
+
+def variant_tables(rows, variants, layouts, copy_gbs):
+    """The short tables last: each (variant, layout) at every shape, GB/s and x cuDNN; then the
+    split sweep at B = 1."""
+    def fmt(r, k):
+        g, c = r.get(k + "_gbs"), r.get("sdpa_cudnn_gbs")
+        if not g:
+            return "WRONG" if (k + "_err") in r else "-"
+        return f"{g:.0f} ({g / c:.2f}x)" if c else f"{g:.0f}"
+    shapes = [f"{r['Hq']}/{r['Hkv']} {r['B']}x{r['ctx'] // 1024}k" for r in rows]
+    print()
+    print(f"merge variants (FLASHC_DECODE_MERGE): GB/s of K+V (x SDPA cuDNN), copy ceiling "
+          f"{copy_gbs:.0f} GB/s")
+    print("| variant | layout | " + " | ".join(shapes) + " |")
+    print("|---|---|" + "--:|" * len(shapes))
+    for k, lab in (("sdpa_cudnn", "SDPA cuDNN"), ("sdpa_flash", "SDPA flash")):
+        print(f"| {lab} | - | " + " | ".join(fmt(r, k) for r in rows) + " |")
+    for v in variants:
+        for lay in layouts:
+            k = lay if v == "v1" else f"{lay}@{v}"
+            print(f"| {v} | {lay} | " + " | ".join(fmt(r, k) for r in rows) + " |")
+    sweep = sorted({k[:-3] for r in rows for k in r if "/s" in k and k.endswith("_ms")},
+                   key=lambda k: (k.split("/")[0], int(k.split("/s")[1])))
+    if sweep:
+        ones = [r for r in rows if r["B"] == 1]
+        print()
+        print("split sweep at B 1 (contiguous, explicit num_splits): GB/s (x SDPA cuDNN); "
+              "auto = the library's count")
+        print("| variant / splits | " + " | ".join(
+            f"{r['Hq']}/{r['Hkv']} 1x{r['ctx'] // 1024}k (auto {r.get('contig_splits', '-')})"
+            for r in ones) + " |")
+        print("|---|" + "--:|" * len(ones))
+        for k in sweep:
+            print(f"| {k.split('@')[1]} | " + " | ".join(fmt(r, k) for r in ones) + " |")
 
 
 if __name__ == "__main__":

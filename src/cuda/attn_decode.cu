@@ -45,6 +45,24 @@
  *
  * The append (k_new, v_new into the cache at cache_seqlens[b]) runs as its own kernel first,
  * on the same stream, so the attention kernel sees the new keys.
+ *
+ * Merge variants (FLASHC_DECODE_MERGE, read at every call so one process can compare them; the
+ * default stays v1 until a device run has shown another correct and faster):
+ *   v1     attn_decode_merge, one warp a row, each lane walking the splits one dependent load
+ *          after another: at B 1 (32 rows, 28-42 splits) that chain of L2 round trips is the
+ *          suspected fixed cost of 15-40 us a call (bench/RESULTS.md, issue 13);
+ *   v2     attn_decode_merge2, one block a row: the LSEs of all splits in one round trip, then
+ *          each thread sums its columns over a quarter of the splits with 8 loads in flight,
+ *          the quarters combined in a fixed order (dec_merge_rows);
+ *   pdl    v2 launched as a programmatic dependent of the split kernel (sm_90): its blocks are
+ *          resident and waiting (griddepcontrol.wait) when the last split block retires, so the
+ *          launch gap goes; other devices launch it as v2;
+ *   fused  no merge launch: the last block of a tile to finish (an arrival counter per tile in
+ *          the workspace) merges the tile's rows with dec_merge_rows, in split order 0..n-1
+ *          whichever block it is, so results do not depend on timing. The counters are zeroed
+ *          by a tiny kernel first (a caller's workspace holds garbage; zeroing every call also
+ *          makes graph replays safe); on sm_90 the split kernel is its programmatic dependent
+ *          and waits for it only at the arrival, so the zeroing costs no launch gap.
  */
 #include "attn_cuda.cuh"
 #include "attn_fwd_common.cuh"
@@ -62,6 +80,7 @@ constexpr int DEC_BM = 16;     /* packed rows per block (one m16 MMA tile)      
 constexpr int DEC_BN = 16;     /* keys per warp block                                */
 constexpr int DEC_STAGES = 2;  /* K/V buffers per warp                               */
 constexpr int DEC_MAX_SPLITS = 256;
+constexpr int DEC_MERGE_DEPTH = 8; /* partial loads a merging thread keeps in flight         */
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 
@@ -93,7 +112,11 @@ struct dec_args {
     const void *k_new, *v_new;
     int64_t sknew[3], svnew[3];
     int total_q, total_k;         /* varlen: rows of q, o and of k, v                    */
+    int merge;                    /* DEC_MERGE_*: how split partials become o and lse    */
+    unsigned *counters;           /* fused: arrivals per tile (B * Hkv * m_tiles), zeroed */
 };
+
+enum { DEC_MERGE_V1 = 1, DEC_MERGE_V2 = 2, DEC_MERGE_PDL = 3, DEC_MERGE_FUSED = 4 };
 
 /* Lengths of sequence b; device index tensors are clamped into range. */
 __device__ __forceinline__ void dec_seqlens(const dec_args &a, int b, int *sq, int *sk)
@@ -191,10 +214,167 @@ __device__ __forceinline__ void dec_load_kv(const dec_args &a, T *sK, T *sV, int
     }
 }
 
+/* Four consecutive float32 partials (columns 4c .. 4c + n - 1), read through L2: they were
+ * written by other blocks (L1 is not coherent). vec: Dv % 4 == 0, so the address is 16-byte
+ * aligned (the partials' rows start 64-byte aligned). */
+__device__ __forceinline__ float4 dec_ld4(const float *p, bool vec, int n)
+{
+    if (vec)
+        return __ldcg((const float4 *)p);
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    v.x = __ldcg(p);
+    if (n > 1)
+        v.y = __ldcg(p + 1);
+    if (n > 2)
+        v.z = __ldcg(p + 2);
+    if (n > 3)
+        v.w = __ldcg(p + 3);
+    return v;
+}
+
+/* acc += w * v, skipping an empty split (w = 0: its o is not read into the sum, so NaN there
+ * cannot leak), as attn_decode_merge does. */
+__device__ __forceinline__ void dec_fma4(float4 &acc, float w, const float4 &v)
+{
+    if (w != 0.0f) {
+        acc.x = fmaf(w, v.x, acc.x), acc.y = fmaf(w, v.y, acc.y);
+        acc.z = fmaf(w, v.z, acc.z), acc.w = fmaf(w, v.w, acc.w);
+    }
+}
+
+/* sum over s = g, g + G, .. < S of w[s] * partial s (4 columns at po, sstride floats between
+ * splits): DEC_MERGE_DEPTH loads in flight, the last batch predicated (no serial remainder),
+ * the sum in split order. */
+template <bool VEC>
+__device__ __forceinline__ float4 dec_sum_splits(const float *po, int64_t sstride, const float *w,
+                                                 int g, int G, int S, int n)
+{
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int s = g; s < S; s += DEC_MERGE_DEPTH * G) {
+        float4 v[DEC_MERGE_DEPTH];
+#pragma unroll
+        for (int u = 0; u < DEC_MERGE_DEPTH; u++)
+            v[u] = s + u * G < S ? dec_ld4(po + (int64_t)(s + u * G) * sstride, VEC, n)
+                                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+        for (int u = 0; u < DEC_MERGE_DEPTH; u++)
+            if (s + u * G < S)
+                dec_fma4(acc, w[s + u * G], v[u]);
+    }
+    return acc;
+}
+
+/* o[0 .. n - 1] = acc * inv, rounded once (n = 1..4). */
+template <typename T>
+__device__ __forceinline__ void dec_store4(T *o, const float4 &acc, float inv, int n)
+{
+    o[0] = T(acc.x * inv);
+    if (n > 1)
+        o[1] = T(acc.y * inv);
+    if (n > 2)
+        o[2] = T(acc.z * inv);
+    if (n > 3)
+        o[3] = T(acc.w * inv);
+}
+
+/* Merges the split partials of nr packed rows m0 .. m0 + nr - 1 of sequence b (packed row R is
+ * query row R / group of head hbase + R % group) into o and lse. Called by all 128 threads of a
+ * block (it synchronises them); sw: shared memory of at least nr * splits + 2 * nr + 4 floats
+ * plus 128 float4 (16-byte aligned). The order of every sum is fixed by (nr, Dv, splits)
+ * alone: split s of column chunk c always lands in the same thread's sum at the same place,
+ * and the G partial sums of a chunk are added in group order, so the result is deterministic.
+ *   1. every (row, split) LSE at once (one L2 round trip);
+ *   2. per row (a warp each) M = max, w_s = exp(lse_s - M), L = sum w_s (shuffle trees);
+ *   3. thread = (split group g of G, row, chunk of 4 columns): the sum over s = g, g + G, ..
+ *      with DEC_MERGE_DEPTH independent loads in flight; G = 128 / (rows x chunks) when that
+ *      is > 1 (v2: one row, 32 chunks at Dv 128: G = 4; fused at B 1, group 4: G = 1). */
+template <typename T>
+__device__ __forceinline__ void dec_merge_rows(const dec_args &a, int b, int m0, int hbase, int nr,
+                                               float *sw)
+{
+    const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int S = a.splits;
+    const int64_t nrows = (int64_t)a.B * a.Hq * a.Sq;
+    const int qbase = dec_qbase(a, b);
+    for (int x = tid; x < nr * S; x += DEC_WARPS * 32) {
+        const int r = x / S, s = x % S, R = m0 + r;
+        const int64_t prow = ((int64_t)b * a.Hq + hbase + R % a.group) * a.Sq + R / a.group;
+        sw[x] = __ldcg(a.part_lse + (int64_t)s * nrows + prow);
+    }
+    __syncthreads();
+    float *sinv = sw + nr * S, *slse = sinv + nr;
+    float4 *red = (float4 *)(sw + (nr * S + 2 * nr + 3) / 4 * 4);
+    for (int r = warp; r < nr; r += DEC_WARPS) {
+        float M = -INFINITY;
+        for (int s = lane; s < S; s += 32)
+            M = fmaxf(M, sw[r * S + s]);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+        float L = 0.0f;
+        for (int s = lane; s < S; s += 32) {
+            const float l = sw[r * S + s];
+            const float w = l == -INFINITY ? 0.0f : expf(l - M);
+            sw[r * S + s] = w;
+            L += w;
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            L += __shfl_xor_sync(0xffffffffu, L, o);
+        if (lane == 0) {
+            sinv[r] = L > 0.0f ? 1.0f / L : 0.0f;
+            slse[r] = L > 0.0f ? M + logf(L) : -INFINITY;
+        }
+    }
+    __syncthreads();
+    const int C4 = (a.Dv + 3) / 4, pairs = nr * C4;
+    const int G = max(1, min(S, DEC_WARPS * 32 / pairs));
+    const bool vec = a.Dv % 4 == 0;
+    const int64_t sstride = nrows * a.Dv; /* floats from one split's partials to the next */
+    for (int x = tid; x < pairs * G; x += DEC_WARPS * 32) {
+        const int g = x / pairs, pr = x % pairs, r = pr / C4, c = pr % C4, R = m0 + r;
+        const int i = R / a.group, h = hbase + R % a.group;
+        const int n = min(4, a.Dv - 4 * c);
+        const float *po = a.part_o + (((int64_t)b * a.Hq + h) * a.Sq + i) * a.Dv + 4 * c;
+        const float *w = sw + r * S;
+        const float4 acc = vec ? dec_sum_splits<true>(po, sstride, w, g, G, S, n)
+                               : dec_sum_splits<false>(po, sstride, w, g, G, S, n);
+        if (G > 1) {
+            red[x] = acc;
+        } else {
+            dec_store4((T *)a.o + (int64_t)b * a.so[0] + (int64_t)(qbase + i) * a.so[1] +
+                           (int64_t)h * a.so[2] + 4 * c,
+                       acc, sinv[r], n);
+        }
+    }
+    if (G > 1) {
+        __syncthreads();
+        for (int pr = tid; pr < pairs; pr += DEC_WARPS * 32) {
+            const int r = pr / C4, c = pr % C4, R = m0 + r;
+            const int i = R / a.group, h = hbase + R % a.group;
+            const int n = min(4, a.Dv - 4 * c);
+            float4 acc = red[pr];
+            for (int gg = 1; gg < G; gg++) {
+                const float4 v = red[gg * pairs + pr];
+                acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
+            }
+            dec_store4((T *)a.o + (int64_t)b * a.so[0] + (int64_t)(qbase + i) * a.so[1] +
+                           (int64_t)h * a.so[2] + 4 * c,
+                       acc, sinv[r], n);
+        }
+    }
+    if (a.lse)
+        for (int r = tid; r < nr; r += DEC_WARPS * 32) {
+            const int R = m0 + r, i = R / a.group, h = hbase + R % a.group;
+            a.lse[(int64_t)b * a.slse[0] + (int64_t)h * a.slse[1] +
+                  (int64_t)(qbase + i) * a.slse[2]] = slse[r];
+        }
+}
+
 /* One block: 16 packed rows (m_tile) of KV head hk of sequence b, split blockIdx.y.
  *   T   __nv_bfloat16 or __half; DI the instance's head dim (a multiple of 64, >= D and Dv;
  *   the columns past D / Dv are zero in shared memory and never stored). */
-template <typename T, int DI>
+template <typename T, int DI, bool FUSED>
 __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_args a)
 {
     constexpr int DS = (DI + 63) / 64 * 64;
@@ -213,13 +393,18 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     const int bh = (int)(blockIdx.x / (unsigned)a.m_tiles);
     const int b = bh / a.Hkv, hk = bh % a.Hkv;
     const int split = (int)blockIdx.y;
+    if (a.merge == DEC_MERGE_PDL)
+        ptx_griddep_launch_dependents(); /* the merge may take free slots from now on */
 
     int sq, sk;
     dec_seqlens(a, b, &sq, &sk);
     const int rows = sq * a.group;
     const int m0 = mt * DEC_BM;
-    if (m0 >= rows)
-        return; /* uniform: rows past this sequence's length belong to no query */
+    if (m0 >= rows) { /* uniform: rows past this sequence's length belong to no query */
+        if (FUSED)
+            ptx_griddep_wait(); /* the zeroing grid ends before this one, whatever comes next */
+        return;
+    }
     const int qbase = dec_qbase(a, b);
 
     /* the union of the tile's key ranges, and this split's share of its 16-key blocks */
@@ -358,61 +543,88 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     /* 8 threads a row, 8 consecutive columns each per step */
     const int r = tid / 8, part = tid % 8;
     const int R = m0 + r;
-    if (R >= rows)
-        return;
-    const int i = R / a.group, h = hk * a.group + R % a.group;
-    float M = -INFINITY;
+    if (R < rows) {
+        const int i = R / a.group, h = hk * a.group + R % a.group;
+        float M = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < DEC_WARPS; w++)
-        M = fmaxf(M, sM[w * DEC_BM + r]);
-    float wt[DEC_WARPS], L = 0.0f;
+        for (int w = 0; w < DEC_WARPS; w++)
+            M = fmaxf(M, sM[w * DEC_BM + r]);
+        float wt[DEC_WARPS], L = 0.0f;
 #pragma unroll
-    for (int w = 0; w < DEC_WARPS; w++) {
-        const float m = sM[w * DEC_BM + r];
-        wt[w] = m == -INFINITY ? 0.0f : ptx_exp2(m - M);
-        L += sL[w * DEC_BM + r] * wt[w];
-    }
-    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
-    const float lse = L > 0.0f ? (M + log2f(L)) * LN2 : -INFINITY;
-    const int64_t prow = ((int64_t)b * a.Hq + h) * a.Sq + i; /* split partials' row */
-    const int64_t nrows = (int64_t)a.B * a.Hq * a.Sq;
-    T *og = (T *)a.o + (int64_t)b * a.so[0] + (int64_t)(qbase + i) * a.so[1] + (int64_t)h * a.so[2];
-    float *po = a.part_o + ((int64_t)split * nrows + prow) * a.Dv;
-    for (int c0 = part * 8; c0 < a.Dv; c0 += 64) {
-        float val[8];
-#pragma unroll
-        for (int k = 0; k < 8; k++) {
-            float x = 0.0f;
-#pragma unroll
-            for (int w = 0; w < DEC_WARPS; w++)
-                x += sO[(w * DEC_BM + r) * DI + c0 + k] * wt[w];
-            val[k] = x * inv;
+        for (int w = 0; w < DEC_WARPS; w++) {
+            const float m = sM[w * DEC_BM + r];
+            wt[w] = m == -INFINITY ? 0.0f : ptx_exp2(m - M);
+            L += sL[w * DEC_BM + r] * wt[w];
         }
-        if (a.splits == 1) {
-            if (c0 + 8 <= a.Dv) {
-                uint4 pk;
-                pk.x = ptx_pack2(T(), val[0], val[1]);
-                pk.y = ptx_pack2(T(), val[2], val[3]);
-                pk.z = ptx_pack2(T(), val[4], val[5]);
-                pk.w = ptx_pack2(T(), val[6], val[7]);
-                *(uint4 *)(og + c0) = pk;
-            } else {
-                for (int k = 0; c0 + k < a.Dv; k++)
-                    og[c0 + k] = T(val[k]);
+        const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+        const float lse = L > 0.0f ? (M + log2f(L)) * LN2 : -INFINITY;
+        const int64_t prow = ((int64_t)b * a.Hq + h) * a.Sq + i; /* split partials' row */
+        const int64_t nrows = (int64_t)a.B * a.Hq * a.Sq;
+        T *og = (T *)a.o + (int64_t)b * a.so[0] + (int64_t)(qbase + i) * a.so[1] +
+                (int64_t)h * a.so[2];
+        float *po = a.part_o + ((int64_t)split * nrows + prow) * a.Dv;
+        for (int c0 = part * 8; c0 < a.Dv; c0 += 64) {
+            float val[8];
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                float x = 0.0f;
+#pragma unroll
+                for (int w = 0; w < DEC_WARPS; w++)
+                    x += sO[(w * DEC_BM + r) * DI + c0 + k] * wt[w];
+                val[k] = x * inv;
             }
-        } else {
-            for (int k = 0; k < 8 && c0 + k < a.Dv; k++)
-                po[c0 + k] = val[k];
+            if (a.splits == 1) {
+                if (c0 + 8 <= a.Dv) {
+                    uint4 pk;
+                    pk.x = ptx_pack2(T(), val[0], val[1]);
+                    pk.y = ptx_pack2(T(), val[2], val[3]);
+                    pk.z = ptx_pack2(T(), val[4], val[5]);
+                    pk.w = ptx_pack2(T(), val[6], val[7]);
+                    *(uint4 *)(og + c0) = pk;
+                } else {
+                    for (int k = 0; c0 + k < a.Dv; k++)
+                        og[c0 + k] = T(val[k]);
+                }
+            } else {
+                for (int k = 0; k < 8 && c0 + k < a.Dv; k++)
+                    po[c0 + k] = val[k];
+            }
+        }
+        if (part == 0) {
+            if (a.splits == 1) {
+                if (a.lse)
+                    a.lse[(int64_t)b * a.slse[0] + (int64_t)h * a.slse[1] +
+                          (int64_t)(qbase + i) * a.slse[2]] = lse;
+            } else {
+                a.part_lse[(int64_t)split * nrows + prow] = lse;
+            }
         }
     }
-    if (part == 0) {
-        if (a.splits == 1) {
-            if (a.lse)
-                a.lse[(int64_t)b * a.slse[0] + (int64_t)h * a.slse[1] +
-                      (int64_t)(qbase + i) * a.slse[2]] = lse;
-        } else {
-            a.part_lse[(int64_t)split * nrows + prow] = lse;
-        }
+
+    if (!FUSED || a.splits == 1)
+        return; /* FUSED is a template argument so that the other instances stay as they were */
+    /* Fused merge: the tile's last block to arrive merges. Its partial stores are made visible
+     * device-wide before the arrival (fence, then the barrier orders every thread's fence
+     * before thread 0's atomic); the last block reads the others' through L2 after its own
+     * fence, the pattern of the CUDA guide's threadFenceReduction. */
+    __shared__ int s_last;
+    __threadfence();
+    ptx_griddep_wait(); /* the counters' zeroing kernel has finished */
+    __syncthreads();
+    const int tile = ptx_block_index(); /* re-read: nothing more is held through the loop */
+    if (ptx_thread_index() == 0)
+        s_last = atomicAdd(a.counters + tile, 1u) == (unsigned)a.splits - 1;
+    __syncthreads();
+    if (!s_last)
+        return;
+    __threadfence();
+    {
+        const int tb = tile / a.m_tiles / a.Hkv, thk = tile / a.m_tiles % a.Hkv;
+        const int tm0 = tile % a.m_tiles * DEC_BM;
+        int tsq, tsk;
+        dec_seqlens(a, tb, &tsq, &tsk);
+        dec_merge_rows<T>(a, tb, tm0, thk * a.group, min(DEC_BM, tsq * a.group - tm0),
+                          (float *)smem_u4);
     }
 }
 
@@ -463,6 +675,31 @@ __global__ void __launch_bounds__(128) attn_decode_merge(const dec_args a)
     if (lane == 0 && a.lse)
         a.lse[(int64_t)b * a.slse[0] + (int64_t)h * a.slse[1] + (int64_t)(qbase + i) * a.slse[2]] =
             L > 0.0f ? M + logf(L) : -INFINITY;
+}
+
+/* Split-KV merge v2 (and pdl): one block of 128 threads per (b, h, i) row, dec_merge_rows. */
+template <typename T>
+__global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_merge2(const dec_args a)
+{
+    __shared__ __align__(16) float sw[(DEC_MAX_SPLITS + 2 + 3) / 4 * 4 + 4 * DEC_WARPS * 32];
+    ptx_griddep_wait(); /* pdl: every split block's partials are written */
+    const int64_t prow = blockIdx.x;
+    const int i = (int)(prow % a.Sq), h = (int)(prow / a.Sq % a.Hq), b = (int)(prow / a.Sq / a.Hq);
+    int sq, sk;
+    dec_seqlens(a, b, &sq, &sk);
+    if (i >= sq)
+        return; /* uniform */
+    dec_merge_rows<T>(a, b, i * a.group + h % a.group, h / a.group * a.group, 1, sw);
+}
+
+/* The fused merge's arrival counters, zeroed before the split kernel. On sm_90 it lets that
+ * kernel launch at once (its blocks wait for this grid only at their arrival). */
+__global__ void __launch_bounds__(256) attn_decode_zero(unsigned *counters, int n)
+{
+    ptx_griddep_launch_dependents();
+    const int x = (int)(blockIdx.x * 256 + threadIdx.x);
+    if (x < n)
+        counters[x] = 0u;
 }
 
 /* KV-cache append: one block of 64 threads per (b, j, hk) row of k_new / v_new. */
@@ -527,21 +764,52 @@ template <typename T, int DI> constexpr size_t dec_smem_bytes()
     return tiles > merge ? tiles : merge;
 }
 
-template <typename T, int DI>
-cudaError_t dec_launch(const dec_args &a, cudaStream_t stream)
+/* A launch on the stream; pdl: as a programmatic dependent of the stream's previous kernel
+ * (sm_90: it may start before that one ends and waits for it in cudaGridDependencySynchronize;
+ * captured into a graph as a programmatic edge). */
+template <typename... Args>
+cudaError_t dec_launch_ex(void (*kernel)(Args...), dim3 grid, dim3 block, size_t smem,
+                          cudaStream_t stream, bool pdl, Args... args)
+{
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = stream;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = pdl ? at : NULL;
+    cfg.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
+template <typename T, int DI, bool FUSED>
+cudaError_t dec_launch(const dec_args &a, cudaStream_t stream, bool pdl)
 {
     constexpr size_t smem = dec_smem_bytes<T, DI>();
-    cudaError_t err = cudaFuncSetAttribute(attn_decode_kernel<T, DI>,
+    cudaError_t err = cudaFuncSetAttribute(attn_decode_kernel<T, DI, FUSED>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (err != cudaSuccess)
         return err;
     const int64_t blocks = (int64_t)a.B * a.Hkv * a.m_tiles;
-    attn_decode_kernel<T, DI><<<dim3((unsigned)blocks, (unsigned)a.splits), DEC_WARPS * 32, smem,
-                                stream>>>(a);
+    if (pdl)
+        return dec_launch_ex(attn_decode_kernel<T, DI, FUSED>,
+                             dim3((unsigned)blocks, (unsigned)a.splits), dim3(DEC_WARPS * 32), smem,
+                             stream, true, a);
+    attn_decode_kernel<T, DI, FUSED><<<dim3((unsigned)blocks, (unsigned)a.splits),
+                                       DEC_WARPS * 32, smem, stream>>>(a);
     return cudaGetLastError();
 }
 
-template <typename T> cudaError_t dec_run_all(const dec_args &a, int di, cudaStream_t stream)
+template <typename T, bool FUSED>
+cudaError_t dec_launch_di(const dec_args &a, int di, cudaStream_t stream, bool pdl)
+{
+    return di == 64    ? dec_launch<T, 64, FUSED>(a, stream, pdl)
+           : di == 128 ? dec_launch<T, 128, FUSED>(a, stream, pdl)
+                       : dec_launch<T, 256, FUSED>(a, stream, pdl);
+}
+
+/* sm90: the device takes programmatic dependent launches (pdl, and fused's zeroing). */
+template <typename T>
+cudaError_t dec_run_all(const dec_args &a, int di, bool sm90, cudaStream_t stream)
 {
     cudaError_t err = cudaSuccess;
     if (a.k_new && a.s_new > 0) {
@@ -549,16 +817,29 @@ template <typename T> cudaError_t dec_run_all(const dec_args &a, int di, cudaStr
         if ((err = cudaGetLastError()) != cudaSuccess)
             return err;
     }
-    if ((int64_t)a.B * a.Hkv * a.m_tiles == 0) /* varlen with max_seqlen_q = 0 */
+    const int64_t tiles = (int64_t)a.B * a.Hkv * a.m_tiles;
+    if (tiles == 0) /* varlen with max_seqlen_q = 0 */
         return cudaSuccess;
-    err = di == 64 ? dec_launch<T, 64>(a, stream)
-                   : di == 128 ? dec_launch<T, 128>(a, stream) : dec_launch<T, 256>(a, stream);
+    const bool fused = a.merge == DEC_MERGE_FUSED && a.splits > 1;
+    if (fused) {
+        attn_decode_zero<<<(unsigned)((tiles + 255) / 256), 256, 0, stream>>>(a.counters,
+                                                                             (int)tiles);
+        if ((err = cudaGetLastError()) != cudaSuccess)
+            return err;
+    }
+    err = fused ? dec_launch_di<T, true>(a, di, stream, sm90)
+                : dec_launch_di<T, false>(a, di, stream, false);
     if (err != cudaSuccess)
         return err;
-    if (a.splits > 1) {
+    if (a.splits > 1 && !fused) {
         const int64_t nrows = (int64_t)a.B * a.Hq * a.Sq;
-        attn_decode_merge<T><<<(unsigned)((nrows + 3) / 4), 128, 0, stream>>>(a);
-        if ((err = cudaGetLastError()) != cudaSuccess)
+        if (a.merge == DEC_MERGE_V1)
+            attn_decode_merge<T><<<(unsigned)((nrows + 3) / 4), 128, 0, stream>>>(a);
+        else
+            err = dec_launch_ex(attn_decode_merge2<T>, dim3((unsigned)nrows),
+                                dim3(DEC_WARPS * 32), 0, stream,
+                                a.merge == DEC_MERGE_PDL && sm90, a);
+        if (err != cudaSuccess || (err = cudaGetLastError()) != cudaSuccess)
             return err;
     }
     if (a.layout == ATTN_VARLEN) {
@@ -669,13 +950,33 @@ flashc_status check_operand(const char *fn, const char *name, const void *ptr, c
     return cuda_check_memory(fn, name, ptr);
 }
 
-size_t workspace_of(const attn_problem *p, int splits)
+/* FLASHC_DECODE_MERGE (the header comment), read at every call so that one process can compare
+ * the variants: unset, "" or "v1" today's merge; "v2", "pdl", "fused"; 0 for anything else. */
+int merge_mode(void)
+{
+    const char *e = getenv("FLASHC_DECODE_MERGE");
+    if (!e || !e[0] || strcmp(e, "v1") == 0)
+        return DEC_MERGE_V1;
+    if (strcmp(e, "v2") == 0)
+        return DEC_MERGE_V2;
+    if (strcmp(e, "pdl") == 0)
+        return DEC_MERGE_PDL;
+    if (strcmp(e, "fused") == 0)
+        return DEC_MERGE_FUSED;
+    return 0;
+}
+
+/* Split partials (splits, B, Hq, Sq, Dv) and (splits, B, Hq, Sq) float32, then for the fused
+ * merge one arrival counter per tile (B * Hkv * m_tiles), each 64-byte aligned. */
+size_t workspace_of(const attn_problem *p, int splits, int merge)
 {
     if (splits <= 1)
         return 0;
     const size_t rows = (size_t)p->B * (size_t)p->Hq * (size_t)p->Sq * (size_t)splits;
-    const size_t sizes[2] = {rows * (size_t)p->Dv * sizeof(float), rows * sizeof(float)};
-    return attn_scratch_bytes(2, sizes);
+    const size_t tiles = (size_t)p->B * (size_t)p->Hkv * (size_t)m_tiles_of(p);
+    const size_t sizes[3] = {rows * (size_t)p->Dv * sizeof(float), rows * sizeof(float),
+                             tiles * sizeof(unsigned)};
+    return attn_scratch_bytes(merge == DEC_MERGE_FUSED ? 3 : 2, sizes);
 }
 
 } /* namespace */
@@ -707,6 +1008,10 @@ flashc_status cuda_attn_decode_supports(const attn_problem *p)
                             "%s: the CUDA KV-cache/varlen kernel takes Sq * Hq / Hkv, Sk, cache "
                             "capacity and row counts <= 2^30 and at most 2^31 - 1 thread blocks",
                             fn);
+    if (!merge_mode())
+        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                            "%s: FLASHC_DECODE_MERGE=%s: expected v1, v2, pdl or fused", fn,
+                            getenv("FLASHC_DECODE_MERGE"));
     FLASHC_TRY(cuda_check_no_pending_error(fn));
     flashc_status st;
     if ((st = check_operand(fn, "q", p->q, p->sq)) != FLASHC_OK ||
@@ -741,7 +1046,7 @@ flashc_status cuda_attn_decode_supports(const attn_problem *p)
 
 size_t cuda_attn_decode_workspace(const attn_problem *p)
 {
-    return workspace_of(p, splits_of(p));
+    return workspace_of(p, splits_of(p), merge_mode());
 }
 
 flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
@@ -779,8 +1084,22 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
     a.splits = splits_of(p);
     a.k_new = p->k_new, a.v_new = p->v_new;
     a.total_q = (int)p->total_q, a.total_k = (int)p->total_k;
+    a.merge = merge_mode();
+    if (!a.merge)
+        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                            "%s: FLASHC_DECODE_MERGE=%s: expected v1, v2, pdl or fused", fn,
+                            getenv("FLASHC_DECODE_MERGE"));
+    if (a.merge != DEC_MERGE_V1 && a.merge != DEC_MERGE_FUSED &&
+        p->B * p->Hq * p->Sq > 0x7fffffff)
+        a.merge = DEC_MERGE_V1; /* v2's grid is one block a row */
+    int dev = 0, major = 0;
+    cudaError_t qerr = cudaGetDevice(&dev);
+    if (qerr == cudaSuccess)
+        qerr = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (qerr != cudaSuccess)
+        return cuda_device_error(fn, "querying the current CUDA device", qerr);
 
-    const size_t ws = workspace_of(p, a.splits);
+    const size_t ws = workspace_of(p, a.splits, a.merge);
     void *own = NULL;
     if (ws > 0) {
         attn_scratch sc;
@@ -799,13 +1118,17 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
         }
         const size_t rows = (size_t)p->B * (size_t)p->Hq * (size_t)p->Sq * (size_t)a.splits;
         a.part_o = (float *)base;
-        a.part_lse = (float *)((char *)base +
-                               (rows * (size_t)p->Dv * sizeof(float) + 63) / 64 * 64);
+        const size_t lse_off = (rows * (size_t)p->Dv * sizeof(float) + 63) / 64 * 64;
+        a.part_lse = (float *)((char *)base + lse_off);
+        if (a.merge == DEC_MERGE_FUSED)
+            a.counters = (unsigned *)((char *)base + lse_off +
+                                      (rows * sizeof(float) + 63) / 64 * 64);
     }
 
     const int di = head_dim_instance(p);
-    cudaError_t err = p->dtype == FLASHC_BF16 ? dec_run_all<__nv_bfloat16>(a, di, stream)
-                                              : dec_run_all<__half>(a, di, stream);
+    const bool sm90 = major >= 9;
+    cudaError_t err = p->dtype == FLASHC_BF16 ? dec_run_all<__nv_bfloat16>(a, di, sm90, stream)
+                                              : dec_run_all<__half>(a, di, sm90, stream);
     if (own) {
         const cudaError_t ferr = cudaFreeAsync(own, stream);
         if (err == cudaSuccess)

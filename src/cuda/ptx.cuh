@@ -178,4 +178,24 @@ static __device__ __forceinline__ float2 ptx_unpack2(__half, uint32_t x)
     return __half22float2(*(const __half2 *)&x);
 }
 
+/* ---- programmatic dependent launch (sm_90; nothing on sm_80) ------------------------------ */
+
+/* griddepcontrol.wait: until the grids this one depends on programmatically have completed and
+ * their memory is visible; returns at once in a grid launched without the attribute. */
+static __device__ __forceinline__ void ptx_griddep_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+/* griddepcontrol.launch_dependents: this block no longer holds back the launch of a dependent
+ * grid (which starts once every block has said so or exited). */
+static __device__ __forceinline__ void ptx_griddep_launch_dependents(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 #endif /* FLASHC_CUDA_PTX_CUH */
