@@ -1086,8 +1086,8 @@ static void check_varlen(const vl_case *c)
 /* Ragged lengths with empty sequences on either side (0 x 5, 1 x 0, 0 x 0), Sq > Sk (rows the
  * causal mask leaves empty), Sq < Sk, sequences of several tiles (BM = 64, BN = 128 / 64);
  * causal and not, GQA 1 / 4 / 8, bf16 and fp16, every head dim, fast and deterministic. */
-static const int vl_lq[] = {0, 200, 1, 77, 300, 0, 150, 9};
-static const int vl_lk[] = {5, 200, 0, 140, 333, 0, 150, 260};
+static const int vl_lq[] = {0, 150, 1, 77, 300, 0, 100, 9};
+static const int vl_lk[] = {5, 150, 0, 140, 260, 0, 100, 200};
 
 static void test_varlen_suite(void **state)
 {
@@ -1099,6 +1099,9 @@ static void test_varlen_suite(void **state)
         for (int dt = 0; dt < 2; dt++)
             for (int causal = 0; causal < 2; causal++, n++) {
                 if (small_only() && (dims[di] != 128 || dt == 1))
+                    continue;
+                /* d 64, 96, 256: bf16 causal and fp16 not (the host references take time) */
+                if (dims[di] != 128 && dt == causal)
                     continue;
                 vl_case c;
                 memset(&c, 0, sizeof c);

@@ -238,7 +238,8 @@ extern "C" flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats 
     const bool own = !ws;
     if (own) {
         void *mem = NULL;
-        const cudaError_t err = cudaMallocAsync(&mem, (size_t)need, stream);
+        /* (a varlen problem of no packed rows needs nothing; a pointer is asked anyway) */
+        const cudaError_t err = cudaMallocAsync(&mem, (size_t)(need > 0 ? need : 256), stream);
         if (err != cudaSuccess) {
             (void)cudaGetLastError();
             return flashc__fail(FLASHC_ERR_OUT_OF_MEMORY,
