@@ -163,20 +163,26 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
 
     const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int g = lane / 4, t = lane % 4;
-    /* K block: in deterministic causal mode the launch order is reversed (top of the file).
-     * Read again where needed (ptx_block_index) rather than held through the loop. */
-    const int b = (int)blockIdx.y / a.Hkv, hk = (int)blockIdx.y % a.Hkv;
-    /* this block's sequence: packed row offsets q0, k0 (0 when dense: the batch stride does
-     * it) and lengths Sq, Sk (the problem's when dense) */
-    bwd_seq seq = {0, 0, a.Sq, a.Sk};
+    /* varlen: this block's sequence, packed row offsets q0, k0 (0 when dense: the batch
+     * stride does it) and lengths Sq, Sk (the problem's when dense). The dense statements
+     * keep their order of before varlen (same code). */
+    bwd_seq seq = {0, 0, 0, 0};
     if constexpr (VARLEN)
-        seq = bwd_seq_of(a, b);
+        seq = bwd_seq_of(a, (int)blockIdx.y / a.Hkv);
     const int q0 = VARLEN ? seq.q0 : 0, k0 = VARLEN ? seq.k0 : 0;
     const int Sq = VARLEN ? seq.sq : a.Sq, Sk = VARLEN ? seq.sk : a.Sk;
-    const bwd_range rg = VARLEN ? bwd_range_of(a, Sq, Sk) : bwd_range_of(a);
+    const bwd_range rg = [&] {
+        if constexpr (VARLEN)
+            return bwd_range_of(a, Sq, Sk);
+        else
+            return bwd_range_of(a);
+    }();
+    /* K block: in deterministic causal mode the launch order is reversed (top of the file).
+     * Read again where needed (ptx_block_index) rather than held through the loop. */
     const int n_block = DET && rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index()
                                          : ptx_block_index();
     const int split = (int)blockIdx.z;
+    const int b = (int)blockIdx.y / a.Hkv, hk = (int)blockIdx.y % a.Hkv;
     const int n0 = n_block * BN;
     if constexpr (VARLEN)
         if (n0 >= Sk) /* the grid covers the longest sequence; no key of this one here */
@@ -300,8 +306,12 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
         /* P^T = 2^(S^T s' - L'), dS^T = P^T (dP^T - D) (under MODS: bwd_mod_elem); masked
          * entries P = 0 */
         const int key0 = n0 + warp * 16 + g; /* this thread's keys: key0, key0 + 8 */
-        const bool need_mask = VARLEN ? bwd_tile_needs_mask(Sk, rg, m0, BM, n0, BN)
-                                      : bwd_tile_needs_mask(a, rg, m0, BM, n0, BN);
+        const bool need_mask = [&] {
+            if constexpr (VARLEN)
+                return bwd_tile_needs_mask(Sk, rg, m0, BM, n0, BN);
+            else
+                return bwd_tile_needs_mask(a, rg, m0, BM, n0, BN);
+        }();
         const float slope = MODS ? bwd_slope(a, b, h) : 0.0f;
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
