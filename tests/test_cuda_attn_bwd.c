@@ -1013,6 +1013,13 @@ static void check_varlen(const vl_case *c)
         }
         free(gq), free(gk), free(gv), free(xq), free(xk), free(xv);
     }
+    if (c->no_ref) { /* NaN never passes, reference or not */
+        const uint16_t *g[3] = {r.hdq, r.hdk, r.hdv};
+        const int64_t n[3] = {r.nq, r.nk, r.nk};
+        for (int x = 0; x < 3; x++)
+            for (int64_t i = 0; i < n[x]; i++)
+                bad += !isfinite(from_bits(c->dt, g[x][i]));
+    }
     /* the rows of no sequence: zero gradients */
     const int64_t tail_q = count_nonzero(c->dt, r.hdq + (int64_t)r.cuq[c->B] * rq,
                                          (int64_t)c->pad_q * rq);
