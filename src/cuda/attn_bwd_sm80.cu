@@ -170,10 +170,23 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
     if constexpr (VARLEN)
         seq = bwd_seq_of(a, (int)blockIdx.y / a.Hkv);
     const int q0 = VARLEN ? seq.q0 : 0, k0 = VARLEN ? seq.k0 : 0;
-    const int Sq = VARLEN ? seq.sq : a.Sq, Sk = VARLEN ? seq.sk : a.Sk;
+    /* The lengths. Dense: a.Sq, a.Sk read where used, as before varlen (a local copy made
+     * at the top changes the dense kernels' register allocation). */
+    const auto Sq = [&]() -> int {
+        if constexpr (VARLEN)
+            return seq.sq;
+        else
+            return a.Sq;
+    };
+    const auto Sk = [&]() -> int {
+        if constexpr (VARLEN)
+            return seq.sk;
+        else
+            return a.Sk;
+    };
     const bwd_range rg = [&] {
         if constexpr (VARLEN)
-            return bwd_range_of(a, Sq, Sk);
+            return bwd_range_of(a, seq.sq, seq.sk);
         else
             return bwd_range_of(a);
     }();
@@ -185,14 +198,14 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
     const int b = (int)blockIdx.y / a.Hkv, hk = (int)blockIdx.y % a.Hkv;
     const int n0 = n_block * BN;
     if constexpr (VARLEN)
-        if (n0 >= Sk) /* the grid covers the longest sequence; no key of this one here */
+        if (n0 >= seq.sk) /* the grid covers the longest sequence; no key of this one here */
             return;
     const int n_mb = (a.Sq + BM - 1) / BM; /* the turn counters' index: the maximum's blocks */
     /* The Q blocks with a row that sees a key of this block (under the causal mask, from the
      * one of the first row that sees key n0 to the end) */
     int m_begin, m_end;
     if constexpr (VARLEN)
-        bwd_q_blocks(Sq, rg, n0, BN, BM, &m_begin, &m_end);
+        bwd_q_blocks(seq.sq, rg, n0, BN, BM, &m_begin, &m_end);
     else
         bwd_q_blocks(a, rg, n0, BN, BM, &m_begin, &m_end);
     const int per_head = max(0, m_end - m_begin);
@@ -216,11 +229,11 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
             (const T *)a.q + b * a.sq[0] + h * a.sq[2] + (int64_t)(q0 + m0) * a.sq[1];
         const T *dog =
             (const T *)a.dout + b * a.sdo[0] + h * a.sdo[2] + (int64_t)(q0 + m0) * a.sdo[1];
-        bwd_load_tile<T, D, DS, BM, NTHREADS>(sQ + buf * BM * DS, qg, a.sq[1], Sq - m0);
-        bwd_load_tile<T, D, DS, BM, NTHREADS>(sdO + buf * BM * DS, dog, a.sdo[1], Sq - m0);
+        bwd_load_tile<T, D, DS, BM, NTHREADS>(sQ + buf * BM * DS, qg, a.sq[1], Sq() - m0);
+        bwd_load_tile<T, D, DS, BM, NTHREADS>(sdO + buf * BM * DS, dog, a.sdo[1], Sq() - m0);
         for (int r = tid; r < BM; r += NTHREADS) {
             float l = INFINITY, dsum = 0.0f;
-            if (m0 + r < Sq) {
+            if (m0 + r < Sq()) {
                 const float lse =
                     a.lse[b * a.slse[0] + h * a.slse[1] + (int64_t)(q0 + m0 + r) * a.slse[2]];
                 /* -inf: the row saw no key; NaN never reaches P either way */
@@ -258,8 +271,8 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
     const uint32_t kq_lane_t = lane_a(sK_a, ROWB, lane);
 
     if (total > 0) {
-        bwd_load_tile<T, D, DS, BN, NTHREADS>(sK, kg, a.sk[1], Sk - n0);
-        bwd_load_tile<T, D, DS, BN, NTHREADS>(sV, vg, a.sv[1], Sk - n0);
+        bwd_load_tile<T, D, DS, BN, NTHREADS>(sK, kg, a.sk[1], Sk() - n0);
+        bwd_load_tile<T, D, DS, BN, NTHREADS>(sV, vg, a.sv[1], Sk() - n0);
         load_q(0, hk * a.group, m_begin);
         ptx_cp_async_commit();
     }
@@ -308,7 +321,7 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
         const int key0 = n0 + warp * 16 + g; /* this thread's keys: key0, key0 + 8 */
         const bool need_mask = [&] {
             if constexpr (VARLEN)
-                return bwd_tile_needs_mask(Sk, rg, m0, BM, n0, BN);
+                return bwd_tile_needs_mask(seq.sk, rg, m0, BM, n0, BN);
             else
                 return bwd_tile_needs_mask(a, rg, m0, BM, n0, BN);
         }();
@@ -328,7 +341,7 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
                     p = ptx_exp2(fmaf(s[nt][e], a.scale_log2, -l));
                     ds = p * (dp[nt][e] - sDs[buf * BM + qi]);
                 }
-                if (need_mask && (key >= Sk || bwd_outside(rg, key - (m0 + qi))))
+                if (need_mask && (key >= Sk() || bwd_outside(rg, key - (m0 + qi))))
                     p = ds = 0.0f;
                 s[nt][e] = p;
                 dp[nt][e] = ds;
@@ -397,7 +410,7 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
         if constexpr (!DET) {
 #pragma unroll
             for (int hr = 0; hr < 2; hr++)
-                if (m0 + r0 + 8 * hr < Sq) {
+                if (m0 + r0 + 8 * hr < Sq()) {
                     float *row = dqa + (int64_t)(r0 + 8 * hr) * D;
 #pragma unroll
                     for (int qt = 0; qt < QT; qt++) {
@@ -415,7 +428,7 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
             /* turn: ascending K blocks, or under an upper bound (causal) descending from the
              * last K block a row of Q block m sees (bwd_turn) */
             const int nb = rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index() : ptx_block_index();
-            const int n_kb = VARLEN ? (Sk + BN - 1) / BN : (int)gridDim.x;
+            const int n_kb = VARLEN ? (Sk() + BN - 1) / BN : (int)gridDim.x;
             const int turn = bwd_turn(rg, nb, n_kb, m, BM, BN);
             if (tid == 0)
                 while (ptx_ld_acquire_gpu(sem) != turn) {
@@ -423,7 +436,7 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
             __syncthreads(); /* our turn: the K blocks before us in the order added theirs */
 #pragma unroll
             for (int hr = 0; hr < 2; hr++)
-                if (m0 + r0 + 8 * hr < Sq) {
+                if (m0 + r0 + 8 * hr < Sq()) {
                     float *row = dqa + (int64_t)(r0 + 8 * hr) * D;
 #pragma unroll
                     for (int qt = 0; qt < QT; qt++) {
@@ -451,7 +464,7 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
         const int r = warp * 16 + g + 8 * hr;
-        if (n0 + r < Sk) {
+        if (n0 + r < Sk()) {
             T *krow = dkg + (int64_t)r * a.sdk[1];
             T *vrow = dvg + (int64_t)r * a.sdv[1];
 #pragma unroll
