@@ -27,6 +27,7 @@
  * No CUDA device (or a build without CUDA): prints why and exits 77 (ctest: skipped).
  * FLASHC_TEST_SMALL=1 keeps a few short cases (for compute-sanitizer).
  */
+#define _POSIX_C_SOURCE 200809L /* setenv (the varlen switch test) */
 #include "common.h"
 
 #include <stdio.h>
@@ -739,6 +740,472 @@ static void test_modifiers(void **state)
         }
 }
 
+/* ---- varlen ------------------------------------------------------------------------------- */
+
+/* A varlen case: B sequences of lengths lq[b] x lk[b] packed into (total, H, D) tensors with
+ * pad_q / pad_k rows past cu[B] that belong to no sequence; the modifiers as bwd_case. */
+typedef struct vl_case {
+    int B;
+    const int *lq, *lk;
+    int Hq, Hkv, D, causal;
+    flashc_dtype dt;
+    int deterministic;
+    int pad_q, pad_k;
+    int use_stream; /* a created stream and a caller workspace (poisoned, off alignment) */
+    int win, wl, wr;
+    float softcap;
+    int alibi;
+    int reps; /* deterministic: 3 runs compared bit for bit; fast: dk, dv compared */
+    int no_ref; /* only the repeat and the zero rows (long sequences: the host references are
+                   O(S^2 D)) */
+} vl_case;
+
+/* The dense case of one sequence of c (for the references and key_range). */
+static bwd_case vl_seq_case(const vl_case *c, int b)
+{
+    bwd_case s;
+    memset(&s, 0, sizeof s);
+    s.B = 1, s.Sq = c->lq[b], s.Sk = c->lk[b], s.Hq = c->Hq, s.Hkv = c->Hkv, s.D = c->D;
+    s.causal = c->causal, s.dt = c->dt, s.deterministic = c->deterministic;
+    s.win = c->win, s.wl = c->wl, s.wr = c->wr, s.softcap = c->softcap, s.alibi = c->alibi;
+    return s;
+}
+
+/* The packed tensors of a varlen case, host and device. */
+typedef struct vl_bufs {
+    int32_t cuq[33], cuk[33];
+    int tq, tk, maxq, maxk;
+    int64_t nq, nk;
+    uint16_t *hq, *hk, *hv, *hdo, *ho, *hdq, *hdk, *hdv;
+    float *fq, *fk, *fv, *fdo, *fo, *hlse, *hal;
+    void *dq_, *dk_, *dv_, *ddo, *do_, *ddq, *ddk, *ddv;
+    float *dlse, *dal;
+    int32_t *dcuq, *dcuk;
+    flashc_tensor al_host, al_dev, cq, ck;
+    flashc_varlen vl;
+} vl_bufs;
+
+static void vl_create(const vl_case *c, vl_bufs *r)
+{
+    memset(r, 0, sizeof *r);
+    assert_true(c->B <= 32);
+    r->maxq = r->maxk = 0;
+    for (int b = 0; b < c->B; b++) {
+        r->cuq[b + 1] = r->cuq[b] + c->lq[b];
+        r->cuk[b + 1] = r->cuk[b] + c->lk[b];
+        r->maxq = c->lq[b] > r->maxq ? c->lq[b] : r->maxq;
+        r->maxk = c->lk[b] > r->maxk ? c->lk[b] : r->maxk;
+    }
+    r->tq = r->cuq[c->B] + c->pad_q, r->tk = r->cuk[c->B] + c->pad_k;
+    r->nq = (int64_t)r->tq * c->Hq * c->D, r->nk = (int64_t)r->tk * c->Hkv * c->D;
+    bwd_case fc = vl_seq_case(c, 0); /* fill() reads the dtype only */
+    uint16_t **h16[8] = {&r->hq, &r->hdo, &r->ho, &r->hdq, &r->hk, &r->hv, &r->hdk, &r->hdv};
+    for (int i = 0; i < 8; i++)
+        *h16[i] = xmalloc((i < 4 ? r->nq : r->nk) * 2);
+    r->fq = xmalloc(r->nq * 4), r->fdo = xmalloc(r->nq * 4), r->fo = xmalloc(r->nq * 4);
+    r->fk = xmalloc(r->nk * 4), r->fv = xmalloc(r->nk * 4);
+    r->hlse = xmalloc((size_t)c->Hq * r->tq * 4);
+    fill(&fc, r->nq, r->hq, r->fq);
+    fill(&fc, r->nk, r->hk, r->fk);
+    fill(&fc, r->nk, r->hv, r->fv);
+    fill(&fc, r->nq, r->hdo, r->fdo);
+    void **d[8] = {&r->dq_, &r->ddo, &r->do_, &r->ddq, &r->dk_, &r->dv_, &r->ddk, &r->ddv};
+    for (int i = 0; i < 8; i++)
+        CUDA_OK(cudaMalloc(d[i], (i < 4 ? r->nq : r->nk) * 2 + 16));
+    CUDA_OK(cudaMalloc((void **)&r->dlse, (size_t)c->Hq * r->tq * 4 + 16));
+    CUDA_OK(cudaMemcpy(r->dq_, r->hq, r->nq * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(r->dk_, r->hk, r->nk * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(r->dv_, r->hv, r->nk * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(r->ddo, r->hdo, r->nq * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMalloc((void **)&r->dcuq, 4 * (c->B + 1)));
+    CUDA_OK(cudaMalloc((void **)&r->dcuk, 4 * (c->B + 1)));
+    CUDA_OK(cudaMemcpy(r->dcuq, r->cuq, 4 * (c->B + 1), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(r->dcuk, r->cuk, 4 * (c->B + 1), cudaMemcpyHostToDevice));
+    r->hal = xmalloc(c->Hq * 4);
+    for (int h = 0; h < c->Hq; h++)
+        r->hal[h] = slope_of(h);
+    CUDA_OK(cudaMalloc((void **)&r->dal, c->Hq * 4));
+    CUDA_OK(cudaMemcpy(r->dal, r->hal, c->Hq * 4, cudaMemcpyHostToDevice));
+    r->al_host = flashc_tensor_1d(r->hal, FLASHC_F32, c->Hq);
+    r->al_dev = flashc_tensor_1d(r->dal, FLASHC_F32, c->Hq);
+    r->al_dev.device = FLASHC_DEVICE_CUDA;
+    r->cq = flashc_tensor_1d(r->dcuq, FLASHC_I32, c->B + 1);
+    r->ck = flashc_tensor_1d(r->dcuk, FLASHC_I32, c->B + 1);
+    r->cq.device = r->ck.device = FLASHC_DEVICE_CUDA;
+    r->vl.struct_size = sizeof(flashc_varlen);
+    r->vl.cu_seqlens_q = &r->cq, r->vl.cu_seqlens_k = &r->ck;
+    r->vl.max_seqlen_q = r->maxq, r->vl.max_seqlen_k = r->maxk;
+}
+
+static void vl_destroy(vl_bufs *r)
+{
+    void *d[13] = {r->dq_, r->ddo, r->do_, r->ddq, r->dk_, r->dv_, r->ddk,
+                   r->ddv, r->dlse, r->dal, r->dcuq, r->dcuk, NULL};
+    for (int i = 0; i < 12; i++)
+        cudaFree(d[i]);
+    void *h[15] = {r->hq, r->hdo, r->ho, r->hdq, r->hk, r->hv, r->hdk, r->hdv,
+                   r->fq, r->fdo, r->fo, r->fk, r->fv, r->hlse, r->hal};
+    for (int i = 0; i < 15; i++)
+        free(h[i]);
+}
+
+static flashc_attn_params vl_params(const vl_case *c, cudaStream_t stream,
+                                    const flashc_tensor *slopes)
+{
+    bwd_case s = vl_seq_case(c, 0);
+    return params_of(&s, stream, slopes);
+}
+
+static flashc_tensor dev3(void *data, flashc_dtype dt, int64_t n0, int64_t n1, int64_t n2)
+{
+    flashc_tensor t = flashc_tensor_3d(data, dt, n0, n1, n2);
+    t.device = FLASHC_DEVICE_CUDA;
+    return t;
+}
+
+/* The varlen forward on the device (o, lse and their host copies); the CPU forward on the
+ * float32 copies where the CUDA forward refuses the case. */
+static void vl_forward(const vl_case *c, vl_bufs *r, cudaStream_t stream)
+{
+    flashc_attn_params pr = vl_params(c, stream, &r->al_dev);
+    flashc_tensor q = dev3(r->dq_, c->dt, r->tq, c->Hq, c->D);
+    flashc_tensor k = dev3(r->dk_, c->dt, r->tk, c->Hkv, c->D);
+    flashc_tensor v = dev3(r->dv_, c->dt, r->tk, c->Hkv, c->D);
+    flashc_tensor o = dev3(r->do_, c->dt, r->tq, c->Hq, c->D);
+    flashc_tensor lse = flashc_tensor_2d(r->dlse, FLASHC_F32, c->Hq, r->tq);
+    lse.device = FLASHC_DEVICE_CUDA;
+    flashc_status st = flashc_attn_varlen_fwd(&pr, &r->vl, &q, &k, &v, &o, &lse, NULL);
+    const size_t nl = (size_t)c->Hq * r->tq;
+    if (st == FLASHC_ERR_UNSUPPORTED) {
+        flashc_attn_params ph = vl_params(c, NULL, &r->al_host);
+        flashc_tensor cq = flashc_tensor_1d(r->cuq, FLASHC_I32, c->B + 1);
+        flashc_tensor ck = flashc_tensor_1d(r->cuk, FLASHC_I32, c->B + 1);
+        flashc_varlen hvl = {sizeof(flashc_varlen), &cq, &ck, r->maxq, r->maxk};
+        flashc_tensor hq = flashc_tensor_3d(r->fq, FLASHC_F32, r->tq, c->Hq, c->D);
+        flashc_tensor hk = flashc_tensor_3d(r->fk, FLASHC_F32, r->tk, c->Hkv, c->D);
+        flashc_tensor hv = flashc_tensor_3d(r->fv, FLASHC_F32, r->tk, c->Hkv, c->D);
+        flashc_tensor ho = flashc_tensor_3d(r->fo, FLASHC_F32, r->tq, c->Hq, c->D);
+        flashc_tensor hl = flashc_tensor_2d(r->hlse, FLASHC_F32, c->Hq, r->tq);
+        TU_OK(flashc_attn_varlen_fwd(&ph, &hvl, &hq, &hk, &hv, &ho, &hl, NULL));
+        for (int64_t i = 0; i < r->nq; i++) {
+            r->ho[i] = to_bits(c->dt, r->fo[i]);
+            r->fo[i] = from_bits(c->dt, r->ho[i]);
+        }
+        CUDA_OK(cudaMemcpy(r->do_, r->ho, r->nq * 2, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemcpy(r->dlse, r->hlse, nl * 4, cudaMemcpyHostToDevice));
+        return;
+    }
+    TU_OK(st);
+    CUDA_OK(stream ? cudaStreamSynchronize(stream) : cudaDeviceSynchronize());
+    CUDA_OK(cudaMemcpy(r->ho, r->do_, r->nq * 2, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(r->hlse, r->dlse, nl * 4, cudaMemcpyDeviceToHost));
+    for (int64_t i = 0; i < r->nq; i++)
+        r->fo[i] = from_bits(c->dt, r->ho[i]);
+}
+
+/* flashc_attn_varlen_bwd on the device into NaN-poisoned dq, dk, dv, fetched to the host. */
+static flashc_status vl_backward(const vl_case *c, vl_bufs *r, cudaStream_t stream, void *ws,
+                                 size_t ws_bytes, int query_only, size_t *ws_need)
+{
+    flashc_attn_params pr = vl_params(c, stream, &r->al_dev);
+    pr.workspace = ws, pr.workspace_bytes = ws_bytes;
+    flashc_tensor q = dev3(r->dq_, c->dt, r->tq, c->Hq, c->D);
+    flashc_tensor k = dev3(r->dk_, c->dt, r->tk, c->Hkv, c->D);
+    flashc_tensor v = dev3(r->dv_, c->dt, r->tk, c->Hkv, c->D);
+    flashc_tensor o = dev3(r->do_, c->dt, r->tq, c->Hq, c->D);
+    flashc_tensor dout = dev3(r->ddo, c->dt, r->tq, c->Hq, c->D);
+    flashc_tensor dq = dev3(r->ddq, c->dt, r->tq, c->Hq, c->D);
+    flashc_tensor dk = dev3(r->ddk, c->dt, r->tk, c->Hkv, c->D);
+    flashc_tensor dv = dev3(r->ddv, c->dt, r->tk, c->Hkv, c->D);
+    flashc_tensor lse = flashc_tensor_2d(r->dlse, FLASHC_F32, c->Hq, r->tq);
+    lse.device = FLASHC_DEVICE_CUDA;
+    if (query_only)
+        return flashc_attn_varlen_bwd_workspace_size(&pr, &r->vl, &q, &k, &v, &o, &dout, &lse,
+                                                     &dq, &dk, &dv, ws_need);
+    CUDA_OK(cudaMemset(r->ddq, 0xff, r->nq * 2));
+    CUDA_OK(cudaMemset(r->ddk, 0xff, r->nk * 2));
+    CUDA_OK(cudaMemset(r->ddv, 0xff, r->nk * 2));
+    flashc_status st =
+        flashc_attn_varlen_bwd(&pr, &r->vl, &q, &k, &v, &o, &dout, &lse, &dq, &dk, &dv, NULL);
+    if (st != FLASHC_OK)
+        return st;
+    CUDA_OK(stream ? cudaStreamSynchronize(stream) : cudaDeviceSynchronize());
+    CUDA_OK(cudaMemcpy(r->hdq, r->ddq, r->nq * 2, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(r->hdk, r->ddk, r->nk * 2, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(r->hdv, r->ddv, r->nk * 2, cudaMemcpyDeviceToHost));
+    return FLASHC_OK;
+}
+
+/* Elements of got[0, n) that are not exactly 0 (NaN included). */
+static int64_t count_nonzero(flashc_dtype dt, const uint16_t *got, int64_t n)
+{
+    int64_t x = 0;
+    for (int64_t i = 0; i < n; i++)
+        x += !(from_bits(dt, got[i]) == 0.0f);
+    return x;
+}
+
+/* One varlen case: forward, backward, per sequence the float64 reference and the naive
+ * same-precision backward (the dense ones of this file on the sequence's slices, which are
+ * dense (1, S, H, D) tensors), the 2x rule over all sequences; exact zeros for rows that see
+ * no key, keys no row sees (sequences of zero queries), and the rows of no sequence; the
+ * repeat check when c->reps. */
+static void check_varlen(const vl_case *c)
+{
+    vl_bufs r;
+    vl_create(c, &r);
+    cudaStream_t stream = NULL;
+    void *ws = NULL;
+    size_t ws_bytes = 0;
+    if (c->use_stream) {
+        CUDA_OK(cudaStreamCreate(&stream));
+        TU_OK(vl_backward(c, &r, stream, NULL, 0, 1, &ws_bytes));
+        assert_true(ws_bytes >= (size_t)r.nq * 4);
+        CUDA_OK(cudaMalloc(&ws, ws_bytes + 16));
+        CUDA_OK(cudaMemset(ws, 0xff, ws_bytes + 16));
+    }
+    vl_forward(c, &r, stream);
+    flashc_status st = vl_backward(c, &r, stream, ws ? (char *)ws + 16 : NULL, ws_bytes, 0, NULL);
+    if (st != FLASHC_OK)
+        fail_msg("flashc_attn_varlen_bwd: %s: %s", flashc_status_string(st),
+                 flashc_last_error());
+
+    const int64_t rq = (int64_t)c->Hq * c->D, rk = (int64_t)c->Hkv * c->D; /* per packed row */
+    double e[3] = {0, 0, 0}, en[3] = {0, 0, 0};
+    int64_t bad = 0, nonzero = 0, empty_rows = 0;
+    for (int b = 0; b < c->B && !c->no_ref; b++) {
+        const bwd_case s = vl_seq_case(c, b);
+        const int64_t oq = r.cuq[b] * rq, ok = r.cuk[b] * rk;
+        const int64_t nq = s.Sq * rq, nk = s.Sk * rk;
+        if (s.Sq == 0) { /* no query sees these keys */
+            nonzero += count_nonzero(c->dt, r.hdk + ok, nk) + count_nonzero(c->dt, r.hdv + ok, nk);
+            continue;
+        }
+        if (s.Sk == 0) { /* these rows see no key */
+            nonzero += count_nonzero(c->dt, r.hdq + oq, nq);
+            empty_rows += s.Sq;
+            continue;
+        }
+        bufs sb;
+        memset(&sb, 0, sizeof sb);
+        sb.fq = r.fq + oq, sb.fdo = r.fdo + oq, sb.fo = r.fo + oq;
+        sb.fk = r.fk + ok, sb.fv = r.fv + ok;
+        sb.hal = r.hal, sb.al_host = r.al_host;
+        float *gq = xmalloc(nq * 4), *gk = xmalloc(nk * 4), *gv = xmalloc(nk * 4);
+        float *xq = xmalloc(nq * 4), *xk = xmalloc(nk * 4), *xv = xmalloc(nk * 4);
+        reference(&s, &sb, gq, gk, gv);
+        naive_lowp(&s, &sb, xq, xk, xv);
+        double g[3], n[3];
+        errors(c->dt, r.hdq + oq, xq, gq, nq, &g[0], &n[0], &bad);
+        errors(c->dt, r.hdk + ok, xk, gk, nk, &g[1], &n[1], &bad);
+        errors(c->dt, r.hdv + ok, xv, gv, nk, &g[2], &n[2], &bad);
+        for (int i = 0; i < 3; i++) {
+            e[i] = g[i] > e[i] ? g[i] : e[i];
+            en[i] = n[i] > en[i] ? n[i] : en[i];
+        }
+        for (int64_t i = 0; i < s.Sq; i++) {
+            int64_t lo, hi;
+            key_range(&s, i, &lo, &hi);
+            if (lo < hi)
+                continue;
+            empty_rows++;
+            nonzero += count_nonzero(c->dt, r.hdq + oq + i * rq, rq);
+        }
+        free(gq), free(gk), free(gv), free(xq), free(xk), free(xv);
+    }
+    if (c->no_ref) { /* NaN never passes, reference or not */
+        const uint16_t *g[3] = {r.hdq, r.hdk, r.hdv};
+        const int64_t n[3] = {r.nq, r.nk, r.nk};
+        for (int x = 0; x < 3; x++)
+            for (int64_t i = 0; i < n[x]; i++)
+                bad += !isfinite(from_bits(c->dt, g[x][i]));
+    }
+    /* the rows of no sequence: zero gradients */
+    const int64_t tail_q = count_nonzero(c->dt, r.hdq + (int64_t)r.cuq[c->B] * rq,
+                                         (int64_t)c->pad_q * rq);
+    const int64_t tail_k = count_nonzero(c->dt, r.hdk + (int64_t)r.cuk[c->B] * rk,
+                                         (int64_t)c->pad_k * rk) +
+                           count_nonzero(c->dt, r.hdv + (int64_t)r.cuk[c->B] * rk,
+                                         (int64_t)c->pad_k * rk);
+    char what[160] = "";
+    if (c->win)
+        snprintf(what, sizeof what, " window (%d, %d)", c->wl, c->wr);
+    if (c->softcap > 0.0f)
+        snprintf(what + strlen(what), sizeof what - strlen(what), " softcap %g", c->softcap);
+    if (c->alibi)
+        snprintf(what + strlen(what), sizeof what - strlen(what), " alibi");
+    if (empty_rows)
+        snprintf(what + strlen(what), sizeof what - strlen(what), " (%lld empty rows)",
+                 (long long)empty_rows);
+    printf("  varlen %s D=%3d B=%d total %d x %d (max %d x %d, +%d/+%d unowned) Hq=%d Hkv=%d "
+           "causal=%d%s%s%s: ",
+           dtname(c->dt), c->D, c->B, r.tq, r.tk, r.maxq, r.maxk, c->pad_q, c->pad_k, c->Hq,
+           c->Hkv, c->causal, c->deterministic ? " det" : "", c->use_stream ? " stream+ws" : "",
+           what);
+    if (c->no_ref)
+        printf("(no reference)\n");
+    else
+        printf("dq %.3g (naive %.3g) dk %.3g (%.3g) dv %.3g (%.3g)\n", e[0], en[0], e[1], en[1],
+               e[2], en[2]);
+    if (c->reps) {
+        uint16_t *first = xmalloc(r.nq * 2 + 2 * r.nk * 2);
+        memcpy(first, r.hdq, r.nq * 2);
+        memcpy(first + r.nq, r.hdk, r.nk * 2);
+        memcpy(first + r.nq + r.nk, r.hdv, r.nk * 2);
+        int64_t moved = 0;
+        for (int rep = 1; rep < 3; rep++) {
+            TU_OK(vl_backward(c, &r, stream, ws ? (char *)ws + 16 : NULL, ws_bytes, 0, NULL));
+            assert_memory_equal(first + r.nq, r.hdk, r.nk * 2);
+            assert_memory_equal(first + r.nq + r.nk, r.hdv, r.nk * 2);
+            if (c->deterministic)
+                assert_memory_equal(first, r.hdq, r.nq * 2);
+            else
+                for (int64_t i = 0; i < r.nq; i++)
+                    moved += first[i] != r.hdq[i];
+        }
+        if (c->deterministic)
+            printf("    det: dq, dk, dv bit-identical over 3 runs\n");
+        else
+            printf("    fast: dk, dv bit-identical over 3 runs; dq elements that moved: %lld\n",
+                   (long long)moved);
+        free(first);
+    }
+    if (ws)
+        CUDA_OK(cudaFree(ws));
+    if (stream)
+        CUDA_OK(cudaStreamDestroy(stream));
+    vl_destroy(&r);
+    if (bad)
+        fail_msg("%lld gradients non-finite or unwritten", (long long)bad);
+    if (nonzero)
+        fail_msg("%lld gradients of rows that see no key (or keys no row sees) are not 0",
+                 (long long)nonzero);
+    if (tail_q || tail_k)
+        fail_msg("rows of no sequence: %lld dq and %lld dk/dv elements are not 0",
+                 (long long)tail_q, (long long)tail_k);
+    const double floor = c->dt == FLASHC_BF16 ? 1.0 / 512 : 1.0 / 4096;
+    static const char *names[3] = {"dq", "dk", "dv"};
+    for (int i = 0; i < 3 && !c->no_ref; i++)
+        if (!(e[i] <= 2.0 * en[i] + floor))
+            fail_msg("%s error %.4g > 2 x naive %.4g + %.3g", names[i], e[i], en[i], floor);
+}
+
+/* Ragged lengths with empty sequences on either side (0 x 5, 1 x 0, 0 x 0), Sq > Sk (rows the
+ * causal mask leaves empty), Sq < Sk, sequences of several tiles (BM = 64, BN = 128 / 64);
+ * causal and not, GQA 1 / 4 / 8, bf16 and fp16, every head dim, fast and deterministic. */
+static const int vl_lq[] = {0, 150, 1, 77, 300, 0, 100, 9};
+static const int vl_lk[] = {5, 150, 0, 140, 260, 0, 100, 200};
+
+static void test_varlen_suite(void **state)
+{
+    (void)state;
+    static const int heads[3][2] = {{4, 4}, {8, 2}, {8, 1}};
+    static const int dims[4] = {128, 64, 96, 256};
+    int n = 0;
+    for (int di = 0; di < 4; di++)
+        for (int dt = 0; dt < 2; dt++)
+            for (int causal = 0; causal < 2; causal++, n++) {
+                if (small_only() && (dims[di] != 128 || dt == 1))
+                    continue;
+                /* d 64, 96, 256: bf16 causal and fp16 not (the host references take time) */
+                if (dims[di] != 128 && dt == causal)
+                    continue;
+                vl_case c;
+                memset(&c, 0, sizeof c);
+                c.B = 8, c.lq = vl_lq, c.lk = vl_lk;
+                c.Hq = heads[n % 3][0], c.Hkv = heads[n % 3][1], c.D = dims[di];
+                c.causal = causal, c.dt = dt ? FLASHC_F16 : FLASHC_BF16;
+                c.deterministic = (n / 2) % 2;
+                c.pad_q = 13, c.pad_k = n % 2 ? 7 : 0;
+                check_varlen(&c);
+            }
+}
+
+/* Windows, softcap and ALiBi with varlen (per-sequence bottom-right alignment), alone and
+ * together; deterministic ones repeated bit for bit. */
+static void test_varlen_modifiers(void **state)
+{
+    (void)state;
+    /* B lq lk Hq Hkv D causal dt det pad_q pad_k stream | win wl wr softcap alibi reps */
+    const vl_case cases[] = {
+        {8, vl_lq, vl_lk, 6, 2, 128, 0, FLASHC_BF16, 0, 5, 3, 0, 1, 37, 19, 0.0f, 0, 0, 0},
+        {8, vl_lq, vl_lk, 4, 2, 128, 1, FLASHC_BF16, 1, 0, 4, 0, 1, 50, -1, 0.0f, 0, 1, 0},
+        {8, vl_lq, vl_lk, 6, 2, 128, 0, FLASHC_F16, 0, 2, 0, 0, 0, 0, 0, 15.0f, 0, 0, 0},
+        {8, vl_lq, vl_lk, 4, 1, 128, 1, FLASHC_BF16, 1, 3, 3, 0, 0, 0, 0, 0.0f, 1, 1, 0},
+        {8, vl_lq, vl_lk, 8, 1, 128, 0, FLASHC_F16, 1, 1, 1, 1, 1, 150, 90, 20.0f, 1, 1, 0},
+    };
+    static const int dims[3] = {128, 64, 256};
+    for (int di = 0; di < 3; di++)
+        for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+            if (small_only() && (di > 0 || (i != 1 && i != 4)))
+                continue;
+            if (di > 0 && i != 1 && i != 4)
+                continue;
+            vl_case c = cases[i];
+            c.D = dims[di];
+            check_varlen(&c);
+        }
+}
+
+/* Longer sequences (many K blocks per Q block: the dQ order matters), deterministic mode
+ * bit-identical over 3 runs and fast mode's dk, dv; one with the reference too. */
+static void test_varlen_long(void **state)
+{
+    (void)state;
+    static const int lq[] = {1500, 0, 700, 2100, 33, 1024};
+    static const int lk[] = {1537, 64, 700, 2000, 900, 1024};
+    static const int lq_s[] = {300, 0, 70};
+    static const int lk_s[] = {337, 64, 200};
+    for (int det = 1; det >= 0; det--)
+        for (int causal = 0; causal < 2; causal++) {
+            vl_case c;
+            memset(&c, 0, sizeof c);
+            c.B = small_only() ? 3 : 6, c.lq = small_only() ? lq_s : lq;
+            c.lk = small_only() ? lk_s : lk;
+            c.Hq = 8, c.Hkv = 2, c.D = 128, c.causal = causal, c.dt = FLASHC_BF16;
+            c.deterministic = det, c.pad_q = 9, c.pad_k = 11, c.reps = 1;
+            c.no_ref = !small_only();
+            check_varlen(&c);
+        }
+    if (small_only())
+        return;
+    static const int lq2[] = {700, 1030, 0};
+    static const int lk2[] = {700, 1100, 3};
+    vl_case c;
+    memset(&c, 0, sizeof c);
+    c.B = 3, c.lq = lq2, c.lk = lk2, c.Hq = 2, c.Hkv = 1, c.D = 128, c.causal = 1;
+    c.dt = FLASHC_BF16, c.deterministic = 1, c.pad_q = 4, c.pad_k = 4;
+    check_varlen(&c);
+    c.causal = 0, c.dt = FLASHC_F16, c.deterministic = 0, c.D = 64;
+    check_varlen(&c);
+}
+
+/* FLASHC_CUDA_BWD_VARLEN=0 refuses varlen (the switch for a first device run) and leaves the
+ * outputs untouched; dense calls are not affected. */
+static void test_varlen_switch(void **state)
+{
+    (void)state;
+    static const int lq[] = {30, 0}, lk[] = {40, 10};
+    vl_case c;
+    memset(&c, 0, sizeof c);
+    c.B = 2, c.lq = lq, c.lk = lk, c.Hq = 2, c.Hkv = 1, c.D = 64, c.dt = FLASHC_BF16;
+    c.pad_q = 2;
+    vl_bufs r;
+    vl_create(&c, &r);
+    vl_forward(&c, &r, NULL);
+    setenv("FLASHC_CUDA_BWD_VARLEN", "0", 1);
+    const flashc_status st = vl_backward(&c, &r, NULL, NULL, 0, 0, NULL);
+    const char *msg = flashc_last_error();
+    printf("  FLASHC_CUDA_BWD_VARLEN=0: %s\n", msg);
+    unsetenv("FLASHC_CUDA_BWD_VARLEN");
+    assert_int_equal(st, FLASHC_ERR_UNSUPPORTED);
+    CUDA_OK(cudaMemcpy(r.hdq, r.ddq, r.nq * 2, cudaMemcpyDeviceToHost));
+    for (int64_t i = 0; i < r.nq; i++)
+        assert_int_equal(r.hdq[i], 0xffff);
+    vl_destroy(&r);
+    check_varlen(&c); /* and on again */
+}
+
 /* What the kernels cannot do is refused with a specific status; dq stays untouched. */
 static void test_refusals(void **state)
 {
@@ -818,6 +1285,10 @@ int main(void)
         cmocka_set_test_filter(filter);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_varlen_suite),
+        cmocka_unit_test(test_varlen_modifiers),
+        cmocka_unit_test(test_varlen_long),
+        cmocka_unit_test(test_varlen_switch),
         cmocka_unit_test(test_modifiers),
         cmocka_unit_test(test_deterministic_bitwise),
         cmocka_unit_test(test_graph_capture),

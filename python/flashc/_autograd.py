@@ -41,11 +41,13 @@ class FlashAttnFunc(torch.autograd.Function):
 
 
 class FlashAttnVarlenFunc(torch.autograd.Function):
-    """out, lse = varlen attention of packed q, k, v; backward by flashc_attn_varlen_bwd.
-    cu_seqlens, max_seqlen, the scale and the modifiers are not differentiable."""
+    """out, lse = varlen attention of packed q, k, v; backward by flashc_attn_varlen_bwd (on
+    CUDA tensors the CUDA backward; deterministic as in FlashAttnFunc). cu_seqlens, max_seqlen,
+    the scale and the modifiers are not differentiable."""
 
     @staticmethod
-    def forward(ctx, q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale, causal, mods):
+    def forward(ctx, q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale, causal, mods,
+                deterministic=False):
         out, lse = attention.varlen_forward(
             q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale, causal, mods
         )
@@ -54,6 +56,7 @@ class FlashAttnVarlenFunc(torch.autograd.Function):
         ctx.softmax_scale = softmax_scale
         ctx.causal = causal
         ctx.mods = mods
+        ctx.deterministic = deterministic
         ctx.mark_non_differentiable(lse)
         return out, lse
 
@@ -65,9 +68,9 @@ class FlashAttnVarlenFunc(torch.autograd.Function):
         dq, dk, dv = attention.flash_attn_varlen_backward(
             dout.contiguous(), q, k, v, out, lse, cu_q, cu_k, max_q, max_k,
             softmax_scale=ctx.softmax_scale, causal=ctx.causal, window_size=m.window_size,
-            softcap=m.softcap, alibi_slopes=m.alibi_slopes,
+            softcap=m.softcap, alibi_slopes=m.alibi_slopes, deterministic=ctx.deterministic,
         )
-        return dq, dk, dv, None, None, None, None, None, None, None
+        return dq, dk, dv, None, None, None, None, None, None, None, None
 
 
 class RMSNormFunc(torch.autograd.Function):

@@ -341,9 +341,12 @@ def varlen_forward(
 def flash_attn_varlen_backward(
     dout, q, k, v, out, softmax_lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
     softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+    deterministic=False,
 ):
     """(dq, dk, dv) by flashc_attn_varlen_bwd: tensors packed as in the varlen forward,
-    softmax_lse (nheads, total_q). Rows of no sequence get zero gradients. Deterministic."""
+    softmax_lse (nheads, total_q). Rows of no sequence get zero gradients. On the CPU always
+    deterministic; on CUDA (bf16/fp16, cu_seqlens on the device) as flash_attn_backward: dq
+    summed with float atomics unless deterministic=True, the workspace a torch tensor."""
     mods = Mods(window_size, softcap, alibi_slopes)
     named = {"dout": dout, "q": q, "k": k, "v": v, "out": out, "softmax_lse": softmax_lse}
     _arrays.common_kind(dict(named, alibi_slopes=alibi_slopes))
@@ -355,25 +358,35 @@ def flash_attn_varlen_backward(
     vl, keep = _varlen_struct(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, q)
     lib = _lib.library()
     with _arrays.device_scope(q) as stream:
-        params = _params(softmax_scale, causal, stream, mods)
-        _call_with_layout_retry(
-            lambda x: lib.flashc_attn_varlen_bwd(
-                params, ctypes.byref(vl), x["q"], x["k"], x["v"], x["out"], x["dout"],
-                x["softmax_lse"], vdq.ref, vdk.ref, vdv.ref, None,
-            ),
-            named,
-        )
+        params = _params(softmax_scale, causal, stream, mods, deterministic)
+        ws_keep = []  # the workspace tensor lives until the call has been enqueued
+
+        def call(x):
+            args = (params, ctypes.byref(vl), x["q"], x["k"], x["v"], x["out"], x["dout"],
+                    x["softmax_lse"], vdq.ref, vdk.ref, vdv.ref)
+            if stream is not None:
+                n = ctypes.c_size_t(0)
+                if (lib.flashc_attn_varlen_bwd_workspace_size(*args, ctypes.byref(n)) == _lib.OK
+                        and n.value):
+                    torch = _arrays._torch()
+                    ws = torch.empty(n.value, dtype=torch.uint8, device=q.device)
+                    ws_keep.append(ws)
+                    params.workspace, params.workspace_bytes = ws.data_ptr(), n.value
+            return lib.flashc_attn_varlen_bwd(*args, None)
+
+        _call_with_layout_retry(call, named)
     del keep
     return dq, dk, dv
 
 
-def _varlen_attention(q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale, causal, mods):
+def _varlen_attention(q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale, causal, mods,
+                      deterministic=False):
     _arrays.common_kind({"q": q, "k": k, "v": v})
     if _wants_grad(q, k, v):
         from . import _autograd
 
         return _autograd.FlashAttnVarlenFunc.apply(
-            q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale, causal, mods
+            q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale, causal, mods, deterministic
         )
     return varlen_forward(q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale, causal, mods)
 
@@ -410,7 +423,8 @@ def flash_attn_varlen_func(
         )
     mods = Mods(window_size, softcap, alibi_slopes)
     out, lse = _varlen_attention(
-        q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, mods
+        q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, mods,
+        deterministic,
     )
     return (out, lse, None) if return_attn_probs else out
 
@@ -440,7 +454,7 @@ def flash_attn_varlen_qkvpacked_func(
     mods = Mods(window_size, softcap, alibi_slopes)
     out, lse = _varlen_attention(
         qkv[:, 0], qkv[:, 1], qkv[:, 2], cu_seqlens, cu_seqlens, max_seqlen, max_seqlen,
-        softmax_scale, causal, mods,
+        softmax_scale, causal, mods, deterministic,
     )
     return (out, lse, None) if return_attn_probs else out
 
@@ -472,7 +486,7 @@ def flash_attn_varlen_kvpacked_func(
     mods = Mods(window_size, softcap, alibi_slopes)
     out, lse = _varlen_attention(
         q, kv[:, 0], kv[:, 1], cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-        softmax_scale, causal, mods,
+        softmax_scale, causal, mods, deterministic,
     )
     return (out, lse, None) if return_attn_probs else out
 

@@ -58,7 +58,8 @@ static int bwd_device(flashc_status *st, int *smem_optin)
 
 /* The variant for p's dtype and head dim with the highest architecture the device reaches and
  * shared memory it has; among equals the first in its table (each table lists its default
- * tiles first). params.block_q / block_k, when nonzero, select among the tiles a table has
+ * tiles first). Varlen takes only variants with a launch_varlen (the sm80 family's default
+ * tiles: the Hopper kernel is dense only, so varlen runs on mma.sync there too). params.block_q / block_k, when nonzero, select among the tiles a table has
  * (the ladder in bench/RESULTS.md compares them); FLASHC_CUDA_BWD_KERNEL prefers a family. */
 static const attn_bwd_variant *pick_in(const attn_problem *p, int cc, int smem_optin,
                                        const char *family)
@@ -71,6 +72,7 @@ static const attn_bwd_variant *pick_in(const attn_problem *p, int cc, int smem_o
                 (!v->max_cc || cc <= v->max_cc) && v->smem_bytes <= smem_optin &&
                 (!family || strcmp(v->family, family) == 0) &&
                 (!p->br || p->br == v->block_q) && (!p->bc || p->bc == v->block_k) &&
+                (p->layout != ATTN_VARLEN || v->launch_varlen) &&
                 (!best || v->min_cc > best->min_cc))
                 best = v;
         }
@@ -106,10 +108,16 @@ static flashc_status check_operand(const char *name, const void *ptr, const int6
 
 static int64_t align256(int64_t x) { return (x + 255) / 256 * 256; }
 
+/* Query rows of the float32 workspace: B Hq Sq, or Hq total_q over varlen's packed rows. */
+static int64_t acc_rows(const attn_problem *p)
+{
+    return p->layout == ATTN_VARLEN ? p->Hq * p->total_q : p->B * p->Hq * p->Sq;
+}
+
 /* Bytes of the workspace of variant v for p: dq_acc, dsum, sem, each 256-byte aligned. */
 static int64_t workspace_bytes(const attn_problem *p, const attn_bwd_variant *v)
 {
-    const int64_t rows = p->B * p->Hq * p->Sq;
+    const int64_t rows = acc_rows(p);
     const int64_t n_mb = (p->Sq + v->block_q - 1) / v->block_q;
     return align256(rows * p->D * 4) + align256(rows * 4) +
            align256(p->B * p->Hq * n_mb * v->split * 4);
@@ -117,12 +125,26 @@ static int64_t workspace_bytes(const attn_problem *p, const attn_bwd_variant *v)
 
 extern "C" flashc_status cuda_attn_bwd_supports(const attn_problem *p)
 {
-    /* windows, softcap and ALiBi are served; varlen, Dk != Dv and splits are not */
-    if (p->layout != ATTN_DENSE || p->D != p->Dv || p->num_splits > 1)
+    /* windows, softcap, ALiBi and varlen are served; Dk != Dv and splits are not */
+    const bool varlen = p->layout == ATTN_VARLEN;
+    if ((p->layout != ATTN_DENSE && !varlen) || p->D != p->Dv || p->num_splits > 1)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
-                            "%s: the CUDA backward serves dense attention with D == Dv (no varlen, "
-                            "KV caches or split requests yet)",
-                            FN);
+                            "%s: the CUDA backward serves dense and varlen attention with "
+                            "D == Dv (no KV caches or split requests)",
+                            varlen ? "flashc_attn_varlen_bwd" : FN);
+    /* FLASHC_CUDA_BWD_VARLEN=0: refuse varlen (a switch for the device run that first tests
+     * it; the dense kernels are separate instances and never depend on it) */
+    const char *vl_env = getenv("FLASHC_CUDA_BWD_VARLEN");
+    if (varlen && vl_env && strcmp(vl_env, "0") == 0)
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                            "flashc_attn_varlen_bwd: the CUDA varlen backward is switched off "
+                            "(FLASHC_CUDA_BWD_VARLEN=0)");
+    /* varlen: 32-bit packed row indices */
+    if (varlen && (p->total_q > (1 << 30) || p->total_k > (1 << 30)))
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                            "flashc_attn_varlen_bwd: the CUDA backend takes total_q, total_k <= "
+                            "2^30 (got %lld, %lld)",
+                            (long long)p->total_q, (long long)p->total_k);
     if (p->dtype != FLASHC_BF16 && p->dtype != FLASHC_F16)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED_DTYPE,
                             "%s: the CUDA backend supports bf16 and fp16 storage only (%s given)",
@@ -183,6 +205,9 @@ extern "C" flashc_status cuda_attn_bwd_supports(const attn_problem *p)
         return st;
     if (p->alibi && (st = is_device_memory("params.alibi_slopes", p->alibi)) != FLASHC_OK)
         return st;
+    if (varlen && ((st = is_device_memory("cu_seqlens_q", p->cu_q)) != FLASHC_OK ||
+                   (st = is_device_memory("cu_seqlens_k", p->cu_k)) != FLASHC_OK))
+        return st;
     return FLASHC_OK;
 }
 
@@ -213,7 +238,8 @@ extern "C" flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats 
     const bool own = !ws;
     if (own) {
         void *mem = NULL;
-        const cudaError_t err = cudaMallocAsync(&mem, (size_t)need, stream);
+        /* (a varlen problem of no packed rows needs nothing; a pointer is asked anyway) */
+        const cudaError_t err = cudaMallocAsync(&mem, (size_t)(need > 0 ? need : 256), stream);
         if (err != cudaSuccess) {
             (void)cudaGetLastError();
             return flashc__fail(FLASHC_ERR_OUT_OF_MEMORY,
@@ -231,7 +257,7 @@ extern "C" flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats 
         a.sdo[i] = p->sdo[i], a.sdq[i] = p->sdq[i], a.sdk[i] = p->sdk[i], a.sdv[i] = p->sdv[i];
         a.slse[i] = p->slse[i];
     }
-    const int64_t rows = p->B * p->Hq * p->Sq;
+    const int64_t rows = acc_rows(p);
     a.dq_acc = (float *)ws;
     a.dsum = (float *)(ws + align256(rows * p->D * 4));
     a.sem = (int *)(ws + align256(rows * p->D * 4) + align256(rows * 4));
@@ -249,8 +275,11 @@ extern "C" flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats 
     a.alibi = p->alibi;
     a.salibi[0] = p->salibi[0], a.salibi[1] = p->salibi[1];
     a.deterministic = p->deterministic;
+    const bool varlen = p->layout == ATTN_VARLEN;
+    a.cu_q = varlen ? p->cu_q : NULL, a.cu_k = varlen ? p->cu_k : NULL;
+    a.total_q = varlen ? (int)p->total_q : 0, a.total_k = varlen ? (int)p->total_k : 0;
 
-    cudaError_t err = v->launch(&a, stream);
+    cudaError_t err = varlen ? v->launch_varlen(&a, stream) : v->launch(&a, stream);
     if (own) {
         /* Stream-ordered: the memory returns to the pool once the kernels are done with it. */
         const cudaError_t ferr = cudaFreeAsync(ws, stream);
@@ -263,7 +292,13 @@ extern "C" flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats 
         return cuda_device_error(FN, what, err);
     }
 
-    stats->tile_pairs = attn_tile_pairs(p, v->block_q, v->block_k, &stats->tile_pairs_total);
+    if (varlen) { /* the lengths live on the device: the maxima's count, as the forward */
+        stats->tile_pairs = p->B * p->Hq * ((p->Sq + v->block_q - 1) / v->block_q) *
+                            ((p->Sk + v->block_k - 1) / v->block_k);
+        stats->tile_pairs_total = stats->tile_pairs;
+    } else {
+        stats->tile_pairs = attn_tile_pairs(p, v->block_q, v->block_k, &stats->tile_pairs_total);
+    }
     stats->block_q = v->block_q;
     stats->block_k = v->block_k;
     return FLASHC_OK;

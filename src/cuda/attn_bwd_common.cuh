@@ -68,6 +68,91 @@ template <typename T, int D> __global__ void __launch_bounds__(256) attn_bwd_pos
     }
 }
 
+/* ---- varlen: the same two passes over packed rows --------------------------------------------
+ * Rows x = h total_q + r, r the packed row (lse's (Hq, total_q) order): dq_acc (Hq, total_q, D),
+ * dsum (Hq, total_q). Every packed row is visited, those of no sequence too (r >= cu_q[B]):
+ * their accumulator stays 0, so the postprocess writes dq = 0 there, as the CPU backward's
+ * core clears them (api_attn.c, clear_unowned_rows). Deterministic mode's turn counters are
+ * zeroed by a memset (their (b, h, m) index has no packed row to hang on). */
+template <typename T, int D>
+__global__ void __launch_bounds__(128) attn_bwd_pre_varlen_kernel(const attn_bwd_args a)
+{
+    const int lane = (int)threadIdx.x % 32;
+    const int64_t row = (int64_t)blockIdx.x * 4 + (int)threadIdx.x / 32;
+    if (row >= (int64_t)a.Hq * a.total_q)
+        return;
+    const int r = (int)(row % a.total_q), h = (int)(row / a.total_q);
+    const T *o = (const T *)a.o + (int64_t)r * a.so[1] + h * a.so[2];
+    const T *dout = (const T *)a.dout + (int64_t)r * a.sdo[1] + h * a.sdo[2];
+    float acc = 0.0f;
+#pragma unroll
+    for (int d = 2 * lane; d < D; d += 64) {
+        const float2 x = ptx_unpack2(T(), *(const uint32_t *)(o + d));
+        const float2 y = ptx_unpack2(T(), *(const uint32_t *)(dout + d));
+        acc = fmaf(x.x, y.x, fmaf(x.y, y.y, acc));
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1)
+        acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    if (lane == 0)
+        a.dsum[row] = acc;
+    float4 *dq = (float4 *)(a.dq_acc + row * D);
+#pragma unroll
+    for (int d = lane; d < D / 4; d += 32)
+        dq[d] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(256) attn_bwd_post_varlen_kernel(const attn_bwd_args a)
+{
+    const int64_t pairs = (int64_t)a.Hq * a.total_q * (D / 2);
+    for (int64_t x = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; x < pairs;
+         x += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t row = x / (D / 2);
+        const int d = (int)(x % (D / 2)) * 2;
+        const int r = (int)(row % a.total_q), h = (int)(row / a.total_q);
+        const float2 v = *(const float2 *)(a.dq_acc + row * D + d);
+        T *dq = (T *)a.dq + (int64_t)r * a.sdq[1] + h * a.sdq[2] + d;
+        *(uint32_t *)dq = ptx_pack2(T(), v.x * a.scale, v.y * a.scale);
+    }
+}
+
+/* dK = dV = 0 on the packed key rows of no sequence (r >= cu_k[B]), which no main-kernel block
+ * owns (the CPU backward's contract, clear_unowned_rows). */
+template <typename T, int D>
+__global__ void __launch_bounds__(256) attn_bwd_clear_keys_varlen_kernel(const attn_bwd_args a)
+{
+    const int k_end = min(max(a.cu_k[a.B], 0), a.total_k);
+    const int64_t pairs = ((int64_t)a.total_k - k_end) * a.Hkv * (D / 2);
+    for (int64_t x = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; x < pairs;
+         x += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t row = x / (D / 2);
+        const int d = (int)(x % (D / 2)) * 2;
+        const int r = k_end + (int)(row / a.Hkv), h = (int)(row % a.Hkv);
+        *(uint32_t *)((T *)a.dk + (int64_t)r * a.sdk[1] + h * a.sdk[2] + d) = 0u;
+        *(uint32_t *)((T *)a.dv + (int64_t)r * a.sdv[1] + h * a.sdv[2] + d) = 0u;
+    }
+}
+
+/* Sequence b of a varlen problem: first packed rows q0, k0 and lengths sq, sk. The device
+ * index arrays are clamped (attn_bwd_args): a sequence outside [0, total] is empty, a length
+ * past the maximum is cut to it, so no block reads or writes outside the tensors. */
+struct bwd_seq {
+    int q0, k0, sq, sk;
+};
+
+static __device__ __forceinline__ bwd_seq bwd_seq_of(const attn_bwd_args &a, int b)
+{
+    const int q0 = __ldg(a.cu_q + b), q1 = __ldg(a.cu_q + b + 1);
+    const int k0 = __ldg(a.cu_k + b), k1 = __ldg(a.cu_k + b + 1);
+    bwd_seq s;
+    const bool qok = q0 >= 0 && q1 <= a.total_q, kok = k0 >= 0 && k1 <= a.total_k;
+    s.q0 = qok ? q0 : 0, s.k0 = kok ? k0 : 0;
+    s.sq = qok ? min(max(q1 - q0, 0), a.Sq) : 0;
+    s.sk = kok ? min(max(k1 - k0, 0), a.Sk) : 0;
+    return s;
+}
+
 /* ---- key ranges and score modifiers, shared by the main kernels ------------------------------
  * Row i sees key j iff lo_off <= j - i <= hi_off with hi_off = diag + wr (wr >= 0, else no
  * upper bound) and lo_off = diag - wl (wl >= 0, else none), diag = Sk - Sq: attn_key_range with
@@ -98,6 +183,35 @@ static __device__ __forceinline__ void bwd_q_blocks(const attn_bwd_args &a, cons
     const int64_t last = r.has_lo ? (int64_t)n0 + bn - 1 - r.lo_off : (int64_t)a.Sq - 1;
     *mb = (int)min(first / BM, (int64_t)n_mb);
     *me = last < 0 ? 0 : (int)min(last / BM + 1, (int64_t)n_mb);
+}
+
+/* The same for one sequence of lengths (sq, sk) (varlen: per-sequence bottom-right alignment;
+ * the dense helpers above read a.Sq, a.Sk). */
+static __device__ __forceinline__ bwd_range bwd_range_of(const attn_bwd_args &a, int sq, int sk)
+{
+    bwd_range r;
+    r.diag = sk - sq;
+    r.has_lo = a.wl >= 0, r.has_hi = a.wr >= 0;
+    r.lo_off = r.diag - (r.has_lo ? a.wl : 0);
+    r.hi_off = r.diag + (r.has_hi ? a.wr : 0);
+    return r;
+}
+
+static __device__ __forceinline__ void bwd_q_blocks(int sq, const bwd_range &r, int n0, int bn,
+                                                    int BM, int *mb, int *me)
+{
+    const int n_mb = (sq + BM - 1) / BM;
+    const int64_t first = r.has_hi ? max((int64_t)0, (int64_t)n0 - r.hi_off) : 0;
+    const int64_t last = r.has_lo ? (int64_t)n0 + bn - 1 - r.lo_off : (int64_t)sq - 1;
+    *mb = (int)min(first / BM, (int64_t)n_mb);
+    *me = last < 0 ? 0 : (int)min(last / BM + 1, (int64_t)n_mb);
+}
+
+static __device__ __forceinline__ bool bwd_tile_needs_mask(int sk, const bwd_range &r, int m0,
+                                                           int bm, int n0, int bn)
+{
+    return n0 + bn > sk || (r.has_hi && n0 + bn - 1 - m0 > r.hi_off) ||
+           (r.has_lo && n0 - (m0 + bm - 1) < r.lo_off);
 }
 
 /* Deterministic mode: the turn of K block nb (of n_kb, BN keys each) at Q block m (BM rows).

@@ -127,8 +127,13 @@ static __device__ __forceinline__ void bwd_load_tile(T *s, const T *g, int64_t r
  *   DET    deterministic dQ (a.deterministic; a template argument so that the fast kernel's
  *          registers are allocated without the turn-taking code)
  *   MODS   softcap or ALiBi (the same reason; a window needs only masks, so every kernel
- *          takes one) */
-template <typename T, int D, int BM, int BN, int SPLIT, bool DET, bool MODS>
+ *          takes one)
+ *   VARLEN packed ragged sequences (attn_bwd_args): the block of batch index b reads its
+ *          sequence's rows and lengths from cu_q/cu_k; the lengths take the place of Sq, Sk
+ *          everywhere (bounds, the bottom-right diagonal, the K blocks of the turn order).
+ *          With VARLEN false every sequence term folds to the dense expression, so the dense
+ *          kernels compile as they did before varlen existed. */
+template <typename T, int D, int BM, int BN, int SPLIT, bool DET, bool MODS, bool VARLEN>
 __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_bwd_args a)
 {
     constexpr int NWARPS = BN / 16;
@@ -158,42 +163,83 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
 
     const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int g = lane / 4, t = lane % 4;
+    /* varlen: this block's sequence, packed row offsets q0, k0 (0 when dense: the batch
+     * stride does it) and lengths Sq, Sk (the problem's when dense). The dense statements
+     * keep their order of before varlen (same code). */
+    bwd_seq seq = {0, 0, 0, 0};
+    if constexpr (VARLEN)
+        seq = bwd_seq_of(a, (int)blockIdx.y / a.Hkv);
+    const int q0 = VARLEN ? seq.q0 : 0, k0 = VARLEN ? seq.k0 : 0;
+    /* The lengths. Dense: a.Sq, a.Sk read where used, as before varlen (a local copy made
+     * at the top changes the dense kernels' register allocation). */
+    const auto Sq = [&]() -> int {
+        if constexpr (VARLEN)
+            return seq.sq;
+        else
+            return a.Sq;
+    };
+    const auto Sk = [&]() -> int {
+        if constexpr (VARLEN)
+            return seq.sk;
+        else
+            return a.Sk;
+    };
+    const bwd_range rg = [&] {
+        if constexpr (VARLEN)
+            return bwd_range_of(a, seq.sq, seq.sk);
+        else
+            return bwd_range_of(a);
+    }();
     /* K block: in deterministic causal mode the launch order is reversed (top of the file).
      * Read again where needed (ptx_block_index) rather than held through the loop. */
-    const bwd_range rg = bwd_range_of(a);
     const int n_block = DET && rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index()
                                          : ptx_block_index();
     const int split = (int)blockIdx.z;
     const int b = (int)blockIdx.y / a.Hkv, hk = (int)blockIdx.y % a.Hkv;
     const int n0 = n_block * BN;
-    const int n_mb = (a.Sq + BM - 1) / BM;
+    if constexpr (VARLEN)
+        if (n0 >= seq.sk) /* the grid covers the longest sequence; no key of this one here */
+            return;
+    const int n_mb = (a.Sq + BM - 1) / BM; /* the turn counters' index: the maximum's blocks */
     /* The Q blocks with a row that sees a key of this block (under the causal mask, from the
      * one of the first row that sees key n0 to the end) */
     int m_begin, m_end;
-    bwd_q_blocks(a, rg, n0, BN, BM, &m_begin, &m_end);
+    if constexpr (VARLEN)
+        bwd_q_blocks(seq.sq, rg, n0, BN, BM, &m_begin, &m_end);
+    else
+        bwd_q_blocks(a, rg, n0, BN, BM, &m_begin, &m_end);
     const int per_head = max(0, m_end - m_begin);
     const int total = a.group * per_head;
     const int c0 = split * DO / 8; /* first output chunk (even: DO is a multiple of 16) */
 
-    const T *kg = (const T *)a.k + b * a.sk[0] + hk * a.sk[2] + (int64_t)n0 * a.sk[1];
-    const T *vg = (const T *)a.v + b * a.sv[0] + hk * a.sv[2] + (int64_t)n0 * a.sv[1];
+    const T *kg = (const T *)a.k + b * a.sk[0] + hk * a.sk[2] + (int64_t)(k0 + n0) * a.sk[1];
+    const T *vg = (const T *)a.v + b * a.sv[0] + hk * a.sv[2] + (int64_t)(k0 + n0) * a.sv[1];
+    /* dq_acc / dsum row of (head h, row 0 of the sequence): (B, Hq, Sq) or (Hq, total_q) */
+    auto acc_row0 = [&](int hh) -> int64_t {
+        if constexpr (VARLEN)
+            return (int64_t)hh * a.total_q + q0;
+        else
+            return ((int64_t)b * a.Hq + hh) * a.Sq;
+    };
 
     /* Q, dO, L', D of (head h, Q block m) into buffer buf. */
     auto load_q = [&](int buf, int h, int m) {
         const int m0 = m * BM;
-        const T *qg = (const T *)a.q + b * a.sq[0] + h * a.sq[2] + (int64_t)m0 * a.sq[1];
-        const T *dog = (const T *)a.dout + b * a.sdo[0] + h * a.sdo[2] + (int64_t)m0 * a.sdo[1];
-        bwd_load_tile<T, D, DS, BM, NTHREADS>(sQ + buf * BM * DS, qg, a.sq[1], a.Sq - m0);
-        bwd_load_tile<T, D, DS, BM, NTHREADS>(sdO + buf * BM * DS, dog, a.sdo[1], a.Sq - m0);
+        const T *qg =
+            (const T *)a.q + b * a.sq[0] + h * a.sq[2] + (int64_t)(q0 + m0) * a.sq[1];
+        const T *dog =
+            (const T *)a.dout + b * a.sdo[0] + h * a.sdo[2] + (int64_t)(q0 + m0) * a.sdo[1];
+        bwd_load_tile<T, D, DS, BM, NTHREADS>(sQ + buf * BM * DS, qg, a.sq[1], Sq() - m0);
+        bwd_load_tile<T, D, DS, BM, NTHREADS>(sdO + buf * BM * DS, dog, a.sdo[1], Sq() - m0);
         for (int r = tid; r < BM; r += NTHREADS) {
             float l = INFINITY, dsum = 0.0f;
-            if (m0 + r < a.Sq) {
+            if (m0 + r < Sq()) {
                 const float lse =
-                    a.lse[b * a.slse[0] + h * a.slse[1] + (int64_t)(m0 + r) * a.slse[2]];
+                    a.lse[b * a.slse[0] + h * a.slse[1] + (int64_t)(q0 + m0 + r) * a.slse[2]];
                 /* -inf: the row saw no key; NaN never reaches P either way */
                 if (lse > -INFINITY)
                     l = lse * 1.4426950408889634f;
-                dsum = a.dsum[((int64_t)b * a.Hq + h) * a.Sq + m0 + r];
+                dsum = a.dsum[acc_row0(h) + m0 + r];
             }
             sL[buf * BM + r] = l;
             sDs[buf * BM + r] = dsum;
@@ -225,8 +271,8 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
     const uint32_t kq_lane_t = lane_a(sK_a, ROWB, lane);
 
     if (total > 0) {
-        bwd_load_tile<T, D, DS, BN, NTHREADS>(sK, kg, a.sk[1], a.Sk - n0);
-        bwd_load_tile<T, D, DS, BN, NTHREADS>(sV, vg, a.sv[1], a.Sk - n0);
+        bwd_load_tile<T, D, DS, BN, NTHREADS>(sK, kg, a.sk[1], Sk() - n0);
+        bwd_load_tile<T, D, DS, BN, NTHREADS>(sV, vg, a.sv[1], Sk() - n0);
         load_q(0, hk * a.group, m_begin);
         ptx_cp_async_commit();
     }
@@ -273,7 +319,12 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
         /* P^T = 2^(S^T s' - L'), dS^T = P^T (dP^T - D) (under MODS: bwd_mod_elem); masked
          * entries P = 0 */
         const int key0 = n0 + warp * 16 + g; /* this thread's keys: key0, key0 + 8 */
-        const bool need_mask = bwd_tile_needs_mask(a, rg, m0, BM, n0, BN);
+        const bool need_mask = [&] {
+            if constexpr (VARLEN)
+                return bwd_tile_needs_mask(seq.sk, rg, m0, BM, n0, BN);
+            else
+                return bwd_tile_needs_mask(a, rg, m0, BM, n0, BN);
+        }();
         const float slope = MODS ? bwd_slope(a, b, h) : 0.0f;
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
@@ -290,7 +341,7 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
                     p = ptx_exp2(fmaf(s[nt][e], a.scale_log2, -l));
                     ds = p * (dp[nt][e] - sDs[buf * BM + qi]);
                 }
-                if (need_mask && (key >= a.Sk || bwd_outside(rg, key - (m0 + qi))))
+                if (need_mask && (key >= Sk() || bwd_outside(rg, key - (m0 + qi))))
                     p = ds = 0.0f;
                 s[nt][e] = p;
                 dp[nt][e] = ds;
@@ -354,12 +405,12 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
             }
         }
 
-        float *dqa = a.dq_acc + (((int64_t)b * a.Hq + h) * a.Sq + m0) * D + qc0 * 8 + 2 * t;
+        float *dqa = a.dq_acc + (acc_row0(h) + m0) * D + qc0 * 8 + 2 * t;
         const int r0 = mt * 16 + g; /* this thread's rows r0, r0 + 8 of the Q block */
         if constexpr (!DET) {
 #pragma unroll
             for (int hr = 0; hr < 2; hr++)
-                if (m0 + r0 + 8 * hr < a.Sq) {
+                if (m0 + r0 + 8 * hr < Sq()) {
                     float *row = dqa + (int64_t)(r0 + 8 * hr) * D;
 #pragma unroll
                     for (int qt = 0; qt < QT; qt++) {
@@ -377,14 +428,15 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
             /* turn: ascending K blocks, or under an upper bound (causal) descending from the
              * last K block a row of Q block m sees (bwd_turn) */
             const int nb = rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index() : ptx_block_index();
-            const int turn = bwd_turn(rg, nb, (int)gridDim.x, m, BM, BN);
+            const int n_kb = VARLEN ? (Sk() + BN - 1) / BN : (int)gridDim.x;
+            const int turn = bwd_turn(rg, nb, n_kb, m, BM, BN);
             if (tid == 0)
                 while (ptx_ld_acquire_gpu(sem) != turn) {
                 }
             __syncthreads(); /* our turn: the K blocks before us in the order added theirs */
 #pragma unroll
             for (int hr = 0; hr < 2; hr++)
-                if (m0 + r0 + 8 * hr < a.Sq) {
+                if (m0 + r0 + 8 * hr < Sq()) {
                     float *row = dqa + (int64_t)(r0 + 8 * hr) * D;
 #pragma unroll
                     for (int qt = 0; qt < QT; qt++) {
@@ -405,12 +457,14 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
     }
 
     /* dK = scale dS^T Q and dV, rows past Sk not stored; all zero if no query sees the keys */
-    T *dkg = (T *)a.dk + b * a.sdk[0] + hk * a.sdk[2] + (int64_t)n0 * a.sdk[1] + c0 * 8 + 2 * t;
-    T *dvg = (T *)a.dv + b * a.sdv[0] + hk * a.sdv[2] + (int64_t)n0 * a.sdv[1] + c0 * 8 + 2 * t;
+    T *dkg = (T *)a.dk + b * a.sdk[0] + hk * a.sdk[2] + (int64_t)(k0 + n0) * a.sdk[1] + c0 * 8 +
+             2 * t;
+    T *dvg = (T *)a.dv + b * a.sdv[0] + hk * a.sdv[2] + (int64_t)(k0 + n0) * a.sdv[1] + c0 * 8 +
+             2 * t;
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
         const int r = warp * 16 + g + 8 * hr;
-        if (n0 + r < a.Sk) {
+        if (n0 + r < Sk()) {
             T *krow = dkg + (int64_t)r * a.sdk[1];
             T *vrow = dvg + (int64_t)r * a.sdv[1];
 #pragma unroll
@@ -441,10 +495,10 @@ static cudaError_t attn_bwd_sm80_launch(const attn_bwd_args *a, cudaStream_t str
     constexpr int smem = bwd_smem_bytes<T, D, BM, BN, SPLIT>();
     const bool mods = a->softcap > 0.0f || a->alibi;
     void (*kernel)(const attn_bwd_args) =
-        mods ? (a->deterministic ? attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, true, true>
-                                 : attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, false, true>)
-             : (a->deterministic ? attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, true, false>
-                                 : attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, false, false>);
+        mods ? (a->deterministic ? attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, true, true, false>
+                                 : attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, false, true, false>)
+             : (a->deterministic ? attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, true, false, false>
+                                 : attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, false, false, false>);
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess)
         return err;
@@ -461,6 +515,63 @@ static cudaError_t attn_bwd_sm80_launch(const attn_bwd_args *a, cudaStream_t str
     return cudaGetLastError();
 }
 
+/* Varlen: the preprocess and postprocess over the packed rows (attn_bwd_common.cuh), the key
+ * rows of no sequence cleared, the turn counters zeroed by a memset (deterministic mode), and
+ * the main kernel with a block per (K block of the longest sequence, batch, KV head, slice):
+ * a block past its own sequence's keys returns at once. Grids of zero blocks (no packed rows,
+ * max_seqlen_k = 0) are skipped, not launched. */
+template <typename T, int D, int BM, int BN, int SPLIT>
+static cudaError_t attn_bwd_sm80_launch_varlen(const attn_bwd_args *a, cudaStream_t stream)
+{
+    cudaError_t err = cudaSuccess;
+    const int64_t rows = (int64_t)a->Hq * a->total_q;
+    if (rows > 0) {
+        attn_bwd_pre_varlen_kernel<T, D><<<(unsigned)((rows + 3) / 4), 128, 0, stream>>>(*a);
+        if ((err = cudaGetLastError()) != cudaSuccess)
+            return err;
+    }
+    const int64_t kpairs = (int64_t)a->total_k * a->Hkv * (D / 2);
+    if (kpairs > 0) {
+        const int64_t blocks = (kpairs + 255) / 256;
+        attn_bwd_clear_keys_varlen_kernel<T, D>
+            <<<(unsigned)(blocks < 65536 ? blocks : 65536), 256, 0, stream>>>(*a);
+        if ((err = cudaGetLastError()) != cudaSuccess)
+            return err;
+    }
+    const int n_kb = (a->Sk + BN - 1) / BN;
+    if (rows > 0 && n_kb > 0 && a->B * a->Hkv > 0) {
+        if (a->deterministic) {
+            const int64_t n_mb = (a->Sq + BM - 1) / BM;
+            const size_t bytes = (size_t)a->B * a->Hq * n_mb * SPLIT * sizeof(int);
+            if (bytes && (err = cudaMemsetAsync(a->sem, 0, bytes, stream)) != cudaSuccess)
+                return err;
+        }
+        constexpr int smem = bwd_smem_bytes<T, D, BM, BN, SPLIT>();
+        const bool mods = a->softcap > 0.0f || a->alibi;
+        void (*kernel)(const attn_bwd_args) =
+            mods ? (a->deterministic ? attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, true, true, true>
+                                     : attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, false, true, true>)
+                 : (a->deterministic
+                        ? attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, true, false, true>
+                        : attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, false, false, true>);
+        err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (err != cudaSuccess)
+            return err;
+        const dim3 grid((unsigned)n_kb, (unsigned)(a->B * a->Hkv), SPLIT);
+        kernel<<<grid, BN / 16 * 32, smem, stream>>>(*a);
+        if ((err = cudaGetLastError()) != cudaSuccess)
+            return err;
+    }
+    if (rows > 0) {
+        const int64_t pairs = rows * (D / 2);
+        const int64_t blocks = (pairs + 255) / 256;
+        attn_bwd_post_varlen_kernel<T, D>
+            <<<(unsigned)(blocks < 65536 * 4 ? blocks : 65536 * 4), 256, 0, stream>>>(*a);
+        err = cudaGetLastError();
+    }
+    return err;
+}
+
 /* Tiles: 64 query rows per Q block (S^T and dP^T take 2 x 32 floats a thread); 128 keys per K/V
  * block in 8 warps up to D = 128 (dK and dV: 2 x D / 2 floats a thread); at D = 256 two column
  * slices of 128 with 64 keys in 4 warps (shared memory: K, V and two buffers of Q and dO). */
@@ -470,21 +581,29 @@ static cudaError_t attn_bwd_sm80_launch(const attn_bwd_args *a, cudaStream_t str
  * dQ atomics per FLOP), 128 x 128 at D = 64 (S^T, dP^T 2 x 64 floats a thread). */
 const attn_bwd_variant attn_bwd_sm80_variants[] = {
     {"attn_bwd_bf16_sm80_d64_64x128", "sm80", FLASHC_BF16, 64, 80, 0, 64, 128, 1,
-     bwd_smem_bytes<__nv_bfloat16, 64, 64, 128, 1>(), attn_bwd_sm80_launch<__nv_bfloat16, 64, 64, 128, 1>},
+     bwd_smem_bytes<__nv_bfloat16, 64, 64, 128, 1>(), attn_bwd_sm80_launch<__nv_bfloat16, 64, 64, 128, 1>,
+     attn_bwd_sm80_launch_varlen<__nv_bfloat16, 64, 64, 128, 1>},
     {"attn_bwd_bf16_sm80_d96_64x128", "sm80", FLASHC_BF16, 96, 80, 0, 64, 128, 1,
-     bwd_smem_bytes<__nv_bfloat16, 96, 64, 128, 1>(), attn_bwd_sm80_launch<__nv_bfloat16, 96, 64, 128, 1>},
+     bwd_smem_bytes<__nv_bfloat16, 96, 64, 128, 1>(), attn_bwd_sm80_launch<__nv_bfloat16, 96, 64, 128, 1>,
+     attn_bwd_sm80_launch_varlen<__nv_bfloat16, 96, 64, 128, 1>},
     {"attn_bwd_bf16_sm80_d128_64x128", "sm80", FLASHC_BF16, 128, 80, 0, 64, 128, 1,
-     bwd_smem_bytes<__nv_bfloat16, 128, 64, 128, 1>(), attn_bwd_sm80_launch<__nv_bfloat16, 128, 64, 128, 1>},
+     bwd_smem_bytes<__nv_bfloat16, 128, 64, 128, 1>(), attn_bwd_sm80_launch<__nv_bfloat16, 128, 64, 128, 1>,
+     attn_bwd_sm80_launch_varlen<__nv_bfloat16, 128, 64, 128, 1>},
     {"attn_bwd_bf16_sm80_d256_64x64_s2", "sm80", FLASHC_BF16, 256, 80, 0, 64, 64, 2,
-     bwd_smem_bytes<__nv_bfloat16, 256, 64, 64, 2>(), attn_bwd_sm80_launch<__nv_bfloat16, 256, 64, 64, 2>},
+     bwd_smem_bytes<__nv_bfloat16, 256, 64, 64, 2>(), attn_bwd_sm80_launch<__nv_bfloat16, 256, 64, 64, 2>,
+     attn_bwd_sm80_launch_varlen<__nv_bfloat16, 256, 64, 64, 2>},
     {"attn_bwd_f16_sm80_d64_64x128", "sm80", FLASHC_F16, 64, 80, 0, 64, 128, 1,
-     bwd_smem_bytes<__half, 64, 64, 128, 1>(), attn_bwd_sm80_launch<__half, 64, 64, 128, 1>},
+     bwd_smem_bytes<__half, 64, 64, 128, 1>(), attn_bwd_sm80_launch<__half, 64, 64, 128, 1>,
+     attn_bwd_sm80_launch_varlen<__half, 64, 64, 128, 1>},
     {"attn_bwd_f16_sm80_d96_64x128", "sm80", FLASHC_F16, 96, 80, 0, 64, 128, 1,
-     bwd_smem_bytes<__half, 96, 64, 128, 1>(), attn_bwd_sm80_launch<__half, 96, 64, 128, 1>},
+     bwd_smem_bytes<__half, 96, 64, 128, 1>(), attn_bwd_sm80_launch<__half, 96, 64, 128, 1>,
+     attn_bwd_sm80_launch_varlen<__half, 96, 64, 128, 1>},
     {"attn_bwd_f16_sm80_d128_64x128", "sm80", FLASHC_F16, 128, 80, 0, 64, 128, 1,
-     bwd_smem_bytes<__half, 128, 64, 128, 1>(), attn_bwd_sm80_launch<__half, 128, 64, 128, 1>},
+     bwd_smem_bytes<__half, 128, 64, 128, 1>(), attn_bwd_sm80_launch<__half, 128, 64, 128, 1>,
+     attn_bwd_sm80_launch_varlen<__half, 128, 64, 128, 1>},
     {"attn_bwd_f16_sm80_d256_64x64_s2", "sm80", FLASHC_F16, 256, 80, 0, 64, 64, 2,
-     bwd_smem_bytes<__half, 256, 64, 64, 2>(), attn_bwd_sm80_launch<__half, 256, 64, 64, 2>},
+     bwd_smem_bytes<__half, 256, 64, 64, 2>(), attn_bwd_sm80_launch<__half, 256, 64, 64, 2>,
+     attn_bwd_sm80_launch_varlen<__half, 256, 64, 64, 2>},
     {"attn_bwd_bf16_sm80_d128_64x64", "sm80", FLASHC_BF16, 128, 80, 0, 64, 64, 1,
      bwd_smem_bytes<__nv_bfloat16, 128, 64, 64, 1>(), attn_bwd_sm80_launch<__nv_bfloat16, 128, 64, 64, 1>},
     {"attn_bwd_f16_sm80_d128_64x64", "sm80", FLASHC_F16, 128, 80, 0, 64, 64, 1,

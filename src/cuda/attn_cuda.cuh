@@ -115,6 +115,14 @@ typedef struct attn_bwd_args {
     const float *alibi;            /* slope of (b, h) at alibi[b salibi[0] + h salibi[1]]; NULL = none */
     int64_t salibi[2];
     int deterministic;             /* dQ summed in K-block order, no float atomics */
+    /* Varlen (the variant's launch_varlen only; dense launches never read these): sequence b
+     * has q-side rows [cu_q[b], cu_q[b + 1]) and k-side rows [cu_k[b], cu_k[b + 1]) of the
+     * packed (total, H, D) tensors (strides [0] = 0), device int32 arrays the host cannot
+     * check, so kernels clamp them into [0, total] and the lengths to Sq, Sk (the maxima).
+     * lse (Hq, total_q) with slse = {0, head, row}; the workspace holds dq_acc
+     * (Hq, total_q, D), dsum (Hq, total_q) and sem (B, Hq, ceil(Sq / block_q), split). */
+    const int32_t *cu_q, *cu_k;
+    int total_q, total_k;
 } attn_bwd_args;
 
 /* Launches the three kernels (preprocess, main, postprocess) of one variant on stream. */
@@ -131,6 +139,7 @@ typedef struct attn_bwd_variant {
     int split;          /* thread blocks per K/V block, each owning head_dim / split columns */
     int smem_bytes;     /* dynamic shared memory of the main kernel                         */
     attn_bwd_launch_fn launch;
+    attn_bwd_launch_fn launch_varlen; /* the same kernels over packed rows; NULL: dense only */
 } attn_bwd_variant;
 
 /* attn_bwd_sm80.cu */
