@@ -276,7 +276,8 @@ typedef struct flashc_attn_stats {
  * anything else is refused with FLASHC_ERR_UNSUPPORTED and a message, never ignored): the
  * prefill kernels serve plain problems (causal or not, D == Dv), and, from 64 query rows
  * with D == Dv and 16-byte aligned rows, windows, softcap and ALiBi too (the sm80 kernel's
- * masks-and-modifiers instance); the rest (shorter queries, a split request, D != Dv) goes to
+ * masks-and-modifiers instance; with more than 2048 keys a row, only when its grid fills the
+ * SMs once); the rest (shorter queries, a split request, D != Dv) goes to
  * the KV-cache kernel (flashc_attn_kvcache_fwd's CUDA notes: 16-byte aligned rows).
  * FLASHC_CUDA_PREFILL_MODS=0 (read on every call) sends every problem with a window, softcap
  * or ALiBi, and every varlen one, to the KV-cache kernel, as before that instance. The
@@ -372,8 +373,9 @@ typedef struct flashc_varlen {
  *   lse  NULL or float32 (Hq, total_q) (flash-attn's varlen layout)
  * Zero-length sequences are allowed and produce nothing. Rows of o past cu_seqlens_q[B] belong
  * to no sequence and are written as zeros (their lse as -inf). CPU: as flashc_attn_fwd.
- * CUDA: cu_seqlens on the device; from max_seqlen_q >= 64 (D == Dv, no split request) served
- * by the prefill kernel, else by the KV-cache kernel (see flashc_attn_fwd and
+ * CUDA: cu_seqlens on the device; from max_seqlen_q >= 64 (D == Dv, no split request; see
+ * flashc_attn_fwd for the one-wave rule) served by the prefill kernel, else by the KV-cache
+ * kernel (see flashc_attn_fwd and
  * flashc_attn_kvcache_fwd: dtypes, alignment, split-KV, graphs); cu_seqlens entries out of
  * range make a sequence empty. The launch is sized by max_seqlen_q / max_seqlen_k only (no
  * host synchronisation), which must bound every sequence there (longer ones are cut to them:

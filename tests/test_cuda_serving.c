@@ -987,7 +987,9 @@ static mod_case mc(int varlen, flashc_dtype dt, int B, int Hq, int Hkv, int D, i
     memset(&c, 0, sizeof c);
     c.varlen = varlen, c.dt = dt, c.B = B, c.Hq = Hq, c.Hkv = Hkv, c.D = D;
     c.maxq = maxq, c.maxk = maxk, c.wl = c.wr = -1, c.splits = 1;
-    c.route = maxq >= 64 ? ROUTE_PREFILL : ROUTE_DECODE; /* attn.cu: PREFILL_MODS_MIN_SQ */
+    /* attn.cu: PREFILL_MODS_MIN_SQ (the cases keep maxk <= PREFILL_MODS_FEW_KEYS, so the
+     * one-wave rule never applies) */
+    c.route = maxq >= 64 ? ROUTE_PREFILL : ROUTE_DECODE;
     return c;
 }
 

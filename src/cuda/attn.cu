@@ -116,6 +116,30 @@ static const attn_fwd_variant *pick_variant(const attn_problem *p, int cc, const
  * s3_prefill.sh times both routes at prefill lengths only). */
 #define PREFILL_MODS_MIN_SQ 64
 
+/* ... unless its grid is less than one wave of the device and the keys are many: the prefill
+ * kernel does not split the keys, so a few thread blocks would each walk all of them while the
+ * KV-cache kernel's split-KV spreads them over the SMs (a chunk of queries against a long
+ * context, say). Keys per row up to this count are walked by one block fast enough either way
+ * (a judgement, not measured). */
+#define PREFILL_MODS_FEW_KEYS 2048
+
+/* SMs of the current device, cached per device ordinal; 0 when the query fails (then the
+ * one-wave rule above is not applied). A host attribute query, no synchronisation. */
+static int sm_count(void)
+{
+    static int cached[64];
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0)
+        return 0;
+    if (dev < 64 && cached[dev] > 0)
+        return cached[dev];
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n < 0)
+        return 0;
+    if (dev < 64)
+        cached[dev] = n; /* racing first calls store the same value */
+    return n;
+}
+
 /* FLASHC_CUDA_PREFILL_MODS=0 restores the old routing (every non-plain problem on the KV-cache
  * kernel). Read on every call (one getenv beside a launch), so that a test or a benchmark can
  * run both routes in one process; supports() and the run of one call read the same value
@@ -160,6 +184,15 @@ static const attn_fwd_variant *mods_route(const attn_problem *p)
         return NULL;
     const attn_fwd_variant *v = mods_variant(p);
     if (!v || (p->br && p->br != v->block_q) || (p->bc && p->bc != v->block_k))
+        return NULL;
+    /* the keys one row may see at most: Sk, or the window's width */
+    int64_t keys = p->Sk;
+    if (p->wl >= 0 && (p->causal || p->wr >= 0)) {
+        const int64_t width = p->wl + (p->causal ? 0 : p->wr) + 1;
+        keys = width < keys ? width : keys;
+    }
+    const int64_t blocks = (p->Sq + v->block_q - 1) / v->block_q * p->B * p->Hq;
+    if (keys > PREFILL_MODS_FEW_KEYS && blocks < sm_count())
         return NULL;
     return v;
 }
