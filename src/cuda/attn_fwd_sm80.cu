@@ -183,9 +183,6 @@ __global__ void __launch_bounds__(NWARPS * 32)
     const int last_row = min(m0 + BM, seq_q) - 1;
     int n_end = a.causal ? min(seq_k, last_row + 1 + diag) : seq_k;
     int nb_first = 0; /* the first K block visited */
-    /* MODS: the warp's union of ranges (w_lo, w_hi) and the range every row of the warp
-     * sees (w_in_lo, w_in_hi): a block inside the latter needs no mask. */
-    int w_lo = 0, w_hi = 0, w_in_lo = 0, w_in_hi = 0;
     float slope_log2 = 0.0f;
     if constexpr (MODS) {
         const int n_begin = fwd_key_lo(a, diag, m0);
@@ -193,11 +190,6 @@ __global__ void __launch_bounds__(NWARPS * 32)
         if (n_end <= n_begin)
             n_end = 0;
         nb_first = n_end > 0 ? n_begin / BN : 0;
-        const int r0 = m0 + wrow, r1 = min(m0 + wrow + 16 * MI, seq_q) - 1;
-        if (r0 <= r1) {
-            w_lo = fwd_key_lo(a, diag, r0), w_hi = fwd_key_hi(a, diag, seq_k, r1);
-            w_in_lo = fwd_key_lo(a, diag, r1), w_in_hi = fwd_key_hi(a, diag, seq_k, r0);
-        }
         if (a.alibi)
             slope_log2 = a.alibi[b * a.salibi[0] + h * a.salibi[1]] * 1.4426950408889634f;
     }
@@ -236,17 +228,24 @@ __global__ void __launch_bounds__(NWARPS * 32)
          * block (S all masked, P = 0, m and O unchanged): it only takes part in the loads and
          * barriers, and leaves its tensor-core share to the SM's other warps. With a key range,
          * likewise a warp whose rows' union misses the block. */
-        bool live;
-        if constexpr (MODS)
-            live = n0 < w_hi && n0 + BN > w_lo;
-        else
+        bool live, mask = false;
+        if constexpr (MODS) {
+            /* The warp's first and last valid rows r0 <= r1: the union of their ranges is
+             * [lo(r0), hi(r1)); a block inside [lo(r1), hi(r0)) is seen whole by every row and
+             * needs no mask. Derived per block rather than kept: 4 registers fewer through the
+             * loop (ptxas: spills). */
+            const int r0 = m0 + wrow, r1 = min(m0 + wrow + 16 * MI, seq_q) - 1;
+            live = r0 <= r1 && n0 < fwd_key_hi(a, diag, seq_k, r1) &&
+                   n0 + BN > fwd_key_lo(a, diag, r0);
+            mask = n0 < fwd_key_lo(a, diag, r1) || n0 + BN > fwd_key_hi(a, diag, seq_k, r0);
+        } else
             live = !a.causal || n0 <= m0 + wrow + 16 * MI - 1 + diag;
         float s[MI][NT][4];
         if (live) {
             qk_block<T, D, MI, NT, ROWB>(s, q_lane, k_lane);
             if constexpr (MODS) {
                 mods_block<MI, NT>(s, a, m0 + wrow + g, n0 + 2 * t, diag, seq_k, slope_log2,
-                                   n0 < w_in_lo || n0 + BN > w_in_hi);
+                                   mask);
             } else {
                 /* Mask only blocks that reach past the Sk tail or the first row's causal
                  * limit. */
