@@ -180,15 +180,17 @@ static const attn_fwd_variant *mods_route(const attn_problem *p)
      * sequence, head) block and one for the unowned-row clear */
     const int64_t lim = (int64_t)1 << 30;
     if (p->Sq > lim || p->Sk > lim || p->total_q > lim || p->total_k > lim ||
-        (p->Sq + 127) / 128 * p->B * p->Hq > 0x7fffffff || (p->total_q * p->Hq + 3) / 4 > 0x7fffffff)
+        (p->Sq + 127) / 128 * p->B * p->Hq > 0x7fffffff ||
+        (p->total_q * p->Hq + 3) / 4 > 0x7fffffff)
         return NULL;
     const attn_fwd_variant *v = mods_variant(p);
     if (!v || (p->br && p->br != v->block_q) || (p->bc && p->bc != v->block_k))
         return NULL;
     /* the keys one row may see at most: Sk, or the window's width */
     int64_t keys = p->Sk;
-    if (p->wl >= 0 && (p->causal || p->wr >= 0)) {
-        const int64_t width = p->wl + (p->causal ? 0 : p->wr) + 1;
+    if (p->wl >= 0 && (p->causal || p->wr >= 0)) { /* each side cut to Sk: no overflow */
+        const int64_t wl = p->wl < p->Sk ? p->wl : p->Sk, wr = p->wr < p->Sk ? p->wr : p->Sk;
+        const int64_t width = wl + (p->causal ? 0 : wr) + 1;
         keys = width < keys ? width : keys;
     }
     const int64_t blocks = (p->Sq + v->block_q - 1) / v->block_q * p->B * p->Hq;
