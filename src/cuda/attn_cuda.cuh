@@ -93,8 +93,9 @@ extern const int attn_fwd_sm80_variant_count;
 extern const attn_fwd_variant attn_fwd_sm90_variants[];
 extern const int attn_fwd_sm90_variant_count;
 
-/* attn_decode.cu: every forward problem attn_is_plain() excludes (KV caches, varlen, windows,
- * softcap, ALiBi, split requests, D != Dv), on one kernel with GQA packing and split-KV. */
+/* attn_decode.cu: the forward problems attn_is_plain() excludes (KV caches, varlen, windows,
+ * softcap, ALiBi, split requests, D != Dv) that the sm80 kernel's mods instance does not take
+ * (attn.cu, mods_route), on one kernel with GQA packing and split-KV. */
 flashc_status cuda_attn_decode_supports(const attn_problem *p);
 size_t cuda_attn_decode_workspace(const attn_problem *p);
 flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats);
