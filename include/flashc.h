@@ -281,9 +281,13 @@ typedef struct flashc_attn_stats {
  * feature stride, element-aligned pointers (rows that are also 16-byte aligned take the fast
  * loads); the masks and modifiers the build's kernels serve (flashc_attn_fwd_supported says;
  * anything else is refused with FLASHC_ERR_UNSUPPORTED and a message, never ignored): the
- * prefill kernels serve plain problems (causal or not, D == Dv); a window, softcap, ALiBi,
- * a split request or D != Dv go to the KV-cache kernel (flashc_attn_kvcache_fwd's CUDA
- * notes: 16-byte aligned rows). The
+ * prefill kernels serve plain problems (causal or not, D == Dv), and, from 64 query rows
+ * with D == Dv and 16-byte aligned rows, windows, softcap and ALiBi too (the sm80 kernel's
+ * masks-and-modifiers instance; with more than 2048 keys a row, only when its grid fills the
+ * SMs once); the rest (shorter queries, a split request, D != Dv) goes to
+ * the KV-cache kernel (flashc_attn_kvcache_fwd's CUDA notes: 16-byte aligned rows).
+ * FLASHC_CUDA_PREFILL_MODS=0 (read on every call) sends every problem with a window, softcap
+ * or ALiBi, and every varlen one, to the KV-cache kernel, as before that instance. The
  * environment variable FLASHC_CUDA_KERNEL=sm80|sm90 (read once) forces one kernel family; a
  * problem it does not serve is then refused with FLASHC_ERR_UNSUPPORTED. No device memory
  * besides o and lse, but for a split-KV request (num_splits > 1, or 0 on the KV-cache kernel):
@@ -376,10 +380,13 @@ typedef struct flashc_varlen {
  *   lse  NULL or float32 (Hq, total_q) (flash-attn's varlen layout)
  * Zero-length sequences are allowed and produce nothing. Rows of o past cu_seqlens_q[B] belong
  * to no sequence and are written as zeros (their lse as -inf). CPU: as flashc_attn_fwd.
- * CUDA: cu_seqlens on the device; served by the KV-cache kernel (see flashc_attn_kvcache_fwd:
- * dtypes, alignment, split-KV, graphs; cu_seqlens entries out of range make a sequence empty),
- * with the launch sized by max_seqlen_q / max_seqlen_k, which must bound every sequence there
- * (longer ones are cut to them: the host cannot check). */
+ * CUDA: cu_seqlens on the device; from max_seqlen_q >= 64 (D == Dv, no split request; see
+ * flashc_attn_fwd for the one-wave rule) served by the prefill kernel, else by the KV-cache
+ * kernel (see flashc_attn_fwd and
+ * flashc_attn_kvcache_fwd: dtypes, alignment, split-KV, graphs); cu_seqlens entries out of
+ * range make a sequence empty. The launch is sized by max_seqlen_q / max_seqlen_k only (no
+ * host synchronisation), which must bound every sequence there (longer ones are cut to them:
+ * the host cannot check). */
 flashc_status flashc_attn_varlen_fwd(const flashc_attn_params *params, const flashc_varlen *varlen,
                                      const flashc_tensor *q, const flashc_tensor *k,
                                      const flashc_tensor *v, flashc_tensor *o, flashc_tensor *lse,

@@ -18,8 +18,12 @@
  *             2x the naive same-precision error of the case; and each by the 2x rule), 0 (the
  *             library's choice), with and without a caller's workspace.
  *   varlen    flashc_attn_varlen_fwd with zero-length sequences and unowned tail rows.
- *   dense     flashc_attn_fwd with a window / softcap / ALiBi / Dk != Dv (served by the same
- *             kernel on CUDA).
+ *   dense     flashc_attn_fwd with a window / softcap / ALiBi.
+ *   prefill   varlen and dense problems with masks and modifiers of prefill length, which run
+ *             on the prefill kernel's mods instances (attn_fwd_sm80.cu): every head-dim
+ *             instance, both dtypes, GQA 1 and 4, causal, windows, softcap, ALiBi; each case
+ *             also with FLASHC_CUDA_PREFILL_MODS=0 on the KV-cache kernel, and the kernel that
+ *             ran is asserted from the tiles it reports.
  *   graph     a KV-cache call with a workspace captured in a CUDA graph and replayed.
  *   variants  the split cases, varlen and the graph under each non-default merge
  *             (FLASHC_DECODE_MERGE = v2, pdl, fused), and a name that is no variant refused.
@@ -841,28 +845,74 @@ static void test_kvcache_graph(void **state)
     graph_check(&c, 4, 2);
 }
 
-/* ---- varlen ------------------------------------------------------------------------------- */
+/* ---- varlen and dense problems with masks and modifiers ------------------------------------ */
 
-static void varlen_check(flashc_dtype dt, int B, int Hq, int Hkv, int D, int maxq, int maxk,
-                         int causal, int64_t wl, float softcap, int splits)
+/* Which kernel a case must run on, told by the tiles it reports (flashc_attn_stats): the
+ * KV-cache kernel's 16 x 16, or the prefill kernel's 128-row tiles. A PREFILL case runs twice:
+ * by default on the prefill kernel, and with FLASHC_CUDA_PREFILL_MODS=0 on the KV-cache
+ * kernel (the routing before; kept as the fallback), each by the 2x rule. */
+enum { ROUTE_DECODE = 0, ROUTE_PREFILL = 1 };
+
+typedef struct mod_case {
+    int varlen;        /* 1: flashc_attn_varlen_fwd (ragged); 0: flashc_attn_fwd (B, Sq, Sk) */
+    flashc_dtype dt;
+    int B, Hq, Hkv, D;
+    int maxq, maxk;    /* varlen: the maxima (sequence 0 has them, 1 has no rows, 2 no keys);
+                        * dense: Sq, Sk */
+    int causal;
+    int64_t wl, wr;
+    float softcap;
+    int alibi;
+    int splits;
+    int route;
+} mod_case;
+
+static void describe(const mod_case *c, char *buf, size_t n)
 {
+    snprintf(buf, n, "%s %s B=%d Hq/Hkv=%d/%d D=%d %s=%d %s=%d%s wl=%lld wr=%lld%s%s splits=%d",
+             c->varlen ? "varlen" : "dense", dtname(c->dt), c->B, c->Hq, c->Hkv, c->D,
+             c->varlen ? "maxq" : "Sq", c->maxq, c->varlen ? "maxk" : "Sk", c->maxk,
+             c->causal ? " causal" : "", (long long)c->wl, (long long)c->wr,
+             c->softcap > 0 ? " softcap" : "", c->alibi ? " alibi" : "", c->splits);
+}
+
+static void set_prefill_mods(int on)
+{
+    if (on)
+        unsetenv("FLASHC_CUDA_PREFILL_MODS");
+    else
+        setenv("FLASHC_CUDA_PREFILL_MODS", "0", 1);
+}
+
+static void mods_check(const mod_case *c)
+{
+    const int B = c->B, Hq = c->Hq, Hkv = c->Hkv, D = c->D;
     int *sq = malloc(sizeof(int) * B), *sk = malloc(sizeof(int) * B);
     int32_t *cuq = malloc(sizeof(int32_t) * (B + 1)), *cuk = malloc(sizeof(int32_t) * (B + 1));
     cuq[0] = cuk[0] = 0;
     for (int b = 0; b < B; b++) {
-        sq[b] = b == 1 ? 0 : b == 0 ? maxq : rand_int(maxq + 1); /* a zero-length sequence */
-        sk[b] = b == 2 ? 0 : b == 0 ? maxk : rand_int(maxk + 1);
+        if (c->varlen) { /* ragged, with a zero-length side */
+            sq[b] = b == 1 ? 0 : b == 0 ? c->maxq : rand_int(c->maxq + 1);
+            sk[b] = b == 2 ? 0 : b == 0 ? c->maxk : rand_int(c->maxk + 1);
+        } else {
+            sq[b] = c->maxq, sk[b] = c->maxk;
+        }
         cuq[b + 1] = cuq[b] + sq[b], cuk[b + 1] = cuk[b] + sk[b];
     }
-    const int tq = cuq[B] + 3, tk = cuk[B] + 2; /* tail rows owned by no sequence */
-    const int64_t nq = (int64_t)tq * Hq * D, nk = (int64_t)tk * Hkv * D;
-    uint16_t *qh = malloc(2 * nq), *kh = malloc(2 * nk), *vh = malloc(2 * nk);
-    float *qf = malloc(4 * nq), *kf = malloc(4 * nk), *vf = malloc(4 * nk);
-    fill_rand(dt, nq, qh, qf), fill_rand(dt, nk, kh, kf), fill_rand(dt, nk, vh, vf);
+    /* varlen: tail rows owned by no sequence */
+    const int tq = c->varlen ? cuq[B] + 3 : cuq[B], tk = c->varlen ? cuk[B] + 2 : cuk[B];
+    const int64_t nq = (int64_t)tq * Hq * D, nk = (int64_t)tk * Hkv * D, nl = (int64_t)tq * Hq;
+    uint16_t *qh = malloc(2 * nq + 2), *kh = malloc(2 * nk + 2), *vh = malloc(2 * nk + 2);
+    float *qf = malloc(4 * nq + 4), *kf = malloc(4 * nk + 4), *vf = malloc(4 * nk + 4);
+    fill_rand(c->dt, nq, qh, qf), fill_rand(c->dt, nk, kh, kf), fill_rand(c->dt, nk, vh, vf);
+    float *slopes = malloc(sizeof(float) * B * Hq);
+    for (int i = 0; i < B * Hq; i++)
+        slopes[i] = (float)(0.01 + 0.1 * tu_uniform());
     logical L;
     memset(&L, 0, sizeof L);
-    L.B = B, L.Hq = Hq, L.Hkv = Hkv, L.D = D, L.Dv = D, L.dt = dt, L.causal = causal;
-    L.wl = wl, L.wr = -1, L.softcap = softcap, L.scale = (float)(1.0 / sqrt((double)D));
+    L.B = B, L.Hq = Hq, L.Hkv = Hkv, L.D = D, L.Dv = D, L.dt = c->dt, L.causal = c->causal;
+    L.wl = c->wl, L.wr = c->wr, L.softcap = c->softcap, L.scale = (float)(1.0 / sqrt((double)D));
+    L.alibi = c->alibi ? slopes : NULL;
     L.sq = sq, L.sk = sk;
     L.q = malloc(sizeof(float *) * B), L.k = malloc(sizeof(float *) * B);
     L.v = malloc(sizeof(float *) * B);
@@ -873,65 +923,121 @@ static void varlen_check(flashc_dtype dt, int B, int Hq, int Hkv, int D, int max
     }
     refs R;
     refs_compute(&L, &R);
+
     void *qd = dupload(qh, 2 * nq), *kd = dupload(kh, 2 * nk), *vd = dupload(vh, 2 * nk);
-    void *od = dalloc(2 * (size_t)tq * Hq * D);
-    float *ld = dalloc(4 * (size_t)Hq * tq);
+    void *od = dalloc(2 * nq);
+    float *ld = dalloc(4 * nl), *ad = dupload(slopes, sizeof(float) * B * Hq);
     int32_t *cuqd = dupload(cuq, 4 * (B + 1)), *cukd = dupload(cuk, 4 * (B + 1));
-    CUDA_OK(cudaMemset(od, 0xff, 2 * (size_t)tq * Hq * D));
-    CUDA_OK(cudaMemset(ld, 0xff, 4 * (size_t)Hq * tq));
-    flashc_tensor q = dev(flashc_tensor_3d(qd, dt, tq, Hq, D));
-    flashc_tensor k = dev(flashc_tensor_3d(kd, dt, tk, Hkv, D));
-    flashc_tensor v = dev(flashc_tensor_3d(vd, dt, tk, Hkv, D));
-    flashc_tensor o = dev(flashc_tensor_3d(od, dt, tq, Hq, D));
-    flashc_tensor lse = dev(flashc_tensor_2d(ld, FLASHC_F32, Hq, tq));
+    flashc_tensor q, k, v, o, lse;
+    if (c->varlen) {
+        q = dev(flashc_tensor_3d(qd, c->dt, tq, Hq, D));
+        k = dev(flashc_tensor_3d(kd, c->dt, tk, Hkv, D));
+        v = dev(flashc_tensor_3d(vd, c->dt, tk, Hkv, D));
+        o = dev(flashc_tensor_3d(od, c->dt, tq, Hq, D));
+        lse = dev(flashc_tensor_2d(ld, FLASHC_F32, Hq, tq));
+    } else {
+        q = dev(flashc_tensor_4d(qd, c->dt, B, c->maxq, Hq, D));
+        k = dev(flashc_tensor_4d(kd, c->dt, B, c->maxk, Hkv, D));
+        v = dev(flashc_tensor_4d(vd, c->dt, B, c->maxk, Hkv, D));
+        o = dev(flashc_tensor_4d(od, c->dt, B, c->maxq, Hq, D));
+        lse = dev(flashc_tensor_3d(ld, FLASHC_F32, B, Hq, c->maxq));
+    }
     flashc_tensor cq = dev(flashc_tensor_1d(cuqd, FLASHC_I32, B + 1));
     flashc_tensor ck = dev(flashc_tensor_1d(cukd, FLASHC_I32, B + 1));
-    flashc_varlen vl = {sizeof(flashc_varlen), &cq, &ck, maxq, maxk};
+    flashc_tensor al = dev(flashc_tensor_2d(ad, FLASHC_F32, B, Hq));
+    flashc_varlen vl = {sizeof(flashc_varlen), &cq, &ck, c->maxq, c->maxk};
     flashc_attn_params pr = flashc_attn_params_default();
-    pr.causal = causal, pr.window_left = wl, pr.softcap = softcap, pr.num_splits = splits;
-    TU_OK(flashc_attn_varlen_fwd(&pr, &vl, &q, &k, &v, &o, &lse, NULL));
-    CUDA_OK(cudaDeviceSynchronize());
-    uint16_t *oh = malloc(2 * (size_t)tq * Hq * D);
-    float *lh = malloc(4 * (size_t)Hq * tq);
-    CUDA_OK(cudaMemcpy(oh, od, 2 * (size_t)tq * Hq * D, cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(lh, ld, 4 * (size_t)Hq * tq, cudaMemcpyDeviceToHost));
-    errs t = {0};
-    for (int b = 0; b < B; b++)
-        for (int i = 0; i < sq[b]; i++)
-            for (int h = 0; h < Hq; h++)
-                compare_row(&L, &R, R.row0[b] + (int64_t)i * Hq + h,
-                            oh + ((int64_t)(cuq[b] + i) * Hq + h) * D,
-                            lh[(int64_t)h * tq + cuq[b] + i], 1, &t);
-    for (int r = cuq[B]; r < tq; r++) /* unowned rows: zeros, lse -inf */
-        for (int h = 0; h < Hq; h++) {
-            for (int d = 0; d < D; d++)
-                if (oh[((int64_t)r * Hq + h) * D + d] != 0)
-                    t.bad++;
-            if (!(isinf(lh[(int64_t)h * tq + r]) && lh[(int64_t)h * tq + r] < 0))
-                t.bad++;
+    pr.causal = c->causal, pr.window_left = c->wl, pr.window_right = c->wr;
+    pr.softcap = c->softcap, pr.num_splits = c->splits;
+    pr.alibi_slopes = c->alibi ? &al : NULL;
+    uint16_t *oh = malloc(2 * nq + 2);
+    float *lh = malloc(4 * nl + 4);
+    char what[240], base[200];
+    describe(c, base, sizeof base);
+
+    for (int pass = 0; pass < (c->route == ROUTE_PREFILL ? 2 : 1); pass++) {
+        const int want_prefill = c->route == ROUTE_PREFILL && pass == 0;
+        set_prefill_mods(pass == 0);
+        CUDA_OK(cudaMemset(od, 0xff, 2 * nq)); /* NaN: an unwritten output never passes */
+        CUDA_OK(cudaMemset(ld, 0xff, 4 * nl));
+        flashc_attn_stats st = FLASHC_ATTN_STATS_INIT;
+        if (c->varlen) {
+            size_t ws = 1;
+            TU_OK(flashc_attn_varlen_fwd_workspace_size(&pr, &vl, &q, &k, &v, &o, &lse, &ws));
+            if (want_prefill && ws != 0)
+                fail_msg("%s: the prefill kernel asks for %zu bytes of workspace", base, ws);
+            TU_OK(flashc_attn_varlen_fwd(&pr, &vl, &q, &k, &v, &o, &lse, &st));
+        } else {
+            TU_OK(flashc_attn_fwd_supported(&pr, &q, &k, &v, &o, &lse));
+            TU_OK(flashc_attn_fwd(&pr, &q, &k, &v, &o, &lse, &st));
         }
-    char what[200];
-    snprintf(what, sizeof what, "varlen %s B=%d Hq/Hkv=%d/%d D=%d maxq=%d maxk=%d%s wl=%lld%s "
-             "splits=%d",
-             dtname(dt), B, Hq, Hkv, D, maxq, maxk, causal ? " causal" : "", (long long)wl,
-             softcap > 0 ? " softcap" : "", splits);
-    assert_2x(what, &t);
+        CUDA_OK(cudaDeviceSynchronize());
+        snprintf(what, sizeof what, "%s [%s kernel, tiles %lldx%lld]", base,
+                 st.block_q == 16 ? "KV-cache" : "prefill", (long long)st.block_q,
+                 (long long)st.block_k);
+        if (want_prefill ? st.block_q != 128 : st.block_q != 16)
+            fail_msg("%s: ran on the wrong kernel (want the %s kernel)", what,
+                     want_prefill ? "prefill" : "KV-cache");
+        CUDA_OK(cudaMemcpy(oh, od, 2 * nq, cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(lh, ld, 4 * nl, cudaMemcpyDeviceToHost));
+        errs t = {0};
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < sq[b]; i++)
+                for (int h = 0; h < Hq; h++) {
+                    const int64_t row = cuq[b] + i; /* dense: b * Sq + i */
+                    const float l = c->varlen ? lh[(int64_t)h * tq + row]
+                                              : lh[((int64_t)b * Hq + h) * c->maxq + i];
+                    compare_row(&L, &R, R.row0[b] + (int64_t)i * Hq + h,
+                                oh + (row * Hq + h) * D, l, 1, &t);
+                }
+        for (int r = cuq[B]; r < tq; r++) /* unowned rows: zeros, lse -inf */
+            for (int h = 0; h < Hq; h++) {
+                for (int d = 0; d < D; d++)
+                    if (oh[((int64_t)r * Hq + h) * D + d] != 0)
+                        t.bad++;
+                if (!(isinf(lh[(int64_t)h * tq + r]) && lh[(int64_t)h * tq + r] < 0))
+                    t.bad++;
+            }
+        assert_2x(what, &t);
+    }
+    set_prefill_mods(1);
     refs_free(&R);
-    cudaFree(qd), cudaFree(kd), cudaFree(vd), cudaFree(od), cudaFree(ld), cudaFree(cuqd);
-    cudaFree(cukd);
+    cudaFree(qd), cudaFree(kd), cudaFree(vd), cudaFree(od), cudaFree(ld), cudaFree(ad);
+    cudaFree(cuqd), cudaFree(cukd);
     free(sq), free(sk), free(cuq), free(cuk), free(qh), free(kh), free(vh), free(qf), free(kf);
-    free(vf), free(oh), free(lh), free(L.q), free(L.k), free(L.v);
+    free(vf), free(slopes), free(oh), free(lh), free(L.q), free(L.k), free(L.v);
+}
+
+static mod_case mc(int varlen, flashc_dtype dt, int B, int Hq, int Hkv, int D, int maxq, int maxk)
+{
+    mod_case c;
+    memset(&c, 0, sizeof c);
+    c.varlen = varlen, c.dt = dt, c.B = B, c.Hq = Hq, c.Hkv = Hkv, c.D = D;
+    c.maxq = maxq, c.maxk = maxk, c.wl = c.wr = -1, c.splits = 1;
+    /* attn.cu: PREFILL_MODS_MIN_SQ (the cases keep maxk <= PREFILL_MODS_FEW_KEYS, so the
+     * one-wave rule never applies) */
+    c.route = maxq >= 64 ? ROUTE_PREFILL : ROUTE_DECODE;
+    return c;
 }
 
 static void test_varlen(void **state)
 {
     (void)state;
     const int small = small_only();
-    varlen_check(FLASHC_BF16, 5, 8, 2, 128, small ? 30 : 200, small ? 40 : 250, 1, -1, 0.0f, 1);
-    varlen_check(FLASHC_F16, 4, 4, 4, 64, small ? 20 : 150, small ? 20 : 150, 0, -1, 0.0f, 1);
-    varlen_check(FLASHC_BF16, 4, 8, 1, 64, small ? 17 : 97, small ? 33 : 300, 1, 31, 10.0f, 3);
-    if (!small)
-        varlen_check(FLASHC_F16, 6, 16, 4, 128, 64, 1000, 0, 200, 0.0f, 0);
+    mod_case c = mc(1, FLASHC_BF16, 5, 8, 2, 128, small ? 30 : 200, small ? 40 : 250);
+    c.causal = 1;
+    mods_check(&c);
+    c = mc(1, FLASHC_F16, 4, 4, 4, 64, small ? 20 : 150, small ? 20 : 150);
+    mods_check(&c);
+    c = mc(1, FLASHC_BF16, 4, 8, 1, 64, small ? 17 : 97, small ? 33 : 300);
+    c.causal = 1, c.wl = 31, c.softcap = 10.0f, c.splits = 3;
+    c.route = ROUTE_DECODE; /* a split request stays on the KV-cache kernel */
+    mods_check(&c);
+    if (!small) {
+        c = mc(1, FLASHC_F16, 6, 16, 4, 128, 64, 1000);
+        c.wl = 200, c.splits = 0;
+        mods_check(&c);
+    }
 }
 
 /* ---- the merge variants (FLASHC_DECODE_MERGE, src/cuda/attn_decode.cu) ------------------- */
@@ -980,10 +1086,17 @@ static void test_kvcache_merge_variants(void **state)
             f.Dv = 64, f.causal = 1, f.batch_idx = 1;
             kv_check(&f, odd, 3, 1);
         }
-        varlen_check(FLASHC_BF16, 4, 8, 1, 64, small ? 17 : 97, small ? 33 : 300, 1, 31, 10.0f,
-                     3);
-        if (!small)
-            varlen_check(FLASHC_F16, 6, 16, 4, 128, 64, 1000, 0, 200, 0.0f, 0);
+        /* varlen on the KV-cache kernel: a split request keeps it there; the second case
+         * also runs there with FLASHC_CUDA_PREFILL_MODS=0 (mods_check runs both routes) */
+        mod_case vc = mc(1, FLASHC_BF16, 4, 8, 1, 64, small ? 17 : 97, small ? 33 : 300);
+        vc.causal = 1, vc.wl = 31, vc.softcap = 10.0f, vc.splits = 3;
+        vc.route = ROUTE_DECODE;
+        mods_check(&vc);
+        if (!small) {
+            vc = mc(1, FLASHC_F16, 6, 16, 4, 128, 64, 1000);
+            vc.wl = 200, vc.splits = 0;
+            mods_check(&vc);
+        }
         const kv_case g = kvc(FLASHC_BF16, 2, 1, 16, 4, 128, 16, 1024, 1000, 1);
         graph_check(&g, 4, 3);
         if (!small) {
@@ -1009,71 +1122,83 @@ static void test_kvcache_merge_variants(void **state)
     unsetenv("FLASHC_DECODE_MERGE");
 }
 
-/* ---- dense problems the prefill kernels do not serve --------------------------------------- */
-
 static void test_dense_modifiers(void **state)
 {
     (void)state;
-    const int B = 2, Sq = small_only() ? 20 : 150, Sk = small_only() ? 30 : 260, Hq = 8, Hkv = 2,
-              D = 128;
-    const flashc_dtype dt = FLASHC_BF16;
-    int sq[2] = {Sq, Sq}, sk[2] = {Sk, Sk};
-    const int64_t nq = (int64_t)B * Sq * Hq * D, nk = (int64_t)B * Sk * Hkv * D;
-    uint16_t *qh = malloc(2 * nq), *kh = malloc(2 * nk), *vh = malloc(2 * nk);
-    float *qf = malloc(4 * nq), *kf = malloc(4 * nk), *vf = malloc(4 * nk);
-    fill_rand(dt, nq, qh, qf), fill_rand(dt, nk, kh, kf), fill_rand(dt, nk, vh, vf);
-    float slopes[2 * 8];
-    for (int i = 0; i < B * Hq; i++)
-        slopes[i] = (float)(0.01 + 0.1 * tu_uniform());
-    void *qd = dupload(qh, 2 * nq), *kd = dupload(kh, 2 * nk), *vd = dupload(vh, 2 * nk);
-    void *od = dalloc(2 * nq);
-    float *ld = dalloc(4 * (size_t)B * Hq * Sq), *ad = dupload(slopes, sizeof slopes);
-    uint16_t *oh = malloc(2 * nq);
-    float *lh = malloc(4 * (size_t)B * Hq * Sq);
-    for (int variant = 0; variant < 3; variant++) {
-        logical L;
-        memset(&L, 0, sizeof L);
-        L.B = B, L.Hq = Hq, L.Hkv = Hkv, L.D = D, L.Dv = D, L.dt = dt;
-        L.scale = (float)(1.0 / sqrt((double)D));
-        L.sq = sq, L.sk = sk;
-        float *qs[2] = {qf, qf + nq / 2}, *ks[2] = {kf, kf + nk / 2}, *vs[2] = {vf, vf + nk / 2};
-        L.q = qs, L.k = ks, L.v = vs;
-        flashc_attn_params pr = flashc_attn_params_default();
-        flashc_tensor al = dev(flashc_tensor_2d(ad, FLASHC_F32, B, Hq));
-        if (variant == 0)
-            L.causal = pr.causal = 1, L.wl = pr.window_left = 50, L.wr = -1;
-        else if (variant == 1)
-            L.wl = pr.window_left = 40, L.wr = pr.window_right = 20, L.softcap = pr.softcap = 15.0f;
-        else
-            L.wl = L.wr = -1, L.causal = pr.causal = 1, L.alibi = slopes, pr.alibi_slopes = &al;
-        refs R;
-        refs_compute(&L, &R);
-        flashc_tensor q = dev(flashc_tensor_4d(qd, dt, B, Sq, Hq, D));
-        flashc_tensor k = dev(flashc_tensor_4d(kd, dt, B, Sk, Hkv, D));
-        flashc_tensor v = dev(flashc_tensor_4d(vd, dt, B, Sk, Hkv, D));
-        flashc_tensor o = dev(flashc_tensor_4d(od, dt, B, Sq, Hq, D));
-        flashc_tensor lse = dev(flashc_tensor_3d(ld, FLASHC_F32, B, Hq, Sq));
-        CUDA_OK(cudaMemset(od, 0xff, 2 * nq));
-        CUDA_OK(cudaMemset(ld, 0xff, 4 * (size_t)B * Hq * Sq));
-        TU_OK(flashc_attn_fwd_supported(&pr, &q, &k, &v, &o, &lse));
-        TU_OK(flashc_attn_fwd(&pr, &q, &k, &v, &o, &lse, NULL));
-        CUDA_OK(cudaDeviceSynchronize());
-        CUDA_OK(cudaMemcpy(oh, od, 2 * nq, cudaMemcpyDeviceToHost));
-        CUDA_OK(cudaMemcpy(lh, ld, 4 * (size_t)B * Hq * Sq, cudaMemcpyDeviceToHost));
-        errs t = {0};
-        for (int b = 0; b < B; b++)
-            for (int i = 0; i < Sq; i++)
-                for (int h = 0; h < Hq; h++)
-                    compare_row(&L, &R, R.row0[b] + (int64_t)i * Hq + h,
-                                oh + (((int64_t)b * Sq + i) * Hq + h) * D,
-                                lh[((int64_t)b * Hq + h) * Sq + i], 1, &t);
-        static const char *names[3] = {"dense causal window", "dense window + softcap",
-                                       "dense causal ALiBi"};
-        assert_2x(names[variant], &t);
-        refs_free(&R);
+    const int Sq = small_only() ? 20 : 150, Sk = small_only() ? 30 : 260;
+    mod_case c = mc(0, FLASHC_BF16, 2, 8, 2, 128, Sq, Sk);
+    c.causal = 1, c.wl = 50;
+    mods_check(&c);
+    c = mc(0, FLASHC_BF16, 2, 8, 2, 128, Sq, Sk);
+    c.wl = 40, c.wr = 20, c.softcap = 15.0f;
+    mods_check(&c);
+    c = mc(0, FLASHC_BF16, 2, 8, 2, 128, Sq, Sk);
+    c.causal = 1, c.alibi = 1;
+    mods_check(&c);
+}
+
+/* The prefill kernel's mods instances (attn_fwd_sm80.cu): every head-dim instance (32 ... 256,
+ * and padded dims 40, 72, 200), both dtypes, GQA 1 and 4, varlen with ragged and empty
+ * sequences and tiles past 2 x 128 rows, causal, windows (one-sided, two-sided, rows that see
+ * nothing when Sq > Sk), softcap and ALiBi, alone and together. Each on the prefill kernel and
+ * again on the KV-cache kernel (FLASHC_CUDA_PREFILL_MODS=0). */
+static void test_prefill_mods(void **state)
+{
+    (void)state;
+    const flashc_dtype BF = FLASHC_BF16, F16 = FLASHC_F16;
+    mod_case c;
+    if (small_only()) { /* short cases for compute-sanitizer: one of each path through */
+        c = mc(1, BF, 4, 4, 1, 64, 140, 150); /* varlen, 2 Q tiles, window + causal + ALiBi */
+        c.causal = 1, c.wl = 40, c.alibi = 1;
+        mods_check(&c);
+        c = mc(0, F16, 1, 2, 2, 128, 80, 70); /* dense, Sq > Sk, softcap, two-sided window */
+        c.wl = 20, c.wr = 5, c.softcap = 8.0f;
+        mods_check(&c);
+        return;
     }
-    cudaFree(qd), cudaFree(kd), cudaFree(vd), cudaFree(od), cudaFree(ld), cudaFree(ad);
-    free(qh), free(kh), free(vh), free(qf), free(kf), free(vf), free(oh), free(lh);
+    /* varlen, long ragged sequences (> 2 Q tiles, many K blocks), GQA 4 / 1 */
+    c = mc(1, BF, 8, 8, 2, 128, 400, 420);
+    c.causal = 1;
+    mods_check(&c);
+    c = mc(1, F16, 6, 4, 4, 128, 300, 260);
+    mods_check(&c);
+    c = mc(1, BF, 6, 8, 2, 64, 333, 333);
+    c.causal = 1, c.wl = 70; /* sliding window: K blocks skipped on both sides */
+    mods_check(&c);
+    c = mc(1, F16, 5, 4, 1, 96, 270, 300);
+    c.wl = 64, c.wr = 32, c.alibi = 1;
+    mods_check(&c);
+    c = mc(1, BF, 5, 2, 2, 256, 260, 200);
+    c.causal = 1, c.softcap = 30.0f;
+    mods_check(&c);
+    c = mc(1, F16, 4, 4, 2, 32, 300, 500);
+    c.causal = 1, c.softcap = 5.0f, c.alibi = 1, c.wl = 100;
+    mods_check(&c);
+    c = mc(1, BF, 4, 4, 4, 160, 200, 150);
+    c.wr = 0, c.wl = 0; /* each row sees its own key only (or nothing) */
+    mods_check(&c);
+    c = mc(1, F16, 3, 8, 2, 200, 150, 180); /* padded into the 224 instance */
+    c.alibi = 1;
+    mods_check(&c);
+    /* dense */
+    c = mc(0, BF, 2, 4, 1, 40, 300, 200); /* Sq > Sk: the first 100 rows see nothing */
+    c.causal = 1, c.wl = 50;
+    mods_check(&c);
+    c = mc(0, F16, 1, 8, 2, 192, 260, 390);
+    c.softcap = 20.0f, c.wl = 128, c.wr = 64;
+    mods_check(&c);
+    c = mc(0, BF, 2, 4, 4, 72, 64, 700); /* the smallest query the prefill kernel takes */
+    c.alibi = 1, c.causal = 1;
+    mods_check(&c);
+    c = mc(0, F16, 1, 4, 1, 256, 129, 129);
+    c.wl = 10, c.wr = 10;
+    mods_check(&c);
+    c = mc(0, BF, 1, 4, 2, 224, 100, 130);
+    c.causal = 1, c.softcap = 12.0f, c.alibi = 1;
+    mods_check(&c);
+    c = mc(1, BF, 3, 4, 2, 64, 63, 200); /* below PREFILL_MODS_MIN_SQ: the KV-cache kernel */
+    c.causal = 1, c.wl = 30;
+    mods_check(&c);
 }
 
 /* ---- merge on CUDA tensors ------------------------------------------------------------------ */
@@ -1193,7 +1318,7 @@ int main(void)
         cmocka_unit_test(test_kvcache_chunked_prefill), cmocka_unit_test(test_kvcache_splits),
         cmocka_unit_test(test_kvcache_long),    cmocka_unit_test(test_kvcache_graph),
         cmocka_unit_test(test_varlen),          cmocka_unit_test(test_kvcache_merge_variants),
-        cmocka_unit_test(test_dense_modifiers),
+        cmocka_unit_test(test_dense_modifiers), cmocka_unit_test(test_prefill_mods),
         cmocka_unit_test(test_merge_cuda),      cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

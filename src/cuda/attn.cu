@@ -97,6 +97,194 @@ static const attn_fwd_variant *pick_variant(const attn_problem *p, int cc, const
     return best;
 }
 
+/* ---- masks and modifiers on the prefill kernel ------------------------------------------
+ * Problems attn_is_plain excludes (varlen, windows, softcap, ALiBi) used to go to the KV-cache
+ * kernel (attn_decode.cu) whatever their length. That kernel packs the query heads of a KV
+ * group into 16-row tiles and splits the keys over thread blocks: right for a few query rows
+ * against many keys, but a long prefill then reads every K/V block once per 16 packed rows on
+ * m16 tiles of one warp. The sm80 prefill kernel's mods instance (attn_fwd_sm80.cu) takes
+ * such problems when they are prefill-like; the KV-cache kernel keeps the rest: KV caches,
+ * split requests (num_splits > 1), D != Dv, rows that are not 16-byte aligned, and short
+ * queries. */
+
+/* Query rows (max_seqlen_q for varlen) from which a non-plain problem goes to the prefill
+ * kernel. Its tiles hold 128 rows of one head: at 64 rows half of each tile is live and a K/V
+ * block read from L2 serves 64 rows (the KV-cache kernel: 16 packed rows), but below that the
+ * tile is mostly padding, and with only B * Hq thread blocks and no split-KV a short query
+ * against long keys leaves most SMs idle, which the KV-cache kernel's split-KV fills. A
+ * judgement from the two kernels' shapes, not from a measured crossover (bench/gpu/
+ * s3_prefill.sh times both routes at prefill lengths only). */
+#define PREFILL_MODS_MIN_SQ 64
+
+/* ... unless its grid is less than one wave of the device and the keys are many: the prefill
+ * kernel does not split the keys, so a few thread blocks would each walk all of them while the
+ * KV-cache kernel's split-KV spreads them over the SMs (a chunk of queries against a long
+ * context, say). Keys per row up to this count are walked by one block fast enough either way
+ * (a judgement, not measured). */
+#define PREFILL_MODS_FEW_KEYS 2048
+
+/* SMs of the current device, cached per device ordinal; 0 when the query fails (then the
+ * one-wave rule above is not applied). A host attribute query, no synchronisation. */
+static int sm_count(void)
+{
+    static int cached[64];
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0)
+        return 0;
+    if (dev < 64 && cached[dev] > 0)
+        return cached[dev];
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n < 0)
+        return 0;
+    if (dev < 64)
+        cached[dev] = n; /* racing first calls store the same value */
+    return n;
+}
+
+/* FLASHC_CUDA_PREFILL_MODS=0 restores the old routing (every non-plain problem on the KV-cache
+ * kernel). Read on every call (one getenv beside a launch), so that a test or a benchmark can
+ * run both routes in one process; supports() and the run of one call read the same value
+ * unless the environment changes between them. */
+static int prefill_mods_enabled(void)
+{
+    const char *e = getenv("FLASHC_CUDA_PREFILL_MODS");
+    return !(e && strcmp(e, "0") == 0);
+}
+
+/* The sm80 variant that would serve p (dtype, head dim), whatever the device; the mods path
+ * uses that family only (the sm90 kernels serve plain problems, and FLASHC_CUDA_KERNEL, which
+ * never applied to non-plain problems, does not apply here either). */
+static const attn_fwd_variant *mods_variant(const attn_problem *p)
+{
+    for (int i = 0; i < attn_fwd_sm80_variant_count; i++) {
+        const attn_fwd_variant *v = &attn_fwd_sm80_variants[i];
+        if (v->dtype == p->dtype && p->D >= v->head_dim_min && p->D <= v->head_dim)
+            return v;
+    }
+    return NULL;
+}
+
+/* Whether non-plain problem p goes to the prefill kernel (host checks only; the device's own
+ * checks follow in mods_supports). Anything refused here keeps the KV-cache kernel, with its
+ * answers and messages. */
+static const attn_fwd_variant *mods_route(const attn_problem *p)
+{
+    if (!prefill_mods_enabled() || (p->layout != ATTN_DENSE && p->layout != ATTN_VARLEN) ||
+        p->D != p->Dv || p->num_splits > 1 || p->Sq < PREFILL_MODS_MIN_SQ ||
+        (p->dtype != FLASHC_BF16 && p->dtype != FLASHC_F16) || p->D < 1 || p->D > 256 ||
+        !rows_vec16(p))
+        return NULL;
+    for (int i = 0; i < 4; i++)
+        if ((i == 0 ? p->sq : i == 1 ? p->sk : i == 2 ? p->sv : p->so)[3] != 1)
+            return NULL;
+    /* 32-bit rows and block indices in the kernel, one grid dimension for every (Q tile,
+     * sequence, head) block and one for the unowned-row clear */
+    const int64_t lim = (int64_t)1 << 30;
+    if (p->Sq > lim || p->Sk > lim || p->total_q > lim || p->total_k > lim ||
+        (p->Sq + 127) / 128 * p->B * p->Hq > 0x7fffffff ||
+        (p->total_q * p->Hq + 3) / 4 > 0x7fffffff)
+        return NULL;
+    const attn_fwd_variant *v = mods_variant(p);
+    if (!v || (p->br && p->br != v->block_q) || (p->bc && p->bc != v->block_k))
+        return NULL;
+    /* the keys one row may see at most: Sk, or the window's width */
+    int64_t keys = p->Sk;
+    if (p->wl >= 0 && (p->causal || p->wr >= 0)) { /* each side cut to Sk: no overflow */
+        const int64_t wl = p->wl < p->Sk ? p->wl : p->Sk, wr = p->wr < p->Sk ? p->wr : p->Sk;
+        const int64_t width = wl + (p->causal ? 0 : wr) + 1;
+        keys = width < keys ? width : keys;
+    }
+    const int64_t blocks = (p->Sq + v->block_q - 1) / v->block_q * p->B * p->Hq;
+    if (keys > PREFILL_MODS_FEW_KEYS && blocks < sm_count())
+        return NULL;
+    return v;
+}
+
+static flashc_status mods_supports(const attn_problem *p)
+{
+    const char *fn = p->layout == ATTN_VARLEN ? "flashc_attn_varlen_fwd" : FN;
+    FLASHC_TRY(cuda_check_no_pending_error(fn));
+    const void *ptr[4] = {p->q, p->k, p->v, p->o};
+    const char *names[4] = {"q", "k", "v", "o"};
+    flashc_status st;
+    for (int i = 0; i < 4; i++)
+        if ((st = cuda_check_memory(fn, names[i], ptr[i])) != FLASHC_OK)
+            return st;
+    const void *idx[4] = {p->lse, p->alibi, p->cu_q, p->cu_k};
+    const char *idx_names[4] = {"lse", "alibi_slopes", "cu_seqlens_q", "cu_seqlens_k"};
+    for (int i = 0; i < 4; i++)
+        if (idx[i] && (st = cuda_check_memory(fn, idx_names[i], idx[i])) != FLASHC_OK)
+            return st;
+    const int cc = current_cc(&st);
+    if (cc < 0)
+        return st;
+    if (cc < 80)
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                            "%s: no CUDA kernel for this device (compute capability %d.%d; "
+                            "sm_80 or newer needed)",
+                            fn, cc / 10, cc % 10);
+    return FLASHC_OK;
+}
+
+/* Launches the mods instance of v for p. The launch shape depends on the maxima only (varlen:
+ * max_seqlen_q, max_seqlen_k); the lengths are read on the device, nothing waits for the host. */
+static flashc_status mods_run(const attn_problem *p, const attn_fwd_variant *v,
+                              flashc_attn_stats *stats)
+{
+    const char *fn = p->layout == ATTN_VARLEN ? "flashc_attn_varlen_fwd" : FN;
+    FLASHC_TRY(cuda_check_no_pending_error(fn));
+    attn_fwd_args a;
+    memset(&a, 0, sizeof a);
+    a.q = p->q, a.k = p->k, a.v = p->v, a.o = p->o, a.lse = p->lse;
+    for (int i = 0; i < 3; i++) {
+        a.sq[i] = p->sq[i], a.sk[i] = p->sk[i], a.sv[i] = p->sv[i], a.so[i] = p->so[i];
+        a.slse[i] = p->slse[i];
+    }
+    a.B = (int)p->B, a.Sq = (int)p->Sq, a.Sk = (int)p->Sk, a.Hq = (int)p->Hq;
+    a.group = (int)(p->Hq / p->Hkv);
+    a.D = (int)p->D;
+    a.vec16 = 1; /* mods_route */
+    a.scale = p->scale;
+    a.scale_log2 = (float)((double)p->scale * 1.4426950408889634);
+    a.causal = 0; /* folded into wr */
+    const int64_t kv_bytes = 2 * p->Sk * p->D * 2;
+    const int64_t fit = (int64_t)(20 << 20) / (kv_bytes > 0 ? kv_bytes : 1);
+    a.head_group = (int)(fit < 1 ? 1 : fit > p->B * p->Hq ? p->B * p->Hq : fit);
+    if (p->layout == ATTN_VARLEN) {
+        a.cu_q = p->cu_q, a.cu_k = p->cu_k;
+        a.total_q = (int)p->total_q, a.total_k = (int)p->total_k;
+    }
+    /* A bound no row can reach becomes -1 (unbounded), so that the kernel's i + diag +- w stay
+     * far from overflow: lo_i = 0 for every row when wl >= Sk, hi_i = Sk_b when wr >= Sq. */
+    const int64_t wr = p->causal ? 0 : p->wr;
+    a.wl = p->wl >= 0 && p->wl < p->Sk ? (int)p->wl : -1;
+    a.wr = wr >= 0 && wr < p->Sq ? (int)wr : -1;
+    a.softcap = p->softcap;
+    a.alibi = p->alibi;
+    a.salibi[0] = p->salibi[0], a.salibi[1] = p->salibi[1];
+    a.mods = 1;
+
+    const cudaError_t err = v->launch(&a, (cudaStream_t)p->stream);
+    if (err != cudaSuccess) {
+        char what[112];
+        snprintf(what, sizeof what, "launching %s (masks and modifiers)", v->name);
+        return cuda_device_error(fn, what, err);
+    }
+    const int64_t heads = p->B * p->Hq;
+    const int64_t dense = heads * ((p->Sq + v->block_q - 1) / v->block_q) *
+                          ((p->Sk + v->block_k - 1) / v->block_k);
+    if (p->layout == ATTN_DENSE) {
+        stats->tile_pairs = attn_tile_pairs(p, v->block_q, v->block_k, &stats->tile_pairs_total);
+    } else { /* the lengths live on the device: the maxima's count */
+        stats->tile_pairs = dense;
+        stats->tile_pairs_total = dense;
+    }
+    stats->block_q = v->block_q;
+    stats->block_k = v->block_k;
+    stats->num_splits = 1;
+    stats->workspace_bytes = 0;
+    return FLASHC_OK;
+}
+
 /* A 4-d (B, S, H, D) operand: device memory, unit feature stride, element-aligned. */
 static flashc_status check_operand(const char *name, const void *ptr, const int64_t *st)
 {
@@ -112,8 +300,9 @@ static flashc_status check_operand(const char *name, const void *ptr, const int6
 
 extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
 {
-    if (!attn_is_plain(p)) /* KV caches, varlen, masks and modifiers: attn_decode.cu */
-        return cuda_attn_decode_supports(p);
+    if (!attn_is_plain(p)) /* varlen, masks and modifiers: prefill-like ones on the sm80
+                            * kernel, the rest and KV caches on attn_decode.cu */
+        return mods_route(p) ? mods_supports(p) : cuda_attn_decode_supports(p);
     if (p->dtype != FLASHC_BF16 && p->dtype != FLASHC_F16)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED_DTYPE,
                             "%s: the CUDA backend supports bf16 and fp16 storage only "
@@ -181,13 +370,15 @@ extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
 
 extern "C" size_t cuda_attn_fwd_workspace(const attn_problem *p)
 {
-    return attn_is_plain(p) ? 0 : cuda_attn_decode_workspace(p);
+    return attn_is_plain(p) || mods_route(p) ? 0 : cuda_attn_decode_workspace(p);
 }
 
 extern "C" flashc_status cuda_attn_fwd(const attn_problem *p, flashc_attn_stats *stats)
 {
-    if (!attn_is_plain(p))
-        return cuda_attn_decode(p, stats);
+    if (!attn_is_plain(p)) {
+        const attn_fwd_variant *mv = mods_route(p);
+        return mv ? mods_run(p, mv, stats) : cuda_attn_decode(p, stats);
+    }
     flashc_status st = cuda_check_no_pending_error(FN);
     if (st != FLASHC_OK)
         return st;
@@ -198,6 +389,7 @@ extern "C" flashc_status cuda_attn_fwd(const attn_problem *p, flashc_attn_stats 
     const attn_fwd_variant *v = pick_variant(p, cc, forced_family());
 
     attn_fwd_args a;
+    memset(&a, 0, sizeof a); /* the mods fields stay off */
     a.q = p->q, a.k = p->k, a.v = p->v, a.o = p->o, a.lse = p->lse;
     for (int i = 0; i < 3; i++) {
         a.sq[i] = p->sq[i], a.sk[i] = p->sk[i], a.sv[i] = p->sv[i], a.so[i] = p->so[i];

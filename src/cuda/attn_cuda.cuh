@@ -45,6 +45,19 @@ typedef struct attn_fwd_args {
     float scale;                        /* softmax scale, > 0                    */
     float scale_log2;                   /* scale * log2(e): exp(x s) = 2^(x s')  */
     int causal;                         /* bottom-right aligned                  */
+    /* Masks and modifiers of the v2 contract, read only by the sm80 kernel's "mods" instances
+     * (attn_fwd_sm80.cu; the dispatcher sends them nothing else, the sm90 kernels never see
+     * them set). Varlen (cu_q != NULL): sq[0] = sk[0] = sv[0] = so[0] = slse[0] = 0, sequence
+     * b owns q/o rows [cu_q[b], cu_q[b+1]) and k/v rows [cu_k[b], cu_k[b+1]); Sq, Sk are the
+     * maxima (the launch), each sequence's lengths are read on the device. */
+    const int32_t *cu_q, *cu_k;         /* (B + 1) device int32, or NULL (dense) */
+    int total_q, total_k;               /* varlen rows of q/o and of k/v         */
+    int wl, wr;                         /* key range [a_i - wl, a_i + wr], -1 = unbounded;
+                                           causal is folded into wr = 0          */
+    float softcap;                      /* > 0: s = softcap tanh(s / softcap)    */
+    const float *alibi;                 /* slope of (b, h): alibi[b salibi[0] + h salibi[1]] */
+    int64_t salibi[2];
+    int mods;                           /* 1: launch the mods instance (these fields) */
 } attn_fwd_args;
 
 typedef cudaError_t (*attn_fwd_launch_fn)(const attn_fwd_args *args, cudaStream_t stream);
@@ -80,8 +93,9 @@ extern const int attn_fwd_sm80_variant_count;
 extern const attn_fwd_variant attn_fwd_sm90_variants[];
 extern const int attn_fwd_sm90_variant_count;
 
-/* attn_decode.cu: every forward problem attn_is_plain() excludes (KV caches, varlen, windows,
- * softcap, ALiBi, split requests, D != Dv), on one kernel with GQA packing and split-KV. */
+/* attn_decode.cu: the forward problems attn_is_plain() excludes (KV caches, varlen, windows,
+ * softcap, ALiBi, split requests, D != Dv) that the sm80 kernel's mods instance does not take
+ * (attn.cu, mods_route), on one kernel with GQA packing and split-KV. */
 flashc_status cuda_attn_decode_supports(const attn_problem *p);
 size_t cuda_attn_decode_workspace(const attn_problem *p);
 flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats);

@@ -5,8 +5,9 @@
  * with the same m16n8 C layout per 16-row tile (rows g and g + 8, columns 2t and 2t + 1 of each
  * 8-column tile; lane = 4 g + t), so s[MI][NT][4] describes either: MI 16-row tiles of this warp, NT 8-key column tiles.
  *
- * Which keys a row sees is asked in one place (mask_block), as "keys [0, limit)" per row; a
- * per-row key range [lo, hi) (windows, varlen) would replace that limit by two bounds.
+ * Which keys a row sees is asked in one place per path: mask_block ("keys [0, limit)" per row,
+ * the plain dense problem) and mods_block (a per-row key range [lo, hi) with the score
+ * modifiers: windows, varlen, softcap, ALiBi).
  */
 #ifndef FLASHC_CUDA_ATTN_FWD_COMMON_CUH
 #define FLASHC_CUDA_ATTN_FWD_COMMON_CUH
@@ -50,6 +51,107 @@ static __device__ __forceinline__ void mask_block(float (&s)[MI][NT][4], const a
                 if (col0 + nt * 8 + (e & 1) >= limit)
                     s[mi][nt][e] = -INFINITY;
         }
+}
+
+/* ---- masks and modifiers (the sm80 kernel's mods instances) --------------------------------
+ * The v2 contract's two questions, asked of a tile's rows: which keys may row i see ([lo, hi),
+ * attn_key_range in internal.h: bottom-right per sequence, window, causal folded into wr = 0)
+ * and how a score is transformed (softcap, then ALiBi). */
+
+/* Sequence b's lengths and first rows. Varlen: device cu_seqlens, clamped as the KV-cache
+ * kernel clamps them (attn_decode.cu, dec_seqlens): an entry outside [0, total] makes the
+ * sequence empty, a length past the maxima the launch was sized for is cut to them (the host
+ * cannot check either). Dense: Sq, Sk and row 0 (the batch stride does the rest). */
+static __device__ __forceinline__ void fwd_sequence(const attn_fwd_args &a, int b, int *sq,
+                                                    int *sk, int *q0, int *k0)
+{
+    *sq = a.Sq, *sk = a.Sk, *q0 = 0, *k0 = 0;
+    if (a.cu_q) {
+        const int qa = a.cu_q[b], qb = a.cu_q[b + 1], ka = a.cu_k[b], kb = a.cu_k[b + 1];
+        *sq = qa >= 0 && qb <= a.total_q ? min(max(qb - qa, 0), a.Sq) : 0;
+        *sk = ka >= 0 && kb <= a.total_k ? min(max(kb - ka, 0), a.Sk) : 0;
+        *q0 = *sq > 0 ? qa : 0; /* an empty side is never addressed */
+        *k0 = *sk > 0 ? ka : 0;
+    }
+}
+
+/* First key row i sees (row position a_i = i + diag, diag = Sk_b - Sq_b). In 64 bits: i may be
+ * a tail row past the sequence and the bounds are only known to be below 2^30 each. */
+static __device__ __forceinline__ int fwd_key_lo(const attn_fwd_args &a, int diag, int i)
+{
+    return a.wl >= 0 ? (int)max((int64_t)0, (int64_t)i + diag - a.wl) : 0;
+}
+
+/* One past the last key row i sees (<= sk; may be <= fwd_key_lo: the row sees nothing). */
+static __device__ __forceinline__ int fwd_key_hi(const attn_fwd_args &a, int diag, int sk, int i)
+{
+    return a.wr >= 0 ? (int)min((int64_t)sk, (int64_t)i + diag + a.wr + 1) : sk;
+}
+
+/* Scores of one block into the log2 domain of the softmax (softmax_block with scale_log2 = 1):
+ * x = scale s, softcap tanh(x / softcap) when softcap > 0, minus slope |a_i - j| for ALiBi,
+ * times log2(e); with mask set, -inf outside each row's [lo, hi). The transform runs on
+ * every block (it is not linear in s, so it cannot be folded into the exponent as the plain
+ * kernel folds the scale); the mask only where the block is not inside every row's range.
+ * slope_log2: this head's ALiBi slope times log2(e) (0 without ALiBi). row0: the thread's
+ * first row (tile mi, half 0); col0: its first key column. */
+template <int MI, int NT>
+static __device__ __forceinline__ void mods_block(float (&s)[MI][NT][4], const attn_fwd_args &a,
+                                                  int row0, int col0, int diag, int sk,
+                                                  float slope_log2, bool mask)
+{
+    constexpr float LOG2E = 1.4426950408889634f;
+    /* One pass per step, each behind a uniform branch: fused into one loop, the tanh of the
+     * softcap and the per-row bounds were live at once beside S (ptxas: spills). */
+    if (a.softcap > 0.0f) {
+        const float cap_in = a.scale / a.softcap, cap_out = a.softcap * LOG2E;
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    s[mi][nt][e] = cap_out * tanhf(s[mi][nt][e] * cap_in);
+    } else {
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    s[mi][nt][e] *= a.scale_log2;
+    }
+    if (a.alibi) {
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+            for (int hr = 0; hr < 2; hr++) {
+                const int pos = row0 + mi * 16 + 8 * hr + diag;
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                    for (int c = 0; c < 2; c++)
+                        s[mi][nt][2 * hr + c] -=
+                            slope_log2 * (float)abs(pos - (col0 + nt * 8 + c));
+            }
+    }
+    if (mask) {
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+            for (int hr = 0; hr < 2; hr++) {
+                const int row = row0 + mi * 16 + 8 * hr;
+                const int lo = fwd_key_lo(a, diag, row), hi = fwd_key_hi(a, diag, sk, row);
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                    for (int c = 0; c < 2; c++) {
+                        const int col = col0 + nt * 8 + c;
+                        if (col < lo || col >= hi)
+                            s[mi][nt][2 * hr + c] = -INFINITY;
+                    }
+            }
+    }
 }
 
 /* Rows' max only moves the exponent base when it grew by more than 2^RESCALE_LOG2: until

@@ -123,8 +123,13 @@ static __device__ __forceinline__ void load_any(T *s, const T *g, int64_t row_st
  *           zero in shared memory and never stored)
  *   NWARPS  warps per block; MI: 16-row MMA tiles per warp; BM = 16 MI NWARPS query rows
  *   BN      keys per K/V block, a multiple of 16
- *   VEC     rows 16-byte aligned (attn_fwd_args.vec16): 16-byte copies, else element-wise */
-template <typename T, int D, int NWARPS, int MI, int BN, bool VEC>
+ *   VEC     rows 16-byte aligned (attn_fwd_args.vec16): 16-byte copies, else element-wise
+ *   MODS    the v2 masks and modifiers (attn_fwd_args.mods): varlen sequences, key ranges
+ *           [lo_i, hi_i) (windows; causal as wr = 0), softcap, ALiBi. Scores go to the log2
+ *           domain before the softmax (mods_block); K blocks outside the union of the tile's
+ *           ranges are never loaded, a warp whose rows see nothing of a block skips it. A
+ *           separate instance, so that the plain problem's loop keeps its registers. */
+template <typename T, int D, int NWARPS, int MI, int BN, bool VEC, bool MODS>
 __global__ void __launch_bounds__(NWARPS * 32)
     attn_fwd_sm80_kernel(const attn_fwd_args a)
 {
@@ -147,7 +152,14 @@ __global__ void __launch_bounds__(NWARPS * 32)
     const int hk = h / a.group;
     const int m0 = m_block * BM;
     const int wrow = warp * 16 * MI; /* this warp's first row in the tile */
-    const int diag = a.Sk - a.Sq;    /* row i sees keys j <= i + diag (causal) */
+    /* This sequence's lengths and first rows (dense: Sq, Sk, 0, 0). */
+    int seq_q = a.Sq, seq_k = a.Sk, q_row0 = 0, k_row0 = 0;
+    if constexpr (MODS) {
+        fwd_sequence(a, b, &seq_q, &seq_k, &q_row0, &k_row0);
+        if (m0 >= seq_q)
+            return; /* uniform: a tile past its sequence's rows (varlen) has nothing to do */
+    }
+    const int diag = seq_k - seq_q; /* row i's position among the keys is i + diag */
 
     /* Per-lane ldmatrix addresses of chunk 0 (see swz_step). Q and V (.trans): lanes 0-15
      * address rows 0-15 at the pair's first chunk, lanes 16-31 the same rows at the second.
@@ -161,13 +173,26 @@ __global__ void __launch_bounds__(NWARPS * 32)
     const uint32_t v_lane = ptx_smem_addr(sV) + (lane & 15) * ROWB +
                             (((lane >> 4) ^ (lane & 7)) * 16);
 
-    const T *qg = (const T *)a.q + b * a.sq[0] + h * a.sq[2] + (int64_t)m0 * a.sq[1];
-    const T *kg = (const T *)a.k + b * a.sk[0] + hk * a.sk[2];
-    const T *vg = (const T *)a.v + b * a.sv[0] + hk * a.sv[2];
+    const T *qg = (const T *)a.q + b * a.sq[0] + h * a.sq[2] + ((int64_t)q_row0 + m0) * a.sq[1];
+    const T *kg = (const T *)a.k + b * a.sk[0] + hk * a.sk[2] + (int64_t)k_row0 * a.sk[1];
+    const T *vg = (const T *)a.v + b * a.sv[0] + hk * a.sv[2] + (int64_t)k_row0 * a.sv[1];
 
-    /* Keys the tile's last valid row sees; blocks past them are never touched. */
-    const int last_row = min(m0 + BM, a.Sq) - 1;
-    const int n_end = a.causal ? min(a.Sk, last_row + 1 + diag) : a.Sk;
+    /* Keys the tile's last valid row sees; blocks past them are never touched. With a key
+     * range, also the blocks before the first row's first key (ranges move monotonically
+     * with the row, so the tile's union is [lo(first row), hi(last row))). */
+    const int last_row = min(m0 + BM, seq_q) - 1;
+    int n_end = a.causal ? min(seq_k, last_row + 1 + diag) : seq_k;
+    int nb_first = 0; /* the first K block visited */
+    float slope_log2 = 0.0f;
+    if constexpr (MODS) {
+        const int n_begin = fwd_key_lo(a, diag, m0);
+        n_end = fwd_key_hi(a, diag, seq_k, last_row);
+        if (n_end <= n_begin)
+            n_end = 0;
+        nb_first = n_end > 0 ? n_begin / BN : 0;
+        if (a.alibi)
+            slope_log2 = a.alibi[b * a.salibi[0] + h * a.salibi[1]] * 1.4426950408889634f;
+    }
     const int n_blocks = n_end > 0 ? (n_end + BN - 1) / BN : 0;
 
     float acc[MI][DT][4];
@@ -183,45 +208,64 @@ __global__ void __launch_bounds__(NWARPS * 32)
         row_l[mi][0] = row_l[mi][1] = 0.0f;
     }
 
-    if (n_blocks > 0) {
-        load_any<T, D, DS, BM, NTHREADS, VEC>(sQ, qg, a.sq[1], a.Sq - m0, a);
+    if (n_blocks > nb_first) {
+        load_any<T, D, DS, BM, NTHREADS, VEC>(sQ, qg, a.sq[1], seq_q - m0, a);
         const int n_last = (n_blocks - 1) * BN;
         load_any<T, D, DS, BN, NTHREADS, VEC>(sK, kg + (int64_t)n_last * a.sk[1], a.sk[1],
-                                         a.Sk - n_last, a);
+                                         seq_k - n_last, a);
         ptx_cp_async_commit();
     }
 
-    for (int nb = n_blocks - 1; nb >= 0; nb--) {
+    for (int nb = n_blocks - 1; nb >= nb_first; nb--) {
         const int n0 = nb * BN;
         ptx_cp_async_wait<0>();
         __syncthreads(); /* K_nb landed for everyone; every warp is done with V_{nb+1} */
-        load_any<T, D, DS, BN, NTHREADS, VEC>(sV, vg + (int64_t)n0 * a.sv[1], a.sv[1], a.Sk - n0,
-                                              a);
+        load_any<T, D, DS, BN, NTHREADS, VEC>(sV, vg + (int64_t)n0 * a.sv[1], a.sv[1],
+                                              seq_k - n0, a);
         ptx_cp_async_commit();
 
         /* Under the causal mask a warp whose last row cannot see key n0 has nothing in this
          * block (S all masked, P = 0, m and O unchanged): it only takes part in the loads and
-         * barriers, and leaves its tensor-core share to the SM's other warps. */
-        const bool live = !a.causal || n0 <= m0 + wrow + 16 * MI - 1 + diag;
+         * barriers, and leaves its tensor-core share to the SM's other warps. With a key range,
+         * likewise a warp whose rows' union misses the block. */
+        bool live, mask = false;
+        if constexpr (MODS) {
+            /* The warp's first and last valid rows r0 <= r1: the union of their ranges is
+             * [lo(r0), hi(r1)); a block inside [lo(r1), hi(r0)) is seen whole by every row and
+             * needs no mask. Derived per block rather than kept: 4 registers fewer through the
+             * loop (ptxas: spills). */
+            const int r0 = m0 + wrow, r1 = min(m0 + wrow + 16 * MI, seq_q) - 1;
+            live = r0 <= r1 && n0 < fwd_key_hi(a, diag, seq_k, r1) &&
+                   n0 + BN > fwd_key_lo(a, diag, r0);
+            mask = n0 < fwd_key_lo(a, diag, r1) || n0 + BN > fwd_key_hi(a, diag, seq_k, r0);
+        } else
+            live = !a.causal || n0 <= m0 + wrow + 16 * MI - 1 + diag;
         float s[MI][NT][4];
         if (live) {
             qk_block<T, D, MI, NT, ROWB>(s, q_lane, k_lane);
-            /* Mask only blocks that reach past the Sk tail or the first row's causal limit. */
-            if (n0 + BN > a.Sk || (a.causal && n0 + BN > m0 + 1 + diag))
-                mask_block<MI, NT>(s, a, m0 + wrow + g, n0 + 2 * t, diag);
+            if constexpr (MODS) {
+                mods_block<MI, NT>(s, a, m0 + wrow + g, n0 + 2 * t, diag, seq_k, slope_log2,
+                                   mask);
+            } else {
+                /* Mask only blocks that reach past the Sk tail or the first row's causal
+                 * limit. */
+                if (n0 + BN > a.Sk || (a.causal && n0 + BN > m0 + 1 + diag))
+                    mask_block<MI, NT>(s, a, m0 + wrow + g, n0 + 2 * t, diag);
+            }
         }
 
         ptx_cp_async_wait<0>();
         __syncthreads(); /* V_nb landed; every warp is done reading K_nb */
-        if (nb > 0) {
+        if (nb > nb_first) {
             const int n_prev = n0 - BN;
             load_any<T, D, DS, BN, NTHREADS, VEC>(sK, kg + (int64_t)n_prev * a.sk[1], a.sk[1],
-                                             a.Sk - n_prev, a);
+                                             seq_k - n_prev, a);
             ptx_cp_async_commit();
         }
 
         if (live) {
-            softmax_block<MI, NT, DT>(s, acc, row_m, row_l, a.scale_log2);
+            /* MODS: the scores are in the log2 domain already (mods_block) */
+            softmax_block<MI, NT, DT>(s, acc, row_m, row_l, MODS ? 1.0f : a.scale_log2);
             pv_block<T, D, MI, NT, DT, ROWB>(s, acc, v_lane);
         }
     }
@@ -229,7 +273,9 @@ __global__ void __launch_bounds__(NWARPS * 32)
     /* Epilogue: the one division per row, then o and LSE. The block's coordinates are
      * derived again rather than kept in registers through the main loop. */
     block_coords<BM>(a, ptx_block_index(), &m_block, &b, &h);
-    T *og = (T *)a.o + b * a.so[0] + h * a.so[2];
+    if constexpr (MODS)
+        fwd_sequence(a, b, &seq_q, &seq_k, &q_row0, &k_row0);
+    T *og = (T *)a.o + b * a.so[0] + h * a.so[2] + (int64_t)q_row0 * a.so[1];
 #pragma unroll
     for (int mi = 0; mi < MI; mi++)
 #pragma unroll
@@ -239,7 +285,7 @@ __global__ void __launch_bounds__(NWARPS * 32)
             l += __shfl_xor_sync(0xffffffffu, l, 2);
             const float inv = l > 0.0f ? 1.0f / l : 0.0f;
             const int row = m0 + wrow + mi * 16 + g + 8 * hr;
-            if (row < a.Sq) {
+            if (row < seq_q) {
                 T *orow = og + (int64_t)row * a.so[1];
 #pragma unroll
                 for (int dt = 0; dt < DT; dt++) {
@@ -255,11 +301,34 @@ __global__ void __launch_bounds__(NWARPS * 32)
                             ((unsigned short *)orow)[col + 1] = (unsigned short)(pair >> 16);
                     }
                 }
+                /* MODS: m is in the log2 domain, LSE = m ln 2 + ln l */
                 if (a.lse && t == 0)
-                    a.lse[b * a.slse[0] + h * a.slse[1] + (int64_t)row * a.slse[2]] =
-                        l > 0.0f ? row_m[mi][hr] * a.scale + logf(l) : -INFINITY;
+                    a.lse[b * a.slse[0] + h * a.slse[1] + ((int64_t)q_row0 + row) * a.slse[2]] =
+                        l > 0.0f ? row_m[mi][hr] * (MODS ? 0.6931471805599453f : a.scale) +
+                                       logf(l)
+                                 : -INFINITY;
             }
         }
+}
+
+/* Varlen rows past cu_seqlens_q[B] belong to no sequence: zeros and LSE = -inf (flashc.h), as
+ * the KV-cache kernel writes them (attn_decode.cu, attn_decode_clear_unowned: the same rows,
+ * whatever cu_seqlens_q[B] holds). One warp per (row, head). */
+template <typename T>
+__global__ void __launch_bounds__(128) attn_fwd_sm80_clear_unowned(const attn_fwd_args a)
+{
+    const int64_t row = (int64_t)blockIdx.x * 4 + threadIdx.x / 32;
+    const int lane = (int)threadIdx.x % 32;
+    if (row >= (int64_t)a.total_q * a.Hq)
+        return;
+    const int r = (int)(row / a.Hq), h = (int)(row % a.Hq);
+    if (r < a.cu_q[a.B])
+        return;
+    T *og = (T *)a.o + (int64_t)r * a.so[1] + (int64_t)h * a.so[2];
+    for (int c = lane; c < a.D; c += 32)
+        og[c] = T(0.0f);
+    if (lane == 0 && a.lse)
+        a.lse[(int64_t)h * a.slse[1] + (int64_t)r * a.slse[2]] = -INFINITY;
 }
 
 template <typename T, int D, int NWARPS, int MI, int BN>
@@ -268,9 +337,14 @@ static cudaError_t attn_fwd_sm80_launch(const attn_fwd_args *a, cudaStream_t str
     constexpr int BM = 16 * MI * NWARPS;
     constexpr int DS = (D + 63) / 64 * 64;
     const size_t smem = (size_t)(BM + 2 * BN) * DS * sizeof(T);
+    /* The mods instance exists with 16-byte rows only (the dispatcher routes nothing else to
+     * it: the KV-cache kernel, the alternative, needs them too). */
+    if (a->mods && !a->vec16)
+        return cudaErrorInvalidValue;
     void (*kernel)(const attn_fwd_args) =
-        a->vec16 ? attn_fwd_sm80_kernel<T, D, NWARPS, MI, BN, true>
-                 : attn_fwd_sm80_kernel<T, D, NWARPS, MI, BN, false>;
+        a->mods    ? attn_fwd_sm80_kernel<T, D, NWARPS, MI, BN, true, true>
+        : a->vec16 ? attn_fwd_sm80_kernel<T, D, NWARPS, MI, BN, true, false>
+                   : attn_fwd_sm80_kernel<T, D, NWARPS, MI, BN, false, false>;
     /* Above 48 KB a block's dynamic shared memory must be opted into, per device; setting it
      * is a cheap host-side call, so it is done on every launch rather than cached. */
     cudaError_t err =
@@ -280,8 +354,17 @@ static cudaError_t attn_fwd_sm80_launch(const attn_fwd_args *a, cudaStream_t str
     const int64_t blocks = (int64_t)((a->Sq + BM - 1) / BM) * a->B * a->Hq;
     if (blocks > 0x7fffffff)
         return cudaErrorInvalidConfiguration;
-    kernel<<<(unsigned)blocks, NWARPS * 32, smem, stream>>>(*a);
-    return cudaGetLastError();
+    if (blocks > 0) { /* none: varlen with max_seqlen_q = 0 */
+        kernel<<<(unsigned)blocks, NWARPS * 32, smem, stream>>>(*a);
+        if ((err = cudaGetLastError()) != cudaSuccess)
+            return err;
+    }
+    if (a->cu_q && a->total_q > 0) {
+        const int64_t rows = (int64_t)a->total_q * a->Hq;
+        attn_fwd_sm80_clear_unowned<T><<<(unsigned)((rows + 3) / 4), 128, 0, stream>>>(*a);
+        err = cudaGetLastError();
+    }
+    return err;
 }
 
 /* Tiles as FlashAttention-2 picks them for sm_80/sm_90 without dropout: 4 warps of 32 rows for

@@ -1,0 +1,304 @@
+#!/usr/bin/env python3
+"""Prefill with masks / ragged batches on CUDA: flashc's prefill kernel (the sm80 mods instance,
+attn_fwd_sm80.cu; the default route) against its old route (FLASHC_CUDA_PREFILL_MODS=0: the
+KV-cache kernel of attn_decode.cu) and against PyTorch SDPA where it can do the same work,
+bf16, d 128, Hq 32 / Hkv 8 (GQA 4), on the same torch-allocated inputs.
+
+Cases:
+  varlen   8 causal sequences of ragged lengths (16,384 tokens in all) through
+           flashc_attn_varlen_fwd. SDPA has no varlen entry: its peer is a loop of one causal
+           SDPA call per sequence (flash and cuDNN backends), labelled "loop"; it does the same
+           work plus per-call launch overhead.
+  window   dense causal B = 1, S = 8192 with a sliding window of 1024 keys (window_left = 1024)
+           through flashc_attn_fwd. SDPA's flash and cuDNN backends take no window: the peers
+           are SDPA mem-efficient with the window as an explicit boolean mask (same result, it
+           reads the mask), and SDPA flash on the full causal problem (more work: its TFLOP/s
+           count its own unmasked work).
+
+TFLOP/s = 4 * Hq * d * (unmasked (row, key) pairs) / time: only the scores a row may see count.
+Times are medians of triton.testing.do_bench (CUDA events, L2 flushed, warm-up first). Each
+flashc route is checked against the loop / masked SDPA output before it is timed, and the
+kernel that ran is read from flashc_attn_stats (block_q 128: prefill kernel, 16: KV-cache).
+The environment variable is read by the library on every call, so both routes run in one
+process.
+
+usage: bench_prefill.py --lib build/libflashc.so [--out prefill.json] [--rep-ms 60]
+"""
+import argparse
+import ctypes
+import json
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+import triton.testing
+
+FLASHC_F16, FLASHC_BF16, FLASHC_I32 = 1, 2, 3
+FLASHC_DEVICE_CUDA = 1
+HQ, HKV, D = 32, 8, 128
+LENS = [4096, 512, 3001, 1024, 2500, 777, 2048, 2426]  # 16,384 tokens
+S_WIN, WINDOW = 8192, 1024
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("device", ctypes.c_int),
+                ("ndim", ctypes.c_int32), ("shape", ctypes.c_int64 * 4),
+                ("stride", ctypes.c_int64 * 4)]
+
+
+class Params(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("has_softmax_scale", ctypes.c_int),
+                ("softmax_scale", ctypes.c_float), ("causal", ctypes.c_int),
+                ("window_left", ctypes.c_int64), ("window_right", ctypes.c_int64),
+                ("softcap", ctypes.c_float), ("alibi_slopes", ctypes.c_void_p),
+                ("block_q", ctypes.c_int64), ("block_k", ctypes.c_int64),
+                ("num_threads", ctypes.c_int), ("num_splits", ctypes.c_int),
+                ("deterministic", ctypes.c_int), ("workspace", ctypes.c_void_p),
+                ("workspace_bytes", ctypes.c_size_t), ("cuda_stream", ctypes.c_void_p)]
+
+
+class Varlen(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("cu_seqlens_q", ctypes.c_void_p),
+                ("cu_seqlens_k", ctypes.c_void_p), ("max_seqlen_q", ctypes.c_int64),
+                ("max_seqlen_k", ctypes.c_int64)]
+
+
+class Stats(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("tile_pairs", ctypes.c_int64),
+                ("tile_pairs_total", ctypes.c_int64), ("block_q", ctypes.c_int64),
+                ("block_k", ctypes.c_int64), ("num_splits", ctypes.c_int64),
+                ("workspace_bytes", ctypes.c_int64)]
+
+
+def view(t):
+    dt = {torch.bfloat16: FLASHC_BF16, torch.float16: FLASHC_F16, torch.float32: 0,
+          torch.int32: FLASHC_I32}[t.dtype]
+    v = Tensor(t.data_ptr(), dt, FLASHC_DEVICE_CUDA, t.dim())
+    for i in range(t.dim()):
+        v.shape[i], v.stride[i] = t.shape[i], t.stride(i)
+    return v
+
+
+def params(causal, window_left=-1):
+    p = Params()
+    p.struct_size = ctypes.sizeof(Params)
+    p.window_left, p.window_right = window_left, -1
+    p.causal = int(causal)
+    p.cuda_stream = torch.cuda.current_stream().cuda_stream
+    return p
+
+
+def call(lib, name, args, keep):
+    """A closure launching lib.name(*args) (views built once, kept alive in keep); it raises on
+    a non-OK status and leaves the stats in keep['stats']."""
+    fn = getattr(lib, name)
+    stats = Stats()
+    stats.struct_size = ctypes.sizeof(Stats)
+    keep["stats"] = stats
+    refs = [ctypes.byref(a) for a in args] + [ctypes.byref(stats)]
+
+    def run():
+        st = fn(*refs)
+        if st != 0:
+            raise RuntimeError(f"{name}: {st}: {lib.flashc_last_error().decode()}")
+    return run
+
+
+def route(on):
+    if on:
+        os.environ.pop("FLASHC_CUDA_PREFILL_MODS", None)
+    else:
+        os.environ["FLASHC_CUDA_PREFILL_MODS"] = "0"
+
+
+def bench(fn, rep_ms):
+    return triton.testing.do_bench(fn, warmup=max(10, rep_ms // 4), rep=rep_ms,
+                                   return_mode="median")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--rep-ms", type=int, default=60)
+    args = ap.parse_args()
+    lib = ctypes.CDLL(args.lib)
+    lib.flashc_last_error.restype = ctypes.c_char_p
+    torch.manual_seed(0)
+    dev = torch.device("cuda")
+    rows = []  # (case, variant, ms, TFLOP/s, note)
+
+    def flops(pairs):
+        return 4.0 * HQ * D * pairs
+
+    # ---- varlen --------------------------------------------------------------------------
+    total = sum(LENS)
+    q = torch.randn(total, HQ, D, device=dev, dtype=torch.bfloat16)
+    k = torch.randn(total, HKV, D, device=dev, dtype=torch.bfloat16)
+    v = torch.randn(total, HKV, D, device=dev, dtype=torch.bfloat16)
+    cu_h = [0]
+    for s in LENS:
+        cu_h.append(cu_h[-1] + s)
+    cu = torch.tensor(cu_h, device=dev, dtype=torch.int32)
+    pairs = sum(s * (s + 1) // 2 for s in LENS)
+    o = torch.empty_like(q)
+    lse = torch.empty(HQ, total, device=dev, dtype=torch.float32)
+    keep = {}
+    cq, ck = view(cu), view(cu)
+    vl = Varlen(ctypes.sizeof(Varlen), ctypes.addressof(cq), ctypes.addressof(ck), max(LENS),
+                max(LENS))
+    p = params(True)
+    run_vl = call(lib, "flashc_attn_varlen_fwd", [p, vl, view(q), view(k), view(v), view(o),
+                                                   view(lse)], keep)
+
+    def sdpa_loop():
+        outs = []
+        for a, e in zip(cu_h[:-1], cu_h[1:]):
+            qb = q[a:e].transpose(0, 1).unsqueeze(0)
+            kb = k[a:e].transpose(0, 1).unsqueeze(0)
+            vb = v[a:e].transpose(0, 1).unsqueeze(0)
+            outs.append(F.scaled_dot_product_attention(qb, kb, vb, is_causal=True,
+                                                       enable_gqa=True))
+        return outs
+
+    ref = torch.cat([x.squeeze(0).transpose(0, 1) for x in sdpa_loop()], 0)  # SDPA's choice
+    bounds = list(zip(cu_h[:-1], cu_h[1:]))
+
+    def sdpa_loop_fast():  # the same loop with the bounds on the host (no .item() syncs)
+        for a, e in bounds:
+            F.scaled_dot_product_attention(q[a:e].transpose(0, 1).unsqueeze(0),
+                                           k[a:e].transpose(0, 1).unsqueeze(0),
+                                           v[a:e].transpose(0, 1).unsqueeze(0),
+                                           is_causal=True, enable_gqa=True)
+
+    for on, name in ((True, "flashc prefill kernel"), (False, "flashc old route (KV-cache)")):
+        route(on)
+        o.fill_(float("nan"))
+        try:
+            run_vl()
+            torch.cuda.synchronize()
+        except RuntimeError as ex:
+            rows.append(("varlen", name, None, None, f"error: {str(ex)[:70]}"))
+            continue
+        bq = keep["stats"].block_q
+        err = (o.float() - ref.float()).abs().max().item()
+        note = f"block_q {bq}, max |o - SDPA| {err:.3g}"
+        if not err < 0.05:
+            rows.append(("varlen", name, None, None, "WRONG: " + note))
+            continue
+        ms = bench(run_vl, args.rep_ms)
+        rows.append(("varlen", name, ms, flops(pairs) / ms / 1e9, note))
+    route(True)
+    for be, name in ((SDPBackend.FLASH_ATTENTION, "SDPA flash, loop per sequence"),
+                     (SDPBackend.CUDNN_ATTENTION, "SDPA cuDNN, loop per sequence")):
+        try:
+            with sdpa_kernel([be]):
+                sdpa_loop_fast()
+                torch.cuda.synchronize()
+                ms = bench(sdpa_loop_fast, args.rep_ms)
+            rows.append(("varlen", name, ms, flops(pairs) / ms / 1e9, f"{len(LENS)} calls"))
+        except Exception as ex:  # a backend that refuses the shape
+            rows.append(("varlen", name, None, None, f"refused: {str(ex)[:60]}"))
+    del q, k, v, o, lse, ref
+
+    # ---- dense causal with a sliding window ---------------------------------------------
+    S = S_WIN
+    q = torch.randn(1, S, HQ, D, device=dev, dtype=torch.bfloat16)
+    k = torch.randn(1, S, HKV, D, device=dev, dtype=torch.bfloat16)
+    v = torch.randn(1, S, HKV, D, device=dev, dtype=torch.bfloat16)
+    o = torch.empty_like(q)
+    lse = torch.empty(1, HQ, S, device=dev, dtype=torch.float32)
+    pairs_w = sum(min(i + 1, WINDOW + 1) for i in range(S))
+    pairs_c = S * (S + 1) // 2
+    keep = {}
+    p = params(True, WINDOW)
+    run_w = call(lib, "flashc_attn_fwd", [p, view(q), view(k), view(v), view(o), view(lse)], keep)
+    i = torch.arange(S, device=dev)
+    mask = (i[None, :] <= i[:, None]) & (i[None, :] >= i[:, None] - WINDOW)  # (S, S) keys seen
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+    kx, vx = (x.repeat_interleave(HQ // HKV, dim=1) for x in (kt, vt))  # once, outside timing
+
+    def sdpa_masked():
+        return F.scaled_dot_product_attention(qt, kx, vx, attn_mask=mask)
+
+    ref = None
+    try:
+        with sdpa_kernel([SDPBackend.EFFICIENT_ATTENTION]):
+            ref = sdpa_masked().transpose(1, 2)
+            torch.cuda.synchronize()
+            ms = bench(sdpa_masked, args.rep_ms)
+        rows.append(("window", "SDPA mem-efficient, bool mask", ms, flops(pairs_w) / ms / 1e9,
+                     "K/V expanded to 32 heads"))
+    except Exception as ex:
+        rows.append(("window", "SDPA mem-efficient, bool mask", None, None,
+                     f"refused: {str(ex)[:60]}"))
+    first = None  # without an SDPA reference, the routes are checked against each other
+    for on, name in ((True, "flashc prefill kernel"), (False, "flashc old route (KV-cache)")):
+        route(on)
+        o.fill_(float("nan"))
+        try:
+            run_w()
+            torch.cuda.synchronize()
+        except RuntimeError as ex:
+            rows.append(("window", name, None, None, f"error: {str(ex)[:70]}"))
+            continue
+        bq = keep["stats"].block_q
+        note = f"block_q {bq}"
+        against, what = (ref, "SDPA") if ref is not None else (first, "the other route")
+        if against is not None:
+            err = (o.float() - against.float()).abs().max().item()
+            note += f", max |o - {what}| {err:.3g}"
+            if not err < 0.05:
+                rows.append(("window", name, None, None, "WRONG: " + note))
+                continue
+        elif not torch.isfinite(o).all():
+            rows.append(("window", name, None, None, "WRONG: non-finite output"))
+            continue
+        if first is None:
+            first = o.clone()
+        ms = bench(run_w, args.rep_ms)
+        rows.append(("window", name, ms, flops(pairs_w) / ms / 1e9, note))
+    route(True)
+
+    def sdpa_full():
+        return F.scaled_dot_product_attention(qt, kt, vt, is_causal=True, enable_gqa=True)
+
+    try:
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+            sdpa_full()
+            ms = bench(sdpa_full, args.rep_ms)
+        rows.append(("window", "SDPA flash, full causal (no window)", ms,
+                     flops(pairs_c) / ms / 1e9, f"{pairs_c / pairs_w:.1f}x the work"))
+    except Exception as ex:
+        rows.append(("window", "SDPA flash, full causal (no window)", None, None,
+                     f"refused: {str(ex)[:60]}"))
+
+    # ---- table ---------------------------------------------------------------------------
+    # ratios: time of the peer / time of the row (> 1: the row is faster). "old": flashc's
+    # old route; "torch": the fastest SDPA row that does the same work (the loop, the mask)
+    old, best_torch = {}, {}
+    for case, name, ms, tf, note in rows:
+        if name.startswith("flashc old") and ms:
+            old[case] = ms
+        if name.startswith("SDPA") and "no window" not in name and ms:
+            best_torch[case] = min(ms, best_torch.get(case, ms))
+    print(f"\n{'case':7} {'variant':38} {'ms':>8} {'TFLOP/s':>8} {'vs old':>7} {'vs torch':>8}"
+          f"  note")
+    for case, name, ms, tf, note in rows:
+        r_old = f"{old[case] / ms:.2f}x" if ms and old.get(case) else "-"
+        r_t = f"{best_torch[case] / ms:.2f}x" if ms and best_torch.get(case) else "-"
+        print(f"{case:7} {name:38} {ms if ms else float('nan'):8.3f} "
+              f"{tf if tf else float('nan'):8.1f} {r_old:>7} {r_t:>8}  {note}")
+    print(f"(TFLOP/s count unmasked pairs only; varlen lengths {LENS}; window {WINDOW} at "
+          f"S {S_WIN}; bf16, d {D}, Hq/Hkv {HQ}/{HKV}; {torch.cuda.get_device_name()})")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump([dict(zip(("case", "variant", "ms", "tflops", "note"), r)) for r in rows],
+                      f, indent=1)
+    return 0 if all(not n.startswith("WRONG") for *_, n in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
