@@ -17,24 +17,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const int64_t Hkv = fz_range(&f, 1, 2), Hq = Hkv * fz_range(&f, 1, 3);
     static const int64_t dims[8] = {1, 2, 3, 4, 8, 16, 5, 24};
     const int64_t D = dims[fz_u8(&f) % 8], Dv = fz_one_in(&f, 4) ? dims[fz_u8(&f) % 8] : D;
-    flashc_attn_params pr = flashc_attn_params_default();
-    pr.softmax_scale = fz_scale(&f);
-    pr.has_softmax_scale = pr.softmax_scale != 0.0f || fz_one_in(&f, 8);
-    pr.causal = fz_u8(&f) & 1;
-    pr.block_q = fz_tile(&f), pr.block_k = fz_tile(&f);
-    pr.num_threads = fz_threads(&f);
+    flashc_attn_params pr;
     fz_tensor alibi;
-    const double bias = fz_attn_mods(&f, &pr, B, Hq, Sq > Sk ? Sq : Sk, &alibi);
-    /* the params ABI: a struct_size of 0 or too small, or a caller's struct larger than this
-     * library's (a newer header) with its unknown tail zero or set; the memory behind a larger
-     * struct_size really is the caller's, as the contract requires */
-    static union {
-        flashc_attn_params p;
-        unsigned char b[2 * sizeof(flashc_attn_params)];
-    } big;
-    const uint8_t abi = fz_u8(&f);
-    if (abi < 8)
-        pr.struct_size = (size_t)fz_range(&f, 0, (int64_t)sizeof pr - 1);
+    const double bias = fz_attn_params(&f, &pr, B, Hq, Sq > Sk ? Sq : Sk, &alibi);
+    const uint8_t abi = fz_abi_draw(&f, &pr); /* the params ABI: fz_abi_params */
     const int use_params = !fz_one_in(&f, 16), use_stats = fz_u8(&f) & 1;
 
     const int64_t shq[4] = {B, Sq, Hq, D}, shk[4] = {B, Sk, Hkv, D}, shl[3] = {B, Hq, Sq};
@@ -53,16 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fz_alias(&f, &dq, fz_one_in(&f, 2) ? &q : &lse);
     if (fz_one_in(&f, 24))
         fz_alias(&f, &dv, fz_one_in(&f, 2) ? &dk : &dout);
-    const flashc_attn_params *pp = use_params ? &pr : NULL;
-    if (abi >= 8 && abi < 16 && use_params) {
-        memset(&big, 0, sizeof big);
-        big.p = pr;
-        const size_t extra = (size_t)fz_range(&f, 1, (int64_t)sizeof pr);
-        big.p.struct_size = sizeof pr + extra;
-        if (abi & 1)
-            big.b[sizeof pr + (size_t)fz_range(&f, 0, (int64_t)extra - 1)] = 1;
-        pp = &big.p;
-    }
+    const flashc_attn_params *pp = fz_abi_params(&f, abi, &pr, use_params);
     /* a consistent forward state where the layouts allow (its own oracle is fuzz_attn_fwd's) */
     const flashc_status fw =
         flashc_attn_fwd_naive(pp, fz_arg(&q), fz_arg(&k), fz_arg(&v), fz_out(&o), fz_out(&lse), NULL);
@@ -94,7 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (!aliased && fw == FLASHC_OK && got == FLASHC_OK && gn == FLASHC_OK && fz_finite(&q) &&
         fz_finite(&k) && fz_finite(&v) && fz_finite(&dout) && fz_mods_finite(&alibi)) {
-        const int all_params = use_params && (abi >= 16 || (abi >= 8 && !(abi & 1)));
+        const int all_params = fz_abi_complete(abi, use_params);
         const double scale = fz_used_scale(&pr, use_params, all_params, D);
         const double qm = fz_maxabs(&q), km = fz_maxabs(&k), vm = fz_maxabs(&v),
                      dm = fz_maxabs(&dout);

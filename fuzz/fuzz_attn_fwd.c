@@ -20,24 +20,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const int64_t dims[8] = {1, 2, 3, 4, 8, 16, 32, 40};
     const int64_t D = dims[fz_u8(&f) % 8], Dv = fz_one_in(&f, 4) ? dims[fz_u8(&f) % 8] : D;
 
-    flashc_attn_params pr = flashc_attn_params_default();
-    pr.softmax_scale = fz_scale(&f);
-    pr.has_softmax_scale = pr.softmax_scale != 0.0f || fz_one_in(&f, 8);
-    pr.causal = fz_u8(&f) & 1;
-    pr.block_q = fz_tile(&f), pr.block_k = fz_tile(&f);
-    pr.num_threads = fz_threads(&f);
+    flashc_attn_params pr;
     fz_tensor alibi;
-    const double bias = fz_attn_mods(&f, &pr, B, Hq, Sq > Sk ? Sq : Sk, &alibi);
-    /* the params ABI: a struct_size of 0 or too small, or a caller's struct larger than this
-     * library's (a newer header) with its unknown tail zero or set; the memory behind a larger
-     * struct_size really is the caller's, as the contract requires */
-    static union {
-        flashc_attn_params p;
-        unsigned char b[2 * sizeof(flashc_attn_params)];
-    } big;
-    const uint8_t abi = fz_u8(&f);
-    if (abi < 8)
-        pr.struct_size = (size_t)fz_range(&f, 0, (int64_t)sizeof pr - 1);
+    const double bias = fz_attn_params(&f, &pr, B, Hq, Sq > Sk ? Sq : Sk, &alibi);
+    const uint8_t abi = fz_abi_draw(&f, &pr); /* the params ABI: fz_abi_params */
     const int use_params = !fz_one_in(&f, 16), use_lse = !fz_one_in(&f, 4);
     const int use_stats = fz_u8(&f) & 1;
 
@@ -70,16 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     fz_set s2 = {{&q, &k, &v, aliased ? &o : &o2, aliased ? &lse : &lse2, &alibi}, 6};
 
-    const flashc_attn_params *pp = use_params ? &pr : NULL;
-    if (abi >= 8 && abi < 16 && use_params) {
-        memset(&big, 0, sizeof big);
-        big.p = pr;
-        const size_t extra = (size_t)fz_range(&f, 1, (int64_t)sizeof pr);
-        big.p.struct_size = sizeof pr + extra;
-        if (abi & 1)
-            big.b[sizeof pr + (size_t)fz_range(&f, 0, (int64_t)extra - 1)] = 1;
-        pp = &big.p;
-    }
+    const flashc_attn_params *pp = fz_abi_params(&f, abi, &pr, use_params);
     flashc_tensor *lp = use_lse ? fz_out(&lse) : NULL, *lp2 = use_lse ? fz_out(&lse2) : NULL;
     const flashc_status sup = flashc_attn_fwd_supported(pp, fz_arg(&q), fz_arg(&k), fz_arg(&v),
                                                         fz_arg(&o), lp);
@@ -109,7 +86,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (!aliased && got == FLASHC_OK && gn == FLASHC_OK && fz_finite(&q) && fz_finite(&k) &&
         fz_finite(&v) && fz_mods_finite(&alibi)) {
-        const int all_params = use_params && (abi >= 16 || (abi >= 8 && !(abi & 1)));
+        const int all_params = fz_abi_complete(abi, use_params);
         const double scale = fz_used_scale(&pr, use_params, all_params, D);
         const double smax = scale * (double)D * fz_maxabs(&q) * fz_maxabs(&k) + bias;
         const double vmax = fz_maxabs(&v);

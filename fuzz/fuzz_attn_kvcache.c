@@ -77,14 +77,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (fz_one_in(&f, 10))
         lens[fz_range(&f, 0, B - 1)] = fz_one_in(&f, 2) ? -1 : (int32_t)(maxl + ps + 3);
 
-    flashc_attn_params pr = flashc_attn_params_default();
-    pr.softmax_scale = fz_scale(&f);
-    pr.has_softmax_scale = pr.softmax_scale != 0.0f || fz_one_in(&f, 8);
-    pr.causal = fz_u8(&f) & 1;
-    pr.block_q = fz_tile(&f), pr.block_k = fz_tile(&f);
-    pr.num_threads = fz_threads(&f);
+    flashc_attn_params pr;
     fz_tensor alibi;
-    const double bias = fz_attn_mods(&f, &pr, B, Hq, maxl > Sq ? maxl : Sq, &alibi);
+    const double bias = fz_attn_params(&f, &pr, B, Hq, maxl > Sq ? maxl : Sq, &alibi);
 
     fz_tensor q, o, lse, kc, vc, kn, vn, seql, bt, cb;
     const int64_t shq[4] = {B, Sq, Hq, D}, sho[4] = {B, Sq, Hq, Dv}, shl[3] = {B, Hq, Sq};

@@ -74,14 +74,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fz_cu(&f, B, lq, tq, cq);
     fz_cu(&f, B, lk, tk, ck);
 
-    flashc_attn_params pr = flashc_attn_params_default();
-    pr.softmax_scale = fz_scale(&f);
-    pr.has_softmax_scale = pr.softmax_scale != 0.0f || fz_one_in(&f, 8);
-    pr.causal = fz_u8(&f) & 1;
-    pr.block_q = fz_tile(&f), pr.block_k = fz_tile(&f);
-    pr.num_threads = fz_threads(&f);
+    flashc_attn_params pr;
     fz_tensor alibi;
-    const double bias = fz_attn_mods(&f, &pr, B, Hq, mq > mk ? mq : mk, &alibi);
+    const double bias = fz_attn_params(&f, &pr, B, Hq, mq > mk ? mq : mk, &alibi);
 
     fz_tensor cuq, cuk;
     const int64_t shc[1] = {B + 1};

@@ -535,6 +535,60 @@ static double fz_attn_mods(fz *f, flashc_attn_params *pr, int64_t B, int64_t Hq,
     return alibi->count > 0 && alibi->t.data ? fz_maxabs(alibi) * (double)S : 0.0;
 }
 
+/* Every attention target's parameters, drawn in one order (so the committed corpora keep their
+ * meaning): softmax scale (given or not), causal, tiles, threads, then fz_attn_mods. Returns
+ * fz_attn_mods's bias bound. */
+static double fz_attn_params(fz *f, flashc_attn_params *pr, int64_t B, int64_t Hq, int64_t S,
+                             fz_tensor *alibi)
+{
+    *pr = flashc_attn_params_default();
+    pr->softmax_scale = fz_scale(f);
+    pr->has_softmax_scale = pr->softmax_scale != 0.0f || fz_one_in(f, 8);
+    pr->causal = fz_u8(f) & 1;
+    pr->block_q = fz_tile(f), pr->block_k = fz_tile(f);
+    pr->num_threads = fz_threads(f);
+    return fz_attn_mods(f, pr, B, Hq, S, alibi);
+}
+
+/* The params ABI, in two draws. fz_abi_draw picks a case and applies the first: a struct_size of
+ * 0 or too small (abi < 8). fz_abi_params, later, returns what the call gets: NULL (not
+ * use_params), pr itself, or (8 <= abi < 16) a copy of pr inside a caller's struct larger than
+ * this library's (a newer header), its unknown tail zero or set (abi odd). The memory behind a
+ * larger struct_size really is the caller's, as the contract requires. */
+static uint8_t fz_abi_draw(fz *f, flashc_attn_params *pr)
+{
+    const uint8_t abi = fz_u8(f);
+    if (abi < 8)
+        pr->struct_size = (size_t)fz_range(f, 0, (int64_t)sizeof *pr - 1);
+    return abi;
+}
+
+/* True when the call got every field of pr as drawn (no struct_size cut it short, no set tail). */
+static int fz_abi_complete(uint8_t abi, int use_params)
+{
+    return use_params && (abi >= 16 || (abi >= 8 && !(abi & 1)));
+}
+
+static const flashc_attn_params *fz_abi_params(fz *f, uint8_t abi, const flashc_attn_params *pr,
+                                               int use_params)
+{
+    static union {
+        flashc_attn_params p;
+        unsigned char b[2 * sizeof(flashc_attn_params)];
+    } big;
+    if (!use_params)
+        return NULL;
+    if (abi < 8 || abi >= 16)
+        return pr;
+    memset(&big, 0, sizeof big);
+    big.p = *pr;
+    const size_t extra = (size_t)fz_range(f, 1, (int64_t)sizeof *pr);
+    big.p.struct_size = sizeof *pr + extra;
+    if (abi & 1)
+        big.b[sizeof *pr + (size_t)fz_range(f, 0, (int64_t)extra - 1)] = 1;
+    return &big.p;
+}
+
 /* True when the ALiBi slopes (if any) are usable by the oracle's bounds (finite). */
 static int fz_mods_finite(const fz_tensor *alibi)
 {

@@ -10,6 +10,10 @@
 # FLASHC_DEPS: a folder made by bench/gpu/stage.sh (cmocka); FLASHC_WHEELS: pytest wheels.
 # FLASHC_FINAL_BUDGET: seconds for the whole script (default 520). Logs: at most 6 files under
 # $OUT (the device tool returns 8); a summary table is printed last.
+# Optional: FLASHC_FINAL_SKIP="job ..." leaves jobs out (names as in the summary, e.g. test_cp_nccl
+# racecheck_fwd); FLASHC_FINAL_BENCH="script ..." runs each script (given the build dir) on the GPU
+# after the GPU suites and sanitizers have finished, one at a time, while the CPU suite may still
+# run on its own cores; FLASHC_FINAL_CPU_EXTRA="command" runs in the CPU lane after ctest.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/build-gpu/out}
@@ -30,14 +34,17 @@ echo "build $((SECONDS - t0)) s" >"$L/00-build.sum"
 ncpu=$(nproc)
 gcores="0-$((ncpu / 2 - 1))"         # GPU jobs (their fp64 references run on the host)
 ccores="$((ncpu / 2))-$((ncpu - 1))" # the CPU suite
+gpids=()
 job() { # name, timeout, command... (background; one log and one summary line per job)
   local name=$1 lim=$2; shift 2
+  case " ${FLASHC_FINAL_SKIP:-} " in *" $name "*) return 0 ;; esac
   (
     t=$SECONDS
     timeout "$lim" taskset -c "$gcores" env OMP_NUM_THREADS=2 "$@" >"$L/$name.log" 2>&1
     rc=$?
     echo "$name: rc $rc, $((SECONDS - t)) s, $(grep -E 'PASSED|FAILED|ERROR SUMMARY|passed|failed' "$L/$name.log" | tail -1)" >"$L/$name.sum"
   ) &
+  gpids+=($!)
 }
 san() { # name, tool, test binary, env...
   local name=$1 tool=$2 bin=$3; shift 3
@@ -72,8 +79,22 @@ fi
     echo "ctest (CPU, host ISAs): rc $?, $((SECONDS - t)) s, $(grep -E 'tests passed' "$L/ctest.log" | tail -1)"
     echo "  skipped: $(grep -c '(Skipped)' "$L/ctest.log"), amx/avx512 variant passes: $(grep -oE '\.(amx|avx512bf16|avx512) *\.\.\.* *Passed' "$L/ctest.log" | wc -l)"
   } >"$L/zz-ctest.sum"
+  if [ -n "${FLASHC_FINAL_CPU_EXTRA:-}" ]; then
+    t=$SECONDS
+    taskset -c "$ccores" bash -c "$FLASHC_FINAL_CPU_EXTRA" >"$L/cpu_extra.log" 2>&1
+    echo "cpu extra: rc $?, $((SECONDS - t)) s" >"$L/zz-cpu_extra.sum"
+  fi
 ) &
-wait
+cpid=$!
+wait "${gpids[@]}"
+n=0
+for b in ${FLASHC_FINAL_BENCH:-}; do # benches: the GPU to themselves, one at a time
+  n=$((n + 1))
+  t=$SECONDS
+  mkdir -p "$L/bench$n.out"
+  OUT="$L/bench$n.out" taskset -c "$gcores" bash "$b" "$PWD/$B" >"$L/bench$n.log" 2>&1
+  echo "bench $(basename "$b"): rc $?, $((SECONDS - t)) s" >"$L/zy-bench$n.sum"
+done
 t=$SECONDS
 if ! python3 -c "import pytest" 2>/dev/null && [ -n "${FLASHC_WHEELS:-}" ]; then
   python3 -m pip install -q --no-index --find-links "$FLASHC_WHEELS" --target "$PWD/.pytest-lib" pytest >/dev/null 2>&1
@@ -81,13 +102,15 @@ if ! python3 -c "import pytest" 2>/dev/null && [ -n "${FLASHC_WHEELS:-}" ]; then
 fi
 left=$((budget - SECONDS))
 FLASHC_LIBRARY="$PWD/$B/libflashc.so" PYTHONUNBUFFERED=1 timeout $((left > 30 ? left : 30)) \
-  python3 -m pytest python/tests -q -rs -p no:cacheprovider >"$L/pytest.log" 2>&1
+  taskset -c "$gcores" python3 -m pytest python/tests -q -rs -p no:cacheprovider >"$L/pytest.log" 2>&1
 echo "pytest (torch CPU + CUDA): rc $?, $((SECONDS - t)) s, $(tail -1 "$L/pytest.log")" >"$L/zz-pytest.sum"
+wait "$cpid"
 
 # logs: GPU jobs in one file, the CPU suite and pytest in theirs
 for f in "$L"/*.log; do
   case $(basename "$f") in
   ctest.log | pytest.log) cp "$f" "$OUT/" ;;
+  bench*.log | cpu_extra.log) { echo "=== $(basename "$f" .log)"; tail -c 30000 "$f"; } >>"$OUT/bench.log" ;;
   *) { echo "=== $(basename "$f" .log)"; tail -c 20000 "$f"; } >>"$OUT/gpu.log" ;;
   esac
 done

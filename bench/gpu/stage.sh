@@ -27,3 +27,14 @@ Libs: -L\${prefix}/lib -lcmocka
 Cflags: -I\${prefix}/include
 EOF
 du -sh "$dest"
+
+# FLASHC_STAGE_ONEDNN=1: oneDNN (Debian's libdnnl, 38 MB) for `flashc bench --ceiling`'s bf16
+# gemm row on the GPU host's CPU (the image has none; the bench dlopen's it through
+# LD_LIBRARY_PATH, which run.sh / final_check.sh point at .deps/lib).
+if [ "${FLASHC_STAGE_ONEDNN:-0}" = 1 ]; then
+  for lib in libdnnl.so.3 libdnnl.so.2 libOpenCL.so.1; do
+    f=$(ldconfig -p | awk -v l="$lib" '$1 == l { print $NF; exit }')
+    [ -n "$f" ] && cp -L "$f" "$dest/.deps/lib/$lib"
+  done
+  du -sh "$dest"
+fi
