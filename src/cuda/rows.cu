@@ -14,6 +14,11 @@
  *                 across the block's rows, the next row is loaded before the current row's
  *                 single barrier; the G x D float32 dw partials are summed by rms_dw_sum
  *                 (32 x 32 threads per 32 columns, a fixed order: deterministic, no atomics).
+ *   rms_fwd_ring, rms_bwd_ring   (v3, opt-in: FLASHC_CUDA_RMS_FWD / FLASHC_CUDA_RMS_BWD, see
+ *                 ring_env) the same work with the bytes in flight in shared memory: persistent
+ *                 warps (forward) or blocks (backward) keep the next S - 1 rows in a ring of
+ *                 cp.async slots while they work on the current one. Not yet the default: no
+ *                 device has run them (written 2026-12-01 without device time).
  *   rms_fwd_vec, rms_bwd_vec + rms_dw_reduce   (v1) the first kernels, taken only with
  *                 FLASHC_CUDA_ROWS=v1 (to compare on one machine): one row per 128+ threads
  *                 with a block barrier and w re-read; dw summed by one thread per column over
@@ -22,6 +27,10 @@
  *                 gate|up row.
  * Rows whose start or length is not a whole number of chunks take the element-wise kernels
  * (*_any), which accept any row stride (element stride 1).
+ * Rows whose float32 sums leave the plain formula's range (|x| >~ 1e19, rows of tiny values,
+ * sum dy w x overflowing) take a rare uniform branch in every kernel of v2 and v3: the forward
+ * rescales by max |x| (rms_rescale), the backward redoes the row in float64 (rms_bwd_plain), as
+ * the CPU does; v1's rms_fwd_vec rescales, v1's rms_bwd_vec does not (a comparison path only).
  */
 #include "rows_common.cuh"
 
