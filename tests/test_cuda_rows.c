@@ -347,6 +347,11 @@ static void rms_bwd_extreme_case(flashc_dtype dt, int64_t T, int64_t D, int64_t 
 static void test_rmsnorm_bwd_extremes(void **state)
 {
     (void)state;
+    const char *rows = getenv("FLASHC_CUDA_ROWS");
+    if (rows && strcmp(rows, "v1") == 0) { /* v1's backward is kept as measured: no such rows */
+        printf("  skipped under FLASHC_CUDA_ROWS=v1\n");
+        return;
+    }
     const flashc_dtype dts[2] = {FLASHC_F32, FLASHC_BF16};
     /* |x|, |dy|, eps */
     static const double cases[5][3] = {{1e30, 1, 1e-5}, {3e19, 1, 0}, {1e-30, 1, 0},

@@ -30,7 +30,8 @@
  * Rows whose float32 sums leave the plain formula's range (|x| >~ 1e19, rows of tiny values,
  * sum dy w x overflowing) take a rare uniform branch in every kernel of v2 and v3: the forward
  * rescales by max |x| (rms_rescale), the backward redoes the row in float64 (rms_bwd_plain), as
- * the CPU does; v1's rms_fwd_vec rescales, v1's rms_bwd_vec does not (a comparison path only).
+ * the CPU does. v1's rms_fwd_vec rescales; v1's rms_bwd_vec does not: it stays as it was measured,
+ * a comparison path only (the branch there cost it 64 bytes of spills).
  */
 #include "rows_common.cuh"
 
