@@ -232,6 +232,13 @@ typedef struct flashc_attn_params {
                            /* for the same arguments, on the tensors' device; the call then  */
                            /* allocates nothing. Any alignment (the library aligns inside).  */
     void *cuda_stream;     /* cudaStream_t for CUDA tensors; NULL = the default stream       */
+    int validate_indices;  /* CUDA: nonzero = copy the index tensors (cu_seqlens, cache_seqlens,*/
+                           /* block_table, cache_batch_idx) to the host first (synchronising  */
+                           /* cuda_stream) and refuse bad entries exactly as a CPU call does, */
+                           /* outputs untouched. For debugging and untrusted inputs: it costs */
+                           /* a round trip and cannot be captured in a CUDA graph. 0 (the     */
+                           /* default): device index tensors are not read by the host (see    */
+                           /* flashc_attn_kvcache_fwd). Host index tensors: always validated. */
 } flashc_attn_params;
 
 /* The defaults: struct_size set, default scale, no mask, window (-1, -1), no softcap, no ALiBi,
@@ -442,11 +449,12 @@ typedef struct flashc_kv_cache {
  * split count, workspace size) depends only on the shapes: B, Sq, Hq, Hkv, D, Dv, and for
  * device caches the capacity (S_cache, or max_pages * page_size) rather than the lengths, which
  * the kernels read on the device; so one captured graph serves every cache_seqlens.
- * The host cannot read device index tensors, so they are not validated element by element on
- * CUDA: an entry out of range (a page >= num_pages, a cache_batch_idx outside the cache, a
- * length past the capacity) makes those keys read as absent, and appended rows past the
- * capacity are dropped; no memory outside the tensors is touched. Two sequences appending into
- * one cache row (a repeated cache_batch_idx) is not detected there. Keys a tile of rows loads
+ * The host does not read device index tensors unless params.validate_indices is set (then
+ * they are checked as on the CPU, at the cost of a synchronisation). Without it an entry out of
+ * range (a page >= num_pages, a cache_batch_idx outside the cache, a length past the capacity)
+ * makes those keys read as absent, and appended rows past the capacity are dropped; no memory
+ * outside the tensors is touched. Two sequences appending into one cache row (a repeated
+ * cache_batch_idx) is then not detected. Keys a tile of rows loads
  * but one of its rows may not see (causal / window inside a chunk) must be finite: P = 0 times
  * a non-finite V would reach that row (keys past a sequence's length are never loaded). */
 flashc_status flashc_attn_kvcache_fwd(const flashc_attn_params *params,

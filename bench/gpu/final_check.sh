@@ -55,6 +55,7 @@ job test_cuda_attn 240 $B/tests/test_cuda_attn
 job test_cuda_attn_bwd 240 $B/tests/test_cuda_attn_bwd
 job test_cuda_rows 120 $B/tests/test_cuda_rows
 job test_cuda_serving 200 $B/tests/test_cuda_serving
+job test_cuda_validate 60 $B/tests/test_cuda_validate
 [ -x $B/tests/test_cp_nccl ] && job test_cp_nccl 120 $B/tests/test_cp_nccl
 if command -v compute-sanitizer >/dev/null; then
   san memcheck_fwd memcheck test_cuda_attn FLASHC_TEST_DIMS=59,128
@@ -66,6 +67,7 @@ if command -v compute-sanitizer >/dev/null; then
   san memcheck_serving memcheck test_cuda_serving
   san racecheck_serving racecheck test_cuda_serving
   san initcheck_serving initcheck test_cuda_serving
+  san memcheck_validate memcheck test_cuda_validate
 fi
 (
   t=$SECONDS

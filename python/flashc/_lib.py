@@ -117,6 +117,7 @@ class AttnParams(ctypes.Structure):
         ("workspace", ctypes.c_void_p),
         ("workspace_bytes", ctypes.c_size_t),
         ("cuda_stream", ctypes.c_void_p),
+        ("validate_indices", ctypes.c_int),
     ]
 
 

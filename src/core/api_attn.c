@@ -337,6 +337,57 @@ static flashc_status build_dense(const char *fn, const flashc_attn_params *pr,
 /* ---- varlen ------------------------------------------------------------------------------- */
 
 /* cu (B + 1) int32: cu[0] = 0, non-decreasing, cu[B] <= total, every length <= max_len. */
+/* The index tensors' entries as host memory, for their element-by-element checks: a host
+ * tensor is read in place; a device tensor is copied (params.validate_indices) into a buffer
+ * the caller frees with idx_host_free, or not read at all (*out = NULL). At most 4 per call. */
+typedef struct idx_host {
+    void *buf[4];
+    int n;
+} idx_host;
+
+static void idx_host_free(idx_host *h)
+{
+    for (int i = 0; i < h->n; i++)
+        flashc__free(h->buf[i]);
+    h->n = 0;
+}
+
+/* t: a checked int32 index tensor (check_index); its entries span (rows - 1) * stride[0] +
+ * shape[last] elements. */
+static flashc_status idx_host_view(const char *fn, const char *name, const flashc_tensor *t,
+                                   const flashc_attn_params *pr, idx_host *h,
+                                   const int32_t **out)
+{
+    *out = NULL;
+    if (t->device == FLASHC_DEVICE_CPU) {
+        *out = (const int32_t *)t->data;
+        return FLASHC_OK;
+    }
+    if (!pr->validate_indices)
+        return FLASHC_OK;
+    int64_t n = t->shape[t->ndim - 1];
+    if (t->ndim == 2 && t->shape[0] > 1)
+        n += (t->shape[0] - 1) * t->stride[0];
+    if (n <= 0)
+        return FLASHC_OK;
+#ifdef FLASHC_HAVE_CUDA
+    if (h->n >= 4) /* more than any entry point has */
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: too many index tensors", fn);
+    int32_t *buf = (int32_t *)flashc__malloc((size_t)n * sizeof(int32_t));
+    if (!buf)
+        return flashc__fail(FLASHC_ERR_OUT_OF_MEMORY, "%s: %lld bytes for a host copy of %s", fn,
+                            (long long)n * 4, name);
+    h->buf[h->n++] = buf;
+    FLASHC_TRY(cuda_copy_to_host(fn, buf, t->data, (size_t)n * sizeof(int32_t), pr->cuda_stream));
+    *out = buf;
+    return FLASHC_OK;
+#else
+    (void)h, (void)name;
+    return flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: a device index tensor in a build without CUDA",
+                        fn);
+#endif
+}
+
 static flashc_status check_cu(const char *fn, const char *name, const int32_t *cu, int64_t B,
                               int64_t total, int64_t max_len, const char *max_name)
 {
@@ -365,7 +416,7 @@ static flashc_status build_varlen(const char *fn, const flashc_attn_params *pr,
                                   const flashc_varlen *vl, const flashc_tensor *q,
                                   const flashc_tensor *k, const flashc_tensor *v,
                                   const flashc_tensor *o, const flashc_tensor *lse,
-                                  attn_problem *p)
+                                  attn_problem *p, idx_host *h)
 {
     static const char *const dims3[3] = {"rows", "heads", "head dim"};
     if (!vl)
@@ -414,10 +465,13 @@ static flashc_status build_varlen(const char *fn, const flashc_attn_params *pr,
     FLASHC_TRY(fill_common(fn, pr, q, p));
     const int32_t *cuq = (const int32_t *)vl->cu_seqlens_q->data;
     const int32_t *cuk = (const int32_t *)vl->cu_seqlens_k->data;
-    if (q->device == FLASHC_DEVICE_CPU) {
-        FLASHC_TRY(check_cu(fn, "cu_seqlens_q", cuq, B, Tq, vl->max_seqlen_q, "max_seqlen_q"));
-        FLASHC_TRY(check_cu(fn, "cu_seqlens_k", cuk, B, Tk, vl->max_seqlen_k, "max_seqlen_k"));
-    }
+    const int32_t *hq, *hk; /* host views (NULL: device tensors not validated) */
+    FLASHC_TRY(idx_host_view(fn, "cu_seqlens_q", vl->cu_seqlens_q, pr, h, &hq));
+    FLASHC_TRY(idx_host_view(fn, "cu_seqlens_k", vl->cu_seqlens_k, pr, h, &hk));
+    if (hq)
+        FLASHC_TRY(check_cu(fn, "cu_seqlens_q", hq, B, Tq, vl->max_seqlen_q, "max_seqlen_q"));
+    if (hk)
+        FLASHC_TRY(check_cu(fn, "cu_seqlens_k", hk, B, Tk, vl->max_seqlen_k, "max_seqlen_k"));
     p->layout = ATTN_VARLEN;
     /* No sequence can hold more rows than the packed tensor, so the maxima are clamped to the
      * totals: a generous max_seqlen (flash-attn allows any upper bound) then costs nothing,
@@ -455,7 +509,7 @@ typedef struct kvcache_views {
 static flashc_status build_kvcache(const char *fn, const flashc_attn_params *pr,
                                    const flashc_kv_cache *c, const flashc_tensor *q,
                                    const flashc_tensor *o, const flashc_tensor *lse,
-                                   attn_problem *p, kvcache_views *views)
+                                   attn_problem *p, kvcache_views *views, idx_host *h)
 {
     if (!c)
         return flashc__fail(FLASHC_ERR_NULL_POINTER, "%s: cache is NULL", fn);
@@ -518,6 +572,8 @@ static flashc_status build_kvcache(const char *fn, const flashc_attn_params *pr,
     p->s_new = s_new;
 
     const int host = q->device == FLASHC_DEVICE_CPU;
+    /* host views of the index tensors for their element checks (NULL: device, not validated) */
+    const int32_t *h_pages = NULL, *h_kvb = NULL, *h_lens = NULL;
     int64_t capacity;
     if (c->block_table) {
         FLASHC_TRY(check_index(fn, "block_table", c->block_table, 2, q));
@@ -535,6 +591,7 @@ static flashc_status build_kvcache(const char *fn, const flashc_attn_params *pr,
                                 "%s: a paged cache needs cache_seqlens", fn);
         p->pages = (const int32_t *)c->block_table->data;
         p->pages_stride = c->block_table->stride[0];
+        FLASHC_TRY(idx_host_view(fn, "block_table", c->block_table, pr, h, &h_pages));
         p->num_pages = kc->shape[0];
         p->page_size = kc->shape[1];
         if (__builtin_mul_overflow(c->block_table->shape[1], p->page_size, &capacity))
@@ -548,12 +605,13 @@ static flashc_status build_kvcache(const char *fn, const flashc_attn_params *pr,
                                     "%s: cache_batch_idx has %lld entries but q has batch %lld",
                                     fn, (long long)c->cache_batch_idx->shape[0], (long long)B);
             p->kv_batch = (const int32_t *)c->cache_batch_idx->data;
-            for (int64_t b = 0; host && b < B; b++)
-                if (p->kv_batch[b] < 0 || p->kv_batch[b] >= kc->shape[0])
+            FLASHC_TRY(idx_host_view(fn, "cache_batch_idx", c->cache_batch_idx, pr, h, &h_kvb));
+            for (int64_t b = 0; h_kvb && b < B; b++)
+                if (h_kvb[b] < 0 || h_kvb[b] >= kc->shape[0])
                     return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
                                         "%s: cache_batch_idx[%lld] = %d is outside the cache's "
                                         "%lld sequences",
-                                        fn, (long long)b, (int)p->kv_batch[b],
+                                        fn, (long long)b, (int)h_kvb[b],
                                         (long long)kc->shape[0]);
         } else if (kc->shape[0] != B) {
             return flashc__fail(FLASHC_ERR_INVALID_SHAPE,
@@ -561,14 +619,14 @@ static flashc_status build_kvcache(const char *fn, const flashc_attn_params *pr,
                                 "cache_batch_idx to map sequences onto cache rows)",
                                 fn, (long long)kc->shape[0], (long long)B);
         }
-        if (views->k_new && p->kv_batch && host) /* two sequences appending into one cache row */
+        if (views->k_new && h_kvb) /* two sequences appending into one cache row */
             for (int64_t a = 0; a < B; a++)
                 for (int64_t b = a + 1; b < B; b++)
-                    if (p->kv_batch[a] == p->kv_batch[b])
+                    if (h_kvb[a] == h_kvb[b])
                         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
                                             "%s: sequences %lld and %lld both append into cache "
                                             "row %d",
-                                            fn, (long long)a, (long long)b, (int)p->kv_batch[a]);
+                                            fn, (long long)a, (long long)b, (int)h_kvb[a]);
     }
     int64_t max_sk = c->cache_seqlens ? 0 : capacity;
     if (c->cache_seqlens) {
@@ -578,8 +636,9 @@ static flashc_status build_kvcache(const char *fn, const flashc_attn_params *pr,
                                 "%s: cache_seqlens has %lld entries but q has batch %lld", fn,
                                 (long long)c->cache_seqlens->shape[0], (long long)B);
         p->seqlens_k = (const int32_t *)c->cache_seqlens->data;
-        for (int64_t b = 0; host && b < B; b++) {
-            const int64_t len = p->seqlens_k[b];
+        FLASHC_TRY(idx_host_view(fn, "cache_seqlens", c->cache_seqlens, pr, h, &h_lens));
+        for (int64_t b = 0; h_lens && b < B; b++) {
+            const int64_t len = h_lens[b];
             if (len < 0 || len + s_new > capacity)
                 return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
                                     "%s: cache_seqlens[%lld] = %lld%s%lld does not fit the "
@@ -588,9 +647,9 @@ static flashc_status build_kvcache(const char *fn, const flashc_attn_params *pr,
                                     (long long)s_new, (long long)capacity);
             if (len + s_new > max_sk)
                 max_sk = len + s_new;
-            if (p->pages) {
+            if (h_pages) {
                 const int64_t used = (len + s_new + p->page_size - 1) / p->page_size;
-                const int32_t *row = p->pages + b * p->pages_stride;
+                const int32_t *row = h_pages + b * p->pages_stride;
                 for (int64_t g = 0; g < used; g++)
                     if (row[g] < 0 || row[g] >= p->num_pages)
                         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
@@ -600,7 +659,7 @@ static flashc_status build_kvcache(const char *fn, const flashc_attn_params *pr,
                                             (long long)p->num_pages);
             }
         }
-        if (!host)
+        if (!host) /* the launch shape depends on the shapes only (graphs), validated or not */
             max_sk = capacity;
     }
     p->Sk = max_sk;
@@ -853,7 +912,10 @@ static flashc_status varlen_fwd_plan(const char *fn, const flashc_attn_params *p
 {
     flashc_attn_params pr;
     FLASHC_TRY(read_params(fn, params, &pr));
-    FLASHC_TRY(build_varlen(fn, &pr, vl, q, k, v, o, lse, p));
+    idx_host h = {{0}, 0};
+    const flashc_status st = build_varlen(fn, &pr, vl, q, k, v, o, lse, p, &h);
+    idx_host_free(&h);
+    FLASHC_TRY(st);
     FLASHC_TRY(check_fwd_outputs(fn, q, k, v, o, lse, &pr, vl->cu_seqlens_q, vl->cu_seqlens_k));
     FLASHC_TRY(attn_check_work(fn, p));
     return plan(fn, ATTN_OP_FWD, p, impl, ws);
@@ -897,7 +959,10 @@ static flashc_status kvcache_plan(const char *fn, const flashc_attn_params *para
 {
     flashc_attn_params pr;
     FLASHC_TRY(read_params(fn, params, &pr));
-    FLASHC_TRY(build_kvcache(fn, &pr, c, q, o, lse, p, views));
+    idx_host h = {{0}, 0};
+    const flashc_status st = build_kvcache(fn, &pr, c, q, o, lse, p, views, &h);
+    idx_host_free(&h);
+    FLASHC_TRY(st);
     /* outputs: o, lse, and the caches when they are appended to */
     const int app = views->k_new != NULL;
     const flashc_tensor *outs[4] = {o, lse, app ? c->k_cache : NULL, app ? c->v_cache : NULL};
@@ -1031,8 +1096,12 @@ static flashc_status bwd_plan(const char *fn, const flashc_attn_params *params,
         pr.workspace = NULL, pr.num_splits = 0;
     if (!naive && !lse)
         return flashc__fail(FLASHC_ERR_NULL_POINTER, "%s: lse is required by the backward", fn);
-    if (vl)
-        FLASHC_TRY(build_varlen(fn, &pr, vl, q, k, v, o, lse, p));
+    if (vl) {
+        idx_host h = {{0}, 0};
+        const flashc_status st = build_varlen(fn, &pr, vl, q, k, v, o, lse, p, &h);
+        idx_host_free(&h);
+        FLASHC_TRY(st);
+    }
     else
         FLASHC_TRY(build_dense(fn, &pr, q, k, v, o, lse, p));
     FLASHC_TRY(add_grads(fn, q, k, v, o, dout, lse, dq, dk, dv, &pr,

@@ -340,6 +340,10 @@ size_t cpu_attn_bwd_workspace(const attn_problem *p);
 flashc_status cpu_attn_bwd(const attn_problem *p, flashc_attn_stats *stats);
 
 #ifdef FLASHC_HAVE_CUDA
+/* bytes from device memory to host memory, on stream (a cudaStream_t; NULL = default), then
+ * synchronised: params.validate_indices's copies of the index tensors (cuda_errors.cu). */
+flashc_status cuda_copy_to_host(const char *fn, void *dst, const void *src, size_t bytes,
+                                void *stream);
 flashc_status cuda_attn_fwd_supports(const attn_problem *p);
 size_t cuda_attn_fwd_workspace(const attn_problem *p); /* device bytes; after supports() */
 flashc_status cuda_attn_fwd(const attn_problem *p, flashc_attn_stats *stats);

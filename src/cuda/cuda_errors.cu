@@ -69,3 +69,15 @@ flashc_status cuda_check_memory(const char *fn, const char *name, const void *pt
                             "%s: %s is marked FLASHC_DEVICE_CUDA but is host memory", fn, name);
     }
 }
+
+extern "C" flashc_status cuda_copy_to_host(const char *fn, void *dst, const void *src, size_t bytes,
+                                void *stream)
+{
+    cudaStream_t st = (cudaStream_t)stream;
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, st);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(st);
+    return e == cudaSuccess ? FLASHC_OK
+                            : cuda_device_error(fn, "copying the index tensors to the host "
+                                                    "(params.validate_indices)", e);
+}
