@@ -11,6 +11,7 @@
  * strides too) and the element-wise kernels (odd widths, odd row strides); the gaps between
  * strided rows must keep their poison; dw must repeat bit for bit. No CUDA device: exit 77.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "common.h"
 
 #include <stdio.h>
@@ -125,6 +126,31 @@ static float *host_out(int64_t n)
     return p;
 }
 
+/* The RMSNorm kernel variants (src/cuda/rows.cu reads its environment at every call): the
+ * default (NULL: unset), v2 by name, and the v3 rings with their knobs (forward W warps a
+ * block, S stages, at most G blocks; backward N chunks a thread, S stages, G blocks). Every
+ * kernel template of the rings is among them (backward N = 4, 2, 1); the small G make each
+ * warp or block go round its ring many times; S = 2 and S = 6 are the ends of the prefetch
+ * depth. Under FLASHC_TEST_SMALL (the sanitizer runs) the first three. */
+static const char *const fwd_variants[] = {NULL, "v3:1,6,3", "v3:8,2", "v2", "v3:2,4,7"};
+static const char *const bwd_variants[] = {NULL, "v3:4,6,3", "v3:2,2", "v2", "v3:1,4,5"};
+
+static int n_variants(void) { return getenv("FLASHC_TEST_SMALL") ? 3 : 5; }
+
+static void set_variant(int i)
+{
+    if (fwd_variants[i])
+        setenv("FLASHC_CUDA_RMS_FWD", fwd_variants[i], 1);
+    else
+        unsetenv("FLASHC_CUDA_RMS_FWD");
+    if (bwd_variants[i])
+        setenv("FLASHC_CUDA_RMS_BWD", bwd_variants[i], 1);
+    else
+        unsetenv("FLASHC_CUDA_RMS_BWD");
+    printf(" variant fwd %s, bwd %s\n", fwd_variants[i] ? fwd_variants[i] : "(default)",
+           bwd_variants[i] ? bwd_variants[i] : "(default)");
+}
+
 static void rms_case(flashc_dtype dt, int64_t T, int64_t D, int64_t ld)
 {
     buf x = buf_make(dt, T, D, ld, 1), r = buf_make(dt, T, D, ld, 1), w = buf_make(dt, 1, D, D, 1);
@@ -220,13 +246,134 @@ static void test_rmsnorm_extremes(void **state)
     (void)state;
     const flashc_dtype dts[2] = {FLASHC_F32, FLASHC_BF16};
     const float scales[3] = {1e25f, 1e-25f, 1e-40f};
-    for (int i = 0; i < 2; i++)
-        for (int k = 0; k < 3; k++) {
-            rms_extreme_case(dts[i], 9, 4096, 4096, scales[k]); /* warp / block rows */
-            rms_extreme_case(dts[i], 70, 64, 72, scales[k]);    /* lane groups */
-            rms_extreme_case(dts[i], 4, 16384, 16392, scales[k]);
-            rms_extreme_case(dts[i], 5, 1000, 1003, scales[k]); /* element-wise */
+    for (int v = 0; v < n_variants(); v++) {
+        set_variant(v);
+        for (int i = 0; i < 2; i++)
+            for (int k = 0; k < 3; k++) {
+                rms_extreme_case(dts[i], 9, 4096, 4096, scales[k]); /* warp / block rows */
+                rms_extreme_case(dts[i], 70, 64, 72, scales[k]);    /* lane groups */
+                rms_extreme_case(dts[i], 4, 16384, 16392, scales[k]);
+                rms_extreme_case(dts[i], 5, 1000, 1003, scales[k]); /* element-wise */
+                rms_extreme_case(dts[i], 40, 512, 520, scales[k]);  /* v3: 16-64 chunks a row */
+            }
+    }
+    set_variant(0);
+}
+
+/* The backward at the ends of the float32 range (the CPU backward's contract: a row whose
+ * float32 sums leave the plain formula's range is redone in float64): x of 1e30 (x^2
+ * overflows) and 3e19, rows of 1e-30 (rstd near 1e30, eps 0) and of subnormals 1e-40, and dy of
+ * 3e37 (sum dy w x overflows). Against the float64 reference on the same rounded inputs, the
+ * bound relative to the sums of magnitudes (the terms cancel: dx subtracts two terms, dw sums
+ * dy of both signs; test_findings.c test_rmsnorm_bwd_extremes does the same on the CPU): one
+ * rounding of the storage type plus float32 slack. Half the rows are ordinary (x ~ 1), so
+ * the plain and the float64 rows share blocks and dw. f16 has no such range: its large and
+ * small values check the plain path stays right there. NaN and Inf never pass. */
+static void rms_bwd_extreme_case(flashc_dtype dt, int64_t T, int64_t D, int64_t ld, double xs,
+                                 double gs, float eps, int with_dres)
+{
+    buf x = buf_make(dt, T, D, ld, 1), w = buf_make(dt, 1, D, D, 1), dy = buf_make(dt, T, D, ld, 1);
+    buf dres = buf_make(dt, T, D, ld, 1), dx = buf_make(dt, T, D, ld, 1), dw = buf_make(dt, 1, D, D, 1);
+    for (int64_t t = 0; t < T; t++) /* odd rows' x extreme, even rows ordinary */
+        for (int64_t c = 0; c < D; c++) {
+            const double u = (double)tu_normal(), g = (double)tu_normal();
+            flashc__store(x.h, dt, t * ld + c, (float)(t % 2 ? u * xs : u));
+            /* a large dy: on row 1 only, its sign that of x, so that sum dy w x surely
+             * overflows float32 while dw (one such row) stays finite; a small one on the odd
+             * rows (f16: keeps dx = rstd dy w ... in range where x is small) */
+            const double gv = gs > 1.0 ? (t == 1 ? fabs(g) * gs * (u < 0 ? -1 : 1) : g) : t % 2 ? g * gs : g;
+            flashc__store(dy.h, dt, t * ld + c, (float)gv);
+            x.f[t * D + c] = flashc__load(x.h, dt, t * ld + c);
+            dy.f[t * D + c] = flashc__load(dy.h, dt, t * ld + c);
         }
+    for (int64_t c = 0; c < D; c++) { /* w in [0.5, 1.5): no cancellation from w itself */
+        flashc__store(w.h, dt, c, (float)(0.5 + tu_uniform()));
+        w.f[c] = flashc__load(w.h, dt, c);
+    }
+    CUDA_OK(cudaMemcpy(x.d, x.h, nbytes(&x), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dy.d, dy.h, nbytes(&dy), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(w.d, w.h, nbytes(&w), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemset(dx.d, 0xff, nbytes(&dx)));
+    float *dxr = host_out(T * D), *dwr = host_out(D);
+    double *dwb = calloc((size_t)D, sizeof(double));
+    assert_non_null(dwb);
+    flashc_tensor fx = flashc_tensor_2d(x.f, FLASHC_F32, T, D), fw = flashc_tensor_1d(w.f, FLASHC_F32, D);
+    flashc_tensor fdy = flashc_tensor_2d(dy.f, FLASHC_F32, T, D), fdres = flashc_tensor_2d(dres.f, FLASHC_F32, T, D);
+    flashc_tensor fdx = flashc_tensor_2d(dxr, FLASHC_F32, T, D), fdw = flashc_tensor_1d(dwr, FLASHC_F32, D);
+    flashc_tensor tx = dev2(&x), tw = dev1(&w), tdy = dev2(&dy), tdres = dev2(&dres);
+    flashc_tensor tdx = dev2(&dx), tdw = dev1(&dw);
+    TU_OK(flashc_rmsnorm_bwd(&tx, &tw, &tdy, with_dres ? &tdres : NULL, eps, &tdx, &tdw));
+    TU_OK(flashc_rmsnorm_bwd_naive(&fx, &fw, &fdy, with_dres ? &fdres : NULL, eps, &fdx, &fdw));
+    CUDA_OK(cudaDeviceSynchronize());
+    buf_fetch(&dx), buf_fetch(&dw);
+    const double tol = unit(dt) + 2e-5;
+    /* outputs below the normal range keep only the absolute spacing of the subnormals (f16 dx
+     * of rows with |x| ~ 1e4 sits there) */
+    const double tiny = dt == FLASHC_F16 ? 0x1p-24 : dt == FLASHC_BF16 ? 0x1p-133 : 0x1p-149;
+    for (int64_t t = 0; t < T; t++) {
+        double ss = 0.0, gx = 0.0;
+        for (int64_t c = 0; c < D; c++) {
+            const int64_t i = t * D + c;
+            ss += (double)x.f[i] * x.f[i], gx += fabs((double)dy.f[i] * w.f[c] * x.f[i]);
+        }
+        const double r = 1.0 / sqrt(ss / (double)D + (double)eps);
+        for (int64_t c = 0; c < D; c++) {
+            const int64_t i = t * D + c;
+            const double bound = r * (fabs((double)dy.f[i] * w.f[c]) + fabs((double)x.f[i]) * r * r * gx / (double)D) +
+                                 (with_dres ? fabs((double)dres.f[i]) : 0.0);
+            const double got = flashc__load(dx.h, dt, t * ld + c);
+            dwb[c] += fabs((double)dy.f[i] * x.f[i] * r);
+            if (!(isfinite(dxr[i]) && fabs(got - dxr[i]) <= tol * bound + tiny))
+                fail_msg("rmsnorm_bwd %s |x| ~ %g |dy| ~ %g: dx[%lld][%lld] = %g, want %g (bound %g)",
+                         flashc__dtype_name(dt), xs, gs, (long long)t, (long long)c, got,
+                         (double)dxr[i], bound);
+        }
+        for (int64_t c = D; c < ld; c++)
+            assert_true(isnan(flashc__load(dx.h, dt, t * ld + c)));
+    }
+    double e = 0.0;
+    for (int64_t c = 0; c < D; c++) {
+        const double got = flashc__load(dw.h, dt, c);
+        if (!(isfinite(dwr[c]) && fabs(got - dwr[c]) <= (tol + 1e-7 * (double)T) * dwb[c] + tiny))
+            fail_msg("rmsnorm_bwd %s |x| ~ %g |dy| ~ %g: dw[%lld] = %g, want %g (sum of |terms| %g)",
+                     flashc__dtype_name(dt), xs, gs, (long long)c, got, (double)dwr[c], dwb[c]);
+        e = fmax(e, fabs(got - dwr[c]) / dwb[c]);
+    }
+    printf("  rms_bwd %-8s T%-4lld D%-5lld |x| %-7.0e |dy| %-7.0e dw err/sum %.3g\n",
+           flashc__dtype_name(dt), (long long)T, (long long)D, xs, gs, e);
+    free(dxr), free(dwr), free(dwb);
+    buf_free(&x), buf_free(&w), buf_free(&dy), buf_free(&dres), buf_free(&dx), buf_free(&dw);
+}
+
+static void test_rmsnorm_bwd_extremes(void **state)
+{
+    (void)state;
+    const char *rows = getenv("FLASHC_CUDA_ROWS");
+    if (rows && strcmp(rows, "v1") == 0) { /* v1's backward is kept as measured: no such rows */
+        printf("  skipped under FLASHC_CUDA_ROWS=v1\n");
+        return;
+    }
+    const flashc_dtype dts[2] = {FLASHC_F32, FLASHC_BF16};
+    /* |x|, |dy|, eps */
+    static const double cases[5][3] = {{1e30, 1, 1e-5}, {3e19, 1, 0}, {1e-30, 1, 0},
+                                       {1e-40, 1, 1e-5}, {1, 1e37, 1e-5}};
+    for (int v = 0; v < n_variants(); v++) {
+        set_variant(v);
+        for (int i = 0; i < 2; i++)
+            for (int k = 0; k < 5; k++) {
+                const double xs = cases[k][0], gs = cases[k][1];
+                const float eps = (float)cases[k][2];
+                rms_bwd_extreme_case(dts[i], 66, 4096, 4096, xs, gs, eps, k == 0); /* 4 chunks a thread */
+                rms_bwd_extreme_case(dts[i], 40, 1024, 1032, xs, gs, eps, k == 1); /* strided */
+                rms_bwd_extreme_case(dts[i], 30, 136, 136, xs, gs, eps, k == 2);
+                rms_bwd_extreme_case(dts[i], 6, 16384, 16392, xs, gs, eps, k == 3); /* wider than 1024 chunks: element-wise */
+                rms_bwd_extreme_case(dts[i], 9, 1000, 1003, xs, gs, eps, k == 4);   /* element-wise */
+            }
+        rms_bwd_extreme_case(FLASHC_F16, 66, 4096, 4096, 1e4, 1, 1e-5f, 1);
+        rms_bwd_extreme_case(FLASHC_F16, 66, 4096, 4096, 1e-4, 1e-2, 0.0f, 0);
+        rms_bwd_extreme_case(FLASHC_F16, 9, 1000, 1003, 1e-4, 1e-2, 0.0f, 1);
+    }
+    set_variant(0);
 }
 
 static void swiglu_case(flashc_dtype dt, int64_t T, int64_t I, int64_t ld)
@@ -255,21 +402,30 @@ static void test_rmsnorm(void **state)
 {
     (void)state;
     const flashc_dtype dts[3] = {FLASHC_F32, FLASHC_BF16, FLASHC_F16};
-    for (int i = 0; i < 3; i++) {
-        /* forward: a warp a row (16-bit: 16 chunks a lane), a block a row (f32: 128 threads);
-         * backward: 128 / 256 threads of 4 chunks, one row a block */
-        rms_case(dts[i], 257, 4096, 4096);
-        rms_case(dts[i], 300, 1024, 1032);  /* chunks, several rows per block, strided */
-        rms_case(dts[i], 70, 64, 72);       /* lane groups of 8 / 16 threads a row */
-        rms_case(dts[i], 1100, 4096, 4096); /* backward: > 1 row a block of the persistent grid,
-                                               the next row's prefetch */
-        rms_case(dts[i], 3000, 136, 136);   /* 17 (f32: 34) chunks: partial lane groups, many rows */
-        rms_case(dts[i], 4, 16384, 16392);  /* forward: 256 / 512 threads of 8 chunks a row;
-                                               backward: element-wise (wider than 1024 chunks) */
-        rms_case(dts[i], 33, 1000, 1003);   /* element-wise: odd row stride */
-        rms_case(dts[i], 5, 7, 7);
-        rms_case(dts[i], 3, 40000, 40000);  /* wider than 8 x 512 chunks: element-wise forward */
+    for (int v = 0; v < n_variants(); v++) {
+        set_variant(v);
+        const int all = v == 0; /* the other variants: the shapes their paths see, not every one */
+        for (int i = 0; i < 3; i++) {
+            /* forward: a warp a row (16-bit: 16 chunks a lane), a block a row (f32: 128
+             * threads); backward: 128 / 256 threads of 4 chunks, one row a block */
+            rms_case(dts[i], 257, 4096, 4096);
+            rms_case(dts[i], 300, 1024, 1032); /* chunks, several rows per block, strided */
+            rms_case(dts[i], 70, 64, 72);      /* lane groups of 8 / 16 threads a row */
+            if (all)
+                rms_case(dts[i], 1100, 4096, 4096); /* backward: > 1 row a block of the
+                                                       persistent grid, the next row's prefetch */
+            rms_case(dts[i], 3000, 136, 136);  /* 17 (f32: 34) chunks: partial lane groups */
+            rms_case(dts[i], 4, 16384, 16392); /* forward: 256 / 512 threads of 8 chunks a row;
+                                                  backward: element-wise (> 1024 chunks) */
+            rms_case(dts[i], 33, 1000, 1003);  /* element-wise: odd row stride */
+            rms_case(dts[i], 5, 7, 7);
+            if (all || i == 1)
+                rms_case(dts[i], 3, 40000, 40000); /* wider than 8 x 512 chunks: element-wise
+                                                      forward; v3: slots too wide, or 1 warp */
+            rms_case(dts[i], 2000, 256, 264);  /* v3: many rows a warp / block */
+        }
     }
+    set_variant(0);
 }
 
 static void test_swiglu(void **state)
@@ -384,6 +540,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_rmsnorm_extremes),
+        cmocka_unit_test(test_rmsnorm_bwd_extremes),
         cmocka_unit_test(test_swiglu),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_refusals),

@@ -14,6 +14,11 @@
  *                 across the block's rows, the next row is loaded before the current row's
  *                 single barrier; the G x D float32 dw partials are summed by rms_dw_sum
  *                 (32 x 32 threads per 32 columns, a fixed order: deterministic, no atomics).
+ *   rms_fwd_ring, rms_bwd_ring   (v3, opt-in: FLASHC_CUDA_RMS_FWD / FLASHC_CUDA_RMS_BWD, see
+ *                 ring_env) the same work with the bytes in flight in shared memory: persistent
+ *                 warps (forward) or blocks (backward) keep the next S - 1 rows in a ring of
+ *                 cp.async slots while they work on the current one. Not yet the default: no
+ *                 device has run them (written 2026-12-01 without device time).
  *   rms_fwd_vec, rms_bwd_vec + rms_dw_reduce   (v1) the first kernels, taken only with
  *                 FLASHC_CUDA_ROWS=v1 (to compare on one machine): one row per 128+ threads
  *                 with a block barrier and w re-read; dw summed by one thread per column over
@@ -22,10 +27,19 @@
  *                 gate|up row.
  * Rows whose start or length is not a whole number of chunks take the element-wise kernels
  * (*_any), which accept any row stride (element stride 1).
+ * Rows whose float32 sums leave the plain formula's range (|x| >~ 1e19, rows of tiny values,
+ * sum dy w x overflowing) take a rare uniform branch in every kernel of v2 and v3: the forward
+ * rescales by max |x| (rms_rescale), the backward redoes the row in float64 (rms_bwd_plain), as
+ * the CPU does. v1's rms_fwd_vec rescales; v1's rms_bwd_vec does not: it stays as it was measured,
+ * a comparison path only (the branch there cost it 64 bytes of spills).
  */
 #include "rows_common.cuh"
 
+#include "ptx.cuh"
+
 #include <math.h>
+#include <mutex>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,6 +102,54 @@ __device__ __forceinline__ void rms_rescale(float amax, float s, int64_t D, floa
 {
     const float2 q = rms_rescale_rd(amax, s, D, eps, *r);
     *r = q.x, *div = q.y;
+}
+
+/* Kernel choice, read from the environment at every call (a getenv costs nothing next to a
+ * launch), so that one process -- a test, a bench -- can go through the variants:
+ *   FLASHC_CUDA_ROWS=v1              the first RMSNorm / RoPE kernels (rms_fwd_vec, rms_bwd_vec)
+ *   FLASHC_CUDA_RMS_FWD=v3[:W,S[,G]] the forward (plain and residual) on rms_fwd_ring: W warps a
+ *                                    block, S shared-memory stages a warp, at most G blocks
+ *   FLASHC_CUDA_RMS_BWD=v3[:N,S[,G]] the backward on rms_bwd_ring: N chunks a thread (1, 2, 4),
+ *                                    S stages, at most G blocks
+ * Anything else, or unset: the v2 kernels (the residual forward: v1's rms_fwd_vec, measured
+ * faster than v2's there). G (0: SMs x occupancy) exists for the tests, to make each warp or
+ * block go round its ring many times. */
+static bool rows_v1(void)
+{
+    const char *e = getenv("FLASHC_CUDA_ROWS");
+    return e && strcmp(e, "v1") == 0;
+}
+
+extern "C" bool cuda_rows_v1(void) { return rows_v1(); }
+
+struct ring_cfg {
+    bool on;
+    int a, s, g; /* forward: warps a block; backward: chunks a thread; stages; grid cap */
+};
+
+/* What an unset variable means: "v2" (the kernels measured on the H200), or a v3 string to
+ * make a ring the default once a device run has shown it faster. */
+static const char rms_fwd_default[] = "v2", rms_bwd_default[] = "v2";
+
+static ring_cfg ring_env(const char *name, int a0, int s0)
+{
+    ring_cfg c = {false, a0, s0, 0};
+    const char *e = getenv(name);
+    if (!e)
+        e = strcmp(name, "FLASHC_CUDA_RMS_FWD") == 0 ? rms_fwd_default : rms_bwd_default;
+    if (rows_v1() || !e || strncmp(e, "v3", 2) != 0 || (e[2] != '\0' && e[2] != ':'))
+        return c;
+    c.on = true;
+    int a = a0, s = s0, g = 0;
+    if (e[2] == ':' && sscanf(e + 3, "%d,%d,%d", &a, &s, &g) >= 1) {
+        if (a >= 1 && a <= 32)
+            c.a = a;
+        if (s >= 2 && s <= 8)
+            c.s = s;
+        if (g > 0)
+            c.g = g;
+    }
+    return c;
 }
 
 /* ---- RMSNorm forward ---------------------------------------------------------------------- */
@@ -358,6 +420,264 @@ __global__ void __launch_bounds__(NVT >= 16 ? 64 : 512, NVT < 16 ? 1 : !RES ? 10
     }
 }
 
+/* ---- the ring kernels (v3): rows staged in shared memory by cp.async ----------------------
+ * v2 holds the bytes in flight in registers, and those bound them: a forward warp loads its
+ * row, reduces, stores and exits, so the SM's loads come in bursts as blocks turn over; a
+ * backward block holds its prefetched row beside w and its dw columns (158 registers, 3 rows
+ * in flight a SM). Here persistent warps (forward) or blocks (backward) keep the next S - 1
+ * rows in flight in a ring of S shared-memory slots while they work on the current one, so the
+ * bytes in flight cost shared memory, not registers, and never stop. Each thread copies, and
+ * later reads, only its own chunks of a slot, so the data needs no barrier: the thread's
+ * cp.async.wait_group makes its own copies visible to it. A slot is overwritten (the copy of
+ * row + S - 1) only after the thread has consumed what it read from it for the row before. */
+
+/* Waits until at most n (0..7, at run time) of this thread's cp.async groups are pending. */
+__device__ __forceinline__ void cp_async_wait_n(int n)
+{
+    switch (n) {
+    case 0: ptx_cp_async_wait<0>(); break;
+    case 1: ptx_cp_async_wait<1>(); break;
+    case 2: ptx_cp_async_wait<2>(); break;
+    case 3: ptx_cp_async_wait<3>(); break;
+    case 4: ptx_cp_async_wait<4>(); break;
+    case 5: ptx_cp_async_wait<5>(); break;
+    case 6: ptx_cp_async_wait<6>(); break;
+    default: ptx_cp_async_wait<7>(); break;
+    }
+}
+
+/* The rounded residual sum x + r of chunk pair (xu, ru): what the residual variant stores and
+ * normalises; recomputed rather than kept, it is the same value each time. */
+template <typename T> __device__ __forceinline__ uint4 res_sum(const uint4 &xu, const uint4 &ru)
+{
+    constexpr int V = chunk<T>::n;
+    float xv[V], rv[V];
+    unpack<T>(xu, xv), unpack<T>(ru, rv);
+#pragma unroll
+    for (int i = 0; i < V; i++)
+        xv[i] += rv[i];
+    return pack<T>(xv);
+}
+
+/* Forward ring: blocks of W warps (blockDim.x = 32 W), warp g of the grid taking rows g, g +
+ * Wg, g + 2 Wg, ... (Wg warps in all). Slot layout: nc chunks of x, then (RES) nc chunks of r;
+ * lane l owns chunks l, l + 32, ... Shared memory: W * S * slot chunks (dynamic). */
+template <typename T, bool RES>
+__global__ void __launch_bounds__(1024) rms_fwd_ring(rms_args a, int S)
+{
+    constexpr int V = chunk<T>::n;
+    extern __shared__ uint4 ring[];
+    const int lane = threadIdx.x % 32, wid = threadIdx.x / 32;
+    const int64_t nc = a.D / V, slot = RES ? 2 * nc : nc;
+    uint4 *mine = ring + (int64_t)wid * S * slot;
+    const int64_t Wg = (int64_t)gridDim.x * (blockDim.x / 32);
+    const int64_t t0 = (int64_t)blockIdx.x * (blockDim.x / 32) + wid;
+    auto issue = [&](int64_t t, int s) {
+        if (t < a.T) {
+            const T *x = (const T *)a.x + t * a.sx, *r = (const T *)a.r + t * a.sr;
+            uint4 *d = mine + s * slot;
+            for (int64_t c = lane; c < nc; c += 32) {
+                ptx_cp_async_16(ptx_smem_addr(d + c), x + c * V, true);
+                if (RES)
+                    ptx_cp_async_16(ptx_smem_addr(d + nc + c), r + c * V, true);
+            }
+        }
+        ptx_cp_async_commit(); /* empty groups too: the count stays one a row */
+    };
+    for (int s = 0; s < S - 1; s++)
+        issue(t0 + s * Wg, s);
+    int s = 0;
+    for (int64_t t = t0; t < a.T; t += Wg) {
+        issue(t + (S - 1) * Wg, s == 0 ? S - 1 : s - 1);
+        cp_async_wait_n(S - 1); /* row t's group has landed */
+        const uint4 *d = mine + s * slot;
+        T *xw = (T *)a.xw + t * a.sx;
+        float ss = 0.0f;
+#pragma unroll 4
+        for (int64_t c = lane; c < nc; c += 32) {
+            uint4 u = d[c];
+            if (RES) {
+                u = res_sum<T>(u, d[nc + c]);
+                st_stream(xw + c * V, u);
+            }
+            float v[V];
+            unpack<T>(u, v);
+#pragma unroll
+            for (int i = 0; i < V; i++)
+                ss += v[i] * v[i];
+        }
+        ss = warp_sum(ss); /* the butterfly leaves every lane the same bits: uniform below */
+        float rstd = 1.0f / sqrtf(ss / (float)a.D + a.eps), div = 1.0f;
+        if (rms_needs_rescale(ss)) { /* rare: see rms_rescale; the row again from the slot */
+            float m = 0.0f, s2 = 0.0f;
+            for (int64_t c = lane; c < nc; c += 32) {
+                float v[V];
+                unpack<T>(RES ? res_sum<T>(d[c], d[nc + c]) : d[c], v);
+#pragma unroll
+                for (int i = 0; i < V; i++)
+                    m = fmaxf(m, fabsf(v[i]));
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1)
+                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+            for (int64_t c = lane; c < nc; c += 32) {
+                float v[V];
+                unpack<T>(RES ? res_sum<T>(d[c], d[nc + c]) : d[c], v);
+#pragma unroll
+                for (int i = 0; i < V; i++)
+                    s2 += (v[i] / m) * (v[i] / m);
+            }
+            s2 = warp_sum(s2);
+            rms_rescale(m, s2, a.D, a.eps, &rstd, &div);
+        }
+        T *y = (T *)a.y + t * a.sy;
+        const T *w = (const T *)a.w;
+#pragma unroll 4
+        for (int64_t c = lane; c < nc; c += 32) {
+            float v[V], wv[V];
+            unpack<T>(RES ? res_sum<T>(d[c], d[nc + c]) : d[c], v);
+            unpack<T>(ld_reuse(w + c * V), wv);
+            if (div != 1.0f)
+#pragma unroll
+                for (int i = 0; i < V; i++)
+                    v[i] /= div;
+#pragma unroll
+            for (int i = 0; i < V; i++)
+                v[i] = v[i] * rstd * wv[i];
+            st_stream(y + c * V, pack<T>(v));
+        }
+        s = s + 1 == S ? 0 : s + 1;
+    }
+    ptx_cp_async_wait<0>(); /* no copy outlives the block (only empty groups can be left) */
+}
+
+/* ---- launch set-up of the ring kernels ----------------------------------------------------
+ * Cached per (kernel, device[, threads, shared memory]): the occupancy query and the function
+ * attribute calls cost host time on every call otherwise. A mutex, as calls may come from
+ * several host threads; the table is small (a handful of shapes per process is the norm) and
+ * a full table only means the queries are made again. */
+struct occ_entry {
+    const void *k;
+    int dev, threads;
+    size_t smem;
+    int v;
+};
+static std::mutex occ_mu;
+static occ_entry occ_tab[64];
+static int occ_n;
+
+static bool occ_find(const void *k, int dev, int threads, size_t smem, int *v)
+{
+    for (int i = 0; i < occ_n; i++)
+        if (occ_tab[i].k == k && occ_tab[i].dev == dev && occ_tab[i].threads == threads &&
+            occ_tab[i].smem == smem) {
+            *v = occ_tab[i].v;
+            return true;
+        }
+    return false;
+}
+
+static void occ_put(const void *k, int dev, int threads, size_t smem, int v)
+{
+    if (occ_n < 64)
+        occ_tab[occ_n++] = occ_entry{k, dev, threads, smem, v};
+}
+
+/* The most dynamic shared memory kernel k can take on device dev (the opt-in limit less its
+ * static shared memory); the kernel's limit is raised to it, so any launch up to it works. */
+static cudaError_t ring_max_smem(const void *k, int dev, size_t *out)
+{
+    std::lock_guard<std::mutex> lock(occ_mu);
+    int v = 0;
+    if (occ_find(k, dev, -1, 0, &v)) {
+        *out = (size_t)v;
+        return cudaSuccess;
+    }
+    int optin = 0;
+    cudaFuncAttributes fa;
+    cudaError_t err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (err == cudaSuccess)
+        err = cudaFuncGetAttributes(&fa, k);
+    if (err == cudaSuccess) {
+        v = optin - (int)fa.sharedSizeBytes;
+        err = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, v);
+    }
+    if (err == cudaSuccess) {
+        occ_put(k, dev, -1, 0, v);
+        *out = (size_t)v;
+    }
+    return err;
+}
+
+/* Blocks of kernel k per SM at (threads, smem); call ring_max_smem first. */
+static cudaError_t ring_per_sm(const void *k, int dev, int threads, size_t smem, int *out)
+{
+    std::lock_guard<std::mutex> lock(occ_mu);
+    if (occ_find(k, dev, threads, smem, out))
+        return cudaSuccess;
+    const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(out, k, threads, smem);
+    if (err == cudaSuccess)
+        occ_put(k, dev, threads, smem, *out);
+    return err;
+}
+
+static cudaError_t dev_sms(int *dev, int *sms)
+{
+    cudaError_t err = cudaGetDevice(dev);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, *dev);
+    return err;
+}
+
+static flashc_status query_failed(const char *fn, cudaError_t err)
+{
+    (void)cudaGetLastError();
+    return flashc__fail(FLASHC_ERR_DEVICE, "%s: device query failed: %s", fn, cudaGetErrorString(err));
+}
+
+/* The forward ring (rms_fwd_ring) for rows of nc >= 32 chunks: c.a warps a block (fewer when
+ * their slots do not fit the shared memory), c.s stages. false: it does not fit (the caller
+ * takes v2); otherwise *st is the launch's status. */
+template <typename T> static bool launch_fwd_ring(const rms_args &a, int64_t nc, const ring_cfg &c, flashc_status *st)
+{
+    static const char fn[] = "flashc_rmsnorm";
+    const bool res = a.r != NULL;
+    const void *k = res ? (const void *)rms_fwd_ring<T, true> : (const void *)rms_fwd_ring<T, false>;
+    const size_t slot = (size_t)(res ? 2 : 1) * (size_t)nc * 16;
+    int dev = 0, sms = 0, per_sm = 0;
+    size_t maxs = 0;
+    cudaError_t err = dev_sms(&dev, &sms);
+    if (err == cudaSuccess)
+        err = ring_max_smem(k, dev, &maxs);
+    if (err != cudaSuccess) {
+        *st = query_failed(fn, err);
+        return true;
+    }
+    int W = c.a;
+    while (W > 0 && (size_t)W * (size_t)c.s * slot > maxs)
+        W--;
+    if (W == 0)
+        return false;
+    const size_t smem = (size_t)W * (size_t)c.s * slot;
+    err = ring_per_sm(k, dev, 32 * W, smem, &per_sm);
+    if (err != cudaSuccess) {
+        *st = query_failed(fn, err);
+        return true;
+    }
+    if (per_sm <= 0)
+        return false;
+    int64_t grid = (int64_t)sms * per_sm;
+    if (c.g > 0 && grid > c.g)
+        grid = c.g;
+    if (grid > (a.T + W - 1) / W)
+        grid = (a.T + W - 1) / W;
+    int S = c.s;
+    void *args[] = {(void *)&a, &S};
+    (void)cudaLaunchKernel(k, dim3((unsigned)grid), dim3(32 * W), args, smem, 0); /* launch_status */
+    *st = launch_status(fn, "rms_fwd_ring");
+    return true;
+}
+
 /* Threads per row and chunks per thread of rms_fwd_reg for nc chunks (tpr = 0: no fit):
  * narrow rows get a lane group of their size, rows up to 512 chunks one warp with up to 16
  * chunks a lane, wider ones up to 512 threads of 8 chunks. */
@@ -380,20 +700,6 @@ static void pick_fwd(int64_t nc, int *tpr, int *nv)
     }
     *tpr = t, *nv = n;
 }
-
-/* FLASHC_CUDA_ROWS=v1, read once: the first kernels of RMSNorm and RoPE (kept to compare
- * against in the same process); anything else, or unset: the current ones. */
-static bool rows_v1(void)
-{
-    static int state = 0; /* 0 unread, 1 current, 2 v1; racing first calls store the same */
-    if (state == 0) {
-        const char *e = getenv("FLASHC_CUDA_ROWS");
-        state = e && strcmp(e, "v1") == 0 ? 2 : 1;
-    }
-    return state == 2;
-}
-
-extern "C" bool cuda_rows_v1(void) { return rows_v1(); }
 
 /* v1 threads per row for nc chunks: the smallest power of two >= 32 with nc <= NV * TPR. */
 static int pick_tpr(int64_t nc)
@@ -429,6 +735,12 @@ template <typename T> static flashc_status rms_fwd_t(const rows_problem *p)
                          vec_ok(p->y, a.sy, p->D, es) && (!p->r || vec_ok(p->r, a.sr, p->D, es));
     /* The residual variant stays on v1: on the H200 (bench/RESULTS.md, "GPU row ops v2"), bf16
      * 16384 x 4096, v1 took 163 us and rms_fwd_reg<..., true> 172 us. */
+    const ring_cfg rc = ring_env("FLASHC_CUDA_RMS_FWD", 4, 3);
+    if (aligned && rc.on && nc >= 32) {
+        flashc_status st;
+        if (launch_fwd_ring<T>(a, nc, rc, &st))
+            return st;
+    }
     if (aligned && !rows_v1() && !p->r) {
         int tpr, nv;
         pick_fwd(nc, &tpr, &nv);
@@ -453,6 +765,67 @@ template <typename T> static flashc_status rms_fwd_t(const rows_problem *p)
     }
     rms_fwd_any<T><<<(unsigned)p->T, 256>>>(a);
     return launch_status("flashc_rmsnorm", "rms_fwd_any");
+}
+
+/* ---- backward at the ends of the float32 range ---------------------------------------------
+ * The CPU backward's contract (src/cpu/rmsnorm.c): a row whose float32 sums leave the range
+ * where the plain formula holds -- sum x^2 outside [2^-64, 2^100] (|x| beyond ~1e19 overflows
+ * it, a row of tiny values makes rstd overflow) or sum dy w x not finite -- is redone in
+ * float64, which holds both: rstd = 1 / sqrt(sum x^2 / D + eps), c = rstd^2 sum(dy w x) / D,
+ * dx = (float)(rstd (dy w - x c)) (+ dres), dw += (float)(dy x rstd). The test is on the
+ * block's reduced sums, so the branch is uniform. In the plain formula dw takes dy (x rstd):
+ * |x rstd| <= sqrt(D), so dy x cannot overflow before rstd brings it back. */
+__device__ __forceinline__ bool rms_bwd_plain(float ss, float dot)
+{
+    return ss >= 0x1p-64f && ss <= 0x1p+100f && isfinite(dot);
+}
+
+/* (a, b) summed over the block's threads (blockDim.x a multiple of 32, blockDim.y = 1) in
+ * float64; every thread gets the same bits. redd: 64 doubles of shared memory; one barrier
+ * (callers run one more barrier a row before redd is written again). */
+__device__ __forceinline__ void block_sum2_d(double &a, double &b, double *redd)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        a += __shfl_xor_sync(0xffffffffu, a, o);
+        b += __shfl_xor_sync(0xffffffffu, b, o);
+    }
+    const int nw = blockDim.x / 32;
+    if (nw > 1) {
+        if (threadIdx.x % 32 == 0)
+            redd[threadIdx.x / 32] = a, redd[32 + threadIdx.x / 32] = b;
+        __syncthreads();
+        a = 0.0, b = 0.0;
+        for (int i = 0; i < nw; i++)
+            a += redd[i], b += redd[32 + i];
+    }
+}
+
+struct rms_bwd_d {
+    double rstd, c;
+};
+
+__device__ __forceinline__ rms_bwd_d rms_bwd_coef_d(double ss, double dot, int64_t D, float eps)
+{
+    rms_bwd_d k;
+    k.rstd = 1.0 / sqrt(ss / (double)D + (double)eps);
+    k.c = k.rstd * k.rstd * dot / (double)D;
+    return k;
+}
+
+/* One chunk of the float64 row: dx into o, dw accumulated (x, dy, w, dres as float32). */
+template <int V>
+__device__ __forceinline__ void rms_bwd_chunk_d(const rms_bwd_d &k, const float *xv, const float *dv,
+                                                const float *wv, const float *rv, float *dw, float *o)
+{
+#pragma unroll
+    for (int i = 0; i < V; i++) {
+        const double x = xv[i], dy = dv[i];
+        dw[i] += (float)(dy * x * k.rstd);
+        o[i] = (float)(k.rstd * (dy * (double)wv[i] - x * k.c));
+        if (rv)
+            o[i] += rv[i];
+    }
 }
 
 /* ---- RMSNorm backward --------------------------------------------------------------------- */
@@ -573,16 +946,35 @@ template <typename T> __global__ void rms_bwd_any(rms_bwd_args a)
         for (int i = 0; i < nw; i++)
             ss += red[i], dot += red[32 + i];
         __syncthreads();
-        const float rstd = 1.0f / sqrtf(ss / (float)a.D + a.eps);
-        const float cc = rstd * rstd * dot / (float)a.D;
         T *dx = (T *)a.dx + t * a.sdx;
-        for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) {
-            const float xv = elem<T>::load(x[d]), g = elem<T>::load(dy[d]);
-            float o = rstd * (g * elem<T>::load(w[d]) - xv * cc);
-            if (a.dres)
-                o += elem<T>::load(((const T *)a.dres)[t * a.sdres + d]);
-            dx[d] = elem<T>::store(o);
-            part[d] += g * xv * rstd;
+        if (rms_bwd_plain(ss, dot)) {
+            const float rstd = 1.0f / sqrtf(ss / (float)a.D + a.eps);
+            const float cc = rstd * rstd * dot / (float)a.D;
+            for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) {
+                const float xv = elem<T>::load(x[d]), g = elem<T>::load(dy[d]);
+                float o = rstd * (g * elem<T>::load(w[d]) - xv * cc);
+                if (a.dres)
+                    o += elem<T>::load(((const T *)a.dres)[t * a.sdres + d]);
+                dx[d] = elem<T>::store(o);
+                part[d] += g * (xv * rstd);
+            }
+        } else { /* rare: the row in float64 (rms_bwd_plain) */
+            __shared__ double redd[64];
+            double ssd = 0.0, dotd = 0.0;
+            for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) {
+                const double xv = elem<T>::load(x[d]);
+                ssd += xv * xv;
+                dotd += (double)elem<T>::load(dy[d]) * elem<T>::load(w[d]) * xv;
+            }
+            block_sum2_d(ssd, dotd, redd);
+            const rms_bwd_d q = rms_bwd_coef_d(ssd, dotd, a.D, a.eps);
+            for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) {
+                const float xv = elem<T>::load(x[d]), g = elem<T>::load(dy[d]), wv = elem<T>::load(w[d]);
+                float rv = a.dres ? elem<T>::load(((const T *)a.dres)[t * a.sdres + d]) : 0.0f, o;
+                rms_bwd_chunk_d<1>(q, &xv, &g, &wv, a.dres ? &rv : NULL, &part[d], &o);
+                dx[d] = elem<T>::store(o);
+            }
+            __syncthreads(); /* redd is written again only after every thread has read it */
         }
     }
 }
@@ -673,27 +1065,196 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
             for (int i = 0; i < nw; i++)
                 ss += red[k][i], dot += red[k][32 + i];
         }
-        const float rstd = 1.0f / sqrtf(ss / (float)a.D + a.eps);
-        const float cc = rstd * rstd * dot / (float)a.D;
         T *dx = (T *)a.dx + t * a.sdx;
+        if (rms_bwd_plain(ss, dot)) {
+            const float rstd = 1.0f / sqrtf(ss / (float)a.D + a.eps);
+            const float cc = rstd * rstd * dot / (float)a.D;
+#pragma unroll
+            for (int j = 0; j < NVT; j++) {
+                const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
+                if (c < nc) {
+                    float xv[V], dv[V], wv[V], o[V], rv[V];
+                    launder(xc[j]), launder(dc[j]), launder(wr[j]); /* as in rms_fwd_reg */
+                    unpack<T>(xc[j], xv), unpack<T>(dc[j], dv), unpack<T>(wr[j], wv);
+                    if (RES)
+                        unpack<T>(rc[j], rv);
+#pragma unroll
+                    for (int i = 0; i < V; i++) {
+                        dw[j][i] += dv[i] * (xv[i] * rstd);
+                        o[i] = rstd * (dv[i] * wv[i] - xv[i] * cc) + (RES ? rv[i] : 0.0f);
+                    }
+                    st_stream(dx + c * V, pack<T>(o));
+                }
+            }
+        } else { /* rare: the row in float64 (rms_bwd_plain), read again from global memory
+                  * (L2) rather than from xc / dc: holding those through this branch cost
+                  * registers (float32 rows: 127 -> 148, half the blocks a SM) */
+            __shared__ double redd[64];
+            const T *x = (const T *)a.x + t * a.sx, *dy = (const T *)a.dy + t * a.sdy;
+            double ssd = 0.0, dotd = 0.0;
+#pragma unroll 1
+            for (int j = 0; j < NVT; j++) {
+                const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
+                if (c < nc) {
+                    float xv[V], dv[V], wv[V];
+                    unpack<T>(ld_reuse(x + c * V), xv), unpack<T>(ld_reuse(dy + c * V), dv);
+                    unpack<T>(ld_reuse((const T *)a.w + c * V), wv);
+#pragma unroll
+                    for (int i = 0; i < V; i++)
+                        ssd += (double)xv[i] * xv[i], dotd += (double)dv[i] * wv[i] * xv[i];
+                }
+            }
+            block_sum2_d(ssd, dotd, redd);
+            const rms_bwd_d q = rms_bwd_coef_d(ssd, dotd, a.D, a.eps);
+#pragma unroll
+            for (int j = 0; j < NVT; j++) {
+                const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
+                if (c < nc) {
+                    float xv[V], dv[V], wv[V], o[V], rv[V];
+                    unpack<T>(ld_reuse(x + c * V), xv), unpack<T>(ld_reuse(dy + c * V), dv);
+                    unpack<T>(ld_reuse((const T *)a.w + c * V), wv);
+                    if (RES)
+                        unpack<T>(ld_reuse((const T *)a.dres + t * a.sdres + c * V), rv);
+                    rms_bwd_chunk_d<V>(q, xv, dv, wv, RES ? rv : NULL, dw[j], o);
+                    st_stream(dx + c * V, pack<T>(o));
+                }
+            }
+        }
+    }
+    float *part = a.part + (int64_t)blockIdx.x * a.D;
+#pragma unroll
+    for (int j = 0; j < NVT; j++) {
+        const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
+        if (c < nc)
+#pragma unroll
+            for (int i = 0; i < V; i++)
+                part[c * V + i] = dw[j][i];
+    }
+}
+
+/* Backward ring (v3): a persistent grid of G blocks, block b taking rows b, b + G, ...; thread
+ * k owns chunks k + j blockDim.x (j < NVT) of every row, as in rms_bwd_reg, with w and its dw
+ * columns in registers. Slot layout: nc chunks of x, nc of dy, (RES) nc of dres; S slots
+ * (dynamic shared memory). One barrier a row (the two sums, alternating halves of red as in
+ * rms_bwd_reg); x and dy are read from the slot twice (the sums, then dx and dw) rather than
+ * held. dw: one G x D float32 partial row a block, summed by rms_dw_sum. */
+template <typename T, int NVT, bool RES>
+__global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bwd_ring(rms_bwd_args a, int S)
+{
+    constexpr int V = chunk<T>::n;
+    extern __shared__ uint4 ring[];
+    __shared__ float red[2][64];
+    __shared__ double redd[64];
+    const int64_t nc = a.D / V, slot = (RES ? 3 : 2) * nc, G = gridDim.x;
+    const int nw = blockDim.x / 32;
+    uint4 wr[NVT];
+    float dw[NVT][V];
+#pragma unroll
+    for (int j = 0; j < NVT; j++) {
+        const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
+        if (c < nc)
+            wr[j] = ld_reuse((const T *)a.w + c * V);
+#pragma unroll
+        for (int i = 0; i < V; i++)
+            dw[j][i] = 0.0f;
+    }
+    auto issue = [&](int64_t t, int s) {
+        if (t < a.T) {
+            uint4 *d = ring + s * slot;
+#pragma unroll
+            for (int j = 0; j < NVT; j++) {
+                const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
+                if (c < nc) {
+                    ptx_cp_async_16(ptx_smem_addr(d + c), (const T *)a.x + t * a.sx + c * V, true);
+                    ptx_cp_async_16(ptx_smem_addr(d + nc + c), (const T *)a.dy + t * a.sdy + c * V, true);
+                    if (RES)
+                        ptx_cp_async_16(ptx_smem_addr(d + 2 * nc + c),
+                                        (const T *)a.dres + t * a.sdres + c * V, true);
+                }
+            }
+        }
+        ptx_cp_async_commit(); /* empty groups too: one group a row */
+    };
+    for (int s = 0; s < S - 1; s++)
+        issue((int64_t)blockIdx.x + s * G, s);
+    int s = 0, k = 0;
+    for (int64_t t = blockIdx.x; t < a.T; t += G, k ^= 1) {
+        issue(t + (S - 1) * G, s == 0 ? S - 1 : s - 1);
+        cp_async_wait_n(S - 1); /* row t's group has landed (this thread's chunks) */
+        const uint4 *d = ring + s * slot;
+        float ss = 0.0f, dot = 0.0f;
 #pragma unroll
         for (int j = 0; j < NVT; j++) {
             const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
             if (c < nc) {
-                float xv[V], dv[V], wv[V], o[V], rv[V];
-                launder(xc[j]), launder(dc[j]), launder(wr[j]); /* as in rms_fwd_reg */
-                unpack<T>(xc[j], xv), unpack<T>(dc[j], dv), unpack<T>(wr[j], wv);
-                if (RES)
-                    unpack<T>(rc[j], rv);
+                float xv[V], dv[V], wv[V];
+                unpack<T>(d[c], xv), unpack<T>(d[nc + c], dv), unpack<T>(wr[j], wv);
 #pragma unroll
                 for (int i = 0; i < V; i++) {
-                    dw[j][i] += dv[i] * xv[i] * rstd;
-                    o[i] = rstd * (dv[i] * wv[i] - xv[i] * cc) + (RES ? rv[i] : 0.0f);
+                    ss += xv[i] * xv[i];
+                    dot += dv[i] * wv[i] * xv[i];
                 }
-                st_stream(dx + c * V, pack<T>(o));
             }
         }
+        ss = warp_sum(ss), dot = warp_sum(dot);
+        if (nw > 1) {
+            if (threadIdx.x % 32 == 0)
+                red[k][threadIdx.x / 32] = ss, red[k][32 + threadIdx.x / 32] = dot;
+            __syncthreads();
+            ss = 0.0f, dot = 0.0f;
+            for (int i = 0; i < nw; i++)
+                ss += red[k][i], dot += red[k][32 + i];
+        }
+        T *dx = (T *)a.dx + t * a.sdx;
+        if (rms_bwd_plain(ss, dot)) {
+            const float rstd = 1.0f / sqrtf(ss / (float)a.D + a.eps);
+            const float cc = rstd * rstd * dot / (float)a.D;
+#pragma unroll
+            for (int j = 0; j < NVT; j++) {
+                const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
+                if (c < nc) {
+                    float xv[V], dv[V], wv[V], o[V], rv[V];
+                    unpack<T>(d[c], xv), unpack<T>(d[nc + c], dv), unpack<T>(wr[j], wv);
+                    if (RES)
+                        unpack<T>(d[2 * nc + c], rv);
+#pragma unroll
+                    for (int i = 0; i < V; i++) {
+                        dw[j][i] += dv[i] * (xv[i] * rstd);
+                        o[i] = rstd * (dv[i] * wv[i] - xv[i] * cc) + (RES ? rv[i] : 0.0f);
+                    }
+                    st_stream(dx + c * V, pack<T>(o));
+                }
+            }
+        } else { /* rare: the row in float64 (rms_bwd_plain), again from the slot */
+            double ssd = 0.0, dotd = 0.0;
+#pragma unroll
+            for (int j = 0; j < NVT; j++)
+                if (threadIdx.x + (int64_t)j * blockDim.x < nc) {
+                    const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
+                    float xv[V], dv[V], wv[V];
+                    unpack<T>(d[c], xv), unpack<T>(d[nc + c], dv), unpack<T>(wr[j], wv);
+#pragma unroll
+                    for (int i = 0; i < V; i++)
+                        ssd += (double)xv[i] * xv[i], dotd += (double)dv[i] * wv[i] * xv[i];
+                }
+            block_sum2_d(ssd, dotd, redd);
+            const rms_bwd_d q = rms_bwd_coef_d(ssd, dotd, a.D, a.eps);
+#pragma unroll
+            for (int j = 0; j < NVT; j++) {
+                const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
+                if (c < nc) {
+                    float xv[V], dv[V], wv[V], o[V], rv[V];
+                    unpack<T>(d[c], xv), unpack<T>(d[nc + c], dv), unpack<T>(wr[j], wv);
+                    if (RES)
+                        unpack<T>(d[2 * nc + c], rv);
+                    rms_bwd_chunk_d<V>(q, xv, dv, wv, RES ? rv : NULL, dw[j], o);
+                    st_stream(dx + c * V, pack<T>(o));
+                }
+            }
+        }
+        s = s + 1 == S ? 0 : s + 1;
     }
+    ptx_cp_async_wait<0>();
     float *part = a.part + (int64_t)blockIdx.x * a.D;
 #pragma unroll
     for (int j = 0; j < NVT; j++) {
@@ -729,12 +1290,12 @@ __global__ void __launch_bounds__(1024) rms_dw_sum(const float *part, int64_t G,
     }
 }
 
-/* rms_bwd_reg's threads per block and chunks per thread for nc chunks (tpr = 0: no fit): the
- * most chunks a thread (4, 2, 1) whose block of >= 32 threads covers the row within the
+/* rms_bwd_reg's (and rms_bwd_ring's) threads per block and chunks per thread for nc chunks
+ * (tpr = 0: no fit): the most chunks a thread (4, 2, 1; at most nmax) whose block of >= 32 threads covers the row within the
  * launch bound (256, 512, 1024). */
-static void pick_bwd(int64_t nc, int *tpr, int *nv)
+static void pick_bwd(int64_t nc, int nmax, int *tpr, int *nv)
 {
-    for (int n = 4; n >= 1; n /= 2) {
+    for (int n = nmax >= 4 ? 4 : nmax >= 2 ? 2 : 1; n >= 1; n /= 2) {
         int t = 32;
         while ((int64_t)t * n < nc)
             t *= 2;
@@ -772,6 +1333,15 @@ template <typename T> static const void *bwd_kernel(int nv, bool res)
     }
 }
 
+template <typename T> static const void *bwd_ring_kernel(int nv, bool res)
+{
+    switch (nv) {
+    case 1: return res ? (const void *)rms_bwd_ring<T, 1, true> : (const void *)rms_bwd_ring<T, 1, false>;
+    case 2: return res ? (const void *)rms_bwd_ring<T, 2, true> : (const void *)rms_bwd_ring<T, 2, false>;
+    default: return res ? (const void *)rms_bwd_ring<T, 4, true> : (const void *)rms_bwd_ring<T, 4, false>;
+    }
+}
+
 template <typename T> static flashc_status rms_bwd_t(const rows_bwd_problem *p)
 {
     static const char fn[] = "flashc_rmsnorm_bwd";
@@ -785,27 +1355,51 @@ template <typename T> static flashc_status rms_bwd_t(const rows_bwd_problem *p)
     const bool aligned = vec_ok(p->x, a.sx, p->D, es) && vec_ok(p->w, 0, p->D, es) &&
                          vec_ok(p->dy, a.sdy, p->D, es) && vec_ok(p->dx, a.sdx, p->D, es) &&
                          (!p->dres || vec_ok(p->dres, a.sdres, p->D, es));
-    int tpr2 = 0, nv2 = 0;
-    if (aligned && !rows_v1())
-        pick_bwd(nc, &tpr2, &nv2);
-    const bool v2 = tpr2 > 0;
-    const int tpr = pick_tpr(nc);
-    const bool vec = !v2 && aligned && tpr > 0 && tpr <= BWD_TPR;
-    const void *kern = v2 ? bwd_kernel<T>(nv2, p->dres != NULL)
-                       : vec ? (const void *)rms_bwd_vec<T> : (const void *)rms_bwd_any<T>;
-    const int threads = v2 ? tpr2 : vec ? (tpr < 128 ? 128 : tpr) : 256;
     int dev = 0, sms = 0, per_sm = 0;
-    cudaError_t err = cudaGetDevice(&dev);
-    if (err == cudaSuccess)
-        err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    if (err == cudaSuccess)
+    cudaError_t err = dev_sms(&dev, &sms);
+    if (err != cudaSuccess)
+        return query_failed(fn, err);
+    /* v3: the ring, when asked for and its slots fit (fewer stages first, down to 2) */
+    const ring_cfg rc = ring_env("FLASHC_CUDA_RMS_BWD", 4, 3);
+    int tpr3 = 0, nv3 = 0, S = rc.s;
+    size_t smem = 0;
+    const void *kern = NULL;
+    if (aligned && rc.on)
+        pick_bwd(nc, rc.a, &tpr3, &nv3);
+    if (tpr3 > 0) {
+        const void *k = bwd_ring_kernel<T>(nv3, p->dres != NULL);
+        const size_t slot = (size_t)(p->dres ? 3 : 2) * (size_t)nc * 16;
+        size_t maxs = 0;
+        err = ring_max_smem(k, dev, &maxs);
+        while (err == cudaSuccess && S > 2 && (size_t)S * slot > maxs)
+            S--;
+        if (err == cudaSuccess && (size_t)S * slot <= maxs) {
+            smem = (size_t)S * slot;
+            err = ring_per_sm(k, dev, tpr3, smem, &per_sm);
+            if (err == cudaSuccess && per_sm > 0)
+                kern = k;
+        }
+        if (err != cudaSuccess)
+            return query_failed(fn, err);
+    }
+    const bool ring = kern != NULL;
+    int tpr2 = 0, nv2 = 0;
+    if (!ring && aligned && !rows_v1())
+        pick_bwd(nc, 4, &tpr2, &nv2);
+    const bool v2 = !ring && tpr2 > 0;
+    const int tpr = pick_tpr(nc);
+    const bool vec = !ring && !v2 && aligned && tpr > 0 && tpr <= BWD_TPR;
+    const int threads = ring ? tpr3 : v2 ? tpr2 : vec ? (tpr < 128 ? 128 : tpr) : 256;
+    if (!ring) {
+        kern = v2 ? bwd_kernel<T>(nv2, p->dres != NULL)
+                  : vec ? (const void *)rms_bwd_vec<T> : (const void *)rms_bwd_any<T>;
         err = blocks_per_sm(kern, threads, dev, &per_sm, occ_cache[v2 ? (nv2 == 4 ? 0 : nv2 == 2 ? 1 : 2) + (p->dres ? 3 : 0) : vec ? 6 : 7]);
-    if (err != cudaSuccess) {
-        (void)cudaGetLastError();
-        return flashc__fail(FLASHC_ERR_DEVICE, "%s: device query failed: %s", fn,
-                            cudaGetErrorString(err));
+        if (err != cudaSuccess)
+            return query_failed(fn, err);
     }
     int64_t G = (int64_t)sms * (per_sm > 0 ? per_sm : 1);
+    if (ring && rc.g > 0 && G > rc.g)
+        G = rc.g;
     if (G > p->T)
         G = p->T;
     float *part = NULL;
@@ -818,11 +1412,11 @@ template <typename T> static flashc_status rms_bwd_t(const rows_bwd_problem *p)
     }
     a.part = part;
     flashc_status st;
-    if (v2) {
-        void *args[] = {&a};
-        err = cudaLaunchKernel(kern, dim3((unsigned)G), dim3((unsigned)threads), args, 0, 0);
+    if (ring || v2) {
+        void *args[] = {&a, &S};
+        err = cudaLaunchKernel(kern, dim3((unsigned)G), dim3((unsigned)threads), args, ring ? smem : 0, 0);
         (void)err; /* reported by launch_status */
-        st = launch_status(fn, "rms_bwd_reg");
+        st = launch_status(fn, ring ? "rms_bwd_ring" : "rms_bwd_reg");
         if (st == FLASHC_OK) {
             rms_dw_sum<T><<<(unsigned)((p->D + 31) / 32), dim3(32, 32)>>>(part, G, p->D, (T *)p->dw, p->sdw);
             st = launch_status(fn, "rms_dw_sum");
