@@ -6,9 +6,10 @@
 #      when built) and compute-sanitizer on their short cases (memcheck on all four,
 #      racecheck / synccheck / initcheck on the forward and serving), and the whole CPU ctest
 #      suite on the host's AVX-512 and AMX paths;
-#   3. the Python tests with torch CPU + CUDA.
+#      and the Python tests with torch CPU + CUDA;
+#   3. the benches of FLASHC_FINAL_BENCH, one at a time.
 # FLASHC_DEPS: a folder made by bench/gpu/stage.sh (cmocka); FLASHC_WHEELS: pytest wheels.
-# FLASHC_FINAL_BUDGET: seconds for the whole script (default 520). Logs: at most 6 files under
+# Logs: at most 6 files under
 # $OUT (the device tool returns 8); a summary table is printed last.
 # Optional: FLASHC_FINAL_SKIP="job ..." leaves jobs out (names as in the summary, e.g. test_cp_nccl
 # racecheck_fwd); FLASHC_FINAL_BENCH="script ..." runs each script (given the build dir) on the GPU
@@ -21,7 +22,6 @@ mkdir -p "$OUT"
 export PKG_CONFIG_PATH="${FLASHC_DEPS:-/nonexistent}/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 export LD_LIBRARY_PATH="${FLASHC_DEPS:-/nonexistent}/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-budget=${FLASHC_FINAL_BUDGET:-520}
 B=build-final
 L=$PWD/$B/logs
 mkdir -p "$L"
@@ -30,6 +30,7 @@ t0=$SECONDS
 { cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release && cmake --build $B -j "$(nproc)"; } >"$OUT/build.log" 2>&1 ||
   { tail -30 "$OUT/build.log"; echo "BUILD FAILED"; exit 1; }
 echo "build $((SECONDS - t0)) s" >"$L/00-build.sum"
+cat "$L/00-build.sum" >"$OUT/summary.txt"
 
 ncpu=$(nproc)
 gcores="0-$((ncpu / 2 - 1))"         # GPU jobs (their fp64 references run on the host)
@@ -57,6 +58,12 @@ job test_cuda_rows 120 $B/tests/test_cuda_rows
 job test_cuda_serving 200 $B/tests/test_cuda_serving
 job test_cuda_validate 60 $B/tests/test_cuda_validate
 [ -x $B/tests/test_cp_nccl ] && job test_cp_nccl 120 $B/tests/test_cp_nccl
+if ! python3 -c "import pytest" 2>/dev/null && [ -n "${FLASHC_WHEELS:-}" ]; then
+  python3 -m pip install -q --no-index --find-links "$FLASHC_WHEELS" --target "$PWD/.pytest-lib" pytest >/dev/null 2>&1
+  export PYTHONPATH="$PWD/.pytest-lib${PYTHONPATH:+:$PYTHONPATH}"
+fi
+job pytest 200 env FLASHC_LIBRARY="$PWD/$B/libflashc.so" PYTHONUNBUFFERED=1 \
+  python3 -m pytest python/tests -q -rs -p no:cacheprovider
 if command -v compute-sanitizer >/dev/null; then
   san memcheck_fwd memcheck test_cuda_attn FLASHC_TEST_DIMS=59,128
   san racecheck_fwd racecheck test_cuda_attn FLASHC_TEST_DIMS=128
@@ -88,7 +95,25 @@ fi
   fi
 ) &
 cpid=$!
+
+# logs so far into $OUT (rebuilt at each call, so a run cut short still returns what ended):
+# GPU jobs in one file, benches in another, the CPU suite and pytest in theirs; the summary
+flush() {
+  rm -f "$OUT/gpu.log.new" "$OUT/bench.log.new"
+  for f in "$L"/*.log; do
+    [ -e "$f" ] || continue
+    case $(basename "$f") in
+    ctest.log | pytest.log) cp "$f" "$OUT/" ;;
+    bench*.log | cpu_extra.log) { echo "=== $(basename "$f" .log)"; tail -c 30000 "$f"; } >>"$OUT/bench.log.new" ;;
+    *) { echo "=== $(basename "$f" .log)"; tail -c 20000 "$f"; } >>"$OUT/gpu.log.new" ;;
+    esac
+  done
+  [ -e "$OUT/gpu.log.new" ] && mv "$OUT/gpu.log.new" "$OUT/gpu.log"
+  [ -e "$OUT/bench.log.new" ] && mv "$OUT/bench.log.new" "$OUT/bench.log"
+  cat "$L"/*.sum >"$OUT/summary.txt" 2>/dev/null
+}
 wait "${gpids[@]}"
+flush
 n=0
 for b in ${FLASHC_FINAL_BENCH:-}; do # benches: the GPU to themselves, one at a time
   n=$((n + 1))
@@ -96,26 +121,10 @@ for b in ${FLASHC_FINAL_BENCH:-}; do # benches: the GPU to themselves, one at a 
   mkdir -p "$L/bench$n.out"
   OUT="$L/bench$n.out" taskset -c "$gcores" bash "$b" "$PWD/$B" >"$L/bench$n.log" 2>&1
   echo "bench $(basename "$b"): rc $?, $((SECONDS - t)) s" >"$L/zy-bench$n.sum"
+  flush
 done
-t=$SECONDS
-if ! python3 -c "import pytest" 2>/dev/null && [ -n "${FLASHC_WHEELS:-}" ]; then
-  python3 -m pip install -q --no-index --find-links "$FLASHC_WHEELS" --target "$PWD/.pytest-lib" pytest >/dev/null 2>&1
-  export PYTHONPATH="$PWD/.pytest-lib${PYTHONPATH:+:$PYTHONPATH}"
-fi
-left=$((budget - SECONDS))
-FLASHC_LIBRARY="$PWD/$B/libflashc.so" PYTHONUNBUFFERED=1 timeout $((left > 30 ? left : 30)) \
-  taskset -c "$gcores" python3 -m pytest python/tests -q -rs -p no:cacheprovider >"$L/pytest.log" 2>&1
-echo "pytest (torch CPU + CUDA): rc $?, $((SECONDS - t)) s, $(tail -1 "$L/pytest.log")" >"$L/zz-pytest.sum"
 wait "$cpid"
-
-# logs: GPU jobs in one file, the CPU suite and pytest in theirs
-for f in "$L"/*.log; do
-  case $(basename "$f") in
-  ctest.log | pytest.log) cp "$f" "$OUT/" ;;
-  bench*.log | cpu_extra.log) { echo "=== $(basename "$f" .log)"; tail -c 30000 "$f"; } >>"$OUT/bench.log" ;;
-  *) { echo "=== $(basename "$f" .log)"; tail -c 20000 "$f"; } >>"$OUT/gpu.log" ;;
-  esac
-done
+flush
 echo
-cat "$L"/*.sum | tee "$OUT/summary.txt"
+cat "$OUT/summary.txt"
 ! grep -qE ': rc [1-9]' "$OUT/summary.txt"
