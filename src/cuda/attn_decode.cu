@@ -47,7 +47,8 @@
  * on the same stream, so the attention kernel sees the new keys.
  *
  * Merge variants (FLASHC_DECODE_MERGE, read at every call so one process can compare them; the
- * default stays v1 until a device run has shown another correct and faster):
+ * default is pdl since the H200 run of 2026-12-01 17:05 UTC, bench/RESULTS.md: 1.3-1.6x v1's
+ * throughput at B 1, the same at B 16, every variant passing test_cuda_serving):
  *   v1     attn_decode_merge, one warp a row, each lane walking the splits one dependent load
  *          after another: at B 1 (32 rows, 28-42 splits) that chain of L2 round trips is the
  *          suspected fixed cost of 15-40 us a call (bench/RESULTS.md, issue 13);
@@ -951,11 +952,13 @@ flashc_status check_operand(const char *fn, const char *name, const void *ptr, c
 }
 
 /* FLASHC_DECODE_MERGE (the header comment), read at every call so that one process can compare
- * the variants: unset, "" or "v1" today's merge; "v2", "pdl", "fused"; 0 for anything else. */
+ * the variants: unset or "" the default (pdl); "v1", "v2", "pdl", "fused"; 0 for anything else. */
 int merge_mode(void)
 {
     const char *e = getenv("FLASHC_DECODE_MERGE");
-    if (!e || !e[0] || strcmp(e, "v1") == 0)
+    if (!e || !e[0])
+        return DEC_MERGE_PDL;
+    if (strcmp(e, "v1") == 0)
         return DEC_MERGE_V1;
     if (strcmp(e, "v2") == 0)
         return DEC_MERGE_V2;
