@@ -33,37 +33,10 @@
 #include <stdlib.h>
 
 #ifdef FLASHC_HAVE_CUDA
-#include "internal.h" /* bf16 / fp16 conversions */
+#include "cuda_common.h"
 
-#include <cuda_runtime_api.h>
 #include <math.h>
 #include <string.h>
-
-#define CUDA_OK(call)                                                                              \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess)                                                                     \
-            fail_msg("%s failed: %s", #call, cudaGetErrorString(e_));                              \
-    } while (0)
-
-/* Round a float to the storage dtype and back. */
-static float rnd(flashc_dtype dt, float x)
-{
-    return dt == FLASHC_BF16 ? flashc__bf16_to_f32(flashc__f32_to_bf16(x))
-                             : flashc__f16_to_f32(flashc__f32_to_f16(x));
-}
-
-static uint16_t to_bits(flashc_dtype dt, float x)
-{
-    return dt == FLASHC_BF16 ? flashc__f32_to_bf16(x) : flashc__f32_to_f16(x);
-}
-
-static float from_bits(flashc_dtype dt, uint16_t h)
-{
-    return dt == FLASHC_BF16 ? flashc__bf16_to_f32(h) : flashc__f16_to_f32(h);
-}
-
-static const char *dtname(flashc_dtype dt) { return dt == FLASHC_BF16 ? "bf16" : "fp16"; }
 
 typedef struct attn_case {
     int B, Sq, Sk, Hq, Hkv, D, causal;
@@ -356,12 +329,6 @@ static int check_case(const attn_case *c)
     if (!(total.lse <= 2.0 * total.lse_naive + 1e-6))
         fail_msg("lse error %.4g > 2 x naive %.4g", total.lse, total.lse_naive);
     return 1;
-}
-
-static int small_only(void)
-{
-    const char *s = getenv("FLASHC_TEST_SMALL");
-    return s && s[0] == '1';
 }
 
 /* (Sq, Sk) pairs run at every head dim, and those run at a few only (the long ones: the

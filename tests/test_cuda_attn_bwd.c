@@ -34,36 +34,10 @@
 #include <stdlib.h>
 
 #ifdef FLASHC_HAVE_CUDA
-#include "internal.h" /* bf16 / fp16 conversions */
+#include "cuda_common.h"
 
-#include <cuda_runtime_api.h>
 #include <math.h>
 #include <string.h>
-
-#define CUDA_OK(call)                                                                              \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess)                                                                     \
-            fail_msg("%s failed: %s", #call, cudaGetErrorString(e_));                              \
-    } while (0)
-
-static float rnd(flashc_dtype dt, float x)
-{
-    return dt == FLASHC_BF16 ? flashc__bf16_to_f32(flashc__f32_to_bf16(x))
-                             : flashc__f16_to_f32(flashc__f32_to_f16(x));
-}
-
-static uint16_t to_bits(flashc_dtype dt, float x)
-{
-    return dt == FLASHC_BF16 ? flashc__f32_to_bf16(x) : flashc__f32_to_f16(x);
-}
-
-static float from_bits(flashc_dtype dt, uint16_t h)
-{
-    return dt == FLASHC_BF16 ? flashc__bf16_to_f32(h) : flashc__f16_to_f32(h);
-}
-
-static const char *dtname(flashc_dtype dt) { return dt == FLASHC_BF16 ? "bf16" : "fp16"; }
 
 typedef struct bwd_case {
     int B, Sq, Sk, Hq, Hkv, D, causal;
@@ -511,12 +485,6 @@ static void check_case(const bwd_case *c)
     for (int i = 0; i < 3; i++)
         if (!(e[i] <= 2.0 * en[i] + floor))
             fail_msg("%s error %.4g > 2 x naive %.4g + %.3g", names[i], e[i], en[i], floor);
-}
-
-static int small_only(void)
-{
-    const char *s = getenv("FLASHC_TEST_SMALL");
-    return s && s[0] == '1';
 }
 
 static const int pairs_short[][2] = {{1, 1}, {113, 203}, {128, 217}, {203, 113}};

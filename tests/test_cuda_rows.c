@@ -18,18 +18,10 @@
 #include <stdlib.h>
 
 #ifdef FLASHC_HAVE_CUDA
-#include "internal.h"
+#include "cuda_common.h"
 
-#include <cuda_runtime_api.h>
 #include <math.h>
 #include <string.h>
-
-#define CUDA_OK(call)                                                                              \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess)                                                                     \
-            fail_msg("%s failed: %s", #call, cudaGetErrorString(e_));                              \
-    } while (0)
 
 static double unit(flashc_dtype dt)
 {

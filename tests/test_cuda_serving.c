@@ -39,57 +39,11 @@
 #include <stdlib.h>
 
 #ifdef FLASHC_HAVE_CUDA
-#include "internal.h" /* bf16 / fp16 conversions */
+#include "cuda_common.h"
 
-#include <cuda_runtime_api.h>
 #include <math.h>
 #include <string.h>
 
-#define CUDA_OK(call)                                                                              \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess)                                                                     \
-            fail_msg("%s failed: %s", #call, cudaGetErrorString(e_));                              \
-    } while (0)
-
-static int small_only(void)
-{
-    const char *s = getenv("FLASHC_TEST_SMALL");
-    return s && s[0] == '1';
-}
-
-static float rnd(flashc_dtype dt, float x)
-{
-    return dt == FLASHC_BF16 ? flashc__bf16_to_f32(flashc__f32_to_bf16(x))
-                             : flashc__f16_to_f32(flashc__f32_to_f16(x));
-}
-static uint16_t to_bits(flashc_dtype dt, float x)
-{
-    return dt == FLASHC_BF16 ? flashc__f32_to_bf16(x) : flashc__f32_to_f16(x);
-}
-static float from_bits(flashc_dtype dt, uint16_t h)
-{
-    return dt == FLASHC_BF16 ? flashc__bf16_to_f32(h) : flashc__f16_to_f32(h);
-}
-static const char *dtname(flashc_dtype dt) { return dt == FLASHC_BF16 ? "bf16" : "fp16"; }
-
-static void *dalloc(size_t bytes)
-{
-    void *p = NULL;
-    CUDA_OK(cudaMalloc(&p, bytes ? bytes : 16));
-    return p;
-}
-static void *dupload(const void *h, size_t bytes)
-{
-    void *p = dalloc(bytes);
-    CUDA_OK(cudaMemcpy(p, h, bytes, cudaMemcpyHostToDevice));
-    return p;
-}
-static flashc_tensor dev(flashc_tensor t)
-{
-    t.device = FLASHC_DEVICE_CUDA;
-    return t;
-}
 
 /* ---- the float64 reference and the naive same-precision attention, per row --------------- */
 

@@ -23,17 +23,9 @@
 #include <stdlib.h>
 
 #ifdef FLASHC_HAVE_CUDA
-#include "internal.h" /* bf16 conversions */
+#include "cuda_common.h"
 
-#include <cuda_runtime_api.h>
 #include <string.h>
-
-#define CUDA_OK(call)                                                                              \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess)                                                                     \
-            fail_msg("%s failed: %s", #call, cudaGetErrorString(e_));                              \
-    } while (0)
 
 enum { D = 64, HQ = 2, HKV = 1 };
 
@@ -91,12 +83,6 @@ static int all_poison(const void *d, size_t bytes)
     return ok;
 }
 
-static flashc_tensor cuda_t(flashc_tensor t)
-{
-    t.device = FLASHC_DEVICE_CUDA;
-    return t;
-}
-
 static void expect_refusal(flashc_status st, const char *says, const char *what)
 {
     if (st != FLASHC_ERR_INVALID_ARGUMENT || !strstr(flashc_last_error(), says))
@@ -121,15 +107,15 @@ static void test_varlen(void **state)
     const size_t ob = (size_t)(Tq * HQ * D) * 2, lb = (size_t)(HQ * Tq) * 4;
     void *o0 = dev_poison(ob), *l0 = dev_poison(lb), *o1 = dev_poison(ob), *l1 = dev_poison(lb);
     void *dcq = dev_i32(cuq, B + 1), *dck = dev_i32(cuk, B + 1);
-    flashc_tensor tq = cuda_t(flashc_tensor_3d(q, FLASHC_BF16, Tq, HQ, D));
-    flashc_tensor tk = cuda_t(flashc_tensor_3d(k, FLASHC_BF16, Tk, HKV, D));
-    flashc_tensor tv = cuda_t(flashc_tensor_3d(v, FLASHC_BF16, Tk, HKV, D));
-    flashc_tensor to0 = cuda_t(flashc_tensor_3d(o0, FLASHC_BF16, Tq, HQ, D));
-    flashc_tensor to1 = cuda_t(flashc_tensor_3d(o1, FLASHC_BF16, Tq, HQ, D));
-    flashc_tensor tl0 = cuda_t(flashc_tensor_2d(l0, FLASHC_F32, HQ, Tq));
-    flashc_tensor tl1 = cuda_t(flashc_tensor_2d(l1, FLASHC_F32, HQ, Tq));
-    flashc_tensor tcq = cuda_t(flashc_tensor_1d(dcq, FLASHC_I32, B + 1));
-    flashc_tensor tck = cuda_t(flashc_tensor_1d(dck, FLASHC_I32, B + 1));
+    flashc_tensor tq = dev(flashc_tensor_3d(q, FLASHC_BF16, Tq, HQ, D));
+    flashc_tensor tk = dev(flashc_tensor_3d(k, FLASHC_BF16, Tk, HKV, D));
+    flashc_tensor tv = dev(flashc_tensor_3d(v, FLASHC_BF16, Tk, HKV, D));
+    flashc_tensor to0 = dev(flashc_tensor_3d(o0, FLASHC_BF16, Tq, HQ, D));
+    flashc_tensor to1 = dev(flashc_tensor_3d(o1, FLASHC_BF16, Tq, HQ, D));
+    flashc_tensor tl0 = dev(flashc_tensor_2d(l0, FLASHC_F32, HQ, Tq));
+    flashc_tensor tl1 = dev(flashc_tensor_2d(l1, FLASHC_F32, HQ, Tq));
+    flashc_tensor tcq = dev(flashc_tensor_1d(dcq, FLASHC_I32, B + 1));
+    flashc_tensor tck = dev(flashc_tensor_1d(dck, FLASHC_I32, B + 1));
     flashc_varlen vl = {sizeof vl, &tcq, &tck, 37, 41};
     flashc_attn_params p = flashc_attn_params_default();
     p.causal = 1;
@@ -182,10 +168,10 @@ static void test_varlen(void **state)
      * refused first): dq / dk / dv stay poisoned */
     const size_t kb = (size_t)(Tk * HKV * D) * 2;
     void *dq = dev_poison(ob), *dk = dev_poison(kb), *dv = dev_poison(kb), *dout = dev_bf16(Tq * HQ * D);
-    flashc_tensor tdq = cuda_t(flashc_tensor_3d(dq, FLASHC_BF16, Tq, HQ, D));
-    flashc_tensor tdk = cuda_t(flashc_tensor_3d(dk, FLASHC_BF16, Tk, HKV, D));
-    flashc_tensor tdv = cuda_t(flashc_tensor_3d(dv, FLASHC_BF16, Tk, HKV, D));
-    flashc_tensor tdo = cuda_t(flashc_tensor_3d(dout, FLASHC_BF16, Tq, HQ, D));
+    flashc_tensor tdq = dev(flashc_tensor_3d(dq, FLASHC_BF16, Tq, HQ, D));
+    flashc_tensor tdk = dev(flashc_tensor_3d(dk, FLASHC_BF16, Tk, HKV, D));
+    flashc_tensor tdv = dev(flashc_tensor_3d(dv, FLASHC_BF16, Tk, HKV, D));
+    flashc_tensor tdo = dev(flashc_tensor_3d(dout, FLASHC_BF16, Tq, HQ, D));
     set_i32(dcq, 2, 1); /* decreasing */
     expect_refusal(flashc_attn_varlen_bwd(&p, &vl, &tq, &tk, &tv, &to0, &tdo, &tl0, &tdq, &tdk,
                                           &tdv, NULL),
@@ -212,13 +198,13 @@ static void test_kvcache(void **state)
     void *kc = dev_bf16(NP * PS * HKV * D), *vc = dev_bf16(NP * PS * HKV * D);
     void *o0 = dev_poison(ob), *o1 = dev_poison(ob);
     void *dl = dev_i32(lens, B), *dt = dev_i32(table, B * MP);
-    flashc_tensor tq = cuda_t(flashc_tensor_4d(q, FLASHC_BF16, B, 1, HQ, D));
-    flashc_tensor tkc = cuda_t(flashc_tensor_4d(kc, FLASHC_BF16, NP, PS, HKV, D));
-    flashc_tensor tvc = cuda_t(flashc_tensor_4d(vc, FLASHC_BF16, NP, PS, HKV, D));
-    flashc_tensor to0 = cuda_t(flashc_tensor_4d(o0, FLASHC_BF16, B, 1, HQ, D));
-    flashc_tensor to1 = cuda_t(flashc_tensor_4d(o1, FLASHC_BF16, B, 1, HQ, D));
-    flashc_tensor tl = cuda_t(flashc_tensor_1d(dl, FLASHC_I32, B));
-    flashc_tensor tt = cuda_t(flashc_tensor_2d(dt, FLASHC_I32, B, MP));
+    flashc_tensor tq = dev(flashc_tensor_4d(q, FLASHC_BF16, B, 1, HQ, D));
+    flashc_tensor tkc = dev(flashc_tensor_4d(kc, FLASHC_BF16, NP, PS, HKV, D));
+    flashc_tensor tvc = dev(flashc_tensor_4d(vc, FLASHC_BF16, NP, PS, HKV, D));
+    flashc_tensor to0 = dev(flashc_tensor_4d(o0, FLASHC_BF16, B, 1, HQ, D));
+    flashc_tensor to1 = dev(flashc_tensor_4d(o1, FLASHC_BF16, B, 1, HQ, D));
+    flashc_tensor tl = dev(flashc_tensor_1d(dl, FLASHC_I32, B));
+    flashc_tensor tt = dev(flashc_tensor_2d(dt, FLASHC_I32, B, MP));
     flashc_kv_cache c = {sizeof c, &tkc, &tvc, &tl, &tt, NULL, NULL, NULL};
     flashc_attn_params p = flashc_attn_params_default();
 
@@ -235,8 +221,8 @@ static void test_kvcache(void **state)
 
     /* refusals, with an append (so the caches are outputs too) */
     void *kn = dev_bf16(B * SNEW * HKV * D), *vn = dev_bf16(B * SNEW * HKV * D);
-    flashc_tensor tkn = cuda_t(flashc_tensor_4d(kn, FLASHC_BF16, B, SNEW, HKV, D));
-    flashc_tensor tvn = cuda_t(flashc_tensor_4d(vn, FLASHC_BF16, B, SNEW, HKV, D));
+    flashc_tensor tkn = dev(flashc_tensor_4d(kn, FLASHC_BF16, B, SNEW, HKV, D));
+    flashc_tensor tvn = dev(flashc_tensor_4d(vn, FLASHC_BF16, B, SNEW, HKV, D));
     c.k_new = &tkn, c.v_new = &tvn;
     unsigned char *k_before = host_copy(kc, cb), *v_before = host_copy(vc, cb);
     CUDA_OK(cudaMemset(o1, 0xA5, ob));
@@ -272,9 +258,9 @@ static void test_kvcache(void **state)
     void *ck = dev_bf16(ROWS * S_CACHE * HKV * D), *cv = dev_bf16(ROWS * S_CACHE * HKV * D);
     int32_t idx[B] = {2, 0};
     void *di = dev_i32(idx, B);
-    flashc_tensor tck = cuda_t(flashc_tensor_4d(ck, FLASHC_BF16, ROWS, S_CACHE, HKV, D));
-    flashc_tensor tcv = cuda_t(flashc_tensor_4d(cv, FLASHC_BF16, ROWS, S_CACHE, HKV, D));
-    flashc_tensor ti = cuda_t(flashc_tensor_1d(di, FLASHC_I32, B));
+    flashc_tensor tck = dev(flashc_tensor_4d(ck, FLASHC_BF16, ROWS, S_CACHE, HKV, D));
+    flashc_tensor tcv = dev(flashc_tensor_4d(cv, FLASHC_BF16, ROWS, S_CACHE, HKV, D));
+    flashc_tensor ti = dev(flashc_tensor_1d(di, FLASHC_I32, B));
     flashc_kv_cache cc = {sizeof cc, &tck, &tcv, &tl, NULL, &ti, &tkn, &tvn};
     unsigned char *ck_before = host_copy(ck, ccb);
     set_i32(di, 1, ROWS);
