@@ -127,6 +127,19 @@ static void test_params_abi(void **state)
     TU_OK(flashc_attn_fwd_naive(&p, &tq, &tk, &tv, &to, NULL, NULL));
     assert_memory_equal(o, want, sizeof(float) * 2 * 5 * 2 * 8);
 
+    /* a struct_size that ends inside a field (no header's sizeof does) is refused: copying it
+     * would take the low bytes of the alibi_slopes pointer (a fuzz finding) */
+    p = flashc_attn_params_default();
+    p.alibi_slopes = (const flashc_tensor *)&p; /* never to be read */
+    p.struct_size = offsetof(flashc_attn_params, alibi_slopes) + 3;
+    memcpy(o0, o, sizeof(float) * 2 * 5 * 2 * 8);
+    assert_int_equal(flashc_attn_fwd_naive(&p, &tq, &tk, &tv, &to, NULL, NULL),
+                     FLASHC_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(flashc_last_error(), "inside the field alibi_slopes"));
+    assert_memory_equal(o, o0, sizeof(float) * 2 * 5 * 2 * 8);
+    p.struct_size = offsetof(flashc_attn_params, alibi_slopes); /* a boundary: fine */
+    TU_OK(flashc_attn_fwd_naive(&p, &tq, &tk, &tv, &to, NULL, NULL));
+
     /* a newer caller's longer struct: accepted when the unknown tail is zero */
     struct {
         flashc_attn_params p;

@@ -586,6 +586,9 @@ static void test_bad_params(void **state)
     p.seqlen = 4;
     p.struct_size = 4;
     assert_int_equal(flashc_cp_attn_fwd(&p, &q, &k, &v, &o, NULL), FLASHC_ERR_INVALID_ARGUMENT);
+    p.struct_size = offsetof(flashc_cp_params, cuda_stream) + 2; /* ends inside a pointer */
+    assert_int_equal(flashc_cp_attn_fwd(&p, &q, &k, &v, &o, NULL), FLASHC_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(flashc_last_error(), "inside the field cuda_stream"));
     flashc_cp_comm_destroy(comm[0]);
     TU_OK(flashc_cp_comm_sim_create(1, comm));
     p.struct_size = sizeof p;

@@ -14,6 +14,7 @@
  *                      has started writing can no longer fail
  */
 #include "internal.h"
+#include "sized_struct.h"
 
 #include <math.h>
 #include <string.h>
@@ -54,6 +55,16 @@ static flashc_status read_params(const char *fn, const flashc_attn_params *in,
                                     "%zu and the unknown fields are set (a newer flashc feature)",
                                     fn, size, sizeof *out);
     }
+#define F(f) FLASHC__FIELD(flashc_attn_params, f)
+    static const flashc__field fields[] = {
+        F(struct_size),  F(has_softmax_scale), F(softmax_scale), F(causal),
+        F(window_left),  F(window_right),      F(softcap),       F(alibi_slopes),
+        F(block_q),      F(block_k),           F(num_threads),   F(num_splits),
+        F(deterministic), F(workspace),        F(workspace_bytes), F(cuda_stream),
+        F(validate_indices)};
+#undef F
+    FLASHC_TRY(flashc__check_struct_cut(fn, "params", size, fields,
+                                        (int)(sizeof fields / sizeof fields[0])));
     memcpy(out, in, size < sizeof *out ? size : sizeof *out);
     out->struct_size = sizeof *out;
     const flashc_attn_params *pr = out;

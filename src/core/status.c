@@ -1,5 +1,6 @@
 /* status.c — status names and the per-thread detail of the last failure. */
 #include "internal.h"
+#include "sized_struct.h"
 
 #include <stdio.h>
 
@@ -35,4 +36,16 @@ flashc_status flashc__fail(flashc_status status, const char *fmt, ...)
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
     return status;
+}
+
+flashc_status flashc__check_struct_cut(const char *fn, const char *what, size_t size,
+                                       const flashc__field *fields, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (fields[i].off < size && size < fields[i].end)
+            return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                                "%s: %s.struct_size = %zu ends inside the field %s (bytes %zu to "
+                                "%zu); set it to sizeof of the struct of your header",
+                                fn, what, size, fields[i].name, fields[i].off, fields[i].end - 1);
+    return FLASHC_OK;
 }

@@ -1,6 +1,7 @@
 /* api_cp.c — the public context-parallel entry points (flashc.h, "Context parallelism"):
  * params, communicator handles, validation, then the ring (ring.c). */
 #include "cp.h"
+#include "sized_struct.h"
 
 #include <stddef.h>
 #include <string.h>
@@ -36,6 +37,14 @@ static flashc_status read_params(const char *fn, const flashc_cp_params *in, fla
                                     "%zu and the unknown fields are set (a newer flashc feature)",
                                     fn, size, sizeof *out);
     }
+#define F(f) FLASHC__FIELD(flashc_cp_params, f)
+    static const flashc__field fields[] = {
+        F(struct_size), F(comm),          F(seqlen),        F(shard),
+        F(causal),      F(has_softmax_scale), F(softmax_scale), F(num_threads),
+        F(deterministic), F(serialize),   F(cuda_stream)};
+#undef F
+    FLASHC_TRY(flashc__check_struct_cut(fn, "params", size, fields,
+                                        (int)(sizeof fields / sizeof fields[0])));
     memcpy(out, in, size < sizeof *out ? size : sizeof *out);
     out->struct_size = sizeof *out;
     if (!out->comm)
