@@ -206,7 +206,8 @@ void flashc_mem_reset_peak(void);
  * only the fields inside struct_size and gives the others their defaults, so a binary built
  * against an older header keeps working. A struct_size larger than this library knows is
  * accepted when the bytes it does not know are all zero (fields added later default to zero),
- * and refused with FLASHC_ERR_UNSUPPORTED otherwise. struct_size 0 is refused. */
+ * and refused with FLASHC_ERR_UNSUPPORTED otherwise. struct_size 0, and one that ends inside a
+ * field (no header's sizeof does), are refused with FLASHC_ERR_INVALID_ARGUMENT. */
 typedef struct flashc_attn_params {
     size_t struct_size;
     int has_softmax_scale; /* 0: scale = 1/sqrt(D); nonzero: softmax_scale as given        */
