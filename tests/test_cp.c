@@ -259,8 +259,8 @@ static double max_err(const float *x, const float *ref, int64_t n)
 
 /* The 2x rule. Float32: against the single call, plus 4N ulps of the largest |ref| (the ring
  * adds up to N float32 partials; both errors are a few ulps).
- * bfloat16 / float16: against the plain same-precision ring (tu_naive_ring); the single call's
- * error is printed beside it when the rule fails. */
+ * bfloat16 / float16: against the plain same-precision ring (tu_naive_ring), plus one storage
+ * ulp of the largest |ref|; the single call's error is printed beside it when the rule fails. */
 static void check_rule(const char *what, const ring_case *c, const float *cp, const float *single,
                        const float *naive, const float *ref, int64_t n)
 {
@@ -271,7 +271,12 @@ static void check_rule(const char *what, const ring_case *c, const float *cp, co
         ref_max = isfinite(ref[i]) && fabs(ref[i]) > ref_max ? fabs(ref[i]) : ref_max;
     /* float32: each of up to N partials adds a few ulps in the float32 sums */
     const double ulps = 4.0 * c->N * 0x1p-23 * ref_max;
-    const double bound = c->dt == FLASHC_F32 || !naive ? 2.0 * e_single + ulps : 2.0 * e_naive;
+    /* 16-bit: plus one storage ulp of the largest |ref|, the outputs' own final rounding, which
+     * two implementations may take on opposite sides for the worst element (at S ~ 34 the max
+     * error is one element's: seed 1883396866203905 gave 0.0297 against 2 x 0.0143) */
+    const double unit = c->dt == FLASHC_BF16 ? 0x1p-8 : 0x1p-11;
+    const double bound = c->dt == FLASHC_F32 || !naive ? 2.0 * e_single + ulps
+                                                       : 2.0 * e_naive + unit * ref_max;
     if (!(e_cp <= bound)) {
         print_error("%s: N=%d S=%lld %s causal=%d B=%lld H=%lld/%lld D=%lld/%lld %s: cp error %.3g "
                     "> bound %.3g (single call %.3g, naive same-precision ring %.3g)\n", what, c->N,
