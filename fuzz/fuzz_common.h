@@ -26,6 +26,7 @@
 #include "flashc.h"
 #include "internal.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -444,6 +445,28 @@ static void fz_check_untouched(const char *name, const fz_set *s, flashc_status 
 }
 
 /* A twin of output a (same layout, a's snapshot as contents), owned, for the reference. */
+/* x rounded into dtype dt (to nearest even, as the library stores; float32 and wider: x as a
+ * float, so a double past FLT_MAX is inf too). */
+static double fz_round(flashc_dtype dt, double x)
+{
+    if (!(fabs(x) <= FLT_MAX)) /* NaN, or past every dtype's range (no float cast: UB) */
+        return isnan(x) ? x : x > 0 ? INFINITY : -INFINITY;
+    unsigned char b[4];
+    flashc__store(b, dt, 0, (float)x);
+    return flashc__load(b, dt, 0);
+}
+
+/* Nonzero when ft is present with exactly the shape it was drawn with. */
+static int fz_same_shape(const fz_tensor *ft, const int64_t *shape, int ndim)
+{
+    if (!ft->present || ft->t.ndim != ndim)
+        return 0;
+    for (int i = 0; i < ndim; i++)
+        if (ft->t.shape[i] != shape[i])
+            return 0;
+    return 1;
+}
+
 static void fz_make_twin(const fz_tensor *a, fz_tensor *tw)
 {
     *tw = *a;
