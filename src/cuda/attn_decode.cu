@@ -119,6 +119,9 @@ struct dec_args {
 
 enum { DEC_MERGE_V1 = 1, DEC_MERGE_V2 = 2, DEC_MERGE_PDL = 3, DEC_MERGE_FUSED = 4 };
 
+/* o's row width, for attn_clear_unowned (attn_fwd_common.cuh). */
+__device__ __forceinline__ int unowned_width(const dec_args &a) { return a.Dv; }
+
 /* Lengths of sequence b; device index tensors are clamped into range. */
 __device__ __forceinline__ void dec_seqlens(const dec_args &a, int b, int *sq, int *sk)
 {
@@ -738,24 +741,6 @@ __global__ void __launch_bounds__(64) attn_decode_append(const dec_args a)
     }
 }
 
-/* Varlen rows past cu_seqlens_q[B] belong to no sequence: zeros and lse = -inf (flashc.h). */
-template <typename T>
-__global__ void __launch_bounds__(128) attn_decode_clear_unowned(const dec_args a)
-{
-    const int64_t row = (int64_t)blockIdx.x * 4 + threadIdx.x / 32;
-    const int lane = (int)threadIdx.x % 32;
-    if (row >= (int64_t)a.total_q * a.Hq)
-        return;
-    const int r = (int)(row / a.Hq), h = (int)(row % a.Hq);
-    if (r < a.cu_q[a.B])
-        return;
-    T *og = (T *)a.o + (int64_t)r * a.so[1] + (int64_t)h * a.so[2];
-    for (int c = lane; c < a.Dv; c += 32)
-        og[c] = T(0.0f);
-    if (lane == 0 && a.lse)
-        a.lse[(int64_t)h * a.slse[1] + (int64_t)r * a.slse[2]] = -INFINITY;
-}
-
 template <typename T, int DI> constexpr size_t dec_smem_bytes()
 {
     constexpr int DS = (DI + 63) / 64 * 64;
@@ -846,7 +831,7 @@ cudaError_t dec_run_all(const dec_args &a, int di, bool sm90, cudaStream_t strea
     if (a.layout == ATTN_VARLEN) {
         const int64_t n = (int64_t)a.total_q * a.Hq;
         if (n > 0)
-            attn_decode_clear_unowned<T><<<(unsigned)((n + 3) / 4), 128, 0, stream>>>(a);
+            attn_clear_unowned<T, dec_args><<<(unsigned)((n + 3) / 4), 128, 0, stream>>>(a);
         err = cudaGetLastError();
     }
     return err;

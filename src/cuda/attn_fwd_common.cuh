@@ -75,6 +75,32 @@ static __device__ __forceinline__ void fwd_sequence(const attn_fwd_args &a, int 
     }
 }
 
+/* Varlen rows past cu_seqlens_q[B] belong to no sequence: zeros and LSE = -inf (flashc.h), the
+ * same rows whatever cu_seqlens_q[B] holds, for the forward (A = attn_fwd_args) and the KV-cache
+ * kernel (A = dec_args, attn_decode.cu). o: (total_q, Hq, unowned_width(a)) with strides so;
+ * lse: (Hq, total_q) with strides slse. unowned_width (o's row width: D, Dv) is an overload
+ * beside each A. One warp per (row, head), 4 per block of 128 threads.
+ * One kernel template rather than a device helper under two kernels: that call, even inlined,
+ * gave ptxas a differently ordered body (different SASS); this is the old body verbatim. */
+static __device__ __forceinline__ int unowned_width(const attn_fwd_args &a) { return a.D; }
+
+template <typename T, typename A>
+__global__ void __launch_bounds__(128) attn_clear_unowned(const A a)
+{
+    const int64_t row = (int64_t)blockIdx.x * 4 + threadIdx.x / 32;
+    const int lane = (int)threadIdx.x % 32;
+    if (row >= (int64_t)a.total_q * a.Hq)
+        return;
+    const int r = (int)(row / a.Hq), h = (int)(row % a.Hq);
+    if (r < a.cu_q[a.B])
+        return;
+    T *og = (T *)a.o + (int64_t)r * a.so[1] + (int64_t)h * a.so[2];
+    for (int c = lane; c < unowned_width(a); c += 32)
+        og[c] = T(0.0f);
+    if (lane == 0 && a.lse)
+        a.lse[(int64_t)h * a.slse[1] + (int64_t)r * a.slse[2]] = -INFINITY;
+}
+
 /* First key row i sees (row position a_i = i + diag, diag = Sk_b - Sq_b). In 64 bits: i may be
  * a tail row past the sequence and the bounds are only known to be below 2^30 each. */
 static __device__ __forceinline__ int fwd_key_lo(const attn_fwd_args &a, int diag, int i)

@@ -311,26 +311,6 @@ __global__ void __launch_bounds__(NWARPS * 32)
         }
 }
 
-/* Varlen rows past cu_seqlens_q[B] belong to no sequence: zeros and LSE = -inf (flashc.h), as
- * the KV-cache kernel writes them (attn_decode.cu, attn_decode_clear_unowned: the same rows,
- * whatever cu_seqlens_q[B] holds). One warp per (row, head). */
-template <typename T>
-__global__ void __launch_bounds__(128) attn_fwd_sm80_clear_unowned(const attn_fwd_args a)
-{
-    const int64_t row = (int64_t)blockIdx.x * 4 + threadIdx.x / 32;
-    const int lane = (int)threadIdx.x % 32;
-    if (row >= (int64_t)a.total_q * a.Hq)
-        return;
-    const int r = (int)(row / a.Hq), h = (int)(row % a.Hq);
-    if (r < a.cu_q[a.B])
-        return;
-    T *og = (T *)a.o + (int64_t)r * a.so[1] + (int64_t)h * a.so[2];
-    for (int c = lane; c < a.D; c += 32)
-        og[c] = T(0.0f);
-    if (lane == 0 && a.lse)
-        a.lse[(int64_t)h * a.slse[1] + (int64_t)r * a.slse[2]] = -INFINITY;
-}
-
 template <typename T, int D, int NWARPS, int MI, int BN>
 static cudaError_t attn_fwd_sm80_launch(const attn_fwd_args *a, cudaStream_t stream)
 {
@@ -361,7 +341,7 @@ static cudaError_t attn_fwd_sm80_launch(const attn_fwd_args *a, cudaStream_t str
     }
     if (a->cu_q && a->total_q > 0) {
         const int64_t rows = (int64_t)a->total_q * a->Hq;
-        attn_fwd_sm80_clear_unowned<T><<<(unsigned)((rows + 3) / 4), 128, 0, stream>>>(*a);
+        attn_clear_unowned<T, attn_fwd_args><<<(unsigned)((rows + 3) / 4), 128, 0, stream>>>(*a);
         err = cudaGetLastError();
     }
     return err;
