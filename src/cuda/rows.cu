@@ -993,6 +993,43 @@ __global__ void rms_dw_reduce(const float *part, int64_t G, int64_t D, T *dw, in
     dw[d * sdw] = elem<T>::store(s);
 }
 
+/* ---- what rms_bwd_reg (v2) and rms_bwd_ring (v3) share: thread k owns chunks
+ * c = k + j blockDim.x (j < NVT, c < nc) of every row, w and its dw columns in registers.
+ * Their w load and block sums stay written out in each: as helpers they renumbered v2's
+ * registers (different SASS, tools/sass_identity.sh). ---- */
+
+/* One chunk of V columns in float32 (the row is plain, rms_bwd_plain): dw += dy x rstd and
+ * o = dx = rstd (dy w - x cc) (+ dres: rv, read only when RES). */
+template <int V, bool RES>
+static __device__ __forceinline__ void rms_bwd_chunk(float rstd, float cc, const float (&xv)[V],
+                                                     const float (&dv)[V], const float (&wv)[V],
+                                                     const float (&rv)[V], float (&dw)[V],
+                                                     float (&o)[V])
+{
+#pragma unroll
+    for (int i = 0; i < V; i++) {
+        dw[i] += dv[i] * (xv[i] * rstd);
+        o[i] = rstd * (dv[i] * wv[i] - xv[i] * cc) + (RES ? rv[i] : 0.0f);
+    }
+}
+
+/* The end: the thread's dw columns into the block's row of the (G, D) float32 partials. */
+template <typename T, int NVT>
+static __device__ __forceinline__ void rms_bwd_store_part(const rms_bwd_args &a, int64_t nc,
+                                                          const float (&dw)[NVT][chunk<T>::n])
+{
+    constexpr int V = chunk<T>::n;
+    float *part = a.part + (int64_t)blockIdx.x * a.D;
+#pragma unroll
+    for (int j = 0; j < NVT; j++) {
+        const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
+        if (c < nc)
+#pragma unroll
+            for (int i = 0; i < V; i++)
+                part[c * V + i] = dw[j][i];
+    }
+}
+
 /* The register-resident backward (v2): a persistent grid of G blocks of TPR threads, one row at
  * a time per block, each thread owning NVT chunks of columns. w stays in registers for the
  * whole kernel, the thread's dw columns accumulate in registers across the block's rows, and
@@ -1078,11 +1115,7 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
                     unpack<T>(xc[j], xv), unpack<T>(dc[j], dv), unpack<T>(wr[j], wv);
                     if (RES)
                         unpack<T>(rc[j], rv);
-#pragma unroll
-                    for (int i = 0; i < V; i++) {
-                        dw[j][i] += dv[i] * (xv[i] * rstd);
-                        o[i] = rstd * (dv[i] * wv[i] - xv[i] * cc) + (RES ? rv[i] : 0.0f);
-                    }
+                    rms_bwd_chunk<V, RES>(rstd, cc, xv, dv, wv, rv, dw[j], o);
                     st_stream(dx + c * V, pack<T>(o));
                 }
             }
@@ -1121,15 +1154,7 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
             }
         }
     }
-    float *part = a.part + (int64_t)blockIdx.x * a.D;
-#pragma unroll
-    for (int j = 0; j < NVT; j++) {
-        const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
-        if (c < nc)
-#pragma unroll
-            for (int i = 0; i < V; i++)
-                part[c * V + i] = dw[j][i];
-    }
+    rms_bwd_store_part<T, NVT>(a, nc, dw);
 }
 
 /* Backward ring (v3): a persistent grid of G blocks, block b taking rows b, b + G, ...; thread
@@ -1217,11 +1242,7 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
                     unpack<T>(d[c], xv), unpack<T>(d[nc + c], dv), unpack<T>(wr[j], wv);
                     if (RES)
                         unpack<T>(d[2 * nc + c], rv);
-#pragma unroll
-                    for (int i = 0; i < V; i++) {
-                        dw[j][i] += dv[i] * (xv[i] * rstd);
-                        o[i] = rstd * (dv[i] * wv[i] - xv[i] * cc) + (RES ? rv[i] : 0.0f);
-                    }
+                    rms_bwd_chunk<V, RES>(rstd, cc, xv, dv, wv, rv, dw[j], o);
                     st_stream(dx + c * V, pack<T>(o));
                 }
             }
@@ -1255,15 +1276,7 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
         s = s + 1 == S ? 0 : s + 1;
     }
     ptx_cp_async_wait<0>();
-    float *part = a.part + (int64_t)blockIdx.x * a.D;
-#pragma unroll
-    for (int j = 0; j < NVT; j++) {
-        const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
-        if (c < nc)
-#pragma unroll
-            for (int i = 0; i < V; i++)
-                part[c * V + i] = dw[j][i];
-    }
+    rms_bwd_store_part<T, NVT>(a, nc, dw);
 }
 
 /* dw[d] = sum over g < G of part[g][d]: 32 columns a block, thread row y summing the partials
