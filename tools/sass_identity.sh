@@ -77,7 +77,8 @@ tree() {
     echo "$dir"
 }
 
-# build REV FILE: compiles FILE of REV into out/<key>/<name>.{o,ptxas,sass,res,norm}.
+# build_one REV FILE: FILE of REV compiled (unless cached) into out/<key>/<name>.{o,ptxas,sass,res}
+# and normalized into <name>.norm.
 build_one() {
     local rev=$1 f=$2 src key dst name
     src=$(tree "$rev")
@@ -85,10 +86,20 @@ build_one() {
     dst=$out/$key
     name=$(echo "$f" | tr / _)
     mkdir -p "$dst"
-    if [ "$key" != worktree ] && [ -f "$dst/$name.norm" ]; then return; fi
+    rm -f "$dst/$name.norm"
     [ -f "$src/$f" ] || { echo "sass_identity: $f absent at $rev" >&2; : > "$dst/$name.norm"; return; }
+    if [ "$key" = worktree ] || [ ! -f "$dst/$name.ok" ]; then
+        compile_one "$rev" "$f" "$src" "$dst/$name"
+    fi
+    normalize "$dst/$name"
+}
+
+# compile_one REV FILE SRC_TREE OUT_BASE: the object and its three reports.
+compile_one() {
+    local rev=$1 f=$2 src=$3 base=$4
+    rm -f "$base.ok"
     local cmd
-    cmd=$(python3 - "$ccj" "$root" "$src" "$f" "$dst/$name.o" <<'EOF'
+    cmd=$(python3 - "$ccj" "$root" "$src" "$f" "$base.o" <<'EOF'
 import json, os, shlex, sys
 ccj, root, src, f, obj = sys.argv[1:]
 for e in json.load(open(ccj)):
@@ -120,21 +131,32 @@ EOF
 )
     [ -n "$cmd" ] || { echo "sass_identity: $f not in $ccj" >&2; exit 2; }
     echo "  compiling $f at $rev" >&2
-    if ! (eval "$cmd") > "$dst/$name.ptxas" 2>&1; then
-        cat "$dst/$name.ptxas" >&2
+    if ! (eval "$cmd") > "$base.ptxas" 2>&1; then
+        cat "$base.ptxas" >&2
         echo "sass_identity: compile of $f at $rev failed" >&2
         exit 1
     fi
-    "$cuobjdump" -sass "$dst/$name.o" > "$dst/$name.sass"
-    "$cuobjdump" -res-usage "$dst/$name.o" > "$dst/$name.res"
-    python3 - "$dst/$name" <<'EOF'
+    "$cuobjdump" -sass "$base.o" > "$base.sass"
+    "$cuobjdump" -res-usage "$base.o" > "$base.res"
+    touch "$base.ok"
+}
+
+# normalize OUT_BASE: OUT_BASE.norm from the three reports.
+normalize() {
+    python3 - "$1" <<'EOF'
 # Normalizes the three reports into one text, sorted by (arch, function): the order in which
-# nvcc's parallel ptxas runs print, or the order of functions inside a cubin, is not code.
+# nvcc's parallel ptxas runs print, or the order of functions inside a cubin, is not code. The
+# one name part that is not code either: the hash nvcc gives a file's anonymous namespace
+# (_GLOBAL__N__<8 hex>_..., it changes between two compiles of the same source), shown as ####.
 import re, sys
 base = sys.argv[1]
+anon = re.compile(r"_GLOBAL__N__[0-9a-f]{8}_")
+def norm(line):
+    return anon.sub("_GLOBAL__N__####_", line.strip())
 recs = {}
-arch = None
-fn = None
+def rec(key):
+    return recs.setdefault(key, {"sass": [], "res": [], "ptxas": []})
+arch = fn = None
 for line in open(base + ".sass"):
     m = re.match(r"\s*code for (sm_\w+)", line)
     if m:
@@ -142,13 +164,12 @@ for line in open(base + ".sass"):
         continue
     m = re.match(r"\s*Function : (\S+)", line)
     if m:
-        fn = m.group(1)
-        recs.setdefault((arch, fn), {"sass": [], "res": [], "ptxas": []})
+        fn = norm(m.group(1))
+        rec((arch, fn))
         continue
-    if fn and line.strip() and not line.strip().startswith(".") and "....." not in line:
-        recs[(arch, fn)]["sass"].append(line.strip())
-arch = None
-cur = None
+    if fn and line.strip().startswith("/*"):  # an instruction and its encoding
+        rec((arch, fn))["sass"].append(norm(line))
+arch = cur = None
 for line in open(base + ".res"):
     m = re.search(r"arch = (sm_\w+)", line)
     if m:
@@ -156,26 +177,29 @@ for line in open(base + ".res"):
         continue
     m = re.match(r"\s*(?:Function (\S+)|(Common)):\s*$", line)
     if m:
-        fn = m.group(1) or "<common>"
-        cur = recs.setdefault((arch, fn), {"sass": [], "res": [], "ptxas": []})["res"]
+        cur = rec((arch, norm(m.group(1) or "<common>")))["res"]
         continue
     if cur is not None and re.match(r"\s*[A-Z]+(\[\d+\])?:\d", line):
-        cur.append(line.strip())
-# ptxas -v: "Compiling entry function 'X' for 'sm_80'" / "Function properties for X" / counts.
+        cur.append(norm(line))
+# ptxas -v: "Compiling entry function 'X' for 'sm_80'", "Function properties for X" (X or a
+# subroutine of it), its stack/spill line, "Used N registers, ... smem, cmem". The -warn-spills
+# warnings come on stderr, out of step with stdout: kept as one sorted list.
 cur = None
-ptx_arch = {}
+warnings = []
 for line in open(base + ".ptxas"):
-    line = line.rstrip()
+    if "ptxas warning" in line:
+        warnings.append(norm(line))
+        continue
     m = re.search(r"Compiling entry function '(\S+)' for '(sm_\w+)'", line)
     if m:
-        cur = (m.group(2), m.group(1))
+        cur = (m.group(2), norm(m.group(1)))
         continue
     m = re.search(r"Function properties for (\S+)", line)
     if m and cur:
-        cur = (cur[0], m.group(1))
+        cur = (cur[0], norm(m.group(1)))
         continue
-    if cur and ("bytes stack frame" in line or "Used " in line or "spill" in line):
-        recs.setdefault(cur, {"sass": [], "res": [], "ptxas": []})["ptxas"].append(line.strip())
+    if cur and ("bytes stack frame" in line or "Used " in line):
+        rec(cur)["ptxas"].append(norm(line))
 with open(base + ".norm", "w") as o:
     for (a, f) in sorted(recs, key=lambda k: (k[0] or "", k[1])):
         r = recs[(a, f)]
@@ -185,6 +209,9 @@ with open(base + ".norm", "w") as o:
                 o.write(f"{k}: {l}\n")
         for l in r["sass"]:
             o.write(l + "\n")
+    o.write("=== ptxas warnings\n")
+    for l in sorted(warnings):
+        o.write(l + "\n")
 EOF
 }
 
@@ -199,8 +226,8 @@ for f in "${files[@]}"; do
     build_one "$rev_b" "$f"
     name=$(echo "$f" | tr / _)
     na=$out/$ka/$name.norm nb=$out/$kb/$name.norm
-    count() { grep -c '^=== ' "$1" || true; }
-    per_arch() { grep '^=== ' "$1" | awk '{print $2}' | sort | uniq -c | awk '{printf "%s %s:%s", sep, $2, $1; sep=","}'; }
+    count() { grep '^=== sm' "$1" | grep -vc ' <common>$' || true; }
+    per_arch() { grep '^=== sm' "$1" | grep -v ' <common>$' | awk '{print $2}' | sort | uniq -c | awk '{printf "%s %s:%s", sep, $2, $1; sep=","}'; }
     if cmp -s "$na" "$nb"; then
         printf '%-34s %4s functions (%s) identical\n' "$f" "$(count "$na")" "$(per_arch "$na")"
         rm -f "$out/diff/$name.diff"
