@@ -579,39 +579,32 @@ static cudaError_t attn_bwd_sm80_launch_varlen(const attn_bwd_args *a, cudaStrea
 /* The defaults first, then other tiles for the ladder (params.block_q / block_k pick them):
  * 64 x 64 in 4 warps (104 KB of shared memory at D = 128: two blocks per SM, but twice the
  * dQ atomics per FLOP), 128 x 128 at D = 64 (S^T, dP^T 2 x 64 floats a thread). */
+/* A row of the table: name (attn_bwd_<dtype>_sm80_d<D>_<BM>x<BN>[_s<SPLIT>]), shared memory
+ * and launcher of one instance, spelled once (as attn_fwd_sm80.cu's SM80_VARIANT); BWD80_VARLEN
+ * adds the varlen launcher of the same instance, BWD80_VARIANT leaves it NULL (dense only). */
+#define BWD80_FIELDS(TN, T, D, BM, BN, SPLIT)                                                      \
+    "attn_bwd_" #TN "_sm80_d" #D "_" #BM "x" #BN BWD80_SPLIT_##SPLIT, "sm80", TN##_DTYPE, D, 80, 0, \
+        BM, BN, SPLIT, bwd_smem_bytes<T, D, BM, BN, SPLIT>(), attn_bwd_sm80_launch<T, D, BM, BN, SPLIT>
+#define BWD80_VARIANT(TN, T, D, BM, BN, SPLIT) {BWD80_FIELDS(TN, T, D, BM, BN, SPLIT)}
+#define BWD80_VARLEN(TN, T, D, BM, BN, SPLIT)                                                      \
+    {BWD80_FIELDS(TN, T, D, BM, BN, SPLIT), attn_bwd_sm80_launch_varlen<T, D, BM, BN, SPLIT>}
+#define BWD80_SPLIT_1 ""
+#define BWD80_SPLIT_2 "_s2"
+#define bf16_DTYPE FLASHC_BF16
+#define f16_DTYPE FLASHC_F16
 const attn_bwd_variant attn_bwd_sm80_variants[] = {
-    {"attn_bwd_bf16_sm80_d64_64x128", "sm80", FLASHC_BF16, 64, 80, 0, 64, 128, 1,
-     bwd_smem_bytes<__nv_bfloat16, 64, 64, 128, 1>(), attn_bwd_sm80_launch<__nv_bfloat16, 64, 64, 128, 1>,
-     attn_bwd_sm80_launch_varlen<__nv_bfloat16, 64, 64, 128, 1>},
-    {"attn_bwd_bf16_sm80_d96_64x128", "sm80", FLASHC_BF16, 96, 80, 0, 64, 128, 1,
-     bwd_smem_bytes<__nv_bfloat16, 96, 64, 128, 1>(), attn_bwd_sm80_launch<__nv_bfloat16, 96, 64, 128, 1>,
-     attn_bwd_sm80_launch_varlen<__nv_bfloat16, 96, 64, 128, 1>},
-    {"attn_bwd_bf16_sm80_d128_64x128", "sm80", FLASHC_BF16, 128, 80, 0, 64, 128, 1,
-     bwd_smem_bytes<__nv_bfloat16, 128, 64, 128, 1>(), attn_bwd_sm80_launch<__nv_bfloat16, 128, 64, 128, 1>,
-     attn_bwd_sm80_launch_varlen<__nv_bfloat16, 128, 64, 128, 1>},
-    {"attn_bwd_bf16_sm80_d256_64x64_s2", "sm80", FLASHC_BF16, 256, 80, 0, 64, 64, 2,
-     bwd_smem_bytes<__nv_bfloat16, 256, 64, 64, 2>(), attn_bwd_sm80_launch<__nv_bfloat16, 256, 64, 64, 2>,
-     attn_bwd_sm80_launch_varlen<__nv_bfloat16, 256, 64, 64, 2>},
-    {"attn_bwd_f16_sm80_d64_64x128", "sm80", FLASHC_F16, 64, 80, 0, 64, 128, 1,
-     bwd_smem_bytes<__half, 64, 64, 128, 1>(), attn_bwd_sm80_launch<__half, 64, 64, 128, 1>,
-     attn_bwd_sm80_launch_varlen<__half, 64, 64, 128, 1>},
-    {"attn_bwd_f16_sm80_d96_64x128", "sm80", FLASHC_F16, 96, 80, 0, 64, 128, 1,
-     bwd_smem_bytes<__half, 96, 64, 128, 1>(), attn_bwd_sm80_launch<__half, 96, 64, 128, 1>,
-     attn_bwd_sm80_launch_varlen<__half, 96, 64, 128, 1>},
-    {"attn_bwd_f16_sm80_d128_64x128", "sm80", FLASHC_F16, 128, 80, 0, 64, 128, 1,
-     bwd_smem_bytes<__half, 128, 64, 128, 1>(), attn_bwd_sm80_launch<__half, 128, 64, 128, 1>,
-     attn_bwd_sm80_launch_varlen<__half, 128, 64, 128, 1>},
-    {"attn_bwd_f16_sm80_d256_64x64_s2", "sm80", FLASHC_F16, 256, 80, 0, 64, 64, 2,
-     bwd_smem_bytes<__half, 256, 64, 64, 2>(), attn_bwd_sm80_launch<__half, 256, 64, 64, 2>,
-     attn_bwd_sm80_launch_varlen<__half, 256, 64, 64, 2>},
-    {"attn_bwd_bf16_sm80_d128_64x64", "sm80", FLASHC_BF16, 128, 80, 0, 64, 64, 1,
-     bwd_smem_bytes<__nv_bfloat16, 128, 64, 64, 1>(), attn_bwd_sm80_launch<__nv_bfloat16, 128, 64, 64, 1>},
-    {"attn_bwd_f16_sm80_d128_64x64", "sm80", FLASHC_F16, 128, 80, 0, 64, 64, 1,
-     bwd_smem_bytes<__half, 128, 64, 64, 1>(), attn_bwd_sm80_launch<__half, 128, 64, 64, 1>},
-    {"attn_bwd_bf16_sm80_d64_128x128", "sm80", FLASHC_BF16, 64, 80, 0, 128, 128, 1,
-     bwd_smem_bytes<__nv_bfloat16, 64, 128, 128, 1>(), attn_bwd_sm80_launch<__nv_bfloat16, 64, 128, 128, 1>},
-    {"attn_bwd_f16_sm80_d64_128x128", "sm80", FLASHC_F16, 64, 80, 0, 128, 128, 1,
-     bwd_smem_bytes<__half, 64, 128, 128, 1>(), attn_bwd_sm80_launch<__half, 64, 128, 128, 1>},
+    BWD80_VARLEN(bf16, __nv_bfloat16, 64, 64, 128, 1),
+    BWD80_VARLEN(bf16, __nv_bfloat16, 96, 64, 128, 1),
+    BWD80_VARLEN(bf16, __nv_bfloat16, 128, 64, 128, 1),
+    BWD80_VARLEN(bf16, __nv_bfloat16, 256, 64, 64, 2),
+    BWD80_VARLEN(f16, __half, 64, 64, 128, 1),
+    BWD80_VARLEN(f16, __half, 96, 64, 128, 1),
+    BWD80_VARLEN(f16, __half, 128, 64, 128, 1),
+    BWD80_VARLEN(f16, __half, 256, 64, 64, 2),
+    BWD80_VARIANT(bf16, __nv_bfloat16, 128, 64, 64, 1),
+    BWD80_VARIANT(f16, __half, 128, 64, 64, 1),
+    BWD80_VARIANT(bf16, __nv_bfloat16, 64, 128, 128, 1),
+    BWD80_VARIANT(f16, __half, 64, 128, 128, 1),
 };
 const int attn_bwd_sm80_variant_count =
     (int)(sizeof attn_bwd_sm80_variants / sizeof attn_bwd_sm80_variants[0]);
