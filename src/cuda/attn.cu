@@ -225,6 +225,29 @@ static flashc_status mods_supports(const attn_problem *p)
     return FLASHC_OK;
 }
 
+/* What every forward launch takes from p alike (operands, strides, shape, scale, head groups);
+ * every other field 0. The caller sets vec16, causal and, for the mods instance, the rest. */
+static void fwd_args_common(const attn_problem *p, attn_fwd_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->q = p->q, a->k = p->k, a->v = p->v, a->o = p->o, a->lse = p->lse;
+    for (int i = 0; i < 3; i++) {
+        a->sq[i] = p->sq[i], a->sk[i] = p->sk[i], a->sv[i] = p->sv[i], a->so[i] = p->so[i];
+        a->slse[i] = p->slse[i];
+    }
+    a->B = (int)p->B, a->Sq = (int)p->Sq, a->Sk = (int)p->Sk, a->Hq = (int)p->Hq;
+    a->group = (int)(p->Hq / p->Hkv);
+    a->D = (int)p->D;
+    a->scale = p->scale;
+    a->scale_log2 = (float)((double)p->scale * 1.4426950408889634);
+    /* Heads scheduled together: their K and V (read by every Q tile of the head) should fit
+     * in about half of the L2 (60 MB on an H100/H200, 40 MB on an A100), so longest-first
+     * ordering across heads does not turn K/V reuse into HBM traffic. */
+    const int64_t kv_bytes = 2 * p->Sk * p->D * 2;
+    const int64_t fit = (int64_t)(20 << 20) / (kv_bytes > 0 ? kv_bytes : 1);
+    a->head_group = (int)(fit < 1 ? 1 : fit > p->B * p->Hq ? p->B * p->Hq : fit);
+}
+
 /* Launches the mods instance of v for p. The launch shape depends on the maxima only (varlen:
  * max_seqlen_q, max_seqlen_k); the lengths are read on the device, nothing waits for the host. */
 static flashc_status mods_run(const attn_problem *p, const attn_fwd_variant *v,
@@ -233,22 +256,9 @@ static flashc_status mods_run(const attn_problem *p, const attn_fwd_variant *v,
     const char *fn = p->layout == ATTN_VARLEN ? "flashc_attn_varlen_fwd" : FN;
     FLASHC_TRY(cuda_check_no_pending_error(fn));
     attn_fwd_args a;
-    memset(&a, 0, sizeof a);
-    a.q = p->q, a.k = p->k, a.v = p->v, a.o = p->o, a.lse = p->lse;
-    for (int i = 0; i < 3; i++) {
-        a.sq[i] = p->sq[i], a.sk[i] = p->sk[i], a.sv[i] = p->sv[i], a.so[i] = p->so[i];
-        a.slse[i] = p->slse[i];
-    }
-    a.B = (int)p->B, a.Sq = (int)p->Sq, a.Sk = (int)p->Sk, a.Hq = (int)p->Hq;
-    a.group = (int)(p->Hq / p->Hkv);
-    a.D = (int)p->D;
-    a.vec16 = 1; /* mods_route */
-    a.scale = p->scale;
-    a.scale_log2 = (float)((double)p->scale * 1.4426950408889634);
+    fwd_args_common(p, &a);
+    a.vec16 = 1;  /* mods_route */
     a.causal = 0; /* folded into wr */
-    const int64_t kv_bytes = 2 * p->Sk * p->D * 2;
-    const int64_t fit = (int64_t)(20 << 20) / (kv_bytes > 0 ? kv_bytes : 1);
-    a.head_group = (int)(fit < 1 ? 1 : fit > p->B * p->Hq ? p->B * p->Hq : fit);
     if (p->layout == ATTN_VARLEN) {
         a.cu_q = p->cu_q, a.cu_k = p->cu_k;
         a.total_q = (int)p->total_q, a.total_k = (int)p->total_k;
@@ -389,25 +399,9 @@ extern "C" flashc_status cuda_attn_fwd(const attn_problem *p, flashc_attn_stats 
     const attn_fwd_variant *v = pick_variant(p, cc, forced_family());
 
     attn_fwd_args a;
-    memset(&a, 0, sizeof a); /* the mods fields stay off */
-    a.q = p->q, a.k = p->k, a.v = p->v, a.o = p->o, a.lse = p->lse;
-    for (int i = 0; i < 3; i++) {
-        a.sq[i] = p->sq[i], a.sk[i] = p->sk[i], a.sv[i] = p->sv[i], a.so[i] = p->so[i];
-        a.slse[i] = p->slse[i];
-    }
-    a.B = (int)p->B, a.Sq = (int)p->Sq, a.Sk = (int)p->Sk, a.Hq = (int)p->Hq;
-    a.group = (int)(p->Hq / p->Hkv);
-    a.D = (int)p->D;
+    fwd_args_common(p, &a); /* the mods fields stay off */
     a.vec16 = rows_vec16(p);
-    a.scale = p->scale;
-    a.scale_log2 = (float)((double)p->scale * 1.4426950408889634);
     a.causal = p->causal;
-    /* Heads scheduled together: their K and V (read by every Q tile of the head) should fit
-     * in about half of the L2 (60 MB on an H100/H200, 40 MB on an A100), so longest-first
-     * ordering across heads does not turn K/V reuse into HBM traffic. */
-    const int64_t kv_bytes = 2 * p->Sk * p->D * 2;
-    const int64_t fit = (int64_t)(20 << 20) / (kv_bytes > 0 ? kv_bytes : 1);
-    a.head_group = (int)(fit < 1 ? 1 : fit > p->B * p->Hq ? p->B * p->Hq : fit);
 
     /* No error was pending at entry, so what the launch reports (cudaFuncSetAttribute, the
      * launch configuration, a bad stream) is this launch's own. */
