@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # sass_identity.sh: proves that a CUDA refactor leaves the device code unchanged, without a GPU.
 #
-#   tools/sass_identity.sh [-B build_dir] [-o out_dir] A B [file.cu ...]
+#   tools/sass_identity.sh [-B build_dir] [-o out_dir] [-m sed_expr] A B [file.cu ...]
 #
 # A and B are git revisions, or `WORKTREE` for the checkout as it is (uncommitted edits included).
 # Each .cu (default: every nvcc object of compile_commands.json, i.e. src/cuda/*.cu,
@@ -14,6 +14,10 @@
 #   - the ptxas -v report (registers, barriers, spill stores/loads, stack frame, smem, cmem).
 # Prints one line per object with the function count compared and `identical` or `DIFFERS`, and
 # exits 1 if anything differs. Diffs are left under out_dir/diff/.
+# -m sed_expr: a renaming applied to A's function names before the comparison, for a refactor
+#   that renames or moves a kernel (its instruction stream must still match to the bit), e.g.
+#   -m 's/_Z27attn_fwd_sm80_clear_unownedI\(\w*\)Ev13attn_fwd_args/.../'. Records are sorted
+#   again after it.
 #
 # build_dir: a configured CMake build with the CUDA backend and compile_commands.json
 #   (cmake -S . -B build-sass -DCMAKE_BUILD_TYPE=Release -DCMAKE_EXPORT_COMPILE_COMMANDS=ON);
@@ -28,15 +32,17 @@ set -euo pipefail
 
 build=build-sass
 out=/tmp/sass_identity
-while getopts "B:o:h" opt; do
+map=""
+while getopts "B:o:m:h" opt; do
     case $opt in
     B) build=$OPTARG ;;
     o) out=$OPTARG ;;
-    *) sed -n '2,26p' "$0"; exit 2 ;;
+    m) map=$OPTARG ;;
+    *) sed -n '2,30p' "$0"; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
-[ $# -ge 2 ] || { sed -n '2,26p' "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,30p' "$0"; exit 2; }
 rev_a=$1 rev_b=$2
 shift 2
 
@@ -226,6 +232,22 @@ for f in "${files[@]}"; do
     build_one "$rev_b" "$f"
     name=$(echo "$f" | tr / _)
     na=$out/$ka/$name.norm nb=$out/$kb/$name.norm
+    if [ -n "$map" ]; then
+        sed -e "$map" "$na" | python3 -c '
+# Sorts the records again (and the warnings list) after a renaming.
+import sys
+recs, cur = {}, None
+for line in sys.stdin:
+    if line.startswith("=== "):
+        cur = recs.setdefault(line, [])
+    else:
+        cur.append(line)
+for h in sorted(recs, key=lambda h: (h == "=== ptxas warnings\n", h)):
+    sys.stdout.write(h)
+    sys.stdout.writelines(sorted(recs[h]) if h == "=== ptxas warnings\n" else recs[h])
+' > "$na.mapped"
+        na=$na.mapped
+    fi
     count() { grep '^=== sm' "$1" | grep -vc ' <common>$' || true; }
     per_arch() { grep '^=== sm' "$1" | grep -v ' <common>$' | awk '{print $2}' | sort | uniq -c | awk '{printf "%s %s:%s", sep, $2, $1; sep=","}'; }
     if cmp -s "$na" "$nb"; then
