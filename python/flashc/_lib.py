@@ -121,10 +121,17 @@ class AttnParams(ctypes.Structure):
     ]
 
 
+def _sized(cls):
+    """A zeroed cls (a sized struct: struct_size first) with struct_size = sizeof(cls), which
+    the library reads to know which version of the struct it was handed."""
+    s = cls()
+    s.struct_size = ctypes.sizeof(cls)
+    return s
+
+
 def new_attn_params() -> AttnParams:
     """The library's defaults (flashc_attn_params_default): window (-1, -1), default scale."""
-    p = AttnParams()
-    p.struct_size = ctypes.sizeof(AttnParams)
+    p = _sized(AttnParams)
     p.window_left = -1
     p.window_right = -1
     return p
@@ -143,9 +150,7 @@ class Varlen(ctypes.Structure):
 
 
 def new_varlen() -> Varlen:
-    v = Varlen()
-    v.struct_size = ctypes.sizeof(Varlen)
-    return v
+    return _sized(Varlen)
 
 
 class KVCache(ctypes.Structure):
@@ -164,9 +169,7 @@ class KVCache(ctypes.Structure):
 
 
 def new_kv_cache() -> KVCache:
-    c = KVCache()
-    c.struct_size = ctypes.sizeof(KVCache)
-    return c
+    return _sized(KVCache)
 
 
 class AttnStats(ctypes.Structure):
@@ -182,9 +185,7 @@ class AttnStats(ctypes.Structure):
 
 
 def new_attn_stats() -> AttnStats:
-    s = AttnStats()
-    s.struct_size = ctypes.sizeof(AttnStats)
-    return s
+    return _sized(AttnStats)
 
 
 class RopeParams(ctypes.Structure):
@@ -207,9 +208,7 @@ ROPE_NEOX, ROPE_GPTJ = 0, 1
 
 
 def new_rope_params() -> RopeParams:
-    p = RopeParams()
-    p.struct_size = ctypes.sizeof(RopeParams)
-    return p
+    return _sized(RopeParams)
 
 
 class MemStats(ctypes.Structure):
@@ -242,9 +241,7 @@ class CPParams(ctypes.Structure):
 
 
 def new_cp_params() -> CPParams:
-    p = CPParams()
-    p.struct_size = ctypes.sizeof(CPParams)
-    return p
+    return _sized(CPParams)
 
 
 # flashc_cp_shard
