@@ -274,6 +274,9 @@ _SIGNATURES = {
     "flashc_attn_bwd_workspace_size": (
         _status, [_P, _T, _T, _T, _T, _T, _T, _T, _T, _T, ctypes.POINTER(ctypes.c_size_t)]
     ),
+    "flashc_attn_varlen_bwd_workspace_size": (
+        _status, [_P, _VL, _T, _T, _T, _T, _T, _T, _T, _T, _T, ctypes.POINTER(ctypes.c_size_t)]
+    ),
     "flashc_rmsnorm": (_status, [_T, _T, ctypes.c_float, _T]),
     "flashc_rmsnorm_residual": (_status, [_T, _T, _T, ctypes.c_float, _T]),
     "flashc_swiglu": (_status, [_T, _T]),
@@ -393,7 +396,7 @@ else:
     _SONAMES = ["libflashc.so", f"libflashc.so.{_soversion}"]
 
 _lock = threading.Lock()
-_lib: ctypes.CDLL | None = None
+_lib: _Declared | None = None
 _lib_path: str | None = None
 
 
@@ -411,7 +414,20 @@ def _source_tree_candidates() -> list[Path]:
     return [repo / "build" / name for name in _SONAMES]
 
 
-def _open(path: str) -> ctypes.CDLL:
+class _Declared:
+    """The library's functions that _SIGNATURES declares, and no others: ctypes would call an
+    undeclared one with guessed argument types (a struct by value where the C function takes a
+    pointer, a 64-bit value cut to an int), so naming one raises AttributeError instead."""
+
+    def __init__(self, lib: ctypes.CDLL):
+        for name in _SIGNATURES:
+            setattr(self, name, getattr(lib, name))
+
+    def __getattr__(self, name: str):  # only reached for names __init__ did not set
+        raise AttributeError(f"flashc binding: {name} has no signature in _lib._SIGNATURES")
+
+
+def _open(path: str) -> _Declared:
     lib = ctypes.CDLL(path)
     missing = [name for name in _SIGNATURES if not hasattr(lib, name)]
     if missing:
@@ -430,10 +446,10 @@ def _open(path: str) -> ctypes.CDLL:
             "library from the same tree (cmake --build build) or reinstall the package "
             "(pip install ./python)"
         )
-    return lib
+    return _Declared(lib)
 
 
-def _load() -> tuple[ctypes.CDLL, str]:
+def _load() -> tuple[_Declared, str]:
     tried: list[str] = []
     env = os.environ.get("FLASHC_LIBRARY")
     if env:
@@ -481,7 +497,7 @@ def _load() -> tuple[ctypes.CDLL, str]:
     )
 
 
-def library() -> ctypes.CDLL:
+def library() -> _Declared:
     """The loaded libflashc (loaded on first use)."""
     global _lib, _lib_path
     if _lib is None:
