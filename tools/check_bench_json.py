@@ -23,6 +23,8 @@ dtype = next((a.split("=", 1)[1] for a in args if a.startswith("dtype=")), None)
 want = {tuple(x.split("/")) for x in args if not x.startswith("dtype=")}
 doc = json.load(sys.stdin)
 rows = doc["results"]
+# the inputs are drawn from meta.seed: a failure prints it, `flashc bench --seed N ...` replays it
+print(f'"seed": {doc["meta"].get("seed")}', file=sys.stderr)
 assert doc["meta"]["command"].startswith("flashc bench"), doc["meta"]
 if dtype is not None:
     assert doc["meta"]["dtype"] == dtype, doc["meta"]

@@ -9,18 +9,22 @@ from . import attention, ops
 
 
 class FlashAttnFunc(torch.autograd.Function):
-    """out, lse = attention(q, k, v); backward by flashc_attn_bwd from the saved lse.
+    """out, lse = attention(q, k, v), dense (varlen None) or varlen (varlen = (cu_seqlens_q,
+    cu_seqlens_k, max_seqlen_q, max_seqlen_k), q/k/v packed (total, nheads, headdim)); backward
+    by flashc_attn_bwd / flashc_attn_varlen_bwd from the saved lse.
 
     lse is returned for return_attn_probs but is not differentiable (as in flash-attn), nor are
-    the ALiBi slopes. The backward runs where the forward ran; a dtype, device or option the
+    the ALiBi slopes, cu_seqlens, max_seqlen, the scale or the modifiers. The backward runs
+    where the forward ran (on CUDA tensors the CUDA backward); a dtype, device or option the
     library has no backward for raises NotImplementedError from backward, with its detail.
     deterministic is passed to the backward (bit-identical CUDA gradients). The packed variants
     hand in views of one qkv / kv tensor: torch sums the three (two) gradients into it."""
 
     @staticmethod
-    def forward(ctx, q, k, v, softmax_scale, causal, mods=attention._NO_MODS, deterministic=False):
-        out, lse = attention.attention_forward(q, k, v, softmax_scale, causal, mods)
+    def forward(ctx, q, k, v, varlen, softmax_scale, causal, mods, deterministic):
+        out, lse = attention._forward(q, k, v, varlen, softmax_scale, causal, mods)
         ctx.save_for_backward(q, k, v, out, lse)
+        ctx.varlen = varlen
         ctx.softmax_scale = softmax_scale
         ctx.causal = causal
         ctx.mods = mods
@@ -31,46 +35,16 @@ class FlashAttnFunc(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dout, dlse):
         q, k, v, out, lse = ctx.saved_tensors
-        m = ctx.mods
-        dq, dk, dv = attention.flash_attn_backward(
-            dout, q, k, v, out, lse, softmax_scale=ctx.softmax_scale, causal=ctx.causal,
-            window_size=m.window_size, softcap=m.softcap, alibi_slopes=m.alibi_slopes,
-            deterministic=ctx.deterministic,
+        if ctx.varlen is not None:
+            # as before the dense and varlen Functions were one: the varlen backward is handed
+            # a contiguous dout, the dense one dout as it comes (the layout retry copies it only
+            # when a backend refuses its strides)
+            dout = dout.contiguous()
+        dq, dk, dv = attention._backward(
+            dout, q, k, v, out, lse, ctx.varlen, ctx.softmax_scale, ctx.causal, ctx.mods,
+            ctx.deterministic,
         )
-        return dq, dk, dv, None, None, None, None
-
-
-class FlashAttnVarlenFunc(torch.autograd.Function):
-    """out, lse = varlen attention of packed q, k, v; backward by flashc_attn_varlen_bwd (on
-    CUDA tensors the CUDA backward; deterministic as in FlashAttnFunc). cu_seqlens, max_seqlen,
-    the scale and the modifiers are not differentiable."""
-
-    @staticmethod
-    def forward(ctx, q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale, causal, mods,
-                deterministic=False):
-        out, lse = attention.varlen_forward(
-            q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale, causal, mods
-        )
-        ctx.save_for_backward(q, k, v, out, lse)
-        ctx.cu = (cu_q, cu_k, max_q, max_k)
-        ctx.softmax_scale = softmax_scale
-        ctx.causal = causal
-        ctx.mods = mods
-        ctx.deterministic = deterministic
-        ctx.mark_non_differentiable(lse)
-        return out, lse
-
-    @staticmethod
-    def backward(ctx, dout, dlse):
-        q, k, v, out, lse = ctx.saved_tensors
-        cu_q, cu_k, max_q, max_k = ctx.cu
-        m = ctx.mods
-        dq, dk, dv = attention.flash_attn_varlen_backward(
-            dout.contiguous(), q, k, v, out, lse, cu_q, cu_k, max_q, max_k,
-            softmax_scale=ctx.softmax_scale, causal=ctx.causal, window_size=m.window_size,
-            softcap=m.softcap, alibi_slopes=m.alibi_slopes, deterministic=ctx.deterministic,
-        )
-        return dq, dk, dv, None, None, None, None, None, None, None, None
+        return dq, dk, dv, None, None, None, None, None
 
 
 class RMSNormFunc(torch.autograd.Function):

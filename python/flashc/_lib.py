@@ -121,10 +121,17 @@ class AttnParams(ctypes.Structure):
     ]
 
 
+def _sized(cls):
+    """A zeroed cls (a sized struct: struct_size first) with struct_size = sizeof(cls), which
+    the library reads to know which version of the struct it was handed."""
+    s = cls()
+    s.struct_size = ctypes.sizeof(cls)
+    return s
+
+
 def new_attn_params() -> AttnParams:
     """The library's defaults (flashc_attn_params_default): window (-1, -1), default scale."""
-    p = AttnParams()
-    p.struct_size = ctypes.sizeof(AttnParams)
+    p = _sized(AttnParams)
     p.window_left = -1
     p.window_right = -1
     return p
@@ -143,9 +150,7 @@ class Varlen(ctypes.Structure):
 
 
 def new_varlen() -> Varlen:
-    v = Varlen()
-    v.struct_size = ctypes.sizeof(Varlen)
-    return v
+    return _sized(Varlen)
 
 
 class KVCache(ctypes.Structure):
@@ -164,9 +169,7 @@ class KVCache(ctypes.Structure):
 
 
 def new_kv_cache() -> KVCache:
-    c = KVCache()
-    c.struct_size = ctypes.sizeof(KVCache)
-    return c
+    return _sized(KVCache)
 
 
 class AttnStats(ctypes.Structure):
@@ -182,9 +185,7 @@ class AttnStats(ctypes.Structure):
 
 
 def new_attn_stats() -> AttnStats:
-    s = AttnStats()
-    s.struct_size = ctypes.sizeof(AttnStats)
-    return s
+    return _sized(AttnStats)
 
 
 class RopeParams(ctypes.Structure):
@@ -207,9 +208,7 @@ ROPE_NEOX, ROPE_GPTJ = 0, 1
 
 
 def new_rope_params() -> RopeParams:
-    p = RopeParams()
-    p.struct_size = ctypes.sizeof(RopeParams)
-    return p
+    return _sized(RopeParams)
 
 
 class MemStats(ctypes.Structure):
@@ -242,9 +241,7 @@ class CPParams(ctypes.Structure):
 
 
 def new_cp_params() -> CPParams:
-    p = CPParams()
-    p.struct_size = ctypes.sizeof(CPParams)
-    return p
+    return _sized(CPParams)
 
 
 # flashc_cp_shard
@@ -276,6 +273,9 @@ _SIGNATURES = {
     "flashc_attn_kvcache_fwd": (_status, [_P, _KV, _T, _T, _T, _S]),
     "flashc_attn_bwd_workspace_size": (
         _status, [_P, _T, _T, _T, _T, _T, _T, _T, _T, _T, ctypes.POINTER(ctypes.c_size_t)]
+    ),
+    "flashc_attn_varlen_bwd_workspace_size": (
+        _status, [_P, _VL, _T, _T, _T, _T, _T, _T, _T, _T, _T, ctypes.POINTER(ctypes.c_size_t)]
     ),
     "flashc_rmsnorm": (_status, [_T, _T, ctypes.c_float, _T]),
     "flashc_rmsnorm_residual": (_status, [_T, _T, _T, ctypes.c_float, _T]),
@@ -396,7 +396,7 @@ else:
     _SONAMES = ["libflashc.so", f"libflashc.so.{_soversion}"]
 
 _lock = threading.Lock()
-_lib: ctypes.CDLL | None = None
+_lib: _Declared | None = None
 _lib_path: str | None = None
 
 
@@ -414,7 +414,20 @@ def _source_tree_candidates() -> list[Path]:
     return [repo / "build" / name for name in _SONAMES]
 
 
-def _open(path: str) -> ctypes.CDLL:
+class _Declared:
+    """The library's functions that _SIGNATURES declares, and no others: ctypes would call an
+    undeclared one with guessed argument types (a struct by value where the C function takes a
+    pointer, a 64-bit value cut to an int), so naming one raises AttributeError instead."""
+
+    def __init__(self, lib: ctypes.CDLL):
+        for name in _SIGNATURES:
+            setattr(self, name, getattr(lib, name))
+
+    def __getattr__(self, name: str):  # only reached for names __init__ did not set
+        raise AttributeError(f"flashc binding: {name} has no signature in _lib._SIGNATURES")
+
+
+def _open(path: str) -> _Declared:
     lib = ctypes.CDLL(path)
     missing = [name for name in _SIGNATURES if not hasattr(lib, name)]
     if missing:
@@ -433,10 +446,10 @@ def _open(path: str) -> ctypes.CDLL:
             "library from the same tree (cmake --build build) or reinstall the package "
             "(pip install ./python)"
         )
-    return lib
+    return _Declared(lib)
 
 
-def _load() -> tuple[ctypes.CDLL, str]:
+def _load() -> tuple[_Declared, str]:
     tried: list[str] = []
     env = os.environ.get("FLASHC_LIBRARY")
     if env:
@@ -484,7 +497,7 @@ def _load() -> tuple[ctypes.CDLL, str]:
     )
 
 
-def library() -> ctypes.CDLL:
+def library() -> _Declared:
     """The loaded libflashc (loaded on first use)."""
     global _lib, _lib_path
     if _lib is None:

@@ -15,7 +15,7 @@ float32 subtract slope * |a_i - j|. A query row that sees no key gets out = 0 an
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Optional, Tuple
+from typing import Optional
 
 from . import _arrays, _lib
 
@@ -68,17 +68,22 @@ def _params(softmax_scale: Optional[float], causal: bool, stream, mods: Mods = _
     return p
 
 
-def _lse_shape(q) -> tuple:
-    b, sq, hq, _ = q.shape
-    return (b, hq, sq)
+def _rank(varlen) -> int:
+    """q, k, v, out and dout are 4-d (batch, seqlen, nheads, headdim) in the dense calls and 3-d
+    (total_tokens, nheads, headdim) in the varlen ones (varlen: None, or the tuple
+    (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k))."""
+    return 4 if varlen is None else 3
 
 
-def _check_rank(named: dict) -> None:
+_RANK_LAYOUTS = {4: "(batch, seqlen, nheads, headdim)", 3: "(total_tokens, nheads, headdim)"}
+
+
+def _check_rank(named: dict, ndim: int = 4) -> None:
     for name, x in named.items():
-        if x.ndim != 4:
+        if x.ndim != ndim:
             raise ValueError(
-                f"flashc: {name} has shape {tuple(x.shape)}; expected 4 dimensions "
-                "(batch, seqlen, nheads, headdim)"
+                f"flashc: {name} has shape {tuple(x.shape)}; expected {ndim} dimensions "
+                f"{_RANK_LAYOUTS[ndim]}"
             )
 
 
@@ -86,23 +91,69 @@ def _out_shape(q, v) -> tuple:
     return tuple(q.shape[:-1]) + (v.shape[-1],)
 
 
-def attention_forward(q, k, v, softmax_scale=None, causal=False, mods: Mods = _NO_MODS):
-    """(out, softmax_lse) by flashc_attn_fwd; no autograd. out (batch, seqlen_q, nheads,
-    headdim_v) has q's dtype and device and is contiguous; lse is float32 (batch, nheads,
-    seqlen_q)."""
-    _arrays.common_kind({"q": q, "k": k, "v": v, "alibi_slopes": mods.alibi_slopes})
-    _check_rank({"q": q, "k": k, "v": v})
+def _lse_shape(q) -> tuple:
+    """(batch, nheads, seqlen_q) for a dense q; (nheads, total_q) for a varlen q."""
+    if q.ndim == 3:
+        return (q.shape[1], q.shape[0])
+    b, sq, hq, _ = q.shape
+    return (b, hq, sq)
+
+
+def _new_out_lse(q, k, v, varlen):
+    """out (q's layout with v's head dim) and float32 softmax_lse, new arrays like q, once the
+    ranks of q, k, v are checked."""
+    _check_rank({"q": q, "k": k, "v": v}, _rank(varlen))
     out = _arrays.empty_like_kind(q, _out_shape(q, v))
     lse = _arrays.empty_like_kind(q, _lse_shape(q), "float32")
+    return out, lse
+
+
+def _varlen_struct(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, like):
+    """The C flashc_varlen and the views it points to (keep them alive for the call)."""
+    cq = _arrays.int32_index("cu_seqlens_q", cu_seqlens_q, like)
+    ck = _arrays.int32_index("cu_seqlens_k", cu_seqlens_k, like)
+    vcq, vck = _arrays.view("cu_seqlens_q", cq), _arrays.view("cu_seqlens_k", ck)
+    vl = _lib.new_varlen()
+    vl.cu_seqlens_q = ctypes.pointer(vcq.c)
+    vl.cu_seqlens_k = ctypes.pointer(vck.c)
+    vl.max_seqlen_q = int(max_seqlen_q)
+    vl.max_seqlen_k = int(max_seqlen_k)
+    return vl, (vcq, vck)
+
+
+def _varlen_args(varlen, like):
+    """(the C arguments that follow params, what they point to): none for a dense call, the
+    flashc_varlen* for a varlen one; the second must stay alive until the call returns."""
+    if varlen is None:
+        return (), None
+    vl, keep = _varlen_struct(*varlen, like)
+    return (ctypes.byref(vl),), (vl, keep)
+
+
+def _forward(q, k, v, varlen, softmax_scale, causal, mods: Mods):
+    """(out, softmax_lse) by flashc_attn_fwd (varlen None) or flashc_attn_varlen_fwd; no
+    autograd."""
+    _arrays.common_kind({"q": q, "k": k, "v": v, "alibi_slopes": mods.alibi_slopes})
+    out, lse = _new_out_lse(q, k, v, varlen)
     vo, vl = _arrays.view("out", out), _arrays.view("softmax_lse", lse)
+    head, keep = _varlen_args(varlen, q)
+    fn = "flashc_attn_fwd" if varlen is None else "flashc_attn_varlen_fwd"
     lib = _lib.library()
     with _arrays.device_scope(q) as stream:
         params = _params(softmax_scale, causal, stream, mods)
         _call_with_layout_retry(
-            lambda x: lib.flashc_attn_fwd(params, x["q"], x["k"], x["v"], vo.ref, vl.ref, None),
+            lambda x: getattr(lib, fn)(params, *head, x["q"], x["k"], x["v"], vo.ref, vl.ref, None),
             {"q": q, "k": k, "v": v},
         )
+    del keep
     return out, lse
+
+
+def attention_forward(q, k, v, softmax_scale=None, causal=False, mods: Mods = _NO_MODS):
+    """(out, softmax_lse) by flashc_attn_fwd; no autograd. out (batch, seqlen_q, nheads,
+    headdim_v) has q's dtype and device and is contiguous; lse is float32 (batch, nheads,
+    seqlen_q)."""
+    return _forward(q, k, v, None, softmax_scale, causal, mods)
 
 
 def _call_with_layout_retry(call, inputs: dict) -> None:
@@ -125,9 +176,7 @@ def attn_fwd_supported(q, k, v, softmax_scale=None, causal=False) -> bool:
     """Whether flashc_attn_fwd would accept these inputs (dtype, device, head dim, shapes), asked
     from the library without computing. When False, flashc.last_error() says why."""
     _arrays.common_kind({"q": q, "k": k, "v": v})
-    _check_rank({"q": q, "k": k, "v": v})
-    out = _arrays.empty_like_kind(q, _out_shape(q, v))
-    lse = _arrays.empty_like_kind(q, _lse_shape(q), "float32")
+    out, lse = _new_out_lse(q, k, v, None)
     vq, vk, vv = _arrays.view("q", q), _arrays.view("k", k), _arrays.view("v", v)
     vo, vl = _arrays.view("out", out), _arrays.view("softmax_lse", lse)
     lib = _lib.library()
@@ -135,6 +184,41 @@ def attn_fwd_supported(q, k, v, softmax_scale=None, causal=False) -> bool:
         params = _params(softmax_scale, causal, stream)
         st = lib.flashc_attn_fwd_supported(params, vq.ref, vk.ref, vv.ref, vo.ref, vl.ref)
     return st == _lib.OK
+
+
+def _backward(dout, q, k, v, out, softmax_lse, varlen, softmax_scale, causal, mods: Mods,
+              deterministic):
+    """(dq, dk, dv) by flashc_attn_bwd (varlen None) or flashc_attn_varlen_bwd."""
+    named = {"dout": dout, "q": q, "k": k, "v": v, "out": out, "softmax_lse": softmax_lse}
+    _arrays.common_kind(dict(named, alibi_slopes=mods.alibi_slopes))
+    _check_rank({"dout": dout, "q": q, "k": k, "v": v, "out": out}, _rank(varlen))
+    dq = _arrays.empty_like_kind(q, tuple(q.shape))
+    dk = _arrays.empty_like_kind(k, tuple(k.shape))
+    dv = _arrays.empty_like_kind(v, tuple(v.shape))
+    vdq, vdk, vdv = _arrays.view("dq", dq), _arrays.view("dk", dk), _arrays.view("dv", dv)
+    head, keep = _varlen_args(varlen, q)
+    fn = "flashc_attn_bwd" if varlen is None else "flashc_attn_varlen_bwd"
+    lib = _lib.library()
+    with _arrays.device_scope(q) as stream:
+        params = _params(softmax_scale, causal, stream, mods, deterministic)
+        ws_keep = []  # the workspace tensor lives until the call has been enqueued
+
+        def call(x):
+            args = (params, *head, x["q"], x["k"], x["v"], x["out"], x["dout"], x["softmax_lse"],
+                    vdq.ref, vdk.ref, vdv.ref)
+            if stream is not None:
+                n = ctypes.c_size_t(0)
+                if (getattr(lib, fn + "_workspace_size")(*args, ctypes.byref(n)) == _lib.OK
+                        and n.value):
+                    torch = _arrays._torch()
+                    ws = torch.empty(n.value, dtype=torch.uint8, device=q.device)
+                    ws_keep.append(ws)
+                    params.workspace, params.workspace_bytes = ws.data_ptr(), n.value
+            return getattr(lib, fn)(*args, None)
+
+        _call_with_layout_retry(call, named)
+    del keep
+    return dq, dk, dv
 
 
 def flash_attn_backward(
@@ -164,32 +248,8 @@ def flash_attn_backward(
     (flashc_attn_bwd_workspace_size bytes: the float32 dq accumulator) is a torch tensor, so
     torch's allocator caches and counts it like the framework's own kernels do."""
     mods = Mods(window_size, softcap, alibi_slopes)
-    named = {"dout": dout, "q": q, "k": k, "v": v, "out": out, "softmax_lse": softmax_lse}
-    _arrays.common_kind(dict(named, alibi_slopes=alibi_slopes))
-    _check_rank({"dout": dout, "q": q, "k": k, "v": v, "out": out})
-    dq = _arrays.empty_like_kind(q, tuple(q.shape))
-    dk = _arrays.empty_like_kind(k, tuple(k.shape))
-    dv = _arrays.empty_like_kind(v, tuple(v.shape))
-    vdq, vdk, vdv = _arrays.view("dq", dq), _arrays.view("dk", dk), _arrays.view("dv", dv)
-    lib = _lib.library()
-    with _arrays.device_scope(q) as stream:
-        params = _params(softmax_scale, causal, stream, mods, deterministic)
-        keep = []  # the workspace tensor lives until the call has been enqueued
-
-        def call(x):
-            args = (params, x["q"], x["k"], x["v"], x["out"], x["dout"], x["softmax_lse"],
-                    vdq.ref, vdk.ref, vdv.ref)
-            if stream is not None:
-                n = ctypes.c_size_t(0)
-                if lib.flashc_attn_bwd_workspace_size(*args, ctypes.byref(n)) == _lib.OK and n.value:
-                    torch = _arrays._torch()
-                    ws = torch.empty(n.value, dtype=torch.uint8, device=q.device)
-                    keep.append(ws)
-                    params.workspace, params.workspace_bytes = ws.data_ptr(), n.value
-            return lib.flashc_attn_bwd(*args, None)
-
-        _call_with_layout_retry(call, named)
-    return dq, dk, dv
+    return _backward(dout, q, k, v, out, softmax_lse, None, softmax_scale, causal, mods,
+                     deterministic)
 
 
 def _wants_grad(*xs) -> bool:
@@ -199,13 +259,31 @@ def _wants_grad(*xs) -> bool:
     return torch.is_grad_enabled() and any(x.requires_grad for x in xs)
 
 
-def _attention(q, k, v, softmax_scale, causal, mods: Mods = _NO_MODS, deterministic=False):
+def _attention(q, k, v, varlen, softmax_scale, causal, window_size, softcap, alibi_slopes,
+               deterministic, return_attn_probs):
+    """What every flash_attn_*func returns, dense (varlen None) or varlen: out, or (out,
+    softmax_lse, None); through torch autograd when a tensor needs a gradient."""
+    mods = Mods(window_size, softcap, alibi_slopes)
     _arrays.common_kind({"q": q, "k": k, "v": v})
     if _wants_grad(q, k, v):
         from . import _autograd  # imports torch, which the caller already has
 
-        return _autograd.FlashAttnFunc.apply(q, k, v, softmax_scale, causal, mods, deterministic)
-    return attention_forward(q, k, v, softmax_scale, causal, mods)
+        out, lse = _autograd.FlashAttnFunc.apply(q, k, v, varlen, softmax_scale, causal, mods,
+                                                 deterministic)
+    else:
+        out, lse = _forward(q, k, v, varlen, softmax_scale, causal, mods)
+    return (out, lse, None) if return_attn_probs else out
+
+
+def _unpack(name, x, ndim, n, layout):
+    """The n tensors packed in x (ndim dimensions, n at axis ndim - 3), as strided views (no
+    copy); ValueError naming layout when x has another shape."""
+    _arrays.kind_of(name, x)
+    axis = ndim - 3
+    if x.ndim != ndim or x.shape[axis] != n:
+        raise ValueError(f"flashc: {name} has shape {tuple(x.shape)}; expected {layout}")
+    lead = (slice(None),) * axis
+    return tuple(x[lead + (i,)] for i in range(n))
 
 
 def flash_attn_func(
@@ -231,9 +309,8 @@ def flash_attn_func(
     deterministic=True makes the CUDA backward bit-identical from run to run (no float atomics
     in dq); the CPU backward always is. dropout_p other than 0 raises NotImplementedError."""
     _reject_unsupported(dropout_p)
-    mods = Mods(window_size, softcap, alibi_slopes)
-    out, lse = _attention(q, k, v, softmax_scale, causal, mods, deterministic)
-    return (out, lse, None) if return_attn_probs else out
+    return _attention(q, k, v, None, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                      deterministic, return_attn_probs)
 
 
 def flash_attn_qkvpacked_func(
@@ -250,15 +327,9 @@ def flash_attn_qkvpacked_func(
     """flash_attn.flash_attn_qkvpacked_func: qkv (batch, seqlen, 3, nheads, headdim).
     q, k and v are strided views into qkv (no copy); returns as flash_attn_func."""
     _reject_unsupported(dropout_p)
-    _arrays.kind_of("qkv", qkv)
-    if qkv.ndim != 5 or qkv.shape[2] != 3:
-        raise ValueError(
-            f"flashc: qkv has shape {tuple(qkv.shape)}; expected (batch, seqlen, 3, nheads, headdim)"
-        )
-    mods = Mods(window_size, softcap, alibi_slopes)
-    out, lse = _attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], softmax_scale, causal, mods,
-                          deterministic)
-    return (out, lse, None) if return_attn_probs else out
+    q, k, v = _unpack("qkv", qkv, 5, 3, "(batch, seqlen, 3, nheads, headdim)")
+    return _attention(q, k, v, None, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                      deterministic, return_attn_probs)
 
 
 def flash_attn_kvpacked_func(
@@ -276,39 +347,12 @@ def flash_attn_kvpacked_func(
     """flash_attn.flash_attn_kvpacked_func: q (batch, seqlen_q, nheads, headdim),
     kv (batch, seqlen_k, 2, nheads_k, headdim). Returns as flash_attn_func."""
     _reject_unsupported(dropout_p)
-    _arrays.kind_of("kv", kv)
-    if kv.ndim != 5 or kv.shape[2] != 2:
-        raise ValueError(
-            f"flashc: kv has shape {tuple(kv.shape)}; expected (batch, seqlen_k, 2, nheads_k, headdim)"
-        )
-    mods = Mods(window_size, softcap, alibi_slopes)
-    out, lse = _attention(q, kv[:, :, 0], kv[:, :, 1], softmax_scale, causal, mods, deterministic)
-    return (out, lse, None) if return_attn_probs else out
+    k, v = _unpack("kv", kv, 5, 2, "(batch, seqlen_k, 2, nheads_k, headdim)")
+    return _attention(q, k, v, None, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                      deterministic, return_attn_probs)
 
 
 # ---- varlen: ragged batches ------------------------------------------------------------------
-
-
-def _check_rank3(named: dict) -> None:
-    for name, x in named.items():
-        if x.ndim != 3:
-            raise ValueError(
-                f"flashc: {name} has shape {tuple(x.shape)}; expected 3 dimensions "
-                "(total_tokens, nheads, headdim)"
-            )
-
-
-def _varlen_struct(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, like):
-    """The C flashc_varlen and the views it points to (keep them alive for the call)."""
-    cq = _arrays.int32_index("cu_seqlens_q", cu_seqlens_q, like)
-    ck = _arrays.int32_index("cu_seqlens_k", cu_seqlens_k, like)
-    vcq, vck = _arrays.view("cu_seqlens_q", cq), _arrays.view("cu_seqlens_k", ck)
-    vl = _lib.new_varlen()
-    vl.cu_seqlens_q = ctypes.pointer(vcq.c)
-    vl.cu_seqlens_k = ctypes.pointer(vck.c)
-    vl.max_seqlen_q = int(max_seqlen_q)
-    vl.max_seqlen_k = int(max_seqlen_k)
-    return vl, (vcq, vck)
 
 
 def varlen_forward(
@@ -319,23 +363,8 @@ def varlen_forward(
     k (total_k, nheads_k, headdim), v (total_k, nheads_k, headdim_v); out (total_q, nheads,
     headdim_v), lse float32 (nheads, total_q). Rows past cu_seqlens_q[-1] get out = 0,
     lse = -inf."""
-    _arrays.common_kind({"q": q, "k": k, "v": v, "alibi_slopes": mods.alibi_slopes})
-    _check_rank3({"q": q, "k": k, "v": v})
-    out = _arrays.empty_like_kind(q, _out_shape(q, v))
-    lse = _arrays.empty_like_kind(q, (q.shape[1], q.shape[0]), "float32")
-    vo, vlse = _arrays.view("out", out), _arrays.view("softmax_lse", lse)
-    vl, keep = _varlen_struct(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, q)
-    lib = _lib.library()
-    with _arrays.device_scope(q) as stream:
-        params = _params(softmax_scale, causal, stream, mods)
-        _call_with_layout_retry(
-            lambda x: lib.flashc_attn_varlen_fwd(
-                params, ctypes.byref(vl), x["q"], x["k"], x["v"], vo.ref, vlse.ref, None
-            ),
-            {"q": q, "k": k, "v": v},
-        )
-    del keep
-    return out, lse
+    varlen = (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    return _forward(q, k, v, varlen, softmax_scale, causal, mods)
 
 
 def flash_attn_varlen_backward(
@@ -348,47 +377,9 @@ def flash_attn_varlen_backward(
     deterministic; on CUDA (bf16/fp16, cu_seqlens on the device) as flash_attn_backward: dq
     summed with float atomics unless deterministic=True, the workspace a torch tensor."""
     mods = Mods(window_size, softcap, alibi_slopes)
-    named = {"dout": dout, "q": q, "k": k, "v": v, "out": out, "softmax_lse": softmax_lse}
-    _arrays.common_kind(dict(named, alibi_slopes=alibi_slopes))
-    _check_rank3({"dout": dout, "q": q, "k": k, "v": v, "out": out})
-    dq = _arrays.empty_like_kind(q, tuple(q.shape))
-    dk = _arrays.empty_like_kind(k, tuple(k.shape))
-    dv = _arrays.empty_like_kind(v, tuple(v.shape))
-    vdq, vdk, vdv = _arrays.view("dq", dq), _arrays.view("dk", dk), _arrays.view("dv", dv)
-    vl, keep = _varlen_struct(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, q)
-    lib = _lib.library()
-    with _arrays.device_scope(q) as stream:
-        params = _params(softmax_scale, causal, stream, mods, deterministic)
-        ws_keep = []  # the workspace tensor lives until the call has been enqueued
-
-        def call(x):
-            args = (params, ctypes.byref(vl), x["q"], x["k"], x["v"], x["out"], x["dout"],
-                    x["softmax_lse"], vdq.ref, vdk.ref, vdv.ref)
-            if stream is not None:
-                n = ctypes.c_size_t(0)
-                if (lib.flashc_attn_varlen_bwd_workspace_size(*args, ctypes.byref(n)) == _lib.OK
-                        and n.value):
-                    torch = _arrays._torch()
-                    ws = torch.empty(n.value, dtype=torch.uint8, device=q.device)
-                    ws_keep.append(ws)
-                    params.workspace, params.workspace_bytes = ws.data_ptr(), n.value
-            return lib.flashc_attn_varlen_bwd(*args, None)
-
-        _call_with_layout_retry(call, named)
-    del keep
-    return dq, dk, dv
-
-
-def _varlen_attention(q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale, causal, mods,
-                      deterministic=False):
-    _arrays.common_kind({"q": q, "k": k, "v": v})
-    if _wants_grad(q, k, v):
-        from . import _autograd
-
-        return _autograd.FlashAttnVarlenFunc.apply(
-            q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale, causal, mods, deterministic
-        )
-    return varlen_forward(q, k, v, cu_q, cu_k, max_q, max_k, softmax_scale, causal, mods)
+    varlen = (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    return _backward(dout, q, k, v, out, softmax_lse, varlen, softmax_scale, causal, mods,
+                     deterministic)
 
 
 def flash_attn_varlen_func(
@@ -421,12 +412,9 @@ def flash_attn_varlen_func(
             "flashc: block_table in flash_attn_varlen_func (a paged varlen KV cache) is not "
             "supported; use flash_attn_with_kvcache for paged caches"
         )
-    mods = Mods(window_size, softcap, alibi_slopes)
-    out, lse = _varlen_attention(
-        q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, mods,
-        deterministic,
-    )
-    return (out, lse, None) if return_attn_probs else out
+    varlen = (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    return _attention(q, k, v, varlen, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                      deterministic, return_attn_probs)
 
 
 def flash_attn_varlen_qkvpacked_func(
@@ -446,17 +434,10 @@ def flash_attn_varlen_qkvpacked_func(
     cu_seqlens (batch + 1) and max_seqlen for q and k. q, k, v are strided views into qkv (no
     copy); returns as flash_attn_varlen_func."""
     _reject_unsupported(dropout_p)
-    _arrays.kind_of("qkv", qkv)
-    if qkv.ndim != 4 or qkv.shape[1] != 3:
-        raise ValueError(
-            f"flashc: qkv has shape {tuple(qkv.shape)}; expected (total, 3, nheads, headdim)"
-        )
-    mods = Mods(window_size, softcap, alibi_slopes)
-    out, lse = _varlen_attention(
-        qkv[:, 0], qkv[:, 1], qkv[:, 2], cu_seqlens, cu_seqlens, max_seqlen, max_seqlen,
-        softmax_scale, causal, mods, deterministic,
-    )
-    return (out, lse, None) if return_attn_probs else out
+    q, k, v = _unpack("qkv", qkv, 4, 3, "(total, 3, nheads, headdim)")
+    varlen = (cu_seqlens, cu_seqlens, max_seqlen, max_seqlen)
+    return _attention(q, k, v, varlen, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                      deterministic, return_attn_probs)
 
 
 def flash_attn_varlen_kvpacked_func(
@@ -478,17 +459,10 @@ def flash_attn_varlen_kvpacked_func(
     """flash_attn.flash_attn_varlen_kvpacked_func: q (total_q, nheads, headdim), kv (total_k, 2,
     nheads_k, headdim). Returns as flash_attn_varlen_func."""
     _reject_unsupported(dropout_p)
-    _arrays.kind_of("kv", kv)
-    if kv.ndim != 4 or kv.shape[1] != 2:
-        raise ValueError(
-            f"flashc: kv has shape {tuple(kv.shape)}; expected (total_k, 2, nheads_k, headdim)"
-        )
-    mods = Mods(window_size, softcap, alibi_slopes)
-    out, lse = _varlen_attention(
-        q, kv[:, 0], kv[:, 1], cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-        softmax_scale, causal, mods, deterministic,
-    )
-    return (out, lse, None) if return_attn_probs else out
+    k, v = _unpack("kv", kv, 4, 2, "(total_k, 2, nheads_k, headdim)")
+    varlen = (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    return _attention(q, k, v, varlen, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                      deterministic, return_attn_probs)
 
 
 # ---- KV cache ---------------------------------------------------------------------------------

@@ -38,18 +38,24 @@ def rng(request):
     return np.random.default_rng(np.random.SeedSequence([SEED] + key))
 
 
-def c_backward_missing():
-    """None if flashc_attn_bwd computes on the CPU; otherwise the library's reason. Asked at run
-    time from the library: a valid float32 host problem answered FLASHC_ERR_UNSUPPORTED."""
-    q = np.ones((1, 2, 1, 4), np.float32)
-    out, lse, _ = flashc.flash_attn_func(q, q, q, return_attn_probs=True)
+def unsupported_detail(call):
+    """None if call() returns; the library's reason if it raises FLASHC_ERR_UNSUPPORTED (any
+    other error propagates)."""
     try:
-        flashc.flash_attn_backward(out, q, q, q, out, lse)
+        call()
     except flashc.FlashcError as e:
         if e.status == _lib.ERR_UNSUPPORTED:
             return e.detail
         raise
     return None
+
+
+def c_backward_missing():
+    """None if flashc_attn_bwd computes on the CPU; otherwise the library's reason. Asked at run
+    time from the library: a valid float32 host problem answered FLASHC_ERR_UNSUPPORTED."""
+    q = np.ones((1, 2, 1, 4), np.float32)
+    out, lse, _ = flashc.flash_attn_func(q, q, q, return_attn_probs=True)
+    return unsupported_detail(lambda: flashc.flash_attn_backward(out, q, q, q, out, lse))
 
 
 @pytest.fixture(scope="session")

@@ -103,6 +103,22 @@ def attn_bwd(dout, q, k, v, scale=None, causal=False, window_size=(-1, -1), soft
     return dq, dk, dv
 
 
+def finite_difference_grads(loss, args, h=1e-6):
+    """Central differences of the scalar loss(*args) in every element of each float64 array of
+    args: a list of arrays like args, to check the analytic gradients above against."""
+    grads = []
+    for which in range(len(args)):
+        num = np.zeros_like(args[which])
+        for idx in np.ndindex(args[which].shape):
+            plus = [a.copy() for a in args]
+            minus = [a.copy() for a in args]
+            plus[which][idx] += h
+            minus[which][idx] -= h
+            num[idx] = (loss(*plus) - loss(*minus)) / (2 * h)
+        grads.append(num)
+    return grads
+
+
 def _seq_slopes(alibi_slopes, b):
     if alibi_slopes is None:
         return None

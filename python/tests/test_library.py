@@ -232,3 +232,35 @@ def test_python_m_flashc_prints_the_build(tmp_path):
     assert f"flashc package {flashc.__version__}" in res.stdout
     assert flashc.library_path() in res.stdout
     assert flashc.build_info() in res.stdout
+
+
+def _header_functions():
+    """{name: number of parameters} of every function flashc.h declares."""
+    import re
+
+    with open(HEADER) as f:
+        text = re.sub(r"/\*.*?\*/", "", f.read(), flags=re.S)
+    out = {}
+    for m in re.finditer(r"\b(flashc_\w+)\s*\(([^;{}()]*)\)\s*;", text):
+        args = m.group(2).strip()
+        out[m.group(1)] = 0 if args in ("", "void") else args.count(",") + 1
+    return out
+
+
+def test_signatures_match_the_header():
+    """Every function the binding declares has the header's parameter count, and the library
+    object has no other: an undeclared function was called with ctypes' guessed argument types
+    (flashc_attn_varlen_bwd_workspace_size got the params struct by value, answered "bytes is
+    NULL", and the varlen CUDA backward never had its torch workspace)."""
+    if not os.path.exists(HEADER):
+        pytest.skip("no include/flashc.h beside the package (an installed copy)")
+    header = _header_functions()
+    assert len(header) > 30, header  # the parse found the API
+    for name, (_, argtypes) in _lib._SIGNATURES.items():
+        assert name in header, name
+        assert len(argtypes) == header[name], (name, len(argtypes), header[name])
+    # the torch workspaces of the CUDA backwards (attention._backward) ask these
+    for query in ("flashc_attn_bwd_workspace_size", "flashc_attn_varlen_bwd_workspace_size"):
+        assert query in _lib._SIGNATURES, query
+    with pytest.raises(AttributeError, match="no signature"):
+        _lib.library().flashc_attn_fwd_workspace_size_undeclared

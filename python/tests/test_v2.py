@@ -13,6 +13,7 @@ import pytest
 
 import flashc
 import flashc_reference as ref
+from conftest import unsupported_detail
 from flashc import _lib
 
 
@@ -20,18 +21,8 @@ def randn(rng, *shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-def _forward_missing(call):
-    try:
-        call()
-    except flashc.FlashcError as e:
-        if e.status == _lib.ERR_UNSUPPORTED:
-            return e.detail
-        raise
-    return None
-
-
 def _skip_unless(call, what):
-    missing = _forward_missing(call)
+    missing = unsupported_detail(call)
     if missing is not None:
         pytest.skip(f"depends on the CPU forward serving {what} (flashc -> {missing})")
 
@@ -105,16 +96,7 @@ def test_reference_backward_matches_finite_differences(m):
     def loss(q_, k_, v_):
         return float(np.sum(ref.attn_fwd(q_, k_, v_, 0.7, **m)[0] * dout))
 
-    h = 1e-6
-    for which, g in enumerate(grads):
-        args = [q, k, v]
-        num = np.zeros_like(args[which])
-        for idx in np.ndindex(args[which].shape):
-            plus = [a.copy() for a in args]
-            minus = [a.copy() for a in args]
-            plus[which][idx] += h
-            minus[which][idx] -= h
-            num[idx] = (loss(*plus) - loss(*minus)) / (2 * h)
+    for g, num in zip(grads, ref.finite_difference_grads(loss, [q, k, v], h=1e-6)):
         np.testing.assert_allclose(g, num, rtol=1e-6, atol=1e-7)
 
 
