@@ -28,6 +28,12 @@
 #   nvcc install), `pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm` in a venv and point
 #   CUOBJDUMP at its cuobjdump (nvdisasm, which -sass needs, is then found beside it).
 # Compiles are serial and niced: a big .cu takes minutes on a small box.
+# Seen with nvcc 13.0: a __forceinline__ device helper is not free. A kernel's whole body moved
+#   into one, or a loop's accumulators passed by reference, came out reordered or renumbered in
+#   the PTX and so in the SASS; a helper over a self-contained loop, or a one-line accessor, did
+#   not. Where a helper changes the SASS, one kernel template over the argument struct can keep
+#   a body verbatim (attn_clear_unowned). A quick first look: `nvcc -ptx` of both versions (one
+#   arch, no ptxas) and a diff of the entries in question.
 set -euo pipefail
 
 build=build-sass
@@ -38,11 +44,11 @@ while getopts "B:o:m:h" opt; do
     B) build=$OPTARG ;;
     o) out=$OPTARG ;;
     m) map=$OPTARG ;;
-    *) sed -n '2,30p' "$0"; exit 2 ;;
+    *) sed -n '2,36p' "$0"; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
-[ $# -ge 2 ] || { sed -n '2,30p' "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,36p' "$0"; exit 2; }
 rev_a=$1 rev_b=$2
 shift 2
 
