@@ -29,6 +29,7 @@ for ((r = 1; r <= rounds; r++)); do
         grep -E "tests failed out of" "$log" | sed "s/^/round $r: /"
         fails=$((fails + 1))
     fi
+    echo "round $r of $rounds done ($(date -u +%H:%M:%S)), $fails with a failure so far"
 done
 echo "seed sweep: $rounds rounds, $fails with a failure"
 [ "$fails" -eq 0 ]
