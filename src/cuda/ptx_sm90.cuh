@@ -427,6 +427,41 @@ static __device__ __forceinline__ void ptx_tma_load_4d(uint32_t dst, const void 
                  : "memory");
 }
 
+/* The other way (the forward's O, v6): the box at (c0, c1, c2, c3) from shared src, in the
+ * tensor map's swizzle; elements outside the tensor are not written. Completes in the issuing
+ * thread's bulk groups (ptx_bulk_commit_group, ptx_bulk_wait_group*). src: written by the
+ * generic proxy, so a ptx_fence_proxy_async_shared by each writer and a barrier come first. */
+static __device__ __forceinline__ void ptx_tma_store_4d(const void *tmap, uint32_t src, int c0,
+                                                        int c1, int c2, int c3)
+{
+    asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group"
+                 " [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(tmap),
+                 "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+                 : "memory");
+}
+
+static __device__ __forceinline__ void ptx_bulk_commit_group(void)
+{
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+
+/* Until at most n of this thread's bulk groups are still reading their shared source. */
+template <int n> static __device__ __forceinline__ void ptx_bulk_wait_group_read(void)
+{
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(n) : "memory");
+}
+
+/* Until at most n of this thread's bulk groups are incomplete (their writes done). */
+template <int n> static __device__ __forceinline__ void ptx_bulk_wait_group(void)
+{
+    asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(n) : "memory");
+}
+
+static __device__ __forceinline__ void ptx_st_shared_b32(uint32_t addr, uint32_t v)
+{
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+
 static __device__ __forceinline__ void ptx_prefetch_tensormap(const void *tmap)
 {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(tmap) : "memory");
