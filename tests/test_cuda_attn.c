@@ -432,6 +432,9 @@ static void test_pitched_rows(void **state)
 /* More (Q tile, batch, head) tiles (3 x 3 x 16 = 144 of 128 rows) than an H200 has
  * multiprocessors (132), with 2 or 3 K/V blocks each: a persistent kernel (sm90v5) walks two
  * tiles in some thread blocks, its K/V ring and Q buffer running on from one tile to the next.
+ * Then for the dynamic scheduler (sm90v6*, tiles from an atomic counter): 2 x 8 x 32 = 512
+ * tiles (about 4 per thread block), and a causal Sq > Sk case whose first 4 of 6 Q tiles per
+ * head see no key (tiles with no K/V block: O = 0, LSE = -inf, handed out like the others).
  * Short enough to run under compute-sanitizer too. */
 static void test_many_tiles(void **state)
 {
@@ -441,6 +444,12 @@ static void test_many_tiles(void **state)
         attn_case c = {3, 300, 333, 16, 4, i % 2 ? 128 : 64, i / 2,
                        i % 2 ? FLASHC_BF16 : FLASHC_F16, 0, 0, 0};
         ran += check_case(&c);
+    }
+    for (int i = 0; i < 2; i++) {
+        attn_case c = {2, 1000, 300, 32, 8, 128 - 64 * i, i, i ? FLASHC_F16 : FLASHC_BF16, 0, 0, 0};
+        ran += check_case(&c);
+        attn_case e = {2, 700, 200, 16, 2, 64 + 64 * i, 1, i ? FLASHC_BF16 : FLASHC_F16, 0, 0, 0};
+        ran += check_case(&e);
     }
     if (!ran)
         printf("  many tiles: not served by FLASHC_CUDA_KERNEL=%s\n", forced_kernel());

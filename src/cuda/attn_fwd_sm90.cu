@@ -38,8 +38,19 @@
  *   v5 "sm90v5"   v4 on a persistent grid (one thread block per multiprocessor walking tiles
  *                 in the longest-first order): the producer loads the next tile's Q and K/V
  *                 while the consumers finish the last one and store it.
- * Not yet: a dynamic tile scheduler (v5's static walk loses to the hardware's block scheduler
- * at 16k, most under the causal mask), TMA stores of O, other head dims, Dk != Dv.
+ *   v6 "sm90v6"   v5 with a dynamic tile scheduler (VER 7): after a thread block's first tile
+ *                 (blockIdx.x), its producer claims each next one from an atomic counter in
+ *                 device memory (zeroed in stream order before the launch) once the last
+ *                 tile's loads are issued, and passes its index to the consumers in shared
+ *                 memory beside Q (published by the arrival on Q's barrier, freed by q_empty),
+ *                 so that tiles of unequal cost (causal) and multiprocessors of unequal speed
+ *                 even out as under the hardware's block scheduler; tiles still go longest
+ *                 first. BN = 176 without the mask, 128 under it, 2 stages. O goes through
+ *                 shared memory (a 64-column panel per consumer) and a TMA store, which runs
+ *                 on while the consumer starts its next tile.
+ *      "sm90v6d"  v6's scheduler with v5's direct stores of O (VER 6);
+ *      "sm90v6w"  v6 with BN = 176 under the causal mask too.
+ * Not yet: other head dims, Dk != Dv, 3 consumer warpgroups at d = 64.
  */
 #include "attn_cuda.cuh"
 #include "attn_fwd_common.cuh"
@@ -51,15 +62,20 @@
 
 namespace {
 
-constexpr int SM90_BM = 128, SM90_THREADS = 384;
+/* Consumer warpgroups of version VER: 3 in v7 (VER 8, FlashAttention-3's d = 64 shape, BM =
+ * 192: the softmax, not the tensor cores, bounds d = 64, and a third consumer gives the
+ * multiprocessor's exp units more independent rows), else 2. BM = 64 per consumer. */
+__host__ __device__ constexpr int sm90_consumers(int ver) { return ver == 8 ? 3 : 2; }
+__host__ __device__ constexpr int sm90_bm(int ver) { return 64 * sm90_consumers(ver); }
+__host__ __device__ constexpr int sm90_threads(int ver) { return 128 * (1 + sm90_consumers(ver)); }
 
 /* Shared memory of one thread block, in bytes from a 1024-byte aligned base. BN: keys per
  * K/V block (a multiple of 16; BN * 128 a multiple of 1024, so every panel is aligned). */
 template <int D, int BN, int STAGES, int VER = 1> struct sm90_smem {
     static_assert(BN % 16 == 0 && BN * 128 % 1024 == 0 && BN <= 256, "K/V block of BN rows");
-    static constexpr int Q_BYTES = SM90_BM * D * 2;
+    static constexpr int Q_BYTES = sm90_bm(VER) * D * 2;
     static constexpr int KV_BYTES = BN * D * 2;           /* one K (or V) slot          */
-    static constexpr int O_BYTES = VER >= 7 ? SM90_BM * 128 : 0; /* v6: one 64-column panel
+    static constexpr int O_BYTES = VER >= 7 ? sm90_bm(VER) * 128 : 0; /* v6: a 64-column panel
                                                              of O per consumer, staged  */
     static constexpr int Q = 0;
     static constexpr int K = Q + Q_BYTES;
@@ -142,7 +158,7 @@ static __device__ __forceinline__ void sm90_exp(float (&s)[1][NT][4], const floa
  * persistent grid: each thread block walks tiles blockIdx.x, + gridDim.x, ...; the others get
  * one tile per thread block, the same loop run once). */
 template <typename T, int D, int BN, int STAGES, int VER>
-__global__ void __launch_bounds__(SM90_THREADS, 1)
+__global__ void __launch_bounds__(sm90_threads(VER), 1)
     attn_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q,
                          const __grid_constant__ CUtensorMap tm_k,
                          const __grid_constant__ CUtensorMap tm_v, const attn_fwd_args a,
@@ -150,7 +166,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
 {
 #if FLASHC_PTX_SM90A
     using L = sm90_smem<D, BN, STAGES, VER>;
-    constexpr int BM = SM90_BM, NP = D / 64; /* NP: 64-column panels */
+    constexpr int NC = sm90_consumers(VER), BM = sm90_bm(VER), NP = D / 64; /* 64-col panels */
     constexpr bool OVERLAP = VER >= 3, PERSIST = VER >= 5;
     /* v6 (VER 6 and 7): tiles from the atomic counter tile_ctr (zero at launch), the producer
      * passing each to the consumers through shared memory; VER 7 also stores O by TMA. */
@@ -180,10 +196,10 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
         for (int s = 0; s < STAGES; s++) {
             ptx_mbarrier_init(k_full(s), 1);
             ptx_mbarrier_init(v_full(s), 1);
-            ptx_mbarrier_init(k_empty(s), 8); /* one arrival per consumer warp */
-            ptx_mbarrier_init(v_empty(s), 8);
+            ptx_mbarrier_init(k_empty(s), 4 * NC); /* one arrival per consumer warp */
+            ptx_mbarrier_init(v_empty(s), 4 * NC);
         }
-        ptx_mbarrier_init(q_empty, 8);
+        ptx_mbarrier_init(q_empty, 4 * NC);
         ptx_fence_mbarrier_init();
     }
     __syncthreads(); /* the last block-wide barrier: the roles part here */
@@ -272,7 +288,10 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     }
 
     /* ---- consumers ---- */
-    ptx_setmaxnreg_inc<240>();
+    if constexpr (NC == 3)
+        ptx_setmaxnreg_inc<160>(); /* 32 + 3 x 160 = 512 per 4 lanes */
+    else
+        ptx_setmaxnreg_inc<240>();
     const int cw = wg - 1;                    /* which 64 rows of the tile           */
     const int wq = warp % 4;                  /* warp within the warpgroup: 16 rows  */
     const int g = lane / 4, t = lane % 4;
@@ -280,10 +299,11 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
      * 1 and 2, and the turns run on across tiles (both walk the same tiles, with the same
      * number of turns in each): a protocol restarted per tile could let consumer 1 pass twice
      * before consumer 0 took the first pass. */
-    const int me = 1 + cw, other = 2 - cw;
+    /* With 3 consumers (v7) the turns go round: 0, 1, 2, 0, ... */
+    const int me = 1 + cw, other = 1 + (cw + 1) % NC;
     auto my_turn = [&]() { ptx_named_bar_sync(me, 256); };
     auto pass_turn = [&]() { ptx_named_bar_arrive(other, 256); };
-    if (OVERLAP && cw == 1)
+    if (OVERLAP && cw == NC - 1)
         pass_turn(); /* consumer 0 issues first */
     int it = 0, tq = 0;
     for (int tile = ptx_block_index();; tile += tile_step) {
@@ -548,7 +568,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
             for (int p = 0; p < NP; p++) {
                 if (issuer)
                     ptx_bulk_wait_group_read<0>();
-                ptx_named_bar_sync(3 + cw, 128);
+                ptx_named_bar_sync(1 + NC + cw, 128); /* after the turns' ids */
 #pragma unroll
                 for (int hr = 0; hr < 2; hr++) /* rows eg + 8 hr of the warp's 16: r % 8 = eg */
 #pragma unroll
@@ -559,7 +579,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                                                     acc[0][dt][2 * hr + 1] * inv[hr]));
                     }
                 ptx_fence_proxy_async_shared(); /* for the copy engine's reads */
-                ptx_named_bar_sync(3 + cw, 128);
+                ptx_named_bar_sync(1 + NC + cw, 128); /* after the turns' ids */
                 if (issuer && m0 + cw * 64 < a.Sq) {
                     ptx_tma_store_4d(&tm_o, sO, 64 * p, m0 + cw * 64, h, b);
                     ptx_bulk_commit_group();
@@ -569,7 +589,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
         it += n_blocks, tq += DYN || n_blocks > 0;
     } /* tiles */
     if (OVERLAP && cw == 0)
-        my_turn(); /* takes consumer 1's last pass, so no barrier is left half-arrived */
+        my_turn(); /* takes the last consumer's last pass: no barrier is left half-arrived */
     if (TMA_O && ptx_thread_index() % 128 == 0)
         ptx_bulk_wait_group<0>(); /* the shared panel stays until the copy engine is done */
 #endif /* FLASHC_PTX_SM90A */
@@ -625,12 +645,12 @@ static int make_map(CUtensorMap *m, flashc_dtype dt, const void *ptr, int64_t B,
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-/* bn: the kernel's K/V block rows (the box of the K and V maps). */
-static int make_maps(const attn_fwd_args *a, flashc_dtype dt, int bn, CUtensorMap *mq,
+/* bm, bn: the kernel's Q tile and K/V block rows (the boxes of the Q and the K and V maps). */
+static int make_maps(const attn_fwd_args *a, flashc_dtype dt, int bm, int bn, CUtensorMap *mq,
                      CUtensorMap *mk, CUtensorMap *mv)
 {
     const int64_t Hkv = a->Hq / a->group;
-    return make_map(mq, dt, a->q, a->B, a->Sq, a->Hq, a->D, a->sq, SM90_BM) &&
+    return make_map(mq, dt, a->q, a->B, a->Sq, a->Hq, a->D, a->sq, bm) &&
            make_map(mk, dt, a->k, a->B, a->Sk, Hkv, a->D, a->sk, bn) &&
            make_map(mv, dt, a->v, a->B, a->Sk, Hkv, a->D, a->sv, bn);
 }
@@ -650,10 +670,10 @@ static int sm90_supports(const attn_fwd_variant *v, const attn_problem *p, int c
     a.B = (int)p->B, a.Sq = (int)p->Sq, a.Sk = (int)p->Sk, a.Hq = (int)p->Hq;
     a.group = (int)(p->Hq / p->Hkv), a.D = (int)p->D;
     CUtensorMap mq, mk, mv, mo;
-    if (!make_maps(&a, v->dtype, v->block_k, &mq, &mk, &mv))
+    if (!make_maps(&a, v->dtype, v->block_q, v->block_k, &mq, &mk, &mv))
         return 0;
-    /* v6 stores O through a tensor map too */
-    return strncmp(v->family, "sm90v6", 6) != 0 ||
+    /* v6 and v7 store O through a tensor map too */
+    return (strncmp(v->family, "sm90v6", 6) != 0 && strcmp(v->family, "sm90v7") != 0) ||
            make_map(&mo, v->dtype, p->o, p->B, p->Sq, p->Hq, p->D, p->so, 64);
 }
 
@@ -675,7 +695,8 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
     const flashc_dtype dt = std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16;
     CUtensorMap mq, mk, mv, mo;
     memset(&mo, 0, sizeof mo); /* read by VER 7 only */
-    if (!make_maps(a, dt, BN, &mq, &mk, &mv) ||
+    constexpr int BM = sm90_bm(VER);
+    if (!make_maps(a, dt, BM, BN, &mq, &mk, &mv) ||
         (VER >= 7 && !make_map(&mo, dt, a->o, a->B, a->Sq, a->Hq, a->D, a->so, 64)))
         return cudaErrorInvalidValue; /* sm90_supports said yes: the driver changed its mind */
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const attn_fwd_args,
@@ -684,7 +705,7 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
                                            (int)L::LAUNCH);
     if (err != cudaSuccess)
         return err;
-    int64_t blocks = (int64_t)((a->Sq + SM90_BM - 1) / SM90_BM) * a->B * a->Hq;
+    int64_t blocks = (int64_t)((a->Sq + BM - 1) / BM) * a->B * a->Hq;
     if (blocks > 0x7fffffff)
         return cudaErrorInvalidConfiguration;
     if (VER >= 5) { /* persistent: one thread block per multiprocessor at most */
@@ -707,7 +728,7 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
             return err;
         }
     }
-    kernel<<<(unsigned)blocks, SM90_THREADS, L::LAUNCH, stream>>>(mq, mk, mv, *a, mo, ctr);
+    kernel<<<(unsigned)blocks, sm90_threads(VER), L::LAUNCH, stream>>>(mq, mk, mv, *a, mo, ctr);
     err = cudaGetLastError();
     if (ctr) {
         const cudaError_t ferr = cudaFreeAsync(ctr, stream);
@@ -724,19 +745,19 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
  * behind at 16k causal (the static tile walk leaves the multiprocessors unevenly loaded). So:
  * v4w where Sq, Sk >= 2048 (the first match in this table wins), v5 from 1024, sm80 below
  * (512 was not measured). v1, v3 and v4 stay for FLASHC_CUDA_KERNEL and the ladder. */
-#define SM90_VARIANT_S(TN, T, FAM, D, BN, ST, VER, DEF, MINSEQ, SUP)                              \
-    {"attn_fwd_" #TN "_" FAM "_d" #D "_128x" #BN, FAM, TN##_DTYPE_SM90, D, D, 90, 128, BN, DEF, \
+#define SM90_VARIANT_S(TN, T, FAM, D, BM, BN, ST, VER, DEF, MINSEQ, SUP)                          \
+    {"attn_fwd_" #TN "_" FAM "_d" #D "_" #BM "x" #BN, FAM, TN##_DTYPE_SM90, D, D, 90, BM, BN, DEF, \
      MINSEQ, SUP, attn_fwd_sm90_launch<T, D, BN, ST, VER>}
 #define SM90_VARIANT(TN, T, FAM, D, BN, ST, VER, DEF, MINSEQ)                                     \
-    SM90_VARIANT_S(TN, T, FAM, D, BN, ST, VER, DEF, MINSEQ, sm90_supports)
+    SM90_VARIANT_S(TN, T, FAM, D, 128, BN, ST, VER, DEF, MINSEQ, sm90_supports)
 #define bf16_DTYPE_SM90 FLASHC_BF16
 #define f16_DTYPE_SM90 FLASHC_F16
 #define SM90_FAMILY(FAM, D, BN, ST, VER, DEF, MINSEQ)                                              \
     SM90_VARIANT(bf16, __nv_bfloat16, FAM, D, BN, ST, VER, DEF, MINSEQ),                           \
         SM90_VARIANT(f16, __half, FAM, D, BN, ST, VER, DEF, MINSEQ)
-#define SM90_FAMILY_S(FAM, D, BN, ST, VER, SUP)                                                    \
-    SM90_VARIANT_S(bf16, __nv_bfloat16, FAM, D, BN, ST, VER, 0, 0, SUP),                           \
-        SM90_VARIANT_S(f16, __half, FAM, D, BN, ST, VER, 0, 0, SUP)
+#define SM90_FAMILY_S(FAM, D, BM, BN, ST, VER, SUP)                                                \
+    SM90_VARIANT_S(bf16, __nv_bfloat16, FAM, D, BM, BN, ST, VER, 0, 0, SUP),                       \
+        SM90_VARIANT_S(f16, __half, FAM, D, BM, BN, ST, VER, 0, 0, SUP)
 const attn_fwd_variant attn_fwd_sm90_variants[] = {
     SM90_FAMILY("sm90v4w", 64, 176, 2, 4, 1, 2048),
     SM90_FAMILY("sm90v4w", 128, 176, 2, 4, 1, 2048),
@@ -750,16 +771,19 @@ const attn_fwd_variant attn_fwd_sm90_variants[] = {
     SM90_FAMILY("sm90v4", 128, 128, 3, 4, 0, 0),
     /* v6 (VER 7): the dynamic tile scheduler and O by TMA store; v6d (VER 6): the scheduler
      * alone (direct stores); v6w: v6 with 176-key blocks under the causal mask too. */
-    SM90_FAMILY_S("sm90v6", 64, 176, 2, 7, sm90_supports_nc),
-    SM90_FAMILY_S("sm90v6", 128, 176, 2, 7, sm90_supports_nc),
-    SM90_FAMILY_S("sm90v6", 64, 128, 2, 7, sm90_supports_c),
-    SM90_FAMILY_S("sm90v6", 128, 128, 2, 7, sm90_supports_c),
-    SM90_FAMILY_S("sm90v6d", 64, 176, 2, 6, sm90_supports_nc),
-    SM90_FAMILY_S("sm90v6d", 128, 176, 2, 6, sm90_supports_nc),
-    SM90_FAMILY_S("sm90v6d", 64, 128, 2, 6, sm90_supports_c),
-    SM90_FAMILY_S("sm90v6d", 128, 128, 2, 6, sm90_supports_c),
+    SM90_FAMILY_S("sm90v6", 64, 128, 176, 2, 7, sm90_supports_nc),
+    SM90_FAMILY_S("sm90v6", 128, 128, 176, 2, 7, sm90_supports_nc),
+    SM90_FAMILY_S("sm90v6", 64, 128, 128, 2, 7, sm90_supports_c),
+    SM90_FAMILY_S("sm90v6", 128, 128, 128, 2, 7, sm90_supports_c),
+    SM90_FAMILY_S("sm90v6d", 64, 128, 176, 2, 6, sm90_supports_nc),
+    SM90_FAMILY_S("sm90v6d", 128, 128, 176, 2, 6, sm90_supports_nc),
+    SM90_FAMILY_S("sm90v6d", 64, 128, 128, 2, 6, sm90_supports_c),
+    SM90_FAMILY_S("sm90v6d", 128, 128, 128, 2, 6, sm90_supports_c),
     SM90_FAMILY("sm90v6w", 64, 176, 2, 7, 0, 0),
     SM90_FAMILY("sm90v6w", 128, 176, 2, 7, 0, 0),
+    /* v7 (VER 8): v6 with 3 consumers, BM = 192, d = 64 only (O and S of 128 keys fit 160
+     * registers; at d = 128 they would not) */
+    SM90_FAMILY_S("sm90v7", 64, 192, 128, 2, 8, sm90_supports),
 };
 const int attn_fwd_sm90_variant_count =
     (int)(sizeof attn_fwd_sm90_variants / sizeof attn_fwd_sm90_variants[0]);
