@@ -44,8 +44,10 @@
  *                 tile's loads are issued, and passes its index to the consumers in shared
  *                 memory beside Q (published by the arrival on Q's barrier, freed by q_empty),
  *                 so that tiles of unequal cost (causal) and multiprocessors of unequal speed
- *                 even out as under the hardware's block scheduler; tiles still go longest
- *                 first. BN = 176 without the mask, 128 under it, 2 stages. O goes through
+ *                 even out as under the hardware's block scheduler; tiles go longest first
+ *                 under the causal mask, head by head without it (the tiles in flight share
+ *                 the K/V of fewer heads in L2). BN = 176 without the mask, 128 under it,
+ *                 2 stages. O goes through
  *                 shared memory (a 64-column panel per consumer) and a TMA store, which runs
  *                 on while the consumer starts its next tile.
  *      "sm90v6d"  v6's scheduler with v5's direct stores of O (VER 6);
@@ -210,7 +212,17 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     /* Tile coordinates and the K/V blocks it visits, [0, n_blocks) from the last one. */
     auto tile_at = [&](int tile, int &m0, int &b, int &h, int &n_blocks) {
         int m_block;
-        block_coords<BM>(a, tile, &m_block, &b, &h);
+        if (DYN && !a.causal) {
+            /* v6 without the mask: every tile costs the same, so no longest-first; head by
+             * head instead, so that the tiles in flight at once (132) share the K/V of a few
+             * heads, not of a whole head group (the H200 profile: v4w read 1.7x cuDNN's DRAM
+             * bytes at d128 4k, the K/V re-read) */
+            const int n_mblocks = (a.Sq + BM - 1) / BM, bh = tile / n_mblocks;
+            m_block = n_mblocks - 1 - tile % n_mblocks;
+            b = bh / a.Hq, h = bh % a.Hq;
+        } else {
+            block_coords<BM>(a, tile, &m_block, &b, &h);
+        }
         m0 = m_block * BM;
         const int last_row = min(m0 + BM, a.Sq) - 1;
         const int n_end = a.causal ? min(a.Sk, last_row + 1 + diag) : a.Sk;
