@@ -4,8 +4,9 @@
 #   1. (<= 45 s, concurrently: correctness only) tests/test_cuda_attn with FLASHC_CUDA_KERNEL
 #      forced to sm90v6, sm90v6d and sm90v6w (dims 64 and 128, the ones they serve) and sm90v7
 #      (d 64 only): the full suite, test_many_tiles's 512-tile and empty-tile cases included;
-#      compute-sanitizer memcheck and racecheck on the short cases (FLASHC_TEST_SMALL=1) of
-#      sm90v6 and sm90v7
+#      the short cases (FLASHC_TEST_SMALL=1) of the default kernels sm90v4w and sm90v5, whose
+#      code v6 shares (a changed tile loop, kernel parameters); compute-sanitizer memcheck and
+#      racecheck on the short cases of sm90v6 and sm90v7
 #   2. (<= 40 s, alone on the GPU) bench_sdpa.py --kernels sm90v4w,sm90v5 and every v6/v7
 #      family (the bench checks each against SDPA-flash before timing it; a family whose tests
 #      failed is marked in the summary) with SDPA flash and cuDNN in the same process, d 64/128,
@@ -30,6 +31,11 @@ for k in $FAMS; do
   FLASHC_CUDA_KERNEL=$k OMP_NUM_THREADS=3 FLASHC_TEST_DIMS=$dims timeout -k 2 44 "$TEST" \
     >"$OUT/tests-$k.log" 2>&1 &
   pids+=("$!:tests-$k")
+done
+for k in sm90v4w sm90v5; do
+  FLASHC_CUDA_KERNEL=$k FLASHC_TEST_SMALL=1 OMP_NUM_THREADS=2 FLASHC_TEST_DIMS=64,128 \
+    timeout -k 2 44 "$TEST" >"$OUT/tests-$k-small.log" 2>&1 &
+  pids+=("$!:tests-$k-small")
 done
 san() { # family tool
   FLASHC_CUDA_KERNEL=$1 FLASHC_TEST_SMALL=1 FLASHC_TEST_DIMS=64,128 OMP_NUM_THREADS=1 \
