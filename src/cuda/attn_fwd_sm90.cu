@@ -767,9 +767,9 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
 #define SM90_FAMILY(FAM, D, BN, ST, VER, DEF, MINSEQ)                                              \
     SM90_VARIANT(bf16, __nv_bfloat16, FAM, D, BN, ST, VER, DEF, MINSEQ),                           \
         SM90_VARIANT(f16, __half, FAM, D, BN, ST, VER, DEF, MINSEQ)
-#define SM90_FAMILY_S(FAM, D, BM, BN, ST, VER, SUP)                                                \
-    SM90_VARIANT_S(bf16, __nv_bfloat16, FAM, D, BM, BN, ST, VER, 0, 0, SUP),                       \
-        SM90_VARIANT_S(f16, __half, FAM, D, BM, BN, ST, VER, 0, 0, SUP)
+#define SM90_FAMILY_S(FAM, D, BM, BN, ST, VER, DEF, MINSEQ, SUP)                                   \
+    SM90_VARIANT_S(bf16, __nv_bfloat16, FAM, D, BM, BN, ST, VER, DEF, MINSEQ, SUP),                \
+        SM90_VARIANT_S(f16, __half, FAM, D, BM, BN, ST, VER, DEF, MINSEQ, SUP)
 const attn_fwd_variant attn_fwd_sm90_variants[] = {
     SM90_FAMILY("sm90v4w", 64, 176, 2, 4, 1, 2048),
     SM90_FAMILY("sm90v4w", 128, 176, 2, 4, 1, 2048),
@@ -783,19 +783,19 @@ const attn_fwd_variant attn_fwd_sm90_variants[] = {
     SM90_FAMILY("sm90v4", 128, 128, 3, 4, 0, 0),
     /* v6 (VER 7): the dynamic tile scheduler and O by TMA store; v6d (VER 6): the scheduler
      * alone (direct stores); v6w: v6 with 176-key blocks under the causal mask too. */
-    SM90_FAMILY_S("sm90v6", 64, 128, 176, 2, 7, sm90_supports_nc),
-    SM90_FAMILY_S("sm90v6", 128, 128, 176, 2, 7, sm90_supports_nc),
-    SM90_FAMILY_S("sm90v6", 64, 128, 128, 2, 7, sm90_supports_c),
-    SM90_FAMILY_S("sm90v6", 128, 128, 128, 2, 7, sm90_supports_c),
-    SM90_FAMILY_S("sm90v6d", 64, 128, 176, 2, 6, sm90_supports_nc),
-    SM90_FAMILY_S("sm90v6d", 128, 128, 176, 2, 6, sm90_supports_nc),
-    SM90_FAMILY_S("sm90v6d", 64, 128, 128, 2, 6, sm90_supports_c),
-    SM90_FAMILY_S("sm90v6d", 128, 128, 128, 2, 6, sm90_supports_c),
+    SM90_FAMILY_S("sm90v6", 64, 128, 176, 2, 7, 0, 0, sm90_supports_nc),
+    SM90_FAMILY_S("sm90v6", 128, 128, 176, 2, 7, 0, 0, sm90_supports_nc),
+    SM90_FAMILY_S("sm90v6", 64, 128, 128, 2, 7, 0, 0, sm90_supports_c),
+    SM90_FAMILY_S("sm90v6", 128, 128, 128, 2, 7, 0, 0, sm90_supports_c),
+    SM90_FAMILY_S("sm90v6d", 64, 128, 176, 2, 6, 0, 0, sm90_supports_nc),
+    SM90_FAMILY_S("sm90v6d", 128, 128, 176, 2, 6, 0, 0, sm90_supports_nc),
+    SM90_FAMILY_S("sm90v6d", 64, 128, 128, 2, 6, 0, 0, sm90_supports_c),
+    SM90_FAMILY_S("sm90v6d", 128, 128, 128, 2, 6, 0, 0, sm90_supports_c),
     SM90_FAMILY("sm90v6w", 64, 176, 2, 7, 0, 0),
     SM90_FAMILY("sm90v6w", 128, 176, 2, 7, 0, 0),
     /* v7 (VER 8): v6 with 3 consumers, BM = 192, d = 64 only (O and S of 128 keys fit 160
      * registers; at d = 128 they would not) */
-    SM90_FAMILY_S("sm90v7", 64, 192, 128, 2, 8, sm90_supports),
+    SM90_FAMILY_S("sm90v7", 64, 192, 128, 2, 8, 0, 0, sm90_supports),
 };
 const int attn_fwd_sm90_variant_count =
     (int)(sizeof attn_fwd_sm90_variants / sizeof attn_fwd_sm90_variants[0]);
