@@ -77,12 +77,15 @@ template <int D, int BN, int STAGES, int VER = 1> struct sm90_smem {
     static_assert(BN % 16 == 0 && BN * 128 % 1024 == 0 && BN <= 256, "K/V block of BN rows");
     static constexpr int Q_BYTES = sm90_bm(VER) * D * 2;
     static constexpr int KV_BYTES = BN * D * 2;           /* one K (or V) slot          */
-    static constexpr int O_BYTES = VER >= 7 ? sm90_bm(VER) * 128 : 0; /* v6: a 64-column panel
-                                                             of O per consumer, staged  */
     static constexpr int Q = 0;
     static constexpr int K = Q + Q_BYTES;
     static constexpr int V = K + STAGES * KV_BYTES;
     static constexpr int O = V + STAGES * KV_BYTES;
+    /* v6's staged O: the whole tile where it fits, else (d 128 beside a 176-key ring) one
+     * 64-column panel per consumer at a time */
+    static constexpr int O_PANELS =
+        O + Q_BYTES + 8 * (2 + 4 * STAGES) + 16 + 1024 <= 227 * 1024 ? D / 64 : 1;
+    static constexpr int O_BYTES = VER >= 7 ? sm90_bm(VER) * 128 * O_PANELS : 0;
     static constexpr int BARS = O + O_BYTES;              /* q_full, k/v full and empty, */
     static constexpr int SCHED = BARS + 8 * (2 + 4 * STAGES); /* q_empty; then v6's tile */
     static constexpr int TOTAL = SCHED + 16;
@@ -563,8 +566,8 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
             }
         }
         if constexpr (TMA_O) {
-            /* v6: O through shared memory, one 64-column panel at a time per consumer (the
-             * shared memory left beside a 176-key ring holds one per consumer), in the 128-byte
+            /* v6: O through shared memory, the whole tile or (d 128 beside a 176-key ring,
+             * where only that fits) one 64-column panel at a time per consumer, in the 128-byte
              * swizzle the O map reads (conflict-free: the 8 rows of a warp's store land in 8
              * different chunks), then a TMA store that clips rows past Sq. One thread per
              * consumer issues the stores and, before the panel is rewritten, waits for the last
@@ -573,14 +576,17 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
             /* the thread's place re-read here, so that ptxas does not hoist 16 store addresses
              * out of the tile loop and hold them through the main loop */
             const int tid = ptx_thread_index() % 128, eg = tid % 32 / 4, et = tid % 4;
-            const uint32_t sO = base + L::O + cw * 64 * 128;
             const bool issuer = tid == 0;
-            const uint32_t row_at = sO + (uint32_t)(tid / 32 * 16 + eg) * 128 + 4 * et;
 #pragma unroll
             for (int p = 0; p < NP; p++) {
-                if (issuer)
-                    ptx_bulk_wait_group_read<0>();
-                ptx_named_bar_sync(1 + NC + cw, 128); /* after the turns' ids */
+                const uint32_t sO = base + L::O + (p % L::O_PANELS) * BM * 128 + cw * 64 * 128;
+                const uint32_t row_at = sO + (uint32_t)(tid / 32 * 16 + eg) * 128 + 4 * et;
+                if (p == 0 || L::O_PANELS == 1) { /* the buffer's last store (the last
+                                          tile's, or panel p - 1's when it is one panel) */
+                    if (issuer)
+                        ptx_bulk_wait_group_read<0>();
+                    ptx_named_bar_sync(1 + NC + cw, 128); /* after the turns' ids */
+                }
 #pragma unroll
                 for (int hr = 0; hr < 2; hr++) /* rows eg + 8 hr of the warp's 16: r % 8 = eg */
 #pragma unroll
