@@ -70,6 +70,19 @@ namespace {
 __host__ __device__ constexpr int sm90_consumers(int ver) { return ver == 8 ? 3 : 2; }
 __host__ __device__ constexpr int sm90_bm(int ver) { return 64 * sm90_consumers(ver); }
 __host__ __device__ constexpr int sm90_threads(int ver) { return 128 * (1 + sm90_consumers(ver)); }
+/* setmaxnreg's split: (launch - producer) x 128 = (consumer - launch) x 128 consumers, with
+ * launch = 65536 / threads (168 or 128) */
+__host__ __device__ constexpr int sm90_producer_regs(int ver, int d)
+{
+    return sm90_consumers(ver) == 3 ? 32 : ver >= 6 && d == 64 ? 40 : 24;
+}
+__host__ __device__ constexpr int sm90_consumer_regs(int ver, int d)
+{
+    return sm90_consumers(ver) == 3 ? 160 : ver >= 6 && d == 64 ? 232 : 240;
+}
+static_assert((168 - 24) * 128 == (240 - 168) * 256 && (168 - 40) * 128 == (232 - 168) * 256 &&
+                  (128 - 32) * 128 == (160 - 128) * 384,
+              "setmaxnreg: the registers given cover the registers taken");
 
 /* Shared memory of one thread block, in bytes from a 1024-byte aligned base. BN: keys per
  * K/V block (a multiple of 16; BN * 128 a multiple of 1024, so every panel is aligned). */
@@ -236,11 +249,13 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
 
     if (wg == 0) {
         /* ---- producer ---- */
-        /* v6's scheduler holds a few more values: 32 (2 x 240 + 32 = 512 per 4 lanes) */
-        if constexpr (DYN)
-            ptx_setmaxnreg_dec<32>();
-        else
-            ptx_setmaxnreg_dec<24>();
+        /* setmaxnreg.inc waits until the block's own pool (the launch's registers per thread
+         * times its threads, 168 x 384 or 128 x 512) has the registers; what the producer
+         * gives must cover what the consumers take, or they wait for ever (round 1 of v6:
+         * 32 given, 240 taken, a hang). So 24 / 240 (d 128, and every version before v6),
+         * 40 / 232 (v6 at d 64: its scheduler spilled at 24, its consumers need less), and
+         * 32 / 160 with 3 consumers. */
+        ptx_setmaxnreg_dec<sm90_producer_regs(VER, D)>();
         if (warp == 0 && lane == 0) {
             ptx_prefetch_tensormap(&tm_q);
             ptx_prefetch_tensormap(&tm_k);
@@ -303,10 +318,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     }
 
     /* ---- consumers ---- */
-    if constexpr (NC == 3)
-        ptx_setmaxnreg_inc<160>(); /* 32 + 3 x 160 = 512 per 4 lanes */
-    else
-        ptx_setmaxnreg_inc<240>();
+    ptx_setmaxnreg_inc<sm90_consumer_regs(VER, D)>();
     const int cw = wg - 1;                    /* which 64 rows of the tile           */
     const int wq = warp % 4;                  /* warp within the warpgroup: 16 rows  */
     const int g = lane / 4, t = lane % 4;
