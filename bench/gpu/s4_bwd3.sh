@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# bench/gpu/s4_bwd3.sh BUILD_DIR — helper bwd3 (issue 12): the sm90v2 backward
-# (src/cuda/attn_bwd_sm90v2.cu, opt-in: FLASHC_CUDA_BWD_KERNEL=sm90v2) on the H200, <= 90 s:
+# bench/gpu/s4_bwd3.sh BUILD_DIR — helper bwd3 (issue 12): the sm90v2 / sm90v2e backward
+# (src/cuda/attn_bwd_sm90v2.cu, opt-in: FLASHC_CUDA_BWD_KERNEL=sm90v2 / sm90v2e) on the H200,
+# <= 90 s (sm90v2e, d 64 only: its d 64 suites, graph, det bitwise, memcheck too):
 #  1. tests/test_cuda_attn_bwd forced onto sm90v2, in parallel jobs: the d 128 and d 64 suites
 #     (bf16 + fp16, MHA/GQA/MQA, causal, Sq > Sk rows that see no key, fast + deterministic),
 #     the modifiers (windows, softcap, ALiBi, masked rows, det repeated bit for bit), the
@@ -24,9 +25,10 @@ rc_all=0
 
 # ---- 1. tests (<= 42 s wall, all jobs in parallel) ----
 pids=() names=()
-job() { # name, timeout, command...
+FAM=sm90v2
+job() { # name, timeout, command... (under FLASHC_CUDA_BWD_KERNEL=$FAM)
   local n=$1 t=$2; shift 2
-  ( timeout -k 2 "$t" env FLASHC_CUDA_BWD_KERNEL=sm90v2 OMP_NUM_THREADS=2 "$@" >"$OUT/$n.log" 2>&1
+  ( timeout -k 2 "$t" env FLASHC_CUDA_BWD_KERNEL=$FAM OMP_NUM_THREADS=2 "$@" >"$OUT/$n.log" 2>&1
     echo $? >"$OUT/$n.rc" ) &
   pids+=($!) names+=("$n")
 }
@@ -38,6 +40,18 @@ if [ -x "$TEST" ]; then
   job t-det 40 env FLASHC_TEST_FILTER='test_deterministic_bitwise' "$TEST"
   job t-graph 40 env FLASHC_TEST_FILTER='test_graph_capture' "$TEST"
   job t-strided 40 env FLASHC_TEST_FILTER='test_strided_stream_workspace' "$TEST"
+  # sm90v2e: d 64 only (d 128 falls back to the dispatcher's sm90 under it)
+  FAM=sm90v2e
+  for s in bf16_d64 f16_d64; do
+    job "e-$s" 40 env FLASHC_TEST_FILTER="test_$s" "$TEST"
+  done
+  job e-graph 40 env FLASHC_TEST_FILTER='test_graph_capture' "$TEST"
+  job e-det 40 env FLASHC_TEST_FILTER='test_deterministic_bitwise' "$TEST"
+  if command -v compute-sanitizer >/dev/null; then
+    job mc-e-d64 40 env FLASHC_TEST_SMALL=1 FLASHC_TEST_FILTER='test_bf16_d64' \
+      compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$TEST"
+  fi
+  FAM=sm90v2
   if command -v compute-sanitizer >/dev/null; then
     job mc-d128 40 env FLASHC_TEST_SMALL=1 FLASHC_TEST_FILTER='test_bf16_d128' \
       compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$TEST"
@@ -71,7 +85,7 @@ FLASHC_LIBRARY="$LIB" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHON
 brc=$?
 [ $brc -eq 124 ] && echo "s4_bwd3: bench TIMED OUT after $left s (partial log below)"
 [ $brc -ne 0 ] && { rc_all=1; grep -vE '^\|' "$OUT/bench.log" | tail -8; }
-echo "== tests (FLASHC_CUDA_BWD_KERNEL=sm90v2)"
+echo "== tests (FLASHC_CUDA_BWD_KERNEL=sm90v2; e-*: sm90v2e)"
 echo "$summary"
 grep -E 'WRONG|^device' "$OUT/bench.log"
 if grep -q '^bwd alone' "$OUT/bench.log"; then sed -n '/^bwd alone/,$p' "$OUT/bench.log"; else tail -12 "$OUT/bench.log"; fi

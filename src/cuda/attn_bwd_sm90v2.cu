@@ -108,8 +108,10 @@ static __device__ __forceinline__ float bwd90v2_l(float lse)
 }
 #endif
 
-/* T: __nv_bfloat16 or __half; D: 64 or 128; DET: deterministic dQ; MODS: softcap or ALiBi. */
-template <typename T, int D, bool DET, bool MODS>
+/* T: __nv_bfloat16 or __half; D: 64 or 128; DET: deterministic dQ; MODS: softcap or ALiBi.
+ * EARLY (family sm90v2e, d 64, without MODS only): dV += P^T dO is issued as soon as P^T is
+ * packed, so it runs on the tensor cores while dS^T = P^T (dP^T - D) is computed. */
+template <typename T, int D, bool DET, bool MODS, bool EARLY = false>
 __global__ void __launch_bounds__(V2_THREADS, 1) attn_bwd_sm90v2_kernel(const attn_bwd_args a)
 {
 #if FLASHC_PTX_SM90A
@@ -221,6 +223,7 @@ __global__ void __launch_bounds__(V2_THREADS, 1) attn_bwd_sm90v2_kernel(const at
         }
         ptx_wgmma_commit();
 
+        uint32_t pa[BM / 16][4], da[BM / 16][4]; /* A fragments of P^T, dS^T */
         const int key0 = n0 + warp * 16 + g; /* this thread's keys: key0, key0 + 8 */
         const bool need_mask = bwd_tile_needs_mask(a, rg, m0, BM, n0, BN);
         if constexpr (!MODS) {
@@ -238,7 +241,29 @@ __global__ void __launch_bounds__(V2_THREADS, 1) attn_bwd_sm90v2_kernel(const at
                         p = 0.0f;
                     s[nt][e] = p;
                 }
-            ptx_wgmma_wait<0>();
+            if constexpr (EARLY) {
+#pragma unroll
+                for (int kk = 0; kk < BM / 16; kk++) {
+                    pa[kk][0] = ptx_pack2(T(), s[2 * kk][0], s[2 * kk][1]);
+                    pa[kk][1] = ptx_pack2(T(), s[2 * kk][2], s[2 * kk][3]);
+                    pa[kk][2] = ptx_pack2(T(), s[2 * kk + 1][0], s[2 * kk + 1][1]);
+                    pa[kk][3] = ptx_pack2(T(), s[2 * kk + 1][2], s[2 * kk + 1][3]);
+                }
+                bwd90v2_fence(dv);
+                ptx_wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < BM / 16; kk++) {
+                    const uint64_t desc = ptx_wgmma_desc(do_buf + kk * 16 * 128, BM * 128, 1024);
+                    if constexpr (D == 128)
+                        ptx_wgmma_rs_m64n128k16_tb(T(), dv, pa[kk], desc, 1);
+                    else
+                        ptx_wgmma_rs_m64n64k16_tb(T(), dv, pa[kk], desc, 1);
+                }
+                ptx_wgmma_commit();
+                ptx_wgmma_wait<1>(); /* dP^T (dV may still run) */
+            } else {
+                ptx_wgmma_wait<0>();
+            }
             bwd90v2_fence(dp);
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
@@ -268,13 +293,14 @@ __global__ void __launch_bounds__(V2_THREADS, 1) attn_bwd_sm90v2_kernel(const at
         }
 
         /* A fragments: tiles 2 kk, 2 kk + 1 are queries [16 kk, 16 kk + 16) */
-        uint32_t pa[BM / 16][4], da[BM / 16][4];
 #pragma unroll
         for (int kk = 0; kk < BM / 16; kk++) {
-            pa[kk][0] = ptx_pack2(T(), s[2 * kk][0], s[2 * kk][1]);
-            pa[kk][1] = ptx_pack2(T(), s[2 * kk][2], s[2 * kk][3]);
-            pa[kk][2] = ptx_pack2(T(), s[2 * kk + 1][0], s[2 * kk + 1][1]);
-            pa[kk][3] = ptx_pack2(T(), s[2 * kk + 1][2], s[2 * kk + 1][3]);
+            if constexpr (!EARLY || MODS) {
+                pa[kk][0] = ptx_pack2(T(), s[2 * kk][0], s[2 * kk][1]);
+                pa[kk][1] = ptx_pack2(T(), s[2 * kk][2], s[2 * kk][3]);
+                pa[kk][2] = ptx_pack2(T(), s[2 * kk + 1][0], s[2 * kk + 1][1]);
+                pa[kk][3] = ptx_pack2(T(), s[2 * kk + 1][2], s[2 * kk + 1][3]);
+            }
             da[kk][0] = ptx_pack2(T(), dp[2 * kk][0], dp[2 * kk][1]);
             da[kk][1] = ptx_pack2(T(), dp[2 * kk][2], dp[2 * kk][3]);
             da[kk][2] = ptx_pack2(T(), dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
@@ -298,16 +324,19 @@ __global__ void __launch_bounds__(V2_THREADS, 1) attn_bwd_sm90v2_kernel(const at
 
         /* dV += P^T dO, dK += dS^T Q: queries are the reduction index, 16 per step; dO and Q
          * MN-major (two 8-row groups per step, SBO; the feature panels, LBO) */
-        bwd90v2_fence(dv);
+        if constexpr (!EARLY || MODS)
+            bwd90v2_fence(dv);
         bwd90v2_fence(dk);
         ptx_wgmma_fence();
+        if constexpr (!EARLY || MODS) {
 #pragma unroll
-        for (int kk = 0; kk < BM / 16; kk++) {
-            const uint64_t desc = ptx_wgmma_desc(do_buf + kk * 16 * 128, BM * 128, 1024);
-            if constexpr (D == 128)
-                ptx_wgmma_rs_m64n128k16_tb(T(), dv, pa[kk], desc, 1);
-            else
-                ptx_wgmma_rs_m64n64k16_tb(T(), dv, pa[kk], desc, 1);
+            for (int kk = 0; kk < BM / 16; kk++) {
+                const uint64_t desc = ptx_wgmma_desc(do_buf + kk * 16 * 128, BM * 128, 1024);
+                if constexpr (D == 128)
+                    ptx_wgmma_rs_m64n128k16_tb(T(), dv, pa[kk], desc, 1);
+                else
+                    ptx_wgmma_rs_m64n64k16_tb(T(), dv, pa[kk], desc, 1);
+            }
         }
 #pragma unroll
         for (int kk = 0; kk < BM / 16; kk++) {
@@ -459,7 +488,7 @@ __global__ void __launch_bounds__(256) attn_bwd_sm90v2_post_kernel(const attn_bw
     }
 }
 
-template <typename T, int D>
+template <typename T, int D, bool EARLY>
 static cudaError_t attn_bwd_sm90v2_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
     const int64_t rows = (int64_t)a->B * a->Hq * a->Sq;
@@ -473,8 +502,8 @@ static cudaError_t attn_bwd_sm90v2_launch(const attn_bwd_args *a, cudaStream_t s
     void (*kernel)(const attn_bwd_args) =
         mods ? (a->deterministic ? attn_bwd_sm90v2_kernel<T, D, true, true>
                                  : attn_bwd_sm90v2_kernel<T, D, false, true>)
-             : (a->deterministic ? attn_bwd_sm90v2_kernel<T, D, true, false>
-                                 : attn_bwd_sm90v2_kernel<T, D, false, false>);
+             : (a->deterministic ? attn_bwd_sm90v2_kernel<T, D, true, false, EARLY>
+                                 : attn_bwd_sm90v2_kernel<T, D, false, false, EARLY>);
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess)
         return err;
@@ -490,16 +519,22 @@ static cudaError_t attn_bwd_sm90v2_launch(const attn_bwd_args *a, cudaStream_t s
     return cudaGetLastError();
 }
 
-/* opt_in: taken only under FLASHC_CUDA_BWD_KERNEL=sm90v2 (attn_bwd.cu) */
+/* opt_in: taken only under FLASHC_CUDA_BWD_KERNEL=sm90v2 or sm90v2e (attn_bwd.cu). sm90v2e
+ * at d 64 only: at d 128 the early dV holds P^T's fragments beside dP^T and spills (56 bytes
+ * by ptxas), at d 64 it fits (236 registers). */
 const attn_bwd_variant attn_bwd_sm90v2_variants[] = {
     {"attn_bwd_bf16_sm90v2_d128_64x128", "sm90v2", FLASHC_BF16, 128, 90, 90, V2_BM, V2_BN, 1,
-     bwd90v2_smem<128>::LAUNCH, attn_bwd_sm90v2_launch<__nv_bfloat16, 128>, NULL, 1},
+     bwd90v2_smem<128>::LAUNCH, attn_bwd_sm90v2_launch<__nv_bfloat16, 128, false>, NULL, 1},
     {"attn_bwd_f16_sm90v2_d128_64x128", "sm90v2", FLASHC_F16, 128, 90, 90, V2_BM, V2_BN, 1,
-     bwd90v2_smem<128>::LAUNCH, attn_bwd_sm90v2_launch<__half, 128>, NULL, 1},
+     bwd90v2_smem<128>::LAUNCH, attn_bwd_sm90v2_launch<__half, 128, false>, NULL, 1},
     {"attn_bwd_bf16_sm90v2_d64_64x128", "sm90v2", FLASHC_BF16, 64, 90, 90, V2_BM, V2_BN, 1,
-     bwd90v2_smem<64>::LAUNCH, attn_bwd_sm90v2_launch<__nv_bfloat16, 64>, NULL, 1},
+     bwd90v2_smem<64>::LAUNCH, attn_bwd_sm90v2_launch<__nv_bfloat16, 64, false>, NULL, 1},
     {"attn_bwd_f16_sm90v2_d64_64x128", "sm90v2", FLASHC_F16, 64, 90, 90, V2_BM, V2_BN, 1,
-     bwd90v2_smem<64>::LAUNCH, attn_bwd_sm90v2_launch<__half, 64>, NULL, 1},
+     bwd90v2_smem<64>::LAUNCH, attn_bwd_sm90v2_launch<__half, 64, false>, NULL, 1},
+    {"attn_bwd_bf16_sm90v2e_d64_64x128", "sm90v2e", FLASHC_BF16, 64, 90, 90, V2_BM, V2_BN, 1,
+     bwd90v2_smem<64>::LAUNCH, attn_bwd_sm90v2_launch<__nv_bfloat16, 64, true>, NULL, 1},
+    {"attn_bwd_f16_sm90v2e_d64_64x128", "sm90v2e", FLASHC_F16, 64, 90, 90, V2_BM, V2_BN, 1,
+     bwd90v2_smem<64>::LAUNCH, attn_bwd_sm90v2_launch<__half, 64, true>, NULL, 1},
 };
 const int attn_bwd_sm90v2_variant_count =
     (int)(sizeof attn_bwd_sm90v2_variants / sizeof attn_bwd_sm90v2_variants[0]);
