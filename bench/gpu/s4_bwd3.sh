@@ -84,10 +84,15 @@ FLASHC_LIBRARY="$LIB" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHON
   >"$OUT/bench.log" 2>&1
 brc=$?
 [ $brc -eq 124 ] && echo "s4_bwd3: bench TIMED OUT after $left s (partial log below)"
-[ $brc -ne 0 ] && { rc_all=1; grep -vE '^\|' "$OUT/bench.log" | tail -8; }
+[ $brc -ne 0 ] && rc_all=1
 echo "== tests (FLASHC_CUDA_BWD_KERNEL=sm90v2; e-*: sm90v2e)"
 echo "$summary"
 grep -E 'WRONG|^device' "$OUT/bench.log"
-if grep -q '^bwd alone' "$OUT/bench.log"; then sed -n '/^bwd alone/,$p' "$OUT/bench.log"; else tail -12 "$OUT/bench.log"; fi
+if grep -q '^bwd alone' "$OUT/bench.log"; then
+  [ $brc -ne 0 ] && grep -vE '^\|' "$OUT/bench.log" | grep -v '^bwd alone' | tail -6
+  sed -n '/^bwd alone/,$p' "$OUT/bench.log"
+else
+  echo "s4_bwd3: bench rc $brc:"; tail -12 "$OUT/bench.log"
+fi
 echo "s4_bwd3: rc $rc_all, $((SECONDS - T0)) s"
 exit $rc_all
