@@ -10,6 +10,7 @@ FLASHC_CUDA_BWD_KERNEL (read at every call):
   sm90 / sm90_det       the sm90 family (d 128 only; at d 64 the dispatcher's sm80 instead)
   v2 / v2_det           sm90v2 (src/cuda/attn_bwd_sm90v2.cu)
   v2e / v2e_det         sm90v2e (d 64 only): sm90v2 with dV issued before dS is computed
+  v2s / v2s_det         sm90v2s (d 64 only): one warpgroup of 64 keys per block, 2 blocks/SM
   sm80 / sm80_det       the mma.sync family
 The table (printed last) gives each TFLOP/s and v2's ratios to SDPA flash, to cuDNN, to the
 family it would replace (sm90 at d 128, sm80 at d 64) and det / fast.
@@ -32,6 +33,7 @@ import torch  # noqa: E402
 CONFIGS = {"flashc_sm90": (0, 0, False, "sm90"), "flashc_sm90_det": (0, 0, True, "sm90"),
            "flashc_v2": (0, 0, False, "sm90v2"), "flashc_v2_det": (0, 0, True, "sm90v2"),
            "flashc_v2e": (0, 0, False, "sm90v2e"), "flashc_v2e_det": (0, 0, True, "sm90v2e"),
+           "flashc_v2s": (0, 0, False, "sm90v2s"), "flashc_v2s_det": (0, 0, True, "sm90v2s"),
            "flashc_sm80": (0, 0, False, "sm80"), "flashc_sm80_det": (0, 0, True, "sm80")}
 
 
@@ -47,7 +49,7 @@ def main():
     ap.add_argument("--dims", default="128,64")
     ap.add_argument("--seqlens", default="2048,16384")
     ap.add_argument("--configs", default="flashc_sm90,flashc_sm90_det,flashc_v2,flashc_v2_det,"
-                    "flashc_v2e,flashc_v2e_det,flashc_sm80")
+                    "flashc_v2e,flashc_v2e_det,flashc_v2s,flashc_v2s_det,flashc_sm80")
     ap.add_argument("--budget-ms", type=float, default=100.0)
     a = ap.parse_args()
     bb.BUDGET_MS = a.budget_ms
@@ -67,8 +69,9 @@ def main():
         for d in (int(x) for x in a.dims.split(",")):
             # sm90 has no d 64 (it would be the dispatcher's sm80 again): left out there
             # and sm80 is timed at d 64 only (at d 128 the last runs measured it: 227); sm90v2e
-            # has d 64 only (at d 128 it would be sm90 again)
-            cf = tuple(c for c in configs if not c.startswith(("flashc_sm80", "flashc_v2e"))) \
+            # and sm90v2s have d 64 only (at d 128 they would be sm90 again)
+            cf = tuple(c for c in configs
+                       if not c.startswith(("flashc_sm80", "flashc_v2e", "flashc_v2s"))) \
                 if d == 128 else tuple(c for c in configs if not c.startswith("flashc_sm90"))
             bb.part2(lib, seqlens, rows, d=d, configs=cf, peers=("flash", "cudnn"), part=3)
     finally:
@@ -87,8 +90,8 @@ def table(rows, configs):
     print("\nbwd alone, bf16, B*S = 16k, hidden 2048: TFLOP/s (median); v2 = sm90v2; "
           "old = sm90 at d 128, sm80 at d 64")
     print("| d | causal | S | " + " | ".join(impls) +
-          " | v2/flash | v2/cuDNN | v2/old | v2det/v2 | v2e/v2 | v2e/flash |")
-    print("|---|---|---|" + "---|" * (len(impls) + 6))
+          " | v2/flash | v2/cuDNN | v2/old | v2det/v2 | v2e/v2 | v2s/v2 | v2s/flash |")
+    print("|---|---|---|" + "---|" * (len(impls) + 7))
     for d in sorted({r["d"] for r in rows}, reverse=True):
         for causal in (False, True):
             for S in sorted({r["S"] for r in rows}):
@@ -106,7 +109,8 @@ def table(rows, configs):
                 print(f"| {d} | {'yes' if causal else 'no'} | {S} | " + " | ".join(cells) +
                       f" | {ratio(t.get('flashc_v2', nan), t['flash'])} | {ratio(t.get('flashc_v2', nan), t['cudnn'])}"
                       f" | {ratio(t.get('flashc_v2', nan), old)} | {ratio(t.get('flashc_v2_det', nan), t.get('flashc_v2', nan))}"
-                      f" | {ratio(t.get('flashc_v2e', nan), t.get('flashc_v2', nan))} | {ratio(t.get('flashc_v2e', nan), t['flash'])} |")
+                      f" | {ratio(t.get('flashc_v2e', nan), t.get('flashc_v2', nan))}"
+                      f" | {ratio(t.get('flashc_v2s', nan), t.get('flashc_v2', nan))} | {ratio(t.get('flashc_v2s', nan), t['flash'])} |")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# bench/gpu/s4_bwd3.sh BUILD_DIR — helper bwd3 (issue 12): the sm90v2 / sm90v2e backward
-# (src/cuda/attn_bwd_sm90v2.cu, opt-in: FLASHC_CUDA_BWD_KERNEL=sm90v2 / sm90v2e) on the H200,
-# <= 90 s (sm90v2e, d 64 only: its d 64 suites, graph, det bitwise, memcheck too):
+# bench/gpu/s4_bwd3.sh BUILD_DIR — helper bwd3 (issue 12): the sm90v2 / sm90v2e / sm90v2s
+# backward (src/cuda/attn_bwd_sm90v2.cu, opt-in: FLASHC_CUDA_BWD_KERNEL=<family>) on the H200,
+# <= 90 s (sm90v2e and sm90v2s, d 64 only: their d 64 suites, graph, det bitwise, memcheck too):
 #  1. tests/test_cuda_attn_bwd forced onto sm90v2, in parallel jobs: the d 128 and d 64 suites
 #     (bf16 + fp16, MHA/GQA/MQA, causal, Sq > Sk rows that see no key, fast + deterministic),
 #     the modifiers (windows, softcap, ALiBi, masked rows, det repeated bit for bit), the
@@ -33,7 +33,10 @@ job() { # name, timeout, command... (under FLASHC_CUDA_BWD_KERNEL=$FAM)
   pids+=($!) names+=("$n")
 }
 if [ -x "$TEST" ]; then
-  for s in bf16_d128 f16_d128 bf16_d64 f16_d64; do
+  for s in bf16_d128 f16_d128; do # the heaviest host references: 3 threads each
+    job "t-$s" 40 env OMP_NUM_THREADS=3 FLASHC_TEST_FILTER="test_$s" "$TEST"
+  done
+  for s in bf16_d64 f16_d64; do
     job "t-$s" 40 env FLASHC_TEST_FILTER="test_$s" "$TEST"
   done
   job t-mods 40 env FLASHC_TEST_FILTER='test_modifiers' "$TEST"
@@ -49,6 +52,18 @@ if [ -x "$TEST" ]; then
   job e-det 40 env FLASHC_TEST_FILTER='test_deterministic_bitwise' "$TEST"
   if command -v compute-sanitizer >/dev/null; then
     job mc-e-d64 40 env FLASHC_TEST_SMALL=1 FLASHC_TEST_FILTER='test_bf16_d64' \
+      compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$TEST"
+  fi
+  # sm90v2s: d 64 only, one warpgroup per block, two blocks per SM
+  FAM=sm90v2s
+  for s in bf16_d64 f16_d64; do
+    job "s-$s" 40 env FLASHC_TEST_FILTER="test_$s" "$TEST"
+  done
+  job s-graph 40 env FLASHC_TEST_FILTER='test_graph_capture' "$TEST"
+  job s-det 40 env FLASHC_TEST_FILTER='test_deterministic_bitwise' "$TEST"
+  job s-mods 40 env FLASHC_TEST_FILTER='test_modifiers' "$TEST"
+  if command -v compute-sanitizer >/dev/null; then
+    job mc-s-d64 40 env FLASHC_TEST_SMALL=1 FLASHC_TEST_FILTER='test_f16_d64' \
       compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$TEST"
   fi
   FAM=sm90v2
@@ -85,7 +100,7 @@ FLASHC_LIBRARY="$LIB" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHON
 brc=$?
 [ $brc -eq 124 ] && echo "s4_bwd3: bench TIMED OUT after $left s (partial log below)"
 [ $brc -ne 0 ] && rc_all=1
-echo "== tests (FLASHC_CUDA_BWD_KERNEL=sm90v2; e-*: sm90v2e)"
+echo "== tests (FLASHC_CUDA_BWD_KERNEL=sm90v2; e-*: sm90v2e, s-*: sm90v2s; mc-*: memcheck)"
 echo "$summary"
 grep -E 'WRONG|^device' "$OUT/bench.log"
 if grep -q '^bwd alone' "$OUT/bench.log"; then

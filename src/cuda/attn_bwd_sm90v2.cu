@@ -37,23 +37,25 @@
 
 namespace {
 
-constexpr int V2_BM = 64, V2_BN = 128, V2_THREADS = 256;
+/* NWG warpgroups per block (2; 1 for sm90v2s at d 64), BN = 64 NWG keys, 128 NWG threads */
+constexpr int V2_BM = 64;
 /* dQ staging rows: 64 floats + 16 bytes, so the 8 rows a warp's float2 stores touch at once
  * fall on different banks (a 256-byte stride would put them all on the same 8) */
 constexpr int V2_DQ_ROW = 272;
 
 /* Shared memory, byte offsets from a 1024-byte aligned base. A tile of R rows x D columns is
  * D / 64 panels of R rows x 128 bytes (the 128-byte swizzle of ptx_sm90.cuh). */
-template <int D> struct bwd90v2_smem {
-    static constexpr int KV_BYTES = V2_BN * D * 2;
+template <int D, int NWG> struct bwd90v2_smem {
+    static constexpr int BN = 64 * NWG;
+    static constexpr int KV_BYTES = BN * D * 2;
     static constexpr int QBUF = V2_BM * D * 2;              /* one buffer of Q (or dO)   */
     static constexpr int K = 0;
     static constexpr int V = K + KV_BYTES;
     static constexpr int Q = V + KV_BYTES;                  /* [2][D / 64][BM][128 B]   */
     static constexpr int DO = Q + 2 * QBUF;                 /* [2][D / 64][BM][128 B]   */
     static constexpr int DS = DO + 2 * QBUF;                /* [2 panels][BM][128 B]    */
-    static constexpr int DQ = DS + V2_BM * V2_BN * 2;       /* float [2][2 wg][BM][272 B] */
-    static constexpr int DQ_BUF = 2 * V2_BM * V2_DQ_ROW;    /* one buffer, both warpgroups */
+    static constexpr int DQ = DS + V2_BM * BN * 2;          /* float [2][NWG][BM][272 B] */
+    static constexpr int DQ_BUF = NWG * V2_BM * V2_DQ_ROW;  /* one buffer, every warpgroup */
     static constexpr int LSE = DQ + 2 * DQ_BUF;             /* float [2][BM], raw LSE   */
     static constexpr int DSUM = LSE + 2 * V2_BM * 4;        /* float [2][BM], D         */
     static constexpr int TOTAL = DSUM + 2 * V2_BM * 4;
@@ -65,16 +67,16 @@ template <int D> struct bwd90v2_smem {
 #if FLASHC_PTX_SM90A
 /* Rows [0, ROWS) of a tile whose row r is at g + r * row_stride into the panels at shared
  * address s (chunk c of row r: panel c / 8, row r, chunk (c mod 8) ^ (r mod 8)); rows >=
- * valid_rows zero-filled. All V2_THREADS threads take part. */
-template <typename T, int D, int ROWS>
+ * valid_rows zero-filled. All THREADS threads take part. */
+template <typename T, int D, int ROWS, int THREADS>
 static __device__ __forceinline__ void bwd90v2_load(uint32_t s, const T *g, int64_t row_stride,
                                                     int valid_rows)
 {
     constexpr int CPR = D / 8, CHUNKS = ROWS * CPR;
-    static_assert(CHUNKS % V2_THREADS == 0, "every thread copies the same number of chunks");
+    static_assert(CHUNKS % THREADS == 0, "every thread copies the same number of chunks");
 #pragma unroll
-    for (int i = 0; i < CHUNKS / V2_THREADS; i++) {
-        const int idx = i * V2_THREADS + (int)threadIdx.x;
+    for (int i = 0; i < CHUNKS / THREADS; i++) {
+        const int idx = i * THREADS + (int)threadIdx.x;
         const int r = idx / CPR, c = idx % CPR;
         const bool valid = r < valid_rows;
         const T *src = g + (valid ? (int64_t)r * row_stride : 0) + c * 8;
@@ -111,12 +113,13 @@ static __device__ __forceinline__ float bwd90v2_l(float lse)
 /* T: __nv_bfloat16 or __half; D: 64 or 128; DET: deterministic dQ; MODS: softcap or ALiBi.
  * EARLY (family sm90v2e, d 64, without MODS only): dV += P^T dO is issued as soon as P^T is
  * packed, so it runs on the tensor cores while dS^T = P^T (dP^T - D) is computed. */
-template <typename T, int D, bool DET, bool MODS, bool EARLY = false>
-__global__ void __launch_bounds__(V2_THREADS, 1) attn_bwd_sm90v2_kernel(const attn_bwd_args a)
+template <typename T, int D, bool DET, bool MODS, bool EARLY = false, int NWG = 2>
+__global__ void __launch_bounds__(128 * NWG, 3 - NWG) attn_bwd_sm90v2_kernel(const attn_bwd_args a)
 {
 #if FLASHC_PTX_SM90A
-    using L = bwd90v2_smem<D>;
-    constexpr int BM = V2_BM, BN = V2_BN;
+    using L = bwd90v2_smem<D, NWG>;
+    constexpr int BM = V2_BM, BN = 64 * NWG, THREADS = 128 * NWG;
+    static_assert(NWG == 2 || (NWG == 1 && D == 64), "one warpgroup: d 64 (dQ by keys) only");
     constexpr int NT = BM / 8; /* 8-query column tiles of S^T, dP^T */
     constexpr int DT = D / 8;  /* 8-wide column tiles of dK, dV     */
     static_assert(D == 64 || D == 128, "dK, dV as m64nDk16 accumulators");
@@ -157,8 +160,8 @@ __global__ void __launch_bounds__(V2_THREADS, 1) attn_bwd_sm90v2_kernel(const at
         const int m0 = m * BM;
         const T *qg = (const T *)a.q + b * a.sq[0] + h * a.sq[2] + (int64_t)m0 * a.sq[1];
         const T *dog = (const T *)a.dout + b * a.sdo[0] + h * a.sdo[2] + (int64_t)m0 * a.sdo[1];
-        bwd90v2_load<T, D, BM>(sQ + buf * L::QBUF, qg, a.sq[1], a.Sq - m0);
-        bwd90v2_load<T, D, BM>(sdO + buf * L::QBUF, dog, a.sdo[1], a.Sq - m0);
+        bwd90v2_load<T, D, BM, THREADS>(sQ + buf * L::QBUF, qg, a.sq[1], a.Sq - m0);
+        bwd90v2_load<T, D, BM, THREADS>(sdO + buf * L::QBUF, dog, a.sdo[1], a.Sq - m0);
         if (tid < 2 * BM) {
             const int r = tid % BM;
             const bool valid = m0 + r < a.Sq;
@@ -179,8 +182,8 @@ __global__ void __launch_bounds__(V2_THREADS, 1) attn_bwd_sm90v2_kernel(const at
             dk[dt][e] = dv[dt][e] = 0.0f;
 
     if (total > 0) {
-        bwd90v2_load<T, D, BN>(sK, kg, a.sk[1], a.Sk - n0);
-        bwd90v2_load<T, D, BN>(sV, vg, a.sv[1], a.Sk - n0);
+        bwd90v2_load<T, D, BN, THREADS>(sK, kg, a.sk[1], a.Sk - n0);
+        bwd90v2_load<T, D, BN, THREADS>(sV, vg, a.sv[1], a.Sk - n0);
         load_q(0, hk * a.group, m_begin);
         ptx_cp_async_commit();
     }
@@ -411,10 +414,10 @@ __global__ void __launch_bounds__(V2_THREADS, 1) attn_bwd_sm90v2_kernel(const at
         } else {
             if (lane == 0) {
                 const int *sem = a.sem + ((int64_t)b * a.Hq + h) * n_mb + m;
-                /* 8 warps release one count each; d 64's warpgroup 1 also waits for
-                 * warpgroup 0 of its own block */
+                /* every warp (4 NWG) releases one count; d 64's warpgroup 1 also waits
+                 * for warpgroup 0 of its own block */
                 const int turn = bwd_turn(rg, n_block, (int)gridDim.x, m, BM, BN);
-                const int target = 8 * turn + (DQ_BY_KEYS ? 4 * wg : 0);
+                const int target = 4 * NWG * turn + (DQ_BY_KEYS ? 4 * wg : 0);
                 while (ptx_ld_acquire_gpu(sem) < target) {
                 }
             }
@@ -488,7 +491,7 @@ __global__ void __launch_bounds__(256) attn_bwd_sm90v2_post_kernel(const attn_bw
     }
 }
 
-template <typename T, int D, bool EARLY>
+template <typename T, int D, bool EARLY, int NWG>
 static cudaError_t attn_bwd_sm90v2_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
     const int64_t rows = (int64_t)a->B * a->Hq * a->Sq;
@@ -497,18 +500,21 @@ static cudaError_t attn_bwd_sm90v2_launch(const attn_bwd_args *a, cudaStream_t s
     if (err != cudaSuccess)
         return err;
 
-    constexpr int smem = bwd90v2_smem<D>::LAUNCH;
+    constexpr int smem = bwd90v2_smem<D, NWG>::LAUNCH;
     const bool mods = a->softcap > 0.0f || a->alibi;
     void (*kernel)(const attn_bwd_args) =
-        mods ? (a->deterministic ? attn_bwd_sm90v2_kernel<T, D, true, true>
-                                 : attn_bwd_sm90v2_kernel<T, D, false, true>)
-             : (a->deterministic ? attn_bwd_sm90v2_kernel<T, D, true, false, EARLY>
-                                 : attn_bwd_sm90v2_kernel<T, D, false, false, EARLY>);
+        mods ? (a->deterministic ? attn_bwd_sm90v2_kernel<T, D, true, true, false, NWG>
+                                 : attn_bwd_sm90v2_kernel<T, D, false, true, false, NWG>)
+             : (a->deterministic ? attn_bwd_sm90v2_kernel<T, D, true, false, EARLY, NWG>
+                                 : attn_bwd_sm90v2_kernel<T, D, false, false, EARLY, NWG>);
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    /* the largest shared-memory carveout, so that sm90v2s's two blocks fit on an SM */
+    if (err == cudaSuccess)
+        err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
     if (err != cudaSuccess)
         return err;
-    const dim3 grid((unsigned)((a->Sk + V2_BN - 1) / V2_BN), (unsigned)(a->B * a->Hkv), 1);
-    kernel<<<grid, V2_THREADS, smem, stream>>>(*a);
+    const dim3 grid((unsigned)((a->Sk + 64 * NWG - 1) / (64 * NWG)), (unsigned)(a->B * a->Hkv), 1);
+    kernel<<<grid, 128 * NWG, smem, stream>>>(*a);
     if ((err = cudaGetLastError()) != cudaSuccess)
         return err;
 
@@ -519,22 +525,30 @@ static cudaError_t attn_bwd_sm90v2_launch(const attn_bwd_args *a, cudaStream_t s
     return cudaGetLastError();
 }
 
-/* opt_in: taken only under FLASHC_CUDA_BWD_KERNEL=sm90v2 or sm90v2e (attn_bwd.cu). sm90v2e
- * at d 64 only: at d 128 the early dV holds P^T's fragments beside dP^T and spills (56 bytes
- * by ptxas), at d 64 it fits (236 registers). */
+/* opt_in: taken only under FLASHC_CUDA_BWD_KERNEL=sm90v2, sm90v2e or sm90v2s (attn_bwd.cu).
+ * sm90v2e at d 64 only: at d 128 the early dV holds P^T's fragments beside dP^T and spills
+ * (56 bytes by ptxas), at d 64 it fits (236 registers). sm90v2s (d 64): one warpgroup of 64
+ * keys per block and two blocks per SM, which run out of step, so one's element-wise work
+ * can overlap the other's wgmmas (the two warpgroups of a 2-warpgroup block meet at a block
+ * barrier per Q block); each Q tile is loaded per 64 keys instead of 128, but dQ is added once
+ * per element per block instead of twice. */
 const attn_bwd_variant attn_bwd_sm90v2_variants[] = {
-    {"attn_bwd_bf16_sm90v2_d128_64x128", "sm90v2", FLASHC_BF16, 128, 90, 90, V2_BM, V2_BN, 1,
-     bwd90v2_smem<128>::LAUNCH, attn_bwd_sm90v2_launch<__nv_bfloat16, 128, false>, NULL, 1},
-    {"attn_bwd_f16_sm90v2_d128_64x128", "sm90v2", FLASHC_F16, 128, 90, 90, V2_BM, V2_BN, 1,
-     bwd90v2_smem<128>::LAUNCH, attn_bwd_sm90v2_launch<__half, 128, false>, NULL, 1},
-    {"attn_bwd_bf16_sm90v2_d64_64x128", "sm90v2", FLASHC_BF16, 64, 90, 90, V2_BM, V2_BN, 1,
-     bwd90v2_smem<64>::LAUNCH, attn_bwd_sm90v2_launch<__nv_bfloat16, 64, false>, NULL, 1},
-    {"attn_bwd_f16_sm90v2_d64_64x128", "sm90v2", FLASHC_F16, 64, 90, 90, V2_BM, V2_BN, 1,
-     bwd90v2_smem<64>::LAUNCH, attn_bwd_sm90v2_launch<__half, 64, false>, NULL, 1},
-    {"attn_bwd_bf16_sm90v2e_d64_64x128", "sm90v2e", FLASHC_BF16, 64, 90, 90, V2_BM, V2_BN, 1,
-     bwd90v2_smem<64>::LAUNCH, attn_bwd_sm90v2_launch<__nv_bfloat16, 64, true>, NULL, 1},
-    {"attn_bwd_f16_sm90v2e_d64_64x128", "sm90v2e", FLASHC_F16, 64, 90, 90, V2_BM, V2_BN, 1,
-     bwd90v2_smem<64>::LAUNCH, attn_bwd_sm90v2_launch<__half, 64, true>, NULL, 1},
+    {"attn_bwd_bf16_sm90v2_d128_64x128", "sm90v2", FLASHC_BF16, 128, 90, 90, V2_BM, 128, 1,
+     bwd90v2_smem<128, 2>::LAUNCH, attn_bwd_sm90v2_launch<__nv_bfloat16, 128, false, 2>, NULL, 1},
+    {"attn_bwd_f16_sm90v2_d128_64x128", "sm90v2", FLASHC_F16, 128, 90, 90, V2_BM, 128, 1,
+     bwd90v2_smem<128, 2>::LAUNCH, attn_bwd_sm90v2_launch<__half, 128, false, 2>, NULL, 1},
+    {"attn_bwd_bf16_sm90v2_d64_64x128", "sm90v2", FLASHC_BF16, 64, 90, 90, V2_BM, 128, 1,
+     bwd90v2_smem<64, 2>::LAUNCH, attn_bwd_sm90v2_launch<__nv_bfloat16, 64, false, 2>, NULL, 1},
+    {"attn_bwd_f16_sm90v2_d64_64x128", "sm90v2", FLASHC_F16, 64, 90, 90, V2_BM, 128, 1,
+     bwd90v2_smem<64, 2>::LAUNCH, attn_bwd_sm90v2_launch<__half, 64, false, 2>, NULL, 1},
+    {"attn_bwd_bf16_sm90v2e_d64_64x128", "sm90v2e", FLASHC_BF16, 64, 90, 90, V2_BM, 128, 1,
+     bwd90v2_smem<64, 2>::LAUNCH, attn_bwd_sm90v2_launch<__nv_bfloat16, 64, true, 2>, NULL, 1},
+    {"attn_bwd_f16_sm90v2e_d64_64x128", "sm90v2e", FLASHC_F16, 64, 90, 90, V2_BM, 128, 1,
+     bwd90v2_smem<64, 2>::LAUNCH, attn_bwd_sm90v2_launch<__half, 64, true, 2>, NULL, 1},
+    {"attn_bwd_bf16_sm90v2s_d64_64x64", "sm90v2s", FLASHC_BF16, 64, 90, 90, V2_BM, 64, 1,
+     bwd90v2_smem<64, 1>::LAUNCH, attn_bwd_sm90v2_launch<__nv_bfloat16, 64, false, 1>, NULL, 1},
+    {"attn_bwd_f16_sm90v2s_d64_64x64", "sm90v2s", FLASHC_F16, 64, 90, 90, V2_BM, 64, 1,
+     bwd90v2_smem<64, 1>::LAUNCH, attn_bwd_sm90v2_launch<__half, 64, false, 1>, NULL, 1},
 };
 const int attn_bwd_sm90v2_variant_count =
     (int)(sizeof attn_bwd_sm90v2_variants / sizeof attn_bwd_sm90v2_variants[0]);
