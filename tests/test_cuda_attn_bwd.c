@@ -658,7 +658,7 @@ static void test_graph_capture(void **state)
 /* Windows, softcap and ALiBi (flash-attn semantics, src/ref/attn_bwd.c), alone and together,
  * with the causal mask, GQA / MQA, Sq != Sk, rows that see no key, both modes; every head dim
  * (128: the sm90 kernel on a Hopper GPU, the others sm80; FLASHC_CUDA_BWD_KERNEL=sm90v2 puts
- * 64 and 128 on that family). Deterministic cases are also run
+ * 64 and 128 on that family, sm90v2e / sm90v2s 64). Deterministic cases are also run
  * three times and compared bit for bit. */
 static void test_modifiers(void **state)
 {
