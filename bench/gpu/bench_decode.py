@@ -144,16 +144,17 @@ def graph_ms(lib, q, kc, vc, o, lse, seqlens, rep_ms):
 
 def set_variant(v):
     """A variant is a merge (FLASHC_DECODE_MERGE: v1, v2, pdl, fused) or a kernel
-    (FLASHC_DECODE_KERNEL: split, ring, ring-cpa, ring:N, ...; the default merge); None: the
-    library's defaults. Both are read by the library at every call."""
+    (FLASHC_DECODE_KERNEL: split, ring, ring-cpa, ring:N, ...; the default merge), or both joined
+    by "+" (ring+fused); None: the library's defaults. Both are read by the library at every call."""
     for k in ("FLASHC_DECODE_MERGE", "FLASHC_DECODE_KERNEL"):
         os.environ.pop(k, None)
     if v is None:
         return
-    if v == "split" or v.startswith("ring"):
-        os.environ["FLASHC_DECODE_KERNEL"] = v
-    else:
-        os.environ["FLASHC_DECODE_MERGE"] = v
+    for part in v.split("+"):  # "ring+fused": a kernel and a merge
+        if part == "split" or part.startswith("ring"):
+            os.environ["FLASHC_DECODE_KERNEL"] = part
+        else:
+            os.environ["FLASHC_DECODE_MERGE"] = part
 
 
 def bench(fn, rep_ms):

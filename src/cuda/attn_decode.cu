@@ -71,8 +71,8 @@
  * of 64 keys in flight (bulk copies on mbarriers, or cp.async on the same mbarriers) ahead of 4
  * consumer warps, with one block an SM and a split count that fills the SMs once (ring_plan,
  * splits_of). Only on compute capability 9.0, head dims <= 128 with D and Dv multiples of 8;
- * any other problem runs the split kernel whatever the variable says. The merge is v1, v2 or
- * pdl as FLASHC_DECODE_MERGE says (fused, which lives in the split kernel, becomes pdl).
+ * any other problem runs the split kernel whatever the variable says. The merge is any of
+ * FLASHC_DECODE_MERGE's (fused: the ring's last block of a tile merges, as in the split kernel).
  */
 #include "attn_cuda.cuh"
 #include "attn_fwd_common.cuh"
@@ -293,6 +293,18 @@ __device__ __forceinline__ void dec_store4(T *o, const float4 &acc, float inv, i
         o[3] = T(acc.w * inv);
 }
 
+/* The barrier of dec_merge_rows' 128 threads: __syncthreads, or (NAMED, the ring kernel, whose
+ * producer warp does not merge) named barrier 1 over the 128 merging threads (sm_90a only). */
+template <bool NAMED> __device__ __forceinline__ void dec_merge_bar(void)
+{
+    if (!NAMED)
+        __syncthreads();
+#if FLASHC_PTX_SM90A
+    else
+        ptx_named_bar_sync(1, DEC_WARPS * 32);
+#endif
+}
+
 /* Merges the split partials of nr packed rows m0 .. m0 + nr - 1 of sequence b (packed row R is
  * query row R / group of head hbase + R % group) into o and lse. Called by all 128 threads of a
  * block (it synchronises them); sw: shared memory of at least nr * splits + 2 * nr + 4 floats
@@ -304,7 +316,7 @@ __device__ __forceinline__ void dec_store4(T *o, const float4 &acc, float inv, i
  *   3. thread = (split group g of G, row, chunk of 4 columns): the sum over s = g, g + G, ..
  *      with DEC_MERGE_DEPTH independent loads in flight; G = 128 / (rows x chunks) when that
  *      is > 1 (v2: one row, 32 chunks at Dv 128: G = 4; fused at B 1, group 4: G = 1). */
-template <typename T>
+template <typename T, bool NAMED = false>
 __device__ __forceinline__ void dec_merge_rows(const dec_args &a, int b, int m0, int hbase, int nr,
                                                float *sw)
 {
@@ -317,7 +329,7 @@ __device__ __forceinline__ void dec_merge_rows(const dec_args &a, int b, int m0,
         const int64_t prow = ((int64_t)b * a.Hq + hbase + R % a.group) * a.Sq + R / a.group;
         sw[x] = __ldcg(a.part_lse + (int64_t)s * nrows + prow);
     }
-    __syncthreads();
+    dec_merge_bar<NAMED>();
     float *sinv = sw + nr * S, *slse = sinv + nr;
     float4 *red = (float4 *)(sw + (nr * S + 2 * nr + 3) / 4 * 4);
     for (int r = warp; r < nr; r += DEC_WARPS) {
@@ -342,7 +354,7 @@ __device__ __forceinline__ void dec_merge_rows(const dec_args &a, int b, int m0,
             slse[r] = L > 0.0f ? M + logf(L) : -INFINITY;
         }
     }
-    __syncthreads();
+    dec_merge_bar<NAMED>();
     const int C4 = (a.Dv + 3) / 4, pairs = nr * C4;
     const int G = max(1, min(S, DEC_WARPS * 32 / pairs));
     const bool vec = a.Dv % 4 == 0;
@@ -364,7 +376,7 @@ __device__ __forceinline__ void dec_merge_rows(const dec_args &a, int b, int m0,
         }
     }
     if (G > 1) {
-        __syncthreads();
+        dec_merge_bar<NAMED>();
         for (int pr = tid; pr < pairs; pr += DEC_WARPS * 32) {
             const int r = pr / C4, c = pr % C4, R = m0 + r;
             const int i = R / a.group, h = hbase + R % a.group;
@@ -720,8 +732,11 @@ __global__ void __launch_bounds__(RING_THREADS, 2) attn_decode_ring(const dec_ar
     dec_seqlens(a, b, &sq, &sk);
     const int rows = sq * a.group;
     const int m0 = mt * DEC_BM;
-    if (m0 >= rows) /* uniform: rows past this sequence's length belong to no query */
+    if (m0 >= rows) { /* uniform: rows past this sequence's length belong to no query */
+        if (a.merge == DEC_MERGE_FUSED)
+            ptx_griddep_wait(); /* the zeroing grid ends before this one, whatever comes next */
         return;
+    }
     const int qbase = dec_qbase(a, b);
 
     /* the union of the tile's key ranges, and this split's share of its 64-key stages */
@@ -951,11 +966,9 @@ __global__ void __launch_bounds__(RING_THREADS, 2) attn_decode_ring(const dec_ar
         }
     }
     __syncthreads();
-    if (tid >= DEC_WARPS * 32)
-        return;
     const int r = tid / 8, part = tid % 8;
     const int R = m0 + r;
-    if (R < rows) {
+    if (tid < DEC_WARPS * 32 && R < rows) {
         const int i = R / a.group, h = hk * a.group + R % a.group;
         float M = -INFINITY;
 #pragma unroll
@@ -1007,6 +1020,21 @@ __global__ void __launch_bounds__(RING_THREADS, 2) attn_decode_ring(const dec_ar
             }
         }
     }
+    if (a.merge != DEC_MERGE_FUSED || a.splits == 1)
+        return;
+    /* Fused merge, as in the split kernel: the tile's last block to arrive merges its rows in
+     * split order (the producer warp only counts towards the arrival). */
+    __shared__ int s_last;
+    __threadfence();
+    ptx_griddep_wait(); /* the counters' zeroing kernel has finished */
+    __syncthreads();    /* also: everyone is done with the epilogue's scratch */
+    if (tid == 0)
+        s_last = atomicAdd(a.counters + blockIdx.x, 1u) == (unsigned)a.splits - 1;
+    __syncthreads();
+    if (!s_last || tid >= DEC_WARPS * 32)
+        return;
+    __threadfence();
+    dec_merge_rows<T, true>(a, b, m0, hk * a.group, min(DEC_BM, rows - m0), (float *)ring);
 #endif
 }
 
@@ -1178,8 +1206,9 @@ constexpr size_t ring_smem_bytes(int di, int ns)
                     : ring_fixed_bytes<128>() + (size_t)ns * ring_stage_bytes<128>();
 }
 
+/* pdl: as a programmatic dependent of the fused merge's counter zeroing (see dec_launch). */
 template <typename T, int DI, bool TMA>
-cudaError_t ring_launch(const dec_args &a, cudaStream_t stream)
+cudaError_t ring_launch(const dec_args &a, cudaStream_t stream, bool pdl)
 {
     const size_t smem = ring_smem_bytes(DI, a.ring_stages);
     cudaError_t err = cudaFuncSetAttribute(attn_decode_ring<T, DI, TMA>,
@@ -1187,17 +1216,18 @@ cudaError_t ring_launch(const dec_args &a, cudaStream_t stream)
     if (err != cudaSuccess)
         return err;
     const int64_t blocks = (int64_t)a.B * a.Hkv * a.m_tiles;
-    attn_decode_ring<T, DI, TMA><<<dim3((unsigned)blocks, (unsigned)a.splits), RING_THREADS, smem,
-                                   stream>>>(a);
-    return cudaGetLastError();
+    return dec_launch_ex(attn_decode_ring<T, DI, TMA>, dim3((unsigned)blocks, (unsigned)a.splits),
+                         dim3(RING_THREADS), smem, stream, pdl, a);
 }
 
 template <typename T>
-cudaError_t ring_launch_di(const dec_args &a, int di, bool tma, cudaStream_t stream)
+cudaError_t ring_launch_di(const dec_args &a, int di, bool tma, cudaStream_t stream, bool pdl)
 {
     if (di == 64)
-        return tma ? ring_launch<T, 64, true>(a, stream) : ring_launch<T, 64, false>(a, stream);
-    return tma ? ring_launch<T, 128, true>(a, stream) : ring_launch<T, 128, false>(a, stream);
+        return tma ? ring_launch<T, 64, true>(a, stream, pdl)
+                   : ring_launch<T, 64, false>(a, stream, pdl);
+    return tma ? ring_launch<T, 128, true>(a, stream, pdl)
+               : ring_launch<T, 128, false>(a, stream, pdl);
 }
 
 /* sm90: the device takes programmatic dependent launches (pdl, and fused's zeroing). */
@@ -1221,7 +1251,7 @@ cudaError_t dec_run_all(const dec_args &a, int di, bool sm90, int ring, cudaStre
         if ((err = cudaGetLastError()) != cudaSuccess)
             return err;
     }
-    err = ring    ? ring_launch_di<T>(a, di, ring == DEC_KERNEL_RING, stream)
+    err = ring    ? ring_launch_di<T>(a, di, ring == DEC_KERNEL_RING, stream, fused)
           : fused ? dec_launch_di<T, true>(a, di, stream, sm90)
                   : dec_launch_di<T, false>(a, di, stream, false);
     if (err != cudaSuccess)
@@ -1336,7 +1366,7 @@ int ring_plan(const attn_problem *p, int *stages)
         return 0;
     if (ns == 0)
         ns = di == 64 ? 8 : 6;
-    while (ns > 1 && ring_smem_bytes(di, ns) > 227 * 1024)
+    while (ns > 1 && ring_smem_bytes(di, ns) > 227 * 1024 - 256) /* + the static 128 bytes */
         ns--;
     *stages = ns;
     return kind;
@@ -1588,8 +1618,6 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
                             fn, getenv("FLASHC_DECODE_KERNEL"), RING_MAX_STAGES);
     const int ring = ring_plan(p, &ring_ns);
     a.ring_stages = ring_ns;
-    if (ring && a.merge == DEC_MERGE_FUSED)
-        a.merge = DEC_MERGE_PDL; /* the fused merge lives in the split kernel only */
     if (a.merge != DEC_MERGE_V1 && a.merge != DEC_MERGE_FUSED &&
         p->B * p->Hq * p->Sq > 0x7fffffff)
         a.merge = DEC_MERGE_V1; /* v2's grid is one block a row */
