@@ -710,6 +710,7 @@ __global__ void __launch_bounds__(RING_THREADS, 2) attn_decode_ring(const dec_ar
     static_assert((DEC_WARPS * DEC_BM * DI + 2 * DEC_WARPS * DEC_BM) * 4 <= STAGE,
                   "the epilogue's scratch fits one stage");
     static_assert(2 * RING_MAX_STAGES * 8 <= RING_BARS, "mbarriers");
+    static_assert(RING_CW == DEC_WARPS, "the epilogue merges DEC_WARPS consumers' states");
     extern __shared__ __align__(128) uint4 smem_u4[];
     char *smem = (char *)smem_u4;
     const uint32_t sbase = ptx_smem_addr(smem);
@@ -747,32 +748,38 @@ __global__ void __launch_bounds__(RING_THREADS, 2) attn_decode_ring(const dec_ar
     const int per = (nst + a.splits - 1) / a.splits;
     const int st_begin = min(nst, split * per), st_end = min(nst, st_begin + per);
 
-    if (tid == 0) {
-        for (int s = 0; s < NS; s++) {
-            ptx_mbarrier_init(bar_full + 8 * s, 32);
-            ptx_mbarrier_init(bar_empty + 8 * s, RING_CW);
+    /* The producer starts at once: it initialises the mbarriers (and zeroes the columns no copy
+     * writes) itself and tells the consumers on named barrier 2 while they gather Q, so the
+     * first requests leave one round trip (Q's) earlier than after a block-wide barrier. */
+    if (warp == RING_CW) {
+        if (lane == 0) {
+            for (int s = 0; s < NS; s++) {
+                ptx_mbarrier_init(bar_full + 8 * s, 32);
+                ptx_mbarrier_init(bar_empty + 8 * s, RING_CW);
+            }
+            ptx_fence_mbarrier_init();
         }
-        ptx_fence_mbarrier_init();
+        if (a.D < DI || a.Dv < DI) /* padded head dims: columns past D / Dv, for Q.K and P V */
+            for (int row = lane; row < NS * 2 * RING_KEYS; row += 32)
+                for (int c = ((row / RING_KEYS) % 2 == 0 ? a.D : a.Dv) / 8; c < CH; c++)
+                    *(uint4 *)(ring + row * RP + c * 16) = make_uint4(0u, 0u, 0u, 0u);
+        __syncwarp();
+        ptx_named_bar_arrive(2, RING_THREADS);
+    } else {
+        /* Q: the 16 packed rows, gathered from their (row, head); zeros past D and the rows */
+        for (int idx = tid; idx < DEC_BM * CH; idx += DEC_WARPS * 32) {
+            const int r = idx / CH, c = idx % CH, R = m0 + r;
+            uint4 v = make_uint4(0u, 0u, 0u, 0u);
+            if (R < rows && 8 * c < a.D) {
+                const int i = R / a.group, h = hk * a.group + R % a.group;
+                v = *(const uint4 *)((const T *)a.q + (int64_t)b * a.sq[0] +
+                                     (int64_t)(qbase + i) * a.sq[1] + (int64_t)h * a.sq[2] +
+                                     8 * c);
+            }
+            *(uint4 *)(smem + RING_BARS + r * RP + c * 16) = v;
+        }
+        ptx_named_bar_sync(2, RING_THREADS); /* Q stored; the mbarriers initialised */
     }
-    /* Q: the 16 packed rows, gathered from their (row, head); zeros past D and past the rows */
-    for (int idx = tid; idx < DEC_BM * CH; idx += RING_THREADS) {
-        const int r = idx / CH, c = idx % CH, R = m0 + r;
-        uint4 v = make_uint4(0u, 0u, 0u, 0u);
-        if (R < rows && 8 * c < a.D) {
-            const int i = R / a.group, h = hk * a.group + R % a.group;
-            v = *(const uint4 *)((const T *)a.q + (int64_t)b * a.sq[0] +
-                                 (int64_t)(qbase + i) * a.sq[1] + (int64_t)h * a.sq[2] + 8 * c);
-        }
-        *(uint4 *)(smem + RING_BARS + r * RP + c * 16) = v;
-    }
-    if (a.D < DI || a.Dv < DI) /* columns no copy writes: zero once, for Q . K and P V */
-        for (int idx = tid; idx < NS * 2 * RING_KEYS * CH; idx += RING_THREADS) {
-            const int c = idx % CH, row = idx / CH;
-            if (c >= ((row / RING_KEYS) % 2 == 0 ? a.D : a.Dv) / 8)
-                *(uint4 *)(ring + row * RP + c * 16) = make_uint4(0u, 0u, 0u, 0u);
-        }
-    ptx_fence_proxy_async_shared(); /* before the copy engine writes the ring */
-    __syncthreads();
 
     float acc[1][DT][4];
     float row_m[1][2], row_l[1][2];
