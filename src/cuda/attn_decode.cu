@@ -1420,7 +1420,7 @@ int splits_of(const attn_problem *p)
         const int64_t tiles = p->B * p->Hkv * m_tiles_of(p);
         const int64_t slots = (int64_t)sm_count() * ring_blocks_per_sm(head_dim_instance(p), ring_ns);
         const int64_t stages = (keys + RING_KEYS - 1) / RING_KEYS;
-        n = tiles >= slots ? 1 : slots / tiles;
+        n = tiles >= slots || tiles < 1 ? 1 : slots / tiles;
         if (n > stages / 2)
             n = stages / 2;
         if (n > 64)
