@@ -462,6 +462,25 @@ static __device__ __forceinline__ void ptx_st_shared_b32(uint32_t addr, uint32_t
     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
 
+/* Copies `bytes` (a multiple of 16) contiguous bytes from global src to shared dst (both 16-byte
+ * aligned) on the copy engine, completing `bytes` tx on mbarrier bar: the non-tensor bulk copy,
+ * which needs no tensor map, so one row of a paged or strided cache is one copy. */
+static __device__ __forceinline__ void ptx_bulk_load(uint32_t dst, const void *src,
+                                                     uint32_t bytes, uint32_t bar)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1], %2, [%3];\n" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+
+/* An arrival on mbarrier bar once every cp.async this thread issued before it has landed
+ * (.noinc: the barrier's expected count already includes this arrival). */
+static __device__ __forceinline__ void ptx_cp_async_mbarrier_arrive_noinc(uint32_t bar)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+
 static __device__ __forceinline__ void ptx_prefetch_tensormap(const void *tmap)
 {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(tmap) : "memory");
