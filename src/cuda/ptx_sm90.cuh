@@ -427,6 +427,29 @@ static __device__ __forceinline__ void ptx_tma_load_4d(uint32_t dst, const void 
                  : "memory");
 }
 
+/* Copies bytes (a multiple of 16; src and dst 16-byte aligned) of contiguous global memory at
+ * src into shared dst, completing them as transaction bytes on mbarrier bar: one instruction for
+ * a whole row, no tensor map (the plain bulk copy). */
+static __device__ __forceinline__ void ptx_bulk_load(uint32_t dst, const void *src, uint32_t bytes,
+                                                     uint32_t bar)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1], %2, [%3];\n" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+
+/* The same with an L2 cache policy (createpolicy): evict-first for data read once. */
+static __device__ __forceinline__ void ptx_bulk_load_hint(uint32_t dst, const void *src,
+                                                          uint32_t bytes, uint32_t bar,
+                                                          uint64_t policy)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+                 " [%0], [%1], %2, [%3], %4;\n" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar), "l"(policy)
+                 : "memory");
+}
+
 static __device__ __forceinline__ void ptx_prefetch_tensormap(const void *tmap)
 {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(tmap) : "memory");
