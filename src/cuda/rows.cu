@@ -19,6 +19,9 @@
  *                 warps (forward) or blocks (backward) keep the next S - 1 rows in a ring of
  *                 cp.async slots while they work on the current one. Not yet the default: no
  *                 device has run them (written 2026-12-01 without device time).
+ *   v4 / v5 (rows_v4.cu, opt-in by the same two variables: register rows with a persistent
+ *                 prefetch and cache hints; bulk-copy mbarrier rings), reached through
+ *                 cuda_rms_fwd_v4 / cuda_rms_bwd_v4 before the choices below.
  *   rms_fwd_vec, rms_bwd_vec + rms_dw_reduce   (v1) the first kernels, taken only with
  *                 FLASHC_CUDA_ROWS=v1 (to compare on one machine): one row per 128+ threads
  *                 with a block barrier and w re-read; dw summed by one thread per column over
