@@ -45,7 +45,7 @@ cl=()
 left=$((58 - (SECONDS - t0)))
 [ $left -lt 12 ] && left=12
 FLASHC_LIBRARY="$B/libflashc.so" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 \
-  timeout -k 2 "$left" python3 bench/gpu/bench_rows3.py "${cl[@]}" --budget $((left - 9)) \
+  timeout -k 2 "$left" python3 bench/gpu/bench_rows3.py ${cl[@]+"${cl[@]}"} --budget $((left - 9)) \
   --out "$OUT/rows3.json" >"$OUT/bench.log" 2>&1
 rb=$?
 [ $rb -ne 0 ] && { echo "s4_rows3: bench rc $rb"; grep -v '^|' "$OUT/bench.log" | tail -15; }
