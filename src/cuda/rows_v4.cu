@@ -22,6 +22,9 @@
  *       registers, one barrier a row), x, dy (and dres) landing in S slots by bulk copies that
  *       one thread issues: bytes in flight cost shared memory, not registers (v2 holds one
  *       prefetched row a block: 3 blocks, 48 KB a SM). B, H as for v5 forward.
+ *   FLASHC_CUDA_RMS_BWD=v4:N,B,H[,G]     rms_bwd_v4: rms_bwd_reg with w read from L1 and the
+ *       dw columns in shared memory (fewer registers: 4 blocks a SM, 4 prefetched rows), H as
+ *       for the v4 forward (load modes, store path).
  * G (optional) caps the grid: the tests use it to make warps and blocks go round many rows.
  * Both keep v2's contract at the ends of the float32 range (rows_rms.cuh): the forward
  * rescales by max |x|, the backward redoes such a row in float64 (from global memory).
@@ -562,6 +565,149 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
 #endif
 }
 
+/* The register backward with dw in shared memory (v4): rms_bwd_reg's persistent block a row
+ * and its next-row prefetch, without w and the dw columns in registers (164 -> ~110 registers
+ * a thread at 4 chunks: 4 blocks a SM rather than 3, so 4 prefetched rows a SM). w is read
+ * from L1 each row; thread k's dw columns live in dynamic shared memory as float4 quads at
+ * ((j * (V / 4) + q) * blockDim.x + k), its own, so no barrier and no bank conflict. */
+template <typename T, int NVT, bool RES, int SM>
+__global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bwd_v4(bwd4_args a)
+{
+    constexpr int V = chunk<T>::n, Q = V / 4;
+    extern __shared__ __align__(16) float4 dws[];
+    __shared__ float red[2][64];
+    __shared__ double redd[64];
+    const int64_t nc = a.D / V;
+    const int nw = blockDim.x / 32;
+    const uint64_t pol = a.lm == 1 ? l2_evict_first() : 0, spol = SM ? l2_policy(a.sm) : 0;
+    const T *w = (const T *)a.w;
+#pragma unroll
+    for (int j = 0; j < NVT; j++)
+#pragma unroll
+        for (int q = 0; q < Q; q++)
+            dws[(j * Q + q) * blockDim.x + threadIdx.x] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    uint4 xr[NVT], dr[NVT], gr[NVT];
+    int64_t t = blockIdx.x;
+    auto load_row = [&](int64_t r) {
+        ldh_row<T, NVT>(xr, (const T *)a.x + r * a.sx, threadIdx.x, blockDim.x, nc, a.lm, pol);
+        ldh_row<T, NVT>(dr, (const T *)a.dy + r * a.sdy, threadIdx.x, blockDim.x, nc, a.lm, pol);
+        if (RES)
+            ldh_row<T, NVT>(gr, (const T *)a.dres + r * a.sdres, threadIdx.x, blockDim.x, nc, a.lm, pol);
+    };
+    if (t < a.T)
+        load_row(t);
+    for (int k = 0; t < a.T; t += gridDim.x, k ^= 1) {
+        uint4 xc[NVT], dc[NVT], rc[NVT];
+#pragma unroll
+        for (int j = 0; j < NVT; j++)
+            xc[j] = xr[j], dc[j] = dr[j], rc[j] = RES ? gr[j] : make_uint4(0, 0, 0, 0);
+        if (t + gridDim.x < a.T)
+            load_row(t + gridDim.x);
+        float ss = 0.0f, dot = 0.0f;
+#pragma unroll
+        for (int j = 0; j < NVT; j++) {
+            const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
+            if (c < nc) {
+                float xv[V], dv[V], wv[V];
+                unpack<T>(xc[j], xv), unpack<T>(dc[j], dv), unpack<T>(ld_reuse(w + c * V), wv);
+#pragma unroll
+                for (int i = 0; i < V; i++) {
+                    ss += xv[i] * xv[i];
+                    dot += dv[i] * wv[i] * xv[i];
+                }
+            }
+        }
+        ss = warp_sum(ss), dot = warp_sum(dot);
+        if (nw > 1) {
+            if (threadIdx.x % 32 == 0)
+                red[k][threadIdx.x / 32] = ss, red[k][32 + threadIdx.x / 32] = dot;
+            __syncthreads();
+            ss = 0.0f, dot = 0.0f;
+            for (int i = 0; i < nw; i++)
+                ss += red[k][i], dot += red[k][32 + i];
+        }
+        T *dx = (T *)a.dx + t * a.sdx;
+        if (rms_bwd_plain(ss, dot)) {
+            const float rstd = 1.0f / sqrtf(ss / (float)a.D + a.eps);
+            const float cc = rstd * rstd * dot / (float)a.D;
+#pragma unroll
+            for (int j = 0; j < NVT; j++) {
+                const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
+                if (c < nc) {
+                    float xv[V], dv[V], wv[V], o[V], rv[V];
+                    launder(xc[j]), launder(dc[j]); /* as in rms_fwd_reg */
+                    unpack<T>(xc[j], xv), unpack<T>(dc[j], dv), unpack<T>(ld_reuse(w + c * V), wv);
+                    if (RES)
+                        unpack<T>(rc[j], rv);
+#pragma unroll
+                    for (int q = 0; q < Q; q++) {
+                        float4 &m = dws[(j * Q + q) * blockDim.x + threadIdx.x];
+                        float4 d = m;
+                        d.x += dv[4 * q] * (xv[4 * q] * rstd), d.y += dv[4 * q + 1] * (xv[4 * q + 1] * rstd);
+                        d.z += dv[4 * q + 2] * (xv[4 * q + 2] * rstd), d.w += dv[4 * q + 3] * (xv[4 * q + 3] * rstd);
+                        m = d;
+                    }
+#pragma unroll
+                    for (int i = 0; i < V; i++)
+                        o[i] = rstd * (dv[i] * wv[i] - xv[i] * cc) + (RES ? rv[i] : 0.0f);
+                    const uint4 ou = pack<T>(o);
+                    if (SM)
+                        st_pol(dx + c * V, ou, spol);
+                    else
+                        st_stream(dx + c * V, ou);
+                }
+            }
+        } else { /* rare: the row in float64 (rms_bwd_plain), read again from global memory */
+            const T *x = (const T *)a.x + t * a.sx, *dy = (const T *)a.dy + t * a.sdy;
+            double ssd = 0.0, dotd = 0.0;
+#pragma unroll 1
+            for (int j = 0; j < NVT; j++) {
+                const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
+                if (c < nc) {
+                    float xv[V], dv[V], wv[V];
+                    unpack<T>(ld_reuse(x + c * V), xv), unpack<T>(ld_reuse(dy + c * V), dv);
+                    unpack<T>(ld_reuse(w + c * V), wv);
+#pragma unroll
+                    for (int i = 0; i < V; i++)
+                        ssd += (double)xv[i] * xv[i], dotd += (double)dv[i] * wv[i] * xv[i];
+                }
+            }
+            block_sum2_d(ssd, dotd, redd);
+            const rms_bwd_d q = rms_bwd_coef_d(ssd, dotd, a.D, a.eps);
+#pragma unroll 1
+            for (int j = 0; j < NVT; j++) {
+                const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
+                if (c < nc) {
+                    float xv[V], dv[V], wv[V], o[V], rv[V], dwv[V];
+                    unpack<T>(ld_reuse(x + c * V), xv), unpack<T>(ld_reuse(dy + c * V), dv);
+                    unpack<T>(ld_reuse(w + c * V), wv);
+                    if (RES)
+                        unpack<T>(ld_reuse((const T *)a.dres + t * a.sdres + c * V), rv);
+                    for (int qq = 0; qq < Q; qq++) {
+                        const float4 m = dws[(j * Q + qq) * blockDim.x + threadIdx.x];
+                        dwv[4 * qq] = m.x, dwv[4 * qq + 1] = m.y, dwv[4 * qq + 2] = m.z, dwv[4 * qq + 3] = m.w;
+                    }
+                    rms_bwd_chunk_d<V>(q, xv, dv, wv, RES ? rv : NULL, dwv, o);
+                    for (int qq = 0; qq < Q; qq++)
+                        dws[(j * Q + qq) * blockDim.x + threadIdx.x] =
+                            make_float4(dwv[4 * qq], dwv[4 * qq + 1], dwv[4 * qq + 2], dwv[4 * qq + 3]);
+                    st_stream(dx + c * V, pack<T>(o));
+                }
+            }
+            __syncthreads(); /* redd is written again only after every thread has read it */
+        }
+    }
+    float *part = a.part + (int64_t)blockIdx.x * a.D;
+#pragma unroll
+    for (int j = 0; j < NVT; j++) {
+        const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
+        if (c < nc)
+#pragma unroll
+            for (int q = 0; q < Q; q++)
+                reinterpret_cast<float4 *>(part + c * V)[q] = dws[(j * Q + q) * blockDim.x + threadIdx.x];
+    }
+}
+
 /* ---- host side ---------------------------------------------------------------------------- */
 #ifndef FLASHC_ROWS_V4_KERNELS_ONLY /* (set by a scratch build that reads the kernels' ptxas -v) */
 
@@ -882,18 +1028,44 @@ template <typename T> static const void *bwd5_kernel(int nv, bool res, bool sm)
 
 template <> const void *bwd5_kernel<__nv_bfloat16>(int nv, bool res, bool sm)
 {
-    return sm && nv == 4 ? bwd5_kernel_m<__nv_bfloat16, 1>(nv, res) : bwd5_kernel_m<__nv_bfloat16, 0>(nv, res);
+    if (sm && nv == 4)
+        return res ? (const void *)rms_bwd_tma<__nv_bfloat16, 4, true, 1> : (const void *)rms_bwd_tma<__nv_bfloat16, 4, false, 1>;
+    return bwd5_kernel_m<__nv_bfloat16, 0>(nv, res);
+}
+
+template <typename T, int SM> static const void *bwd4_kernel_m(int nv, bool res)
+{
+    switch (nv) {
+    case 1: return res ? (const void *)rms_bwd_v4<T, 1, true, SM> : (const void *)rms_bwd_v4<T, 1, false, SM>;
+    case 2: return res ? (const void *)rms_bwd_v4<T, 2, true, SM> : (const void *)rms_bwd_v4<T, 2, false, SM>;
+    default: return res ? (const void *)rms_bwd_v4<T, 4, true, SM> : (const void *)rms_bwd_v4<T, 4, false, SM>;
+    }
+}
+
+template <typename T> static const void *bwd4_kernel(int nv, bool res, bool sm)
+{
+    (void)sm; /* the hinted store path: bfloat16, 4 chunks a thread only (fwd4_kernel) */
+    return bwd4_kernel_m<T, 0>(nv, res);
+}
+
+template <> const void *bwd4_kernel<__nv_bfloat16>(int nv, bool res, bool sm)
+{
+    if (sm && nv == 4)
+        return res ? (const void *)rms_bwd_v4<__nv_bfloat16, 4, true, 1> : (const void *)rms_bwd_v4<__nv_bfloat16, 4, false, 1>;
+    return bwd4_kernel_m<__nv_bfloat16, 0>(nv, res);
 }
 
 template <typename T> static bool bwd_t(const rows_bwd_problem *p, flashc_status *st)
 {
     static const char fn[] = "flashc_rmsnorm_bwd";
     const v4_cfg c = v4_env("FLASHC_CUDA_RMS_BWD");
-    if (c.kind != 5)
+    if (c.kind != 5 && c.kind != 4)
         return false;
-    const int N = knob(c, 0, 4, 1, 4), B = knob(c, 2, 0, 0, 64), H = knob(c, 3, 1, 0, 15);
-    const int Gc = knob(c, 4, 0, 1, 1 << 30);
-    int S = knob(c, 1, 3, 1, 8);
+    const bool v4 = c.kind == 4; /* v4:N,B,H[,G] (no S); v5:N,S,B,H[,G] */
+    const v4_cfg c5 = v4 ? v4_cfg{4, {c.k[0], 1, c.k[1], c.k[2], c.k[3]}} : c;
+    const int N = knob(c5, 0, 4, 1, 4), B = knob(c5, 2, 0, 0, 64), H = knob(c5, 3, v4 ? 0 : 1, 0, 15);
+    const int Gc = knob(c5, 4, 0, 1, 1 << 30);
+    int S = knob(c5, 1, 3, 1, 8);
     const int64_t nc = p->D / chunk<T>::n;
     const bool res = p->dres != NULL;
     /* threads and chunks a thread: as pick_bwd (rows.cu), the most chunks (<= N) whose block
@@ -908,12 +1080,12 @@ template <typename T> static bool bwd_t(const rows_bwd_problem *p, flashc_status
     }
     if (tpr == 0)
         return false;
-    const void *k = bwd5_kernel<T>(nv, res, H / 4 != 0);
+    const void *k = v4 ? bwd4_kernel<T>(nv, res, H / 4 != 0) : bwd5_kernel<T>(nv, res, H / 4 != 0);
     int dev = 0, per_sm = 0;
     dev_info d;
     size_t stat = 0;
     cudaError_t err = get_dev(&dev, &d);
-    if (err == cudaSuccess && d.major != 9)
+    if (err == cudaSuccess && !v4 && d.major != 9)
         return false;
     if (err == cudaSuccess)
         err = kern_static_smem(k, dev, d, &stat);
@@ -921,12 +1093,13 @@ template <typename T> static bool bwd_t(const rows_bwd_problem *p, flashc_status
         *st = v4_query_failed(fn, err);
         return true;
     }
-    const size_t slot = (size_t)(res ? 3 : 2) * (size_t)nc * 16;
-    while (S > 1 && (size_t)S * slot > (size_t)d.optin - stat)
+    /* v5: the slots; v4: the dw columns, tpr x nv chunks of float32 */
+    const size_t slot = v4 ? (size_t)tpr * nv * chunk<T>::n * 4 : (size_t)(res ? 3 : 2) * (size_t)nc * 16;
+    while (!v4 && S > 1 && (size_t)S * slot > (size_t)d.optin - stat)
         S--;
-    if ((size_t)S * slot > (size_t)d.optin - stat)
+    if ((v4 ? 1 : (size_t)S) * slot > (size_t)d.optin - stat)
         return false;
-    const size_t smem = (size_t)S * slot;
+    const size_t smem = (v4 ? 1 : (size_t)S) * slot;
     err = kern_per_sm(k, dev, tpr, smem, &per_sm);
     if (err != cudaSuccess) {
         *st = v4_query_failed(fn, err);
@@ -954,7 +1127,7 @@ template <typename T> static bool bwd_t(const rows_bwd_problem *p, flashc_status
     a.T = p->T, a.D = p->D, a.eps = p->eps, a.lm = H % 4, a.sm = H / 4;
     void *args[] = {&a, &S};
     (void)cudaLaunchKernel(k, dim3((unsigned)G), dim3((unsigned)tpr), args, smem, 0);
-    *st = launch_status(fn, "rms_bwd_tma");
+    *st = launch_status(fn, v4 ? "rms_bwd_v4" : "rms_bwd_tma");
     if (*st == FLASHC_OK)
         *st = cuda_rms_dw_sum(part, G, p);
     cudaFreeAsync(part, 0);
