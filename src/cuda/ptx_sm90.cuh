@@ -481,6 +481,17 @@ static __device__ __forceinline__ void ptx_cp_async_mbarrier_arrive_noinc(uint32
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
 
+/* The same with an L2 cache policy (createpolicy): evict-first for data read once. */
+static __device__ __forceinline__ void ptx_bulk_load_hint(uint32_t dst, const void *src,
+                                                          uint32_t bytes, uint32_t bar,
+                                                          uint64_t policy)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+                 " [%0], [%1], %2, [%3], %4;\n" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar), "l"(policy)
+                 : "memory");
+}
+
 static __device__ __forceinline__ void ptx_prefetch_tensormap(const void *tmap)
 {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(tmap) : "memory");
