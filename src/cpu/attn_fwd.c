@@ -107,6 +107,7 @@ typedef struct fwd_plan {
     int64_t part_rows;      /* query rows of the layout (for the split partials)              */
     int threads;
     int mm;                 /* bf16 storage on a matrix unit (kernels.h cpu_mm_bf16)          */
+    int fused;              /* mm: full tiles through cpu_mm_bf16.fwd_tile (0 off, 1, 2 overlap) */
     int64_t brp, ldk, ldv, lda; /* leading dimensions of the per-thread tiles                */
     size_t per_thread;      /* floats                                                         */
     size_t sizes[3];        /* scratch: thread tiles, units, split partials                   */
@@ -146,8 +147,9 @@ static void default_tiles(const attn_problem *p, int64_t *br, int64_t *bc)
  * probabilities stay in L1 between the products. Multiples of 32: the AMX block is 2 x 2 tiles
  * of 16 rows. */
 enum { MM_BR = 1152, MM_BC = 192, MM_ROWS = 64, MM_DIAG_ROWS = 32, MM_CHUNK = 64 };
-_Static_assert((int)MM_ROWS <= (int)MM_CHUNK && (int)MM_DIAG_ROWS <= (int)MM_CHUNK,
-               "the chunk buffers hold a chunk");
+_Static_assert((int)MM_ROWS <= (int)MM_CHUNK && (int)MM_DIAG_ROWS <= (int)MM_CHUNK &&
+                   MM_CHUNK >= 64,
+               "the chunk buffers hold a chunk (fwd_tile: two S and two P buffers of 32 rows)");
 
 /* float16 storage keeps the float32 path: converted to bf16 it loses 3 mantissa bits, which
  * breaks the 2x rule (kernels.h); decode (Sq < FEW_ROWS) is memory-bound. */
@@ -157,6 +159,17 @@ static int use_mm(const attn_problem *p, const cpu_kernels *kr)
 }
 
 static int64_t rup(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* Where the unit has the fused tile (kernels.h fwd_tile): FLASHC_CPU_AMX_FWD=1 takes the full
+ * tiles of the unit path through it (overlap 0), =2 with the next chunk's S product between
+ * the softmax rows (overlap 1), =3 with the previous chunk's P V there too (overlap 2); unset
+ * or 0: the chunked gemm / softmax / gemm of mm_tile. Read at every call (one getenv beside a
+ * whole forward), so one process can time each. The same bits either way. */
+static int mm_fused_choice(void)
+{
+    const char *e = getenv("FLASHC_CPU_AMX_FWD");
+    return e && e[0] >= '1' && e[0] <= '3' && !e[1] ? e[0] - '0' : 0;
+}
 
 /* Per-thread regions of the matrix-unit path, in floats (each a whole number of 64-byte lines):
  * acc, m/l/alpha/lo/hi, qb, kp, vp, s, pb, kv, vz (struct tiles). */
@@ -191,6 +204,7 @@ static void make_plan(const attn_problem *p, fwd_plan *pl)
         while (br >= 128 && p->B * p->Hq * cdiv(p->Sq, br) < 2 * (int64_t)p->threads)
             br /= 2; /* 1152 -> 576 -> 288 -> 144 -> 72 */
     }
+    pl->fused = pl->mm && cpu_kernels_get()->bf16->fwd_tile ? mm_fused_choice() : 0;
     pl->few = p->Sq < FEW_ROWS;
     if (p->br && !pl->few)
         br = p->br;
@@ -696,7 +710,20 @@ static void mm_tile(const item_ctx *x, int64_t ks, int64_t cols, int full, const
     const int64_t step = full ? MM_ROWS : MM_DIAG_ROWS;
     int64_t pk0 = -1, pk1 = -1; /* keys [pk0, pk1) of the tile are in vp */
     int vbad = -1;              /* V rows hold inf/NaN: asked once, when a mask is first needed */
-    for (int64_t s0 = 0; s0 < x->rows; s0 += step) {
+    int64_t first = 0;          /* rows before this went through the fused tile */
+    if (full && !x->mod && x->pl->fused && Dv % 16 == 0 && x->rows >= 16) {
+        mm->pack_b(v, ldv, cols, Dv, w->vp, w->ldvp);
+        pk0 = 0, pk1 = cols;
+        first = x->rows / 16 * 16;
+        const cpu_mm_fwd f = {
+            .q = w->qb, .ldq = w->dp, .rows = first, .D = D, .Dv = Dv, .cols = cols,
+            .kp = w->kp, .ldkp = w->ldkp, .vp = w->vp, .ldvp = w->ldvp, .scale = x->c,
+            .m = w->m, .l = w->l, .alpha = w->alpha, .acc = w->acc, .lda = lda,
+            .s = w->s, .lds = lds, .p = w->pb, .ldp = ldp, .overlap = x->pl->fused - 1,
+        };
+        mm->fwd_tile(&f);
+    }
+    for (int64_t s0 = first; s0 < x->rows; s0 += step) {
         const int64_t sr = min64(step, x->rows - s0);
         int64_t u0 = 0, u1 = cols, fa = 0, fe = cols, la = 0, le = cols;
         if (!full) {
