@@ -12,7 +12,7 @@
 # Logs: at most 6 files under
 # $OUT (the device tool returns 8); a summary table is printed last.
 # Optional: FLASHC_FINAL_SKIP="job ..." leaves jobs out (names as in the summary, e.g. test_cp_nccl
-# racecheck_fwd); FLASHC_FINAL_BENCH="script ..." runs each script (given the build dir) on the GPU
+# racecheck_fwd; "ctest" skips the CPU suite, "pytest" the Python tests); FLASHC_FINAL_BENCH="script ..." runs each script (given the build dir) on the GPU
 # after the GPU suites and sanitizers have finished, one at a time, while the CPU suite may still
 # run on its own cores; FLASHC_FINAL_CPU_EXTRA="command" runs in the CPU lane after ctest.
 set -uo pipefail
@@ -82,12 +82,16 @@ fi
   echo >>"$L/ctest.log"
   exclude='^test_cuda|^test_cp_nccl'
   ldconfig -p | grep -q libopenblas.so.0 || exclude="$exclude|^cli_bench_ceiling$"
+  case " ${FLASHC_FINAL_SKIP:-} " in
+  *" ctest "*) echo "ctest skipped (FLASHC_FINAL_SKIP)" >>"$L/ctest.log" ;;
+  *)
   timeout 300 taskset -c "$ccores" ctest --test-dir $B --output-on-failure -j "$((ncpu / 2))" \
     -E "$exclude" >>"$L/ctest.log" 2>&1
   {
     echo "ctest (CPU, host ISAs): rc $?, $((SECONDS - t)) s, $(grep -E 'tests passed' "$L/ctest.log" | tail -1)"
     echo "  skipped: $(grep -c '(Skipped)' "$L/ctest.log"), amx/avx512 variant passes: $(grep -oE '\.(amx|avx512bf16|avx512) *\.\.\.* *Passed' "$L/ctest.log" | wc -l)"
-  } >"$L/zz-ctest.sum"
+  } >"$L/zz-ctest.sum" ;;
+  esac
   if [ -n "${FLASHC_FINAL_CPU_EXTRA:-}" ]; then
     t=$SECONDS
     taskset -c "$ccores" bash -c "$FLASHC_FINAL_CPU_EXTRA" >"$L/cpu_extra.log" 2>&1
