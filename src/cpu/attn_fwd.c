@@ -694,11 +694,41 @@ static int bf16_nonfinite(const uint16_t *x, int64_t ld, int64_t rows, int64_t n
     return 0;
 }
 
+/* Rows [*r0, *r1) of the item (a multiple of 16 of them, maybe none) see every key of the tile
+ * [ks, ks + cols): key ranges move monotonically with the row, so "sees up to the tile's end"
+ * and "sees from after its start" are each true from some row on, and the rows between the
+ * two are found by bisection. (Such a row's arithmetic is the same in any chunk: see above.) */
+static void full_rows(const item_ctx *x, int64_t ks, int64_t cols, int64_t *r0, int64_t *r1)
+{
+    int64_t lo = 0, hi = x->rows, a, e;
+    while (lo < hi) { /* the first row that sees up to the tile's end */
+        const int64_t mid = lo + (hi - lo) / 2;
+        row_cols(x, x->i0 + mid, ks, cols, &a, &e);
+        if (e == cols)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    const int64_t b = lo;
+    hi = x->rows;
+    while (lo < hi) { /* the first row from b on that does not see the tile's first key */
+        const int64_t mid = lo + (hi - lo) / 2;
+        row_cols(x, x->i0 + mid, ks, cols, &a, &e);
+        if (a > 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    *r0 = b, *r1 = b + (lo - b) / 16 * 16;
+}
+
 /* A tile of keys [ks, ks + cols) (ks - j0 a multiple of 32; K already in kp, V rows at v, ldv)
  * against the item's rows, in chunks: scores, modifier, mask, softmax, P V. full: every row of
  * the block sees every key of the tile. On a straddling tile a chunk of MM_DIAG_ROWS rows
  * reads only keys [u0, u1) (u0 rounded down to 32) that its rows see; a chunk that sees no key
- * keeps its m, l and accumulator unchanged (alpha would be exactly 1). */
+ * keeps its m, l and accumulator unchanged (alpha would be exactly 1). With FLASHC_CPU_AMX_FWD
+ * (plan fused) and no modifier, the rows that see the whole tile (all of a full tile, a
+ * multiple of 16 of them) go through the unit's fused tile instead, the same bits per row. */
 static void mm_tile(const item_ctx *x, int64_t ks, int64_t cols, int full, const uint16_t *v,
                     int64_t ldv)
 {
@@ -710,21 +740,33 @@ static void mm_tile(const item_ctx *x, int64_t ks, int64_t cols, int full, const
     const int64_t step = full ? MM_ROWS : MM_DIAG_ROWS;
     int64_t pk0 = -1, pk1 = -1; /* keys [pk0, pk1) of the tile are in vp */
     int vbad = -1;              /* V rows hold inf/NaN: asked once, when a mask is first needed */
-    int64_t first = 0;          /* rows before this went through the fused tile */
-    if (full && !x->mod && x->pl->fused && Dv % 16 == 0 && x->rows >= 16) {
+    int64_t fr0 = 0, fr1 = 0; /* rows [fr0, fr1) go through the fused tile */
+    if (!x->mod && x->pl->fused && Dv % 16 == 0) {
+        if (full)
+            fr1 = x->rows / 16 * 16;
+        else
+            full_rows(x, ks, cols, &fr0, &fr1);
+    }
+    if (fr1 > fr0) {
         mm->pack_b(v, ldv, cols, Dv, w->vp, w->ldvp);
         pk0 = 0, pk1 = cols;
-        first = x->rows / 16 * 16;
         const cpu_mm_fwd f = {
-            .q = w->qb, .ldq = w->dp, .rows = first, .D = D, .Dv = Dv, .cols = cols,
-            .kp = w->kp, .ldkp = w->ldkp, .vp = w->vp, .ldvp = w->ldvp, .scale = x->c,
-            .m = w->m, .l = w->l, .alpha = w->alpha, .acc = w->acc, .lda = lda,
-            .s = w->s, .lds = lds, .p = w->pb, .ldp = ldp, .overlap = x->pl->fused - 1,
+            .q = w->qb + fr0 * w->dp, .ldq = w->dp, .rows = fr1 - fr0, .D = D, .Dv = Dv,
+            .cols = cols, .kp = w->kp, .ldkp = w->ldkp, .vp = w->vp, .ldvp = w->ldvp,
+            .scale = x->c, .m = w->m + fr0, .l = w->l + fr0, .alpha = w->alpha + fr0,
+            .acc = w->acc + fr0 * lda, .lda = lda, .s = w->s, .lds = lds, .p = w->pb,
+            .ldp = ldp, .overlap = x->pl->fused - 1,
         };
         mm->fwd_tile(&f);
     }
-    for (int64_t s0 = first; s0 < x->rows; s0 += step) {
-        const int64_t sr = min64(step, x->rows - s0);
+    /* the other rows in chunks: [0, fr0), then [fr1, rows) */
+    for (int64_t s0 = 0, next; s0 < x->rows; s0 = next) {
+        if (fr1 > fr0 && s0 == fr0) {
+            next = fr1;
+            continue;
+        }
+        const int64_t sr = min64(step, (s0 < fr0 ? fr0 : x->rows) - s0);
+        next = s0 + sr;
         int64_t u0 = 0, u1 = cols, fa = 0, fe = cols, la = 0, le = cols;
         if (!full) {
             row_cols(x, x->i0 + s0, ks, cols, &fa, &fe);

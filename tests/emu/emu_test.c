@@ -112,8 +112,9 @@ static void test_mm_attention(void **state)
  * softmax rows, =3 with the previous P V there too) against the chunked gemm / softmax / gemm
  * it replaces: the same bits of O and LSE on bf16 inputs, for odd shapes (rows not a multiple
  * of 16, a short last key tile, D not a multiple of 32, Dv 16 / 48 / 128, GQA, causal and
- * windowed tiles that straddle, many chunks per item), through a copy of the emulated table
- * whose fwd_tile counts its calls (so the path is known to run). */
+ * windowed tiles that straddle (their rows that see the whole tile go fused), many chunks per
+ * item), through a copy of the emulated table whose fwd_tile counts its calls (so the path is
+ * known to run). */
 static const cpu_mm_bf16 *fused_inner;
 static long fused_calls;
 static void counting_fwd_tile(const cpu_mm_fwd *f)
@@ -136,6 +137,7 @@ static void test_mm_fused(void **state)
         {1, 1, 1, 16, 17, 16, 16, 0, 0, 0, -1, 1},
         {1, 3, 1, 250, 260, 96, 128, 0, 64, 1, -1, 2},
         {1, 1, 1, 300, 64, 64, 32, 0, 0, 0, -1, 1},
+        {1, 2, 1, 400, 400, 64, 64, 0, 64, 1, 100, 2},
     };
     static cpu_mm_bf16 mmc;
     mmc = emu_mm_amx;
