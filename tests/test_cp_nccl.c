@@ -23,19 +23,11 @@
 #include <stdlib.h>
 
 #ifdef FLASHC_HAVE_CUDA
-#include "internal.h"
+#include "cuda_common.h"
 
-#include <cuda_runtime_api.h>
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
-
-#define CUDA_OK(call)                                                                              \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess)                                                                     \
-            fail_msg("%s failed: %s", #call, cudaGetErrorString(e_));                              \
-    } while (0)
 
 static const flashc_cp_shard shards[3] = {FLASHC_CP_SHARD_CONTIGUOUS, FLASHC_CP_SHARD_ZIGZAG,
                                           FLASHC_CP_SHARD_STRIPED};
@@ -47,14 +39,13 @@ typedef struct gcase {
     flashc_dtype dt;
 } gcase;
 
+/* A device copy of h, or (h NULL) a buffer of NaN in every dtype, to show unwritten outputs. */
 static void *dev_upload(const void *h, size_t bytes)
 {
-    void *d = NULL;
-    CUDA_OK(cudaMalloc(&d, bytes ? bytes : 1));
     if (h)
-        CUDA_OK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
-    else
-        CUDA_OK(cudaMemset(d, 0xff, bytes)); /* NaN in every dtype */
+        return dupload(h, bytes);
+    void *d = dalloc(bytes);
+    CUDA_OK(cudaMemset(d, 0xff, bytes));
     return d;
 }
 
