@@ -8,6 +8,8 @@
 #       the bf16 flash forward for FLASHC_CPU_AMX_FWD = 0 (the chunked path, main's default),
 #       1, 2, 3, interleaved in rounds, 2 threads on two cores; d 128 and 64, n 2048 / 4096,
 #       causal and not; Bc / Br around the default for the fused variants;
+#       and bench/amx_phases.c (flashc_amx_phases: each phase of one key tile alone, and the
+#       fused variants, 1 and 2 threads);
 #   (c) if time is left, bench/cpu_sdpa_peer.py (torch CPU SDPA, same process, same inputs)
 #       for the default and the fused path.
 # BUILD_DIR: built with tests on (libflashc.so, flashc, tests/); no rebuild. Logs under $OUT
@@ -65,6 +67,17 @@ bench() { # VARIANT TAG ARGS...
     2>>"$OUT/bench.err" | grep -v '^#' | grep -v '^op,' | sed "s/^/$v,$tag,/" >>"$csv"
 }
 bench 0 ceil --ceiling --ceiling-n $CN --n "$N2" --d 128 --reps 5
+# the phases of one key tile against one item's rows (bench/amx_phases.c), 1 and 2 threads
+ph="$B/flashc_amx_phases"
+[ -x "$ph" ] || ph="$B/bin/flashc_amx_phases"
+if [ -x "$ph" ]; then
+  for a in "--d 128" "--d 128 --threads 2" "--d 64 --threads 2" "--d 128 --cols 384 --threads 2"; do
+    [ "$(left)" -gt 40 ] || break
+    # shellcheck disable=SC2086
+    timeout -k 2 10 taskset -c "$bc2" "$ph" $a >>"$OUT/phases.log" 2>&1
+    echo "phases $a: rc $?" >>"$sum"
+  done
+fi
 for r in 1 2; do
   for v in 3 2 1 0; do
     bench $v d128 --n "$N2" --d 128 --reps 5
@@ -91,6 +104,7 @@ done
 
 echo "total $((SECONDS - T0)) s" >>"$sum"
 cat "$sum"
+grep -E '^amx_phases|^\| [a-z]' "$OUT/phases.log" 2>/dev/null
 grep -h -E 'peer|flashc|torch' "$OUT"/peer*.log 2>/dev/null | grep -v '^#' | tail -12
 python3 - "$csv" <<'EOF'
 import csv, sys
