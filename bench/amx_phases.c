@@ -80,6 +80,12 @@ static void ws_init(ws *w, int64_t d, int64_t rows, int64_t cols, unsigned seed)
     }
 }
 
+static void ws_free(ws *w)
+{
+    free(w->q), free(w->k), free(w->v), free(w->kp), free(w->vp), free(w->s), free(w->pb);
+    free(w->acc), free(w->m), free(w->l), free(w->alpha);
+}
+
 static void ws_reset(ws *w)
 {
     for (int64_t r = 0; r < w->rows; r++)
@@ -212,6 +218,7 @@ int main(int argc, char **argv)
             qsort(t, (size_t)reps, sizeof t[0], cmp_d);
             med[ph][tid] = t[reps / 2] / ntiles;
         }
+        ws_free(w);
     }
     for (int ph = 0; ph < PH_N; ph++) {
         double s = 0;
