@@ -42,6 +42,8 @@ def parse():
     ap.add_argument("--ceiling-n", type=int, default=4096, help="bf16 matmul ceiling size (0: skip)")
     ap.add_argument("--json", default="", help="append one JSON line per row to this file")
     ap.add_argument("--label", default="", help="a tag for the rows (e.g. the FLASHC_ISA)")
+    ap.add_argument("--cores", default="",
+                    help="pin to these cores, e.g. 8,9 (default: 0 .. threads-1)")
     return ap.parse_args()
 
 
@@ -49,7 +51,8 @@ args = parse()
 # Pin and size the thread pools before anything starts one.
 os.environ["OMP_NUM_THREADS"] = str(args.threads)
 try:
-    os.sched_setaffinity(0, set(range(args.threads)))
+    os.sched_setaffinity(0, {int(c) for c in args.cores.split(",")} if args.cores
+                         else set(range(args.threads)))
 except (AttributeError, OSError) as e:  # not Linux, or fewer cores than threads
     print(f"# affinity not set: {e}", file=sys.stderr)
 

@@ -107,6 +107,7 @@ typedef struct fwd_plan {
     int64_t part_rows;      /* query rows of the layout (for the split partials)              */
     int threads;
     int mm;                 /* bf16 storage on a matrix unit (kernels.h cpu_mm_bf16)          */
+    int fused;              /* mm: full tiles through cpu_mm_bf16.fwd_tile (0 off, 1, 2 overlap) */
     int64_t brp, ldk, ldv, lda; /* leading dimensions of the per-thread tiles                */
     size_t per_thread;      /* floats                                                         */
     size_t sizes[3];        /* scratch: thread tiles, units, split partials                   */
@@ -146,8 +147,9 @@ static void default_tiles(const attn_problem *p, int64_t *br, int64_t *bc)
  * probabilities stay in L1 between the products. Multiples of 32: the AMX block is 2 x 2 tiles
  * of 16 rows. */
 enum { MM_BR = 1152, MM_BC = 192, MM_ROWS = 64, MM_DIAG_ROWS = 32, MM_CHUNK = 64 };
-_Static_assert((int)MM_ROWS <= (int)MM_CHUNK && (int)MM_DIAG_ROWS <= (int)MM_CHUNK,
-               "the chunk buffers hold a chunk");
+_Static_assert((int)MM_ROWS <= (int)MM_CHUNK && (int)MM_DIAG_ROWS <= (int)MM_CHUNK &&
+                   MM_CHUNK >= 64,
+               "the chunk buffers hold a chunk (fwd_tile: two S and two P buffers of 32 rows)");
 
 /* float16 storage keeps the float32 path: converted to bf16 it loses 3 mantissa bits, which
  * breaks the 2x rule (kernels.h); decode (Sq < FEW_ROWS) is memory-bound. */
@@ -157,6 +159,17 @@ static int use_mm(const attn_problem *p, const cpu_kernels *kr)
 }
 
 static int64_t rup(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* Where the unit has the fused tile (kernels.h fwd_tile): FLASHC_CPU_AMX_FWD=1 takes the full
+ * tiles of the unit path through it (overlap 0), =2 with the next chunk's S product between
+ * the softmax rows (overlap 1), =3 with the previous chunk's P V there too (overlap 2); unset
+ * or 0: the chunked gemm / softmax / gemm of mm_tile. Read at every call (one getenv beside a
+ * whole forward), so one process can time each. The same bits either way. */
+static int mm_fused_choice(void)
+{
+    const char *e = getenv("FLASHC_CPU_AMX_FWD");
+    return e && e[0] >= '1' && e[0] <= '3' && !e[1] ? e[0] - '0' : 0;
+}
 
 /* Per-thread regions of the matrix-unit path, in floats (each a whole number of 64-byte lines):
  * acc, m/l/alpha/lo/hi, qb, kp, vp, s, pb, kv, vz (struct tiles). */
@@ -191,6 +204,7 @@ static void make_plan(const attn_problem *p, fwd_plan *pl)
         while (br >= 128 && p->B * p->Hq * cdiv(p->Sq, br) < 2 * (int64_t)p->threads)
             br /= 2; /* 1152 -> 576 -> 288 -> 144 -> 72 */
     }
+    pl->fused = pl->mm && cpu_kernels_get()->bf16->fwd_tile ? mm_fused_choice() : 0;
     pl->few = p->Sq < FEW_ROWS;
     if (p->br && !pl->few)
         br = p->br;
@@ -680,11 +694,41 @@ static int bf16_nonfinite(const uint16_t *x, int64_t ld, int64_t rows, int64_t n
     return 0;
 }
 
+/* Rows [*r0, *r1) of the item (a multiple of 16 of them, maybe none) see every key of the tile
+ * [ks, ks + cols): key ranges move monotonically with the row, so "sees up to the tile's end"
+ * and "sees from after its start" are each true from some row on, and the rows between the
+ * two are found by bisection. (Such a row's arithmetic is the same in any chunk: see above.) */
+static void full_rows(const item_ctx *x, int64_t ks, int64_t cols, int64_t *r0, int64_t *r1)
+{
+    int64_t lo = 0, hi = x->rows, a, e;
+    while (lo < hi) { /* the first row that sees up to the tile's end */
+        const int64_t mid = lo + (hi - lo) / 2;
+        row_cols(x, x->i0 + mid, ks, cols, &a, &e);
+        if (e == cols)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    const int64_t b = lo;
+    hi = x->rows;
+    while (lo < hi) { /* the first row from b on that does not see the tile's first key */
+        const int64_t mid = lo + (hi - lo) / 2;
+        row_cols(x, x->i0 + mid, ks, cols, &a, &e);
+        if (a > 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    *r0 = b, *r1 = b + (lo - b) / 16 * 16;
+}
+
 /* A tile of keys [ks, ks + cols) (ks - j0 a multiple of 32; K already in kp, V rows at v, ldv)
  * against the item's rows, in chunks: scores, modifier, mask, softmax, P V. full: every row of
  * the block sees every key of the tile. On a straddling tile a chunk of MM_DIAG_ROWS rows
  * reads only keys [u0, u1) (u0 rounded down to 32) that its rows see; a chunk that sees no key
- * keeps its m, l and accumulator unchanged (alpha would be exactly 1). */
+ * keeps its m, l and accumulator unchanged (alpha would be exactly 1). With FLASHC_CPU_AMX_FWD
+ * (plan fused) and no modifier, the rows that see the whole tile (all of a full tile, a
+ * multiple of 16 of them) go through the unit's fused tile instead, the same bits per row. */
 static void mm_tile(const item_ctx *x, int64_t ks, int64_t cols, int full, const uint16_t *v,
                     int64_t ldv)
 {
@@ -696,8 +740,33 @@ static void mm_tile(const item_ctx *x, int64_t ks, int64_t cols, int full, const
     const int64_t step = full ? MM_ROWS : MM_DIAG_ROWS;
     int64_t pk0 = -1, pk1 = -1; /* keys [pk0, pk1) of the tile are in vp */
     int vbad = -1;              /* V rows hold inf/NaN: asked once, when a mask is first needed */
-    for (int64_t s0 = 0; s0 < x->rows; s0 += step) {
-        const int64_t sr = min64(step, x->rows - s0);
+    int64_t fr0 = 0, fr1 = 0; /* rows [fr0, fr1) go through the fused tile */
+    if (!x->mod && x->pl->fused && Dv % 16 == 0) {
+        if (full)
+            fr1 = x->rows / 16 * 16;
+        else
+            full_rows(x, ks, cols, &fr0, &fr1);
+    }
+    if (fr1 > fr0) {
+        mm->pack_b(v, ldv, cols, Dv, w->vp, w->ldvp);
+        pk0 = 0, pk1 = cols;
+        const cpu_mm_fwd f = {
+            .q = w->qb + fr0 * w->dp, .ldq = w->dp, .rows = fr1 - fr0, .D = D, .Dv = Dv,
+            .cols = cols, .kp = w->kp, .ldkp = w->ldkp, .vp = w->vp, .ldvp = w->ldvp,
+            .scale = x->c, .m = w->m + fr0, .l = w->l + fr0, .alpha = w->alpha + fr0,
+            .acc = w->acc + fr0 * lda, .lda = lda, .s = w->s, .lds = lds, .p = w->pb,
+            .ldp = ldp, .overlap = x->pl->fused - 1,
+        };
+        mm->fwd_tile(&f);
+    }
+    /* the other rows in chunks: [0, fr0), then [fr1, rows) */
+    for (int64_t s0 = 0, next; s0 < x->rows; s0 = next) {
+        if (fr1 > fr0 && s0 == fr0) {
+            next = fr1;
+            continue;
+        }
+        const int64_t sr = min64(step, (s0 < fr0 ? fr0 : x->rows) - s0);
+        next = s0 + sr;
         int64_t u0 = 0, u1 = cols, fa = 0, fe = cols, la = 0, le = cols;
         if (!full) {
             row_cols(x, x->i0 + s0, ks, cols, &fa, &fe);

@@ -5,6 +5,7 @@
  * cases and the 2x rule) with each sub-table in an avx2 table (src/cpu/attn_fwd.c's mm_* path
  * for bf16 storage). Build and run: tests/emu/run.sh.
  * A development check for the code that only the device's Xeon can run natively. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #define main lowp_main
 #include "../test_attn_lowp.c"
 #undef main
@@ -107,6 +108,98 @@ static void test_mm_attention(void **state)
     }
 }
 
+/* The fused tile (amx.c fwd_tile, FLASHC_CPU_AMX_FWD=1, =2 with the next S product between the
+ * softmax rows, =3 with the previous P V there too) against the chunked gemm / softmax / gemm
+ * it replaces: the same bits of O and LSE on bf16 inputs, for odd shapes (rows not a multiple
+ * of 16, a short last key tile, D not a multiple of 32, Dv 16 / 48 / 128, GQA, causal and
+ * windowed tiles that straddle (their rows that see the whole tile go fused), many chunks per
+ * item), through a copy of the emulated table whose fwd_tile counts its calls (so the path is
+ * known to run). */
+static const cpu_mm_bf16 *fused_inner;
+static long fused_calls;
+static void counting_fwd_tile(const cpu_mm_fwd *f)
+{
+    __atomic_add_fetch(&fused_calls, 1, __ATOMIC_RELAXED);
+    fused_inner->fwd_tile(f);
+}
+
+static void test_mm_fused(void **state)
+{
+    (void)state;
+    static const struct {
+        int64_t b, hq, hkv, sq, sk, d, dv, br, bc;
+        int causal, wl, threads;
+    } cs[] = {
+        {1, 2, 1, 100, 75, 64, 64, 0, 0, 0, -1, 2},
+        {1, 1, 1, 37, 300, 80, 48, 0, 0, 0, -1, 1},
+        {2, 4, 2, 130, 200, 128, 128, 64, 96, 1, -1, 2},
+        {1, 2, 2, 96, 96, 32, 16, 48, 32, 0, 40, 2},
+        {1, 1, 1, 16, 17, 16, 16, 0, 0, 0, -1, 1},
+        {1, 3, 1, 250, 260, 96, 128, 0, 64, 1, -1, 2},
+        {1, 1, 1, 300, 64, 64, 32, 0, 0, 0, -1, 1},
+        {1, 2, 1, 400, 400, 64, 64, 0, 64, 1, 100, 2},
+    };
+    static cpu_mm_bf16 mmc;
+    mmc = emu_mm_amx;
+    fused_inner = &emu_mm_amx;
+    mmc.fwd_tile = counting_fwd_tile;
+    cpu_kernels t = cpu_kernels_avx2;
+    t.bf16 = &mmc, t.name = "emu-amx-counted";
+    cpu_kernels_force(&t);
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        const int64_t nq = cs[c].b * cs[c].sq * cs[c].hq * cs[c].d;
+        const int64_t nk = cs[c].b * cs[c].sk * cs[c].hkv * cs[c].d;
+        const int64_t nv = cs[c].b * cs[c].sk * cs[c].hkv * cs[c].dv;
+        const int64_t no = cs[c].b * cs[c].sq * cs[c].hq * cs[c].dv;
+        const int64_t nl = cs[c].b * cs[c].hq * cs[c].sq;
+        uint16_t *q = malloc((size_t)nq * 2), *k = malloc((size_t)nk * 2);
+        uint16_t *v = malloc((size_t)nv * 2);
+        uint16_t *o[4];
+        float *lse[4];
+        for (int64_t i = 0; i < nq; i++)
+            q[i] = rbf();
+        for (int64_t i = 0; i < nk; i++)
+            k[i] = rbf();
+        for (int64_t i = 0; i < nv; i++)
+            v[i] = rbf();
+        flashc_attn_params pa = FLASHC_ATTN_PARAMS_INIT;
+        pa.causal = cs[c].causal, pa.window_left = cs[c].wl;
+        pa.block_q = cs[c].br, pa.block_k = cs[c].bc, pa.num_threads = cs[c].threads;
+        flashc_tensor tq = flashc_tensor_4d(q, FLASHC_BF16, cs[c].b, cs[c].sq, cs[c].hq, cs[c].d);
+        flashc_tensor tk = flashc_tensor_4d(k, FLASHC_BF16, cs[c].b, cs[c].sk, cs[c].hkv, cs[c].d);
+        flashc_tensor tv = flashc_tensor_4d(v, FLASHC_BF16, cs[c].b, cs[c].sk, cs[c].hkv, cs[c].dv);
+        for (int var = 0; var < 4; var++) {
+            o[var] = malloc((size_t)no * 2), lse[var] = malloc((size_t)nl * 4);
+            flashc_tensor to = flashc_tensor_4d(o[var], FLASHC_BF16, cs[c].b, cs[c].sq, cs[c].hq,
+                                                cs[c].dv);
+            flashc_tensor tl = flashc_tensor_3d(lse[var], FLASHC_F32, cs[c].b, cs[c].hq, cs[c].sq);
+            const char val[2] = {(char)('0' + var), 0};
+            setenv("FLASHC_CPU_AMX_FWD", val, 1);
+            const long before = fused_calls;
+            flashc_attn_stats st = FLASHC_ATTN_STATS_INIT;
+            assert_int_equal(flashc_attn_fwd(&pa, &tq, &tk, &tv, &to, &tl, &st), FLASHC_OK);
+            if (var == 0)
+                assert_true(fused_calls == before);
+            else
+                assert_true(fused_calls > before);
+        }
+        for (int var = 1; var < 4; var++) {
+            if (memcmp(o[0], o[var], (size_t)no * 2) ||
+                memcmp(lse[0], lse[var], (size_t)nl * 4)) {
+                print_error("fused tile %d differs from the chunked path on case %zu\n", var, c);
+                fail();
+            }
+        }
+        printf("  case %zu: fused tile (%ld calls so far) = chunked path, bit for bit\n", c,
+               fused_calls);
+        for (int var = 0; var < 4; var++)
+            free(o[var]), free(lse[var]);
+        free(q), free(k), free(v);
+    }
+    unsetenv("FLASHC_CPU_AMX_FWD");
+    cpu_kernels_force(NULL);
+}
+
 int main(void)
 {
     tu_seed_from_env(); /* FLASHC_TEST_SEED replays a failure (common.c prints the seed) */
@@ -114,6 +207,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mm_units),
         cmocka_unit_test(test_mm_attention),
+        cmocka_unit_test(test_mm_fused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,6 +28,8 @@ int main(int argc, char **argv)
     t.name = dp ? "emu-avx512bf16" : "emu-amx";
     t.bf16 = dp ? &emu_mm_avx512 : &emu_mm_amx;
     cpu_kernels_force(&t);
-    printf("# %s on %s\n", EMU_TEST, t.name);
+    const char *fused = getenv("FLASHC_CPU_AMX_FWD");
+    printf("# %s on %s%s%s\n", EMU_TEST, t.name, fused ? ", FLASHC_CPU_AMX_FWD=" : "",
+           fused ? fused : "");
     return v2_main();
 }

@@ -32,5 +32,7 @@ for t in attn_v2 attn_bwd_v2; do
     "$build/tests/libflashc_testutil.a" "$build/libflashc.a" $(pkg-config --cflags --libs cmocka) \
     $private -lm -o "$out.$t"
   OMP_NUM_THREADS=2 "$out.$t" amx
+  # the forward's fused AMX tile (amx.c fwd_tile) with both products between the softmax rows
+  [ $t = attn_v2 ] && FLASHC_CPU_AMX_FWD=3 OMP_NUM_THREADS=2 "$out.$t" amx
   OMP_NUM_THREADS=2 "$out.$t" avx512bf16
 done

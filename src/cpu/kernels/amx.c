@@ -160,6 +160,234 @@ static void amx_gemm(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t
         }
 }
 
+/* ---- the forward's fused tile (kernels.h fwd_tile) ----------------------------------------
+ *
+ * Chunks of 32 rows (two row tiles): S = Q K^T into a 32 x cols float32 buffer, the softmax row
+ * by row into P (bf16), then acc = alpha acc + P V; the same instructions in the same order per
+ * row as amx_gemm / softmax / amx_gemm, so the same bits. Two S buffers: with overlap, chunk
+ * c + 1's S product is cut into steps (one k-step of one 2 x 2 block, or its store) issued
+ * between the softmax rows of chunk c, so the tile unit runs while the vector units compute the
+ * exponentials (tdpbf16ps is one instruction of 16 cycles on the tile unit; the out-of-order
+ * core keeps issuing the softmax behind it). The S product and P V take turns on the 8 tiles:
+ * the product of chunk c + 1 is finished before P V of chunk c starts. */
+
+/* S = Q K^T of one chunk (16 or 32 rows) in steps. */
+typedef struct sjob {
+    const uint16_t *a;   /* the chunk's Q rows */
+    int64_t sa;          /* bytes */
+    const uint32_t *b;   /* kp */
+    int64_t ldb;         /* words */
+    float *s;            /* out, row stride lds floats */
+    int64_t lds, cols, ksteps;
+    int two_m;
+    int64_t n0, k;       /* next step: block of columns n0 .. n0 + 31, k-step k (ksteps: store) */
+} sjob;
+
+static void sjob_init(sjob *j, const cpu_mm_fwd *f, int64_t r0, float *s)
+{
+    j->a = f->q + r0 * f->ldq, j->sa = f->ldq * 2;
+    j->b = f->kp, j->ldb = f->ldkp;
+    j->s = s, j->lds = f->lds, j->cols = f->cols;
+    j->ksteps = (f->D + 31) / 32;
+    j->two_m = f->rows - r0 > 16;
+    j->n0 = 0, j->k = 0;
+}
+
+/* One step; 0 when the product is complete. */
+static inline int sjob_step(sjob *j)
+{
+    if (j->n0 >= j->cols)
+        return 0;
+    const int two_n = j->cols - j->n0 > 16;
+    if (j->k < j->ksteps) {
+        if (j->k == 0) {
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
+        }
+        const uint16_t *a = j->a + j->k * 32;
+        const uint32_t *b = j->b + j->k * 16 * j->ldb + j->n0;
+        const int64_t sb = j->ldb * 4;
+        _tile_loadd(4, a, j->sa);
+        _tile_loadd(6, b, sb);
+        if (two_n)
+            _tile_loadd(7, b + 16, sb);
+        _tile_dpbf16ps(0, 4, 6);
+        if (two_n)
+            _tile_dpbf16ps(1, 4, 7);
+        if (j->two_m) {
+            _tile_loadd(5, (const char *)a + 16 * j->sa, j->sa);
+            _tile_dpbf16ps(2, 5, 6);
+            if (two_n)
+                _tile_dpbf16ps(3, 5, 7);
+        }
+        j->k++;
+        return 1;
+    }
+    float *c = j->s + j->n0;
+    const int64_t ss = j->lds * 4;
+    _tile_stored(0, c, ss);
+    if (two_n)
+        _tile_stored(1, c + 16, ss);
+    if (j->two_m) {
+        _tile_stored(2, c + 16 * j->lds, ss);
+        if (two_n)
+            _tile_stored(3, c + 16 * j->lds + 16, ss);
+    }
+    j->k = 0, j->n0 += 32;
+    return j->n0 < j->cols;
+}
+
+/* acc (nr = 16 or 32 rows) = diag(alpha) acc + P V in steps, as amx_gemm with rowscale on whole
+ * tiles: the rescale of the rows whose alpha is not 1, then per block of 32 columns of acc one
+ * step per k-step (the first loads the C tiles) and one for the store. */
+typedef struct pvjob {
+    const uint16_t *p;   /* the chunk's P rows, ldp elements apart */
+    int64_t ldp;
+    const uint32_t *b;   /* vp */
+    int64_t ldb;         /* words */
+    float *acc;          /* the chunk's first row */
+    int64_t lda;
+    const float *alpha;  /* the chunk's */
+    int64_t nr, Dv, cols;
+    int started;         /* the rescale is done */
+    int64_t d0, k;       /* next step: columns d0 .. d0 + 31 of acc, k-step k (kmax: store) */
+} pvjob;
+
+static void pvjob_init(pvjob *j, const cpu_mm_fwd *f, int64_t r0, const uint16_t *p)
+{
+    j->p = p, j->ldp = f->ldp, j->b = f->vp, j->ldb = f->ldvp;
+    j->acc = f->acc + r0 * f->lda, j->lda = f->lda, j->alpha = f->alpha + r0;
+    j->nr = f->rows - r0 < 32 ? f->rows - r0 : 32, j->Dv = f->Dv, j->cols = f->cols;
+    j->started = 0, j->d0 = 0, j->k = 0;
+}
+
+static int64_t pvjob_steps(const pvjob *j)
+{
+    return 1 + (j->Dv + 31) / 32 * ((j->cols + 31) / 32 + 1);
+}
+
+/* One step; 0 when the product is complete. */
+static inline int pvjob_step(pvjob *j)
+{
+    if (!j->started) {
+        for (int64_t r = 0; r < j->nr; r++)
+            if (j->alpha[r] != 1.0f) {
+                float *row = j->acc + r * j->lda;
+                const __m512 a = _mm512_set1_ps(j->alpha[r]);
+                for (int64_t d = 0; d < j->Dv; d += 16)
+                    _mm512_storeu_ps(row + d, _mm512_mul_ps(a, _mm512_loadu_ps(row + d)));
+            }
+        mm_barrier();
+        j->started = 1;
+        return 1;
+    }
+    if (j->d0 >= j->Dv)
+        return 0;
+    const int two_m = j->nr > 16, two_n = j->Dv - j->d0 > 16;
+    const int64_t sc = j->lda * 4;
+    float *c = j->acc + j->d0;
+    const int64_t k0 = j->k * 32;
+    if (k0 < j->cols) {
+        if (j->k == 0) {
+            _tile_loadd(0, c, sc);
+            if (two_n)
+                _tile_loadd(1, c + 16, sc);
+            if (two_m) {
+                _tile_loadd(2, c + 16 * j->lda, sc);
+                if (two_n)
+                    _tile_loadd(3, c + 16 * j->lda + 16, sc);
+            }
+        }
+        const int64_t sa = j->ldp * 2, sb = j->ldb * 4;
+        const uint32_t *b = j->b + (k0 / 2) * j->ldb + j->d0;
+        _tile_loadd(4, j->p + k0, sa);
+        _tile_loadd(6, b, sb);
+        if (two_n)
+            _tile_loadd(7, b + 16, sb);
+        _tile_dpbf16ps(0, 4, 6);
+        if (two_n)
+            _tile_dpbf16ps(1, 4, 7);
+        if (two_m) {
+            _tile_loadd(5, j->p + 16 * j->ldp + k0, sa);
+            _tile_dpbf16ps(2, 5, 6);
+            if (two_n)
+                _tile_dpbf16ps(3, 5, 7);
+        }
+        j->k++;
+        return 1;
+    }
+    _tile_stored(0, c, sc);
+    if (two_n)
+        _tile_stored(1, c + 16, sc);
+    if (two_m) {
+        _tile_stored(2, c + 16 * j->lda, sc);
+        if (two_n)
+            _tile_stored(3, c + 16 * j->lda + 16, sc);
+    }
+    mm_barrier();
+    j->k = 0, j->d0 += 32;
+    return j->d0 < j->Dv;
+}
+
+/* overlap 0: each chunk's S, softmax, P V in turn; 1: chunk c + 1's S product in steps between
+ * the softmax rows of chunk c; 2: also chunk c - 1's P V (P in two buffers), so that only the
+ * first S product and the last P V run without the vector work beside them. */
+static void amx_fwd_tile(const cpu_mm_fwd *f)
+{
+    const int64_t kns = (f->cols + 15) / 16 * 16, lds = f->lds;
+    const int64_t ksteps = (f->D + 31) / 32, nblk = (f->cols + 31) / 32;
+    const int mode = f->overlap;
+    sjob sj;
+    pvjob pj = {0};
+    int pv_pending = 0; /* mode 2: pj holds the previous chunk's P V, not started */
+    sjob_init(&sj, f, 0, f->s);
+    while (sjob_step(&sj))
+        ;
+    for (int64_t r0 = 0; r0 < f->rows; r0 += 32) {
+        const int64_t nr = f->rows - r0 < 32 ? f->rows - r0 : 32, c = r0 / 32;
+        float *s = f->s + (c & 1) * 32 * lds;
+        uint16_t *p = f->p + (mode == 2 ? (c & 1) * 32 * f->ldp : 0);
+        const int next = r0 + 32 < f->rows;
+        int s_on = next, pv_on = pv_pending;
+        if (next)
+            sjob_init(&sj, f, r0 + 32, f->s + ((c + 1) & 1) * 32 * lds);
+        /* steps of the other products per softmax row, spread over the chunk */
+        const int64_t steps = (s_on && mode ? nblk * (ksteps + 1) : 0) +
+                              (pv_on ? pvjob_steps(&pj) : 0);
+        const int64_t per = (steps + nr - 1) / nr;
+        mm_barrier();
+        for (int64_t r = 0; r < nr; r++) {
+            float *row = s + r * lds;
+            for (int64_t q = f->cols; q < kns; q++)
+                row[q] = -__builtin_inff();
+            cpu_kernels_avx512_mm_softmax(row, lds, 1, kns, f->scale, f->m + r0 + r,
+                                          f->l + r0 + r, f->alpha + r0 + r, p + r * f->ldp,
+                                          f->ldp);
+            for (int64_t u = 0; u < per; u++) {
+                if (s_on && mode)
+                    s_on = sjob_step(&sj);
+                else if (pv_on)
+                    pv_on = pvjob_step(&pj);
+            }
+        }
+        while (s_on)
+            s_on = sjob_step(&sj);
+        while (pv_on)
+            pv_on = pvjob_step(&pj);
+        mm_barrier();
+        pvjob_init(&pj, f, r0, p);
+        pv_pending = mode == 2;
+        if (!pv_pending)
+            while (pvjob_step(&pj))
+                ;
+    }
+    if (pv_pending)
+        while (pvjob_step(&pj))
+            ;
+}
+
 const cpu_mm_bf16 cpu_mm_bf16_amx = {
     .unit = "amx",
     .begin = amx_begin,
@@ -168,5 +396,6 @@ const cpu_mm_bf16 cpu_mm_bf16_amx = {
     .pack_bt = cpu_mm_avx512_pack_bt,
     .gemm = amx_gemm,
     .softmax = cpu_kernels_avx512_mm_softmax,
+    .fwd_tile = amx_fwd_tile,
 };
 #endif

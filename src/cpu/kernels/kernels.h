@@ -52,6 +52,7 @@
  */
 enum { CPU_MM_KP = 32 }; /* the reduction dimension is padded to a multiple of this */
 
+struct cpu_mm_fwd;
 typedef struct cpu_mm_bf16 {
     const char *unit; /* "amx", "avx512bf16", "scalar model" */
 
@@ -87,7 +88,38 @@ typedef struct cpu_mm_bf16 {
      * A row that has seen only -inf keeps m = -inf, l = 0, P = 0, alpha = 1.                */
     void (*softmax)(const float *S, int64_t lds, int64_t br, int64_t bc, float scale,
                     float *m, float *l, float *alpha, uint16_t *P, int64_t ldp);
+
+    /* Optional (NULL: the loop nest runs gemm, softmax, gemm per chunk itself): the forward's
+     * whole update of f->rows query rows against one key tile that every row sees in full (no
+     * mask, no score modifier), in chunks of 32 rows, with the same arithmetic as that
+     * sequence (bit for bit: S = Q K^T from zero, the softmax above, acc = alpha acc + P V).
+     * Inside a begin/end pair. See cpu_mm_fwd.                                              */
+    void (*fwd_tile)(const struct cpu_mm_fwd *f);
 } cpu_mm_bf16;
+
+/* The arguments of cpu_mm_bf16.fwd_tile. R16 / R32 = round up to 16 / 32. */
+typedef struct cpu_mm_fwd {
+    const uint16_t *q;  /* rows x R32(D) bf16 (ldq elements), zero columns D .. R32(D)      */
+    int64_t ldq;
+    int64_t rows;       /* a multiple of 16                                                  */
+    int64_t D, Dv;      /* Dv a multiple of 16                                              */
+    int64_t cols;       /* keys of the tile, >= 1                                           */
+    const uint32_t *kp; /* K tile by pack_bt (N = cols, K = D), ldkp >= R16(cols) words     */
+    int64_t ldkp;
+    const uint32_t *vp; /* V tile by pack_b (K = cols, N = Dv), ldvp >= Dv words            */
+    int64_t ldvp;
+    float scale;        /* as softmax                                                        */
+    float *m, *l, *alpha; /* rows each: the running softmax state (alpha out)               */
+    float *acc;         /* rows x Dv float32 (lda floats), += as the gemm with rowscale     */
+    int64_t lda;
+    float *s;           /* scratch: 64 x lds float32, lds >= R16(cols)                      */
+    int64_t lds;
+    uint16_t *p;        /* scratch: 64 x ldp bf16, ldp >= R32(cols)                          */
+    int64_t ldp;
+    int overlap;        /* 0: chunk by chunk; 1: the next chunk's S = Q K^T is issued between
+                         * the softmax rows of this one (the matrix unit and the vector units
+                         * in parallel); 2: the previous chunk's P V too                     */
+} cpu_mm_fwd;
 /* The score modifiers of the attention v2 contract, as the kernels apply them (see the
  * score_mod_t / score_mod_row entries). */
 typedef struct cpu_score_mod {

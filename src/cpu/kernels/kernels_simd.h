@@ -341,7 +341,8 @@ void SIMD_MM_CAT(SIMD_TABLE, _mm_softmax)(const float *S, int64_t lds, int64_t b
              * model's max keeps it), as O and LSE must */
             mxx = NAN;
         }
-        const float a = exp2f(m[i] - mxx); /* exactly 1 when the max did not grow */
+        /* exactly 1 when the max did not grow; no libm call then (most rows of most tiles) */
+        const float a = m[i] == mxx ? 1.0f : exp2f(m[i] - mxx);
         const vf nm = v_set1(-mxx);
         vf vsum = v_zero();
         for (j = 0; j + SIMD_VL <= bc; j += SIMD_VL) {
