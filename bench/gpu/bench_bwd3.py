@@ -13,6 +13,7 @@ FLASHC_CUDA_BWD_KERNEL (read at every call):
   v2s / v2s_det         sm90v2s (d 64 only): one warpgroup of 64 keys per block, 2 blocks/SM
                         (the default at d 64 since round 2: flashc / flashc_det there)
   v2sa                  sm90v2sa (d 64 only): sm90v2s with dQ by 16-byte atomics
+  v2sd_det              sm90v2sd (d 64 only): sm90v2s, deterministic adds from registers
   flashc / flashc_det   the dispatcher's choice
   sm80 / sm80_det       the mma.sync family
 The table (printed last) gives each TFLOP/s and v2's ratios to SDPA flash, to cuDNN, to the
@@ -37,7 +38,7 @@ CONFIGS = {"flashc_sm90": (0, 0, False, "sm90"), "flashc_sm90_det": (0, 0, True,
            "flashc_v2": (0, 0, False, "sm90v2"), "flashc_v2_det": (0, 0, True, "sm90v2"),
            "flashc_v2e": (0, 0, False, "sm90v2e"), "flashc_v2e_det": (0, 0, True, "sm90v2e"),
            "flashc_v2s": (0, 0, False, "sm90v2s"), "flashc_v2s_det": (0, 0, True, "sm90v2s"),
-           "flashc_v2sa": (0, 0, False, "sm90v2sa"),
+           "flashc_v2sa": (0, 0, False, "sm90v2sa"), "flashc_v2sd_det": (0, 0, True, "sm90v2sd"),
            "flashc_sm80": (0, 0, False, "sm80"), "flashc_sm80_det": (0, 0, True, "sm80")}
 
 
@@ -52,7 +53,8 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--dims", default="64")
     ap.add_argument("--seqlens", default="2048,16384")
-    ap.add_argument("--configs", default="flashc,flashc_det,flashc_v2sa,flashc_sm80,flashc_sm80_det")
+    ap.add_argument("--configs", default="flashc,flashc_det,flashc_v2sa,flashc_v2sd_det,flashc_sm80,"
+                    "flashc_sm80_det")
     ap.add_argument("--budget-ms", type=float, default=100.0)
     a = ap.parse_args()
     bb.BUDGET_MS = a.budget_ms
@@ -96,6 +98,7 @@ def table(rows, configs):
     ratios = [("/flash", "flashc", "flash"), ("/cuDNN", "flashc", "cudnn"),
               ("/sm80", "flashc", "flashc_sm80"), ("det/fast", "flashc_det", "flashc"),
               ("sm80det/det", "flashc_sm80_det", "flashc_det"), ("v2sa/flashc", "flashc_v2sa", "flashc"),
+              ("v2sd_det/det", "flashc_v2sd_det", "flashc_det"), ("v2sd_det/fast", "flashc_v2sd_det", "flashc"),
               ("v2/flash", "flashc_v2", "flash"), ("v2/sm90", "flashc_v2", "flashc_sm90"),
               ("v2s/v2", "flashc_v2s", "flashc_v2"), ("v2det/v2", "flashc_v2_det", "flashc_v2")]
     ratios = [x for x in ratios if x[1] in impls and x[2] in impls]

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # bench/gpu/s4_bwd3.sh BUILD_DIR — helper bwd3 (issue 12), round 2, <= 45 s on the H200:
-#  1. tests/test_cuda_attn_bwd forced onto sm90v2sa (src/cuda/attn_bwd_sm90v2.cu: sm90v2s, the
-#     new d 64 default, with dQ by 16-byte atomics), d 64 suites (bf16, fp16: MHA/GQA/MQA,
-#     causal, rows that see no key, fast + deterministic), the modifiers' short cases, memcheck
-#     on a short case;
+#  1. tests/test_cuda_attn_bwd forced onto sm90v2sa and sm90v2sd (src/cuda/attn_bwd_sm90v2.cu:
+#     sm90v2s, the new d 64 default, with dQ by 16-byte atomics / with deterministic adds from
+#     registers), d 64 suites (bf16, fp16: MHA/GQA/MQA, causal, rows that see no key, fast +
+#     deterministic), the modifiers' short cases, sm90v2sd's det bitwise and graph tests,
+#     memcheck on a short case of sm90v2sd (sm90v2sa's only new code is sm90's
+#     atomic epilogue);
 #  2. bench/gpu/bench_bwd3.py at d 64: the dispatcher's choice (sm90v2s) fast and deterministic,
-#     sm90v2sa, sm80 fast and deterministic, SDPA flash and cuDNN; causal and not, S 2k and 16k
+#     sm90v2sa, sm90v2sd deterministic, sm80 fast and deterministic, SDPA flash and cuDNN; causal and not, S 2k and 16k
 #     (B*S 16k, hidden 2048). (Round 1's run, 23:00, timed sm90 / sm90v2 at d 128 and
 #     sm90v2 / v2e / v2s at d 64: bench/RESULTS.md.)
 # BUILD_DIR: built with tests (libflashc.so, tests/test_cuda_attn_bwd); no rebuild. Logs in
@@ -37,9 +39,17 @@ if [ -x "$TEST" ]; then
   for s in bf16_d64 f16_d64; do
     job "sa-$s" 22 env FLASHC_TEST_FILTER="test_$s" "$TEST"
   done
-  job sa-mods 22 env FLASHC_TEST_SMALL=1 FLASHC_TEST_FILTER='test_modifiers' "$TEST"
+  job sa-mods 22 env OMP_NUM_THREADS=2 FLASHC_TEST_SMALL=1 FLASHC_TEST_FILTER='test_modifiers' "$TEST"
+  # sm90v2sd: sm90v2s whose deterministic mode adds from registers (fast mode: sm90v2s)
+  FAM=sm90v2sd
+  for s in bf16_d64 f16_d64; do
+    job "sd-$s" 22 env FLASHC_TEST_FILTER="test_$s" "$TEST"
+  done
+  job sd-det 22 env OMP_NUM_THREADS=2 FLASHC_TEST_FILTER='test_deterministic_bitwise' "$TEST"
+  job sd-graph 22 env OMP_NUM_THREADS=2 FLASHC_TEST_FILTER='test_graph_capture' "$TEST"
+  job sd-mods 22 env OMP_NUM_THREADS=2 FLASHC_TEST_SMALL=1 FLASHC_TEST_FILTER='test_modifiers' "$TEST"
   if command -v compute-sanitizer >/dev/null; then
-    job mc-sa-d64 22 env FLASHC_TEST_SMALL=1 FLASHC_TEST_FILTER='test_bf16_d64' \
+    job mc-sd-d64 22 env FLASHC_TEST_SMALL=1 FLASHC_TEST_FILTER='test_bf16_d64' \
       compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$TEST"
   else
     echo "s4_bwd3: no compute-sanitizer on PATH: memcheck not run"
@@ -69,7 +79,7 @@ FLASHC_LIBRARY="$LIB" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHON
 brc=$?
 [ $brc -eq 124 ] && echo "s4_bwd3: bench TIMED OUT after $left s (partial log below)"
 [ $brc -ne 0 ] && rc_all=1
-echo "== tests (FLASHC_CUDA_BWD_KERNEL=sm90v2sa; mc-*: memcheck)"
+echo "== tests (FLASHC_CUDA_BWD_KERNEL=sm90v2sa (sa-*) or sm90v2sd (sd-*); mc-*: memcheck)"
 echo "$summary"
 grep -E 'WRONG|^device' "$OUT/bench.log"
 if grep -q '^bwd alone' "$OUT/bench.log"; then

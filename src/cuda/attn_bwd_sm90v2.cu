@@ -118,9 +118,12 @@ static __device__ __forceinline__ float bwd90v2_l(float lse)
  * ATOM (family sm90v2sa, d 64, fast mode only): dQ added from registers by 16-byte atomics
  * as in sm90, not by the staging tile and bulk reductions (the device run of 23:00 measured
  * sm90v2 at d 128 0.92-0.96x sm90: is it the bulk path? At d 128 the atomics' shuffles spill
- * 36 bytes, so only d 64 has the instance). */
+ * 36 bytes, so only d 64 has the instance).
+ * REGDET (family sm90v2sd, d 64, deterministic mode only): the turn's adds from registers by
+ * 16-byte L2 loads and stores, as sm90's deterministic mode, instead of a bulk reduction the
+ * warp must see complete before it releases the turn. */
 template <typename T, int D, bool DET, bool MODS, bool EARLY = false, int NWG = 2,
-          bool ATOM = false>
+          bool ATOM = false, bool REGDET = false>
 __global__ void __launch_bounds__(128 * NWG, 3 - NWG) attn_bwd_sm90v2_kernel(const attn_bwd_args a)
 {
 #if FLASHC_PTX_SM90A
@@ -393,7 +396,41 @@ __global__ void __launch_bounds__(128 * NWG, 3 - NWG) attn_bwd_sm90v2_kernel(con
         bwd90v2_fence(da);
 
         /* acc[j]: rows 16 wq + g (+8), columns 8 j + 2t, +1 */
-        if constexpr (ATOM && !DET) {
+        if constexpr (REGDET && DET) {
+            const bool odd = (t & 1) != 0;
+            const int arow = wq * 16 + g + (odd ? 8 : 0);
+            const bool row_ok = m0 + arow < a.Sq;
+            float *p = a.dq_acc + (((int64_t)b * a.Hq + h) * a.Sq + m0 + arow) * D +
+                       (DQ_BY_KEYS ? 0 : wg * 64) + 2 * t - (odd ? 2 : 0);
+            if (lane == 0) {
+                const int *sem = a.sem + ((int64_t)b * a.Hq + h) * n_mb + m;
+                const int turn = bwd_turn(rg, n_block, (int)gridDim.x, m, BM, BN);
+                const int target = 4 * NWG * turn + (DQ_BY_KEYS ? 4 * wg : 0);
+                while (ptx_ld_acquire_gpu(sem) < target) {
+                }
+            }
+            __syncwarp(); /* our turn: the blocks before us in the order added theirs */
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const float s0 = odd ? acc[j][0] : acc[j][2];
+                const float s1 = odd ? acc[j][1] : acc[j][3];
+                const float r0 = __shfl_xor_sync(0xffffffffu, s0, 1);
+                const float r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
+                if (row_ok) {
+                    float4 *q = (float4 *)(p + j * 8);
+                    float4 v = __ldcg(q);
+                    if (odd)
+                        v.x += r0, v.y += r1, v.z += acc[j][2], v.w += acc[j][3];
+                    else
+                        v.x += acc[j][0], v.y += acc[j][1], v.z += r0, v.w += r1;
+                    __stcg(q, v);
+                }
+            }
+            __threadfence(); /* this lane's adds, device-wide, before the release */
+            __syncwarp();
+            if (lane == 0)
+                ptx_red_release_gpu_add(a.sem + ((int64_t)b * a.Hq + h) * n_mb + m, 1);
+        } else if constexpr (ATOM && !DET) {
             /* lane pairs (t, t ^ 1) swap halves: the even lane then holds row g, columns
              * 8 j + 2t .. +3, the odd one row g + 8, columns 8 j + 2t - 2 .. +1 */
             const bool odd = (t & 1) != 0;
@@ -520,7 +557,7 @@ __global__ void __launch_bounds__(256) attn_bwd_sm90v2_post_kernel(const attn_bw
     }
 }
 
-template <typename T, int D, bool EARLY, int NWG, bool ATOM = false>
+template <typename T, int D, bool EARLY, int NWG, bool ATOM = false, bool REGDET = false>
 static cudaError_t attn_bwd_sm90v2_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
     const int64_t rows = (int64_t)a->B * a->Hq * a->Sq;
@@ -532,9 +569,9 @@ static cudaError_t attn_bwd_sm90v2_launch(const attn_bwd_args *a, cudaStream_t s
     constexpr int smem = bwd90v2_smem<D, NWG>::LAUNCH;
     const bool mods = a->softcap > 0.0f || a->alibi;
     void (*kernel)(const attn_bwd_args) =
-        mods ? (a->deterministic ? attn_bwd_sm90v2_kernel<T, D, true, true, false, NWG>
+        mods ? (a->deterministic ? attn_bwd_sm90v2_kernel<T, D, true, true, false, NWG, false, REGDET>
                                  : attn_bwd_sm90v2_kernel<T, D, false, true, false, NWG, ATOM>)
-             : (a->deterministic ? attn_bwd_sm90v2_kernel<T, D, true, false, EARLY, NWG>
+             : (a->deterministic ? attn_bwd_sm90v2_kernel<T, D, true, false, EARLY, NWG, false, REGDET>
                                  : attn_bwd_sm90v2_kernel<T, D, false, false, EARLY, NWG, ATOM>);
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     /* the largest shared-memory carveout, so that sm90v2s's two blocks fit on an SM */
@@ -554,7 +591,7 @@ static cudaError_t attn_bwd_sm90v2_launch(const attn_bwd_args *a, cudaStream_t s
     return cudaGetLastError();
 }
 
-/* opt_in 1: taken only under FLASHC_CUDA_BWD_KERNEL=sm90v2, sm90v2e, sm90v2sa (attn_bwd.cu);
+/* opt_in 1: taken only under FLASHC_CUDA_BWD_KERNEL=sm90v2, sm90v2e, sm90v2sa, sm90v2sd;
  * sm90v2s is the dispatcher's choice at d 64 (the sm80 family stays at FLASHC_CUDA_BWD_KERNEL=sm80).
  * sm90v2e at d 64 only: at d 128 the early dV holds P^T's fragments beside dP^T and spills
  * (56 bytes by ptxas), at d 64 it fits (236 registers). sm90v2s (d 64): one warpgroup of 64
@@ -585,6 +622,10 @@ const attn_bwd_variant attn_bwd_sm90v2_variants[] = {
      bwd90v2_smem<64, 1>::LAUNCH, attn_bwd_sm90v2_launch<__nv_bfloat16, 64, false, 1, true>, NULL, 1},
     {"attn_bwd_f16_sm90v2sa_d64_64x64", "sm90v2sa", FLASHC_F16, 64, 90, 90, V2_BM, 64, 1,
      bwd90v2_smem<64, 1>::LAUNCH, attn_bwd_sm90v2_launch<__half, 64, false, 1, true>, NULL, 1},
+    {"attn_bwd_bf16_sm90v2sd_d64_64x64", "sm90v2sd", FLASHC_BF16, 64, 90, 90, V2_BM, 64, 1,
+     bwd90v2_smem<64, 1>::LAUNCH, attn_bwd_sm90v2_launch<__nv_bfloat16, 64, false, 1, false, true>, NULL, 1},
+    {"attn_bwd_f16_sm90v2sd_d64_64x64", "sm90v2sd", FLASHC_F16, 64, 90, 90, V2_BM, 64, 1,
+     bwd90v2_smem<64, 1>::LAUNCH, attn_bwd_sm90v2_launch<__half, 64, false, 1, false, true>, NULL, 1},
 };
 const int attn_bwd_sm90v2_variant_count =
     (int)(sizeof attn_bwd_sm90v2_variants / sizeof attn_bwd_sm90v2_variants[0]);
