@@ -11,6 +11,10 @@ FLASHC_CUDA_BWD_KERNEL (read at every call):
   v2 / v2_det           sm90v2 (src/cuda/attn_bwd_sm90v2.cu)
   v2e / v2e_det         sm90v2e (d 64 only): sm90v2 with dV issued before dS is computed
   v2s / v2s_det         sm90v2s (d 64 only): one warpgroup of 64 keys per block, 2 blocks/SM
+                        (the default at d 64 since round 2: flashc / flashc_det there)
+  v2sa                  sm90v2sa (d 64 only): sm90v2s with dQ by 16-byte atomics
+  v2sd_det              sm90v2sd (d 64 only): sm90v2s, deterministic adds from registers
+  flashc / flashc_det   the dispatcher's choice
   sm80 / sm80_det       the mma.sync family
 The table (printed last) gives each TFLOP/s and v2's ratios to SDPA flash, to cuDNN, to the
 family it would replace (sm90 at d 128, sm80 at d 64) and det / fast.
@@ -34,6 +38,7 @@ CONFIGS = {"flashc_sm90": (0, 0, False, "sm90"), "flashc_sm90_det": (0, 0, True,
            "flashc_v2": (0, 0, False, "sm90v2"), "flashc_v2_det": (0, 0, True, "sm90v2"),
            "flashc_v2e": (0, 0, False, "sm90v2e"), "flashc_v2e_det": (0, 0, True, "sm90v2e"),
            "flashc_v2s": (0, 0, False, "sm90v2s"), "flashc_v2s_det": (0, 0, True, "sm90v2s"),
+           "flashc_v2sa": (0, 0, False, "sm90v2sa"), "flashc_v2sd_det": (0, 0, True, "sm90v2sd"),
            "flashc_sm80": (0, 0, False, "sm80"), "flashc_sm80_det": (0, 0, True, "sm80")}
 
 
@@ -46,10 +51,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
     ap.add_argument("--out", default=None)
-    ap.add_argument("--dims", default="128,64")
+    ap.add_argument("--dims", default="64")
     ap.add_argument("--seqlens", default="2048,16384")
-    ap.add_argument("--configs", default="flashc_sm90,flashc_sm90_det,flashc_v2,flashc_v2_det,"
-                    "flashc_v2e,flashc_v2e_det,flashc_v2s,flashc_v2s_det,flashc_sm80")
+    ap.add_argument("--configs", default="flashc,flashc_det,flashc_v2sa,flashc_v2sd_det,flashc_sm80,"
+                    "flashc_sm80_det")
     ap.add_argument("--budget-ms", type=float, default=100.0)
     a = ap.parse_args()
     bb.BUDGET_MS = a.budget_ms
@@ -73,6 +78,8 @@ def main():
             cf = tuple(c for c in configs
                        if not c.startswith(("flashc_sm80", "flashc_v2e", "flashc_v2s"))) \
                 if d == 128 else tuple(c for c in configs if not c.startswith("flashc_sm90"))
+            if not cf:
+                continue
             bb.part2(lib, seqlens, rows, d=d, configs=cf, peers=("flash", "cudnn"), part=3)
     finally:
         if a.out:
@@ -87,11 +94,19 @@ def main():
 def table(rows, configs):
     impls = [c for c in configs if any(r["impl"] == c for r in rows)] + ["flash", "cudnn"]
     nan = float("nan")
-    print("\nbwd alone, bf16, B*S = 16k, hidden 2048: TFLOP/s (median); v2 = sm90v2; "
-          "old = sm90 at d 128, sm80 at d 64")
-    print("| d | causal | S | " + " | ".join(impls) +
-          " | v2/flash | v2/cuDNN | v2/old | v2det/v2 | v2e/v2 | v2s/v2 | v2s/flash |")
-    print("|---|---|---|" + "---|" * (len(impls) + 7))
+    # (label, numerator, denominator, denominator at d 64 when it differs)
+    ratios = [("/flash", "flashc", "flash"), ("/cuDNN", "flashc", "cudnn"),
+              ("/sm80", "flashc", "flashc_sm80"), ("det/fast", "flashc_det", "flashc"),
+              ("sm80det/det", "flashc_sm80_det", "flashc_det"), ("v2sa/flashc", "flashc_v2sa", "flashc"),
+              ("v2sd_det/det", "flashc_v2sd_det", "flashc_det"), ("v2sd_det/fast", "flashc_v2sd_det", "flashc"),
+              ("v2/flash", "flashc_v2", "flash"), ("v2/sm90", "flashc_v2", "flashc_sm90"),
+              ("v2s/v2", "flashc_v2s", "flashc_v2"), ("v2det/v2", "flashc_v2_det", "flashc_v2")]
+    ratios = [x for x in ratios if x[1] in impls and x[2] in impls]
+    print("\nbwd alone, bf16, B*S = 16k, hidden 2048: TFLOP/s (median); flashc = the dispatcher's "
+          "choice (sm90 at d 128, sm90v2s at d 64 since round 2); v2 = sm90v2 etc.")
+    print("| d | causal | S | " + " | ".join(i.replace("flashc_", "") for i in impls) + " | " +
+          " | ".join(x[0] for x in ratios) + " |")
+    print("|---|---|---|" + "---|" * (len(impls) + len(ratios)))
     for d in sorted({r["d"] for r in rows}, reverse=True):
         for causal in (False, True):
             for S in sorted({r["S"] for r in rows}):
@@ -100,17 +115,13 @@ def table(rows, configs):
                 if not get:
                     continue
                 t = {i: get[i].get("tflops", nan) if i in get else nan for i in impls}
-                old = t.get("flashc_sm90" if d == 128 else "flashc_sm80", nan)
 
                 def ratio(x, y):
                     return f"{x / y:.2f}" if x == x and y == y and y > 0 else "-"
                 cells = [f"{t[i]:.0f}" if not math.isnan(t[i]) else get.get(i, {}).get("status", "-")
                          for i in impls]
-                print(f"| {d} | {'yes' if causal else 'no'} | {S} | " + " | ".join(cells) +
-                      f" | {ratio(t.get('flashc_v2', nan), t['flash'])} | {ratio(t.get('flashc_v2', nan), t['cudnn'])}"
-                      f" | {ratio(t.get('flashc_v2', nan), old)} | {ratio(t.get('flashc_v2_det', nan), t.get('flashc_v2', nan))}"
-                      f" | {ratio(t.get('flashc_v2e', nan), t.get('flashc_v2', nan))}"
-                      f" | {ratio(t.get('flashc_v2s', nan), t.get('flashc_v2', nan))} | {ratio(t.get('flashc_v2s', nan), t['flash'])} |")
+                print(f"| {d} | {'yes' if causal else 'no'} | {S} | " + " | ".join(cells) + " | " +
+                      " | ".join(ratio(t[x[1]], t[x[2]]) for x in ratios) + " |")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 /*
- * attn_bwd_sm90v2.cu — the Hopper backward's second version (family "sm90v2", opt-in through
- * FLASHC_CUDA_BWD_KERNEL=sm90v2 until a device run shows it correct and faster): the sm90
+ * attn_bwd_sm90v2.cu — the Hopper backward's second version: families sm90v2 (d 64, 128),
+ * sm90v2e, sm90v2sa (d 64; opt-in through FLASHC_CUDA_BWD_KERNEL) and sm90v2s (d 64, the
+ * default there since the device run of 23:00: correct, 1.27x sm80; at d 128 sm90v2 measured
+ * 0.92-0.96x sm90, which stays the default). The sm90
  * kernel's products and layout (attn_bwd_sm90.cu: S^T = K Q^T, dP^T = V dO^T, P^T / dS^T in
  * registers as the A operands of dV += P^T dO and dK += dS^T Q, dS stored transposed by
  * stmatrix for dQ = dS K) with the waits that did not have to be there taken out:
@@ -112,8 +114,16 @@ static __device__ __forceinline__ float bwd90v2_l(float lse)
 
 /* T: __nv_bfloat16 or __half; D: 64 or 128; DET: deterministic dQ; MODS: softcap or ALiBi.
  * EARLY (family sm90v2e, d 64, without MODS only): dV += P^T dO is issued as soon as P^T is
- * packed, so it runs on the tensor cores while dS^T = P^T (dP^T - D) is computed. */
-template <typename T, int D, bool DET, bool MODS, bool EARLY = false, int NWG = 2>
+ * packed, so it runs on the tensor cores while dS^T = P^T (dP^T - D) is computed.
+ * ATOM (family sm90v2sa, d 64, fast mode only): dQ added from registers by 16-byte atomics
+ * as in sm90, not by the staging tile and bulk reductions (the device run of 23:00 measured
+ * sm90v2 at d 128 0.92-0.96x sm90: is it the bulk path? At d 128 the atomics' shuffles spill
+ * 36 bytes, so only d 64 has the instance).
+ * REGDET (family sm90v2sd, d 64, deterministic mode only): the turn's adds from registers by
+ * 16-byte L2 loads and stores, as sm90's deterministic mode, instead of a bulk reduction the
+ * warp must see complete before it releases the turn. */
+template <typename T, int D, bool DET, bool MODS, bool EARLY = false, int NWG = 2,
+          bool ATOM = false, bool REGDET = false>
 __global__ void __launch_bounds__(128 * NWG, 3 - NWG) attn_bwd_sm90v2_kernel(const attn_bwd_args a)
 {
 #if FLASHC_PTX_SM90A
@@ -385,62 +395,118 @@ __global__ void __launch_bounds__(128 * NWG, 3 - NWG) attn_bwd_sm90v2_kernel(con
         bwd90v2_fence(pa);
         bwd90v2_fence(da);
 
-        /* acc[j]: rows 16 wq + g (+8), columns 8 j + 2t, +1: this warp's 16 rows into the
-         * staging buffer of this iteration, then lane r < 16 adds row 16 wq + r. Before the
-         * stores: this warp's bulk reads of two iterations ago (the same buffer) are done. */
-        const uint32_t stage_s = base + L::DQ + buf * L::DQ_BUF + wg * BM * V2_DQ_ROW;
-        if (!DET && lane < 16)
-            ptx_bulk_wait_read<1>();
-        __syncwarp();
-        {
-            const uint32_t st0 = stage_s + (uint32_t)((wq * 16 + g) * V2_DQ_ROW + 8 * t);
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                ptx_st_shared_v2_f32(st0 + 32 * j, acc[j][0], acc[j][1]);
-                ptx_st_shared_v2_f32(st0 + 8 * V2_DQ_ROW + 32 * j, acc[j][2], acc[j][3]);
-            }
-        }
-        ptx_fence_proxy_async_shared(); /* the stores, for the copy engine's reads */
-        __syncwarp();
-        const int row = wq * 16 + lane;
-        const bool adds = lane < 16 && m0 + row < a.Sq;
-        float *dqa = a.dq_acc + (((int64_t)b * a.Hq + h) * a.Sq + m0 + row) * D +
-                     (DQ_BY_KEYS ? 0 : wg * 64);
-        if constexpr (!DET) {
-            if (adds)
-                ptx_bulk_reduce_add_f32(dqa, stage_s + (uint32_t)row * V2_DQ_ROW, 256);
-            if (lane < 16)
-                ptx_bulk_commit();
-        } else {
+        /* acc[j]: rows 16 wq + g (+8), columns 8 j + 2t, +1 */
+        if constexpr (REGDET && DET) {
+            const bool odd = (t & 1) != 0;
+            const int arow = wq * 16 + g + (odd ? 8 : 0);
+            const bool row_ok = m0 + arow < a.Sq;
+            float *p = a.dq_acc + (((int64_t)b * a.Hq + h) * a.Sq + m0 + arow) * D +
+                       (DQ_BY_KEYS ? 0 : wg * 64) + 2 * t - (odd ? 2 : 0);
             if (lane == 0) {
                 const int *sem = a.sem + ((int64_t)b * a.Hq + h) * n_mb + m;
-                /* every warp (4 NWG) releases one count; d 64's warpgroup 1 also waits
-                 * for warpgroup 0 of its own block */
                 const int turn = bwd_turn(rg, n_block, (int)gridDim.x, m, BM, BN);
                 const int target = 4 * NWG * turn + (DQ_BY_KEYS ? 4 * wg : 0);
                 while (ptx_ld_acquire_gpu(sem) < target) {
                 }
             }
+            __syncwarp(); /* our turn: the blocks before us in the order added theirs */
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const float s0 = odd ? acc[j][0] : acc[j][2];
+                const float s1 = odd ? acc[j][1] : acc[j][3];
+                const float r0 = __shfl_xor_sync(0xffffffffu, s0, 1);
+                const float r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
+                if (row_ok) {
+                    float4 *q = (float4 *)(p + j * 8);
+                    float4 v = __ldcg(q);
+                    if (odd)
+                        v.x += r0, v.y += r1, v.z += acc[j][2], v.w += acc[j][3];
+                    else
+                        v.x += acc[j][0], v.y += acc[j][1], v.z += r0, v.w += r1;
+                    __stcg(q, v);
+                }
+            }
+            __threadfence(); /* this lane's adds, device-wide, before the release */
             __syncwarp();
-            if (lane < 16) {
-                ptx_fence_proxy_async_global(); /* the acquire before our bulk adds */
+            if (lane == 0)
+                ptx_red_release_gpu_add(a.sem + ((int64_t)b * a.Hq + h) * n_mb + m, 1);
+        } else if constexpr (ATOM && !DET) {
+            /* lane pairs (t, t ^ 1) swap halves: the even lane then holds row g, columns
+             * 8 j + 2t .. +3, the odd one row g + 8, columns 8 j + 2t - 2 .. +1 */
+            const bool odd = (t & 1) != 0;
+            const int arow = wq * 16 + g + (odd ? 8 : 0);
+            const bool row_ok = m0 + arow < a.Sq;
+            float *p = a.dq_acc + (((int64_t)b * a.Hq + h) * a.Sq + m0 + arow) * D +
+                       (DQ_BY_KEYS ? 0 : wg * 64) + 2 * t - (odd ? 2 : 0);
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const float s0 = odd ? acc[j][0] : acc[j][2];
+                const float s1 = odd ? acc[j][1] : acc[j][3];
+                const float r0 = __shfl_xor_sync(0xffffffffu, s0, 1);
+                const float r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
+                if (row_ok)
+                    atomicAdd((float4 *)(p + j * 8),
+                              odd ? make_float4(r0, r1, acc[j][2], acc[j][3])
+                                  : make_float4(acc[j][0], acc[j][1], r0, r1));
+            }
+        } else {
+            /* this warp's 16 rows into the staging buffer of this iteration, then lane r < 16
+             * adds row 16 wq + r; before the stores, this warp's bulk reads of two iterations
+             * ago (the same buffer) are done */
+            const uint32_t stage_s = base + L::DQ + buf * L::DQ_BUF + wg * BM * V2_DQ_ROW;
+            if (!DET && lane < 16)
+                ptx_bulk_wait_group_read<1>();
+            __syncwarp();
+            {
+                const uint32_t st0 = stage_s + (uint32_t)((wq * 16 + g) * V2_DQ_ROW + 8 * t);
+    #pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    ptx_st_shared_v2_f32(st0 + 32 * j, acc[j][0], acc[j][1]);
+                    ptx_st_shared_v2_f32(st0 + 8 * V2_DQ_ROW + 32 * j, acc[j][2], acc[j][3]);
+                }
+            }
+            ptx_fence_proxy_async_shared(); /* the stores, for the copy engine's reads */
+            __syncwarp();
+            const int row = wq * 16 + lane;
+            const bool adds = lane < 16 && m0 + row < a.Sq;
+            float *dqa = a.dq_acc + (((int64_t)b * a.Hq + h) * a.Sq + m0 + row) * D +
+                         (DQ_BY_KEYS ? 0 : wg * 64);
+            if constexpr (!DET) {
                 if (adds)
                     ptx_bulk_reduce_add_f32(dqa, stage_s + (uint32_t)row * V2_DQ_ROW, 256);
-                ptx_bulk_commit();
-                ptx_bulk_wait<0>(); /* our adds performed ... */
-                ptx_fence_proxy_async_global(); /* ... and ordered before the release */
-            }
-            __syncwarp();
-            if (lane == 0) {
-                __threadfence();
-                ptx_red_release_gpu_add(a.sem + ((int64_t)b * a.Hq + h) * n_mb + m, 1);
+                if (lane < 16)
+                    ptx_bulk_commit_group();
+            } else {
+                if (lane == 0) {
+                    const int *sem = a.sem + ((int64_t)b * a.Hq + h) * n_mb + m;
+                    /* every warp (4 NWG) releases one count; d 64's warpgroup 1 also waits
+                     * for warpgroup 0 of its own block */
+                    const int turn = bwd_turn(rg, n_block, (int)gridDim.x, m, BM, BN);
+                    const int target = 4 * NWG * turn + (DQ_BY_KEYS ? 4 * wg : 0);
+                    while (ptx_ld_acquire_gpu(sem) < target) {
+                    }
+                }
+                __syncwarp();
+                if (lane < 16) {
+                    ptx_fence_proxy_async_global(); /* the acquire before our bulk adds */
+                    if (adds)
+                        ptx_bulk_reduce_add_f32(dqa, stage_s + (uint32_t)row * V2_DQ_ROW, 256);
+                    ptx_bulk_commit_group();
+                    ptx_bulk_wait_group<0>(); /* our adds performed ... */
+                    ptx_fence_proxy_async_global(); /* ... and ordered before the release */
+                }
+                __syncwarp();
+                if (lane == 0) {
+                    __threadfence();
+                    ptx_red_release_gpu_add(a.sem + ((int64_t)b * a.Hq + h) * n_mb + m, 1);
+                }
             }
         }
         h = h_next, m = m_next;
     }
     /* the block's shared memory outlives the copy engine's last reads */
     if (lane < 16)
-        ptx_bulk_wait<0>();
+        ptx_bulk_wait_group<0>();
 
     /* dK = scale dS^T Q and dV; rows past Sk not stored; all zero if no query sees the keys */
     T *dkg = (T *)a.dk + b * a.sdk[0] + hk * a.sdk[2] + (int64_t)n0 * a.sdk[1] + 2 * t;
@@ -491,7 +557,7 @@ __global__ void __launch_bounds__(256) attn_bwd_sm90v2_post_kernel(const attn_bw
     }
 }
 
-template <typename T, int D, bool EARLY, int NWG>
+template <typename T, int D, bool EARLY, int NWG, bool ATOM = false, bool REGDET = false>
 static cudaError_t attn_bwd_sm90v2_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
     const int64_t rows = (int64_t)a->B * a->Hq * a->Sq;
@@ -503,10 +569,10 @@ static cudaError_t attn_bwd_sm90v2_launch(const attn_bwd_args *a, cudaStream_t s
     constexpr int smem = bwd90v2_smem<D, NWG>::LAUNCH;
     const bool mods = a->softcap > 0.0f || a->alibi;
     void (*kernel)(const attn_bwd_args) =
-        mods ? (a->deterministic ? attn_bwd_sm90v2_kernel<T, D, true, true, false, NWG>
-                                 : attn_bwd_sm90v2_kernel<T, D, false, true, false, NWG>)
-             : (a->deterministic ? attn_bwd_sm90v2_kernel<T, D, true, false, EARLY, NWG>
-                                 : attn_bwd_sm90v2_kernel<T, D, false, false, EARLY, NWG>);
+        mods ? (a->deterministic ? attn_bwd_sm90v2_kernel<T, D, true, true, false, NWG, false, REGDET>
+                                 : attn_bwd_sm90v2_kernel<T, D, false, true, false, NWG, ATOM>)
+             : (a->deterministic ? attn_bwd_sm90v2_kernel<T, D, true, false, EARLY, NWG, false, REGDET>
+                                 : attn_bwd_sm90v2_kernel<T, D, false, false, EARLY, NWG, ATOM>);
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     /* the largest shared-memory carveout, so that sm90v2s's two blocks fit on an SM */
     if (err == cudaSuccess)
@@ -525,7 +591,8 @@ static cudaError_t attn_bwd_sm90v2_launch(const attn_bwd_args *a, cudaStream_t s
     return cudaGetLastError();
 }
 
-/* opt_in: taken only under FLASHC_CUDA_BWD_KERNEL=sm90v2, sm90v2e or sm90v2s (attn_bwd.cu).
+/* opt_in 1: taken only under FLASHC_CUDA_BWD_KERNEL=sm90v2, sm90v2e, sm90v2sa, sm90v2sd;
+ * sm90v2s is the dispatcher's choice at d 64 (the sm80 family stays at FLASHC_CUDA_BWD_KERNEL=sm80).
  * sm90v2e at d 64 only: at d 128 the early dV holds P^T's fragments beside dP^T and spills
  * (56 bytes by ptxas), at d 64 it fits (236 registers). sm90v2s (d 64): one warpgroup of 64
  * keys per block and two blocks per SM, which run out of step, so one's element-wise work
@@ -545,10 +612,20 @@ const attn_bwd_variant attn_bwd_sm90v2_variants[] = {
      bwd90v2_smem<64, 2>::LAUNCH, attn_bwd_sm90v2_launch<__nv_bfloat16, 64, true, 2>, NULL, 1},
     {"attn_bwd_f16_sm90v2e_d64_64x128", "sm90v2e", FLASHC_F16, 64, 90, 90, V2_BM, 128, 1,
      bwd90v2_smem<64, 2>::LAUNCH, attn_bwd_sm90v2_launch<__half, 64, true, 2>, NULL, 1},
+    /* the default at d 64 on compute capability 9.0 (opt_in 0): the device run of 23:00 had it
+     * correct in every forced test and 1.27x the sm80 kernel (bench/RESULTS.md) */
     {"attn_bwd_bf16_sm90v2s_d64_64x64", "sm90v2s", FLASHC_BF16, 64, 90, 90, V2_BM, 64, 1,
-     bwd90v2_smem<64, 1>::LAUNCH, attn_bwd_sm90v2_launch<__nv_bfloat16, 64, false, 1>, NULL, 1},
+     bwd90v2_smem<64, 1>::LAUNCH, attn_bwd_sm90v2_launch<__nv_bfloat16, 64, false, 1>, NULL, 0},
     {"attn_bwd_f16_sm90v2s_d64_64x64", "sm90v2s", FLASHC_F16, 64, 90, 90, V2_BM, 64, 1,
-     bwd90v2_smem<64, 1>::LAUNCH, attn_bwd_sm90v2_launch<__half, 64, false, 1>, NULL, 1},
+     bwd90v2_smem<64, 1>::LAUNCH, attn_bwd_sm90v2_launch<__half, 64, false, 1>, NULL, 0},
+    {"attn_bwd_bf16_sm90v2sa_d64_64x64", "sm90v2sa", FLASHC_BF16, 64, 90, 90, V2_BM, 64, 1,
+     bwd90v2_smem<64, 1>::LAUNCH, attn_bwd_sm90v2_launch<__nv_bfloat16, 64, false, 1, true>, NULL, 1},
+    {"attn_bwd_f16_sm90v2sa_d64_64x64", "sm90v2sa", FLASHC_F16, 64, 90, 90, V2_BM, 64, 1,
+     bwd90v2_smem<64, 1>::LAUNCH, attn_bwd_sm90v2_launch<__half, 64, false, 1, true>, NULL, 1},
+    {"attn_bwd_bf16_sm90v2sd_d64_64x64", "sm90v2sd", FLASHC_BF16, 64, 90, 90, V2_BM, 64, 1,
+     bwd90v2_smem<64, 1>::LAUNCH, attn_bwd_sm90v2_launch<__nv_bfloat16, 64, false, 1, false, true>, NULL, 1},
+    {"attn_bwd_f16_sm90v2sd_d64_64x64", "sm90v2sd", FLASHC_F16, 64, 90, 90, V2_BM, 64, 1,
+     bwd90v2_smem<64, 1>::LAUNCH, attn_bwd_sm90v2_launch<__half, 64, false, 1, false, true>, NULL, 1},
 };
 const int attn_bwd_sm90v2_variant_count =
     (int)(sizeof attn_bwd_sm90v2_variants / sizeof attn_bwd_sm90v2_variants[0]);

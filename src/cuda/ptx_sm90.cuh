@@ -517,30 +517,14 @@ static __device__ __forceinline__ void ptx_named_bar_arrive(int id, int n)
  * bytes a multiple of 16), element by element, atomically per element at L2, so blocks that add
  * into the same rows need no other synchronisation. The thread that issues one owns it: its
  * commit_group closes a group, its wait_group waits for its own groups. The shared source must
- * not be rewritten (nor the block exit) before wait_group.read says it was read. */
+ * not be rewritten (nor the block exit) before wait_group.read says it was read
+ * (ptx_bulk_commit_group, ptx_bulk_wait_group_read, ptx_bulk_wait_group above). */
 static __device__ __forceinline__ void ptx_bulk_reduce_add_f32(float *dst, uint32_t src,
                                                                uint32_t bytes)
 {
     asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst),
                  "r"(src), "r"(bytes)
                  : "memory");
-}
-
-static __device__ __forceinline__ void ptx_bulk_commit(void)
-{
-    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-}
-
-/* At most n of this thread's bulk groups still reading their shared source. */
-template <int n> static __device__ __forceinline__ void ptx_bulk_wait_read(void)
-{
-    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(n) : "memory");
-}
-
-/* At most n of this thread's bulk groups not complete (their writes performed). */
-template <int n> static __device__ __forceinline__ void ptx_bulk_wait(void)
-{
-    asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(n) : "memory");
 }
 
 /* Orders this thread's generic-proxy accesses of global memory with its async-proxy ones (the
