@@ -5,9 +5,9 @@
 # bulk-copy producer, streamed at ~0.9 TB/s in round 1 and is left out) against the default
 # split kernel (pdl merge), on the H200, in at most 45 s:
 #   1. tests/test_cuda_serving forced onto ring-cpa (short cases: every test), then
-#      test_kvcache_kernel_variants at full size for ring-cpa and ring-cpa:2 (split counts 1..64,
-#      paged, masks, varlen, graphs; B 1 x 32k auto);
-#   2. compute-sanitizer memcheck of the short kernel-variant test on ring-cpa;
+#      test_kvcache_kernel_variants at full size for ring-cpa (split counts 1..64, paged, masks,
+#      varlen, graphs; B 1 x 32k auto);
+#   2. compute-sanitizer memcheck of the short kernel-variant test on ring-cpa and ring-cpa:2;
 #   3. bench_decode.py: bf16 d 128 Hq 32 / Hkv 8 at 1x4k, 1x32k, 16x32k, 1x128k, 64x32k, contiguous
 #      and page 16 / 64, pdl (the default) and ring-cpa(:3), SDPA flash and cuDNN and the copy
 #      ceiling in the same process (each flashc run checked against SDPA first), then a split
@@ -55,10 +55,10 @@ if [ -n "$T" ]; then
     if grep -q 'TIMED OUT' <<<"${summary[-1]}"; then
         echo "s4_decode3: the short suite on ring-cpa timed out: no further tests"
     else
-        FLASHC_TEST_KERNELS=ring-cpa,ring-cpa:2 FLASHC_TEST_FILTER=test_kvcache_kernel_variants \
+        FLASHC_TEST_KERNELS=ring-cpa FLASHC_TEST_FILTER=test_kvcache_kernel_variants \
             step kernel_variants 16 "$T"
         if command -v compute-sanitizer >/dev/null; then
-            FLASHC_TEST_SMALL=1 FLASHC_TEST_KERNELS=ring-cpa \
+            FLASHC_TEST_SMALL=1 FLASHC_TEST_KERNELS=ring-cpa,ring-cpa:2 \
                 FLASHC_TEST_FILTER=test_kvcache_kernel_variants \
                 step memcheck_ringcpa 8 compute-sanitizer --tool memcheck --report-api-errors no \
                 --error-exitcode 1 "$T"
