@@ -838,22 +838,30 @@ __global__ void __launch_bounds__(RING_THREADS, 2) attn_decode_ring(const dec_ar
                                       bar);
                     }
             } else {
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    const bool ok = x[h] >= 0;
-                    const uint32_t row = kdst + (uint32_t)(lane + 32 * h) * RP;
-                    const T *ks = ok ? kb + (int64_t)x[h] * a.sk[0] + (int64_t)y[h] * a.sk[1]
+                /* Coalesced: a pass covers RPP whole rows (16 lanes x 16 bytes a row at d 128),
+                 * the rows' locations handed round by shuffle from the lanes that looked them
+                 * up. (Device run 1, 22:57 UTC: one lane a row, 16 bytes of 32 different lines
+                 * an instruction, streamed at 2.3 TB/s at most.) */
+                constexpr int RPP = 32 / CH;
+                static_assert(32 % CH == 0 && 32 % RPP == 0, "rows a pass");
+                const int c = lane % CH;
+                const bool kc = 8 * c < a.D, vc = 8 * c < a.Dv;
+#pragma unroll 4
+                for (int p = 0; p < RING_KEYS / RPP; p++) {
+                    const int r = p * RPP + lane / CH; /* row of the stage */
+                    const bool hi = p * RPP >= 32;     /* uniform: a pass stays in one half */
+                    const int xs = __shfl_sync(0xffffffffu, hi ? x[1] : x[0], r & 31);
+                    const int ys = __shfl_sync(0xffffffffu, hi ? y[1] : y[0], r & 31);
+                    const bool ok = xs >= 0;
+                    const uint32_t dst = kdst + (uint32_t)r * RP + (uint32_t)c * 16;
+                    const T *ks = ok ? kb + (int64_t)xs * a.sk[0] + (int64_t)ys * a.sk[1] + 8 * c
                                      : (const T *)a.k;
-                    const T *vs = ok ? vb + (int64_t)x[h] * a.sv[0] + (int64_t)y[h] * a.sv[1]
+                    const T *vs = ok ? vb + (int64_t)xs * a.sv[0] + (int64_t)ys * a.sv[1] + 8 * c
                                      : (const T *)a.v;
-#pragma unroll
-                    for (int c = 0; c < CH; c++) {
-                        if (8 * c < a.D)
-                            ptx_cp_async_16_n(row + c * 16, ok ? ks + 8 * c : ks, ok ? 16 : 0);
-                        if (8 * c < a.Dv)
-                            ptx_cp_async_16_n(row + VOFF + c * 16, ok ? vs + 8 * c : vs,
-                                              ok ? 16 : 0);
-                    }
+                    if (kc)
+                        ptx_cp_async_16_n(dst, ks, ok ? 16 : 0);
+                    if (vc)
+                        ptx_cp_async_16_n(dst + VOFF, vs, ok ? 16 : 0);
                 }
                 ptx_cp_async_mbarrier_arrive_noinc(bar);
             }
