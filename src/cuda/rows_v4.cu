@@ -3,14 +3,16 @@
  * forward >= 3.9 TB/s, ~96% of the measured copy; backward >= 3.4 TB/s). Opt-in, chosen at
  * every call by the environment, so that one process can compare them with v2 (rows.cu):
  *
- *   FLASHC_CUDA_RMS_FWD=v4:P,W,B,H[,G]   rms_fwd_v4, registers: a warp a row (rows wider than
+ *   FLASHC_CUDA_RMS_FWD=v4:P,W,B,H[,G[,R]]   rms_fwd_v4, registers: a warp a row (rows wider than
  *       512 chunks: a block of 2..16 warps a row), the row packed in registers as in v2.
  *       P = 0: a grid over the rows (one row a warp, as v2); P = 1: a persistent grid whose
  *       warps load their next row before reducing the current one (a register double buffer);
  *       P = 2: the same with rows on twice the threads (8 chunks a lane, a block barrier).
  *       W warps a block (rows of one warp), B blocks a SM at most (P = 0: a cap by padding the
  *       block's shared memory, 0 = none; P = 1: the grid is SMs x B, 0 = the occupancy),
- *       H the cache hints (load mode H % 4, store mode H / 4, see ldh / sth).
+ *       H the cache hints (load mode H % 4, store mode H / 4, see ldh / sth); a sixth knob
+ *       R (1, 2, 4; P = 0, plain forward) puts a row on R times the threads (16 / R chunks a
+ *       lane). The residual forward's default is v4 with P = 0, H = 0 (see fwd_t).
  *   FLASHC_CUDA_RMS_FWD=v5:W,S,B,H[,G]   rms_fwd_tma (sm_90 only; else v2): persistent warps,
  *       each with S shared-memory row slots filled by one bulk copy a row (cp.async.bulk on an
  *       mbarrier, issued by lane 0), so S - 1 rows a warp are in flight without registers;
@@ -25,6 +27,8 @@
  *   FLASHC_CUDA_RMS_BWD=v4:N,B,H[,G]     rms_bwd_v4: rms_bwd_reg with w read from L1 and the
  *       dw columns in shared memory (fewer registers: 4 blocks a SM, 4 prefetched rows), H as
  *       for the v4 forward (load modes, store path).
+ *   FLASHC_CUDA_RMS_FWD=v6:W,H[,R]       rms_fwd_x2 (plain forward): two adjacent rows a group
+ *       of warps, all loads of both issued before the first sum (the residual v4 kernel's shape).
  * G (optional) caps the grid: the tests use it to make warps and blocks go round many rows.
  * Both keep v2's contract at the ends of the float32 range (rows_rms.cuh): the forward
  * rescales by max |x|, the backward redoes such a row in float64 (from global memory).
@@ -262,7 +266,7 @@ __device__ __forceinline__ float sum_sq(const uint4 (&u)[NVT], int lane, int tpr
  * a warp's 16-chunk row (20 warps a SM), about 160 for two of them (12 warps a SM). */
 template <int NVT, bool RES, bool PF> constexpr int fwd4_regs()
 {
-    return PF ? (NVT >= 16 ? 200 : RES ? 168 : 128) : (NVT >= 16 || RES ? 96 : 72);
+    return PF ? (NVT >= 16 ? 200 : RES ? 168 : 128) : (NVT >= 16 || RES ? 96 : NVT >= 8 ? 72 : 56);
 }
 
 template <typename T, int NVT, bool RES, bool PF, int SM>
@@ -313,6 +317,58 @@ __global__ void __maxnreg__((fwd4_regs<NVT, RES, PF>())) rms_fwd_v4(fwd4_args a,
         if (!PF)
             break; /* one row a group: the grid covers the rows (a loop costs registers) */
     }
+}
+
+/* Two rows a group (v6, plain forward): the residual v4 kernel's load shape -- every lane
+ * issues the loads of two rows (NVT chunks each) before the first sum -- for the plain forward:
+ * group g (tpr = 32 wpr threads) takes rows 2g and 2g + 1, adjacent (16 KB contiguous at 4096
+ * bf16), so a row's fixed costs (the reduction's latency, the ramp of its loads) are paid once
+ * per two rows. wpr > 1: one group a block, one barrier for both sums. Both rows stay in
+ * registers through the first one's output: 128 registers at 8 chunks (96 spilled 268 bytes). */
+template <typename T, int NVT, int SM>
+__global__ void __maxnreg__((NVT >= 8 ? 128 : 80)) rms_fwd_x2(fwd4_args a, int wpr)
+{
+    __shared__ float red[2][16], red2[16];
+    const int tpr = 32 * wpr;
+    const int lane = (int)(threadIdx.x % tpr);
+    const int64_t gpb = blockDim.x / tpr;
+    const int64_t nc = a.D / chunk<T>::n;
+    const uint64_t pol = a.lm == 1 ? l2_evict_first() : 0, spol = SM ? l2_policy(a.sm) : 0;
+    const int64_t t = 2 * ((int64_t)blockIdx.x * gpb + threadIdx.x / tpr);
+    if (t >= a.T)
+        return; /* uniform over a group; wpr > 1: the whole block */
+    const bool two = t + 1 < a.T;
+    uint4 u0[NVT], u1[NVT];
+    ldh_row<T, NVT>(u0, (const T *)a.x + t * a.sx, lane, tpr, nc, a.lm, pol);
+    if (two)
+        ldh_row<T, NVT>(u1, (const T *)a.x + (t + 1) * a.sx, lane, tpr, nc, a.lm, pol);
+    float s0 = sum_sq<T, NVT>(u0, lane, tpr, nc), s1 = two ? sum_sq<T, NVT>(u1, lane, tpr, nc) : 0.0f;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        s0 += __shfl_xor_sync(0xffffffffu, s0, o);
+        s1 += __shfl_xor_sync(0xffffffffu, s1, o);
+    }
+    if (wpr > 1) {
+        if (threadIdx.x % 32 == 0)
+            red[0][threadIdx.x / 32] = s0, red[1][threadIdx.x / 32] = s1;
+        __syncthreads();
+        s0 = red[0][0], s1 = red[1][0];
+        for (int i = 1; i < wpr; i++)
+            s0 += red[0][i], s1 += red[1][i];
+    }
+#pragma unroll
+    for (int j = 0; j < NVT; j++)
+        launder(u0[j]), launder(u1[j]); /* as in rms_fwd_v4 */
+    float r0 = 1.0f / sqrtf(s0 / (float)a.D + a.eps), d0 = 1.0f;
+    float r1 = 1.0f / sqrtf(s1 / (float)a.D + a.eps), d1 = 1.0f;
+    fwd_rescale<T, NVT>(u0, lane, tpr, nc, wpr, a, s0, &r0, &d0, red2);
+    if (wpr > 1)
+        __syncthreads(); /* red2's second use */
+    if (two)
+        fwd_rescale<T, NVT>(u1, lane, tpr, nc, wpr, a, s1, &r1, &d1, red2);
+    fwd_out<T, NVT, SM>(u0, lane, tpr, nc, (const T *)a.w, r0, d0, (T *)a.y + t * a.sy, spol);
+    if (two)
+        fwd_out<T, NVT, SM>(u1, lane, tpr, nc, (const T *)a.w, r1, d1, (T *)a.y + (t + 1) * a.sy, spol);
 }
 
 /* The bulk-copy forward (sm_90): persistent warps, W = blockDim.x / 32 a block; warp g of the
@@ -713,18 +769,18 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
 
 struct v4_cfg {
     int kind; /* 0: not asked for; 4: rms_fwd_v4; 5: the bulk-copy kernels */
-    int k[5]; /* the knobs in order (see the header); -1 = not given */
+    int k[6]; /* the knobs in order (see the header); -1 = not given */
 };
 
 static v4_cfg v4_env(const char *name)
 {
-    v4_cfg c = {0, {-1, -1, -1, -1, -1}};
+    v4_cfg c = {0, {-1, -1, -1, -1, -1, -1}};
     const char *e = getenv(name);
-    if (!e || e[0] != 'v' || (e[1] != '4' && e[1] != '5') || (e[2] != '\0' && e[2] != ':'))
+    if (!e || e[0] != 'v' || e[1] < '4' || e[1] > '6' || (e[2] != '\0' && e[2] != ':'))
         return c;
     c.kind = e[1] - '0';
     if (e[2] == ':')
-        (void)sscanf(e + 3, "%d,%d,%d,%d,%d", &c.k[0], &c.k[1], &c.k[2], &c.k[3], &c.k[4]);
+        (void)sscanf(e + 3, "%d,%d,%d,%d,%d,%d", &c.k[0], &c.k[1], &c.k[2], &c.k[3], &c.k[4], &c.k[5]);
     return c;
 }
 
@@ -832,6 +888,11 @@ template <typename T, int NVT, bool RES, bool PF> static const void *fwd4_kernel
     return (const void *)rms_fwd_v4<T, NVT, RES, PF, 0>;
 }
 
+template <> const void *fwd4_kernel<__nv_bfloat16, 4, false, false>(bool sm)
+{
+    return sm ? (const void *)rms_fwd_v4<__nv_bfloat16, 4, false, false, 1>
+              : (const void *)rms_fwd_v4<__nv_bfloat16, 4, false, false, 0>;
+}
 template <> const void *fwd4_kernel<__nv_bfloat16, 16, false, false>(bool sm)
 {
     return sm ? (const void *)rms_fwd_v4<__nv_bfloat16, 16, false, false, 1>
@@ -855,6 +916,8 @@ template <> const void *fwd4_kernel<__nv_bfloat16, 8, true, false>(bool sm)
 
 template <typename T, bool RES, bool PF> static const void *fwd4_pick(int nvt, bool sm)
 {
+    if (nvt == 4 && !RES && !PF)
+        return fwd4_kernel<T, 4, false, false>(sm);
     return nvt == 16 && !RES ? fwd4_kernel<T, 16, false, PF>(sm) : fwd4_kernel<T, 8, RES, PF>(sm);
 }
 
@@ -864,7 +927,7 @@ template <typename T> static bool fwd_v4_t(const rows_problem *p, const v4_cfg &
     const int64_t nc = p->D / chunk<T>::n;
     const bool res = p->r != NULL;
     const int P = knob(c, 0, 0, 0, 2), Wk = knob(c, 1, 2, 1, 16), B = knob(c, 2, 0, 0, 64);
-    const int H = knob(c, 3, 0, 0, 15), Gc = knob(c, 4, 0, 1, 1 << 30);
+    const int H = knob(c, 3, 0, 0, 15), Gc = knob(c, 4, 0, 1, 1 << 30), R = knob(c, 5, 1, 1, 4);
     if (nc < 32)
         return false;
     int wpr = 1;
@@ -874,6 +937,8 @@ template <typename T> static bool fwd_v4_t(const rows_problem *p, const v4_cfg &
     if ((res || P == 2) && nvt == 16) /* x and r of 16 chunks a lane: too many registers;
                                          P = 2: two 8-chunk rows a lane rather than 16 */
         wpr *= 2, nvt = 8;
+    for (int r = R; r > 1 && !res && !P && nvt > 4; r /= 2) /* R: rows on R times the warps */
+        wpr *= 2, nvt /= 2;
     if (wpr > 16)
         return false;
     const int threads = wpr == 1 ? 32 * Wk : 32 * wpr;
@@ -992,13 +1057,71 @@ template <typename T> static bool fwd_v5_t(const rows_problem *p, const v4_cfg &
     return true;
 }
 
+/* rms_fwd_x2: FLASHC_CUDA_RMS_FWD=v6:W,H[,R] (plain forward): two adjacent rows a group of
+ * 32 wpr threads, 8 chunks a lane (R = 2: 4 chunks on twice the threads); W warps a block
+ * when a row fits one warp. */
+template <typename T> static const void *x2_kernel(int nvt, bool sm)
+{
+    (void)sm; /* the hinted store path: bfloat16 only (fwd4_kernel) */
+    return nvt == 4 ? (const void *)rms_fwd_x2<T, 4, 0> : (const void *)rms_fwd_x2<T, 8, 0>;
+}
+
+template <> const void *x2_kernel<__nv_bfloat16>(int nvt, bool sm)
+{
+    if (nvt == 4)
+        return sm ? (const void *)rms_fwd_x2<__nv_bfloat16, 4, 1> : (const void *)rms_fwd_x2<__nv_bfloat16, 4, 0>;
+    return sm ? (const void *)rms_fwd_x2<__nv_bfloat16, 8, 1> : (const void *)rms_fwd_x2<__nv_bfloat16, 8, 0>;
+}
+
+template <typename T> static bool fwd_x2_t(const rows_problem *p, const v4_cfg &c, flashc_status *st)
+{
+    static const char fn[] = "flashc_rmsnorm";
+    const int64_t nc = p->D / chunk<T>::n;
+    const int Wk = knob(c, 0, 2, 1, 16), H = knob(c, 1, 0, 0, 15), R = knob(c, 2, 1, 1, 2);
+    if (p->r || nc < 32)
+        return false;
+    int wpr = 1, nvt = 8;
+    while (wpr <= 16 && (int64_t)32 * 8 * wpr < nc)
+        wpr *= 2;
+    if (R == 2)
+        wpr *= 2, nvt = 4;
+    if (wpr > 16)
+        return false;
+    const int threads = wpr == 1 ? 32 * Wk : 32 * wpr;
+    if (threads * (nvt >= 8 ? 128 : 80) > 65536)
+        return false;
+    const void *k = x2_kernel<T>(nvt, H / 4 != 0);
+    const int64_t pairs = (p->T + 1) / 2, groups = threads / (32 * wpr);
+    const int64_t grid = (pairs + groups - 1) / groups;
+    if (grid > 2147483647LL)
+        return false;
+    fwd4_args a;
+    a.x = p->x, a.r = NULL, a.w = p->w, a.xw = NULL, a.y = p->y;
+    a.sx = p->sx[0], a.sr = 0, a.sy = p->sy[0];
+    a.T = p->T, a.D = p->D, a.eps = p->eps, a.lm = H % 4, a.sm = H / 4;
+    void *args[] = {&a, &wpr};
+    (void)cudaLaunchKernel(k, dim3((unsigned)grid), dim3((unsigned)threads), args, 0, 0);
+    *st = launch_status(fn, "rms_fwd_x2");
+    return true;
+}
+
 template <typename T> static bool fwd_t(const rows_problem *p, flashc_status *st)
 {
+    /* The residual forward's default (FLASHC_CUDA_RMS_FWD unset): v4 with P = 0, H = 0 (rows
+     * of two warps at 4096 bf16), measured on the H200 at 3.86 TB/s against 3.33 for v1's
+     * rms_fwd_vec, the default before (bench/RESULTS.md, "RMSNorm v4 / v5"). "v2" by name keeps
+     * the old kernel for comparisons. */
+    if (p->r && !getenv("FLASHC_CUDA_RMS_FWD")) {
+        const v4_cfg d = {4, {0, 2, 0, 0, -1, -1}};
+        return fwd_v4_t<T>(p, d, st);
+    }
     const v4_cfg c = v4_env("FLASHC_CUDA_RMS_FWD");
     if (c.kind == 4)
         return fwd_v4_t<T>(p, c, st);
     if (c.kind == 5)
         return fwd_v5_t<T>(p, c, st);
+    if (c.kind == 6)
+        return fwd_x2_t<T>(p, c, st);
     return false;
 }
 
@@ -1062,7 +1185,7 @@ template <typename T> static bool bwd_t(const rows_bwd_problem *p, flashc_status
     if (c.kind != 5 && c.kind != 4)
         return false;
     const bool v4 = c.kind == 4; /* v4:N,B,H[,G] (no S); v5:N,S,B,H[,G] */
-    const v4_cfg c5 = v4 ? v4_cfg{4, {c.k[0], 1, c.k[1], c.k[2], c.k[3]}} : c;
+    const v4_cfg c5 = v4 ? v4_cfg{4, {c.k[0], 1, c.k[1], c.k[2], c.k[3], -1}} : c;
     const int N = knob(c5, 0, 4, 1, 4), B = knob(c5, 2, 0, 0, 64), H = knob(c5, 3, v4 ? 0 : 1, 0, 15);
     const int Gc = knob(c5, 4, 0, 1, 1 << 30);
     int S = knob(c5, 1, 3, 1, 8);
