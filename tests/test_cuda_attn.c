@@ -15,8 +15,9 @@
  * 128; plus a (B, H, S, D) strided layout, rows of a wider pitch (D not a multiple of 8 but
  * 16-byte aligned rows; the padding must stay unwritten), more tiles than an H200 has
  * multiprocessors (a persistent kernel walks several), a user stream, repeatability (a race
- * shows as a moving result), refusals, and the CUDA error contract (a pending application error,
- * host / pinned host / other-device / managed memory). Every case first asks
+ * shows as a moving result), a call captured in a CUDA graph and replayed, refusals, and the
+ * CUDA error contract (a pending application error, host / pinned host / other-device /
+ * managed memory). Every case first asks
  * flashc_attn_fwd_supported, which must answer what the run then does.
  *
  * FLASHC_CUDA_KERNEL=sm80|sm90v5|... forces one kernel family (read by the library); cases that
@@ -432,6 +433,9 @@ static void test_pitched_rows(void **state)
 /* More (Q tile, batch, head) tiles (3 x 3 x 16 = 144 of 128 rows) than an H200 has
  * multiprocessors (132), with 2 or 3 K/V blocks each: a persistent kernel (sm90v5) walks two
  * tiles in some thread blocks, its K/V ring and Q buffer running on from one tile to the next.
+ * Then for the dynamic scheduler (sm90v6*, tiles from an atomic counter): 2 x 8 x 32 = 512
+ * tiles (about 4 per thread block), and a causal Sq > Sk case whose first 4 of 6 Q tiles per
+ * head see no key (tiles with no K/V block: O = 0, LSE = -inf, handed out like the others).
  * Short enough to run under compute-sanitizer too. */
 static void test_many_tiles(void **state)
 {
@@ -441,6 +445,12 @@ static void test_many_tiles(void **state)
         attn_case c = {3, 300, 333, 16, 4, i % 2 ? 128 : 64, i / 2,
                        i % 2 ? FLASHC_BF16 : FLASHC_F16, 0, 0, 0};
         ran += check_case(&c);
+    }
+    for (int i = 0; i < 2; i++) {
+        attn_case c = {2, 1000, 300, 32, 8, 128 - 64 * i, i, i ? FLASHC_F16 : FLASHC_BF16, 0, 0, 0};
+        ran += check_case(&c);
+        attn_case e = {2, 700, 200, 16, 2, 64 + 64 * i, 1, i ? FLASHC_BF16 : FLASHC_F16, 0, 0, 0};
+        ran += check_case(&e);
     }
     if (!ran)
         printf("  many tiles: not served by FLASHC_CUDA_KERNEL=%s\n", forced_kernel());
@@ -472,6 +482,77 @@ static void test_repeatable(void **state)
     free(first);
     free(first_lse);
     buffers_destroy(&r);
+}
+
+/* A call captured in a CUDA graph and replayed gives the eager call's o and LSE bit for bit:
+ * for the v6 family that is its tile counter (allocated and zeroed in stream order, inside the
+ * graph), which a replay left at the last count would stop at once (o left NaN). Two layouts
+ * with more tiles than multiprocessors, causal and not. */
+static void test_graph_replay(void **state)
+{
+    (void)state;
+    int ran = 0;
+    for (int i = 0; i < 2; i++) {
+        attn_case c = {2, 700 - 200 * i, 333, 16, 4, 128 - 64 * i, i,
+                       i ? FLASHC_F16 : FLASHC_BF16, 0, 0, 0};
+        run_buffers r;
+        buffers_create(&c, &r);
+        buffers_poison(&c, &r);
+        cudaStream_t stream;
+        CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        const flashc_status est = run_kernel(&c, &r, stream);
+        if (est == FLASHC_ERR_UNSUPPORTED && forced_kernel()) { /* not the family's shape */
+            CUDA_OK(cudaStreamDestroy(stream));
+            buffers_destroy(&r);
+            continue;
+        }
+        if (est != FLASHC_OK)
+            fail_msg("flashc_attn_fwd: %s: %s", flashc_status_string(est), flashc_last_error());
+        ran++;
+        const size_t nl = (size_t)c.B * c.Hq * c.Sq;
+        buffers_fetch(&c, &r);
+        uint16_t *first = malloc(r.nq * 2);
+        float *first_lse = malloc(nl * sizeof(float));
+        memcpy(first, r.oh, r.nq * 2);
+        memcpy(first_lse, r.lseh, nl * sizeof(float));
+        for (int64_t x = 0; x < r.nq; x++)
+            if (!isfinite(from_bits(c.dt, first[x])))
+                fail_msg("eager call: non-finite o at %lld", (long long)x);
+
+        flashc_attn_params pr = flashc_attn_params_default();
+        pr.causal = c.causal;
+        pr.cuda_stream = stream;
+        flashc_tensor q = view(&c, r.dq, c.Sq, c.Hq), k = view(&c, r.dk, c.Sk, c.Hkv);
+        flashc_tensor v = view(&c, r.dv, c.Sk, c.Hkv), o = view(&c, r.dout, c.Sq, c.Hq);
+        flashc_tensor lse = flashc_tensor_3d(r.dlse, FLASHC_F32, c.B, c.Hq, c.Sq);
+        lse.device = FLASHC_DEVICE_CUDA;
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        const flashc_status st = flashc_attn_fwd(&pr, &q, &k, &v, &o, &lse, NULL);
+        CUDA_OK(cudaStreamEndCapture(stream, &graph));
+        if (st != FLASHC_OK)
+            fail_msg("captured flashc_attn_fwd: %s: %s", flashc_status_string(st),
+                     flashc_last_error());
+        CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+        for (int rep = 0; rep < 3; rep++) {
+            CUDA_OK(cudaMemsetAsync(r.dout, 0xff, r.nq * 2, stream));
+            CUDA_OK(cudaMemsetAsync(r.dlse, 0xff, nl * sizeof(float), stream));
+            CUDA_OK(cudaGraphLaunch(exec, stream));
+            CUDA_OK(cudaStreamSynchronize(stream));
+            buffers_fetch(&c, &r);
+            assert_memory_equal(first, r.oh, r.nq * 2);
+            assert_memory_equal(first_lse, r.lseh, nl * sizeof(float));
+        }
+        CUDA_OK(cudaGraphExecDestroy(exec));
+        CUDA_OK(cudaGraphDestroy(graph));
+        CUDA_OK(cudaStreamDestroy(stream));
+        free(first), free(first_lse);
+        buffers_destroy(&r);
+    }
+    printf("  graph replay: %d captured calls, each replayed 3x bit-identical to eager\n", ran);
+    if (!ran && !forced_kernel())
+        fail_msg("the dispatcher served neither graph case");
 }
 
 /* What the kernels cannot do is refused with a specific status; o stays untouched. */
@@ -654,15 +735,16 @@ int main(void)
     enum { ND = sizeof dims / sizeof dims[0] };
     static dim_case cases[2 * ND];
     static char names[2 * ND][24];
-    struct CMUnitTest tests[6 + 2 * ND];
+    struct CMUnitTest tests[7 + 2 * ND];
     tests[0] = (struct CMUnitTest)cmocka_unit_test(test_refusals);
     tests[1] = (struct CMUnitTest)cmocka_unit_test(test_cuda_errors);
     tests[2] = (struct CMUnitTest)cmocka_unit_test(test_repeatable);
     tests[3] = (struct CMUnitTest)cmocka_unit_test(test_strided_layout_and_stream);
     tests[4] = (struct CMUnitTest)cmocka_unit_test(test_pitched_rows);
     tests[5] = (struct CMUnitTest)cmocka_unit_test(test_many_tiles);
+    tests[6] = (struct CMUnitTest)cmocka_unit_test(test_graph_replay);
     const char *only = getenv("FLASHC_TEST_DIMS");
-    int nt = 6;
+    int nt = 7;
     for (int i = 0; i < 2 * ND; i++) {
         cases[i].dt = i < ND ? FLASHC_BF16 : FLASHC_F16;
         cases[i].D = dims[i % ND];

@@ -570,9 +570,11 @@ static void test_deterministic_bitwise(void **state)
 {
     (void)state;
     const int S = small_only() ? 300 : 1500;
+    /* d 128 and 64: the Hopper families (sm90v2, forced by FLASHC_CUDA_BWD_KERNEL) have both */
+    for (int D = 128; D >= 64; D -= 64)
     for (int det = 1; det >= 0; det--)
         for (int causal = 0; causal < 2; causal++) {
-            bwd_case c = {2, S, S + 37, 8, 2, 128, causal, FLASHC_BF16, det, 0, 0, 0, 0};
+            bwd_case c = {2, S, S + 37, 8, 2, D, causal, FLASHC_BF16, det, 0, 0, 0, 0};
             bufs r;
             bufs_create(&c, &r);
             run_forward(&c, &r, NULL);
@@ -594,8 +596,8 @@ static void test_deterministic_bitwise(void **state)
                     for (int64_t i = 0; i < r.nq; i++)
                         diff_dq += first[0][i] != r.hdq[i];
             }
-            printf("  det=%d causal=%d S=%d: dk, dv%s bit-identical over 3 runs%s", det, causal,
-                   S, det ? ", dq" : "", det ? "\n" : "");
+            printf("  D=%d det=%d causal=%d S=%d: dk, dv%s bit-identical over 3 runs%s", D, det,
+                   causal, S, det ? ", dq" : "", det ? "\n" : "");
             if (!det)
                 printf("; fast-mode dq elements that moved: %lld of %lld\n", (long long)diff_dq,
                        (long long)(2 * r.nq));
@@ -655,7 +657,8 @@ static void test_graph_capture(void **state)
 
 /* Windows, softcap and ALiBi (flash-attn semantics, src/ref/attn_bwd.c), alone and together,
  * with the causal mask, GQA / MQA, Sq != Sk, rows that see no key, both modes; every head dim
- * (128: the sm90 kernel on a Hopper GPU, the others sm80). Deterministic cases are also run
+ * (128: the sm90 kernel on a Hopper GPU, the others sm80; FLASHC_CUDA_BWD_KERNEL=sm90v2 puts
+ * 64 and 128 on that family, sm90v2e / sm90v2s 64). Deterministic cases are also run
  * three times and compared bit for bit. */
 static void test_modifiers(void **state)
 {

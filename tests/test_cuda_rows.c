@@ -124,23 +124,60 @@ static float *host_out(int64_t n)
  * kernel template of the rings is among them (backward N = 4, 2, 1); the small G make each
  * warp or block go round its ring many times; S = 2 and S = 6 are the ends of the prefetch
  * depth. Under FLASHC_TEST_SMALL (the sanitizer runs) the first three. */
-static const char *const fwd_variants[] = {NULL, "v3:1,6,3", "v3:8,2", "v2", "v3:2,4,7"};
-static const char *const bwd_variants[] = {NULL, "v3:4,6,3", "v3:2,2", "v2", "v3:1,4,5"};
+static const char *const fwd_default[] = {NULL, "v3:1,6,3", "v3:8,2", "v2", "v3:2,4,7"};
+static const char *const bwd_default[] = {NULL, "v3:4,6,3", "v3:2,2", "v2", "v3:1,4,5"};
 
-static int n_variants(void) { return getenv("FLASHC_TEST_SMALL") ? 3 : 5; }
+/* FLASHC_TEST_RMS_VARIANTS="FWD|BWD;FWD|BWD;..." replaces the list (at most 16 pairs; "-" =
+ * unset), so that a device run can force the tests onto kernels under study (rows_v4.cu) —
+ * e.g. "v4:0,2,0,0|v5:4,3,0,1;v4:1,2,0,5,7|v5:2,2,0,0,5". */
+static char var_buf[1024];
+static const char *fwd_list[16], *bwd_list[16];
+static int var_n = -1;
+
+static const char *var_name(char *s) { return strcmp(s, "-") == 0 || s[0] == '\0' ? NULL : s; }
+
+static int n_variants(void)
+{
+    if (var_n >= 0)
+        return var_n;
+    const char *e = getenv("FLASHC_TEST_RMS_VARIANTS");
+    var_n = 0;
+    if (e && strlen(e) < sizeof var_buf) {
+        strcpy(var_buf, e);
+        char *save = NULL;
+        for (char *pair = strtok_r(var_buf, ";", &save); pair && var_n < 16; pair = strtok_r(NULL, ";", &save)) {
+            char *bar = strchr(pair, '|');
+            if (bar)
+                *bar = '\0';
+            fwd_list[var_n] = var_name(pair);
+            bwd_list[var_n] = bar ? var_name(bar + 1) : NULL;
+            var_n++;
+        }
+    }
+    if (var_n == 0) {
+        var_n = getenv("FLASHC_TEST_SMALL") ? 3 : 5;
+        for (int i = 0; i < var_n; i++)
+            fwd_list[i] = fwd_default[i], bwd_list[i] = bwd_default[i];
+    }
+    return var_n;
+}
+
+/* FLASHC_TEST_RMS_SHORT=1: a few shapes a variant (compute-sanitizer on a forced variant list). */
+static int rms_short(void) { return getenv("FLASHC_TEST_RMS_SHORT") != NULL; }
 
 static void set_variant(int i)
 {
-    if (fwd_variants[i])
-        setenv("FLASHC_CUDA_RMS_FWD", fwd_variants[i], 1);
+    (void)n_variants();
+    if (fwd_list[i])
+        setenv("FLASHC_CUDA_RMS_FWD", fwd_list[i], 1);
     else
         unsetenv("FLASHC_CUDA_RMS_FWD");
-    if (bwd_variants[i])
-        setenv("FLASHC_CUDA_RMS_BWD", bwd_variants[i], 1);
+    if (bwd_list[i])
+        setenv("FLASHC_CUDA_RMS_BWD", bwd_list[i], 1);
     else
         unsetenv("FLASHC_CUDA_RMS_BWD");
-    printf(" variant fwd %s, bwd %s\n", fwd_variants[i] ? fwd_variants[i] : "(default)",
-           bwd_variants[i] ? bwd_variants[i] : "(default)");
+    printf(" variant fwd %s, bwd %s\n", fwd_list[i] ? fwd_list[i] : "(default)",
+           bwd_list[i] ? bwd_list[i] : "(default)");
 }
 
 static void rms_case(flashc_dtype dt, int64_t T, int64_t D, int64_t ld)
@@ -242,6 +279,10 @@ static void test_rmsnorm_extremes(void **state)
         set_variant(v);
         for (int i = 0; i < 2; i++)
             for (int k = 0; k < 3; k++) {
+                if (rms_short()) {
+                    rms_extreme_case(dts[i], 9, 4096, 4096, scales[k]);
+                    continue;
+                }
                 rms_extreme_case(dts[i], 9, 4096, 4096, scales[k]); /* warp / block rows */
                 rms_extreme_case(dts[i], 70, 64, 72, scales[k]);    /* lane groups */
                 rms_extreme_case(dts[i], 4, 16384, 16392, scales[k]);
@@ -355,6 +396,10 @@ static void test_rmsnorm_bwd_extremes(void **state)
             for (int k = 0; k < 5; k++) {
                 const double xs = cases[k][0], gs = cases[k][1];
                 const float eps = (float)cases[k][2];
+                if (rms_short()) {
+                    rms_bwd_extreme_case(dts[i], 66, 4096, 4096, xs, gs, eps, k == 0);
+                    continue;
+                }
                 rms_bwd_extreme_case(dts[i], 66, 4096, 4096, xs, gs, eps, k == 0); /* 4 chunks a thread */
                 rms_bwd_extreme_case(dts[i], 40, 1024, 1032, xs, gs, eps, k == 1); /* strided */
                 rms_bwd_extreme_case(dts[i], 30, 136, 136, xs, gs, eps, k == 2);
@@ -397,6 +442,13 @@ static void test_rmsnorm(void **state)
     for (int v = 0; v < n_variants(); v++) {
         set_variant(v);
         const int all = v == 0; /* the other variants: the shapes their paths see, not every one */
+        if (rms_short()) {
+            rms_case(FLASHC_BF16, 257, 4096, 4096);
+            rms_case(FLASHC_BF16, 40, 8192, 8200);
+            rms_case(FLASHC_F32, 300, 1024, 1032);
+            rms_case(FLASHC_F16, 70, 512, 520);
+            continue;
+        }
         for (int i = 0; i < 3; i++) {
             /* forward: a warp a row (16-bit: 16 chunks a lane), a block a row (f32: 128
              * threads); backward: 128 / 256 threads of 4 chunks, one row a block */

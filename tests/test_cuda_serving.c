@@ -26,7 +26,9 @@
  *             ran is asserted from the tiles it reports.
  *   graph     a KV-cache call with a workspace captured in a CUDA graph and replayed.
  *   variants  the split cases, varlen and the graph under each non-default merge
- *             (FLASHC_DECODE_MERGE = v2, pdl, fused), and a name that is no variant refused.
+ *             (FLASHC_DECODE_MERGE = v1, v2, fused), and a name that is no variant refused;
+ *             the same and more under each kernel variant (FLASHC_DECODE_KERNEL = ring,
+ *             ring-cpa, at several ring depths), and a depth that does not exist refused.
  *   merge     flashc_attn_merge on CUDA tensors.
  *
  * No CUDA device (or a build without CUDA): exits 77 (skipped). FLASHC_TEST_SMALL=1 keeps only
@@ -1002,18 +1004,14 @@ static void test_varlen(void **state)
  * row tiles a sequence (chunked prefill, Sq 16 x group 8), D 256 and Dk != Dv, varlen, and a
  * graph replayed with the counters of the fused merge. The default (pdl) runs every other
  * test. The variable is read at each call, so setting it here switches the next call. */
-static void test_kvcache_merge_variants(void **state)
+static void variant_cases(void)
 {
-    (void)state;
-    static const char *variants[] = {"v1", "v2", "fused"}; /* the default (pdl): every other test */
     const int many[] = {1, 2, 3, 5, 8, 13, 32, 64, 0};
     const int few[] = {1, 4, 0};
     const int odd[] = {1, 7, 0};
     const int small = small_only();
     const flashc_dtype dts[2] = {FLASHC_BF16, FLASHC_F16};
-    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
-        setenv("FLASHC_DECODE_MERGE", variants[v], 1);
-        printf("  FLASHC_DECODE_MERGE=%s\n", variants[v]);
+    {
         for (int di = 0; di < 2; di++) {
             const flashc_dtype dt = dts[di];
             kv_case s = kvc(dt, 3, 1, 8, 2, 128, 16, 256, 240, 1); /* GQA 4, page 16, ragged */
@@ -1058,6 +1056,17 @@ static void test_kvcache_merge_variants(void **state)
             graph_check(&g1, 0, 3); /* the automatic split count at B 1 */
         }
     }
+}
+
+static void test_kvcache_merge_variants(void **state)
+{
+    (void)state;
+    static const char *variants[] = {"v1", "v2", "fused"}; /* the default (pdl): every other test */
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+        setenv("FLASHC_DECODE_MERGE", variants[v], 1);
+        printf("  FLASHC_DECODE_MERGE=%s\n", variants[v]);
+        variant_cases();
+    }
     /* a value that names no variant: refused with a message, nothing written */
     setenv("FLASHC_DECODE_MERGE", "v9", 1);
     {
@@ -1074,6 +1083,66 @@ static void test_kvcache_merge_variants(void **state)
         kv_teardown(&r);
     }
     unsetenv("FLASHC_DECODE_MERGE");
+}
+
+/* ---- the kernel variants (FLASHC_DECODE_KERNEL, src/cuda/attn_decode.cu) ----------------- */
+
+/* The ring kernel (bulk copies, and cp.async) at its default depth and at 1 and 2 stages (a
+ * ring that wraps every stage or two), on the variant cases above (split counts 1..64, paged
+ * with shuffled tables, ragged lengths, append, GQA 1..8, masks, modifiers, chunked prefill,
+ * Dk != Dv, varlen, graph replays; D 256 takes the split kernel), plus page 1, a padded head dim
+ * with cache_batch_idx, empty caches and, unless short, B 1 at 32k keys with the automatic split
+ * count. FLASHC_DECODE_KERNEL is put back as it was (a run may force a kernel on every test). On
+ * a device that is not compute capability 9.0 the ring falls back to the split kernel. */
+static void test_kvcache_kernel_variants(void **state)
+{
+    (void)state;
+    static const char *kernels[] = {"ring", "ring-cpa", "ring:1", "ring-cpa:2"};
+    const char *was = getenv("FLASHC_DECODE_KERNEL");
+    char *saved = was ? strdup(was) : NULL;
+    const int small = small_only();
+    const int few[] = {1, 4, 0};
+    const int n = small ? 2 : (int)(sizeof kernels / sizeof kernels[0]);
+    for (int v = 0; v < n; v++) {
+        setenv("FLASHC_DECODE_KERNEL", kernels[v], 1);
+        printf("  FLASHC_DECODE_KERNEL=%s\n", kernels[v]);
+        variant_cases();
+        for (int di = 0; di < 2; di++) {
+            const flashc_dtype dt = di ? FLASHC_F16 : FLASHC_BF16;
+            kv_case p1 = kvc(dt, 2, 1, 8, 1, 64, 1, 200, 150, 1); /* MQA, page 1 */
+            kv_check(&p1, few, 3, 1);
+            kv_case d40 = kvc(dt, 3, 2, 12, 4, 40, 0, 211, 200, 2); /* D 40, padded */
+            d40.batch_idx = 1;
+            kv_check(&d40, few, 3, 1);
+            kv_case e = kvc(dt, 2, 6, 4, 4, 64, 16, 256, 0, 0); /* every cache empty */
+            e.causal = 1;
+            kv_check(&e, few, 3, 0);
+        }
+        if (!small && v < 2) {
+            const int auto_one[] = {0, 1};
+            kv_case l = kvc(FLASHC_BF16, 1, 1, 32, 8, 128, 64, 32768, 32767, 1);
+            kv_check(&l, auto_one, 2, 1);
+        }
+    }
+    setenv("FLASHC_DECODE_KERNEL", "ring:9", 1); /* no such depth: refused */
+    {
+        kv_case c = kvc(FLASHC_BF16, 2, 1, 8, 2, 128, 16, 64, 40, 1);
+        kv_run r;
+        kv_setup(&c, &r);
+        flashc_tensor kc, vc, q, o, lse, kn, vn, sl, tb, bi, al;
+        flashc_kv_cache cache;
+        kv_tensors(&r, &kc, &vc, &q, &o, &lse, &kn, &vn, &sl, &tb, &bi, &al, &cache);
+        flashc_attn_params pr = kv_params(&r, &al, 4);
+        assert_int_equal(flashc_attn_kvcache_fwd(&pr, &cache, &q, &o, &lse, NULL),
+                         FLASHC_ERR_INVALID_ARGUMENT);
+        printf("  FLASHC_DECODE_KERNEL=ring:9: refused (%s)\n", flashc_last_error());
+        kv_teardown(&r);
+    }
+    if (saved)
+        setenv("FLASHC_DECODE_KERNEL", saved, 1);
+    else
+        unsetenv("FLASHC_DECODE_KERNEL");
+    free(saved);
 }
 
 static void test_dense_modifiers(void **state)
@@ -1267,11 +1336,15 @@ int main(void)
     }
     tu_seed_from_env();
     printf("test_cuda_serving: %s\n", flashc_build_info());
+    /* FLASHC_TEST_FILTER: cmocka's test-name pattern (a device script runs one variant's tests) */
+    if (getenv("FLASHC_TEST_FILTER"))
+        cmocka_set_test_filter(getenv("FLASHC_TEST_FILTER"));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kvcache_decode),  cmocka_unit_test(test_kvcache_masks),
         cmocka_unit_test(test_kvcache_chunked_prefill), cmocka_unit_test(test_kvcache_splits),
         cmocka_unit_test(test_kvcache_long),    cmocka_unit_test(test_kvcache_graph),
         cmocka_unit_test(test_varlen),          cmocka_unit_test(test_kvcache_merge_variants),
+        cmocka_unit_test(test_kvcache_kernel_variants),
         cmocka_unit_test(test_dense_modifiers), cmocka_unit_test(test_prefill_mods),
         cmocka_unit_test(test_merge_cuda),      cmocka_unit_test(test_refusals),
     };

@@ -13,9 +13,11 @@ keys inside each sequence only, which attention does not see).
 SDPA gets q (B, Hq, 1, d) and the cache as the (B, Hkv, ctx, d) view of the (B, ctx, Hkv, d)
 buffer, with enable_gqa=True (no expanded copy); a backend that refuses it is reported as such.
 
-Variants (issue 13, helper decode2): --variants v1,v2,pdl,fused times every flashc layout once
-per value of FLASHC_DECODE_MERGE (src/cuda/attn_decode.cu reads it at each call; v1 is today's
-default), each checked against SDPA first; --sweep 8,16,32 also times the contiguous call at
+Variants (issue 13, helpers decode2, decode3): --variants v1,v2,pdl,fused,ring,ring-cpa:3 times
+every flashc layout once per value of FLASHC_DECODE_MERGE (v1, v2, pdl, fused) or of
+FLASHC_DECODE_KERNEL (split, ring, ring-cpa, with an optional :N of ring stages), which
+src/cuda/attn_decode.cu reads at each call (v1 keeps the historical keys), each checked against
+SDPA first; --sweep 8,16,32 also times the contiguous call at
 those explicit num_splits for the --sweep-variants, at B = 1 only (where the split count
 matters most). --shapes 1x4096,16x32768 replaces the batches x ctx product by a list.
 
@@ -140,6 +142,21 @@ def graph_ms(lib, q, kc, vc, o, lse, seqlens, rep_ms):
         return None
 
 
+def set_variant(v):
+    """A variant is a merge (FLASHC_DECODE_MERGE: v1, v2, pdl, fused) or a kernel
+    (FLASHC_DECODE_KERNEL: split, ring, ring-cpa, ring:N, ...; the default merge), or both joined
+    by "+" (ring+fused); None: the library's defaults. Both are read by the library at every call."""
+    for k in ("FLASHC_DECODE_MERGE", "FLASHC_DECODE_KERNEL"):
+        os.environ.pop(k, None)
+    if v is None:
+        return
+    for part in v.split("+"):  # "ring+fused": a kernel and a merge
+        if part == "split" or part.startswith("ring"):
+            os.environ["FLASHC_DECODE_KERNEL"] = part
+        else:
+            os.environ["FLASHC_DECODE_MERGE"] = part
+
+
 def bench(fn, rep_ms):
     return triton.testing.do_bench(fn, warmup=max(5, rep_ms // 4), rep=rep_ms,
                                    return_mode="median")
@@ -227,7 +244,7 @@ def main():
                 name = lay if variant == "v1" else f"{lay}@{variant}"
                 if nsplit:
                     name += f"/s{nsplit}"
-                os.environ["FLASHC_DECODE_MERGE"] = variant
+                set_variant(variant)
                 if page is None:
                     kv, vv, table = kc, vc, None
                 else:
@@ -257,7 +274,7 @@ def main():
                 row[name + "_splits"] = fn.stats.num_splits
                 if name == "contig" and a.graph:
                     row["graph_ms"] = graph_ms(lib, q, kv, vv, o, lse, seqlens, a.rep_ms)
-            os.environ.pop("FLASHC_DECODE_MERGE", None)
+            set_variant(None)
             del kc, vc, q, o, lse
             torch.cuda.empty_cache()
             parts = []

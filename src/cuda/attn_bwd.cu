@@ -24,9 +24,11 @@ static const struct {
 } bwd_tables[] = {
     {attn_bwd_sm80_variants, &attn_bwd_sm80_variant_count},
     {attn_bwd_sm90_variants, &attn_bwd_sm90_variant_count},
+    {attn_bwd_sm90v2_variants, &attn_bwd_sm90v2_variant_count},
 };
 
-/* FLASHC_CUDA_BWD_KERNEL: "" or unset (the dispatcher's choice) or a family ("sm80", "sm90")
+/* FLASHC_CUDA_BWD_KERNEL: "" or unset (the dispatcher's choice) or a family ("sm80", "sm90",
+ * "sm90v2", "sm90v2e", "sm90v2s"; an opt_in variant is taken only this way)
  * preferred where it serves the problem; a problem it does not serve gets the dispatcher's
  * choice, so one test run covers every head dim. Read at every call (not cached, unlike the
  * forward's FLASHC_CUDA_KERNEL, which refuses instead), so the bench can time both families
@@ -70,7 +72,7 @@ static const attn_bwd_variant *pick_in(const attn_problem *p, int cc, int smem_o
             const attn_bwd_variant *v = &bwd_tables[t].v[i];
             if (v->dtype == p->dtype && v->head_dim == p->D && v->min_cc <= cc &&
                 (!v->max_cc || cc <= v->max_cc) && v->smem_bytes <= smem_optin &&
-                (!family || strcmp(v->family, family) == 0) &&
+                (!family ? !v->opt_in : strcmp(v->family, family) == 0) &&
                 (!p->br || p->br == v->block_q) && (!p->bc || p->bc == v->block_k) &&
                 (p->layout != ATTN_VARLEN || v->launch_varlen) &&
                 (!best || v->min_cc > best->min_cc))

@@ -154,6 +154,9 @@ typedef struct attn_bwd_variant {
     int smem_bytes;     /* dynamic shared memory of the main kernel                         */
     attn_bwd_launch_fn launch;
     attn_bwd_launch_fn launch_varlen; /* the same kernels over packed rows; NULL: dense only */
+    int opt_in;         /* 1: only when FLASHC_CUDA_BWD_KERNEL names the family (a variant
+                           not yet shown faster on a device run); 0 (tables that omit it): also
+                           the dispatcher's choice */
 } attn_bwd_variant;
 
 /* attn_bwd_sm80.cu */
@@ -163,5 +166,9 @@ extern const int attn_bwd_sm80_variant_count;
 /* attn_bwd_sm90.cu */
 extern const attn_bwd_variant attn_bwd_sm90_variants[];
 extern const int attn_bwd_sm90_variant_count;
+
+/* attn_bwd_sm90v2.cu */
+extern const attn_bwd_variant attn_bwd_sm90v2_variants[];
+extern const int attn_bwd_sm90v2_variant_count;
 
 #endif /* FLASHC_CUDA_ATTN_CUDA_CUH */

@@ -38,8 +38,21 @@
  *   v5 "sm90v5"   v4 on a persistent grid (one thread block per multiprocessor walking tiles
  *                 in the longest-first order): the producer loads the next tile's Q and K/V
  *                 while the consumers finish the last one and store it.
- * Not yet: a dynamic tile scheduler (v5's static walk loses to the hardware's block scheduler
- * at 16k, most under the causal mask), TMA stores of O, other head dims, Dk != Dv.
+ *   v6 "sm90v6"   v5 with a dynamic tile scheduler (VER 7): after a thread block's first tile
+ *                 (blockIdx.x), its producer claims each next one from an atomic counter in
+ *                 device memory (zeroed in stream order before the launch) once the last
+ *                 tile's loads are issued, and passes its index to the consumers in shared
+ *                 memory beside Q (published by the arrival on Q's barrier, freed by q_empty),
+ *                 so that tiles of unequal cost (causal) and multiprocessors of unequal speed
+ *                 even out as under the hardware's block scheduler; tiles go longest first
+ *                 under the causal mask, head by head without it (the tiles in flight share
+ *                 the K/V of fewer heads in L2). BN = 176 without the mask, 128 under it,
+ *                 2 stages. O goes through
+ *                 shared memory (a 64-column panel per consumer) and a TMA store, which runs
+ *                 on while the consumer starts its next tile.
+ *      "sm90v6d"  v6's scheduler with v5's direct stores of O (VER 6);
+ *      "sm90v6w"  v6 with BN = 176 under the causal mask too.
+ * Not yet: other head dims, Dk != Dv, 3 consumer warpgroups at d = 64.
  */
 #include "attn_cuda.cuh"
 #include "attn_fwd_common.cuh"
@@ -51,19 +64,31 @@
 
 namespace {
 
-constexpr int SM90_BM = 128, SM90_THREADS = 384;
+/* Consumer warpgroups of version VER: 3 in v7 (VER 8, FlashAttention-3's d = 64 shape, BM =
+ * 192: the softmax, not the tensor cores, bounds d = 64, and a third consumer gives the
+ * multiprocessor's exp units more independent rows), else 2. BM = 64 per consumer. */
+__host__ __device__ constexpr int sm90_consumers(int ver) { return ver == 8 ? 3 : 2; }
+__host__ __device__ constexpr int sm90_bm(int ver) { return 64 * sm90_consumers(ver); }
+__host__ __device__ constexpr int sm90_threads(int ver) { return 128 * (1 + sm90_consumers(ver)); }
 
 /* Shared memory of one thread block, in bytes from a 1024-byte aligned base. BN: keys per
  * K/V block (a multiple of 16; BN * 128 a multiple of 1024, so every panel is aligned). */
-template <int D, int BN, int STAGES> struct sm90_smem {
+template <int D, int BN, int STAGES, int VER = 1> struct sm90_smem {
     static_assert(BN % 16 == 0 && BN * 128 % 1024 == 0 && BN <= 256, "K/V block of BN rows");
-    static constexpr int Q_BYTES = SM90_BM * D * 2;
+    static constexpr int Q_BYTES = sm90_bm(VER) * D * 2;
     static constexpr int KV_BYTES = BN * D * 2;           /* one K (or V) slot          */
     static constexpr int Q = 0;
     static constexpr int K = Q + Q_BYTES;
     static constexpr int V = K + STAGES * KV_BYTES;
-    static constexpr int BARS = V + STAGES * KV_BYTES;    /* q_full, k/v full and empty, */
-    static constexpr int TOTAL = BARS + 8 * (2 + 4 * STAGES); /* q_empty                 */
+    static constexpr int O = V + STAGES * KV_BYTES;
+    /* v6's staged O: the whole tile where it fits, else (d 128 beside a 176-key ring) one
+     * 64-column panel per consumer at a time */
+    static constexpr int O_PANELS =
+        O + Q_BYTES + 8 * (2 + 4 * STAGES) + 16 + 1024 <= 227 * 1024 ? D / 64 : 1;
+    static constexpr int O_BYTES = VER >= 7 ? sm90_bm(VER) * 128 * O_PANELS : 0;
+    static constexpr int BARS = O + O_BYTES;              /* q_full, k/v full and empty, */
+    static constexpr int SCHED = BARS + 8 * (2 + 4 * STAGES); /* q_empty; then v6's tile */
+    static constexpr int TOTAL = SCHED + 16;
     static constexpr size_t LAUNCH = TOTAL + 1024;        /* room to align the base     */
     static_assert(LAUNCH <= 227 * 1024, "shared memory of one thread block on sm_90");
 };
@@ -138,15 +163,19 @@ static __device__ __forceinline__ void sm90_exp(float (&s)[1][NT][4], const floa
  * persistent grid: each thread block walks tiles blockIdx.x, + gridDim.x, ...; the others get
  * one tile per thread block, the same loop run once). */
 template <typename T, int D, int BN, int STAGES, int VER>
-__global__ void __launch_bounds__(SM90_THREADS, 1)
+__global__ void __launch_bounds__(sm90_threads(VER), 1)
     attn_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q,
                          const __grid_constant__ CUtensorMap tm_k,
-                         const __grid_constant__ CUtensorMap tm_v, const attn_fwd_args a)
+                         const __grid_constant__ CUtensorMap tm_v, const attn_fwd_args a,
+                         const __grid_constant__ CUtensorMap tm_o, int *tile_ctr)
 {
 #if FLASHC_PTX_SM90A
-    using L = sm90_smem<D, BN, STAGES>;
-    constexpr int BM = SM90_BM, NP = D / 64; /* NP: 64-column panels */
+    using L = sm90_smem<D, BN, STAGES, VER>;
+    constexpr int NC = sm90_consumers(VER), BM = sm90_bm(VER), NP = D / 64; /* 64-col panels */
     constexpr bool OVERLAP = VER >= 3, PERSIST = VER >= 5;
+    /* v6 (VER 6 and 7): tiles from the atomic counter tile_ctr (zero at launch), the producer
+     * passing each to the consumers through shared memory; VER 7 also stores O by TMA. */
+    constexpr bool DYN = VER >= 6, TMA_O = VER >= 7;
     constexpr int NT = BN / 8, DT = D / 8;
     static_assert(D % 64 == 0 && D <= 128, "panels of 64 columns; O fits the registers");
 
@@ -159,6 +188,11 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     auto k_empty = [&](int s) { return bar_q + 8u * (1 + 2 * STAGES + s); };
     auto v_empty = [&](int s) { return bar_q + 8u * (1 + 3 * STAGES + s); };
     const uint32_t q_empty = bar_q + 8u * (1 + 4 * STAGES);
+    /* v6: the tile of the Q in the buffer, or n_tiles (no more). Written by the producer before
+     * its arrival on bar_q (release), read by the consumers after their wait on it (acquire);
+     * rewritten only once q_empty says both consumers have read it. */
+    volatile int *const sched = (volatile int *)(smem_raw + (base - ptx_smem_addr(smem_raw)) +
+                                                 L::SCHED);
 
     const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32;
     const int wg = warp / 4;
@@ -167,10 +201,10 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
         for (int s = 0; s < STAGES; s++) {
             ptx_mbarrier_init(k_full(s), 1);
             ptx_mbarrier_init(v_full(s), 1);
-            ptx_mbarrier_init(k_empty(s), 8); /* one arrival per consumer warp */
-            ptx_mbarrier_init(v_empty(s), 8);
+            ptx_mbarrier_init(k_empty(s), 4 * NC); /* one arrival per consumer warp */
+            ptx_mbarrier_init(v_empty(s), 4 * NC);
         }
-        ptx_mbarrier_init(q_empty, 8);
+        ptx_mbarrier_init(q_empty, 4 * NC);
         ptx_fence_mbarrier_init();
     }
     __syncthreads(); /* the last block-wide barrier: the roles part here */
@@ -181,7 +215,17 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     /* Tile coordinates and the K/V blocks it visits, [0, n_blocks) from the last one. */
     auto tile_at = [&](int tile, int &m0, int &b, int &h, int &n_blocks) {
         int m_block;
-        block_coords<BM>(a, tile, &m_block, &b, &h);
+        if (DYN && !a.causal) {
+            /* v6 without the mask: every tile costs the same, so no longest-first; head by
+             * head instead, so that the tiles in flight at once (132) share the K/V of a few
+             * heads, not of a whole head group (the H200 profile: v4w read 1.7x cuDNN's DRAM
+             * bytes at d128 4k, the K/V re-read) */
+            const int n_mblocks = (a.Sq + BM - 1) / BM, bh = tile / n_mblocks;
+            m_block = n_mblocks - 1 - tile % n_mblocks;
+            b = bh / a.Hq, h = bh % a.Hq;
+        } else {
+            block_coords<BM>(a, tile, &m_block, &b, &h);
+        }
         m0 = m_block * BM;
         const int last_row = min(m0 + BM, a.Sq) - 1;
         const int n_end = a.causal ? min(a.Sk, last_row + 1 + diag) : a.Sk;
@@ -192,21 +236,44 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
 
     if (wg == 0) {
         /* ---- producer ---- */
-        ptx_setmaxnreg_dec<24>();
+        /* v6's scheduler holds a few more values: 32 (2 x 240 + 32 = 512 per 4 lanes) */
+        if constexpr (DYN)
+            ptx_setmaxnreg_dec<32>();
+        else
+            ptx_setmaxnreg_dec<24>();
         if (warp == 0 && lane == 0) {
             ptx_prefetch_tensormap(&tm_q);
             ptx_prefetch_tensormap(&tm_k);
             ptx_prefetch_tensormap(&tm_v);
             int it = 0, tq = 0;
-            for (int tile = ptx_block_index(); tile < n_tiles; tile += tile_step) {
-                int m0, b, h, n_blocks;
-                tile_at(tile, m0, b, h, n_blocks);
-                if (n_blocks == 0)
+            int tile = ptx_block_index();
+            for (;;) {
+                if (!DYN && tile >= n_tiles)
+                    break;
+                int m0 = 0, b = 0, h = 0, n_blocks = 0;
+                if (tile < n_tiles)
+                    tile_at(tile, m0, b, h, n_blocks);
+                if (!DYN && n_blocks == 0) {
+                    tile += tile_step;
                     continue;
+                }
                 const int hk = h / a.group;
                 /* Q's buffer is free once both consumers issued and finished their last S of
                  * the previous tile (a fresh barrier passes parity 1 at once) */
                 ptx_mbarrier_wait(q_empty, ((uint32_t)tq & 1u) ^ 1u);
+                if constexpr (DYN) {
+                    /* v6: every tile's index goes to the consumers, the empty ones (O = 0,
+                     * LSE = -inf to store) and the end mark too, with a plain arrival */
+                    *sched = tile;
+                    if (n_blocks == 0) {
+                        ptx_mbarrier_arrive(bar_q);
+                        tq++;
+                        if (tile >= n_tiles)
+                            break;
+                        tile = atomicAdd(tile_ctr, 1) + (int)gridDim.x;
+                        continue;
+                    }
+                }
                 ptx_mbarrier_arrive_expect_tx(bar_q, L::Q_BYTES);
                 for (int p = 0; p < NP; p++)
                     ptx_tma_load_4d(sQ + p * BM * 128, &tm_q, bar_q, 64 * p, m0, h, b);
@@ -226,13 +293,20 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                                         64 * p, n0, hk, b);
                 }
                 it += n_blocks, tq++;
+                /* v6: the next tile, claimed once this one's loads are all issued, so that the
+                 * claim waits for the ring to drain to STAGES blocks (the atomic's round trip
+                 * hides behind them) and no tile is claimed long before it can start */
+                tile = DYN ? atomicAdd(tile_ctr, 1) + (int)gridDim.x : tile + tile_step;
             }
         }
         return;
     }
 
     /* ---- consumers ---- */
-    ptx_setmaxnreg_inc<240>();
+    if constexpr (NC == 3)
+        ptx_setmaxnreg_inc<160>(); /* 32 + 3 x 160 = 512 per 4 lanes */
+    else
+        ptx_setmaxnreg_inc<240>();
     const int cw = wg - 1;                    /* which 64 rows of the tile           */
     const int wq = warp % 4;                  /* warp within the warpgroup: 16 rows  */
     const int g = lane / 4, t = lane % 4;
@@ -240,13 +314,20 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
      * 1 and 2, and the turns run on across tiles (both walk the same tiles, with the same
      * number of turns in each): a protocol restarted per tile could let consumer 1 pass twice
      * before consumer 0 took the first pass. */
-    const int me = 1 + cw, other = 2 - cw;
+    /* With 3 consumers (v7) the turns go round: 0, 1, 2, 0, ... */
+    const int me = 1 + cw, other = 1 + (cw + 1) % NC;
     auto my_turn = [&]() { ptx_named_bar_sync(me, 256); };
     auto pass_turn = [&]() { ptx_named_bar_arrive(other, 256); };
-    if (OVERLAP && cw == 1)
+    if (OVERLAP && cw == NC - 1)
         pass_turn(); /* consumer 0 issues first */
     int it = 0, tq = 0;
-    for (int tile = ptx_block_index(); tile < n_tiles; tile += tile_step) {
+    for (int tile = ptx_block_index();; tile += tile_step) {
+        if constexpr (DYN) {
+            ptx_mbarrier_wait(bar_q, (uint32_t)tq & 1u);
+            tile = *sched;
+        }
+        if (tile >= n_tiles)
+            break;
         int m0, b, h, n_blocks;
         tile_at(tile, m0, b, h, n_blocks);
         const int row0 = m0 + cw * 64 + wq * 16 + g; /* this thread's rows: row0, row0 + 8 */
@@ -340,8 +421,10 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                 mask_block<1, NT>(sc, a, row0, n0 + 2 * t, diag);
         };
 
-        if (n_blocks > 0)
+        if (!DYN && n_blocks > 0)
             ptx_mbarrier_wait(bar_q, (uint32_t)tq & 1u);
+        if (DYN && n_blocks == 0)
+            release(q_empty); /* the index is read; no S to wait for */
         /* after the wait for the last S of the tile: Q's buffer may take the next tile's Q */
         auto release_q = [&](int i) {
             if (i == n_blocks - 1)
@@ -461,28 +544,72 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
 
         /* Epilogue: the one division per row, then o and LSE (rows past Sq are not stored). */
         T *og = (T *)a.o + b * a.so[0] + h * a.so[2];
+        float inv[2];
 #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
             float l = row_l[0][hr];
             l += __shfl_xor_sync(0xffffffffu, l, 1);
             l += __shfl_xor_sync(0xffffffffu, l, 2);
-            const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+            inv[hr] = l > 0.0f ? 1.0f / l : 0.0f;
             const int row = row0 + 8 * hr;
             if (row < a.Sq) {
-                T *orow = og + (int64_t)row * a.so[1];
+                if constexpr (!TMA_O) {
+                    T *orow = og + (int64_t)row * a.so[1];
 #pragma unroll
-                for (int dt = 0; dt < DT; dt++)
-                    *(uint32_t *)(orow + dt * 8 + 2 * t) =
-                        ptx_pack2(T(), acc[0][dt][2 * hr] * inv, acc[0][dt][2 * hr + 1] * inv);
+                    for (int dt = 0; dt < DT; dt++)
+                        *(uint32_t *)(orow + dt * 8 + 2 * t) = ptx_pack2(
+                            T(), acc[0][dt][2 * hr] * inv[hr], acc[0][dt][2 * hr + 1] * inv[hr]);
+                }
                 if (a.lse && t == 0)
                     a.lse[b * a.slse[0] + h * a.slse[1] + (int64_t)row * a.slse[2]] =
                         l > 0.0f ? row_m[0][hr] * a.scale + logf(l) : -INFINITY;
             }
         }
-        it += n_blocks, tq += n_blocks > 0;
+        if constexpr (TMA_O) {
+            /* v6: O through shared memory, the whole tile or (d 128 beside a 176-key ring,
+             * where only that fits) one 64-column panel at a time per consumer, in the 128-byte
+             * swizzle the O map reads (conflict-free: the 8 rows of a warp's store land in 8
+             * different chunks), then a TMA store that clips rows past Sq. One thread per
+             * consumer issues the stores and, before the panel is rewritten, waits for the last
+             * one's reads; the consumer goes on to its next tile while the copy engine writes. */
+            (void)og;
+            /* the thread's place re-read here, so that ptxas does not hoist 16 store addresses
+             * out of the tile loop and hold them through the main loop */
+            const int tid = ptx_thread_index() % 128, eg = tid % 32 / 4, et = tid % 4;
+            const bool issuer = tid == 0;
+#pragma unroll
+            for (int p = 0; p < NP; p++) {
+                const uint32_t sO = base + L::O + (p % L::O_PANELS) * BM * 128 + cw * 64 * 128;
+                const uint32_t row_at = sO + (uint32_t)(tid / 32 * 16 + eg) * 128 + 4 * et;
+                if (p == 0 || L::O_PANELS == 1) { /* the buffer's last store (the last
+                                          tile's, or panel p - 1's when it is one panel) */
+                    if (issuer)
+                        ptx_bulk_wait_group_read<0>();
+                    ptx_named_bar_sync(1 + NC + cw, 128); /* after the turns' ids */
+                }
+#pragma unroll
+                for (int hr = 0; hr < 2; hr++) /* rows eg + 8 hr of the warp's 16: r % 8 = eg */
+#pragma unroll
+                    for (int c = 0; c < 8; c++) {
+                        const int dt = 8 * p + c;
+                        ptx_st_shared_b32(row_at + hr * 8 * 128 + ((c ^ eg) << 4),
+                                          ptx_pack2(T(), acc[0][dt][2 * hr] * inv[hr],
+                                                    acc[0][dt][2 * hr + 1] * inv[hr]));
+                    }
+                ptx_fence_proxy_async_shared(); /* for the copy engine's reads */
+                ptx_named_bar_sync(1 + NC + cw, 128); /* after the turns' ids */
+                if (issuer && m0 + cw * 64 < a.Sq) {
+                    ptx_tma_store_4d(&tm_o, sO, 64 * p, m0 + cw * 64, h, b);
+                    ptx_bulk_commit_group();
+                }
+            }
+        }
+        it += n_blocks, tq += DYN || n_blocks > 0;
     } /* tiles */
     if (OVERLAP && cw == 0)
-        my_turn(); /* takes consumer 1's last pass, so no barrier is left half-arrived */
+        my_turn(); /* takes the last consumer's last pass: no barrier is left half-arrived */
+    if (TMA_O && ptx_thread_index() % 128 == 0)
+        ptx_bulk_wait_group<0>(); /* the shared panel stays until the copy engine is done */
 #endif /* FLASHC_PTX_SM90A */
 }
 
@@ -536,12 +663,12 @@ static int make_map(CUtensorMap *m, flashc_dtype dt, const void *ptr, int64_t B,
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-/* bn: the kernel's K/V block rows (the box of the K and V maps). */
-static int make_maps(const attn_fwd_args *a, flashc_dtype dt, int bn, CUtensorMap *mq,
+/* bm, bn: the kernel's Q tile and K/V block rows (the boxes of the Q and the K and V maps). */
+static int make_maps(const attn_fwd_args *a, flashc_dtype dt, int bm, int bn, CUtensorMap *mq,
                      CUtensorMap *mk, CUtensorMap *mv)
 {
     const int64_t Hkv = a->Hq / a->group;
-    return make_map(mq, dt, a->q, a->B, a->Sq, a->Hq, a->D, a->sq, SM90_BM) &&
+    return make_map(mq, dt, a->q, a->B, a->Sq, a->Hq, a->D, a->sq, bm) &&
            make_map(mk, dt, a->k, a->B, a->Sk, Hkv, a->D, a->sk, bn) &&
            make_map(mv, dt, a->v, a->B, a->Sk, Hkv, a->D, a->sv, bn);
 }
@@ -560,25 +687,43 @@ static int sm90_supports(const attn_fwd_variant *v, const attn_problem *p, int c
         a.sq[i] = p->sq[i], a.sk[i] = p->sk[i], a.sv[i] = p->sv[i];
     a.B = (int)p->B, a.Sq = (int)p->Sq, a.Sk = (int)p->Sk, a.Hq = (int)p->Hq;
     a.group = (int)(p->Hq / p->Hkv), a.D = (int)p->D;
-    CUtensorMap mq, mk, mv;
-    return make_maps(&a, v->dtype, v->block_k, &mq, &mk, &mv);
+    CUtensorMap mq, mk, mv, mo;
+    if (!make_maps(&a, v->dtype, v->block_q, v->block_k, &mq, &mk, &mv))
+        return 0;
+    /* v6 and v7 store O through a tensor map too */
+    return (strncmp(v->family, "sm90v6", 6) != 0 && strcmp(v->family, "sm90v7") != 0) ||
+           make_map(&mo, v->dtype, p->o, p->B, p->Sq, p->Hq, p->D, p->so, 64);
+}
+
+/* v6 and v6d: BN = 176 without the mask, 128 under it (the diagonal block wastes less of a
+ * smaller block); sm90v6w takes 176 for both. */
+static int sm90_supports_nc(const attn_fwd_variant *v, const attn_problem *p, int cc, int vec16)
+{
+    return !p->causal && sm90_supports(v, p, cc, vec16);
+}
+static int sm90_supports_c(const attn_fwd_variant *v, const attn_problem *p, int cc, int vec16)
+{
+    return p->causal && sm90_supports(v, p, cc, vec16);
 }
 
 template <typename T, int D, int BN, int STAGES, int VER>
 static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t stream)
 {
-    using L = sm90_smem<D, BN, STAGES>;
-    CUtensorMap mq, mk, mv;
-    if (!make_maps(a, std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16, BN, &mq,
-                   &mk, &mv))
+    using L = sm90_smem<D, BN, STAGES, VER>;
+    const flashc_dtype dt = std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16;
+    CUtensorMap mq, mk, mv, mo;
+    memset(&mo, 0, sizeof mo); /* read by VER 7 only */
+    constexpr int BM = sm90_bm(VER);
+    if (!make_maps(a, dt, BM, BN, &mq, &mk, &mv) ||
+        (VER >= 7 && !make_map(&mo, dt, a->o, a->B, a->Sq, a->Hq, a->D, a->so, 64)))
         return cudaErrorInvalidValue; /* sm90_supports said yes: the driver changed its mind */
-    void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap,
-                   const attn_fwd_args) = attn_fwd_sm90_kernel<T, D, BN, STAGES, VER>;
+    void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const attn_fwd_args,
+                   const CUtensorMap, int *) = attn_fwd_sm90_kernel<T, D, BN, STAGES, VER>;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            (int)L::LAUNCH);
     if (err != cudaSuccess)
         return err;
-    int64_t blocks = (int64_t)((a->Sq + SM90_BM - 1) / SM90_BM) * a->B * a->Hq;
+    int64_t blocks = (int64_t)((a->Sq + BM - 1) / BM) * a->B * a->Hq;
     if (blocks > 0x7fffffff)
         return cudaErrorInvalidConfiguration;
     if (VER >= 5) { /* persistent: one thread block per multiprocessor at most */
@@ -589,8 +734,26 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
             return err;
         blocks = blocks < sms ? blocks : sms;
     }
-    kernel<<<(unsigned)blocks, SM90_THREADS, L::LAUNCH, stream>>>(mq, mk, mv, *a);
-    return cudaGetLastError();
+    /* v6's tile counter: its own 4 bytes per call, allocated and zeroed in stream order (no
+     * host sync, capturable in a CUDA graph), so that calls on concurrent streams never share
+     * one; the kernel's first tiles are blockIdx.x, the counter hands out the rest. */
+    int *ctr = NULL;
+    if (VER >= 6) {
+        if ((err = cudaMallocAsync((void **)&ctr, sizeof(int), stream)) != cudaSuccess)
+            return err;
+        if ((err = cudaMemsetAsync(ctr, 0, sizeof(int), stream)) != cudaSuccess) {
+            (void)cudaFreeAsync(ctr, stream);
+            return err;
+        }
+    }
+    kernel<<<(unsigned)blocks, sm90_threads(VER), L::LAUNCH, stream>>>(mq, mk, mv, *a, mo, ctr);
+    err = cudaGetLastError();
+    if (ctr) {
+        const cudaError_t ferr = cudaFreeAsync(ctr, stream);
+        if (err == cudaSuccess)
+            err = ferr;
+    }
+    return err;
 }
 
 /* What the dispatcher picks without FLASHC_CUDA_KERNEL (bench/RESULTS.md, H200, 2026-12-01,
@@ -600,14 +763,19 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
  * behind at 16k causal (the static tile walk leaves the multiprocessors unevenly loaded). So:
  * v4w where Sq, Sk >= 2048 (the first match in this table wins), v5 from 1024, sm80 below
  * (512 was not measured). v1, v3 and v4 stay for FLASHC_CUDA_KERNEL and the ladder. */
+#define SM90_VARIANT_S(TN, T, FAM, D, BM, BN, ST, VER, DEF, MINSEQ, SUP)                          \
+    {"attn_fwd_" #TN "_" FAM "_d" #D "_" #BM "x" #BN, FAM, TN##_DTYPE_SM90, D, D, 90, BM, BN, DEF, \
+     MINSEQ, SUP, attn_fwd_sm90_launch<T, D, BN, ST, VER>}
 #define SM90_VARIANT(TN, T, FAM, D, BN, ST, VER, DEF, MINSEQ)                                     \
-    {"attn_fwd_" #TN "_" FAM "_d" #D "_128x" #BN, FAM, TN##_DTYPE_SM90, D, D, 90, 128, BN, DEF, \
-     MINSEQ, sm90_supports, attn_fwd_sm90_launch<T, D, BN, ST, VER>}
+    SM90_VARIANT_S(TN, T, FAM, D, 128, BN, ST, VER, DEF, MINSEQ, sm90_supports)
 #define bf16_DTYPE_SM90 FLASHC_BF16
 #define f16_DTYPE_SM90 FLASHC_F16
 #define SM90_FAMILY(FAM, D, BN, ST, VER, DEF, MINSEQ)                                              \
     SM90_VARIANT(bf16, __nv_bfloat16, FAM, D, BN, ST, VER, DEF, MINSEQ),                           \
         SM90_VARIANT(f16, __half, FAM, D, BN, ST, VER, DEF, MINSEQ)
+#define SM90_FAMILY_S(FAM, D, BM, BN, ST, VER, DEF, MINSEQ, SUP)                                   \
+    SM90_VARIANT_S(bf16, __nv_bfloat16, FAM, D, BM, BN, ST, VER, DEF, MINSEQ, SUP),                \
+        SM90_VARIANT_S(f16, __half, FAM, D, BM, BN, ST, VER, DEF, MINSEQ, SUP)
 const attn_fwd_variant attn_fwd_sm90_variants[] = {
     SM90_FAMILY("sm90v4w", 64, 176, 2, 4, 1, 2048),
     SM90_FAMILY("sm90v4w", 128, 176, 2, 4, 1, 2048),
@@ -619,6 +787,21 @@ const attn_fwd_variant attn_fwd_sm90_variants[] = {
     SM90_FAMILY("sm90v3", 128, 128, 2, 3, 0, 0),
     SM90_FAMILY("sm90v4", 64, 128, 3, 4, 0, 0),
     SM90_FAMILY("sm90v4", 128, 128, 3, 4, 0, 0),
+    /* v6 (VER 7): the dynamic tile scheduler and O by TMA store; v6d (VER 6): the scheduler
+     * alone (direct stores); v6w: v6 with 176-key blocks under the causal mask too. */
+    SM90_FAMILY_S("sm90v6", 64, 128, 176, 2, 7, 0, 0, sm90_supports_nc),
+    SM90_FAMILY_S("sm90v6", 128, 128, 176, 2, 7, 0, 0, sm90_supports_nc),
+    SM90_FAMILY_S("sm90v6", 64, 128, 128, 2, 7, 0, 0, sm90_supports_c),
+    SM90_FAMILY_S("sm90v6", 128, 128, 128, 2, 7, 0, 0, sm90_supports_c),
+    SM90_FAMILY_S("sm90v6d", 64, 128, 176, 2, 6, 0, 0, sm90_supports_nc),
+    SM90_FAMILY_S("sm90v6d", 128, 128, 176, 2, 6, 0, 0, sm90_supports_nc),
+    SM90_FAMILY_S("sm90v6d", 64, 128, 128, 2, 6, 0, 0, sm90_supports_c),
+    SM90_FAMILY_S("sm90v6d", 128, 128, 128, 2, 6, 0, 0, sm90_supports_c),
+    SM90_FAMILY("sm90v6w", 64, 176, 2, 7, 0, 0),
+    SM90_FAMILY("sm90v6w", 128, 176, 2, 7, 0, 0),
+    /* v7 (VER 8): v6 with 3 consumers, BM = 192, d = 64 only (O and S of 128 keys fit 160
+     * registers; at d = 128 they would not) */
+    SM90_FAMILY_S("sm90v7", 64, 192, 128, 2, 8, 0, 0, sm90_supports),
 };
 const int attn_fwd_sm90_variant_count =
     (int)(sizeof attn_fwd_sm90_variants / sizeof attn_fwd_sm90_variants[0]);

@@ -427,6 +427,71 @@ static __device__ __forceinline__ void ptx_tma_load_4d(uint32_t dst, const void 
                  : "memory");
 }
 
+/* The other way (the forward's O, v6): the box at (c0, c1, c2, c3) from shared src, in the
+ * tensor map's swizzle; elements outside the tensor are not written. Completes in the issuing
+ * thread's bulk groups (ptx_bulk_commit_group, ptx_bulk_wait_group*). src: written by the
+ * generic proxy, so a ptx_fence_proxy_async_shared by each writer and a barrier come first. */
+static __device__ __forceinline__ void ptx_tma_store_4d(const void *tmap, uint32_t src, int c0,
+                                                        int c1, int c2, int c3)
+{
+    asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group"
+                 " [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(tmap),
+                 "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+                 : "memory");
+}
+
+static __device__ __forceinline__ void ptx_bulk_commit_group(void)
+{
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+
+/* Until at most n of this thread's bulk groups are still reading their shared source. */
+template <int n> static __device__ __forceinline__ void ptx_bulk_wait_group_read(void)
+{
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(n) : "memory");
+}
+
+/* Until at most n of this thread's bulk groups are incomplete (their writes done). */
+template <int n> static __device__ __forceinline__ void ptx_bulk_wait_group(void)
+{
+    asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(n) : "memory");
+}
+
+static __device__ __forceinline__ void ptx_st_shared_b32(uint32_t addr, uint32_t v)
+{
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+
+/* Copies `bytes` (a multiple of 16) contiguous bytes from global src to shared dst (both 16-byte
+ * aligned) on the copy engine, completing `bytes` tx on mbarrier bar: the non-tensor bulk copy,
+ * which needs no tensor map, so one row of a paged or strided cache is one copy. */
+static __device__ __forceinline__ void ptx_bulk_load(uint32_t dst, const void *src,
+                                                     uint32_t bytes, uint32_t bar)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1], %2, [%3];\n" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+
+/* An arrival on mbarrier bar once every cp.async this thread issued before it has landed
+ * (.noinc: the barrier's expected count already includes this arrival). */
+static __device__ __forceinline__ void ptx_cp_async_mbarrier_arrive_noinc(uint32_t bar)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+
+/* The same with an L2 cache policy (createpolicy): evict-first for data read once. */
+static __device__ __forceinline__ void ptx_bulk_load_hint(uint32_t dst, const void *src,
+                                                          uint32_t bytes, uint32_t bar,
+                                                          uint64_t policy)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+                 " [%0], [%1], %2, [%3], %4;\n" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(bar), "l"(policy)
+                 : "memory");
+}
+
 static __device__ __forceinline__ void ptx_prefetch_tensormap(const void *tmap)
 {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(tmap) : "memory");
@@ -445,6 +510,60 @@ static __device__ __forceinline__ void ptx_named_bar_sync(int id, int n)
 static __device__ __forceinline__ void ptx_named_bar_arrive(int id, int n)
 {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+
+/* ---- bulk asynchronous reductions (the backward's dQ; sm90v2) -------------------------------
+ * The copy engine adds bytes float32 values at shared src into global dst (both 16-byte aligned,
+ * bytes a multiple of 16), element by element, atomically per element at L2, so blocks that add
+ * into the same rows need no other synchronisation. The thread that issues one owns it: its
+ * commit_group closes a group, its wait_group waits for its own groups. The shared source must
+ * not be rewritten (nor the block exit) before wait_group.read says it was read. */
+static __device__ __forceinline__ void ptx_bulk_reduce_add_f32(float *dst, uint32_t src,
+                                                               uint32_t bytes)
+{
+    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst),
+                 "r"(src), "r"(bytes)
+                 : "memory");
+}
+
+static __device__ __forceinline__ void ptx_bulk_commit(void)
+{
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+
+/* At most n of this thread's bulk groups still reading their shared source. */
+template <int n> static __device__ __forceinline__ void ptx_bulk_wait_read(void)
+{
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(n) : "memory");
+}
+
+/* At most n of this thread's bulk groups not complete (their writes performed). */
+template <int n> static __device__ __forceinline__ void ptx_bulk_wait(void)
+{
+    asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(n) : "memory");
+}
+
+/* Orders this thread's generic-proxy accesses of global memory with its async-proxy ones (the
+ * bulk reductions), both ways: deterministic mode's turn order hands dQ rows from one block's
+ * bulk adds to the next block's through a generic release / acquire. */
+static __device__ __forceinline__ void ptx_fence_proxy_async_global(void)
+{
+    asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
+
+/* st.shared.v2.f32 at a 32-bit shared address (8-byte aligned): no 64-bit generic pointer
+ * held in registers for it. */
+static __device__ __forceinline__ void ptx_st_shared_v2_f32(uint32_t addr, float x, float y)
+{
+    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
+}
+
+/* 4-byte cp.async (L1-allocating: .cg takes only 16); valid false: zeros, src not read. */
+static __device__ __forceinline__ void ptx_cp_async_4(uint32_t dst, const void *src, bool valid)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(valid ? 4 : 0)
+                 : "memory");
 }
 
 /* ---- register reallocation between warpgroups -------------------------------------------- */

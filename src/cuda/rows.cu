@@ -19,6 +19,9 @@
  *                 warps (forward) or blocks (backward) keep the next S - 1 rows in a ring of
  *                 cp.async slots while they work on the current one. Not yet the default: no
  *                 device has run them (written 2026-12-01 without device time).
+ *   v4 / v5 (rows_v4.cu, opt-in by the same two variables: register rows with a persistent
+ *                 prefetch and cache hints; bulk-copy mbarrier rings), reached through
+ *                 cuda_rms_fwd_v4 / cuda_rms_bwd_v4 before the choices below.
  *   rms_fwd_vec, rms_bwd_vec + rms_dw_reduce   (v1) the first kernels, taken only with
  *                 FLASHC_CUDA_ROWS=v1 (to compare on one machine): one row per 128+ threads
  *                 with a block barrier and w re-read; dw summed by one thread per column over
@@ -36,6 +39,7 @@
 #include "rows_common.cuh"
 
 #include "ptx.cuh"
+#include "rows_rms.cuh"
 
 #include <math.h>
 #include <mutex>
@@ -78,30 +82,6 @@ __device__ __forceinline__ float row_max(float x, float *red)
         m = fmaxf(m, red[threadIdx.y * wpr + i]);
     __syncthreads();
     return m;
-}
-
-/* A row whose float32 sum of squares ss overflowed (|x| >~ 2e19) or underflowed (all |x| <~
- * 1e-19) takes the rescaled rstd of the CPU and the reference (cpu_rms_rstd_rescaled,
- * kernels.h): from the row's max |x| (amax) and s = sum (x / amax)^2, r and div such that
- * y = x / div * r * w, div = 1 unless the rstd is no normal float (a subnormal row; a row near
- * FLT_MAX). Zeros and rows holding an Inf keep the plain r. */
-__device__ __forceinline__ bool rms_needs_rescale(float ss) { return isinf(ss) || ss < 0x1p-64f; }
-
-__device__ __forceinline__ float2 rms_rescale_rd(float amax, float s, int64_t D, float eps, float plain)
-{
-    if (amax == 0.0f || !isfinite(amax))
-        return make_float2(plain, 1.0f);
-    const double a = amax, m = 1.0 / sqrt((double)s / (double)D + (double)eps / (a * a));
-    const double rstd = m / a;
-    if (rstd >= 0x1p-126 && rstd <= 0x1p+126)
-        return make_float2((float)rstd, 1.0f);
-    return make_float2((float)m, amax);
-}
-
-__device__ __forceinline__ void rms_rescale(float amax, float s, int64_t D, float eps, float *r, float *div)
-{
-    const float2 q = rms_rescale_rd(amax, s, D, eps, *r);
-    *r = q.x, *div = q.y;
 }
 
 /* Kernel choice, read from the environment at every call (a getenv costs nothing next to a
@@ -446,19 +426,6 @@ __device__ __forceinline__ void cp_async_wait_n(int n)
     }
 }
 
-/* The rounded residual sum x + r of chunk pair (xu, ru): what the residual variant stores and
- * normalises; recomputed rather than kept, it is the same value each time. */
-template <typename T> __device__ __forceinline__ uint4 res_sum(const uint4 &xu, const uint4 &ru)
-{
-    constexpr int V = chunk<T>::n;
-    float xv[V], rv[V];
-    unpack<T>(xu, xv), unpack<T>(ru, rv);
-#pragma unroll
-    for (int i = 0; i < V; i++)
-        xv[i] += rv[i];
-    return pack<T>(xv);
-}
-
 /* Forward ring: blocks of W warps (blockDim.x = 32 W), warp g of the grid taking rows g, g +
  * Wg, g + 2 Wg, ... (Wg warps in all). Slot layout: nc chunks of x, then (RES) nc chunks of r;
  * lane l owns chunks l, l + 32, ... Shared memory: W * S * slot chunks (dynamic). */
@@ -735,6 +702,9 @@ template <typename T> static flashc_status rms_fwd_t(const rows_problem *p)
                          vec_ok(p->y, a.sy, p->D, es) && (!p->r || vec_ok(p->r, a.sr, p->D, es));
     /* The residual variant stays on v1: on the H200 (bench/RESULTS.md, "GPU row ops v2"), bf16
      * 16384 x 4096, v1 took 163 us and rms_fwd_reg<..., true> 172 us. */
+    flashc_status st4;
+    if (aligned && !rows_v1() && cuda_rms_fwd_v4(p, &st4)) /* v4 / v5, when asked for */
+        return st4;
     const ring_cfg rc = ring_env("FLASHC_CUDA_RMS_FWD", 4, 3);
     if (aligned && rc.on && nc >= 32) {
         flashc_status st;
@@ -765,67 +735,6 @@ template <typename T> static flashc_status rms_fwd_t(const rows_problem *p)
     }
     rms_fwd_any<T><<<(unsigned)p->T, 256>>>(a);
     return launch_status("flashc_rmsnorm", "rms_fwd_any");
-}
-
-/* ---- backward at the ends of the float32 range ---------------------------------------------
- * The CPU backward's contract (src/cpu/rmsnorm.c): a row whose float32 sums leave the range
- * where the plain formula holds -- sum x^2 outside [2^-64, 2^100] (|x| beyond ~1e19 overflows
- * it, a row of tiny values makes rstd overflow) or sum dy w x not finite -- is redone in
- * float64, which holds both: rstd = 1 / sqrt(sum x^2 / D + eps), c = rstd^2 sum(dy w x) / D,
- * dx = (float)(rstd (dy w - x c)) (+ dres), dw += (float)(dy x rstd). The test is on the
- * block's reduced sums, so the branch is uniform. In the plain formula dw takes dy (x rstd):
- * |x rstd| <= sqrt(D), so dy x cannot overflow before rstd brings it back. */
-__device__ __forceinline__ bool rms_bwd_plain(float ss, float dot)
-{
-    return ss >= 0x1p-64f && ss <= 0x1p+100f && isfinite(dot);
-}
-
-/* (a, b) summed over the block's threads (blockDim.x a multiple of 32, blockDim.y = 1) in
- * float64; every thread gets the same bits. redd: 64 doubles of shared memory; one barrier
- * (callers run one more barrier a row before redd is written again). */
-__device__ __forceinline__ void block_sum2_d(double &a, double &b, double *redd)
-{
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        a += __shfl_xor_sync(0xffffffffu, a, o);
-        b += __shfl_xor_sync(0xffffffffu, b, o);
-    }
-    const int nw = blockDim.x / 32;
-    if (nw > 1) {
-        if (threadIdx.x % 32 == 0)
-            redd[threadIdx.x / 32] = a, redd[32 + threadIdx.x / 32] = b;
-        __syncthreads();
-        a = 0.0, b = 0.0;
-        for (int i = 0; i < nw; i++)
-            a += redd[i], b += redd[32 + i];
-    }
-}
-
-struct rms_bwd_d {
-    double rstd, c;
-};
-
-__device__ __forceinline__ rms_bwd_d rms_bwd_coef_d(double ss, double dot, int64_t D, float eps)
-{
-    rms_bwd_d k;
-    k.rstd = 1.0 / sqrt(ss / (double)D + (double)eps);
-    k.c = k.rstd * k.rstd * dot / (double)D;
-    return k;
-}
-
-/* One chunk of the float64 row: dx into o, dw accumulated (x, dy, w, dres as float32). */
-template <int V>
-__device__ __forceinline__ void rms_bwd_chunk_d(const rms_bwd_d &k, const float *xv, const float *dv,
-                                                const float *wv, const float *rv, float *dw, float *o)
-{
-#pragma unroll
-    for (int i = 0; i < V; i++) {
-        const double x = xv[i], dy = dv[i];
-        dw[i] += (float)(dy * x * k.rstd);
-        o[i] = (float)(k.rstd * (dy * (double)wv[i] - x * k.c));
-        if (rv)
-            o[i] += rv[i];
-    }
 }
 
 /* ---- RMSNorm backward --------------------------------------------------------------------- */
@@ -1303,6 +1212,17 @@ __global__ void __launch_bounds__(1024) rms_dw_sum(const float *part, int64_t G,
     }
 }
 
+extern "C" flashc_status cuda_rms_dw_sum(const float *part, int64_t G, const rows_bwd_problem *p)
+{
+    const unsigned grid = (unsigned)((p->D + 31) / 32);
+    switch (p->dtype) {
+    case FLASHC_BF16: rms_dw_sum<__nv_bfloat16><<<grid, dim3(32, 32)>>>(part, G, p->D, (__nv_bfloat16 *)p->dw, p->sdw); break;
+    case FLASHC_F16: rms_dw_sum<__half><<<grid, dim3(32, 32)>>>(part, G, p->D, (__half *)p->dw, p->sdw); break;
+    default: rms_dw_sum<float><<<grid, dim3(32, 32)>>>(part, G, p->D, (float *)p->dw, p->sdw); break;
+    }
+    return launch_status("flashc_rmsnorm_bwd", "rms_dw_sum");
+}
+
 /* rms_bwd_reg's (and rms_bwd_ring's) threads per block and chunks per thread for nc chunks
  * (tpr = 0: no fit): the most chunks a thread (4, 2, 1; at most nmax) whose block of >= 32 threads covers the row within the
  * launch bound (256, 512, 1024). */
@@ -1368,6 +1288,9 @@ template <typename T> static flashc_status rms_bwd_t(const rows_bwd_problem *p)
     const bool aligned = vec_ok(p->x, a.sx, p->D, es) && vec_ok(p->w, 0, p->D, es) &&
                          vec_ok(p->dy, a.sdy, p->D, es) && vec_ok(p->dx, a.sdx, p->D, es) &&
                          (!p->dres || vec_ok(p->dres, a.sdres, p->D, es));
+    flashc_status st4;
+    if (aligned && !rows_v1() && cuda_rms_bwd_v4(p, &st4)) /* v5, when asked for */
+        return st4;
     int dev = 0, sms = 0, per_sm = 0;
     cudaError_t err = dev_sms(&dev, &sms);
     if (err != cudaSuccess)

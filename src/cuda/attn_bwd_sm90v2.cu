@@ -1,0 +1,554 @@
+/*
+ * attn_bwd_sm90v2.cu — the Hopper backward's second version (family "sm90v2", opt-in through
+ * FLASHC_CUDA_BWD_KERNEL=sm90v2 until a device run shows it correct and faster): the sm90
+ * kernel's products and layout (attn_bwd_sm90.cu: S^T = K Q^T, dP^T = V dO^T, P^T / dS^T in
+ * registers as the A operands of dV += P^T dO and dK += dS^T Q, dS stored transposed by
+ * stmatrix for dQ = dS K) with the waits that did not have to be there taken out:
+ *
+ *  - dQ leaves through shared memory. Each warp owns 16 rows of its warpgroup's dQ tile (the
+ *    wgmma accumulator layout); it stores them to a staging tile and 16 of its lanes hand one
+ *    row each (256 bytes of float32) to the copy engine as a bulk reduce-add into the fp32
+ *    accumulator (cp.reduce.async.bulk .add.f32). The sm90 kernel issued 8 16-byte atomics and
+ *    16 shuffles per thread per Q block and waited for nothing else; here the adds run behind
+ *    the next Q block's products. The staging tile is double-buffered: a row's bulk read has a
+ *    whole iteration to finish before the warp writes that buffer again.
+ *  - LSE and D arrive by cp.async with the Q and dO tiles of the same Q block. The sm90 kernel
+ *    loaded them with plain loads right before its S^T wgmma, so warps 0-1 (warpgroup 0)
+ *    stalled a global round trip per Q block, and warpgroup 1 with them at the next barrier.
+ *    The log2-e scaling and the -inf (empty row) case move to the use.
+ *  - Deterministic mode waits per warp, not per block: warp w of the K block with turn t adds
+ *    its rows once the counter reached 8 t (every warp of the blocks before it released), then
+ *    releases one count after its adds completed. No block barrier around the turn.
+ *  - Head dim 64 as well as 128. At d = 64 each warpgroup takes dQ over its own 64 keys for all
+ *    64 features (m64n64, k = 64), so the dQ products need only the warpgroup's own dS panel (a
+ *    named barrier of 128 threads, not the block barrier of d = 128, whose dQ halves are split
+ *    by features and read both panels); both warpgroups then add into the same dQ rows, which
+ *    deterministic mode orders too (warpgroup 1 waits for 8 t + 4: warpgroup 0's four warps).
+ *
+ * Tiles as sm90: BN = 128 keys per block (warpgroup w: keys [64 w, 64 w + 64)), Q blocks of
+ * BM = 64 rows, 256 threads, one block per SM. Dense only (varlen stays on sm80).
+ */
+#include "attn_bwd_common.cuh"
+#include "attn_cuda.cuh"
+#include "ptx.cuh"
+#include "ptx_sm90.cuh"
+
+#include <math.h>
+
+namespace {
+
+/* NWG warpgroups per block (2; 1 for sm90v2s at d 64), BN = 64 NWG keys, 128 NWG threads */
+constexpr int V2_BM = 64;
+/* dQ staging rows: 64 floats + 16 bytes, so the 8 rows a warp's float2 stores touch at once
+ * fall on different banks (a 256-byte stride would put them all on the same 8) */
+constexpr int V2_DQ_ROW = 272;
+
+/* Shared memory, byte offsets from a 1024-byte aligned base. A tile of R rows x D columns is
+ * D / 64 panels of R rows x 128 bytes (the 128-byte swizzle of ptx_sm90.cuh). */
+template <int D, int NWG> struct bwd90v2_smem {
+    static constexpr int BN = 64 * NWG;
+    static constexpr int KV_BYTES = BN * D * 2;
+    static constexpr int QBUF = V2_BM * D * 2;              /* one buffer of Q (or dO)   */
+    static constexpr int K = 0;
+    static constexpr int V = K + KV_BYTES;
+    static constexpr int Q = V + KV_BYTES;                  /* [2][D / 64][BM][128 B]   */
+    static constexpr int DO = Q + 2 * QBUF;                 /* [2][D / 64][BM][128 B]   */
+    static constexpr int DS = DO + 2 * QBUF;                /* [2 panels][BM][128 B]    */
+    static constexpr int DQ = DS + V2_BM * BN * 2;          /* float [2][NWG][BM][272 B] */
+    static constexpr int DQ_BUF = NWG * V2_BM * V2_DQ_ROW;  /* one buffer, every warpgroup */
+    static constexpr int LSE = DQ + 2 * DQ_BUF;             /* float [2][BM], raw LSE   */
+    static constexpr int DSUM = LSE + 2 * V2_BM * 4;        /* float [2][BM], D         */
+    static constexpr int TOTAL = DSUM + 2 * V2_BM * 4;
+    static constexpr int LAUNCH = TOTAL + 1024;             /* room to align the base   */
+};
+
+} // namespace
+
+#if FLASHC_PTX_SM90A
+/* Rows [0, ROWS) of a tile whose row r is at g + r * row_stride into the panels at shared
+ * address s (chunk c of row r: panel c / 8, row r, chunk (c mod 8) ^ (r mod 8)); rows >=
+ * valid_rows zero-filled. All THREADS threads take part. */
+template <typename T, int D, int ROWS, int THREADS>
+static __device__ __forceinline__ void bwd90v2_load(uint32_t s, const T *g, int64_t row_stride,
+                                                    int valid_rows)
+{
+    constexpr int CPR = D / 8, CHUNKS = ROWS * CPR;
+    static_assert(CHUNKS % THREADS == 0, "every thread copies the same number of chunks");
+#pragma unroll
+    for (int i = 0; i < CHUNKS / THREADS; i++) {
+        const int idx = i * THREADS + (int)threadIdx.x;
+        const int r = idx / CPR, c = idx % CPR;
+        const bool valid = r < valid_rows;
+        const T *src = g + (valid ? (int64_t)r * row_stride : 0) + c * 8;
+        ptx_cp_async_16(s + (uint32_t)((c / 8) * ROWS * 128 + r * 128 + (((c % 8) ^ (r % 8)) * 16)),
+                        src, valid);
+    }
+}
+
+template <int N> static __device__ __forceinline__ void bwd90v2_fence(float (&x)[N][4])
+{
+#pragma unroll
+    for (int i = 0; i < N; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            ptx_fence_operand(x[i][e]);
+}
+
+template <int N> static __device__ __forceinline__ void bwd90v2_fence(uint32_t (&x)[N][4])
+{
+#pragma unroll
+    for (int i = 0; i < N; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            ptx_fence_operand(x[i][e]);
+}
+
+/* LSE log2 e from the raw LSE; -inf (the row saw no key) becomes +inf, so P = 2^(x - l) = 0 */
+static __device__ __forceinline__ float bwd90v2_l(float lse)
+{
+    return lse > -INFINITY ? lse * 1.4426950408889634f : INFINITY;
+}
+#endif
+
+/* T: __nv_bfloat16 or __half; D: 64 or 128; DET: deterministic dQ; MODS: softcap or ALiBi.
+ * EARLY (family sm90v2e, d 64, without MODS only): dV += P^T dO is issued as soon as P^T is
+ * packed, so it runs on the tensor cores while dS^T = P^T (dP^T - D) is computed. */
+template <typename T, int D, bool DET, bool MODS, bool EARLY = false, int NWG = 2>
+__global__ void __launch_bounds__(128 * NWG, 3 - NWG) attn_bwd_sm90v2_kernel(const attn_bwd_args a)
+{
+#if FLASHC_PTX_SM90A
+    using L = bwd90v2_smem<D, NWG>;
+    constexpr int BM = V2_BM, BN = 64 * NWG, THREADS = 128 * NWG;
+    static_assert(NWG == 2 || (NWG == 1 && D == 64), "one warpgroup: d 64 (dQ by keys) only");
+    constexpr int NT = BM / 8; /* 8-query column tiles of S^T, dP^T */
+    constexpr int DT = D / 8;  /* 8-wide column tiles of dK, dV     */
+    static_assert(D == 64 || D == 128, "dK, dV as m64nDk16 accumulators");
+    /* d 128: dQ halves by features (64 each, over all 128 keys: both dS panels);
+     * d 64: dQ partials by keys (this warpgroup's 64, all 64 features: its own panel) */
+    constexpr bool DQ_BY_KEYS = D == 64;
+
+    extern __shared__ uint8_t smem_raw[];
+    const uint32_t raw = ptx_smem_addr(smem_raw);
+    const uint32_t base = (raw + 1023u) & ~1023u;
+    uint8_t *sbase = smem_raw + (base - raw);
+    const float *sL = (const float *)(sbase + L::LSE);
+    const float *sDs = (const float *)(sbase + L::DSUM);
+    const uint32_t sK = base + L::K, sV = base + L::V, sQ = base + L::Q, sdO = base + L::DO;
+    const uint32_t sdS = base + L::DS;
+
+    const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int wg = warp / 4, wq = warp % 4;
+    const int g = lane / 4, t = lane % 4;
+    const bwd_range rg = bwd_range_of(a);
+    const int n_block = DET && rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index()
+                                         : ptx_block_index();
+    const int b = (int)blockIdx.y / a.Hkv, hk = (int)blockIdx.y % a.Hkv;
+    const int n0 = n_block * BN;
+    const int n_mb = (a.Sq + BM - 1) / BM;
+    int m_begin, m_end;
+    bwd_q_blocks(a, rg, n0, BN, BM, &m_begin, &m_end);
+    const int per_head = max(0, m_end - m_begin);
+    const int total = a.group * per_head;
+
+    const T *kg = (const T *)a.k + b * a.sk[0] + hk * a.sk[2] + (int64_t)n0 * a.sk[1];
+    const T *vg = (const T *)a.v + b * a.sv[0] + hk * a.sv[2] + (int64_t)n0 * a.sv[1];
+
+    /* Q, dO, LSE, D of Q block m of head h into buffer buf, all by cp.async (no thread waits
+     * here). Rows past Sq: zeros (Q, dO zero, so their P and dS add nothing to dK, dV; their
+     * dQ rows are never added). */
+    auto load_q = [&](int buf, int h, int m) {
+        const int m0 = m * BM;
+        const T *qg = (const T *)a.q + b * a.sq[0] + h * a.sq[2] + (int64_t)m0 * a.sq[1];
+        const T *dog = (const T *)a.dout + b * a.sdo[0] + h * a.sdo[2] + (int64_t)m0 * a.sdo[1];
+        bwd90v2_load<T, D, BM, THREADS>(sQ + buf * L::QBUF, qg, a.sq[1], a.Sq - m0);
+        bwd90v2_load<T, D, BM, THREADS>(sdO + buf * L::QBUF, dog, a.sdo[1], a.Sq - m0);
+        if (tid < 2 * BM) {
+            const int r = tid % BM;
+            const bool valid = m0 + r < a.Sq;
+            const int rr = valid ? m0 + r : 0;
+            const float *src =
+                tid < BM ? a.lse + b * a.slse[0] + h * a.slse[1] + (int64_t)rr * a.slse[2]
+                         : a.dsum + ((int64_t)b * a.Hq + h) * a.Sq + rr;
+            ptx_cp_async_4(base + (tid < BM ? L::LSE : L::DSUM) + (uint32_t)(buf * BM + r) * 4, src,
+                           valid);
+        }
+    };
+
+    float dk[DT][4], dv[DT][4];
+#pragma unroll
+    for (int dt = 0; dt < DT; dt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            dk[dt][e] = dv[dt][e] = 0.0f;
+
+    if (total > 0) {
+        bwd90v2_load<T, D, BN, THREADS>(sK, kg, a.sk[1], a.Sk - n0);
+        bwd90v2_load<T, D, BN, THREADS>(sV, vg, a.sv[1], a.Sk - n0);
+        load_q(0, hk * a.group, m_begin);
+        ptx_cp_async_commit();
+    }
+
+    int h = hk * a.group, m = m_begin;
+    for (int it = 0; it < total; it++) {
+        const int buf = it & 1;
+        const int m0 = m * BM;
+        ptx_cp_async_wait<0>();
+        ptx_fence_proxy_async_shared(); /* this thread's copies, for the wgmmas */
+        __syncthreads(); /* the tiles landed; every warpgroup is done with the other buffer,
+                            with dS and with K as dQ's operand */
+        int h_next = h, m_next = m + 1;
+        if (m_next == m_end)
+            h_next = h + 1, m_next = m_begin;
+        if (it + 1 < total) {
+            load_q(buf ^ 1, h_next, m_next);
+            ptx_cp_async_commit();
+        }
+        const uint32_t q_buf = sQ + buf * L::QBUF, do_buf = sdO + buf * L::QBUF;
+        const float *lrow = sL + buf * BM, *drow = sDs + buf * BM;
+
+        /* S^T, dP^T: this warpgroup's 64 keys x the BM queries, k over the head dim */
+        float s[NT][4], dp[NT][4];
+        ptx_wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks++) {
+            const uint32_t ka = sK + (ks / 4) * BN * 128 + wg * 64 * 128 + (ks % 4) * 32;
+            const uint32_t qb = q_buf + (ks / 4) * BM * 128 + (ks % 4) * 32;
+            ptx_wgmma_ss_m64n64k16<0>(T(), s, ptx_wgmma_desc(ka, 16, 1024),
+                                      ptx_wgmma_desc(qb, 16, 1024), ks > 0);
+        }
+        ptx_wgmma_commit();
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks++) {
+            const uint32_t va = sV + (ks / 4) * BN * 128 + wg * 64 * 128 + (ks % 4) * 32;
+            const uint32_t ob = do_buf + (ks / 4) * BM * 128 + (ks % 4) * 32;
+            ptx_wgmma_ss_m64n64k16<0>(T(), dp, ptx_wgmma_desc(va, 16, 1024),
+                                      ptx_wgmma_desc(ob, 16, 1024), ks > 0);
+        }
+        ptx_wgmma_commit();
+
+        uint32_t pa[BM / 16][4], da[BM / 16][4]; /* A fragments of P^T, dS^T */
+        const int key0 = n0 + warp * 16 + g; /* this thread's keys: key0, key0 + 8 */
+        const bool need_mask = bwd_tile_needs_mask(a, rg, m0, BM, n0, BN);
+        if constexpr (!MODS) {
+            /* P^T = 2^(S^T s' - L') while dP^T is still on the tensor cores */
+            ptx_wgmma_wait<1>();
+            bwd90v2_fence(s);
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int qi = nt * 8 + 2 * t + (e & 1);
+                    const int key = key0 + (e >= 2 ? 8 : 0);
+                    float p = ptx_exp2(fmaf(s[nt][e], a.scale_log2, -bwd90v2_l(lrow[qi])));
+                    if (need_mask && (key >= a.Sk || bwd_outside(rg, key - (m0 + qi))))
+                        p = 0.0f;
+                    s[nt][e] = p;
+                }
+            if constexpr (EARLY) {
+#pragma unroll
+                for (int kk = 0; kk < BM / 16; kk++) {
+                    pa[kk][0] = ptx_pack2(T(), s[2 * kk][0], s[2 * kk][1]);
+                    pa[kk][1] = ptx_pack2(T(), s[2 * kk][2], s[2 * kk][3]);
+                    pa[kk][2] = ptx_pack2(T(), s[2 * kk + 1][0], s[2 * kk + 1][1]);
+                    pa[kk][3] = ptx_pack2(T(), s[2 * kk + 1][2], s[2 * kk + 1][3]);
+                }
+                bwd90v2_fence(dv);
+                ptx_wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < BM / 16; kk++) {
+                    const uint64_t desc = ptx_wgmma_desc(do_buf + kk * 16 * 128, BM * 128, 1024);
+                    if constexpr (D == 128)
+                        ptx_wgmma_rs_m64n128k16_tb(T(), dv, pa[kk], desc, 1);
+                    else
+                        ptx_wgmma_rs_m64n64k16_tb(T(), dv, pa[kk], desc, 1);
+                }
+                ptx_wgmma_commit();
+                ptx_wgmma_wait<1>(); /* dP^T (dV may still run) */
+            } else {
+                ptx_wgmma_wait<0>();
+            }
+            bwd90v2_fence(dp);
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    dp[nt][e] = s[nt][e] * (dp[nt][e] - drow[nt * 8 + 2 * t + (e & 1)]);
+        } else {
+            /* softcap's derivative needs the raw score beside dP: both first */
+            ptx_wgmma_wait<0>();
+            bwd90v2_fence(s);
+            bwd90v2_fence(dp);
+            const float slope = bwd_slope(a, b, h);
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int qi = nt * 8 + 2 * t + (e & 1);
+                    const int key = key0 + (e >= 2 ? 8 : 0);
+                    float p, ds;
+                    bwd_mod_elem(a, slope, s[nt][e], dp[nt][e], bwd90v2_l(lrow[qi]), drow[qi],
+                                 key - (m0 + qi) - rg.diag, &p, &ds);
+                    if (need_mask && (key >= a.Sk || bwd_outside(rg, key - (m0 + qi))))
+                        p = ds = 0.0f;
+                    s[nt][e] = p;
+                    dp[nt][e] = ds;
+                }
+        }
+
+        /* A fragments: tiles 2 kk, 2 kk + 1 are queries [16 kk, 16 kk + 16) */
+#pragma unroll
+        for (int kk = 0; kk < BM / 16; kk++) {
+            if constexpr (!EARLY || MODS) {
+                pa[kk][0] = ptx_pack2(T(), s[2 * kk][0], s[2 * kk][1]);
+                pa[kk][1] = ptx_pack2(T(), s[2 * kk][2], s[2 * kk][3]);
+                pa[kk][2] = ptx_pack2(T(), s[2 * kk + 1][0], s[2 * kk + 1][1]);
+                pa[kk][3] = ptx_pack2(T(), s[2 * kk + 1][2], s[2 * kk + 1][3]);
+            }
+            da[kk][0] = ptx_pack2(T(), dp[2 * kk][0], dp[2 * kk][1]);
+            da[kk][1] = ptx_pack2(T(), dp[2 * kk][2], dp[2 * kk][3]);
+            da[kk][2] = ptx_pack2(T(), dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
+            da[kk][3] = ptx_pack2(T(), dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+        }
+
+        /* dS [query][key] into panel wg (see attn_bwd_sm90.cu: fragment i of da[kk] is keys
+         * 8 (i & 1) + g of the warp's 16, queries 8 (2 kk + (i >> 1)) + 2t; stored transposed,
+         * row j is query 8 (2 kk + (i >> 1)) + j, chunk 2 wq + (i & 1) of that row) */
+        {
+            const int i = lane / 8, j = lane % 8;
+            const int c = 2 * wq + (i & 1);
+#pragma unroll
+            for (int kk = 0; kk < BM / 16; kk++) {
+                const int q = (2 * kk + (i >> 1)) * 8 + j;
+                ptx_stmatrix_x4_trans(sdS + (uint32_t)(wg * BM * 128 + q * 128 + ((c ^ (q & 7)) * 16)),
+                                      da[kk]);
+            }
+        }
+        ptx_fence_proxy_async_shared(); /* dS, for the dQ wgmmas after the barrier */
+
+        /* dV += P^T dO, dK += dS^T Q: queries are the reduction index, 16 per step; dO and Q
+         * MN-major (two 8-row groups per step, SBO; the feature panels, LBO) */
+        if constexpr (!EARLY || MODS)
+            bwd90v2_fence(dv);
+        bwd90v2_fence(dk);
+        ptx_wgmma_fence();
+        if constexpr (!EARLY || MODS) {
+#pragma unroll
+            for (int kk = 0; kk < BM / 16; kk++) {
+                const uint64_t desc = ptx_wgmma_desc(do_buf + kk * 16 * 128, BM * 128, 1024);
+                if constexpr (D == 128)
+                    ptx_wgmma_rs_m64n128k16_tb(T(), dv, pa[kk], desc, 1);
+                else
+                    ptx_wgmma_rs_m64n64k16_tb(T(), dv, pa[kk], desc, 1);
+            }
+        }
+#pragma unroll
+        for (int kk = 0; kk < BM / 16; kk++) {
+            const uint64_t desc = ptx_wgmma_desc(q_buf + kk * 16 * 128, BM * 128, 1024);
+            if constexpr (D == 128)
+                ptx_wgmma_rs_m64n128k16_tb(T(), dk, da[kk], desc, 1);
+            else
+                ptx_wgmma_rs_m64n64k16_tb(T(), dk, da[kk], desc, 1);
+        }
+        ptx_wgmma_commit();
+
+        /* dQ tile acc: the BM queries x 64 columns. d 128: features [64 wg, +64) = dS K over
+         * the 128 keys, both warpgroups' dS panels (the block barrier); d 64: all 64 features
+         * over this warpgroup's keys, its own panel (a barrier of its 128 threads). */
+        float acc[8][4];
+        if constexpr (DQ_BY_KEYS)
+            ptx_named_bar_sync(1 + wg, 128);
+        else
+            __syncthreads();
+        ptx_wgmma_fence();
+        if constexpr (DQ_BY_KEYS) {
+#pragma unroll
+            for (int ks = 0; ks < 4; ks++) {
+                const uint32_t dsa = sdS + wg * BM * 128 + ks * 32;
+                const uint32_t kb = sK + (wg * 64 + ks * 16) * 128;
+                ptx_wgmma_ss_m64n64k16<1>(T(), acc, ptx_wgmma_desc(dsa, 16, 1024),
+                                          ptx_wgmma_desc(kb, BN * 128, 1024), ks > 0);
+            }
+        } else {
+#pragma unroll
+            for (int ks = 0; ks < BN / 16; ks++) {
+                const uint32_t dsa = sdS + (ks / 4) * BM * 128 + (ks % 4) * 32;
+                const uint32_t kb = sK + wg * BN * 128 + ks * 16 * 128;
+                ptx_wgmma_ss_m64n64k16<1>(T(), acc, ptx_wgmma_desc(dsa, 16, 1024),
+                                          ptx_wgmma_desc(kb, BN * 128, 1024), ks > 0);
+            }
+        }
+        ptx_wgmma_commit();
+        ptx_wgmma_wait<0>();
+        bwd90v2_fence(acc);
+        bwd90v2_fence(dv);
+        bwd90v2_fence(dk);
+        bwd90v2_fence(pa);
+        bwd90v2_fence(da);
+
+        /* acc[j]: rows 16 wq + g (+8), columns 8 j + 2t, +1: this warp's 16 rows into the
+         * staging buffer of this iteration, then lane r < 16 adds row 16 wq + r. Before the
+         * stores: this warp's bulk reads of two iterations ago (the same buffer) are done. */
+        const uint32_t stage_s = base + L::DQ + buf * L::DQ_BUF + wg * BM * V2_DQ_ROW;
+        if (!DET && lane < 16)
+            ptx_bulk_wait_read<1>();
+        __syncwarp();
+        {
+            const uint32_t st0 = stage_s + (uint32_t)((wq * 16 + g) * V2_DQ_ROW + 8 * t);
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                ptx_st_shared_v2_f32(st0 + 32 * j, acc[j][0], acc[j][1]);
+                ptx_st_shared_v2_f32(st0 + 8 * V2_DQ_ROW + 32 * j, acc[j][2], acc[j][3]);
+            }
+        }
+        ptx_fence_proxy_async_shared(); /* the stores, for the copy engine's reads */
+        __syncwarp();
+        const int row = wq * 16 + lane;
+        const bool adds = lane < 16 && m0 + row < a.Sq;
+        float *dqa = a.dq_acc + (((int64_t)b * a.Hq + h) * a.Sq + m0 + row) * D +
+                     (DQ_BY_KEYS ? 0 : wg * 64);
+        if constexpr (!DET) {
+            if (adds)
+                ptx_bulk_reduce_add_f32(dqa, stage_s + (uint32_t)row * V2_DQ_ROW, 256);
+            if (lane < 16)
+                ptx_bulk_commit();
+        } else {
+            if (lane == 0) {
+                const int *sem = a.sem + ((int64_t)b * a.Hq + h) * n_mb + m;
+                /* every warp (4 NWG) releases one count; d 64's warpgroup 1 also waits
+                 * for warpgroup 0 of its own block */
+                const int turn = bwd_turn(rg, n_block, (int)gridDim.x, m, BM, BN);
+                const int target = 4 * NWG * turn + (DQ_BY_KEYS ? 4 * wg : 0);
+                while (ptx_ld_acquire_gpu(sem) < target) {
+                }
+            }
+            __syncwarp();
+            if (lane < 16) {
+                ptx_fence_proxy_async_global(); /* the acquire before our bulk adds */
+                if (adds)
+                    ptx_bulk_reduce_add_f32(dqa, stage_s + (uint32_t)row * V2_DQ_ROW, 256);
+                ptx_bulk_commit();
+                ptx_bulk_wait<0>(); /* our adds performed ... */
+                ptx_fence_proxy_async_global(); /* ... and ordered before the release */
+            }
+            __syncwarp();
+            if (lane == 0) {
+                __threadfence();
+                ptx_red_release_gpu_add(a.sem + ((int64_t)b * a.Hq + h) * n_mb + m, 1);
+            }
+        }
+        h = h_next, m = m_next;
+    }
+    /* the block's shared memory outlives the copy engine's last reads */
+    if (lane < 16)
+        ptx_bulk_wait<0>();
+
+    /* dK = scale dS^T Q and dV; rows past Sk not stored; all zero if no query sees the keys */
+    T *dkg = (T *)a.dk + b * a.sdk[0] + hk * a.sdk[2] + (int64_t)n0 * a.sdk[1] + 2 * t;
+    T *dvg = (T *)a.dv + b * a.sdv[0] + hk * a.sdv[2] + (int64_t)n0 * a.sdv[1] + 2 * t;
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        const int r = warp * 16 + g + 8 * hr;
+        if (n0 + r < a.Sk) {
+            T *krow = dkg + (int64_t)r * a.sdk[1];
+            T *vrow = dvg + (int64_t)r * a.sdv[1];
+#pragma unroll
+            for (int dt = 0; dt < DT; dt++) {
+                *(uint32_t *)(krow + dt * 8) =
+                    ptx_pack2(T(), dk[dt][2 * hr] * a.scale, dk[dt][2 * hr + 1] * a.scale);
+                *(uint32_t *)(vrow + dt * 8) = ptx_pack2(T(), dv[dt][2 * hr], dv[dt][2 * hr + 1]);
+            }
+        }
+    }
+#endif
+}
+
+/* dQ = scale * accumulator in the storage dtype, 8 features per thread (two 16-byte loads, one
+ * 16-byte store: check_operand gave dq 16-byte rows). (batch, head) on grid y, so a thread
+ * divides nothing by Sq (the shared postprocess does two 64-bit divisions per feature pair:
+ * ALU-bound, 84 us at d 128 4k against cuDNN's 54 in the 21:36 profile). */
+template <typename T, int D>
+__global__ void __launch_bounds__(256) attn_bwd_sm90v2_post_kernel(const attn_bwd_args a)
+{
+    constexpr int CPR = D / 8;
+    const int64_t per_bh = (int64_t)a.Sq * CPR;
+    for (int bh = (int)blockIdx.y; bh < a.B * a.Hq; bh += (int)gridDim.y) {
+        const int b = bh / a.Hq, h = bh % a.Hq;
+        const float *acc = a.dq_acc + (int64_t)bh * a.Sq * D;
+        T *dq = (T *)a.dq + b * a.sdq[0] + h * a.sdq[2];
+        for (int64_t x = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; x < per_bh;
+             x += (int64_t)gridDim.x * blockDim.x) {
+            const int64_t s = x / CPR;
+            const int c = (int)(x % CPR) * 8;
+            const float4 v0 = __ldcs((const float4 *)(acc + s * D + c));
+            const float4 v1 = __ldcs((const float4 *)(acc + s * D + c + 4));
+            uint4 o;
+            o.x = ptx_pack2(T(), v0.x * a.scale, v0.y * a.scale);
+            o.y = ptx_pack2(T(), v0.z * a.scale, v0.w * a.scale);
+            o.z = ptx_pack2(T(), v1.x * a.scale, v1.y * a.scale);
+            o.w = ptx_pack2(T(), v1.z * a.scale, v1.w * a.scale);
+            *(uint4 *)(dq + s * a.sdq[1] + c) = o;
+        }
+    }
+}
+
+template <typename T, int D, bool EARLY, int NWG>
+static cudaError_t attn_bwd_sm90v2_launch(const attn_bwd_args *a, cudaStream_t stream)
+{
+    const int64_t rows = (int64_t)a->B * a->Hq * a->Sq;
+    attn_bwd_pre_kernel<T, D, V2_BM, 1><<<(unsigned)((rows + 3) / 4), 128, 0, stream>>>(*a);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess)
+        return err;
+
+    constexpr int smem = bwd90v2_smem<D, NWG>::LAUNCH;
+    const bool mods = a->softcap > 0.0f || a->alibi;
+    void (*kernel)(const attn_bwd_args) =
+        mods ? (a->deterministic ? attn_bwd_sm90v2_kernel<T, D, true, true, false, NWG>
+                                 : attn_bwd_sm90v2_kernel<T, D, false, true, false, NWG>)
+             : (a->deterministic ? attn_bwd_sm90v2_kernel<T, D, true, false, EARLY, NWG>
+                                 : attn_bwd_sm90v2_kernel<T, D, false, false, EARLY, NWG>);
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    /* the largest shared-memory carveout, so that sm90v2s's two blocks fit on an SM */
+    if (err == cudaSuccess)
+        err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+    if (err != cudaSuccess)
+        return err;
+    const dim3 grid((unsigned)((a->Sk + 64 * NWG - 1) / (64 * NWG)), (unsigned)(a->B * a->Hkv), 1);
+    kernel<<<grid, 128 * NWG, smem, stream>>>(*a);
+    if ((err = cudaGetLastError()) != cudaSuccess)
+        return err;
+
+    const int64_t bx = ((int64_t)a->Sq * (D / 8) + 255) / 256;
+    const int bh = a->B * a->Hq;
+    const dim3 pgrid((unsigned)(bx < 8192 ? bx : 8192), (unsigned)(bh < 65535 ? bh : 65535), 1);
+    attn_bwd_sm90v2_post_kernel<T, D><<<pgrid, 256, 0, stream>>>(*a);
+    return cudaGetLastError();
+}
+
+/* opt_in: taken only under FLASHC_CUDA_BWD_KERNEL=sm90v2, sm90v2e or sm90v2s (attn_bwd.cu).
+ * sm90v2e at d 64 only: at d 128 the early dV holds P^T's fragments beside dP^T and spills
+ * (56 bytes by ptxas), at d 64 it fits (236 registers). sm90v2s (d 64): one warpgroup of 64
+ * keys per block and two blocks per SM, which run out of step, so one's element-wise work
+ * can overlap the other's wgmmas (the two warpgroups of a 2-warpgroup block meet at a block
+ * barrier per Q block); each Q tile is loaded per 64 keys instead of 128, but dQ is added once
+ * per element per block instead of twice. */
+const attn_bwd_variant attn_bwd_sm90v2_variants[] = {
+    {"attn_bwd_bf16_sm90v2_d128_64x128", "sm90v2", FLASHC_BF16, 128, 90, 90, V2_BM, 128, 1,
+     bwd90v2_smem<128, 2>::LAUNCH, attn_bwd_sm90v2_launch<__nv_bfloat16, 128, false, 2>, NULL, 1},
+    {"attn_bwd_f16_sm90v2_d128_64x128", "sm90v2", FLASHC_F16, 128, 90, 90, V2_BM, 128, 1,
+     bwd90v2_smem<128, 2>::LAUNCH, attn_bwd_sm90v2_launch<__half, 128, false, 2>, NULL, 1},
+    {"attn_bwd_bf16_sm90v2_d64_64x128", "sm90v2", FLASHC_BF16, 64, 90, 90, V2_BM, 128, 1,
+     bwd90v2_smem<64, 2>::LAUNCH, attn_bwd_sm90v2_launch<__nv_bfloat16, 64, false, 2>, NULL, 1},
+    {"attn_bwd_f16_sm90v2_d64_64x128", "sm90v2", FLASHC_F16, 64, 90, 90, V2_BM, 128, 1,
+     bwd90v2_smem<64, 2>::LAUNCH, attn_bwd_sm90v2_launch<__half, 64, false, 2>, NULL, 1},
+    {"attn_bwd_bf16_sm90v2e_d64_64x128", "sm90v2e", FLASHC_BF16, 64, 90, 90, V2_BM, 128, 1,
+     bwd90v2_smem<64, 2>::LAUNCH, attn_bwd_sm90v2_launch<__nv_bfloat16, 64, true, 2>, NULL, 1},
+    {"attn_bwd_f16_sm90v2e_d64_64x128", "sm90v2e", FLASHC_F16, 64, 90, 90, V2_BM, 128, 1,
+     bwd90v2_smem<64, 2>::LAUNCH, attn_bwd_sm90v2_launch<__half, 64, true, 2>, NULL, 1},
+    {"attn_bwd_bf16_sm90v2s_d64_64x64", "sm90v2s", FLASHC_BF16, 64, 90, 90, V2_BM, 64, 1,
+     bwd90v2_smem<64, 1>::LAUNCH, attn_bwd_sm90v2_launch<__nv_bfloat16, 64, false, 1>, NULL, 1},
+    {"attn_bwd_f16_sm90v2s_d64_64x64", "sm90v2s", FLASHC_F16, 64, 90, 90, V2_BM, 64, 1,
+     bwd90v2_smem<64, 1>::LAUNCH, attn_bwd_sm90v2_launch<__half, 64, false, 1>, NULL, 1},
+};
+const int attn_bwd_sm90v2_variant_count =
+    (int)(sizeof attn_bwd_sm90v2_variants / sizeof attn_bwd_sm90v2_variants[0]);
