@@ -160,15 +160,21 @@ static int use_mm(const attn_problem *p, const cpu_kernels *kr)
 
 static int64_t rup(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-/* Where the unit has the fused tile (kernels.h fwd_tile): FLASHC_CPU_AMX_FWD=1 takes the full
- * tiles of the unit path through it (overlap 0), =2 with the next chunk's S product between
- * the softmax rows (overlap 1), =3 with the previous chunk's P V there too (overlap 2); unset
- * or 0: the chunked gemm / softmax / gemm of mm_tile. Read at every call (one getenv beside a
- * whole forward), so one process can time each. The same bits either way. */
-static int mm_fused_choice(void)
+/* Where the unit has the fused tile (kernels.h fwd_tile): FLASHC_CPU_AMX_FWD=1 takes the rows
+ * of the unit path that see a whole tile through it (overlap 0), =2 with the next chunk's S
+ * product between the softmax rows (overlap 1), =3 with the previous chunk's P V there too
+ * (overlap 2); =0: the chunked gemm / softmax / gemm of mm_tile. Unset: 1 where max(D, Dv) >=
+ * 128, else 0. Read at every call (one getenv beside a whole forward), so one process can time
+ * each. The same bits either way. Measured on the Xeon's AMX (bench/amx_phases.c, bench/RESULTS.md
+ * "The fused AMX tile"), one key tile of 192 against 1152 rows: d 128 chunked 599 us, fused
+ * 548, overlap 1 / 2 656 / 655 (the interleaved tile steps slow the softmax more than they
+ * hide); 2 threads at once 616 / 553 / 640 / 648; 384 keys 1134 / 1031; d 64 386 / 400. */
+static int mm_fused_choice(const attn_problem *p)
 {
     const char *e = getenv("FLASHC_CPU_AMX_FWD");
-    return e && e[0] >= '1' && e[0] <= '3' && !e[1] ? e[0] - '0' : 0;
+    if (e && e[0] >= '0' && e[0] <= '3' && !e[1])
+        return e[0] - '0';
+    return max64(p->D, p->Dv) >= 128;
 }
 
 /* Per-thread regions of the matrix-unit path, in floats (each a whole number of 64-byte lines):
@@ -204,7 +210,7 @@ static void make_plan(const attn_problem *p, fwd_plan *pl)
         while (br >= 128 && p->B * p->Hq * cdiv(p->Sq, br) < 2 * (int64_t)p->threads)
             br /= 2; /* 1152 -> 576 -> 288 -> 144 -> 72 */
     }
-    pl->fused = pl->mm && cpu_kernels_get()->bf16->fwd_tile ? mm_fused_choice() : 0;
+    pl->fused = pl->mm && cpu_kernels_get()->bf16->fwd_tile ? mm_fused_choice(p) : 0;
     pl->few = p->Sq < FEW_ROWS;
     if (p->br && !pl->few)
         br = p->br;

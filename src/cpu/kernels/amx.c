@@ -358,11 +358,14 @@ static void amx_fwd_tile(const cpu_mm_fwd *f)
                               (pv_on ? pvjob_steps(&pj) : 0);
         const int64_t per = (steps + nr - 1) / nr;
         mm_barrier();
-        for (int64_t r = 0; r < nr; r++) {
-            float *row = s + r * lds;
+        for (int64_t r = 0; r < nr && f->cols < kns; r++)
             for (int64_t q = f->cols; q < kns; q++)
-                row[q] = -__builtin_inff();
-            cpu_kernels_avx512_mm_softmax(row, lds, 1, kns, f->scale, f->m + r0 + r,
+                s[r * lds + q] = -__builtin_inff();
+        if (!per) /* nothing to interleave: the chunk's rows in one call */
+            cpu_kernels_avx512_mm_softmax(s, lds, nr, kns, f->scale, f->m + r0, f->l + r0,
+                                          f->alpha + r0, p, f->ldp);
+        for (int64_t r = 0; r < nr && per; r++) {
+            cpu_kernels_avx512_mm_softmax(s + r * lds, lds, 1, kns, f->scale, f->m + r0 + r,
                                           f->l + r0 + r, f->alpha + r0 + r, p + r * f->ldp,
                                           f->ldp);
             for (int64_t u = 0; u < per; u++) {

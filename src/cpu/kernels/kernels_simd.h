@@ -312,16 +312,33 @@ void SIMD_MM_CAT(SIMD_TABLE, _mm_softmax)(const float *S, int64_t lds, int64_t b
 {
     const vf c = v_set1(scale);
     const int64_t bcp = (bc + CPU_MM_KP - 1) / CPU_MM_KP * CPU_MM_KP;
+    /* The maxima of a group of rows first, then each row's exponentials: a row's exp pass
+     * waits for its max (a chain of vector maxima and a horizontal one), so computing the
+     * maxima of the next rows meanwhile would need a look-ahead the core does not have; this
+     * way the rows' passes are independent. Two accumulators halve the max chain (the max of
+     * finite values is exact in any order; NaN: see below). Per row the same arithmetic. */
+    enum { GROUP = 16 };
+    float gmx[GROUP];
     for (int64_t i = 0; i < br; i++) {
         const float *s = S + i * lds;
         uint16_t *p = P + i * ldp;
-        vf vmx = v_set1(-INFINITY);
         int64_t j = 0;
-        for (; j + SIMD_VL <= bc; j += SIMD_VL)
-            vmx = v_max(vmx, v_load(s + j)); /* the score second: NaN propagates */
-        float rmx = j > 0 ? v_hmax(vmx) : -INFINITY;
-        for (; j < bc; j++)
-            rmx = s[j] > rmx || isnan(s[j]) ? s[j] : rmx;
+        if (i % GROUP == 0)
+            for (int64_t g = 0; g < GROUP && i + g < br; g++) {
+                const float *sg = S + (i + g) * lds;
+                vf vmx0 = v_set1(-INFINITY), vmx1 = vmx0;
+                for (j = 0; j + 2 * SIMD_VL <= bc; j += 2 * SIMD_VL) {
+                    vmx0 = v_max(vmx0, v_load(sg + j)); /* the score second: NaN propagates */
+                    vmx1 = v_max(vmx1, v_load(sg + j + SIMD_VL));
+                }
+                if (j + SIMD_VL <= bc)
+                    vmx0 = v_max(vmx0, v_load(sg + j)), j += SIMD_VL;
+                float rm = j > 0 ? v_hmax(v_max(vmx0, vmx1)) : -INFINITY;
+                for (; j < bc; j++)
+                    rm = sg[j] > rm || isnan(sg[j]) ? sg[j] : rm;
+                gmx[g] = rm;
+            }
+        const float rmx = gmx[i % GROUP];
         /* A NaN that the horizontal max lost still reaches P through its own exp2 below. */
         const float mx = rmx * scale > m[i] || isnan(rmx) ? rmx * scale : m[i];
         for (j = bc; j < bcp; j++)
