@@ -26,7 +26,9 @@
  *
  * No CUDA device (or a build without CUDA): prints why and exits 77, which ctest reports as
  * skipped. FLASHC_TEST_SMALL=1 keeps a few short cases of each kernel (for compute-sanitizer);
- * FLASHC_TEST_DIMS=59,128 (a comma list) keeps the head-dim tests of those dims only.
+ * FLASHC_TEST_DIMS=59,128 (a comma list) keeps the head-dim tests of those dims only;
+ * FLASHC_TEST_ONLY=test_many_tiles,test_repeatable (a comma list of test names) keeps those
+ * tests only (racecheck, ~100x slower again than memcheck on these kernels, runs one or two).
  */
 #include "common.h"
 
@@ -436,11 +438,27 @@ static void test_pitched_rows(void **state)
  * Then for the dynamic scheduler (sm90v6*, tiles from an atomic counter): 2 x 8 x 32 = 512
  * tiles (about 4 per thread block), and a causal Sq > Sk case whose first 4 of 6 Q tiles per
  * head see no key (tiles with no K/V block: O = 0, LSE = -inf, handed out like the others).
- * Short enough to run under compute-sanitizer too. */
+ * FLASHC_TEST_SMALL (compute-sanitizer): fewer, shorter tiles with the same two properties:
+ * 240 tiles of 128 rows (160 of v7's 192) from 1 x 3 x 80, and 6 causal tiles of which 3 are
+ * empty, so that racecheck covers the counter's handoff and the empty tiles within its time. */
 static void test_many_tiles(void **state)
 {
     (void)state;
     int ran = 0;
+    if (small_only()) {
+        for (int i = 0; i < 4; i++) {
+            attn_case c = {1, 300, 200, 80, 8, i % 2 ? 128 : 64, i / 2,
+                           i % 2 ? FLASHC_BF16 : FLASHC_F16, 0, 0, 0};
+            ran += check_case(&c);
+        }
+        for (int i = 0; i < 2; i++) {
+            attn_case e = {1, 700, 200, 4, 2, 64 + 64 * i, 1, i ? FLASHC_BF16 : FLASHC_F16, 0, 0, 0};
+            ran += check_case(&e);
+        }
+        if (!ran)
+            printf("  many tiles: not served by FLASHC_CUDA_KERNEL=%s\n", forced_kernel());
+        return;
+    }
     for (int i = 0; i < 4; i++) {
         attn_case c = {3, 300, 333, 16, 4, i % 2 ? 128 : 64, i / 2,
                        i % 2 ? FLASHC_BF16 : FLASHC_F16, 0, 0, 0};
@@ -753,6 +771,7 @@ int main(void)
     tests[5] = (struct CMUnitTest)cmocka_unit_test(test_many_tiles);
     tests[6] = (struct CMUnitTest)cmocka_unit_test(test_graph_replay);
     const char *only = getenv("FLASHC_TEST_DIMS");
+    const char *names_only = getenv("FLASHC_TEST_ONLY");
     int nt = 7;
     for (int i = 0; i < 2 * ND; i++) {
         cases[i].dt = i < ND ? FLASHC_BF16 : FLASHC_F16;
@@ -770,6 +789,26 @@ int main(void)
         }
         snprintf(names[i], sizeof names[i], "test_%s_d%d", dtname(cases[i].dt), cases[i].D);
         tests[nt++] = (struct CMUnitTest){names[i], suite, NULL, NULL, &cases[i]};
+    }
+    if (names_only && names_only[0]) {
+        int kept = 0;
+        for (int i = 0; i < nt; i++) {
+            const size_t len = strlen(tests[i].name);
+            int keep = 0;
+            for (const char *p = names_only; *p;) {
+                const char *end = strchr(p, ',');
+                const size_t n = end ? (size_t)(end - p) : strlen(p);
+                keep |= n == len && strncmp(p, tests[i].name, n) == 0;
+                p = end ? end + 1 : p + n;
+            }
+            if (keep)
+                tests[kept++] = tests[i];
+        }
+        if (!kept) {
+            printf("test_cuda_attn: FLASHC_TEST_ONLY=%s names no test\n", names_only);
+            return 1;
+        }
+        nt = kept;
     }
     return _cmocka_run_group_tests("test_cuda_attn", tests, (size_t)nt, NULL, NULL);
 }

@@ -41,9 +41,9 @@
  *   v6 "sm90v6"   v5 with a dynamic tile scheduler (VER 7): after a thread block's first tile
  *                 (blockIdx.x), its producer claims each next one from an atomic counter in
  *                 device memory (zeroed in stream order before the launch) once the last
- *                 tile's loads are issued, and passes its index to the consumers in shared
- *                 memory beside Q (published by the arrival on Q's barrier, freed by q_empty),
- *                 so that tiles of unequal cost (causal) and multiprocessors of unequal speed
+ *                 tile's loads are issued, and passes its index to the consumers through a
+ *                 one-slot queue in shared memory (its own full / empty mbarriers, every
+ *                 consumer thread arriving after its read), so that tiles of unequal cost (causal) and multiprocessors of unequal speed
  *                 even out as under the hardware's block scheduler; tiles go longest first
  *                 under the causal mask, head by head without it (the tiles in flight share
  *                 the K/V of fewer heads in L2). BN = 176 without the mask, 128 under it,
@@ -97,11 +97,13 @@ template <int D, int BN, int STAGES, int VER = 1> struct sm90_smem {
     /* v6's staged O: the whole tile where it fits, else (d 128 beside a 176-key ring) one
      * 64-column panel per consumer at a time */
     static constexpr int O_PANELS =
-        O + Q_BYTES + 8 * (2 + 4 * STAGES) + 16 + 1024 <= 227 * 1024 ? D / 64 : 1;
+        O + Q_BYTES + 8 * (2 + 4 * STAGES) + 32 + 1024 <= 227 * 1024 ? D / 64 : 1;
     static constexpr int O_BYTES = VER >= 7 ? sm90_bm(VER) * 128 * O_PANELS : 0;
     static constexpr int BARS = O + O_BYTES;              /* q_full, k/v full and empty, */
     static constexpr int SCHED = BARS + 8 * (2 + 4 * STAGES); /* q_empty; then v6's tile */
-    static constexpr int TOTAL = SCHED + 16;
+    static constexpr int SCHED_FULL = SCHED + 8;          /* the index's mbarriers       */
+    static constexpr int SCHED_EMPTY = SCHED_FULL + 8;
+    static constexpr int TOTAL = SCHED_EMPTY + 16;
     static constexpr size_t LAUNCH = TOTAL + 1024;        /* room to align the base     */
     static_assert(LAUNCH <= 227 * 1024, "shared memory of one thread block on sm_90");
 };
@@ -201,11 +203,16 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     auto k_empty = [&](int s) { return bar_q + 8u * (1 + 2 * STAGES + s); };
     auto v_empty = [&](int s) { return bar_q + 8u * (1 + 3 * STAGES + s); };
     const uint32_t q_empty = bar_q + 8u * (1 + 4 * STAGES);
-    /* v6: the tile of the Q in the buffer, or n_tiles (no more). Written by the producer before
-     * its arrival on bar_q (release), read by the consumers after their wait on it (acquire);
-     * rewritten only once q_empty says both consumers have read it. */
+    /* v6: the next tile's index, or n_tiles (no more), a one-slot queue of its own: the producer
+     * writes it and arrives on sched_full (count 1: its own arrival, release, completes the
+     * phase); every consumer thread reads it after its wait on sched_full (acquire) and then
+     * arrives on sched_empty (count: every consumer thread), which the producer waits for
+     * before the next write. Every thread that reads releases its own read: an arrival by one
+     * lane per warp would order only that lane's (racecheck reported exactly that, and the
+     * handoff rode on Q's barrier, whose phase the copy engine's bytes complete). */
     volatile int *const sched = (volatile int *)(smem_raw + (base - ptx_smem_addr(smem_raw)) +
                                                  L::SCHED);
+    const uint32_t sched_full = base + L::SCHED_FULL, sched_empty = base + L::SCHED_EMPTY;
 
     const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32;
     const int wg = warp / 4;
@@ -218,6 +225,8 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
             ptx_mbarrier_init(v_empty(s), 4 * NC);
         }
         ptx_mbarrier_init(q_empty, 4 * NC);
+        ptx_mbarrier_init(sched_full, 1);
+        ptx_mbarrier_init(sched_empty, 128 * NC);
         ptx_fence_mbarrier_init();
     }
     __syncthreads(); /* the last block-wide barrier: the roles part here */
@@ -273,21 +282,27 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                     continue;
                 }
                 const int hk = h / a.group;
+                if constexpr (DYN) {
+                    /* v6: every tile's index goes to the consumers, the empty ones (O = 0,
+                     * LSE = -inf to store) and the end mark too, once every consumer thread
+                     * has read the last one (a fresh barrier passes parity 1 at once). Tile
+                     * tq's index is handoff tq: one count (one register) for both rings. */
+                    ptx_mbarrier_wait(sched_empty, ((uint32_t)tq & 1u) ^ 1u);
+                    *sched = tile;
+                    ptx_mbarrier_arrive(sched_full);
+                    if (tile >= n_tiles)
+                        break;
+                }
                 /* Q's buffer is free once both consumers issued and finished their last S of
                  * the previous tile (a fresh barrier passes parity 1 at once) */
                 ptx_mbarrier_wait(q_empty, ((uint32_t)tq & 1u) ^ 1u);
-                if constexpr (DYN) {
-                    /* v6: every tile's index goes to the consumers, the empty ones (O = 0,
-                     * LSE = -inf to store) and the end mark too, with a plain arrival */
-                    *sched = tile;
-                    if (n_blocks == 0) {
-                        ptx_mbarrier_arrive(bar_q);
-                        tq++;
-                        if (tile >= n_tiles)
-                            break;
-                        tile = atomicAdd(tile_ctr, 1) + (int)gridDim.x;
-                        continue;
-                    }
+                if (DYN && n_blocks == 0) {
+                    /* an empty tile still takes its turn of Q's buffer (a plain arrival), so
+                     * that tq counts every tile on both sides */
+                    ptx_mbarrier_arrive(bar_q);
+                    tq++;
+                    tile = atomicAdd(tile_ctr, 1) + (int)gridDim.x;
+                    continue;
                 }
                 ptx_mbarrier_arrive_expect_tx(bar_q, L::Q_BYTES);
                 for (int p = 0; p < NP; p++)
@@ -335,8 +350,9 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     int it = 0, tq = 0;
     for (int tile = ptx_block_index();; tile += tile_step) {
         if constexpr (DYN) {
-            ptx_mbarrier_wait(bar_q, (uint32_t)tq & 1u);
+            ptx_mbarrier_wait(sched_full, (uint32_t)tq & 1u);
             tile = *sched;
+            ptx_mbarrier_arrive(sched_empty); /* this thread's read is done */
         }
         if (tile >= n_tiles)
             break;
@@ -433,10 +449,10 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 mask_block<1, NT>(sc, a, row0, n0 + 2 * t, diag);
         };
 
-        if (!DYN && n_blocks > 0)
+        if (DYN || n_blocks > 0)
             ptx_mbarrier_wait(bar_q, (uint32_t)tq & 1u);
         if (DYN && n_blocks == 0)
-            release(q_empty); /* the index is read; no S to wait for */
+            release(q_empty); /* no S to wait for */
         /* after the wait for the last S of the tile: Q's buffer may take the next tile's Q */
         auto release_q = [&](int i) {
             if (i == n_blocks - 1)
