@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # bench/gpu/s5_fwd7.sh BUILD_DIR — issue 11, the Hopper forward's v6 / v7 families after the
 # tile-index handoff fix (its own full / empty mbarriers, every consumer thread releasing its
-# read), <= 90 s of wall time in all (every step under `timeout`, a global deadline):
-#   1. (<= 40 s, concurrently; correctness only) tests/test_cuda_attn forced onto sm90v6 (d 64,
-#      128) and sm90v7 (d 64): the full cases of those dims (the 1k pairs and (20000, 16) too,
-#      where the default would pick them), and the default dispatch on the short cases;
-#      compute-sanitizer memcheck (fixed tests, short cases), racecheck and synccheck (only
-#      test_many_tiles' short cases: > 132 tiles through the counter, empty causal tiles) on
-#      sm90v6 and sm90v7
+# read), and the new sm90v8 (non-causal: clusters of two thread blocks, K/V multicast to both),
+# <= 90 s of wall time in all (every step under `timeout`, a global deadline):
+#   1. (<= 40 s, concurrently; correctness only) tests/test_cuda_attn forced onto sm90v6 and
+#      sm90v8 (d 64, 128) and sm90v7 (d 64): the full cases of those dims (the 1k pairs and
+#      (20000, 16) too, where a default would pick them), and the default dispatch on the short
+#      cases; compute-sanitizer memcheck (fixed tests, short cases), racecheck and synccheck
+#      (only test_many_tiles' short cases: > 132 tiles through the counter or the pairs' static
+#      walk, empty causal tiles) on sm90v6, sm90v7 and sm90v8
 #   2. (<= 40 s, alone on the GPU) bench_sdpa.py --kernels with the families whose tests passed
-#      (sm90v6, sm90v7, and main's defaults sm90v4w / sm90v5 beside them; FWD7_KERNELS adds
-#      more), SDPA flash and cuDNN in the same process, d 64/128, causal and not, seqlens
+#      (of sm90v6, sm90v7, sm90v8; main's defaults sm90v4w / sm90v5 beside them; FWD7_KERNELS
+#      adds more), SDPA flash and cuDNN in the same process, d 64/128, causal and not, seqlens
 #      1k/4k/16k (the 12 headline cells); the table last
 # BUILD_DIR: built already with tests (libflashc.so, tests/test_cuda_attn); no rebuild.
 # Logs in $OUT (default BUILD_DIR/out-fwd7); what matters is printed, failing lines included.
@@ -37,15 +38,15 @@ san() { # family tool only-tests timeout
     --report-api-errors no "$TEST" >"$OUT/san-$2-$1.log" 2>&1 &
   pids+=("$!:san-$2-$1")
 }
-tst sm90v6 sm90v6 64,128 0 5 38
-tst sm90v7 sm90v7 64 0 3 38
+tst sm90v6 sm90v6 64,128 0 4 38
+tst sm90v8 sm90v8 64,128 0 4 38
+tst sm90v7 sm90v7 64 0 2 38
 tst default "" 64,128 1 2 30
-san sm90v6 memcheck "" 36
-san sm90v7 memcheck "" 36
-san sm90v6 racecheck test_many_tiles 36
-san sm90v7 racecheck test_many_tiles 36
-san sm90v6 synccheck test_many_tiles 30
-san sm90v7 synccheck test_many_tiles 30
+for k in sm90v6 sm90v7 sm90v8; do
+  san $k memcheck "" 36
+  san $k racecheck test_many_tiles 36
+  san $k synccheck test_many_tiles 30
+done
 passed=()
 summary=()
 for pr in "${pids[@]}"; do

@@ -52,7 +52,13 @@
  *                 on while the consumer starts its next tile.
  *      "sm90v6d"  v6's scheduler with v5's direct stores of O (VER 6);
  *      "sm90v6w"  v6 with BN = 176 under the causal mask too.
- * Not yet: other head dims, Dk != Dv, 3 consumer warpgroups at d = 64.
+ *   v7 "sm90v7"   v6 with 3 consumer warpgroups (VER 8, d = 64, BM = 192).
+ *   v8 "sm90v8"   non-causal (VER 9): v6's kernel in clusters of two thread blocks on
+ *                 adjacent Q tiles of one head, each producer loading half of every K/V block
+ *                 and the copy engine multicasting it to both, so that L2 delivers each block
+ *                 once per pair (at BM = 128 and d = 128 the K/V reads alone are ~5 TB/s from L2
+ *                 at 600 TFLOP/s); pairs in a static order; causal problems on v6's kernel.
+ * Not yet: other head dims, Dk != Dv.
  */
 #include "attn_cuda.cuh"
 #include "attn_fwd_common.cuh"
@@ -190,7 +196,15 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     constexpr bool OVERLAP = VER >= 3, PERSIST = VER >= 5;
     /* v6 (VER 6 and 7): tiles from the atomic counter tile_ctr (zero at launch), the producer
      * passing each to the consumers through shared memory; VER 7 also stores O by TMA. */
-    constexpr bool DYN = VER >= 6, TMA_O = VER >= 7;
+    /* v8 (VER 9): a cluster of two thread blocks on two adjacent Q tiles of one (batch, head)
+     * walks the same K/V blocks; each producer loads half of every K and V block (KV_ROWS rows)
+     * and the copy engine writes it into both blocks' shared memory, so L2 serves each block
+     * once per pair; a slot is refilled once the consumers of both blocks have released it.
+     * Its tiles (pairs) go in a static order (non-causal only: every pair costs the same). */
+    constexpr bool MC = VER == 9;
+    constexpr bool DYN = VER >= 6 && !MC, TMA_O = VER >= 7;
+    constexpr int KV_ROWS = MC ? BN / 2 : BN;
+    static_assert(KV_ROWS % 8 == 0, "a multicast half is whole 1024-byte swizzle atoms");
     constexpr int NT = BN / 8, DT = D / 8;
     static_assert(D % 64 == 0 && D <= 128, "panels of 64 columns; O fits the registers");
 
@@ -221,28 +235,45 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
         for (int s = 0; s < STAGES; s++) {
             ptx_mbarrier_init(k_full(s), 1);
             ptx_mbarrier_init(v_full(s), 1);
-            ptx_mbarrier_init(k_empty(s), 4 * NC); /* one arrival per consumer warp */
-            ptx_mbarrier_init(v_empty(s), 4 * NC);
+            /* one arrival per consumer warp (of both blocks of a v8 pair) */
+            ptx_mbarrier_init(k_empty(s), 4 * NC * (MC ? 2 : 1));
+            ptx_mbarrier_init(v_empty(s), 4 * NC * (MC ? 2 : 1));
         }
         ptx_mbarrier_init(q_empty, 4 * NC);
         ptx_mbarrier_init(sched_full, 1);
         ptx_mbarrier_init(sched_empty, 128 * NC);
         ptx_fence_mbarrier_init();
     }
-    __syncthreads(); /* the last block-wide barrier: the roles part here */
+    /* the last block-wide barrier: the roles part here (v8: cluster-wide, so that the peer's
+     * barriers are initialised before this block's copies and arrivals reach them) */
+    if constexpr (MC)
+        ptx_cluster_sync();
+    else
+        __syncthreads();
+    /* v8: which Q tile of the pair; and the first tile. Read again where used (special
+     * registers), not held through the role split, where ptxas spilled them */
+    auto crank = [&]() { return MC ? ptx_cluster_ctarank() : 0u; };
+    auto first_tile = [&]() { return MC ? ptx_block_index() / 2 : ptx_block_index(); };
 
     const int diag = a.Sk - a.Sq; /* row i sees keys j <= i + diag (causal) */
-    const int n_tiles = (a.Sq + BM - 1) / BM * a.B * a.Hq;
-    const int tile_step = PERSIST ? (int)gridDim.x : n_tiles;
+    const int n_mblocks = (a.Sq + BM - 1) / BM;
+    const int n_tiles = (MC ? (n_mblocks + 1) / 2 : n_mblocks) * a.B * a.Hq; /* v8: pairs */
+    const int tile_step = MC ? (int)gridDim.x / 2 : PERSIST ? (int)gridDim.x : n_tiles;
     /* Tile coordinates and the K/V blocks it visits, [0, n_blocks) from the last one. */
     auto tile_at = [&](int tile, int &m0, int &b, int &h, int &n_blocks) {
         int m_block;
-        if (DYN && !a.causal) {
+        if (MC) {
+            /* v8: pair tile -> Q tiles 2 k and 2 k + 1 of one head (the second past Sq when
+             * the count is odd: zero-filled Q, nothing stored), head by head */
+            const int n_pairs = (n_mblocks + 1) / 2, bh = tile / n_pairs;
+            m_block = 2 * (n_pairs - 1 - tile % n_pairs) + (int)crank();
+            b = bh / a.Hq, h = bh % a.Hq;
+        } else if (DYN && !a.causal) {
             /* v6 without the mask: every tile costs the same, so no longest-first; head by
              * head instead, so that the tiles in flight at once (132) share the K/V of a few
              * heads, not of a whole head group (the H200 profile: v4w read 1.7x cuDNN's DRAM
              * bytes at d128 4k, the K/V re-read) */
-            const int n_mblocks = (a.Sq + BM - 1) / BM, bh = tile / n_mblocks;
+            const int bh = tile / n_mblocks;
             m_block = n_mblocks - 1 - tile % n_mblocks;
             b = bh / a.Hq, h = bh % a.Hq;
         } else {
@@ -265,12 +296,22 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
          * 40 / 232 (v6 at d 64: its scheduler spilled at 24, its consumers need less), and
          * 32 / 160 with 3 consumers. */
         ptx_setmaxnreg_dec<sm90_producer_regs(VER, D)>();
+        /* panel p of the K or V block at key n0 into slot dst (v8: this block's half, into
+         * both blocks of the pair) */
+        auto load_kv = [&](uint32_t dst, const CUtensorMap *tm, uint32_t bar, int p, int n0,
+                           int hk, int b) {
+            if constexpr (MC)
+                ptx_tma_load_4d_multicast(dst + crank() * KV_ROWS * 128, tm, bar, 64 * p,
+                                          n0 + (int)crank() * KV_ROWS, hk, b, 0x3);
+            else
+                ptx_tma_load_4d(dst, tm, bar, 64 * p, n0, hk, b);
+        };
         if (warp == 0 && lane == 0) {
             ptx_prefetch_tensormap(&tm_q);
             ptx_prefetch_tensormap(&tm_k);
             ptx_prefetch_tensormap(&tm_v);
             int it = 0, tq = 0;
-            int tile = ptx_block_index();
+            int tile = first_tile();
             for (;;) {
                 if (!DYN && tile >= n_tiles)
                     break;
@@ -312,15 +353,16 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                     const uint32_t ph = (uint32_t)((it + i) / STAGES) & 1u;
                     const int n0 = (n_blocks - 1 - i) * BN;
                     ptx_mbarrier_wait(k_empty(s), ph ^ 1u);
+                    /* the whole block lands here (v8: half from the peer's copies) */
                     ptx_mbarrier_arrive_expect_tx(k_full(s), L::KV_BYTES);
                     for (int p = 0; p < NP; p++)
-                        ptx_tma_load_4d(sK + s * L::KV_BYTES + p * BN * 128, &tm_k, k_full(s),
-                                        64 * p, n0, hk, b);
+                        load_kv(sK + s * L::KV_BYTES + p * BN * 128, &tm_k, k_full(s), p, n0, hk,
+                                b);
                     ptx_mbarrier_wait(v_empty(s), ph ^ 1u);
                     ptx_mbarrier_arrive_expect_tx(v_full(s), L::KV_BYTES);
                     for (int p = 0; p < NP; p++)
-                        ptx_tma_load_4d(sV + s * L::KV_BYTES + p * BN * 128, &tm_v, v_full(s),
-                                        64 * p, n0, hk, b);
+                        load_kv(sV + s * L::KV_BYTES + p * BN * 128, &tm_v, v_full(s), p, n0, hk,
+                                b);
                 }
                 it += n_blocks, tq++;
                 /* v6: the next tile, claimed once this one's loads are all issued, so that the
@@ -328,6 +370,11 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                  * hides behind them) and no tile is claimed long before it can start */
                 tile = DYN ? atomicAdd(tile_ctr, 1) + (int)gridDim.x : tile + tile_step;
             }
+        }
+        if constexpr (MC) { /* v8: no block leaves while its peer may still arrive on its
+                             * barriers or copy into it */
+            __syncwarp();
+            ptx_cluster_sync();
         }
         return;
     }
@@ -348,7 +395,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     if (OVERLAP && cw == NC - 1)
         pass_turn(); /* consumer 0 issues first */
     int it = 0, tq = 0;
-    for (int tile = ptx_block_index();; tile += tile_step) {
+    for (int tile = first_tile();; tile += tile_step) {
         if constexpr (DYN) {
             ptx_mbarrier_wait(sched_full, (uint32_t)tq & 1u);
             tile = *sched;
@@ -437,6 +484,18 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 ptx_mbarrier_arrive(bar); /* this warp's reads of the slot are complete */
             __syncwarp(); /* converged again for the .aligned instructions that follow */
         };
+        /* a K/V slot: v8 releases it in both blocks of the pair (both producers fill it) */
+        auto release_kv = [&](uint32_t bar) {
+            if (lane == 0) {
+                if constexpr (MC) {
+                    ptx_mbarrier_arrive_cluster(ptx_mapa_shared(bar, 0));
+                    ptx_mbarrier_arrive_cluster(ptx_mapa_shared(bar, 1));
+                } else {
+                    ptx_mbarrier_arrive(bar);
+                }
+            }
+            __syncwarp();
+        };
         /* Under the causal mask a warpgroup whose last row cannot see key n0 has nothing in a
          * block: S all masked, P = 0, m and O unchanged. Blocks go from the last to the first, so
          * once a block is live every later one is. */
@@ -474,7 +533,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                     ptx_wgmma_wait<0>();
                     fence_s(sc);
                 }
-                release(k_empty(s));
+                release_kv(k_empty(s));
                 release_q(i);
                 if (live) {
                     mask_at(sc, i);
@@ -489,7 +548,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                     ptx_wgmma_wait<0>();
                     fence_pv(pa);
                 }
-                release(v_empty(s));
+                release_kv(v_empty(s));
             }
         } else {
             /* v3 and v4 (FlashAttention-3's intra-warpgroup overlap and ping-pong): S_i = Q K_i^T
@@ -527,7 +586,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 pass_turn();
                 ptx_wgmma_wait<0>();
                 fence_s(sc);
-                release(k_empty(slot(0)));
+                release_kv(k_empty(slot(0)));
                 release_q(0);
                 float alpha[1][2];
                 (void)softmax_s(0, alpha); /* O is still 0: nothing to rescale */
@@ -546,13 +605,13 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 pass_turn();
                 ptx_wgmma_wait<1>(); /* S_i done, P V may still run */
                 fence_s(sc);
-                release(k_empty(s));
+                release_kv(k_empty(s));
                 release_q(i);
                 float alpha[1][2];
                 const bool moved = softmax_s(i, alpha);
                 ptx_wgmma_wait<0>();
                 fence_pv(pa);
-                release(v_empty(sp));
+                release_kv(v_empty(sp));
                 if (moved)
                     block_rescale<1, DT>(acc, alpha);
             }
@@ -566,7 +625,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 pass_turn();
                 ptx_wgmma_wait<0>();
                 fence_pv(pa);
-                release(v_empty(s));
+                release_kv(v_empty(s));
             }
         }
 
@@ -638,6 +697,8 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
         my_turn(); /* takes the last consumer's last pass: no barrier is left half-arrived */
     if (TMA_O && ptx_thread_index() % 128 == 0)
         ptx_bulk_wait_group<0>(); /* the shared panel stays until the copy engine is done */
+    if constexpr (MC)
+        ptx_cluster_sync(); /* v8: the peer's last arrivals on this block's barriers are in */
 #endif /* FLASHC_PTX_SM90A */
 }
 
@@ -704,7 +765,8 @@ static int make_maps(const attn_fwd_args *a, flashc_dtype dt, int bm, int bn, CU
 /* Beyond dtype and head dim (the table's fields): the chip the sm_90a code runs on, rows the
  * copy engine takes, and tensor maps that encode (tried here, so that "supported" and the run
  * agree). */
-static int sm90_supports(const attn_fwd_variant *v, const attn_problem *p, int cc, int vec16)
+static int sm90_supports_rows(const attn_fwd_variant *v, const attn_problem *p, int cc,
+                              int vec16, int kv_rows)
 {
     if (cc != 90 || !vec16)
         return 0;
@@ -716,11 +778,16 @@ static int sm90_supports(const attn_fwd_variant *v, const attn_problem *p, int c
     a.B = (int)p->B, a.Sq = (int)p->Sq, a.Sk = (int)p->Sk, a.Hq = (int)p->Hq;
     a.group = (int)(p->Hq / p->Hkv), a.D = (int)p->D;
     CUtensorMap mq, mk, mv, mo;
-    if (!make_maps(&a, v->dtype, v->block_q, v->block_k, &mq, &mk, &mv))
+    if (!make_maps(&a, v->dtype, v->block_q, kv_rows, &mq, &mk, &mv))
         return 0;
-    /* v6 and v7 store O through a tensor map too */
-    return (strncmp(v->family, "sm90v6", 6) != 0 && strcmp(v->family, "sm90v7") != 0) ||
+    /* v6, v7 and v8 store O through a tensor map too */
+    return (strncmp(v->family, "sm90v6", 6) != 0 && strcmp(v->family, "sm90v7") != 0 &&
+            strcmp(v->family, "sm90v8") != 0) ||
            make_map(&mo, v->dtype, p->o, p->B, p->Sq, p->Hq, p->D, p->so, 64);
+}
+static int sm90_supports(const attn_fwd_variant *v, const attn_problem *p, int cc, int vec16)
+{
+    return sm90_supports_rows(v, p, cc, vec16, v->block_k);
 }
 
 /* v6 and v6d: BN = 176 without the mask, 128 under it (the diagonal block wastes less of a
@@ -733,6 +800,12 @@ static int sm90_supports_c(const attn_fwd_variant *v, const attn_problem *p, int
 {
     return p->causal && sm90_supports(v, p, cc, vec16);
 }
+/* v8's pairs: non-causal, K/V boxes of half a block (each block of the pair loads one half) */
+static int sm90_supports_pair(const attn_fwd_variant *v, const attn_problem *p, int cc,
+                              int vec16)
+{
+    return !p->causal && sm90_supports_rows(v, p, cc, vec16, v->block_k / 2);
+}
 
 template <typename T, int D, int BN, int STAGES, int VER>
 static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t stream)
@@ -742,7 +815,7 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
     CUtensorMap mq, mk, mv, mo;
     memset(&mo, 0, sizeof mo); /* read by VER 7 only */
     constexpr int BM = sm90_bm(VER);
-    if (!make_maps(a, dt, BM, BN, &mq, &mk, &mv) ||
+    if (!make_maps(a, dt, BM, VER == 9 ? BN / 2 : BN, &mq, &mk, &mv) ||
         (VER >= 7 && !make_map(&mo, dt, a->o, a->B, a->Sq, a->Hq, a->D, a->so, 64)))
         return cudaErrorInvalidValue; /* sm90_supports said yes: the driver changed its mind */
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const attn_fwd_args,
@@ -754,6 +827,35 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
     int64_t blocks = (int64_t)((a->Sq + BM - 1) / BM) * a->B * a->Hq;
     if (blocks > 0x7fffffff)
         return cudaErrorInvalidConfiguration;
+    if constexpr (VER == 9) {
+        /* v8: pairs of thread blocks in clusters of two, as many pairs as fit at once (the
+         * runtime's count: a GPC with an odd number of free multiprocessors leaves one idle) */
+        const int64_t pairs = (int64_t)((a->Sq + BM - 1) / BM + 1) / 2 * a->B * a->Hq;
+        cudaLaunchAttribute attr[1] = {};
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = 2;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(2, 1, 1);
+        cfg.blockDim = dim3(sm90_threads(VER), 1, 1);
+        cfg.dynamicSmemBytes = L::LAUNCH;
+        cfg.stream = stream;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        int fit = 0;
+        if ((err = cudaOccupancyMaxActiveClusters(&fit, (const void *)kernel, &cfg)) !=
+            cudaSuccess)
+            return err;
+        if (fit < 1)
+            return cudaErrorInvalidConfiguration;
+        if (pairs == 0)
+            return cudaSuccess; /* Sq = 0 or B Hq = 0: refused before, nothing to do */
+        cfg.gridDim = dim3((unsigned)(2 * (pairs < fit ? pairs : fit)), 1, 1);
+        int *no_ctr = NULL;
+        err = cudaLaunchKernelEx(&cfg, kernel, mq, mk, mv, *a, mo, no_ctr);
+        return err == cudaSuccess ? cudaGetLastError() : err;
+    }
     if (VER >= 5) { /* persistent: one thread block per multiprocessor at most */
         int dev = 0, sms = 0;
         if ((err = cudaGetDevice(&dev)) != cudaSuccess ||
@@ -766,7 +868,7 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
      * host sync, capturable in a CUDA graph), so that calls on concurrent streams never share
      * one; the kernel's first tiles are blockIdx.x, the counter hands out the rest. */
     int *ctr = NULL;
-    if (VER >= 6) {
+    if (VER >= 6 && VER != 9) {
         if ((err = cudaMallocAsync((void **)&ctr, sizeof(int), stream)) != cudaSuccess)
             return err;
         if ((err = cudaMemsetAsync(ctr, 0, sizeof(int), stream)) != cudaSuccess) {
@@ -830,6 +932,14 @@ const attn_fwd_variant attn_fwd_sm90_variants[] = {
     /* v7 (VER 8): v6 with 3 consumers, BM = 192, d = 64 only (O and S of 128 keys fit 160
      * registers; at d = 128 they would not) */
     SM90_FAMILY_S("sm90v7", 64, 192, 128, 2, 8, 0, 0, sm90_supports),
+    /* v8 (VER 9): v6's kernel (O by TMA store) in clusters of two thread blocks on adjacent Q
+     * tiles, each K/V block loaded half by each and multicast to both, tiles (pairs) in a
+     * static order; non-causal only (a pair under the mask would walk unequal blocks), v6's
+     * kernel under the mask, so that the family serves every case of its head dims */
+    SM90_FAMILY_S("sm90v8", 64, 128, 176, 2, 9, 0, 0, sm90_supports_pair),
+    SM90_FAMILY_S("sm90v8", 128, 128, 176, 2, 9, 0, 0, sm90_supports_pair),
+    SM90_FAMILY_S("sm90v8", 64, 128, 128, 2, 7, 0, 0, sm90_supports_c),
+    SM90_FAMILY_S("sm90v8", 128, 128, 128, 2, 7, 0, 0, sm90_supports_c),
 };
 const int attn_fwd_sm90_variant_count =
     (int)(sizeof attn_fwd_sm90_variants / sizeof attn_fwd_sm90_variants[0]);

@@ -427,6 +427,19 @@ static __device__ __forceinline__ void ptx_tma_load_4d(uint32_t dst, const void 
                  : "memory");
 }
 
+/* The same box, multicast: written into shared dst of every CTA of the cluster in ctamask (bit
+ * r: cluster rank r), at the same offset in each, completing its tx bytes on the mbarrier at
+ * bar's offset in each of them. */
+static __device__ __forceinline__ void ptx_tma_load_4d_multicast(uint32_t dst, const void *tmap,
+                                                                 uint32_t bar, int c0, int c1,
+                                                                 int c2, int c3, uint16_t ctamask)
+{
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 ".multicast::cluster [%0], [%1, {%3, %4, %5, %6}], [%2], %7;\n" ::"r"(dst),
+                 "l"(tmap), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "h"(ctamask)
+                 : "memory");
+}
+
 /* The other way (the forward's O, v6): the box at (c0, c1, c2, c3) from shared src, in the
  * tensor map's swizzle; elements outside the tensor are not written. Completes in the issuing
  * thread's bulk groups (ptx_bulk_commit_group, ptx_bulk_wait_group*). src: written by the
@@ -495,6 +508,40 @@ static __device__ __forceinline__ void ptx_bulk_load_hint(uint32_t dst, const vo
 static __device__ __forceinline__ void ptx_prefetch_tensormap(const void *tmap)
 {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(tmap) : "memory");
+}
+
+/* ---- thread block clusters (the forward's sm90v8: K/V multicast to a pair) ----------------- */
+
+/* This CTA's rank in its cluster. */
+static __device__ __forceinline__ uint32_t ptx_cluster_ctarank(void)
+{
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+
+/* Every non-exited thread of the cluster arrives, then waits for the others (release /
+ * acquire at cluster scope). Not .aligned: a warp may arrive diverged. */
+static __device__ __forceinline__ void ptx_cluster_sync(void)
+{
+    asm volatile("barrier.cluster.arrive.release;\n"
+                 "barrier.cluster.wait.acquire;\n" ::: "memory");
+}
+
+/* The shared::cluster address of shared::cta address addr in the CTA of cluster rank r. */
+static __device__ __forceinline__ uint32_t ptx_mapa_shared(uint32_t addr, uint32_t r)
+{
+    uint32_t d;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(d) : "r"(addr), "r"(r));
+    return d;
+}
+
+/* An arrival (release at cluster scope) on the mbarrier at shared::cluster address bar, which
+ * may be another CTA's. */
+static __device__ __forceinline__ void ptx_mbarrier_arrive_cluster(uint32_t bar)
+{
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar)
+                 : "memory");
 }
 
 /* ---- named barriers (ids 1..15; 0 is __syncthreads) --------------------------------------- */
