@@ -4,8 +4,9 @@
 # read), and the new sm90v8 (non-causal: clusters of two thread blocks, K/V multicast to both),
 # <= 90 s of wall time in all (every step under `timeout`, a global deadline):
 #   1. (<= 40 s, concurrently; correctness only) tests/test_cuda_attn forced onto sm90v6 and
-#      sm90v8 (d 64, 128) and sm90v7 (d 64): the full cases of those dims (the 1k pairs and
-#      (20000, 16) too, where a default would pick them), and the default dispatch on the short
+#      sm90v8 (d 64, 128) and sm90v7 (d 64), short cases and every fixed test; then the full
+#      cases (the 1k pairs and (20000, 16) too, where a default would pick them) of bf16 d 128
+#      (sm90v6, sm90v8) and d 64 (sm90v6 fp16, sm90v7 bf16); the default dispatch on the short
 #      cases; compute-sanitizer memcheck (fixed tests, short cases), racecheck and synccheck
 #      (only test_many_tiles' short cases: > 132 tiles through the counter or the pairs' static
 #      walk, empty causal tiles) on sm90v6, sm90v7 and sm90v8
@@ -27,9 +28,9 @@ T0=$(date +%s)
 left() { echo $((88 - ($(date +%s) - T0))); } # seconds left of the 90
 
 pids=()
-tst() { # name family dims small omp timeout
+tst() { # name family dims small omp timeout [only-tests]
   FLASHC_CUDA_KERNEL=$2 FLASHC_TEST_SMALL=$4 OMP_NUM_THREADS=$5 FLASHC_TEST_DIMS=$3 \
-    timeout -k 1 "$6" "$TEST" >"$OUT/tests-$1.log" 2>&1 &
+    FLASHC_TEST_ONLY=${7:-} timeout -k 1 "$6" "$TEST" >"$OUT/tests-$1.log" 2>&1 &
   pids+=("$!:tests-$1")
 }
 san() { # family tool only-tests timeout
@@ -38,10 +39,13 @@ san() { # family tool only-tests timeout
     --report-api-errors no "$TEST" >"$OUT/san-$2-$1.log" 2>&1 &
   pids+=("$!:san-$2-$1")
 }
-tst sm90v6 sm90v6 64,128 0 4 38
-tst sm90v8 sm90v8 64,128 0 4 38
-tst sm90v7 sm90v7 64 0 2 38
-tst default "" 64,128 1 2 30
+tst sm90v6 sm90v6 64,128 1 2 38
+tst sm90v8 sm90v8 64,128 1 2 38
+tst sm90v7 sm90v7 64 1 2 38
+tst sm90v6-full sm90v6 64,128 0 3 38 test_bf16_d128,test_f16_d64
+tst sm90v8-full sm90v8 128 0 3 38 test_bf16_d128
+tst sm90v7-full sm90v7 64 0 2 38 test_bf16_d64
+tst default "" 64,128 1 1 30
 for k in sm90v6 sm90v7 sm90v8; do
   san $k memcheck "" 36
   san $k racecheck test_many_tiles 36
@@ -58,8 +62,10 @@ for pr in "${pids[@]}"; do
       k=${what#tests-}
       line="$what: rc $rc, $(grep -c ': o err' "$log") cases, $(grep -c 'not served' "$log") not served, $(grep -E '^\[  (PASSED|FAILED)  \] [0-9]' "$log" | tr '\n' ' ')"
       if [ $rc = 0 ]; then
-        [ "$k" = default ] || passed+=("$k")
+        case $k in default|*-full) ;; *) passed+=("$k");; esac
       else
+        fam=${k%-full}
+        passed=("${passed[@]/$fam}") # a family whose full run failed is not timed
         line="$line
     last test: $(grep -E '^\[ RUN' "$log" | tail -1)
     $(grep -iE 'fail|error|assert|mismatch|differ|0x' "$log" | grep -v 'pending\|^\[' | head -4)"
@@ -75,13 +81,13 @@ done
 echo "(tests and sanitizers +$(($(date +%s) - T0)) s)"
 
 kern=
-for k in "${passed[@]}" sm90v4w sm90v5 ${FWD7_KERNELS//,/ }; do kern="$kern${kern:+,}$k"; done
+for k in "${passed[@]}" sm90v4w sm90v5 ${FWD7_KERNELS:+${FWD7_KERNELS//,/ }}; do kern="$kern${kern:+,}$k"; done
 tb=$(left)
 [ "$tb" -gt 40 ] && tb=40
 if [ "$tb" -gt 8 ]; then
   FLASHC_LIBRARY="$lib" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 \
     timeout -k 1 "$tb" python3 bench/gpu/bench_sdpa.py --lib "$lib" --kernels "$kern" \
-    --dims 64,128 --seqlens 1024,4096,16384 --rep-ms "${FLASHC_REP_MS:-15}" \
+    --dims 64,128 --seqlens 1024,4096,16384 --rep-ms "${FLASHC_REP_MS:-12}" \
     --out "$OUT/bench.json" >"$OUT/bench.log" 2>&1
   rc=$?
 else
