@@ -452,7 +452,8 @@ static void test_many_tiles(void **state)
             ran += check_case(&c);
         }
         for (int i = 0; i < 2; i++) {
-            attn_case e = {1, 700, 200, 4, 2, 64 + 64 * i, 1, i ? FLASHC_BF16 : FLASHC_F16, 0, 0, 0};
+            attn_case e = {1, 700, 200, 4, 2, 64 + 64 * i, 1, i ? FLASHC_BF16 : FLASHC_F16,
+                           0, 0, 0};
             ran += check_case(&e);
         }
         if (!ran)

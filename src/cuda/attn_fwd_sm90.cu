@@ -43,8 +43,9 @@
  *                 device memory (zeroed in stream order before the launch) once the last
  *                 tile's loads are issued, and passes its index to the consumers through a
  *                 one-slot queue in shared memory (its own full / empty mbarriers, every
- *                 consumer thread arriving after its read), so that tiles of unequal cost (causal) and multiprocessors of unequal speed
- *                 even out as under the hardware's block scheduler; tiles go longest first
+ *                 consumer thread arriving after its read), so that tiles of unequal cost
+ *                 (causal) and multiprocessors of unequal speed even out as under the
+ *                 hardware's block scheduler; tiles go longest first
  *                 under the causal mask, head by head without it (the tiles in flight share
  *                 the K/V of fewer heads in L2). BN = 176 without the mask, 128 under it,
  *                 2 stages. O goes through
