@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # bench/gpu/s5_fwd7.sh BUILD_DIR — issue 11, the Hopper forward's v6 / v7 families after the
 # tile-index handoff fix (its own full / empty mbarriers, every consumer thread releasing its
-# read), and the new sm90v8 (non-causal: clusters of two thread blocks, K/V multicast to both),
+# read), and the new sm90v8 / sm90v8t (non-causal: clusters of two thread blocks, K/V multicast
+# to both; v8t on v7's shape at d 64),
 # <= 90 s of wall time in all (every step under `timeout`, a global deadline):
 #   1. (<= 40 s, concurrently; correctness only) tests/test_cuda_attn forced onto sm90v6 and
-#      sm90v8 (d 64, 128) and sm90v7 (d 64), short cases and every fixed test; then the full
+#      sm90v8 (d 64, 128), sm90v7 and sm90v8t (d 64), short cases, every fixed test; then the full
 #      cases (the 1k pairs and (20000, 16) too, where a default would pick them) of bf16 d 128
 #      (sm90v6, sm90v8) and d 64 (sm90v6 fp16, sm90v7 bf16); the default dispatch on the short
 #      cases; compute-sanitizer memcheck (fixed tests, short cases), racecheck and synccheck
 #      (only test_many_tiles' short cases: > 132 tiles through the counter or the pairs' static
-#      walk, empty causal tiles) on sm90v6, sm90v7 and sm90v8
+#      walk, empty causal tiles) on sm90v6, sm90v7 and sm90v8 (sm90v8t: memcheck, racecheck)
 #   2. (<= 40 s, alone on the GPU) bench_sdpa.py --kernels with the families whose tests passed
-#      (of sm90v6, sm90v7, sm90v8; main's defaults sm90v4w / sm90v5 beside them; FWD7_KERNELS
-#      adds more), SDPA flash and cuDNN in the same process, d 64/128, causal and not, seqlens
-#      1k/4k/16k (the 12 headline cells); the table last
+#      (of sm90v6, sm90v7, sm90v8, sm90v8t; main's defaults sm90v4w / sm90v5 beside them;
+#      FWD7_KERNELS adds more), SDPA flash and cuDNN in the same process, d 64/128, causal
+#      and not, seqlens 1k/4k/16k (the 12 headline cells); the table last
 # BUILD_DIR: built already with tests (libflashc.so, tests/test_cuda_attn); no rebuild.
 # Logs in $OUT (default BUILD_DIR/out-fwd7); what matters is printed, failing lines included.
 set -uo pipefail
@@ -42,6 +43,7 @@ san() { # family tool only-tests timeout
 tst sm90v6 sm90v6 64,128 1 2 38
 tst sm90v8 sm90v8 64,128 1 2 38
 tst sm90v7 sm90v7 64 1 2 38
+tst sm90v8t sm90v8t 64 1 1 38
 tst sm90v6-full sm90v6 64,128 0 3 38 test_bf16_d128,test_f16_d64
 tst sm90v8-full sm90v8 128 0 3 38 test_bf16_d128
 tst sm90v7-full sm90v7 64 0 2 38 test_bf16_d64
@@ -51,6 +53,8 @@ for k in sm90v6 sm90v7 sm90v8; do
   san $k racecheck test_many_tiles 36
   san $k synccheck test_many_tiles 30
 done
+san sm90v8t memcheck "" 36
+san sm90v8t racecheck test_many_tiles 36
 passed=()
 summary=()
 for pr in "${pids[@]}"; do
@@ -64,8 +68,9 @@ for pr in "${pids[@]}"; do
       if [ $rc = 0 ]; then
         case $k in default|*-full) ;; *) passed+=("$k");; esac
       else
-        fam=${k%-full}
-        passed=("${passed[@]/$fam}") # a family whose full run failed is not timed
+        fam=${k%-full} keep=() # a family whose full run failed is not timed
+        for x in "${passed[@]}"; do [ "$x" = "$fam" ] || keep+=("$x"); done
+        passed=("${keep[@]}")
         line="$line
     last test: $(grep -E '^\[ RUN' "$log" | tail -1)
     $(grep -iE 'fail|error|assert|mismatch|differ|0x' "$log" | grep -v 'pending\|^\[' | head -4)"

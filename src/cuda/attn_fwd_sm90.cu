@@ -74,7 +74,12 @@ namespace {
 /* Consumer warpgroups of version VER: 3 in v7 (VER 8, FlashAttention-3's d = 64 shape, BM =
  * 192: the softmax, not the tensor cores, bounds d = 64, and a third consumer gives the
  * multiprocessor's exp units more independent rows), else 2. BM = 64 per consumer. */
-__host__ __device__ constexpr int sm90_consumers(int ver) { return ver == 8 ? 3 : 2; }
+__host__ __device__ constexpr int sm90_consumers(int ver)
+{
+    return ver == 8 || ver == 10 ? 3 : 2;
+}
+/* v8's pairs of thread blocks sharing K/V by multicast: VER 9 (v6's shape), 10 (v7's) */
+__host__ __device__ constexpr bool sm90_pair(int ver) { return ver == 9 || ver == 10; }
 __host__ __device__ constexpr int sm90_bm(int ver) { return 64 * sm90_consumers(ver); }
 __host__ __device__ constexpr int sm90_threads(int ver) { return 128 * (1 + sm90_consumers(ver)); }
 /* setmaxnreg's split: (launch - producer) x 128 = (consumer - launch) x 128 consumers, with
@@ -202,7 +207,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
      * and the copy engine writes it into both blocks' shared memory, so L2 serves each block
      * once per pair; a slot is refilled once the consumers of both blocks have released it.
      * Its tiles (pairs) go in a static order (non-causal only: every pair costs the same). */
-    constexpr bool MC = VER == 9;
+    constexpr bool MC = sm90_pair(VER);
     constexpr bool DYN = VER >= 6 && !MC, TMA_O = VER >= 7;
     constexpr int KV_ROWS = MC ? BN / 2 : BN;
     static_assert(KV_ROWS % 8 == 0, "a multicast half is whole 1024-byte swizzle atoms");
@@ -783,7 +788,7 @@ static int sm90_supports_rows(const attn_fwd_variant *v, const attn_problem *p, 
         return 0;
     /* v6, v7 and v8 store O through a tensor map too */
     return (strncmp(v->family, "sm90v6", 6) != 0 && strcmp(v->family, "sm90v7") != 0 &&
-            strcmp(v->family, "sm90v8") != 0) ||
+            strncmp(v->family, "sm90v8", 6) != 0) ||
            make_map(&mo, v->dtype, p->o, p->B, p->Sq, p->Hq, p->D, p->so, 64);
 }
 static int sm90_supports(const attn_fwd_variant *v, const attn_problem *p, int cc, int vec16)
@@ -816,7 +821,7 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
     CUtensorMap mq, mk, mv, mo;
     memset(&mo, 0, sizeof mo); /* read by VER 7 only */
     constexpr int BM = sm90_bm(VER);
-    if (!make_maps(a, dt, BM, VER == 9 ? BN / 2 : BN, &mq, &mk, &mv) ||
+    if (!make_maps(a, dt, BM, sm90_pair(VER) ? BN / 2 : BN, &mq, &mk, &mv) ||
         (VER >= 7 && !make_map(&mo, dt, a->o, a->B, a->Sq, a->Hq, a->D, a->so, 64)))
         return cudaErrorInvalidValue; /* sm90_supports said yes: the driver changed its mind */
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const attn_fwd_args,
@@ -828,7 +833,7 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
     int64_t blocks = (int64_t)((a->Sq + BM - 1) / BM) * a->B * a->Hq;
     if (blocks > 0x7fffffff)
         return cudaErrorInvalidConfiguration;
-    if constexpr (VER == 9) {
+    if constexpr (sm90_pair(VER)) {
         /* v8: pairs of thread blocks in clusters of two, as many pairs as fit at once (the
          * runtime's count: a GPC with an odd number of free multiprocessors leaves one idle) */
         const int64_t pairs = (int64_t)((a->Sq + BM - 1) / BM + 1) / 2 * a->B * a->Hq;
@@ -869,7 +874,7 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
      * host sync, capturable in a CUDA graph), so that calls on concurrent streams never share
      * one; the kernel's first tiles are blockIdx.x, the counter hands out the rest. */
     int *ctr = NULL;
-    if (VER >= 6 && VER != 9) {
+    if (VER >= 6 && !sm90_pair(VER)) {
         if ((err = cudaMallocAsync((void **)&ctr, sizeof(int), stream)) != cudaSuccess)
             return err;
         if ((err = cudaMemsetAsync(ctr, 0, sizeof(int), stream)) != cudaSuccess) {
@@ -941,6 +946,10 @@ const attn_fwd_variant attn_fwd_sm90_variants[] = {
     SM90_FAMILY_S("sm90v8", 128, 128, 176, 2, 9, 0, 0, sm90_supports_pair),
     SM90_FAMILY_S("sm90v8", 64, 128, 128, 2, 7, 0, 0, sm90_supports_c),
     SM90_FAMILY_S("sm90v8", 128, 128, 128, 2, 7, 0, 0, sm90_supports_c),
+    /* v8t (VER 10, d = 64): the same pairs on v7's shape (3 consumers, BM = 192); v7's kernel
+     * under the mask */
+    SM90_FAMILY_S("sm90v8t", 64, 192, 128, 2, 10, 0, 0, sm90_supports_pair),
+    SM90_FAMILY_S("sm90v8t", 64, 192, 128, 2, 8, 0, 0, sm90_supports_c),
 };
 const int attn_fwd_sm90_variant_count =
     (int)(sizeof attn_fwd_sm90_variants / sizeof attn_fwd_sm90_variants[0]);
