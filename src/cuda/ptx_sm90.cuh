@@ -536,12 +536,14 @@ static __device__ __forceinline__ uint32_t ptx_mapa_shared(uint32_t addr, uint32
     return d;
 }
 
-/* An arrival (release at cluster scope) on the mbarrier at shared::cluster address bar, which
- * may be another CTA's. */
+/* An arrival on the mbarrier at shared::cluster address bar, which may be another CTA's. The
+ * default semantics (release at CTA scope), as CUTLASS's consumer release of a multicast ring:
+ * it says that this thread's wgmma reads of a slot are done (waited for), which is all the peer's
+ * copy engine needs before it rewrites the slot; .release.cluster would put a GPU-scope fence
+ * (MEMBAR.ALL.GPU) before every arrival. */
 static __device__ __forceinline__ void ptx_mbarrier_arrive_cluster(uint32_t bar)
 {
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar)
-                 : "memory");
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 
 /* ---- named barriers (ids 1..15; 0 is __syncthreads) --------------------------------------- */
