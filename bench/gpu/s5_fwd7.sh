@@ -8,12 +8,13 @@
 #      sm90v8 (d 64, 128), sm90v7 and sm90v8t (d 64), short cases, every fixed test; then the full
 #      cases (the 1k pairs and (20000, 16) too, where a default would pick them) of bf16 d 128
 #      (sm90v6, sm90v8) and d 64 (sm90v6 fp16, sm90v7 bf16); the default dispatch on the short
-#      cases; compute-sanitizer memcheck (fixed tests, short cases), racecheck and synccheck
+#      cases; sm90v6s (v6's scheduler, 128-key blocks, 3 stages) on the short cases;
+#      compute-sanitizer memcheck (fixed tests, short cases), racecheck and synccheck
 #      (only test_many_tiles' short cases: > 132 tiles through the counter or the pairs' static
 #      walk, empty causal tiles) on sm90v6, sm90v7 and sm90v8 (sm90v8t: memcheck, racecheck)
 #   2. (<= 40 s, alone on the GPU) bench_sdpa.py --kernels with the families whose tests passed
-#      (of sm90v6, sm90v7, sm90v8, sm90v8t; main's defaults sm90v4w / sm90v5 beside them;
-#      FWD7_KERNELS adds more), SDPA flash and cuDNN in the same process, d 64/128, causal
+#      (of sm90v6, sm90v7, sm90v8, sm90v8t, sm90v6s; main's defaults sm90v4w / sm90v5 beside
+#      them; FWD7_KERNELS adds more), SDPA flash and cuDNN in the same process, d 64/128, causal
 #      and not, seqlens 1k/4k/16k (the 12 headline cells); the table last
 # BUILD_DIR: built already with tests (libflashc.so, tests/test_cuda_attn); no rebuild.
 # Logs in $OUT (default BUILD_DIR/out-fwd7); what matters is printed, failing lines included.
@@ -44,6 +45,7 @@ tst sm90v6 sm90v6 64,128 1 2 38
 tst sm90v8 sm90v8 64,128 1 2 38
 tst sm90v7 sm90v7 64 1 2 38
 tst sm90v8t sm90v8t 64 1 1 38
+tst sm90v6s sm90v6s 64,128 1 1 38
 tst sm90v6-full sm90v6 64,128 0 3 38 test_bf16_d128,test_f16_d64
 tst sm90v8-full sm90v8 128 0 3 38 test_bf16_d128
 tst sm90v7-full sm90v7 64 0 2 38 test_bf16_d64

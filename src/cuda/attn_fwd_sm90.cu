@@ -935,6 +935,11 @@ const attn_fwd_variant attn_fwd_sm90_variants[] = {
     SM90_FAMILY_S("sm90v6d", 128, 128, 128, 2, 6, 0, 0, sm90_supports_c),
     SM90_FAMILY("sm90v6w", 64, 176, 2, 7, 0, 0),
     SM90_FAMILY("sm90v6w", 128, 176, 2, 7, 0, 0),
+    /* v6s: v6's scheduler with 128-key blocks in a 3-stage ring and direct stores of O (VER 6;
+     * the staged O does not fit beside 3 stages at d 128), both masks: the shape of cuDNN's
+     * d128 kernel on the H200 profile (132 x 384 threads, 232 KB of shared memory) */
+    SM90_FAMILY("sm90v6s", 64, 128, 3, 6, 0, 0),
+    SM90_FAMILY("sm90v6s", 128, 128, 3, 6, 0, 0),
     /* v7 (VER 8): v6 with 3 consumers, BM = 192, d = 64 only (O and S of 128 keys fit 160
      * registers; at d = 128 they would not) */
     SM90_FAMILY_S("sm90v7", 64, 192, 128, 2, 8, 0, 0, sm90_supports),
