@@ -337,7 +337,8 @@ static int check_case(const attn_case *c)
 /* (Sq, Sk) pairs run at every head dim, and those run at a few only (the long ones: the
  * reference is O(Sq Sk D) on the host) */
 static const int seqlens_all[][2] = {{1, 1}, {1, 147}, {113, 203}, {128, 217}, {108, 256}};
-/* (1024, 1024): where the dispatcher's default picks an sm90 kernel (v5) at d = 64 and 128 */
+/* (1024, 1024): where the dispatcher's default picks an sm90 kernel at d = 64 and 128 (v6 at
+ * d 128, v7 at d 64 without the mask, v5 under it) */
 static const int seqlens_long[][2] = {{1023, 1024}, {1024, 1023}, {1024, 1024}};
 static const int seqlens_odd[][2] = {{3, 799}, {20000, 16}};
 /* (Hq, Hkv): MHA, GQA, MQA; fewer heads for the long sequences */
@@ -805,9 +806,20 @@ int main(void)
             if (keep)
                 tests[kept++] = tests[i];
         }
-        if (!kept) {
-            printf("test_cuda_attn: FLASHC_TEST_ONLY=%s names no test\n", names_only);
-            return 1;
+        /* every name must be a test (a misspelt one would silently test less) */
+        for (const char *p = names_only; *p;) {
+            const char *end = strchr(p, ',');
+            const size_t n = end ? (size_t)(end - p) : strlen(p);
+            int found = 0;
+            for (int i = 0; i < kept; i++)
+                found |= strlen(tests[i].name) == n && strncmp(p, tests[i].name, n) == 0;
+            if (!found) {
+                printf("test_cuda_attn: FLASHC_TEST_ONLY=%s: no test %.*s (with "
+                       "FLASHC_TEST_DIMS=%s)\n",
+                       names_only, (int)n, p, only ? only : "");
+                return 1;
+            }
+            p = end ? end + 1 : p + n;
         }
         nt = kept;
     }

@@ -10,7 +10,8 @@ of triton.testing.do_bench (CUDA events, L2 flushed between calls, warm-up first
 
 --kernels sm80,sm90 times each CUDA kernel family of flashc side by side: the library is loaded
 once per family from its own copy (FLASHC_CUDA_KERNEL is read once per library instance, at its
-first call), each checked before it is timed. Without it, the dispatcher's choice ("flashc").
+first call), each checked before it is timed; "default" in the list is the dispatcher's choice
+("flashc"), which is also what runs without --kernels.
 A family that does not serve a config (a forced sm90 family at d = 256, say) shows "n/s" there.
 
 --llama-seqlens 4096,16384 adds the Llama-3.1 shape beside the convention: B = 1, 64 query heads,
@@ -146,7 +147,10 @@ def main():
     kernels = [k for k in a.kernels.split(",") if k]
     fc = Flashc(a.lib)
     # name -> library: "flashc" (the dispatcher's choice) or "flashc_<family>" per forced family
-    libs = {f"flashc_{k}": Flashc(a.lib, k) for k in kernels} if kernels else {"flashc": fc}
+    # "default" in --kernels: the dispatcher's choice, timed beside the forced families
+    libs = ({("flashc" if k == "default" else f"flashc_{k}"):
+             (fc if k == "default" else Flashc(a.lib, k)) for k in kernels}
+            if kernels else {"flashc": fc})
     names = list(libs) + [n for n in ("sdpa_flash", "sdpa_cudnn") if n in a.backends.split(",")]
     dev = torch.cuda.get_device_properties(0)
     print(f"device: {dev.name}, {dev.multi_processor_count} SMs; torch {torch.__version__}, "

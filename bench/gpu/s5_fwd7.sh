@@ -1,21 +1,20 @@
 #!/usr/bin/env bash
-# bench/gpu/s5_fwd7.sh BUILD_DIR — issue 11, the Hopper forward's v6 / v7 families after the
-# tile-index handoff fix (its own full / empty mbarriers, every consumer thread releasing its
-# read), and the new sm90v8 / sm90v8t (non-causal: clusters of two thread blocks, K/V multicast
-# to both; v8t on v7's shape at d 64),
-# <= 90 s of wall time in all (every step under `timeout`, a global deadline):
-#   1. (<= 40 s, concurrently; correctness only) tests/test_cuda_attn forced onto sm90v6 and
-#      sm90v8 (d 64, 128), sm90v7 and sm90v8t (d 64), short cases, every fixed test; then the full
-#      cases (the 1k pairs and (20000, 16) too, where a default would pick them) of bf16 d 128
-#      (sm90v6, sm90v8) and d 64 (sm90v6 fp16, sm90v7 bf16); the default dispatch on the short
-#      cases; sm90v6s (v6's scheduler, 128-key blocks, 3 stages) on the short cases;
-#      compute-sanitizer memcheck (fixed tests, short cases), racecheck and synccheck
-#      (only test_many_tiles' short cases: > 132 tiles through the counter or the pairs' static
-#      walk, empty causal tiles) on sm90v6, sm90v7 and sm90v8 (sm90v8t: memcheck, racecheck)
-#   2. (<= 47 s, alone on the GPU) bench_sdpa.py --kernels with the families whose tests passed
-#      (of sm90v6, sm90v7, sm90v8, sm90v8t, sm90v6s; main's defaults sm90v4w / sm90v5 beside
-#      them; FWD7_KERNELS adds more), SDPA flash and cuDNN in the same process, d 64/128, causal
-#      and not, seqlens 1k/4k/16k (the 12 headline cells); the table last
+# bench/gpu/s5_fwd7.sh BUILD_DIR — issue 11, the Hopper forward (round 2): the new defaults on
+# compute capability 9.0 (v6 at d 128 from seqlen 1k; v7 at d 64 from 1k without the mask, from
+# 2k under it) and the opt-in sm90v8 (non-causal pairs sharing K/V by multicast) and sm90v6n
+# (v6 with 128-key blocks without the mask too), <= 90 s of wall time in all (every step under
+# `timeout`, a global deadline):
+#   1. (<= 45 s, concurrently; correctness only) tests/test_cuda_attn with the default dispatch:
+#      the full cases of d 128 and d 64, both dtypes (the 1k pairs and (20000, 16) are where the
+#      new defaults run), and every fixed test on the short cases; forced sm90v6, sm90v7,
+#      sm90v8, sm90v6n on the short cases, and the full fp16 cases of v6 (d 128) and v7 (d 64);
+#      compute-sanitizer memcheck (fixed tests, short), racecheck and synccheck (test_many_tiles'
+#      short cases: > 132 tiles through the counter or the pairs' walk, empty causal tiles) on
+#      sm90v6 and sm90v7, memcheck and racecheck on sm90v8
+#   2. (<= 47 s, alone on the GPU) bench_sdpa.py --kernels default (the dispatcher's choice) and
+#      the forced families whose tests passed, main's former defaults sm90v4w / sm90v5 beside
+#      them (FWD7_KERNELS adds more), SDPA flash and cuDNN in the same process, d 64/128, causal
+#      and not, seqlens 1k/2k/4k/16k, 25 ms of timing per cell; the table last
 # BUILD_DIR: built already with tests (libflashc.so, tests/test_cuda_attn); no rebuild.
 # Logs in $OUT (default BUILD_DIR/out-fwd7); what matters is printed, failing lines included.
 set -uo pipefail
@@ -41,23 +40,24 @@ san() { # family tool only-tests timeout
     --report-api-errors no "$TEST" >"$OUT/san-$2-$1.log" 2>&1 &
   pids+=("$!:san-$2-$1")
 }
-tst sm90v6 sm90v6 64,128 1 2 38
-tst sm90v8 sm90v8 64,128 1 2 38
-tst sm90v7 sm90v7 64 1 2 38
-tst sm90v8t sm90v8t 64 1 1 38
-tst sm90v6s sm90v6s 64,128 1 1 38
-tst sm90v6-full sm90v6 64,128 0 3 38 test_bf16_d128,test_f16_d64
-tst sm90v8-full sm90v8 128 0 3 38 test_bf16_d128
-tst sm90v7-full sm90v7 64 0 2 38 test_bf16_d64
-tst default "" 64,128 1 1 30
-for k in sm90v6 sm90v7 sm90v8; do
+tst default-d128 "" 128 0 4 45 test_bf16_d128,test_fp16_d128
+tst default-d64 "" 64 0 4 45 test_bf16_d64,test_fp16_d64
+tst default "" 64,128 1 1 40
+tst sm90v6 sm90v6 64,128 1 2 40
+tst sm90v7 sm90v7 64 1 2 40
+tst sm90v8 sm90v8 64,128 1 1 40
+tst sm90v6n sm90v6n 64,128 1 1 40
+tst sm90v6-full sm90v6 128 0 2 40 test_fp16_d128
+tst sm90v7-full sm90v7 64 0 2 40 test_fp16_d64
+for k in sm90v6 sm90v7; do
   san $k memcheck "" 36
   san $k racecheck test_many_tiles 36
   san $k synccheck test_many_tiles 30
 done
-san sm90v8t memcheck "" 36
-san sm90v8t racecheck test_many_tiles 36
-passed=()
+san sm90v8 memcheck "" 36
+san sm90v8 racecheck test_many_tiles 36
+declare -A bad=() # family (or "default") -> a test run of it failed
+ran=()
 summary=()
 for pr in "${pids[@]}"; do
   pid=${pr%%:*} what=${pr#*:}
@@ -65,17 +65,14 @@ for pr in "${pids[@]}"; do
   log=$OUT/$what.log
   case $what in
     tests-*)
-      k=${what#tests-}
+      k=${what#tests-} fam=${k%%-*}
+      ran+=("$fam")
       line="$what: rc $rc, $(grep -c ': o err' "$log") cases, $(grep -c 'not served' "$log") not served, $(grep -E '^\[  (PASSED|FAILED)  \] [0-9]' "$log" | tr '\n' ' ')"
-      if [ $rc = 0 ]; then
-        case $k in default|*-full) ;; *) passed+=("$k");; esac
-      else
-        fam=${k%-full} keep=() # a family whose full run failed is not timed
-        for x in "${passed[@]}"; do [ "$x" = "$fam" ] || keep+=("$x"); done
-        passed=("${keep[@]}")
+      if [ $rc != 0 ]; then
+        bad[$fam]=1
         line="$line
     last test: $(grep -E '^\[ RUN' "$log" | tail -1)
-    $(grep -iE 'fail|error|assert|mismatch|differ|0x' "$log" | grep -v 'pending\|^\[' | head -4)"
+    $(grep -iE 'fail|error|assert|mismatch|differ|0x|no test' "$log" | grep -v 'pending\|^\[' | head -4)"
       fi;;
     san-*)
       line="$what: rc $rc, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^\[  (PASSED|FAILED)  \] [0-9]' "$log" | tr '\n' ' ')"
@@ -84,6 +81,10 @@ for pr in "${pids[@]}"; do
     $(grep -E '^========= (Error|Warning|Race|Barrier|    at|Invalid|  )' "$log" | head -8)";;
   esac
   summary+=("$line")
+done
+passed=()
+for f in "${ran[@]}"; do
+  [ -z "${bad[$f]:-}" ] && [[ " ${passed[*]} " != *" $f "* ]] && passed+=("$f")
 done
 echo "(tests and sanitizers +$(($(date +%s) - T0)) s)"
 
@@ -94,7 +95,7 @@ tb=$(left)
 if [ "$tb" -gt 8 ]; then
   FLASHC_LIBRARY="$lib" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 \
     timeout -k 1 "$tb" python3 bench/gpu/bench_sdpa.py --lib "$lib" --kernels "$kern" \
-    --dims 64,128 --seqlens 1024,4096,16384 --rep-ms "${FLASHC_REP_MS:-12}" \
+    --dims 64,128 --seqlens 1024,2048,4096,16384 --rep-ms "${FLASHC_REP_MS:-25}" \
     --out "$OUT/bench.json" >"$OUT/bench.log" 2>&1
   rc=$?
 else

@@ -898,7 +898,14 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
  * persistent grid) at 1k (455 vs 435 TFLOP/s at d128, 1.2x sm80 at d64 causal), while v5 fell
  * behind at 16k causal (the static tile walk leaves the multiprocessors unevenly loaded). So:
  * v4w where Sq, Sk >= 2048 (the first match in this table wins), v5 from 1024, sm80 below
- * (512 was not measured). v1, v3 and v4 stay for FLASHC_CUDA_KERNEL and the ladder. */
+ * (512 was not measured). v1, v3 and v4 stay for FLASHC_CUDA_KERNEL and the ladder.
+ * Then (bench/RESULTS.md, "session 5 (helper fwd7)", round 1, H200 2026-12-02): with the tile
+ * handoff fixed (racecheck, synccheck, memcheck clean) v6 was at or above v5 / v4w in every d128
+ * cell from 1k (+14 % at 1k, +8 % at 4k non-causal, +13 % / +12 % causal 1k / 4k, level at 16k)
+ * and v7 at d 64 in every cell but causal 1k (non-causal +9 % at 1k, +18 % at 4k, +16 % at 16k;
+ * causal +14 % at 4k, +5 % at 16k; causal 1k -8 % against v5, +24 % against v4w, which v7
+ * replaces from 2k). So, first in the table: v7 at d 64 from 1024 without the mask and from 2048
+ * under it, v6 at d 128 from 1024; v4w and v5 keep d 64 causal 1k-2k and nothing else. */
 #define SM90_VARIANT_S(TN, T, FAM, D, BM, BN, ST, VER, DEF, MINSEQ, SUP)                          \
     {"attn_fwd_" #TN "_" FAM "_d" #D "_" #BM "x" #BN, FAM, TN##_DTYPE_SM90, D, D, 90, BM, BN, DEF, \
      MINSEQ, SUP, attn_fwd_sm90_launch<T, D, BN, ST, VER>}
@@ -913,6 +920,14 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
     SM90_VARIANT_S(bf16, __nv_bfloat16, FAM, D, BM, BN, ST, VER, DEF, MINSEQ, SUP),                \
         SM90_VARIANT_S(f16, __half, FAM, D, BM, BN, ST, VER, DEF, MINSEQ, SUP)
 const attn_fwd_variant attn_fwd_sm90_variants[] = {
+    /* v7 (VER 8): v6 with 3 consumers, BM = 192, d = 64 only (O and S of 128 keys fit 160
+     * registers; at d = 128 they would not) */
+    SM90_FAMILY_S("sm90v7", 64, 192, 128, 2, 8, 1, 1024, sm90_supports_nc),
+    SM90_FAMILY_S("sm90v7", 64, 192, 128, 2, 8, 1, 2048, sm90_supports_c),
+    /* v6 (VER 7): the dynamic tile scheduler and O by TMA store; v6d (VER 6): the scheduler
+     * alone (direct stores); v6w: v6 with 176-key blocks under the causal mask too. */
+    SM90_FAMILY_S("sm90v6", 128, 128, 176, 2, 7, 1, 1024, sm90_supports_nc),
+    SM90_FAMILY_S("sm90v6", 128, 128, 128, 2, 7, 1, 1024, sm90_supports_c),
     SM90_FAMILY("sm90v4w", 64, 176, 2, 4, 1, 2048),
     SM90_FAMILY("sm90v4w", 128, 176, 2, 4, 1, 2048),
     SM90_FAMILY("sm90v5", 64, 128, 3, 5, 1, 1024),
@@ -923,12 +938,8 @@ const attn_fwd_variant attn_fwd_sm90_variants[] = {
     SM90_FAMILY("sm90v3", 128, 128, 2, 3, 0, 0),
     SM90_FAMILY("sm90v4", 64, 128, 3, 4, 0, 0),
     SM90_FAMILY("sm90v4", 128, 128, 3, 4, 0, 0),
-    /* v6 (VER 7): the dynamic tile scheduler and O by TMA store; v6d (VER 6): the scheduler
-     * alone (direct stores); v6w: v6 with 176-key blocks under the causal mask too. */
     SM90_FAMILY_S("sm90v6", 64, 128, 176, 2, 7, 0, 0, sm90_supports_nc),
-    SM90_FAMILY_S("sm90v6", 128, 128, 176, 2, 7, 0, 0, sm90_supports_nc),
     SM90_FAMILY_S("sm90v6", 64, 128, 128, 2, 7, 0, 0, sm90_supports_c),
-    SM90_FAMILY_S("sm90v6", 128, 128, 128, 2, 7, 0, 0, sm90_supports_c),
     SM90_FAMILY_S("sm90v6d", 64, 128, 176, 2, 6, 0, 0, sm90_supports_nc),
     SM90_FAMILY_S("sm90v6d", 128, 128, 176, 2, 6, 0, 0, sm90_supports_nc),
     SM90_FAMILY_S("sm90v6d", 64, 128, 128, 2, 6, 0, 0, sm90_supports_c),
@@ -940,9 +951,9 @@ const attn_fwd_variant attn_fwd_sm90_variants[] = {
      * d128 kernel on the H200 profile (132 x 384 threads, 232 KB of shared memory) */
     SM90_FAMILY("sm90v6s", 64, 128, 3, 6, 0, 0),
     SM90_FAMILY("sm90v6s", 128, 128, 3, 6, 0, 0),
-    /* v7 (VER 8): v6 with 3 consumers, BM = 192, d = 64 only (O and S of 128 keys fit 160
-     * registers; at d = 128 they would not) */
-    SM90_FAMILY_S("sm90v7", 64, 192, 128, 2, 8, 0, 0, sm90_supports),
+    /* v6n: v6 with 128-key blocks without the mask too (no partial block at 1k: 8 x 128) */
+    SM90_FAMILY("sm90v6n", 64, 128, 2, 7, 0, 0),
+    SM90_FAMILY("sm90v6n", 128, 128, 2, 7, 0, 0),
     /* v8 (VER 9): v6's kernel (O by TMA store) in clusters of two thread blocks on adjacent Q
      * tiles, each K/V block loaded half by each and multicast to both, tiles (pairs) in a
      * static order; non-causal only (a pair under the mask would walk unequal blocks), v6's
