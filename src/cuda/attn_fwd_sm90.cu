@@ -786,6 +786,20 @@ static int sm90_supports_rows(const attn_fwd_variant *v, const attn_problem *p, 
     CUtensorMap mq, mk, mv, mo;
     if (!make_maps(&a, v->dtype, v->block_q, kv_rows, &mq, &mk, &mv))
         return 0;
+    /* the dynamic scheduler's kernels (v6*, v7, and v8 / v8t under the mask, which run v6's /
+     * v7's) take their tile counter from the stream's memory pool: on a device without pools
+     * they are not offered, and the dispatcher goes on to v4w / v5, which need no memory */
+    const int dyn = strncmp(v->family, "sm90v6", 6) == 0 || strcmp(v->family, "sm90v7") == 0 ||
+                    (strncmp(v->family, "sm90v8", 6) == 0 && p->causal);
+    if (dyn) {
+        int dev = 0, pools = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, dev) != cudaSuccess ||
+            !pools) {
+            (void)cudaGetLastError();
+            return 0;
+        }
+    }
     /* v6, v7 and v8 store O through a tensor map too */
     return (strncmp(v->family, "sm90v6", 6) != 0 && strcmp(v->family, "sm90v7") != 0 &&
             strncmp(v->family, "sm90v8", 6) != 0) ||
