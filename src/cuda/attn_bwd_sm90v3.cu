@@ -61,7 +61,9 @@ template <int D> struct bwd90v3_smem {
     static constexpr int Q = V + KV_BYTES;                /* [2][D / 64][BM][128 B]       */
     static constexpr int DO = Q + 2 * QBUF;
     static constexpr int DS = DO + 2 * QBUF;              /* [2][DS_BUF]                  */
-    static constexpr int DQ = DS + 2 * DS_BUF;            /* float [2 wg][BM][272 B]      */
+    /* dQ staging, float: sm90v3 [2 wg][BM][272 B] rows; sm90v3t [2 wg][2 halves][BM][128 B],
+     * 128-byte swizzled (the fp32 tensor map's boxes of 32 columns), 32 KB of the 34 */
+    static constexpr int DQ = DS + 2 * DS_BUF;
     static constexpr int LSE = DQ + 2 * V3_BM * V3_DQ_ROW; /* float [2][BM], raw LSE      */
     static constexpr int DSUM = LSE + 2 * V3_BM * 4;      /* float [2][BM], D             */
     static constexpr int INFO = DSUM + 2 * V3_BM * 4;     /* int [2][4]: the stage's Q block */
@@ -100,14 +102,19 @@ static __device__ __forceinline__ float bwd90v3_l(float lse)
 #endif
 
 /* T: __nv_bfloat16 or __half; D: 128; DET: deterministic dQ; MODS: softcap or ALiBi.
+ * TDQ (family sm90v3t): each warpgroup's 64 x 64 dQ tile leaves as two tensor reduce-adds
+ * (boxes of 32 float columns x 64 rows, tm_dq over dq_acc (D, Sq, Hq, B)) issued by one thread
+ * after a warpgroup barrier, instead of 16 row reductions per warp; deterministic mode then
+ * takes turns per warpgroup (2 counts per K block), not per warp.
  * Tensor maps (D, S, H, B) of q, dout (boxes 64 x BM) and k, v (64 x BN). Grid: (K/V blocks of
  * BN keys, B Hkv); under DET with an upper key bound the K blocks run in reverse (bwd_turn). */
-template <typename T, int D, bool DET, bool MODS>
+template <typename T, int D, bool DET, bool MODS, bool TDQ>
 __global__ void __launch_bounds__(V3_THREADS, 1)
     attn_bwd_sm90v3_kernel(const __grid_constant__ CUtensorMap tm_q,
                            const __grid_constant__ CUtensorMap tm_do,
                            const __grid_constant__ CUtensorMap tm_k,
-                           const __grid_constant__ CUtensorMap tm_v, const attn_bwd_args a)
+                           const __grid_constant__ CUtensorMap tm_v,
+                           const __grid_constant__ CUtensorMap tm_dq, const attn_bwd_args a)
 {
 #if FLASHC_PTX_SM90A
     using L = bwd90v3_smem<D>;
@@ -205,6 +212,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
     ptx_setmaxnreg_inc<V3_CONSUMER_REGS>();
     const int cw = warp - 4, wg = cw / 4, wq = cw % 4;
     const int g = lane / 4, t = lane % 4;
+    const bool issuer = TDQ && wq == 0 && lane == 0; /* sm90v3t: its warpgroup's dQ adds */
     const float *sL = (const float *)(sbase + L::LSE);
     const float *sDs = (const float *)(sbase + L::DSUM);
 
@@ -340,6 +348,12 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
          * warpgroups' dS panels: the consumers' one meeting per Q block. dS is per stage, so
          * a warpgroup that runs ahead writes the other buffer (and can be at most one Q block
          * ahead: it waits here for the other's arrival). */
+        if constexpr (TDQ && !DET) {
+            /* the staging tile is free for this Q block once the issuer's reads of the last
+             * one are done; the barrier below tells the whole warpgroup */
+            if (issuer)
+                ptx_bulk_wait_group_read<0>();
+        }
         ptx_named_bar_sync(1, 256);
         float acc[8][4];
         ptx_wgmma_fence();
@@ -358,54 +372,95 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
         bwd90v3_fence(pa);
         bwd90v3_fence(da);
 
-        /* this warp's 16 rows (acc[j]: rows 16 wq + g (+8), columns 8 j + 2t, +1) into its
-         * staging rows, then lane r < 16 adds row 16 wq + r; first, this warp's bulk reads of
-         * the previous Q block are done (one Q block ago: long since, as a rule) */
-        const uint32_t stage_s = base + L::DQ + wg * BM * V3_DQ_ROW;
-        if (!DET && lane < 16)
-            ptx_bulk_wait_group_read<0>();
-        __syncwarp();
-        {
-            const uint32_t st0 = stage_s + (uint32_t)((wq * 16 + g) * V3_DQ_ROW + 8 * t);
+        if constexpr (TDQ) {
+            /* the warpgroup's tile into its two swizzled halves (columns 32 hf + c of row r:
+             * 16-byte chunk c / 4 of row r of half hf stored at chunk (c / 4) ^ (r mod 8), the
+             * tensor map's 128-byte swizzle; a warp's 32 float2 stores then fill 32 banks
+             * twice, the minimum), then one thread adds both halves */
+            const uint32_t stage_s = base + L::DQ + wg * 2 * BM * 128;
 #pragma unroll
             for (int j = 0; j < 8; j++) {
-                ptx_st_shared_v2_f32(st0 + 32 * j, acc[j][0], acc[j][1]);
-                ptx_st_shared_v2_f32(st0 + 8 * V3_DQ_ROW + 32 * j, acc[j][2], acc[j][3]);
-            }
-        }
-        ptx_fence_proxy_async_shared(); /* the stores, for the copy engine's reads */
-        __syncwarp();
-        const int row = wq * 16 + lane;
-        const bool adds = lane < 16 && m0 + row < a.Sq;
-        float *dqa = a.dq_acc + (((int64_t)b * a.Hq + h) * a.Sq + m0 + row) * D + wg * 64;
-        if constexpr (!DET) {
-            if (adds)
-                ptx_bulk_reduce_add_f32(dqa, stage_s + (uint32_t)row * V3_DQ_ROW, 256);
-            if (lane < 16)
-                ptx_bulk_commit_group();
-        } else {
-            int *sem = a.sem + info[2];
-            if (lane == 0) {
-                /* every consumer warp (8 per block) releases one count */
-                const int turn = info[3];
-                while (ptx_ld_acquire_gpu(sem) < 8 * turn) {
+                const int hf = j / 4, c = 8 * (j % 4) + 2 * t;
+#pragma unroll
+                for (int hr = 0; hr < 2; hr++) {
+                    const int r = wq * 16 + g + 8 * hr;
+                    ptx_st_shared_v2_f32(stage_s + (uint32_t)(hf * BM * 128 + r * 128 +
+                                                              (((c / 4) ^ g) * 16) + (c % 4) * 4),
+                                         acc[j][2 * hr], acc[j][2 * hr + 1]);
                 }
             }
+            ptx_fence_proxy_async_shared(); /* the stores, for the copy engine's reads */
+            ptx_named_bar_sync(2 + wg, 128);
+            if (issuer) {
+                if constexpr (DET) {
+                    int *sem = a.sem + info[2];
+                    /* each warpgroup (2 per block) releases one count */
+                    while (ptx_ld_acquire_gpu(sem) < 2 * info[3]) {
+                    }
+                    ptx_fence_proxy_async_global(); /* the acquire before our adds */
+                }
+                for (int hf = 0; hf < 2; hf++)
+                    ptx_tma_reduce_add_4d(&tm_dq, stage_s + hf * BM * 128, 64 * wg + 32 * hf, m0,
+                                          h, b);
+                ptx_bulk_commit_group();
+                if constexpr (DET) {
+                    ptx_bulk_wait_group<0>();       /* our adds performed ... */
+                    ptx_fence_proxy_async_global(); /* ... and ordered before the release */
+                    __threadfence();
+                    ptx_red_release_gpu_add(a.sem + info[2], 1);
+                }
+            }
+        } else {
+            /* this warp's 16 rows (acc[j]: rows 16 wq + g (+8), columns 8 j + 2t, +1) into its
+             * staging rows, then lane r < 16 adds row 16 wq + r; first, this warp's bulk reads of
+             * the previous Q block are done (one Q block ago: long since, as a rule) */
+            const uint32_t stage_s = base + L::DQ + wg * BM * V3_DQ_ROW;
+            if (!DET && lane < 16)
+                ptx_bulk_wait_group_read<0>();
             __syncwarp();
-            if (lane < 16) {
-                ptx_fence_proxy_async_global(); /* the acquire before our bulk adds */
+            {
+                const uint32_t st0 = stage_s + (uint32_t)((wq * 16 + g) * V3_DQ_ROW + 8 * t);
+    #pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    ptx_st_shared_v2_f32(st0 + 32 * j, acc[j][0], acc[j][1]);
+                    ptx_st_shared_v2_f32(st0 + 8 * V3_DQ_ROW + 32 * j, acc[j][2], acc[j][3]);
+                }
+            }
+            ptx_fence_proxy_async_shared(); /* the stores, for the copy engine's reads */
+            __syncwarp();
+            const int row = wq * 16 + lane;
+            const bool adds = lane < 16 && m0 + row < a.Sq;
+            float *dqa = a.dq_acc + (((int64_t)b * a.Hq + h) * a.Sq + m0 + row) * D + wg * 64;
+            if constexpr (!DET) {
                 if (adds)
                     ptx_bulk_reduce_add_f32(dqa, stage_s + (uint32_t)row * V3_DQ_ROW, 256);
-                ptx_bulk_commit_group();
-                ptx_bulk_wait_group<0>();       /* our adds performed ... */
-                ptx_fence_proxy_async_global(); /* ... and ordered before the release */
-            }
-            __syncwarp();
-            if (lane == 0) {
-                __threadfence();
-                ptx_red_release_gpu_add(sem, 1);
+                if (lane < 16)
+                    ptx_bulk_commit_group();
+            } else {
+                int *sem = a.sem + info[2];
+                if (lane == 0) {
+                    /* every consumer warp (8 per block) releases one count */
+                    const int turn = info[3];
+                    while (ptx_ld_acquire_gpu(sem) < 8 * turn) {
+                    }
+                }
+                __syncwarp();
+                if (lane < 16) {
+                    ptx_fence_proxy_async_global(); /* the acquire before our bulk adds */
+                    if (adds)
+                        ptx_bulk_reduce_add_f32(dqa, stage_s + (uint32_t)row * V3_DQ_ROW, 256);
+                    ptx_bulk_commit_group();
+                    ptx_bulk_wait_group<0>();       /* our adds performed ... */
+                    ptx_fence_proxy_async_global(); /* ... and ordered before the release */
+                }
+                __syncwarp();
+                if (lane == 0) {
+                    __threadfence();
+                    ptx_red_release_gpu_add(sem, 1);
+                }
             }
         }
+
         /* this warp is done with the stage: Q, dO (its wgmmas completed), LSE, D, info */
         __syncwarp();
         if (lane == 0)
@@ -485,12 +540,35 @@ static int bwd90v3_map(CUtensorMap *m, flashc_dtype dt, const void *ptr, int64_t
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <typename T, int D>
+/* dq_acc (B, Hq, Sq, D) float32, contiguous, as the 4-d map (D, Sq, Hq, B) with boxes of 32
+ * columns x BM rows, 128-byte swizzled (sm90v3t's dQ adds); 0 if it does not encode. */
+static int bwd90v3_map_dq(CUtensorMap *m, const attn_bwd_args *a, int D)
+{
+    bwd90v3_encode_fn enc = bwd90v3_encode();
+    if (!enc)
+        return 0;
+    const cuuint64_t dims[4] = {(cuuint64_t)D, (cuuint64_t)a->Sq, (cuuint64_t)a->Hq,
+                                (cuuint64_t)a->B};
+    const cuuint64_t row = (cuuint64_t)D * 4;
+    const cuuint64_t strides[3] = {row, row * a->Sq, row * a->Sq * a->Hq};
+    const cuuint32_t box[4] = {32, (cuuint32_t)V3_BM, 1, 1};
+    const cuuint32_t estr[4] = {1, 1, 1, 1};
+    for (int i = 0; i < 3; i++)
+        if (strides[i] >= (1ull << 40))
+            return 0;
+    return enc(m, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, (void *)a->dq_acc, dims, strides, box, estr,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <typename T, int D, bool TDQ>
 static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
     const flashc_dtype dt = std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16;
-    CUtensorMap mq, mdo, mk, mv;
-    if (!bwd90v3_map(&mq, dt, a->q, a->B, a->Sq, a->Hq, D, a->sq, V3_BM) ||
+    CUtensorMap mq, mdo, mk, mv, mdq;
+    memset(&mdq, 0, sizeof mdq); /* read by sm90v3t only */
+    if ((TDQ && !bwd90v3_map_dq(&mdq, a, D)) ||
+        !bwd90v3_map(&mq, dt, a->q, a->B, a->Sq, a->Hq, D, a->sq, V3_BM) ||
         !bwd90v3_map(&mdo, dt, a->dout, a->B, a->Sq, a->Hq, D, a->sdo, V3_BM) ||
         !bwd90v3_map(&mk, dt, a->k, a->B, a->Sk, a->Hkv, D, a->sk, V3_BN) ||
         !bwd90v3_map(&mv, dt, a->v, a->B, a->Sk, a->Hkv, D, a->sv, V3_BN)) {
@@ -511,28 +589,32 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     constexpr int smem = bwd90v3_smem<D>::LAUNCH;
     const bool mods = a->softcap > 0.0f || a->alibi;
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
-                   const attn_bwd_args) =
-        mods ? (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, true>
-                                 : attn_bwd_sm90v3_kernel<T, D, false, true>)
-             : (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, false>
-                                 : attn_bwd_sm90v3_kernel<T, D, false, false>);
+                   const CUtensorMap, const attn_bwd_args) =
+        mods ? (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, true, TDQ>
+                                 : attn_bwd_sm90v3_kernel<T, D, false, true, TDQ>)
+             : (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, false, TDQ>
+                                 : attn_bwd_sm90v3_kernel<T, D, false, false, TDQ>);
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess)
         return err;
     const dim3 grid((unsigned)((a->Sk + V3_BN - 1) / V3_BN), (unsigned)(a->B * a->Hkv), 1);
-    kernel<<<grid, V3_THREADS, smem, stream>>>(mq, mdo, mk, mv, *a);
+    kernel<<<grid, V3_THREADS, smem, stream>>>(mq, mdo, mk, mv, mdq, *a);
     if ((err = cudaGetLastError()) != cudaSuccess)
         return err;
     return attn_bwd_post_bh_launch<T, D>(a, stream);
 }
 
-/* opt_in 1: taken only under FLASHC_CUDA_BWD_KERNEL=sm90v3 until a device run shows it correct
- * and faster than sm90 (attn_bwd_sm90.cu, the default at d 128). */
+/* opt_in 1: taken only under FLASHC_CUDA_BWD_KERNEL=sm90v3 or sm90v3t until a device run shows
+ * them correct and faster than sm90 (attn_bwd_sm90.cu, the default at d 128). */
 const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
     {"attn_bwd_bf16_sm90v3_d128_64x128", "sm90v3", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 128>, NULL, 1},
+     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 128, false>, NULL, 1},
     {"attn_bwd_f16_sm90v3_d128_64x128", "sm90v3", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128>, NULL, 1},
+     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, false>, NULL, 1},
+    {"attn_bwd_bf16_sm90v3t_d128_64x128", "sm90v3t", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true>, NULL, 1},
+    {"attn_bwd_f16_sm90v3t_d128_64x128", "sm90v3t", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, true>, NULL, 1},
 };
 const int attn_bwd_sm90v3_variant_count =
     (int)(sizeof attn_bwd_sm90v3_variants / sizeof attn_bwd_sm90v3_variants[0]);
