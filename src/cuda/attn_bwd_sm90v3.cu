@@ -52,7 +52,7 @@ static_assert((168 - V3_PRODUCER_REGS) * 128 == (V3_CONSUMER_REGS - 168) * 256,
 
 /* Byte offsets from a 1024-byte aligned base; a tile of R rows x D columns is D / 64 panels of
  * R rows x 128 bytes (ptx_sm90.cuh's swizzle, which TMA writes). */
-template <int D, bool OVL = false> struct bwd90v3_smem {
+template <int D> struct bwd90v3_smem {
     static constexpr int KV_BYTES = V3_BN * D * 2;
     static constexpr int QBUF = V3_BM * D * 2;            /* one stage of Q (or dO)       */
     static constexpr int DS_BUF = V3_BM * V3_BN * 2;      /* one dS [2 panels][BM][128 B] */
@@ -62,20 +62,16 @@ template <int D, bool OVL = false> struct bwd90v3_smem {
     static constexpr int DO = Q + 2 * QBUF;
     static constexpr int DS = DO + 2 * QBUF;              /* [2][DS_BUF]                  */
     /* dQ staging, float: sm90v3 [2 wg][BM][272 B] rows; sm90v3t [2 wg][2 halves][BM][128 B],
-     * 128-byte swizzled (the fp32 tensor map's boxes of 32 columns), 32 KB of the 34;
-     * sm90v3o two of those (DQ_BUF apart) */
+     * 128-byte swizzled (the fp32 tensor map's boxes of 32 columns), 32 KB of the 34 */
     static constexpr int DQ = DS + 2 * DS_BUF;
-    static constexpr int DQ_BUF = 2 * 2 * V3_BM * 128;
-    static constexpr int LSE = DQ + (OVL ? 2 * DQ_BUF : 2 * V3_BM * V3_DQ_ROW); /* float [2][BM] */
+    static constexpr int LSE = DQ + 2 * V3_BM * V3_DQ_ROW; /* float [2][BM], raw LSE      */
     static constexpr int DSUM = LSE + 2 * V3_BM * 4;      /* float [2][BM], D             */
     static constexpr int INFO = DSUM + 2 * V3_BM * 4;     /* int [2][4]: the stage's Q block */
     static constexpr int BARS = INFO + 2 * 16;            /* kv_full, full[2], empty[2]   */
     static constexpr int TOTAL = BARS + 5 * 8;
     static constexpr int LAUNCH = TOTAL + 1024;           /* room to align the base       */
 };
-static_assert(bwd90v3_smem<128>::LAUNCH <= 227 * 1024 &&
-                  bwd90v3_smem<128, true>::LAUNCH <= 227 * 1024,
-              "one block per SM fits");
+static_assert(bwd90v3_smem<128>::LAUNCH <= 227 * 1024, "one block per SM fits");
 
 } // namespace
 
@@ -112,7 +108,7 @@ static __device__ __forceinline__ float bwd90v3_l(float lse)
  * takes turns per warpgroup (2 counts per K block), not per warp.
  * Tensor maps (D, S, H, B) of q, dout (boxes 64 x BM) and k, v (64 x BN). Grid: (K/V blocks of
  * BN keys, B Hkv); under DET with an upper key bound the K blocks run in reverse (bwd_turn). */
-template <typename T, int D, bool DET, bool MODS, bool TDQ, bool OVL>
+template <typename T, int D, bool DET, bool MODS, bool TDQ>
 __global__ void __launch_bounds__(V3_THREADS, 1)
     attn_bwd_sm90v3_kernel(const __grid_constant__ CUtensorMap tm_q,
                            const __grid_constant__ CUtensorMap tm_do,
@@ -121,9 +117,8 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                            const __grid_constant__ CUtensorMap tm_dq, const attn_bwd_args a)
 {
 #if FLASHC_PTX_SM90A
-    using L = bwd90v3_smem<D, OVL>;
+    using L = bwd90v3_smem<D>;
     constexpr int BM = V3_BM, BN = V3_BN;
-    static_assert(!OVL || TDQ, "sm90v3o: sm90v3t's dQ adds");
     constexpr int NT = BM / 8; /* 8-query column tiles of S^T, dP^T */
     constexpr int DT = D / 8;  /* 8-wide column tiles of dK, dV     */
     static_assert(D == 128, "dK, dV as m64n128 accumulators; dQ in two 64-column halves");
@@ -228,109 +223,6 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
         for (int e = 0; e < 4; e++)
             dk[dt][e] = dv[dt][e] = 0.0f;
 
-    /* dQ of the Q block of stage ebuf (the loop's eit-th) from acc into the accumulator, then
-     * the stage back to the producer; sm90v3o runs it one Q block late, behind the next
-     * block's S^T on the tensor cores */
-    float acc[8][4];
-    auto epilogue = [&](const int ebuf, const int eit) {
-        const int *info = (const int *)(sbase + L::INFO) + 4 * ebuf;
-        const int m0 = info[0], h = info[1];
-        if constexpr (TDQ) {
-            /* the warpgroup's tile into its two swizzled halves (columns 32 hf + c of row r:
-             * 16-byte chunk c / 4 of row r of half hf stored at chunk (c / 4) ^ (r mod 8), the
-             * tensor map's 128-byte swizzle; a warp's 32 float2 stores then fill 32 banks
-             * twice, the minimum), then one thread adds both halves */
-            const uint32_t stage_s =
-                base + L::DQ + (OVL ? (eit & 1) * L::DQ_BUF : 0) + wg * 2 * BM * 128;
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const int hf = j / 4, c = 8 * (j % 4) + 2 * t;
-#pragma unroll
-                for (int hr = 0; hr < 2; hr++) {
-                    const int r = wq * 16 + g + 8 * hr;
-                    ptx_st_shared_v2_f32(stage_s + (uint32_t)(hf * BM * 128 + r * 128 +
-                                                              (((c / 4) ^ g) * 16) + (c % 4) * 4),
-                                         acc[j][2 * hr], acc[j][2 * hr + 1]);
-                }
-            }
-            ptx_fence_proxy_async_shared(); /* the stores, for the copy engine's reads */
-            ptx_named_bar_sync(2 + wg, 128);
-            if (issuer) {
-                if constexpr (DET) {
-                    int *sem = a.sem + info[2];
-                    /* each warpgroup (2 per block) releases one count */
-                    while (ptx_ld_acquire_gpu(sem) < 2 * info[3]) {
-                    }
-                    ptx_fence_proxy_async_global(); /* the acquire before our adds */
-                }
-                for (int hf = 0; hf < 2; hf++)
-                    ptx_tma_reduce_add_4d(&tm_dq, stage_s + hf * BM * 128, 64 * wg + 32 * hf, m0,
-                                          h, b);
-                ptx_bulk_commit_group();
-                if constexpr (DET) {
-                    ptx_bulk_wait_group<0>();       /* our adds performed ... */
-                    ptx_fence_proxy_async_global(); /* ... and ordered before the release */
-                    __threadfence();
-                    ptx_red_release_gpu_add(a.sem + info[2], 1);
-                }
-            }
-        } else {
-            /* this warp's 16 rows (acc[j]: rows 16 wq + g (+8), columns 8 j + 2t, +1) into its
-             * staging rows, then lane r < 16 adds row 16 wq + r; first, this warp's bulk reads of
-             * the previous Q block are done (one Q block ago: long since, as a rule) */
-            const uint32_t stage_s = base + L::DQ + wg * BM * V3_DQ_ROW;
-            if (!DET && lane < 16)
-                ptx_bulk_wait_group_read<0>();
-            __syncwarp();
-            {
-                const uint32_t st0 = stage_s + (uint32_t)((wq * 16 + g) * V3_DQ_ROW + 8 * t);
-#pragma unroll
-                for (int j = 0; j < 8; j++) {
-                    ptx_st_shared_v2_f32(st0 + 32 * j, acc[j][0], acc[j][1]);
-                    ptx_st_shared_v2_f32(st0 + 8 * V3_DQ_ROW + 32 * j, acc[j][2], acc[j][3]);
-                }
-            }
-            ptx_fence_proxy_async_shared(); /* the stores, for the copy engine's reads */
-            __syncwarp();
-            const int row = wq * 16 + lane;
-            const bool adds = lane < 16 && m0 + row < a.Sq;
-            float *dqa = a.dq_acc + (((int64_t)b * a.Hq + h) * a.Sq + m0 + row) * D + wg * 64;
-            if constexpr (!DET) {
-                if (adds)
-                    ptx_bulk_reduce_add_f32(dqa, stage_s + (uint32_t)row * V3_DQ_ROW, 256);
-                if (lane < 16)
-                    ptx_bulk_commit_group();
-            } else {
-                int *sem = a.sem + info[2];
-                if (lane == 0) {
-                    /* every consumer warp (8 per block) releases one count */
-                    const int turn = info[3];
-                    while (ptx_ld_acquire_gpu(sem) < 8 * turn) {
-                    }
-                }
-                __syncwarp();
-                if (lane < 16) {
-                    ptx_fence_proxy_async_global(); /* the acquire before our bulk adds */
-                    if (adds)
-                        ptx_bulk_reduce_add_f32(dqa, stage_s + (uint32_t)row * V3_DQ_ROW, 256);
-                    ptx_bulk_commit_group();
-                    ptx_bulk_wait_group<0>();       /* our adds performed ... */
-                    ptx_fence_proxy_async_global(); /* ... and ordered before the release */
-                }
-                __syncwarp();
-                if (lane == 0) {
-                    __threadfence();
-                    ptx_red_release_gpu_add(sem, 1);
-                }
-            }
-        }
-
-        /* this warp is done with the stage: Q, dO (its wgmmas completed), LSE, D, info */
-        __syncwarp();
-        if (lane == 0)
-            ptx_mbarrier_arrive(empty(ebuf));
-    };
-
     if (total > 0)
         ptx_mbarrier_wait(kv_full, 0);
     for (int it = 0; it < total; it++) {
@@ -353,13 +245,6 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                                       ptx_wgmma_desc(qb, 16, 1024), ks > 0);
         }
         ptx_wgmma_commit();
-        if constexpr (OVL) {
-            if (it > 0) { /* the last Q block's dQ, while S^T runs */
-                ptx_wgmma_wait<1>();
-                bwd90v3_fence(acc);
-                epilogue((it - 1) & 1, it - 1);
-            }
-        }
 #pragma unroll
         for (int ks = 0; ks < D / 16; ks++) {
             const uint32_t va = sV + (ks / 4) * BN * 128 + wg * 64 * 128 + (ks % 4) * 32;
@@ -466,14 +351,11 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
         if constexpr (TDQ && !DET) {
             /* the staging tile is free for this Q block once the issuer's reads of the last
              * one are done; the barrier below tells the whole warpgroup */
-            if (issuer) {
-                if constexpr (OVL)
-                    ptx_bulk_wait_group_read<1>(); /* two staging buffers */
-                else
-                    ptx_bulk_wait_group_read<0>();
-            }
+            if (issuer)
+                ptx_bulk_wait_group_read<0>();
         }
         ptx_named_bar_sync(1, 256);
+        float acc[8][4];
         ptx_wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < BN / 16; ks++) {
@@ -483,28 +365,106 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                                       ptx_wgmma_desc(kb, BN * 128, 1024), ks > 0);
         }
         ptx_wgmma_commit();
-        if constexpr (OVL) {
-            ptx_wgmma_wait<1>(); /* dV, dK (dQ runs on) */
-            bwd90v3_fence(dv);
-            bwd90v3_fence(dk);
-            bwd90v3_fence(pa);
-            bwd90v3_fence(da);
+        ptx_wgmma_wait<0>();
+        bwd90v3_fence(acc);
+        bwd90v3_fence(dv);
+        bwd90v3_fence(dk);
+        bwd90v3_fence(pa);
+        bwd90v3_fence(da);
+
+        if constexpr (TDQ) {
+            /* the warpgroup's tile into its two swizzled halves (columns 32 hf + c of row r:
+             * 16-byte chunk c / 4 of row r of half hf stored at chunk (c / 4) ^ (r mod 8), the
+             * tensor map's 128-byte swizzle; a warp's 32 float2 stores then fill 32 banks
+             * twice, the minimum), then one thread adds both halves */
+            const uint32_t stage_s = base + L::DQ + wg * 2 * BM * 128;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const int hf = j / 4, c = 8 * (j % 4) + 2 * t;
+#pragma unroll
+                for (int hr = 0; hr < 2; hr++) {
+                    const int r = wq * 16 + g + 8 * hr;
+                    ptx_st_shared_v2_f32(stage_s + (uint32_t)(hf * BM * 128 + r * 128 +
+                                                              (((c / 4) ^ g) * 16) + (c % 4) * 4),
+                                         acc[j][2 * hr], acc[j][2 * hr + 1]);
+                }
+            }
+            ptx_fence_proxy_async_shared(); /* the stores, for the copy engine's reads */
+            ptx_named_bar_sync(2 + wg, 128);
+            if (issuer) {
+                if constexpr (DET) {
+                    int *sem = a.sem + info[2];
+                    /* each warpgroup (2 per block) releases one count */
+                    while (ptx_ld_acquire_gpu(sem) < 2 * info[3]) {
+                    }
+                    ptx_fence_proxy_async_global(); /* the acquire before our adds */
+                }
+                for (int hf = 0; hf < 2; hf++)
+                    ptx_tma_reduce_add_4d(&tm_dq, stage_s + hf * BM * 128, 64 * wg + 32 * hf, m0,
+                                          h, b);
+                ptx_bulk_commit_group();
+                if constexpr (DET) {
+                    ptx_bulk_wait_group<0>();       /* our adds performed ... */
+                    ptx_fence_proxy_async_global(); /* ... and ordered before the release */
+                    __threadfence();
+                    ptx_red_release_gpu_add(a.sem + info[2], 1);
+                }
+            }
         } else {
-            ptx_wgmma_wait<0>();
-            bwd90v3_fence(acc);
-            bwd90v3_fence(dv);
-            bwd90v3_fence(dk);
-            bwd90v3_fence(pa);
-            bwd90v3_fence(da);
-            epilogue(buf, it);
+            /* this warp's 16 rows (acc[j]: rows 16 wq + g (+8), columns 8 j + 2t, +1) into its
+             * staging rows, then lane r < 16 adds row 16 wq + r; first, this warp's bulk reads of
+             * the previous Q block are done (one Q block ago: long since, as a rule) */
+            const uint32_t stage_s = base + L::DQ + wg * BM * V3_DQ_ROW;
+            if (!DET && lane < 16)
+                ptx_bulk_wait_group_read<0>();
+            __syncwarp();
+            {
+                const uint32_t st0 = stage_s + (uint32_t)((wq * 16 + g) * V3_DQ_ROW + 8 * t);
+    #pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    ptx_st_shared_v2_f32(st0 + 32 * j, acc[j][0], acc[j][1]);
+                    ptx_st_shared_v2_f32(st0 + 8 * V3_DQ_ROW + 32 * j, acc[j][2], acc[j][3]);
+                }
+            }
+            ptx_fence_proxy_async_shared(); /* the stores, for the copy engine's reads */
+            __syncwarp();
+            const int row = wq * 16 + lane;
+            const bool adds = lane < 16 && m0 + row < a.Sq;
+            float *dqa = a.dq_acc + (((int64_t)b * a.Hq + h) * a.Sq + m0 + row) * D + wg * 64;
+            if constexpr (!DET) {
+                if (adds)
+                    ptx_bulk_reduce_add_f32(dqa, stage_s + (uint32_t)row * V3_DQ_ROW, 256);
+                if (lane < 16)
+                    ptx_bulk_commit_group();
+            } else {
+                int *sem = a.sem + info[2];
+                if (lane == 0) {
+                    /* every consumer warp (8 per block) releases one count */
+                    const int turn = info[3];
+                    while (ptx_ld_acquire_gpu(sem) < 8 * turn) {
+                    }
+                }
+                __syncwarp();
+                if (lane < 16) {
+                    ptx_fence_proxy_async_global(); /* the acquire before our bulk adds */
+                    if (adds)
+                        ptx_bulk_reduce_add_f32(dqa, stage_s + (uint32_t)row * V3_DQ_ROW, 256);
+                    ptx_bulk_commit_group();
+                    ptx_bulk_wait_group<0>();       /* our adds performed ... */
+                    ptx_fence_proxy_async_global(); /* ... and ordered before the release */
+                }
+                __syncwarp();
+                if (lane == 0) {
+                    __threadfence();
+                    ptx_red_release_gpu_add(sem, 1);
+                }
+            }
         }
-    }
-    if constexpr (OVL) {
-        if (total > 0) {
-            ptx_wgmma_wait<0>();
-            bwd90v3_fence(acc);
-            epilogue((total - 1) & 1, total - 1);
-        }
+
+        /* this warp is done with the stage: Q, dO (its wgmmas completed), LSE, D, info */
+        __syncwarp();
+        if (lane == 0)
+            ptx_mbarrier_arrive(empty(buf));
     }
     /* the block's shared memory outlives the copy engine's last reads */
     if (lane < 16)
@@ -601,7 +561,7 @@ static int bwd90v3_map_dq(CUtensorMap *m, const attn_bwd_args *a, int D)
                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <typename T, int D, bool TDQ, bool OVL = false>
+template <typename T, int D, bool TDQ>
 static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
     const flashc_dtype dt = std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16;
@@ -626,14 +586,14 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     if (err != cudaSuccess)
         return err;
 
-    constexpr int smem = bwd90v3_smem<D, OVL>::LAUNCH;
+    constexpr int smem = bwd90v3_smem<D>::LAUNCH;
     const bool mods = a->softcap > 0.0f || a->alibi;
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                    const CUtensorMap, const attn_bwd_args) =
-        mods ? (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, OVL>
-                                 : attn_bwd_sm90v3_kernel<T, D, false, true, TDQ, OVL>)
-             : (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, OVL>
-                                 : attn_bwd_sm90v3_kernel<T, D, false, false, TDQ, OVL>);
+        mods ? (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, true, TDQ>
+                                 : attn_bwd_sm90v3_kernel<T, D, false, true, TDQ>)
+             : (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, false, TDQ>
+                                 : attn_bwd_sm90v3_kernel<T, D, false, false, TDQ>);
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess)
         return err;
@@ -644,7 +604,7 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     return attn_bwd_post_bh_launch<T, D>(a, stream);
 }
 
-/* opt_in 1: taken only under FLASHC_CUDA_BWD_KERNEL=sm90v3, sm90v3t or sm90v3o until a device run shows
+/* opt_in 1: taken only under FLASHC_CUDA_BWD_KERNEL=sm90v3 or sm90v3t until a device run shows
  * them correct and faster than sm90 (attn_bwd_sm90.cu, the default at d 128). */
 const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
     {"attn_bwd_bf16_sm90v3_d128_64x128", "sm90v3", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
@@ -655,12 +615,6 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
      bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true>, NULL, 1},
     {"attn_bwd_f16_sm90v3t_d128_64x128", "sm90v3t", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, true>, NULL, 1},
-    /* sm90v3o: sm90v3t with each Q block's dQ adds run behind the next one's S^T */
-    {"attn_bwd_bf16_sm90v3o_d128_64x128", "sm90v3o", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128, true>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true>,
-     NULL, 1},
-    {"attn_bwd_f16_sm90v3o_d128_64x128", "sm90v3o", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, true, true>, NULL, 1},
 };
 const int attn_bwd_sm90v3_variant_count =
     (int)(sizeof attn_bwd_sm90v3_variants / sizeof attn_bwd_sm90v3_variants[0]);
