@@ -9,6 +9,7 @@ through autograd; CUDA events, median of >= 10 calls after warm-up; FLOPs 2.5 x 
 halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KERNEL:
   flashc / flashc_det   the dispatcher's choice (sm90 at d 128, sm90v2s at d 64)
   v3 / v3_det           sm90v3 (src/cuda/attn_bwd_sm90v3.cu; d 128 only)
+  v3t / v3t_det         sm90v3t: sm90v3 with dQ by tensor reduce-adds (d 128 only)
 The table (printed last) gives each TFLOP/s and the ratios the issue's target names.
 
 usage: bench_bwd4.py --lib build/libflashc.so [--out x.json] [--dims 128,64] [--seqlens 2048,16384]
@@ -26,7 +27,8 @@ import bench_bwd as bb  # noqa: E402
 import torch  # noqa: E402
 
 # bench_bwd.part2 treats a name starting "flashc" as a flashc configuration
-CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "sm90v3")}
+CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "sm90v3"),
+           "flashc_v3t": (0, 0, False, "sm90v3t"), "flashc_v3t_det": (0, 0, True, "sm90v3t")}
 
 
 def _term(signum, frame):
@@ -40,7 +42,7 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--dims", default="128,64")
     ap.add_argument("--seqlens", default="2048,16384")
-    ap.add_argument("--configs", default="flashc_v3,flashc_v3_det,flashc,flashc_det")
+    ap.add_argument("--configs", default="flashc_v3,flashc_v3_det,flashc_v3t,flashc_v3t_det,flashc,flashc_det")
     ap.add_argument("--budget-ms", type=float, default=100.0)
     a = ap.parse_args()
     bb.BUDGET_MS = a.budget_ms
@@ -78,11 +80,15 @@ def table(rows, configs):
     ratios = [("v3/cuDNN", "flashc_v3", "cudnn"), ("v3/flash", "flashc_v3", "flash"),
               ("v3/default", "flashc_v3", "flashc"), ("v3det/v3", "flashc_v3_det", "flashc_v3"),
               ("v3det/det", "flashc_v3_det", "flashc_det"),
+              ("v3t/cuDNN", "flashc_v3t", "cudnn"), ("v3t/flash", "flashc_v3t", "flash"),
+              ("v3t/default", "flashc_v3t", "flashc"),
+              ("v3tdet/v3t", "flashc_v3t_det", "flashc_v3t"),
+              ("v3tdet/det", "flashc_v3t_det", "flashc_det"),
               ("default/cuDNN", "flashc", "cudnn"), ("default/flash", "flashc", "flash"),
               ("det/fast", "flashc_det", "flashc")]
     ratios = [x for x in ratios if x[1] in impls and x[2] in impls]
     print("\nbwd alone, bf16, B*S = 16k, hidden 2048: TFLOP/s (median); flashc = the dispatcher's "
-          "choice (sm90 at d 128, sm90v2s at d 64); v3 = sm90v3")
+          "choice (sm90 at d 128, sm90v2s at d 64); v3 = sm90v3, v3t = sm90v3t")
     print("| d | causal | S | " + " | ".join(i.replace("flashc_", "") for i in impls) + " | " +
           " | ".join(x[0] for x in ratios) + " |")
     print("|---|---|---|" + "---|" * (len(impls) + len(ratios)))
