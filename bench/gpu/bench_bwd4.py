@@ -10,6 +10,7 @@ halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KE
   flashc / flashc_det   the dispatcher's choice (sm90 at d 128, sm90v2s at d 64)
   v3 / v3_det           sm90v3 (src/cuda/attn_bwd_sm90v3.cu; d 128 only)
   v3t / v3t_det         sm90v3t: sm90v3 with dQ by tensor reduce-adds (d 128 only)
+  v3q / v3q_det         sm90v3q: sm90v3t with dV, dK issued after dQ (d 128 only)
 The table (printed last) gives each TFLOP/s and the ratios the issue's target names.
 
 usage: bench_bwd4.py --lib build/libflashc.so [--out x.json] [--dims 128,64] [--seqlens 2048,16384]
@@ -28,7 +29,8 @@ import torch  # noqa: E402
 
 # bench_bwd.part2 treats a name starting "flashc" as a flashc configuration
 CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "sm90v3"),
-           "flashc_v3t": (0, 0, False, "sm90v3t"), "flashc_v3t_det": (0, 0, True, "sm90v3t")}
+           "flashc_v3t": (0, 0, False, "sm90v3t"), "flashc_v3t_det": (0, 0, True, "sm90v3t"),
+           "flashc_v3q": (0, 0, False, "sm90v3q"), "flashc_v3q_det": (0, 0, True, "sm90v3q")}
 
 
 def _term(signum, frame):
@@ -42,7 +44,8 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--dims", default="128,64")
     ap.add_argument("--seqlens", default="2048,16384")
-    ap.add_argument("--configs", default="flashc_v3,flashc_v3_det,flashc_v3t,flashc_v3t_det,flashc,flashc_det")
+    ap.add_argument("--configs", default="flashc_v3,flashc_v3_det,flashc_v3t,flashc_v3t_det,flashc_v3q,"
+                    "flashc_v3q_det,flashc,flashc_det")
     ap.add_argument("--budget-ms", type=float, default=100.0)
     a = ap.parse_args()
     bb.BUDGET_MS = a.budget_ms
@@ -84,11 +87,13 @@ def table(rows, configs):
               ("v3t/default", "flashc_v3t", "flashc"),
               ("v3tdet/v3t", "flashc_v3t_det", "flashc_v3t"),
               ("v3tdet/det", "flashc_v3t_det", "flashc_det"),
+              ("v3q/cuDNN", "flashc_v3q", "cudnn"), ("v3q/default", "flashc_v3q", "flashc"),
+              ("v3qdet/v3q", "flashc_v3q_det", "flashc_v3q"),
               ("default/cuDNN", "flashc", "cudnn"), ("default/flash", "flashc", "flash"),
               ("det/fast", "flashc_det", "flashc")]
     ratios = [x for x in ratios if x[1] in impls and x[2] in impls]
     print("\nbwd alone, bf16, B*S = 16k, hidden 2048: TFLOP/s (median); flashc = the dispatcher's "
-          "choice (sm90 at d 128, sm90v2s at d 64); v3 = sm90v3, v3t = sm90v3t")
+          "choice (sm90 at d 128, sm90v2s at d 64); v3 = sm90v3, v3t = sm90v3t, v3q = sm90v3q")
     print("| d | causal | S | " + " | ".join(i.replace("flashc_", "") for i in impls) + " | " +
           " | ".join(x[0] for x in ratios) + " |")
     print("|---|---|---|" + "---|" * (len(impls) + len(ratios)))

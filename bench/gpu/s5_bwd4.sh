@@ -2,11 +2,11 @@
 # bench/gpu/s5_bwd4.sh BUILD_DIR — helper bwd4 (issue 12), <= 90 s on the H200:
 #  1. tests/test_cuda_attn_bwd forced onto sm90v3 and sm90v3t (src/cuda/attn_bwd_sm90v3.cu: the
 #     warp-specialised d 128 backward, TMA producer + 2 consumer warpgroups; v3t: dQ by tensor
-#     reduce-adds): the d 128 suites
+#     reduce-adds; v3q: v3t with dV, dK after dQ): the d 128 suites
 #     (bf16, fp16: MHA/GQA/MQA, causal, windows, rows that see no key, fast + deterministic),
 #     the modifiers (softcap, ALiBi, windows; d 128 among them), deterministic bitwise, strided
 #     operands; compute-sanitizer memcheck on the short d 128 case;
-#  2. bench/gpu/bench_bwd4.py: sm90v3, sm90v3t fast and deterministic against the dispatcher's choice
+#  2. bench/gpu/bench_bwd4.py: sm90v3, sm90v3t, sm90v3q fast and deterministic against the dispatcher's choice
 #     (sm90 at d 128, sm90v2s at d 64) and SDPA flash and cuDNN, same process; causal and not,
 #     S 2k and 16k (B*S 16k, hidden 2048), d 128 and 64.
 # BUILD_DIR: built with tests (libflashc.so, tests/test_cuda_attn_bwd); no rebuild. Logs in
@@ -47,6 +47,14 @@ if [ -x "$TEST" ]; then
       echo "s5_bwd4: no compute-sanitizer on PATH: memcheck not run"
     fi
   done
+  # sm90v3q: sm90v3t with dV, dK after dQ (the same code otherwise): fewer suites
+  FAM=sm90v3q
+  job v3q-bf16_d128 38 env OMP_NUM_THREADS=3 FLASHC_TEST_FILTER="test_bf16_d128" "$TEST"
+  job v3q-mods 38 env FLASHC_TEST_FILTER='test_modifiers' "$TEST"
+  job v3q-det 38 env FLASHC_TEST_FILTER='test_deterministic_bitwise' "$TEST"
+  command -v compute-sanitizer >/dev/null &&
+    job mc-v3q-d128 38 env FLASHC_TEST_SMALL=1 FLASHC_TEST_FILTER='test_f16_d128' \
+      compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$TEST"
 else
   echo "s5_bwd4: no $TEST (build with tests on): tests not run"
 fi
@@ -72,7 +80,7 @@ FLASHC_LIBRARY="$LIB" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHON
 brc=$?
 [ $brc -eq 124 ] && echo "s5_bwd4: bench TIMED OUT after $left s (partial log below)"
 [ $brc -ne 0 ] && rc_all=1
-echo "== tests (FLASHC_CUDA_BWD_KERNEL=sm90v3 (v3-*) or sm90v3t (v3t-*); mc-*: memcheck)"
+echo "== tests (FLASHC_CUDA_BWD_KERNEL=sm90v3 (v3-*), sm90v3t (v3t-*), sm90v3q (v3q-*); mc-*: memcheck)"
 echo "$summary"
 grep -E 'WRONG|^device' "$OUT/bench.log"
 if grep -q '^bwd alone' "$OUT/bench.log"; then

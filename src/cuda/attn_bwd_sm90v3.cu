@@ -106,9 +106,12 @@ static __device__ __forceinline__ float bwd90v3_l(float lse)
  * (boxes of 32 float columns x 64 rows, tm_dq over dq_acc (D, Sq, Hq, B)) issued by one thread
  * after a warpgroup barrier, instead of 16 row reductions per warp; deterministic mode then
  * takes turns per warpgroup (2 counts per K block), not per warp.
+ * DQF (family sm90v3q, with TDQ): dV += P^T dO and dK += dS^T Q issued after dQ = dS K, so
+ * that dQ's epilogue (staging, adds, deterministic mode's turn wait) runs while they are on
+ * the tensor cores; sm90v3t issues them before the barrier, to fill its wait instead.
  * Tensor maps (D, S, H, B) of q, dout (boxes 64 x BM) and k, v (64 x BN). Grid: (K/V blocks of
  * BN keys, B Hkv); under DET with an upper key bound the K blocks run in reverse (bwd_turn). */
-template <typename T, int D, bool DET, bool MODS, bool TDQ>
+template <typename T, int D, bool DET, bool MODS, bool TDQ, bool DQF>
 __global__ void __launch_bounds__(V3_THREADS, 1)
     attn_bwd_sm90v3_kernel(const __grid_constant__ CUtensorMap tm_q,
                            const __grid_constant__ CUtensorMap tm_do,
@@ -331,18 +334,20 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
 
         /* dV += P^T dO, dK += dS^T Q: queries are the reduction index, 16 per step; dO and Q
          * MN-major (two 8-row groups per step, SBO; the feature panels, LBO) */
-        bwd90v3_fence(dv);
-        bwd90v3_fence(dk);
-        ptx_wgmma_fence();
+        if constexpr (!DQF) {
+            bwd90v3_fence(dv);
+            bwd90v3_fence(dk);
+            ptx_wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < BM / 16; kk++)
-            ptx_wgmma_rs_m64n128k16_tb(T(), dv, pa[kk],
-                                       ptx_wgmma_desc(do_buf + kk * 16 * 128, BM * 128, 1024), 1);
+            for (int kk = 0; kk < BM / 16; kk++)
+                ptx_wgmma_rs_m64n128k16_tb(T(), dv, pa[kk],
+                                           ptx_wgmma_desc(do_buf + kk * 16 * 128, BM * 128, 1024), 1);
 #pragma unroll
-        for (int kk = 0; kk < BM / 16; kk++)
-            ptx_wgmma_rs_m64n128k16_tb(T(), dk, da[kk],
-                                       ptx_wgmma_desc(q_buf + kk * 16 * 128, BM * 128, 1024), 1);
-        ptx_wgmma_commit();
+            for (int kk = 0; kk < BM / 16; kk++)
+                ptx_wgmma_rs_m64n128k16_tb(T(), dk, da[kk],
+                                           ptx_wgmma_desc(q_buf + kk * 16 * 128, BM * 128, 1024), 1);
+            ptx_wgmma_commit();
+        }
 
         /* dQ tile: the BM queries x features [64 wg, +64) = dS K over the 128 keys, both
          * warpgroups' dS panels: the consumers' one meeting per Q block. dS is per stage, so
@@ -365,12 +370,30 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                                       ptx_wgmma_desc(kb, BN * 128, 1024), ks > 0);
         }
         ptx_wgmma_commit();
-        ptx_wgmma_wait<0>();
-        bwd90v3_fence(acc);
-        bwd90v3_fence(dv);
-        bwd90v3_fence(dk);
-        bwd90v3_fence(pa);
-        bwd90v3_fence(da);
+        if constexpr (DQF) {
+            /* dV, dK behind dQ: the dQ epilogue below runs while they are on the tensor
+             * cores (in sm90v3t they ran before the barrier instead) */
+            bwd90v3_fence(dv);
+            bwd90v3_fence(dk);
+#pragma unroll
+            for (int kk = 0; kk < BM / 16; kk++)
+                ptx_wgmma_rs_m64n128k16_tb(T(), dv, pa[kk],
+                                           ptx_wgmma_desc(do_buf + kk * 16 * 128, BM * 128, 1024), 1);
+#pragma unroll
+            for (int kk = 0; kk < BM / 16; kk++)
+                ptx_wgmma_rs_m64n128k16_tb(T(), dk, da[kk],
+                                           ptx_wgmma_desc(q_buf + kk * 16 * 128, BM * 128, 1024), 1);
+            ptx_wgmma_commit();
+            ptx_wgmma_wait<1>(); /* dQ */
+            bwd90v3_fence(acc);
+        } else {
+            ptx_wgmma_wait<0>();
+            bwd90v3_fence(acc);
+            bwd90v3_fence(dv);
+            bwd90v3_fence(dk);
+            bwd90v3_fence(pa);
+            bwd90v3_fence(da);
+        }
 
         if constexpr (TDQ) {
             /* the warpgroup's tile into its two swizzled halves (columns 32 hf + c of row r:
@@ -461,6 +484,13 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
             }
         }
 
+        if constexpr (DQF) {
+            ptx_wgmma_wait<0>(); /* dV, dK */
+            bwd90v3_fence(dv);
+            bwd90v3_fence(dk);
+            bwd90v3_fence(pa);
+            bwd90v3_fence(da);
+        }
         /* this warp is done with the stage: Q, dO (its wgmmas completed), LSE, D, info */
         __syncwarp();
         if (lane == 0)
@@ -561,7 +591,7 @@ static int bwd90v3_map_dq(CUtensorMap *m, const attn_bwd_args *a, int D)
                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <typename T, int D, bool TDQ>
+template <typename T, int D, bool TDQ, bool DQF = false>
 static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
     const flashc_dtype dt = std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16;
@@ -590,10 +620,10 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     const bool mods = a->softcap > 0.0f || a->alibi;
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                    const CUtensorMap, const attn_bwd_args) =
-        mods ? (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, true, TDQ>
-                                 : attn_bwd_sm90v3_kernel<T, D, false, true, TDQ>)
-             : (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, false, TDQ>
-                                 : attn_bwd_sm90v3_kernel<T, D, false, false, TDQ>);
+        mods ? (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF>
+                                 : attn_bwd_sm90v3_kernel<T, D, false, true, TDQ, DQF>)
+             : (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF>
+                                 : attn_bwd_sm90v3_kernel<T, D, false, false, TDQ, DQF>);
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess)
         return err;
@@ -604,7 +634,7 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     return attn_bwd_post_bh_launch<T, D>(a, stream);
 }
 
-/* opt_in 1: taken only under FLASHC_CUDA_BWD_KERNEL=sm90v3 or sm90v3t until a device run shows
+/* opt_in 1: taken only under FLASHC_CUDA_BWD_KERNEL=sm90v3, sm90v3t or sm90v3q until a device run shows
  * them correct and faster than sm90 (attn_bwd_sm90.cu, the default at d 128). */
 const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
     {"attn_bwd_bf16_sm90v3_d128_64x128", "sm90v3", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
@@ -615,6 +645,11 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
      bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true>, NULL, 1},
     {"attn_bwd_f16_sm90v3t_d128_64x128", "sm90v3t", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, true>, NULL, 1},
+    /* sm90v3q: sm90v3t with dV, dK issued after dQ, so that dQ's epilogue overlaps them */
+    {"attn_bwd_bf16_sm90v3q_d128_64x128", "sm90v3q", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true>, NULL, 1},
+    {"attn_bwd_f16_sm90v3q_d128_64x128", "sm90v3q", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, true, true>, NULL, 1},
 };
 const int attn_bwd_sm90v3_variant_count =
     (int)(sizeof attn_bwd_sm90v3_variants / sizeof attn_bwd_sm90v3_variants[0]);
