@@ -53,7 +53,7 @@ static_assert((168 - V3_PRODUCER_REGS) * 128 == (V3_CONSUMER_REGS - 168) * 256,
 
 /* Byte offsets from a 1024-byte aligned base; a tile of R rows x D columns is D / 64 panels of
  * R rows x 128 bytes (ptx_sm90.cuh's swizzle, which TMA writes). */
-template <int D> struct bwd90v3_smem {
+template <int D, bool WRT = false> struct bwd90v3_smem {
     static constexpr int KV_BYTES = V3_BN * D * 2;
     static constexpr int QBUF = V3_BM * D * 2;            /* one stage of Q (or dO)       */
     static constexpr int DS_BUF = V3_BM * V3_BN * 2;      /* one dS [2 panels][BM][128 B] */
@@ -65,14 +65,18 @@ template <int D> struct bwd90v3_smem {
     /* dQ staging, float: sm90v3 [2 wg][BM][272 B] rows; sm90v3t [2 wg][2 halves][BM][128 B],
      * 128-byte swizzled (the fp32 tensor map's boxes of 32 columns), 32 KB of the 34 */
     static constexpr int DQ = DS + 2 * DS_BUF;
-    static constexpr int LSE = DQ + 2 * V3_BM * V3_DQ_ROW; /* float [2][BM], raw LSE      */
+    static constexpr int DQ_BUF = 2 * 2 * V3_BM * 128;   /* sm90v3w: two of those, DQ_BUF apart */
+    static constexpr int LSE = DQ + (WRT ? 2 * DQ_BUF : 2 * V3_BM * V3_DQ_ROW); /* float [2][BM] */
     static constexpr int DSUM = LSE + 2 * V3_BM * 4;      /* float [2][BM], D             */
     static constexpr int INFO = DSUM + 2 * V3_BM * 4;     /* int [2][4]: the stage's Q block */
-    static constexpr int BARS = INFO + 2 * 16;            /* kv_full, full[2], empty[2]   */
+    static constexpr int DQINFO = INFO + 2 * 16;          /* int [2 wg][2][4]: sm90v3w    */
+    static constexpr int BARS = DQINFO + 4 * 16;          /* kv_full, full[2], empty[2]   */
     static constexpr int TOTAL = BARS + 5 * 8;
     static constexpr int LAUNCH = TOTAL + 1024;           /* room to align the base       */
 };
-static_assert(bwd90v3_smem<128>::LAUNCH <= 227 * 1024, "one block per SM fits");
+static_assert(bwd90v3_smem<128>::LAUNCH <= 227 * 1024 &&
+                  bwd90v3_smem<128, true>::LAUNCH <= 227 * 1024,
+              "one block per SM fits");
 
 } // namespace
 
@@ -112,7 +116,7 @@ static __device__ __forceinline__ float bwd90v3_l(float lse)
  * the tensor cores; sm90v3t issues them before the barrier, to fill its wait instead.
  * Tensor maps (D, S, H, B) of q, dout (boxes 64 x BM) and k, v (64 x BN). Grid: (K/V blocks of
  * BN keys, B Hkv); under DET with an upper key bound the K blocks run in reverse (bwd_turn). */
-template <typename T, int D, bool DET, bool MODS, bool TDQ, bool DQF>
+template <typename T, int D, bool DET, bool MODS, bool TDQ, bool DQF, bool WRT>
 __global__ void __launch_bounds__(V3_THREADS, 1)
     attn_bwd_sm90v3_kernel(const __grid_constant__ CUtensorMap tm_q,
                            const __grid_constant__ CUtensorMap tm_do,
@@ -121,7 +125,13 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                            const __grid_constant__ CUtensorMap tm_dq, const attn_bwd_args a)
 {
 #if FLASHC_PTX_SM90A
-    using L = bwd90v3_smem<D>;
+    using L = bwd90v3_smem<D, WRT>;
+    static_assert(!WRT || (TDQ && DQF), "sm90v3w: sm90v3q with the dQ adds on writer warps");
+    /* sm90v3w's named barriers (1: the consumers' per-Q-block meeting; 2, 3: sm90v3t's
+     * warpgroup barriers): staging buffer sb of warpgroup w full (consumers arrive, its
+     * writer waits) and empty (the other way), 128 + 32 threads each */
+    auto dq_full_id = [](int w, int sb) { return 4 + 2 * w + sb; };
+    auto dq_empty_id = [](int w, int sb) { return 8 + 2 * w + sb; };
     constexpr int BM = V3_BM, BN = V3_BN;
     constexpr int NT = BM / 8; /* 8-query column tiles of S^T, dP^T */
     constexpr int DT = D / 8;  /* 8-wide column tiles of dK, dV     */
@@ -160,6 +170,50 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
     if (warp < 4) {
         /* ---- producer ---- */
         ptx_setmaxnreg_dec<V3_PRODUCER_REGS>();
+        if constexpr (WRT) {
+            if (warp == 1 || warp == 2) {
+                /* sm90v3w: warp 1 + w adds consumer warpgroup w's dQ tiles, so that neither
+                 * the copy engine's reads nor deterministic mode's turn wait the consumers */
+                const int wgc = warp - 1;
+                int *dqinfo = (int *)(sbase + L::DQINFO) + 8 * wgc;
+                if (total > 0)
+                    ptx_named_bar_arrive(dq_empty_id(wgc, 0), 160);
+                if (total > 1)
+                    ptx_named_bar_arrive(dq_empty_id(wgc, 1), 160);
+                for (int it = 0; it < total; it++) {
+                    const int sb = it & 1;
+                    ptx_named_bar_sync(dq_full_id(wgc, sb), 160);
+                    if (lane == 0) {
+                        const int *di = dqinfo + 4 * sb; /* m0, h, turn counter, turn */
+                        const uint32_t st = base + L::DQ + sb * L::DQ_BUF + wgc * 2 * BM * 128;
+                        if constexpr (DET) {
+                            /* each warpgroup (2 per block) releases one count */
+                            while (ptx_ld_acquire_gpu(a.sem + di[2]) < 2 * di[3]) {
+                            }
+                            ptx_fence_proxy_async_global(); /* the acquire before our adds */
+                        }
+                        for (int hf = 0; hf < 2; hf++)
+                            ptx_tma_reduce_add_4d(&tm_dq, st + hf * BM * 128, 64 * wgc + 32 * hf,
+                                                  di[0], di[1], b);
+                        ptx_bulk_commit_group();
+                        if constexpr (DET) {
+                            ptx_bulk_wait_group<0>();       /* our adds performed ... */
+                            ptx_fence_proxy_async_global(); /* ... and ordered before the release */
+                            __threadfence();
+                            ptx_red_release_gpu_add(a.sem + di[2], 1);
+                        } else {
+                            ptx_bulk_wait_group_read<0>(); /* the buffer (and di) read */
+                        }
+                    }
+                    __syncwarp();
+                    if (it + 2 < total) /* the consumers' next use of this buffer */
+                        ptx_named_bar_arrive(dq_empty_id(wgc, sb), 160);
+                }
+                if (lane == 0)
+                    ptx_bulk_wait_group<0>();
+                return;
+            }
+        }
         if (warp != 0 || total == 0)
             return;
         if (lane == 0) {
@@ -354,7 +408,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
          * warpgroups' dS panels: the consumers' one meeting per Q block. dS is per stage, so
          * a warpgroup that runs ahead writes the other buffer (and can be at most one Q block
          * ahead: it waits here for the other's arrival). */
-        if constexpr (TDQ && !DET) {
+        if constexpr (TDQ && !DET && !WRT) {
             /* the staging tile is free for this Q block once the issuer's reads of the last
              * one are done; the barrier below tells the whole warpgroup */
             if (issuer)
@@ -401,7 +455,10 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
              * 16-byte chunk c / 4 of row r of half hf stored at chunk (c / 4) ^ (r mod 8), the
              * tensor map's 128-byte swizzle; a warp's 32 float2 stores then fill 32 banks
              * twice, the minimum), then one thread adds both halves */
-            const uint32_t stage_s = base + L::DQ + wg * 2 * BM * 128;
+            const int sb = it & 1;
+            if constexpr (WRT) /* this buffer's adds of two Q blocks ago have read it */
+                ptx_named_bar_sync(dq_empty_id(wg, sb), 160);
+            const uint32_t stage_s = base + L::DQ + (WRT ? sb * L::DQ_BUF : 0) + wg * 2 * BM * 128;
 #pragma unroll
             for (int j = 0; j < 8; j++) {
                 const int hf = j / 4, c = 8 * (j % 4) + 2 * t;
@@ -414,6 +471,13 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                 }
             }
             ptx_fence_proxy_async_shared(); /* the stores, for the copy engine's reads */
+            if constexpr (WRT) {
+                if (issuer) {
+                    int *di = (int *)(sbase + L::DQINFO) + 8 * wg + 4 * sb;
+                    di[0] = m0, di[1] = h, di[2] = info[2], di[3] = info[3];
+                }
+                ptx_named_bar_arrive(dq_full_id(wg, sb), 160); /* to the writer warp */
+            } else {
             ptx_named_bar_sync(2 + wg, 128);
             if (issuer) {
                 if constexpr (DET) {
@@ -433,6 +497,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                     __threadfence();
                     ptx_red_release_gpu_add(a.sem + info[2], 1);
                 }
+            }
             }
         } else {
             /* this warp's 16 rows (acc[j]: rows 16 wq + g (+8), columns 8 j + 2t, +1) into its
@@ -592,7 +657,7 @@ static int bwd90v3_map_dq(CUtensorMap *m, const attn_bwd_args *a, int D)
                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <typename T, int D, bool TDQ, bool DQF = false>
+template <typename T, int D, bool TDQ, bool DQF = false, bool WRT = false>
 static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
     const flashc_dtype dt = std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16;
@@ -617,14 +682,14 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     if (err != cudaSuccess)
         return err;
 
-    constexpr int smem = bwd90v3_smem<D>::LAUNCH;
+    constexpr int smem = bwd90v3_smem<D, WRT>::LAUNCH;
     const bool mods = a->softcap > 0.0f || a->alibi;
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                    const CUtensorMap, const attn_bwd_args) =
-        mods ? (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF>
-                                 : attn_bwd_sm90v3_kernel<T, D, false, true, TDQ, DQF>)
-             : (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF>
-                                 : attn_bwd_sm90v3_kernel<T, D, false, false, TDQ, DQF>);
+        mods ? (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF, WRT>
+                                 : attn_bwd_sm90v3_kernel<T, D, false, true, TDQ, DQF, WRT>)
+             : (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT>
+                                 : attn_bwd_sm90v3_kernel<T, D, false, false, TDQ, DQF, WRT>);
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess)
         return err;
@@ -653,6 +718,14 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
      bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true>, NULL, 0},
     {"attn_bwd_f16_sm90v3q_d128_64x128", "sm90v3q", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, true, true>, NULL, 0},
+    /* sm90v3w (opt-in): sm90v3q whose dQ adds (and deterministic turns) run on two writer warps
+     * of the producer warpgroup, the staging tiles double-buffered */
+    {"attn_bwd_bf16_sm90v3w_d128_64x128", "sm90v3w", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true, true>, NULL, 1},
+    {"attn_bwd_f16_sm90v3w_d128_64x128", "sm90v3w", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, true, true, true>,
+     NULL, 1},
 };
 const int attn_bwd_sm90v3_variant_count =
     (int)(sizeof attn_bwd_sm90v3_variants / sizeof attn_bwd_sm90v3_variants[0]);
