@@ -49,8 +49,8 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--dims", default="128,64")
     ap.add_argument("--seqlens", default="2048,16384")
-    ap.add_argument("--configs", default="flashc,flashc_det,flashc_v3w,flashc_v3w_det,flashc_sm90,"
-                    "flashc_sm90_det")
+    ap.add_argument("--configs", default="flashc,flashc_det,flashc_sm90,flashc_sm90_det,flashc_v3w,"
+                    "flashc_v3w_det")
     ap.add_argument("--budget-ms", type=float, default=100.0)
     a = ap.parse_args()
     bb.BUDGET_MS = a.budget_ms
