@@ -25,11 +25,12 @@ static const struct {
     {attn_bwd_sm80_variants, &attn_bwd_sm80_variant_count},
     {attn_bwd_sm90_variants, &attn_bwd_sm90_variant_count},
     {attn_bwd_sm90v2_variants, &attn_bwd_sm90v2_variant_count},
+    {attn_bwd_sm90v3_variants, &attn_bwd_sm90v3_variant_count},
 };
 
 /* FLASHC_CUDA_BWD_KERNEL: "" or unset (the dispatcher's choice) or a family ("sm80", "sm90",
- * "sm90v2", "sm90v2e", "sm90v2s", "sm90v2sa", "sm90v2sd"; an opt_in variant is taken only
- * this way)
+ * "sm90v2", "sm90v2e", "sm90v2s", "sm90v2sa", "sm90v2sd", "sm90v3", "sm90v3t", "sm90v3q",
+ * "sm90v3w"; an opt_in variant is taken only this way)
  * preferred where it serves the problem; a problem it does not serve gets the dispatcher's
  * choice, so one test run covers every head dim. Read at every call (not cached, unlike the
  * forward's FLASHC_CUDA_KERNEL, which refuses instead), so the bench can time both families

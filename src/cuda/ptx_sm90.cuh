@@ -453,6 +453,19 @@ static __device__ __forceinline__ void ptx_tma_store_4d(const void *tmap, uint32
                  : "memory");
 }
 
+/* The box at (c0, c1, c2, c3) of a float32 tensor map added element-wise into global memory
+ * from shared src (the backward's dQ tile, sm90v3t): the reduce-add counterpart of
+ * ptx_tma_store_4d, atomic per element at L2, elements outside the tensor skipped. Same bulk
+ * groups and the same fence-and-barrier rule for src. */
+static __device__ __forceinline__ void ptx_tma_reduce_add_4d(const void *tmap, uint32_t src,
+                                                             int c0, int c1, int c2, int c3)
+{
+    asm volatile("cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.bulk_group"
+                 " [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(tmap),
+                 "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+                 : "memory");
+}
+
 static __device__ __forceinline__ void ptx_bulk_commit_group(void)
 {
     asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");

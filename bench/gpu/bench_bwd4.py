@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""The warp-specialised Hopper backward (sm90v3, helper bwd4, issue 12) against the d 128
+default (sm90) and SDPA's flash (FlashAttention-2) and cuDNN backward, in one process.
+
+Backward alone, bf16, batch * seqlen = 16384, hidden 2048 (H = 2048 / d), TFLOP/s with
+bench_bwd.py's method (its part2: flashc through ctypes with a preallocated workspace, each
+configuration first checked against SDPA flash's gradients, else WRONG and not timed; SDPA
+through autograd; CUDA events, median of >= 10 calls after warm-up; FLOPs 2.5 x 4 B H S^2 d,
+halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KERNEL:
+  flashc / flashc_det   the dispatcher's choice (sm90v3q at d 128 since round 2 of
+                        2026-12-02, sm90 before; sm90v2s at d 64)
+  sm90 / sm90_det       the sm90 family (attn_bwd_sm90.cu; d 128 only), the old default
+  v3 / v3_det           sm90v3 (src/cuda/attn_bwd_sm90v3.cu; d 128 only)
+  v3t / v3t_det         sm90v3t: sm90v3 with dQ by tensor reduce-adds (d 128 only)
+  v3q / v3q_det         sm90v3q: sm90v3t with dV, dK issued after dQ (d 128 only)
+  v3w / v3w_det         sm90v3w: sm90v3q with the dQ adds on writer warps (d 128 only)
+The table (printed last) gives each TFLOP/s and the ratios the issue's target names.
+
+usage: bench_bwd4.py --lib build/libflashc.so [--out x.json] [--dims 128,64] [--seqlens 2048,16384]
+"""
+import argparse
+import ctypes
+import json
+import math
+import os
+import signal
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_bwd as bb  # noqa: E402
+import torch  # noqa: E402
+
+# bench_bwd.part2 treats a name starting "flashc" as a flashc configuration
+CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "sm90v3"),
+           "flashc_v3t": (0, 0, False, "sm90v3t"), "flashc_v3t_det": (0, 0, True, "sm90v3t"),
+           "flashc_v3q": (0, 0, False, "sm90v3q"), "flashc_v3q_det": (0, 0, True, "sm90v3q"),
+           "flashc_v3w": (0, 0, False, "sm90v3w"), "flashc_v3w_det": (0, 0, True, "sm90v3w"),
+           "flashc_sm90": (0, 0, False, "sm90"), "flashc_sm90_det": (0, 0, True, "sm90")}
+
+
+def _term(signum, frame):
+    raise SystemExit(124)  # timeout's SIGTERM: the finally below still writes the table
+
+
+def main():
+    signal.signal(signal.SIGTERM, _term)
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--dims", default="128,64")
+    ap.add_argument("--seqlens", default="2048,16384")
+    ap.add_argument("--configs", default="flashc,flashc_det,flashc_sm90,flashc_sm90_det,flashc_v3w,"
+                    "flashc_v3w_det")
+    ap.add_argument("--budget-ms", type=float, default=100.0)
+    a = ap.parse_args()
+    bb.BUDGET_MS = a.budget_ms
+    bb.FLASHC_CONFIGS.update(CONFIGS)
+    os.environ["FLASHC_LIBRARY"] = os.path.abspath(a.lib)
+    lib = ctypes.CDLL(a.lib)
+    lib.flashc_last_error.restype = ctypes.c_char_p
+    lib.flashc_build_info.restype = ctypes.c_char_p
+    dev = torch.cuda.get_device_properties(0)
+    print(f"device: {dev.name}, {dev.multi_processor_count} SMs; torch {torch.__version__}, "
+          f"cuDNN {torch.backends.cudnn.version()}; flashc {lib.flashc_build_info().decode()}",
+          flush=True)
+    rows = []
+    configs = tuple(a.configs.split(","))
+    seqlens = [int(x) for x in a.seqlens.split(",")]
+    try:
+        for d in (int(x) for x in a.dims.split(",")):
+            # sm90v3* and sm90 serve d 128 only (elsewhere: the dispatcher's choice again)
+            cf = configs if d == 128 else tuple(
+                c for c in configs if not c.startswith(("flashc_v3", "flashc_sm90")))
+            if cf:
+                bb.part2(lib, seqlens, rows, d=d, configs=cf, peers=("flash", "cudnn"), part=3)
+    finally:
+        if a.out:
+            with open(a.out, "w") as fh:
+                json.dump({"device": dev.name, "torch": torch.__version__,
+                           "cudnn": torch.backends.cudnn.version(),
+                           "flashc": lib.flashc_build_info().decode(), "rows": rows}, fh, indent=1)
+        table(rows, configs)
+    return 1 if any(r.get("status") == "WRONG" for r in rows) else 0
+
+
+def table(rows, configs):
+    impls = [c for c in configs if any(r["impl"] == c for r in rows)] + ["flash", "cudnn"]
+    nan = float("nan")
+    ratios = [("v3/cuDNN", "flashc_v3", "cudnn"), ("v3/flash", "flashc_v3", "flash"),
+              ("v3/default", "flashc_v3", "flashc"), ("v3det/v3", "flashc_v3_det", "flashc_v3"),
+              ("v3det/det", "flashc_v3_det", "flashc_det"),
+              ("v3t/cuDNN", "flashc_v3t", "cudnn"), ("v3t/flash", "flashc_v3t", "flash"),
+              ("v3t/default", "flashc_v3t", "flashc"),
+              ("v3tdet/v3t", "flashc_v3t_det", "flashc_v3t"),
+              ("v3tdet/det", "flashc_v3t_det", "flashc_det"),
+              ("v3q/cuDNN", "flashc_v3q", "cudnn"), ("v3q/default", "flashc_v3q", "flashc"),
+              ("v3qdet/v3q", "flashc_v3q_det", "flashc_v3q"),
+              ("v3w/cuDNN", "flashc_v3w", "cudnn"), ("v3w/flash", "flashc_v3w", "flash"),
+              ("v3w/default", "flashc_v3w", "flashc"),
+              ("v3wdet/v3w", "flashc_v3w_det", "flashc_v3w"),
+              ("v3wdet/det", "flashc_v3w_det", "flashc_det"),
+              ("default/sm90", "flashc", "flashc_sm90"), ("det/sm90det", "flashc_det", "flashc_sm90_det"),
+              ("default/cuDNN", "flashc", "cudnn"), ("default/flash", "flashc", "flash"),
+              ("det/fast", "flashc_det", "flashc")]
+    ratios = [x for x in ratios if x[1] in impls and x[2] in impls]
+    print("\nbwd alone, bf16, B*S = 16k, hidden 2048: TFLOP/s (median); flashc = the dispatcher's "
+          "choice (sm90v3q at d 128 since round 2, sm90v2s at d 64); v3w = sm90v3w; sm90 = the "
+          "old d 128 default")
+    print("| d | causal | S | " + " | ".join(i.replace("flashc_", "") for i in impls) + " | " +
+          " | ".join(x[0] for x in ratios) + " |")
+    print("|---|---|---|" + "---|" * (len(impls) + len(ratios)))
+    for d in sorted({r["d"] for r in rows}, reverse=True):
+        for causal in (False, True):
+            for S in sorted({r["S"] for r in rows}):
+                get = {r["impl"]: r for r in rows
+                       if r["S"] == S and r["causal"] == causal and r["d"] == d}
+                if not get:
+                    continue
+                t = {i: get[i].get("tflops", nan) if i in get else nan for i in impls}
+
+                def ratio(x, y):
+                    return f"{x / y:.2f}" if x == x and y == y and y > 0 else "-"
+                cells = [f"{t[i]:.0f}" if not math.isnan(t[i]) else get.get(i, {}).get("status", "-")
+                         for i in impls]
+                print(f"| {d} | {'yes' if causal else 'no'} | {S} | " + " | ".join(cells) + " | " +
+                      " | ".join(ratio(t[x[1]], t[x[2]]) for x in ratios) + " |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,731 @@
+/*
+ * attn_bwd_sm90v3.cu — the Hopper backward at d = 128 in the FlashAttention-3 shape: families
+ * sm90v3, sm90v3t, sm90v3q (the default at d 128 on compute capability 9.0 since the device
+ * round of 2026-12-02: 1.22-1.26x sm90, bench/RESULTS.md; the others opt-in through
+ * FLASHC_CUDA_BWD_KERNEL).
+ *
+ * Why: the 21:36 profile of sm90 at d 128 4k (/work/wt/PROFILE.md): 255 registers, 256 threads,
+ * the tensor pipe 34% busy; cuDNN: 132 x 384 threads, warp-specialised, 66%. In sm90 (and
+ * sm90v2) every thread both loads (cp.async) and computes, and the two warpgroups meet at two
+ * block barriers per Q block, one of which waits for the next tile's copies. Here:
+ *
+ *  - a producer warpgroup (setmaxnreg 24; one warp works) loads K and V once per block and
+ *    Q, dO of each Q block by TMA (tensor maps, 128-byte swizzle, rows past Sq zero-filled) and
+ *    LSE, D by 4-byte cp.async into a 2-stage ring; stage s completes on mbarrier full[s] (the
+ *    TMA bytes plus the producer warp's 32 cp.async arrivals) and is handed back on empty[s]
+ *    (one arrival per consumer warp once its wgmmas on the stage completed);
+ *  - two consumer warpgroups (setmaxnreg 240) own 64 keys each of the BN = 128 K/V block with
+ *    dK, dV (m64n128 each) in registers, and run sm90v2's products (attn_bwd_sm90v2.cu):
+ *    S^T = K Q^T, dP^T = V dO^T, P^T and dS^T in registers as the A operands of dV += P^T dO and
+ *    dK += dS^T Q, dS stored transposed (stmatrix) for dQ = dS K. Their one meeting per Q block
+ *    is a 256-thread named barrier before dQ (whose feature halves need both warpgroups' dS);
+ *    dS is double-buffered so that no second barrier guards its reuse;
+ *  - dQ leaves as in sm90v2: each warp stages its 16 rows of the warpgroup's 64 x 64 dQ tile in
+ *    shared memory and 16 lanes issue one bulk reduce-add (cp.reduce.async.bulk .add.f32) of a
+ *    row each into the fp32 accumulator; deterministic mode orders those adds per warp by the
+ *    turn counters (8 per K block: one per consumer warp), as sm90v2.
+ *
+ * Shared memory: K, V 32 KB each, Q, dO 2 x 16 KB each, dS 2 x 16 KB, dQ staging 34 KB (one
+ * buffer: a warp waits for its previous iteration's bulk reads, long done, before restaging),
+ * LSE, D, barriers: 196 KB, one block per SM. Dense only (varlen stays on sm80, as for sm90);
+ * every dense modifier of sm90 (causal, window, softcap, ALiBi, GQA, Sq != Sk) is served the
+ * same way. Tensor maps that fail to encode (an old driver): the sm90 kernel runs instead.
+ */
+#include "attn_bwd_common.cuh"
+#include "attn_cuda.cuh"
+#include "ptx.cuh"
+#include "ptx_sm90.cuh"
+
+#include <cuda.h> /* CUtensorMap and the driver's types only: the library never links libcuda */
+#include <math.h>
+#include <string.h>
+#include <type_traits>
+
+namespace {
+
+constexpr int V3_BM = 64, V3_BN = 128, V3_THREADS = 384;
+/* dQ staging rows: 64 floats + 16 bytes (the bank spread of sm90v2's V2_DQ_ROW) */
+constexpr int V3_DQ_ROW = 272;
+/* setmaxnreg's split: (168 - 24) x 128 producer threads = (240 - 168) x 256 consumer threads */
+constexpr int V3_PRODUCER_REGS = 24, V3_CONSUMER_REGS = 240;
+static_assert((168 - V3_PRODUCER_REGS) * 128 == (V3_CONSUMER_REGS - 168) * 256,
+              "setmaxnreg: the registers given cover the registers taken");
+
+/* Byte offsets from a 1024-byte aligned base; a tile of R rows x D columns is D / 64 panels of
+ * R rows x 128 bytes (ptx_sm90.cuh's swizzle, which TMA writes). */
+template <int D, bool WRT = false> struct bwd90v3_smem {
+    static constexpr int KV_BYTES = V3_BN * D * 2;
+    static constexpr int QBUF = V3_BM * D * 2;            /* one stage of Q (or dO)       */
+    static constexpr int DS_BUF = V3_BM * V3_BN * 2;      /* one dS [2 panels][BM][128 B] */
+    static constexpr int K = 0;
+    static constexpr int V = K + KV_BYTES;
+    static constexpr int Q = V + KV_BYTES;                /* [2][D / 64][BM][128 B]       */
+    static constexpr int DO = Q + 2 * QBUF;
+    static constexpr int DS = DO + 2 * QBUF;              /* [2][DS_BUF]                  */
+    /* dQ staging, float: sm90v3 [2 wg][BM][272 B] rows; sm90v3t [2 wg][2 halves][BM][128 B],
+     * 128-byte swizzled (the fp32 tensor map's boxes of 32 columns), 32 KB of the 34 */
+    static constexpr int DQ = DS + 2 * DS_BUF;
+    static constexpr int DQ_BUF = 2 * 2 * V3_BM * 128;   /* sm90v3w: two of those, DQ_BUF apart */
+    static constexpr int LSE = DQ + (WRT ? 2 * DQ_BUF : 2 * V3_BM * V3_DQ_ROW); /* float [2][BM] */
+    static constexpr int DSUM = LSE + 2 * V3_BM * 4;      /* float [2][BM], D             */
+    static constexpr int INFO = DSUM + 2 * V3_BM * 4;     /* int [2][4]: the stage's Q block */
+    static constexpr int DQINFO = INFO + 2 * 16;          /* int [2 wg][2][4]: sm90v3w    */
+    static constexpr int BARS = DQINFO + 4 * 16;          /* kv_full, full[2], empty[2]   */
+    static constexpr int TOTAL = BARS + 5 * 8;
+    static constexpr int LAUNCH = TOTAL + 1024;           /* room to align the base       */
+};
+static_assert(bwd90v3_smem<128>::LAUNCH <= 227 * 1024 &&
+                  bwd90v3_smem<128, true>::LAUNCH <= 227 * 1024,
+              "one block per SM fits");
+
+} // namespace
+
+#if FLASHC_PTX_SM90A
+template <int N> static __device__ __forceinline__ void bwd90v3_fence(float (&x)[N][4])
+{
+#pragma unroll
+    for (int i = 0; i < N; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            ptx_fence_operand(x[i][e]);
+}
+
+template <int N> static __device__ __forceinline__ void bwd90v3_fence(uint32_t (&x)[N][4])
+{
+#pragma unroll
+    for (int i = 0; i < N; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            ptx_fence_operand(x[i][e]);
+}
+
+/* LSE log2 e from the raw LSE; -inf (the row saw no key) becomes +inf, so P = 2^(x - l) = 0 */
+static __device__ __forceinline__ float bwd90v3_l(float lse)
+{
+    return lse > -INFINITY ? lse * 1.4426950408889634f : INFINITY;
+}
+#endif
+
+/* T: __nv_bfloat16 or __half; D: 128; DET: deterministic dQ; MODS: softcap or ALiBi.
+ * TDQ (family sm90v3t): each warpgroup's 64 x 64 dQ tile leaves as two tensor reduce-adds
+ * (boxes of 32 float columns x 64 rows, tm_dq over dq_acc (D, Sq, Hq, B)) issued by one thread
+ * after a warpgroup barrier, instead of 16 row reductions per warp; deterministic mode then
+ * takes turns per warpgroup (2 counts per K block), not per warp.
+ * DQF (family sm90v3q, with TDQ): dV += P^T dO and dK += dS^T Q issued after dQ = dS K, so
+ * that dQ's epilogue (staging, adds, deterministic mode's turn wait) runs while they are on
+ * the tensor cores; sm90v3t issues them before the barrier, to fill its wait instead.
+ * Tensor maps (D, S, H, B) of q, dout (boxes 64 x BM) and k, v (64 x BN). Grid: (K/V blocks of
+ * BN keys, B Hkv); under DET with an upper key bound the K blocks run in reverse (bwd_turn). */
+template <typename T, int D, bool DET, bool MODS, bool TDQ, bool DQF, bool WRT>
+__global__ void __launch_bounds__(V3_THREADS, 1)
+    attn_bwd_sm90v3_kernel(const __grid_constant__ CUtensorMap tm_q,
+                           const __grid_constant__ CUtensorMap tm_do,
+                           const __grid_constant__ CUtensorMap tm_k,
+                           const __grid_constant__ CUtensorMap tm_v,
+                           const __grid_constant__ CUtensorMap tm_dq, const attn_bwd_args a)
+{
+#if FLASHC_PTX_SM90A
+    using L = bwd90v3_smem<D, WRT>;
+    static_assert(!WRT || (TDQ && DQF), "sm90v3w: sm90v3q with the dQ adds on writer warps");
+    /* sm90v3w's named barriers (1: the consumers' per-Q-block meeting; 2, 3: sm90v3t's
+     * warpgroup barriers): staging buffer sb of warpgroup w full (consumers arrive, its
+     * writer waits) and empty (the other way), 128 + 32 threads each */
+    auto dq_full_id = [](int w, int sb) { return 4 + 2 * w + sb; };
+    auto dq_empty_id = [](int w, int sb) { return 8 + 2 * w + sb; };
+    constexpr int BM = V3_BM, BN = V3_BN;
+    constexpr int NT = BM / 8; /* 8-query column tiles of S^T, dP^T */
+    constexpr int DT = D / 8;  /* 8-wide column tiles of dK, dV     */
+    static_assert(D == 128, "dK, dV as m64n128 accumulators; dQ in two 64-column halves");
+
+    extern __shared__ uint8_t smem_raw[];
+    const uint32_t raw = ptx_smem_addr(smem_raw);
+    const uint32_t base = (raw + 1023u) & ~1023u;
+    uint8_t *sbase = smem_raw + (base - raw);
+    const uint32_t sK = base + L::K, sV = base + L::V, sQ = base + L::Q, sdO = base + L::DO;
+    const uint32_t kv_full = base + L::BARS;
+    auto full = [&](int s) { return base + L::BARS + 8u * (1 + s); };
+    auto empty = [&](int s) { return base + L::BARS + 8u * (3 + s); };
+
+    const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const bwd_range rg = bwd_range_of(a);
+    const int n_block = DET && rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index()
+                                         : ptx_block_index();
+    const int b = (int)blockIdx.y / a.Hkv, hk = (int)blockIdx.y % a.Hkv;
+    const int n0 = n_block * BN;
+    int m_begin, m_end;
+    bwd_q_blocks(a, rg, n0, BN, BM, &m_begin, &m_end);
+    const int per_head = max(0, m_end - m_begin);
+    const int total = a.group * per_head;
+
+    if (tid == 0) {
+        ptx_mbarrier_init(kv_full, 1);
+        for (int s = 0; s < 2; s++) {
+            ptx_mbarrier_init(full(s), 1 + 32); /* the expect_tx arrival + 32 cp.async ones */
+            ptx_mbarrier_init(empty(s), 8);     /* one per consumer warp */
+        }
+        ptx_fence_mbarrier_init();
+    }
+    __syncthreads(); /* the only block-wide barrier: the roles part here */
+
+    if (warp < 4) {
+        /* ---- producer ---- */
+        ptx_setmaxnreg_dec<V3_PRODUCER_REGS>();
+        if constexpr (WRT) {
+            if (warp == 1 || warp == 2) {
+                /* sm90v3w: warp 1 + w adds consumer warpgroup w's dQ tiles, so that neither
+                 * the copy engine's reads nor deterministic mode's turn wait the consumers */
+                const int wgc = warp - 1;
+                int *dqinfo = (int *)(sbase + L::DQINFO) + 8 * wgc;
+                if (total > 0)
+                    ptx_named_bar_arrive(dq_empty_id(wgc, 0), 160);
+                if (total > 1)
+                    ptx_named_bar_arrive(dq_empty_id(wgc, 1), 160);
+                for (int it = 0; it < total; it++) {
+                    const int sb = it & 1;
+                    ptx_named_bar_sync(dq_full_id(wgc, sb), 160);
+                    if (lane == 0) {
+                        const int *di = dqinfo + 4 * sb; /* m0, h, turn counter, turn */
+                        const uint32_t st = base + L::DQ + sb * L::DQ_BUF + wgc * 2 * BM * 128;
+                        if constexpr (DET) {
+                            /* each warpgroup (2 per block) releases one count */
+                            while (ptx_ld_acquire_gpu(a.sem + di[2]) < 2 * di[3]) {
+                            }
+                            ptx_fence_proxy_async_global(); /* the acquire before our adds */
+                        }
+                        for (int hf = 0; hf < 2; hf++)
+                            ptx_tma_reduce_add_4d(&tm_dq, st + hf * BM * 128, 64 * wgc + 32 * hf,
+                                                  di[0], di[1], b);
+                        ptx_bulk_commit_group();
+                        if constexpr (DET) {
+                            ptx_bulk_wait_group<0>();       /* our adds performed ... */
+                            ptx_fence_proxy_async_global(); /* ... and ordered before the release */
+                            __threadfence();
+                            ptx_red_release_gpu_add(a.sem + di[2], 1);
+                        } else {
+                            ptx_bulk_wait_group_read<0>(); /* the buffer (and di) read */
+                        }
+                    }
+                    __syncwarp();
+                    if (it + 2 < total) /* the consumers' next use of this buffer */
+                        ptx_named_bar_arrive(dq_empty_id(wgc, sb), 160);
+                }
+                if (lane == 0)
+                    ptx_bulk_wait_group<0>();
+                return;
+            }
+        }
+        if (warp != 0 || total == 0)
+            return;
+        if (lane == 0) {
+            ptx_prefetch_tensormap(&tm_q);
+            ptx_prefetch_tensormap(&tm_do);
+            ptx_mbarrier_arrive_expect_tx(kv_full, 2 * L::KV_BYTES);
+            for (int p = 0; p < D / 64; p++) {
+                ptx_tma_load_4d(sK + p * BN * 128, &tm_k, kv_full, 64 * p, n0, hk, b);
+                ptx_tma_load_4d(sV + p * BN * 128, &tm_v, kv_full, 64 * p, n0, hk, b);
+            }
+        }
+        int h = hk * a.group, m = m_begin;
+        for (int it = 0; it < total; it++) {
+            const int s = it & 1;
+            const int m0 = m * BM;
+            /* the stage's previous Q block is done (a fresh barrier passes parity 1 at once) */
+            ptx_mbarrier_wait(empty(s), (((uint32_t)it >> 1) & 1u) ^ 1u);
+            if (lane == 0) {
+                /* what the consumers would otherwise keep in registers across their loop:
+                 * the Q block's first row, head, turn counter and turn (deterministic mode) */
+                int *info = (int *)(sbase + L::INFO) + 4 * s;
+                info[0] = m0, info[1] = h;
+                info[2] = (int)(((int64_t)b * a.Hq + h) * ((a.Sq + BM - 1) / BM) + m);
+                info[3] = DET ? bwd_turn(rg, n_block, (int)gridDim.x, m, BM, BN) : 0;
+                ptx_mbarrier_arrive_expect_tx(full(s), 2 * L::QBUF);
+                for (int p = 0; p < D / 64; p++) {
+                    ptx_tma_load_4d(sQ + s * L::QBUF + p * BM * 128, &tm_q, full(s), 64 * p, m0,
+                                    h, b);
+                    ptx_tma_load_4d(sdO + s * L::QBUF + p * BM * 128, &tm_do, full(s), 64 * p,
+                                    m0, h, b);
+                }
+            }
+            /* LSE and D rows (rows past Sq: zeros; with Q, dO zero there they add nothing to
+             * dK, dV, and their dQ rows are never added) */
+#pragma unroll
+            for (int r = lane; r < BM; r += 32) {
+                const bool valid = m0 + r < a.Sq;
+                const int rr = valid ? m0 + r : 0;
+                ptx_cp_async_4(base + L::LSE + (uint32_t)(s * BM + r) * 4,
+                               a.lse + b * a.slse[0] + h * a.slse[1] + (int64_t)rr * a.slse[2],
+                               valid);
+                ptx_cp_async_4(base + L::DSUM + (uint32_t)(s * BM + r) * 4,
+                               a.dsum + ((int64_t)b * a.Hq + h) * a.Sq + rr, valid);
+            }
+            ptx_cp_async_mbarrier_arrive_noinc(full(s));
+            if (++m == m_end)
+                h++, m = m_begin;
+        }
+        ptx_cp_async_wait<0>(); /* nothing of this thread's left in flight at its exit */
+        return;
+    }
+
+    /* ---- consumers ---- */
+    ptx_setmaxnreg_inc<V3_CONSUMER_REGS>();
+    const int cw = warp - 4, wg = cw / 4, wq = cw % 4;
+    const int g = lane / 4, t = lane % 4;
+    const bool issuer = TDQ && wq == 0 && lane == 0; /* sm90v3t: its warpgroup's dQ adds */
+    const float *sL = (const float *)(sbase + L::LSE);
+    const float *sDs = (const float *)(sbase + L::DSUM);
+
+    float dk[DT][4], dv[DT][4];
+#pragma unroll
+    for (int dt = 0; dt < DT; dt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            dk[dt][e] = dv[dt][e] = 0.0f;
+
+    if (total > 0)
+        ptx_mbarrier_wait(kv_full, 0);
+    for (int it = 0; it < total; it++) {
+        const int buf = it & 1;
+        ptx_mbarrier_wait(full(buf), ((uint32_t)it >> 1) & 1u);
+        const int *info = (const int *)(sbase + L::INFO) + 4 * buf;
+        const int m0 = info[0], h = info[1];
+        const uint32_t q_buf = sQ + buf * L::QBUF, do_buf = sdO + buf * L::QBUF;
+        const uint32_t sdS = base + L::DS + buf * L::DS_BUF;
+        const float *lrow = sL + buf * BM, *drow = sDs + buf * BM;
+
+        /* S^T, dP^T: this warpgroup's 64 keys x the BM queries, k over the head dim */
+        float s[NT][4], dp[NT][4];
+        ptx_wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks++) {
+            const uint32_t ka = sK + (ks / 4) * BN * 128 + wg * 64 * 128 + (ks % 4) * 32;
+            const uint32_t qb = q_buf + (ks / 4) * BM * 128 + (ks % 4) * 32;
+            ptx_wgmma_ss_m64n64k16<0>(T(), s, ptx_wgmma_desc(ka, 16, 1024),
+                                      ptx_wgmma_desc(qb, 16, 1024), ks > 0);
+        }
+        ptx_wgmma_commit();
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks++) {
+            const uint32_t va = sV + (ks / 4) * BN * 128 + wg * 64 * 128 + (ks % 4) * 32;
+            const uint32_t ob = do_buf + (ks / 4) * BM * 128 + (ks % 4) * 32;
+            ptx_wgmma_ss_m64n64k16<0>(T(), dp, ptx_wgmma_desc(va, 16, 1024),
+                                      ptx_wgmma_desc(ob, 16, 1024), ks > 0);
+        }
+        ptx_wgmma_commit();
+
+        uint32_t pa[BM / 16][4], da[BM / 16][4]; /* A fragments of P^T, dS^T */
+        const int key0 = n0 + cw * 16 + g; /* this thread's keys: key0, key0 + 8 */
+        const bool need_mask = bwd_tile_needs_mask(a, rg, m0, BM, n0, BN);
+        if constexpr (!MODS) {
+            /* P^T = 2^(S^T s' - L') while dP^T is still on the tensor cores */
+            ptx_wgmma_wait<1>();
+            bwd90v3_fence(s);
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int qi = nt * 8 + 2 * t + (e & 1);
+                    const int key = key0 + (e >= 2 ? 8 : 0);
+                    float p = ptx_exp2(fmaf(s[nt][e], a.scale_log2, -bwd90v3_l(lrow[qi])));
+                    if (need_mask && (key >= a.Sk || bwd_outside(rg, key - (m0 + qi))))
+                        p = 0.0f;
+                    s[nt][e] = p;
+                }
+            ptx_wgmma_wait<0>();
+            bwd90v3_fence(dp);
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    dp[nt][e] = s[nt][e] * (dp[nt][e] - drow[nt * 8 + 2 * t + (e & 1)]);
+        } else {
+            /* softcap's derivative needs the raw score beside dP: both first */
+            ptx_wgmma_wait<0>();
+            bwd90v3_fence(s);
+            bwd90v3_fence(dp);
+            const float slope = bwd_slope(a, b, h);
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int qi = nt * 8 + 2 * t + (e & 1);
+                    const int key = key0 + (e >= 2 ? 8 : 0);
+                    float p, ds;
+                    bwd_mod_elem(a, slope, s[nt][e], dp[nt][e], bwd90v3_l(lrow[qi]), drow[qi],
+                                 key - (m0 + qi) - rg.diag, &p, &ds);
+                    if (need_mask && (key >= a.Sk || bwd_outside(rg, key - (m0 + qi))))
+                        p = ds = 0.0f;
+                    s[nt][e] = p;
+                    dp[nt][e] = ds;
+                }
+        }
+
+        /* A fragments: tiles 2 kk, 2 kk + 1 are queries [16 kk, 16 kk + 16) */
+#pragma unroll
+        for (int kk = 0; kk < BM / 16; kk++) {
+            pa[kk][0] = ptx_pack2(T(), s[2 * kk][0], s[2 * kk][1]);
+            pa[kk][1] = ptx_pack2(T(), s[2 * kk][2], s[2 * kk][3]);
+            pa[kk][2] = ptx_pack2(T(), s[2 * kk + 1][0], s[2 * kk + 1][1]);
+            pa[kk][3] = ptx_pack2(T(), s[2 * kk + 1][2], s[2 * kk + 1][3]);
+            da[kk][0] = ptx_pack2(T(), dp[2 * kk][0], dp[2 * kk][1]);
+            da[kk][1] = ptx_pack2(T(), dp[2 * kk][2], dp[2 * kk][3]);
+            da[kk][2] = ptx_pack2(T(), dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
+            da[kk][3] = ptx_pack2(T(), dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+        }
+
+        /* dS [query][key] into panel wg of this stage's dS (attn_bwd_sm90.cu: fragment i of
+         * da[kk] is keys 8 (i & 1) + g of the warp's 16, queries 8 (2 kk + (i >> 1)) + 2t;
+         * stored transposed, row j is query 8 (2 kk + (i >> 1)) + j, chunk 2 wq + (i & 1)) */
+        {
+            const int i = lane / 8, j = lane % 8;
+            const int c = 2 * wq + (i & 1);
+#pragma unroll
+            for (int kk = 0; kk < BM / 16; kk++) {
+                const int q = (2 * kk + (i >> 1)) * 8 + j;
+                ptx_stmatrix_x4_trans(sdS + (uint32_t)(wg * BM * 128 + q * 128 + ((c ^ (q & 7)) * 16)),
+                                      da[kk]);
+            }
+        }
+        ptx_fence_proxy_async_shared(); /* dS, for the dQ wgmmas after the barrier */
+
+        /* dV += P^T dO, dK += dS^T Q: queries are the reduction index, 16 per step; dO and Q
+         * MN-major (two 8-row groups per step, SBO; the feature panels, LBO) */
+        if constexpr (!DQF) {
+            bwd90v3_fence(dv);
+            bwd90v3_fence(dk);
+            ptx_wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < BM / 16; kk++)
+                ptx_wgmma_rs_m64n128k16_tb(T(), dv, pa[kk],
+                                           ptx_wgmma_desc(do_buf + kk * 16 * 128, BM * 128, 1024), 1);
+#pragma unroll
+            for (int kk = 0; kk < BM / 16; kk++)
+                ptx_wgmma_rs_m64n128k16_tb(T(), dk, da[kk],
+                                           ptx_wgmma_desc(q_buf + kk * 16 * 128, BM * 128, 1024), 1);
+            ptx_wgmma_commit();
+        }
+
+        /* dQ tile: the BM queries x features [64 wg, +64) = dS K over the 128 keys, both
+         * warpgroups' dS panels: the consumers' one meeting per Q block. dS is per stage, so
+         * a warpgroup that runs ahead writes the other buffer (and can be at most one Q block
+         * ahead: it waits here for the other's arrival). */
+        if constexpr (TDQ && !DET && !WRT) {
+            /* the staging tile is free for this Q block once the issuer's reads of the last
+             * one are done; the barrier below tells the whole warpgroup */
+            if (issuer)
+                ptx_bulk_wait_group_read<0>();
+        }
+        ptx_named_bar_sync(1, 256);
+        float acc[8][4];
+        ptx_wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < BN / 16; ks++) {
+            const uint32_t dsa = sdS + (ks / 4) * BM * 128 + (ks % 4) * 32;
+            const uint32_t kb = sK + wg * BN * 128 + ks * 16 * 128;
+            ptx_wgmma_ss_m64n64k16<1>(T(), acc, ptx_wgmma_desc(dsa, 16, 1024),
+                                      ptx_wgmma_desc(kb, BN * 128, 1024), ks > 0);
+        }
+        ptx_wgmma_commit();
+        if constexpr (DQF) {
+            /* dV, dK behind dQ: the dQ epilogue below runs while they are on the tensor
+             * cores (in sm90v3t they ran before the barrier instead) */
+            bwd90v3_fence(dv);
+            bwd90v3_fence(dk);
+#pragma unroll
+            for (int kk = 0; kk < BM / 16; kk++)
+                ptx_wgmma_rs_m64n128k16_tb(T(), dv, pa[kk],
+                                           ptx_wgmma_desc(do_buf + kk * 16 * 128, BM * 128, 1024), 1);
+#pragma unroll
+            for (int kk = 0; kk < BM / 16; kk++)
+                ptx_wgmma_rs_m64n128k16_tb(T(), dk, da[kk],
+                                           ptx_wgmma_desc(q_buf + kk * 16 * 128, BM * 128, 1024), 1);
+            ptx_wgmma_commit();
+            ptx_wgmma_wait<1>(); /* dQ */
+            bwd90v3_fence(acc);
+        } else {
+            ptx_wgmma_wait<0>();
+            bwd90v3_fence(acc);
+            bwd90v3_fence(dv);
+            bwd90v3_fence(dk);
+            bwd90v3_fence(pa);
+            bwd90v3_fence(da);
+        }
+
+        if constexpr (TDQ) {
+            /* the warpgroup's tile into its two swizzled halves (columns 32 hf + c of row r:
+             * 16-byte chunk c / 4 of row r of half hf stored at chunk (c / 4) ^ (r mod 8), the
+             * tensor map's 128-byte swizzle; a warp's 32 float2 stores then fill 32 banks
+             * twice, the minimum), then one thread adds both halves */
+            const int sb = it & 1;
+            if constexpr (WRT) /* this buffer's adds of two Q blocks ago have read it */
+                ptx_named_bar_sync(dq_empty_id(wg, sb), 160);
+            const uint32_t stage_s = base + L::DQ + (WRT ? sb * L::DQ_BUF : 0) + wg * 2 * BM * 128;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const int hf = j / 4, c = 8 * (j % 4) + 2 * t;
+#pragma unroll
+                for (int hr = 0; hr < 2; hr++) {
+                    const int r = wq * 16 + g + 8 * hr;
+                    ptx_st_shared_v2_f32(stage_s + (uint32_t)(hf * BM * 128 + r * 128 +
+                                                              (((c / 4) ^ g) * 16) + (c % 4) * 4),
+                                         acc[j][2 * hr], acc[j][2 * hr + 1]);
+                }
+            }
+            ptx_fence_proxy_async_shared(); /* the stores, for the copy engine's reads */
+            if constexpr (WRT) {
+                if (issuer) {
+                    int *di = (int *)(sbase + L::DQINFO) + 8 * wg + 4 * sb;
+                    di[0] = m0, di[1] = h, di[2] = info[2], di[3] = info[3];
+                }
+                ptx_named_bar_arrive(dq_full_id(wg, sb), 160); /* to the writer warp */
+            } else {
+            ptx_named_bar_sync(2 + wg, 128);
+            if (issuer) {
+                if constexpr (DET) {
+                    int *sem = a.sem + info[2];
+                    /* each warpgroup (2 per block) releases one count */
+                    while (ptx_ld_acquire_gpu(sem) < 2 * info[3]) {
+                    }
+                    ptx_fence_proxy_async_global(); /* the acquire before our adds */
+                }
+                for (int hf = 0; hf < 2; hf++)
+                    ptx_tma_reduce_add_4d(&tm_dq, stage_s + hf * BM * 128, 64 * wg + 32 * hf, m0,
+                                          h, b);
+                ptx_bulk_commit_group();
+                if constexpr (DET) {
+                    ptx_bulk_wait_group<0>();       /* our adds performed ... */
+                    ptx_fence_proxy_async_global(); /* ... and ordered before the release */
+                    __threadfence();
+                    ptx_red_release_gpu_add(a.sem + info[2], 1);
+                }
+            }
+            }
+        } else {
+            /* this warp's 16 rows (acc[j]: rows 16 wq + g (+8), columns 8 j + 2t, +1) into its
+             * staging rows, then lane r < 16 adds row 16 wq + r; first, this warp's bulk reads of
+             * the previous Q block are done (one Q block ago: long since, as a rule) */
+            const uint32_t stage_s = base + L::DQ + wg * BM * V3_DQ_ROW;
+            if (!DET && lane < 16)
+                ptx_bulk_wait_group_read<0>();
+            __syncwarp();
+            {
+                const uint32_t st0 = stage_s + (uint32_t)((wq * 16 + g) * V3_DQ_ROW + 8 * t);
+    #pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    ptx_st_shared_v2_f32(st0 + 32 * j, acc[j][0], acc[j][1]);
+                    ptx_st_shared_v2_f32(st0 + 8 * V3_DQ_ROW + 32 * j, acc[j][2], acc[j][3]);
+                }
+            }
+            ptx_fence_proxy_async_shared(); /* the stores, for the copy engine's reads */
+            __syncwarp();
+            const int row = wq * 16 + lane;
+            const bool adds = lane < 16 && m0 + row < a.Sq;
+            float *dqa = a.dq_acc + (((int64_t)b * a.Hq + h) * a.Sq + m0 + row) * D + wg * 64;
+            if constexpr (!DET) {
+                if (adds)
+                    ptx_bulk_reduce_add_f32(dqa, stage_s + (uint32_t)row * V3_DQ_ROW, 256);
+                if (lane < 16)
+                    ptx_bulk_commit_group();
+            } else {
+                int *sem = a.sem + info[2];
+                if (lane == 0) {
+                    /* every consumer warp (8 per block) releases one count */
+                    const int turn = info[3];
+                    while (ptx_ld_acquire_gpu(sem) < 8 * turn) {
+                    }
+                }
+                __syncwarp();
+                if (lane < 16) {
+                    ptx_fence_proxy_async_global(); /* the acquire before our bulk adds */
+                    if (adds)
+                        ptx_bulk_reduce_add_f32(dqa, stage_s + (uint32_t)row * V3_DQ_ROW, 256);
+                    ptx_bulk_commit_group();
+                    ptx_bulk_wait_group<0>();       /* our adds performed ... */
+                    ptx_fence_proxy_async_global(); /* ... and ordered before the release */
+                }
+                __syncwarp();
+                if (lane == 0) {
+                    __threadfence();
+                    ptx_red_release_gpu_add(sem, 1);
+                }
+            }
+        }
+
+        if constexpr (DQF) {
+            ptx_wgmma_wait<0>(); /* dV, dK */
+            bwd90v3_fence(dv);
+            bwd90v3_fence(dk);
+            bwd90v3_fence(pa);
+            bwd90v3_fence(da);
+        }
+        /* this warp is done with the stage: Q, dO (its wgmmas completed), LSE, D, info */
+        __syncwarp();
+        if (lane == 0)
+            ptx_mbarrier_arrive(empty(buf));
+    }
+    /* the block's shared memory outlives the copy engine's last reads */
+    if (lane < 16)
+        ptx_bulk_wait_group<0>();
+
+    /* dK = scale dS^T Q and dV; rows past Sk not stored; all zero if no query sees the keys */
+    T *dkg = (T *)a.dk + b * a.sdk[0] + hk * a.sdk[2] + (int64_t)n0 * a.sdk[1] + 2 * t;
+    T *dvg = (T *)a.dv + b * a.sdv[0] + hk * a.sdv[2] + (int64_t)n0 * a.sdv[1] + 2 * t;
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        const int r = cw * 16 + g + 8 * hr;
+        if (n0 + r < a.Sk) {
+            T *krow = dkg + (int64_t)r * a.sdk[1];
+            T *vrow = dvg + (int64_t)r * a.sdv[1];
+#pragma unroll
+            for (int dt = 0; dt < DT; dt++) {
+                *(uint32_t *)(krow + dt * 8) =
+                    ptx_pack2(T(), dk[dt][2 * hr] * a.scale, dk[dt][2 * hr + 1] * a.scale);
+                *(uint32_t *)(vrow + dt * 8) = ptx_pack2(T(), dv[dt][2 * hr], dv[dt][2 * hr + 1]);
+            }
+        }
+    }
+#endif
+}
+
+/* ---- host side: tensor maps (as attn_fwd_sm90.cu's, whose helpers are that file's own) ------ */
+
+typedef CUresult (*bwd90v3_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                      const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                      const cuuint32_t *, CUtensorMapInterleave,
+                                      CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                      CUtensorMapFloatOOBfill);
+
+/* cuTensorMapEncodeTiled through the runtime, looked up once; NULL if this driver has none. */
+static bwd90v3_encode_fn bwd90v3_encode(void)
+{
+    static bwd90v3_encode_fn fn = NULL;
+    static int looked = 0;
+    if (!looked) {
+        void *p = NULL;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
+                                             cudaEnableDefault, &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess)
+            p = NULL;
+        (void)cudaGetLastError();
+        fn = (bwd90v3_encode_fn)p;
+        looked = 1; /* racing first calls store the same pointer */
+    }
+    return fn;
+}
+
+/* A (B, S, H, D) operand (st: batch, seq, head strides in elements) as the 4-d tensor map
+ * (D, S, H, B) with boxes of 64 features x rows, 128-byte swizzled; 0 if it does not encode. */
+static int bwd90v3_map(CUtensorMap *m, flashc_dtype dt, const void *ptr, int64_t B, int64_t S,
+                       int64_t H, int64_t D, const int64_t *st, int rows)
+{
+    bwd90v3_encode_fn enc = bwd90v3_encode();
+    if (!enc)
+        return 0;
+    const cuuint64_t dims[4] = {(cuuint64_t)D, (cuuint64_t)S, (cuuint64_t)H, (cuuint64_t)B};
+    const cuuint64_t strides[3] = {(cuuint64_t)st[1] * 2, (cuuint64_t)st[2] * 2,
+                                   (cuuint64_t)st[0] * 2};
+    const cuuint32_t box[4] = {64, (cuuint32_t)rows, 1, 1};
+    const cuuint32_t estr[4] = {1, 1, 1, 1};
+    for (int i = 0; i < 3; i++) /* the copy engine's limits on strides (a broadcast 0 too) */
+        if (strides[i] % 16 != 0 || strides[i] >= (1ull << 40) || strides[i] == 0)
+            return 0;
+    return enc(m, dt == FLASHC_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                    : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+               4, (void *)ptr, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+/* dq_acc (B, Hq, Sq, D) float32, contiguous, as the 4-d map (D, Sq, Hq, B) with boxes of 32
+ * columns x BM rows, 128-byte swizzled (sm90v3t's dQ adds); 0 if it does not encode. */
+static int bwd90v3_map_dq(CUtensorMap *m, const attn_bwd_args *a, int D)
+{
+    bwd90v3_encode_fn enc = bwd90v3_encode();
+    if (!enc)
+        return 0;
+    const cuuint64_t dims[4] = {(cuuint64_t)D, (cuuint64_t)a->Sq, (cuuint64_t)a->Hq,
+                                (cuuint64_t)a->B};
+    const cuuint64_t row = (cuuint64_t)D * 4;
+    const cuuint64_t strides[3] = {row, row * a->Sq, row * a->Sq * a->Hq};
+    const cuuint32_t box[4] = {32, (cuuint32_t)V3_BM, 1, 1};
+    const cuuint32_t estr[4] = {1, 1, 1, 1};
+    for (int i = 0; i < 3; i++)
+        if (strides[i] >= (1ull << 40))
+            return 0;
+    return enc(m, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, (void *)a->dq_acc, dims, strides, box, estr,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <typename T, int D, bool TDQ, bool DQF = false, bool WRT = false>
+static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t stream)
+{
+    const flashc_dtype dt = std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16;
+    CUtensorMap mq, mdo, mk, mv, mdq;
+    memset(&mdq, 0, sizeof mdq); /* read by sm90v3t only */
+    if ((TDQ && !bwd90v3_map_dq(&mdq, a, D)) ||
+        !bwd90v3_map(&mq, dt, a->q, a->B, a->Sq, a->Hq, D, a->sq, V3_BM) ||
+        !bwd90v3_map(&mdo, dt, a->dout, a->B, a->Sq, a->Hq, D, a->sdo, V3_BM) ||
+        !bwd90v3_map(&mk, dt, a->k, a->B, a->Sk, a->Hkv, D, a->sk, V3_BN) ||
+        !bwd90v3_map(&mv, dt, a->v, a->B, a->Sk, a->Hkv, D, a->sv, V3_BN)) {
+        /* a stride the copy engine does not take (a broadcast head, say) or no encoder: the
+         * sm90 kernel (cp.async) serves every dense problem this one does */
+        for (int i = 0; i < attn_bwd_sm90_variant_count; i++)
+            if (attn_bwd_sm90_variants[i].dtype == dt && attn_bwd_sm90_variants[i].head_dim == D)
+                return attn_bwd_sm90_variants[i].launch(a, stream);
+        return cudaErrorInvalidValue;
+    }
+
+    const int64_t rows = (int64_t)a->B * a->Hq * a->Sq;
+    attn_bwd_pre_kernel<T, D, V3_BM, 1><<<(unsigned)((rows + 3) / 4), 128, 0, stream>>>(*a);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess)
+        return err;
+
+    constexpr int smem = bwd90v3_smem<D, WRT>::LAUNCH;
+    const bool mods = a->softcap > 0.0f || a->alibi;
+    void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
+                   const CUtensorMap, const attn_bwd_args) =
+        mods ? (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF, WRT>
+                                 : attn_bwd_sm90v3_kernel<T, D, false, true, TDQ, DQF, WRT>)
+             : (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT>
+                                 : attn_bwd_sm90v3_kernel<T, D, false, false, TDQ, DQF, WRT>);
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess)
+        return err;
+    const dim3 grid((unsigned)((a->Sk + V3_BN - 1) / V3_BN), (unsigned)(a->B * a->Hkv), 1);
+    kernel<<<grid, V3_THREADS, smem, stream>>>(mq, mdo, mk, mv, mdq, *a);
+    if ((err = cudaGetLastError()) != cudaSuccess)
+        return err;
+    return attn_bwd_post_bh_launch<T, D>(a, stream);
+}
+
+/* sm90v3q is the default at d 128 on compute capability 9.0 (opt_in 0) since the device round
+ * of 2026-12-02 01:51: correct in every forced test (suites, modifiers, deterministic bitwise,
+ * memcheck) and 1.22-1.26x sm90, 1.34-1.40x SDPA-FA2 (bench/RESULTS.md); sm90v3 and sm90v3t
+ * (1.00-1.03x and 1.18-1.22x sm90) stay opt-in through FLASHC_CUDA_BWD_KERNEL. */
+const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
+    {"attn_bwd_bf16_sm90v3_d128_64x128", "sm90v3", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 128, false>, NULL, 1},
+    {"attn_bwd_f16_sm90v3_d128_64x128", "sm90v3", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, false>, NULL, 1},
+    {"attn_bwd_bf16_sm90v3t_d128_64x128", "sm90v3t", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true>, NULL, 1},
+    {"attn_bwd_f16_sm90v3t_d128_64x128", "sm90v3t", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, true>, NULL, 1},
+    /* sm90v3q: sm90v3t with dV, dK issued after dQ, so that dQ's epilogue overlaps them */
+    {"attn_bwd_bf16_sm90v3q_d128_64x128", "sm90v3q", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true>, NULL, 0},
+    {"attn_bwd_f16_sm90v3q_d128_64x128", "sm90v3q", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, true, true>, NULL, 0},
+    /* sm90v3w (opt-in): sm90v3q whose dQ adds (and deterministic turns) run on two writer warps
+     * of the producer warpgroup, the staging tiles double-buffered */
+    {"attn_bwd_bf16_sm90v3w_d128_64x128", "sm90v3w", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true, true>, NULL, 1},
+    {"attn_bwd_f16_sm90v3w_d128_64x128", "sm90v3w", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, true, true, true>,
+     NULL, 1},
+};
+const int attn_bwd_sm90v3_variant_count =
+    (int)(sizeof attn_bwd_sm90v3_variants / sizeof attn_bwd_sm90v3_variants[0]);
