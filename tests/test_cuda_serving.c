@@ -1087,17 +1087,20 @@ static void test_kvcache_merge_variants(void **state)
 
 /* ---- the kernel variants (FLASHC_DECODE_KERNEL, src/cuda/attn_decode.cu) ----------------- */
 
-/* The ring kernel (bulk copies, and cp.async) at its default depth and at 1 and 2 stages (a
- * ring that wraps every stage or two), on the variant cases above (split counts 1..64, paged
+/* The lean split kernels (lean, lean3, lean-pf) and the ring kernel (bulk copies, and cp.async)
+ * at its default depth and at 1 and 2 stages (a ring that wraps every stage or two), on the
+ * variant cases above (split counts 1..64, paged
  * with shuffled tables, ragged lengths, append, GQA 1..8, masks, modifiers, chunked prefill,
  * Dk != Dv, varlen, graph replays; D 256 takes the split kernel), plus page 1, a padded head dim
  * with cache_batch_idx, empty caches and, unless short, B 1 at 32k keys with the automatic split
- * count. FLASHC_DECODE_KERNEL is put back as it was (a run may force a kernel on every test). On
- * a device that is not compute capability 9.0 the ring falls back to the split kernel. */
+ * count; then the automatic count under FLASHC_DECODE_SPLITS=fill (B 1, 3, 8), and an unknown
+ * rule refused. FLASHC_DECODE_KERNEL is put back as it was (a run may force a kernel on every
+ * test). On a device that is not compute capability 9.0 the ring falls back to the split kernel
+ * (the lean kernels run on sm_80 too). */
 static void test_kvcache_kernel_variants(void **state)
 {
     (void)state;
-    static const char *all[] = {"ring", "ring-cpa", "ring:1", "ring-cpa:2"};
+    static const char *all[] = {"lean", "ring-cpa", "lean3", "lean-pf", "ring", "ring:1", "ring-cpa:2"};
     const char *kernels[8];
     const char *was = getenv("FLASHC_DECODE_KERNEL");
     char *saved = was ? strdup(was) : NULL;
@@ -1135,6 +1138,35 @@ static void test_kvcache_kernel_variants(void **state)
             kv_check(&l, auto_one, 2, 1);
         }
     }
+    /* FLASHC_DECODE_SPLITS=fill (the whole-wave split rule) on the automatic count, under the
+     * first kernel of the list: B 1 (many splits), B 3 ragged (a few), B 8 x 16 heads (none) */
+    setenv("FLASHC_DECODE_KERNEL", kernels[0], 1);
+    setenv("FLASHC_DECODE_SPLITS", "fill", 1);
+    printf("  FLASHC_DECODE_SPLITS=fill (FLASHC_DECODE_KERNEL=%s)\n", kernels[0]);
+    {
+        const int autos[] = {0};
+        kv_case f1 = kvc(FLASHC_BF16, 1, 1, 32, 8, 128, 16, 4096, 4000, 1);
+        kv_check(&f1, autos, 1, 1);
+        kv_case f2 = kvc(FLASHC_F16, 3, 1, 8, 2, 128, 0, 2048, 1900, 1);
+        kv_check(&f2, autos, 1, 1);
+        kv_case f3 = kvc(FLASHC_BF16, 8, 1, 16, 16, 64, 64, 1024, 1000, 1);
+        kv_check(&f3, autos, 1, 0);
+    }
+    setenv("FLASHC_DECODE_SPLITS", "waves", 1); /* no such rule: refused */
+    {
+        kv_case c = kvc(FLASHC_BF16, 2, 1, 8, 2, 128, 16, 64, 40, 1);
+        kv_run r;
+        kv_setup(&c, &r);
+        flashc_tensor kc, vc, q, o, lse, kn, vn, sl, tb, bi, al;
+        flashc_kv_cache cache;
+        kv_tensors(&r, &kc, &vc, &q, &o, &lse, &kn, &vn, &sl, &tb, &bi, &al, &cache);
+        flashc_attn_params pr = kv_params(&r, &al, 0);
+        assert_int_equal(flashc_attn_kvcache_fwd(&pr, &cache, &q, &o, &lse, NULL),
+                         FLASHC_ERR_INVALID_ARGUMENT);
+        printf("  FLASHC_DECODE_SPLITS=waves: refused (%s)\n", flashc_last_error());
+        kv_teardown(&r);
+    }
+    unsetenv("FLASHC_DECODE_SPLITS");
     setenv("FLASHC_DECODE_KERNEL", "ring:9", 1); /* no such depth: refused */
     {
         kv_case c = kvc(FLASHC_BF16, 2, 1, 8, 2, 128, 16, 64, 40, 1);

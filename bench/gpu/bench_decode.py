@@ -13,9 +13,10 @@ keys inside each sequence only, which attention does not see).
 SDPA gets q (B, Hq, 1, d) and the cache as the (B, Hkv, ctx, d) view of the (B, ctx, Hkv, d)
 buffer, with enable_gqa=True (no expanded copy); a backend that refuses it is reported as such.
 
-Variants (issue 13, helpers decode2, decode3): --variants v1,v2,pdl,fused,ring,ring-cpa:3 times
-every flashc layout once per value of FLASHC_DECODE_MERGE (v1, v2, pdl, fused) or of
-FLASHC_DECODE_KERNEL (split, ring, ring-cpa, with an optional :N of ring stages), which
+Variants (issue 13, helpers decode2, decode3, decode4): --variants v1,v2,pdl,fused,ring,lean+fill
+times every flashc layout once per value of FLASHC_DECODE_MERGE (v1, v2, pdl, fused), of
+FLASHC_DECODE_KERNEL (split, lean, lean3, lean-pf, ring, ring-cpa, with an optional :N of ring
+stages) or of FLASHC_DECODE_SPLITS (fa2, fill), or "+"-joined combinations, which
 src/cuda/attn_decode.cu reads at each call (v1 keeps the historical keys), each checked against
 SDPA first; --sweep 8,16,32 also times the contiguous call at
 those explicit num_splits for the --sweep-variants, at B = 1 only (where the split count
@@ -143,16 +144,19 @@ def graph_ms(lib, q, kc, vc, o, lse, seqlens, rep_ms):
 
 
 def set_variant(v):
-    """A variant is a merge (FLASHC_DECODE_MERGE: v1, v2, pdl, fused) or a kernel
-    (FLASHC_DECODE_KERNEL: split, ring, ring-cpa, ring:N, ...; the default merge), or both joined
-    by "+" (ring+fused); None: the library's defaults. Both are read by the library at every call."""
-    for k in ("FLASHC_DECODE_MERGE", "FLASHC_DECODE_KERNEL"):
+    """A variant is a merge (FLASHC_DECODE_MERGE: v1, v2, pdl, fused), a kernel
+    (FLASHC_DECODE_KERNEL: split, lean, lean3, lean-pf, ring, ring-cpa, ring:N, ...; the default
+    merge) or a split rule (FLASHC_DECODE_SPLITS: fa2, fill), or several joined by "+"
+    (lean+fill); None: the library's defaults. All are read by the library at every call."""
+    for k in ("FLASHC_DECODE_MERGE", "FLASHC_DECODE_KERNEL", "FLASHC_DECODE_SPLITS"):
         os.environ.pop(k, None)
     if v is None:
         return
-    for part in v.split("+"):  # "ring+fused": a kernel and a merge
-        if part == "split" or part.startswith("ring"):
+    for part in v.split("+"):  # "ring+fused": a kernel and a merge; "lean+fill": + split rule
+        if part == "split" or part.startswith("ring") or part.startswith("lean"):
             os.environ["FLASHC_DECODE_KERNEL"] = part
+        elif part in ("fill", "fa2"):
+            os.environ["FLASHC_DECODE_SPLITS"] = part
         else:
             os.environ["FLASHC_DECODE_MERGE"] = part
 
@@ -326,11 +330,12 @@ def variant_tables(rows, variants, layouts, copy_gbs):
         g, c = r.get(k + "_gbs"), r.get("sdpa_cudnn_gbs")
         if not g:
             return "WRONG" if (k + "_err") in r else "-"
-        return f"{g:.0f} ({g / c:.2f}x)" if c else f"{g:.0f}"
+        sp = f" s{r[k + '_splits']}" if (k + "_splits") in r and "/s" not in k else ""
+        return (f"{g:.0f} ({g / c:.2f}x){sp}" if c else f"{g:.0f}{sp}")
     shapes = [f"{r['Hq']}/{r['Hkv']} {r['B']}x{r['ctx'] // 1024}k" for r in rows]
     print()
-    print(f"merge variants (FLASHC_DECODE_MERGE): GB/s of K+V (x SDPA cuDNN), copy ceiling "
-          f"{copy_gbs:.0f} GB/s")
+    print(f"merge variants (FLASHC_DECODE_MERGE / _KERNEL / _SPLITS): GB/s of K+V (x SDPA "
+          f"cuDNN) sN = splits used, copy ceiling {copy_gbs:.0f} GB/s")
     print("| variant | layout | " + " | ".join(shapes) + " |")
     print("|---|---|" + "--:|" * len(shapes))
     for k, lab in (("sdpa_cudnn", "SDPA cuDNN"), ("sdpa_flash", "SDPA flash")):

@@ -73,6 +73,21 @@
  * splits_of). Only on compute capability 9.0, head dims <= 128 with D and Dv multiples of 8;
  * any other problem runs the split kernel whatever the variable says. The merge is any of
  * FLASHC_DECODE_MERGE's (fused: the ring's last block of a tile merges, as in the split kernel).
+ *
+ * Lean variants of the split kernel (FLASHC_DECODE_KERNEL = lean, lean3, lean-pf; opt-in, head
+ * dims <= 128, any sm_80+ device; larger head dims take the base instance). The Nsight profile
+ * of 2026-12-01 (1 x 32k: 67% DRAM, 0.47 instructions issued a cycle and scheduler, ~1000
+ * instructions a warp per 16-key block) and the SASS read here showed that dec_load_kv's 64-bit
+ * address arithmetic, redone for K and for V at every row of every pass, is most of a warp's
+ * instructions: a warp's own serial work, not the memory system, set its rate. dec_load_kv_lean
+ * computes each key's offset once (one lane a key, then shuffles) and adds it to per-lane
+ * pointers fixed for the block's life. lean3 gives each warp 3 stages (two blocks in flight
+ * while it multiplies one; 100 KB a block at d 128: 2 blocks an SM); lean-pf adds the
+ * L2::256B prefetch hint to the copies (a key row of one head is 256 bytes at d 128).
+ *
+ * Split rule (FLASHC_DECODE_SPLITS, read at every call; opt-in): fa2 (the default) or fill,
+ * which splits tiles that are at most half the slots into whole waves of k blocks a SM
+ * (splits_of).
  */
 #include "attn_cuda.cuh"
 #include "attn_fwd_common.cuh"
@@ -129,7 +144,12 @@ struct dec_args {
 };
 
 enum { DEC_MERGE_V1 = 1, DEC_MERGE_V2 = 2, DEC_MERGE_PDL = 3, DEC_MERGE_FUSED = 4 };
-enum { DEC_KERNEL_SPLIT = 1, DEC_KERNEL_RING = 2, DEC_KERNEL_RING_CPA = 3 }; /* FLASHC_DECODE_KERNEL */
+enum { DEC_KERNEL_SPLIT = 1, DEC_KERNEL_RING = 2, DEC_KERNEL_RING_CPA = 3, DEC_KERNEL_LEAN = 4,
+       DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_LEAN_PF = 6 }; /* FLASHC_DECODE_KERNEL */
+/* The split kernel's instances (its VAR template argument): the measured default, and the lean
+ * loaders (FLASHC_DECODE_KERNEL = lean, lean3, lean-pf; head dims <= 128 only). */
+enum { DEC_VAR_BASE = 0, DEC_VAR_LEAN = 1, DEC_VAR_LEAN3 = 2, DEC_VAR_LEAN_PF = 3 };
+__host__ __device__ constexpr int dec_var_stages(int var) { return var == DEC_VAR_LEAN3 ? 3 : DEC_STAGES; }
 
 /* o's row width, for attn_clear_unowned (attn_fwd_common.cuh). */
 __device__ __forceinline__ int unowned_width(const dec_args &a) { return a.Dv; }
@@ -226,6 +246,87 @@ __device__ __forceinline__ void dec_load_kv(const dec_args &a, T *sK, T *sV, int
                                        : (const T *)a.v;
             ptx_cp_async_16_n(ptx_smem_addr(sK + swz<DS>(r, c)), ks, ok ? kbytes : 0);
             ptx_cp_async_16_n(ptx_smem_addr(sV + swz<DS>(r, c)), vs, ok ? vbytes : 0);
+        }
+    }
+}
+
+/* cp.async of 16 bytes with the L2::256B prefetch hint (the lean-pf variant): a key row of one
+ * head is 256 bytes at d 128, so the first chunk's miss brings the whole row into L2. */
+__device__ __forceinline__ void dec_cp_async_pf(uint32_t dst, const void *src, int src_bytes)
+{
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+}
+
+/* The lean variants' per-lane constants of dec_load_kv_lean, fixed for a block's life. */
+struct dec_lane_kv {
+    const char *kl, *vl; /* this lane's chunk of key row 0 of head hk: k + hk sk[2] + 8c (bytes) */
+    int kbytes, vbytes;  /* bytes of that chunk inside D / Dv (0: a padded column)             */
+    uint32_t soff;       /* byte offset of the lane's chunk of pass 0 in a swizzled K / V tile  */
+    bool same;           /* K and V share their batch / row strides: one offset serves both    */
+};
+
+template <typename T, int DI, int DS>
+__device__ __forceinline__ dec_lane_kv dec_lane_setup(const dec_args &a, int hk, int lane)
+{
+    constexpr int CPR = DI / 8;
+    dec_lane_kv L;
+    const int c = lane % CPR, r0 = lane / CPR;
+    L.kbytes = 2 * min(8, max(0, a.D - 8 * c));
+    L.vbytes = 2 * min(8, max(0, a.Dv - 8 * c));
+    L.kl = (const char *)(L.kbytes ? (const T *)a.k + (int64_t)hk * a.sk[2] + 8 * c : (const T *)a.k);
+    L.vl = (const char *)(L.vbytes ? (const T *)a.v + (int64_t)hk * a.sv[2] + 8 * c : (const T *)a.v);
+    L.soff = (uint32_t)(swz<DS>(r0, c) * (int)sizeof(T));
+    L.same = a.sv[0] == a.sk[0] && a.sv[1] == a.sk[1];
+    return L;
+}
+
+/* dec_load_kv with the address arithmetic taken out of the copy loop (the lean variants).
+ * dec_load_kv recomputes x sk[0] + y sk[1] + hk sk[2] in 64 bits for K and for V at every row
+ * of every pass (about 85 instructions a pass at d 128, 8 passes a block: most of the split
+ * kernel's instructions, the reason its warps stream only ~2.5 GB/s each). Here each lane finds
+ * its own key (lane mod 16) once, as one byte offset for K (and V when their strides differ),
+ * -1 when absent; a pass gets its row's offset by shuffle and adds it to the lane's fixed
+ * chunk pointer. The swizzled shared address of pass p is the lane's pass-0 address with
+ * rows + RPP p: since the lane's row in pass 0 is < RPP, chunk ^ row = (chunk ^ row0) ^
+ * (RPP p mod 8), a constant XOR, and the row offset is a constant too. */
+template <typename T, int DI, int DS, bool PF>
+__device__ __forceinline__ void dec_load_kv_lean(const dec_args &a, const dec_lane_kv &L,
+                                                 uint32_t sK, uint32_t sV, int b, int j0, int khi,
+                                                 int lane)
+{
+    constexpr int CPR = DI / 8;   /* 16-byte chunks per row   */
+    constexpr int RPP = 32 / CPR; /* rows per pass of a warp  */
+    static_assert(CPR <= 32 && 32 % CPR == 0, "chunks per row");
+    int64_t ok = -1, ov = -1;
+    const int jj = j0 + (lane & 15);
+    if (jj < khi) {
+        int x, y;
+        dec_kv_loc(a, b, jj, &x, &y);
+        if (x >= 0) {
+            ok = ((int64_t)x * a.sk[0] + (int64_t)y * a.sk[1]) * (int64_t)sizeof(T);
+            ov = L.same ? ok : ((int64_t)x * a.sv[0] + (int64_t)y * a.sv[1]) * (int64_t)sizeof(T);
+        }
+    }
+#pragma unroll
+    for (int p = 0; p < DEC_BN / RPP; p++) {
+        const int r = lane / CPR + p * RPP;
+        const int64_t okr = __shfl_sync(0xffffffffu, ok, r);
+        const int64_t ovr = L.same ? okr : __shfl_sync(0xffffffffu, ov, r);
+        const uint32_t so = (L.soff ^ (uint32_t)(((RPP * p) & 7) * 16)) +
+                            (uint32_t)(RPP * p * DS * (int)sizeof(T));
+        /* absent key: src-size 0 from the lane's own chunk of row 0 (L.kl is k itself for a
+         * padded column, whose size is 0 anyway), so nothing outside the tensors is named */
+        const void *ks = L.kl + (okr >= 0 ? okr : 0);
+        const void *vs = L.vl + (ovr >= 0 ? ovr : 0);
+        const int kn = okr >= 0 ? L.kbytes : 0, vn = ovr >= 0 ? L.vbytes : 0;
+        if (PF) {
+            dec_cp_async_pf(sK + so, ks, kn);
+            dec_cp_async_pf(sV + so, vs, vn);
+        } else {
+            ptx_cp_async_16_n(sK + so, ks, kn);
+            ptx_cp_async_16_n(sV + so, vs, vn);
         }
     }
 }
@@ -402,9 +503,12 @@ __device__ __forceinline__ void dec_merge_rows(const dec_args &a, int b, int m0,
 /* One block: 16 packed rows (m_tile) of KV head hk of sequence b, split blockIdx.y.
  *   T   __nv_bfloat16 or __half; DI the instance's head dim (a multiple of 64, >= D and Dv;
  *   the columns past D / Dv are zero in shared memory and never stored). */
-template <typename T, int DI, bool FUSED>
+template <typename T, int DI, bool FUSED, int VAR>
 __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_args a)
 {
+    constexpr bool LEAN = VAR != DEC_VAR_BASE;          /* dec_load_kv_lean                  */
+    constexpr bool PF = VAR == DEC_VAR_LEAN_PF;         /* ... with the L2::256B hint        */
+    constexpr int STG = dec_var_stages(VAR);            /* K/V buffers a warp                */
     constexpr int DS = (DI + 63) / 64 * 64;
     constexpr int DT = DI / 8;
     constexpr uint32_t ROWB = DS * sizeof(T);
@@ -479,7 +583,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
         }
     }
 
-    T *wK = sKV + warp * DEC_STAGES * 2 * TILE; /* this warp's buffers: K0 V0 K1 V1 */
+    T *wK = sKV + warp * STG * 2 * TILE; /* this warp's buffers: K0 V0 K1 V1 (K2 V2) */
     const uint32_t q_lane =
         ptx_smem_addr(sQ) + (lane & 15) * ROWB + (((lane >> 4) ^ (lane & 7)) * 16);
     const uint32_t k_off = ((lane & 7) + (lane >> 4) * 8) * ROWB +
@@ -497,23 +601,40 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     row_l[0][0] = row_l[0][1] = 0.0f;
 
     int kb = blk_begin + warp;
-    if (kb < blk_end)
-        dec_load_kv<T, DI, DS>(a, wK, wK + TILE, b, hk, klo + kb * DEC_BN, khi, lane);
-    ptx_cp_async_commit();
-    ptx_cp_async_wait<1>(); /* Q (the older group) has landed for this thread */
-    __syncthreads();        /* ... and for everyone */
+    dec_lane_kv lkv = {};
+    if constexpr (LEAN)
+        lkv = dec_lane_setup<T, DI, DS>(a, hk, lane);
+    /* this warp's buffer pair st: K at sK(st), V one tile above */
+    const uint32_t wbase = ptx_smem_addr(wK);
+    auto load = [&](int blk, int stage) {
+        if constexpr (LEAN)
+            dec_load_kv_lean<T, DI, DS, PF>(a, lkv, wbase + stage * 2 * TILE * (int)sizeof(T),
+                                            wbase + (stage * 2 + 1) * TILE * (int)sizeof(T), b,
+                                            klo + blk * DEC_BN, khi, lane);
+        else
+            dec_load_kv<T, DI, DS>(a, wK + stage * 2 * TILE, wK + stage * 2 * TILE + TILE, b, hk,
+                                   klo + blk * DEC_BN, khi, lane);
+    };
+    /* STG - 1 blocks in flight before the loop, one group each (empty groups past the end) */
+#pragma unroll
+    for (int f = 0; f < STG - 1; f++) {
+        if (kb + f * DEC_WARPS < blk_end)
+            load(kb + f * DEC_WARPS, f);
+        ptx_cp_async_commit();
+    }
+    ptx_cp_async_wait<STG - 1>(); /* Q (the oldest group) has landed for this thread */
+    __syncthreads();              /* ... and for everyone */
 
     int st = 0;
     for (; kb < blk_end; kb += DEC_WARPS) {
-        const int nx = kb + DEC_WARPS;
+        const int nx = kb + (STG - 1) * DEC_WARPS;
         if (nx < blk_end)
-            dec_load_kv<T, DI, DS>(a, wK + (st ^ 1) * 2 * TILE, wK + (st ^ 1) * 2 * TILE + TILE,
-                                   b, hk, klo + nx * DEC_BN, khi, lane);
+            load(nx, st == 0 ? STG - 1 : st - 1);
         ptx_cp_async_commit();
-        ptx_cp_async_wait<1>();
+        ptx_cp_async_wait<STG - 1>();
         __syncwarp();
 
-        const uint32_t kbase = ptx_smem_addr(wK + st * 2 * TILE);
+        const uint32_t kbase = wbase + st * 2 * TILE * (uint32_t)sizeof(T);
         float s[1][2][4];
         qk_block<T, DI, 1, 2, ROWB>(s, q_lane, kbase + k_off);
 
@@ -538,7 +659,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
         softmax_block<1, 2, DT>(s, acc, row_m, row_l, 1.0f);
         pv_block<T, DI, 1, 2, DT, ROWB>(s, acc, kbase + TILE * sizeof(T) + v_off);
         __syncwarp(); /* every lane is done with buffer st before it is refilled */
-        st ^= 1;
+        st = st == STG - 1 ? 0 : st + 1;
     }
     ptx_cp_async_wait<0>();
 
@@ -1162,10 +1283,10 @@ __global__ void __launch_bounds__(64) attn_decode_append(const dec_args a)
     }
 }
 
-template <typename T, int DI> constexpr size_t dec_smem_bytes()
+template <typename T, int DI, int STG = DEC_STAGES> constexpr size_t dec_smem_bytes()
 {
     constexpr int DS = (DI + 63) / 64 * 64;
-    constexpr size_t tiles = (size_t)(DEC_BM + DEC_WARPS * DEC_STAGES * 2 * DEC_BN) * DS * sizeof(T);
+    constexpr size_t tiles = (size_t)(DEC_BM + DEC_WARPS * STG * 2 * DEC_BN) * DS * sizeof(T);
     constexpr size_t merge = (size_t)DEC_BM * DS * sizeof(T) +
                              (size_t)DEC_WARPS * DEC_BM * (DI + 2) * sizeof(float);
     return tiles > merge ? tiles : merge;
@@ -1188,30 +1309,44 @@ cudaError_t dec_launch_ex(void (*kernel)(Args...), dim3 grid, dim3 block, size_t
     return cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 
-template <typename T, int DI, bool FUSED>
+template <typename T, int DI, bool FUSED, int VAR>
 cudaError_t dec_launch(const dec_args &a, cudaStream_t stream, bool pdl)
 {
-    constexpr size_t smem = dec_smem_bytes<T, DI>();
-    cudaError_t err = cudaFuncSetAttribute(attn_decode_kernel<T, DI, FUSED>,
+    constexpr size_t smem = dec_smem_bytes<T, DI, dec_var_stages(VAR)>();
+    cudaError_t err = cudaFuncSetAttribute(attn_decode_kernel<T, DI, FUSED, VAR>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (err != cudaSuccess)
         return err;
     const int64_t blocks = (int64_t)a.B * a.Hkv * a.m_tiles;
     if (pdl)
-        return dec_launch_ex(attn_decode_kernel<T, DI, FUSED>,
+        return dec_launch_ex(attn_decode_kernel<T, DI, FUSED, VAR>,
                              dim3((unsigned)blocks, (unsigned)a.splits), dim3(DEC_WARPS * 32), smem,
                              stream, true, a);
-    attn_decode_kernel<T, DI, FUSED><<<dim3((unsigned)blocks, (unsigned)a.splits),
-                                       DEC_WARPS * 32, smem, stream>>>(a);
+    attn_decode_kernel<T, DI, FUSED, VAR><<<dim3((unsigned)blocks, (unsigned)a.splits),
+                                            DEC_WARPS * 32, smem, stream>>>(a);
     return cudaGetLastError();
 }
 
-template <typename T, bool FUSED>
-cudaError_t dec_launch_di(const dec_args &a, int di, cudaStream_t stream, bool pdl)
+/* var: DEC_VAR_* (var_of: the base instance at head dims > 128). */
+template <typename T, bool FUSED, int VAR>
+cudaError_t dec_launch_var(const dec_args &a, int di, cudaStream_t stream, bool pdl)
 {
-    return di == 64    ? dec_launch<T, 64, FUSED>(a, stream, pdl)
-           : di == 128 ? dec_launch<T, 128, FUSED>(a, stream, pdl)
-                       : dec_launch<T, 256, FUSED>(a, stream, pdl);
+    return di == 64 ? dec_launch<T, 64, FUSED, VAR>(a, stream, pdl)
+                    : dec_launch<T, 128, FUSED, VAR>(a, stream, pdl);
+}
+
+template <typename T, bool FUSED>
+cudaError_t dec_launch_di(const dec_args &a, int di, int var, cudaStream_t stream, bool pdl)
+{
+    switch (di > 128 ? DEC_VAR_BASE : var) {
+    case DEC_VAR_LEAN: return dec_launch_var<T, FUSED, DEC_VAR_LEAN>(a, di, stream, pdl);
+    case DEC_VAR_LEAN3: return dec_launch_var<T, FUSED, DEC_VAR_LEAN3>(a, di, stream, pdl);
+    case DEC_VAR_LEAN_PF: return dec_launch_var<T, FUSED, DEC_VAR_LEAN_PF>(a, di, stream, pdl);
+    default: break;
+    }
+    return di == 64    ? dec_launch<T, 64, FUSED, DEC_VAR_BASE>(a, stream, pdl)
+           : di == 128 ? dec_launch<T, 128, FUSED, DEC_VAR_BASE>(a, stream, pdl)
+                       : dec_launch<T, 256, FUSED, DEC_VAR_BASE>(a, stream, pdl);
 }
 
 /* Shared memory of the ring kernel at head-dim instance di with ns stages. */
@@ -1247,8 +1382,10 @@ cudaError_t ring_launch_di(const dec_args &a, int di, bool tma, cudaStream_t str
 
 /* sm90: the device takes programmatic dependent launches (pdl, and fused's zeroing). */
 /* ring: 0 the split kernel, else DEC_KERNEL_RING / DEC_KERNEL_RING_CPA (ring_plan said yes). */
+/* var: the split kernel's instance (DEC_VAR_*). */
 template <typename T>
-cudaError_t dec_run_all(const dec_args &a, int di, bool sm90, int ring, cudaStream_t stream)
+cudaError_t dec_run_all(const dec_args &a, int di, bool sm90, int ring, int var,
+                        cudaStream_t stream)
 {
     cudaError_t err = cudaSuccess;
     if (a.k_new && a.s_new > 0) {
@@ -1267,8 +1404,8 @@ cudaError_t dec_run_all(const dec_args &a, int di, bool sm90, int ring, cudaStre
             return err;
     }
     err = ring    ? ring_launch_di<T>(a, di, ring == DEC_KERNEL_RING, stream, fused)
-          : fused ? dec_launch_di<T, true>(a, di, stream, sm90)
-                  : dec_launch_di<T, false>(a, di, stream, false);
+          : fused ? dec_launch_di<T, true>(a, di, var, stream, sm90)
+                  : dec_launch_di<T, false>(a, di, var, stream, false);
     if (err != cudaSuccess)
         return err;
     if (a.splits > 1 && !fused) {
@@ -1340,14 +1477,22 @@ int device_cc(void)
 }
 
 /* FLASHC_DECODE_KERNEL, read at every call (so one process can compare the kernels): unset, ""
- * or "split" the split kernel (the default); "ring" (bulk copies) or "ring-cpa" (cp.async), each
- * optionally ":N" with N stages (1..8; else the instance's default); 0 for anything else. */
+ * or "split" the split kernel (the default); "lean", "lean3", "lean-pf" the split kernel with
+ * the lean loader (two stages; three; two with the L2::256B hint); "ring" (bulk copies) or
+ * "ring-cpa" (cp.async), each optionally ":N" with N stages (1..8; else the instance's default);
+ * 0 for anything else. */
 int kernel_mode(int *stages)
 {
     const char *e = getenv("FLASHC_DECODE_KERNEL");
     *stages = 0;
     if (!e || !e[0] || strcmp(e, "split") == 0)
         return DEC_KERNEL_SPLIT;
+    if (strcmp(e, "lean") == 0)
+        return DEC_KERNEL_LEAN;
+    if (strcmp(e, "lean3") == 0)
+        return DEC_KERNEL_LEAN3;
+    if (strcmp(e, "lean-pf") == 0)
+        return DEC_KERNEL_LEAN_PF;
     int kind;
     const char *rest;
     if (strncmp(e, "ring-cpa", 8) == 0)
@@ -1400,12 +1545,41 @@ int64_t m_tiles_of(const attn_problem *p)
     return (p->Sq * (p->Hq / p->Hkv) + DEC_BM - 1) / DEC_BM;
 }
 
-/* Thread blocks of one instance an SM holds at once (shared memory: 34 / 68 / 136 KB; registers
- * about 110 / 160 / 250 a thread): the slots a split count should fill. */
+/* The split kernel's instance for p under FLASHC_DECODE_KERNEL (DEC_VAR_*): a lean variant at
+ * head dims <= 128, else the base instance. */
+int var_of(const attn_problem *p)
+{
+    int ns;
+    const int k = kernel_mode(&ns);
+    if (head_dim_instance(p) > 128)
+        return DEC_VAR_BASE;
+    return k == DEC_KERNEL_LEAN      ? DEC_VAR_LEAN
+           : k == DEC_KERNEL_LEAN3   ? DEC_VAR_LEAN3
+           : k == DEC_KERNEL_LEAN_PF ? DEC_VAR_LEAN_PF
+                                     : DEC_VAR_BASE;
+}
+
+/* Thread blocks of one instance an SM holds at once (shared memory: 34 / 68 / 136 KB, lean3 50 /
+ * 100 KB; registers <= 128 a thread at d <= 128, ~250 at 256): the slots a split count should
+ * fill. */
 int blocks_per_sm(const attn_problem *p)
 {
     const int di = head_dim_instance(p);
+    if (var_of(p) == DEC_VAR_LEAN3)
+        return di == 64 ? 4 : 2;
     return di == 64 ? 4 : di == 128 ? 3 : 1;
+}
+
+/* FLASHC_DECODE_SPLITS, read at every call: unset, "" or "fa2" the rule below; "fill" the
+ * whole-wave rule (splits_of); 0 for anything else. */
+int split_rule(void)
+{
+    const char *e = getenv("FLASHC_DECODE_SPLITS");
+    if (!e || !e[0] || strcmp(e, "fa2") == 0)
+        return 1;
+    if (strcmp(e, "fill") == 0)
+        return 2;
+    return 0;
 }
 
 /* The split count: the caller's, or (0) FlashAttention-2's rule on this kernel's slots: among
@@ -1433,6 +1607,25 @@ int splits_of(const attn_problem *p)
             n = stages / 2;
         if (n > 64)
             n = 64;
+    } else if (split_rule() == 2 &&
+               p->B * p->Hkv * m_tiles_of(p) * 2 <= (int64_t)sm_count() * blocks_per_sm(p)) {
+        /* fill: the tiles are at most half the slots, so split them to fill whole waves of the
+         * slots (blocks_per_sm a SM, every SM alike: the round-1 sweeps of 2026-12-01 had 33 and
+         * 49 splits, 264 / 392 blocks, above 42's 336 at B 1), each split keeping >= 256 keys:
+         * the most blocks k x SMs, k <= blocks_per_sm, that this allows */
+        const int64_t ctas = p->B * p->Hkv * m_tiles_of(p);
+        int64_t max_n = keys / 256;
+        max_n = max_n < 1 ? 1 : max_n > 64 ? 64 : max_n;
+        n = 1;
+        for (int k = blocks_per_sm(p); k >= 1; k--) {
+            const int64_t s = (int64_t)k * sm_count() / ctas;
+            if (s >= 1 && s <= max_n) {
+                n = s;
+                break;
+            }
+            if (s > max_n && k == 1)
+                n = max_n;
+        }
     } else {
         const int64_t ctas = p->B * p->Hkv * m_tiles_of(p);
         const double slots = (double)sm_count() * blocks_per_sm(p);
@@ -1545,9 +1738,13 @@ flashc_status cuda_attn_decode_supports(const attn_problem *p)
     int ring_ns;
     if (!kernel_mode(&ring_ns))
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, ring or ring-cpa "
-                            "(optionally :1 to :%d stages)",
+                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, lean, lean3, lean-pf, "
+                            "ring or ring-cpa (ring optionally :1 to :%d stages)",
                             fn, getenv("FLASHC_DECODE_KERNEL"), RING_MAX_STAGES);
+    if (!split_rule())
+        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                            "%s: FLASHC_DECODE_SPLITS=%s: expected fa2 or fill", fn,
+                            getenv("FLASHC_DECODE_SPLITS"));
     FLASHC_TRY(cuda_check_no_pending_error(fn));
     flashc_status st;
     if ((st = check_operand(fn, "q", p->q, p->sq)) != FLASHC_OK ||
@@ -1628,9 +1825,13 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
     int ring_ns;
     if (!kernel_mode(&ring_ns))
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, ring or ring-cpa "
-                            "(optionally :1 to :%d stages)",
+                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, lean, lean3, lean-pf, "
+                            "ring or ring-cpa (ring optionally :1 to :%d stages)",
                             fn, getenv("FLASHC_DECODE_KERNEL"), RING_MAX_STAGES);
+    if (!split_rule())
+        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                            "%s: FLASHC_DECODE_SPLITS=%s: expected fa2 or fill", fn,
+                            getenv("FLASHC_DECODE_SPLITS"));
     const int ring = ring_plan(p, &ring_ns);
     a.ring_stages = ring_ns;
     if (a.merge != DEC_MERGE_V1 && a.merge != DEC_MERGE_FUSED &&
@@ -1672,8 +1873,8 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
     const int di = head_dim_instance(p);
     const bool sm90 = major >= 9;
     cudaError_t err = p->dtype == FLASHC_BF16
-                          ? dec_run_all<__nv_bfloat16>(a, di, sm90, ring, stream)
-                          : dec_run_all<__half>(a, di, sm90, ring, stream);
+                          ? dec_run_all<__nv_bfloat16>(a, di, sm90, ring, var_of(p), stream)
+                          : dec_run_all<__half>(a, di, sm90, ring, var_of(p), stream);
     if (own) {
         const cudaError_t ferr = cudaFreeAsync(own, stream);
         if (err == cudaSuccess)
