@@ -183,6 +183,7 @@ def main():
                     help="FLASHC_DECODE_MERGE values to time (v1 = today's default)")
     ap.add_argument("--sweep", default="", help="explicit num_splits to time at B = 1")
     ap.add_argument("--sweep-variants", default="pdl,fused")
+    ap.add_argument("--sweep-batches", default="1", help="batch sizes the --sweep runs at")
     a = ap.parse_args()
     variants = [v for v in a.variants.split(",") if v]
 
@@ -240,7 +241,7 @@ def main():
             layouts = [("contig", None)] + [(f"page{p}", p) for p in
                                              [int(x) for x in a.pages.split(",") if x]]
             runs = [(lay, page, v, 0) for v in variants for lay, page in layouts]
-            if a.sweep and B == 1:
+            if a.sweep and B in [int(x) for x in a.sweep_batches.split(",") if x]:
                 runs += [("contig", None, v, int(n)) for v in a.sweep_variants.split(",")
                          if v for n in a.sweep.split(",") if n]
             for lay, page, variant, nsplit in runs:
@@ -347,13 +348,13 @@ def variant_tables(rows, variants, layouts, copy_gbs):
     sweep = sorted({k[:-3] for r in rows for k in r if "/s" in k and k.endswith("_ms")},
                    key=lambda k: (k.split("/")[0], int(k.split("/s")[1])))
     if sweep:
-        ones = [r for r in rows if r["B"] == 1]
+        ones = [r for r in rows if any(k.startswith(sweep[0] + "_") for k in r)]
         print()
-        print("split sweep at B 1 (contiguous, explicit num_splits): GB/s (x SDPA cuDNN); "
+        print("split sweep (contiguous, explicit num_splits): GB/s (x SDPA cuDNN); "
               "auto = the library's count")
         print("| variant / splits | " + " | ".join(
-            f"{r['Hq']}/{r['Hkv']} 1x{r['ctx'] // 1024}k (auto {r.get('contig_splits', '-')})"
-            for r in ones) + " |")
+            f"{r['Hq']}/{r['Hkv']} {r['B']}x{r['ctx'] // 1024}k "
+            f"(auto {r.get('contig_splits', '-')})" for r in ones) + " |")
         print("|---|" + "--:|" * len(ones))
         for k in sweep:
             print(f"| {k.split('@')[1]} | " + " | ".join(fmt(r, k) for r in ones) + " |")

@@ -10,8 +10,9 @@
 #   3. compute-sanitizer memcheck of the short kernel-variant test on lean, lean3, lean-pf;
 #   4. bench_decode.py: bf16 d 128 Hq 32 / Hkv 8 at B {1, 4, 16} x ctx {4k, 32k, 128k},
 #      contiguous and page 16 / 64, default vs the variants, SDPA flash and cuDNN and the copy
-#      ceiling in the same process (each flashc run checked against SDPA first), then a split
-#      sweep at B 1 for lean. Tables last.
+#      ceiling in the same process (each flashc run checked against SDPA first; lean+fused: the
+#      fused merge on lean), then a split sweep (1..49) at B 1 and 16 for pdl and lean. Tables
+#      last.
 # BUILD_DIR: a built tree with tests (libflashc.so, tests/test_cuda_serving). Logs in $OUT
 # (default BUILD_DIR/out-decode4).
 set -uo pipefail
@@ -73,8 +74,8 @@ lim=$(left)
 [ "$lim" -lt 15 ] && lim=15
 PYTHONUNBUFFERED=1 timeout -k 2 "$lim" python3 bench/gpu/bench_decode.py --lib "$lib" \
     --batches 1,4,16 --ctx 4096,32768,131072 --heads 32/8 --pages 16,64 \
-    --variants pdl,lean,lean3,lean-pf,pdl+fill,lean+fill,lean3+fill \
-    --sweep 16,24,33,49,64 --sweep-variants lean \
+    --variants pdl,lean,lean3,lean-pf,pdl+fill,lean+fill,lean3+fill,lean+fused \
+    --sweep 1,2,3,6,16,33,49 --sweep-variants pdl,lean --sweep-batches 1,16 \
     --rep-ms "${FLASHC_DECODE4_REP_MS:-15}" --out "$OUT/s5_decode4.json" >"$OUT/bench.log" 2>&1
 rc=$?
 [ $rc -eq 124 ] && echo "s5_decode4: bench TIMED OUT after $lim s (partial log: $OUT/bench.log)"
