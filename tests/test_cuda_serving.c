@@ -1061,7 +1061,7 @@ static void variant_cases(void)
 static void test_kvcache_merge_variants(void **state)
 {
     (void)state;
-    static const char *variants[] = {"v1", "v2", "fused"}; /* the default (pdl): every other test */
+    static const char *variants[] = {"v1", "v2", "v3", "fused"}; /* the default (pdl): every other test */
     for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
         setenv("FLASHC_DECODE_MERGE", variants[v], 1);
         printf("  FLASHC_DECODE_MERGE=%s\n", variants[v]);

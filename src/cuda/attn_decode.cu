@@ -55,6 +55,8 @@
  *   v2     attn_decode_merge2, one block a row: the LSEs of all splits in one round trip, then
  *          each thread sums its columns over a quarter of the splits with 8 loads in flight,
  *          the quarters combined in a fixed order (dec_merge_rows);
+ *   v3     attn_decode_merge3 as a programmatic dependent (as pdl): a block per (row, 32
+ *          columns), 16 split groups, so each thread has its few partial loads in flight at once;
  *   pdl    v2 launched as a programmatic dependent of the split kernel (sm_90): its blocks are
  *          resident and waiting (griddepcontrol.wait) when the last split block retires, so the
  *          launch gap goes; other devices launch it as v2;
@@ -143,7 +145,7 @@ struct dec_args {
     int ring_stages;              /* the ring kernel's stages (attn_decode_ring)           */
 };
 
-enum { DEC_MERGE_V1 = 1, DEC_MERGE_V2 = 2, DEC_MERGE_PDL = 3, DEC_MERGE_FUSED = 4 };
+enum { DEC_MERGE_V1 = 1, DEC_MERGE_V2 = 2, DEC_MERGE_PDL = 3, DEC_MERGE_FUSED = 4, DEC_MERGE_V3 = 5 };
 enum { DEC_KERNEL_SPLIT = 1, DEC_KERNEL_RING = 2, DEC_KERNEL_RING_CPA = 3, DEC_KERNEL_LEAN = 4,
        DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_LEAN_PF = 6 }; /* FLASHC_DECODE_KERNEL */
 /* The split kernel's instances (its VAR template argument): the measured default, and the lean
@@ -525,7 +527,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     const int bh = (int)(blockIdx.x / (unsigned)a.m_tiles);
     const int b = bh / a.Hkv, hk = bh % a.Hkv;
     const int split = (int)blockIdx.y;
-    if (a.merge == DEC_MERGE_PDL)
+    if (a.merge == DEC_MERGE_PDL || a.merge == DEC_MERGE_V3)
         ptx_griddep_launch_dependents(); /* the merge may take free slots from now on */
 
     int sq, sk;
@@ -847,7 +849,7 @@ __global__ void __launch_bounds__(RING_THREADS, 2) attn_decode_ring(const dec_ar
     const int bh = (int)(blockIdx.x / (unsigned)a.m_tiles);
     const int b = bh / a.Hkv, hk = bh % a.Hkv;
     const int split = (int)blockIdx.y;
-    if (a.merge == DEC_MERGE_PDL)
+    if (a.merge == DEC_MERGE_PDL || a.merge == DEC_MERGE_V3)
         ptx_griddep_launch_dependents(); /* the merge may take free slots from now on */
 
     int sq, sk;
@@ -1238,6 +1240,83 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_merge2(const dec_a
     dec_merge_rows<T>(a, b, i * a.group + h % a.group, h / a.group * a.group, 1, sw);
 }
 
+/* Split-KV merge v3 (FLASHC_DECODE_MERGE=v3; a programmatic dependent of the split kernel on
+ * sm_90, as pdl): block (row, 32-column slice), 128 threads = 16 split groups x 8 column quads,
+ * so a thread sums every 16th split of its 4 columns with all of them in flight: at 42 splits
+ * 3 loads, one L2 round trip after the LSEs' one, where v2's one block a row (4 groups x 32
+ * quads) needs 11 loads a thread in two batches. More blocks (4 a row at Dv 128) to wait on
+ * the split kernel, fewer dependent round trips each. The 16 group sums are added in group order
+ * and each group's in split order (dec_sum_splits), so the result depends on (splits, Dv) only. */
+template <typename T>
+__global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_merge3(const dec_args a)
+{
+    constexpr int G = 16, Q = 8; /* split groups x column quads = 128 threads */
+    __shared__ float sw[DEC_MAX_SPLITS];
+    __shared__ float4 red[G * Q];
+    __shared__ float s_inv, s_lse;
+    ptx_griddep_wait(); /* every split block's partials are written */
+    const int64_t prow = blockIdx.x;
+    const int i = (int)(prow % a.Sq), h = (int)(prow / a.Sq % a.Hq), b = (int)(prow / a.Sq / a.Hq);
+    int sq, sk;
+    dec_seqlens(a, b, &sq, &sk);
+    if (i >= sq)
+        return; /* uniform */
+    const int S = a.splits, tid = (int)threadIdx.x;
+    const int64_t nrows = (int64_t)a.B * a.Hq * a.Sq;
+    for (int x = tid; x < S; x += DEC_WARPS * 32)
+        sw[x] = __ldcg(a.part_lse + (int64_t)x * nrows + prow);
+    __syncthreads();
+    if (tid < 32) {
+        float M = -INFINITY;
+        for (int x = tid; x < S; x += 32)
+            M = fmaxf(M, sw[x]);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+        float L = 0.0f;
+        for (int x = tid; x < S; x += 32) {
+            const float l = sw[x];
+            const float w = l == -INFINITY ? 0.0f : expf(l - M);
+            sw[x] = w;
+            L += w;
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            L += __shfl_xor_sync(0xffffffffu, L, o);
+        if (tid == 0) {
+            s_inv = L > 0.0f ? 1.0f / L : 0.0f;
+            s_lse = L > 0.0f ? M + logf(L) : -INFINITY;
+        }
+    }
+    __syncthreads();
+    const int g = tid / Q, q = tid % Q;
+    const int c = (int)blockIdx.y * 4 * Q + 4 * q; /* first column of this thread's quad */
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (c < a.Dv) {
+        const int n = min(4, a.Dv - c);
+        const float *po = a.part_o + prow * a.Dv + c;
+        const int64_t sstride = nrows * a.Dv;
+        acc = a.Dv % 4 == 0 ? dec_sum_splits<true>(po, sstride, sw, g, G, S, n)
+                            : dec_sum_splits<false>(po, sstride, sw, g, G, S, n);
+    }
+    red[tid] = acc;
+    __syncthreads();
+    if (tid < Q && c < a.Dv) { /* g = 0: this quad's 16 group sums, in group order */
+        float4 t = red[tid];
+        for (int gg = 1; gg < G; gg++) {
+            const float4 v = red[gg * Q + tid];
+            t.x += v.x, t.y += v.y, t.z += v.z, t.w += v.w;
+        }
+        const int qbase = dec_qbase(a, b);
+        dec_store4((T *)a.o + (int64_t)b * a.so[0] + (int64_t)(qbase + i) * a.so[1] +
+                       (int64_t)h * a.so[2] + c,
+                   t, s_inv, min(4, a.Dv - c));
+    }
+    if (blockIdx.y == 0 && tid == 0 && a.lse)
+        a.lse[(int64_t)b * a.slse[0] + (int64_t)h * a.slse[1] +
+              (int64_t)(dec_qbase(a, b) + i) * a.slse[2]] = s_lse;
+}
+
 /* The fused merge's arrival counters, zeroed before the split kernel. On sm_90 it lets that
  * kernel launch at once (its blocks wait for this grid only at their arrival). */
 __global__ void __launch_bounds__(256) attn_decode_zero(unsigned *counters, int n)
@@ -1412,6 +1491,10 @@ cudaError_t dec_run_all(const dec_args &a, int di, bool sm90, int ring, int var,
         const int64_t nrows = (int64_t)a.B * a.Hq * a.Sq;
         if (a.merge == DEC_MERGE_V1)
             attn_decode_merge<T><<<(unsigned)((nrows + 3) / 4), 128, 0, stream>>>(a);
+        else if (a.merge == DEC_MERGE_V3)
+            err = dec_launch_ex(attn_decode_merge3<T>,
+                                dim3((unsigned)nrows, (unsigned)((a.Dv + 31) / 32)),
+                                dim3(DEC_WARPS * 32), 0, stream, sm90, a);
         else
             err = dec_launch_ex(attn_decode_merge2<T>, dim3((unsigned)nrows),
                                 dim3(DEC_WARPS * 32), 0, stream,
@@ -1672,7 +1755,8 @@ flashc_status check_operand(const char *fn, const char *name, const void *ptr, c
 }
 
 /* FLASHC_DECODE_MERGE (the header comment), read at every call so that one process can compare
- * the variants: unset or "" the default (pdl); "v1", "v2", "pdl", "fused"; 0 for anything else. */
+ * the variants: unset or "" the default (pdl); "v1", "v2", "v3", "pdl", "fused"; 0 for anything
+ * else. */
 int merge_mode(void)
 {
     const char *e = getenv("FLASHC_DECODE_MERGE");
@@ -1686,6 +1770,8 @@ int merge_mode(void)
         return DEC_MERGE_PDL;
     if (strcmp(e, "fused") == 0)
         return DEC_MERGE_FUSED;
+    if (strcmp(e, "v3") == 0)
+        return DEC_MERGE_V3;
     return 0;
 }
 
@@ -1733,7 +1819,7 @@ flashc_status cuda_attn_decode_supports(const attn_problem *p)
                             fn);
     if (!merge_mode())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_MERGE=%s: expected v1, v2, pdl or fused", fn,
+                            "%s: FLASHC_DECODE_MERGE=%s: expected v1, v2, v3, pdl or fused", fn,
                             getenv("FLASHC_DECODE_MERGE"));
     int ring_ns;
     if (!kernel_mode(&ring_ns))
@@ -1820,7 +1906,7 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
     a.merge = merge_mode();
     if (!a.merge)
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_MERGE=%s: expected v1, v2, pdl or fused", fn,
+                            "%s: FLASHC_DECODE_MERGE=%s: expected v1, v2, v3, pdl or fused", fn,
                             getenv("FLASHC_DECODE_MERGE"));
     int ring_ns;
     if (!kernel_mode(&ring_ns))
