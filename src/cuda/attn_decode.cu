@@ -284,7 +284,8 @@ __device__ __forceinline__ dec_lane_kv dec_lane_setup(const dec_args &a, int hk,
     return L;
 }
 
-/* dec_load_kv with the address arithmetic taken out of the copy loop (the lean variants).
+/* dec_load_kv with the address arithmetic taken out of the copy loop (the lean variants:
+ * dec_lean_lookup, then dec_lean_issue).
  * dec_load_kv recomputes x sk[0] + y sk[1] + hk sk[2] in 64 bits for K and for V at every row
  * of every pass (about 85 instructions a pass at d 128, 8 passes a block: most of the split
  * kernel's instructions, the reason its warps stream only ~2.5 GB/s each). Here each lane finds
@@ -293,23 +294,48 @@ __device__ __forceinline__ dec_lane_kv dec_lane_setup(const dec_args &a, int hk,
  * chunk pointer. The swizzled shared address of pass p is the lane's pass-0 address with
  * rows + RPP p: since the lane's row in pass 0 is < RPP, chunk ^ row = (chunk ^ row0) ^
  * (RPP p mod 8), a constant XOR, and the row offset is a constant too. */
+/* The lean loader's lookup half: where this lane's key j0 + (lane mod 16) lives, as the raw
+ * (x, y) of dec_kv_loc before x is checked (*x = -1 past khi). The kernel runs it one block ahead
+ * of the copies and dec_lean_issue checks and uses x only then, so the index tensors' loads
+ * (block table, cache_batch_idx, cu_seqlens) are in flight while the warp multiplies instead of
+ * stalling it in front of its next copies. */
+__device__ __forceinline__ void dec_lean_lookup(const dec_args &a, int b, int j0, int khi,
+                                                int lane, int *x, int *y)
+{
+    const int jj = j0 + (lane & 15);
+    const bool in = jj < khi;
+    if (a.layout == ATTN_KVCACHE) {
+        if (a.pages) {
+            *x = in ? a.pages[(int64_t)b * a.pages_stride + jj / a.page_size] : -1;
+            *y = jj % a.page_size;
+        } else {
+            *x = in ? (a.kv_batch ? a.kv_batch[b] : b) : -1;
+            *y = jj;
+        }
+    } else if (a.layout == ATTN_VARLEN) {
+        *x = in ? 0 : -1;
+        *y = a.cu_k[b] + jj;
+    } else {
+        *x = in ? b : -1;
+        *y = jj;
+    }
+}
+
+/* The copy half: K and V rows of the 16 keys that lanes 0..15 looked up (x, y from
+ * dec_lean_lookup; x checked here as dec_kv_loc checks it) into the swizzled tiles at shared
+ * addresses sK, sV. */
 template <typename T, int DI, int DS, bool PF>
-__device__ __forceinline__ void dec_load_kv_lean(const dec_args &a, const dec_lane_kv &L,
-                                                 uint32_t sK, uint32_t sV, int b, int j0, int khi,
-                                                 int lane)
+__device__ __forceinline__ void dec_lean_issue(const dec_args &a, const dec_lane_kv &L,
+                                               uint32_t sK, uint32_t sV, int x, int y, int lane)
 {
     constexpr int CPR = DI / 8;   /* 16-byte chunks per row   */
     constexpr int RPP = 32 / CPR; /* rows per pass of a warp  */
     static_assert(CPR <= 32 && 32 % CPR == 0, "chunks per row");
+    const int lim = a.layout == ATTN_KVCACHE ? (a.pages ? a.num_pages : a.kv_rows) : 0x7fffffff;
     int64_t ok = -1, ov = -1;
-    const int jj = j0 + (lane & 15);
-    if (jj < khi) {
-        int x, y;
-        dec_kv_loc(a, b, jj, &x, &y);
-        if (x >= 0) {
-            ok = ((int64_t)x * a.sk[0] + (int64_t)y * a.sk[1]) * (int64_t)sizeof(T);
-            ov = L.same ? ok : ((int64_t)x * a.sv[0] + (int64_t)y * a.sv[1]) * (int64_t)sizeof(T);
-        }
+    if (x >= 0 && x < lim) {
+        ok = ((int64_t)x * a.sk[0] + (int64_t)y * a.sk[1]) * (int64_t)sizeof(T);
+        ov = L.same ? ok : ((int64_t)x * a.sv[0] + (int64_t)y * a.sv[1]) * (int64_t)sizeof(T);
     }
 #pragma unroll
     for (int p = 0; p < DEC_BN / RPP; p++) {
@@ -608,11 +634,18 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
         lkv = dec_lane_setup<T, DI, DS>(a, hk, lane);
     /* this warp's buffer pair st: K at sK(st), V one tile above */
     const uint32_t wbase = ptx_smem_addr(wK);
+    int px = -1, py = 0; /* lean: where the next block to copy lives (looked up early) */
+    auto lookup = [&](int blk) {
+        if constexpr (LEAN) {
+            if (blk < blk_end)
+                dec_lean_lookup(a, b, klo + blk * DEC_BN, khi, lane, &px, &py);
+        }
+    };
     auto load = [&](int blk, int stage) {
         if constexpr (LEAN)
-            dec_load_kv_lean<T, DI, DS, PF>(a, lkv, wbase + stage * 2 * TILE * (int)sizeof(T),
-                                            wbase + (stage * 2 + 1) * TILE * (int)sizeof(T), b,
-                                            klo + blk * DEC_BN, khi, lane);
+            dec_lean_issue<T, DI, DS, PF>(a, lkv, wbase + stage * 2 * TILE * (int)sizeof(T),
+                                          wbase + (stage * 2 + 1) * TILE * (int)sizeof(T), px,
+                                          py, lane);
         else
             dec_load_kv<T, DI, DS>(a, wK + stage * 2 * TILE, wK + stage * 2 * TILE + TILE, b, hk,
                                    klo + blk * DEC_BN, khi, lane);
@@ -620,18 +653,23 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     /* STG - 1 blocks in flight before the loop, one group each (empty groups past the end) */
 #pragma unroll
     for (int f = 0; f < STG - 1; f++) {
-        if (kb + f * DEC_WARPS < blk_end)
+        if (kb + f * DEC_WARPS < blk_end) {
+            lookup(kb + f * DEC_WARPS);
             load(kb + f * DEC_WARPS, f);
+        }
         ptx_cp_async_commit();
     }
+    lookup(kb + (STG - 1) * DEC_WARPS);
     ptx_cp_async_wait<STG - 1>(); /* Q (the oldest group) has landed for this thread */
     __syncthreads();              /* ... and for everyone */
 
     int st = 0;
     for (; kb < blk_end; kb += DEC_WARPS) {
         const int nx = kb + (STG - 1) * DEC_WARPS;
-        if (nx < blk_end)
+        if (nx < blk_end) {
             load(nx, st == 0 ? STG - 1 : st - 1);
+            lookup(nx + DEC_WARPS); /* used by the next iteration's copies */
+        }
         ptx_cp_async_commit();
         ptx_cp_async_wait<STG - 1>();
         __syncwarp();
