@@ -1061,7 +1061,8 @@ static void variant_cases(void)
 static void test_kvcache_merge_variants(void **state)
 {
     (void)state;
-    static const char *variants[] = {"v1", "v2", "v3", "fused"}; /* the default (pdl): every other test */
+    /* the default (pdl): every other test */
+    static const char *variants[] = {"v1", "v2", "v3", "fused"};
     for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
         setenv("FLASHC_DECODE_MERGE", variants[v], 1);
         printf("  FLASHC_DECODE_MERGE=%s\n", variants[v]);
@@ -1100,7 +1101,8 @@ static void test_kvcache_merge_variants(void **state)
 static void test_kvcache_kernel_variants(void **state)
 {
     (void)state;
-    static const char *all[] = {"lean", "ring-cpa", "lean3", "lean-pf", "ring", "ring:1", "ring-cpa:2"};
+    static const char *all[] = {"lean", "ring-cpa", "lean3", "lean-pf",
+                                "ring", "ring:1", "ring-cpa:2"};
     const char *kernels[8];
     const char *was = getenv("FLASHC_DECODE_KERNEL");
     char *saved = was ? strdup(was) : NULL;

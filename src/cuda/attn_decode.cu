@@ -145,13 +145,17 @@ struct dec_args {
     int ring_stages;              /* the ring kernel's stages (attn_decode_ring)           */
 };
 
-enum { DEC_MERGE_V1 = 1, DEC_MERGE_V2 = 2, DEC_MERGE_PDL = 3, DEC_MERGE_FUSED = 4, DEC_MERGE_V3 = 5 };
+enum { DEC_MERGE_V1 = 1, DEC_MERGE_V2 = 2, DEC_MERGE_PDL = 3, DEC_MERGE_FUSED = 4,
+       DEC_MERGE_V3 = 5 };
 enum { DEC_KERNEL_SPLIT = 1, DEC_KERNEL_RING = 2, DEC_KERNEL_RING_CPA = 3, DEC_KERNEL_LEAN = 4,
        DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_LEAN_PF = 6 }; /* FLASHC_DECODE_KERNEL */
 /* The split kernel's instances (its VAR template argument): the measured default, and the lean
  * loaders (FLASHC_DECODE_KERNEL = lean, lean3, lean-pf; head dims <= 128 only). */
 enum { DEC_VAR_BASE = 0, DEC_VAR_LEAN = 1, DEC_VAR_LEAN3 = 2, DEC_VAR_LEAN_PF = 3 };
-__host__ __device__ constexpr int dec_var_stages(int var) { return var == DEC_VAR_LEAN3 ? 3 : DEC_STAGES; }
+__host__ __device__ constexpr int dec_var_stages(int var)
+{
+    return var == DEC_VAR_LEAN3 ? 3 : DEC_STAGES;
+}
 
 /* o's row width, for attn_clear_unowned (attn_fwd_common.cuh). */
 __device__ __forceinline__ int unowned_width(const dec_args &a) { return a.Dv; }
@@ -252,15 +256,6 @@ __device__ __forceinline__ void dec_load_kv(const dec_args &a, T *sK, T *sV, int
     }
 }
 
-/* cp.async of 16 bytes with the L2::256B prefetch hint (the lean-pf variant): a key row of one
- * head is 256 bytes at d 128, so the first chunk's miss brings the whole row into L2. */
-__device__ __forceinline__ void dec_cp_async_pf(uint32_t dst, const void *src, int src_bytes)
-{
-    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(src_bytes)
-                 : "memory");
-}
-
 /* The lean variants' per-lane constants of dec_load_kv_lean, fixed for a block's life. */
 struct dec_lane_kv {
     const char *kl, *vl; /* this lane's chunk of key row 0 of head hk: k + hk sk[2] + 8c (bytes) */
@@ -277,8 +272,9 @@ __device__ __forceinline__ dec_lane_kv dec_lane_setup(const dec_args &a, int hk,
     const int c = lane % CPR, r0 = lane / CPR;
     L.kbytes = 2 * min(8, max(0, a.D - 8 * c));
     L.vbytes = 2 * min(8, max(0, a.Dv - 8 * c));
-    L.kl = (const char *)(L.kbytes ? (const T *)a.k + (int64_t)hk * a.sk[2] + 8 * c : (const T *)a.k);
-    L.vl = (const char *)(L.vbytes ? (const T *)a.v + (int64_t)hk * a.sv[2] + 8 * c : (const T *)a.v);
+    const T *k = (const T *)a.k, *v = (const T *)a.v;
+    L.kl = (const char *)(L.kbytes ? k + (int64_t)hk * a.sk[2] + 8 * c : k);
+    L.vl = (const char *)(L.vbytes ? v + (int64_t)hk * a.sv[2] + 8 * c : v);
     L.soff = (uint32_t)(swz<DS>(r0, c) * (int)sizeof(T));
     L.same = a.sv[0] == a.sk[0] && a.sv[1] == a.sk[1];
     return L;
@@ -350,8 +346,8 @@ __device__ __forceinline__ void dec_lean_issue(const dec_args &a, const dec_lane
         const void *vs = L.vl + (ovr >= 0 ? ovr : 0);
         const int kn = okr >= 0 ? L.kbytes : 0, vn = ovr >= 0 ? L.vbytes : 0;
         if (PF) {
-            dec_cp_async_pf(sK + so, ks, kn);
-            dec_cp_async_pf(sV + so, vs, vn);
+            ptx_cp_async_16_n_l2pf(sK + so, ks, kn); /* a key row of a head: 256 B at d 128 */
+            ptx_cp_async_16_n_l2pf(sV + so, vs, vn);
         } else {
             ptx_cp_async_16_n(sK + so, ks, kn);
             ptx_cp_async_16_n(sV + so, vs, vn);
