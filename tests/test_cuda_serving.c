@@ -26,9 +26,10 @@
  *             ran is asserted from the tiles it reports.
  *   graph     a KV-cache call with a workspace captured in a CUDA graph and replayed.
  *   variants  the split cases, varlen and the graph under each non-default merge
- *             (FLASHC_DECODE_MERGE = v1, v2, fused), and a name that is no variant refused;
- *             the same and more under each kernel variant (FLASHC_DECODE_KERNEL = ring,
- *             ring-cpa, at several ring depths), and a depth that does not exist refused.
+ *             (FLASHC_DECODE_MERGE = v1, v2, v3, pdl, fused), and a name that is no variant
+ *             refused; the same and more under each kernel variant (FLASHC_DECODE_KERNEL = base,
+ *             lean3, lean5, lean-pf, ring, ring-cpa at several ring depths), the split rules
+ *             (FLASHC_DECODE_SPLITS = fill, fa2), and a depth or rule that does not exist refused.
  *   merge     flashc_attn_merge on CUDA tensors.
  *
  * No CUDA device (or a build without CUDA): exits 77 (skipped). FLASHC_TEST_SMALL=1 keeps only
@@ -1061,8 +1062,8 @@ static void variant_cases(void)
 static void test_kvcache_merge_variants(void **state)
 {
     (void)state;
-    /* the default (pdl): every other test */
-    static const char *variants[] = {"v1", "v2", "v3", "fused"};
+    /* the default (auto: v3 or pdl): every other test */
+    static const char *variants[] = {"v1", "v2", "v3", "pdl", "fused"};
     for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
         setenv("FLASHC_DECODE_MERGE", variants[v], 1);
         printf("  FLASHC_DECODE_MERGE=%s\n", variants[v]);
@@ -1088,20 +1089,21 @@ static void test_kvcache_merge_variants(void **state)
 
 /* ---- the kernel variants (FLASHC_DECODE_KERNEL, src/cuda/attn_decode.cu) ----------------- */
 
-/* The lean split kernels (lean, lean3, lean-pf) and the ring kernel (bulk copies, and cp.async)
+/* The split kernel's base loader (the default before 2026-12-02) and lean variants (lean3, lean5,
+ * lean-pf; the default lean loader runs every other test), and the ring kernel (bulk copies, and cp.async)
  * at its default depth and at 1 and 2 stages (a ring that wraps every stage or two), on the
  * variant cases above (split counts 1..64, paged
  * with shuffled tables, ragged lengths, append, GQA 1..8, masks, modifiers, chunked prefill,
- * Dk != Dv, varlen, graph replays; D 256 takes the split kernel), plus page 1, a padded head dim
+ * Dk != Dv, varlen, graph replays; D 256 takes the split kernel's base instance), plus page 1, a padded head dim
  * with cache_batch_idx, empty caches and, unless short, B 1 at 32k keys with the automatic split
- * count; then the automatic count under FLASHC_DECODE_SPLITS=fill (B 1, 3, 8), and an unknown
- * rule refused. FLASHC_DECODE_KERNEL is put back as it was (a run may force a kernel on every
+ * count; then the automatic count under FLASHC_DECODE_SPLITS = fill and fa2 (B 1, 3, 8), and an
+ * unknown rule refused. FLASHC_DECODE_KERNEL is put back as it was (a run may force a kernel on every
  * test). On a device that is not compute capability 9.0 the ring falls back to the split kernel
  * (the lean kernels run on sm_80 too). */
 static void test_kvcache_kernel_variants(void **state)
 {
     (void)state;
-    static const char *all[] = {"lean", "ring-cpa", "lean3", "lean-pf",
+    static const char *all[] = {"base", "ring-cpa", "lean3", "lean5", "lean-pf",
                                 "ring", "ring:1", "ring-cpa:2"};
     const char *kernels[8];
     const char *was = getenv("FLASHC_DECODE_KERNEL");
@@ -1140,12 +1142,14 @@ static void test_kvcache_kernel_variants(void **state)
             kv_check(&l, auto_one, 2, 1);
         }
     }
-    /* FLASHC_DECODE_SPLITS=fill (the whole-wave split rule) on the automatic count, under the
-     * first kernel of the list: B 1 (many splits), B 3 ragged (a few), B 8 x 16 heads (none) */
+    /* FLASHC_DECODE_SPLITS = fill (the whole-wave rule, the default) and fa2 (the rule before) on
+     * the automatic count, under the first kernel of the list: B 1 (many splits), B 3 ragged (a
+     * few), B 8 x 16 heads (none) */
     setenv("FLASHC_DECODE_KERNEL", kernels[0], 1);
-    setenv("FLASHC_DECODE_SPLITS", "fill", 1);
-    printf("  FLASHC_DECODE_SPLITS=fill (FLASHC_DECODE_KERNEL=%s)\n", kernels[0]);
-    {
+    for (int rule = 0; rule < 2; rule++) {
+        setenv("FLASHC_DECODE_SPLITS", rule ? "fa2" : "fill", 1);
+        printf("  FLASHC_DECODE_SPLITS=%s (FLASHC_DECODE_KERNEL=%s)\n", rule ? "fa2" : "fill",
+               kernels[0]);
         const int autos[] = {0};
         kv_case f1 = kvc(FLASHC_BF16, 1, 1, 32, 8, 128, 16, 4096, 4000, 1);
         kv_check(&f1, autos, 1, 1);

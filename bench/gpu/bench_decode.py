@@ -145,15 +145,16 @@ def graph_ms(lib, q, kc, vc, o, lse, seqlens, rep_ms):
 
 def set_variant(v):
     """A variant is a merge (FLASHC_DECODE_MERGE: v1, v2, pdl, fused), a kernel
-    (FLASHC_DECODE_KERNEL: split, lean, lean3, lean-pf, ring, ring-cpa, ring:N, ...; the default
-    merge) or a split rule (FLASHC_DECODE_SPLITS: fa2, fill), or several joined by "+"
-    (lean+fill); None: the library's defaults. All are read by the library at every call."""
+    (FLASHC_DECODE_KERNEL: split, lean, base, lean3, lean5, lean-pf, ring, ring-cpa, ring:N, ...;
+    the default merge) or a split rule (FLASHC_DECODE_SPLITS: fa2, fill), or several joined by
+    "+" (base+fa2+pdl); "auto" (the default merge) stands for the library's defaults; None: the
+    same. All are read by the library at every call."""
     for k in ("FLASHC_DECODE_MERGE", "FLASHC_DECODE_KERNEL", "FLASHC_DECODE_SPLITS"):
         os.environ.pop(k, None)
     if v is None:
         return
     for part in v.split("+"):  # "ring+fused": a kernel and a merge; "lean+fill": + split rule
-        if part == "split" or part.startswith("ring") or part.startswith("lean"):
+        if part in ("split", "base") or part.startswith("ring") or part.startswith("lean"):
             os.environ["FLASHC_DECODE_KERNEL"] = part
         elif part in ("fill", "fa2"):
             os.environ["FLASHC_DECODE_SPLITS"] = part

@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
 # bench/gpu/s5_decode4.sh BUILD_DIR — issue 13's decode at B 1..16: the lean split kernels of
-# src/cuda/attn_decode.cu (FLASHC_DECODE_KERNEL = lean: the split kernel with its per-row 64-bit
-# address arithmetic taken out of the copy loop; lean3: the same with 3 stages a warp; lean-pf:
-# lean with the L2::256B prefetch hint) and the whole-wave split rule (FLASHC_DECODE_SPLITS =
-# fill), against the default (split kernel, pdl merge, fa2 rule), on the H200, in at most 90 s:
-#   1. tests/test_cuda_serving, short cases, every test forced onto lean + fill + the v3 merge
-#      (FLASHC_DECODE_MERGE = v3: a block a (row, 32 columns), 16 split groups; the merge test
-#      sets its own variants), then onto lean3;
-#   2. test_kvcache_kernel_variants at full size for lean, lean3, lean-pf (split counts 1..64,
-#      paged, masks, varlen, graphs, Dk != Dv, B 1 x 32k auto, the fill rule);
-#   3. compute-sanitizer memcheck of the short kernel-variant test on lean, lean3, lean-pf, with
-#      the v3 merge;
+# src/cuda/attn_decode.cu. Round 1 (2026-12-02 01:51 UTC) showed the lean loader, the fill split
+# rule and the v3 merge correct and faster everywhere, so since round 2 the defaults are
+# FLASHC_DECODE_KERNEL = lean (unset), FLASHC_DECODE_SPLITS = fill, FLASHC_DECODE_MERGE = auto (v3
+# for small merge grids, else pdl); the old defaults stay selectable as base + fa2 + pdl. On the
+# H200, in at most 90 s:
+#   1. tests/test_cuda_serving, short cases, on the defaults, then every test forced onto lean5
+#      (5 stages a warp, one block an SM at d 128);
+#   2. test_kvcache_kernel_variants at full size for lean5 and base (split counts 1..64, paged,
+#      masks, varlen, graphs, Dk != Dv, B 1 x 32k auto, both split rules), and
+#      test_kvcache_merge_variants (v1, v2, v3, pdl, fused);
+#   3. compute-sanitizer memcheck of the short kernel-variant test on lean5 and lean;
 #   4. bench_decode.py: bf16 d 128 Hq 32 / Hkv 8 at B {1, 4, 16} x ctx {4k, 32k, 128k},
-#      contiguous and page 16 / 64, default vs the variants, SDPA flash and cuDNN and the copy
-#      ceiling in the same process (each flashc run checked against SDPA first; lean+fused: the
-#      fused merge on lean), then a split sweep (1..49) at B 1 and 16 for lean + v3. Tables
-#      last.
+#      contiguous and page 16 / 64: the old defaults (base+fa2+pdl), the new (auto), lean3, lean5,
+#      lean with the fused merge; SDPA flash and cuDNN and the copy ceiling in the same process
+#      (each flashc run checked against SDPA first); then a split sweep at B 1 and 16 for the
+#      defaults and lean5. Tables last.
 # BUILD_DIR: a built tree with tests (libflashc.so, tests/test_cuda_serving). Logs in $OUT
 # (default BUILD_DIR/out-decode4).
 set -uo pipefail
@@ -52,20 +52,22 @@ step() { # name, timeout, command...: runs it, logs to $OUT/name.log, records pa
     fi
 }
 if [ -n "$T" ]; then
-    FLASHC_DECODE_KERNEL=lean FLASHC_DECODE_SPLITS=fill FLASHC_DECODE_MERGE=v3 \
-        FLASHC_TEST_SMALL=1 step serving_lean_fill_v3_small 12 "$T"
+    # round 2: the defaults are now lean + fill + auto (round 1 passed lean, lean3, lean-pf, fill
+    # and v3 everywhere); lean5 and base (the old loader, now opt-in) are what is new to test
+    FLASHC_TEST_SMALL=1 step serving_default_small 12 "$T"
     if grep -q 'TIMED OUT' <<<"${summary[-1]}"; then
-        echo "s5_decode4: the short suite on lean timed out: no further tests"
+        echo "s5_decode4: the short suite on the defaults timed out: no further tests"
     else
-        FLASHC_DECODE_KERNEL=lean3 FLASHC_TEST_SMALL=1 step serving_lean3_small 10 "$T"
-        FLASHC_TEST_KERNELS=lean,lean3,lean-pf FLASHC_TEST_FILTER=test_kvcache_kernel_variants \
-            step kernel_variants 34 "$T"
+        FLASHC_DECODE_KERNEL=lean5 FLASHC_TEST_SMALL=1 step serving_lean5_small 10 "$T"
+        FLASHC_TEST_KERNELS=lean5,base FLASHC_TEST_FILTER=test_kvcache_kernel_variants \
+            step kernel_variants 26 "$T"
+        FLASHC_TEST_FILTER=test_kvcache_merge_variants step merge_variants 14 "$T"
         if command -v compute-sanitizer >/dev/null; then
-            FLASHC_TEST_SMALL=1 FLASHC_TEST_KERNELS=lean,lean3,lean-pf FLASHC_DECODE_MERGE=v3 \
+            FLASHC_TEST_SMALL=1 FLASHC_TEST_KERNELS=lean5,lean \
                 FLASHC_TEST_FILTER=test_kvcache_kernel_variants \
-                step memcheck_lean 12 compute-sanitizer --tool memcheck --report-api-errors no \
+                step memcheck_lean5 12 compute-sanitizer --tool memcheck --report-api-errors no \
                 --error-exitcode 1 "$T"
-            grep -E 'ERROR SUMMARY' "$OUT/memcheck_lean.log" | tail -1
+            grep -E 'ERROR SUMMARY' "$OUT/memcheck_lean5.log" | tail -1
         else
             echo "s5_decode4: no compute-sanitizer on PATH"
         fi
@@ -77,8 +79,8 @@ lim=$(left)
 [ "$lim" -lt 15 ] && lim=15
 PYTHONUNBUFFERED=1 timeout -k 2 "$lim" python3 bench/gpu/bench_decode.py --lib "$lib" \
     --batches 1,4,16 --ctx 4096,32768,131072 --heads 32/8 --pages 16,64 \
-    --variants pdl,lean,lean3,lean-pf,lean+fill,lean+v3,lean+fill+v3,lean+fused \
-    --sweep 1,2,3,6,16,33,49 --sweep-variants lean+v3 --sweep-batches 1,16 \
+    --variants base+fa2+pdl,auto,lean3,lean5,lean+fused \
+    --sweep 1,2,3,16,24,33 --sweep-variants auto,lean5 --sweep-batches 1,16 \
     --rep-ms "${FLASHC_DECODE4_REP_MS:-12}" --out "$OUT/s5_decode4.json" >"$OUT/bench.log" 2>&1
 rc=$?
 [ $rc -eq 124 ] && echo "s5_decode4: bench TIMED OUT after $lim s (partial log: $OUT/bench.log)"

@@ -47,8 +47,9 @@
  * on the same stream, so the attention kernel sees the new keys.
  *
  * Merge variants (FLASHC_DECODE_MERGE, read at every call so one process can compare them; the
- * default is pdl since the H200 run of 2026-12-01 17:05 UTC, bench/RESULTS.md: 1.3-1.6x v1's
- * throughput at B 1, the same at B 16, every variant passing test_cuda_serving):
+ * default "auto" since the H200 round of 2026-12-02 01:51 UTC, bench/RESULTS.md: v3 while its
+ * grid is <= 4 blocks a SM (B Hq Sq <= 128 rows at Dv 128), else pdl; pdl was the default from
+ * the run of 2026-12-01 17:05 UTC: 1.3-1.6x v1's throughput at B 1, the same at B 16):
  *   v1     attn_decode_merge, one warp a row, each lane walking the splits one dependent load
  *          after another: at B 1 (32 rows, 28-42 splits) that chain of L2 round trips is the
  *          suspected fixed cost of 15-40 us a call (bench/RESULTS.md, issue 13);
@@ -68,28 +69,33 @@
  *          and waits for it only at the arrival, so the zeroing costs no launch gap.
  *
  * Kernel variants (FLASHC_DECODE_KERNEL, read at every call; opt-in until a device run shows
- * them correct and faster; the default is the split kernel): "ring" and "ring-cpa", each with
- * an optional ":N" (ring stages, 1..8) — attn_decode_ring below: a producer warp keeps N stages
+ * them correct and faster; the default is the split kernel, lean loader): "ring" and
+ * "ring-cpa", each with an optional ":N" (ring stages, 1..8) — attn_decode_ring below: a producer warp keeps N stages
  * of 64 keys in flight (bulk copies on mbarriers, or cp.async on the same mbarriers) ahead of 4
  * consumer warps, with one block an SM and a split count that fills the SMs once (ring_plan,
  * splits_of). Only on compute capability 9.0, head dims <= 128 with D and Dv multiples of 8;
  * any other problem runs the split kernel whatever the variable says. The merge is any of
  * FLASHC_DECODE_MERGE's (fused: the ring's last block of a tile merges, as in the split kernel).
  *
- * Lean variants of the split kernel (FLASHC_DECODE_KERNEL = lean, lean3, lean-pf; opt-in, head
- * dims <= 128, any sm_80+ device; larger head dims take the base instance). The Nsight profile
+ * The lean loader of the split kernel (FLASHC_DECODE_KERNEL unset, split or lean: the default
+ * since the round of 2026-12-02 01:51 UTC, 1.02-1.11x the base loader at B 1..16 x 4k..128k,
+ * paged within 3% of contiguous; "base" the historical loader; lean3, lean5, lean-pf opt-in;
+ * head dims <= 128, any sm_80+ device; larger head dims take the base instance). The Nsight profile
  * of 2026-12-01 (1 x 32k: 67% DRAM, 0.47 instructions issued a cycle and scheduler, ~1000
  * instructions a warp per 16-key block) and the SASS read here showed that dec_load_kv's 64-bit
  * address arithmetic, redone for K and for V at every row of every pass, is most of a warp's
  * instructions: a warp's own serial work, not the memory system, set its rate. dec_load_kv_lean
  * computes each key's offset once (one lane a key, then shuffles) and adds it to per-lane
  * pointers fixed for the block's life. lean3 gives each warp 3 stages (two blocks in flight
- * while it multiplies one; 100 KB a block at d 128: 2 blocks an SM); lean-pf adds the
- * L2::256B prefetch hint to the copies (a key row of one head is 256 bytes at d 128).
+ * while it multiplies one; 100 KB a block at d 128: 2 blocks an SM), lean5 5 stages (164 KB, one
+ * block an SM: cuDNN's shape at B 16, one block a (b, kv head) and no merge); lean-pf adds the
+ * L2::256B prefetch hint to the copies (a key row of one head is 256 bytes at d 128). Measured
+ * (round 1): the lean loader gains 2-11%, less than its instruction count suggests: with it the
+ * split kernel is no longer issue-bound, and lean3's extra loads in flight gain nothing more.
  *
- * Split rule (FLASHC_DECODE_SPLITS, read at every call; opt-in): fa2 (the default) or fill,
- * which splits tiles that are at most half the slots into whole waves of k blocks a SM
- * (splits_of).
+ * Split rule (FLASHC_DECODE_SPLITS, read at every call): fill (the default since the round of
+ * 2026-12-02 01:51 UTC), which splits tiles that are at most half the slots into whole waves of
+ * k blocks a SM, at most 33 splits (splits_of); fa2, FlashAttention-2's rule, the default before.
  */
 #include "attn_cuda.cuh"
 #include "attn_fwd_common.cuh"
@@ -146,15 +152,17 @@ struct dec_args {
 };
 
 enum { DEC_MERGE_V1 = 1, DEC_MERGE_V2 = 2, DEC_MERGE_PDL = 3, DEC_MERGE_FUSED = 4,
-       DEC_MERGE_V3 = 5 };
+       DEC_MERGE_V3 = 5, DEC_MERGE_AUTO = 6 /* host only: v3 or pdl, merge_of */ };
 enum { DEC_KERNEL_SPLIT = 1, DEC_KERNEL_RING = 2, DEC_KERNEL_RING_CPA = 3, DEC_KERNEL_LEAN = 4,
-       DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_LEAN_PF = 6 }; /* FLASHC_DECODE_KERNEL */
+       DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_LEAN_PF = 6, DEC_KERNEL_BASE = 7,
+       DEC_KERNEL_LEAN5 = 8 }; /* FLASHC_DECODE_KERNEL */
 /* The split kernel's instances (its VAR template argument): the measured default, and the lean
  * loaders (FLASHC_DECODE_KERNEL = lean, lean3, lean-pf; head dims <= 128 only). */
-enum { DEC_VAR_BASE = 0, DEC_VAR_LEAN = 1, DEC_VAR_LEAN3 = 2, DEC_VAR_LEAN_PF = 3 };
+enum { DEC_VAR_BASE = 0, DEC_VAR_LEAN = 1, DEC_VAR_LEAN3 = 2, DEC_VAR_LEAN_PF = 3,
+       DEC_VAR_LEAN5 = 4 };
 __host__ __device__ constexpr int dec_var_stages(int var)
 {
-    return var == DEC_VAR_LEAN3 ? 3 : DEC_STAGES;
+    return var == DEC_VAR_LEAN3 ? 3 : var == DEC_VAR_LEAN5 ? 5 : DEC_STAGES;
 }
 
 /* o's row width, for attn_clear_unowned (attn_fwd_common.cuh). */
@@ -1454,6 +1462,7 @@ cudaError_t dec_launch_di(const dec_args &a, int di, int var, cudaStream_t strea
     switch (di > 128 ? DEC_VAR_BASE : var) {
     case DEC_VAR_LEAN: return dec_launch_var<T, FUSED, DEC_VAR_LEAN>(a, di, stream, pdl);
     case DEC_VAR_LEAN3: return dec_launch_var<T, FUSED, DEC_VAR_LEAN3>(a, di, stream, pdl);
+    case DEC_VAR_LEAN5: return dec_launch_var<T, FUSED, DEC_VAR_LEAN5>(a, di, stream, pdl);
     case DEC_VAR_LEAN_PF: return dec_launch_var<T, FUSED, DEC_VAR_LEAN_PF>(a, di, stream, pdl);
     default: break;
     }
@@ -1593,19 +1602,22 @@ int device_cc(void)
     return major * 10 + minor;
 }
 
-/* FLASHC_DECODE_KERNEL, read at every call (so one process can compare the kernels): unset, ""
- * or "split" the split kernel (the default); "lean", "lean3", "lean-pf" the split kernel with
- * the lean loader (two stages; three; two with the L2::256B hint); "ring" (bulk copies) or
- * "ring-cpa" (cp.async), each optionally ":N" with N stages (1..8; else the instance's default);
- * 0 for anything else. */
+/* FLASHC_DECODE_KERNEL, read at every call (so one process can compare the kernels): unset, "",
+ * "split" or "lean" the split kernel with the lean loader (the default since the H200 round of
+ * 2026-12-02 01:51 UTC: faster at every B x ctx measured, bench/RESULTS.md); "base" the split
+ * kernel's historical loader; "lean3", "lean5", "lean-pf" the lean loader with 3 or 5 stages a
+ * warp, or with the L2::256B hint; "ring" (bulk copies) or "ring-cpa" (cp.async), each
+ * optionally ":N" with N stages (1..8; else the instance's default); 0 for anything else. */
 int kernel_mode(int *stages)
 {
     const char *e = getenv("FLASHC_DECODE_KERNEL");
     *stages = 0;
-    if (!e || !e[0] || strcmp(e, "split") == 0)
-        return DEC_KERNEL_SPLIT;
-    if (strcmp(e, "lean") == 0)
+    if (!e || !e[0] || strcmp(e, "split") == 0 || strcmp(e, "lean") == 0)
         return DEC_KERNEL_LEAN;
+    if (strcmp(e, "base") == 0)
+        return DEC_KERNEL_BASE;
+    if (strcmp(e, "lean5") == 0)
+        return DEC_KERNEL_LEAN5;
     if (strcmp(e, "lean3") == 0)
         return DEC_KERNEL_LEAN3;
     if (strcmp(e, "lean-pf") == 0)
@@ -1672,6 +1684,7 @@ int var_of(const attn_problem *p)
         return DEC_VAR_BASE;
     return k == DEC_KERNEL_LEAN      ? DEC_VAR_LEAN
            : k == DEC_KERNEL_LEAN3   ? DEC_VAR_LEAN3
+           : k == DEC_KERNEL_LEAN5   ? DEC_VAR_LEAN5
            : k == DEC_KERNEL_LEAN_PF ? DEC_VAR_LEAN_PF
                                      : DEC_VAR_BASE;
 }
@@ -1684,18 +1697,21 @@ int blocks_per_sm(const attn_problem *p)
     const int di = head_dim_instance(p);
     if (var_of(p) == DEC_VAR_LEAN3)
         return di == 64 ? 4 : 2;
+    if (var_of(p) == DEC_VAR_LEAN5) /* 82 / 164 KB */
+        return di == 64 ? 2 : 1;
     return di == 64 ? 4 : di == 128 ? 3 : 1;
 }
 
-/* FLASHC_DECODE_SPLITS, read at every call: unset, "" or "fa2" the rule below; "fill" the
- * whole-wave rule (splits_of); 0 for anything else. */
+/* FLASHC_DECODE_SPLITS, read at every call: unset, "" or "fill" the whole-wave rule (splits_of;
+ * the default since the round of 2026-12-02 01:51 UTC); "fa2" FlashAttention-2's rule, the
+ * default before; 0 for anything else. */
 int split_rule(void)
 {
     const char *e = getenv("FLASHC_DECODE_SPLITS");
-    if (!e || !e[0] || strcmp(e, "fa2") == 0)
-        return 1;
-    if (strcmp(e, "fill") == 0)
+    if (!e || !e[0] || strcmp(e, "fill") == 0)
         return 2;
+    if (strcmp(e, "fa2") == 0)
+        return 1;
     return 0;
 }
 
@@ -1727,12 +1743,14 @@ int splits_of(const attn_problem *p)
     } else if (split_rule() == 2 &&
                p->B * p->Hkv * m_tiles_of(p) * 2 <= (int64_t)sm_count() * blocks_per_sm(p)) {
         /* fill: the tiles are at most half the slots, so split them to fill whole waves of the
-         * slots (blocks_per_sm a SM, every SM alike: the round-1 sweeps of 2026-12-01 had 33 and
-         * 49 splits, 264 / 392 blocks, above 42's 336 at B 1), each split keeping >= 256 keys:
-         * the most blocks k x SMs, k <= blocks_per_sm, that this allows */
+         * slots (k blocks a SM, every SM alike: the sweeps of 2026-12-01 had 33 and 49 splits,
+         * 264 / 392 blocks, above 42's 336 at B 1), each split keeping >= 256 keys: the largest
+         * k <= blocks_per_sm whose count this allows */
+        /* at most 33 splits: past that the merge's per-row work costs more than a third block a
+         * SM gains (round 1: 1 x 32k 2581 GB/s at 33 splits, 2521 at 49; 1 x 128k 3781, 3742) */
         const int64_t ctas = p->B * p->Hkv * m_tiles_of(p);
         int64_t max_n = keys / 256;
-        max_n = max_n < 1 ? 1 : max_n > 64 ? 64 : max_n;
+        max_n = max_n < 1 ? 1 : max_n > 33 ? 33 : max_n;
         n = 1;
         for (int k = blocks_per_sm(p); k >= 1; k--) {
             const int64_t s = (int64_t)k * sm_count() / ctas;
@@ -1789,13 +1807,13 @@ flashc_status check_operand(const char *fn, const char *name, const void *ptr, c
 }
 
 /* FLASHC_DECODE_MERGE (the header comment), read at every call so that one process can compare
- * the variants: unset or "" the default (pdl); "v1", "v2", "v3", "pdl", "fused"; 0 for anything
- * else. */
+ * the variants: unset, "" or "auto" the default (v3 for small merge grids, else pdl; resolved in
+ * cuda_attn_decode); "v1", "v2", "v3", "pdl", "fused"; 0 for anything else. */
 int merge_mode(void)
 {
     const char *e = getenv("FLASHC_DECODE_MERGE");
-    if (!e || !e[0])
-        return DEC_MERGE_PDL;
+    if (!e || !e[0] || strcmp(e, "auto") == 0)
+        return DEC_MERGE_AUTO;
     if (strcmp(e, "v1") == 0)
         return DEC_MERGE_V1;
     if (strcmp(e, "v2") == 0)
@@ -1853,13 +1871,15 @@ flashc_status cuda_attn_decode_supports(const attn_problem *p)
                             fn);
     if (!merge_mode())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_MERGE=%s: expected v1, v2, v3, pdl or fused", fn,
+                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, pdl or "
+                            "fused",
+                            fn,
                             getenv("FLASHC_DECODE_MERGE"));
     int ring_ns;
     if (!kernel_mode(&ring_ns))
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, lean, lean3, lean-pf, "
-                            "ring or ring-cpa (ring optionally :1 to :%d stages)",
+                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, lean, base, lean3, "
+                            "lean5, lean-pf, ring or ring-cpa (ring optionally :1 to :%d stages)",
                             fn, getenv("FLASHC_DECODE_KERNEL"), RING_MAX_STAGES);
     if (!split_rule())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
@@ -1940,13 +1960,15 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
     a.merge = merge_mode();
     if (!a.merge)
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_MERGE=%s: expected v1, v2, v3, pdl or fused", fn,
+                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, pdl or "
+                            "fused",
+                            fn,
                             getenv("FLASHC_DECODE_MERGE"));
     int ring_ns;
     if (!kernel_mode(&ring_ns))
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, lean, lean3, lean-pf, "
-                            "ring or ring-cpa (ring optionally :1 to :%d stages)",
+                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, lean, base, lean3, "
+                            "lean5, lean-pf, ring or ring-cpa (ring optionally :1 to :%d stages)",
                             fn, getenv("FLASHC_DECODE_KERNEL"), RING_MAX_STAGES);
     if (!split_rule())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
@@ -1954,6 +1976,13 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
                             getenv("FLASHC_DECODE_SPLITS"));
     const int ring = ring_plan(p, &ring_ns);
     a.ring_stages = ring_ns;
+    if (a.merge == DEC_MERGE_AUTO) {
+        /* v3 while its grid (a block a row and 32 columns) is at most 4 blocks a SM, else pdl:
+         * round 1 (2026-12-02) had v3 ahead at B 1 and 4 (128 rows: 512 blocks) by 1-3% and
+         * behind at B 16 (2048 blocks) by 0.5-1.6% */
+        const int64_t mblocks = p->B * p->Hq * p->Sq * ((p->Dv + 31) / 32);
+        a.merge = mblocks <= 4 * (int64_t)sm_count() ? DEC_MERGE_V3 : DEC_MERGE_PDL;
+    }
     if (a.merge != DEC_MERGE_V1 && a.merge != DEC_MERGE_FUSED &&
         p->B * p->Hq * p->Sq > 0x7fffffff)
         a.merge = DEC_MERGE_V1; /* v2's grid is one block a row */
