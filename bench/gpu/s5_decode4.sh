@@ -8,7 +8,7 @@
 #   1. tests/test_cuda_serving, short cases, on the defaults, then every test forced onto lean5
 #      (5 stages a warp, one block an SM at d 128);
 #   2. test_kvcache_kernel_variants at full size for lean5 and base (split counts 1..64, paged,
-#      masks, varlen, graphs, Dk != Dv, B 1 x 32k auto, both split rules), and
+#      masks, varlen, graphs, Dk != Dv, B 1 x 32k auto, both split rules), and the short
 #      test_kvcache_merge_variants (v1, v2, v3, pdl, fused);
 #   3. compute-sanitizer memcheck of the short kernel-variant test on lean5 and lean;
 #   4. bench_decode.py: bf16 d 128 Hq 32 / Hkv 8 at B {1, 4, 16} x ctx {4k, 32k, 128k},
@@ -61,7 +61,8 @@ if [ -n "$T" ]; then
         FLASHC_DECODE_KERNEL=lean5 FLASHC_TEST_SMALL=1 step serving_lean5_small 10 "$T"
         FLASHC_TEST_KERNELS=lean5,base FLASHC_TEST_FILTER=test_kvcache_kernel_variants \
             step kernel_variants 26 "$T"
-        FLASHC_TEST_FILTER=test_kvcache_merge_variants step merge_variants 14 "$T"
+        FLASHC_TEST_SMALL=1 FLASHC_TEST_FILTER=test_kvcache_merge_variants \
+            step merge_variants_small 10 "$T"
         if command -v compute-sanitizer >/dev/null; then
             FLASHC_TEST_SMALL=1 FLASHC_TEST_KERNELS=lean5,lean \
                 FLASHC_TEST_FILTER=test_kvcache_kernel_variants \
