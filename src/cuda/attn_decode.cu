@@ -153,7 +153,7 @@ struct dec_args {
 
 enum { DEC_MERGE_V1 = 1, DEC_MERGE_V2 = 2, DEC_MERGE_PDL = 3, DEC_MERGE_FUSED = 4,
        DEC_MERGE_V3 = 5, DEC_MERGE_AUTO = 6 /* host only: v3 or pdl (cuda_attn_decode) */ };
-/* FLASHC_DECODE_KERNEL (DEC_KERNEL_SPLIT no longer returned: "split" means lean since 2026-12-02) */
+/* FLASHC_DECODE_KERNEL (DEC_KERNEL_SPLIT unused: "split" is lean since 2026-12-02) */
 enum { DEC_KERNEL_SPLIT = 1, DEC_KERNEL_RING = 2, DEC_KERNEL_RING_CPA = 3, DEC_KERNEL_LEAN = 4,
        DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_LEAN_PF = 6, DEC_KERNEL_BASE = 7,
        DEC_KERNEL_LEAN5 = 8 };
