@@ -157,8 +157,9 @@ enum { DEC_MERGE_V1 = 1, DEC_MERGE_V2 = 2, DEC_MERGE_PDL = 3, DEC_MERGE_FUSED = 
 enum { DEC_KERNEL_SPLIT = 1, DEC_KERNEL_RING = 2, DEC_KERNEL_RING_CPA = 3, DEC_KERNEL_LEAN = 4,
        DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_LEAN_PF = 6, DEC_KERNEL_BASE = 7,
        DEC_KERNEL_LEAN5 = 8 };
-/* The split kernel's instances (its VAR template argument): the measured default, and the lean
- * loaders (FLASHC_DECODE_KERNEL = lean, lean3, lean-pf; head dims <= 128 only). */
+/* The split kernel's instances (its VAR template argument): the base loader (FLASHC_DECODE_KERNEL
+ * = base, and every head dim > 128) and the lean loaders (lean, the default; lean3, lean5,
+ * lean-pf; head dims <= 128 only). */
 enum { DEC_VAR_BASE = 0, DEC_VAR_LEAN = 1, DEC_VAR_LEAN3 = 2, DEC_VAR_LEAN_PF = 3,
        DEC_VAR_LEAN5 = 4 };
 __host__ __device__ constexpr int dec_var_stages(int var)
