@@ -1103,8 +1103,9 @@ static void test_kvcache_merge_variants(void **state)
 static void test_kvcache_kernel_variants(void **state)
 {
     (void)state;
-    static const char *all[] = {"base", "ring-cpa", "lean3", "lean5", "lean-pf",
-                                "ring", "ring:1", "ring-cpa:2"};
+    /* lean3 and lean-pf passed every case on the H200 (2026-12-02 round 1): FLASHC_TEST_KERNELS
+     * runs them again; the default list keeps the test's time */
+    static const char *all[] = {"base", "ring-cpa", "lean5", "ring", "ring:1", "ring-cpa:2"};
     const char *kernels[8];
     const char *was = getenv("FLASHC_DECODE_KERNEL");
     char *saved = was ? strdup(was) : NULL;
