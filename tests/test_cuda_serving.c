@@ -1062,8 +1062,8 @@ static void variant_cases(void)
 static void test_kvcache_merge_variants(void **state)
 {
     (void)state;
-    /* the default (auto: v3 or pdl): every other test */
-    static const char *variants[] = {"v1", "v2", "v3", "pdl", "fused"};
+    /* the default (pdl): every other test */
+    static const char *variants[] = {"v1", "v2", "v3", "auto", "fused"};
     for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
         setenv("FLASHC_DECODE_MERGE", variants[v], 1);
         printf("  FLASHC_DECODE_MERGE=%s\n", variants[v]);
@@ -1105,7 +1105,7 @@ static void test_kvcache_kernel_variants(void **state)
     (void)state;
     /* lean3 and lean-pf passed every case on the H200 (2026-12-02 round 1): FLASHC_TEST_KERNELS
      * runs them again; the default list keeps the test's time */
-    static const char *all[] = {"base", "ring-cpa", "lean5", "ring", "ring:1", "ring-cpa:2"};
+    static const char *all[] = {"lean", "ring-cpa", "lean5", "ring", "ring:1", "ring-cpa:2"};
     const char *kernels[8];
     const char *was = getenv("FLASHC_DECODE_KERNEL");
     char *saved = was ? strdup(was) : NULL;

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # bench/gpu/s5_decode4.sh BUILD_DIR — issue 13's decode at B 1..16: the lean split kernels of
 # src/cuda/attn_decode.cu. Round 1 (2026-12-02 01:51 UTC) showed the lean loader, the fill split
-# rule and the v3 merge correct and faster everywhere, so since round 2 the defaults are
-# FLASHC_DECODE_KERNEL = lean (unset), FLASHC_DECODE_SPLITS = fill, FLASHC_DECODE_MERGE = auto (v3
-# for small merge grids, else pdl); the old defaults stay selectable as base + fa2 + pdl. On the
-# H200, in at most 90 s:
+# rule and the v3 merge correct and faster everywhere; round 2 made them the defaults, but the
+# closing check had one unexplained failure of test_kvcache_merge_variants, so the defaults are
+# base + fa2 + pdl again and lean + fill + auto is opt-in (bench/RESULTS.md). On the H200, in at
+# most 90 s:
 #   1. tests/test_cuda_serving, short cases, on the defaults, then every test forced onto lean5
 #      (5 stages a warp, one block an SM at d 128);
 #   2. test_kvcache_kernel_variants at full size for lean5 and base (split counts 1..64, paged,
@@ -52,8 +52,7 @@ step() { # name, timeout, command...: runs it, logs to $OUT/name.log, records pa
     fi
 }
 if [ -n "$T" ]; then
-    # round 2: the defaults are now lean + fill + auto (round 1 passed lean, lean3, lean-pf, fill
-    # and v3 everywhere); lean5 and base (the old loader, now opt-in) are what is new to test
+    # round 1 passed lean, lean3, lean-pf, fill and v3 everywhere; round 2 lean5 and base
     FLASHC_TEST_SMALL=1 step serving_default_small 12 "$T"
     if grep -q 'TIMED OUT' <<<"${summary[-1]}"; then
         echo "s5_decode4: the short suite on the defaults timed out: no further tests"
@@ -80,8 +79,8 @@ lim=$(left)
 [ "$lim" -lt 15 ] && lim=15
 PYTHONUNBUFFERED=1 timeout -k 2 "$lim" python3 bench/gpu/bench_decode.py --lib "$lib" \
     --batches 1,4,16 --ctx 4096,32768,131072 --heads 32/8 --pages 16,64 \
-    --variants base+fa2+pdl,auto,lean3,lean5,lean+fused \
-    --sweep 1,2,3,16,24,33 --sweep-variants auto,lean5 --sweep-batches 1,16 \
+    --variants base+fa2+pdl,lean+fill+auto,lean3+fill+auto,lean5+fill+auto,lean+fill+fused \
+    --sweep 1,2,3,16,24,33 --sweep-variants lean+fill+auto,lean5+fill+auto --sweep-batches 1,16 \
     --rep-ms "${FLASHC_DECODE4_REP_MS:-12}" --out "$OUT/s5_decode4.json" >"$OUT/bench.log" 2>&1
 rc=$?
 [ $rc -eq 124 ] && echo "s5_decode4: bench TIMED OUT after $lim s (partial log: $OUT/bench.log)"
