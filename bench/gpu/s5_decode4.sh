@@ -60,7 +60,8 @@ if [ -n "$T" ]; then
         FLASHC_DECODE_KERNEL=lean5 FLASHC_TEST_SMALL=1 step serving_lean5_small 10 "$T"
         FLASHC_TEST_KERNELS=lean5,base FLASHC_TEST_FILTER=test_kvcache_kernel_variants \
             step kernel_variants 26 "$T"
-        FLASHC_TEST_SMALL=1 FLASHC_TEST_FILTER=test_kvcache_merge_variants \
+        FLASHC_TEST_SMALL=1 FLASHC_TEST_MERGES=v1,v2,v3,auto,fused \
+            FLASHC_TEST_FILTER=test_kvcache_merge_variants \
             step merge_variants_small 10 "$T"
         if command -v compute-sanitizer >/dev/null; then
             FLASHC_TEST_SMALL=1 FLASHC_TEST_KERNELS=lean5,lean \
