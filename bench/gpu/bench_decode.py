@@ -13,9 +13,10 @@ keys inside each sequence only, which attention does not see).
 SDPA gets q (B, Hq, 1, d) and the cache as the (B, Hkv, ctx, d) view of the (B, ctx, Hkv, d)
 buffer, with enable_gqa=True (no expanded copy); a backend that refuses it is reported as such.
 
-Variants (issue 13, helpers decode2, decode3): --variants v1,v2,pdl,fused,ring,ring-cpa:3 times
-every flashc layout once per value of FLASHC_DECODE_MERGE (v1, v2, pdl, fused) or of
-FLASHC_DECODE_KERNEL (split, ring, ring-cpa, with an optional :N of ring stages), which
+Variants (issue 13, helpers decode2, decode3, decode4): --variants v1,v2,pdl,fused,ring,lean+fill
+times every flashc layout once per value of FLASHC_DECODE_MERGE (v1, v2, pdl, fused), of
+FLASHC_DECODE_KERNEL (split, lean, lean3, lean-pf, ring, ring-cpa, with an optional :N of ring
+stages) or of FLASHC_DECODE_SPLITS (fa2, fill), or "+"-joined combinations, which
 src/cuda/attn_decode.cu reads at each call (v1 keeps the historical keys), each checked against
 SDPA first; --sweep 8,16,32 also times the contiguous call at
 those explicit num_splits for the --sweep-variants, at B = 1 only (where the split count
@@ -143,16 +144,20 @@ def graph_ms(lib, q, kc, vc, o, lse, seqlens, rep_ms):
 
 
 def set_variant(v):
-    """A variant is a merge (FLASHC_DECODE_MERGE: v1, v2, pdl, fused) or a kernel
-    (FLASHC_DECODE_KERNEL: split, ring, ring-cpa, ring:N, ...; the default merge), or both joined
-    by "+" (ring+fused); None: the library's defaults. Both are read by the library at every call."""
-    for k in ("FLASHC_DECODE_MERGE", "FLASHC_DECODE_KERNEL"):
+    """A variant is a merge (FLASHC_DECODE_MERGE: v1, v2, pdl, fused), a kernel
+    (FLASHC_DECODE_KERNEL: split, lean, base, lean3, lean5, lean-pf, ring, ring-cpa, ring:N, ...;
+    the default merge) or a split rule (FLASHC_DECODE_SPLITS: fa2, fill), or several joined by
+    "+" (base+fa2+pdl); "auto" (the default merge) stands for the library's defaults; None: the
+    same. All are read by the library at every call."""
+    for k in ("FLASHC_DECODE_MERGE", "FLASHC_DECODE_KERNEL", "FLASHC_DECODE_SPLITS"):
         os.environ.pop(k, None)
     if v is None:
         return
-    for part in v.split("+"):  # "ring+fused": a kernel and a merge
-        if part == "split" or part.startswith("ring"):
+    for part in v.split("+"):  # "ring+fused": a kernel and a merge; "lean+fill": + split rule
+        if part in ("split", "base") or part.startswith("ring") or part.startswith("lean"):
             os.environ["FLASHC_DECODE_KERNEL"] = part
+        elif part in ("fill", "fa2"):
+            os.environ["FLASHC_DECODE_SPLITS"] = part
         else:
             os.environ["FLASHC_DECODE_MERGE"] = part
 
@@ -179,6 +184,7 @@ def main():
                     help="FLASHC_DECODE_MERGE values to time (v1 = today's default)")
     ap.add_argument("--sweep", default="", help="explicit num_splits to time at B = 1")
     ap.add_argument("--sweep-variants", default="pdl,fused")
+    ap.add_argument("--sweep-batches", default="1", help="batch sizes the --sweep runs at")
     a = ap.parse_args()
     variants = [v for v in a.variants.split(",") if v]
 
@@ -236,7 +242,7 @@ def main():
             layouts = [("contig", None)] + [(f"page{p}", p) for p in
                                              [int(x) for x in a.pages.split(",") if x]]
             runs = [(lay, page, v, 0) for v in variants for lay, page in layouts]
-            if a.sweep and B == 1:
+            if a.sweep and B in [int(x) for x in a.sweep_batches.split(",") if x]:
                 runs += [("contig", None, v, int(n)) for v in a.sweep_variants.split(",")
                          if v for n in a.sweep.split(",") if n]
             for lay, page, variant, nsplit in runs:
@@ -326,11 +332,12 @@ def variant_tables(rows, variants, layouts, copy_gbs):
         g, c = r.get(k + "_gbs"), r.get("sdpa_cudnn_gbs")
         if not g:
             return "WRONG" if (k + "_err") in r else "-"
-        return f"{g:.0f} ({g / c:.2f}x)" if c else f"{g:.0f}"
+        sp = f" s{r[k + '_splits']}" if (k + "_splits") in r and "/s" not in k else ""
+        return (f"{g:.0f} ({g / c:.2f}x){sp}" if c else f"{g:.0f}{sp}")
     shapes = [f"{r['Hq']}/{r['Hkv']} {r['B']}x{r['ctx'] // 1024}k" for r in rows]
     print()
-    print(f"merge variants (FLASHC_DECODE_MERGE): GB/s of K+V (x SDPA cuDNN), copy ceiling "
-          f"{copy_gbs:.0f} GB/s")
+    print(f"merge variants (FLASHC_DECODE_MERGE / _KERNEL / _SPLITS): GB/s of K+V (x SDPA "
+          f"cuDNN) sN = splits used, copy ceiling {copy_gbs:.0f} GB/s")
     print("| variant | layout | " + " | ".join(shapes) + " |")
     print("|---|---|" + "--:|" * len(shapes))
     for k, lab in (("sdpa_cudnn", "SDPA cuDNN"), ("sdpa_flash", "SDPA flash")):
@@ -342,13 +349,13 @@ def variant_tables(rows, variants, layouts, copy_gbs):
     sweep = sorted({k[:-3] for r in rows for k in r if "/s" in k and k.endswith("_ms")},
                    key=lambda k: (k.split("/")[0], int(k.split("/s")[1])))
     if sweep:
-        ones = [r for r in rows if r["B"] == 1]
+        ones = [r for r in rows if any(k.startswith(sweep[0] + "_") for k in r)]
         print()
-        print("split sweep at B 1 (contiguous, explicit num_splits): GB/s (x SDPA cuDNN); "
+        print("split sweep (contiguous, explicit num_splits): GB/s (x SDPA cuDNN); "
               "auto = the library's count")
         print("| variant / splits | " + " | ".join(
-            f"{r['Hq']}/{r['Hkv']} 1x{r['ctx'] // 1024}k (auto {r.get('contig_splits', '-')})"
-            for r in ones) + " |")
+            f"{r['Hq']}/{r['Hkv']} {r['B']}x{r['ctx'] // 1024}k "
+            f"(auto {r.get('contig_splits', '-')})" for r in ones) + " |")
         print("|---|" + "--:|" * len(ones))
         for k in sweep:
             print(f"| {k.split('@')[1]} | " + " | ".join(fmt(r, k) for r in ones) + " |")

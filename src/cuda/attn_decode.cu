@@ -47,14 +47,17 @@
  * on the same stream, so the attention kernel sees the new keys.
  *
  * Merge variants (FLASHC_DECODE_MERGE, read at every call so one process can compare them; the
- * default is pdl since the H200 run of 2026-12-01 17:05 UTC, bench/RESULTS.md: 1.3-1.6x v1's
- * throughput at B 1, the same at B 16, every variant passing test_cuda_serving):
+ * default is pdl since the run of 2026-12-01 17:05 UTC: 1.3-1.6x v1's throughput at B 1, the
+ * same at B 16; "auto", v3 while its grid is <= 4 blocks a SM, else pdl, measured faster on
+ * 2026-12-02 but left opt-in after an unexplained test failure, bench/RESULTS.md):
  *   v1     attn_decode_merge, one warp a row, each lane walking the splits one dependent load
  *          after another: at B 1 (32 rows, 28-42 splits) that chain of L2 round trips is the
  *          suspected fixed cost of 15-40 us a call (bench/RESULTS.md, issue 13);
  *   v2     attn_decode_merge2, one block a row: the LSEs of all splits in one round trip, then
  *          each thread sums its columns over a quarter of the splits with 8 loads in flight,
  *          the quarters combined in a fixed order (dec_merge_rows);
+ *   v3     attn_decode_merge3 as a programmatic dependent (as pdl): a block per (row, 32
+ *          columns), 16 split groups, so each thread has its few partial loads in flight at once;
  *   pdl    v2 launched as a programmatic dependent of the split kernel (sm_90): its blocks are
  *          resident and waiting (griddepcontrol.wait) when the last split block retires, so the
  *          launch gap goes; other devices launch it as v2;
@@ -66,13 +69,34 @@
  *          and waits for it only at the arrival, so the zeroing costs no launch gap.
  *
  * Kernel variants (FLASHC_DECODE_KERNEL, read at every call; opt-in until a device run shows
- * them correct and faster; the default is the split kernel): "ring" and "ring-cpa", each with
- * an optional ":N" (ring stages, 1..8) — attn_decode_ring below: a producer warp keeps N stages
+ * them correct and faster; the default is the split kernel, lean loader): "ring" and
+ * "ring-cpa", each with an optional ":N" (ring stages, 1..8) — attn_decode_ring below: a producer warp keeps N stages
  * of 64 keys in flight (bulk copies on mbarriers, or cp.async on the same mbarriers) ahead of 4
  * consumer warps, with one block an SM and a split count that fills the SMs once (ring_plan,
  * splits_of). Only on compute capability 9.0, head dims <= 128 with D and Dv multiples of 8;
  * any other problem runs the split kernel whatever the variable says. The merge is any of
  * FLASHC_DECODE_MERGE's (fused: the ring's last block of a tile merges, as in the split kernel).
+ *
+ * The lean loader of the split kernel (FLASHC_DECODE_KERNEL = lean; opt-in: measured 1.02-1.11x
+ * the base loader at B 1..16 x 4k..128k on 2026-12-02, paged within 3% of contiguous, but left
+ * opt-in after an unexplained failure of the closing check, bench/RESULTS.md; unset, split or
+ * base the historical loader; lean3, lean5, lean-pf opt-in;
+ * head dims <= 128, any sm_80+ device; larger head dims take the base instance). The Nsight profile
+ * of 2026-12-01 (1 x 32k: 67% DRAM, 0.47 instructions issued a cycle and scheduler, ~1000
+ * instructions a warp per 16-key block) and the SASS read here showed that dec_load_kv's 64-bit
+ * address arithmetic, redone for K and for V at every row of every pass, is most of a warp's
+ * instructions: a warp's own serial work, not the memory system, set its rate. dec_load_kv_lean
+ * computes each key's offset once (one lane a key, then shuffles) and adds it to per-lane
+ * pointers fixed for the block's life. lean3 gives each warp 3 stages (two blocks in flight
+ * while it multiplies one; 100 KB a block at d 128: 2 blocks an SM), lean5 5 stages (164 KB, one
+ * block an SM: cuDNN's shape at B 16, one block a (b, kv head) and no merge); lean-pf adds the
+ * L2::256B prefetch hint to the copies (a key row of one head is 256 bytes at d 128). Measured
+ * (round 1): the lean loader gains 2-11%, less than its instruction count suggests: with it the
+ * split kernel is no longer issue-bound, and lean3's extra loads in flight gain nothing more.
+ *
+ * Split rule (FLASHC_DECODE_SPLITS, read at every call): fa2, FlashAttention-2's rule (the
+ * default), or fill (opt-in), which splits tiles that are at most half the slots into whole waves
+ * of k blocks a SM, at most 33 splits (splits_of).
  */
 #include "attn_cuda.cuh"
 #include "attn_fwd_common.cuh"
@@ -128,8 +152,21 @@ struct dec_args {
     int ring_stages;              /* the ring kernel's stages (attn_decode_ring)           */
 };
 
-enum { DEC_MERGE_V1 = 1, DEC_MERGE_V2 = 2, DEC_MERGE_PDL = 3, DEC_MERGE_FUSED = 4 };
-enum { DEC_KERNEL_SPLIT = 1, DEC_KERNEL_RING = 2, DEC_KERNEL_RING_CPA = 3 }; /* FLASHC_DECODE_KERNEL */
+enum { DEC_MERGE_V1 = 1, DEC_MERGE_V2 = 2, DEC_MERGE_PDL = 3, DEC_MERGE_FUSED = 4,
+       DEC_MERGE_V3 = 5, DEC_MERGE_AUTO = 6 /* host only: v3 or pdl (cuda_attn_decode) */ };
+/* FLASHC_DECODE_KERNEL (DEC_KERNEL_SPLIT unused: "split" names the base loader) */
+enum { DEC_KERNEL_SPLIT = 1, DEC_KERNEL_RING = 2, DEC_KERNEL_RING_CPA = 3, DEC_KERNEL_LEAN = 4,
+       DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_LEAN_PF = 6, DEC_KERNEL_BASE = 7,
+       DEC_KERNEL_LEAN5 = 8 };
+/* The split kernel's instances (its VAR template argument): the base loader (the default, and
+ * every head dim > 128) and the lean loaders (lean, lean3, lean5, lean-pf; opt-in, head dims
+ * <= 128 only). */
+enum { DEC_VAR_BASE = 0, DEC_VAR_LEAN = 1, DEC_VAR_LEAN3 = 2, DEC_VAR_LEAN_PF = 3,
+       DEC_VAR_LEAN5 = 4 };
+__host__ __device__ constexpr int dec_var_stages(int var)
+{
+    return var == DEC_VAR_LEAN3 ? 3 : var == DEC_VAR_LEAN5 ? 5 : DEC_STAGES;
+}
 
 /* o's row width, for attn_clear_unowned (attn_fwd_common.cuh). */
 __device__ __forceinline__ int unowned_width(const dec_args &a) { return a.Dv; }
@@ -226,6 +263,105 @@ __device__ __forceinline__ void dec_load_kv(const dec_args &a, T *sK, T *sV, int
                                        : (const T *)a.v;
             ptx_cp_async_16_n(ptx_smem_addr(sK + swz<DS>(r, c)), ks, ok ? kbytes : 0);
             ptx_cp_async_16_n(ptx_smem_addr(sV + swz<DS>(r, c)), vs, ok ? vbytes : 0);
+        }
+    }
+}
+
+/* The lean variants' per-lane constants of dec_load_kv_lean, fixed for a block's life. */
+struct dec_lane_kv {
+    const char *kl, *vl; /* this lane's chunk of key row 0 of head hk: k + hk sk[2] + 8c (bytes) */
+    int kbytes, vbytes;  /* bytes of that chunk inside D / Dv (0: a padded column)             */
+    uint32_t soff;       /* byte offset of the lane's chunk of pass 0 in a swizzled K / V tile  */
+    bool same;           /* K and V share their batch / row strides: one offset serves both    */
+};
+
+template <typename T, int DI, int DS>
+__device__ __forceinline__ dec_lane_kv dec_lane_setup(const dec_args &a, int hk, int lane)
+{
+    constexpr int CPR = DI / 8;
+    dec_lane_kv L;
+    const int c = lane % CPR, r0 = lane / CPR;
+    L.kbytes = 2 * min(8, max(0, a.D - 8 * c));
+    L.vbytes = 2 * min(8, max(0, a.Dv - 8 * c));
+    const T *k = (const T *)a.k, *v = (const T *)a.v;
+    L.kl = (const char *)(L.kbytes ? k + (int64_t)hk * a.sk[2] + 8 * c : k);
+    L.vl = (const char *)(L.vbytes ? v + (int64_t)hk * a.sv[2] + 8 * c : v);
+    L.soff = (uint32_t)(swz<DS>(r0, c) * (int)sizeof(T));
+    L.same = a.sv[0] == a.sk[0] && a.sv[1] == a.sk[1];
+    return L;
+}
+
+/* dec_load_kv with the address arithmetic taken out of the copy loop (the lean variants:
+ * dec_lean_lookup, then dec_lean_issue).
+ * dec_load_kv recomputes x sk[0] + y sk[1] + hk sk[2] in 64 bits for K and for V at every row
+ * of every pass (about 85 instructions a pass at d 128, 8 passes a block: most of the split
+ * kernel's instructions, the reason its warps stream only ~2.5 GB/s each). Here each lane finds
+ * its own key (lane mod 16) once, as one byte offset for K (and V when their strides differ),
+ * -1 when absent; a pass gets its row's offset by shuffle and adds it to the lane's fixed
+ * chunk pointer. The swizzled shared address of pass p is the lane's pass-0 address with
+ * rows + RPP p: since the lane's row in pass 0 is < RPP, chunk ^ row = (chunk ^ row0) ^
+ * (RPP p mod 8), a constant XOR, and the row offset is a constant too. */
+/* The lean loader's lookup half: where this lane's key j0 + (lane mod 16) lives, as the raw
+ * (x, y) of dec_kv_loc before x is checked (*x = -1 past khi). The kernel runs it one block ahead
+ * of the copies and dec_lean_issue checks and uses x only then, so the index tensors' loads
+ * (block table, cache_batch_idx, cu_seqlens) are in flight while the warp multiplies instead of
+ * stalling it in front of its next copies. */
+__device__ __forceinline__ void dec_lean_lookup(const dec_args &a, int b, int j0, int khi,
+                                                int lane, int *x, int *y)
+{
+    const int jj = j0 + (lane & 15);
+    const bool in = jj < khi;
+    if (a.layout == ATTN_KVCACHE) {
+        if (a.pages) {
+            *x = in ? a.pages[(int64_t)b * a.pages_stride + jj / a.page_size] : -1;
+            *y = jj % a.page_size;
+        } else {
+            *x = in ? (a.kv_batch ? a.kv_batch[b] : b) : -1;
+            *y = jj;
+        }
+    } else if (a.layout == ATTN_VARLEN) {
+        *x = in ? 0 : -1;
+        *y = a.cu_k[b] + jj;
+    } else {
+        *x = in ? b : -1;
+        *y = jj;
+    }
+}
+
+/* The copy half: K and V rows of the 16 keys that lanes 0..15 looked up (x, y from
+ * dec_lean_lookup; x checked here as dec_kv_loc checks it) into the swizzled tiles at shared
+ * addresses sK, sV. */
+template <typename T, int DI, int DS, bool PF>
+__device__ __forceinline__ void dec_lean_issue(const dec_args &a, const dec_lane_kv &L,
+                                               uint32_t sK, uint32_t sV, int x, int y, int lane)
+{
+    constexpr int CPR = DI / 8;   /* 16-byte chunks per row   */
+    constexpr int RPP = 32 / CPR; /* rows per pass of a warp  */
+    static_assert(CPR <= 32 && 32 % CPR == 0, "chunks per row");
+    const int lim = a.layout == ATTN_KVCACHE ? (a.pages ? a.num_pages : a.kv_rows) : 0x7fffffff;
+    int64_t ok = -1, ov = -1;
+    if (x >= 0 && x < lim) {
+        ok = ((int64_t)x * a.sk[0] + (int64_t)y * a.sk[1]) * (int64_t)sizeof(T);
+        ov = L.same ? ok : ((int64_t)x * a.sv[0] + (int64_t)y * a.sv[1]) * (int64_t)sizeof(T);
+    }
+#pragma unroll
+    for (int p = 0; p < DEC_BN / RPP; p++) {
+        const int r = lane / CPR + p * RPP;
+        const int64_t okr = __shfl_sync(0xffffffffu, ok, r);
+        const int64_t ovr = L.same ? okr : __shfl_sync(0xffffffffu, ov, r);
+        const uint32_t so = (L.soff ^ (uint32_t)(((RPP * p) & 7) * 16)) +
+                            (uint32_t)(RPP * p * DS * (int)sizeof(T));
+        /* absent key: src-size 0 from the lane's own chunk of row 0 (L.kl is k itself for a
+         * padded column, whose size is 0 anyway), so nothing outside the tensors is named */
+        const void *ks = L.kl + (okr >= 0 ? okr : 0);
+        const void *vs = L.vl + (ovr >= 0 ? ovr : 0);
+        const int kn = okr >= 0 ? L.kbytes : 0, vn = ovr >= 0 ? L.vbytes : 0;
+        if (PF) {
+            ptx_cp_async_16_n_l2pf(sK + so, ks, kn); /* a key row of a head: 256 B at d 128 */
+            ptx_cp_async_16_n_l2pf(sV + so, vs, vn);
+        } else {
+            ptx_cp_async_16_n(sK + so, ks, kn);
+            ptx_cp_async_16_n(sV + so, vs, vn);
         }
     }
 }
@@ -402,9 +538,12 @@ __device__ __forceinline__ void dec_merge_rows(const dec_args &a, int b, int m0,
 /* One block: 16 packed rows (m_tile) of KV head hk of sequence b, split blockIdx.y.
  *   T   __nv_bfloat16 or __half; DI the instance's head dim (a multiple of 64, >= D and Dv;
  *   the columns past D / Dv are zero in shared memory and never stored). */
-template <typename T, int DI, bool FUSED>
+template <typename T, int DI, bool FUSED, int VAR>
 __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_args a)
 {
+    constexpr bool LEAN = VAR != DEC_VAR_BASE;          /* dec_load_kv_lean                  */
+    constexpr bool PF = VAR == DEC_VAR_LEAN_PF;         /* ... with the L2::256B hint        */
+    constexpr int STG = dec_var_stages(VAR);            /* K/V buffers a warp                */
     constexpr int DS = (DI + 63) / 64 * 64;
     constexpr int DT = DI / 8;
     constexpr uint32_t ROWB = DS * sizeof(T);
@@ -421,7 +560,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     const int bh = (int)(blockIdx.x / (unsigned)a.m_tiles);
     const int b = bh / a.Hkv, hk = bh % a.Hkv;
     const int split = (int)blockIdx.y;
-    if (a.merge == DEC_MERGE_PDL)
+    if (a.merge == DEC_MERGE_PDL || a.merge == DEC_MERGE_V3)
         ptx_griddep_launch_dependents(); /* the merge may take free slots from now on */
 
     int sq, sk;
@@ -479,7 +618,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
         }
     }
 
-    T *wK = sKV + warp * DEC_STAGES * 2 * TILE; /* this warp's buffers: K0 V0 K1 V1 */
+    T *wK = sKV + warp * STG * 2 * TILE; /* this warp's buffers: K0 V0 K1 V1 (K2 V2) */
     const uint32_t q_lane =
         ptx_smem_addr(sQ) + (lane & 15) * ROWB + (((lane >> 4) ^ (lane & 7)) * 16);
     const uint32_t k_off = ((lane & 7) + (lane >> 4) * 8) * ROWB +
@@ -497,23 +636,52 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     row_l[0][0] = row_l[0][1] = 0.0f;
 
     int kb = blk_begin + warp;
-    if (kb < blk_end)
-        dec_load_kv<T, DI, DS>(a, wK, wK + TILE, b, hk, klo + kb * DEC_BN, khi, lane);
-    ptx_cp_async_commit();
-    ptx_cp_async_wait<1>(); /* Q (the older group) has landed for this thread */
-    __syncthreads();        /* ... and for everyone */
+    dec_lane_kv lkv = {};
+    if constexpr (LEAN)
+        lkv = dec_lane_setup<T, DI, DS>(a, hk, lane);
+    /* this warp's buffer pair st: K at sK(st), V one tile above */
+    const uint32_t wbase = ptx_smem_addr(wK);
+    int px = -1, py = 0; /* lean: where the next block to copy lives (looked up early) */
+    auto lookup = [&](int blk) {
+        if constexpr (LEAN) {
+            if (blk < blk_end)
+                dec_lean_lookup(a, b, klo + blk * DEC_BN, khi, lane, &px, &py);
+        }
+    };
+    auto load = [&](int blk, int stage) {
+        if constexpr (LEAN)
+            dec_lean_issue<T, DI, DS, PF>(a, lkv, wbase + stage * 2 * TILE * (int)sizeof(T),
+                                          wbase + (stage * 2 + 1) * TILE * (int)sizeof(T), px,
+                                          py, lane);
+        else
+            dec_load_kv<T, DI, DS>(a, wK + stage * 2 * TILE, wK + stage * 2 * TILE + TILE, b, hk,
+                                   klo + blk * DEC_BN, khi, lane);
+    };
+    /* STG - 1 blocks in flight before the loop, one group each (empty groups past the end) */
+#pragma unroll
+    for (int f = 0; f < STG - 1; f++) {
+        if (kb + f * DEC_WARPS < blk_end) {
+            lookup(kb + f * DEC_WARPS);
+            load(kb + f * DEC_WARPS, f);
+        }
+        ptx_cp_async_commit();
+    }
+    lookup(kb + (STG - 1) * DEC_WARPS);
+    ptx_cp_async_wait<STG - 1>(); /* Q (the oldest group) has landed for this thread */
+    __syncthreads();              /* ... and for everyone */
 
     int st = 0;
     for (; kb < blk_end; kb += DEC_WARPS) {
-        const int nx = kb + DEC_WARPS;
-        if (nx < blk_end)
-            dec_load_kv<T, DI, DS>(a, wK + (st ^ 1) * 2 * TILE, wK + (st ^ 1) * 2 * TILE + TILE,
-                                   b, hk, klo + nx * DEC_BN, khi, lane);
+        const int nx = kb + (STG - 1) * DEC_WARPS;
+        if (nx < blk_end) {
+            load(nx, st == 0 ? STG - 1 : st - 1);
+            lookup(nx + DEC_WARPS); /* used by the next iteration's copies */
+        }
         ptx_cp_async_commit();
-        ptx_cp_async_wait<1>();
+        ptx_cp_async_wait<STG - 1>();
         __syncwarp();
 
-        const uint32_t kbase = ptx_smem_addr(wK + st * 2 * TILE);
+        const uint32_t kbase = wbase + st * 2 * TILE * (uint32_t)sizeof(T);
         float s[1][2][4];
         qk_block<T, DI, 1, 2, ROWB>(s, q_lane, kbase + k_off);
 
@@ -538,7 +706,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
         softmax_block<1, 2, DT>(s, acc, row_m, row_l, 1.0f);
         pv_block<T, DI, 1, 2, DT, ROWB>(s, acc, kbase + TILE * sizeof(T) + v_off);
         __syncwarp(); /* every lane is done with buffer st before it is refilled */
-        st ^= 1;
+        st = st == STG - 1 ? 0 : st + 1;
     }
     ptx_cp_async_wait<0>();
 
@@ -726,7 +894,7 @@ __global__ void __launch_bounds__(RING_THREADS, 2) attn_decode_ring(const dec_ar
     const int bh = (int)(blockIdx.x / (unsigned)a.m_tiles);
     const int b = bh / a.Hkv, hk = bh % a.Hkv;
     const int split = (int)blockIdx.y;
-    if (a.merge == DEC_MERGE_PDL)
+    if (a.merge == DEC_MERGE_PDL || a.merge == DEC_MERGE_V3)
         ptx_griddep_launch_dependents(); /* the merge may take free slots from now on */
 
     int sq, sk;
@@ -1117,6 +1285,83 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_merge2(const dec_a
     dec_merge_rows<T>(a, b, i * a.group + h % a.group, h / a.group * a.group, 1, sw);
 }
 
+/* Split-KV merge v3 (FLASHC_DECODE_MERGE=v3; a programmatic dependent of the split kernel on
+ * sm_90, as pdl): block (row, 32-column slice), 128 threads = 16 split groups x 8 column quads,
+ * so a thread sums every 16th split of its 4 columns with all of them in flight: at 42 splits
+ * 3 loads, one L2 round trip after the LSEs' one, where v2's one block a row (4 groups x 32
+ * quads) needs 11 loads a thread in two batches. More blocks (4 a row at Dv 128) to wait on
+ * the split kernel, fewer dependent round trips each. The 16 group sums are added in group order
+ * and each group's in split order (dec_sum_splits), so the result depends on (splits, Dv) only. */
+template <typename T>
+__global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_merge3(const dec_args a)
+{
+    constexpr int G = 16, Q = 8; /* split groups x column quads = 128 threads */
+    __shared__ float sw[DEC_MAX_SPLITS];
+    __shared__ float4 red[G * Q];
+    __shared__ float s_inv, s_lse;
+    ptx_griddep_wait(); /* every split block's partials are written */
+    const int64_t prow = blockIdx.x;
+    const int i = (int)(prow % a.Sq), h = (int)(prow / a.Sq % a.Hq), b = (int)(prow / a.Sq / a.Hq);
+    int sq, sk;
+    dec_seqlens(a, b, &sq, &sk);
+    if (i >= sq)
+        return; /* uniform */
+    const int S = a.splits, tid = (int)threadIdx.x;
+    const int64_t nrows = (int64_t)a.B * a.Hq * a.Sq;
+    for (int x = tid; x < S; x += DEC_WARPS * 32)
+        sw[x] = __ldcg(a.part_lse + (int64_t)x * nrows + prow);
+    __syncthreads();
+    if (tid < 32) {
+        float M = -INFINITY;
+        for (int x = tid; x < S; x += 32)
+            M = fmaxf(M, sw[x]);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+        float L = 0.0f;
+        for (int x = tid; x < S; x += 32) {
+            const float l = sw[x];
+            const float w = l == -INFINITY ? 0.0f : expf(l - M);
+            sw[x] = w;
+            L += w;
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            L += __shfl_xor_sync(0xffffffffu, L, o);
+        if (tid == 0) {
+            s_inv = L > 0.0f ? 1.0f / L : 0.0f;
+            s_lse = L > 0.0f ? M + logf(L) : -INFINITY;
+        }
+    }
+    __syncthreads();
+    const int g = tid / Q, q = tid % Q;
+    const int c = (int)blockIdx.y * 4 * Q + 4 * q; /* first column of this thread's quad */
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (c < a.Dv) {
+        const int n = min(4, a.Dv - c);
+        const float *po = a.part_o + prow * a.Dv + c;
+        const int64_t sstride = nrows * a.Dv;
+        acc = a.Dv % 4 == 0 ? dec_sum_splits<true>(po, sstride, sw, g, G, S, n)
+                            : dec_sum_splits<false>(po, sstride, sw, g, G, S, n);
+    }
+    red[tid] = acc;
+    __syncthreads();
+    if (tid < Q && c < a.Dv) { /* g = 0: this quad's 16 group sums, in group order */
+        float4 t = red[tid];
+        for (int gg = 1; gg < G; gg++) {
+            const float4 v = red[gg * Q + tid];
+            t.x += v.x, t.y += v.y, t.z += v.z, t.w += v.w;
+        }
+        const int qbase = dec_qbase(a, b);
+        dec_store4((T *)a.o + (int64_t)b * a.so[0] + (int64_t)(qbase + i) * a.so[1] +
+                       (int64_t)h * a.so[2] + c,
+                   t, s_inv, min(4, a.Dv - c));
+    }
+    if (blockIdx.y == 0 && tid == 0 && a.lse)
+        a.lse[(int64_t)b * a.slse[0] + (int64_t)h * a.slse[1] +
+              (int64_t)(dec_qbase(a, b) + i) * a.slse[2]] = s_lse;
+}
+
 /* The fused merge's arrival counters, zeroed before the split kernel. On sm_90 it lets that
  * kernel launch at once (its blocks wait for this grid only at their arrival). */
 __global__ void __launch_bounds__(256) attn_decode_zero(unsigned *counters, int n)
@@ -1162,10 +1407,10 @@ __global__ void __launch_bounds__(64) attn_decode_append(const dec_args a)
     }
 }
 
-template <typename T, int DI> constexpr size_t dec_smem_bytes()
+template <typename T, int DI, int STG = DEC_STAGES> constexpr size_t dec_smem_bytes()
 {
     constexpr int DS = (DI + 63) / 64 * 64;
-    constexpr size_t tiles = (size_t)(DEC_BM + DEC_WARPS * DEC_STAGES * 2 * DEC_BN) * DS * sizeof(T);
+    constexpr size_t tiles = (size_t)(DEC_BM + DEC_WARPS * STG * 2 * DEC_BN) * DS * sizeof(T);
     constexpr size_t merge = (size_t)DEC_BM * DS * sizeof(T) +
                              (size_t)DEC_WARPS * DEC_BM * (DI + 2) * sizeof(float);
     return tiles > merge ? tiles : merge;
@@ -1188,30 +1433,45 @@ cudaError_t dec_launch_ex(void (*kernel)(Args...), dim3 grid, dim3 block, size_t
     return cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 
-template <typename T, int DI, bool FUSED>
+template <typename T, int DI, bool FUSED, int VAR>
 cudaError_t dec_launch(const dec_args &a, cudaStream_t stream, bool pdl)
 {
-    constexpr size_t smem = dec_smem_bytes<T, DI>();
-    cudaError_t err = cudaFuncSetAttribute(attn_decode_kernel<T, DI, FUSED>,
+    constexpr size_t smem = dec_smem_bytes<T, DI, dec_var_stages(VAR)>();
+    cudaError_t err = cudaFuncSetAttribute(attn_decode_kernel<T, DI, FUSED, VAR>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (err != cudaSuccess)
         return err;
     const int64_t blocks = (int64_t)a.B * a.Hkv * a.m_tiles;
     if (pdl)
-        return dec_launch_ex(attn_decode_kernel<T, DI, FUSED>,
+        return dec_launch_ex(attn_decode_kernel<T, DI, FUSED, VAR>,
                              dim3((unsigned)blocks, (unsigned)a.splits), dim3(DEC_WARPS * 32), smem,
                              stream, true, a);
-    attn_decode_kernel<T, DI, FUSED><<<dim3((unsigned)blocks, (unsigned)a.splits),
-                                       DEC_WARPS * 32, smem, stream>>>(a);
+    attn_decode_kernel<T, DI, FUSED, VAR><<<dim3((unsigned)blocks, (unsigned)a.splits),
+                                            DEC_WARPS * 32, smem, stream>>>(a);
     return cudaGetLastError();
 }
 
-template <typename T, bool FUSED>
-cudaError_t dec_launch_di(const dec_args &a, int di, cudaStream_t stream, bool pdl)
+/* var: DEC_VAR_* (var_of: the base instance at head dims > 128). */
+template <typename T, bool FUSED, int VAR>
+cudaError_t dec_launch_var(const dec_args &a, int di, cudaStream_t stream, bool pdl)
 {
-    return di == 64    ? dec_launch<T, 64, FUSED>(a, stream, pdl)
-           : di == 128 ? dec_launch<T, 128, FUSED>(a, stream, pdl)
-                       : dec_launch<T, 256, FUSED>(a, stream, pdl);
+    return di == 64 ? dec_launch<T, 64, FUSED, VAR>(a, stream, pdl)
+                    : dec_launch<T, 128, FUSED, VAR>(a, stream, pdl);
+}
+
+template <typename T, bool FUSED>
+cudaError_t dec_launch_di(const dec_args &a, int di, int var, cudaStream_t stream, bool pdl)
+{
+    switch (di > 128 ? DEC_VAR_BASE : var) {
+    case DEC_VAR_LEAN: return dec_launch_var<T, FUSED, DEC_VAR_LEAN>(a, di, stream, pdl);
+    case DEC_VAR_LEAN3: return dec_launch_var<T, FUSED, DEC_VAR_LEAN3>(a, di, stream, pdl);
+    case DEC_VAR_LEAN5: return dec_launch_var<T, FUSED, DEC_VAR_LEAN5>(a, di, stream, pdl);
+    case DEC_VAR_LEAN_PF: return dec_launch_var<T, FUSED, DEC_VAR_LEAN_PF>(a, di, stream, pdl);
+    default: break;
+    }
+    return di == 64    ? dec_launch<T, 64, FUSED, DEC_VAR_BASE>(a, stream, pdl)
+           : di == 128 ? dec_launch<T, 128, FUSED, DEC_VAR_BASE>(a, stream, pdl)
+                       : dec_launch<T, 256, FUSED, DEC_VAR_BASE>(a, stream, pdl);
 }
 
 /* Shared memory of the ring kernel at head-dim instance di with ns stages. */
@@ -1247,8 +1507,10 @@ cudaError_t ring_launch_di(const dec_args &a, int di, bool tma, cudaStream_t str
 
 /* sm90: the device takes programmatic dependent launches (pdl, and fused's zeroing). */
 /* ring: 0 the split kernel, else DEC_KERNEL_RING / DEC_KERNEL_RING_CPA (ring_plan said yes). */
+/* var: the split kernel's instance (DEC_VAR_*). */
 template <typename T>
-cudaError_t dec_run_all(const dec_args &a, int di, bool sm90, int ring, cudaStream_t stream)
+cudaError_t dec_run_all(const dec_args &a, int di, bool sm90, int ring, int var,
+                        cudaStream_t stream)
 {
     cudaError_t err = cudaSuccess;
     if (a.k_new && a.s_new > 0) {
@@ -1267,14 +1529,18 @@ cudaError_t dec_run_all(const dec_args &a, int di, bool sm90, int ring, cudaStre
             return err;
     }
     err = ring    ? ring_launch_di<T>(a, di, ring == DEC_KERNEL_RING, stream, fused)
-          : fused ? dec_launch_di<T, true>(a, di, stream, sm90)
-                  : dec_launch_di<T, false>(a, di, stream, false);
+          : fused ? dec_launch_di<T, true>(a, di, var, stream, sm90)
+                  : dec_launch_di<T, false>(a, di, var, stream, false);
     if (err != cudaSuccess)
         return err;
     if (a.splits > 1 && !fused) {
         const int64_t nrows = (int64_t)a.B * a.Hq * a.Sq;
         if (a.merge == DEC_MERGE_V1)
             attn_decode_merge<T><<<(unsigned)((nrows + 3) / 4), 128, 0, stream>>>(a);
+        else if (a.merge == DEC_MERGE_V3)
+            err = dec_launch_ex(attn_decode_merge3<T>,
+                                dim3((unsigned)nrows, (unsigned)((a.Dv + 31) / 32)),
+                                dim3(DEC_WARPS * 32), 0, stream, sm90, a);
         else
             err = dec_launch_ex(attn_decode_merge2<T>, dim3((unsigned)nrows),
                                 dim3(DEC_WARPS * 32), 0, stream,
@@ -1339,15 +1605,27 @@ int device_cc(void)
     return major * 10 + minor;
 }
 
-/* FLASHC_DECODE_KERNEL, read at every call (so one process can compare the kernels): unset, ""
- * or "split" the split kernel (the default); "ring" (bulk copies) or "ring-cpa" (cp.async), each
+/* FLASHC_DECODE_KERNEL, read at every call (so one process can compare the kernels): unset, "",
+ * "split" or "base" the split kernel's historical loader (the default); "lean" the lean loader
+ * (faster at every B x ctx measured on 2026-12-02, opt-in, bench/RESULTS.md); "lean3", "lean5", "lean-pf" the lean loader with 3 or 5 stages a
+ * warp, or with the L2::256B hint; "ring" (bulk copies) or "ring-cpa" (cp.async), each
  * optionally ":N" with N stages (1..8; else the instance's default); 0 for anything else. */
 int kernel_mode(int *stages)
 {
     const char *e = getenv("FLASHC_DECODE_KERNEL");
     *stages = 0;
-    if (!e || !e[0] || strcmp(e, "split") == 0)
-        return DEC_KERNEL_SPLIT;
+    /* the default stays the base loader: the closing check of 2026-12-02 02:36 UTC had one
+     * unexplained failure of test_kvcache_merge_variants with lean + fill + auto as defaults */
+    if (!e || !e[0] || strcmp(e, "split") == 0 || strcmp(e, "base") == 0)
+        return DEC_KERNEL_BASE;
+    if (strcmp(e, "lean") == 0)
+        return DEC_KERNEL_LEAN;
+    if (strcmp(e, "lean5") == 0)
+        return DEC_KERNEL_LEAN5;
+    if (strcmp(e, "lean3") == 0)
+        return DEC_KERNEL_LEAN3;
+    if (strcmp(e, "lean-pf") == 0)
+        return DEC_KERNEL_LEAN_PF;
     int kind;
     const char *rest;
     if (strncmp(e, "ring-cpa", 8) == 0)
@@ -1400,12 +1678,44 @@ int64_t m_tiles_of(const attn_problem *p)
     return (p->Sq * (p->Hq / p->Hkv) + DEC_BM - 1) / DEC_BM;
 }
 
-/* Thread blocks of one instance an SM holds at once (shared memory: 34 / 68 / 136 KB; registers
- * about 110 / 160 / 250 a thread): the slots a split count should fill. */
+/* The split kernel's instance for p under FLASHC_DECODE_KERNEL (DEC_VAR_*): a lean variant at
+ * head dims <= 128, else the base instance. */
+int var_of(const attn_problem *p)
+{
+    int ns;
+    const int k = kernel_mode(&ns);
+    if (head_dim_instance(p) > 128)
+        return DEC_VAR_BASE;
+    return k == DEC_KERNEL_LEAN      ? DEC_VAR_LEAN
+           : k == DEC_KERNEL_LEAN3   ? DEC_VAR_LEAN3
+           : k == DEC_KERNEL_LEAN5   ? DEC_VAR_LEAN5
+           : k == DEC_KERNEL_LEAN_PF ? DEC_VAR_LEAN_PF
+                                     : DEC_VAR_BASE;
+}
+
+/* Thread blocks of one instance an SM holds at once (shared memory: 34 / 68 / 136 KB, lean3 50 /
+ * 100 KB; registers <= 128 a thread at d <= 128, ~250 at 256): the slots a split count should
+ * fill. */
 int blocks_per_sm(const attn_problem *p)
 {
     const int di = head_dim_instance(p);
+    if (var_of(p) == DEC_VAR_LEAN3)
+        return di == 64 ? 4 : 2;
+    if (var_of(p) == DEC_VAR_LEAN5) /* 82 / 164 KB */
+        return di == 64 ? 2 : 1;
     return di == 64 ? 4 : di == 128 ? 3 : 1;
+}
+
+/* FLASHC_DECODE_SPLITS, read at every call: unset, "" or "fa2" FlashAttention-2's rule (the
+ * default); "fill" the whole-wave rule (splits_of; opt-in); 0 for anything else. */
+int split_rule(void)
+{
+    const char *e = getenv("FLASHC_DECODE_SPLITS");
+    if (!e || !e[0] || strcmp(e, "fa2") == 0)
+        return 1;
+    if (strcmp(e, "fill") == 0)
+        return 2;
+    return 0;
 }
 
 /* The split count: the caller's, or (0) FlashAttention-2's rule on this kernel's slots: among
@@ -1433,6 +1743,27 @@ int splits_of(const attn_problem *p)
             n = stages / 2;
         if (n > 64)
             n = 64;
+    } else if (split_rule() == 2 &&
+               p->B * p->Hkv * m_tiles_of(p) * 2 <= (int64_t)sm_count() * blocks_per_sm(p)) {
+        /* fill: the tiles are at most half the slots, so split them to fill whole waves of the
+         * slots (k blocks a SM, every SM alike: the sweeps of 2026-12-01 had 33 and 49 splits,
+         * 264 / 392 blocks, above 42's 336 at B 1), each split keeping >= 256 keys: the largest
+         * k <= blocks_per_sm whose count this allows */
+        /* at most 33 splits: past that the merge's per-row work costs more than a third block a
+         * SM gains (round 1: 1 x 32k 2581 GB/s at 33 splits, 2521 at 49; 1 x 128k 3781, 3742) */
+        const int64_t ctas = p->B * p->Hkv * m_tiles_of(p);
+        int64_t max_n = keys / 256;
+        max_n = max_n < 1 ? 1 : max_n > 33 ? 33 : max_n;
+        n = 1;
+        for (int k = blocks_per_sm(p); k >= 1; k--) {
+            const int64_t s = (int64_t)k * sm_count() / ctas;
+            if (s >= 1 && s <= max_n) {
+                n = s;
+                break;
+            }
+            if (s > max_n && k == 1)
+                n = max_n;
+        }
     } else {
         const int64_t ctas = p->B * p->Hkv * m_tiles_of(p);
         const double slots = (double)sm_count() * blocks_per_sm(p);
@@ -1479,12 +1810,15 @@ flashc_status check_operand(const char *fn, const char *name, const void *ptr, c
 }
 
 /* FLASHC_DECODE_MERGE (the header comment), read at every call so that one process can compare
- * the variants: unset or "" the default (pdl); "v1", "v2", "pdl", "fused"; 0 for anything else. */
+ * the variants: unset or "" the default (pdl); "auto" (v3 for small merge grids, else pdl;
+ * resolved in cuda_attn_decode), "v1", "v2", "v3", "pdl", "fused"; 0 for anything else. */
 int merge_mode(void)
 {
     const char *e = getenv("FLASHC_DECODE_MERGE");
     if (!e || !e[0])
         return DEC_MERGE_PDL;
+    if (strcmp(e, "auto") == 0)
+        return DEC_MERGE_AUTO;
     if (strcmp(e, "v1") == 0)
         return DEC_MERGE_V1;
     if (strcmp(e, "v2") == 0)
@@ -1493,6 +1827,8 @@ int merge_mode(void)
         return DEC_MERGE_PDL;
     if (strcmp(e, "fused") == 0)
         return DEC_MERGE_FUSED;
+    if (strcmp(e, "v3") == 0)
+        return DEC_MERGE_V3;
     return 0;
 }
 
@@ -1540,14 +1876,20 @@ flashc_status cuda_attn_decode_supports(const attn_problem *p)
                             fn);
     if (!merge_mode())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_MERGE=%s: expected v1, v2, pdl or fused", fn,
+                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, pdl or "
+                            "fused",
+                            fn,
                             getenv("FLASHC_DECODE_MERGE"));
     int ring_ns;
     if (!kernel_mode(&ring_ns))
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, ring or ring-cpa "
-                            "(optionally :1 to :%d stages)",
+                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, lean, base, lean3, "
+                            "lean5, lean-pf, ring or ring-cpa (ring optionally :1 to :%d stages)",
                             fn, getenv("FLASHC_DECODE_KERNEL"), RING_MAX_STAGES);
+    if (!split_rule())
+        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                            "%s: FLASHC_DECODE_SPLITS=%s: expected fa2 or fill", fn,
+                            getenv("FLASHC_DECODE_SPLITS"));
     FLASHC_TRY(cuda_check_no_pending_error(fn));
     flashc_status st;
     if ((st = check_operand(fn, "q", p->q, p->sq)) != FLASHC_OK ||
@@ -1623,16 +1965,29 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
     a.merge = merge_mode();
     if (!a.merge)
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_MERGE=%s: expected v1, v2, pdl or fused", fn,
+                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, pdl or "
+                            "fused",
+                            fn,
                             getenv("FLASHC_DECODE_MERGE"));
     int ring_ns;
     if (!kernel_mode(&ring_ns))
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, ring or ring-cpa "
-                            "(optionally :1 to :%d stages)",
+                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, lean, base, lean3, "
+                            "lean5, lean-pf, ring or ring-cpa (ring optionally :1 to :%d stages)",
                             fn, getenv("FLASHC_DECODE_KERNEL"), RING_MAX_STAGES);
+    if (!split_rule())
+        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                            "%s: FLASHC_DECODE_SPLITS=%s: expected fa2 or fill", fn,
+                            getenv("FLASHC_DECODE_SPLITS"));
     const int ring = ring_plan(p, &ring_ns);
     a.ring_stages = ring_ns;
+    if (a.merge == DEC_MERGE_AUTO) {
+        /* v3 while its grid (a block a row and 32 columns) is at most 4 blocks a SM, else pdl:
+         * round 1 (2026-12-02) had v3 ahead at B 1 and 4 (128 rows: 512 blocks) by 1-3% and
+         * behind at B 16 (2048 blocks) by 0.5-1.6% */
+        const int64_t mblocks = p->B * p->Hq * p->Sq * ((p->Dv + 31) / 32);
+        a.merge = mblocks <= 4 * (int64_t)sm_count() ? DEC_MERGE_V3 : DEC_MERGE_PDL;
+    }
     if (a.merge != DEC_MERGE_V1 && a.merge != DEC_MERGE_FUSED &&
         p->B * p->Hq * p->Sq > 0x7fffffff)
         a.merge = DEC_MERGE_V1; /* v2's grid is one block a row */
@@ -1672,8 +2027,8 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
     const int di = head_dim_instance(p);
     const bool sm90 = major >= 9;
     cudaError_t err = p->dtype == FLASHC_BF16
-                          ? dec_run_all<__nv_bfloat16>(a, di, sm90, ring, stream)
-                          : dec_run_all<__half>(a, di, sm90, ring, stream);
+                          ? dec_run_all<__nv_bfloat16>(a, di, sm90, ring, var_of(p), stream)
+                          : dec_run_all<__half>(a, di, sm90, ring, var_of(p), stream);
     if (own) {
         const cudaError_t ferr = cudaFreeAsync(own, stream);
         if (err == cudaSuccess)
