@@ -789,15 +789,7 @@ __global__ void __launch_bounds__(BWD_TPR, 2) rms_bwd_vec(rms_bwd_args a)
                 }
             }
         }
-        /* the two sums in one reduction: red[0..31] and red[32..63] */
-        ss = warp_sum(ss), dot = warp_sum(dot);
-        const int nw = blockDim.x / 32;
-        if (threadIdx.x % 32 == 0)
-            red[threadIdx.x / 32] = ss, red[32 + threadIdx.x / 32] = dot;
-        __syncthreads();
-        ss = 0.0f, dot = 0.0f;
-        for (int i = 0; i < nw; i++)
-            ss += red[i], dot += red[32 + i];
+        block_sum2(ss, dot, red); /* the two sums in one reduction */
         __syncthreads();
         const float rstd = 1.0f / sqrtf(ss / (float)a.D + a.eps);
         const float cc = rstd * rstd * dot / (float)a.D;
@@ -820,15 +812,7 @@ __global__ void __launch_bounds__(BWD_TPR, 2) rms_bwd_vec(rms_bwd_args a)
             }
         }
     }
-    float *part = a.part + (int64_t)blockIdx.x * a.D;
-#pragma unroll
-    for (int j = 0; j < NV; j++) {
-        const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
-        if (c < nc)
-#pragma unroll
-            for (int i = 0; i < V; i++)
-                part[c * V + i] = dw[j][i];
-    }
+    rms_bwd_store_part<V, NV>(a.part + (int64_t)blockIdx.x * a.D, nc, dw);
 }
 
 /* Any row stride: the same persistent grid, element by element, the dw partial accumulated in
@@ -848,14 +832,7 @@ template <typename T> __global__ void rms_bwd_any(rms_bwd_args a)
             ss += xv * xv;
             dot += elem<T>::load(dy[d]) * elem<T>::load(w[d]) * xv;
         }
-        ss = warp_sum(ss), dot = warp_sum(dot);
-        const int nw = blockDim.x / 32;
-        if (threadIdx.x % 32 == 0)
-            red[threadIdx.x / 32] = ss, red[32 + threadIdx.x / 32] = dot;
-        __syncthreads();
-        ss = 0.0f, dot = 0.0f;
-        for (int i = 0; i < nw; i++)
-            ss += red[i], dot += red[32 + i];
+        block_sum2(ss, dot, red);
         __syncthreads();
         T *dx = (T *)a.dx + t * a.sdx;
         if (rms_bwd_plain(ss, dot)) {
@@ -905,9 +882,9 @@ __global__ void rms_dw_reduce(const float *part, int64_t G, int64_t D, T *dw, in
 }
 
 /* ---- what rms_bwd_reg (v2) and rms_bwd_ring (v3) share: thread k owns chunks
- * c = k + j blockDim.x (j < NVT, c < nc) of every row, w and its dw columns in registers.
- * Their w load and block sums stay written out in each: as helpers they renumbered v2's
- * registers (different SASS, tools/sass_identity.sh). ---- */
+ * c = k + j blockDim.x (j < NVT, c < nc) of every row, w and its dw columns in registers; the
+ * row sums (block_sum2) and the partial store (rms_bwd_store_part) are rows_rms.cuh's, shared
+ * with v1 and rows_v4.cu (the same order of additions, so the same bits as before). ---- */
 
 /* One chunk of V columns in float32 (the row is plain, rms_bwd_plain): dw += dy x rstd and
  * o = dx = rstd (dy w - x cc) (+ dres: rv, read only when RES). */
@@ -921,23 +898,6 @@ static __device__ __forceinline__ void rms_bwd_chunk(float rstd, float cc, const
     for (int i = 0; i < V; i++) {
         dw[i] += dv[i] * (xv[i] * rstd);
         o[i] = rstd * (dv[i] * wv[i] - xv[i] * cc) + (RES ? rv[i] : 0.0f);
-    }
-}
-
-/* The end: the thread's dw columns into the block's row of the (G, D) float32 partials. */
-template <typename T, int NVT>
-static __device__ __forceinline__ void rms_bwd_store_part(const rms_bwd_args &a, int64_t nc,
-                                                          const float (&dw)[NVT][chunk<T>::n])
-{
-    constexpr int V = chunk<T>::n;
-    float *part = a.part + (int64_t)blockIdx.x * a.D;
-#pragma unroll
-    for (int j = 0; j < NVT; j++) {
-        const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
-        if (c < nc)
-#pragma unroll
-            for (int i = 0; i < V; i++)
-                part[c * V + i] = dw[j][i];
     }
 }
 
@@ -955,7 +915,6 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
     constexpr int V = chunk<T>::n;
     __shared__ float red[2][64];
     const int64_t nc = a.D / V;
-    const int nw = blockDim.x / 32;
     const T *w = (const T *)a.w;
     uint4 wr[NVT], xr[NVT], dr[NVT], gr[NVT];
     float dw[NVT][V];
@@ -1004,15 +963,7 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
                 }
             }
         }
-        ss = warp_sum(ss), dot = warp_sum(dot);
-        if (nw > 1) {
-            if (threadIdx.x % 32 == 0)
-                red[k][threadIdx.x / 32] = ss, red[k][32 + threadIdx.x / 32] = dot;
-            __syncthreads();
-            ss = 0.0f, dot = 0.0f;
-            for (int i = 0; i < nw; i++)
-                ss += red[k][i], dot += red[k][32 + i];
-        }
+        block_sum2(ss, dot, red[k]);
         T *dx = (T *)a.dx + t * a.sdx;
         if (rms_bwd_plain(ss, dot)) {
             const float rstd = 1.0f / sqrtf(ss / (float)a.D + a.eps);
@@ -1065,7 +1016,7 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
             }
         }
     }
-    rms_bwd_store_part<T, NVT>(a, nc, dw);
+    rms_bwd_store_part<chunk<T>::n, NVT>(a.part + (int64_t)blockIdx.x * a.D, nc, dw);
 }
 
 /* Backward ring (v3): a persistent grid of G blocks, block b taking rows b, b + G, ...; thread
@@ -1082,7 +1033,6 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
     __shared__ float red[2][64];
     __shared__ double redd[64];
     const int64_t nc = a.D / V, slot = (RES ? 3 : 2) * nc, G = gridDim.x;
-    const int nw = blockDim.x / 32;
     uint4 wr[NVT];
     float dw[NVT][V];
 #pragma unroll
@@ -1132,15 +1082,7 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
                 }
             }
         }
-        ss = warp_sum(ss), dot = warp_sum(dot);
-        if (nw > 1) {
-            if (threadIdx.x % 32 == 0)
-                red[k][threadIdx.x / 32] = ss, red[k][32 + threadIdx.x / 32] = dot;
-            __syncthreads();
-            ss = 0.0f, dot = 0.0f;
-            for (int i = 0; i < nw; i++)
-                ss += red[k][i], dot += red[k][32 + i];
-        }
+        block_sum2(ss, dot, red[k]);
         T *dx = (T *)a.dx + t * a.sdx;
         if (rms_bwd_plain(ss, dot)) {
             const float rstd = 1.0f / sqrtf(ss / (float)a.D + a.eps);
@@ -1187,7 +1129,7 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
         s = s + 1 == S ? 0 : s + 1;
     }
     ptx_cp_async_wait<0>();
-    rms_bwd_store_part<T, NVT>(a, nc, dw);
+    rms_bwd_store_part<chunk<T>::n, NVT>(a.part + (int64_t)blockIdx.x * a.D, nc, dw);
 }
 
 /* dw[d] = sum over g < G of part[g][d]: 32 columns a block, thread row y summing the partials
@@ -1199,6 +1141,7 @@ __global__ void __launch_bounds__(1024) rms_dw_sum(const float *part, int64_t G,
     __shared__ float s[32][33];
     const int64_t d = (int64_t)blockIdx.x * 32 + threadIdx.x;
     float acc = 0.0f;
+    ptx_griddep_wait(); /* a programmatic launch (cuda_rms_dw_sum): part is complete; else a no-op */
     if (d < D) {
 #pragma unroll 4
         for (int64_t g = threadIdx.y; g < G; g += 32)
@@ -1214,13 +1157,28 @@ __global__ void __launch_bounds__(1024) rms_dw_sum(const float *part, int64_t G,
     }
 }
 
-extern "C" flashc_status cuda_rms_dw_sum(const float *part, int64_t G, const rows_bwd_problem *p)
+template <typename T> static void dw_sum_launch(const float *part, int64_t G, const rows_bwd_problem *p, bool pdl)
 {
     const unsigned grid = (unsigned)((p->D + 31) / 32);
+    if (!pdl) {
+        rms_dw_sum<T><<<grid, dim3(32, 32)>>>(part, G, p->D, (T *)p->dw, p->sdw);
+        return;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid), cfg.blockDim = dim3(32, 32), cfg.dynamicSmemBytes = 0, cfg.stream = 0;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at, cfg.numAttrs = 1;
+    (void)cudaLaunchKernelEx(&cfg, rms_dw_sum<T>, part, G, (int64_t)p->D, (T *)p->dw, (int64_t)p->sdw);
+}
+
+extern "C" flashc_status cuda_rms_dw_sum(const float *part, int64_t G, const rows_bwd_problem *p, bool pdl)
+{
     switch (p->dtype) {
-    case FLASHC_BF16: rms_dw_sum<__nv_bfloat16><<<grid, dim3(32, 32)>>>(part, G, p->D, (__nv_bfloat16 *)p->dw, p->sdw); break;
-    case FLASHC_F16: rms_dw_sum<__half><<<grid, dim3(32, 32)>>>(part, G, p->D, (__half *)p->dw, p->sdw); break;
-    default: rms_dw_sum<float><<<grid, dim3(32, 32)>>>(part, G, p->D, (float *)p->dw, p->sdw); break;
+    case FLASHC_BF16: dw_sum_launch<__nv_bfloat16>(part, G, p, pdl); break;
+    case FLASHC_F16: dw_sum_launch<__half>(part, G, p, pdl); break;
+    default: dw_sum_launch<float>(part, G, p, pdl); break;
     }
     return launch_status("flashc_rmsnorm_bwd", "rms_dw_sum");
 }
