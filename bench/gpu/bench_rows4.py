@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """RMSNorm bf16 on the GPU, issue 14's open targets (helper rows4): the rms_fwd_v4 knobs added
 for this round (R up to 16 warps a row, a lower register cap C, rows from X regions at once,
-programmatic dependent launch L; the persistent prefetch P with R) and the backward with PDL,
-against PyTorch in the same process, with the copy ceilings in the same access patterns and a
+programmatic dependent launch L; the persistent prefetch P with R) and the backward with PDL and
+the dw column sums in the kernel (F), against PyTorch in the same process, with the copy ceilings in the same access patterns and a
 per-kernel breakdown (torch.profiler / CUPTI: each kernel's device time against the time per
 call that the events measure, so launch gaps and rms_dw_sum show apart from the main kernel).
 
@@ -12,7 +12,7 @@ call that the events measure, so launch gaps and rms_dw_sum show apart from the 
   copy ceilings       x.clone(); torch.add(x, dy, out=dx) (the backward's 2 reads + 1 write);
                       with --copylib (bench/gpu/rows_copy.cu) copies in the kernels' patterns
 
-Knobs: FLASHC_CUDA_RMS_FWD=v4:P,W,B,H,G,R,L,C,X and FLASHC_CUDA_RMS_BWD=v4:N,B,H,G,L (see
+Knobs: FLASHC_CUDA_RMS_FWD=v4:P,W,B,H,G,R,L,C,X and FLASHC_CUDA_RMS_BWD=v4:N,B,H,G,L,F (see
 src/cuda/rows_v4.cu). Bytes, timing and checks as bench_rows3.py: CUDA events around batches
 of --calls back-to-back calls, median of --reps batches after a warm-up batch; each variant is
 checked against torch before it is timed.
@@ -41,14 +41,15 @@ FWD = [None, "v4:0,2,0,0,0,4", "v4:0,2,0,0,0,4,1", "v4:0,2,0,0,0,8", "v4:0,2,0,0
        "v4:0,2,0,1,0,4,1", "v4:0,2,0,0,0,4,1,48", "v4:0,2,0,0,0,4,1,0,4", "v4:0,2,0,0,0,8,1,0,4"]
 FWD_WIDE = [None, "v4:0,2,0,0,0,4", "v4:0,2,0,0,0,4,1", "v4:0,2,0,0,0,8", "v4:0,2,0,0,0,8,1", "v4:0,2,0,0,0,16,1"]
 RES = [None, "v4:0,2,0,0,0,1,1", "v4:0,2,0,0,0,1,0,0,4", "v4:0,2,0,0,0,1,1,0,4"]
-BWD = [None, "v4:2,0,0", "v4:2,0,0,0,1", "v4:4,0,0,0,1", "v4:2,0,1,0,1", "v4:1,0,0,0,1"]
+BWD = [None, "v4:2,0,0", "v4:2,0,0,0,1", "v4:2,0,0,0,0,1", "v4:2,0,0,0,1,1", "v4:4,0,0,0,1", "v4:4,0,0,0,1,1",
+       "v4:2,0,1,0,1,1", "v4:1,0,0,0,1,1"]
 # copies: (name, kind, p0..p3)
 COPIES = [("flat nc/st.normal", 0, 3, 2, 0, 0), ("flat nc/st.normal PDL", 0, 3, 2, 1, 0), ("flat cs/cs", 0, 0, 0, 0, 0),
           ("rows v4:0,2,0,0 (R 1)", 1, 0, 2, 0, 0), ("rows R 2", 3, 2, 0, 0, 0), ("rows R 4", 3, 4, 0, 0, 0),
           ("rows R 8", 3, 8, 0, 0, 0)]
 # the kernel breakdown (torch.profiler): (op, variant)
 PROF = [("rmsnorm", None), ("rmsnorm", "v4:0,2,0,0,0,4"), ("rmsnorm", "v4:0,2,0,0,0,4,1"), ("rms_bwd", None),
-        ("rms_bwd", "v4:2,0,0"), ("rms_bwd", "v4:2,0,0,0,1")]
+        ("rms_bwd", "v4:2,0,0"), ("rms_bwd", "v4:2,0,0,0,1"), ("rms_bwd", "v4:2,0,0,0,1,1")]
 
 
 def timed(fn, calls, reps):

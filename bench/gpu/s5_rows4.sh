@@ -3,7 +3,8 @@
 # >= 3.9 TB/s and >= 1.2x F.rms_norm, backward >= 3.4 TB/s), helper rows4: the rms_fwd_v4 knobs
 # of this round (FLASHC_CUDA_RMS_FWD=v4:P,W,B,H,G,R,L,C,X: R up to 16 warps a row, L = PDL,
 # C a register cap, X regions; P = 1 / 2 with R) and the backward with PDL
-# (FLASHC_CUDA_RMS_BWD=v4:N,B,H,G,L), at most 90 s:
+# and the dw column sums inside the kernel after a grid barrier, F (FLASHC_CUDA_RMS_BWD=
+# v4:N,B,H,G,L,F), at most 90 s:
 #   (a) tests/test_cuda_rows, four processes side by side, each on its own forced variant pairs
 #       (FLASHC_TEST_RMS_VARIANTS; a process's first pair runs every shape): the defaults, then
 #       the new knobs; f32 / bf16 / f16, odd widths and strides, extremes;
@@ -26,9 +27,9 @@ t0=$SECONDS
     -gencode=arch=compute_90a,code=sm_90a -o "$OUT/librows_copy.so" bench/gpu/rows_copy.cu ) >"$OUT/copylib.log" 2>&1 &
 cpid=$!
 VT=("-|-"
-    "v4:0,2,0,0,0,8,1|v4:2,0,0,0,1;v4:0,2,0,0,0,1,1,0,4|v4:4,0,0,0,1"
-    "v4:0,2,0,0,0,4,0,40,4|v4:1,0,0,0,1;v4:0,2,0,0,0,16|v4:2,0,1,7,1;v4:0,2,0,0,0,4,1,48|-"
-    "v4:2,2,0,0,7,4|v4:2,0,0,5,1;v4:2,2,0,0,0,2|-;v4:1,2,0,0,5,4|-;v4:0,2,0,0,0,8,0,32,16|-")
+    "v4:0,2,0,0,0,8,1|v4:2,0,0,0,1,1;v4:0,2,0,0,0,1,1,0,4|v4:4,0,0,0,1"
+    "v4:0,2,0,0,0,4,0,40,4|v4:1,0,0,0,1,1;v4:0,2,0,0,0,16|v4:2,0,1,7,1,1;v4:0,2,0,0,0,4,1,48|v4:2,0,0,0,0,1"
+    "v4:2,2,0,0,7,4|v4:2,0,0,5,1;v4:2,2,0,0,0,2|v4:4,0,0,3,0,1;v4:1,2,0,0,5,4|-;v4:0,2,0,0,0,8,0,32,16|-")
 SB=()
 command -v stdbuf >/dev/null && SB=(stdbuf -oL -eL) # the log up to a timeout, not a lost buffer
 tp=()
@@ -39,7 +40,7 @@ for i in 0 1 2 3; do
 done
 mpid=
 if command -v compute-sanitizer >/dev/null; then
-  FLASHC_TEST_RMS_SHORT=1 FLASHC_TEST_RMS_VARIANTS="v4:0,2,0,0,0,8,1,0,4|v4:2,0,0,0,1;v4:2,2,0,0,5,4|v4:4,0,0,3,1;v4:0,2,0,0,0,16,0,0,4|-;v4:0,2,0,0,0,4,0,40|-" \
+  FLASHC_TEST_RMS_SHORT=1 FLASHC_TEST_RMS_VARIANTS="v4:0,2,0,0,0,8,1,0,4|v4:2,0,0,0,1,1;v4:2,2,0,0,5,4|v4:4,0,0,3,1,1;v4:0,2,0,0,0,16,0,0,4|v4:1,0,0,0,0,1;v4:0,2,0,0,0,4,0,40|-" \
     timeout 30 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 \
     "$B/tests/test_cuda_rows" >"$OUT/memcheck.log" 2>&1 &
   mpid=$!

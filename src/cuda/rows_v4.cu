@@ -29,11 +29,13 @@
  *       registers, one barrier a row), x, dy (and dres) landing in S slots by bulk copies that
  *       one thread issues: bytes in flight cost shared memory, not registers (v2 holds one
  *       prefetched row a block: 3 blocks, 48 KB a SM). B, H as for v5 forward.
- *   FLASHC_CUDA_RMS_BWD=v4:N,B,H[,G[,L]] rms_bwd_v4: rms_bwd_reg with w read from L1 and the
+ *   FLASHC_CUDA_RMS_BWD=v4:N,B,H[,G,L,F] rms_bwd_v4: rms_bwd_reg with w read from L1 and the
  *       dw columns in shared memory (fewer registers: 4 blocks a SM, 4 prefetched rows), H as
  *       for the v4 forward (load modes, store path); L = 1: the kernel and rms_dw_sum are
  *       launched as programmatic dependents (PDL, sm_90): rms_dw_sum's blocks wait on the SMs
- *       that the kernel's blocks leave, the next call's kernel behind rms_dw_sum.
+ *       that the kernel's blocks leave, the next call's kernel behind rms_dw_sum. F = 1: no
+ *       rms_dw_sum; the kernel sums the dw columns itself after a grid barrier (a cooperative
+ *       launch, rms_dw_fused).
  *   FLASHC_CUDA_RMS_FWD=v6:W,H[,R]       rms_fwd_x2 (plain forward): two adjacent rows a group
  *       of warps, all loads of both issued before the first sum (the residual v4 kernel's shape).
  * G (optional) caps the grid: the tests use it to make warps and blocks go round many rows.
@@ -488,6 +490,9 @@ struct bwd4_args {
     float eps;
     int lm, sm; /* lm bit 0: evict-first bulk copies; sm: the store mode of dx */
     int pdl;    /* rms_bwd_v4: launched as a programmatic dependent (fwd4_args) */
+    unsigned *ctr; /* rms_bwd_v4 (knob F): the grid barrier's counter, 0 at the start; NULL: off */
+    void *dw;      /* F: dw (D, stride sdw), the column sums of part written here */
+    int64_t sdw;
 };
 
 /* The bulk-copy backward (sm_90): rms_bwd_reg's persistent block a row (thread k owns chunks
@@ -643,6 +648,56 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
 #endif
 }
 
+/* The knob F: rms_dw_sum inside the backward kernel, after a grid barrier (a cooperative launch:
+ * every block is resident). Block b sums the float4 column quads b, b + G, ... of the (G, D)
+ * partials (its threads take partial rows k, k + blockDim.x, ..., in order; then a shuffle tree
+ * and the warps in order: a fixed order, the same bits every run for a given G). The counter
+ * a.ctr starts at 0; each block adds 1 at the barrier and 1 when done, and the last one sets it
+ * back to 0 for the next launch (no block still spins then: each has added its second 1). */
+template <typename T> __device__ __noinline__ void rms_dw_fused(const bwd4_args &a)
+{
+    __shared__ float4 fred[32];
+    const unsigned G = gridDim.x;
+    __syncthreads(); /* the block's partial row stored */
+    if (threadIdx.x == 0) {
+        __threadfence();
+        atomicAdd(a.ctr, 1u);
+        unsigned v;
+        do
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(a.ctr) : "memory");
+        while (v < G);
+    }
+    __syncthreads();
+    const int64_t nq = a.D / 4;
+    const int nw = blockDim.x / 32, lane = threadIdx.x % 32;
+    for (int64_t qi = blockIdx.x; qi < nq; qi += G) {
+        float4 s = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (int64_t g = threadIdx.x; g < G; g += blockDim.x) {
+            const float4 p = __ldcg(reinterpret_cast<const float4 *>(a.part + g * a.D) + qi);
+            s.x += p.x, s.y += p.y, s.z += p.z, s.w += p.w;
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            s.x += __shfl_xor_sync(0xffffffffu, s.x, o), s.y += __shfl_xor_sync(0xffffffffu, s.y, o);
+            s.z += __shfl_xor_sync(0xffffffffu, s.z, o), s.w += __shfl_xor_sync(0xffffffffu, s.w, o);
+        }
+        if (lane == 0)
+            fred[threadIdx.x / 32] = s;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float4 t = fred[0];
+            for (int i = 1; i < nw; i++)
+                t.x += fred[i].x, t.y += fred[i].y, t.z += fred[i].z, t.w += fred[i].w;
+            T *dw = (T *)a.dw + qi * 4 * a.sdw;
+            dw[0] = elem<T>::store(t.x), dw[a.sdw] = elem<T>::store(t.y);
+            dw[2 * a.sdw] = elem<T>::store(t.z), dw[3 * a.sdw] = elem<T>::store(t.w);
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0 && atomicAdd(a.ctr, 1u) == 2 * G - 1)
+        *a.ctr = 0;
+}
+
 /* The register backward with dw in shared memory (v4): rms_bwd_reg's persistent block a row
  * and its next-row prefetch, without w and the dw columns in registers (164 -> ~110 registers
  * a thread at 4 chunks: 4 blocks a SM rather than 3, so 4 prefetched rows a SM). w is read
@@ -779,6 +834,8 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
             for (int q = 0; q < Q; q++)
                 reinterpret_cast<float4 *>(part + c * V)[q] = dws[(j * Q + q) * blockDim.x + threadIdx.x];
     }
+    if (a.ctr)
+        rms_dw_fused<T>(a);
 }
 
 /* ---- host side ---------------------------------------------------------------------------- */
@@ -950,18 +1007,54 @@ template <typename T, bool RES, bool PF> static const void *fwd4_pick(int nvt, b
 }
 
 /* A launch on stream 0, as a programmatic dependent of the stream's previous kernel when pdl
- * (sm_90; the kernel then waits for that one in griddepcontrol.wait). */
-static cudaError_t launch_pdl(const void *k, dim3 grid, dim3 block, void **args, size_t smem, bool pdl)
+ * (sm_90; the kernel then waits for that one in griddepcontrol.wait), cooperative when coop
+ * (every block resident at once, or the launch fails: rms_dw_fused's grid barrier). */
+static cudaError_t launch_ex(const void *k, dim3 grid, dim3 block, void **args, size_t smem, bool pdl, bool coop)
 {
-    if (!pdl)
+    if (!pdl && !coop)
         return cudaLaunchKernel(k, grid, block, args, smem, 0);
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = 0;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at, cfg.numAttrs = 1;
+    cudaLaunchAttribute at[2];
+    int n = 0;
+    if (pdl) {
+        at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[n++].val.programmaticStreamSerializationAllowed = 1;
+    }
+    if (coop) {
+        at[n].id = cudaLaunchAttributeCooperative;
+        at[n++].val.cooperative = 1;
+    }
+    cfg.attrs = at, cfg.numAttrs = n;
     return cudaLaunchKernelExC(&cfg, k, args);
+}
+
+static cudaError_t launch_pdl(const void *k, dim3 grid, dim3 block, void **args, size_t smem, bool pdl)
+{
+    return launch_ex(k, grid, block, args, smem, pdl, false);
+}
+
+/* rms_dw_fused's barrier counter, one a device, allocated and zeroed at the first use and kept
+ * for the process (4 bytes); every launch leaves it at 0. The library's kernels all run on
+ * stream 0, so two launches never use it at once. */
+static unsigned *v4_ctr[16];
+
+static cudaError_t get_ctr(int dev, unsigned **out)
+{
+    if (dev < 0 || dev >= 16)
+        return cudaErrorInvalidDevice;
+    std::lock_guard<std::mutex> lock(v4_mu);
+    if (!v4_ctr[dev]) {
+        unsigned *c = NULL;
+        cudaError_t err = cudaMalloc((void **)&c, sizeof(unsigned));
+        if (err == cudaSuccess)
+            err = cudaMemset(c, 0, sizeof(unsigned));
+        if (err != cudaSuccess)
+            return err;
+        v4_ctr[dev] = c;
+    }
+    *out = v4_ctr[dev];
+    return cudaSuccess;
 }
 
 template <typename T> static bool fwd_v4_t(const rows_problem *p, const v4_cfg &c, flashc_status *st)
@@ -1233,8 +1326,9 @@ template <typename T> static bool bwd_t(const rows_bwd_problem *p, flashc_status
     if (c.kind != 5 && c.kind != 4)
         return false;
     const bool v4 = c.kind == 4; /* v4:N,B,H[,G] (no S); v5:N,S,B,H[,G] */
-    const v4_cfg c5 = v4 ? v4_cfg{4, {c.k[0], 1, c.k[1], c.k[2], c.k[3], c.k[4], -1, -1, -1}} : c;
+    const v4_cfg c5 = v4 ? v4_cfg{4, {c.k[0], 1, c.k[1], c.k[2], c.k[3], c.k[4], c.k[5], -1, -1}} : c;
     const int L = v4 ? knob(c5, 5, 0, 0, 1) : 0; /* v4: PDL for the kernel and rms_dw_sum */
+    const int F = v4 ? knob(c5, 6, 0, 0, 1) : 0; /* v4: dw summed in the kernel (cooperative) */
     const int N = knob(c5, 0, 4, 1, 4), B = knob(c5, 2, 0, 0, 64), H = knob(c5, 3, v4 ? 0 : 1, 0, 15);
     const int Gc = knob(c5, 4, 0, 1, 1 << 30);
     int S = knob(c5, 1, 3, 1, 8);
@@ -1298,11 +1392,19 @@ template <typename T> static bool bwd_t(const rows_bwd_problem *p, flashc_status
     a.sx = p->sx[0], a.sdy = p->sdy[0], a.sdres = res ? p->sdres[0] : 0, a.sdx = p->sdx[0];
     a.T = p->T, a.D = p->D, a.eps = p->eps, a.lm = H % 4, a.sm = H / 4;
     const bool pdl = L != 0 && d.major >= 9;
-    a.pdl = pdl;
+    a.pdl = pdl, a.ctr = NULL, a.dw = p->dw, a.sdw = p->sdw;
+    if (F) {
+        err = get_ctr(dev, &a.ctr);
+        if (err != cudaSuccess) {
+            cudaFreeAsync(part, 0);
+            *st = v4_query_failed(fn, err);
+            return true;
+        }
+    }
     void *args[] = {&a, &S};
-    (void)launch_pdl(k, dim3((unsigned)G), dim3((unsigned)tpr), args, smem, pdl);
+    (void)launch_ex(k, dim3((unsigned)G), dim3((unsigned)tpr), args, smem, pdl, F != 0);
     *st = launch_status(fn, v4 ? "rms_bwd_v4" : "rms_bwd_tma");
-    if (*st == FLASHC_OK)
+    if (*st == FLASHC_OK && !F)
         *st = cuda_rms_dw_sum(part, G, p, pdl);
     cudaFreeAsync(part, 0);
     return true;
