@@ -35,7 +35,7 @@
  *       launched as programmatic dependents (PDL, sm_90): rms_dw_sum's blocks wait on the SMs
  *       that the kernel's blocks leave, the next call's kernel behind rms_dw_sum. F = 1: no
  *       rms_dw_sum; the kernel sums the dw columns itself after a grid barrier (a cooperative
- *       launch, rms_dw_fused).
+ *       launch, rms_dw_fused; bfloat16 at 2 or 4 chunks a thread, else ignored).
  *   FLASHC_CUDA_RMS_FWD=v6:W,H[,R]       rms_fwd_x2 (plain forward): two adjacent rows a group
  *       of warps, all loads of both issued before the first sum (the residual v4 kernel's shape).
  * G (optional) caps the grid: the tests use it to make warps and blocks go round many rows.
@@ -654,7 +654,7 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
  * and the warps in order: a fixed order, the same bits every run for a given G). The counter
  * a.ctr starts at 0; each block adds 1 at the barrier and 1 when done, and the last one sets it
  * back to 0 for the next launch (no block still spins then: each has added its second 1). */
-template <typename T> __device__ __noinline__ void rms_dw_fused(const bwd4_args &a)
+template <typename T> __device__ __forceinline__ void rms_dw_fused(const bwd4_args &a)
 {
     __shared__ float4 fred[32];
     const unsigned G = gridDim.x;
@@ -703,7 +703,7 @@ template <typename T> __device__ __noinline__ void rms_dw_fused(const bwd4_args 
  * a thread at 4 chunks: 4 blocks a SM rather than 3, so 4 prefetched rows a SM). w is read
  * from L1 each row; thread k's dw columns live in dynamic shared memory as float4 quads at
  * ((j * (V / 4) + q) * blockDim.x + k), its own, so no barrier and no bank conflict. */
-template <typename T, int NVT, bool RES, int SM>
+template <typename T, int NVT, bool RES, int SM, bool FUSED = false>
 __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bwd_v4(bwd4_args a)
 {
     constexpr int V = chunk<T>::n, Q = V / 4;
@@ -834,7 +834,7 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
             for (int q = 0; q < Q; q++)
                 reinterpret_cast<float4 *>(part + c * V)[q] = dws[(j * Q + q) * blockDim.x + threadIdx.x];
     }
-    if (a.ctr)
+    if (FUSED) /* its own instantiation: the branch alone cost the plain kernel ~30 registers */
         rms_dw_fused<T>(a);
 }
 
@@ -1312,6 +1312,23 @@ template <typename T> static const void *bwd4_kernel(int nv, bool res, bool sm)
     return bwd4_kernel_m<T, 0>(nv, res);
 }
 
+/* F: bfloat16 at 2 or 4 chunks a thread only (compile time); elsewhere F is ignored. */
+template <typename T> static const void *bwd4_fused(int nv, bool res)
+{
+    (void)nv, (void)res;
+    return NULL;
+}
+
+template <> const void *bwd4_fused<__nv_bfloat16>(int nv, bool res)
+{
+    typedef __nv_bfloat16 B;
+    if (nv == 4)
+        return res ? (const void *)rms_bwd_v4<B, 4, true, 0, true> : (const void *)rms_bwd_v4<B, 4, false, 0, true>;
+    if (nv == 2)
+        return res ? (const void *)rms_bwd_v4<B, 2, true, 0, true> : (const void *)rms_bwd_v4<B, 2, false, 0, true>;
+    return NULL;
+}
+
 template <> const void *bwd4_kernel<__nv_bfloat16>(int nv, bool res, bool sm)
 {
     if (sm && nv == 4)
@@ -1346,7 +1363,9 @@ template <typename T> static bool bwd_t(const rows_bwd_problem *p, flashc_status
     }
     if (tpr == 0)
         return false;
-    const void *k = v4 ? bwd4_kernel<T>(nv, res, H / 4 != 0) : bwd5_kernel<T>(nv, res, H / 4 != 0);
+    const void *kf = v4 && F ? bwd4_fused<T>(nv, res) : NULL; /* F: the fused kernel, if built */
+    const void *k = kf ? kf : v4 ? bwd4_kernel<T>(nv, res, H / 4 != 0) : bwd5_kernel<T>(nv, res, H / 4 != 0);
+    const bool fused = kf != NULL;
     int dev = 0, per_sm = 0;
     dev_info d;
     size_t stat = 0;
@@ -1393,7 +1412,7 @@ template <typename T> static bool bwd_t(const rows_bwd_problem *p, flashc_status
     a.T = p->T, a.D = p->D, a.eps = p->eps, a.lm = H % 4, a.sm = H / 4;
     const bool pdl = L != 0 && d.major >= 9;
     a.pdl = pdl, a.ctr = NULL, a.dw = p->dw, a.sdw = p->sdw;
-    if (F) {
+    if (fused) {
         err = get_ctr(dev, &a.ctr);
         if (err != cudaSuccess) {
             cudaFreeAsync(part, 0);
@@ -1402,9 +1421,9 @@ template <typename T> static bool bwd_t(const rows_bwd_problem *p, flashc_status
         }
     }
     void *args[] = {&a, &S};
-    (void)launch_ex(k, dim3((unsigned)G), dim3((unsigned)tpr), args, smem, pdl, F != 0);
+    (void)launch_ex(k, dim3((unsigned)G), dim3((unsigned)tpr), args, smem, pdl, fused);
     *st = launch_status(fn, v4 ? "rms_bwd_v4" : "rms_bwd_tma");
-    if (*st == FLASHC_OK && !F)
+    if (*st == FLASHC_OK && !fused)
         *st = cuda_rms_dw_sum(part, G, p, pdl);
     cudaFreeAsync(part, 0);
     return true;
