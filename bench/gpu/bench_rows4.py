@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""RMSNorm bf16 on the GPU, issue 14's open targets (helper rows4): the rms_fwd_v4 knobs added
-for this round (R up to 16 warps a row, a lower register cap C, rows from X regions at once,
-programmatic dependent launch L; the persistent prefetch P with R) and the backward with PDL and
-the dw column sums in the kernel (F), against PyTorch in the same process, with the copy ceilings in the same access patterns and a
-per-kernel breakdown (torch.profiler / CUPTI: each kernel's device time against the time per
-call that the events measure, so launch gaps and rms_dw_sum show apart from the main kernel).
+"""RMSNorm bf16 on the GPU, issue 14's open targets (helper rows4): the defaults set in round 2
+(plain forward rms_fwd_v4 on four warps a row, R = 4, launched as a programmatic dependent,
+PDL; the residual forward's v4 with PDL) against the old kernels by name ("v2"), the rms_fwd_v4
+knobs around them, and the backward with PDL (v2:1; v4:...,L), against PyTorch in the same
+process, with the copy ceilings and a per-kernel breakdown (torch.profiler / CUPTI: each
+kernel's device time against the span per call, so launch gaps and rms_dw_sum show apart).
 
   forward             flashc_rmsnorm            vs F.rms_norm
   forward + residual  flashc_rmsnorm_residual   vs h = x + r; F.rms_norm(h) (eager)
@@ -12,7 +12,7 @@ call that the events measure, so launch gaps and rms_dw_sum show apart from the 
   copy ceilings       x.clone(); torch.add(x, dy, out=dx) (the backward's 2 reads + 1 write);
                       with --copylib (bench/gpu/rows_copy.cu) copies in the kernels' patterns
 
-Knobs: FLASHC_CUDA_RMS_FWD=v4:P,W,B,H,G,R,L,C,X and FLASHC_CUDA_RMS_BWD=v4:N,B,H,G,L,F (see
+Knobs: FLASHC_CUDA_RMS_FWD=v4:P,W,B,H,G,R,L and FLASHC_CUDA_RMS_BWD=v4:N,B,H,G,L or v2:1 (see
 src/cuda/rows_v4.cu). Bytes, timing and checks as bench_rows3.py: CUDA events around batches
 of --calls back-to-back calls, median of --reps batches after a warm-up batch; each variant is
 checked against torch before it is timed.
@@ -34,22 +34,19 @@ import torch.nn.functional as F
 
 from flashc import _arrays, _lib
 
-# Round 1 of rows4. v4:P,W,B,H,G,R,L,C,X: R warps a row, L = 1 PDL, C register cap, X regions.
-FWD = [None, "v4:0,2,0,0,0,4", "v4:0,2,0,0,0,4,1", "v4:0,2,0,0,0,8", "v4:0,2,0,0,0,8,1", "v4:0,2,0,0,0,16",
-       "v4:0,2,0,0,0,4,0,48", "v4:0,2,0,0,0,4,0,40", "v4:0,2,0,0,0,8,0,32", "v4:0,2,0,0,0,4,0,0,4",
-       "v4:0,2,0,0,0,4,0,0,16", "v4:0,2,0,0,0,2,1", "v4:2,2,0,0,0,2", "v4:2,2,0,0,0,4", "v4:1,2,0,0,0,4",
-       "v4:0,2,0,1,0,4,1", "v4:0,2,0,0,0,4,1,48", "v4:0,2,0,0,0,4,1,0,4", "v4:0,2,0,0,0,8,1,0,4"]
-FWD_WIDE = [None, "v4:0,2,0,0,0,4", "v4:0,2,0,0,0,4,1", "v4:0,2,0,0,0,8", "v4:0,2,0,0,0,8,1", "v4:0,2,0,0,0,16,1"]
-RES = [None, "v4:0,2,0,0,0,1,1", "v4:0,2,0,0,0,1,0,0,4", "v4:0,2,0,0,0,1,1,0,4"]
-BWD = [None, "v4:2,0,0", "v4:2,0,0,0,1", "v4:2,0,0,0,0,1", "v4:2,0,0,0,1,1", "v4:4,0,0,0,1", "v4:4,0,0,0,1,1",
-       "v4:2,0,1,0,1,1", "v4:1,0,0,0,1,1"]
+# Round 2 of rows4 (round 1's lists and figures: bench/RESULTS.md). The defaults now: the plain
+# forward v4 with R = 4 and PDL (rows of >= 512 chunks), the residual v4 with PDL; "v2" by name
+# = the old kernels (plain rms_fwd_reg; residual v1's rms_fwd_vec). Backward "v2:1": v2 with PDL.
+FWD = [None, "v2", "v4:0,2,0,0,0,4", "v4:0,2,0,1,0,4,1", "v4:0,2,0,0,0,2,1", "v4:0,2,0,1,0,2,1", "v4:0,2,0,9,0,4,1",
+       "v4:0,2,0,0,0,8,1"]
+FWD_WIDE = [None, "v2", "v4:0,2,0,0,0,4", "v4:0,2,0,1,0,4,1", "v4:0,2,0,0,0,2,1", "v4:0,2,0,0,0,16,1"]
+RES = [None, "v2", "v4:0,2,0,0", "v4:0,2,0,1,0,1,1", "v4:0,2,0,9,0,1,1"]
+BWD = [None, "v2:1", "v4:2,0,0,0,1", "v4:4,0,0,0,1", "v4:2,0,1,0,1"]
 # copies: (name, kind, p0..p3)
 COPIES = [("flat nc/st.normal", 0, 3, 2, 0, 0), ("flat nc/st.normal PDL", 0, 3, 2, 1, 0), ("flat cs/cs", 0, 0, 0, 0, 0),
-          ("rows v4:0,2,0,0 (R 1)", 1, 0, 2, 0, 0), ("rows R 2", 3, 2, 0, 0, 0), ("rows R 4", 3, 4, 0, 0, 0),
-          ("rows R 8", 3, 8, 0, 0, 0)]
+          ("rows R 2", 3, 2, 0, 0, 0), ("rows R 4", 3, 4, 0, 0, 0)]
 # the kernel breakdown (torch.profiler): (op, variant)
-PROF = [("rmsnorm", None), ("rmsnorm", "v4:0,2,0,0,0,4"), ("rmsnorm", "v4:0,2,0,0,0,4,1"), ("rms_bwd", None),
-        ("rms_bwd", "v4:2,0,0"), ("rms_bwd", "v4:2,0,0,0,1"), ("rms_bwd", "v4:2,0,0,0,1,1")]
+PROF = [("rmsnorm", None), ("rmsnorm", "v2"), ("rms_bwd", None), ("rms_bwd", "v2:1"), ("rms_bwd", "v4:2,0,0,0,1")]
 
 
 def timed(fn, calls, reps):
@@ -96,7 +93,7 @@ def breakdown(fn, calls):
 
 
 def res_name(v):
-    return "v2 (v1 kernel)" if v == "v2" else "default (v4)" if v is None else v
+    return "v2 (v1 kernel)" if v == "v2" else "default (v4, PDL)" if v is None else v
 
 
 def setvar(name, v):
@@ -202,12 +199,12 @@ def run_shape(lib, cl, T, D, a, rows, deadline, profs):
             if not e < 2e-2:
                 raise RuntimeError(f"max_err vs torch {e}")
         except Exception as ex:  # report, keep going with the other variants
-            fail("rmsnorm", f"flashc {v or 'v2'}", ex)
+            fail("rmsnorm", f"flashc {v or 'default'}", ex)
             continue
-        row("rmsnorm", f"flashc {v or 'v2'}", timed(lambda: lib.flashc_rmsnorm(vx.ref, vw.ref, fe, vy.ref), a.calls, a.reps),
+        row("rmsnorm", f"flashc {v or 'default (v4 R4 PDL)'}", timed(lambda: lib.flashc_rmsnorm(vx.ref, vw.ref, fe, vy.ref), a.calls, a.reps),
             nb, pf, f"err {e:.1e}")
         if ("rmsnorm", v) in PROF:
-            prof("rmsnorm", f"flashc {v or 'v2'}", lambda: lib.flashc_rmsnorm(vx.ref, vw.ref, fe, vy.ref))
+            prof("rmsnorm", f"flashc {v or 'default'}", lambda: lib.flashc_rmsnorm(vx.ref, vw.ref, fe, vy.ref))
 
     # forward + residual
     nb = 4 * T * D * 2 + D * 2

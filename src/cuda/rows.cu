@@ -748,6 +748,7 @@ struct rms_bwd_args {
     int64_t sx, sdy, sdres, sdx;
     int64_t T, D;
     float eps;
+    int pdl; /* rms_bwd_reg: launched as a programmatic dependent (FLASHC_CUDA_RMS_BWD=v2:1) */
 };
 
 /* At most BWD_TPR threads: dw, x and g = dy w of NV chunks stay in registers; w and, for dw,
@@ -918,6 +919,8 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
     const T *w = (const T *)a.w;
     uint4 wr[NVT], xr[NVT], dr[NVT], gr[NVT];
     float dw[NVT][V];
+    if (a.pdl)
+        ptx_griddep_wait(); /* the stream's previous kernel has ended (rows_v4.cu, fwd4_args) */
 #pragma unroll
     for (int j = 0; j < NVT; j++) {
         const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
@@ -1016,6 +1019,8 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
             }
         }
     }
+    if (a.pdl) /* rms_dw_sum may launch: it waits for this grid's end before reading part */
+        ptx_griddep_launch_dependents();
     rms_bwd_store_part<chunk<T>::n, NVT>(a.part + (int64_t)blockIdx.x * a.D, nc, dw);
 }
 
@@ -1242,7 +1247,7 @@ template <typename T> static flashc_status rms_bwd_t(const rows_bwd_problem *p)
     rms_bwd_args a;
     a.x = p->x, a.w = p->w, a.dy = p->dy, a.dres = p->dres, a.dx = p->dx;
     a.sx = p->sx[0], a.sdy = p->sdy[0], a.sdres = p->dres ? p->sdres[0] : 0, a.sdx = p->sdx[0];
-    a.T = p->T, a.D = p->D, a.eps = p->eps;
+    a.T = p->T, a.D = p->D, a.eps = p->eps, a.pdl = 0;
     const size_t es = sizeof(T);
     const int64_t nc = p->D / chunk<T>::n;
     const bool aligned = vec_ok(p->x, a.sx, p->D, es) && vec_ok(p->w, 0, p->D, es) &&
@@ -1309,12 +1314,29 @@ template <typename T> static flashc_status rms_bwd_t(const rows_bwd_problem *p)
     a.part = part;
     flashc_status st;
     if (ring || v2) {
+        /* FLASHC_CUDA_RMS_BWD=v2:1 (opt-in, sm_90): v2 and rms_dw_sum as programmatic
+         * dependents, as rows_v4.cu's v4:...,L = 1 (measured there first) */
+        const char *be = getenv("FLASHC_CUDA_RMS_BWD");
+        int major = 0;
+        if (v2 && be && strcmp(be, "v2:1") == 0 &&
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9)
+            a.pdl = 1;
         void *args[] = {&a, &S};
-        err = cudaLaunchKernel(kern, dim3((unsigned)G), dim3((unsigned)threads), args, ring ? smem : 0, 0);
+        if (a.pdl) {
+            cudaLaunchConfig_t cfg = {};
+            cfg.gridDim = dim3((unsigned)G), cfg.blockDim = dim3((unsigned)threads), cfg.stream = 0;
+            cudaLaunchAttribute at[1];
+            at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+            at[0].val.programmaticStreamSerializationAllowed = 1;
+            cfg.attrs = at, cfg.numAttrs = 1;
+            err = cudaLaunchKernelExC(&cfg, kern, args);
+        } else {
+            err = cudaLaunchKernel(kern, dim3((unsigned)G), dim3((unsigned)threads), args, ring ? smem : 0, 0);
+        }
         (void)err; /* reported by launch_status */
         st = launch_status(fn, ring ? "rms_bwd_ring" : "rms_bwd_reg");
         if (st == FLASHC_OK) {
-            rms_dw_sum<T><<<(unsigned)((p->D + 31) / 32), dim3(32, 32)>>>(part, G, p->D, (T *)p->dw, p->sdw);
+            dw_sum_launch<T>(part, G, p, a.pdl != 0);
             st = launch_status(fn, "rms_dw_sum");
         }
     } else {

@@ -3,7 +3,7 @@
  * forward >= 3.9 TB/s, ~96% of the measured copy; backward >= 3.4 TB/s). Opt-in, chosen at
  * every call by the environment, so that one process can compare them with v2 (rows.cu):
  *
- *   FLASHC_CUDA_RMS_FWD=v4:P,W,B,H[,G,R,L,C,X] rms_fwd_v4, registers: a warp a row (rows wider than
+ *   FLASHC_CUDA_RMS_FWD=v4:P,W,B,H[,G,R,L]   rms_fwd_v4, registers: a warp a row (rows wider than
  *       512 chunks: a block of 2..16 warps a row), the row packed in registers as in v2.
  *       P = 0: a grid over the rows (one row a warp, as v2); P = 1: a persistent grid whose
  *       warps load their next row before reducing the current one (a register double buffer);
@@ -13,11 +13,11 @@
  *       H the cache hints (load mode H % 4, store mode H / 4, see ldh / sth); a sixth knob
  *       R (1..16, plain forward) puts a row on R times the threads (16 / R chunks a lane at
  *       4096 bf16; with P down to 2 chunks); L = 1 launches the grid as a programmatic
- *       dependent of the stream's previous kernel (PDL, sm_90: rms_fwd_v4's comment); C a
- *       lower register cap (bf16, 4 chunks a lane: 48 or 40; 2 chunks: 32); X (P = 0) takes
- *       the rows in flight from X regions of the tensor at once (group g: row (g % X) ceil(T /
- *       X) + g / X), as a flat copy's 4 strided chunks a thread do. The residual forward's
- *       default is v4 with P = 0, H = 0 (see fwd_t).
+ *       dependent of the stream's previous kernel (PDL, sm_90: rms_fwd_v4's comment); knobs
+ *       C (a lower register cap) and X (rows from X regions at once) were measured slower in
+ *       rows4's round 1 and removed (their places are ignored). The residual forward's
+ *       default is v4 with P = 0, H = 0, L = 1; the plain forward's v4 with R = 4, L = 1 for
+ *       rows of >= 512 chunks (see fwd_t).
  *   FLASHC_CUDA_RMS_FWD=v5:W,S,B,H[,G]   rms_fwd_tma (sm_90 only; else v2): persistent warps,
  *       each with S shared-memory row slots filled by one bulk copy a row (cp.async.bulk on an
  *       mbarrier, issued by lane 0), so S - 1 rows a warp are in flight without registers;
@@ -29,13 +29,13 @@
  *       registers, one barrier a row), x, dy (and dres) landing in S slots by bulk copies that
  *       one thread issues: bytes in flight cost shared memory, not registers (v2 holds one
  *       prefetched row a block: 3 blocks, 48 KB a SM). B, H as for v5 forward.
- *   FLASHC_CUDA_RMS_BWD=v4:N,B,H[,G,L,F] rms_bwd_v4: rms_bwd_reg with w read from L1 and the
+ *   FLASHC_CUDA_RMS_BWD=v4:N,B,H[,G,L]   rms_bwd_v4: rms_bwd_reg with w read from L1 and the
  *       dw columns in shared memory (fewer registers: 4 blocks a SM, 4 prefetched rows), H as
  *       for the v4 forward (load modes, store path); L = 1: the kernel and rms_dw_sum are
  *       launched as programmatic dependents (PDL, sm_90): rms_dw_sum's blocks wait on the SMs
- *       that the kernel's blocks leave, the next call's kernel behind rms_dw_sum. F = 1: no
- *       rms_dw_sum; the kernel sums the dw columns itself after a grid barrier (a cooperative
- *       launch, rms_dw_fused; bfloat16 at 2 or 4 chunks a thread, else ignored).
+ *       that the kernel's blocks leave, the next call's kernel behind rms_dw_sum. (A sixth
+ *       knob F, the column sums in the kernel after a grid barrier, measured 10% slower on the
+ *       H200 and was removed: bench/RESULTS.md, "rows4".)
  *   FLASHC_CUDA_RMS_FWD=v6:W,H[,R]       rms_fwd_x2 (plain forward): two adjacent rows a group
  *       of warps, all loads of both issued before the first sum (the residual v4 kernel's shape).
  * G (optional) caps the grid: the tests use it to make warps and blocks go round many rows.
@@ -160,8 +160,6 @@ struct fwd4_args {
     float eps;
     int lm, sm; /* load and store modes (above) */
     int pdl;    /* launched as a programmatic dependent (rms_fwd_v4 only; see fwd_v4_t) */
-    int64_t xq; /* rms_fwd_v4 without PF: > 0, group g takes row (g % X) xq + g / X (X = xl) */
-    int xl;
 };
 
 /* Sum (OP = 0) or max (OP = 1) of v over a row's tpr = 32 wpr threads: shuffles for one warp;
@@ -284,15 +282,14 @@ __host__ __device__ constexpr int fwd4_regs(int nvt, bool res, bool pf)
 
 template <int NVT, bool RES, bool PF> constexpr int fwd4_regs() { return fwd4_regs(NVT, RES, PF); }
 
-/* CAP: a lower register cap than fwd4_regs (0: none), for the knob C: at 4 chunks a lane the
- * 56 registers allow 9 blocks of 128 threads a SM; 48 allow 10, 40 allow 12. PDL (a.pdl): the
+/* PDL (a.pdl): the
  * grid is a programmatic dependent of the stream's previous kernel -- every block waits for
  * that one's completion (griddepcontrol.wait) before its first global read, and lets the next
  * grid launch at once (griddepcontrol.launch_dependents): that grid's blocks take the SMs that
  * this one's last wave leaves and wait there, so the launch latency between the two is hidden
  * (not the first bytes' latency: nothing is read before the wait). */
-template <typename T, int NVT, bool RES, bool PF, int SM, int CAP = 0>
-__global__ void __maxnreg__((CAP ? CAP : fwd4_regs<NVT, RES, PF>())) rms_fwd_v4(fwd4_args a, int wpr)
+template <typename T, int NVT, bool RES, bool PF, int SM>
+__global__ void __maxnreg__((fwd4_regs<NVT, RES, PF>())) rms_fwd_v4(fwd4_args a, int wpr)
 {
     __shared__ float red[2][16], red2[16];
     const int tpr = 32 * wpr;
@@ -301,11 +298,6 @@ __global__ void __maxnreg__((CAP ? CAP : fwd4_regs<NVT, RES, PF>())) rms_fwd_v4(
     const int64_t nc = a.D / chunk<T>::n;
     const uint64_t pol = a.lm == 1 ? l2_evict_first() : 0, spol = SM ? l2_policy(a.sm) : 0;
     int64_t t = (int64_t)blockIdx.x * gpb + threadIdx.x / tpr;
-    if (!PF && a.xq > 0) { /* the knob X: the rows in flight from X regions at once */
-        t = (t % a.xl) * a.xq + t / a.xl;
-        if (t >= a.T)
-            return; /* the last region's tail (no barrier reached yet: the whole block) */
-    }
     uint4 u[NVT], ur[NVT], nu[NVT], nr[NVT];
     if (a.pdl) {
         ptx_griddep_launch_dependents();
@@ -490,9 +482,6 @@ struct bwd4_args {
     float eps;
     int lm, sm; /* lm bit 0: evict-first bulk copies; sm: the store mode of dx */
     int pdl;    /* rms_bwd_v4: launched as a programmatic dependent (fwd4_args) */
-    unsigned *ctr; /* rms_bwd_v4 (knob F): the grid barrier's counter, 0 at the start; NULL: off */
-    void *dw;      /* F: dw (D, stride sdw), the column sums of part written here */
-    int64_t sdw;
 };
 
 /* The bulk-copy backward (sm_90): rms_bwd_reg's persistent block a row (thread k owns chunks
@@ -648,62 +637,12 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
 #endif
 }
 
-/* The knob F: rms_dw_sum inside the backward kernel, after a grid barrier (a cooperative launch:
- * every block is resident). Block b sums the float4 column quads b, b + G, ... of the (G, D)
- * partials (its threads take partial rows k, k + blockDim.x, ..., in order; then a shuffle tree
- * and the warps in order: a fixed order, the same bits every run for a given G). The counter
- * a.ctr starts at 0; each block adds 1 at the barrier and 1 when done, and the last one sets it
- * back to 0 for the next launch (no block still spins then: each has added its second 1). */
-template <typename T> __device__ __forceinline__ void rms_dw_fused(const bwd4_args &a)
-{
-    __shared__ float4 fred[32];
-    const unsigned G = gridDim.x;
-    __syncthreads(); /* the block's partial row stored */
-    if (threadIdx.x == 0) {
-        __threadfence();
-        atomicAdd(a.ctr, 1u);
-        unsigned v;
-        do
-            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(a.ctr) : "memory");
-        while (v < G);
-    }
-    __syncthreads();
-    const int64_t nq = a.D / 4;
-    const int nw = blockDim.x / 32, lane = threadIdx.x % 32;
-    for (int64_t qi = blockIdx.x; qi < nq; qi += G) {
-        float4 s = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        for (int64_t g = threadIdx.x; g < G; g += blockDim.x) {
-            const float4 p = __ldcg(reinterpret_cast<const float4 *>(a.part + g * a.D) + qi);
-            s.x += p.x, s.y += p.y, s.z += p.z, s.w += p.w;
-        }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            s.x += __shfl_xor_sync(0xffffffffu, s.x, o), s.y += __shfl_xor_sync(0xffffffffu, s.y, o);
-            s.z += __shfl_xor_sync(0xffffffffu, s.z, o), s.w += __shfl_xor_sync(0xffffffffu, s.w, o);
-        }
-        if (lane == 0)
-            fred[threadIdx.x / 32] = s;
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            float4 t = fred[0];
-            for (int i = 1; i < nw; i++)
-                t.x += fred[i].x, t.y += fred[i].y, t.z += fred[i].z, t.w += fred[i].w;
-            T *dw = (T *)a.dw + qi * 4 * a.sdw;
-            dw[0] = elem<T>::store(t.x), dw[a.sdw] = elem<T>::store(t.y);
-            dw[2 * a.sdw] = elem<T>::store(t.z), dw[3 * a.sdw] = elem<T>::store(t.w);
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x == 0 && atomicAdd(a.ctr, 1u) == 2 * G - 1)
-        *a.ctr = 0;
-}
-
 /* The register backward with dw in shared memory (v4): rms_bwd_reg's persistent block a row
  * and its next-row prefetch, without w and the dw columns in registers (164 -> ~110 registers
  * a thread at 4 chunks: 4 blocks a SM rather than 3, so 4 prefetched rows a SM). w is read
  * from L1 each row; thread k's dw columns live in dynamic shared memory as float4 quads at
  * ((j * (V / 4) + q) * blockDim.x + k), its own, so no barrier and no bank conflict. */
-template <typename T, int NVT, bool RES, int SM, bool FUSED = false>
+template <typename T, int NVT, bool RES, int SM>
 __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bwd_v4(bwd4_args a)
 {
     constexpr int V = chunk<T>::n, Q = V / 4;
@@ -834,8 +773,6 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
             for (int q = 0; q < Q; q++)
                 reinterpret_cast<float4 *>(part + c * V)[q] = dws[(j * Q + q) * blockDim.x + threadIdx.x];
     }
-    if (FUSED) /* its own instantiation: the branch alone cost the plain kernel ~30 registers */
-        rms_dw_fused<T>(a);
 }
 
 /* ---- host side ---------------------------------------------------------------------------- */
@@ -956,13 +893,12 @@ static flashc_status v4_query_failed(const char *fn, cudaError_t err)
     return flashc__fail(FLASHC_ERR_DEVICE, "%s: device query failed: %s", fn, cudaGetErrorString(err));
 }
 
-/* The hinted store path (SM = 1) and the lower register caps (C) are built for bfloat16 only
- * (the benchmarked type: compile time); the other types take st.global.cs and the plain cap
- * whatever H and C say. Chunks a lane: 16, 8, 4, 2, 1 without PF (R = 1..16 at 4096 bf16),
- * 16, 8, 4, 2 with it; the residual forward 8. */
-template <typename T, int NVT, bool RES, bool PF> static const void *fwd4_kernel(bool sm, int cap)
+/* The hinted store path (SM = 1) is built for bfloat16 only (the benchmarked type: compile
+ * time); the other types take st.global.cs whatever H says. Chunks a lane: 16, 8, 4, 2, 1
+ * without PF (R = 1..16 at 4096 bf16), 16, 8, 4, 2 with it; the residual forward 8. */
+template <typename T, int NVT, bool RES, bool PF> static const void *fwd4_kernel(bool sm)
 {
-    (void)sm, (void)cap;
+    (void)sm;
     return (const void *)rms_fwd_v4<T, NVT, RES, PF, 0>;
 }
 
@@ -972,89 +908,39 @@ template <int NVT, bool RES, bool PF> static const void *fwd4_bf16(bool sm)
               : (const void *)rms_fwd_v4<__nv_bfloat16, NVT, RES, PF, 0>;
 }
 
-template <> const void *fwd4_kernel<__nv_bfloat16, 4, false, false>(bool sm, int cap)
-{
-    if (cap == 40)
-        return sm ? (const void *)rms_fwd_v4<__nv_bfloat16, 4, false, false, 1, 40>
-                  : (const void *)rms_fwd_v4<__nv_bfloat16, 4, false, false, 0, 40>;
-    if (cap == 48)
-        return sm ? (const void *)rms_fwd_v4<__nv_bfloat16, 4, false, false, 1, 48>
-                  : (const void *)rms_fwd_v4<__nv_bfloat16, 4, false, false, 0, 48>;
-    return fwd4_bf16<4, false, false>(sm);
-}
-template <> const void *fwd4_kernel<__nv_bfloat16, 2, false, false>(bool sm, int cap)
-{
-    if (cap == 32)
-        return (const void *)rms_fwd_v4<__nv_bfloat16, 2, false, false, 0, 32>;
-    return fwd4_bf16<2, false, false>(sm);
-}
-template <> const void *fwd4_kernel<__nv_bfloat16, 16, false, false>(bool sm, int) { return fwd4_bf16<16, false, false>(sm); }
-template <> const void *fwd4_kernel<__nv_bfloat16, 16, false, true>(bool sm, int) { return fwd4_bf16<16, false, true>(sm); }
-template <> const void *fwd4_kernel<__nv_bfloat16, 8, false, true>(bool sm, int) { return fwd4_bf16<8, false, true>(sm); }
-template <> const void *fwd4_kernel<__nv_bfloat16, 8, true, false>(bool sm, int) { return fwd4_bf16<8, true, false>(sm); }
+template <> const void *fwd4_kernel<__nv_bfloat16, 4, false, false>(bool sm) { return fwd4_bf16<4, false, false>(sm); }
+template <> const void *fwd4_kernel<__nv_bfloat16, 2, false, false>(bool sm) { return fwd4_bf16<2, false, false>(sm); }
+template <> const void *fwd4_kernel<__nv_bfloat16, 16, false, false>(bool sm) { return fwd4_bf16<16, false, false>(sm); }
+template <> const void *fwd4_kernel<__nv_bfloat16, 16, false, true>(bool sm) { return fwd4_bf16<16, false, true>(sm); }
+template <> const void *fwd4_kernel<__nv_bfloat16, 8, false, true>(bool sm) { return fwd4_bf16<8, false, true>(sm); }
+template <> const void *fwd4_kernel<__nv_bfloat16, 8, true, false>(bool sm) { return fwd4_bf16<8, true, false>(sm); }
 
-template <typename T, bool RES, bool PF> static const void *fwd4_pick(int nvt, bool sm, int cap)
+template <typename T, bool RES, bool PF> static const void *fwd4_pick(int nvt, bool sm)
 {
     if (RES)
-        return fwd4_kernel<T, 8, RES, PF>(sm, cap);
+        return fwd4_kernel<T, 8, RES, PF>(sm);
     switch (nvt) {
-    case 16: return fwd4_kernel<T, 16, false, PF>(sm, cap);
-    case 8: return fwd4_kernel<T, 8, false, PF>(sm, cap);
-    case 4: return fwd4_kernel<T, 4, false, PF>(sm, cap);
-    case 2: return fwd4_kernel<T, 2, false, PF>(sm, cap);
-    default: return PF ? NULL : fwd4_kernel<T, 1, false, false>(sm, cap);
+    case 16: return fwd4_kernel<T, 16, false, PF>(sm);
+    case 8: return fwd4_kernel<T, 8, false, PF>(sm);
+    case 4: return fwd4_kernel<T, 4, false, PF>(sm);
+    case 2: return fwd4_kernel<T, 2, false, PF>(sm);
+    default: return PF ? NULL : fwd4_kernel<T, 1, false, false>(sm);
     }
 }
 
 /* A launch on stream 0, as a programmatic dependent of the stream's previous kernel when pdl
- * (sm_90; the kernel then waits for that one in griddepcontrol.wait), cooperative when coop
- * (every block resident at once, or the launch fails: rms_dw_fused's grid barrier). */
-static cudaError_t launch_ex(const void *k, dim3 grid, dim3 block, void **args, size_t smem, bool pdl, bool coop)
+ * (sm_90; the kernel then waits for that one in griddepcontrol.wait). */
+static cudaError_t launch_pdl(const void *k, dim3 grid, dim3 block, void **args, size_t smem, bool pdl)
 {
-    if (!pdl && !coop)
+    if (!pdl)
         return cudaLaunchKernel(k, grid, block, args, smem, 0);
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = 0;
-    cudaLaunchAttribute at[2];
-    int n = 0;
-    if (pdl) {
-        at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at[n++].val.programmaticStreamSerializationAllowed = 1;
-    }
-    if (coop) {
-        at[n].id = cudaLaunchAttributeCooperative;
-        at[n++].val.cooperative = 1;
-    }
-    cfg.attrs = at, cfg.numAttrs = n;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at, cfg.numAttrs = 1;
     return cudaLaunchKernelExC(&cfg, k, args);
-}
-
-static cudaError_t launch_pdl(const void *k, dim3 grid, dim3 block, void **args, size_t smem, bool pdl)
-{
-    return launch_ex(k, grid, block, args, smem, pdl, false);
-}
-
-/* rms_dw_fused's barrier counter, one a device, allocated and zeroed at the first use and kept
- * for the process (4 bytes); every launch leaves it at 0. The library's kernels all run on
- * stream 0, so two launches never use it at once. */
-static unsigned *v4_ctr[16];
-
-static cudaError_t get_ctr(int dev, unsigned **out)
-{
-    if (dev < 0 || dev >= 16)
-        return cudaErrorInvalidDevice;
-    std::lock_guard<std::mutex> lock(v4_mu);
-    if (!v4_ctr[dev]) {
-        unsigned *c = NULL;
-        cudaError_t err = cudaMalloc((void **)&c, sizeof(unsigned));
-        if (err == cudaSuccess)
-            err = cudaMemset(c, 0, sizeof(unsigned));
-        if (err != cudaSuccess)
-            return err;
-        v4_ctr[dev] = c;
-    }
-    *out = v4_ctr[dev];
-    return cudaSuccess;
 }
 
 template <typename T> static bool fwd_v4_t(const rows_problem *p, const v4_cfg &c, flashc_status *st)
@@ -1064,7 +950,7 @@ template <typename T> static bool fwd_v4_t(const rows_problem *p, const v4_cfg &
     const bool res = p->r != NULL;
     const int P = knob(c, 0, 0, 0, 2), Wk = knob(c, 1, 2, 1, 16), B = knob(c, 2, 0, 0, 64);
     const int H = knob(c, 3, 0, 0, 15), Gc = knob(c, 4, 0, 1, 1 << 30), R = knob(c, 5, 1, 1, 16);
-    const int L = knob(c, 6, 0, 0, 1), C = knob(c, 7, 0, 0, 64), X = knob(c, 8, 1, 1, 64);
+    const int L = knob(c, 6, 0, 0, 1); /* knobs 8, 9 (C, X) measured slower, removed */
     if (nc < 32)
         return false;
     int wpr = 1;
@@ -1082,8 +968,8 @@ template <typename T> static bool fwd_v4_t(const rows_problem *p, const v4_cfg &
     if (threads * fwd4_regs(nvt, res, P != 0) > 65536)
         return false;
     const bool sm = H / 4 != 0;
-    const void *k = res ? (P ? fwd4_pick<T, true, true>(nvt, sm, C) : fwd4_pick<T, true, false>(nvt, sm, C))
-                        : (P ? fwd4_pick<T, false, true>(nvt, sm, C) : fwd4_pick<T, false, false>(nvt, sm, C));
+    const void *k = res ? (P ? fwd4_pick<T, true, true>(nvt, sm) : fwd4_pick<T, true, false>(nvt, sm))
+                        : (P ? fwd4_pick<T, false, true>(nvt, sm) : fwd4_pick<T, false, false>(nvt, sm));
     if (!k)
         return false;
     int dev = 0, per_sm = 0;
@@ -1109,8 +995,7 @@ template <typename T> static bool fwd_v4_t(const rows_problem *p, const v4_cfg &
     if (per_sm <= 0)
         return false;
     const int64_t rows = threads / (32 * wpr);
-    const int64_t xq = !P && X > 1 ? (p->T + X - 1) / X : 0; /* rows a region (X) */
-    int64_t grid = ((xq ? xq * X : p->T) + rows - 1) / rows;
+    int64_t grid = (p->T + rows - 1) / rows;
     if (P) {
         const int64_t g = (int64_t)d.sms * (B > 0 && B < per_sm ? B : per_sm);
         grid = grid < g ? grid : g;
@@ -1123,7 +1008,6 @@ template <typename T> static bool fwd_v4_t(const rows_problem *p, const v4_cfg &
     a.x = p->x, a.r = p->r, a.w = p->w, a.xw = p->xw, a.y = p->y;
     a.sx = p->sx[0], a.sr = res ? p->sr[0] : 0, a.sy = p->sy[0];
     a.T = p->T, a.D = p->D, a.eps = p->eps, a.lm = H % 4, a.sm = H / 4, a.pdl = L;
-    a.xq = xq, a.xl = X;
     void *args[] = {&a, &wpr};
     (void)launch_pdl(k, dim3((unsigned)grid), dim3((unsigned)threads), args, smem, L != 0 && d.major >= 9);
     *st = launch_status(fn, "rms_fwd_v4");
@@ -1190,7 +1074,7 @@ template <typename T> static bool fwd_v5_t(const rows_problem *p, const v4_cfg &
     fwd4_args a;
     a.x = p->x, a.r = p->r, a.w = p->w, a.xw = p->xw, a.y = p->y;
     a.sx = p->sx[0], a.sr = res ? p->sr[0] : 0, a.sy = p->sy[0];
-    a.T = p->T, a.D = p->D, a.eps = p->eps, a.lm = H % 4, a.sm = H / 4, a.pdl = 0, a.xq = 0, a.xl = 1;
+    a.T = p->T, a.D = p->D, a.eps = p->eps, a.lm = H % 4, a.sm = H / 4, a.pdl = 0;
     int Sv = S;
     void *args[] = {&a, &Sv};
     (void)cudaLaunchKernel(k, dim3((unsigned)grid), dim3((unsigned)(32 * W)), args, smem, 0);
@@ -1239,7 +1123,7 @@ template <typename T> static bool fwd_x2_t(const rows_problem *p, const v4_cfg &
     fwd4_args a;
     a.x = p->x, a.r = NULL, a.w = p->w, a.xw = NULL, a.y = p->y;
     a.sx = p->sx[0], a.sr = 0, a.sy = p->sy[0];
-    a.T = p->T, a.D = p->D, a.eps = p->eps, a.lm = H % 4, a.sm = H / 4, a.pdl = 0, a.xq = 0, a.xl = 1;
+    a.T = p->T, a.D = p->D, a.eps = p->eps, a.lm = H % 4, a.sm = H / 4, a.pdl = 0;
     void *args[] = {&a, &wpr};
     (void)cudaLaunchKernel(k, dim3((unsigned)grid), dim3((unsigned)threads), args, 0, 0);
     *st = launch_status(fn, "rms_fwd_x2");
@@ -1248,12 +1132,21 @@ template <typename T> static bool fwd_x2_t(const rows_problem *p, const v4_cfg &
 
 template <typename T> static bool fwd_t(const rows_problem *p, flashc_status *st)
 {
-    /* The residual forward's default (FLASHC_CUDA_RMS_FWD unset): v4 with P = 0, H = 0 (rows
-     * of two warps at 4096 bf16), measured on the H200 at 3.86 TB/s against 3.33 for v1's
-     * rms_fwd_vec, the default before (bench/RESULTS.md, "RMSNorm v4 / v5"). "v2" by name keeps
-     * the old kernel for comparisons. */
-    if (p->r && !getenv("FLASHC_CUDA_RMS_FWD")) {
-        const v4_cfg d = {4, {0, 2, 0, 0, -1, -1, -1, -1, -1}};
+    /* The defaults (FLASHC_CUDA_RMS_FWD unset), both launched as programmatic dependents (L = 1,
+     * rows4's round 1; bench/RESULTS.md, "RMSNorm: more threads a row, PDL"): the residual
+     * forward v4 with P = 0, H = 0 (rows of two warps at 4096 bf16; 3.86 TB/s against 3.33 for
+     * v1's rms_fwd_vec, "RMSNorm v4 / v5"); the plain forward v4 on four warps a row (R = 4)
+     * for rows of >= 512 chunks (8 KiB: 4096 / 8192 bf16 measured at 1.09x / 1.02x v2's
+     * rms_fwd_reg), v2 below that (not measured there; R would leave lanes idle). "v2" by
+     * name keeps the old kernels for comparisons. */
+    if (!getenv("FLASHC_CUDA_RMS_FWD")) {
+        if (p->r) {
+            const v4_cfg d = {4, {0, 2, 0, 0, -1, -1, 1, -1, -1}};
+            return fwd_v4_t<T>(p, d, st);
+        }
+        if (p->D / chunk<T>::n < 512)
+            return false;
+        const v4_cfg d = {4, {0, 2, 0, 0, -1, 4, 1, -1, -1}};
         return fwd_v4_t<T>(p, d, st);
     }
     const v4_cfg c = v4_env("FLASHC_CUDA_RMS_FWD");
@@ -1312,23 +1205,6 @@ template <typename T> static const void *bwd4_kernel(int nv, bool res, bool sm)
     return bwd4_kernel_m<T, 0>(nv, res);
 }
 
-/* F: bfloat16 at 2 or 4 chunks a thread only (compile time); elsewhere F is ignored. */
-template <typename T> static const void *bwd4_fused(int nv, bool res)
-{
-    (void)nv, (void)res;
-    return NULL;
-}
-
-template <> const void *bwd4_fused<__nv_bfloat16>(int nv, bool res)
-{
-    typedef __nv_bfloat16 B;
-    if (nv == 4)
-        return res ? (const void *)rms_bwd_v4<B, 4, true, 0, true> : (const void *)rms_bwd_v4<B, 4, false, 0, true>;
-    if (nv == 2)
-        return res ? (const void *)rms_bwd_v4<B, 2, true, 0, true> : (const void *)rms_bwd_v4<B, 2, false, 0, true>;
-    return NULL;
-}
-
 template <> const void *bwd4_kernel<__nv_bfloat16>(int nv, bool res, bool sm)
 {
     if (sm && nv == 4)
@@ -1343,9 +1219,8 @@ template <typename T> static bool bwd_t(const rows_bwd_problem *p, flashc_status
     if (c.kind != 5 && c.kind != 4)
         return false;
     const bool v4 = c.kind == 4; /* v4:N,B,H[,G] (no S); v5:N,S,B,H[,G] */
-    const v4_cfg c5 = v4 ? v4_cfg{4, {c.k[0], 1, c.k[1], c.k[2], c.k[3], c.k[4], c.k[5], -1, -1}} : c;
+    const v4_cfg c5 = v4 ? v4_cfg{4, {c.k[0], 1, c.k[1], c.k[2], c.k[3], c.k[4], -1, -1, -1}} : c;
     const int L = v4 ? knob(c5, 5, 0, 0, 1) : 0; /* v4: PDL for the kernel and rms_dw_sum */
-    const int F = v4 ? knob(c5, 6, 0, 0, 1) : 0; /* v4: dw summed in the kernel (cooperative) */
     const int N = knob(c5, 0, 4, 1, 4), B = knob(c5, 2, 0, 0, 64), H = knob(c5, 3, v4 ? 0 : 1, 0, 15);
     const int Gc = knob(c5, 4, 0, 1, 1 << 30);
     int S = knob(c5, 1, 3, 1, 8);
@@ -1363,9 +1238,7 @@ template <typename T> static bool bwd_t(const rows_bwd_problem *p, flashc_status
     }
     if (tpr == 0)
         return false;
-    const void *kf = v4 && F ? bwd4_fused<T>(nv, res) : NULL; /* F: the fused kernel, if built */
-    const void *k = kf ? kf : v4 ? bwd4_kernel<T>(nv, res, H / 4 != 0) : bwd5_kernel<T>(nv, res, H / 4 != 0);
-    const bool fused = kf != NULL;
+    const void *k = v4 ? bwd4_kernel<T>(nv, res, H / 4 != 0) : bwd5_kernel<T>(nv, res, H / 4 != 0);
     int dev = 0, per_sm = 0;
     dev_info d;
     size_t stat = 0;
@@ -1411,19 +1284,11 @@ template <typename T> static bool bwd_t(const rows_bwd_problem *p, flashc_status
     a.sx = p->sx[0], a.sdy = p->sdy[0], a.sdres = res ? p->sdres[0] : 0, a.sdx = p->sdx[0];
     a.T = p->T, a.D = p->D, a.eps = p->eps, a.lm = H % 4, a.sm = H / 4;
     const bool pdl = L != 0 && d.major >= 9;
-    a.pdl = pdl, a.ctr = NULL, a.dw = p->dw, a.sdw = p->sdw;
-    if (fused) {
-        err = get_ctr(dev, &a.ctr);
-        if (err != cudaSuccess) {
-            cudaFreeAsync(part, 0);
-            *st = v4_query_failed(fn, err);
-            return true;
-        }
-    }
+    a.pdl = pdl;
     void *args[] = {&a, &S};
-    (void)launch_ex(k, dim3((unsigned)G), dim3((unsigned)tpr), args, smem, pdl, fused);
+    (void)launch_pdl(k, dim3((unsigned)G), dim3((unsigned)tpr), args, smem, pdl);
     *st = launch_status(fn, v4 ? "rms_bwd_v4" : "rms_bwd_tma");
-    if (*st == FLASHC_OK && !fused)
+    if (*st == FLASHC_OK)
         *st = cuda_rms_dw_sum(part, G, p, pdl);
     cudaFreeAsync(part, 0);
     return true;
