@@ -4,8 +4,9 @@
  *
  * All of them move each byte once, so they are bandwidth kernels; what matters is bytes in
  * flight per SM and 16-byte accesses:
- *   rms_fwd_reg   (v2, plain RMSNorm; the residual variant takes rows_v4.cu's rms_fwd_v4 by
- *                 default, v1's rms_fwd_vec under FLASHC_CUDA_RMS_FWD=v2) a lane group per row
+ *   rms_fwd_reg   (v2, plain RMSNorm on rows of < 512 chunks, and on any row under
+ *                 FLASHC_CUDA_RMS_FWD=v2; wider rows and the residual variant take rows_v4.cu's
+ *                 rms_fwd_v4 by default, the residual v1's rms_fwd_vec under v2) a lane group per row
  *                 (1..32 threads; a warp holds a 4096-wide bf16 row,
  *                 16 chunks a lane, packed in registers), reduced by shuffles with no block
  *                 barrier; rows wider than 512 chunks a block of up to 512 threads. x (and r)
@@ -702,10 +703,12 @@ template <typename T> static flashc_status rms_fwd_t(const rows_problem *p)
     const bool aligned = vec_ok(p->x, a.sx, p->D, es) && vec_ok(p->w, 0, p->D, es) &&
                          vec_ok(p->y, a.sy, p->D, es) && (!p->r || vec_ok(p->r, a.sr, p->D, es));
     /* The residual variant: by default rows_v4.cu's rms_fwd_v4 (taken in cuda_rms_fwd_v4 above:
-     * 139 us on the H200 at bf16 16384 x 4096); with FLASHC_CUDA_RMS_FWD=v2, v1's rms_fwd_vec
-     * below (161-163 us; rms_fwd_reg<..., true> took 172 us, "GPU row ops v2"). */
+     * 138-139 us on the H200 at bf16 16384 x 4096); with FLASHC_CUDA_RMS_FWD=v2, v1's rms_fwd_vec
+     * below (161-163 us; rms_fwd_reg<..., true> took 172 us, "GPU row ops v2"). The plain
+     * forward: rms_fwd_v4 by default on rows of >= 512 chunks (70-71 us against rms_fwd_reg's
+     * 77; rows_v4.cu fwd_t), rms_fwd_reg below and under v2. */
     flashc_status st4;
-    if (aligned && !rows_v1() && cuda_rms_fwd_v4(p, &st4)) /* v4 / v5, when asked for */
+    if (aligned && !rows_v1() && cuda_rms_fwd_v4(p, &st4)) /* the defaults above; v4 / v5 / v6 */
         return st4;
     const ring_cfg rc = ring_env("FLASHC_CUDA_RMS_FWD", 4, 3);
     if (aligned && rc.on && nc >= 32) {
