@@ -282,12 +282,11 @@ __host__ __device__ constexpr int fwd4_regs(int nvt, bool res, bool pf)
 
 template <int NVT, bool RES, bool PF> constexpr int fwd4_regs() { return fwd4_regs(NVT, RES, PF); }
 
-/* PDL (a.pdl): the
- * grid is a programmatic dependent of the stream's previous kernel -- every block waits for
- * that one's completion (griddepcontrol.wait) before its first global read, and lets the next
- * grid launch at once (griddepcontrol.launch_dependents): that grid's blocks take the SMs that
- * this one's last wave leaves and wait there, so the launch latency between the two is hidden
- * (not the first bytes' latency: nothing is read before the wait). */
+/* PDL (a.pdl): the grid is a programmatic dependent of the stream's previous kernel -- every
+ * block waits for that one's completion (griddepcontrol.wait) before its first global read,
+ * and lets the next grid launch at once (griddepcontrol.launch_dependents): that grid's blocks
+ * take the SMs that this one's last wave leaves and wait there, so the launch latency between
+ * the two is hidden (not the first bytes' latency: nothing is read before the wait). */
 template <typename T, int NVT, bool RES, bool PF, int SM>
 __global__ void __maxnreg__((fwd4_regs<NVT, RES, PF>())) rms_fwd_v4(fwd4_args a, int wpr)
 {
@@ -950,7 +949,7 @@ template <typename T> static bool fwd_v4_t(const rows_problem *p, const v4_cfg &
     const bool res = p->r != NULL;
     const int P = knob(c, 0, 0, 0, 2), Wk = knob(c, 1, 2, 1, 16), B = knob(c, 2, 0, 0, 64);
     const int H = knob(c, 3, 0, 0, 15), Gc = knob(c, 4, 0, 1, 1 << 30), R = knob(c, 5, 1, 1, 16);
-    const int L = knob(c, 6, 0, 0, 1); /* knobs 8, 9 (C, X) measured slower, removed */
+    const int L = knob(c, 6, 0, 0, 1); /* the 8th and 9th places (C, X): removed, ignored */
     if (nc < 32)
         return false;
     int wpr = 1;
