@@ -9,6 +9,11 @@
  *           with the next row prefetched), p1 = W warps a block, p2 = B blocks a SM, p3 = H
  *   kind 2  rows through shared memory by bulk copies, rms_fwd_tma's pattern: p0 = W,
  *           p1 = S slots a warp, p2 = B, p3 = H
+ *   kind 3  rows on R warps (rms_fwd_v4 with the knob R): one row a block of 32 R threads,
+ *           16 / R chunks a lane (rows of 512 chunks); p0 = R (2, 4, 8), p3 = H
+ *   kind 0 also takes p2 = 1: launched as a programmatic dependent (rms_fwd_v4's knob L)
+ *   rows_copy3(x, z, y, T, D, pdl): y = x ^ z bitwise, flat as kind 0 (ld.cs / st.cs): the
+ *           backward's traffic (two reads, one write a byte written)
  * Bench-only, not part of the library: the device script builds it with nvcc beside the tree
  * (-I src/cuda -I src/core -I include -I BUILD/include), sm_90a.
  *   extern "C" int rows_copy(int kind, const void *x, void *y, long long T, long long D,
@@ -19,8 +24,12 @@
 
 typedef __nv_bfloat16 bf16;
 
-__global__ void copy_flat(const uint4 *x, uint4 *y, int64_t n, int lm, int sm)
+__global__ void copy_flat(const uint4 *x, uint4 *y, int64_t n, int lm, int sm, int pdl)
 {
+    if (pdl) {
+        ptx_griddep_launch_dependents();
+        ptx_griddep_wait();
+    }
     const uint64_t pol = l2_evict_first(), spol = l2_policy(sm ? sm : 1);
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += 4 * stride) {
@@ -38,6 +47,26 @@ __global__ void copy_flat(const uint4 *x, uint4 *y, int64_t n, int lm, int sm)
                 else
                     st_stream(y + i + j * stride, u[j]);
             }
+    }
+}
+
+__global__ void copy_flat3(const uint4 *x, const uint4 *z, uint4 *y, int64_t n, int pdl)
+{
+    if (pdl) {
+        ptx_griddep_launch_dependents();
+        ptx_griddep_wait();
+    }
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += 4 * stride) {
+        uint4 u[4], v[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            if (i + j * stride < n)
+                u[j] = ld_stream(x + i + j * stride), v[j] = ld_stream(z + i + j * stride);
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            if (i + j * stride < n)
+                st_stream(y + i + j * stride, make_uint4(u[j].x ^ v[j].x, u[j].y ^ v[j].y, u[j].z ^ v[j].z, u[j].w ^ v[j].w));
     }
 }
 
@@ -150,7 +179,29 @@ extern "C" int rows_copy(int kind, const void *x, void *y, long long T, long lon
     if (kind == 0) {
         const int64_t n = T * nc;
         int64_t grid = (n + 4 * 256 - 1) / (4 * 256);
-        copy_flat<<<(unsigned)grid, 256>>>((const uint4 *)x, (uint4 *)y, n, p0, p1);
+        if (!p2) {
+            copy_flat<<<(unsigned)grid, 256>>>((const uint4 *)x, (uint4 *)y, n, p0, p1, 0);
+            return (int)cudaGetLastError();
+        }
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3((unsigned)grid), cfg.blockDim = dim3(256), cfg.dynamicSmemBytes = 0, cfg.stream = 0;
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = at, cfg.numAttrs = 1;
+        (void)cudaLaunchKernelEx(&cfg, copy_flat, (const uint4 *)x, (uint4 *)y, n, p0, p1, 1);
+        return (int)cudaGetLastError();
+    }
+    if (kind == 3) {
+        const int R = p0, H = p3;
+        if (nc != 512 || (R != 2 && R != 4 && R != 8))
+            return -1;
+        a.lm = H % 4, a.sm = H / 4;
+        const void *k = R == 2 ? (const void *)copy_rows<8, false, 0>
+                      : R == 4 ? (const void *)copy_rows<4, false, 0> : (const void *)copy_rows<2, false, 0>;
+        int wpr = R;
+        void *args[] = {&a, &wpr};
+        (void)cudaLaunchKernel(k, dim3((unsigned)T), dim3(32 * R), args, 0, 0);
         return (int)cudaGetLastError();
     }
     if (kind == 1) {
@@ -210,4 +261,24 @@ extern "C" int rows_copy(int kind, const void *x, void *y, long long T, long lon
         return (int)cudaGetLastError();
     }
     return -1;
+}
+
+extern "C" int rows_copy3(const void *x, const void *z, void *y, long long T, long long D, int pdl)
+{
+    const int64_t n = T * (D / 8);
+    const int64_t grid = (n + 4 * 256 - 1) / (4 * 256);
+    if (D % 8)
+        return -1;
+    if (!pdl) {
+        copy_flat3<<<(unsigned)grid, 256>>>((const uint4 *)x, (const uint4 *)z, (uint4 *)y, n, 0);
+        return (int)cudaGetLastError();
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)grid), cfg.blockDim = dim3(256), cfg.dynamicSmemBytes = 0, cfg.stream = 0;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at, cfg.numAttrs = 1;
+    (void)cudaLaunchKernelEx(&cfg, copy_flat3, (const uint4 *)x, (const uint4 *)z, (uint4 *)y, n, 1);
+    return (int)cudaGetLastError();
 }

@@ -4,8 +4,9 @@
  *
  * All of them move each byte once, so they are bandwidth kernels; what matters is bytes in
  * flight per SM and 16-byte accesses:
- *   rms_fwd_reg   (v2, plain RMSNorm; the residual variant takes rows_v4.cu's rms_fwd_v4 by
- *                 default, v1's rms_fwd_vec under FLASHC_CUDA_RMS_FWD=v2) a lane group per row
+ *   rms_fwd_reg   (v2, plain RMSNorm on rows of < 512 chunks, and on any row under
+ *                 FLASHC_CUDA_RMS_FWD=v2; wider rows and the residual variant take rows_v4.cu's
+ *                 rms_fwd_v4 by default, the residual v1's rms_fwd_vec under v2) a lane group per row
  *                 (1..32 threads; a warp holds a 4096-wide bf16 row,
  *                 16 chunks a lane, packed in registers), reduced by shuffles with no block
  *                 barrier; rows wider than 512 chunks a block of up to 512 threads. x (and r)
@@ -702,10 +703,12 @@ template <typename T> static flashc_status rms_fwd_t(const rows_problem *p)
     const bool aligned = vec_ok(p->x, a.sx, p->D, es) && vec_ok(p->w, 0, p->D, es) &&
                          vec_ok(p->y, a.sy, p->D, es) && (!p->r || vec_ok(p->r, a.sr, p->D, es));
     /* The residual variant: by default rows_v4.cu's rms_fwd_v4 (taken in cuda_rms_fwd_v4 above:
-     * 139 us on the H200 at bf16 16384 x 4096); with FLASHC_CUDA_RMS_FWD=v2, v1's rms_fwd_vec
-     * below (161-163 us; rms_fwd_reg<..., true> took 172 us, "GPU row ops v2"). */
+     * 138-139 us on the H200 at bf16 16384 x 4096); with FLASHC_CUDA_RMS_FWD=v2, v1's rms_fwd_vec
+     * below (161-163 us; rms_fwd_reg<..., true> took 172 us, "GPU row ops v2"). The plain
+     * forward: rms_fwd_v4 by default on rows of >= 512 chunks (70-71 us against rms_fwd_reg's
+     * 77; rows_v4.cu fwd_t), rms_fwd_reg below and under v2. */
     flashc_status st4;
-    if (aligned && !rows_v1() && cuda_rms_fwd_v4(p, &st4)) /* v4 / v5, when asked for */
+    if (aligned && !rows_v1() && cuda_rms_fwd_v4(p, &st4)) /* the defaults above; v4 / v5 / v6 */
         return st4;
     const ring_cfg rc = ring_env("FLASHC_CUDA_RMS_FWD", 4, 3);
     if (aligned && rc.on && nc >= 32) {
@@ -748,6 +751,7 @@ struct rms_bwd_args {
     int64_t sx, sdy, sdres, sdx;
     int64_t T, D;
     float eps;
+    int pdl; /* rms_bwd_reg: launched as a programmatic dependent (FLASHC_CUDA_RMS_BWD=v2:1) */
 };
 
 /* At most BWD_TPR threads: dw, x and g = dy w of NV chunks stay in registers; w and, for dw,
@@ -789,15 +793,7 @@ __global__ void __launch_bounds__(BWD_TPR, 2) rms_bwd_vec(rms_bwd_args a)
                 }
             }
         }
-        /* the two sums in one reduction: red[0..31] and red[32..63] */
-        ss = warp_sum(ss), dot = warp_sum(dot);
-        const int nw = blockDim.x / 32;
-        if (threadIdx.x % 32 == 0)
-            red[threadIdx.x / 32] = ss, red[32 + threadIdx.x / 32] = dot;
-        __syncthreads();
-        ss = 0.0f, dot = 0.0f;
-        for (int i = 0; i < nw; i++)
-            ss += red[i], dot += red[32 + i];
+        block_sum2(ss, dot, red); /* the two sums in one reduction */
         __syncthreads();
         const float rstd = 1.0f / sqrtf(ss / (float)a.D + a.eps);
         const float cc = rstd * rstd * dot / (float)a.D;
@@ -820,15 +816,7 @@ __global__ void __launch_bounds__(BWD_TPR, 2) rms_bwd_vec(rms_bwd_args a)
             }
         }
     }
-    float *part = a.part + (int64_t)blockIdx.x * a.D;
-#pragma unroll
-    for (int j = 0; j < NV; j++) {
-        const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
-        if (c < nc)
-#pragma unroll
-            for (int i = 0; i < V; i++)
-                part[c * V + i] = dw[j][i];
-    }
+    rms_bwd_store_part<V, NV>(a.part + (int64_t)blockIdx.x * a.D, nc, dw);
 }
 
 /* Any row stride: the same persistent grid, element by element, the dw partial accumulated in
@@ -848,14 +836,7 @@ template <typename T> __global__ void rms_bwd_any(rms_bwd_args a)
             ss += xv * xv;
             dot += elem<T>::load(dy[d]) * elem<T>::load(w[d]) * xv;
         }
-        ss = warp_sum(ss), dot = warp_sum(dot);
-        const int nw = blockDim.x / 32;
-        if (threadIdx.x % 32 == 0)
-            red[threadIdx.x / 32] = ss, red[32 + threadIdx.x / 32] = dot;
-        __syncthreads();
-        ss = 0.0f, dot = 0.0f;
-        for (int i = 0; i < nw; i++)
-            ss += red[i], dot += red[32 + i];
+        block_sum2(ss, dot, red);
         __syncthreads();
         T *dx = (T *)a.dx + t * a.sdx;
         if (rms_bwd_plain(ss, dot)) {
@@ -905,9 +886,9 @@ __global__ void rms_dw_reduce(const float *part, int64_t G, int64_t D, T *dw, in
 }
 
 /* ---- what rms_bwd_reg (v2) and rms_bwd_ring (v3) share: thread k owns chunks
- * c = k + j blockDim.x (j < NVT, c < nc) of every row, w and its dw columns in registers.
- * Their w load and block sums stay written out in each: as helpers they renumbered v2's
- * registers (different SASS, tools/sass_identity.sh). ---- */
+ * c = k + j blockDim.x (j < NVT, c < nc) of every row, w and its dw columns in registers; the
+ * row sums (block_sum2) and the partial store (rms_bwd_store_part) are rows_rms.cuh's, shared
+ * with v1 and rows_v4.cu (the same order of additions, so the same bits as before). ---- */
 
 /* One chunk of V columns in float32 (the row is plain, rms_bwd_plain): dw += dy x rstd and
  * o = dx = rstd (dy w - x cc) (+ dres: rv, read only when RES). */
@@ -921,23 +902,6 @@ static __device__ __forceinline__ void rms_bwd_chunk(float rstd, float cc, const
     for (int i = 0; i < V; i++) {
         dw[i] += dv[i] * (xv[i] * rstd);
         o[i] = rstd * (dv[i] * wv[i] - xv[i] * cc) + (RES ? rv[i] : 0.0f);
-    }
-}
-
-/* The end: the thread's dw columns into the block's row of the (G, D) float32 partials. */
-template <typename T, int NVT>
-static __device__ __forceinline__ void rms_bwd_store_part(const rms_bwd_args &a, int64_t nc,
-                                                          const float (&dw)[NVT][chunk<T>::n])
-{
-    constexpr int V = chunk<T>::n;
-    float *part = a.part + (int64_t)blockIdx.x * a.D;
-#pragma unroll
-    for (int j = 0; j < NVT; j++) {
-        const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
-        if (c < nc)
-#pragma unroll
-            for (int i = 0; i < V; i++)
-                part[c * V + i] = dw[j][i];
     }
 }
 
@@ -955,10 +919,11 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
     constexpr int V = chunk<T>::n;
     __shared__ float red[2][64];
     const int64_t nc = a.D / V;
-    const int nw = blockDim.x / 32;
     const T *w = (const T *)a.w;
     uint4 wr[NVT], xr[NVT], dr[NVT], gr[NVT];
     float dw[NVT][V];
+    if (a.pdl)
+        ptx_griddep_wait(); /* the stream's previous kernel has ended (rows_v4.cu, fwd4_args) */
 #pragma unroll
     for (int j = 0; j < NVT; j++) {
         const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
@@ -1004,15 +969,7 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
                 }
             }
         }
-        ss = warp_sum(ss), dot = warp_sum(dot);
-        if (nw > 1) {
-            if (threadIdx.x % 32 == 0)
-                red[k][threadIdx.x / 32] = ss, red[k][32 + threadIdx.x / 32] = dot;
-            __syncthreads();
-            ss = 0.0f, dot = 0.0f;
-            for (int i = 0; i < nw; i++)
-                ss += red[k][i], dot += red[k][32 + i];
-        }
+        block_sum2(ss, dot, red[k]);
         T *dx = (T *)a.dx + t * a.sdx;
         if (rms_bwd_plain(ss, dot)) {
             const float rstd = 1.0f / sqrtf(ss / (float)a.D + a.eps);
@@ -1065,7 +1022,9 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
             }
         }
     }
-    rms_bwd_store_part<T, NVT>(a, nc, dw);
+    if (a.pdl) /* rms_dw_sum may launch: it waits for this grid's end before reading part */
+        ptx_griddep_launch_dependents();
+    rms_bwd_store_part<chunk<T>::n, NVT>(a.part + (int64_t)blockIdx.x * a.D, nc, dw);
 }
 
 /* Backward ring (v3): a persistent grid of G blocks, block b taking rows b, b + G, ...; thread
@@ -1082,7 +1041,6 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
     __shared__ float red[2][64];
     __shared__ double redd[64];
     const int64_t nc = a.D / V, slot = (RES ? 3 : 2) * nc, G = gridDim.x;
-    const int nw = blockDim.x / 32;
     uint4 wr[NVT];
     float dw[NVT][V];
 #pragma unroll
@@ -1132,15 +1090,7 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
                 }
             }
         }
-        ss = warp_sum(ss), dot = warp_sum(dot);
-        if (nw > 1) {
-            if (threadIdx.x % 32 == 0)
-                red[k][threadIdx.x / 32] = ss, red[k][32 + threadIdx.x / 32] = dot;
-            __syncthreads();
-            ss = 0.0f, dot = 0.0f;
-            for (int i = 0; i < nw; i++)
-                ss += red[k][i], dot += red[k][32 + i];
-        }
+        block_sum2(ss, dot, red[k]);
         T *dx = (T *)a.dx + t * a.sdx;
         if (rms_bwd_plain(ss, dot)) {
             const float rstd = 1.0f / sqrtf(ss / (float)a.D + a.eps);
@@ -1187,7 +1137,7 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
         s = s + 1 == S ? 0 : s + 1;
     }
     ptx_cp_async_wait<0>();
-    rms_bwd_store_part<T, NVT>(a, nc, dw);
+    rms_bwd_store_part<chunk<T>::n, NVT>(a.part + (int64_t)blockIdx.x * a.D, nc, dw);
 }
 
 /* dw[d] = sum over g < G of part[g][d]: 32 columns a block, thread row y summing the partials
@@ -1199,6 +1149,7 @@ __global__ void __launch_bounds__(1024) rms_dw_sum(const float *part, int64_t G,
     __shared__ float s[32][33];
     const int64_t d = (int64_t)blockIdx.x * 32 + threadIdx.x;
     float acc = 0.0f;
+    ptx_griddep_wait(); /* a programmatic launch (cuda_rms_dw_sum): part is complete; else a no-op */
     if (d < D) {
 #pragma unroll 4
         for (int64_t g = threadIdx.y; g < G; g += 32)
@@ -1214,13 +1165,28 @@ __global__ void __launch_bounds__(1024) rms_dw_sum(const float *part, int64_t G,
     }
 }
 
-extern "C" flashc_status cuda_rms_dw_sum(const float *part, int64_t G, const rows_bwd_problem *p)
+template <typename T> static void dw_sum_launch(const float *part, int64_t G, const rows_bwd_problem *p, bool pdl)
 {
     const unsigned grid = (unsigned)((p->D + 31) / 32);
+    if (!pdl) {
+        rms_dw_sum<T><<<grid, dim3(32, 32)>>>(part, G, p->D, (T *)p->dw, p->sdw);
+        return;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid), cfg.blockDim = dim3(32, 32), cfg.dynamicSmemBytes = 0, cfg.stream = 0;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at, cfg.numAttrs = 1;
+    (void)cudaLaunchKernelEx(&cfg, rms_dw_sum<T>, part, G, (int64_t)p->D, (T *)p->dw, (int64_t)p->sdw);
+}
+
+extern "C" flashc_status cuda_rms_dw_sum(const float *part, int64_t G, const rows_bwd_problem *p, bool pdl)
+{
     switch (p->dtype) {
-    case FLASHC_BF16: rms_dw_sum<__nv_bfloat16><<<grid, dim3(32, 32)>>>(part, G, p->D, (__nv_bfloat16 *)p->dw, p->sdw); break;
-    case FLASHC_F16: rms_dw_sum<__half><<<grid, dim3(32, 32)>>>(part, G, p->D, (__half *)p->dw, p->sdw); break;
-    default: rms_dw_sum<float><<<grid, dim3(32, 32)>>>(part, G, p->D, (float *)p->dw, p->sdw); break;
+    case FLASHC_BF16: dw_sum_launch<__nv_bfloat16>(part, G, p, pdl); break;
+    case FLASHC_F16: dw_sum_launch<__half>(part, G, p, pdl); break;
+    default: dw_sum_launch<float>(part, G, p, pdl); break;
     }
     return launch_status("flashc_rmsnorm_bwd", "rms_dw_sum");
 }
@@ -1284,7 +1250,7 @@ template <typename T> static flashc_status rms_bwd_t(const rows_bwd_problem *p)
     rms_bwd_args a;
     a.x = p->x, a.w = p->w, a.dy = p->dy, a.dres = p->dres, a.dx = p->dx;
     a.sx = p->sx[0], a.sdy = p->sdy[0], a.sdres = p->dres ? p->sdres[0] : 0, a.sdx = p->sdx[0];
-    a.T = p->T, a.D = p->D, a.eps = p->eps;
+    a.T = p->T, a.D = p->D, a.eps = p->eps, a.pdl = 0;
     const size_t es = sizeof(T);
     const int64_t nc = p->D / chunk<T>::n;
     const bool aligned = vec_ok(p->x, a.sx, p->D, es) && vec_ok(p->w, 0, p->D, es) &&
@@ -1351,12 +1317,29 @@ template <typename T> static flashc_status rms_bwd_t(const rows_bwd_problem *p)
     a.part = part;
     flashc_status st;
     if (ring || v2) {
+        /* FLASHC_CUDA_RMS_BWD=v2:1 (opt-in, sm_90): v2 and rms_dw_sum as programmatic
+         * dependents, as rows_v4.cu's v4:...,L = 1 (measured there first) */
+        const char *be = getenv("FLASHC_CUDA_RMS_BWD");
+        int major = 0;
+        if (v2 && be && strcmp(be, "v2:1") == 0 &&
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9)
+            a.pdl = 1;
         void *args[] = {&a, &S};
-        err = cudaLaunchKernel(kern, dim3((unsigned)G), dim3((unsigned)threads), args, ring ? smem : 0, 0);
+        if (a.pdl) {
+            cudaLaunchConfig_t cfg = {};
+            cfg.gridDim = dim3((unsigned)G), cfg.blockDim = dim3((unsigned)threads), cfg.stream = 0;
+            cudaLaunchAttribute at[1];
+            at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+            at[0].val.programmaticStreamSerializationAllowed = 1;
+            cfg.attrs = at, cfg.numAttrs = 1;
+            err = cudaLaunchKernelExC(&cfg, kern, args);
+        } else {
+            err = cudaLaunchKernel(kern, dim3((unsigned)G), dim3((unsigned)threads), args, ring ? smem : 0, 0);
+        }
         (void)err; /* reported by launch_status */
         st = launch_status(fn, ring ? "rms_bwd_ring" : "rms_bwd_reg");
         if (st == FLASHC_OK) {
-            rms_dw_sum<T><<<(unsigned)((p->D + 31) / 32), dim3(32, 32)>>>(part, G, p->D, (T *)p->dw, p->sdw);
+            dw_sum_launch<T>(part, G, p, a.pdl != 0);
             st = launch_status(fn, "rms_dw_sum");
         }
     } else {

@@ -60,6 +60,42 @@ __device__ __forceinline__ bool rms_bwd_plain(float ss, float dot)
     return ss >= 0x1p-64f && ss <= 0x1p+100f && isfinite(dot);
 }
 
+/* (a, b) summed over the block's threads (blockDim.x a multiple of 32, blockDim.y = 1): the
+ * backward's two row sums (sum x^2, sum dy w x) in one reduction -- shuffles, then with more
+ * than one warp through red (64 floats: a's warp sums in [0, 32), b's in [32, 64)) and one
+ * barrier; every thread gets the same bits. The caller keeps red's reuse apart (alternating
+ * buffers a row, or a barrier in between). */
+__device__ __forceinline__ void block_sum2(float &a, float &b, float *red)
+{
+    a = warp_sum(a), b = warp_sum(b);
+    const int nw = blockDim.x / 32;
+    if (nw > 1) {
+        if (threadIdx.x % 32 == 0)
+            red[threadIdx.x / 32] = a, red[32 + threadIdx.x / 32] = b;
+        __syncthreads();
+        a = 0.0f, b = 0.0f;
+        for (int i = 0; i < nw; i++)
+            a += red[i], b += red[32 + i];
+    }
+}
+
+/* The end of a persistent backward block: its thread's dw columns -- chunks c = threadIdx.x +
+ * j blockDim.x (j < NVT, c < nc) of V floats -- into the block's row of the (G, D) float32
+ * partials (part: that row), as float4 stores (V = 4 or 8; part 16-byte aligned). */
+template <int V, int NVT>
+__device__ __forceinline__ void rms_bwd_store_part(float *part, int64_t nc, const float (&dw)[NVT][V])
+{
+#pragma unroll
+    for (int j = 0; j < NVT; j++) {
+        const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
+        if (c < nc)
+#pragma unroll
+            for (int q = 0; q < V / 4; q++)
+                reinterpret_cast<float4 *>(part + c * V)[q] =
+                    make_float4(dw[j][4 * q], dw[j][4 * q + 1], dw[j][4 * q + 2], dw[j][4 * q + 3]);
+    }
+}
+
 /* (a, b) summed over the block's threads (blockDim.x a multiple of 32, blockDim.y = 1) in
  * float64; every thread gets the same bits. redd: 64 doubles of shared memory; one barrier
  * (callers run one more barrier a row before redd is written again). */
@@ -114,7 +150,8 @@ __device__ __forceinline__ void rms_bwd_chunk_d(const rms_bwd_d &k, const float 
  * that vec_ok accepts. */
 extern "C" bool cuda_rms_fwd_v4(const rows_problem *p, flashc_status *st);
 extern "C" bool cuda_rms_bwd_v4(const rows_bwd_problem *p, flashc_status *st);
-/* rows.cu: dw = the column sums of the (G, D) float32 partials, into p->dw (rms_dw_sum). */
-extern "C" flashc_status cuda_rms_dw_sum(const float *part, int64_t G, const rows_bwd_problem *p);
+/* rows.cu: dw = the column sums of the (G, D) float32 partials, into p->dw (rms_dw_sum); pdl:
+ * launched as a programmatic dependent of the kernel that wrote part (sm_90). */
+extern "C" flashc_status cuda_rms_dw_sum(const float *part, int64_t G, const rows_bwd_problem *p, bool pdl);
 
 #endif /* FLASHC_CUDA_ROWS_RMS_CUH */

@@ -3,7 +3,7 @@
  * forward >= 3.9 TB/s, ~96% of the measured copy; backward >= 3.4 TB/s). Opt-in, chosen at
  * every call by the environment, so that one process can compare them with v2 (rows.cu):
  *
- *   FLASHC_CUDA_RMS_FWD=v4:P,W,B,H[,G[,R]]   rms_fwd_v4, registers: a warp a row (rows wider than
+ *   FLASHC_CUDA_RMS_FWD=v4:P,W,B,H[,G,R,L]   rms_fwd_v4, registers: a warp a row (rows wider than
  *       512 chunks: a block of 2..16 warps a row), the row packed in registers as in v2.
  *       P = 0: a grid over the rows (one row a warp, as v2); P = 1: a persistent grid whose
  *       warps load their next row before reducing the current one (a register double buffer);
@@ -11,8 +11,13 @@
  *       W warps a block (rows of one warp), B blocks a SM at most (P = 0: a cap by padding the
  *       block's shared memory, 0 = none; P = 1: the grid is SMs x B, 0 = the occupancy),
  *       H the cache hints (load mode H % 4, store mode H / 4, see ldh / sth); a sixth knob
- *       R (1, 2, 4; P = 0, plain forward) puts a row on R times the threads (16 / R chunks a
- *       lane). The residual forward's default is v4 with P = 0, H = 0 (see fwd_t).
+ *       R (1..16, plain forward) puts a row on R times the threads (16 / R chunks a lane at
+ *       4096 bf16; with P down to 2 chunks); L = 1 launches the grid as a programmatic
+ *       dependent of the stream's previous kernel (PDL, sm_90: rms_fwd_v4's comment); knobs
+ *       C (a lower register cap) and X (rows from X regions at once) were measured slower in
+ *       rows4's round 1 and removed (their places are ignored). The residual forward's
+ *       default is v4 with P = 0, H = 0, L = 1; the plain forward's v4 with R = 4, L = 1 for
+ *       rows of >= 512 chunks (see fwd_t).
  *   FLASHC_CUDA_RMS_FWD=v5:W,S,B,H[,G]   rms_fwd_tma (sm_90 only; else v2): persistent warps,
  *       each with S shared-memory row slots filled by one bulk copy a row (cp.async.bulk on an
  *       mbarrier, issued by lane 0), so S - 1 rows a warp are in flight without registers;
@@ -24,9 +29,13 @@
  *       registers, one barrier a row), x, dy (and dres) landing in S slots by bulk copies that
  *       one thread issues: bytes in flight cost shared memory, not registers (v2 holds one
  *       prefetched row a block: 3 blocks, 48 KB a SM). B, H as for v5 forward.
- *   FLASHC_CUDA_RMS_BWD=v4:N,B,H[,G]     rms_bwd_v4: rms_bwd_reg with w read from L1 and the
+ *   FLASHC_CUDA_RMS_BWD=v4:N,B,H[,G,L]   rms_bwd_v4: rms_bwd_reg with w read from L1 and the
  *       dw columns in shared memory (fewer registers: 4 blocks a SM, 4 prefetched rows), H as
- *       for the v4 forward (load modes, store path).
+ *       for the v4 forward (load modes, store path); L = 1: the kernel and rms_dw_sum are
+ *       launched as programmatic dependents (PDL, sm_90): rms_dw_sum's blocks wait on the SMs
+ *       that the kernel's blocks leave, the next call's kernel behind rms_dw_sum. (A sixth
+ *       knob F, the column sums in the kernel after a grid barrier, measured 10% slower on the
+ *       H200 and was removed: bench/RESULTS.md, "rows4".)
  *   FLASHC_CUDA_RMS_FWD=v6:W,H[,R]       rms_fwd_x2 (plain forward): two adjacent rows a group
  *       of warps, all loads of both issued before the first sum (the residual v4 kernel's shape).
  * G (optional) caps the grid: the tests use it to make warps and blocks go round many rows.
@@ -150,6 +159,7 @@ struct fwd4_args {
     int64_t T, D;
     float eps;
     int lm, sm; /* load and store modes (above) */
+    int pdl;    /* launched as a programmatic dependent (rms_fwd_v4 only; see fwd_v4_t) */
 };
 
 /* Sum (OP = 0) or max (OP = 1) of v over a row's tpr = 32 wpr threads: shuffles for one warp;
@@ -264,11 +274,19 @@ __device__ __forceinline__ float sum_sq(const uint4 (&u)[NVT], int lane, int tpr
  * before the current row's reduction (two rows in registers: a lower register cap). */
 /* Register caps (__maxnreg__ rather than launch bounds: the block size is a knob): v2's 96 for
  * a warp's 16-chunk row (20 warps a SM), about 160 for two of them (12 warps a SM). */
-template <int NVT, bool RES, bool PF> constexpr int fwd4_regs()
+__host__ __device__ constexpr int fwd4_regs(int nvt, bool res, bool pf)
 {
-    return PF ? (NVT >= 16 ? 200 : RES ? 168 : 128) : (NVT >= 16 || RES ? 96 : NVT >= 8 ? 72 : 56);
+    return pf ? (nvt >= 16 ? 200 : res ? 168 : nvt >= 8 ? 128 : nvt >= 4 ? 80 : 64)
+              : (nvt >= 16 || res ? 96 : nvt >= 8 ? 72 : nvt >= 4 ? 56 : nvt >= 2 ? 40 : 32);
 }
 
+template <int NVT, bool RES, bool PF> constexpr int fwd4_regs() { return fwd4_regs(NVT, RES, PF); }
+
+/* PDL (a.pdl): the grid is a programmatic dependent of the stream's previous kernel -- every
+ * block waits for that one's completion (griddepcontrol.wait) before its first global read,
+ * and lets the next grid launch at once (griddepcontrol.launch_dependents): that grid's blocks
+ * take the SMs that this one's last wave leaves and wait there, so the launch latency between
+ * the two is hidden (not the first bytes' latency: nothing is read before the wait). */
 template <typename T, int NVT, bool RES, bool PF, int SM>
 __global__ void __maxnreg__((fwd4_regs<NVT, RES, PF>())) rms_fwd_v4(fwd4_args a, int wpr)
 {
@@ -280,6 +298,10 @@ __global__ void __maxnreg__((fwd4_regs<NVT, RES, PF>())) rms_fwd_v4(fwd4_args a,
     const uint64_t pol = a.lm == 1 ? l2_evict_first() : 0, spol = SM ? l2_policy(a.sm) : 0;
     int64_t t = (int64_t)blockIdx.x * gpb + threadIdx.x / tpr;
     uint4 u[NVT], ur[NVT], nu[NVT], nr[NVT];
+    if (a.pdl) {
+        ptx_griddep_launch_dependents();
+        ptx_griddep_wait();
+    }
     if (PF && t < a.T) {
         ldh_row<T, NVT>(nu, (const T *)a.x + t * a.sx, lane, tpr, nc, a.lm, pol);
         if (RES)
@@ -458,6 +480,7 @@ struct bwd4_args {
     int64_t T, D;
     float eps;
     int lm, sm; /* lm bit 0: evict-first bulk copies; sm: the store mode of dx */
+    int pdl;    /* rms_bwd_v4: launched as a programmatic dependent (fwd4_args) */
 };
 
 /* The bulk-copy backward (sm_90): rms_bwd_reg's persistent block a row (thread k owns chunks
@@ -607,15 +630,7 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
         if (++s == S)
             s = 0, ph ^= 1;
     }
-    float *part = a.part + (int64_t)blockIdx.x * a.D;
-#pragma unroll
-    for (int j = 0; j < NVT; j++) {
-        const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
-        if (c < nc)
-#pragma unroll
-            for (int i = 0; i < V; i++)
-                part[c * V + i] = dw[j][i];
-    }
+    rms_bwd_store_part<V, NVT>(a.part + (int64_t)blockIdx.x * a.D, nc, dw);
 #else
     (void)a, (void)S;
 #endif
@@ -634,7 +649,6 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
     __shared__ float red[2][64];
     __shared__ double redd[64];
     const int64_t nc = a.D / V;
-    const int nw = blockDim.x / 32;
     const uint64_t pol = a.lm == 1 ? l2_evict_first() : 0, spol = SM ? l2_policy(a.sm) : 0;
     const T *w = (const T *)a.w;
 #pragma unroll
@@ -644,6 +658,8 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
             dws[(j * Q + q) * blockDim.x + threadIdx.x] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     uint4 xr[NVT], dr[NVT], gr[NVT];
     int64_t t = blockIdx.x;
+    if (a.pdl)
+        ptx_griddep_wait(); /* the stream's previous kernel (fwd4_args) */
     auto load_row = [&](int64_t r) {
         ldh_row<T, NVT>(xr, (const T *)a.x + r * a.sx, threadIdx.x, blockDim.x, nc, a.lm, pol);
         ldh_row<T, NVT>(dr, (const T *)a.dy + r * a.sdy, threadIdx.x, blockDim.x, nc, a.lm, pol);
@@ -673,15 +689,7 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
                 }
             }
         }
-        ss = warp_sum(ss), dot = warp_sum(dot);
-        if (nw > 1) {
-            if (threadIdx.x % 32 == 0)
-                red[k][threadIdx.x / 32] = ss, red[k][32 + threadIdx.x / 32] = dot;
-            __syncthreads();
-            ss = 0.0f, dot = 0.0f;
-            for (int i = 0; i < nw; i++)
-                ss += red[k][i], dot += red[k][32 + i];
-        }
+        block_sum2(ss, dot, red[k]);
         T *dx = (T *)a.dx + t * a.sdx;
         if (rms_bwd_plain(ss, dot)) {
             const float rstd = 1.0f / sqrtf(ss / (float)a.D + a.eps);
@@ -753,6 +761,8 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
             __syncthreads(); /* redd is written again only after every thread has read it */
         }
     }
+    if (a.pdl) /* rms_dw_sum may launch (it waits for this grid's end before reading part) */
+        ptx_griddep_launch_dependents();
     float *part = a.part + (int64_t)blockIdx.x * a.D;
 #pragma unroll
     for (int j = 0; j < NVT; j++) {
@@ -769,18 +779,19 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
 
 struct v4_cfg {
     int kind; /* 0: not asked for; 4: rms_fwd_v4; 5: the bulk-copy kernels */
-    int k[6]; /* the knobs in order (see the header); -1 = not given */
+    int k[9]; /* the knobs in order (see the header); -1 = not given */
 };
 
 static v4_cfg v4_env(const char *name)
 {
-    v4_cfg c = {0, {-1, -1, -1, -1, -1, -1}};
+    v4_cfg c = {0, {-1, -1, -1, -1, -1, -1, -1, -1, -1}};
     const char *e = getenv(name);
     if (!e || e[0] != 'v' || e[1] < '4' || e[1] > '6' || (e[2] != '\0' && e[2] != ':'))
         return c;
     c.kind = e[1] - '0';
     if (e[2] == ':')
-        (void)sscanf(e + 3, "%d,%d,%d,%d,%d,%d", &c.k[0], &c.k[1], &c.k[2], &c.k[3], &c.k[4], &c.k[5]);
+        (void)sscanf(e + 3, "%d,%d,%d,%d,%d,%d,%d,%d,%d", &c.k[0], &c.k[1], &c.k[2], &c.k[3], &c.k[4],
+                     &c.k[5], &c.k[6], &c.k[7], &c.k[8]);
     return c;
 }
 
@@ -882,43 +893,53 @@ static flashc_status v4_query_failed(const char *fn, cudaError_t err)
 }
 
 /* The hinted store path (SM = 1) is built for bfloat16 only (the benchmarked type: compile
- * time); the other types take st.global.cs whatever H says. */
+ * time); the other types take st.global.cs whatever H says. Chunks a lane: 16, 8, 4, 2, 1
+ * without PF (R = 1..16 at 4096 bf16), 16, 8, 4, 2 with it; the residual forward 8. */
 template <typename T, int NVT, bool RES, bool PF> static const void *fwd4_kernel(bool sm)
 {
+    (void)sm;
     return (const void *)rms_fwd_v4<T, NVT, RES, PF, 0>;
 }
 
-template <> const void *fwd4_kernel<__nv_bfloat16, 4, false, false>(bool sm)
+template <int NVT, bool RES, bool PF> static const void *fwd4_bf16(bool sm)
 {
-    return sm ? (const void *)rms_fwd_v4<__nv_bfloat16, 4, false, false, 1>
-              : (const void *)rms_fwd_v4<__nv_bfloat16, 4, false, false, 0>;
+    return sm ? (const void *)rms_fwd_v4<__nv_bfloat16, NVT, RES, PF, 1>
+              : (const void *)rms_fwd_v4<__nv_bfloat16, NVT, RES, PF, 0>;
 }
-template <> const void *fwd4_kernel<__nv_bfloat16, 16, false, false>(bool sm)
-{
-    return sm ? (const void *)rms_fwd_v4<__nv_bfloat16, 16, false, false, 1>
-              : (const void *)rms_fwd_v4<__nv_bfloat16, 16, false, false, 0>;
-}
-template <> const void *fwd4_kernel<__nv_bfloat16, 16, false, true>(bool sm)
-{
-    return sm ? (const void *)rms_fwd_v4<__nv_bfloat16, 16, false, true, 1>
-              : (const void *)rms_fwd_v4<__nv_bfloat16, 16, false, true, 0>;
-}
-template <> const void *fwd4_kernel<__nv_bfloat16, 8, false, true>(bool sm)
-{
-    return sm ? (const void *)rms_fwd_v4<__nv_bfloat16, 8, false, true, 1>
-              : (const void *)rms_fwd_v4<__nv_bfloat16, 8, false, true, 0>;
-}
-template <> const void *fwd4_kernel<__nv_bfloat16, 8, true, false>(bool sm)
-{
-    return sm ? (const void *)rms_fwd_v4<__nv_bfloat16, 8, true, false, 1>
-              : (const void *)rms_fwd_v4<__nv_bfloat16, 8, true, false, 0>;
-}
+
+template <> const void *fwd4_kernel<__nv_bfloat16, 4, false, false>(bool sm) { return fwd4_bf16<4, false, false>(sm); }
+template <> const void *fwd4_kernel<__nv_bfloat16, 2, false, false>(bool sm) { return fwd4_bf16<2, false, false>(sm); }
+template <> const void *fwd4_kernel<__nv_bfloat16, 16, false, false>(bool sm) { return fwd4_bf16<16, false, false>(sm); }
+template <> const void *fwd4_kernel<__nv_bfloat16, 16, false, true>(bool sm) { return fwd4_bf16<16, false, true>(sm); }
+template <> const void *fwd4_kernel<__nv_bfloat16, 8, false, true>(bool sm) { return fwd4_bf16<8, false, true>(sm); }
+template <> const void *fwd4_kernel<__nv_bfloat16, 8, true, false>(bool sm) { return fwd4_bf16<8, true, false>(sm); }
 
 template <typename T, bool RES, bool PF> static const void *fwd4_pick(int nvt, bool sm)
 {
-    if (nvt == 4 && !RES && !PF)
-        return fwd4_kernel<T, 4, false, false>(sm);
-    return nvt == 16 && !RES ? fwd4_kernel<T, 16, false, PF>(sm) : fwd4_kernel<T, 8, RES, PF>(sm);
+    if (RES)
+        return fwd4_kernel<T, 8, RES, PF>(sm);
+    switch (nvt) {
+    case 16: return fwd4_kernel<T, 16, false, PF>(sm);
+    case 8: return fwd4_kernel<T, 8, false, PF>(sm);
+    case 4: return fwd4_kernel<T, 4, false, PF>(sm);
+    case 2: return fwd4_kernel<T, 2, false, PF>(sm);
+    default: return PF ? NULL : fwd4_kernel<T, 1, false, false>(sm);
+    }
+}
+
+/* A launch on stream 0, as a programmatic dependent of the stream's previous kernel when pdl
+ * (sm_90; the kernel then waits for that one in griddepcontrol.wait). */
+static cudaError_t launch_pdl(const void *k, dim3 grid, dim3 block, void **args, size_t smem, bool pdl)
+{
+    if (!pdl)
+        return cudaLaunchKernel(k, grid, block, args, smem, 0);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = 0;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at, cfg.numAttrs = 1;
+    return cudaLaunchKernelExC(&cfg, k, args);
 }
 
 template <typename T> static bool fwd_v4_t(const rows_problem *p, const v4_cfg &c, flashc_status *st)
@@ -927,7 +948,8 @@ template <typename T> static bool fwd_v4_t(const rows_problem *p, const v4_cfg &
     const int64_t nc = p->D / chunk<T>::n;
     const bool res = p->r != NULL;
     const int P = knob(c, 0, 0, 0, 2), Wk = knob(c, 1, 2, 1, 16), B = knob(c, 2, 0, 0, 64);
-    const int H = knob(c, 3, 0, 0, 15), Gc = knob(c, 4, 0, 1, 1 << 30), R = knob(c, 5, 1, 1, 4);
+    const int H = knob(c, 3, 0, 0, 15), Gc = knob(c, 4, 0, 1, 1 << 30), R = knob(c, 5, 1, 1, 16);
+    const int L = knob(c, 6, 0, 0, 1); /* the 8th and 9th places (C, X): removed, ignored */
     if (nc < 32)
         return false;
     int wpr = 1;
@@ -937,16 +959,18 @@ template <typename T> static bool fwd_v4_t(const rows_problem *p, const v4_cfg &
     if ((res || P == 2) && nvt == 16) /* x and r of 16 chunks a lane: too many registers;
                                          P = 2: two 8-chunk rows a lane rather than 16 */
         wpr *= 2, nvt = 8;
-    for (int r = R; r > 1 && !res && !P && nvt > 4; r /= 2) /* R: rows on R times the warps */
+    for (int r = R; r > 1 && !res && nvt > (P ? 2 : 1); r /= 2) /* R: rows on R times the warps */
         wpr *= 2, nvt /= 2;
     if (wpr > 16)
         return false;
     const int threads = wpr == 1 ? 32 * Wk : 32 * wpr;
-    if (threads * (P ? 200 : 96) > 65536)
+    if (threads * fwd4_regs(nvt, res, P != 0) > 65536)
         return false;
     const bool sm = H / 4 != 0;
     const void *k = res ? (P ? fwd4_pick<T, true, true>(nvt, sm) : fwd4_pick<T, true, false>(nvt, sm))
                         : (P ? fwd4_pick<T, false, true>(nvt, sm) : fwd4_pick<T, false, false>(nvt, sm));
+    if (!k)
+        return false;
     int dev = 0, per_sm = 0;
     dev_info d;
     size_t stat = 0, smem = 0;
@@ -982,9 +1006,9 @@ template <typename T> static bool fwd_v4_t(const rows_problem *p, const v4_cfg &
     fwd4_args a;
     a.x = p->x, a.r = p->r, a.w = p->w, a.xw = p->xw, a.y = p->y;
     a.sx = p->sx[0], a.sr = res ? p->sr[0] : 0, a.sy = p->sy[0];
-    a.T = p->T, a.D = p->D, a.eps = p->eps, a.lm = H % 4, a.sm = H / 4;
+    a.T = p->T, a.D = p->D, a.eps = p->eps, a.lm = H % 4, a.sm = H / 4, a.pdl = L;
     void *args[] = {&a, &wpr};
-    (void)cudaLaunchKernel(k, dim3((unsigned)grid), dim3((unsigned)threads), args, smem, 0);
+    (void)launch_pdl(k, dim3((unsigned)grid), dim3((unsigned)threads), args, smem, L != 0 && d.major >= 9);
     *st = launch_status(fn, "rms_fwd_v4");
     return true;
 }
@@ -1049,7 +1073,7 @@ template <typename T> static bool fwd_v5_t(const rows_problem *p, const v4_cfg &
     fwd4_args a;
     a.x = p->x, a.r = p->r, a.w = p->w, a.xw = p->xw, a.y = p->y;
     a.sx = p->sx[0], a.sr = res ? p->sr[0] : 0, a.sy = p->sy[0];
-    a.T = p->T, a.D = p->D, a.eps = p->eps, a.lm = H % 4, a.sm = H / 4;
+    a.T = p->T, a.D = p->D, a.eps = p->eps, a.lm = H % 4, a.sm = H / 4, a.pdl = 0;
     int Sv = S;
     void *args[] = {&a, &Sv};
     (void)cudaLaunchKernel(k, dim3((unsigned)grid), dim3((unsigned)(32 * W)), args, smem, 0);
@@ -1098,7 +1122,7 @@ template <typename T> static bool fwd_x2_t(const rows_problem *p, const v4_cfg &
     fwd4_args a;
     a.x = p->x, a.r = NULL, a.w = p->w, a.xw = NULL, a.y = p->y;
     a.sx = p->sx[0], a.sr = 0, a.sy = p->sy[0];
-    a.T = p->T, a.D = p->D, a.eps = p->eps, a.lm = H % 4, a.sm = H / 4;
+    a.T = p->T, a.D = p->D, a.eps = p->eps, a.lm = H % 4, a.sm = H / 4, a.pdl = 0;
     void *args[] = {&a, &wpr};
     (void)cudaLaunchKernel(k, dim3((unsigned)grid), dim3((unsigned)threads), args, 0, 0);
     *st = launch_status(fn, "rms_fwd_x2");
@@ -1107,12 +1131,21 @@ template <typename T> static bool fwd_x2_t(const rows_problem *p, const v4_cfg &
 
 template <typename T> static bool fwd_t(const rows_problem *p, flashc_status *st)
 {
-    /* The residual forward's default (FLASHC_CUDA_RMS_FWD unset): v4 with P = 0, H = 0 (rows
-     * of two warps at 4096 bf16), measured on the H200 at 3.86 TB/s against 3.33 for v1's
-     * rms_fwd_vec, the default before (bench/RESULTS.md, "RMSNorm v4 / v5"). "v2" by name keeps
-     * the old kernel for comparisons. */
-    if (p->r && !getenv("FLASHC_CUDA_RMS_FWD")) {
-        const v4_cfg d = {4, {0, 2, 0, 0, -1, -1}};
+    /* The defaults (FLASHC_CUDA_RMS_FWD unset), both launched as programmatic dependents (L = 1,
+     * rows4's round 1; bench/RESULTS.md, "RMSNorm: more threads a row, PDL"): the residual
+     * forward v4 with P = 0, H = 0 (rows of two warps at 4096 bf16; 3.86 TB/s against 3.33 for
+     * v1's rms_fwd_vec, "RMSNorm v4 / v5"); the plain forward v4 on four warps a row (R = 4)
+     * for rows of >= 512 chunks (8 KiB: 4096 / 8192 bf16 measured at 1.09x / 1.02x v2's
+     * rms_fwd_reg), v2 below that (not measured there; R would leave lanes idle). "v2" by
+     * name keeps the old kernels for comparisons. */
+    if (!getenv("FLASHC_CUDA_RMS_FWD")) {
+        if (p->r) {
+            const v4_cfg d = {4, {0, 2, 0, 0, -1, -1, 1, -1, -1}};
+            return fwd_v4_t<T>(p, d, st);
+        }
+        if (p->D / chunk<T>::n < 512)
+            return false;
+        const v4_cfg d = {4, {0, 2, 0, 0, -1, 4, 1, -1, -1}};
         return fwd_v4_t<T>(p, d, st);
     }
     const v4_cfg c = v4_env("FLASHC_CUDA_RMS_FWD");
@@ -1185,7 +1218,8 @@ template <typename T> static bool bwd_t(const rows_bwd_problem *p, flashc_status
     if (c.kind != 5 && c.kind != 4)
         return false;
     const bool v4 = c.kind == 4; /* v4:N,B,H[,G] (no S); v5:N,S,B,H[,G] */
-    const v4_cfg c5 = v4 ? v4_cfg{4, {c.k[0], 1, c.k[1], c.k[2], c.k[3], -1}} : c;
+    const v4_cfg c5 = v4 ? v4_cfg{4, {c.k[0], 1, c.k[1], c.k[2], c.k[3], c.k[4], -1, -1, -1}} : c;
+    const int L = v4 ? knob(c5, 5, 0, 0, 1) : 0; /* v4: PDL for the kernel and rms_dw_sum */
     const int N = knob(c5, 0, 4, 1, 4), B = knob(c5, 2, 0, 0, 64), H = knob(c5, 3, v4 ? 0 : 1, 0, 15);
     const int Gc = knob(c5, 4, 0, 1, 1 << 30);
     int S = knob(c5, 1, 3, 1, 8);
@@ -1248,11 +1282,13 @@ template <typename T> static bool bwd_t(const rows_bwd_problem *p, flashc_status
     a.x = p->x, a.w = p->w, a.dy = p->dy, a.dres = p->dres, a.dx = p->dx, a.part = part;
     a.sx = p->sx[0], a.sdy = p->sdy[0], a.sdres = res ? p->sdres[0] : 0, a.sdx = p->sdx[0];
     a.T = p->T, a.D = p->D, a.eps = p->eps, a.lm = H % 4, a.sm = H / 4;
+    const bool pdl = L != 0 && d.major >= 9;
+    a.pdl = pdl;
     void *args[] = {&a, &S};
-    (void)cudaLaunchKernel(k, dim3((unsigned)G), dim3((unsigned)tpr), args, smem, 0);
+    (void)launch_pdl(k, dim3((unsigned)G), dim3((unsigned)tpr), args, smem, pdl);
     *st = launch_status(fn, v4 ? "rms_bwd_v4" : "rms_bwd_tma");
     if (*st == FLASHC_OK)
-        *st = cuda_rms_dw_sum(part, G, p);
+        *st = cuda_rms_dw_sum(part, G, p, pdl);
     cudaFreeAsync(part, 0);
     return true;
 }
