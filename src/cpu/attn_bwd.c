@@ -57,6 +57,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -180,7 +181,17 @@ static void make_plan(const attn_problem *p, bwd_plan *pl)
 {
     memset(pl, 0, sizeof *pl);
     pl->p = p;
-    int64_t br = p->br ? p->br : DEFAULT_BR, bc = p->bc ? p->bc : DEFAULT_BC;
+    /* The matrix-unit backward (opt-in until measured on the device): FLASHC_CPU_BWD_MM=1 for
+     * bf16 storage where the table has a unit, items per (sequence, KV head) (mm_kv_head);
+     * "1:BRxBC" also sets its tiles where the call gives none (a tuning knob for the bench). */
+    const char *opt = getenv("FLASHC_CPU_BWD_MM");
+    pl->mm = p->dtype == FLASHC_BF16 && cpu_kernels_get()->bf16 && opt && opt[0] == '1';
+    long long tbr = DEFAULT_BR, tbc = DEFAULT_BC;
+    if (pl->mm && opt[1] == ':' && (sscanf(opt + 2, "%lldx%lld", &tbr, &tbc) != 2 ||
+                                    tbr < 1 || tbc < 1 || tbr > 1024 || tbc > 1024))
+        tbr = DEFAULT_BR, tbc = DEFAULT_BC;
+    int64_t br = p->br ? p->br : (pl->mm ? tbr : DEFAULT_BR);
+    int64_t bc = p->bc ? p->bc : (pl->mm ? tbc : DEFAULT_BC);
     pl->br_req = br, pl->bc_req = bc;
     if (br > p->Sq) /* a tile never needs to be larger than the longest sequence */
         br = p->Sq;
@@ -200,10 +211,6 @@ static void make_plan(const attn_problem *p, bwd_plan *pl)
      * rows to accumulate into; otherwise split, parallel over blocks. */
     pl->fused = p->layout == ATTN_DENSE && p->dtype == FLASHC_F32 && p->sdq[3] == 1 &&
                 (kv_heads % threads == 0 || kv_heads >= 4 * threads);
-    /* The matrix-unit backward (FLASHC_CPU_BWD_MM=1, opt-in until measured on the device):
-     * bf16 storage where the table has a unit, items per (sequence, KV head) (mm_kv_head). */
-    const char *opt = getenv("FLASHC_CPU_BWD_MM");
-    pl->mm = p->dtype == FLASHC_BF16 && cpu_kernels_get()->bf16 && opt && opt[0] == '1';
     if (pl->mm) {
         pl->fused = 0;
         for (int64_t b = 0; b < p->B; b++) {

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# bench/gpu/s5_amx4.sh BUILD_DIR — issue 16 on the H200 host's CPU (AMX-BF16, AVX512-BF16): the
+# bf16 backward on the matrix units (src/cpu/attn_bwd.c mm_*, opt-in FLASHC_CPU_BWD_MM=1), in
+# the CPU lane of a device call (cores 8-15), <= 90 s in all:
+#   (a) on cores 12-15: test_attn_bwd and test_attn_bwd_v2 with the mm schedule on the real
+#       units (ctest *.amx.mm, *.avx512bf16.mm: every mask / modifier, GQA, varlen, odd sizes,
+#       the 2x rule against the naive bf16 backward), then the same tests on the amx table's
+#       default path;
+#   (b) meanwhile on cores 8,9: bench/cpu_bwd_peer.py, one process, interleaved rounds,
+#       medians: flashc bf16 on the mm schedule, flashc bf16 on the default path, flashc f32
+#       (same values), torch's CPU SDPA backward (bf16; its time includes its forward), d 128
+#       and 64, n 1024 / 2048, causal and not, 2 threads;
+#   (c) then the mm tiles (FLASHC_CPU_BWD_MM=1:BRxBC) at d 128, n 2048, against f32.
+# BUILD_DIR: built with tests on (libflashc.so, tests/); no rebuild. Logs under $OUT (default
+# BUILD_DIR/out-amx4); the tables last. FLASHC_AMX4_LIMIT (86 s).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+B=${1:?usage: s5_amx4.sh BUILD_DIR}
+B=$(realpath "$B")
+OUT=${OUT:-$B/out-amx4}
+mkdir -p "$OUT"
+T0=$SECONDS
+LIMIT=${FLASHC_AMX4_LIMIT:-86}
+left() { echo $((LIMIT - (SECONDS - T0))); }
+sum="$OUT/summary.txt"
+: >"$sum"
+{
+  date -u
+  lscpu | grep -E 'Model name|^CPU\(s\)|MHz|L1d|L2'
+  grep -o -w -E 'amx_tile|amx_bf16|avx512_bf16' /proc/cpuinfo | sort | uniq -c
+} >"$OUT/machine.txt" 2>&1
+export FLASHC_LIBRARY=$B/libflashc.so PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
+
+# (b) in the background: the peer, same process, same inputs
+( timeout -k 2 $((LIMIT - 30)) python3 bench/cpu_bwd_peer.py --threads 2 --cores 8,9 \
+    --d 128,64 --n 1024,2048 --causal 0,1 --rounds 3 --label mm \
+    --json "$OUT/peer.jsonl" >"$OUT/peer.log" 2>&1
+  echo "peer: rc $?, $((SECONDS - T0)) s" >"$OUT/peer.sum" ) &
+peer_pid=$!
+
+# (a) tests on the real units: the mm schedule first, then the default path
+t=$SECONDS
+timeout -k 2 40 taskset -c 12-15 ctest --test-dir "$B" -j 4 --timeout 38 \
+  -R '^test_attn_bwd(_v2)?\.(amx|avx512bf16)\.mm$' --output-on-failure >"$OUT/ctest_mm.log" 2>&1
+echo "tests mm (amx, avx512bf16): rc $?, $((SECONDS - t)) s, $(grep -E 'tests passed' "$OUT/ctest_mm.log" | tail -1)" >>"$sum"
+grep -E 'Failed|\*\*\*|max error|Not Run|Skipped' "$OUT/ctest_mm.log" | head -8 >>"$sum"
+t=$SECONDS
+if [ "$(left)" -gt 40 ]; then
+  timeout -k 2 15 taskset -c 12-15 ctest --test-dir "$B" -j 4 --timeout 14 \
+    -R '^test_attn_bwd(_v2)?\.amx$' --output-on-failure >"$OUT/ctest_dflt.log" 2>&1
+  echo "tests default (amx): rc $?, $((SECONDS - t)) s, $(grep -E 'tests passed' "$OUT/ctest_dflt.log" | tail -1)" >>"$sum"
+  grep -E 'Failed|\*\*\*' "$OUT/ctest_dflt.log" | head -4 >>"$sum"
+fi
+
+wait "$peer_pid"
+cat "$OUT/peer.sum" >>"$sum" 2>/dev/null
+
+# (c) the mm tiles at d 128, n 2048 (f32 in the same process)
+for tl in 64x64 128x64 64x128 128x128 96x96; do
+  [ "$(left)" -gt 8 ] || { echo "tiles $tl: skipped (time)" >>"$sum"; continue; }
+  timeout -k 2 $(($(left) - 2)) python3 bench/cpu_bwd_peer.py --threads 2 --cores 8,9 \
+    --d 128 --n 2048 --causal 0 --rounds 2 --no-default --no-torch --mm "1:$tl" \
+    --label "mm $tl" >>"$OUT/tiles.log" 2>&1
+  echo "tiles $tl: rc $?" >>"$sum"
+done
+
+echo "total $((SECONDS - T0)) s" >>"$sum"
+cat "$sum"
+grep -h -E '^# flashc' "$OUT/peer.log" | head -1 | cut -c1-200
+grep -h -E '^\| (label|mm)' "$OUT/peer.log" "$OUT/tiles.log" 2>/dev/null | awk '!/label/ || !h++'
