@@ -9,7 +9,9 @@
 #       medians: flashc bf16 on the mm schedule, flashc bf16 on the default path, flashc f32
 #       (same values), torch's CPU SDPA backward (bf16; its time includes its forward), d 128
 #       and 64, n 1024 / 2048, causal and not, 2 threads;
-#   (c) then the mm tiles (FLASHC_CPU_BWD_MM=1:BRxBC) at d 128, n 2048, against f32.
+#   (c) then the mm tiles (FLASHC_CPU_BWD_MM=1:BRxBC) at d 128, n 2048, against f32;
+#   (d) the forward at d 64: FLASHC_CPU_AMX_FWD=1 (the fused tile) and the default (chunked),
+#       each with torch's CPU SDPA forward in the same process (bench/cpu_sdpa_peer.py).
 # BUILD_DIR: built with tests on (libflashc.so, tests/); no rebuild. Logs under $OUT (default
 # BUILD_DIR/out-amx4); the tables last. FLASHC_AMX4_LIMIT (86 s).
 set -uo pipefail
@@ -57,7 +59,19 @@ for tl in 64x64 128x64 64x128 128x128; do
   echo "tiles $tl: rc $?" >>"$sum"
 done
 
+# (d) the forward at d 64: the fused AMX tile (FLASHC_CPU_AMX_FWD=1; the default there is the
+# chunked path) and the default, each against torch's CPU SDPA in its own process
+for v in 1 default; do
+  [ "$(left)" -gt 9 ] || { echo "fwd d64 $v: skipped (time)" >>"$sum"; continue; }
+  ( [ $v = default ] || export FLASHC_CPU_AMX_FWD=$v
+    timeout -k 2 $(($(left) - 2)) python3 bench/cpu_sdpa_peer.py --threads 2 --cores 8,9 --d 64 \
+      --n 2048,4096 --causal 0,1 --rounds 3 --ceiling-n 0 --no-check --label "fwd$v" \
+      >>"$OUT/fwd.log" 2>&1
+    echo "fwd d64 $v: rc $?" >>"$sum" )
+done
+
 echo "total $((SECONDS - T0)) s" >>"$sum"
 cat "$sum"
 grep -h -E '^# flashc' "$OUT/peer.log" | head -1 | cut -c1-200
 grep -h -E '^\| (label|mm)' "$OUT/peer.log" "$OUT/tiles.log" 2>/dev/null | awk '!/label/ || !h++'
+grep -h -E '^\| (label|fwd)' "$OUT/fwd.log" 2>/dev/null | awk '!/label/ || !h++'
