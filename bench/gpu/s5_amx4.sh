@@ -11,7 +11,8 @@
 #       and 64, n 1024 / 2048, causal and not, 2 threads;
 #   (c) then the mm tiles (FLASHC_CPU_BWD_MM=1:BRxBC) at d 128, n 2048, against f32;
 #   (d) the forward at d 64: FLASHC_CPU_AMX_FWD=1 (the fused tile) and the default (chunked),
-#       each with torch's CPU SDPA forward in the same process (bench/cpu_sdpa_peer.py).
+#       each with torch's CPU SDPA forward in the same process (bench/cpu_sdpa_peer.py);
+#   (e) the mm schedule on the avx512bf16 table (FLASHC_ISA), d 128, n 2048, against f32.
 # BUILD_DIR: built with tests on (libflashc.so, tests/); no rebuild. Logs under $OUT (default
 # BUILD_DIR/out-amx4); the tables last. FLASHC_AMX4_LIMIT (86 s).
 set -uo pipefail
@@ -69,6 +70,16 @@ for v in 1 default; do
       >>"$OUT/fwd.log" 2>&1
     echo "fwd d64 $v: rc $?" >>"$sum" )
 done
+
+# (e) the mm schedule on vdpbf16ps (the avx512bf16 table: CPUs with AVX512-BF16, no AMX)
+if [ "$(left)" -gt 8 ]; then
+  FLASHC_ISA=avx512bf16 timeout -k 2 $(($(left) - 2)) python3 bench/cpu_bwd_peer.py --threads 2 \
+    --cores 8,9 --d 128 --n 2048 --causal 0 --rounds 2 --no-default --no-torch \
+    --label "mm avx512bf16" >>"$OUT/tiles.log" 2>&1
+  echo "mm avx512bf16: rc $?" >>"$sum"
+else
+  echo "mm avx512bf16: skipped (time)" >>"$sum"
+fi
 
 echo "total $((SECONDS - T0)) s" >>"$sum"
 cat "$sum"
