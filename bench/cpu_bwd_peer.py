@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""bench/cpu_bwd_peer.py — the CPU backward in the same run: flashc bf16 on the matrix units'
-schedule (FLASHC_CPU_BWD_MM=1, set around its calls), flashc bf16 on the default path, flashc
-float32 on the same values, and PyTorch's CPU SDPA backward (bf16, autograd) on the same inputs;
-interleaved rounds after one warm-up each, medians.
+"""bench/cpu_bwd_peer.py — the CPU backward in the same run: flashc bf16 with each value of
+FLASHC_CPU_BWD_MM in --mm (set around its calls: 1 the matrix units' schedule, 2 the same with P
+and dS rounded once, :BRxBC tiles), flashc bf16 with the variable unset (the library's choice),
+flashc float32 on the same values, and PyTorch's CPU SDPA backward (bf16, autograd) on the same
+inputs; interleaved rounds after one warm-up each, medians. One row per flashc bf16 run.
 
   FLASHC_LIBRARY=build/libflashc.so PYTHONPATH=python python3 bench/cpu_bwd_peer.py \\
       --threads 2 --d 128 --n 1024,2048 --causal 0,1
@@ -33,9 +34,11 @@ ap.add_argument("--label", default="")
 ap.add_argument("--cores", default="", help="comma-separated cores to pin to")
 ap.add_argument("--no-default", action="store_true", help="skip flashc bf16 on the default path")
 ap.add_argument("--no-torch", action="store_true", help="skip torch's backward")
-ap.add_argument("--mm", default="1", help="FLASHC_CPU_BWD_MM for the mm row (e.g. 1:128x64)")
+ap.add_argument("--mm", default="1",
+                help="FLASHC_CPU_BWD_MM values, one flashc bf16 run each, interleaved (e.g. 1,2,1:128x64)")
 args = ap.parse_args()
 os.environ["OMP_NUM_THREADS"] = str(args.threads)
+os.environ.pop("FLASHC_CPU_BWD_MM", None)  # "default" is the library's own choice
 try:
     os.sched_setaffinity(0, set(int(c) for c in args.cores.split(",")) if args.cores
                          else set(range(args.threads)))
@@ -80,9 +83,9 @@ def flashc_case(q, k, v, dout, causal, mm=None):
 def main():
     print(f"# flashc {flashc.build_info()}; torch {torch.__version__ if torch else 'absent'}; "
           f"threads {args.threads}")
-    print("| label | d | n | causal | bf16 mm ms | bf16 dflt ms | f32 ms | torch bf16 ms "
-          "| mm GFLOP/s | mm / f32 (speed) | mm / torch | dflt / f32 | err mm | err dflt |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| label | flashc bf16 run | d | n | causal | ms | f32 ms | torch bf16 ms | GFLOP/s "
+          "| speed / f32 | speed / torch | rel err dq |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for d in [int(x) for x in args.d.split(",")]:
         for n in [int(x) for x in args.n.split(",")]:
@@ -94,9 +97,10 @@ def main():
                 if torch is not None:
                     tb = [torch.from_numpy(a).to(torch.bfloat16) for a in x]
                     tf = [t.float().contiguous() for t in tb]  # the same (bf16) values
-                    runs["mm"] = flashc_case(tb[0], tb[1], tb[2], tb[3], causal, mm=args.mm)
-                    if not args.no_default:
-                        runs["bf16"] = flashc_case(tb[0], tb[1], tb[2], tb[3], causal)
+                    for v in args.mm.split(","):
+                        runs["mm" + v] = flashc_case(tb[0], tb[1], tb[2], tb[3], causal, mm=v)
+                    if not args.no_default:  # FLASHC_CPU_BWD_MM unset: the library's choice
+                        runs["default"] = flashc_case(tb[0], tb[1], tb[2], tb[3], causal)
                     runs["f32"] = flashc_case(tf[0], tf[1], tf[2], tf[3], causal)
                     qt, kt, vt = (t.transpose(1, 2).detach().requires_grad_() for t in tb[:3])
                     dot = tb[3].transpose(1, 2)
@@ -128,19 +132,21 @@ def main():
                     return float(np.abs(dqb - dqf).max() / max(np.abs(dqf).max(), 1e-30))
 
                 nan = float("nan")
-                mm, mb, mf = med.get("mm", nan), med.get("bf16", nan), med["f32"]
-                mt = med.get("torch", nan)
-                em, eb = err("mm"), err("bf16")
-                row = dict(label=args.label, threads=args.threads, d=d, n=n, causal=int(causal),
-                           mm_ms=mm * 1e3, bf16_ms=mb * 1e3, f32_ms=mf * 1e3, torch_ms=mt * 1e3,
-                           mm_gflops=flops / mm / 1e9, f32_gflops=flops / mf / 1e9,
-                           speed_mm_over_f32=mf / mm, mm_over_torch=mt / mm,
-                           speed_bf16_over_f32=mf / mb, rel_err_dq_mm=em, rel_err_dq_bf16=eb,
-                           build=flashc.build_info())
-                rows.append(row)
-                print(f"| {args.label} | {d} | {n} | {int(causal)} | {mm*1e3:.1f} | {mb*1e3:.1f} | "
-                      f"{mf*1e3:.1f} | {mt*1e3:.1f} | {flops/mm/1e9:.0f} | {mf/mm:.2f} | "
-                      f"{mt/mm:.2f} | {mf/mb:.2f} | {em:.2g} | {eb:.2g} |", flush=True)
+                mf, mt = med["f32"], med.get("torch", nan)
+                for name in runs:
+                    if name in ("f32", "torch"):
+                        continue
+                    m = med[name]
+                    row = dict(label=args.label, variant=name, threads=args.threads, d=d, n=n,
+                               causal=int(causal), ms=m * 1e3, f32_ms=mf * 1e3,
+                               torch_ms=mt * 1e3, gflops=flops / m / 1e9,
+                               speed_over_f32=mf / m, speed_over_torch=mt / m,
+                               rel_err_dq=err(name), build=flashc.build_info())
+                    rows.append(row)
+                    print(f"| {args.label} | {name} | {d} | {n} | {int(causal)} | {m*1e3:.1f} | "
+                          f"{mf*1e3:.1f} | {mt*1e3:.1f} | {flops/m/1e9:.0f} | {mf/m:.2f} | "
+                          f"{mt/m:.2f} | {err(name):.2g} |", flush=True)
+
     if args.json:
         with open(args.json, "a") as f:
             for r in rows:

@@ -43,10 +43,10 @@
  * Both run the same per-element operations in the same order, so the choice (made from the item
  * count and the thread count) changes the speed but not a single bit of the result.
  *
- * bf16 storage on a matrix unit (the table has kernels.h cpu_mm_bf16: AMX or AVX512-BF16), opt-in
- * (FLASHC_CPU_BWD_MM=1): its own schedule, one item per (sequence, KV head) as the fused one,
- * the five products on bf16 operands with float32 accumulation, P and dS split into two bf16
- * halves for theirs (mm_* below).
+ * bf16 storage on a matrix unit (the table has kernels.h cpu_mm_bf16: AMX; AVX512-BF16 only by
+ * FLASHC_CPU_BWD_MM=1, see make_plan): its own schedule, one item per (sequence, KV head) as the
+ * fused one, the five products on bf16 operands with float32 accumulation, P and dS split into
+ * two bf16 halves for theirs (mm_* below).
  *
  * Scratch (attn_scratch, sized by cpu_attn_bwd_workspace: the caller's workspace or the core's
  * one allocation): D (Hq floats per query row), the varlen block offsets (2 (B + 1) int64), and
@@ -127,7 +127,8 @@ typedef struct bwd_plan {
     int64_t ldd, lddv, lds;   /* leading dims: D-wide, Dv-wide and Bc-wide tiles               */
     size_t per_thread;        /* floats per tile set (whole cache lines)                       */
     int mm;                   /* bf16 storage on a matrix unit (kernels.h cpu_mm_bf16)          */
-    int64_t mm_sq;            /* mm: the longest sequence's query rows (dQ accumulators)        */
+    int64_t mm_sq;            /* mm fused: the longest sequence's query rows (dQ accumulators)  */
+    int mm_single;            /* mm: P and dS rounded once (FLASHC_CPU_BWD_MM=2), not split     */
     size_t di_floats;         /* D_i entries                                                   */
     size_t sizes[3];          /* scratch pieces: D, block offsets, tile sets                   */
     const attn_problem *p;
@@ -181,13 +182,25 @@ static void make_plan(const attn_problem *p, bwd_plan *pl)
 {
     memset(pl, 0, sizeof *pl);
     pl->p = p;
-    /* The matrix-unit backward (opt-in until measured on the device): FLASHC_CPU_BWD_MM=1 for
-     * bf16 storage where the table has a unit, items per (sequence, KV head) (mm_kv_head);
-     * "1:BRxBC" also sets its tiles where the call gives none (a tuning knob for the bench). */
+    /* The matrix-unit backward for bf16 storage where the table has a unit (mm_kv_head: items
+     * per (sequence, KV head)). FLASHC_CPU_BWD_MM (read at every call): 0 off; 1 wherever the
+     * table has a unit; 2 as 1 with P and dS rounded to bf16 once instead of split (5 products
+     * instead of 8: faster, but its gradients fail the 2x rule in some small cases: a
+     * measurement, never a default); ":BRxBC" after the digit sets its tiles where the call
+     * gives none (a tuning knob for the bench). Unset: on
+     * (any shape: the choice never depends on the thread count, so neither do the bits) on AMX and
+     * the scalar model, not on vdpbf16ps (measured on the H200
+     * host's Xeon, 2026-12-02, d 128 / 64, n 1024 / 2048: AMX 1.5-1.9x the float32 backward and
+     * 2.0-2.6x the float32 path on bf16 storage; vdpbf16ps 0.56x the float32 backward). */
     const char *opt = getenv("FLASHC_CPU_BWD_MM");
-    pl->mm = p->dtype == FLASHC_BF16 && cpu_kernels_get()->bf16 && opt && opt[0] == '1';
+    const cpu_mm_bf16 *unit = p->dtype == FLASHC_BF16 ? cpu_kernels_get()->bf16 : NULL;
+    if (opt && (opt[0] == '0' || opt[0] == '1' || opt[0] == '2'))
+        pl->mm = unit && opt[0] != '0';
+    else
+        pl->mm = unit && strcmp(unit->unit, "avx512bf16") != 0;
+    pl->mm_single = pl->mm && opt && opt[0] == '2';
     long long tbr = DEFAULT_BR, tbc = DEFAULT_BC;
-    if (pl->mm && opt[1] == ':' && (sscanf(opt + 2, "%lldx%lld", &tbr, &tbc) != 2 ||
+    if (pl->mm && opt && opt[0] && opt[1] == ':' && (sscanf(opt + 2, "%lldx%lld", &tbr, &tbc) != 2 ||
                                     tbr < 1 || tbc < 1 || tbr > 1024 || tbc > 1024))
         tbr = DEFAULT_BR, tbc = DEFAULT_BC;
     int64_t br = p->br ? p->br : (pl->mm ? tbr : DEFAULT_BR);
@@ -211,16 +224,19 @@ static void make_plan(const attn_problem *p, bwd_plan *pl)
      * rows to accumulate into; otherwise split, parallel over blocks. */
     pl->fused = p->layout == ATTN_DENSE && p->dtype == FLASHC_F32 && p->sdq[3] == 1 &&
                 (kv_heads % threads == 0 || kv_heads >= 4 * threads);
-    if (pl->mm) {
-        pl->fused = 0;
+    /* mm: its fused schedule (mm_kv_head, dQ accumulated in the workspace) on the same rule,
+     * else its split one (mm_dkdv_block, mm_dq_block): the same sums, the same bits */
+    if (pl->mm)
+        pl->fused = kv_heads % threads == 0 || kv_heads >= 4 * threads;
+    if (pl->mm && pl->fused) {
         for (int64_t b = 0; b < p->B; b++) {
             int64_t sq, sk;
             attn_seqlens(p, b, &sq, &sk);
             pl->mm_sq = sq > pl->mm_sq ? sq : pl->mm_sq;
         }
     }
-    pl->items1 = pl->fused || pl->mm ? kv_heads : pl->nkb * p->Hkv;
-    pl->items2 = pl->fused || pl->mm ? 0 : pl->nqb * p->Hq;
+    pl->items1 = pl->fused ? kv_heads : pl->nkb * p->Hkv;
+    pl->items2 = pl->fused ? 0 : pl->nqb * p->Hq;
     const int64_t most = pl->items1 > pl->items2 ? pl->items1 : pl->items2;
     pl->slots = most < threads ? (int)(most < 1 ? 1 : most) : threads;
     pl->ldd = tile_ld(p->D), pl->lddv = tile_ld(p->Dv), pl->lds = tile_ld(bc);
@@ -605,8 +621,10 @@ static int64_t fused_kv_head(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk)
 
 /* ---- bf16 storage on a matrix unit (kernels.h cpu_mm_bf16) --------------------------------
  *
- * One item per (sequence, KV head), as the fused schedule: for each K block, over the group's
- * query heads and the Q blocks in ascending order,
+ * The two schedules of the float32 path with the same sums, so the same bits: fused, one item
+ * per (sequence, KV head) (mm_kv_head; any layout, dQ accumulated in the workspace), or split
+ * (mm_dkdv_block per K block, mm_dq_block per Q block: S and dP computed twice), chosen on the
+ * same rule. For each K block, over the group's query heads and the Q blocks in ascending order,
  *   S = Q K^T, dP = dO V^T          A: the bf16 rows of Q, dO; B: K^T, V^T packed once a block
  *   P, dS                           float32, as every path (tile_p_ds)
  *   dV^T += dO^T P, dK^T += Q^T dS  A: [dO^T | dO^T], [Q^T | Q^T] (pack_at); B: P, dS split
@@ -718,65 +736,121 @@ static void mm_acc_dq(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0,
         mm->pack_b(w->kh + kc * w->ldh, w->ldh, n, D, w->kb + kn / 2 * w->ldkb, w->ldkb);
         w->kb_kc = kc, w->kb_n = n;
     }
-    mm->gemm(qb->rows, D, 2 * kn, w->dsa, w->ldds, w->kb, w->ldkb, w->mones, dq, pl->ldd);
+    /* (mm_single: the hi halves alone, K = kn) */
+    mm->gemm(qb->rows, D, pl->mm_single ? kn : 2 * kn, w->dsa, w->ldds, w->kb, w->ldkb, w->mones, dq, pl->ldd);
 }
 
-/* One item: dK, dV of every K block of KV head hk in sequence b and the dQ of its query-head
- * group. Returns the tile pairs computed. */
-static int64_t mm_kv_head(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk)
+/* One tile pair: P, dS of the Q block against keys [jlo, jlo + n) of the loaded K block
+ * (which starts at key j0); dkdv: dV^T, dK^T += their products; dq (rows ldd apart, or NULL):
+ * += dS K. */
+static void mm_pair(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0, int64_t jlo,
+                    int64_t n, int dkdv, float *dq)
+{
+    const attn_problem *p = c->p;
+    const cpu_mm_bf16 *mm = c->kr->bf16;
+    const bwd_plan *pl = c->pl;
+    const int64_t kc = jlo - j0, lds = pl->lds;
+    const int64_t k2 = (pl->mm_single ? 1 : 2) * rup(qb->rows, CPU_MM_KP);
+    tile_p_ds(c, w, qb, j0, jlo, n);
+    if (dkdv) { /* (mm_single: the hi halves alone, K = R32(rows)) */
+        mm->split(w->s, lds, qb->rows, n, NULL, 0, w->pb, w->ldpb);
+        mm->split(w->dp, lds, qb->rows, n, dq ? w->dsa : NULL, w->ldds, w->dsp, w->ldpb);
+        mm->gemm(p->Dv, n, k2, w->dot, w->ldt2, w->pb, w->ldpb, w->mones, w->dvt + kc, w->ldt);
+        mm->gemm(p->D, n, k2, w->qt, w->ldt2, w->dsp, w->ldpb, w->mones, w->dkt + kc, w->ldt);
+    } else {
+        mm->split(w->dp, lds, qb->rows, n, w->dsa, w->ldds, NULL, 0);
+    }
+    if (dq)
+        mm_acc_dq(c, w, qb, j0, kc, n, dq);
+}
+
+/* dK, dV of K block [j0, j0 + cols) of KV head hk in sequence b (lengths sq, sk) over the
+ * group's query heads and the visible Q blocks in ascending order, inside a begin / end pair;
+ * with dqa (the fused schedule) also the group's dQ rows there (group x sq rows, ldd apart).
+ * Returns the tile pairs computed. */
+static int64_t mm_dkdv_block(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk, int64_t j0,
+                             int64_t cols, int64_t sq, int64_t sk, float *dqa)
 {
     const attn_problem *p = c->p;
     const cpu_kernels *kr = c->kr;
-    const cpu_mm_bf16 *mm = kr->bf16;
     const bwd_plan *pl = c->pl;
-    const int64_t D = p->D, Dv = p->Dv, group = p->Hq / p->Hkv, br = pl->br, bc = pl->bc;
-    const int64_t lds = pl->lds, ldd = pl->ldd;
+    const int64_t D = p->D, Dv = p->Dv, group = p->Hq / p->Hkv, br = pl->br, ldd = pl->ldd;
+    int64_t pairs = 0;
+    mm_load_kblock(c, w, b, hk, j0, cols);
+    memset(w->dkt, 0, (size_t)(D * w->ldt) * sizeof(float));
+    memset(w->dvt, 0, (size_t)(Dv * w->ldt) * sizeof(float));
+    for (int64_t h = hk * group; h < (hk + 1) * group; h++)
+        for (int64_t i0 = 0; i0 < sq; i0 += br) {
+            const qblock qb = qblock_at(p, b, h, i0, i0 + br < sq ? br : sq - i0, sq, sk);
+            int64_t jlo, jhi;
+            if (!pair_keys(&qb, j0, cols, &jlo, &jhi))
+                continue;
+            mm_load_qblock(c, w, &qb);
+            mm_pair(c, w, &qb, j0, jlo, jhi - jlo, 1,
+                    dqa ? dqa + ((h - hk * group) * sq + i0) * ldd : NULL);
+            pairs++;
+        }
+    /* dK, dV rows of the block from their transposes (w->dk, w->dv: row-major tiles) */
+    for (int64_t x = 0; x < cols; x++) {
+        for (int64_t d = 0; d < D; d++)
+            w->dk[x * ldd + d] = w->dkt[d * w->ldt + x];
+        for (int64_t d = 0; d < Dv; d++)
+            w->dv[x * pl->lddv + d] = w->dvt[d * w->ldt + x];
+        store_vec(kr, w->dk + x * ldd, p->scale, D, p->dk, p->dtype,
+                  attn_kv_off(p, p->sdk, b, j0 + x) + hk * p->sdk[2], p->sdk[3]);
+        store_vec(kr, w->dv + x * pl->lddv, 1.0f, Dv, p->dv, p->dtype,
+                  attn_kv_off(p, p->sdv, b, j0 + x) + hk * p->sdv[2], p->sdv[3]);
+    }
+    return pairs;
+}
+
+/* Fused schedule, one item: dK, dV of every K block of KV head hk in sequence b and the dQ of
+ * its query-head group (accumulated in w->dqa, K blocks ascending). */
+static int64_t mm_kv_head(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk)
+{
+    const attn_problem *p = c->p;
+    const int64_t group = p->Hq / p->Hkv, bc = c->pl->bc, ldd = c->pl->ldd;
     int64_t sq, sk;
     attn_seqlens(p, b, &sq, &sk);
     memset(w->dqa, 0, (size_t)(group * sq * ldd) * sizeof(float));
     int64_t pairs = 0;
-    mm->begin();
-    for (int64_t j0 = 0; j0 < sk; j0 += bc) {
-        const int64_t cols = j0 + bc < sk ? bc : sk - j0;
-        mm_load_kblock(c, w, b, hk, j0, cols);
-        memset(w->dkt, 0, (size_t)(D * w->ldt) * sizeof(float));
-        memset(w->dvt, 0, (size_t)(Dv * w->ldt) * sizeof(float));
-        for (int64_t h = hk * group; h < (hk + 1) * group; h++)
-            for (int64_t i0 = 0; i0 < sq; i0 += br) {
-                const qblock qb = qblock_at(p, b, h, i0, i0 + br < sq ? br : sq - i0, sq, sk);
-                int64_t jlo, jhi;
-                if (!pair_keys(&qb, j0, cols, &jlo, &jhi))
-                    continue;
-                const int64_t n = jhi - jlo, kc = jlo - j0, k2 = 2 * rup(qb.rows, CPU_MM_KP);
-                mm_load_qblock(c, w, &qb);
-                tile_p_ds(c, w, &qb, j0, jlo, n);
-                mm->split(w->s, lds, qb.rows, n, NULL, 0, w->pb, w->ldpb);
-                mm->split(w->dp, lds, qb.rows, n, w->dsa, w->ldds, w->dsp, w->ldpb);
-                mm->gemm(Dv, n, k2, w->dot, w->ldt2, w->pb, w->ldpb, w->mones, w->dvt + kc,
-                         w->ldt);
-                mm->gemm(D, n, k2, w->qt, w->ldt2, w->dsp, w->ldpb, w->mones, w->dkt + kc,
-                         w->ldt);
-                mm_acc_dq(c, w, &qb, j0, kc, n, w->dqa + ((h - hk * group) * sq + i0) * ldd);
-                pairs++;
-            }
-        /* dK, dV rows of the block from their transposes (w->dk, w->dv: row-major tiles) */
-        for (int64_t x = 0; x < cols; x++) {
-            for (int64_t d = 0; d < D; d++)
-                w->dk[x * ldd + d] = w->dkt[d * w->ldt + x];
-            for (int64_t d = 0; d < Dv; d++)
-                w->dv[x * pl->lddv + d] = w->dvt[d * w->ldt + x];
-            store_vec(kr, w->dk + x * ldd, p->scale, D, p->dk, p->dtype,
-                      attn_kv_off(p, p->sdk, b, j0 + x) + hk * p->sdk[2], p->sdk[3]);
-            store_vec(kr, w->dv + x * pl->lddv, 1.0f, Dv, p->dv, p->dtype,
-                      attn_kv_off(p, p->sdv, b, j0 + x) + hk * p->sdv[2], p->sdv[3]);
-        }
-    }
-    mm->end();
+    c->kr->bf16->begin();
+    for (int64_t j0 = 0; j0 < sk; j0 += bc)
+        pairs += mm_dkdv_block(c, w, b, hk, j0, j0 + bc < sk ? bc : sk - j0, sq, sk, w->dqa);
+    c->kr->bf16->end();
     for (int64_t h = hk * group; h < (hk + 1) * group; h++)
         for (int64_t i = 0; i < sq; i++)
-            store_vec(kr, w->dqa + ((h - hk * group) * sq + i) * ldd, p->scale, D, p->dq,
+            store_vec(c->kr, w->dqa + ((h - hk * group) * sq + i) * ldd, p->scale, p->D, p->dq,
                       p->dtype, attn_q_off(p, p->sdq, b, i) + h * p->sdq[2], p->sdq[3]);
     return pairs;
+}
+
+/* Split schedule, pass 2: dQ of Q block [i0, i0 + rows) of head h in sequence b, K blocks
+ * ascending: the same products, in the same order, as the fused item's dQ rows. */
+static void mm_dq_block(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t h, int64_t i0,
+                        int64_t rows, int64_t sq, int64_t sk)
+{
+    const attn_problem *p = c->p;
+    const bwd_plan *pl = c->pl;
+    const int64_t hk = h / (p->Hq / p->Hkv), bc = pl->bc;
+    const qblock qb = qblock_at(p, b, h, i0, rows, sq, sk);
+    memset(w->dq, 0, (size_t)(rows * pl->ldd) * sizeof(float));
+    if (qb.uhi > qb.ulo) {
+        c->kr->bf16->begin();
+        mm_load_qblock(c, w, &qb);
+        for (int64_t j0 = qb.ulo / bc * bc; j0 < qb.uhi; j0 += bc) {
+            const int64_t cols = j0 + bc < sk ? bc : sk - j0;
+            int64_t jlo, jhi;
+            if (!pair_keys(&qb, j0, cols, &jlo, &jhi))
+                continue;
+            mm_load_kblock(c, w, b, hk, j0, cols);
+            mm_pair(c, w, &qb, j0, jlo, jhi - jlo, 0, w->dq);
+        }
+        c->kr->bf16->end();
+    }
+    for (int64_t r = 0; r < rows; r++)
+        store_vec(c->kr, w->dq + r * pl->ldd, p->scale, p->D, p->dq, p->dtype,
+                  attn_q_off(p, p->sdq, b, i0 + r) + h * p->sdq[2], p->sdq[3]);
 }
 
 /* ---- the schedules ------------------------------------------------------------------------ */
@@ -881,7 +955,7 @@ flashc_status cpu_attn_bwd(const attn_problem *p, flashc_attn_stats *stats)
         bwd_ws w = ws_at(tiles + (size_t)thread_id() * pl.per_thread, &pl);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t it = 0; it < pl.items1; it++) {
-            if (pl.mm) {
+            if (pl.fused && pl.mm) {
                 pairs += mm_kv_head(&c, &w, it / p->Hkv, it % p->Hkv);
             } else if (pl.fused) {
                 pairs += fused_kv_head(&c, &w, it / p->Hkv, it % p->Hkv);
@@ -889,9 +963,14 @@ flashc_status cpu_attn_bwd(const attn_problem *p, flashc_attn_stats *stats)
                 int64_t b, blk, sq, sk;
                 block_of(p, c.kstart, nkb_dense, it / p->Hkv, &b, &blk);
                 attn_seqlens(p, b, &sq, &sk);
-                const int64_t j0 = blk * bc;
-                pairs += dkdv_block(&c, &w, b, it % p->Hkv, j0, j0 + bc < sk ? bc : sk - j0, sq,
-                                    sk, 0);
+                const int64_t j0 = blk * bc, cols = j0 + bc < sk ? bc : sk - j0;
+                if (pl.mm) {
+                    c.kr->bf16->begin();
+                    pairs += mm_dkdv_block(&c, &w, b, it % p->Hkv, j0, cols, sq, sk, NULL);
+                    c.kr->bf16->end();
+                } else {
+                    pairs += dkdv_block(&c, &w, b, it % p->Hkv, j0, cols, sq, sk, 0);
+                }
             }
         }
     }
@@ -907,7 +986,10 @@ flashc_status cpu_attn_bwd(const attn_problem *p, flashc_attn_stats *stats)
                 block_of(p, c.qstart, nqb_dense, it / p->Hq, &b, &blk);
                 attn_seqlens(p, b, &sq, &sk);
                 const int64_t i0 = (cdiv(sq, br) - 1 - blk) * br;
-                dq_block(&c, &w, b, it % p->Hq, i0, i0 + br < sq ? br : sq - i0, sq, sk);
+                if (pl.mm)
+                    mm_dq_block(&c, &w, b, it % p->Hq, i0, i0 + br < sq ? br : sq - i0, sq, sk);
+                else
+                    dq_block(&c, &w, b, it % p->Hq, i0, i0 + br < sq ? br : sq - i0, sq, sk);
             }
         }
     }
