@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/cpu_bwd_peer.py — the CPU backward in the same run: flashc bf16 with each value of
 FLASHC_CPU_BWD_MM in --mm (set around its calls: 1 the matrix units' schedule, 2 the same with P
-and dS rounded once, :BRxBC tiles), flashc bf16 with the variable unset (the library's choice),
+and dS rounded once, 3 dS alone rounded once, :BRxBC tiles), flashc bf16 with the variable unset (the library's choice),
 flashc float32 on the same values, and PyTorch's CPU SDPA backward (bf16, autograd) on the same
 inputs; interleaved rounds after one warm-up each, medians. One row per flashc bf16 run.
 

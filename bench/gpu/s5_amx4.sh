@@ -9,7 +9,8 @@
 #       then, informational, test_attn_bwd_v2 with FLASHC_CPU_BWD_MM=2 (P and dS rounded once:
 #       expected to fail the 2x rule somewhere; the count of failing cases is printed);
 #   (b) meanwhile on cores 8,9: bench/cpu_bwd_peer.py, one process, interleaved rounds, medians:
-#       flashc bf16 with FLASHC_CPU_BWD_MM=1 and =2, unset (the library's choice), flashc f32
+#       flashc bf16 with FLASHC_CPU_BWD_MM=1, =2 (P, dS rounded once), =3 (dS alone), unset
+#       (the library's choice: =1 on AMX since round 2), flashc f32
 #       (same values), torch's CPU SDPA backward (bf16; its time includes its forward), d 128
 #       and 64, n 1024 / 2048, causal and not, 2 threads;
 #   (c) then the mm tiles (FLASHC_CPU_BWD_MM=1:BRxBC, interleaved in one process) at d 128 and
@@ -39,7 +40,7 @@ unset FLASHC_CPU_BWD_MM FLASHC_CPU_AMX_FWD
 
 # (b) in the background: the peer, same process, same inputs
 ( timeout -k 2 $((LIMIT - 36)) python3 bench/cpu_bwd_peer.py --threads 2 --cores 8,9 \
-    --d 128,64 --n 1024,2048 --causal 0,1 --rounds 3 --mm 1,2 --label r2 \
+    --d 128,64 --n 1024,2048 --causal 0,1 --rounds 3 --mm 1,2,3 --label r2 \
     --json "$OUT/peer.jsonl" >"$OUT/peer.log" 2>&1
   echo "peer: rc $?, $((SECONDS - T0)) s" >"$OUT/peer.sum" ) &
 peer_pid=$!

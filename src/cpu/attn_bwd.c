@@ -128,7 +128,8 @@ typedef struct bwd_plan {
     size_t per_thread;        /* floats per tile set (whole cache lines)                       */
     int mm;                   /* bf16 storage on a matrix unit (kernels.h cpu_mm_bf16)          */
     int64_t mm_sq;            /* mm fused: the longest sequence's query rows (dQ accumulators)  */
-    int mm_single;            /* mm: P and dS rounded once (FLASHC_CPU_BWD_MM=2), not split     */
+    int mm_single;            /* mm: 1 P, 2 dS rounded once, not split (FLASHC_CPU_BWD_MM=2: 3,
+                               * =3: 2; measurements only)                                     */
     size_t di_floats;         /* D_i entries                                                   */
     size_t sizes[3];          /* scratch pieces: D, block offsets, tile sets                   */
     const attn_problem *p;
@@ -186,7 +187,7 @@ static void make_plan(const attn_problem *p, bwd_plan *pl)
      * per (sequence, KV head)). FLASHC_CPU_BWD_MM (read at every call): 0 off; 1 wherever the
      * table has a unit; 2 as 1 with P and dS rounded to bf16 once instead of split (5 products
      * instead of 8: faster, but its gradients fail the 2x rule in some small cases: a
-     * measurement, never a default); ":BRxBC" after the digit sets its tiles where the call
+     * measurement, never a default), 3 dS alone rounded once (6 products, a measurement); ":BRxBC" after the digit sets its tiles where the call
      * gives none (a tuning knob for the bench). Unset: on
      * (any shape: the choice never depends on the thread count, so neither do the bits) on AMX and
      * the scalar model, not on vdpbf16ps (measured on the H200
@@ -194,11 +195,11 @@ static void make_plan(const attn_problem *p, bwd_plan *pl)
      * 2.0-2.6x the float32 path on bf16 storage; vdpbf16ps 0.56x the float32 backward). */
     const char *opt = getenv("FLASHC_CPU_BWD_MM");
     const cpu_mm_bf16 *unit = p->dtype == FLASHC_BF16 ? cpu_kernels_get()->bf16 : NULL;
-    if (opt && (opt[0] == '0' || opt[0] == '1' || opt[0] == '2'))
+    if (opt && opt[0] >= '0' && opt[0] <= '3')
         pl->mm = unit && opt[0] != '0';
     else
         pl->mm = unit && strcmp(unit->unit, "avx512bf16") != 0;
-    pl->mm_single = pl->mm && opt && opt[0] == '2';
+    pl->mm_single = !pl->mm || !opt ? 0 : opt[0] == '2' ? 3 : opt[0] == '3' ? 2 : 0;
     long long tbr = DEFAULT_BR, tbc = DEFAULT_BC;
     if (pl->mm && opt && opt[0] && opt[1] == ':' && (sscanf(opt + 2, "%lldx%lld", &tbr, &tbc) != 2 ||
                                     tbr < 1 || tbc < 1 || tbr > 1024 || tbc > 1024))
@@ -736,8 +737,8 @@ static void mm_acc_dq(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0,
         mm->pack_b(w->kh + kc * w->ldh, w->ldh, n, D, w->kb + kn / 2 * w->ldkb, w->ldkb);
         w->kb_kc = kc, w->kb_n = n;
     }
-    /* (mm_single: the hi halves alone, K = kn) */
-    mm->gemm(qb->rows, D, pl->mm_single ? kn : 2 * kn, w->dsa, w->ldds, w->kb, w->ldkb, w->mones, dq, pl->ldd);
+    /* (mm_single & 2: the hi halves alone, K = kn) */
+    mm->gemm(qb->rows, D, pl->mm_single & 2 ? kn : 2 * kn, w->dsa, w->ldds, w->kb, w->ldkb, w->mones, dq, pl->ldd);
 }
 
 /* One tile pair: P, dS of the Q block against keys [jlo, jlo + n) of the loaded K block
@@ -750,13 +751,14 @@ static void mm_pair(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0, i
     const cpu_mm_bf16 *mm = c->kr->bf16;
     const bwd_plan *pl = c->pl;
     const int64_t kc = jlo - j0, lds = pl->lds;
-    const int64_t k2 = (pl->mm_single ? 1 : 2) * rup(qb->rows, CPU_MM_KP);
+    const int64_t kr = rup(qb->rows, CPU_MM_KP);
     tile_p_ds(c, w, qb, j0, jlo, n);
     if (dkdv) { /* (mm_single: the hi halves alone, K = R32(rows)) */
+        const int64_t kp = pl->mm_single & 1 ? kr : 2 * kr, ks = pl->mm_single & 2 ? kr : 2 * kr;
         mm->split(w->s, lds, qb->rows, n, NULL, 0, w->pb, w->ldpb);
         mm->split(w->dp, lds, qb->rows, n, dq ? w->dsa : NULL, w->ldds, w->dsp, w->ldpb);
-        mm->gemm(p->Dv, n, k2, w->dot, w->ldt2, w->pb, w->ldpb, w->mones, w->dvt + kc, w->ldt);
-        mm->gemm(p->D, n, k2, w->qt, w->ldt2, w->dsp, w->ldpb, w->mones, w->dkt + kc, w->ldt);
+        mm->gemm(p->Dv, n, kp, w->dot, w->ldt2, w->pb, w->ldpb, w->mones, w->dvt + kc, w->ldt);
+        mm->gemm(p->D, n, ks, w->qt, w->ldt2, w->dsp, w->ldpb, w->mones, w->dkt + kc, w->ldt);
     } else {
         mm->split(w->dp, lds, qb->rows, n, w->dsa, w->ldds, NULL, 0);
     }
