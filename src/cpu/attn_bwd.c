@@ -44,9 +44,9 @@
  * count and the thread count) changes the speed but not a single bit of the result.
  *
  * bf16 storage on a matrix unit (the table has kernels.h cpu_mm_bf16: AMX; AVX512-BF16 only by
- * FLASHC_CPU_BWD_MM=1, see make_plan): its own schedule, one item per (sequence, KV head) as the
- * fused one, the five products on bf16 operands with float32 accumulation, P and dS split into
- * two bf16 halves for theirs (mm_* below).
+ * FLASHC_CPU_BWD_MM=1, see make_plan): the five products on bf16 operands with float32
+ * accumulation, P and dS split into two bf16 halves for theirs, in fused and split schedules
+ * of their own (mm_* below).
  *
  * Scratch (attn_scratch, sized by cpu_attn_bwd_workspace: the caller's workspace or the core's
  * one allocation): D (Hq floats per query row), the varlen block offsets (2 (B + 1) int64), and
@@ -128,8 +128,8 @@ typedef struct bwd_plan {
     size_t per_thread;        /* floats per tile set (whole cache lines)                       */
     int mm;                   /* bf16 storage on a matrix unit (kernels.h cpu_mm_bf16)          */
     int64_t mm_sq;            /* mm fused: the longest sequence's query rows (dQ accumulators)  */
-    int mm_single;            /* mm: 1 P, 2 dS rounded once, not split (FLASHC_CPU_BWD_MM=2: 3,
-                               * =3: 2; measurements only)                                     */
+    int mm_single;            /* mm bits: 1 P, 2 dS rounded once, not split (measurements:
+                               * FLASHC_CPU_BWD_MM=2 sets both, =3 the dS bit)                 */
     size_t di_floats;         /* D_i entries                                                   */
     size_t sizes[3];          /* scratch pieces: D, block offsets, tile sets                   */
     const attn_problem *p;
@@ -183,16 +183,16 @@ static void make_plan(const attn_problem *p, bwd_plan *pl)
 {
     memset(pl, 0, sizeof *pl);
     pl->p = p;
-    /* The matrix-unit backward for bf16 storage where the table has a unit (mm_kv_head: items
-     * per (sequence, KV head)). FLASHC_CPU_BWD_MM (read at every call): 0 off; 1 wherever the
-     * table has a unit; 2 as 1 with P and dS rounded to bf16 once instead of split (5 products
-     * instead of 8: faster, but its gradients fail the 2x rule in some small cases: a
-     * measurement, never a default), 3 dS alone rounded once (6 products, a measurement); ":BRxBC" after the digit sets its tiles where the call
-     * gives none (a tuning knob for the bench). Unset: on
-     * (any shape: the choice never depends on the thread count, so neither do the bits) on AMX and
-     * the scalar model, not on vdpbf16ps (measured on the H200
-     * host's Xeon, 2026-12-02, d 128 / 64, n 1024 / 2048: AMX 1.5-1.9x the float32 backward and
-     * 2.0-2.6x the float32 path on bf16 storage; vdpbf16ps 0.56x the float32 backward). */
+    /* The matrix-unit backward (mm_*) for bf16 storage where the table has a unit.
+     * FLASHC_CPU_BWD_MM (read at every call): 0 off; 1 wherever the table has a unit; 2 as 1
+     * with P and dS rounded to bf16 once instead of split, 3 with dS alone rounded once (5 or 6
+     * products instead of 8: faster, but 2 fails the 2x rule in some small cases, e.g. seeds 7
+     * and 20 of test_attn_bwd_v2 on bf16ref: measurements, never a default); ":BRxBC" after the
+     * digit sets its tiles where the call gives none (a tuning knob for the bench). Unset: on
+     * for every shape (the choice never depends on the thread count, so neither do the bits)
+     * on AMX and the scalar model, off on vdpbf16ps (the H200 host's Xeon, 2026-12-02, d 128 /
+     * 64, n 1024 / 2048: AMX 1.5-1.9x the float32 backward and 2.0-2.6x the float32 path on
+     * bf16 storage; vdpbf16ps 0.56x the float32 backward: bench/RESULTS.md). */
     const char *opt = getenv("FLASHC_CPU_BWD_MM");
     const cpu_mm_bf16 *unit = p->dtype == FLASHC_BF16 ? cpu_kernels_get()->bf16 : NULL;
     if (opt && opt[0] >= '0' && opt[0] <= '3')
@@ -201,8 +201,9 @@ static void make_plan(const attn_problem *p, bwd_plan *pl)
         pl->mm = unit && strcmp(unit->unit, "avx512bf16") != 0;
     pl->mm_single = !pl->mm || !opt ? 0 : opt[0] == '2' ? 3 : opt[0] == '3' ? 2 : 0;
     long long tbr = DEFAULT_BR, tbc = DEFAULT_BC;
-    if (pl->mm && opt && opt[0] && opt[1] == ':' && (sscanf(opt + 2, "%lldx%lld", &tbr, &tbc) != 2 ||
-                                    tbr < 1 || tbc < 1 || tbr > 1024 || tbc > 1024))
+    if (pl->mm && opt && opt[0] && opt[1] == ':' &&
+        (sscanf(opt + 2, "%lldx%lld", &tbr, &tbc) != 2 || tbr < 1 || tbc < 1 || tbr > 1024 ||
+         tbc > 1024))
         tbr = DEFAULT_BR, tbc = DEFAULT_BC;
     int64_t br = p->br ? p->br : (pl->mm ? tbr : DEFAULT_BR);
     int64_t bc = p->bc ? p->bc : (pl->mm ? tbc : DEFAULT_BC);
