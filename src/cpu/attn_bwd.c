@@ -43,9 +43,10 @@
  * Both run the same per-element operations in the same order, so the choice (made from the item
  * count and the thread count) changes the speed but not a single bit of the result.
  *
- * bf16 storage on a matrix unit (the table has kernels.h cpu_mm_bf16: AMX or AVX512-BF16): the
- * five products on bf16 operands with float32 accumulation, P and dS rounded to bf16 for theirs
- * (split schedule; mm_* below). Not yet measured on a CPU with the units.
+ * bf16 storage on a matrix unit (the table has kernels.h cpu_mm_bf16: AMX; AVX512-BF16 only by
+ * FLASHC_CPU_BWD_MM=1, see make_plan): the five products on bf16 operands with float32
+ * accumulation, P and dS split into two bf16 halves for theirs, in fused and split schedules
+ * of their own (mm_* below).
  *
  * Scratch (attn_scratch, sized by cpu_attn_bwd_workspace: the caller's workspace or the core's
  * one allocation): D (Hq floats per query row), the varlen block offsets (2 (B + 1) int64), and
@@ -56,6 +57,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -125,6 +127,9 @@ typedef struct bwd_plan {
     int64_t ldd, lddv, lds;   /* leading dims: D-wide, Dv-wide and Bc-wide tiles               */
     size_t per_thread;        /* floats per tile set (whole cache lines)                       */
     int mm;                   /* bf16 storage on a matrix unit (kernels.h cpu_mm_bf16)          */
+    int64_t mm_sq;            /* mm fused: the longest sequence's query rows (dQ accumulators)  */
+    int mm_single;            /* mm bits: 1 P, 2 dS rounded once, not split (measurements:
+                               * FLASHC_CPU_BWD_MM=2 sets both, =3 the dS bit)                 */
     size_t di_floats;         /* D_i entries                                                   */
     size_t sizes[3];          /* scratch pieces: D, block offsets, tile sets                   */
     const attn_problem *p;
@@ -147,22 +152,28 @@ static size_t tile_floats(int64_t br, int64_t bc, int64_t ldd, int64_t lddv, int
 
 static int64_t rup(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-/* The matrix-unit regions of a tile set, in floats (bwd_ws, the mm part). */
-enum { MM_NREG = 11 };
-static void mm_regions(const attn_problem *p, int64_t br, int64_t bc, int64_t sz[MM_NREG])
+/* The matrix-unit regions of a tile set, in floats (bwd_ws, the mm part; layouts there). */
+enum { MM_NREG = 17 };
+static void mm_regions(const attn_problem *p, int64_t br, int64_t bc, int64_t sq,
+                       int64_t sz[MM_NREG])
 {
     const int64_t dp = rup(p->D, CPU_MM_KP), dvp = rup(p->Dv, CPU_MM_KP);
     const int64_t br16 = rup(br, 16), br32 = rup(br, CPU_MM_KP), bc16 = rup(bc, 16);
     const int64_t bc32 = rup(bc, CPU_MM_KP), d16 = rup(p->D, 16), dv16 = rup(p->Dv, 16);
-    const int64_t wide = p->D > p->Dv ? p->D : p->Dv;
+    const int64_t wide = rup(p->D > p->Dv ? p->D : p->Dv, CPU_MM_KP);
+    const int64_t most = br > bc ? br : bc, most2 = p->D > p->Dv ? p->D : p->Dv;
     const int64_t r[MM_NREG] = {
-        br16 * dp / 2, br16 * dvp / 2,          /* qb, dob: Q, dO rows as bf16             */
-        br32 / 2 * d16, br32 / 2 * dv16,        /* qp, dop: Q, dO as B operands (pack_b)   */
-        dp / 2 * (bc16 + 16), dvp / 2 * (bc16 + 16), /* kp, vp: K^T, V^T (pack_bt)       */
-        bc32 / 2 * d16,                         /* kb: K keys of a pair as B (pack_b)      */
-        bc16 * br32 / 2, bc16 * br32 / 2,       /* pt, dst: P^T, dS^T as bf16              */
-        br16 * bc32 / 2,                        /* dsb: dS as bf16                         */
-        (bc * wide + 1) / 2,                    /* hb: K or V rows as bf16, for packing    */
+        br16 * dp / 2, br16 * dvp / 2,          /* qb, dob                                  */
+        d16 * br32, dv16 * br32,                /* qt, dot: 2 R32(br) bf16 a row            */
+        dp / 2 * (bc16 + 16), dvp / 2 * (bc16 + 16), /* kp, vp                              */
+        bc32 * d16,                             /* kb: 2 R32(bc) / 2 pair-rows              */
+        br32 * bc16, br32 * bc16,               /* pb, dsp: 2 R32(br) / 2 pair-rows         */
+        br16 * bc32,                            /* dsa: 2 R32(bc) bf16 a row                */
+        bc * wide / 2, bc * wide / 2,           /* kh, vh                                   */
+        p->D * tile_ld(bc), p->Dv * tile_ld(bc), /* dkt, dvt                                */
+        rup(most > most2 ? most : most2, 16),   /* mones                                    */
+        bc,                                     /* kbad (int32)                             */
+        p->Hq / p->Hkv * sq * tile_ld(p->D),    /* dqa                                      */
     };
     for (int i = 0; i < MM_NREG; i++)
         sz[i] = (int64_t)lines((size_t)r[i]);
@@ -172,7 +183,30 @@ static void make_plan(const attn_problem *p, bwd_plan *pl)
 {
     memset(pl, 0, sizeof *pl);
     pl->p = p;
-    int64_t br = p->br ? p->br : DEFAULT_BR, bc = p->bc ? p->bc : DEFAULT_BC;
+    /* The matrix-unit backward (mm_*) for bf16 storage where the table has a unit.
+     * FLASHC_CPU_BWD_MM (read at every call): 0 off; 1 wherever the table has a unit; 2 as 1
+     * with P and dS rounded to bf16 once instead of split, 3 with dS alone rounded once (5 or 6
+     * products instead of 8: faster, but 2 fails the 2x rule in some small cases, e.g. seeds 7
+     * and 20 of test_attn_bwd_v2 on bf16ref: measurements, never a default); ":BRxBC" after the
+     * digit sets its tiles where the call gives none (a tuning knob for the bench). Unset: on
+     * for every shape (the choice never depends on the thread count, so neither do the bits)
+     * on AMX and the scalar model, off on vdpbf16ps (the H200 host's Xeon, 2026-12-02, d 128 /
+     * 64, n 1024 / 2048: AMX 1.5-1.9x the float32 backward and 2.0-2.6x the float32 path on
+     * bf16 storage; vdpbf16ps 0.56x the float32 backward: bench/RESULTS.md). */
+    const char *opt = getenv("FLASHC_CPU_BWD_MM");
+    const cpu_mm_bf16 *unit = p->dtype == FLASHC_BF16 ? cpu_kernels_get()->bf16 : NULL;
+    if (opt && opt[0] >= '0' && opt[0] <= '3')
+        pl->mm = unit && opt[0] != '0';
+    else
+        pl->mm = unit && strcmp(unit->unit, "avx512bf16") != 0;
+    pl->mm_single = !pl->mm || !opt ? 0 : opt[0] == '2' ? 3 : opt[0] == '3' ? 2 : 0;
+    long long tbr = DEFAULT_BR, tbc = DEFAULT_BC;
+    if (pl->mm && opt && opt[0] && opt[1] == ':' &&
+        (sscanf(opt + 2, "%lldx%lld", &tbr, &tbc) != 2 || tbr < 1 || tbc < 1 || tbr > 1024 ||
+         tbc > 1024))
+        tbr = DEFAULT_BR, tbc = DEFAULT_BC;
+    int64_t br = p->br ? p->br : (pl->mm ? tbr : DEFAULT_BR);
+    int64_t bc = p->bc ? p->bc : (pl->mm ? tbc : DEFAULT_BC);
     pl->br_req = br, pl->bc_req = bc;
     if (br > p->Sq) /* a tile never needs to be larger than the longest sequence */
         br = p->Sq;
@@ -192,23 +226,26 @@ static void make_plan(const attn_problem *p, bwd_plan *pl)
      * rows to accumulate into; otherwise split, parallel over blocks. */
     pl->fused = p->layout == ATTN_DENSE && p->dtype == FLASHC_F32 && p->sdq[3] == 1 &&
                 (kv_heads % threads == 0 || kv_heads >= 4 * threads);
+    /* mm: its fused schedule (mm_kv_head, dQ accumulated in the workspace) on the same rule,
+     * else its split one (mm_dkdv_block, mm_dq_block): the same sums, the same bits */
+    if (pl->mm)
+        pl->fused = kv_heads % threads == 0 || kv_heads >= 4 * threads;
+    if (pl->mm && pl->fused) {
+        for (int64_t b = 0; b < p->B; b++) {
+            int64_t sq, sk;
+            attn_seqlens(p, b, &sq, &sk);
+            pl->mm_sq = sq > pl->mm_sq ? sq : pl->mm_sq;
+        }
+    }
     pl->items1 = pl->fused ? kv_heads : pl->nkb * p->Hkv;
     pl->items2 = pl->fused ? 0 : pl->nqb * p->Hq;
     const int64_t most = pl->items1 > pl->items2 ? pl->items1 : pl->items2;
     pl->slots = most < threads ? (int)(most < 1 ? 1 : most) : threads;
     pl->ldd = tile_ld(p->D), pl->lddv = tile_ld(p->Dv), pl->lds = tile_ld(bc);
     pl->per_thread = tile_floats(br, bc, pl->ldd, pl->lddv, pl->lds);
-    /* The matrix-unit backward is experimental and opt-in (FLASHC_CPU_BWD_MM=1): it rounds P
-     * and dS to bf16 for the products, and that fails the 2x rule against a naive bf16
-     * backward in some cases (2026-12-01: Sq 1, Sk 37, ALiBi: 2.6x on bf16ref, 3.5x on AMX;
-     * Sq 65 with a window: 2.1x on bf16ref), and on the H200 host's Xeon it ran at 0.57-0.76x
-     * the float32 path's speed (bench/RESULTS.md). So bf16 storage takes the float32 path. */
-    const char *opt = getenv("FLASHC_CPU_BWD_MM");
-    pl->mm = p->dtype == FLASHC_BF16 && cpu_kernels_get()->bf16 && !pl->fused && opt &&
-             opt[0] == '1';
     if (pl->mm) {
         int64_t sz[MM_NREG];
-        mm_regions(p, br, bc, sz);
+        mm_regions(p, br, bc, pl->mm_sq, sz);
         for (int i = 0; i < MM_NREG; i++)
             pl->per_thread += (size_t)sz[i];
     }
@@ -237,16 +274,22 @@ typedef struct bwd_ws {
     float *lse, *di;        /* br: L and D of the Q block's rows                               */
     int64_t *lo, *hi;       /* br: each row's key range                                        */
     float *ones;            /* max(br, bc) 1s: the row scale of an accumulating gemm / pv      */
-    /* The matrix-unit path (plan mm): bf16 operands, VNNI-packed B operands (kernels.h);
-     * leading dimensions in elements / words. */
-    int64_t ldqb, dvp, ldqp, ldvop, ldkp, ldkb, ldpt, ldds;
+    /* The matrix-unit path (plan mm): bf16 operands, VNNI-packed B operands, split P and dS
+     * (kernels.h); leading dimensions in elements / words. R16 / R32: rounded up to 16 / 32. */
+    int64_t ldqb, dvp, ldt2, ldkp, ldkb, ldpb, ldds, ldh, ldt;
     uint16_t *qb, *dob;     /* R16(br) x ldqb, x dvp: Q, dO rows (A of S, dP); zero padding     */
-    uint32_t *qp, *dop;     /* Q, dO rows as B (dK += dS^T Q, dV += P^T dO)                   */
-    uint32_t *kp, *vp;      /* K^T, V^T of the K block (B of S = Q K^T, dP = dO V^T)          */
-    uint32_t *kb;           /* a pair's keys of K as B (dQ += dS K)                           */
-    uint16_t *pt, *dst;     /* R16(bc) x ldpt: P^T, dS^T (A of dV, dK)                        */
-    uint16_t *dsb;          /* R16(br) x ldds: dS (A of dQ)                                   */
-    uint16_t *hb;           /* bc x max(D, Dv): K or V rows as bf16                           */
+    uint16_t *qt, *dot;     /* R16(D), R16(Dv) x ldt2: [Q^T | Q^T], [dO^T | dO^T] (pack_at: the
+                             * A of dK^T, dV^T)                                                */
+    uint32_t *kp, *vp;      /* K^T, V^T of the K block (pack_bt: B of S = Q K^T, dP = dO V^T)  */
+    uint32_t *kb;           /* [K; K] of the pair's keys (pack_b twice: B of dQ += dS K)       */
+    uint32_t *pb, *dsp;     /* P, dS split as B (of dV^T += dO^T P, dK^T += Q^T dS)            */
+    uint16_t *dsa;          /* dS split as A (of dQ)                                           */
+    uint16_t *kh, *vh;      /* bc x ldh: the K block's K and V rows as bf16                    */
+    float *dkt, *dvt;       /* D x ldt, Dv x ldt: dK^T, dV^T of the K block (float32)           */
+    float *mones;           /* 1s for every row count of the mm products                       */
+    int32_t *kbad;          /* bc: 1 where the block's key row holds a NaN or Inf             */
+    float *dqa;             /* group x mm_sq rows x ldd: the item's dQ accumulators            */
+    int64_t kb_kc, kb_n;    /* the keys kb holds (first, count); kb_n 0: none                  */
 } bwd_ws;
 
 /* The next piece of n floats of a tile set (whole cache lines, so pieces never share one). */
@@ -281,16 +324,22 @@ static bwd_ws ws_at(float *base, const bwd_plan *pl)
         w.ones[r] = 1.0f;
     if (pl->mm) {
         int64_t sz[MM_NREG];
-        mm_regions(pl->p, br, bc, sz);
+        mm_regions(pl->p, br, bc, pl->mm_sq, sz);
         void *r[MM_NREG];
         for (int i = 0; i < MM_NREG; i++)
             r[i] = take(&x, sz[i]);
         const attn_problem *p = pl->p;
+        const int64_t wide = p->D > p->Dv ? p->D : p->Dv;
         w.ldqb = rup(p->D, CPU_MM_KP), w.dvp = rup(p->Dv, CPU_MM_KP);
-        w.ldqp = rup(p->D, 16), w.ldvop = rup(p->Dv, 16), w.ldkp = rup(bc, 16) + 16;
-        w.ldkb = rup(p->D, 16), w.ldpt = rup(br, CPU_MM_KP), w.ldds = rup(bc, CPU_MM_KP);
-        w.qb = r[0], w.dob = r[1], w.qp = r[2], w.dop = r[3], w.kp = r[4], w.vp = r[5];
-        w.kb = r[6], w.pt = r[7], w.dst = r[8], w.dsb = r[9], w.hb = r[10];
+        w.ldt2 = 2 * rup(br, CPU_MM_KP), w.ldkp = rup(bc, 16) + 16, w.ldkb = rup(p->D, 16);
+        w.ldpb = rup(bc, 16), w.ldds = 2 * rup(bc, CPU_MM_KP), w.ldh = rup(wide, CPU_MM_KP);
+        w.ldt = tile_ld(bc);
+        w.qb = r[0], w.dob = r[1], w.qt = r[2], w.dot = r[3], w.kp = r[4], w.vp = r[5];
+        w.kb = r[6], w.pb = r[7], w.dsp = r[8], w.dsa = r[9], w.kh = r[10], w.vh = r[11];
+        w.dkt = r[12], w.dvt = r[13], w.mones = r[14], w.kbad = r[15], w.dqa = r[16];
+        for (int64_t i = 0; i < sz[14]; i++)
+            w.mones[i] = 1.0f;
+        w.kb_kc = w.kb_n = 0;
     }
     return w;
 }
@@ -351,40 +400,6 @@ static int pair_keys(const qblock *qb, int64_t j0, int64_t cols, int64_t *jlo, i
     return *jhi > *jlo;
 }
 
-/* ---- bf16 storage on a matrix unit (kernels.h cpu_mm_bf16) --------------------------------
- *
- * The five products take bf16 operands with float32 accumulation (FlashAttention-2's mixed
- * precision): S = Q K^T and dP = dO V^T from the bf16 inputs; dV += P^T dO, dK += dS^T Q and
- * dQ += dS K with P and dS rounded to bf16 once (the naive same-precision backward rounds them
- * too); everything between (the softmax recomputation, dS) stays float32 as above. The
- * float32 tiles hold exact bf16 values, so the bf16 operands are taken from them (rounding is
- * exact), whatever the layout or strides. Only the split schedule (bf16 is never fused), so
- * every sum still has one fixed order. A NaN or Inf key keeps the float32 row-by-row dQ. */
-
-/* dst (rows x ld bf16) = src (rows x n float32, lds) rounded, zero in columns n .. ld and in
- * rows rows .. rows_pad. */
-static void mm_rows_bf16(const float *src, int64_t lds, int64_t rows, int64_t n, uint16_t *dst,
-                         int64_t ld, int64_t rows_pad)
-{
-    for (int64_t r = 0; r < rows_pad; r++)
-        for (int64_t x = 0; x < ld; x++)
-            dst[r * ld + x] = r < rows && x < n ? flashc__f32_to_bf16(src[r * lds + x]) : 0;
-}
-
-/* dst (n x ld bf16) = the transpose of src (rows x n float32, lds) rounded; columns rows .. ld
- * zero. */
-static void mm_transpose_bf16(const float *src, int64_t lds, int64_t rows, int64_t n,
-                              uint16_t *dst, int64_t ld)
-{
-    for (int64_t x = 0; x < n; x++) {
-        uint16_t *d = dst + x * ld;
-        for (int64_t r = 0; r < rows; r++)
-            d[r] = flashc__f32_to_bf16(src[r * lds + x]);
-        for (int64_t r = rows; r < ld; r++)
-            d[r] = 0;
-    }
-}
-
 static void load_qblock(const bwd_ctx *c, bwd_ws *w, const qblock *qb)
 {
     const attn_problem *p = c->p;
@@ -403,14 +418,6 @@ static void load_qblock(const bwd_ctx *c, bwd_ws *w, const qblock *qb)
         if (w->lse[r] == -INFINITY) /* a row that saw no key: zero gradients */
             w->hi[r] = w->lo[r];
     }
-    if (c->pl->mm) {
-        const cpu_mm_bf16 *mm = c->kr->bf16;
-        const int64_t r16 = rup(rows, 16);
-        mm_rows_bf16(w->q, c->pl->ldd, rows, p->D, w->qb, w->ldqb, r16);
-        mm_rows_bf16(w->dout, c->pl->lddv, rows, p->Dv, w->dob, w->dvp, r16);
-        mm->pack_b(w->qb, w->ldqb, rows, p->D, w->qp, w->ldqp);
-        mm->pack_b(w->dob, w->dvp, rows, p->Dv, w->dop, w->ldvop);
-    }
 }
 
 /* K and V rows [j0, j0 + cols) of KV head hk in sequence b into w->k, w->v. */
@@ -422,13 +429,6 @@ static void load_kblock(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk, int6
               p->D, w->k, c->pl->ldd);
     load_tile(c->kr, p->v, p->dtype, p->sv, attn_kv_off(p, p->sv, b, j0) + hk * p->sv[2], cols,
               p->Dv, w->v, c->pl->lddv);
-    if (c->pl->mm) {
-        const cpu_mm_bf16 *mm = c->kr->bf16;
-        mm_rows_bf16(w->k, c->pl->ldd, cols, p->D, w->hb, p->D, cols);
-        mm->pack_bt(w->hb, p->D, cols, p->D, w->kp, w->ldkp);
-        mm_rows_bf16(w->v, c->pl->lddv, cols, p->Dv, w->hb, p->Dv, cols);
-        mm->pack_bt(w->hb, p->Dv, cols, p->Dv, w->vp, w->ldkp);
-    }
 }
 
 /* ---- one tile pair ------------------------------------------------------------------------ */
@@ -513,14 +513,6 @@ static void acc_dq(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0, in
     const int64_t D = c->p->D, kc = jlo - j0;
     const float *K = w->k + kc * pl->ldd;
     if (!c->kr->nonfinite(K, pl->ldd, n, D)) {
-        if (pl->mm) {
-            const cpu_mm_bf16 *mm = c->kr->bf16;
-            mm_rows_bf16(w->dp, pl->lds, qb->rows, n, w->dsb, w->ldds, rup(qb->rows, 16));
-            mm_rows_bf16(K, pl->ldd, n, D, w->hb, D, n);
-            mm->pack_b(w->hb, D, n, D, w->kb, w->ldkb);
-            mm->gemm(qb->rows, D, n, w->dsb, w->ldds, w->kb, w->ldkb, w->ones, dq, ldo);
-            return;
-        }
         c->kr->pv(w->dp, pl->lds, K, pl->ldd, qb->rows, n, D, w->ones, dq, ldo);
         return;
     }
@@ -547,8 +539,6 @@ static int64_t dkdv_block(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk, in
     const cpu_kernels *kr = c->kr;
     const bwd_plan *pl = c->pl;
     const int64_t D = p->D, Dv = p->Dv, group = p->Hq / p->Hkv, br = pl->br;
-    if (pl->mm)
-        kr->bf16->begin();
     load_kblock(c, w, b, hk, j0, cols);
     memset(w->dk, 0, (size_t)(cols * pl->ldd) * sizeof(float));
     memset(w->dv, 0, (size_t)(cols * pl->lddv) * sizeof(float));
@@ -562,27 +552,16 @@ static int64_t dkdv_block(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk, in
             const int64_t n = jhi - jlo, kc = jlo - j0;
             load_qblock(c, w, &qb);
             tile_p_ds(c, w, &qb, j0, jlo, n);
-            if (pl->mm) {
-                mm_transpose_bf16(w->s, pl->lds, qb.rows, n, w->pt, w->ldpt);
-                mm_transpose_bf16(w->dp, pl->lds, qb.rows, n, w->dst, w->ldpt);
-                kr->bf16->gemm(n, Dv, qb.rows, w->pt, w->ldpt, w->dop, w->ldvop, w->ones,
-                               w->dv + kc * pl->lddv, pl->lddv);
-                kr->bf16->gemm(n, D, qb.rows, w->dst, w->ldpt, w->qp, w->ldqp, w->ones,
-                               w->dk + kc * pl->ldd, pl->ldd);
-            } else {
-                kr->gemm(n, Dv, qb.rows, w->s, 1, pl->lds, w->dout, pl->lddv, w->ones,
-                         w->dv + kc * pl->lddv, pl->lddv);
-                kr->gemm(n, D, qb.rows, w->dp, 1, pl->lds, w->q, pl->ldd, w->ones,
-                         w->dk + kc * pl->ldd, pl->ldd);
-            }
+            kr->gemm(n, Dv, qb.rows, w->s, 1, pl->lds, w->dout, pl->lddv, w->ones,
+                     w->dv + kc * pl->lddv, pl->lddv);
+            kr->gemm(n, D, qb.rows, w->dp, 1, pl->lds, w->q, pl->ldd, w->ones,
+                     w->dk + kc * pl->ldd, pl->ldd);
             if (dq_inplace)
                 acc_dq(c, w, &qb, j0, jlo, n,
                        (float *)p->dq + attn_q_off(p, p->sdq, b, i0) + h * p->sdq[2], p->sdq[1]);
             pairs++;
         }
     }
-    if (pl->mm)
-        kr->bf16->end();
     for (int64_t x = 0; x < cols; x++) {
         store_vec(kr, w->dk + x * pl->ldd, p->scale, D, p->dk, p->dtype,
                   attn_kv_off(p, p->sdk, b, j0 + x) + hk * p->sdk[2], p->sdk[3]);
@@ -604,8 +583,6 @@ static void dq_block(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t h, int64_t 
     const qblock qb = qblock_at(p, b, h, i0, rows, sq, sk);
     memset(w->dq, 0, (size_t)(rows * pl->ldd) * sizeof(float));
     if (qb.uhi > qb.ulo) {
-        if (pl->mm)
-            kr->bf16->begin();
         load_qblock(c, w, &qb);
         for (int64_t j0 = qb.ulo / bc * bc; j0 < qb.uhi; j0 += bc) {
             const int64_t cols = j0 + bc < sk ? bc : sk - j0;
@@ -616,8 +593,6 @@ static void dq_block(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t h, int64_t 
             tile_p_ds(c, w, &qb, j0, jlo, jhi - jlo);
             acc_dq(c, w, &qb, j0, jlo, jhi - jlo, w->dq, pl->ldd);
         }
-        if (pl->mm)
-            kr->bf16->end();
     }
     for (int64_t r = 0; r < rows; r++)
         store_vec(kr, w->dq + r * pl->ldd, p->scale, D, p->dq, p->dtype,
@@ -644,6 +619,241 @@ static int64_t fused_kv_head(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk)
                 row[d] *= p->scale;
         }
     return pairs;
+}
+
+/* ---- bf16 storage on a matrix unit (kernels.h cpu_mm_bf16) --------------------------------
+ *
+ * The two schedules of the float32 path with the same sums, so the same bits: fused, one item
+ * per (sequence, KV head) (mm_kv_head; any layout, dQ accumulated in the workspace), or split
+ * (mm_dkdv_block per K block, mm_dq_block per Q block: S and dP computed twice), chosen on the
+ * same rule. For each K block, over the group's query heads and the Q blocks in ascending order,
+ *   S = Q K^T, dP = dO V^T          A: the bf16 rows of Q, dO; B: K^T, V^T packed once a block
+ *   P, dS                           float32, as every path (tile_p_ds)
+ *   dV^T += dO^T P, dK^T += Q^T dS  A: [dO^T | dO^T], [Q^T | Q^T] (pack_at); B: P, dS split
+ *   dQ += dS K                      A: dS split; B: [K; K] (pack_b twice)
+ * with float32 accumulators: dK^T, dV^T of the block (transposed back once, when it is done),
+ * dQ of every row of the group in the item's workspace (stored at the end). The inputs are
+ * exact bf16 operands; P and dS enter as hi + lo (kernels.h split): the products carry 16 of
+ * their bits, so the gradients are those of float32 P and dS rounded once at the store, as in
+ * the float32 path (rounding them to 8 bits fails the 2x rule: bench/RESULTS.md). The sums
+ * have one fixed order (dK, dV over (head, Q block) ascending, dQ over K blocks ascending),
+ * whatever the thread count. A K block whose keys hold a NaN or Inf takes dQ += dS K row by
+ * row over each row's own keys in float32 (acc_dq's rule). */
+
+/* rows x n elements of a bf16 tensor (row r at element off + r * st[1], feature stride st[3])
+ * into dst (ld elements a row), zero in columns n .. ld and in rows rows .. rows_pad. */
+static void load_bf16(const void *base, const int64_t *st, int64_t off, int64_t rows, int64_t n,
+                      uint16_t *dst, int64_t ld, int64_t rows_pad)
+{
+    const uint16_t *src = base;
+    for (int64_t r = 0; r < rows_pad; r++) {
+        uint16_t *d = dst + r * ld;
+        int64_t done = 0;
+        if (r < rows) {
+            const uint16_t *row = src + off + r * st[1];
+            if (st[3] == 1)
+                memcpy(d, row, (size_t)n * sizeof *d);
+            else
+                for (int64_t x = 0; x < n; x++)
+                    d[x] = row[x * st[3]];
+            done = n;
+        }
+        memset(d + done, 0, (size_t)(ld - done) * sizeof *d);
+    }
+}
+
+/* The Q block's per-row data (lse, D, key ranges: load_qblock's) and its bf16 operands. */
+static void mm_load_qblock(const bwd_ctx *c, bwd_ws *w, const qblock *qb)
+{
+    const attn_problem *p = c->p;
+    const cpu_mm_bf16 *mm = c->kr->bf16;
+    const int64_t rows = qb->rows, r16 = rup(rows, 16);
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t i = qb->i0 + r;
+        w->lse[r] = p->lse[attn_lse_off(p, qb->b, qb->h, i)];
+        w->di[r] = c->di[di_off(p, qb->b, qb->h, i)];
+        attn_key_range(p, qb->sq, qb->sk, i, &w->lo[r], &w->hi[r]);
+        if (w->lse[r] == -INFINITY)
+            w->hi[r] = w->lo[r];
+    }
+    load_bf16(p->q, p->sq, attn_q_off(p, p->sq, qb->b, qb->i0) + qb->h * p->sq[2], rows, p->D,
+              w->qb, w->ldqb, r16);
+    load_bf16(p->dout, p->sdo, attn_q_off(p, p->sdo, qb->b, qb->i0) + qb->h * p->sdo[2], rows,
+              p->Dv, w->dob, w->dvp, r16);
+    mm->pack_at(w->qb, w->ldqb, rows, p->D, w->qt, w->ldt2);
+    mm->pack_at(w->dob, w->dvp, rows, p->Dv, w->dot, w->ldt2);
+}
+
+/* K, V rows [j0, j0 + cols) of KV head hk: bf16 rows, K^T and V^T packed, the keys that hold a
+ * NaN or Inf (and then the float32 K tile, for acc_dq's row-by-row products). */
+static void mm_load_kblock(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk, int64_t j0,
+                           int64_t cols)
+{
+    const attn_problem *p = c->p;
+    const cpu_mm_bf16 *mm = c->kr->bf16;
+    load_bf16(p->k, p->sk, attn_kv_off(p, p->sk, b, j0) + hk * p->sk[2], cols, p->D, w->kh,
+              w->ldh, cols);
+    load_bf16(p->v, p->sv, attn_kv_off(p, p->sv, b, j0) + hk * p->sv[2], cols, p->Dv, w->vh,
+              w->ldh, cols);
+    mm->pack_bt(w->kh, w->ldh, cols, p->D, w->kp, w->ldkp);
+    mm->pack_bt(w->vh, w->ldh, cols, p->Dv, w->vp, w->ldkp);
+    int any = 0;
+    for (int64_t x = 0; x < cols; x++) {
+        int bad = 0;
+        for (int64_t d = 0; d < p->D; d++)
+            bad |= (w->kh[x * w->ldh + d] & 0x7f80) == 0x7f80;
+        w->kbad[x] = bad;
+        any |= bad;
+    }
+    if (any)
+        load_tile(c->kr, p->k, p->dtype, p->sk, attn_kv_off(p, p->sk, b, j0) + hk * p->sk[2],
+                  cols, p->D, w->k, c->pl->ldd);
+    w->kb_n = 0;
+}
+
+/* dQ rows (dq, ldd apart) += dS K over keys [kc, kc + n) of the loaded block (dS split in
+ * w->dsa, float32 in w->dp). */
+static void mm_acc_dq(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0, int64_t kc,
+                      int64_t n, float *dq)
+{
+    const bwd_plan *pl = c->pl;
+    const cpu_mm_bf16 *mm = c->kr->bf16;
+    const int64_t D = c->p->D, kn = rup(n, CPU_MM_KP);
+    int bad = 0;
+    for (int64_t x = kc; x < kc + n; x++)
+        bad |= w->kbad[x];
+    if (bad) {
+        for (int64_t r = 0; r < qb->rows; r++) {
+            int64_t c0 = w->lo[r] - j0 - kc, c1 = w->hi[r] - j0 - kc;
+            c0 = c0 < 0 ? 0 : c0 > n ? n : c0;
+            c1 = c1 < c0 ? c0 : c1 > n ? n : c1;
+            if (c1 > c0)
+                c->kr->pv(w->dp + r * pl->lds + c0, pl->lds, w->k + (kc + c0) * pl->ldd, pl->ldd,
+                          1, c1 - c0, D, w->ones, dq + r * pl->ldd, pl->ldd);
+        }
+        return;
+    }
+    if (w->kb_n != n || w->kb_kc != kc) { /* [K; K] of these keys (usually the whole block) */
+        mm->pack_b(w->kh + kc * w->ldh, w->ldh, n, D, w->kb, w->ldkb);
+        mm->pack_b(w->kh + kc * w->ldh, w->ldh, n, D, w->kb + kn / 2 * w->ldkb, w->ldkb);
+        w->kb_kc = kc, w->kb_n = n;
+    }
+    /* (mm_single & 2: the hi halves alone, K = kn) */
+    mm->gemm(qb->rows, D, pl->mm_single & 2 ? kn : 2 * kn, w->dsa, w->ldds, w->kb, w->ldkb, w->mones, dq, pl->ldd);
+}
+
+/* One tile pair: P, dS of the Q block against keys [jlo, jlo + n) of the loaded K block
+ * (which starts at key j0); dkdv: dV^T, dK^T += their products; dq (rows ldd apart, or NULL):
+ * += dS K. */
+static void mm_pair(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0, int64_t jlo,
+                    int64_t n, int dkdv, float *dq)
+{
+    const attn_problem *p = c->p;
+    const cpu_mm_bf16 *mm = c->kr->bf16;
+    const bwd_plan *pl = c->pl;
+    const int64_t kc = jlo - j0, lds = pl->lds;
+    const int64_t kr = rup(qb->rows, CPU_MM_KP);
+    tile_p_ds(c, w, qb, j0, jlo, n);
+    if (dkdv) { /* (mm_single: the hi halves alone, K = R32(rows)) */
+        const int64_t kp = pl->mm_single & 1 ? kr : 2 * kr, ks = pl->mm_single & 2 ? kr : 2 * kr;
+        mm->split(w->s, lds, qb->rows, n, NULL, 0, w->pb, w->ldpb);
+        mm->split(w->dp, lds, qb->rows, n, dq ? w->dsa : NULL, w->ldds, w->dsp, w->ldpb);
+        mm->gemm(p->Dv, n, kp, w->dot, w->ldt2, w->pb, w->ldpb, w->mones, w->dvt + kc, w->ldt);
+        mm->gemm(p->D, n, ks, w->qt, w->ldt2, w->dsp, w->ldpb, w->mones, w->dkt + kc, w->ldt);
+    } else {
+        mm->split(w->dp, lds, qb->rows, n, w->dsa, w->ldds, NULL, 0);
+    }
+    if (dq)
+        mm_acc_dq(c, w, qb, j0, kc, n, dq);
+}
+
+/* dK, dV of K block [j0, j0 + cols) of KV head hk in sequence b (lengths sq, sk) over the
+ * group's query heads and the visible Q blocks in ascending order, inside a begin / end pair;
+ * with dqa (the fused schedule) also the group's dQ rows there (group x sq rows, ldd apart).
+ * Returns the tile pairs computed. */
+static int64_t mm_dkdv_block(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk, int64_t j0,
+                             int64_t cols, int64_t sq, int64_t sk, float *dqa)
+{
+    const attn_problem *p = c->p;
+    const cpu_kernels *kr = c->kr;
+    const bwd_plan *pl = c->pl;
+    const int64_t D = p->D, Dv = p->Dv, group = p->Hq / p->Hkv, br = pl->br, ldd = pl->ldd;
+    int64_t pairs = 0;
+    mm_load_kblock(c, w, b, hk, j0, cols);
+    memset(w->dkt, 0, (size_t)(D * w->ldt) * sizeof(float));
+    memset(w->dvt, 0, (size_t)(Dv * w->ldt) * sizeof(float));
+    for (int64_t h = hk * group; h < (hk + 1) * group; h++)
+        for (int64_t i0 = 0; i0 < sq; i0 += br) {
+            const qblock qb = qblock_at(p, b, h, i0, i0 + br < sq ? br : sq - i0, sq, sk);
+            int64_t jlo, jhi;
+            if (!pair_keys(&qb, j0, cols, &jlo, &jhi))
+                continue;
+            mm_load_qblock(c, w, &qb);
+            mm_pair(c, w, &qb, j0, jlo, jhi - jlo, 1,
+                    dqa ? dqa + ((h - hk * group) * sq + i0) * ldd : NULL);
+            pairs++;
+        }
+    /* dK, dV rows of the block from their transposes (w->dk, w->dv: row-major tiles) */
+    for (int64_t x = 0; x < cols; x++) {
+        for (int64_t d = 0; d < D; d++)
+            w->dk[x * ldd + d] = w->dkt[d * w->ldt + x];
+        for (int64_t d = 0; d < Dv; d++)
+            w->dv[x * pl->lddv + d] = w->dvt[d * w->ldt + x];
+        store_vec(kr, w->dk + x * ldd, p->scale, D, p->dk, p->dtype,
+                  attn_kv_off(p, p->sdk, b, j0 + x) + hk * p->sdk[2], p->sdk[3]);
+        store_vec(kr, w->dv + x * pl->lddv, 1.0f, Dv, p->dv, p->dtype,
+                  attn_kv_off(p, p->sdv, b, j0 + x) + hk * p->sdv[2], p->sdv[3]);
+    }
+    return pairs;
+}
+
+/* Fused schedule, one item: dK, dV of every K block of KV head hk in sequence b and the dQ of
+ * its query-head group (accumulated in w->dqa, K blocks ascending). */
+static int64_t mm_kv_head(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk)
+{
+    const attn_problem *p = c->p;
+    const int64_t group = p->Hq / p->Hkv, bc = c->pl->bc, ldd = c->pl->ldd;
+    int64_t sq, sk;
+    attn_seqlens(p, b, &sq, &sk);
+    memset(w->dqa, 0, (size_t)(group * sq * ldd) * sizeof(float));
+    int64_t pairs = 0;
+    c->kr->bf16->begin();
+    for (int64_t j0 = 0; j0 < sk; j0 += bc)
+        pairs += mm_dkdv_block(c, w, b, hk, j0, j0 + bc < sk ? bc : sk - j0, sq, sk, w->dqa);
+    c->kr->bf16->end();
+    for (int64_t h = hk * group; h < (hk + 1) * group; h++)
+        for (int64_t i = 0; i < sq; i++)
+            store_vec(c->kr, w->dqa + ((h - hk * group) * sq + i) * ldd, p->scale, p->D, p->dq,
+                      p->dtype, attn_q_off(p, p->sdq, b, i) + h * p->sdq[2], p->sdq[3]);
+    return pairs;
+}
+
+/* Split schedule, pass 2: dQ of Q block [i0, i0 + rows) of head h in sequence b, K blocks
+ * ascending: the same products, in the same order, as the fused item's dQ rows. */
+static void mm_dq_block(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t h, int64_t i0,
+                        int64_t rows, int64_t sq, int64_t sk)
+{
+    const attn_problem *p = c->p;
+    const bwd_plan *pl = c->pl;
+    const int64_t hk = h / (p->Hq / p->Hkv), bc = pl->bc;
+    const qblock qb = qblock_at(p, b, h, i0, rows, sq, sk);
+    memset(w->dq, 0, (size_t)(rows * pl->ldd) * sizeof(float));
+    if (qb.uhi > qb.ulo) {
+        c->kr->bf16->begin();
+        mm_load_qblock(c, w, &qb);
+        for (int64_t j0 = qb.ulo / bc * bc; j0 < qb.uhi; j0 += bc) {
+            const int64_t cols = j0 + bc < sk ? bc : sk - j0;
+            int64_t jlo, jhi;
+            if (!pair_keys(&qb, j0, cols, &jlo, &jhi))
+                continue;
+            mm_load_kblock(c, w, b, hk, j0, cols);
+            mm_pair(c, w, &qb, j0, jlo, jhi - jlo, 0, w->dq);
+        }
+        c->kr->bf16->end();
+    }
+    for (int64_t r = 0; r < rows; r++)
+        store_vec(c->kr, w->dq + r * pl->ldd, p->scale, p->D, p->dq, p->dtype,
+                  attn_q_off(p, p->sdq, b, i0 + r) + h * p->sdq[2], p->sdq[3]);
 }
 
 /* ---- the schedules ------------------------------------------------------------------------ */
@@ -748,15 +958,22 @@ flashc_status cpu_attn_bwd(const attn_problem *p, flashc_attn_stats *stats)
         bwd_ws w = ws_at(tiles + (size_t)thread_id() * pl.per_thread, &pl);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t it = 0; it < pl.items1; it++) {
-            if (pl.fused) {
+            if (pl.fused && pl.mm) {
+                pairs += mm_kv_head(&c, &w, it / p->Hkv, it % p->Hkv);
+            } else if (pl.fused) {
                 pairs += fused_kv_head(&c, &w, it / p->Hkv, it % p->Hkv);
             } else {
                 int64_t b, blk, sq, sk;
                 block_of(p, c.kstart, nkb_dense, it / p->Hkv, &b, &blk);
                 attn_seqlens(p, b, &sq, &sk);
-                const int64_t j0 = blk * bc;
-                pairs += dkdv_block(&c, &w, b, it % p->Hkv, j0, j0 + bc < sk ? bc : sk - j0, sq,
-                                    sk, 0);
+                const int64_t j0 = blk * bc, cols = j0 + bc < sk ? bc : sk - j0;
+                if (pl.mm) {
+                    c.kr->bf16->begin();
+                    pairs += mm_dkdv_block(&c, &w, b, it % p->Hkv, j0, cols, sq, sk, NULL);
+                    c.kr->bf16->end();
+                } else {
+                    pairs += dkdv_block(&c, &w, b, it % p->Hkv, j0, cols, sq, sk, 0);
+                }
             }
         }
     }
@@ -772,7 +989,10 @@ flashc_status cpu_attn_bwd(const attn_problem *p, flashc_attn_stats *stats)
                 block_of(p, c.qstart, nqb_dense, it / p->Hq, &b, &blk);
                 attn_seqlens(p, b, &sq, &sk);
                 const int64_t i0 = (cdiv(sq, br) - 1 - blk) * br;
-                dq_block(&c, &w, b, it % p->Hq, i0, i0 + br < sq ? br : sq - i0, sq, sk);
+                if (pl.mm)
+                    mm_dq_block(&c, &w, b, it % p->Hq, i0, i0 + br < sq ? br : sq - i0, sq, sk);
+                else
+                    dq_block(&c, &w, b, it % p->Hq, i0, i0 + br < sq ? br : sq - i0, sq, sk);
             }
         }
     }

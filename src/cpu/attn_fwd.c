@@ -164,7 +164,8 @@ static int64_t rup(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
  * of the unit path that see a whole tile through it (overlap 0), =2 with the next chunk's S
  * product between the softmax rows (overlap 1), =3 with the previous chunk's P V there too
  * (overlap 2); =0: the chunked gemm / softmax / gemm of mm_tile. Unset: 1 where max(D, Dv) >=
- * 128, else 0. Read at every call (one getenv beside a whole forward), so one process can time
+ * 64, else 0 (d 64 since 2026-12-02: 1.25-1.43x torch's CPU SDPA against the chunked path's
+ * 1.06-1.26x, n 2048 / 4096, same host; d < 64 unmeasured). Read at every call (one getenv beside a whole forward), so one process can time
  * each. The same bits either way. Measured on the Xeon's AMX (bench/amx_phases.c, bench/RESULTS.md
  * "The fused AMX tile"), one key tile of 192 against 1152 rows: d 128 chunked 599 us, fused
  * 548, overlap 1 / 2 656 / 655 (the interleaved tile steps slow the softmax more than they
@@ -174,7 +175,7 @@ static int mm_fused_choice(const attn_problem *p)
     const char *e = getenv("FLASHC_CPU_AMX_FWD");
     if (e && e[0] >= '0' && e[0] <= '3' && !e[1])
         return e[0] - '0';
-    return max64(p->D, p->Dv) >= 128;
+    return max64(p->D, p->Dv) >= 64;
 }
 
 /* Per-thread regions of the matrix-unit path, in floats (each a whole number of 64-byte lines):

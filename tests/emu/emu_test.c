@@ -8,6 +8,7 @@
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #define main lowp_main
 #include "../test_attn_lowp.c"
+#include <float.h>
 #undef main
 
 extern const cpu_mm_bf16 emu_mm_amx, emu_mm_avx512;
@@ -91,6 +92,87 @@ static void test_mm_units(void **state)
                 n++;
             }
         printf("  %s: %d pack/gemm shapes match the scalar model\n", mms[u]->unit, n);
+    }
+}
+
+/* split and pack_at (the backward's operands) bit for bit against the scalar model, on odd
+ * shapes with both outputs at once and each alone; X holds ordinary values plus a NaN, an inf,
+ * FLT_MAX (hi rounds to inf: lo must be 0), a tie case and a tiny value. Every word of the
+ * outputs' extents is compared (the padding is part of the contract). */
+static void check_split(const cpu_mm_bf16 *mm, int64_t rows, int64_t n, int which)
+{
+    const int64_t kr = rup(rows, 32), kn = rup(n, 32), r16 = rup(rows, 16), n16 = rup(n, 16);
+    const int64_t ldx = n + 5, lda = 2 * kn + (rows & 1) * 32, ldbp = n16 + (n & 1) * 16;
+    float *X = malloc((size_t)(rows * ldx) * 4);
+    for (int64_t i = 0; i < rows * ldx; i++)
+        X[i] = rng_normal() * (i % 7 == 3 ? 1e-3f : 1.0f);
+    const float odd[] = {NAN, INFINITY, -FLT_MAX, 1.0f + 0x1p-8f + 0x1p-23f, 0x1p-140f};
+    for (int i = 0; i < 5 && i < rows * n; i++)
+        X[(i * 37) % rows * ldx + (i * 11) % n] = odd[i];
+    uint16_t *a0 = malloc((size_t)(r16 * lda) * 2), *a1 = malloc((size_t)(r16 * lda) * 2);
+    uint32_t *b0 = malloc((size_t)(kr * ldbp) * 4), *b1 = malloc((size_t)(kr * ldbp) * 4);
+    memset(a0, 0xee, (size_t)(r16 * lda) * 2), memset(a1, 0xee, (size_t)(r16 * lda) * 2);
+    memset(b0, 0xee, (size_t)(kr * ldbp) * 4), memset(b1, 0xee, (size_t)(kr * ldbp) * 4);
+    cpu_mm_bf16_ref.split(X, ldx, rows, n, which & 1 ? a0 : NULL, lda, which & 2 ? b0 : NULL,
+                          ldbp);
+    mm->split(X, ldx, rows, n, which & 1 ? a1 : NULL, lda, which & 2 ? b1 : NULL, ldbp);
+    for (int64_t r = 0; r < r16 && (which & 1); r++)
+        for (int64_t c = 0; c < 2 * kn; c++)
+            if (a0[r * lda + c] != a1[r * lda + c]) {
+                print_error("%s split A rows %lld n %lld: (%lld, %lld) %04x vs %04x\n", mm->unit,
+                            (long long)rows, (long long)n, (long long)r, (long long)c,
+                            a1[r * lda + c], a0[r * lda + c]);
+                fail();
+            }
+    for (int64_t kk = 0; kk < kr && (which & 2); kk++)
+        for (int64_t c = 0; c < n16; c++)
+            if (b0[kk * ldbp + c] != b1[kk * ldbp + c]) {
+                print_error("%s split B rows %lld n %lld: (%lld, %lld) %08x vs %08x\n", mm->unit,
+                            (long long)rows, (long long)n, (long long)kk, (long long)c,
+                            b1[kk * ldbp + c], b0[kk * ldbp + c]);
+                fail();
+            }
+    /* pack_at of bf16 rows */
+    uint16_t *xb = malloc((size_t)(rows * ldx) * 2);
+    for (int64_t i = 0; i < rows * ldx; i++)
+        xb[i] = rbf();
+    const int64_t ldt = 2 * kr + (n & 1) * 32;
+    uint16_t *t0 = malloc((size_t)(n16 * ldt) * 2), *t1 = malloc((size_t)(n16 * ldt) * 2);
+    memset(t0, 0xee, (size_t)(n16 * ldt) * 2), memset(t1, 0xee, (size_t)(n16 * ldt) * 2);
+    cpu_mm_bf16_ref.pack_at(xb, ldx, rows, n, t0, ldt);
+    mm->pack_at(xb, ldx, rows, n, t1, ldt);
+    for (int64_t c = 0; c < n16; c++)
+        for (int64_t r = 0; r < 2 * kr; r++)
+            if (t0[c * ldt + r] != t1[c * ldt + r]) {
+                print_error("%s pack_at rows %lld n %lld: (%lld, %lld) %04x vs %04x\n", mm->unit,
+                            (long long)rows, (long long)n, (long long)c, (long long)r,
+                            t1[c * ldt + r], t0[c * ldt + r]);
+                fail();
+            }
+    free(X), free(a0), free(a1), free(b0), free(b1), free(xb), free(t0), free(t1);
+}
+
+static void test_mm_split(void **state)
+{
+    (void)state;
+    static const int64_t sz[] = {1, 2, 7, 16, 17, 31, 32, 33, 64, 65, 100};
+    const int ns = (int)(sizeof sz / sizeof sz[0]);
+    const cpu_mm_bf16 *mms[2] = {&emu_mm_amx, &emu_mm_avx512};
+    /* the model's own halves: hi + lo is the float32 value within 2^-16 relative */
+    for (int i = 0; i < 1000; i++) {
+        const float x = rng_normal();
+        float X[1] = {x};
+        uint16_t a[16 * 64]; /* R16(1) rows of 2 R32(1) */
+        cpu_mm_bf16_ref.split(X, 1, 1, 1, a, 64, NULL, 0);
+        const double s = (double)flashc__bf16_to_f32(a[0]) + (double)flashc__bf16_to_f32(a[32]);
+        assert_true(fabs(s - (double)x) <= 0x1p-16 * fabs((double)x));
+    }
+    for (int u = 0; u < 2; u++) {
+        int cnt = 0;
+        for (int a = 0; a < ns; a++)
+            for (int b = 0; b < ns; b++, cnt++)
+                check_split(mms[u], sz[a], sz[b], 1 + (a + b) % 3);
+        printf("  %s: %d split / pack_at shapes match the scalar model\n", mms[u]->unit, cnt);
     }
 }
 
@@ -206,6 +288,7 @@ int main(void)
     rng_state = tu_seed() * 2654435761u + 11;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mm_units),
+        cmocka_unit_test(test_mm_split),
         cmocka_unit_test(test_mm_attention),
         cmocka_unit_test(test_mm_fused),
     };

@@ -77,6 +77,37 @@ static inline __m512i _mm512_shuffle_i32x4(__m512i a, __m512i b, int imm)
     }
     return emu_o(r);
 }
+/* kernels/avx512bf16.c split: bit casts, 32-bit integer lanes, compares into masks */
+#define _CMP_EQ_OQ 0x00
+#define _CMP_UNORD_Q 0x03
+static inline __m512i _mm512_castps_si512(__m512 a) { return emu_o(emu_f(a)); }
+static inline __m512 _mm512_castsi512_ps(__m512i a) { return emu_of(emu_i(a)); }
+static inline __m512i _mm512_and_si512(__m512i a, __m512i b)
+{ emu_v x = emu_i(a), y = emu_i(b); for (int i = 0; i < 16; i++) x.w[i] &= y.w[i]; return emu_o(x); }
+static inline __m512i _mm512_or_si512(__m512i a, __m512i b)
+{ emu_v x = emu_i(a), y = emu_i(b); for (int i = 0; i < 16; i++) x.w[i] |= y.w[i]; return emu_o(x); }
+static inline __m512i _mm512_add_epi32(__m512i a, __m512i b)
+{ emu_v x = emu_i(a), y = emu_i(b); for (int i = 0; i < 16; i++) x.w[i] += y.w[i]; return emu_o(x); }
+static inline __m512i _mm512_srli_epi32(__m512i a, unsigned int n)
+{ emu_v x = emu_i(a); for (int i = 0; i < 16; i++) x.w[i] = n > 31 ? 0 : x.w[i] >> n; return emu_o(x); }
+static inline __m512i _mm512_mask_mov_epi32(__m512i src, __mmask16 k, __m512i a)
+{ emu_v x = emu_i(src), y = emu_i(a); for (int i = 0; i < 16; i++) if (k >> i & 1) x.w[i] = y.w[i]; return emu_o(x); }
+static inline __m512 _mm512_sub_ps(__m512 a, __m512 b)
+{ emu_v x = emu_f(a), y = emu_f(b); for (int i = 0; i < 16; i++) x.f[i] -= y.f[i]; return emu_of(x); }
+static inline __m512 _mm512_maskz_mov_ps(__mmask16 k, __m512 a)
+{ emu_v x = emu_f(a); for (int i = 0; i < 16; i++) if (!(k >> i & 1)) x.f[i] = 0.0f; return emu_of(x); }
+/* only the two predicates the kernels use: equal (ordered, quiet) and unordered */
+static inline __mmask16 _mm512_cmp_ps_mask(__m512 a, __m512 b, const int pred)
+{
+    emu_v x = emu_f(a), y = emu_f(b);
+    __mmask16 k = 0;
+    for (int i = 0; i < 16; i++) {
+        const int un = x.f[i] != x.f[i] || y.f[i] != y.f[i];
+        const int t = pred == _CMP_UNORD_Q ? un : pred == _CMP_EQ_OQ ? !un && x.f[i] == y.f[i] : (abort(), 0);
+        k |= (__mmask16)(t << i);
+    }
+    return k;
+}
 static inline __m512 _mm512_setzero_ps(void) { emu_v u; memset(&u, 0, 64); return emu_of(u); }
 static inline __m512 _mm512_set1_ps(float f) { emu_v u; for (int i = 0; i < 16; i++) u.f[i] = f; return emu_of(u); }
 static inline __m512 _mm512_loadu_ps(const void *p) { emu_v u; memcpy(&u, p, 64); return emu_of(u); }

@@ -12,6 +12,7 @@ out=$build/emu_test
 private=$(sed -n 's/^Libs.private: *//p' "$build/flashc.pc" 2>/dev/null || true)
 ren="-Dcpu_mm_bf16_amx=emu_mm_amx -Dcpu_mm_bf16_avx512=emu_mm_avx512 \
 -Dcpu_mm_avx512_pack_b=emu_pack_b -Dcpu_mm_avx512_pack_bt=emu_pack_bt \
+-Dcpu_mm_avx512_split=emu_split -Dcpu_mm_avx512_pack_at=emu_pack_at \
 -Dcpu_kernels_avx512_mm_softmax=cpu_kernels_avx2_mm_softmax"
 # shellcheck disable=SC2086
 ${CC:-gcc} -std=c11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fopenmp \
@@ -31,8 +32,10 @@ for t in attn_v2 attn_bwd_v2; do
     "$root/src/cpu/kernels/amx.c" "$root/src/cpu/kernels/avx512bf16.c" "$root/tests/emu/emu_v2.c" \
     "$build/tests/libflashc_testutil.a" "$build/libflashc.a" $(pkg-config --cflags --libs cmocka) \
     $private -lm -o "$out.$t"
-  OMP_NUM_THREADS=2 "$out.$t" amx
+  # the backward on the units' own schedule (attn_bwd.c mm_*, opt-in: FLASHC_CPU_BWD_MM=1)
+  mm=; [ $t = attn_bwd_v2 ] && mm=1
+  FLASHC_CPU_BWD_MM=$mm OMP_NUM_THREADS=2 "$out.$t" amx
   # the forward's fused AMX tile (amx.c fwd_tile) with both products between the softmax rows
   [ $t = attn_v2 ] && FLASHC_CPU_AMX_FWD=3 OMP_NUM_THREADS=2 "$out.$t" amx
-  OMP_NUM_THREADS=2 "$out.$t" avx512bf16
+  FLASHC_CPU_BWD_MM=$mm OMP_NUM_THREADS=2 "$out.$t" avx512bf16
 done

@@ -90,6 +90,111 @@ void cpu_mm_avx512_pack_bt(const uint16_t *Bt, int64_t ldbt, int64_t N, int64_t 
         }
 }
 
+/* ---- the backward's operands (kernels.h split, pack_at) ----------------------------------- */
+
+/* bf16(x) in the high halves of the 32-bit lanes, low halves zero: round to nearest even, a
+ * NaN kept a quiet NaN (flashc__f32_to_bf16, lane by lane). */
+static inline __m512i bf16_bits(__m512 x)
+{
+    const __m512i u = _mm512_castps_si512(x);
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd));
+    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(u, _mm512_set1_epi32(0x400000)));
+    return _mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u));
+}
+
+/* hi, lo of 16 floats (kernels.h split), each as bf16_bits. */
+static inline void split16(__m512 x, __m512i *hi, __m512i *lo)
+{
+    *hi = bf16_bits(x);
+    __m512 r = _mm512_sub_ps(x, _mm512_castsi512_ps(*hi));
+    const __mmask16 fin = _mm512_cmp_ps_mask(_mm512_sub_ps(r, r), _mm512_setzero_ps(), _CMP_EQ_OQ);
+    r = _mm512_maskz_mov_ps(fin, r);
+    *lo = bf16_bits(r);
+}
+
+/* Row pairs (2kk, 2kk + 1) of X, 32 columns at a time: 16-column halves split once, then the
+ * A rows (the high halves of two halves' lanes, in order: one two-source permute) and the B
+ * pair-rows (row 2kk's high half shifted down, or'ed with row 2kk + 1's). */
+void cpu_mm_avx512_split(const float *X, int64_t ldx, int64_t rows, int64_t n, uint16_t *a,
+                         int64_t lda, uint32_t *bp, int64_t ldbp)
+{
+    static const uint16_t odd_idx[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
+                                         23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
+                                         45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
+    const __m512i odd = _mm512_loadu_si512(odd_idx);
+    const int64_t kr = rup(rows, CPU_MM_KP), kn = rup(n, CPU_MM_KP), n16 = rup(n, 16);
+    const int64_t ra = rup(rows, 16), cend = a ? kn : n16;
+    for (int64_t r0 = 0; r0 < (bp ? kr : ra); r0 += 2)
+        for (int64_t c0 = 0; c0 < cend; c0 += 32) {
+            __m512i h[2][2], l[2][2]; /* [row of the pair][16-column half] */
+            for (int i = 0; i < 2; i++)
+                for (int half = 0; half < 2; half++) {
+                    const int64_t c = c0 + 16 * half, nv = n - c;
+                    const __mmask16 mk = nv >= 16 ? 0xffff : nv > 0 ? (__mmask16)((1u << nv) - 1u)
+                                                                    : 0;
+                    const __m512 x = r0 + i < rows && mk
+                                         ? _mm512_maskz_loadu_ps(mk, X + (r0 + i) * ldx + c)
+                                         : _mm512_setzero_ps();
+                    split16(x, &h[i][half], &l[i][half]);
+                }
+            if (a)
+                for (int i = 0; i < 2; i++)
+                    if (r0 + i < ra) {
+                        uint16_t *row = a + (r0 + i) * lda + c0;
+                        _mm512_storeu_si512(row, _mm512_permutex2var_epi16(h[i][0], odd, h[i][1]));
+                        _mm512_storeu_si512(row + kn,
+                                            _mm512_permutex2var_epi16(l[i][0], odd, l[i][1]));
+                    }
+            if (bp)
+                for (int half = 0; half < 2; half++) {
+                    const int64_t c = c0 + 16 * half;
+                    if (c >= n16)
+                        break;
+                    _mm512_storeu_si512(bp + r0 / 2 * ldbp + c,
+                                        _mm512_or_si512(_mm512_srli_epi32(h[0][half], 16),
+                                                        h[1][half]));
+                    _mm512_storeu_si512(bp + (kr + r0) / 2 * ldbp + c,
+                                        _mm512_or_si512(_mm512_srli_epi32(l[0][half], 16),
+                                                        l[1][half]));
+                }
+        }
+}
+
+/* pack_at: blocks of 32 rows x 16 columns of X; the two rows of each pair interleaved (as
+ * pack_b) give 16 rows of 16 words, word kk of row c = (X[2kk][c], X[2kk + 1][c]); their 32-bit
+ * transpose is 16 rows of A (one per column of X), 32 bf16 each, stored twice. */
+void cpu_mm_avx512_pack_at(const uint16_t *X, int64_t ldx, int64_t rows, int64_t n, uint16_t *A,
+                           int64_t lda)
+{
+    static const uint16_t lo_idx[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
+                                        37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
+                                        11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+    const __m512i ilo = _mm512_loadu_si512(lo_idx);
+    const int64_t kr = rup(rows, CPU_MM_KP), n16 = rup(n, 16);
+    for (int64_t c0 = 0; c0 < n16; c0 += 16) {
+        const int64_t nv = n - c0 >= 16 ? 16 : n - c0;
+        const __mmask32 mk = (__mmask32)((1u << nv) - 1u);
+        for (int64_t r0 = 0; r0 < kr; r0 += 32) {
+            __m512i t[16];
+            for (int i = 0; i < 16; i++) {
+                const int64_t ra = r0 + 2 * i, rb = ra + 1;
+                const __m512i x0 = ra < rows ? _mm512_maskz_loadu_epi16(mk, X + ra * ldx + c0)
+                                             : _mm512_setzero_si512();
+                const __m512i x1 = rb < rows ? _mm512_maskz_loadu_epi16(mk, X + rb * ldx + c0)
+                                             : _mm512_setzero_si512();
+                t[i] = _mm512_permutex2var_epi16(x0, ilo, x1);
+            }
+            transpose16(t);
+            for (int j = 0; j < 16; j++) {
+                _mm512_storeu_si512(A + (c0 + j) * lda + r0, t[j]);
+                _mm512_storeu_si512(A + (c0 + j) * lda + kr + r0, t[j]);
+            }
+        }
+    }
+}
+
 /* ---- gemm on vdpbf16ps -------------------------------------------------------------------- */
 
 enum { DP_MR = 12 }; /* 12 rows x 2 vectors = 24 accumulators + 2 B vectors + 1 broadcast */
@@ -177,5 +282,7 @@ const cpu_mm_bf16 cpu_mm_bf16_avx512 = {
     .pack_bt = cpu_mm_avx512_pack_bt,
     .gemm = dp_gemm,
     .softmax = cpu_kernels_avx512_mm_softmax,
+    .split = cpu_mm_avx512_split,
+    .pack_at = cpu_mm_avx512_pack_at,
 };
 #endif

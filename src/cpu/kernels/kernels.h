@@ -89,6 +89,28 @@ typedef struct cpu_mm_bf16 {
     void (*softmax)(const float *S, int64_t lds, int64_t br, int64_t bc, float scale,
                     float *m, float *l, float *alpha, uint16_t *P, int64_t ldp);
 
+    /* The backward's operands (attn_bwd.c mm_*). P and dS are float32 tiles; rounded to bf16
+     * once they would carry 8 bits into dV, dK, dQ, which the 2x rule against a naive bf16
+     * backward does not allow everywhere (bench/RESULTS.md). So each is split, X = hi + lo with
+     * hi = bf16(X), lo = bf16(X - hi) (lo = 0 where X - hi is not finite: X rounded to inf, or
+     * NaN, which hi carries): the products of hi and lo with an exact bf16 operand sum to X's
+     * within 2^-16 relative, at twice the product's cost.
+     * split: X (rows x n float32, ldx), kr = R32(rows), kn = R32(n) ->
+     *   a (NULL: not written): an A operand, R16(rows) x 2 kn bf16 (lda >= 2 kn): row r holds
+     *     hi of X's row r in columns 0 .. n, zeros to kn, its lo in kn .. kn + n, zeros to 2 kn;
+     *     rows rows .. R16(rows) zero. Multiplies a B that holds the same rows twice (pack_b
+     *     of B's K rows at pair-row 0 and kn / 2).
+     *   bp (NULL: not written): a B operand with K = 2 kr (pair-rows 0 .. kr / 2 from hi's
+     *     rows, kr / 2 .. kr from lo's; X's rows rows .. kr zero) and N = n, VNNI-packed,
+     *     ldbp >= R16(n) words, columns n .. R16(n) zero. Multiplies an A from pack_at.      */
+    void (*split)(const float *X, int64_t ldx, int64_t rows, int64_t n, uint16_t *a,
+                  int64_t lda, uint32_t *bp, int64_t ldbp);
+    /* X (rows x n bf16, ldx) -> A (R16(n) x 2 kr bf16, lda >= 2 kr, kr = R32(rows)): the
+     * transpose of X twice along k, A[c][r] = A[c][kr + r] = X[r][c], zero in columns
+     * rows .. kr and kr + rows .. 2 kr and in rows n .. R16(n): the A operand of a split B. */
+    void (*pack_at)(const uint16_t *X, int64_t ldx, int64_t rows, int64_t n, uint16_t *A,
+                    int64_t lda);
+
     /* Optional (NULL: the loop nest runs gemm, softmax, gemm per chunk itself): the forward's
      * whole update of f->rows query rows against one key tile that every row sees in full (no
      * mask, no score modifier), in chunks of 32 rows, with the same arithmetic as that

@@ -326,6 +326,49 @@ static void mm_softmax_ref(const float *S, int64_t lds, int64_t br, int64_t bc, 
     }
 }
 
+/* x = hi + lo (kernels.h split): the two bf16 halves of one float32. */
+static void mm_split1(float x, uint16_t *hi, uint16_t *lo)
+{
+    *hi = flashc__f32_to_bf16(x);
+    const float r = x - flashc__bf16_to_f32(*hi);
+    *lo = r - r == 0.0f ? flashc__f32_to_bf16(r) : 0;
+}
+
+static void mm_split_ref(const float *X, int64_t ldx, int64_t rows, int64_t n, uint16_t *a,
+                         int64_t lda, uint32_t *bp, int64_t ldbp)
+{
+    const int64_t kr = round_up(rows, CPU_MM_KP), kn = round_up(n, CPU_MM_KP);
+    if (a)
+        for (int64_t r = 0; r < round_up(rows, 16); r++)
+            for (int64_t c = 0; c < kn; c++) {
+                uint16_t hi = 0, lo = 0;
+                if (r < rows && c < n)
+                    mm_split1(X[r * ldx + c], &hi, &lo);
+                a[r * lda + c] = hi;
+                a[r * lda + kn + c] = lo;
+            }
+    if (bp)
+        for (int64_t kk = 0; kk < kr / 2; kk++)
+            for (int64_t c = 0; c < round_up(n, 16); c++) {
+                uint16_t h0 = 0, l0 = 0, h1 = 0, l1 = 0;
+                if (2 * kk < rows && c < n)
+                    mm_split1(X[2 * kk * ldx + c], &h0, &l0);
+                if (2 * kk + 1 < rows && c < n)
+                    mm_split1(X[(2 * kk + 1) * ldx + c], &h1, &l1);
+                bp[kk * ldbp + c] = h0 | (uint32_t)h1 << 16;
+                bp[(kr / 2 + kk) * ldbp + c] = l0 | (uint32_t)l1 << 16;
+            }
+}
+
+static void mm_pack_at_ref(const uint16_t *X, int64_t ldx, int64_t rows, int64_t n, uint16_t *A,
+                           int64_t lda)
+{
+    const int64_t kr = round_up(rows, CPU_MM_KP);
+    for (int64_t c = 0; c < round_up(n, 16); c++)
+        for (int64_t r = 0; r < kr; r++)
+            A[c * lda + r] = A[c * lda + kr + r] = r < rows && c < n ? X[r * ldx + c] : 0;
+}
+
 const cpu_mm_bf16 cpu_mm_bf16_ref = {
     .unit = "scalar model",
     .begin = mm_nop,
@@ -334,6 +377,8 @@ const cpu_mm_bf16 cpu_mm_bf16_ref = {
     .pack_bt = mm_pack_bt_ref,
     .gemm = mm_gemm_ref,
     .softmax = mm_softmax_ref,
+    .split = mm_split_ref,
+    .pack_at = mm_pack_at_ref,
 };
 
 #define SCALAR_ENTRIES                                                                         \
