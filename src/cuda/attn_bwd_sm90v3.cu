@@ -1,8 +1,7 @@
 /*
  * attn_bwd_sm90v3.cu — the Hopper backward at d = 128 in the FlashAttention-3 shape: families
- * sm90v3, sm90v3t, sm90v3q (the default at d 128 on compute capability 9.0 since the device
- * round of 2026-12-02: 1.22-1.26x sm90, bench/RESULTS.md; the others opt-in through
- * FLASHC_CUDA_BWD_KERNEL).
+ * sm90v3, sm90v3t, sm90v3q, sm90v3w, all opt-in through FLASHC_CUDA_BWD_KERNEL (sm90v3q: 1.22-1.26x
+ * sm90 on the H200, bench/RESULTS.md, but racecheck reports hazards in it: see the variant table).
  *
  * Why: the 21:36 profile of sm90 at d 128 4k (/work/wt/PROFILE.md): 255 registers, 256 threads,
  * the tensor pipe 34% busy; cuDNN: 132 x 384 threads, warp-specialised, 66%. In sm90 (and
@@ -700,10 +699,12 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     return attn_bwd_post_bh_launch<T, D>(a, stream);
 }
 
-/* sm90v3q is the default at d 128 on compute capability 9.0 (opt_in 0) since the device round
- * of 2026-12-02 01:51: correct in every forced test (suites, modifiers, deterministic bitwise,
- * memcheck) and 1.22-1.26x sm90, 1.34-1.40x SDPA-FA2 (bench/RESULTS.md); sm90v3 and sm90v3t
- * (1.00-1.03x and 1.18-1.22x sm90) stay opt-in through FLASHC_CUDA_BWD_KERNEL. */
+/* Every family here is opt-in (opt_in 1) through FLASHC_CUDA_BWD_KERNEL. sm90v3q passed every
+ * forced test on the H200 on 2026-12-02 (suites, modifiers, deterministic bitwise, memcheck,
+ * synccheck) and is 1.22-1.26x sm90, 1.34-1.46x SDPA-FA2 (bench/RESULTS.md), and it was the default
+ * at d 128 for one device round; but racecheck then reported 10 hazards in it (fp16 d 128, short
+ * cases: writes at +0x8e50..0x8e80 against reads at +0x2570..0x57c0, 512 each) where sm90 has
+ * none, so sm90 is the default again until they are explained or fixed. */
 const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
     {"attn_bwd_bf16_sm90v3_d128_64x128", "sm90v3", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 128, false>, NULL, 1},
@@ -715,9 +716,9 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
      bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, true>, NULL, 1},
     /* sm90v3q: sm90v3t with dV, dK issued after dQ, so that dQ's epilogue overlaps them */
     {"attn_bwd_bf16_sm90v3q_d128_64x128", "sm90v3q", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true>, NULL, 0},
+     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true>, NULL, 1},
     {"attn_bwd_f16_sm90v3q_d128_64x128", "sm90v3q", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, true, true>, NULL, 0},
+     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, true, true>, NULL, 1},
     /* sm90v3w (opt-in): sm90v3q whose dQ adds (and deterministic turns) run on two writer warps
      * of the producer warpgroup, the staging tiles double-buffered */
     {"attn_bwd_bf16_sm90v3w_d128_64x128", "sm90v3w", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
