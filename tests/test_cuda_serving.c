@@ -1099,8 +1099,8 @@ static void test_kvcache_merge_variants(void **state)
 
 /* ---- the kernel variants (FLASHC_DECODE_KERNEL, src/cuda/attn_decode.cu) ----------------- */
 
-/* The split kernel's base loader (the default before 2026-12-02) and lean variants (lean3, lean5,
- * lean-pf; the default lean loader runs every other test), and the ring kernel (bulk copies, and cp.async)
+/* The split kernel's lean loaders (lean and lean5 here; lean3, lean-pf through FLASHC_TEST_KERNELS;
+ * the base loader, the default, runs every other test), and the ring kernel (bulk copies, and cp.async)
  * at its default depth and at 1 and 2 stages (a ring that wraps every stage or two), on the
  * variant cases above (split counts 1..64, paged
  * with shuffled tables, ragged lengths, append, GQA 1..8, masks, modifiers, chunked prefill,

@@ -69,7 +69,7 @@
  *          and waits for it only at the arrival, so the zeroing costs no launch gap.
  *
  * Kernel variants (FLASHC_DECODE_KERNEL, read at every call; opt-in until a device run shows
- * them correct and faster; the default is the split kernel, lean loader): "ring" and
+ * them correct and faster; the default is the split kernel, base loader): "ring" and
  * "ring-cpa", each with an optional ":N" (ring stages, 1..8) — attn_decode_ring below: a producer warp keeps N stages
  * of 64 keys in flight (bulk copies on mbarriers, or cp.async on the same mbarriers) ahead of 4
  * consumer warps, with one block an SM and a split count that fills the SMs once (ring_plan,
