@@ -7,9 +7,9 @@ bench_bwd.py's method (its part2: flashc through ctypes with a preallocated work
 configuration first checked against SDPA flash's gradients, else WRONG and not timed; SDPA
 through autograd; CUDA events, median of >= 10 calls after warm-up; FLOPs 2.5 x 4 B H S^2 d,
 halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KERNEL:
-  flashc / flashc_det   the dispatcher's choice (sm90v3q at d 128 since round 2 of
-                        2026-12-02, sm90 before; sm90v2s at d 64)
-  sm90 / sm90_det       the sm90 family (attn_bwd_sm90.cu; d 128 only), the old default
+  flashc / flashc_det   the dispatcher's choice (sm90 at d 128: sm90v3q was the default
+                        only in round 2 of 2026-12-02, then racecheck hazards; sm90v2s at d 64)
+  sm90 / sm90_det       the sm90 family (attn_bwd_sm90.cu; d 128 only), forced
   v3 / v3_det           sm90v3 (src/cuda/attn_bwd_sm90v3.cu; d 128 only)
   v3t / v3t_det         sm90v3t: sm90v3 with dQ by tensor reduce-adds (d 128 only)
   v3q / v3q_det         sm90v3q: sm90v3t with dV, dK issued after dQ (d 128 only)
@@ -104,8 +104,8 @@ def table(rows, configs):
               ("det/fast", "flashc_det", "flashc")]
     ratios = [x for x in ratios if x[1] in impls and x[2] in impls]
     print("\nbwd alone, bf16, B*S = 16k, hidden 2048: TFLOP/s (median); flashc = the dispatcher's "
-          "choice (sm90v3q at d 128 since round 2, sm90v2s at d 64); v3w = sm90v3w; sm90 = the "
-          "old d 128 default")
+          "choice (sm90 at d 128, sm90v2s at d 64); v3w = sm90v3w; sm90 = that family "
+          "forced")
     print("| d | causal | S | " + " | ".join(i.replace("flashc_", "") for i in impls) + " | " +
           " | ".join(x[0] for x in ratios) + " |")
     print("|---|---|---|" + "---|" * (len(impls) + len(ratios)))
