@@ -10,9 +10,10 @@
  *
  *  - a producer warpgroup (setmaxnreg 24; one warp works) loads K and V once per block and
  *    Q, dO of each Q block by TMA (tensor maps, 128-byte swizzle, rows past Sq zero-filled) and
- *    LSE, D by 4-byte cp.async into a 2-stage ring; stage s completes on mbarrier full[s] (the
- *    TMA bytes plus the producer warp's 32 cp.async arrivals) and is handed back on empty[s]
- *    (one arrival per consumer warp once its wgmmas on the stage completed);
+ *    LSE, D by plain loads and stores into a 2-stage ring; stage s completes on mbarrier
+ *    full[s] (the TMA bytes plus an arrival of each producer lane after its stores) and is
+ *    handed back on empty[s] (one arrival per consumer warp once its wgmmas on the stage
+ *    completed and its lanes' reads of LSE, D, info are done);
  *  - two consumer warpgroups (setmaxnreg 240) own 64 keys each of the BN = 128 K/V block with
  *    dK, dV (m64n128 each) in registers, and run sm90v2's products (attn_bwd_sm90v2.cu):
  *    S^T = K Q^T, dP^T = V dO^T, P^T and dS^T in registers as the A operands of dV += P^T dO and
@@ -68,8 +69,7 @@ template <int D, bool WRT = false> struct bwd90v3_smem {
     static constexpr int LSE = DQ + (WRT ? 2 * DQ_BUF : 2 * V3_BM * V3_DQ_ROW); /* float [2][BM] */
     static constexpr int DSUM = LSE + 2 * V3_BM * 4;      /* float [2][BM], D             */
     static constexpr int INFO = DSUM + 2 * V3_BM * 4;     /* int [2][4]: the stage's Q block */
-    static constexpr int DQINFO = INFO + 2 * 16;          /* int [2 wg][2][4]: sm90v3w    */
-    static constexpr int BARS = DQINFO + 4 * 16;          /* kv_full, full[2], empty[2]   */
+    static constexpr int BARS = INFO + 2 * 16;            /* kv_full, full[2], empty[2]   */
     static constexpr int TOTAL = BARS + 5 * 8;
     static constexpr int LAUNCH = TOTAL + 1024;           /* room to align the base       */
 };
@@ -96,6 +96,13 @@ template <int N> static __device__ __forceinline__ void bwd90v3_fence(uint32_t (
 #pragma unroll
         for (int e = 0; e < 4; e++)
             ptx_fence_operand(x[i][e]);
+}
+
+/* The deterministic turn counter of Q block m of head h, batch b (a.sem's index) */
+static __device__ __forceinline__ int bwd90v3_turn_counter(const attn_bwd_args &a, int b, int h,
+                                                            int m)
+{
+    return (int)(((int64_t)b * a.Hq + h) * ((a.Sq + V3_BM - 1) / V3_BM) + m);
 }
 
 /* LSE log2 e from the raw LSE; -inf (the row saw no key) becomes +inf, so P = 2^(x - l) = 0 */
@@ -159,7 +166,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
     if (tid == 0) {
         ptx_mbarrier_init(kv_full, 1);
         for (int s = 0; s < 2; s++) {
-            ptx_mbarrier_init(full(s), 1 + 32); /* the expect_tx arrival + 32 cp.async ones */
+            ptx_mbarrier_init(full(s), 1 + 32); /* the expect_tx arrival + every producer lane's */
             ptx_mbarrier_init(empty(s), 8);     /* one per consumer warp */
         }
         ptx_fence_mbarrier_init();
@@ -174,39 +181,44 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                 /* sm90v3w: warp 1 + w adds consumer warpgroup w's dQ tiles, so that neither
                  * the copy engine's reads nor deterministic mode's turn wait the consumers */
                 const int wgc = warp - 1;
-                int *dqinfo = (int *)(sbase + L::DQINFO) + 8 * wgc;
                 if (total > 0)
                     ptx_named_bar_arrive(dq_empty_id(wgc, 0), 160);
                 if (total > 1)
                     ptx_named_bar_arrive(dq_empty_id(wgc, 1), 160);
+                /* the Q blocks in the producer's order (h, m), followed here rather than
+                 * handed over in shared memory: a handoff less */
+                int h = hk * a.group, m = m_begin;
                 for (int it = 0; it < total; it++) {
                     const int sb = it & 1;
                     ptx_named_bar_sync(dq_full_id(wgc, sb), 160);
                     if (lane == 0) {
-                        const int *di = dqinfo + 4 * sb; /* m0, h, turn counter, turn */
                         const uint32_t st = base + L::DQ + sb * L::DQ_BUF + wgc * 2 * BM * 128;
+                        int *sem = a.sem + bwd90v3_turn_counter(a, b, h, m);
                         if constexpr (DET) {
                             /* each warpgroup (2 per block) releases one count */
-                            while (ptx_ld_acquire_gpu(a.sem + di[2]) < 2 * di[3]) {
+                            const int turn = bwd_turn(rg, n_block, (int)gridDim.x, m, BM, BN);
+                            while (ptx_ld_acquire_gpu(sem) < 2 * turn) {
                             }
                             ptx_fence_proxy_async_global(); /* the acquire before our adds */
                         }
                         for (int hf = 0; hf < 2; hf++)
                             ptx_tma_reduce_add_4d(&tm_dq, st + hf * BM * 128, 64 * wgc + 32 * hf,
-                                                  di[0], di[1], b);
+                                                  m * BM, h, b);
                         ptx_bulk_commit_group();
                         if constexpr (DET) {
                             ptx_bulk_wait_group<0>();       /* our adds performed ... */
                             ptx_fence_proxy_async_global(); /* ... and ordered before the release */
                             __threadfence();
-                            ptx_red_release_gpu_add(a.sem + di[2], 1);
+                            ptx_red_release_gpu_add(sem, 1);
                         } else {
-                            ptx_bulk_wait_group_read<0>(); /* the buffer (and di) read */
+                            ptx_bulk_wait_group_read<0>(); /* the buffer read */
                         }
                     }
                     __syncwarp();
                     if (it + 2 < total) /* the consumers' next use of this buffer */
                         ptx_named_bar_arrive(dq_empty_id(wgc, sb), 160);
+                    if (++m == m_end)
+                        h++, m = m_begin;
                 }
                 if (lane == 0)
                     ptx_bulk_wait_group<0>();
@@ -235,7 +247,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                  * the Q block's first row, head, turn counter and turn (deterministic mode) */
                 int *info = (int *)(sbase + L::INFO) + 4 * s;
                 info[0] = m0, info[1] = h;
-                info[2] = (int)(((int64_t)b * a.Hq + h) * ((a.Sq + BM - 1) / BM) + m);
+                info[2] = bwd90v3_turn_counter(a, b, h, m);
                 info[3] = DET ? bwd_turn(rg, n_block, (int)gridDim.x, m, BM, BN) : 0;
                 ptx_mbarrier_arrive_expect_tx(full(s), 2 * L::QBUF);
                 for (int p = 0; p < D / 64; p++) {
@@ -246,22 +258,27 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                 }
             }
             /* LSE and D rows (rows past Sq: zeros; with Q, dO zero there they add nothing to
-             * dK, dV, and their dQ rows are never added) */
+             * dK, dV, and their dQ rows are never added), loaded into registers and stored by
+             * this lane, whose own arrival (release) then publishes them. Until 2026-12-03
+             * they came by cp.async + cp.async.mbarrier.arrive.noinc: racecheck reported its 10
+             * hazards of sm90v3q between those writes and the consumers' reads of LSE and D. */
+            float lse_r[BM / 32], d_r[BM / 32];
 #pragma unroll
-            for (int r = lane; r < BM; r += 32) {
-                const bool valid = m0 + r < a.Sq;
-                const int rr = valid ? m0 + r : 0;
-                ptx_cp_async_4(base + L::LSE + (uint32_t)(s * BM + r) * 4,
-                               a.lse + b * a.slse[0] + h * a.slse[1] + (int64_t)rr * a.slse[2],
-                               valid);
-                ptx_cp_async_4(base + L::DSUM + (uint32_t)(s * BM + r) * 4,
-                               a.dsum + ((int64_t)b * a.Hq + h) * a.Sq + rr, valid);
+            for (int i = 0; i < BM / 32; i++) {
+                const int64_t row = m0 + lane + 32 * i;
+                const bool valid = row < a.Sq;
+                lse_r[i] = valid ? a.lse[b * a.slse[0] + h * a.slse[1] + row * a.slse[2]] : 0.0f;
+                d_r[i] = valid ? a.dsum[((int64_t)b * a.Hq + h) * a.Sq + row] : 0.0f;
             }
-            ptx_cp_async_mbarrier_arrive_noinc(full(s));
+            float *sl = (float *)(sbase + L::LSE) + s * BM;
+            float *sd = (float *)(sbase + L::DSUM) + s * BM;
+#pragma unroll
+            for (int i = 0; i < BM / 32; i++)
+                sl[lane + 32 * i] = lse_r[i], sd[lane + 32 * i] = d_r[i];
+            ptx_mbarrier_arrive(full(s));
             if (++m == m_end)
                 h++, m = m_begin;
         }
-        ptx_cp_async_wait<0>(); /* nothing of this thread's left in flight at its exit */
         return;
     }
 
@@ -471,10 +488,6 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
             }
             ptx_fence_proxy_async_shared(); /* the stores, for the copy engine's reads */
             if constexpr (WRT) {
-                if (issuer) {
-                    int *di = (int *)(sbase + L::DQINFO) + 8 * wg + 4 * sb;
-                    di[0] = m0, di[1] = h, di[2] = info[2], di[3] = info[3];
-                }
                 ptx_named_bar_arrive(dq_full_id(wg, sb), 160); /* to the writer warp */
             } else {
             ptx_named_bar_sync(2 + wg, 128);
@@ -556,7 +569,10 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
             bwd90v3_fence(pa);
             bwd90v3_fence(da);
         }
-        /* this warp is done with the stage: Q, dO (its wgmmas completed), LSE, D, info */
+        /* this warp is done with the stage: Q, dO (its wgmmas completed), LSE, D, info; its
+         * lanes' reads are ordered before lane 0's arrival (release) by __syncwarp (sm90v6's
+         * racecheck hazard had no warp barrier there). An arrival of every consumer thread
+         * instead (count 256) costs the sm90v3t/v3q instances 4-56 more bytes of spills. */
         __syncwarp();
         if (lane == 0)
             ptx_mbarrier_arrive(empty(buf));
