@@ -99,6 +99,8 @@ def table(rows, configs):
               ("v3w/default", "flashc_v3w", "flashc"),
               ("v3wdet/v3w", "flashc_v3w_det", "flashc_v3w"),
               ("v3wdet/det", "flashc_v3w_det", "flashc_det"),
+              ("v3w/sm90", "flashc_v3w", "flashc_sm90"), ("v3q/sm90", "flashc_v3q", "flashc_sm90"),
+              ("v3w/v3q", "flashc_v3w", "flashc_v3q"),
               ("default/sm90", "flashc", "flashc_sm90"), ("det/sm90det", "flashc_det", "flashc_sm90_det"),
               ("default/cuDNN", "flashc", "cudnn"), ("default/flash", "flashc", "flash"),
               ("det/fast", "flashc_det", "flashc")]
