@@ -1,7 +1,7 @@
 /*
  * attn_bwd_sm90v3.cu — the Hopper backward at d = 128 in the FlashAttention-3 shape: families
  * sm90v3, sm90v3t, sm90v3q, sm90v3w, all opt-in through FLASHC_CUDA_BWD_KERNEL (sm90v3q: 1.22-1.26x
- * sm90 on the H200, bench/RESULTS.md, but racecheck reports hazards in it: see the variant table).
+ * sm90 on the H200, bench/RESULTS.md; racecheck's hazards of 2026-12-02: see the variant table).
  *
  * Why: the 21:36 profile of sm90 at d 128 4k (/work/wt/PROFILE.md): 255 registers, 256 threads,
  * the tensor pipe 34% busy; cuDNN: 132 x 384 threads, warp-specialised, 66%. In sm90 (and
@@ -720,7 +720,9 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
  * synccheck) and is 1.22-1.26x sm90, 1.34-1.46x SDPA-FA2 (bench/RESULTS.md), and it was the default
  * at d 128 for one device round; but racecheck then reported 10 hazards in it (fp16 d 128, short
  * cases: writes at +0x8e50..0x8e80 against reads at +0x2570..0x57c0, 512 each) where sm90 has
- * none, so sm90 is the default again until they are explained or fixed. */
+ * none, so sm90 is the default again. Those sites were the producer's cp.async of LSE and D and
+ * the consumers' reads of them; since 2026-12-03 LSE and D are plain stores, each producer lane
+ * releasing its own (bench/RESULTS.md, helper bwd5); the default waits for a clean racecheck. */
 const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
     {"attn_bwd_bf16_sm90v3_d128_64x128", "sm90v3", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 128, false>, NULL, 1},
