@@ -193,6 +193,33 @@ static __device__ __forceinline__ bwd_seq bwd_seq_of(const attn_bwd_args &a, int
     return s;
 }
 
+/* LSE log2 e from the raw LSE; -inf (the row saw no key) becomes +inf, so P = 2^(x - l) = 0 */
+static __device__ __forceinline__ float bwd_lse_log2(float lse)
+{
+    return lse > -INFINITY ? lse * 1.4426950408889634f : INFINITY;
+}
+
+/* Rows [0, ROWS) of a tile whose row r is at g + r * row_stride into the panels at shared
+ * address s (chunk c of row r: panel c / 8, row r, chunk (c mod 8) ^ (r mod 8)); rows >=
+ * valid_rows zero-filled. All THREADS threads take part (the cp.async loaders of sm90,
+ * sm90v2). */
+template <typename T, int D, int ROWS, int THREADS>
+static __device__ __forceinline__ void bwd_load_tile(uint32_t s, const T *g, int64_t row_stride,
+                                                     int valid_rows)
+{
+    constexpr int CPR = D / 8, CHUNKS = ROWS * CPR;
+    static_assert(CHUNKS % THREADS == 0, "every thread copies the same number of chunks");
+#pragma unroll
+    for (int i = 0; i < CHUNKS / THREADS; i++) {
+        const int idx = i * THREADS + (int)threadIdx.x;
+        const int r = idx / CPR, c = idx % CPR;
+        const bool valid = r < valid_rows;
+        const T *src = g + (valid ? (int64_t)r * row_stride : 0) + c * 8;
+        ptx_cp_async_16(s + (uint32_t)((c / 8) * ROWS * 128 + r * 128 + (((c % 8) ^ (r % 8)) * 16)),
+                        src, valid);
+    }
+}
+
 /* ---- key ranges and score modifiers, shared by the main kernels ------------------------------
  * Row i sees key j iff lo_off <= j - i <= hi_off with hi_off = diag + wr (wr >= 0, else no
  * upper bound) and lo_off = diag - wl (wl >= 0, else none), diag = Sk - Sq: attn_key_range with

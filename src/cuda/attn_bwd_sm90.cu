@@ -64,47 +64,6 @@ template <int D> struct bwd90_smem {
 
 } // namespace
 
-#if FLASHC_PTX_SM90A
-/* Rows [0, ROWS) of a tile whose row r is at g + r * row_stride into the panels at shared
- * address s (chunk c of row r: panel c / 8, row r, chunk (c mod 8) ^ (r mod 8)); rows >=
- * valid_rows zero-filled. All B90_THREADS threads take part. */
-template <typename T, int D, int ROWS>
-static __device__ __forceinline__ void bwd90_load(uint32_t s, const T *g, int64_t row_stride,
-                                                  int valid_rows)
-{
-    constexpr int CPR = D / 8, CHUNKS = ROWS * CPR;
-    static_assert(CHUNKS % B90_THREADS == 0, "every thread copies the same number of chunks");
-#pragma unroll
-    for (int i = 0; i < CHUNKS / B90_THREADS; i++) {
-        const int idx = i * B90_THREADS + (int)threadIdx.x;
-        const int r = idx / CPR, c = idx % CPR;
-        const bool valid = r < valid_rows;
-        const T *src = g + (valid ? (int64_t)r * row_stride : 0) + c * 8;
-        ptx_cp_async_16(s + (uint32_t)((c / 8) * ROWS * 128 + r * 128 + (((c % 8) ^ (r % 8)) * 16)),
-                        src, valid);
-    }
-}
-
-/* Registers the wgmmas read or wrote stay in place across the wait (see ptx_fence_operand). */
-template <int N> static __device__ __forceinline__ void bwd90_fence(float (&x)[N][4])
-{
-#pragma unroll
-    for (int i = 0; i < N; i++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            ptx_fence_operand(x[i][e]);
-}
-
-template <int N> static __device__ __forceinline__ void bwd90_fence(uint32_t (&x)[N][4])
-{
-#pragma unroll
-    for (int i = 0; i < N; i++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            ptx_fence_operand(x[i][e]);
-}
-#endif
-
 /* T: __nv_bfloat16 or __half; D: 128; DET: deterministic dQ (a.deterministic); MODS: softcap
  * or ALiBi (template arguments for the registers, as in sm80). */
 template <typename T, int D, bool DET, bool MODS>
@@ -146,8 +105,8 @@ __global__ void __launch_bounds__(B90_THREADS, 1) attn_bwd_sm90_kernel(const att
         const int m0 = m * BM;
         const T *qg = (const T *)a.q + b * a.sq[0] + h * a.sq[2] + (int64_t)m0 * a.sq[1];
         const T *dog = (const T *)a.dout + b * a.sdo[0] + h * a.sdo[2] + (int64_t)m0 * a.sdo[1];
-        bwd90_load<T, D, BM>(sQ + buf * L::QBUF, qg, a.sq[1], a.Sq - m0);
-        bwd90_load<T, D, BM>(sdO + buf * L::QBUF, dog, a.sdo[1], a.Sq - m0);
+        bwd_load_tile<T, D, BM, B90_THREADS>(sQ + buf * L::QBUF, qg, a.sq[1], a.Sq - m0);
+        bwd_load_tile<T, D, BM, B90_THREADS>(sdO + buf * L::QBUF, dog, a.sdo[1], a.Sq - m0);
         for (int r = tid; r < BM; r += B90_THREADS) {
             float l = INFINITY, dsum = 0.0f;
             if (m0 + r < a.Sq) {
@@ -170,8 +129,8 @@ __global__ void __launch_bounds__(B90_THREADS, 1) attn_bwd_sm90_kernel(const att
             dk[dt][e] = dv[dt][e] = 0.0f;
 
     if (total > 0) {
-        bwd90_load<T, D, BN>(sK, kg, a.sk[1], a.Sk - n0);
-        bwd90_load<T, D, BN>(sV, vg, a.sv[1], a.Sk - n0);
+        bwd_load_tile<T, D, BN, B90_THREADS>(sK, kg, a.sk[1], a.Sk - n0);
+        bwd_load_tile<T, D, BN, B90_THREADS>(sV, vg, a.sv[1], a.Sk - n0);
         load_q(0, hk * a.group, m_begin);
         ptx_cp_async_commit();
     }
@@ -218,7 +177,7 @@ __global__ void __launch_bounds__(B90_THREADS, 1) attn_bwd_sm90_kernel(const att
         if constexpr (!MODS) {
             /* P^T = 2^(S^T s' - L') while dP^T is still on the tensor cores */
             ptx_wgmma_wait<1>();
-            bwd90_fence(s);
+            ptx_fence_operands(s);
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
@@ -231,7 +190,7 @@ __global__ void __launch_bounds__(B90_THREADS, 1) attn_bwd_sm90_kernel(const att
                     s[nt][e] = p;
                 }
             ptx_wgmma_wait<0>();
-            bwd90_fence(dp);
+            ptx_fence_operands(dp);
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
@@ -240,8 +199,8 @@ __global__ void __launch_bounds__(B90_THREADS, 1) attn_bwd_sm90_kernel(const att
         } else {
             /* softcap's derivative needs the raw score beside dP: both first */
             ptx_wgmma_wait<0>();
-            bwd90_fence(s);
-            bwd90_fence(dp);
+            ptx_fence_operands(s);
+            ptx_fence_operands(dp);
             const float slope = bwd_slope(a, b, h);
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
@@ -292,8 +251,8 @@ __global__ void __launch_bounds__(B90_THREADS, 1) attn_bwd_sm90_kernel(const att
 
         /* dV += P^T dO, dK += dS^T Q: queries are the reduction index, 16 per step; dO and Q
          * MN-major (two 8-row groups per step, SBO; the two feature panels, LBO) */
-        bwd90_fence(dv);
-        bwd90_fence(dk);
+        ptx_fence_operands(dv);
+        ptx_fence_operands(dk);
         ptx_wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BM / 16; kk++)
@@ -319,11 +278,11 @@ __global__ void __launch_bounds__(B90_THREADS, 1) attn_bwd_sm90_kernel(const att
         }
         ptx_wgmma_commit();
         ptx_wgmma_wait<0>();
-        bwd90_fence(acc);
-        bwd90_fence(dv);
-        bwd90_fence(dk);
-        bwd90_fence(pa);
-        bwd90_fence(da);
+        ptx_fence_operands(acc);
+        ptx_fence_operands(dv);
+        ptx_fence_operands(dk);
+        ptx_fence_operands(pa);
+        ptx_fence_operands(da);
 
         /* acc[j]: rows 16 wq + g (+8), columns 8 j + 2t, +1 of the warpgroup's 64. Lane pairs
          * (t, t ^ 1) swap halves: the even lane then holds row g, columns 8 j + 2t .. +3, the

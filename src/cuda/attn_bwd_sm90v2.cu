@@ -66,52 +66,6 @@ template <int D, int NWG> struct bwd90v2_smem {
 
 } // namespace
 
-#if FLASHC_PTX_SM90A
-/* Rows [0, ROWS) of a tile whose row r is at g + r * row_stride into the panels at shared
- * address s (chunk c of row r: panel c / 8, row r, chunk (c mod 8) ^ (r mod 8)); rows >=
- * valid_rows zero-filled. All THREADS threads take part. */
-template <typename T, int D, int ROWS, int THREADS>
-static __device__ __forceinline__ void bwd90v2_load(uint32_t s, const T *g, int64_t row_stride,
-                                                    int valid_rows)
-{
-    constexpr int CPR = D / 8, CHUNKS = ROWS * CPR;
-    static_assert(CHUNKS % THREADS == 0, "every thread copies the same number of chunks");
-#pragma unroll
-    for (int i = 0; i < CHUNKS / THREADS; i++) {
-        const int idx = i * THREADS + (int)threadIdx.x;
-        const int r = idx / CPR, c = idx % CPR;
-        const bool valid = r < valid_rows;
-        const T *src = g + (valid ? (int64_t)r * row_stride : 0) + c * 8;
-        ptx_cp_async_16(s + (uint32_t)((c / 8) * ROWS * 128 + r * 128 + (((c % 8) ^ (r % 8)) * 16)),
-                        src, valid);
-    }
-}
-
-template <int N> static __device__ __forceinline__ void bwd90v2_fence(float (&x)[N][4])
-{
-#pragma unroll
-    for (int i = 0; i < N; i++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            ptx_fence_operand(x[i][e]);
-}
-
-template <int N> static __device__ __forceinline__ void bwd90v2_fence(uint32_t (&x)[N][4])
-{
-#pragma unroll
-    for (int i = 0; i < N; i++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            ptx_fence_operand(x[i][e]);
-}
-
-/* LSE log2 e from the raw LSE; -inf (the row saw no key) becomes +inf, so P = 2^(x - l) = 0 */
-static __device__ __forceinline__ float bwd90v2_l(float lse)
-{
-    return lse > -INFINITY ? lse * 1.4426950408889634f : INFINITY;
-}
-#endif
-
 /* T: __nv_bfloat16 or __half; D: 64 or 128; DET: deterministic dQ; MODS: softcap or ALiBi.
  * EARLY (family sm90v2e, d 64, without MODS only): dV += P^T dO is issued as soon as P^T is
  * packed, so it runs on the tensor cores while dS^T = P^T (dP^T - D) is computed.
@@ -170,8 +124,8 @@ __global__ void __launch_bounds__(128 * NWG, 3 - NWG) attn_bwd_sm90v2_kernel(con
         const int m0 = m * BM;
         const T *qg = (const T *)a.q + b * a.sq[0] + h * a.sq[2] + (int64_t)m0 * a.sq[1];
         const T *dog = (const T *)a.dout + b * a.sdo[0] + h * a.sdo[2] + (int64_t)m0 * a.sdo[1];
-        bwd90v2_load<T, D, BM, THREADS>(sQ + buf * L::QBUF, qg, a.sq[1], a.Sq - m0);
-        bwd90v2_load<T, D, BM, THREADS>(sdO + buf * L::QBUF, dog, a.sdo[1], a.Sq - m0);
+        bwd_load_tile<T, D, BM, THREADS>(sQ + buf * L::QBUF, qg, a.sq[1], a.Sq - m0);
+        bwd_load_tile<T, D, BM, THREADS>(sdO + buf * L::QBUF, dog, a.sdo[1], a.Sq - m0);
         if (tid < 2 * BM) {
             const int r = tid % BM;
             const bool valid = m0 + r < a.Sq;
@@ -192,8 +146,8 @@ __global__ void __launch_bounds__(128 * NWG, 3 - NWG) attn_bwd_sm90v2_kernel(con
             dk[dt][e] = dv[dt][e] = 0.0f;
 
     if (total > 0) {
-        bwd90v2_load<T, D, BN, THREADS>(sK, kg, a.sk[1], a.Sk - n0);
-        bwd90v2_load<T, D, BN, THREADS>(sV, vg, a.sv[1], a.Sk - n0);
+        bwd_load_tile<T, D, BN, THREADS>(sK, kg, a.sk[1], a.Sk - n0);
+        bwd_load_tile<T, D, BN, THREADS>(sV, vg, a.sv[1], a.Sk - n0);
         load_q(0, hk * a.group, m_begin);
         ptx_cp_async_commit();
     }
@@ -242,14 +196,14 @@ __global__ void __launch_bounds__(128 * NWG, 3 - NWG) attn_bwd_sm90v2_kernel(con
         if constexpr (!MODS) {
             /* P^T = 2^(S^T s' - L') while dP^T is still on the tensor cores */
             ptx_wgmma_wait<1>();
-            bwd90v2_fence(s);
+            ptx_fence_operands(s);
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int qi = nt * 8 + 2 * t + (e & 1);
                     const int key = key0 + (e >= 2 ? 8 : 0);
-                    float p = ptx_exp2(fmaf(s[nt][e], a.scale_log2, -bwd90v2_l(lrow[qi])));
+                    float p = ptx_exp2(fmaf(s[nt][e], a.scale_log2, -bwd_lse_log2(lrow[qi])));
                     if (need_mask && (key >= a.Sk || bwd_outside(rg, key - (m0 + qi))))
                         p = 0.0f;
                     s[nt][e] = p;
@@ -262,7 +216,7 @@ __global__ void __launch_bounds__(128 * NWG, 3 - NWG) attn_bwd_sm90v2_kernel(con
                     pa[kk][2] = ptx_pack2(T(), s[2 * kk + 1][0], s[2 * kk + 1][1]);
                     pa[kk][3] = ptx_pack2(T(), s[2 * kk + 1][2], s[2 * kk + 1][3]);
                 }
-                bwd90v2_fence(dv);
+                ptx_fence_operands(dv);
                 ptx_wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < BM / 16; kk++) {
@@ -277,7 +231,7 @@ __global__ void __launch_bounds__(128 * NWG, 3 - NWG) attn_bwd_sm90v2_kernel(con
             } else {
                 ptx_wgmma_wait<0>();
             }
-            bwd90v2_fence(dp);
+            ptx_fence_operands(dp);
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
@@ -286,8 +240,8 @@ __global__ void __launch_bounds__(128 * NWG, 3 - NWG) attn_bwd_sm90v2_kernel(con
         } else {
             /* softcap's derivative needs the raw score beside dP: both first */
             ptx_wgmma_wait<0>();
-            bwd90v2_fence(s);
-            bwd90v2_fence(dp);
+            ptx_fence_operands(s);
+            ptx_fence_operands(dp);
             const float slope = bwd_slope(a, b, h);
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
@@ -296,7 +250,7 @@ __global__ void __launch_bounds__(128 * NWG, 3 - NWG) attn_bwd_sm90v2_kernel(con
                     const int qi = nt * 8 + 2 * t + (e & 1);
                     const int key = key0 + (e >= 2 ? 8 : 0);
                     float p, ds;
-                    bwd_mod_elem(a, slope, s[nt][e], dp[nt][e], bwd90v2_l(lrow[qi]), drow[qi],
+                    bwd_mod_elem(a, slope, s[nt][e], dp[nt][e], bwd_lse_log2(lrow[qi]), drow[qi],
                                  key - (m0 + qi) - rg.diag, &p, &ds);
                     if (need_mask && (key >= a.Sk || bwd_outside(rg, key - (m0 + qi))))
                         p = ds = 0.0f;
@@ -338,8 +292,8 @@ __global__ void __launch_bounds__(128 * NWG, 3 - NWG) attn_bwd_sm90v2_kernel(con
         /* dV += P^T dO, dK += dS^T Q: queries are the reduction index, 16 per step; dO and Q
          * MN-major (two 8-row groups per step, SBO; the feature panels, LBO) */
         if constexpr (!EARLY || MODS)
-            bwd90v2_fence(dv);
-        bwd90v2_fence(dk);
+            ptx_fence_operands(dv);
+        ptx_fence_operands(dk);
         ptx_wgmma_fence();
         if constexpr (!EARLY || MODS) {
 #pragma unroll
@@ -389,11 +343,11 @@ __global__ void __launch_bounds__(128 * NWG, 3 - NWG) attn_bwd_sm90v2_kernel(con
         }
         ptx_wgmma_commit();
         ptx_wgmma_wait<0>();
-        bwd90v2_fence(acc);
-        bwd90v2_fence(dv);
-        bwd90v2_fence(dk);
-        bwd90v2_fence(pa);
-        bwd90v2_fence(da);
+        ptx_fence_operands(acc);
+        ptx_fence_operands(dv);
+        ptx_fence_operands(dk);
+        ptx_fence_operands(pa);
+        ptx_fence_operands(da);
 
         /* acc[j]: rows 16 wq + g (+8), columns 8 j + 2t, +1 */
         if constexpr (REGDET && DET) {

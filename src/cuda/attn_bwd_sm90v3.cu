@@ -80,24 +80,6 @@ static_assert(bwd90v3_smem<128>::LAUNCH <= 227 * 1024 &&
 } // namespace
 
 #if FLASHC_PTX_SM90A
-template <int N> static __device__ __forceinline__ void bwd90v3_fence(float (&x)[N][4])
-{
-#pragma unroll
-    for (int i = 0; i < N; i++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            ptx_fence_operand(x[i][e]);
-}
-
-template <int N> static __device__ __forceinline__ void bwd90v3_fence(uint32_t (&x)[N][4])
-{
-#pragma unroll
-    for (int i = 0; i < N; i++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            ptx_fence_operand(x[i][e]);
-}
-
 /* The deterministic turn counter of Q block m of head h, batch b (a.sem's index) */
 static __device__ __forceinline__ int bwd90v3_turn_counter(const attn_bwd_args &a, int b, int h,
                                                             int m)
@@ -105,11 +87,6 @@ static __device__ __forceinline__ int bwd90v3_turn_counter(const attn_bwd_args &
     return (int)(((int64_t)b * a.Hq + h) * ((a.Sq + V3_BM - 1) / V3_BM) + m);
 }
 
-/* LSE log2 e from the raw LSE; -inf (the row saw no key) becomes +inf, so P = 2^(x - l) = 0 */
-static __device__ __forceinline__ float bwd90v3_l(float lse)
-{
-    return lse > -INFINITY ? lse * 1.4426950408889634f : INFINITY;
-}
 #endif
 
 /* T: __nv_bfloat16 or __half; D: 128; DET: deterministic dQ; MODS: softcap or ALiBi.
@@ -334,20 +311,20 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
         if constexpr (!MODS) {
             /* P^T = 2^(S^T s' - L') while dP^T is still on the tensor cores */
             ptx_wgmma_wait<1>();
-            bwd90v3_fence(s);
+            ptx_fence_operands(s);
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int qi = nt * 8 + 2 * t + (e & 1);
                     const int key = key0 + (e >= 2 ? 8 : 0);
-                    float p = ptx_exp2(fmaf(s[nt][e], a.scale_log2, -bwd90v3_l(lrow[qi])));
+                    float p = ptx_exp2(fmaf(s[nt][e], a.scale_log2, -bwd_lse_log2(lrow[qi])));
                     if (need_mask && (key >= a.Sk || bwd_outside(rg, key - (m0 + qi))))
                         p = 0.0f;
                     s[nt][e] = p;
                 }
             ptx_wgmma_wait<0>();
-            bwd90v3_fence(dp);
+            ptx_fence_operands(dp);
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
@@ -356,8 +333,8 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
         } else {
             /* softcap's derivative needs the raw score beside dP: both first */
             ptx_wgmma_wait<0>();
-            bwd90v3_fence(s);
-            bwd90v3_fence(dp);
+            ptx_fence_operands(s);
+            ptx_fence_operands(dp);
             const float slope = bwd_slope(a, b, h);
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
@@ -366,7 +343,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                     const int qi = nt * 8 + 2 * t + (e & 1);
                     const int key = key0 + (e >= 2 ? 8 : 0);
                     float p, ds;
-                    bwd_mod_elem(a, slope, s[nt][e], dp[nt][e], bwd90v3_l(lrow[qi]), drow[qi],
+                    bwd_mod_elem(a, slope, s[nt][e], dp[nt][e], bwd_lse_log2(lrow[qi]), drow[qi],
                                  key - (m0 + qi) - rg.diag, &p, &ds);
                     if (need_mask && (key >= a.Sk || bwd_outside(rg, key - (m0 + qi))))
                         p = ds = 0.0f;
@@ -406,8 +383,8 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
         /* dV += P^T dO, dK += dS^T Q: queries are the reduction index, 16 per step; dO and Q
          * MN-major (two 8-row groups per step, SBO; the feature panels, LBO) */
         if constexpr (!DQF) {
-            bwd90v3_fence(dv);
-            bwd90v3_fence(dk);
+            ptx_fence_operands(dv);
+            ptx_fence_operands(dk);
             ptx_wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < BM / 16; kk++)
@@ -444,8 +421,8 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
         if constexpr (DQF) {
             /* dV, dK behind dQ: the dQ epilogue below runs while they are on the tensor
              * cores (in sm90v3t they ran before the barrier instead) */
-            bwd90v3_fence(dv);
-            bwd90v3_fence(dk);
+            ptx_fence_operands(dv);
+            ptx_fence_operands(dk);
 #pragma unroll
             for (int kk = 0; kk < BM / 16; kk++)
                 ptx_wgmma_rs_m64n128k16_tb(T(), dv, pa[kk],
@@ -456,14 +433,14 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                                            ptx_wgmma_desc(q_buf + kk * 16 * 128, BM * 128, 1024), 1);
             ptx_wgmma_commit();
             ptx_wgmma_wait<1>(); /* dQ */
-            bwd90v3_fence(acc);
+            ptx_fence_operands(acc);
         } else {
             ptx_wgmma_wait<0>();
-            bwd90v3_fence(acc);
-            bwd90v3_fence(dv);
-            bwd90v3_fence(dk);
-            bwd90v3_fence(pa);
-            bwd90v3_fence(da);
+            ptx_fence_operands(acc);
+            ptx_fence_operands(dv);
+            ptx_fence_operands(dk);
+            ptx_fence_operands(pa);
+            ptx_fence_operands(da);
         }
 
         if constexpr (TDQ) {
@@ -564,10 +541,10 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
 
         if constexpr (DQF) {
             ptx_wgmma_wait<0>(); /* dV, dK */
-            bwd90v3_fence(dv);
-            bwd90v3_fence(dk);
-            bwd90v3_fence(pa);
-            bwd90v3_fence(da);
+            ptx_fence_operands(dv);
+            ptx_fence_operands(dk);
+            ptx_fence_operands(pa);
+            ptx_fence_operands(da);
         }
         /* this warp is done with the stage: Q, dO (its wgmmas completed), LSE, D, info; its
          * lanes' reads are ordered before lane 0's arrival (release) by __syncwarp (sm90v6's

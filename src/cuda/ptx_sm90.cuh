@@ -90,6 +90,16 @@ static __device__ __forceinline__ void ptx_fence_operand(uint32_t &x)
     asm volatile("" : "+r"(x)::"memory");
 }
 
+/* The same on every register of a fragment array (accumulators, A fragments): x[N][4]. */
+template <typename R, int N> static __device__ __forceinline__ void ptx_fence_operands(R (&x)[N][4])
+{
+#pragma unroll
+    for (int i = 0; i < N; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            ptx_fence_operand(x[i][e]);
+}
+
 /* ---- wgmma.mma_async, d = a b + (scale_d ? d : 0) --------------------------------------------
  * ss: A and B from shared memory, both K-major (S = Q K^T). rs_..._tb: A from registers,
  * B MN-major from shared memory (O += P V). The element type is picked by the tag argument. */
