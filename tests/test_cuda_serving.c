@@ -27,9 +27,9 @@
  *   graph     a KV-cache call with a workspace captured in a CUDA graph and replayed.
  *   variants  the split cases, varlen and the graph under each non-default merge
  *             (FLASHC_DECODE_MERGE = v1, v2, v3, pdl, fused), and a name that is no variant
- *             refused; the same and more under each kernel variant (FLASHC_DECODE_KERNEL = base,
- *             lean3, lean5, lean-pf, ring, ring-cpa at several ring depths), the split rules
- *             (FLASHC_DECODE_SPLITS = fill, fa2), and a depth or rule that does not exist refused.
+ *             refused; the same and more under each kernel variant (FLASHC_DECODE_KERNEL = lean,
+ *             lean3, lean5, base), the split rules (FLASHC_DECODE_SPLITS = fill, fa2), and a
+ *             loader or rule that does not exist refused.
  *   merge     flashc_attn_merge on CUDA tensors.
  *
  * No CUDA device (or a build without CUDA): exits 77 (skipped). FLASHC_TEST_SMALL=1 keeps only
@@ -1248,23 +1248,20 @@ static void test_kvcache_merge_variants(void **state)
 
 /* ---- the kernel variants (FLASHC_DECODE_KERNEL, src/cuda/attn_decode.cu) ----------------- */
 
-/* The split kernel's lean loaders (lean and lean5 here; lean3, lean-pf through FLASHC_TEST_KERNELS;
- * the base loader, the default, runs every other test), and the ring kernel (bulk copies, and cp.async)
- * at its default depth and at 1 and 2 stages (a ring that wraps every stage or two), on the
- * variant cases above (split counts 1..64, paged
- * with shuffled tables, ragged lengths, append, GQA 1..8, masks, modifiers, chunked prefill,
- * Dk != Dv, varlen, graph replays; D 256 takes the split kernel's base instance), plus page 1, a padded head dim
- * with cache_batch_idx, empty caches and, unless short, B 1 at 32k keys with the automatic split
- * count; then the automatic count under FLASHC_DECODE_SPLITS = fill and fa2 (B 1, 3, 8), and an
- * unknown rule refused. FLASHC_DECODE_KERNEL is put back as it was (a run may force a kernel on every
- * test). On a device that is not compute capability 9.0 the ring falls back to the split kernel
- * (the lean kernels run on sm_80 too). */
+/* The split kernel's lean loaders (lean and lean5 here; lean3 and base through
+ * FLASHC_TEST_KERNELS; the default loader runs every other test) on the variant cases above
+ * (split counts 1..64, paged with shuffled tables, ragged lengths, append, GQA 1..8, masks,
+ * modifiers, chunked prefill, Dk != Dv, varlen, graph replays; D 256 takes the split kernel's
+ * base instance), plus page 1, a padded head dim with cache_batch_idx, empty caches and, unless
+ * short, B 1 at 32k keys with the automatic split count; then the automatic count under
+ * FLASHC_DECODE_SPLITS = fill and fa2 (B 1, 3, 8), and an unknown rule and loader refused.
+ * FLASHC_DECODE_KERNEL is put back as it was (a run may force a kernel on every test). */
 static void test_kvcache_kernel_variants(void **state)
 {
     (void)state;
-    /* lean3 and lean-pf passed every case on the H200 (2026-12-02 round 1): FLASHC_TEST_KERNELS
-     * runs them again; the default list keeps the test's time */
-    static const char *all[] = {"lean", "ring-cpa", "lean5", "ring", "ring:1", "ring-cpa:2"};
+    /* lean3 passed every case on the H200 (2026-12-02 round 1): FLASHC_TEST_KERNELS runs it
+     * again; the default list keeps the test's time */
+    static const char *all[] = {"lean", "lean5"};
     const char *kernels[8];
     const char *was = getenv("FLASHC_DECODE_KERNEL");
     char *saved = was ? strdup(was) : NULL;
@@ -1296,7 +1293,7 @@ static void test_kvcache_kernel_variants(void **state)
             e.causal = 1;
             kv_check(&e, few, 3, 0);
         }
-        if (!small && strchr(kernels[v], ':') == NULL) {
+        if (!small) {
             const int auto_one[] = {0, 1};
             kv_case l = kvc(FLASHC_BF16, 1, 1, 32, 8, 128, 64, 32768, 32767, 1);
             kv_check(&l, auto_one, 2, 1);
@@ -1333,7 +1330,7 @@ static void test_kvcache_kernel_variants(void **state)
         kv_teardown(&r);
     }
     unsetenv("FLASHC_DECODE_SPLITS");
-    setenv("FLASHC_DECODE_KERNEL", "ring:9", 1); /* no such depth: refused */
+    setenv("FLASHC_DECODE_KERNEL", "ring", 1); /* no such loader (removed 2026-12-03): refused */
     {
         kv_case c = kvc(FLASHC_BF16, 2, 1, 8, 2, 128, 16, 64, 40, 1);
         kv_run r;
@@ -1344,7 +1341,7 @@ static void test_kvcache_kernel_variants(void **state)
         flashc_attn_params pr = kv_params(&r, &al, 4);
         assert_int_equal(flashc_attn_kvcache_fwd(&pr, &cache, &q, &o, &lse, NULL),
                          FLASHC_ERR_INVALID_ARGUMENT);
-        printf("  FLASHC_DECODE_KERNEL=ring:9: refused (%s)\n", flashc_last_error());
+        printf("  FLASHC_DECODE_KERNEL=ring: refused (%s)\n", flashc_last_error());
         kv_teardown(&r);
     }
     if (saved)
