@@ -1,0 +1,48 @@
+# bench/gpu/s_common.sh — sourced by the device scripts (s6_*.sh): parallel jobs under hard
+# timeouts, each with its log and exit code in $OUT, and a one-line-per-job summary.
+# Needs OUT set. Usage:
+#   FAM=sm90v3w job NAME SECONDS CMD...   # runs CMD under FLASHC_CUDA_BWD_KERNEL=$FAM (if set)
+#   wait_jobs; jobs_summary               # prints "NAME: rc R; N cases; passed: ..." lines
+#   jobs_failed                           # exit status 0 iff some job's rc was not 0
+s_pids=() s_names=()
+
+job() { # name, timeout (s), command... ; FAM (optional): FLASHC_CUDA_BWD_KERNEL
+  local n=$1 t=$2; shift 2
+  ( timeout -k 2 "$t" env ${FAM:+FLASHC_CUDA_BWD_KERNEL=$FAM} OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} \
+      "$@" >"$OUT/$n.log" 2>&1
+    echo $? >"$OUT/$n.rc" ) &
+  s_pids+=($!) s_names+=("$n")
+}
+
+wait_jobs() {
+  local p
+  for p in "${s_pids[@]}"; do wait "$p"; done
+}
+
+# One line a job: its rc (124: timed out), the cmocka pass/fail lines, the sanitizer summary;
+# for a job that failed, its last lines; for a sanitizer hazard, the first sites it printed.
+jobs_summary() {
+  local n rc cases pass fail errs
+  for n in "${s_names[@]}"; do
+    rc=$(cat "$OUT/$n.rc" 2>/dev/null || echo '?')
+    cases=$(grep -cE ': dq |bit-identical' "$OUT/$n.log" 2>/dev/null)
+    pass=$(grep -E '\[  PASSED  \]' "$OUT/$n.log" | tail -1 | sed 's/.*PASSED  \] *//')
+    fail=$(grep -E '\[  FAILED  \]|\[  ERROR   \]' "$OUT/$n.log" | head -3 | tr '\n' ' ')
+    errs=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$n.log" | tail -1)
+    echo "$n: rc $rc; $cases cases; passed: ${pass:-?} ${fail:+FAILED: $fail}${errs:+; $errs}"
+    if [ "$rc" != 0 ]; then
+      grep -E 'Race reported|(Read|Write) access at|[Bb]arrier|Invalid' "$OUT/$n.log" |
+        sed -e 's/^========= *//' -e 's/(CUtensorMap_st[^)]*)//g' -e 's/attn_bwd_args//g' |
+        head -16 | cut -c1-220
+      echo "  last lines: $(grep -vE '^\[ (RUN|       OK) ' "$OUT/$n.log" | tail -6 | tr '\n' ' ' | cut -c1-900)"
+    fi
+  done
+}
+
+jobs_failed() {
+  local n
+  for n in "${s_names[@]}"; do
+    [ "$(cat "$OUT/$n.rc" 2>/dev/null)" = 0 ] || return 0
+  done
+  return 1
+}
