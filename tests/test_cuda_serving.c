@@ -316,6 +316,23 @@ static void fill_rand(flashc_dtype dt, int64_t n, uint16_t *bits, float *f)
     }
 }
 
+/* Puts variable `name` back to `was` (a strdup'ed value, freed here; NULL: unset): a device
+ * script may force a decode variable on every test, and the variant tests set their own. */
+static void env_restore(const char *name, char *was)
+{
+    if (was)
+        setenv(name, was, 1);
+    else
+        unsetenv(name);
+    free(was);
+}
+
+static char *env_save(const char *name)
+{
+    const char *e = getenv(name);
+    return e ? strdup(e) : NULL;
+}
+
 static int rand_int(int n) { return (int)(tu_uniform() * n) % (n > 0 ? n : 1); }
 
 /* ---- KV-cache cases ------------------------------------------------------------------------ */
@@ -1214,6 +1231,7 @@ static void test_kvcache_merge_variants(void **state)
     /* the default (pdl): every other test */
     /* v3 and auto (opt-in since the unexplained failure of 2026-12-02 02:36 UTC) run when
      * FLASHC_TEST_MERGES=v3,auto,.. names them, so the default list stays the proven one */
+    char *merge_was = env_save("FLASHC_DECODE_MERGE");
     const char *variants[8] = {"v1", "v2", "fused"};
     size_t nvar = 3;
     char *mlist = getenv("FLASHC_TEST_MERGES") ? strdup(getenv("FLASHC_TEST_MERGES")) : NULL;
@@ -1242,7 +1260,7 @@ static void test_kvcache_merge_variants(void **state)
         printf("  FLASHC_DECODE_MERGE=v9: refused (%s)\n", flashc_last_error());
         kv_teardown(&r);
     }
-    unsetenv("FLASHC_DECODE_MERGE");
+    env_restore("FLASHC_DECODE_MERGE", merge_was);
     free(mlist);
 }
 
@@ -1263,8 +1281,7 @@ static void test_kvcache_kernel_variants(void **state)
      * again; the default list keeps the test's time */
     static const char *all[] = {"lean", "lean5"};
     const char *kernels[8];
-    const char *was = getenv("FLASHC_DECODE_KERNEL");
-    char *saved = was ? strdup(was) : NULL;
+    char *saved = env_save("FLASHC_DECODE_KERNEL");
     const int small = small_only();
     const int few[] = {1, 4, 0};
     int n = 0;
@@ -1303,6 +1320,7 @@ static void test_kvcache_kernel_variants(void **state)
      * the automatic count, under the first kernel of the list: B 1 (many splits), B 3 ragged (a
      * few), B 8 x 16 heads (none) */
     setenv("FLASHC_DECODE_KERNEL", kernels[0], 1);
+    char *splits_was = env_save("FLASHC_DECODE_SPLITS");
     for (int rule = 0; rule < 2; rule++) {
         setenv("FLASHC_DECODE_SPLITS", rule ? "fa2" : "fill", 1);
         printf("  FLASHC_DECODE_SPLITS=%s (FLASHC_DECODE_KERNEL=%s)\n", rule ? "fa2" : "fill",
@@ -1329,7 +1347,7 @@ static void test_kvcache_kernel_variants(void **state)
         printf("  FLASHC_DECODE_SPLITS=waves: refused (%s)\n", flashc_last_error());
         kv_teardown(&r);
     }
-    unsetenv("FLASHC_DECODE_SPLITS");
+    env_restore("FLASHC_DECODE_SPLITS", splits_was);
     setenv("FLASHC_DECODE_KERNEL", "ring", 1); /* no such loader (removed 2026-12-03): refused */
     {
         kv_case c = kvc(FLASHC_BF16, 2, 1, 8, 2, 128, 16, 64, 40, 1);
@@ -1344,11 +1362,7 @@ static void test_kvcache_kernel_variants(void **state)
         printf("  FLASHC_DECODE_KERNEL=ring: refused (%s)\n", flashc_last_error());
         kv_teardown(&r);
     }
-    if (saved)
-        setenv("FLASHC_DECODE_KERNEL", saved, 1);
-    else
-        unsetenv("FLASHC_DECODE_KERNEL");
-    free(saved);
+    env_restore("FLASHC_DECODE_KERNEL", saved);
     free(list);
 }
 
