@@ -1169,8 +1169,9 @@ static void test_varlen(void **state)
  * rounding and each by the 2x rule, paged caches with shuffled tables, ragged cache_seqlens
  * (an empty sequence), append, GQA 1 / 2 / 4 / 8, both dtypes, masks and modifiers, several
  * row tiles a sequence (chunked prefill, Sq 16 x group 8), D 256 and Dk != Dv, varlen, and a
- * graph replayed with the counters of the fused merge. The default (pdl) runs every other
- * test. The variable is read at each call, so setting it here switches the next call. */
+ * graph replayed with the counters of the fused merge. The default (auto: v3 for small merge
+ * grids, else pdl) runs every other test. The variable is read at each call, so setting it
+ * here switches the next call. */
 static void variant_cases(void)
 {
     const int many[] = {1, 2, 3, 5, 8, 13, 32, 64, 0};
@@ -1228,12 +1229,11 @@ static void variant_cases(void)
 static void test_kvcache_merge_variants(void **state)
 {
     (void)state;
-    /* the default (pdl): every other test */
-    /* v3 and auto (opt-in since the unexplained failure of 2026-12-02 02:36 UTC) run when
-     * FLASHC_TEST_MERGES=v3,auto,.. names them, so the default list stays the proven one */
+    /* the default (auto: v3 on every test's small grids, pdl on the larger): every other test;
+     * FLASHC_TEST_MERGES=v3,auto,.. names others (a device script's choice) */
     char *merge_was = env_save("FLASHC_DECODE_MERGE");
-    const char *variants[8] = {"v1", "v2", "fused"};
-    size_t nvar = 3;
+    const char *variants[8] = {"v1", "v2", "pdl", "fused"};
+    size_t nvar = 4;
     char *mlist = getenv("FLASHC_TEST_MERGES") ? strdup(getenv("FLASHC_TEST_MERGES")) : NULL;
     if (mlist) {
         nvar = 0;
@@ -1266,8 +1266,8 @@ static void test_kvcache_merge_variants(void **state)
 
 /* ---- the kernel variants (FLASHC_DECODE_KERNEL, src/cuda/attn_decode.cu) ----------------- */
 
-/* The split kernel's lean loaders (lean and lean5 here; lean3 and base through
- * FLASHC_TEST_KERNELS; the default loader runs every other test) on the variant cases above
+/* The split kernel's loaders other than the default lean (base and lean5 here; lean3 through
+ * FLASHC_TEST_KERNELS; lean runs every other test) on the variant cases above
  * (split counts 1..64, paged with shuffled tables, ragged lengths, append, GQA 1..8, masks,
  * modifiers, chunked prefill, Dk != Dv, varlen, graph replays; D 256 takes the split kernel's
  * base instance), plus page 1, a padded head dim with cache_batch_idx, empty caches and, unless
@@ -1279,7 +1279,7 @@ static void test_kvcache_kernel_variants(void **state)
     (void)state;
     /* lean3 passed every case on the H200 (2026-12-02 round 1): FLASHC_TEST_KERNELS runs it
      * again; the default list keeps the test's time */
-    static const char *all[] = {"lean", "lean5"};
+    static const char *all[] = {"base", "lean5"};
     const char *kernels[8];
     char *saved = env_save("FLASHC_DECODE_KERNEL");
     const int small = small_only();

@@ -31,7 +31,7 @@
  * CUDA graphs. The launch shape depends only on the maxima: grid (B * Hkv * ceil(Sq_max * group
  * / 16), splits) with splits from params.num_splits or, for 0, from B * Hkv, the tile count,
  * Sk_max (for device caches: the capacity, S_cache or max_pages * page_size) and the SM count
- * (splits_of: FlashAttention-2's wave-efficiency rule on this kernel's blocks per SM);
+ * (splits_of: whole waves of this kernel's blocks per SM, or FlashAttention-2's rule);
  * the actual lengths (cache_seqlens, cu_seqlens) are read by the kernels. Nothing synchronises
  * with the host; with a workspace nothing is allocated (else cudaMallocAsync on the stream).
  *
@@ -47,9 +47,9 @@
  * on the same stream, so the attention kernel sees the new keys.
  *
  * Merge variants (FLASHC_DECODE_MERGE, read at every call so one process can compare them; the
- * default is pdl since the run of 2026-12-01 17:05 UTC: 1.3-1.6x v1's throughput at B 1, the
- * same at B 16; "auto", v3 while its grid is <= 4 blocks a SM, else pdl, measured faster on
- * 2026-12-02 but left opt-in after an unexplained test failure, bench/RESULTS.md):
+ * default is "auto" since 2026-12-03: v3 while its grid is <= 4 blocks a SM, else pdl, 1-3%
+ * ahead of pdl at B 1 and 4 on 2026-12-02; the failure that held it back was the test's,
+ * bench/RESULTS.md, decode5; pdl was the default from the run of 2026-12-01 17:05 UTC):
  *   v1     attn_decode_merge, one warp a row, each lane walking the splits one dependent load
  *          after another: at B 1 (32 rows, 28-42 splits) that chain of L2 round trips is the
  *          suspected fixed cost of 15-40 us a call (bench/RESULTS.md, issue 13);
@@ -68,10 +68,9 @@
  *          makes graph replays safe); on sm_90 the split kernel is its programmatic dependent
  *          and waits for it only at the arrival, so the zeroing costs no launch gap.
  *
- * The lean loader of the split kernel (FLASHC_DECODE_KERNEL = lean; opt-in: measured 1.02-1.11x
- * the base loader at B 1..16 x 4k..128k on 2026-12-02, paged within 3% of contiguous, but left
- * opt-in after an unexplained failure of the closing check, bench/RESULTS.md; unset, split or
- * base the historical loader; lean3, lean5 opt-in;
+ * The lean loader of the split kernel (FLASHC_DECODE_KERNEL unset or lean: the default since
+ * 2026-12-03, measured 1.02-1.11x the base loader at B 1..16 x 4k..128k on 2026-12-02, paged
+ * within 3% of contiguous; split or base the historical loader; lean3, lean5 opt-in;
  * head dims <= 128, any sm_80+ device; larger head dims take the base instance). The Nsight profile
  * of 2026-12-01 (1 x 32k: 67% DRAM, 0.47 instructions issued a cycle and scheduler, ~1000
  * instructions a warp per 16-key block) and the SASS read here showed that dec_load_kv's 64-bit
@@ -88,9 +87,9 @@
  * producer warp feeding 4 consumers through an mbarrier ring: 0.2-0.8x cuDNN, flat across
  * shapes; the single producer warp's instruction stream was the limit).
  *
- * Split rule (FLASHC_DECODE_SPLITS, read at every call): fa2, FlashAttention-2's rule (the
- * default), or fill (opt-in), which splits tiles that are at most half the slots into whole waves
- * of k blocks a SM, at most 33 splits (splits_of).
+ * Split rule (FLASHC_DECODE_SPLITS, read at every call): fill (the default since 2026-12-03),
+ * which splits tiles that are at most half the slots into whole waves of k blocks a SM, at most
+ * 33 splits (splits_of); or fa2, FlashAttention-2's rule, the default before.
  */
 #include "attn_cuda.cuh"
 #include "attn_fwd_common.cuh"
@@ -148,9 +147,9 @@ enum { DEC_MERGE_V1 = 1, DEC_MERGE_V2 = 2, DEC_MERGE_PDL = 3, DEC_MERGE_FUSED = 
        DEC_MERGE_V3 = 5, DEC_MERGE_AUTO = 6 /* host only: v3 or pdl (cuda_attn_decode) */ };
 /* FLASHC_DECODE_KERNEL: the split kernel's loader ("split" names the base loader) */
 enum { DEC_KERNEL_LEAN = 4, DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_BASE = 7, DEC_KERNEL_LEAN5 = 8 };
-/* The split kernel's instances (its VAR template argument): the base loader (the default, and
- * every head dim > 128) and the lean loaders (lean, lean3, lean5; opt-in, head dims <= 128
- * only). */
+/* The split kernel's instances (its VAR template argument): the base loader (FLASHC_DECODE_KERNEL
+ * = base, and every head dim > 128) and the lean loaders (lean, the default; lean3, lean5; head
+ * dims <= 128 only). */
 enum { DEC_VAR_BASE = 0, DEC_VAR_LEAN = 1, DEC_VAR_LEAN3 = 2, DEC_VAR_LEAN5 = 4 };
 __host__ __device__ constexpr int dec_var_stages(int var)
 {
@@ -1126,19 +1125,17 @@ int sm_count(void)
     return n;
 }
 
-/* FLASHC_DECODE_KERNEL, read at every call (so one process can compare the kernels): unset, "",
- * "split" or "base" the split kernel's historical loader (the default); "lean" the lean loader
- * (faster at every B x ctx measured on 2026-12-02, opt-in, bench/RESULTS.md); "lean3", "lean5"
+/* FLASHC_DECODE_KERNEL, read at every call (so one process can compare the kernels): unset, ""
+ * or "lean" the lean loader (the default: faster at every B x ctx measured on 2026-12-02,
+ * bench/RESULTS.md); "split" or "base" the split kernel's historical loader; "lean3", "lean5"
  * the lean loader with 3 or 5 stages a warp; 0 for anything else. */
 int kernel_mode(void)
 {
     const char *e = getenv("FLASHC_DECODE_KERNEL");
-    /* the default stays the base loader: the closing check of 2026-12-02 02:36 UTC had one
-     * unexplained failure of test_kvcache_merge_variants with lean + fill + auto as defaults */
-    if (!e || !e[0] || strcmp(e, "split") == 0 || strcmp(e, "base") == 0)
-        return DEC_KERNEL_BASE;
-    if (strcmp(e, "lean") == 0)
+    if (!e || !e[0] || strcmp(e, "lean") == 0)
         return DEC_KERNEL_LEAN;
+    if (strcmp(e, "split") == 0 || strcmp(e, "base") == 0)
+        return DEC_KERNEL_BASE;
     if (strcmp(e, "lean5") == 0)
         return DEC_KERNEL_LEAN5;
     if (strcmp(e, "lean3") == 0)
@@ -1177,22 +1174,23 @@ int blocks_per_sm(const attn_problem *p)
     return di == 64 ? 4 : di == 128 ? 3 : 1;
 }
 
-/* FLASHC_DECODE_SPLITS, read at every call: unset, "" or "fa2" FlashAttention-2's rule (the
- * default); "fill" the whole-wave rule (splits_of; opt-in); 0 for anything else. */
+/* FLASHC_DECODE_SPLITS, read at every call: unset, "" or "fill" the whole-wave rule (splits_of;
+ * the default since 2026-12-03); "fa2" FlashAttention-2's rule, the default before; 0 for
+ * anything else. */
 int split_rule(void)
 {
     const char *e = getenv("FLASHC_DECODE_SPLITS");
-    if (!e || !e[0] || strcmp(e, "fa2") == 0)
-        return 1;
-    if (strcmp(e, "fill") == 0)
+    if (!e || !e[0] || strcmp(e, "fill") == 0)
         return 2;
+    if (strcmp(e, "fa2") == 0)
+        return 1;
     return 0;
 }
 
-/* The split count: the caller's, or (0) FlashAttention-2's rule on this kernel's slots: among
- * 1..64 splits (each keeping at least 128 keys, 2 blocks a warp), the smallest whose last wave
- * of thread blocks is within 85% of the best wave efficiency n_waves / ceil(n_waves); or the
- * fill rule (FLASHC_DECODE_SPLITS). From the maxima only (B, Hkv, the tile count, Sk_max), the SM
+/* The split count: the caller's, or (0) the fill rule (FLASHC_DECODE_SPLITS, below), or
+ * FlashAttention-2's rule on this kernel's slots: among 1..64 splits (each keeping at least 128
+ * keys, 2 blocks a warp), the smallest whose last wave of thread blocks is within 85% of the
+ * best wave efficiency n_waves / ceil(n_waves). From the maxima only (B, Hkv, the tile count, Sk_max), the SM
  * count, FLASHC_DECODE_KERNEL and FLASHC_DECODE_SPLITS. */
 int splits_of(const attn_problem *p)
 {
@@ -1268,14 +1266,12 @@ flashc_status check_operand(const char *fn, const char *name, const void *ptr, c
 }
 
 /* FLASHC_DECODE_MERGE (the header comment), read at every call so that one process can compare
- * the variants: unset or "" the default (pdl); "auto" (v3 for small merge grids, else pdl;
- * resolved in cuda_attn_decode), "v1", "v2", "v3", "pdl", "fused"; 0 for anything else. */
+ * the variants: unset, "" or "auto" the default (v3 for small merge grids, else pdl; resolved in
+ * cuda_attn_decode); "v1", "v2", "v3", "pdl", "fused"; 0 for anything else. */
 int merge_mode(void)
 {
     const char *e = getenv("FLASHC_DECODE_MERGE");
-    if (!e || !e[0])
-        return DEC_MERGE_PDL;
-    if (strcmp(e, "auto") == 0)
+    if (!e || !e[0] || strcmp(e, "auto") == 0)
         return DEC_MERGE_AUTO;
     if (strcmp(e, "v1") == 0)
         return DEC_MERGE_V1;
