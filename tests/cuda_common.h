@@ -9,6 +9,7 @@
 #include "internal.h" /* bf16 / fp16 conversions */
 
 #include <cuda_runtime_api.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -40,6 +41,15 @@ static inline uint16_t to_bits(flashc_dtype dt, float x)
 static inline float from_bits(flashc_dtype dt, uint16_t h)
 {
     return dt == FLASHC_BF16 ? flashc__bf16_to_f32(h) : flashc__f16_to_f32(h);
+}
+/* One unit in the last place of the storage dtype at |x| (bf16: 8 significant bits, fp16: 11,
+ * its subnormal step 2^-24 the floor): what two roundings of nearly equal values may differ by. */
+static inline double ulp_of(flashc_dtype dt, double x)
+{
+    int e = 0;
+    frexp(fabs(x), &e);
+    const double u = ldexp(1.0, e - (dt == FLASHC_BF16 ? 8 : 11));
+    return dt == FLASHC_BF16 || u > 0x1.0p-24 ? u : 0x1.0p-24;
 }
 static inline const char *dtname(flashc_dtype dt) { return dt == FLASHC_BF16 ? "bf16" : "fp16"; }
 

@@ -31,7 +31,7 @@
  * CUDA graphs. The launch shape depends only on the maxima: grid (B * Hkv * ceil(Sq_max * group
  * / 16), splits) with splits from params.num_splits or, for 0, from B * Hkv, the tile count,
  * Sk_max (for device caches: the capacity, S_cache or max_pages * page_size) and the SM count
- * (splits_of: FlashAttention-2's wave-efficiency rule on this kernel's blocks per SM);
+ * (splits_of: whole waves of this kernel's blocks per SM, or FlashAttention-2's rule);
  * the actual lengths (cache_seqlens, cu_seqlens) are read by the kernels. Nothing synchronises
  * with the host; with a workspace nothing is allocated (else cudaMallocAsync on the stream).
  *
@@ -47,9 +47,9 @@
  * on the same stream, so the attention kernel sees the new keys.
  *
  * Merge variants (FLASHC_DECODE_MERGE, read at every call so one process can compare them; the
- * default is pdl since the run of 2026-12-01 17:05 UTC: 1.3-1.6x v1's throughput at B 1, the
- * same at B 16; "auto", v3 while its grid is <= 4 blocks a SM, else pdl, measured faster on
- * 2026-12-02 but left opt-in after an unexplained test failure, bench/RESULTS.md):
+ * default is "auto" since 2026-12-03: v3 while its grid is <= 4 blocks a SM, else pdl, 1-3%
+ * ahead of pdl at B 1 and 4 on 2026-12-02; the failure that held it back was the test's,
+ * bench/RESULTS.md, decode5; pdl was the default from the run of 2026-12-01 17:05 UTC):
  *   v1     attn_decode_merge, one warp a row, each lane walking the splits one dependent load
  *          after another: at B 1 (32 rows, 28-42 splits) that chain of L2 round trips is the
  *          suspected fixed cost of 15-40 us a call (bench/RESULTS.md, issue 13);
@@ -68,19 +68,9 @@
  *          makes graph replays safe); on sm_90 the split kernel is its programmatic dependent
  *          and waits for it only at the arrival, so the zeroing costs no launch gap.
  *
- * Kernel variants (FLASHC_DECODE_KERNEL, read at every call; opt-in until a device run shows
- * them correct and faster; the default is the split kernel, base loader): "ring" and
- * "ring-cpa", each with an optional ":N" (ring stages, 1..8) — attn_decode_ring below: a producer warp keeps N stages
- * of 64 keys in flight (bulk copies on mbarriers, or cp.async on the same mbarriers) ahead of 4
- * consumer warps, with one block an SM and a split count that fills the SMs once (ring_plan,
- * splits_of). Only on compute capability 9.0, head dims <= 128 with D and Dv multiples of 8;
- * any other problem runs the split kernel whatever the variable says. The merge is any of
- * FLASHC_DECODE_MERGE's (fused: the ring's last block of a tile merges, as in the split kernel).
- *
- * The lean loader of the split kernel (FLASHC_DECODE_KERNEL = lean; opt-in: measured 1.02-1.11x
- * the base loader at B 1..16 x 4k..128k on 2026-12-02, paged within 3% of contiguous, but left
- * opt-in after an unexplained failure of the closing check, bench/RESULTS.md; unset, split or
- * base the historical loader; lean3, lean5, lean-pf opt-in;
+ * The lean loader of the split kernel (FLASHC_DECODE_KERNEL unset or lean: the default since
+ * 2026-12-03, measured 1.02-1.11x the base loader at B 1..16 x 4k..128k on 2026-12-02, paged
+ * within 3% of contiguous; split or base the historical loader; lean3, lean5 opt-in;
  * head dims <= 128, any sm_80+ device; larger head dims take the base instance). The Nsight profile
  * of 2026-12-01 (1 x 32k: 67% DRAM, 0.47 instructions issued a cycle and scheduler, ~1000
  * instructions a warp per 16-key block) and the SASS read here showed that dec_load_kv's 64-bit
@@ -89,20 +79,22 @@
  * computes each key's offset once (one lane a key, then shuffles) and adds it to per-lane
  * pointers fixed for the block's life. lean3 gives each warp 3 stages (two blocks in flight
  * while it multiplies one; 100 KB a block at d 128: 2 blocks an SM), lean5 5 stages (164 KB, one
- * block an SM: cuDNN's shape at B 16, one block a (b, kv head) and no merge); lean-pf adds the
- * L2::256B prefetch hint to the copies (a key row of one head is 256 bytes at d 128). Measured
+ * block an SM: cuDNN's shape at B 16, one block a (b, kv head) and no merge). Measured
  * (round 1): the lean loader gains 2-11%, less than its instruction count suggests: with it the
  * split kernel is no longer issue-bound, and lean3's extra loads in flight gain nothing more.
+ * Removed on 2026-12-03 after losing at every shape measured (bench/RESULTS.md): lean-pf (the
+ * L2::256B hint, 1-6% slower than lean) and the ring kernels attn_decode_ring / ring-cpa (a
+ * producer warp feeding 4 consumers through an mbarrier ring: 0.2-0.8x cuDNN, flat across
+ * shapes; the single producer warp's instruction stream was the limit).
  *
- * Split rule (FLASHC_DECODE_SPLITS, read at every call): fa2, FlashAttention-2's rule (the
- * default), or fill (opt-in), which splits tiles that are at most half the slots into whole waves
- * of k blocks a SM, at most 33 splits (splits_of).
+ * Split rule (FLASHC_DECODE_SPLITS, read at every call): fill (the default since 2026-12-03),
+ * which splits tiles that are at most half the slots into whole waves of k blocks a SM, at most
+ * 33 splits (splits_of); or fa2, FlashAttention-2's rule, the default before.
  */
 #include "attn_cuda.cuh"
 #include "attn_fwd_common.cuh"
 #include "attn_mma_sm80.cuh"
 #include "ptx.cuh"
-#include "ptx_sm90.cuh"
 
 #include <math.h>
 #include <stdio.h>
@@ -149,20 +141,16 @@ struct dec_args {
     int total_q, total_k;         /* varlen: rows of q, o and of k, v                    */
     int merge;                    /* DEC_MERGE_*: how split partials become o and lse    */
     unsigned *counters;           /* fused: arrivals per tile (B * Hkv * m_tiles), zeroed */
-    int ring_stages;              /* the ring kernel's stages (attn_decode_ring)           */
 };
 
 enum { DEC_MERGE_V1 = 1, DEC_MERGE_V2 = 2, DEC_MERGE_PDL = 3, DEC_MERGE_FUSED = 4,
        DEC_MERGE_V3 = 5, DEC_MERGE_AUTO = 6 /* host only: v3 or pdl (cuda_attn_decode) */ };
-/* FLASHC_DECODE_KERNEL (DEC_KERNEL_SPLIT unused: "split" names the base loader) */
-enum { DEC_KERNEL_SPLIT = 1, DEC_KERNEL_RING = 2, DEC_KERNEL_RING_CPA = 3, DEC_KERNEL_LEAN = 4,
-       DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_LEAN_PF = 6, DEC_KERNEL_BASE = 7,
-       DEC_KERNEL_LEAN5 = 8 };
-/* The split kernel's instances (its VAR template argument): the base loader (the default, and
- * every head dim > 128) and the lean loaders (lean, lean3, lean5, lean-pf; opt-in, head dims
- * <= 128 only). */
-enum { DEC_VAR_BASE = 0, DEC_VAR_LEAN = 1, DEC_VAR_LEAN3 = 2, DEC_VAR_LEAN_PF = 3,
-       DEC_VAR_LEAN5 = 4 };
+/* FLASHC_DECODE_KERNEL: the split kernel's loader ("split" names the base loader) */
+enum { DEC_KERNEL_LEAN = 4, DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_BASE = 7, DEC_KERNEL_LEAN5 = 8 };
+/* The split kernel's instances (its VAR template argument): the base loader (FLASHC_DECODE_KERNEL
+ * = base, and every head dim > 128) and the lean loaders (lean, the default; lean3, lean5; head
+ * dims <= 128 only). */
+enum { DEC_VAR_BASE = 0, DEC_VAR_LEAN = 1, DEC_VAR_LEAN3 = 2, DEC_VAR_LEAN5 = 4 };
 __host__ __device__ constexpr int dec_var_stages(int var)
 {
     return var == DEC_VAR_LEAN3 ? 3 : var == DEC_VAR_LEAN5 ? 5 : DEC_STAGES;
@@ -331,7 +319,7 @@ __device__ __forceinline__ void dec_lean_lookup(const dec_args &a, int b, int j0
 /* The copy half: K and V rows of the 16 keys that lanes 0..15 looked up (x, y from
  * dec_lean_lookup; x checked here as dec_kv_loc checks it) into the swizzled tiles at shared
  * addresses sK, sV. */
-template <typename T, int DI, int DS, bool PF>
+template <typename T, int DI, int DS>
 __device__ __forceinline__ void dec_lean_issue(const dec_args &a, const dec_lane_kv &L,
                                                uint32_t sK, uint32_t sV, int x, int y, int lane)
 {
@@ -356,13 +344,8 @@ __device__ __forceinline__ void dec_lean_issue(const dec_args &a, const dec_lane
         const void *ks = L.kl + (okr >= 0 ? okr : 0);
         const void *vs = L.vl + (ovr >= 0 ? ovr : 0);
         const int kn = okr >= 0 ? L.kbytes : 0, vn = ovr >= 0 ? L.vbytes : 0;
-        if (PF) {
-            ptx_cp_async_16_n_l2pf(sK + so, ks, kn); /* a key row of a head: 256 B at d 128 */
-            ptx_cp_async_16_n_l2pf(sV + so, vs, vn);
-        } else {
-            ptx_cp_async_16_n(sK + so, ks, kn);
-            ptx_cp_async_16_n(sV + so, vs, vn);
-        }
+        ptx_cp_async_16_n(sK + so, ks, kn);
+        ptx_cp_async_16_n(sV + so, vs, vn);
     }
 }
 
@@ -429,18 +412,6 @@ __device__ __forceinline__ void dec_store4(T *o, const float4 &acc, float inv, i
         o[3] = T(acc.w * inv);
 }
 
-/* The barrier of dec_merge_rows' 128 threads: __syncthreads, or (NAMED, the ring kernel, whose
- * producer warp does not merge) named barrier 1 over the 128 merging threads (sm_90a only). */
-template <bool NAMED> __device__ __forceinline__ void dec_merge_bar(void)
-{
-    if (!NAMED)
-        __syncthreads();
-#if FLASHC_PTX_SM90A
-    else
-        ptx_named_bar_sync(1, DEC_WARPS * 32);
-#endif
-}
-
 /* Merges the split partials of nr packed rows m0 .. m0 + nr - 1 of sequence b (packed row R is
  * query row R / group of head hbase + R % group) into o and lse. Called by all 128 threads of a
  * block (it synchronises them); sw: shared memory of at least nr * splits + 2 * nr + 4 floats
@@ -452,7 +423,7 @@ template <bool NAMED> __device__ __forceinline__ void dec_merge_bar(void)
  *   3. thread = (split group g of G, row, chunk of 4 columns): the sum over s = g, g + G, ..
  *      with DEC_MERGE_DEPTH independent loads in flight; G = 128 / (rows x chunks) when that
  *      is > 1 (v2: one row, 32 chunks at Dv 128: G = 4; fused at B 1, group 4: G = 1). */
-template <typename T, bool NAMED = false>
+template <typename T>
 __device__ __forceinline__ void dec_merge_rows(const dec_args &a, int b, int m0, int hbase, int nr,
                                                float *sw)
 {
@@ -465,7 +436,7 @@ __device__ __forceinline__ void dec_merge_rows(const dec_args &a, int b, int m0,
         const int64_t prow = ((int64_t)b * a.Hq + hbase + R % a.group) * a.Sq + R / a.group;
         sw[x] = __ldcg(a.part_lse + (int64_t)s * nrows + prow);
     }
-    dec_merge_bar<NAMED>();
+    __syncthreads();
     float *sinv = sw + nr * S, *slse = sinv + nr;
     float4 *red = (float4 *)(sw + (nr * S + 2 * nr + 3) / 4 * 4);
     for (int r = warp; r < nr; r += DEC_WARPS) {
@@ -490,7 +461,7 @@ __device__ __forceinline__ void dec_merge_rows(const dec_args &a, int b, int m0,
             slse[r] = L > 0.0f ? M + logf(L) : -INFINITY;
         }
     }
-    dec_merge_bar<NAMED>();
+    __syncthreads();
     const int C4 = (a.Dv + 3) / 4, pairs = nr * C4;
     const int G = max(1, min(S, DEC_WARPS * 32 / pairs));
     const bool vec = a.Dv % 4 == 0;
@@ -512,7 +483,7 @@ __device__ __forceinline__ void dec_merge_rows(const dec_args &a, int b, int m0,
         }
     }
     if (G > 1) {
-        dec_merge_bar<NAMED>();
+        __syncthreads();
         for (int pr = tid; pr < pairs; pr += DEC_WARPS * 32) {
             const int r = pr / C4, c = pr % C4, R = m0 + r;
             const int i = R / a.group, h = hbase + R % a.group;
@@ -542,7 +513,6 @@ template <typename T, int DI, bool FUSED, int VAR>
 __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_args a)
 {
     constexpr bool LEAN = VAR != DEC_VAR_BASE;          /* dec_load_kv_lean                  */
-    constexpr bool PF = VAR == DEC_VAR_LEAN_PF;         /* ... with the L2::256B hint        */
     constexpr int STG = dec_var_stages(VAR);            /* K/V buffers a warp                */
     constexpr int DS = (DI + 63) / 64 * 64;
     constexpr int DT = DI / 8;
@@ -650,7 +620,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     };
     auto load = [&](int blk, int stage) {
         if constexpr (LEAN)
-            dec_lean_issue<T, DI, DS, PF>(a, lkv, wbase + stage * 2 * TILE * (int)sizeof(T),
+            dec_lean_issue<T, DI, DS>(a, lkv, wbase + stage * 2 * TILE * (int)sizeof(T),
                                           wbase + (stage * 2 + 1) * TILE * (int)sizeof(T), px,
                                           py, lane);
         else
@@ -822,403 +792,6 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
         dec_merge_rows<T>(a, tb, tm0, thk * a.group, min(DEC_BM, tsq * a.group - tm0),
                           (float *)smem_u4);
     }
-}
-
-/* ---- the ring kernel (FLASHC_DECODE_KERNEL=ring / ring-cpa; sm_90a only) --------------------
- * The split kernel above keeps its loads in flight per warp: each of its 4 warps owns a
- * two-deep pipeline of 16-key blocks, so a block has at most 4 x 2 x 8 KB requested and, more to
- * the point, a warp only asks for block n + 8 once it has multiplied block n + 4: the requests
- * wait on the warp's own arithmetic and on its own last round trip. At B 1 the whole GPU streams
- * one sequence through 8 KV heads x splits of these blocks, and every block's life is a ramp.
- *
- * Here one producer warp keeps a ring of NS stages of 64 keys (K and V rows, 34 KB a stage at
- * d 128) full, ahead of 4 consumer warps, each of which takes 16 keys of every stage with the
- * split kernel's math (its own online softmax, merged through shared memory at the end, then
- * the same split partials / direct output). Stages are handed over on mbarriers: full[s] (32
- * producer arrivals + the bytes of the copies), empty[s] (one arrival per consumer warp). So up
- * to NS x 34 KB (6 stages: 204 KB) is requested per thread block at any time, whatever the
- * consumers are doing, and the split count can be small (one block per SM: B Hkv m_tiles x
- * splits ~ the SM count), which also means fewer partials to merge.
- *
- * Copies: `ring` issues one bulk copy (cp.async.bulk, the copy engine; no tensor map) per key
- * row of K and of V: each row is looked up on its own (dec_kv_loc), so paged caches of any page
- * size, cache_batch_idx and varlen need nothing more. `ring-cpa` issues the same rows as 16-byte
- * cp.async from the producer's lanes, completing on the same mbarrier
- * (cp.async.mbarrier.arrive.noinc): the comparison of the two engines. Rows are stored with a
- * 16-byte pad (pitch 2 DI + 16 bytes), so the 8 rows an ldmatrix phase reads fall into 8
- * different bank groups without a swizzle (a bulk copy cannot permute a row's chunks).
- *
- * Rows that are not read: keys past the tile's range (the last stage) and absent keys (an index
- * tensor pointing outside the cache) are zero-filled, as the split kernel's zero-fill does
- * (generic stores on the bulk path, followed by fence.proxy.async before the copy engine may
- * write that row again; src-size 0 on the cp.async path). Columns past D / Dv (padded head dims)
- * are zeroed once at the start and never written by a copy. Q's fragments stay in registers.
- * Needs D and Dv multiples of 8 (16-byte rows) and DI <= 128; the host takes the split kernel
- * otherwise, and on every device that is not compute capability 9.0 (sm_90a code). */
-constexpr int RING_CW = 4;                       /* consumer warps                              */
-constexpr int RING_THREADS = (RING_CW + 1) * 32; /* + one producer warp                         */
-constexpr int RING_KEYS = RING_CW * DEC_BN;      /* keys of a stage: 16 per consumer warp       */
-constexpr int RING_MAX_STAGES = 8;
-constexpr uint32_t RING_BARS = 128;              /* bytes of the full / empty mbarriers         */
-
-template <int DI> __host__ __device__ constexpr uint32_t ring_pitch() { return DI * 2 + 16; }
-template <int DI> __host__ __device__ constexpr uint32_t ring_stage_bytes() { return 2u * RING_KEYS * ring_pitch<DI>(); }
-template <int DI> __host__ __device__ constexpr uint32_t ring_fixed_bytes() { return RING_BARS + DEC_BM * ring_pitch<DI>(); }
-
-template <typename T, int DI, bool TMA>
-__global__ void __launch_bounds__(RING_THREADS, 2) attn_decode_ring(const dec_args a)
-{
-#if FLASHC_PTX_SM90A
-    constexpr uint32_t RP = ring_pitch<DI>();
-    constexpr uint32_t STAGE = ring_stage_bytes<DI>();
-    constexpr uint32_t VOFF = RING_KEYS * RP; /* the V rows of a stage */
-    constexpr int DT = DI / 8;
-    constexpr int CH = DI / 8;                /* 16-byte chunks of a row */
-    static_assert(sizeof(T) == 2, "16-bit storage");
-    static_assert((DEC_WARPS * DEC_BM * DI + 2 * DEC_WARPS * DEC_BM) * 4 <= STAGE,
-                  "the epilogue's scratch fits one stage");
-    static_assert(2 * RING_MAX_STAGES * 8 <= RING_BARS, "mbarriers");
-    static_assert(RING_CW == DEC_WARPS, "the epilogue merges DEC_WARPS consumers' states");
-    extern __shared__ __align__(128) uint4 smem_u4[];
-    char *smem = (char *)smem_u4;
-    const uint32_t sbase = ptx_smem_addr(smem);
-    const uint32_t bar_full = sbase, bar_empty = sbase + 8 * RING_MAX_STAGES;
-    const uint32_t sQ = sbase + RING_BARS;
-    const uint32_t sRing = sQ + DEC_BM * RP;
-    char *ring = smem + RING_BARS + DEC_BM * RP;
-    const int NS = a.ring_stages;
-
-    const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const int g = lane / 4, t = lane % 4;
-    const int mt = (int)(blockIdx.x % (unsigned)a.m_tiles);
-    const int bh = (int)(blockIdx.x / (unsigned)a.m_tiles);
-    const int b = bh / a.Hkv, hk = bh % a.Hkv;
-    const int split = (int)blockIdx.y;
-    if (a.merge == DEC_MERGE_PDL || a.merge == DEC_MERGE_V3)
-        ptx_griddep_launch_dependents(); /* the merge may take free slots from now on */
-
-    int sq, sk;
-    dec_seqlens(a, b, &sq, &sk);
-    const int rows = sq * a.group;
-    const int m0 = mt * DEC_BM;
-    if (m0 >= rows) { /* uniform: rows past this sequence's length belong to no query */
-        if (a.merge == DEC_MERGE_FUSED)
-            ptx_griddep_wait(); /* the zeroing grid ends before this one, whatever comes next */
-        return;
-    }
-    const int qbase = dec_qbase(a, b);
-
-    /* the union of the tile's key ranges, and this split's share of its 64-key stages */
-    int klo, khi, lo_tmp, hi_tmp;
-    dec_key_range(a, sq, sk, m0 / a.group, &klo, &hi_tmp);
-    dec_key_range(a, sq, sk, (min(m0 + DEC_BM, rows) - 1) / a.group, &lo_tmp, &khi);
-    const int nst = khi > klo ? (khi - klo + RING_KEYS - 1) / RING_KEYS : 0;
-    const int per = (nst + a.splits - 1) / a.splits;
-    const int st_begin = min(nst, split * per), st_end = min(nst, st_begin + per);
-
-    /* The producer starts at once: it initialises the mbarriers (and zeroes the columns no copy
-     * writes) itself and tells the consumers on named barrier 2 while they gather Q, so the
-     * first requests leave one round trip (Q's) earlier than after a block-wide barrier. */
-    if (warp == RING_CW) {
-        if (lane == 0) {
-            for (int s = 0; s < NS; s++) {
-                ptx_mbarrier_init(bar_full + 8 * s, 32);
-                ptx_mbarrier_init(bar_empty + 8 * s, RING_CW);
-            }
-            ptx_fence_mbarrier_init();
-        }
-        if (a.D < DI || a.Dv < DI) /* padded head dims: columns past D / Dv, for Q.K and P V */
-            for (int row = lane; row < NS * 2 * RING_KEYS; row += 32)
-                for (int c = ((row / RING_KEYS) % 2 == 0 ? a.D : a.Dv) / 8; c < CH; c++)
-                    *(uint4 *)(ring + row * RP + c * 16) = make_uint4(0u, 0u, 0u, 0u);
-        __syncwarp();
-        ptx_named_bar_arrive(2, RING_THREADS);
-    } else {
-        /* Q: the 16 packed rows, gathered from their (row, head); zeros past D and the rows */
-        for (int idx = tid; idx < DEC_BM * CH; idx += DEC_WARPS * 32) {
-            const int r = idx / CH, c = idx % CH, R = m0 + r;
-            uint4 v = make_uint4(0u, 0u, 0u, 0u);
-            if (R < rows && 8 * c < a.D) {
-                const int i = R / a.group, h = hk * a.group + R % a.group;
-                v = *(const uint4 *)((const T *)a.q + (int64_t)b * a.sq[0] +
-                                     (int64_t)(qbase + i) * a.sq[1] + (int64_t)h * a.sq[2] +
-                                     8 * c);
-            }
-            *(uint4 *)(smem + RING_BARS + r * RP + c * 16) = v;
-        }
-        ptx_named_bar_sync(2, RING_THREADS); /* Q stored; the mbarriers initialised */
-    }
-
-    float acc[1][DT][4];
-    float row_m[1][2], row_l[1][2];
-#pragma unroll
-    for (int dt = 0; dt < DT; dt++)
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            acc[0][dt][e] = 0.0f;
-    row_m[0][0] = row_m[0][1] = -INFINITY;
-    row_l[0][0] = row_l[0][1] = 0.0f;
-
-    if (warp == RING_CW) {
-        /* the producer: lane l fetches key rows l and l + 32 of each stage, K and V */
-        const T *kb = (const T *)a.k + (int64_t)hk * a.sk[2];
-        const T *vb = (const T *)a.v + (int64_t)hk * a.sv[2];
-        const uint32_t kbytes = 2u * (uint32_t)a.D, vbytes = 2u * (uint32_t)a.Dv;
-        int x[2] = {-1, -1}, y[2] = {0, 0};
-        const int jl = klo + lane;
-        if (st_begin < st_end)
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-                if (jl + st_begin * RING_KEYS + 32 * h < khi)
-                    dec_kv_loc(a, b, jl + st_begin * RING_KEYS + 32 * h, &x[h], &y[h]);
-        for (int n = st_begin; n < st_end; n++) {
-            const int i = n - st_begin, slot = i % NS, round = i / NS;
-            ptx_mbarrier_wait(bar_empty + 8 * slot, (uint32_t)(round & 1) ^ 1u);
-            const uint32_t kdst = sRing + (uint32_t)slot * STAGE, bar = bar_full + 8 * slot;
-            if (TMA) {
-                uint32_t tx = 0;
-                bool zeroed = false;
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    if (x[h] >= 0) {
-                        tx += kbytes + vbytes;
-                    } else {
-                        char *rk = ring + slot * STAGE + (lane + 32 * h) * RP;
-#pragma unroll
-                        for (int c = 0; c < CH; c++) {
-                            *(uint4 *)(rk + c * 16) = make_uint4(0u, 0u, 0u, 0u);
-                            *(uint4 *)(rk + VOFF + c * 16) = make_uint4(0u, 0u, 0u, 0u);
-                        }
-                        zeroed = true;
-                    }
-                }
-                if (zeroed)
-                    ptx_fence_proxy_async_shared();
-                ptx_mbarrier_arrive_expect_tx(bar, tx);
-#pragma unroll
-                for (int h = 0; h < 2; h++)
-                    if (x[h] >= 0) {
-                        const uint32_t row = (uint32_t)(lane + 32 * h) * RP;
-                        ptx_bulk_load(kdst + row, kb + (int64_t)x[h] * a.sk[0] + (int64_t)y[h] * a.sk[1],
-                                      kbytes, bar);
-                        ptx_bulk_load(kdst + VOFF + row,
-                                      vb + (int64_t)x[h] * a.sv[0] + (int64_t)y[h] * a.sv[1], vbytes,
-                                      bar);
-                    }
-            } else {
-                /* Coalesced: a pass covers RPP whole rows (16 lanes x 16 bytes a row at d 128),
-                 * the rows' locations handed round by shuffle from the lanes that looked them
-                 * up. (Device run 1, 22:57 UTC: one lane a row, 16 bytes of 32 different lines
-                 * an instruction, streamed at 2.3 TB/s at most.) */
-                constexpr int RPP = 32 / CH;
-                static_assert(32 % CH == 0 && 32 % RPP == 0, "rows a pass");
-                const int c = lane % CH;
-                const bool kc = 8 * c < a.D, vc = 8 * c < a.Dv;
-#pragma unroll 4
-                for (int p = 0; p < RING_KEYS / RPP; p++) {
-                    const int r = p * RPP + lane / CH; /* row of the stage */
-                    const bool hi = p * RPP >= 32;     /* uniform: a pass stays in one half */
-                    const int xs = __shfl_sync(0xffffffffu, hi ? x[1] : x[0], r & 31);
-                    const int ys = __shfl_sync(0xffffffffu, hi ? y[1] : y[0], r & 31);
-                    const bool ok = xs >= 0;
-                    const uint32_t dst = kdst + (uint32_t)r * RP + (uint32_t)c * 16;
-                    const T *ks = ok ? kb + (int64_t)xs * a.sk[0] + (int64_t)ys * a.sk[1] + 8 * c
-                                     : (const T *)a.k;
-                    const T *vs = ok ? vb + (int64_t)xs * a.sv[0] + (int64_t)ys * a.sv[1] + 8 * c
-                                     : (const T *)a.v;
-                    if (kc)
-                        ptx_cp_async_16_n(dst, ks, ok ? 16 : 0);
-                    if (vc)
-                        ptx_cp_async_16_n(dst + VOFF, vs, ok ? 16 : 0);
-                }
-                ptx_cp_async_mbarrier_arrive_noinc(bar);
-            }
-            /* the next stage's rows: the table reads overlap the next wait */
-            if (n + 1 < st_end)
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    const int jj = jl + (n + 1) * RING_KEYS + 32 * h;
-                    x[h] = -1, y[h] = 0;
-                    if (jj < khi)
-                        dec_kv_loc(a, b, jj, &x[h], &y[h]);
-                }
-        }
-    } else {
-        /* a consumer: keys [16 warp, 16 warp + 16) of every stage */
-        uint32_t qf[DI / 16][4];
-#pragma unroll
-        for (int ks = 0; ks < DI / 16; ks++)
-            ptx_ldmatrix_x4(qf[ks], sQ + (lane & 15) * RP + (lane >> 4) * 16 + ks * 32);
-        int r_lo[2], r_hi[2], r_pos[2];
-        float r_slope[2];
-#pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-            const int R = m0 + g + 8 * hr;
-            r_lo[hr] = 0, r_hi[hr] = 0, r_pos[hr] = 0, r_slope[hr] = 0.0f;
-            if (R < rows) {
-                const int i = R / a.group, h = hk * a.group + R % a.group;
-                dec_key_range(a, sq, sk, i, &r_lo[hr], &r_hi[hr]);
-                r_pos[hr] = i + sk - sq;
-                if (a.alibi)
-                    r_slope[hr] = a.alibi[b * a.salibi[0] + h * a.salibi[1]] * LOG2E;
-            }
-        }
-        const uint32_t k_off =
-            (uint32_t)(warp * DEC_BN + (lane & 7) + (lane >> 4) * 8) * RP + ((lane >> 3) & 1) * 16;
-        const uint32_t v_off = VOFF + (uint32_t)(warp * DEC_BN + (lane & 15)) * RP + (lane >> 4) * 16;
-        for (int n = st_begin; n < st_end; n++) {
-            const int i = n - st_begin, slot = i % NS, round = i / NS;
-            const int j0 = klo + n * RING_KEYS + warp * DEC_BN;
-            const uint32_t base = sRing + (uint32_t)slot * STAGE;
-            ptx_mbarrier_wait(bar_full + 8 * slot, (uint32_t)(round & 1));
-            if (j0 < khi) { /* uniform per warp */
-                float s[1][2][4];
-#pragma unroll
-                for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++)
-                        s[0][nt][e] = 0.0f;
-#pragma unroll
-                for (int ks = 0; ks < DI / 16; ks++) {
-                    uint32_t kf[4];
-                    ptx_ldmatrix_x4(kf, base + k_off + ks * 32);
-                    ptx_mma_m16n8k16(T(), s[0][0], qf[ks], kf[0], kf[1]);
-                    ptx_mma_m16n8k16(T(), s[0][1], qf[ks], kf[2], kf[3]);
-                }
-#pragma unroll
-                for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        const int hr = e >> 1;
-                        const int j = j0 + nt * 8 + 2 * t + (e & 1);
-                        float x = s[0][nt][e];
-                        if (a.modified) {
-                            x *= a.scale;
-                            if (a.softcap > 0.0f)
-                                x = a.softcap * tanhf(x * a.inv_softcap);
-                            x = x * LOG2E - r_slope[hr] * (float)abs(r_pos[hr] - j);
-                        } else {
-                            x *= a.scale_log2;
-                        }
-                        s[0][nt][e] = j >= r_lo[hr] && j < r_hi[hr] ? x : -INFINITY;
-                    }
-                softmax_block<1, 2, DT>(s, acc, row_m, row_l, 1.0f);
-                uint32_t pa[4];
-                pa[0] = ptx_pack2(T(), s[0][0][0], s[0][0][1]);
-                pa[1] = ptx_pack2(T(), s[0][0][2], s[0][0][3]);
-                pa[2] = ptx_pack2(T(), s[0][1][0], s[0][1][1]);
-                pa[3] = ptx_pack2(T(), s[0][1][2], s[0][1][3]);
-#pragma unroll
-                for (int dp = 0; dp < DI / 16; dp++) {
-                    uint32_t vf[4];
-                    ptx_ldmatrix_x4_trans(vf, base + v_off + dp * 32);
-                    ptx_mma_m16n8k16(T(), acc[0][2 * dp], pa, vf[0], vf[1]);
-                    ptx_mma_m16n8k16(T(), acc[0][2 * dp + 1], pa, vf[2], vf[3]);
-                }
-            }
-            __syncwarp(); /* every lane's reads of the stage are done */
-            if (lane == 0)
-                ptx_mbarrier_arrive(bar_empty + 8 * slot);
-        }
-#pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-            row_l[0][hr] += __shfl_xor_sync(0xffffffffu, row_l[0][hr], 1);
-            row_l[0][hr] += __shfl_xor_sync(0xffffffffu, row_l[0][hr], 2);
-        }
-    }
-    __syncthreads(); /* every stage consumed: the ring is scratch now */
-
-    /* merge the 4 consumers' states through shared memory, as the split kernel does */
-    float *sO = (float *)ring;                 /* (warps, 16, DI) */
-    float *sM = sO + DEC_WARPS * DEC_BM * DI;  /* (warps, 16)     */
-    float *sL = sM + DEC_WARPS * DEC_BM;
-    if (warp < RING_CW) {
-#pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-            const int r = g + 8 * hr;
-            float *orow = sO + (warp * DEC_BM + r) * DI;
-#pragma unroll
-            for (int dt = 0; dt < DT; dt++) {
-                orow[dt * 8 + 2 * t] = acc[0][dt][2 * hr];
-                orow[dt * 8 + 2 * t + 1] = acc[0][dt][2 * hr + 1];
-            }
-            if (t == 0) {
-                sM[warp * DEC_BM + r] = row_m[0][hr];
-                sL[warp * DEC_BM + r] = row_l[0][hr];
-            }
-        }
-    }
-    __syncthreads();
-    const int r = tid / 8, part = tid % 8;
-    const int R = m0 + r;
-    if (tid < DEC_WARPS * 32 && R < rows) {
-        const int i = R / a.group, h = hk * a.group + R % a.group;
-        float M = -INFINITY;
-#pragma unroll
-        for (int w = 0; w < DEC_WARPS; w++)
-            M = fmaxf(M, sM[w * DEC_BM + r]);
-        float wt[DEC_WARPS], L = 0.0f;
-#pragma unroll
-        for (int w = 0; w < DEC_WARPS; w++) {
-            const float m = sM[w * DEC_BM + r];
-            wt[w] = m == -INFINITY ? 0.0f : ptx_exp2(m - M);
-            L += sL[w * DEC_BM + r] * wt[w];
-        }
-        const float inv = L > 0.0f ? 1.0f / L : 0.0f;
-        const float lse = L > 0.0f ? (M + log2f(L)) * LN2 : -INFINITY;
-        const int64_t prow = ((int64_t)b * a.Hq + h) * a.Sq + i; /* split partials' row */
-        const int64_t nrows = (int64_t)a.B * a.Hq * a.Sq;
-        T *og = (T *)a.o + (int64_t)b * a.so[0] + (int64_t)(qbase + i) * a.so[1] +
-                (int64_t)h * a.so[2];
-        float *po = a.part_o + ((int64_t)split * nrows + prow) * a.Dv;
-        for (int c0 = part * 8; c0 < a.Dv; c0 += 64) {
-            float val[8];
-#pragma unroll
-            for (int k = 0; k < 8; k++) {
-                float x = 0.0f;
-#pragma unroll
-                for (int w = 0; w < DEC_WARPS; w++)
-                    x += sO[(w * DEC_BM + r) * DI + c0 + k] * wt[w];
-                val[k] = x * inv;
-            }
-            if (a.splits == 1) { /* Dv % 8 == 0 on this kernel: whole 16-byte stores */
-                uint4 pk;
-                pk.x = ptx_pack2(T(), val[0], val[1]);
-                pk.y = ptx_pack2(T(), val[2], val[3]);
-                pk.z = ptx_pack2(T(), val[4], val[5]);
-                pk.w = ptx_pack2(T(), val[6], val[7]);
-                *(uint4 *)(og + c0) = pk;
-            } else {
-                *(float4 *)(po + c0) = make_float4(val[0], val[1], val[2], val[3]);
-                *(float4 *)(po + c0 + 4) = make_float4(val[4], val[5], val[6], val[7]);
-            }
-        }
-        if (part == 0) {
-            if (a.splits == 1) {
-                if (a.lse)
-                    a.lse[(int64_t)b * a.slse[0] + (int64_t)h * a.slse[1] +
-                          (int64_t)(qbase + i) * a.slse[2]] = lse;
-            } else {
-                a.part_lse[(int64_t)split * nrows + prow] = lse;
-            }
-        }
-    }
-    if (a.merge != DEC_MERGE_FUSED || a.splits == 1)
-        return;
-    /* Fused merge, as in the split kernel: the tile's last block to arrive merges its rows in
-     * split order (the producer warp only counts towards the arrival). */
-    __shared__ int s_last;
-    __threadfence();
-    ptx_griddep_wait(); /* the counters' zeroing kernel has finished */
-    __syncthreads();    /* also: everyone is done with the epilogue's scratch */
-    if (tid == 0)
-        s_last = atomicAdd(a.counters + blockIdx.x, 1u) == (unsigned)a.splits - 1;
-    __syncthreads();
-    if (!s_last || tid >= DEC_WARPS * 32)
-        return;
-    __threadfence();
-    dec_merge_rows<T, true>(a, b, m0, hk * a.group, min(DEC_BM, rows - m0), (float *)ring);
-#endif
 }
 
 /* Split-KV merge: one warp per (b, h, i) row. */
@@ -1466,7 +1039,6 @@ cudaError_t dec_launch_di(const dec_args &a, int di, int var, cudaStream_t strea
     case DEC_VAR_LEAN: return dec_launch_var<T, FUSED, DEC_VAR_LEAN>(a, di, stream, pdl);
     case DEC_VAR_LEAN3: return dec_launch_var<T, FUSED, DEC_VAR_LEAN3>(a, di, stream, pdl);
     case DEC_VAR_LEAN5: return dec_launch_var<T, FUSED, DEC_VAR_LEAN5>(a, di, stream, pdl);
-    case DEC_VAR_LEAN_PF: return dec_launch_var<T, FUSED, DEC_VAR_LEAN_PF>(a, di, stream, pdl);
     default: break;
     }
     return di == 64    ? dec_launch<T, 64, FUSED, DEC_VAR_BASE>(a, stream, pdl)
@@ -1474,43 +1046,10 @@ cudaError_t dec_launch_di(const dec_args &a, int di, int var, cudaStream_t strea
                        : dec_launch<T, 256, FUSED, DEC_VAR_BASE>(a, stream, pdl);
 }
 
-/* Shared memory of the ring kernel at head-dim instance di with ns stages. */
-constexpr size_t ring_smem_bytes(int di, int ns)
-{
-    return di == 64 ? ring_fixed_bytes<64>() + (size_t)ns * ring_stage_bytes<64>()
-                    : ring_fixed_bytes<128>() + (size_t)ns * ring_stage_bytes<128>();
-}
-
-/* pdl: as a programmatic dependent of the fused merge's counter zeroing (see dec_launch). */
-template <typename T, int DI, bool TMA>
-cudaError_t ring_launch(const dec_args &a, cudaStream_t stream, bool pdl)
-{
-    const size_t smem = ring_smem_bytes(DI, a.ring_stages);
-    cudaError_t err = cudaFuncSetAttribute(attn_decode_ring<T, DI, TMA>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (err != cudaSuccess)
-        return err;
-    const int64_t blocks = (int64_t)a.B * a.Hkv * a.m_tiles;
-    return dec_launch_ex(attn_decode_ring<T, DI, TMA>, dim3((unsigned)blocks, (unsigned)a.splits),
-                         dim3(RING_THREADS), smem, stream, pdl, a);
-}
-
-template <typename T>
-cudaError_t ring_launch_di(const dec_args &a, int di, bool tma, cudaStream_t stream, bool pdl)
-{
-    if (di == 64)
-        return tma ? ring_launch<T, 64, true>(a, stream, pdl)
-                   : ring_launch<T, 64, false>(a, stream, pdl);
-    return tma ? ring_launch<T, 128, true>(a, stream, pdl)
-               : ring_launch<T, 128, false>(a, stream, pdl);
-}
-
 /* sm90: the device takes programmatic dependent launches (pdl, and fused's zeroing). */
-/* ring: 0 the split kernel, else DEC_KERNEL_RING / DEC_KERNEL_RING_CPA (ring_plan said yes). */
 /* var: the split kernel's instance (DEC_VAR_*). */
 template <typename T>
-cudaError_t dec_run_all(const dec_args &a, int di, bool sm90, int ring, int var,
-                        cudaStream_t stream)
+cudaError_t dec_run_all(const dec_args &a, int di, bool sm90, int var, cudaStream_t stream)
 {
     cudaError_t err = cudaSuccess;
     if (a.k_new && a.s_new > 0) {
@@ -1528,9 +1067,8 @@ cudaError_t dec_run_all(const dec_args &a, int di, bool sm90, int ring, int var,
         if ((err = cudaGetLastError()) != cudaSuccess)
             return err;
     }
-    err = ring    ? ring_launch_di<T>(a, di, ring == DEC_KERNEL_RING, stream, fused)
-          : fused ? dec_launch_di<T, true>(a, di, var, stream, sm90)
-                  : dec_launch_di<T, false>(a, di, var, stream, false);
+    err = fused ? dec_launch_di<T, true>(a, di, var, stream, sm90)
+                : dec_launch_di<T, false>(a, di, var, stream, false);
     if (err != cudaSuccess)
         return err;
     if (a.splits > 1 && !fused) {
@@ -1587,90 +1125,22 @@ int sm_count(void)
     return n;
 }
 
-/* Compute capability of the current device (major * 10 + minor), cached per device ordinal. */
-int device_cc(void)
-{
-    static int cached[64];
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0)
-        return 0;
-    if (dev < 64 && cached[dev] > 0)
-        return cached[dev];
-    int major = 0, minor = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
-        return 0;
-    if (dev < 64)
-        cached[dev] = major * 10 + minor;
-    return major * 10 + minor;
-}
-
-/* FLASHC_DECODE_KERNEL, read at every call (so one process can compare the kernels): unset, "",
- * "split" or "base" the split kernel's historical loader (the default); "lean" the lean loader
- * (faster at every B x ctx measured on 2026-12-02, opt-in, bench/RESULTS.md); "lean3", "lean5", "lean-pf" the lean loader with 3 or 5 stages a
- * warp, or with the L2::256B hint; "ring" (bulk copies) or "ring-cpa" (cp.async), each
- * optionally ":N" with N stages (1..8; else the instance's default); 0 for anything else. */
-int kernel_mode(int *stages)
+/* FLASHC_DECODE_KERNEL, read at every call (so one process can compare the kernels): unset, ""
+ * or "lean" the lean loader (the default: faster at every B x ctx measured on 2026-12-02,
+ * bench/RESULTS.md); "split" or "base" the split kernel's historical loader; "lean3", "lean5"
+ * the lean loader with 3 or 5 stages a warp; 0 for anything else. */
+int kernel_mode(void)
 {
     const char *e = getenv("FLASHC_DECODE_KERNEL");
-    *stages = 0;
-    /* the default stays the base loader: the closing check of 2026-12-02 02:36 UTC had one
-     * unexplained failure of test_kvcache_merge_variants with lean + fill + auto as defaults */
-    if (!e || !e[0] || strcmp(e, "split") == 0 || strcmp(e, "base") == 0)
-        return DEC_KERNEL_BASE;
-    if (strcmp(e, "lean") == 0)
+    if (!e || !e[0] || strcmp(e, "lean") == 0)
         return DEC_KERNEL_LEAN;
+    if (strcmp(e, "split") == 0 || strcmp(e, "base") == 0)
+        return DEC_KERNEL_BASE;
     if (strcmp(e, "lean5") == 0)
         return DEC_KERNEL_LEAN5;
     if (strcmp(e, "lean3") == 0)
         return DEC_KERNEL_LEAN3;
-    if (strcmp(e, "lean-pf") == 0)
-        return DEC_KERNEL_LEAN_PF;
-    int kind;
-    const char *rest;
-    if (strncmp(e, "ring-cpa", 8) == 0)
-        kind = DEC_KERNEL_RING_CPA, rest = e + 8;
-    else if (strncmp(e, "ring", 4) == 0)
-        kind = DEC_KERNEL_RING, rest = e + 4;
-    else
-        return 0;
-    if (!*rest)
-        return kind;
-    if (rest[0] != ':' || rest[1] < '1' || rest[1] > '0' + RING_MAX_STAGES || rest[2])
-        return 0;
-    *stages = rest[1] - '0';
-    return kind;
-}
-
-/* Whether problem p runs on the ring kernel under FLASHC_DECODE_KERNEL (0: the split kernel),
- * and with how many stages: a ring was asked for, the device runs sm_90a code (compute
- * capability 9.0), head dims <= 128 with 16-byte rows (D, Dv multiples of 8). Stages: the
- * request, cut to what 227 KB of shared memory holds, else 6 at d 128 (one block an SM) and 8
- * at d 64. */
-int ring_plan(const attn_problem *p, int *stages)
-{
-    int ns = 0;
-    const int kind = kernel_mode(&ns);
-    *stages = 0;
-    if (kind != DEC_KERNEL_RING && kind != DEC_KERNEL_RING_CPA)
-        return 0;
-    const int di = head_dim_instance(p);
-    if (device_cc() != 90 || di > 128 || p->D % 8 != 0 || p->Dv % 8 != 0)
-        return 0;
-    if (ns == 0)
-        ns = di == 64 ? 8 : 6;
-    while (ns > 1 && ring_smem_bytes(di, ns) > 227 * 1024 - 256) /* + the static 128 bytes */
-        ns--;
-    *stages = ns;
-    return kind;
-}
-
-/* Ring blocks an SM holds: shared memory (228 KB an SM, 1 KB reserved a block) and the
- * registers __launch_bounds__(RING_THREADS, 2) leaves (two blocks at most). */
-int ring_blocks_per_sm(int di, int ns)
-{
-    const int n = (int)(233472 / (ring_smem_bytes(di, ns) + 1024));
-    return n < 1 ? 1 : n > 2 ? 2 : n;
+    return 0;
 }
 
 int64_t m_tiles_of(const attn_problem *p)
@@ -1682,15 +1152,13 @@ int64_t m_tiles_of(const attn_problem *p)
  * head dims <= 128, else the base instance. */
 int var_of(const attn_problem *p)
 {
-    int ns;
-    const int k = kernel_mode(&ns);
+    const int k = kernel_mode();
     if (head_dim_instance(p) > 128)
         return DEC_VAR_BASE;
-    return k == DEC_KERNEL_LEAN      ? DEC_VAR_LEAN
-           : k == DEC_KERNEL_LEAN3   ? DEC_VAR_LEAN3
-           : k == DEC_KERNEL_LEAN5   ? DEC_VAR_LEAN5
-           : k == DEC_KERNEL_LEAN_PF ? DEC_VAR_LEAN_PF
-                                     : DEC_VAR_BASE;
+    return k == DEC_KERNEL_LEAN    ? DEC_VAR_LEAN
+           : k == DEC_KERNEL_LEAN3 ? DEC_VAR_LEAN3
+           : k == DEC_KERNEL_LEAN5 ? DEC_VAR_LEAN5
+                                   : DEC_VAR_BASE;
 }
 
 /* Thread blocks of one instance an SM holds at once (shared memory: 34 / 68 / 136 KB, lean3 50 /
@@ -1706,43 +1174,31 @@ int blocks_per_sm(const attn_problem *p)
     return di == 64 ? 4 : di == 128 ? 3 : 1;
 }
 
-/* FLASHC_DECODE_SPLITS, read at every call: unset, "" or "fa2" FlashAttention-2's rule (the
- * default); "fill" the whole-wave rule (splits_of; opt-in); 0 for anything else. */
+/* FLASHC_DECODE_SPLITS, read at every call: unset, "" or "fill" the whole-wave rule (splits_of;
+ * the default since 2026-12-03); "fa2" FlashAttention-2's rule, the default before; 0 for
+ * anything else. */
 int split_rule(void)
 {
     const char *e = getenv("FLASHC_DECODE_SPLITS");
-    if (!e || !e[0] || strcmp(e, "fa2") == 0)
-        return 1;
-    if (strcmp(e, "fill") == 0)
+    if (!e || !e[0] || strcmp(e, "fill") == 0)
         return 2;
+    if (strcmp(e, "fa2") == 0)
+        return 1;
     return 0;
 }
 
-/* The split count: the caller's, or (0) FlashAttention-2's rule on this kernel's slots: among
- * 1..64 splits (each keeping at least 128 keys, 2 blocks a warp), the smallest whose last wave
- * of thread blocks is within 85% of the best wave efficiency n_waves / ceil(n_waves); for the
- * ring kernel, slots / tiles (one wave; 1 once the tiles alone fill it), at most 64 and at most
- * one per two stages of keys. From the maxima only (B, Hkv, the tile count, Sk_max), the SM count
- * and FLASHC_DECODE_KERNEL. */
+/* The split count: the caller's, or (0) the fill rule (FLASHC_DECODE_SPLITS, below), or
+ * FlashAttention-2's rule on this kernel's slots: among 1..64 splits (each keeping at least 128
+ * keys, 2 blocks a warp), the smallest whose last wave of thread blocks is within 85% of the
+ * best wave efficiency n_waves / ceil(n_waves). From the maxima only (B, Hkv, the tile count, Sk_max), the SM
+ * count, FLASHC_DECODE_KERNEL and FLASHC_DECODE_SPLITS. */
 int splits_of(const attn_problem *p)
 {
     const int64_t keys = p->Sk;
     const int64_t kblocks = keys > 0 ? (keys + DEC_BN - 1) / DEC_BN : 1;
     int64_t n;
-    int ring_ns = 0;
     if (p->num_splits > 0) {
         n = p->num_splits;
-    } else if (ring_plan(p, &ring_ns)) {
-        /* the ring: one wave of blocks, as many splits as fill the SMs' slots (at least 2
-         * stages of 64 keys a split); past one wave, no split */
-        const int64_t tiles = p->B * p->Hkv * m_tiles_of(p);
-        const int64_t slots = (int64_t)sm_count() * ring_blocks_per_sm(head_dim_instance(p), ring_ns);
-        const int64_t stages = (keys + RING_KEYS - 1) / RING_KEYS;
-        n = tiles >= slots || tiles < 1 ? 1 : slots / tiles;
-        if (n > stages / 2)
-            n = stages / 2;
-        if (n > 64)
-            n = 64;
     } else if (split_rule() == 2 &&
                p->B * p->Hkv * m_tiles_of(p) * 2 <= (int64_t)sm_count() * blocks_per_sm(p)) {
         /* fill: the tiles are at most half the slots, so split them to fill whole waves of the
@@ -1810,14 +1266,12 @@ flashc_status check_operand(const char *fn, const char *name, const void *ptr, c
 }
 
 /* FLASHC_DECODE_MERGE (the header comment), read at every call so that one process can compare
- * the variants: unset or "" the default (pdl); "auto" (v3 for small merge grids, else pdl;
- * resolved in cuda_attn_decode), "v1", "v2", "v3", "pdl", "fused"; 0 for anything else. */
+ * the variants: unset, "" or "auto" the default (v3 for small merge grids, else pdl; resolved in
+ * cuda_attn_decode); "v1", "v2", "v3", "pdl", "fused"; 0 for anything else. */
 int merge_mode(void)
 {
     const char *e = getenv("FLASHC_DECODE_MERGE");
-    if (!e || !e[0])
-        return DEC_MERGE_PDL;
-    if (strcmp(e, "auto") == 0)
+    if (!e || !e[0] || strcmp(e, "auto") == 0)
         return DEC_MERGE_AUTO;
     if (strcmp(e, "v1") == 0)
         return DEC_MERGE_V1;
@@ -1880,12 +1334,11 @@ flashc_status cuda_attn_decode_supports(const attn_problem *p)
                             "fused",
                             fn,
                             getenv("FLASHC_DECODE_MERGE"));
-    int ring_ns;
-    if (!kernel_mode(&ring_ns))
+    if (!kernel_mode())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, lean, base, lean3, "
-                            "lean5, lean-pf, ring or ring-cpa (ring optionally :1 to :%d stages)",
-                            fn, getenv("FLASHC_DECODE_KERNEL"), RING_MAX_STAGES);
+                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3 or "
+                            "lean5",
+                            fn, getenv("FLASHC_DECODE_KERNEL"));
     if (!split_rule())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
                             "%s: FLASHC_DECODE_SPLITS=%s: expected fa2 or fill", fn,
@@ -1969,18 +1422,15 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
                             "fused",
                             fn,
                             getenv("FLASHC_DECODE_MERGE"));
-    int ring_ns;
-    if (!kernel_mode(&ring_ns))
+    if (!kernel_mode())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, lean, base, lean3, "
-                            "lean5, lean-pf, ring or ring-cpa (ring optionally :1 to :%d stages)",
-                            fn, getenv("FLASHC_DECODE_KERNEL"), RING_MAX_STAGES);
+                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3 or "
+                            "lean5",
+                            fn, getenv("FLASHC_DECODE_KERNEL"));
     if (!split_rule())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
                             "%s: FLASHC_DECODE_SPLITS=%s: expected fa2 or fill", fn,
                             getenv("FLASHC_DECODE_SPLITS"));
-    const int ring = ring_plan(p, &ring_ns);
-    a.ring_stages = ring_ns;
     if (a.merge == DEC_MERGE_AUTO) {
         /* v3 while its grid (a block a row and 32 columns) is at most 4 blocks a SM, else pdl:
          * round 1 (2026-12-02) had v3 ahead at B 1 and 4 (128 rows: 512 blocks) by 1-3% and
@@ -2027,8 +1477,8 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
     const int di = head_dim_instance(p);
     const bool sm90 = major >= 9;
     cudaError_t err = p->dtype == FLASHC_BF16
-                          ? dec_run_all<__nv_bfloat16>(a, di, sm90, ring, var_of(p), stream)
-                          : dec_run_all<__half>(a, di, sm90, ring, var_of(p), stream);
+                          ? dec_run_all<__nv_bfloat16>(a, di, sm90, var_of(p), stream)
+                          : dec_run_all<__half>(a, di, sm90, var_of(p), stream);
     if (own) {
         const cudaError_t ferr = cudaFreeAsync(own, stream);
         if (err == cudaSuccess)

@@ -74,16 +74,6 @@ static __device__ __forceinline__ void ptx_cp_async_16_n(uint32_t dst, const voi
                  : "memory");
 }
 
-/* ptx_cp_async_16_n with the L2::256B prefetch hint: the miss brings the whole 256-byte L2
- * sector group of src into L2 (for rows of 256 bytes read one 16-byte chunk a lane). */
-static __device__ __forceinline__ void ptx_cp_async_16_n_l2pf(uint32_t dst, const void *src,
-                                                              int src_bytes)
-{
-    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst),
-                 "l"(src), "r"(src_bytes)
-                 : "memory");
-}
-
 /* Closes the group of cp.async issued by this thread since the last commit. */
 static __device__ __forceinline__ void ptx_cp_async_commit(void)
 {
