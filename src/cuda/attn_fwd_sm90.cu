@@ -122,7 +122,7 @@ template <int D, int BN, int STAGES, int VER = 1> struct sm90_smem {
     /* v6's staged O: the whole tile where it fits, else (d 128 beside a 176-key ring) one
      * 64-column panel per consumer at a time */
     static constexpr int O_PANELS =
-        O + Q_BYTES + 8 * (2 + 4 * STAGES) + 32 + 1024 <= 227 * 1024 ? D / 64 : 1;
+        O + Q_BYTES + 8 * (2 + 4 * STAGES) + 48 + 1024 <= 227 * 1024 ? D / 64 : 1;
     static constexpr int O_BYTES = VER >= 7 ? sm90_bm(VER) * 128 * O_PANELS : 0;
     static constexpr int BARS = O + O_BYTES;              /* q_full, k/v full and empty, */
     static constexpr int SCHED = BARS + 8 * (2 + 4 * STAGES); /* q_empty; then v6's tile */
