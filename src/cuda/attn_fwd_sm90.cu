@@ -225,7 +225,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     constexpr bool DYN = VER >= 6 && !MC, TMA_O = VER >= 7;
     /* v9 (VER 11): the last P V of a tile goes out with the next tile's first S (XT) */
     constexpr bool XT = sm90_cross_tile(VER);
-    static_assert(!XT || (DYN && TMA_O), "v9 is v6 / v7 with the tile boundary overlapped");
+    static_assert(!XT || (DYN && TMA_O), "v9 is v6 with the tile boundary overlapped");
     constexpr int KV_ROWS = MC ? BN / 2 : BN;
     static_assert(KV_ROWS % 8 == 0, "a multicast half is whole 1024-byte swizzle atoms");
     constexpr int NT = BN / 8, DT = D / 8;
