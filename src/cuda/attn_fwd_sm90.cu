@@ -67,8 +67,13 @@
  *                 2k-4k a tile is only 12-24 blocks, and that bubble was about one block's time
  *                 per tile (bench/RESULTS.md, "Issue 11: sm90 forward v9"). To fit the
  *                 registers, O and the last P are divided by l at the end of the tile (LSE is
- *                 stored then), and the pending tile's place waits in shared memory.
- *      "sm90v9n"  v9 with 128-key blocks without the mask too (the whole O tile staged).
+ *                 stored then), and the pending tile's place waits in shared memory. As that
+ *                 turn needs the next tile's Q and first K with no epilogue before it to hide
+ *                 their latency, the producer loads the first K before waiting for Q's buffer,
+ *                 and a second producer thread reads the tile queue too and asks L2 for each
+ *                 claimed tile's Q at once.
+ *      "sm90v9n"  v9 with 128-key blocks without the mask too (the whole O tile staged);
+ *   v6p "sm90v6p" v6 with v9's two load changes alone (VER 12), to tell their share apart.
  * Not yet: other head dims, Dk != Dv.
  */
 #include "attn_cuda.cuh"
@@ -91,6 +96,9 @@ __host__ __device__ constexpr int sm90_consumers(int ver)
 }
 /* v9's tile boundary overlap (VER 11, v6's shape) */
 __host__ __device__ constexpr bool sm90_cross_tile(int ver) { return ver == 11; }
+/* v9's loads (the first K before Q, Q prefetched into L2 by a second thread): VER 11, and VER
+ * 12 (sm90v6p: v6 with them alone, to tell their share from the overlap's) */
+__host__ __device__ constexpr bool sm90_early_loads(int ver) { return ver == 11 || ver == 12; }
 /* v8's pairs of thread blocks sharing K/V by multicast: VER 9 (v6's shape), 10 (v7's) */
 __host__ __device__ constexpr bool sm90_pair(int ver) { return ver == 9 || ver == 10; }
 __host__ __device__ constexpr int sm90_bm(int ver) { return 64 * sm90_consumers(ver); }
@@ -224,8 +232,8 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     constexpr bool MC = sm90_pair(VER);
     constexpr bool DYN = VER >= 6 && !MC, TMA_O = VER >= 7;
     /* v9 (VER 11): the last P V of a tile goes out with the next tile's first S (XT) */
-    constexpr bool XT = sm90_cross_tile(VER);
-    static_assert(!XT || (DYN && TMA_O), "v9 is v6 with the tile boundary overlapped");
+    constexpr bool XT = sm90_cross_tile(VER), EARLY = sm90_early_loads(VER);
+    static_assert(!EARLY || (DYN && TMA_O), "v9 is v6 with the tile boundary overlapped");
     constexpr int KV_ROWS = MC ? BN / 2 : BN;
     static_assert(KV_ROWS % 8 == 0, "a multicast half is whole 1024-byte swizzle atoms");
     constexpr int NT = BN / 8, DT = D / 8;
@@ -264,7 +272,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
         }
         ptx_mbarrier_init(q_empty, 4 * NC);
         ptx_mbarrier_init(sched_full, 1);
-        ptx_mbarrier_init(sched_empty, 128 * NC);
+        ptx_mbarrier_init(sched_empty, 128 * NC + (EARLY ? 1 : 0)); /* v9: + Q's prefetcher */
         ptx_fence_mbarrier_init();
     }
     /* the last block-wide barrier: the roles part here (v8: cluster-wide, so that the peer's
@@ -357,6 +365,20 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                     if (tile >= n_tiles)
                         break;
                 }
+                /* K of block i (relative to the ring's count it) into its slot */
+                auto load_k = [&](int i) {
+                    const int s = (it + i) % STAGES;
+                    ptx_mbarrier_wait(k_empty(s), ((uint32_t)((it + i) / STAGES) & 1u) ^ 1u);
+                    /* the whole block lands here (v8: half from the peer's copies) */
+                    ptx_mbarrier_arrive_expect_tx(k_full(s), L::KV_BYTES);
+                    for (int p = 0; p < NP; p++)
+                        load_kv(sK + s * L::KV_BYTES + p * BN * 128, &tm_k, k_full(s), p,
+                                (n_blocks - 1 - i) * BN, hk, b);
+                };
+                /* v9: the first K before Q: its slot frees a block before Q's buffer (after
+                 * the last tile's last S but one), and the consumers need both at once */
+                if (EARLY && n_blocks > 0)
+                    load_k(0);
                 /* Q's buffer is free once both consumers issued and finished their last S of
                  * the previous tile (a fresh barrier passes parity 1 at once) */
                 ptx_mbarrier_wait(q_empty, ((uint32_t)tq & 1u) ^ 1u);
@@ -375,12 +397,8 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                     const int s = (it + i) % STAGES;
                     const uint32_t ph = (uint32_t)((it + i) / STAGES) & 1u;
                     const int n0 = (n_blocks - 1 - i) * BN;
-                    ptx_mbarrier_wait(k_empty(s), ph ^ 1u);
-                    /* the whole block lands here (v8: half from the peer's copies) */
-                    ptx_mbarrier_arrive_expect_tx(k_full(s), L::KV_BYTES);
-                    for (int p = 0; p < NP; p++)
-                        load_kv(sK + s * L::KV_BYTES + p * BN * 128, &tm_k, k_full(s), p, n0, hk,
-                                b);
+                    if (!EARLY || i > 0)
+                        load_k(i);
                     ptx_mbarrier_wait(v_empty(s), ph ^ 1u);
                     ptx_mbarrier_arrive_expect_tx(v_full(s), L::KV_BYTES);
                     for (int p = 0; p < NP; p++)
@@ -392,6 +410,24 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                  * claim waits for the ring to drain to STAGES blocks (the atomic's round trip
                  * hides behind them) and no tile is claimed long before it can start */
                 tile = DYN ? atomicAdd(tile_ctr, 1) + (int)gridDim.x : tile + tile_step;
+            }
+        } else if (EARLY && warp == 1 && lane == 0) {
+            /* v9: one more reader of the tile queue, which asks L2 for each tile's Q (read
+             * once, so from DRAM) as soon as the producer has claimed the tile, two blocks
+             * before Q's buffer frees for it: the consumers need it in the turn that ends the
+             * last tile, with no epilogue before it any more to hide its latency. (In the
+             * producer's own thread, at 24 registers, the prefetch spilled.) */
+            for (int k = 0;; k++) {
+                ptx_mbarrier_wait(sched_full, (uint32_t)k & 1u);
+                const int tile = *sched;
+                ptx_mbarrier_arrive(sched_empty);
+                if (tile >= n_tiles)
+                    break;
+                int m0, b, h, n_blocks;
+                tile_at(tile, m0, b, h, n_blocks);
+                if (n_blocks > 0)
+                    for (int p = 0; p < NP; p++)
+                        ptx_tma_prefetch_4d(&tm_q, 64 * p, m0, h, b);
             }
         }
         if constexpr (MC) { /* v8: no block leaves while its peer may still arrive on its
@@ -655,7 +691,6 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
         }
         if (XT && tile >= n_tiles)
             break;
-
 
         if (DYN || n_blocks > 0)
             ptx_mbarrier_wait(bar_q, (uint32_t)tq & 1u);
@@ -1097,6 +1132,9 @@ const attn_fwd_variant attn_fwd_sm90_variants[] = {
     SM90_FAMILY_S("sm90v9", 64, 128, 128, 2, 11, 0, 0, sm90_supports_c),
     SM90_FAMILY_S("sm90v9", 128, 128, 128, 2, 11, 0, 0, sm90_supports_c),
     SM90_FAMILY("sm90v9n", 128, 128, 2, 11, 0, 0),
+    /* v6p (VER 12): v6 with v9's loads alone (the first K before Q, Q prefetched into L2) */
+    SM90_FAMILY_S("sm90v6p", 128, 128, 176, 2, 12, 0, 0, sm90_supports_nc),
+    SM90_FAMILY_S("sm90v6p", 128, 128, 128, 2, 12, 0, 0, sm90_supports_c),
 };
 const int attn_fwd_sm90_variant_count =
     (int)(sizeof attn_fwd_sm90_variants / sizeof attn_fwd_sm90_variants[0]);
