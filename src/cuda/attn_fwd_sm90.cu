@@ -73,6 +73,7 @@
  *                 and a second producer thread reads the tile queue too and asks L2 for each
  *                 claimed tile's Q at once.
  *      "sm90v9n"  v9 with 128-key blocks without the mask too (the whole O tile staged);
+ *      "sm90v9t"  v9 on v7's shape (VER 13, d = 64: 3 consumers, BM = 192);
  *   v6p "sm90v6p" v6 with v9's two load changes alone (VER 12), to tell their share apart.
  * Not yet: other head dims, Dk != Dv.
  */
@@ -86,19 +87,22 @@
 
 namespace {
 
-/* Consumer warpgroups of version VER: 3 in v7 (VER 8, and v8t on its shape: 10;
+/* Consumer warpgroups of version VER: 3 in v7 (VER 8, and v8t / v9t on its shape: 10, 13;
  * FlashAttention-3's d = 64 shape, BM = 192: the softmax, not the tensor cores, bounds
  * d = 64, and a third consumer gives the multiprocessor's exp units more independent rows),
  * else 2. BM = 64 per consumer. */
 __host__ __device__ constexpr int sm90_consumers(int ver)
 {
-    return ver == 8 || ver == 10 ? 3 : 2;
+    return ver == 8 || ver == 10 || ver == 13 ? 3 : 2;
 }
-/* v9's tile boundary overlap (VER 11, v6's shape) */
-__host__ __device__ constexpr bool sm90_cross_tile(int ver) { return ver == 11; }
-/* v9's loads (the first K before Q, Q prefetched into L2 by a second thread): VER 11, and VER
- * 12 (sm90v6p: v6 with them alone, to tell their share from the overlap's) */
-__host__ __device__ constexpr bool sm90_early_loads(int ver) { return ver == 11 || ver == 12; }
+/* v9's tile boundary overlap (VER 11 on v6's shape, 13 on v7's) */
+__host__ __device__ constexpr bool sm90_cross_tile(int ver) { return ver == 11 || ver == 13; }
+/* v9's loads (the first K before Q, Q prefetched into L2 by a second thread): v9, and VER 12
+ * (sm90v6p: v6 with them alone, to tell their share from the overlap's) */
+__host__ __device__ constexpr bool sm90_early_loads(int ver)
+{
+    return sm90_cross_tile(ver) || ver == 12;
+}
 /* v8's pairs of thread blocks sharing K/V by multicast: VER 9 (v6's shape), 10 (v7's) */
 __host__ __device__ constexpr bool sm90_pair(int ver) { return ver == 9 || ver == 10; }
 __host__ __device__ constexpr int sm90_bm(int ver) { return 64 * sm90_consumers(ver); }
@@ -443,6 +447,17 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     const int cw = wg - 1;                    /* which 64 rows of the tile           */
     const int wq = warp % 4;                  /* warp within the warpgroup: 16 rows  */
     const int g = lane / 4, t = lane % 4;
+    /* The thread's first row in the tile, cw 64 + wq 16 + g; v9 re-reads it from the thread
+     * index where used, so that it does not hold a register through the kernel (v9t, with 3
+     * consumers at 160 registers, spilled) */
+    auto row_in_tile = [&]() {
+        if constexpr (XT) {
+            const int tid = ptx_thread_index();
+            return (tid / 128 - 1) * 64 + tid % 128 / 32 * 16 + tid % 32 / 4;
+        } else {
+            return cw * 64 + wq * 16 + g;
+        }
+    };
     /* Ping-pong (v3 on): the two consumers take turns to issue their wgmmas, on named barriers
      * 1 and 2, and the turns run on across tiles (both walk the same tiles, with the same
      * number of turns in each): a protocol restarted per tile could let consumer 1 pass twice
@@ -453,7 +468,22 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     auto pass_turn = [&]() { ptx_named_bar_arrive(other, 256); };
     if (OVERLAP && cw == NC - 1)
         pass_turn(); /* consumer 0 issues first */
-    int it = 0, tq = 0;
+    /* it: K/V blocks walked (slot (it + i) % STAGES, phase ((it + i) / STAGES) & 1); tq: tiles
+     * (Q's buffer and the tile queue, parity tq & 1). v9 needs them only mod 2 STAGES and mod 2
+     * and keeps both in it, 4 STAGES + (blocks mod 2 STAGES) + 2 STAGES (tiles mod 2): the same
+     * slots and phases (4 STAGES keeps it - 1 positive), one register less (v9t spilled tq). */
+    int it = XT ? 4 * STAGES : 0, tq = 0;
+    auto tq_parity = [&]() {
+        if constexpr (XT) {
+            /* from an opaque copy: otherwise the parity is kept from the tile's top to the
+             * update at its end, a register more (v9t spilled it) */
+            uint32_t x = (uint32_t)it;
+            ptx_fence_operand(x);
+            return x / (2 * STAGES) & 1u;
+        } else {
+            return (uint32_t)tq & 1u;
+        }
+    };
     /* O and the rows' base m and sum l of the tile in hand (v9: of the pending tile until its
      * O is stored); S of the block in hand, then its P, and P as A fragments */
     float acc[1][DT][4], row_m[1][2], row_l[1][2];
@@ -482,7 +512,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
         reset_o(), reset_rows();
     for (int tile = first_tile();; tile += tile_step) {
         if constexpr (DYN) {
-            ptx_mbarrier_wait(sched_full, (uint32_t)tq & 1u);
+            ptx_mbarrier_wait(sched_full, tq_parity());
             tile = *sched;
             ptx_mbarrier_arrive(sched_empty); /* this thread's read is done */
         }
@@ -491,7 +521,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
         int m0 = 0, b = 0, h = 0, n_blocks = 0;
         if (!XT || tile < n_tiles)
             tile_at(tile, m0, b, h, n_blocks);
-        const int row0 = m0 + cw * 64 + wq * 16 + g; /* this thread's rows: row0, row0 + 8 */
+        const int row0 = m0 + row_in_tile(); /* this thread's rows: row0, row0 + 8 */
         auto slot = [&](int i) { return (it + i) % STAGES; };
         auto phase = [&](int i) { return (uint32_t)((it + i) / STAGES) & 1u; };
         if constexpr (!XT)
@@ -592,7 +622,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
          * then O from acc once the last P V is in. Rows past Sq are not stored. v9 runs the
          * second half for the tile before the one in hand, under that one's first S. */
         auto store_rows = [&](const int m0, const int b, const int h, float (&inv)[2]) {
-            const int row0 = m0 + cw * 64 + wq * 16 + g;
+            const int row0 = m0 + row_in_tile();
 #pragma unroll
             for (int hr = 0; hr < 2; hr++) {
                 float l = row_l[0][hr];
@@ -607,7 +637,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
         };
         auto store_o = [&](const int m0, const int b, const int h, const float (&inv)[2]) {
             if constexpr (!TMA_O) {
-                const int row0 = m0 + cw * 64 + wq * 16 + g;
+                const int row0 = m0 + row_in_tile();
                 T *og = (T *)a.o + b * a.so[0] + h * a.so[2];
 #pragma unroll
                 for (int hr = 0; hr < 2; hr++) {
@@ -693,7 +723,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
             break;
 
         if (DYN || n_blocks > 0)
-            ptx_mbarrier_wait(bar_q, (uint32_t)tq & 1u);
+            ptx_mbarrier_wait(bar_q, tq_parity());
         if (DYN && n_blocks == 0)
             release(q_empty); /* no S to wait for */
         /* after the wait for the last S of the tile: Q's buffer may take the next tile's Q */
@@ -838,7 +868,11 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 pend_at[0] = m0, pend_at[1] = b * a.Hq + h;
             pend = true;
         }
-        it += n_blocks, tq += DYN || n_blocks > 0;
+        if constexpr (XT) /* DYN: every tile takes a turn of Q's buffer */
+            it = 4 * STAGES + (it + n_blocks) % (2 * STAGES) +
+                 2 * STAGES * (((it / (2 * STAGES)) + 1) & 1);
+        else
+            it += n_blocks, tq += DYN || n_blocks > 0;
     } /* tiles */
     if (OVERLAP && cw == 0)
         my_turn(); /* takes the last consumer's last pass: no barrier is left half-arrived */
@@ -1125,13 +1159,13 @@ const attn_fwd_variant attn_fwd_sm90_variants[] = {
     /* v9 (VER 11): v6 with the tile boundary overlapped (the last P V of a tile issued with
      * the next tile's first S, O stored under it) and the next Q prefetched into L2; v6's
      * blocks (176 keys without the mask, 128 under it); v9n: 128-key blocks for both (the
-     * whole O tile staged at d 128). On v7's shape (3 consumers at 160 registers, d 64)
-     * ptxas spilled 12 bytes: not offered. */
+     * whole O tile staged at d 128); v9t (VER 13, d = 64): the same on v7's shape */
     SM90_FAMILY_S("sm90v9", 64, 128, 176, 2, 11, 0, 0, sm90_supports_nc),
     SM90_FAMILY_S("sm90v9", 128, 128, 176, 2, 11, 0, 0, sm90_supports_nc),
     SM90_FAMILY_S("sm90v9", 64, 128, 128, 2, 11, 0, 0, sm90_supports_c),
     SM90_FAMILY_S("sm90v9", 128, 128, 128, 2, 11, 0, 0, sm90_supports_c),
     SM90_FAMILY("sm90v9n", 128, 128, 2, 11, 0, 0),
+    SM90_FAMILY_S("sm90v9t", 64, 192, 128, 2, 13, 0, 0, sm90_supports),
     /* v6p (VER 12): v6 with v9's loads alone (the first K before Q, Q prefetched into L2) */
     SM90_FAMILY_S("sm90v6p", 128, 128, 176, 2, 12, 0, 0, sm90_supports_nc),
     SM90_FAMILY_S("sm90v6p", 128, 128, 128, 2, 12, 0, 0, sm90_supports_c),
