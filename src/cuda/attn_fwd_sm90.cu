@@ -59,6 +59,22 @@
  *                 and the copy engine multicasting it to both, so that L2 delivers each block
  *                 once per pair (at BM = 128 and d = 128 the K/V reads alone are ~5 TB/s from L2
  *                 at 600 TFLOP/s); pairs in a static order; causal problems on v6's kernel.
+ *   v9 "sm90v9"   v6 with the tile boundary overlapped (VER 11): a consumer issues the last
+ *                 O += P V of tile t in the same turn as S = Q K^T of the first block of tile
+ *                 t + 1, and stores tile t's O while that S runs, so that the tensor cores see
+ *                 one stream of blocks across tiles instead of a drain (last P V alone, the
+ *                 epilogue) and a fill (first S alone, its softmax) per tile: at the bench's
+ *                 2k-4k a tile is only 12-24 blocks, and that bubble was about one block's time
+ *                 per tile (bench/RESULTS.md, "Issue 11: sm90 forward v9"). To fit the
+ *                 registers, O and the last P are divided by l at the end of the tile (LSE is
+ *                 stored then), and the pending tile's place waits in shared memory. As that
+ *                 turn needs the next tile's Q and first K with no epilogue before it to hide
+ *                 their latency, the producer loads the first K before waiting for Q's buffer,
+ *                 and a second producer thread reads the tile queue too and asks L2 for each
+ *                 claimed tile's Q at once.
+ *      "sm90v9n"  v9 with 128-key blocks without the mask too (the whole O tile staged);
+ *      "sm90v9t"  v9 on v7's shape (VER 13, d = 64: 3 consumers, BM = 192);
+ *   v6p "sm90v6p" v6 with v9's two load changes alone (VER 12), to tell their share apart.
  * Not yet: other head dims, Dk != Dv.
  */
 #include "attn_cuda.cuh"
@@ -71,12 +87,21 @@
 
 namespace {
 
-/* Consumer warpgroups of version VER: 3 in v7 (VER 8, FlashAttention-3's d = 64 shape, BM =
- * 192: the softmax, not the tensor cores, bounds d = 64, and a third consumer gives the
- * multiprocessor's exp units more independent rows), else 2. BM = 64 per consumer. */
+/* Consumer warpgroups of version VER: 3 in v7 (VER 8, and v8t / v9t on its shape: 10, 13;
+ * FlashAttention-3's d = 64 shape, BM = 192: the softmax, not the tensor cores, bounds
+ * d = 64, and a third consumer gives the multiprocessor's exp units more independent rows),
+ * else 2. BM = 64 per consumer. */
 __host__ __device__ constexpr int sm90_consumers(int ver)
 {
-    return ver == 8 || ver == 10 ? 3 : 2;
+    return ver == 8 || ver == 10 || ver == 13 ? 3 : 2;
+}
+/* v9's tile boundary overlap (VER 11 on v6's shape, 13 on v7's) */
+__host__ __device__ constexpr bool sm90_cross_tile(int ver) { return ver == 11 || ver == 13; }
+/* v9's loads (the first K before Q, Q prefetched into L2 by a second thread): v9, and VER 12
+ * (sm90v6p: v6 with them alone, to tell their share from the overlap's) */
+__host__ __device__ constexpr bool sm90_early_loads(int ver)
+{
+    return sm90_cross_tile(ver) || ver == 12;
 }
 /* v8's pairs of thread blocks sharing K/V by multicast: VER 9 (v6's shape), 10 (v7's) */
 __host__ __device__ constexpr bool sm90_pair(int ver) { return ver == 9 || ver == 10; }
@@ -109,13 +134,14 @@ template <int D, int BN, int STAGES, int VER = 1> struct sm90_smem {
     /* v6's staged O: the whole tile where it fits, else (d 128 beside a 176-key ring) one
      * 64-column panel per consumer at a time */
     static constexpr int O_PANELS =
-        O + Q_BYTES + 8 * (2 + 4 * STAGES) + 32 + 1024 <= 227 * 1024 ? D / 64 : 1;
+        O + Q_BYTES + 8 * (2 + 4 * STAGES) + 48 + 1024 <= 227 * 1024 ? D / 64 : 1;
     static constexpr int O_BYTES = VER >= 7 ? sm90_bm(VER) * 128 * O_PANELS : 0;
     static constexpr int BARS = O + O_BYTES;              /* q_full, k/v full and empty, */
     static constexpr int SCHED = BARS + 8 * (2 + 4 * STAGES); /* q_empty; then v6's tile */
     static constexpr int SCHED_FULL = SCHED + 8;          /* the index's mbarriers       */
     static constexpr int SCHED_EMPTY = SCHED_FULL + 8;
-    static constexpr int TOTAL = SCHED_EMPTY + 16;
+    static constexpr int PEND = SCHED_EMPTY + 8;          /* v9: per consumer, the pending */
+    static constexpr int TOTAL = PEND + 8 * 3;            /* tile's m0 and b Hq + h        */
     static constexpr size_t LAUNCH = TOTAL + 1024;        /* room to align the base     */
     static_assert(LAUNCH <= 227 * 1024, "shared memory of one thread block on sm_90");
 };
@@ -209,6 +235,9 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
      * Its tiles (pairs) go in a static order (non-causal only: every pair costs the same). */
     constexpr bool MC = sm90_pair(VER);
     constexpr bool DYN = VER >= 6 && !MC, TMA_O = VER >= 7;
+    /* v9 (VER 11): the last P V of a tile goes out with the next tile's first S (XT) */
+    constexpr bool XT = sm90_cross_tile(VER), EARLY = sm90_early_loads(VER);
+    static_assert(!EARLY || (DYN && TMA_O), "v9 is v6 with the tile boundary overlapped");
     constexpr int KV_ROWS = MC ? BN / 2 : BN;
     static_assert(KV_ROWS % 8 == 0, "a multicast half is whole 1024-byte swizzle atoms");
     constexpr int NT = BN / 8, DT = D / 8;
@@ -247,7 +276,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
         }
         ptx_mbarrier_init(q_empty, 4 * NC);
         ptx_mbarrier_init(sched_full, 1);
-        ptx_mbarrier_init(sched_empty, 128 * NC);
+        ptx_mbarrier_init(sched_empty, 128 * NC + (EARLY ? 1 : 0)); /* v9: + Q's prefetcher */
         ptx_fence_mbarrier_init();
     }
     /* the last block-wide barrier: the roles part here (v8: cluster-wide, so that the peer's
@@ -340,6 +369,20 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                     if (tile >= n_tiles)
                         break;
                 }
+                /* K of block i (relative to the ring's count it) into its slot */
+                auto load_k = [&](int i) {
+                    const int s = (it + i) % STAGES;
+                    ptx_mbarrier_wait(k_empty(s), ((uint32_t)((it + i) / STAGES) & 1u) ^ 1u);
+                    /* the whole block lands here (v8: half from the peer's copies) */
+                    ptx_mbarrier_arrive_expect_tx(k_full(s), L::KV_BYTES);
+                    for (int p = 0; p < NP; p++)
+                        load_kv(sK + s * L::KV_BYTES + p * BN * 128, &tm_k, k_full(s), p,
+                                (n_blocks - 1 - i) * BN, hk, b);
+                };
+                /* v9: the first K before Q: its slot frees a block before Q's buffer (after
+                 * the last tile's last S but one), and the consumers need both at once */
+                if (EARLY && n_blocks > 0)
+                    load_k(0);
                 /* Q's buffer is free once both consumers issued and finished their last S of
                  * the previous tile (a fresh barrier passes parity 1 at once) */
                 ptx_mbarrier_wait(q_empty, ((uint32_t)tq & 1u) ^ 1u);
@@ -358,12 +401,8 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                     const int s = (it + i) % STAGES;
                     const uint32_t ph = (uint32_t)((it + i) / STAGES) & 1u;
                     const int n0 = (n_blocks - 1 - i) * BN;
-                    ptx_mbarrier_wait(k_empty(s), ph ^ 1u);
-                    /* the whole block lands here (v8: half from the peer's copies) */
-                    ptx_mbarrier_arrive_expect_tx(k_full(s), L::KV_BYTES);
-                    for (int p = 0; p < NP; p++)
-                        load_kv(sK + s * L::KV_BYTES + p * BN * 128, &tm_k, k_full(s), p, n0, hk,
-                                b);
+                    if (!EARLY || i > 0)
+                        load_k(i);
                     ptx_mbarrier_wait(v_empty(s), ph ^ 1u);
                     ptx_mbarrier_arrive_expect_tx(v_full(s), L::KV_BYTES);
                     for (int p = 0; p < NP; p++)
@@ -375,6 +414,24 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                  * claim waits for the ring to drain to STAGES blocks (the atomic's round trip
                  * hides behind them) and no tile is claimed long before it can start */
                 tile = DYN ? atomicAdd(tile_ctr, 1) + (int)gridDim.x : tile + tile_step;
+            }
+        } else if (EARLY && warp == 1 && lane == 0) {
+            /* v9: one more reader of the tile queue, which asks L2 for each tile's Q (read
+             * once, so from DRAM) as soon as the producer has claimed the tile, two blocks
+             * before Q's buffer frees for it: the consumers need it in the turn that ends the
+             * last tile, with no epilogue before it any more to hide its latency. (In the
+             * producer's own thread, at 24 registers, the prefetch spilled.) */
+            for (int k = 0;; k++) {
+                ptx_mbarrier_wait(sched_full, (uint32_t)k & 1u);
+                const int tile = *sched;
+                ptx_mbarrier_arrive(sched_empty);
+                if (tile >= n_tiles)
+                    break;
+                int m0, b, h, n_blocks;
+                tile_at(tile, m0, b, h, n_blocks);
+                if (n_blocks > 0)
+                    for (int p = 0; p < NP; p++)
+                        ptx_tma_prefetch_4d(&tm_q, 64 * p, m0, h, b);
             }
         }
         if constexpr (MC) { /* v8: no block leaves while its peer may still arrive on its
@@ -390,6 +447,17 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     const int cw = wg - 1;                    /* which 64 rows of the tile           */
     const int wq = warp % 4;                  /* warp within the warpgroup: 16 rows  */
     const int g = lane / 4, t = lane % 4;
+    /* The thread's first row in the tile, cw 64 + wq 16 + g; v9 re-reads it from the thread
+     * index where used, so that it does not hold a register through the kernel (v9t, with 3
+     * consumers at 160 registers, spilled) */
+    auto row_in_tile = [&]() {
+        if constexpr (XT) {
+            const int tid = ptx_thread_index();
+            return (tid / 128 - 1) * 64 + tid % 128 / 32 * 16 + tid % 32 / 4;
+        } else {
+            return cw * 64 + wq * 16 + g;
+        }
+    };
     /* Ping-pong (v3 on): the two consumers take turns to issue their wgmmas, on named barriers
      * 1 and 2, and the turns run on across tiles (both walk the same tiles, with the same
      * number of turns in each): a protocol restarted per tile could let consumer 1 pass twice
@@ -400,28 +468,64 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     auto pass_turn = [&]() { ptx_named_bar_arrive(other, 256); };
     if (OVERLAP && cw == NC - 1)
         pass_turn(); /* consumer 0 issues first */
-    int it = 0, tq = 0;
-    for (int tile = first_tile();; tile += tile_step) {
-        if constexpr (DYN) {
-            ptx_mbarrier_wait(sched_full, (uint32_t)tq & 1u);
-            tile = *sched;
-            ptx_mbarrier_arrive(sched_empty); /* this thread's read is done */
+    /* it: K/V blocks walked (slot (it + i) % STAGES, phase ((it + i) / STAGES) & 1); tq: tiles
+     * (Q's buffer and the tile queue, parity tq & 1). v9 needs them only mod 2 STAGES and mod 2
+     * and keeps both in it, 4 STAGES + (blocks mod 2 STAGES) + 2 STAGES (tiles mod 2): the same
+     * slots and phases (4 STAGES keeps it - 1 positive), one register less (v9t spilled tq). */
+    int it = XT ? 4 * STAGES : 0, tq = 0;
+    auto tq_parity = [&]() {
+        if constexpr (XT) {
+            /* from an opaque copy: otherwise the parity is kept from the tile's top to the
+             * update at its end, a register more (v9t spilled it) */
+            uint32_t x = (uint32_t)it;
+            ptx_fence_operand(x);
+            return x / (2 * STAGES) & 1u;
+        } else {
+            return (uint32_t)tq & 1u;
         }
-        if (tile >= n_tiles)
-            break;
-        int m0, b, h, n_blocks;
-        tile_at(tile, m0, b, h, n_blocks);
-        const int row0 = m0 + cw * 64 + wq * 16 + g; /* this thread's rows: row0, row0 + 8 */
-        auto slot = [&](int i) { return (it + i) % STAGES; };
-        auto phase = [&](int i) { return (uint32_t)((it + i) / STAGES) & 1u; };
-
-        float acc[1][DT][4];
-        float row_m[1][2] = {{-INFINITY, -INFINITY}}, row_l[1][2] = {{0.0f, 0.0f}};
+    };
+    /* O and the rows' base m and sum l of the tile in hand (v9: of the pending tile until its
+     * O is stored); S of the block in hand, then its P, and P as A fragments */
+    float acc[1][DT][4], row_m[1][2], row_l[1][2];
+    float sc[1][NT][4];
+    uint32_t pa[BN / 16][4];
+    auto reset_o = [&]() {
 #pragma unroll
         for (int dt = 0; dt < DT; dt++)
 #pragma unroll
             for (int e = 0; e < 4; e++)
                 acc[0][dt][e] = 0.0f;
+    };
+    auto reset_rows = [&]() {
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++)
+            row_m[0][hr] = -INFINITY, row_l[0][hr] = 0.0f;
+    };
+    /* v9: whether a tile's last O += P V and store of O are still to come (its LSE stored, O
+     * and its last P in sc already divided by l). Its place (m0, b Hq + h) waits in shared
+     * memory, written and read by the one thread that issues the store: in registers beside
+     * the next tile's state, through the turn that ends it, ptxas spilled. */
+    bool pend = false;
+    volatile int *const pend_at = (volatile int *)(smem_raw + (base - ptx_smem_addr(smem_raw)) +
+                                                   L::PEND) + 2 * cw;
+    if constexpr (XT)
+        reset_o(), reset_rows();
+    for (int tile = first_tile();; tile += tile_step) {
+        if constexpr (DYN) {
+            ptx_mbarrier_wait(sched_full, tq_parity());
+            tile = *sched;
+            ptx_mbarrier_arrive(sched_empty); /* this thread's read is done */
+        }
+        if (!XT && tile >= n_tiles)
+            break;
+        int m0 = 0, b = 0, h = 0, n_blocks = 0;
+        if (!XT || tile < n_tiles)
+            tile_at(tile, m0, b, h, n_blocks);
+        const int row0 = m0 + row_in_tile(); /* this thread's rows: row0, row0 + 8 */
+        auto slot = [&](int i) { return (it + i) % STAGES; };
+        auto phase = [&](int i) { return (uint32_t)((it + i) / STAGES) & 1u; };
+        if constexpr (!XT)
+            reset_o(), reset_rows();
 
         /* Issues S = Q K^T of the block in slot s (uncommitted). */
         auto issue_qk = [&](float (&sc)[1][NT][4], int s) {
@@ -513,9 +617,113 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
             if (n0 + BN > a.Sk || (a.causal && n0 + BN > m0 + cw * 64 + 1 + diag))
                 mask_block<1, NT>(sc, a, row0, n0 + 2 * t, diag);
         };
+        /* Epilogue of the tile at (m0, b, h), in two halves: the rows' sums (the one division
+         * per row, inv) and LSE from row_m and row_l, which are final after the last softmax;
+         * then O from acc once the last P V is in. Rows past Sq are not stored. v9 runs the
+         * second half for the tile before the one in hand, under that one's first S. */
+        auto store_rows = [&](const int m0, const int b, const int h, float (&inv)[2]) {
+            const int row0 = m0 + row_in_tile();
+#pragma unroll
+            for (int hr = 0; hr < 2; hr++) {
+                float l = row_l[0][hr];
+                l += __shfl_xor_sync(0xffffffffu, l, 1);
+                l += __shfl_xor_sync(0xffffffffu, l, 2);
+                inv[hr] = l > 0.0f ? 1.0f / l : 0.0f;
+                const int row = row0 + 8 * hr;
+                if (row < a.Sq && a.lse && t == 0)
+                    a.lse[b * a.slse[0] + h * a.slse[1] + (int64_t)row * a.slse[2]] =
+                        l > 0.0f ? row_m[0][hr] * a.scale + logf(l) : -INFINITY;
+            }
+        };
+        auto store_o = [&](const int m0, const int b, const int h, const float (&inv)[2]) {
+            if constexpr (!TMA_O) {
+                const int row0 = m0 + row_in_tile();
+                T *og = (T *)a.o + b * a.so[0] + h * a.so[2];
+#pragma unroll
+                for (int hr = 0; hr < 2; hr++) {
+                    const int row = row0 + 8 * hr;
+                    if (row < a.Sq) {
+                        T *orow = og + (int64_t)row * a.so[1];
+#pragma unroll
+                        for (int dt = 0; dt < DT; dt++)
+                            *(uint32_t *)(orow + dt * 8 + 2 * t) = ptx_pack2(
+                                T(), acc[0][dt][2 * hr] * inv[hr], acc[0][dt][2 * hr + 1] * inv[hr]);
+                    }
+                }
+            }
+            if constexpr (TMA_O) {
+                /* v6: O through shared memory, the whole tile or (d 128 beside a 176-key ring,
+                 * where only that fits) one 64-column panel at a time per consumer, in the 128-byte
+                 * swizzle the O map reads (conflict-free: the 8 rows of a warp's store land in 8
+                 * different chunks), then a TMA store that clips rows past Sq. One thread per
+                 * consumer issues the stores and, before the panel is rewritten, waits for the last
+                 * one's reads; the consumer goes on to its next tile while the copy engine writes. */
+                /* the thread's place re-read here, so that ptxas does not hoist 16 store addresses
+                 * out of the tile loop and hold them through the main loop */
+                const int tid = ptx_thread_index() % 128, eg = tid % 32 / 4, et = tid % 4;
+                const bool issuer = tid == 0;
+#pragma unroll
+                for (int p = 0; p < NP; p++) {
+                    const uint32_t sO = base + L::O + (p % L::O_PANELS) * BM * 128 + cw * 64 * 128;
+                    const uint32_t row_at = sO + (uint32_t)(tid / 32 * 16 + eg) * 128 + 4 * et;
+                    if (p == 0 || L::O_PANELS == 1) { /* the buffer's last store (the last
+                                              tile's, or panel p - 1's when it is one panel) */
+                        if (issuer)
+                            ptx_bulk_wait_group_read<0>();
+                        ptx_named_bar_sync(1 + NC + cw, 128); /* after the turns' ids */
+                    }
+#pragma unroll
+                    for (int hr = 0; hr < 2; hr++) /* rows eg + 8 hr of the warp's 16: r % 8 = eg */
+#pragma unroll
+                        for (int c = 0; c < 8; c++) {
+                            const int dt = 8 * p + c;
+                            ptx_st_shared_b32(row_at + hr * 8 * 128 + ((c ^ eg) << 4),
+                                              ptx_pack2(T(), acc[0][dt][2 * hr] * inv[hr],
+                                                        acc[0][dt][2 * hr + 1] * inv[hr]));
+                        }
+                    ptx_fence_proxy_async_shared(); /* for the copy engine's reads */
+                    ptx_named_bar_sync(1 + NC + cw, 128); /* after the turns' ids */
+                    if (issuer && m0 + cw * 64 < a.Sq) {
+                        ptx_tma_store_4d(&tm_o, sO, 64 * p, m0 + cw * 64, h, b);
+                        ptx_bulk_commit_group();
+                    }
+                }
+            }
+        };
+        /* The last block's O += P V alone, block i of the walk: v1-v8 at the end of every tile,
+         * v9 at the end of the pending tile (i = -1) when no next S goes out with it (at the
+         * end, or before a tile with no block). */
+        auto last_pv = [&](int i) {
+            const int s = slot(i);
+            ptx_mbarrier_wait(v_full(s), phase(i));
+            pack_p(sc, pa);
+            my_turn();
+            issue_pv(pa, s);
+            ptx_wgmma_commit();
+            pass_turn();
+            ptx_wgmma_wait<0>();
+            fence_pv(pa);
+            release_kv(v_empty(s));
+        };
+        /* v9: the pending tile's O, stored, and O cleared for the tile in hand */
+        auto store_pending = [&]() {
+            const float one[2] = {1.0f, 1.0f};
+            int pm0 = 0, pbh = 0; /* read by the issuer of the store only */
+            if (ptx_thread_index() % 128 == 0)
+                pm0 = pend_at[0], pbh = pend_at[1];
+            store_o(pm0, pbh / a.Hq, pbh % a.Hq, one);
+            reset_o();
+            pend = false;
+        };
+        if (XT && pend && n_blocks == 0) { /* tile >= n_tiles too: n_blocks = 0 */
+            last_pv(-1);
+            store_pending();
+        }
+        if (XT && tile >= n_tiles)
+            break;
 
         if (DYN || n_blocks > 0)
-            ptx_mbarrier_wait(bar_q, (uint32_t)tq & 1u);
+            ptx_mbarrier_wait(bar_q, tq_parity());
         if (DYN && n_blocks == 0)
             release(q_empty); /* no S to wait for */
         /* after the wait for the last S of the tile: Q's buffer may take the next tile's Q */
@@ -531,7 +739,6 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 const int s = slot(i);
                 const uint32_t ph = phase(i);
                 const bool live = live_at(i);
-                float sc[1][NT][4];
                 ptx_mbarrier_wait(k_full(s), ph);
                 if (live) {
                     issue_qk(sc, s);
@@ -547,7 +754,6 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 }
                 ptx_mbarrier_wait(v_full(s), ph);
                 if (live) {
-                    uint32_t pa[BN / 16][4];
                     pack_p(sc, pa);
                     issue_pv(pa, s);
                     ptx_wgmma_commit();
@@ -565,8 +771,6 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
              * and fully masked (P = 0), so that every wgmma is issued on a path ptxas sees as
              * warpgroup-uniform; under v2's `if (live)` it serialised them (ptxas C7518), which
              * cost the overlap. */
-            float sc[1][NT][4];
-            uint32_t pa[BN / 16][4];
             /* The softmax of S_i in sc: m and l move now, O (alpha) once its P V is done. */
             auto softmax_s = [&](int i, float (&alpha)[1][2]) {
                 mask_at(sc, i);
@@ -585,11 +789,30 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 return moved;
             };
             if (n_blocks > 0) {
+                /* v9: the pending tile's last P V goes out in this turn too, before S, so that
+                 * its O is stored while S runs */
                 ptx_mbarrier_wait(k_full(slot(0)), phase(0));
-                my_turn();
-                issue_qk(sc, slot(0));
-                ptx_wgmma_commit();
-                pass_turn();
+                if (XT && pend) {
+                    /* two straight paths: with the issue conditional, ptxas serialised the
+                     * wgmmas (C7514, the store's reads of O under the S) */
+                    ptx_mbarrier_wait(v_full(slot(-1)), phase(-1));
+                    pack_p(sc, pa);
+                    my_turn();
+                    issue_pv(pa, slot(-1));
+                    ptx_wgmma_commit();
+                    issue_qk(sc, slot(0));
+                    ptx_wgmma_commit();
+                    pass_turn();
+                    ptx_wgmma_wait<1>(); /* the P V done, S may still run */
+                    fence_pv(pa);
+                    release_kv(v_empty(slot(-1)));
+                    store_pending();
+                } else {
+                    my_turn();
+                    issue_qk(sc, slot(0));
+                    ptx_wgmma_commit();
+                    pass_turn();
+                }
                 ptx_wgmma_wait<0>();
                 fence_s(sc);
                 release_kv(k_empty(slot(0)));
@@ -621,83 +844,35 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 if (moved)
                     block_rescale<1, DT>(acc, alpha);
             }
-            if (n_blocks > 0) {
-                const int i = n_blocks - 1, s = slot(i);
-                ptx_mbarrier_wait(v_full(s), phase(i));
-                pack_p(sc, pa);
-                my_turn();
-                issue_pv(pa, s);
-                ptx_wgmma_commit();
-                pass_turn();
-                ptx_wgmma_wait<0>();
-                fence_pv(pa);
-                release_kv(v_empty(s));
-            }
+            if (!XT && n_blocks > 0)
+                last_pv(n_blocks - 1);
         }
 
-        /* Epilogue: the one division per row, then o and LSE (rows past Sq are not stored). */
-        T *og = (T *)a.o + b * a.so[0] + h * a.so[2];
-        float inv[2];
+        if (!XT || n_blocks == 0) {
+            float inv[2];
+            store_rows(m0, b, h, inv);
+            store_o(m0, b, h, inv);
+        } else {
+            /* v9: its last P V goes out with the next tile's first S, its O under that S;
+             * O and that P divided by l now, so that nothing but (m0, b, h) waits for it */
+            float inv[1][2];
+            store_rows(m0, b, h, inv[0]);
+            block_rescale<1, DT>(acc, inv);
 #pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-            float l = row_l[0][hr];
-            l += __shfl_xor_sync(0xffffffffu, l, 1);
-            l += __shfl_xor_sync(0xffffffffu, l, 2);
-            inv[hr] = l > 0.0f ? 1.0f / l : 0.0f;
-            const int row = row0 + 8 * hr;
-            if (row < a.Sq) {
-                if constexpr (!TMA_O) {
-                    T *orow = og + (int64_t)row * a.so[1];
+            for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-                    for (int dt = 0; dt < DT; dt++)
-                        *(uint32_t *)(orow + dt * 8 + 2 * t) = ptx_pack2(
-                            T(), acc[0][dt][2 * hr] * inv[hr], acc[0][dt][2 * hr + 1] * inv[hr]);
-                }
-                if (a.lse && t == 0)
-                    a.lse[b * a.slse[0] + h * a.slse[1] + (int64_t)row * a.slse[2]] =
-                        l > 0.0f ? row_m[0][hr] * a.scale + logf(l) : -INFINITY;
-            }
+                for (int e = 0; e < 4; e++)
+                    sc[0][nt][e] *= inv[0][e / 2];
+            reset_rows();
+            if (ptx_thread_index() % 128 == 0)
+                pend_at[0] = m0, pend_at[1] = b * a.Hq + h;
+            pend = true;
         }
-        if constexpr (TMA_O) {
-            /* v6: O through shared memory, the whole tile or (d 128 beside a 176-key ring,
-             * where only that fits) one 64-column panel at a time per consumer, in the 128-byte
-             * swizzle the O map reads (conflict-free: the 8 rows of a warp's store land in 8
-             * different chunks), then a TMA store that clips rows past Sq. One thread per
-             * consumer issues the stores and, before the panel is rewritten, waits for the last
-             * one's reads; the consumer goes on to its next tile while the copy engine writes. */
-            (void)og;
-            /* the thread's place re-read here, so that ptxas does not hoist 16 store addresses
-             * out of the tile loop and hold them through the main loop */
-            const int tid = ptx_thread_index() % 128, eg = tid % 32 / 4, et = tid % 4;
-            const bool issuer = tid == 0;
-#pragma unroll
-            for (int p = 0; p < NP; p++) {
-                const uint32_t sO = base + L::O + (p % L::O_PANELS) * BM * 128 + cw * 64 * 128;
-                const uint32_t row_at = sO + (uint32_t)(tid / 32 * 16 + eg) * 128 + 4 * et;
-                if (p == 0 || L::O_PANELS == 1) { /* the buffer's last store (the last
-                                          tile's, or panel p - 1's when it is one panel) */
-                    if (issuer)
-                        ptx_bulk_wait_group_read<0>();
-                    ptx_named_bar_sync(1 + NC + cw, 128); /* after the turns' ids */
-                }
-#pragma unroll
-                for (int hr = 0; hr < 2; hr++) /* rows eg + 8 hr of the warp's 16: r % 8 = eg */
-#pragma unroll
-                    for (int c = 0; c < 8; c++) {
-                        const int dt = 8 * p + c;
-                        ptx_st_shared_b32(row_at + hr * 8 * 128 + ((c ^ eg) << 4),
-                                          ptx_pack2(T(), acc[0][dt][2 * hr] * inv[hr],
-                                                    acc[0][dt][2 * hr + 1] * inv[hr]));
-                    }
-                ptx_fence_proxy_async_shared(); /* for the copy engine's reads */
-                ptx_named_bar_sync(1 + NC + cw, 128); /* after the turns' ids */
-                if (issuer && m0 + cw * 64 < a.Sq) {
-                    ptx_tma_store_4d(&tm_o, sO, 64 * p, m0 + cw * 64, h, b);
-                    ptx_bulk_commit_group();
-                }
-            }
-        }
-        it += n_blocks, tq += DYN || n_blocks > 0;
+        if constexpr (XT) /* DYN: every tile takes a turn of Q's buffer */
+            it = 4 * STAGES + (it + n_blocks) % (2 * STAGES) +
+                 2 * STAGES * (((it / (2 * STAGES)) + 1) & 1);
+        else
+            it += n_blocks, tq += DYN || n_blocks > 0;
     } /* tiles */
     if (OVERLAP && cw == 0)
         my_turn(); /* takes the last consumer's last pass: no barrier is left half-arrived */
@@ -786,11 +961,12 @@ static int sm90_supports_rows(const attn_fwd_variant *v, const attn_problem *p, 
     CUtensorMap mq, mk, mv, mo;
     if (!make_maps(&a, v->dtype, v->block_q, kv_rows, &mq, &mk, &mv))
         return 0;
-    /* the dynamic scheduler's kernels (v6*, v7, and v8 / v8t under the mask, which run v6's /
-     * v7's) take their tile counter from the stream's memory pool: on a device without pools
-     * they are not offered, and the dispatcher goes on to v4w / v5, which need no memory */
+    /* the dynamic scheduler's kernels (v6*, v7, v9*, and v8 / v8t under the mask, which run
+     * v6's / v7's) take their tile counter from the stream's memory pool: on a device without
+     * pools they are not offered, and the dispatcher goes on to v4w / v5, which need no memory */
+    const int v9 = strncmp(v->family, "sm90v9", 6) == 0;
     const int dyn = strncmp(v->family, "sm90v6", 6) == 0 || strcmp(v->family, "sm90v7") == 0 ||
-                    (strncmp(v->family, "sm90v8", 6) == 0 && p->causal);
+                    v9 || (strncmp(v->family, "sm90v8", 6) == 0 && p->causal);
     if (dyn) {
         int dev = 0, pools = 0;
         if (cudaGetDevice(&dev) != cudaSuccess ||
@@ -800,9 +976,9 @@ static int sm90_supports_rows(const attn_fwd_variant *v, const attn_problem *p, 
             return 0;
         }
     }
-    /* v6, v7 and v8 store O through a tensor map too */
+    /* v6, v7, v8 and v9 store O through a tensor map too */
     return (strncmp(v->family, "sm90v6", 6) != 0 && strcmp(v->family, "sm90v7") != 0 &&
-            strncmp(v->family, "sm90v8", 6) != 0) ||
+            strncmp(v->family, "sm90v8", 6) != 0 && !v9) ||
            make_map(&mo, v->dtype, p->o, p->B, p->Sq, p->Hq, p->D, p->so, 64);
 }
 static int sm90_supports(const attn_fwd_variant *v, const attn_problem *p, int cc, int vec16)
@@ -980,6 +1156,19 @@ const attn_fwd_variant attn_fwd_sm90_variants[] = {
      * under the mask */
     SM90_FAMILY_S("sm90v8t", 64, 192, 128, 2, 10, 0, 0, sm90_supports_pair),
     SM90_FAMILY_S("sm90v8t", 64, 192, 128, 2, 8, 0, 0, sm90_supports_c),
+    /* v9 (VER 11): v6 with the tile boundary overlapped (the last P V of a tile issued with
+     * the next tile's first S, O stored under it) and the next Q prefetched into L2; v6's
+     * blocks (176 keys without the mask, 128 under it); v9n: 128-key blocks for both (the
+     * whole O tile staged at d 128); v9t (VER 13, d = 64): the same on v7's shape */
+    SM90_FAMILY_S("sm90v9", 64, 128, 176, 2, 11, 0, 0, sm90_supports_nc),
+    SM90_FAMILY_S("sm90v9", 128, 128, 176, 2, 11, 0, 0, sm90_supports_nc),
+    SM90_FAMILY_S("sm90v9", 64, 128, 128, 2, 11, 0, 0, sm90_supports_c),
+    SM90_FAMILY_S("sm90v9", 128, 128, 128, 2, 11, 0, 0, sm90_supports_c),
+    SM90_FAMILY("sm90v9n", 128, 128, 2, 11, 0, 0),
+    SM90_FAMILY_S("sm90v9t", 64, 192, 128, 2, 13, 0, 0, sm90_supports),
+    /* v6p (VER 12): v6 with v9's loads alone (the first K before Q, Q prefetched into L2) */
+    SM90_FAMILY_S("sm90v6p", 128, 128, 176, 2, 12, 0, 0, sm90_supports_nc),
+    SM90_FAMILY_S("sm90v6p", 128, 128, 128, 2, 12, 0, 0, sm90_supports_c),
 };
 const int attn_fwd_sm90_variant_count =
     (int)(sizeof attn_fwd_sm90_variants / sizeof attn_fwd_sm90_variants[0]);

@@ -463,6 +463,18 @@ static __device__ __forceinline__ void ptx_tma_store_4d(const void *tmap, uint32
                  : "memory");
 }
 
+/* Asks for the box at (c0, c1, c2, c3) of the tensor map to be brought into L2 (no shared
+ * memory written, nothing to wait for; a hint): the forward's next Q tile (sm90v9), ahead of its
+ * ptx_tma_load_4d. */
+static __device__ __forceinline__ void ptx_tma_prefetch_4d(const void *tmap, int c0, int c1,
+                                                           int c2, int c3)
+{
+    asm volatile("cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%0, {%1, %2, %3, %4}];\n" ::"l"(
+                     tmap),
+                 "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+                 : "memory");
+}
+
 /* The box at (c0, c1, c2, c3) of a float32 tensor map added element-wise into global memory
  * from shared src (the backward's dQ tile, sm90v3t): the reduce-add counterpart of
  * ptx_tma_store_4d, atomic per element at L2, elements outside the tensor skipped. Same bulk
