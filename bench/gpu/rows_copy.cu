@@ -1,7 +1,7 @@
 /*
  * rows_copy.cu — plain copies of a bf16 (T, D) tensor written the way the RMSNorm kernels of
  * src/cuda/rows_v4.cu access memory, so that a benchmark shows what each access pattern itself
- * reaches (bench/gpu/bench_rows3.py; the gap between a kernel and its own copy is the cost of
+ * reaches (bench/gpu/bench_rows4.py --copylib; the gap between a kernel and its own copy is the cost of
  * its arithmetic and its dependency on the row's sum, not of the pattern):
  *   kind 0  flat: a grid-stride loop over 16-byte chunks, 4 a thread (a torch-style copy);
  *           p0 = load mode, p1 = store mode (rows_v4.cu's hint modes)
