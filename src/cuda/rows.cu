@@ -113,7 +113,8 @@ struct ring_cfg {
 };
 
 /* What an unset variable means: "v2" (the kernels measured on the H200), or a v3 string to
- * make a ring the default once a device run has shown it faster. */
+ * make a ring the default once a device run has shown it faster; for the backward also a v6
+ * string (bwd6_env). */
 static const char rms_fwd_default[] = "v2", rms_bwd_default[] = "v2";
 
 static ring_cfg ring_env(const char *name, int a0, int s0)
@@ -1314,8 +1315,11 @@ template <typename T> static const void *bwd_kernel(int nv, bool res, bool pl)
  * around it cost at bf16 16384 x 4096 (kernel alone 112.9 us, a call 124.7), each a knob (1
  * on, 0 off; B, P, L, S default on, H off):
  *   B  a balanced grid: G = ceil(T / n) blocks for n = ceil(T / (SMs x occupancy)) rows a block,
- *      so that the last round of rows keeps the SMs busy (16384 rows on 396 blocks: 148 blocks
- *      take a 42nd row while 248 idle; on 391, 353 do);
+ *      so that the last round of rows is not left to a few blocks (16384 rows on 396 blocks:
+ *      148 blocks take a 42nd row while 248 idle; on 391, 353 do; the rounds are as many, so
+ *      the gain is only the last round's lower bandwidth, < 1 us predicted); only at >= 2
+ *      blocks a SM, when no SM keeps fewer than occupancy - 1 (at 1 block a SM it would idle
+ *      whole SMs: 4096 rows on 132 SMs -> 128 blocks);
  *   P  the partials from the library's own memory pool (rows_pool), which keeps its memory
  *      across synchronisations, rather than cudaMallocAsync's default pool, which hands it back
  *      at each one, so that the next call maps it again on the host before its first launch;
@@ -1333,7 +1337,9 @@ static bwd6_cfg bwd6_env(void)
 {
     bwd6_cfg c = {false, 1, 1, 1, 1, 0};
     const char *e = getenv("FLASHC_CUDA_RMS_BWD");
-    if (!e || strncmp(e, "v6", 2) != 0 || (e[2] != '\0' && e[2] != ':'))
+    if (!e)
+        e = rms_bwd_default; /* "v6" there makes it the default ("v2" then names the old path) */
+    if (strncmp(e, "v6", 2) != 0 || (e[2] != '\0' && e[2] != ':'))
         return c;
     c.on = true;
     int k[5] = {-1, -1, -1, -1, -1};
@@ -1461,9 +1467,10 @@ template <typename T> static flashc_status rms_bwd_t(const rows_bwd_problem *p)
         G = rc.g;
     if (G > p->T)
         G = p->T;
-    if (v6.on && v6.bal && G > 0) { /* the fewest blocks for the same rows a block */
-        const int64_t n = (p->T + G - 1) / G;
-        G = (p->T + n - 1) / n;
+    if (v6.on && v6.bal && G > 0 && per_sm >= 2) { /* the fewest blocks for the same rows a block */
+        const int64_t n = (p->T + G - 1) / G, Gb = (p->T + n - 1) / n;
+        if (Gb >= (int64_t)sms * (per_sm - 1)) /* no SM left with fewer than per_sm - 1 blocks */
+            G = Gb;
     }
     float *part = NULL;
     const cudaMemPool_t pool = v6.on && v6.pool ? rows_pool(dev) : NULL;
