@@ -34,14 +34,14 @@ SB=()
 command -v stdbuf >/dev/null && SB=(stdbuf -oL -eL) # the log up to a timeout, not a lost buffer
 tp=()
 for i in 0 1 2; do
-  FLASHC_TEST_RMS_VARIANTS="${VT[$i]}" OMP_NUM_THREADS=2 timeout 20 ${SB[@]+"${SB[@]}"} "$B/tests/test_cuda_rows" \
+  FLASHC_TEST_RMS_VARIANTS="${VT[$i]}" OMP_NUM_THREADS=2 timeout 22 ${SB[@]+"${SB[@]}"} "$B/tests/test_cuda_rows" \
     >"$OUT/test$i.log" 2>&1 &
   tp+=($!)
 done
 mpid=
 if command -v compute-sanitizer >/dev/null; then
   FLASHC_TEST_RMS_SHORT=1 FLASHC_TEST_RMS_VARIANTS="-|v6;-|v6:1,1,1,1,1" \
-    timeout 20 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 \
+    timeout 22 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 \
     "$B/tests/test_cuda_rows" >"$OUT/memcheck.log" 2>&1 &
   mpid=$!
 fi
@@ -62,7 +62,7 @@ wait $cpid; rc=$?
 [ "$rc" -ne 0 ] && { echo "s6_rows5: copy library rc $rc (copies skipped)"; tail -3 "$OUT/copylib.log"; }
 cl=()
 [ "$rc" -eq 0 ] && [ -f "$OUT/librows_copy.so" ] && cl=(--copylib "$OUT/librows_copy.so")
-left=$((44 - (SECONDS - t0)))
+left=$((43 - (SECONDS - t0)))
 [ $left -lt 15 ] && left=15
 echo "s6_rows5: $((SECONDS - t0)) s before the bench, $left s for it"
 FLASHC_LIBRARY="$B/libflashc.so" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 \
