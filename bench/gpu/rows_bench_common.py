@@ -83,6 +83,10 @@ def load_copylib(path):
         cl.rows_copy3.restype = ctypes.c_int
         cl.rows_copy3.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong, ctypes.c_longlong,
                                   ctypes.c_int]
+        if hasattr(cl, "rows_copy3r"):
+            cl.rows_copy3r.restype = ctypes.c_int
+            cl.rows_copy3r.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong,
+                                       ctypes.c_longlong, ctypes.c_int, ctypes.c_int]
         return cl
     except OSError as ex:
         print(f"copy library not loaded: {ex}", flush=True)
@@ -152,8 +156,9 @@ def copy_ceilings(tab, cl, x, T, D, copies, calls, reps, narrow):
     """The same run's copies of a bf16 (T, D) tensor: torch's clone (returned: the "of clone"
     reference), then rows_copy.cu's copies (name, kind, p0..p3; kinds other than 0 only for rows
     of <= 512 chunks), torch.add(x, dy, out=dx) (the backward's two reads and one write) and
-    rows_copy.cu's flat x ^ dy copy without and with PDL; each copy is checked before it is
-    timed."""
+    rows_copy.cu's flat x ^ dy copy without and with PDL, and (rows of 512 chunks) the same in
+    rms_bwd_reg's pattern (persistent, 128 threads a row, the next row prefetched: cs hints /
+    plain / cs with a barrier a row); each copy is checked before it is timed."""
     shape = f"{T}x{D}"
     cp = tab.row(shape, "copy", "torch clone (T, D)", timed(lambda: x.clone(), calls, reps), 2 * T * D * 2)
     y = torch.empty_like(x)
@@ -174,14 +179,17 @@ def copy_ceilings(tab, cl, x, T, D, copies, calls, reps, narrow):
             3 * T * D * 2, cp)
     if cl is not None:
         want = x.view(torch.int16) ^ dyc.view(torch.int16)
-        for pdl in (0, 1):
-            name = f"flat x^dy cs{' PDL' if pdl else ''}"
-            args3 = (ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(dyc.data_ptr()), ctypes.c_void_p(dxc.data_ptr()), T, D,
-                     pdl)
-            st = cl.rows_copy3(*args3)
+        ptrs = (ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(dyc.data_ptr()), ctypes.c_void_p(dxc.data_ptr()), T, D)
+        cases = [(f"flat x^dy cs{' PDL' if pdl else ''}", cl.rows_copy3, ptrs + (pdl,)) for pdl in (0, 1)]
+        if hasattr(cl, "rows_copy3r") and D == 4096:
+            cases += [(name, cl.rows_copy3r, ptrs + (0, f))
+                      for name, f in (("rows x^dy as v2, cs", 0), ("rows x^dy as v2, plain", 1), ("rows x^dy as v2, cs + barrier", 2))]
+        for name, fn, args3 in cases:
+            dxc.zero_()
+            st = fn(*args3)
             torch.cuda.synchronize()
             if st != 0 or not torch.equal(dxc.view(torch.int16), want):
                 tab.fail(shape, "copy3", name, f"status {st}" if st else "wrong")
                 continue
-            tab.row(shape, "copy3", name, timed(lambda: cl.rows_copy3(*args3), calls, reps), 3 * T * D * 2, cp)
+            tab.row(shape, "copy3", name, timed(lambda: fn(*args3), calls, reps), 3 * T * D * 2, cp)
     return cp

@@ -12,8 +12,8 @@
 #   (c) bench/gpu/bench_rows4.py alone after them (its own lists are this round's): backward v2,
 #       v2:1, v6 and v6 with each knob off in turn and with H = 1, against autograd of
 #       F.rms_norm; forward default / v2 and residual default against F.rms_norm / eager
-#       x + r; torch clone, torch.add (the backward's 2 reads + 1 write), flat copies (PDL) and
-#       the R 4 row copy; a torch.profiler breakdown (kernel times, span a call); bf16
+#       x + r; torch clone, torch.add (the backward's 2 reads + 1 write), flat copies (PDL), the
+#       R 4 row copy and x ^ dy copies in rms_bwd_reg's pattern (cs, plain, cs + a barrier); a torch.profiler breakdown (kernel times, span a call); bf16
 #       16384 x 4096 and 4096 x 8192; the table LAST on stdout.
 # BUILD_DIR: built with tests (libflashc.so, tests/test_cuda_rows); no rebuild. Logs in $OUT
 # (default BUILD_DIR/out-rows5).
