@@ -755,7 +755,7 @@ struct rms_bwd_args {
     int64_t sx, sdy, sdres, sdx;
     int64_t T, D;
     float eps;
-    int pdl; /* rms_bwd_reg: launched as a programmatic dependent (FLASHC_CUDA_RMS_BWD=v2:1) */
+    int pdl; /* rms_bwd_reg: launched as a programmatic dependent (v6's knob L, or v2:1) */
 };
 
 /* At most BWD_TPR threads: dw, x and g = dy w of NV chunks stay in registers; w and, for dw,
@@ -1323,7 +1323,7 @@ template <typename T> static const void *bwd_kernel(int nv, bool res, bool pl)
  *   P  the partials from the library's own memory pool (rows_pool), which keeps its memory
  *      across synchronisations, rather than cudaMallocAsync's default pool, which hands it back
  *      at each one, so that the next call maps it again on the host before its first launch;
- *   L  PDL for the kernel and the dw pass (v2:1; sm_90);
+ *   L  PDL for the kernel and the dw pass (sm_90); "v2:1" (rows4's name) = v6:0,0,1,0,0;
  *   S  rms_dw_sum4 (the same sums, loads 16 deep) rather than rms_dw_sum;
  *   H  plain loads and stores of the rows rather than evict-first ones (rms_bwd_reg's PL).
  * The results are v2's bits for the same G (B changes G, so dw's order of additions: still the
@@ -1339,6 +1339,10 @@ static bwd6_cfg bwd6_env(void)
     const char *e = getenv("FLASHC_CUDA_RMS_BWD");
     if (!e)
         e = rms_bwd_default; /* "v6" there makes it the default ("v2" then names the old path) */
+    if (strcmp(e, "v2:1") == 0) { /* rows4's v2 + PDL, kept by name: v6:0,0,1,0,0 */
+        c.on = true, c.bal = 0, c.pool = 0, c.sum = 0;
+        return c;
+    }
     if (strncmp(e, "v6", 2) != 0 || (e[2] != '\0' && e[2] != ':'))
         return c;
     c.on = true;
@@ -1485,11 +1489,9 @@ template <typename T> static flashc_status rms_bwd_t(const rows_bwd_problem *p)
     a.part = part;
     flashc_status st;
     if (ring || v2) {
-        /* FLASHC_CUDA_RMS_BWD=v2:1 (opt-in, sm_90): v2 and rms_dw_sum as programmatic
-         * dependents, as rows_v4.cu's v4:...,L = 1 (measured there first) */
-        const char *be = getenv("FLASHC_CUDA_RMS_BWD");
+        /* PDL (v6's knob L; sm_90): the kernel and its dw pass as programmatic dependents */
         int major = 0;
-        if (v2 && ((be && strcmp(be, "v2:1") == 0) || (v6.on && v6.pdl)) &&
+        if (v2 && v6.on && v6.pdl &&
             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9)
             a.pdl = 1;
         void *args[] = {&a, &S};
