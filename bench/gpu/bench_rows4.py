@@ -37,7 +37,6 @@ from rows_bench_common import Table, copy_ceilings, load_copylib, relerr, setvar
 # Backward v6[:B,P,L,S,H] (rows.cu bwd6_env): B balanced grid, P the retained pool, L PDL, S
 # rms_dw_sum4, H plain loads / stores; v6 = 1,1,1,1,0; each knob off in turn; H on.
 FWD = [None, "v2"]
-FWD_WIDE = [None, "v2"]
 RES = [None]
 BWD = [None, "v2:1", "v6", "v6:0,1,1,1,0", "v6:1,0,1,1,0", "v6:1,1,0,1,0", "v6:1,1,1,0,0", "v6:1,1,1,1,1"]
 # copies: (name, kind, p0..p3); kinds 1 / 2 (rows in registers, bulk-copy slots) were round
@@ -83,7 +82,7 @@ def run_shape(lib, cl, T, D, a, tab, lists):
     yt = F.rms_norm(x, (D,), w, eps=eps)
     pf = tab.row(shape, "rmsnorm", "torch F.rms_norm", timed(lambda: F.rms_norm(x, (D,), w, eps=eps), a.calls, a.reps), nb)
     prof("rmsnorm", "torch F.rms_norm", lambda: F.rms_norm(x, (D,), w, eps=eps))
-    for v in fwd if narrow else (FWD_WIDE if fwd is FWD else fwd):
+    for v in fwd:
         if tab.late():
             break
         if v and v.startswith("v5") and not narrow:
