@@ -1,7 +1,7 @@
 /*
  * rows_copy.cu — plain copies of a bf16 (T, D) tensor written the way the RMSNorm kernels of
  * src/cuda/rows_v4.cu access memory, so that a benchmark shows what each access pattern itself
- * reaches (bench/gpu/bench_rows3.py; the gap between a kernel and its own copy is the cost of
+ * reaches (bench/gpu/bench_rows4.py --copylib; the gap between a kernel and its own copy is the cost of
  * its arithmetic and its dependency on the row's sum, not of the pattern):
  *   kind 0  flat: a grid-stride loop over 16-byte chunks, 4 a thread (a torch-style copy);
  *           p0 = load mode, p1 = store mode (rows_v4.cu's hint modes)
@@ -14,6 +14,7 @@
  *   kind 0 also takes p2 = 1: launched as a programmatic dependent (rms_fwd_v4's knob L)
  *   rows_copy3(x, z, y, T, D, pdl): y = x ^ z bitwise, flat as kind 0 (ld.cs / st.cs): the
  *           backward's traffic (two reads, one write a byte written)
+ *   rows_copy3r(x, z, y, T, D, G, flags): the same in rms_bwd_reg's pattern (copy_rows3)
  * Bench-only, not part of the library: the device script builds it with nvcc beside the tree
  * (-I src/cuda -I src/core -I include -I BUILD/include), sm_90a.
  *   extern "C" int rows_copy(int kind, const void *x, void *y, long long T, long long D,
@@ -67,6 +68,47 @@ __global__ void copy_flat3(const uint4 *x, const uint4 *z, uint4 *y, int64_t n, 
         for (int j = 0; j < 4; j++)
             if (i + j * stride < n)
                 st_stream(y + i + j * stride, make_uint4(u[j].x ^ v[j].x, u[j].y ^ v[j].y, u[j].z ^ v[j].z, u[j].w ^ v[j].w));
+    }
+}
+
+/* The backward's traffic in rms_bwd_reg's pattern (src/cuda/rows.cu): a persistent grid of G
+ * blocks of 128 threads, block b on rows b, b + G, ..., thread k on chunks k + 128 j (j < 4) of
+ * a 512-chunk row, the next row's x and z loaded before the current row is stored; y = x ^ z.
+ * PL: ld.global.nc / plain stores rather than ld.cs / st.cs; BAR: one block barrier a row
+ * (where rms_bwd_reg has its row sums' barrier). */
+template <bool PL, bool BAR> __global__ void __launch_bounds__(128) copy_rows3(const uint4 *x, const uint4 *z, uint4 *y, int64_t T)
+{
+    constexpr int NVT = 4;
+    const int64_t nc = 512, G = gridDim.x;
+    uint4 xr[NVT], zr[NVT];
+    auto load = [&](int64_t r) {
+#pragma unroll
+        for (int j = 0; j < NVT; j++) {
+            const int64_t c = r * nc + threadIdx.x + 128 * j;
+            xr[j] = PL ? ld_reuse(x + c) : ld_stream(x + c);
+            zr[j] = PL ? ld_reuse(z + c) : ld_stream(z + c);
+        }
+    };
+    int64_t t = blockIdx.x;
+    if (t < T)
+        load(t);
+    for (; t < T; t += G) {
+        uint4 o[NVT];
+#pragma unroll
+        for (int j = 0; j < NVT; j++)
+            o[j] = make_uint4(xr[j].x ^ zr[j].x, xr[j].y ^ zr[j].y, xr[j].z ^ zr[j].z, xr[j].w ^ zr[j].w);
+        if (t + G < T)
+            load(t + G);
+        if (BAR)
+            __syncthreads();
+#pragma unroll
+        for (int j = 0; j < NVT; j++) {
+            uint4 *q = y + t * nc + threadIdx.x + 128 * j;
+            if (PL)
+                *q = o[j];
+            else
+                st_stream(q, o[j]);
+        }
     }
 }
 
@@ -280,5 +322,21 @@ extern "C" int rows_copy3(const void *x, const void *z, void *y, long long T, lo
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at, cfg.numAttrs = 1;
     (void)cudaLaunchKernelEx(&cfg, copy_flat3, (const uint4 *)x, (const uint4 *)z, (uint4 *)y, n, 1);
+    return (int)cudaGetLastError();
+}
+
+/* copy_rows3 (rows of 512 chunks only): G blocks (0: SMs x 3, rms_bwd_reg's occupancy at 164
+ * registers), flags bit 0 PL, bit 1 BAR. */
+extern "C" int rows_copy3r(const void *x, const void *z, void *y, long long T, long long D, int G, int flags)
+{
+    if (D / 8 != 512 || D % 8)
+        return -1;
+    if (G <= 0)
+        G = 3 * dev_attr(cudaDevAttrMultiProcessorCount);
+    const void *k = flags == 0 ? (const void *)copy_rows3<false, false> : flags == 1 ? (const void *)copy_rows3<true, false>
+                  : flags == 2 ? (const void *)copy_rows3<false, true> : (const void *)copy_rows3<true, true>;
+    int64_t t = T;
+    void *args[] = {&x, &z, &y, &t};
+    (void)cudaLaunchKernel(k, dim3((unsigned)G), dim3(128), args, 0, 0);
     return (int)cudaGetLastError();
 }

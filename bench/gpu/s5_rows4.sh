@@ -9,7 +9,8 @@
 #       (FLASHC_TEST_RMS_VARIANTS; a process's first pair runs every shape): the defaults, the
 #       old kernels with v2:1, the knobs; f32 / bf16 / f16, odd widths and strides, extremes;
 #   (b) compute-sanitizer memcheck on short cases (FLASHC_TEST_RMS_SHORT), beside (a);
-#   (c) bench/gpu/bench_rows4.py alone after them: the variants against F.rms_norm / eager
+#   (c) bench/gpu/bench_rows4.py alone after them, on round 2's lists (--fwd / --res / --bwd; the
+#       script's own lists are a later round's): the variants against F.rms_norm / eager
 #       x + r / autograd in the same process, the copy ceilings (torch clone, torch.add for the
 #       backward's traffic, bench/gpu/rows_copy.cu built here with nvcc during (a)) and a
 #       per-kernel breakdown (torch.profiler), 16384 x 4096 and 4096 x 8192.
@@ -66,6 +67,8 @@ left=$((84 - (SECONDS - t0)))
 echo "s5_rows4: $((SECONDS - t0)) s before the bench, $left s for it"
 FLASHC_LIBRARY="$B/libflashc.so" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 \
   timeout -k 2 "$left" python3 bench/gpu/bench_rows4.py ${cl[@]+"${cl[@]}"} --budget $((left - 10)) \
+  --fwd="-;v2;v4:0,2,0,0,0,4;v4:0,2,0,1,0,4,1;v4:0,2,0,0,0,2,1;v4:0,2,0,1,0,2,1;v4:0,2,0,9,0,4,1;v4:0,2,0,0,0,8,1" \
+  --res="-;v2;v4:0,2,0,0;v4:0,2,0,1,0,1,1;v4:0,2,0,9,0,1,1" --bwd="-;v2:1;v4:2,0,0,0,1;v4:4,0,0,0,1;v4:2,0,1,0,1" \
   --out "$OUT/rows4.json" >"$OUT/bench.log" 2>&1
 rb=$?
 [ $rb -ne 0 ] && { echo "s5_rows4: bench rc $rb"; grep -v '^|' "$OUT/bench.log" | tail -8; }

@@ -21,6 +21,9 @@
  *                 warps (forward) or blocks (backward) keep the next S - 1 rows in a ring of
  *                 cp.async slots while they work on the current one. Not yet the default: no
  *                 device has run them (written 2026-12-01 without device time).
+ *   v6 (opt-in, FLASHC_CUDA_RMS_BWD=v6[:B,P,L,S,H], see bwd6_env) rms_bwd_reg with a
+ *                 balanced grid, the partials from a pool that keeps its memory, PDL and
+ *                 rms_dw_sum4 (rms_dw_sum's sums with 16-deep float4 loads).
  *   v4 / v5 (rows_v4.cu, opt-in by the same two variables: register rows with a persistent
  *                 prefetch and cache hints; bulk-copy mbarrier rings), reached through
  *                 cuda_rms_fwd_v4 / cuda_rms_bwd_v4 before the choices below.
@@ -110,7 +113,8 @@ struct ring_cfg {
 };
 
 /* What an unset variable means: "v2" (the kernels measured on the H200), or a v3 string to
- * make a ring the default once a device run has shown it faster. */
+ * make a ring the default once a device run has shown it faster; for the backward also a v6
+ * string (bwd6_env). */
 static const char rms_fwd_default[] = "v2", rms_bwd_default[] = "v2";
 
 static ring_cfg ring_env(const char *name, int a0, int s0)
@@ -751,7 +755,7 @@ struct rms_bwd_args {
     int64_t sx, sdy, sdres, sdx;
     int64_t T, D;
     float eps;
-    int pdl; /* rms_bwd_reg: launched as a programmatic dependent (FLASHC_CUDA_RMS_BWD=v2:1) */
+    int pdl; /* rms_bwd_reg: launched as a programmatic dependent (v6's knob L, or v2:1) */
 };
 
 /* At most BWD_TPR threads: dw, x and g = dy w of NV chunks stay in registers; w and, for dw,
@@ -913,9 +917,19 @@ static __device__ __forceinline__ void rms_bwd_chunk(float rstd, float cc, const
  * of red (a thread can only reach row k + 2, and overwrite red[k & 1], after every thread has
  * passed row k + 1's barrier, i.e. finished reading row k's sums). dx: one pass from the
  * registers; dw: one G x D float32 partial write, summed by rms_dw_sum. */
-template <typename T, int NVT, bool RES>
+template <typename T, int NVT, bool RES, bool PL = false>
 __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bwd_reg(rms_bwd_args a)
 {
+    /* PL (v6's knob H = 1): x, dy, dres by ld.global.nc and dx by plain stores rather than the
+     * evict-first ld.global.cs / st.global.cs (torch.add, 4.19 TB/s on these bytes, uses plain
+     * accesses; our flat .cs copy of them 3.90) */
+    auto ld_x = [](const void *q) { return PL ? ld_reuse(q) : ld_stream(q); };
+    auto st_x = [](void *q, const uint4 &u) {
+        if (PL)
+            *reinterpret_cast<uint4 *>(q) = u;
+        else
+            st_stream(q, u);
+    };
     constexpr int V = chunk<T>::n;
     __shared__ float red[2][64];
     const int64_t nc = a.D / V;
@@ -939,10 +953,10 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
         for (int j = 0; j < NVT; j++) {
             const int64_t c = threadIdx.x + (int64_t)j * blockDim.x;
             if (c < nc) {
-                xr[j] = ld_stream((const T *)a.x + r * a.sx + c * V);
-                dr[j] = ld_stream((const T *)a.dy + r * a.sdy + c * V);
+                xr[j] = ld_x((const T *)a.x + r * a.sx + c * V);
+                dr[j] = ld_x((const T *)a.dy + r * a.sdy + c * V);
                 if (RES)
-                    gr[j] = ld_stream((const T *)a.dres + r * a.sdres + c * V);
+                    gr[j] = ld_x((const T *)a.dres + r * a.sdres + c * V);
             }
         }
     };
@@ -984,7 +998,7 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
                     if (RES)
                         unpack<T>(rc[j], rv);
                     rms_bwd_chunk<V, RES>(rstd, cc, xv, dv, wv, rv, dw[j], o);
-                    st_stream(dx + c * V, pack<T>(o));
+                    st_x(dx + c * V, pack<T>(o));
                 }
             }
         } else { /* rare: the row in float64 (rms_bwd_plain), read again from global memory
@@ -1017,7 +1031,7 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
                     if (RES)
                         unpack<T>(ld_reuse((const T *)a.dres + t * a.sdres + c * V), rv);
                     rms_bwd_chunk_d<V>(q, xv, dv, wv, RES ? rv : NULL, dw[j], o);
-                    st_stream(dx + c * V, pack<T>(o));
+                    st_x(dx + c * V, pack<T>(o));
                 }
             }
         }
@@ -1165,20 +1179,78 @@ __global__ void __launch_bounds__(1024) rms_dw_sum(const float *part, int64_t G,
     }
 }
 
-template <typename T> static void dw_sum_launch(const float *part, int64_t G, const rows_bwd_problem *p, bool pdl)
+/* Launches kernel k on stream 0, as a programmatic dependent of the stream's previous kernel
+ * when pdl (sm_90; k must wait in griddepcontrol.wait before its first read of what that
+ * kernel wrote). */
+static cudaError_t launch_maybe_pdl(const void *k, dim3 grid, dim3 block, void **args, size_t smem, bool pdl)
 {
-    const unsigned grid = (unsigned)((p->D + 31) / 32);
-    if (!pdl) {
-        rms_dw_sum<T><<<grid, dim3(32, 32)>>>(part, G, p->D, (T *)p->dw, p->sdw);
-        return;
-    }
+    if (!pdl)
+        return cudaLaunchKernel(k, grid, block, args, smem, 0);
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(grid), cfg.blockDim = dim3(32, 32), cfg.dynamicSmemBytes = 0, cfg.stream = 0;
+    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = 0;
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at, cfg.numAttrs = 1;
-    (void)cudaLaunchKernelEx(&cfg, rms_dw_sum<T>, part, G, (int64_t)p->D, (T *)p->dw, (int64_t)p->sdw);
+    return cudaLaunchKernelExC(&cfg, k, args);
+}
+
+template <typename T> static void dw_sum_launch(const float *part, int64_t G, const rows_bwd_problem *p, bool pdl)
+{
+    int64_t D = p->D, sdw = p->sdw;
+    T *dw = (T *)p->dw;
+    void *args[] = {(void *)&part, &G, &D, &dw, &sdw};
+    (void)launch_maybe_pdl((const void *)rms_dw_sum<T>, dim3((unsigned)((D + 31) / 32)), dim3(32, 32), args, 0, pdl);
+}
+
+/* rms_dw_sum's sums in rms_dw_sum's order (thread row y adds g = y, y + 32, ... in order from
+ * 0, then the 32 sums in order from 0: the same bits for the same partials), four columns a
+ * thread: block (8, 32) takes 32 columns, one partial row's 128 bytes by eight threads, and a
+ * thread issues the loads of up to 16 partial rows before it adds them, so that a block keeps
+ * up to 64 KiB in flight where rms_dw_sum (4 bytes a load, 4 loads deep) keeps 16 KiB: that
+ * pass is latency-bound (6.5 MB of partials in 2.7 us at bf16 16384 x 4096, 2.4 TB/s). Needs
+ * D % 4 == 0 and part 16-byte aligned (the vector paths: whole chunks of 4 or 8 elements). */
+template <typename T>
+__global__ void __launch_bounds__(256) rms_dw_sum4(const float *part, int64_t G, int64_t D, T *dw, int64_t sdw)
+{
+    constexpr int K = 16;
+    __shared__ float4 s[32][8];
+    const int64_t nq = D / 4, q = (int64_t)blockIdx.x * 8 + threadIdx.x;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    ptx_griddep_wait(); /* a programmatic launch: part is complete; else a no-op */
+    if (q < nq) {
+        const float4 *pq = reinterpret_cast<const float4 *>(part) + q;
+        for (int64_t g0 = threadIdx.y; g0 < G; g0 += 32 * K) {
+            float4 v[K];
+#pragma unroll
+            for (int u = 0; u < K; u++)
+                if (g0 + 32 * u < G)
+                    v[u] = __ldcg(pq + (g0 + 32 * u) * nq);
+#pragma unroll
+            for (int u = 0; u < K; u++)
+                if (g0 + 32 * u < G)
+                    acc.x += v[u].x, acc.y += v[u].y, acc.z += v[u].z, acc.w += v[u].w;
+        }
+    }
+    s[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && q < nq) {
+        float4 t = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (int i = 0; i < 32; i++)
+            t.x += s[i][threadIdx.x].x, t.y += s[i][threadIdx.x].y, t.z += s[i][threadIdx.x].z,
+                t.w += s[i][threadIdx.x].w;
+        T *o = dw + q * 4 * sdw;
+        o[0] = elem<T>::store(t.x), o[sdw] = elem<T>::store(t.y);
+        o[2 * sdw] = elem<T>::store(t.z), o[3 * sdw] = elem<T>::store(t.w);
+    }
+}
+
+template <typename T> static void dw_sum4_launch(const float *part, int64_t G, const rows_bwd_problem *p, bool pdl)
+{
+    int64_t D = p->D, sdw = p->sdw;
+    T *dw = (T *)p->dw;
+    void *args[] = {(void *)&part, &G, &D, &dw, &sdw};
+    (void)launch_maybe_pdl((const void *)rms_dw_sum4<T>, dim3((unsigned)((D / 4 + 7) / 8)), dim3(8, 32), args, 0, pdl);
 }
 
 extern "C" flashc_status cuda_rms_dw_sum(const float *part, int64_t G, const rows_bwd_problem *p, bool pdl)
@@ -1225,13 +1297,104 @@ static cudaError_t blocks_per_sm(const void *k, int threads, int dev, int *out, 
     return err;
 }
 
-template <typename T> static const void *bwd_kernel(int nv, bool res)
+template <typename T, bool PL> static const void *bwd_kernel_h(int nv, bool res)
 {
     switch (nv) {
-    case 1: return res ? (const void *)rms_bwd_reg<T, 1, true> : (const void *)rms_bwd_reg<T, 1, false>;
-    case 2: return res ? (const void *)rms_bwd_reg<T, 2, true> : (const void *)rms_bwd_reg<T, 2, false>;
-    default: return res ? (const void *)rms_bwd_reg<T, 4, true> : (const void *)rms_bwd_reg<T, 4, false>;
+    case 1: return res ? (const void *)rms_bwd_reg<T, 1, true, PL> : (const void *)rms_bwd_reg<T, 1, false, PL>;
+    case 2: return res ? (const void *)rms_bwd_reg<T, 2, true, PL> : (const void *)rms_bwd_reg<T, 2, false, PL>;
+    default: return res ? (const void *)rms_bwd_reg<T, 4, true, PL> : (const void *)rms_bwd_reg<T, 4, false, PL>;
     }
+}
+
+template <typename T> static const void *bwd_kernel(int nv, bool res, bool pl)
+{
+    return pl ? bwd_kernel_h<T, true>(nv, res) : bwd_kernel_h<T, false>(nv, res);
+}
+
+/* FLASHC_CUDA_RMS_BWD=v6[:B,P,L,S,H] (opt-in): rms_bwd_reg (v2's kernel) with what its call
+ * around it cost at bf16 16384 x 4096 (kernel alone 112.9 us, a call 124.7), each a knob (1
+ * on, 0 off; B, P, L, S default on, H off):
+ *   B  a balanced grid: G = ceil(T / n) blocks for n = ceil(T / (SMs x occupancy)) rows a block,
+ *      so that the last round of rows is not left to a few blocks (16384 rows on 396 blocks:
+ *      148 blocks take a 42nd row while 248 idle; on 391, 353 do; the rounds are as many, so
+ *      the gain is only the last round's lower bandwidth, < 1 us predicted); only at >= 2
+ *      blocks a SM, when no SM keeps fewer than occupancy - 1 (at 1 block a SM it would idle
+ *      whole SMs: 4096 rows on 132 SMs -> 128 blocks);
+ *   P  the partials from the library's own memory pool (rows_pool), which keeps its memory
+ *      across synchronisations, rather than cudaMallocAsync's default pool, which hands it back
+ *      at each one, so that the next call maps it again on the host before its first launch;
+ *   L  PDL for the kernel and the dw pass (sm_90); "v2:1" (rows4's name) = v6:0,0,1,0,0;
+ *   S  rms_dw_sum4 (the same sums, loads 16 deep) rather than rms_dw_sum;
+ *   H  plain loads and stores of the rows rather than evict-first ones (rms_bwd_reg's PL).
+ * The results are v2's bits for the same G (B changes G, so dw's order of additions: still the
+ * same bits at every run). */
+struct bwd6_cfg {
+    bool on;
+    int bal, pool, pdl, sum, plain;
+};
+
+static bwd6_cfg bwd6_env(void)
+{
+    bwd6_cfg c = {false, 1, 1, 1, 1, 0};
+    const char *e = getenv("FLASHC_CUDA_RMS_BWD");
+    if (!e)
+        e = rms_bwd_default; /* "v6" there makes it the default ("v2" then names the old path) */
+    if (strcmp(e, "v2:1") == 0) { /* rows4's v2 + PDL, kept by name: v6:0,0,1,0,0 */
+        c.on = true, c.bal = 0, c.pool = 0, c.sum = 0;
+        return c;
+    }
+    if (strncmp(e, "v6", 2) != 0 || (e[2] != '\0' && e[2] != ':'))
+        return c;
+    c.on = true;
+    int k[5] = {-1, -1, -1, -1, -1};
+    if (e[2] == ':')
+        (void)sscanf(e + 3, "%d,%d,%d,%d,%d", &k[0], &k[1], &k[2], &k[3], &k[4]);
+    int *f[5] = {&c.bal, &c.pool, &c.pdl, &c.sum, &c.plain};
+    for (int i = 0; i < 5; i++)
+        if (k[i] == 0 || k[i] == 1)
+            *f[i] = k[i];
+    return c;
+}
+
+/* The rows' scratch pool (v6's knob P), one a device, created at the first use: its release
+ * threshold (64 MiB) keeps what it has reserved across stream / event / device
+ * synchronisations. The device's default pool, which cudaMallocAsync takes, has threshold 0:
+ * at every synchronisation it returns its free memory to the OS, and the next cudaMallocAsync
+ * maps memory again, on the host, before the call's first launch (a bench's batch of calls
+ * after an event wait pays it once a batch, a training step that synchronises once a step).
+ * The pool holds its high-water mark: the largest dw partials asked for (G x D float32, a few
+ * MiB; at most ~34 MiB for the widest rows v2 takes). NULL where no pool can be made (the
+ * caller takes cudaMallocAsync). */
+static std::mutex pool_mu;
+static cudaMemPool_t rows_pool_tab[16];
+static bool rows_pool_bad[16];
+
+static cudaMemPool_t rows_pool(int dev)
+{
+    if (dev < 0 || dev >= 16)
+        return NULL;
+    std::lock_guard<std::mutex> lock(pool_mu);
+    if (!rows_pool_tab[dev] && !rows_pool_bad[dev]) {
+        cudaMemPoolProps pp;
+        memset(&pp, 0, sizeof pp);
+        pp.allocType = cudaMemAllocationTypePinned;
+        pp.handleTypes = cudaMemHandleTypeNone;
+        pp.location.type = cudaMemLocationTypeDevice;
+        pp.location.id = dev;
+        cudaMemPool_t m = NULL;
+        cudaError_t err = cudaMemPoolCreate(&m, &pp);
+        if (err == cudaSuccess) {
+            uint64_t keep = (uint64_t)64 << 20;
+            err = cudaMemPoolSetAttribute(m, cudaMemPoolAttrReleaseThreshold, &keep);
+            if (err != cudaSuccess)
+                (void)cudaMemPoolDestroy(m);
+        }
+        if (err == cudaSuccess)
+            rows_pool_tab[dev] = m;
+        else
+            (void)cudaGetLastError(), rows_pool_bad[dev] = true;
+    }
+    return rows_pool_tab[dev];
 }
 
 template <typename T> static const void *bwd_ring_kernel(int nv, bool res)
@@ -1246,7 +1409,7 @@ template <typename T> static const void *bwd_ring_kernel(int nv, bool res)
 template <typename T> static flashc_status rms_bwd_t(const rows_bwd_problem *p)
 {
     static const char fn[] = "flashc_rmsnorm_bwd";
-    static int occ_cache[8][16][11]; /* v2 by (nv, dres), v1 vec, v1 any */
+    static int occ_cache[14][16][11]; /* v2 by (nv, dres), v1 vec, v1 any, v6 H = 1 by (nv, dres) */
     rms_bwd_args a;
     a.x = p->x, a.w = p->w, a.dy = p->dy, a.dres = p->dres, a.dx = p->dx;
     a.sx = p->sx[0], a.sdy = p->sdy[0], a.sdres = p->dres ? p->sdres[0] : 0, a.sdx = p->sdx[0];
@@ -1291,13 +1454,15 @@ template <typename T> static flashc_status rms_bwd_t(const rows_bwd_problem *p)
     if (!ring && aligned && !rows_v1())
         pick_bwd(nc, 4, &tpr2, &nv2);
     const bool v2 = !ring && tpr2 > 0;
+    const bwd6_cfg v6 = v2 ? bwd6_env() : bwd6_cfg{false, 0, 0, 0, 0, 0};
     const int tpr = pick_tpr(nc);
     const bool vec = !ring && !v2 && aligned && tpr > 0 && tpr <= BWD_TPR;
     const int threads = ring ? tpr3 : v2 ? tpr2 : vec ? (tpr < 128 ? 128 : tpr) : 256;
     if (!ring) {
-        kern = v2 ? bwd_kernel<T>(nv2, p->dres != NULL)
+        kern = v2 ? bwd_kernel<T>(nv2, p->dres != NULL, v6.on && v6.plain)
                   : vec ? (const void *)rms_bwd_vec<T> : (const void *)rms_bwd_any<T>;
-        err = blocks_per_sm(kern, threads, dev, &per_sm, occ_cache[v2 ? (nv2 == 4 ? 0 : nv2 == 2 ? 1 : 2) + (p->dres ? 3 : 0) : vec ? 6 : 7]);
+        const int oc = v2 ? (nv2 == 4 ? 0 : nv2 == 2 ? 1 : 2) + (p->dres ? 3 : 0) + (v6.on && v6.plain ? 8 : 0) : vec ? 6 : 7;
+        err = blocks_per_sm(kern, threads, dev, &per_sm, occ_cache[oc]);
         if (err != cudaSuccess)
             return query_failed(fn, err);
     }
@@ -1306,8 +1471,15 @@ template <typename T> static flashc_status rms_bwd_t(const rows_bwd_problem *p)
         G = rc.g;
     if (G > p->T)
         G = p->T;
+    if (v6.on && v6.bal && G > 0 && per_sm >= 2) { /* the fewest blocks for the same rows a block */
+        const int64_t n = (p->T + G - 1) / G, Gb = (p->T + n - 1) / n;
+        if (Gb >= (int64_t)sms * (per_sm - 1)) /* no SM left with fewer than per_sm - 1 blocks */
+            G = Gb;
+    }
     float *part = NULL;
-    err = cudaMallocAsync((void **)&part, (size_t)G * (size_t)p->D * sizeof(float), 0);
+    const cudaMemPool_t pool = v6.on && v6.pool ? rows_pool(dev) : NULL;
+    const size_t pbytes = (size_t)G * (size_t)p->D * sizeof(float);
+    err = pool ? cudaMallocFromPoolAsync((void **)&part, pbytes, pool, 0) : cudaMallocAsync((void **)&part, pbytes, 0);
     if (err != cudaSuccess) {
         (void)cudaGetLastError();
         return flashc__fail(FLASHC_ERR_OUT_OF_MEMORY,
@@ -1317,30 +1489,21 @@ template <typename T> static flashc_status rms_bwd_t(const rows_bwd_problem *p)
     a.part = part;
     flashc_status st;
     if (ring || v2) {
-        /* FLASHC_CUDA_RMS_BWD=v2:1 (opt-in, sm_90): v2 and rms_dw_sum as programmatic
-         * dependents, as rows_v4.cu's v4:...,L = 1 (measured there first) */
-        const char *be = getenv("FLASHC_CUDA_RMS_BWD");
+        /* PDL (v6's knob L; sm_90): the kernel and its dw pass as programmatic dependents */
         int major = 0;
-        if (v2 && be && strcmp(be, "v2:1") == 0 &&
+        if (v2 && v6.on && v6.pdl &&
             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9)
             a.pdl = 1;
         void *args[] = {&a, &S};
-        if (a.pdl) {
-            cudaLaunchConfig_t cfg = {};
-            cfg.gridDim = dim3((unsigned)G), cfg.blockDim = dim3((unsigned)threads), cfg.stream = 0;
-            cudaLaunchAttribute at[1];
-            at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-            at[0].val.programmaticStreamSerializationAllowed = 1;
-            cfg.attrs = at, cfg.numAttrs = 1;
-            err = cudaLaunchKernelExC(&cfg, kern, args);
-        } else {
-            err = cudaLaunchKernel(kern, dim3((unsigned)G), dim3((unsigned)threads), args, ring ? smem : 0, 0);
-        }
+        err = launch_maybe_pdl(kern, dim3((unsigned)G), dim3((unsigned)threads), args, ring ? smem : 0, a.pdl != 0);
         (void)err; /* reported by launch_status */
         st = launch_status(fn, ring ? "rms_bwd_ring" : "rms_bwd_reg");
         if (st == FLASHC_OK) {
-            dw_sum_launch<T>(part, G, p, a.pdl != 0);
-            st = launch_status(fn, "rms_dw_sum");
+            if (v6.on && v6.sum)
+                dw_sum4_launch<T>(part, G, p, a.pdl != 0);
+            else
+                dw_sum_launch<T>(part, G, p, a.pdl != 0);
+            st = launch_status(fn, v6.on && v6.sum ? "rms_dw_sum4" : "rms_dw_sum");
         }
     } else {
         if (vec)
