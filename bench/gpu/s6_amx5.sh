@@ -12,9 +12,10 @@
 #       test_attn_bwd / test_attn_bwd_v2 .amx (the mm schedule, new tiles) and .avx512bf16.mm);
 #   (b) meanwhile on cores 8,9, one process each, interleaved rounds, medians, 2 threads:
 #       bench/cpu_sdpa_peer.py forward d 128 / 64, n 2048 / 4096, causal and not, against torch's
-#       CPU SDPA, with the torch.mm bf16 ceiling; bench/cpu_bwd_peer.py backward d 128 / 64, n 2048,
-#       the default tiles against FLASHC_CPU_BWD_MM=1:64x64 (the old default) and the other two,
-#       f32 and torch in the same process;
+#       CPU SDPA, with the torch.mm bf16 ceiling timed in every round (--ceiling-each);
+#       bench/cpu_bwd_peer.py backward d 128 / 64, n 2048, the default tiles against
+#       FLASHC_CPU_BWD_MM=1:64x64 (the old default) and the other two, f32 and torch in the
+#       same process;
 #   (c) then `flashc bench --ceiling` (the oneDNN bf16 gemm row) beside flashc's bf16 forward
 #       at d 128 n 4096, and the avx512bf16 table's forward against the avx512 table's f32 one.
 # BUILD_DIR: built with tests on (libflashc.so, flashc, tests/); no rebuild. Logs under $OUT
@@ -43,7 +44,7 @@ unset FLASHC_CPU_BWD_MM FLASHC_CPU_AMX_FWD FLASHC_ISA
 
 # (b) in the background on cores 8,9: forward peer, then the backward tiles
 ( timeout -k 2 40 python3 bench/cpu_sdpa_peer.py --threads 2 --cores "$BC" --d 128,64 \
-    --n 2048,4096 --causal 0,1 --rounds 3 --no-check --ceiling-n 4096 --label fwd \
+    --n 2048,4096 --causal 0,1 --rounds 3 --no-check --ceiling-n 4096 --ceiling-each --label fwd \
     >"$OUT/fwd.log" 2>&1
   echo "fwd peer: rc $?, $((SECONDS - T0)) s" >"$OUT/peer.sum"
   timeout -k 2 40 python3 bench/cpu_bwd_peer.py --threads 2 --cores "$BC" --d 128,64 --n 2048 \
@@ -87,5 +88,5 @@ cat "$sum"
 grep -h -E '^# (flashc|torch)' "$OUT/fwd.log" | head -2 | cut -c1-200
 grep -h -E '^\| (label|fwd)' "$OUT/fwd.log" 2>/dev/null | awk '!/label/ || !h++'
 grep -h -E '^\| (label|bwd)' "$OUT/bwd.log" 2>/dev/null | awk '!/label/ || !h++'
-grep -h -i -E 'gemm_bf16|onednn|flash' "$OUT/ceiling.log" 2>/dev/null | head -6 | cut -c1-200
+grep -h -E '^\| (attn|gemm_bf16) |of ceiling' "$OUT/ceiling.log" 2>/dev/null | cut -c1-160
 grep -h -E '^\| isa' "$OUT/isa.log" 2>/dev/null
