@@ -40,6 +40,10 @@ def parse():
     ap.add_argument("--flashc-only", action="store_true")
     ap.add_argument("--no-check", action="store_true", help="skip the float32 reference check")
     ap.add_argument("--ceiling-n", type=int, default=4096, help="bf16 matmul ceiling size (0: skip)")
+    ap.add_argument("--ceiling-each", action="store_true",
+                    help="time the ceiling's torch.mm in every round of every shape too (interleaved "
+                         "with flashc and torch): each row's flashc/ceiling is then against the median "
+                         "of its own rounds, so a neighbour's load hits both alike")
     ap.add_argument("--json", default="", help="append one JSON line per row to this file")
     ap.add_argument("--label", default="", help="a tag for the rows (e.g. the FLASHC_ISA)")
     ap.add_argument("--cores", default="",
@@ -105,11 +109,16 @@ def main():
     print(f"# flashc {info}; torch {torch.__version__}; threads {args.threads}; "
           f"affinity {sorted(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else '?'}")
     ceil = 0.0
+    ca = cb = None
     if args.ceiling_n and not args.flashc_only:
         ceil = ceiling(args.ceiling_n, dt)
-        print(f"# torch.mm {args.dtype} {args.ceiling_n}^3: {ceil:.0f} GFLOP/s (the ceiling)")
+        print(f"# torch.mm {args.dtype} {args.ceiling_n}^3: {ceil:.0f} GFLOP/s (the ceiling)"
+              + ("; per row: the median of its own rounds (--ceiling-each)" if args.ceiling_each else ""))
+        if args.ceiling_each:
+            ca = torch.randn(args.ceiling_n, args.ceiling_n, dtype=dt)
+            cb = torch.randn(args.ceiling_n, args.ceiling_n, dtype=dt)
     tiles = [tuple(int(x) for x in t.split("x")) for t in args.tiles.split(",")]
-    hdr = "| label | thr | dtype | d | n | causal | tiles | flashc ms | torch ms | flashc GFLOP/s | torch GFLOP/s | flashc/torch | flashc/ceiling | err flashc | err torch |"
+    hdr = "| label | thr | dtype | d | n | causal | tiles | flashc ms | torch ms | flashc GFLOP/s | torch GFLOP/s | flashc/torch | flashc/ceiling | err flashc | err torch | ceiling GFLOP/s |"
     print(hdr)
     print("|" + "---|" * (hdr.count("|") - 1))
     rows = []
@@ -137,11 +146,14 @@ def main():
                     run_f()
                     if not args.flashc_only:
                         run_t()
-                    tf, tt = [], []
+                    tf, tt, tc = [], [], []
                     for _ in range(args.rounds):
+                        if ca is not None:
+                            tc.append(timed(lambda: torch.mm(ca, cb)))
                         if not args.flashc_only:
                             tt.append(timed(run_t))
                         tf.append(timed(run_f))
+                    ceil_row = 2.0 * args.ceiling_n**3 / statistics.median(tc) / 1e9 if tc else ceil
                     mf = statistics.median(tf)
                     mt = statistics.median(tt) if tt else float("nan")
                     ef = et = float("nan")
@@ -154,12 +166,12 @@ def main():
                     row = dict(label=args.label, threads=args.threads, dtype=args.dtype, d=d, n=n,
                                causal=int(causal), block_q=bq, block_k=bk, flashc_ms=mf * 1e3,
                                torch_ms=mt * 1e3, flashc_gflops=gf, torch_gflops=gt,
-                               ratio=mt / mf, of_ceiling=gf / ceil if ceil else float("nan"),
-                               ceiling_gflops=ceil, err_flashc=ef, err_torch=et, build=info)
+                               ratio=mt / mf, of_ceiling=gf / ceil_row if ceil_row else float("nan"),
+                               ceiling_gflops=ceil_row, err_flashc=ef, err_torch=et, build=info)
                     rows.append(row)
                     print(f"| {args.label} | {args.threads} | {args.dtype} | {d} | {n} | {int(causal)} | "
                           f"{bq}x{bk} | {mf*1e3:.2f} | {mt*1e3:.2f} | {gf:.0f} | {gt:.0f} | "
-                          f"{mt/mf:.2f} | {row['of_ceiling']:.2f} | {ef:.2g} | {et:.2g} |", flush=True)
+                          f"{mt/mf:.2f} | {row['of_ceiling']:.2f} | {ef:.2g} | {et:.2g} | {ceil_row:.0f} |", flush=True)
     if args.json:
         with open(args.json, "a") as f:
             for r in rows:

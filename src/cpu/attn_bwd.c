@@ -200,11 +200,16 @@ static void make_plan(const attn_problem *p, bwd_plan *pl)
     else
         pl->mm = unit && strcmp(unit->unit, "avx512bf16") != 0;
     pl->mm_single = !pl->mm || !opt ? 0 : opt[0] == '2' ? 3 : opt[0] == '3' ? 2 : 0;
-    long long tbr = DEFAULT_BR, tbc = DEFAULT_BC;
+    /* The unit's tiles: 128 keys, 128 query rows where max(D, Dv) >= 128, else 64: the per-pair
+     * Q-side work (pack_at of Q and dO, dQ's C round trip) spreads over twice the keys of the
+     * float32 path's 64 x 64 (bench/RESULTS.md, issue 16: d 128 n 2048, 64 x 64 1.71x the
+     * float32 backward, 128 x 128 2.46x; d 64: 64 x 128 1.82x against 1.59x) */
+    const long long mbr = (p->D > p->Dv ? p->D : p->Dv) >= 128 ? 128 : 64, mbc = 128;
+    long long tbr = mbr, tbc = mbc;
     if (pl->mm && opt && opt[0] && opt[1] == ':' &&
         (sscanf(opt + 2, "%lldx%lld", &tbr, &tbc) != 2 || tbr < 1 || tbc < 1 || tbr > 1024 ||
          tbc > 1024))
-        tbr = DEFAULT_BR, tbc = DEFAULT_BC;
+        tbr = mbr, tbc = mbc;
     int64_t br = p->br ? p->br : (pl->mm ? tbr : DEFAULT_BR);
     int64_t bc = p->bc ? p->bc : (pl->mm ? tbc : DEFAULT_BC);
     pl->br_req = br, pl->bc_req = bc;

@@ -111,8 +111,8 @@ const cpu_kernels *cpu_kernels_by_name(const char *name)
                    : NULL;
     /* The avx512 table already needs AVX512-BF16 (vcvtneps2bf16), so avx512bf16 (vdpbf16ps)
      * runs wherever avx512 does; amx needs the tiles on top. */
-    const int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                       __builtin_cpu_supports("avx512vl") &&
+    const int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
                        __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("fma") &&
                        x86_has_f16c();
     if (!strcmp(name, "avx512"))

@@ -85,7 +85,9 @@ typedef struct cpu_mm_bf16 {
      *   P (br x round_up(bc, CPU_MM_KP) bf16, ldp) out: 2^(scale S - m_new) rounded to bf16,
      *   zero in columns bc .. round_up(bc, CPU_MM_KP) - 1 (the next product's A operand);
      *   m (scaled base-2 units), l (sums of the float32 P), alpha (br) as softmax_t.
-     * A row that has seen only -inf keeps m = -inf, l = 0, P = 0, alpha = 1.                */
+     * A row that has seen only -inf keeps m = -inf, l = 0, P = 0, alpha = 1. The exponentials
+     * may be as coarse as 2.7e-6 relative (AVX-512: simd.h v_exp2_p), far below P's bf16
+     * rounding; values below FLT_MIN may become 0.                                          */
     void (*softmax)(const float *S, int64_t lds, int64_t br, int64_t bc, float scale,
                     float *m, float *l, float *alpha, uint16_t *P, int64_t ldp);
 

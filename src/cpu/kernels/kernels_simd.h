@@ -363,19 +363,21 @@ void SIMD_MM_CAT(SIMD_TABLE, _mm_softmax)(const float *S, int64_t lds, int64_t b
         const vf nm = v_set1(-mxx);
         vf vsum = v_zero();
         for (j = 0; j + SIMD_VL <= bc; j += SIMD_VL) {
-            const vf e = v_exp2_ftz(v_fma(v_load(s + j), c, nm));
-            v_store_bf16(p + j, e);
+            const vf e = v_exp2_p(v_fma(v_load(s + j), c, nm));
+            v_store_bf16_p(p + j, e);
             vsum = v_add(vsum, e);
         }
         float sum = 0.0f;
         if (j < bc) { /* tail: only the first k lanes are scores */
             const int k = (int)(bc - j);
             float t[SIMD_VL];
-            const vf e = v_exp2_ftz(v_fma(v_load_part(s + j, k), c, nm));
+            const vf e = v_exp2_p(v_fma(v_load_part(s + j, k), c, nm));
+            uint16_t h[SIMD_VL];
             v_store(t, e);
             for (int q = 0; q < k; q++)
                 sum += t[q];
-            v_store_bf16_part(p + j, e, k);
+            v_store_bf16_p(h, e);
+            memcpy(p + j, h, (size_t)k * sizeof(uint16_t));
         }
         l[i] = l[i] * a + v_hsum(vsum) + sum;
         m[i] = mxx;

@@ -3,7 +3,7 @@
  *
  * A float vector type `vf` of SIMD_VL lanes, a lane mask `vm`, and a small set of operations,
  * mapped onto the instruction set the including file is compiled for:
- *   AVX-512 (F, BW, VL, BF16) + FMA + F16C   VL = 16   kernels_avx512.c (-mavx512f ...)
+ *   AVX-512 (F, DQ, BW, VL, BF16) + FMA + F16C   VL = 16   kernels_avx512.c (-mavx512f ...)
  *   AVX2 + FMA + F16C                         VL = 8    kernels_avx2.c   (-mavx2 -mfma -mf16c)
  *   NEON (AArch64)                            VL = 4    kernels_neon.c
  * The operations are written once against this vocabulary (kernels_simd.h) and compiled once
@@ -39,8 +39,8 @@
 
 #define SIMD_INLINE static inline __attribute__((always_inline))
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) &&                      \
-    defined(__AVX512BF16__) && defined(__FMA__) && defined(__F16C__)
+#if defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__AVX512BW__) &&                      \
+    defined(__AVX512VL__) && defined(__AVX512BF16__) && defined(__FMA__) && defined(__F16C__)
 /* ---------------------------------------------------------------- AVX-512 -------------- */
 #include <immintrin.h>
 #define SIMD_VL 16
@@ -114,6 +114,30 @@ SIMD_INLINE __m256i simd_bf16(vf x)
     return sub ? _mm256_mask_blend_epi16(sub, h, simd_bf16_rne_int(x)) : h;
 }
 SIMD_INLINE void v_store_bf16(uint16_t *p, vf x) { _mm256_storeu_si256((__m256i *)p, simd_bf16(x)); }
+/* The softmax's P (mm_softmax), rounded to bf16 right after: 2^x = 2^f 2^floor(x) with
+ * f = x - floor(x) in [0, 1] by vreduceps, 2^f by a degree-4 polynomial (minimax for the
+ * relative error on [0, 1], 2.7e-6 in float32 -- 1/1400 of a bf16 rounding step), and the
+ * 2^floor(x) by vscalefps: 4 FMA and two single instructions, where v_exp2_ftz takes 7 FMA, a
+ * clamp, a round, a subtraction, a multiplication and 3 integer steps. Masked scores: x = -inf
+ * gives f = 0 and exactly +0.0; results below FLT_MIN are subnormal (x < -126), and
+ * v_store_bf16_p flushes those to zero, so P has no subnormals. NaN in, NaN out. Valid for
+ * x <= 127 (the softmax's x = s - max <= 0). */
+#define SIMD_EXP2_P 1
+SIMD_INLINE vf v_exp2_p(vf x)
+{
+    const vf f = _mm512_reduce_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    vf p = v_set1(1.353416778e-2f);
+    p = v_fma(p, f, v_set1(5.201146007e-2f));
+    p = v_fma(p, f, v_set1(2.414427549e-1f));
+    p = v_fma(p, f, v_set1(6.930038333e-1f));
+    p = v_fma(p, f, v_set1(1.000002623e+0f));
+    return _mm512_scalef_ps(p, x);
+}
+/* bf16 of v_exp2_p's results: vcvtneps2bf16 alone (subnormals, below FLT_MIN, become 0). */
+SIMD_INLINE void v_store_bf16_p(uint16_t *p, vf x)
+{
+    _mm256_storeu_si256((__m256i *)p, (__m256i)_mm512_cvtneps_pbh(x));
+}
 SIMD_INLINE void v_load_bf16x2(const uint16_t *p, vf *a, vf *b)
 {
     *a = v_load_bf16(p);
@@ -388,6 +412,12 @@ SIMD_INLINE vf v_exp2_ftz(vf x)
     const vf r = v_mul(v_sub(x, n), v_set1(0.693147180559945f));
     return v_mul(v_exp_poly(r), v_pow2i(n));
 }
+
+/* v_exp2_p / v_store_bf16_p (see the AVX-512 mapping) elsewhere: v_exp2_ftz and v_store_bf16. */
+#ifndef SIMD_EXP2_P
+SIMD_INLINE vf v_exp2_p(vf x) { return v_exp2_ftz(x); }
+SIMD_INLINE void v_store_bf16_p(uint16_t *p, vf x) { v_store_bf16(p, x); }
+#endif
 
 /* e^x for x already in [-87, 89] (callers clamp): n = round(x log2 e) is then in [-126, 128];
  * one v_pow2i scales, and n = 128 (x > 88.03) gives +inf (biased exponent 255): an overflow
