@@ -12,8 +12,8 @@
  *    Q, dO of each Q block by TMA (tensor maps, 128-byte swizzle, rows past Sq zero-filled) and
  *    LSE, D by plain loads and stores into a 2-stage ring; stage s completes on mbarrier
  *    full[s] (the TMA bytes plus an arrival of each producer lane after its stores) and is
- *    handed back on empty[s] (one arrival per consumer warp once its wgmmas on the stage
- *    completed and its lanes' reads of LSE, D, info are done);
+ *    handed back on empty[s] (an arrival of every consumer thread once its wgmmas on the stage
+ *    completed and its reads of LSE, D, info are done);
  *  - two consumer warpgroups (setmaxnreg 240) own 64 keys each of the BN = 128 K/V block with
  *    dK, dV (m64n128 each) in registers, and run sm90v2's products (attn_bwd_sm90v2.cu):
  *    S^T = K Q^T, dP^T = V dO^T, P^T and dS^T in registers as the A operands of dV += P^T dO and
@@ -144,7 +144,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
         ptx_mbarrier_init(kv_full, 1);
         for (int s = 0; s < 2; s++) {
             ptx_mbarrier_init(full(s), 1 + 32); /* the expect_tx arrival + every producer lane's */
-            ptx_mbarrier_init(empty(s), 8);     /* one per consumer warp */
+            ptx_mbarrier_init(empty(s), 256);   /* every consumer thread */
         }
         ptx_fence_mbarrier_init();
     }
@@ -546,13 +546,11 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
             ptx_fence_operands(pa);
             ptx_fence_operands(da);
         }
-        /* this warp is done with the stage: Q, dO (its wgmmas completed), LSE, D, info; its
-         * lanes' reads are ordered before lane 0's arrival (release) by __syncwarp (sm90v6's
-         * racecheck hazard had no warp barrier there). An arrival of every consumer thread
-         * instead (count 256) costs the sm90v3t/v3q instances 4-56 more bytes of spills. */
-        __syncwarp();
-        if (lane == 0)
-            ptx_mbarrier_arrive(empty(buf));
+        /* this thread is done with the stage: Q, dO (its wgmmas completed), LSE, D, info. Every
+         * reading thread releases its own reads (count 256), as sm90v6's index handoff does,
+         * rather than lane 0 after __syncwarp: that costs the sm90v3t/v3q instances 4-56 more
+         * bytes of spills (ptxas), but racecheck need not follow the warp barrier. */
+        ptx_mbarrier_arrive(empty(buf));
     }
     /* the block's shared memory outlives the copy engine's last reads */
     if (lane < 16)
