@@ -1,7 +1,7 @@
 /*
  * attn_bwd_sm90v3.cu — the Hopper backward at d = 128 in the FlashAttention-3 shape: families
- * sm90v3, sm90v3t, sm90v3q, sm90v3w, all opt-in through FLASHC_CUDA_BWD_KERNEL (sm90v3q: 1.22-1.26x
- * sm90 on the H200, bench/RESULTS.md; racecheck's hazards of 2026-12-02: see the variant table).
+ * sm90v3, sm90v3t, sm90v3q, sm90v3w (sm90v3w the default at d 128 on compute capability 9.0, the
+ * others opt-in through FLASHC_CUDA_BWD_KERNEL; racecheck's hazards of 2026-12-02: see the table).
  *
  * Why: the 21:36 profile of sm90 at d 128 4k (/work/wt/PROFILE.md): 255 registers, 256 threads,
  * the tensor pipe 34% busy; cuDNN: 132 x 384 threads, warp-specialised, 66%. In sm90 (and
@@ -692,7 +692,7 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     return attn_bwd_post_bh_launch<T, D>(a, stream);
 }
 
-/* Every family here is opt-in (opt_in 1) through FLASHC_CUDA_BWD_KERNEL. sm90v3q passed every
+/* sm90v3w is the default at d 128 (below); the others are opt-in (opt_in 1). sm90v3q passed every
  * forced test on the H200 on 2026-12-02 (suites, modifiers, deterministic bitwise, memcheck,
  * synccheck) and is 1.22-1.26x sm90, 1.34-1.46x SDPA-FA2 (bench/RESULTS.md), and it was the default
  * at d 128 for one device round; but racecheck then reported 10 hazards in it (fp16 d 128, short
@@ -714,14 +714,15 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
      bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true>, NULL, 1},
     {"attn_bwd_f16_sm90v3q_d128_64x128", "sm90v3q", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, true, true>, NULL, 1},
-    /* sm90v3w (opt-in): sm90v3q whose dQ adds (and deterministic turns) run on two writer warps
-     * of the producer warpgroup, the staging tiles double-buffered */
+    /* sm90v3w, the default at d 128 on compute capability 9.0 (opt_in 0) since the device round
+     * of 2026-12-03: sm90v3q whose dQ adds (and deterministic turns) run on two writer warps of
+     * the producer warpgroup, the staging tiles double-buffered */
     {"attn_bwd_bf16_sm90v3w_d128_64x128", "sm90v3w", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true, true>, NULL, 1},
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true, true>, NULL, 0},
     {"attn_bwd_f16_sm90v3w_d128_64x128", "sm90v3w", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, true, true, true>,
-     NULL, 1},
+     NULL, 0},
 };
 const int attn_bwd_sm90v3_variant_count =
     (int)(sizeof attn_bwd_sm90v3_variants / sizeof attn_bwd_sm90v3_variants[0]);
