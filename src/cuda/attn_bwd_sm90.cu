@@ -384,14 +384,14 @@ static cudaError_t attn_bwd_sm90_launch(const attn_bwd_args *a, cudaStream_t str
     return cudaGetLastError();
 }
 
-/* The default at d 128 on compute capability 9.0 (opt_in 0), and sm90v3's fallback where a tensor
- * map does not encode. sm90v3q (attn_bwd_sm90v3.cu) is 1.22-1.26x faster, but racecheck reported
- * 10 hazards in it on 2026-12-02 (this kernel: 0), so it stays opt-in until they are explained. */
+/* opt_in 1 since the device round of 2026-12-03: sm90v3w (attn_bwd_sm90v3.cu) is the default at
+ * d 128 (fast and deterministic; racecheck-clean after bwd5's fix, bench/RESULTS.md); sm90 stays
+ * for FLASHC_CUDA_BWD_KERNEL=sm90 and as sm90v3's fallback where a tensor map does not encode. */
 const attn_bwd_variant attn_bwd_sm90_variants[] = {
     {"attn_bwd_bf16_sm90_d128_64x128", "sm90", FLASHC_BF16, 128, 90, 90, B90_BM, B90_BN, 1,
-     bwd90_smem<128>::LAUNCH, attn_bwd_sm90_launch<__nv_bfloat16, 128>, NULL, 0},
+     bwd90_smem<128>::LAUNCH, attn_bwd_sm90_launch<__nv_bfloat16, 128>, NULL, 1},
     {"attn_bwd_f16_sm90_d128_64x128", "sm90", FLASHC_F16, 128, 90, 90, B90_BM, B90_BN, 1,
-     bwd90_smem<128>::LAUNCH, attn_bwd_sm90_launch<__half, 128>, NULL, 0},
+     bwd90_smem<128>::LAUNCH, attn_bwd_sm90_launch<__half, 128>, NULL, 1},
 };
 const int attn_bwd_sm90_variant_count =
     (int)(sizeof attn_bwd_sm90_variants / sizeof attn_bwd_sm90_variants[0]);

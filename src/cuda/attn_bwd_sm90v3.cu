@@ -1,7 +1,7 @@
 /*
  * attn_bwd_sm90v3.cu — the Hopper backward at d = 128 in the FlashAttention-3 shape: families
- * sm90v3, sm90v3t, sm90v3q, sm90v3w, all opt-in through FLASHC_CUDA_BWD_KERNEL (sm90v3q: 1.22-1.26x
- * sm90 on the H200, bench/RESULTS.md; racecheck's hazards of 2026-12-02: see the variant table).
+ * sm90v3, sm90v3t, sm90v3q, sm90v3w (sm90v3w the default at d 128 on compute capability 9.0, the
+ * others opt-in through FLASHC_CUDA_BWD_KERNEL; racecheck's hazards of 2026-12-02: see the table).
  *
  * Why: the 21:36 profile of sm90 at d 128 4k (/work/wt/PROFILE.md): 255 registers, 256 threads,
  * the tensor pipe 34% busy; cuDNN: 132 x 384 threads, warp-specialised, 66%. In sm90 (and
@@ -12,8 +12,8 @@
  *    Q, dO of each Q block by TMA (tensor maps, 128-byte swizzle, rows past Sq zero-filled) and
  *    LSE, D by plain loads and stores into a 2-stage ring; stage s completes on mbarrier
  *    full[s] (the TMA bytes plus an arrival of each producer lane after its stores) and is
- *    handed back on empty[s] (one arrival per consumer warp once its wgmmas on the stage
- *    completed and its lanes' reads of LSE, D, info are done);
+ *    handed back on empty[s] (an arrival of every consumer thread once its wgmmas on the stage
+ *    completed and its reads of LSE, D, info are done);
  *  - two consumer warpgroups (setmaxnreg 240) own 64 keys each of the BN = 128 K/V block with
  *    dK, dV (m64n128 each) in registers, and run sm90v2's products (attn_bwd_sm90v2.cu):
  *    S^T = K Q^T, dP^T = V dO^T, P^T and dS^T in registers as the A operands of dV += P^T dO and
@@ -144,7 +144,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
         ptx_mbarrier_init(kv_full, 1);
         for (int s = 0; s < 2; s++) {
             ptx_mbarrier_init(full(s), 1 + 32); /* the expect_tx arrival + every producer lane's */
-            ptx_mbarrier_init(empty(s), 8);     /* one per consumer warp */
+            ptx_mbarrier_init(empty(s), 256);   /* every consumer thread */
         }
         ptx_fence_mbarrier_init();
     }
@@ -546,13 +546,11 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
             ptx_fence_operands(pa);
             ptx_fence_operands(da);
         }
-        /* this warp is done with the stage: Q, dO (its wgmmas completed), LSE, D, info; its
-         * lanes' reads are ordered before lane 0's arrival (release) by __syncwarp (sm90v6's
-         * racecheck hazard had no warp barrier there). An arrival of every consumer thread
-         * instead (count 256) costs the sm90v3t/v3q instances 4-56 more bytes of spills. */
-        __syncwarp();
-        if (lane == 0)
-            ptx_mbarrier_arrive(empty(buf));
+        /* this thread is done with the stage: Q, dO (its wgmmas completed), LSE, D, info. Every
+         * reading thread releases its own reads (count 256), as sm90v6's index handoff does,
+         * rather than lane 0 after __syncwarp: that costs the sm90v3t/v3q instances 4-56 more
+         * bytes of spills (ptxas), but racecheck need not follow the warp barrier. */
+        ptx_mbarrier_arrive(empty(buf));
     }
     /* the block's shared memory outlives the copy engine's last reads */
     if (lane < 16)
@@ -692,7 +690,7 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     return attn_bwd_post_bh_launch<T, D>(a, stream);
 }
 
-/* Every family here is opt-in (opt_in 1) through FLASHC_CUDA_BWD_KERNEL. sm90v3q passed every
+/* sm90v3w is the default at d 128 (below); the others are opt-in (opt_in 1). sm90v3q passed every
  * forced test on the H200 on 2026-12-02 (suites, modifiers, deterministic bitwise, memcheck,
  * synccheck) and is 1.22-1.26x sm90, 1.34-1.46x SDPA-FA2 (bench/RESULTS.md), and it was the default
  * at d 128 for one device round; but racecheck then reported 10 hazards in it (fp16 d 128, short
@@ -714,14 +712,15 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
      bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true>, NULL, 1},
     {"attn_bwd_f16_sm90v3q_d128_64x128", "sm90v3q", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, true, true>, NULL, 1},
-    /* sm90v3w (opt-in): sm90v3q whose dQ adds (and deterministic turns) run on two writer warps
-     * of the producer warpgroup, the staging tiles double-buffered */
+    /* sm90v3w, the default at d 128 on compute capability 9.0 (opt_in 0) since the device round
+     * of 2026-12-03: sm90v3q whose dQ adds (and deterministic turns) run on two writer warps of
+     * the producer warpgroup, the staging tiles double-buffered */
     {"attn_bwd_bf16_sm90v3w_d128_64x128", "sm90v3w", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true, true>, NULL, 1},
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true, true>, NULL, 0},
     {"attn_bwd_f16_sm90v3w_d128_64x128", "sm90v3w", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, true, true, true>,
-     NULL, 1},
+     NULL, 0},
 };
 const int attn_bwd_sm90v3_variant_count =
     (int)(sizeof attn_bwd_sm90v3_variants / sizeof attn_bwd_sm90v3_variants[0]);
