@@ -4,7 +4,8 @@
 #   2. at once, on separate host cores: the GPU suites (forward on the default dispatch,
 #      backward, row ops, serving: KV cache / varlen / split-KV / merge, the 1-rank NCCL ring
 #      when built) and compute-sanitizer on their short cases (memcheck on all four,
-#      racecheck / synccheck / initcheck on the forward and serving), and the whole CPU ctest
+#      racecheck / synccheck on the forward and the d 128 backward, initcheck on the forward,
+#      racecheck / initcheck on serving), and the whole CPU ctest
 #      suite on the host's AVX-512 and AMX paths;
 #      and the Python tests with torch CPU + CUDA;
 #   3. the benches of FLASHC_FINAL_BENCH, one at a time.
@@ -70,6 +71,8 @@ if command -v compute-sanitizer >/dev/null; then
   san synccheck_fwd synccheck test_cuda_attn FLASHC_TEST_DIMS=128
   san initcheck_fwd initcheck test_cuda_attn FLASHC_TEST_DIMS=64
   san memcheck_bwd memcheck test_cuda_attn_bwd FLASHC_TEST_DIMS=128
+  san racecheck_bwd racecheck test_cuda_attn_bwd FLASHC_TEST_FILTER=test_f16_d128
+  san synccheck_bwd synccheck test_cuda_attn_bwd FLASHC_TEST_FILTER=test_bf16_d128
   san memcheck_rows memcheck test_cuda_rows
   san memcheck_serving memcheck test_cuda_serving
   san racecheck_serving racecheck test_cuda_serving

@@ -21,9 +21,10 @@
  *                 warps (forward) or blocks (backward) keep the next S - 1 rows in a ring of
  *                 cp.async slots while they work on the current one. Not yet the default: no
  *                 device has run them (written 2026-12-01 without device time).
- *   v6 (opt-in, FLASHC_CUDA_RMS_BWD=v6[:B,P,L,S,H], see bwd6_env) rms_bwd_reg with a
- *                 balanced grid, the partials from a pool that keeps its memory, PDL and
- *                 rms_dw_sum4 (rms_dw_sum's sums with 16-deep float4 loads).
+ *   v6 (the backward's default since 2026-12-03; FLASHC_CUDA_RMS_BWD=v6[:B,P,L,S,H], see
+ *                 bwd6_env; "v2" names the plain launch) rms_bwd_reg with a balanced grid,
+ *                 the partials from a pool that keeps its memory, PDL, rms_dw_sum4
+ *                 (rms_dw_sum's sums with 16-deep float4 loads) and plain row accesses.
  *   v4 / v5 (rows_v4.cu, opt-in by the same two variables: register rows with a persistent
  *                 prefetch and cache hints; bulk-copy mbarrier rings), reached through
  *                 cuda_rms_fwd_v4 / cuda_rms_bwd_v4 before the choices below.
@@ -115,7 +116,11 @@ struct ring_cfg {
 /* What an unset variable means: "v2" (the kernels measured on the H200), or a v3 string to
  * make a ring the default once a device run has shown it faster; for the backward also a v6
  * string (bwd6_env). */
-static const char rms_fwd_default[] = "v2", rms_bwd_default[] = "v2";
+static const char rms_fwd_default[] = "v2";
+/* The backward: v6 with every knob on (B, P, L, S and H): on the H200 on 2026-12-03 (tree
+ * 1bd652c, bench/gpu/s6_rows5.sh) 114.8 us = 3.51 TB/s at bf16 16384 x 4096 against v2's 128.0
+ * (1.11x) and v6 without H 118.8; 60.1 against 71.4 us at 4096 x 8192. */
+static const char rms_bwd_default[] = "v6";
 
 static ring_cfg ring_env(const char *name, int a0, int s0)
 {
@@ -1311,7 +1316,7 @@ template <typename T> static const void *bwd_kernel(int nv, bool res, bool pl)
     return pl ? bwd_kernel_h<T, true>(nv, res) : bwd_kernel_h<T, false>(nv, res);
 }
 
-/* FLASHC_CUDA_RMS_BWD=v6[:B,P,L,S,H] (opt-in): rms_bwd_reg (v2's kernel) with what its call
+/* FLASHC_CUDA_RMS_BWD=v6[:B,P,L,S,H] (the default): rms_bwd_reg (v2's kernel) with what its call
  * around it cost at bf16 16384 x 4096 (kernel alone 112.9 us, a call 124.7), each a knob (1
  * on, 0 off; B, P, L, S default on, H off):
  *   B  a balanced grid: G = ceil(T / n) blocks for n = ceil(T / (SMs x occupancy)) rows a block,
@@ -1325,7 +1330,8 @@ template <typename T> static const void *bwd_kernel(int nv, bool res, bool pl)
  *      at each one, so that the next call maps it again on the host before its first launch;
  *   L  PDL for the kernel and the dw pass (sm_90); "v2:1" (rows4's name) = v6:0,0,1,0,0;
  *   S  rms_dw_sum4 (the same sums, loads 16 deep) rather than rms_dw_sum;
- *   H  plain loads and stores of the rows rather than evict-first ones (rms_bwd_reg's PL).
+ *   H  plain loads and stores of the rows rather than evict-first ones (rms_bwd_reg's PL);
+ *      on by default since 2026-12-03 (3.4% faster at 16384 x 4096 in round 1).
  * The results are v2's bits for the same G (B changes G, so dw's order of additions: still the
  * same bits at every run). */
 struct bwd6_cfg {
@@ -1335,10 +1341,10 @@ struct bwd6_cfg {
 
 static bwd6_cfg bwd6_env(void)
 {
-    bwd6_cfg c = {false, 1, 1, 1, 1, 0};
+    bwd6_cfg c = {false, 1, 1, 1, 1, 1};
     const char *e = getenv("FLASHC_CUDA_RMS_BWD");
     if (!e)
-        e = rms_bwd_default; /* "v6" there makes it the default ("v2" then names the old path) */
+        e = rms_bwd_default; /* "v6": the default; "v2" names the old path */
     if (strcmp(e, "v2:1") == 0) { /* rows4's v2 + PDL, kept by name: v6:0,0,1,0,0 */
         c.on = true, c.bal = 0, c.pool = 0, c.sum = 0;
         return c;
