@@ -71,7 +71,9 @@
  *                 turn needs the next tile's Q and first K with no epilogue before it to hide
  *                 their latency, the producer loads the first K before waiting for Q's buffer,
  *                 and a second producer thread reads the tile queue too and asks L2 for each
- *                 claimed tile's Q at once.
+ *                 claimed tile's Q at once. The default at d 128 under the causal mask from
+ *                 seqlen 4k (round 1 of 2026-12-03: 1.06x / 1.02x v6 at 4k / 16k, level or
+ *                 below without the mask).
  *      "sm90v9n"  v9 with 128-key blocks without the mask too (the whole O tile staged);
  *   v6p "sm90v6p" v6 with v9's two load changes alone (VER 12), to tell their share apart.
  *   (v9t, v9 on v7's shape at d 64 (VER 13), was no faster than v7 and was removed.)
