@@ -40,8 +40,8 @@ tst() {
   job "$n" "$t" env FLASHC_CUDA_KERNEL="$fam" FLASHC_TEST_SMALL="$small" FLASHC_TEST_DIMS="$dims" \
     FLASHC_TEST_ONLY="$only" "${san[@]}" "$TEST"
 }
-OMP_NUM_THREADS=6 tst def-d128 32 - 0 128 test_bf16_d128,test_fp16_d128
-OMP_NUM_THREADS=6 tst def-long 32 - 0 128 test_long_causal
+OMP_NUM_THREADS=4 tst def-d128 32 - 0 128 test_bf16_d128,test_fp16_d128
+OMP_NUM_THREADS=4 tst def-long 32 - 0 128 test_long_causal
 OMP_NUM_THREADS=1 tst rc-v9 32 sm90v9 1 128 test_many_tiles racecheck
 OMP_NUM_THREADS=1 tst v9n-short 30 sm90v9n 1 128 ""
 OMP_NUM_THREADS=1 tst v6p-short 30 sm90v6p 1 128 ""
