@@ -71,10 +71,12 @@
  *                 turn needs the next tile's Q and first K with no epilogue before it to hide
  *                 their latency, the producer loads the first K before waiting for Q's buffer,
  *                 and a second producer thread reads the tile queue too and asks L2 for each
- *                 claimed tile's Q at once.
+ *                 claimed tile's Q at once. The default at d 128 under the causal mask from
+ *                 seqlen 4k (round 1 of 2026-12-03: 1.06x / 1.02x v6 at 4k / 16k, level or
+ *                 below without the mask).
  *      "sm90v9n"  v9 with 128-key blocks without the mask too (the whole O tile staged);
- *      "sm90v9t"  v9 on v7's shape (VER 13, d = 64: 3 consumers, BM = 192);
  *   v6p "sm90v6p" v6 with v9's two load changes alone (VER 12), to tell their share apart.
+ *   (v9t, v9 on v7's shape at d 64 (VER 13), was no faster than v7 and was removed.)
  * Not yet: other head dims, Dk != Dv.
  */
 #include "attn_cuda.cuh"
@@ -87,16 +89,16 @@
 
 namespace {
 
-/* Consumer warpgroups of version VER: 3 in v7 (VER 8, and v8t / v9t on its shape: 10, 13;
+/* Consumer warpgroups of version VER: 3 in v7 (VER 8, and v8t on its shape: 10;
  * FlashAttention-3's d = 64 shape, BM = 192: the softmax, not the tensor cores, bounds
  * d = 64, and a third consumer gives the multiprocessor's exp units more independent rows),
  * else 2. BM = 64 per consumer. */
 __host__ __device__ constexpr int sm90_consumers(int ver)
 {
-    return ver == 8 || ver == 10 || ver == 13 ? 3 : 2;
+    return ver == 8 || ver == 10 ? 3 : 2;
 }
-/* v9's tile boundary overlap (VER 11 on v6's shape, 13 on v7's) */
-__host__ __device__ constexpr bool sm90_cross_tile(int ver) { return ver == 11 || ver == 13; }
+/* v9's tile boundary overlap (VER 11, v6's shape) */
+__host__ __device__ constexpr bool sm90_cross_tile(int ver) { return ver == 11; }
 /* v9's loads (the first K before Q, Q prefetched into L2 by a second thread): v9, and VER 12
  * (sm90v6p: v6 with them alone, to tell their share from the overlap's) */
 __host__ __device__ constexpr bool sm90_early_loads(int ver)
@@ -448,8 +450,8 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     const int wq = warp % 4;                  /* warp within the warpgroup: 16 rows  */
     const int g = lane / 4, t = lane % 4;
     /* The thread's first row in the tile, cw 64 + wq 16 + g; v9 re-reads it from the thread
-     * index where used, so that it does not hold a register through the kernel (v9t, with 3
-     * consumers at 160 registers, spilled) */
+     * index where used, so that it does not hold a register through the kernel (v9 on v7's
+     * shape, 3 consumers at 160 registers, spilled; that variant, v9t, is gone) */
     auto row_in_tile = [&]() {
         if constexpr (XT) {
             const int tid = ptx_thread_index();
@@ -471,12 +473,13 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     /* it: K/V blocks walked (slot (it + i) % STAGES, phase ((it + i) / STAGES) & 1); tq: tiles
      * (Q's buffer and the tile queue, parity tq & 1). v9 needs them only mod 2 STAGES and mod 2
      * and keeps both in it, 4 STAGES + (blocks mod 2 STAGES) + 2 STAGES (tiles mod 2): the same
-     * slots and phases (4 STAGES keeps it - 1 positive), one register less (v9t spilled tq). */
+     * slots and phases (4 STAGES keeps it - 1 positive), one register less (v9t, gone, spilled
+     * tq). */
     int it = XT ? 4 * STAGES : 0, tq = 0;
     auto tq_parity = [&]() {
         if constexpr (XT) {
             /* from an opaque copy: otherwise the parity is kept from the tile's top to the
-             * update at its end, a register more (v9t spilled it) */
+             * update at its end, a register more (v9t, gone, spilled it) */
             uint32_t x = (uint32_t)it;
             ptx_fence_operand(x);
             return x / (2 * STAGES) & 1u;
@@ -1095,7 +1098,9 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
  * and v7 at d 64 in every cell but causal 1k (non-causal +9 % at 1k, +18 % at 4k, +16 % at 16k;
  * causal +14 % at 4k, +5 % at 16k; causal 1k -8 % against v5, +24 % against v4w, which v7
  * replaces from 2k). So, first in the table: v7 at d 64 from 1024 without the mask and from 2048
- * under it, v6 at d 128 from 1024; v4w and v5 keep d 64 causal 1k-2k and nothing else. */
+ * under it, v6 at d 128 from 1024; v4w and v5 keep d 64 causal 1k-2k and nothing else.
+ * Then ("Issue 11: sm90 forward v9", round 1, H200 2026-12-03): v9 at d 128 under the causal
+ * mask from 4096 (1.06x / 1.02x v6 at 4k / 16k; below 1.02x elsewhere, so v6 stays there). */
 #define SM90_VARIANT_S(TN, T, FAM, D, BM, BN, ST, VER, DEF, MINSEQ, SUP)                          \
     {"attn_fwd_" #TN "_" FAM "_d" #D "_" #BM "x" #BN, FAM, TN##_DTYPE_SM90, D, D, 90, BM, BN, DEF, \
      MINSEQ, SUP, attn_fwd_sm90_launch<T, D, BN, ST, VER>}
@@ -1110,6 +1115,11 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
     SM90_VARIANT_S(bf16, __nv_bfloat16, FAM, D, BM, BN, ST, VER, DEF, MINSEQ, SUP),                \
         SM90_VARIANT_S(f16, __half, FAM, D, BM, BN, ST, VER, DEF, MINSEQ, SUP)
 const attn_fwd_variant attn_fwd_sm90_variants[] = {
+    /* v9 (VER 11) at d 128 under the causal mask from 4096, before v6's entry (the first match
+     * wins): bench/RESULTS.md, "Issue 11: sm90 forward v9", round 1 (H200, 2026-12-03, ~19:00
+     * UTC, bench/gpu/s6_fwd8.sh): v9 / v6 = 1.061 at causal 4k and 1.022 at 16k, but 1.015 at
+     * 2k and 0.956 at 1k, and 0.97-1.00 without the mask, where v6 stays. */
+    SM90_FAMILY_S("sm90v9", 128, 128, 128, 2, 11, 1, 4096, sm90_supports_c),
     /* v7 (VER 8): v6 with 3 consumers, BM = 192, d = 64 only (O and S of 128 keys fit 160
      * registers; at d = 128 they would not) */
     SM90_FAMILY_S("sm90v7", 64, 192, 128, 2, 8, 1, 1024, sm90_supports_nc),
@@ -1158,14 +1168,12 @@ const attn_fwd_variant attn_fwd_sm90_variants[] = {
     SM90_FAMILY_S("sm90v8t", 64, 192, 128, 2, 8, 0, 0, sm90_supports_c),
     /* v9 (VER 11): v6 with the tile boundary overlapped (the last P V of a tile issued with
      * the next tile's first S, O stored under it) and the next Q prefetched into L2; v6's
-     * blocks (176 keys without the mask, 128 under it); v9n: 128-key blocks for both (the
-     * whole O tile staged at d 128); v9t (VER 13, d = 64): the same on v7's shape */
+     * blocks (176 keys without the mask, 128 under it; its default entry, d 128 causal, is
+     * at the top); v9n: 128-key blocks for both (the whole O tile staged at d 128) */
     SM90_FAMILY_S("sm90v9", 64, 128, 176, 2, 11, 0, 0, sm90_supports_nc),
     SM90_FAMILY_S("sm90v9", 128, 128, 176, 2, 11, 0, 0, sm90_supports_nc),
     SM90_FAMILY_S("sm90v9", 64, 128, 128, 2, 11, 0, 0, sm90_supports_c),
-    SM90_FAMILY_S("sm90v9", 128, 128, 128, 2, 11, 0, 0, sm90_supports_c),
     SM90_FAMILY("sm90v9n", 128, 128, 2, 11, 0, 0),
-    SM90_FAMILY_S("sm90v9t", 64, 192, 128, 2, 13, 0, 0, sm90_supports),
     /* v6p (VER 12): v6 with v9's loads alone (the first K before Q, Q prefetched into L2) */
     SM90_FAMILY_S("sm90v6p", 128, 128, 176, 2, 12, 0, 0, sm90_supports_nc),
     SM90_FAMILY_S("sm90v6p", 128, 128, 128, 2, 12, 0, 0, sm90_supports_c),
