@@ -37,12 +37,29 @@ std::mutex pool_mu;
 cudaMemPool_t pool_tab[MAX_DEV];
 bool pool_bad[MAX_DEV]; /* creation failed once: not retried */
 
+/* The first call may come while its stream is being captured into a CUDA graph, and a
+ * capture in the default (global) mode forbids this thread, and every other one, "potentially
+ * unsafe" calls, on pain of invalidating the capture. Making a pool (or trimming one) enqueues
+ * nothing on any stream, so it is safe: the thread's mode is relaxed around it, as the CUDA
+ * reference suggests (cudaThreadExchangeStreamCaptureMode, push-pop). */
+struct relaxed_capture {
+    cudaStreamCaptureMode old = cudaStreamCaptureModeRelaxed;
+    bool swapped;
+    relaxed_capture() { swapped = cudaThreadExchangeStreamCaptureMode(&old) == cudaSuccess; }
+    ~relaxed_capture()
+    {
+        if (swapped)
+            (void)cudaThreadExchangeStreamCaptureMode(&old);
+    }
+};
+
 cudaMemPool_t pool_of(int dev)
 {
     if (dev < 0 || dev >= MAX_DEV)
         return NULL;
     std::lock_guard<std::mutex> lock(pool_mu);
     if (!pool_tab[dev] && !pool_bad[dev]) {
+        relaxed_capture rc;
         cudaMemPoolProps pp;
         memset(&pp, 0, sizeof pp);
         pp.allocType = cudaMemAllocationTypePinned;
@@ -85,6 +102,7 @@ cudaError_t cuda_scratch_alloc(void **p, size_t bytes, cudaStream_t s)
         /* Out of memory: hand back what the pool holds unused, and try the default pool,
          * which may hold free memory of its own (as the call did before this pool). */
         (void)cudaGetLastError();
+        relaxed_capture rc;
         (void)cudaMemPoolTrimTo(m, 0);
     }
     const cudaError_t err = cudaMallocAsync(p, bytes, s);
