@@ -94,16 +94,18 @@ cudaError_t cuda_scratch_alloc(void **p, size_t bytes, cudaStream_t s)
         (void)cudaGetLastError();
     if (m) {
         const cudaError_t err = cudaMallocFromPoolAsync(p, bytes, m, s);
-        if (err != cudaErrorMemoryAllocation) {
-            if (err != cudaSuccess)
-                (void)cudaGetLastError();
+        if (err == cudaSuccess)
             return err;
-        }
-        /* Out of memory: hand back what the pool holds unused, and try the default pool,
-         * which may hold free memory of its own (as the call did before this pool). */
+        /* Whatever failed, the call goes on as it did before this pool, from the default pool
+         * (which may hold free memory of its own; and a pool destroyed by cudaDeviceReset
+         * leaves the call working), and reports that pool's error. Out of memory: first hand
+         * back what this pool holds unused. */
         (void)cudaGetLastError();
-        relaxed_capture rc;
-        (void)cudaMemPoolTrimTo(m, 0);
+        if (err == cudaErrorMemoryAllocation) {
+            relaxed_capture rc;
+            (void)cudaMemPoolTrimTo(m, 0);
+            (void)cudaGetLastError();
+        }
     }
     const cudaError_t err = cudaMallocAsync(p, bytes, s);
     if (err != cudaSuccess)
