@@ -12,9 +12,9 @@
 
 /* *p = bytes of device memory of the current device (which must be the stream's), ordered on
  * stream s as cudaMallocAsync; from the library's retained pool of that device, else (no pool
- * could be made, or the pool failed: out of memory, say) from cudaMallocAsync's pool. Capturable in a
- * CUDA graph (an allocation node, owned by the graph). A failure is returned with the
- * runtime's last error cleared. */
+ * could be made, or the pool failed: out of memory, say) from cudaMallocAsync's pool.
+ * Capturable in a CUDA graph (an allocation node, owned by the graph). A failure is returned
+ * with the runtime's last error cleared. */
 cudaError_t cuda_scratch_alloc(void **p, size_t bytes, cudaStream_t s);
 /* Returns p (from cuda_scratch_alloc) to its pool once s reaches this point: cudaFreeAsync. */
 cudaError_t cuda_scratch_free(void *p, cudaStream_t s);
