@@ -30,8 +30,18 @@
  * zeros and LSE = -inf.
  *
  * Memory: host buffers the library allocates for itself go through a counting allocator
- * (flashc_mem_stats); device scratch (the CUDA backward's, the CUDA split-KV partials) comes
- * from params.workspace or, when none is given, stream-ordered cudaMallocAsync / cudaFreeAsync.
+ * (flashc_mem_stats). Device scratch (the CUDA backward's workspace, the split-KV partials, the
+ * RMSNorm backward's dw partials, the sm90 forward's 4-byte tile counter, the context-parallel
+ * ring buffers) comes from params.workspace where the call takes one, or else, stream-ordered,
+ * from the library's own memory pool of the current device (cudaMallocFromPoolAsync /
+ * cudaFreeAsync; cudaMallocAsync where no pool can be made): capturable in a CUDA graph. That
+ * pool keeps up to 64 MiB per device reserved across synchronisations (its release threshold),
+ * so that the first call after a synchronisation does not map its scratch again, as it would
+ * from the device's default pool, which hands its free memory back at every synchronisation;
+ * memory above 64 MiB is handed back at the synchronisation, so that between calls it holds at
+ * most 64 MiB, and never more than the calls' scratch at its peak. A caller that
+ * wants no device memory held between calls passes params.workspace (*_workspace_size) to the
+ * calls that take one; the others' scratch is small (dw partials: blocks x D float32, a few MiB).
  *
  * Bounds on one call (FLASHC_ERR_UNSUPPORTED with a message beyond them): no tensor has more
  * than FLASHC_MAX_ELEMENTS elements, counted by its shape (a broadcast view counts in full,
@@ -292,7 +302,8 @@ typedef struct flashc_attn_stats {
  * environment variable FLASHC_CUDA_KERNEL=sm80|sm90 (read once) forces one kernel family; a
  * problem it does not serve is then refused with FLASHC_ERR_UNSUPPORTED. No device memory
  * besides o and lse, but for a split-KV request (num_splits > 1, or 0 on the KV-cache kernel):
- * its partials come from params.workspace (flashc_attn_fwd_workspace_size) or cudaMallocAsync. */
+ * its partials come from params.workspace (flashc_attn_fwd_workspace_size) or the scratch
+ * pool (Memory, at the top). */
 flashc_status flashc_attn_fwd(const flashc_attn_params *params, const flashc_tensor *q,
                               const flashc_tensor *k, const flashc_tensor *v, flashc_tensor *o,
                               flashc_tensor *lse, flashc_attn_stats *stats);
@@ -337,7 +348,7 @@ flashc_status flashc_attn_fwd_supported(const flashc_attn_params *params, const 
  * always deterministic; dq is summed with float atomics unless params.deterministic, which
  * adds the K blocks' contributions in a fixed order (bit-identical gradients, somewhat slower).
  * Device scratch: a float32 dq accumulator (B*Hq*Sq*D) plus B*Hq*Sq floats (and a few ints),
- * from params.workspace, or else cudaMallocAsync / cudaFreeAsync on the stream. */
+ * from params.workspace, or else the scratch pool (Memory, at the top) on the stream. */
 flashc_status flashc_attn_bwd(const flashc_attn_params *params, const flashc_tensor *q,
                               const flashc_tensor *k, const flashc_tensor *v,
                               const flashc_tensor *o, const flashc_tensor *dout,
@@ -457,7 +468,7 @@ typedef struct flashc_kv_cache {
  * are appended in place by a kernel on the same stream, before the attention reads them.
  * CUDA graphs: no host synchronisation; with params.workspace of the size
  * flashc_attn_kvcache_fwd_workspace_size returns (0 when no split is needed) nothing is
- * allocated (otherwise cudaMallocAsync / cudaFreeAsync on the stream). The launch shape (grid,
+ * allocated (otherwise the scratch pool on the stream, Memory at the top). The launch shape (grid,
  * split count, workspace size) depends only on the shapes: B, Sq, Hq, Hkv, D, Dv, and for
  * device caches the capacity (S_cache, or max_pages * page_size) rather than the lengths, which
  * the kernels read on the device; so one captured graph serves every cache_seqlens.
@@ -609,7 +620,8 @@ flashc_status flashc_rope_naive(const flashc_rope_params *params, flashc_tensor 
  * into x) and dres = the gradient arriving at that stream: dx is then the gradient of both the
  * old x and r. float32 accumulation; dw is summed in a fixed order (deterministic).
  * CPU: no temporaries beyond per-thread float32 rows and dw partials. CUDA: a float32 workspace
- * of (blocks x D) partial sums from cudaMallocAsync on the default stream (stream-ordered). */
+ * of (blocks x D) partial sums from the scratch pool (Memory, at the top) on the default
+ * stream (stream-ordered). */
 flashc_status flashc_rmsnorm_bwd(const flashc_tensor *x, const flashc_tensor *w,
                                  const flashc_tensor *dy, const flashc_tensor *dres, float eps,
                                  flashc_tensor *dx, flashc_tensor *dw);
@@ -751,7 +763,8 @@ flashc_cp_params flashc_cp_params_default(void);
  *   lse NULL or float32 (B, Hq, L_r): the log-sum-exp over all S keys (the backward needs it).
  * Scratch: two K/V slices of the largest rank (the ring's double buffer), one partial O and
  * LSE, a float32 O accumulator; host memory from the counting allocator, device memory from
- * cudaMallocAsync on the stream. o and lse are written only once every step succeeded. */
+ * the scratch pool (Memory, at the top) on the stream. o and lse are written only once every
+ * step succeeded. */
 flashc_status flashc_cp_attn_fwd(const flashc_cp_params *params, const flashc_tensor *q,
                                  const flashc_tensor *k, const flashc_tensor *v, flashc_tensor *o,
                                  flashc_tensor *lse);

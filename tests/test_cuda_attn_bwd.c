@@ -607,8 +607,9 @@ static void test_deterministic_bitwise(void **state)
         }
 }
 
-/* The call captured into a CUDA graph (no host synchronisation inside, workspace from
- * cudaMallocAsync in the graph) replays to the same gradients as a direct deterministic call. */
+/* The call captured into a CUDA graph (no host synchronisation inside, workspace from the
+ * scratch pool, an allocation node of the graph) replays to the same gradients as a direct
+ * deterministic call. */
 static void test_graph_capture(void **state)
 {
     (void)state;

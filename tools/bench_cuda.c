@@ -438,7 +438,7 @@ static void bench_rmsnorm(run_ctx *c)
     if (wants(o, "rmsnorm_bwd")) {
         bench_result *rb = new_row(c, "rmsnorm_bwd", "fused", 1, shape, x.dt, x.T, x.D);
         /* reads x, dy, w and writes dx, dw once; the G x D float32 dw partials the library
-         * takes from cudaMallocAsync are not in this allocator's peak */
+         * takes from its CUDA scratch pool are not in this allocator's peak */
         if (rb)
             measure_row(c, rb, run_rms_bwd, &x, 3.0 * td + 2.0 * (double)x.D * e,
                         3.0 * td + 2.0 * (double)x.D * e, base, 0.0);

@@ -5,11 +5,13 @@
  *
  * Workspace (float32 dQ accumulator, D = rowsum(dO o), deterministic mode's turn counters): the
  * caller's params.workspace (any alignment: aligned here; the core checked its size against
- * cuda_attn_bwd_workspace()), otherwise cudaMallocAsync / cudaFreeAsync on the call's stream. Nothing here synchronises with the host,
+ * cuda_attn_bwd_workspace()), otherwise the library's scratch pool (scratch.cu) on the call's
+ * stream. Nothing here synchronises with the host,
  * so a call can be captured in a CUDA graph (with a given workspace, or with the graph's own
  * memory nodes for the async allocation).
  */
 #include "attn_cuda.cuh"
+#include "scratch.cuh"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -243,7 +245,7 @@ extern "C" flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats 
     if (own) {
         void *mem = NULL;
         /* (a varlen problem of no packed rows needs nothing; a pointer is asked anyway) */
-        const cudaError_t err = cudaMallocAsync(&mem, (size_t)(need > 0 ? need : 256), stream);
+        const cudaError_t err = cuda_scratch_alloc(&mem, (size_t)(need > 0 ? need : 256), stream);
         if (err != cudaSuccess) {
             (void)cudaGetLastError();
             return flashc__fail(FLASHC_ERR_OUT_OF_MEMORY,
@@ -286,7 +288,7 @@ extern "C" flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats 
     cudaError_t err = varlen ? v->launch_varlen(&a, stream) : v->launch(&a, stream);
     if (own) {
         /* Stream-ordered: the memory returns to the pool once the kernels are done with it. */
-        const cudaError_t ferr = cudaFreeAsync(ws, stream);
+        const cudaError_t ferr = cuda_scratch_free(ws, stream);
         if (err == cudaSuccess)
             err = ferr;
     }

@@ -33,7 +33,8 @@
  * Sk_max (for device caches: the capacity, S_cache or max_pages * page_size) and the SM count
  * (splits_of: whole waves of this kernel's blocks per SM, or FlashAttention-2's rule);
  * the actual lengths (cache_seqlens, cu_seqlens) are read by the kernels. Nothing synchronises
- * with the host; with a workspace nothing is allocated (else cudaMallocAsync on the stream).
+ * with the host; with a workspace nothing is allocated (else the scratch pool, scratch.cu, on
+ * the stream).
  *
  * Index tensors on the device cannot be checked by the host: an entry outside its range (a page
  * >= num_pages, a cache_batch_idx >= the cache's rows, a length past the capacity) is clamped
@@ -92,6 +93,7 @@
  * 33 splits (splits_of); or fa2, FlashAttention-2's rule, the default before.
  */
 #include "attn_cuda.cuh"
+#include "scratch.cuh"
 #include "attn_fwd_common.cuh"
 #include "attn_mma_sm80.cuh"
 #include "ptx.cuh"
@@ -1457,7 +1459,7 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
         if (sc.base) {
             base = sc.base; /* the core checked workspace_bytes >= ws */
         } else {
-            const cudaError_t err = cudaMallocAsync(&own, ws, stream);
+            const cudaError_t err = cuda_scratch_alloc(&own, ws, stream);
             if (err != cudaSuccess)
                 return flashc__fail(FLASHC_ERR_OUT_OF_MEMORY,
                                     "%s: cudaMallocAsync of the %zu-byte split-KV workspace "
@@ -1480,7 +1482,7 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
                           ? dec_run_all<__nv_bfloat16>(a, di, sm90, var_of(p), stream)
                           : dec_run_all<__half>(a, di, sm90, var_of(p), stream);
     if (own) {
-        const cudaError_t ferr = cudaFreeAsync(own, stream);
+        const cudaError_t ferr = cuda_scratch_free(own, stream);
         if (err == cudaSuccess)
             err = ferr;
     }

@@ -80,6 +80,7 @@
  * Not yet: other head dims, Dk != Dv.
  */
 #include "attn_cuda.cuh"
+#include "scratch.cuh"
 #include "attn_fwd_common.cuh"
 #include "ptx_sm90.cuh"
 
@@ -1068,17 +1069,17 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
      * one; the kernel's first tiles are blockIdx.x, the counter hands out the rest. */
     int *ctr = NULL;
     if (VER >= 6 && !sm90_pair(VER)) {
-        if ((err = cudaMallocAsync((void **)&ctr, sizeof(int), stream)) != cudaSuccess)
+        if ((err = cuda_scratch_alloc((void **)&ctr, sizeof(int), stream)) != cudaSuccess)
             return err;
         if ((err = cudaMemsetAsync(ctr, 0, sizeof(int), stream)) != cudaSuccess) {
-            (void)cudaFreeAsync(ctr, stream);
+            (void)cuda_scratch_free(ctr, stream);
             return err;
         }
     }
     kernel<<<(unsigned)blocks, sm90_threads(VER), L::LAUNCH, stream>>>(mq, mk, mv, *a, mo, ctr);
     err = cudaGetLastError();
     if (ctr) {
-        const cudaError_t ferr = cudaFreeAsync(ctr, stream);
+        const cudaError_t ferr = cuda_scratch_free(ctr, stream);
         if (err == cudaSuccess)
             err = ferr;
     }

@@ -2,11 +2,12 @@
  * cp_ops.cu — the context-parallel ring's tensor ops on CUDA memory (cp_dev_ops of src/cp/cp.h):
  * pack a strided K/V view into the ring buffer, merge a partial (O, LSE) into the float32
  * accumulator, add partial gradients, store the accumulators into the caller's views. All on
- * the call's stream, asynchronous; scratch from cudaMallocAsync on that stream. Each kernel
+ * the call's stream, asynchronous; scratch from the library's pool (scratch.cu) on that stream. Each kernel
  * touches every element once; they run beside attention kernels that read each K/V row D times,
  * so they are plain one-thread-per-element (or per-row) loops.
  */
 #include "attn_cuda.cuh"
+#include "scratch.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -136,7 +137,7 @@ flashc_status dev_begin(cp_exec *x) { return cuda_check_no_pending_error(x->fn);
 void *dev_alloc(cp_exec *x, size_t bytes)
 {
     void *p = NULL;
-    const cudaError_t e = cudaMallocAsync(&p, bytes ? bytes : 1, stream_of(x));
+    const cudaError_t e = cuda_scratch_alloc(&p, bytes ? bytes : 1, stream_of(x));
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
         flashc__fail(FLASHC_ERR_OUT_OF_MEMORY, "%s: cudaMallocAsync of %zu bytes of ring buffers "
@@ -149,7 +150,7 @@ void *dev_alloc(cp_exec *x, size_t bytes)
 void dev_free(cp_exec *x, void *p)
 {
     if (p)
-        (void)cudaFreeAsync(p, stream_of(x));
+        (void)cuda_scratch_free(p, stream_of(x));
 }
 
 flashc_status dev_pack(cp_exec *x, const flashc_tensor *src, void *dst)

@@ -23,8 +23,9 @@
  *                 device has run them (written 2026-12-01 without device time).
  *   v6 (the backward's default since 2026-12-03; FLASHC_CUDA_RMS_BWD=v6[:B,P,L,S,H], see
  *                 bwd6_env; "v2" names the plain launch) rms_bwd_reg with a balanced grid,
- *                 the partials from a pool that keeps its memory, PDL, rms_dw_sum4
- *                 (rms_dw_sum's sums with 16-deep float4 loads) and plain row accesses.
+ *                 PDL, rms_dw_sum4 (rms_dw_sum's sums with 16-deep float4 loads) and plain row
+ *                 accesses; its knob P = 0 takes the partials from cudaMallocAsync's default
+ *                 pool rather than the scratch pool (scratch.cu) every path takes.
  *   v4 / v5 (rows_v4.cu, opt-in by the same two variables: register rows with a persistent
  *                 prefetch and cache hints; bulk-copy mbarrier rings), reached through
  *                 cuda_rms_fwd_v4 / cuda_rms_bwd_v4 before the choices below.
@@ -46,6 +47,7 @@
 
 #include "ptx.cuh"
 #include "rows_rms.cuh"
+#include "scratch.cuh"
 
 #include <math.h>
 #include <mutex>
@@ -1325,9 +1327,10 @@ template <typename T> static const void *bwd_kernel(int nv, bool res, bool pl)
  *      the gain is only the last round's lower bandwidth, < 1 us predicted); only at >= 2
  *      blocks a SM, when no SM keeps fewer than occupancy - 1 (at 1 block a SM it would idle
  *      whole SMs: 4096 rows on 132 SMs -> 128 blocks);
- *   P  the partials from the library's own memory pool (rows_pool), which keeps its memory
- *      across synchronisations, rather than cudaMallocAsync's default pool, which hands it back
- *      at each one, so that the next call maps it again on the host before its first launch;
+ *   P  the partials from the library's scratch pool (cuda_scratch_alloc, scratch.cu), which
+ *      keeps its memory across synchronisations (as every other path's partials now do); 0
+ *      takes cudaMallocAsync's default pool, which hands it back at each one, so that the next
+ *      call maps it again on the host before its first launch (what P saves, measured);
  *   L  PDL for the kernel and the dw pass (sm_90); "v2:1" (rows4's name) = v6:0,0,1,0,0;
  *   S  rms_dw_sum4 (the same sums, loads 16 deep) rather than rms_dw_sum;
  *   H  plain loads and stores of the rows rather than evict-first ones (rms_bwd_reg's PL);
@@ -1360,47 +1363,6 @@ static bwd6_cfg bwd6_env(void)
         if (k[i] == 0 || k[i] == 1)
             *f[i] = k[i];
     return c;
-}
-
-/* The rows' scratch pool (v6's knob P), one a device, created at the first use: its release
- * threshold (64 MiB) keeps what it has reserved across stream / event / device
- * synchronisations. The device's default pool, which cudaMallocAsync takes, has threshold 0:
- * at every synchronisation it returns its free memory to the OS, and the next cudaMallocAsync
- * maps memory again, on the host, before the call's first launch (a bench's batch of calls
- * after an event wait pays it once a batch, a training step that synchronises once a step).
- * The pool holds its high-water mark: the largest dw partials asked for (G x D float32, a few
- * MiB; at most ~34 MiB for the widest rows v2 takes). NULL where no pool can be made (the
- * caller takes cudaMallocAsync). */
-static std::mutex pool_mu;
-static cudaMemPool_t rows_pool_tab[16];
-static bool rows_pool_bad[16];
-
-static cudaMemPool_t rows_pool(int dev)
-{
-    if (dev < 0 || dev >= 16)
-        return NULL;
-    std::lock_guard<std::mutex> lock(pool_mu);
-    if (!rows_pool_tab[dev] && !rows_pool_bad[dev]) {
-        cudaMemPoolProps pp;
-        memset(&pp, 0, sizeof pp);
-        pp.allocType = cudaMemAllocationTypePinned;
-        pp.handleTypes = cudaMemHandleTypeNone;
-        pp.location.type = cudaMemLocationTypeDevice;
-        pp.location.id = dev;
-        cudaMemPool_t m = NULL;
-        cudaError_t err = cudaMemPoolCreate(&m, &pp);
-        if (err == cudaSuccess) {
-            uint64_t keep = (uint64_t)64 << 20;
-            err = cudaMemPoolSetAttribute(m, cudaMemPoolAttrReleaseThreshold, &keep);
-            if (err != cudaSuccess)
-                (void)cudaMemPoolDestroy(m);
-        }
-        if (err == cudaSuccess)
-            rows_pool_tab[dev] = m;
-        else
-            (void)cudaGetLastError(), rows_pool_bad[dev] = true;
-    }
-    return rows_pool_tab[dev];
 }
 
 template <typename T> static const void *bwd_ring_kernel(int nv, bool res)
@@ -1483,9 +1445,11 @@ template <typename T> static flashc_status rms_bwd_t(const rows_bwd_problem *p)
             G = Gb;
     }
     float *part = NULL;
-    const cudaMemPool_t pool = v6.on && v6.pool ? rows_pool(dev) : NULL;
     const size_t pbytes = (size_t)G * (size_t)p->D * sizeof(float);
-    err = pool ? cudaMallocFromPoolAsync((void **)&part, pbytes, pool, 0) : cudaMallocAsync((void **)&part, pbytes, 0);
+    if (v6.on && !v6.pool) /* v6's P = 0: the default pool, to measure what the pool saves */
+        err = cudaMallocAsync((void **)&part, pbytes, 0);
+    else
+        err = cuda_scratch_alloc((void **)&part, pbytes, 0);
     if (err != cudaSuccess) {
         (void)cudaGetLastError();
         return flashc__fail(FLASHC_ERR_OUT_OF_MEMORY,
@@ -1525,7 +1489,7 @@ template <typename T> static flashc_status rms_bwd_t(const rows_bwd_problem *p)
             st = launch_status(fn, rows_v1() ? "rms_dw_reduce" : "rms_dw_sum");
         }
     }
-    cudaFreeAsync(part, 0);
+    cuda_scratch_free(part, 0); /* cudaFreeAsync: either pool */
     return st;
 }
 

@@ -43,6 +43,7 @@
  * rescales by max |x|, the backward redoes such a row in float64 (from global memory).
  */
 #include "rows_rms.cuh"
+#include "scratch.cuh"
 
 #include "ptx.cuh"
 #include "ptx_sm90.cuh"
@@ -1270,7 +1271,7 @@ template <typename T> static bool bwd_t(const rows_bwd_problem *p, flashc_status
     if (G > p->T)
         G = p->T;
     float *part = NULL;
-    err = cudaMallocAsync((void **)&part, (size_t)G * (size_t)p->D * sizeof(float), 0);
+    err = cuda_scratch_alloc((void **)&part, (size_t)G * (size_t)p->D * sizeof(float), 0);
     if (err != cudaSuccess) {
         (void)cudaGetLastError();
         *st = flashc__fail(FLASHC_ERR_OUT_OF_MEMORY,
@@ -1289,7 +1290,7 @@ template <typename T> static bool bwd_t(const rows_bwd_problem *p, flashc_status
     *st = launch_status(fn, v4 ? "rms_bwd_v4" : "rms_bwd_tma");
     if (*st == FLASHC_OK)
         *st = cuda_rms_dw_sum(part, G, p, pdl);
-    cudaFreeAsync(part, 0);
+    cuda_scratch_free(part, 0);
     return true;
 }
 
