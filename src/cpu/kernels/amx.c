@@ -362,9 +362,16 @@ static void amx_fwd_tile(const cpu_mm_fwd *f)
                               (pv_on ? pvjob_steps(&pj) : 0);
         const int64_t per = (steps + nr - 1) / nr;
         mm_barrier();
-        for (int64_t r = 0; r < nr && f->cols < kns; r++)
-            for (int64_t q = f->cols; q < kns; q++)
-                s[r * lds + q] = -__builtin_inff();
+        for (int64_t r = 0; r < nr && (f->klo || f->cols < kns); r++) {
+            float *row = s + r * lds;
+            int64_t a = 0, e = f->cols;
+            if (f->klo)
+                a = f->klo[r0 + r], e = f->khi[r0 + r];
+            for (int64_t q = 0; q < a; q++)
+                row[q] = -__builtin_inff();
+            for (int64_t q = e; q < kns; q++)
+                row[q] = -__builtin_inff();
+        }
         if (!per) /* nothing to interleave: the chunk's rows in one call */
             cpu_kernels_avx512_mm_softmax(s, lds, nr, kns, f->scale, f->m + r0, f->l + r0,
                                           f->alpha + r0, p, f->ldp);
