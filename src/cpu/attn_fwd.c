@@ -161,8 +161,9 @@ static int use_mm(const attn_problem *p, const cpu_kernels *kr)
 static int64_t rup(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 /* Where the unit has the fused tile (kernels.h fwd_tile): FLASHC_CPU_AMX_FWD=1 takes the rows
- * of the unit path that see a whole tile through it (overlap 0), =2 with the next chunk's S
- * product between the softmax rows (overlap 1), =3 with the previous chunk's P V there too
+ * of the unit path through it (overlap 0; the straddling tiles' chunks too, with the causal /
+ * window mask inside, since 2026-12-03: causal 1.03-1.06x, d 64 / 128, n 2048 / 4096, 2
+ * threads), =2 with the next chunk's S product between the softmax rows (overlap 1), =3 with the previous chunk's P V there too
  * (overlap 2); =0: the chunked gemm / softmax / gemm of mm_tile. Unset: 1 where max(D, Dv) >=
  * 64, else 0 (d 64 since 2026-12-02: 1.25-1.43x torch's CPU SDPA against the chunked path's
  * 1.06-1.26x, n 2048 / 4096, same host; d < 64 unmeasured). Read at every call (one getenv beside a whole forward), so one process can time
@@ -701,41 +702,15 @@ static int bf16_nonfinite(const uint16_t *x, int64_t ld, int64_t rows, int64_t n
     return 0;
 }
 
-/* Rows [*r0, *r1) of the item (a multiple of 16 of them, maybe none) see every key of the tile
- * [ks, ks + cols): key ranges move monotonically with the row, so "sees up to the tile's end"
- * and "sees from after its start" are each true from some row on, and the rows between the
- * two are found by bisection. (Such a row's arithmetic is the same in any chunk: see above.) */
-static void full_rows(const item_ctx *x, int64_t ks, int64_t cols, int64_t *r0, int64_t *r1)
-{
-    int64_t lo = 0, hi = x->rows, a, e;
-    while (lo < hi) { /* the first row that sees up to the tile's end */
-        const int64_t mid = lo + (hi - lo) / 2;
-        row_cols(x, x->i0 + mid, ks, cols, &a, &e);
-        if (e == cols)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    const int64_t b = lo;
-    hi = x->rows;
-    while (lo < hi) { /* the first row from b on that does not see the tile's first key */
-        const int64_t mid = lo + (hi - lo) / 2;
-        row_cols(x, x->i0 + mid, ks, cols, &a, &e);
-        if (a > 0)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    *r0 = b, *r1 = b + (lo - b) / 16 * 16;
-}
-
 /* A tile of keys [ks, ks + cols) (ks - j0 a multiple of 32; K already in kp, V rows at v, ldv)
  * against the item's rows, in chunks: scores, modifier, mask, softmax, P V. full: every row of
  * the block sees every key of the tile. On a straddling tile a chunk of MM_DIAG_ROWS rows
  * reads only keys [u0, u1) (u0 rounded down to 32) that its rows see; a chunk that sees no key
  * keeps its m, l and accumulator unchanged (alpha would be exactly 1). With FLASHC_CPU_AMX_FWD
- * (plan fused) and no modifier, the rows that see the whole tile (all of a full tile, a
- * multiple of 16 of them) go through the unit's fused tile instead, the same bits per row. */
+ * (plan fused) and no modifier, the chunks go through the unit's fused tile instead, the same
+ * bits per row: a full tile's rows (a multiple of 16 of them) in one call, a straddling tile's
+ * chunks (a multiple of 16 rows each) one call each, with each row's key range as the fused
+ * tile's mask (unless the mask would put a P of 0 against an inf/NaN of V: chunked then). */
 static void mm_tile(const item_ctx *x, int64_t ks, int64_t cols, int full, const uint16_t *v,
                     int64_t ldv)
 {
@@ -745,34 +720,26 @@ static void mm_tile(const item_ctx *x, int64_t ks, int64_t cols, int full, const
     const int64_t D = p->D, Dv = p->Dv, lda = x->pl->lda, lds = w->lds, ldp = w->ldp;
     const int64_t a0 = x->i0 + x->sk - x->sq; /* position of the block's first row */
     const int64_t step = full ? MM_ROWS : MM_DIAG_ROWS;
+    const int fuse = !x->mod && x->pl->fused && Dv % 16 == 0;
     int64_t pk0 = -1, pk1 = -1; /* keys [pk0, pk1) of the tile are in vp */
     int vbad = -1;              /* V rows hold inf/NaN: asked once, when a mask is first needed */
-    int64_t fr0 = 0, fr1 = 0; /* rows [fr0, fr1) go through the fused tile */
-    if (!x->mod && x->pl->fused && Dv % 16 == 0) {
-        if (full)
-            fr1 = x->rows / 16 * 16;
-        else
-            full_rows(x, ks, cols, &fr0, &fr1);
-    }
-    if (fr1 > fr0) {
+    int64_t fr1 = 0;            /* a full tile's rows [0, fr1) go through the fused tile */
+    cpu_mm_fwd f = {
+        .ldq = w->dp, .D = D, .Dv = Dv, .kp = w->kp, .ldkp = w->ldkp, .vp = w->vp,
+        .ldvp = w->ldvp, .scale = x->c, .lda = lda, .s = w->s, .lds = lds, .p = w->pb,
+        .ldp = ldp, .overlap = x->pl->fused - 1,
+    };
+    if (fuse && full && x->rows >= 16) {
         mm->pack_b(v, ldv, cols, Dv, w->vp, w->ldvp);
-        pk0 = 0, pk1 = cols;
-        const cpu_mm_fwd f = {
-            .q = w->qb + fr0 * w->dp, .ldq = w->dp, .rows = fr1 - fr0, .D = D, .Dv = Dv,
-            .cols = cols, .kp = w->kp, .ldkp = w->ldkp, .vp = w->vp, .ldvp = w->ldvp,
-            .scale = x->c, .m = w->m + fr0, .l = w->l + fr0, .alpha = w->alpha + fr0,
-            .acc = w->acc + fr0 * lda, .lda = lda, .s = w->s, .lds = lds, .p = w->pb,
-            .ldp = ldp, .overlap = x->pl->fused - 1,
-        };
+        pk0 = 0, pk1 = cols, fr1 = x->rows / 16 * 16;
+        f.q = w->qb, f.rows = fr1, f.cols = cols, f.m = w->m, f.l = w->l, f.alpha = w->alpha;
+        f.acc = w->acc;
         mm->fwd_tile(&f);
     }
-    /* the other rows in chunks: [0, fr0), then [fr1, rows) */
-    for (int64_t s0 = 0, next; s0 < x->rows; s0 = next) {
-        if (fr1 > fr0 && s0 == fr0) {
-            next = fr1;
-            continue;
-        }
-        const int64_t sr = min64(step, (s0 < fr0 ? fr0 : x->rows) - s0);
+    for (int64_t s0 = fr1, next; s0 < x->rows; s0 = next) {
+        int64_t sr = min64(step, x->rows - s0);
+        if (fuse && !full && sr >= 16)
+            sr = sr / 16 * 16;
         next = s0 + sr;
         int64_t u0 = 0, u1 = cols, fa = 0, fe = cols, la = 0, le = cols;
         if (!full) {
@@ -783,11 +750,31 @@ static void mm_tile(const item_ctx *x, int64_t ks, int64_t cols, int full, const
                 continue;
         }
         const int64_t kn = u1 - u0, kns = rup(kn, 16); /* kns <= R16(bc) <= lds */
+        const int masked = !full && !(la <= u0 && fe >= u1);
+        if (masked && vbad < 0)
+            vbad = bf16_nonfinite(v, ldv, cols, Dv);
+        if (fuse && !full && sr % 16 == 0 && (!masked || !vbad)) {
+            int32_t lo[MM_DIAG_ROWS], hi[MM_DIAG_ROWS];
+            for (int64_t r = 0; masked && r < sr; r++) {
+                int64_t a, e;
+                row_cols(x, x->i0 + s0 + r, ks + u0, kn, &a, &e);
+                lo[r] = (int32_t)a, hi[r] = (int32_t)e;
+            }
+            if (pk0 != 0 || pk1 != cols) {
+                mm->pack_b(v, ldv, cols, Dv, w->vp, w->ldvp);
+                pk0 = 0, pk1 = cols;
+            }
+            f.q = w->qb + s0 * w->dp, f.rows = sr, f.cols = kn, f.kp = w->kp + u0;
+            f.vp = w->vp + u0 / 2 * w->ldvp, f.m = w->m + s0, f.l = w->l + s0;
+            f.alpha = w->alpha + s0, f.acc = w->acc + s0 * lda;
+            f.klo = masked ? lo : NULL, f.khi = masked ? hi : NULL;
+            mm->fwd_tile(&f);
+            continue;
+        }
         float *s = w->s;
         mm->gemm(sr, kn, D, w->qb + s0 * w->dp, w->dp, w->kp + u0, w->ldkp, NULL, s, lds);
         for (int64_t r = 0; x->mod && r < sr; r++)
             x->kr->score_mod_row(s + r * lds, kn, &x->sm, a0 + s0 + r - (ks + u0));
-        const int masked = !full && !(la <= u0 && fe >= u1);
         for (int64_t r = 0; r < sr; r++) {
             float *row = s + r * lds;
             int64_t a = 0, e = kn;
@@ -801,8 +788,6 @@ static void mm_tile(const item_ctx *x, int64_t ks, int64_t cols, int full, const
                 row[c] = -INFINITY;
         }
         mm->softmax(s, lds, sr, kns, x->c, w->m + s0, w->l + s0, w->alpha + s0, w->pb, ldp);
-        if (masked && vbad < 0)
-            vbad = bf16_nonfinite(v, ldv, cols, Dv);
         if (!masked || !vbad) {
             if (u0 != pk0 || u1 != pk1) {
                 mm->pack_b(v + u0 * ldv, ldv, kn, Dv, w->vp, w->ldvp);

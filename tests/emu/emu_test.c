@@ -194,7 +194,8 @@ static void test_mm_attention(void **state)
  * softmax rows, =3 with the previous P V there too) against the chunked gemm / softmax / gemm
  * it replaces: the same bits of O and LSE on bf16 inputs, for odd shapes (rows not a multiple
  * of 16, a short last key tile, D not a multiple of 32, Dv 16 / 48 / 128, GQA, causal and
- * windowed tiles that straddle (their rows that see the whole tile go fused), many chunks per
+ * windowed tiles that straddle (their chunks go fused too, with each row's key range as the
+ * tile's mask; rows that see no key; masks on both sides of a narrow window), many chunks per
  * item), through a copy of the emulated table whose fwd_tile counts its calls (so the path is
  * known to run). */
 static const cpu_mm_bf16 *fused_inner;
@@ -220,6 +221,8 @@ static void test_mm_fused(void **state)
         {1, 3, 1, 250, 260, 96, 128, 0, 64, 1, -1, 2},
         {1, 1, 1, 300, 64, 64, 32, 0, 0, 0, -1, 1},
         {1, 2, 1, 400, 400, 64, 64, 0, 64, 1, 100, 2},
+        {1, 1, 1, 200, 130, 64, 64, 0, 64, 1, -1, 2},  /* causal, Sk < Sq: rows that see no key */
+        {1, 2, 1, 333, 333, 128, 128, 96, 192, 1, 7, 1}, /* a narrow window: masks on both sides */
     };
     static cpu_mm_bf16 mmc;
     mmc = emu_mm_amx;

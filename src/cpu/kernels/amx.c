@@ -173,7 +173,9 @@ static void amx_gemm(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t
  * between the softmax rows of chunk c, so the tile unit runs while the vector units compute the
  * exponentials (tdpbf16ps is one instruction of 16 cycles on the tile unit; the out-of-order
  * core keeps issuing the softmax behind it). The S product and P V take turns on the 8 tiles:
- * the product of chunk c + 1 is finished before P V of chunk c starts. */
+ * the product of chunk c + 1 is finished before P V of chunk c starts. With klo / khi (a
+ * causal or window edge) the scores a row does not see become -inf between the S product and
+ * its softmax, as the chunked path masks them. */
 
 /* S = Q K^T of one chunk (16 or 32 rows) in steps. */
 typedef struct sjob {
@@ -362,9 +364,16 @@ static void amx_fwd_tile(const cpu_mm_fwd *f)
                               (pv_on ? pvjob_steps(&pj) : 0);
         const int64_t per = (steps + nr - 1) / nr;
         mm_barrier();
-        for (int64_t r = 0; r < nr && f->cols < kns; r++)
-            for (int64_t q = f->cols; q < kns; q++)
-                s[r * lds + q] = -__builtin_inff();
+        for (int64_t r = 0; r < nr && (f->klo || f->cols < kns); r++) {
+            float *row = s + r * lds;
+            int64_t a = 0, e = f->cols;
+            if (f->klo)
+                a = f->klo[r0 + r], e = f->khi[r0 + r];
+            for (int64_t q = 0; q < a; q++)
+                row[q] = -__builtin_inff();
+            for (int64_t q = e; q < kns; q++)
+                row[q] = -__builtin_inff();
+        }
         if (!per) /* nothing to interleave: the chunk's rows in one call */
             cpu_kernels_avx512_mm_softmax(s, lds, nr, kns, f->scale, f->m + r0, f->l + r0,
                                           f->alpha + r0, p, f->ldp);

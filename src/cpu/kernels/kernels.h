@@ -143,6 +143,10 @@ typedef struct cpu_mm_fwd {
     int overlap;        /* 0: chunk by chunk; 1: the next chunk's S = Q K^T is issued between
                          * the softmax rows of this one (the matrix unit and the vector units
                          * in parallel); 2: the previous chunk's P V too                     */
+    const int32_t *klo, *khi; /* NULL: every row sees every key; else rows each: row r sees
+                         * keys [klo[r], khi[r]) of the tile only (khi >= klo): the others'
+                         * scores are -inf before its softmax (P = 0; a row that sees none
+                         * keeps m, l and acc). V must then be finite (0 x inf = NaN).     */
 } cpu_mm_fwd;
 /* The score modifiers of the attention v2 contract, as the kernels apply them (see the
  * score_mod_t / score_mod_row entries). */

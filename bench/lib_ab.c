@@ -1,0 +1,127 @@
+/*
+ * lib_ab.c — two builds of libflashc.so against each other in ONE process, for a change of a
+ * few per cent on a machine whose neighbours move every reading by more than that (the 2-core
+ * dev Xeon: 3x between processes). Both libraries are dlopen()ed RTLD_LOCAL; every round runs
+ * the bf16 forward once on each (the order flipped every round) on the same inputs.
+ *
+ *   flashc_lib_ab OLD.so NEW.so D N CAUSAL ROUNDS [HEADS=8]
+ *     FLASHC_AB_THREADS (2)  num_threads of both
+ *     FLASHC_AB_CPU=1        process CPU time instead of wall time (one thread: the time the
+ *                            process ran, whoever else held the core)
+ *     FLASHC_AB_BQ / _BK     block_q / block_k of NEW only (OLD = NEW: a tile A/B)
+ *
+ * Prints the medians, NEW's speed over OLD's from them, the median of the per-round ratios with
+ * its quartiles, and whether O has the same bits on both (B 1, N rows, HEADS heads of D).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "flashc.h"
+
+typedef flashc_status (*fwd_fn)(const flashc_attn_params *, const flashc_tensor *,
+                                const flashc_tensor *, const flashc_tensor *, flashc_tensor *,
+                                flashc_tensor *, flashc_attn_stats *);
+typedef flashc_tensor (*t4_fn)(void *, flashc_dtype, int64_t, int64_t, int64_t, int64_t);
+
+static int env_int(const char *name, int dflt)
+{
+    const char *e = getenv(name);
+    return e && *e ? atoi(e) : dflt;
+}
+
+static double now(int cpu)
+{
+    struct timespec t;
+    clock_gettime(cpu ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 7) {
+        fprintf(stderr, "usage: %s OLD.so NEW.so D N CAUSAL ROUNDS [HEADS]\n", argv[0]);
+        return 2;
+    }
+    fwd_fn fwd[2];
+    t4_fn t4[2];
+    for (int i = 0; i < 2; i++) {
+        void *h = dlopen(argv[1 + i], RTLD_NOW | RTLD_LOCAL);
+        if (!h) {
+            fprintf(stderr, "%s\n", dlerror());
+            return 1;
+        }
+        *(void **)&fwd[i] = dlsym(h, "flashc_attn_fwd");
+        *(void **)&t4[i] = dlsym(h, "flashc_tensor_4d");
+        if (!fwd[i] || !t4[i]) {
+            fprintf(stderr, "%s: no flashc_attn_fwd / flashc_tensor_4d\n", argv[1 + i]);
+            return 1;
+        }
+    }
+    const int64_t d = atoi(argv[3]), n = atoi(argv[4]), hq = argc > 7 ? atoi(argv[7]) : 8;
+    const int causal = atoi(argv[5]), rounds = atoi(argv[6]);
+    const int cpu = env_int("FLASHC_AB_CPU", 0);
+    if (d < 1 || n < 1 || hq < 1 || rounds < 1) {
+        fprintf(stderr, "D, N, ROUNDS, HEADS must be >= 1\n");
+        return 2;
+    }
+    const size_t ne = (size_t)(n * hq * d);
+    uint16_t *x = malloc(5 * ne * sizeof *x);
+    double *ms = malloc(3 * (size_t)rounds * sizeof *ms);
+    if (!x || !ms)
+        return 1;
+    uint16_t *q = x, *k = x + ne, *v = x + 2 * ne, *o[2] = {x + 3 * ne, x + 4 * ne};
+    uint32_t s = 1;
+    for (size_t i = 0; i < 3 * ne; i++) { /* bf16 of uniform [-1, 1): the top half of a float */
+        s = s * 1664525u + 1013904223u;
+        const float f = (float)(s >> 8) / (float)(1u << 23) - 1.0f;
+        uint32_t u;
+        memcpy(&u, &f, sizeof u);
+        x[i] = (uint16_t)(u >> 16);
+    }
+    flashc_attn_params pa = FLASHC_ATTN_PARAMS_INIT;
+    pa.causal = causal, pa.num_threads = env_int("FLASHC_AB_THREADS", 2);
+    double *t[2] = {ms, ms + rounds}, *ratio = ms + 2 * rounds;
+    for (int r = -1; r < rounds; r++) /* round -1: warm-up */
+        for (int j = 0; j < 2; j++) {
+            const int i = (r & 1) ? 1 - j : j;
+            pa.block_q = i ? env_int("FLASHC_AB_BQ", 0) : 0;
+            pa.block_k = i ? env_int("FLASHC_AB_BK", 0) : 0;
+            flashc_tensor tq = t4[i](q, FLASHC_BF16, 1, n, hq, d);
+            flashc_tensor tk = t4[i](k, FLASHC_BF16, 1, n, hq, d);
+            flashc_tensor tv = t4[i](v, FLASHC_BF16, 1, n, hq, d);
+            flashc_tensor to = t4[i](o[i], FLASHC_BF16, 1, n, hq, d);
+            const double t0 = now(cpu);
+            if (fwd[i](&pa, &tq, &tk, &tv, &to, NULL, NULL) != FLASHC_OK) {
+                fprintf(stderr, "%s: flashc_attn_fwd failed\n", argv[1 + i]);
+                return 1;
+            }
+            if (r >= 0)
+                t[i][r] = (now(cpu) - t0) * 1e3;
+        }
+    for (int r = 0; r < rounds; r++)
+        ratio[r] = t[0][r] / t[1][r];
+    qsort(t[0], (size_t)rounds, sizeof *ms, cmp);
+    qsort(t[1], (size_t)rounds, sizeof *ms, cmp);
+    qsort(ratio, (size_t)rounds, sizeof *ms, cmp);
+    const double m0 = t[0][rounds / 2], m1 = t[1][rounds / 2];
+    const double flop = 4.0 * (double)n * (double)n * (double)d * (double)hq * (causal ? 0.5 : 1.0);
+    printf("d %lld n %lld causal %d threads %d (%s): old %.2f ms (%.0f GFLOP/s)  new %.2f ms "
+           "(%.0f GFLOP/s)  new/old speed %.3f  paired median %.3f [q1 %.3f q3 %.3f]  O same "
+           "bits: %s\n",
+           (long long)d, (long long)n, causal, pa.num_threads, cpu ? "cpu time" : "wall", m0,
+           flop / m0 / 1e6, m1, flop / m1 / 1e6, m0 / m1, ratio[rounds / 2], ratio[rounds / 4],
+           ratio[3 * rounds / 4], memcmp(o[0], o[1], ne * sizeof *x) ? "NO" : "yes");
+    free(x), free(ms);
+    return 0;
+}
