@@ -41,7 +41,8 @@
  * memory above 64 MiB is handed back at the synchronisation, so that between calls it holds at
  * most 64 MiB, and never more than the calls' scratch at its peak. A caller that
  * wants no device memory held between calls passes params.workspace (*_workspace_size) to the
- * calls that take one; the others' scratch is small (dw partials: blocks x D float32, a few MiB).
+ * calls that take one; the RMSNorm backward's dw partials, the tile counter and the ring
+ * buffers always come from the pool.
  *
  * Bounds on one call (FLASHC_ERR_UNSUPPORTED with a message beyond them): no tensor has more
  * than FLASHC_MAX_ELEMENTS elements, counted by its shape (a broadcast view counts in full,
