@@ -33,20 +33,21 @@ from flashc import _arrays, _lib
 from rows_bench_common import Table, copy_ceilings, load_copylib, relerr, setvar, timed
 
 # Defaults now: the plain forward rms_fwd_v4 R = 4 + PDL (rows >= 512 chunks), the residual v4
-# + PDL, the backward v2 (rms_bwd_reg + rms_dw_sum). "v2" by name = the old forward kernels.
+# + PDL, the backward v6 with every knob on (since 2026-12-03). "v2" by name = the old forward
+# kernels; for the backward "v2" = rms_bwd_reg + rms_dw_sum plainly launched.
 # Backward v6[:B,P,L,S,H] (rows.cu bwd6_env): B balanced grid, P the retained pool, L PDL, S
-# rms_dw_sum4, H plain loads / stores; v6 = 1,1,1,1,0; each knob off in turn; H on.
+# rms_dw_sum4, H plain loads / stores; v6 = 1,1,1,1,1 (the default); each knob off in turn.
 FWD = [None, "v2"]
 RES = [None]
-BWD = [None, "v2:1", "v6", "v6:0,1,1,1,0", "v6:1,0,1,1,0", "v6:1,1,0,1,0", "v6:1,1,1,0,0", "v6:1,1,1,1,1"]
+BWD = [None, "v2", "v2:1", "v6", "v6:0,1,1,1,1", "v6:1,0,1,1,1", "v6:1,1,0,1,1", "v6:1,1,1,0,1", "v6:1,1,1,1,0"]
 # copies: (name, kind, p0..p3); kinds 1 / 2 (rows in registers, bulk-copy slots) were round
 # rows3's: ("rows v4:0,2,0,0", 1, 0, 2, 0, 0), ("tma v5:4,3,0,1", 2, 4, 3, 0, 1)
 COPIES = [("flat nc/st.normal", 0, 3, 2, 0, 0), ("flat nc/st.normal PDL", 0, 3, 2, 1, 0), ("rows R 4", 3, 4, 0, 0, 0)]
 # backward variants timed again with 5x the calls a batch (v2's partials come from the default
 # pool, which each batch's closing synchronisation empties: a cost a batch, not a call)
-BIG = [None, "v6", "v6:1,0,1,1,0"]
+BIG = [None, "v2", "v6:1,0,1,1,1"]
 # the kernel breakdown (torch.profiler): (op, variant)
-PROF = [("rmsnorm", None), ("rms_bwd", None), ("rms_bwd", "v2:1"), ("rms_bwd", "v6"), ("rms_bwd", "v6:1,0,1,1,0")]
+PROF = [("rmsnorm", None), ("rms_bwd", None), ("rms_bwd", "v2"), ("rms_bwd", "v6:1,0,1,1,1")]
 
 
 def res_name(v):
@@ -156,18 +157,18 @@ def run_shape(lib, cl, T, D, a, tab, lists):
             if not (ex_ < 5e-2 and ew_ < 5e-2):
                 raise RuntimeError(f"max_err vs torch dx {ex_} dw {ew_}")
         except Exception as ex:
-            tab.fail(shape, "rms_bwd", f"flashc {v or 'v2'}", ex)
+            tab.fail(shape, "rms_bwd", f"flashc {v or 'default (v6)'}", ex)
             continue
         ms = timed(lambda: lib.flashc_rmsnorm_bwd(vx.ref, vw.ref, vdy.ref, None, fe, vdx.ref, vdw.ref), a.calls, a.reps)
         same = torch.equal(dw, dw1)
-        tab.row(shape, "rms_bwd", f"flashc {v or 'v2'}", ms, nb, pb,
+        tab.row(shape, "rms_bwd", f"flashc {v or 'default (v6)'}", ms, nb, pb,
                 f"err dx {ex_:.1e} dw {ew_:.1e}{'' if same else ' DW NOT REPEATABLE'}")
         if v in BIG:  # the same with 5x the calls a batch: a fixed cost a batch shows as a drop
-            tab.row(shape, "rms_bwd", f"flashc {v or 'v2'} ({5 * a.calls} a batch)",
+            tab.row(shape, "rms_bwd", f"flashc {v or 'default (v6)'} ({5 * a.calls} a batch)",
                     timed(lambda: lib.flashc_rmsnorm_bwd(vx.ref, vw.ref, vdy.ref, None, fe, vdx.ref, vdw.ref),
                           5 * a.calls, a.reps), nb, pb)
         if ("rms_bwd", v) in PROF:
-            prof("rms_bwd", f"flashc {v or 'v2'}",
+            prof("rms_bwd", f"flashc {v or 'default (v6)'}",
                  lambda: lib.flashc_rmsnorm_bwd(vx.ref, vw.ref, vdy.ref, None, fe, vdx.ref, vdw.ref))
     setvar("FLASHC_CUDA_RMS_BWD", None)
     tab.of_copy(shape, cp)
