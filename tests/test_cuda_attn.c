@@ -266,7 +266,7 @@ static const char *forced_kernel(void)
     return f && f[0] ? f : NULL;
 }
 
-/* A forced family may serve one head dim only (sm90v7: 64; sm90v9n, sm90v6p: 128): a fixed test
+/* A forced family may serve one head dim only (sm90v7: 64): a fixed test
  * that needs its case served takes (D, dt) instead when the family refuses c. */
 static void take_served_dim(attn_case *c, int D, flashc_dtype dt)
 {
@@ -699,7 +699,7 @@ static void test_cuda_errors(void **state)
     (void)state;
     attn_case c = {1, 64, 64, 2, 2, 64, 0, FLASHC_BF16, 0, 0, 0};
     /* its calls must succeed: d 128 where the forced family serves that only (round 1 of
-     * 2026-12-03 failed here on sm90v9n and sm90v6p, d 128 families, for that reason) */
+     * 2026-12-03 failed here on two d 128 families, since removed, for that reason) */
     take_served_dim(&c, 128, FLASHC_BF16);
     run_buffers r;
     buffers_create(&c, &r);

@@ -2,28 +2,27 @@
 # bench/gpu/s6_fwd8.sh BUILD_DIR — issue 11, the Hopper forward: the opt-in sm90v9 (v6 with the
 # tile boundary overlapped: a tile's last P V issued with the next tile's first S, its O stored
 # under that S; the first K loaded before Q, Q prefetched into L2 by a second producer thread),
-# sm90v9n (the same with 128-key blocks without the mask too) and sm90v6p (v6 with v9's two
-# load changes alone, d 128), against v6 and SDPA flash / cuDNN. (Round 1 of 2026-12-03 also ran
-# sm90v9t, v9 on v7's shape at d 64, against v7; v9t was removed after it, and so were its steps
-# here. The round's successor: s7_fwd9.sh.) Budget: <= 100 s of wall time in all (every step
+# against v6 and SDPA flash / cuDNN. (Round 1 of 2026-12-03 also ran sm90v9t, v9 on v7's shape
+# at d 64, against v7, and sm90v9n / sm90v6p (v9 with 128-key blocks throughout; v6 with v9's
+# loads alone); they were removed after it and round 2, and so were their steps here. The
+# round's successor: s7_fwd9.sh.) Budget: <= 100 s of wall time in all (every step
 # under `timeout`, a global deadline):
 #   1. (<= 45 s, concurrently; correctness only) tests/test_cuda_attn forced to sm90v9: the full
 #      cases of bf16 d 128, fp16 d 128 and bf16 d 64, (the 1k
 #      pairs, (3, 799), (20000, 16); causal
 #      and not; MHA / GQA / MQA), the short cases of d 64 / 128 with every fixed test
 #      (test_many_tiles: > 132 tiles through the counter, so a thread block walks several tile
-#      boundaries, and empty causal tiles; graph replay, repeatability); sm90v9n and
-#      sm90v6p on the short cases; compute-sanitizer memcheck (short cases), racecheck and
-#      synccheck (test_many_tiles' short cases) on sm90v9, racecheck on sm90v9n and
-#      sm90v6p (the tile queue has one more reader in v9 / v6p: the Q prefetcher).
+#      boundaries, and empty causal tiles; graph replay, repeatability); compute-sanitizer
+#      memcheck (short cases), racecheck and synccheck (test_many_tiles' short cases) on
+#      sm90v9 (the tile queue has one more reader in v9: the Q prefetcher).
 #      Windows and softcap do not
 #      reach the sm90 kernels (they serve plain problems; the rest goes to sm80 whatever
 #      FLASHC_CUDA_KERNEL says), so there is nothing of them to test here.
-#   2. (<= 48 s, alone on the GPU) bench_sdpa.py --kernels sm90v9,sm90v9n,sm90v6p,sm90v6
-#      (those whose tests and sanitizers passed, and v6), SDPA flash and cuDNN in the
+#   2. (<= 48 s, alone on the GPU) bench_sdpa.py --kernels sm90v9,sm90v6
+#      (v9 if its tests and sanitizers passed, and v6), SDPA flash and cuDNN in the
 #      same process, d 128 and 64, causal and not, seqlens 1k/2k/4k/16k (the convention: batch x
 #      seqlen = 16384, hidden 2048), 25 ms of timing per cell; then a short table: TFLOP/s, ratio
-#      to cuDNN, and v9 / v6, v9n / v6, v6p / v6.
+#      to cuDNN, and v9 / v6.
 # BUILD_DIR: built already with tests (libflashc.so, tests/test_cuda_attn); no rebuild.
 # Logs in $OUT (default BUILD_DIR/out-fwd8); what matters is printed, failing lines included.
 set -uo pipefail
@@ -53,13 +52,9 @@ tst sm90v9-bf16-d128 sm90v9 128 0 3 45 test_bf16_d128
 tst sm90v9-fp16-d128 sm90v9 128 0 3 45 test_fp16_d128
 tst sm90v9-bf16-d64 sm90v9 64 0 2 45 test_bf16_d64
 tst sm90v9-short sm90v9 64,128 1 1 40
-tst sm90v9n-short sm90v9n 128 1 1 40
-tst sm90v6p-short sm90v6p 128 1 1 40
 san sm90v9 memcheck "" 38
 san sm90v9 racecheck test_many_tiles 38
 san sm90v9 synccheck test_many_tiles 32
-san sm90v9n racecheck test_many_tiles 38
-san sm90v6p racecheck test_many_tiles 38
 declare -A bad=() # family -> a test run of it failed
 ran=()
 summary=()
@@ -130,8 +125,8 @@ names = [n for n in rows[0][3]]
 libs = [n for n in names if n.startswith("flashc")]
 short = lambda n: n.replace("flashc_sm90", "").replace("sdpa_", "")
 print("| d | causal | S | " + " | ".join(short(n) for n in names)
-      + " | v9/v6 | v9n/v6 | v6p/v6 |")
-print("|---" * (6 + len(names)) + "|")
+      + " | v9/v6 |")
+print("|---" * (4 + len(names)) + "|")
 for d, c, S, v in rows:
     cu = num(v.get("sdpa_cudnn"))
     cell = lambda n: ("-" if num(v.get(n)) is None else
@@ -139,8 +134,6 @@ for d, c, S, v in rows:
     rel = lambda n, m: (f"{num(v[n]) / num(v[m]):.3f}" if num(v.get(m)) and num(v.get(n))
                         else "-")
     print(f"| {d} | {'yes' if c else 'no'} | {S} | " + " | ".join(cell(n) for n in names)
-          + " | " + " | ".join(rel(f"flashc_sm90{x}", f"flashc_sm90{y}") for x, y in
-                               (("v9", "v6"), ("v9n", "v6"), ("v6p", "v6")))
-          + " |")
+          + " | " + rel("flashc_sm90v9", "flashc_sm90v6") + " |")
 EOF
 exit $rc

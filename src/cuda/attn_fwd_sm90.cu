@@ -74,9 +74,9 @@
  *                 claimed tile's Q at once. The default at d 128 under the causal mask from
  *                 seqlen 4k (round 1 of 2026-12-03: 1.06x / 1.02x v6 at 4k / 16k, level or
  *                 below without the mask).
- *      "sm90v9n"  v9 with 128-key blocks without the mask too (the whole O tile staged);
- *   v6p "sm90v6p" v6 with v9's two load changes alone (VER 12), to tell their share apart.
- *   (v9t, v9 on v7's shape at d 64 (VER 13), was no faster than v7 and was removed.)
+ *   (v9t, v9 on v7's shape at d 64 (VER 13), was no faster than v7 and was removed; so were
+ *   v9n, v9 with 128-key blocks without the mask too, 0.93-1.02x v6, and v6p, v6 with v9's
+ *   two load changes alone (VER 12), 0.98-1.02x v6: round 2 of 2026-12-03.)
  * Not yet: other head dims, Dk != Dv.
  */
 #include "attn_cuda.cuh"
@@ -98,14 +98,9 @@ __host__ __device__ constexpr int sm90_consumers(int ver)
 {
     return ver == 8 || ver == 10 ? 3 : 2;
 }
-/* v9's tile boundary overlap (VER 11, v6's shape) */
+/* v9's tile boundary overlap (VER 11, v6's shape), with its loads (the first K before Q, Q
+ * prefetched into L2 by a second thread) */
 __host__ __device__ constexpr bool sm90_cross_tile(int ver) { return ver == 11; }
-/* v9's loads (the first K before Q, Q prefetched into L2 by a second thread): v9, and VER 12
- * (sm90v6p: v6 with them alone, to tell their share from the overlap's) */
-__host__ __device__ constexpr bool sm90_early_loads(int ver)
-{
-    return sm90_cross_tile(ver) || ver == 12;
-}
 /* v8's pairs of thread blocks sharing K/V by multicast: VER 9 (v6's shape), 10 (v7's) */
 __host__ __device__ constexpr bool sm90_pair(int ver) { return ver == 9 || ver == 10; }
 __host__ __device__ constexpr int sm90_bm(int ver) { return 64 * sm90_consumers(ver); }
@@ -239,8 +234,8 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     constexpr bool MC = sm90_pair(VER);
     constexpr bool DYN = VER >= 6 && !MC, TMA_O = VER >= 7;
     /* v9 (VER 11): the last P V of a tile goes out with the next tile's first S (XT) */
-    constexpr bool XT = sm90_cross_tile(VER), EARLY = sm90_early_loads(VER);
-    static_assert(!EARLY || (DYN && TMA_O), "v9 is v6 with the tile boundary overlapped");
+    constexpr bool XT = sm90_cross_tile(VER);
+    static_assert(!XT || (DYN && TMA_O), "v9 is v6 with the tile boundary overlapped");
     constexpr int KV_ROWS = MC ? BN / 2 : BN;
     static_assert(KV_ROWS % 8 == 0, "a multicast half is whole 1024-byte swizzle atoms");
     constexpr int NT = BN / 8, DT = D / 8;
@@ -279,7 +274,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
         }
         ptx_mbarrier_init(q_empty, 4 * NC);
         ptx_mbarrier_init(sched_full, 1);
-        ptx_mbarrier_init(sched_empty, 128 * NC + (EARLY ? 1 : 0)); /* v9: + Q's prefetcher */
+        ptx_mbarrier_init(sched_empty, 128 * NC + (XT ? 1 : 0)); /* v9: + Q's prefetcher */
         ptx_fence_mbarrier_init();
     }
     /* the last block-wide barrier: the roles part here (v8: cluster-wide, so that the peer's
@@ -384,7 +379,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 };
                 /* v9: the first K before Q: its slot frees a block before Q's buffer (after
                  * the last tile's last S but one), and the consumers need both at once */
-                if (EARLY && n_blocks > 0)
+                if (XT && n_blocks > 0)
                     load_k(0);
                 /* Q's buffer is free once both consumers issued and finished their last S of
                  * the previous tile (a fresh barrier passes parity 1 at once) */
@@ -404,7 +399,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                     const int s = (it + i) % STAGES;
                     const uint32_t ph = (uint32_t)((it + i) / STAGES) & 1u;
                     const int n0 = (n_blocks - 1 - i) * BN;
-                    if (!EARLY || i > 0)
+                    if (!XT || i > 0)
                         load_k(i);
                     ptx_mbarrier_wait(v_empty(s), ph ^ 1u);
                     ptx_mbarrier_arrive_expect_tx(v_full(s), L::KV_BYTES);
@@ -418,7 +413,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                  * hides behind them) and no tile is claimed long before it can start */
                 tile = DYN ? atomicAdd(tile_ctr, 1) + (int)gridDim.x : tile + tile_step;
             }
-        } else if (EARLY && warp == 1 && lane == 0) {
+        } else if (XT && warp == 1 && lane == 0) {
             /* v9: one more reader of the tile queue, which asks L2 for each tile's Q (read
              * once, so from DRAM) as soon as the producer has claimed the tile, two blocks
              * before Q's buffer frees for it: the consumers need it in the turn that ends the
@@ -965,7 +960,7 @@ static int sm90_supports_rows(const attn_fwd_variant *v, const attn_problem *p, 
     CUtensorMap mq, mk, mv, mo;
     if (!make_maps(&a, v->dtype, v->block_q, kv_rows, &mq, &mk, &mv))
         return 0;
-    /* the dynamic scheduler's kernels (v6*, v7, v9*, and v8 / v8t under the mask, which run
+    /* the dynamic scheduler's kernels (v6*, v7, v9, and v8 / v8t under the mask, which run
      * v6's / v7's) take their tile counter from the stream's memory pool: on a device without
      * pools they are not offered, and the dispatcher goes on to v4w / v5, which need no memory */
     const int v9 = strncmp(v->family, "sm90v9", 6) == 0;
@@ -1170,14 +1165,10 @@ const attn_fwd_variant attn_fwd_sm90_variants[] = {
     /* v9 (VER 11): v6 with the tile boundary overlapped (the last P V of a tile issued with
      * the next tile's first S, O stored under it) and the next Q prefetched into L2; v6's
      * blocks (176 keys without the mask, 128 under it; its default entry, d 128 causal, is
-     * at the top); v9n: 128-key blocks for both (the whole O tile staged at d 128) */
+     * at the top) */
     SM90_FAMILY_S("sm90v9", 64, 128, 176, 2, 11, 0, 0, sm90_supports_nc),
     SM90_FAMILY_S("sm90v9", 128, 128, 176, 2, 11, 0, 0, sm90_supports_nc),
     SM90_FAMILY_S("sm90v9", 64, 128, 128, 2, 11, 0, 0, sm90_supports_c),
-    SM90_FAMILY("sm90v9n", 128, 128, 2, 11, 0, 0),
-    /* v6p (VER 12): v6 with v9's loads alone (the first K before Q, Q prefetched into L2) */
-    SM90_FAMILY_S("sm90v6p", 128, 128, 176, 2, 12, 0, 0, sm90_supports_nc),
-    SM90_FAMILY_S("sm90v6p", 128, 128, 128, 2, 12, 0, 0, sm90_supports_c),
 };
 const int attn_fwd_sm90_variant_count =
     (int)(sizeof attn_fwd_sm90_variants / sizeof attn_fwd_sm90_variants[0]);
