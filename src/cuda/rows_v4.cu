@@ -10,7 +10,7 @@
  *       P = 2: the same with rows on twice the threads (8 chunks a lane, a block barrier).
  *       W warps a block (rows of one warp), B blocks a SM at most (P = 0: a cap by padding the
  *       block's shared memory, 0 = none; P = 1: the grid is SMs x B, 0 = the occupancy),
- *       H the cache hints (load mode H % 4, store mode H / 4, see ldh / sth); a sixth knob
+ *       H the cache hints (load mode H % 4, store mode H / 4 = 0..4, see ldh / sth); a sixth knob
  *       R (1..16, plain forward) puts a row on R times the threads (16 / R chunks a lane at
  *       4096 bf16; with P down to 2 chunks); L = 1 launches the grid as a programmatic
  *       dependent of the stream's previous kernel (PDL, sm_90: rms_fwd_v4's comment); knobs
