@@ -35,14 +35,14 @@ SB=()
 command -v stdbuf >/dev/null && SB=(stdbuf -oL -eL) # the log up to a timeout, not a lost buffer
 tp=()
 for i in 0 1 2; do
-  FLASHC_TEST_RMS_VARIANTS="${VT[$i]}" OMP_NUM_THREADS=2 timeout 16 ${SB[@]+"${SB[@]}"} "$B/tests/test_cuda_rows" \
+  FLASHC_TEST_RMS_VARIANTS="${VT[$i]}" OMP_NUM_THREADS=2 timeout 18 ${SB[@]+"${SB[@]}"} "$B/tests/test_cuda_rows" \
     >"$OUT/test$i.log" 2>&1 &
   tp+=($!)
 done
 mpid=
 if command -v compute-sanitizer >/dev/null; then
   FLASHC_TEST_RMS_SHORT=1 FLASHC_TEST_RMS_VARIANTS="${NEW[0]}|-;${NEW[1]}|-" \
-    timeout 16 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 \
+    timeout 18 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 \
     "$B/tests/test_cuda_rows" >"$OUT/memcheck.log" 2>&1 &
   mpid=$!
 fi
