@@ -105,10 +105,8 @@ __device__ __forceinline__ void st_pol(void *p, const uint4 &u, uint64_t pol)
 /* One chunk's store on path SM (above): 0 st.global.cs, 1 with L2 policy pol, 2 plain. */
 template <int SM> __device__ __forceinline__ void st_mode(void *p, const uint4 &u, uint64_t pol)
 {
-    if (SM == 2) /* in asm: a C++ store of the packed uint4 was split into 4-byte stores */
-        asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(u.x), "r"(u.y), "r"(u.z),
-                     "r"(u.w)
-                     : "memory");
+    if (SM == 2)
+        st_plain(p, u);
     else if (SM == 1)
         st_pol(p, u, pol);
     else
