@@ -933,7 +933,7 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
     auto ld_x = [](const void *q) { return PL ? ld_reuse(q) : ld_stream(q); };
     auto st_x = [](void *q, const uint4 &u) {
         if (PL)
-            *reinterpret_cast<uint4 *>(q) = u;
+            st_plain(q, u);
         else
             st_stream(q, u);
     };

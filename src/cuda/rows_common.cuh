@@ -95,6 +95,13 @@ template <typename T> __device__ __forceinline__ uint4 pack(const float (&v)[chu
 __device__ __forceinline__ uint4 ld_stream(const void *p) { return __ldcs(reinterpret_cast<const uint4 *>(p)); }
 __device__ __forceinline__ uint4 ld_reuse(const void *p) { return __ldg(reinterpret_cast<const uint4 *>(p)); }
 __device__ __forceinline__ void st_stream(void *p, const uint4 &u) { __stcs(reinterpret_cast<uint4 *>(p), u); }
+/* A plain 16-byte store (no cache hint), in asm: a C++ store of a uint4 packed from bf16 pairs
+ * was split by the compiler into 4-byte st.global.v2.u16 (rms_bwd_reg's dx, rms_fwd_v4's y). */
+__device__ __forceinline__ void st_plain(void *p, const uint4 &u)
+{
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(u.x), "r"(u.y), "r"(u.z), "r"(u.w)
+                 : "memory");
+}
 
 /* Makes u opaque to the compiler, so that what was widened from it before cannot be reused
  * after: without it, ptxas keeps a whole row widened to float32 across a reduction (189

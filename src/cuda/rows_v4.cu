@@ -10,7 +10,7 @@
  *       P = 2: the same with rows on twice the threads (8 chunks a lane, a block barrier).
  *       W warps a block (rows of one warp), B blocks a SM at most (P = 0: a cap by padding the
  *       block's shared memory, 0 = none; P = 1: the grid is SMs x B, 0 = the occupancy),
- *       H the cache hints (load mode H % 4, store mode H / 4, see ldh / sth); a sixth knob
+ *       H the cache hints (load mode H % 4, store mode H / 4 = 0..4, see ldh / sth); a sixth knob
  *       R (1..16, plain forward) puts a row on R times the threads (16 / R chunks a lane at
  *       4096 bf16; with P down to 2 chunks); L = 1 launches the grid as a programmatic
  *       dependent of the stream's previous kernel (PDL, sm_90: rms_fwd_v4's comment); knobs
@@ -58,8 +58,10 @@
  * with an L2 evict-first policy (createpolicy); 2 ld.global.nc.L1::no_allocate.L2::256B (the
  * L2 fetches 256-byte blocks); 3 ld.global.nc (the read-only path, default priorities).
  * Store modes: 0 st.global.cs (v2); 1, 2, 3 st.global with an L2 policy: evict-first,
- * evict-normal, evict-last (l2_policy). The store path is a template parameter (SM: 0 or
- * 1-3): a branch a chunk between store forms costs ~30 registers in the forward. */
+ * evict-normal, evict-last (l2_policy); 4 a plain st.global (no hint: torch's copies, and the
+ * backward's 3.4% in rows5's round, bench/RESULTS.md). The store path is a template parameter
+ * (SM: 0 for mode 0, 1 for modes 1-3, 2 for mode 4): a branch a chunk between store forms
+ * costs ~30 registers in the forward. */
 /* An L2 policy for the whole access: 1 evict-first, 2 evict-normal, 3 evict-last. */
 __device__ __forceinline__ uint64_t l2_policy(int m)
 {
@@ -98,6 +100,17 @@ __device__ __forceinline__ void st_pol(void *p, const uint4 &u, uint64_t pol)
     asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;\n" ::"l"(p),
                  "r"(u.x), "r"(u.y), "r"(u.z), "r"(u.w), "l"(pol)
                  : "memory");
+}
+
+/* One chunk's store on path SM (above): 0 st.global.cs, 1 with L2 policy pol, 2 plain. */
+template <int SM> __device__ __forceinline__ void st_mode(void *p, const uint4 &u, uint64_t pol)
+{
+    if (SM == 2)
+        st_plain(p, u);
+    else if (SM == 1)
+        st_pol(p, u, pol);
+    else
+        st_stream(p, u);
 }
 
 /* Chunks lane + j tpr (j < NVT, < nc) of a row: one switch outside the unrolled loop, so that
@@ -144,10 +157,7 @@ __device__ __forceinline__ void sth_row(T *row, const uint4 (&u)[NVT], int lane,
     for (int j = 0; j < NVT; j++)
         if (lane + (int64_t)j * tpr < nc) {
             T *p = row + (lane + (int64_t)j * tpr) * V;
-            if (SM)
-                st_pol(p, u[j], pol);
-            else
-                st_stream(p, u[j]);
+            st_mode<SM>(p, u[j], pol);
         }
 }
 
@@ -242,11 +252,7 @@ __device__ __forceinline__ void fwd_out(uint4 (&u)[NVT], int lane, int tpr, int6
 #pragma unroll
             for (int i = 0; i < V; i++)
                 v[i] = v[i] * rstd * wv[i];
-            const uint4 o = pack<T>(v);
-            if (SM)
-                st_pol(y + c * V, o, pol);
-            else
-                st_stream(y + c * V, o);
+            st_mode<SM>(y + c * V, pack<T>(v), pol);
         }
     }
 }
@@ -296,7 +302,7 @@ __global__ void __maxnreg__((fwd4_regs<NVT, RES, PF>())) rms_fwd_v4(fwd4_args a,
     const int lane = (int)(threadIdx.x % tpr);
     const int64_t gpb = blockDim.x / tpr, NG = (int64_t)gridDim.x * gpb;
     const int64_t nc = a.D / chunk<T>::n;
-    const uint64_t pol = a.lm == 1 ? l2_evict_first() : 0, spol = SM ? l2_policy(a.sm) : 0;
+    const uint64_t pol = a.lm == 1 ? l2_evict_first() : 0, spol = SM == 1 ? l2_policy(a.sm) : 0;
     int64_t t = (int64_t)blockIdx.x * gpb + threadIdx.x / tpr;
     uint4 u[NVT], ur[NVT], nu[NVT], nr[NVT];
     if (a.pdl) {
@@ -356,7 +362,7 @@ __global__ void __maxnreg__((NVT >= 8 ? 128 : 80)) rms_fwd_x2(fwd4_args a, int w
     const int lane = (int)(threadIdx.x % tpr);
     const int64_t gpb = blockDim.x / tpr;
     const int64_t nc = a.D / chunk<T>::n;
-    const uint64_t pol = a.lm == 1 ? l2_evict_first() : 0, spol = SM ? l2_policy(a.sm) : 0;
+    const uint64_t pol = a.lm == 1 ? l2_evict_first() : 0, spol = SM == 1 ? l2_policy(a.sm) : 0;
     const int64_t t = 2 * ((int64_t)blockIdx.x * gpb + threadIdx.x / tpr);
     if (t >= a.T)
         return; /* uniform over a group; wpr > 1: the whole block */
@@ -413,7 +419,7 @@ __global__ void __launch_bounds__(256) rms_fwd_tma(fwd4_args a, int S)
     uint64_t *mb = bar + wid * 8;
     const int64_t NG = (int64_t)gridDim.x * W;
     const int64_t t0 = (int64_t)blockIdx.x * W + wid;
-    const uint64_t pol = l2_evict_first(), spol = SM ? l2_policy(a.sm) : 0;
+    const uint64_t pol = l2_evict_first(), spol = SM == 1 ? l2_policy(a.sm) : 0;
     auto issue = [&](int64_t t, int s) { /* lane 0 */
         if (t < a.T) {
             const uint32_t b = ptx_smem_addr(&mb[s]);
@@ -501,7 +507,7 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
     const int64_t nc = a.D / V, slot = (RES ? 3 : 2) * nc, G = gridDim.x;
     const uint32_t rowb = (uint32_t)(a.D * (int64_t)sizeof(T));
     const int nw = blockDim.x / 32;
-    const uint64_t pol = l2_evict_first(), spol = SM ? l2_policy(a.sm) : 0;
+    const uint64_t pol = l2_evict_first(), spol = SM == 1 ? l2_policy(a.sm) : 0;
     auto issue = [&](int64_t t, int s) { /* thread 0 */
         if (t < a.T) {
             const uint32_t b = ptx_smem_addr(&bar[s]);
@@ -650,7 +656,7 @@ __global__ void __launch_bounds__(NVT >= 4 ? 256 : NVT == 2 ? 512 : 1024) rms_bw
     __shared__ float red[2][64];
     __shared__ double redd[64];
     const int64_t nc = a.D / V;
-    const uint64_t pol = a.lm == 1 ? l2_evict_first() : 0, spol = SM ? l2_policy(a.sm) : 0;
+    const uint64_t pol = a.lm == 1 ? l2_evict_first() : 0, spol = SM == 1 ? l2_policy(a.sm) : 0;
     const T *w = (const T *)a.w;
 #pragma unroll
     for (int j = 0; j < NVT; j++)
@@ -896,26 +902,27 @@ static flashc_status v4_query_failed(const char *fn, cudaError_t err)
 /* The hinted store path (SM = 1) is built for bfloat16 only (the benchmarked type: compile
  * time); the other types take st.global.cs whatever H says. Chunks a lane: 16, 8, 4, 2, 1
  * without PF (R = 1..16 at 4096 bf16), 16, 8, 4, 2 with it; the residual forward 8. */
-template <typename T, int NVT, bool RES, bool PF> static const void *fwd4_kernel(bool sm)
+template <typename T, int NVT, bool RES, bool PF> static const void *fwd4_kernel(int sm)
 {
     (void)sm;
     return (const void *)rms_fwd_v4<T, NVT, RES, PF, 0>;
 }
 
-template <int NVT, bool RES, bool PF> static const void *fwd4_bf16(bool sm)
+template <int NVT, bool RES, bool PF> static const void *fwd4_bf16(int sm)
 {
-    return sm ? (const void *)rms_fwd_v4<__nv_bfloat16, NVT, RES, PF, 1>
-              : (const void *)rms_fwd_v4<__nv_bfloat16, NVT, RES, PF, 0>;
+    return sm == 2 ? (const void *)rms_fwd_v4<__nv_bfloat16, NVT, RES, PF, 2>
+           : sm    ? (const void *)rms_fwd_v4<__nv_bfloat16, NVT, RES, PF, 1>
+                   : (const void *)rms_fwd_v4<__nv_bfloat16, NVT, RES, PF, 0>;
 }
 
-template <> const void *fwd4_kernel<__nv_bfloat16, 4, false, false>(bool sm) { return fwd4_bf16<4, false, false>(sm); }
-template <> const void *fwd4_kernel<__nv_bfloat16, 2, false, false>(bool sm) { return fwd4_bf16<2, false, false>(sm); }
-template <> const void *fwd4_kernel<__nv_bfloat16, 16, false, false>(bool sm) { return fwd4_bf16<16, false, false>(sm); }
-template <> const void *fwd4_kernel<__nv_bfloat16, 16, false, true>(bool sm) { return fwd4_bf16<16, false, true>(sm); }
-template <> const void *fwd4_kernel<__nv_bfloat16, 8, false, true>(bool sm) { return fwd4_bf16<8, false, true>(sm); }
-template <> const void *fwd4_kernel<__nv_bfloat16, 8, true, false>(bool sm) { return fwd4_bf16<8, true, false>(sm); }
+template <> const void *fwd4_kernel<__nv_bfloat16, 4, false, false>(int sm) { return fwd4_bf16<4, false, false>(sm); }
+template <> const void *fwd4_kernel<__nv_bfloat16, 2, false, false>(int sm) { return fwd4_bf16<2, false, false>(sm); }
+template <> const void *fwd4_kernel<__nv_bfloat16, 16, false, false>(int sm) { return fwd4_bf16<16, false, false>(sm); }
+template <> const void *fwd4_kernel<__nv_bfloat16, 16, false, true>(int sm) { return fwd4_bf16<16, false, true>(sm); }
+template <> const void *fwd4_kernel<__nv_bfloat16, 8, false, true>(int sm) { return fwd4_bf16<8, false, true>(sm); }
+template <> const void *fwd4_kernel<__nv_bfloat16, 8, true, false>(int sm) { return fwd4_bf16<8, true, false>(sm); }
 
-template <typename T, bool RES, bool PF> static const void *fwd4_pick(int nvt, bool sm)
+template <typename T, bool RES, bool PF> static const void *fwd4_pick(int nvt, int sm)
 {
     if (RES)
         return fwd4_kernel<T, 8, RES, PF>(sm);
@@ -949,7 +956,7 @@ template <typename T> static bool fwd_v4_t(const rows_problem *p, const v4_cfg &
     const int64_t nc = p->D / chunk<T>::n;
     const bool res = p->r != NULL;
     const int P = knob(c, 0, 0, 0, 2), Wk = knob(c, 1, 2, 1, 16), B = knob(c, 2, 0, 0, 64);
-    const int H = knob(c, 3, 0, 0, 15), Gc = knob(c, 4, 0, 1, 1 << 30), R = knob(c, 5, 1, 1, 16);
+    const int H = knob(c, 3, 0, 0, 19), Gc = knob(c, 4, 0, 1, 1 << 30), R = knob(c, 5, 1, 1, 16);
     const int L = knob(c, 6, 0, 0, 1); /* the 8th and 9th places (C, X): removed, ignored */
     if (nc < 32)
         return false;
@@ -967,7 +974,7 @@ template <typename T> static bool fwd_v4_t(const rows_problem *p, const v4_cfg &
     const int threads = wpr == 1 ? 32 * Wk : 32 * wpr;
     if (threads * fwd4_regs(nvt, res, P != 0) > 65536)
         return false;
-    const bool sm = H / 4 != 0;
+    const int sm = H / 4 == 4 ? 2 : H / 4 != 0; /* the store path (SM, above) */
     const void *k = res ? (P ? fwd4_pick<T, true, true>(nvt, sm) : fwd4_pick<T, true, false>(nvt, sm))
                         : (P ? fwd4_pick<T, false, true>(nvt, sm) : fwd4_pick<T, false, false>(nvt, sm));
     if (!k)
