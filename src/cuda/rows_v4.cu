@@ -16,8 +16,8 @@
  *       dependent of the stream's previous kernel (PDL, sm_90: rms_fwd_v4's comment); knobs
  *       C (a lower register cap) and X (rows from X regions at once) were measured slower in
  *       rows4's round 1 and removed (their places are ignored). The residual forward's
- *       default is v4 with P = 0, H = 0, L = 1; the plain forward's v4 with R = 4, L = 1 for
- *       rows of >= 512 chunks (see fwd_t).
+ *       default is v4 with P = 0, H = 0, L = 1; the plain forward's v4 with R = 4, H = 19,
+ *       L = 1 for rows of >= 512 chunks (see fwd_t).
  *   FLASHC_CUDA_RMS_FWD=v5:W,S,B,H[,G]   rms_fwd_tma (sm_90 only; else v2): persistent warps,
  *       each with S shared-memory row slots filled by one bulk copy a row (cp.async.bulk on an
  *       mbarrier, issued by lane 0), so S - 1 rows a warp are in flight without registers;
@@ -1153,7 +1153,11 @@ template <typename T> static bool fwd_t(const rows_problem *p, flashc_status *st
         }
         if (p->D / chunk<T>::n < 512)
             return false;
-        const v4_cfg d = {4, {0, 2, 0, 0, -1, 4, 1, -1, -1}};
+        /* H = 19 (ld.global.nc loads, plain 16-byte stores; helper rows6): on the H200 on
+         * 2026-12-03 (bench/gpu/s7_rows6.sh, tree main 41d580c) 68.3 us = 3.93 TB/s at bf16
+         * 16384 x 4096, 1.24x F.rms_norm, against 71.1 us with H = 0 (.cs); 37.0 against 36.6 us
+         * at 4096 x 8192 (within that run's spread). */
+        const v4_cfg d = {4, {0, 2, 0, 19, -1, 4, 1, -1, -1}};
         return fwd_v4_t<T>(p, d, st);
     }
     const v4_cfg c = v4_env("FLASHC_CUDA_RMS_FWD");
