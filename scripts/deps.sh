@@ -6,7 +6,8 @@ set -euo pipefail
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 for pkg in cmake make gcc pkg-config libcmocka-dev libopenblas0 python3 python3-venv python3-pip \
-           clang libomp-dev qemu-user gcc-aarch64-linux-gnu libcmocka-dev:arm64 libgomp1:arm64; do
+           clang libomp-dev qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross libcmocka-dev:arm64 \
+           libgomp1:arm64; do
     have_pkg "$pkg" || need+=("$pkg")
 done
 # oneDNN (bf16 gemm) for the bench's --ceiling row as well: libdnnl3 on Debian 13, libdnnl2 on 12.
@@ -27,7 +28,8 @@ fi
 # OpenMP comes with gcc (libgomp); cmocka is the test framework; OpenBLAS and oneDNN only for the
 # bench's --ceiling rows (dlopen'ed at run time); python3-venv for the binding's tests. clang (with
 # its libomp) builds the libFuzzer targets and the ThreadSanitizer build; qemu-user, the aarch64
-# cross gcc and the arm64 multiarch cmocka and libgomp build and run the NEON suite.
+# cross gcc (with its libc6-dev-arm64-cross: crt files and headers, only a Recommends of the
+# compiler) and the arm64 multiarch cmocka and libgomp build and run the NEON suite.
 if [ ${#need[@]} -eq 0 ]; then
     exit 0
 fi
