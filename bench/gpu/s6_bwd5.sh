@@ -15,14 +15,10 @@
 # BUILD_DIR: built with tests (libflashc.so, tests/test_cuda_attn_bwd); no rebuild. Logs in
 # $OUT (default BUILD_DIR/out-bwd5).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-B=$(realpath "${1:?usage: s6_bwd5.sh BUILD_DIR}")
-LIB=$B/libflashc.so
-TEST=$B/tests/test_cuda_attn_bwd
-[ -f "$LIB" ] || { echo "s6_bwd5: no $LIB"; exit 2; }
-OUT=${OUT:-$B/out-bwd5}
-mkdir -p "$OUT"
+cd "$(dirname "$0")/../.." || exit 2
 . bench/gpu/s_common.sh
+s_begin bwd5 "${1:-}"
+TEST=$B/tests/test_cuda_attn_bwd
 T0=$SECONDS
 rc_all=0
 

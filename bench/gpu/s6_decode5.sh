@@ -23,15 +23,11 @@
 # BUILD_DIR: a built tree with tests (libflashc.so, tests/test_cuda_serving), e.g. build-final of
 # bench/gpu/final_check.sh. Logs in $OUT (default BUILD_DIR/out-decode5).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-B=$(realpath "${1:?usage: s6_decode5.sh BUILD_DIR}")
-LIB=$B/libflashc.so
-T=$B/tests/test_cuda_serving
-[ -f "$LIB" ] || { echo "s6_decode5: no $LIB"; exit 2; }
-OUT=${OUT:-$B/out-decode5}
-mkdir -p "$OUT"
-T0=$SECONDS
+cd "$(dirname "$0")/../.." || exit 2
 source bench/gpu/s_common.sh
+s_begin decode5 "${1:-}"
+T=$B/tests/test_cuda_serving
+T0=$SECONDS
 export FLASHC_DECODE_KERNEL=lean FLASHC_DECODE_SPLITS=fill FLASHC_DECODE_MERGE=auto
 MERGES=v1,v2,v3,pdl,auto,fused
 

@@ -18,16 +18,12 @@
 # BUILD_DIR: built already with tests (libflashc.so, tests/test_cuda_attn); no rebuild.
 # Logs in $OUT (default BUILD_DIR/out-fwd9); what matters is printed, failing lines included.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-B=${1:?usage: s7_fwd9.sh BUILD_DIR}
-B=$(realpath "$B")
-lib=$B/libflashc.so TEST=$B/tests/test_cuda_attn
-[ -f "$lib" ] && [ -x "$TEST" ] || { echo "s7_fwd9: $lib or $TEST not found"; exit 2; }
-OUT=${OUT:-$B/out-fwd9}
-mkdir -p "$OUT"
+cd "$(dirname "$0")/../.." || exit 2
+. bench/gpu/s_common.sh
+s_begin fwd9 "${1:-}" tests/test_cuda_attn
+lib=$LIB TEST=$B/tests/test_cuda_attn
 T0=$(date +%s)
 left() { echo $((58 - ($(date +%s) - T0))); } # seconds left of the 60
-. bench/gpu/s_common.sh
 
 # name timeout family(- = the default) small dims only-tests [sanitizer tool]
 tst() {

@@ -16,10 +16,8 @@
 # (default BUILD_DIR/out-rows6).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
-B=$(realpath "${1:?usage: s7_rows6.sh BUILD_DIR}")
-[ -f "$B/libflashc.so" ] || { echo "s7_rows6: $B/libflashc.so not found"; exit 2; }
-OUT=${OUT:-$B/out-rows6}
-mkdir -p "$OUT"
+. bench/gpu/s_common.sh
+s_begin rows6 "${1:-}"
 t0=$SECONDS
 # H = load mode + 4 x store mode: 19 ld.global.nc + plain st; 17 evict-first loads + plain st;
 # 16 ld.global.cs + plain st; 11 ld.global.nc + st evict-normal policy (the flat copy's hints);

@@ -46,3 +46,17 @@ jobs_failed() {
   done
   return 1
 }
+
+# s_begin NAME BUILD_DIR [FILE...] — the preamble of every device script, called from the
+# repository root right after sourcing this file: B = BUILD_DIR made absolute, LIB = its
+# libflashc.so, OUT = $OUT or $B/out-NAME (created); exits 2 if LIB or a FILE (relative to B)
+# is missing.
+s_begin() {
+  local name=$1 f
+  B=$(realpath "${2:?usage: $name BUILD_DIR}") || exit 2
+  shift 2
+  LIB=$B/libflashc.so
+  for f in libflashc.so "$@"; do [ -e "$B/$f" ] || { echo "$name: no $B/$f"; exit 2; }; done
+  OUT=${OUT:-$B/out-$name}
+  mkdir -p "$OUT"
+}
