@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # bench/gpu/s8_fwd11.sh BUILD_DIR — issue 11 (helper fwd11): where the sm90 forward's d 128
 # non-causal 2k-4k gap to cuDNN goes (bench/RESULTS.md "Issue 11: the per-call cost (helper
-# fwd11)"), and the host-side memo of the sm90 launch (tensor maps per host thread, the shared
-# memory attribute once per device), which is the default in this tree.
+# fwd11)"), the host-side memo of the sm90 launch (tensor maps per host thread, the shared
+# memory attribute once per device; the default in this tree) and the opt-in
+# FLASHC_CUDA_FWD_PDL=1 (v6 / v7 / v9 as programmatic dependents, no per-call counter).
 # Budget: <= 110 s of wall time in all (every step under `timeout`, a global deadline):
 #   1. (<= 36 s, concurrently; correctness of the changed host path, which every sm90 launch
-#      takes) tests/test_cuda_attn on the default dispatch, dims 64 and 128, every fixed test
-#      (strided and pitched layouts: maps of other strides on the same pointers; graph replay;
-#      repeatability; many tiles; long causal) and the full cases; the same with sm90v8 forced
-#      on the short cases (v8's pairs raise the attribute every call, cudaLaunchKernelEx);
-#      compute-sanitizer memcheck of the default on test_many_tiles' short cases.
+#      takes, and of the opt-in FLASHC_CUDA_FWD_PDL=1) tests/test_cuda_attn on the default
+#      dispatch, dims 64 and 128, every fixed test (strided and pitched layouts: maps of other
+#      strides on the same pointers; graph replay, which takes the default path under capture;
+#      repeatability; many tiles: > 132 tiles, empty causal tiles; long causal: v9) and the
+#      full cases, without and with FLASHC_CUDA_FWD_PDL=1 (every call after the first finds
+#      its slot as a previous call left it); sm90v8 forced on the short cases (v8's pairs raise
+#      the attribute every call, cudaLaunchKernelEx); compute-sanitizer memcheck of the default,
+#      racecheck and synccheck of the PDL path, on test_many_tiles' short cases.
 #   2. (<= 70 s, alone on the GPU) bench_fwd11.py: flashc's default, SDPA cuDNN and SDPA flash
 #      on the same inputs at d 128 non-causal 2k / 4k / 16k and d 64 2k / 4k (the convention:
 #      batch x seqlen = 16384, hidden 2048), each timed four ways (do_bench with its L2 flush;
@@ -34,21 +38,25 @@ tst() {
   [ "$only" = - ] && only=
   [ -n "$tool" ] && san=(compute-sanitizer --tool "$tool" --error-exitcode 9 --report-api-errors no)
   job "$n" "$t" env FLASHC_CUDA_KERNEL="$fam" FLASHC_TEST_SMALL="$small" FLASHC_TEST_DIMS="$dims" \
-    FLASHC_TEST_ONLY="$only" "${san[@]}" "$TEST"
+    FLASHC_TEST_ONLY="$only" FLASHC_CUDA_FWD_PDL="${PDL:-}" "${san[@]}" "$TEST"
 }
-OMP_NUM_THREADS=4 tst def-d128 36 - 0 128 -
-OMP_NUM_THREADS=4 tst def-d64 36 - 0 64 -
-OMP_NUM_THREADS=2 tst v8-short 36 sm90v8 1 64,128 -
+OMP_NUM_THREADS=3 tst def-d128 36 - 0 128 -
+OMP_NUM_THREADS=3 tst def-d64 36 - 0 64 -
+OMP_NUM_THREADS=3 PDL=1 tst pdl-d128 36 - 0 128 -
+OMP_NUM_THREADS=3 PDL=1 tst pdl-d64 36 - 0 64 -
+OMP_NUM_THREADS=1 tst v8-short 36 sm90v8 1 64,128 -
 OMP_NUM_THREADS=1 tst mc-def 36 - 1 128 test_many_tiles memcheck
+OMP_NUM_THREADS=1 PDL=1 tst rc-pdl 36 - 1 64,128 test_many_tiles racecheck
+OMP_NUM_THREADS=1 PDL=1 tst sc-pdl 36 - 1 128 test_many_tiles synccheck
 wait_jobs
 echo "(tests and memcheck +$(($(date +%s) - T0)) s)"
 for n in "${s_names[@]}"; do
   log=$OUT/$n.log rc=$(cat "$OUT/$n.rc" 2>/dev/null || echo '?')
   echo "$n: rc $rc$([ "$rc" = 124 ] && echo ' (timed out)'), $(grep -c ': o err' "$log") cases," \
     "$(grep -c 'not served' "$log") not served, $(grep -E '^\[  (PASSED|FAILED)  \] [0-9]' "$log" |
-      tr '\n' ' ')$(grep -E 'ERROR SUMMARY' "$log" | sed 's/^========= //')"
+      tr '\n' ' ')$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | sed 's/^========= //')"
   if [ "$rc" != 0 ]; then # cmocka's own failure lines ("[  ERROR   ] --- ...", the failed names)
-    grep -E '^\[ +(ERROR|FAILED|LINE) +\]|^\[ RUN|Invalid|(Read|Write) access' "$log" |
+    grep -E '^\[ +(ERROR|FAILED|LINE) +\]|^\[ RUN|Invalid|Race reported|(Read|Write) access' "$log" |
       grep -vE 'FAILED  \] [0-9]' | tail -8 | cut -c1-240 | sed 's/^/    /'
   fi
 done

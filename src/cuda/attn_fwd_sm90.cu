@@ -86,6 +86,8 @@
 
 #include <cuda.h> /* CUtensorMap and the driver's types only: the library never links libcuda */
 #include <atomic>
+#include <mutex>
+#include <stdlib.h>
 #include <string.h>
 #include <type_traits>
 
@@ -284,6 +286,15 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
         ptx_cluster_sync();
     else
         __syncthreads();
+    if constexpr (DYN) {
+        /* Launched as a programmatic dependent (FLASHC_CUDA_FWD_PDL, the launch below), the
+         * set-up above ran beside the stream's previous kernel: nothing global is read or
+         * written (loads, the tile counter, O, LSE) before that kernel has completed. The next
+         * grid may launch at once: its blocks start on the multiprocessors this grid's leave,
+         * and wait likewise. Without the launch attribute both return at once. */
+        ptx_griddep_wait();
+        ptx_griddep_launch_dependents();
+    }
     /* v8: which Q tile of the pair; and the first tile. Read again where used (special
      * registers), not held through the role split, where ptxas spilled them */
     auto crank = [&]() { return MC ? ptx_cluster_ctarank() : 0u; };
@@ -340,6 +351,14 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
             else
                 ptx_tma_load_4d(dst, tm, bar, 64 * p, n0, hk, b);
         };
+        /* v6: the next tile from the counter. Every thread block claims until it draws a
+         * tile past the last, so a launch draws exactly n_tiles tickets (gridDim.x <= n_tiles
+         * first tiles, n_tiles - gridDim.x more, one miss per block); counted modulo n_tiles
+         * (atomicInc) they run 0 .. n_tiles - 1 and leave the counter at zero, as it was at
+         * the launch: FLASHC_CUDA_FWD_PDL's counters are zeroed once, not before every call. */
+        auto claim = [&]() {
+            return (int)atomicInc((unsigned *)tile_ctr, (unsigned)n_tiles - 1u) + (int)gridDim.x;
+        };
         if (warp == 0 && lane == 0) {
             ptx_prefetch_tensormap(&tm_q);
             ptx_prefetch_tensormap(&tm_k);
@@ -390,7 +409,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                      * that tq counts every tile on both sides */
                     ptx_mbarrier_arrive(bar_q);
                     tq++;
-                    tile = atomicAdd(tile_ctr, 1) + (int)gridDim.x;
+                    tile = claim();
                     continue;
                 }
                 ptx_mbarrier_arrive_expect_tx(bar_q, L::Q_BYTES);
@@ -412,7 +431,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 /* v6: the next tile, claimed once this one's loads are all issued, so that the
                  * claim waits for the ring to drain to STAGES blocks (the atomic's round trip
                  * hides behind them) and no tile is claimed long before it can start */
-                tile = DYN ? atomicAdd(tile_ctr, 1) + (int)gridDim.x : tile + tile_step;
+                tile = DYN ? claim() : tile + tile_step;
             }
         } else if (XT && warp == 1 && lane == 0) {
             /* v9: one more reader of the tile queue, which asks L2 for each tile's Q (read
@@ -1039,6 +1058,56 @@ static int sm90_supports_pair(const attn_fwd_variant *v, const attn_problem *p, 
     return !p->causal && sm90_supports_rows(v, p, cc, vec16, v->block_k / 2);
 }
 
+/* FLASHC_CUDA_FWD_PDL=1 (read once; opt-in, bench/RESULTS.md "Issue 11: the per-call cost
+ * (helper fwd11)"): the dynamic scheduler's kernels (v6, v7, v9) launch as programmatic
+ * dependents of the stream's previous kernel, and with no per-call counter, so that no
+ * allocation and no memset stand between two calls. Their counter is then one of FWD_SLOTS
+ * slots of a per-device array zeroed once, taken in turn; the kernel leaves its slot at zero
+ * (claim(): n_tiles tickets modulo n_tiles). Two calls share a slot only FWD_SLOTS calls apart,
+ * and would share tiles only if they ran at once (the earlier one held back on one stream
+ * while FWD_SLOTS - 1 others ran on another): why it is opt-in. A stream being captured takes
+ * the default path (a graph's kernel node would keep its slot for every replay). */
+constexpr int FWD_SLOTS = 1024;
+
+static bool fwd_pdl_enabled(void)
+{
+    static const bool on = [] {
+        const char *e = getenv("FLASHC_CUDA_FWD_PDL");
+        return e && strcmp(e, "1") == 0;
+    }();
+    return on;
+}
+
+/* *slot = the next counter of device dev's ring (made and zeroed on stream at its first use,
+ * waited for there, so that every later call on any stream finds it zero). */
+static cudaError_t fwd_pdl_slot(int dev, cudaStream_t stream, int **slot)
+{
+    static std::mutex mu;
+    static int *ring[64];
+    static std::atomic<unsigned> next[64];
+    if (dev < 0 || dev >= 64)
+        return cudaErrorInvalidDevice;
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!ring[dev]) {
+            int *p = NULL;
+            cudaError_t err = cudaMalloc((void **)&p, FWD_SLOTS * sizeof(int));
+            if (err == cudaSuccess)
+                err = cudaMemsetAsync(p, 0, FWD_SLOTS * sizeof(int), stream);
+            if (err == cudaSuccess)
+                err = cudaStreamSynchronize(stream);
+            if (err != cudaSuccess) {
+                if (p)
+                    (void)cudaFree(p);
+                return err;
+            }
+            ring[dev] = p;
+        }
+    }
+    *slot = ring[dev] + next[dev].fetch_add(1, std::memory_order_relaxed) % FWD_SLOTS;
+    return cudaSuccess;
+}
+
 template <typename T, int D, int BN, int STAGES, int VER>
 static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t stream)
 {
@@ -1113,9 +1182,21 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
     }
     /* v6's tile counter: its own 4 bytes per call, allocated and zeroed in stream order (no
      * host sync, capturable in a CUDA graph), so that calls on concurrent streams never share
-     * one; the kernel's first tiles are blockIdx.x, the counter hands out the rest. */
-    int *ctr = NULL;
-    if (VER >= 6 && !sm90_pair(VER)) {
+     * one; the kernel's first tiles are blockIdx.x, the counter hands out the rest. Or, with
+     * FLASHC_CUDA_FWD_PDL outside a capture, a slot of the zeroed ring (fwd_pdl_slot). */
+    int *ctr = NULL, *slot = NULL;
+    bool pdl = false;
+    if (VER >= 6 && !sm90_pair(VER) && fwd_pdl_enabled()) {
+        cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+        if (cudaStreamIsCapturing(stream, &cap) != cudaSuccess)
+            (void)cudaGetLastError(); /* no error was pending at entry: ours; default path */
+        else
+            pdl = cap == cudaStreamCaptureStatusNone;
+    }
+    if (pdl) {
+        if ((err = fwd_pdl_slot(dev, stream, &slot)) != cudaSuccess)
+            return err;
+    } else if (VER >= 6 && !sm90_pair(VER)) {
         if ((err = cuda_scratch_alloc((void **)&ctr, sizeof(int), stream)) != cudaSuccess)
             return err;
         if ((err = cudaMemsetAsync(ctr, 0, sizeof(int), stream)) != cudaSuccess) {
@@ -1123,14 +1204,28 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
             return err;
         }
     }
-    kernel<<<(unsigned)blocks, sm90_threads(VER), L::LAUNCH, stream>>>(mq, mk, mv, *a, mo, ctr);
-    err = cudaGetLastError();
-    if (err != cudaSuccess && was_raised && raise() == cudaSuccess) {
-        /* nothing ran (a launch error is synchronous): the counter is still zero */
-        kernel<<<(unsigned)blocks, sm90_threads(VER), L::LAUNCH, stream>>>(mq, mk, mv, *a, mo,
-                                                                           ctr);
-        err = cudaGetLastError();
-    }
+    auto launch = [&]() {
+        if (!pdl) {
+            kernel<<<(unsigned)blocks, sm90_threads(VER), L::LAUNCH, stream>>>(mq, mk, mv, *a,
+                                                                               mo, ctr);
+            return cudaGetLastError();
+        }
+        cudaLaunchAttribute at[1] = {};
+        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[0].val.programmaticStreamSerializationAllowed = 1;
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3((unsigned)blocks, 1, 1);
+        cfg.blockDim = dim3(sm90_threads(VER), 1, 1);
+        cfg.dynamicSmemBytes = L::LAUNCH;
+        cfg.stream = stream;
+        cfg.attrs = at;
+        cfg.numAttrs = 1;
+        const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, mq, mk, mv, *a, mo, slot);
+        return e == cudaSuccess ? cudaGetLastError() : e;
+    };
+    err = launch();
+    if (err != cudaSuccess && was_raised && raise() == cudaSuccess)
+        err = launch(); /* nothing ran (a launch error is synchronous): the counter is zero */
     if (ctr) {
         const cudaError_t ferr = cuda_scratch_free(ctr, stream);
         if (err == cudaSuccess)
