@@ -198,6 +198,10 @@ def main():
     a = ap.parse_args()
     os.environ.pop("FLASHC_CUDA_FWD_PDL", None)
     fc = Flashc(a.lib)
+    dev = torch.cuda.get_device_properties(0)
+    print(f"device: {dev.name}, {dev.multi_processor_count} SMs; torch {torch.__version__}, "
+          f"cuDNN {torch.backends.cudnn.version()}; flashc {fc.lib.flashc_build_info().decode()}",
+          flush=True)
 
     def warm(lib):  # one launch of v6 (d 128 without the mask, 1k: the dispatcher's v6)
         q, k, v, o, lse, _ = make_case(128, 1024, 1024, 1, False)
@@ -205,10 +209,6 @@ def main():
         torch.cuda.synchronize()
     warm(fc)
     fcp = load_pdl(a.lib, warm)
-    dev = torch.cuda.get_device_properties(0)
-    print(f"device: {dev.name}, {dev.multi_processor_count} SMs; torch {torch.__version__}, "
-          f"cuDNN {torch.backends.cudnn.version()}; flashc {fc.lib.flashc_build_info().decode()}",
-          flush=True)
     torch.manual_seed(0)
     # (kind, d, Sq, Sk, B, causal): main = the convention (B S = 16384) with every measure;
     # bscan / kscan = the fits (graph + trace, flashc and cuDNN)

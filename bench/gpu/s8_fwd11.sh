@@ -82,8 +82,9 @@ cat <<'RULE'
 Decision (d 128 non-causal 2k / 4k rows, flashc against cuDNN in the same run):
  host:  flashc "host us" well under its GPU time per call and graph TF within 2% of b2b TF ->
         host work is not in these figures (the memo stays as a host-only saving, closes nothing).
- gaps:  flashc (b2b-kern + rest) above cuDNN's by >= 10 us at 2k -> build the counter-free
-        static schedule + PDL next (opt-in); below 5 us -> PDL cannot pay (< 1%), drop it.
+ gaps:  flashc (b2b-kern + rest) above cuDNN's by >= 10 us at 2k and flashc_pdl b2b TF >=
+        1.01x flashc's with the pdl-* tests, racecheck and synccheck clean -> worth making the
+        PDL launch safe for the default (a per-stream slot); below 5 us -> drop it.
  call:  per-launch intercept of flashc above cuDNN's by >= 20 us -> the gap is per launch inside
         the kernel (ramp-up, tail); not -> it scales with the work.
  tile:  walked-keys intercept of flashc above cuDNN's by >= 88 keys (half a block) -> a per-tile
