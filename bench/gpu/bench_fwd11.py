@@ -182,10 +182,13 @@ def trace_calls(fns, k):
             by[key] = by.get(key, 0.0) + float(e["dur"])
         main = max(by, key=by.get)
         total = sum(by.values())
+        args = next((e.get("args", {}) for e in seg if e["name"][:60] == main), {})
+        shape = "grid %s block %s regs %s smem %s" % tuple(
+            args.get(x, "?") for x in ("grid", "block", "registers per thread", "shared memory"))
         gaps = [float(b["ts"]) - (float(a["ts"]) + float(a["dur"])) for a, b in zip(seg, seg[1:])]
         out[n] = {"kern_us": total / k, "main_us": by[main] / k, "rest_us": (total - by[main]) / k,
                   "ops_per_call": len(seg) / k, "gap_us": sum(gaps) / k if gaps else 0.0,
-                  "main": main}
+                  "main": main, "launch": shape}
     return out
 
 
@@ -284,6 +287,10 @@ def main():
             + (f" host {r[n]['host_us']:.1f}us" if "host_us" in r[n] else "")
             + (f" ERR {r[n]['error']}" if "error" in r[n] else "") + "]" for n in fns),
             flush=True)
+        if kind == "main" and S == 2048:  # what each one launches (CUPTI's record)
+            for n in fns:
+                if "main" in r[n]:
+                    print(f"    {n}: {r[n]['main']} | {r[n]['launch']}", flush=True)
         del q, k, v, o, lse, ref, fns
     if a.out:
         with open(a.out, "w") as fh:

@@ -76,7 +76,7 @@ fi
 echo "bench rc $rc$([ "$rc" = 124 ] && echo ' (timed out)') (+$(($(date +%s) - T0)) s)"
 grep -E 'WRONG|Error|error|Traceback|^device' "$OUT/bench.log" | cut -c1-240 | head -8
 # the per-case lines (all of them, also when the bench was cut short), then its table
-grep -E '^(main|bscan|kscan) ' "$OUT/bench.log" | cut -c1-400
+grep -E '^(main|bscan|kscan) |^    (flashc|cudnn|flash)' "$OUT/bench.log" | cut -c1-400
 sed -n '/^| d | S | impl/,$p' "$OUT/bench.log" | cut -c1-400
 cat <<'RULE'
 Decision (d 128 non-causal 2k / 4k rows, flashc against cuDNN in the same run):
