@@ -28,7 +28,7 @@
  *   variants  the split cases, varlen and the graph under each non-default merge
  *             (FLASHC_DECODE_MERGE = v1, v2, v3, pdl, fused), and a name that is no variant
  *             refused; the same and more under each kernel variant (FLASHC_DECODE_KERNEL = lean,
- *             lean3, lean5, base), the split rules (FLASHC_DECODE_SPLITS = fill, fa2), and a
+ *             lean3, lean5, leanef, base), the split rules (FLASHC_DECODE_SPLITS = fill, fa2), and a
  *             loader or rule that does not exist refused.
  *   merge     flashc_attn_merge on CUDA tensors.
  *
@@ -1266,8 +1266,8 @@ static void test_kvcache_merge_variants(void **state)
 
 /* ---- the kernel variants (FLASHC_DECODE_KERNEL, src/cuda/attn_decode.cu) ----------------- */
 
-/* The split kernel's loaders other than the default lean (base and lean5 here; lean3 through
- * FLASHC_TEST_KERNELS; lean runs every other test) on the variant cases above
+/* The split kernel's loaders other than the default lean (base and lean5 here; lean3 and leanef
+ * through FLASHC_TEST_KERNELS; lean runs every other test) on the variant cases above
  * (split counts 1..64, paged with shuffled tables, ragged lengths, append, GQA 1..8, masks,
  * modifiers, chunked prefill, Dk != Dv, varlen, graph replays; D 256 takes the split kernel's
  * base instance), plus page 1, a padded head dim with cache_batch_idx, empty caches and, unless
