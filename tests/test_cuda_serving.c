@@ -26,7 +26,7 @@
  *             ran is asserted from the tiles it reports.
  *   graph     a KV-cache call with a workspace captured in a CUDA graph and replayed.
  *   variants  the split cases, varlen and the graph under each non-default merge
- *             (FLASHC_DECODE_MERGE = v1, v2, v3, pdl, fused), and a name that is no variant
+ *             (FLASHC_DECODE_MERGE = v1, v2, v3, v4, pdl, fused), and a name that is no variant
  *             refused; the same and more under each kernel variant (FLASHC_DECODE_KERNEL = lean,
  *             lean3, lean5, leanef, base), the split rules (FLASHC_DECODE_SPLITS = fill, fa2), and a
  *             loader or rule that does not exist refused.
@@ -1230,7 +1230,7 @@ static void test_kvcache_merge_variants(void **state)
 {
     (void)state;
     /* the default (auto: v3 on every test's small grids, pdl on the larger): every other test;
-     * FLASHC_TEST_MERGES=v3,auto,.. names others (a device script's choice) */
+     * FLASHC_TEST_MERGES=v3,v4,auto,.. names others (a device script's choice) */
     char *merge_was = env_save("FLASHC_DECODE_MERGE");
     const char *variants[8] = {"v1", "v2", "pdl", "fused"};
     size_t nvar = 4;

@@ -59,6 +59,8 @@
  *          the quarters combined in a fixed order (dec_merge_rows);
  *   v3     attn_decode_merge3 as a programmatic dependent (as pdl): a block per (row, 32
  *          columns), 16 split groups, so each thread has its few partial loads in flight at once;
+ *   v4     v3 with each thread's partial loads issued together with the LSE loads (opt-in,
+ *          decode6): one L2 round trip after the split kernel instead of two, v3's bits;
  *   pdl    v2 launched as a programmatic dependent of the split kernel (sm_90): its blocks are
  *          resident and waiting (griddepcontrol.wait) when the last split block retires, so the
  *          launch gap goes; other devices launch it as v2;
@@ -152,7 +154,8 @@ struct dec_args {
 };
 
 enum { DEC_MERGE_V1 = 1, DEC_MERGE_V2 = 2, DEC_MERGE_PDL = 3, DEC_MERGE_FUSED = 4,
-       DEC_MERGE_V3 = 5, DEC_MERGE_AUTO = 6 /* host only: v3 or pdl (cuda_attn_decode) */ };
+       DEC_MERGE_V3 = 5, DEC_MERGE_AUTO = 6 /* host only: v3 or pdl (cuda_attn_decode) */,
+       DEC_MERGE_V4 = 7 };
 /* FLASHC_DECODE_KERNEL: the split kernel's loader ("split" names the base loader) */
 enum { DEC_KERNEL_LEAN = 4, DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_BASE = 7, DEC_KERNEL_LEAN5 = 8,
        DEC_KERNEL_LEANEF = 9 };
@@ -548,7 +551,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     const int bh = (int)(blockIdx.x / (unsigned)a.m_tiles);
     const int b = bh / a.Hkv, hk = bh % a.Hkv;
     const int split = (int)blockIdx.y;
-    if (a.merge == DEC_MERGE_PDL || a.merge == DEC_MERGE_V3)
+    if (a.merge == DEC_MERGE_PDL || a.merge == DEC_MERGE_V3 || a.merge == DEC_MERGE_V4)
         ptx_griddep_launch_dependents(); /* the merge may take free slots from now on */
 
     int sq, sk;
@@ -884,8 +887,13 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_merge2(const dec_a
  * 3 loads, one L2 round trip after the LSEs' one, where v2's one block a row (4 groups x 32
  * quads) needs 11 loads a thread in two batches. More blocks (4 a row at Dv 128) to wait on
  * the split kernel, fewer dependent round trips each. The 16 group sums are added in group order
- * and each group's in split order (dec_sum_splits), so the result depends on (splits, Dv) only. */
-template <typename T>
+ * and each group's in split order (dec_sum_splits), so the result depends on (splits, Dv) only.
+ * EARLY (v4, FLASHC_DECODE_MERGE=v4, opt-in): with at most 16 x DEC_MERGE_DEPTH = 128 splits, each
+ * thread issues its partial loads together with the LSE loads, before the weights exist, so the
+ * merge waits on one L2 round trip after griddepcontrol.wait instead of two; the sums are the
+ * same operations in the same order as v3's (one batch of dec_sum_splits), so v4 gives v3's
+ * bits. */
+template <typename T, bool EARLY>
 __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_merge3(const dec_args a)
 {
     constexpr int G = 16, Q = 8; /* split groups x column quads = 128 threads */
@@ -901,6 +909,20 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_merge3(const dec_a
         return; /* uniform */
     const int S = a.splits, tid = (int)threadIdx.x;
     const int64_t nrows = (int64_t)a.B * a.Hq * a.Sq;
+    const int g = tid / Q, q = tid % Q;
+    const int c = (int)blockIdx.y * 4 * Q + 4 * q; /* first column of this thread's quad */
+    const int n = min(4, a.Dv - c);
+    const float *po = a.part_o + prow * a.Dv + c;
+    const int64_t sstride = nrows * a.Dv;
+    const bool vec = a.Dv % 4 == 0;
+    const bool early = EARLY && S <= G * DEC_MERGE_DEPTH && c < a.Dv;
+    float4 pv[DEC_MERGE_DEPTH];
+    if (early) { /* issued before the LSEs are even read: in flight with them */
+#pragma unroll
+        for (int u = 0; u < DEC_MERGE_DEPTH; u++)
+            pv[u] = g + u * G < S ? dec_ld4(po + (int64_t)(g + u * G) * sstride, vec, n)
+                                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
     for (int x = tid; x < S; x += DEC_WARPS * 32)
         sw[x] = __ldcg(a.part_lse + (int64_t)x * nrows + prow);
     __syncthreads();
@@ -927,15 +949,15 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_merge3(const dec_a
         }
     }
     __syncthreads();
-    const int g = tid / Q, q = tid % Q;
-    const int c = (int)blockIdx.y * 4 * Q + 4 * q; /* first column of this thread's quad */
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (c < a.Dv) {
-        const int n = min(4, a.Dv - c);
-        const float *po = a.part_o + prow * a.Dv + c;
-        const int64_t sstride = nrows * a.Dv;
-        acc = a.Dv % 4 == 0 ? dec_sum_splits<true>(po, sstride, sw, g, G, S, n)
-                            : dec_sum_splits<false>(po, sstride, sw, g, G, S, n);
+    if (early) { /* dec_sum_splits' one batch, on the loads already made */
+#pragma unroll
+        for (int u = 0; u < DEC_MERGE_DEPTH; u++)
+            if (g + u * G < S)
+                dec_fma4(acc, sw[g + u * G], pv[u]);
+    } else if (c < a.Dv) {
+        acc = vec ? dec_sum_splits<true>(po, sstride, sw, g, G, S, n)
+                  : dec_sum_splits<false>(po, sstride, sw, g, G, S, n);
     }
     red[tid] = acc;
     __syncthreads();
@@ -1096,8 +1118,9 @@ cudaError_t dec_run_all(const dec_args &a, int di, bool sm90, int var, cudaStrea
         const int64_t nrows = (int64_t)a.B * a.Hq * a.Sq;
         if (a.merge == DEC_MERGE_V1)
             attn_decode_merge<T><<<(unsigned)((nrows + 3) / 4), 128, 0, stream>>>(a);
-        else if (a.merge == DEC_MERGE_V3)
-            err = dec_launch_ex(attn_decode_merge3<T>,
+        else if (a.merge == DEC_MERGE_V3 || a.merge == DEC_MERGE_V4)
+            err = dec_launch_ex(a.merge == DEC_MERGE_V4 ? attn_decode_merge3<T, true>
+                                                        : attn_decode_merge3<T, false>,
                                 dim3((unsigned)nrows, (unsigned)((a.Dv + 31) / 32)),
                                 dim3(DEC_WARPS * 32), 0, stream, sm90, a);
         else
@@ -1292,7 +1315,7 @@ flashc_status check_operand(const char *fn, const char *name, const void *ptr, c
 
 /* FLASHC_DECODE_MERGE (the header comment), read at every call so that one process can compare
  * the variants: unset, "" or "auto" the default (v3 for small merge grids, else pdl; resolved in
- * cuda_attn_decode); "v1", "v2", "v3", "pdl", "fused"; 0 for anything else. */
+ * cuda_attn_decode); "v1", "v2", "v3", "v4", "pdl", "fused"; 0 for anything else. */
 int merge_mode(void)
 {
     const char *e = getenv("FLASHC_DECODE_MERGE");
@@ -1308,6 +1331,8 @@ int merge_mode(void)
         return DEC_MERGE_FUSED;
     if (strcmp(e, "v3") == 0)
         return DEC_MERGE_V3;
+    if (strcmp(e, "v4") == 0)
+        return DEC_MERGE_V4;
     return 0;
 }
 
@@ -1355,8 +1380,8 @@ flashc_status cuda_attn_decode_supports(const attn_problem *p)
                             fn);
     if (!merge_mode())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, pdl or "
-                            "fused",
+                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, v4, pdl "
+                            "or fused",
                             fn,
                             getenv("FLASHC_DECODE_MERGE"));
     if (!kernel_mode())
@@ -1443,8 +1468,8 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
     a.merge = merge_mode();
     if (!a.merge)
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, pdl or "
-                            "fused",
+                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, v4, pdl "
+                            "or fused",
                             fn,
                             getenv("FLASHC_DECODE_MERGE"));
     if (!kernel_mode())
