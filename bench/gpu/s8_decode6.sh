@@ -13,13 +13,14 @@
 #                 pdl, fused;
 #     racecheck_ef compute-sanitizer racecheck, the short merge-variant test on leanef (v4, pdl,
 #                 fused).
-#  2. (<= 16 s, if ncu is on PATH) Nsight Compute at 1 x 32k, Hq 32 / Hkv 8, d 128, bf16, lean
-#     then leanef (+ fill + auto), then lean + fill + v4, three calls each, each after triton's 256 MB zero_ with
-#     --cache-control none (so the L2 holds the dirty lines the bench's flush leaves): per
-#     kernel (split kernel, merge) its time, DRAM bytes read and WRITTEN, DRAM throughput %.
-#     The split kernel writing ~tens of MB is the write-back of those dirty lines.
+#  2. (<= 16 s, if ncu is on PATH) Nsight Compute at 1 x 32k, Hq 32 / Hkv 8, d 128, bf16: lean
+#     then leanef (+ fill + auto), then lean + fill + v4, three calls each, each after triton's
+#     256 MB zero_, with --cache-control none (so the L2 holds the dirty lines the bench's flush
+#     leaves): per kernel (split kernel, merge) its time, DRAM bytes read and WRITTEN, DRAM
+#     throughput %. A split kernel writing tens of MB is the write-back of those dirty lines.
 #  3. (the rest, >= 25 s) bench/gpu/bench_decode.py: leanef+fill+auto, lean+fill+v4 and
-#     leanef+fill+v4 against lean+fill+auto (= the defaults) and SDPA flash / cuDNN, bf16 Hq 32 / Hkv 8 d 128, B x ctx in {1x4k, 1x32k,
+#     leanef+fill+v4 against lean+fill+auto (= the defaults) and SDPA flash / cuDNN, bf16
+#     Hq 32 / Hkv 8 d 128, B x ctx in {1x1k (4 MiB: each one's per-call floor), 1x4k, 1x32k,
 #     4x32k, 16x32k, 64x32k, 1x128k}, contiguous and page 16 / 64 (each flashc run checked
 #     against SDPA first), a split sweep of leanef at B 1 (16, 33, 49), and at 1x4k, 1x32k and
 #     16x32k the contiguous calls and cuDNN again after a CLEAN L2 flush (a 256 MB read instead
@@ -75,7 +76,7 @@ fi
 lim=$((97 - (SECONDS - T0)))
 [ "$lim" -lt 25 ] && lim=25
 PYTHONUNBUFFERED=1 timeout -k 2 "$lim" python3 bench/gpu/bench_decode.py --lib "$LIB" \
-  --shapes 1x4096,1x32768,4x32768,16x32768,64x32768,1x131072 --heads 32/8 --pages 16,64 \
+  --shapes 1x1024,1x4096,1x32768,4x32768,16x32768,64x32768,1x131072 --heads 32/8 --pages 16,64 \
   --variants "$NEW,$V4,$BOTH,$OLD" --sweep 16,33,49 --sweep-variants "$NEW" --sweep-batches 1 \
   --clean-shapes 1x4096,1x32768,16x32768 --rep-ms "${FLASHC_DECODE6_REP_MS:-10}" \
   --out "$OUT/s8_decode6.json" >"$OUT/bench.log" 2>&1
@@ -127,6 +128,10 @@ EOF
 fi
 echo
 grep -hE 'WRONG|^device|^copy' "$OUT/bench.log"
+echo "decision rules: leanef -> default loader if leanef+fill+auto >= 1.03x lean+fill+auto at"
+echo "  1x32k and >= 0.99x at every shape and layout (dirty flush); v4 -> auto's merge at B 1-4 if"
+echo "  lean+fill+v4 >= 1.01x lean+fill+auto at 1x4k and 1x32k and >= 0.99x at 4x32k; both only"
+echo "  with serving_ef passed and memcheck_ef / racecheck_ef at 0."
 sed -n '/^merge variants/,$p' "$OUT/bench.log"
 jobs_failed && exit 1
 exit $brc
