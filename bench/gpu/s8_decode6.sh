@@ -13,7 +13,7 @@
 #                 pdl, fused;
 #     racecheck_ef compute-sanitizer racecheck, the short merge-variant test on leanef (v4, pdl,
 #                 fused).
-#  2. (<= 16 s, if ncu is on PATH) Nsight Compute at 1 x 32k, Hq 32 / Hkv 8, d 128, bf16: lean
+#  2. (<= 18 s, if ncu is on PATH) Nsight Compute at 1 x 32k, Hq 32 / Hkv 8, d 128, bf16: lean
 #     then leanef (+ fill + auto), then lean + fill + v4, three calls each, each after triton's
 #     256 MB zero_, with --cache-control none (so the L2 holds the dirty lines the bench's flush
 #     leaves): per kernel (split kernel, merge) its time, DRAM bytes read and WRITTEN, DRAM
@@ -60,7 +60,7 @@ wait_jobs
 echo "tests: $((SECONDS - T0)) s"
 
 # ---- 2. ncu at 1 x 32k under the bench's dirty L2 ----
-nlim=$((16 < 72 - (SECONDS - T0) ? 16 : 72 - (SECONDS - T0)))
+nlim=$((18 < 72 - (SECONDS - T0) ? 18 : 72 - (SECONDS - T0)))
 if command -v ncu >/dev/null && [ "$nlim" -ge 10 ]; then
   PYTHONUNBUFFERED=1 timeout -k 2 "$nlim" ncu --cache-control none --clock-control none \
     --kernel-name regex:attn_decode --csv --page raw \
