@@ -26,9 +26,9 @@
  *             ran is asserted from the tiles it reports.
  *   graph     a KV-cache call with a workspace captured in a CUDA graph and replayed.
  *   variants  the split cases, varlen and the graph under each non-default merge
- *             (FLASHC_DECODE_MERGE = v1, v2, v3, pdl, fused), and a name that is no variant
- *             refused; the same and more under each kernel variant (FLASHC_DECODE_KERNEL = lean,
- *             lean3, lean5, base), the split rules (FLASHC_DECODE_SPLITS = fill, fa2), and a
+ *             (FLASHC_DECODE_MERGE = v1, v2, v3, v4, pdl, fused), v4 equal to v3 bit for bit,
+ *             and a name that is no variant refused; the same and more under each kernel variant (FLASHC_DECODE_KERNEL = lean,
+ *             lean3, lean5, leanef, base), the split rules (FLASHC_DECODE_SPLITS = fill, fa2), and a
  *             loader or rule that does not exist refused.
  *   merge     flashc_attn_merge on CUDA tensors.
  *
@@ -1226,11 +1226,44 @@ static void variant_cases(void)
     }
 }
 
+/* Merge v4 is v3 with its loads issued earlier and the same sums in the same order: the same
+ * bits, on the same inputs, at each split count (more than 128 splits: v4 takes v3's path). */
+static void merge_v4_bits_check(const kv_case *c, const int *splits, int nsplits)
+{
+    kv_run r;
+    kv_setup(c, &r);
+    char desc[384];
+    kv_describe_run(&r, desc, sizeof desc);
+    const size_t no = (size_t)c->B * c->Sq * c->Hq * c->Dv, nl = (size_t)c->B * c->Hq * c->Sq;
+    uint16_t *o3 = malloc(2 * no), *o4 = malloc(2 * no);
+    float *l3 = malloc(4 * nl), *l4 = malloc(4 * nl);
+    for (int s = 0; s < nsplits; s++) {
+        kv_call call = {splits[s], 0, NULL, {0}};
+        setenv("FLASHC_DECODE_MERGE", "v3", 1);
+        kv_run_call(&r, &call, o3, l3);
+        const long long used = (long long)call.stats.num_splits;
+        setenv("FLASHC_DECODE_MERGE", "v4", 1);
+        kv_run_call(&r, &call, o4, l4);
+        if (used < 2 || call.stats.num_splits != used)
+            fail_case("%s splits=%d | v3 used %lld splits, v4 %lld: the check needs > 1 alike",
+                      desc, splits[s], used, (long long)call.stats.num_splits);
+        for (size_t x = 0; x < no; x++)
+            if (o3[x] != o4[x])
+                fail_case("%s splits=%d | v4's o differs from v3's at o[%zu]: 0x%04x, v3 0x%04x",
+                          desc, splits[s], x, o4[x], o3[x]);
+        if (memcmp(l3, l4, 4 * nl) != 0)
+            fail_case("%s splits=%d | v4's lse differs from v3's", desc, splits[s]);
+        printf("  v4 = v3 bit for bit: %s splits=%d (used %lld)\n", desc, splits[s], used);
+    }
+    free(o3), free(o4), free(l3), free(l4);
+    kv_teardown(&r);
+}
+
 static void test_kvcache_merge_variants(void **state)
 {
     (void)state;
     /* the default (auto: v3 on every test's small grids, pdl on the larger): every other test;
-     * FLASHC_TEST_MERGES=v3,auto,.. names others (a device script's choice) */
+     * FLASHC_TEST_MERGES=v3,v4,auto,.. names others (a device script's choice) */
     char *merge_was = env_save("FLASHC_DECODE_MERGE");
     const char *variants[8] = {"v1", "v2", "pdl", "fused"};
     size_t nvar = 4;
@@ -1244,6 +1277,15 @@ static void test_kvcache_merge_variants(void **state)
         setenv("FLASHC_DECODE_MERGE", variants[v], 1);
         printf("  FLASHC_DECODE_MERGE=%s\n", variants[v]);
         variant_cases();
+    }
+    /* v4 against v3, bit for bit: GQA 4 paged at 5, 33 and 150 splits (the last past v4's 128:
+     * v3's path); MHA fp16, Dv 64, Sq 2, contiguous */
+    {
+        const int sp[] = {5, 33, 150}, sp1[] = {7};
+        const kv_case a = kvc(FLASHC_BF16, 2, 1, 8, 2, 128, 16, 4096, 4000, 1);
+        merge_v4_bits_check(&a, sp, 3);
+        const kv_case m = kvc(FLASHC_F16, 3, 2, 4, 4, 64, 0, 300, 280, 0);
+        merge_v4_bits_check(&m, sp1, 1);
     }
     /* a value that names no variant: refused with a message, nothing written */
     setenv("FLASHC_DECODE_MERGE", "v9", 1);
@@ -1266,8 +1308,8 @@ static void test_kvcache_merge_variants(void **state)
 
 /* ---- the kernel variants (FLASHC_DECODE_KERNEL, src/cuda/attn_decode.cu) ----------------- */
 
-/* The split kernel's loaders other than the default lean (base and lean5 here; lean3 through
- * FLASHC_TEST_KERNELS; lean runs every other test) on the variant cases above
+/* The split kernel's loaders other than the default lean (base and lean5 here; lean3 and leanef
+ * through FLASHC_TEST_KERNELS; lean runs every other test) on the variant cases above
  * (split counts 1..64, paged with shuffled tables, ragged lengths, append, GQA 1..8, masks,
  * modifiers, chunked prefill, Dk != Dv, varlen, graph replays; D 256 takes the split kernel's
  * base instance), plus page 1, a padded head dim with cache_batch_idx, empty caches and, unless

@@ -14,18 +14,24 @@ SDPA gets q (B, Hq, 1, d) and the cache as the (B, Hkv, ctx, d) view of the (B, 
 buffer, with enable_gqa=True (no expanded copy); a backend that refuses it is reported as such.
 
 Variants (issue 13, helpers decode2..decode5): --variants v1,v2,pdl,fused,lean+fill
-times every flashc layout once per value of FLASHC_DECODE_MERGE (v1, v2, v3, pdl, fused, auto), of
-FLASHC_DECODE_KERNEL (split = base, lean, lean3, lean5) or of FLASHC_DECODE_SPLITS (fa2, fill),
+times every flashc layout once per value of FLASHC_DECODE_MERGE (v1, v2, v3, v4, pdl, fused, auto), of
+FLASHC_DECODE_KERNEL (split = base, lean, lean3, lean5, leanef) or of FLASHC_DECODE_SPLITS (fa2, fill),
 or "+"-joined combinations, which
 src/cuda/attn_decode.cu reads at each call (v1 keeps the historical keys), each checked against
 SDPA first; --sweep 8,16,32 also times the contiguous call at
 those explicit num_splits for the --sweep-variants, at B = 1 only (where the split count
 matters most). --shapes 1x4096,16x32768 replaces the batches x ctx product by a list.
+--clean-shapes 1x32768,.. also times SDPA cuDNN and each variant's contiguous call at those
+shapes with the L2 emptied by a 256 MB read instead of triton's 256 MB zero_ (which leaves the
+L2 full of dirty lines that a K/V stream must write back inside its own time; decode6), and
+prints both side by side last. --ncu-drive only runs the variants at the first shape, three
+calls each after a zero_, for `ncu --cache-control none` (bench/gpu/s8_decode6.sh).
 
 usage: bench_decode.py --lib build/libflashc.so [--out decode.json] [--batches 1,4,16,64]
                        [--ctx 4096,32768,131072] [--heads 32/8,16/8] [--rep-ms 40] [--graph]
                        [--shapes BxCTX,..] [--variants v1,v2,pdl,fused] [--sweep 8,16,..]
-                       [--sweep-variants pdl,fused]
+                       [--sweep-variants pdl,fused] [--sweep-batches 1]
+                       [--clean-shapes BxCTX,..] [--ncu-drive]
 """
 import argparse
 import ctypes
@@ -144,8 +150,8 @@ def graph_ms(lib, q, kc, vc, o, lse, seqlens, rep_ms):
 
 
 def set_variant(v):
-    """A variant is a merge (FLASHC_DECODE_MERGE: v1, v2, v3, pdl, fused, auto), a loader
-    (FLASHC_DECODE_KERNEL: split, base, lean, lean3, lean5) or a split rule (FLASHC_DECODE_SPLITS:
+    """A variant is a merge (FLASHC_DECODE_MERGE: v1, v2, v3, v4, pdl, fused, auto), a loader
+    (FLASHC_DECODE_KERNEL: split, base, lean, lean3, lean5, leanef) or a split rule (FLASHC_DECODE_SPLITS:
     fa2, fill), or several joined by "+" (base+fa2+pdl); what a variant does not name is the
     library's default; None: every default. All are read by the library at every call."""
     for k in ("FLASHC_DECODE_MERGE", "FLASHC_DECODE_KERNEL", "FLASHC_DECODE_SPLITS"):
@@ -166,6 +172,59 @@ def bench(fn, rep_ms):
                                    return_mode="median")
 
 
+_clean_buf = None
+
+
+def bench_clean(fn, rep_ms):
+    """As bench, but the L2 is emptied by READING 256 MB before each call instead of
+    triton's zero_() of 256 MB: do_bench leaves the L2 full of dirty lines (~50 MB on the
+    H200), and a call that streams K/V into L2 then pays their write-back to HBM inside its
+    own time; here the L2 holds clean lines, as in a serving loop whose previous kernels wrote
+    little (decode5/decode6's question: how much of the fixed cost at B = 1 is that)."""
+    global _clean_buf
+    if _clean_buf is None:
+        _clean_buf = torch.ones(64 << 20, dtype=torch.float32, device="cuda")
+    sink = torch.empty((), dtype=torch.float32, device="cuda")
+
+    def one(n):
+        st = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        en = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        for i in range(n):
+            torch.sum(_clean_buf, dim=0, out=sink)
+            st[i].record()
+            fn()
+            en[i].record()
+        torch.cuda.synchronize()
+        return sorted(a.elapsed_time(b) for a, b in zip(st, en))
+    est = one(5)[2]
+    n = max(10, min(1000, int(rep_ms / max(est + 0.08, 1e-3))))
+    t = one(n)
+    return t[len(t) // 2]
+
+
+def ncu_drive(lib, variants, B, ctx, Hq, Hkv, d=128):
+    """Three calls of each variant at B x ctx (contiguous), each after triton's 256 MB zero_
+    (the dirty L2 of the bench), synchronised, for ncu --cache-control none to profile."""
+    dt = torch.bfloat16
+    kc = torch.randn(B, ctx, Hkv, d, dtype=dt, device="cuda")
+    vc = torch.randn(B, ctx, Hkv, d, dtype=dt, device="cuda")
+    q = torch.randn(B, 1, Hq, d, dtype=dt, device="cuda")
+    o = torch.empty(B, 1, Hq, d, dtype=dt, device="cuda")
+    lse = torch.empty(B, Hq, 1, dtype=torch.float32, device="cuda")
+    seqlens = torch.full((B,), ctx, dtype=torch.int32, device="cuda")
+    flush = torch.empty(64 << 20, dtype=torch.int32, device="cuda")
+    for v in variants:
+        set_variant(v)
+        fn = Decode(lib, q, kc, vc, o, lse, seqlens)
+        for _ in range(3):
+            flush.zero_()
+            torch.cuda.synchronize()
+            fn()
+            torch.cuda.synchronize()
+        print(f"ncu-drive {v}: splits {fn.stats.num_splits}", flush=True)
+    set_variant(None)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
@@ -184,12 +243,23 @@ def main():
     ap.add_argument("--sweep", default="", help="explicit num_splits to time at B = 1")
     ap.add_argument("--sweep-variants", default="pdl,fused")
     ap.add_argument("--sweep-batches", default="1", help="batch sizes the --sweep runs at")
+    ap.add_argument("--clean-shapes", default="",
+                    help="B x ctx list: also time SDPA cuDNN and each variant's contiguous call "
+                         "there with the L2 emptied by a read (bench_clean), not triton's zero_")
+    ap.add_argument("--ncu-drive", action="store_true",
+                    help="only drive the --variants at the first --shapes / --heads entry for "
+                         "ncu (ncu_drive), no timing")
     a = ap.parse_args()
     variants = [v for v in a.variants.split(",") if v]
 
     lib = ctypes.CDLL(a.lib)
     lib.flashc_last_error.restype = ctypes.c_char_p
     lib.flashc_build_info.restype = ctypes.c_char_p
+    if a.ncu_drive:
+        B, ctx = (int(x) for x in (a.shapes or "1x32768").split(",")[0].split("x"))
+        Hq, Hkv = (int(x) for x in a.heads.split(",")[0].split("/"))
+        ncu_drive(lib, variants, B, ctx, Hq, Hkv)
+        return 0
     dev = torch.cuda.get_device_properties(0)
     print(f"device: {dev.name}, {dev.multi_processor_count} SMs; torch {torch.__version__}; "
           f"flashc {lib.flashc_build_info().decode()}", flush=True)
@@ -209,6 +279,7 @@ def main():
     else:
         shapes = [(B, ctx) for ctx in [int(x) for x in a.ctx.split(",")]
                   for B in [int(x) for x in a.batches.split(",")]]
+    clean = {tuple(int(x) for x in sh.split("x")) for sh in a.clean_shapes.split(",") if sh}
     for Hq, Hkv in heads:
         for B, ctx in shapes:
             torch.manual_seed(B * 7 + ctx)
@@ -223,6 +294,14 @@ def main():
 
             qs, ks, vs = q.transpose(1, 2), kc.transpose(1, 2), vc.transpose(1, 2)
             ref = None
+            if (B, ctx) in clean:
+                try:
+                    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                        row["clean_sdpa_cudnn_ms"] = bench_clean(
+                            lambda: F.scaled_dot_product_attention(qs, ks, vs, enable_gqa=True),
+                            a.rep_ms)
+                except Exception:  # reported by the dirty run below
+                    pass
             for name, be in (("sdpa_flash", SDPBackend.FLASH_ATTENTION),
                              ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION)):
                 try:
@@ -277,6 +356,8 @@ def main():
                         continue
                 row[name + "_ms"] = bench(fn, a.rep_ms)
                 row[name + "_splits"] = fn.stats.num_splits
+                if (B, ctx) in clean and lay == "contig" and not nsplit:
+                    row["clean_" + name + "_ms"] = bench_clean(fn, a.rep_ms)
                 if name == "contig" and a.graph:
                     row["graph_ms"] = graph_ms(lib, q, kv, vv, o, lse, seqlens, a.rep_ms)
             set_variant(None)
@@ -315,6 +396,8 @@ def main():
                 print(f"- {k} at B {r['B']} ctx {r['ctx']}: {r[k + '_why']}")
     if len(variants) > 1 or a.sweep:
         variant_tables(rows, variants, [lay for lay, _ in layouts], copy_gbs)
+    if clean:
+        clean_table(rows, variants)
     if a.out:
         with open(a.out, "w") as fh:
             json.dump({"device": dev.name, "copy_gbs": copy_gbs, "torch": torch.__version__,
@@ -358,6 +441,30 @@ def variant_tables(rows, variants, layouts, copy_gbs):
         print("|---|" + "--:|" * len(ones))
         for k in sweep:
             print(f"| {k.split('@')[1]} | " + " | ".join(fmt(r, k) for r in ones) + " |")
+
+
+def clean_table(rows, variants):
+    """The contiguous calls timed after a clean L2 flush (bench_clean), beside the same calls
+    after triton's dirty one: GB/s (x SDPA cuDNN under the same flush)."""
+    cr = [r for r in rows if r.get("clean_sdpa_cudnn_gbs") or any(
+        r.get(f"clean_contig@{v}_gbs") for v in variants)]
+    if not cr:
+        return
+    print()
+    print("clean L2 flush (256 MB read before each call) vs triton's dirty one (256 MB zero_): "
+          "GB/s of K+V, contiguous (x SDPA cuDNN under the same flush)")
+    print("| variant | flush | " + " | ".join(
+        f"{r['Hq']}/{r['Hkv']} {r['B']}x{r['ctx'] // 1024}k" for r in cr) + " |")
+    print("|---|---|" + "--:|" * len(cr))
+    for v in ["sdpa_cudnn"] + variants:
+        k = v if v == "sdpa_cudnn" else ("contig" if v == "v1" else f"contig@{v}")
+        for fl, pre in (("dirty", ""), ("clean", "clean_")):
+            cells = []
+            for r in cr:
+                g, c = r.get(pre + k + "_gbs"), r.get(pre + "sdpa_cudnn_gbs")
+                cells.append(f"{g:.0f} ({g / c:.2f}x)" if g and c else (f"{g:.0f}" if g else "-"))
+            print(f"| {'SDPA cuDNN' if v == 'sdpa_cudnn' else v} | {fl} | " + " | ".join(cells)
+                  + " |")
 
 
 if __name__ == "__main__":

@@ -59,6 +59,8 @@
  *          the quarters combined in a fixed order (dec_merge_rows);
  *   v3     attn_decode_merge3 as a programmatic dependent (as pdl): a block per (row, 32
  *          columns), 16 split groups, so each thread has its few partial loads in flight at once;
+ *   v4     v3 with each thread's partial loads issued together with the LSE loads (opt-in,
+ *          decode6): one L2 round trip after the split kernel instead of two, v3's bits;
  *   pdl    v2 launched as a programmatic dependent of the split kernel (sm_90): its blocks are
  *          resident and waiting (griddepcontrol.wait) when the last split block retires, so the
  *          launch gap goes; other devices launch it as v2;
@@ -87,6 +89,12 @@
  * L2::256B hint, 1-6% slower than lean) and the ring kernels attn_decode_ring / ring-cpa (a
  * producer warp feeding 4 consumers through an mbarrier ring: 0.2-0.8x cuDNN, flat across
  * shapes; the single producer warp's instruction stream was the limit).
+ * leanef (opt-in, decode6, 2026-12-03): lean with every K / V copy under the L2 evict-first
+ * policy (createpolicy + cp.async .L2::cache_hint). A decode step reads each K/V byte once, so its
+ * lines have no use in L2; with the default policy they push out whatever L2 held before,
+ * dirty lines included, whose write-back to HBM then runs inside the decode's time (the bench's
+ * flush, triton's 256 MB zero_, leaves ~50 MB of them: at 1 x 32k, 128 MiB of K/V, that is up to
+ * a third more HBM traffic). Evict-first lines replace each other instead.
  *
  * Split rule (FLASHC_DECODE_SPLITS, read at every call): fill (the default since 2026-12-03),
  * which splits tiles that are at most half the slots into whole waves of k blocks a SM, at most
@@ -146,13 +154,16 @@ struct dec_args {
 };
 
 enum { DEC_MERGE_V1 = 1, DEC_MERGE_V2 = 2, DEC_MERGE_PDL = 3, DEC_MERGE_FUSED = 4,
-       DEC_MERGE_V3 = 5, DEC_MERGE_AUTO = 6 /* host only: v3 or pdl (cuda_attn_decode) */ };
+       DEC_MERGE_V3 = 5, DEC_MERGE_AUTO = 6 /* host only: v3 or pdl (cuda_attn_decode) */,
+       DEC_MERGE_V4 = 7 };
 /* FLASHC_DECODE_KERNEL: the split kernel's loader ("split" names the base loader) */
-enum { DEC_KERNEL_LEAN = 4, DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_BASE = 7, DEC_KERNEL_LEAN5 = 8 };
+enum { DEC_KERNEL_LEAN = 4, DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_BASE = 7, DEC_KERNEL_LEAN5 = 8,
+       DEC_KERNEL_LEANEF = 9 };
 /* The split kernel's instances (its VAR template argument): the base loader (FLASHC_DECODE_KERNEL
- * = base, and every head dim > 128) and the lean loaders (lean, the default; lean3, lean5; head
- * dims <= 128 only). */
-enum { DEC_VAR_BASE = 0, DEC_VAR_LEAN = 1, DEC_VAR_LEAN3 = 2, DEC_VAR_LEAN5 = 4 };
+ * = base, and every head dim > 128) and the lean loaders (lean, the default; lean3, lean5, leanef;
+ * head dims <= 128 only). */
+enum { DEC_VAR_BASE = 0, DEC_VAR_LEAN = 1, DEC_VAR_LEAN3 = 2, DEC_VAR_LEAN5 = 4,
+       DEC_VAR_LEANEF = 5 };
 __host__ __device__ constexpr int dec_var_stages(int var)
 {
     return var == DEC_VAR_LEAN3 ? 3 : var == DEC_VAR_LEAN5 ? 5 : DEC_STAGES;
@@ -263,6 +274,7 @@ struct dec_lane_kv {
     int kbytes, vbytes;  /* bytes of that chunk inside D / Dv (0: a padded column)             */
     uint32_t soff;       /* byte offset of the lane's chunk of pass 0 in a swizzled K / V tile  */
     bool same;           /* K and V share their batch / row strides: one offset serves both    */
+    uint64_t pol;        /* leanef: the L2 evict-first policy of the K / V copies               */
 };
 
 template <typename T, int DI, int DS>
@@ -278,6 +290,7 @@ __device__ __forceinline__ dec_lane_kv dec_lane_setup(const dec_args &a, int hk,
     L.vl = (const char *)(L.vbytes ? v + (int64_t)hk * a.sv[2] + 8 * c : v);
     L.soff = (uint32_t)(swz<DS>(r0, c) * (int)sizeof(T));
     L.same = a.sv[0] == a.sk[0] && a.sv[1] == a.sk[1];
+    L.pol = 0;
     return L;
 }
 
@@ -320,8 +333,8 @@ __device__ __forceinline__ void dec_lean_lookup(const dec_args &a, int b, int j0
 
 /* The copy half: K and V rows of the 16 keys that lanes 0..15 looked up (x, y from
  * dec_lean_lookup; x checked here as dec_kv_loc checks it) into the swizzled tiles at shared
- * addresses sK, sV. */
-template <typename T, int DI, int DS>
+ * addresses sK, sV. EF: with L.pol, the L2 evict-first policy (leanef). */
+template <typename T, int DI, int DS, bool EF>
 __device__ __forceinline__ void dec_lean_issue(const dec_args &a, const dec_lane_kv &L,
                                                uint32_t sK, uint32_t sV, int x, int y, int lane)
 {
@@ -346,8 +359,13 @@ __device__ __forceinline__ void dec_lean_issue(const dec_args &a, const dec_lane
         const void *ks = L.kl + (okr >= 0 ? okr : 0);
         const void *vs = L.vl + (ovr >= 0 ? ovr : 0);
         const int kn = okr >= 0 ? L.kbytes : 0, vn = ovr >= 0 ? L.vbytes : 0;
-        ptx_cp_async_16_n(sK + so, ks, kn);
-        ptx_cp_async_16_n(sV + so, vs, vn);
+        if constexpr (EF) {
+            ptx_cp_async_16_n_hint(sK + so, ks, kn, L.pol);
+            ptx_cp_async_16_n_hint(sV + so, vs, vn, L.pol);
+        } else {
+            ptx_cp_async_16_n(sK + so, ks, kn);
+            ptx_cp_async_16_n(sV + so, vs, vn);
+        }
     }
 }
 
@@ -515,6 +533,7 @@ template <typename T, int DI, bool FUSED, int VAR>
 __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_args a)
 {
     constexpr bool LEAN = VAR != DEC_VAR_BASE;          /* dec_load_kv_lean                  */
+    constexpr bool EF = VAR == DEC_VAR_LEANEF;          /* K / V copies L2 evict-first       */
     constexpr int STG = dec_var_stages(VAR);            /* K/V buffers a warp                */
     constexpr int DS = (DI + 63) / 64 * 64;
     constexpr int DT = DI / 8;
@@ -532,7 +551,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     const int bh = (int)(blockIdx.x / (unsigned)a.m_tiles);
     const int b = bh / a.Hkv, hk = bh % a.Hkv;
     const int split = (int)blockIdx.y;
-    if (a.merge == DEC_MERGE_PDL || a.merge == DEC_MERGE_V3)
+    if (a.merge == DEC_MERGE_PDL || a.merge == DEC_MERGE_V3 || a.merge == DEC_MERGE_V4)
         ptx_griddep_launch_dependents(); /* the merge may take free slots from now on */
 
     int sq, sk;
@@ -611,6 +630,8 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     dec_lane_kv lkv = {};
     if constexpr (LEAN)
         lkv = dec_lane_setup<T, DI, DS>(a, hk, lane);
+    if constexpr (EF)
+        lkv.pol = ptx_l2_policy_evict_first();
     /* this warp's buffer pair st: K at sK(st), V one tile above */
     const uint32_t wbase = ptx_smem_addr(wK);
     int px = -1, py = 0; /* lean: where the next block to copy lives (looked up early) */
@@ -622,7 +643,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     };
     auto load = [&](int blk, int stage) {
         if constexpr (LEAN)
-            dec_lean_issue<T, DI, DS>(a, lkv, wbase + stage * 2 * TILE * (int)sizeof(T),
+            dec_lean_issue<T, DI, DS, EF>(a, lkv, wbase + stage * 2 * TILE * (int)sizeof(T),
                                           wbase + (stage * 2 + 1) * TILE * (int)sizeof(T), px,
                                           py, lane);
         else
@@ -866,8 +887,13 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_merge2(const dec_a
  * 3 loads, one L2 round trip after the LSEs' one, where v2's one block a row (4 groups x 32
  * quads) needs 11 loads a thread in two batches. More blocks (4 a row at Dv 128) to wait on
  * the split kernel, fewer dependent round trips each. The 16 group sums are added in group order
- * and each group's in split order (dec_sum_splits), so the result depends on (splits, Dv) only. */
-template <typename T>
+ * and each group's in split order (dec_sum_splits), so the result depends on (splits, Dv) only.
+ * EARLY (v4, FLASHC_DECODE_MERGE=v4, opt-in): with at most 16 x DEC_MERGE_DEPTH = 128 splits, each
+ * thread issues its partial loads together with the LSE loads, before the weights exist, so the
+ * merge waits on one L2 round trip after griddepcontrol.wait instead of two; the sums are the
+ * same operations in the same order as v3's (one batch of dec_sum_splits), so v4 gives v3's
+ * bits. */
+template <typename T, bool EARLY>
 __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_merge3(const dec_args a)
 {
     constexpr int G = 16, Q = 8; /* split groups x column quads = 128 threads */
@@ -883,6 +909,20 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_merge3(const dec_a
         return; /* uniform */
     const int S = a.splits, tid = (int)threadIdx.x;
     const int64_t nrows = (int64_t)a.B * a.Hq * a.Sq;
+    const int g = tid / Q, q = tid % Q;
+    const int c = (int)blockIdx.y * 4 * Q + 4 * q; /* first column of this thread's quad */
+    const int n = min(4, a.Dv - c);
+    const float *po = a.part_o + prow * a.Dv + c;
+    const int64_t sstride = nrows * a.Dv;
+    const bool vec = a.Dv % 4 == 0;
+    const bool early = EARLY && S <= G * DEC_MERGE_DEPTH && c < a.Dv;
+    float4 pv[DEC_MERGE_DEPTH];
+    if (early) { /* issued before the LSEs are even read: in flight with them */
+#pragma unroll
+        for (int u = 0; u < DEC_MERGE_DEPTH; u++)
+            pv[u] = g + u * G < S ? dec_ld4(po + (int64_t)(g + u * G) * sstride, vec, n)
+                                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
     for (int x = tid; x < S; x += DEC_WARPS * 32)
         sw[x] = __ldcg(a.part_lse + (int64_t)x * nrows + prow);
     __syncthreads();
@@ -909,15 +949,15 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_merge3(const dec_a
         }
     }
     __syncthreads();
-    const int g = tid / Q, q = tid % Q;
-    const int c = (int)blockIdx.y * 4 * Q + 4 * q; /* first column of this thread's quad */
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (c < a.Dv) {
-        const int n = min(4, a.Dv - c);
-        const float *po = a.part_o + prow * a.Dv + c;
-        const int64_t sstride = nrows * a.Dv;
-        acc = a.Dv % 4 == 0 ? dec_sum_splits<true>(po, sstride, sw, g, G, S, n)
-                            : dec_sum_splits<false>(po, sstride, sw, g, G, S, n);
+    if (early) { /* dec_sum_splits' one batch, on the loads already made */
+#pragma unroll
+        for (int u = 0; u < DEC_MERGE_DEPTH; u++)
+            if (g + u * G < S)
+                dec_fma4(acc, sw[g + u * G], pv[u]);
+    } else if (c < a.Dv) {
+        acc = vec ? dec_sum_splits<true>(po, sstride, sw, g, G, S, n)
+                  : dec_sum_splits<false>(po, sstride, sw, g, G, S, n);
     }
     red[tid] = acc;
     __syncthreads();
@@ -1041,6 +1081,7 @@ cudaError_t dec_launch_di(const dec_args &a, int di, int var, cudaStream_t strea
     case DEC_VAR_LEAN: return dec_launch_var<T, FUSED, DEC_VAR_LEAN>(a, di, stream, pdl);
     case DEC_VAR_LEAN3: return dec_launch_var<T, FUSED, DEC_VAR_LEAN3>(a, di, stream, pdl);
     case DEC_VAR_LEAN5: return dec_launch_var<T, FUSED, DEC_VAR_LEAN5>(a, di, stream, pdl);
+    case DEC_VAR_LEANEF: return dec_launch_var<T, FUSED, DEC_VAR_LEANEF>(a, di, stream, pdl);
     default: break;
     }
     return di == 64    ? dec_launch<T, 64, FUSED, DEC_VAR_BASE>(a, stream, pdl)
@@ -1077,8 +1118,9 @@ cudaError_t dec_run_all(const dec_args &a, int di, bool sm90, int var, cudaStrea
         const int64_t nrows = (int64_t)a.B * a.Hq * a.Sq;
         if (a.merge == DEC_MERGE_V1)
             attn_decode_merge<T><<<(unsigned)((nrows + 3) / 4), 128, 0, stream>>>(a);
-        else if (a.merge == DEC_MERGE_V3)
-            err = dec_launch_ex(attn_decode_merge3<T>,
+        else if (a.merge == DEC_MERGE_V3 || a.merge == DEC_MERGE_V4)
+            err = dec_launch_ex(a.merge == DEC_MERGE_V4 ? attn_decode_merge3<T, true>
+                                                        : attn_decode_merge3<T, false>,
                                 dim3((unsigned)nrows, (unsigned)((a.Dv + 31) / 32)),
                                 dim3(DEC_WARPS * 32), 0, stream, sm90, a);
         else
@@ -1130,7 +1172,8 @@ int sm_count(void)
 /* FLASHC_DECODE_KERNEL, read at every call (so one process can compare the kernels): unset, ""
  * or "lean" the lean loader (the default: faster at every B x ctx measured on 2026-12-02,
  * bench/RESULTS.md); "split" or "base" the split kernel's historical loader; "lean3", "lean5"
- * the lean loader with 3 or 5 stages a warp; 0 for anything else. */
+ * the lean loader with 3 or 5 stages a warp; "leanef" lean with L2 evict-first K/V copies; 0 for
+ * anything else. */
 int kernel_mode(void)
 {
     const char *e = getenv("FLASHC_DECODE_KERNEL");
@@ -1142,6 +1185,8 @@ int kernel_mode(void)
         return DEC_KERNEL_LEAN5;
     if (strcmp(e, "lean3") == 0)
         return DEC_KERNEL_LEAN3;
+    if (strcmp(e, "leanef") == 0)
+        return DEC_KERNEL_LEANEF;
     return 0;
 }
 
@@ -1160,6 +1205,7 @@ int var_of(const attn_problem *p)
     return k == DEC_KERNEL_LEAN    ? DEC_VAR_LEAN
            : k == DEC_KERNEL_LEAN3 ? DEC_VAR_LEAN3
            : k == DEC_KERNEL_LEAN5 ? DEC_VAR_LEAN5
+           : k == DEC_KERNEL_LEANEF ? DEC_VAR_LEANEF
                                    : DEC_VAR_BASE;
 }
 
@@ -1269,7 +1315,7 @@ flashc_status check_operand(const char *fn, const char *name, const void *ptr, c
 
 /* FLASHC_DECODE_MERGE (the header comment), read at every call so that one process can compare
  * the variants: unset, "" or "auto" the default (v3 for small merge grids, else pdl; resolved in
- * cuda_attn_decode); "v1", "v2", "v3", "pdl", "fused"; 0 for anything else. */
+ * cuda_attn_decode); "v1", "v2", "v3", "v4", "pdl", "fused"; 0 for anything else. */
 int merge_mode(void)
 {
     const char *e = getenv("FLASHC_DECODE_MERGE");
@@ -1285,6 +1331,8 @@ int merge_mode(void)
         return DEC_MERGE_FUSED;
     if (strcmp(e, "v3") == 0)
         return DEC_MERGE_V3;
+    if (strcmp(e, "v4") == 0)
+        return DEC_MERGE_V4;
     return 0;
 }
 
@@ -1332,14 +1380,14 @@ flashc_status cuda_attn_decode_supports(const attn_problem *p)
                             fn);
     if (!merge_mode())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, pdl or "
-                            "fused",
+                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, v4, pdl "
+                            "or fused",
                             fn,
                             getenv("FLASHC_DECODE_MERGE"));
     if (!kernel_mode())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3 or "
-                            "lean5",
+                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3, "
+                            "lean5 or leanef",
                             fn, getenv("FLASHC_DECODE_KERNEL"));
     if (!split_rule())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
@@ -1420,14 +1468,14 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
     a.merge = merge_mode();
     if (!a.merge)
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, pdl or "
-                            "fused",
+                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, v4, pdl "
+                            "or fused",
                             fn,
                             getenv("FLASHC_DECODE_MERGE"));
     if (!kernel_mode())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3 or "
-                            "lean5",
+                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3, "
+                            "lean5 or leanef",
                             fn, getenv("FLASHC_DECODE_KERNEL"));
     if (!split_rule())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
