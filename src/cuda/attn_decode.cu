@@ -48,8 +48,9 @@
  * on the same stream, so the attention kernel sees the new keys.
  *
  * Merge variants (FLASHC_DECODE_MERGE, read at every call so one process can compare them; the
- * default is "auto" since 2026-12-03: v3 while its grid is <= 4 blocks a SM, else pdl, 1-3%
- * ahead of pdl at B 1 and 4 on 2026-12-02; the failure that held it back was the test's,
+ * default is "auto" since 2026-12-03: v3 (v4 since the evening of 2026-12-03: the same bits, one
+ * L2 round trip fewer) while its grid is <= 4 blocks a SM, else pdl, 1-3% ahead of pdl at B 1
+ * and 4 on 2026-12-02; the failure that held it back was the test's,
  * bench/RESULTS.md, decode5; pdl was the default from the run of 2026-12-01 17:05 UTC):
  *   v1     attn_decode_merge, one warp a row, each lane walking the splits one dependent load
  *          after another: at B 1 (32 rows, 28-42 splits) that chain of L2 round trips is the
@@ -154,7 +155,7 @@ struct dec_args {
 };
 
 enum { DEC_MERGE_V1 = 1, DEC_MERGE_V2 = 2, DEC_MERGE_PDL = 3, DEC_MERGE_FUSED = 4,
-       DEC_MERGE_V3 = 5, DEC_MERGE_AUTO = 6 /* host only: v3 or pdl (cuda_attn_decode) */,
+       DEC_MERGE_V3 = 5, DEC_MERGE_AUTO = 6 /* host only: v4 or pdl (cuda_attn_decode) */,
        DEC_MERGE_V4 = 7 };
 /* FLASHC_DECODE_KERNEL: the split kernel's loader ("split" names the base loader) */
 enum { DEC_KERNEL_LEAN = 4, DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_BASE = 7, DEC_KERNEL_LEAN5 = 8,
@@ -1314,7 +1315,7 @@ flashc_status check_operand(const char *fn, const char *name, const void *ptr, c
 }
 
 /* FLASHC_DECODE_MERGE (the header comment), read at every call so that one process can compare
- * the variants: unset, "" or "auto" the default (v3 for small merge grids, else pdl; resolved in
+ * the variants: unset, "" or "auto" the default (v4 for small merge grids, else pdl; resolved in
  * cuda_attn_decode); "v1", "v2", "v3", "v4", "pdl", "fused"; 0 for anything else. */
 int merge_mode(void)
 {
@@ -1482,11 +1483,13 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
                             "%s: FLASHC_DECODE_SPLITS=%s: expected fa2 or fill", fn,
                             getenv("FLASHC_DECODE_SPLITS"));
     if (a.merge == DEC_MERGE_AUTO) {
-        /* v3 while its grid (a block a row and 32 columns) is at most 4 blocks a SM, else pdl:
-         * round 1 (2026-12-02) had v3 ahead at B 1 and 4 (128 rows: 512 blocks) by 1-3% and
-         * behind at B 16 (2048 blocks) by 0.5-1.6% */
+        /* v4 (v3's sums, its partial loads issued beside the LSE loads) while its grid (a
+         * block a row and 32 columns) is at most 4 blocks a SM, else pdl: round 1 (2026-12-02)
+         * had v3 ahead of pdl at B 1 and 4 (128 rows: 512 blocks) by 1-3% and behind at B 16
+         * (2048 blocks) by 0.5-1.6%; v4 gave v3's bits at 1.01x / 1.01x / 1.005x at 1x4k, 1x32k,
+         * 4x32k (2026-12-03, s8_decode6.sh; bench/RESULTS.md) */
         const int64_t mblocks = p->B * p->Hq * p->Sq * ((p->Dv + 31) / 32);
-        a.merge = mblocks <= 4 * (int64_t)sm_count() ? DEC_MERGE_V3 : DEC_MERGE_PDL;
+        a.merge = mblocks <= 4 * (int64_t)sm_count() ? DEC_MERGE_V4 : DEC_MERGE_PDL;
     }
     if (a.merge != DEC_MERGE_V1 && a.merge != DEC_MERGE_FUSED &&
         p->B * p->Hq * p->Sq > 0x7fffffff)
