@@ -25,10 +25,14 @@ typedef struct bench_cuda_opts {
     int64_t heads, batch;     /* attention (H == Hkv)                                       */
     int64_t tokens, hidden, inter;
     int64_t reps, warmup;
+    int64_t calls;            /* row ops and copies: calls a timed batch; > 1: perf mode      */
     int causal;
     flashc_dtype dt;          /* bf16 or f16 for attention; any for the row ops             */
     uint64_t seed;
 } bench_cuda_opts;
+
+/* Perf mode's most rounds (--reps). */
+#define BENCH_CUDA_MAX_ROUNDS 101
 
 /* The GPU bench's op names, for --help and option checks. */
 extern const char bench_cuda_op_names[];
