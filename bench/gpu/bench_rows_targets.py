@@ -26,16 +26,14 @@ machine, the project's own tool) to the closing table of the targets.
 import argparse
 import ctypes
 import json
-import statistics
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 
 from flashc import _arrays, _lib
 
-from rows_bench_common import relerr, setvar
+from rows_bench_common import Rounds, relerr, setvar, sync
 
 # RoPE settings (FLASHC_CUDA_ROPE, rope.cu rope_env): U heads a thread; H 0 .cs hints, 1 plain
 # ld / st, 2 ld.nc / plain st; L PDL. None = unset (the default, v2:1,0,0).
@@ -54,47 +52,6 @@ def rope_ref(x, cos, sin, gptj):
         x0, x1 = y[..., :h].clone(), y[..., h:2 * h].clone()
         y[..., :h], y[..., h:2 * h] = x0 * c - x1 * s, x1 * c + x0 * s
     return y
-
-
-def sync(cuda):
-    if cuda:
-        sync(cuda)
-
-
-class Rounds:
-    """Rows timed in interleaved rounds: add() checks nothing and runs nothing; run() times."""
-
-    def __init__(self, calls, reps, cuda):
-        self.calls, self.reps, self.rows, self.cuda = calls, reps, [], cuda
-
-    def add(self, key, fn, nbytes, env=None, note=""):
-        self.rows.append({"key": key, "fn": fn, "bytes": nbytes, "env": env, "note": note, "ms": []})
-
-    def run(self):
-        for rnd in range(self.reps + 1):
-            for r in self.rows:
-                setvar("FLASHC_CUDA_ROPE", r["env"])
-                r["fn"]()
-                sync(self.cuda)
-                if self.cuda:
-                    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    a.record()
-                t = time.perf_counter()
-                for _ in range(self.calls):
-                    r["fn"]()
-                if self.cuda:
-                    b.record()
-                    b.synchronize()
-                ms = a.elapsed_time(b) if self.cuda else (time.perf_counter() - t) * 1e3
-                if rnd > 0:  # round 0 is a warm-up
-                    r["ms"].append(ms / self.calls)
-        setvar("FLASHC_CUDA_ROPE", None)
-        out = {}
-        for r in self.rows:
-            ms = statistics.median(r["ms"])
-            out[r["key"]] = {"ms": ms, "tbps": r["bytes"] / (ms * 1e-3) / 1e12, "bytes": r["bytes"],
-                             "min_ms": min(r["ms"]), "note": r["note"]}
-        return out
 
 
 def main():
@@ -117,7 +74,7 @@ def main():
     T, D, I = a.tokens, a.hidden, a.inter
     eps = 1e-6
     fe = ctypes.c_float(eps)
-    R = Rounds(a.calls, a.reps, cuda)
+    R = Rounds(a.calls, a.reps, cuda, env_name="FLASHC_CUDA_ROPE")
     failed = []
 
     def copy_row(key, nbytes):
