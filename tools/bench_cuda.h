@@ -6,6 +6,8 @@
  * time (CUDA events), rate, measured peak device memory (a counting device allocator in the
  * tool: every buffer of a case goes through it), modeled HBM traffic (traffic.h), error vs the
  * naive output. A case whose buffers do not fit prints "OOM: needs X GiB" as its row.
+ * Perf mode (calls > 1): the row ops and copies are set up and run once each first, then timed
+ * in interleaved rounds of `calls`-call batches beside a cudaMemcpy of each op's bytes (of_copy).
  *
  * Runs in-process (no fork: a CUDA context does not survive one). Built only with the CUDA
  * backend; otherwise bench_cuda_run explains and returns 2.
