@@ -484,10 +484,15 @@ static void test_swiglu(void **state)
 
 /* ---- RoPE ------------------------------------------------------------------------------- */
 
+/* packed: q is a view of a (B, S, H + 2 Hk, D) qkv buffer and k one of a (B, S, Hk + 1, D)
+ * buffer (strided rows, different for q and k; the library refuses q and k interleaved in one
+ * buffer, flashc__check_no_overlap), whose other heads must come back untouched; else two
+ * contiguous buffers. */
 static void rope_case(flashc_dtype dt, int64_t B, int64_t S, int64_t H, int64_t Hk, int64_t D,
-                      int64_t rd, int style, int tables, int use_pos, int bwd)
+                      int64_t rd, int style, int tables, int use_pos, int bwd, int packed)
 {
-    const int64_t nq = B * S * H * D, nk = B * S * Hk * D;
+    const int64_t nhq = packed ? H + 2 * Hk : H, nhk = packed ? Hk + 1 : Hk; /* heads a token */
+    const int64_t nq = B * S * nhq * D, nk = B * S * nhk * D;
     buf q = buf_make(dt, 1, nq, nq, 2), k = buf_make(dt, 1, nk, nk, 2);
     const int64_t P = S + 64;
     float *cs = host_out(P * (rd / 2)), *sn = host_out(P * (rd / 2));
@@ -517,8 +522,10 @@ static void rope_case(flashc_dtype dt, int64_t B, int64_t S, int64_t H, int64_t 
     flashc_tensor dc = hc, ds = hs;
     dc.data = dcs, ds.data = dsn, dc.device = ds.device = FLASHC_DEVICE_CUDA;
     flashc_tensor tq = flashc_tensor_4d(q.d, dt, B, S, H, D), tk = flashc_tensor_4d(k.d, dt, B, S, Hk, D);
-    tq.device = tk.device = FLASHC_DEVICE_CUDA;
     flashc_tensor fq = flashc_tensor_4d(q.f, FLASHC_F32, B, S, H, D), fk = flashc_tensor_4d(k.f, FLASHC_F32, B, S, Hk, D);
+    tq.stride[0] = fq.stride[0] = S * nhq * D, tq.stride[1] = fq.stride[1] = nhq * D;
+    tk.stride[0] = fk.stride[0] = S * nhk * D, tk.stride[1] = fk.stride[1] = nhk * D;
+    tq.device = tk.device = FLASHC_DEVICE_CUDA;
     p.positions = use_pos ? dpos : NULL;
     if (bwd)
         TU_OK(flashc_rope_bwd(&p, &tq, &tk, tables ? &dc : NULL, tables ? &ds : NULL));
@@ -529,28 +536,60 @@ static void rope_case(flashc_dtype dt, int64_t B, int64_t S, int64_t H, int64_t 
     CUDA_OK(cudaDeviceSynchronize());
     buf_fetch(&q), buf_fetch(&k);
     char what[40];
-    snprintf(what, sizeof what, "rope%s %s%s%s", bwd ? "_bwd" : "", style ? "gptj" : "neox",
-             tables ? " tab" : " pos", rd < D ? " part" : "");
+    snprintf(what, sizeof what, "rope%s %s%s%s%s", bwd ? "_bwd" : "", style ? "gptj" : "neox",
+             tables ? " tab" : " pos", rd < D ? " part" : "", packed ? " strided" : "");
     check(what, dt, B * S, D, fmax(err_vs(&q, q.f), err_vs(&k, k.f)), 1);
     free(cs), free(sn), free(pos);
     cudaFree(dcs), cudaFree(dsn), cudaFree(dpos);
     buf_free(&q), buf_free(&k);
 }
 
+/* The table kernel's knobs (rope.cu, FLASHC_CUDA_ROPE=v2:U,H,L): the default (NULL) and every
+ * U, hint mode and PDL among the others; FLASHC_TEST_ROPE_VARIANTS="-;v2:2,1,1;..." replaces
+ * the list (at most 16; "-" = unset), FLASHC_TEST_SMALL keeps the first two. */
+static const char *const rope_default_list[] = {NULL, "v2:4,1,1", "v2:2,2,0", "v2:1,1,1", "v2:4,0,0"};
+
 static void test_rope(void **state)
 {
     (void)state;
+    static char vb[512];
+    const char *list[16];
+    int n = 0;
+    const char *e = getenv("FLASHC_TEST_ROPE_VARIANTS");
+    if (e && strlen(e) < sizeof vb) {
+        strcpy(vb, e);
+        char *save = NULL;
+        for (char *v = strtok_r(vb, ";", &save); v && n < 16; v = strtok_r(NULL, ";", &save))
+            list[n++] = var_name(v);
+    }
+    if (n == 0) {
+        n = getenv("FLASHC_TEST_SMALL") ? 2 : 5;
+        for (int i = 0; i < n; i++)
+            list[i] = rope_default_list[i];
+    }
     const flashc_dtype dts[3] = {FLASHC_F32, FLASHC_BF16, FLASHC_F16};
-    for (int i = 0; i < 3; i++)
-        for (int style = 0; style < 2; style++) {
-            rope_case(dts[i], 2, 129, 8, 2, 128, 128, style, 1, 1, 0);
-            rope_case(dts[i], 1, 77, 4, 4, 64, 32, style, 0, 0, 0);
-            rope_case(dts[i], 2, 33, 3, 1, 80, 80, style, 1, 0, 1);
-            rope_case(dts[i], 1, 19, 2, 1, 6, 4, style, 0, 1, 1); /* element-wise */
-            /* partial, tables of 42 columns: f32 GPT-J takes 16-byte rows with scalar table
-             * loads, the rest the element-wise path */
-            rope_case(dts[i], 1, 40, 4, 2, 128, 84, style, 1, 1, 0);
-        }
+    for (int v = 0; v < n; v++) {
+        if (list[v])
+            setenv("FLASHC_CUDA_ROPE", list[v], 1);
+        else
+            unsetenv("FLASHC_CUDA_ROPE");
+        printf(" rope variant %s\n", list[v] ? list[v] : "(default)");
+        for (int i = 0; i < 3; i++)
+            for (int style = 0; style < 2; style++) {
+                rope_case(dts[i], 2, 129, 8, 2, 128, 128, style, 1, 1, 0, 0);
+                rope_case(dts[i], 1, 77, 4, 4, 64, 32, style, 0, 0, 0, 0);
+                rope_case(dts[i], 2, 33, 3, 1, 80, 80, style, 1, 0, 1, 0);
+                rope_case(dts[i], 1, 19, 2, 1, 6, 4, style, 0, 1, 1, 0); /* element-wise */
+                /* partial, tables of 42 columns: f32 GPT-J takes 16-byte rows with scalar table
+                 * loads, the rest the element-wise path */
+                rope_case(dts[i], 1, 40, 4, 2, 128, 84, style, 1, 1, 0, 0);
+                /* q inside a qkv buffer, k strided too (Llama-like 32 / 8 heads), and an odd
+                 * head count (5 + 2 = 7: no U > 1 divides it) */
+                rope_case(dts[i], 2, 37, 32, 8, 128, 128, style, 1, 0, 0, 1);
+                rope_case(dts[i], 1, 45, 5, 2, 64, 64, style, 1, 1, 1, 1);
+            }
+    }
+    unsetenv("FLASHC_CUDA_ROPE");
 }
 
 static void test_refusals(void **state)

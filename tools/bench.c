@@ -61,6 +61,7 @@ typedef struct bench_options {
     int ceiling;         /* --ceiling: add the sgemm and stream-copy rows (ceiling.h)   */
     const char *device;  /* --device: cpu (default) or cuda (bench_cuda.h)              */
     int64_t ceiling_n;   /* sgemm size                                                  */
+    int64_t calls;       /* --calls: --device cuda's calls a timed batch (bench_cuda.h)   */
 } bench_options;
 
 /* ---- how each op's problems are built from the options ---------------------------------------
@@ -568,6 +569,12 @@ static int bench_cuda_from_options(const bench_options *o, const cli_option *opt
     g.inter = seen(opts, n_opts, "inter") ? o->inter : 4096;
     g.reps = o->reps;
     g.warmup = seen(opts, n_opts, "warmup") ? o->warmup : 3;
+    g.calls = o->calls;
+    if (g.calls > 1 && g.reps > BENCH_CUDA_MAX_ROUNDS) {
+        fprintf(stderr, "flashc bench --device cuda: --calls > 1 takes at most %d rounds (--reps)\n",
+                BENCH_CUDA_MAX_ROUNDS);
+        return 2;
+    }
     g.causal = o->causal;
     g.dt = seen(opts, n_opts, "dtype") ? o->dt : FLASHC_BF16;
     g.seed = seen(opts, n_opts, "seed") ? (uint64_t)o->seed : (uint64_t)time(NULL);
@@ -591,6 +598,7 @@ int bench_main(int argc, char **argv)
     o.budget = 2.0;
     o.ref_rows = 1024;
     o.ceiling_n = 4096;
+    o.calls = 1;
     o.device = "cpu";
     o.cache_len.n = 1, o.cache_len.v[0] = 8192;
 
@@ -648,6 +656,11 @@ int bench_main(int argc, char **argv)
          "row is then also given as a fraction of its ceiling",
          0},
         {"ceiling-n", CLI_INT, &o.ceiling_n, 64, 16384, NULL, "N", "sgemm size N^3 (4096)", 0},
+        {"calls", CLI_INT, &o.calls, 1, 10000, NULL, "N",
+         "--device cuda, the row ops and copies: N back-to-back calls between one pair of CUDA "
+         "events a timed sample (1: each call alone); N > 1 times every row op and copy in "
+         "interleaved rounds (--reps of them, after a warm-up round) and adds a copy of each "
+         "op's bytes (its row's of_copy)", 0},
         {"device", CLI_CHOICE, &o.device, 0, 0, "cpu,cuda", "DEV",
          "cpu (default) or cuda: the exercise on the GPU (ops attn, rmsnorm, rmsnorm_bwd, swiglu, "
          "swiglu_bwd, rope, copy; defaults there: --n 512,2048,8192,32768,131072, d 64 and 128 "
@@ -682,6 +695,10 @@ int bench_main(int argc, char **argv)
     o.dt = (flashc_dtype)dtype_parse(o.dtype); /* one of dtype_choices: cli_parse checked */
     if (strcmp(o.device, "cuda") == 0)
         return bench_cuda_from_options(&o, opts, n_opts, argc, argv);
+    if (o.calls != 1) {
+        fprintf(stderr, "flashc bench: --calls is an option of --device cuda\n");
+        return 2;
+    }
     if (!check_op_list(o.ops) || (o.impls && !check_impl_list(o.impls)))
         return 2;
     const int64_t kvh = o.kv_heads ? o.kv_heads : o.heads;

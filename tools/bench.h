@@ -35,6 +35,7 @@ typedef struct bench_result {
     double speedup;         /* naive ms / this ms                                           */
     double mem_ratio;       /* naive peak_mib / this peak_mib                               */
     double rss_ratio;       /* naive rss_mib / this rss_mib                                 */
+    double of_copy;         /* GPU perf mode: GB/s over the same run's copy of the same bytes (0: none) */
 } bench_result;
 
 /* `flashc bench [options]`: argv[0] is "bench". Returns the process exit status. */

@@ -6,6 +6,8 @@
  * time (CUDA events), rate, measured peak device memory (a counting device allocator in the
  * tool: every buffer of a case goes through it), modeled HBM traffic (traffic.h), error vs the
  * naive output. A case whose buffers do not fit prints "OOM: needs X GiB" as its row.
+ * Perf mode (calls > 1): the row ops and copies are set up and run once each first, then timed
+ * in interleaved rounds of `calls`-call batches beside a cudaMemcpy of each op's bytes (of_copy).
  *
  * Runs in-process (no fork: a CUDA context does not survive one). Built only with the CUDA
  * backend; otherwise bench_cuda_run explains and returns 2.
@@ -25,10 +27,14 @@ typedef struct bench_cuda_opts {
     int64_t heads, batch;     /* attention (H == Hkv)                                       */
     int64_t tokens, hidden, inter;
     int64_t reps, warmup;
+    int64_t calls;            /* row ops and copies: calls a timed batch; > 1: perf mode      */
     int causal;
     flashc_dtype dt;          /* bf16 or f16 for attention; any for the row ops             */
     uint64_t seed;
 } bench_cuda_opts;
+
+/* Perf mode's most rounds (--reps). */
+#define BENCH_CUDA_MAX_ROUNDS 101
 
 /* The GPU bench's op names, for --help and option checks. */
 extern const char bench_cuda_op_names[];

@@ -34,6 +34,8 @@ expect_usage_error bench --softcap -2
 expect_usage_error bench stray
 expect_usage_error bench --device tpu
 expect_usage_error bench --device cuda --op nosuchop
+expect_usage_error bench --calls 4
+expect_usage_error bench --device cuda --op rope --calls 2 --reps 500
 expect_usage_error check --op nosuchop
 expect_usage_error check --seed x
 expect_usage_error info extra

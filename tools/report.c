@@ -286,6 +286,8 @@ static void write_json(FILE *f, const report_meta *m, const bench_result *r, int
         json_num(f, "speedup", x->speedup > 0 ? x->speedup : -1, 1);
         json_num(f, "mem_ratio", x->mem_ratio > 0 ? x->mem_ratio : -1, 1);
         json_num(f, "rss_ratio", x->rss_ratio > 0 ? x->rss_ratio : -1, 1);
+        if (x->of_copy > 0)
+            json_num(f, "of_copy", x->of_copy, 0);
         fprintf(f, ", \"inputs_changed\": %s}", x->inputs_changed ? "true" : "false");
     }
     fprintf(f, "\n  ]\n}\n");

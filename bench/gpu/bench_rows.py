@@ -17,7 +17,6 @@ warm-up batch. Every flashc output is checked against the torch result before ti
 
 import argparse
 import json
-import statistics
 import sys
 
 import torch
@@ -25,20 +24,7 @@ import torch.nn.functional as F
 
 import flashc
 
-
-def timed(fn, calls, reps):
-    fn()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(reps + 1):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(calls):
-            fn()
-        b.record()
-        b.synchronize()
-        out.append(a.elapsed_time(b) / calls)
-    return statistics.median(out[1:])  # the first batch is a warm-up
+from rows_bench_common import timed  # batches of calls between CUDA events (shared)
 
 
 def rope_torch(x, cos, sin):

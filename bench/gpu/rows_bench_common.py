@@ -1,9 +1,10 @@
-"""What the RMSNorm GPU benches share (bench/gpu/bench_rows4.py; bench_rows2.py and bench_rows3.py
-were folded into it): CUDA-event timing, the variant switch, the copy ceilings in the same run,
-the torch.profiler breakdown and the result table.
+"""What the row-op GPU benches share (bench/gpu/bench_rows4.py, bench_rows.py, bench_rows_targets.py;
+bench_rows2.py and bench_rows3.py were folded into bench_rows4.py): CUDA-event timing, the variant
+switch, the copy ceilings in the same run, the torch.profiler breakdown and the result table.
 
 Timing: CUDA events around batches of `calls` back-to-back calls, the median of `reps` batches
-after a warm-up batch; a call's time is the batch's over `calls`. Bytes are the fewest each op
+after a warm-up batch; a call's time is the batch's over `calls` (timed: one function's batches
+in a row; Rounds: every row's batch once a round, in turn). Bytes are the fewest each op
 must move (bf16: x read + y written for the forward, and so on); TB/s = bytes / time.
 """
 
@@ -28,6 +29,53 @@ def timed(fn, calls, reps):
         b.synchronize()
         out.append(a.elapsed_time(b) / calls)
     return statistics.median(out[1:])  # the first batch is a warm-up
+
+
+def sync(cuda):
+    if cuda:
+        sync(cuda)
+
+
+class Rounds:
+    """Rows timed in interleaved rounds: add() runs nothing (check a row before adding it); run()
+    times a warm-up round and `reps` rounds, every row's batch of `calls` once a round, in turn,
+    and returns {key: ms (median), min_ms, tbps, bytes, note}. env_name: the variable a row's
+    env sets (None: unset) before its batches, so that variants of one library call interleave.
+    cuda False: a dry run on the host (wall-clock time)."""
+
+    def __init__(self, calls, reps, cuda=True, env_name=None):
+        self.calls, self.reps, self.rows, self.cuda, self.env_name = calls, reps, [], cuda, env_name
+
+    def add(self, key, fn, nbytes, env=None, note=""):
+        self.rows.append({"key": key, "fn": fn, "bytes": nbytes, "env": env, "note": note, "ms": []})
+
+    def run(self):
+        for rnd in range(self.reps + 1):
+            for r in self.rows:
+                if self.env_name:
+                    setvar(self.env_name, r["env"])
+                r["fn"]()
+                sync(self.cuda)
+                if self.cuda:
+                    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    a.record()
+                t = time.perf_counter()
+                for _ in range(self.calls):
+                    r["fn"]()
+                if self.cuda:
+                    b.record()
+                    b.synchronize()
+                ms = a.elapsed_time(b) if self.cuda else (time.perf_counter() - t) * 1e3
+                if rnd > 0:  # round 0 is a warm-up
+                    r["ms"].append(ms / self.calls)
+        if self.env_name:
+            setvar(self.env_name, None)
+        out = {}
+        for r in self.rows:
+            ms = statistics.median(r["ms"])
+            out[r["key"]] = {"ms": ms, "tbps": r["bytes"] / (ms * 1e-3) / 1e12, "bytes": r["bytes"],
+                             "min_ms": min(r["ms"]), "note": r["note"]}
+        return out
 
 
 def setvar(name, v):

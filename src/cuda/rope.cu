@@ -1,9 +1,11 @@
 /*
  * rope.cu — rotary position embedding on the GPU, in place on q and k (flashc.h's contract).
  *
- * Tables with 16-byte chunks (the common case) take rope_table_vec: a flat grid of work items
- * with no shared memory, reading the angles from the tables per item (L1 hits after a token's
- * first head). Computed angles, element-wise rows, and FLASHC_CUDA_ROWS=v1 take rope_kernel:
+ * Tables with 16-byte chunks (the common case) take rope_table_vec: a flat grid of threads
+ * with no shared memory, each on U heads of one chunk column of a token, reading that column's
+ * angles from the tables once (L1 hits after the token's first thread); FLASHC_CUDA_ROPE picks
+ * U, the cache hints and PDL (rope_env). Computed angles, element-wise rows, and
+ * FLASHC_CUDA_ROWS=v1 take rope_kernel:
  * one block per token (b, s): its rd/2 angles are computed once into shared memory (from the
  * tables, or from pos and theta in float64 then rounded to float32, as the CPU does), then
  * the block's threads sweep every head of q and k. Vector path: each thread rotates one
@@ -15,7 +17,12 @@
  */
 #include "rows_common.cuh"
 
+#include "ptx.cuh"
+
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 struct rope_args {
     void *q, *k;
@@ -100,37 +107,68 @@ template <typename T, bool VEC> __global__ void rope_kernel(rope_args a)
     }
 }
 
-/* Tables, 16-byte chunks (v2): one thread per work item, the items of all tokens in one flat
- * grid (chunk fastest, then head, then token: neighbouring threads touch neighbouring 16-byte
- * pieces), no shared memory and no barrier. Each thread reads its item's NA angles' cos and
- * sin straight from the tables (float4 loads when the tables allow, else scalars): the heads
- * of a token share them, so after the first head they come from L1. */
-template <typename T, bool GPTJ>
-__global__ void __launch_bounds__(256) rope_table_vec(rope_args a, int64_t items, int tvec)
+/* Tables, 16-byte chunks (v2): a flat grid of threads, no shared memory and no barrier. The
+ * items of a token (chunk c of head hd: c fastest, then the head; q's heads, then k's) are
+ * dealt to TPT = hs * PH threads (PH items a head, hs = ceil(NH / U) head slots): thread t
+ * takes chunk column c = t % PH of heads t / PH + j hs (j < U), so that neighbouring threads
+ * touch neighbouring 16-byte pieces at every load. A thread issues its U items' loads first
+ * (2U chunks for NeoX), then reads its NA angles' cos and sin once for its U heads (float4
+ * loads when the tables allow, else scalars; the other threads of the token read the same
+ * ones from L1), then rotates and stores. U = 1 is the kernel as first measured (one item a
+ * thread). Knobs (rope_cfg, FLASHC_CUDA_ROPE): U; lm / sm the access hints (lm 0 ld.global.cs,
+ * 1 a plain ld.global, 2 ld.global.nc: every element is read once, before the same thread
+ * writes it; sm 0 st.global.cs, 1 a plain st.global); pdl: a programmatic dependent launch. */
+struct rope_vec_cfg {
+    int hs;     /* head slots: threads of a token = hs * PH */
+    int tvec;   /* vector table loads */
+    int lm, sm; /* load and store hints */
+    int pdl;
+};
+
+template <int NC> __device__ __forceinline__ void rope_ld(uint4 (&u)[NC], const void *p0, const void *p1, int lm)
+{
+    const void *ps[2] = {p0, p1};
+#pragma unroll
+    for (int i = 0; i < NC; i++)
+        u[i] = lm == 2 ? ld_reuse(ps[i]) : lm == 1 ? ld_plain(ps[i]) : ld_stream(ps[i]);
+}
+
+template <typename T, bool GPTJ, int U>
+__global__ void __launch_bounds__(256) rope_table_vec(rope_args a, int64_t threads, rope_vec_cfg k)
 {
     constexpr int V = chunk<T>::n;
     constexpr int NA = GPTJ ? V / 2 : V; /* angles an item needs */
+    constexpr int NC = GPTJ ? 1 : 2;     /* chunks an item */
+    if (k.pdl) {
+        ptx_griddep_launch_dependents();
+        ptx_griddep_wait();
+    }
     const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= items)
+    if (idx >= threads)
         return;
-    const int h = a.rd / 2;
-    const int per_head = GPTJ ? a.rd / V : h / V;
-    const int per_tok = (a.Hq + a.Hk) * per_head;
-    const int64_t tok = idx / per_tok;
-    const int rem = (int)(idx - tok * per_tok), head = rem / per_head, c = rem - head * per_head;
+    const int h = a.rd / 2, NH = a.Hq + a.Hk;
+    const int PH = GPTJ ? a.rd / V : h / V;
+    const int tpt = k.hs * PH;
+    const int64_t tok = idx / tpt;
+    const int t = (int)(idx - tok * tpt), c = t % PH, h0 = t / PH;
     const int64_t b = tok / a.S, s = tok - b * a.S;
     const int64_t pos = a.pos ? (int64_t)a.pos[b * a.spos[0] + s * a.spos[1]] : s + a.pos_offset;
-    T *row = head < a.Hq ? (T *)a.q + b * a.sq[0] + s * a.sq[1] + (int64_t)head * a.sq[2]
-                         : (T *)a.k + b * a.sk[0] + s * a.sk[1] + (int64_t)(head - a.Hq) * a.sk[2];
+    T *qrow = (T *)a.q + b * a.sq[0] + s * a.sq[1], *krow = (T *)a.k + b * a.sk[0] + s * a.sk[1];
     /* the data first: its loads are the long ones */
-    uint4 u0 = ld_stream(row + c * V), u1;
-    if (!GPTJ)
-        u1 = ld_stream(row + h + c * V);
+    T *row[U];
+    uint4 u[U][NC];
+#pragma unroll
+    for (int j = 0; j < U; j++) {
+        const int hd = h0 + j * k.hs;
+        row[j] = hd < a.Hq ? qrow + (int64_t)hd * a.sq[2] : krow + (int64_t)(hd - a.Hq) * a.sk[2];
+        if (hd < NH)
+            rope_ld<NC>(u[j], row[j] + c * V, row[j] + h + c * V, k.lm);
+    }
     float co[NA], si[NA];
     const int i0 = c * NA;
     if (pos >= 0 && pos < a.P) {
         const float *cp = a.cos + pos * a.scos[0], *sp = a.sin + pos * a.ssin[0];
-        if (tvec) {
+        if (k.tvec) {
 #pragma unroll
             for (int j = 0; j < NA; j += (NA >= 4 ? 4 : 2)) {
                 if (NA >= 4) {
@@ -154,27 +192,87 @@ __global__ void __launch_bounds__(256) rope_table_vec(rope_args a, int64_t items
         for (int j = 0; j < NA; j++)
             co[j] = si[j] = __int_as_float(0x7fc00000); /* NaN: see the file comment */
     }
-    float x0[V], x1[V];
-    unpack<T>(u0, x0);
-    if (GPTJ) {
 #pragma unroll
-        for (int j = 0; j < V / 2; j++) {
-            const float a0 = x0[2 * j], a1 = x0[2 * j + 1], sn = a.sign * si[j];
-            x0[2 * j] = a0 * co[j] - a1 * sn;
-            x0[2 * j + 1] = a1 * co[j] + a0 * sn;
-        }
-        st_stream(row + c * V, pack<T>(x0));
-    } else {
-        unpack<T>(u1, x1);
+    for (int j = 0; j < NA; j++)
+        si[j] *= a.sign;
 #pragma unroll
-        for (int j = 0; j < V; j++) {
-            const float a0 = x0[j], a1 = x1[j], sn = a.sign * si[j];
-            x0[j] = a0 * co[j] - a1 * sn;
-            x1[j] = a1 * co[j] + a0 * sn;
+    for (int j = 0; j < U; j++) {
+        if (h0 + j * k.hs >= NH)
+            break;
+        float x0[V], x1[V];
+        unpack<T>(u[j][0], x0);
+        if (GPTJ) {
+#pragma unroll
+            for (int e = 0; e < V / 2; e++) {
+                const float a0 = x0[2 * e], a1 = x0[2 * e + 1];
+                x0[2 * e] = a0 * co[e] - a1 * si[e];
+                x0[2 * e + 1] = a1 * co[e] + a0 * si[e];
+            }
+        } else {
+            unpack<T>(u[j][NC - 1], x1);
+#pragma unroll
+            for (int e = 0; e < V; e++) {
+                const float a0 = x0[e], a1 = x1[e];
+                x0[e] = a0 * co[e] - a1 * si[e];
+                x1[e] = a1 * co[e] + a0 * si[e];
+            }
         }
-        st_stream(row + c * V, pack<T>(x0));
-        st_stream(row + h + c * V, pack<T>(x1));
+        T *p0 = row[j] + c * V, *p1 = row[j] + h + c * V;
+        if (k.sm) {
+            st_plain(p0, pack<T>(x0));
+            if (!GPTJ)
+                st_plain(p1, pack<T>(x1));
+        } else {
+            st_stream(p0, pack<T>(x0));
+            if (!GPTJ)
+                st_stream(p1, pack<T>(x1));
+        }
     }
+}
+
+/* The table kernel's knobs, read from the environment at every call (as rows.cu's):
+ *   FLASHC_CUDA_ROPE=v2[:U,H,L]   U heads a thread (1, 2, 4); H the hints: 0 ld.cs / st.cs,
+ *                                 1 plain ld / plain st, 2 ld.nc / plain st; L = 1 PDL (sm_90)
+ * Unset or anything else: rope_default (U = 1, H = 0, L = 0: the kernel as first measured). */
+struct rope_cfg {
+    int u, h, l;
+};
+static const rope_cfg rope_default = {1, 0, 0};
+
+static rope_cfg rope_env(void)
+{
+    rope_cfg c = rope_default;
+    const char *e = getenv("FLASHC_CUDA_ROPE");
+    int u = c.u, hm = c.h, l = c.l;
+    if (e && strncmp(e, "v2:", 3) == 0 && sscanf(e + 3, "%d,%d,%d", &u, &hm, &l) >= 1) {
+        if (u == 1 || u == 2 || u == 4)
+            c.u = u;
+        if (hm >= 0 && hm <= 2)
+            c.h = hm;
+        c.l = l == 1;
+    }
+    return c;
+}
+
+template <typename T, bool GPTJ>
+static cudaError_t rope_vec_launch(const rope_args &a, const rope_cfg &c, int64_t tokens, int tvec, cudaStream_t st)
+{
+    const int64_t V = chunk<T>::n, NH = a.Hq + a.Hk;
+    const int64_t PH = GPTJ ? a.rd / V : a.rd / 2 / V;
+    rope_vec_cfg k;
+    k.hs = (int)((NH + c.u - 1) / c.u);
+    k.tvec = tvec;
+    k.lm = c.h == 0 ? 0 : c.h == 1 ? 1 : 2, k.sm = c.h != 0;
+    int major = 0, dev = 0;
+    k.pdl = c.l && cudaGetDevice(&dev) == cudaSuccess &&
+            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+    int64_t threads = tokens * k.hs * PH;
+    rope_args aa = a;
+    void *args[] = {&aa, &threads, &k};
+    const void *kern = c.u == 4   ? (const void *)rope_table_vec<T, GPTJ, 4>
+                       : c.u == 2 ? (const void *)rope_table_vec<T, GPTJ, 2>
+                                  : (const void *)rope_table_vec<T, GPTJ, 1>;
+    return launch_maybe_pdl(kern, dim3((unsigned)((threads + 255) / 256)), dim3(256), args, 0, st, k.pdl != 0);
 }
 
 template <typename T> static flashc_status rope_t(const rope_problem *p)
@@ -212,11 +310,10 @@ template <typename T> static flashc_status rope_t(const rope_problem *p)
         const int tvec = (uintptr_t)p->cos % 16 == 0 && (uintptr_t)p->sin % 16 == 0 &&
                          p->scos[1] == 1 && p->ssin[1] == 1 && p->scos[0] % 4 == 0 &&
                          p->ssin[0] % 4 == 0;
-        const unsigned grid = (unsigned)((items + 255) / 256);
-        if (p->style == FLASHC_ROPE_GPTJ)
-            rope_table_vec<T, true><<<grid, 256, 0, stream>>>(a, items, tvec);
-        else
-            rope_table_vec<T, false><<<grid, 256, 0, stream>>>(a, items, tvec);
+        const rope_cfg c = rope_env();
+        const cudaError_t err = p->style == FLASHC_ROPE_GPTJ ? rope_vec_launch<T, true>(a, c, tokens, tvec, stream)
+                                                             : rope_vec_launch<T, false>(a, c, tokens, tvec, stream);
+        (void)err; /* launch_status reads it (cudaGetLastError) */
         return launch_status(p->inverse ? "flashc_rope_bwd" : "flashc_rope", "rope_table_vec");
     }
     if (vec)

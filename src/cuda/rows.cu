@@ -1186,28 +1186,12 @@ __global__ void __launch_bounds__(1024) rms_dw_sum(const float *part, int64_t G,
     }
 }
 
-/* Launches kernel k on stream 0, as a programmatic dependent of the stream's previous kernel
- * when pdl (sm_90; k must wait in griddepcontrol.wait before its first read of what that
- * kernel wrote). */
-static cudaError_t launch_maybe_pdl(const void *k, dim3 grid, dim3 block, void **args, size_t smem, bool pdl)
-{
-    if (!pdl)
-        return cudaLaunchKernel(k, grid, block, args, smem, 0);
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = 0;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at, cfg.numAttrs = 1;
-    return cudaLaunchKernelExC(&cfg, k, args);
-}
-
 template <typename T> static void dw_sum_launch(const float *part, int64_t G, const rows_bwd_problem *p, bool pdl)
 {
     int64_t D = p->D, sdw = p->sdw;
     T *dw = (T *)p->dw;
     void *args[] = {(void *)&part, &G, &D, &dw, &sdw};
-    (void)launch_maybe_pdl((const void *)rms_dw_sum<T>, dim3((unsigned)((D + 31) / 32)), dim3(32, 32), args, 0, pdl);
+    (void)launch_maybe_pdl((const void *)rms_dw_sum<T>, dim3((unsigned)((D + 31) / 32)), dim3(32, 32), args, 0, 0, pdl);
 }
 
 /* rms_dw_sum's sums in rms_dw_sum's order (thread row y adds g = y, y + 32, ... in order from
@@ -1257,7 +1241,7 @@ template <typename T> static void dw_sum4_launch(const float *part, int64_t G, c
     int64_t D = p->D, sdw = p->sdw;
     T *dw = (T *)p->dw;
     void *args[] = {(void *)&part, &G, &D, &dw, &sdw};
-    (void)launch_maybe_pdl((const void *)rms_dw_sum4<T>, dim3((unsigned)((D / 4 + 7) / 8)), dim3(8, 32), args, 0, pdl);
+    (void)launch_maybe_pdl((const void *)rms_dw_sum4<T>, dim3((unsigned)((D / 4 + 7) / 8)), dim3(8, 32), args, 0, 0, pdl);
 }
 
 extern "C" flashc_status cuda_rms_dw_sum(const float *part, int64_t G, const rows_bwd_problem *p, bool pdl)
@@ -1465,7 +1449,7 @@ template <typename T> static flashc_status rms_bwd_t(const rows_bwd_problem *p)
             cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9)
             a.pdl = 1;
         void *args[] = {&a, &S};
-        err = launch_maybe_pdl(kern, dim3((unsigned)G), dim3((unsigned)threads), args, ring ? smem : 0, a.pdl != 0);
+        err = launch_maybe_pdl(kern, dim3((unsigned)G), dim3((unsigned)threads), args, ring ? smem : 0, 0, a.pdl != 0);
         (void)err; /* reported by launch_status */
         st = launch_status(fn, ring ? "rms_bwd_ring" : "rms_bwd_reg");
         if (st == FLASHC_OK) {

@@ -59,17 +59,6 @@ __device__ __forceinline__ void load_chunk_stream(const T *p, float (&v)[chunk<T
         v[i] = elem<T>::load(e[i]);
 }
 
-template <typename T>
-__device__ __forceinline__ void store_chunk(T *p, const float (&v)[chunk<T>::n])
-{
-    uint4 u;
-    T *e = reinterpret_cast<T *>(&u);
-#pragma unroll
-    for (int i = 0; i < chunk<T>::n; i++)
-        e[i] = elem<T>::store(v[i]);
-    *reinterpret_cast<uint4 *>(p) = u;
-}
-
 /* Raw 16-byte chunks: the register-resident kernels keep rows packed (4 registers a chunk,
  * half of what float32 would take for 16-bit types) and widen on use. */
 template <typename T> __device__ __forceinline__ void unpack(const uint4 &u, float (&v)[chunk<T>::n])
@@ -96,11 +85,46 @@ __device__ __forceinline__ uint4 ld_stream(const void *p) { return __ldcs(reinte
 __device__ __forceinline__ uint4 ld_reuse(const void *p) { return __ldg(reinterpret_cast<const uint4 *>(p)); }
 __device__ __forceinline__ void st_stream(void *p, const uint4 &u) { __stcs(reinterpret_cast<uint4 *>(p), u); }
 /* A plain 16-byte store (no cache hint), in asm: a C++ store of a uint4 packed from bf16 pairs
- * was split by the compiler into 4-byte st.global.v2.u16 (rms_bwd_reg's dx, rms_fwd_v4's y). */
+ * was split by the compiler into 4-byte st.global.v2.u16 (rms_bwd_reg's dx, rms_fwd_v4's y,
+ * store_chunk's callers). */
 __device__ __forceinline__ void st_plain(void *p, const uint4 &u)
 {
     asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(u.x), "r"(u.y), "r"(u.z), "r"(u.w)
                  : "memory");
+}
+/* A plain 16-byte load (ld.global, no hint, not the read-only path): for data the kernel
+ * writes back in place (RoPE), where ld.global.nc's contract (read-only for the kernel's
+ * lifetime) does not hold to the letter. */
+__device__ __forceinline__ uint4 ld_plain(const void *p)
+{
+    uint4 u;
+    asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w)
+                 : "l"(p));
+    return u;
+}
+
+/* A chunk rounded to T and stored as one 16-byte st.global (st_plain). */
+template <typename T>
+__device__ __forceinline__ void store_chunk(T *p, const float (&v)[chunk<T>::n])
+{
+    st_plain(p, pack<T>(v));
+}
+
+/* A launch on stream s, as a programmatic dependent of the stream's previous kernel when pdl
+ * (sm_90; k must wait in griddepcontrol.wait before its first read of what that kernel wrote). */
+static inline cudaError_t launch_maybe_pdl(const void *k, dim3 grid, dim3 block, void **args, size_t smem,
+                                           cudaStream_t s, bool pdl)
+{
+    if (!pdl)
+        return cudaLaunchKernel(k, grid, block, args, smem, s);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at, cfg.numAttrs = 1;
+    return cudaLaunchKernelExC(&cfg, k, args);
 }
 
 /* Makes u opaque to the compiler, so that what was widened from it before cannot be reused

@@ -935,21 +935,6 @@ template <typename T, bool RES, bool PF> static const void *fwd4_pick(int nvt, i
     }
 }
 
-/* A launch on stream 0, as a programmatic dependent of the stream's previous kernel when pdl
- * (sm_90; the kernel then waits for that one in griddepcontrol.wait). */
-static cudaError_t launch_pdl(const void *k, dim3 grid, dim3 block, void **args, size_t smem, bool pdl)
-{
-    if (!pdl)
-        return cudaLaunchKernel(k, grid, block, args, smem, 0);
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = 0;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at, cfg.numAttrs = 1;
-    return cudaLaunchKernelExC(&cfg, k, args);
-}
-
 template <typename T> static bool fwd_v4_t(const rows_problem *p, const v4_cfg &c, flashc_status *st)
 {
     static const char fn[] = "flashc_rmsnorm";
@@ -1016,7 +1001,7 @@ template <typename T> static bool fwd_v4_t(const rows_problem *p, const v4_cfg &
     a.sx = p->sx[0], a.sr = res ? p->sr[0] : 0, a.sy = p->sy[0];
     a.T = p->T, a.D = p->D, a.eps = p->eps, a.lm = H % 4, a.sm = H / 4, a.pdl = L;
     void *args[] = {&a, &wpr};
-    (void)launch_pdl(k, dim3((unsigned)grid), dim3((unsigned)threads), args, smem, L != 0 && d.major >= 9);
+    (void)launch_maybe_pdl(k, dim3((unsigned)grid), dim3((unsigned)threads), args, smem, 0, L != 0 && d.major >= 9);
     *st = launch_status(fn, "rms_fwd_v4");
     return true;
 }
@@ -1297,7 +1282,7 @@ template <typename T> static bool bwd_t(const rows_bwd_problem *p, flashc_status
     const bool pdl = L != 0 && d.major >= 9;
     a.pdl = pdl;
     void *args[] = {&a, &S};
-    (void)launch_pdl(k, dim3((unsigned)G), dim3((unsigned)tpr), args, smem, pdl);
+    (void)launch_maybe_pdl(k, dim3((unsigned)G), dim3((unsigned)tpr), args, smem, 0, pdl);
     *st = launch_status(fn, v4 ? "rms_bwd_v4" : "rms_bwd_tma");
     if (*st == FLASHC_OK)
         *st = cuda_rms_dw_sum(part, G, p, pdl);

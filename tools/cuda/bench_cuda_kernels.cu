@@ -222,6 +222,48 @@ extern "C" int bcu_time(int (*fn)(void *), void *ctx, int warmup, int reps, doub
     return rc;
 }
 
+extern "C" int bcu_time_batch(int (*fn)(void *), void *ctx, int calls, double *ms_per_call)
+{
+    if (bcu_sync() != 0)
+        return -1;
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0), cudaEventCreate(&e1);
+    int rc = 0;
+    cudaEventRecord(e0);
+    for (int i = 0; i < calls && rc == 0; i++)
+        rc = fn(ctx);
+    cudaEventRecord(e1);
+    const cudaError_t e = cudaEventSynchronize(e1);
+    if (rc == 0 && e != cudaSuccess)
+        rc = fail("timed batch", e);
+    if (rc == 0) {
+        float ms = 0.0f;
+        cudaEventElapsedTime(&ms, e0, e1);
+        *ms_per_call = (double)ms / calls;
+    }
+    cudaEventDestroy(e0), cudaEventDestroy(e1);
+    return rc;
+}
+
+/* ---- RoPE tables ---------------------------------------------------------------------------- */
+
+__global__ void rope_tables_k(float *c, float *s, int64_t P, int64_t half, double theta)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < P * half;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t p = i / half, j = i % half;
+        double sn, cs;
+        sincos((double)p * pow(theta, -2.0 * (double)j / (double)(2 * half)), &sn, &cs);
+        c[i] = (float)cs, s[i] = (float)sn;
+    }
+}
+
+extern "C" int bcu_rope_tables(float *cos_t, float *sin_t, int64_t P, int64_t half, double theta)
+{
+    rope_tables_k<<<blocks((size_t)(P * half), 256), 256>>>(cos_t, sin_t, P, half, theta);
+    return check_launch("rope_tables");
+}
+
 /* ---- naive attention ---------------------------------------------------------------------- */
 
 /* V elements of a row: one 16-byte access (V = 16 / sizeof(T)) or one element (V = 1). */

@@ -40,6 +40,13 @@ int bcu_sync(void);
 int bcu_time(int (*fn)(void *ctx), void *ctx, int warmup, int reps, double *median_ms,
              double *min_ms);
 
+/* Times one batch of `calls` back-to-back fn(ctx) calls between two events (after a device
+ * synchronisation, so the queue starts empty): the batch's time over calls, ms. */
+int bcu_time_batch(int (*fn)(void *ctx), void *ctx, int calls, double *ms_per_call);
+
+/* RoPE tables (P, half) float32: angle p theta^(-2 j / (2 half)), computed in float64. */
+int bcu_rope_tables(float *cos_t, float *sin_t, int64_t P, int64_t half, double theta);
+
 /* Framework-style attention, bf16 / f16 (B, S, H, D), H == Hkv: per batch entry
  *   S = scale * q k^T   (H, Sq, Sk) in dtype, cuBLAS strided-batched GEMM (fp32 compute)
  *   P = softmax(S)      (H, Sq, Sk) in dtype, one kernel (causal mask applied there)
