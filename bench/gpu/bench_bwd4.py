@@ -15,6 +15,8 @@ halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KE
   v3q / v3q_det         sm90v3q: sm90v3t with dV, dK issued after dQ (d 128 only)
   v3w / v3w_det         sm90v3w: sm90v3q with the dQ adds on writer warps (d 128; d 64 too
                         since helper bwd6, opt-in there: dQ by keys)
+  v3ws / v3ws_det       sm90v3ws: sm90v3w at d 64 whose writer sums the two warpgroups' dQ
+                        partials before one reduce-add (d 64 only)
 The table (printed last) gives each TFLOP/s and the ratios the issue's target names.
 
 usage: bench_bwd4.py --lib build/libflashc.so [--out x.json] [--dims 128,64] [--seqlens 2048,16384]
@@ -37,6 +39,7 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            "flashc_v3t": (0, 0, False, "sm90v3t"), "flashc_v3t_det": (0, 0, True, "sm90v3t"),
            "flashc_v3q": (0, 0, False, "sm90v3q"), "flashc_v3q_det": (0, 0, True, "sm90v3q"),
            "flashc_v3w": (0, 0, False, "sm90v3w"), "flashc_v3w_det": (0, 0, True, "sm90v3w"),
+           "flashc_v3ws": (0, 0, False, "sm90v3ws"), "flashc_v3ws_det": (0, 0, True, "sm90v3ws"),
            "flashc_sm90": (0, 0, False, "sm90"), "flashc_sm90_det": (0, 0, True, "sm90")}
 
 
@@ -107,6 +110,11 @@ def table(rows, configs):
               ("v3w/default", "flashc_v3w", "flashc"),
               ("v3wdet/v3w", "flashc_v3w_det", "flashc_v3w"),
               ("v3wdet/det", "flashc_v3w_det", "flashc_det"),
+              ("v3ws/cuDNN", "flashc_v3ws", "cudnn"), ("v3ws/flash", "flashc_v3ws", "flash"),
+              ("v3ws/default", "flashc_v3ws", "flashc"),
+              ("v3wsdet/v3ws", "flashc_v3ws_det", "flashc_v3ws"),
+              ("v3wsdet/det", "flashc_v3ws_det", "flashc_det"),
+              ("v3ws/v3w", "flashc_v3ws", "flashc_v3w"),
               ("v3w/sm90", "flashc_v3w", "flashc_sm90"), ("v3q/sm90", "flashc_v3q", "flashc_sm90"),
               ("v3w/v3q", "flashc_v3w", "flashc_v3q"),
               ("default/sm90", "flashc", "flashc_sm90"), ("det/sm90det", "flashc_det", "flashc_sm90_det"),
