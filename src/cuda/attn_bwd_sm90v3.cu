@@ -133,9 +133,10 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
     using L = bwd90v3_smem<D, WRT>;
     static_assert(!WRT || (TDQ && DQF), "sm90v3w: sm90v3q with the dQ adds on writer warps");
     static_assert(!SUM || (WRT && D == 64), "sm90v3ws: sm90v3w at d 64, one writer summing");
-    /* sm90v3w's named barriers (1: the consumers' per-Q-block meeting; 2, 3: sm90v3t's
-     * warpgroup barriers): staging buffer sb of warpgroup w full (consumers arrive, its
-     * writer waits) and empty (the other way), 128 + 32 threads each */
+    /* sm90v3w's named barriers (1: the consumers' per-Q-block meeting at d 128; 2, 3: sm90v3t's
+     * warpgroup barriers, and d 64's; 12: sm90v3ws's writer warp): staging buffer sb of
+     * warpgroup w full (consumers arrive, its writer waits) and empty (the other way), 128 +
+     * 32 threads each */
     auto dq_full_id = [](int w, int sb) { return 4 + 2 * w + sb; };
     auto dq_empty_id = [](int w, int sb) { return 8 + 2 * w + sb; };
     constexpr int BM = V3_BM, BN = V3_BN;
@@ -217,7 +218,10 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                             t0[c] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
                         }
                         ptx_fence_proxy_async_shared();
-                        __syncwarp();
+                        /* every lane's sums before lane 0's reduce-adds read them: a named
+                         * barrier of this warp (id 12) rather than __syncwarp, which
+                         * racecheck does not follow (bwd5's hazards of 2026-12-03) */
+                        ptx_named_bar_sync(12, 32);
                     }
                     if (lane == 0) {
                         const uint32_t st = base + L::DQ + sb * L::DQ_BUF + wgc * 2 * BM * 128;
