@@ -48,7 +48,8 @@ def main():
     def f(x, p=2):
         return "-" if x != x else (f"{x:.{p}f}" if p else f"{x:.0f}")
 
-    shapes = sorted({(r["d"], r["causal"], r["S"]) for r in rows}, key=lambda k: (k[0] != 64, k[0], k[1], k[2]))
+    shapes = sorted({(r["d"], r["causal"], r["S"]) for r in rows},
+                    key=lambda k: (k[0] != 64, k[0], k[1], k[2]))
     print("\n== s8_bwd6 decision table: bf16 backward TFLOP/s (medians, same process); def = the "
           "dispatcher's choice (d 64 sm90v2s, d 128 sm90v3w)")
     print("| d | causal | S | def | def det | v3w | v3w det | v3ws | v3ws det | FA2 | cuDNN | "

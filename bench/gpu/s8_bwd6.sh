@@ -75,7 +75,8 @@ FLASHC_LIBRARY="$LIB" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHON
 brc=$?
 [ $brc -eq 124 ] && echo "s8_bwd6: bench TIMED OUT after $left s (partial log below)"
 [ $brc -ne 0 ] && rc_all=1
-echo "== tests (FLASHC_CUDA_BWD_KERNEL=sm90v3w (v3w-*) or sm90v3ws (v3ws-*); rc-*: racecheck, sc-*: synccheck, short cases)"
+echo "== tests (FLASHC_CUDA_BWD_KERNEL=sm90v3w (v3w-*) or sm90v3ws (v3ws-*);" \
+  "rc-*: racecheck, sc-*: synccheck, short cases)"
 echo "$summary"
 grep -E 'WRONG|^device' "$OUT/bench.log"
 if grep -q '^bwd alone' "$OUT/bench.log"; then

@@ -447,10 +447,12 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
             ptx_wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < BM / 16; kk++)
-                bwd90v3_rs_tb<T>(dv, pa[kk], ptx_wgmma_desc(do_buf + kk * 16 * 128, BM * 128, 1024));
+                bwd90v3_rs_tb<T>(dv, pa[kk],
+                                 ptx_wgmma_desc(do_buf + kk * 16 * 128, BM * 128, 1024));
 #pragma unroll
             for (int kk = 0; kk < BM / 16; kk++)
-                bwd90v3_rs_tb<T>(dk, da[kk], ptx_wgmma_desc(q_buf + kk * 16 * 128, BM * 128, 1024));
+                bwd90v3_rs_tb<T>(dk, da[kk],
+                                 ptx_wgmma_desc(q_buf + kk * 16 * 128, BM * 128, 1024));
             ptx_wgmma_commit();
         }
 
@@ -496,10 +498,12 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
             ptx_fence_operands(dk);
 #pragma unroll
             for (int kk = 0; kk < BM / 16; kk++)
-                bwd90v3_rs_tb<T>(dv, pa[kk], ptx_wgmma_desc(do_buf + kk * 16 * 128, BM * 128, 1024));
+                bwd90v3_rs_tb<T>(dv, pa[kk],
+                                 ptx_wgmma_desc(do_buf + kk * 16 * 128, BM * 128, 1024));
 #pragma unroll
             for (int kk = 0; kk < BM / 16; kk++)
-                bwd90v3_rs_tb<T>(dk, da[kk], ptx_wgmma_desc(q_buf + kk * 16 * 128, BM * 128, 1024));
+                bwd90v3_rs_tb<T>(dk, da[kk],
+                                 ptx_wgmma_desc(q_buf + kk * 16 * 128, BM * 128, 1024));
             ptx_wgmma_commit();
             ptx_wgmma_wait<1>(); /* dQ */
             ptx_fence_operands(acc);
@@ -728,12 +732,13 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
         !bwd90v3_map(&mk, dt, a->k, a->B, a->Sk, a->Hkv, D, a->sk, V3_BN) ||
         !bwd90v3_map(&mv, dt, a->v, a->B, a->Sk, a->Hkv, D, a->sv, V3_BN)) {
         /* a stride the copy engine does not take (a broadcast head, say) or no encoder: the
-         * sm90 kernel (d 128) or sm90v2's default at d 64 (cp.async both) serves every dense
-         * problem this one does */
+         * sm90 kernel (d 128) or sm90v2s (d 64), cp.async both, serves every dense problem this
+         * one does (named by family, whichever is the default) */
         const attn_bwd_variant *tab = D == 128 ? attn_bwd_sm90_variants : attn_bwd_sm90v2_variants;
         const int n = D == 128 ? attn_bwd_sm90_variant_count : attn_bwd_sm90v2_variant_count;
         for (int i = 0; i < n; i++)
-            if (tab[i].dtype == dt && tab[i].head_dim == D && !tab[i].opt_in)
+            if (tab[i].dtype == dt && tab[i].head_dim == D &&
+                strcmp(tab[i].family, D == 128 ? "sm90" : "sm90v2s") == 0)
                 return tab[i].launch(a, stream);
         return cudaErrorInvalidValue;
     }
