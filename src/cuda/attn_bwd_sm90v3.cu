@@ -2,6 +2,7 @@
  * attn_bwd_sm90v3.cu — the Hopper backward at d = 128 in the FlashAttention-3 shape: families
  * sm90v3, sm90v3t, sm90v3q, sm90v3w (sm90v3w the default at d 128 on compute capability 9.0, the
  * others opt-in through FLASHC_CUDA_BWD_KERNEL; racecheck's hazards of 2026-12-02: see the table).
+ * sm90v3w and sm90v3ws also serve d = 64 (opt-in, helper bwd6): dQ by keys, below.
  *
  * Why: the 21:36 profile of sm90 at d 128 4k (/work/wt/PROFILE.md): 255 registers, 256 threads,
  * the tensor pipe 34% busy; cuDNN: 132 x 384 threads, warp-specialised, 66%. In sm90 (and
@@ -46,10 +47,16 @@ namespace {
 constexpr int V3_BM = 64, V3_BN = 128, V3_THREADS = 384;
 /* dQ staging rows: 64 floats + 16 bytes (the bank spread of sm90v2's V2_DQ_ROW) */
 constexpr int V3_DQ_ROW = 272;
-/* setmaxnreg's split: (168 - 24) x 128 producer threads = (240 - 168) x 256 consumer threads */
-constexpr int V3_PRODUCER_REGS = 24, V3_CONSUMER_REGS = 240;
-static_assert((168 - V3_PRODUCER_REGS) * 128 == (V3_CONSUMER_REGS - 168) * 256,
-              "setmaxnreg: the registers given cover the registers taken");
+/* setmaxnreg's split: (168 - P) x 128 producer threads = (C - 168) x 256 consumer threads.
+ * d 128: P 24, C 240 (its consumers' 4-15 spilled words are loop invariants, 2-3 reloads a Q
+ * block; P 40, C 232 spills more, ptxas 2026-12-03). d 64: P 56, C 224; at P 24 the producer
+ * warpgroup (writers) spilled 4 bytes, 40 in deterministic mode; at P 40 or 56 nothing does. */
+template <int D> struct bwd90v3_regs {
+    static constexpr int PRODUCER = D == 64 ? 56 : 24;
+    static constexpr int CONSUMER = 168 + (168 - PRODUCER) / 2;
+    static_assert((168 - PRODUCER) * 128 == (CONSUMER - 168) * 256 && CONSUMER % 8 == 0,
+                  "setmaxnreg: the registers given cover the registers taken");
+};
 
 /* Byte offsets from a 1024-byte aligned base; a tile of R rows x D columns is D / 64 panels of
  * R rows x 128 bytes (ptx_sm90.cuh's swizzle, which TMA writes). */
@@ -74,12 +81,27 @@ template <int D, bool WRT = false> struct bwd90v3_smem {
     static constexpr int LAUNCH = TOTAL + 1024;           /* room to align the base       */
 };
 static_assert(bwd90v3_smem<128>::LAUNCH <= 227 * 1024 &&
-                  bwd90v3_smem<128, true>::LAUNCH <= 227 * 1024,
+                  bwd90v3_smem<128, true>::LAUNCH <= 227 * 1024 &&
+                  bwd90v3_smem<64, true>::LAUNCH <= 227 * 1024,
               "one block per SM fits");
 
 } // namespace
 
 #if FLASHC_PTX_SM90A
+/* dV += P^T dO, dK += dS^T Q at d 64 (m64n64) and d 128 (m64n128), by the accumulator's shape */
+template <typename T>
+static __device__ __forceinline__ void bwd90v3_rs_tb(float (&d)[8][4], const uint32_t (&a)[4],
+                                                     uint64_t desc_b)
+{
+    ptx_wgmma_rs_m64n64k16_tb(T(), d, a, desc_b, 1);
+}
+template <typename T>
+static __device__ __forceinline__ void bwd90v3_rs_tb(float (&d)[16][4], const uint32_t (&a)[4],
+                                                     uint64_t desc_b)
+{
+    ptx_wgmma_rs_m64n128k16_tb(T(), d, a, desc_b, 1);
+}
+
 /* The deterministic turn counter of Q block m of head h, batch b (a.sem's index) */
 static __device__ __forceinline__ int bwd90v3_turn_counter(const attn_bwd_args &a, int b, int h,
                                                             int m)
@@ -99,7 +121,7 @@ static __device__ __forceinline__ int bwd90v3_turn_counter(const attn_bwd_args &
  * the tensor cores; sm90v3t issues them before the barrier, to fill its wait instead.
  * Tensor maps (D, S, H, B) of q, dout (boxes 64 x BM) and k, v (64 x BN). Grid: (K/V blocks of
  * BN keys, B Hkv); under DET with an upper key bound the K blocks run in reverse (bwd_turn). */
-template <typename T, int D, bool DET, bool MODS, bool TDQ, bool DQF, bool WRT>
+template <typename T, int D, bool DET, bool MODS, bool TDQ, bool DQF, bool WRT, bool SUM>
 __global__ void __launch_bounds__(V3_THREADS, 1)
     attn_bwd_sm90v3_kernel(const __grid_constant__ CUtensorMap tm_q,
                            const __grid_constant__ CUtensorMap tm_do,
@@ -110,15 +132,25 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
 #if FLASHC_PTX_SM90A
     using L = bwd90v3_smem<D, WRT>;
     static_assert(!WRT || (TDQ && DQF), "sm90v3w: sm90v3q with the dQ adds on writer warps");
-    /* sm90v3w's named barriers (1: the consumers' per-Q-block meeting; 2, 3: sm90v3t's
-     * warpgroup barriers): staging buffer sb of warpgroup w full (consumers arrive, its
-     * writer waits) and empty (the other way), 128 + 32 threads each */
+    static_assert(!SUM || (WRT && D == 64), "sm90v3ws: sm90v3w at d 64, one writer summing");
+    /* sm90v3w's named barriers (1: the consumers' per-Q-block meeting at d 128; 2, 3: sm90v3t's
+     * warpgroup barriers, and d 64's; 12: sm90v3ws's writer warp): staging buffer sb of
+     * warpgroup w full (consumers arrive, its writer waits) and empty (the other way), 128 +
+     * 32 threads each */
     auto dq_full_id = [](int w, int sb) { return 4 + 2 * w + sb; };
     auto dq_empty_id = [](int w, int sb) { return 8 + 2 * w + sb; };
     constexpr int BM = V3_BM, BN = V3_BN;
     constexpr int NT = BM / 8; /* 8-query column tiles of S^T, dP^T */
     constexpr int DT = D / 8;  /* 8-wide column tiles of dK, dV     */
-    static_assert(D == 128, "dK, dV as m64n128 accumulators; dQ in two 64-column halves");
+    static_assert(D == 128 || (D == 64 && WRT),
+                  "dK, dV as m64nD accumulators; d 128: dQ in two 64-column halves, d 64: dQ "
+                  "by keys (sm90v3w only)");
+    /* d 128: warpgroup w's dQ tile is features [64 w, +64) over the 128 keys (both dS
+     * panels: the consumers' meeting); d 64: all 64 features over its own 64 keys (its own
+     * panel: a barrier of its 128 threads), and both warpgroups add into the same dQ rows,
+     * deterministic mode ordering them (warpgroup 1 waits for warpgroup 0's count), as
+     * sm90v2 at d 64 */
+    constexpr bool DQ_BY_KEYS = D == 64;
 
     extern __shared__ uint8_t smem_raw[];
     const uint32_t raw = ptx_smem_addr(smem_raw);
@@ -152,35 +184,61 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
 
     if (warp < 4) {
         /* ---- producer ---- */
-        ptx_setmaxnreg_dec<V3_PRODUCER_REGS>();
+        ptx_setmaxnreg_dec<bwd90v3_regs<D>::PRODUCER>();
         if constexpr (WRT) {
-            if (warp == 1 || warp == 2) {
+            if (warp == 1 || (warp == 2 && !SUM)) {
                 /* sm90v3w: warp 1 + w adds consumer warpgroup w's dQ tiles, so that neither
-                 * the copy engine's reads nor deterministic mode's turn wait the consumers */
+                 * the copy engine's reads nor deterministic mode's turn wait the consumers.
+                 * SUM (sm90v3ws, d 64): warp 1 alone serves both warpgroups; it adds their
+                 * two partial tiles (the same rows and features, by keys) in shared memory
+                 * and the sum leaves as one tile: half the reduce-adds into L2 */
                 const int wgc = warp - 1;
-                if (total > 0)
-                    ptx_named_bar_arrive(dq_empty_id(wgc, 0), 160);
-                if (total > 1)
-                    ptx_named_bar_arrive(dq_empty_id(wgc, 1), 160);
+                constexpr int NW = SUM ? 2 : 1; /* warpgroups served: wgc .. wgc + NW - 1 */
+                for (int w = wgc; w < wgc + NW; w++) {
+                    if (total > 0)
+                        ptx_named_bar_arrive(dq_empty_id(w, 0), 160);
+                    if (total > 1)
+                        ptx_named_bar_arrive(dq_empty_id(w, 1), 160);
+                }
                 /* the Q blocks in the producer's order (h, m), followed here rather than
                  * handed over in shared memory: a handoff less */
                 int h = hk * a.group, m = m_begin;
                 for (int it = 0; it < total; it++) {
                     const int sb = it & 1;
-                    ptx_named_bar_sync(dq_full_id(wgc, sb), 160);
+                    for (int w = wgc; w < wgc + NW; w++)
+                        ptx_named_bar_sync(dq_full_id(w, sb), 160);
+                    if constexpr (SUM) {
+                        /* tile 0 += tile 1, 16-byte chunk by chunk (both in the same swizzled
+                         * layout), then the stores for the copy engine's reads */
+                        float4 *t0 = (float4 *)(sbase + L::DQ + sb * L::DQ_BUF);
+                        const float4 *t1 = t0 + 2 * BM * 128 / 16;
+#pragma unroll 4
+                        for (int c = lane; c < 2 * BM * 128 / 16; c += 32) {
+                            const float4 x = t0[c], y = t1[c];
+                            t0[c] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
+                        }
+                        ptx_fence_proxy_async_shared();
+                        /* every lane's sums before lane 0's reduce-adds read them: a named
+                         * barrier of this warp (id 12) rather than __syncwarp, which
+                         * racecheck does not follow (bwd5's hazards of 2026-12-03) */
+                        ptx_named_bar_sync(12, 32);
+                    }
                     if (lane == 0) {
                         const uint32_t st = base + L::DQ + sb * L::DQ_BUF + wgc * 2 * BM * 128;
                         int *sem = a.sem + bwd90v3_turn_counter(a, b, h, m);
                         if constexpr (DET) {
-                            /* each warpgroup (2 per block) releases one count */
+                            /* each writer (2 per block; SUM: 1) releases one count; by keys,
+                             * warpgroup 1's writer after warpgroup 0's (the same dQ rows) */
                             const int turn = bwd_turn(rg, n_block, (int)gridDim.x, m, BM, BN);
-                            while (ptx_ld_acquire_gpu(sem) < 2 * turn) {
+                            while (ptx_ld_acquire_gpu(sem) <
+                                   (SUM ? turn : 2 * turn + (DQ_BY_KEYS ? wgc : 0))) {
                             }
                             ptx_fence_proxy_async_global(); /* the acquire before our adds */
                         }
                         for (int hf = 0; hf < 2; hf++)
-                            ptx_tma_reduce_add_4d(&tm_dq, st + hf * BM * 128, 64 * wgc + 32 * hf,
-                                                  m * BM, h, b);
+                            ptx_tma_reduce_add_4d(&tm_dq, st + hf * BM * 128,
+                                                  (DQ_BY_KEYS ? 0 : 64 * wgc) + 32 * hf, m * BM,
+                                                  h, b);
                         ptx_bulk_commit_group();
                         if constexpr (DET) {
                             ptx_bulk_wait_group<0>();       /* our adds performed ... */
@@ -193,7 +251,8 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                     }
                     __syncwarp();
                     if (it + 2 < total) /* the consumers' next use of this buffer */
-                        ptx_named_bar_arrive(dq_empty_id(wgc, sb), 160);
+                        for (int w = wgc; w < wgc + NW; w++)
+                            ptx_named_bar_arrive(dq_empty_id(w, sb), 160);
                     if (++m == m_end)
                         h++, m = m_begin;
                 }
@@ -260,7 +319,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
     }
 
     /* ---- consumers ---- */
-    ptx_setmaxnreg_inc<V3_CONSUMER_REGS>();
+    ptx_setmaxnreg_inc<bwd90v3_regs<D>::CONSUMER>();
     const int cw = warp - 4, wg = cw / 4, wq = cw % 4;
     const int g = lane / 4, t = lane % 4;
     const bool issuer = TDQ && wq == 0 && lane == 0; /* sm90v3t: its warpgroup's dQ adds */
@@ -388,34 +447,48 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
             ptx_wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < BM / 16; kk++)
-                ptx_wgmma_rs_m64n128k16_tb(T(), dv, pa[kk],
-                                           ptx_wgmma_desc(do_buf + kk * 16 * 128, BM * 128, 1024), 1);
+                bwd90v3_rs_tb<T>(dv, pa[kk],
+                                 ptx_wgmma_desc(do_buf + kk * 16 * 128, BM * 128, 1024));
 #pragma unroll
             for (int kk = 0; kk < BM / 16; kk++)
-                ptx_wgmma_rs_m64n128k16_tb(T(), dk, da[kk],
-                                           ptx_wgmma_desc(q_buf + kk * 16 * 128, BM * 128, 1024), 1);
+                bwd90v3_rs_tb<T>(dk, da[kk],
+                                 ptx_wgmma_desc(q_buf + kk * 16 * 128, BM * 128, 1024));
             ptx_wgmma_commit();
         }
 
-        /* dQ tile: the BM queries x features [64 wg, +64) = dS K over the 128 keys, both
+        /* dQ tile: d 128, the BM queries x features [64 wg, +64) = dS K over the 128 keys, both
          * warpgroups' dS panels: the consumers' one meeting per Q block. dS is per stage, so
          * a warpgroup that runs ahead writes the other buffer (and can be at most one Q block
-         * ahead: it waits here for the other's arrival). */
+         * ahead: it waits here for the other's arrival). d 64: the BM queries x 64 features
+         * over this warpgroup's keys, its own panel, which its own warps alone write. */
         if constexpr (TDQ && !DET && !WRT) {
             /* the staging tile is free for this Q block once the issuer's reads of the last
              * one are done; the barrier below tells the whole warpgroup */
             if (issuer)
                 ptx_bulk_wait_group_read<0>();
         }
-        ptx_named_bar_sync(1, 256);
+        if constexpr (DQ_BY_KEYS)
+            ptx_named_bar_sync(2 + wg, 128); /* (ids 2, 3: sm90v3t's, never at d 64) */
+        else
+            ptx_named_bar_sync(1, 256);
         float acc[8][4];
         ptx_wgmma_fence();
+        if constexpr (DQ_BY_KEYS) {
 #pragma unroll
-        for (int ks = 0; ks < BN / 16; ks++) {
-            const uint32_t dsa = sdS + (ks / 4) * BM * 128 + (ks % 4) * 32;
-            const uint32_t kb = sK + wg * BN * 128 + ks * 16 * 128;
-            ptx_wgmma_ss_m64n64k16<1>(T(), acc, ptx_wgmma_desc(dsa, 16, 1024),
-                                      ptx_wgmma_desc(kb, BN * 128, 1024), ks > 0);
+            for (int ks = 0; ks < 4; ks++) {
+                const uint32_t dsa = sdS + wg * BM * 128 + ks * 32;
+                const uint32_t kb = sK + (wg * 64 + ks * 16) * 128;
+                ptx_wgmma_ss_m64n64k16<1>(T(), acc, ptx_wgmma_desc(dsa, 16, 1024),
+                                          ptx_wgmma_desc(kb, BN * 128, 1024), ks > 0);
+            }
+        } else {
+#pragma unroll
+            for (int ks = 0; ks < BN / 16; ks++) {
+                const uint32_t dsa = sdS + (ks / 4) * BM * 128 + (ks % 4) * 32;
+                const uint32_t kb = sK + wg * BN * 128 + ks * 16 * 128;
+                ptx_wgmma_ss_m64n64k16<1>(T(), acc, ptx_wgmma_desc(dsa, 16, 1024),
+                                          ptx_wgmma_desc(kb, BN * 128, 1024), ks > 0);
+            }
         }
         ptx_wgmma_commit();
         if constexpr (DQF) {
@@ -425,12 +498,12 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
             ptx_fence_operands(dk);
 #pragma unroll
             for (int kk = 0; kk < BM / 16; kk++)
-                ptx_wgmma_rs_m64n128k16_tb(T(), dv, pa[kk],
-                                           ptx_wgmma_desc(do_buf + kk * 16 * 128, BM * 128, 1024), 1);
+                bwd90v3_rs_tb<T>(dv, pa[kk],
+                                 ptx_wgmma_desc(do_buf + kk * 16 * 128, BM * 128, 1024));
 #pragma unroll
             for (int kk = 0; kk < BM / 16; kk++)
-                ptx_wgmma_rs_m64n128k16_tb(T(), dk, da[kk],
-                                           ptx_wgmma_desc(q_buf + kk * 16 * 128, BM * 128, 1024), 1);
+                bwd90v3_rs_tb<T>(dk, da[kk],
+                                 ptx_wgmma_desc(q_buf + kk * 16 * 128, BM * 128, 1024));
             ptx_wgmma_commit();
             ptx_wgmma_wait<1>(); /* dQ */
             ptx_fence_operands(acc);
@@ -647,7 +720,7 @@ static int bwd90v3_map_dq(CUtensorMap *m, const attn_bwd_args *a, int D)
                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <typename T, int D, bool TDQ, bool DQF = false, bool WRT = false>
+template <typename T, int D, bool TDQ, bool DQF = false, bool WRT = false, bool SUM = false>
 static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
     const flashc_dtype dt = std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16;
@@ -659,10 +732,14 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
         !bwd90v3_map(&mk, dt, a->k, a->B, a->Sk, a->Hkv, D, a->sk, V3_BN) ||
         !bwd90v3_map(&mv, dt, a->v, a->B, a->Sk, a->Hkv, D, a->sv, V3_BN)) {
         /* a stride the copy engine does not take (a broadcast head, say) or no encoder: the
-         * sm90 kernel (cp.async) serves every dense problem this one does */
-        for (int i = 0; i < attn_bwd_sm90_variant_count; i++)
-            if (attn_bwd_sm90_variants[i].dtype == dt && attn_bwd_sm90_variants[i].head_dim == D)
-                return attn_bwd_sm90_variants[i].launch(a, stream);
+         * sm90 kernel (d 128) or sm90v2s (d 64), cp.async both, serves every dense problem this
+         * one does (named by family, whichever is the default) */
+        const attn_bwd_variant *tab = D == 128 ? attn_bwd_sm90_variants : attn_bwd_sm90v2_variants;
+        const int n = D == 128 ? attn_bwd_sm90_variant_count : attn_bwd_sm90v2_variant_count;
+        for (int i = 0; i < n; i++)
+            if (tab[i].dtype == dt && tab[i].head_dim == D &&
+                strcmp(tab[i].family, D == 128 ? "sm90" : "sm90v2s") == 0)
+                return tab[i].launch(a, stream);
         return cudaErrorInvalidValue;
     }
 
@@ -676,10 +753,10 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     const bool mods = a->softcap > 0.0f || a->alibi;
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                    const CUtensorMap, const attn_bwd_args) =
-        mods ? (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF, WRT>
-                                 : attn_bwd_sm90v3_kernel<T, D, false, true, TDQ, DQF, WRT>)
-             : (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT>
-                                 : attn_bwd_sm90v3_kernel<T, D, false, false, TDQ, DQF, WRT>);
+        mods ? (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF, WRT, SUM>
+                                 : attn_bwd_sm90v3_kernel<T, D, false, true, TDQ, DQF, WRT, SUM>)
+             : (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT, SUM>
+                                 : attn_bwd_sm90v3_kernel<T, D, false, false, TDQ, DQF, WRT, SUM>);
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess)
         return err;
@@ -721,6 +798,23 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
     {"attn_bwd_f16_sm90v3w_d128_64x128", "sm90v3w", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, true, true, true>,
      NULL, 0},
+    /* sm90v3w at d 64 (helper bwd6, 2026-12-03; opt-in until a device run): both consumer
+     * warpgroups' dQ by keys, as sm90v2 at d 64; against sm90v2s (d 64's default: one
+     * warpgroup, 64 keys, no producer) it has BN = 128, TMA and the writer warps */
+    {"attn_bwd_bf16_sm90v3w_d64_64x128", "sm90v3w", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 64, true, true, true>,
+     NULL, 1},
+    {"attn_bwd_f16_sm90v3w_d64_64x128", "sm90v3w", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 64, true, true, true>,
+     NULL, 1},
+    /* sm90v3ws (helper bwd6; opt-in): sm90v3w at d 64 whose writer warp 1 sums the two
+     * warpgroups' partial dQ tiles in shared memory before one reduce-add (half the L2 adds) */
+    {"attn_bwd_bf16_sm90v3ws_d64_64x128", "sm90v3ws", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, true, true, true, true>, NULL, 1},
+    {"attn_bwd_f16_sm90v3ws_d64_64x128", "sm90v3ws", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 64, true, true, true, true>,
+     NULL, 1},
 };
 const int attn_bwd_sm90v3_variant_count =
     (int)(sizeof attn_bwd_sm90v3_variants / sizeof attn_bwd_sm90v3_variants[0]);
