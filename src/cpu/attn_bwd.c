@@ -682,8 +682,10 @@ static int64_t fused_kv_head(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk)
  * packs the operands of each of its Q blocks once, into a cache in its workspace (where that
  * takes at most MM_QCACHE_MAX bytes), instead of once per tile pair. The inputs are
  * exact bf16 operands; P and dS enter as hi + lo (kernels.h split): the products carry 16 of
- * their bits, so the gradients are those of float32 P and dS rounded once at the store, as in
- * the float32 path (rounding them to 8 bits fails the 2x rule: bench/RESULTS.md). The sums
+ * their bits, so the gradients are those of float32 P (within p_ds's 2.7e-6) and dS rounded
+ * once at the store, as in the float32 path. Rounding them to 8 bits comes within the 2x rule
+ * only by chance: P and dS once reached 0.999 of the bound, dS alone 0.84, the split 0.50
+ * (bench/RESULTS.md, helper amx7). The sums
  * have one fixed order (dK, dV over (head, Q block) ascending, dQ over K blocks ascending),
  * whatever the thread count. A K block whose keys hold a NaN or Inf takes dQ += dS K row by
  * row over each row's own keys in float32 (acc_dq's rule). */
