@@ -13,12 +13,13 @@
 #       default, FLASHC_CPU_BWD_MM=1) against flashc f32 on the same values in one process,
 #       interleaved rounds, medians and the per-round ratio's spread; d 128 / 64, n 1024 / 2048 /
 #       4096, causal and not;
-#   (c) then, in the time left, on cores 8,9: bench/cpu_sdpa_peer.py, the bf16 forward against
+#   (c) meanwhile on cores 10,11 (2 threads): bench/cpu_sdpa_peer.py, the bf16 forward against
 #       torch's CPU SDPA (unchanged by amx7: the issue's other target, re-read) at d 128 / 64,
 #       n 2048 / 4096, if torch imports.
+# All three at once (the tables print row by row: a lane cut by its timeout keeps its rows).
 # BUILD_DIR: built with tests (libflashc.so, tests/); no rebuild. Logs in $OUT (default
-# BUILD_DIR/out-amx7); the short tables LAST on stdout. FLASHC_AMX7_BENCH_CORES (8,9) and
-# FLASHC_AMX7_TEST_CORES (12-15) move the lanes (a dry run on a smaller machine).
+# BUILD_DIR/out-amx7); the short tables LAST on stdout. FLASHC_AMX7_BENCH_CORES (8,9),
+# FLASHC_AMX7_FWD_CORES (10,11) and FLASHC_AMX7_TEST_CORES (12-15) move the lanes.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 . bench/gpu/s_common.sh
@@ -26,8 +27,8 @@ s_begin amx7 "${1:-}" tests/test_attn_bwd_v2
 T0=$SECONDS
 LIMIT=${FLASHC_AMX7_LIMIT:-86}
 BC=${FLASHC_AMX7_BENCH_CORES:-8,9}
+FC=${FLASHC_AMX7_FWD_CORES:-10,11}
 TC=${FLASHC_AMX7_TEST_CORES:-12-15}
-left() { echo $((LIMIT - (SECONDS - T0))); }
 sum="$OUT/summary.txt"
 : >"$sum"
 {
@@ -41,11 +42,23 @@ hastorch=0
 python3 -c 'import torch' 2>/dev/null && hastorch=1
 
 # (b) the backward table on cores 8,9, beside the tests
-( timeout -k 2 48 python3 bench/cpu_bwd_peer.py --threads 2 --cores "$BC" --d 128,64 \
+( timeout -k 2 $((LIMIT - 4)) python3 bench/cpu_bwd_peer.py --threads 2 --cores "$BC" --d 128,64 \
     --n 1024,2048,4096 --causal 0,1 --rounds 3 --mm 1 --no-default --no-torch --label bwd \
     >"$OUT/bwd.log" 2>&1
   echo "bwd peer (bf16 vs f32): rc $?, $((SECONDS - T0)) s" >"$OUT/peer.sum" ) &
 peer_pid=$!
+
+# (c) the forward against torch on cores 10,11
+if [ "$hastorch" = 1 ]; then
+  ( timeout -k 2 60 python3 bench/cpu_sdpa_peer.py --threads 2 --cores "$FC" --d 128,64 \
+      --n 2048,4096 --causal 0,1 --rounds 3 --no-check --ceiling-n 0 --label fwd \
+      >"$OUT/fwd.log" 2>&1
+    echo "fwd peer (bf16 vs torch SDPA): rc $?, $((SECONDS - T0)) s" >"$OUT/fwd.sum" ) &
+  fwd_pid=$!
+else
+  echo "fwd peer: skipped (no torch)" >"$OUT/fwd.sum"
+  fwd_pid=
+fi
 
 # (a) tests on the real units, cores 12-15 (-V: the worst-ratio lines of passing runs too)
 t=$SECONDS
@@ -57,18 +70,8 @@ grep -E '^ *[0-9]+/[0-9]+ Test' "$OUT/ctest.log" | sed 's/  */ /g' >>"$sum"
 grep -E 'worst ratio.* bf16 ' "$OUT/ctest.log" | sed 's/^[0-9]*: //' | cut -c1-170 >>"$sum"
 grep -E 'max error|FLASHC_TEST_SEED|mm p_ds' "$OUT/ctest.log" | sed 's/^[0-9]*: //' | sort -u | head -8 >>"$sum"
 
-wait "$peer_pid"
-cat "$OUT/peer.sum" >>"$sum" 2>/dev/null
-
-# (c) the forward against torch in the time left
-if [ "$hastorch" = 1 ] && [ "$(left)" -gt 12 ]; then
-  timeout -k 2 $(($(left) - 4)) python3 bench/cpu_sdpa_peer.py --threads 2 --cores "$BC" \
-    --d 128,64 --n 2048,4096 --causal 0,1 --rounds 3 --no-check --ceiling-n 0 --label fwd \
-    >"$OUT/fwd.log" 2>&1
-  echo "fwd peer (bf16 vs torch SDPA): rc $?" >>"$sum"
-else
-  echo "fwd peer: skipped (torch $hastorch, $(left) s left)" >>"$sum"
-fi
+wait "$peer_pid" $fwd_pid
+cat "$OUT/peer.sum" "$OUT/fwd.sum" >>"$sum" 2>/dev/null
 
 echo "total $((SECONDS - T0)) s" >>"$sum"
 cat "$sum"
