@@ -13,7 +13,9 @@ The process pins itself to cores 0 .. threads-1 first (or --cores, e.g. 10,11). 
 (batch, heads, seqlen, d) transposed views of the same memory. GFLOP/s counts 2.5 x the
 forward's 4 d flops per visible (query, key) pair. `err` is the max |dq| error of flashc bf16 (mm,
 default) against flashc float32 relative to max |dq| (a sanity check, not the 2x rule: the tests
-hold that). Without torch only the float32 row runs (numpy inputs), as a smoke test.
+hold that). "per round": the float32 time over the bf16 run's in each round (they ran next to
+each other), median [min, max]: the spread of the ratio on a busy machine. Without torch only
+the float32 row runs (numpy inputs), as a smoke test.
 """
 import argparse
 import json
@@ -84,8 +86,8 @@ def main():
     print(f"# flashc {flashc.build_info()}; torch {torch.__version__ if torch else 'absent'}; "
           f"threads {args.threads}")
     print("| label | flashc bf16 run | d | n | causal | ms | f32 ms | torch bf16 ms | GFLOP/s "
-          "| speed / f32 | speed / torch | rel err dq |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| speed / f32 | per round [min, max] | speed / torch | rel err dq |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for d in [int(x) for x in args.d.split(",")]:
         for n in [int(x) for x in args.n.split(",")]:
@@ -137,14 +139,18 @@ def main():
                     if name in ("f32", "torch"):
                         continue
                     m = med[name]
+                    # f32 / this run of the same round (they ran next to each other)
+                    pr = sorted(a / b for a, b in zip(ts["f32"], ts[name]))
                     row = dict(label=args.label, variant=name, threads=args.threads, d=d, n=n,
                                causal=int(causal), ms=m * 1e3, f32_ms=mf * 1e3,
                                torch_ms=mt * 1e3, gflops=flops / m / 1e9,
-                               speed_over_f32=mf / m, speed_over_torch=mt / m,
+                               speed_over_f32=mf / m, paired_over_f32=pr,
+                               speed_over_torch=mt / m,
                                rel_err_dq=err(name), build=flashc.build_info())
                     rows.append(row)
                     print(f"| {args.label} | {name} | {d} | {n} | {int(causal)} | {m*1e3:.1f} | "
                           f"{mf*1e3:.1f} | {mt*1e3:.1f} | {flops/m/1e9:.0f} | {mf/m:.2f} | "
+                          f"{statistics.median(pr):.2f} [{pr[0]:.2f}, {pr[-1]:.2f}] | "
                           f"{mt/m:.2f} | {err(name):.2g} |", flush=True)
 
     if args.json:

@@ -9,9 +9,12 @@
  *     FLASHC_AB_CPU=1        process CPU time instead of wall time (one thread: the time the
  *                            process ran, whoever else held the core)
  *     FLASHC_AB_BQ / _BK     block_q / block_k of NEW only (OLD = NEW: a tile A/B)
+ *     FLASHC_AB_BWD=1        the bf16 backward instead (dO random, O and LSE from OLD's forward
+ *                            once), GFLOP/s counted as 2.5 x the forward's
  *
  * Prints the medians, NEW's speed over OLD's from them, the median of the per-round ratios with
- * its quartiles, and whether O has the same bits on both (B 1, N rows, HEADS heads of D).
+ * its quartiles, and whether O (dQ, dK, dV) has the same bits on both (B 1, N rows, HEADS heads
+ * of D).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -26,6 +29,10 @@
 typedef flashc_status (*fwd_fn)(const flashc_attn_params *, const flashc_tensor *,
                                 const flashc_tensor *, const flashc_tensor *, flashc_tensor *,
                                 flashc_tensor *, flashc_attn_stats *);
+typedef flashc_status (*bwd_fn)(const flashc_attn_params *, const flashc_tensor *,
+                                const flashc_tensor *, const flashc_tensor *, const flashc_tensor *,
+                                const flashc_tensor *, const flashc_tensor *, flashc_tensor *,
+                                flashc_tensor *, flashc_tensor *, flashc_attn_stats *);
 typedef flashc_tensor (*t4_fn)(void *, flashc_dtype, int64_t, int64_t, int64_t, int64_t);
 
 static int env_int(const char *name, int dflt)
@@ -53,7 +60,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s OLD.so NEW.so D N CAUSAL ROUNDS [HEADS]\n", argv[0]);
         return 2;
     }
+    flashc_tensor (*t3)(void *, flashc_dtype, int64_t, int64_t, int64_t) = NULL;
     fwd_fn fwd[2];
+    bwd_fn bwd[2];
     t4_fn t4[2];
     for (int i = 0; i < 2; i++) {
         void *h = dlopen(argv[1 + i], RTLD_NOW | RTLD_LOCAL);
@@ -63,26 +72,33 @@ int main(int argc, char **argv)
         }
         *(void **)&fwd[i] = dlsym(h, "flashc_attn_fwd");
         *(void **)&t4[i] = dlsym(h, "flashc_tensor_4d");
-        if (!fwd[i] || !t4[i]) {
-            fprintf(stderr, "%s: no flashc_attn_fwd / flashc_tensor_4d\n", argv[1 + i]);
+        *(void **)&bwd[i] = dlsym(h, "flashc_attn_bwd");
+        if (i == 0)
+            *(void **)&t3 = dlsym(h, "flashc_tensor_3d");
+        if (!fwd[i] || !t4[i] || !bwd[i] || !t3) {
+            fprintf(stderr, "%s: missing flashc_attn_fwd / _bwd / flashc_tensor_3d / _4d\n", argv[1 + i]);
             return 1;
         }
     }
     const int64_t d = atoi(argv[3]), n = atoi(argv[4]), hq = argc > 7 ? atoi(argv[7]) : 8;
     const int causal = atoi(argv[5]), rounds = atoi(argv[6]);
-    const int cpu = env_int("FLASHC_AB_CPU", 0);
+    const int cpu = env_int("FLASHC_AB_CPU", 0), back = env_int("FLASHC_AB_BWD", 0);
     if (d < 1 || n < 1 || hq < 1 || rounds < 1) {
         fprintf(stderr, "D, N, ROUNDS, HEADS must be >= 1\n");
         return 2;
     }
     const size_t ne = (size_t)(n * hq * d);
-    uint16_t *x = malloc(5 * ne * sizeof *x);
+    /* q, k, v, dO, then per library o (forward) or dq, dk, dv (backward) */
+    const size_t nx = back ? 12 : 6;
+    uint16_t *x = malloc(nx * ne * sizeof *x);
+    float *lse = malloc((size_t)(hq * n) * sizeof *lse);
     double *ms = malloc(3 * (size_t)rounds * sizeof *ms);
-    if (!x || !ms)
+    if (!x || !lse || !ms)
         return 1;
-    uint16_t *q = x, *k = x + ne, *v = x + 2 * ne, *o[2] = {x + 3 * ne, x + 4 * ne};
+    uint16_t *q = x, *k = x + ne, *v = x + 2 * ne, *dout = x + 3 * ne;
+    uint16_t *o[2] = {x + 4 * ne, x + 5 * ne}, *g[2] = {x + 6 * ne, x + 9 * ne};
     uint32_t s = 1;
-    for (size_t i = 0; i < 3 * ne; i++) { /* bf16 of uniform [-1, 1): the top half of a float */
+    for (size_t i = 0; i < 4 * ne; i++) { /* bf16 of uniform [-1, 1): the top half of a float */
         s = s * 1664525u + 1013904223u;
         const float f = (float)(s >> 8) / (float)(1u << 23) - 1.0f;
         uint32_t u;
@@ -92,6 +108,19 @@ int main(int argc, char **argv)
     flashc_attn_params pa = FLASHC_ATTN_PARAMS_INIT;
     pa.causal = causal, pa.num_threads = env_int("FLASHC_AB_THREADS", 2);
     double *t[2] = {ms, ms + rounds}, *ratio = ms + 2 * rounds;
+    flashc_tensor tl = {0};
+    if (back) { /* O and LSE by OLD's forward */
+        flashc_tensor tq = t4[0](q, FLASHC_BF16, 1, n, hq, d);
+        flashc_tensor tk = t4[0](k, FLASHC_BF16, 1, n, hq, d);
+        flashc_tensor tv = t4[0](v, FLASHC_BF16, 1, n, hq, d);
+        flashc_tensor to = t4[0](o[0], FLASHC_BF16, 1, n, hq, d);
+        tl = t3(lse, FLASHC_F32, 1, hq, n);
+        pa.causal = causal, pa.num_threads = env_int("FLASHC_AB_THREADS", 2);
+        if (fwd[0](&pa, &tq, &tk, &tv, &to, &tl, NULL) != FLASHC_OK) {
+            fprintf(stderr, "%s: flashc_attn_fwd failed\n", argv[1]);
+            return 1;
+        }
+    }
     for (int r = -1; r < rounds; r++) /* round -1: warm-up */
         for (int j = 0; j < 2; j++) {
             const int i = (r & 1) ? 1 - j : j;
@@ -102,7 +131,18 @@ int main(int argc, char **argv)
             flashc_tensor tv = t4[i](v, FLASHC_BF16, 1, n, hq, d);
             flashc_tensor to = t4[i](o[i], FLASHC_BF16, 1, n, hq, d);
             const double t0 = now(cpu);
-            if (fwd[i](&pa, &tq, &tk, &tv, &to, NULL, NULL) != FLASHC_OK) {
+            if (back) {
+                flashc_tensor t_o = t4[i](o[0], FLASHC_BF16, 1, n, hq, d);
+                flashc_tensor tdo = t4[i](dout, FLASHC_BF16, 1, n, hq, d);
+                flashc_tensor tdq = t4[i](g[i], FLASHC_BF16, 1, n, hq, d);
+                flashc_tensor tdk = t4[i](g[i] + ne, FLASHC_BF16, 1, n, hq, d);
+                flashc_tensor tdv = t4[i](g[i] + 2 * ne, FLASHC_BF16, 1, n, hq, d);
+                if (bwd[i](&pa, &tq, &tk, &tv, &t_o, &tdo, &tl, &tdq, &tdk, &tdv, NULL) !=
+                    FLASHC_OK) {
+                    fprintf(stderr, "%s: flashc_attn_bwd failed\n", argv[1 + i]);
+                    return 1;
+                }
+            } else if (fwd[i](&pa, &tq, &tk, &tv, &to, NULL, NULL) != FLASHC_OK) {
                 fprintf(stderr, "%s: flashc_attn_fwd failed\n", argv[1 + i]);
                 return 1;
             }
@@ -115,13 +155,16 @@ int main(int argc, char **argv)
     qsort(t[1], (size_t)rounds, sizeof *ms, cmp);
     qsort(ratio, (size_t)rounds, sizeof *ms, cmp);
     const double m0 = t[0][rounds / 2], m1 = t[1][rounds / 2];
-    const double flop = 4.0 * (double)n * (double)n * (double)d * (double)hq * (causal ? 0.5 : 1.0);
-    printf("d %lld n %lld causal %d threads %d (%s): old %.2f ms (%.0f GFLOP/s)  new %.2f ms "
-           "(%.0f GFLOP/s)  new/old speed %.3f  paired median %.3f [q1 %.3f q3 %.3f]  O same "
+    const double flop = (back ? 2.5 : 1.0) * 4.0 * (double)n * (double)n * (double)d *
+                        (double)hq * (causal ? 0.5 : 1.0);
+    const int same = back ? !memcmp(g[0], g[1], 3 * ne * sizeof *x)
+                          : !memcmp(o[0], o[1], ne * sizeof *x);
+    printf("%s d %lld n %lld causal %d threads %d (%s): old %.2f ms (%.0f GFLOP/s)  new %.2f ms "
+           "(%.0f GFLOP/s)  new/old speed %.3f  paired median %.3f [q1 %.3f q3 %.3f]  %s same "
            "bits: %s\n",
-           (long long)d, (long long)n, causal, pa.num_threads, cpu ? "cpu time" : "wall", m0,
+           back ? "bwd" : "fwd", (long long)d, (long long)n, causal, pa.num_threads, cpu ? "cpu time" : "wall", m0,
            flop / m0 / 1e6, m1, flop / m1 / 1e6, m0 / m1, ratio[rounds / 2], ratio[rounds / 4],
-           ratio[3 * rounds / 4], memcmp(o[0], o[1], ne * sizeof *x) ? "NO" : "yes");
-    free(x), free(ms);
+           ratio[3 * rounds / 4], back ? "dQ dK dV" : "O", same ? "yes" : "NO");
+    free(x), free(lse), free(ms);
     return 0;
 }

@@ -659,6 +659,81 @@ static void test_mm_softmax(void **state)
     }
 }
 
+/* cpu_mm_bf16.p_ds: every SIMD instance against the scalar model, with rows whose visible
+ * columns start or end inside the tile, rows that see nothing, NaN / inf outside a row's range
+ * (must not reach it), with and without G and a scale. P within 4e-6 relative of the model
+ * (AVX-512's v_exp2_p: 2.7e-6) or 1e-37 absolute (values below FLT_MIN may become 0), dS the
+ * same relative to |P (dP - Di) G|; exact zeros outside. */
+typedef void (*mm_p_ds_fn)(CPU_MM_P_DS_ARGS);
+
+static void mm_p_ds_case(const char *name, mm_p_ds_fn fn, int64_t rows, int64_t n, int with_g)
+{
+    const int64_t lds = n + 5, jlo = 40;
+    float *S0 = rand_buf(rows * lds, -6, 6), *D0 = rand_buf(rows * lds, -3, 3);
+    float *G = rand_buf(rows * lds, 0, 1);
+    float *S1 = malloc((size_t)(rows * lds) * 4), *D1 = malloc((size_t)(rows * lds) * 4);
+    float L[70], Di[70];
+    int64_t lo[70], hi[70];
+    assert_true(rows <= 70 && S1 && D1);
+    for (int64_t r = 0; r < rows; r++) {
+        L[r] = rng_uniform(-2, 8), Di[r] = rng_uniform(-1, 1);
+        lo[r] = jlo + (r % 3 == 0 ? -5 : (r * 7) % (n + 1)); /* before, inside the tile */
+        hi[r] = r % 5 == 4 ? lo[r] : lo[r] + (r % 2 ? n + 9 : (r * 5) % (n + 1) + 1);
+        for (int64_t j = 0; j < n; j++)
+            if (jlo + j < lo[r] || jlo + j >= hi[r]) /* outside: poison */
+                S0[r * lds + j] = j % 3 ? NAN : INFINITY, D0[r * lds + j] = NAN;
+        if (r == 1) /* a score far below the LSE: P underflows */
+            S0[r * lds + n - 1] = -1e4f;
+    }
+    memcpy(S1, S0, (size_t)(rows * lds) * 4), memcpy(D1, D0, (size_t)(rows * lds) * 4);
+    const float scale = with_g ? 1.0f : 0.37f;
+    cpu_mm_bf16_ref.p_ds(S0, D0, with_g ? G : NULL, lds, rows, n, scale, L, Di, lo, hi, jlo);
+    fn(S1, D1, with_g ? G : NULL, lds, rows, n, scale, L, Di, lo, hi, jlo);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < n; j++) {
+            const float p0 = S0[r * lds + j], p1 = S1[r * lds + j];
+            const float d0 = D0[r * lds + j], d1 = D1[r * lds + j];
+            const int in = jlo + j >= lo[r] && jlo + j < hi[r];
+            const float big = in ? fabsf(p0) * (fabsf(d0 / (p0 ? p0 : 1.0f)) + 1.0f) : 0.0f;
+            const int ok = in ? fabsf(p1 - p0) <= 4e-6f * p0 + 1e-37f &&
+                                    fabsf(d1 - d0) <= 4e-6f * big + 1e-37f
+                              : p1 == 0.0f && d1 == 0.0f && !signbit(p1) && !signbit(d1);
+            if (!ok) {
+                print_error("mm p_ds [%s] rows %lld n %lld g %d: (%lld, %lld) P %.9g dS %.9g, "
+                            "model %.9g %.9g\n", name, (long long)rows, (long long)n, with_g,
+                            (long long)r, (long long)j, (double)p1, (double)d1, (double)p0,
+                            (double)d0);
+                fail();
+            }
+        }
+    free(S0), free(D0), free(G), free(S1), free(D1);
+}
+
+static void test_mm_p_ds(void **state)
+{
+    (void)state;
+    static const struct { const char *isa; mm_p_ds_fn fn; } inst[] = {
+#if defined(__x86_64__)
+        {"avx2", cpu_kernels_avx2_mm_p_ds},
+        {"avx512", cpu_kernels_avx512_mm_p_ds},
+#endif
+#if defined(__aarch64__)
+        {"neon", cpu_kernels_neon_mm_p_ds},
+#endif
+        {NULL, NULL}};
+    static const int64_t shapes[][2] = {{1, 1}, {3, 7}, {16, 16}, {17, 33}, {64, 128}, {70, 100}};
+    for (int k = 0; inst[k].isa; k++) {
+        if (!cpu_kernels_by_name(inst[k].isa)) {
+            printf("  mm p_ds: %s skipped (this CPU cannot run it)\n", inst[k].isa);
+            continue;
+        }
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int g = 0; g < 2; g++)
+                mm_p_ds_case(inst[k].isa, inst[k].fn, shapes[s][0], shapes[s][1], g);
+        printf("  mm p_ds: %s ran\n", inst[k].isa);
+    }
+}
+
 /* The dispatcher: the automatic choice is one of the runnable tables, and forcing works. */
 static void test_dispatch(void **state)
 {
@@ -689,6 +764,7 @@ int main(void)
         cmocka_unit_test(test_exp),      cmocka_unit_test(test_convert),
         cmocka_unit_test(test_rows),     cmocka_unit_test(test_silu16),
         cmocka_unit_test(test_mm_bf16),  cmocka_unit_test(test_mm_softmax),
+        cmocka_unit_test(test_mm_p_ds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -415,5 +415,6 @@ const cpu_mm_bf16 cpu_mm_bf16_amx = {
     .fwd_tile = amx_fwd_tile,
     .split = cpu_mm_avx512_split,
     .pack_at = cpu_mm_avx512_pack_at,
+    .p_ds = cpu_kernels_avx512_mm_p_ds,
 };
 #endif

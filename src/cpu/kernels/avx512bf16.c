@@ -284,5 +284,6 @@ const cpu_mm_bf16 cpu_mm_bf16_avx512 = {
     .softmax = cpu_kernels_avx512_mm_softmax,
     .split = cpu_mm_avx512_split,
     .pack_at = cpu_mm_avx512_pack_at,
+    .p_ds = cpu_kernels_avx512_mm_p_ds,
 };
 #endif

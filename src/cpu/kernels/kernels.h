@@ -52,6 +52,10 @@
  */
 enum { CPU_MM_KP = 32 }; /* the reduction dimension is padded to a multiple of this */
 
+#define CPU_MM_P_DS_ARGS                                                                       \
+    float *S, float *dP, const float *G, int64_t lds, int64_t rows, int64_t n, float scale,    \
+        const float *L, const float *Di, const int64_t *lo, const int64_t *hi, int64_t jlo
+
 struct cpu_mm_fwd;
 typedef struct cpu_mm_bf16 {
     const char *unit; /* "amx", "avx512bf16", "scalar model" */
@@ -112,6 +116,15 @@ typedef struct cpu_mm_bf16 {
      * rows .. kr and kr + rows .. 2 kr and in rows n .. R16(n): the A operand of a split B. */
     void (*pack_at)(const uint16_t *X, int64_t ldx, int64_t rows, int64_t n, uint16_t *A,
                     int64_t lda);
+    /* The backward's P and dS of a tile in float32, in place, before split (attn_bwd.c
+     * tile_p_ds): row r sees columns [c0, c1) = [lo[r] - jlo, hi[r] - jlo) clipped to [0, n);
+     * there, with x = scale S - L[r] (one FMA),
+     *   S <- P = e^x        within 2.7e-6 relative (AVX-512: simd.h v_exp2_p), below the 2^-16
+     *                       that split's hi + lo carry; values below FLT_MIN may become 0
+     *   dP <- dS = P (dP - Di[r]) G     (G: softcap's 1 - tanh^2, or NULL for 1)
+     * and S = dP = 0 outside (whatever they held: a masked score never reaches P or dS). The
+     * caller passes scores it modified (softcap, ALiBi) already scaled, with scale 1.       */
+    void (*p_ds)(CPU_MM_P_DS_ARGS);
 
     /* Optional (NULL: the loop nest runs gemm, softmax, gemm per chunk itself): the forward's
      * whole update of f->rows query rows against one key tile that every row sees in full (no
@@ -282,9 +295,12 @@ extern const cpu_mm_bf16 cpu_mm_bf16_amx;
 #if defined(__x86_64__) || defined(_M_X64)
 void cpu_kernels_avx2_mm_softmax(CPU_MM_SOFTMAX_ARGS);
 void cpu_kernels_avx512_mm_softmax(CPU_MM_SOFTMAX_ARGS);
+void cpu_kernels_avx2_mm_p_ds(CPU_MM_P_DS_ARGS);
+void cpu_kernels_avx512_mm_p_ds(CPU_MM_P_DS_ARGS);
 #endif
 #if defined(__aarch64__)
 void cpu_kernels_neon_mm_softmax(CPU_MM_SOFTMAX_ARGS);
+void cpu_kernels_neon_mm_p_ds(CPU_MM_P_DS_ARGS);
 #endif
 #if defined(__aarch64__)
 extern const cpu_kernels cpu_kernels_neon;

@@ -385,6 +385,43 @@ void SIMD_MM_CAT(SIMD_TABLE, _mm_softmax)(const float *S, int64_t lds, int64_t b
     }
 }
 
+/* kernels.h cpu_mm_bf16.p_ds in the vocabulary (the avx512 instance serves the bf16 sub-tables;
+ * every instance is tested against the scalar model): per row one pass over the visible columns,
+ * x = scale S - L by one FMA, P = 2^(x log2 e) by v_exp2_p, dS = P (dP - Di) [G]; zeros outside. */
+void SIMD_MM_CAT(SIMD_TABLE, _mm_p_ds)(CPU_MM_P_DS_ARGS)
+{
+    const vf c = v_set1(scale), log2e = v_set1(1.44269504088896341f);
+    for (int64_t r = 0; r < rows; r++) {
+        float *s = S + r * lds, *dp = dP + r * lds;
+        const float *g = G ? G + r * lds : NULL;
+        int64_t c0 = lo[r] - jlo, c1 = hi[r] - jlo;
+        c0 = c0 < 0 ? 0 : c0 > n ? n : c0;
+        c1 = c1 < c0 ? c0 : c1 > n ? n : c1;
+        const vf nl = v_set1(-L[r]), di = v_set1(Di[r]);
+        int64_t j = c0;
+        for (; j + SIMD_VL <= c1; j += SIMD_VL) {
+            const vf p = v_exp2_p(v_mul(v_fma(v_load(s + j), c, nl), log2e));
+            vf ds = v_mul(p, v_sub(v_load(dp + j), di));
+            if (g)
+                ds = v_mul(ds, v_load(g + j));
+            v_store(s + j, p);
+            v_store(dp + j, ds);
+        }
+        if (j < c1) {
+            const int k = (int)(c1 - j);
+            const vf p = v_exp2_p(v_mul(v_fma(v_load_part(s + j, k), c, nl), log2e));
+            vf ds = v_mul(p, v_sub(v_load_part(dp + j, k), di));
+            if (g)
+                ds = v_mul(ds, v_load_part(g + j, k));
+            v_store_part(s + j, p, k);
+            v_store_part(dp + j, ds, k);
+        }
+        memset(s, 0, (size_t)c0 * sizeof *s), memset(dp, 0, (size_t)c0 * sizeof *dp);
+        memset(s + c1, 0, (size_t)(n - c1) * sizeof *s);
+        memset(dp + c1, 0, (size_t)(n - c1) * sizeof *dp);
+    }
+}
+
 /* ---- element-wise ---------------------------------------------------------------------- */
 
 static void exp_simd(const float *x, float *y, int64_t n)

@@ -369,6 +369,24 @@ static void mm_pack_at_ref(const uint16_t *X, int64_t ldx, int64_t rows, int64_t
             A[c * lda + r] = A[c * lda + kr + r] = r < rows && c < n ? X[r * ldx + c] : 0;
 }
 
+static void mm_p_ds_ref(CPU_MM_P_DS_ARGS)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t c0 = lo[r] - jlo, c1 = hi[r] - jlo;
+        c0 = c0 < 0 ? 0 : c0 > n ? n : c0;
+        c1 = c1 < c0 ? c0 : c1 > n ? n : c1;
+        for (int64_t j = 0; j < n; j++) {
+            float *s = S + r * lds + j, *dp = dP + r * lds + j;
+            if (j < c0 || j >= c1) {
+                *s = *dp = 0.0f;
+                continue;
+            }
+            *s = expf(fmaf(*s, scale, -L[r]));
+            *dp = *s * (*dp - Di[r]) * (G ? G[r * lds + j] : 1.0f);
+        }
+    }
+}
+
 const cpu_mm_bf16 cpu_mm_bf16_ref = {
     .unit = "scalar model",
     .begin = mm_nop,
@@ -379,6 +397,7 @@ const cpu_mm_bf16 cpu_mm_bf16_ref = {
     .softmax = mm_softmax_ref,
     .split = mm_split_ref,
     .pack_at = mm_pack_at_ref,
+    .p_ds = mm_p_ds_ref,
 };
 
 #define SCALAR_ENTRIES                                                                         \
