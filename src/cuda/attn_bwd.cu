@@ -32,7 +32,7 @@ static const struct {
 
 /* FLASHC_CUDA_BWD_KERNEL: "" or unset (the dispatcher's choice) or a family ("sm80", "sm90",
  * "sm90v2", "sm90v2e", "sm90v2s", "sm90v2sa", "sm90v2sd", "sm90v3", "sm90v3t", "sm90v3q",
- * "sm90v3w" (d 128 the default, d 64 opt-in), "sm90v3ws" (d 64); an opt_in variant is taken
+ * "sm90v3w" (the default at d 128 and d 64), "sm90v3ws" (d 64); an opt_in variant is taken
  * only this way)
  * preferred where it serves the problem; a problem it does not serve gets the dispatcher's
  * choice, so one test run covers every head dim. Read at every call (not cached, unlike the

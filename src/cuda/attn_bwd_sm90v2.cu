@@ -512,8 +512,9 @@ static cudaError_t attn_bwd_sm90v2_launch(const attn_bwd_args *a, cudaStream_t s
     return attn_bwd_post_bh_launch<T, D>(a, stream);
 }
 
-/* opt_in 1: taken only under FLASHC_CUDA_BWD_KERNEL=sm90v2, sm90v2e, sm90v2sa, sm90v2sd;
- * sm90v2s is the dispatcher's choice at d 64 (the sm80 family stays at FLASHC_CUDA_BWD_KERNEL=sm80).
+/* opt_in 1: taken only under FLASHC_CUDA_BWD_KERNEL=sm90v2, sm90v2e, sm90v2s, sm90v2sa, sm90v2sd
+ * (sm90v3w, attn_bwd_sm90v3.cu, is the dispatcher's choice at d 64; the sm80 family stays at
+ * FLASHC_CUDA_BWD_KERNEL=sm80).
  * sm90v2e at d 64 only: at d 128 the early dV holds P^T's fragments beside dP^T and spills
  * (56 bytes by ptxas), at d 64 it fits (236 registers). sm90v2s (d 64): one warpgroup of 64
  * keys per block and two blocks per SM, which run out of step, so one's element-wise work
@@ -533,12 +534,14 @@ const attn_bwd_variant attn_bwd_sm90v2_variants[] = {
      bwd90v2_smem<64, 2>::LAUNCH, attn_bwd_sm90v2_launch<__nv_bfloat16, 64, true, 2>, NULL, 1},
     {"attn_bwd_f16_sm90v2e_d64_64x128", "sm90v2e", FLASHC_F16, 64, 90, 90, V2_BM, 128, 1,
      bwd90v2_smem<64, 2>::LAUNCH, attn_bwd_sm90v2_launch<__half, 64, true, 2>, NULL, 1},
-    /* the default at d 64 on compute capability 9.0 (opt_in 0): the device run of 23:00 had it
-     * correct in every forced test and 1.27x the sm80 kernel (bench/RESULTS.md) */
+    /* the default at d 64 on compute capability 9.0 from the device run of 2026-12-01 23:00
+     * (correct in every forced test, 1.27x the sm80 kernel) until sm90v3w replaced it after
+     * s8_bwd6.sh's run (bench/RESULTS.md); opt-in since, and sm90v3w's fallback where the copy
+     * engine cannot map a stride */
     {"attn_bwd_bf16_sm90v2s_d64_64x64", "sm90v2s", FLASHC_BF16, 64, 90, 90, V2_BM, 64, 1,
-     bwd90v2_smem<64, 1>::LAUNCH, attn_bwd_sm90v2_launch<__nv_bfloat16, 64, false, 1>, NULL, 0},
+     bwd90v2_smem<64, 1>::LAUNCH, attn_bwd_sm90v2_launch<__nv_bfloat16, 64, false, 1>, NULL, 1},
     {"attn_bwd_f16_sm90v2s_d64_64x64", "sm90v2s", FLASHC_F16, 64, 90, 90, V2_BM, 64, 1,
-     bwd90v2_smem<64, 1>::LAUNCH, attn_bwd_sm90v2_launch<__half, 64, false, 1>, NULL, 0},
+     bwd90v2_smem<64, 1>::LAUNCH, attn_bwd_sm90v2_launch<__half, 64, false, 1>, NULL, 1},
     {"attn_bwd_bf16_sm90v2sa_d64_64x64", "sm90v2sa", FLASHC_BF16, 64, 90, 90, V2_BM, 64, 1,
      bwd90v2_smem<64, 1>::LAUNCH, attn_bwd_sm90v2_launch<__nv_bfloat16, 64, false, 1, true>, NULL, 1},
     {"attn_bwd_f16_sm90v2sa_d64_64x64", "sm90v2sa", FLASHC_F16, 64, 90, 90, V2_BM, 64, 1,

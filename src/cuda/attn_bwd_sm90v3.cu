@@ -798,15 +798,16 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
     {"attn_bwd_f16_sm90v3w_d128_64x128", "sm90v3w", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, true, true, true>,
      NULL, 0},
-    /* sm90v3w at d 64 (helper bwd6, 2026-12-03; opt-in until a device run): both consumer
-     * warpgroups' dQ by keys, as sm90v2 at d 64; against sm90v2s (d 64's default: one
-     * warpgroup, 64 keys, no producer) it has BN = 128, TMA and the writer warps */
+    /* sm90v3w at d 64 (helper bwd6, 2026-12-03), the default at d 64 on compute capability
+     * 9.0 (opt_in 0) since s8_bwd6.sh's device run: both consumer warpgroups' dQ by keys, as
+     * sm90v2 at d 64; against sm90v2s (one warpgroup, 64 keys, no producer) it has BN = 128,
+     * TMA and the writer warps */
     {"attn_bwd_bf16_sm90v3w_d64_64x128", "sm90v3w", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 64, true, true, true>,
-     NULL, 1},
+     NULL, 0},
     {"attn_bwd_f16_sm90v3w_d64_64x128", "sm90v3w", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 64, true, true, true>,
-     NULL, 1},
+     NULL, 0},
     /* sm90v3ws (helper bwd6; opt-in): sm90v3w at d 64 whose writer warp 1 sums the two
      * warpgroups' partial dQ tiles in shared memory before one reduce-add (half the L2 adds) */
     {"attn_bwd_bf16_sm90v3ws_d64_64x128", "sm90v3ws", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
