@@ -33,7 +33,7 @@ def timed(fn, calls, reps):
 
 def sync(cuda):
     if cuda:
-        sync(cuda)
+        torch.cuda.synchronize()
 
 
 class Rounds:
