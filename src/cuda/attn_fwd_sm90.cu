@@ -159,27 +159,19 @@ static __device__ __forceinline__ void wgmma_qk(T tag, float (&d)[1][BN / 8][4],
 #endif
 }
 
-/* The same over the first N keys of a BN-key block (N < BN, a multiple of 32; the key tail,
+/* The same over the first N keys of a BN-key block (N = BN, or 128 < BN: the key tail,
  * FLASHC_CUDA_FWD_TAIL): d's first N / 8 column groups are written, the rest left as they were
- * (ptx_sm90.cuh, ptx_wgmma_ss_m64n32k16_of). */
+ * (ptx_sm90.cuh, ptx_wgmma_ss_m64n128k16). */
 template <int N, int BN, typename T>
 static __device__ __forceinline__ void wgmma_qk_of(T tag, float (&d)[1][BN / 8][4], uint64_t da,
                                                    uint64_t db, int scale_d)
 {
 #if FLASHC_PTX_SM90A
-    static_assert(N == BN || (N % 32 == 0 && N < BN), "the block or a multiple of 32 keys");
+    static_assert(N == BN || (N == 128 && N < BN), "the block or its first 128 keys");
     if constexpr (N == BN)
         wgmma_qk<BN>(tag, d, da, db, scale_d);
-    else if constexpr (N == 32)
-        ptx_wgmma_ss_m64n32k16_of(tag, d[0], da, db, scale_d);
-    else if constexpr (N == 64)
-        ptx_wgmma_ss_m64n64k16_of(tag, d[0], da, db, scale_d);
-    else if constexpr (N == 96)
-        ptx_wgmma_ss_m64n96k16_of(tag, d[0], da, db, scale_d);
-    else if constexpr (N == 128)
-        ptx_wgmma_ss_m64n128k16_of(tag, d[0], da, db, scale_d);
     else
-        ptx_wgmma_ss_m64n160k16_of(tag, d[0], da, db, scale_d);
+        ptx_wgmma_ss_m64n128k16(tag, d[0], da, db, scale_d);
 #endif
 }
 
@@ -285,9 +277,9 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     static_assert(KV_ROWS % 8 == 0, "a multicast half is whole 1024-byte swizzle atoms");
     constexpr int NT = BN / 8, DT = D / 8;
     /* FLASHC_CUDA_FWD_TAIL (tail != 0; opt-in, bench/RESULTS.md "Issue 11: the key tail"): the
-     * first block of a tile's walk (its last keys) as S over only the keys its rows can see,
-     * rounded up to 32: d 128 with 176-key blocks, v6 (VER 7; v9, VER 11, spilled 8 bytes with it,
-     * so has none) */
+     * first block of a tile's walk (its last keys) as S over its first 128 keys when its rows
+     * see no more (first_s): d 128 with 176-key blocks, v6 (VER 7; v9, VER 11, spilled 8 bytes
+     * with it, so has none) */
     constexpr bool TAIL = D == 128 && BN == 176 && VER == 7;
     static_assert(D % 64 == 0 && D <= 128, "panels of 64 columns; O fits the registers");
 
@@ -580,42 +572,30 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
         auto issue_qk = [&](float (&sc)[1][NT][4], int s) {
             sm90_issue_qk<BN, T, D, BM, BN>(sc, sQ + cw * 64 * 128, sK + s * L::KV_BYTES);
         };
-        /* S of the walk's first block (keys [n0, n0 + BN), n0 = (n_blocks - 1) BN), committed.
-         * With the key tail, only over the keys this warpgroup's rows may see (below Sk and,
-         * causal, their limit), rounded up to 32: the wgmma's N is an immediate, hence the
-         * switch. The registers of the keys left out keep what they held (finite: the last
-         * S or P) and mask_at sets them to -inf, as it does for every key past the limit. */
-        auto issue_qk0 = [&](float (&sc)[1][NT][4], int s) {
+        /* S of the walk's first block (keys [n0, n0 + BN), n0 = (n_blocks - 1) BN): issued,
+         * committed, the turn passed, and waited for. With the key tail, when the keys this
+         * warpgroup's rows may see there (below Sk and, causal, their limit) are at most 128,
+         * over the block's first 128 keys only: m64n128k16 writes the first 64 of sc's 88
+         * registers; the others keep what they held (finite: the last P) and mask_at sets them
+         * to -inf, as it does for every key past the limit. Each path waits for its own S: with
+         * the wait after the merge ptxas serialised every wgmma of the kernel (C7520); with
+         * more than one narrower N (32 .. 160 by 32, or 64 alone) it serialised them for want
+         * of registers (C7511). */
+        auto first_s = [&](float (&sc)[1][NT][4], int s) {
+            auto done = [&]() {
+                ptx_wgmma_commit();
+                pass_turn();
+                ptx_wgmma_wait<0>();
+            };
             if constexpr (TAIL) {
-                if (tail) {
-                    const uint32_t qw = sQ + cw * 64 * 128, kb = sK + s * L::KV_BYTES;
-                    const int n0 = (n_blocks - 1) * BN;
-                    const int lim = (a.causal ? min(a.Sk, m0 + cw * 64 + 64 + diag) : a.Sk) - n0;
-                    switch (lim <= 32 ? 1 : (lim + 31) / 32) {
-                    case 1:
-                        sm90_issue_qk<32, T, D, BM, BN>(sc, qw, kb);
-                        break;
-                    case 2:
-                        sm90_issue_qk<64, T, D, BM, BN>(sc, qw, kb);
-                        break;
-                    case 3:
-                        sm90_issue_qk<96, T, D, BM, BN>(sc, qw, kb);
-                        break;
-                    case 4:
-                        sm90_issue_qk<128, T, D, BM, BN>(sc, qw, kb);
-                        break;
-                    case 5:
-                        sm90_issue_qk<160, T, D, BM, BN>(sc, qw, kb);
-                        break;
-                    default:
-                        issue_qk(sc, s);
-                    }
-                    ptx_wgmma_commit();
-                    return;
+                const int n0 = (n_blocks - 1) * BN;
+                if (tail && (a.causal ? min(a.Sk, m0 + cw * 64 + 64 + diag) : a.Sk) - n0 <= 128) {
+                    sm90_issue_qk<128, T, D, BM, BN>(sc, sQ + cw * 64 * 128, sK + s * L::KV_BYTES);
+                    return done();
                 }
             }
             issue_qk(sc, s);
-            ptx_wgmma_commit();
+            done();
         };
         /* P (in sc) into A fragments: tiles 2kk and 2kk + 1 of S are the A fragment of keys
          * [16 kk, 16 kk + 16). */
@@ -879,7 +859,8 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                     my_turn();
                     issue_pv(pa, slot(-1));
                     ptx_wgmma_commit();
-                    issue_qk0(sc, slot(0));
+                    issue_qk(sc, slot(0));
+                    ptx_wgmma_commit();
                     pass_turn();
                     ptx_wgmma_wait<1>(); /* the P V done, S may still run */
                     fence_pv(pa);
@@ -887,8 +868,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                     store_pending();
                 } else {
                     my_turn();
-                    issue_qk0(sc, slot(0));
-                    pass_turn();
+                    first_s(sc, slot(0)); /* ... and waited for */
                 }
                 ptx_wgmma_wait<0>();
                 fence_s(sc);
@@ -1118,7 +1098,7 @@ static int sm90_supports_pair(const attn_fwd_variant *v, const attn_problem *p, 
 
 /* FLASHC_CUDA_FWD_TAIL=1 (read once; opt-in until a device run shows it correct and faster,
  * bench/RESULTS.md "Issue 11: the key tail"): the kernels that have it (the TAIL of the kernel)
- * issue a tile's first S over the keys its rows see, rounded up to 32. */
+ * issue a tile's first S over 128 of its 176 keys when its rows see no more. */
 static int fwd_tail_enabled(void)
 {
     static const int on = [] {
