@@ -580,7 +580,8 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
          * to -inf, as it does for every key past the limit. Each path waits for its own S: with
          * the wait after the merge ptxas serialised every wgmma of the kernel (C7520); with
          * more than one narrower N (32 .. 160 by 32, or 64 alone) it serialised them for want
-         * of registers (C7511). */
+         * of registers (C7511); so did skipping this block's last P V k-steps (a branch or a
+         * guard predicate in the main loop: C7520). */
         auto first_s = [&](float (&sc)[1][NT][4], int s) {
             auto done = [&]() {
                 ptx_wgmma_commit();
