@@ -17,7 +17,8 @@
  * multiprocessors (a persistent kernel walks several), a user stream, repeatability (a race
  * shows as a moving result), a call captured in a CUDA graph and replayed, refusals, and the
  * CUDA error contract (a pending application error, host / pinned host / other-device /
- * managed memory), and d 128 causal at 4k (where the default takes sm90v9). Every case first asks
+ * managed memory), d 128 causal at 4k (where the default takes sm90v9), and d 128 at every
+ * class of Sk mod 176 (the key tail, FLASHC_CUDA_FWD_TAIL). Every case first asks
  * flashc_attn_fwd_supported, which must answer what the run then does.
  *
  * FLASHC_CUDA_KERNEL=sm80|sm90v5|... forces one kernel family (read by the library); cases that
@@ -489,6 +490,32 @@ static void test_many_tiles(void **state)
         printf("  many tiles: not served by FLASHC_CUDA_KERNEL=%s\n", forced_kernel());
 }
 
+/* The key tail (FLASHC_CUDA_FWD_TAIL=1, sm90v6 at d 128 with 176-key blocks): a tile's first
+ * block (its last keys) is multiplied over the keys its rows see rounded up to 32, so every
+ * class of Sk mod 176 is here: 1..32 (16, 177), 33..64 (217), 65..96 (256), 97..128 (1000,
+ * 2048), 129..160 (1024), 161..175 (346: the whole block) and 0 (352); causal and not, Sq 1024
+ * (the default's sm90v6 from 1k, 8 tiles a head; under the mask rows that see no key and
+ * warpgroups whose rows see only part of that block). Run under any dispatch; the tail is only
+ * taken with the variable set. FLASHC_TEST_SMALL: Sq 130, four Sk, bf16. */
+static void test_key_tail(void **state)
+{
+    (void)state;
+    static const int sks[] = {16, 177, 217, 256, 346, 352, 1000, 1024, 2048};
+    static const int sks_small[] = {177, 256, 346, 1000};
+    const int small = small_only();
+    const int n = small ? 4 : 9;
+    int ran = 0;
+    for (int i = 0; i < n; i++)
+        for (int causal = 0; causal < 2; causal++)
+            for (int f = 0; f < (small ? 1 : 2); f++) {
+                attn_case c = {1, small ? 130 : 1024, small ? sks_small[i] : sks[i], 2, 1, 128,
+                               causal, f ? FLASHC_F16 : FLASHC_BF16, 0, 0, 0};
+                ran += check_case(&c);
+            }
+    if (!ran)
+        printf("  key tail: not served by FLASHC_CUDA_KERNEL=%s\n", forced_kernel());
+}
+
 /* d 128 under the causal mask at Sq, Sk >= 4096, where the dispatcher takes sm90v9 (the suite's
  * longest pairs are 1k): more tiles than an H200 has multiprocessors (192 and 165 of 128 rows,
  * longest first), so thread blocks cross tile boundaries (v9 overlaps them); tails in both
@@ -794,7 +821,7 @@ int main(void)
     enum { ND = sizeof dims / sizeof dims[0] };
     static dim_case cases[2 * ND];
     static char names[2 * ND][24];
-    struct CMUnitTest tests[8 + 2 * ND];
+    struct CMUnitTest tests[9 + 2 * ND];
     tests[0] = (struct CMUnitTest)cmocka_unit_test(test_refusals);
     tests[1] = (struct CMUnitTest)cmocka_unit_test(test_cuda_errors);
     tests[2] = (struct CMUnitTest)cmocka_unit_test(test_repeatable);
@@ -803,9 +830,10 @@ int main(void)
     tests[5] = (struct CMUnitTest)cmocka_unit_test(test_many_tiles);
     tests[6] = (struct CMUnitTest)cmocka_unit_test(test_graph_replay);
     tests[7] = (struct CMUnitTest)cmocka_unit_test(test_long_causal);
+    tests[8] = (struct CMUnitTest)cmocka_unit_test(test_key_tail);
     const char *only = getenv("FLASHC_TEST_DIMS");
     const char *names_only = getenv("FLASHC_TEST_ONLY");
-    int nt = 8;
+    int nt = 9;
     for (int i = 0; i < 2 * ND; i++) {
         cases[i].dt = i < ND ? FLASHC_BF16 : FLASHC_F16;
         cases[i].D = dims[i % ND];

@@ -15,13 +15,18 @@ Hypotheses (bench/RESULTS.md "Issue 11: the per-call cost"), each with the figur
          Sq 2048 (B 8: 2048 tiles, Sk 1k..8k), in keys (intercept / slope).
   flush  the cold, dirty L2 of triton's do_bench (256 MB zeroed before every call): "flush"
          against "b2b".
-  pdl    flashc_pdl = the same library with FLASHC_CUDA_FWD_PDL=1 (no counter allocation or
-         memset, launched as a programmatic dependent): what the gaps are worth, b2b and kern.
+  alt    --alt NAME:VAR=VALUE (repeatable): a second library instance (its own copy of the .so)
+         that read VAR=VALUE at its first launch, timed beside the default: round A's
+         flashc_pdl (FLASHC_CUDA_FWD_PDL=1, since removed), helper fwd12's flashc_tail
+         (FLASHC_CUDA_FWD_TAIL=1).
 Every implementation is timed on the same inputs in this one process: flashc (the dispatcher's
-choice, through ctypes, bench_sdpa.Flashc), flashc_pdl, SDPA cuDNN, SDPA flash (FA2); both
-flashc instances are checked against SDPA flash first (twice each).
+choice, through ctypes, bench_sdpa.Flashc), the alt instances, SDPA cuDNN, SDPA flash (FA2);
+every flashc instance is checked against SDPA flash first (twice each).
+--set fwd12 (helper fwd12, the key tail): d 128 at 2k / 4k / 16k, causal and not, no scans, no
+SDPA flash, timed only by do_bench with its flush and by the CUPTI kernel time.
 
 usage: bench_fwd11.py --lib build/libflashc.so [--rep-ms 20] [--out fwd11.json] [--quick]
+                      [--alt NAME:VAR=VALUE ...] [--set fwd11|fwd12]
 """
 import argparse
 import json
@@ -40,21 +45,21 @@ import triton.testing
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_sdpa import Flashc, Stats, params, view  # noqa: E402
 
-IMPLS = ("flashc", "flashc_pdl", "cudnn", "flash")
+IMPLS = ["flashc", "cudnn", "flash"]  # the alt instances go after flashc (main)
 
 
-def load_pdl(path, warm):
-    """A second library instance (its own copy) with FLASHC_CUDA_FWD_PDL=1, set only around
-    its first launch (the variable is read once per instance, at the first dynamic-scheduler
-    launch; warm(fc) makes that launch). The default instance must have launched before."""
-    copy = os.path.join(tempfile.mkdtemp(), "libflashc_pdl.so")
+def load_alt(path, name, var, value, warm):
+    """A second library instance (its own copy) with var=value set only around its first
+    launch (such variables are read once per instance, at the first launch that asks; warm(fc)
+    makes that launch). The default instance must have launched before."""
+    copy = os.path.join(tempfile.mkdtemp(), f"libflashc_{name}.so")
     shutil.copy(path, copy)
-    os.environ["FLASHC_CUDA_FWD_PDL"] = "1"
+    os.environ[var] = value
     try:
         fc = Flashc(copy)
         warm(fc)
     finally:
-        os.environ.pop("FLASHC_CUDA_FWD_PDL", None)
+        os.environ.pop(var, None)
     return fc
 
 
@@ -198,8 +203,18 @@ def main():
     ap.add_argument("--rep-ms", type=float, default=20)
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true", help="main cases only, no scans")
+    ap.add_argument("--alt", action="append", default=[], help="NAME:VAR=VALUE")
+    ap.add_argument("--set", default="fwd11", choices=("fwd11", "fwd12"))
     a = ap.parse_args()
-    os.environ.pop("FLASHC_CUDA_FWD_PDL", None)
+    alts = []
+    for spec in a.alt:
+        name, _, kv = spec.partition(":")
+        var, _, value = kv.partition("=")
+        if not (name and var):
+            ap.error(f"--alt {spec}: NAME:VAR=VALUE")
+        alts.append((name, var, value))
+        os.environ.pop(var, None)
+    IMPLS[1:1] = [n for n, _, _ in alts]
     fc = Flashc(a.lib)
     dev = torch.cuda.get_device_properties(0)
     print(f"device: {dev.name}, {dev.multi_processor_count} SMs; torch {torch.__version__}, "
@@ -211,30 +226,33 @@ def main():
         flashc_fn(lib, q, k, v, o, lse, False)()
         torch.cuda.synchronize()
     warm(fc)
-    fcp = load_pdl(a.lib, warm)
+    libs = {"flashc": fc}
+    for name, var, value in alts:
+        libs[name] = load_alt(a.lib, name, var, value, warm)
     torch.manual_seed(0)
     # (kind, d, Sq, Sk, B, causal): main = the convention (B S = 16384) with every measure;
     # bscan / kscan = the fits (graph + trace, flashc and cuDNN)
     cases = [("main", 128, 2048, 2048, 8, False), ("main", 128, 4096, 4096, 4, False),
              ("main", 128, 16384, 16384, 1, False), ("main", 64, 2048, 2048, 8, False),
              ("main", 64, 4096, 4096, 4, False)]
-    if not a.quick:
+    if a.set == "fwd12":
+        cases = [("main", 128, s, s, 16384 // s, c) for c in (False, True)
+                 for s in (2048, 4096, 16384)]
+    elif not a.quick:
         cases += [("bscan", 128, 2048, 2048, b, False) for b in (2, 4, 16)]
         cases += [("kscan", 128, 2048, sk, 8, False) for sk in (1024, 4096, 8192)]
     rows = []
     for kind, d, S, Sk, B, causal in cases:
         q, k, v, o, lse, H = make_case(d, S, Sk, B, causal)
-        fns = {"flashc": flashc_fn(fc, q, k, v, o, lse, causal),
-               "flashc_pdl": flashc_fn(fcp, q, k, v, o, lse, causal),
-               "cudnn": sdpa_fn(SDPBackend.CUDNN_ATTENTION, q, k, v, causal),
-               "flash": sdpa_fn(SDPBackend.FLASH_ATTENTION, q, k, v, causal)}
-        if kind != "main":
-            del fns["flash"]
+        fns = {n: flashc_fn(lib, q, k, v, o, lse, causal) for n, lib in libs.items()}
+        fns["cudnn"] = sdpa_fn(SDPBackend.CUDNN_ATTENTION, q, k, v, causal)
+        if kind == "main" and a.set != "fwd12":
+            fns["flash"] = sdpa_fn(SDPBackend.FLASH_ATTENTION, q, k, v, causal)
         ref = fns["flash"]() if "flash" in fns else sdpa_fn(SDPBackend.FLASH_ATTENTION, q, k, v,
                                                             causal)()
         diffs = []
-        for n in ("flashc", "flashc_pdl"):
-            for _ in range(2):  # twice: the second call finds its slot as the first left it
+        for n in libs:
+            for _ in range(2):  # twice: the second call finds the state the first left
                 o.fill_(float("nan"))
                 fns[n]()
                 torch.cuda.synchronize()
@@ -262,9 +280,11 @@ def main():
                 if kind == "main":
                     m["flush"] = triton.testing.do_bench(fn, warmup=10, rep=a.rep_ms,
                                                          return_mode="median")
+                if kind == "main" and a.set != "fwd12":
                     m["b2b"] = per_call_events(fn, calls)
                     m["host_us"] = host_us(fn)
-                m["graph"] = per_call_graph(fn, calls)
+                if a.set != "fwd12":
+                    m["graph"] = per_call_graph(fn, calls)
             except RuntimeError as e:  # a capture a backend refuses: report, go on
                 m["error"] = str(e)[:160]
             r[n] = m
@@ -278,7 +298,7 @@ def main():
         rows.append(r)
         tf = lambda n, key: (flops / (r[n][key] * 1e-3) / 1e12 if r.get(n, {}).get(key) else
                              float("nan"))
-        print(f"{kind} d={d} S={S} Sk={Sk} B={B}: " + "  ".join(
+        print(f"{kind} d={d} S={S} Sk={Sk} B={B}{' causal' if causal else ''}: " + "  ".join(
             f"{n}[" + " ".join(f"{key} {tf(n, key):.0f}" for key in ("flush", "b2b", "graph")
                                if key in r[n])
             + (f" kern {r[n]['kern_us']:.1f}us main {r[n]['main_us']:.1f}us"
@@ -296,7 +316,7 @@ def main():
         with open(a.out, "w") as fh:
             json.dump({"device": dev.name, "torch": torch.__version__,
                        "cudnn": torch.backends.cudnn.version(), "rows": rows}, fh, indent=1)
-    report(rows)
+    report(rows) if a.set != "fwd12" else report12(rows, [n for n, _, _ in alts])
     return 0 if all(math.isfinite(r["maxdiff"]) and r["maxdiff"] < 2e-2 for r in rows) else 1
 
 
@@ -315,7 +335,7 @@ def report(rows):
     tf = lambda r, ms: r["flops"] / (ms * 1e-3) / 1e12 if ms else float("nan")
     print("\n| d | S | impl | flush TF | b2b TF | graph TF | kernel TF | host us | b2b-kern us "
           "| rest us | flashc/cuDNN flush | b2b | kernel |")
-    print("|---" * 13 + "|")  # flashc_pdl: FLASHC_CUDA_FWD_PDL=1
+    print("|---" * 13 + "|")
     for r in rows:
         if r["kind"] != "main" or "flashc" not in r:
             continue
@@ -326,6 +346,8 @@ def report(rows):
             ratio = lambda k: (
                 f"{(g(r, 'cudnn', k) or float('nan')) / (g(r, n, k) or float('nan')):.3f}"
                 if n.startswith("flashc") else "")
+            if n not in r:
+                continue
             print(f"| {r['d']} | {r['Sq']} | {n} | {tf(r, g(r, n, 'flush')):.0f} | "
                   f"{tf(r, b2b):.0f} | {tf(r, g(r, n, 'graph')):.0f} | "
                   f"{tf(r, kern / 1e3 if kern else None):.0f} | "
@@ -355,6 +377,29 @@ def report(rows):
             line.append(f"{n} {val:.1f} (slope {s:.3f} us/{xkey}; points "
                         + ", ".join(f"{x}:{y:.0f}" for x, y in sorted(xy)) + ")")
         print(f"{label}: " + "; ".join(line))
+
+
+def report12(rows, alts):
+    """fwd12's table: per case, TFLOP/s under do_bench's flush and in CUPTI kernel time, and
+    each instance's ratios to cuDNN and (alt instances) to the default flashc."""
+    g = lambda r, n, k: r.get(n, {}).get(k)
+    tf = lambda r, ms: r["flops"] / (ms * 1e-3) / 1e12 if ms else float("nan")
+    q = lambda a, b: f"{a / b:.3f}" if a and b else "nan"
+    print("\n| d | S | causal | impl | flush TF | kernel TF | /cuDNN flush | /cuDNN kernel "
+          "| /flashc flush | /flashc kernel |")
+    print("|---" * 10 + "|")
+    for r in rows:
+        for n in ["flashc"] + alts + ["cudnn"]:
+            if n not in r:
+                continue
+            fl, ke = g(r, n, "flush"), g(r, n, "kern_us")
+            cf, ck = g(r, "cudnn", "flush"), g(r, "cudnn", "kern_us")
+            df, dk = g(r, "flashc", "flush"), g(r, "flashc", "kern_us")
+            own = n != "cudnn"
+            print(f"| {r['d']} | {r['Sq']} | {int(r['causal'])} | {n} | {tf(r, fl):.0f} | "
+                  f"{tf(r, ke / 1e3 if ke else None):.0f} | {q(cf, fl) if own else ''} | "
+                  f"{q(ck, ke) if own else ''} | {q(df, fl) if n in alts else ''} | "
+                  f"{q(dk, ke) if n in alts else ''} |")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@
 # fwd11)"), the host-side memo of the sm90 launch (tensor maps per host thread, the shared
 # memory attribute once per device; the default in this tree) and the opt-in
 # FLASHC_CUDA_FWD_PDL=1 (v6 / v7 / v9 as programmatic dependents, no per-call counter).
+# (Round A, 2026-12-03 22:13 UTC, ran this on tree e235a9e; FLASHC_CUDA_FWD_PDL was removed
+# after it by helper fwd12, so on a later tree the pdl-* jobs and flashc_pdl run the default.)
 # Budget: <= 110 s of wall time in all (every step under `timeout`, a global deadline):
 #   1. (<= 36 s, concurrently; correctness of the changed host path, which every sm90 launch
 #      takes, and of the opt-in FLASHC_CUDA_FWD_PDL=1) tests/test_cuda_attn on the default
@@ -67,7 +69,8 @@ tb=$(left)
 if [ "$tb" -gt 15 ]; then
   FLASHC_LIBRARY="$lib" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 \
     timeout -k 2 "$tb" python3 bench/gpu/bench_fwd11.py --lib "$lib" \
-    --rep-ms "${FLASHC_REP_MS:-20}" --out "$OUT/bench.json" >"$OUT/bench.log" 2>&1
+    --alt flashc_pdl:FLASHC_CUDA_FWD_PDL=1 --rep-ms "${FLASHC_REP_MS:-20}" \
+    --out "$OUT/bench.json" >"$OUT/bench.log" 2>&1
   rc=$?
 else
   echo "no time left for the bench" >"$OUT/bench.log"

@@ -86,7 +86,6 @@
 
 #include <cuda.h> /* CUtensorMap and the driver's types only: the library never links libcuda */
 #include <atomic>
-#include <mutex>
 #include <stdlib.h>
 #include <string.h>
 #include <type_traits>
@@ -160,6 +159,41 @@ static __device__ __forceinline__ void wgmma_qk(T tag, float (&d)[1][BN / 8][4],
 #endif
 }
 
+/* The same over the first N keys of a BN-key block (N = BN, or 128 < BN: the key tail,
+ * FLASHC_CUDA_FWD_TAIL): d's first N / 8 column groups are written, the rest left as they were
+ * (ptx_sm90.cuh, ptx_wgmma_ss_m64n128k16). */
+template <int N, int BN, typename T>
+static __device__ __forceinline__ void wgmma_qk_of(T tag, float (&d)[1][BN / 8][4], uint64_t da,
+                                                   uint64_t db, int scale_d)
+{
+#if FLASHC_PTX_SM90A
+    static_assert(N == BN || (N == 128 && N < BN), "the block or its first 128 keys");
+    if constexpr (N == BN)
+        wgmma_qk<BN>(tag, d, da, db, scale_d);
+    else
+        ptx_wgmma_ss_m64n128k16(tag, d[0], da, db, scale_d);
+#endif
+}
+
+/* Issues S = Q K^T (uncommitted) of a warpgroup's 64 rows of Q (at qw: D / 64 panels of BM
+ * rows) and the first N keys of a K block (at kb: panels of BN rows), both in the 128-byte
+ * swizzle; N < BN: the key tail (wgmma_qk_of). */
+template <int N, typename T, int D, int BM, int BN>
+static __device__ __forceinline__ void sm90_issue_qk(float (&sc)[1][BN / 8][4], uint32_t qw,
+                                                     uint32_t kb)
+{
+#if FLASHC_PTX_SM90A
+    ptx_wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ks++) {
+        const uint32_t qa = qw + (ks / 4) * BM * 128 + (ks % 4) * 32;
+        const uint32_t ka = kb + (ks / 4) * BN * 128 + (ks % 4) * 32;
+        wgmma_qk_of<N, BN>(T(), sc, ptx_wgmma_desc(qa, 16, 1024), ptx_wgmma_desc(ka, 16, 1024),
+                           ks > 0);
+    }
+#endif
+}
+
 /* v4's softmax halves: the same values as attn_fwd_common.cuh's block_rows_max / block_exp
  * (up to the order of the row sum), with shorter dependency chains: the row max as a tree,
  * the row sum in four partial sums. One consumer warp per SM sub-partition and warpgroup
@@ -221,7 +255,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     attn_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q,
                          const __grid_constant__ CUtensorMap tm_k,
                          const __grid_constant__ CUtensorMap tm_v, const attn_fwd_args a,
-                         const __grid_constant__ CUtensorMap tm_o, int *tile_ctr)
+                         const __grid_constant__ CUtensorMap tm_o, int *tile_ctr, int tail)
 {
 #if FLASHC_PTX_SM90A
     using L = sm90_smem<D, BN, STAGES, VER>;
@@ -242,6 +276,11 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     constexpr int KV_ROWS = MC ? BN / 2 : BN;
     static_assert(KV_ROWS % 8 == 0, "a multicast half is whole 1024-byte swizzle atoms");
     constexpr int NT = BN / 8, DT = D / 8;
+    /* FLASHC_CUDA_FWD_TAIL (tail != 0; opt-in, bench/RESULTS.md "Issue 11: the key tail"): the
+     * first block of a tile's walk (its last keys) as S over its first 128 keys when its rows
+     * see no more (first_s): d 128 with 176-key blocks, v6 (VER 7; v9, VER 11, spilled 8 bytes
+     * with it, so has none) */
+    constexpr bool TAIL = D == 128 && BN == 176 && VER == 7;
     static_assert(D % 64 == 0 && D <= 128, "panels of 64 columns; O fits the registers");
 
     extern __shared__ uint8_t smem_raw[];
@@ -286,15 +325,6 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
         ptx_cluster_sync();
     else
         __syncthreads();
-    if constexpr (DYN) {
-        /* Launched as a programmatic dependent (FLASHC_CUDA_FWD_PDL, the launch below), the
-         * set-up above ran beside the stream's previous kernel: nothing global is read or
-         * written (loads, the tile counter, O, LSE) before that kernel has completed. The next
-         * grid may launch at once: its blocks start on the multiprocessors this grid's leave,
-         * and wait likewise. Without the launch attribute both return at once. */
-        ptx_griddep_wait();
-        ptx_griddep_launch_dependents();
-    }
     /* v8: which Q tile of the pair; and the first tile. Read again where used (special
      * registers), not held through the role split, where ptxas spilled them */
     auto crank = [&]() { return MC ? ptx_cluster_ctarank() : 0u; };
@@ -351,14 +381,6 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
             else
                 ptx_tma_load_4d(dst, tm, bar, 64 * p, n0, hk, b);
         };
-        /* v6: the next tile from the counter. Every thread block claims until it draws a
-         * tile past the last, so a launch draws exactly n_tiles tickets (gridDim.x <= n_tiles
-         * first tiles, n_tiles - gridDim.x more, one miss per block); counted modulo n_tiles
-         * (atomicInc) they run 0 .. n_tiles - 1 and leave the counter at zero, as it was at
-         * the launch: FLASHC_CUDA_FWD_PDL's counters are zeroed once, not before every call. */
-        auto claim = [&]() {
-            return (int)atomicInc((unsigned *)tile_ctr, (unsigned)n_tiles - 1u) + (int)gridDim.x;
-        };
         if (warp == 0 && lane == 0) {
             ptx_prefetch_tensormap(&tm_q);
             ptx_prefetch_tensormap(&tm_k);
@@ -409,7 +431,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                      * that tq counts every tile on both sides */
                     ptx_mbarrier_arrive(bar_q);
                     tq++;
-                    tile = claim();
+                    tile = atomicAdd(tile_ctr, 1) + (int)gridDim.x;
                     continue;
                 }
                 ptx_mbarrier_arrive_expect_tx(bar_q, L::Q_BYTES);
@@ -431,7 +453,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 /* v6: the next tile, claimed once this one's loads are all issued, so that the
                  * claim waits for the ring to drain to STAGES blocks (the atomic's round trip
                  * hides behind them) and no tile is claimed long before it can start */
-                tile = DYN ? claim() : tile + tile_step;
+                tile = DYN ? atomicAdd(tile_ctr, 1) + (int)gridDim.x : tile + tile_step;
             }
         } else if (XT && warp == 1 && lane == 0) {
             /* v9: one more reader of the tile queue, which asks L2 for each tile's Q (read
@@ -548,14 +570,33 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
 
         /* Issues S = Q K^T of the block in slot s (uncommitted). */
         auto issue_qk = [&](float (&sc)[1][NT][4], int s) {
-            ptx_wgmma_fence();
-#pragma unroll
-            for (int ks = 0; ks < D / 16; ks++) {
-                const uint32_t qa = sQ + (ks / 4) * BM * 128 + cw * 64 * 128 + (ks % 4) * 32;
-                const uint32_t kb = sK + s * L::KV_BYTES + (ks / 4) * BN * 128 + (ks % 4) * 32;
-                wgmma_qk<BN>(T(), sc, ptx_wgmma_desc(qa, 16, 1024), ptx_wgmma_desc(kb, 16, 1024),
-                             ks > 0);
+            sm90_issue_qk<BN, T, D, BM, BN>(sc, sQ + cw * 64 * 128, sK + s * L::KV_BYTES);
+        };
+        /* S of the walk's first block (keys [n0, n0 + BN), n0 = (n_blocks - 1) BN): issued,
+         * committed, the turn passed, and waited for. With the key tail, when the keys this
+         * warpgroup's rows may see there (below Sk and, causal, their limit) are at most 128,
+         * over the block's first 128 keys only: m64n128k16 writes the first 64 of sc's 88
+         * registers; the others keep what they held (finite: the last P) and mask_at sets them
+         * to -inf, as it does for every key past the limit. Each path waits for its own S: with
+         * the wait after the merge ptxas serialised every wgmma of the kernel (C7520); with
+         * more than one narrower N (32 .. 160 by 32, or 64 alone) it serialised them for want
+         * of registers (C7511); so did skipping this block's last P V k-steps (a branch or a
+         * guard predicate in the main loop: C7520). */
+        auto first_s = [&](float (&sc)[1][NT][4], int s) {
+            auto done = [&]() {
+                ptx_wgmma_commit();
+                pass_turn();
+                ptx_wgmma_wait<0>();
+            };
+            if constexpr (TAIL) {
+                const int n0 = (n_blocks - 1) * BN;
+                if (tail && (a.causal ? min(a.Sk, m0 + cw * 64 + 64 + diag) : a.Sk) - n0 <= 128) {
+                    sm90_issue_qk<128, T, D, BM, BN>(sc, sQ + cw * 64 * 128, sK + s * L::KV_BYTES);
+                    return done();
+                }
             }
+            issue_qk(sc, s);
+            done();
         };
         /* P (in sc) into A fragments: tiles 2kk and 2kk + 1 of S are the A fragment of keys
          * [16 kk, 16 kk + 16). */
@@ -828,9 +869,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                     store_pending();
                 } else {
                     my_turn();
-                    issue_qk(sc, slot(0));
-                    ptx_wgmma_commit();
-                    pass_turn();
+                    first_s(sc, slot(0)); /* ... and waited for */
                 }
                 ptx_wgmma_wait<0>();
                 fence_s(sc);
@@ -1058,54 +1097,16 @@ static int sm90_supports_pair(const attn_fwd_variant *v, const attn_problem *p, 
     return !p->causal && sm90_supports_rows(v, p, cc, vec16, v->block_k / 2);
 }
 
-/* FLASHC_CUDA_FWD_PDL=1 (read once; opt-in, bench/RESULTS.md "Issue 11: the per-call cost
- * (helper fwd11)"): the dynamic scheduler's kernels (v6, v7, v9) launch as programmatic
- * dependents of the stream's previous kernel, and with no per-call counter, so that no
- * allocation and no memset stand between two calls. Their counter is then one of FWD_SLOTS
- * slots of a per-device array zeroed once, taken in turn; the kernel leaves its slot at zero
- * (claim(): n_tiles tickets modulo n_tiles). Two calls share a slot only FWD_SLOTS calls apart,
- * and would share tiles only if they ran at once (the earlier one held back on one stream
- * while FWD_SLOTS - 1 others ran on another): why it is opt-in. A stream being captured takes
- * the default path (a graph's kernel node would keep its slot for every replay). */
-constexpr int FWD_SLOTS = 1024;
-
-static bool fwd_pdl_enabled(void)
+/* FLASHC_CUDA_FWD_TAIL=1 (read once; opt-in until a device run shows it correct and faster,
+ * bench/RESULTS.md "Issue 11: the key tail"): the kernels that have it (the TAIL of the kernel)
+ * issue a tile's first S over 128 of its 176 keys when its rows see no more. */
+static int fwd_tail_enabled(void)
 {
-    static const bool on = [] {
-        const char *e = getenv("FLASHC_CUDA_FWD_PDL");
-        return e && strcmp(e, "1") == 0;
+    static const int on = [] {
+        const char *e = getenv("FLASHC_CUDA_FWD_TAIL");
+        return e && strcmp(e, "1") == 0 ? 1 : 0;
     }();
     return on;
-}
-
-/* *slot = the next counter of device dev's ring (made and zeroed on stream at its first use,
- * waited for there, so that every later call on any stream finds it zero). */
-static cudaError_t fwd_pdl_slot(int dev, cudaStream_t stream, int **slot)
-{
-    static std::mutex mu;
-    static int *ring[64];
-    static std::atomic<unsigned> next[64];
-    if (dev < 0 || dev >= 64)
-        return cudaErrorInvalidDevice;
-    {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!ring[dev]) {
-            int *p = NULL;
-            cudaError_t err = cudaMalloc((void **)&p, FWD_SLOTS * sizeof(int));
-            if (err == cudaSuccess)
-                err = cudaMemsetAsync(p, 0, FWD_SLOTS * sizeof(int), stream);
-            if (err == cudaSuccess)
-                err = cudaStreamSynchronize(stream);
-            if (err != cudaSuccess) {
-                if (p)
-                    (void)cudaFree(p);
-                return err;
-            }
-            ring[dev] = p;
-        }
-    }
-    *slot = ring[dev] + next[dev].fetch_add(1, std::memory_order_relaxed) % FWD_SLOTS;
-    return cudaSuccess;
 }
 
 template <typename T, int D, int BN, int STAGES, int VER>
@@ -1120,7 +1121,7 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
         (VER >= 7 && !make_map(&mo, dt, a->o, a->B, a->Sq, a->Hq, a->D, a->so, 64)))
         return cudaErrorInvalidValue; /* sm90_supports said yes: the driver changed its mind */
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const attn_fwd_args,
-                   const CUtensorMap, int *) = attn_fwd_sm90_kernel<T, D, BN, STAGES, VER>;
+                   const CUtensorMap, int *, int) = attn_fwd_sm90_kernel<T, D, BN, STAGES, VER>;
     /* The kernel's dynamic shared memory limit, raised once per device (a bit per ordinal
      * below 64) rather than on every call. Should the device's context have been reset since
      * (cudaDeviceReset drops it), the launch fails and is retried once after raising it again;
@@ -1170,7 +1171,7 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
             return cudaSuccess; /* Sq = 0 or B Hq = 0: refused before, nothing to do */
         cfg.gridDim = dim3((unsigned)(2 * (pairs < fit ? pairs : fit)), 1, 1);
         int *no_ctr = NULL;
-        err = cudaLaunchKernelEx(&cfg, kernel, mq, mk, mv, *a, mo, no_ctr);
+        err = cudaLaunchKernelEx(&cfg, kernel, mq, mk, mv, *a, mo, no_ctr, 0);
         return err == cudaSuccess ? cudaGetLastError() : err;
     }
     if (VER >= 5) { /* persistent: one thread block per multiprocessor at most */
@@ -1182,21 +1183,10 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
     }
     /* v6's tile counter: its own 4 bytes per call, allocated and zeroed in stream order (no
      * host sync, capturable in a CUDA graph), so that calls on concurrent streams never share
-     * one; the kernel's first tiles are blockIdx.x, the counter hands out the rest. Or, with
-     * FLASHC_CUDA_FWD_PDL outside a capture, a slot of the zeroed ring (fwd_pdl_slot). */
-    int *ctr = NULL, *slot = NULL;
-    bool pdl = false;
-    if (VER >= 6 && !sm90_pair(VER) && fwd_pdl_enabled()) {
-        cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-        if (cudaStreamIsCapturing(stream, &cap) != cudaSuccess)
-            (void)cudaGetLastError(); /* no error was pending at entry: ours; default path */
-        else
-            pdl = cap == cudaStreamCaptureStatusNone;
-    }
-    if (pdl) {
-        if ((err = fwd_pdl_slot(dev, stream, &slot)) != cudaSuccess)
-            return err;
-    } else if (VER >= 6 && !sm90_pair(VER)) {
+     * one; the kernel's first tiles are blockIdx.x, the counter hands out the rest. */
+    int *ctr = NULL;
+    const int tail = fwd_tail_enabled();
+    if (VER >= 6 && !sm90_pair(VER)) {
         if ((err = cuda_scratch_alloc((void **)&ctr, sizeof(int), stream)) != cudaSuccess)
             return err;
         if ((err = cudaMemsetAsync(ctr, 0, sizeof(int), stream)) != cudaSuccess) {
@@ -1204,28 +1194,15 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
             return err;
         }
     }
-    auto launch = [&]() {
-        if (!pdl) {
-            kernel<<<(unsigned)blocks, sm90_threads(VER), L::LAUNCH, stream>>>(mq, mk, mv, *a,
-                                                                               mo, ctr);
-            return cudaGetLastError();
-        }
-        cudaLaunchAttribute at[1] = {};
-        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at[0].val.programmaticStreamSerializationAllowed = 1;
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3((unsigned)blocks, 1, 1);
-        cfg.blockDim = dim3(sm90_threads(VER), 1, 1);
-        cfg.dynamicSmemBytes = L::LAUNCH;
-        cfg.stream = stream;
-        cfg.attrs = at;
-        cfg.numAttrs = 1;
-        const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, mq, mk, mv, *a, mo, slot);
-        return e == cudaSuccess ? cudaGetLastError() : e;
-    };
-    err = launch();
-    if (err != cudaSuccess && was_raised && raise() == cudaSuccess)
-        err = launch(); /* nothing ran (a launch error is synchronous): the counter is zero */
+    kernel<<<(unsigned)blocks, sm90_threads(VER), L::LAUNCH, stream>>>(mq, mk, mv, *a, mo, ctr,
+                                                                       tail);
+    err = cudaGetLastError();
+    if (err != cudaSuccess && was_raised && raise() == cudaSuccess) {
+        /* nothing ran (a launch error is synchronous): the counter is still zero */
+        kernel<<<(unsigned)blocks, sm90_threads(VER), L::LAUNCH, stream>>>(mq, mk, mv, *a, mo,
+                                                                           ctr, tail);
+        err = cudaGetLastError();
+    }
     if (ctr) {
         const cudaError_t ferr = cuda_scratch_free(ctr, stream);
         if (err == cudaSuccess)
