@@ -14,8 +14,8 @@ SDPA gets q (B, Hq, 1, d) and the cache as the (B, Hkv, ctx, d) view of the (B, 
 buffer, with enable_gqa=True (no expanded copy); a backend that refuses it is reported as such.
 
 Variants (issue 13, helpers decode2..decode5): --variants v1,v2,pdl,fused,lean+fill
-times every flashc layout once per value of FLASHC_DECODE_MERGE (v1, v2, v3, v4, pdl, fused, auto), of
-FLASHC_DECODE_KERNEL (split = base, lean, lean3, lean5, leanef) or of FLASHC_DECODE_SPLITS (fa2, fill),
+times every flashc layout once per value of FLASHC_DECODE_MERGE (v1, v2, v3, v4, v5, pdl, fused, auto), of
+FLASHC_DECODE_KERNEL (split = base, lean, lean3, lean5, leanef, leanpf) or of FLASHC_DECODE_SPLITS (fa2, fill),
 or "+"-joined combinations, which
 src/cuda/attn_decode.cu reads at each call (v1 keeps the historical keys), each checked against
 SDPA first; --sweep 8,16,32 also times the contiguous call at
@@ -150,8 +150,8 @@ def graph_ms(lib, q, kc, vc, o, lse, seqlens, rep_ms):
 
 
 def set_variant(v):
-    """A variant is a merge (FLASHC_DECODE_MERGE: v1, v2, v3, v4, pdl, fused, auto), a loader
-    (FLASHC_DECODE_KERNEL: split, base, lean, lean3, lean5, leanef) or a split rule (FLASHC_DECODE_SPLITS:
+    """A variant is a merge (FLASHC_DECODE_MERGE: v1, v2, v3, v4, v5, pdl, fused, auto), a loader
+    (FLASHC_DECODE_KERNEL: split, base, lean, lean3, lean5, leanef, leanpf) or a split rule (FLASHC_DECODE_SPLITS:
     fa2, fill), or several joined by "+" (base+fa2+pdl); what a variant does not name is the
     library's default; None: every default. All are read by the library at every call."""
     for k in ("FLASHC_DECODE_MERGE", "FLASHC_DECODE_KERNEL", "FLASHC_DECODE_SPLITS"):
