@@ -204,7 +204,8 @@ def bench_clean(fn, rep_ms):
 
 def ncu_drive(lib, variants, B, ctx, Hq, Hkv, d=128):
     """Three calls of each variant at B x ctx (contiguous), each after triton's 256 MB zero_
-    (the dirty L2 of the bench), synchronised, for ncu --cache-control none to profile."""
+    (the dirty L2 of the bench), synchronised, for ncu --cache-control none to profile. A variant
+    "NAME/sN" runs NAME with num_splits = N (else the library's count)."""
     dt = torch.bfloat16
     kc = torch.randn(B, ctx, Hkv, d, dtype=dt, device="cuda")
     vc = torch.randn(B, ctx, Hkv, d, dtype=dt, device="cuda")
@@ -214,8 +215,9 @@ def ncu_drive(lib, variants, B, ctx, Hq, Hkv, d=128):
     seqlens = torch.full((B,), ctx, dtype=torch.int32, device="cuda")
     flush = torch.empty(64 << 20, dtype=torch.int32, device="cuda")
     for v in variants:
-        set_variant(v)
-        fn = Decode(lib, q, kc, vc, o, lse, seqlens)
+        name, _, ns = v.partition("/s")
+        set_variant(name)
+        fn = Decode(lib, q, kc, vc, o, lse, seqlens, num_splits=int(ns) if ns else 0)
         for _ in range(3):
             flush.zero_()
             torch.cuda.synchronize()
