@@ -62,6 +62,8 @@
  *          columns), 16 split groups, so each thread has its few partial loads in flight at once;
  *   v4     v3 with each thread's partial loads issued together with the LSE loads (opt-in,
  *          decode6): one L2 round trip after the split kernel instead of two, v3's bits;
+ *   v5     v4 with cache_seqlens / cu_seqlens read before griddepcontrol.wait (opt-in, decode7):
+ *          the merge's only load that does not depend on the split kernel leaves its tail;
  *   pdl    v2 launched as a programmatic dependent of the split kernel (sm_90): its blocks are
  *          resident and waiting (griddepcontrol.wait) when the last split block retires, so the
  *          launch gap goes; other devices launch it as v2;
@@ -96,6 +98,10 @@
  * dirty lines included, whose write-back to HBM then runs inside the decode's time (the bench's
  * flush, triton's 256 MB zero_, leaves ~50 MB of them: at 1 x 32k, 128 MiB of K/V, that is up to
  * a third more HBM traffic). Evict-first lines replace each other instead.
+ * leanpf (opt-in, decode7, 2026-12-03): lean with L2 prefetches of each warp's first DEC_PF_BLOCKS
+ * blocks issued before anything else (dec_ramp_prefetch). A split block otherwise reads the
+ * sequence's length (one DRAM latency after the bench's flush) before its first K/V copy, and
+ * at B = 1 every block of the single wave does so at once: the whole HBM idles for that latency.
  *
  * Split rule (FLASHC_DECODE_SPLITS, read at every call): fill (the default since 2026-12-03),
  * which splits tiles that are at most half the slots into whole waves of k blocks a SM, at most
