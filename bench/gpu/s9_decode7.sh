@@ -3,7 +3,7 @@
 # (every step under its own timeout, the last one cut at 78 s): the B = 1 x 32k split kernel's
 # ramp and the merge's tail, two opt-in variants against the defaults (lean + fill + auto, auto
 # = merge v4 at small grids since main 19f6be8):
-#   leanpf  FLASHC_DECODE_KERNEL=leanpf: lean, plus L2 prefetches of each warp's first 4 blocks
+#   leanpf  FLASHC_DECODE_KERNEL=leanpf: lean, plus L2 prefetches of each warp's first 2 blocks
 #           (K and V) issued before the block's first dependent load (cache_seqlens), so DRAM
 #           starts streaming one latency earlier (contiguous caches addressed by b only);
 #   v5      FLASHC_DECODE_MERGE=v5: v4 with cache_seqlens read before griddepcontrol.wait (one
@@ -28,7 +28,8 @@
 #   below 0.99x at 4x32k (same bits, so any gain is free; below 0.5% it is noise: keep v4).
 # - leanpf becomes the default loader if leanpf+fill+auto >= 1.02x lean+fill+auto at 1x32k (or
 #   1x4k) and >= 0.99x at every other shape and layout (paged caches take lean's path inside
-#   leanpf, so page16 must match lean within noise).
+#   leanpf, so page16 must match lean within noise), and only after a run with a contiguous
+#   cache longer than the sequence (mispredicted prefetches: up to 17 MB at B 1; not run here).
 # - ncu: if the split kernel at s49 is faster than at s33 (time), more warps per SM do help and
 #   the merge's cost is what made s49 lose in round A; if not, the B = 1 limit is not the warp
 #   count (record it in RESULTS.md, issue 13, decode7).
@@ -130,7 +131,8 @@ echo
 grep -hE 'WRONG|^device|^copy' "$OUT/bench.log"
 echo "decision rules: v5 -> auto's merge if lean+fill+v5 >= 1.005x lean+fill+auto at 1x4k and"
 echo "  1x32k and >= 0.99x at 4x32k; leanpf -> default loader if leanpf+fill+auto >= 1.02x"
-echo "  lean+fill+auto at 1x32k (or 1x4k) and >= 0.99x at every other shape and layout; both"
+echo "  lean+fill+auto at 1x32k (or 1x4k) and >= 0.99x at every other shape and layout (and a"
+echo "  later run with capacity > length shows its wasted prefetches are cheap); both"
 echo "  only with serving_pf passed and memcheck_pf / racecheck_pf at 0."
 sed -n '/^merge variants/,$p' "$OUT/bench.log"
 jobs_failed && exit 1

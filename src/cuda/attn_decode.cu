@@ -125,7 +125,7 @@ constexpr int DEC_BN = 16;     /* keys per warp block                           
 constexpr int DEC_STAGES = 2;  /* K/V buffers per warp                               */
 constexpr int DEC_MAX_SPLITS = 256;
 constexpr int DEC_MERGE_DEPTH = 8; /* partial loads a merging thread keeps in flight         */
-constexpr int DEC_PF_BLOCKS = 4;   /* leanpf: 16-key blocks a warp prefetches into L2 at start */
+constexpr int DEC_PF_BLOCKS = 2;   /* leanpf: 16-key blocks a warp prefetches into L2 at start */
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 
@@ -382,7 +382,9 @@ __device__ __forceinline__ void dec_lean_issue(const dec_args &a, const dec_lane
  * 0-15 a K row each, 16-31 a V row), so that DRAM starts streaming one latency earlier and the
  * warps' first copies find their lines in L2 or on the way. The split's blocks are predicted
  * from the longest the sequence can be (the capacity, or Sk), which is exact when the cache is
- * full; otherwise some prefetches miss the split's keys, costing bandwidth, never results. Only
+ * full; otherwise some prefetches miss the split's keys, costing bandwidth, never results (at
+ * most DEC_PF_BLOCKS x 8 KB a warp at d 128: 64 KB a split block, 17 MB at B 1 x 33 splits,
+ * about 4 us of HBM, which is also what the ramp needs to cover one DRAM latency). Only
  * for a contiguous KV cache addressed by b (no block table, no cache_batch_idx: their lookups
  * are the dependent loads this avoids waiting for) and no left window (the split starts at key
  * 0); every prefetched row lies inside the K / V tensors (key < capacity, b < their rows). */
