@@ -227,6 +227,54 @@ def ncu_drive(lib, variants, B, ctx, Hq, Hkv, d=128):
     set_variant(None)
 
 
+def short_len(lib, variants, pairs, Hq, Hkv, rep_ms, d=128):
+    """B = 1 with a contiguous cache longer than its sequence (capacity CAP, cache_seqlens LEN):
+    the launch is the capacity's (the split count comes from CAP), the keys read are LEN's, so
+    leanpf's prefetches, predicted from CAP, mostly miss the split's keys (decode7). Each
+    variant's o is checked against SDPA on the LEN keys and against the first variant's bit
+    for bit (the variants meant here differ in timing only: lean / leanpf, merges v3 / v4 /
+    v5); GB/s of the LEN keys' K + V under triton's dirty flush."""
+    dt = torch.bfloat16
+    print(f"capacity > length (B 1, {Hq}/{Hkv}, d {d}, contiguous): GB/s of the read K+V "
+          f"(sN splits; x = / {variants[0]})")
+    print("| capacity:length | " + " | ".join(variants) + " |")
+    print("|---|" + "--:|" * len(variants))
+    for cap, ln in pairs:
+        torch.manual_seed(cap + ln)
+        kc = torch.randn(1, cap, Hkv, d, dtype=dt, device="cuda")
+        vc = torch.randn(1, cap, Hkv, d, dtype=dt, device="cuda")
+        q = torch.randn(1, 1, Hq, d, dtype=dt, device="cuda")
+        o = torch.empty(1, 1, Hq, d, dtype=dt, device="cuda")
+        lse = torch.empty(1, Hq, 1, dtype=torch.float32, device="cuda")
+        seqlens = torch.full((1,), ln, dtype=torch.int32, device="cuda")
+        sd = F.scaled_dot_product_attention(q.transpose(1, 2), kc[:, :ln].transpose(1, 2),
+                                            vc[:, :ln].transpose(1, 2), enable_gqa=True)
+        sd = sd.transpose(1, 2).float()
+        kv_gb = 2 * ln * Hkv * d * kc.element_size() / 1e9
+        first, g0, cells = None, None, []
+        for v in variants:
+            set_variant(v)
+            fn = Decode(lib, q, kc, vc, o, lse, seqlens)
+            o.fill_(float("nan"))
+            fn()
+            torch.cuda.synchronize()
+            out = o.clone()
+            err = (out.float() - sd).abs().max().item()
+            bad = not err <= 2e-2 * sd.abs().max().item() + 1e-4
+            first = out if first is None else first
+            same = torch.equal(out, first)
+            g = kv_gb / (bench(fn, rep_ms) * 1e-3)
+            g0 = g if g0 is None else g0
+            cells.append(f"{g:.0f} ({g / g0:.2f}x) s{fn.stats.num_splits}" +
+                         (" WRONG" if bad else "") + ("" if same else " DIFFERS"))
+            if bad:
+                print(f"  {v} {cap}:{ln}: max |o - sdpa| = {err}: WRONG", flush=True)
+        set_variant(None)
+        print(f"| {cap // 1024}k:{ln // 1024}k | " + " | ".join(cells) + " |", flush=True)
+        del kc, vc
+        torch.cuda.empty_cache()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
@@ -248,6 +296,9 @@ def main():
     ap.add_argument("--clean-shapes", default="",
                     help="B x ctx list: also time SDPA cuDNN and each variant's contiguous call "
                          "there with the L2 emptied by a read (bench_clean), not triton's zero_")
+    ap.add_argument("--short-len", default="",
+                    help="CAP:LEN list: only time the --variants at B 1 with a contiguous cache "
+                         "of capacity CAP holding LEN keys (short_len), first --heads entry")
     ap.add_argument("--ncu-drive", action="store_true",
                     help="only drive the --variants at the first --shapes / --heads entry for "
                          "ncu (ncu_drive), no timing")
@@ -261,6 +312,11 @@ def main():
         B, ctx = (int(x) for x in (a.shapes or "1x32768").split(",")[0].split("x"))
         Hq, Hkv = (int(x) for x in a.heads.split(",")[0].split("/"))
         ncu_drive(lib, variants, B, ctx, Hq, Hkv)
+        return 0
+    if a.short_len:
+        Hq, Hkv = (int(x) for x in a.heads.split(",")[0].split("/"))
+        pairs = [tuple(int(x) for x in pr.split(":")) for pr in a.short_len.split(",") if pr]
+        short_len(lib, variants, pairs, Hq, Hkv, a.rep_ms)
         return 0
     dev = torch.cuda.get_device_properties(0)
     print(f"device: {dev.name}, {dev.multi_processor_count} SMs; torch {torch.__version__}; "

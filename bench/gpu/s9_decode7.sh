@@ -18,18 +18,24 @@
 #     calls each after triton's 256 MB zero_, --cache-control none: lean+fill+v4 (= the
 #     defaults), leanpf+fill+v5, and both at 49 splits (3 blocks a SM, 12 warps: the "more
 #     resident warps" question without the merge's share): time, DRAM read / written, DRAM %.
-#  3. (the rest, >= 20 s) bench/gpu/bench_decode.py: leanpf+fill+v5, leanpf+fill+auto,
+#  3. (until 71 s, >= 18 s) bench/gpu/bench_decode.py: leanpf+fill+v5, leanpf+fill+auto,
 #     lean+fill+v5 and lean+fill+auto (the defaults) against SDPA flash / cuDNN at 1x4k, 1x32k,
 #     4x32k, 16x32k, 64x32k, 1x128k, contiguous and page 16 (each checked against SDPA first), a
 #     split sweep at B 1 (16, 33, 49) of leanpf+fill+v5 and the defaults, and the clean-flush
-#     comparison at 1x32k. The short tables last.
+#     comparison at 1x32k.
+#  4. (the rest, until 79 s, if >= 5 s are left) bench_decode.py --short-len: B 1 with a cache
+#     longer than its sequence (capacity 32k holding 4k keys, 128k holding 32k): leanpf's
+#     prefetches are predicted from the capacity and mostly miss there; lean+fill+auto,
+#     leanpf+fill+auto, leanpf+fill+v5, each against SDPA and bit for bit against lean's o.
+#  The short tables last.
 # Decision rules (for the lead), all needing serving_pf passed and memcheck_pf / racecheck_pf 0:
 # - v5 replaces v4 in auto if lean+fill+v5 >= 1.005x lean+fill+auto at 1x4k and 1x32k and not
 #   below 0.99x at 4x32k (same bits, so any gain is free; below 0.5% it is noise: keep v4).
 # - leanpf becomes the default loader if leanpf+fill+auto >= 1.02x lean+fill+auto at 1x32k (or
 #   1x4k) and >= 0.99x at every other shape and layout (paged caches take lean's path inside
-#   leanpf, so page16 must match lean within noise), and only after a run with a contiguous
-#   cache longer than the sequence (mispredicted prefetches: up to 17 MB at B 1; not run here).
+#   leanpf, so page16 must match lean within noise), and >= 0.99x lean in the capacity > length
+#   table (its mispredicted prefetches: up to 17 MB at B 1); every cell there without WRONG or
+#   DIFFERS.
 # - ncu: if the split kernel at s49 is faster than at s33 (time), more warps per SM do help and
 #   the merge's cost is what made s49 lose in round A; if not, the B = 1 limit is not the warp
 #   count (record it in RESULTS.md, issue 13, decode7).
@@ -73,8 +79,8 @@ else
 fi
 
 # ---- 3. the bench (the GPU to itself) ----
-lim=$((78 - (SECONDS - T0)))
-[ "$lim" -lt 20 ] && lim=20
+lim=$((71 - (SECONDS - T0)))
+[ "$lim" -lt 18 ] && lim=18
 PYTHONUNBUFFERED=1 timeout -k 2 "$lim" python3 bench/gpu/bench_decode.py --lib "$LIB" \
   --shapes 1x4096,1x32768,4x32768,16x32768,64x32768,1x131072 --heads 32/8 --pages 16 \
   --variants "$NEW,$PF,$V5,$OLD" --sweep 16,33,49 --sweep-variants "$NEW,$OLD" --sweep-batches 1 \
@@ -83,6 +89,17 @@ PYTHONUNBUFFERED=1 timeout -k 2 "$lim" python3 bench/gpu/bench_decode.py --lib "
 brc=$?
 [ $brc -eq 124 ] && echo "s9_decode7: bench TIMED OUT after $lim s (partial log: $OUT/bench.log)"
 [ $brc -ne 0 ] && { echo "s9_decode7: bench rc $brc"; grep -vE '^\|' "$OUT/bench.log" | tail -8; }
+
+# ---- 4. a cache longer than its sequence (leanpf's mispredicted prefetches) ----
+slim=$((79 - (SECONDS - T0)))
+if [ "$slim" -ge 5 ]; then
+  PYTHONUNBUFFERED=1 timeout -k 1 "$slim" python3 bench/gpu/bench_decode.py --lib "$LIB" \
+    --heads 32/8 --short-len 32768:4096,131072:32768 --variants "$OLD,$PF,$NEW" \
+    --rep-ms "${FLASHC_DECODE7_REP_MS:-10}" >"$OUT/short.log" 2>&1
+  echo "short-len: rc $?, $((SECONDS - T0)) s"
+else
+  echo "s9_decode7: short-len skipped ($slim s left)" | tee "$OUT/short.log"
+fi
 
 echo
 echo "== s9_decode7 (leanpf and v5 forced in the tests; $((SECONDS - T0)) s)"
@@ -131,9 +148,11 @@ echo
 grep -hE 'WRONG|^device|^copy' "$OUT/bench.log"
 echo "decision rules: v5 -> auto's merge if lean+fill+v5 >= 1.005x lean+fill+auto at 1x4k and"
 echo "  1x32k and >= 0.99x at 4x32k; leanpf -> default loader if leanpf+fill+auto >= 1.02x"
-echo "  lean+fill+auto at 1x32k (or 1x4k) and >= 0.99x at every other shape and layout (and a"
-echo "  later run with capacity > length shows its wasted prefetches are cheap); both"
-echo "  only with serving_pf passed and memcheck_pf / racecheck_pf at 0."
+echo "  lean+fill+auto at 1x32k (or 1x4k), >= 0.99x at every other shape and layout and in the"
+echo "  capacity > length table (no WRONG / DIFFERS there); both only with serving_pf passed and"
+echo "  memcheck_pf / racecheck_pf at 0."
 sed -n '/^merge variants/,$p' "$OUT/bench.log"
+echo
+grep -vE '^\s*$' "$OUT/short.log" | tail -8
 jobs_failed && exit 1
 exit $brc
