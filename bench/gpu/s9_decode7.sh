@@ -5,7 +5,7 @@
 # = merge v4 at small grids since main 19f6be8):
 #   leanpf  FLASHC_DECODE_KERNEL=leanpf: lean, plus L2 prefetches of each warp's first 2 blocks
 #           (K and V) issued before the block's first dependent load (cache_seqlens), so DRAM
-#           starts streaming one latency earlier (contiguous caches addressed by b only);
+#           starts streaming one latency earlier (contiguous and paged caches);
 #   v5      FLASHC_DECODE_MERGE=v5: v4 with cache_seqlens read before griddepcontrol.wait (one
 #           dependent L2 round trip fewer after the split grid; v3's bits, the test checks).
 #  1. (<= 40 s, three jobs side by side, both forced):
@@ -32,8 +32,8 @@
 # - v5 replaces v4 in auto if lean+fill+v5 >= 1.005x lean+fill+auto at 1x4k and 1x32k and not
 #   below 0.99x at 4x32k (same bits, so any gain is free; below 0.5% it is noise: keep v4).
 # - leanpf becomes the default loader if leanpf+fill+auto >= 1.02x lean+fill+auto at 1x32k (or
-#   1x4k) and >= 0.99x at every other shape and layout (paged caches take lean's path inside
-#   leanpf, so page16 must match lean within noise), and >= 0.99x lean in the capacity > length
+#   1x4k) and >= 0.99x at every other shape and layout (contiguous and page 16), and >= 0.99x
+#   lean in the capacity > length
 #   table (its mispredicted prefetches: up to 17 MB at B 1); every cell there without WRONG or
 #   DIFFERS.
 # - ncu: if the split kernel at s49 is faster than at s33 (time), more warps per SM do help and

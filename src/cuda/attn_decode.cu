@@ -99,9 +99,11 @@
  * flush, triton's 256 MB zero_, leaves ~50 MB of them: at 1 x 32k, 128 MiB of K/V, that is up to
  * a third more HBM traffic). Evict-first lines replace each other instead.
  * leanpf (opt-in, decode7, 2026-12-03): lean with L2 prefetches of each warp's first DEC_PF_BLOCKS
- * blocks issued before anything else (dec_ramp_prefetch). A split block otherwise reads the
- * sequence's length (one DRAM latency after the bench's flush) before its first K/V copy, and
- * at B = 1 every block of the single wave does so at once: the whole HBM idles for that latency.
+ * blocks issued before anything else (dec_ramp_prefetch; contiguous and paged caches; not in the
+ * fused merge's instance, where it spilled at sm_90a: leanpf + fused is lean + fused). A split
+ * block otherwise reads the sequence's length (one DRAM latency after the bench's flush) before
+ * its first K/V copy, and at B = 1 every block of the single wave does so at once: the whole
+ * HBM idles for that latency.
  *
  * Split rule (FLASHC_DECODE_SPLITS, read at every call): fill (the default since 2026-12-03),
  * which splits tiles that are at most half the slots into whole waves of k blocks a SM, at most
@@ -384,15 +386,16 @@ __device__ __forceinline__ void dec_lean_issue(const dec_args &a, const dec_lane
  * from the longest the sequence can be (the capacity, or Sk), which is exact when the cache is
  * full; otherwise some prefetches miss the split's keys, costing bandwidth, never results (at
  * most DEC_PF_BLOCKS x 8 KB a warp at d 128: 64 KB a split block, 17 MB at B 1 x 33 splits,
- * about 4 us of HBM, which is also what the ramp needs to cover one DRAM latency). Only
- * for a contiguous KV cache addressed by b (no block table, no cache_batch_idx: their lookups
- * are the dependent loads this avoids waiting for) and no left window (the split starts at key
- * 0); every prefetched row lies inside the K / V tensors (key < capacity, b < their rows). */
+ * about 4 us of HBM, which is also what the ramp needs to cover one DRAM latency). KV caches
+ * without a left window (the split starts at key 0): contiguous (through cache_batch_idx when
+ * given) or paged (each key's page from the block table: loads that do not wait on the length,
+ * so they overlap it; a page outside the cache is skipped). Every prefetched row lies inside
+ * K / V: key < capacity, the row or page checked as dec_lean_issue checks it. */
 template <typename T>
 __device__ __forceinline__ void dec_ramp_prefetch(const dec_args &a, int b, int hk, int split,
                                                   int warp, int lane)
 {
-    if (a.layout != ATTN_KVCACHE || a.pages || a.kv_batch || a.wl >= 0 || b >= a.kv_rows)
+    if (a.layout != ATTN_KVCACHE || a.wl >= 0)
         return;
     const int skm = a.seqlens ? a.capacity : a.Sk;
     const int nblk = (skm + DEC_BN - 1) / DEC_BN;
@@ -400,19 +403,30 @@ __device__ __forceinline__ void dec_ramp_prefetch(const dec_args &a, int b, int 
     const int end = min(nblk, split * per + per);
     const bool isv = lane >= 16;
     const int64_t *st = isv ? a.sv : a.sk;
-    const char *base = (const char *)(isv ? a.v : a.k) +
-                       ((int64_t)b * st[0] + (int64_t)hk * st[2]) * (int64_t)sizeof(T);
+    const char *base = (const char *)(isv ? a.v : a.k) + (int64_t)hk * st[2] * (int64_t)sizeof(T);
     const int bytes = (isv ? a.Dv : a.D) * (int)sizeof(T);
+    int xb = b; /* contiguous: the cache row of sequence b */
+    if (!a.pages && a.kv_batch)
+        xb = a.kv_batch[b];
+    if (!a.pages && (xb < 0 || xb >= a.kv_rows))
+        return;
 #pragma unroll
     for (int f = 0; f < DEC_PF_BLOCKS; f++) {
         const int blk = split * per + warp + f * DEC_WARPS;
         const int key = blk * DEC_BN + (lane & 15);
-        if (blk < end && key < skm) {
-            const char *row = base + (int64_t)key * st[1] * (int64_t)sizeof(T);
-            for (int o = 0; o < bytes; o += 128)
-                ptx_prefetch_l2(row + o);
-            ptx_prefetch_l2(row + bytes - 1); /* a row not 128-byte aligned ends in one more line */
+        if (blk >= end || key >= skm)
+            continue;
+        int x = xb, y = key;
+        if (a.pages) {
+            x = a.pages[(int64_t)b * a.pages_stride + key / a.page_size];
+            y = key % a.page_size;
+            if (x < 0 || x >= a.num_pages)
+                continue;
         }
+        const char *row = base + ((int64_t)x * st[0] + (int64_t)y * st[1]) * (int64_t)sizeof(T);
+        for (int o = 0; o < bytes; o += 128)
+            ptx_prefetch_l2(row + o);
+        ptx_prefetch_l2(row + bytes - 1); /* a row not 128-byte aligned ends in one more line */
     }
 }
 
@@ -598,7 +612,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     const int bh = (int)(blockIdx.x / (unsigned)a.m_tiles);
     const int b = bh / a.Hkv, hk = bh % a.Hkv;
     const int split = (int)blockIdx.y;
-    if constexpr (VAR == DEC_VAR_LEANPF)
+    if constexpr (VAR == DEC_VAR_LEANPF && !FUSED) /* the fused instance would spill (sm_90a) */
         dec_ramp_prefetch<T>(a, b, hk, split, warp, lane);
     if (a.merge == DEC_MERGE_PDL || a.merge == DEC_MERGE_V3 || a.merge == DEC_MERGE_V4 ||
         a.merge == DEC_MERGE_V5)
