@@ -383,21 +383,21 @@ __device__ __forceinline__ void dec_lean_issue(const dec_args &a, const dec_lane
  * length), L2 prefetches of the first DEC_PF_BLOCKS 16-key blocks of each warp, K and V (lanes
  * 0-15 a K row each, 16-31 a V row), so that DRAM starts streaming one latency earlier and the
  * warps' first copies find their lines in L2 or on the way. The split's blocks are predicted
- * from the longest the sequence can be (the capacity, or Sk), which is exact when the cache is
- * full; otherwise some prefetches miss the split's keys, costing bandwidth, never results (at
+ * from the longest a sequence may be (Sk: the longest length when cache_seqlens is on the host,
+ * else the capacity), which is exact when the sequence is that long; otherwise some prefetches miss the split's keys, costing bandwidth, never results (at
  * most DEC_PF_BLOCKS x 8 KB a warp at d 128: 64 KB a split block, 17 MB at B 1 x 33 splits,
  * about 4 us of HBM, which is also what the ramp needs to cover one DRAM latency). KV caches
  * without a left window (the split starts at key 0): contiguous (through cache_batch_idx when
  * given) or paged (each key's page from the block table: loads that do not wait on the length,
  * so they overlap it; a page outside the cache is skipped). Every prefetched row lies inside
- * K / V: key < capacity, the row or page checked as dec_lean_issue checks it. */
+ * K / V: key < Sk <= capacity, the row or page checked as dec_lean_issue checks it. */
 template <typename T>
 __device__ __forceinline__ void dec_ramp_prefetch(const dec_args &a, int b, int hk, int split,
                                                   int warp, int lane)
 {
     if (a.layout != ATTN_KVCACHE || a.wl >= 0)
         return;
-    const int skm = a.seqlens ? a.capacity : a.Sk;
+    const int skm = a.Sk; /* the longest a sequence may be: <= the capacity (api_attn.c) */
     const int nblk = (skm + DEC_BN - 1) / DEC_BN;
     const int per = (nblk + a.splits - 1) / a.splits;
     const int end = min(nblk, split * per + per);
