@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/gpu/s9_decode7.sh BUILD_DIR — helper decode7 (issue 13), budget 80 s hard on the H200
-# (every step under its own timeout, the last one cut at 78 s): the B = 1 x 32k split kernel's
+# (every step under its own timeout, the last one cut at 79 s): the B = 1 x 32k split kernel's
 # ramp and the merge's tail, two opt-in variants against the defaults (lean + fill + auto, auto
 # = merge v4 at small grids since main 19f6be8):
 #   leanpf  FLASHC_DECODE_KERNEL=leanpf: lean, plus L2 prefetches of each warp's first 2 blocks
@@ -25,7 +25,7 @@
 #     comparison at 1x32k.
 #  4. (the rest, until 79 s, if >= 5 s are left) bench_decode.py --short-len: B 1 with a cache
 #     longer than its sequence (capacity 32k holding 4k keys, 128k holding 32k): leanpf's
-#     prefetches are predicted from the capacity and mostly miss there; lean+fill+auto,
+#     prefetches are predicted from the capacity (the device-side lengths' Sk) and mostly miss; lean+fill+auto,
 #     leanpf+fill+auto, leanpf+fill+v5, each against SDPA and bit for bit against lean's o.
 #  The short tables last.
 # Decision rules (for the lead), all needing serving_pf passed and memcheck_pf / racecheck_pf 0:
@@ -33,9 +33,8 @@
 #   below 0.99x at 4x32k (same bits, so any gain is free; below 0.5% it is noise: keep v4).
 # - leanpf becomes the default loader if leanpf+fill+auto >= 1.02x lean+fill+auto at 1x32k (or
 #   1x4k) and >= 0.99x at every other shape and layout (contiguous and page 16), and >= 0.99x
-#   lean in the capacity > length
-#   table (its mispredicted prefetches: up to 17 MB at B 1); every cell there without WRONG or
-#   DIFFERS.
+#   lean in the capacity > length table (its mispredicted prefetches: up to 17 MB at B 1), every
+#   cell there without WRONG or DIFFERS.
 # - ncu: if the split kernel at s49 is faster than at s33 (time), more warps per SM do help and
 #   the merge's cost is what made s49 lose in round A; if not, the B = 1 limit is not the warp
 #   count (record it in RESULTS.md, issue 13, decode7).
