@@ -62,6 +62,8 @@
  *          columns), 16 split groups, so each thread has its few partial loads in flight at once;
  *   v4     v3 with each thread's partial loads issued together with the LSE loads (opt-in,
  *          decode6): one L2 round trip after the split kernel instead of two, v3's bits;
+ *   v5     v4 with cache_seqlens / cu_seqlens read before griddepcontrol.wait (opt-in, decode7):
+ *          the merge's only load that does not depend on the split kernel leaves its tail;
  *   pdl    v2 launched as a programmatic dependent of the split kernel (sm_90): its blocks are
  *          resident and waiting (griddepcontrol.wait) when the last split block retires, so the
  *          launch gap goes; other devices launch it as v2;
@@ -96,6 +98,12 @@
  * dirty lines included, whose write-back to HBM then runs inside the decode's time (the bench's
  * flush, triton's 256 MB zero_, leaves ~50 MB of them: at 1 x 32k, 128 MiB of K/V, that is up to
  * a third more HBM traffic). Evict-first lines replace each other instead.
+ * leanpf (opt-in, decode7, 2026-12-03): lean with L2 prefetches of each warp's first DEC_PF_BLOCKS
+ * blocks issued before anything else (dec_ramp_prefetch; contiguous and paged caches; not in the
+ * fused merge's instance, where it spilled at sm_90a: leanpf + fused is lean + fused). A split
+ * block otherwise reads the sequence's length (one DRAM latency after the bench's flush) before
+ * its first K/V copy, and at B = 1 every block of the single wave does so at once: the whole
+ * HBM idles for that latency.
  *
  * Split rule (FLASHC_DECODE_SPLITS, read at every call): fill (the default since 2026-12-03),
  * which splits tiles that are at most half the slots into whole waves of k blocks a SM, at most
@@ -119,6 +127,7 @@ constexpr int DEC_BN = 16;     /* keys per warp block                           
 constexpr int DEC_STAGES = 2;  /* K/V buffers per warp                               */
 constexpr int DEC_MAX_SPLITS = 256;
 constexpr int DEC_MERGE_DEPTH = 8; /* partial loads a merging thread keeps in flight         */
+constexpr int DEC_PF_BLOCKS = 2;   /* leanpf: 16-key blocks a warp prefetches into L2 at start */
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 
@@ -156,15 +165,15 @@ struct dec_args {
 
 enum { DEC_MERGE_V1 = 1, DEC_MERGE_V2 = 2, DEC_MERGE_PDL = 3, DEC_MERGE_FUSED = 4,
        DEC_MERGE_V3 = 5, DEC_MERGE_AUTO = 6 /* host only: v4 or pdl (cuda_attn_decode) */,
-       DEC_MERGE_V4 = 7 };
+       DEC_MERGE_V4 = 7, DEC_MERGE_V5 = 8 };
 /* FLASHC_DECODE_KERNEL: the split kernel's loader ("split" names the base loader) */
 enum { DEC_KERNEL_LEAN = 4, DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_BASE = 7, DEC_KERNEL_LEAN5 = 8,
-       DEC_KERNEL_LEANEF = 9 };
+       DEC_KERNEL_LEANEF = 9, DEC_KERNEL_LEANPF = 10 };
 /* The split kernel's instances (its VAR template argument): the base loader (FLASHC_DECODE_KERNEL
- * = base, and every head dim > 128) and the lean loaders (lean, the default; lean3, lean5, leanef;
- * head dims <= 128 only). */
+ * = base, and every head dim > 128) and the lean loaders (lean, the default; lean3, lean5, leanef,
+ * leanpf; head dims <= 128 only). */
 enum { DEC_VAR_BASE = 0, DEC_VAR_LEAN = 1, DEC_VAR_LEAN3 = 2, DEC_VAR_LEAN5 = 4,
-       DEC_VAR_LEANEF = 5 };
+       DEC_VAR_LEANEF = 5, DEC_VAR_LEANPF = 6 };
 __host__ __device__ constexpr int dec_var_stages(int var)
 {
     return var == DEC_VAR_LEAN3 ? 3 : var == DEC_VAR_LEAN5 ? 5 : DEC_STAGES;
@@ -370,6 +379,57 @@ __device__ __forceinline__ void dec_lean_issue(const dec_args &a, const dec_lane
     }
 }
 
+/* leanpf's ramp: at a split block's start, before its first dependent load (the sequence's
+ * length), L2 prefetches of the first DEC_PF_BLOCKS 16-key blocks of each warp, K and V (lanes
+ * 0-15 a K row each, 16-31 a V row), so that DRAM starts streaming one latency earlier and the
+ * warps' first copies find their lines in L2 or on the way. The split's blocks are predicted
+ * from the longest a sequence may be (Sk: the longest length when cache_seqlens is on the host,
+ * else the capacity), which is exact when the sequence is that long; otherwise some prefetches miss the split's keys, costing bandwidth, never results (at
+ * most DEC_PF_BLOCKS x 8 KB a warp at d 128: 64 KB a split block, 17 MB at B 1 x 33 splits,
+ * about 4 us of HBM, which is also what the ramp needs to cover one DRAM latency). KV caches
+ * without a left window (the split starts at key 0): contiguous (through cache_batch_idx when
+ * given) or paged (each key's page from the block table: loads that do not wait on the length,
+ * so they overlap it; a page outside the cache is skipped). Every prefetched row lies inside
+ * K / V: key < Sk <= capacity, the row or page checked as dec_lean_issue checks it. */
+template <typename T>
+__device__ __forceinline__ void dec_ramp_prefetch(const dec_args &a, int b, int hk, int split,
+                                                  int warp, int lane)
+{
+    if (a.layout != ATTN_KVCACHE || a.wl >= 0)
+        return;
+    const int skm = a.Sk; /* the longest a sequence may be: <= the capacity (api_attn.c) */
+    const int nblk = (skm + DEC_BN - 1) / DEC_BN;
+    const int per = (nblk + a.splits - 1) / a.splits;
+    const int end = min(nblk, split * per + per);
+    const bool isv = lane >= 16;
+    const int64_t *st = isv ? a.sv : a.sk;
+    const char *base = (const char *)(isv ? a.v : a.k) + (int64_t)hk * st[2] * (int64_t)sizeof(T);
+    const int bytes = (isv ? a.Dv : a.D) * (int)sizeof(T);
+    int xb = b; /* contiguous: the cache row of sequence b */
+    if (!a.pages && a.kv_batch)
+        xb = a.kv_batch[b];
+    if (!a.pages && (xb < 0 || xb >= a.kv_rows))
+        return;
+#pragma unroll
+    for (int f = 0; f < DEC_PF_BLOCKS; f++) {
+        const int blk = split * per + warp + f * DEC_WARPS;
+        const int key = blk * DEC_BN + (lane & 15);
+        if (blk >= end || key >= skm)
+            continue;
+        int x = xb, y = key;
+        if (a.pages) {
+            x = a.pages[(int64_t)b * a.pages_stride + key / a.page_size];
+            y = key % a.page_size;
+            if (x < 0 || x >= a.num_pages)
+                continue;
+        }
+        const char *row = base + ((int64_t)x * st[0] + (int64_t)y * st[1]) * (int64_t)sizeof(T);
+        for (int o = 0; o < bytes; o += 128)
+            ptx_prefetch_l2(row + o);
+        ptx_prefetch_l2(row + bytes - 1); /* a row not 128-byte aligned ends in one more line */
+    }
+}
+
 /* Four consecutive float32 partials (columns 4c .. 4c + n - 1), read through L2: they were
  * written by other blocks (L1 is not coherent). vec: Dv % 4 == 0, so the address is 16-byte
  * aligned (the partials' rows start 64-byte aligned). */
@@ -533,7 +593,7 @@ __device__ __forceinline__ void dec_merge_rows(const dec_args &a, int b, int m0,
 template <typename T, int DI, bool FUSED, int VAR>
 __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_args a)
 {
-    constexpr bool LEAN = VAR != DEC_VAR_BASE;          /* dec_load_kv_lean                  */
+    constexpr bool LEAN = VAR != DEC_VAR_BASE;          /* dec_load_kv_lean (leanpf: + ramp) */
     constexpr bool EF = VAR == DEC_VAR_LEANEF;          /* K / V copies L2 evict-first       */
     constexpr int STG = dec_var_stages(VAR);            /* K/V buffers a warp                */
     constexpr int DS = (DI + 63) / 64 * 64;
@@ -552,7 +612,10 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     const int bh = (int)(blockIdx.x / (unsigned)a.m_tiles);
     const int b = bh / a.Hkv, hk = bh % a.Hkv;
     const int split = (int)blockIdx.y;
-    if (a.merge == DEC_MERGE_PDL || a.merge == DEC_MERGE_V3 || a.merge == DEC_MERGE_V4)
+    if constexpr (VAR == DEC_VAR_LEANPF && !FUSED) /* the fused instance would spill (sm_90a) */
+        dec_ramp_prefetch<T>(a, b, hk, split, warp, lane);
+    if (a.merge == DEC_MERGE_PDL || a.merge == DEC_MERGE_V3 || a.merge == DEC_MERGE_V4 ||
+        a.merge == DEC_MERGE_V5)
         ptx_griddep_launch_dependents(); /* the merge may take free slots from now on */
 
     int sq, sk;
@@ -893,19 +956,27 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_merge2(const dec_a
  * thread issues its partial loads together with the LSE loads, before the weights exist, so the
  * merge waits on one L2 round trip after griddepcontrol.wait instead of two; the sums are the
  * same operations in the same order as v3's (one batch of dec_sum_splits), so v4 gives v3's
- * bits. */
-template <typename T, bool EARLY>
+ * bits. MODE: 0 v3, 1 v4, 2 v5 (FLASHC_DECODE_MERGE=v5, opt-in, decode7): v4 with the sequence's
+ * length (cache_seqlens / cu_seqlens, inputs that no kernel of this call writes: the split
+ * kernel, launched in full stream order, began after every earlier writer ended, and this grid
+ * begins after it) read before griddepcontrol.wait, while the split kernel still runs: one
+ * dependent L2 round trip fewer after the split grid; v4's (= v3's) bits. */
+template <typename T, int MODE>
 __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_merge3(const dec_args a)
 {
+    constexpr bool EARLY = MODE >= 1;
     constexpr int G = 16, Q = 8; /* split groups x column quads = 128 threads */
     __shared__ float sw[DEC_MAX_SPLITS];
     __shared__ float4 red[G * Q];
     __shared__ float s_inv, s_lse;
-    ptx_griddep_wait(); /* every split block's partials are written */
     const int64_t prow = blockIdx.x;
     const int i = (int)(prow % a.Sq), h = (int)(prow / a.Sq % a.Hq), b = (int)(prow / a.Sq / a.Hq);
     int sq, sk;
-    dec_seqlens(a, b, &sq, &sk);
+    if constexpr (MODE == 2)
+        dec_seqlens(a, b, &sq, &sk);
+    ptx_griddep_wait(); /* every split block's partials are written */
+    if constexpr (MODE != 2)
+        dec_seqlens(a, b, &sq, &sk);
     if (i >= sq)
         return; /* uniform */
     const int S = a.splits, tid = (int)threadIdx.x;
@@ -1083,6 +1154,7 @@ cudaError_t dec_launch_di(const dec_args &a, int di, int var, cudaStream_t strea
     case DEC_VAR_LEAN3: return dec_launch_var<T, FUSED, DEC_VAR_LEAN3>(a, di, stream, pdl);
     case DEC_VAR_LEAN5: return dec_launch_var<T, FUSED, DEC_VAR_LEAN5>(a, di, stream, pdl);
     case DEC_VAR_LEANEF: return dec_launch_var<T, FUSED, DEC_VAR_LEANEF>(a, di, stream, pdl);
+    case DEC_VAR_LEANPF: return dec_launch_var<T, FUSED, DEC_VAR_LEANPF>(a, di, stream, pdl);
     default: break;
     }
     return di == 64    ? dec_launch<T, 64, FUSED, DEC_VAR_BASE>(a, stream, pdl)
@@ -1119,9 +1191,10 @@ cudaError_t dec_run_all(const dec_args &a, int di, bool sm90, int var, cudaStrea
         const int64_t nrows = (int64_t)a.B * a.Hq * a.Sq;
         if (a.merge == DEC_MERGE_V1)
             attn_decode_merge<T><<<(unsigned)((nrows + 3) / 4), 128, 0, stream>>>(a);
-        else if (a.merge == DEC_MERGE_V3 || a.merge == DEC_MERGE_V4)
-            err = dec_launch_ex(a.merge == DEC_MERGE_V4 ? attn_decode_merge3<T, true>
-                                                        : attn_decode_merge3<T, false>,
+        else if (a.merge == DEC_MERGE_V3 || a.merge == DEC_MERGE_V4 || a.merge == DEC_MERGE_V5)
+            err = dec_launch_ex(a.merge == DEC_MERGE_V5   ? attn_decode_merge3<T, 2>
+                                : a.merge == DEC_MERGE_V4 ? attn_decode_merge3<T, 1>
+                                                          : attn_decode_merge3<T, 0>,
                                 dim3((unsigned)nrows, (unsigned)((a.Dv + 31) / 32)),
                                 dim3(DEC_WARPS * 32), 0, stream, sm90, a);
         else
@@ -1173,8 +1246,8 @@ int sm_count(void)
 /* FLASHC_DECODE_KERNEL, read at every call (so one process can compare the kernels): unset, ""
  * or "lean" the lean loader (the default: faster at every B x ctx measured on 2026-12-02,
  * bench/RESULTS.md); "split" or "base" the split kernel's historical loader; "lean3", "lean5"
- * the lean loader with 3 or 5 stages a warp; "leanef" lean with L2 evict-first K/V copies; 0 for
- * anything else. */
+ * the lean loader with 3 or 5 stages a warp; "leanef" lean with L2 evict-first K/V copies;
+ * "leanpf" lean with the ramp's L2 prefetches (dec_ramp_prefetch); 0 for anything else. */
 int kernel_mode(void)
 {
     const char *e = getenv("FLASHC_DECODE_KERNEL");
@@ -1188,6 +1261,8 @@ int kernel_mode(void)
         return DEC_KERNEL_LEAN3;
     if (strcmp(e, "leanef") == 0)
         return DEC_KERNEL_LEANEF;
+    if (strcmp(e, "leanpf") == 0)
+        return DEC_KERNEL_LEANPF;
     return 0;
 }
 
@@ -1207,6 +1282,7 @@ int var_of(const attn_problem *p)
            : k == DEC_KERNEL_LEAN3 ? DEC_VAR_LEAN3
            : k == DEC_KERNEL_LEAN5 ? DEC_VAR_LEAN5
            : k == DEC_KERNEL_LEANEF ? DEC_VAR_LEANEF
+           : k == DEC_KERNEL_LEANPF ? DEC_VAR_LEANPF
                                    : DEC_VAR_BASE;
 }
 
@@ -1316,7 +1392,7 @@ flashc_status check_operand(const char *fn, const char *name, const void *ptr, c
 
 /* FLASHC_DECODE_MERGE (the header comment), read at every call so that one process can compare
  * the variants: unset, "" or "auto" the default (v4 for small merge grids, else pdl; resolved in
- * cuda_attn_decode); "v1", "v2", "v3", "v4", "pdl", "fused"; 0 for anything else. */
+ * cuda_attn_decode); "v1", "v2", "v3", "v4", "v5", "pdl", "fused"; 0 for anything else. */
 int merge_mode(void)
 {
     const char *e = getenv("FLASHC_DECODE_MERGE");
@@ -1334,6 +1410,8 @@ int merge_mode(void)
         return DEC_MERGE_V3;
     if (strcmp(e, "v4") == 0)
         return DEC_MERGE_V4;
+    if (strcmp(e, "v5") == 0)
+        return DEC_MERGE_V5;
     return 0;
 }
 
@@ -1381,14 +1459,14 @@ flashc_status cuda_attn_decode_supports(const attn_problem *p)
                             fn);
     if (!merge_mode())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, v4, pdl "
+                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, v4, v5, pdl "
                             "or fused",
                             fn,
                             getenv("FLASHC_DECODE_MERGE"));
     if (!kernel_mode())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
                             "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3, "
-                            "lean5 or leanef",
+                            "lean5, leanef or leanpf",
                             fn, getenv("FLASHC_DECODE_KERNEL"));
     if (!split_rule())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
@@ -1469,14 +1547,14 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
     a.merge = merge_mode();
     if (!a.merge)
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, v4, pdl "
+                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, v4, v5, pdl "
                             "or fused",
                             fn,
                             getenv("FLASHC_DECODE_MERGE"));
     if (!kernel_mode())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
                             "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3, "
-                            "lean5 or leanef",
+                            "lean5, leanef or leanpf",
                             fn, getenv("FLASHC_DECODE_KERNEL"));
     if (!split_rule())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,

@@ -94,6 +94,13 @@ static __device__ __forceinline__ void ptx_cp_async_16_n_hint(uint32_t dst, cons
                  : "memory");
 }
 
+/* prefetch.global.L2: brings the line holding the global address p into L2 (sm_80+); a hint,
+ * nothing is written and no thread waits for it. */
+static __device__ __forceinline__ void ptx_prefetch_l2(const void *p)
+{
+    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
+}
+
 /* Closes the group of cp.async issued by this thread since the last commit. */
 static __device__ __forceinline__ void ptx_cp_async_commit(void)
 {
