@@ -26,10 +26,11 @@
  *             ran is asserted from the tiles it reports.
  *   graph     a KV-cache call with a workspace captured in a CUDA graph and replayed.
  *   variants  the split cases, varlen and the graph under each non-default merge
- *             (FLASHC_DECODE_MERGE = v1, v2, v3, v4, v5, pdl, fused), v4 and v5 equal to v3
- *             bit for bit, and a name that is no variant refused; the same and more under each
- *             kernel variant (FLASHC_DECODE_KERNEL = lean, lean3, lean5, leanef, leanpf, base), the split rules (FLASHC_DECODE_SPLITS = fill, fa2), and a
- *             loader or rule that does not exist refused.
+ *             (FLASHC_DECODE_MERGE = v1, v2, v3, v4, pdl, fused), v4 equal to v3 bit for
+ *             bit, and a name that is no variant refused; the same and more under each kernel
+ *             variant (FLASHC_DECODE_KERNEL = lean, lean3, lean5, base), the split rules
+ *             (FLASHC_DECODE_SPLITS = fill, fa2), and a loader or rule that does not exist
+ *             refused.
  *   merge     flashc_attn_merge on CUDA tensors.
  *
  * No CUDA device (or a build without CUDA): exits 77 (skipped). FLASHC_TEST_SMALL=1 keeps only
@@ -671,7 +672,7 @@ static void kv_check(const kv_case *c, const int *splits, int nsplits, int works
 {
     kv_run r;
     kv_setup(c, &r);
-    char desc[384], where[64];
+    char desc[384], where[96]; /* kv_o_where: up to 88 bytes */
     kv_describe_run(&r, desc, sizeof desc);
     const size_t no = (size_t)c->B * c->Sq * c->Hq * c->Dv, nl = (size_t)c->B * c->Hq * c->Sq;
     uint16_t *o1 = malloc(2 * no), *o = malloc(2 * no);
@@ -929,7 +930,7 @@ static void graph_check(const kv_case *cp, int splits, int reps)
         CUDA_OK(cudaStreamSynchronize(stream));
         CUDA_OK(cudaMemcpy(o2, r.o_d, 2 * no, cudaMemcpyDeviceToHost));
         CUDA_OK(cudaMemcpy(l2, r.lse_d, 4 * nl, cudaMemcpyDeviceToHost));
-        char where[64];
+        char where[96]; /* kv_o_where: up to 88 bytes */
         for (size_t x = 0; x < no; x++)
             if (o[x] != o2[x])
                 fail_case("%s | graph replay %d: o[%zu] (%s) = 0x%04x (%.6g), eager 0x%04x "
@@ -1226,12 +1227,13 @@ static void variant_cases(void)
     }
 }
 
-/* Merges v4 and v5 are v3 with their loads issued earlier (v5: the length read before the wait
- * on the split kernel too) and the same sums in the same order: the same bits, on the same
- * inputs, at each split count (more than 128 splits: they take v3's path). */
+/* Merge v4 (auto's merge for small grids) is v3 with its partial loads issued earlier and the
+ * same sums in the same order: the same bits, on the same inputs, at each split count (more than
+ * 128 splits: it takes v3's path). v3 is kept for this check: no other merge sums in its order
+ * (v2 / pdl and fused: 128 / (rows x Dv / 4) split groups, 4 for one row at Dv 128; v3 / v4:
+ * 16). */
 static void merge_v4_bits_check(const kv_case *c, const int *splits, int nsplits)
 {
-    static const char *early[] = {"v4", "v5"};
     kv_run r;
     kv_setup(c, &r);
     char desc[384];
@@ -1244,22 +1246,18 @@ static void merge_v4_bits_check(const kv_case *c, const int *splits, int nsplits
         setenv("FLASHC_DECODE_MERGE", "v3", 1);
         kv_run_call(&r, &call, o3, l3);
         const long long used = (long long)call.stats.num_splits;
-        for (int e = 0; e < 2; e++) {
-            const char *m = early[e];
-            setenv("FLASHC_DECODE_MERGE", m, 1);
-            kv_run_call(&r, &call, o4, l4);
-            if (used < 2 || call.stats.num_splits != used)
-                fail_case("%s splits=%d | v3 used %lld splits, %s %lld: the check needs > 1 alike",
-                          desc, splits[s], used, m, (long long)call.stats.num_splits);
-            for (size_t x = 0; x < no; x++)
-                if (o3[x] != o4[x])
-                    fail_case("%s splits=%d | %s's o differs from v3's at o[%zu]: 0x%04x, v3 "
-                              "0x%04x",
-                              desc, splits[s], m, x, o4[x], o3[x]);
-            if (memcmp(l3, l4, 4 * nl) != 0)
-                fail_case("%s splits=%d | %s's lse differs from v3's", desc, splits[s], m);
-            printf("  %s = v3 bit for bit: %s splits=%d (used %lld)\n", m, desc, splits[s], used);
-        }
+        setenv("FLASHC_DECODE_MERGE", "v4", 1);
+        kv_run_call(&r, &call, o4, l4);
+        if (used < 2 || call.stats.num_splits != used)
+            fail_case("%s splits=%d | v3 used %lld splits, v4 %lld: the check needs > 1 alike",
+                      desc, splits[s], used, (long long)call.stats.num_splits);
+        for (size_t x = 0; x < no; x++)
+            if (o3[x] != o4[x])
+                fail_case("%s splits=%d | v4's o differs from v3's at o[%zu]: 0x%04x, v3 0x%04x",
+                          desc, splits[s], x, o4[x], o3[x]);
+        if (memcmp(l3, l4, 4 * nl) != 0)
+            fail_case("%s splits=%d | v4's lse differs from v3's", desc, splits[s]);
+        printf("  v4 = v3 bit for bit: %s splits=%d (used %lld)\n", desc, splits[s], used);
     }
     free(o3), free(o4), free(l3), free(l4);
     kv_teardown(&r);
@@ -1268,7 +1266,7 @@ static void merge_v4_bits_check(const kv_case *c, const int *splits, int nsplits
 static void test_kvcache_merge_variants(void **state)
 {
     (void)state;
-    /* the default (auto: v3 on every test's small grids, pdl on the larger): every other test;
+    /* the default (auto: v4 on every test's small grids, pdl on the larger): every other test;
      * FLASHC_TEST_MERGES=v3,v4,auto,.. names others (a device script's choice) */
     char *merge_was = env_save("FLASHC_DECODE_MERGE");
     const char *variants[8] = {"v1", "v2", "pdl", "fused"};
@@ -1284,7 +1282,7 @@ static void test_kvcache_merge_variants(void **state)
         printf("  FLASHC_DECODE_MERGE=%s\n", variants[v]);
         variant_cases();
     }
-    /* v4 and v5 against v3, bit for bit: GQA 4 paged at 5, 33 and 150 splits (the last past 128:
+    /* v4 against v3, bit for bit: GQA 4 paged at 5, 33 and 150 splits (the last past 128:
      * v3's path); MHA fp16, Dv 64, Sq 2, contiguous */
     {
         const int sp[] = {5, 33, 150}, sp1[] = {7};
@@ -1314,8 +1312,8 @@ static void test_kvcache_merge_variants(void **state)
 
 /* ---- the kernel variants (FLASHC_DECODE_KERNEL, src/cuda/attn_decode.cu) ----------------- */
 
-/* The split kernel's loaders other than the default lean (base and lean5 here; lean3, leanef and
- * leanpf through FLASHC_TEST_KERNELS; lean runs every other test) on the variant cases above
+/* The split kernel's loaders other than the default lean (base and lean5 here; lean3 through
+ * FLASHC_TEST_KERNELS; lean runs every other test) on the variant cases above
  * (split counts 1..64, paged with shuffled tables, ragged lengths, append, GQA 1..8, masks,
  * modifiers, chunked prefill, Dk != Dv, varlen, graph replays; D 256 takes the split kernel's
  * base instance), plus page 1, a padded head dim with cache_batch_idx, empty caches and, unless
@@ -1328,7 +1326,7 @@ static void test_kvcache_kernel_variants(void **state)
     /* lean3 passed every case on the H200 (2026-12-02 round 1): FLASHC_TEST_KERNELS runs it
      * again; the default list keeps the test's time */
     static const char *all[] = {"base", "lean5"};
-    const char *kernels[8];
+    const char *kernels[8] = {"lean"}; /* [0]: the split rules' kernel if the list names none */
     char *saved = env_save("FLASHC_DECODE_KERNEL");
     const int small = small_only();
     const int few[] = {1, 4, 0};

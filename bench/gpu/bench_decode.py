@@ -14,8 +14,8 @@ SDPA gets q (B, Hq, 1, d) and the cache as the (B, Hkv, ctx, d) view of the (B, 
 buffer, with enable_gqa=True (no expanded copy); a backend that refuses it is reported as such.
 
 Variants (issue 13, helpers decode2..decode5): --variants v1,v2,pdl,fused,lean+fill
-times every flashc layout once per value of FLASHC_DECODE_MERGE (v1, v2, v3, v4, v5, pdl, fused, auto), of
-FLASHC_DECODE_KERNEL (split = base, lean, lean3, lean5, leanef, leanpf) or of FLASHC_DECODE_SPLITS (fa2, fill),
+times every flashc layout once per value of FLASHC_DECODE_MERGE (v1, v2, v3, v4, pdl, fused, auto), of
+FLASHC_DECODE_KERNEL (split = base, lean, lean3, lean5) or of FLASHC_DECODE_SPLITS (fa2, fill),
 or "+"-joined combinations, which
 src/cuda/attn_decode.cu reads at each call (v1 keeps the historical keys), each checked against
 SDPA first; --sweep 8,16,32 also times the contiguous call at
@@ -25,7 +25,8 @@ matters most). --shapes 1x4096,16x32768 replaces the batches x ctx product by a 
 shapes with the L2 emptied by a 256 MB read instead of triton's 256 MB zero_ (which leaves the
 L2 full of dirty lines that a K/V stream must write back inside its own time; decode6), and
 prints both side by side last. --ncu-drive only runs the variants at the first shape, three
-calls each after a zero_, for `ncu --cache-control none` (bench/gpu/s8_decode6.sh).
+calls each after a zero_, for `ncu --cache-control none` (decode6 / decode7's profiles, in
+bench/RESULTS.md).
 
 usage: bench_decode.py --lib build/libflashc.so [--out decode.json] [--batches 1,4,16,64]
                        [--ctx 4096,32768,131072] [--heads 32/8,16/8] [--rep-ms 40] [--graph]
@@ -150,8 +151,8 @@ def graph_ms(lib, q, kc, vc, o, lse, seqlens, rep_ms):
 
 
 def set_variant(v):
-    """A variant is a merge (FLASHC_DECODE_MERGE: v1, v2, v3, v4, v5, pdl, fused, auto), a loader
-    (FLASHC_DECODE_KERNEL: split, base, lean, lean3, lean5, leanef, leanpf) or a split rule (FLASHC_DECODE_SPLITS:
+    """A variant is a merge (FLASHC_DECODE_MERGE: v1, v2, v3, v4, pdl, fused, auto), a loader
+    (FLASHC_DECODE_KERNEL: split, base, lean, lean3, lean5) or a split rule (FLASHC_DECODE_SPLITS:
     fa2, fill), or several joined by "+" (base+fa2+pdl); what a variant does not name is the
     library's default; None: every default. All are read by the library at every call."""
     for k in ("FLASHC_DECODE_MERGE", "FLASHC_DECODE_KERNEL", "FLASHC_DECODE_SPLITS"):
@@ -227,54 +228,6 @@ def ncu_drive(lib, variants, B, ctx, Hq, Hkv, d=128):
     set_variant(None)
 
 
-def short_len(lib, variants, pairs, Hq, Hkv, rep_ms, d=128):
-    """B = 1 with a contiguous cache longer than its sequence (capacity CAP, cache_seqlens LEN):
-    the launch is the capacity's (the split count comes from CAP), the keys read are LEN's, so
-    leanpf's prefetches, predicted from CAP, mostly miss the split's keys (decode7). Each
-    variant's o is checked against SDPA on the LEN keys and against the first variant's bit
-    for bit (the variants meant here differ in timing only: lean / leanpf, merges v3 / v4 /
-    v5); GB/s of the LEN keys' K + V under triton's dirty flush."""
-    dt = torch.bfloat16
-    print(f"capacity > length (B 1, {Hq}/{Hkv}, d {d}, contiguous): GB/s of the read K+V "
-          f"(sN splits; x = / {variants[0]})")
-    print("| capacity:length | " + " | ".join(variants) + " |")
-    print("|---|" + "--:|" * len(variants))
-    for cap, ln in pairs:
-        torch.manual_seed(cap + ln)
-        kc = torch.randn(1, cap, Hkv, d, dtype=dt, device="cuda")
-        vc = torch.randn(1, cap, Hkv, d, dtype=dt, device="cuda")
-        q = torch.randn(1, 1, Hq, d, dtype=dt, device="cuda")
-        o = torch.empty(1, 1, Hq, d, dtype=dt, device="cuda")
-        lse = torch.empty(1, Hq, 1, dtype=torch.float32, device="cuda")
-        seqlens = torch.full((1,), ln, dtype=torch.int32, device="cuda")
-        sd = F.scaled_dot_product_attention(q.transpose(1, 2), kc[:, :ln].transpose(1, 2),
-                                            vc[:, :ln].transpose(1, 2), enable_gqa=True)
-        sd = sd.transpose(1, 2).float()
-        kv_gb = 2 * ln * Hkv * d * kc.element_size() / 1e9
-        first, g0, cells = None, None, []
-        for v in variants:
-            set_variant(v)
-            fn = Decode(lib, q, kc, vc, o, lse, seqlens)
-            o.fill_(float("nan"))
-            fn()
-            torch.cuda.synchronize()
-            out = o.clone()
-            err = (out.float() - sd).abs().max().item()
-            bad = not err <= 2e-2 * sd.abs().max().item() + 1e-4
-            first = out if first is None else first
-            same = torch.equal(out, first)
-            g = kv_gb / (bench(fn, rep_ms) * 1e-3)
-            g0 = g if g0 is None else g0
-            cells.append(f"{g:.0f} ({g / g0:.2f}x) s{fn.stats.num_splits}" +
-                         (" WRONG" if bad else "") + ("" if same else " DIFFERS"))
-            if bad:
-                print(f"  {v} {cap}:{ln}: max |o - sdpa| = {err}: WRONG", flush=True)
-        set_variant(None)
-        print(f"| {cap // 1024}k:{ln // 1024}k | " + " | ".join(cells) + " |", flush=True)
-        del kc, vc
-        torch.cuda.empty_cache()
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
@@ -296,9 +249,6 @@ def main():
     ap.add_argument("--clean-shapes", default="",
                     help="B x ctx list: also time SDPA cuDNN and each variant's contiguous call "
                          "there with the L2 emptied by a read (bench_clean), not triton's zero_")
-    ap.add_argument("--short-len", default="",
-                    help="CAP:LEN list: only time the --variants at B 1 with a contiguous cache "
-                         "of capacity CAP holding LEN keys (short_len), first --heads entry")
     ap.add_argument("--ncu-drive", action="store_true",
                     help="only drive the --variants at the first --shapes / --heads entry for "
                          "ncu (ncu_drive), no timing")
@@ -312,11 +262,6 @@ def main():
         B, ctx = (int(x) for x in (a.shapes or "1x32768").split(",")[0].split("x"))
         Hq, Hkv = (int(x) for x in a.heads.split(",")[0].split("/"))
         ncu_drive(lib, variants, B, ctx, Hq, Hkv)
-        return 0
-    if a.short_len:
-        Hq, Hkv = (int(x) for x in a.heads.split(",")[0].split("/"))
-        pairs = [tuple(int(x) for x in pr.split(":")) for pr in a.short_len.split(",") if pr]
-        short_len(lib, variants, pairs, Hq, Hkv, a.rep_ms)
         return 0
     dev = torch.cuda.get_device_properties(0)
     print(f"device: {dev.name}, {dev.multi_processor_count} SMs; torch {torch.__version__}; "

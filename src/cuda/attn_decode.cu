@@ -60,10 +60,10 @@
  *          the quarters combined in a fixed order (dec_merge_rows);
  *   v3     attn_decode_merge3 as a programmatic dependent (as pdl): a block per (row, 32
  *          columns), 16 split groups, so each thread has its few partial loads in flight at once;
- *   v4     v3 with each thread's partial loads issued together with the LSE loads (opt-in,
- *          decode6): one L2 round trip after the split kernel instead of two, v3's bits;
- *   v5     v4 with cache_seqlens / cu_seqlens read before griddepcontrol.wait (opt-in, decode7):
- *          the merge's only load that does not depend on the split kernel leaves its tail;
+ *   v4     v3 with each thread's partial loads issued together with the LSE loads (decode6;
+ *          auto's merge for small grids): one L2 round trip after the split kernel instead of
+ *          two, v3's bits (v3 stays as the reference of that check: no other merge sums in
+ *          its order);
  *   pdl    v2 launched as a programmatic dependent of the split kernel (sm_90): its blocks are
  *          resident and waiting (griddepcontrol.wait) when the last split block retires, so the
  *          launch gap goes; other devices launch it as v2;
@@ -92,18 +92,12 @@
  * L2::256B hint, 1-6% slower than lean) and the ring kernels attn_decode_ring / ring-cpa (a
  * producer warp feeding 4 consumers through an mbarrier ring: 0.2-0.8x cuDNN, flat across
  * shapes; the single producer warp's instruction stream was the limit).
- * leanef (opt-in, decode6, 2026-12-03): lean with every K / V copy under the L2 evict-first
- * policy (createpolicy + cp.async .L2::cache_hint). A decode step reads each K/V byte once, so its
- * lines have no use in L2; with the default policy they push out whatever L2 held before,
- * dirty lines included, whose write-back to HBM then runs inside the decode's time (the bench's
- * flush, triton's 256 MB zero_, leaves ~50 MB of them: at 1 x 32k, 128 MiB of K/V, that is up to
- * a third more HBM traffic). Evict-first lines replace each other instead.
- * leanpf (opt-in, decode7, 2026-12-03): lean with L2 prefetches of each warp's first DEC_PF_BLOCKS
- * blocks issued before anything else (dec_ramp_prefetch; contiguous and paged caches; not in the
- * fused merge's instance, where it spilled at sm_90a: leanpf + fused is lean + fused). A split
- * block otherwise reads the sequence's length (one DRAM latency after the bench's flush) before
- * its first K/V copy, and at B = 1 every block of the single wave does so at once: the whole
- * HBM idles for that latency.
+ * Removed on the evening of 2026-12-03 (bench/RESULTS.md, decode6 / decode7; the code is in git
+ * at commit 188e3cf): leanef (lean with the K / V copies under the L2 evict-first policy: +7% at
+ * 1 x 32k under the bench's dirty flush only, 0.94-0.98x at 4x-64x 32k and 1 x 128k, no gain
+ * under a clean flush), leanpf (lean with L2 prefetches of each warp's first blocks before the
+ * length is read: 0.93x lean at 1 x 4k, 1.00x at 1 x 32k) and merge v5 (v4 reading
+ * cache_seqlens before griddepcontrol.wait: 0.99-1.01x v4).
  *
  * Split rule (FLASHC_DECODE_SPLITS, read at every call): fill (the default since 2026-12-03),
  * which splits tiles that are at most half the slots into whole waves of k blocks a SM, at most
@@ -127,7 +121,6 @@ constexpr int DEC_BN = 16;     /* keys per warp block                           
 constexpr int DEC_STAGES = 2;  /* K/V buffers per warp                               */
 constexpr int DEC_MAX_SPLITS = 256;
 constexpr int DEC_MERGE_DEPTH = 8; /* partial loads a merging thread keeps in flight         */
-constexpr int DEC_PF_BLOCKS = 2;   /* leanpf: 16-key blocks a warp prefetches into L2 at start */
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 
@@ -165,15 +158,13 @@ struct dec_args {
 
 enum { DEC_MERGE_V1 = 1, DEC_MERGE_V2 = 2, DEC_MERGE_PDL = 3, DEC_MERGE_FUSED = 4,
        DEC_MERGE_V3 = 5, DEC_MERGE_AUTO = 6 /* host only: v4 or pdl (cuda_attn_decode) */,
-       DEC_MERGE_V4 = 7, DEC_MERGE_V5 = 8 };
+       DEC_MERGE_V4 = 7 };
 /* FLASHC_DECODE_KERNEL: the split kernel's loader ("split" names the base loader) */
-enum { DEC_KERNEL_LEAN = 4, DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_BASE = 7, DEC_KERNEL_LEAN5 = 8,
-       DEC_KERNEL_LEANEF = 9, DEC_KERNEL_LEANPF = 10 };
+enum { DEC_KERNEL_LEAN = 4, DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_BASE = 7, DEC_KERNEL_LEAN5 = 8 };
 /* The split kernel's instances (its VAR template argument): the base loader (FLASHC_DECODE_KERNEL
- * = base, and every head dim > 128) and the lean loaders (lean, the default; lean3, lean5, leanef,
- * leanpf; head dims <= 128 only). */
-enum { DEC_VAR_BASE = 0, DEC_VAR_LEAN = 1, DEC_VAR_LEAN3 = 2, DEC_VAR_LEAN5 = 4,
-       DEC_VAR_LEANEF = 5, DEC_VAR_LEANPF = 6 };
+ * = base, and every head dim > 128) and the lean loaders (lean, the default; lean3, lean5; head
+ * dims <= 128 only). */
+enum { DEC_VAR_BASE = 0, DEC_VAR_LEAN = 1, DEC_VAR_LEAN3 = 2, DEC_VAR_LEAN5 = 4 };
 __host__ __device__ constexpr int dec_var_stages(int var)
 {
     return var == DEC_VAR_LEAN3 ? 3 : var == DEC_VAR_LEAN5 ? 5 : DEC_STAGES;
@@ -284,7 +275,6 @@ struct dec_lane_kv {
     int kbytes, vbytes;  /* bytes of that chunk inside D / Dv (0: a padded column)             */
     uint32_t soff;       /* byte offset of the lane's chunk of pass 0 in a swizzled K / V tile  */
     bool same;           /* K and V share their batch / row strides: one offset serves both    */
-    uint64_t pol;        /* leanef: the L2 evict-first policy of the K / V copies               */
 };
 
 template <typename T, int DI, int DS>
@@ -300,7 +290,6 @@ __device__ __forceinline__ dec_lane_kv dec_lane_setup(const dec_args &a, int hk,
     L.vl = (const char *)(L.vbytes ? v + (int64_t)hk * a.sv[2] + 8 * c : v);
     L.soff = (uint32_t)(swz<DS>(r0, c) * (int)sizeof(T));
     L.same = a.sv[0] == a.sk[0] && a.sv[1] == a.sk[1];
-    L.pol = 0;
     return L;
 }
 
@@ -343,8 +332,8 @@ __device__ __forceinline__ void dec_lean_lookup(const dec_args &a, int b, int j0
 
 /* The copy half: K and V rows of the 16 keys that lanes 0..15 looked up (x, y from
  * dec_lean_lookup; x checked here as dec_kv_loc checks it) into the swizzled tiles at shared
- * addresses sK, sV. EF: with L.pol, the L2 evict-first policy (leanef). */
-template <typename T, int DI, int DS, bool EF>
+ * addresses sK, sV. */
+template <typename T, int DI, int DS>
 __device__ __forceinline__ void dec_lean_issue(const dec_args &a, const dec_lane_kv &L,
                                                uint32_t sK, uint32_t sV, int x, int y, int lane)
 {
@@ -369,64 +358,8 @@ __device__ __forceinline__ void dec_lean_issue(const dec_args &a, const dec_lane
         const void *ks = L.kl + (okr >= 0 ? okr : 0);
         const void *vs = L.vl + (ovr >= 0 ? ovr : 0);
         const int kn = okr >= 0 ? L.kbytes : 0, vn = ovr >= 0 ? L.vbytes : 0;
-        if constexpr (EF) {
-            ptx_cp_async_16_n_hint(sK + so, ks, kn, L.pol);
-            ptx_cp_async_16_n_hint(sV + so, vs, vn, L.pol);
-        } else {
-            ptx_cp_async_16_n(sK + so, ks, kn);
-            ptx_cp_async_16_n(sV + so, vs, vn);
-        }
-    }
-}
-
-/* leanpf's ramp: at a split block's start, before its first dependent load (the sequence's
- * length), L2 prefetches of the first DEC_PF_BLOCKS 16-key blocks of each warp, K and V (lanes
- * 0-15 a K row each, 16-31 a V row), so that DRAM starts streaming one latency earlier and the
- * warps' first copies find their lines in L2 or on the way. The split's blocks are predicted
- * from the longest a sequence may be (Sk: the longest length when cache_seqlens is on the host,
- * else the capacity), which is exact when the sequence is that long; otherwise some prefetches miss the split's keys, costing bandwidth, never results (at
- * most DEC_PF_BLOCKS x 8 KB a warp at d 128: 64 KB a split block, 17 MB at B 1 x 33 splits,
- * about 4 us of HBM, which is also what the ramp needs to cover one DRAM latency). KV caches
- * without a left window (the split starts at key 0): contiguous (through cache_batch_idx when
- * given) or paged (each key's page from the block table: loads that do not wait on the length,
- * so they overlap it; a page outside the cache is skipped). Every prefetched row lies inside
- * K / V: key < Sk <= capacity, the row or page checked as dec_lean_issue checks it. */
-template <typename T>
-__device__ __forceinline__ void dec_ramp_prefetch(const dec_args &a, int b, int hk, int split,
-                                                  int warp, int lane)
-{
-    if (a.layout != ATTN_KVCACHE || a.wl >= 0)
-        return;
-    const int skm = a.Sk; /* the longest a sequence may be: <= the capacity (api_attn.c) */
-    const int nblk = (skm + DEC_BN - 1) / DEC_BN;
-    const int per = (nblk + a.splits - 1) / a.splits;
-    const int end = min(nblk, split * per + per);
-    const bool isv = lane >= 16;
-    const int64_t *st = isv ? a.sv : a.sk;
-    const char *base = (const char *)(isv ? a.v : a.k) + (int64_t)hk * st[2] * (int64_t)sizeof(T);
-    const int bytes = (isv ? a.Dv : a.D) * (int)sizeof(T);
-    int xb = b; /* contiguous: the cache row of sequence b */
-    if (!a.pages && a.kv_batch)
-        xb = a.kv_batch[b];
-    if (!a.pages && (xb < 0 || xb >= a.kv_rows))
-        return;
-#pragma unroll
-    for (int f = 0; f < DEC_PF_BLOCKS; f++) {
-        const int blk = split * per + warp + f * DEC_WARPS;
-        const int key = blk * DEC_BN + (lane & 15);
-        if (blk >= end || key >= skm)
-            continue;
-        int x = xb, y = key;
-        if (a.pages) {
-            x = a.pages[(int64_t)b * a.pages_stride + key / a.page_size];
-            y = key % a.page_size;
-            if (x < 0 || x >= a.num_pages)
-                continue;
-        }
-        const char *row = base + ((int64_t)x * st[0] + (int64_t)y * st[1]) * (int64_t)sizeof(T);
-        for (int o = 0; o < bytes; o += 128)
-            ptx_prefetch_l2(row + o);
-        ptx_prefetch_l2(row + bytes - 1); /* a row not 128-byte aligned ends in one more line */
+        ptx_cp_async_16_n(sK + so, ks, kn);
+        ptx_cp_async_16_n(sV + so, vs, vn);
     }
 }
 
@@ -593,8 +526,7 @@ __device__ __forceinline__ void dec_merge_rows(const dec_args &a, int b, int m0,
 template <typename T, int DI, bool FUSED, int VAR>
 __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_args a)
 {
-    constexpr bool LEAN = VAR != DEC_VAR_BASE;          /* dec_load_kv_lean (leanpf: + ramp) */
-    constexpr bool EF = VAR == DEC_VAR_LEANEF;          /* K / V copies L2 evict-first       */
+    constexpr bool LEAN = VAR != DEC_VAR_BASE;          /* dec_load_kv_lean                  */
     constexpr int STG = dec_var_stages(VAR);            /* K/V buffers a warp                */
     constexpr int DS = (DI + 63) / 64 * 64;
     constexpr int DT = DI / 8;
@@ -612,10 +544,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     const int bh = (int)(blockIdx.x / (unsigned)a.m_tiles);
     const int b = bh / a.Hkv, hk = bh % a.Hkv;
     const int split = (int)blockIdx.y;
-    if constexpr (VAR == DEC_VAR_LEANPF && !FUSED) /* the fused instance would spill (sm_90a) */
-        dec_ramp_prefetch<T>(a, b, hk, split, warp, lane);
-    if (a.merge == DEC_MERGE_PDL || a.merge == DEC_MERGE_V3 || a.merge == DEC_MERGE_V4 ||
-        a.merge == DEC_MERGE_V5)
+    if (a.merge == DEC_MERGE_PDL || a.merge == DEC_MERGE_V3 || a.merge == DEC_MERGE_V4)
         ptx_griddep_launch_dependents(); /* the merge may take free slots from now on */
 
     int sq, sk;
@@ -694,8 +623,6 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     dec_lane_kv lkv = {};
     if constexpr (LEAN)
         lkv = dec_lane_setup<T, DI, DS>(a, hk, lane);
-    if constexpr (EF)
-        lkv.pol = ptx_l2_policy_evict_first();
     /* this warp's buffer pair st: K at sK(st), V one tile above */
     const uint32_t wbase = ptx_smem_addr(wK);
     int px = -1, py = 0; /* lean: where the next block to copy lives (looked up early) */
@@ -707,7 +634,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     };
     auto load = [&](int blk, int stage) {
         if constexpr (LEAN)
-            dec_lean_issue<T, DI, DS, EF>(a, lkv, wbase + stage * 2 * TILE * (int)sizeof(T),
+            dec_lean_issue<T, DI, DS>(a, lkv, wbase + stage * 2 * TILE * (int)sizeof(T),
                                           wbase + (stage * 2 + 1) * TILE * (int)sizeof(T), px,
                                           py, lane);
         else
@@ -952,31 +879,24 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_merge2(const dec_a
  * quads) needs 11 loads a thread in two batches. More blocks (4 a row at Dv 128) to wait on
  * the split kernel, fewer dependent round trips each. The 16 group sums are added in group order
  * and each group's in split order (dec_sum_splits), so the result depends on (splits, Dv) only.
- * EARLY (v4, FLASHC_DECODE_MERGE=v4, opt-in): with at most 16 x DEC_MERGE_DEPTH = 128 splits, each
- * thread issues its partial loads together with the LSE loads, before the weights exist, so the
- * merge waits on one L2 round trip after griddepcontrol.wait instead of two; the sums are the
- * same operations in the same order as v3's (one batch of dec_sum_splits), so v4 gives v3's
- * bits. MODE: 0 v3, 1 v4, 2 v5 (FLASHC_DECODE_MERGE=v5, opt-in, decode7): v4 with the sequence's
- * length (cache_seqlens / cu_seqlens, inputs that no kernel of this call writes: the split
- * kernel, launched in full stream order, began after every earlier writer ended, and this grid
- * begins after it) read before griddepcontrol.wait, while the split kernel still runs: one
- * dependent L2 round trip fewer after the split grid; v4's (= v3's) bits. */
-template <typename T, int MODE>
+ * EARLY (v4, FLASHC_DECODE_MERGE=v4; auto's merge for small grids): with at most 16 x
+ * DEC_MERGE_DEPTH = 128 splits, each thread issues its partial loads together with the LSE
+ * loads, before the weights exist, so the merge waits on one L2 round trip after
+ * griddepcontrol.wait instead of two; the sums are the same operations in the same order as
+ * v3's (one batch of dec_sum_splits), so v4 gives v3's bits (test_kvcache_merge_variants checks
+ * it). */
+template <typename T, bool EARLY>
 __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_merge3(const dec_args a)
 {
-    constexpr bool EARLY = MODE >= 1;
     constexpr int G = 16, Q = 8; /* split groups x column quads = 128 threads */
     __shared__ float sw[DEC_MAX_SPLITS];
     __shared__ float4 red[G * Q];
     __shared__ float s_inv, s_lse;
     const int64_t prow = blockIdx.x;
     const int i = (int)(prow % a.Sq), h = (int)(prow / a.Sq % a.Hq), b = (int)(prow / a.Sq / a.Hq);
-    int sq, sk;
-    if constexpr (MODE == 2)
-        dec_seqlens(a, b, &sq, &sk);
     ptx_griddep_wait(); /* every split block's partials are written */
-    if constexpr (MODE != 2)
-        dec_seqlens(a, b, &sq, &sk);
+    int sq, sk;
+    dec_seqlens(a, b, &sq, &sk);
     if (i >= sq)
         return; /* uniform */
     const int S = a.splits, tid = (int)threadIdx.x;
@@ -1153,8 +1073,6 @@ cudaError_t dec_launch_di(const dec_args &a, int di, int var, cudaStream_t strea
     case DEC_VAR_LEAN: return dec_launch_var<T, FUSED, DEC_VAR_LEAN>(a, di, stream, pdl);
     case DEC_VAR_LEAN3: return dec_launch_var<T, FUSED, DEC_VAR_LEAN3>(a, di, stream, pdl);
     case DEC_VAR_LEAN5: return dec_launch_var<T, FUSED, DEC_VAR_LEAN5>(a, di, stream, pdl);
-    case DEC_VAR_LEANEF: return dec_launch_var<T, FUSED, DEC_VAR_LEANEF>(a, di, stream, pdl);
-    case DEC_VAR_LEANPF: return dec_launch_var<T, FUSED, DEC_VAR_LEANPF>(a, di, stream, pdl);
     default: break;
     }
     return di == 64    ? dec_launch<T, 64, FUSED, DEC_VAR_BASE>(a, stream, pdl)
@@ -1191,10 +1109,9 @@ cudaError_t dec_run_all(const dec_args &a, int di, bool sm90, int var, cudaStrea
         const int64_t nrows = (int64_t)a.B * a.Hq * a.Sq;
         if (a.merge == DEC_MERGE_V1)
             attn_decode_merge<T><<<(unsigned)((nrows + 3) / 4), 128, 0, stream>>>(a);
-        else if (a.merge == DEC_MERGE_V3 || a.merge == DEC_MERGE_V4 || a.merge == DEC_MERGE_V5)
-            err = dec_launch_ex(a.merge == DEC_MERGE_V5   ? attn_decode_merge3<T, 2>
-                                : a.merge == DEC_MERGE_V4 ? attn_decode_merge3<T, 1>
-                                                          : attn_decode_merge3<T, 0>,
+        else if (a.merge == DEC_MERGE_V3 || a.merge == DEC_MERGE_V4)
+            err = dec_launch_ex(a.merge == DEC_MERGE_V4 ? attn_decode_merge3<T, true>
+                                                        : attn_decode_merge3<T, false>,
                                 dim3((unsigned)nrows, (unsigned)((a.Dv + 31) / 32)),
                                 dim3(DEC_WARPS * 32), 0, stream, sm90, a);
         else
@@ -1246,8 +1163,7 @@ int sm_count(void)
 /* FLASHC_DECODE_KERNEL, read at every call (so one process can compare the kernels): unset, ""
  * or "lean" the lean loader (the default: faster at every B x ctx measured on 2026-12-02,
  * bench/RESULTS.md); "split" or "base" the split kernel's historical loader; "lean3", "lean5"
- * the lean loader with 3 or 5 stages a warp; "leanef" lean with L2 evict-first K/V copies;
- * "leanpf" lean with the ramp's L2 prefetches (dec_ramp_prefetch); 0 for anything else. */
+ * the lean loader with 3 or 5 stages a warp; 0 for anything else. */
 int kernel_mode(void)
 {
     const char *e = getenv("FLASHC_DECODE_KERNEL");
@@ -1259,10 +1175,6 @@ int kernel_mode(void)
         return DEC_KERNEL_LEAN5;
     if (strcmp(e, "lean3") == 0)
         return DEC_KERNEL_LEAN3;
-    if (strcmp(e, "leanef") == 0)
-        return DEC_KERNEL_LEANEF;
-    if (strcmp(e, "leanpf") == 0)
-        return DEC_KERNEL_LEANPF;
     return 0;
 }
 
@@ -1281,8 +1193,6 @@ int var_of(const attn_problem *p)
     return k == DEC_KERNEL_LEAN    ? DEC_VAR_LEAN
            : k == DEC_KERNEL_LEAN3 ? DEC_VAR_LEAN3
            : k == DEC_KERNEL_LEAN5 ? DEC_VAR_LEAN5
-           : k == DEC_KERNEL_LEANEF ? DEC_VAR_LEANEF
-           : k == DEC_KERNEL_LEANPF ? DEC_VAR_LEANPF
                                    : DEC_VAR_BASE;
 }
 
@@ -1392,7 +1302,7 @@ flashc_status check_operand(const char *fn, const char *name, const void *ptr, c
 
 /* FLASHC_DECODE_MERGE (the header comment), read at every call so that one process can compare
  * the variants: unset, "" or "auto" the default (v4 for small merge grids, else pdl; resolved in
- * cuda_attn_decode); "v1", "v2", "v3", "v4", "v5", "pdl", "fused"; 0 for anything else. */
+ * cuda_attn_decode); "v1", "v2", "v3", "v4", "pdl", "fused"; 0 for anything else. */
 int merge_mode(void)
 {
     const char *e = getenv("FLASHC_DECODE_MERGE");
@@ -1410,8 +1320,6 @@ int merge_mode(void)
         return DEC_MERGE_V3;
     if (strcmp(e, "v4") == 0)
         return DEC_MERGE_V4;
-    if (strcmp(e, "v5") == 0)
-        return DEC_MERGE_V5;
     return 0;
 }
 
@@ -1459,14 +1367,14 @@ flashc_status cuda_attn_decode_supports(const attn_problem *p)
                             fn);
     if (!merge_mode())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, v4, v5, pdl "
+                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, v4, pdl "
                             "or fused",
                             fn,
                             getenv("FLASHC_DECODE_MERGE"));
     if (!kernel_mode())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3, "
-                            "lean5, leanef or leanpf",
+                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3 "
+                            "or lean5",
                             fn, getenv("FLASHC_DECODE_KERNEL"));
     if (!split_rule())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
@@ -1547,14 +1455,14 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
     a.merge = merge_mode();
     if (!a.merge)
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, v4, v5, pdl "
+                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, v4, pdl "
                             "or fused",
                             fn,
                             getenv("FLASHC_DECODE_MERGE"));
     if (!kernel_mode())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3, "
-                            "lean5, leanef or leanpf",
+                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3 "
+                            "or lean5",
                             fn, getenv("FLASHC_DECODE_KERNEL"));
     if (!split_rule())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
@@ -1565,7 +1473,7 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
          * block a row and 32 columns) is at most 4 blocks a SM, else pdl: round 1 (2026-12-02)
          * had v3 ahead of pdl at B 1 and 4 (128 rows: 512 blocks) by 1-3% and behind at B 16
          * (2048 blocks) by 0.5-1.6%; v4 gave v3's bits at 1.01x / 1.01x / 1.005x at 1x4k, 1x32k,
-         * 4x32k (2026-12-03, s8_decode6.sh; bench/RESULTS.md) */
+         * 4x32k (2026-12-03, decode6's round A; bench/RESULTS.md) */
         const int64_t mblocks = p->B * p->Hq * p->Sq * ((p->Dv + 31) / 32);
         a.merge = mblocks <= 4 * (int64_t)sm_count() ? DEC_MERGE_V4 : DEC_MERGE_PDL;
     }

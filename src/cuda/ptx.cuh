@@ -74,33 +74,6 @@ static __device__ __forceinline__ void ptx_cp_async_16_n(uint32_t dst, const voi
                  : "memory");
 }
 
-/* An L2 cache policy (createpolicy, sm_80+) under which the lines an access brings in are the
- * first to be evicted from L2: for a stream read once (a decode step's K/V), so that it replaces
- * its own lines rather than other data, dirty lines among them (whose eviction costs an HBM
- * write-back inside the stream's time). */
-static __device__ __forceinline__ uint64_t ptx_l2_policy_evict_first(void)
-{
-    uint64_t pol;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
-    return pol;
-}
-
-/* ptx_cp_async_16_n with an L2 cache policy (ptx_l2_policy_evict_first). */
-static __device__ __forceinline__ void ptx_cp_async_16_n_hint(uint32_t dst, const void *src,
-                                                              int src_bytes, uint64_t policy)
-{
-    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst),
-                 "l"(src), "r"(src_bytes), "l"(policy)
-                 : "memory");
-}
-
-/* prefetch.global.L2: brings the line holding the global address p into L2 (sm_80+); a hint,
- * nothing is written and no thread waits for it. */
-static __device__ __forceinline__ void ptx_prefetch_l2(const void *p)
-{
-    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
-}
-
 /* Closes the group of cp.async issued by this thread since the last commit. */
 static __device__ __forceinline__ void ptx_cp_async_commit(void)
 {
