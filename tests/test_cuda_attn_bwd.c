@@ -570,8 +570,8 @@ static void test_deterministic_bitwise(void **state)
 {
     (void)state;
     const int S = small_only() ? 300 : 1500;
-    /* d 128 and 64: sm90v3w and sm90v3w by default on a Hopper GPU (sm90v2 and sm90v3w have
-     * both; sm90v2s, sm90v3ws d 64) */
+    /* d 128 and 64: sm90v3w by default on a Hopper GPU (sm90v2 and sm90v3w have both; sm90v2s
+     * d 64 only) */
     for (int D = 128; D >= 64; D -= 64)
     for (int det = 1; det >= 0; det--)
         for (int causal = 0; causal < 2; causal++) {
@@ -660,7 +660,7 @@ static void test_graph_capture(void **state)
 /* Windows, softcap and ALiBi (flash-attn semantics, src/ref/attn_bwd.c), alone and together,
  * with the causal mask, GQA / MQA, Sq != Sk, rows that see no key, both modes; every head dim
  * (on a Hopper GPU 128: sm90v3w, 64: sm90v3w, the others sm80; FLASHC_CUDA_BWD_KERNEL=sm90v2
- * or sm90v3w puts 64 and 128 on that family, sm90v2e / sm90v2s / sm90v2sa / sm90v3ws 64).
+ * or sm90v3w puts 64 and 128 on that family, sm90v2e / sm90v2s / sm90v2sa 64).
  * Deterministic cases are also run
  * three times and compared bit for bit. */
 static void test_modifiers(void **state)

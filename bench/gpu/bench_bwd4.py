@@ -7,16 +7,16 @@ bench_bwd.py's method (its part2: flashc through ctypes with a preallocated work
 configuration first checked against SDPA flash's gradients, else WRONG and not timed; SDPA
 through autograd; CUDA events, median of >= 10 calls after warm-up; FLOPs 2.5 x 4 B H S^2 d,
 halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KERNEL:
-  flashc / flashc_det   the dispatcher's choice (sm90v3w at d 128 since 2026-12-03, sm90v2s
-                        at d 64)
+  flashc / flashc_det   the dispatcher's choice (sm90v3w at d 128 and d 64 since 2026-12-03;
+                        sm90v2s at d 64 before)
   sm90 / sm90_det       the sm90 family (attn_bwd_sm90.cu; d 128 only), forced
   v3 / v3_det           sm90v3 (src/cuda/attn_bwd_sm90v3.cu; d 128 only)
   v3t / v3t_det         sm90v3t: sm90v3 with dQ by tensor reduce-adds (d 128 only)
   v3q / v3q_det         sm90v3q: sm90v3t with dV, dK issued after dQ (d 128 only)
   v3w / v3w_det         sm90v3w: sm90v3q with the dQ adds on writer warps (d 128; d 64 too
-                        since helper bwd6, opt-in there: dQ by keys)
-  v3ws / v3ws_det       sm90v3ws: sm90v3w at d 64 whose writer sums the two warpgroups' dQ
-                        partials before one reduce-add (d 64 only)
+                        since helper bwd6: dQ by keys)
+  v2s / v2s_det         sm90v2s (src/cuda/attn_bwd_sm90v2.cu; d 64 only): d 64's default until
+                        2026-12-03, opt-in since
 The table (printed last) gives each TFLOP/s and the ratios the issue's target names.
 
 usage: bench_bwd4.py --lib build/libflashc.so [--out x.json] [--dims 128,64] [--seqlens 2048,16384]
@@ -39,7 +39,7 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            "flashc_v3t": (0, 0, False, "sm90v3t"), "flashc_v3t_det": (0, 0, True, "sm90v3t"),
            "flashc_v3q": (0, 0, False, "sm90v3q"), "flashc_v3q_det": (0, 0, True, "sm90v3q"),
            "flashc_v3w": (0, 0, False, "sm90v3w"), "flashc_v3w_det": (0, 0, True, "sm90v3w"),
-           "flashc_v3ws": (0, 0, False, "sm90v3ws"), "flashc_v3ws_det": (0, 0, True, "sm90v3ws"),
+           "flashc_v2s": (0, 0, False, "sm90v2s"), "flashc_v2s_det": (0, 0, True, "sm90v2s"),
            "flashc_sm90": (0, 0, False, "sm90"), "flashc_sm90_det": (0, 0, True, "sm90")}
 
 
@@ -77,11 +77,11 @@ def main():
     seqlens = [int(x) for x in a.seqlens.split(",")]
     try:
         for d in (int(x) for x in a.dims.split(",")):
-            # sm90v3* and sm90 serve d 128 only, sm90v3w d 64 too (elsewhere: the
-            # dispatcher's choice again, not timed twice)
+            # sm90v3* and sm90 serve d 128 only, sm90v3w d 64 too, sm90v2s d 64 only (elsewhere:
+            # the dispatcher's choice again, not timed twice)
             cf = configs128 if d == 128 else tuple(
-                c for c in configs if not c.startswith(("flashc_v3", "flashc_sm90"))
-                or (d == 64 and c.startswith("flashc_v3w")))
+                c for c in configs if not c.startswith(("flashc_v3", "flashc_sm90", "flashc_v2s"))
+                or (d == 64 and c.startswith(("flashc_v3w", "flashc_v2s"))))
             if cf:
                 bb.part2(lib, seqlens, rows, d=d, configs=cf, peers=("flash", "cudnn"), part=3)
     finally:
@@ -110,11 +110,7 @@ def table(rows, configs):
               ("v3w/default", "flashc_v3w", "flashc"),
               ("v3wdet/v3w", "flashc_v3w_det", "flashc_v3w"),
               ("v3wdet/det", "flashc_v3w_det", "flashc_det"),
-              ("v3ws/cuDNN", "flashc_v3ws", "cudnn"), ("v3ws/flash", "flashc_v3ws", "flash"),
-              ("v3ws/default", "flashc_v3ws", "flashc"),
-              ("v3wsdet/v3ws", "flashc_v3ws_det", "flashc_v3ws"),
-              ("v3wsdet/det", "flashc_v3ws_det", "flashc_det"),
-              ("v3ws/v3w", "flashc_v3ws", "flashc_v3w"),
+              ("default/v2s", "flashc", "flashc_v2s"), ("det/v2sdet", "flashc_det", "flashc_v2s_det"),
               ("v3w/sm90", "flashc_v3w", "flashc_sm90"), ("v3q/sm90", "flashc_v3q", "flashc_sm90"),
               ("v3w/v3q", "flashc_v3w", "flashc_v3q"),
               ("default/sm90", "flashc", "flashc_sm90"), ("det/sm90det", "flashc_det", "flashc_sm90_det"),
@@ -122,8 +118,8 @@ def table(rows, configs):
               ("det/fast", "flashc_det", "flashc")]
     ratios = [x for x in ratios if x[1] in impls and x[2] in impls]
     print("\nbwd alone, bf16, B*S = 16k, hidden 2048: TFLOP/s (median); flashc = the dispatcher's "
-          "choice (sm90v3w at d 128, sm90v2s at d 64); v3w = sm90v3w forced; sm90 = that "
-          "family forced")
+          "choice (sm90v3w at d 128 and d 64 since 2026-12-03); v3w = sm90v3w forced; sm90 = "
+          "that family forced")
     print("| d | causal | S | " + " | ".join(i.replace("flashc_", "") for i in impls) + " | " +
           " | ".join(x[0] for x in ratios) + " |")
     print("|---|---|---|" + "---|" * (len(impls) + len(ratios)))

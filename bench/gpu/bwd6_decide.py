@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""The decision table of bench/gpu/s8_bwd6.sh (helper bwd6, issue 12): which d 64 backward
-becomes the default on CC 9.0, from bench_bwd4.py's JSON and the device script's job exit codes.
+"""The decision table of bench/gpu/s8_bwd6.sh (helper bwd6, issue 12): does sm90v3w, the d 64
+backward default on CC 9.0 since 2026-12-03 (round B: 1.09-1.37x sm90v2s fast, 1.32-1.95x
+deterministic; bench/RESULTS.md), stay it? From bench_bwd4.py's JSON and the device script's job
+exit codes.
 
-Rule (s8_bwd6.sh's header): X in (sm90v3w, sm90v3ws) qualifies if every job of X (its tests,
-racecheck, synccheck: the files OUT/{,rc-,sc-}<x>-*.rc) exited 0, X / default >= 1.05 at every
-d 64 shape in fast mode and X det / default det >= 1.00 at every d 64 shape; of two that
-qualify, the higher geometric mean of X / default (fast). No torch needed.
+Rule (s8_bwd6.sh's header): sm90v3w stays the d 64 default if every job of it (its tests,
+racecheck, synccheck: the files OUT/{,rc-,sc-}v3w-*.rc) exited 0, default / sm90v2s >= 1.05 at
+every d 64 shape in fast mode and default det / sm90v2s det >= 1.00 at every d 64 shape (the
+default is the dispatcher's choice, sm90v3w; sm90v2s forced, the previous default). No torch
+needed.
 
 usage: bwd6_decide.py OUT/bwd6.json OUT_DIR
 """
@@ -16,13 +19,11 @@ import os
 import re
 import sys
 
-NEW = {"sm90v3w": "flashc_v3w", "sm90v3ws": "flashc_v3ws"}
 FAST_MIN, DET_MIN = 1.05, 1.00
 
 
-def jobs_ok(out, fam):
-    """(all passed, number of jobs) for fam's jobs: v3w-*, rc-v3w-*, sc-v3w-* (not v3ws-*)."""
-    short = fam[len("sm90"):]
+def jobs_ok(out, short):
+    """(all passed, number of jobs) for the jobs v3w-*, rc-v3w-*, sc-v3w-* (short = "v3w")."""
     pat = re.compile(r"^(rc-|sc-)?" + re.escape(short) + r"-")
     rcs = [f for f in glob.glob(os.path.join(out, "*.rc")) if pat.match(os.path.basename(f))]
     ok = all(open(f).read().strip() == "0" for f in rcs)
@@ -51,50 +52,35 @@ def main():
     shapes = sorted({(r["d"], r["causal"], r["S"]) for r in rows},
                     key=lambda k: (k[0] != 64, k[0], k[1], k[2]))
     print("\n== s8_bwd6 decision table: bf16 backward TFLOP/s (medians, same process); def = the "
-          "dispatcher's choice (d 64 sm90v2s, d 128 sm90v3w)")
-    print("| d | causal | S | def | def det | v3w | v3w det | v3ws | v3ws det | FA2 | cuDNN | "
-          "v3w/def | v3wdet/defdet | v3ws/def | v3wsdet/defdet | best/FA2 | best/cuDNN | "
-          "det/fast (def) |")
-    print("|---|---|---|" + "--:|" * 15)
-    ratios = {fam: ([], []) for fam in NEW}
+          "dispatcher's choice (sm90v3w at d 64 and d 128); v2s = sm90v2s forced (d 64 only)")
+    print("| d | causal | S | def | def det | v2s | v2s det | FA2 | cuDNN | def/v2s | "
+          "defdet/v2sdet | def/FA2 | def/cuDNN | det/fast (def) |")
+    print("|---|---|---|" + "--:|" * 11)
+    fast, det = [], []
     for d, c, S in shapes:
         de, dd = g(d, c, S, "flashc"), g(d, c, S, "flashc_det")
+        v, vd = g(d, c, S, "flashc_v2s"), g(d, c, S, "flashc_v2s_det")
         fa, cu = g(d, c, S, "flash"), g(d, c, S, "cudnn")
-        cells = [f(de, 0), f(dd, 0)]
-        rr = []
-        best = max([x for x in [de] + [g(d, c, S, i) for i in NEW.values()] if x == x],
-                   default=nan)
-        for fam, impl in NEW.items():
-            x, xd = g(d, c, S, impl), g(d, c, S, impl + "_det")
-            cells += [f(x, 0), f(xd, 0)]
-            rr += [f(x / de), f(xd / dd)]
-            if d == 64:
-                ratios[fam][0].append(x / de)
-                ratios[fam][1].append(xd / dd)
-        print(f"| {d} | {'yes' if c else 'no'} | {S} | " + " | ".join(cells) + f" | {f(fa, 0)} | "
-              f"{f(cu, 0)} | " + " | ".join(rr) + f" | {f(best / fa)} | {f(best / cu)} | "
-              f"{f(dd / de)} |")
-    n64 = len([s for s in shapes if s[0] == 64])
-    qual = []
-    for fam in NEW:
-        ok, njobs = jobs_ok(out, fam)
-        fast, det = ratios[fam]
-        good = [x for x in fast if x == x]
-        gm = math.exp(sum(math.log(x) for x in good) / len(good)) if good else nan
-        mf = min(fast) if fast and all(x == x for x in fast) else nan
-        md = min(det) if det and all(x == x for x in det) else nan
-        q = ok and n64 > 0 and mf >= FAST_MIN and md >= DET_MIN
-        print(f"{fam}: {njobs} jobs {'all passed' if ok else 'NOT all passed (or none ran)'}; "
-              f"fast / default min {f(mf)} geomean {f(gm)} (need >= {FAST_MIN} everywhere); "
-              f"det / default det min {f(md)} (need >= {DET_MIN}) -> "
-              f"{'QUALIFIES' if q else 'does not qualify'}")
-        if q:
-            qual.append((gm, fam))
-    if qual:
-        print(f"DECISION: make {max(qual)[1]} the d 64 default on CC 9.0 (its variants' opt_in 0; "
-              "sm90v2s becomes opt_in 1)")
+        if d == 64:
+            fast.append(de / v)
+            det.append(dd / vd)
+        print(f"| {d} | {'yes' if c else 'no'} | {S} | {f(de, 0)} | {f(dd, 0)} | {f(v, 0)} | "
+              f"{f(vd, 0)} | {f(fa, 0)} | {f(cu, 0)} | {f(de / v)} | {f(dd / vd)} | "
+              f"{f(de / fa)} | {f(de / cu)} | {f(dd / de)} |")
+    ok, njobs = jobs_ok(out, "v3w")
+    good = [x for x in fast if x == x]
+    gm = math.exp(sum(math.log(x) for x in good) / len(good)) if good else nan
+    mf = min(fast) if fast and all(x == x for x in fast) else nan
+    md = min(det) if det and all(x == x for x in det) else nan
+    q = ok and len(fast) > 0 and mf >= FAST_MIN and md >= DET_MIN
+    print(f"sm90v3w: {njobs} jobs {'all passed' if ok else 'NOT all passed (or none ran)'}; "
+          f"default / sm90v2s min {f(mf)} geomean {f(gm)} (need >= {FAST_MIN} everywhere); "
+          f"det / sm90v2s det min {f(md)} (need >= {DET_MIN})")
+    if q:
+        print("DECISION: sm90v3w stays the d 64 default on CC 9.0")
     else:
-        print("DECISION: keep sm90v2s the d 64 default")
+        print("DECISION: look again: sm90v3w (the d 64 default) did not pass or fell below the "
+              "rule against sm90v2s")
     return 0
 
 

@@ -1,11 +1,12 @@
 /*
  * attn_bwd_sm90v2.cu — the Hopper backward's second version: families sm90v2 (d 64, 128),
- * sm90v2e, sm90v2sa (d 64; opt-in through FLASHC_CUDA_BWD_KERNEL) and sm90v2s (d 64, the
- * default there since the device run of 23:00: correct, 1.27x sm80; at d 128 sm90v2 measured
- * 0.92-0.96x sm90, which stays the default). The sm90
- * kernel's products and layout (attn_bwd_sm90.cu: S^T = K Q^T, dP^T = V dO^T, P^T / dS^T in
- * registers as the A operands of dV += P^T dO and dK += dS^T Q, dS stored transposed by
- * stmatrix for dQ = dS K) with the waits that did not have to be there taken out:
+ * sm90v2e, sm90v2s, sm90v2sa, sm90v2sd (d 64), all opt-in through FLASHC_CUDA_BWD_KERNEL.
+ * sm90v2s was the default at d 64 from the device run of 2026-12-01 23:00 (correct, 1.27x sm80)
+ * until sm90v3w (attn_bwd_sm90v3.cu) replaced it on 2026-12-03; at d 128 sm90v2 measured
+ * 0.92-0.96x sm90. The sm90 kernel's products and layout (attn_bwd_sm90.cu: S^T = K Q^T,
+ * dP^T = V dO^T, P^T / dS^T in registers as the A operands of dV += P^T dO and dK += dS^T Q, dS
+ * stored transposed by stmatrix for dQ = dS K) with the waits that did not have to be there
+ * taken out:
  *
  *  - dQ leaves through shared memory. Each warp owns 16 rows of its warpgroup's dQ tile (the
  *    wgmma accumulator layout); it stores them to a staging tile and 16 of its lanes hand one

@@ -1,8 +1,8 @@
 /*
- * attn_bwd_sm90v3.cu — the Hopper backward at d = 128 in the FlashAttention-3 shape: families
- * sm90v3, sm90v3t, sm90v3q, sm90v3w (sm90v3w the default at d 128 on compute capability 9.0, the
- * others opt-in through FLASHC_CUDA_BWD_KERNEL; racecheck's hazards of 2026-12-02: see the table).
- * sm90v3w and sm90v3ws also serve d = 64 (opt-in, helper bwd6): dQ by keys, below.
+ * attn_bwd_sm90v3.cu — the Hopper backward in the FlashAttention-3 shape: families sm90v3,
+ * sm90v3t, sm90v3q (d = 128) and sm90v3w (d = 128 and 64), sm90v3w the default at both on compute
+ * capability 9.0 (d 64 since the device run of 2026-12-03, helper bwd6: dQ by keys, below), the
+ * others opt-in through FLASHC_CUDA_BWD_KERNEL; racecheck's hazards of 2026-12-02: see the table.
  *
  * Why: the 21:36 profile of sm90 at d 128 4k (/work/wt/PROFILE.md): 255 registers, 256 threads,
  * the tensor pipe 34% busy; cuDNN: 132 x 384 threads, warp-specialised, 66%. In sm90 (and
@@ -111,7 +111,8 @@ static __device__ __forceinline__ int bwd90v3_turn_counter(const attn_bwd_args &
 
 #endif
 
-/* T: __nv_bfloat16 or __half; D: 128; DET: deterministic dQ; MODS: softcap or ALiBi.
+/* T: __nv_bfloat16 or __half; D: 128 (64: sm90v3w only); DET: deterministic dQ; MODS: softcap
+ * or ALiBi.
  * TDQ (family sm90v3t): each warpgroup's 64 x 64 dQ tile leaves as two tensor reduce-adds
  * (boxes of 32 float columns x 64 rows, tm_dq over dq_acc (D, Sq, Hq, B)) issued by one thread
  * after a warpgroup barrier, instead of 16 row reductions per warp; deterministic mode then
@@ -121,7 +122,7 @@ static __device__ __forceinline__ int bwd90v3_turn_counter(const attn_bwd_args &
  * the tensor cores; sm90v3t issues them before the barrier, to fill its wait instead.
  * Tensor maps (D, S, H, B) of q, dout (boxes 64 x BM) and k, v (64 x BN). Grid: (K/V blocks of
  * BN keys, B Hkv); under DET with an upper key bound the K blocks run in reverse (bwd_turn). */
-template <typename T, int D, bool DET, bool MODS, bool TDQ, bool DQF, bool WRT, bool SUM>
+template <typename T, int D, bool DET, bool MODS, bool TDQ, bool DQF, bool WRT>
 __global__ void __launch_bounds__(V3_THREADS, 1)
     attn_bwd_sm90v3_kernel(const __grid_constant__ CUtensorMap tm_q,
                            const __grid_constant__ CUtensorMap tm_do,
@@ -132,11 +133,9 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
 #if FLASHC_PTX_SM90A
     using L = bwd90v3_smem<D, WRT>;
     static_assert(!WRT || (TDQ && DQF), "sm90v3w: sm90v3q with the dQ adds on writer warps");
-    static_assert(!SUM || (WRT && D == 64), "sm90v3ws: sm90v3w at d 64, one writer summing");
     /* sm90v3w's named barriers (1: the consumers' per-Q-block meeting at d 128; 2, 3: sm90v3t's
-     * warpgroup barriers, and d 64's; 12: sm90v3ws's writer warp): staging buffer sb of
-     * warpgroup w full (consumers arrive, its writer waits) and empty (the other way), 128 +
-     * 32 threads each */
+     * warpgroup barriers, and d 64's): staging buffer sb of warpgroup w full (consumers
+     * arrive, its writer waits) and empty (the other way), 128 + 32 threads each */
     auto dq_full_id = [](int w, int sb) { return 4 + 2 * w + sb; };
     auto dq_empty_id = [](int w, int sb) { return 8 + 2 * w + sb; };
     constexpr int BM = V3_BM, BN = V3_BN;
@@ -186,52 +185,28 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
         /* ---- producer ---- */
         ptx_setmaxnreg_dec<bwd90v3_regs<D>::PRODUCER>();
         if constexpr (WRT) {
-            if (warp == 1 || (warp == 2 && !SUM)) {
+            if (warp == 1 || warp == 2) {
                 /* sm90v3w: warp 1 + w adds consumer warpgroup w's dQ tiles, so that neither
-                 * the copy engine's reads nor deterministic mode's turn wait the consumers.
-                 * SUM (sm90v3ws, d 64): warp 1 alone serves both warpgroups; it adds their
-                 * two partial tiles (the same rows and features, by keys) in shared memory
-                 * and the sum leaves as one tile: half the reduce-adds into L2 */
+                 * the copy engine's reads nor deterministic mode's turn wait the consumers */
                 const int wgc = warp - 1;
-                constexpr int NW = SUM ? 2 : 1; /* warpgroups served: wgc .. wgc + NW - 1 */
-                for (int w = wgc; w < wgc + NW; w++) {
-                    if (total > 0)
-                        ptx_named_bar_arrive(dq_empty_id(w, 0), 160);
-                    if (total > 1)
-                        ptx_named_bar_arrive(dq_empty_id(w, 1), 160);
-                }
+                if (total > 0)
+                    ptx_named_bar_arrive(dq_empty_id(wgc, 0), 160);
+                if (total > 1)
+                    ptx_named_bar_arrive(dq_empty_id(wgc, 1), 160);
                 /* the Q blocks in the producer's order (h, m), followed here rather than
                  * handed over in shared memory: a handoff less */
                 int h = hk * a.group, m = m_begin;
                 for (int it = 0; it < total; it++) {
                     const int sb = it & 1;
-                    for (int w = wgc; w < wgc + NW; w++)
-                        ptx_named_bar_sync(dq_full_id(w, sb), 160);
-                    if constexpr (SUM) {
-                        /* tile 0 += tile 1, 16-byte chunk by chunk (both in the same swizzled
-                         * layout), then the stores for the copy engine's reads */
-                        float4 *t0 = (float4 *)(sbase + L::DQ + sb * L::DQ_BUF);
-                        const float4 *t1 = t0 + 2 * BM * 128 / 16;
-#pragma unroll 4
-                        for (int c = lane; c < 2 * BM * 128 / 16; c += 32) {
-                            const float4 x = t0[c], y = t1[c];
-                            t0[c] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
-                        }
-                        ptx_fence_proxy_async_shared();
-                        /* every lane's sums before lane 0's reduce-adds read them: a named
-                         * barrier of this warp (id 12) rather than __syncwarp, which
-                         * racecheck does not follow (bwd5's hazards of 2026-12-03) */
-                        ptx_named_bar_sync(12, 32);
-                    }
+                    ptx_named_bar_sync(dq_full_id(wgc, sb), 160);
                     if (lane == 0) {
                         const uint32_t st = base + L::DQ + sb * L::DQ_BUF + wgc * 2 * BM * 128;
                         int *sem = a.sem + bwd90v3_turn_counter(a, b, h, m);
                         if constexpr (DET) {
-                            /* each writer (2 per block; SUM: 1) releases one count; by keys,
+                            /* each writer (2 per block) releases one count; by keys,
                              * warpgroup 1's writer after warpgroup 0's (the same dQ rows) */
                             const int turn = bwd_turn(rg, n_block, (int)gridDim.x, m, BM, BN);
-                            while (ptx_ld_acquire_gpu(sem) <
-                                   (SUM ? turn : 2 * turn + (DQ_BY_KEYS ? wgc : 0))) {
+                            while (ptx_ld_acquire_gpu(sem) < 2 * turn + (DQ_BY_KEYS ? wgc : 0)) {
                             }
                             ptx_fence_proxy_async_global(); /* the acquire before our adds */
                         }
@@ -251,8 +226,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                     }
                     __syncwarp();
                     if (it + 2 < total) /* the consumers' next use of this buffer */
-                        for (int w = wgc; w < wgc + NW; w++)
-                            ptx_named_bar_arrive(dq_empty_id(w, sb), 160);
+                        ptx_named_bar_arrive(dq_empty_id(wgc, sb), 160);
                     if (++m == m_end)
                         h++, m = m_begin;
                 }
@@ -720,7 +694,7 @@ static int bwd90v3_map_dq(CUtensorMap *m, const attn_bwd_args *a, int D)
                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <typename T, int D, bool TDQ, bool DQF = false, bool WRT = false, bool SUM = false>
+template <typename T, int D, bool TDQ, bool DQF = false, bool WRT = false>
 static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
     const flashc_dtype dt = std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16;
@@ -753,10 +727,10 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     const bool mods = a->softcap > 0.0f || a->alibi;
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                    const CUtensorMap, const attn_bwd_args) =
-        mods ? (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF, WRT, SUM>
-                                 : attn_bwd_sm90v3_kernel<T, D, false, true, TDQ, DQF, WRT, SUM>)
-             : (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT, SUM>
-                                 : attn_bwd_sm90v3_kernel<T, D, false, false, TDQ, DQF, WRT, SUM>);
+        mods ? (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF, WRT>
+                                 : attn_bwd_sm90v3_kernel<T, D, false, true, TDQ, DQF, WRT>)
+             : (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT>
+                                 : attn_bwd_sm90v3_kernel<T, D, false, false, TDQ, DQF, WRT>);
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess)
         return err;
@@ -767,14 +741,14 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     return attn_bwd_post_bh_launch<T, D>(a, stream);
 }
 
-/* sm90v3w is the default at d 128 (below); the others are opt-in (opt_in 1). sm90v3q passed every
- * forced test on the H200 on 2026-12-02 (suites, modifiers, deterministic bitwise, memcheck,
- * synccheck) and is 1.22-1.26x sm90, 1.34-1.46x SDPA-FA2 (bench/RESULTS.md), and it was the default
- * at d 128 for one device round; but racecheck then reported 10 hazards in it (fp16 d 128, short
- * cases: writes at +0x8e50..0x8e80 against reads at +0x2570..0x57c0, 512 each) where sm90 has
- * none, so sm90 is the default again. Those sites were the producer's cp.async of LSE and D and
- * the consumers' reads of them; since 2026-12-03 LSE and D are plain stores, each producer lane
- * releasing its own (bench/RESULTS.md, helper bwd5); the default waits for a clean racecheck. */
+/* sm90v3w is the default at d 128 and d 64 (below); the others are opt-in (opt_in 1). sm90v3q
+ * passed every forced test on the H200 on 2026-12-02 (suites, modifiers, deterministic bitwise,
+ * memcheck, synccheck) and is 1.22-1.26x sm90, 1.34-1.46x SDPA-FA2 (bench/RESULTS.md), and it was
+ * the default at d 128 for one device round; but racecheck then reported 10 hazards in it (fp16
+ * d 128, short cases: writes at +0x8e50..0x8e80 against reads at +0x2570..0x57c0, 512 each).
+ * They were the write-after-read of a stage's LSE and D, whose reads lane 0 handed back after
+ * __syncwarp; since 2026-12-03 every consumer thread arrives on empty[s] and racecheck reports
+ * none (bench/RESULTS.md, helper bwd5), and sm90v3w became the default. */
 const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
     {"attn_bwd_bf16_sm90v3_d128_64x128", "sm90v3", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 128, false>, NULL, 1},
@@ -808,14 +782,6 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
     {"attn_bwd_f16_sm90v3w_d64_64x128", "sm90v3w", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 64, true, true, true>,
      NULL, 0},
-    /* sm90v3ws (helper bwd6; opt-in): sm90v3w at d 64 whose writer warp 1 sums the two
-     * warpgroups' partial dQ tiles in shared memory before one reduce-add (half the L2 adds) */
-    {"attn_bwd_bf16_sm90v3ws_d64_64x128", "sm90v3ws", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, true, true, true, true>, NULL, 1},
-    {"attn_bwd_f16_sm90v3ws_d64_64x128", "sm90v3ws", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 64, true, true, true, true>,
-     NULL, 1},
 };
 const int attn_bwd_sm90v3_variant_count =
     (int)(sizeof attn_bwd_sm90v3_variants / sizeof attn_bwd_sm90v3_variants[0]);
