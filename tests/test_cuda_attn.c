@@ -18,7 +18,7 @@
  * shows as a moving result), a call captured in a CUDA graph and replayed, refusals, and the
  * CUDA error contract (a pending application error, host / pinned host / other-device /
  * managed memory), d 128 causal at 4k (where the default takes sm90v9), and d 128 at every
- * class of Sk mod 176 (the key tail, FLASHC_CUDA_FWD_TAIL). Every case first asks
+ * class of Sk mod 176 (sm90v6's partial last key block). Every case first asks
  * flashc_attn_fwd_supported, which must answer what the run then does.
  *
  * FLASHC_CUDA_KERNEL=sm80|sm90v5|... forces one kernel family (read by the library); cases that
@@ -490,13 +490,13 @@ static void test_many_tiles(void **state)
         printf("  many tiles: not served by FLASHC_CUDA_KERNEL=%s\n", forced_kernel());
 }
 
-/* The key tail (FLASHC_CUDA_FWD_TAIL=1, sm90v6 at d 128 with 176-key blocks): a tile's first
- * block (its last keys) is multiplied over the keys its rows see rounded up to 32, so every
- * class of Sk mod 176 is here: 1..32 (16, 177), 33..64 (217), 65..96 (256), 97..128 (1000,
- * 2048), 129..160 (1024), 161..175 (346: the whole block) and 0 (352); causal and not, Sq 1024
- * (the default's sm90v6 from 1k, 8 tiles a head; under the mask rows that see no key and
- * warpgroups whose rows see only part of that block). Run under any dispatch; the tail is only
- * taken with the variable set. FLASHC_TEST_SMALL: Sq 130, four Sk, bf16. */
+/* The key tail: sm90v6 at d 128 walks 176-key blocks from a tile's last keys to its first, so
+ * the walk's first block is partial (its columns past Sk, or past a causal row's limit, masked)
+ * in every class of Sk mod 176 here: 1..32 (16, 177), 33..64 (217), 65..96 (256), 97..128
+ * (1000, 2048), 129..160 (1024), 161..175 (346) and 0 (352: whole blocks); causal and not, Sq
+ * 1024 (the default's sm90v6 from 1k, 8 tiles a head; under the mask rows that see no key and
+ * warpgroups whose rows see only part of that block). Run under any dispatch.
+ * FLASHC_TEST_SMALL: Sq 130, four Sk, bf16. */
 static void test_key_tail(void **state)
 {
     (void)state;

@@ -17,16 +17,15 @@ Hypotheses (bench/RESULTS.md "Issue 11: the per-call cost"), each with the figur
          against "b2b".
   alt    --alt NAME:VAR=VALUE (repeatable): a second library instance (its own copy of the .so)
          that read VAR=VALUE at its first launch, timed beside the default: round A's
-         flashc_pdl (FLASHC_CUDA_FWD_PDL=1, since removed), helper fwd12's flashc_tail
-         (FLASHC_CUDA_FWD_TAIL=1).
+         flashc_pdl (FLASHC_CUDA_FWD_PDL=1), helper fwd12's flashc_tail (FLASHC_CUDA_FWD_TAIL=1,
+         timed by bench/gpu/s9_fwd12.sh with a --set fwd12 of this script, both in git at
+         188e3cf); both variables since removed, so such an instance now runs the default.
 Every implementation is timed on the same inputs in this one process: flashc (the dispatcher's
 choice, through ctypes, bench_sdpa.Flashc), the alt instances, SDPA cuDNN, SDPA flash (FA2);
 every flashc instance is checked against SDPA flash first (twice each).
---set fwd12 (helper fwd12, the key tail): d 128 at 2k / 4k / 16k, causal and not, no scans, no
-SDPA flash, timed only by do_bench with its flush and by the CUPTI kernel time.
 
 usage: bench_fwd11.py --lib build/libflashc.so [--rep-ms 20] [--out fwd11.json] [--quick]
-                      [--alt NAME:VAR=VALUE ...] [--set fwd11|fwd12]
+                      [--alt NAME:VAR=VALUE ...]
 """
 import argparse
 import json
@@ -204,7 +203,6 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true", help="main cases only, no scans")
     ap.add_argument("--alt", action="append", default=[], help="NAME:VAR=VALUE")
-    ap.add_argument("--set", default="fwd11", choices=("fwd11", "fwd12"))
     a = ap.parse_args()
     alts = []
     for spec in a.alt:
@@ -235,10 +233,7 @@ def main():
     cases = [("main", 128, 2048, 2048, 8, False), ("main", 128, 4096, 4096, 4, False),
              ("main", 128, 16384, 16384, 1, False), ("main", 64, 2048, 2048, 8, False),
              ("main", 64, 4096, 4096, 4, False)]
-    if a.set == "fwd12":
-        cases = [("main", 128, s, s, 16384 // s, c) for c in (False, True)
-                 for s in (2048, 4096, 16384)]
-    elif not a.quick:
+    if not a.quick:
         cases += [("bscan", 128, 2048, 2048, b, False) for b in (2, 4, 16)]
         cases += [("kscan", 128, 2048, sk, 8, False) for sk in (1024, 4096, 8192)]
     rows = []
@@ -246,7 +241,7 @@ def main():
         q, k, v, o, lse, H = make_case(d, S, Sk, B, causal)
         fns = {n: flashc_fn(lib, q, k, v, o, lse, causal) for n, lib in libs.items()}
         fns["cudnn"] = sdpa_fn(SDPBackend.CUDNN_ATTENTION, q, k, v, causal)
-        if kind == "main" and a.set != "fwd12":
+        if kind == "main":
             fns["flash"] = sdpa_fn(SDPBackend.FLASH_ATTENTION, q, k, v, causal)
         ref = fns["flash"]() if "flash" in fns else sdpa_fn(SDPBackend.FLASH_ATTENTION, q, k, v,
                                                             causal)()
@@ -280,11 +275,9 @@ def main():
                 if kind == "main":
                     m["flush"] = triton.testing.do_bench(fn, warmup=10, rep=a.rep_ms,
                                                          return_mode="median")
-                if kind == "main" and a.set != "fwd12":
                     m["b2b"] = per_call_events(fn, calls)
                     m["host_us"] = host_us(fn)
-                if a.set != "fwd12":
-                    m["graph"] = per_call_graph(fn, calls)
+                m["graph"] = per_call_graph(fn, calls)
             except RuntimeError as e:  # a capture a backend refuses: report, go on
                 m["error"] = str(e)[:160]
             r[n] = m
@@ -316,7 +309,7 @@ def main():
         with open(a.out, "w") as fh:
             json.dump({"device": dev.name, "torch": torch.__version__,
                        "cudnn": torch.backends.cudnn.version(), "rows": rows}, fh, indent=1)
-    report(rows) if a.set != "fwd12" else report12(rows, [n for n, _, _ in alts])
+    report(rows)
     return 0 if all(math.isfinite(r["maxdiff"]) and r["maxdiff"] < 2e-2 for r in rows) else 1
 
 
@@ -377,29 +370,6 @@ def report(rows):
             line.append(f"{n} {val:.1f} (slope {s:.3f} us/{xkey}; points "
                         + ", ".join(f"{x}:{y:.0f}" for x, y in sorted(xy)) + ")")
         print(f"{label}: " + "; ".join(line))
-
-
-def report12(rows, alts):
-    """fwd12's table: per case, TFLOP/s under do_bench's flush and in CUPTI kernel time, and
-    each instance's ratios to cuDNN and (alt instances) to the default flashc."""
-    g = lambda r, n, k: r.get(n, {}).get(k)
-    tf = lambda r, ms: r["flops"] / (ms * 1e-3) / 1e12 if ms else float("nan")
-    q = lambda a, b: f"{a / b:.3f}" if a and b else "nan"
-    print("\n| d | S | causal | impl | flush TF | kernel TF | /cuDNN flush | /cuDNN kernel "
-          "| /flashc flush | /flashc kernel |")
-    print("|---" * 10 + "|")
-    for r in rows:
-        for n in ["flashc"] + alts + ["cudnn"]:
-            if n not in r:
-                continue
-            fl, ke = g(r, n, "flush"), g(r, n, "kern_us")
-            cf, ck = g(r, "cudnn", "flush"), g(r, "cudnn", "kern_us")
-            df, dk = g(r, "flashc", "flush"), g(r, "flashc", "kern_us")
-            own = n != "cudnn"
-            print(f"| {r['d']} | {r['Sq']} | {int(r['causal'])} | {n} | {tf(r, fl):.0f} | "
-                  f"{tf(r, ke / 1e3 if ke else None):.0f} | {q(cf, fl) if own else ''} | "
-                  f"{q(ck, ke) if own else ''} | {q(df, fl) if n in alts else ''} | "
-                  f"{q(dk, ke) if n in alts else ''} |")
 
 
 if __name__ == "__main__":

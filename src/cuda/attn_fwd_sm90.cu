@@ -86,7 +86,6 @@
 
 #include <cuda.h> /* CUtensorMap and the driver's types only: the library never links libcuda */
 #include <atomic>
-#include <stdlib.h>
 #include <string.h>
 #include <type_traits>
 
@@ -159,41 +158,6 @@ static __device__ __forceinline__ void wgmma_qk(T tag, float (&d)[1][BN / 8][4],
 #endif
 }
 
-/* The same over the first N keys of a BN-key block (N = BN, or 128 < BN: the key tail,
- * FLASHC_CUDA_FWD_TAIL): d's first N / 8 column groups are written, the rest left as they were
- * (ptx_sm90.cuh, ptx_wgmma_ss_m64n128k16). */
-template <int N, int BN, typename T>
-static __device__ __forceinline__ void wgmma_qk_of(T tag, float (&d)[1][BN / 8][4], uint64_t da,
-                                                   uint64_t db, int scale_d)
-{
-#if FLASHC_PTX_SM90A
-    static_assert(N == BN || (N == 128 && N < BN), "the block or its first 128 keys");
-    if constexpr (N == BN)
-        wgmma_qk<BN>(tag, d, da, db, scale_d);
-    else
-        ptx_wgmma_ss_m64n128k16(tag, d[0], da, db, scale_d);
-#endif
-}
-
-/* Issues S = Q K^T (uncommitted) of a warpgroup's 64 rows of Q (at qw: D / 64 panels of BM
- * rows) and the first N keys of a K block (at kb: panels of BN rows), both in the 128-byte
- * swizzle; N < BN: the key tail (wgmma_qk_of). */
-template <int N, typename T, int D, int BM, int BN>
-static __device__ __forceinline__ void sm90_issue_qk(float (&sc)[1][BN / 8][4], uint32_t qw,
-                                                     uint32_t kb)
-{
-#if FLASHC_PTX_SM90A
-    ptx_wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < D / 16; ks++) {
-        const uint32_t qa = qw + (ks / 4) * BM * 128 + (ks % 4) * 32;
-        const uint32_t ka = kb + (ks / 4) * BN * 128 + (ks % 4) * 32;
-        wgmma_qk_of<N, BN>(T(), sc, ptx_wgmma_desc(qa, 16, 1024), ptx_wgmma_desc(ka, 16, 1024),
-                           ks > 0);
-    }
-#endif
-}
-
 /* v4's softmax halves: the same values as attn_fwd_common.cuh's block_rows_max / block_exp
  * (up to the order of the row sum), with shorter dependency chains: the row max as a tree,
  * the row sum in four partial sums. One consumer warp per SM sub-partition and warpgroup
@@ -255,7 +219,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     attn_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q,
                          const __grid_constant__ CUtensorMap tm_k,
                          const __grid_constant__ CUtensorMap tm_v, const attn_fwd_args a,
-                         const __grid_constant__ CUtensorMap tm_o, int *tile_ctr, int tail)
+                         const __grid_constant__ CUtensorMap tm_o, int *tile_ctr)
 {
 #if FLASHC_PTX_SM90A
     using L = sm90_smem<D, BN, STAGES, VER>;
@@ -276,11 +240,6 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     constexpr int KV_ROWS = MC ? BN / 2 : BN;
     static_assert(KV_ROWS % 8 == 0, "a multicast half is whole 1024-byte swizzle atoms");
     constexpr int NT = BN / 8, DT = D / 8;
-    /* FLASHC_CUDA_FWD_TAIL (tail != 0; opt-in, bench/RESULTS.md "Issue 11: the key tail"): the
-     * first block of a tile's walk (its last keys) as S over its first 128 keys when its rows
-     * see no more (first_s): d 128 with 176-key blocks, v6 (VER 7; v9, VER 11, spilled 8 bytes
-     * with it, so has none) */
-    constexpr bool TAIL = D == 128 && BN == 176 && VER == 7;
     static_assert(D % 64 == 0 && D <= 128, "panels of 64 columns; O fits the registers");
 
     extern __shared__ uint8_t smem_raw[];
@@ -570,33 +529,14 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
 
         /* Issues S = Q K^T of the block in slot s (uncommitted). */
         auto issue_qk = [&](float (&sc)[1][NT][4], int s) {
-            sm90_issue_qk<BN, T, D, BM, BN>(sc, sQ + cw * 64 * 128, sK + s * L::KV_BYTES);
-        };
-        /* S of the walk's first block (keys [n0, n0 + BN), n0 = (n_blocks - 1) BN): issued,
-         * committed, the turn passed, and waited for. With the key tail, when the keys this
-         * warpgroup's rows may see there (below Sk and, causal, their limit) are at most 128,
-         * over the block's first 128 keys only: m64n128k16 writes the first 64 of sc's 88
-         * registers; the others keep what they held (finite: the last P) and mask_at sets them
-         * to -inf, as it does for every key past the limit. Each path waits for its own S: with
-         * the wait after the merge ptxas serialised every wgmma of the kernel (C7520); with
-         * more than one narrower N (32 .. 160 by 32, or 64 alone) it serialised them for want
-         * of registers (C7511); so did skipping this block's last P V k-steps (a branch or a
-         * guard predicate in the main loop: C7520). */
-        auto first_s = [&](float (&sc)[1][NT][4], int s) {
-            auto done = [&]() {
-                ptx_wgmma_commit();
-                pass_turn();
-                ptx_wgmma_wait<0>();
-            };
-            if constexpr (TAIL) {
-                const int n0 = (n_blocks - 1) * BN;
-                if (tail && (a.causal ? min(a.Sk, m0 + cw * 64 + 64 + diag) : a.Sk) - n0 <= 128) {
-                    sm90_issue_qk<128, T, D, BM, BN>(sc, sQ + cw * 64 * 128, sK + s * L::KV_BYTES);
-                    return done();
-                }
+            ptx_wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < D / 16; ks++) {
+                const uint32_t qa = sQ + (ks / 4) * BM * 128 + cw * 64 * 128 + (ks % 4) * 32;
+                const uint32_t kb = sK + s * L::KV_BYTES + (ks / 4) * BN * 128 + (ks % 4) * 32;
+                wgmma_qk<BN>(T(), sc, ptx_wgmma_desc(qa, 16, 1024), ptx_wgmma_desc(kb, 16, 1024),
+                             ks > 0);
             }
-            issue_qk(sc, s);
-            done();
         };
         /* P (in sc) into A fragments: tiles 2kk and 2kk + 1 of S are the A fragment of keys
          * [16 kk, 16 kk + 16). */
@@ -869,7 +809,9 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                     store_pending();
                 } else {
                     my_turn();
-                    first_s(sc, slot(0)); /* ... and waited for */
+                    issue_qk(sc, slot(0));
+                    ptx_wgmma_commit();
+                    pass_turn();
                 }
                 ptx_wgmma_wait<0>();
                 fence_s(sc);
@@ -1097,18 +1039,6 @@ static int sm90_supports_pair(const attn_fwd_variant *v, const attn_problem *p, 
     return !p->causal && sm90_supports_rows(v, p, cc, vec16, v->block_k / 2);
 }
 
-/* FLASHC_CUDA_FWD_TAIL=1 (read once; opt-in until a device run shows it correct and faster,
- * bench/RESULTS.md "Issue 11: the key tail"): the kernels that have it (the TAIL of the kernel)
- * issue a tile's first S over 128 of its 176 keys when its rows see no more. */
-static int fwd_tail_enabled(void)
-{
-    static const int on = [] {
-        const char *e = getenv("FLASHC_CUDA_FWD_TAIL");
-        return e && strcmp(e, "1") == 0 ? 1 : 0;
-    }();
-    return on;
-}
-
 template <typename T, int D, int BN, int STAGES, int VER>
 static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t stream)
 {
@@ -1121,7 +1051,7 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
         (VER >= 7 && !make_map(&mo, dt, a->o, a->B, a->Sq, a->Hq, a->D, a->so, 64)))
         return cudaErrorInvalidValue; /* sm90_supports said yes: the driver changed its mind */
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const attn_fwd_args,
-                   const CUtensorMap, int *, int) = attn_fwd_sm90_kernel<T, D, BN, STAGES, VER>;
+                   const CUtensorMap, int *) = attn_fwd_sm90_kernel<T, D, BN, STAGES, VER>;
     /* The kernel's dynamic shared memory limit, raised once per device (a bit per ordinal
      * below 64) rather than on every call. Should the device's context have been reset since
      * (cudaDeviceReset drops it), the launch fails and is retried once after raising it again;
@@ -1171,7 +1101,7 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
             return cudaSuccess; /* Sq = 0 or B Hq = 0: refused before, nothing to do */
         cfg.gridDim = dim3((unsigned)(2 * (pairs < fit ? pairs : fit)), 1, 1);
         int *no_ctr = NULL;
-        err = cudaLaunchKernelEx(&cfg, kernel, mq, mk, mv, *a, mo, no_ctr, 0);
+        err = cudaLaunchKernelEx(&cfg, kernel, mq, mk, mv, *a, mo, no_ctr);
         return err == cudaSuccess ? cudaGetLastError() : err;
     }
     if (VER >= 5) { /* persistent: one thread block per multiprocessor at most */
@@ -1185,7 +1115,6 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
      * host sync, capturable in a CUDA graph), so that calls on concurrent streams never share
      * one; the kernel's first tiles are blockIdx.x, the counter hands out the rest. */
     int *ctr = NULL;
-    const int tail = fwd_tail_enabled();
     if (VER >= 6 && !sm90_pair(VER)) {
         if ((err = cuda_scratch_alloc((void **)&ctr, sizeof(int), stream)) != cudaSuccess)
             return err;
@@ -1194,13 +1123,12 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
             return err;
         }
     }
-    kernel<<<(unsigned)blocks, sm90_threads(VER), L::LAUNCH, stream>>>(mq, mk, mv, *a, mo, ctr,
-                                                                       tail);
+    kernel<<<(unsigned)blocks, sm90_threads(VER), L::LAUNCH, stream>>>(mq, mk, mv, *a, mo, ctr);
     err = cudaGetLastError();
     if (err != cudaSuccess && was_raised && raise() == cudaSuccess) {
         /* nothing ran (a launch error is synchronous): the counter is still zero */
         kernel<<<(unsigned)blocks, sm90_threads(VER), L::LAUNCH, stream>>>(mq, mk, mv, *a, mo,
-                                                                           ctr, tail);
+                                                                           ctr);
         err = cudaGetLastError();
     }
     if (ctr) {
