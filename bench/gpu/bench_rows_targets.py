@@ -35,9 +35,11 @@ from flashc import _arrays, _lib
 
 from rows_bench_common import Rounds, relerr, setvar, sync
 
-# RoPE settings (FLASHC_CUDA_ROPE, rope.cu rope_env): U heads a thread; H 0 .cs hints, 1 plain
-# ld / st, 2 ld.nc / plain st; L PDL. None = unset (the default, v2:1,0,0).
-ROPE = [None, "v2:1,1,0", "v2:1,2,0", "v2:1,1,1", "v2:2,1,1", "v2:4,1,1", "v2:2,2,1", "v2:4,2,1"]
+# RoPE settings (FLASHC_CUDA_ROPE, rope.cu rope_env). v2:U,H,L: U heads a thread; H 0 .cs hints,
+# 1 plain ld / st, 2 ld.nc / plain st; L PDL. v3:M,H,L (rope_v3, a block on a few tokens): M rows
+# a thread; H 0 plain ld / st, 1 ld.nc / plain st, 2 .cs hints; L PDL. None = unset (the
+# default, v2:1,0,0).
+ROPE = [None, "v2:4,2,1", "v3", "v3:2,1,0", "v3:4,1,0", "v3:8,1,0", "v3:5,0,0", "v3:5,1,1"]
 
 
 def rope_ref(x, cos, sin, gptj):

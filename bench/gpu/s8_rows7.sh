@@ -28,9 +28,9 @@ SB=()
 command -v stdbuf >/dev/null && SB=(stdbuf -oL -eL) # the log up to a timeout, not a lost buffer
 # the RoPE settings bench_rows_targets.py times (its ROPE list); test process 1 covers those that
 # test_cuda_rows's own list (process 0) leaves out
-TIMED_ROPE="-;v2:1,1,0;v2:1,2,0;v2:1,1,1;v2:2,1,1;v2:4,1,1;v2:2,2,1;v2:4,2,1"
+TIMED_ROPE="-;v2:4,2,1;v3;v3:2,1,0;v3:4,1,0;v3:8,1,0;v3:5,0,0;v3:5,1,1"
 TV=("-|-;v2|v2" "-|-" "-|-")
-TR=("" "v2:1,1,0;v2:1,2,0;v2:2,1,1;v2:2,2,1;v2:4,2,1" "-")
+TR=("" "v2:4,2,1;v3:2,1,0;v3:4,1,0;v3:8,1,0;v3:5,0,0;v3:5,1,1" "-")
 TE=("" "" "v1")
 tp=()
 for i in 0 1 2; do
@@ -42,7 +42,7 @@ done
 mpid=
 if command -v compute-sanitizer >/dev/null; then
   FLASHC_TEST_SMALL=1 FLASHC_TEST_RMS_SHORT=1 FLASHC_TEST_RMS_VARIANTS="-|-" \
-    FLASHC_TEST_ROPE_VARIANTS="v2:4,2,1;v2:2,1,1;v2:1,1,0" \
+    FLASHC_TEST_ROPE_VARIANTS="v3;v3:8,2,1;v3:2,0,0;v2:4,2,1" \
     timeout 28 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 \
     "$B/tests/test_cuda_rows" >"$OUT/memcheck.log" 2>&1 &
   mpid=$!
