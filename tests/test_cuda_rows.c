@@ -566,7 +566,7 @@ static void test_rope(void **state)
             list[n++] = var_name(v);
     }
     if (n == 0) {
-        n = getenv("FLASHC_TEST_SMALL") ? 2 : 5;
+        n = getenv("FLASHC_TEST_SMALL") ? 2 : (int)(sizeof rope_default_list / sizeof *rope_default_list);
         for (int i = 0; i < n; i++)
             list[i] = rope_default_list[i];
     }
