@@ -550,7 +550,7 @@ static void rope_case(flashc_dtype dt, int64_t B, int64_t S, int64_t H, int64_t 
  * "-;v2:2,1,1;..." replaces the list (at most 16; "-" = unset), FLASHC_TEST_SMALL keeps the
  * first two. */
 static const char *const rope_default_list[] = {NULL,       "v3",       "v2:4,1,1", "v2:2,2,0",
-                                                "v2:1,1,1", "v2:4,0,0", "v3:8,0,1", "v3:2,2,0"};
+                                                "v2:1,1,1", "v2:4,0,0", "v3:8,1,1", "v3:2,2,0"};
 
 static void test_rope(void **state)
 {

@@ -242,9 +242,9 @@ __global__ void __launch_bounds__(256) rope_table_vec(rope_args a, int64_t threa
  * the sign) in shared memory, from the tables with any strides or computed as rope_kernel
  * does, one entry a thread; a barrier; then each thread reads its chunk's angles as float4
  * (float2) from shared memory, rotates and stores with plain 16-byte st.global. No division
- * per row: the (token, head) of the next row steps by (HB / NH, HB % NH). H: 0 plain ld /
- * st, 1 ld.global.nc / plain st (every element is read once, before its own thread writes
- * it), 2 ld.global.cs / st.global.cs. L = 1: a programmatic dependent launch (sm_90). */
+ * per row: the (token, head) of the next row steps by (HB / NH, HB % NH). H as v2's: 0
+ * ld.global.cs / st.global.cs, 1 plain ld / st, 2 ld.global.nc / plain st (every element is
+ * read once, before its own thread writes it). L = 1: a programmatic dependent launch. */
 struct rope_v3_cfg {
     int tb;       /* tokens a block */
     int dt, dh;   /* HB / NH, HB % NH: the (token, head) step of a row slot */
@@ -265,8 +265,8 @@ template <int NA> __device__ __forceinline__ void ld_angles(const float *p, floa
     }
 }
 
-template <typename T, bool GPTJ, int M>
-__global__ void __launch_bounds__(256) rope_v3(rope_args a, int tokens, rope_v3_cfg k)
+template <typename T, bool GPTJ, int M, bool TAB>
+__global__ void __launch_bounds__(256, 1) rope_v3(rope_args a, int tokens, rope_v3_cfg k)
 {
     extern __shared__ float4 cs4[]; /* token t: cos at t rd + i, sign * sin at t rd + h + i */
     float *cs = reinterpret_cast<float *>(cs4);
@@ -298,7 +298,7 @@ __global__ void __launch_bounds__(256) rope_v3(rope_args a, int tokens, rope_v3_
 #pragma unroll
             for (int i = 0; i < NC; i++) {
                 const T *q = p[j] + i * h;
-                u[j][i] = k.hm == 0 ? ld_plain(q) : k.hm == 1 ? ld_reuse(q) : ld_stream(q);
+                u[j][i] = k.hm == 0 ? ld_stream(q) : k.hm == 1 ? ld_plain(q) : ld_reuse(q);
             }
         }
         /* the next row of this slot */
@@ -314,7 +314,7 @@ __global__ void __launch_bounds__(256) rope_v3(rope_args a, int tokens, rope_v3_
             s -= a.S, b++;
         const int64_t pos = a.pos ? (int64_t)a.pos[b * a.spos[0] + s * a.spos[1]] : s + a.pos_offset;
         float co, sn;
-        if (a.P > 0) {
+        if (TAB) {
             if (pos >= 0 && pos < a.P)
                 co = a.cos[pos * a.scos[0] + i * a.scos[1]], sn = a.sin[pos * a.ssin[0] + i * a.ssin[1]];
             else
@@ -353,7 +353,7 @@ __global__ void __launch_bounds__(256) rope_v3(rope_args a, int tokens, rope_v3_
                 x1[e] = a1 * co[e] + a0 * si[e];
             }
         }
-        if (k.hm == 2) {
+        if (k.hm == 0) {
             st_stream(p[j], pack<T>(x0));
             if (!GPTJ)
                 st_stream(p[j] + h, pack<T>(x1));
@@ -372,9 +372,9 @@ __global__ void __launch_bounds__(256) rope_v3(rope_args a, int tokens, rope_v3_
  *   FLASHC_CUDA_ROPE=v2[:U,H,L]   rope_table_vec: U heads a thread (1, 2, 4); H the hints: 0
  *                                 ld.cs / st.cs, 1 plain ld / plain st, 2 ld.nc / plain st;
  *                                 L = 1 PDL (sm_90)
- *   FLASHC_CUDA_ROPE=v3[:M,H,L]   rope_v3: M rows a thread (2, 4, 5, 8; default 5); H: 0 plain
- *                                 ld / st, 1 ld.nc / plain st, 2 ld.cs / st.cs (default 1);
- *                                 L = 1 PDL (sm_90; default 0). Also for computed angles.
+ *   FLASHC_CUDA_ROPE=v3[:M,H,L]   rope_v3: M rows a thread (2, 4, 5, 8; default 5); H as v2's
+ *                                 (default 0: .cs, v2's best in rows7's round C); L = 1 PDL
+ *                                 (sm_90; default 0). Also for computed angles.
  * Unset or anything else: rope_default (v2 with U = 1, H = 0, L = 0: the kernel as first
  * measured). */
 struct rope_cfg {
@@ -396,7 +396,7 @@ static rope_cfg rope_env(void)
             c.l = l == 1;
         }
     } else if (e && strncmp(e, "v3", 2) == 0 && (e[2] == 0 || e[2] == ':')) {
-        c.v = 3, c.u = 5, c.h = 1, c.l = 0;
+        c.v = 3, c.u = 5, c.h = 0, c.l = 0;
         int m = c.u, hm = c.h, l = c.l;
         if (e[2] == ':' && sscanf(e + 3, "%d,%d,%d", &m, &hm, &l) >= 1) {
             if (m == 2 || m == 4 || m == 5 || m == 8)
@@ -445,10 +445,11 @@ static cudaError_t rope_v3_launch(const rope_args &a, const rope_cfg &c, int64_t
     int tok = (int)tokens;
     rope_args aa = a;
     void *args[] = {&aa, &tok, &k};
-    const void *kern = c.u == 8   ? (const void *)rope_v3<T, GPTJ, 8>
-                       : c.u == 5 ? (const void *)rope_v3<T, GPTJ, 5>
-                       : c.u == 4 ? (const void *)rope_v3<T, GPTJ, 4>
-                                  : (const void *)rope_v3<T, GPTJ, 2>;
+    const bool tab = a.P > 0; /* a kernel each: computed angles' float64 sincos needs registers */
+    const void *kern = c.u == 8   ? (tab ? (const void *)rope_v3<T, GPTJ, 8, true> : (const void *)rope_v3<T, GPTJ, 8, false>)
+                       : c.u == 5 ? (tab ? (const void *)rope_v3<T, GPTJ, 5, true> : (const void *)rope_v3<T, GPTJ, 5, false>)
+                       : c.u == 4 ? (tab ? (const void *)rope_v3<T, GPTJ, 4, true> : (const void *)rope_v3<T, GPTJ, 4, false>)
+                                  : (tab ? (const void *)rope_v3<T, GPTJ, 2, true> : (const void *)rope_v3<T, GPTJ, 2, false>);
     return launch_maybe_pdl(kern, dim3((unsigned)((tokens + tb - 1) / tb)), dim3(PH, HB), args,
                             (size_t)tb * per_tok, st, k.pdl != 0);
 }
