@@ -265,8 +265,20 @@ template <int NA> __device__ __forceinline__ void ld_angles(const float *p, floa
     }
 }
 
+/* The first chunk column c of head row hd of token tok0 + t (token b0 * S + s0 = tok0). */
+template <typename T>
+__device__ __forceinline__ T *rope_v3_row(const rope_args &a, int b0, int s0, int t, int hd, int c)
+{
+    int s = s0 + t, b = b0;
+    while (s >= a.S)
+        s -= a.S, b++;
+    return (hd < a.Hq ? (T *)a.q + b * a.sq[0] + s * a.sq[1] + (int64_t)hd * a.sq[2]
+                      : (T *)a.k + b * a.sk[0] + s * a.sk[1] + (int64_t)(hd - a.Hq) * a.sk[2]) +
+           c * chunk<T>::n;
+}
+
 template <typename T, bool GPTJ, int M, bool TAB>
-__global__ void __launch_bounds__(256, 1) rope_v3(rope_args a, int tokens, rope_v3_cfg k)
+__global__ void __launch_bounds__(256, M <= 5 ? 3 : 1) rope_v3(rope_args a, int tokens, rope_v3_cfg k)
 {
     extern __shared__ float4 cs4[]; /* token t: cos at t rd + i, sign * sin at t rd + h + i */
     float *cs = reinterpret_cast<float *>(cs4);
@@ -282,22 +294,15 @@ __global__ void __launch_bounds__(256, 1) rope_v3(rope_args a, int tokens, rope_
     const int b0 = tok0 / a.S, s0 = tok0 - b0 * a.S;
     /* row slot y's first row: token y / NH, head y % NH */
     int t = threadIdx.y / NH, hd = threadIdx.y - t * NH;
-    T *p[M];
+    /* the rows' addresses are computed again after the barrier, not kept live across it */
     uint4 u[M][NC];
 #pragma unroll
     for (int j = 0; j < M; j++) {
-        const int r = threadIdx.y + j * HB;
-        p[j] = nullptr;
-        if (r < rows) {
-            int s = s0 + t, b = b0;
-            while (s >= a.S)
-                s -= a.S, b++;
-            p[j] = (hd < a.Hq ? (T *)a.q + b * a.sq[0] + s * a.sq[1] + (int64_t)hd * a.sq[2]
-                              : (T *)a.k + b * a.sk[0] + s * a.sk[1] + (int64_t)(hd - a.Hq) * a.sk[2]) +
-                   c * V;
+        if (threadIdx.y + j * HB < rows) {
+            const T *p = rope_v3_row<T>(a, b0, s0, t, hd, c);
 #pragma unroll
             for (int i = 0; i < NC; i++) {
-                const T *q = p[j] + i * h;
+                const T *q = p + i * h;
                 u[j][i] = k.hm == 0 ? ld_stream(q) : k.hm == 1 ? ld_plain(q) : ld_reuse(q);
             }
         }
@@ -330,12 +335,18 @@ __global__ void __launch_bounds__(256, 1) rope_v3(rope_args a, int tokens, rope_
     t = threadIdx.y / NH, hd = threadIdx.y - t * NH;
 #pragma unroll
     for (int j = 0; j < M; j++) {
-        if (p[j] == nullptr)
+        if (threadIdx.y + j * HB >= rows)
             break;
+        T *p = rope_v3_row<T>(a, b0, s0, t, hd, c);
         float co[NA], si[NA];
         ld_angles<NA>(cs + t * a.rd + c * NA, co);
         ld_angles<NA>(cs + t * a.rd + h + c * NA, si);
         float x0[V], x1[V];
+        /* opaque until here: else ptxas splits the 16-bit pairs at the load (sm_90a bf16: 124
+         * registers rather than ~90 at M = 5) */
+#pragma unroll
+        for (int i = 0; i < NC; i++)
+            launder(u[j][i]);
         unpack<T>(u[j][0], x0);
         if (GPTJ) {
 #pragma unroll
@@ -354,13 +365,13 @@ __global__ void __launch_bounds__(256, 1) rope_v3(rope_args a, int tokens, rope_
             }
         }
         if (k.hm == 0) {
-            st_stream(p[j], pack<T>(x0));
+            st_stream(p, pack<T>(x0));
             if (!GPTJ)
-                st_stream(p[j] + h, pack<T>(x1));
+                st_stream(p + h, pack<T>(x1));
         } else {
-            st_plain(p[j], pack<T>(x0));
+            st_plain(p, pack<T>(x0));
             if (!GPTJ)
-                st_plain(p[j] + h, pack<T>(x1));
+                st_plain(p + h, pack<T>(x1));
         }
         t += k.dt, hd += k.dh;
         if (hd >= NH)
