@@ -432,12 +432,20 @@ static int rope_pdl_ok(void)
  * then takes v2's path. */
 static const size_t rope_v3_smem_max = 24 * 1024;
 
+template <typename T, bool GPTJ, bool TAB> static const void *rope_v3_kernel(int m)
+{
+    return m == 8   ? (const void *)rope_v3<T, GPTJ, 8, TAB>
+           : m == 5 ? (const void *)rope_v3<T, GPTJ, 5, TAB>
+           : m == 4 ? (const void *)rope_v3<T, GPTJ, 4, TAB>
+                    : (const void *)rope_v3<T, GPTJ, 2, TAB>;
+}
+
 template <typename T, bool GPTJ>
 static cudaError_t rope_v3_launch(const rope_args &a, const rope_cfg &c, int64_t tokens, cudaStream_t st)
 {
     const int V = chunk<T>::n, NH = a.Hq + a.Hk;
     const int PH = GPTJ ? a.rd / V : a.rd / 2 / V;
-    if (PH > 256)
+    if (PH > 256 || PH < 1 || NH < 1 || tokens < 1) /* the last three: as v2 */
         return cudaErrorNotSupported;
     const int HB = 256 / PH;
     int tb = (int)((int64_t)c.u * HB / NH);
@@ -456,11 +464,8 @@ static cudaError_t rope_v3_launch(const rope_args &a, const rope_cfg &c, int64_t
     int tok = (int)tokens;
     rope_args aa = a;
     void *args[] = {&aa, &tok, &k};
-    const bool tab = a.P > 0; /* a kernel each: computed angles' float64 sincos needs registers */
-    const void *kern = c.u == 8   ? (tab ? (const void *)rope_v3<T, GPTJ, 8, true> : (const void *)rope_v3<T, GPTJ, 8, false>)
-                       : c.u == 5 ? (tab ? (const void *)rope_v3<T, GPTJ, 5, true> : (const void *)rope_v3<T, GPTJ, 5, false>)
-                       : c.u == 4 ? (tab ? (const void *)rope_v3<T, GPTJ, 4, true> : (const void *)rope_v3<T, GPTJ, 4, false>)
-                                  : (tab ? (const void *)rope_v3<T, GPTJ, 2, true> : (const void *)rope_v3<T, GPTJ, 2, false>);
+    /* a kernel each for tables and computed angles: float64 sincos needs registers */
+    const void *kern = a.P > 0 ? rope_v3_kernel<T, GPTJ, true>(c.u) : rope_v3_kernel<T, GPTJ, false>(c.u);
     return launch_maybe_pdl(kern, dim3((unsigned)((tokens + tb - 1) / tb)), dim3(PH, HB), args,
                             (size_t)tb * per_tok, st, k.pdl != 0);
 }
