@@ -391,13 +391,15 @@ __global__ void __launch_bounds__(256, M <= 5 ? 3 : 1) rope_v3(rope_args a, int 
 struct rope_cfg {
     int v, u, h, l;
 };
-static const rope_cfg rope_default = {2, 1, 0, 0};
+static const rope_cfg rope_v2_base = {2, 1, 0, 0}, rope_v3_base = {3, 5, 0, 0};
+static const rope_cfg rope_default = rope_v2_base;
 
 static rope_cfg rope_env(void)
 {
     rope_cfg c = rope_default;
     const char *e = getenv("FLASHC_CUDA_ROPE");
     if (e && strncmp(e, "v2", 2) == 0 && (e[2] == 0 || e[2] == ':')) {
+        c = rope_v2_base;
         int u = c.u, hm = c.h, l = c.l;
         if (e[2] == ':' && sscanf(e + 3, "%d,%d,%d", &u, &hm, &l) >= 1) {
             if (u == 1 || u == 2 || u == 4)
@@ -407,7 +409,7 @@ static rope_cfg rope_env(void)
             c.l = l == 1;
         }
     } else if (e && strncmp(e, "v3", 2) == 0 && (e[2] == 0 || e[2] == ':')) {
-        c.v = 3, c.u = 5, c.h = 0, c.l = 0;
+        c = rope_v3_base;
         int m = c.u, hm = c.h, l = c.l;
         if (e[2] == ':' && sscanf(e + 3, "%d,%d,%d", &m, &hm, &l) >= 1) {
             if (m == 2 || m == 4 || m == 5 || m == 8)
@@ -523,7 +525,7 @@ template <typename T> static flashc_status rope_t(const rope_problem *p)
                                                              : rope_v3_launch<T, false>(a, c, tokens, stream);
         if (err != cudaErrorNotSupported) /* else v2's path or rope_kernel, below */
             return launch_status(p->inverse ? "flashc_rope_bwd" : "flashc_rope", "rope_v3");
-        c = rope_default;
+        c = rope_v2_base;
     }
     if (vec && p->P > 0 && !cuda_rows_v1() && (items + 255) / 256 <= 2147483647LL &&
         (p->Hq + (p->k ? p->Hk : 0)) * per_head <= 2147483647LL) {
