@@ -43,7 +43,7 @@ done
 mpid=
 if command -v compute-sanitizer >/dev/null; then
   FLASHC_TEST_SMALL=1 FLASHC_TEST_RMS_SHORT=1 FLASHC_TEST_RMS_VARIANTS="-|-" \
-    FLASHC_TEST_ROPE_VARIANTS="v3;v3:8,2,1;v3:2,1,0;v2:4,2,1" \
+    FLASHC_TEST_ROPE_VARIANTS="v3;v3:8,2,1;v3:2,1,0" \
     timeout 28 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 \
     "$B/tests/test_cuda_rows" >"$OUT/memcheck.log" 2>&1 &
   mpid=$!
