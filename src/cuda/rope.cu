@@ -241,7 +241,7 @@ __global__ void __launch_bounds__(256) rope_table_vec(rope_args a, int64_t threa
  * (2M for NeoX) first; then the block puts the TB tokens' rd/2 angles (cos, and sin times
  * the sign) in shared memory, from the tables with any strides or computed as rope_kernel
  * does, one entry a thread; a barrier; then each thread reads its chunk's angles as float4
- * (float2) from shared memory, rotates and stores with plain 16-byte st.global. No division
+ * (float2) from shared memory, rotates and stores 16 bytes (one st.global). No division
  * per row: the (token, head) of the next row steps by (HB / NH, HB % NH). H as v2's: 0
  * ld.global.cs / st.global.cs, 1 plain ld / st, 2 ld.global.nc / plain st (every element is
  * read once, before its own thread writes it). L = 1: a programmatic dependent launch. */
@@ -342,8 +342,8 @@ __global__ void __launch_bounds__(256, M <= 5 ? 3 : 1) rope_v3(rope_args a, int 
         ld_angles<NA>(cs + t * a.rd + c * NA, co);
         ld_angles<NA>(cs + t * a.rd + h + c * NA, si);
         float x0[V], x1[V];
-        /* opaque until here: else ptxas splits the 16-bit pairs at the load (sm_90a bf16: 124
-         * registers rather than ~90 at M = 5) */
+        /* opaque until here: else ptxas splits the 16-bit pairs at the load (sm_90a bf16 NeoX,
+         * M = 5, without the launch bound's 3 blocks: 124 registers rather than 94) */
 #pragma unroll
         for (int i = 0; i < NC; i++)
             launder(u[j][i]);
