@@ -5,7 +5,7 @@
   RMSNorm backward              flashc_rmsnorm_bwd (default)  >= 3.4 TB/s   (torch autograd shown)
   SwiGLU forward   T x 2I -> I  flashc_swiglu                 >= 90% of the copy of its bytes
   RoPE in place    q (1, T, 32, 128), k (1, T, 8, 128) bf16, cos/sin (T, 64) float32, GPT-NeoX
-                   and GPT-J: the default and the FLASHC_CUDA_ROPE=v2:U,H,L settings of --rope
+                   and GPT-J: the default and the FLASHC_CUDA_ROPE (v2:U,H,L, v3:M,H,L) settings of --rope
                                                                >= 85% of the copy of its bytes
 
 Bytes are each op's least traffic: RMSNorm x read + y written + w read; backward x, dy read, dx
@@ -35,9 +35,10 @@ from flashc import _arrays, _lib
 
 from rows_bench_common import Rounds, relerr, setvar, sync
 
-# RoPE settings (FLASHC_CUDA_ROPE, rope.cu rope_env): U heads a thread; H 0 .cs hints, 1 plain
-# ld / st, 2 ld.nc / plain st; L PDL. None = unset (the default, v2:1,0,0).
-ROPE = [None, "v2:1,1,0", "v2:1,2,0", "v2:1,1,1", "v2:2,1,1", "v2:4,1,1", "v2:2,2,1", "v2:4,2,1"]
+# RoPE settings (FLASHC_CUDA_ROPE, rope.cu rope_env). v2:U,H,L: U heads a thread; H 0 .cs hints,
+# 1 plain ld / st, 2 ld.nc / plain st; L PDL. v3:M,H,L (rope_v3, a block on a few tokens): M rows
+# a thread, H and L as v2's; "v3" = v3:5,0,0. None = unset (the default, v2:1,0,0).
+ROPE = [None, "v2:4,2,1", "v3", "v3:2,0,0", "v3:4,0,0", "v3:8,0,0", "v3:5,2,0", "v3:5,0,1"]
 
 
 def rope_ref(x, cos, sin, gptj):

@@ -4,8 +4,9 @@
 # F.rms_norm, its backward >= 3.4 TB/s, SwiGLU (16384 x 2 x 4096) >= 90% of copy, RoPE (q (1, 16384,
 # 32, 128), k (1, 16384, 8, 128) in place, cos/sin (16384, 64) float32: a Llama-3-8B layer) >= 85%.
 #   (a) tests/test_cuda_rows, three processes side by side: the RMSNorm defaults (and v2, whose
-#       residual forward is rms_fwd_vec) with RoPE on every FLASHC_CUDA_ROPE knob value (U 1/2/4,
-#       hints 0/1/2, PDL); the RoPE settings the bench times; FLASHC_CUDA_ROWS=v1 (rms_fwd_vec,
+#       residual forward is rms_fwd_vec) with RoPE on every FLASHC_CUDA_ROPE knob value (v2: U
+#       1/2/4, hints 0/1/2, PDL; v3, helper rows8: M 2/5/8, hints, PDL); the RoPE settings the
+#       bench times; FLASHC_CUDA_ROWS=v1 (rms_fwd_vec,
 #       rms_bwd_vec and rope_kernel: store_chunk, now one st.global.v4 a chunk); compute-sanitizer
 #       memcheck on the short cases beside them;
 #   (b) `flashc bench --device cuda --calls 50 --reps 7` (the project's tool, perf mode: 50
@@ -28,9 +29,9 @@ SB=()
 command -v stdbuf >/dev/null && SB=(stdbuf -oL -eL) # the log up to a timeout, not a lost buffer
 # the RoPE settings bench_rows_targets.py times (its ROPE list); test process 1 covers those that
 # test_cuda_rows's own list (process 0) leaves out
-TIMED_ROPE="-;v2:1,1,0;v2:1,2,0;v2:1,1,1;v2:2,1,1;v2:4,1,1;v2:2,2,1;v2:4,2,1"
+TIMED_ROPE="-;v2:4,2,1;v3;v3:2,0,0;v3:4,0,0;v3:8,0,0;v3:5,2,0;v3:5,0,1"
 TV=("-|-;v2|v2" "-|-" "-|-")
-TR=("" "v2:1,1,0;v2:1,2,0;v2:2,1,1;v2:2,2,1;v2:4,2,1" "-")
+TR=("" "v2:4,2,1;v3:2,0,0;v3:4,0,0;v3:8,0,0;v3:5,2,0;v3:5,0,1" "-")
 TE=("" "" "v1")
 tp=()
 for i in 0 1 2; do
@@ -42,7 +43,7 @@ done
 mpid=
 if command -v compute-sanitizer >/dev/null; then
   FLASHC_TEST_SMALL=1 FLASHC_TEST_RMS_SHORT=1 FLASHC_TEST_RMS_VARIANTS="-|-" \
-    FLASHC_TEST_ROPE_VARIANTS="v2:4,2,1;v2:2,1,1;v2:1,1,0" \
+    FLASHC_TEST_ROPE_VARIANTS="v3;v3:8,2,1;v3:2,1,0" \
     timeout 28 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 \
     "$B/tests/test_cuda_rows" >"$OUT/memcheck.log" 2>&1 &
   mpid=$!

@@ -4,7 +4,10 @@
  * Tables with 16-byte chunks (the common case) take rope_table_vec: a flat grid of threads
  * with no shared memory, each on U heads of one chunk column of a token, reading that column's
  * angles from the tables once (L1 hits after the token's first thread); FLASHC_CUDA_ROPE picks
- * U, the cache hints and PDL (rope_env). Computed angles, element-wise rows, and
+ * U, the cache hints and PDL (rope_env). FLASHC_CUDA_ROPE=v3 (opt-in) takes rope_v3 for tables
+ * and computed angles: a block on a few tokens, M head rows a thread with all their loads
+ * issued first, the block's angles in shared memory, no division per row. Computed angles
+ * (without v3), element-wise rows, and
  * FLASHC_CUDA_ROWS=v1 take rope_kernel:
  * one block per token (b, s): its rd/2 angles are computed once into shared memory (from the
  * tables, or from pos and theta in float64 then rounded to float32, as the CPU does), then
@@ -230,28 +233,243 @@ __global__ void __launch_bounds__(256) rope_table_vec(rope_args a, int64_t threa
     }
 }
 
-/* The table kernel's knobs, read from the environment at every call (as rows.cu's):
- *   FLASHC_CUDA_ROPE=v2[:U,H,L]   U heads a thread (1, 2, 4); H the hints: 0 ld.cs / st.cs,
- *                                 1 plain ld / plain st, 2 ld.nc / plain st; L = 1 PDL (sm_90)
- * Unset or anything else: rope_default (U = 1, H = 0, L = 0: the kernel as first measured). */
-struct rope_cfg {
-    int u, h, l;
+/* v3 (FLASHC_CUDA_ROPE=v3[:M,H,L], 16-byte chunks, tables or computed angles): a block of
+ * PH x HB threads (PH chunk columns of a head: threadIdx.x; HB = 256 / PH row slots) on TB
+ * consecutive tokens, whose TB x NH head rows (token-major, q's heads then k's) are dealt to
+ * the row slots: slot y takes rows y, y + HB, ... So a thread keeps one chunk column, and
+ * TB = M x HB / NH makes that M rows a thread. The thread issues all M rows' 16-byte loads
+ * (2M for NeoX) first; then the block puts the TB tokens' rd/2 angles (cos, and sin times
+ * the sign) in shared memory, from the tables with any strides or computed as rope_kernel
+ * does, one entry a thread; a barrier; then each thread reads its chunk's angles as float4
+ * (float2) from shared memory, rotates and stores 16 bytes (one st.global). No division
+ * per row: the (token, head) of the next row steps by (HB / NH, HB % NH). H as v2's: 0
+ * ld.global.cs / st.global.cs, 1 plain ld / st, 2 ld.global.nc / plain st (every element is
+ * read once, before its own thread writes it). L = 1: a programmatic dependent launch. */
+struct rope_v3_cfg {
+    int tb;       /* tokens a block */
+    int dt, dh;   /* HB / NH, HB % NH: the (token, head) step of a row slot */
+    int hm, pdl;
 };
-static const rope_cfg rope_default = {1, 0, 0};
+
+template <int NA> __device__ __forceinline__ void ld_angles(const float *p, float (&v)[NA])
+{
+#pragma unroll
+    for (int j = 0; j < NA; j += (NA >= 4 ? 4 : 2)) {
+        if (NA >= 4) {
+            const float4 f = *reinterpret_cast<const float4 *>(p + j);
+            v[j] = f.x, v[j + 1] = f.y, v[j + 2] = f.z, v[j + 3] = f.w;
+        } else {
+            const float2 f = *reinterpret_cast<const float2 *>(p + j);
+            v[j] = f.x, v[j + 1] = f.y;
+        }
+    }
+}
+
+/* The first chunk column c of head row hd of token tok0 + t (token b0 * S + s0 = tok0). */
+template <typename T>
+__device__ __forceinline__ T *rope_v3_row(const rope_args &a, int b0, int s0, int t, int hd, int c)
+{
+    int s = s0 + t, b = b0;
+    while (s >= a.S)
+        s -= a.S, b++;
+    return (hd < a.Hq ? (T *)a.q + b * a.sq[0] + s * a.sq[1] + (int64_t)hd * a.sq[2]
+                      : (T *)a.k + b * a.sk[0] + s * a.sk[1] + (int64_t)(hd - a.Hq) * a.sk[2]) +
+           c * chunk<T>::n;
+}
+
+template <typename T, bool GPTJ, int M, bool TAB>
+__global__ void __launch_bounds__(256, M <= 5 ? 3 : 1) rope_v3(rope_args a, int tokens, rope_v3_cfg k)
+{
+    extern __shared__ float4 cs4[]; /* token t: cos at t rd + i, sign * sin at t rd + h + i */
+    float *cs = reinterpret_cast<float *>(cs4);
+    constexpr int V = chunk<T>::n;
+    constexpr int NA = GPTJ ? V / 2 : V; /* angles a chunk needs */
+    constexpr int NC = GPTJ ? 1 : 2;     /* 16-byte chunks a row item */
+    if (k.pdl) {
+        ptx_griddep_launch_dependents();
+        ptx_griddep_wait();
+    }
+    const int h = a.rd / 2, NH = a.Hq + a.Hk, HB = blockDim.y, c = threadIdx.x;
+    const int tok0 = blockIdx.x * k.tb, ntok = min(k.tb, tokens - tok0), rows = ntok * NH;
+    const int b0 = tok0 / a.S, s0 = tok0 - b0 * a.S;
+    /* row slot y's first row: token y / NH, head y % NH */
+    int t = threadIdx.y / NH, hd = threadIdx.y - t * NH;
+    /* the rows' addresses are computed again after the barrier, not kept live across it */
+    uint4 u[M][NC];
+#pragma unroll
+    for (int j = 0; j < M; j++) {
+        if (threadIdx.y + j * HB < rows) {
+            const T *p = rope_v3_row<T>(a, b0, s0, t, hd, c);
+#pragma unroll
+            for (int i = 0; i < NC; i++) {
+                const T *q = p + i * h;
+                u[j][i] = k.hm == 0 ? ld_stream(q) : k.hm == 1 ? ld_plain(q) : ld_reuse(q);
+            }
+        }
+        /* the next row of this slot */
+        t += k.dt, hd += k.dh;
+        if (hd >= NH)
+            hd -= NH, t++;
+    }
+    /* the block's angles, one entry a thread */
+    for (int e = threadIdx.y * blockDim.x + threadIdx.x; e < ntok * h; e += blockDim.x * HB) {
+        const int tt = e / h, i = e - tt * h;
+        int s = s0 + tt, b = b0;
+        while (s >= a.S)
+            s -= a.S, b++;
+        const int64_t pos = a.pos ? (int64_t)a.pos[b * a.spos[0] + s * a.spos[1]] : s + a.pos_offset;
+        float co, sn;
+        if (TAB) {
+            if (pos >= 0 && pos < a.P)
+                co = a.cos[pos * a.scos[0] + i * a.scos[1]], sn = a.sin[pos * a.ssin[0] + i * a.ssin[1]];
+            else
+                co = sn = __int_as_float(0x7fc00000); /* NaN: see the file comment */
+        } else {
+            double sd, cd;
+            sincos((double)pos * exp2(-2.0 * (double)i / (double)a.rd * a.log2_theta), &sd, &cd);
+            co = (float)cd, sn = (float)sd;
+        }
+        cs[tt * a.rd + i] = co, cs[tt * a.rd + h + i] = a.sign * sn;
+    }
+    __syncthreads();
+    t = threadIdx.y / NH, hd = threadIdx.y - t * NH;
+#pragma unroll
+    for (int j = 0; j < M; j++) {
+        if (threadIdx.y + j * HB >= rows)
+            break;
+        T *p = rope_v3_row<T>(a, b0, s0, t, hd, c);
+        float co[NA], si[NA];
+        ld_angles<NA>(cs + t * a.rd + c * NA, co);
+        ld_angles<NA>(cs + t * a.rd + h + c * NA, si);
+        float x0[V], x1[V];
+        /* opaque until here: else ptxas splits the 16-bit pairs at the load (sm_90a bf16 NeoX,
+         * M = 5, without the launch bound's 3 blocks: 124 registers rather than 94) */
+#pragma unroll
+        for (int i = 0; i < NC; i++)
+            launder(u[j][i]);
+        unpack<T>(u[j][0], x0);
+        if (GPTJ) {
+#pragma unroll
+            for (int e = 0; e < V / 2; e++) {
+                const float a0 = x0[2 * e], a1 = x0[2 * e + 1];
+                x0[2 * e] = a0 * co[e] - a1 * si[e];
+                x0[2 * e + 1] = a1 * co[e] + a0 * si[e];
+            }
+        } else {
+            unpack<T>(u[j][NC - 1], x1);
+#pragma unroll
+            for (int e = 0; e < V; e++) {
+                const float a0 = x0[e], a1 = x1[e];
+                x0[e] = a0 * co[e] - a1 * si[e];
+                x1[e] = a1 * co[e] + a0 * si[e];
+            }
+        }
+        if (k.hm == 0) {
+            st_stream(p, pack<T>(x0));
+            if (!GPTJ)
+                st_stream(p + h, pack<T>(x1));
+        } else {
+            st_plain(p, pack<T>(x0));
+            if (!GPTJ)
+                st_plain(p + h, pack<T>(x1));
+        }
+        t += k.dt, hd += k.dh;
+        if (hd >= NH)
+            hd -= NH, t++;
+    }
+}
+
+/* The knobs, read from the environment at every call (as rows.cu's):
+ *   FLASHC_CUDA_ROPE=v2[:U,H,L]   rope_table_vec: U heads a thread (1, 2, 4); H the hints: 0
+ *                                 ld.cs / st.cs, 1 plain ld / plain st, 2 ld.nc / plain st;
+ *                                 L = 1 PDL (sm_90)
+ *   FLASHC_CUDA_ROPE=v3[:M,H,L]   rope_v3: M rows a thread (2, 4, 5, 8; default 5); H as v2's
+ *                                 (default 0: .cs, v2's best in rows7's round C); L = 1 PDL
+ *                                 (sm_90; default 0). Also for computed angles.
+ * Unset or anything else: rope_default (v2 with U = 1, H = 0, L = 0: the kernel as first
+ * measured). */
+struct rope_cfg {
+    int v, u, h, l;
+};
+static const rope_cfg rope_v2_base = {2, 1, 0, 0}, rope_v3_base = {3, 5, 0, 0};
+static const rope_cfg rope_default = rope_v2_base;
 
 static rope_cfg rope_env(void)
 {
     rope_cfg c = rope_default;
     const char *e = getenv("FLASHC_CUDA_ROPE");
-    int u = c.u, hm = c.h, l = c.l;
-    if (e && strncmp(e, "v2:", 3) == 0 && sscanf(e + 3, "%d,%d,%d", &u, &hm, &l) >= 1) {
-        if (u == 1 || u == 2 || u == 4)
-            c.u = u;
-        if (hm >= 0 && hm <= 2)
-            c.h = hm;
-        c.l = l == 1;
+    if (e && strncmp(e, "v2", 2) == 0 && (e[2] == 0 || e[2] == ':')) {
+        c = rope_v2_base;
+        int u = c.u, hm = c.h, l = c.l;
+        if (e[2] == ':' && sscanf(e + 3, "%d,%d,%d", &u, &hm, &l) >= 1) {
+            if (u == 1 || u == 2 || u == 4)
+                c.u = u;
+            if (hm >= 0 && hm <= 2)
+                c.h = hm;
+            c.l = l == 1;
+        }
+    } else if (e && strncmp(e, "v3", 2) == 0 && (e[2] == 0 || e[2] == ':')) {
+        c = rope_v3_base;
+        int m = c.u, hm = c.h, l = c.l;
+        if (e[2] == ':' && sscanf(e + 3, "%d,%d,%d", &m, &hm, &l) >= 1) {
+            if (m == 2 || m == 4 || m == 5 || m == 8)
+                c.u = m;
+            if (hm >= 0 && hm <= 2)
+                c.h = hm;
+            c.l = l == 1;
+        }
     }
     return c;
+}
+
+static int rope_pdl_ok(void)
+{
+    int major = 0, dev = 0;
+    return cudaGetDevice(&dev) == cudaSuccess &&
+           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+}
+
+/* rope_v3's launch; cudaErrorNotSupported when the shape does not fit it (a chunk column
+ * wider than a block, more heads than M x HB rows, angles over 24 KiB a block): the caller
+ * then takes v2's path. */
+static const size_t rope_v3_smem_max = 24 * 1024;
+
+template <typename T, bool GPTJ, bool TAB> static const void *rope_v3_kernel(int m)
+{
+    return m == 8   ? (const void *)rope_v3<T, GPTJ, 8, TAB>
+           : m == 5 ? (const void *)rope_v3<T, GPTJ, 5, TAB>
+           : m == 4 ? (const void *)rope_v3<T, GPTJ, 4, TAB>
+                    : (const void *)rope_v3<T, GPTJ, 2, TAB>;
+}
+
+template <typename T, bool GPTJ>
+static cudaError_t rope_v3_launch(const rope_args &a, const rope_cfg &c, int64_t tokens, cudaStream_t st)
+{
+    const int V = chunk<T>::n, NH = a.Hq + a.Hk;
+    const int PH = GPTJ ? a.rd / V : a.rd / 2 / V;
+    if (PH > 256 || PH < 1 || NH < 1 || tokens < 1) /* the last three: as v2 */
+        return cudaErrorNotSupported;
+    const int HB = 256 / PH;
+    int tb = (int)((int64_t)c.u * HB / NH);
+    if (tb < 1)
+        return cudaErrorNotSupported;
+    const size_t per_tok = (size_t)a.rd * sizeof(float);
+    if ((size_t)tb * per_tok > rope_v3_smem_max)
+        tb = (int)(rope_v3_smem_max / per_tok);
+    if (tb < 1)
+        return cudaErrorNotSupported;
+    if (tb > tokens)
+        tb = (int)tokens;
+    rope_v3_cfg k;
+    k.tb = tb, k.dt = HB / NH, k.dh = HB % NH, k.hm = c.h;
+    k.pdl = c.l && rope_pdl_ok();
+    int tok = (int)tokens;
+    rope_args aa = a;
+    void *args[] = {&aa, &tok, &k};
+    /* a kernel each for tables and computed angles: float64 sincos needs registers */
+    const void *kern = a.P > 0 ? rope_v3_kernel<T, GPTJ, true>(c.u) : rope_v3_kernel<T, GPTJ, false>(c.u);
+    return launch_maybe_pdl(kern, dim3((unsigned)((tokens + tb - 1) / tb)), dim3(PH, HB), args,
+                            (size_t)tb * per_tok, st, k.pdl != 0);
 }
 
 template <typename T, bool GPTJ>
@@ -263,9 +481,7 @@ static cudaError_t rope_vec_launch(const rope_args &a, const rope_cfg &c, int64_
     k.hs = (int)((NH + c.u - 1) / c.u);
     k.tvec = tvec;
     k.lm = c.h == 0 ? 0 : c.h == 1 ? 1 : 2, k.sm = c.h != 0;
-    int major = 0, dev = 0;
-    k.pdl = c.l && cudaGetDevice(&dev) == cudaSuccess &&
-            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+    k.pdl = c.l && rope_pdl_ok();
     int64_t threads = tokens * k.hs * PH;
     rope_args aa = a;
     void *args[] = {&aa, &threads, &k};
@@ -303,6 +519,14 @@ template <typename T> static flashc_status rope_t(const rope_problem *p)
     cudaStream_t stream = (cudaStream_t)p->stream;
     const int per_head = (int)(p->style == FLASHC_ROPE_GPTJ ? p->rd / V : p->rd / 2 / V);
     const int64_t items = tokens * (p->Hq + (p->k ? p->Hk : 0)) * per_head;
+    rope_cfg c = rope_env();
+    if (vec && c.v == 3 && !cuda_rows_v1()) {
+        const cudaError_t err = p->style == FLASHC_ROPE_GPTJ ? rope_v3_launch<T, true>(a, c, tokens, stream)
+                                                             : rope_v3_launch<T, false>(a, c, tokens, stream);
+        if (err != cudaErrorNotSupported) /* else v2's path or rope_kernel, below */
+            return launch_status(p->inverse ? "flashc_rope_bwd" : "flashc_rope", "rope_v3");
+        c = rope_v2_base;
+    }
     if (vec && p->P > 0 && !cuda_rows_v1() && (items + 255) / 256 <= 2147483647LL &&
         (p->Hq + (p->k ? p->Hk : 0)) * per_head <= 2147483647LL) {
         /* float4 (float2 for float32 GPT-J's two angles) table loads: rows of the tables on
@@ -310,7 +534,6 @@ template <typename T> static flashc_status rope_t(const rope_problem *p)
         const int tvec = (uintptr_t)p->cos % 16 == 0 && (uintptr_t)p->sin % 16 == 0 &&
                          p->scos[1] == 1 && p->ssin[1] == 1 && p->scos[0] % 4 == 0 &&
                          p->ssin[0] % 4 == 0;
-        const rope_cfg c = rope_env();
         const cudaError_t err = p->style == FLASHC_ROPE_GPTJ ? rope_vec_launch<T, true>(a, c, tokens, tvec, stream)
                                                              : rope_vec_launch<T, false>(a, c, tokens, tvec, stream);
         (void)err; /* launch_status reads it (cudaGetLastError) */
