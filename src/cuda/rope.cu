@@ -136,6 +136,34 @@ template <int NC> __device__ __forceinline__ void rope_ld(uint4 (&u)[NC], const 
         u[i] = lm == 2 ? ld_reuse(ps[i]) : lm == 1 ? ld_plain(ps[i]) : ld_stream(ps[i]);
 }
 
+/* One item's rotation (rope_table_vec, rope_v3): GPT-J turns the pairs inside one 16-byte
+ * chunk (u0, into x0), NeoX the first half's chunk (u0, into x0) against the second half's (u1,
+ * into x1); co, si: the item's angles, si already signed (inverse rotation: sign -1). */
+template <typename T, bool GPTJ, int NA>
+__device__ __forceinline__ void rope_rotate(const uint4 &u0, const uint4 &u1, const float (&co)[NA],
+                                            const float (&si)[NA], float (&x0)[chunk<T>::n],
+                                            float (&x1)[chunk<T>::n])
+{
+    constexpr int V = chunk<T>::n;
+    unpack<T>(u0, x0);
+    if (GPTJ) {
+#pragma unroll
+        for (int e = 0; e < V / 2; e++) {
+            const float a0 = x0[2 * e], a1 = x0[2 * e + 1];
+            x0[2 * e] = a0 * co[e] - a1 * si[e];
+            x0[2 * e + 1] = a1 * co[e] + a0 * si[e];
+        }
+    } else {
+        unpack<T>(u1, x1);
+#pragma unroll
+        for (int e = 0; e < V; e++) {
+            const float a0 = x0[e], a1 = x1[e];
+            x0[e] = a0 * co[e] - a1 * si[e];
+            x1[e] = a1 * co[e] + a0 * si[e];
+        }
+    }
+}
+
 template <typename T, bool GPTJ, int U>
 __global__ void __launch_bounds__(256) rope_table_vec(rope_args a, int64_t threads, rope_vec_cfg k)
 {
@@ -203,23 +231,7 @@ __global__ void __launch_bounds__(256) rope_table_vec(rope_args a, int64_t threa
         if (h0 + j * k.hs >= NH)
             break;
         float x0[V], x1[V];
-        unpack<T>(u[j][0], x0);
-        if (GPTJ) {
-#pragma unroll
-            for (int e = 0; e < V / 2; e++) {
-                const float a0 = x0[2 * e], a1 = x0[2 * e + 1];
-                x0[2 * e] = a0 * co[e] - a1 * si[e];
-                x0[2 * e + 1] = a1 * co[e] + a0 * si[e];
-            }
-        } else {
-            unpack<T>(u[j][NC - 1], x1);
-#pragma unroll
-            for (int e = 0; e < V; e++) {
-                const float a0 = x0[e], a1 = x1[e];
-                x0[e] = a0 * co[e] - a1 * si[e];
-                x1[e] = a1 * co[e] + a0 * si[e];
-            }
-        }
+        rope_rotate<T, GPTJ>(u[j][0], u[j][NC - 1], co, si, x0, x1);
         T *p0 = row[j] + c * V, *p1 = row[j] + h + c * V;
         if (k.sm) {
             st_plain(p0, pack<T>(x0));
@@ -347,23 +359,7 @@ __global__ void __launch_bounds__(256, M <= 5 ? 3 : 1) rope_v3(rope_args a, int 
 #pragma unroll
         for (int i = 0; i < NC; i++)
             launder(u[j][i]);
-        unpack<T>(u[j][0], x0);
-        if (GPTJ) {
-#pragma unroll
-            for (int e = 0; e < V / 2; e++) {
-                const float a0 = x0[2 * e], a1 = x0[2 * e + 1];
-                x0[2 * e] = a0 * co[e] - a1 * si[e];
-                x0[2 * e + 1] = a1 * co[e] + a0 * si[e];
-            }
-        } else {
-            unpack<T>(u[j][NC - 1], x1);
-#pragma unroll
-            for (int e = 0; e < V; e++) {
-                const float a0 = x0[e], a1 = x1[e];
-                x0[e] = a0 * co[e] - a1 * si[e];
-                x1[e] = a1 * co[e] + a0 * si[e];
-            }
-        }
+        rope_rotate<T, GPTJ>(u[j][0], u[j][NC - 1], co, si, x0, x1);
         if (k.hm == 0) {
             st_stream(p, pack<T>(x0));
             if (!GPTJ)
