@@ -323,7 +323,7 @@ def fit(xs, ys):
 
 
 def report(rows):
-    """The short table that decides (see the module doc and s8_fwd11.sh)."""
+    """The short table that decides (see the module doc; s8_fwd11.sh, which drove it in round A, is in git at 4c2c226)."""
     g = lambda r, n, k: r.get(n, {}).get(k)
     tf = lambda r, ms: r["flops"] / (ms * 1e-3) / 1e12 if ms else float("nan")
     print("\n| d | S | impl | flush TF | b2b TF | graph TF | kernel TF | host us | b2b-kern us "
