@@ -17,6 +17,8 @@ from __future__ import annotations
 import ctypes
 from typing import Optional
 
+import numpy as np
+
 from . import _arrays, _lib
 
 
@@ -468,6 +470,33 @@ def flash_attn_varlen_kvpacked_func(
 # ---- KV cache ---------------------------------------------------------------------------------
 
 
+def _kvcache_rotary(q, k, cos, sin, cache_seqlens, interleaved, per_row):
+    """flash_attn_with_kvcache's rotary embedding as rotated copies of q and k (see there)."""
+    if cos is None or sin is None:
+        raise ValueError("flashc: rotary_cos and rotary_sin go together (both or neither)")
+    if k is None:
+        raise ValueError("flashc: rotary_cos/rotary_sin need the new k and v (the rotary "
+                         "embedding applies to the keys being appended, as in flash-attn)")
+    if cache_seqlens is None:
+        raise ValueError("flashc: rotary_cos/rotary_sin need cache_seqlens (the positions of "
+                         "the new keys)")
+    from .ops import apply_rotary_emb
+
+    if isinstance(cache_seqlens, (int, np.integer)):
+        cache_seqlens = int(cache_seqlens)
+    elif isinstance(cache_seqlens, (list, tuple)):
+        cache_seqlens = (np.asarray(cache_seqlens, np.int64) if isinstance(q, np.ndarray) else
+                         _arrays._torch().tensor(cache_seqlens, device=q.device))
+    k = apply_rotary_emb(k, cos, sin, interleaved=interleaved, seqlen_offsets=cache_seqlens)
+    if per_row:
+        q = apply_rotary_emb(q, cos, sin, interleaved=interleaved, seqlen_offsets=cache_seqlens)
+    else:  # every query of sequence b at cache_seqlens[b]: one "token" of Sq * H heads
+        b, sq, h, d = q.shape
+        q = apply_rotary_emb(q.reshape(b, 1, sq * h, d), cos, sin, interleaved=interleaved,
+                             seqlen_offsets=cache_seqlens).reshape(b, sq, h, d)
+    return q, k
+
+
 def flash_attn_with_kvcache(
     q,
     k_cache,
@@ -498,13 +527,17 @@ def flash_attn_with_kvcache(
     int32 (batch); None = the whole cache. cache_batch_idx int32 (batch): the cache row of each
     sequence (contiguous caches). num_splits: split-KV chunks (0 = the library chooses). Returns
     out (batch, seqlen_q, nheads, headdim_v), or (out, softmax_lse) with return_softmax_lse=True,
-    softmax_lse float32 (batch, nheads, seqlen_q). rotary_cos/rotary_sin and cache_leftpad raise
-    NotImplementedError."""
+    softmax_lse float32 (batch, nheads, seqlen_q). rotary_cos/rotary_sin (seqlen_ro,
+    rotary_dim / 2), with k and v and cache_seqlens, as flash-attn: the new keys are rotated
+    (rotary_interleaved: GPT-J pairs, else GPT-NeoX halves) at positions cache_seqlens[b] + s
+    before they are appended, and q at the same positions when causal or local, else every
+    query of sequence b at cache_seqlens[b]; flashc does it as a rotation pass over copies of q
+    and k before the attention call (not fused into the append; q and k are left unchanged).
+    cache_leftpad raises NotImplementedError."""
     if rotary_cos is not None or rotary_sin is not None:
-        raise NotImplementedError(
-            "flashc: rotary_cos/rotary_sin (rotary embedding inside flash_attn_with_kvcache) are "
-            "not supported; apply the rotary embedding to q and k before the call"
-        )
+        local = window_size is not None and (window_size[0] >= 0 or window_size[1] >= 0)
+        q, k = _kvcache_rotary(q, k, rotary_cos, rotary_sin, cache_seqlens, rotary_interleaved,
+                               causal or local)
     if cache_leftpad is not None:
         raise NotImplementedError("flashc: cache_leftpad is not supported; pass None")
     if (k is None) != (v is None):
@@ -513,8 +546,8 @@ def flash_attn_with_kvcache(
     named = {"q": q, "k_cache": k_cache, "v_cache": v_cache, "k": k, "v": v}
     _arrays.common_kind(dict(named, alibi_slopes=alibi_slopes))
     _check_rank({n: x for n, x in named.items() if x is not None})
-    if isinstance(cache_seqlens, int):
-        cache_seqlens = [cache_seqlens] * q.shape[0]
+    if isinstance(cache_seqlens, (int, np.integer)):
+        cache_seqlens = [int(cache_seqlens)] * q.shape[0]
     idx = {}
     for name, x in (("cache_seqlens", cache_seqlens), ("cache_batch_idx", cache_batch_idx),
                     ("block_table", block_table)):

@@ -262,6 +262,71 @@ def test_kvcache(rng, c_kvcache_forward, paged, append):
     np.testing.assert_array_equal(v_cache, vc.astype(np.float32))
 
 
+def _rotate_ref(x, cos, sin, interleaved, pos):
+    """float64 rotation of x (B, S, H, D) with token s of sequence b at position pos[b][s]."""
+    x = x.astype(np.float64)
+    out, rd = x.copy(), 2 * cos.shape[-1]
+    for b in range(x.shape[0]):
+        c = cos[pos[b]].astype(np.float64)[:, None, :]
+        s = sin[pos[b]].astype(np.float64)[:, None, :]
+        if interleaved:
+            x0, x1 = x[b, :, :, 0:rd:2], x[b, :, :, 1:rd:2]
+            out[b, :, :, 0:rd:2], out[b, :, :, 1:rd:2] = x0 * c - x1 * s, x1 * c + x0 * s
+        else:
+            h = rd // 2
+            x0, x1 = x[b, :, :, :h], x[b, :, :, h:rd]
+            out[b, :, :, :h], out[b, :, :, h:rd] = x0 * c - x1 * s, x1 * c + x0 * s
+    return out
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("rd_frac", [1.0, 0.5])
+@pytest.mark.parametrize("mode", ["causal", "local", "plain"])
+def test_kvcache_rotary(rng, c_kvcache_forward, interleaved, rd_frac, mode):
+    """flash-attn's rotary inside flash_attn_with_kvcache: the appended keys rotated at
+    cache_seqlens[b] + s; q at the same positions (causal / local) or all at cache_seqlens[b]."""
+    b, sq, hq, hkv, d, cap, s_new = 3, 3, 4, 2, 16, 24, 3
+    seqlens = np.array([5, 0, 17], np.int32)
+    rd = int(d * rd_frac)
+    ang = np.arange(cap)[:, None] * 10000.0 ** (-np.arange(0, rd, 2) / rd)[None, :]
+    cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+    q = randn(rng, b, sq, hq, d)
+    k_cache, v_cache = randn(rng, b, cap, hkv, d), randn(rng, b, cap, hkv, d)
+    k_new, v_new = randn(rng, b, s_new, hkv, d), randn(rng, b, s_new, hkv, d)
+    m = {"causal": mode == "causal", "window_size": (4, 0) if mode == "local" else (-1, -1)}
+    rows = [[int(seqlens[i]) + s for s in range(s_new)] for i in range(b)]
+    qpos = rows if mode != "plain" else [[int(seqlens[i])] * sq for i in range(b)]
+    q0, k0 = q.copy(), k_new.copy()
+    want, wlse, kc, vc = ref.kvcache_fwd(_rotate_ref(q, cos, sin, interleaved, qpos), k_cache,
+                                         v_cache, _rotate_ref(k_new, cos, sin, interleaved, rows),
+                                         v_new, seqlens, **m)
+    out, lse = flashc.flash_attn_with_kvcache(
+        q, k_cache, v_cache, k_new, v_new, rotary_cos=cos, rotary_sin=sin, cache_seqlens=seqlens,
+        rotary_interleaved=interleaved, return_softmax_lse=True, **m)
+    _close(out, want, 2e-6, "out")
+    np.testing.assert_allclose(lse, wlse, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(k_cache, kc, rtol=1e-6, atol=1e-6)  # rotated keys appended
+    if mode == "plain":  # cache_seqlens as a list and as an int give the same as the array
+        kc2 = randn(rng, b, cap, hkv, d)
+        got = flashc.flash_attn_with_kvcache(q, kc2.copy(), v_cache.copy(), k_new, v_new, rotary_cos=cos,
+                                             rotary_sin=sin, cache_seqlens=[int(x) for x in seqlens],
+                                             rotary_interleaved=interleaved, **m)
+        same = flashc.flash_attn_with_kvcache(q, kc2.copy(), v_cache.copy(), k_new, v_new, rotary_cos=cos,
+                                              rotary_sin=sin, cache_seqlens=seqlens,
+                                              rotary_interleaved=interleaved, **m)
+        np.testing.assert_array_equal(got, same)
+        one = flashc.flash_attn_with_kvcache(q, kc2.copy(), v_cache.copy(), k_new, v_new, rotary_cos=cos,
+                                             rotary_sin=sin, cache_seqlens=np.int32(5),
+                                             rotary_interleaved=interleaved, **m)
+        five = flashc.flash_attn_with_kvcache(q, kc2.copy(), v_cache.copy(), k_new, v_new, rotary_cos=cos,
+                                              rotary_sin=sin, cache_seqlens=np.full(b, 5, np.int32),
+                                              rotary_interleaved=interleaved, **m)
+        np.testing.assert_array_equal(one, five)
+    np.testing.assert_array_equal(v_cache, vc.astype(np.float32))
+    np.testing.assert_array_equal(q, q0)  # the caller's q and k are left as they were
+    np.testing.assert_array_equal(k_new, k0)
+
+
 def test_kvcache_int_seqlens_and_batch_idx(rng, c_kvcache_forward):
     q = randn(rng, 2, 1, 2, 8)
     k_cache, v_cache = randn(rng, 4, 10, 1, 8), randn(rng, 4, 10, 1, 8)
@@ -278,8 +343,14 @@ def test_kvcache_refusals(rng):
     q = randn(rng, 1, 1, 2, 8)
     kc, vc = randn(rng, 1, 8, 2, 8), randn(rng, 1, 8, 2, 8)
     cos = np.ones((8, 4), np.float32)
-    with pytest.raises(NotImplementedError, match="rotary"):
+    with pytest.raises(ValueError, match="new k and v"):
         flashc.flash_attn_with_kvcache(q, kc, vc, rotary_cos=cos, rotary_sin=cos, cache_seqlens=1)
+    with pytest.raises(ValueError, match="together"):
+        flashc.flash_attn_with_kvcache(q, kc, vc, k=q[:, :, :2], v=q[:, :, :2], rotary_cos=cos,
+                                       cache_seqlens=1)
+    with pytest.raises(ValueError, match="cache_seqlens"):
+        flashc.flash_attn_with_kvcache(q, kc, vc, k=q[:, :, :2], v=q[:, :, :2], rotary_cos=cos,
+                                       rotary_sin=cos)
     with pytest.raises(NotImplementedError, match="cache_leftpad"):
         flashc.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=1,
                                        cache_leftpad=np.zeros(1, np.int32))
