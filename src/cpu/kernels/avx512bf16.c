@@ -104,25 +104,9 @@ static inline __m512i bf16_bits(__m512 x)
     return _mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u));
 }
 
-/* bf16_bits of lanes that are neither NaN nor round to inf: the rounding alone. */
-static inline __m512i bf16_bits_finite(__m512i u)
-{
-    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    const __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd));
-    return _mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u));
-}
-
-/* hi, lo of 16 floats (kernels.h split), each as bf16_bits. Where every |x| < 0x7f7f8000 (as
- * bits: hi finite, and x - hi too, far from inf) the rounding alone, without the masks. */
+/* hi, lo of 16 floats (kernels.h split), each as bf16_bits. */
 static inline void split16(__m512 x, __m512i *hi, __m512i *lo)
 {
-    const __m512i u = _mm512_castps_si512(x);
-    if (!_mm512_cmpge_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                 _mm512_set1_epi32(0x7f7f8000))) {
-        *hi = bf16_bits_finite(u);
-        *lo = bf16_bits_finite(_mm512_castps_si512(_mm512_sub_ps(x, _mm512_castsi512_ps(*hi))));
-        return;
-    }
     *hi = bf16_bits(x);
     __m512 r = _mm512_sub_ps(x, _mm512_castsi512_ps(*hi));
     const __mmask16 fin = _mm512_cmp_ps_mask(_mm512_sub_ps(r, r), _mm512_setzero_ps(), _CMP_EQ_OQ);
@@ -197,22 +181,16 @@ void cpu_mm_avx512_p_ds_split(CPU_MM_P_DS_ARGS, int keep_ds, uint32_t *pb, uint1
     const int64_t ra = rup(rows, 16), cend = dsa ? kn : n16;
     for (int64_t r0 = 0; r0 < (pb || dsp ? kr : ra); r0 += 2) {
         int64_t c0[2] = {0, 0}, c1[2] = {0, 0};
-        vf nl[2] = {v_zero(), v_zero()}, di[2] = {v_zero(), v_zero()};
         for (int i = 0; i < 2 && r0 + i < rows; i++) {
             int64_t a = lo[r0 + i] - jlo, b = hi[r0 + i] - jlo;
             a = a < 0 ? 0 : a > n ? n : a;
             c0[i] = a, c1[i] = b < a ? a : b > n ? n : b;
-            nl[i] = v_set1(-L[r0 + i]), di[i] = v_set1(Di[r0 + i]);
         }
         for (int64_t cc = 0; cc < cend; cc += 32) {
-            __m512i dh[2][2], dl[2][2]; /* dS's halves [row of the pair][16-column half] */
-#pragma GCC unroll 2
-            for (int half = 0; half < 2; half++) {
-                const int64_t c = cc + 16 * half;
-                __m512i ph[2], pl[2];
-#pragma GCC unroll 2
-                for (int i = 0; i < 2; i++) {
-                    const int64_t r = r0 + i;
+            __m512i ph[2][2], pl[2][2], dh[2][2], dl[2][2]; /* [row of the pair][half] */
+            for (int i = 0; i < 2; i++)
+                for (int half = 0; half < 2; half++) {
+                    const int64_t c = cc + 16 * half, r = r0 + i;
                     /* the visible columns of this half (none past n or in a padding row) */
                     const int64_t va = c0[i] - c < 0 ? 0 : c0[i] - c > 16 ? 16 : c0[i] - c;
                     const int64_t vb = c1[i] - c > 16 ? 16 : c1[i] - c;
@@ -220,30 +198,41 @@ void cpu_mm_avx512_p_ds_split(CPU_MM_P_DS_ARGS, int keep_ds, uint32_t *pb, uint1
                         vb <= va ? 0 : (__mmask16)(((1u << vb) - 1u) & ~((1u << va) - 1u));
                     vf p = v_zero(), ds = v_zero();
                     if (vis) {
+                        const vf nl = v_set1(-L[r]), di = v_set1(Di[r]);
                         p = v_exp2_p(v_mul(
-                            v_fma(_mm512_maskz_loadu_ps(vis, S + r * lds + c), sc, nl[i]), log2e));
-                        ds = v_mul(p, v_sub(_mm512_maskz_loadu_ps(vis, dP + r * lds + c), di[i]));
+                            v_fma(_mm512_maskz_loadu_ps(vis, S + r * lds + c), sc, nl), log2e));
+                        ds = v_mul(p, v_sub(_mm512_maskz_loadu_ps(vis, dP + r * lds + c), di));
                         if (G)
                             ds = v_mul(ds, _mm512_maskz_loadu_ps(vis, G + r * lds + c));
-                        if (vis != 0xffff)
-                            p = _mm512_maskz_mov_ps(vis, p), ds = _mm512_maskz_mov_ps(vis, ds);
+                        p = _mm512_maskz_mov_ps(vis, p), ds = _mm512_maskz_mov_ps(vis, ds);
                     }
                     if (keep_ds && r < rows && c < n) {
                         const int64_t nv = n - c;
                         _mm512_mask_storeu_ps(dP + r * lds + c,
                                               nv >= 16 ? 0xffff : (__mmask16)((1u << nv) - 1u), ds);
                     }
-                    if (pb)
-                        split16(p, &ph[i], &pl[i]);
+                    split16(p, &ph[i][half], &pl[i][half]);
                     split16(ds, &dh[i][half], &dl[i][half]);
                 }
-                if (c >= n16) /* (dsa's columns n16 .. kn) */
-                    continue;
+            if (dsa)
+                for (int i = 0; i < 2; i++)
+                    if (r0 + i < ra) {
+                        uint16_t *row = dsa + (r0 + i) * ldds + cc;
+                        _mm512_storeu_si512(row, _mm512_permutex2var_epi16(dh[i][0], odd, dh[i][1]));
+                        _mm512_storeu_si512(row + kn,
+                                            _mm512_permutex2var_epi16(dl[i][0], odd, dl[i][1]));
+                    }
+            for (int half = 0; half < 2 && (pb || dsp); half++) {
+                const int64_t c = cc + 16 * half;
+                if (c >= n16)
+                    break;
                 if (pb) {
                     _mm512_storeu_si512(pb + r0 / 2 * ldpb + c,
-                                        _mm512_or_si512(_mm512_srli_epi32(ph[0], 16), ph[1]));
+                                        _mm512_or_si512(_mm512_srli_epi32(ph[0][half], 16),
+                                                        ph[1][half]));
                     _mm512_storeu_si512(pb + (kr + r0) / 2 * ldpb + c,
-                                        _mm512_or_si512(_mm512_srli_epi32(pl[0], 16), pl[1]));
+                                        _mm512_or_si512(_mm512_srli_epi32(pl[0][half], 16),
+                                                        pl[1][half]));
                 }
                 if (dsp) {
                     _mm512_storeu_si512(dsp + r0 / 2 * ldpb + c,
@@ -254,14 +243,6 @@ void cpu_mm_avx512_p_ds_split(CPU_MM_P_DS_ARGS, int keep_ds, uint32_t *pb, uint1
                                                         dl[1][half]));
                 }
             }
-            if (dsa)
-                for (int i = 0; i < 2; i++)
-                    if (r0 + i < ra) {
-                        uint16_t *row = dsa + (r0 + i) * ldds + cc;
-                        _mm512_storeu_si512(row, _mm512_permutex2var_epi16(dh[i][0], odd, dh[i][1]));
-                        _mm512_storeu_si512(row + kn,
-                                            _mm512_permutex2var_epi16(dl[i][0], odd, dl[i][1]));
-                    }
         }
     }
 }
