@@ -666,56 +666,6 @@ static void test_mm_softmax(void **state)
  * same relative to |P (dP - Di) G|; exact zeros outside. */
 typedef void (*mm_p_ds_fn)(CPU_MM_P_DS_ARGS);
 
-/* cpu_mm_bf16.p_ds_split of the bf16 sub-tables whose p_ds is instance isa's: bit for bit p_ds,
- * then split (P as B; dS as A and B, or as A alone), every word of the operands (padding
- * included) and, with keep_ds, dS in float32. */
-static void mm_p_ds_split_case(const char *isa, int64_t rows, int64_t n, int64_t lds,
-                               const float *S, const float *D, const float *G, float scale,
-                               const float *L, const float *Di, const int64_t *lo,
-                               const int64_t *hi, int64_t jlo)
-{
-    static const char *tables[] = {"avx512bf16", "amx"};
-    const int64_t kr = (rows + 31) / 32 * 32, kn = (n + 31) / 32 * 32;
-    const int64_t ldpb = (n + 15) / 16 * 16 + 16, ldds = 2 * kn + 32, ra = (rows + 15) / 16 * 16;
-    const size_t nb = (size_t)(kr * ldpb) * 4, na = (size_t)(ra * ldds) * 2;
-    const size_t nf = (size_t)(rows * lds) * 4;
-    for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
-        const cpu_kernels *k = cpu_kernels_by_name(tables[t]);
-        if (!k || !k->bf16 || !k->bf16->p_ds_split || strcmp(isa, "avx512") != 0)
-            continue;
-        const cpu_mm_bf16 *mm = k->bf16;
-        for (int only_a = 0; only_a < 2; only_a++) {
-            float *s0 = malloc(nf), *d0 = malloc(nf), *s1 = malloc(nf), *d1 = malloc(nf);
-            uint32_t *pb[2] = {malloc(nb), malloc(nb)}, *dsp[2] = {malloc(nb), malloc(nb)};
-            uint16_t *dsa[2] = {malloc(na), malloc(na)};
-            assert_true(s0 && d0 && s1 && d1 && pb[0] && pb[1] && dsp[0] && dsp[1] && dsa[0] &&
-                        dsa[1]);
-            memcpy(s0, S, nf), memcpy(d0, D, nf), memcpy(s1, S, nf), memcpy(d1, D, nf);
-            for (int i = 0; i < 2; i++)
-                memset(pb[i], 0xa5, nb), memset(dsp[i], 0xa5, nb), memset(dsa[i], 0xa5, na);
-            mm->p_ds(s0, d0, G, lds, rows, n, scale, L, Di, lo, hi, jlo);
-            if (!only_a)
-                mm->split(s0, lds, rows, n, NULL, 0, pb[0], ldpb);
-            mm->split(d0, lds, rows, n, dsa[0], ldds, only_a ? NULL : dsp[0], ldpb);
-            mm->p_ds_split(s1, d1, G, lds, rows, n, scale, L, Di, lo, hi, jlo, !only_a,
-                           only_a ? NULL : pb[1], dsa[1], ldds, only_a ? NULL : dsp[1], ldpb);
-            int ok = !memcmp(pb[0], pb[1], nb) && !memcmp(dsp[0], dsp[1], nb) &&
-                     !memcmp(dsa[0], dsa[1], na);
-            for (int64_t r = 0; r < rows && !only_a; r++)
-                ok &= !memcmp(d0 + r * lds, d1 + r * lds, (size_t)n * 4);
-            if (!ok) {
-                print_error("mm p_ds_split [%s] rows %lld n %lld g %d only_a %d: not p_ds + split\n",
-                            tables[t], (long long)rows, (long long)n, G != NULL, only_a);
-                fail();
-            }
-            free(s0), free(d0), free(s1), free(d1), free(pb[0]), free(pb[1]), free(dsp[0]);
-            free(dsp[1]), free(dsa[0]), free(dsa[1]);
-        }
-        if (rows == 70 && G)
-            printf("  mm p_ds_split: %s ran (bit for bit p_ds + split)\n", tables[t]);
-    }
-}
-
 static void mm_p_ds_case(const char *name, mm_p_ds_fn fn, int64_t rows, int64_t n, int with_g)
 {
     const int64_t lds = n + 5, jlo = 40;
@@ -737,7 +687,6 @@ static void mm_p_ds_case(const char *name, mm_p_ds_fn fn, int64_t rows, int64_t 
     }
     memcpy(S1, S0, (size_t)(rows * lds) * 4), memcpy(D1, D0, (size_t)(rows * lds) * 4);
     const float scale = with_g ? 1.0f : 0.37f;
-    mm_p_ds_split_case(name, rows, n, lds, S0, D0, with_g ? G : NULL, scale, L, Di, lo, hi, jlo);
     cpu_mm_bf16_ref.p_ds(S0, D0, with_g ? G : NULL, lds, rows, n, scale, L, Di, lo, hi, jlo);
     fn(S1, D1, with_g ? G : NULL, lds, rows, n, scale, L, Di, lo, hi, jlo);
     for (int64_t r = 0; r < rows; r++)

@@ -481,35 +481,10 @@ static void softcap_row(const cpu_kernels *kr, float *s, float *g, int64_t n, fl
     }
 }
 
-/* The matrix-unit path's last step of tile_p_ds: P and dS from the scores in w->s, w->dp, split
- * into their operands (mm_pair: P as B when dkdv; dS as B when dkdv, as A when dq or not dkdv),
- * dS kept in float32 in w->dp when a key of the tile is NaN or Inf (mm_acc_dq reads it then). */
-static void mm_p_ds(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0, int64_t jlo,
-                    int64_t n, const float *G, float scale, int dkdv, const float *dq)
-{
-    const cpu_mm_bf16 *mm = c->kr->bf16;
-    const int64_t lds = c->pl->lds, rows = qb->rows;
-    uint32_t *pb = dkdv ? w->pb : NULL, *dsp = dkdv ? w->dsp : NULL;
-    uint16_t *dsa = dq || !dkdv ? w->dsa : NULL;
-    if (!mm->p_ds_split) {
-        mm->p_ds(w->s, w->dp, G, lds, rows, n, scale, w->lse, w->di, w->lo, w->hi, jlo);
-        if (pb)
-            mm->split(w->s, lds, rows, n, NULL, 0, pb, w->ldpb);
-        mm->split(w->dp, lds, rows, n, dsa, w->ldds, dsp, w->ldpb);
-        return;
-    }
-    int bad = 0;
-    for (int64_t x = jlo - j0; dq && x < jlo - j0 + n; x++)
-        bad |= w->kbad[x];
-    mm->p_ds_split(w->s, w->dp, G, lds, rows, n, scale, w->lse, w->di, w->lo, w->hi, jlo, bad,
-                   pb, dsa, w->ldds, dsp, w->ldpb);
-}
-
 /* P into w->s and dS into w->dp (rows x n, leading dim lds) for the Q block against keys
- * [jlo, jlo + n) of the loaded K block (which starts at key j0); on the matrix-unit path
- * (plan mm) their operands instead (mm_p_ds, for mm_pair's dkdv and dq). */
+ * [jlo, jlo + n) of the loaded K block (which starts at key j0). */
 static void tile_p_ds(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0, int64_t jlo,
-                      int64_t n, int dkdv, const float *dq)
+                      int64_t n)
 {
     const attn_problem *p = c->p;
     const cpu_kernels *kr = c->kr;
@@ -520,7 +495,8 @@ static void tile_p_ds(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0,
         kr->bf16->gemm(rows, n, p->D, w->qb, w->ldqb, w->kp + kc, w->ldkp, NULL, w->s, lds);
         kr->bf16->gemm(rows, n, p->Dv, w->dob, w->dvp, w->vp + kc, w->ldkp, NULL, w->dp, lds);
         if (cap <= 0.0f && !p->alibi) { /* the scale, P and dS in one pass */
-            mm_p_ds(c, w, qb, j0, jlo, n, NULL, p->scale, dkdv, dq);
+            kr->bf16->p_ds(w->s, w->dp, NULL, lds, rows, n, p->scale, w->lse, w->di, w->lo,
+                           w->hi, jlo);
             return;
         }
         for (int64_t r = 0; r < rows; r++)
@@ -566,7 +542,8 @@ static void tile_p_ds(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0,
             s[x] = dp[x] = 0.0f;
     }
     if (c->pl->mm)
-        mm_p_ds(c, w, qb, j0, jlo, n, cap > 0.0f ? w->g : NULL, 1.0f, dkdv, dq);
+        kr->bf16->p_ds(w->s, w->dp, cap > 0.0f ? w->g : NULL, lds, rows, n, 1.0f, w->lse, w->di,
+                       w->lo, w->hi, jlo);
 }
 
 /* dQ rows (ldo apart, dq) += dS K over keys [jlo, jlo + n) of the loaded K block: one pv over
@@ -619,7 +596,7 @@ static int64_t dkdv_block(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk, in
                 continue;
             const int64_t n = jhi - jlo, kc = jlo - j0;
             load_qblock(c, w, &qb);
-            tile_p_ds(c, w, &qb, j0, jlo, n, 0, NULL);
+            tile_p_ds(c, w, &qb, j0, jlo, n);
             kr->gemm(n, Dv, qb.rows, w->s, 1, pl->lds, w->dout, pl->lddv, w->ones,
                      w->dv + kc * pl->lddv, pl->lddv);
             kr->gemm(n, D, qb.rows, w->dp, 1, pl->lds, w->q, pl->ldd, w->ones,
@@ -658,7 +635,7 @@ static void dq_block(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t h, int64_t 
             if (!pair_keys(&qb, j0, cols, &jlo, &jhi))
                 continue;
             load_kblock(c, w, b, hk, j0, cols);
-            tile_p_ds(c, w, &qb, j0, jlo, jhi - jlo, 0, NULL);
+            tile_p_ds(c, w, &qb, j0, jlo, jhi - jlo);
             acc_dq(c, w, &qb, j0, jlo, jhi - jlo, w->dq, pl->ldd);
         }
     }
@@ -849,13 +826,17 @@ static void mm_pair(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0, i
     const attn_problem *p = c->p;
     const cpu_mm_bf16 *mm = c->kr->bf16;
     const bwd_plan *pl = c->pl;
-    const int64_t kc = jlo - j0;
+    const int64_t kc = jlo - j0, lds = pl->lds;
     const int64_t kr = rup(qb->rows, CPU_MM_KP);
-    tile_p_ds(c, w, qb, j0, jlo, n, dkdv, dq);
+    tile_p_ds(c, w, qb, j0, jlo, n);
     if (dkdv) { /* (mm_single: the hi halves alone, K = R32(rows)) */
         const int64_t kp = pl->mm_single & 1 ? kr : 2 * kr, ks = pl->mm_single & 2 ? kr : 2 * kr;
+        mm->split(w->s, lds, qb->rows, n, NULL, 0, w->pb, w->ldpb);
+        mm->split(w->dp, lds, qb->rows, n, dq ? w->dsa : NULL, w->ldds, w->dsp, w->ldpb);
         mm->gemm(p->Dv, n, kp, w->dot, w->ldt2, w->pb, w->ldpb, w->mones, w->dvt + kc, w->ldt);
         mm->gemm(p->D, n, ks, w->qt, w->ldt2, w->dsp, w->ldpb, w->mones, w->dkt + kc, w->ldt);
+    } else {
+        mm->split(w->dp, lds, qb->rows, n, w->dsa, w->ldds, NULL, 0);
     }
     if (dq)
         mm_acc_dq(c, w, qb, j0, kc, n, dq);

@@ -416,8 +416,5 @@ const cpu_mm_bf16 cpu_mm_bf16_amx = {
     .split = cpu_mm_avx512_split,
     .pack_at = cpu_mm_avx512_pack_at,
     .p_ds = cpu_kernels_avx512_mm_p_ds,
-#if defined(__AVX512DQ__) /* (not in the emulated build, tests/emu: p_ds, then split) */
-    .p_ds_split = cpu_mm_avx512_p_ds_split,
-#endif
 };
 #endif

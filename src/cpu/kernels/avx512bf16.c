@@ -162,94 +162,6 @@ void cpu_mm_avx512_split(const float *X, int64_t ldx, int64_t rows, int64_t n, u
         }
 }
 
-#if defined(__AVX512DQ__) /* simd.h's AVX-512 vocabulary (not in the emulated build, tests/emu) */
-#include "simd.h"
-#define P_DS_SPLIT cpu_mm_avx512_p_ds_split
-
-/* kernels.h p_ds_split: split's loop over row pairs and 32-column steps, each 16-column half of
- * P and dS computed as p_ds computes it (the same operations on the visible columns, zero
- * elsewhere) and split in registers: neither P nor dS goes through memory in float32. */
-void cpu_mm_avx512_p_ds_split(CPU_MM_P_DS_ARGS, int keep_ds, uint32_t *pb, uint16_t *dsa,
-                              int64_t ldds, uint32_t *dsp, int64_t ldpb)
-{
-    static const uint16_t odd_idx[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
-                                         23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
-                                         45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
-    const __m512i odd = _mm512_loadu_si512(odd_idx);
-    const vf sc = v_set1(scale), log2e = v_set1(1.44269504088896341f);
-    const int64_t kr = rup(rows, CPU_MM_KP), kn = rup(n, CPU_MM_KP), n16 = rup(n, 16);
-    const int64_t ra = rup(rows, 16), cend = dsa ? kn : n16;
-    for (int64_t r0 = 0; r0 < (pb || dsp ? kr : ra); r0 += 2) {
-        int64_t c0[2] = {0, 0}, c1[2] = {0, 0};
-        for (int i = 0; i < 2 && r0 + i < rows; i++) {
-            int64_t a = lo[r0 + i] - jlo, b = hi[r0 + i] - jlo;
-            a = a < 0 ? 0 : a > n ? n : a;
-            c0[i] = a, c1[i] = b < a ? a : b > n ? n : b;
-        }
-        for (int64_t cc = 0; cc < cend; cc += 32) {
-            __m512i ph[2][2], pl[2][2], dh[2][2], dl[2][2]; /* [row of the pair][half] */
-            for (int i = 0; i < 2; i++)
-                for (int half = 0; half < 2; half++) {
-                    const int64_t c = cc + 16 * half, r = r0 + i;
-                    /* the visible columns of this half (none past n or in a padding row) */
-                    const int64_t va = c0[i] - c < 0 ? 0 : c0[i] - c > 16 ? 16 : c0[i] - c;
-                    const int64_t vb = c1[i] - c > 16 ? 16 : c1[i] - c;
-                    const __mmask16 vis =
-                        vb <= va ? 0 : (__mmask16)(((1u << vb) - 1u) & ~((1u << va) - 1u));
-                    vf p = v_zero(), ds = v_zero();
-                    if (vis) {
-                        const vf nl = v_set1(-L[r]), di = v_set1(Di[r]);
-                        p = v_exp2_p(v_mul(
-                            v_fma(_mm512_maskz_loadu_ps(vis, S + r * lds + c), sc, nl), log2e));
-                        ds = v_mul(p, v_sub(_mm512_maskz_loadu_ps(vis, dP + r * lds + c), di));
-                        if (G)
-                            ds = v_mul(ds, _mm512_maskz_loadu_ps(vis, G + r * lds + c));
-                        p = _mm512_maskz_mov_ps(vis, p), ds = _mm512_maskz_mov_ps(vis, ds);
-                    }
-                    if (keep_ds && r < rows && c < n) {
-                        const int64_t nv = n - c;
-                        _mm512_mask_storeu_ps(dP + r * lds + c,
-                                              nv >= 16 ? 0xffff : (__mmask16)((1u << nv) - 1u), ds);
-                    }
-                    split16(p, &ph[i][half], &pl[i][half]);
-                    split16(ds, &dh[i][half], &dl[i][half]);
-                }
-            if (dsa)
-                for (int i = 0; i < 2; i++)
-                    if (r0 + i < ra) {
-                        uint16_t *row = dsa + (r0 + i) * ldds + cc;
-                        _mm512_storeu_si512(row, _mm512_permutex2var_epi16(dh[i][0], odd, dh[i][1]));
-                        _mm512_storeu_si512(row + kn,
-                                            _mm512_permutex2var_epi16(dl[i][0], odd, dl[i][1]));
-                    }
-            for (int half = 0; half < 2 && (pb || dsp); half++) {
-                const int64_t c = cc + 16 * half;
-                if (c >= n16)
-                    break;
-                if (pb) {
-                    _mm512_storeu_si512(pb + r0 / 2 * ldpb + c,
-                                        _mm512_or_si512(_mm512_srli_epi32(ph[0][half], 16),
-                                                        ph[1][half]));
-                    _mm512_storeu_si512(pb + (kr + r0) / 2 * ldpb + c,
-                                        _mm512_or_si512(_mm512_srli_epi32(pl[0][half], 16),
-                                                        pl[1][half]));
-                }
-                if (dsp) {
-                    _mm512_storeu_si512(dsp + r0 / 2 * ldpb + c,
-                                        _mm512_or_si512(_mm512_srli_epi32(dh[0][half], 16),
-                                                        dh[1][half]));
-                    _mm512_storeu_si512(dsp + (kr + r0) / 2 * ldpb + c,
-                                        _mm512_or_si512(_mm512_srli_epi32(dl[0][half], 16),
-                                                        dl[1][half]));
-                }
-            }
-        }
-    }
-}
-#else
-#define P_DS_SPLIT NULL
-#endif
-
 /* pack_at: blocks of 32 rows x 16 columns of X; the two rows of each pair interleaved (as
  * pack_b) give 16 rows of 16 words, word kk of row c = (X[2kk][c], X[2kk + 1][c]); their 32-bit
  * transpose is 16 rows of A (one per column of X), 32 bf16 each, stored twice. */
@@ -373,6 +285,5 @@ const cpu_mm_bf16 cpu_mm_bf16_avx512 = {
     .split = cpu_mm_avx512_split,
     .pack_at = cpu_mm_avx512_pack_at,
     .p_ds = cpu_kernels_avx512_mm_p_ds,
-    .p_ds_split = P_DS_SPLIT,
 };
 #endif

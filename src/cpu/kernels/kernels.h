@@ -125,12 +125,6 @@ typedef struct cpu_mm_bf16 {
      * and S = dP = 0 outside (whatever they held: a masked score never reaches P or dS). The
      * caller passes scores it modified (softcap, ALiBi) already scaled, with scale 1.       */
     void (*p_ds)(CPU_MM_P_DS_ARGS);
-    /* Optional (NULL: p_ds, then split of P into pb and of dS into dsa, dsp): the same in one
-     * pass, bit for bit, P and dS kept in registers between the two (attn_bwd.c mm_pair). pb,
-     * dsa, dsp (NULL: not written) as split's bp (of P), a and bp (of dS); S is left undefined,
-     * dP holds dS (as p_ds leaves it) only with keep_ds, else it too is left undefined.     */
-    void (*p_ds_split)(CPU_MM_P_DS_ARGS, int keep_ds, uint32_t *pb, uint16_t *dsa, int64_t ldds,
-                       uint32_t *dsp, int64_t ldpb);
 
     /* Optional (NULL: the loop nest runs gemm, softmax, gemm per chunk itself): the forward's
      * whole update of f->rows query rows against one key tile that every row sees in full (no
@@ -303,8 +297,6 @@ void cpu_kernels_avx2_mm_softmax(CPU_MM_SOFTMAX_ARGS);
 void cpu_kernels_avx512_mm_softmax(CPU_MM_SOFTMAX_ARGS);
 void cpu_kernels_avx2_mm_p_ds(CPU_MM_P_DS_ARGS);
 void cpu_kernels_avx512_mm_p_ds(CPU_MM_P_DS_ARGS);
-void cpu_mm_avx512_p_ds_split(CPU_MM_P_DS_ARGS, int keep_ds, uint32_t *pb, uint16_t *dsa,
-                              int64_t ldds, uint32_t *dsp, int64_t ldpb);
 #endif
 #if defined(__aarch64__)
 void cpu_kernels_neon_mm_softmax(CPU_MM_SOFTMAX_ARGS);
