@@ -41,6 +41,23 @@ struct rope_args {
     int64_t spos[2], pos_offset;
 };
 
+/* cos and sin of feature pair i at position pos: from the tables (TAB; NaN for a position outside
+ * them, see the file comment) or computed in double from theta */
+template <bool TAB>
+__device__ __forceinline__ void rope_angle(const rope_args &a, int64_t pos, int i, float &co, float &sn)
+{
+    if (TAB) {
+        if (pos >= 0 && pos < a.P)
+            co = a.cos[pos * a.scos[0] + i * a.scos[1]], sn = a.sin[pos * a.ssin[0] + i * a.ssin[1]];
+        else
+            co = sn = __int_as_float(0x7fc00000);
+    } else {
+        double sd, cd;
+        sincos((double)pos * exp2(-2.0 * (double)i / (double)a.rd * a.log2_theta), &sd, &cd);
+        co = (float)cd, sn = (float)sd;
+    }
+}
+
 template <typename T, bool VEC> __global__ void rope_kernel(rope_args a)
 {
     extern __shared__ float cs[]; /* cos[0..h), sin[h..2h) */
@@ -49,16 +66,10 @@ template <typename T, bool VEC> __global__ void rope_kernel(rope_args a)
     const int64_t pos = a.pos ? (int64_t)a.pos[b * a.spos[0] + s * a.spos[1]] : s + a.pos_offset;
     for (int i = threadIdx.x; i < h; i += blockDim.x) {
         float c, sn;
-        if (a.P > 0) {
-            if (pos >= 0 && pos < a.P)
-                c = a.cos[pos * a.scos[0] + i * a.scos[1]], sn = a.sin[pos * a.ssin[0] + i * a.ssin[1]];
-            else
-                c = sn = __int_as_float(0x7fc00000); /* NaN: see the file comment */
-        } else {
-            double sd, cd;
-            sincos((double)pos * exp2(-2.0 * (double)i / (double)a.rd * a.log2_theta), &sd, &cd);
-            c = (float)cd, sn = (float)sd;
-        }
+        if (a.P > 0)
+            rope_angle<true>(a, pos, i, c, sn);
+        else
+            rope_angle<false>(a, pos, i, c, sn);
         cs[i] = c, cs[h + i] = a.sign * sn;
     }
     __syncthreads();
@@ -331,16 +342,7 @@ __global__ void __launch_bounds__(256, M <= 5 ? 3 : 1) rope_v3(rope_args a, int 
             s -= a.S, b++;
         const int64_t pos = a.pos ? (int64_t)a.pos[b * a.spos[0] + s * a.spos[1]] : s + a.pos_offset;
         float co, sn;
-        if (TAB) {
-            if (pos >= 0 && pos < a.P)
-                co = a.cos[pos * a.scos[0] + i * a.scos[1]], sn = a.sin[pos * a.ssin[0] + i * a.ssin[1]];
-            else
-                co = sn = __int_as_float(0x7fc00000); /* NaN: see the file comment */
-        } else {
-            double sd, cd;
-            sincos((double)pos * exp2(-2.0 * (double)i / (double)a.rd * a.log2_theta), &sd, &cd);
-            co = (float)cd, sn = (float)sd;
-        }
+        rope_angle<TAB>(a, pos, i, co, sn);
         cs[tt * a.rd + i] = co, cs[tt * a.rd + h + i] = a.sign * sn;
     }
     __syncthreads();
