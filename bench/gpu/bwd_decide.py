@@ -69,8 +69,9 @@ def main():
     print(f"\n== decision table: bf16 backward TFLOP/s (medians, same process); flashc = the "
           f"dispatcher's choice; {cn} against {bn} at d {a.dims}")
     print(f"| d | causal | S | {cn} | {cn} det | {bn} | {bn} det | FA2 | cuDNN | {cn}/{bn} | "
-          f"{cn}det/{bn}det | {cn}/FA2 | {cn}/cuDNN | {cn} det/fast |")
-    print("|---|---|---|" + "--:|" * 11)
+          f"{cn}det/{bn}det | {cn}/FA2 | {cn}/cuDNN | {bn}/FA2 | {bn}/cuDNN | {cn} det/fast | "
+          f"{bn} det/fast |")
+    print("|---|---|---|" + "--:|" * 14)
     fast, det = [], []
     for d, c, S in shapes:
         ce, cd = g(d, c, S, a.cand), g(d, c, S, a.cand + "_det")
@@ -81,7 +82,8 @@ def main():
             det.append(cd / bd)
         print(f"| {d} | {'yes' if c else 'no'} | {S} | {f(ce, 0)} | {f(cd, 0)} | {f(be, 0)} | "
               f"{f(bd, 0)} | {f(fa, 0)} | {f(cu, 0)} | {f(ce / be)} | {f(cd / bd)} | "
-              f"{f(ce / fa)} | {f(ce / cu)} | {f(cd / ce)} |")
+              f"{f(ce / fa)} | {f(ce / cu)} | {f(be / fa)} | {f(be / cu)} | {f(cd / ce)} | "
+              f"{f(bd / be)} |")
     ok, njobs = jobs_ok(a.out, a.jobs)
     good = [x for x in fast if x == x]
     gm = math.exp(sum(math.log(x) for x in good) / len(good)) if good else nan
