@@ -13,7 +13,7 @@ torch needed.
 
 usage: bwd_decide.py OUT/x.json OUT_DIR [--cand flashc] [--base flashc_v2s] [--jobs v3w]
                      [--dims 64] [--fast-min 1.05] [--fast-gm 0] [--det-min 1.00]
-                     [--adopt "sm90v3w stays the d 64 default on CC 9.0"]
+                     [--adopt "sm90v3w stays the d 64 default on CC 9.0"] [--rows all|decided]
 """
 import argparse
 import glob
@@ -44,6 +44,8 @@ def main():
     ap.add_argument("--fast-gm", type=float, default=0.0)
     ap.add_argument("--det-min", type=float, default=1.00)
     ap.add_argument("--adopt", default="sm90v3w stays the d 64 default on CC 9.0")
+    ap.add_argument("--rows", choices=("all", "decided"), default="all",
+                    help="the table's shapes: every one, or those of --dims only")
     a = ap.parse_args()
     dims = {int(x) for x in a.dims.split(",")}
     try:
@@ -64,7 +66,8 @@ def main():
         return "-" if x != x else (f"{x:.{p}f}" if p else f"{x:.0f}")
 
     cn, bn = a.cand.replace("flashc_", ""), a.base.replace("flashc_", "")
-    shapes = sorted({(r["d"], r["causal"], r["S"]) for r in rows},
+    shapes = sorted({(r["d"], r["causal"], r["S"]) for r in rows
+                     if a.rows == "all" or r["d"] in dims},
                     key=lambda k: (k[0] not in dims, k[0], k[1], k[2]))
     print(f"\n== decision table: bf16 backward TFLOP/s (medians, same process); flashc = the "
           f"dispatcher's choice; {cn} against {bn} at d {a.dims}")

@@ -1,9 +1,10 @@
 /*
  * attn_bwd_sm90v3.cu — the Hopper backward in the FlashAttention-3 shape: families sm90v3,
- * sm90v3t, sm90v3q (d = 128), sm90v3w (d = 128 and 64) and sm90v3w3 (d 64: sm90v3w with a
- * 3-stage Q/dO ring), sm90v3w the default at both on compute capability 9.0 (d 64 since the
- * device run of 2026-12-03, helper bwd6: dQ by keys, below), the others opt-in through
- * FLASHC_CUDA_BWD_KERNEL; racecheck's hazards of 2026-12-02: see the table.
+ * sm90v3t, sm90v3q (d = 128), sm90v3w (d = 128 and 64) and sm90v3w3, sm90v3w3l (d 64: sm90v3w
+ * with a 3-stage Q/dO ring; w3l: the LSE in log2 units from the producer), sm90v3w the default
+ * at both on compute capability 9.0 (d 64 since the device run of 2026-12-03, helper bwd6: dQ
+ * by keys, below), the others opt-in through FLASHC_CUDA_BWD_KERNEL; racecheck's hazards of
+ * 2026-12-02: see the table.
  *
  * Why: the 21:36 profile of sm90 at d 128 4k (/work/wt/PROFILE.md): 255 registers, 256 threads,
  * the tensor pipe 34% busy; cuDNN: 132 x 384 threads, warp-specialised, 66%. In sm90 (and
@@ -115,7 +116,8 @@ static __device__ __forceinline__ int bwd90v3_turn_counter(const attn_bwd_args &
 #endif
 
 /* T: __nv_bfloat16 or __half; D: 128 (64: sm90v3w only); DET: deterministic dQ; MODS: softcap
- * or ALiBi.
+ * or ALiBi; ST: the stages of the Q, dO, LSE, D ring (3: sm90v3w3); L2 (sm90v3w3l): the producer
+ * stores LSE log2 e, not the raw LSE.
  * TDQ (family sm90v3t): each warpgroup's 64 x 64 dQ tile leaves as two tensor reduce-adds
  * (boxes of 32 float columns x 64 rows, tm_dq over dq_acc (D, Sq, Hq, B)) issued by one thread
  * after a warpgroup barrier, instead of 16 row reductions per warp; deterministic mode then
@@ -125,7 +127,7 @@ static __device__ __forceinline__ int bwd90v3_turn_counter(const attn_bwd_args &
  * the tensor cores; sm90v3t issues them before the barrier, to fill its wait instead.
  * Tensor maps (D, S, H, B) of q, dout (boxes 64 x BM) and k, v (64 x BN). Grid: (K/V blocks of
  * BN keys, B Hkv); under DET with an upper key bound the K blocks run in reverse (bwd_turn). */
-template <typename T, int D, bool DET, bool MODS, bool TDQ, bool DQF, bool WRT, int ST>
+template <typename T, int D, bool DET, bool MODS, bool TDQ, bool DQF, bool WRT, int ST, bool L2>
 __global__ void __launch_bounds__(V3_THREADS, 1)
     attn_bwd_sm90v3_kernel(const __grid_constant__ CUtensorMap tm_q,
                            const __grid_constant__ CUtensorMap tm_do,
@@ -137,6 +139,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
     using L = bwd90v3_smem<D, WRT, ST>;
     static_assert(!WRT || (TDQ && DQF), "sm90v3w: sm90v3q with the dQ adds on writer warps");
     static_assert(ST == 2 || (ST == 3 && D == 64 && WRT), "a third stage: sm90v3w3 at d 64");
+    static_assert(!L2 || ST == 3, "LSE log2 e from the producer: sm90v3w3l");
     /* Q block it's stage and the parity of its use of it (unsigned: it & 1, it >> 1 at 2) */
     auto stage_of = [](int it) { return (int)((uint32_t)it % ST); };
     auto phase_of = [](int it) { return ((uint32_t)it / ST) & 1u; };
@@ -285,6 +288,8 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                 const int64_t row = m0 + lane + 32 * i;
                 const bool valid = row < a.Sq;
                 lse_r[i] = valid ? a.lse[b * a.slse[0] + h * a.slse[1] + row * a.slse[2]] : 0.0f;
+                if constexpr (L2) /* the consumers' per-row conversion, once here */
+                    lse_r[i] = bwd_lse_log2(lse_r[i]);
                 d_r[i] = valid ? a.dsum[((int64_t)b * a.Hq + h) * a.Sq + row] : 0.0f;
             }
             float *sl = (float *)(sbase + L::LSE) + s * BM;
@@ -358,7 +363,8 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                 for (int e = 0; e < 4; e++) {
                     const int qi = nt * 8 + 2 * t + (e & 1);
                     const int key = key0 + (e >= 2 ? 8 : 0);
-                    float p = ptx_exp2(fmaf(s[nt][e], a.scale_log2, -bwd_lse_log2(lrow[qi])));
+                    const float l2 = L2 ? lrow[qi] : bwd_lse_log2(lrow[qi]);
+                    float p = ptx_exp2(fmaf(s[nt][e], a.scale_log2, -l2));
                     if (need_mask && (key >= a.Sk || bwd_outside(rg, key - (m0 + qi))))
                         p = 0.0f;
                     s[nt][e] = p;
@@ -383,7 +389,8 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                     const int qi = nt * 8 + 2 * t + (e & 1);
                     const int key = key0 + (e >= 2 ? 8 : 0);
                     float p, ds;
-                    bwd_mod_elem(a, slope, s[nt][e], dp[nt][e], bwd_lse_log2(lrow[qi]), drow[qi],
+                    bwd_mod_elem(a, slope, s[nt][e], dp[nt][e],
+                                 L2 ? lrow[qi] : bwd_lse_log2(lrow[qi]), drow[qi],
                                  key - (m0 + qi) - rg.diag, &p, &ds);
                     if (need_mask && (key >= a.Sk || bwd_outside(rg, key - (m0 + qi))))
                         p = ds = 0.0f;
@@ -683,7 +690,8 @@ static int bwd90v3_map_dq(CUtensorMap *m, const attn_bwd_args *a, int D)
                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <typename T, int D, bool TDQ, bool DQF = false, bool WRT = false, int ST = 2>
+template <typename T, int D, bool TDQ, bool DQF = false, bool WRT = false, int ST = 2,
+          bool L2 = false>
 static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
     const flashc_dtype dt = std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16;
@@ -716,10 +724,12 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     const bool mods = a->softcap > 0.0f || a->alibi;
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                    const CUtensorMap, const attn_bwd_args) =
-        mods ? (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF, WRT, ST>
-                                 : attn_bwd_sm90v3_kernel<T, D, false, true, TDQ, DQF, WRT, ST>)
-             : (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT, ST>
-                                 : attn_bwd_sm90v3_kernel<T, D, false, false, TDQ, DQF, WRT, ST>);
+        mods ? (a->deterministic
+                    ? attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF, WRT, ST, L2>
+                    : attn_bwd_sm90v3_kernel<T, D, false, true, TDQ, DQF, WRT, ST, L2>)
+             : (a->deterministic
+                    ? attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT, ST, L2>
+                    : attn_bwd_sm90v3_kernel<T, D, false, false, TDQ, DQF, WRT, ST, L2>);
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess)
         return err;
@@ -783,6 +793,17 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
     {"attn_bwd_f16_sm90v3w3_d64_64x128", "sm90v3w3", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true, 3>::LAUNCH, attn_bwd_sm90v3_launch<__half, 64, true, true, true, 3>,
      NULL, 1},
+    /* sm90v3w3l (helper bwd8, 2026-12-04; opt-in until a device run): sm90v3w3 whose producer
+     * stores LSE log2 e (+inf for a row that saw no key) instead of the raw LSE, so that the
+     * consumers' elementwise step loses its per-row conversion (16 rows a thread a Q block:
+     * FMUL, FSETP, FSEL each, beside the 32 elements' FFMA, EX2, FADD, FMUL); the same values,
+     * so the same bits */
+    {"attn_bwd_bf16_sm90v3w3l_d64_64x128", "sm90v3w3l", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true, 3>::LAUNCH,
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, true, true, true, 3, true>, NULL, 1},
+    {"attn_bwd_f16_sm90v3w3l_d64_64x128", "sm90v3w3l", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true, 3>::LAUNCH,
+     attn_bwd_sm90v3_launch<__half, 64, true, true, true, 3, true>, NULL, 1},
 };
 const int attn_bwd_sm90v3_variant_count =
     (int)(sizeof attn_bwd_sm90v3_variants / sizeof attn_bwd_sm90v3_variants[0]);
