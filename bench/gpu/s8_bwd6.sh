@@ -78,6 +78,6 @@ else
 fi
 
 # ---- 3. the decision table (from the bench's JSON and the jobs' exit codes) ----
-python3 bench/gpu/bwd6_decide.py "$OUT/bwd6.json" "$OUT"
+python3 bench/gpu/bwd_decide.py "$OUT/bwd6.json" "$OUT"
 echo "s8_bwd6: rc $rc_all, $((SECONDS - T0)) s"
 exit $rc_all

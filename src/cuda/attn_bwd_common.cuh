@@ -1,14 +1,17 @@
 /*
- * attn_bwd_common.cuh — what the backward's kernel families (attn_bwd_sm80.cu, attn_bwd_sm90.cu)
+ * attn_bwd_common.cuh — what the backward's kernel families (attn_bwd_sm80.cu, attn_bwd_sm90*.cu)
  * share: the preprocess (D = rowsum(dO * O), the float32 dQ accumulator zeroed, deterministic
  * mode's turn counters zeroed) and the postprocess (dQ = scale * accumulator in the storage
  * dtype). Both are memory-bound one-pass kernels; the families differ only in the main kernel.
+ * Below them the main kernels' shared pieces: key ranges, score modifiers and, for the sm_90a
+ * families, the dQ = dS K product.
  */
 #ifndef FLASHC_CUDA_ATTN_BWD_COMMON_CUH
 #define FLASHC_CUDA_ATTN_BWD_COMMON_CUH
 
 #include "attn_cuda.cuh"
 #include "ptx.cuh"
+#include "ptx_sm90.cuh"
 
 #include <math.h>
 
@@ -343,5 +346,41 @@ static __device__ __forceinline__ float bwd_slope(const attn_bwd_args &a, int b,
 {
     return a.alibi ? __ldg(a.alibi + b * a.salibi[0] + h * a.salibi[1]) : 0.0f;
 }
+
+#if FLASHC_PTX_SM90A
+/* dQ = dS K for one warpgroup of the sm_90a families (sm90, sm90v2, sm90v3): acc is the m64n64
+ * tile of the BM = 64 queries of a Q block x 64 columns, issued after a fence and committed
+ * as one group (the caller waits). sdS: the Q block's dS, [BN / 64 panels][64 queries][128 B],
+ * panel p = keys [64 p, +64), 128-byte swizzled; sK: the K/V block's K, [D / 64 panels][BN
+ * keys][128 B]. wg selects what the warpgroup's tile covers:
+ *  - DQ_BY_KEYS (d 64): all 64 features over keys [64 wg, +64), its own dS panel only, so no
+ *    other warpgroup's dS is needed (the partial tiles of the warpgroups add up in dq_acc);
+ *  - else (d 128): features [64 wg, +64) (K's panel wg) over all BN keys, every dS panel. */
+template <typename T, int BM, int BN, bool DQ_BY_KEYS>
+static __device__ __forceinline__ void bwd_dq_mma(float (&acc)[8][4], uint32_t sdS, uint32_t sK,
+                                                  int wg)
+{
+    static_assert(BM == 64 && BN % 64 == 0, "an m64n64 tile; dS panels of 64 keys");
+    ptx_wgmma_fence();
+    if constexpr (DQ_BY_KEYS) {
+#pragma unroll
+        for (int ks = 0; ks < 4; ks++) {
+            const uint32_t dsa = sdS + wg * BM * 128 + ks * 32;
+            const uint32_t kb = sK + (wg * 64 + ks * 16) * 128;
+            ptx_wgmma_ss_m64n64k16<1>(T(), acc, ptx_wgmma_desc(dsa, 16, 1024),
+                                      ptx_wgmma_desc(kb, BN * 128, 1024), ks > 0);
+        }
+    } else {
+#pragma unroll
+        for (int ks = 0; ks < BN / 16; ks++) {
+            const uint32_t dsa = sdS + (ks / 4) * BM * 128 + (ks % 4) * 32;
+            const uint32_t kb = sK + wg * BN * 128 + ks * 16 * 128;
+            ptx_wgmma_ss_m64n64k16<1>(T(), acc, ptx_wgmma_desc(dsa, 16, 1024),
+                                      ptx_wgmma_desc(kb, BN * 128, 1024), ks > 0);
+        }
+    }
+    ptx_wgmma_commit();
+}
+#endif
 
 #endif /* FLASHC_CUDA_ATTN_BWD_COMMON_CUH */

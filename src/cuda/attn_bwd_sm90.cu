@@ -268,15 +268,7 @@ __global__ void __launch_bounds__(B90_THREADS, 1) attn_bwd_sm90_kernel(const att
 
         /* dQ tile: the BM queries x features [64 wg, 64 wg + 64) = dS K over the 128 keys */
         float acc[8][4];
-        ptx_wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < BN / 16; ks++) {
-            const uint32_t dsa = sdS + (ks / 4) * BM * 128 + (ks % 4) * 32;
-            const uint32_t kb = sK + wg * BN * 128 + ks * 16 * 128;
-            ptx_wgmma_ss_m64n64k16<1>(T(), acc, ptx_wgmma_desc(dsa, 16, 1024),
-                                      ptx_wgmma_desc(kb, BN * 128, 1024), ks > 0);
-        }
-        ptx_wgmma_commit();
+        bwd_dq_mma<T, BM, BN, false>(acc, sdS, sK, wg);
         ptx_wgmma_wait<0>();
         ptx_fence_operands(acc);
         ptx_fence_operands(dv);

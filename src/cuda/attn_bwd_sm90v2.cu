@@ -324,25 +324,7 @@ __global__ void __launch_bounds__(128 * NWG, 3 - NWG) attn_bwd_sm90v2_kernel(con
             ptx_named_bar_sync(1 + wg, 128);
         else
             __syncthreads();
-        ptx_wgmma_fence();
-        if constexpr (DQ_BY_KEYS) {
-#pragma unroll
-            for (int ks = 0; ks < 4; ks++) {
-                const uint32_t dsa = sdS + wg * BM * 128 + ks * 32;
-                const uint32_t kb = sK + (wg * 64 + ks * 16) * 128;
-                ptx_wgmma_ss_m64n64k16<1>(T(), acc, ptx_wgmma_desc(dsa, 16, 1024),
-                                          ptx_wgmma_desc(kb, BN * 128, 1024), ks > 0);
-            }
-        } else {
-#pragma unroll
-            for (int ks = 0; ks < BN / 16; ks++) {
-                const uint32_t dsa = sdS + (ks / 4) * BM * 128 + (ks % 4) * 32;
-                const uint32_t kb = sK + wg * BN * 128 + ks * 16 * 128;
-                ptx_wgmma_ss_m64n64k16<1>(T(), acc, ptx_wgmma_desc(dsa, 16, 1024),
-                                          ptx_wgmma_desc(kb, BN * 128, 1024), ks > 0);
-            }
-        }
-        ptx_wgmma_commit();
+        bwd_dq_mma<T, BM, BN, DQ_BY_KEYS>(acc, sdS, sK, wg);
         ptx_wgmma_wait<0>();
         ptx_fence_operands(acc);
         ptx_fence_operands(dv);
