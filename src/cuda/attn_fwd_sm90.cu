@@ -77,8 +77,8 @@
  *   (v9t, v9 on v7's shape at d 64 (VER 13 then), was no faster than v7 and was removed; so
  *   were v9n, v9 with 128-key blocks without the mask too, 0.93-1.02x v6, and v6p, v6 with
  *   v9's two load changes alone (VER 12 then), 0.98-1.02x v6: round 2 of 2026-12-03.)
- *   v10 "sm90v10" the defaults (v9 at d 128 under the mask from seqlen 4k, v6 for the rest of
- *                 d 128, v7 at d 64; VER 14, 12, 13) with the overlap of v3 restored: in their
+ *   v10 "sm90v10" the default kernels (v9's at d 128 under the mask, v6's without it, v7's at
+ *                 d 64; VER 14, 12, 13) with the overlap of v3 restored: in their
  *                 SASS ptxas hoists wgmma.wait_group 0 (WARPGROUP.DEPBAR, the wait for the
  *                 P V issued with S) above the exponentials of the softmax, which the PTX has
  *                 before it, so that only the row max runs under that P V and the exponentials
@@ -1056,13 +1056,6 @@ static int sm90_supports_c(const attn_fwd_variant *v, const attn_problem *p, int
 {
     return p->causal && sm90_supports(v, p, cc, vec16);
 }
-/* v10's copy of v9's default entry: under the mask from 4096 query and key rows (the
- * first match of a forced family wins, whatever the table's MINSEQ) */
-static int sm90_supports_c_long(const attn_fwd_variant *v, const attn_problem *p, int cc,
-                                int vec16)
-{
-    return p->Sq >= 4096 && p->Sk >= 4096 && sm90_supports_c(v, p, cc, vec16);
-}
 /* v8's pairs: non-causal, K/V boxes of half a block (each block of the pair loads one half) */
 static int sm90_supports_pair(const attn_fwd_variant *v, const attn_problem *p, int cc,
                               int vec16)
@@ -1258,13 +1251,11 @@ const attn_fwd_variant attn_fwd_sm90_variants[] = {
     SM90_FAMILY_S("sm90v9", 64, 128, 176, 2, 11, 0, 0, sm90_supports_nc),
     SM90_FAMILY_S("sm90v9", 128, 128, 176, 2, 11, 0, 0, sm90_supports_nc),
     SM90_FAMILY_S("sm90v9", 64, 128, 128, 2, 11, 0, 0, sm90_supports_c),
-    /* v10: the defaults above (v9 at d 128 under the mask from 4096, v6 for the rest of d 128,
-     * v7 at d 64) with the softmax held before the wait for the P V under it (VER 14, 12, 13),
-     * in the same split, so that forcing sm90v10 times each default cell against its own
-     * kernel with that one change */
-    SM90_FAMILY_S("sm90v10", 128, 128, 128, 2, 14, 0, 0, sm90_supports_c_long),
+    /* v10: the default kernels with the softmax held before the wait for the P V under it:
+     * v9's at d 128 under the mask (VER 14; the default there from 4096, v6 below), v6's at
+     * d 128 without it (VER 12), v7's at d 64 (VER 13) */
+    SM90_FAMILY_S("sm90v10", 128, 128, 128, 2, 14, 0, 0, sm90_supports_c),
     SM90_FAMILY_S("sm90v10", 128, 128, 176, 2, 12, 0, 0, sm90_supports_nc),
-    SM90_FAMILY_S("sm90v10", 128, 128, 128, 2, 12, 0, 0, sm90_supports_c),
     SM90_FAMILY_S("sm90v10", 64, 192, 128, 2, 13, 0, 0, sm90_supports),
 };
 const int attn_fwd_sm90_variant_count =
