@@ -99,7 +99,7 @@
 
 namespace {
 
-/* Consumer warpgroups of version VER: 3 in v7 (VER 8, and v8t on its shape: 10;
+/* Consumer warpgroups of version VER: 3 in v7 (VER 8, its v10 twin 13, and v8t: 10;
  * FlashAttention-3's d = 64 shape, BM = 192: the softmax, not the tensor cores, bounds
  * d = 64, and a third consumer gives the multiprocessor's exp units more independent rows),
  * else 2. BM = 64 per consumer. */
@@ -107,12 +107,12 @@ __host__ __device__ constexpr int sm90_consumers(int ver)
 {
     return ver == 8 || ver == 10 || ver == 13 ? 3 : 2;
 }
-/* v9's tile boundary overlap (VER 11, v6's shape), with its loads (the first K before Q, Q
- * prefetched into L2 by a second thread) */
+/* v9's tile boundary overlap (VER 11, v6's shape; 14, its v10 twin), with its loads (the
+ * first K before Q, Q prefetched into L2 by a second thread) */
 __host__ __device__ constexpr bool sm90_cross_tile(int ver) { return ver == 11 || ver == 14; }
-/* v10: v6 (VER 12), v7 (13) and v9 (14) with the softmax held before the wait for the P V that
- * runs under it (sm90v10, below) */
-__host__ __device__ constexpr bool sm90_fenced(int ver) { return ver >= 12 && ver <= 14; }
+/* v10: v6 (VER 12), v7 (13) and v9 (14) with the softmax's exponentials held before the wait
+ * for the P V that runs under them (sm90v10, below) */
+__host__ __device__ constexpr bool sm90_held_exp(int ver) { return ver >= 12 && ver <= 14; }
 /* v8's pairs of thread blocks sharing K/V by multicast: VER 9 (v6's shape), 10 (v7's) */
 __host__ __device__ constexpr bool sm90_pair(int ver) { return ver == 9 || ver == 10; }
 __host__ __device__ constexpr int sm90_bm(int ver) { return 64 * sm90_consumers(ver); }
@@ -153,7 +153,7 @@ template <int D, int BN, int STAGES, int VER = 1> struct sm90_smem {
     static constexpr int PEND = SCHED_EMPTY + 8;          /* v9: per consumer, the pending */
     static constexpr int ANCHOR = PEND + 8 * 3;           /* tile's m0 and b Hq + h; v10: a */
     static constexpr int TOTAL =                          /* word per consumer thread      */
-        ANCHOR + (sm90_fenced(VER) ? 4 * 128 * sm90_consumers(VER) : 0);
+        ANCHOR + (sm90_held_exp(VER) ? 4 * 128 * sm90_consumers(VER) : 0);
     static constexpr size_t LAUNCH = TOTAL + 1024;        /* room to align the base     */
     static_assert(LAUNCH <= 227 * 1024, "shared memory of one thread block on sm_90");
 };
@@ -249,7 +249,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     constexpr bool DYN = VER >= 6 && !MC, TMA_O = VER >= 7;
     /* v9 (VER 11): the last P V of a tile goes out with the next tile's first S (XT) */
     constexpr bool XT = sm90_cross_tile(VER);
-    constexpr bool FENCED = sm90_fenced(VER);
+    constexpr bool HELD = sm90_held_exp(VER);
     static_assert(!XT || (DYN && TMA_O), "v9 is v6 with the tile boundary overlapped");
     constexpr int KV_ROWS = MC ? BN / 2 : BN;
     static_assert(KV_ROWS % 8 == 0, "a multicast half is whole 1024-byte swizzle atoms");
@@ -852,7 +852,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 release_q(i);
                 float alpha[1][2];
                 const bool moved = softmax_s(i, alpha);
-                if constexpr (FENCED) {
+                if constexpr (HELD) {
                     /* v10: the row sums (so every exponential of P) stored before the wait
                      * for P_{i-1} V, to a word of this thread's own that nothing reads. The
                      * PTX has the exponentials there already, but ptxas hoists the wait
