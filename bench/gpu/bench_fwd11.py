@@ -20,12 +20,17 @@ Hypotheses (bench/RESULTS.md "Issue 11: the per-call cost"), each with the figur
          flashc_pdl (FLASHC_CUDA_FWD_PDL=1), helper fwd12's flashc_tail (FLASHC_CUDA_FWD_TAIL=1,
          timed by bench/gpu/s9_fwd12.sh with a --set fwd12 of this script, both in git at
          188e3cf); both variables since removed, so such an instance now runs the default.
+         A family works too: NAME:FLASHC_CUDA_KERNEL=sm90v10 (read once per instance).
+--set cells (helper fwd14): the target cells only, d 128 at 2k / 4k / 16k and d 64 at 2k / 4k,
+         causal and not; per implementation do_bench with its flush and the CUPTI kernel time,
+         in --rounds interleaved rounds (median), no b2b / graph / host measures, no scans; the
+         table gives each one's ratio to cuDNN and each alt instance's to flashc.
 Every implementation is timed on the same inputs in this one process: flashc (the dispatcher's
 choice, through ctypes, bench_sdpa.Flashc), the alt instances, SDPA cuDNN, SDPA flash (FA2);
 every flashc instance is checked against SDPA flash first (twice each).
 
 usage: bench_fwd11.py --lib build/libflashc.so [--rep-ms 20] [--out fwd11.json] [--quick]
-                      [--alt NAME:VAR=VALUE ...]
+                      [--alt NAME:VAR=VALUE ...] [--set fwd11|cells] [--rounds 2]
 """
 import argparse
 import json
@@ -203,6 +208,8 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true", help="main cases only, no scans")
     ap.add_argument("--alt", action="append", default=[], help="NAME:VAR=VALUE")
+    ap.add_argument("--set", default="fwd11", choices=("fwd11", "cells"))
+    ap.add_argument("--rounds", type=int, default=2, help="--set cells: interleaved rounds")
     a = ap.parse_args()
     alts = []
     for spec in a.alt:
@@ -233,7 +240,12 @@ def main():
     cases = [("main", 128, 2048, 2048, 8, False), ("main", 128, 4096, 4096, 4, False),
              ("main", 128, 16384, 16384, 1, False), ("main", 64, 2048, 2048, 8, False),
              ("main", 64, 4096, 4096, 4, False)]
-    if not a.quick:
+    cells = a.set == "cells"
+    if cells:
+        cases = [("main", d, s, s, 16384 // s, c) for d, ss in ((128, (2048, 4096, 16384)),
+                                                              (64, (2048, 4096)))
+                 for c in (False, True) for s in ss]
+    elif not a.quick:
         cases += [("bscan", 128, 2048, 2048, b, False) for b in (2, 4, 16)]
         cases += [("kscan", 128, 2048, sk, 8, False) for sk in (1024, 4096, 8192)]
     rows = []
@@ -261,6 +273,32 @@ def main():
             print(f"{kind} d={d} S={S} Sk={Sk} B={B}: flashc WRONG (maxdiff {diff:.2e})",
                   flush=True)
             rows.append(r)
+            continue
+        if cells:  # rounds of every implementation in turn, so that drift hits all alike
+            for n, fn in fns.items():
+                fn()
+            torch.cuda.synchronize()
+            per = {n: [] for n in fns}
+            for _ in range(a.rounds):
+                for n, fn in fns.items():
+                    per[n].append(triton.testing.do_bench(fn, warmup=5, rep=a.rep_ms,
+                                                          return_mode="median"))
+            for n in fns:
+                v = sorted(per[n])
+                r[n] = {"flush": (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2}
+            try:
+                tr = trace_calls(fns, 10)
+            except Exception as e:  # noqa: BLE001 (the profiler is a diagnostic here)
+                tr = {}
+                r["trace_error"] = str(e)[:160]
+            for n, t in tr.items():
+                r[n].update(t)
+            rows.append(r)
+            print(f"d={d} S={S} B={B}{' causal' if causal else ''}: " + "  ".join(
+                f"{n} {r[n]['flush'] * 1e3:.1f}us"
+                + (f"/{r[n]['kern_us']:.1f}us" if "kern_us" in r[n] else "") for n in fns),
+                flush=True)
+            del q, k, v, o, lse, ref, fns
             continue
         for n, fn in fns.items():
             fn()
@@ -309,7 +347,10 @@ def main():
         with open(a.out, "w") as fh:
             json.dump({"device": dev.name, "torch": torch.__version__,
                        "cudnn": torch.backends.cudnn.version(), "rows": rows}, fh, indent=1)
-    report(rows)
+    if cells:
+        report_cells(rows, [n for n, _, _ in alts])
+    else:
+        report(rows)
     return 0 if all(math.isfinite(r["maxdiff"]) and r["maxdiff"] < 2e-2 for r in rows) else 1
 
 
@@ -370,6 +411,29 @@ def report(rows):
             line.append(f"{n} {val:.1f} (slope {s:.3f} us/{xkey}; points "
                         + ", ".join(f"{x}:{y:.0f}" for x, y in sorted(xy)) + ")")
         print(f"{label}: " + "; ".join(line))
+
+
+def report_cells(rows, alts):
+    """--set cells: per cell, TFLOP/s under do_bench's flush and in CUPTI kernel time, each
+    flashc instance's ratio to cuDNN (cuDNN's time / its own) and each alt's to flashc."""
+    g = lambda r, n, k: r.get(n, {}).get(k)
+    tf = lambda r, ms: r["flops"] / (ms * 1e-3) / 1e12 if ms else float("nan")
+    q = lambda a, b: f"{a / b:.3f}" if a and b else "nan"
+    print("\n| d | S | causal | impl | flush TF | kernel TF | /cuDNN flush | /cuDNN kernel "
+          "| /flashc flush | /flashc kernel |")
+    print("|---" * 10 + "|")
+    for r in rows:
+        for n in ["flashc"] + alts + ["cudnn", "flash"]:
+            if n not in r:
+                continue
+            fl, ke = g(r, n, "flush"), g(r, n, "kern_us")
+            cf, ck = g(r, "cudnn", "flush"), g(r, "cudnn", "kern_us")
+            df, dk = g(r, "flashc", "flush"), g(r, "flashc", "kern_us")
+            own = n.startswith("flashc")
+            print(f"| {r['d']} | {r['Sq']} | {int(r['causal'])} | {n} | {tf(r, fl):.0f} | "
+                  f"{tf(r, ke / 1e3 if ke else None):.0f} | {q(cf, fl) if own else ''} | "
+                  f"{q(ck, ke) if own else ''} | {q(df, fl) if n in alts else ''} | "
+                  f"{q(dk, ke) if n in alts else ''} |")
 
 
 if __name__ == "__main__":
