@@ -122,17 +122,16 @@ static inline void split16(__m512 x, __m512i *hi, __m512i *lo)
  * r = x denormal, r denormal itself. Returns 0 (hp, lp not valid) if any lane of r is NaN, inf
  * or denormal; otherwise hp, lp are bit for bit split16's. */
 static inline __attribute__((always_inline)) int split_cvt32(const __m512 x[2][2], __m512i hp[2],
-                                                             __m512i lp[2])
+                                                             __m512i lp[2], __m512i hl[2][2])
 {
     __mmask16 bad = 0;
     for (int i = 0; i < 2; i++) {
         __m512bh h = _mm512_cvtne2ps_pbh(x[i][1], x[i][0]);
         memcpy(&hp[i], &h, 64);
-        const __m512 h0 = _mm512_castsi512_ps(
-            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(hp[i])), 16));
-        const __m512 h1 = _mm512_castsi512_ps(
-            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(hp[i], 1)), 16));
-        const __m512 r0 = _mm512_sub_ps(x[i][0], h0), r1 = _mm512_sub_ps(x[i][1], h1);
+        hl[i][0] = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(hp[i])), 16);
+        hl[i][1] = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(hp[i], 1)), 16);
+        const __m512 r0 = _mm512_sub_ps(x[i][0], _mm512_castsi512_ps(hl[i][0]));
+        const __m512 r1 = _mm512_sub_ps(x[i][1], _mm512_castsi512_ps(hl[i][1]));
         /* QNaN 0x01, +inf 0x08, -inf 0x10, denormal 0x20, SNaN 0x80 */
         bad |= _mm512_fpclass_ps_mask(r0, 0xb9) | _mm512_fpclass_ps_mask(r1, 0xb9);
         __m512bh l = _mm512_cvtne2ps_pbh(r1, r0);
@@ -165,6 +164,11 @@ static inline __attribute__((always_inline)) void split_rows(const float *X, int
     for (int64_t r0 = 0; r0 < (bp ? kr : ra); r0 += 2)
         for (int64_t c0 = 0; c0 < cend; c0 += 32) {
             __m512 x[2][2]; /* [row of the pair][16-column half] */
+            if (cvt && r0 + 2 <= rows && c0 + 32 <= n) /* inside X: plain loads */
+                for (int i = 0; i < 2; i++)
+                    for (int half = 0; half < 2; half++)
+                        x[i][half] = _mm512_loadu_ps(X + (r0 + i) * ldx + c0 + 16 * half);
+            else
             for (int i = 0; i < 2; i++)
                 for (int half = 0; half < 2; half++) {
                     const int64_t c = c0 + 16 * half, nv = n - c;
@@ -174,8 +178,8 @@ static inline __attribute__((always_inline)) void split_rows(const float *X, int
                                      ? _mm512_maskz_loadu_ps(mk, X + (r0 + i) * ldx + c)
                                      : _mm512_setzero_ps();
                 }
-            __m512i hp[2], lp[2];
-            if (cvt && split_cvt32(x, hp, lp)) {
+            __m512i hp[2], lp[2], h[2][2], l[2][2];
+            if (cvt && split_cvt32(x, hp, lp, h)) {
                 if (a)
                     for (int i = 0; i < 2; i++)
                         if (r0 + i < ra) {
@@ -188,15 +192,15 @@ static inline __attribute__((always_inline)) void split_rows(const float *X, int
                         const int64_t c = c0 + 16 * half;
                         if (c >= n16)
                             break;
-                        const __m512i idx = half ? ihi : ilo;
                         _mm512_storeu_si512(bp + r0 / 2 * ldbp + c,
-                                            _mm512_permutex2var_epi16(hp[0], idx, hp[1]));
+                                            _mm512_or_si512(_mm512_srli_epi32(h[0][half], 16),
+                                                            h[1][half]));
                         _mm512_storeu_si512(bp + (kr + r0) / 2 * ldbp + c,
-                                            _mm512_permutex2var_epi16(lp[0], idx, lp[1]));
+                                            _mm512_permutex2var_epi16(lp[0], half ? ihi : ilo,
+                                                                      lp[1]));
                     }
                 continue;
             }
-            __m512i h[2][2], l[2][2];
             for (int i = 0; i < 2; i++)
                 for (int half = 0; half < 2; half++)
                     split16(x[i][half], &h[i][half], &l[i][half]);
