@@ -176,7 +176,8 @@ static void test_mm_split(void **state)
             for (int b = 0; b < ns; b++, cnt++)
                 for (int cvt = 0; cvt < 2; cvt++)
                     check_split(mms[u], sz[a], sz[b], 1 + (a + b) % 3, cvt);
-        printf("  %s: %d split, split_cvt / pack_at shapes match the scalar model\n", mms[u]->unit, cnt);
+        printf("  %s: %d split, split_cvt / pack_at shapes match the scalar model\n",
+               mms[u]->unit, cnt);
     }
 }
 
