@@ -164,20 +164,22 @@ static inline __attribute__((always_inline)) void split_rows(const float *X, int
     for (int64_t r0 = 0; r0 < (bp ? kr : ra); r0 += 2)
         for (int64_t c0 = 0; c0 < cend; c0 += 32) {
             __m512 x[2][2]; /* [row of the pair][16-column half] */
-            if (cvt && r0 + 2 <= rows && c0 + 32 <= n) /* inside X: plain loads */
+            if (cvt && r0 + 2 <= rows && c0 + 32 <= n) { /* inside X: plain loads */
                 for (int i = 0; i < 2; i++)
                     for (int half = 0; half < 2; half++)
                         x[i][half] = _mm512_loadu_ps(X + (r0 + i) * ldx + c0 + 16 * half);
-            else
-            for (int i = 0; i < 2; i++)
-                for (int half = 0; half < 2; half++) {
-                    const int64_t c = c0 + 16 * half, nv = n - c;
-                    const __mmask16 mk = nv >= 16 ? 0xffff : nv > 0 ? (__mmask16)((1u << nv) - 1u)
-                                                                    : 0;
-                    x[i][half] = r0 + i < rows && mk
-                                     ? _mm512_maskz_loadu_ps(mk, X + (r0 + i) * ldx + c)
-                                     : _mm512_setzero_ps();
-                }
+            } else {
+                for (int i = 0; i < 2; i++)
+                    for (int half = 0; half < 2; half++) {
+                        const int64_t c = c0 + 16 * half, nv = n - c;
+                        const __mmask16 mk = nv >= 16   ? 0xffff
+                                             : nv > 0 ? (__mmask16)((1u << nv) - 1u)
+                                                      : 0;
+                        x[i][half] = r0 + i < rows && mk
+                                         ? _mm512_maskz_loadu_ps(mk, X + (r0 + i) * ldx + c)
+                                         : _mm512_setzero_ps();
+                    }
+            }
             __m512i hp[2], lp[2], h[2][2], l[2][2];
             if (cvt && split_cvt32(x, hp, lp, h)) {
                 if (a)
