@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/cpu_bwd_peer.py — the CPU backward in the same run: flashc bf16 with each value of
 FLASHC_CPU_BWD_MM in --mm (set around its calls: 1 the matrix units' schedule, 2 the same with P
-and dS rounded once, 3 dS alone rounded once, :BRxBC tiles), flashc bf16 with the variable unset (the library's choice),
+and dS rounded once, 3 dS alone rounded once, :BRxBC tiles; a trailing +s also sets
+FLASHC_CPU_BWD_SPLIT=1, the unit's split_cvt), flashc bf16 with the variable unset (the library's choice),
 flashc float32 on the same values, and PyTorch's CPU SDPA backward (bf16, autograd) on the same
 inputs; interleaved rounds after one warm-up each, medians. One row per flashc bf16 run.
 
@@ -37,10 +38,11 @@ ap.add_argument("--cores", default="", help="comma-separated cores to pin to")
 ap.add_argument("--no-default", action="store_true", help="skip flashc bf16 on the default path")
 ap.add_argument("--no-torch", action="store_true", help="skip torch's backward")
 ap.add_argument("--mm", default="1",
-                help="FLASHC_CPU_BWD_MM values, one flashc bf16 run each, interleaved (e.g. 1,2,1:128x64)")
+                help="FLASHC_CPU_BWD_MM values, one flashc bf16 run each, interleaved (e.g. 1,2,1:128x64,1+s)")
 args = ap.parse_args()
 os.environ["OMP_NUM_THREADS"] = str(args.threads)
 os.environ.pop("FLASHC_CPU_BWD_MM", None)  # "default" is the library's own choice
+os.environ.pop("FLASHC_CPU_BWD_SPLIT", None)
 try:
     os.sched_setaffinity(0, set(int(c) for c in args.cores.split(",")) if args.cores
                          else set(range(args.threads)))
@@ -73,12 +75,17 @@ def flashc_case(q, k, v, dout, causal, mm=None):
     if mm is None:
         return lambda: attention.flash_attn_backward(dout, q, k, v, out, lse, causal=causal)
 
-    def run():  # FLASHC_CPU_BWD_MM is read at every call
-        os.environ["FLASHC_CPU_BWD_MM"] = mm
+    split = mm.endswith("+s")
+
+    def run():  # FLASHC_CPU_BWD_MM and _SPLIT are read at every call
+        os.environ["FLASHC_CPU_BWD_MM"] = mm[:-2] if split else mm
+        if split:
+            os.environ["FLASHC_CPU_BWD_SPLIT"] = "1"
         try:
             return attention.flash_attn_backward(dout, q, k, v, out, lse, causal=causal)
         finally:
             os.environ.pop("FLASHC_CPU_BWD_MM", None)
+            os.environ.pop("FLASHC_CPU_BWD_SPLIT", None)
     return run
 
 

@@ -734,6 +734,83 @@ static void test_mm_p_ds(void **state)
     }
 }
 
+/* cpu_mm_bf16.split and split_cvt: bit for bit the scalar model, every word of both outputs
+ * (the padding is part of the contract), each output alone and both at once. X: normal values
+ * of several scales, then in some 32-column blocks one lane each of what split_cvt must hand to
+ * split's arithmetic (NaN, +-inf, FLT_MAX rounding to inf, a denormal, a tiny normal whose lo is
+ * denormal, -0) and blocks of exact ties and zeros that it keeps. */
+typedef void (*mm_split_fn)(const float *, int64_t, int64_t, int64_t, uint16_t *, int64_t,
+                            uint32_t *, int64_t);
+
+static void mm_split_case(const char *name, mm_split_fn fn, int64_t rows, int64_t n, int which)
+{
+    const int64_t kr = rup(rows, 32), kn = rup(n, 32), r16 = rup(rows, 16), n16 = rup(n, 16);
+    const int64_t ldx = n + 3, lda = 2 * kn + 32, ldbp = n16 + 16;
+    float *X = rand_buf(rows * ldx, -4, 4);
+    for (int64_t i = 0; i < rows * ldx; i++)
+        X[i] *= i % 5 == 1 ? 1e-3f : i % 5 == 2 ? 1e-30f : i % 5 == 3 ? 1e20f : 1.0f;
+    static const float odd[] = {NAN, INFINITY, -INFINITY, FLT_MAX, -0x1.fffffep127f, 0x1p-140f,
+                                -0x1.000002p-120f, 0x1.00001p-105f, -0.0f, 0x1.008p0f,
+                                0x1.018p0f, 0.0f, 0x1p-126f, 0x1.00ffffp-100f, 0x1p-130f,
+                                -0x1.01p-120f, 0x1.03p-118f};
+    const int nodd = (int)(sizeof odd / sizeof odd[0]);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c0 = 0; c0 < n; c0 += 32)
+            if ((r + c0 / 32) % 3 == 1) /* one odd lane in this block */
+                X[r * ldx + c0 + (r * 7 + c0) % (n - c0 < 32 ? n - c0 : 32)] =
+                    odd[(r + c0 / 32) % nodd];
+    uint16_t *a0 = malloc((size_t)(r16 * lda) * 2), *a1 = malloc((size_t)(r16 * lda) * 2);
+    uint32_t *b0 = malloc((size_t)(kr * ldbp) * 4), *b1 = malloc((size_t)(kr * ldbp) * 4);
+    assert_true(a0 && a1 && b0 && b1);
+    memset(a0, 0xee, (size_t)(r16 * lda) * 2), memset(a1, 0xee, (size_t)(r16 * lda) * 2);
+    memset(b0, 0xee, (size_t)(kr * ldbp) * 4), memset(b1, 0xee, (size_t)(kr * ldbp) * 4);
+    cpu_mm_bf16_ref.split(X, ldx, rows, n, which & 1 ? a0 : NULL, lda, which & 2 ? b0 : NULL,
+                          ldbp);
+    fn(X, ldx, rows, n, which & 1 ? a1 : NULL, lda, which & 2 ? b1 : NULL, ldbp);
+    for (int64_t r = 0; r < r16 && (which & 1); r++)
+        for (int64_t c = 0; c < 2 * kn; c++)
+            if (a0[r * lda + c] != a1[r * lda + c]) {
+                print_error("mm split [%s] A rows %lld n %lld: (%lld, %lld) %04x, model %04x\n",
+                            name, (long long)rows, (long long)n, (long long)r, (long long)c,
+                            a1[r * lda + c], a0[r * lda + c]);
+                fail();
+            }
+    for (int64_t kk = 0; kk < kr && (which & 2); kk++)
+        for (int64_t c = 0; c < n16; c++)
+            if (b0[kk * ldbp + c] != b1[kk * ldbp + c]) {
+                print_error("mm split [%s] B rows %lld n %lld: (%lld, %lld) %08x, model %08x\n",
+                            name, (long long)rows, (long long)n, (long long)kk, (long long)c,
+                            b1[kk * ldbp + c], b0[kk * ldbp + c]);
+                fail();
+            }
+    free(X), free(a0), free(a1), free(b0), free(b1);
+}
+
+static void mm_split_all(const cpu_kernels *t)
+{
+    if (!t->bf16)
+        return;
+    static const int64_t sz[] = {1, 2, 7, 16, 17, 31, 32, 33, 64, 65, 100, 128};
+    const int ns = (int)(sizeof sz / sizeof sz[0]);
+    char name[64];
+    for (int v = 0; v < 2; v++) {
+        const mm_split_fn fn = v ? t->bf16->split_cvt : t->bf16->split;
+        if (!fn)
+            continue;
+        snprintf(name, sizeof name, "%s %s", t->name, v ? "split_cvt" : "split");
+        for (int a = 0; a < ns; a++)
+            for (int b = 0; b < ns; b++)
+                mm_split_case(name, fn, sz[a], sz[b], 1 + (a + b) % 3);
+        printf("  mm split: %s, %d shapes\n", name, ns * ns);
+    }
+}
+
+static void test_mm_split(void **state)
+{
+    (void)state;
+    for_each_isa("mm split", mm_split_all);
+}
+
 /* The dispatcher: the automatic choice is one of the runnable tables, and forcing works. */
 static void test_dispatch(void **state)
 {
@@ -764,6 +841,7 @@ int main(void)
         cmocka_unit_test(test_exp),      cmocka_unit_test(test_convert),
         cmocka_unit_test(test_rows),     cmocka_unit_test(test_silu16),
         cmocka_unit_test(test_mm_bf16),  cmocka_unit_test(test_mm_softmax),
+        cmocka_unit_test(test_mm_split),
         cmocka_unit_test(test_mm_p_ds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

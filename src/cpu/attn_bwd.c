@@ -130,6 +130,8 @@ typedef struct bwd_plan {
     int64_t mm_sq;            /* mm fused: the longest sequence's query rows (dQ accumulators)  */
     int mm_single;            /* mm bits: 1 P, 2 dS rounded once, not split (measurements:
                                * FLASHC_CPU_BWD_MM=2 sets both, =3 the dS bit)                 */
+    void (*split)(const float *, int64_t, int64_t, int64_t, uint16_t *, int64_t, uint32_t *,
+                  int64_t);       /* mm: the unit's split, or its split_cvt (same bits)            */
     size_t di_floats;         /* D_i entries                                                   */
     size_t sizes[3];          /* scratch pieces: D, block offsets, tile sets                   */
     const attn_problem *p;
@@ -219,6 +221,12 @@ static void make_plan(const attn_problem *p, bwd_plan *pl)
     else
         pl->mm = unit && strcmp(unit->unit, "avx512bf16") != 0;
     pl->mm_single = !pl->mm || !opt ? 0 : opt[0] == '2' ? 3 : opt[0] == '3' ? 2 : 0;
+    /* FLASHC_CPU_BWD_SPLIT=1 (read at every call; opt-in until a host run): the unit's
+     * split_cvt where it has one, the same bits as split (kernels.h) */
+    if (pl->mm) {
+        const char *sp = getenv("FLASHC_CPU_BWD_SPLIT");
+        pl->split = sp && sp[0] == '1' && unit->split_cvt ? unit->split_cvt : unit->split;
+    }
     /* The unit's tiles: 128 keys, 128 query rows where max(D, Dv) >= 128, else 64: the per-pair
      * Q-side work (pack_at of Q and dO, dQ's C round trip) spreads over twice the keys of the
      * float32 path's 64 x 64 (bench/RESULTS.md, issue 16: d 128 n 2048, 64 x 64 1.71x the
@@ -831,12 +839,12 @@ static void mm_pair(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0, i
     tile_p_ds(c, w, qb, j0, jlo, n);
     if (dkdv) { /* (mm_single: the hi halves alone, K = R32(rows)) */
         const int64_t kp = pl->mm_single & 1 ? kr : 2 * kr, ks = pl->mm_single & 2 ? kr : 2 * kr;
-        mm->split(w->s, lds, qb->rows, n, NULL, 0, w->pb, w->ldpb);
-        mm->split(w->dp, lds, qb->rows, n, dq ? w->dsa : NULL, w->ldds, w->dsp, w->ldpb);
+        pl->split(w->s, lds, qb->rows, n, NULL, 0, w->pb, w->ldpb);
+        pl->split(w->dp, lds, qb->rows, n, dq ? w->dsa : NULL, w->ldds, w->dsp, w->ldpb);
         mm->gemm(p->Dv, n, kp, w->dot, w->ldt2, w->pb, w->ldpb, w->mones, w->dvt + kc, w->ldt);
         mm->gemm(p->D, n, ks, w->qt, w->ldt2, w->dsp, w->ldpb, w->mones, w->dkt + kc, w->ldt);
     } else {
-        mm->split(w->dp, lds, qb->rows, n, w->dsa, w->ldds, NULL, 0);
+        pl->split(w->dp, lds, qb->rows, n, w->dsa, w->ldds, NULL, 0);
     }
     if (dq)
         mm_acc_dq(c, w, qb, j0, kc, n, dq);

@@ -97,17 +97,19 @@ static void test_mm_units(void **state)
 
 /* split and pack_at (the backward's operands) bit for bit against the scalar model, on odd
  * shapes with both outputs at once and each alone; X holds ordinary values plus a NaN, an inf,
- * FLT_MAX (hi rounds to inf: lo must be 0), a tie case and a tiny value. Every word of the
+ * FLT_MAX (hi rounds to inf: lo must be 0), a tie case and tiny values
+ * (denormal inputs, a denormal lo: split_cvt hands them to split16). Every word of the
  * outputs' extents is compared (the padding is part of the contract). */
-static void check_split(const cpu_mm_bf16 *mm, int64_t rows, int64_t n, int which)
+static void check_split(const cpu_mm_bf16 *mm, int64_t rows, int64_t n, int which, int cvt)
 {
     const int64_t kr = rup(rows, 32), kn = rup(n, 32), r16 = rup(rows, 16), n16 = rup(n, 16);
     const int64_t ldx = n + 5, lda = 2 * kn + (rows & 1) * 32, ldbp = n16 + (n & 1) * 16;
     float *X = malloc((size_t)(rows * ldx) * 4);
     for (int64_t i = 0; i < rows * ldx; i++)
         X[i] = rng_normal() * (i % 7 == 3 ? 1e-3f : 1.0f);
-    const float odd[] = {NAN, INFINITY, -FLT_MAX, 1.0f + 0x1p-8f + 0x1p-23f, 0x1p-140f};
-    for (int i = 0; i < 5 && i < rows * n; i++)
+    const float odd[] = {NAN, INFINITY, -FLT_MAX, 1.0f + 0x1p-8f + 0x1p-23f, 0x1p-140f,
+                         0x1p-130f, -0x1.01p-120f};
+    for (int i = 0; i < 7 && i < rows * n; i++)
         X[(i * 37) % rows * ldx + (i * 11) % n] = odd[i];
     uint16_t *a0 = malloc((size_t)(r16 * lda) * 2), *a1 = malloc((size_t)(r16 * lda) * 2);
     uint32_t *b0 = malloc((size_t)(kr * ldbp) * 4), *b1 = malloc((size_t)(kr * ldbp) * 4);
@@ -115,20 +117,21 @@ static void check_split(const cpu_mm_bf16 *mm, int64_t rows, int64_t n, int whic
     memset(b0, 0xee, (size_t)(kr * ldbp) * 4), memset(b1, 0xee, (size_t)(kr * ldbp) * 4);
     cpu_mm_bf16_ref.split(X, ldx, rows, n, which & 1 ? a0 : NULL, lda, which & 2 ? b0 : NULL,
                           ldbp);
-    mm->split(X, ldx, rows, n, which & 1 ? a1 : NULL, lda, which & 2 ? b1 : NULL, ldbp);
+    (cvt ? mm->split_cvt : mm->split)(X, ldx, rows, n, which & 1 ? a1 : NULL, lda,
+                                      which & 2 ? b1 : NULL, ldbp);
     for (int64_t r = 0; r < r16 && (which & 1); r++)
         for (int64_t c = 0; c < 2 * kn; c++)
             if (a0[r * lda + c] != a1[r * lda + c]) {
-                print_error("%s split A rows %lld n %lld: (%lld, %lld) %04x vs %04x\n", mm->unit,
-                            (long long)rows, (long long)n, (long long)r, (long long)c,
+                print_error("%s split%s A rows %lld n %lld: (%lld, %lld) %04x vs %04x\n", mm->unit,
+                            cvt ? "_cvt" : "", (long long)rows, (long long)n, (long long)r, (long long)c,
                             a1[r * lda + c], a0[r * lda + c]);
                 fail();
             }
     for (int64_t kk = 0; kk < kr && (which & 2); kk++)
         for (int64_t c = 0; c < n16; c++)
             if (b0[kk * ldbp + c] != b1[kk * ldbp + c]) {
-                print_error("%s split B rows %lld n %lld: (%lld, %lld) %08x vs %08x\n", mm->unit,
-                            (long long)rows, (long long)n, (long long)kk, (long long)c,
+                print_error("%s split%s B rows %lld n %lld: (%lld, %lld) %08x vs %08x\n", mm->unit,
+                            cvt ? "_cvt" : "", (long long)rows, (long long)n, (long long)kk, (long long)c,
                             b1[kk * ldbp + c], b0[kk * ldbp + c]);
                 fail();
             }
@@ -171,8 +174,10 @@ static void test_mm_split(void **state)
         int cnt = 0;
         for (int a = 0; a < ns; a++)
             for (int b = 0; b < ns; b++, cnt++)
-                check_split(mms[u], sz[a], sz[b], 1 + (a + b) % 3);
-        printf("  %s: %d split / pack_at shapes match the scalar model\n", mms[u]->unit, cnt);
+                for (int cvt = 0; cvt < 2; cvt++)
+                    check_split(mms[u], sz[a], sz[b], 1 + (a + b) % 3, cvt);
+        printf("  %s: %d split, split_cvt / pack_at shapes match the scalar model\n",
+               mms[u]->unit, cnt);
     }
 }
 

@@ -108,6 +108,48 @@ static inline __mmask16 _mm512_cmp_ps_mask(__m512 a, __m512 b, const int pred)
     }
     return k;
 }
+/* kernels/avx512bf16.c split_cvt: vcvtne2ps2bf16 (round to nearest even; a denormal input
+ * reads as a signed zero; NaN truncated and quieted: SDM convert_fp32_to_bfloat16), the
+ * 256-bit halves, zero extension of words, vfpclassps */
+typedef long long __m256i __attribute__((vector_size(32), may_alias));
+static inline uint16_t emu_cvt_bf16(float f)
+{
+    uint32_t u; memcpy(&u, &f, 4);
+    if ((u & 0x7f800000u) == 0) return (uint16_t)(u >> 16 & 0x8000u);        /* zero, denormal */
+    if ((u & 0x7f800000u) == 0x7f800000u)                                      /* inf, NaN */
+        return (uint16_t)(u >> 16 | ((u & 0x7fffffu) ? 0x40u : 0u));
+    return (uint16_t)((u + 0x7fffu + (u >> 16 & 1u)) >> 16);
+}
+static inline __m512bh _mm512_cvtne2ps_pbh(__m512 a, __m512 b)
+{
+    emu_v x = emu_f(a), y = emu_f(b), r; __m512bh o;
+    for (int i = 0; i < 16; i++) r.h[i] = emu_cvt_bf16(y.f[i]), r.h[16 + i] = emu_cvt_bf16(x.f[i]);
+    memcpy(&o, &r, 64); return o;
+}
+static inline __m256i _mm512_castsi512_si256(__m512i a) { __m256i r; memcpy(&r, &a, 32); return r; }
+static inline __m256i _mm512_extracti64x4_epi64(__m512i a, const int imm)
+{ __m256i r; memcpy(&r, (const char *)&a + 32 * (imm & 1), 32); return r; }
+static inline __m512i _mm512_cvtepu16_epi32(__m256i a)
+{ uint16_t h[16]; memcpy(h, &a, 32); emu_v r; for (int i = 0; i < 16; i++) r.w[i] = h[i]; return emu_o(r); }
+static inline __m512i _mm512_slli_epi32(__m512i a, unsigned int n)
+{ emu_v x = emu_i(a); for (int i = 0; i < 16; i++) x.w[i] = n > 31 ? 0 : x.w[i] << n; return emu_o(x); }
+/* imm bits: 0x01 QNaN, 0x02 +0, 0x04 -0, 0x08 +inf, 0x10 -inf, 0x20 denormal, 0x40 finite
+ * negative, 0x80 SNaN */
+static inline __mmask16 _mm512_fpclass_ps_mask(__m512 a, const int imm)
+{
+    emu_v x = emu_f(a);
+    __mmask16 k = 0;
+    for (int i = 0; i < 16; i++) {
+        const uint32_t u = x.w[i], e = u & 0x7f800000u, m = u & 0x7fffffu, neg = u >> 31;
+        int c = 0;
+        if (e == 0x7f800000u && m) c = m & 0x400000u ? 0x01 : 0x80;
+        else if (e == 0x7f800000u) c = neg ? 0x10 : 0x08;
+        else if (e == 0 && !m) c = neg ? 0x04 : 0x02;
+        else c = (e == 0 ? 0x20 : 0) | (neg ? 0x40 : 0);
+        k |= (__mmask16)((c & imm ? 1 : 0) << i);
+    }
+    return k;
+}
 static inline __m512 _mm512_setzero_ps(void) { emu_v u; memset(&u, 0, 64); return emu_of(u); }
 static inline __m512 _mm512_set1_ps(float f) { emu_v u; for (int i = 0; i < 16; i++) u.f[i] = f; return emu_of(u); }
 static inline __m512 _mm512_loadu_ps(const void *p) { emu_v u; memcpy(&u, p, 64); return emu_of(u); }

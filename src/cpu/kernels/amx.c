@@ -27,6 +27,8 @@ void cpu_mm_avx512_pack_bt(const uint16_t *Bt, int64_t ldbt, int64_t N, int64_t 
                            int64_t ldbp);
 void cpu_mm_avx512_split(const float *X, int64_t ldx, int64_t rows, int64_t n, uint16_t *a,
                          int64_t lda, uint32_t *bp, int64_t ldbp);
+void cpu_mm_avx512_split_cvt(const float *X, int64_t ldx, int64_t rows, int64_t n, uint16_t *a,
+                             int64_t lda, uint32_t *bp, int64_t ldbp);
 void cpu_mm_avx512_pack_at(const uint16_t *X, int64_t ldx, int64_t rows, int64_t n, uint16_t *A,
                            int64_t lda);
 
@@ -414,6 +416,7 @@ const cpu_mm_bf16 cpu_mm_bf16_amx = {
     .softmax = cpu_kernels_avx512_mm_softmax,
     .fwd_tile = amx_fwd_tile,
     .split = cpu_mm_avx512_split,
+    .split_cvt = cpu_mm_avx512_split_cvt,
     .pack_at = cpu_mm_avx512_pack_at,
     .p_ds = cpu_kernels_avx512_mm_p_ds,
 };

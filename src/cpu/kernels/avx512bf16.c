@@ -114,31 +114,98 @@ static inline void split16(__m512 x, __m512i *hi, __m512i *lo)
     *lo = bf16_bits(r);
 }
 
+/* split of one row pair x 32 columns by vcvtne2ps2bf16: hp[i], lp[i] = the 32 hi, lo words of row
+ * i in column order (x[i][half]: its 16-column halves). The instruction rounds to nearest even
+ * as bf16_bits does, but reads a denormal input as zero and writes no denormal (Intel SDM,
+ * VCVTNEPS2BF16), and lo must be 0 where x - hi is not finite; every such lane shows in r = x -
+ * hi (hi read back from hp): x NaN / inf or rounded to inf -> r NaN / inf, x denormal -> hi = 0,
+ * r = x denormal, r denormal itself. Returns 0 (hp, lp not valid) if any lane of r is NaN, inf
+ * or denormal; otherwise hp, lp are bit for bit split16's. */
+static inline __attribute__((always_inline)) int split_cvt32(const __m512 x[2][2], __m512i hp[2],
+                                                             __m512i lp[2], __m512i hl[2][2])
+{
+    __mmask16 bad = 0;
+    for (int i = 0; i < 2; i++) {
+        __m512bh h = _mm512_cvtne2ps_pbh(x[i][1], x[i][0]);
+        memcpy(&hp[i], &h, 64);
+        hl[i][0] = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(hp[i])), 16);
+        hl[i][1] = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(hp[i], 1)), 16);
+        const __m512 r0 = _mm512_sub_ps(x[i][0], _mm512_castsi512_ps(hl[i][0]));
+        const __m512 r1 = _mm512_sub_ps(x[i][1], _mm512_castsi512_ps(hl[i][1]));
+        /* QNaN 0x01, +inf 0x08, -inf 0x10, denormal 0x20, SNaN 0x80 */
+        bad |= _mm512_fpclass_ps_mask(r0, 0xb9) | _mm512_fpclass_ps_mask(r1, 0xb9);
+        __m512bh l = _mm512_cvtne2ps_pbh(r1, r0);
+        memcpy(&lp[i], &l, 64);
+    }
+    return bad == 0;
+}
+
 /* Row pairs (2kk, 2kk + 1) of X, 32 columns at a time: 16-column halves split once, then the
  * A rows (the high halves of two halves' lanes, in order: one two-source permute) and the B
- * pair-rows (row 2kk's high half shifted down, or'ed with row 2kk + 1's). */
-void cpu_mm_avx512_split(const float *X, int64_t ldx, int64_t rows, int64_t n, uint16_t *a,
-                         int64_t lda, uint32_t *bp, int64_t ldbp)
+ * pair-rows (row 2kk's high half shifted down, or'ed with row 2kk + 1's). cvt: each block by
+ * split_cvt32 first (A rows as they come, B pair-rows by pack_b's interleave), split16 where it
+ * declines: the same bits. */
+static inline __attribute__((always_inline)) void split_rows(const float *X, int64_t ldx,
+                                                             int64_t rows, int64_t n, uint16_t *a,
+                                                             int64_t lda, uint32_t *bp,
+                                                             int64_t ldbp, int cvt)
 {
     static const uint16_t odd_idx[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
                                          23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
                                          45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
+    static const uint16_t lo_idx[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
+                                        37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
+                                        11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
     const __m512i odd = _mm512_loadu_si512(odd_idx);
+    const __m512i ilo = _mm512_loadu_si512(lo_idx);
+    const __m512i ihi = _mm512_add_epi16(ilo, _mm512_set1_epi16(16));
     const int64_t kr = rup(rows, CPU_MM_KP), kn = rup(n, CPU_MM_KP), n16 = rup(n, 16);
     const int64_t ra = rup(rows, 16), cend = a ? kn : n16;
     for (int64_t r0 = 0; r0 < (bp ? kr : ra); r0 += 2)
         for (int64_t c0 = 0; c0 < cend; c0 += 32) {
-            __m512i h[2][2], l[2][2]; /* [row of the pair][16-column half] */
-            for (int i = 0; i < 2; i++)
-                for (int half = 0; half < 2; half++) {
-                    const int64_t c = c0 + 16 * half, nv = n - c;
-                    const __mmask16 mk = nv >= 16 ? 0xffff : nv > 0 ? (__mmask16)((1u << nv) - 1u)
-                                                                    : 0;
-                    const __m512 x = r0 + i < rows && mk
+            __m512 x[2][2]; /* [row of the pair][16-column half] */
+            if (cvt && r0 + 2 <= rows && c0 + 32 <= n) { /* inside X: plain loads */
+                for (int i = 0; i < 2; i++)
+                    for (int half = 0; half < 2; half++)
+                        x[i][half] = _mm512_loadu_ps(X + (r0 + i) * ldx + c0 + 16 * half);
+            } else {
+                for (int i = 0; i < 2; i++)
+                    for (int half = 0; half < 2; half++) {
+                        const int64_t c = c0 + 16 * half, nv = n - c;
+                        const __mmask16 mk = nv >= 16   ? 0xffff
+                                             : nv > 0 ? (__mmask16)((1u << nv) - 1u)
+                                                      : 0;
+                        x[i][half] = r0 + i < rows && mk
                                          ? _mm512_maskz_loadu_ps(mk, X + (r0 + i) * ldx + c)
                                          : _mm512_setzero_ps();
-                    split16(x, &h[i][half], &l[i][half]);
-                }
+                    }
+            }
+            __m512i hp[2], lp[2], h[2][2], l[2][2];
+            if (cvt && split_cvt32(x, hp, lp, h)) {
+                if (a)
+                    for (int i = 0; i < 2; i++)
+                        if (r0 + i < ra) {
+                            uint16_t *row = a + (r0 + i) * lda + c0;
+                            _mm512_storeu_si512(row, hp[i]);
+                            _mm512_storeu_si512(row + kn, lp[i]);
+                        }
+                if (bp)
+                    for (int half = 0; half < 2; half++) {
+                        const int64_t c = c0 + 16 * half;
+                        if (c >= n16)
+                            break;
+                        _mm512_storeu_si512(bp + r0 / 2 * ldbp + c,
+                                            _mm512_or_si512(_mm512_srli_epi32(h[0][half], 16),
+                                                            h[1][half]));
+                        _mm512_storeu_si512(bp + (kr + r0) / 2 * ldbp + c,
+                                            _mm512_permutex2var_epi16(lp[0], half ? ihi : ilo,
+                                                                      lp[1]));
+                    }
+                continue;
+            }
+            for (int i = 0; i < 2; i++)
+                for (int half = 0; half < 2; half++)
+                    split16(x[i][half], &h[i][half], &l[i][half]);
             if (a)
                 for (int i = 0; i < 2; i++)
                     if (r0 + i < ra) {
@@ -160,6 +227,18 @@ void cpu_mm_avx512_split(const float *X, int64_t ldx, int64_t rows, int64_t n, u
                                                         l[1][half]));
                 }
         }
+}
+
+void cpu_mm_avx512_split(const float *X, int64_t ldx, int64_t rows, int64_t n, uint16_t *a,
+                         int64_t lda, uint32_t *bp, int64_t ldbp)
+{
+    split_rows(X, ldx, rows, n, a, lda, bp, ldbp, 0);
+}
+
+void cpu_mm_avx512_split_cvt(const float *X, int64_t ldx, int64_t rows, int64_t n, uint16_t *a,
+                             int64_t lda, uint32_t *bp, int64_t ldbp)
+{
+    split_rows(X, ldx, rows, n, a, lda, bp, ldbp, 1);
 }
 
 /* pack_at: blocks of 32 rows x 16 columns of X; the two rows of each pair interleaved (as
@@ -283,6 +362,7 @@ const cpu_mm_bf16 cpu_mm_bf16_avx512 = {
     .gemm = dp_gemm,
     .softmax = cpu_kernels_avx512_mm_softmax,
     .split = cpu_mm_avx512_split,
+    .split_cvt = cpu_mm_avx512_split_cvt,
     .pack_at = cpu_mm_avx512_pack_at,
     .p_ds = cpu_kernels_avx512_mm_p_ds,
 };

@@ -111,6 +111,11 @@ typedef struct cpu_mm_bf16 {
      *     ldbp >= R16(n) words, columns n .. R16(n) zero. Multiplies an A from pack_at.      */
     void (*split)(const float *X, int64_t ldx, int64_t rows, int64_t n, uint16_t *a,
                   int64_t lda, uint32_t *bp, int64_t ldbp);
+    /* Optional (NULL: none): split, bit for bit, with vcvtne2ps2bf16 rounding 32 values at a
+     * time where no lane is NaN, inf or denormal in x or x - hi (split's arithmetic elsewhere);
+     * opt-in, FLASHC_CPU_BWD_SPLIT=1 (attn_bwd.c make_plan). */
+    void (*split_cvt)(const float *X, int64_t ldx, int64_t rows, int64_t n, uint16_t *a,
+                      int64_t lda, uint32_t *bp, int64_t ldbp);
     /* X (rows x n bf16, ldx) -> A (R16(n) x 2 kr bf16, lda >= 2 kr, kr = R32(rows)): the
      * transpose of X twice along k, A[c][r] = A[c][kr + r] = X[r][c], zero in columns
      * rows .. kr and kr + rows .. 2 kr and in rows n .. R16(n): the A operand of a split B. */
