@@ -340,8 +340,14 @@ static inline int pvjob_step(pvjob *j)
 }
 
 /* overlap 0: each chunk's S, softmax, P V in turn; 1: chunk c + 1's S product in steps between
- * the softmax rows of chunk c; 2: also chunk c - 1's P V (P in two buffers), so that only the
- * first S product and the last P V run without the vector work beside them. */
+ * the softmax's groups of FWD_GROUP rows of chunk c; 2: also chunk c - 1's P V (P in two
+ * buffers), so that only the first S product and the last P V run without the vector work
+ * beside them. Groups, not single rows: the softmax computes a group's maxima before its
+ * exponentials (one row at a time leaves each row's max chain exposed). Measured on the dev
+ * Xeon (bench/RESULTS.md, issue 16, amx10), 1 thread, process CPU time, against overlap 0:
+ * rows 1 (as before 2026-12-04) 0.91-0.94x at d 128 n 2048; groups of 4 / 6 / 8 / 16 rows
+ * 1.04 / 1.06 / 1.04-1.05 / 1.01-1.02x (d 128 n 2048 and 4096), 1.10x at d 64 with 8. */
+enum { FWD_GROUP = 8 };
 static void amx_fwd_tile(const cpu_mm_fwd *f)
 {
     const int64_t kns = (f->cols + 15) / 16 * 16, lds = f->lds;
@@ -361,10 +367,11 @@ static void amx_fwd_tile(const cpu_mm_fwd *f)
         int s_on = next, pv_on = pv_pending;
         if (next)
             sjob_init(&sj, f, r0 + 32, f->s + ((c + 1) & 1) * 32 * lds);
-        /* steps of the other products per softmax row, spread over the chunk */
+        /* steps of the other products per group of softmax rows, spread over the chunk */
         const int64_t steps = (s_on && mode ? nblk * (ksteps + 1) : 0) +
                               (pv_on ? pvjob_steps(&pj) : 0);
-        const int64_t per = (steps + nr - 1) / nr;
+        const int64_t groups = (nr + FWD_GROUP - 1) / FWD_GROUP;
+        const int64_t per = (steps + groups - 1) / groups;
         mm_barrier();
         for (int64_t r = 0; r < nr && (f->klo || f->cols < kns); r++) {
             float *row = s + r * lds;
@@ -379,10 +386,10 @@ static void amx_fwd_tile(const cpu_mm_fwd *f)
         if (!per) /* nothing to interleave: the chunk's rows in one call */
             cpu_kernels_avx512_mm_softmax(s, lds, nr, kns, f->scale, f->m + r0, f->l + r0,
                                           f->alpha + r0, p, f->ldp);
-        for (int64_t r = 0; r < nr && per; r++) {
-            cpu_kernels_avx512_mm_softmax(s + r * lds, lds, 1, kns, f->scale, f->m + r0 + r,
-                                          f->l + r0 + r, f->alpha + r0 + r, p + r * f->ldp,
-                                          f->ldp);
+        for (int64_t r = 0; r < nr && per; r += FWD_GROUP) {
+            cpu_kernels_avx512_mm_softmax(s + r * lds, lds, nr - r < FWD_GROUP ? nr - r : FWD_GROUP,
+                                          kns, f->scale, f->m + r0 + r, f->l + r0 + r,
+                                          f->alpha + r0 + r, p + r * f->ldp, f->ldp);
             for (int64_t u = 0; u < per; u++) {
                 if (s_on && mode)
                     s_on = sjob_step(&sj);
