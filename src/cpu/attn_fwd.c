@@ -163,14 +163,17 @@ static int64_t rup(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 /* Where the unit has the fused tile (kernels.h fwd_tile): FLASHC_CPU_AMX_FWD=1 takes the rows
  * of the unit path through it (overlap 0; the straddling tiles' chunks too, with the causal /
  * window mask inside, since 2026-12-03: causal 1.03-1.06x, d 64 / 128, n 2048 / 4096, 2
- * threads), =2 with the next chunk's S product between the softmax rows (overlap 1), =3 with the previous chunk's P V there too
- * (overlap 2); =0: the chunked gemm / softmax / gemm of mm_tile. Unset: 1 where max(D, Dv) >=
+ * threads), =2 with the next chunk's S product between the softmax's groups of 8 rows (overlap
+ * 1; since 2026-12-04, amx10: 1.04-1.06x =1 at d 128, 1.10x at d 64, dev Xeon, 1 thread; it was
+ * one row at a time before, 0.91-0.94x), =3 with the previous chunk's P V there too (overlap 2);
+ * =0: the chunked gemm / softmax / gemm of mm_tile. Unset: 1 where max(D, Dv) >=
  * 64, else 0 (d 64 since 2026-12-02: 1.25-1.43x torch's CPU SDPA against the chunked path's
  * 1.06-1.26x, n 2048 / 4096, same host; d < 64 unmeasured). Read at every call (one getenv beside a whole forward), so one process can time
  * each. The same bits either way. Measured on the Xeon's AMX (bench/amx_phases.c, bench/RESULTS.md
  * "The fused AMX tile"), one key tile of 192 against 1152 rows: d 128 chunked 599 us, fused
  * 548, overlap 1 / 2 656 / 655 (the interleaved tile steps slow the softmax more than they
- * hide); 2 threads at once 616 / 553 / 640 / 648; 384 keys 1134 / 1031; d 64 386 / 400. */
+ * hide, one softmax row at a time then); 2 threads at once 616 / 553 / 640 / 648; 384 keys
+ * 1134 / 1031; d 64 386 / 400. */
 static int mm_fused_choice(const attn_problem *p)
 {
     const char *e = getenv("FLASHC_CPU_AMX_FWD");

@@ -196,13 +196,13 @@ static void test_mm_attention(void **state)
 }
 
 /* The fused tile (amx.c fwd_tile, FLASHC_CPU_AMX_FWD=1, =2 with the next S product between the
- * softmax rows, =3 with the previous P V there too) against the chunked gemm / softmax / gemm
- * it replaces: the same bits of O and LSE on bf16 inputs, for odd shapes (rows not a multiple
- * of 16, a short last key tile, D not a multiple of 32, Dv 16 / 48 / 128, GQA, causal and
- * windowed tiles that straddle (their chunks go fused too, with each row's key range as the
- * tile's mask; rows that see no key; masks on both sides of a narrow window), many chunks per
- * item), through a copy of the emulated table whose fwd_tile counts its calls (so the path is
- * known to run). */
+ * softmax's groups of rows, =3 with the previous P V there too) against the chunked gemm / softmax
+ * / gemm it replaces: the same bits of O and LSE on bf16 inputs, for odd shapes (rows not a
+ * multiple of 16, a short last key tile, D not a multiple of 32, Dv 16 / 48 / 128, GQA, causal and
+ * windowed tiles that straddle (their chunks go fused too, with each row's key range as the tile's
+ * mask; rows that see no key; masks on both sides of a narrow window), many chunks per item),
+ * through a copy of the emulated table whose fwd_tile counts its calls (so the path is known to
+ * run). */
 static const cpu_mm_bf16 *fused_inner;
 static long fused_calls;
 static void counting_fwd_tile(const cpu_mm_fwd *f)

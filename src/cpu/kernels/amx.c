@@ -172,12 +172,12 @@ static void amx_gemm(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t
  * by row into P (bf16), then acc = alpha acc + P V; the same instructions in the same order per
  * row as amx_gemm / softmax / amx_gemm, so the same bits. Two S buffers: with overlap, chunk
  * c + 1's S product is cut into steps (one k-step of one 2 x 2 block, or its store) issued
- * between the softmax rows of chunk c, so the tile unit runs while the vector units compute the
- * exponentials (tdpbf16ps is one instruction of 16 cycles on the tile unit; the out-of-order
- * core keeps issuing the softmax behind it). The S product and P V take turns on the 8 tiles:
- * the product of chunk c + 1 is finished before P V of chunk c starts. With klo / khi (a
- * causal or window edge) the scores a row does not see become -inf between the S product and
- * its softmax, as the chunked path masks them. */
+ * between the softmax's groups of FWD_GROUP rows of chunk c, so the tile unit runs while the
+ * vector units compute the exponentials (tdpbf16ps is one instruction of 16 cycles on the tile
+ * unit; the out-of-order core keeps issuing the softmax behind it). The S product and P V
+ * take turns on the 8 tiles: the product of chunk c + 1 is finished before P V of chunk c
+ * starts. With klo / khi (a causal or window edge) the scores a row does not see become -inf
+ * between the S product and its softmax, as the chunked path masks them. */
 
 /* S = Q K^T of one chunk (16 or 32 rows) in steps. */
 typedef struct sjob {
