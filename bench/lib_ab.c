@@ -123,7 +123,15 @@ int main(int argc, char **argv)
             return 1;
         }
     }
+    /* FLASHC_CPU_AMX_FWD per side: its own value, else the process's (restored every call) */
+    const char *own = getenv("FLASHC_CPU_AMX_FWD");
+    char orig[16] = "";
+    if (own)
+        snprintf(orig, sizeof orig, "%s", own);
     const char *amx[2] = {getenv("FLASHC_AB_AMX_OLD"), getenv("FLASHC_AB_AMX_NEW")};
+    for (int i = 0; i < 2; i++)
+        if (!amx[i])
+            amx[i] = own ? orig : NULL;
     for (int r = -1; r < rounds; r++) /* round -1: warm-up */
         for (int j = 0; j < 2; j++) {
             const int i = (r & 1) ? 1 - j : j;
@@ -131,6 +139,8 @@ int main(int argc, char **argv)
             pa.block_k = i ? env_int("FLASHC_AB_BK", 0) : 0;
             if (amx[i])
                 setenv("FLASHC_CPU_AMX_FWD", amx[i], 1);
+            else
+                unsetenv("FLASHC_CPU_AMX_FWD");
             flashc_tensor tq = t4[i](q, FLASHC_BF16, 1, n, hq, d);
             flashc_tensor tk = t4[i](k, FLASHC_BF16, 1, n, hq, d);
             flashc_tensor tv = t4[i](v, FLASHC_BF16, 1, n, hq, d);
