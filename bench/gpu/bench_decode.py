@@ -203,17 +203,23 @@ def bench_clean(fn, rep_ms):
     return t[len(t) // 2]
 
 
-def ncu_drive(lib, variants, B, ctx, Hq, Hkv, d=128):
-    """Three calls of each variant at B x ctx (contiguous), each after triton's 256 MB zero_
-    (the dirty L2 of the bench), synchronised, for ncu --cache-control none to profile. A variant
-    "NAME/sN" runs NAME with num_splits = N (else the library's count)."""
-    dt = torch.bfloat16
+def decode_inputs(B, ctx, Hq, Hkv, d, dt):
+    """Random K/V caches (B, ctx, Hkv, d), full: every sequence ctx long; q (B, 1, Hq, d); o
+    and lse to be written; cache_seqlens (int32 on the device)."""
     kc = torch.randn(B, ctx, Hkv, d, dtype=dt, device="cuda")
     vc = torch.randn(B, ctx, Hkv, d, dtype=dt, device="cuda")
     q = torch.randn(B, 1, Hq, d, dtype=dt, device="cuda")
     o = torch.empty(B, 1, Hq, d, dtype=dt, device="cuda")
     lse = torch.empty(B, Hq, 1, dtype=torch.float32, device="cuda")
     seqlens = torch.full((B,), ctx, dtype=torch.int32, device="cuda")
+    return kc, vc, q, o, lse, seqlens
+
+
+def ncu_drive(lib, variants, B, ctx, Hq, Hkv, d=128):
+    """Three calls of each variant at B x ctx (contiguous), each after triton's 256 MB zero_
+    (the dirty L2 of the bench), synchronised, for ncu --cache-control none to profile. A variant
+    "NAME/sN" runs NAME with num_splits = N (else the library's count)."""
+    kc, vc, q, o, lse, seqlens = decode_inputs(B, ctx, Hq, Hkv, d, torch.bfloat16)
     flush = torch.empty(64 << 20, dtype=torch.int32, device="cuda")
     for v in variants:
         name, _, ns = v.partition("/s")
@@ -286,12 +292,7 @@ def main():
     for Hq, Hkv in heads:
         for B, ctx in shapes:
             torch.manual_seed(B * 7 + ctx)
-            kc = torch.randn(B, ctx, Hkv, d, dtype=dt, device="cuda")
-            vc = torch.randn(B, ctx, Hkv, d, dtype=dt, device="cuda")
-            q = torch.randn(B, 1, Hq, d, dtype=dt, device="cuda")
-            o = torch.empty(B, 1, Hq, d, dtype=dt, device="cuda")
-            lse = torch.empty(B, Hq, 1, dtype=torch.float32, device="cuda")
-            seqlens = torch.full((B,), ctx, dtype=torch.int32, device="cuda")
+            kc, vc, q, o, lse, seqlens = decode_inputs(B, ctx, Hq, Hkv, d, dt)
             kv_gb = 2 * kc.numel() * kc.element_size() / 1e9
             row = {"B": B, "ctx": ctx, "Hq": Hq, "Hkv": Hkv, "d": d, "kv_gb": kv_gb}
 
