@@ -110,19 +110,43 @@ def sweep_table(out):
         print("\nsplit sweep: no result")
         return
     print(f"\nsplit sweep ({DEF}, contiguous, 32/8): GB/s, x = / the rule's count (auto)")
-    print("| B x ctx | auto | s2 | s3 | s4 | s6 |")
-    print("|---|--:|--:|--:|--:|--:|")
+    print("| B x ctx | auto | s3 | s4 | s6 |")
+    print("|---|--:|--:|--:|--:|")
     for key in sorted(s, key=lambda k: (k[3], k[2])):
         v = s[key]
         a = v.get(f"contig@{DEF}")
         cells = []
-        for n in (2, 3, 4, 6):
+        for n in (3, 4, 6):
             g = v.get(f"contig@{DEF}/s{n}")
             cells.append(f"{g:.0f} ({a and g / a:.3f})" if g and a else "-")
         print(f"| {key[2]} x {key[3] // 1024}k | {fx(a, 0)} s{sp.get(key) or '?'} | "
               + " | ".join(cells) + " |")
     print("rule: a count >= 1.02x auto at 64x32k or 16x128k (>= 0.99x elsewhere): a whole-wave "
           "split rule for large B")
+
+
+def headw_table(out):
+    h = shapes(os.path.join(out, "headw.log"))
+    sp = splits(os.path.join(out, "headw.json"))
+    if not h:
+        print("\nheadw: no result")
+        return
+    hw = "headw+fill+auto"
+    print(f"\nheadw (opt-in) against the defaults ({DEF}), same process: GB/s (x defaults), "
+          "and x SDPA cuDNN")
+    print("| Hq/Hkv | B x ctx | cuDNN | defaults contig | headw contig | defaults page 16 | "
+          "headw page 16 | headw x cuDNN |")
+    print("|---|---|--:|--:|--:|--:|--:|--:|")
+    for key in sorted(h, key=lambda k: (-k[0], k[3], k[2])):
+        v = h[key]
+        c = v.get("sdpa_cudnn")
+        dc, hc = v.get(f"contig@{DEF}"), v.get(f"contig@{hw}")
+        dp, hp = v.get(f"page16@{DEF}"), v.get(f"page16@{hw}")
+        print(f"| {key[0]}/{key[1]} | {key[2]} x {key[3] // 1024}k | {fx(c, 0)} | {fx(dc, 0)} | "
+              f"{fx(hc, 0)} ({fx(ratio(hc, dc), 3)}) | {fx(dp, 0)} | {fx(hp, 0)} "
+              f"({fx(ratio(hp, dp), 3)}) | {fx(ratio(hc, c))} |")
+    print("rule: headw >= 1.02x at 16x32k and 64x32k (contig and page 16), >= 0.99x at 4x32k and "
+          "16x128k, tests passed and memcheck 0: headw becomes the large-B loader next round")
 
 
 def ncu_table(out):
@@ -146,7 +170,8 @@ def ncu_table(out):
                 return float("nan")
         if not any_rows:
             print("\nncu, 16 x 32k, 32/8, dirty L2 (--cache-control none after a 256 MB zero_), "
-                  "per launch (3 calls a variant: the defaults, [lean3,] SDPA cuDNN)")
+                  "per launch (3 calls a variant: the defaults (VAR 1 = lean), headw (VAR 8), "
+                  "SDPA cuDNN)")
             print("| cache | kernel | grid | time us | DRAM read MB | DRAM % | warps active % |")
             print("|---|---|---|--:|--:|--:|--:|")
             any_rows = True
@@ -169,6 +194,7 @@ def main():
     out = sys.argv[1]
     ncu_table(out)
     g = grid_table(out)
+    headw_table(out)
     bhsd_table(out, g)
     sweep_table(out)
     return 0
