@@ -7,17 +7,19 @@
 #          consecutive KV heads (a warp each, every key block of the split), so a block's reads
 #          of a key are one contiguous 1 KB run of the (B, ctx, Hkv, d) cache instead of one
 #          head's 256 bytes at a 2 KB stride (where Sq * group <= 16 and Hkv % 4 == 0; else lean).
-#  1. (<= 34 s, side by side) serving_hw: tests/test_cuda_serving at full size, every test on
+#  1. (<= 40 s, side by side) serving_hw: tests/test_cuda_serving at full size, every test on
 #     headw (the kernel-variant test on headw and lean3); memcheck_hw: compute-sanitizer memcheck
 #     of the short test_kvcache_* cases on headw.
-#  2. (<= 14 s, if ncu is on PATH) Nsight Compute at 16 x 32k (Hq 32 / Hkv 8, d 128, bf16), 3 calls
+#  2. (<= 12 s, if ncu is on PATH) Nsight Compute at 16 x 32k (Hq 32 / Hkv 8, d 128, bf16), 3 calls
 #     each after triton's 256 MB zero_, --cache-control none: the defaults, headw, SDPA cuDNN's
 #     kernels: time, DRAM read, DRAM %, warps active a launch.
-#  3. (<= 38 s) bench/gpu/bench_decode.py on the grid: B {1,4,16,64} x ctx {4k,32k,128k},
+#  3. (<= 32 s) bench/gpu/bench_decode.py on the grid: B {1,4,16,64} x ctx {4k,32k,128k},
 #     Hq/Hkv 32/8 and 16/8, d 128, bf16, the defaults (lean + fill + auto) contiguous and page 16
 #     (each checked against SDPA first), against SDPA flash / cuDNN in the same process.
-#  4. (<= 14 s) headw + fill + auto against the defaults, same process, at 4x32k, 16x32k, 64x32k,
-#     16x128k, 32/8 and 16/8, contiguous and page 16.
+#  4. (<= 16 s) headw + fill + auto and lean3 + fill + auto (headw's warps, stages and shared
+#     memory with lean's access pattern: headw / lean3 is the pattern's effect alone) against the
+#     defaults, same process, at 4x32k, 16x32k, 64x32k, 16x128k, 32/8 and 16/8, contiguous and
+#     page 16.
 #  5. (<= 8 s) head-major caches ((B, Hkv, ctx, d) buffers seen as (B, ctx, Hkv, d); contiguous),
 #     32/8 at 16x32k and 64x32k: flashc's defaults and cuDNN on the same memory.
 #  6. (the rest) split sweep of the defaults at 64x32k and 16x128k (3, 4, 6 against the rule's 2
@@ -40,16 +42,16 @@ cd "$(dirname "$0")/../.." || exit 2
 s_begin decode9 "${1:-}" tests/test_cuda_serving
 T=$B/tests/test_cuda_serving
 T0=$SECONDS
-DEF=lean+fill+auto HW=headw+fill+auto
+DEF=lean+fill+auto HW=headw+fill+auto L3=lean3+fill+auto
 REP=${FLASHC_DECODE9_REP_MS:-10}
 left() { local l=$((118 - (SECONDS - T0))); [ "$l" -lt "$1" ] && l=$1; [ "$l" -gt "$2" ] && l=$2; echo $l; }
 py() { PYTHONUNBUFFERED=1 timeout -k 2 "$@"; }
 BD=(python3 bench/gpu/bench_decode.py --lib "$LIB" --rep-ms "$REP")
 
 # ---- 1. tests on headw ----
-OMP_NUM_THREADS=4 job serving_hw 34 env FLASHC_DECODE_KERNEL=headw FLASHC_TEST_KERNELS=headw,lean3 "$T"
+OMP_NUM_THREADS=4 job serving_hw 40 env FLASHC_DECODE_KERNEL=headw FLASHC_TEST_KERNELS=headw,lean3 "$T"
 if command -v compute-sanitizer >/dev/null; then
-  job memcheck_hw 34 env FLASHC_DECODE_KERNEL=headw FLASHC_TEST_SMALL=1 FLASHC_TEST_KERNELS=headw \
+  job memcheck_hw 40 env FLASHC_DECODE_KERNEL=headw FLASHC_TEST_SMALL=1 FLASHC_TEST_KERNELS=headw \
     FLASHC_TEST_FILTER='test_kvcache_*' \
     compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$T"
 else
@@ -59,7 +61,7 @@ wait_jobs
 echo "tests: $((SECONDS - T0)) s"
 
 # ---- 2. ncu at 16 x 32k ----
-nlim=$(left 0 14)
+nlim=$(left 0 12)
 if command -v ncu >/dev/null && [ "$nlim" -ge 8 ]; then
   py "$nlim" ncu --cache-control none --clock-control none \
     --kernel-name regex:'attn_decode|sdpa|fmha|flash|cudnn|xmma|fprop' --csv --page raw \
@@ -72,15 +74,15 @@ else
 fi
 
 # ---- 3. the grid ----
-py "$(left 20 38)" "${BD[@]}" --batches 1,4,16,64 --ctx 4096,32768,131072 --heads 32/8,16/8 --pages 16 \
+py "$(left 20 32)" "${BD[@]}" --batches 1,4,16,64 --ctx 4096,32768,131072 --heads 32/8,16/8 --pages 16 \
   --variants "$DEF" --out "$OUT/grid.json" >"$OUT/grid.log" 2>&1
 brc=$?
 echo "grid bench: rc $brc, $((SECONDS - T0)) s"
 [ $brc -ne 0 ] && grep -vE '^\|' "$OUT/grid.log" | tail -6
 
 # ---- 4. headw against the defaults ----
-py "$(left 8 14)" "${BD[@]}" --shapes 4x32768,16x32768,64x32768,16x131072 --heads 32/8,16/8 --pages 16 \
-  --variants "$DEF,$HW" --out "$OUT/headw.json" >"$OUT/headw.log" 2>&1
+py "$(left 8 16)" "${BD[@]}" --shapes 4x32768,16x32768,64x32768,16x131072 --heads 32/8,16/8 --pages 16 \
+  --variants "$DEF,$HW,$L3" --out "$OUT/headw.json" >"$OUT/headw.log" 2>&1
 hrc=$?
 echo "headw bench: rc $hrc, $((SECONDS - T0)) s"
 

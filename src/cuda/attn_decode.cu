@@ -537,7 +537,8 @@ __device__ __forceinline__ void dec_merge_rows(const dec_args &a, int b, int m0,
         }
 }
 
-/* One block: 16 packed rows (m_tile) of KV head hk of sequence b, split blockIdx.y.
+/* One block: 16 packed rows (m_tile) of KV head hk of sequence b, split blockIdx.y (headw: the
+ * 16-row tiles of KV heads hk0 .. hk0 + 3, one a warp, Sq * group <= 16).
  *   T   __nv_bfloat16 or __half; DI the instance's head dim (a multiple of 64, >= D and Dv;
  *   the columns past D / Dv are zero in shared memory and never stored). */
 template <typename T, int DI, bool FUSED, int VAR>
@@ -595,11 +596,12 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
         constexpr int CPR = DI / 8;
         for (int idx = tid; idx < QT * DEC_BM * CPR; idx += DEC_WARPS * 32) {
             const int r = idx / CPR, c = idx % CPR; /* r: the tile's row, past 16 the next tile */
-            const int R = m0 + r % DEC_BM;
+            const int qt = QT == 1 ? 0 : r / DEC_BM; /* (QT 1: the code as before headw) */
+            const int R = m0 + (QT == 1 ? r : r % DEC_BM);
             int bytes = 0;
             const T *src = (const T *)a.q;
             if (R < rows) {
-                const int i = R / a.group, h = (hk0 + r / DEC_BM) * a.group + R % a.group;
+                const int i = R / a.group, h = (hk0 + qt) * a.group + R % a.group;
                 bytes = 2 * min(8, max(0, a.D - 8 * c));
                 if (bytes)
                     src = (const T *)a.q + (int64_t)b * a.sq[0] + (int64_t)(qbase + i) * a.sq[1] +
@@ -748,8 +750,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
      * turn, each row from its own warp's state alone */
     const int r = tid / 8, part = tid % 8;
     const int R = m0 + r;
-    for (int w0 = 0; w0 < QT; w0++)
-    if (R < rows) {
+    for (int w0 = 0; w0 < QT && R < rows; w0++) {
         const int i = R / a.group, h = (hk0 + (HW ? w0 : 0)) * a.group + R % a.group;
         float M = -INFINITY;
 #pragma unroll
@@ -761,7 +762,8 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
         for (int w = 0; w < DEC_WARPS; w++) {
             const float m = sM[w * DEC_BM + r];
             wt[w] = m == -INFINITY || (HW && w != w0) ? 0.0f : ptx_exp2(m - M);
-            L += sL[w * DEC_BM + r] * wt[w];
+            if (!HW || w == w0) /* headw: another head's state is not read (NaN cannot leak) */
+                L += sL[w * DEC_BM + r] * wt[w];
         }
         const float inv = L > 0.0f ? 1.0f / L : 0.0f;
         const float lse = L > 0.0f ? (M + log2f(L)) * LN2 : -INFINITY;
@@ -777,7 +779,8 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
                 float x = 0.0f;
 #pragma unroll
                 for (int w = 0; w < DEC_WARPS; w++)
-                    x += sO[(w * DEC_BM + r) * DI + c0 + k] * wt[w];
+                    if (!HW || w == w0)
+                        x += sO[(w * DEC_BM + r) * DI + c0 + k] * wt[w];
                 val[k] = x * inv;
             }
             if (a.splits == 1) {
