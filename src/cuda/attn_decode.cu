@@ -174,7 +174,8 @@ enum { DEC_KERNEL_LEAN = 4, DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_BASE = 7, DEC_KERNE
 /* The split kernel's instances (its VAR template argument): the base loader (FLASHC_DECODE_KERNEL
  * = base, and every head dim > 128) and the lean loaders (lean, the default; lean3, lean5; head
  * dims <= 128 only). */
-enum { DEC_VAR_BASE = 0, DEC_VAR_LEAN = 1, DEC_VAR_LEAN3 = 2, DEC_VAR_LEAN5 = 4, DEC_VAR_HEADW = 8 };
+enum { DEC_VAR_BASE = 0, DEC_VAR_LEAN = 1, DEC_VAR_LEAN3 = 2, DEC_VAR_LEAN5 = 4,
+       DEC_VAR_HEADW = 8 };
 __host__ __device__ constexpr int dec_var_stages(int var)
 {
     return var == DEC_VAR_LEAN3 || var == DEC_VAR_HEADW ? 3 : var == DEC_VAR_LEAN5 ? 5 : DEC_STAGES;
