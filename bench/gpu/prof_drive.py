@@ -51,6 +51,7 @@ if dry:
     sys.exit(0)
 
 import torch  # noqa: E402
+import torch.cuda.profiler  # noqa: E402,F401
 import torch.nn.functional as F  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
@@ -58,6 +59,18 @@ import flashc  # noqa: E402
 
 dev = "cuda"
 bf = torch.bfloat16
+
+
+def profiler(on):
+    """cudaProfilerStart / Stop (what `ncu --profile-from-start off` waits for); the driver API's
+    cuProfilerStart / Stop on the current context if torch's wrapper is missing."""
+    try:
+        (torch.cuda.profiler.start if on else torch.cuda.profiler.stop)()
+    except (AttributeError, RuntimeError, OSError):
+        import ctypes
+        rc = getattr(ctypes.CDLL("libcuda.so.1"), "cuProfilerStart" if on else "cuProfilerStop")()
+        if rc:
+            raise RuntimeError(f"cuProfiler{'Start' if on else 'Stop'}: CUresult {rc}")
 
 
 def cudnn(fn):
@@ -113,7 +126,7 @@ for name, op, p in cases:
                 fn()
             torch.cuda.synchronize()
             if ranges:
-                torch.cuda.profiler.start()
+                profiler(True)
                 torch.cuda._sleep(1000)
                 print("SEG", name, side, flush=True)
             try:
@@ -121,7 +134,7 @@ for name, op, p in cases:
                 torch.cuda.synchronize()
             finally:
                 if ranges:
-                    torch.cuda.profiler.stop()
+                    profiler(False)
     except Exception as e:  # a failed case must not cost the others' profiles
         print("FAILED", name, f"{type(e).__name__}: {e}"[:300], flush=True)
     torch.cuda.empty_cache()

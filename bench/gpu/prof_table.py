@@ -4,8 +4,9 @@
   prof_table.py pick ALL.txt BASE.txt   the --metrics list: the candidates below that the device's
                                         `ncu --query-metrics --query-metrics-mode all` (ALL.txt) lists
                                         (ncu refuses a run with one unknown name); if that listing
-                                        failed, those whose base name `ncu --query-metrics` (BASE.txt)
-                                        lists. Prints one comma-separated line.
+                                        holds fewer than 5 of them, those whose base name
+                                        `ncu --query-metrics` (BASE.txt) lists. Prints one
+                                        comma-separated line.
   prof_table.py table RAW.csv DRIVE.log [RAW2.csv DRIVE2.log ...]
                                         one compact block a case from `ncu --csv --page raw` output,
                                         one pair a ncu run. Kernels are split into segments at each
@@ -51,12 +52,12 @@ def pick(all_path, base_path):
         except OSError:
             return set()
     full = tokens(all_path)
-    if sum("__" in t for t in full) >= 200:
-        ok = full.__contains__
-    else:  # the suffix listing failed: trust the base names
-        base = tokens(base_path)
-        ok = lambda m: m.split(".")[0] in base  # noqa: E731
+    ok = full.__contains__
     names = [m for m in BASIC if ok(m)]
+    if len(names) < 5:  # the suffix listing failed or reads otherwise: trust the base names
+        base = tokens(base_path) | full
+        ok = lambda m: m.split(".")[0] in base  # noqa: E731
+        names = [m for m in BASIC if ok(m)]
     for fam in STALL_FAMILIES:  # the first family the device knows (>= 5 reasons)
         st = [fam.format(r) for r in STALLS if ok(fam.format(r))]
         if len(st) >= 5:
