@@ -3,8 +3,9 @@
 
   prof_table.py pick ALL.txt BASE.txt   the --metrics list: the candidates below that the device's
                                         `ncu --query-metrics --query-metrics-mode all` (ALL.txt) lists
-                                        (ncu refuses a run with one unknown name); if that listing
-                                        holds fewer than 5 of them, those whose base name
+                                        (ncu refuses a run with one unknown name; the launch__
+                                        attributes are not listed and always kept); if that listing
+                                        holds fewer than 5 others, those whose base name
                                         `ncu --query-metrics` (BASE.txt) lists. Prints one
                                         comma-separated line.
   prof_table.py table RAW.csv DRIVE.log [RAW2.csv DRIVE2.log ...]
@@ -51,18 +52,22 @@ def pick(all_path, base_path):
                 return {t.strip(",\"") for t in f.read().split()}
         except OSError:
             return set()
+
+    # the launch__ attributes are not listed, and gpu__time_duration.sum worked on 2026-12-01
+    known = lambda m: m.startswith("launch__") or m == TIME  # noqa: E731
     full = tokens(all_path)
-    ok = full.__contains__
-    names = [m for m in BASIC if ok(m)]
-    if len(names) < 5:  # the suffix listing failed or reads otherwise: trust the base names
+    ok = lambda m: known(m) or m in full  # noqa: E731
+    if sum(ok(m) and not known(m) for m in BASIC) < 5:  # the suffix listing failed or reads otherwise
         base = tokens(base_path) | full
-        ok = lambda m: m.split(".")[0] in base  # noqa: E731
-        names = [m for m in BASIC if ok(m)]
+        ok = lambda m: known(m) or m.split(".")[0] in base  # noqa: E731
+    names = [m for m in BASIC if ok(m)]
     for fam in STALL_FAMILIES:  # the first family the device knows (>= 5 reasons)
         st = [fam.format(r) for r in STALLS if ok(fam.format(r))]
         if len(st) >= 5:
             names += st
             break
+    if all(known(m) for m in names):  # nothing listed: the caller falls back to its known list
+        names = []
     print(",".join(names))
 
 
