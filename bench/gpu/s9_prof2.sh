@@ -75,6 +75,7 @@ prof() { # name cap case...
     n=$(left)
     [ "$n" -lt "$cap" ] && cap=$n
     [ "$cap" -ge 8 ] && { run1 "$M0" "$@"; rc=$?; }
+    M=$M0 # the later groups go straight to the known list
   fi
   cat "$TMPD/$name.csv" >>"$RAW" 2>/dev/null
   { echo "=== $name: rc $rc"; cat "$TMPD/$name.drive" "$TMPD/$name.csv" 2>/dev/null | grep -v '^"'; } >>"$LOG"
