@@ -19,8 +19,9 @@
 #        decode Hq32 / Hkv8 d128, 16 x 32k and 1 x 32k (flash_attn_with_kvcache vs SDPA cuDNN GQA).
 #      If the first run fails with no kernel rows (a metric refused), it is retried once with the
 #      2026-12-01 metric list (known to work there).
-#   3. prof_table.py table (each run's kernels named by its own driver's SEG lines): per case, the two sides' summed ncu time and cudnn/flashc ratio, then
-#      one line a kernel (kernels under 2% of their side folded). LAST block of the output.
+#   3. prof_table.py table (each run's kernels named by its own driver's SEG lines): per case, the
+#      two sides' summed ncu time and cudnn/flashc ratio, then one line a kernel (kernels under 2%
+#      of their side folded). LAST block of the output.
 # Files in $OUT (default BUILD_DIR/out-prof2): ncu_raw.csv (the three runs' raw CSV pages) and
 # prof2.log (the metric list, the drivers' output, ncu's messages).
 set -uo pipefail
