@@ -15,18 +15,18 @@ usage: abl_table.py bench.json
 import json
 import sys
 
-# what each FLASHC_SM90_ABLATE value leaves out of v6 (src/cuda/attn_fwd_sm90.cu, sm90abl)
-STAGES = {
-    "none": "nothing (v6 itself: the noise between instances)",
-    "overlap": "intra-warpgroup overlap (softmax of S_i under P_{i-1} V)",
-    "pingpong": "ping-pong (the consumers' turns on named barriers)",
-    "dynamic": "dynamic tile scheduler (persistent, static walk)",
-    "persist": "persistent grid (one tile per thread block)",
-    "stores": "TMA store epilogue (direct stores: v6d)",
-    "bn128": "176-key blocks (128: v6n)",
-    "s3d": "(a 3rd stage, 128-key blocks, direct stores: v6s; against s2d)",
-    "s2d": "(128-key blocks, direct stores, 2 stages: s3d's base)",
-}
+# what each FLASHC_SM90_ABLATE value leaves out of v6 (src/cuda/attn_fwd_sm90.cu, sm90abl), in
+# the table's order
+STAGES = [
+    ("overlap", "intra-warpgroup overlap (in v6's SASS: the row max under P_{i-1} V)"),
+    ("pingpong", "ping-pong (the consumers' turns on named barriers)"),
+    ("dynamic", "dynamic tile scheduler (persistent grid, static walk)"),
+    ("persist", "persistent grid (one tile per thread block)"),
+    ("stores", "TMA store epilogue (direct stores: v6d)"),
+    ("bn128", "176-key blocks (128: v6n)"),
+]
+ORDER = ["flashc", "flashc_none"] + [f"flashc_{v}" for v, _ in STAGES] + [
+    "flashc_s2d", "flashc_s3d", "flashc_v10", "cudnn", "flash"]
 
 
 def main():
@@ -41,7 +41,8 @@ def main():
         if "flashc" not in r:
             print(f"| {r['Sq']} | (no timing: maxdiff {r.get('maxdiff')}) |")
             continue
-        names = ["flashc"] + sorted(n for n in r if n.startswith("flashc_")) + ["cudnn", "flash"]
+        names = [n for n in ORDER if n in r] + sorted(n for n in r if n.startswith("flashc_")
+                                                       and n not in ORDER)
         kd, kc = kern(r, "flashc"), kern(r, "cudnn")
         for n in names:
             if n not in r:
@@ -53,15 +54,22 @@ def main():
                   f"{q(kc, k) if n.startswith('flashc') else ''} |")
             if n.startswith("flashc_") and k and kd:
                 worth.setdefault(n[7:], []).append((r["Sq"], k / kd - 1.0))
-        s2, s3 = kern(r, "flashc_s2d"), kern(r, "flashc_s3d")
-        if s2 and s3:  # the third stage, where one fits (128-key blocks, direct stores)
-            worth.setdefault("3rd stage (s3d vs s2d: t_s2d / t_s3d - 1)", []).append(
-                (r["Sq"], s2 / s3 - 1.0))
-    print()
-    for v, cells in worth.items():
-        what = STAGES.get(v, v)
-        print(f"stage {v}: {what}: worth " +
-              ", ".join(f"{100 * y:+.1f} % at {s // 1024}k" for s, y in cells))
+        t = {n: kern(r, f"flashc_{n}") for n in ("s2d", "s3d", "overlap", "v10")}
+        if t["s2d"] and t["s3d"]:  # where a third slot fits: 128-key blocks, direct stores
+            worth.setdefault("3rd", []).append((r["Sq"], t["s2d"] / t["s3d"] - 1.0))
+        if t["overlap"] and t["v10"]:  # the whole softmax under the P V against none of it
+            worth.setdefault("overlap_v10", []).append((r["Sq"], t["overlap"] / t["v10"] - 1.0))
+    cells = lambda v: ", ".join(f"{100 * y:+.1f} % at {s // 1024}k" for s, y in worth.get(v, []))
+    print("\nworth = kernel time without the stage / with it - 1 (CUPTI kernel time, same run)")
+    print(f"noise: flashc_none (v6 in another instance) against flashc: {cells('none')}")
+    for v, what in STAGES:
+        print(f"stage {v}: {what}: worth {cells(v)}")
+    print(f"stage 3rd K/V slot (s2d against s3d: 128-key blocks, direct stores): worth "
+          f"{cells('3rd')}")
+    print("v10 (the exponentials under the P V too): speed-up over v6 "
+          + ", ".join(f"{100 * (1 / (1 + y) - 1):+.1f} % at {s // 1024}k"
+                      for s, y in worth.get("v10", [])))
+    print(f"the whole intra-warpgroup overlap (overlap against v10): worth {cells('overlap_v10')}")
 
 
 if __name__ == "__main__":

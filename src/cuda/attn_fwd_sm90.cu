@@ -85,6 +85,11 @@
  *                 after it. v10 stores the row sums to shared memory before the wait, which
  *                 ptxas keeps on its side. Opt-in (bench/RESULTS.md, "Issue 11: the softmax
  *                 under the P V").
+ *   "sm90abl"     (opt-in, bf16, d 128) the leave-one-out ladder of v6 without the mask: v6 with
+ *                 one stage left out, picked by FLASHC_SM90_ABLATE (none, overlap, pingpong,
+ *                 dynamic, persist: VER 32 + sm90_ablate's mask, else VER 7; stores, bn128,
+ *                 s2d, s3d: existing kernels); v6's causal kernel under the mask
+ *                 (bench/RESULTS.md, "Issue 11: leave-one-out (helper fwd15)").
  * Not yet: other head dims, Dk != Dv.
  */
 #include "attn_cuda.cuh"
