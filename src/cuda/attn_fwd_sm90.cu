@@ -1115,13 +1115,14 @@ const char *attn_fwd_sm90_ablate_names(void)
 {
     return "none|overlap|pingpong|dynamic|persist|stores|bn128|s2d|s3d";
 }
-/* entry K of sm90abl: the one FLASHC_SM90_ABLATE names, without the mask (v6's causal kernel
- * takes the masked problems, whatever it names, so that the family serves every case of
- * bf16 d 128) */
+/* entry K of sm90abl: the one FLASHC_SM90_ABLATE names, without the mask; K = -1: v6's causal
+ * kernel, which takes the masked problems whatever value is named (so that the family serves
+ * every case of bf16 d 128), but none when the value names no entry */
 template <int K>
 static int sm90_supports_abl(const attn_fwd_variant *v, const attn_problem *p, int cc, int vec16)
 {
-    return !p->causal && sm90_abl_index() == K && sm90_supports(v, p, cc, vec16);
+    return (K < 0 ? p->causal && sm90_abl_index() >= 0 : !p->causal && sm90_abl_index() == K) &&
+           sm90_supports(v, p, cc, vec16);
 }
 
 /* v8's pairs: non-causal, K/V boxes of half a block (each block of the pair loads one half) */
@@ -1262,8 +1263,8 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
         SM90_VARIANT_S(f16, __half, FAM, D, BM, BN, ST, VER, DEF, MINSEQ, SUP)
 /* sm90abl's entry K (FLASHC_SM90_ABLATE=NAME): bf16, d 128, without the mask */
 #define SM90_ABL(K, NAME, BN, ST, VER)                                                             \
-    {"attn_fwd_bf16_sm90abl_" #NAME "_d128_128x" #BN, "sm90abl", FLASHC_BF16, 128, 128, 90, 128, BN, \
-     0, 0, sm90_supports_abl<K>, attn_fwd_sm90_launch<__nv_bfloat16, 128, BN, ST, VER>}
+    {"attn_fwd_bf16_sm90abl_" #NAME "_d128_128x" #BN, "sm90abl", FLASHC_BF16, 128, 128, 90, 128,  \
+     BN, 0, 0, sm90_supports_abl<K>, attn_fwd_sm90_launch<__nv_bfloat16, 128, BN, ST, VER>}
 const attn_fwd_variant attn_fwd_sm90_variants[] = {
     /* v9 (VER 11) at d 128 under the causal mask from 4096, before v6's entry (the first match
      * wins): bench/RESULTS.md, "Issue 11: sm90 forward v9", round 1 (H200, 2026-12-03, ~19:00
@@ -1331,9 +1332,9 @@ const attn_fwd_variant attn_fwd_sm90_variants[] = {
     SM90_FAMILY_S("sm90v10", 64, 192, 128, 2, 13, 0, 0, sm90_supports),
     /* sm90abl (bf16, d 128; bench/RESULTS.md, "Issue 11: leave-one-out"): the default kernel
      * without the mask, v6 (VER 7, 176-key blocks, 2 stages), with one stage left out, chosen
-     * by FLASHC_SM90_ABLATE; v6's causal kernel under the mask. Five are instances of their
-     * own (VER 32 + sm90_ablate's mask, and a 1-slot ring); the others are exactly existing
-     * kernels: stores = v6d, bn128 = v6n, and s2d / s3d (128-key blocks, direct stores, 2 / 3
+     * by FLASHC_SM90_ABLATE; v6's causal kernel under the mask. Four are instances of their
+     * own (VER 32 + sm90_ablate's mask); the others are exactly existing kernels: stores =
+     * v6d, bn128 = v6n, and s2d / s3d (128-key blocks, direct stores, 2 / 3
      * stages: v6d's causal instance and v6s) the ring depth where a third slot fits. */
     SM90_ABL(0, none, 176, 2, 7),
     SM90_ABL(1, overlap, 176, 2, 32 + SM90_ABL_OVERLAP),
@@ -1344,7 +1345,7 @@ const attn_fwd_variant attn_fwd_sm90_variants[] = {
     SM90_ABL(6, bn128, 128, 2, 7),
     SM90_ABL(7, s2d, 128, 2, 6),
     SM90_ABL(8, s3d, 128, 3, 6),
-    SM90_VARIANT_S(bf16, __nv_bfloat16, "sm90abl", 128, 128, 128, 2, 7, 0, 0, sm90_supports_c),
+    SM90_ABL(-1, causal, 128, 2, 7), /* v6 under the mask, whatever the value */
 };
 const int attn_fwd_sm90_variant_count =
     (int)(sizeof attn_fwd_sm90_variants / sizeof attn_fwd_sm90_variants[0]);
