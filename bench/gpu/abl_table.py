@@ -26,7 +26,7 @@ STAGES = [
     ("bn128", "176-key blocks (128: v6n)"),
 ]
 ORDER = ["flashc", "flashc_none"] + [f"flashc_{v}" for v, _ in STAGES] + [
-    "flashc_s2d", "flashc_s3d", "flashc_v10", "cudnn", "flash"]
+    "flashc_s2d", "flashc_s3d", "cudnn", "flash"]
 
 
 def main():
@@ -54,11 +54,9 @@ def main():
                   f"{q(kc, k) if n.startswith('flashc') else ''} |")
             if n.startswith("flashc_") and k and kd:
                 worth.setdefault(n[7:], []).append((r["Sq"], k / kd - 1.0))
-        t = {n: kern(r, f"flashc_{n}") for n in ("s2d", "s3d", "overlap", "v10")}
+        t = {n: kern(r, f"flashc_{n}") for n in ("s2d", "s3d")}
         if t["s2d"] and t["s3d"]:  # where a third slot fits: 128-key blocks, direct stores
             worth.setdefault("3rd", []).append((r["Sq"], t["s2d"] / t["s3d"] - 1.0))
-        if t["overlap"] and t["v10"]:  # the whole softmax under the P V against none of it
-            worth.setdefault("overlap_v10", []).append((r["Sq"], t["overlap"] / t["v10"] - 1.0))
     cells = lambda v: ", ".join(f"{100 * y:+.1f} % at {s // 1024}k" for s, y in worth.get(v, []))
     print("\nworth = kernel time without the stage / with it - 1 (CUPTI kernel time, same run)")
     print(f"noise: flashc_none (v6 in another instance) against flashc: {cells('none')}")
@@ -66,10 +64,6 @@ def main():
         print(f"stage {v}: {what}: worth {cells(v)}")
     print(f"stage 3rd K/V slot (s2d against s3d: 128-key blocks, direct stores): worth "
           f"{cells('3rd')}")
-    print("v10 (the exponentials under the P V too): speed-up over v6 "
-          + ", ".join(f"{100 * (1 / (1 + y) - 1):+.1f} % at {s // 1024}k"
-                      for s, y in worth.get("v10", [])))
-    print(f"the whole intra-warpgroup overlap (overlap against v10): worth {cells('overlap_v10')}")
 
 
 if __name__ == "__main__":

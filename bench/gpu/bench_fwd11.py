@@ -20,7 +20,7 @@ Hypotheses (bench/RESULTS.md "Issue 11: the per-call cost"), each with the figur
          flashc_pdl (FLASHC_CUDA_FWD_PDL=1), helper fwd12's flashc_tail (FLASHC_CUDA_FWD_TAIL=1,
          timed by bench/gpu/s9_fwd12.sh with a --set fwd12 of this script, both in git at
          188e3cf); both variables since removed, so such an instance now runs the default.
-         A family works too: NAME:FLASHC_CUDA_KERNEL=sm90v10 (read once per instance), and
+         A family works too: NAME:FLASHC_CUDA_KERNEL=sm90v9 (read once per instance), and
          several variables: NAME:VAR=VALUE,VAR2=VALUE2 (helper fwd15: NAME:FLASHC_CUDA_KERNEL=
          sm90abl,FLASHC_SM90_ABLATE=overlap).
 --set cells (helper fwd14): the target cells only, d 128 at 2k / 4k / 16k and d 64 at 2k / 4k,

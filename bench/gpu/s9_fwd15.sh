@@ -13,9 +13,9 @@
 #   bn128     128-key blocks                                                    = v6n
 #   s2d, s3d  128-key blocks, direct stores, 2 / 3 stages (3 of 176 keys do not fit: 296 KB
 #             with Q)                                                 = v6d causal's instance / v6s
-# and the opt-in sm90v10 (v6 with the softmax's exponentials held under the P V too; in v6 ptxas
-# waits for the P V before them, so v6's "overlap" is the row max's alone: bench/RESULTS.md,
-# "Issue 11: leave-one-out (helper fwd15)").
+# (In v6 ptxas waits for the P V before the exponentials, so v6's "overlap" is the row max's
+# alone; sm90v10, which held them under it, was timed here in round 1 of 2026-12-04 and removed:
+# bench/RESULTS.md, "Issue 11: leave-one-out (helper fwd15)".)
 # Budget: <= 100 s of wall time in all (every step under `timeout`, a global deadline):
 #   1. (<= 40 s, concurrently, one job per variant) tests/test_cuda_attn with sm90abl forced and
 #      FLASHC_SM90_ABLATE=each: the bf16 d 128 suite on its short cases (both masks: the causal
@@ -24,7 +24,7 @@
 #      suite too (refused whole, FLASHC_ERR_UNSUPPORTED) and the fixed tests; racecheck of
 #      test_many_tiles' short cases for pingpong (its own-warpgroup barriers) and persist.
 #   2. (<= 56 s, alone on the GPU) bench_fwd11.py --set abl: flashc (the default, v6), the 9
-#      sm90abl instances, sm90v10, SDPA cuDNN and SDPA flash (FA2) on the same inputs at d 128
+#      sm90abl instances, SDPA cuDNN and SDPA flash (FA2) on the same inputs at d 128
 #      non-causal 2k and 16k (batch x seqlen = 16384, hidden 2048): each flashc instance checked
 #      against SDPA flash, then do_bench with its L2 flush in 3 interleaved rounds and the CUPTI
 #      kernel time. Then abl_table.py: the table and "stage X is worth Y %".
@@ -67,7 +67,6 @@ done
 
 alts=()
 for v in $VARIANTS; do alts+=(--alt "flashc_$v:FLASHC_CUDA_KERNEL=sm90abl,FLASHC_SM90_ABLATE=$v"); done
-alts+=(--alt flashc_v10:FLASHC_CUDA_KERNEL=sm90v10)
 tb=$(left)
 [ "$tb" -gt 56 ] && tb=56
 if [ "$tb" -gt 15 ]; then

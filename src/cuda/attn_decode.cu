@@ -99,15 +99,6 @@
  * length is read: 0.93x lean at 1 x 4k, 1.00x at 1 x 32k) and merge v5 (v4 reading
  * cache_seqlens before griddepcontrol.wait: 0.99-1.01x v4).
  *
- * headw (FLASHC_DECODE_KERNEL=headw, opt-in, decode9, not yet measured): the lean loader with 3
- * stages a warp, but a block owns 4 consecutive KV heads (Q tile each) and warp w streams every
- * key block of the split for head hk0 + w, so the block's reads of a key are one contiguous 1 KB
- * run of a (B, S, Hkv, d) cache where the other variants' blocks each read one head's 256 bytes
- * of the 2 KB rows, 2 KB apart (the suspect of the large-B stream rate: DRAM 91% against cuDNN's
- * 96%; bench/RESULTS.md, decode9). Where Sq * group <= 16 and Hkv % 4 == 0 at head dims <= 128,
- * else lean; the fused merge takes lean's instance. 112 KB of shared memory a block at d 128 (2 a
- * SM), 56 KB at d 64.
- *
  * Split rule (FLASHC_DECODE_SPLITS, read at every call): fill (the default since 2026-12-03),
  * which splits tiles that are at most half the slots into whole waves of k blocks a SM, at most
  * 33 splits (splits_of); or fa2, FlashAttention-2's rule, the default before.
@@ -169,23 +160,14 @@ enum { DEC_MERGE_V1 = 1, DEC_MERGE_V2 = 2, DEC_MERGE_PDL = 3, DEC_MERGE_FUSED = 
        DEC_MERGE_V3 = 5, DEC_MERGE_AUTO = 6 /* host only: v4 or pdl (cuda_attn_decode) */,
        DEC_MERGE_V4 = 7 };
 /* FLASHC_DECODE_KERNEL: the split kernel's loader ("split" names the base loader) */
-enum { DEC_KERNEL_LEAN = 4, DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_BASE = 7, DEC_KERNEL_LEAN5 = 8,
-       DEC_KERNEL_HEADW = 9 };
+enum { DEC_KERNEL_LEAN = 4, DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_BASE = 7, DEC_KERNEL_LEAN5 = 8 };
 /* The split kernel's instances (its VAR template argument): the base loader (FLASHC_DECODE_KERNEL
  * = base, and every head dim > 128) and the lean loaders (lean, the default; lean3, lean5; head
  * dims <= 128 only). */
-enum { DEC_VAR_BASE = 0, DEC_VAR_LEAN = 1, DEC_VAR_LEAN3 = 2, DEC_VAR_LEAN5 = 4,
-       DEC_VAR_HEADW = 8 };
+enum { DEC_VAR_BASE = 0, DEC_VAR_LEAN = 1, DEC_VAR_LEAN3 = 2, DEC_VAR_LEAN5 = 4 };
 __host__ __device__ constexpr int dec_var_stages(int var)
 {
-    return var == DEC_VAR_LEAN3 || var == DEC_VAR_HEADW ? 3 : var == DEC_VAR_LEAN5 ? 5 : DEC_STAGES;
-}
-/* Q tiles of a block: headw (FLASHC_DECODE_KERNEL=headw, decode9) gives each of its 4 warps its
- * own KV head (4 consecutive heads a block, so a key's 4 K / V rows are one contiguous 1 KB run
- * of a (B, S, Hkv, d) cache) and all the split's key blocks; the others, one tile a block. */
-__host__ __device__ constexpr int dec_var_qtiles(int var)
-{
-    return var == DEC_VAR_HEADW ? DEC_WARPS : 1;
+    return var == DEC_VAR_LEAN3 ? 3 : var == DEC_VAR_LEAN5 ? 5 : DEC_STAGES;
 }
 
 /* o's row width, for attn_clear_unowned (attn_fwd_common.cuh). */
@@ -538,8 +520,7 @@ __device__ __forceinline__ void dec_merge_rows(const dec_args &a, int b, int m0,
         }
 }
 
-/* One block: 16 packed rows (m_tile) of KV head hk of sequence b, split blockIdx.y (headw: the
- * 16-row tiles of KV heads hk0 .. hk0 + 3, one a warp, Sq * group <= 16).
+/* One block: 16 packed rows (m_tile) of KV head hk of sequence b, split blockIdx.y.
  *   T   __nv_bfloat16 or __half; DI the instance's head dim (a multiple of 64, >= D and Dv;
  *   the columns past D / Dv are zero in shared memory and never stored). */
 template <typename T, int DI, bool FUSED, int VAR>
@@ -547,10 +528,6 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
 {
     constexpr bool LEAN = VAR != DEC_VAR_BASE;          /* dec_load_kv_lean                  */
     constexpr int STG = dec_var_stages(VAR);            /* K/V buffers a warp                */
-    constexpr bool HW = VAR == DEC_VAR_HEADW;           /* a KV head a warp (m_tiles == 1)   */
-    constexpr int QT = dec_var_qtiles(VAR);             /* Q tiles: one a head of the block  */
-    constexpr int KSTEP = HW ? 1 : DEC_WARPS;           /* a warp's step through key blocks  */
-    static_assert(!(HW && FUSED), "headw has no fused instance");
     constexpr int DS = (DI + 63) / 64 * 64;
     constexpr int DT = DI / 8;
     constexpr uint32_t ROWB = DS * sizeof(T);
@@ -559,16 +536,13 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
 
     extern __shared__ __align__(128) uint4 smem_u4[];
     T *sQ = (T *)smem_u4;
-    T *sKV = sQ + QT * DEC_BM * DS;
+    T *sKV = sQ + DEC_BM * DS;
 
     const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int g = lane / 4, t = lane % 4;
-    /* headw: block x = (b, quad of KV heads), m_tiles == 1; warp w takes head hk0 + w */
-    const int mt = HW ? 0 : (int)(blockIdx.x % (unsigned)a.m_tiles);
-    const int bh = HW ? (int)blockIdx.x : (int)(blockIdx.x / (unsigned)a.m_tiles);
-    const int hpb = HW ? a.Hkv / DEC_WARPS : a.Hkv; /* blocks a sequence */
-    const int b = bh / hpb, hk0 = HW ? bh % hpb * DEC_WARPS : bh % hpb;
-    const int hk = hk0 + (HW ? warp : 0);
+    const int mt = (int)(blockIdx.x % (unsigned)a.m_tiles);
+    const int bh = (int)(blockIdx.x / (unsigned)a.m_tiles);
+    const int b = bh / a.Hkv, hk = bh % a.Hkv;
     const int split = (int)blockIdx.y;
     if (a.merge == DEC_MERGE_PDL || a.merge == DEC_MERGE_V3 || a.merge == DEC_MERGE_V4)
         ptx_griddep_launch_dependents(); /* the merge may take free slots from now on */
@@ -592,17 +566,16 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     const int per = (nblk + a.splits - 1) / a.splits;
     const int blk_begin = split * per, blk_end = min(nblk, blk_begin + per);
 
-    /* Q: the 16 packed rows, gathered from their (row, head); headw: a tile a KV head */
+    /* Q: the 16 packed rows, gathered from their (row, head) */
     {
         constexpr int CPR = DI / 8;
-        for (int idx = tid; idx < QT * DEC_BM * CPR; idx += DEC_WARPS * 32) {
-            const int r = idx / CPR, c = idx % CPR; /* r: the tile's row, past 16 the next tile */
-            const int qt = QT == 1 ? 0 : r / DEC_BM; /* (QT 1: the code as before headw) */
-            const int R = m0 + (QT == 1 ? r : r % DEC_BM);
+        for (int idx = tid; idx < DEC_BM * CPR; idx += DEC_WARPS * 32) {
+            const int r = idx / CPR, c = idx % CPR;
+            const int R = m0 + r;
             int bytes = 0;
             const T *src = (const T *)a.q;
             if (R < rows) {
-                const int i = R / a.group, h = (hk0 + qt) * a.group + R % a.group;
+                const int i = R / a.group, h = hk * a.group + R % a.group;
                 bytes = 2 * min(8, max(0, a.D - 8 * c));
                 if (bytes)
                     src = (const T *)a.q + (int64_t)b * a.sq[0] + (int64_t)(qbase + i) * a.sq[1] +
@@ -630,8 +603,8 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     }
 
     T *wK = sKV + warp * STG * 2 * TILE; /* this warp's buffers: K0 V0 K1 V1 (K2 V2) */
-    const uint32_t q_lane = ptx_smem_addr(sQ) + (HW ? warp * DEC_BM * ROWB : 0) +
-                            (lane & 15) * ROWB + (((lane >> 4) ^ (lane & 7)) * 16);
+    const uint32_t q_lane =
+        ptx_smem_addr(sQ) + (lane & 15) * ROWB + (((lane >> 4) ^ (lane & 7)) * 16);
     const uint32_t k_off = ((lane & 7) + (lane >> 4) * 8) * ROWB +
                            ((((lane >> 3) & 1) ^ (lane & 7)) * 16);
     const uint32_t v_off = (lane & 15) * ROWB + (((lane >> 4) ^ (lane & 7)) * 16);
@@ -646,7 +619,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     row_m[0][0] = row_m[0][1] = -INFINITY;
     row_l[0][0] = row_l[0][1] = 0.0f;
 
-    int kb = blk_begin + (HW ? 0 : warp);
+    int kb = blk_begin + warp;
     dec_lane_kv lkv = {};
     if constexpr (LEAN)
         lkv = dec_lane_setup<T, DI, DS>(a, hk, lane);
@@ -671,22 +644,22 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     /* STG - 1 blocks in flight before the loop, one group each (empty groups past the end) */
 #pragma unroll
     for (int f = 0; f < STG - 1; f++) {
-        if (kb + f * KSTEP < blk_end) {
-            lookup(kb + f * KSTEP);
-            load(kb + f * KSTEP, f);
+        if (kb + f * DEC_WARPS < blk_end) {
+            lookup(kb + f * DEC_WARPS);
+            load(kb + f * DEC_WARPS, f);
         }
         ptx_cp_async_commit();
     }
-    lookup(kb + (STG - 1) * KSTEP);
+    lookup(kb + (STG - 1) * DEC_WARPS);
     ptx_cp_async_wait<STG - 1>(); /* Q (the oldest group) has landed for this thread */
     __syncthreads();              /* ... and for everyone */
 
     int st = 0;
-    for (; kb < blk_end; kb += KSTEP) {
-        const int nx = kb + (STG - 1) * KSTEP;
+    for (; kb < blk_end; kb += DEC_WARPS) {
+        const int nx = kb + (STG - 1) * DEC_WARPS;
         if (nx < blk_end) {
             load(nx, st == 0 ? STG - 1 : st - 1);
-            lookup(nx + KSTEP); /* used by the next iteration's copies */
+            lookup(nx + DEC_WARPS); /* used by the next iteration's copies */
         }
         ptx_cp_async_commit();
         ptx_cp_async_wait<STG - 1>();
@@ -747,24 +720,21 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     }
     __syncthreads();
 
-    /* 8 threads a row, 8 consecutive columns each per step; headw: the 4 warps' heads in
-     * turn, each row from its own warp's state alone */
+    /* 8 threads a row, 8 consecutive columns each per step */
     const int r = tid / 8, part = tid % 8;
     const int R = m0 + r;
-    for (int w0 = 0; w0 < QT && R < rows; w0++) {
-        const int i = R / a.group, h = (hk0 + (HW ? w0 : 0)) * a.group + R % a.group;
+    if (R < rows) {
+        const int i = R / a.group, h = hk * a.group + R % a.group;
         float M = -INFINITY;
 #pragma unroll
         for (int w = 0; w < DEC_WARPS; w++)
-            if (!HW || w == w0)
-                M = fmaxf(M, sM[w * DEC_BM + r]);
+            M = fmaxf(M, sM[w * DEC_BM + r]);
         float wt[DEC_WARPS], L = 0.0f;
 #pragma unroll
         for (int w = 0; w < DEC_WARPS; w++) {
             const float m = sM[w * DEC_BM + r];
-            wt[w] = m == -INFINITY || (HW && w != w0) ? 0.0f : ptx_exp2(m - M);
-            if (!HW || w == w0) /* headw: another head's state is not read (NaN cannot leak) */
-                L += sL[w * DEC_BM + r] * wt[w];
+            wt[w] = m == -INFINITY ? 0.0f : ptx_exp2(m - M);
+            L += sL[w * DEC_BM + r] * wt[w];
         }
         const float inv = L > 0.0f ? 1.0f / L : 0.0f;
         const float lse = L > 0.0f ? (M + log2f(L)) * LN2 : -INFINITY;
@@ -780,8 +750,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
                 float x = 0.0f;
 #pragma unroll
                 for (int w = 0; w < DEC_WARPS; w++)
-                    if (!HW || w == w0)
-                        x += sO[(w * DEC_BM + r) * DI + c0 + k] * wt[w];
+                    x += sO[(w * DEC_BM + r) * DI + c0 + k] * wt[w];
                 val[k] = x * inv;
             }
             if (a.splits == 1) {
@@ -1045,11 +1014,11 @@ __global__ void __launch_bounds__(64) attn_decode_append(const dec_args a)
     }
 }
 
-template <typename T, int DI, int STG = DEC_STAGES, int QT = 1> constexpr size_t dec_smem_bytes()
+template <typename T, int DI, int STG = DEC_STAGES> constexpr size_t dec_smem_bytes()
 {
     constexpr int DS = (DI + 63) / 64 * 64;
-    constexpr size_t tiles = (size_t)(QT * DEC_BM + DEC_WARPS * STG * 2 * DEC_BN) * DS * sizeof(T);
-    constexpr size_t merge = (size_t)QT * DEC_BM * DS * sizeof(T) +
+    constexpr size_t tiles = (size_t)(DEC_BM + DEC_WARPS * STG * 2 * DEC_BN) * DS * sizeof(T);
+    constexpr size_t merge = (size_t)DEC_BM * DS * sizeof(T) +
                              (size_t)DEC_WARPS * DEC_BM * (DI + 2) * sizeof(float);
     return tiles > merge ? tiles : merge;
 }
@@ -1074,13 +1043,12 @@ cudaError_t dec_launch_ex(void (*kernel)(Args...), dim3 grid, dim3 block, size_t
 template <typename T, int DI, bool FUSED, int VAR>
 cudaError_t dec_launch(const dec_args &a, cudaStream_t stream, bool pdl)
 {
-    constexpr size_t smem = dec_smem_bytes<T, DI, dec_var_stages(VAR), dec_var_qtiles(VAR)>();
+    constexpr size_t smem = dec_smem_bytes<T, DI, dec_var_stages(VAR)>();
     cudaError_t err = cudaFuncSetAttribute(attn_decode_kernel<T, DI, FUSED, VAR>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (err != cudaSuccess)
         return err;
-    const int64_t blocks = VAR == DEC_VAR_HEADW ? (int64_t)a.B * (a.Hkv / DEC_WARPS)
-                                                : (int64_t)a.B * a.Hkv * a.m_tiles;
+    const int64_t blocks = (int64_t)a.B * a.Hkv * a.m_tiles;
     if (pdl)
         return dec_launch_ex(attn_decode_kernel<T, DI, FUSED, VAR>,
                              dim3((unsigned)blocks, (unsigned)a.splits), dim3(DEC_WARPS * 32), smem,
@@ -1105,10 +1073,6 @@ cudaError_t dec_launch_di(const dec_args &a, int di, int var, cudaStream_t strea
     case DEC_VAR_LEAN: return dec_launch_var<T, FUSED, DEC_VAR_LEAN>(a, di, stream, pdl);
     case DEC_VAR_LEAN3: return dec_launch_var<T, FUSED, DEC_VAR_LEAN3>(a, di, stream, pdl);
     case DEC_VAR_LEAN5: return dec_launch_var<T, FUSED, DEC_VAR_LEAN5>(a, di, stream, pdl);
-    case DEC_VAR_HEADW: /* no fused instance: the fused merge takes lean (its grid) */
-        if (FUSED)
-            return dec_launch_var<T, FUSED, DEC_VAR_LEAN>(a, di, stream, pdl);
-        return dec_launch_var<T, false, DEC_VAR_HEADW>(a, di, stream, pdl);
     default: break;
     }
     return di == 64    ? dec_launch<T, 64, FUSED, DEC_VAR_BASE>(a, stream, pdl)
@@ -1199,8 +1163,7 @@ int sm_count(void)
 /* FLASHC_DECODE_KERNEL, read at every call (so one process can compare the kernels): unset, ""
  * or "lean" the lean loader (the default: faster at every B x ctx measured on 2026-12-02,
  * bench/RESULTS.md); "split" or "base" the split kernel's historical loader; "lean3", "lean5"
- * the lean loader with 3 or 5 stages a warp; "headw" a KV head a warp (the header); 0 for
- * anything else. */
+ * the lean loader with 3 or 5 stages a warp; 0 for anything else. */
 int kernel_mode(void)
 {
     const char *e = getenv("FLASHC_DECODE_KERNEL");
@@ -1212,8 +1175,6 @@ int kernel_mode(void)
         return DEC_KERNEL_LEAN5;
     if (strcmp(e, "lean3") == 0)
         return DEC_KERNEL_LEAN3;
-    if (strcmp(e, "headw") == 0)
-        return DEC_KERNEL_HEADW;
     return 0;
 }
 
@@ -1223,15 +1184,12 @@ int64_t m_tiles_of(const attn_problem *p)
 }
 
 /* The split kernel's instance for p under FLASHC_DECODE_KERNEL (DEC_VAR_*): a lean variant at
- * head dims <= 128, else the base instance; headw where every KV head's rows fit one tile
- * (Sq * group <= 16) and the KV heads come in quads, else lean. */
+ * head dims <= 128, else the base instance. */
 int var_of(const attn_problem *p)
 {
     const int k = kernel_mode();
     if (head_dim_instance(p) > 128)
         return DEC_VAR_BASE;
-    if (k == DEC_KERNEL_HEADW)
-        return m_tiles_of(p) == 1 && p->Hkv % DEC_WARPS == 0 ? DEC_VAR_HEADW : DEC_VAR_LEAN;
     return k == DEC_KERNEL_LEAN    ? DEC_VAR_LEAN
            : k == DEC_KERNEL_LEAN3 ? DEC_VAR_LEAN3
            : k == DEC_KERNEL_LEAN5 ? DEC_VAR_LEAN5
@@ -1248,16 +1206,7 @@ int blocks_per_sm(const attn_problem *p)
         return di == 64 ? 4 : 2;
     if (var_of(p) == DEC_VAR_LEAN5) /* 82 / 164 KB */
         return di == 64 ? 2 : 1;
-    if (var_of(p) == DEC_VAR_HEADW) /* 56 / 112 KB */
-        return di == 64 ? 3 : 2;
     return di == 64 ? 4 : di == 128 ? 3 : 1;
-}
-
-/* Thread blocks of one split of the split kernel's grid (headw: one a sequence and KV-head
- * quad; else one a sequence, KV head and 16-row tile). */
-int64_t grid_tiles(const attn_problem *p)
-{
-    return var_of(p) == DEC_VAR_HEADW ? p->B * (p->Hkv / DEC_WARPS) : p->B * p->Hkv * m_tiles_of(p);
 }
 
 /* FLASHC_DECODE_SPLITS, read at every call: unset, "" or "fill" the whole-wave rule (splits_of;
@@ -1286,14 +1235,14 @@ int splits_of(const attn_problem *p)
     if (p->num_splits > 0) {
         n = p->num_splits;
     } else if (split_rule() == 2 &&
-               grid_tiles(p) * 2 <= (int64_t)sm_count() * blocks_per_sm(p)) {
+               p->B * p->Hkv * m_tiles_of(p) * 2 <= (int64_t)sm_count() * blocks_per_sm(p)) {
         /* fill: the tiles are at most half the slots, so split them to fill whole waves of the
          * slots (k blocks a SM, every SM alike: the sweeps of 2026-12-01 had 33 and 49 splits,
          * 264 / 392 blocks, above 42's 336 at B 1), each split keeping >= 256 keys: the largest
          * k <= blocks_per_sm whose count this allows */
         /* at most 33 splits: past that the merge's per-row work costs more than a third block a
          * SM gains (round 1: 1 x 32k 2581 GB/s at 33 splits, 2521 at 49; 1 x 128k 3781, 3742) */
-        const int64_t ctas = grid_tiles(p);
+        const int64_t ctas = p->B * p->Hkv * m_tiles_of(p);
         int64_t max_n = keys / 256;
         max_n = max_n < 1 ? 1 : max_n > 33 ? 33 : max_n;
         n = 1;
@@ -1307,7 +1256,7 @@ int splits_of(const attn_problem *p)
                 n = max_n;
         }
     } else {
-        const int64_t ctas = grid_tiles(p);
+        const int64_t ctas = p->B * p->Hkv * m_tiles_of(p);
         const double slots = (double)sm_count() * blocks_per_sm(p);
         int64_t max_n = keys / 128;
         max_n = max_n < 1 ? 1 : max_n > 64 ? 64 : max_n;
@@ -1424,8 +1373,8 @@ flashc_status cuda_attn_decode_supports(const attn_problem *p)
                             getenv("FLASHC_DECODE_MERGE"));
     if (!kernel_mode())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3, "
-                            "lean5 or headw",
+                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3 "
+                            "or lean5",
                             fn, getenv("FLASHC_DECODE_KERNEL"));
     if (!split_rule())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
@@ -1512,8 +1461,8 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
                             getenv("FLASHC_DECODE_MERGE"));
     if (!kernel_mode())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3, "
-                            "lean5 or headw",
+                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3 "
+                            "or lean5",
                             fn, getenv("FLASHC_DECODE_KERNEL"));
     if (!split_rule())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,

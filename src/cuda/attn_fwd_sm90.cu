@@ -74,22 +74,12 @@
  *                 claimed tile's Q at once. The default at d 128 under the causal mask from
  *                 seqlen 4k (round 1 of 2026-12-03: 1.06x / 1.02x v6 at 4k / 16k, level or
  *                 below without the mask).
- *   (v9t, v9 on v7's shape at d 64 (VER 13 then), was no faster than v7 and was removed; so
+ *   (v9t, v9 on v7's shape at d 64 (VER 13), was no faster than v7 and was removed; so
  *   were v9n, v9 with 128-key blocks without the mask too, 0.93-1.02x v6, and v6p, v6 with
  *   v9's two load changes alone (VER 12 then), 0.98-1.02x v6: round 2 of 2026-12-03.)
- *   v10 "sm90v10" the default kernels (v9's at d 128 under the mask, v6's without it, v7's at
- *                 d 64; VER 14, 12, 13) with the overlap of v3 restored: in their
- *                 SASS ptxas hoists wgmma.wait_group 0 (WARPGROUP.DEPBAR, the wait for the
- *                 P V issued with S) above the exponentials of the softmax, which the PTX has
- *                 before it, so that only the row max runs under that P V and the exponentials
- *                 after it. v10 stores the row sums to shared memory before the wait, which
- *                 ptxas keeps on its side. Opt-in (bench/RESULTS.md, "Issue 11: the softmax
- *                 under the P V").
- *   "sm90abl"     (opt-in, bf16, d 128) the leave-one-out ladder of v6 without the mask: v6 with
- *                 one stage left out, picked by FLASHC_SM90_ABLATE (none, overlap, pingpong,
- *                 dynamic, persist: VER 32 + sm90_ablate's mask, else VER 7; stores, bn128,
- *                 s2d, s3d: existing kernels); v6's causal kernel under the mask
- *                 (bench/RESULTS.md, "Issue 11: leave-one-out (helper fwd15)").
+ *   (v10, these defaults with the softmax's exponentials held under the P V issued beside S
+ *   by a shared store before the wait, which ptxas otherwise hoists above them (VER 12-14),
+ *   was level or slower, 0.94-1.02x: round 1 of 2026-12-04, removed.)
  * Not yet: other head dims, Dk != Dv.
  */
 #include "attn_cuda.cuh"
@@ -104,20 +94,17 @@
 
 namespace {
 
-/* Consumer warpgroups of version VER: 3 in v7 (VER 8, its v10 twin 13, and v8t: 10;
+/* Consumer warpgroups of version VER: 3 in v7 (VER 8, and v8t on its shape: 10;
  * FlashAttention-3's d = 64 shape, BM = 192: the softmax, not the tensor cores, bounds
  * d = 64, and a third consumer gives the multiprocessor's exp units more independent rows),
  * else 2. BM = 64 per consumer. */
 __host__ __device__ constexpr int sm90_consumers(int ver)
 {
-    return ver == 8 || ver == 10 || ver == 13 ? 3 : 2;
+    return ver == 8 || ver == 10 ? 3 : 2;
 }
-/* v9's tile boundary overlap (VER 11, v6's shape; 14, its v10 twin), with its loads (the
- * first K before Q, Q prefetched into L2 by a second thread) */
-__host__ __device__ constexpr bool sm90_cross_tile(int ver) { return ver == 11 || ver == 14; }
-/* v10: v6 (VER 12), v7 (13) and v9 (14) with the softmax's exponentials held before the wait
- * for the P V that runs under them (sm90v10, below) */
-__host__ __device__ constexpr bool sm90_held_exp(int ver) { return ver >= 12 && ver <= 14; }
+/* v9's tile boundary overlap (VER 11, v6's shape), with its loads (the first K before Q, Q
+ * prefetched into L2 by a second thread) */
+__host__ __device__ constexpr bool sm90_cross_tile(int ver) { return ver == 11; }
 /* v8's pairs of thread blocks sharing K/V by multicast: VER 9 (v6's shape), 10 (v7's) */
 __host__ __device__ constexpr bool sm90_pair(int ver) { return ver == 9 || ver == 10; }
 /* sm90abl, the leave-one-out ladder of v6 (bench/RESULTS.md, "Issue 11: leave-one-out"): VER
@@ -175,9 +162,7 @@ template <int D, int BN, int STAGES, int VER = 1> struct sm90_smem {
     static constexpr int SCHED_FULL = SCHED + 8;          /* the index's mbarriers       */
     static constexpr int SCHED_EMPTY = SCHED_FULL + 8;
     static constexpr int PEND = SCHED_EMPTY + 8;          /* v9: per consumer, the pending */
-    static constexpr int ANCHOR = PEND + 8 * 3;           /* tile's m0 and b Hq + h; v10: a */
-    static constexpr int TOTAL =                          /* word per consumer thread      */
-        ANCHOR + (sm90_held_exp(VER) ? 4 * 128 * sm90_consumers(VER) : 0);
+    static constexpr int TOTAL = PEND + 8 * 3;            /* tile's m0 and b Hq + h        */
     static constexpr size_t LAUNCH = TOTAL + 1024;        /* room to align the base     */
     static_assert(LAUNCH <= 227 * 1024, "shared memory of one thread block on sm_90");
 };
@@ -278,7 +263,6 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     constexpr bool HEADWISE = VER >= 6 && !MC;
     /* v9 (VER 11): the last P V of a tile goes out with the next tile's first S (XT) */
     constexpr bool XT = sm90_cross_tile(VER);
-    constexpr bool HELD = sm90_held_exp(VER);
     static_assert(!XT || (DYN && TMA_O), "v9 is v6 with the tile boundary overlapped");
     constexpr int KV_ROWS = MC ? BN / 2 : BN;
     static_assert(KV_ROWS % 8 == 0, "a multicast half is whole 1024-byte swizzle atoms");
@@ -887,16 +871,6 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 release_q(i);
                 float alpha[1][2];
                 const bool moved = softmax_s(i, alpha);
-                if constexpr (HELD) {
-                    /* v10: the row sums (so every exponential of P) stored before the wait
-                     * for P_{i-1} V, to a word of this thread's own that nothing reads. The
-                     * PTX has the exponentials there already, but ptxas hoists the wait
-                     * (WARPGROUP.DEPBAR) above them when nothing holds them: the softmax then
-                     * runs after this warpgroup's P V instead of under it. A shared-memory
-                     * store is kept on its side of the wait. */
-                    ptx_st_shared_b32(base + L::ANCHOR + 4u * (uint32_t)(ptx_thread_index() - 128),
-                                      __float_as_uint(row_l[0][0] + row_l[0][1]));
-                }
                 ptx_wgmma_wait<0>();
                 fence_pv(pa);
                 release_kv(v_empty(sp));
@@ -1061,10 +1035,9 @@ static int sm90_supports_rows(const attn_fwd_variant *v, const attn_problem *p, 
      * pools they are not offered, and the dispatcher goes on to v4w / v5, which need no memory */
     /* (sm90abl asks what v6 asks, whichever entry: every FLASHC_SM90_ABLATE value serves the
      * same problems) */
-    const int v9_10 = strncmp(v->family, "sm90v9", 6) == 0 || strcmp(v->family, "sm90v10") == 0 ||
-                      strcmp(v->family, "sm90abl") == 0;
+    const int v9_abl = strncmp(v->family, "sm90v9", 6) == 0 || strcmp(v->family, "sm90abl") == 0;
     const int dyn = strncmp(v->family, "sm90v6", 6) == 0 || strcmp(v->family, "sm90v7") == 0 ||
-                    v9_10 || (strncmp(v->family, "sm90v8", 6) == 0 && p->causal);
+                    v9_abl || (strncmp(v->family, "sm90v8", 6) == 0 && p->causal);
     if (dyn) {
         int dev = 0, pools = 0;
         if (cudaGetDevice(&dev) != cudaSuccess ||
@@ -1076,7 +1049,7 @@ static int sm90_supports_rows(const attn_fwd_variant *v, const attn_problem *p, 
     }
     /* v6, v7, v8 and v9 store O through a tensor map too */
     return (strncmp(v->family, "sm90v6", 6) != 0 && strcmp(v->family, "sm90v7") != 0 &&
-            strncmp(v->family, "sm90v8", 6) != 0 && !v9_10) ||
+            strncmp(v->family, "sm90v8", 6) != 0 && !v9_abl) ||
            make_map(&mo, v->dtype, p->o, p->B, p->Sq, p->Hq, p->D, p->so, 64);
 }
 static int sm90_supports(const attn_fwd_variant *v, const attn_problem *p, int cc, int vec16)
@@ -1324,12 +1297,6 @@ const attn_fwd_variant attn_fwd_sm90_variants[] = {
     SM90_FAMILY_S("sm90v9", 64, 128, 176, 2, 11, 0, 0, sm90_supports_nc),
     SM90_FAMILY_S("sm90v9", 128, 128, 176, 2, 11, 0, 0, sm90_supports_nc),
     SM90_FAMILY_S("sm90v9", 64, 128, 128, 2, 11, 0, 0, sm90_supports_c),
-    /* v10: the default kernels with the softmax held before the wait for the P V under it:
-     * v9's at d 128 under the mask (VER 14; the default there from 4096, v6 below), v6's at
-     * d 128 without it (VER 12), v7's at d 64 (VER 13) */
-    SM90_FAMILY_S("sm90v10", 128, 128, 128, 2, 14, 0, 0, sm90_supports_c),
-    SM90_FAMILY_S("sm90v10", 128, 128, 176, 2, 12, 0, 0, sm90_supports_nc),
-    SM90_FAMILY_S("sm90v10", 64, 192, 128, 2, 13, 0, 0, sm90_supports),
     /* sm90abl (bf16, d 128; bench/RESULTS.md, "Issue 11: leave-one-out"): the default kernel
      * without the mask, v6 (VER 7, 176-key blocks, 2 stages), with one stage left out, chosen
      * by FLASHC_SM90_ABLATE; v6's causal kernel under the mask. Four are instances of their
