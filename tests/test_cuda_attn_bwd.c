@@ -660,7 +660,7 @@ static void test_graph_capture(void **state)
 /* Windows, softcap and ALiBi (flash-attn semantics, src/ref/attn_bwd.c), alone and together,
  * with the causal mask, GQA / MQA, Sq != Sk, rows that see no key, both modes; every head dim
  * (on a Hopper GPU 128: sm90v3w, 64: sm90v3w, the others sm80; FLASHC_CUDA_BWD_KERNEL=sm90v2
- * or sm90v3w puts 64 and 128 on that family, sm90v2e / sm90v2s / sm90v2sa / sm90v3w3(l) 64).
+ * or sm90v3w puts 64 and 128 on that family, sm90v2e / sm90v2s / sm90v2sa 64).
  * Deterministic cases are also run
  * three times and compared bit for bit. */
 static void test_modifiers(void **state)
