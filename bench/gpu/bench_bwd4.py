@@ -15,6 +15,8 @@ halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KE
   v3q / v3q_det         sm90v3q: sm90v3t with dV, dK issued after dQ (d 128 only)
   v3w / v3w_det         sm90v3w: sm90v3q with the dQ adds on writer warps (d 128; d 64 too
                         since helper bwd6: dQ by keys)
+  v3wg_det              sm90v3wg's deterministic mode: sm90v3w's, its blocks in groups of heads
+                        (helper bwd9; its fast mode is sm90v3w's kernel, not timed)
   v2s / v2s_det         sm90v2s (src/cuda/attn_bwd_sm90v2.cu; d 64 only): d 64's default until
                         2026-12-03, opt-in since
 The table (printed last) gives each TFLOP/s and the ratios the issue's target names.
@@ -39,6 +41,7 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            "flashc_v3t": (0, 0, False, "sm90v3t"), "flashc_v3t_det": (0, 0, True, "sm90v3t"),
            "flashc_v3q": (0, 0, False, "sm90v3q"), "flashc_v3q_det": (0, 0, True, "sm90v3q"),
            "flashc_v3w": (0, 0, False, "sm90v3w"), "flashc_v3w_det": (0, 0, True, "sm90v3w"),
+           "flashc_v3wg_det": (0, 0, True, "sm90v3wg"),
            "flashc_v2s": (0, 0, False, "sm90v2s"), "flashc_v2s_det": (0, 0, True, "sm90v2s"),
            "flashc_sm90": (0, 0, False, "sm90"), "flashc_sm90_det": (0, 0, True, "sm90")}
 
@@ -110,6 +113,8 @@ def table(rows, configs):
               ("v3w/default", "flashc_v3w", "flashc"),
               ("v3wdet/v3w", "flashc_v3w_det", "flashc_v3w"),
               ("v3wdet/det", "flashc_v3w_det", "flashc_det"),
+              ("v3wgdet/det", "flashc_v3wg_det", "flashc_det"),
+              ("v3wgdet/fast", "flashc_v3wg_det", "flashc"),
               ("default/v2s", "flashc", "flashc_v2s"), ("det/v2sdet", "flashc_det", "flashc_v2s_det"),
               ("v3w/sm90", "flashc_v3w", "flashc_sm90"), ("v3q/sm90", "flashc_v3q", "flashc_sm90"),
               ("v3w/v3q", "flashc_v3w", "flashc_v3q"),

@@ -109,6 +109,54 @@ static __device__ __forceinline__ int bwd90v3_turn_counter(const attn_bwd_args &
     return (int)(((int64_t)b * a.Hq + h) * ((a.Sq + V3_BM - 1) / V3_BM) + m);
 }
 
+/* sm90v3wg (helper bwd9, 2026-12-04), deterministic mode without an upper key bound: which
+ * (K block n, batch x head bh) this thread block runs, from its linear index in the grid
+ * (N K blocks, BH), in groups of G heads: group by group, n by n, head by head, rather than
+ * sm90v3w's head by head, n by n.
+ *
+ * Why: sm90v3w's deterministic dQ adds of Q block m go in the order n = 0, 1, ..., N - 1
+ * (the turn counter per (b, h, m)); the blocks of one head are neighbours in the linear order,
+ * so the hardware starts them together and they all reach Q block 0 at once: block n's writer
+ * then waits for n links of the chain (at d 64 two per block: the two warpgroups add into the
+ * same rows, each an acquire, a 16 KB reduce-add to completion and a release), its consumers
+ * stall two Q blocks later, and the block ends about n links after block 0: the H200's round
+ * of 2026-12-04 measured det / fast 0.71-0.73 at d 64 non-causal 1k-4k, where every wave
+ * starts whole heads together again, against 0.90 at 16k (one head, 128 blocks, fills the
+ * GPU; the next head's blocks start in the order the previous head's end, already staggered)
+ * and 0.92-0.99 at d 128 (the same chain, but two Q-block products as long per link).
+ *
+ * Here block n of a head starts G places in the linear order after block n - 1 of that head:
+ * once the GPU is full, about G x (steps x T) / SMs later (steps Q blocks of time T each), so
+ * G = ceil(4 SMs / steps) puts block n - 1 about four Q blocks ahead and the turn waits end;
+ * G heads at a time keep the L2 working set near sm90v3w's (G Q/dO/dQ streams).
+ *
+ * The result: the turn rule is untouched (same counters, same turn of (n, m): bwd_turn), so
+ * dQ(m) is still the sum over n = 0, 1, ... in that order: bit-identical to sm90v3w's
+ * deterministic mode (tested), and, as there, independent of the grid and of the order in
+ * which the hardware runs the blocks. Forward progress needs, as sm90v3w's, only that a
+ * block's predecessor n - 1 was started no later than itself: its linear index is lower by
+ * gc. Not taken: a rotated walk (block n visiting Q blocks n, n + 1, ... mod M, each starting
+ * without a wait) can keep no fixed order that a block can always wait for: with the order
+ * n = 0, 1, ... block n meets block n - 1 one step behind it on every Q block (block n lags
+ * n steps, worse than now); with the order of visit (turn (min(m, N - 1) - n) mod N) its
+ * predecessors include blocks of higher linear index, which may not be resident: a
+ * deadlock once a head's blocks outnumber the SMs free. */
+static __device__ __forceinline__ void bwd90v3_grouped(const attn_bwd_args &a, int *n_block,
+                                                       int *bh)
+{
+    unsigned nsm;
+    asm("mov.u32 %0, %%nsmid;" : "=r"(nsm)); /* SM ids (>= the SM count; a heuristic only) */
+    const int N = (int)gridDim.x, BH = (int)gridDim.y;
+    const int64_t steps = max((int64_t)1, (int64_t)a.group * ((a.Sq + V3_BM - 1) / V3_BM));
+    const int G = (int)min((int64_t)BH, max((int64_t)1, (4 * (int64_t)nsm + steps - 1) / steps));
+    const int64_t lin = (int64_t)blockIdx.y * N + ptx_block_index();
+    const int grp = (int)(lin / ((int64_t)G * N));
+    const int r = (int)(lin - (int64_t)grp * G * N);
+    const int gc = min(G, BH - grp * G); /* the last group's heads */
+    *n_block = r / gc;
+    *bh = grp * G + r % gc;
+}
+
 #endif
 
 /* T: __nv_bfloat16 or __half; D: 128 (64: sm90v3w only); DET: deterministic dQ; MODS: softcap
@@ -121,8 +169,10 @@ static __device__ __forceinline__ int bwd90v3_turn_counter(const attn_bwd_args &
  * that dQ's epilogue (staging, adds, deterministic mode's turn wait) runs while they are on
  * the tensor cores; sm90v3t issues them before the barrier, to fill its wait instead.
  * Tensor maps (D, S, H, B) of q, dout (boxes 64 x BM) and k, v (64 x BN). Grid: (K/V blocks of
- * BN keys, B Hkv); under DET with an upper key bound the K blocks run in reverse (bwd_turn). */
-template <typename T, int D, bool DET, bool MODS, bool TDQ, bool DQF, bool WRT>
+ * BN keys, B Hkv); under DET with an upper key bound the K blocks run in reverse (bwd_turn).
+ * GRP (family sm90v3wg, with DET): without an upper key bound the blocks take their (K block,
+ * head) in groups of heads (bwd90v3_grouped), the same dQ order and bits. */
+template <typename T, int D, bool DET, bool MODS, bool TDQ, bool DQF, bool WRT, bool GRP = false>
 __global__ void __launch_bounds__(V3_THREADS, 1)
     attn_bwd_sm90v3_kernel(const __grid_constant__ CUtensorMap tm_q,
                            const __grid_constant__ CUtensorMap tm_do,
@@ -162,9 +212,17 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
 
     const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
     const bwd_range rg = bwd_range_of(a);
-    const int n_block = DET && rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index()
-                                         : ptx_block_index();
-    const int b = (int)blockIdx.y / a.Hkv, hk = (int)blockIdx.y % a.Hkv;
+    int n_block, bh;
+    if constexpr (DET && GRP) {
+        if (rg.has_hi)
+            n_block = (int)gridDim.x - 1 - ptx_block_index(), bh = (int)blockIdx.y;
+        else
+            bwd90v3_grouped(a, &n_block, &bh);
+    } else {
+        n_block = DET && rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index() : ptx_block_index();
+        bh = (int)blockIdx.y;
+    }
+    const int b = bh / a.Hkv, hk = bh % a.Hkv;
     const int n0 = n_block * BN;
     int m_begin, m_end;
     bwd_q_blocks(a, rg, n0, BN, BM, &m_begin, &m_end);
@@ -676,7 +734,7 @@ static int bwd90v3_map_dq(CUtensorMap *m, const attn_bwd_args *a, int D)
                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <typename T, int D, bool TDQ, bool DQF = false, bool WRT = false>
+template <typename T, int D, bool TDQ, bool DQF = false, bool WRT = false, bool GRP = false>
 static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
     const flashc_dtype dt = std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16;
@@ -709,9 +767,9 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     const bool mods = a->softcap > 0.0f || a->alibi;
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                    const CUtensorMap, const attn_bwd_args) =
-        mods ? (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF, WRT>
+        mods ? (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF, WRT, GRP>
                                  : attn_bwd_sm90v3_kernel<T, D, false, true, TDQ, DQF, WRT>)
-             : (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT>
+             : (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT, GRP>
                                  : attn_bwd_sm90v3_kernel<T, D, false, false, TDQ, DQF, WRT>);
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess)
@@ -764,6 +822,21 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
     {"attn_bwd_f16_sm90v3w_d64_64x128", "sm90v3w", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 64, true, true, true>,
      NULL, 0},
+    /* sm90v3wg (helper bwd9, 2026-12-04; opt-in until a device run): sm90v3w whose
+     * deterministic mode without an upper key bound runs the blocks in groups of heads
+     * (bwd90v3_grouped), the same bits; its fast mode is sm90v3w's kernel */
+    {"attn_bwd_bf16_sm90v3wg_d128_64x128", "sm90v3wg", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true, true, true>, NULL, 1},
+    {"attn_bwd_f16_sm90v3wg_d128_64x128", "sm90v3wg", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, true, true, true, true>,
+     NULL, 1},
+    {"attn_bwd_bf16_sm90v3wg_d64_64x128", "sm90v3wg", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, true, true, true, true>, NULL, 1},
+    {"attn_bwd_f16_sm90v3wg_d64_64x128", "sm90v3wg", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 64, true, true, true, true>,
+     NULL, 1},
 };
 const int attn_bwd_sm90v3_variant_count =
     (int)(sizeof attn_bwd_sm90v3_variants / sizeof attn_bwd_sm90v3_variants[0]);
