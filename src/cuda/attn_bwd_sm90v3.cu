@@ -1,6 +1,7 @@
 /*
  * attn_bwd_sm90v3.cu — the Hopper backward in the FlashAttention-3 shape: families sm90v3,
- * sm90v3t, sm90v3q (d = 128) and sm90v3w (d = 128 and 64), sm90v3w the default at both on compute
+ * sm90v3t, sm90v3q (d = 128), sm90v3w and sm90v3wg (d = 128 and 64; wg: sm90v3w's deterministic
+ * mode with its blocks in groups of heads, bwd90v3_grouped), sm90v3w the default at both on compute
  * capability 9.0 (d 64 since the device run of 2026-12-03, helper bwd6: dQ by keys, below), the
  * others opt-in through FLASHC_CUDA_BWD_KERNEL; racecheck's hazards of 2026-12-02: see the table.
  *
