@@ -215,7 +215,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
     const bwd_range rg = bwd_range_of(a);
     int n_block, bh;
     if constexpr (DET && GRP) {
-        if (rg.has_hi)
+        if (rg.has_hi) /* not launched so (attn_bwd_sm90v3_launch); kept correct all the same */
             n_block = (int)gridDim.x - 1 - ptx_block_index(), bh = (int)blockIdx.y;
         else
             bwd90v3_grouped(a, &n_block, &bh);
@@ -766,12 +766,19 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
 
     constexpr int smem = bwd90v3_smem<D, WRT>::LAUNCH;
     const bool mods = a->softcap > 0.0f || a->alibi;
+    /* sm90v3wg: the grouped order only without an upper key bound (causal or a right window:
+     * sm90v3w's kernel, whose reversed K blocks its turns need) */
+    const bool grp = GRP && a->wr < 0;
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                    const CUtensorMap, const attn_bwd_args) =
-        mods ? (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF, WRT, GRP>
-                                 : attn_bwd_sm90v3_kernel<T, D, false, true, TDQ, DQF, WRT>)
-             : (a->deterministic ? attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT, GRP>
-                                 : attn_bwd_sm90v3_kernel<T, D, false, false, TDQ, DQF, WRT>);
+        mods ? (a->deterministic
+                    ? (grp ? attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF, WRT, GRP>
+                           : attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF, WRT>)
+                    : attn_bwd_sm90v3_kernel<T, D, false, true, TDQ, DQF, WRT>)
+             : (a->deterministic
+                    ? (grp ? attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT, GRP>
+                           : attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT>)
+                    : attn_bwd_sm90v3_kernel<T, D, false, false, TDQ, DQF, WRT>);
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess)
         return err;
