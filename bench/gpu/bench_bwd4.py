@@ -15,8 +15,8 @@ halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KE
   v3q / v3q_det         sm90v3q: sm90v3t with dV, dK issued after dQ (d 128 only)
   v3w / v3w_det         sm90v3w: sm90v3q with the dQ adds on writer warps (d 128; d 64 too
                         since helper bwd6: dQ by keys)
-  v3w3 / v3w3_det       sm90v3w3: sm90v3w with a third Q/dO/LSE/D stage (d 64 only; helper bwd8)
-  v3w3l / v3w3l_det     sm90v3w3l: sm90v3w3 with LSE log2 e from the producer (d 64 only)
+  v3wg_det              sm90v3wg's deterministic mode: sm90v3w's, its blocks in groups of heads
+                        (helper bwd9; its fast mode is sm90v3w's kernel, not timed)
   v2s / v2s_det         sm90v2s (src/cuda/attn_bwd_sm90v2.cu; d 64 only): d 64's default until
                         2026-12-03, opt-in since
 The table (printed last) gives each TFLOP/s and the ratios the issue's target names.
@@ -41,9 +41,7 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            "flashc_v3t": (0, 0, False, "sm90v3t"), "flashc_v3t_det": (0, 0, True, "sm90v3t"),
            "flashc_v3q": (0, 0, False, "sm90v3q"), "flashc_v3q_det": (0, 0, True, "sm90v3q"),
            "flashc_v3w": (0, 0, False, "sm90v3w"), "flashc_v3w_det": (0, 0, True, "sm90v3w"),
-           "flashc_v3w3": (0, 0, False, "sm90v3w3"), "flashc_v3w3_det": (0, 0, True, "sm90v3w3"),
-           "flashc_v3w3l": (0, 0, False, "sm90v3w3l"),
-           "flashc_v3w3l_det": (0, 0, True, "sm90v3w3l"),
+           "flashc_v3wg_det": (0, 0, True, "sm90v3wg"),
            "flashc_v2s": (0, 0, False, "sm90v2s"), "flashc_v2s_det": (0, 0, True, "sm90v2s"),
            "flashc_sm90": (0, 0, False, "sm90"), "flashc_sm90_det": (0, 0, True, "sm90")}
 
@@ -82,7 +80,7 @@ def main():
     seqlens = [int(x) for x in a.seqlens.split(",")]
     try:
         for d in (int(x) for x in a.dims.split(",")):
-            # sm90v3* and sm90 serve d 128 only, sm90v3w d 64 too, sm90v2s and sm90v3w3* d 64 only
+            # sm90v3* and sm90 serve d 128 only, sm90v3w d 64 too, sm90v2s d 64 only
             # (elsewhere: the dispatcher's choice again, not timed twice; pass --configs-d128)
             cf = configs128 if d == 128 else tuple(
                 c for c in configs if not c.startswith(("flashc_v3", "flashc_sm90", "flashc_v2s"))
@@ -115,12 +113,8 @@ def table(rows, configs):
               ("v3w/default", "flashc_v3w", "flashc"),
               ("v3wdet/v3w", "flashc_v3w_det", "flashc_v3w"),
               ("v3wdet/det", "flashc_v3w_det", "flashc_det"),
-              ("v3w3/default", "flashc_v3w3", "flashc"),
-              ("v3w3det/det", "flashc_v3w3_det", "flashc_det"),
-              ("v3w3/flash", "flashc_v3w3", "flash"), ("v3w3/cuDNN", "flashc_v3w3", "cudnn"),
-              ("v3w3l/default", "flashc_v3w3l", "flashc"),
-              ("v3w3ldet/det", "flashc_v3w3l_det", "flashc_det"),
-              ("v3w3l/v3w3", "flashc_v3w3l", "flashc_v3w3"),
+              ("v3wgdet/det", "flashc_v3wg_det", "flashc_det"),
+              ("v3wgdet/fast", "flashc_v3wg_det", "flashc"),
               ("default/v2s", "flashc", "flashc_v2s"), ("det/v2sdet", "flashc_det", "flashc_v2s_det"),
               ("v3w/sm90", "flashc_v3w", "flashc_sm90"), ("v3q/sm90", "flashc_v3q", "flashc_sm90"),
               ("v3w/v3q", "flashc_v3w", "flashc_v3q"),

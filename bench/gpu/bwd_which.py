@@ -5,7 +5,7 @@ library's kernels it launched, demangled by the profiler. A forced family that d
 the problem falls back to the dispatcher's choice silently (attn_bwd.cu); this shows whether it
 did, so that a forced test or bench run is known to have run the family it names.
 
-usage: bwd_which.py --lib build/libflashc.so [--d 64] [--families "",sm90v3w,sm90v3w3]
+usage: bwd_which.py --lib build/libflashc.so [--d 64] [--families "",sm90v3w]
 """
 import argparse
 import ctypes
@@ -22,7 +22,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
     ap.add_argument("--d", type=int, default=64)
-    ap.add_argument("--families", default=",sm90v3w,sm90v3w3")
+    ap.add_argument("--families", default=",sm90v3w")
     a = ap.parse_args()
     lib = ctypes.CDLL(a.lib)
     lib.flashc_last_error.restype = ctypes.c_char_p

@@ -1,10 +1,9 @@
 /*
  * attn_bwd_sm90v3.cu — the Hopper backward in the FlashAttention-3 shape: families sm90v3,
- * sm90v3t, sm90v3q (d = 128), sm90v3w (d = 128 and 64) and sm90v3w3, sm90v3w3l (d 64: sm90v3w
- * with a 3-stage Q/dO ring; w3l: the LSE in log2 units from the producer), sm90v3w the default
- * at both on compute capability 9.0 (d 64 since the device run of 2026-12-03, helper bwd6: dQ
- * by keys, below), the others opt-in through FLASHC_CUDA_BWD_KERNEL; racecheck's hazards of
- * 2026-12-02: see the table.
+ * sm90v3t, sm90v3q (d = 128), sm90v3w and sm90v3wg (d = 128 and 64; wg: sm90v3w's deterministic
+ * mode with its blocks in groups of heads, bwd90v3_grouped), sm90v3w the default at both on compute
+ * capability 9.0 (d 64 since the device run of 2026-12-03, helper bwd6: dQ by keys, below), the
+ * others opt-in through FLASHC_CUDA_BWD_KERNEL; racecheck's hazards of 2026-12-02: see the table.
  *
  * Why: the 21:36 profile of sm90 at d 128 4k (/work/wt/PROFILE.md): 255 registers, 256 threads,
  * the tensor pipe 34% busy; cuDNN: 132 x 384 threads, warp-specialised, 66%. In sm90 (and
@@ -61,32 +60,30 @@ template <int D> struct bwd90v3_regs {
 };
 
 /* Byte offsets from a 1024-byte aligned base; a tile of R rows x D columns is D / 64 panels of
- * R rows x 128 bytes (ptx_sm90.cuh's swizzle, which TMA writes). ST: the stages of the Q, dO,
- * LSE, D ring (2; 3 in sm90v3w3 at d 64). */
-template <int D, bool WRT = false, int ST = 2> struct bwd90v3_smem {
+ * R rows x 128 bytes (ptx_sm90.cuh's swizzle, which TMA writes). */
+template <int D, bool WRT = false> struct bwd90v3_smem {
     static constexpr int KV_BYTES = V3_BN * D * 2;
     static constexpr int QBUF = V3_BM * D * 2;            /* one stage of Q (or dO)       */
     static constexpr int DS_BUF = V3_BM * V3_BN * 2;      /* one dS [2 panels][BM][128 B] */
     static constexpr int K = 0;
     static constexpr int V = K + KV_BYTES;
-    static constexpr int Q = V + KV_BYTES;                /* [ST][D / 64][BM][128 B]      */
-    static constexpr int DO = Q + ST * QBUF;
-    static constexpr int DS = DO + ST * QBUF;             /* [2][DS_BUF]                  */
+    static constexpr int Q = V + KV_BYTES;                /* [2][D / 64][BM][128 B]       */
+    static constexpr int DO = Q + 2 * QBUF;
+    static constexpr int DS = DO + 2 * QBUF;              /* [2][DS_BUF]                  */
     /* dQ staging, float: sm90v3 [2 wg][BM][272 B] rows; sm90v3t [2 wg][2 halves][BM][128 B],
      * 128-byte swizzled (the fp32 tensor map's boxes of 32 columns), 32 KB of the 34 */
     static constexpr int DQ = DS + 2 * DS_BUF;
     static constexpr int DQ_BUF = 2 * 2 * V3_BM * 128;   /* sm90v3w: two of those, DQ_BUF apart */
-    static constexpr int LSE = DQ + (WRT ? 2 * DQ_BUF : 2 * V3_BM * V3_DQ_ROW); /* float [ST][BM] */
-    static constexpr int DSUM = LSE + ST * V3_BM * 4;     /* float [ST][BM], D            */
-    static constexpr int INFO = DSUM + ST * V3_BM * 4;    /* int [ST][4]: the stage's Q block */
-    static constexpr int BARS = INFO + ST * 16;           /* kv_full, full[ST], empty[ST] */
-    static constexpr int TOTAL = BARS + (1 + 2 * ST) * 8;
+    static constexpr int LSE = DQ + (WRT ? 2 * DQ_BUF : 2 * V3_BM * V3_DQ_ROW); /* float [2][BM] */
+    static constexpr int DSUM = LSE + 2 * V3_BM * 4;      /* float [2][BM], D             */
+    static constexpr int INFO = DSUM + 2 * V3_BM * 4;     /* int [2][4]: the stage's Q block */
+    static constexpr int BARS = INFO + 2 * 16;            /* kv_full, full[2], empty[2]   */
+    static constexpr int TOTAL = BARS + 5 * 8;
     static constexpr int LAUNCH = TOTAL + 1024;           /* room to align the base       */
 };
 static_assert(bwd90v3_smem<128>::LAUNCH <= 227 * 1024 &&
                   bwd90v3_smem<128, true>::LAUNCH <= 227 * 1024 &&
-                  bwd90v3_smem<64, true>::LAUNCH <= 227 * 1024 &&
-                  bwd90v3_smem<64, true, 3>::LAUNCH <= 227 * 1024,
+                  bwd90v3_smem<64, true>::LAUNCH <= 227 * 1024,
               "one block per SM fits");
 
 } // namespace
@@ -113,11 +110,58 @@ static __device__ __forceinline__ int bwd90v3_turn_counter(const attn_bwd_args &
     return (int)(((int64_t)b * a.Hq + h) * ((a.Sq + V3_BM - 1) / V3_BM) + m);
 }
 
+/* sm90v3wg (helper bwd9, 2026-12-04), deterministic mode without an upper key bound: which
+ * (K block n, batch x head bh) this thread block runs, from its linear index in the grid
+ * (N K blocks, BH), in groups of G heads: group by group, n by n, head by head, rather than
+ * sm90v3w's head by head, n by n.
+ *
+ * Why: sm90v3w's deterministic dQ adds of Q block m go in the order n = 0, 1, ..., N - 1
+ * (the turn counter per (b, h, m)); the blocks of one head are neighbours in the linear order,
+ * so the hardware starts them together and they all reach Q block 0 at once: block n's writer
+ * then waits for n links of the chain (at d 64 two per block: the two warpgroups add into the
+ * same rows, each an acquire, a 16 KB reduce-add to completion and a release), its consumers
+ * stall two Q blocks later, and the block ends about n links after block 0: the H200's round
+ * of 2026-12-04 measured det / fast 0.71-0.73 at d 64 non-causal 1k-4k, where every wave
+ * starts whole heads together again, against 0.90 at 16k (one head, 128 blocks, fills the
+ * GPU; the next head's blocks start in the order the previous head's end, already staggered)
+ * and 0.92-0.99 at d 128 (the same chain, but two Q-block products as long per link).
+ *
+ * Here block n of a head starts G places in the linear order after block n - 1 of that head:
+ * once the GPU is full, about G x (steps x T) / SMs later (steps Q blocks of time T each), so
+ * G = ceil(4 SMs / steps) puts block n - 1 about four Q blocks ahead and the turn waits end;
+ * G heads at a time keep the L2 working set near sm90v3w's (G Q/dO/dQ streams).
+ *
+ * The result: the turn rule is untouched (same counters, same turn of (n, m): bwd_turn), so
+ * dQ(m) is still the sum over n = 0, 1, ... in that order: bit-identical to sm90v3w's
+ * deterministic mode (tested), and, as there, independent of the grid and of the order in
+ * which the hardware runs the blocks. Forward progress needs, as sm90v3w's, only that a
+ * block's predecessor n - 1 was started no later than itself: its linear index is lower by
+ * gc. Not taken: a rotated walk (block n visiting Q blocks n, n + 1, ... mod M, each starting
+ * without a wait) can keep no fixed order that a block can always wait for: with the order
+ * n = 0, 1, ... block n meets block n - 1 one step behind it on every Q block (block n lags
+ * n steps, worse than now); with the order of visit (turn (min(m, N - 1) - n) mod N) its
+ * predecessors include blocks of higher linear index, which may not be resident: a
+ * deadlock once a head's blocks outnumber the SMs free. */
+static __device__ __forceinline__ void bwd90v3_grouped(const attn_bwd_args &a, int *n_block,
+                                                       int *bh)
+{
+    unsigned nsm;
+    asm("mov.u32 %0, %%nsmid;" : "=r"(nsm)); /* SM ids (>= the SM count; a heuristic only) */
+    const int N = (int)gridDim.x, BH = (int)gridDim.y;
+    const int64_t steps = max((int64_t)1, (int64_t)a.group * ((a.Sq + V3_BM - 1) / V3_BM));
+    const int G = (int)min((int64_t)BH, max((int64_t)1, (4 * (int64_t)nsm + steps - 1) / steps));
+    const int64_t lin = (int64_t)blockIdx.y * N + ptx_block_index();
+    const int grp = (int)(lin / ((int64_t)G * N));
+    const int r = (int)(lin - (int64_t)grp * G * N);
+    const int gc = min(G, BH - grp * G); /* the last group's heads */
+    *n_block = r / gc;
+    *bh = grp * G + r % gc;
+}
+
 #endif
 
 /* T: __nv_bfloat16 or __half; D: 128 (64: sm90v3w only); DET: deterministic dQ; MODS: softcap
- * or ALiBi; ST: the stages of the Q, dO, LSE, D ring (3: sm90v3w3); L2 (sm90v3w3l): the producer
- * stores LSE log2 e, not the raw LSE.
+ * or ALiBi.
  * TDQ (family sm90v3t): each warpgroup's 64 x 64 dQ tile leaves as two tensor reduce-adds
  * (boxes of 32 float columns x 64 rows, tm_dq over dq_acc (D, Sq, Hq, B)) issued by one thread
  * after a warpgroup barrier, instead of 16 row reductions per warp; deterministic mode then
@@ -126,8 +170,10 @@ static __device__ __forceinline__ int bwd90v3_turn_counter(const attn_bwd_args &
  * that dQ's epilogue (staging, adds, deterministic mode's turn wait) runs while they are on
  * the tensor cores; sm90v3t issues them before the barrier, to fill its wait instead.
  * Tensor maps (D, S, H, B) of q, dout (boxes 64 x BM) and k, v (64 x BN). Grid: (K/V blocks of
- * BN keys, B Hkv); under DET with an upper key bound the K blocks run in reverse (bwd_turn). */
-template <typename T, int D, bool DET, bool MODS, bool TDQ, bool DQF, bool WRT, int ST, bool L2>
+ * BN keys, B Hkv); under DET with an upper key bound the K blocks run in reverse (bwd_turn).
+ * GRP (family sm90v3wg, with DET): without an upper key bound the blocks take their (K block,
+ * head) in groups of heads (bwd90v3_grouped), the same dQ order and bits. */
+template <typename T, int D, bool DET, bool MODS, bool TDQ, bool DQF, bool WRT, bool GRP = false>
 __global__ void __launch_bounds__(V3_THREADS, 1)
     attn_bwd_sm90v3_kernel(const __grid_constant__ CUtensorMap tm_q,
                            const __grid_constant__ CUtensorMap tm_do,
@@ -136,13 +182,8 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                            const __grid_constant__ CUtensorMap tm_dq, const attn_bwd_args a)
 {
 #if FLASHC_PTX_SM90A
-    using L = bwd90v3_smem<D, WRT, ST>;
+    using L = bwd90v3_smem<D, WRT>;
     static_assert(!WRT || (TDQ && DQF), "sm90v3w: sm90v3q with the dQ adds on writer warps");
-    static_assert(ST == 2 || (ST == 3 && D == 64 && WRT), "a third stage: sm90v3w3 at d 64");
-    static_assert(!L2 || ST == 3, "LSE log2 e from the producer: sm90v3w3l");
-    /* Q block it's stage and the parity of its use of it (unsigned: it & 1, it >> 1 at 2) */
-    auto stage_of = [](int it) { return (int)((uint32_t)it % ST); };
-    auto phase_of = [](int it) { return ((uint32_t)it / ST) & 1u; };
     /* sm90v3w's named barriers (1: the consumers' per-Q-block meeting at d 128; 2, 3: sm90v3t's
      * warpgroup barriers, and d 64's): staging buffer sb of warpgroup w full (consumers
      * arrive, its writer waits) and empty (the other way), 128 + 32 threads each */
@@ -168,13 +209,21 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
     const uint32_t sK = base + L::K, sV = base + L::V, sQ = base + L::Q, sdO = base + L::DO;
     const uint32_t kv_full = base + L::BARS;
     auto full = [&](int s) { return base + L::BARS + 8u * (1 + s); };
-    auto empty = [&](int s) { return base + L::BARS + 8u * (1 + ST + s); };
+    auto empty = [&](int s) { return base + L::BARS + 8u * (3 + s); };
 
     const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
     const bwd_range rg = bwd_range_of(a);
-    const int n_block = DET && rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index()
-                                         : ptx_block_index();
-    const int b = (int)blockIdx.y / a.Hkv, hk = (int)blockIdx.y % a.Hkv;
+    int n_block, bh;
+    if constexpr (DET && GRP) {
+        if (rg.has_hi) /* not launched so (attn_bwd_sm90v3_launch); kept correct all the same */
+            n_block = (int)gridDim.x - 1 - ptx_block_index(), bh = (int)blockIdx.y;
+        else
+            bwd90v3_grouped(a, &n_block, &bh);
+    } else {
+        n_block = DET && rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index() : ptx_block_index();
+        bh = (int)blockIdx.y;
+    }
+    const int b = bh / a.Hkv, hk = bh % a.Hkv;
     const int n0 = n_block * BN;
     int m_begin, m_end;
     bwd_q_blocks(a, rg, n0, BN, BM, &m_begin, &m_end);
@@ -183,7 +232,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
 
     if (tid == 0) {
         ptx_mbarrier_init(kv_full, 1);
-        for (int s = 0; s < ST; s++) {
+        for (int s = 0; s < 2; s++) {
             ptx_mbarrier_init(full(s), 1 + 32); /* the expect_tx arrival + every producer lane's */
             ptx_mbarrier_init(empty(s), 256);   /* every consumer thread */
         }
@@ -258,10 +307,10 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
         }
         int h = hk * a.group, m = m_begin;
         for (int it = 0; it < total; it++) {
-            const int s = stage_of(it);
+            const int s = it & 1;
             const int m0 = m * BM;
             /* the stage's previous Q block is done (a fresh barrier passes parity 1 at once) */
-            ptx_mbarrier_wait(empty(s), phase_of(it) ^ 1u);
+            ptx_mbarrier_wait(empty(s), (((uint32_t)it >> 1) & 1u) ^ 1u);
             if (lane == 0) {
                 /* what the consumers would otherwise keep in registers across their loop:
                  * the Q block's first row, head, turn counter and turn (deterministic mode) */
@@ -288,8 +337,6 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                 const int64_t row = m0 + lane + 32 * i;
                 const bool valid = row < a.Sq;
                 lse_r[i] = valid ? a.lse[b * a.slse[0] + h * a.slse[1] + row * a.slse[2]] : 0.0f;
-                if constexpr (L2) /* the consumers' per-row conversion, once here */
-                    lse_r[i] = bwd_lse_log2(lse_r[i]);
                 d_r[i] = valid ? a.dsum[((int64_t)b * a.Hq + h) * a.Sq + row] : 0.0f;
             }
             float *sl = (float *)(sbase + L::LSE) + s * BM;
@@ -322,12 +369,12 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
     if (total > 0)
         ptx_mbarrier_wait(kv_full, 0);
     for (int it = 0; it < total; it++) {
-        const int buf = stage_of(it);
-        ptx_mbarrier_wait(full(buf), phase_of(it));
+        const int buf = it & 1;
+        ptx_mbarrier_wait(full(buf), ((uint32_t)it >> 1) & 1u);
         const int *info = (const int *)(sbase + L::INFO) + 4 * buf;
         const int m0 = info[0], h = info[1];
         const uint32_t q_buf = sQ + buf * L::QBUF, do_buf = sdO + buf * L::QBUF;
-        const uint32_t sdS = base + L::DS + (it & 1) * L::DS_BUF; /* double-buffered, any ST */
+        const uint32_t sdS = base + L::DS + buf * L::DS_BUF;
         const float *lrow = sL + buf * BM, *drow = sDs + buf * BM;
 
         /* S^T, dP^T: this warpgroup's 64 keys x the BM queries, k over the head dim */
@@ -363,8 +410,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                 for (int e = 0; e < 4; e++) {
                     const int qi = nt * 8 + 2 * t + (e & 1);
                     const int key = key0 + (e >= 2 ? 8 : 0);
-                    const float l2 = L2 ? lrow[qi] : bwd_lse_log2(lrow[qi]);
-                    float p = ptx_exp2(fmaf(s[nt][e], a.scale_log2, -l2));
+                    float p = ptx_exp2(fmaf(s[nt][e], a.scale_log2, -bwd_lse_log2(lrow[qi])));
                     if (need_mask && (key >= a.Sk || bwd_outside(rg, key - (m0 + qi))))
                         p = 0.0f;
                     s[nt][e] = p;
@@ -389,8 +435,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                     const int qi = nt * 8 + 2 * t + (e & 1);
                     const int key = key0 + (e >= 2 ? 8 : 0);
                     float p, ds;
-                    bwd_mod_elem(a, slope, s[nt][e], dp[nt][e],
-                                 L2 ? lrow[qi] : bwd_lse_log2(lrow[qi]), drow[qi],
+                    bwd_mod_elem(a, slope, s[nt][e], dp[nt][e], bwd_lse_log2(lrow[qi]), drow[qi],
                                  key - (m0 + qi) - rg.diag, &p, &ds);
                     if (need_mask && (key >= a.Sk || bwd_outside(rg, key - (m0 + qi))))
                         p = ds = 0.0f;
@@ -690,8 +735,7 @@ static int bwd90v3_map_dq(CUtensorMap *m, const attn_bwd_args *a, int D)
                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <typename T, int D, bool TDQ, bool DQF = false, bool WRT = false, int ST = 2,
-          bool L2 = false>
+template <typename T, int D, bool TDQ, bool DQF = false, bool WRT = false, bool GRP = false>
 static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
     const flashc_dtype dt = std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16;
@@ -720,16 +764,21 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     if (err != cudaSuccess)
         return err;
 
-    constexpr int smem = bwd90v3_smem<D, WRT, ST>::LAUNCH;
+    constexpr int smem = bwd90v3_smem<D, WRT>::LAUNCH;
     const bool mods = a->softcap > 0.0f || a->alibi;
+    /* sm90v3wg: the grouped order only without an upper key bound (causal or a right window:
+     * sm90v3w's kernel, whose reversed K blocks its turns need) */
+    const bool grp = GRP && a->wr < 0;
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                    const CUtensorMap, const attn_bwd_args) =
         mods ? (a->deterministic
-                    ? attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF, WRT, ST, L2>
-                    : attn_bwd_sm90v3_kernel<T, D, false, true, TDQ, DQF, WRT, ST, L2>)
+                    ? (grp ? attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF, WRT, GRP>
+                           : attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF, WRT>)
+                    : attn_bwd_sm90v3_kernel<T, D, false, true, TDQ, DQF, WRT>)
              : (a->deterministic
-                    ? attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT, ST, L2>
-                    : attn_bwd_sm90v3_kernel<T, D, false, false, TDQ, DQF, WRT, ST, L2>);
+                    ? (grp ? attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT, GRP>
+                           : attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT>)
+                    : attn_bwd_sm90v3_kernel<T, D, false, false, TDQ, DQF, WRT>);
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess)
         return err;
@@ -781,29 +830,21 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
     {"attn_bwd_f16_sm90v3w_d64_64x128", "sm90v3w", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 64, true, true, true>,
      NULL, 0},
-    /* sm90v3w3 (helper bwd8, 2026-12-04; opt-in until a device run): sm90v3w at d 64 with a
-     * third Q, dO, LSE, D stage (16 KB more shared memory, 178 KB in all). At d 64 a Q block
-     * is about 2 us of both warpgroups' products, the window the 2-stage ring gives the
-     * producer to refill a stage (TMA from L2, LSE and D by plain loads) once both
-     * warpgroups released it; a third stage doubles that window and lets the two warpgroups,
-     * which meet only at the stage release at d 64, drift two Q blocks apart instead of one */
-    {"attn_bwd_bf16_sm90v3w3_d64_64x128", "sm90v3w3", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true, 3>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, true, true, true, 3>, NULL, 1},
-    {"attn_bwd_f16_sm90v3w3_d64_64x128", "sm90v3w3", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true, 3>::LAUNCH, attn_bwd_sm90v3_launch<__half, 64, true, true, true, 3>,
+    /* sm90v3wg (helper bwd9, 2026-12-04; opt-in until a device run): sm90v3w whose
+     * deterministic mode without an upper key bound runs the blocks in groups of heads
+     * (bwd90v3_grouped), the same bits; its fast mode is sm90v3w's kernel */
+    {"attn_bwd_bf16_sm90v3wg_d128_64x128", "sm90v3wg", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true, true, true>, NULL, 1},
+    {"attn_bwd_f16_sm90v3wg_d128_64x128", "sm90v3wg", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, true, true, true, true>,
      NULL, 1},
-    /* sm90v3w3l (helper bwd8, 2026-12-04; opt-in until a device run): sm90v3w3 whose producer
-     * stores LSE log2 e (+inf for a row that saw no key) instead of the raw LSE, so that the
-     * consumers' elementwise step loses its per-row conversion (16 rows a thread a Q block:
-     * FMUL, FSETP, FSEL each, beside the 32 elements' FFMA, EX2, FADD, FMUL); the same values,
-     * so the same bits */
-    {"attn_bwd_bf16_sm90v3w3l_d64_64x128", "sm90v3w3l", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true, 3>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, true, true, true, 3, true>, NULL, 1},
-    {"attn_bwd_f16_sm90v3w3l_d64_64x128", "sm90v3w3l", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true, 3>::LAUNCH,
-     attn_bwd_sm90v3_launch<__half, 64, true, true, true, 3, true>, NULL, 1},
+    {"attn_bwd_bf16_sm90v3wg_d64_64x128", "sm90v3wg", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, true, true, true, true>, NULL, 1},
+    {"attn_bwd_f16_sm90v3wg_d64_64x128", "sm90v3wg", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 64, true, true, true, true>,
+     NULL, 1},
 };
 const int attn_bwd_sm90v3_variant_count =
     (int)(sizeof attn_bwd_sm90v3_variants / sizeof attn_bwd_sm90v3_variants[0]);
