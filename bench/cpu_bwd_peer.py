@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """bench/cpu_bwd_peer.py — the CPU backward in the same run: flashc bf16 with each value of
 FLASHC_CPU_BWD_MM in --mm (set around its calls: 1 the matrix units' schedule, 2 the same with P
-and dS rounded once, 3 dS alone rounded once, :BRxBC tiles; a trailing +s also sets
-FLASHC_CPU_BWD_SPLIT=1, the unit's split_cvt), flashc bf16 with the variable unset (the library's choice),
+and dS rounded once, 3 dS alone rounded once, :BRxBC tiles; a trailing +s sets
+FLASHC_CPU_BWD_SPLIT=1, the unit's split_cvt (the library's default since 2026-12-04), no +s sets
+FLASHC_CPU_BWD_SPLIT=0, the scalar split), flashc bf16 with the variable unset (the library's choice),
 flashc float32 on the same values, and PyTorch's CPU SDPA backward (bf16, autograd) on the same
 inputs; interleaved rounds after one warm-up each, medians. One row per flashc bf16 run.
 
@@ -79,8 +80,7 @@ def flashc_case(q, k, v, dout, causal, mm=None):
 
     def run():  # FLASHC_CPU_BWD_MM and _SPLIT are read at every call
         os.environ["FLASHC_CPU_BWD_MM"] = mm[:-2] if split else mm
-        if split:
-            os.environ["FLASHC_CPU_BWD_SPLIT"] = "1"
+        os.environ["FLASHC_CPU_BWD_SPLIT"] = "1" if split else "0"
         try:
             return attention.flash_attn_backward(dout, q, k, v, out, lse, causal=causal)
         finally:

@@ -3,8 +3,8 @@
 # H200 host's CPU (16-core Xeon, AMX-BF16; CPU only, the GPU stays with the other jobs), helper
 # amx9, budget 90 s (hard timeouts inside; FLASHC_AMX9_LIMIT, default 86). What it checks there
 # (bench/RESULTS.md "Issue 16: the split by vcvtne2ps2bf16 (helper amx9)"): split_cvt, the split
-# of P and dS into hi + lo bf16 operands by vcvtne2ps2bf16, bit for bit the default split
-# (opt-in: FLASHC_CPU_BWD_SPLIT=1):
+# of P and dS into hi + lo bf16 operands by vcvtne2ps2bf16, bit for bit the scalar split
+# (the default since 2026-12-04; FLASHC_CPU_BWD_SPLIT=0 takes the scalar split):
 #   (a) on cores 12-15: test_cpu_kernels (test_mm_split: split and split_cvt of the amx and
 #       avx512bf16 tables against the scalar model, bit for bit, on the real units) and
 #       test_attn_bwd(_v2).amx with FLASHC_CPU_BWD_SPLIT=1 (the backward through split_cvt under

@@ -221,11 +221,13 @@ static void make_plan(const attn_problem *p, bwd_plan *pl)
     else
         pl->mm = unit && strcmp(unit->unit, "avx512bf16") != 0;
     pl->mm_single = !pl->mm || !opt ? 0 : opt[0] == '2' ? 3 : opt[0] == '3' ? 2 : 0;
-    /* FLASHC_CPU_BWD_SPLIT=1 (read at every call; opt-in until a host run): the unit's
-     * split_cvt where it has one, the same bits as split (kernels.h) */
+    /* P and dS into their bf16 hi + lo operands: the unit's split_cvt (vcvtne2ps2bf16) where it
+     * has one, the same bits as split (kernels.h; test_cpu_kernels' test_mm_split); the default
+     * since 2026-12-04 (bench/RESULTS.md, helper amx9: 1.01-1.12x on the dev Xeon, geometric mean
+     * 1.03-1.06x on the H200 host's). FLASHC_CPU_BWD_SPLIT=0 (read at every call) takes split. */
     if (pl->mm) {
         const char *sp = getenv("FLASHC_CPU_BWD_SPLIT");
-        pl->split = sp && sp[0] == '1' && unit->split_cvt ? unit->split_cvt : unit->split;
+        pl->split = (sp && sp[0] == '0') || !unit->split_cvt ? unit->split : unit->split_cvt;
     }
     /* The unit's tiles: 128 keys, 128 query rows where max(D, Dv) >= 128, else 64: the per-pair
      * Q-side work (pack_at of Q and dO, dQ's C round trip) spreads over twice the keys of the
