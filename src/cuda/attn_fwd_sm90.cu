@@ -80,6 +80,8 @@
  *   (v10, these defaults with the softmax's exponentials held under the P V issued beside S
  *   by a shared store before the wait, which ptxas otherwise hoists above them (VER 12-14),
  *   was level or slower, 0.94-1.02x: round 1 of 2026-12-04, removed.)
+ *   sm90abl   v6 with one stage left out (VER = 7 + 32 x a mask, sm90_ver; fwd15's ladder);
+ *   sm90np    each default (v5, v6, v7, v9) without ping-pong (VER = base + 64).
  * Not yet: other head dims, Dk != Dv.
  */
 #include "attn_cuda.cuh"
