@@ -519,7 +519,9 @@ static void test_key_tail(void **state)
 /* d 128 under the causal mask at Sq, Sk >= 4096, where the dispatcher takes sm90v9 (the suite's
  * longest pairs are 1k): more tiles than an H200 has multiprocessors (192 and 165 of 128 rows,
  * longest first), so thread blocks cross tile boundaries (v9 overlaps them); tails in both
- * sequences and 3 rows that see no key (Sq > Sk). Not under FLASHC_TEST_SMALL (the reference). */
+ * sequences and 3 rows that see no key (Sq > Sk). And d 64 under the mask at Sq, Sk >= 2048,
+ * where the dispatcher (and sm90np) takes v7's shape. Not under FLASHC_TEST_SMALL (the
+ * reference). */
 static void test_long_causal(void **state)
 {
     (void)state;
@@ -527,10 +529,11 @@ static void test_long_causal(void **state)
         printf("  long causal: skipped (FLASHC_TEST_SMALL)\n");
         return;
     }
-    const attn_case cs[2] = {{2, 4096, 4096, 3, 1, 128, 1, FLASHC_BF16, 0, 0, 0},
-                             {1, 4100, 4097, 5, 5, 128, 1, FLASHC_F16, 0, 0, 0}};
+    const attn_case cs[3] = {{2, 4096, 4096, 3, 1, 128, 1, FLASHC_BF16, 0, 0, 0},
+                             {1, 4100, 4097, 5, 5, 128, 1, FLASHC_F16, 0, 0, 0},
+                             {1, 2100, 2049, 2, 1, 64, 1, FLASHC_BF16, 0, 0, 0}};
     int ran = 0;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         ran += check_case(&cs[i]);
     if (!ran)
         printf("  long causal: not served by FLASHC_CUDA_KERNEL=%s\n", forced_kernel());

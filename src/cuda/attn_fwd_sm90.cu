@@ -80,6 +80,8 @@
  *   (v10, these defaults with the softmax's exponentials held under the P V issued beside S
  *   by a shared store before the wait, which ptxas otherwise hoists above them (VER 12-14),
  *   was level or slower, 0.94-1.02x: round 1 of 2026-12-04, removed.)
+ *   sm90abl   v6 with one stage left out (VER = 7 + 32 x a mask, sm90_ver; fwd15's ladder);
+ *   sm90np    each default (v5, v6, v7, v9) without ping-pong (VER = base + 64).
  * Not yet: other head dims, Dk != Dv.
  */
 #include "attn_cuda.cuh"
@@ -94,36 +96,43 @@
 
 namespace {
 
-/* Consumer warpgroups of version VER: 3 in v7 (VER 8, and v8t on its shape: 10;
- * FlashAttention-3's d = 64 shape, BM = 192: the softmax, not the tensor cores, bounds
- * d = 64, and a third consumer gives the multiprocessor's exp units more independent rows),
- * else 2. BM = 64 per consumer. */
-__host__ __device__ constexpr int sm90_consumers(int ver)
-{
-    return ver == 8 || ver == 10 ? 3 : 2;
-}
-/* v9's tile boundary overlap (VER 11, v6's shape), with its loads (the first K before Q, Q
- * prefetched into L2 by a second thread) */
-__host__ __device__ constexpr bool sm90_cross_tile(int ver) { return ver == 11; }
-/* v8's pairs of thread blocks sharing K/V by multicast: VER 9 (v6's shape), 10 (v7's) */
-__host__ __device__ constexpr bool sm90_pair(int ver) { return ver == 9 || ver == 10; }
-/* sm90abl, the leave-one-out ladder of v6 (bench/RESULTS.md, "Issue 11: leave-one-out"): VER
- * 32 + a mask of v6 (VER 7) stages left out; every other VER test reads it as VER 7. */
+/* A version with stages left out: VER = base + 32 x a mask of the stages below (sm90_ver);
+ * every other test of VER reads the base (VER % 32). sm90abl, the leave-one-out ladder of v6
+ * (bench/RESULTS.md, "Issue 11: leave-one-out"), leaves each out of v6 (base 7); sm90np
+ * ("Issue 11: the defaults without ping-pong") leaves ping-pong out of every default. */
 enum {
     SM90_ABL_OVERLAP = 1,  /* S_i waited for together with P_{i-1} V: softmax after both  */
     SM90_ABL_PINGPONG = 2, /* no turns: the consumers issue their wgmmas as they come     */
     SM90_ABL_DYNAMIC = 4,  /* persistent, static tile walk (blockIdx.x + k gridDim.x)     */
     SM90_ABL_PERSIST = 8,  /* one tile per thread block, the hardware's block scheduler   */
 };
-__host__ __device__ constexpr int sm90_ablate(int ver) { return ver >= 32 ? ver - 32 : 0; }
+__host__ __device__ constexpr int sm90_ablate(int ver) { return ver / 32; }
+__host__ __device__ constexpr int sm90_base(int ver) { return ver % 32; }
+constexpr int sm90_ver(int base, int ablate) { return base + 32 * ablate; }
+/* Consumer warpgroups of version VER: 3 in v7 (VER 8, and v8t on its shape: 10;
+ * FlashAttention-3's d = 64 shape, BM = 192: the softmax, not the tensor cores, bounds
+ * d = 64, and a third consumer gives the multiprocessor's exp units more independent rows),
+ * else 2. BM = 64 per consumer. */
+__host__ __device__ constexpr int sm90_consumers(int ver)
+{
+    return sm90_base(ver) == 8 || sm90_base(ver) == 10 ? 3 : 2;
+}
+/* v9's tile boundary overlap (VER 11, v6's shape), with its loads (the first K before Q, Q
+ * prefetched into L2 by a second thread) */
+__host__ __device__ constexpr bool sm90_cross_tile(int ver) { return sm90_base(ver) == 11; }
+/* v8's pairs of thread blocks sharing K/V by multicast: VER 9 (v6's shape), 10 (v7's) */
+__host__ __device__ constexpr bool sm90_pair(int ver)
+{
+    return sm90_base(ver) == 9 || sm90_base(ver) == 10;
+}
 /* a persistent grid (v5 on); v6's dynamic tile scheduler (v6 on, not v8's pairs) */
 __host__ __device__ constexpr bool sm90_persist(int ver)
 {
-    return ver >= 5 && !(sm90_ablate(ver) & SM90_ABL_PERSIST);
+    return sm90_base(ver) >= 5 && !(sm90_ablate(ver) & SM90_ABL_PERSIST);
 }
 __host__ __device__ constexpr bool sm90_dyn(int ver)
 {
-    return ver >= 6 && !sm90_pair(ver) &&
+    return sm90_base(ver) >= 6 && !sm90_pair(ver) &&
            !(sm90_ablate(ver) & (SM90_ABL_DYNAMIC | SM90_ABL_PERSIST));
 }
 __host__ __device__ constexpr int sm90_bm(int ver) { return 64 * sm90_consumers(ver); }
@@ -132,11 +141,11 @@ __host__ __device__ constexpr int sm90_threads(int ver) { return 128 * (1 + sm90
  * launch = 65536 / threads (168 or 128) */
 __host__ __device__ constexpr int sm90_producer_regs(int ver, int d)
 {
-    return sm90_consumers(ver) == 3 ? 32 : ver >= 6 && d == 64 ? 40 : 24;
+    return sm90_consumers(ver) == 3 ? 32 : sm90_base(ver) >= 6 && d == 64 ? 40 : 24;
 }
 __host__ __device__ constexpr int sm90_consumer_regs(int ver, int d)
 {
-    return sm90_consumers(ver) == 3 ? 160 : ver >= 6 && d == 64 ? 232 : 240;
+    return sm90_consumers(ver) == 3 ? 160 : sm90_base(ver) >= 6 && d == 64 ? 232 : 240;
 }
 static_assert((168 - 24) * 128 == (240 - 168) * 256 && (168 - 40) * 128 == (232 - 168) * 256 &&
                   (128 - 32) * 128 == (160 - 128) * 384,
@@ -156,7 +165,7 @@ template <int D, int BN, int STAGES, int VER = 1> struct sm90_smem {
      * 64-column panel per consumer at a time */
     static constexpr int O_PANELS =
         O + Q_BYTES + 8 * (2 + 4 * STAGES) + 48 + 1024 <= 227 * 1024 ? D / 64 : 1;
-    static constexpr int O_BYTES = VER >= 7 ? sm90_bm(VER) * 128 * O_PANELS : 0;
+    static constexpr int O_BYTES = sm90_base(VER) >= 7 ? sm90_bm(VER) * 128 * O_PANELS : 0;
     static constexpr int BARS = O + O_BYTES;              /* q_full, k/v full and empty, */
     static constexpr int SCHED = BARS + 8 * (2 + 4 * STAGES); /* q_empty; then v6's tile */
     static constexpr int SCHED_FULL = SCHED + 8;          /* the index's mbarriers       */
@@ -246,8 +255,9 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
 #if FLASHC_PTX_SM90A
     using L = sm90_smem<D, BN, STAGES, VER>;
     constexpr int NC = sm90_consumers(VER), BM = sm90_bm(VER), NP = D / 64; /* 64-col panels */
-    constexpr bool OVERLAP = VER >= 3, PERSIST = sm90_persist(VER);
-    /* sm90abl: a v6 stage left out (sm90_ablate); ping-pong: the consumers' turns */
+    constexpr int BASE = sm90_base(VER); /* the version; VER / 32: stages left out */
+    constexpr bool OVERLAP = BASE >= 3, PERSIST = sm90_persist(VER);
+    /* sm90abl, sm90np: stages left out (sm90_ablate); ping-pong: the consumers' turns */
     constexpr bool PINGPONG = OVERLAP && !(sm90_ablate(VER) & SM90_ABL_PINGPONG);
     constexpr bool SPLIT_WAIT = !(sm90_ablate(VER) & SM90_ABL_OVERLAP);
     /* v6 (VER 6 and 7): tiles from the atomic counter tile_ctr (zero at launch), the producer
@@ -258,9 +268,9 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
      * once per pair; a slot is refilled once the consumers of both blocks have released it.
      * Its tiles (pairs) go in a static order (non-causal only: every pair costs the same). */
     constexpr bool MC = sm90_pair(VER);
-    constexpr bool DYN = sm90_dyn(VER), TMA_O = VER >= 7;
+    constexpr bool DYN = sm90_dyn(VER), TMA_O = BASE >= 7;
     /* v6's head-by-head tile order without the mask (sm90abl's static walks keep it) */
-    constexpr bool HEADWISE = VER >= 6 && !MC;
+    constexpr bool HEADWISE = BASE >= 6 && !MC;
     /* v9 (VER 11): the last P V of a tile goes out with the next tile's first S (XT) */
     constexpr bool XT = sm90_cross_tile(VER);
     static_assert(!XT || (DYN && TMA_O), "v9 is v6 with the tile boundary overlapped");
@@ -490,8 +500,9 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
      * before consumer 0 took the first pass. */
     /* With 3 consumers (v7) the turns go round: 0, 1, 2, 0, ... */
     const int me = 1 + cw, other = 1 + (cw + 1) % NC;
-    /* sm90abl pingpong: no turns, each consumer syncing its own warpgroup only where it
-     * would wait for its turn (the same instruction stream, no wait for the other) */
+    /* without ping-pong (sm90abl pingpong, sm90np): no turns, each consumer syncing its own
+     * warpgroup only where it would wait for its turn (the same instruction stream, no wait
+     * for the others) */
     auto my_turn = [&]() { ptx_named_bar_sync(me, PINGPONG ? 256 : 128); };
     auto pass_turn = [&]() {
         if constexpr (PINGPONG)
@@ -808,13 +819,13 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 mask_at(sc, i);
                 float mx[1][2];
                 bool moved;
-                if constexpr (VER >= 4)
+                if constexpr (BASE >= 4)
                     moved = sm90_rows_max<NT>(sc, row_m, mx, a.scale_log2);
                 else
                     moved = block_rows_max<1, NT>(sc, row_m, mx, a.scale_log2);
                 if (moved)
                     block_move_base<1>(mx, row_m, row_l, alpha, a.scale_log2);
-                if constexpr (VER >= 4)
+                if constexpr (BASE >= 4)
                     sm90_exp<NT>(sc, row_m, row_l, a.scale_log2);
                 else
                     block_exp<1, NT>(sc, row_m, row_l, a.scale_log2);
@@ -1034,8 +1045,9 @@ static int sm90_supports_rows(const attn_fwd_variant *v, const attn_problem *p, 
      * v6's / v7's) take their tile counter from the stream's memory pool: on a device without
      * pools they are not offered, and the dispatcher goes on to v4w / v5, which need no memory */
     /* (sm90abl asks what v6 asks, whichever entry: every FLASHC_SM90_ABLATE value serves the
-     * same problems) */
-    const int v9_abl = strncmp(v->family, "sm90v9", 6) == 0 || strcmp(v->family, "sm90abl") == 0;
+     * same problems; sm90np asks it of all its entries, v5's shape at d 64 causal too) */
+    const int v9_abl = strncmp(v->family, "sm90v9", 6) == 0 ||
+                       strcmp(v->family, "sm90abl") == 0 || strcmp(v->family, "sm90np") == 0;
     const int dyn = strncmp(v->family, "sm90v6", 6) == 0 || strcmp(v->family, "sm90v7") == 0 ||
                     v9_abl || (strncmp(v->family, "sm90v8", 6) == 0 && p->causal);
     if (dyn) {
@@ -1098,6 +1110,14 @@ static int sm90_supports_abl(const attn_fwd_variant *v, const attn_problem *p, i
            sm90_supports(v, p, cc, vec16);
 }
 
+/* sm90np: under the causal mask from seqlen S (Sq and Sk), where the default changes */
+template <int S>
+static int sm90_supports_c_from(const attn_fwd_variant *v, const attn_problem *p, int cc,
+                                int vec16)
+{
+    return p->Sq >= S && p->Sk >= S && sm90_supports_c(v, p, cc, vec16);
+}
+
 /* v8's pairs: non-causal, K/V boxes of half a block (each block of the pair loads one half) */
 static int sm90_supports_pair(const attn_fwd_variant *v, const attn_problem *p, int cc,
                               int vec16)
@@ -1114,7 +1134,7 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
     memset(&mo, 0, sizeof mo); /* read by VER 7 only */
     constexpr int BM = sm90_bm(VER);
     if (!make_maps(a, dt, BM, sm90_pair(VER) ? BN / 2 : BN, &mq, &mk, &mv) ||
-        (VER >= 7 && !make_map(&mo, dt, a->o, a->B, a->Sq, a->Hq, a->D, a->so, 64)))
+        (sm90_base(VER) >= 7 && !make_map(&mo, dt, a->o, a->B, a->Sq, a->Hq, a->D, a->so, 64)))
         return cudaErrorInvalidValue; /* sm90_supports said yes: the driver changed its mind */
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const attn_fwd_args,
                    const CUtensorMap, int *) = attn_fwd_sm90_kernel<T, D, BN, STAGES, VER>;
@@ -1300,19 +1320,35 @@ const attn_fwd_variant attn_fwd_sm90_variants[] = {
     /* sm90abl (bf16, d 128; bench/RESULTS.md, "Issue 11: leave-one-out"): the default kernel
      * without the mask, v6 (VER 7, 176-key blocks, 2 stages), with one stage left out, chosen
      * by FLASHC_SM90_ABLATE; v6's causal kernel under the mask. Four are instances of their
-     * own (VER 32 + sm90_ablate's mask); the others are exactly existing kernels: stores =
+     * own (sm90_ver(7, mask)); the others are exactly existing kernels: stores =
      * v6d, bn128 = v6n, and s2d / s3d (128-key blocks, direct stores, 2 / 3
      * stages: v6d's causal instance and v6s) the ring depth where a third slot fits. */
     SM90_ABL(0, none, 176, 2, 7),
-    SM90_ABL(1, overlap, 176, 2, 32 + SM90_ABL_OVERLAP),
-    SM90_ABL(2, pingpong, 176, 2, 32 + SM90_ABL_PINGPONG),
-    SM90_ABL(3, dynamic, 176, 2, 32 + SM90_ABL_DYNAMIC),
-    SM90_ABL(4, persist, 176, 2, 32 + SM90_ABL_PERSIST),
+    SM90_ABL(1, overlap, 176, 2, sm90_ver(7, SM90_ABL_OVERLAP)),
+    SM90_ABL(2, pingpong, 176, 2, sm90_ver(7, SM90_ABL_PINGPONG)),
+    SM90_ABL(3, dynamic, 176, 2, sm90_ver(7, SM90_ABL_DYNAMIC)),
+    SM90_ABL(4, persist, 176, 2, sm90_ver(7, SM90_ABL_PERSIST)),
     SM90_ABL(5, stores, 176, 2, 6),
     SM90_ABL(6, bn128, 128, 2, 7),
     SM90_ABL(7, s2d, 128, 2, 6),
     SM90_ABL(8, s3d, 128, 3, 6),
     SM90_ABL(-1, causal, 128, 2, 7), /* v6 under the mask, whatever the value */
+    /* sm90np (bench/RESULTS.md, "Issue 11: the defaults without ping-pong"): for each problem
+     * the sm90 kernel the dispatcher picks (by the thresholds above; below them, where sm80
+     * runs, the entry of the nearest threshold), without the consumers' turns. 9 instances of
+     * their own (bf16 d 128 without the mask is sm90abl's pingpong). */
+    SM90_FAMILY_S("sm90np", 128, 128, 128, 2, sm90_ver(11, SM90_ABL_PINGPONG), 0, 0,
+                  sm90_supports_c_from<4096>),
+    SM90_FAMILY_S("sm90np", 128, 128, 128, 2, sm90_ver(7, SM90_ABL_PINGPONG), 0, 0,
+                  sm90_supports_c),
+    SM90_FAMILY_S("sm90np", 128, 128, 176, 2, sm90_ver(7, SM90_ABL_PINGPONG), 0, 0,
+                  sm90_supports_nc),
+    SM90_FAMILY_S("sm90np", 64, 192, 128, 2, sm90_ver(8, SM90_ABL_PINGPONG), 0, 0,
+                  sm90_supports_nc),
+    SM90_FAMILY_S("sm90np", 64, 192, 128, 2, sm90_ver(8, SM90_ABL_PINGPONG), 0, 0,
+                  sm90_supports_c_from<2048>),
+    SM90_FAMILY_S("sm90np", 64, 128, 128, 3, sm90_ver(5, SM90_ABL_PINGPONG), 0, 0,
+                  sm90_supports_c),
 };
 const int attn_fwd_sm90_variant_count =
     (int)(sizeof attn_fwd_sm90_variants / sizeof attn_fwd_sm90_variants[0]);
