@@ -1,9 +1,10 @@
 /*
  * attn_bwd_sm90v3.cu — the Hopper backward in the FlashAttention-3 shape: families sm90v3,
  * sm90v3t, sm90v3q (d = 128), sm90v3w and sm90v3wg (d = 128 and 64; wg: sm90v3w's deterministic
- * mode with its blocks in groups of heads, bwd90v3_grouped), sm90v3w the default at both on compute
- * capability 9.0 (d 64 since the device run of 2026-12-03, helper bwd6: dQ by keys, below), the
- * others opt-in through FLASHC_CUDA_BWD_KERNEL; racecheck's hazards of 2026-12-02: see the table.
+ * mode with its blocks in groups of heads, bwd90v3_grouped), sm90v3wg the default at both on
+ * compute capability 9.0 since 2026-12-04 (sm90v3w's before: d 64 since the device run of
+ * 2026-12-03, helper bwd6: dQ by keys, below), the others opt-in through FLASHC_CUDA_BWD_KERNEL;
+ * racecheck's hazards of 2026-12-02: see the table.
  *
  * Why: the 21:36 profile of sm90 at d 128 4k (/work/wt/PROFILE.md): 255 registers, 256 threads,
  * the tensor pipe 34% busy; cuDNN: 132 x 384 threads, warp-specialised, 66%. In sm90 (and
@@ -789,7 +790,8 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     return attn_bwd_post_bh_launch<T, D>(a, stream);
 }
 
-/* sm90v3w is the default at d 128 and d 64 (below); the others are opt-in (opt_in 1). sm90v3q
+/* sm90v3wg is the default at d 128 and d 64 (below: sm90v3w's fast kernel, its deterministic
+ * mode in groups of heads); the others are opt-in (opt_in 1). sm90v3q
  * passed every forced test on the H200 on 2026-12-02 (suites, modifiers, deterministic bitwise,
  * memcheck, synccheck) and is 1.22-1.26x sm90, 1.34-1.46x SDPA-FA2 (bench/RESULTS.md), and it was
  * the default at d 128 for one device round; but racecheck then reported 10 hazards in it (fp16
@@ -811,40 +813,44 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
      bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true>, NULL, 1},
     {"attn_bwd_f16_sm90v3q_d128_64x128", "sm90v3q", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, true, true>, NULL, 1},
-    /* sm90v3w, the default at d 128 on compute capability 9.0 (opt_in 0) since the device round
-     * of 2026-12-03: sm90v3q whose dQ adds (and deterministic turns) run on two writer warps of
-     * the producer warpgroup, the staging tiles double-buffered */
+    /* sm90v3w, the default at d 128 on compute capability 9.0 from the device round of
+     * 2026-12-03 to sm90v3wg's of 2026-12-04: sm90v3q whose dQ adds (and deterministic
+     * turns) run on two writer warps of the producer warpgroup, the staging tiles
+     * double-buffered */
     {"attn_bwd_bf16_sm90v3w_d128_64x128", "sm90v3w", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true, true>, NULL, 0},
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true, true>, NULL, 1},
     {"attn_bwd_f16_sm90v3w_d128_64x128", "sm90v3w", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, true, true, true>,
-     NULL, 0},
+     NULL, 1},
     /* sm90v3w at d 64 (helper bwd6, 2026-12-03), the default at d 64 on compute capability
-     * 9.0 (opt_in 0) since s8_bwd6.sh's device run: both consumer warpgroups' dQ by keys, as
+     * 9.0 from s8_bwd6.sh's device run to sm90v3wg's: both consumer warpgroups' dQ by keys, as
      * sm90v2 at d 64; against sm90v2s (one warpgroup, 64 keys, no producer) it has BN = 128,
      * TMA and the writer warps */
     {"attn_bwd_bf16_sm90v3w_d64_64x128", "sm90v3w", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 64, true, true, true>,
-     NULL, 0},
+     NULL, 1},
     {"attn_bwd_f16_sm90v3w_d64_64x128", "sm90v3w", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 64, true, true, true>,
-     NULL, 0},
-    /* sm90v3wg (helper bwd9, 2026-12-04; opt-in until a device run): sm90v3w whose
-     * deterministic mode without an upper key bound runs the blocks in groups of heads
-     * (bwd90v3_grouped), the same bits; its fast mode is sm90v3w's kernel */
+     NULL, 1},
+    /* sm90v3wg (helper bwd9), the default at d 128 and d 64 on compute capability 9.0 since the
+     * device round of 2026-12-04 (s9_bwd9.sh: det / det of sm90v3w 1.25-1.30x at d 64
+     * non-causal 1k-4k, 1.00-1.07x elsewhere; bench/RESULTS.md): sm90v3w whose deterministic
+     * mode without an upper key bound runs the blocks in groups of heads (bwd90v3_grouped), the
+     * same bits; its fast mode is sm90v3w's kernel. sm90v3w above is opt-in since then (the
+     * reference of test_det_grouped_bits). */
     {"attn_bwd_bf16_sm90v3wg_d128_64x128", "sm90v3wg", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true, true, true>, NULL, 1},
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true, true, true>, NULL, 0},
     {"attn_bwd_f16_sm90v3wg_d128_64x128", "sm90v3wg", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, true, true, true, true>,
-     NULL, 1},
+     NULL, 0},
     {"attn_bwd_bf16_sm90v3wg_d64_64x128", "sm90v3wg", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, true, true, true, true>, NULL, 1},
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, true, true, true, true>, NULL, 0},
     {"attn_bwd_f16_sm90v3wg_d64_64x128", "sm90v3wg", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 64, true, true, true, true>,
-     NULL, 1},
+     NULL, 0},
 };
 const int attn_bwd_sm90v3_variant_count =
     (int)(sizeof attn_bwd_sm90v3_variants / sizeof attn_bwd_sm90v3_variants[0]);
