@@ -26,13 +26,15 @@ shapes with the L2 emptied by a 256 MB read instead of triton's 256 MB zero_ (wh
 L2 full of dirty lines that a K/V stream must write back inside its own time; decode6), and
 prints both side by side last. --ncu-drive only runs the variants at the first shape, three
 calls each after a zero_, for `ncu --cache-control none` (decode6 / decode7's profiles, in
-bench/RESULTS.md).
+bench/RESULTS.md). --kv-layout bhsd times the caches as views of (B, Hkv, ctx, d) buffers
+(every KV head's keys contiguous; contiguous calls only), SDPA on the same memory; with
+--ncu-drive, "sdpa_cudnn" among the variants drives SDPA's cuDNN backend too (decode9).
 
 usage: bench_decode.py --lib build/libflashc.so [--out decode.json] [--batches 1,4,16,64]
                        [--ctx 4096,32768,131072] [--heads 32/8,16/8] [--rep-ms 40] [--graph]
                        [--shapes BxCTX,..] [--variants v1,v2,pdl,fused] [--sweep 8,16,..]
                        [--sweep-variants pdl,fused] [--sweep-batches 1]
-                       [--clean-shapes BxCTX,..] [--ncu-drive]
+                       [--clean-shapes BxCTX,..] [--ncu-drive] [--kv-layout bshd|bhsd]
 """
 import argparse
 import ctypes
@@ -203,28 +205,52 @@ def bench_clean(fn, rep_ms):
     return t[len(t) // 2]
 
 
-def ncu_drive(lib, variants, B, ctx, Hq, Hkv, d=128):
-    """Three calls of each variant at B x ctx (contiguous), each after triton's 256 MB zero_
-    (the dirty L2 of the bench), synchronised, for ncu --cache-control none to profile. A variant
-    "NAME/sN" runs NAME with num_splits = N (else the library's count)."""
-    dt = torch.bfloat16
-    kc = torch.randn(B, ctx, Hkv, d, dtype=dt, device="cuda")
-    vc = torch.randn(B, ctx, Hkv, d, dtype=dt, device="cuda")
+def decode_inputs(B, ctx, Hq, Hkv, d, dt, kv_layout="bshd"):
+    """Random K/V caches (B, ctx, Hkv, d), full: every sequence ctx long; q (B, 1, Hq, d); o
+    and lse to be written; cache_seqlens (int32 on the device). kv_layout "bhsd": the caches
+    are (B, ctx, Hkv, d) views of (B, Hkv, ctx, d) buffers, so each KV head's keys are one
+    contiguous run (decode9: does the split kernel's stream rate at large B depend on reading
+    256-byte pieces of the (b, key) rows, 2 KB apart, that other blocks read the rest of?)."""
+    if kv_layout == "bhsd":
+        kc = torch.randn(B, Hkv, ctx, d, dtype=dt, device="cuda").transpose(1, 2)
+        vc = torch.randn(B, Hkv, ctx, d, dtype=dt, device="cuda").transpose(1, 2)
+    else:
+        kc = torch.randn(B, ctx, Hkv, d, dtype=dt, device="cuda")
+        vc = torch.randn(B, ctx, Hkv, d, dtype=dt, device="cuda")
     q = torch.randn(B, 1, Hq, d, dtype=dt, device="cuda")
     o = torch.empty(B, 1, Hq, d, dtype=dt, device="cuda")
     lse = torch.empty(B, Hq, 1, dtype=torch.float32, device="cuda")
     seqlens = torch.full((B,), ctx, dtype=torch.int32, device="cuda")
+    return kc, vc, q, o, lse, seqlens
+
+
+def ncu_drive(lib, variants, B, ctx, Hq, Hkv, d=128, kv_layout="bshd"):
+    """Three calls of each variant at B x ctx (contiguous), each after triton's 256 MB zero_
+    (the dirty L2 of the bench), synchronised, for ncu --cache-control none to profile. A variant
+    "NAME/sN" runs NAME with num_splits = N (else the library's count); "sdpa_cudnn" SDPA's
+    cuDNN backend on the same cache (the peer's kernels, for the same metrics)."""
+    kc, vc, q, o, lse, seqlens = decode_inputs(B, ctx, Hq, Hkv, d, torch.bfloat16, kv_layout)
     flush = torch.empty(64 << 20, dtype=torch.int32, device="cuda")
     for v in variants:
-        name, _, ns = v.partition("/s")
-        set_variant(name)
-        fn = Decode(lib, q, kc, vc, o, lse, seqlens, num_splits=int(ns) if ns else 0)
+        if v == "sdpa_cudnn":
+            qs, ks, vs = q.transpose(1, 2), kc.transpose(1, 2), vc.transpose(1, 2)
+
+            def fn():
+                with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                    F.scaled_dot_product_attention(qs, ks, vs, enable_gqa=True)
+            splits = "-"
+        else:
+            name, _, ns = v.partition("/s")
+            set_variant(name)
+            fn = Decode(lib, q, kc, vc, o, lse, seqlens, num_splits=int(ns) if ns else 0)
         for _ in range(3):
             flush.zero_()
             torch.cuda.synchronize()
             fn()
             torch.cuda.synchronize()
-        print(f"ncu-drive {v}: splits {fn.stats.num_splits}", flush=True)
+        if v != "sdpa_cudnn":
+            splits = fn.stats.num_splits
+        print(f"ncu-drive {v}: splits {splits}", flush=True)
     set_variant(None)
 
 
@@ -236,6 +262,9 @@ def main():
     ap.add_argument("--ctx", default="4096,32768,131072")
     ap.add_argument("--heads", default="32/8,16/8")
     ap.add_argument("--pages", default="16,64")
+    ap.add_argument("--kv-layout", default="bshd", choices=("bshd", "bhsd"),
+                    help="bhsd: the caches as views of (B, Hkv, ctx, d) buffers (contiguous "
+                         "only: --pages is ignored)")
     ap.add_argument("--rep-ms", type=int, default=40)
     ap.add_argument("--graph", action="store_true",
                     help="also time the contiguous call replayed from a CUDA graph")
@@ -261,7 +290,7 @@ def main():
     if a.ncu_drive:
         B, ctx = (int(x) for x in (a.shapes or "1x32768").split(",")[0].split("x"))
         Hq, Hkv = (int(x) for x in a.heads.split(",")[0].split("/"))
-        ncu_drive(lib, variants, B, ctx, Hq, Hkv)
+        ncu_drive(lib, variants, B, ctx, Hq, Hkv, kv_layout=a.kv_layout)
         return 0
     dev = torch.cuda.get_device_properties(0)
     print(f"device: {dev.name}, {dev.multi_processor_count} SMs; torch {torch.__version__}; "
@@ -286,14 +315,10 @@ def main():
     for Hq, Hkv in heads:
         for B, ctx in shapes:
             torch.manual_seed(B * 7 + ctx)
-            kc = torch.randn(B, ctx, Hkv, d, dtype=dt, device="cuda")
-            vc = torch.randn(B, ctx, Hkv, d, dtype=dt, device="cuda")
-            q = torch.randn(B, 1, Hq, d, dtype=dt, device="cuda")
-            o = torch.empty(B, 1, Hq, d, dtype=dt, device="cuda")
-            lse = torch.empty(B, Hq, 1, dtype=torch.float32, device="cuda")
-            seqlens = torch.full((B,), ctx, dtype=torch.int32, device="cuda")
+            kc, vc, q, o, lse, seqlens = decode_inputs(B, ctx, Hq, Hkv, d, dt, a.kv_layout)
             kv_gb = 2 * kc.numel() * kc.element_size() / 1e9
-            row = {"B": B, "ctx": ctx, "Hq": Hq, "Hkv": Hkv, "d": d, "kv_gb": kv_gb}
+            row = {"B": B, "ctx": ctx, "Hq": Hq, "Hkv": Hkv, "d": d, "kv_gb": kv_gb,
+                   "kv_layout": a.kv_layout}
 
             qs, ks, vs = q.transpose(1, 2), kc.transpose(1, 2), vc.transpose(1, 2)
             ref = None
@@ -321,7 +346,8 @@ def main():
                     row[name + "_why"] = str(e).splitlines()[0][:120]
 
             layouts = [("contig", None)] + [(f"page{p}", p) for p in
-                                             [int(x) for x in a.pages.split(",") if x]]
+                                             [int(x) for x in a.pages.split(",") if x]
+                                             if a.kv_layout == "bshd"]
             runs = [(lay, page, v, 0) for v in variants for lay, page in layouts]
             if a.sweep and B in [int(x) for x in a.sweep_batches.split(",") if x]:
                 runs += [("contig", None, v, int(n)) for v in a.sweep_variants.split(",")

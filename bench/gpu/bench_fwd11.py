@@ -20,17 +20,22 @@ Hypotheses (bench/RESULTS.md "Issue 11: the per-call cost"), each with the figur
          flashc_pdl (FLASHC_CUDA_FWD_PDL=1), helper fwd12's flashc_tail (FLASHC_CUDA_FWD_TAIL=1,
          timed by bench/gpu/s9_fwd12.sh with a --set fwd12 of this script, both in git at
          188e3cf); both variables since removed, so such an instance now runs the default.
-         A family works too: NAME:FLASHC_CUDA_KERNEL=sm90v10 (read once per instance).
+         A family works too: NAME:FLASHC_CUDA_KERNEL=sm90v9 (read once per instance), and
+         several variables: NAME:VAR=VALUE,VAR2=VALUE2 (helper fwd15: NAME:FLASHC_CUDA_KERNEL=
+         sm90abl,FLASHC_SM90_ABLATE=overlap).
 --set cells (helper fwd14): the target cells only, d 128 at 2k / 4k / 16k and d 64 at 2k / 4k,
          causal and not; per implementation do_bench with its flush and the CUPTI kernel time,
          in --rounds interleaved rounds (median), no b2b / graph / host measures, no scans; the
          table gives each one's ratio to cuDNN and each alt instance's to flashc.
+--set abl (helper fwd15): as cells, at d 128 without the mask, 2k and 16k only (the cells of
+         the leave-one-out ladder, bench/gpu/s9_fwd15.sh).
 Every implementation is timed on the same inputs in this one process: flashc (the dispatcher's
 choice, through ctypes, bench_sdpa.Flashc), the alt instances, SDPA cuDNN, SDPA flash (FA2);
 every flashc instance is checked against SDPA flash first (twice each).
 
 usage: bench_fwd11.py --lib build/libflashc.so [--rep-ms 20] [--out fwd11.json] [--quick]
-                      [--alt NAME:VAR=VALUE ...] [--set fwd11|cells] [--rounds 2]
+                      [--alt NAME:VAR=VALUE[,VAR=VALUE] ...] [--set fwd11|cells|abl]
+                      [--rounds 2]
 """
 import argparse
 import json
@@ -52,18 +57,19 @@ from bench_sdpa import Flashc, Stats, params, view  # noqa: E402
 IMPLS = ["flashc", "cudnn", "flash"]  # the alt instances go after flashc (main)
 
 
-def load_alt(path, name, var, value, warm):
-    """A second library instance (its own copy) with var=value set only around its first
-    launch (such variables are read once per instance, at the first launch that asks; warm(fc)
-    makes that launch). The default instance must have launched before."""
+def load_alt(path, name, env, warm):
+    """A second library instance (its own copy) with the variables of env (a dict) set only
+    around its first launch (such variables are read once per instance, at the first launch
+    that asks; warm(fc) makes that launch). The default instance must have launched before."""
     copy = os.path.join(tempfile.mkdtemp(), f"libflashc_{name}.so")
     shutil.copy(path, copy)
-    os.environ[var] = value
+    os.environ.update(env)
     try:
         fc = Flashc(copy)
         warm(fc)
     finally:
-        os.environ.pop(var, None)
+        for var in env:
+            os.environ.pop(var, None)
     return fc
 
 
@@ -207,19 +213,22 @@ def main():
     ap.add_argument("--rep-ms", type=float, default=20)
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true", help="main cases only, no scans")
-    ap.add_argument("--alt", action="append", default=[], help="NAME:VAR=VALUE")
-    ap.add_argument("--set", default="fwd11", choices=("fwd11", "cells"))
+    ap.add_argument("--alt", action="append", default=[], help="NAME:VAR=VALUE[,VAR=VALUE]")
+    ap.add_argument("--set", default="fwd11", choices=("fwd11", "cells", "abl"))
     ap.add_argument("--rounds", type=int, default=2, help="--set cells: interleaved rounds")
     a = ap.parse_args()
     alts = []
     for spec in a.alt:
-        name, _, kv = spec.partition(":")
-        var, _, value = kv.partition("=")
-        if not (name and var):
-            ap.error(f"--alt {spec}: NAME:VAR=VALUE")
-        alts.append((name, var, value))
-        os.environ.pop(var, None)
-    IMPLS[1:1] = [n for n, _, _ in alts]
+        name, _, kvs = spec.partition(":")
+        env = {}
+        for kv in kvs.split(","):
+            var, eq, value = kv.partition("=")
+            if not (name and var and eq):
+                ap.error(f"--alt {spec}: NAME:VAR=VALUE[,VAR=VALUE]")
+            env[var] = value
+            os.environ.pop(var, None)
+        alts.append((name, env))
+    IMPLS[1:1] = [n for n, _ in alts]
     fc = Flashc(a.lib)
     dev = torch.cuda.get_device_properties(0)
     print(f"device: {dev.name}, {dev.multi_processor_count} SMs; torch {torch.__version__}, "
@@ -232,16 +241,18 @@ def main():
         torch.cuda.synchronize()
     warm(fc)
     libs = {"flashc": fc}
-    for name, var, value in alts:
-        libs[name] = load_alt(a.lib, name, var, value, warm)
+    for name, env in alts:
+        libs[name] = load_alt(a.lib, name, env, warm)
     torch.manual_seed(0)
     # (kind, d, Sq, Sk, B, causal): main = the convention (B S = 16384) with every measure;
     # bscan / kscan = the fits (graph + trace, flashc and cuDNN)
     cases = [("main", 128, 2048, 2048, 8, False), ("main", 128, 4096, 4096, 4, False),
              ("main", 128, 16384, 16384, 1, False), ("main", 64, 2048, 2048, 8, False),
              ("main", 64, 4096, 4096, 4, False)]
-    cells = a.set == "cells"
-    if cells:
+    cells = a.set in ("cells", "abl")
+    if a.set == "abl":
+        cases = [("main", 128, s, s, 16384 // s, False) for s in (2048, 16384)]
+    elif cells:
         cases = [("main", d, s, s, 16384 // s, c) for d, ss in ((128, (2048, 4096, 16384)),
                                                               (64, (2048, 4096)))
                  for c in (False, True) for s in ss]
@@ -348,7 +359,7 @@ def main():
             json.dump({"device": dev.name, "torch": torch.__version__,
                        "cudnn": torch.backends.cudnn.version(), "rows": rows}, fh, indent=1)
     if cells:
-        report_cells(rows, [n for n, _, _ in alts])
+        report_cells(rows, [n for n, _ in alts])
     else:
         report(rows)
     return 0 if all(math.isfinite(r["maxdiff"]) and r["maxdiff"] < 2e-2 for r in rows) else 1

@@ -327,7 +327,8 @@ extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
                             "%s: FLASHC_CUDA_KERNEL=%s names no CUDA kernel family "
                             "(sm80, sm90, sm90v3, sm90v4, sm90v4w, sm90v5, sm90v6, sm90v6d, "
-                            "sm90v6w, sm90v6s, sm90v6n, sm90v7, sm90v8, sm90v8t, sm90v9, sm90v10, "
+                            "sm90v6w, sm90v6s, sm90v6n, sm90v7, sm90v8, sm90v8t, sm90v9, "
+                            "sm90abl, "
                             "or unset for the dispatcher's choice)",
                             FN, forced);
     if (!(p->scale > 0.0f))
@@ -360,9 +361,16 @@ extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
     if (!v && forced[0])
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
                             "%s: FLASHC_CUDA_KERNEL=%s forces a kernel that does not serve this "
-                            "problem (dtype %d, head dim %lld, compute capability %d.%d%s)",
+                            "problem (dtype %d, head dim %lld, compute capability %d.%d%s)%s%s%s",
                             FN, forced, (int)p->dtype, (long long)p->D, cc / 10, cc % 10,
-                            rows_vec16(p) ? "" : ", rows not 16-byte aligned");
+                            rows_vec16(p) ? "" : ", rows not 16-byte aligned",
+                            /* the ablation family's own terms */
+                            strcmp(forced, "sm90abl") == 0
+                                ? "; sm90abl serves bf16 at head dim 128 on sm_90 only, "
+                                  "FLASHC_SM90_ABLATE="
+                                : "",
+                            strcmp(forced, "sm90abl") == 0 ? attn_fwd_sm90_ablate_names() : "",
+                            strcmp(forced, "sm90abl") == 0 ? " (unset: none)" : "");
     if (!v)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
                             "%s: no CUDA kernel for this device (compute capability %d.%d; "

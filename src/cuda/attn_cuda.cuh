@@ -92,6 +92,8 @@ extern const int attn_fwd_sm80_variant_count;
 /* attn_fwd_sm90.cu */
 extern const attn_fwd_variant attn_fwd_sm90_variants[];
 extern const int attn_fwd_sm90_variant_count;
+/* the values FLASHC_SM90_ABLATE takes for FLASHC_CUDA_KERNEL=sm90abl ("a|b|..."), for messages */
+const char *attn_fwd_sm90_ablate_names(void);
 
 /* attn_decode.cu: the forward problems attn_is_plain() excludes (KV caches, varlen, windows,
  * softcap, ALiBi, split requests, D != Dv) that the sm80 kernel's mods instance does not take

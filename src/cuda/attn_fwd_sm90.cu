@@ -74,17 +74,12 @@
  *                 claimed tile's Q at once. The default at d 128 under the causal mask from
  *                 seqlen 4k (round 1 of 2026-12-03: 1.06x / 1.02x v6 at 4k / 16k, level or
  *                 below without the mask).
- *   (v9t, v9 on v7's shape at d 64 (VER 13 then), was no faster than v7 and was removed; so
+ *   (v9t, v9 on v7's shape at d 64 (VER 13), was no faster than v7 and was removed; so
  *   were v9n, v9 with 128-key blocks without the mask too, 0.93-1.02x v6, and v6p, v6 with
  *   v9's two load changes alone (VER 12 then), 0.98-1.02x v6: round 2 of 2026-12-03.)
- *   v10 "sm90v10" the default kernels (v9's at d 128 under the mask, v6's without it, v7's at
- *                 d 64; VER 14, 12, 13) with the overlap of v3 restored: in their
- *                 SASS ptxas hoists wgmma.wait_group 0 (WARPGROUP.DEPBAR, the wait for the
- *                 P V issued with S) above the exponentials of the softmax, which the PTX has
- *                 before it, so that only the row max runs under that P V and the exponentials
- *                 after it. v10 stores the row sums to shared memory before the wait, which
- *                 ptxas keeps on its side. Opt-in (bench/RESULTS.md, "Issue 11: the softmax
- *                 under the P V").
+ *   (v10, these defaults with the softmax's exponentials held under the P V issued beside S
+ *   by a shared store before the wait, which ptxas otherwise hoists above them (VER 12-14),
+ *   was level or slower, 0.94-1.02x: round 1 of 2026-12-04, removed.)
  * Not yet: other head dims, Dk != Dv.
  */
 #include "attn_cuda.cuh"
@@ -99,22 +94,38 @@
 
 namespace {
 
-/* Consumer warpgroups of version VER: 3 in v7 (VER 8, its v10 twin 13, and v8t: 10;
+/* Consumer warpgroups of version VER: 3 in v7 (VER 8, and v8t on its shape: 10;
  * FlashAttention-3's d = 64 shape, BM = 192: the softmax, not the tensor cores, bounds
  * d = 64, and a third consumer gives the multiprocessor's exp units more independent rows),
  * else 2. BM = 64 per consumer. */
 __host__ __device__ constexpr int sm90_consumers(int ver)
 {
-    return ver == 8 || ver == 10 || ver == 13 ? 3 : 2;
+    return ver == 8 || ver == 10 ? 3 : 2;
 }
-/* v9's tile boundary overlap (VER 11, v6's shape; 14, its v10 twin), with its loads (the
- * first K before Q, Q prefetched into L2 by a second thread) */
-__host__ __device__ constexpr bool sm90_cross_tile(int ver) { return ver == 11 || ver == 14; }
-/* v10: v6 (VER 12), v7 (13) and v9 (14) with the softmax's exponentials held before the wait
- * for the P V that runs under them (sm90v10, below) */
-__host__ __device__ constexpr bool sm90_held_exp(int ver) { return ver >= 12 && ver <= 14; }
+/* v9's tile boundary overlap (VER 11, v6's shape), with its loads (the first K before Q, Q
+ * prefetched into L2 by a second thread) */
+__host__ __device__ constexpr bool sm90_cross_tile(int ver) { return ver == 11; }
 /* v8's pairs of thread blocks sharing K/V by multicast: VER 9 (v6's shape), 10 (v7's) */
 __host__ __device__ constexpr bool sm90_pair(int ver) { return ver == 9 || ver == 10; }
+/* sm90abl, the leave-one-out ladder of v6 (bench/RESULTS.md, "Issue 11: leave-one-out"): VER
+ * 32 + a mask of v6 (VER 7) stages left out; every other VER test reads it as VER 7. */
+enum {
+    SM90_ABL_OVERLAP = 1,  /* S_i waited for together with P_{i-1} V: softmax after both  */
+    SM90_ABL_PINGPONG = 2, /* no turns: the consumers issue their wgmmas as they come     */
+    SM90_ABL_DYNAMIC = 4,  /* persistent, static tile walk (blockIdx.x + k gridDim.x)     */
+    SM90_ABL_PERSIST = 8,  /* one tile per thread block, the hardware's block scheduler   */
+};
+__host__ __device__ constexpr int sm90_ablate(int ver) { return ver >= 32 ? ver - 32 : 0; }
+/* a persistent grid (v5 on); v6's dynamic tile scheduler (v6 on, not v8's pairs) */
+__host__ __device__ constexpr bool sm90_persist(int ver)
+{
+    return ver >= 5 && !(sm90_ablate(ver) & SM90_ABL_PERSIST);
+}
+__host__ __device__ constexpr bool sm90_dyn(int ver)
+{
+    return ver >= 6 && !sm90_pair(ver) &&
+           !(sm90_ablate(ver) & (SM90_ABL_DYNAMIC | SM90_ABL_PERSIST));
+}
 __host__ __device__ constexpr int sm90_bm(int ver) { return 64 * sm90_consumers(ver); }
 __host__ __device__ constexpr int sm90_threads(int ver) { return 128 * (1 + sm90_consumers(ver)); }
 /* setmaxnreg's split: (launch - producer) x 128 = (consumer - launch) x 128 consumers, with
@@ -151,9 +162,7 @@ template <int D, int BN, int STAGES, int VER = 1> struct sm90_smem {
     static constexpr int SCHED_FULL = SCHED + 8;          /* the index's mbarriers       */
     static constexpr int SCHED_EMPTY = SCHED_FULL + 8;
     static constexpr int PEND = SCHED_EMPTY + 8;          /* v9: per consumer, the pending */
-    static constexpr int ANCHOR = PEND + 8 * 3;           /* tile's m0 and b Hq + h; v10: a */
-    static constexpr int TOTAL =                          /* word per consumer thread      */
-        ANCHOR + (sm90_held_exp(VER) ? 4 * 128 * sm90_consumers(VER) : 0);
+    static constexpr int TOTAL = PEND + 8 * 3;            /* tile's m0 and b Hq + h        */
     static constexpr size_t LAUNCH = TOTAL + 1024;        /* room to align the base     */
     static_assert(LAUNCH <= 227 * 1024, "shared memory of one thread block on sm_90");
 };
@@ -237,7 +246,10 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
 #if FLASHC_PTX_SM90A
     using L = sm90_smem<D, BN, STAGES, VER>;
     constexpr int NC = sm90_consumers(VER), BM = sm90_bm(VER), NP = D / 64; /* 64-col panels */
-    constexpr bool OVERLAP = VER >= 3, PERSIST = VER >= 5;
+    constexpr bool OVERLAP = VER >= 3, PERSIST = sm90_persist(VER);
+    /* sm90abl: a v6 stage left out (sm90_ablate); ping-pong: the consumers' turns */
+    constexpr bool PINGPONG = OVERLAP && !(sm90_ablate(VER) & SM90_ABL_PINGPONG);
+    constexpr bool SPLIT_WAIT = !(sm90_ablate(VER) & SM90_ABL_OVERLAP);
     /* v6 (VER 6 and 7): tiles from the atomic counter tile_ctr (zero at launch), the producer
      * passing each to the consumers through shared memory; VER 7 also stores O by TMA. */
     /* v8 (VER 9): a cluster of two thread blocks on two adjacent Q tiles of one (batch, head)
@@ -246,10 +258,11 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
      * once per pair; a slot is refilled once the consumers of both blocks have released it.
      * Its tiles (pairs) go in a static order (non-causal only: every pair costs the same). */
     constexpr bool MC = sm90_pair(VER);
-    constexpr bool DYN = VER >= 6 && !MC, TMA_O = VER >= 7;
+    constexpr bool DYN = sm90_dyn(VER), TMA_O = VER >= 7;
+    /* v6's head-by-head tile order without the mask (sm90abl's static walks keep it) */
+    constexpr bool HEADWISE = VER >= 6 && !MC;
     /* v9 (VER 11): the last P V of a tile goes out with the next tile's first S (XT) */
     constexpr bool XT = sm90_cross_tile(VER);
-    constexpr bool HELD = sm90_held_exp(VER);
     static_assert(!XT || (DYN && TMA_O), "v9 is v6 with the tile boundary overlapped");
     constexpr int KV_ROWS = MC ? BN / 2 : BN;
     static_assert(KV_ROWS % 8 == 0, "a multicast half is whole 1024-byte swizzle atoms");
@@ -316,7 +329,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
             const int n_pairs = (n_mblocks + 1) / 2, bh = tile / n_pairs;
             m_block = 2 * (n_pairs - 1 - tile % n_pairs) + (int)crank();
             b = bh / a.Hq, h = bh % a.Hq;
-        } else if (DYN && !a.causal) {
+        } else if (HEADWISE && !a.causal) {
             /* v6 without the mask: every tile costs the same, so no longest-first; head by
              * head instead, so that the tiles in flight at once (132) share the K/V of a few
              * heads, not of a whole head group (the H200 profile: v4w read 1.7x cuDNN's DRAM
@@ -477,9 +490,14 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
      * before consumer 0 took the first pass. */
     /* With 3 consumers (v7) the turns go round: 0, 1, 2, 0, ... */
     const int me = 1 + cw, other = 1 + (cw + 1) % NC;
-    auto my_turn = [&]() { ptx_named_bar_sync(me, 256); };
-    auto pass_turn = [&]() { ptx_named_bar_arrive(other, 256); };
-    if (OVERLAP && cw == NC - 1)
+    /* sm90abl pingpong: no turns, each consumer syncing its own warpgroup only where it
+     * would wait for its turn (the same instruction stream, no wait for the other) */
+    auto my_turn = [&]() { ptx_named_bar_sync(me, PINGPONG ? 256 : 128); };
+    auto pass_turn = [&]() {
+        if constexpr (PINGPONG)
+            ptx_named_bar_arrive(other, 256);
+    };
+    if (PINGPONG && cw == NC - 1)
         pass_turn(); /* consumer 0 issues first */
     /* it: K/V blocks walked (slot (it + i) % STAGES, phase ((it + i) / STAGES) & 1); tq: tiles
      * (Q's buffer and the tile queue, parity tq & 1). v9 needs them only mod 2 STAGES and mod 2
@@ -846,22 +864,13 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 issue_pv(pa, sp);
                 ptx_wgmma_commit();
                 pass_turn();
-                ptx_wgmma_wait<1>(); /* S_i done, P V may still run */
+                /* S_i done, P V may still run (sm90abl overlap: both done) */
+                ptx_wgmma_wait<SPLIT_WAIT ? 1 : 0>();
                 fence_s(sc);
                 release_kv(k_empty(s));
                 release_q(i);
                 float alpha[1][2];
                 const bool moved = softmax_s(i, alpha);
-                if constexpr (HELD) {
-                    /* v10: the row sums (so every exponential of P) stored before the wait
-                     * for P_{i-1} V, to a word of this thread's own that nothing reads. The
-                     * PTX has the exponentials there already, but ptxas hoists the wait
-                     * (WARPGROUP.DEPBAR) above them when nothing holds them: the softmax then
-                     * runs after this warpgroup's P V instead of under it. A shared-memory
-                     * store is kept on its side of the wait. */
-                    ptx_st_shared_b32(base + L::ANCHOR + 4u * (uint32_t)(ptx_thread_index() - 128),
-                                      __float_as_uint(row_l[0][0] + row_l[0][1]));
-                }
                 ptx_wgmma_wait<0>();
                 fence_pv(pa);
                 release_kv(v_empty(sp));
@@ -898,7 +907,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
         else
             it += n_blocks, tq += DYN || n_blocks > 0;
     } /* tiles */
-    if (OVERLAP && cw == 0)
+    if (PINGPONG && cw == 0)
         my_turn(); /* takes the last consumer's last pass: no barrier is left half-arrived */
     if (TMA_O && ptx_thread_index() % 128 == 0)
         ptx_bulk_wait_group<0>(); /* the shared panel stays until the copy engine is done */
@@ -1024,9 +1033,11 @@ static int sm90_supports_rows(const attn_fwd_variant *v, const attn_problem *p, 
     /* the dynamic scheduler's kernels (v6*, v7, v9, and v8 / v8t under the mask, which run
      * v6's / v7's) take their tile counter from the stream's memory pool: on a device without
      * pools they are not offered, and the dispatcher goes on to v4w / v5, which need no memory */
-    const int v9_10 = strncmp(v->family, "sm90v9", 6) == 0 || strcmp(v->family, "sm90v10") == 0;
+    /* (sm90abl asks what v6 asks, whichever entry: every FLASHC_SM90_ABLATE value serves the
+     * same problems) */
+    const int v9_abl = strncmp(v->family, "sm90v9", 6) == 0 || strcmp(v->family, "sm90abl") == 0;
     const int dyn = strncmp(v->family, "sm90v6", 6) == 0 || strcmp(v->family, "sm90v7") == 0 ||
-                    v9_10 || (strncmp(v->family, "sm90v8", 6) == 0 && p->causal);
+                    v9_abl || (strncmp(v->family, "sm90v8", 6) == 0 && p->causal);
     if (dyn) {
         int dev = 0, pools = 0;
         if (cudaGetDevice(&dev) != cudaSuccess ||
@@ -1038,7 +1049,7 @@ static int sm90_supports_rows(const attn_fwd_variant *v, const attn_problem *p, 
     }
     /* v6, v7, v8 and v9 store O through a tensor map too */
     return (strncmp(v->family, "sm90v6", 6) != 0 && strcmp(v->family, "sm90v7") != 0 &&
-            strncmp(v->family, "sm90v8", 6) != 0 && !v9_10) ||
+            strncmp(v->family, "sm90v8", 6) != 0 && !v9_abl) ||
            make_map(&mo, v->dtype, p->o, p->B, p->Sq, p->Hq, p->D, p->so, 64);
 }
 static int sm90_supports(const attn_fwd_variant *v, const attn_problem *p, int cc, int vec16)
@@ -1056,6 +1067,37 @@ static int sm90_supports_c(const attn_fwd_variant *v, const attn_problem *p, int
 {
     return p->causal && sm90_supports(v, p, cc, vec16);
 }
+/* sm90abl: which v6 stage FLASHC_SM90_ABLATE leaves out, read once; the names in the order of
+ * the table's sm90abl entries (abl_index). A value that names none serves nothing. */
+static const char *const sm90_abl_names[] = {"none",   "overlap", "pingpong", "dynamic", "persist",
+                                             "stores", "bn128",   "s2d",      "s3d"};
+static int sm90_abl_index(void)
+{
+    static int idx = -2;
+    if (idx == -2) {
+        const char *e = getenv("FLASHC_SM90_ABLATE");
+        int k = -1;
+        for (int i = 0; i < (int)(sizeof sm90_abl_names / sizeof sm90_abl_names[0]); i++)
+            if (strcmp(e && e[0] ? e : "none", sm90_abl_names[i]) == 0)
+                k = i;
+        idx = k; /* racing first calls store the same value */
+    }
+    return idx;
+}
+const char *attn_fwd_sm90_ablate_names(void)
+{
+    return "none|overlap|pingpong|dynamic|persist|stores|bn128|s2d|s3d";
+}
+/* entry K of sm90abl: the one FLASHC_SM90_ABLATE names, without the mask; K = -1: v6's causal
+ * kernel, which takes the masked problems whatever value is named (so that the family serves
+ * every case of bf16 d 128), but none when the value names no entry */
+template <int K>
+static int sm90_supports_abl(const attn_fwd_variant *v, const attn_problem *p, int cc, int vec16)
+{
+    return (K < 0 ? p->causal && sm90_abl_index() >= 0 : !p->causal && sm90_abl_index() == K) &&
+           sm90_supports(v, p, cc, vec16);
+}
+
 /* v8's pairs: non-causal, K/V boxes of half a block (each block of the pair loads one half) */
 static int sm90_supports_pair(const attn_fwd_variant *v, const attn_problem *p, int cc,
                               int vec16)
@@ -1128,7 +1170,7 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
         err = cudaLaunchKernelEx(&cfg, kernel, mq, mk, mv, *a, mo, no_ctr);
         return err == cudaSuccess ? cudaGetLastError() : err;
     }
-    if (VER >= 5) { /* persistent: one thread block per multiprocessor at most */
+    if (sm90_persist(VER)) { /* persistent: one thread block per multiprocessor at most */
         int sms = 0;
         if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) !=
             cudaSuccess)
@@ -1139,7 +1181,7 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
      * host sync, capturable in a CUDA graph), so that calls on concurrent streams never share
      * one; the kernel's first tiles are blockIdx.x, the counter hands out the rest. */
     int *ctr = NULL;
-    if (VER >= 6 && !sm90_pair(VER)) {
+    if (sm90_dyn(VER)) {
         if ((err = cuda_scratch_alloc((void **)&ctr, sizeof(int), stream)) != cudaSuccess)
             return err;
         if ((err = cudaMemsetAsync(ctr, 0, sizeof(int), stream)) != cudaSuccess) {
@@ -1192,6 +1234,10 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
 #define SM90_FAMILY_S(FAM, D, BM, BN, ST, VER, DEF, MINSEQ, SUP)                                   \
     SM90_VARIANT_S(bf16, __nv_bfloat16, FAM, D, BM, BN, ST, VER, DEF, MINSEQ, SUP),                \
         SM90_VARIANT_S(f16, __half, FAM, D, BM, BN, ST, VER, DEF, MINSEQ, SUP)
+/* sm90abl's entry K (FLASHC_SM90_ABLATE=NAME): bf16, d 128, without the mask */
+#define SM90_ABL(K, NAME, BN, ST, VER)                                                             \
+    {"attn_fwd_bf16_sm90abl_" #NAME "_d128_128x" #BN, "sm90abl", FLASHC_BF16, 128, 128, 90, 128,  \
+     BN, 0, 0, sm90_supports_abl<K>, attn_fwd_sm90_launch<__nv_bfloat16, 128, BN, ST, VER>}
 const attn_fwd_variant attn_fwd_sm90_variants[] = {
     /* v9 (VER 11) at d 128 under the causal mask from 4096, before v6's entry (the first match
      * wins): bench/RESULTS.md, "Issue 11: sm90 forward v9", round 1 (H200, 2026-12-03, ~19:00
@@ -1251,12 +1297,22 @@ const attn_fwd_variant attn_fwd_sm90_variants[] = {
     SM90_FAMILY_S("sm90v9", 64, 128, 176, 2, 11, 0, 0, sm90_supports_nc),
     SM90_FAMILY_S("sm90v9", 128, 128, 176, 2, 11, 0, 0, sm90_supports_nc),
     SM90_FAMILY_S("sm90v9", 64, 128, 128, 2, 11, 0, 0, sm90_supports_c),
-    /* v10: the default kernels with the softmax held before the wait for the P V under it:
-     * v9's at d 128 under the mask (VER 14; the default there from 4096, v6 below), v6's at
-     * d 128 without it (VER 12), v7's at d 64 (VER 13) */
-    SM90_FAMILY_S("sm90v10", 128, 128, 128, 2, 14, 0, 0, sm90_supports_c),
-    SM90_FAMILY_S("sm90v10", 128, 128, 176, 2, 12, 0, 0, sm90_supports_nc),
-    SM90_FAMILY_S("sm90v10", 64, 192, 128, 2, 13, 0, 0, sm90_supports),
+    /* sm90abl (bf16, d 128; bench/RESULTS.md, "Issue 11: leave-one-out"): the default kernel
+     * without the mask, v6 (VER 7, 176-key blocks, 2 stages), with one stage left out, chosen
+     * by FLASHC_SM90_ABLATE; v6's causal kernel under the mask. Four are instances of their
+     * own (VER 32 + sm90_ablate's mask); the others are exactly existing kernels: stores =
+     * v6d, bn128 = v6n, and s2d / s3d (128-key blocks, direct stores, 2 / 3
+     * stages: v6d's causal instance and v6s) the ring depth where a third slot fits. */
+    SM90_ABL(0, none, 176, 2, 7),
+    SM90_ABL(1, overlap, 176, 2, 32 + SM90_ABL_OVERLAP),
+    SM90_ABL(2, pingpong, 176, 2, 32 + SM90_ABL_PINGPONG),
+    SM90_ABL(3, dynamic, 176, 2, 32 + SM90_ABL_DYNAMIC),
+    SM90_ABL(4, persist, 176, 2, 32 + SM90_ABL_PERSIST),
+    SM90_ABL(5, stores, 176, 2, 6),
+    SM90_ABL(6, bn128, 128, 2, 7),
+    SM90_ABL(7, s2d, 128, 2, 6),
+    SM90_ABL(8, s3d, 128, 3, 6),
+    SM90_ABL(-1, causal, 128, 2, 7), /* v6 under the mask, whatever the value */
 };
 const int attn_fwd_sm90_variant_count =
     (int)(sizeof attn_fwd_sm90_variants / sizeof attn_fwd_sm90_variants[0]);

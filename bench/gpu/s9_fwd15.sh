@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# bench/gpu/s9_fwd15.sh BUILD_DIR — issue 11 (helper fwd15): the leave-one-out table of the sm90
+# forward's default kernel at d 128 without the mask (v6: 176-key blocks, 2 K/V stages, dynamic
+# tile scheduler on a persistent grid, O by TMA store), what each of FlashAttention-3's stages is
+# worth there. Opt-in FLASHC_CUDA_KERNEL=sm90abl (bf16, d 128; v6's causal kernel under the mask)
+# with FLASHC_SM90_ABLATE=
+#   none      v6 itself (another library instance: the noise floor)
+#   overlap   S_i waited for together with P_{i-1} V (no softmax under the P V)     VER 33, new
+#   pingpong  no turns between the two consumers                                     VER 34, new
+#   dynamic   persistent grid, static tile walk                                      VER 36, new
+#   persist   one tile per thread block (hardware block scheduler)                   VER 40, new
+#   stores    direct stores of O instead of the TMA store                       = v6d (VER 6)
+#   bn128     128-key blocks                                                    = v6n
+#   s2d, s3d  128-key blocks, direct stores, 2 / 3 stages (3 of 176 keys do not fit: 296 KB
+#             with Q)                                                 = v6d causal's instance / v6s
+# (In v6 ptxas waits for the P V before the exponentials, so v6's "overlap" is the row max's
+# alone; sm90v10, which held them under it, was timed here in round 1 of 2026-12-04 and removed:
+# bench/RESULTS.md, "Issue 11: leave-one-out (helper fwd15)".)
+# Budget: <= 100 s of wall time in all (every step under `timeout`, a global deadline):
+#   1. (<= 40 s, concurrently, one job per variant) tests/test_cuda_attn with sm90abl forced and
+#      FLASHC_SM90_ABLATE=each: the bf16 d 128 suite on its short cases (both masks: the causal
+#      ones run v6's kernel), test_many_tiles (240 tiles of 128 rows: persistent walks, the tile
+#      queue) and test_key_tail (Sk classes mod 176) on their short cases; with `none`, the fp16
+#      suite too (refused whole, FLASHC_ERR_UNSUPPORTED) and the fixed tests; racecheck of
+#      test_many_tiles' short cases for pingpong (its own-warpgroup barriers) and persist.
+#   2. (<= 56 s, alone on the GPU) bench_fwd11.py --set abl: flashc (the default, v6), the 9
+#      sm90abl instances, SDPA cuDNN and SDPA flash (FA2) on the same inputs at d 128
+#      non-causal 2k and 16k (batch x seqlen = 16384, hidden 2048): each flashc instance checked
+#      against SDPA flash, then do_bench with its L2 flush in 3 interleaved rounds and the CUPTI
+#      kernel time. Then abl_table.py: the table and "stage X is worth Y %".
+# BUILD_DIR: built already with tests (libflashc.so, tests/test_cuda_attn); no rebuild.
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 2
+. bench/gpu/s_common.sh
+s_begin fwd15 "${1:-}" tests/test_cuda_attn
+TEST=$B/tests/test_cuda_attn
+T0=$(date +%s)
+left() { echo $((97 - ($(date +%s) - T0))); } # seconds left of the 100
+VARIANTS="none overlap pingpong dynamic persist stores bn128 s2d s3d"
+
+# name ablation timeout small only-tests [sanitizer tool]; sm90abl forced, d 128
+tst() {
+  local n=$1 abl=$2 t=$3 small=$4 only=$5 tool=${6:-} san=()
+  [ -n "$tool" ] && san=(compute-sanitizer --tool "$tool" --error-exitcode 9 --report-api-errors no)
+  job "$n" "$t" env FLASHC_CUDA_KERNEL=sm90abl FLASHC_SM90_ABLATE="$abl" FLASHC_TEST_SMALL="$small" \
+    FLASHC_TEST_DIMS=128 FLASHC_TEST_ONLY="$only" "${san[@]}" "$TEST"
+}
+export OMP_NUM_THREADS=1
+for v in $VARIANTS; do
+  tst "t-$v" "$v" 40 1 test_bf16_d128,test_many_tiles,test_key_tail
+done
+tst t-none-fixed none 40 1 "" # every test: the fp16 suite refused whole, errors, graphs, strides
+tst rc-pingpong pingpong 40 1 test_many_tiles racecheck
+tst rc-persist persist 40 1 test_many_tiles racecheck
+wait_jobs
+echo "(tests and sanitizers +$(($(date +%s) - T0)) s)"
+for n in "${s_names[@]}"; do
+  log=$OUT/$n.log rc=$(cat "$OUT/$n.rc" 2>/dev/null || echo '?')
+  echo "$n: rc $rc$([ "$rc" = 124 ] && echo ' (timed out)'), $(grep -c ': o err' "$log") cases," \
+    "$(grep -c 'not served' "$log") not served, $(grep -E '^\[  (PASSED|FAILED)  \] [0-9]' "$log" |
+      tr '\n' ' ')$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | sed 's/^========= //')"
+  if [ "$rc" != 0 ]; then # cmocka's own failure lines, the sanitizer's first sites
+    grep -E '^\[ +(ERROR|FAILED|LINE) +\]|^\[ RUN|Invalid|Race reported|(Read|Write) access' "$log" |
+      grep -vE 'FAILED  \] [0-9]' | tail -8 | cut -c1-240 | sed 's/^/    /'
+  fi
+done
+
+alts=()
+for v in $VARIANTS; do alts+=(--alt "flashc_$v:FLASHC_CUDA_KERNEL=sm90abl,FLASHC_SM90_ABLATE=$v"); done
+tb=$(left)
+[ "$tb" -gt 56 ] && tb=56
+if [ "$tb" -gt 15 ]; then
+  FLASHC_LIBRARY="$LIB" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 \
+    timeout -k 2 "$tb" python3 bench/gpu/bench_fwd11.py --lib "$LIB" --set abl --rounds 3 \
+    "${alts[@]}" --rep-ms "${FLASHC_REP_MS:-20}" --out "$OUT/bench.json" >"$OUT/bench.log" 2>&1
+  rc=$?
+else
+  echo "no time left for the bench" >"$OUT/bench.log"
+  rc=1
+fi
+echo "bench rc $rc$([ "$rc" = 124 ] && echo ' (timed out)') (+$(($(date +%s) - T0)) s)"
+grep -E 'WRONG|Error|error|Traceback|^device' "$OUT/bench.log" | cut -c1-240 | head -8
+[ -s "$OUT/bench.json" ] && python3 bench/gpu/abl_table.py "$OUT/bench.json"
+cat <<'RULE'
+Reading: "stage X is worth Y %" = kernel time without X / v6's - 1 (CUPTI kernel time, same run);
+flashc_none's line is the noise between two instances of the same kernel: a stage whose worth is
+within twice that is not resolved. Nothing here changes a default; a variant that beats v6 by
+>= 1.02x in kernel time at both cells with its tests passed is a finding to follow up (its stage
+costs more than it gives at d 128 non-causal), not a switch.
+RULE
+jobs_failed && exit 1
+exit $rc
