@@ -487,8 +487,7 @@ template <typename T, int D, int BM, int BN, int SPLIT>
 static cudaError_t attn_bwd_sm80_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
     const int64_t rows = (int64_t)a->B * a->Hq * a->Sq;
-    attn_bwd_pre_kernel<T, D, BM, SPLIT><<<(unsigned)((rows + 3) / 4), 128, 0, stream>>>(*a);
-    cudaError_t err = cudaGetLastError();
+    cudaError_t err = attn_bwd_pre_launch<T, D, BM, SPLIT>(a, stream);
     if (err != cudaSuccess)
         return err;
 

@@ -349,8 +349,7 @@ template <typename T, int D>
 static cudaError_t attn_bwd_sm90_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
     const int64_t rows = (int64_t)a->B * a->Hq * a->Sq;
-    attn_bwd_pre_kernel<T, D, B90_BM, 1><<<(unsigned)((rows + 3) / 4), 128, 0, stream>>>(*a);
-    cudaError_t err = cudaGetLastError();
+    cudaError_t err = attn_bwd_pre_launch<T, D, B90_BM, 1>(a, stream);
     if (err != cudaSuccess)
         return err;
 

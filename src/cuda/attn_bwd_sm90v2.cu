@@ -468,9 +468,7 @@ __global__ void __launch_bounds__(128 * NWG, 3 - NWG) attn_bwd_sm90v2_kernel(con
 template <typename T, int D, bool EARLY, int NWG, bool ATOM = false, bool REGDET = false>
 static cudaError_t attn_bwd_sm90v2_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
-    const int64_t rows = (int64_t)a->B * a->Hq * a->Sq;
-    attn_bwd_pre_kernel<T, D, V2_BM, 1><<<(unsigned)((rows + 3) / 4), 128, 0, stream>>>(*a);
-    cudaError_t err = cudaGetLastError();
+    cudaError_t err = attn_bwd_pre_launch<T, D, V2_BM, 1>(a, stream);
     if (err != cudaSuccess)
         return err;
 
