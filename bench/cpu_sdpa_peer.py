@@ -15,8 +15,7 @@ timed in interleaved rounds (torch, flashc, torch, flashc ...) after one warm-up
 table gives medians. GFLOP/s counts 4 d flops per visible (query, key) pair. `err` is the max
 |O - O_ref| of each against float32 SDPA on the first two heads (float64 would be slow here).
 --flashc-only skips torch (for FLASHC_ISA comparisons in separate processes: the table is chosen
-once per process); --amx-fwd 1,2 times variants of the AMX forward (read at every call) in the
-same rounds; --tiles BQxBK,... sweeps flashc's block sizes on every shape; --dtype f32 times
+once per process); --tiles BQxBK,... sweeps flashc's block sizes on every shape; --dtype f32 times
 float32 inputs. torch must be installed (its own venv on a dev machine; the GPU host has it).
 """
 import argparse
@@ -47,10 +46,6 @@ def parse():
                          "of its own rounds, so a neighbour's load hits both alike")
     ap.add_argument("--json", default="", help="append one JSON line per row to this file")
     ap.add_argument("--label", default="", help="a tag for the rows (e.g. the FLASHC_ISA)")
-    ap.add_argument("--amx-fwd", default="",
-                    help="FLASHC_CPU_AMX_FWD values to time in the same interleaved rounds, e.g. 1,2 "
-                         "(one row each, label + '/amxV'; torch and the ceiling timed once a round; "
-                         "default: the environment's)")
     ap.add_argument("--cores", default="",
                     help="pin to these cores, e.g. 8,9 (default: 0 .. threads-1)")
     return ap.parse_args()
@@ -142,51 +137,41 @@ def main():
                     ref = F.scaled_dot_product_attention(q[:, :h2].float(), k[:, :h2].float(),
                                                          v[:, :h2].float(), is_causal=causal)
                 for bq, bk in tiles:
-                    def run_f(var=None):
-                        if var:
-                            os.environ["FLASHC_CPU_AMX_FWD"] = var
-                        flashc_fwd(q, k, v, o, causal, bq, bk)
+                    run_f = lambda: flashc_fwd(q, k, v, o, causal, bq, bk)  # noqa: E731
                     out_t = [None]
 
                     def run_t():
                         out_t[0] = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-                    variants = args.amx_fwd.split(",") if args.amx_fwd else [None]
-                    for var in variants:
-                        run_f(var)
+                    run_f()
                     if not args.flashc_only:
                         run_t()
-                    tfs, tt, tc = {var: [] for var in variants}, [], []
-                    for r in range(args.rounds):
+                    tf, tt, tc = [], [], []
+                    for _ in range(args.rounds):
                         if ca is not None:
                             tc.append(timed(lambda: torch.mm(ca, cb)))
                         if not args.flashc_only:
                             tt.append(timed(run_t))
-                        for var in variants[::-1] if r % 2 else variants:
-                            tfs[var].append(timed(lambda: run_f(var)))
+                        tf.append(timed(run_f))
                     ceil_row = 2.0 * args.ceiling_n**3 / statistics.median(tc) / 1e9 if tc else ceil
+                    mf = statistics.median(tf)
                     mt = statistics.median(tt) if tt else float("nan")
-                    for var in variants:
-                        label = args.label + (f"/amx{var}" if var else "")
-                        mf = statistics.median(tfs[var])
-                        if var:
-                            run_f(var)  # o of this variant, for the check
-                        ef = et = float("nan")
-                        if ref is not None:
-                            h2 = ref.shape[1]
-                            ef = (o[:, :h2].float() - ref).abs().max().item()
-                            if out_t[0] is not None:
-                                et = (out_t[0][:, :h2].float() - ref).abs().max().item()
-                        gf, gt = flops / mf / 1e9, flops / mt / 1e9
-                        row = dict(label=label, threads=args.threads, dtype=args.dtype, d=d, n=n,
-                                   causal=int(causal), block_q=bq, block_k=bk, flashc_ms=mf * 1e3,
-                                   torch_ms=mt * 1e3, flashc_gflops=gf, torch_gflops=gt,
-                                   ratio=mt / mf, of_ceiling=gf / ceil_row if ceil_row else float("nan"),
-                                   ceiling_gflops=ceil_row, err_flashc=ef, err_torch=et, build=info)
-                        rows.append(row)
-                        print(f"| {label} | {args.threads} | {args.dtype} | {d} | {n} | {int(causal)} | "
-                              f"{bq}x{bk} | {mf*1e3:.2f} | {mt*1e3:.2f} | {gf:.0f} | {gt:.0f} | "
-                              f"{mt/mf:.2f} | {row['of_ceiling']:.2f} | {ef:.2g} | {et:.2g} | {ceil_row:.0f} |", flush=True)
+                    ef = et = float("nan")
+                    if ref is not None:
+                        h2 = ref.shape[1]
+                        ef = (o[:, :h2].float() - ref).abs().max().item()
+                        if out_t[0] is not None:
+                            et = (out_t[0][:, :h2].float() - ref).abs().max().item()
+                    gf, gt = flops / mf / 1e9, flops / mt / 1e9
+                    row = dict(label=args.label, threads=args.threads, dtype=args.dtype, d=d, n=n,
+                               causal=int(causal), block_q=bq, block_k=bk, flashc_ms=mf * 1e3,
+                               torch_ms=mt * 1e3, flashc_gflops=gf, torch_gflops=gt,
+                               ratio=mt / mf, of_ceiling=gf / ceil_row if ceil_row else float("nan"),
+                               ceiling_gflops=ceil_row, err_flashc=ef, err_torch=et, build=info)
+                    rows.append(row)
+                    print(f"| {args.label} | {args.threads} | {args.dtype} | {d} | {n} | {int(causal)} | "
+                          f"{bq}x{bk} | {mf*1e3:.2f} | {mt*1e3:.2f} | {gf:.0f} | {gt:.0f} | "
+                          f"{mt/mf:.2f} | {row['of_ceiling']:.2f} | {ef:.2g} | {et:.2g} | {ceil_row:.0f} |", flush=True)
     if args.json:
         with open(args.json, "a") as f:
             for r in rows:

@@ -9,8 +9,6 @@
  *     FLASHC_AB_CPU=1        process CPU time instead of wall time (one thread: the time the
  *                            process ran, whoever else held the core)
  *     FLASHC_AB_BQ / _BK     block_q / block_k of NEW only (OLD = NEW: a tile A/B)
- *     FLASHC_AB_AMX_OLD / _NEW  FLASHC_CPU_AMX_FWD for OLD's / NEW's calls (unset: as the
- *                            process has it; OLD = NEW: a variant A/B in one library)
  *     FLASHC_AB_BWD=1        the bf16 backward instead (dO random, O and LSE from OLD's forward
  *                            once), GFLOP/s counted as 2.5 x the forward's
  *
@@ -123,24 +121,11 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    /* FLASHC_CPU_AMX_FWD per side: its own value, else the process's (restored every call) */
-    const char *own = getenv("FLASHC_CPU_AMX_FWD");
-    char orig[16] = "";
-    if (own)
-        snprintf(orig, sizeof orig, "%s", own);
-    const char *amx[2] = {getenv("FLASHC_AB_AMX_OLD"), getenv("FLASHC_AB_AMX_NEW")};
-    for (int i = 0; i < 2; i++)
-        if (!amx[i])
-            amx[i] = own ? orig : NULL;
     for (int r = -1; r < rounds; r++) /* round -1: warm-up */
         for (int j = 0; j < 2; j++) {
             const int i = (r & 1) ? 1 - j : j;
             pa.block_q = i ? env_int("FLASHC_AB_BQ", 0) : 0;
             pa.block_k = i ? env_int("FLASHC_AB_BK", 0) : 0;
-            if (amx[i])
-                setenv("FLASHC_CPU_AMX_FWD", amx[i], 1);
-            else
-                unsetenv("FLASHC_CPU_AMX_FWD");
             flashc_tensor tq = t4[i](q, FLASHC_BF16, 1, n, hq, d);
             flashc_tensor tk = t4[i](k, FLASHC_BF16, 1, n, hq, d);
             flashc_tensor tv = t4[i](v, FLASHC_BF16, 1, n, hq, d);

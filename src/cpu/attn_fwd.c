@@ -108,7 +108,6 @@ typedef struct fwd_plan {
     int threads;
     int mm;                 /* bf16 storage on a matrix unit (kernels.h cpu_mm_bf16)          */
     int fused;              /* mm: full tiles through cpu_mm_bf16.fwd_tile (0 off, 1, 2 overlap) */
-    int no_prefetch;        /* mm: no L2 prefetch of the next K / V tile (FLASHC_CPU_AMX_FWD=4)  */
     int64_t brp, ldk, ldv, lda; /* leading dimensions of the per-thread tiles                */
     size_t per_thread;      /* floats                                                         */
     size_t sizes[3];        /* scratch: thread tiles, units, split partials                   */
@@ -161,26 +160,21 @@ static int use_mm(const attn_problem *p, const cpu_kernels *kr)
 
 static int64_t rup(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-/* Where the unit has the fused tile (kernels.h fwd_tile): FLASHC_CPU_AMX_FWD=1 takes the rows of
- * the unit path through it (overlap 0; the straddling tiles' chunks too, with the causal / window
- * mask inside, since 2026-12-03: causal 1.03-1.06x, d 64 / 128, n 2048 / 4096, 2 threads), =2 with
- * the next chunk's S product between the softmax's groups of 8 rows (overlap 1; since 2026-12-04,
- * amx10: 1.04-1.06x =1 at d 128, 1.10x at d 64, dev Xeon, 1 thread; it was one row at a time
- * before, 0.91-0.94x), =3 with the previous chunk's P V there too (overlap 2), =4 as =2 without
- * the L2 prefetch of the next tile's K and V rows in mm_keys (its burst of prefetches stalls on
- * the fill buffers: 5% of the samples in perf; 1.03-1.04x =2 at d 128, 1 thread, dev Xeon), =0:
- * the chunked gemm / softmax / gemm of mm_tile. Unset: 1 where max(D, Dv) >= 64, else 0 (d 64
- * since 2026-12-02: 1.25-1.43x torch's CPU SDPA against the chunked path's 1.06-1.26x, n 2048 /
- * 4096, same host; d < 64 unmeasured). Read at every call (one getenv beside a whole forward), so
- * one process can time each. The same bits either way. Measured on the Xeon's AMX
- * (bench/amx_phases.c, bench/RESULTS.md "The fused AMX tile"), one key tile of 192 against 1152
- * rows: d 128 chunked 599 us, fused 548, overlap 1 / 2 656 / 655 (the interleaved tile steps slow
- * the softmax more than they hide, one softmax row at a time then); 2 threads at once 616 / 553 /
- * 640 / 648; 384 keys 1134 / 1031; d 64 386 / 400. */
+/* Where the unit has the fused tile (kernels.h fwd_tile): FLASHC_CPU_AMX_FWD=1 takes the rows
+ * of the unit path through it (overlap 0; the straddling tiles' chunks too, with the causal /
+ * window mask inside, since 2026-12-03: causal 1.03-1.06x, d 64 / 128, n 2048 / 4096, 2
+ * threads), =2 with the next chunk's S product between the softmax rows (overlap 1), =3 with the previous chunk's P V there too
+ * (overlap 2); =0: the chunked gemm / softmax / gemm of mm_tile. Unset: 1 where max(D, Dv) >=
+ * 64, else 0 (d 64 since 2026-12-02: 1.25-1.43x torch's CPU SDPA against the chunked path's
+ * 1.06-1.26x, n 2048 / 4096, same host; d < 64 unmeasured). Read at every call (one getenv beside a whole forward), so one process can time
+ * each. The same bits either way. Measured on the Xeon's AMX (bench/amx_phases.c, bench/RESULTS.md
+ * "The fused AMX tile"), one key tile of 192 against 1152 rows: d 128 chunked 599 us, fused
+ * 548, overlap 1 / 2 656 / 655 (the interleaved tile steps slow the softmax more than they
+ * hide); 2 threads at once 616 / 553 / 640 / 648; 384 keys 1134 / 1031; d 64 386 / 400. */
 static int mm_fused_choice(const attn_problem *p)
 {
     const char *e = getenv("FLASHC_CPU_AMX_FWD");
-    if (e && e[0] >= '0' && e[0] <= '4' && !e[1])
+    if (e && e[0] >= '0' && e[0] <= '3' && !e[1])
         return e[0] - '0';
     return max64(p->D, p->Dv) >= 64;
 }
@@ -219,8 +213,6 @@ static void make_plan(const attn_problem *p, fwd_plan *pl)
             br /= 2; /* 1152 -> 576 -> 288 -> 144 -> 72 */
     }
     pl->fused = pl->mm && cpu_kernels_get()->bf16->fwd_tile ? mm_fused_choice(p) : 0;
-    if (pl->fused == 4)
-        pl->fused = 2, pl->no_prefetch = 1;
     pl->few = p->Sq < FEW_ROWS;
     if (p->br && !pl->few)
         br = p->br;
@@ -840,10 +832,8 @@ static int64_t mm_keys(const item_ctx *x, int64_t klo, int64_t khi, int64_t lo1,
         const uint16_t *k = mm_kv_rows(p, p->k, p->sk, x->b, x->hk, ks, cols, p->D, w->kv, &ldk);
         mm->pack_bt(k, ldk, cols, p->D, w->kp, w->ldkp);
         const uint16_t *v = mm_kv_rows(p, p->v, p->sv, x->b, x->hk, ks, cols, p->Dv, w->kv, &ldv);
-        if (!x->pl->no_prefetch) {
-            prefetch_kv(p, p->k, p->sk, x->b, x->hk, ke, next, p->D);
-            prefetch_kv(p, p->v, p->sv, x->b, x->hk, ke, next, p->Dv);
-        }
+        prefetch_kv(p, p->k, p->sk, x->b, x->hk, ke, next, p->D);
+        prefetch_kv(p, p->v, p->sv, x->b, x->hk, ke, next, p->Dv);
         mm_tile(x, ks, cols, lo1 <= ks && hi0 >= ke, v, ldv);
         pairs++;
     }

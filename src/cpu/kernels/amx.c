@@ -172,12 +172,12 @@ static void amx_gemm(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t
  * by row into P (bf16), then acc = alpha acc + P V; the same instructions in the same order per
  * row as amx_gemm / softmax / amx_gemm, so the same bits. Two S buffers: with overlap, chunk
  * c + 1's S product is cut into steps (one k-step of one 2 x 2 block, or its store) issued
- * between the softmax's groups of FWD_GROUP rows of chunk c, so the tile unit runs while the
- * vector units compute the exponentials (tdpbf16ps is one instruction of 16 cycles on the tile
- * unit; the out-of-order core keeps issuing the softmax behind it). The S product and P V
- * take turns on the 8 tiles: the product of chunk c + 1 is finished before P V of chunk c
- * starts. With klo / khi (a causal or window edge) the scores a row does not see become -inf
- * between the S product and its softmax, as the chunked path masks them. */
+ * between the softmax rows of chunk c, so the tile unit runs while the vector units compute the
+ * exponentials (tdpbf16ps is one instruction of 16 cycles on the tile unit; the out-of-order
+ * core keeps issuing the softmax behind it). The S product and P V take turns on the 8 tiles:
+ * the product of chunk c + 1 is finished before P V of chunk c starts. With klo / khi (a
+ * causal or window edge) the scores a row does not see become -inf between the S product and
+ * its softmax, as the chunked path masks them. */
 
 /* S = Q K^T of one chunk (16 or 32 rows) in steps. */
 typedef struct sjob {
@@ -340,14 +340,8 @@ static inline int pvjob_step(pvjob *j)
 }
 
 /* overlap 0: each chunk's S, softmax, P V in turn; 1: chunk c + 1's S product in steps between
- * the softmax's groups of FWD_GROUP rows of chunk c; 2: also chunk c - 1's P V (P in two
- * buffers), so that only the first S product and the last P V run without the vector work
- * beside them. Groups, not single rows: the softmax computes a group's maxima before its
- * exponentials (one row at a time leaves each row's max chain exposed). Measured on the dev
- * Xeon (bench/RESULTS.md, issue 16, amx10), 1 thread, process CPU time, against overlap 0:
- * rows 1 (as before 2026-12-04) 0.91-0.94x at d 128 n 2048; groups of 4 / 6 / 8 / 16 rows
- * 1.04 / 1.06 / 1.04-1.05 / 1.01-1.02x (d 128 n 2048 and 4096), 1.10x at d 64 with 8. */
-enum { FWD_GROUP = 8 };
+ * the softmax rows of chunk c; 2: also chunk c - 1's P V (P in two buffers), so that only the
+ * first S product and the last P V run without the vector work beside them. */
 static void amx_fwd_tile(const cpu_mm_fwd *f)
 {
     const int64_t kns = (f->cols + 15) / 16 * 16, lds = f->lds;
@@ -367,11 +361,10 @@ static void amx_fwd_tile(const cpu_mm_fwd *f)
         int s_on = next, pv_on = pv_pending;
         if (next)
             sjob_init(&sj, f, r0 + 32, f->s + ((c + 1) & 1) * 32 * lds);
-        /* steps of the other products per group of softmax rows, spread over the chunk */
+        /* steps of the other products per softmax row, spread over the chunk */
         const int64_t steps = (s_on && mode ? nblk * (ksteps + 1) : 0) +
                               (pv_on ? pvjob_steps(&pj) : 0);
-        const int64_t groups = (nr + FWD_GROUP - 1) / FWD_GROUP;
-        const int64_t per = (steps + groups - 1) / groups;
+        const int64_t per = (steps + nr - 1) / nr;
         mm_barrier();
         for (int64_t r = 0; r < nr && (f->klo || f->cols < kns); r++) {
             float *row = s + r * lds;
@@ -386,10 +379,10 @@ static void amx_fwd_tile(const cpu_mm_fwd *f)
         if (!per) /* nothing to interleave: the chunk's rows in one call */
             cpu_kernels_avx512_mm_softmax(s, lds, nr, kns, f->scale, f->m + r0, f->l + r0,
                                           f->alpha + r0, p, f->ldp);
-        for (int64_t r = 0; r < nr && per; r += FWD_GROUP) {
-            cpu_kernels_avx512_mm_softmax(s + r * lds, lds, nr - r < FWD_GROUP ? nr - r : FWD_GROUP,
-                                          kns, f->scale, f->m + r0 + r, f->l + r0 + r,
-                                          f->alpha + r0 + r, p + r * f->ldp, f->ldp);
+        for (int64_t r = 0; r < nr && per; r++) {
+            cpu_kernels_avx512_mm_softmax(s + r * lds, lds, 1, kns, f->scale, f->m + r0 + r,
+                                          f->l + r0 + r, f->alpha + r0 + r, p + r * f->ldp,
+                                          f->ldp);
             for (int64_t u = 0; u < per; u++) {
                 if (s_on && mode)
                     s_on = sjob_step(&sj);

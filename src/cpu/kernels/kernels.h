@@ -159,8 +159,8 @@ typedef struct cpu_mm_fwd {
     uint16_t *p;        /* scratch: 64 x ldp bf16, ldp >= R32(cols)                          */
     int64_t ldp;
     int overlap;        /* 0: chunk by chunk; 1: the next chunk's S = Q K^T is issued between
-                         * the softmax's groups of rows of this one (the matrix unit and
-                         * the vector units in parallel); 2: the previous chunk's P V too    */
+                         * the softmax rows of this one (the matrix unit and the vector units
+                         * in parallel); 2: the previous chunk's P V too                     */
     const int32_t *klo, *khi; /* NULL: every row sees every key; else rows each: row r sees
                          * keys [klo[r], khi[r]) of the tile only (khi >= klo): the others'
                          * scores are -inf before its softmax (P = 0; a row that sees none
