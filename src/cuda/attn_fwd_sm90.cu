@@ -1118,6 +1118,21 @@ static int sm90_supports_c_from(const attn_fwd_variant *v, const attn_problem *p
     return p->Sq >= S && p->Sk >= S && sm90_supports_c(v, p, cc, vec16);
 }
 
+/* sm90np as the default (bench/RESULTS.md, "Issue 11: the defaults without ping-pong"): up to
+ * seqlen T per (head dim, mask), the T that bench/gpu/np_table.py prints (0: never); each entry
+ * from the seqlen FROM at which its kernel is the default's (v9 at d 128 causal from 4k, v7 at
+ * d 64 causal from 2k), which it also checks when forced (where the default's thresholds do
+ * not apply) */
+constexpr int SM90_NP_D128_NC = 0, SM90_NP_D128_C = 0, SM90_NP_D64_NC = 0, SM90_NP_D64_C = 0;
+template <int T, bool CAUSAL, int FROM, int UPTO>
+static int sm90_supports_np_default(const attn_fwd_variant *v, const attn_problem *p, int cc,
+                                    int vec16)
+{
+    return p->Sq <= T && p->Sk <= T && p->Sq >= FROM && p->Sk >= FROM &&
+           (UPTO == 0 || p->Sq < UPTO || p->Sk < UPTO) && !p->causal == !CAUSAL &&
+           sm90_supports(v, p, cc, vec16);
+}
+
 /* v8's pairs: non-causal, K/V boxes of half a block (each block of the pair loads one half) */
 static int sm90_supports_pair(const attn_fwd_variant *v, const attn_problem *p, int cc,
                               int vec16)
@@ -1259,6 +1274,20 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
     {"attn_fwd_bf16_sm90abl_" #NAME "_d128_128x" #BN, "sm90abl", FLASHC_BF16, 128, 128, 90, 128,  \
      BN, 0, 0, sm90_supports_abl<K>, attn_fwd_sm90_launch<__nv_bfloat16, 128, BN, ST, VER>}
 const attn_fwd_variant attn_fwd_sm90_variants[] = {
+    /* sm90np, the defaults without ping-pong, first where the device run's rule put them (the
+     * SM90_NP_* thresholds above); the same kernels as its forced-only entries below */
+    SM90_FAMILY_S("sm90np", 128, 128, 128, 2, sm90_ver(11, SM90_ABL_PINGPONG), 1, 4096,
+                  (sm90_supports_np_default<SM90_NP_D128_C, true, 4096, 0>)),
+    SM90_FAMILY_S("sm90np", 128, 128, 128, 2, sm90_ver(7, SM90_ABL_PINGPONG), 1, 1024,
+                  (sm90_supports_np_default<SM90_NP_D128_C, true, 1024, 4096>)),
+    SM90_FAMILY_S("sm90np", 128, 128, 176, 2, sm90_ver(7, SM90_ABL_PINGPONG), 1, 1024,
+                  (sm90_supports_np_default<SM90_NP_D128_NC, false, 1024, 0>)),
+    SM90_FAMILY_S("sm90np", 64, 192, 128, 2, sm90_ver(8, SM90_ABL_PINGPONG), 1, 1024,
+                  (sm90_supports_np_default<SM90_NP_D64_NC, false, 1024, 0>)),
+    SM90_FAMILY_S("sm90np", 64, 192, 128, 2, sm90_ver(8, SM90_ABL_PINGPONG), 1, 2048,
+                  (sm90_supports_np_default<SM90_NP_D64_C, true, 2048, 0>)),
+    SM90_FAMILY_S("sm90np", 64, 128, 128, 3, sm90_ver(5, SM90_ABL_PINGPONG), 1, 1024,
+                  (sm90_supports_np_default<SM90_NP_D64_C, true, 1024, 2048>)),
     /* v9 (VER 11) at d 128 under the causal mask from 4096, before v6's entry (the first match
      * wins): bench/RESULTS.md, "Issue 11: sm90 forward v9", round 1 (H200, 2026-12-03, ~19:00
      * UTC, bench/gpu/s6_fwd8.sh): v9 / v6 = 1.061 at causal 4k and 1.022 at 16k, but 1.015 at
