@@ -1119,11 +1119,12 @@ static int sm90_supports_c_from(const attn_fwd_variant *v, const attn_problem *p
 }
 
 /* sm90np as the default (bench/RESULTS.md, "Issue 11: the defaults without ping-pong"): up to
- * seqlen T per (head dim, mask), the T that bench/gpu/np_table.py prints (0: never); each entry
+ * seqlen T per (head dim, mask), the T that bench/gpu/np_table.py printed in the H200 run of
+ * 2026-12-04 ~02:28 UTC (d 128: 4096 without the mask, 8192 under it; d 64: 0, never); each entry
  * from the seqlen FROM at which its kernel is the default's (v9 at d 128 causal from 4k, v7 at
  * d 64 causal from 2k), which it also checks when forced (where the default's thresholds do
  * not apply) */
-constexpr int SM90_NP_D128_NC = 0, SM90_NP_D128_C = 0, SM90_NP_D64_NC = 0, SM90_NP_D64_C = 0;
+constexpr int SM90_NP_D128_NC = 4096, SM90_NP_D128_C = 8192, SM90_NP_D64_NC = 0, SM90_NP_D64_C = 0;
 template <int T, bool CAUSAL, int FROM, int UPTO>
 static int sm90_supports_np_default(const attn_fwd_variant *v, const attn_problem *p, int cc,
                                     int vec16)
