@@ -14,96 +14,51 @@
 #include "ptx_sm90.cuh"
 
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
 
 /* ---- preprocess: D = rowsum(dO * O), zero the accumulators ----------------------------------- */
 
-/* One warp per query row, R consecutive rows a warp, rows in (b, h, s) order. BM: the main
- * kernel's Q block (for the turn counters, one per (b, h, Q block, slice)). The warp issues the
- * loads of all R rows before any sum, so that a d 64 warp keeps as many bytes in flight as a
- * d 128 one (R = 1: 115 us at 45% DRAM at d 64 4k against 69 us at 75% at d 128, the 2026-12-04
- * profile); each row's sum is the same (lane l's pairs l, l + 32, ... by fmaf, then the xor
- * butterfly), so D has the same bits for any R. */
-template <typename T, int D, int BM, int SPLIT, int R>
+/* One warp per query row, rows in (b, h, s) order. BM: the main kernel's Q block (for the turn
+ * counters, one per (b, h, Q block, slice)). */
+template <typename T, int D, int BM, int SPLIT>
 __global__ void __launch_bounds__(128) attn_bwd_pre_kernel(const attn_bwd_args a)
 {
-    constexpr int NP = (D + 63) / 64; /* feature pairs a lane */
     const int lane = (int)threadIdx.x % 32;
-    const int64_t row0 = ((int64_t)blockIdx.x * 4 + (int)threadIdx.x / 32) * R;
-    const int64_t rows = (int64_t)a.B * a.Hq * a.Sq;
-    if (row0 >= rows)
+    const int64_t row = (int64_t)blockIdx.x * 4 + (int)threadIdx.x / 32;
+    if (row >= (int64_t)a.B * a.Hq * a.Sq)
         return;
-    uint32_t xo[R][NP], xd[R][NP];
+    const int s = (int)(row % a.Sq);
+    const int64_t bh = row / a.Sq;
+    const int h = (int)(bh % a.Hq), b = (int)(bh / a.Hq);
+    const T *o = (const T *)a.o + b * a.so[0] + (int64_t)s * a.so[1] + h * a.so[2];
+    const T *dout = (const T *)a.dout + b * a.sdo[0] + (int64_t)s * a.sdo[1] + h * a.sdo[2];
+    float acc = 0.0f;
 #pragma unroll
-    for (int r = 0; r < R; r++) {
-        const int64_t row = row0 + r;
-        const int s = (int)(row % a.Sq);
-        const int64_t bh = row / a.Sq;
-        const int h = (int)(bh % a.Hq), b = (int)(bh / a.Hq);
-        const T *o = (const T *)a.o + b * a.so[0] + (int64_t)s * a.so[1] + h * a.so[2];
-        const T *dout = (const T *)a.dout + b * a.sdo[0] + (int64_t)s * a.sdo[1] + h * a.sdo[2];
-#pragma unroll
-        for (int p = 0; p < NP; p++) {
-            const int d = 2 * lane + 64 * p;
-            const bool in = row < rows && d < D;
-            xo[r][p] = in ? *(const uint32_t *)(o + d) : 0u;
-            xd[r][p] = in ? *(const uint32_t *)(dout + d) : 0u;
-        }
+    for (int d = 2 * lane; d < D; d += 64) {
+        const float2 x = ptx_unpack2(T(), *(const uint32_t *)(o + d));
+        const float2 y = ptx_unpack2(T(), *(const uint32_t *)(dout + d));
+        acc = fmaf(x.x, y.x, fmaf(x.y, y.y, acc));
     }
 #pragma unroll
-    for (int r = 0; r < R; r++) {
-        const int64_t row = row0 + r;
-        float acc = 0.0f;
+    for (int off = 16; off > 0; off >>= 1)
+        acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    if (lane == 0)
+        a.dsum[row] = acc;
+    float4 *dq = (float4 *)(a.dq_acc + row * D);
 #pragma unroll
-        for (int p = 0; p < NP; p++)
-            if (2 * lane + 64 * p < D) {
-                const float2 x = ptx_unpack2(T(), xo[r][p]);
-                const float2 y = ptx_unpack2(T(), xd[r][p]);
-                acc = fmaf(x.x, y.x, fmaf(x.y, y.y, acc));
-            }
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1)
-            acc += __shfl_xor_sync(0xffffffffu, acc, off);
-        if (row >= rows)
-            break;
-        if (lane == 0)
-            a.dsum[row] = acc;
-        const int s = (int)(row % a.Sq);
-        if (a.deterministic && s % BM == 0 && lane < SPLIT) {
-            const int n_mb = (a.Sq + BM - 1) / BM;
-            a.sem[((row / a.Sq) * n_mb + s / BM) * SPLIT + lane] = 0;
-        }
+    for (int d = lane; d < D / 4; d += 32)
+        dq[d] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (a.deterministic && s % BM == 0 && lane < SPLIT) {
+        const int n_mb = (a.Sq + BM - 1) / BM;
+        a.sem[(bh * n_mb + s / BM) * SPLIT + lane] = 0;
     }
-    /* the R rows' accumulators are contiguous: R D / 4 float4s */
-    float4 *dq = (float4 *)(a.dq_acc + row0 * D);
-    const int64_t n4 = (rows - row0 < R ? rows - row0 : R) * (D / 4);
-#pragma unroll
-    for (int i = lane; i < R * D / 4; i += 32)
-        if (i < n4)
-            dq[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }
 
-/* Rows a warp of the preprocess: 2 at d <= 64, 1 above (d 128 already streams at 75% DRAM). */
-template <int D> struct bwd_pre_rows {
-    static constexpr int R = D <= 64 ? 2 : 1;
-};
-
-/* Launches the preprocess over the dense problem on stream. FLASHC_CUDA_BWD_PRE=r1 forces one
- * row a warp (the launch shape before 2026-12-04, for an A/B; read at every call). */
+/* Launches the preprocess over the dense problem on stream (every dense launcher's). */
 template <typename T, int D, int BM, int SPLIT>
 static cudaError_t attn_bwd_pre_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
-    const char *e = getenv("FLASHC_CUDA_BWD_PRE");
-    const bool r1 = e && strcmp(e, "r1") == 0;
-    constexpr int R = bwd_pre_rows<D>::R;
-    const int rpb = r1 ? 4 : 4 * R;
     const int64_t rows = (int64_t)a->B * a->Hq * a->Sq;
-    const unsigned grid = (unsigned)((rows + rpb - 1) / rpb);
-    if (r1)
-        attn_bwd_pre_kernel<T, D, BM, SPLIT, 1><<<grid, 128, 0, stream>>>(*a);
-    else
-        attn_bwd_pre_kernel<T, D, BM, SPLIT, R><<<grid, 128, 0, stream>>>(*a);
+    attn_bwd_pre_kernel<T, D, BM, SPLIT><<<(unsigned)((rows + 3) / 4), 128, 0, stream>>>(*a);
     return cudaGetLastError();
 }
 

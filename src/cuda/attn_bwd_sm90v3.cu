@@ -1,11 +1,10 @@
 /*
  * attn_bwd_sm90v3.cu — the Hopper backward in the FlashAttention-3 shape: families sm90v3,
  * sm90v3t, sm90v3q (d = 128), sm90v3w and sm90v3wg (d = 128 and 64; wg: sm90v3w's deterministic
- * mode with its blocks in groups of heads, bwd90v3_grouped), sm90v3p (d = 128 and 64: sm90v3w on
- * a persistent grid, fast mode; PERS below), sm90v3wg the default at both on compute capability
- * 9.0 since 2026-12-04 (sm90v3w's before: d 64 since the device run of 2026-12-03, helper bwd6:
- * dQ by keys, below), the others opt-in through FLASHC_CUDA_BWD_KERNEL; racecheck's hazards of
- * 2026-12-02: see the table.
+ * mode with its blocks in groups of heads, bwd90v3_grouped), sm90v3wg the default at both on
+ * compute capability 9.0 since 2026-12-04 (sm90v3w's before: d 64 since the device run of
+ * 2026-12-03, helper bwd6: dQ by keys, below), the others opt-in through FLASHC_CUDA_BWD_KERNEL;
+ * racecheck's hazards of 2026-12-02: see the table.
  *
  * Why: the 21:36 profile of sm90 at d 128 4k (/work/wt/PROFILE.md): 255 registers, 256 threads,
  * the tensor pipe 34% busy; cuDNN: 132 x 384 threads, warp-specialised, 66%. In sm90 (and
@@ -79,8 +78,8 @@ template <int D, bool WRT = false> struct bwd90v3_smem {
     static constexpr int LSE = DQ + (WRT ? 2 * DQ_BUF : 2 * V3_BM * V3_DQ_ROW); /* float [2][BM] */
     static constexpr int DSUM = LSE + 2 * V3_BM * 4;      /* float [2][BM], D             */
     static constexpr int INFO = DSUM + 2 * V3_BM * 4;     /* int [2][4]: the stage's Q block */
-    static constexpr int BARS = INFO + 2 * 16; /* kv_full, full[2], empty[2], kv_empty */
-    static constexpr int TOTAL = BARS + 6 * 8;
+    static constexpr int BARS = INFO + 2 * 16;            /* kv_full, full[2], empty[2]   */
+    static constexpr int TOTAL = BARS + 5 * 8;
     static constexpr int LAUNCH = TOTAL + 1024;           /* room to align the base       */
 };
 static_assert(bwd90v3_smem<128>::LAUNCH <= 227 * 1024 &&
@@ -111,12 +110,6 @@ static __device__ __forceinline__ int bwd90v3_turn_counter(const attn_bwd_args &
 {
     return (int)(((int64_t)b * a.Hq + h) * ((a.Sq + V3_BM - 1) / V3_BM) + m);
 }
-
-/* A work item: K/V block n_block (keys [n0, n0 + BN)) of batch b, KV head hk, and its Q blocks
- * [m_begin, m_end) of each of the group's query heads (total in all) */
-struct bwd90v3_item {
-    int n_block, b, hk, n0, m_begin, m_end, total;
-};
 
 /* sm90v3wg (helper bwd9, 2026-12-04), deterministic mode without an upper key bound: which
  * (K block n, batch x head bh) this thread block runs, from its linear index in the grid
@@ -181,8 +174,7 @@ static __device__ __forceinline__ void bwd90v3_grouped(const attn_bwd_args &a, i
  * BN keys, B Hkv); under DET with an upper key bound the K blocks run in reverse (bwd_turn).
  * GRP (family sm90v3wg, with DET): without an upper key bound the blocks take their (K block,
  * head) in groups of heads (bwd90v3_grouped), the same dQ order and bits. */
-template <typename T, int D, bool DET, bool MODS, bool TDQ, bool DQF, bool WRT, bool GRP = false,
-          bool PERS = false>
+template <typename T, int D, bool DET, bool MODS, bool TDQ, bool DQF, bool WRT, bool GRP = false>
 __global__ void __launch_bounds__(V3_THREADS, 1)
     attn_bwd_sm90v3_kernel(const __grid_constant__ CUtensorMap tm_q,
                            const __grid_constant__ CUtensorMap tm_do,
@@ -193,7 +185,6 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
 #if FLASHC_PTX_SM90A
     using L = bwd90v3_smem<D, WRT>;
     static_assert(!WRT || (TDQ && DQF), "sm90v3w: sm90v3q with the dQ adds on writer warps");
-    static_assert(!PERS || (WRT && !DET), "sm90v3p: sm90v3w's fast mode, persistent");
     /* sm90v3w's named barriers (1: the consumers' per-Q-block meeting at d 128; 2, 3: sm90v3t's
      * warpgroup barriers, and d 64's): staging buffer sb of warpgroup w full (consumers
      * arrive, its writer waits) and empty (the other way), 128 + 32 threads each */
@@ -220,44 +211,25 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
     const uint32_t kv_full = base + L::BARS;
     auto full = [&](int s) { return base + L::BARS + 8u * (1 + s); };
     auto empty = [&](int s) { return base + L::BARS + 8u * (3 + s); };
-    const uint32_t kv_empty = base + L::BARS + 8u * 5; /* sm90v3p: K, V read */
 
     const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
     const bwd_range rg = bwd_range_of(a);
-    /* The block's work items: its own K/V block (blockIdx) or, persistent (PERS, sm90v3p),
-     * items w = blockIdx.x, + gridDim.x, ... of the (B Hkv, K/V blocks) grid in the other
-     * grid's order (K/V blocks fastest: the blocks running at once share a head's Q and dO in
-     * L2). Every role walks the same items; the Q-block counter it (ring stages and phases, dS
-     * and dQ staging buffers) runs on across them. */
-    const int n_kv = (a.Sk + BN - 1) / BN;
-    const int w_first = PERS ? ptx_block_index() : 0, w_step = PERS ? (int)gridDim.x : 1;
-    const int w_end = PERS ? n_kv * a.B * a.Hkv : 1;
-    auto item_at = [&](int w) {
-        bwd90v3_item x;
-        int bh;
-        if constexpr (PERS) {
-            x.n_block = w % n_kv, bh = w / n_kv;
-        } else if constexpr (DET && GRP) {
-            if (rg.has_hi) /* not launched so (attn_bwd_sm90v3_launch); kept correct all the same */
-                x.n_block = (int)gridDim.x - 1 - ptx_block_index(), bh = (int)blockIdx.y;
-            else
-                bwd90v3_grouped(a, &x.n_block, &bh);
-        } else {
-            x.n_block = DET && rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index()
-                                         : ptx_block_index();
-            bh = (int)blockIdx.y;
-        }
-        x.b = bh / a.Hkv, x.hk = bh % a.Hkv;
-        x.n0 = x.n_block * BN;
-        bwd_q_blocks(a, rg, x.n0, BN, BM, &x.m_begin, &x.m_end);
-        x.total = a.group * max(0, x.m_end - x.m_begin);
-        return x;
-    };
-    const bwd90v3_item first = item_at(w_first);
-    int all = first.total; /* the Q blocks of all the block's items */
-    if constexpr (PERS)
-        for (int w = w_first + w_step; w < w_end; w += w_step)
-            all += item_at(w).total;
+    int n_block, bh;
+    if constexpr (DET && GRP) {
+        if (rg.has_hi) /* not launched so (attn_bwd_sm90v3_launch); kept correct all the same */
+            n_block = (int)gridDim.x - 1 - ptx_block_index(), bh = (int)blockIdx.y;
+        else
+            bwd90v3_grouped(a, &n_block, &bh);
+    } else {
+        n_block = DET && rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index() : ptx_block_index();
+        bh = (int)blockIdx.y;
+    }
+    const int b = bh / a.Hkv, hk = bh % a.Hkv;
+    const int n0 = n_block * BN;
+    int m_begin, m_end;
+    bwd_q_blocks(a, rg, n0, BN, BM, &m_begin, &m_end);
+    const int per_head = max(0, m_end - m_begin);
+    const int total = a.group * per_head;
 
     if (tid == 0) {
         ptx_mbarrier_init(kv_full, 1);
@@ -265,7 +237,6 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
             ptx_mbarrier_init(full(s), 1 + 32); /* the expect_tx arrival + every producer lane's */
             ptx_mbarrier_init(empty(s), 256);   /* every consumer thread */
         }
-        ptx_mbarrier_init(kv_empty, 256);
         ptx_fence_mbarrier_init();
     }
     __syncthreads(); /* the only block-wide barrier: the roles part here */
@@ -278,21 +249,14 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                 /* sm90v3w: warp 1 + w adds consumer warpgroup w's dQ tiles, so that neither
                  * the copy engine's reads nor deterministic mode's turn wait the consumers */
                 const int wgc = warp - 1;
-                if (all > 0)
+                if (total > 0)
                     ptx_named_bar_arrive(dq_empty_id(wgc, 0), 160);
-                if (all > 1)
+                if (total > 1)
                     ptx_named_bar_arrive(dq_empty_id(wgc, 1), 160);
                 /* the Q blocks in the producer's order (h, m), followed here rather than
                  * handed over in shared memory: a handoff less */
-                int w = w_first;
-                bwd90v3_item x = first;
-                int h = x.hk * a.group, m = x.m_begin;
-                for (int it = 0, j = 0; it < all; it++, j++) {
-                    if constexpr (PERS) {
-                        while (j == x.total) /* the next item with Q blocks */
-                            w += w_step, x = item_at(w), j = 0, h = x.hk * a.group, m = x.m_begin;
-                    }
-                    const int n_block = x.n_block, b = x.b, m_begin = x.m_begin, m_end = x.m_end;
+                int h = hk * a.group, m = m_begin;
+                for (int it = 0; it < total; it++) {
                     const int sb = it & 1;
                     ptx_named_bar_sync(dq_full_id(wgc, sb), 160);
                     if (lane == 0) {
@@ -321,7 +285,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                         }
                     }
                     __syncwarp();
-                    if (it + 2 < all) /* the consumers' next use of this buffer */
+                    if (it + 2 < total) /* the consumers' next use of this buffer */
                         ptx_named_bar_arrive(dq_empty_id(wgc, sb), 160);
                     if (++m == m_end)
                         h++, m = m_begin;
@@ -331,35 +295,19 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                 return;
             }
         }
-        if (warp != 0 || all == 0)
+        if (warp != 0 || total == 0)
             return;
         if (lane == 0) {
             ptx_prefetch_tensormap(&tm_q);
             ptx_prefetch_tensormap(&tm_do);
-        }
-        /* K, V of item x into the one K/V buffer; sm90v3p: the n-th (n > 0) once the consumers
-         * are done with the previous item's (kv_empty), after the item's first Q, dO stage */
-        int kvn = 0;
-        auto kv_load = [&](const bwd90v3_item &x) {
-            if (PERS && kvn > 0)
-                ptx_mbarrier_wait(kv_empty, (uint32_t)(kvn - 1) & 1u);
             ptx_mbarrier_arrive_expect_tx(kv_full, 2 * L::KV_BYTES);
             for (int p = 0; p < D / 64; p++) {
-                ptx_tma_load_4d(sK + p * BN * 128, &tm_k, kv_full, 64 * p, x.n0, x.hk, x.b);
-                ptx_tma_load_4d(sV + p * BN * 128, &tm_v, kv_full, 64 * p, x.n0, x.hk, x.b);
+                ptx_tma_load_4d(sK + p * BN * 128, &tm_k, kv_full, 64 * p, n0, hk, b);
+                ptx_tma_load_4d(sV + p * BN * 128, &tm_v, kv_full, 64 * p, n0, hk, b);
             }
-        };
-        int w = w_first;
-        bwd90v3_item x = first;
-        if (!PERS && lane == 0)
-            kv_load(x);
-        int h = x.hk * a.group, m = x.m_begin;
-        for (int it = 0, j = 0; it < all; it++, j++) {
-            if constexpr (PERS) {
-                while (j == x.total) /* the next item with Q blocks */
-                    w += w_step, x = item_at(w), j = 0, h = x.hk * a.group, m = x.m_begin;
-            }
-            const int n_block = x.n_block, b = x.b, m_begin = x.m_begin, m_end = x.m_end;
+        }
+        int h = hk * a.group, m = m_begin;
+        for (int it = 0; it < total; it++) {
             const int s = it & 1;
             const int m0 = m * BM;
             /* the stage's previous Q block is done (a fresh barrier passes parity 1 at once) */
@@ -369,8 +317,8 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                  * the Q block's first row, head, turn counter and turn (deterministic mode) */
                 int *info = (int *)(sbase + L::INFO) + 4 * s;
                 info[0] = m0, info[1] = h;
-                info[2] = PERS ? x.n0 : bwd90v3_turn_counter(a, b, h, m); /* sm90v3p: */
-                info[3] = PERS ? b : DET ? bwd_turn(rg, n_block, (int)gridDim.x, m, BM, BN) : 0;
+                info[2] = bwd90v3_turn_counter(a, b, h, m);
+                info[3] = DET ? bwd_turn(rg, n_block, (int)gridDim.x, m, BM, BN) : 0;
                 ptx_mbarrier_arrive_expect_tx(full(s), 2 * L::QBUF);
                 for (int p = 0; p < D / 64; p++) {
                     ptx_tma_load_4d(sQ + s * L::QBUF + p * BM * 128, &tm_q, full(s), 64 * p, m0,
@@ -378,10 +326,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                     ptx_tma_load_4d(sdO + s * L::QBUF + p * BM * 128, &tm_do, full(s), 64 * p,
                                     m0, h, b);
                 }
-                if (PERS && j == 0)
-                    kv_load(x);
             }
-            kvn += j == 0;
             /* LSE and D rows (rows past Sq: zeros; with Q, dO zero there they add nothing to
              * dK, dV, and their dQ rows are never added), loaded into registers and stored by
              * this lane, whose own arrival (release) then publishes them. Until 2026-12-03
@@ -422,62 +367,13 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
         for (int e = 0; e < 4; e++)
             dk[dt][e] = dv[dt][e] = 0.0f;
 
-    /* item x's dK = scale dS^T Q and dV; rows past Sk not stored; all zero if no query sees
-     * the keys; sm90v3p: the registers zeroed again for the next item */
-    auto finish = [&](const bwd90v3_item &x) {
-        T *dkg = (T *)a.dk + x.b * a.sdk[0] + x.hk * a.sdk[2] + (int64_t)x.n0 * a.sdk[1] + 2 * t;
-        T *dvg = (T *)a.dv + x.b * a.sdv[0] + x.hk * a.sdv[2] + (int64_t)x.n0 * a.sdv[1] + 2 * t;
-#pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-            const int r = cw * 16 + g + 8 * hr;
-            if (x.n0 + r < a.Sk) {
-                T *krow = dkg + (int64_t)r * a.sdk[1];
-                T *vrow = dvg + (int64_t)r * a.sdv[1];
-#pragma unroll
-                for (int dt = 0; dt < DT; dt++) {
-                    *(uint32_t *)(krow + dt * 8) =
-                        ptx_pack2(T(), dk[dt][2 * hr] * a.scale, dk[dt][2 * hr + 1] * a.scale);
-                    *(uint32_t *)(vrow + dt * 8) =
-                        ptx_pack2(T(), dv[dt][2 * hr], dv[dt][2 * hr + 1]);
-                }
-            }
-        }
-        if constexpr (PERS) {
-#pragma unroll
-            for (int dt = 0; dt < DT; dt++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    dk[dt][e] = dv[dt][e] = 0.0f;
-        }
-    };
-
-    /* sm90v3p: item w, its Q blocks left, the K/V loads waited for; the item's K/V block and
-     * batch come with each Q block (info), recomputed at its end only (registers) */
-    int w = w_first, left = first.total, kvc = 0;
-    const bwd90v3_item x = first; /* without PERS: the block's one item */
-    if (first.total > 0)
+    if (total > 0)
         ptx_mbarrier_wait(kv_full, 0);
-    for (int it = 0; it < all; it++) {
-        if constexpr (PERS) {
-            while (left == 0) {
-                /* item w done (or empty): K, V handed back (this thread's wgmmas on them
-                 * completed), dK, dV out while the producer loads the next item's */
-                const bwd90v3_item y = item_at(w);
-                if (y.total > 0)
-                    ptx_mbarrier_arrive(kv_empty), kvc++;
-                finish(y);
-                w += w_step;
-                left = item_at(w).total;
-                if (left > 0)
-                    ptx_mbarrier_wait(kv_full, (uint32_t)kvc & 1u);
-            }
-            left--;
-        }
+    for (int it = 0; it < total; it++) {
         const int buf = it & 1;
         ptx_mbarrier_wait(full(buf), ((uint32_t)it >> 1) & 1u);
         const int *info = (const int *)(sbase + L::INFO) + 4 * buf;
         const int m0 = info[0], h = info[1];
-        const int n0 = PERS ? info[2] : x.n0, b = PERS ? info[3] : x.b;
         const uint32_t q_buf = sQ + buf * L::QBUF, do_buf = sdO + buf * L::QBUF;
         const uint32_t sdS = base + L::DS + buf * L::DS_BUF;
         const float *lrow = sL + buf * BM, *drow = sDs + buf * BM;
@@ -748,10 +644,24 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
     /* the block's shared memory outlives the copy engine's last reads */
     if (lane < 16)
         ptx_bulk_wait_group<0>();
-    finish(PERS ? item_at(w) : x);
-    if constexpr (PERS) /* the items after the last with Q blocks: no query sees their keys */
-        for (w += w_step; w < w_end; w += w_step)
-            finish(item_at(w));
+
+    /* dK = scale dS^T Q and dV; rows past Sk not stored; all zero if no query sees the keys */
+    T *dkg = (T *)a.dk + b * a.sdk[0] + hk * a.sdk[2] + (int64_t)n0 * a.sdk[1] + 2 * t;
+    T *dvg = (T *)a.dv + b * a.sdv[0] + hk * a.sdv[2] + (int64_t)n0 * a.sdv[1] + 2 * t;
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        const int r = cw * 16 + g + 8 * hr;
+        if (n0 + r < a.Sk) {
+            T *krow = dkg + (int64_t)r * a.sdk[1];
+            T *vrow = dvg + (int64_t)r * a.sdv[1];
+#pragma unroll
+            for (int dt = 0; dt < DT; dt++) {
+                *(uint32_t *)(krow + dt * 8) =
+                    ptx_pack2(T(), dk[dt][2 * hr] * a.scale, dk[dt][2 * hr + 1] * a.scale);
+                *(uint32_t *)(vrow + dt * 8) = ptx_pack2(T(), dv[dt][2 * hr], dv[dt][2 * hr + 1]);
+            }
+        }
+    }
 #endif
 }
 
@@ -826,13 +736,9 @@ static int bwd90v3_map_dq(CUtensorMap *m, const attn_bwd_args *a, int D)
                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <typename T, int D, bool TDQ, bool DQF = false, bool WRT = false, bool GRP = false,
-          bool PERS = false>
+template <typename T, int D, bool TDQ, bool DQF = false, bool WRT = false, bool GRP = false>
 static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
-    /* sm90v3p leaves deterministic mode to sm90v3w (its turns assume a block per K/V block) */
-    if (PERS && a->deterministic)
-        return attn_bwd_sm90v3_launch<T, D, TDQ, DQF, WRT>(a, stream);
     const flashc_dtype dt = std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16;
     CUtensorMap mq, mdo, mk, mv, mdq;
     memset(&mdq, 0, sizeof mdq); /* read by sm90v3t only */
@@ -867,25 +773,15 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
         mods ? (a->deterministic
                     ? (grp ? attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF, WRT, GRP>
                            : attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF, WRT>)
-                    : attn_bwd_sm90v3_kernel<T, D, false, true, TDQ, DQF, WRT, false, PERS>)
+                    : attn_bwd_sm90v3_kernel<T, D, false, true, TDQ, DQF, WRT>)
              : (a->deterministic
                     ? (grp ? attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT, GRP>
                            : attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT>)
-                    : attn_bwd_sm90v3_kernel<T, D, false, false, TDQ, DQF, WRT, false, PERS>);
+                    : attn_bwd_sm90v3_kernel<T, D, false, false, TDQ, DQF, WRT>);
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess)
         return err;
-    const unsigned n_kv = (unsigned)((a->Sk + V3_BN - 1) / V3_BN);
-    dim3 grid(n_kv, (unsigned)(a->B * a->Hkv), 1);
-    if (PERS) { /* one block per SM, each walking items of the grid above (the kernel) */
-        int dev = 0, sms = 0;
-        if ((err = cudaGetDevice(&dev)) != cudaSuccess ||
-            (err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) !=
-                cudaSuccess)
-            return err;
-        const int64_t items = (int64_t)n_kv * a->B * a->Hkv;
-        grid = dim3((unsigned)(items < sms ? items : sms), 1, 1);
-    }
+    const dim3 grid((unsigned)((a->Sk + V3_BN - 1) / V3_BN), (unsigned)(a->B * a->Hkv), 1);
     kernel<<<grid, V3_THREADS, smem, stream>>>(mq, mdo, mk, mv, mdq, *a);
     if ((err = cudaGetLastError()) != cudaSuccess)
         return err;
@@ -953,23 +849,6 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
     {"attn_bwd_f16_sm90v3wg_d64_64x128", "sm90v3wg", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 64, true, true, true, true>,
      NULL, 0},
-    /* sm90v3p (helper bwd10, 2026-12-04; opt-in until a device run): sm90v3w on a persistent
-     * grid, one block per SM walking (batch, KV head, K/V block) items in the other grid's
-     * order; the producer loads an item's first Q, dO stage, then (once the consumers handed
-     * K, V back on kv_empty) its K, V while the consumers store the previous item's dK, dV.
-     * Fast mode only: deterministic mode runs sm90v3w (the launcher) */
-    {"attn_bwd_bf16_sm90v3p_d128_64x128", "sm90v3p", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true, true, false, true>, NULL, 1},
-    {"attn_bwd_f16_sm90v3p_d128_64x128", "sm90v3p", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__half, 128, true, true, true, false, true>, NULL, 1},
-    {"attn_bwd_bf16_sm90v3p_d64_64x128", "sm90v3p", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, true, true, true, false, true>, NULL, 1},
-    {"attn_bwd_f16_sm90v3p_d64_64x128", "sm90v3p", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__half, 64, true, true, true, false, true>, NULL, 1},
 };
 const int attn_bwd_sm90v3_variant_count =
     (int)(sizeof attn_bwd_sm90v3_variants / sizeof attn_bwd_sm90v3_variants[0]);
