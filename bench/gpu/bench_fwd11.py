@@ -209,6 +209,19 @@ def trace_calls(fns, k):
     return out
 
 
+
+def add_trace(r, fns, calls):
+    """The kernel times of trace_calls(fns, calls) into r[name]; a profiler failure is noted in
+    r["trace_error"] and the row goes on without them (the profiler is a diagnostic here)."""
+    try:
+        tr = trace_calls(fns, calls)
+    except Exception as e:  # noqa: BLE001
+        tr = {}
+        r["trace_error"] = str(e)[:160]
+    for n, t in tr.items():
+        r[n].update(t)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
@@ -304,13 +317,7 @@ def main():
             for n in fns:
                 v = sorted(per[n])
                 r[n] = {"flush": (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2}
-            try:
-                tr = trace_calls(fns, 10)
-            except Exception as e:  # noqa: BLE001 (the profiler is a diagnostic here)
-                tr = {}
-                r["trace_error"] = str(e)[:160]
-            for n, t in tr.items():
-                r[n].update(t)
+            add_trace(r, fns, 10)
             rows.append(r)
             print(f"d={d} S={S} B={B}{' causal' if causal else ''}: " + "  ".join(
                 f"{n} {r[n]['flush'] * 1e3:.1f}us"
@@ -337,13 +344,7 @@ def main():
             except RuntimeError as e:  # a capture a backend refuses: report, go on
                 m["error"] = str(e)[:160]
             r[n] = m
-        try:
-            tr = trace_calls(fns, 5)
-        except Exception as e:  # noqa: BLE001 (the profiler is a diagnostic here)
-            tr = {}
-            r["trace_error"] = str(e)[:160]
-        for n, t in tr.items():
-            r[n].update(t)
+        add_trace(r, fns, 5)
         rows.append(r)
         tf = lambda n, key: (flops / (r[n][key] * 1e-3) / 1e12 if r.get(n, {}).get(key) else
                              float("nan"))
