@@ -209,7 +209,6 @@ def trace_calls(fns, k):
     return out
 
 
-
 def add_trace(r, fns, calls):
     """The kernel times of trace_calls(fns, calls) into r[name]; a profiler failure is noted in
     r["trace_error"] and the row goes on without them (the profiler is a diagnostic here)."""
