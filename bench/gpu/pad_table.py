@@ -33,7 +33,8 @@ def main():
         kd, kp, kc = (get(r, n, "kern_us") for n in ("flashc", "flashc_pad", "cudnn"))
         fd, fp = get(r, "flashc", "flush"), get(r, "flashc_pad", "flush")
         rk, rf = q(kd, kp), q(fd, fp)
-        name = (get(r, "flashc_pad", "main") or "?").replace("void ", "")[:44]
+        name = (get(r, "flashc_pad", "main") or "?").replace("void ", "").replace(
+            "(anonymous namespace)::", "")[:40]
         print(f"| {r['d']} | {int(r['causal'])} | {r['Sq']} | {f3(rk)} | {f3(rf)} | "
               f"{f3(q(kc, kd))} | {f3(q(kc, kp))} | {tf(r, kd)} | {tf(r, kp)} | {tf(r, kc)} | "
               f"{tf(r, get(r, 'flash', 'kern_us'))} | {name} |")

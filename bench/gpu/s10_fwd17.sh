@@ -54,8 +54,8 @@ for n in "${s_names[@]}"; do
   echo "$n: rc $rc$([ "$rc" = 124 ] && echo ' (timed out)'), $(grep -c ': o err' "$log") cases," \
     "$(grep -c 'not served' "$log") dims not served, $(grep -E '^\[  (PASSED|FAILED)  \] [0-9]' "$log" |
       tr '\n' ' ')$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | sed 's/^========= //')"
-  grep -E 'D=[0-9]+: [0-9]+ cases ran' "$log" | sed 's/^ */    /' | tr '\n' ';' | cut -c1-400
-  echo
+  ns=$(grep -E 'D=[0-9]+: [0-9]+ cases ran' "$log" | sed -E 's/^ *//; s/ by FLASHC.*//' | tr '\n' ';')
+  [ -n "$ns" ] && echo "    ${ns:0:400}"
   if [ "$rc" != 0 ]; then # cmocka's own failure lines, the sanitizer's first sites
     grep -E '^\[ +(ERROR|FAILED|LINE) +\]|^\[ RUN|Invalid|Race reported|(Read|Write) access' "$log" |
       grep -vE 'FAILED  \] [0-9]' | tail -8 | cut -c1-240 | sed 's/^/    /'
@@ -81,8 +81,9 @@ grep -E 'WRONG|Error|error|Traceback|^device' "$OUT/bench.log" | cut -c1-240 | h
 cat <<'RULE'
 Reading: pad/sm80 = sm80's time / the padded sm90 kernel's (> 1: padding is faster); sm80/cuDNN
 and pad/cuDNN = cuDNN's time / flashc's (kernel time); "pad's kernel" must name an sm90 kernel.
-The rule holds only if every t-* job passed ("N dims not served" as listed in the header: v7
-refuses 72-120, np 8-64, and every family 59) and mc-* / rc-* report 0 errors / hazards; then,
+The rule holds only if every t-* job passed with exactly these "dims not served" (bf16 + fp16:
+v6 2 and v9 2 (d 59), v7 14 (59, 72-120), np 8 (8, 32, 40, 59), default 0) and mc-* / rc-*
+report 0 errors / hazards; then,
 per (d, mask), "padded sm90 the default" means: FLASHC_CUDA_SM90_PAD's padding on by default
 for that head-dim range and mask (attn_fwd_sm90.cu, sm90_pad_enabled / sm90_pads).
 RULE
