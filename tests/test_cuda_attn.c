@@ -8,8 +8,9 @@
  * (in parallel, fused with the naive same-precision one) rather than with tu_attn_ref64: the
  * 1k x 1k cases of every kernel would take minutes single-threaded.
  *
- * Cases: every head dim of {1, 8, 32, 40, 59, 64, 80, 96, 111, 128, 160, 192, 224, 256} (the
- * instances, padded ones, and odd ones whose packed rows are not 16-byte aligned), bf16 and
+ * Cases: every head dim of {1, 8, 32, 40, 59, 64, 72, 80, 96, 104, 111, 112, 120, 128, 160,
+ * 192, 224, 256} (the instances, padded ones, and odd ones whose packed rows are not 16-byte
+ * aligned; 8 to 120 are the sm90 kernels' padded dims with FLASHC_CUDA_SM90_PAD=1), bf16 and
  * fp16, with seqlen pairs (1,1) (1,147) (113,203) (128,217) (108,256), causal and not, MHA /
  * GQA / MQA; (1023,1024) (1024,1023) (1024,1024) at 64 96 128 256; (3,799) (20000,16) at 59 64
  * 128; plus a (B, H, S, D) strided layout, rows of a wider pitch (D not a multiple of 8 but
@@ -24,6 +25,8 @@
  * FLASHC_CUDA_KERNEL=sm80|sm90v5|... forces one kernel family (read by the library); cases that
  * family does not serve are refused by both calls, counted and reported as not served, and
  * each test then still needs one served case unless the family serves none of its head dim.
+ * FLASHC_CUDA_SM90_PAD=1 (read by the library) lets sm90v6/v7/v9/np serve padded head dims;
+ * a forced sm90 family must still refuse every D % 8 != 0 (test_pitched_rows).
  *
  * No CUDA device (or a build without CUDA): prints why and exits 77, which ctest reports as
  * skipped. FLASHC_TEST_SMALL=1 keeps a few short cases of each kernel (for compute-sanitizer);
@@ -431,17 +434,25 @@ static void test_strided_layout_and_stream(void **state)
 
 /* Rows 16-byte aligned but D not a multiple of 8 (views of a wider buffer): the 16-byte path
  * with the last chunk of each row predicated down to the bytes that exist, and o's stores
- * stopping at column D (the padding must keep its poison). */
+ * stopping at column D (the padding must keep its poison). Then D % 8 == 0 below an sm90
+ * instance's (40 / 64, 96 / 128): with FLASHC_CUDA_SM90_PAD=1 the copy engine's store of O
+ * must drop the columns >= D, which here are the pitch's padding. A forced sm90 family
+ * refuses every D % 8 != 0 (the padded dims are whole 16-byte units only). */
 static void test_pitched_rows(void **state)
 {
     (void)state;
-    static const int dp[][2] = {{59, 64}, {111, 120}, {1, 8}, {250, 256}};
+    static const int dp[][2] = {{59, 64}, {111, 120}, {1, 8}, {250, 256}, {40, 64}, {96, 128}};
+    const int sm90 = forced_kernel() && strncmp(forced_kernel(), "sm90", 4) == 0;
     int ran = 0;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 6; i++)
         for (int causal = 0; causal < 2; causal++) {
             attn_case c = {2, 131, 257, 4, 2, dp[i][0], causal, i % 2 ? FLASHC_F16 : FLASHC_BF16,
                            0, 0, dp[i][1]};
-            ran += check_case(&c);
+            const int r = check_case(&c);
+            if (r && sm90 && c.D % 8 != 0)
+                fail_msg("FLASHC_CUDA_KERNEL=%s served D=%d (not a multiple of 8)",
+                         forced_kernel(), c.D);
+            ran += r;
         }
     if (!ran)
         printf("  pitched rows: not served by FLASHC_CUDA_KERNEL=%s\n", forced_kernel());
@@ -820,7 +831,8 @@ int main(void)
     }
     tu_seed_from_env();
     printf("test_cuda_attn: %s\n", flashc_build_info());
-    static const int dims[] = {1, 8, 32, 40, 59, 64, 80, 96, 111, 128, 160, 192, 224, 256};
+    static const int dims[] = {1,  8,   32,  40,  59,  64,  72,  80,  96,
+                               104, 111, 112, 120, 128, 160, 192, 224, 256};
     enum { ND = sizeof dims / sizeof dims[0] };
     static dim_case cases[2 * ND];
     static char names[2 * ND][24];

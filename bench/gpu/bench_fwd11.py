@@ -31,12 +31,15 @@ Hypotheses (bench/RESULTS.md "Issue 11: the per-call cost"), each with the figur
          the leave-one-out ladder, bench/gpu/s9_fwd15.sh).
 --set np (helper fwd16): as cells, d 128 at 1k / 2k / 4k / 8k / 16k and d 64 at 1k / 2k / 4k /
          16k, causal and not (the defaults against sm90np, bench/gpu/s9_fwd16.sh, np_table.py).
+--set pad (helper fwd17): as cells, d 96 and d 32 at 2k / 4k, causal and not (H = 21 / 64):
+         the default (sm80 at these dims) against an alt with FLASHC_CUDA_SM90_PAD=1 (the sm90
+         defaults padded; bench/gpu/s10_fwd17.sh, pad_table.py).
 Every implementation is timed on the same inputs in this one process: flashc (the dispatcher's
 choice, through ctypes, bench_sdpa.Flashc), the alt instances, SDPA cuDNN, SDPA flash (FA2);
 every flashc instance is checked against SDPA flash first (twice each).
 
 usage: bench_fwd11.py --lib build/libflashc.so [--rep-ms 20] [--out fwd11.json] [--quick]
-                      [--alt NAME:VAR=VALUE[,VAR=VALUE] ...] [--set fwd11|cells|abl|np]
+                      [--alt NAME:VAR=VALUE[,VAR=VALUE] ...] [--set fwd11|cells|abl|np|pad]
                       [--rounds 2]
 """
 import argparse
@@ -228,7 +231,7 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true", help="main cases only, no scans")
     ap.add_argument("--alt", action="append", default=[], help="NAME:VAR=VALUE[,VAR=VALUE]")
-    ap.add_argument("--set", default="fwd11", choices=("fwd11", "cells", "abl", "np"))
+    ap.add_argument("--set", default="fwd11", choices=("fwd11", "cells", "abl", "np", "pad"))
     ap.add_argument("--rounds", type=int, default=2, help="--set cells: interleaved rounds")
     a = ap.parse_args()
     alts = []
@@ -263,7 +266,7 @@ def main():
     cases = [("main", 128, 2048, 2048, 8, False), ("main", 128, 4096, 4096, 4, False),
              ("main", 128, 16384, 16384, 1, False), ("main", 64, 2048, 2048, 8, False),
              ("main", 64, 4096, 4096, 4, False)]
-    cells = a.set in ("cells", "abl", "np")
+    cells = a.set in ("cells", "abl", "np", "pad")
     if a.set == "abl":
         cases = [("main", 128, s, s, 16384 // s, False) for s in (2048, 16384)]
     elif a.set == "np":
@@ -271,6 +274,9 @@ def main():
                                                                        16384)),
                                                               (64, (1024, 2048, 4096, 16384)))
                  for c in (False, True) for s in ss]
+    elif a.set == "pad":
+        cases = [("main", d, s, s, 16384 // s, c) for d in (96, 32) for c in (False, True)
+                 for s in (2048, 4096)]
     elif cells:
         cases = [("main", d, s, s, 16384 // s, c) for d, ss in ((128, (2048, 4096, 16384)),
                                                               (64, (2048, 4096)))

@@ -23,9 +23,10 @@
  * no code besides the key mask (zero V rows times P = 0 stay 0). Output: direct 4-byte stores
  * from the accumulators; LSE = m scale + ln l.
  *
- * What it serves: bf16/fp16, head dims 64 and 128, rows 16-byte aligned (the copy engine's
- * stride rule), compute capability 9.0 exactly (sm_90a code runs on no later chip); anything
- * else goes to the sm80 kernel (see attn.cu). A per-row key range [lo, hi) would change two
+ * What it serves: bf16/fp16, head dims 64 and 128 (with FLASHC_CUDA_SM90_PAD=1 the default
+ * families also every D % 8 == 0 below 128, padded by the copy engine: sm90_pads), rows
+ * 16-byte aligned (the copy engine's stride rule), compute capability 9.0 exactly (sm_90a
+ * code runs on no later chip); anything else goes to the sm80 kernel (see attn.cu). A per-row key range [lo, hi) would change two
  * places: which blocks the producer and consumers walk (now [0, n_end)), and mask_block.
  *
  * Versions (template VER, each its own FLASHC_CUDA_KERNEL family; the ladder and which one the
@@ -82,7 +83,7 @@
  *   was level or slower, 0.94-1.02x: round 1 of 2026-12-04, removed.)
  *   sm90abl   v6 with one stage left out (VER = 7 + 32 x a mask, sm90_ver; fwd15's ladder);
  *   sm90np    each default (v5, v6, v7, v9) without ping-pong (VER = base + 64).
- * Not yet: other head dims, Dk != Dv.
+ * Not yet: head dims above 128, D % 8 != 0, Dk != Dv.
  */
 #include "attn_cuda.cuh"
 #include "scratch.cuh"
@@ -1023,13 +1024,43 @@ static int make_maps(const attn_fwd_args *a, flashc_dtype dt, int bm, int bn, CU
            make_map(mv, dt, a->v, a->B, a->Sk, Hkv, a->D, a->sv, bn);
 }
 
+/* FLASHC_CUDA_SM90_PAD=1, read once (opt-in until a device run has measured it; bench/
+ * RESULTS.md, "Issue 11: every head dim <= 128 on sm90 by TMA padding"): the default families'
+ * TMA-store kernels (sm90v6, sm90v7, sm90v9, and sm90np's d 128 entries; sm90np's d 64 causal
+ * entry stores O directly, so sm90np pads at d 128 only, serving all or none of a head dim's
+ * cases) serve every head dim D <= their instance's with D % 8 == 0, the d 64 instance D in
+ * [8, 64], the d 128 instance D in (64, 128]. Nothing in the kernel changes: the tensor maps
+ * keep the true inner dimension D (boxes of 64 columns), so the copy engine zero-fills the
+ * columns >= D of Q, K and V in shared memory, where S = Q K^T is unchanged by the zeros and
+ * P V computes zero columns, and the TMA store of O drops the columns >= D. D % 8 == 0 keeps
+ * every row's bytes whole 16-byte units, which the copy engine requires of the strides
+ * anyway; other D stay with sm80. */
+static int sm90_pad_enabled(void)
+{
+    static int value = -1;
+    if (value < 0) {
+        const char *e = getenv("FLASHC_CUDA_SM90_PAD");
+        value = e && strcmp(e, "1") == 0; /* racing first calls store the same value */
+    }
+    return value;
+}
+static int sm90_pads(const attn_fwd_variant *v)
+{
+    return (strcmp(v->family, "sm90v6") == 0 || strcmp(v->family, "sm90v7") == 0 ||
+            strcmp(v->family, "sm90v9") == 0 ||
+            (strcmp(v->family, "sm90np") == 0 && v->head_dim == 128));
+}
+
 /* Beyond dtype and head dim (the table's fields): the chip the sm_90a code runs on, rows the
- * copy engine takes, and tensor maps that encode (tried here, so that "supported" and the run
- * agree). */
+ * copy engine takes, the head dim (the instance's, or a padded one above), and tensor maps
+ * that encode (tried here, so that "supported" and the run agree). */
 static int sm90_supports_rows(const attn_fwd_variant *v, const attn_problem *p, int cc,
                               int vec16, int kv_rows)
 {
+    const int pad = sm90_pad_enabled(); /* read at the first call, whatever its head dim */
     if (cc != 90 || !vec16)
+        return 0;
+    if (p->D != v->head_dim && (p->D % 8 != 0 || !pad || !sm90_pads(v)))
         return 0;
     attn_fwd_args a;
     memset(&a, 0, sizeof a);
@@ -1258,8 +1289,8 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
  * Then ("Issue 11: sm90 forward v9", round 1, H200 2026-12-03): v9 at d 128 under the causal
  * mask from 4096 (1.06x / 1.02x v6 at 4k / 16k; below 1.02x elsewhere, so v6 stays there). */
 #define SM90_VARIANT_S(TN, T, FAM, D, BM, BN, ST, VER, DEF, MINSEQ, SUP)                          \
-    {"attn_fwd_" #TN "_" FAM "_d" #D "_" #BM "x" #BN, FAM, TN##_DTYPE_SM90, D, D, 90, BM, BN, DEF, \
-     MINSEQ, SUP, attn_fwd_sm90_launch<T, D, BN, ST, VER>}
+    {"attn_fwd_" #TN "_" FAM "_d" #D "_" #BM "x" #BN, FAM, TN##_DTYPE_SM90, D - 63, D, 90, BM, BN, \
+     DEF, MINSEQ, SUP, attn_fwd_sm90_launch<T, D, BN, ST, VER>}
 #define SM90_VARIANT(TN, T, FAM, D, BN, ST, VER, DEF, MINSEQ)                                     \
     SM90_VARIANT_S(TN, T, FAM, D, 128, BN, ST, VER, DEF, MINSEQ, sm90_supports)
 #define bf16_DTYPE_SM90 FLASHC_BF16
@@ -1272,7 +1303,7 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
         SM90_VARIANT_S(f16, __half, FAM, D, BM, BN, ST, VER, DEF, MINSEQ, SUP)
 /* sm90abl's entry K (FLASHC_SM90_ABLATE=NAME): bf16, d 128, without the mask */
 #define SM90_ABL(K, NAME, BN, ST, VER)                                                             \
-    {"attn_fwd_bf16_sm90abl_" #NAME "_d128_128x" #BN, "sm90abl", FLASHC_BF16, 128, 128, 90, 128,  \
+    {"attn_fwd_bf16_sm90abl_" #NAME "_d128_128x" #BN, "sm90abl", FLASHC_BF16, 65, 128, 90, 128,   \
      BN, 0, 0, sm90_supports_abl<K>, attn_fwd_sm90_launch<__nv_bfloat16, 128, BN, ST, VER>}
 const attn_fwd_variant attn_fwd_sm90_variants[] = {
     /* sm90np, the defaults without ping-pong, first where the device run's rule put them (the

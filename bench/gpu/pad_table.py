@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Issue 11, helper fwd17: the sm90 defaults padded to head dims below their instances'
+(FLASHC_CUDA_SM90_PAD=1) against the default there (sm80), from bench_fwd11.py --set pad
+--alt flashc_pad:FLASHC_CUDA_SM90_PAD=1 --out X.json (bench/gpu/s10_fwd17.sh).
+
+Per cell (head dim, mask, seqlen; batch x seqlen = 16384, H = 2048 / d): pad/sm80 in CUPTI
+kernel time and under do_bench's L2 flush (sm80's time / the padded sm90's: > 1 means padding
+is faster), each one's ratio to SDPA cuDNN in kernel time, TFLOP/s (of the true head dim), and
+the kernel each instance launched (a padded cell that still names sm80 was not padded). Then
+the rule, per (head dim, mask): padded sm90 becomes the default there if at every seqlen
+pad/sm80 >= 1.05 in kernel time AND >= 1.0 under the flush (a missing or wrong measure fails);
+it also needs every t-* job of s10_fwd17.sh passed and both sanitizers clean.
+
+usage: pad_table.py bench.json
+"""
+import json
+import sys
+
+KERNEL_MIN, FLUSH_MIN = 1.05, 1.0
+
+
+def main():
+    rows = json.load(open(sys.argv[1]))["rows"]
+    get = lambda r, n, k: r.get(n, {}).get(k)
+    q = lambda a, b: a / b if a and b else None
+    f3 = lambda x: f"{x:.3f}" if x else "nan"
+    tf = lambda r, us: f"{r['flops'] / (us * 1e-6) / 1e12:.0f}" if us else "nan"
+    print("| d | causal | S | pad/sm80 kernel | pad/sm80 flush | sm80/cuDNN | pad/cuDNN | sm80 TF"
+          " | pad TF | cuDNN TF | FA2 TF | pad's kernel |")
+    print("|---" * 12 + "|")
+    groups = {}
+    for r in sorted(rows, key=lambda r: (-r["d"], r["causal"], r["Sq"])):
+        kd, kp, kc = (get(r, n, "kern_us") for n in ("flashc", "flashc_pad", "cudnn"))
+        fd, fp = get(r, "flashc", "flush"), get(r, "flashc_pad", "flush")
+        rk, rf = q(kd, kp), q(fd, fp)
+        name = (get(r, "flashc_pad", "main") or "?").replace("void ", "").replace(
+            "(anonymous namespace)::", "")[:40]
+        print(f"| {r['d']} | {int(r['causal'])} | {r['Sq']} | {f3(rk)} | {f3(rf)} | "
+              f"{f3(q(kc, kd))} | {f3(q(kc, kp))} | {tf(r, kd)} | {tf(r, kp)} | {tf(r, kc)} | "
+              f"{tf(r, get(r, 'flash', 'kern_us'))} | {name} |")
+        ok = (rk is not None and rf is not None and rk >= KERNEL_MIN and rf >= FLUSH_MIN and
+              "sm90" in name)
+        groups.setdefault((r["d"], r["causal"]), []).append((r["Sq"], ok))
+    print(f"\nRule: padded sm90 the default at (d, mask) where pad/sm80 >= {KERNEL_MIN} (kernel)"
+          f" and >= {FLUSH_MIN} (flush) at every seqlen measured (and the tests passed):")
+    for (d, causal), cells in sorted(groups.items(), key=lambda x: (-x[0][0], x[0][1])):
+        yes = all(ok for _, ok in cells)
+        print(f"  d {d} {'causal' if causal else 'non-causal'}: "
+              f"{'padded sm90 the default (from 2k)' if yes else 'sm80 stays'} (cells: " +
+              ", ".join(f"{S}{'' if ok else ' no'}" for S, ok in sorted(cells)) + ")")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
