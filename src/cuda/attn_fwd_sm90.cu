@@ -26,8 +26,9 @@
  * What it serves: bf16/fp16, head dims 64 and 128 (with FLASHC_CUDA_SM90_PAD=1 the default
  * families also every D % 8 == 0 below 128, padded by the copy engine: sm90_pads), rows
  * 16-byte aligned (the copy engine's stride rule), compute capability 9.0 exactly (sm_90a
- * code runs on no later chip); anything else goes to the sm80 kernel (see attn.cu). A per-row key range [lo, hi) would change two
- * places: which blocks the producer and consumers walk (now [0, n_end)), and mask_block.
+ * code runs on no later chip); anything else goes to the sm80 kernel (see attn.cu). A per-row
+ * key range [lo, hi) would change two places: which blocks the producer and consumers walk (now
+ * [0, n_end)), and mask_block.
  *
  * Versions (template VER, each its own FLASHC_CUDA_KERNEL family; the ladder and which one the
  * dispatcher picks where are in bench/RESULTS.md and the table at the end of this file):
