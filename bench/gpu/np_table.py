@@ -15,28 +15,15 @@ usage: np_table.py bench.json
 import json
 import sys
 
+from alt_cells import alt_cells, meets
+
 KERNEL_MIN, FLUSH_MIN = 1.015, 1.0
 
 
 def main():
-    rows = json.load(open(sys.argv[1]))["rows"]
-    get = lambda r, n, k: r.get(n, {}).get(k)
-    q = lambda a, b: a / b if a and b else None
-    f3 = lambda x: f"{x:.3f}" if x else "nan"
-    tf = lambda r, us: f"{r['flops'] / (us * 1e-6) / 1e12:.0f}" if us else "nan"
-    print("| d | causal | S | np/def kernel | np/def flush | def/cuDNN kernel | np/cuDNN kernel"
-          " | def TF | np TF | cuDNN TF | FA2 TF |")
-    print("|---" * 11 + "|")
-    groups = {}
-    for r in sorted(rows, key=lambda r: (-r["d"], r["causal"], r["Sq"])):
-        kd, kn, kc = (get(r, n, "kern_us") for n in ("flashc", "flashc_np", "cudnn"))
-        fd, fn = get(r, "flashc", "flush"), get(r, "flashc_np", "flush")
-        rk, rf = q(kd, kn), q(fd, fn)
-        print(f"| {r['d']} | {int(r['causal'])} | {r['Sq']} | {f3(rk)} | {f3(rf)} | "
-              f"{f3(q(kc, kd))} | {f3(q(kc, kn))} | {tf(r, kd)} | {tf(r, kn)} | {tf(r, kc)} | "
-              f"{tf(r, get(r, 'flash', 'kern_us'))} |")
-        ok = rk is not None and rf is not None and rk >= KERNEL_MIN and rf >= FLUSH_MIN
-        groups.setdefault((r["d"], r["causal"]), []).append((r["Sq"], ok))
+    cells_of = alt_cells(json.load(open(sys.argv[1]))["rows"], "np", "def")
+    groups = {g: [(S, meets(rk, rf, KERNEL_MIN, FLUSH_MIN)) for S, rk, rf, _ in c]
+              for g, c in cells_of.items()}
     print(f"\nRule: sm90np the default for seqlen <= T where np/default >= {KERNEL_MIN} (kernel)"
           f" and >= {FLUSH_MIN} (flush) at every cell <= T:")
     for (d, causal), cells in sorted(groups.items(), key=lambda x: (-x[0][0], x[0][1])):

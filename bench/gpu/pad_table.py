@@ -16,31 +16,15 @@ usage: pad_table.py bench.json
 import json
 import sys
 
+from alt_cells import alt_cells, meets
+
 KERNEL_MIN, FLUSH_MIN = 1.05, 1.0
 
 
 def main():
-    rows = json.load(open(sys.argv[1]))["rows"]
-    get = lambda r, n, k: r.get(n, {}).get(k)
-    q = lambda a, b: a / b if a and b else None
-    f3 = lambda x: f"{x:.3f}" if x else "nan"
-    tf = lambda r, us: f"{r['flops'] / (us * 1e-6) / 1e12:.0f}" if us else "nan"
-    print("| d | causal | S | pad/sm80 kernel | pad/sm80 flush | sm80/cuDNN | pad/cuDNN | sm80 TF"
-          " | pad TF | cuDNN TF | FA2 TF | pad's kernel |")
-    print("|---" * 12 + "|")
-    groups = {}
-    for r in sorted(rows, key=lambda r: (-r["d"], r["causal"], r["Sq"])):
-        kd, kp, kc = (get(r, n, "kern_us") for n in ("flashc", "flashc_pad", "cudnn"))
-        fd, fp = get(r, "flashc", "flush"), get(r, "flashc_pad", "flush")
-        rk, rf = q(kd, kp), q(fd, fp)
-        name = (get(r, "flashc_pad", "main") or "?").replace("void ", "").replace(
-            "(anonymous namespace)::", "")[:40]
-        print(f"| {r['d']} | {int(r['causal'])} | {r['Sq']} | {f3(rk)} | {f3(rf)} | "
-              f"{f3(q(kc, kd))} | {f3(q(kc, kp))} | {tf(r, kd)} | {tf(r, kp)} | {tf(r, kc)} | "
-              f"{tf(r, get(r, 'flash', 'kern_us'))} | {name} |")
-        ok = (rk is not None and rf is not None and rk >= KERNEL_MIN and rf >= FLUSH_MIN and
-              "sm90" in name)
-        groups.setdefault((r["d"], r["causal"]), []).append((r["Sq"], ok))
+    cells_of = alt_cells(json.load(open(sys.argv[1]))["rows"], "pad", "sm80", name_col=True)
+    groups = {g: [(S, meets(rk, rf, KERNEL_MIN, FLUSH_MIN) and "sm90" in name)
+                  for S, rk, rf, name in c] for g, c in cells_of.items()}
     print(f"\nRule: padded sm90 the default at (d, mask) where pad/sm80 >= {KERNEL_MIN} (kernel)"
           f" and >= {FLUSH_MIN} (flush) at every seqlen measured (and the tests passed):")
     for (d, causal), cells in sorted(groups.items(), key=lambda x: (-x[0][0], x[0][1])):
