@@ -49,34 +49,9 @@ tst rc-v6 40 sm90v6 1 96 test_bf16_d96 racecheck
 tst rc-v7 40 sm90v7 1 40 test_fp16_d40 racecheck
 wait_jobs
 echo "(tests and sanitizers +$(($(date +%s) - T0)) s)"
-for n in "${s_names[@]}"; do
-  log=$OUT/$n.log rc=$(cat "$OUT/$n.rc" 2>/dev/null || echo '?')
-  echo "$n: rc $rc$([ "$rc" = 124 ] && echo ' (timed out)'), $(grep -c ': o err' "$log") cases," \
-    "$(grep -c 'not served' "$log") dims not served, $(grep -E '^\[  (PASSED|FAILED)  \] [0-9]' "$log" |
-      tr '\n' ' ')$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | sed 's/^========= //')"
-  ns=$(grep -E 'D=[0-9]+: [0-9]+ cases ran' "$log" | sed -E 's/^ *//; s/ by FLASHC.*//' | tr '\n' ';')
-  [ -n "$ns" ] && echo "    ${ns:0:400}"
-  if [ "$rc" != 0 ]; then # cmocka's own failure lines, the sanitizer's first sites
-    grep -E '^\[ +(ERROR|FAILED|LINE) +\]|^\[ RUN|Invalid|Race reported|(Read|Write) access' "$log" |
-      grep -vE 'FAILED  \] [0-9]' | tail -8 | cut -c1-240 | sed 's/^/    /'
-  fi
-done
+fwd_jobs_summary "dims not served"
 
-tb=$(left)
-[ "$tb" -gt 48 ] && tb=48
-if [ "$tb" -gt 15 ]; then
-  env -u FLASHC_CUDA_SM90_PAD -u FLASHC_CUDA_KERNEL FLASHC_LIBRARY="$LIB" \
-    PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 \
-    timeout -k 2 "$tb" python3 bench/gpu/bench_fwd11.py --lib "$LIB" --set pad --rounds 2 \
-    --alt flashc_pad:FLASHC_CUDA_SM90_PAD=1 --rep-ms "${FLASHC_REP_MS:-20}" \
-    --out "$OUT/bench.json" >"$OUT/bench.log" 2>&1
-  rc=$?
-else
-  echo "no time left for the bench" >"$OUT/bench.log"
-  rc=1
-fi
-echo "bench rc $rc$([ "$rc" = 124 ] && echo ' (timed out)') (+$(($(date +%s) - T0)) s)"
-grep -E 'WRONG|Error|error|Traceback|^device' "$OUT/bench.log" | cut -c1-240 | head -8
+fwd11_bench 48 --set pad --rounds 2 --alt flashc_pad:FLASHC_CUDA_SM90_PAD=1
 [ -s "$OUT/bench.json" ] && python3 bench/gpu/pad_table.py "$OUT/bench.json"
 cat <<'RULE'
 Reading: pad/sm80 = sm80's time / the padded sm90 kernel's (> 1: padding is faster); sm80/cuDNN

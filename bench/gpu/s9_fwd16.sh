@@ -41,31 +41,9 @@ OMP_NUM_THREADS=4 tst t-long 42 0 test_long_causal ""
 tst rc-tiles 42 1 test_many_tiles "" racecheck
 wait_jobs
 echo "(tests and racecheck +$(($(date +%s) - T0)) s)"
-for n in "${s_names[@]}"; do
-  log=$OUT/$n.log rc=$(cat "$OUT/$n.rc" 2>/dev/null || echo '?')
-  echo "$n: rc $rc$([ "$rc" = 124 ] && echo ' (timed out)'), $(grep -c ': o err' "$log") cases," \
-    "$(grep -c 'not served' "$log") not served, $(grep -E '^\[  (PASSED|FAILED)  \] [0-9]' "$log" |
-      tr '\n' ' ')$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | sed 's/^========= //')"
-  if [ "$rc" != 0 ]; then # cmocka's own failure lines, the sanitizer's first sites
-    grep -E '^\[ +(ERROR|FAILED|LINE) +\]|^\[ RUN|Invalid|Race reported|(Read|Write) access' "$log" |
-      grep -vE 'FAILED  \] [0-9]' | tail -8 | cut -c1-240 | sed 's/^/    /'
-  fi
-done
+fwd_jobs_summary
 
-tb=$(left)
-[ "$tb" -gt 55 ] && tb=55
-if [ "$tb" -gt 15 ]; then
-  FLASHC_LIBRARY="$LIB" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 \
-    timeout -k 2 "$tb" python3 bench/gpu/bench_fwd11.py --lib "$LIB" --set np --rounds 3 \
-    --alt flashc_np:FLASHC_CUDA_KERNEL=sm90np --rep-ms "${FLASHC_REP_MS:-20}" \
-    --out "$OUT/bench.json" >"$OUT/bench.log" 2>&1
-  rc=$?
-else
-  echo "no time left for the bench" >"$OUT/bench.log"
-  rc=1
-fi
-echo "bench rc $rc$([ "$rc" = 124 ] && echo ' (timed out)') (+$(($(date +%s) - T0)) s)"
-grep -E 'WRONG|Error|error|Traceback|^device' "$OUT/bench.log" | cut -c1-240 | head -8
+fwd11_bench 55 --set np --rounds 3 --alt flashc_np:FLASHC_CUDA_KERNEL=sm90np
 [ -s "$OUT/bench.json" ] && python3 bench/gpu/np_table.py "$OUT/bench.json"
 cat <<'RULE'
 Reading: np/def = the default's time / sm90np's (> 1: faster without ping-pong); def/cuDNN and

@@ -39,6 +39,50 @@ jobs_summary() {
   done
 }
 
+# The forward scripts' summary of their test_cuda_attn jobs (s9_fwd15, s9_fwd16, s10_fwd17):
+# one line a job with its rc (124: timed out), cases run, "not served" lines (LABEL, default
+# "not served"), the cmocka pass/fail counts and the sanitizer summary; the test's per-head-dim
+# "D=..: N cases ran" lines where it printed any; for a job that failed, cmocka's failure lines
+# and the sanitizer's first sites.
+fwd_jobs_summary() {
+  local label=${1:-not served} n log rc ns
+  for n in "${s_names[@]}"; do
+    log=$OUT/$n.log rc=$(cat "$OUT/$n.rc" 2>/dev/null || echo '?')
+    echo "$n: rc $rc$([ "$rc" = 124 ] && echo ' (timed out)'), $(grep -c ': o err' "$log") cases," \
+      "$(grep -c 'not served' "$log") $label, $(grep -E '^\[  (PASSED|FAILED)  \] [0-9]' "$log" |
+        tr '\n' ' ')$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | sed 's/^========= //')"
+    ns=$(grep -E 'D=[0-9]+: [0-9]+ cases ran' "$log" | sed -E 's/^ *//; s/ by FLASHC.*//' | tr '\n' ';')
+    [ -n "$ns" ] && echo "    ${ns:0:400}"
+    if [ "$rc" != 0 ]; then
+      grep -E '^\[ +(ERROR|FAILED|LINE) +\]|^\[ RUN|Invalid|Race reported|(Read|Write) access' "$log" |
+        grep -vE 'FAILED  \] [0-9]' | tail -8 | cut -c1-240 | sed 's/^/    /'
+    fi
+  done
+}
+
+# fwd11_bench CAP ARG... — bench/gpu/bench_fwd11.py on $LIB with ARG... (its --set, --rounds,
+# --alt ...), under the script's time left (left(), at most CAP seconds; skipped under 15), with
+# FLASHC_CUDA_KERNEL and FLASHC_CUDA_SM90_PAD unset for the default instance, writing
+# $OUT/bench.json and $OUT/bench.log; sets rc and prints its line and the log's errors.
+fwd11_bench() {
+  local tb cap=$1
+  shift
+  tb=$(left)
+  [ "$tb" -gt "$cap" ] && tb=$cap
+  if [ "$tb" -gt 15 ]; then
+    env -u FLASHC_CUDA_SM90_PAD -u FLASHC_CUDA_KERNEL FLASHC_LIBRARY="$LIB" \
+      PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 \
+      timeout -k 2 "$tb" python3 bench/gpu/bench_fwd11.py --lib "$LIB" "$@" \
+      --rep-ms "${FLASHC_REP_MS:-20}" --out "$OUT/bench.json" >"$OUT/bench.log" 2>&1
+    rc=$?
+  else
+    echo "no time left for the bench" >"$OUT/bench.log"
+    rc=1
+  fi
+  echo "bench rc $rc$([ "$rc" = 124 ] && echo ' (timed out)') (+$(($(date +%s) - T0)) s)"
+  grep -E 'WRONG|Error|error|Traceback|^device' "$OUT/bench.log" | cut -c1-240 | head -8
+}
+
 jobs_failed() {
   local n
   for n in "${s_names[@]}"; do
