@@ -31,11 +31,7 @@ TC=${FLASHC_AMX9_TEST_CORES:-12-15}
 WC=${FLASHC_AMX9_WIDE_CORES:-$(seq -s, 0 15)}
 sum="$OUT/summary.txt"
 : >"$sum"
-{
-  date -u
-  lscpu | grep -E 'Model name|^CPU\(s\)|MHz|L1d|L2'
-  grep -o -w -E 'amx_tile|amx_bf16|avx512_bf16' /proc/cpuinfo | sort | uniq -c
-} >"$OUT/machine.txt" 2>&1
+s_machine
 export FLASHC_LIBRARY=$LIB PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 unset FLASHC_CPU_BWD_MM FLASHC_CPU_BWD_SPLIT FLASHC_CPU_AMX_FWD FLASHC_ISA
 peer() { # label threads cores heads seconds

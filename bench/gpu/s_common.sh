@@ -83,6 +83,16 @@ fwd11_bench() {
   grep -E 'WRONG|Error|error|Traceback|^device' "$OUT/bench.log" | cut -c1-240 | head -8
 }
 
+# The host CPU of a CPU-lane script (s8_amx7, s9_amx9), into $OUT/machine.txt: the date, the
+# model, cores, clocks and caches, and the matrix-unit flags the kernels dispatch on.
+s_machine() {
+  {
+    date -u
+    lscpu | grep -E 'Model name|^CPU\(s\)|MHz|L1d|L2'
+    grep -o -w -E 'amx_tile|amx_bf16|avx512_bf16' /proc/cpuinfo | sort | uniq -c
+  } >"$OUT/machine.txt" 2>&1
+}
+
 jobs_failed() {
   local n
   for n in "${s_names[@]}"; do
