@@ -99,9 +99,23 @@
  * length is read: 0.93x lean at 1 x 4k, 1.00x at 1 x 32k) and merge v5 (v4 reading
  * cache_seqlens before griddepcontrol.wait: 0.99-1.01x v4).
  *
+ * The bulk-copy loaders (FLASHC_DECODE_KERNEL = tma or tma4; opt-in since 2026-12-04, not yet
+ * run on a GPU; helper decode10, bench/RESULTS.md): the split kernel with each key row copied
+ * by one cp.async.bulk on the copy engine (lane l: row l mod 16 of K or V; dec_tma_issue) and a
+ * stage completing on an mbarrier, 3 (tma) or 4 (tma4) stages a warp. A warp then spends one
+ * instruction a row instead of 16 (d 128), holds no register or LSU slot per chunk in flight,
+ * and the SM holds more bytes in flight: tma at d 128 106 KB a block, 2 blocks, 8 warps with
+ * 2 stages ahead each = 136 KB a SM against lean's 3 blocks x 4 warps x 8 KB = 96 KB; tma4
+ * 140 KB, one block (cuDNN's shape). The copies write rows as they lie in memory, so the tiles
+ * are unswizzled with rows padded by 16 bytes (tile_step). sm_90a only (CC 9.0; D and Dv
+ * multiples of 8; elsewhere they run as lean); paged caches of any page size go the same way,
+ * a copy a key row.
+ *
  * Split rule (FLASHC_DECODE_SPLITS, read at every call): fill (the default since 2026-12-03),
  * which splits tiles that are at most half the slots into whole waves of k blocks a SM, at most
- * 33 splits (splits_of); or fa2, FlashAttention-2's rule, the default before.
+ * 33 splits (splits_of); fa2, FlashAttention-2's rule, the default before; ceil (opt-in,
+ * 2026-12-04): fill for small grids, and for larger ones the count with the fewest tile-times
+ * of whole waves (1 at 64 x 32k under tma: no merge at all, as cuDNN).
  */
 #include "attn_cuda.cuh"
 #include "scratch.cuh"
