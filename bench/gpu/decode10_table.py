@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""bench/gpu/decode10_table.py BENCH_JSON [TESTS_OK] — the decision table of s10_decode10.sh
-(issue 13, helper decode10): each variant of bench_decode.py --variants DEF,V1,.. (DEF first:
-the defaults) against DEF and SDPA cuDNN at every shape, contiguous and page 16, in TB/s of K+V;
-then one verdict line a variant by the rule of RESULTS.md (decode10): the default where its
+"""bench/gpu/decode10_table.py TESTS_OK BENCH_JSON... — the decision table of s10_decode10.sh
+(issue 13, helper decode10), from one or more bench_decode.py --out files (their rows joined; a
+file a timeout left unwritten is named and skipped): each variant of --variants DEF,V1,.. (DEF
+first: the defaults) against DEF and SDPA cuDNN at every shape, contiguous and page 16, in TB/s
+of K+V; the explicit split sweep where there is one; then one verdict line a variant by the rule
+of RESULTS.md (decode10): the default where its
 forced tests passed (TESTS_OK = 1), no cell was WRONG, its geometric mean / DEF >= 1.02 over
 every cell (contiguous and page 16) and no cell < 0.98; else a dispatch rule where it is
 >= 1.02x in a whole region (the cells are listed); else it stays opt-in. Last: the issue's
@@ -13,9 +15,19 @@ import sys
 
 
 def main():
-    d = json.load(open(sys.argv[1]))
-    tests_ok = len(sys.argv) > 2 and sys.argv[2] == "1"
-    rows = d["rows"]
+    tests_ok = sys.argv[1] == "1"
+    rows, copy_gbs = [], None
+    for path in sys.argv[2:]:
+        try:
+            d = json.load(open(path))
+        except (OSError, ValueError) as e:
+            print(f"decode10_table: {path}: {e} (cut by its timeout?)")
+            continue
+        rows += d["rows"]
+        copy_gbs = copy_gbs or d["copy_gbs"]
+    if not rows:
+        print("decode10_table: no bench rows")
+        return 1
     keys = list(dict.fromkeys(k[:-4] for r in rows for k in r if k.endswith("_err")))
     variants = []
     for k in keys:
@@ -23,12 +35,12 @@ def main():
         if "/s" not in v and v not in variants:
             variants.append(v)
     if not variants:
-        print("decode10_table: no flashc cells in", sys.argv[1])
+        print("decode10_table: no flashc cells in", " ".join(sys.argv[2:]))
         return 1
     dflt, alts = variants[0], variants[1:]
     g = lambda r, k: r.get(k + "_gbs")
     print(f"decode bf16 d 128, TB/s of K+V; x = / {dflt} (same process), c = / SDPA cuDNN; "
-          f"p16 = page 16 / contiguous; sN = splits (copy ceiling {d['copy_gbs']:.0f} GB/s)")
+          f"p16 = page 16 / contiguous; sN = splits (copy ceiling {copy_gbs:.0f} GB/s)")
     print("| Hq/Hkv | B x ctx | cuDNN | " + " | ".join(
         [f"{dflt} (c; p16)"] + [f"{v} (x; c; p16)" for v in alts]) + " |")
     print("|---|---|--:|" + "--:|" * (1 + len(alts)))
@@ -53,6 +65,13 @@ def main():
             cells.append(f"{head} ({'; '.join(parts)}) s{r.get(f'contig@{v}_splits', '-')}")
         print(f"| {r['Hq']}/{r['Hkv']} | {r['B']} x {r['ctx'] // 1024}k | "
               f"{f'{cu / 1e3:.2f}' if cu else '-'} | " + " | ".join(cells) + " |")
+    for r in rows:
+        sw = sorted((k[:-4] for k in r if "/s" in k and k.endswith("_gbs")),
+                    key=lambda k: (k.split("/s")[0], int(k.split("/s")[1])))
+        if sw:
+            print(f"split sweep {r['B']} x {r['ctx'] // 1024}k contiguous, TB/s (x {dflt}): "
+                  + ", ".join(f"{k.split('@')[1]} {g(r, k) / 1e3:.2f} "
+                              f"({q(g(r, k), g(r, 'contig@' + dflt), '{:.3f}')})" for k in sw))
     print()
     print(f"verdicts (forced tests {'passed' if tests_ok else 'NOT passed'}; rule: default if "
           f"geomean x >= 1.02, every cell >= 0.98, no WRONG)")
