@@ -16,11 +16,13 @@
 #     page 1/7/16/64/256 with shuffled tables, GQA 1..8, B 1..64, ragged odd lengths, caches of
 #     0 / 1 key, LSE, splits 1..64 and auto under fill, fa2 and ceil); plus compute-sanitizer
 #     memcheck and racecheck of the short test_kvcache_decode on tma.
-#  2. (<= 36 s) bench/gpu/bench_decode.py, 32/8, d 128, bf16, B 1/4/16/64 x ctx 32k/128k,
-#     contiguous and page 16: the defaults (lean + fill + auto), tma + fill, tma + ceil,
-#     tma4 + ceil and SDPA flash / cuDNN in one process; plus tma's explicit splits 1, 2, 4 at
-#     B 64 (decode9's lead: 4 splits at 64 x 32k +2.7% on lean).
-#  3. (the rest, <= 18 s) the same at ctx 4k.
+#  2. (<= 40 s) bench/gpu/bench_decode.py, 32/8, d 128, bf16, B 1/4/16/64 x ctx 32k/128k,
+#     contiguous and page 16: the defaults (lean + fill + auto), tma + fill, tma4 + fill,
+#     lean + ceil and SDPA flash / cuDNN in one process (at these shapes ceil's counts for tma
+#     are fill's: 1 split at B 64 (fill's FA2 branch), so tma + ceil would repeat tma + fill;
+#     lean + ceil is 3 splits at 64 x 4k / 32k / 128k against fill's 2); plus explicit splits
+#     2 and 4 at B 64 for tma and lean (decode9's lead: 4 splits at 64 x 32k +2.7% on lean).
+#  3. (the rest, <= 18 s) the same at ctx 4k, without the sweep.
 #  4. the decision table last (bench/gpu/decode10_table.py; rule below).
 # Decision rule (RESULTS.md, issue 13, decode10): a variant becomes the default where its forced
 # tests passed, memcheck / racecheck are clean, no bench cell was WRONG, and it is >= 1.02x the
@@ -36,7 +38,7 @@ s_begin decode10 "${1:-}" tests/test_cuda_serving
 T=$B/tests/test_cuda_serving
 T0=$SECONDS
 DEF=lean+fill+auto
-VARS="$DEF,tma+fill+auto,tma+ceil+auto,tma4+ceil+auto"
+VARS="$DEF,tma+fill+auto,tma4+fill+auto,lean+ceil+auto"
 REP=${FLASHC_DECODE10_REP_MS:-10}
 left() { local l=$((97 - (SECONDS - T0))); [ "$l" -lt "$1" ] && l=$1; [ "$l" -gt "$2" ] && l=$2; echo $l; }
 BD=(env PYTHONUNBUFFERED=1 python3 bench/gpu/bench_decode.py --lib "$LIB" --rep-ms "$REP" --heads 32/8)
@@ -69,8 +71,8 @@ jobs_failed && tests_ok=0
 echo "s10_decode10: tests took $((SECONDS - T0)) s"
 
 # ---- 2. bench at ctx 32k and 128k (the targets' cells), with tma's split sweep at B 64 ----
-timeout -k 2 "$(left 10 36)" "${BD[@]}" --batches 1,4,16,64 --ctx 32768,131072 --pages 16 \
-  --variants "$VARS" --sweep 1,2,4 --sweep-variants tma+auto --sweep-batches 64 \
+timeout -k 2 "$(left 10 40)" "${BD[@]}" --batches 1,4,16,64 --ctx 32768,131072 --pages 16 \
+  --variants "$VARS" --sweep 2,4 --sweep-variants tma+auto,lean+auto --sweep-batches 64 \
   --out "$OUT/long.json" >"$OUT/long.log" 2>&1
 lrc=$?
 echo "bench 32k/128k: rc $lrc$([ $lrc = 124 ] && echo ' (timed out)'), $((SECONDS - T0)) s"
