@@ -143,11 +143,11 @@ __host__ __device__ constexpr int sm90_threads(int ver) { return 128 * (1 + sm90
  * launch = 65536 / threads (168 or 128) */
 __host__ __device__ constexpr int sm90_producer_regs(int ver, int d)
 {
-    return sm90_consumers(ver) == 3 ? 32 : sm90_base(ver) >= 6 && d == 64 ? 40 : 24;
+    return sm90_consumers(ver) == 3 ? 32 : sm90_base(ver) >= 6 && (d == 64 || d > 128) ? 40 : 24;
 }
 __host__ __device__ constexpr int sm90_consumer_regs(int ver, int d)
 {
-    return sm90_consumers(ver) == 3 ? 160 : sm90_base(ver) >= 6 && d == 64 ? 232 : 240;
+    return sm90_consumers(ver) == 3 ? 160 : sm90_base(ver) >= 6 && (d == 64 || d > 128) ? 232 : 240;
 }
 static_assert((168 - 24) * 128 == (240 - 168) * 256 && (168 - 40) * 128 == (232 - 168) * 256 &&
                   (128 - 32) * 128 == (160 - 128) * 384,
@@ -184,7 +184,9 @@ static __device__ __forceinline__ void wgmma_qk(T tag, float (&d)[1][BN / 8][4],
                                                 uint64_t db, int scale_d)
 {
 #if FLASHC_PTX_SM90A
-    if constexpr (BN == 128)
+    if constexpr (BN == 64) /* the wide head dims' blocks (sm90v6h): K-major B, as below */
+        ptx_wgmma_ss_m64n64k16<0>(tag, d[0], da, db, scale_d);
+    else if constexpr (BN == 128)
         ptx_wgmma_ss_m64n128k16(tag, d[0], da, db, scale_d);
     else
         ptx_wgmma_ss_m64n176k16(tag, d[0], da, db, scale_d);
@@ -279,7 +281,9 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     constexpr int KV_ROWS = MC ? BN / 2 : BN;
     static_assert(KV_ROWS % 8 == 0, "a multicast half is whole 1024-byte swizzle atoms");
     constexpr int NT = BN / 8, DT = D / 8;
-    static_assert(D % 64 == 0 && D <= 128, "panels of 64 columns; O fits the registers");
+    static_assert(D % 64 == 0 && D <= 256, "panels of 64 columns; O fits the registers");
+    static_assert(D <= 128 || (BN == 64 && BASE == 7 && !MC),
+                  "d 192 / 256 (sm90v6h): v6 on 64-key blocks, O 96 / 128 registers a thread");
 
     extern __shared__ uint8_t smem_raw[];
     const uint32_t base = (ptx_smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -366,7 +370,8 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
          * times its threads, 168 x 384 or 128 x 512) has the registers; what the producer
          * gives must cover what the consumers take, or they wait for ever (round 1 of v6:
          * 32 given, 240 taken, a hang). So 24 / 240 (d 128, and every version before v6),
-         * 40 / 232 (v6 at d 64: its scheduler spilled at 24, its consumers need less), and
+         * 40 / 232 (v6 at d 64 and above 128: its scheduler spilled at 24, the consumers
+         * fit 232: at d 64 they need less, at d 192 / 256 the key blocks are 64), and
          * 32 / 160 with 3 consumers. */
         ptx_setmaxnreg_dec<sm90_producer_regs(VER, D)>();
         /* panel p of the K or V block at key n0 into slot dst (v8: this block's half, into
@@ -607,10 +612,22 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 /* keys [16 kk, 16 kk + 16): two 8-row groups (SBO) of every panel (LBO) */
                 const uint32_t vb = sV + s * L::KV_BYTES + kk * 16 * 128;
                 const uint64_t dv = ptx_wgmma_desc(vb, BN * 128, 1024);
-                if constexpr (D == 128)
+                if constexpr (D == 128) {
                     ptx_wgmma_rs_m64n128k16_tb(T(), acc[0], pa[kk], dv, 1);
-                else
+                } else if constexpr (D == 64) {
                     ptx_wgmma_rs_m64n64k16_tb(T(), acc[0], pa[kk], dv, 1);
+                } else {
+                    /* d 192 / 256: N = 128 over panels 0-1, then N = D - 128 over the rest
+                     * (the accumulator's column tiles 16.. are theirs) */
+                    float(&lo)[16][4] = *reinterpret_cast<float(*)[16][4]>(&acc[0][0]);
+                    float(&hi)[DT - 16][4] = *reinterpret_cast<float(*)[DT - 16][4]>(&acc[0][16]);
+                    const uint64_t dv2 = ptx_wgmma_desc(vb + 2 * BN * 128, BN * 128, 1024);
+                    ptx_wgmma_rs_m64n128k16_tb(T(), lo, pa[kk], dv, 1);
+                    if constexpr (D == 256)
+                        ptx_wgmma_rs_m64n128k16_tb(T(), hi, pa[kk], dv2, 1);
+                    else
+                        ptx_wgmma_rs_m64n64k16_tb(T(), hi, pa[kk], dv2, 1);
+                }
             }
         };
         /* After a wait: reads of the results stay below it, and the registers the wgmma read
@@ -1411,6 +1428,15 @@ const attn_fwd_variant attn_fwd_sm90_variants[] = {
                   sm90_supports_c_from<2048>),
     SM90_FAMILY_S("sm90np", 64, 128, 128, 3, sm90_ver(5, SM90_ABL_PINGPONG), 0, 0,
                   sm90_supports_c),
+    /* sm90v6h (d 192 and 256; bench/RESULTS.md, "Issue 11: sm90 forward at d 192/256"): v6
+     * (VER 7) on 64-key blocks, 2 stages, both masks; sm90v6hnp the same without ping-pong.
+     * Forced only until a device run has timed them against sm80. */
+    SM90_FAMILY_S("sm90v6h", 256, 128, 64, 2, 7, 0, 0, sm90_supports),
+    SM90_FAMILY_S("sm90v6h", 192, 128, 64, 2, 7, 0, 0, sm90_supports),
+    SM90_FAMILY_S("sm90v6hnp", 256, 128, 64, 2, sm90_ver(7, SM90_ABL_PINGPONG), 0, 0,
+                  sm90_supports),
+    SM90_FAMILY_S("sm90v6hnp", 192, 128, 64, 2, sm90_ver(7, SM90_ABL_PINGPONG), 0, 0,
+                  sm90_supports),
 };
 const int attn_fwd_sm90_variant_count =
     (int)(sizeof attn_fwd_sm90_variants / sizeof attn_fwd_sm90_variants[0]);
