@@ -23,8 +23,9 @@
  * no code besides the key mask (zero V rows times P = 0 stay 0). Output: direct 4-byte stores
  * from the accumulators; LSE = m scale + ln l.
  *
- * What it serves: bf16/fp16, head dims 64 and 128 (with FLASHC_CUDA_SM90_PAD=1 the default
- * families also every D % 8 == 0 below 128, padded by the copy engine: sm90_pads), rows
+ * What it serves: bf16/fp16, head dims 64 and 128 (192 and 256 in sm90v6h, opt-in; with
+ * FLASHC_CUDA_SM90_PAD=1 the default families also every D % 8 == 0 below 128, padded by the
+ * copy engine: sm90_pads), rows
  * 16-byte aligned (the copy engine's stride rule), compute capability 9.0 exactly (sm_90a
  * code runs on no later chip); anything else goes to the sm80 kernel (see attn.cu). A per-row
  * key range [lo, hi) would change two places: which blocks the producer and consumers walk (now
@@ -84,7 +85,14 @@
  *   was level or slower, 0.94-1.02x: round 1 of 2026-12-04, removed.)
  *   sm90abl   v6 with one stage left out (VER = 7 + 32 x a mask, sm90_ver; fwd15's ladder);
  *   sm90np    each default (v5, v6, v7, v9) without ping-pong (VER = base + 64).
- * Not yet: head dims above 128, D % 8 != 0, Dk != Dv.
+ *   sm90v6h   v6 (VER 7) at d 192 and 256: 64-key blocks (S 32 registers, P 16 beside O's 96 /
+ *             128) in a 2-stage ring; S = Q K^T at N = 64, O += P V as N = 128 + (D - 128)
+ *             (panels 0-1, then 2-3); the producer at 40 registers, the consumers at 232 (at
+ *             24 the producer's tile loop spilled a word). Shared memory at d 256: Q 64 KB, K
+ *             and V 2 x 2 x 32 KB, O one 64-column panel (16 KB): 209 KB; at d 192 Q 48 KB,
+ *             K / V 96 KB, the whole O tile (48 KB): 193 KB.
+ *      "sm90v6hnp" the same without ping-pong (VER 7 + 64).
+ * Not yet: D % 8 != 0, Dk != Dv, d 160 / 224 but by sm80.
  */
 #include "attn_cuda.cuh"
 #include "scratch.cuh"
