@@ -36,7 +36,8 @@ Hypotheses (bench/RESULTS.md "Issue 11: the per-call cost"), each with the figur
          defaults padded; bench/gpu/s10_fwd17.sh, pad_table.py).
 --set wide (helper fwd18): as cells, d 256 and d 192 at 1k / 2k / 4k / 8k / 16k, causal and
          not (H = 8 / 10): the default (sm80 at these dims) against alts forcing sm90v6h /
-         sm90v6hnp (bench/gpu/s10_fwd18.sh, wide_table.py); the instances warm up at d 256.
+         sm90v6hnp / sm90v6hw (bench/gpu/s10_fwd18.sh, wide_table.py); the instances warm
+         up at d 256.
 Every implementation is timed on the same inputs in this one process: flashc (the dispatcher's
 choice, through ctypes, bench_sdpa.Flashc), the alt instances, SDPA cuDNN, SDPA flash (FA2);
 every flashc instance is checked against SDPA flash first (twice each).

@@ -23,7 +23,7 @@
  * no code besides the key mask (zero V rows times P = 0 stay 0). Output: direct 4-byte stores
  * from the accumulators; LSE = m scale + ln l.
  *
- * What it serves: bf16/fp16, head dims 64 and 128 (192 and 256 in sm90v6h, opt-in; with
+ * What it serves: bf16/fp16, head dims 64 and 128 (192 and 256 in sm90v6h*, opt-in; with
  * FLASHC_CUDA_SM90_PAD=1 the default families also every D % 8 == 0 below 128, padded by the
  * copy engine: sm90_pads), rows
  * 16-byte aligned (the copy engine's stride rule), compute capability 9.0 exactly (sm_90a
@@ -91,7 +91,10 @@
  *             24 the producer's tile loop spilled a word). Shared memory at d 256: Q 64 KB, K
  *             and V 2 x 2 x 32 KB, O one 64-column panel (16 KB): 209 KB; at d 192 Q 48 KB,
  *             K / V 96 KB, the whole O tile (48 KB): 193 KB.
- *      "sm90v6hnp" the same without ping-pong (VER 7 + 64).
+ *      "sm90v6hnp" the same without ping-pong (VER 7 + 64);
+ *      "sm90v6hw"  80-key blocks (FlashAttention-3's d 256 block; S 40 and P 20 registers):
+ *                 at d 256 Q 64 KB + K / V 4 x 40 KB leave no room for the staged O, so v6d's
+ *                 direct stores (VER 6), 225 KB; at d 192 v6 (VER 7), 217 KB.
  * Not yet: D % 8 != 0, Dk != Dv, d 160 / 224 but by sm80.
  */
 #include "attn_cuda.cuh"
@@ -194,6 +197,8 @@ static __device__ __forceinline__ void wgmma_qk(T tag, float (&d)[1][BN / 8][4],
 #if FLASHC_PTX_SM90A
     if constexpr (BN == 64) /* the wide head dims' blocks (sm90v6h): K-major B, as below */
         ptx_wgmma_ss_m64n64k16<0>(tag, d[0], da, db, scale_d);
+    else if constexpr (BN == 80) /* sm90v6hw */
+        ptx_wgmma_ss_m64n80k16(tag, d[0], da, db, scale_d);
     else if constexpr (BN == 128)
         ptx_wgmma_ss_m64n128k16(tag, d[0], da, db, scale_d);
     else
@@ -290,8 +295,8 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     static_assert(KV_ROWS % 8 == 0, "a multicast half is whole 1024-byte swizzle atoms");
     constexpr int NT = BN / 8, DT = D / 8;
     static_assert(D % 64 == 0 && D <= 256, "panels of 64 columns; O fits the registers");
-    static_assert(D <= 128 || (BN == 64 && BASE == 7 && !MC),
-                  "d 192 / 256 (sm90v6h): v6 on 64-key blocks, O 96 / 128 registers a thread");
+    static_assert(D <= 128 || ((BN == 64 || BN == 80) && (BASE == 6 || BASE == 7) && !MC),
+                  "d 192 / 256 (sm90v6h*): v6 on 64 / 80-key blocks, O 96 / 128 registers");
 
     extern __shared__ uint8_t smem_raw[];
     const uint32_t base = (ptx_smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -1445,6 +1450,11 @@ const attn_fwd_variant attn_fwd_sm90_variants[] = {
                   sm90_supports),
     SM90_FAMILY_S("sm90v6hnp", 192, 128, 64, 2, sm90_ver(7, SM90_ABL_PINGPONG), 0, 0,
                   sm90_supports),
+    /* sm90v6hw: FlashAttention-3's d 256 block, 80 keys, 2 stages; at d 256 the staged O no
+     * longer fits beside them (Q 64 KB + K / V 4 x 40 KB = 224 KB), so v6d (VER 6: direct
+     * stores of O), at d 192 v6 (VER 7; Q 48 + K / V 120 + O 48 KB) */
+    SM90_FAMILY_S("sm90v6hw", 256, 128, 80, 2, 6, 0, 0, sm90_supports),
+    SM90_FAMILY_S("sm90v6hw", 192, 128, 80, 2, 7, 0, 0, sm90_supports),
 };
 const int attn_fwd_sm90_variant_count =
     (int)(sizeof attn_fwd_sm90_variants / sizeof attn_fwd_sm90_variants[0]);
