@@ -16,7 +16,7 @@
 #      at these dims), flashc_h (sm90v6h), flashc_hnp (sm90v6hnp), flashc_hw (sm90v6hw), SDPA
 #      cuDNN and SDPA flash (FA2) on the same inputs, d 256 and 192 at 1k / 2k / 4k / 8k / 16k,
 #      causal and not (batch x seqlen = 16384, H = 2048 / d), each flashc instance checked
-#      against SDPA flash, 2 interleaved rounds of do_bench (L2 flush) and the CUPTI kernel
+#      against SDPA flash, 3 interleaved rounds of do_bench (L2 flush) and the CUPTI kernel
 #      time. Then wide_table.py: per family the table (TFLOP/s, ratio to cuDNN and to sm80)
 #      and the rule's verdict per (d, mask).
 # BUILD_DIR: built already with tests (libflashc.so, tests/test_cuda_attn); no rebuild.
@@ -50,7 +50,7 @@ wait_jobs
 echo "(tests and sanitizers +$(($(date +%s) - T0)) s)"
 fwd_jobs_summary "not served"
 
-fwd11_bench 60 --set wide --rounds 2 --alt flashc_h:FLASHC_CUDA_KERNEL=sm90v6h \
+fwd11_bench 60 --set wide --rounds 3 --alt flashc_h:FLASHC_CUDA_KERNEL=sm90v6h \
   --alt flashc_hnp:FLASHC_CUDA_KERNEL=sm90v6hnp --alt flashc_hw:FLASHC_CUDA_KERNEL=sm90v6hw
 [ -s "$OUT/bench.json" ] && (cd bench/gpu && python3 wide_table.py "$OUT/bench.json")
 cat <<'RULE'
