@@ -25,11 +25,10 @@
  *
  * What it serves: bf16/fp16, head dims 64 and 128 (192 and 256 in sm90v6h*, opt-in; with
  * FLASHC_CUDA_SM90_PAD=1 the default families also every D % 8 == 0 below 128, padded by the
- * copy engine: sm90_pads), rows
- * 16-byte aligned (the copy engine's stride rule), compute capability 9.0 exactly (sm_90a
- * code runs on no later chip); anything else goes to the sm80 kernel (see attn.cu). A per-row
- * key range [lo, hi) would change two places: which blocks the producer and consumers walk (now
- * [0, n_end)), and mask_block.
+ * copy engine: sm90_pads), rows 16-byte aligned (the copy engine's stride rule), compute
+ * capability 9.0 exactly (sm_90a code runs on no later chip); anything else goes to the sm80
+ * kernel (see attn.cu). A per-row key range [lo, hi) would change two places: which blocks the
+ * producer and consumers walk (now [0, n_end)), and mask_block.
  *
  * Versions (template VER, each its own FLASHC_CUDA_KERNEL family; the ladder and which one the
  * dispatcher picks where are in bench/RESULTS.md and the table at the end of this file):
@@ -95,7 +94,7 @@
  *      "sm90v6hw"  80-key blocks (FlashAttention-3's d 256 block; S 40 and P 20 registers):
  *                 at d 256 Q 64 KB + K / V 4 x 40 KB leave no room for the staged O, so v6d's
  *                 direct stores (VER 6), 225 KB; at d 192 v6 (VER 7), 217 KB.
- * Not yet: D % 8 != 0, Dk != Dv, d 160 / 224 but by sm80.
+ * Not on sm90 yet: D % 8 != 0 and d 160 / 224 (sm80 serves them), Dk != Dv (attn_decode.cu).
  */
 #include "attn_cuda.cuh"
 #include "scratch.cuh"
