@@ -12,15 +12,15 @@
  * 192, 224, 256} (the instances, padded ones, and odd ones whose packed rows are not 16-byte
  * aligned; 8 to 120 are the sm90 kernels' padded dims with FLASHC_CUDA_SM90_PAD=1), bf16 and
  * fp16, with seqlen pairs (1,1) (1,147) (113,203) (128,217) (108,256), causal and not, MHA /
- * GQA / MQA; (1023,1024) (1024,1023) (1024,1024) at 64 96 128 256; (3,799) (20000,16) at 59 64
- * 128; plus a (B, H, S, D) strided layout, rows of a wider pitch (D not a multiple of 8 but
- * 16-byte aligned rows; the padding must stay unwritten), more tiles than an H200 has
- * multiprocessors (a persistent kernel walks several), a user stream, repeatability (a race
- * shows as a moving result), a call captured in a CUDA graph and replayed, refusals, and the
- * CUDA error contract (a pending application error, host / pinned host / other-device /
- * managed memory), d 128 causal at 4k (where the default takes sm90v9), and d 128 at every
- * class of Sk mod 176 (sm90v6's partial last key block). Every case first asks
- * flashc_attn_fwd_supported, which must answer what the run then does.
+ * GQA / MQA; (1023,1024) (1024,1023) (1024,1024) at 64 96 128 192 256; (3,799) (20000,16) at
+ * 59 64 128 192 256; plus a (B, H, S, D) strided layout, rows of a wider pitch (D not a
+ * multiple of 8 but 16-byte aligned rows; the padding must stay unwritten), more tiles than an
+ * H200 has multiprocessors (a persistent kernel walks several; at d 64, 128, 192 and 256), a
+ * user stream, repeatability (a race shows as a moving result), a call captured in a CUDA graph
+ * and replayed, refusals, and the CUDA error contract (a pending application error, host /
+ * pinned host / other-device / managed memory), d 128 causal at 4k (where the default takes
+ * sm90v9), and d 128 at every class of Sk mod 176 (sm90v6's partial last key block). Every
+ * case first asks flashc_attn_fwd_supported, which must answer what the run then does.
  *
  * FLASHC_CUDA_KERNEL=sm80|sm90v5|... forces one kernel family (read by the library); cases that
  * family does not serve are refused by both calls, counted and reported as not served, and
@@ -379,18 +379,18 @@ typedef struct dim_case {
 static void suite(void **state)
 {
     const dim_case *dc = (const dim_case *)*state;
-    static const int long_dims[] = {64, 96, 128, 256}, odd_dims[] = {59, 64, 128};
+    static const int long_dims[] = {64, 96, 128, 192, 256}, odd_dims[] = {59, 64, 128, 192, 256};
     const int (*pairs[16])[2];
     int np = 0;
     /* FLASHC_TEST_SMALL (under compute-sanitizer, ~100x slower): short pairs, GQA only */
     for (int i = 0; i < (small_only() ? 3 : 5); i++)
         pairs[np++] = &seqlens_all[i];
-    if (!small_only() && has(long_dims, 4, dc->D))
+    if (!small_only() && has(long_dims, 5, dc->D))
         for (int i = 0; i < 3; i++)
             pairs[np++] = &seqlens_long[i];
-    if (has(odd_dims, 3, dc->D))
+    if (has(odd_dims, 5, dc->D))
         pairs[np++] = &seqlens_odd[0];
-    if (!small_only() && has(odd_dims, 3, dc->D))
+    if (!small_only() && has(odd_dims, 5, dc->D))
         pairs[np++] = &seqlens_odd[1];
     int ran = 0, refused = 0;
     for (int s = 0; s < np; s++) {
@@ -466,7 +466,10 @@ static void test_pitched_rows(void **state)
  * head see no key (tiles with no K/V block: O = 0, LSE = -inf, handed out like the others).
  * FLASHC_TEST_SMALL (compute-sanitizer): fewer, shorter tiles with the same two properties:
  * 240 tiles of 128 rows (160 of v7's 192) from 1 x 3 x 80, and 6 causal tiles of which 3 are
- * empty, so that racecheck covers the counter's handoff and the empty tiles within its time. */
+ * empty, so that racecheck covers the counter's handoff and the empty tiles within its time.
+ * The same two properties at d 256 and at d 192 (sm90v6h*, 64 / 80-key blocks): 256 tiles from
+ * 2 x 8 x 16, and causal Sq 700 > Sk 200 (4 of 6 tiles a head empty); small: 144 tiles from 1 x
+ * 3 x 48 against 100 keys, d 256 non-causal and d 192 causal (each head's first tile empty). */
 static void test_many_tiles(void **state)
 {
     (void)state;
@@ -482,6 +485,11 @@ static void test_many_tiles(void **state)
                            0, 0, 0};
             ran += check_case(&e);
         }
+        for (int i = 0; i < 2; i++) {
+            attn_case w = {1, 300, 100, 48, 8, 256 - 64 * i, i, i ? FLASHC_F16 : FLASHC_BF16,
+                           0, 0, 0};
+            ran += check_case(&w);
+        }
         if (!ran)
             printf("  many tiles: not served by FLASHC_CUDA_KERNEL=%s\n", forced_kernel());
         return;
@@ -495,6 +503,12 @@ static void test_many_tiles(void **state)
         attn_case c = {2, 1000, 300, 32, 8, 128 - 64 * i, i, i ? FLASHC_F16 : FLASHC_BF16, 0, 0, 0};
         ran += check_case(&c);
         attn_case e = {2, 700, 200, 16, 2, 64 + 64 * i, 1, i ? FLASHC_BF16 : FLASHC_F16, 0, 0, 0};
+        ran += check_case(&e);
+    }
+    for (int i = 0; i < 2; i++) {
+        attn_case w = {2, 1000, 300, 16, 4, 256 - 64 * i, 0, i ? FLASHC_F16 : FLASHC_BF16, 0, 0, 0};
+        ran += check_case(&w);
+        attn_case e = {2, 700, 200, 16, 2, 192 + 64 * i, 1, i ? FLASHC_BF16 : FLASHC_F16, 0, 0, 0};
         ran += check_case(&e);
     }
     if (!ran)

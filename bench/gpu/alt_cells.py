@@ -4,26 +4,27 @@ instance of bench_fwd11.py (--alt ALT:...) against the default ("flashc") in eve
 flush, each against SDPA cuDNN, and TFLOP/s; each script applies its own rule to the result."""
 
 
-def alt_cells(rows, alt, base, name_col=False):
-    """Prints the table (columns named ALT/BASE) and returns {(d, causal): [(Sq, rk, rf, name)]}:
-    rk, rf = the default's time / alt's (kernel, flush; None where a measure is missing), name =
-    the kernel alt launched (name_col: also a column)."""
+def alt_cells(rows, alt, base, name_col=False, show=True):
+    """Prints the table (columns named ALT/BASE; show=False: not) and returns {(d, causal):
+    [(Sq, rk, rf, name)]}: rk, rf = the default's time / alt's (kernel, flush; None where a
+    measure is missing), name = the kernel alt launched (name_col: also a column)."""
+    out = print if show else (lambda *a, **k: None)
     get = lambda r, n, k: r.get(n, {}).get(k)
     q = lambda a, b: a / b if a and b else None
     f3 = lambda x: f"{x:.3f}" if x else "nan"
     tf = lambda r, us: f"{r['flops'] / (us * 1e-6) / 1e12:.0f}" if us else "nan"
     a = f"flashc_{alt}"
-    print(f"| d | causal | S | {alt}/{base} kernel | {alt}/{base} flush | {base}/cuDNN"
+    out(f"| d | causal | S | {alt}/{base} kernel | {alt}/{base} flush | {base}/cuDNN"
           f"{' kernel' if not name_col else ''} | {alt}/cuDNN{' kernel' if not name_col else ''} | "
           f"{base} TF | {alt} TF | cuDNN TF | FA2 TF |" + (f" {alt}'s kernel |" if name_col else ""))
-    print("|---" * (12 if name_col else 11) + "|")
+    out("|---" * (12 if name_col else 11) + "|")
     groups = {}
     for r in sorted(rows, key=lambda r: (-r["d"], r["causal"], r["Sq"])):
         kd, ka, kc = (get(r, n, "kern_us") for n in ("flashc", a, "cudnn"))
         rk, rf = q(kd, ka), q(get(r, "flashc", "flush"), get(r, a, "flush"))
         name = (get(r, a, "main") or "?").replace("void ", "").replace(
             "(anonymous namespace)::", "")[:40]
-        print(f"| {r['d']} | {int(r['causal'])} | {r['Sq']} | {f3(rk)} | {f3(rf)} | "
+        out(f"| {r['d']} | {int(r['causal'])} | {r['Sq']} | {f3(rk)} | {f3(rf)} | "
               f"{f3(q(kc, kd))} | {f3(q(kc, ka))} | {tf(r, kd)} | {tf(r, ka)} | {tf(r, kc)} | "
               f"{tf(r, get(r, 'flash', 'kern_us'))} |" + (f" {name} |" if name_col else ""))
         groups.setdefault((r["d"], r["causal"]), []).append((r["Sq"], rk, rf, name))

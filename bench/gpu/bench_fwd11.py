@@ -34,12 +34,16 @@ Hypotheses (bench/RESULTS.md "Issue 11: the per-call cost"), each with the figur
 --set pad (helper fwd17): as cells, d 96 and d 32 at 2k / 4k, causal and not (H = 21 / 64):
          the default (sm80 at these dims) against an alt with FLASHC_CUDA_SM90_PAD=1 (the sm90
          defaults padded; bench/gpu/s10_fwd17.sh, pad_table.py).
+--set wide (helper fwd18): as cells, d 256 and d 192 at 1k / 2k / 4k / 8k / 16k, causal and
+         not (H = 8 / 10): the default (sm80 at these dims) against alts forcing sm90v6h /
+         sm90v6hnp / sm90v6hw (bench/gpu/s10_fwd18.sh, wide_table.py); the instances warm
+         up at d 256.
 Every implementation is timed on the same inputs in this one process: flashc (the dispatcher's
 choice, through ctypes, bench_sdpa.Flashc), the alt instances, SDPA cuDNN, SDPA flash (FA2);
 every flashc instance is checked against SDPA flash first (twice each).
 
 usage: bench_fwd11.py --lib build/libflashc.so [--rep-ms 20] [--out fwd11.json] [--quick]
-                      [--alt NAME:VAR=VALUE[,VAR=VALUE] ...] [--set fwd11|cells|abl|np|pad]
+                      [--alt NAME:VAR=VALUE[,VAR=VALUE] ...] [--set fwd11|cells|abl|np|pad|wide]
                       [--rounds 2]
 """
 import argparse
@@ -231,7 +235,7 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true", help="main cases only, no scans")
     ap.add_argument("--alt", action="append", default=[], help="NAME:VAR=VALUE[,VAR=VALUE]")
-    ap.add_argument("--set", default="fwd11", choices=("fwd11", "cells", "abl", "np", "pad"))
+    ap.add_argument("--set", default="fwd11", choices=("fwd11", "cells", "abl", "np", "pad", "wide"))
     ap.add_argument("--rounds", type=int, default=2, help="--set cells: interleaved rounds")
     a = ap.parse_args()
     alts = []
@@ -252,8 +256,9 @@ def main():
           f"cuDNN {torch.backends.cudnn.version()}; flashc {fc.lib.flashc_build_info().decode()}",
           flush=True)
 
-    def warm(lib):  # one launch of v6 (d 128 without the mask, 1k: the dispatcher's v6)
-        q, k, v, o, lse, _ = make_case(128, 1024, 1024, 1, False)
+    def warm(lib):  # one launch of v6 (d 128 without the mask, 1k: the dispatcher's v6), or
+        # at d 256 for --set wide (its alts force families that serve d 192 / 256 only)
+        q, k, v, o, lse, _ = make_case(256 if a.set == "wide" else 128, 1024, 1024, 1, False)
         flashc_fn(lib, q, k, v, o, lse, False)()
         torch.cuda.synchronize()
     warm(fc)
@@ -266,7 +271,7 @@ def main():
     cases = [("main", 128, 2048, 2048, 8, False), ("main", 128, 4096, 4096, 4, False),
              ("main", 128, 16384, 16384, 1, False), ("main", 64, 2048, 2048, 8, False),
              ("main", 64, 4096, 4096, 4, False)]
-    cells = a.set in ("cells", "abl", "np", "pad")
+    cells = a.set in ("cells", "abl", "np", "pad", "wide")
     if a.set == "abl":
         cases = [("main", 128, s, s, 16384 // s, False) for s in (2048, 16384)]
     elif a.set == "np":
@@ -274,6 +279,9 @@ def main():
                                                                        16384)),
                                                               (64, (1024, 2048, 4096, 16384)))
                  for c in (False, True) for s in ss]
+    elif a.set == "wide":
+        cases = [("main", d, s, s, 16384 // s, c) for d in (256, 192) for c in (False, True)
+                 for s in (1024, 2048, 4096, 8192, 16384)]
     elif a.set == "pad":
         cases = [("main", d, s, s, 16384 // s, c) for d in (96, 32) for c in (False, True)
                  for s in (2048, 4096)]
@@ -311,8 +319,15 @@ def main():
             rows.append(r)
             continue
         if cells:  # rounds of every implementation in turn, so that drift hits all alike
-            for n, fn in fns.items():
-                fn()
+            for n in list(fns):  # an SDPA backend that refuses the shape is left out of the cell
+                try:
+                    fns[n]()
+                except RuntimeError as e:
+                    if n.startswith("flashc"):
+                        raise
+                    print(f"d={d} S={S}{' causal' if causal else ''}: {n} left out: "
+                          f"{str(e)[:160]}", flush=True)
+                    del fns[n]
             torch.cuda.synchronize()
             per = {n: [] for n in fns}
             for _ in range(a.rounds):

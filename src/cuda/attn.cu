@@ -328,7 +328,7 @@ extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
                             "%s: FLASHC_CUDA_KERNEL=%s names no CUDA kernel family "
                             "(sm80, sm90, sm90v3, sm90v4, sm90v4w, sm90v5, sm90v6, sm90v6d, "
                             "sm90v6w, sm90v6s, sm90v6n, sm90v7, sm90v8, sm90v8t, sm90v9, "
-                            "sm90abl, sm90np, "
+                            "sm90abl, sm90np, sm90v6h, sm90v6hnp, sm90v6hw, "
                             "or unset for the dispatcher's choice)",
                             FN, forced);
     if (!(p->scale > 0.0f))

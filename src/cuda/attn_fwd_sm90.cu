@@ -23,12 +23,12 @@
  * no code besides the key mask (zero V rows times P = 0 stay 0). Output: direct 4-byte stores
  * from the accumulators; LSE = m scale + ln l.
  *
- * What it serves: bf16/fp16, head dims 64 and 128 (with FLASHC_CUDA_SM90_PAD=1 the default
- * families also every D % 8 == 0 below 128, padded by the copy engine: sm90_pads), rows
- * 16-byte aligned (the copy engine's stride rule), compute capability 9.0 exactly (sm_90a
- * code runs on no later chip); anything else goes to the sm80 kernel (see attn.cu). A per-row
- * key range [lo, hi) would change two places: which blocks the producer and consumers walk (now
- * [0, n_end)), and mask_block.
+ * What it serves: bf16/fp16, head dims 64 and 128 (192 and 256 in sm90v6h*, opt-in; with
+ * FLASHC_CUDA_SM90_PAD=1 the default families also every D % 8 == 0 below 128, padded by the
+ * copy engine: sm90_pads), rows 16-byte aligned (the copy engine's stride rule), compute
+ * capability 9.0 exactly (sm_90a code runs on no later chip); anything else goes to the sm80
+ * kernel (see attn.cu). A per-row key range [lo, hi) would change two places: which blocks the
+ * producer and consumers walk (now [0, n_end)), and mask_block.
  *
  * Versions (template VER, each its own FLASHC_CUDA_KERNEL family; the ladder and which one the
  * dispatcher picks where are in bench/RESULTS.md and the table at the end of this file):
@@ -84,7 +84,17 @@
  *   was level or slower, 0.94-1.02x: round 1 of 2026-12-04, removed.)
  *   sm90abl   v6 with one stage left out (VER = 7 + 32 x a mask, sm90_ver; fwd15's ladder);
  *   sm90np    each default (v5, v6, v7, v9) without ping-pong (VER = base + 64).
- * Not yet: head dims above 128, D % 8 != 0, Dk != Dv.
+ *   sm90v6h   v6 (VER 7) at d 192 and 256: 64-key blocks (S 32 registers, P 16 beside O's 96 /
+ *             128) in a 2-stage ring; S = Q K^T at N = 64, O += P V as N = 128 + (D - 128)
+ *             (panels 0-1, then 2-3); the producer at 40 registers, the consumers at 232 (at
+ *             24 the producer's tile loop spilled a word). Shared memory at d 256: Q 64 KB, K
+ *             and V 2 x 2 x 32 KB, O one 64-column panel (16 KB): 209 KB; at d 192 Q 48 KB,
+ *             K / V 96 KB, the whole O tile (48 KB): 193 KB.
+ *      "sm90v6hnp" the same without ping-pong (VER 7 + 64);
+ *      "sm90v6hw"  80-key blocks (FlashAttention-3's d 256 block; S 40 and P 20 registers):
+ *                 at d 256 Q 64 KB + K / V 4 x 40 KB leave no room for the staged O, so v6d's
+ *                 direct stores (VER 6), 225 KB; at d 192 v6 (VER 7), 217 KB.
+ * Not on sm90 yet: D % 8 != 0 and d 160 / 224 (sm80 serves them), Dk != Dv (attn_decode.cu).
  */
 #include "attn_cuda.cuh"
 #include "scratch.cuh"
@@ -143,11 +153,11 @@ __host__ __device__ constexpr int sm90_threads(int ver) { return 128 * (1 + sm90
  * launch = 65536 / threads (168 or 128) */
 __host__ __device__ constexpr int sm90_producer_regs(int ver, int d)
 {
-    return sm90_consumers(ver) == 3 ? 32 : sm90_base(ver) >= 6 && d == 64 ? 40 : 24;
+    return sm90_consumers(ver) == 3 ? 32 : sm90_base(ver) >= 6 && (d == 64 || d > 128) ? 40 : 24;
 }
 __host__ __device__ constexpr int sm90_consumer_regs(int ver, int d)
 {
-    return sm90_consumers(ver) == 3 ? 160 : sm90_base(ver) >= 6 && d == 64 ? 232 : 240;
+    return sm90_consumers(ver) == 3 ? 160 : sm90_base(ver) >= 6 && (d == 64 || d > 128) ? 232 : 240;
 }
 static_assert((168 - 24) * 128 == (240 - 168) * 256 && (168 - 40) * 128 == (232 - 168) * 256 &&
                   (128 - 32) * 128 == (160 - 128) * 384,
@@ -184,7 +194,11 @@ static __device__ __forceinline__ void wgmma_qk(T tag, float (&d)[1][BN / 8][4],
                                                 uint64_t db, int scale_d)
 {
 #if FLASHC_PTX_SM90A
-    if constexpr (BN == 128)
+    if constexpr (BN == 64) /* the wide head dims' blocks (sm90v6h): K-major B, as below */
+        ptx_wgmma_ss_m64n64k16<0>(tag, d[0], da, db, scale_d);
+    else if constexpr (BN == 80) /* sm90v6hw */
+        ptx_wgmma_ss_m64n80k16(tag, d[0], da, db, scale_d);
+    else if constexpr (BN == 128)
         ptx_wgmma_ss_m64n128k16(tag, d[0], da, db, scale_d);
     else
         ptx_wgmma_ss_m64n176k16(tag, d[0], da, db, scale_d);
@@ -279,7 +293,9 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     constexpr int KV_ROWS = MC ? BN / 2 : BN;
     static_assert(KV_ROWS % 8 == 0, "a multicast half is whole 1024-byte swizzle atoms");
     constexpr int NT = BN / 8, DT = D / 8;
-    static_assert(D % 64 == 0 && D <= 128, "panels of 64 columns; O fits the registers");
+    static_assert(D % 64 == 0 && D <= 256, "panels of 64 columns; O fits the registers");
+    static_assert(D <= 128 || ((BN == 64 || BN == 80) && (BASE == 6 || BASE == 7) && !MC),
+                  "d 192 / 256 (sm90v6h*): v6 on 64 / 80-key blocks, O 96 / 128 registers");
 
     extern __shared__ uint8_t smem_raw[];
     const uint32_t base = (ptx_smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -366,7 +382,8 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
          * times its threads, 168 x 384 or 128 x 512) has the registers; what the producer
          * gives must cover what the consumers take, or they wait for ever (round 1 of v6:
          * 32 given, 240 taken, a hang). So 24 / 240 (d 128, and every version before v6),
-         * 40 / 232 (v6 at d 64: its scheduler spilled at 24, its consumers need less), and
+         * 40 / 232 (v6 at d 64 and above 128: its scheduler spilled at 24, the consumers
+         * fit 232: at d 64 they need less, at d 192 / 256 the key blocks are 64), and
          * 32 / 160 with 3 consumers. */
         ptx_setmaxnreg_dec<sm90_producer_regs(VER, D)>();
         /* panel p of the K or V block at key n0 into slot dst (v8: this block's half, into
@@ -607,10 +624,22 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 /* keys [16 kk, 16 kk + 16): two 8-row groups (SBO) of every panel (LBO) */
                 const uint32_t vb = sV + s * L::KV_BYTES + kk * 16 * 128;
                 const uint64_t dv = ptx_wgmma_desc(vb, BN * 128, 1024);
-                if constexpr (D == 128)
+                if constexpr (D == 128) {
                     ptx_wgmma_rs_m64n128k16_tb(T(), acc[0], pa[kk], dv, 1);
-                else
+                } else if constexpr (D == 64) {
                     ptx_wgmma_rs_m64n64k16_tb(T(), acc[0], pa[kk], dv, 1);
+                } else {
+                    /* d 192 / 256: N = 128 over panels 0-1, then N = D - 128 over the rest
+                     * (the accumulator's column tiles 16.. are theirs) */
+                    float(&lo)[16][4] = *reinterpret_cast<float(*)[16][4]>(&acc[0][0]);
+                    float(&hi)[DT - 16][4] = *reinterpret_cast<float(*)[DT - 16][4]>(&acc[0][16]);
+                    const uint64_t dv2 = ptx_wgmma_desc(vb + 2 * BN * 128, BN * 128, 1024);
+                    ptx_wgmma_rs_m64n128k16_tb(T(), lo, pa[kk], dv, 1);
+                    if constexpr (D == 256)
+                        ptx_wgmma_rs_m64n128k16_tb(T(), hi, pa[kk], dv2, 1);
+                    else
+                        ptx_wgmma_rs_m64n64k16_tb(T(), hi, pa[kk], dv2, 1);
+                }
             }
         };
         /* After a wait: reads of the results stay below it, and the registers the wgmma read
@@ -1411,6 +1440,20 @@ const attn_fwd_variant attn_fwd_sm90_variants[] = {
                   sm90_supports_c_from<2048>),
     SM90_FAMILY_S("sm90np", 64, 128, 128, 3, sm90_ver(5, SM90_ABL_PINGPONG), 0, 0,
                   sm90_supports_c),
+    /* sm90v6h (d 192 and 256; bench/RESULTS.md, "Issue 11: sm90 forward at d 192/256"): v6
+     * (VER 7) on 64-key blocks, 2 stages, both masks; sm90v6hnp the same without ping-pong.
+     * Forced only until a device run has timed them against sm80. */
+    SM90_FAMILY_S("sm90v6h", 256, 128, 64, 2, 7, 0, 0, sm90_supports),
+    SM90_FAMILY_S("sm90v6h", 192, 128, 64, 2, 7, 0, 0, sm90_supports),
+    SM90_FAMILY_S("sm90v6hnp", 256, 128, 64, 2, sm90_ver(7, SM90_ABL_PINGPONG), 0, 0,
+                  sm90_supports),
+    SM90_FAMILY_S("sm90v6hnp", 192, 128, 64, 2, sm90_ver(7, SM90_ABL_PINGPONG), 0, 0,
+                  sm90_supports),
+    /* sm90v6hw: FlashAttention-3's d 256 block, 80 keys, 2 stages; at d 256 the staged O no
+     * longer fits beside them (Q 64 KB + K / V 4 x 40 KB = 224 KB), so v6d (VER 6: direct
+     * stores of O), at d 192 v6 (VER 7; Q 48 + K / V 120 + O 48 KB) */
+    SM90_FAMILY_S("sm90v6hw", 256, 128, 80, 2, 6, 0, 0, sm90_supports),
+    SM90_FAMILY_S("sm90v6hw", 192, 128, 80, 2, 7, 0, 0, sm90_supports),
 };
 const int attn_fwd_sm90_variant_count =
     (int)(sizeof attn_fwd_sm90_variants / sizeof attn_fwd_sm90_variants[0]);
