@@ -17,8 +17,8 @@ halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KE
                         since helper bwd6: dQ by keys)
   v3wg_det              sm90v3wg's deterministic mode: sm90v3w's, its blocks in groups of heads
                         (helper bwd9; its fast mode is sm90v3w's kernel, not timed)
-  v3pd / v3pd_det       sm90v3pd: sm90v3w on a persistent grid, K double-buffered (d 128, 64; bwd12);
-                        its deterministic mode is sm90v3wg's (the launcher falls back)
+  v3pd / v3pd_det       sm90v3pd: sm90v3w on a persistent grid, K double-buffered (d 128, 64;
+                        helper bwd12); its deterministic mode is sm90v3wg's (the launcher)
   v2s / v2s_det         sm90v2s (src/cuda/attn_bwd_sm90v2.cu; d 64 only): d 64's default until
                         2026-12-03, opt-in since
 The table (printed last) gives each TFLOP/s and the ratios the issue's target names.

@@ -2,10 +2,10 @@
  * attn_bwd_sm90v3.cu — the Hopper backward in the FlashAttention-3 shape: families sm90v3,
  * sm90v3t, sm90v3q (d = 128), sm90v3w and sm90v3wg (d = 128 and 64; wg: sm90v3w's deterministic
  * mode with its blocks in groups of heads, bwd90v3_grouped), sm90v3pd (d = 128 and 64: sm90v3w
- * on a persistent grid with double-buffered K, fast mode; PERS below), sm90v3wg the default at both on compute capability
- * 9.0 since 2026-12-04 (sm90v3w's before: d 64 since the device run of 2026-12-03, helper bwd6:
- * dQ by keys, below), the others opt-in through FLASHC_CUDA_BWD_KERNEL; racecheck's hazards of
- * 2026-12-02: see the table.
+ * on a persistent grid with double-buffered K, fast mode; PERS below), sm90v3wg the default at
+ * both on compute capability 9.0 since 2026-12-04 (sm90v3w's before: d 64 since the device run
+ * of 2026-12-03, helper bwd6: dQ by keys, below), the others opt-in through
+ * FLASHC_CUDA_BWD_KERNEL; racecheck's hazards of 2026-12-02: see the table.
  *
  * Why: the 21:36 profile of sm90 at d 128 4k (/work/wt/PROFILE.md): 255 registers, 256 threads,
  * the tensor pipe 34% busy; cuDNN: 132 x 384 threads, warp-specialised, 66%. In sm90 (and
@@ -80,7 +80,7 @@ template <int D, bool WRT = false, bool PD = false> struct bwd90v3_smem {
      * 128-byte swizzled (the fp32 tensor map's boxes of 32 columns), 32 KB of the 34 */
     static constexpr int DQ = DS + 2 * DS_BUF;
     static constexpr int DQ_BUF = 2 * 2 * V3_BM * 128;   /* sm90v3w: NSB of those, DQ_BUF apart */
-    static constexpr int LSE = DQ + (WRT ? NSB * DQ_BUF : 2 * V3_BM * V3_DQ_ROW); /* float [2][BM] */
+    static constexpr int LSE = DQ + (WRT ? NSB * DQ_BUF : 2 * V3_BM * V3_DQ_ROW); /* f32 [2][BM] */
     static constexpr int DSUM = LSE + 2 * V3_BM * 4;      /* float [2][BM], D             */
     static constexpr int INFO = DSUM + 2 * V3_BM * 4;     /* int [2][4]: the stage's Q block */
     /* kv_full, full[2], empty[2]; PD: k_full[2], k_empty[2], v_full[2], v_empty[2] */
@@ -187,7 +187,17 @@ static __device__ __forceinline__ void bwd90v3_grouped(const attn_bwd_args &a, i
  * Tensor maps (D, S, H, B) of q, dout (boxes 64 x BM) and k, v (64 x BN). Grid: (K/V blocks of
  * BN keys, B Hkv); under DET with an upper key bound the K blocks run in reverse (bwd_turn).
  * GRP (family sm90v3wg, with DET): without an upper key bound the blocks take their (K block,
- * head) in groups of heads (bwd90v3_grouped), the same dQ order and bits. */
+ * head) in groups of heads (bwd90v3_grouped), the same dQ order and bits.
+ * PERS (family sm90v3pd, with WRT, not DET; helper bwd12): a grid of min(items, SMs) blocks,
+ * each walking (batch, KV head, K/V block) items (item_at below); K in two buffers (V too at d
+ * 64; bwd90v3_smem's PD layout), item n's in buffer n & 1 behind k_full / k_empty, V behind
+ * v_full / v_empty. The producer, at the first Q block of item n, loads item n + 1's K (and V at
+ * d 64) once item n - 1 handed its buffer back (k_empty: at its end), and at d 128 item n's V
+ * once item n - 1's last dP^T completed (v_empty), so the loads run under item n's Q blocks
+ * (d 64) or under the last part of item n - 1 and its dK, dV stores (d 128's V); the
+ * consumers store dK, dV from registers at an item's end and find the next item's K, V in
+ * place. bwd10's sm90v3p (2026-12-04: one K/V buffer, loaded after the hand-back, no
+ * longest-first order) measured 0.58-0.94x sm90v3w. */
 template <typename T, int D, bool DET, bool MODS, bool TDQ, bool DQF, bool WRT, bool GRP = false,
           bool PERS = false>
 __global__ void __launch_bounds__(V3_THREADS, 1)
@@ -227,7 +237,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
     const uint32_t kv_full = base + L::BARS;
     auto full = [&](int s) { return base + L::BARS + 8u * (1 + s); };
     auto empty = [&](int s) { return base + L::BARS + 8u * (3 + s); };
-    /* sm90v3pd: K buffer s loaded / read (k_full, k_empty), V buffer s the same (v_full, v_empty) */
+    /* sm90v3pd: K buffer s loaded / read (k_full, k_empty), V buffer s (v_full, v_empty) */
     auto k_full = [&](int s) { return base + L::BARS + 8u * (5 + s); };
     auto k_empty = [&](int s) { return base + L::BARS + 8u * (7 + s); };
     auto v_full = [&](int s) { return base + L::BARS + 8u * (9 + s); };
