@@ -10,7 +10,7 @@
 # consumers go from one item's dK, dV stores to the next item's first Q block without a wait.
 # bwd10's sm90v3p (single K/V buffer, no longest-first) lost 0.58-0.94x. Fast mode only: its
 # deterministic mode is sm90v3wg's kernel (the launcher). ptxas (sm_90a): d 64 0 spills; d 128
-# 164 / 176 bytes of spill stores / loads (sm90v3w: 24 / 24).
+# 24 / 60 bytes of spill stores / loads (setmaxnreg 40 / 232; sm90v3w: 24 / 24 at 24 / 240).
 #  1. in parallel: racecheck of sm90v3pd on the short fp16 d 128 and bf16 d 64 cases,
 #     synccheck on the short bf16 d 128 ones; sm90v3pd forced: bf16 / fp16 d 64 + d 128 suites
 #     (fast + det, GQA, Sq != Sk, odd tails), modifiers, strided + stream + workspace, graph

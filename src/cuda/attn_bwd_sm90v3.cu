@@ -53,9 +53,13 @@ constexpr int V3_DQ_ROW = 272;
 /* setmaxnreg's split: (168 - P) x 128 producer threads = (C - 168) x 256 consumer threads.
  * d 128: P 24, C 240 (its consumers' 4-15 spilled words are loop invariants, 2-3 reloads a Q
  * block; P 40, C 232 spills more, ptxas 2026-12-03). d 64: P 56, C 224; at P 24 the producer
- * warpgroup (writers) spilled 4 bytes, 40 in deterministic mode; at P 40 or 56 nothing does. */
-template <int D> struct bwd90v3_regs {
-    static constexpr int PRODUCER = D == 64 ? 56 : 24;
+ * warpgroup (writers) spilled 4 bytes, 40 in deterministic mode; at P 40 or 56 nothing does.
+ * PD (sm90v3pd) at d 128: P 40, C 232: its producer and writers walk the items (item_at);
+ * spill stores / loads of the fast (with modifiers) kernel at P 24: 164 / 176 (164 / 176), P 40:
+ * 24 / 60 (8 / 28), P 56: 8 / 8 (16 / 44) but ptxas serializes the wgmmas (C7512: too few
+ * registers), ptxas 2026-12-04. */
+template <int D, bool PD = false> struct bwd90v3_regs {
+    static constexpr int PRODUCER = D == 64 ? 56 : PD ? 40 : 24;
     static constexpr int CONSUMER = 168 + (168 - PRODUCER) / 2;
     static_assert((168 - PRODUCER) * 128 == (CONSUMER - 168) * 256 && CONSUMER % 8 == 0,
                   "setmaxnreg: the registers given cover the registers taken");
@@ -257,7 +261,6 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
      * the same items; the Q-block counter it (ring stages and phases, dS and dQ staging
      * buffers) runs on across them. */
     const int n_kv = (a.Sk + BN - 1) / BN;
-    const int w_first = 0, w_step = 1;
     const int n_items = n_kv * a.B * a.Hkv;
     const int w_end = PERS ? (n_items + (int)gridDim.x - 1) / (int)gridDim.x : 1;
     auto item_at = [&](int w) {
@@ -290,10 +293,10 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
             x.total = 0;
         return x;
     };
-    const bwd90v3_item first = item_at(w_first);
+    const bwd90v3_item first = item_at(0);
     int all = first.total; /* the Q blocks of all the block's items */
     if constexpr (PERS)
-        for (int w = w_first + w_step; w < w_end; w += w_step)
+        for (int w = 1; w < w_end; w++)
             all += item_at(w).total;
 
     if (tid == 0) {
@@ -315,7 +318,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
 
     if (warp < 4) {
         /* ---- producer ---- */
-        ptx_setmaxnreg_dec<bwd90v3_regs<D>::PRODUCER>();
+        ptx_setmaxnreg_dec<bwd90v3_regs<D, PERS>::PRODUCER>();
         if constexpr (WRT) {
             if (warp == 1 || warp == 2) {
                 /* sm90v3w: warp 1 + w adds consumer warpgroup w's dQ tiles, so that neither
@@ -327,13 +330,13 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                     ptx_named_bar_arrive(dq_empty_id(wgc, 1), 160);
                 /* the Q blocks in the producer's order (h, m), followed here rather than
                  * handed over in shared memory: a handoff less */
-                int w = w_first;
+                int w = 0;
                 bwd90v3_item x = first;
                 int h = x.hk * a.group, m = x.m_begin;
                 for (int it = 0, j = 0; it < all; it++, j++) {
                     if constexpr (PERS) {
                         while (j == x.total) /* the next item with Q blocks */
-                            w += w_step, x = item_at(w), j = 0, h = x.hk * a.group, m = x.m_begin;
+                            w++, x = item_at(w), j = 0, h = x.hk * a.group, m = x.m_begin;
                     }
                     const int n_block = x.n_block, b = x.b, m_begin = x.m_begin, m_end = x.m_end;
                     const int sb = it & (L::NSB - 1);
@@ -400,11 +403,11 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
             for (int p = 0; p < D / 64; p++)
                 ptx_tma_load_4d(dst + p * BN * 128, &tm_v, v_full(n % VS), 64 * p, x.n0, x.hk, x.b);
         };
-        int w = w_first, kvn = 0;
+        int w = 0, kvn = 0;
         bwd90v3_item x = first;
         if constexpr (PERS) {
             while (x.total == 0) /* the first item with Q blocks (all > 0: there is one) */
-                w += w_step, x = item_at(w);
+                w++, x = item_at(w);
             if (lane == 0)
                 k_load(x, 0), v_load(x, 0);
         } else if (lane == 0) {
@@ -419,7 +422,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
             if constexpr (PERS) {
                 if (j == x.total) { /* the next item with Q blocks */
                     do
-                        w += w_step, x = item_at(w);
+                        w++, x = item_at(w);
                     while (x.total == 0);
                     j = 0, kvn++, h = x.hk * a.group, m = x.m_begin;
                 }
@@ -450,7 +453,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                      * item runs */
                     if (L::VS == 1 && kvn > 0)
                         v_load(x, kvn);
-                    for (int w2 = w + w_step; w2 < w_end; w2 += w_step) {
+                    for (int w2 = w + 1; w2 < w_end; w2++) {
                         const bwd90v3_item y = item_at(w2);
                         if (y.total > 0) {
                             k_load(y, kvn + 1);
@@ -487,7 +490,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
     }
 
     /* ---- consumers ---- */
-    ptx_setmaxnreg_inc<bwd90v3_regs<D>::CONSUMER>();
+    ptx_setmaxnreg_inc<bwd90v3_regs<D, PERS>::CONSUMER>();
     const int cw = warp - 4, wg = cw / 4, wq = cw % 4;
     const int g = lane / 4, t = lane % 4;
     const bool issuer = TDQ && wq == 0 && lane == 0; /* sm90v3t: its warpgroup's dQ adds */
@@ -533,13 +536,13 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
     /* sm90v3pd: item w, its Q blocks left, kvc its index among the block's items with Q blocks
      * (its K, V buffers kb, vb); the item's K/V block and batch come with each Q block (info),
      * recomputed at its end only (registers) */
-    int w = w_first, left = first.total, kvc = 0;
+    int w = 0, left = first.total, kvc = 0;
     uint32_t kb = sK, vb = sV;
     const bwd90v3_item x = first; /* without PERS: the block's one item */
     if constexpr (PERS) {
         if (all > 0) {
             while (left == 0) /* items before the first with Q blocks: no query sees their keys */
-                finish(item_at(w)), w += w_step, left = item_at(w).total;
+                finish(item_at(w)), w++, left = item_at(w).total;
             ptx_mbarrier_wait(k_full(0), 0);
             ptx_mbarrier_wait(v_full(0), 0);
         }
@@ -552,7 +555,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                 /* item w done (or empty): its K, V handed back in its last Q block (below), its
                  * dK, dV out while the next item's K, V, loaded during it, are in place */
                 finish(item_at(w));
-                w += w_step;
+                w++;
                 left = item_at(w).total;
                 if (left > 0) {
                     kvc++;
@@ -846,7 +849,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
         ptx_bulk_wait_group<0>();
     finish(PERS ? item_at(w) : x);
     if constexpr (PERS) /* the items after the last with Q blocks: no query sees their keys */
-        for (w += w_step; w < w_end; w += w_step)
+        for (w++; w < w_end; w++)
             finish(item_at(w));
 #endif
 }
