@@ -11,7 +11,8 @@
 # bwd10's sm90v3p (single K/V buffer, no longest-first) lost 0.58-0.94x. Fast mode only: its
 # deterministic mode is sm90v3wg's kernel (the launcher). ptxas (sm_90a): d 64 0 spills; d 128
 # 24 / 60 bytes of spill stores / loads (setmaxnreg 40 / 232; sm90v3w: 24 / 24 at 24 / 240).
-#  1. in parallel: racecheck of sm90v3pd on the short fp16 d 128 and bf16 d 64 cases,
+#  1. in parallel: racecheck of sm90v3pd on the short fp16 d 128 and bf16 d 64 cases and on
+#     test_persistent_bits' short cases (288 items: blocks walking three, K/V buffers reused),
 #     synccheck on the short bf16 d 128 ones; sm90v3pd forced: bf16 / fp16 d 64 + d 128 suites
 #     (fast + det, GQA, Sq != Sk, odd tails), modifiers, strided + stream + workspace, graph
 #     capture, deterministic bitwise; test_persistent_bits (sm90v3pd fast dk, dv == sm90v3w's
@@ -42,6 +43,9 @@ if command -v compute-sanitizer >/dev/null; then
     compute-sanitizer --tool racecheck --report-api-errors no --error-exitcode 9 "$TEST"
   FAM=sm90v3pd job sc-pd-bf16_d128 43 env FLASHC_TEST_SMALL=1 FLASHC_TEST_FILTER=test_bf16_d128 \
     compute-sanitizer --tool synccheck --report-api-errors no --error-exitcode 9 "$TEST"
+  # (the suites' short cases give each block one item; here some walk three: buffers reused)
+  job rc-pd-bits 43 env FLASHC_TEST_SMALL=1 FLASHC_TEST_FILTER=test_persistent_bits \
+    compute-sanitizer --tool racecheck --report-api-errors no --error-exitcode 9 "$TEST"
 else
   echo "s10_bwd12: no compute-sanitizer on PATH: racecheck / synccheck not run"
 fi
