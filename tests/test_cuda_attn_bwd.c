@@ -677,8 +677,11 @@ static void test_persistent_bits(void **state)
         for (int v = 0; v < 5; v++) {
             /* v 0: non-causal bf16, 1: causal fp16, 2: left window bf16, 3: causal bf16 with a
              * left window, 4: causal fp16, one head (fewer items than SMs); FLASHC_TEST_SMALL
-             * (racecheck): 288 items of 2 Q blocks in cases 0-3, some blocks still walk three */
-            const int S = small ? 100 : v == 4 ? 1100 : 2100, Sk = small ? 700 : S + 37;
+             * (racecheck): cases 0, 1, 3 with 288 items of one Q block, some blocks still walk
+             * three, one run each */
+            if (small && (v == 2 || v == 4))
+                continue;
+            const int S = small ? 50 : v == 4 ? 1100 : 2100, Sk = small ? 700 : S + 37;
             bwd_case c = {v == 4 ? 1 : small ? 12 : 4, S, Sk, v == 4 ? 2 : 8, v == 4 ? 1 : 4, D,
                           v == 1 || v >= 3, v == 1 || v == 4 ? FLASHC_F16 : FLASHC_BF16, 0, 0, 0,
                           0, 0};
@@ -702,7 +705,7 @@ static void test_persistent_bits(void **state)
                     mx = fmaxf(mx, fabsf(from_bits(c.dt, base[0][i])));
                 setenv("FLASHC_CUDA_BWD_KERNEL", "sm90v3pd", 1);
                 int64_t moved = 0;
-                for (int rep = 0; rep < 2; rep++) {
+                for (int rep = 0; rep < (small ? 1 : 2); rep++) {
                     assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
                     assert_memory_equal(base[1], r.hdk, r.nk * 2);
                     assert_memory_equal(base[2], r.hdv, r.nk * 2);
@@ -723,7 +726,7 @@ static void test_persistent_bits(void **state)
                     }
                 }
                 printf("  D=%d case %d (causal %d, window %d, %s) B=%d Sq=%d Sk=%d det=%d: "
-                       "sm90v3pd dk, dv%s bit-identical to %s, twice", D, v, c.causal, c.win,
+                       "sm90v3pd dk, dv%s bit-identical to %s", D, v, c.causal, c.win,
                        c.dt == FLASHC_F16 ? "fp16" : "bf16", c.B, S, Sk, det,
                        det ? ", dq" : "", det ? "sm90v3wg det" : "sm90v3w");
                 if (det)
