@@ -20,7 +20,8 @@
 # default (speed) and f32 / bf16 of the default and of the best new variant.
 # Decision rule: make BRx256 the default (attn_bwd.c make_plan, mbc) for a d if its tests pass
 # and new / default >= 1.05 in the geometric mean of that d's cells of both passes with no cell
-# below 0.97; at d 64 prefer 64x256 (same bits) unless 128x256 leads it by >= 1.03.
+# below 0.97; at d 64 prefer 64x256 (same bits) unless 128x256 leads it by >= 1.03; if only
+# the n >= 2048 cells meet it, 256 where the call's Sk >= 2048 (same bits at d 128 either way).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 . bench/gpu/s_common.sh
