@@ -232,7 +232,9 @@ static void make_plan(const attn_problem *p, bwd_plan *pl)
     /* The unit's tiles: 128 keys, 128 query rows where max(D, Dv) >= 128, else 64: the per-pair
      * Q-side work (pack_at of Q and dO, dQ's C round trip) spreads over twice the keys of the
      * float32 path's 64 x 64 (bench/RESULTS.md, issue 16: d 128 n 2048, 64 x 64 1.71x the
-     * float32 backward, 128 x 128 2.46x; d 64: 64 x 128 1.82x against 1.59x) */
+     * float32 backward, 128 x 128 2.46x; d 64: 64 x 128 1.82x against 1.59x). 256 keys
+     * (FLASHC_CPU_BWD_MM=1:128x256, 1:64x256) give these tiles' bits (mm_seg_len): 1.03-1.08x at
+     * n >= 2048 on the dev Xeon, opt-in until the H200 host's run (bench/RESULTS.md, amx12) */
     const long long mbr = (p->D > p->Dv ? p->D : p->Dv) >= 128 ? 128 : 64, mbc = 128;
     long long tbr = mbr, tbc = mbc;
     if (pl->mm && opt && opt[0] && opt[1] == ':' &&
