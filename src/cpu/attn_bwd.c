@@ -232,7 +232,9 @@ static void make_plan(const attn_problem *p, bwd_plan *pl)
     /* The unit's tiles: 128 keys, 128 query rows where max(D, Dv) >= 128, else 64: the per-pair
      * Q-side work (pack_at of Q and dO, dQ's C round trip) spreads over twice the keys of the
      * float32 path's 64 x 64 (bench/RESULTS.md, issue 16: d 128 n 2048, 64 x 64 1.71x the
-     * float32 backward, 128 x 128 2.46x; d 64: 64 x 128 1.82x against 1.59x) */
+     * float32 backward, 128 x 128 2.46x; d 64: 64 x 128 1.82x against 1.59x). 256 keys
+     * (FLASHC_CPU_BWD_MM=1:128x256, 1:64x256) give these tiles' bits (mm_seg_len): 1.03-1.08x at
+     * n >= 2048 on the dev Xeon, opt-in until the H200 host's run (bench/RESULTS.md, amx12) */
     const long long mbr = (p->D > p->Dv ? p->D : p->Dv) >= 128 ? 128 : 64, mbc = 128;
     long long tbr = mbr, tbc = mbc;
     if (pl->mm && opt && opt[0] && opt[1] == ':' &&
@@ -796,8 +798,45 @@ static void mm_load_kblock(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk, i
     w->kb_n = 0;
 }
 
+/* dQ += dS K runs over the pair's keys [kc, kc + n) (offsets in the K block) in segments: the
+ * parts between multiples of MM_SEG, each its own [hi | lo] stretch of the product's K (dsa: hi in
+ * R32(len) columns, then lo; kb: [K; K] of its keys). So a K block of 256 keys sums dQ as two
+ * blocks of 128 in a row do, bit for bit (blocks start at multiples of their width): the wider
+ * key tile (fewer dQ C round trips) changes no bits. One segment under mm_single. */
+enum { MM_SEG = 128 };
+static int64_t mm_seg_len(const bwd_plan *pl, int64_t kc, int64_t n, int64_t o)
+{
+    const int64_t end = pl->mm_single ? n : (kc + o) / MM_SEG * MM_SEG + MM_SEG - kc;
+    return (end < n ? end : n) - o;
+}
+
+/* dS (w->dp) split: as the A of dQ (a: into w->dsa, by segments) and / or the B of dK^T (bp:
+ * w->dsp), in one pass where the segments allow (every one but the last a multiple of 16 keys,
+ * so that their B columns do not overlap). */
+static void mm_split_ds(const bwd_plan *pl, bwd_ws *w, int64_t rows, int64_t kc, int64_t n,
+                        int a, int bp)
+{
+    const int64_t first = mm_seg_len(pl, kc, n, 0);
+    if (!a || first == n) {
+        pl->split(w->dp, pl->lds, rows, n, a ? w->dsa : NULL, w->ldds, bp ? w->dsp : NULL,
+                  w->ldpb);
+        return;
+    }
+    if (bp && first % 16) {
+        pl->split(w->dp, pl->lds, rows, n, NULL, 0, w->dsp, w->ldpb);
+        bp = 0;
+    }
+    int64_t ka = 0;
+    for (int64_t o = 0, len; o < n; o += len) {
+        len = mm_seg_len(pl, kc, n, o);
+        pl->split(w->dp + o, pl->lds, rows, len, w->dsa + ka, w->ldds, bp ? w->dsp + o : NULL,
+                  w->ldpb);
+        ka += 2 * rup(len, CPU_MM_KP);
+    }
+}
+
 /* dQ rows (dq, ldd apart) += dS K over keys [kc, kc + n) of the loaded block (dS split in
- * w->dsa, float32 in w->dp). */
+ * w->dsa by segments, float32 in w->dp). */
 static void mm_acc_dq(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0, int64_t kc,
                       int64_t n, float *dq)
 {
@@ -818,13 +857,21 @@ static void mm_acc_dq(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0,
         }
         return;
     }
-    if (w->kb_n != n || w->kb_kc != kc) { /* [K; K] of these keys (usually the whole block) */
-        mm->pack_b(w->kh + kc * w->ldh, w->ldh, n, D, w->kb, w->ldkb);
-        mm->pack_b(w->kh + kc * w->ldh, w->ldh, n, D, w->kb + kn / 2 * w->ldkb, w->ldkb);
-        w->kb_kc = kc, w->kb_n = n;
+    int64_t ka = 0; /* [K; K] of each segment's keys (usually of the whole block), and K */
+    for (int64_t o = 0, len; o < n; o += len) {
+        len = mm_seg_len(pl, kc, n, o);
+        const int64_t kl = rup(len, CPU_MM_KP);
+        if (w->kb_n != n || w->kb_kc != kc) {
+            const uint16_t *keys = w->kh + (kc + o) * w->ldh;
+            mm->pack_b(keys, w->ldh, len, D, w->kb + ka / 2 * w->ldkb, w->ldkb);
+            mm->pack_b(keys, w->ldh, len, D, w->kb + (ka + kl) / 2 * w->ldkb, w->ldkb);
+        }
+        ka += 2 * kl;
     }
+    w->kb_kc = kc, w->kb_n = n;
     /* (mm_single & 2: the hi halves alone, K = kn) */
-    mm->gemm(qb->rows, D, pl->mm_single & 2 ? kn : 2 * kn, w->dsa, w->ldds, w->kb, w->ldkb, w->mones, dq, pl->ldd);
+    mm->gemm(qb->rows, D, pl->mm_single & 2 ? kn : ka, w->dsa, w->ldds, w->kb, w->ldkb,
+             w->mones, dq, pl->ldd);
 }
 
 /* One tile pair: P, dS of the Q block against keys [jlo, jlo + n) of the loaded K block
@@ -842,11 +889,11 @@ static void mm_pair(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0, i
     if (dkdv) { /* (mm_single: the hi halves alone, K = R32(rows)) */
         const int64_t kp = pl->mm_single & 1 ? kr : 2 * kr, ks = pl->mm_single & 2 ? kr : 2 * kr;
         pl->split(w->s, lds, qb->rows, n, NULL, 0, w->pb, w->ldpb);
-        pl->split(w->dp, lds, qb->rows, n, dq ? w->dsa : NULL, w->ldds, w->dsp, w->ldpb);
+        mm_split_ds(pl, w, qb->rows, kc, n, dq != NULL, 1);
         mm->gemm(p->Dv, n, kp, w->dot, w->ldt2, w->pb, w->ldpb, w->mones, w->dvt + kc, w->ldt);
         mm->gemm(p->D, n, ks, w->qt, w->ldt2, w->dsp, w->ldpb, w->mones, w->dkt + kc, w->ldt);
     } else {
-        pl->split(w->dp, lds, qb->rows, n, w->dsa, w->ldds, NULL, 0);
+        mm_split_ds(pl, w, qb->rows, kc, n, 1, 0);
     }
     if (dq)
         mm_acc_dq(c, w, qb, j0, kc, n, dq);

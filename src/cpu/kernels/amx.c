@@ -104,6 +104,14 @@ static void amx_gemm(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t
 {
     float scratch[4][256] __attribute__((aligned(64)));
     const int64_t sa = lda * 2, sb = ldbp * 4; /* tile strides in bytes */
+    /* rowscale all 1 (the backward's accumulating products): C loaded as it is, whole tiles
+     * straight from C, instead of a look at every row of every tile of every block */
+    const float *scale = rowscale;
+    int ones = rowscale != NULL;
+    for (int64_t r = 0; r < M && ones; r++)
+        ones = rowscale[r] == 1.0f;
+    if (ones)
+        scale = NULL;
     for (int64_t n0 = 0; n0 < N; n0 += 32)
         for (int64_t m0 = 0; m0 < M; m0 += 32) {
             const int two_m = M - m0 > 16, two_n = N - n0 > 16;
@@ -114,7 +122,7 @@ static void amx_gemm(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t
                 t[i].c = C + r0 * ldc + c0;
                 t[i].vr = in ? (M - r0 < 16 ? (int)(M - r0) : 16) : 0;
                 t[i].vc = in ? (N - c0 < 16 ? (int)(N - c0) : 16) : 0;
-                if (in && (rowscale || t[i].vr < 16 || t[i].vc < 16))
+                if (in && (scale || t[i].vr < 16 || t[i].vc < 16))
                     ctile_prepare(&t[i], rowscale ? rowscale + r0 : NULL, ldc, scratch[i]);
                 else if (in)
                     t[i].tile = t[i].c, t[i].stride = ldc * 4;
