@@ -15,8 +15,8 @@ buffer, with enable_gqa=True (no expanded copy); a backend that refuses it is re
 
 Variants (issue 13, helpers decode2..decode5): --variants v1,v2,pdl,fused,lean+fill
 times every flashc layout once per value of FLASHC_DECODE_MERGE (v1, v2, v3, v4, pdl, fused, auto), of
-FLASHC_DECODE_KERNEL (split = base, lean, lean3, lean5, tma, tma4) or of FLASHC_DECODE_SPLITS
-(fa2, fill, ceil), or "+"-joined combinations, which
+FLASHC_DECODE_KERNEL (split = base, lean, lean3, lean5) or of FLASHC_DECODE_SPLITS (fa2, fill),
+or "+"-joined combinations, which
 src/cuda/attn_decode.cu reads at each call (v1 keeps the historical keys), each checked against
 SDPA first; --sweep 8,16,32 also times the contiguous call at
 those explicit num_splits for the --sweep-variants, at B = 1 only (where the split count
@@ -154,17 +154,17 @@ def graph_ms(lib, q, kc, vc, o, lse, seqlens, rep_ms):
 
 def set_variant(v):
     """A variant is a merge (FLASHC_DECODE_MERGE: v1, v2, v3, v4, pdl, fused, auto), a loader
-    (FLASHC_DECODE_KERNEL: split, base, lean, lean3, lean5, tma, tma4) or a split rule
-    (FLASHC_DECODE_SPLITS: fa2, fill, ceil), or several joined by "+" (base+fa2+pdl); what a variant does not name is the
+    (FLASHC_DECODE_KERNEL: split, base, lean, lean3, lean5) or a split rule (FLASHC_DECODE_SPLITS:
+    fa2, fill), or several joined by "+" (base+fa2+pdl); what a variant does not name is the
     library's default; None: every default. All are read by the library at every call."""
     for k in ("FLASHC_DECODE_MERGE", "FLASHC_DECODE_KERNEL", "FLASHC_DECODE_SPLITS"):
         os.environ.pop(k, None)
     if v is None:
         return
     for part in v.split("+"):  # "lean+fused": a loader and a merge; "lean+fill": + split rule
-        if part in ("split", "base") or part.startswith(("lean", "tma")):
+        if part in ("split", "base") or part.startswith("lean"):
             os.environ["FLASHC_DECODE_KERNEL"] = part
-        elif part in ("fill", "fa2", "ceil"):
+        elif part in ("fill", "fa2"):
             os.environ["FLASHC_DECODE_SPLITS"] = part
         else:
             os.environ["FLASHC_DECODE_MERGE"] = part

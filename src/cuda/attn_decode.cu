@@ -99,30 +99,15 @@
  * length is read: 0.93x lean at 1 x 4k, 1.00x at 1 x 32k) and merge v5 (v4 reading
  * cache_seqlens before griddepcontrol.wait: 0.99-1.01x v4).
  *
- * The bulk-copy loaders (FLASHC_DECODE_KERNEL = tma or tma4; opt-in since 2026-12-04, not yet
- * run on a GPU; helper decode10, bench/RESULTS.md): the split kernel with each key row copied
- * by one cp.async.bulk on the copy engine (lane l: row l mod 16 of K or V; dec_tma_issue) and a
- * stage completing on an mbarrier, 3 (tma) or 4 (tma4) stages a warp. A warp then spends one
- * instruction a row instead of 16 (d 128), holds no register or LSU slot per chunk in flight,
- * and the SM holds more bytes in flight: tma at d 128 106 KB a block, 2 blocks, 8 warps with
- * 2 stages ahead each = 136 KB a SM against lean's 3 blocks x 4 warps x 8 KB = 96 KB; tma4
- * 140 KB, one block (cuDNN's shape). The copies write rows as they lie in memory, so the tiles
- * are unswizzled with rows padded by 16 bytes (tile_step). sm_90a only (CC 9.0; D and Dv
- * multiples of 8; elsewhere they run as lean); paged caches of any page size go the same way,
- * a copy a key row.
- *
  * Split rule (FLASHC_DECODE_SPLITS, read at every call): fill (the default since 2026-12-03),
  * which splits tiles that are at most half the slots into whole waves of k blocks a SM, at most
- * 33 splits (splits_of); fa2, FlashAttention-2's rule, the default before; ceil (opt-in,
- * 2026-12-04): fill for small grids, and for larger ones the count with the fewest tile-times
- * of whole waves (1 at 64 x 32k under tma: no merge at all, as cuDNN).
+ * 33 splits (splits_of); or fa2, FlashAttention-2's rule, the default before.
  */
 #include "attn_cuda.cuh"
 #include "scratch.cuh"
 #include "attn_fwd_common.cuh"
 #include "attn_mma_sm80.cuh"
 #include "ptx.cuh"
-#include "ptx_sm90.cuh"
 
 #include <math.h>
 #include <stdio.h>
@@ -175,41 +160,14 @@ enum { DEC_MERGE_V1 = 1, DEC_MERGE_V2 = 2, DEC_MERGE_PDL = 3, DEC_MERGE_FUSED = 
        DEC_MERGE_V3 = 5, DEC_MERGE_AUTO = 6 /* host only: v4 or pdl (cuda_attn_decode) */,
        DEC_MERGE_V4 = 7 };
 /* FLASHC_DECODE_KERNEL: the split kernel's loader ("split" names the base loader) */
-enum { DEC_KERNEL_LEAN = 4, DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_BASE = 7, DEC_KERNEL_LEAN5 = 8,
-       DEC_KERNEL_TMA = 9, DEC_KERNEL_TMA4 = 10 };
+enum { DEC_KERNEL_LEAN = 4, DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_BASE = 7, DEC_KERNEL_LEAN5 = 8 };
 /* The split kernel's instances (its VAR template argument): the base loader (FLASHC_DECODE_KERNEL
- * = base, and every head dim > 128), the lean loaders (lean, the default; lean3, lean5; head
- * dims <= 128 only) and the bulk-copy loaders (tma, tma4: sm_90a only, head dims <= 128 with
- * D and Dv multiples of 8; dec_tma_issue). */
-enum { DEC_VAR_BASE = 0, DEC_VAR_LEAN = 1, DEC_VAR_LEAN3 = 2, DEC_VAR_LEAN5 = 4, DEC_VAR_TMA = 5,
-       DEC_VAR_TMA4 = 6 };
+ * = base, and every head dim > 128) and the lean loaders (lean, the default; lean3, lean5; head
+ * dims <= 128 only). */
+enum { DEC_VAR_BASE = 0, DEC_VAR_LEAN = 1, DEC_VAR_LEAN3 = 2, DEC_VAR_LEAN5 = 4 };
 __host__ __device__ constexpr int dec_var_stages(int var)
 {
-    return var == DEC_VAR_LEAN3 || var == DEC_VAR_TMA ? 3
-           : var == DEC_VAR_TMA4                      ? 4
-           : var == DEC_VAR_LEAN5                     ? 5
-                                                      : DEC_STAGES;
-}
-__host__ __device__ constexpr bool dec_var_tma(int var)
-{
-    return var == DEC_VAR_TMA || var == DEC_VAR_TMA4;
-}
-/* Bytes of a shared K / V / Q row: DS elements, swizzled (swz), or for the bulk-copy variants
- * unswizzled and padded by 16 bytes (tile_step), since a copy writes a row as it lies in memory. */
-template <typename T, int DI, bool TMA> __host__ __device__ constexpr uint32_t dec_rowb()
-{
-    return (uint32_t)(((DI + 63) / 64 * 64) * sizeof(T)) + (TMA ? 16u : 0u);
-}
-/* Bytes of the split kernel's dynamic shared memory in front of the bulk-copy variants' stage
- * barriers: Q and the warps' K / V stages, or Q and the warps' O, M and L of the block's final
- * merge (which reuses the stages), whichever is larger. */
-template <typename T, int DI, int STG, bool TMA> __host__ __device__ constexpr size_t dec_bar_offset()
-{
-    constexpr size_t rowb = dec_rowb<T, DI, TMA>();
-    constexpr size_t tiles = (size_t)(DEC_BM + DEC_WARPS * STG * 2 * DEC_BN) * rowb;
-    constexpr size_t merge =
-        (size_t)DEC_BM * rowb + (size_t)DEC_WARPS * DEC_BM * (DI + 2) * sizeof(float);
-    return tiles > merge ? tiles : merge;
+    return var == DEC_VAR_LEAN3 ? 3 : var == DEC_VAR_LEAN5 ? 5 : DEC_STAGES;
 }
 
 /* o's row width, for attn_clear_unowned (attn_fwd_common.cuh). */
@@ -405,74 +363,6 @@ __device__ __forceinline__ void dec_lean_issue(const dec_args &a, const dec_lane
     }
 }
 
-/* The bulk-copy loaders (tma, tma4; sm_90a). A warp's stage is one mbarrier (count 1) and a K and
- * a V tile of 16 unswizzled rows of ROWB bytes (DS elements + 16 bytes of padding, tile_step).
- * Lane l owns row l mod 16 of K (l < 16) or of V: for a present key it issues one
- * cp.async.bulk of the row's D (Dv) elements, which the copy engine moves without the lane
- * (no per-16-byte instructions, no register or LSU slot per chunk in flight), and lane 0
- * announces the stage's bytes on the barrier first; an absent key's row is zeroed by the lane
- * itself (st.shared; its P is 0, and 0 x NaN must not reach O). Every row of a stage is always
- * written by the same lane, so the proxy fence after a zeroing (generic writes, then the copy
- * engine's to the same row later) is that lane's own. A paged cache costs nothing extra here:
- * each key row is its own copy, wherever its page lies. */
-__device__ __forceinline__ void dec_tma_setup(uint32_t tiles, int bytes, uint32_t bars, int stages,
-                                              bool zero, int lane)
-{
-#if FLASHC_PTX_SM90A
-    /* columns past D / Dv are read by the MMAs (against Q's zero columns) and never copied */
-    if (zero)
-        for (int x = lane * 16; x < bytes; x += 32 * 16)
-            ptx_st_shared_zero16(tiles + (uint32_t)x);
-    if (lane == 0) {
-        for (int st = 0; st < stages; st++)
-            ptx_mbarrier_init(bars + 8 * st, 1);
-        ptx_fence_mbarrier_init();
-    }
-    ptx_fence_proxy_async_shared();
-    __syncwarp();
-#endif
-}
-
-/* One stage: the K and V rows of the 16 keys that lanes 0..15 looked up (x, y from
- * dec_lean_lookup; x checked here as dec_kv_loc checks it) into the unswizzled tiles at sK, sV,
- * completing on mbarrier bar. kh, vh: head hk's row 0 of the caches (bytes). */
-template <typename T, int DI, uint32_t ROWB>
-__device__ __forceinline__ void dec_tma_issue(const dec_args &a, const char *kh, const char *vh,
-                                              uint32_t sK, uint32_t sV, uint32_t bar, int x, int y,
-                                              int lane)
-{
-#if FLASHC_PTX_SM90A
-    const int lim = a.layout == ATTN_KVCACHE ? (a.pages ? a.num_pages : a.kv_rows) : 0x7fffffff;
-    const bool ok = x >= 0 && x < lim;
-    const unsigned present = __ballot_sync(0xffffffffu, ok) & 0xffffu;
-    if (lane == 0)
-        ptx_mbarrier_arrive_expect_tx(bar, (uint32_t)(__popc(present) * (a.D + a.Dv) *
-                                                      (int)sizeof(T)));
-    __syncwarp(); /* the bytes are announced before any of them can land */
-    const bool isv = lane >= 16;
-    const uint32_t dst = (isv ? sV : sK) + (uint32_t)(lane & 15) * ROWB;
-    if (ok) {
-        const int64_t off = isv ? (int64_t)x * a.sv[0] + (int64_t)y * a.sv[1]
-                                : (int64_t)x * a.sk[0] + (int64_t)y * a.sk[1];
-        ptx_bulk_load(dst, (isv ? vh : kh) + off * (int64_t)sizeof(T),
-                      (uint32_t)((isv ? a.Dv : a.D) * (int)sizeof(T)), bar);
-    } else {
-#pragma unroll
-        for (int c = 0; c < DI / 8; c++)
-            ptx_st_shared_zero16(dst + 16 * c);
-        ptx_fence_proxy_async_shared(); /* before a later copy engine write of this row */
-    }
-#endif
-}
-
-/* Waits until stage bar's phase of parity `parity` completed (its bytes landed). */
-__device__ __forceinline__ void dec_tma_wait(uint32_t bar, uint32_t parity)
-{
-#if FLASHC_PTX_SM90A
-    ptx_mbarrier_wait(bar, parity);
-#endif
-}
-
 /* Four consecutive float32 partials (columns 4c .. 4c + n - 1), read through L2: they were
  * written by other blocks (L1 is not coherent). vec: Dv % 4 == 0, so the address is 16-byte
  * aligned (the partials' rows start 64-byte aligned). */
@@ -636,23 +526,17 @@ __device__ __forceinline__ void dec_merge_rows(const dec_args &a, int b, int m0,
 template <typename T, int DI, bool FUSED, int VAR>
 __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_args a)
 {
-    constexpr bool LEAN = VAR != DEC_VAR_BASE;          /* dec_lean_lookup                   */
-    constexpr bool TMA = dec_var_tma(VAR);              /* dec_tma_issue, unswizzled tiles   */
+    constexpr bool LEAN = VAR != DEC_VAR_BASE;          /* dec_load_kv_lean                  */
     constexpr int STG = dec_var_stages(VAR);            /* K/V buffers a warp                */
     constexpr int DS = (DI + 63) / 64 * 64;
     constexpr int DT = DI / 8;
-    constexpr uint32_t ROWB = dec_rowb<T, DI, TMA>();
-    constexpr int RS = (int)(ROWB / sizeof(T)); /* elements a shared row */
-    constexpr int TILE = DEC_BN * RS;           /* elements of one K or V buffer */
-    static_assert(TMA || ROWB % 128 == 0, "swz_step needs 128-byte rows");
-#if !FLASHC_PTX_SM90A
-    if constexpr (TMA)
-        __trap(); /* never launched: var_of serves the bulk-copy loaders on CC 9.0 only */
-#endif
+    constexpr uint32_t ROWB = DS * sizeof(T);
+    constexpr int TILE = DEC_BN * DS; /* elements of one K or V buffer */
+    static_assert(ROWB % 128 == 0, "swz_step needs 128-byte rows");
 
     extern __shared__ __align__(128) uint4 smem_u4[];
     T *sQ = (T *)smem_u4;
-    T *sKV = sQ + DEC_BM * RS;
+    T *sKV = sQ + DEC_BM * DS;
 
     const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int g = lane / 4, t = lane % 4;
@@ -697,8 +581,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
                     src = (const T *)a.q + (int64_t)b * a.sq[0] + (int64_t)(qbase + i) * a.sq[1] +
                           (int64_t)h * a.sq[2] + 8 * c;
             }
-            ptx_cp_async_16_n(ptx_smem_addr(sQ + (TMA ? r * RS + 8 * c : swz<DS>(r, c))), src,
-                              bytes);
+            ptx_cp_async_16_n(ptx_smem_addr(sQ + swz<DS>(r, c)), src, bytes);
         }
         ptx_cp_async_commit();
     }
@@ -720,12 +603,11 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     }
 
     T *wK = sKV + warp * STG * 2 * TILE; /* this warp's buffers: K0 V0 K1 V1 (K2 V2) */
-    /* ldmatrix rows and chunks of this lane; the swizzled layout XORs the chunk with the row */
-    const uint32_t swq = TMA ? 0u : (uint32_t)(lane & 7);
-    const uint32_t q_lane = ptx_smem_addr(sQ) + (lane & 15) * ROWB + (((lane >> 4) ^ swq) * 16);
+    const uint32_t q_lane =
+        ptx_smem_addr(sQ) + (lane & 15) * ROWB + (((lane >> 4) ^ (lane & 7)) * 16);
     const uint32_t k_off = ((lane & 7) + (lane >> 4) * 8) * ROWB +
-                           ((((lane >> 3) & 1) ^ swq) * 16);
-    const uint32_t v_off = (lane & 15) * ROWB + (((lane >> 4) ^ swq) * 16);
+                           ((((lane >> 3) & 1) ^ (lane & 7)) * 16);
+    const uint32_t v_off = (lane & 15) * ROWB + (((lane >> 4) ^ (lane & 7)) * 16);
 
     float acc[1][DT][4];
     float row_m[1][2], row_l[1][2];
@@ -743,16 +625,6 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
         lkv = dec_lane_setup<T, DI, DS>(a, hk, lane);
     /* this warp's buffer pair st: K at sK(st), V one tile above */
     const uint32_t wbase = ptx_smem_addr(wK);
-    /* bulk-copy loaders: the warp's stage barriers (past the tiles and the merge's floats), the
-     * phase parity each waits for next (bit st), head hk's row 0 of the caches */
-    const uint32_t bars = ptx_smem_addr(smem_u4) + (uint32_t)dec_bar_offset<T, DI, STG, TMA>() +
-                          (uint32_t)(warp * STG * 8);
-    uint32_t phase = 0;
-    const char *kh = (const char *)((const T *)a.k + (int64_t)hk * a.sk[2]);
-    const char *vh = (const char *)((const T *)a.v + (int64_t)hk * a.sv[2]);
-    if constexpr (TMA)
-        dec_tma_setup(wbase, STG * 2 * TILE * (int)sizeof(T), bars, STG, a.D < DI || a.Dv < DI,
-                      lane);
     int px = -1, py = 0; /* lean: where the next block to copy lives (looked up early) */
     auto lookup = [&](int blk) {
         if constexpr (LEAN) {
@@ -761,11 +633,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
         }
     };
     auto load = [&](int blk, int stage) {
-        if constexpr (TMA)
-            dec_tma_issue<T, DI, ROWB>(a, kh, vh, wbase + stage * 2 * TILE * (int)sizeof(T),
-                                       wbase + (stage * 2 + 1) * TILE * (int)sizeof(T),
-                                       bars + 8 * stage, px, py, lane);
-        else if constexpr (LEAN)
+        if constexpr (LEAN)
             dec_lean_issue<T, DI, DS>(a, lkv, wbase + stage * 2 * TILE * (int)sizeof(T),
                                           wbase + (stage * 2 + 1) * TILE * (int)sizeof(T), px,
                                           py, lane);
@@ -773,23 +641,18 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
             dec_load_kv<T, DI, DS>(a, wK + stage * 2 * TILE, wK + stage * 2 * TILE + TILE, b, hk,
                                    klo + blk * DEC_BN, khi, lane);
     };
-    /* STG - 1 blocks in flight before the loop, one group each (empty groups past the end;
-     * the bulk copies complete on their stage's barrier instead) */
+    /* STG - 1 blocks in flight before the loop, one group each (empty groups past the end) */
 #pragma unroll
     for (int f = 0; f < STG - 1; f++) {
         if (kb + f * DEC_WARPS < blk_end) {
             lookup(kb + f * DEC_WARPS);
             load(kb + f * DEC_WARPS, f);
         }
-        if constexpr (!TMA)
-            ptx_cp_async_commit();
+        ptx_cp_async_commit();
     }
     lookup(kb + (STG - 1) * DEC_WARPS);
-    if constexpr (TMA)
-        ptx_cp_async_wait<0>(); /* Q, the only cp.async group, has landed for this thread */
-    else
-        ptx_cp_async_wait<STG - 1>(); /* Q (the oldest group) has landed for this thread */
-    __syncthreads();                  /* ... and for everyone */
+    ptx_cp_async_wait<STG - 1>(); /* Q (the oldest group) has landed for this thread */
+    __syncthreads();              /* ... and for everyone */
 
     int st = 0;
     for (; kb < blk_end; kb += DEC_WARPS) {
@@ -798,18 +661,13 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
             load(nx, st == 0 ? STG - 1 : st - 1);
             lookup(nx + DEC_WARPS); /* used by the next iteration's copies */
         }
-        if constexpr (TMA) {
-            dec_tma_wait(bars + 8 * st, (phase >> st) & 1u);
-            phase ^= 1u << st;
-        } else {
-            ptx_cp_async_commit();
-            ptx_cp_async_wait<STG - 1>();
-        }
-        __syncwarp(); /* tma: the rows other lanes zeroed */
+        ptx_cp_async_commit();
+        ptx_cp_async_wait<STG - 1>();
+        __syncwarp();
 
         const uint32_t kbase = wbase + st * 2 * TILE * (uint32_t)sizeof(T);
         float s[1][2][4];
-        qk_block<T, DI, 1, 2, ROWB, !TMA>(s, q_lane, kbase + k_off);
+        qk_block<T, DI, 1, 2, ROWB>(s, q_lane, kbase + k_off);
 
         const int j0 = klo + kb * DEC_BN;
 #pragma unroll
@@ -830,7 +688,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
                 s[0][nt][e] = j >= r_lo[hr] && j < r_hi[hr] ? x : -INFINITY;
             }
         softmax_block<1, 2, DT>(s, acc, row_m, row_l, 1.0f);
-        pv_block<T, DI, 1, 2, DT, ROWB, !TMA>(s, acc, kbase + TILE * sizeof(T) + v_off);
+        pv_block<T, DI, 1, 2, DT, ROWB>(s, acc, kbase + TILE * sizeof(T) + v_off);
         __syncwarp(); /* every lane is done with buffer st before it is refilled */
         st = st == STG - 1 ? 0 : st + 1;
     }
@@ -1156,9 +1014,13 @@ __global__ void __launch_bounds__(64) attn_decode_append(const dec_args a)
     }
 }
 
-template <typename T, int DI, int STG, bool TMA> constexpr size_t dec_smem_bytes()
+template <typename T, int DI, int STG = DEC_STAGES> constexpr size_t dec_smem_bytes()
 {
-    return dec_bar_offset<T, DI, STG, TMA>() + (TMA ? (size_t)DEC_WARPS * STG * 8 : 0);
+    constexpr int DS = (DI + 63) / 64 * 64;
+    constexpr size_t tiles = (size_t)(DEC_BM + DEC_WARPS * STG * 2 * DEC_BN) * DS * sizeof(T);
+    constexpr size_t merge = (size_t)DEC_BM * DS * sizeof(T) +
+                             (size_t)DEC_WARPS * DEC_BM * (DI + 2) * sizeof(float);
+    return tiles > merge ? tiles : merge;
 }
 
 /* A launch on the stream; pdl: as a programmatic dependent of the stream's previous kernel
@@ -1181,7 +1043,7 @@ cudaError_t dec_launch_ex(void (*kernel)(Args...), dim3 grid, dim3 block, size_t
 template <typename T, int DI, bool FUSED, int VAR>
 cudaError_t dec_launch(const dec_args &a, cudaStream_t stream, bool pdl)
 {
-    constexpr size_t smem = dec_smem_bytes<T, DI, dec_var_stages(VAR), dec_var_tma(VAR)>();
+    constexpr size_t smem = dec_smem_bytes<T, DI, dec_var_stages(VAR)>();
     cudaError_t err = cudaFuncSetAttribute(attn_decode_kernel<T, DI, FUSED, VAR>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (err != cudaSuccess)
@@ -1211,8 +1073,6 @@ cudaError_t dec_launch_di(const dec_args &a, int di, int var, cudaStream_t strea
     case DEC_VAR_LEAN: return dec_launch_var<T, FUSED, DEC_VAR_LEAN>(a, di, stream, pdl);
     case DEC_VAR_LEAN3: return dec_launch_var<T, FUSED, DEC_VAR_LEAN3>(a, di, stream, pdl);
     case DEC_VAR_LEAN5: return dec_launch_var<T, FUSED, DEC_VAR_LEAN5>(a, di, stream, pdl);
-    case DEC_VAR_TMA: return dec_launch_var<T, FUSED, DEC_VAR_TMA>(a, di, stream, pdl);
-    case DEC_VAR_TMA4: return dec_launch_var<T, FUSED, DEC_VAR_TMA4>(a, di, stream, pdl);
     default: break;
     }
     return di == 64    ? dec_launch<T, 64, FUSED, DEC_VAR_BASE>(a, stream, pdl)
@@ -1303,9 +1163,7 @@ int sm_count(void)
 /* FLASHC_DECODE_KERNEL, read at every call (so one process can compare the kernels): unset, ""
  * or "lean" the lean loader (the default: faster at every B x ctx measured on 2026-12-02,
  * bench/RESULTS.md); "split" or "base" the split kernel's historical loader; "lean3", "lean5"
- * the lean loader with 3 or 5 stages a warp; "tma", "tma4" the bulk-copy loader with 3 or 4
- * stages a warp (opt-in, 2026-12-04: CC 9.0 with D and Dv multiples of 8, else lean; var_of);
- * 0 for anything else. */
+ * the lean loader with 3 or 5 stages a warp; 0 for anything else. */
 int kernel_mode(void)
 {
     const char *e = getenv("FLASHC_DECODE_KERNEL");
@@ -1317,10 +1175,6 @@ int kernel_mode(void)
         return DEC_KERNEL_LEAN5;
     if (strcmp(e, "lean3") == 0)
         return DEC_KERNEL_LEAN3;
-    if (strcmp(e, "tma") == 0)
-        return DEC_KERNEL_TMA;
-    if (strcmp(e, "tma4") == 0)
-        return DEC_KERNEL_TMA4;
     return 0;
 }
 
@@ -1329,38 +1183,13 @@ int64_t m_tiles_of(const attn_problem *p)
     return (p->Sq * (p->Hq / p->Hkv) + DEC_BM - 1) / DEC_BM;
 }
 
-/* Compute capability of the current device, 10 * major + minor, cached per device ordinal (a
- * host attribute query, no sync); 0 when it cannot be read. */
-int device_cc(void)
-{
-    static int cached[64];
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0)
-        return 0;
-    if (dev < 64 && cached[dev] > 0)
-        return cached[dev];
-    int major = 0, minor = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
-        return 0;
-    if (dev < 64)
-        cached[dev] = 10 * major + minor;
-    return 10 * major + minor;
-}
-
 /* The split kernel's instance for p under FLASHC_DECODE_KERNEL (DEC_VAR_*): a lean variant at
- * head dims <= 128, else the base instance. The bulk-copy loaders need sm_90a code (CC 9.0
- * exactly: the build has no PTX to carry it further) and rows of whole 16-byte chunks (D, Dv
- * multiples of 8); elsewhere tma / tma4 run as lean. */
+ * head dims <= 128, else the base instance. */
 int var_of(const attn_problem *p)
 {
     const int k = kernel_mode();
     if (head_dim_instance(p) > 128)
         return DEC_VAR_BASE;
-    if (k == DEC_KERNEL_TMA || k == DEC_KERNEL_TMA4)
-        return device_cc() != 90 || p->D % 8 != 0 || p->Dv % 8 != 0 ? DEC_VAR_LEAN
-               : k == DEC_KERNEL_TMA                              ? DEC_VAR_TMA
-                                                                  : DEC_VAR_TMA4;
     return k == DEC_KERNEL_LEAN    ? DEC_VAR_LEAN
            : k == DEC_KERNEL_LEAN3 ? DEC_VAR_LEAN3
            : k == DEC_KERNEL_LEAN5 ? DEC_VAR_LEAN5
@@ -1377,17 +1206,12 @@ int blocks_per_sm(const attn_problem *p)
         return di == 64 ? 4 : 2;
     if (var_of(p) == DEC_VAR_LEAN5) /* 82 / 164 KB */
         return di == 64 ? 2 : 1;
-    if (var_of(p) == DEC_VAR_TMA) /* 56 / 106 KB (rows padded by 16 bytes) */
-        return di == 64 ? 3 : 2;
-    if (var_of(p) == DEC_VAR_TMA4) /* 74 / 140 KB */
-        return di == 64 ? 3 : 1;
     return di == 64 ? 4 : di == 128 ? 3 : 1;
 }
 
 /* FLASHC_DECODE_SPLITS, read at every call: unset, "" or "fill" the whole-wave rule (splits_of;
- * the default since 2026-12-03); "fa2" FlashAttention-2's rule, the default before; "ceil" fill
- * for small grids and the wave-ceiling rule for large ones (opt-in, 2026-12-04; splits_of); 0
- * for anything else. */
+ * the default since 2026-12-03); "fa2" FlashAttention-2's rule, the default before; 0 for
+ * anything else. */
 int split_rule(void)
 {
     const char *e = getenv("FLASHC_DECODE_SPLITS");
@@ -1395,8 +1219,6 @@ int split_rule(void)
         return 2;
     if (strcmp(e, "fa2") == 0)
         return 1;
-    if (strcmp(e, "ceil") == 0)
-        return 3;
     return 0;
 }
 
@@ -1412,7 +1234,7 @@ int splits_of(const attn_problem *p)
     int64_t n;
     if (p->num_splits > 0) {
         n = p->num_splits;
-    } else if (split_rule() >= 2 &&
+    } else if (split_rule() == 2 &&
                p->B * p->Hkv * m_tiles_of(p) * 2 <= (int64_t)sm_count() * blocks_per_sm(p)) {
         /* fill: the tiles are at most half the slots, so split them to fill whole waves of the
          * slots (k blocks a SM, every SM alike: the sweeps of 2026-12-01 had 33 and 49 splits,
@@ -1432,23 +1254,6 @@ int splits_of(const attn_problem *p)
             }
             if (s > max_n && k == 1)
                 n = max_n;
-        }
-    } else if (split_rule() == 3) {
-        /* ceil, for grids of more than half the slots: with blocks of equal work, s splits take
-         * ceil(tiles s / slots) waves of 1 / s a tile's time each; the s in 1..8 (each split
-         * keeping >= 1024 keys) with the fewest tile-times, the smallest on a tie, so no merge
-         * is paid where splitting does not shorten the last wave (64 x 32k, 32/8 at 2 blocks a
-         * SM: 512 tiles, 264 slots: every s costs 2 tile-times, so 1; at 3 a SM, 396 slots: 3) */
-        const int64_t ctas = p->B * p->Hkv * m_tiles_of(p);
-        const int64_t slots = (int64_t)sm_count() * blocks_per_sm(p);
-        int64_t max_n = keys / 1024;
-        max_n = max_n < 1 ? 1 : max_n > 8 ? 8 : max_n;
-        int64_t waves = (ctas + slots - 1) / slots; /* n = 1 */
-        n = 1;
-        for (int64_t s = 2; s <= max_n; s++) {
-            const int64_t w = (ctas * s + slots - 1) / slots;
-            if (w * n < waves * s) /* w / s < waves / n */
-                n = s, waves = w;
         }
     } else {
         const int64_t ctas = p->B * p->Hkv * m_tiles_of(p);
@@ -1568,12 +1373,12 @@ flashc_status cuda_attn_decode_supports(const attn_problem *p)
                             getenv("FLASHC_DECODE_MERGE"));
     if (!kernel_mode())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3, "
-                            "lean5, tma or tma4",
+                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3 "
+                            "or lean5",
                             fn, getenv("FLASHC_DECODE_KERNEL"));
     if (!split_rule())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_SPLITS=%s: expected fa2, fill or ceil", fn,
+                            "%s: FLASHC_DECODE_SPLITS=%s: expected fa2 or fill", fn,
                             getenv("FLASHC_DECODE_SPLITS"));
     FLASHC_TRY(cuda_check_no_pending_error(fn));
     flashc_status st;
@@ -1656,12 +1461,12 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
                             getenv("FLASHC_DECODE_MERGE"));
     if (!kernel_mode())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3, "
-                            "lean5, tma or tma4",
+                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3 "
+                            "or lean5",
                             fn, getenv("FLASHC_DECODE_KERNEL"));
     if (!split_rule())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_SPLITS=%s: expected fa2, fill or ceil", fn,
+                            "%s: FLASHC_DECODE_SPLITS=%s: expected fa2 or fill", fn,
                             getenv("FLASHC_DECODE_SPLITS"));
     if (a.merge == DEC_MERGE_AUTO) {
         /* v4 (v3's sums, its partial loads issued beside the LSE loads) while its grid (a

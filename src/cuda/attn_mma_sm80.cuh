@@ -31,18 +31,9 @@ static __device__ __forceinline__ uint32_t swz_step(uint32_t lane_base, int c)
     return (lane_base ^ (uint32_t)((c & 7) * 16)) + (uint32_t)((c >> 3) * 128);
 }
 
-/* The address of chunk c for either layout: swz_step (SWZ) or, for an unswizzled tile whose
- * rows are padded by 16 bytes (the decode kernel's bulk-copy variants, whose copies write whole
- * rows and cannot swizzle), chunk c is simply 16 c bytes on: the padding already spreads the 8
- * rows of an ldmatrix phase over 8 bank groups. */
-template <bool SWZ> static __device__ __forceinline__ uint32_t tile_step(uint32_t lane_base, int c)
-{
-    return SWZ ? swz_step(lane_base, c) : lane_base + (uint32_t)(c * 16);
-}
-
 /* S = Q K^T for one K block: s (MI x NT tiles of 16 x 8, C layout) over D in steps of 16.
- * q_lane, k_lane: this lane's ldmatrix addresses of chunk 0 (see swz_step; tile_step for SWZ). */
-template <typename T, int D, int MI, int NT, uint32_t ROWB, bool SWZ = true>
+ * q_lane, k_lane: this lane's ldmatrix addresses of chunk 0 (see swz_step). */
+template <typename T, int D, int MI, int NT, uint32_t ROWB>
 static __device__ __forceinline__ void qk_block(float (&s)[MI][NT][4], uint32_t q_lane,
                                                 uint32_t k_lane)
 {
@@ -58,11 +49,11 @@ static __device__ __forceinline__ void qk_block(float (&s)[MI][NT][4], uint32_t 
         uint32_t qa[MI][4];
 #pragma unroll
         for (int mi = 0; mi < MI; mi++)
-            ptx_ldmatrix_x4(qa[mi], tile_step<SWZ>(q_lane, 2 * ks) + mi * 16 * ROWB);
+            ptx_ldmatrix_x4(qa[mi], swz_step(q_lane, 2 * ks) + mi * 16 * ROWB);
 #pragma unroll
         for (int np = 0; np < NT / 2; np++) {
             uint32_t kb[4]; /* B fragments of key tiles 2np (kb[0..1]) and 2np+1 (kb[2..3]) */
-            ptx_ldmatrix_x4(kb, tile_step<SWZ>(k_lane, 2 * ks) + np * 16 * ROWB);
+            ptx_ldmatrix_x4(kb, swz_step(k_lane, 2 * ks) + np * 16 * ROWB);
 #pragma unroll
             for (int mi = 0; mi < MI; mi++) {
                 ptx_mma_m16n8k16(T(), s[mi][2 * np], qa[mi], kb[0], kb[1]);
@@ -74,7 +65,7 @@ static __device__ __forceinline__ void qk_block(float (&s)[MI][NT][4], uint32_t 
 
 /* O += P V for one block, over its keys in steps of 16. P's accumulator layout for key tiles
  * 2kk and 2kk+1 is exactly the A fragment of keys [16 kk, 16 kk + 16): no shuffles. */
-template <typename T, int D, int MI, int NT, int DT, uint32_t ROWB, bool SWZ = true>
+template <typename T, int D, int MI, int NT, int DT, uint32_t ROWB>
 static __device__ __forceinline__ void pv_block(const float (&s)[MI][NT][4],
                                                 float (&acc)[MI][DT][4], uint32_t v_lane)
 {
@@ -91,7 +82,7 @@ static __device__ __forceinline__ void pv_block(const float (&s)[MI][NT][4],
 #pragma unroll
         for (int dp = 0; dp < D / 16; dp++) {
             uint32_t vb[4]; /* B fragments of feature tiles 2dp (vb[0..1]) and 2dp+1 */
-            ptx_ldmatrix_x4_trans(vb, tile_step<SWZ>(v_lane, 2 * dp) + kk * 16 * ROWB);
+            ptx_ldmatrix_x4_trans(vb, swz_step(v_lane, 2 * dp) + kk * 16 * ROWB);
 #pragma unroll
             for (int mi = 0; mi < MI; mi++) {
                 ptx_mma_m16n8k16(T(), acc[mi][2 * dp], pa[mi], vb[0], vb[1]);
