@@ -17,8 +17,6 @@ halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KE
                         since helper bwd6: dQ by keys)
   v3wg_det              sm90v3wg's deterministic mode: sm90v3w's, its blocks in groups of heads
                         (helper bwd9; its fast mode is sm90v3w's kernel, not timed)
-  v3pd / v3pd_det       sm90v3pd: sm90v3w on a persistent grid, K double-buffered (d 128, 64;
-                        helper bwd12); its deterministic mode is sm90v3wg's (the launcher)
   v2s / v2s_det         sm90v2s (src/cuda/attn_bwd_sm90v2.cu; d 64 only): d 64's default until
                         2026-12-03, opt-in since
 The table (printed last) gives each TFLOP/s and the ratios the issue's target names.
@@ -44,7 +42,6 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            "flashc_v3q": (0, 0, False, "sm90v3q"), "flashc_v3q_det": (0, 0, True, "sm90v3q"),
            "flashc_v3w": (0, 0, False, "sm90v3w"), "flashc_v3w_det": (0, 0, True, "sm90v3w"),
            "flashc_v3wg_det": (0, 0, True, "sm90v3wg"),
-           "flashc_v3pd": (0, 0, False, "sm90v3pd"), "flashc_v3pd_det": (0, 0, True, "sm90v3pd"),
            "flashc_v2s": (0, 0, False, "sm90v2s"), "flashc_v2s_det": (0, 0, True, "sm90v2s"),
            "flashc_sm90": (0, 0, False, "sm90"), "flashc_sm90_det": (0, 0, True, "sm90")}
 
@@ -87,7 +84,7 @@ def main():
             # (elsewhere: the dispatcher's choice again, not timed twice; pass --configs-d128)
             cf = configs128 if d == 128 else tuple(
                 c for c in configs if not c.startswith(("flashc_v3", "flashc_sm90", "flashc_v2s"))
-                or (d == 64 and c.startswith(("flashc_v3w", "flashc_v3pd", "flashc_v2s"))))
+                or (d == 64 and c.startswith(("flashc_v3w", "flashc_v2s"))))
             if cf:
                 bb.part2(lib, seqlens, rows, d=d, configs=cf, peers=("flash", "cudnn"), part=3)
     finally:
@@ -118,8 +115,6 @@ def table(rows, configs):
               ("v3wdet/det", "flashc_v3w_det", "flashc_det"),
               ("v3wgdet/det", "flashc_v3wg_det", "flashc_det"),
               ("v3wgdet/fast", "flashc_v3wg_det", "flashc"),
-              ("v3pd/default", "flashc_v3pd", "flashc"), ("v3pd/flash", "flashc_v3pd", "flash"),
-              ("v3pd/cuDNN", "flashc_v3pd", "cudnn"),
               ("default/v2s", "flashc", "flashc_v2s"), ("det/v2sdet", "flashc_det", "flashc_v2s_det"),
               ("v3w/sm90", "flashc_v3w", "flashc_sm90"), ("v3q/sm90", "flashc_v3q", "flashc_sm90"),
               ("v3w/v3q", "flashc_v3w", "flashc_v3q"),

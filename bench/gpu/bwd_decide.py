@@ -48,9 +48,6 @@ def main():
     ap.add_argument("--fast-min", type=float, default=1.05)
     ap.add_argument("--fast-gm", type=float, default=0.0)
     ap.add_argument("--det-min", type=float, default=1.00)
-    ap.add_argument("--fast-only", action="store_true",
-                    help="no deterministic condition (a candidate whose deterministic mode is "
-                    "the baseline's kernel, e.g. sm90v3pd)")
     ap.add_argument("--adopt", default="sm90v3w stays the d 64 default on CC 9.0")
     ap.add_argument("--cand-det", default=None,
                     help="the candidate's deterministic configuration (default: CAND_det)")
@@ -112,11 +109,11 @@ def main():
     md = min(det) if det and all(x == x for x in det) else nan
     gd = [x for x in det_gm if x == x]
     dgm = math.exp(sum(math.log(x) for x in gd) / len(gd)) if gd else nan
-    q = (ok and len(fast) > 0 and mf >= a.fast_min and gm >= a.fast_gm and
-         (a.fast_only or md >= a.det_min) and (a.det_gm <= 0 or dgm >= a.det_gm))
+    q = (ok and len(fast) > 0 and mf >= a.fast_min and gm >= a.fast_gm and md >= a.det_min and
+         (a.det_gm <= 0 or dgm >= a.det_gm))
     print(f"{cn}: {njobs} jobs ({a.jobs}-*) {'all passed' if ok else 'NOT all passed (or none ran)'}; "
           f"{cn} / {bn} min {f(mf)} (need >= {a.fast_min}) geomean {f(gm)} (need >= {a.fast_gm}); "
-          f"det / det min {f(md)} (need >= {'nothing' if a.fast_only else a.det_min})" +
+          f"det / det min {f(md)} (need >= {a.det_min})" +
           (f", geomean (d {a.det_gm_dims or a.dims}, causal {a.det_gm_causal}) {f(dgm)} "
            f"(need >= {a.det_gm})" if a.det_gm > 0
            else ""))

@@ -1,11 +1,10 @@
 /*
  * attn_bwd_sm90v3.cu — the Hopper backward in the FlashAttention-3 shape: families sm90v3,
  * sm90v3t, sm90v3q (d = 128), sm90v3w and sm90v3wg (d = 128 and 64; wg: sm90v3w's deterministic
- * mode with its blocks in groups of heads, bwd90v3_grouped), sm90v3pd (d = 128 and 64: sm90v3w
- * on a persistent grid with double-buffered K, fast mode; PERS below), sm90v3wg the default at
- * both on compute capability 9.0 since 2026-12-04 (sm90v3w's before: d 64 since the device run
- * of 2026-12-03, helper bwd6: dQ by keys, below), the others opt-in through
- * FLASHC_CUDA_BWD_KERNEL; racecheck's hazards of 2026-12-02: see the table.
+ * mode with its blocks in groups of heads, bwd90v3_grouped), sm90v3wg the default at both on
+ * compute capability 9.0 since 2026-12-04 (sm90v3w's before: d 64 since the device run of
+ * 2026-12-03, helper bwd6: dQ by keys, below), the others opt-in through FLASHC_CUDA_BWD_KERNEL;
+ * racecheck's hazards of 2026-12-02: see the table.
  *
  * Why: the 21:36 profile of sm90 at d 128 4k (/work/wt/PROFILE.md): 255 registers, 256 threads,
  * the tensor pipe 34% busy; cuDNN: 132 x 384 threads, warp-specialised, 66%. In sm90 (and
@@ -53,50 +52,39 @@ constexpr int V3_DQ_ROW = 272;
 /* setmaxnreg's split: (168 - P) x 128 producer threads = (C - 168) x 256 consumer threads.
  * d 128: P 24, C 240 (its consumers' 4-15 spilled words are loop invariants, 2-3 reloads a Q
  * block; P 40, C 232 spills more, ptxas 2026-12-03). d 64: P 56, C 224; at P 24 the producer
- * warpgroup (writers) spilled 4 bytes, 40 in deterministic mode; at P 40 or 56 nothing does.
- * PD (sm90v3pd) at d 128: P 40, C 232: its producer and writers walk the items (item_at);
- * spill stores / loads of the fast (with modifiers) kernel at P 24: 164 / 176 (164 / 176), P 40:
- * 24 / 60 (8 / 28), P 56: 8 / 8 (16 / 44) but ptxas serializes the wgmmas (C7512: too few
- * registers), ptxas 2026-12-04. */
-template <int D, bool PD = false> struct bwd90v3_regs {
-    static constexpr int PRODUCER = D == 64 ? 56 : PD ? 40 : 24;
+ * warpgroup (writers) spilled 4 bytes, 40 in deterministic mode; at P 40 or 56 nothing does. */
+template <int D> struct bwd90v3_regs {
+    static constexpr int PRODUCER = D == 64 ? 56 : 24;
     static constexpr int CONSUMER = 168 + (168 - PRODUCER) / 2;
     static_assert((168 - PRODUCER) * 128 == (CONSUMER - 168) * 256 && CONSUMER % 8 == 0,
                   "setmaxnreg: the registers given cover the registers taken");
 };
 
 /* Byte offsets from a 1024-byte aligned base; a tile of R rows x D columns is D / 64 panels of
- * R rows x 128 bytes (ptx_sm90.cuh's swizzle, which TMA writes). PD (sm90v3pd, with WRT): K in
- * two buffers, V in two at d 64 and one at d 128, sm90v3w's dQ staging in two at d 64 and one at
- * d 128 (the 32 KB the second K buffer takes: 226 KB of 227 in use at d 128) */
-template <int D, bool WRT = false, bool PD = false> struct bwd90v3_smem {
+ * R rows x 128 bytes (ptx_sm90.cuh's swizzle, which TMA writes). */
+template <int D, bool WRT = false> struct bwd90v3_smem {
     static constexpr int KV_BYTES = V3_BN * D * 2;
     static constexpr int QBUF = V3_BM * D * 2;            /* one stage of Q (or dO)       */
     static constexpr int DS_BUF = V3_BM * V3_BN * 2;      /* one dS [2 panels][BM][128 B] */
-    static constexpr int KS = PD ? 2 : 1, VS = PD && D == 64 ? 2 : 1; /* K, V buffers  */
-    static constexpr int NSB = PD && D == 128 ? 1 : 2;    /* sm90v3w's dQ staging buffers */
     static constexpr int K = 0;
-    static constexpr int V = K + KS * KV_BYTES;
-    static constexpr int Q = V + VS * KV_BYTES;           /* [2][D / 64][BM][128 B]       */
+    static constexpr int V = K + KV_BYTES;
+    static constexpr int Q = V + KV_BYTES;                /* [2][D / 64][BM][128 B]       */
     static constexpr int DO = Q + 2 * QBUF;
     static constexpr int DS = DO + 2 * QBUF;              /* [2][DS_BUF]                  */
     /* dQ staging, float: sm90v3 [2 wg][BM][272 B] rows; sm90v3t [2 wg][2 halves][BM][128 B],
      * 128-byte swizzled (the fp32 tensor map's boxes of 32 columns), 32 KB of the 34 */
     static constexpr int DQ = DS + 2 * DS_BUF;
-    static constexpr int DQ_BUF = 2 * 2 * V3_BM * 128;   /* sm90v3w: NSB of those, DQ_BUF apart */
-    static constexpr int LSE = DQ + (WRT ? NSB * DQ_BUF : 2 * V3_BM * V3_DQ_ROW); /* f32 [2][BM] */
+    static constexpr int DQ_BUF = 2 * 2 * V3_BM * 128;   /* sm90v3w: two of those, DQ_BUF apart */
+    static constexpr int LSE = DQ + (WRT ? 2 * DQ_BUF : 2 * V3_BM * V3_DQ_ROW); /* float [2][BM] */
     static constexpr int DSUM = LSE + 2 * V3_BM * 4;      /* float [2][BM], D             */
     static constexpr int INFO = DSUM + 2 * V3_BM * 4;     /* int [2][4]: the stage's Q block */
-    /* kv_full, full[2], empty[2]; PD: k_full[2], k_empty[2], v_full[2], v_empty[2] */
-    static constexpr int BARS = INFO + 2 * 16;
-    static constexpr int TOTAL = BARS + (PD ? 13 : 5) * 8;
+    static constexpr int BARS = INFO + 2 * 16;            /* kv_full, full[2], empty[2]   */
+    static constexpr int TOTAL = BARS + 5 * 8;
     static constexpr int LAUNCH = TOTAL + 1024;           /* room to align the base       */
 };
 static_assert(bwd90v3_smem<128>::LAUNCH <= 227 * 1024 &&
                   bwd90v3_smem<128, true>::LAUNCH <= 227 * 1024 &&
-                  bwd90v3_smem<64, true>::LAUNCH <= 227 * 1024 &&
-                  bwd90v3_smem<128, true, true>::LAUNCH <= 227 * 1024 &&
-                  bwd90v3_smem<64, true, true>::LAUNCH <= 227 * 1024,
+                  bwd90v3_smem<64, true>::LAUNCH <= 227 * 1024,
               "one block per SM fits");
 
 } // namespace
@@ -122,12 +110,6 @@ static __device__ __forceinline__ int bwd90v3_turn_counter(const attn_bwd_args &
 {
     return (int)(((int64_t)b * a.Hq + h) * ((a.Sq + V3_BM - 1) / V3_BM) + m);
 }
-
-/* A work item: K/V block n_block (keys [n0, n0 + BN)) of batch b, KV head hk, and its Q blocks
- * [m_begin, m_end) of each of the group's query heads (total in all) */
-struct bwd90v3_item {
-    int n_block, b, hk, n0, m_begin, m_end, total;
-};
 
 /* sm90v3wg (helper bwd9, 2026-12-04), deterministic mode without an upper key bound: which
  * (K block n, batch x head bh) this thread block runs, from its linear index in the grid
@@ -191,19 +173,8 @@ static __device__ __forceinline__ void bwd90v3_grouped(const attn_bwd_args &a, i
  * Tensor maps (D, S, H, B) of q, dout (boxes 64 x BM) and k, v (64 x BN). Grid: (K/V blocks of
  * BN keys, B Hkv); under DET with an upper key bound the K blocks run in reverse (bwd_turn).
  * GRP (family sm90v3wg, with DET): without an upper key bound the blocks take their (K block,
- * head) in groups of heads (bwd90v3_grouped), the same dQ order and bits.
- * PERS (family sm90v3pd, with WRT, not DET; helper bwd12): a grid of min(items, SMs) blocks,
- * each walking (batch, KV head, K/V block) items (item_at below); K in two buffers (V too at d
- * 64; bwd90v3_smem's PD layout), item n's in buffer n & 1 behind k_full / k_empty, V behind
- * v_full / v_empty. The producer, at the first Q block of item n, loads item n + 1's K (and V at
- * d 64) once item n - 1 handed its buffer back (k_empty: at its end), and at d 128 item n's V
- * once item n - 1's last dP^T completed (v_empty), so the loads run under item n's Q blocks
- * (d 64) or under the last part of item n - 1 and its dK, dV stores (d 128's V); the
- * consumers store dK, dV from registers at an item's end and find the next item's K, V in
- * place. bwd10's sm90v3p (2026-12-04: one K/V buffer, loaded after the hand-back, no
- * longest-first order) measured 0.58-0.94x sm90v3w. */
-template <typename T, int D, bool DET, bool MODS, bool TDQ, bool DQF, bool WRT, bool GRP = false,
-          bool PERS = false>
+ * head) in groups of heads (bwd90v3_grouped), the same dQ order and bits. */
+template <typename T, int D, bool DET, bool MODS, bool TDQ, bool DQF, bool WRT, bool GRP = false>
 __global__ void __launch_bounds__(V3_THREADS, 1)
     attn_bwd_sm90v3_kernel(const __grid_constant__ CUtensorMap tm_q,
                            const __grid_constant__ CUtensorMap tm_do,
@@ -212,9 +183,8 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                            const __grid_constant__ CUtensorMap tm_dq, const attn_bwd_args a)
 {
 #if FLASHC_PTX_SM90A
-    using L = bwd90v3_smem<D, WRT, PERS>;
+    using L = bwd90v3_smem<D, WRT>;
     static_assert(!WRT || (TDQ && DQF), "sm90v3w: sm90v3q with the dQ adds on writer warps");
-    static_assert(!PERS || (WRT && !DET), "sm90v3pd: sm90v3w's fast mode, persistent");
     /* sm90v3w's named barriers (1: the consumers' per-Q-block meeting at d 128; 2, 3: sm90v3t's
      * warpgroup barriers, and d 64's): staging buffer sb of warpgroup w full (consumers
      * arrive, its writer waits) and empty (the other way), 128 + 32 threads each */
@@ -241,63 +211,25 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
     const uint32_t kv_full = base + L::BARS;
     auto full = [&](int s) { return base + L::BARS + 8u * (1 + s); };
     auto empty = [&](int s) { return base + L::BARS + 8u * (3 + s); };
-    /* sm90v3pd: K buffer s loaded / read (k_full, k_empty), V buffer s (v_full, v_empty) */
-    auto k_full = [&](int s) { return base + L::BARS + 8u * (5 + s); };
-    auto k_empty = [&](int s) { return base + L::BARS + 8u * (7 + s); };
-    auto v_full = [&](int s) { return base + L::BARS + 8u * (9 + s); };
-    auto v_empty = [&](int s) { return base + L::BARS + 8u * (11 + s); };
 
     const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
     const bwd_range rg = bwd_range_of(a);
-    /* The block's work items: its own K/V block (blockIdx) or, persistent (PERS, sm90v3pd),
-     * its w-th item (w = 0, 1, ...: the rounds of gridDim.x items) of a linear order of the
-     * (B Hkv, K/V blocks) items. Without an upper key bound the items are alike and the
-     * order is the other grid's (K/V blocks fastest: the blocks running at once share a
-     * head's Q and dO in L2), block i taking item i of each round. With one (causal), K/V
-     * block n has fewer Q blocks the larger n: the order is n by n (heads fastest), longest
-     * first, and the rounds snake (block i takes place i of even rounds, gridDim.x - 1 - i of
-     * odd ones) so that each block's sum of lengths evens out; bwd10's sm90v3p, with the
-     * first order and no snake, lost 0.58x at causal 16k to that imbalance. Every role walks
-     * the same items; the Q-block counter it (ring stages and phases, dS and dQ staging
-     * buffers) runs on across them. */
-    const int n_kv = (a.Sk + BN - 1) / BN;
-    const int n_items = n_kv * a.B * a.Hkv;
-    const int w_end = PERS ? (n_items + (int)gridDim.x - 1) / (int)gridDim.x : 1;
-    auto item_at = [&](int w) {
-        bwd90v3_item x;
-        int bh;
-        if constexpr (PERS) {
-            const int i = ptx_block_index(), G = (int)gridDim.x;
-            const int r = w * G + (rg.has_hi && (w & 1) ? G - 1 - i : i);
-            if (rg.has_hi)
-                x.n_block = r / (a.B * a.Hkv), bh = r % (a.B * a.Hkv);
-            else
-                x.n_block = r % n_kv, bh = r / n_kv;
-            if (r >= n_items) /* the last round's missing places: no keys, no Q blocks */
-                x.n_block = n_kv, bh = 0;
-        } else if constexpr (DET && GRP) {
-            if (rg.has_hi) /* not launched so (attn_bwd_sm90v3_launch); kept correct all the same */
-                x.n_block = (int)gridDim.x - 1 - ptx_block_index(), bh = (int)blockIdx.y;
-            else
-                bwd90v3_grouped(a, &x.n_block, &bh);
-        } else {
-            x.n_block = DET && rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index()
-                                         : ptx_block_index();
-            bh = (int)blockIdx.y;
-        }
-        x.b = bh / a.Hkv, x.hk = bh % a.Hkv;
-        x.n0 = x.n_block * BN;
-        bwd_q_blocks(a, rg, x.n0, BN, BM, &x.m_begin, &x.m_end);
-        x.total = a.group * max(0, x.m_end - x.m_begin);
-        if (PERS && x.n0 >= a.Sk)
-            x.total = 0;
-        return x;
-    };
-    const bwd90v3_item first = item_at(0);
-    int all = first.total; /* the Q blocks of all the block's items */
-    if constexpr (PERS)
-        for (int w = 1; w < w_end; w++)
-            all += item_at(w).total;
+    int n_block, bh;
+    if constexpr (DET && GRP) {
+        if (rg.has_hi) /* not launched so (attn_bwd_sm90v3_launch); kept correct all the same */
+            n_block = (int)gridDim.x - 1 - ptx_block_index(), bh = (int)blockIdx.y;
+        else
+            bwd90v3_grouped(a, &n_block, &bh);
+    } else {
+        n_block = DET && rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index() : ptx_block_index();
+        bh = (int)blockIdx.y;
+    }
+    const int b = bh / a.Hkv, hk = bh % a.Hkv;
+    const int n0 = n_block * BN;
+    int m_begin, m_end;
+    bwd_q_blocks(a, rg, n0, BN, BM, &m_begin, &m_end);
+    const int per_head = max(0, m_end - m_begin);
+    const int total = a.group * per_head;
 
     if (tid == 0) {
         ptx_mbarrier_init(kv_full, 1);
@@ -305,41 +237,27 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
             ptx_mbarrier_init(full(s), 1 + 32); /* the expect_tx arrival + every producer lane's */
             ptx_mbarrier_init(empty(s), 256);   /* every consumer thread */
         }
-        if constexpr (PERS)
-            for (int s = 0; s < 2; s++) {
-                ptx_mbarrier_init(k_full(s), 1);
-                ptx_mbarrier_init(v_full(s), 1);
-                ptx_mbarrier_init(k_empty(s), 256); /* every consumer thread */
-                ptx_mbarrier_init(v_empty(s), 256);
-            }
         ptx_fence_mbarrier_init();
     }
     __syncthreads(); /* the only block-wide barrier: the roles part here */
 
     if (warp < 4) {
         /* ---- producer ---- */
-        ptx_setmaxnreg_dec<bwd90v3_regs<D, PERS>::PRODUCER>();
+        ptx_setmaxnreg_dec<bwd90v3_regs<D>::PRODUCER>();
         if constexpr (WRT) {
             if (warp == 1 || warp == 2) {
                 /* sm90v3w: warp 1 + w adds consumer warpgroup w's dQ tiles, so that neither
                  * the copy engine's reads nor deterministic mode's turn wait the consumers */
                 const int wgc = warp - 1;
-                if (all > 0)
+                if (total > 0)
                     ptx_named_bar_arrive(dq_empty_id(wgc, 0), 160);
-                if (L::NSB > 1 && all > 1)
+                if (total > 1)
                     ptx_named_bar_arrive(dq_empty_id(wgc, 1), 160);
                 /* the Q blocks in the producer's order (h, m), followed here rather than
                  * handed over in shared memory: a handoff less */
-                int w = 0;
-                bwd90v3_item x = first;
-                int h = x.hk * a.group, m = x.m_begin;
-                for (int it = 0, j = 0; it < all; it++, j++) {
-                    if constexpr (PERS) {
-                        while (j == x.total) /* the next item with Q blocks */
-                            w++, x = item_at(w), j = 0, h = x.hk * a.group, m = x.m_begin;
-                    }
-                    const int n_block = x.n_block, b = x.b, m_begin = x.m_begin, m_end = x.m_end;
-                    const int sb = it & (L::NSB - 1);
+                int h = hk * a.group, m = m_begin;
+                for (int it = 0; it < total; it++) {
+                    const int sb = it & 1;
                     ptx_named_bar_sync(dq_full_id(wgc, sb), 160);
                     if (lane == 0) {
                         const uint32_t st = base + L::DQ + sb * L::DQ_BUF + wgc * 2 * BM * 128;
@@ -367,7 +285,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                         }
                     }
                     __syncwarp();
-                    if (it + L::NSB < all) /* the consumers' next use of this buffer */
+                    if (it + 2 < total) /* the consumers' next use of this buffer */
                         ptx_named_bar_arrive(dq_empty_id(wgc, sb), 160);
                     if (++m == m_end)
                         h++, m = m_begin;
@@ -377,57 +295,19 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                 return;
             }
         }
-        if (warp != 0 || all == 0)
+        if (warp != 0 || total == 0)
             return;
         if (lane == 0) {
             ptx_prefetch_tensormap(&tm_q);
             ptx_prefetch_tensormap(&tm_do);
-        }
-        /* sm90v3pd: K, V of item x, the n-th of the block's items with Q blocks, into K buffer
-         * n & 1 and V buffer n % VS, each once the consumers handed back the buffer's previous
-         * item (k_empty at its end, v_empty after its last dP^T) */
-        auto k_load = [&](const bwd90v3_item &x, int n) {
-            if (n >= 2)
-                ptx_mbarrier_wait(k_empty(n & 1), (uint32_t)((n - 2) >> 1) & 1u);
-            const uint32_t dst = sK + (n & 1) * L::KV_BYTES;
-            ptx_mbarrier_arrive_expect_tx(k_full(n & 1), L::KV_BYTES);
-            for (int p = 0; p < D / 64; p++)
-                ptx_tma_load_4d(dst + p * BN * 128, &tm_k, k_full(n & 1), 64 * p, x.n0, x.hk, x.b);
-        };
-        auto v_load = [&](const bwd90v3_item &x, int n) {
-            constexpr int VS = L::VS;
-            if (n >= VS)
-                ptx_mbarrier_wait(v_empty(n % VS), (uint32_t)((n - VS) / VS) & 1u);
-            const uint32_t dst = sV + (n % VS) * L::KV_BYTES;
-            ptx_mbarrier_arrive_expect_tx(v_full(n % VS), L::KV_BYTES);
-            for (int p = 0; p < D / 64; p++)
-                ptx_tma_load_4d(dst + p * BN * 128, &tm_v, v_full(n % VS), 64 * p, x.n0, x.hk, x.b);
-        };
-        int w = 0, kvn = 0;
-        bwd90v3_item x = first;
-        if constexpr (PERS) {
-            while (x.total == 0) /* the first item with Q blocks (all > 0: there is one) */
-                w++, x = item_at(w);
-            if (lane == 0)
-                k_load(x, 0), v_load(x, 0);
-        } else if (lane == 0) {
             ptx_mbarrier_arrive_expect_tx(kv_full, 2 * L::KV_BYTES);
             for (int p = 0; p < D / 64; p++) {
-                ptx_tma_load_4d(sK + p * BN * 128, &tm_k, kv_full, 64 * p, x.n0, x.hk, x.b);
-                ptx_tma_load_4d(sV + p * BN * 128, &tm_v, kv_full, 64 * p, x.n0, x.hk, x.b);
+                ptx_tma_load_4d(sK + p * BN * 128, &tm_k, kv_full, 64 * p, n0, hk, b);
+                ptx_tma_load_4d(sV + p * BN * 128, &tm_v, kv_full, 64 * p, n0, hk, b);
             }
         }
-        int h = x.hk * a.group, m = x.m_begin;
-        for (int it = 0, j = 0; it < all; it++, j++) {
-            if constexpr (PERS) {
-                if (j == x.total) { /* the next item with Q blocks */
-                    do
-                        w++, x = item_at(w);
-                    while (x.total == 0);
-                    j = 0, kvn++, h = x.hk * a.group, m = x.m_begin;
-                }
-            }
-            const int n_block = x.n_block, b = x.b, m_begin = x.m_begin, m_end = x.m_end;
+        int h = hk * a.group, m = m_begin;
+        for (int it = 0; it < total; it++) {
             const int s = it & 1;
             const int m0 = m * BM;
             /* the stage's previous Q block is done (a fresh barrier passes parity 1 at once) */
@@ -437,31 +317,14 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                  * the Q block's first row, head, turn counter and turn (deterministic mode) */
                 int *info = (int *)(sbase + L::INFO) + 4 * s;
                 info[0] = m0, info[1] = h;
-                info[2] = PERS ? x.n0 : bwd90v3_turn_counter(a, b, h, m); /* sm90v3pd: */
-                info[3] = PERS ? b : DET ? bwd_turn(rg, n_block, (int)gridDim.x, m, BM, BN) : 0;
+                info[2] = bwd90v3_turn_counter(a, b, h, m);
+                info[3] = DET ? bwd_turn(rg, n_block, (int)gridDim.x, m, BM, BN) : 0;
                 ptx_mbarrier_arrive_expect_tx(full(s), 2 * L::QBUF);
                 for (int p = 0; p < D / 64; p++) {
                     ptx_tma_load_4d(sQ + s * L::QBUF + p * BM * 128, &tm_q, full(s), 64 * p, m0,
                                     h, b);
                     ptx_tma_load_4d(sdO + s * L::QBUF + p * BM * 128, &tm_do, full(s), 64 * p,
                                     m0, h, b);
-                }
-                if (PERS && j == 0) {
-                    /* d 128: this item's V once the previous item's last dP^T is done; then
-                     * the next item's K (and V at d 64) into the other buffer, which the
-                     * consumers hand back at the end of the previous item: loaded while this
-                     * item runs */
-                    if (L::VS == 1 && kvn > 0)
-                        v_load(x, kvn);
-                    for (int w2 = w + 1; w2 < w_end; w2++) {
-                        const bwd90v3_item y = item_at(w2);
-                        if (y.total > 0) {
-                            k_load(y, kvn + 1);
-                            if (L::VS == 2)
-                                v_load(y, kvn + 1);
-                            break;
-                        }
-                    }
                 }
             }
             /* LSE and D rows (rows past Sq: zeros; with Q, dO zero there they add nothing to
@@ -490,7 +353,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
     }
 
     /* ---- consumers ---- */
-    ptx_setmaxnreg_inc<bwd90v3_regs<D, PERS>::CONSUMER>();
+    ptx_setmaxnreg_inc<bwd90v3_regs<D>::CONSUMER>();
     const int cw = warp - 4, wg = cw / 4, wq = cw % 4;
     const int g = lane / 4, t = lane % 4;
     const bool issuer = TDQ && wq == 0 && lane == 0; /* sm90v3t: its warpgroup's dQ adds */
@@ -504,75 +367,13 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
         for (int e = 0; e < 4; e++)
             dk[dt][e] = dv[dt][e] = 0.0f;
 
-    /* item x's dK = scale dS^T Q and dV; rows past Sk not stored; all zero if no query sees
-     * the keys; sm90v3pd: the registers zeroed again for the next item */
-    auto finish = [&](const bwd90v3_item &x) {
-        T *dkg = (T *)a.dk + x.b * a.sdk[0] + x.hk * a.sdk[2] + (int64_t)x.n0 * a.sdk[1] + 2 * t;
-        T *dvg = (T *)a.dv + x.b * a.sdv[0] + x.hk * a.sdv[2] + (int64_t)x.n0 * a.sdv[1] + 2 * t;
-#pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-            const int r = cw * 16 + g + 8 * hr;
-            if (x.n0 + r < a.Sk) {
-                T *krow = dkg + (int64_t)r * a.sdk[1];
-                T *vrow = dvg + (int64_t)r * a.sdv[1];
-#pragma unroll
-                for (int dt = 0; dt < DT; dt++) {
-                    *(uint32_t *)(krow + dt * 8) =
-                        ptx_pack2(T(), dk[dt][2 * hr] * a.scale, dk[dt][2 * hr + 1] * a.scale);
-                    *(uint32_t *)(vrow + dt * 8) =
-                        ptx_pack2(T(), dv[dt][2 * hr], dv[dt][2 * hr + 1]);
-                }
-            }
-        }
-        if constexpr (PERS) {
-#pragma unroll
-            for (int dt = 0; dt < DT; dt++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    dk[dt][e] = dv[dt][e] = 0.0f;
-        }
-    };
-
-    /* sm90v3pd: item w, its Q blocks left, kvc its index among the block's items with Q blocks
-     * (its K, V buffers kb, vb); the item's K/V block and batch come with each Q block (info),
-     * recomputed at its end only (registers) */
-    int w = 0, left = first.total, kvc = 0;
-    uint32_t kb = sK, vb = sV;
-    const bwd90v3_item x = first; /* without PERS: the block's one item */
-    if constexpr (PERS) {
-        if (all > 0) {
-            while (left == 0) /* items before the first with Q blocks: no query sees their keys */
-                finish(item_at(w)), w++, left = item_at(w).total;
-            ptx_mbarrier_wait(k_full(0), 0);
-            ptx_mbarrier_wait(v_full(0), 0);
-        }
-    } else if (first.total > 0) {
+    if (total > 0)
         ptx_mbarrier_wait(kv_full, 0);
-    }
-    for (int it = 0; it < all; it++) {
-        if constexpr (PERS) {
-            while (left == 0) {
-                /* item w done (or empty): its K, V handed back in its last Q block (below), its
-                 * dK, dV out while the next item's K, V, loaded during it, are in place */
-                finish(item_at(w));
-                w++;
-                left = item_at(w).total;
-                if (left > 0) {
-                    kvc++;
-                    constexpr int VS = L::VS;
-                    ptx_mbarrier_wait(k_full(kvc & 1), (uint32_t)(kvc >> 1) & 1u);
-                    ptx_mbarrier_wait(v_full(kvc % VS), (uint32_t)(kvc / VS) & 1u);
-                    kb = sK + (kvc & 1) * L::KV_BYTES;
-                    vb = sV + (kvc % VS) * L::KV_BYTES;
-                }
-            }
-            left--;
-        }
+    for (int it = 0; it < total; it++) {
         const int buf = it & 1;
         ptx_mbarrier_wait(full(buf), ((uint32_t)it >> 1) & 1u);
         const int *info = (const int *)(sbase + L::INFO) + 4 * buf;
         const int m0 = info[0], h = info[1];
-        const int n0 = PERS ? info[2] : x.n0, b = PERS ? info[3] : x.b;
         const uint32_t q_buf = sQ + buf * L::QBUF, do_buf = sdO + buf * L::QBUF;
         const uint32_t sdS = base + L::DS + buf * L::DS_BUF;
         const float *lrow = sL + buf * BM, *drow = sDs + buf * BM;
@@ -582,7 +383,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
         ptx_wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < D / 16; ks++) {
-            const uint32_t ka = kb + (ks / 4) * BN * 128 + wg * 64 * 128 + (ks % 4) * 32;
+            const uint32_t ka = sK + (ks / 4) * BN * 128 + wg * 64 * 128 + (ks % 4) * 32;
             const uint32_t qb = q_buf + (ks / 4) * BM * 128 + (ks % 4) * 32;
             ptx_wgmma_ss_m64n64k16<0>(T(), s, ptx_wgmma_desc(ka, 16, 1024),
                                       ptx_wgmma_desc(qb, 16, 1024), ks > 0);
@@ -590,7 +391,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
         ptx_wgmma_commit();
 #pragma unroll
         for (int ks = 0; ks < D / 16; ks++) {
-            const uint32_t va = vb + (ks / 4) * BN * 128 + wg * 64 * 128 + (ks % 4) * 32;
+            const uint32_t va = sV + (ks / 4) * BN * 128 + wg * 64 * 128 + (ks % 4) * 32;
             const uint32_t ob = do_buf + (ks / 4) * BM * 128 + (ks % 4) * 32;
             ptx_wgmma_ss_m64n64k16<0>(T(), dp, ptx_wgmma_desc(va, 16, 1024),
                                       ptx_wgmma_desc(ob, 16, 1024), ks > 0);
@@ -643,8 +444,6 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                     dp[nt][e] = ds;
                 }
         }
-        if (PERS && left == 0) /* the item's last read of V (dP^T) completed */
-            ptx_mbarrier_arrive(v_empty(kvc % L::VS));
 
         /* A fragments: tiles 2 kk, 2 kk + 1 are queries [16 kk, 16 kk + 16) */
 #pragma unroll
@@ -707,7 +506,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
         else
             ptx_named_bar_sync(1, 256);
         float acc[8][4];
-        bwd_dq_mma<T, BM, BN, DQ_BY_KEYS>(acc, sdS, kb, wg);
+        bwd_dq_mma<T, BM, BN, DQ_BY_KEYS>(acc, sdS, sK, wg);
         if constexpr (DQF) {
             /* dV, dK behind dQ: the dQ epilogue below runs while they are on the tensor
              * cores (in sm90v3t they ran before the barrier instead) */
@@ -738,8 +537,8 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
              * 16-byte chunk c / 4 of row r of half hf stored at chunk (c / 4) ^ (r mod 8), the
              * tensor map's 128-byte swizzle; a warp's 32 float2 stores then fill 32 banks
              * twice, the minimum), then one thread adds both halves */
-            const int sb = it & (L::NSB - 1);
-            if constexpr (WRT) /* this buffer's adds of NSB Q blocks ago have read it */
+            const int sb = it & 1;
+            if constexpr (WRT) /* this buffer's adds of two Q blocks ago have read it */
                 ptx_named_bar_sync(dq_empty_id(wg, sb), 160);
             const uint32_t stage_s = base + L::DQ + (WRT ? sb * L::DQ_BUF : 0) + wg * 2 * BM * 128;
 #pragma unroll
@@ -841,16 +640,28 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
          * rather than lane 0 after __syncwarp: that costs the sm90v3t/v3q instances 4-56 more
          * bytes of spills (ptxas), but racecheck need not follow the warp barrier. */
         ptx_mbarrier_arrive(empty(buf));
-        if (PERS && left == 0) /* the item's last read of K (dQ = dS K) completed */
-            ptx_mbarrier_arrive(k_empty(kvc & 1));
     }
     /* the block's shared memory outlives the copy engine's last reads */
     if (lane < 16)
         ptx_bulk_wait_group<0>();
-    finish(PERS ? item_at(w) : x);
-    if constexpr (PERS) /* the items after the last with Q blocks: no query sees their keys */
-        for (w++; w < w_end; w++)
-            finish(item_at(w));
+
+    /* dK = scale dS^T Q and dV; rows past Sk not stored; all zero if no query sees the keys */
+    T *dkg = (T *)a.dk + b * a.sdk[0] + hk * a.sdk[2] + (int64_t)n0 * a.sdk[1] + 2 * t;
+    T *dvg = (T *)a.dv + b * a.sdv[0] + hk * a.sdv[2] + (int64_t)n0 * a.sdv[1] + 2 * t;
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        const int r = cw * 16 + g + 8 * hr;
+        if (n0 + r < a.Sk) {
+            T *krow = dkg + (int64_t)r * a.sdk[1];
+            T *vrow = dvg + (int64_t)r * a.sdv[1];
+#pragma unroll
+            for (int dt = 0; dt < DT; dt++) {
+                *(uint32_t *)(krow + dt * 8) =
+                    ptx_pack2(T(), dk[dt][2 * hr] * a.scale, dk[dt][2 * hr + 1] * a.scale);
+                *(uint32_t *)(vrow + dt * 8) = ptx_pack2(T(), dv[dt][2 * hr], dv[dt][2 * hr + 1]);
+            }
+        }
+    }
 #endif
 }
 
@@ -925,14 +736,9 @@ static int bwd90v3_map_dq(CUtensorMap *m, const attn_bwd_args *a, int D)
                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <typename T, int D, bool TDQ, bool DQF = false, bool WRT = false, bool GRP = false,
-          bool PERS = false>
+template <typename T, int D, bool TDQ, bool DQF = false, bool WRT = false, bool GRP = false>
 static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
-    /* sm90v3pd leaves deterministic mode to sm90v3wg, the default (its turns assume a block
-     * per K/V block, started in order: a persistent block would wait on items not yet begun) */
-    if (PERS && a->deterministic)
-        return attn_bwd_sm90v3_launch<T, D, TDQ, DQF, WRT, true>(a, stream);
     const flashc_dtype dt = std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16;
     CUtensorMap mq, mdo, mk, mv, mdq;
     memset(&mdq, 0, sizeof mdq); /* read by sm90v3t only */
@@ -957,7 +763,7 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     if (err != cudaSuccess)
         return err;
 
-    constexpr int smem = bwd90v3_smem<D, WRT, PERS>::LAUNCH;
+    constexpr int smem = bwd90v3_smem<D, WRT>::LAUNCH;
     const bool mods = a->softcap > 0.0f || a->alibi;
     /* sm90v3wg: the grouped order only without an upper key bound (causal or a right window:
      * sm90v3w's kernel, whose reversed K blocks its turns need) */
@@ -967,25 +773,15 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
         mods ? (a->deterministic
                     ? (grp ? attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF, WRT, GRP>
                            : attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF, WRT>)
-                    : attn_bwd_sm90v3_kernel<T, D, false, true, TDQ, DQF, WRT, false, PERS>)
+                    : attn_bwd_sm90v3_kernel<T, D, false, true, TDQ, DQF, WRT>)
              : (a->deterministic
                     ? (grp ? attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT, GRP>
                            : attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT>)
-                    : attn_bwd_sm90v3_kernel<T, D, false, false, TDQ, DQF, WRT, false, PERS>);
+                    : attn_bwd_sm90v3_kernel<T, D, false, false, TDQ, DQF, WRT>);
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess)
         return err;
-    const unsigned n_kv = (unsigned)((a->Sk + V3_BN - 1) / V3_BN);
-    dim3 grid(n_kv, (unsigned)(a->B * a->Hkv), 1);
-    if (PERS) { /* one block per SM, each walking items of the grid above (the kernel) */
-        int dev = 0, sms = 0;
-        if ((err = cudaGetDevice(&dev)) != cudaSuccess ||
-            (err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) !=
-                cudaSuccess)
-            return err;
-        const int64_t items = (int64_t)n_kv * a->B * a->Hkv;
-        grid = dim3((unsigned)(items < sms ? items : sms), 1, 1);
-    }
+    const dim3 grid((unsigned)((a->Sk + V3_BN - 1) / V3_BN), (unsigned)(a->B * a->Hkv), 1);
     kernel<<<grid, V3_THREADS, smem, stream>>>(mq, mdo, mk, mv, mdq, *a);
     if ((err = cudaGetLastError()) != cudaSuccess)
         return err;
@@ -1053,25 +849,6 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
     {"attn_bwd_f16_sm90v3wg_d64_64x128", "sm90v3wg", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 64, true, true, true, true>,
      NULL, 0},
-    /* sm90v3pd (helper bwd12, 2026-12-04; opt-in until a device run): sm90v3w on a persistent
-     * grid, one block per SM walking (batch, KV head, K/V block) items (longest first under
-     * an upper key bound, bwd90v3_smem's PD buffers): the next item's K (and V at d 64) load
-     * into the second buffer while the current item runs, V at d 128 once the item's last
-     * dP^T is done, so that the consumers go from one item's dK, dV stores to the next
-     * item's first Q block without a wait. Fast mode only: deterministic mode runs sm90v3wg
-     * (the launcher) */
-    {"attn_bwd_bf16_sm90v3pd_d128_64x128", "sm90v3pd", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128, true, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true, true, false, true>, NULL, 1},
-    {"attn_bwd_f16_sm90v3pd_d128_64x128", "sm90v3pd", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128, true, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__half, 128, true, true, true, false, true>, NULL, 1},
-    {"attn_bwd_bf16_sm90v3pd_d64_64x128", "sm90v3pd", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, true, true, true, false, true>, NULL, 1},
-    {"attn_bwd_f16_sm90v3pd_d64_64x128", "sm90v3pd", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__half, 64, true, true, true, false, true>, NULL, 1},
 };
 const int attn_bwd_sm90v3_variant_count =
     (int)(sizeof attn_bwd_sm90v3_variants / sizeof attn_bwd_sm90v3_variants[0]);
