@@ -10,7 +10,8 @@
  *
  * Cases: every head dim of {1, 8, 32, 40, 59, 64, 72, 80, 96, 104, 111, 112, 120, 128, 160,
  * 192, 224, 256} (the instances, padded ones, and odd ones whose packed rows are not 16-byte
- * aligned; 8 to 120 are the sm90 kernels' padded dims with FLASHC_CUDA_SM90_PAD=1), bf16 and
+ * aligned; 72 to 120 are the sm90 kernels' padded dims by default, 8 to 56 too with
+ * FLASHC_CUDA_SM90_PAD=1), bf16 and
  * fp16, with seqlen pairs (1,1) (1,147) (113,203) (128,217) (108,256), causal and not, MHA /
  * GQA / MQA; (1023,1024) (1024,1023) (1024,1024) at 64 96 128 192 256; (3,799) (20000,16) at
  * 59 64 128 192 256; plus a (B, H, S, D) strided layout, rows of a wider pitch (D not a
@@ -25,7 +26,8 @@
  * FLASHC_CUDA_KERNEL=sm80|sm90v5|... forces one kernel family (read by the library); cases that
  * family does not serve are refused by both calls, counted and reported as not served, and
  * each test then still needs one served case unless the family serves none of its head dim.
- * FLASHC_CUDA_SM90_PAD=1 (read by the library) lets sm90v6/v7/v9/np serve padded head dims;
+ * FLASHC_CUDA_SM90_PAD (read by the library; unset: the d 128 instances pad, =1: the d 64 ones
+ * too, =0: none) lets sm90v6/v7/v9/np serve padded head dims;
  * a forced sm90 family must still refuse every D % 8 != 0 (test_pitched_rows).
  *
  * No CUDA device (or a build without CUDA): prints why and exits 77, which ctest reports as
@@ -435,7 +437,7 @@ static void test_strided_layout_and_stream(void **state)
 /* Rows 16-byte aligned but D not a multiple of 8 (views of a wider buffer): the 16-byte path
  * with the last chunk of each row predicated down to the bytes that exist, and o's stores
  * stopping at column D (the padding must keep its poison). Then D % 8 == 0 below an sm90
- * instance's (40 / 64, 96 / 128): with FLASHC_CUDA_SM90_PAD=1 the copy engine's store of O
+ * instance's (40 / 64, 96 / 128): padded (96 by default, 40 with FLASHC_CUDA_SM90_PAD=1) the copy engine's store of O
  * must drop the columns >= D, which here are the pitch's padding. A forced sm90 family
  * refuses every D % 8 != 0 (the padded dims are whole 16-byte units only). */
 static void test_pitched_rows(void **state)

@@ -233,9 +233,14 @@ static void make_plan(const attn_problem *p, bwd_plan *pl)
      * Q-side work (pack_at of Q and dO, dQ's C round trip) spreads over twice the keys of the
      * float32 path's 64 x 64 (bench/RESULTS.md, issue 16: d 128 n 2048, 64 x 64 1.71x the
      * float32 backward, 128 x 128 2.46x; d 64: 64 x 128 1.82x against 1.59x). 256 keys
-     * (FLASHC_CPU_BWD_MM=1:128x256, 1:64x256) give these tiles' bits (mm_seg_len): 1.03-1.08x at
-     * n >= 2048 on the dev Xeon, opt-in until the H200 host's run (bench/RESULTS.md, amx12) */
-    const long long mbr = (p->D > p->Dv ? p->D : p->Dv) >= 128 ? 128 : 64, mbc = 128;
+     * (FLASHC_CPU_BWD_MM=1:128x256, 1:64x256) give these tiles' bits (mm_seg_len). On the H200
+     * host's Xeon (2026-12-04, bench/gpu/s10_amx12.sh, two passes, 2 threads, n 1k-4k, causal
+     * and not; bench/RESULTS.md, amx12): at d 64, 128 x 256 tiles 1.01-1.52x the 64 x 128 ones
+     * (geometric mean 1.145x; 64 x 256, same bits as 64 x 128, 1.086x, min 0.95): the default
+     * below d 128 (other bits, the same hi + lo split, within the 2x rule); at d 128, 128 x 256
+     * 0.96-1.16x (mean 1.057x, min 0.957): 128 x 128 stays. */
+    const int wide = (p->D > p->Dv ? p->D : p->Dv) >= 128;
+    const long long mbr = 128, mbc = wide ? 128 : 256;
     long long tbr = mbr, tbc = mbc;
     if (pl->mm && opt && opt[0] && opt[1] == ':' &&
         (sscanf(opt + 2, "%lldx%lld", &tbr, &tbc) != 2 || tbr < 1 || tbc < 1 || tbr > 1024 ||

@@ -23,9 +23,8 @@
  * no code besides the key mask (zero V rows times P = 0 stay 0). Output: direct 4-byte stores
  * from the accumulators; LSE = m scale + ln l.
  *
- * What it serves: bf16/fp16, head dims 64 and 128 (192 and 256 in sm90v6h*, opt-in; with
- * FLASHC_CUDA_SM90_PAD=1 the default families also every D % 8 == 0 below 128, padded by the
- * copy engine: sm90_pads), rows 16-byte aligned (the copy engine's stride rule), compute
+ * What it serves: bf16/fp16, head dims 64, 128, 192 and 256 (sm90v6h*), and every D % 8 == 0
+ * in (64, 128) padded by the copy engine (below 64 too with FLASHC_CUDA_SM90_PAD=1: sm90_pads), rows 16-byte aligned (the copy engine's stride rule), compute
  * capability 9.0 exactly (sm_90a code runs on no later chip); anything else goes to the sm80
  * kernel (see attn.cu). A per-row key range [lo, hi) would change two places: which blocks the
  * producer and consumers walk (now [0, n_end)), and mask_block.
@@ -1054,28 +1053,36 @@ static int make_maps(const attn_fwd_args *a, flashc_dtype dt, int bm, int bn, CU
            make_map(mv, dt, a->v, a->B, a->Sk, Hkv, a->D, a->sv, bn);
 }
 
-/* FLASHC_CUDA_SM90_PAD=1, read once (opt-in until a device run has measured it; bench/
- * RESULTS.md, "Issue 11: every head dim <= 128 on sm90 by TMA padding"): the default families'
- * TMA-store kernels (sm90v6, sm90v7, sm90v9, and sm90np's d 128 entries; sm90np's d 64 causal
- * entry stores O directly, so sm90np pads at d 128 only, serving all or none of a head dim's
- * cases) serve every head dim D <= their instance's with D % 8 == 0, the d 64 instance D in
- * [8, 64], the d 128 instance D in (64, 128]. Nothing in the kernel changes: the tensor maps
- * keep the true inner dimension D (boxes of 64 columns), so the copy engine zero-fills the
- * columns >= D of Q, K and V in shared memory, where S = Q K^T is unchanged by the zeros and
- * P V computes zero columns, and the TMA store of O drops the columns >= D. D % 8 == 0 keeps
- * every row's bytes whole 16-byte units, which the copy engine requires of the strides
- * anyway; other D stay with sm80. */
-static int sm90_pad_enabled(void)
+/* Padded head dims (bench/RESULTS.md, "Issue 11: every head dim <= 128 on sm90 by TMA padding"
+ * and its device run of 2026-12-04): the default families' TMA-store kernels (sm90v6, sm90v7,
+ * sm90v9, and sm90np's d 128 entries; sm90np's d 64 causal entry stores O directly, so sm90np
+ * pads at d 128 only, serving all or none of a head dim's cases) serve head dims D below their
+ * instance's with D % 8 == 0, the d 64 instance D in [8, 64), the d 128 instance D in (64, 128).
+ * Nothing in the kernel changes: the tensor maps keep the true inner dimension D (boxes of 64
+ * columns), so the copy engine zero-fills the columns >= D of Q, K and V in shared memory,
+ * where S = Q K^T is unchanged by the zeros and P V computes zero columns, and the TMA store of
+ * O drops the columns >= D. D % 8 == 0 keeps every row's bytes whole 16-byte units, which the
+ * copy engine requires of the strides anyway; other D stay with sm80.
+ * FLASHC_CUDA_SM90_PAD (read once): unset, the d 128 instances pad (D 72-120: 1.65-1.78x sm80
+ * at d 96, 2k and 4k, causal and not, on the H200) and the d 64 ones do not (d 32: 1.08x
+ * without the mask, 0.98-1.00x under it); "1" pads both, "0" neither. */
+enum { SM90_PAD_NONE = 0, SM90_PAD_D128 = 1, SM90_PAD_ALL = 2 };
+static int sm90_pad_mode(void)
 {
     static int value = -1;
     if (value < 0) {
         const char *e = getenv("FLASHC_CUDA_SM90_PAD");
-        value = e && strcmp(e, "1") == 0; /* racing first calls store the same value */
+        value = !e || !e[0]              ? SM90_PAD_D128
+                : strcmp(e, "1") == 0 ? SM90_PAD_ALL
+                : strcmp(e, "0") == 0 ? SM90_PAD_NONE
+                                      : SM90_PAD_D128; /* racing first calls store the same */
     }
     return value;
 }
-static int sm90_pads(const attn_fwd_variant *v)
+static int sm90_pads(const attn_fwd_variant *v, int mode)
 {
+    if (mode == SM90_PAD_NONE || (mode == SM90_PAD_D128 && v->head_dim != 128))
+        return 0;
     return (strcmp(v->family, "sm90v6") == 0 || strcmp(v->family, "sm90v7") == 0 ||
             strcmp(v->family, "sm90v9") == 0 ||
             (strcmp(v->family, "sm90np") == 0 && v->head_dim == 128));
@@ -1087,10 +1094,10 @@ static int sm90_pads(const attn_fwd_variant *v)
 static int sm90_supports_rows(const attn_fwd_variant *v, const attn_problem *p, int cc,
                               int vec16, int kv_rows)
 {
-    const int pad = sm90_pad_enabled(); /* read at the first call, whatever its head dim */
+    const int pad = sm90_pad_mode(); /* read at the first call, whatever its head dim */
     if (cc != 90 || !vec16)
         return 0;
-    if (p->D != v->head_dim && (p->D % 8 != 0 || !pad || !sm90_pads(v)))
+    if (p->D != v->head_dim && (p->D % 8 != 0 || !sm90_pads(v, pad)))
         return 0;
     attn_fwd_args a;
     memset(&a, 0, sizeof a);
@@ -1336,6 +1343,13 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
     {"attn_fwd_bf16_sm90abl_" #NAME "_d128_128x" #BN, "sm90abl", FLASHC_BF16, 65, 128, 90, 128,   \
      BN, 0, 0, sm90_supports_abl<K>, attn_fwd_sm90_launch<__nv_bfloat16, 128, BN, ST, VER>}
 const attn_fwd_variant attn_fwd_sm90_variants[] = {
+    /* d 256 and 192 (bench/RESULTS.md, "Issue 11: sm90 forward at d 192/256", device run of
+     * 2026-12-04 ~06:57 UTC, bench/gpu/s10_fwd18.sh): every family 2.2-2.6x sm80 from 1k (the
+     * shortest measured); the fastest, sm90v6hnp at d 256 (0.97-1.24x cuDNN) and sm90v6hw at
+     * d 192 (0.90-1.09x cuDNN), from 1024, sm80 below. */
+    SM90_FAMILY_S("sm90v6hnp", 256, 128, 64, 2, sm90_ver(7, SM90_ABL_PINGPONG), 1, 1024,
+                  sm90_supports),
+    SM90_FAMILY_S("sm90v6hw", 192, 128, 80, 2, 7, 1, 1024, sm90_supports),
     /* sm90np, the defaults without ping-pong, first where the device run's rule put them (the
      * SM90_NP_* thresholds above); the same kernels as its forced-only entries below */
     SM90_FAMILY_S("sm90np", 128, 128, 128, 2, sm90_ver(11, SM90_ABL_PINGPONG), 1, 4096,
@@ -1441,15 +1455,16 @@ const attn_fwd_variant attn_fwd_sm90_variants[] = {
     SM90_FAMILY_S("sm90np", 64, 128, 128, 3, sm90_ver(5, SM90_ABL_PINGPONG), 0, 0,
                   sm90_supports_c),
     /* sm90v6h (d 192 and 256; bench/RESULTS.md, "Issue 11: sm90 forward at d 192/256"): v6
-     * (VER 7) on 64-key blocks, 2 stages, both masks; sm90v6hnp the same without ping-pong.
-     * Forced only until a device run has timed them against sm80. */
+     * (VER 7) on 64-key blocks, 2 stages, both masks; sm90v6hnp the same without ping-pong
+     * (the default at d 256 from 1k: the entry at the top). */
     SM90_FAMILY_S("sm90v6h", 256, 128, 64, 2, 7, 0, 0, sm90_supports),
     SM90_FAMILY_S("sm90v6h", 192, 128, 64, 2, 7, 0, 0, sm90_supports),
     SM90_FAMILY_S("sm90v6hnp", 256, 128, 64, 2, sm90_ver(7, SM90_ABL_PINGPONG), 0, 0,
                   sm90_supports),
     SM90_FAMILY_S("sm90v6hnp", 192, 128, 64, 2, sm90_ver(7, SM90_ABL_PINGPONG), 0, 0,
                   sm90_supports),
-    /* sm90v6hw: FlashAttention-3's d 256 block, 80 keys, 2 stages; at d 256 the staged O no
+    /* sm90v6hw (the default at d 192 from 1k: the entry at the top): FlashAttention-3's d 256
+     * block, 80 keys, 2 stages; at d 256 the staged O no
      * longer fits beside them (Q 64 KB + K / V 4 x 40 KB = 224 KB), so v6d (VER 6: direct
      * stores of O), at d 192 v6 (VER 7; Q 48 + K / V 120 + O 48 KB) */
     SM90_FAMILY_S("sm90v6hw", 256, 128, 80, 2, 6, 0, 0, sm90_supports),
