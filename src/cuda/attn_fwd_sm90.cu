@@ -24,8 +24,9 @@
  * from the accumulators; LSE = m scale + ln l.
  *
  * What it serves: bf16/fp16, head dims 64, 128, 192 and 256 (sm90v6h*), and every D % 8 == 0
- * in (64, 128) padded by the copy engine (below 64 too with FLASHC_CUDA_SM90_PAD=1: sm90_pads), rows 16-byte aligned (the copy engine's stride rule), compute
- * capability 9.0 exactly (sm_90a code runs on no later chip); anything else goes to the sm80
+ * in (64, 128) padded by the copy engine (below 64 too with FLASHC_CUDA_SM90_PAD=1:
+ * sm90_pads), rows 16-byte aligned (the copy engine's stride rule), compute capability 9.0
+ * exactly (sm_90a code runs on no later chip); anything else goes to the sm80
  * kernel (see attn.cu). A per-row key range [lo, hi) would change two places: which blocks the
  * producer and consumers walk (now [0, n_end)), and mask_block.
  *
@@ -1464,9 +1465,9 @@ const attn_fwd_variant attn_fwd_sm90_variants[] = {
     SM90_FAMILY_S("sm90v6hnp", 192, 128, 64, 2, sm90_ver(7, SM90_ABL_PINGPONG), 0, 0,
                   sm90_supports),
     /* sm90v6hw (the default at d 192 from 1k: the entry at the top): FlashAttention-3's d 256
-     * block, 80 keys, 2 stages; at d 256 the staged O no
-     * longer fits beside them (Q 64 KB + K / V 4 x 40 KB = 224 KB), so v6d (VER 6: direct
-     * stores of O), at d 192 v6 (VER 7; Q 48 + K / V 120 + O 48 KB) */
+     * block, 80 keys, 2 stages; at d 256 the staged O no longer fits beside them (Q 64 KB +
+     * K / V 4 x 40 KB = 224 KB), so v6d (VER 6: direct stores of O), at d 192 v6 (VER 7;
+     * Q 48 + K / V 120 + O 48 KB) */
     SM90_FAMILY_S("sm90v6hw", 256, 128, 80, 2, 6, 0, 0, sm90_supports),
     SM90_FAMILY_S("sm90v6hw", 192, 128, 80, 2, 7, 0, 0, sm90_supports),
 };
