@@ -1073,10 +1073,9 @@ static int sm90_pad_mode(void)
     static int value = -1;
     if (value < 0) {
         const char *e = getenv("FLASHC_CUDA_SM90_PAD");
-        value = !e || !e[0]              ? SM90_PAD_D128
-                : strcmp(e, "1") == 0 ? SM90_PAD_ALL
-                : strcmp(e, "0") == 0 ? SM90_PAD_NONE
-                                      : SM90_PAD_D128; /* racing first calls store the same */
+        value = e && strcmp(e, "1") == 0   ? SM90_PAD_ALL
+                : e && strcmp(e, "0") == 0 ? SM90_PAD_NONE
+                                           : SM90_PAD_D128; /* racing first calls agree */
     }
     return value;
 }
@@ -1457,19 +1456,17 @@ const attn_fwd_variant attn_fwd_sm90_variants[] = {
                   sm90_supports_c),
     /* sm90v6h (d 192 and 256; bench/RESULTS.md, "Issue 11: sm90 forward at d 192/256"): v6
      * (VER 7) on 64-key blocks, 2 stages, both masks; sm90v6hnp the same without ping-pong
-     * (the default at d 256 from 1k: the entry at the top). */
+     * (its d 256 kernel is the default from 1k: the entry at the top, which a forced
+     * sm90v6hnp takes at every length). */
     SM90_FAMILY_S("sm90v6h", 256, 128, 64, 2, 7, 0, 0, sm90_supports),
     SM90_FAMILY_S("sm90v6h", 192, 128, 64, 2, 7, 0, 0, sm90_supports),
-    SM90_FAMILY_S("sm90v6hnp", 256, 128, 64, 2, sm90_ver(7, SM90_ABL_PINGPONG), 0, 0,
-                  sm90_supports),
     SM90_FAMILY_S("sm90v6hnp", 192, 128, 64, 2, sm90_ver(7, SM90_ABL_PINGPONG), 0, 0,
                   sm90_supports),
-    /* sm90v6hw (the default at d 192 from 1k: the entry at the top): FlashAttention-3's d 256
-     * block, 80 keys, 2 stages; at d 256 the staged O no longer fits beside them (Q 64 KB +
-     * K / V 4 x 40 KB = 224 KB), so v6d (VER 6: direct stores of O), at d 192 v6 (VER 7;
-     * Q 48 + K / V 120 + O 48 KB) */
+    /* sm90v6hw: FlashAttention-3's d 256 block, 80 keys, 2 stages; at d 256 the staged O no
+     * longer fits beside them (Q 64 KB + K / V 4 x 40 KB = 224 KB), so v6d (VER 6: direct
+     * stores of O), at d 192 v6 (VER 7; Q 48 + K / V 120 + O 48 KB: the default from 1k, the
+     * entry at the top, which a forced sm90v6hw takes at every length) */
     SM90_FAMILY_S("sm90v6hw", 256, 128, 80, 2, 6, 0, 0, sm90_supports),
-    SM90_FAMILY_S("sm90v6hw", 192, 128, 80, 2, 7, 0, 0, sm90_supports),
 };
 const int attn_fwd_sm90_variant_count =
     (int)(sizeof attn_fwd_sm90_variants / sizeof attn_fwd_sm90_variants[0]);
