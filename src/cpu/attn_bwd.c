@@ -862,11 +862,14 @@ static void mm_acc_dq(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0,
         }
         return;
     }
-    int64_t ka = 0; /* [K; K] of each segment's keys (usually of the whole block), and K */
+    /* [K; K] of each segment's keys (usually of the whole block), packed once per key range;
+     * ka: the product's K */
+    const int pack = w->kb_n != n || w->kb_kc != kc;
+    int64_t ka = 0;
     for (int64_t o = 0, len; o < n; o += len) {
         len = mm_seg_len(pl, kc, n, o);
         const int64_t kl = rup(len, CPU_MM_KP);
-        if (w->kb_n != n || w->kb_kc != kc) {
+        if (pack) {
             const uint16_t *keys = w->kh + (kc + o) * w->ldh;
             mm->pack_b(keys, w->ldh, len, D, w->kb + ka / 2 * w->ldkb, w->ldkb);
             mm->pack_b(keys, w->ldh, len, D, w->kb + (ka + kl) / 2 * w->ldkb, w->ldkb);

@@ -122,6 +122,7 @@ static void amx_gemm(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t
                 t[i].c = C + r0 * ldc + c0;
                 t[i].vr = in ? (M - r0 < 16 ? (int)(M - r0) : 16) : 0;
                 t[i].vc = in ? (N - c0 < 16 ? (int)(N - c0) : 16) : 0;
+                /* (edge tiles take rowscale itself: there NULL means "start from zero") */
                 if (in && (scale || t[i].vr < 16 || t[i].vc < 16))
                     ctile_prepare(&t[i], rowscale ? rowscale + r0 : NULL, ldc, scratch[i]);
                 else if (in)
