@@ -8,20 +8,19 @@
  * (in parallel, fused with the naive same-precision one) rather than with tu_attn_ref64: the
  * 1k x 1k cases of every kernel would take minutes single-threaded.
  *
- * Cases: every head dim of {1, 8, 32, 40, 59, 64, 72, 80, 96, 104, 111, 112, 120, 128, 160,
- * 192, 224, 256} (the instances, padded ones, and odd ones whose packed rows are not 16-byte
- * aligned; 72 to 120 are the sm90 kernels' padded dims by default, 8 to 56 too with
- * FLASHC_CUDA_SM90_PAD=1), bf16 and
- * fp16, with seqlen pairs (1,1) (1,147) (113,203) (128,217) (108,256), causal and not, MHA /
- * GQA / MQA; (1023,1024) (1024,1023) (1024,1024) at 64 96 128 192 256; (3,799) (20000,16) at
- * 59 64 128 192 256; plus a (B, H, S, D) strided layout, rows of a wider pitch (D not a
- * multiple of 8 but 16-byte aligned rows; the padding must stay unwritten), more tiles than an
- * H200 has multiprocessors (a persistent kernel walks several; at d 64, 128, 192 and 256), a
- * user stream, repeatability (a race shows as a moving result), a call captured in a CUDA graph
- * and replayed, refusals, and the CUDA error contract (a pending application error, host /
- * pinned host / other-device / managed memory), d 128 causal at 4k (where the default takes
- * sm90v9), and d 128 at every class of Sk mod 176 (sm90v6's partial last key block). Every
- * case first asks flashc_attn_fwd_supported, which must answer what the run then does.
+ * Cases: every head dim of {1, 8, 32, 40, 59, 64, 72, 80, 96, 104, 111, 112, 120, 128, 160, 192,
+ * 224, 256} (the instances, padded ones, and odd ones whose packed rows are not 16-byte aligned; 72
+ * to 120 are the sm90 kernels' padded dims by default, 8 to 56 too with FLASHC_CUDA_SM90_PAD=1),
+ * bf16 and fp16, with seqlen pairs (1,1) (1,147) (113,203) (128,217) (108,256), causal and not, MHA
+ * / GQA / MQA; (1023,1024) (1024,1023) (1024,1024) at 64 96 128 192 256; (3,799) (20000,16) at 59
+ * 64 128 192 256; plus a (B, H, S, D) strided layout, rows of a wider pitch (D not a multiple of 8
+ * but 16-byte aligned rows; the padding must stay unwritten), more tiles than an H200 has
+ * multiprocessors (a persistent kernel walks several; at d 64, 128, 192 and 256), a user stream,
+ * repeatability (a race shows as a moving result), a call captured in a CUDA graph and replayed,
+ * refusals, and the CUDA error contract (a pending application error, host / pinned host /
+ * other-device / managed memory), d 128 causal at 4k (where the default takes sm90v9), and d 128 at
+ * every class of Sk mod 176 (sm90v6's partial last key block). Every case first asks
+ * flashc_attn_fwd_supported, which must answer what the run then does.
  *
  * FLASHC_CUDA_KERNEL=sm80|sm90v5|... forces one kernel family (read by the library); cases that
  * family does not serve are refused by both calls, counted and reported as not served, and
@@ -387,12 +386,14 @@ static void suite(void **state)
     /* FLASHC_TEST_SMALL (under compute-sanitizer, ~100x slower): short pairs, GQA only */
     for (int i = 0; i < (small_only() ? 3 : 5); i++)
         pairs[np++] = &seqlens_all[i];
-    if (!small_only() && has(long_dims, 5, dc->D))
+    enum { NLONG = sizeof long_dims / sizeof *long_dims };
+    enum { NODD = sizeof odd_dims / sizeof *odd_dims };
+    if (!small_only() && has(long_dims, NLONG, dc->D))
         for (int i = 0; i < 3; i++)
             pairs[np++] = &seqlens_long[i];
-    if (has(odd_dims, 5, dc->D))
+    if (has(odd_dims, NODD, dc->D))
         pairs[np++] = &seqlens_odd[0];
-    if (!small_only() && has(odd_dims, 5, dc->D))
+    if (!small_only() && has(odd_dims, NODD, dc->D))
         pairs[np++] = &seqlens_odd[1];
     int ran = 0, refused = 0;
     for (int s = 0; s < np; s++) {
@@ -437,9 +438,9 @@ static void test_strided_layout_and_stream(void **state)
 /* Rows 16-byte aligned but D not a multiple of 8 (views of a wider buffer): the 16-byte path
  * with the last chunk of each row predicated down to the bytes that exist, and o's stores
  * stopping at column D (the padding must keep its poison). Then D % 8 == 0 below an sm90
- * instance's (40 / 64, 96 / 128): padded (96 by default, 40 with FLASHC_CUDA_SM90_PAD=1) the copy engine's store of O
- * must drop the columns >= D, which here are the pitch's padding. A forced sm90 family
- * refuses every D % 8 != 0 (the padded dims are whole 16-byte units only). */
+ * instance's (40 / 64, 96 / 128): padded (96 by default, 40 with FLASHC_CUDA_SM90_PAD=1), the
+ * copy engine's store of O must drop the columns >= D, which here are the pitch's padding. A
+ * forced sm90 family refuses every D % 8 != 0 (the padded dims are whole 16-byte units only). */
 static void test_pitched_rows(void **state)
 {
     (void)state;
