@@ -294,9 +294,9 @@ typedef struct flashc_attn_stats {
  * loads); the masks and modifiers the build's kernels serve (flashc_attn_fwd_supported says;
  * anything else is refused with FLASHC_ERR_UNSUPPORTED and a message, never ignored): the
  * prefill kernels serve plain problems (causal or not, D == Dv), and, from 64 query rows
- * with D == Dv and 16-byte aligned rows, windows, softcap and ALiBi too (the sm80 kernel's
+ * with 16-byte aligned rows, windows, softcap, ALiBi and D != Dv too (the sm80 kernel's
  * masks-and-modifiers instance; with more than 2048 keys a row, only when its grid fills the
- * SMs once); the rest (shorter queries, a split request, D != Dv) goes to
+ * SMs once); the rest (shorter queries, a split request) goes to
  * the KV-cache kernel (flashc_attn_kvcache_fwd's CUDA notes: 16-byte aligned rows).
  * FLASHC_CUDA_PREFILL_MODS=0 (read on every call) sends every problem with a window, softcap
  * or ALiBi, and every varlen one, to the KV-cache kernel, as before that instance. The

@@ -972,7 +972,7 @@ enum { ROUTE_DECODE = 0, ROUTE_PREFILL = 1 };
 typedef struct mod_case {
     int varlen;        /* 1: flashc_attn_varlen_fwd (ragged); 0: flashc_attn_fwd (B, Sq, Sk) */
     flashc_dtype dt;
-    int B, Hq, Hkv, D;
+    int B, Hq, Hkv, D, Dv; /* Dv: of v and o (mc sets D) */
     int maxq, maxk;    /* varlen: the maxima (sequence 0 has them, 1 has no rows, 2 no keys);
                         * dense: Sq, Sk */
     int causal;
@@ -985,8 +985,9 @@ typedef struct mod_case {
 
 static void describe(const mod_case *c, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s %s B=%d Hq/Hkv=%d/%d D=%d %s=%d %s=%d%s wl=%lld wr=%lld%s%s splits=%d",
-             c->varlen ? "varlen" : "dense", dtname(c->dt), c->B, c->Hq, c->Hkv, c->D,
+    snprintf(buf, n,
+             "%s %s B=%d Hq/Hkv=%d/%d D/Dv=%d/%d %s=%d %s=%d%s wl=%lld wr=%lld%s%s splits=%d",
+             c->varlen ? "varlen" : "dense", dtname(c->dt), c->B, c->Hq, c->Hkv, c->D, c->Dv,
              c->varlen ? "maxq" : "Sq", c->maxq, c->varlen ? "maxk" : "Sk", c->maxk,
              c->causal ? " causal" : "", (long long)c->wl, (long long)c->wr,
              c->softcap > 0 ? " softcap" : "", c->alibi ? " alibi" : "", c->splits);
@@ -1002,7 +1003,7 @@ static void set_prefill_mods(int on)
 
 static void mods_check(const mod_case *c)
 {
-    const int B = c->B, Hq = c->Hq, Hkv = c->Hkv, D = c->D;
+    const int B = c->B, Hq = c->Hq, Hkv = c->Hkv, D = c->D, Dv = c->Dv;
     int *sq = malloc(sizeof(int) * B), *sk = malloc(sizeof(int) * B);
     int32_t *cuq = malloc(sizeof(int32_t) * (B + 1)), *cuk = malloc(sizeof(int32_t) * (B + 1));
     cuq[0] = cuk[0] = 0;
@@ -1018,15 +1019,16 @@ static void mods_check(const mod_case *c)
     /* varlen: tail rows owned by no sequence */
     const int tq = c->varlen ? cuq[B] + 3 : cuq[B], tk = c->varlen ? cuk[B] + 2 : cuk[B];
     const int64_t nq = (int64_t)tq * Hq * D, nk = (int64_t)tk * Hkv * D, nl = (int64_t)tq * Hq;
-    uint16_t *qh = malloc(2 * nq + 2), *kh = malloc(2 * nk + 2), *vh = malloc(2 * nk + 2);
-    float *qf = malloc(4 * nq + 4), *kf = malloc(4 * nk + 4), *vf = malloc(4 * nk + 4);
-    fill_rand(c->dt, nq, qh, qf), fill_rand(c->dt, nk, kh, kf), fill_rand(c->dt, nk, vh, vf);
+    const int64_t nv = (int64_t)tk * Hkv * Dv, no = (int64_t)tq * Hq * Dv;
+    uint16_t *qh = malloc(2 * nq + 2), *kh = malloc(2 * nk + 2), *vh = malloc(2 * nv + 2);
+    float *qf = malloc(4 * nq + 4), *kf = malloc(4 * nk + 4), *vf = malloc(4 * nv + 4);
+    fill_rand(c->dt, nq, qh, qf), fill_rand(c->dt, nk, kh, kf), fill_rand(c->dt, nv, vh, vf);
     float *slopes = malloc(sizeof(float) * B * Hq);
     for (int i = 0; i < B * Hq; i++)
         slopes[i] = (float)(0.01 + 0.1 * tu_uniform());
     logical L;
     memset(&L, 0, sizeof L);
-    L.B = B, L.Hq = Hq, L.Hkv = Hkv, L.D = D, L.Dv = D, L.dt = c->dt, L.causal = c->causal;
+    L.B = B, L.Hq = Hq, L.Hkv = Hkv, L.D = D, L.Dv = Dv, L.dt = c->dt, L.causal = c->causal;
     L.wl = c->wl, L.wr = c->wr, L.softcap = c->softcap, L.scale = (float)(1.0 / sqrt((double)D));
     L.alibi = c->alibi ? slopes : NULL;
     L.sq = sq, L.sk = sk;
@@ -1035,27 +1037,27 @@ static void mods_check(const mod_case *c)
     for (int b = 0; b < B; b++) {
         L.q[b] = qf + (int64_t)cuq[b] * Hq * D;
         L.k[b] = kf + (int64_t)cuk[b] * Hkv * D;
-        L.v[b] = vf + (int64_t)cuk[b] * Hkv * D;
+        L.v[b] = vf + (int64_t)cuk[b] * Hkv * Dv;
     }
     refs R;
     refs_compute(&L, &R);
 
-    void *qd = dupload(qh, 2 * nq), *kd = dupload(kh, 2 * nk), *vd = dupload(vh, 2 * nk);
-    void *od = dalloc(2 * nq);
+    void *qd = dupload(qh, 2 * nq), *kd = dupload(kh, 2 * nk), *vd = dupload(vh, 2 * nv);
+    void *od = dalloc(2 * no);
     float *ld = dalloc(4 * nl), *ad = dupload(slopes, sizeof(float) * B * Hq);
     int32_t *cuqd = dupload(cuq, 4 * (B + 1)), *cukd = dupload(cuk, 4 * (B + 1));
     flashc_tensor q, k, v, o, lse;
     if (c->varlen) {
         q = dev(flashc_tensor_3d(qd, c->dt, tq, Hq, D));
         k = dev(flashc_tensor_3d(kd, c->dt, tk, Hkv, D));
-        v = dev(flashc_tensor_3d(vd, c->dt, tk, Hkv, D));
-        o = dev(flashc_tensor_3d(od, c->dt, tq, Hq, D));
+        v = dev(flashc_tensor_3d(vd, c->dt, tk, Hkv, Dv));
+        o = dev(flashc_tensor_3d(od, c->dt, tq, Hq, Dv));
         lse = dev(flashc_tensor_2d(ld, FLASHC_F32, Hq, tq));
     } else {
         q = dev(flashc_tensor_4d(qd, c->dt, B, c->maxq, Hq, D));
         k = dev(flashc_tensor_4d(kd, c->dt, B, c->maxk, Hkv, D));
-        v = dev(flashc_tensor_4d(vd, c->dt, B, c->maxk, Hkv, D));
-        o = dev(flashc_tensor_4d(od, c->dt, B, c->maxq, Hq, D));
+        v = dev(flashc_tensor_4d(vd, c->dt, B, c->maxk, Hkv, Dv));
+        o = dev(flashc_tensor_4d(od, c->dt, B, c->maxq, Hq, Dv));
         lse = dev(flashc_tensor_3d(ld, FLASHC_F32, B, Hq, c->maxq));
     }
     flashc_tensor cq = dev(flashc_tensor_1d(cuqd, FLASHC_I32, B + 1));
@@ -1066,7 +1068,7 @@ static void mods_check(const mod_case *c)
     pr.causal = c->causal, pr.window_left = c->wl, pr.window_right = c->wr;
     pr.softcap = c->softcap, pr.num_splits = c->splits;
     pr.alibi_slopes = c->alibi ? &al : NULL;
-    uint16_t *oh = malloc(2 * nq + 2);
+    uint16_t *oh = malloc(2 * no + 2);
     float *lh = malloc(4 * nl + 4);
     char what[400], base[240];
     describe(c, base, sizeof base);
@@ -1074,7 +1076,7 @@ static void mods_check(const mod_case *c)
     for (int pass = 0; pass < (c->route == ROUTE_PREFILL ? 2 : 1); pass++) {
         const int want_prefill = c->route == ROUTE_PREFILL && pass == 0;
         set_prefill_mods(pass == 0);
-        CUDA_OK(cudaMemset(od, 0xff, 2 * nq)); /* NaN: an unwritten output never passes */
+        CUDA_OK(cudaMemset(od, 0xff, 2 * no)); /* NaN: an unwritten output never passes */
         CUDA_OK(cudaMemset(ld, 0xff, 4 * nl));
         flashc_attn_stats st = FLASHC_ATTN_STATS_INIT;
         if (c->varlen) {
@@ -1100,7 +1102,7 @@ static void mods_check(const mod_case *c)
         if (want_prefill ? st.block_q != 128 : st.block_q != 16)
             fail_case("%s | ran on the wrong kernel (want the %s kernel)", what,
                      want_prefill ? "prefill" : "KV-cache");
-        CUDA_OK(cudaMemcpy(oh, od, 2 * nq, cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(oh, od, 2 * no, cudaMemcpyDeviceToHost));
         CUDA_OK(cudaMemcpy(lh, ld, 4 * nl, cudaMemcpyDeviceToHost));
         errs t = errs_init();
         for (int b = 0; b < B; b++)
@@ -1110,14 +1112,14 @@ static void mods_check(const mod_case *c)
                     const float l = c->varlen ? lh[(int64_t)h * tq + row]
                                               : lh[((int64_t)b * Hq + h) * c->maxq + i];
                     compare_row(&L, &R, R.row0[b] + (int64_t)i * Hq + h,
-                                oh + (row * Hq + h) * D, l, 1, &t);
+                                oh + (row * Hq + h) * Dv, l, 1, &t);
                 }
         for (int r = cuq[B]; r < tq; r++) /* unowned rows: zeros, lse -inf */
             for (int h = 0; h < Hq; h++) {
-                for (int d = 0; d < D; d++)
-                    if (oh[((int64_t)r * Hq + h) * D + d] != 0)
+                for (int d = 0; d < Dv; d++)
+                    if (oh[((int64_t)r * Hq + h) * Dv + d] != 0)
                         fail_case("%s | unowned row %d (of %d) head %d: o[%d] = 0x%04x, want 0",
-                                  what, r, tq, h, d, oh[((int64_t)r * Hq + h) * D + d]);
+                                  what, r, tq, h, d, oh[((int64_t)r * Hq + h) * Dv + d]);
                 if (!(isinf(lh[(int64_t)h * tq + r]) && lh[(int64_t)h * tq + r] < 0))
                     fail_case("%s | unowned row %d (of %d) head %d: lse = %g, want -inf", what, r,
                               tq, h, lh[(int64_t)h * tq + r]);
@@ -1136,7 +1138,7 @@ static mod_case mc(int varlen, flashc_dtype dt, int B, int Hq, int Hkv, int D, i
 {
     mod_case c;
     memset(&c, 0, sizeof c);
-    c.varlen = varlen, c.dt = dt, c.B = B, c.Hq = Hq, c.Hkv = Hkv, c.D = D;
+    c.varlen = varlen, c.dt = dt, c.B = B, c.Hq = Hq, c.Hkv = Hkv, c.D = c.Dv = D;
     c.maxq = maxq, c.maxk = maxk, c.wl = c.wr = -1, c.splits = 1;
     /* attn.cu: PREFILL_MODS_MIN_SQ (the cases keep maxk <= PREFILL_MODS_FEW_KEYS, so the
      * one-wave rule never applies) */
@@ -1428,10 +1430,10 @@ static void test_dense_modifiers(void **state)
 }
 
 /* The prefill kernel's mods instances (attn_fwd_sm80.cu): every head-dim instance (32 ... 256,
- * and padded dims 40, 72, 200), both dtypes, GQA 1 and 4, varlen with ragged and empty
- * sequences and tiles past 2 x 128 rows, causal, windows (one-sided, two-sided, rows that see
- * nothing when Sq > Sk), softcap and ALiBi, alone and together. Each on the prefill kernel and
- * again on the KV-cache kernel (FLASHC_CUDA_PREFILL_MODS=0). */
+ * and padded dims 40, 72, 200; Dk != Dv both ways), both dtypes, GQA 1 and 4, varlen with
+ * ragged and empty sequences and tiles past 2 x 128 rows, causal, windows (one-sided,
+ * two-sided, rows that see nothing when Sq > Sk), softcap and ALiBi, alone and together. Each
+ * on the prefill kernel and again on the KV-cache kernel (FLASHC_CUDA_PREFILL_MODS=0). */
 static void test_prefill_mods(void **state)
 {
     (void)state;
@@ -1444,8 +1446,28 @@ static void test_prefill_mods(void **state)
         c = mc(0, F16, 1, 2, 2, 128, 80, 70); /* dense, Sq > Sk, softcap, two-sided window */
         c.wl = 20, c.wr = 5, c.softcap = 8.0f;
         mods_check(&c);
+        c = mc(0, BF, 1, 4, 2, 192, 130, 140); /* Dk != Dv: the 192 instance, v/o 128 wide */
+        c.Dv = 128, c.causal = 1;
+        mods_check(&c);
         return;
     }
+    /* Dk != Dv (no mask or modifier needed: D != Dv alone is not a plain problem): the
+     * instance of max(D, Dv), the narrower side zero-padded */
+    c = mc(0, BF, 2, 8, 2, 192, 300, 300); /* DeepSeek's 192 / 128, GQA 4 */
+    c.Dv = 128, c.causal = 1;
+    mods_check(&c);
+    c = mc(0, F16, 1, 4, 4, 192, 200, 330);
+    c.Dv = 128;
+    mods_check(&c);
+    c = mc(1, F16, 4, 4, 4, 64, 200, 260); /* Dv > D: the 128 instance, q/k 64 wide */
+    c.Dv = 128, c.wl = 50, c.alibi = 1;
+    mods_check(&c);
+    c = mc(0, BF, 2, 4, 1, 40, 64, 100); /* both padded: the 96 instance */
+    c.Dv = 72, c.softcap = 6.0f;
+    mods_check(&c);
+    c = mc(0, F16, 1, 2, 2, 256, 140, 150); /* the 256 instance, v/o 8 wide */
+    c.Dv = 8, c.causal = 1;
+    mods_check(&c);
     /* varlen, long ragged sequences (> 2 Q tiles, many K blocks), GQA 4 / 1 */
     c = mc(1, BF, 8, 8, 2, 128, 400, 420);
     c.causal = 1;

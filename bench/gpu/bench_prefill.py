@@ -14,6 +14,10 @@ Cases:
            are SDPA mem-efficient with the window as an explicit boolean mask (same result, it
            reads the mask), and SDPA flash on the full causal problem (more work: its TFLOP/s
            count its own unmasked work).
+  dkdv     dense causal B = 1, S = 8192, 16 heads, q/k head dim 192, v/o 128 (MLA-style
+           prefill) through flashc_attn_fwd: the prefill kernel's instance of max(D, Dv) = 192
+           against the old route and every SDPA backend that takes Dk != Dv. TFLOP/s here count
+           2 * H * (D + Dv) per pair.
 
 TFLOP/s = 4 * Hq * d * (unmasked (row, key) pairs) / time: only the scores a row may see count.
 Times are medians of triton.testing.do_bench (CUDA events, L2 flushed, warm-up first). Each
@@ -40,6 +44,7 @@ FLASHC_DEVICE_CUDA = 1
 HQ, HKV, D = 32, 8, 128
 LENS = [4096, 512, 3001, 1024, 2500, 777, 2048, 2426]  # 16,384 tokens
 S_WIN, WINDOW = 8192, 1024
+S_DKDV, H_DKDV, D_QK, D_V = 8192, 16, 192, 128  # the dkdv case (MHA, as MLA's prefill)
 
 
 class Tensor(ctypes.Structure):
@@ -275,6 +280,60 @@ def main():
         rows.append(("window", "SDPA flash, full causal (no window)", None, None,
                      f"refused: {str(ex)[:60]}"))
 
+    del q, k, v, o, lse, kx, vx, mask, ref, first
+    # ---- Dk != Dv (MLA-style prefill: q/k 192, v/o 128), dense causal ---------------------
+    S = S_DKDV
+    q = torch.randn(1, S, H_DKDV, D_QK, device=dev, dtype=torch.bfloat16)
+    k = torch.randn(1, S, H_DKDV, D_QK, device=dev, dtype=torch.bfloat16)
+    v = torch.randn(1, S, H_DKDV, D_V, device=dev, dtype=torch.bfloat16)
+    o = torch.empty(1, S, H_DKDV, D_V, device=dev, dtype=torch.bfloat16)
+    lse = torch.empty(1, H_DKDV, S, device=dev, dtype=torch.float32)
+    fl_dkdv = 2.0 * H_DKDV * (D_QK + D_V) * (S * (S + 1) // 2)
+    keep = {}
+    run_d = call(lib, "flashc_attn_fwd", [params(True), view(q), view(k), view(v), view(o),
+                                          view(lse)], keep)
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+
+    def sdpa_dkdv():
+        return F.scaled_dot_product_attention(qt, kt, vt, is_causal=True)
+
+    ref = None
+    for be, name in ((SDPBackend.CUDNN_ATTENTION, "SDPA cuDNN"),
+                     (SDPBackend.FLASH_ATTENTION, "SDPA flash"),
+                     (SDPBackend.EFFICIENT_ATTENTION, "SDPA mem-efficient")):
+        try:
+            with sdpa_kernel([be]):
+                out = sdpa_dkdv().transpose(1, 2)
+                torch.cuda.synchronize()
+                ms = bench(sdpa_dkdv, args.rep_ms)
+            if ref is None:
+                ref = out
+            rows.append(("dkdv", name, ms, fl_dkdv / ms / 1e9, ""))
+        except Exception as ex:  # a backend that refuses Dk != Dv
+            rows.append(("dkdv", name, None, None, f"refused: {str(ex)[:60]}"))
+    for on, name in ((True, "flashc prefill kernel"), (False, "flashc old route (KV-cache)")):
+        route(on)
+        o.fill_(float("nan"))
+        try:
+            run_d()
+            torch.cuda.synchronize()
+        except RuntimeError as ex:
+            rows.append(("dkdv", name, None, None, f"error: {str(ex)[:70]}"))
+            continue
+        note = f"block_q {keep['stats'].block_q}"
+        if ref is not None:
+            err = (o.float() - ref.float()).abs().max().item()
+            note += f", max |o - SDPA| {err:.3g}"
+            if not err < 0.05:
+                rows.append(("dkdv", name, None, None, "WRONG: " + note))
+                continue
+        elif not torch.isfinite(o).all():
+            rows.append(("dkdv", name, None, None, "WRONG: non-finite output"))
+            continue
+        ms = bench(run_d, args.rep_ms)
+        rows.append(("dkdv", name, ms, fl_dkdv / ms / 1e9, note))
+    route(True)
+
     # ---- table ---------------------------------------------------------------------------
     # ratios: time of the peer / time of the row (> 1: the row is faster). "old": flashc's
     # old route; "torch": the fastest SDPA row that does the same work (the loop, the mask)
@@ -292,7 +351,8 @@ def main():
         print(f"{case:7} {name:38} {ms if ms else float('nan'):8.3f} "
               f"{tf if tf else float('nan'):8.1f} {r_old:>7} {r_t:>8}  {note}")
     print(f"(TFLOP/s count unmasked pairs only; varlen lengths {LENS}; window {WINDOW} at "
-          f"S {S_WIN}; bf16, d {D}, Hq/Hkv {HQ}/{HKV}; {torch.cuda.get_device_name()})")
+          f"S {S_WIN}; bf16, d {D}, Hq/Hkv {HQ}/{HKV}; dkdv: S {S_DKDV}, H {H_DKDV}, "
+          f"D/Dv {D_QK}/{D_V}; {torch.cuda.get_device_name()})")
     if args.out:
         with open(args.out, "w") as f:
             json.dump([dict(zip(("case", "variant", "ms", "tflops", "note"), r)) for r in rows],

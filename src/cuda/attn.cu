@@ -103,8 +103,9 @@ static const attn_fwd_variant *pick_variant(const attn_problem *p, int cc, const
  * group into 16-row tiles and splits the keys over thread blocks: right for a few query rows
  * against many keys, but a long prefill then reads every K/V block once per 16 packed rows on
  * m16 tiles of one warp. The sm80 prefill kernel's mods instance (attn_fwd_sm80.cu) takes
- * such problems when they are prefill-like; the KV-cache kernel keeps the rest: KV caches,
- * split requests (num_splits > 1), D != Dv, rows that are not 16-byte aligned, and short
+ * such problems when they are prefill-like, D != Dv included (the instance of max(D, Dv),
+ * the shorter side zero-padded in shared memory); the KV-cache kernel keeps the rest: KV
+ * caches, split requests (num_splits > 1), rows that are not 16-byte aligned, and short
  * queries. */
 
 /* Query rows (max_seqlen_q for varlen) from which a non-plain problem goes to the prefill
@@ -150,14 +151,15 @@ static int prefill_mods_enabled(void)
     return !(e && strcmp(e, "0") == 0);
 }
 
-/* The sm80 variant that would serve p (dtype, head dim), whatever the device; the mods path
- * uses that family only (the sm90 kernels serve plain problems, and FLASHC_CUDA_KERNEL, which
- * never applied to non-plain problems, does not apply here either). */
+/* The sm80 variant that would serve p (dtype, the larger of the two head dims), whatever the
+ * device; the mods path uses that family only (the sm90 kernels serve plain problems, and
+ * FLASHC_CUDA_KERNEL, which never applied to non-plain problems, does not apply here either). */
 static const attn_fwd_variant *mods_variant(const attn_problem *p)
 {
+    const int64_t d = p->D > p->Dv ? p->D : p->Dv;
     for (int i = 0; i < attn_fwd_sm80_variant_count; i++) {
         const attn_fwd_variant *v = &attn_fwd_sm80_variants[i];
-        if (v->dtype == p->dtype && p->D >= v->head_dim_min && p->D <= v->head_dim)
+        if (v->dtype == p->dtype && d >= v->head_dim_min && d <= v->head_dim)
             return v;
     }
     return NULL;
@@ -169,9 +171,9 @@ static const attn_fwd_variant *mods_variant(const attn_problem *p)
 static const attn_fwd_variant *mods_route(const attn_problem *p)
 {
     if (!prefill_mods_enabled() || (p->layout != ATTN_DENSE && p->layout != ATTN_VARLEN) ||
-        p->D != p->Dv || p->num_splits > 1 || p->Sq < PREFILL_MODS_MIN_SQ ||
+        p->num_splits > 1 || p->Sq < PREFILL_MODS_MIN_SQ ||
         (p->dtype != FLASHC_BF16 && p->dtype != FLASHC_F16) || p->D < 1 || p->D > 256 ||
-        !rows_vec16(p))
+        p->Dv < 1 || p->Dv > 256 || !rows_vec16(p))
         return NULL;
     for (int i = 0; i < 4; i++)
         if ((i == 0 ? p->sq : i == 1 ? p->sk : i == 2 ? p->sv : p->so)[3] != 1)
@@ -237,13 +239,13 @@ static void fwd_args_common(const attn_problem *p, attn_fwd_args *a)
     }
     a->B = (int)p->B, a->Sq = (int)p->Sq, a->Sk = (int)p->Sk, a->Hq = (int)p->Hq;
     a->group = (int)(p->Hq / p->Hkv);
-    a->D = (int)p->D;
+    a->D = (int)p->D, a->Dv = (int)p->Dv;
     a->scale = p->scale;
     a->scale_log2 = (float)((double)p->scale * 1.4426950408889634);
     /* Heads scheduled together: their K and V (read by every Q tile of the head) should fit
      * in about half of the L2 (60 MB on an H100/H200, 40 MB on an A100), so longest-first
      * ordering across heads does not turn K/V reuse into HBM traffic. */
-    const int64_t kv_bytes = 2 * p->Sk * p->D * 2;
+    const int64_t kv_bytes = p->Sk * (p->D + p->Dv) * 2;
     const int64_t fit = (int64_t)(20 << 20) / (kv_bytes > 0 ? kv_bytes : 1);
     a->head_group = (int)(fit < 1 ? 1 : fit > p->B * p->Hq ? p->B * p->Hq : fit);
 }

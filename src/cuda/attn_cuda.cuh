@@ -33,13 +33,15 @@ flashc_status cuda_check_memory(const char *fn, const char *name, const void *pt
  * last one of a row predicated down to the D % 8 elements that exist); otherwise only element
  * alignment holds and a kernel must load and store element by element. */
 typedef struct attn_fwd_args {
-    const void *q, *k, *v; /* (B, Sq, Hq, D), (B, Sk, Hkv, D), (B, Sk, Hkv, D) */
-    void *o;               /* (B, Sq, Hq, D)                                     */
+    const void *q, *k, *v; /* (B, Sq, Hq, D), (B, Sk, Hkv, D), (B, Sk, Hkv, Dv) */
+    void *o;               /* (B, Sq, Hq, Dv)                                    */
     float *lse;            /* (B, Hq, Sq) or NULL                                */
     int64_t sq[3], sk[3], sv[3], so[3]; /* batch, seq, head strides              */
     int64_t slse[3];                    /* batch, head, seq strides              */
     int B, Sq, Sk, Hq, group;           /* group = Hq / Hkv                      */
     int D;                              /* head dim, <= the variant's head_dim   */
+    int Dv;                             /* v/o head dim, <= the variant's head_dim;
+                                           != D on the mods instance only        */
     int vec16;                          /* rows 16-byte aligned (see above)      */
     int head_group;                     /* (batch, head) pairs scheduled together */
     float scale;                        /* softmax scale, > 0                    */

@@ -78,11 +78,11 @@ static __device__ __forceinline__ void fwd_sequence(const attn_fwd_args &a, int 
 /* Varlen rows past cu_seqlens_q[B] belong to no sequence: zeros and LSE = -inf (flashc.h), the
  * same rows whatever cu_seqlens_q[B] holds, for the forward (A = attn_fwd_args) and the KV-cache
  * kernel (A = dec_args, attn_decode.cu). o: (total_q, Hq, unowned_width(a)) with strides so;
- * lse: (Hq, total_q) with strides slse. unowned_width (o's row width: D, Dv) is an overload
+ * lse: (Hq, total_q) with strides slse. unowned_width (o's row width: Dv) is an overload
  * beside each A. One warp per (row, head), 4 per block of 128 threads.
  * One kernel template rather than a device helper under two kernels: that call, even inlined,
  * gave ptxas a differently ordered body (different SASS); this is the old body verbatim. */
-static __device__ __forceinline__ int unowned_width(const attn_fwd_args &a) { return a.D; }
+static __device__ __forceinline__ int unowned_width(const attn_fwd_args &a) { return a.Dv; }
 
 template <typename T, typename A>
 __global__ void __launch_bounds__(128) attn_clear_unowned(const A a)

@@ -109,18 +109,20 @@ static __device__ __forceinline__ void load_tile_elementwise(T *s, const T *g, i
  * run time: the element-wise path's addresses would cost the main loop registers. */
 template <typename T, int DI, int DS, int ROWS, int NTHREADS, bool VEC>
 static __device__ __forceinline__ void load_any(T *s, const T *g, int64_t row_stride,
-                                                int valid_rows, const attn_fwd_args &a)
+                                                int valid_rows, int d)
 {
     if constexpr (VEC)
-        load_tile<T, DI, DS, ROWS, NTHREADS>(s, g, row_stride, valid_rows, a.D);
+        load_tile<T, DI, DS, ROWS, NTHREADS>(s, g, row_stride, valid_rows, d);
     else
-        load_tile_elementwise<T, DI, DS, ROWS, NTHREADS>(s, g, row_stride, valid_rows, a.D);
+        load_tile_elementwise<T, DI, DS, ROWS, NTHREADS>(s, g, row_stride, valid_rows, d);
 }
 
 /* Shape of the thread block:
  *   T       __nv_bfloat16 or __half (fp32 accumulation)
- *   D       the instance's head dim, a multiple of 32; a.D <= D columns exist (the rest are
- *           zero in shared memory and never stored)
+ *   D       the instance's head dim, a multiple of 32; a.D <= D columns of q and k and
+ *           a.Dv <= D of v and o exist (the rest are zero in shared memory and never stored:
+ *           zero columns of Q and K add nothing to S, zero columns of V give zero columns of O).
+ *           a.Dv != a.D only on the mods instance (the dispatcher sends it nothing else)
  *   NWARPS  warps per block; MI: 16-row MMA tiles per warp; BM = 16 MI NWARPS query rows
  *   BN      keys per K/V block, a multiple of 16
  *   VEC     rows 16-byte aligned (attn_fwd_args.vec16): 16-byte copies, else element-wise
@@ -209,10 +211,10 @@ __global__ void __launch_bounds__(NWARPS * 32)
     }
 
     if (n_blocks > nb_first) {
-        load_any<T, D, DS, BM, NTHREADS, VEC>(sQ, qg, a.sq[1], seq_q - m0, a);
+        load_any<T, D, DS, BM, NTHREADS, VEC>(sQ, qg, a.sq[1], seq_q - m0, a.D);
         const int n_last = (n_blocks - 1) * BN;
         load_any<T, D, DS, BN, NTHREADS, VEC>(sK, kg + (int64_t)n_last * a.sk[1], a.sk[1],
-                                         seq_k - n_last, a);
+                                              seq_k - n_last, a.D);
         ptx_cp_async_commit();
     }
 
@@ -221,7 +223,7 @@ __global__ void __launch_bounds__(NWARPS * 32)
         ptx_cp_async_wait<0>();
         __syncthreads(); /* K_nb landed for everyone; every warp is done with V_{nb+1} */
         load_any<T, D, DS, BN, NTHREADS, VEC>(sV, vg + (int64_t)n0 * a.sv[1], a.sv[1],
-                                              seq_k - n0, a);
+                                              seq_k - n0, a.Dv);
         ptx_cp_async_commit();
 
         /* Under the causal mask a warp whose last row cannot see key n0 has nothing in this
@@ -259,7 +261,7 @@ __global__ void __launch_bounds__(NWARPS * 32)
         if (nb > nb_first) {
             const int n_prev = n0 - BN;
             load_any<T, D, DS, BN, NTHREADS, VEC>(sK, kg + (int64_t)n_prev * a.sk[1], a.sk[1],
-                                             seq_k - n_prev, a);
+                                                  seq_k - n_prev, a.D);
             ptx_cp_async_commit();
         }
 
@@ -292,12 +294,12 @@ __global__ void __launch_bounds__(NWARPS * 32)
                     const int col = dt * 8 + 2 * t;
                     const uint32_t pair =
                         ptx_pack2(T(), acc[mi][dt][2 * hr] * inv, acc[mi][dt][2 * hr + 1] * inv);
-                    if (VEC && col + 1 < a.D) {
+                    if (VEC && col + 1 < a.Dv) {
                         *(uint32_t *)(orow + col) = pair;
                     } else { /* the last odd column, or rows only 2-byte aligned */
-                        if (col < a.D)
+                        if (col < a.Dv)
                             ((unsigned short *)orow)[col] = (unsigned short)(pair & 0xffff);
-                        if (col + 1 < a.D)
+                        if (col + 1 < a.Dv)
                             ((unsigned short *)orow)[col + 1] = (unsigned short)(pair >> 16);
                     }
                 }
