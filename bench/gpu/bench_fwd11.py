@@ -38,8 +38,8 @@ Hypotheses (bench/RESULTS.md "Issue 11: the per-call cost"), each with the figur
          not (H = 8 / 10): the default (sm80 at these dims) against alts forcing sm90v6h /
          sm90v6hnp / sm90v6hw (bench/gpu/s10_fwd18.sh, wide_table.py); the instances warm
          up at d 256.
---set padw (helper fwd19): as cells, d 160 and 224 at 1k / 2k / 8k and d 96 and 112 at 1k / 8k,
-         causal and not (H = 12 / 9 / 21 / 18): alts with FLASHC_CUDA_SM90_PAD=1 (d 160 / 224
+--set padw (helper fwd19): as cells, d 160 and 224 at 1k / 2k / 8k, d 136 and 200 at 2k, and d 96
+         and 112 at 1k / 8k, causal and not (H = 2048 // d): alts with FLASHC_CUDA_SM90_PAD=1 (d 160 / 224
          padded into the d 192 / 256 defaults, d 96 / 112 into the d 128 ones) and with
          FLASHC_CUDA_KERNEL=sm80 (bench/gpu/s11_fwd19.sh, padw_table.py).
 Every implementation is timed on the same inputs in this one process: flashc (the dispatcher's
@@ -290,6 +290,7 @@ def main():
     elif a.set == "padw":
         cases = [("main", d, s, s, 16384 // s, c) for d, ss in ((160, (1024, 2048, 8192)),
                                                               (224, (1024, 2048, 8192)),
+                                                              (136, (2048,)), (200, (2048,)),
                                                               (96, (1024, 8192)),
                                                               (112, (1024, 8192)))
                  for c in (False, True) for s in ss]

@@ -13,9 +13,11 @@ Then the rule, per padded instance (head-dim range): its padding is on by defaul
 every cell measured in its range (both masks, every seqlen) pad/sm80 >= 1.03 in kernel time AND
 under the flush, and pad launched an sm90 kernel and sm80 an sm80 one (a missing or wrong
 measure fails); it also needs every t-* job of s11_fwd19.sh passed and the sanitizers clean.
-d 160 and 224 are the worst cases of their ranges against sm80: there sm80 has an instance of
-the exact head dim while sm90 pads by 1.2x / 1.14x; at any other D % 8 == 0 of the range both pad
-(sm80 to 160 / 192 / 224 / 256), sm90 by at most the same factor (136: 192 / 160 = 1.2x).
+d 160 and 224 are the worst cases of their ranges against sm80 by flops: there sm80 has an
+instance of the exact head dim while sm90 pads by 1.2x / 1.14x; at any other D % 8 == 0 of the
+range both pad (sm80 to 160 / 192 / 224 / 256), sm90 by at most the same factor relative to sm80
+(136: 192 / 160 = 1.2x, 200: 256 / 224 = 1.14x; 168-184 and 232-248: the same instance's size);
+d 136 and 200 (2k only) check that on the sm80 kernels' own padding.
 
 usage: padw_table.py bench.json
 """
@@ -28,7 +30,8 @@ from alt_cells import alt_cells, meets
 MIN = 1.03
 # head dims measured -> the sm90 instance they pad into, its padded range, its bit in
 # attn_fwd_sm90.cu's SM90_PAD_DEFAULT
-RANGES = (((160,), "d 192 instance (D 136-184)", 4), ((224,), "d 256 instance (D 200-248)", 8),
+RANGES = (((136, 160), "d 192 instance (D 136-184)", 4),
+          ((200, 224), "d 256 instance (D 200-248)", 8),
           ((96, 112), "d 128 instance (D 72-120, the default since 2026-12-04)", 2))
 
 

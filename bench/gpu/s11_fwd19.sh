@@ -17,12 +17,13 @@
 #      Beside them, on the short cases (FLASHC_TEST_SMALL=1): racecheck of d 224 on sm90v6hnp and
 #      of d 160 on sm90v6hw, memcheck of d 200 and 136 on sm90v6hnp.
 #   2. (the time left, <= 85 s, alone on the GPU) bench_fwd11.py --set padw: the default,
-#      flashc_pad (FLASHC_CUDA_SM90_PAD=1: d 160 on sm90v6hw d 192, d 224 on sm90v6hnp d 256,
-#      d 96 / 112 on the d 128 defaults), flashc_sm80 (FLASHC_CUDA_KERNEL=sm80), SDPA cuDNN and
-#      SDPA flash (FA2) on the same inputs, bf16, d 160 / 224 at 1k / 2k / 8k and d 96 / 112 at
-#      1k / 8k, causal and not (batch x seqlen = 16384, H = 2048 / d), each flashc instance
-#      checked against SDPA flash, 3 interleaved rounds of do_bench (L2 flush) and the CUPTI
-#      kernel time. Then padw_table.py: the table and the rule's verdict per padded instance.
+#      flashc_pad (FLASHC_CUDA_SM90_PAD=1: d 136 / 160 on sm90v6hw d 192, d 200 / 224 on
+#      sm90v6hnp d 256, d 96 / 112 on the d 128 defaults), flashc_sm80 (FLASHC_CUDA_KERNEL=
+#      sm80), SDPA cuDNN and SDPA flash (FA2) on the same inputs, bf16, d 160 / 224 at 1k / 2k /
+#      8k, d 136 / 200 at 2k and d 96 / 112 at 1k / 8k, causal and not (batch x seqlen = 16384,
+#      H = 2048 // d; 24 cells), each flashc instance checked against SDPA flash, 3 interleaved
+#      rounds of do_bench (L2 flush) and the CUPTI kernel time. Then padw_table.py: the table
+#      and the rule's verdict per padded instance.
 # BUILD_DIR: built already with tests (libflashc.so, tests/test_cuda_attn); no rebuild.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
@@ -64,8 +65,8 @@ fwd11_bench 85 --set padw --rounds 3 --alt flashc_pad:FLASHC_CUDA_SM90_PAD=1 \
 cat <<'RULE'
 Reading: pad/sm80 = sm80's time / the padded sm90 kernel's (> 1: padding is faster), in CUPTI
 kernel time and under do_bench's flush; the "launched" lines: flashc_pad must name sm90 kernels
-(d 160: <.., 192, 80, 2, 7>; d 224: <.., 256, 64, 2, 71>; d 96 / 112: d 128 ones), flashc_sm80
-sm80 ones, flashc (the default) sm80 at d 160 / 224 and sm90 at d 96 / 112.
+(d 136 / 160: <.., 192, 80, 2, 7>; d 200 / 224: <.., 256, 64, 2, 71>; d 96 / 112: d 128 ones),
+flashc_sm80 sm80 ones, flashc (the default) sm80 at d 136-224 and sm90 at d 96 / 112.
 The tests hold only if every t-* job passed with exactly these "not served" lines (bf16 + fp16):
 t-hw 6 (D 200, 224, 248), t-np1 0, t-np2 0, t-h 2 (D 136), and rc-* / mc-* report 0 hazards /
 errors. Then per instance, "padding on by default" (padw_table.py's verdict) means: its bit in
