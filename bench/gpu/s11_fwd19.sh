@@ -5,10 +5,10 @@
 # of wall time in all (every step under `timeout`, a global deadline; ~120 s expected).
 #   1. (<= 75 s, concurrently) tests/test_cuda_attn with the padding on and a family forced:
 #      the bf16 / fp16 suites of D 136 160 200 224 248 (every short seqlen pair, causal and not,
-#      MHA / GQA / MQA, LSE; (3,799) (20000,16) at 160 and 224: a key tail over 10-13 blocks, 157 Q
-#      tiles a head), test_pitched_rows (D 160 / 224 in rows of 176 / 248 elements: the copy engine must
-#      read zeros, not the pitch's NaN poison, for the columns >= D, and the store of O must
-#      leave them unwritten) and test_refusals:
+#      MHA / GQA / MQA, LSE; (3,799) (20000,16) at 160 and 224: a key tail over 10-13 blocks,
+#      157 Q tiles a head), test_pitched_rows (D 160 / 224 in rows of 176 / 248 elements: the
+#      copy engine must read zeros, not the pitch's NaN poison, for the columns >= D, and the
+#      store of O must leave them unwritten) and test_refusals:
 #        t-hw   sm90v6hw, FLASHC_CUDA_SM90_PAD=192 (a list: the d 192 instance only): serves
 #               136 / 160, refuses 200 / 224 / 248 (its d 256 kernel stores O directly);
 #        t-np1, t-np2  sm90v6hnp, FLASHC_CUDA_SM90_PAD=1: every dim (split in two jobs);

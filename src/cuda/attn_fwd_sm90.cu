@@ -27,8 +27,8 @@
  * in (64, 128) padded by the copy engine (below 64 and in (128, 256) too with
  * FLASHC_CUDA_SM90_PAD: sm90_pads), rows 16-byte aligned (the copy engine's stride rule),
  * compute capability 9.0 exactly (sm_90a code runs on no later chip); anything else goes to
- * the sm80 kernel (see attn.cu). A per-row key range [lo, hi) would change two places: which blocks the
- * producer and consumers walk (now [0, n_end)), and mask_block.
+ * the sm80 kernel (see attn.cu). A per-row key range [lo, hi) would change two places: which
+ * blocks the producer and consumers walk (now [0, n_end)), and mask_block.
  *
  * Versions (template VER, each its own FLASHC_CUDA_KERNEL family; the ladder and which one the
  * dispatcher picks where are in bench/RESULTS.md and the table at the end of this file):
