@@ -2,7 +2,7 @@
 # bench/gpu/s11_fwd19.sh BUILD_DIR — issue 11 (helper fwd19): head dims 136-248 (D % 8 == 0) on
 # the sm90 d 192 / 256 kernels, padded by the copy engine (FLASHC_CUDA_SM90_PAD, opt-in; bench/
 # RESULTS.md, "Issue 11: head dims 136-248 padded into the d 192 / 256 kernels"). Budget: <= 170 s
-# of wall time in all (every step under `timeout`, a global deadline; ~120 s expected).
+# of wall time in all (every step under `timeout`, a global deadline; ~80-100 s expected).
 #   1. (<= 75 s, concurrently) tests/test_cuda_attn with the padding on and a family forced:
 #      the bf16 / fp16 suites of D 136 160 200 224 248 (every short seqlen pair, causal and not,
 #      MHA / GQA / MQA, LSE; (3,799) (20000,16) at 160 and 224: a key tail over 10-13 blocks,
