@@ -8,12 +8,12 @@
  * (in parallel, fused with the naive same-precision one) rather than with tu_attn_ref64: the
  * 1k x 1k cases of every kernel would take minutes single-threaded.
  *
- * Cases: every head dim of {1, 8, 32, 40, 59, 64, 72, 80, 96, 104, 111, 112, 120, 128, 160, 192,
- * 224, 256} (the instances, padded ones, and odd ones whose packed rows are not 16-byte aligned; 72
- * to 120 are the sm90 kernels' padded dims by default, 8 to 56 too with FLASHC_CUDA_SM90_PAD=1),
- * bf16 and fp16, with seqlen pairs (1,1) (1,147) (113,203) (128,217) (108,256), causal and not, MHA
- * / GQA / MQA; (1023,1024) (1024,1023) (1024,1024) at 64 96 128 192 256; (3,799) (20000,16) at 59
- * 64 128 192 256; plus a (B, H, S, D) strided layout, rows of a wider pitch (D not a multiple of 8
+ * Cases: every head dim of {1, 8, 32, 40, 59, 64, 72, 80, 96, 104, 111, 112, 120, 128, 136, 160,
+ * 192, 200, 224, 248, 256} (the instances, padded ones, and odd ones whose packed rows are not
+ * 16-byte aligned; 72 to 120 are the sm90 kernels' padded dims by default, 8 to 56 and 136 to 248
+ * too with FLASHC_CUDA_SM90_PAD), bf16 and fp16, with seqlen pairs (1,1) (1,147) (113,203)
+ * (128,217) (108,256), causal and not, MHA / GQA / MQA; (1023,1024) (1024,1023) (1024,1024) at 64
+ * 96 128 192 256; (3,799) (20000,16) at 59 64 128 160 192 224 256; plus a (B, H, S, D) strided layout, rows of a wider pitch (D not a multiple of 8
  * but 16-byte aligned rows; the padding must stay unwritten), more tiles than an H200 has
  * multiprocessors (a persistent kernel walks several; at d 64, 128, 192 and 256), a user stream,
  * repeatability (a race shows as a moving result), a call captured in a CUDA graph and replayed,
@@ -25,8 +25,9 @@
  * FLASHC_CUDA_KERNEL=sm80|sm90v5|... forces one kernel family (read by the library); cases that
  * family does not serve are refused by both calls, counted and reported as not served, and
  * each test then still needs one served case unless the family serves none of its head dim.
- * FLASHC_CUDA_SM90_PAD (read by the library; unset: the d 128 instances pad, =1: the d 64 ones
- * too, =0: none) lets sm90v6/v7/v9/np serve padded head dims;
+ * FLASHC_CUDA_SM90_PAD (read by the library; unset: the d 128 instances pad, =1: all of them,
+ * =0: none, =64,192,...: those instances) lets sm90v6/v7/v9/np/v6h/v6hnp/v6hw serve padded head
+ * dims;
  * a forced sm90 family must still refuse every D % 8 != 0 (test_pitched_rows).
  *
  * No CUDA device (or a build without CUDA): prints why and exits 77, which ctest reports as
@@ -380,7 +381,8 @@ typedef struct dim_case {
 static void suite(void **state)
 {
     const dim_case *dc = (const dim_case *)*state;
-    static const int long_dims[] = {64, 96, 128, 192, 256}, odd_dims[] = {59, 64, 128, 192, 256};
+    static const int long_dims[] = {64, 96, 128, 192, 256};
+    static const int odd_dims[] = {59, 64, 128, 160, 192, 224, 256};
     const int (*pairs[16])[2];
     int np = 0;
     /* FLASHC_TEST_SMALL (under compute-sanitizer, ~100x slower): short pairs, GQA only */
@@ -438,16 +440,18 @@ static void test_strided_layout_and_stream(void **state)
 /* Rows 16-byte aligned but D not a multiple of 8 (views of a wider buffer): the 16-byte path
  * with the last chunk of each row predicated down to the bytes that exist, and o's stores
  * stopping at column D (the padding must keep its poison). Then D % 8 == 0 below an sm90
- * instance's (40 / 64, 96 / 128): padded (96 by default, 40 with FLASHC_CUDA_SM90_PAD=1), the
- * copy engine's store of O must drop the columns >= D, which here are the pitch's padding. A
- * forced sm90 family refuses every D % 8 != 0 (the padded dims are whole 16-byte units only). */
+ * instance's (40 / 64, 96 / 128, 160 / 192, 224 / 256): padded (96 by default, the others with
+ * FLASHC_CUDA_SM90_PAD), the copy engine must read zeros for the columns >= D (the pitch's
+ * poison there would spread NaN into every output) and its store of O must drop them. A forced
+ * sm90 family refuses every D % 8 != 0 (the padded dims are whole 16-byte units only). */
 static void test_pitched_rows(void **state)
 {
     (void)state;
-    static const int dp[][2] = {{59, 64}, {111, 120}, {1, 8}, {250, 256}, {40, 64}, {96, 128}};
+    static const int dp[][2] = {{59, 64}, {111, 120}, {1, 8},     {250, 256},
+                                {40, 64}, {96, 128},  {160, 176}, {224, 248}};
     const int sm90 = forced_kernel() && strncmp(forced_kernel(), "sm90", 4) == 0;
     int ran = 0;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < (int)(sizeof dp / sizeof dp[0]); i++)
         for (int causal = 0; causal < 2; causal++) {
             attn_case c = {2, 131, 257, 4, 2, dp[i][0], causal, i % 2 ? FLASHC_F16 : FLASHC_BF16,
                            0, 0, dp[i][1]};
@@ -848,8 +852,8 @@ int main(void)
     }
     tu_seed_from_env();
     printf("test_cuda_attn: %s\n", flashc_build_info());
-    static const int dims[] = {1,  8,   32,  40,  59,  64,  72,  80,  96,
-                               104, 111, 112, 120, 128, 160, 192, 224, 256};
+    static const int dims[] = {1,   8,   32,  40,  59,  64,  72,  80,  96,  104, 111,
+                               112, 120, 128, 136, 160, 192, 200, 224, 248, 256};
     enum { ND = sizeof dims / sizeof dims[0] };
     static dim_case cases[2 * ND];
     static char names[2 * ND][24];

@@ -4,10 +4,11 @@ instance of bench_fwd11.py (--alt ALT:...) against the default ("flashc") in eve
 flush, each against SDPA cuDNN, and TFLOP/s; each script applies its own rule to the result."""
 
 
-def alt_cells(rows, alt, base, name_col=False, show=True):
+def alt_cells(rows, alt, base, name_col=False, show=True, base_impl="flashc"):
     """Prints the table (columns named ALT/BASE; show=False: not) and returns {(d, causal):
-    [(Sq, rk, rf, name)]}: rk, rf = the default's time / alt's (kernel, flush; None where a
-    measure is missing), name = the kernel alt launched (name_col: also a column)."""
+    [(Sq, rk, rf, name)]}: rk, rf = base_impl's time (the default instance, "flashc", unless
+    named) / alt's (kernel, flush; None where a measure is missing), name = the kernel alt
+    launched (name_col: also a column)."""
     out = print if show else (lambda *a, **k: None)
     get = lambda r, n, k: r.get(n, {}).get(k)
     q = lambda a, b: a / b if a and b else None
@@ -20,8 +21,8 @@ def alt_cells(rows, alt, base, name_col=False, show=True):
     out("|---" * (12 if name_col else 11) + "|")
     groups = {}
     for r in sorted(rows, key=lambda r: (-r["d"], r["causal"], r["Sq"])):
-        kd, ka, kc = (get(r, n, "kern_us") for n in ("flashc", a, "cudnn"))
-        rk, rf = q(kd, ka), q(get(r, "flashc", "flush"), get(r, a, "flush"))
+        kd, ka, kc = (get(r, n, "kern_us") for n in (base_impl, a, "cudnn"))
+        rk, rf = q(kd, ka), q(get(r, base_impl, "flush"), get(r, a, "flush"))
         name = (get(r, a, "main") or "?").replace("void ", "").replace(
             "(anonymous namespace)::", "")[:40]
         out(f"| {r['d']} | {int(r['causal'])} | {r['Sq']} | {f3(rk)} | {f3(rf)} | "

@@ -38,12 +38,16 @@ Hypotheses (bench/RESULTS.md "Issue 11: the per-call cost"), each with the figur
          not (H = 8 / 10): the default (sm80 at these dims) against alts forcing sm90v6h /
          sm90v6hnp / sm90v6hw (bench/gpu/s10_fwd18.sh, wide_table.py); the instances warm
          up at d 256.
+--set padw (helper fwd19): as cells, d 160 and 224 at 1k / 2k / 8k, d 136 and 200 at 2k, and d 96
+         and 112 at 1k / 8k, causal and not (H = 2048 // d): alts with FLASHC_CUDA_SM90_PAD=1 (d 160 / 224
+         padded into the d 192 / 256 defaults, d 96 / 112 into the d 128 ones) and with
+         FLASHC_CUDA_KERNEL=sm80 (bench/gpu/s11_fwd19.sh, padw_table.py).
 Every implementation is timed on the same inputs in this one process: flashc (the dispatcher's
 choice, through ctypes, bench_sdpa.Flashc), the alt instances, SDPA cuDNN, SDPA flash (FA2);
 every flashc instance is checked against SDPA flash first (twice each).
 
 usage: bench_fwd11.py --lib build/libflashc.so [--rep-ms 20] [--out fwd11.json] [--quick]
-                      [--alt NAME:VAR=VALUE[,VAR=VALUE] ...] [--set fwd11|cells|abl|np|pad|wide]
+                      [--alt NAME:VAR=VALUE[,VAR=VALUE] ...] [--set fwd11|cells|abl|np|pad|wide|padw]
                       [--rounds 2]
 """
 import argparse
@@ -235,7 +239,8 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true", help="main cases only, no scans")
     ap.add_argument("--alt", action="append", default=[], help="NAME:VAR=VALUE[,VAR=VALUE]")
-    ap.add_argument("--set", default="fwd11", choices=("fwd11", "cells", "abl", "np", "pad", "wide"))
+    ap.add_argument("--set", default="fwd11",
+                    choices=("fwd11", "cells", "abl", "np", "pad", "wide", "padw"))
     ap.add_argument("--rounds", type=int, default=2, help="--set cells: interleaved rounds")
     a = ap.parse_args()
     alts = []
@@ -271,7 +276,7 @@ def main():
     cases = [("main", 128, 2048, 2048, 8, False), ("main", 128, 4096, 4096, 4, False),
              ("main", 128, 16384, 16384, 1, False), ("main", 64, 2048, 2048, 8, False),
              ("main", 64, 4096, 4096, 4, False)]
-    cells = a.set in ("cells", "abl", "np", "pad", "wide")
+    cells = a.set in ("cells", "abl", "np", "pad", "wide", "padw")
     if a.set == "abl":
         cases = [("main", 128, s, s, 16384 // s, False) for s in (2048, 16384)]
     elif a.set == "np":
@@ -282,6 +287,13 @@ def main():
     elif a.set == "wide":
         cases = [("main", d, s, s, 16384 // s, c) for d in (256, 192) for c in (False, True)
                  for s in (1024, 2048, 4096, 8192, 16384)]
+    elif a.set == "padw":
+        cases = [("main", d, s, s, 16384 // s, c) for d, ss in ((160, (1024, 2048, 8192)),
+                                                              (224, (1024, 2048, 8192)),
+                                                              (136, (2048,)), (200, (2048,)),
+                                                              (96, (1024, 8192)),
+                                                              (112, (1024, 8192)))
+                 for c in (False, True) for s in ss]
     elif a.set == "pad":
         cases = [("main", d, s, s, 16384 // s, c) for d in (96, 32) for c in (False, True)
                  for s in (2048, 4096)]

@@ -24,11 +24,11 @@
  * from the accumulators; LSE = m scale + ln l.
  *
  * What it serves: bf16/fp16, head dims 64, 128, 192 and 256 (sm90v6h*), and every D % 8 == 0
- * in (64, 128) padded by the copy engine (below 64 too with FLASHC_CUDA_SM90_PAD=1:
- * sm90_pads), rows 16-byte aligned (the copy engine's stride rule), compute capability 9.0
- * exactly (sm_90a code runs on no later chip); anything else goes to the sm80
- * kernel (see attn.cu). A per-row key range [lo, hi) would change two places: which blocks the
- * producer and consumers walk (now [0, n_end)), and mask_block.
+ * in (64, 128) padded by the copy engine (below 64 and in (128, 256) too with
+ * FLASHC_CUDA_SM90_PAD: sm90_pads), rows 16-byte aligned (the copy engine's stride rule),
+ * compute capability 9.0 exactly (sm_90a code runs on no later chip); anything else goes to
+ * the sm80 kernel (see attn.cu). A per-row key range [lo, hi) would change two places: which
+ * blocks the producer and consumers walk (now [0, n_end)), and mask_block.
  *
  * Versions (template VER, each its own FLASHC_CUDA_KERNEL family; the ladder and which one the
  * dispatcher picks where are in bench/RESULTS.md and the table at the end of this file):
@@ -1055,37 +1055,56 @@ static int make_maps(const attn_fwd_args *a, flashc_dtype dt, int bm, int bn, CU
 }
 
 /* Padded head dims (bench/RESULTS.md, "Issue 11: every head dim <= 128 on sm90 by TMA padding"
- * and its device run of 2026-12-04): the default families' TMA-store kernels (sm90v6, sm90v7,
- * sm90v9, and sm90np's d 128 entries; sm90np's d 64 causal entry stores O directly, so sm90np
- * pads at d 128 only, serving all or none of a head dim's cases) serve head dims D below their
- * instance's with D % 8 == 0, the d 64 instance D in [8, 64), the d 128 instance D in (64, 128).
- * Nothing in the kernel changes: the tensor maps keep the true inner dimension D (boxes of 64
- * columns), so the copy engine zero-fills the columns >= D of Q, K and V in shared memory,
- * where S = Q K^T is unchanged by the zeros and P V computes zero columns, and the TMA store of
- * O drops the columns >= D. D % 8 == 0 keeps every row's bytes whole 16-byte units, which the
- * copy engine requires of the strides anyway; other D stay with sm80.
- * FLASHC_CUDA_SM90_PAD (read once): unset, the d 128 instances pad (D 72-120: 1.65-1.78x sm80
- * at d 96, 2k and 4k, causal and not, on the H200) and the d 64 ones do not (d 32: 1.08x
- * without the mask, 0.98-1.00x under it); "1" pads both, "0" neither. */
-enum { SM90_PAD_NONE = 0, SM90_PAD_D128 = 1, SM90_PAD_ALL = 2 };
-static int sm90_pad_mode(void)
+ * and its device run of 2026-12-04; "Issue 11: head dims 136-248 padded into the d 192 / 256
+ * kernels"): the kernels that store O by TMA serve head dims D below their instance's with D % 8
+ * == 0 (the instance of head dim I serves (I - 64, I], the table's head_dim_min): sm90v6, sm90v7,
+ * sm90v9, sm90np at d 128 (its d 64 causal entry stores O directly, so sm90np pads at d 128
+ * only, serving all or none of a head dim's cases), sm90v6h, sm90v6hnp, and sm90v6hw at d 192
+ * (its d 256 kernel stores O directly). Nothing in the kernel changes: the tensor maps keep the
+ * true inner dimension D (boxes of 64 columns), so the copy engine zero-fills the columns >= D of
+ * Q, K and V in shared memory, where S = Q K^T is unchanged by the zeros and P V computes zero
+ * columns, and the TMA store of O drops the columns >= D. D % 8 == 0 keeps every row's bytes
+ * whole 16-byte units, which the copy engine requires of the strides anyway; other D stay with
+ * sm80.
+ * FLASHC_CUDA_SM90_PAD (read once) names the instances that pad: "1" all, "0" none, or a comma
+ * list of instance head dims ("128,192,256"); unset (or anything else), SM90_PAD_DEFAULT: the d
+ * 128 instances (D 72-120: 1.65-1.78x sm80 at d 96, 2k and 4k, causal and not, on the H200) but
+ * not the d 64 ones (d 32: 1.08x without the mask, 0.98-1.00x under it); the d 192 and 256 ones
+ * (D 136-184, 200-248) not until a device run measures them against sm80. */
+static int sm90_pad_bit(int head_dim) /* the instance's bit in a FLASHC_CUDA_SM90_PAD mask */
+{
+    return head_dim == 64 ? 1 : head_dim == 128 ? 2 : head_dim == 192 ? 4 : head_dim == 256 ? 8 : 0;
+}
+/* the default's bits: 2 = d 128 (D 72-120); + 4 = d 192 (D 136-184), + 8 = d 256 (D 200-248) */
+enum { SM90_PAD_ALL = 15, SM90_PAD_DEFAULT = 2 };
+static int sm90_pad_mask(void)
 {
     static int value = -1;
     if (value < 0) {
         const char *e = getenv("FLASHC_CUDA_SM90_PAD");
-        value = e && strcmp(e, "1") == 0   ? SM90_PAD_ALL
-                : e && strcmp(e, "0") == 0 ? SM90_PAD_NONE
-                                           : SM90_PAD_D128; /* racing first calls agree */
+        int m = e && strcmp(e, "1") == 0 ? SM90_PAD_ALL : 0;
+        if (e && e[0] && !m) { /* "0", or a list of instance head dims */
+            for (const char *c = e; m >= 0 && *c;) {
+                char *end;
+                const long d = strtol(c, &end, 10);
+                const int bit = sm90_pad_bit((int)d), whole = end != c && (*end == ',' || !*end);
+                m = whole && (bit || d == 0) ? m | bit : -1; /* -1: not such a list */
+                c = *end ? end + 1 : end;
+            }
+        }
+        value = e && e[0] && m >= 0 ? m : SM90_PAD_DEFAULT; /* racing first calls agree */
     }
     return value;
 }
-static int sm90_pads(const attn_fwd_variant *v, int mode)
+static int sm90_pads(const attn_fwd_variant *v, int mask)
 {
-    if (mode == SM90_PAD_NONE || (mode == SM90_PAD_D128 && v->head_dim != 128))
+    if (!(mask & sm90_pad_bit(v->head_dim)))
         return 0;
-    return (strcmp(v->family, "sm90v6") == 0 || strcmp(v->family, "sm90v7") == 0 ||
-            strcmp(v->family, "sm90v9") == 0 ||
-            (strcmp(v->family, "sm90np") == 0 && v->head_dim == 128));
+    return strcmp(v->family, "sm90v6") == 0 || strcmp(v->family, "sm90v7") == 0 ||
+           strcmp(v->family, "sm90v9") == 0 || strcmp(v->family, "sm90v6h") == 0 ||
+           strcmp(v->family, "sm90v6hnp") == 0 ||
+           (strcmp(v->family, "sm90np") == 0 && v->head_dim == 128) ||
+           (strcmp(v->family, "sm90v6hw") == 0 && v->head_dim == 192);
 }
 
 /* Beyond dtype and head dim (the table's fields): the chip the sm_90a code runs on, rows the
@@ -1094,7 +1113,7 @@ static int sm90_pads(const attn_fwd_variant *v, int mode)
 static int sm90_supports_rows(const attn_fwd_variant *v, const attn_problem *p, int cc,
                               int vec16, int kv_rows)
 {
-    const int pad = sm90_pad_mode(); /* read at the first call, whatever its head dim */
+    const int pad = sm90_pad_mask(); /* read at the first call, whatever its head dim */
     if (cc != 90 || !vec16)
         return 0;
     if (p->D != v->head_dim && (p->D % 8 != 0 || !sm90_pads(v, pad)))
