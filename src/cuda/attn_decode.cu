@@ -101,7 +101,9 @@
  *
  * Split rule (FLASHC_DECODE_SPLITS, read at every call): fill (the default since 2026-12-03),
  * which splits tiles that are at most half the slots into whole waves of k blocks a SM, at most
- * 33 splits (splits_of); or fa2, FlashAttention-2's rule, the default before.
+ * 33 splits (splits_of); fa2, FlashAttention-2's rule, the default before; or deep (opt-in,
+ * decode11): at least 5 blocks a slot where every split keeps >= 8192 keys (64 x 32k: 4 splits
+ * instead of fa2's 2), else fill.
  */
 #include "attn_cuda.cuh"
 #include "scratch.cuh"
@@ -1210,19 +1212,28 @@ int blocks_per_sm(const attn_problem *p)
 }
 
 /* FLASHC_DECODE_SPLITS, read at every call: unset, "" or "fill" the whole-wave rule (splits_of;
- * the default since 2026-12-03); "fa2" FlashAttention-2's rule, the default before; 0 for
- * anything else. */
+ * the default since 2026-12-03); "fa2" FlashAttention-2's rule, the default before; "deep" fill
+ * with deep grids where the keys allow (splits_of, decode11); 0 for anything else. */
+enum { DEC_SPLITS_FA2 = 1, DEC_SPLITS_FILL = 2, DEC_SPLITS_DEEP = 3 };
 int split_rule(void)
 {
     const char *e = getenv("FLASHC_DECODE_SPLITS");
     if (!e || !e[0] || strcmp(e, "fill") == 0)
-        return 2;
+        return DEC_SPLITS_FILL;
     if (strcmp(e, "fa2") == 0)
-        return 1;
+        return DEC_SPLITS_FA2;
+    if (strcmp(e, "deep") == 0)
+        return DEC_SPLITS_DEEP;
     return 0;
 }
 
-/* The split count: the caller's, or (0) the fill rule (FLASHC_DECODE_SPLITS, below), or
+/* The deep rule's constants (FLASHC_DECODE_SPLITS=deep, decode11): at least DEC_DEEP_WAVES
+ * blocks a slot, each split keeping at least DEC_DEEP_KEYS keys. */
+constexpr int64_t DEC_DEEP_WAVES = 5;
+constexpr int64_t DEC_DEEP_KEYS = 8192;
+
+/* The split count: the caller's, or (0) the deep rule (FLASHC_DECODE_SPLITS=deep, where it
+ * applies), the fill rule (FLASHC_DECODE_SPLITS, below), or
  * FlashAttention-2's rule on this kernel's slots: among 1..64 splits (each keeping at least 128
  * keys, 2 blocks a warp), the smallest whose last wave of thread blocks is within 85% of the
  * best wave efficiency n_waves / ceil(n_waves). From the maxima only (B, Hkv, the tile count, Sk_max), the SM
@@ -1232,17 +1243,34 @@ int splits_of(const attn_problem *p)
     const int64_t keys = p->Sk;
     const int64_t kblocks = keys > 0 ? (keys + DEC_BN - 1) / DEC_BN : 1;
     int64_t n;
+    const int rule = split_rule();
+    const int64_t ctas = p->B * p->Hkv * m_tiles_of(p);
+    const int64_t slots = (int64_t)sm_count() * blocks_per_sm(p);
+    /* deep: the fewest splits that make the grid DEC_DEEP_WAVES blocks a slot, where each split
+     * keeps >= DEC_DEEP_KEYS keys (else fill's count). Why: a memory-bound grid's blocks drift
+     * apart over its waves, so the kernel ends with a drain of about one block's life in which
+     * fewer and fewer blocks stream and the DRAM is not kept busy; a deeper grid has shorter
+     * blocks, so a shorter drain, while each block still streams long enough (8192 keys: 4 MB
+     * of K + V at d 128, ~1000x its prologue, the first key block's latency, and its partial
+     * store) that the blocks' fixed cost and the merge's extra partials stay under 1%. Measured
+     * (bench/RESULTS.md, decode9 / decode10 sweeps, 32/8 heads, d 128): 64 x 32k 2 splits
+     * (2.6 blocks a slot) -> 4 (5.2 a slot, 8k keys each) +2.7% and +2.5%, 64 x 128k +3.0%;
+     * 16 x 128k 3 -> 16 (5.2, 8k keys) +2.2% (2026-12-02); while 16 x 32k at 16 splits (5.2 a
+     * slot but 2k keys) gained nothing, and neither did 3 or 6 splits at 64 x 32k (3.9 / 7.8 a
+     * slot). At most 33 splits, as fill (the merge's work a row). From the maxima only. */
+    const int64_t deep = (DEC_DEEP_WAVES * slots + ctas - 1) / (ctas > 0 ? ctas : 1);
     if (p->num_splits > 0) {
         n = p->num_splits;
-    } else if (split_rule() == 2 &&
-               p->B * p->Hkv * m_tiles_of(p) * 2 <= (int64_t)sm_count() * blocks_per_sm(p)) {
+    } else if (rule == DEC_SPLITS_DEEP && deep <= 33 &&
+               (deep == 1 || deep * DEC_DEEP_KEYS <= keys)) {
+        n = deep;
+    } else if (rule != DEC_SPLITS_FA2 && ctas * 2 <= slots) {
         /* fill: the tiles are at most half the slots, so split them to fill whole waves of the
          * slots (k blocks a SM, every SM alike: the sweeps of 2026-12-01 had 33 and 49 splits,
          * 264 / 392 blocks, above 42's 336 at B 1), each split keeping >= 256 keys: the largest
          * k <= blocks_per_sm whose count this allows */
         /* at most 33 splits: past that the merge's per-row work costs more than a third block a
          * SM gains (round 1: 1 x 32k 2581 GB/s at 33 splits, 2521 at 49; 1 x 128k 3781, 3742) */
-        const int64_t ctas = p->B * p->Hkv * m_tiles_of(p);
         int64_t max_n = keys / 256;
         max_n = max_n < 1 ? 1 : max_n > 33 ? 33 : max_n;
         n = 1;
@@ -1256,13 +1284,11 @@ int splits_of(const attn_problem *p)
                 n = max_n;
         }
     } else {
-        const int64_t ctas = p->B * p->Hkv * m_tiles_of(p);
-        const double slots = (double)sm_count() * blocks_per_sm(p);
         int64_t max_n = keys / 128;
         max_n = max_n < 1 ? 1 : max_n > 64 ? 64 : max_n;
         double eff[65], best = 0.0;
         for (int64_t s = 1; s <= max_n; s++) {
-            const double waves = (double)ctas * (double)s / slots;
+            const double waves = (double)ctas * (double)s / (double)slots;
             eff[s] = waves / ceil(waves);
             best = eff[s] > best ? eff[s] : best;
         }
@@ -1378,7 +1404,7 @@ flashc_status cuda_attn_decode_supports(const attn_problem *p)
                             fn, getenv("FLASHC_DECODE_KERNEL"));
     if (!split_rule())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_SPLITS=%s: expected fa2 or fill", fn,
+                            "%s: FLASHC_DECODE_SPLITS=%s: expected fill, fa2 or deep", fn,
                             getenv("FLASHC_DECODE_SPLITS"));
     FLASHC_TRY(cuda_check_no_pending_error(fn));
     flashc_status st;
@@ -1466,7 +1492,7 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
                             fn, getenv("FLASHC_DECODE_KERNEL"));
     if (!split_rule())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_SPLITS=%s: expected fa2 or fill", fn,
+                            "%s: FLASHC_DECODE_SPLITS=%s: expected fill, fa2 or deep", fn,
                             getenv("FLASHC_DECODE_SPLITS"));
     if (a.merge == DEC_MERGE_AUTO) {
         /* v4 (v3's sums, its partial loads issued beside the LSE loads) while its grid (a
