@@ -103,7 +103,8 @@
  * which splits tiles that are at most half the slots into whole waves of k blocks a SM, at most
  * 33 splits (splits_of); fa2, FlashAttention-2's rule, the default before; or deep (opt-in,
  * decode11): at least 5 blocks a slot where every split keeps >= 8192 keys (64 x 32k: 4 splits
- * instead of fa2's 2), else fill.
+ * instead of fa2's 2); where that depth needs splits under 8192 keys, fill for small grids and
+ * whole waves for large ones (64 x 4k: 3 splits).
  */
 #include "attn_cuda.cuh"
 #include "scratch.cuh"
@@ -1228,7 +1229,8 @@ int split_rule(void)
 }
 
 /* The deep rule's constants (FLASHC_DECODE_SPLITS=deep, decode11): at least DEC_DEEP_WAVES
- * blocks a slot, each split keeping at least DEC_DEEP_KEYS keys. */
+ * blocks a slot, each split keeping at least DEC_DEEP_KEYS keys; else (splits_of) fill for
+ * small grids and whole waves for large ones. */
 constexpr int64_t DEC_DEEP_WAVES = 5;
 constexpr int64_t DEC_DEEP_KEYS = 8192;
 
@@ -1247,7 +1249,7 @@ int splits_of(const attn_problem *p)
     const int64_t ctas = p->B * p->Hkv * m_tiles_of(p);
     const int64_t slots = (int64_t)sm_count() * blocks_per_sm(p);
     /* deep: the fewest splits that make the grid DEC_DEEP_WAVES blocks a slot, where each split
-     * keeps >= DEC_DEEP_KEYS keys (else fill's count). Why: a memory-bound grid's blocks drift
+     * keeps >= DEC_DEEP_KEYS keys (else fill's count, or whole waves below). Why: a memory-bound grid's blocks drift
      * apart over its waves, so the kernel ends with a drain of about one block's life in which
      * fewer and fewer blocks stream and the DRAM is not kept busy; a deeper grid has shorter
      * blocks, so a shorter drain, while each block still streams long enough (8192 keys: 4 MB
@@ -1282,6 +1284,22 @@ int splits_of(const attn_problem *p)
             }
             if (s > max_n && k == 1)
                 n = max_n;
+        }
+    } else if (rule == DEC_SPLITS_DEEP) {
+        /* deep, where its depth needs shorter splits (short contexts at large B): whole waves.
+         * Short blocks start together and stay in step, so the grid runs in ceil(waves) rounds
+         * of one block's time: the count s in 1..8 (>= 1024 keys a split) with the fewest
+         * block-times ceil(ctas s / slots) / s, the smallest on a tie (decode10's ceil rule,
+         * there for every large grid: 64 x 32k 3 splits 1.002x; here only below deep's keys).
+         * 64 x 4k: 3 splits (3.9 waves, 1.33 tile-times) instead of fa2's 2 (2.6, 1.5). */
+        int64_t max_n = keys / 1024;
+        max_n = max_n < 1 ? 1 : max_n > 8 ? 8 : max_n;
+        int64_t best_r = 0;
+        n = 1;
+        for (int64_t s = 1; s <= max_n; s++) {
+            const int64_t r = (ctas * s + slots - 1) / slots; /* rounds of s-split blocks */
+            if (s == 1 || r * n < best_r * s)
+                best_r = r, n = s;
         }
     } else {
         int64_t max_n = keys / 128;
