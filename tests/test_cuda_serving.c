@@ -1312,29 +1312,40 @@ static void test_kvcache_merge_variants(void **state)
 
 /* ---- the kernel variants (FLASHC_DECODE_KERNEL, src/cuda/attn_decode.cu) ----------------- */
 
-/* FLASHC_DECODE_SPLITS=deep where it applies (the variant cases are all below its bounds, where
- * it is fill): B 64 x 32768 keys, 32 / 8 heads, d 128, bf16, on a paged cache whose table names
- * one page of 16 keys everywhere (2M keys in 16 KB of cache), keys, values and q zero. Every
- * score is 0, so at any split count o = 0 and lse = ln(32768), which the partials' float sums
- * of ones give exactly. The automatic count must be the rule's (splits_of): the fewest splits
- * that make the grid at least 5 blocks a slot (lean at d 128: 3 blocks a SM), each keeping at
- * least 8192 keys, at most 33; the same call at that explicit count gives the same bits. */
-static void deep_rule_check(void)
+/* FLASHC_DECODE_SPLITS=deep where it differs from fill (the variant cases are all small grids,
+ * where it is fill): B 64 x ctx keys, 32 / 8 heads, d 128, bf16, on a paged cache whose table
+ * names one page of 16 keys everywhere (ctx keys in 16 KB of cache), keys, values and q zero.
+ * Every score is 0, so at any split count o = 0 and lse = ln(ctx), which the partials' float
+ * sums of ones give exactly. The automatic count must be the rule's (splits_of, lean at d 128:
+ * 3 blocks a SM): the fewest splits that make the grid at least 5 blocks a slot if each keeps
+ * at least 8192 keys (at most 33), else for a grid over half the slots the s in 1..8 (>= 1024
+ * keys each) with the fewest ceil(blocks / slots) / s; the same call at that explicit count
+ * gives the same bits. */
+static void deep_rule_check(int ctx)
 {
     int dev_id = 0, sms = 0;
     CUDA_OK(cudaGetDevice(&dev_id));
     CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev_id));
-    enum { B = 64, HQ = 32, HKV = 8, D = 128, PAGE = 16, MAXP = 2048, CTX = PAGE * MAXP };
+    enum { B = 64, HQ = 32, HKV = 8, D = 128, PAGE = 16 };
+    const int MAXP = ctx / PAGE, CTX = ctx;
     const long long tiles = (long long)B * HKV, slots = 3LL * sms;
-    const long long want = (5 * slots + tiles - 1) / tiles;
-    if (want > 33 || want * 8192 > CTX) {
-        printf("  deep at B 64 x 32k: %d SMs give %lld splits, past its bounds: not checked\n",
-               sms, want);
-        return;
+    long long want = (5 * slots + tiles - 1) / tiles;
+    if (want > 33 || (want > 1 && want * 8192 > CTX)) {
+        if (tiles * 2 <= slots) {
+            printf("  deep at B 64 x %d: %d SMs make it fill: not checked\n", ctx, sms);
+            return;
+        }
+        long long best = 0, maxn = CTX / 1024 < 1 ? 1 : CTX / 1024 > 8 ? 8 : CTX / 1024;
+        for (long long s = 1; s <= maxn; s++) {
+            const long long r = (tiles * s + slots - 1) / slots;
+            if (s == 1 || r * want < best * s)
+                best = r, want = s;
+        }
     }
     const size_t nkv = (size_t)PAGE * HKV * D, nq = (size_t)B * HQ * D, nl = (size_t)B * HQ;
     void *kc = dalloc(2 * nkv), *vc = dalloc(2 * nkv), *qd = dalloc(2 * nq);
     void *od = dalloc(2 * nq), *ld = dalloc(4 * nl), *tbd = dalloc(4 * (size_t)B * MAXP);
+    flashc_tensor k, v, q, o, lse, sl, tb;
     CUDA_OK(cudaMemset(kc, 0, 2 * nkv));
     CUDA_OK(cudaMemset(vc, 0, 2 * nkv));
     CUDA_OK(cudaMemset(qd, 0, 2 * nq));
@@ -1343,13 +1354,13 @@ static void deep_rule_check(void)
     for (int b = 0; b < B; b++)
         lens[b] = CTX;
     void *sld = dupload(lens, sizeof lens);
-    flashc_tensor k = dev(flashc_tensor_4d(kc, FLASHC_BF16, 1, PAGE, HKV, D));
-    flashc_tensor v = dev(flashc_tensor_4d(vc, FLASHC_BF16, 1, PAGE, HKV, D));
-    flashc_tensor q = dev(flashc_tensor_4d(qd, FLASHC_BF16, B, 1, HQ, D));
-    flashc_tensor o = dev(flashc_tensor_4d(od, FLASHC_BF16, B, 1, HQ, D));
-    flashc_tensor lse = dev(flashc_tensor_3d(ld, FLASHC_F32, B, HQ, 1));
-    flashc_tensor sl = dev(flashc_tensor_1d(sld, FLASHC_I32, B));
-    flashc_tensor tb = dev(flashc_tensor_2d(tbd, FLASHC_I32, B, MAXP));
+    k = dev(flashc_tensor_4d(kc, FLASHC_BF16, 1, PAGE, HKV, D));
+    v = dev(flashc_tensor_4d(vc, FLASHC_BF16, 1, PAGE, HKV, D));
+    q = dev(flashc_tensor_4d(qd, FLASHC_BF16, B, 1, HQ, D));
+    o = dev(flashc_tensor_4d(od, FLASHC_BF16, B, 1, HQ, D));
+    lse = dev(flashc_tensor_3d(ld, FLASHC_F32, B, HQ, 1));
+    sl = dev(flashc_tensor_1d(sld, FLASHC_I32, B));
+    tb = dev(flashc_tensor_2d(tbd, FLASHC_I32, B, MAXP));
     flashc_kv_cache cache;
     memset(&cache, 0, sizeof cache);
     cache.struct_size = sizeof cache;
@@ -1368,24 +1379,24 @@ static void deep_rule_check(void)
         CUDA_OK(cudaMemcpy(oh[pass], od, 2 * nq, cudaMemcpyDeviceToHost));
         CUDA_OK(cudaMemcpy(lh[pass], ld, 4 * nl, cudaMemcpyDeviceToHost));
         if (st.num_splits != want)
-            fail_case("deep, B 64 x 32k, 32/8, d 128, %d SMs, num_splits=%d | used %lld splits, "
-                      "the rule's count is %lld", sms, pr.num_splits, (long long)st.num_splits,
-                      want);
+            fail_case("deep, B 64 x %d, 32/8, d 128, %d SMs, num_splits=%d | used %lld splits, "
+                      "the rule's count is %lld", ctx, sms, pr.num_splits,
+                      (long long)st.num_splits, want);
         for (size_t x = 0; x < nq; x++)
             if ((oh[pass][x] & 0x7fff) != 0)
-                fail_case("deep, B 64 x 32k, num_splits=%d (%lld used) | o[%zu] = 0x%04x, "
-                          "expected 0 (zero values)", pr.num_splits, want, x, oh[pass][x]);
+                fail_case("deep, B 64 x %d, num_splits=%d (%lld used) | o[%zu] = 0x%04x, "
+                          "expected 0 (zero values)", ctx, pr.num_splits, want, x, oh[pass][x]);
         for (size_t x = 0; x < nl; x++)
             if (!(fabs(lh[pass][x] - want_lse) <= 1e-5 * want_lse))
-                fail_case("deep, B 64 x 32k, num_splits=%d (%lld used) | lse[%zu] = %.8g, "
-                          "expected ln(32768) = %.8g", pr.num_splits, want, x, lh[pass][x],
+                fail_case("deep, B 64 x %d, num_splits=%d (%lld used) | lse[%zu] = %.8g, "
+                          "expected ln(ctx) = %.8g", ctx, pr.num_splits, want, x, lh[pass][x],
                           want_lse);
     }
     if (memcmp(oh[0], oh[1], 2 * nq) != 0 || memcmp(lh[0], lh[1], 4 * nl) != 0)
-        fail_case("deep, B 64 x 32k | the automatic count (%lld) and the explicit one differ in "
-                  "bits", want);
-    printf("  deep at B 64 x 32k, %d SMs: %lld splits (the rule's), o = 0 and lse = ln(32768), "
-           "the explicit count bit for bit\n", sms, want);
+        fail_case("deep, B 64 x %d | the automatic count (%lld) and the explicit one differ in "
+                  "bits", ctx, want);
+    printf("  deep at B 64 x %d, %d SMs: %lld splits (the rule's), o = 0 and lse = ln(ctx), "
+           "the explicit count bit for bit\n", ctx, sms, want);
     free(oh[0]), free(oh[1]), free(lh[0]), free(lh[1]);
     void *d[] = {kc, vc, qd, od, ld, tbd, sld};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
@@ -1461,8 +1472,10 @@ static void test_kvcache_kernel_variants(void **state)
         kv_check(&f2, autos, 1, 1);
         kv_case f3 = kvc(FLASHC_BF16, 8, 1, 16, 16, 64, 64, 1024, 1000, 1);
         kv_check(&f3, autos, 1, 0);
-        if (rule == 2 && !small && strcmp(kernels[0], "lean") == 0)
-            deep_rule_check();
+        if (rule == 2 && !small && strcmp(kernels[0], "lean") == 0) {
+            deep_rule_check(32768); /* the deep part: 4 splits on 132 SMs */
+            deep_rule_check(4096);  /* whole waves: 3 splits on 132 SMs */
+        }
     }
     setenv("FLASHC_DECODE_SPLITS", "waves", 1); /* no such rule: refused */
     {
