@@ -88,6 +88,10 @@
  * block an SM: cuDNN's shape at B 16, one block a (b, kv head) and no merge). Measured
  * (round 1): the lean loader gains 2-11%, less than its instruction count suggests: with it the
  * split kernel is no longer issue-bound, and lean3's extra loads in flight gain nothing more.
+ * wide (opt-in, decode11) is lean with 12 warps a block (196 KB at d 128, one block an SM): an
+ * SM's 12 warps on one (b, KV head), so at B >= 16 the split rules give one split, no partials
+ * and no merge (cuDNN's grid), where lean5's 4 warps an SM were issue-bound; the fused merge
+ * runs lean's instance (dec_merge_rows takes 4 warps).
  * Removed on 2026-12-03 after losing at every shape measured (bench/RESULTS.md): lean-pf (the
  * L2::256B hint, 1-6% slower than lean) and the ring kernels attn_decode_ring / ring-cpa (a
  * producer warp feeding 4 consumers through an mbarrier ring: 0.2-0.8x cuDNN, flat across
@@ -163,14 +167,22 @@ enum { DEC_MERGE_V1 = 1, DEC_MERGE_V2 = 2, DEC_MERGE_PDL = 3, DEC_MERGE_FUSED = 
        DEC_MERGE_V3 = 5, DEC_MERGE_AUTO = 6 /* host only: v4 or pdl (cuda_attn_decode) */,
        DEC_MERGE_V4 = 7 };
 /* FLASHC_DECODE_KERNEL: the split kernel's loader ("split" names the base loader) */
-enum { DEC_KERNEL_LEAN = 4, DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_BASE = 7, DEC_KERNEL_LEAN5 = 8 };
+enum { DEC_KERNEL_LEAN = 4, DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_BASE = 7, DEC_KERNEL_LEAN5 = 8,
+       DEC_KERNEL_WIDE = 9 };
 /* The split kernel's instances (its VAR template argument): the base loader (FLASHC_DECODE_KERNEL
  * = base, and every head dim > 128) and the lean loaders (lean, the default; lean3, lean5; head
  * dims <= 128 only). */
-enum { DEC_VAR_BASE = 0, DEC_VAR_LEAN = 1, DEC_VAR_LEAN3 = 2, DEC_VAR_LEAN5 = 4 };
+enum { DEC_VAR_BASE = 0, DEC_VAR_LEAN = 1, DEC_VAR_LEAN3 = 2, DEC_VAR_LEAN5 = 4, DEC_VAR_WIDE = 8 };
 __host__ __device__ constexpr int dec_var_stages(int var)
 {
     return var == DEC_VAR_LEAN3 ? 3 : var == DEC_VAR_LEAN5 ? 5 : DEC_STAGES;
+}
+/* Warps a block of the split kernel: wide (decode11) is lean with 12 warps, the default's 3
+ * blocks x 4 warps of an SM in one block, so one block a (b, KV head) needs no split and no
+ * merge where the tiles fill the SMs (cuDNN's grid; lean5 had it with 4 warps an SM). */
+__host__ __device__ constexpr int dec_var_warps(int var)
+{
+    return var == DEC_VAR_WIDE ? 12 : DEC_WARPS;
 }
 
 /* o's row width, for attn_clear_unowned (attn_fwd_common.cuh). */
@@ -527,10 +539,12 @@ __device__ __forceinline__ void dec_merge_rows(const dec_args &a, int b, int m0,
  *   T   __nv_bfloat16 or __half; DI the instance's head dim (a multiple of 64, >= D and Dv;
  *   the columns past D / Dv are zero in shared memory and never stored). */
 template <typename T, int DI, bool FUSED, int VAR>
-__global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_args a)
+__global__ void __launch_bounds__(dec_var_warps(VAR) * 32) attn_decode_kernel(const dec_args a)
 {
     constexpr bool LEAN = VAR != DEC_VAR_BASE;          /* dec_load_kv_lean                  */
     constexpr int STG = dec_var_stages(VAR);            /* K/V buffers a warp                */
+    constexpr int NW = dec_var_warps(VAR);              /* warps, each its own key blocks    */
+    static_assert(!FUSED || NW == DEC_WARPS, "dec_merge_rows takes DEC_WARPS warps");
     constexpr int DS = (DI + 63) / 64 * 64;
     constexpr int DT = DI / 8;
     constexpr uint32_t ROWB = DS * sizeof(T);
@@ -572,7 +586,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     /* Q: the 16 packed rows, gathered from their (row, head) */
     {
         constexpr int CPR = DI / 8;
-        for (int idx = tid; idx < DEC_BM * CPR; idx += DEC_WARPS * 32) {
+        for (int idx = tid; idx < DEC_BM * CPR; idx += NW * 32) {
             const int r = idx / CPR, c = idx % CPR;
             const int R = m0 + r;
             int bytes = 0;
@@ -647,22 +661,22 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     /* STG - 1 blocks in flight before the loop, one group each (empty groups past the end) */
 #pragma unroll
     for (int f = 0; f < STG - 1; f++) {
-        if (kb + f * DEC_WARPS < blk_end) {
-            lookup(kb + f * DEC_WARPS);
-            load(kb + f * DEC_WARPS, f);
+        if (kb + f * NW < blk_end) {
+            lookup(kb + f * NW);
+            load(kb + f * NW, f);
         }
         ptx_cp_async_commit();
     }
-    lookup(kb + (STG - 1) * DEC_WARPS);
+    lookup(kb + (STG - 1) * NW);
     ptx_cp_async_wait<STG - 1>(); /* Q (the oldest group) has landed for this thread */
     __syncthreads();              /* ... and for everyone */
 
     int st = 0;
-    for (; kb < blk_end; kb += DEC_WARPS) {
-        const int nx = kb + (STG - 1) * DEC_WARPS;
+    for (; kb < blk_end; kb += NW) {
+        const int nx = kb + (STG - 1) * NW;
         if (nx < blk_end) {
             load(nx, st == 0 ? STG - 1 : st - 1);
-            lookup(nx + DEC_WARPS); /* used by the next iteration's copies */
+            lookup(nx + NW); /* used by the next iteration's copies */
         }
         ptx_cp_async_commit();
         ptx_cp_async_wait<STG - 1>();
@@ -697,7 +711,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     }
     ptx_cp_async_wait<0>();
 
-    /* merge the 4 warps' states through shared memory (the K/V buffers are free now) */
+    /* merge the NW warps' states through shared memory (the K/V buffers are free now) */
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
         row_l[0][hr] += __shfl_xor_sync(0xffffffffu, row_l[0][hr], 1);
@@ -705,8 +719,8 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     }
     __syncthreads();
     float *sO = (float *)sKV;                  /* (warps, 16, DI)   */
-    float *sM = sO + DEC_WARPS * DEC_BM * DI;  /* (warps, 16)       */
-    float *sL = sM + DEC_WARPS * DEC_BM;
+    float *sM = sO + NW * DEC_BM * DI;         /* (warps, 16)       */
+    float *sL = sM + NW * DEC_BM;
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
         const int r = g + 8 * hr;
@@ -723,18 +737,18 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     }
     __syncthreads();
 
-    /* 8 threads a row, 8 consecutive columns each per step */
+    /* 8 threads a row, 8 consecutive columns each per step (wide: the first 4 warps) */
     const int r = tid / 8, part = tid % 8;
     const int R = m0 + r;
-    if (R < rows) {
+    if ((NW == DEC_WARPS || r < DEC_BM) && R < rows) {
         const int i = R / a.group, h = hk * a.group + R % a.group;
         float M = -INFINITY;
 #pragma unroll
-        for (int w = 0; w < DEC_WARPS; w++)
+        for (int w = 0; w < NW; w++)
             M = fmaxf(M, sM[w * DEC_BM + r]);
-        float wt[DEC_WARPS], L = 0.0f;
+        float wt[NW], L = 0.0f;
 #pragma unroll
-        for (int w = 0; w < DEC_WARPS; w++) {
+        for (int w = 0; w < NW; w++) {
             const float m = sM[w * DEC_BM + r];
             wt[w] = m == -INFINITY ? 0.0f : ptx_exp2(m - M);
             L += sL[w * DEC_BM + r] * wt[w];
@@ -752,7 +766,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
             for (int k = 0; k < 8; k++) {
                 float x = 0.0f;
 #pragma unroll
-                for (int w = 0; w < DEC_WARPS; w++)
+                for (int w = 0; w < NW; w++)
                     x += sO[(w * DEC_BM + r) * DI + c0 + k] * wt[w];
                 val[k] = x * inv;
             }
@@ -1017,12 +1031,13 @@ __global__ void __launch_bounds__(64) attn_decode_append(const dec_args a)
     }
 }
 
-template <typename T, int DI, int STG = DEC_STAGES> constexpr size_t dec_smem_bytes()
+template <typename T, int DI, int STG = DEC_STAGES, int NW = DEC_WARPS>
+constexpr size_t dec_smem_bytes()
 {
     constexpr int DS = (DI + 63) / 64 * 64;
-    constexpr size_t tiles = (size_t)(DEC_BM + DEC_WARPS * STG * 2 * DEC_BN) * DS * sizeof(T);
+    constexpr size_t tiles = (size_t)(DEC_BM + NW * STG * 2 * DEC_BN) * DS * sizeof(T);
     constexpr size_t merge = (size_t)DEC_BM * DS * sizeof(T) +
-                             (size_t)DEC_WARPS * DEC_BM * (DI + 2) * sizeof(float);
+                             (size_t)NW * DEC_BM * (DI + 2) * sizeof(float);
     return tiles > merge ? tiles : merge;
 }
 
@@ -1046,7 +1061,8 @@ cudaError_t dec_launch_ex(void (*kernel)(Args...), dim3 grid, dim3 block, size_t
 template <typename T, int DI, bool FUSED, int VAR>
 cudaError_t dec_launch(const dec_args &a, cudaStream_t stream, bool pdl)
 {
-    constexpr size_t smem = dec_smem_bytes<T, DI, dec_var_stages(VAR)>();
+    constexpr size_t smem = dec_smem_bytes<T, DI, dec_var_stages(VAR), dec_var_warps(VAR)>();
+    constexpr int threads = dec_var_warps(VAR) * 32;
     cudaError_t err = cudaFuncSetAttribute(attn_decode_kernel<T, DI, FUSED, VAR>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (err != cudaSuccess)
@@ -1054,10 +1070,10 @@ cudaError_t dec_launch(const dec_args &a, cudaStream_t stream, bool pdl)
     const int64_t blocks = (int64_t)a.B * a.Hkv * a.m_tiles;
     if (pdl)
         return dec_launch_ex(attn_decode_kernel<T, DI, FUSED, VAR>,
-                             dim3((unsigned)blocks, (unsigned)a.splits), dim3(DEC_WARPS * 32), smem,
+                             dim3((unsigned)blocks, (unsigned)a.splits), dim3(threads), smem,
                              stream, true, a);
-    attn_decode_kernel<T, DI, FUSED, VAR><<<dim3((unsigned)blocks, (unsigned)a.splits),
-                                            DEC_WARPS * 32, smem, stream>>>(a);
+    attn_decode_kernel<T, DI, FUSED, VAR><<<dim3((unsigned)blocks, (unsigned)a.splits), threads,
+                                            smem, stream>>>(a);
     return cudaGetLastError();
 }
 
@@ -1076,6 +1092,9 @@ cudaError_t dec_launch_di(const dec_args &a, int di, int var, cudaStream_t strea
     case DEC_VAR_LEAN: return dec_launch_var<T, FUSED, DEC_VAR_LEAN>(a, di, stream, pdl);
     case DEC_VAR_LEAN3: return dec_launch_var<T, FUSED, DEC_VAR_LEAN3>(a, di, stream, pdl);
     case DEC_VAR_LEAN5: return dec_launch_var<T, FUSED, DEC_VAR_LEAN5>(a, di, stream, pdl);
+    case DEC_VAR_WIDE: /* the fused merge's last block merges with DEC_WARPS warps: lean's */
+        return FUSED ? dec_launch_var<T, FUSED, DEC_VAR_LEAN>(a, di, stream, pdl)
+                     : dec_launch_var<T, false, DEC_VAR_WIDE>(a, di, stream, pdl);
     default: break;
     }
     return di == 64    ? dec_launch<T, 64, FUSED, DEC_VAR_BASE>(a, stream, pdl)
@@ -1166,7 +1185,8 @@ int sm_count(void)
 /* FLASHC_DECODE_KERNEL, read at every call (so one process can compare the kernels): unset, ""
  * or "lean" the lean loader (the default: faster at every B x ctx measured on 2026-12-02,
  * bench/RESULTS.md); "split" or "base" the split kernel's historical loader; "lean3", "lean5"
- * the lean loader with 3 or 5 stages a warp; 0 for anything else. */
+ * the lean loader with 3 or 5 stages a warp; "wide" the lean loader with 12 warps a block
+ * (dec_var_warps); 0 for anything else. */
 int kernel_mode(void)
 {
     const char *e = getenv("FLASHC_DECODE_KERNEL");
@@ -1178,6 +1198,8 @@ int kernel_mode(void)
         return DEC_KERNEL_LEAN5;
     if (strcmp(e, "lean3") == 0)
         return DEC_KERNEL_LEAN3;
+    if (strcmp(e, "wide") == 0)
+        return DEC_KERNEL_WIDE;
     return 0;
 }
 
@@ -1186,13 +1208,38 @@ int64_t m_tiles_of(const attn_problem *p)
     return (p->Sq * (p->Hq / p->Hkv) + DEC_BM - 1) / DEC_BM;
 }
 
+/* Shared memory a block may opt in to on the current device, cached per device ordinal. */
+size_t smem_optin(void)
+{
+    static size_t cached[64];
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0)
+        return 0;
+    if (dev < 64 && cached[dev] > 0)
+        return cached[dev];
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+        n <= 0)
+        return 0;
+    if (dev < 64)
+        cached[dev] = (size_t)n;
+    return (size_t)n;
+}
+
 /* The split kernel's instance for p under FLASHC_DECODE_KERNEL (DEC_VAR_*): a lean variant at
- * head dims <= 128, else the base instance. */
+ * head dims <= 128, else the base instance; wide where its shared memory fits the device (d 128:
+ * 196 KB, so CC 9.0; on sm_80 parts d 64 only), else lean. */
 int var_of(const attn_problem *p)
 {
     const int k = kernel_mode();
     if (head_dim_instance(p) > 128)
         return DEC_VAR_BASE;
+    if (k == DEC_KERNEL_WIDE) {
+        constexpr int nw = dec_var_warps(DEC_VAR_WIDE);
+        const size_t need = head_dim_instance(p) == 64
+                                ? dec_smem_bytes<__nv_bfloat16, 64, DEC_STAGES, nw>()
+                                : dec_smem_bytes<__nv_bfloat16, 128, DEC_STAGES, nw>();
+        return need <= smem_optin() ? DEC_VAR_WIDE : DEC_VAR_LEAN;
+    }
     return k == DEC_KERNEL_LEAN    ? DEC_VAR_LEAN
            : k == DEC_KERNEL_LEAN3 ? DEC_VAR_LEAN3
            : k == DEC_KERNEL_LEAN5 ? DEC_VAR_LEAN5
@@ -1209,6 +1256,8 @@ int blocks_per_sm(const attn_problem *p)
         return di == 64 ? 4 : 2;
     if (var_of(p) == DEC_VAR_LEAN5) /* 82 / 164 KB */
         return di == 64 ? 2 : 1;
+    if (var_of(p) == DEC_VAR_WIDE) /* 100 / 196 KB, 384 threads */
+        return 1;
     return di == 64 ? 4 : di == 128 ? 3 : 1;
 }
 
@@ -1417,8 +1466,8 @@ flashc_status cuda_attn_decode_supports(const attn_problem *p)
                             getenv("FLASHC_DECODE_MERGE"));
     if (!kernel_mode())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3 "
-                            "or lean5",
+                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3, "
+                            "lean5 or wide",
                             fn, getenv("FLASHC_DECODE_KERNEL"));
     if (!split_rule())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
@@ -1505,8 +1554,8 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
                             getenv("FLASHC_DECODE_MERGE"));
     if (!kernel_mode())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3 "
-                            "or lean5",
+                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3, "
+                            "lean5 or wide",
                             fn, getenv("FLASHC_DECODE_KERNEL"));
     if (!split_rule())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
