@@ -22,7 +22,8 @@ src/cuda/attn_decode.cu reads at each call (v1 keeps the historical keys), each 
 SDPA first; --sweep 8,16,32 also times the contiguous call at
 those explicit num_splits for the --sweep-variants, at the --sweep-batches (default B = 1).
 Each shape's line ("Hq/Hkv .. B .. ctx ..: GB/s name value [sN], ..") carries the split count
-used, so a run cut short still leaves its finished shapes to read (decode11_table.py). --shapes 1x4096,16x32768 replaces the batches x ctx product by a list.
+used, so a run cut short still leaves its finished shapes to read (decode11_table.py).
+--shapes 1x4096,16x32768 replaces the batches x ctx product by a list.
 --clean-shapes 1x32768,.. also times SDPA cuDNN and each variant's contiguous call at those
 shapes with the L2 emptied by a 256 MB read instead of triton's 256 MB zero_ (which leaves the
 L2 full of dirty lines that a K/V stream must write back inside its own time; decode6), and

@@ -61,7 +61,8 @@ bench() {
   fi
   timeout -k 2 "$t" "${BD[@]}" "$@" --out "$OUT/$n.json" >"$FINAL/$n.log" 2>&1
   rc=$?
-  echo "$n: rc $rc$([ $rc = 124 ] && echo " (timed out at $t s: the finished shapes count)"), +$((SECONDS - T0)) s"
+  echo "$n: rc $rc$([ $rc = 124 ] && echo " (timed out at $t s: finished shapes count)")," \
+    "+$((SECONDS - T0)) s"
 }
 
 # ---- 1. tests with each variant forced, sanitizers ----
@@ -93,8 +94,9 @@ echo "s11_decode11: tests took $((SECONDS - T0)) s"
 
 # ---- 2.-4. the bench, alone on the GPU; the cells that decide first ----
 V=auto,deep,wide,fused
-bench bench_32x8 55 --heads 32/8 --pages "" --variants "$V" \
-  --shapes 64x32768,64x131072,64x4096,16x4096,16x131072,16x32768,1x4096,4x4096,1x32768,4x32768,1x131072,4x131072,32x131072,32x32768,128x32768,128x4096 \
+S32=64x32768,64x131072,64x4096,16x4096,16x131072,16x32768,1x4096,4x4096,1x32768,4x32768
+S32+=,1x131072,4x131072,32x131072,32x32768,128x32768,128x4096
+bench bench_32x8 55 --heads 32/8 --pages "" --variants "$V" --shapes "$S32" \
   --sweep 1,2,3,4,6,8,16 --sweep-variants auto --sweep-batches 16,64,128
 bench bench_16x8 25 --heads 16/8 --pages 16 --variants "$V" \
   --shapes 64x32768,64x4096,16x4096,16x131072,64x131072,1x32768,4x4096

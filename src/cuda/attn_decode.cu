@@ -1287,8 +1287,8 @@ constexpr int64_t DEC_DEEP_KEYS = 8192;
  * applies), the fill rule (FLASHC_DECODE_SPLITS, below), or
  * FlashAttention-2's rule on this kernel's slots: among 1..64 splits (each keeping at least 128
  * keys, 2 blocks a warp), the smallest whose last wave of thread blocks is within 85% of the
- * best wave efficiency n_waves / ceil(n_waves). From the maxima only (B, Hkv, the tile count, Sk_max), the SM
- * count, FLASHC_DECODE_KERNEL and FLASHC_DECODE_SPLITS. */
+ * best wave efficiency n_waves / ceil(n_waves). From the maxima only (B, Hkv, the tile count,
+ * Sk_max), the SM count, FLASHC_DECODE_KERNEL and FLASHC_DECODE_SPLITS. */
 int splits_of(const attn_problem *p)
 {
     const int64_t keys = p->Sk;
@@ -1298,17 +1298,18 @@ int splits_of(const attn_problem *p)
     const int64_t ctas = p->B * p->Hkv * m_tiles_of(p);
     const int64_t slots = (int64_t)sm_count() * blocks_per_sm(p);
     /* deep: the fewest splits that make the grid DEC_DEEP_WAVES blocks a slot, where each split
-     * keeps >= DEC_DEEP_KEYS keys (else fill's count, or whole waves below). Why: a memory-bound grid's blocks drift
-     * apart over its waves, so the kernel ends with a drain of about one block's life in which
-     * fewer and fewer blocks stream and the DRAM is not kept busy; a deeper grid has shorter
-     * blocks, so a shorter drain, while each block still streams long enough (8192 keys: 4 MB
-     * of K + V at d 128, ~1000x its prologue, the first key block's latency, and its partial
-     * store) that the blocks' fixed cost and the merge's extra partials stay under 1%. Measured
-     * (bench/RESULTS.md, decode9 / decode10 sweeps, 32/8 heads, d 128): 64 x 32k 2 splits
-     * (2.6 blocks a slot) -> 4 (5.2 a slot, 8k keys each) +2.7% and +2.5%, 64 x 128k +3.0%;
-     * 16 x 128k 3 -> 16 (5.2, 8k keys) +2.2% (2026-12-02); while 16 x 32k at 16 splits (5.2 a
-     * slot but 2k keys) gained nothing, and neither did 3 or 6 splits at 64 x 32k (3.9 / 7.8 a
-     * slot). At most 33 splits, as fill (the merge's work a row). From the maxima only. */
+     * keeps >= DEC_DEEP_KEYS keys (else fill's count, or whole waves below). Why: a memory-bound
+     * grid's blocks drift apart over its waves, so the kernel ends with a drain of about one
+     * block's life in which fewer and fewer blocks stream and the DRAM is not kept busy; a
+     * deeper grid has shorter blocks, so a shorter drain, while each block still streams long
+     * enough (8192 keys: 4 MB of K + V at d 128, ~1000x its prologue, the first key block's
+     * latency, and its partial store) that the blocks' fixed cost and the merge's extra
+     * partials stay under 1%. Measured (bench/RESULTS.md, decode9 / decode10 sweeps, 32/8
+     * heads, d 128): 64 x 32k 2 splits (2.6 blocks a slot) -> 4 (5.2 a slot, 8k keys each)
+     * +2.7% and +2.5%, 64 x 128k +3.0%; 16 x 128k 3 -> 16 (5.2, 8k keys) +2.2% (2026-12-02);
+     * while 16 x 32k at 16 splits (5.2 a slot but 2k keys) gained nothing, and neither did 3 or
+     * 6 splits at 64 x 32k (3.9 / 7.8 a slot). At most 33 splits, as fill (the merge's work a
+     * row). From the maxima only. */
     const int64_t deep = (DEC_DEEP_WAVES * slots + ctas - 1) / (ctas > 0 ? ctas : 1);
     if (p->num_splits > 0) {
         n = p->num_splits;
