@@ -1310,9 +1310,11 @@ int splits_of(const attn_problem *p)
      * while 16 x 32k at 16 splits (5.2 a slot but 2k keys) gained nothing, and neither did 3 or
      * 6 splits at 64 x 32k (3.9 / 7.8 a slot). At most 33 splits, as fill (the merge's work a
      * row). From the maxima only. */
-    const int64_t deep = (DEC_DEEP_WAVES * slots + ctas - 1) / (ctas > 0 ? ctas : 1);
+    const int64_t deep = ctas > 0 ? (DEC_DEEP_WAVES * slots + ctas - 1) / ctas : 1;
     if (p->num_splits > 0) {
         n = p->num_splits;
+    } else if (ctas == 0) {
+        n = 1; /* no tiles (varlen, max_seqlen_q 0): nothing runs, and the rules divide by ctas */
     } else if (rule == DEC_SPLITS_DEEP && deep <= 33 &&
                (deep == 1 || deep * DEC_DEEP_KEYS <= keys)) {
         n = deep;
@@ -1340,7 +1342,8 @@ int splits_of(const attn_problem *p)
          * Short blocks start together and stay in step, so the grid runs in ceil(waves) rounds
          * of one block's time: the count s in 1..8 (>= 1024 keys a split) with the fewest
          * block-times ceil(ctas s / slots) / s, the smallest on a tie (decode10's ceil rule,
-         * there for every large grid: 64 x 32k 3 splits 1.002x; here only below deep's keys).
+         * 0.995-1.054x over its cells there for every large grid, e.g. 3 splits at 64 x 32k,
+         * 1.002x in decode9's sweep; here only below deep's keys).
          * 64 x 4k: 3 splits (3.9 waves, 1.33 tile-times) instead of fa2's 2 (2.6, 1.5). */
         int64_t max_n = keys / 1024;
         max_n = max_n < 1 ? 1 : max_n > 8 ? 8 : max_n;
