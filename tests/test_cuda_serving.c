@@ -29,8 +29,8 @@
  *             (FLASHC_DECODE_MERGE = v1, v2, v3, v4, pdl, fused), v4 equal to v3 bit for
  *             bit, and a name that is no variant refused; the same and more under each kernel
  *             variant (FLASHC_DECODE_KERNEL = lean, lean3, lean5, base), the split rules
- *             (FLASHC_DECODE_SPLITS = fill, fa2), and a loader or rule that does not exist
- *             refused.
+ *             (FLASHC_DECODE_SPLITS = fill, fa2, deep; deep's count where it applies), and
+ *             a loader or rule that does not exist refused.
  *   merge     flashc_attn_merge on CUDA tensors.
  *
  * No CUDA device (or a build without CUDA): exits 77 (skipped). FLASHC_TEST_SMALL=1 keeps only
@@ -1314,13 +1314,105 @@ static void test_kvcache_merge_variants(void **state)
 
 /* ---- the kernel variants (FLASHC_DECODE_KERNEL, src/cuda/attn_decode.cu) ----------------- */
 
+/* FLASHC_DECODE_SPLITS=deep where it differs from fill (the variant cases are all small grids,
+ * where it is fill): B 64 x ctx keys, 32 / 8 heads, d 128, bf16, on a paged cache whose table
+ * names one page of 16 keys everywhere (ctx keys in 16 KB of cache), keys, values and q zero.
+ * Every score is 0, so at any split count o = 0 and lse = ln(ctx), which the partials' float
+ * sums of ones give exactly. The automatic count must be the rule's (splits_of, lean at d 128:
+ * 3 blocks a SM): the fewest splits that make the grid at least 5 blocks a slot if each keeps
+ * at least 8192 keys (at most 33), else for a grid over half the slots the s in 1..8 (>= 1024
+ * keys each) with the fewest ceil(blocks / slots) / s; the same call at that explicit count
+ * gives the same bits. */
+static void deep_rule_check(int ctx)
+{
+    int dev_id = 0, sms = 0;
+    CUDA_OK(cudaGetDevice(&dev_id));
+    CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev_id));
+    enum { B = 64, HQ = 32, HKV = 8, D = 128, PAGE = 16 };
+    const int MAXP = ctx / PAGE, CTX = ctx;
+    const long long tiles = (long long)B * HKV, slots = 3LL * sms;
+    long long want = (5 * slots + tiles - 1) / tiles;
+    if (want > 33 || (want > 1 && want * 8192 > CTX)) {
+        if (tiles * 2 <= slots) {
+            printf("  deep at B 64 x %d: %d SMs make it fill: not checked\n", ctx, sms);
+            return;
+        }
+        long long best = 0, maxn = CTX / 1024 < 1 ? 1 : CTX / 1024 > 8 ? 8 : CTX / 1024;
+        for (long long s = 1; s <= maxn; s++) {
+            const long long r = (tiles * s + slots - 1) / slots;
+            if (s == 1 || r * want < best * s)
+                best = r, want = s;
+        }
+    }
+    const size_t nkv = (size_t)PAGE * HKV * D, nq = (size_t)B * HQ * D, nl = (size_t)B * HQ;
+    void *kc = dalloc(2 * nkv), *vc = dalloc(2 * nkv), *qd = dalloc(2 * nq);
+    void *od = dalloc(2 * nq), *ld = dalloc(4 * nl), *tbd = dalloc(4 * (size_t)B * MAXP);
+    flashc_tensor k, v, q, o, lse, sl, tb;
+    CUDA_OK(cudaMemset(kc, 0, 2 * nkv));
+    CUDA_OK(cudaMemset(vc, 0, 2 * nkv));
+    CUDA_OK(cudaMemset(qd, 0, 2 * nq));
+    CUDA_OK(cudaMemset(tbd, 0, 4 * (size_t)B * MAXP)); /* page 0 everywhere */
+    int32_t lens[B];
+    for (int b = 0; b < B; b++)
+        lens[b] = CTX;
+    void *sld = dupload(lens, sizeof lens);
+    k = dev(flashc_tensor_4d(kc, FLASHC_BF16, 1, PAGE, HKV, D));
+    v = dev(flashc_tensor_4d(vc, FLASHC_BF16, 1, PAGE, HKV, D));
+    q = dev(flashc_tensor_4d(qd, FLASHC_BF16, B, 1, HQ, D));
+    o = dev(flashc_tensor_4d(od, FLASHC_BF16, B, 1, HQ, D));
+    lse = dev(flashc_tensor_3d(ld, FLASHC_F32, B, HQ, 1));
+    sl = dev(flashc_tensor_1d(sld, FLASHC_I32, B));
+    tb = dev(flashc_tensor_2d(tbd, FLASHC_I32, B, MAXP));
+    flashc_kv_cache cache;
+    memset(&cache, 0, sizeof cache);
+    cache.struct_size = sizeof cache;
+    cache.k_cache = &k, cache.v_cache = &v, cache.cache_seqlens = &sl, cache.block_table = &tb;
+    uint16_t *oh[2] = {malloc(2 * nq), malloc(2 * nq)};
+    float *lh[2] = {malloc(4 * nl), malloc(4 * nl)};
+    const double want_lse = log((double)CTX);
+    for (int pass = 0; pass < 2; pass++) { /* the automatic count, then that count explicitly */
+        flashc_attn_params pr = flashc_attn_params_default();
+        pr.num_splits = pass ? (int)want : 0;
+        flashc_attn_stats st = FLASHC_ATTN_STATS_INIT;
+        CUDA_OK(cudaMemset(od, 0xff, 2 * nq));
+        CUDA_OK(cudaMemset(ld, 0xff, 4 * nl));
+        TU_OK(flashc_attn_kvcache_fwd(&pr, &cache, &q, &o, &lse, &st));
+        CUDA_OK(cudaDeviceSynchronize());
+        CUDA_OK(cudaMemcpy(oh[pass], od, 2 * nq, cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(lh[pass], ld, 4 * nl, cudaMemcpyDeviceToHost));
+        if (st.num_splits != want)
+            fail_case("deep, B 64 x %d, 32/8, d 128, %d SMs, num_splits=%d | used %lld splits, "
+                      "the rule's count is %lld", ctx, sms, pr.num_splits,
+                      (long long)st.num_splits, want);
+        for (size_t x = 0; x < nq; x++)
+            if ((oh[pass][x] & 0x7fff) != 0)
+                fail_case("deep, B 64 x %d, num_splits=%d (%lld used) | o[%zu] = 0x%04x, "
+                          "expected 0 (zero values)", ctx, pr.num_splits, want, x, oh[pass][x]);
+        for (size_t x = 0; x < nl; x++)
+            if (!(fabs(lh[pass][x] - want_lse) <= 1e-5 * want_lse))
+                fail_case("deep, B 64 x %d, num_splits=%d (%lld used) | lse[%zu] = %.8g, "
+                          "expected ln(ctx) = %.8g", ctx, pr.num_splits, want, x, lh[pass][x],
+                          want_lse);
+    }
+    if (memcmp(oh[0], oh[1], 2 * nq) != 0 || memcmp(lh[0], lh[1], 4 * nl) != 0)
+        fail_case("deep, B 64 x %d | the automatic count (%lld) and the explicit one differ in "
+                  "bits", ctx, want);
+    printf("  deep at B 64 x %d, %d SMs: %lld splits (the rule's), o = 0 and lse = ln(ctx), "
+           "the explicit count bit for bit\n", ctx, sms, want);
+    free(oh[0]), free(oh[1]), free(lh[0]), free(lh[1]);
+    void *d[] = {kc, vc, qd, od, ld, tbd, sld};
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
+        cudaFree(d[i]);
+}
+
 /* The split kernel's loaders other than the default lean (base and lean5 here; lean3 through
  * FLASHC_TEST_KERNELS; lean runs every other test) on the variant cases above
  * (split counts 1..64, paged with shuffled tables, ragged lengths, append, GQA 1..8, masks,
  * modifiers, chunked prefill, Dk != Dv, varlen, graph replays; D 256 takes the split kernel's
  * base instance), plus page 1, a padded head dim with cache_batch_idx, empty caches and, unless
  * short, B 1 at 32k keys with the automatic split count; then the automatic count under
- * FLASHC_DECODE_SPLITS = fill and fa2 (B 1, 3, 8), and an unknown rule and loader refused.
+ * FLASHC_DECODE_SPLITS = fill, fa2 and deep (B 1, 3, 8; deep at B 64 x 32k, deep_rule_check),
+ * and an unknown rule and loader refused.
  * FLASHC_DECODE_KERNEL is put back as it was (a run may force a kernel on every test). */
 static void test_kvcache_kernel_variants(void **state)
 {
@@ -1364,14 +1456,16 @@ static void test_kvcache_kernel_variants(void **state)
             kv_check(&l, auto_one, 2, 1);
         }
     }
-    /* FLASHC_DECODE_SPLITS = fill (the whole-wave rule, the default) and fa2 (the rule before) on
-     * the automatic count, under the first kernel of the list: B 1 (many splits), B 3 ragged (a
-     * few), B 8 x 16 heads (none) */
+    /* FLASHC_DECODE_SPLITS = fill (the whole-wave rule, the default), fa2 (the rule before) and
+     * deep (opt-in; fill at these shapes) on the automatic count, under the first kernel of the
+     * list: B 1 (many splits), B 3 ragged (a few), B 8 x 16 heads (none); then deep where it
+     * applies (deep_rule_check, which knows lean's slots) */
     setenv("FLASHC_DECODE_KERNEL", kernels[0], 1);
     char *splits_was = env_save("FLASHC_DECODE_SPLITS");
-    for (int rule = 0; rule < 2; rule++) {
-        setenv("FLASHC_DECODE_SPLITS", rule ? "fa2" : "fill", 1);
-        printf("  FLASHC_DECODE_SPLITS=%s (FLASHC_DECODE_KERNEL=%s)\n", rule ? "fa2" : "fill",
+    static const char *rules[] = {"fill", "fa2", "deep"};
+    for (int rule = 0; rule < 3; rule++) {
+        setenv("FLASHC_DECODE_SPLITS", rules[rule], 1);
+        printf("  FLASHC_DECODE_SPLITS=%s (FLASHC_DECODE_KERNEL=%s)\n", rules[rule],
                kernels[0]);
         const int autos[] = {0};
         kv_case f1 = kvc(FLASHC_BF16, 1, 1, 32, 8, 128, 16, 4096, 4000, 1);
@@ -1380,6 +1474,10 @@ static void test_kvcache_kernel_variants(void **state)
         kv_check(&f2, autos, 1, 1);
         kv_case f3 = kvc(FLASHC_BF16, 8, 1, 16, 16, 64, 64, 1024, 1000, 1);
         kv_check(&f3, autos, 1, 0);
+        if (rule == 2 && !small && strcmp(kernels[0], "lean") == 0) {
+            deep_rule_check(32768); /* the deep part: 4 splits on 132 SMs */
+            deep_rule_check(4096);  /* whole waves: 3 splits on 132 SMs */
+        }
     }
     setenv("FLASHC_DECODE_SPLITS", "waves", 1); /* no such rule: refused */
     {

@@ -15,12 +15,15 @@ buffer, with enable_gqa=True (no expanded copy); a backend that refuses it is re
 
 Variants (issue 13, helpers decode2..decode5): --variants v1,v2,pdl,fused,lean+fill
 times every flashc layout once per value of FLASHC_DECODE_MERGE (v1, v2, v3, v4, pdl, fused, auto), of
-FLASHC_DECODE_KERNEL (split = base, lean, lean3, lean5) or of FLASHC_DECODE_SPLITS (fa2, fill),
+FLASHC_DECODE_KERNEL (split = base, lean, lean3, lean5, wide) or of FLASHC_DECODE_SPLITS (fa2,
+fill, deep),
 or "+"-joined combinations, which
 src/cuda/attn_decode.cu reads at each call (v1 keeps the historical keys), each checked against
 SDPA first; --sweep 8,16,32 also times the contiguous call at
-those explicit num_splits for the --sweep-variants, at B = 1 only (where the split count
-matters most). --shapes 1x4096,16x32768 replaces the batches x ctx product by a list.
+those explicit num_splits for the --sweep-variants, at the --sweep-batches (default B = 1).
+Each shape's line ("Hq/Hkv .. B .. ctx ..: GB/s name value [sN], ..") carries the split count
+used, so a run cut short still leaves its finished shapes to read (decode11_table.py).
+--shapes 1x4096,16x32768 replaces the batches x ctx product by a list.
 --clean-shapes 1x32768,.. also times SDPA cuDNN and each variant's contiguous call at those
 shapes with the L2 emptied by a 256 MB read instead of triton's 256 MB zero_ (which leaves the
 L2 full of dirty lines that a K/V stream must write back inside its own time; decode6), and
@@ -154,17 +157,18 @@ def graph_ms(lib, q, kc, vc, o, lse, seqlens, rep_ms):
 
 def set_variant(v):
     """A variant is a merge (FLASHC_DECODE_MERGE: v1, v2, v3, v4, pdl, fused, auto), a loader
-    (FLASHC_DECODE_KERNEL: split, base, lean, lean3, lean5) or a split rule (FLASHC_DECODE_SPLITS:
-    fa2, fill), or several joined by "+" (base+fa2+pdl); what a variant does not name is the
-    library's default; None: every default. All are read by the library at every call."""
+    (FLASHC_DECODE_KERNEL: split, base, lean, lean3, lean5, wide) or a split rule
+    (FLASHC_DECODE_SPLITS: fa2, fill, deep), or several joined by "+" (base+fa2+pdl); what a
+    variant does not name is the library's default; None: every default. All are read by the
+    library at every call."""
     for k in ("FLASHC_DECODE_MERGE", "FLASHC_DECODE_KERNEL", "FLASHC_DECODE_SPLITS"):
         os.environ.pop(k, None)
     if v is None:
         return
     for part in v.split("+"):  # "lean+fused": a loader and a merge; "lean+fill": + split rule
-        if part in ("split", "base") or part.startswith("lean"):
+        if part in ("split", "base", "wide") or part.startswith("lean"):
             os.environ["FLASHC_DECODE_KERNEL"] = part
-        elif part in ("fill", "fa2"):
+        elif part in ("fill", "fa2", "deep"):
             os.environ["FLASHC_DECODE_SPLITS"] = part
         else:
             os.environ["FLASHC_DECODE_MERGE"] = part
@@ -397,7 +401,9 @@ def main():
                 ms = row.get(k + "_ms")
                 if ms:
                     row[k + "_gbs"] = kv_gb / (ms * 1e-3)
-                    parts.append(f"{k} {row[k + '_gbs']:.0f}")
+                    sp = row.get(k + "_splits")  # the split count used (not in a sweep's key)
+                    parts.append(f"{k} {row[k + '_gbs']:.0f}" +
+                                 (f" s{sp}" if sp and "/s" not in k else ""))
             print(f"Hq/Hkv {Hq}/{Hkv} B {B:3d} ctx {ctx:6d}: GB/s " + ", ".join(parts),
                   flush=True)
             rows.append(row)

@@ -88,6 +88,10 @@
  * block an SM: cuDNN's shape at B 16, one block a (b, kv head) and no merge). Measured
  * (round 1): the lean loader gains 2-11%, less than its instruction count suggests: with it the
  * split kernel is no longer issue-bound, and lean3's extra loads in flight gain nothing more.
+ * wide (opt-in, decode11) is lean with 12 warps a block (196 KB at d 128, one block an SM): an
+ * SM's 12 warps on one (b, KV head), so at B >= 16 the split rules give one split, no partials
+ * and no merge (cuDNN's grid), where lean5's 4 warps an SM were issue-bound; the fused merge
+ * runs lean's instance (dec_merge_rows takes 4 warps).
  * Removed on 2026-12-03 after losing at every shape measured (bench/RESULTS.md): lean-pf (the
  * L2::256B hint, 1-6% slower than lean) and the ring kernels attn_decode_ring / ring-cpa (a
  * producer warp feeding 4 consumers through an mbarrier ring: 0.2-0.8x cuDNN, flat across
@@ -101,7 +105,10 @@
  *
  * Split rule (FLASHC_DECODE_SPLITS, read at every call): fill (the default since 2026-12-03),
  * which splits tiles that are at most half the slots into whole waves of k blocks a SM, at most
- * 33 splits (splits_of); or fa2, FlashAttention-2's rule, the default before.
+ * 33 splits (splits_of); fa2, FlashAttention-2's rule, the default before; or deep (opt-in,
+ * decode11): at least 5 blocks a slot where every split keeps >= 8192 keys (64 x 32k: 4 splits
+ * instead of fa2's 2); where that depth needs splits under 8192 keys, fill for small grids and
+ * whole waves for large ones (64 x 4k: 3 splits).
  */
 #include "attn_cuda.cuh"
 #include "scratch.cuh"
@@ -160,14 +167,22 @@ enum { DEC_MERGE_V1 = 1, DEC_MERGE_V2 = 2, DEC_MERGE_PDL = 3, DEC_MERGE_FUSED = 
        DEC_MERGE_V3 = 5, DEC_MERGE_AUTO = 6 /* host only: v4 or pdl (cuda_attn_decode) */,
        DEC_MERGE_V4 = 7 };
 /* FLASHC_DECODE_KERNEL: the split kernel's loader ("split" names the base loader) */
-enum { DEC_KERNEL_LEAN = 4, DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_BASE = 7, DEC_KERNEL_LEAN5 = 8 };
+enum { DEC_KERNEL_LEAN = 4, DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_BASE = 7, DEC_KERNEL_LEAN5 = 8,
+       DEC_KERNEL_WIDE = 9 };
 /* The split kernel's instances (its VAR template argument): the base loader (FLASHC_DECODE_KERNEL
  * = base, and every head dim > 128) and the lean loaders (lean, the default; lean3, lean5; head
  * dims <= 128 only). */
-enum { DEC_VAR_BASE = 0, DEC_VAR_LEAN = 1, DEC_VAR_LEAN3 = 2, DEC_VAR_LEAN5 = 4 };
+enum { DEC_VAR_BASE = 0, DEC_VAR_LEAN = 1, DEC_VAR_LEAN3 = 2, DEC_VAR_LEAN5 = 4, DEC_VAR_WIDE = 8 };
 __host__ __device__ constexpr int dec_var_stages(int var)
 {
     return var == DEC_VAR_LEAN3 ? 3 : var == DEC_VAR_LEAN5 ? 5 : DEC_STAGES;
+}
+/* Warps a block of the split kernel: wide (decode11) is lean with 12 warps, the default's 3
+ * blocks x 4 warps of an SM in one block, so one block a (b, KV head) needs no split and no
+ * merge where the tiles fill the SMs (cuDNN's grid; lean5 had it with 4 warps an SM). */
+__host__ __device__ constexpr int dec_var_warps(int var)
+{
+    return var == DEC_VAR_WIDE ? 12 : DEC_WARPS;
 }
 
 /* o's row width, for attn_clear_unowned (attn_fwd_common.cuh). */
@@ -524,10 +539,12 @@ __device__ __forceinline__ void dec_merge_rows(const dec_args &a, int b, int m0,
  *   T   __nv_bfloat16 or __half; DI the instance's head dim (a multiple of 64, >= D and Dv;
  *   the columns past D / Dv are zero in shared memory and never stored). */
 template <typename T, int DI, bool FUSED, int VAR>
-__global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_args a)
+__global__ void __launch_bounds__(dec_var_warps(VAR) * 32) attn_decode_kernel(const dec_args a)
 {
     constexpr bool LEAN = VAR != DEC_VAR_BASE;          /* dec_load_kv_lean                  */
     constexpr int STG = dec_var_stages(VAR);            /* K/V buffers a warp                */
+    constexpr int NW = dec_var_warps(VAR);              /* warps, each its own key blocks    */
+    static_assert(!FUSED || NW == DEC_WARPS, "dec_merge_rows takes DEC_WARPS warps");
     constexpr int DS = (DI + 63) / 64 * 64;
     constexpr int DT = DI / 8;
     constexpr uint32_t ROWB = DS * sizeof(T);
@@ -569,7 +586,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     /* Q: the 16 packed rows, gathered from their (row, head) */
     {
         constexpr int CPR = DI / 8;
-        for (int idx = tid; idx < DEC_BM * CPR; idx += DEC_WARPS * 32) {
+        for (int idx = tid; idx < DEC_BM * CPR; idx += NW * 32) {
             const int r = idx / CPR, c = idx % CPR;
             const int R = m0 + r;
             int bytes = 0;
@@ -644,22 +661,22 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     /* STG - 1 blocks in flight before the loop, one group each (empty groups past the end) */
 #pragma unroll
     for (int f = 0; f < STG - 1; f++) {
-        if (kb + f * DEC_WARPS < blk_end) {
-            lookup(kb + f * DEC_WARPS);
-            load(kb + f * DEC_WARPS, f);
+        if (kb + f * NW < blk_end) {
+            lookup(kb + f * NW);
+            load(kb + f * NW, f);
         }
         ptx_cp_async_commit();
     }
-    lookup(kb + (STG - 1) * DEC_WARPS);
+    lookup(kb + (STG - 1) * NW);
     ptx_cp_async_wait<STG - 1>(); /* Q (the oldest group) has landed for this thread */
     __syncthreads();              /* ... and for everyone */
 
     int st = 0;
-    for (; kb < blk_end; kb += DEC_WARPS) {
-        const int nx = kb + (STG - 1) * DEC_WARPS;
+    for (; kb < blk_end; kb += NW) {
+        const int nx = kb + (STG - 1) * NW;
         if (nx < blk_end) {
             load(nx, st == 0 ? STG - 1 : st - 1);
-            lookup(nx + DEC_WARPS); /* used by the next iteration's copies */
+            lookup(nx + NW); /* used by the next iteration's copies */
         }
         ptx_cp_async_commit();
         ptx_cp_async_wait<STG - 1>();
@@ -694,7 +711,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     }
     ptx_cp_async_wait<0>();
 
-    /* merge the 4 warps' states through shared memory (the K/V buffers are free now) */
+    /* merge the NW warps' states through shared memory (the K/V buffers are free now) */
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
         row_l[0][hr] += __shfl_xor_sync(0xffffffffu, row_l[0][hr], 1);
@@ -702,8 +719,8 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     }
     __syncthreads();
     float *sO = (float *)sKV;                  /* (warps, 16, DI)   */
-    float *sM = sO + DEC_WARPS * DEC_BM * DI;  /* (warps, 16)       */
-    float *sL = sM + DEC_WARPS * DEC_BM;
+    float *sM = sO + NW * DEC_BM * DI;         /* (warps, 16)       */
+    float *sL = sM + NW * DEC_BM;
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
         const int r = g + 8 * hr;
@@ -720,18 +737,18 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
     }
     __syncthreads();
 
-    /* 8 threads a row, 8 consecutive columns each per step */
+    /* 8 threads a row, 8 consecutive columns each per step (wide: the first 4 warps) */
     const int r = tid / 8, part = tid % 8;
     const int R = m0 + r;
-    if (R < rows) {
+    if ((NW == DEC_WARPS || r < DEC_BM) && R < rows) {
         const int i = R / a.group, h = hk * a.group + R % a.group;
         float M = -INFINITY;
 #pragma unroll
-        for (int w = 0; w < DEC_WARPS; w++)
+        for (int w = 0; w < NW; w++)
             M = fmaxf(M, sM[w * DEC_BM + r]);
-        float wt[DEC_WARPS], L = 0.0f;
+        float wt[NW], L = 0.0f;
 #pragma unroll
-        for (int w = 0; w < DEC_WARPS; w++) {
+        for (int w = 0; w < NW; w++) {
             const float m = sM[w * DEC_BM + r];
             wt[w] = m == -INFINITY ? 0.0f : ptx_exp2(m - M);
             L += sL[w * DEC_BM + r] * wt[w];
@@ -749,7 +766,7 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_kernel(const dec_a
             for (int k = 0; k < 8; k++) {
                 float x = 0.0f;
 #pragma unroll
-                for (int w = 0; w < DEC_WARPS; w++)
+                for (int w = 0; w < NW; w++)
                     x += sO[(w * DEC_BM + r) * DI + c0 + k] * wt[w];
                 val[k] = x * inv;
             }
@@ -1014,12 +1031,13 @@ __global__ void __launch_bounds__(64) attn_decode_append(const dec_args a)
     }
 }
 
-template <typename T, int DI, int STG = DEC_STAGES> constexpr size_t dec_smem_bytes()
+template <typename T, int DI, int STG = DEC_STAGES, int NW = DEC_WARPS>
+constexpr size_t dec_smem_bytes()
 {
     constexpr int DS = (DI + 63) / 64 * 64;
-    constexpr size_t tiles = (size_t)(DEC_BM + DEC_WARPS * STG * 2 * DEC_BN) * DS * sizeof(T);
+    constexpr size_t tiles = (size_t)(DEC_BM + NW * STG * 2 * DEC_BN) * DS * sizeof(T);
     constexpr size_t merge = (size_t)DEC_BM * DS * sizeof(T) +
-                             (size_t)DEC_WARPS * DEC_BM * (DI + 2) * sizeof(float);
+                             (size_t)NW * DEC_BM * (DI + 2) * sizeof(float);
     return tiles > merge ? tiles : merge;
 }
 
@@ -1043,7 +1061,8 @@ cudaError_t dec_launch_ex(void (*kernel)(Args...), dim3 grid, dim3 block, size_t
 template <typename T, int DI, bool FUSED, int VAR>
 cudaError_t dec_launch(const dec_args &a, cudaStream_t stream, bool pdl)
 {
-    constexpr size_t smem = dec_smem_bytes<T, DI, dec_var_stages(VAR)>();
+    constexpr size_t smem = dec_smem_bytes<T, DI, dec_var_stages(VAR), dec_var_warps(VAR)>();
+    constexpr int threads = dec_var_warps(VAR) * 32;
     cudaError_t err = cudaFuncSetAttribute(attn_decode_kernel<T, DI, FUSED, VAR>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (err != cudaSuccess)
@@ -1051,10 +1070,10 @@ cudaError_t dec_launch(const dec_args &a, cudaStream_t stream, bool pdl)
     const int64_t blocks = (int64_t)a.B * a.Hkv * a.m_tiles;
     if (pdl)
         return dec_launch_ex(attn_decode_kernel<T, DI, FUSED, VAR>,
-                             dim3((unsigned)blocks, (unsigned)a.splits), dim3(DEC_WARPS * 32), smem,
+                             dim3((unsigned)blocks, (unsigned)a.splits), dim3(threads), smem,
                              stream, true, a);
-    attn_decode_kernel<T, DI, FUSED, VAR><<<dim3((unsigned)blocks, (unsigned)a.splits),
-                                            DEC_WARPS * 32, smem, stream>>>(a);
+    attn_decode_kernel<T, DI, FUSED, VAR><<<dim3((unsigned)blocks, (unsigned)a.splits), threads,
+                                            smem, stream>>>(a);
     return cudaGetLastError();
 }
 
@@ -1073,6 +1092,9 @@ cudaError_t dec_launch_di(const dec_args &a, int di, int var, cudaStream_t strea
     case DEC_VAR_LEAN: return dec_launch_var<T, FUSED, DEC_VAR_LEAN>(a, di, stream, pdl);
     case DEC_VAR_LEAN3: return dec_launch_var<T, FUSED, DEC_VAR_LEAN3>(a, di, stream, pdl);
     case DEC_VAR_LEAN5: return dec_launch_var<T, FUSED, DEC_VAR_LEAN5>(a, di, stream, pdl);
+    case DEC_VAR_WIDE: /* the fused merge's last block merges with DEC_WARPS warps: lean's */
+        return FUSED ? dec_launch_var<T, FUSED, DEC_VAR_LEAN>(a, di, stream, pdl)
+                     : dec_launch_var<T, false, DEC_VAR_WIDE>(a, di, stream, pdl);
     default: break;
     }
     return di == 64    ? dec_launch<T, 64, FUSED, DEC_VAR_BASE>(a, stream, pdl)
@@ -1163,7 +1185,8 @@ int sm_count(void)
 /* FLASHC_DECODE_KERNEL, read at every call (so one process can compare the kernels): unset, ""
  * or "lean" the lean loader (the default: faster at every B x ctx measured on 2026-12-02,
  * bench/RESULTS.md); "split" or "base" the split kernel's historical loader; "lean3", "lean5"
- * the lean loader with 3 or 5 stages a warp; 0 for anything else. */
+ * the lean loader with 3 or 5 stages a warp; "wide" the lean loader with 12 warps a block
+ * (dec_var_warps); 0 for anything else. */
 int kernel_mode(void)
 {
     const char *e = getenv("FLASHC_DECODE_KERNEL");
@@ -1175,6 +1198,8 @@ int kernel_mode(void)
         return DEC_KERNEL_LEAN5;
     if (strcmp(e, "lean3") == 0)
         return DEC_KERNEL_LEAN3;
+    if (strcmp(e, "wide") == 0)
+        return DEC_KERNEL_WIDE;
     return 0;
 }
 
@@ -1183,13 +1208,38 @@ int64_t m_tiles_of(const attn_problem *p)
     return (p->Sq * (p->Hq / p->Hkv) + DEC_BM - 1) / DEC_BM;
 }
 
+/* Shared memory a block may opt in to on the current device, cached per device ordinal. */
+size_t smem_optin(void)
+{
+    static size_t cached[64];
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0)
+        return 0;
+    if (dev < 64 && cached[dev] > 0)
+        return cached[dev];
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+        n <= 0)
+        return 0;
+    if (dev < 64)
+        cached[dev] = (size_t)n;
+    return (size_t)n;
+}
+
 /* The split kernel's instance for p under FLASHC_DECODE_KERNEL (DEC_VAR_*): a lean variant at
- * head dims <= 128, else the base instance. */
+ * head dims <= 128, else the base instance; wide where its shared memory fits the device (d 128:
+ * 196 KB, so CC 9.0; on sm_80 parts d 64 only), else lean. */
 int var_of(const attn_problem *p)
 {
     const int k = kernel_mode();
     if (head_dim_instance(p) > 128)
         return DEC_VAR_BASE;
+    if (k == DEC_KERNEL_WIDE) {
+        constexpr int nw = dec_var_warps(DEC_VAR_WIDE);
+        const size_t need = head_dim_instance(p) == 64
+                                ? dec_smem_bytes<__nv_bfloat16, 64, DEC_STAGES, nw>()
+                                : dec_smem_bytes<__nv_bfloat16, 128, DEC_STAGES, nw>();
+        return need <= smem_optin() ? DEC_VAR_WIDE : DEC_VAR_LEAN;
+    }
     return k == DEC_KERNEL_LEAN    ? DEC_VAR_LEAN
            : k == DEC_KERNEL_LEAN3 ? DEC_VAR_LEAN3
            : k == DEC_KERNEL_LEAN5 ? DEC_VAR_LEAN5
@@ -1206,43 +1256,75 @@ int blocks_per_sm(const attn_problem *p)
         return di == 64 ? 4 : 2;
     if (var_of(p) == DEC_VAR_LEAN5) /* 82 / 164 KB */
         return di == 64 ? 2 : 1;
+    if (var_of(p) == DEC_VAR_WIDE) /* 100 / 196 KB, 384 threads */
+        return 1;
     return di == 64 ? 4 : di == 128 ? 3 : 1;
 }
 
 /* FLASHC_DECODE_SPLITS, read at every call: unset, "" or "fill" the whole-wave rule (splits_of;
- * the default since 2026-12-03); "fa2" FlashAttention-2's rule, the default before; 0 for
- * anything else. */
+ * the default since 2026-12-03); "fa2" FlashAttention-2's rule, the default before; "deep" fill
+ * with deep grids where the keys allow (splits_of, decode11); 0 for anything else. */
+enum { DEC_SPLITS_FA2 = 1, DEC_SPLITS_FILL = 2, DEC_SPLITS_DEEP = 3 };
 int split_rule(void)
 {
     const char *e = getenv("FLASHC_DECODE_SPLITS");
     if (!e || !e[0] || strcmp(e, "fill") == 0)
-        return 2;
+        return DEC_SPLITS_FILL;
     if (strcmp(e, "fa2") == 0)
-        return 1;
+        return DEC_SPLITS_FA2;
+    if (strcmp(e, "deep") == 0)
+        return DEC_SPLITS_DEEP;
     return 0;
 }
 
-/* The split count: the caller's, or (0) the fill rule (FLASHC_DECODE_SPLITS, below), or
+/* The deep rule's constants (FLASHC_DECODE_SPLITS=deep, decode11): at least DEC_DEEP_WAVES
+ * blocks a slot, each split keeping at least DEC_DEEP_KEYS keys; else (splits_of) fill for
+ * small grids and whole waves for large ones. */
+constexpr int64_t DEC_DEEP_WAVES = 5;
+constexpr int64_t DEC_DEEP_KEYS = 8192;
+
+/* The split count: the caller's, or (0) the deep rule (FLASHC_DECODE_SPLITS=deep, where it
+ * applies), the fill rule (FLASHC_DECODE_SPLITS, below), or
  * FlashAttention-2's rule on this kernel's slots: among 1..64 splits (each keeping at least 128
  * keys, 2 blocks a warp), the smallest whose last wave of thread blocks is within 85% of the
- * best wave efficiency n_waves / ceil(n_waves). From the maxima only (B, Hkv, the tile count, Sk_max), the SM
- * count, FLASHC_DECODE_KERNEL and FLASHC_DECODE_SPLITS. */
+ * best wave efficiency n_waves / ceil(n_waves). From the maxima only (B, Hkv, the tile count,
+ * Sk_max), the SM count, FLASHC_DECODE_KERNEL and FLASHC_DECODE_SPLITS. */
 int splits_of(const attn_problem *p)
 {
     const int64_t keys = p->Sk;
     const int64_t kblocks = keys > 0 ? (keys + DEC_BN - 1) / DEC_BN : 1;
     int64_t n;
+    const int rule = split_rule();
+    const int64_t ctas = p->B * p->Hkv * m_tiles_of(p);
+    const int64_t slots = (int64_t)sm_count() * blocks_per_sm(p);
+    /* deep: the fewest splits that make the grid DEC_DEEP_WAVES blocks a slot, where each split
+     * keeps >= DEC_DEEP_KEYS keys (else fill's count, or whole waves below). Why: a memory-bound
+     * grid's blocks drift apart over its waves, so the kernel ends with a drain of about one
+     * block's life in which fewer and fewer blocks stream and the DRAM is not kept busy; a
+     * deeper grid has shorter blocks, so a shorter drain, while each block still streams long
+     * enough (8192 keys: 4 MB of K + V at d 128, ~1000x its prologue, the first key block's
+     * latency, and its partial store) that the blocks' fixed cost and the merge's extra
+     * partials stay under 1%. Measured (bench/RESULTS.md, decode9 / decode10 sweeps, 32/8
+     * heads, d 128): 64 x 32k 2 splits (2.6 blocks a slot) -> 4 (5.2 a slot, 8k keys each)
+     * +2.7% and +2.5%, 64 x 128k +3.0%; 16 x 128k 3 -> 16 (5.2, 8k keys) +2.2% (2026-12-02);
+     * while 16 x 32k at 16 splits (5.2 a slot but 2k keys) gained nothing, and neither did 3 or
+     * 6 splits at 64 x 32k (3.9 / 7.8 a slot). At most 33 splits, as fill (the merge's work a
+     * row). From the maxima only. */
+    const int64_t deep = ctas > 0 ? (DEC_DEEP_WAVES * slots + ctas - 1) / ctas : 1;
     if (p->num_splits > 0) {
         n = p->num_splits;
-    } else if (split_rule() == 2 &&
-               p->B * p->Hkv * m_tiles_of(p) * 2 <= (int64_t)sm_count() * blocks_per_sm(p)) {
+    } else if (ctas == 0) {
+        n = 1; /* no tiles (varlen, max_seqlen_q 0): nothing runs, and the rules divide by ctas */
+    } else if (rule == DEC_SPLITS_DEEP && deep <= 33 &&
+               (deep == 1 || deep * DEC_DEEP_KEYS <= keys)) {
+        n = deep;
+    } else if (rule != DEC_SPLITS_FA2 && ctas * 2 <= slots) {
         /* fill: the tiles are at most half the slots, so split them to fill whole waves of the
          * slots (k blocks a SM, every SM alike: the sweeps of 2026-12-01 had 33 and 49 splits,
          * 264 / 392 blocks, above 42's 336 at B 1), each split keeping >= 256 keys: the largest
          * k <= blocks_per_sm whose count this allows */
         /* at most 33 splits: past that the merge's per-row work costs more than a third block a
          * SM gains (round 1: 1 x 32k 2581 GB/s at 33 splits, 2521 at 49; 1 x 128k 3781, 3742) */
-        const int64_t ctas = p->B * p->Hkv * m_tiles_of(p);
         int64_t max_n = keys / 256;
         max_n = max_n < 1 ? 1 : max_n > 33 ? 33 : max_n;
         n = 1;
@@ -1255,14 +1337,29 @@ int splits_of(const attn_problem *p)
             if (s > max_n && k == 1)
                 n = max_n;
         }
+    } else if (rule == DEC_SPLITS_DEEP) {
+        /* deep, where its depth needs shorter splits (short contexts at large B): whole waves.
+         * Short blocks start together and stay in step, so the grid runs in ceil(waves) rounds
+         * of one block's time: the count s in 1..8 (>= 1024 keys a split) with the fewest
+         * block-times ceil(ctas s / slots) / s, the smallest on a tie (decode10's ceil rule,
+         * 0.995-1.054x over its cells there for every large grid, e.g. 3 splits at 64 x 32k,
+         * 1.002x in decode9's sweep; here only below deep's keys).
+         * 64 x 4k: 3 splits (3.9 waves, 1.33 tile-times) instead of fa2's 2 (2.6, 1.5). */
+        int64_t max_n = keys / 1024;
+        max_n = max_n < 1 ? 1 : max_n > 8 ? 8 : max_n;
+        int64_t best_r = 0;
+        n = 1;
+        for (int64_t s = 1; s <= max_n; s++) {
+            const int64_t r = (ctas * s + slots - 1) / slots; /* rounds of s-split blocks */
+            if (s == 1 || r * n < best_r * s)
+                best_r = r, n = s;
+        }
     } else {
-        const int64_t ctas = p->B * p->Hkv * m_tiles_of(p);
-        const double slots = (double)sm_count() * blocks_per_sm(p);
         int64_t max_n = keys / 128;
         max_n = max_n < 1 ? 1 : max_n > 64 ? 64 : max_n;
         double eff[65], best = 0.0;
         for (int64_t s = 1; s <= max_n; s++) {
-            const double waves = (double)ctas * (double)s / slots;
+            const double waves = (double)ctas * (double)s / (double)slots;
             eff[s] = waves / ceil(waves);
             best = eff[s] > best ? eff[s] : best;
         }
@@ -1373,12 +1470,12 @@ flashc_status cuda_attn_decode_supports(const attn_problem *p)
                             getenv("FLASHC_DECODE_MERGE"));
     if (!kernel_mode())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3 "
-                            "or lean5",
+                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3, "
+                            "lean5 or wide",
                             fn, getenv("FLASHC_DECODE_KERNEL"));
     if (!split_rule())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_SPLITS=%s: expected fa2 or fill", fn,
+                            "%s: FLASHC_DECODE_SPLITS=%s: expected fill, fa2 or deep", fn,
                             getenv("FLASHC_DECODE_SPLITS"));
     FLASHC_TRY(cuda_check_no_pending_error(fn));
     flashc_status st;
@@ -1461,12 +1558,12 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
                             getenv("FLASHC_DECODE_MERGE"));
     if (!kernel_mode())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3 "
-                            "or lean5",
+                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3, "
+                            "lean5 or wide",
                             fn, getenv("FLASHC_DECODE_KERNEL"));
     if (!split_rule())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_SPLITS=%s: expected fa2 or fill", fn,
+                            "%s: FLASHC_DECODE_SPLITS=%s: expected fill, fa2 or deep", fn,
                             getenv("FLASHC_DECODE_SPLITS"));
     if (a.merge == DEC_MERGE_AUTO) {
         /* v4 (v3's sums, its partial loads issued beside the LSE loads) while its grid (a
