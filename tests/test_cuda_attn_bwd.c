@@ -678,6 +678,17 @@ static void test_overlap_bits(void **state)
     family_bits("sm90v3o", "sm90v3wg", dims, 3);
 }
 
+/* sm90v3u (tiles without masked keys through a softmax loop without the mask's test,
+ * attn_bwd_sm90v3.cu) does sm90v3wg's float operations: the same dk, dv in fast mode, the same
+ * bits in deterministic mode; the cases have masked tiles (the last K block, the diagonal, the
+ * window) and unmasked ones. */
+static void test_unmasked_bits(void **state)
+{
+    (void)state;
+    static const int dims[] = {128, 64, 0};
+    family_bits("sm90v3u", "sm90v3wg", dims, 3);
+}
+
 /* The call captured into a CUDA graph (no host synchronisation inside, workspace from the
  * scratch pool, an allocation node of the graph) replays to the same gradients as a direct
  * deterministic call. */
@@ -1337,6 +1348,7 @@ int main(void)
         cmocka_unit_test(test_deterministic_bitwise),
         cmocka_unit_test(test_det_grouped_bits),
         cmocka_unit_test(test_overlap_bits),
+        cmocka_unit_test(test_unmasked_bits),
         cmocka_unit_test(test_graph_capture),
         cmocka_unit_test(test_strided_stream_workspace),
         cmocka_unit_test(test_other_tiles),

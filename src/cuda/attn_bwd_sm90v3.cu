@@ -2,8 +2,9 @@
  * attn_bwd_sm90v3.cu — the Hopper backward in the FlashAttention-3 shape: families sm90v3,
  * sm90v3t, sm90v3q (d = 128), sm90v3w and sm90v3wg (d = 128 and 64; wg: sm90v3w's deterministic
  * mode with its blocks in groups of heads, bwd90v3_grouped), sm90v3o (d 64: sm90v3wg with the
- * next Q block's S^T, dP^T issued before this one's dV, dK are waited for; opt-in, helper bwd13,
- * 2026-12-04), sm90v3wg the default at both on
+ * next Q block's S^T, dP^T issued before this one's dV, dK are waited for) and sm90v3u (d 128
+ * and 64: sm90v3wg with an unmasked softmax loop for tiles without masked keys), both opt-in,
+ * helper bwd13, 2026-12-04, sm90v3wg the default at both on
  * compute capability 9.0 since 2026-12-04 (sm90v3w's before: d 64 since the device run of
  * 2026-12-03, helper bwd6: dQ by keys, below), the others opt-in through FLASHC_CUDA_BWD_KERNEL;
  * racecheck's hazards of 2026-12-02: see the table.
@@ -187,7 +188,7 @@ static __device__ __forceinline__ void bwd90v3_grouped(const attn_bwd_args &a, i
  * GRP (family sm90v3wg, with DET): without an upper key bound the blocks take their (K block,
  * head) in groups of heads (bwd90v3_grouped), the same dQ order and bits. */
 template <typename T, int D, bool DET, bool MODS, bool TDQ, bool DQF, bool WRT, bool GRP = false,
-          bool OV = false>
+          bool OV = false, bool UM = false>
 __global__ void __launch_bounds__(V3_THREADS, 1)
     attn_bwd_sm90v3_kernel(const __grid_constant__ CUtensorMap tm_q,
                            const __grid_constant__ CUtensorMap tm_do,
@@ -198,6 +199,8 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
 #if FLASHC_PTX_SM90A
     using L = bwd90v3_smem<D, WRT>;
     static_assert(!WRT || (TDQ && DQF), "sm90v3w: sm90v3q with the dQ adds on writer warps");
+    static_assert(!UM || (WRT && !MODS),
+                  "sm90v3u: sm90v3w's kernel with an unmasked softmax loop");
     static_assert(!OV || (WRT && D == 64),
                   "sm90v3o: sm90v3w's d 64 kernel with the next S^T, dP^T issued early");
     /* sm90v3w's named barriers (1: the consumers' per-Q-block meeting at d 128; 2, 3: sm90v3t's
@@ -458,6 +461,16 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
             else
                 ptx_wgmma_wait<1>();
             ptx_fence_operands(s);
+            if (UM && !need_mask) {
+                /* sm90v3u: a tile without masked keys takes a loop without the mask's test,
+                 * which otherwise costs a predicated branch (BSSY, BSYNC) per element */
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        pt[nt][e] = ptx_exp2(fmaf(s[nt][e], a.scale_log2,
+                                                  -bwd_lse_log2(lrow[nt * 8 + 2 * t + (e & 1)])));
+            } else {
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
@@ -469,6 +482,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                         p = 0.0f;
                     pt[nt][e] = p;
                 }
+            }
             ptx_wgmma_wait<0>();
             ptx_fence_operands(dp);
 #pragma unroll
@@ -797,7 +811,7 @@ static int bwd90v3_map_dq(CUtensorMap *m, const attn_bwd_args *a, int D)
 }
 
 template <typename T, int D, bool TDQ, bool DQF = false, bool WRT = false, bool GRP = false,
-          bool OV = false>
+          bool OV = false, bool UM = false>
 static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
     const flashc_dtype dt = std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16;
@@ -831,14 +845,16 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     const bool grp = GRP && a->wr < 0;
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                    const CUtensorMap, const attn_bwd_args) =
+        /* (UM: only the softmax without modifiers has the loop to unswitch) */
         mods ? (a->deterministic
                     ? (grp ? attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF, WRT, GRP, OV>
                            : attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF, WRT, false, OV>)
                     : attn_bwd_sm90v3_kernel<T, D, false, true, TDQ, DQF, WRT, false, OV>)
              : (a->deterministic
-                    ? (grp ? attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT, GRP, OV>
-                           : attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT, false, OV>)
-                    : attn_bwd_sm90v3_kernel<T, D, false, false, TDQ, DQF, WRT, false, OV>);
+                    ? (grp ? attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT, GRP, OV, UM>
+                           : attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT, false, OV,
+                                                    UM>)
+                    : attn_bwd_sm90v3_kernel<T, D, false, false, TDQ, DQF, WRT, false, OV, UM>);
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess)
         return err;
@@ -919,8 +935,23 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
      bwd90v3_smem<64, true>::LAUNCH,
      attn_bwd_sm90v3_launch<__nv_bfloat16, 64, true, true, true, true, true>, NULL, 1},
     {"attn_bwd_f16_sm90v3o_d64_64x128", "sm90v3o", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 64, true, true, true, true, true>,
-     NULL, 1},
+     bwd90v3_smem<64, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__half, 64, true, true, true, true, true>, NULL, 1},
+    /* sm90v3u (helper bwd13, 2026-12-04; opt-in, d 128 and 64): sm90v3wg whose softmax takes
+     * a loop without the mask's test in tiles without masked keys (the same float operations:
+     * the same bits as sm90v3wg, test_unmasked_bits) */
+    {"attn_bwd_bf16_sm90v3u_d128_64x128", "sm90v3u", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true, true, true, false, true>, NULL, 1},
+    {"attn_bwd_f16_sm90v3u_d128_64x128", "sm90v3u", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__half, 128, true, true, true, true, false, true>, NULL, 1},
+    {"attn_bwd_bf16_sm90v3u_d64_64x128", "sm90v3u", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, true, true, true, true, false, true>, NULL, 1},
+    {"attn_bwd_f16_sm90v3u_d64_64x128", "sm90v3u", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__half, 64, true, true, true, true, false, true>, NULL, 1},
 };
 const int attn_bwd_sm90v3_variant_count =
     (int)(sizeof attn_bwd_sm90v3_variants / sizeof attn_bwd_sm90v3_variants[0]);
