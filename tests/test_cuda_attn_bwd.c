@@ -608,53 +608,85 @@ static void test_deterministic_bitwise(void **state)
         }
 }
 
-/* sm90v3wg's deterministic mode (blocks in groups of heads, attn_bwd_sm90v3.cu) keeps
- * sm90v3w's order of dQ adds, so its dq, dk, dv must be bit-identical to sm90v3w's: both
- * forced by FLASHC_CUDA_BWD_KERNEL (where neither serves, e.g. not on compute capability 9.0,
- * both calls get the dispatcher's choice and the comparison holds trivially). Many heads and
- * K blocks (the groups, a short last group), GQA, Sq != Sk, causal (the unchanged path), a
- * left-only window (grouped too), d 64 and 128, bf16 and fp16. */
-static void test_det_grouped_bits(void **state)
+/* Family CAND's gradients against family REF's, both forced by FLASHC_CUDA_BWD_KERNEL (where
+ * neither serves, e.g. not on compute capability 9.0, both calls get the dispatcher's choice and
+ * the comparison holds trivially): dq, dk, dv bit-identical in deterministic mode, dk, dv in
+ * fast mode (dq's adds are atomic there), twice. Many heads and K blocks (sm90v3wg's groups, a
+ * short last group), GQA, Sq != Sk, causal, a left-only window, bf16 and fp16, at the head dims
+ * of DIMS (0-terminated); DET: which modes (bit 0 fast, bit 1 deterministic). */
+static void family_bits(const char *cand, const char *ref, const int *dims, int modes)
 {
-    (void)state;
     const char *prev = getenv("FLASHC_CUDA_BWD_KERNEL");
     char *saved = prev ? strdup(prev) : NULL;
     /* S 900 (short): 15 Q blocks x 4 heads a group = 60 steps, G = 9 heads of 10 on 132 SMs */
     const int S = small_only() ? 900 : 1500;
-    for (int D = 128; D >= 64; D -= 64)
-        for (int v = 0; v < 4; v++) {
-            /* v 0: non-causal bf16, 1: causal fp16, 2: left window bf16, 3: non-causal fp16 */
-            bwd_case c = {5, S, S + 37, 8, 2, D, v == 1, v & 1 ? FLASHC_F16 : FLASHC_BF16, 1,
-                          0, 0, 0, 0};
-            if (v == 2)
-                c.win = 1, c.wl = 300, c.wr = -1;
-            bufs r;
-            bufs_create(&c, &r);
-            run_forward(&c, &r, NULL);
-            uint16_t *base[3] = {xmalloc(r.nq * 2), xmalloc(r.nk * 2), xmalloc(r.nk * 2)};
-            setenv("FLASHC_CUDA_BWD_KERNEL", "sm90v3w", 1);
-            assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
-            memcpy(base[0], r.hdq, r.nq * 2);
-            memcpy(base[1], r.hdk, r.nk * 2);
-            memcpy(base[2], r.hdv, r.nk * 2);
-            setenv("FLASHC_CUDA_BWD_KERNEL", "sm90v3wg", 1);
-            for (int rep = 0; rep < 2; rep++) {
+    for (const int *dp = dims; *dp; dp++)
+        for (int det = 0; det < 2; det++)
+            for (int v = 0; v < 4 && (modes >> det & 1); v++) {
+                /* v 0: non-causal bf16, 1: causal fp16, 2: left window bf16, 3: non-causal fp16 */
+                bwd_case c = {5, S, S + 37, 8, 2, *dp, v == 1, v & 1 ? FLASHC_F16 : FLASHC_BF16,
+                              det, 0, 0, 0, 0};
+                if (v == 2)
+                    c.win = 1, c.wl = 300, c.wr = -1;
+                bufs r;
+                bufs_create(&c, &r);
+                run_forward(&c, &r, NULL);
+                uint16_t *base[3] = {xmalloc(r.nq * 2), xmalloc(r.nk * 2), xmalloc(r.nk * 2)};
+                setenv("FLASHC_CUDA_BWD_KERNEL", ref, 1);
                 assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
-                assert_memory_equal(base[0], r.hdq, r.nq * 2);
-                assert_memory_equal(base[1], r.hdk, r.nk * 2);
-                assert_memory_equal(base[2], r.hdv, r.nk * 2);
+                memcpy(base[0], r.hdq, r.nq * 2);
+                memcpy(base[1], r.hdk, r.nk * 2);
+                memcpy(base[2], r.hdv, r.nk * 2);
+                setenv("FLASHC_CUDA_BWD_KERNEL", cand, 1);
+                for (int rep = 0; rep < 2; rep++) {
+                    assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
+                    if (det)
+                        assert_memory_equal(base[0], r.hdq, r.nq * 2);
+                    assert_memory_equal(base[1], r.hdk, r.nk * 2);
+                    assert_memory_equal(base[2], r.hdv, r.nk * 2);
+                }
+                printf("  D=%d det=%d case %d (causal %d, window %d, %s) S=%d: %s %s bit-identical "
+                       "to %s's, twice\n", *dp, det, v, c.causal, c.win,
+                       c.dt == FLASHC_F16 ? "fp16" : "bf16", S, cand, det ? "dq, dk, dv" : "dk, dv",
+                       ref);
+                for (int i = 0; i < 3; i++)
+                    free(base[i]);
+                bufs_destroy(&r);
             }
-            printf("  D=%d case %d (causal %d, window %d, %s) S=%d: sm90v3wg det bit-identical "
-                   "to sm90v3w det, twice\n", D, v, c.causal, c.win,
-                   c.dt == FLASHC_F16 ? "fp16" : "bf16", S);
-            for (int i = 0; i < 3; i++)
-                free(base[i]);
-            bufs_destroy(&r);
-        }
     if (saved)
         setenv("FLASHC_CUDA_BWD_KERNEL", saved, 1), free(saved);
     else
         unsetenv("FLASHC_CUDA_BWD_KERNEL");
+}
+
+/* sm90v3wg's deterministic mode (blocks in groups of heads, attn_bwd_sm90v3.cu) keeps
+ * sm90v3w's order of dQ adds: the same bits at d 128 and 64. */
+static void test_det_grouped_bits(void **state)
+{
+    (void)state;
+    static const int dims[] = {128, 64, 0};
+    family_bits("sm90v3wg", "sm90v3w", dims, 2);
+}
+
+/* sm90v3o (d 64: the next Q block's S^T, dP^T issued early, attn_bwd_sm90v3.cu) runs sm90v3wg's
+ * products in sm90v3wg's order: the same dk, dv in fast mode, the same bits in deterministic
+ * mode. */
+static void test_overlap_bits(void **state)
+{
+    (void)state;
+    static const int dims[] = {64, 0};
+    family_bits("sm90v3o", "sm90v3wg", dims, 3);
+}
+
+/* sm90v3u (tiles without masked keys through a softmax loop without the mask's test,
+ * attn_bwd_sm90v3.cu) does sm90v3wg's float operations: the same dk, dv in fast mode, the same
+ * bits in deterministic mode; the cases have masked tiles (the last K block, the diagonal, the
+ * window) and unmasked ones. */
+static void test_unmasked_bits(void **state)
+{
+    (void)state;
+    static const int dims[] = {128, 64, 0};
+    family_bits("sm90v3u", "sm90v3wg", dims, 3);
 }
 
 /* The call captured into a CUDA graph (no host synchronisation inside, workspace from the
@@ -1315,6 +1347,8 @@ int main(void)
         cmocka_unit_test(test_modifiers),
         cmocka_unit_test(test_deterministic_bitwise),
         cmocka_unit_test(test_det_grouped_bits),
+        cmocka_unit_test(test_overlap_bits),
+        cmocka_unit_test(test_unmasked_bits),
         cmocka_unit_test(test_graph_capture),
         cmocka_unit_test(test_strided_stream_workspace),
         cmocka_unit_test(test_other_tiles),

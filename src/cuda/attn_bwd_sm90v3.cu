@@ -1,7 +1,10 @@
 /*
  * attn_bwd_sm90v3.cu — the Hopper backward in the FlashAttention-3 shape: families sm90v3,
  * sm90v3t, sm90v3q (d = 128), sm90v3w and sm90v3wg (d = 128 and 64; wg: sm90v3w's deterministic
- * mode with its blocks in groups of heads, bwd90v3_grouped), sm90v3wg the default at both on
+ * mode with its blocks in groups of heads, bwd90v3_grouped), sm90v3o (d 64: sm90v3wg with the
+ * next Q block's S^T, dP^T issued before this one's dV, dK are waited for) and sm90v3u (d 128
+ * and 64: sm90v3wg with an unmasked softmax loop for tiles without masked keys), both opt-in,
+ * helper bwd13, 2026-12-04, sm90v3wg the default at both on
  * compute capability 9.0 since 2026-12-04 (sm90v3w's before: d 64 since the device run of
  * 2026-12-03, helper bwd6: dQ by keys, below), the others opt-in through FLASHC_CUDA_BWD_KERNEL;
  * racecheck's hazards of 2026-12-02: see the table.
@@ -104,6 +107,16 @@ static __device__ __forceinline__ void bwd90v3_rs_tb(float (&d)[16][4], const ui
     ptx_wgmma_rs_m64n128k16_tb(T(), d, a, desc_b, 1);
 }
 
+/* a if FIRST, else b (two arrays of which only one has the wanted shape) */
+template <bool FIRST, typename A, typename B>
+static __device__ __forceinline__ auto bwd90v3_pick(A *a, B *b)
+{
+    if constexpr (FIRST)
+        return a;
+    else
+        return b;
+}
+
 /* The deterministic turn counter of Q block m of head h, batch b (a.sem's index) */
 static __device__ __forceinline__ int bwd90v3_turn_counter(const attn_bwd_args &a, int b, int h,
                                                             int m)
@@ -174,7 +187,8 @@ static __device__ __forceinline__ void bwd90v3_grouped(const attn_bwd_args &a, i
  * BN keys, B Hkv); under DET with an upper key bound the K blocks run in reverse (bwd_turn).
  * GRP (family sm90v3wg, with DET): without an upper key bound the blocks take their (K block,
  * head) in groups of heads (bwd90v3_grouped), the same dQ order and bits. */
-template <typename T, int D, bool DET, bool MODS, bool TDQ, bool DQF, bool WRT, bool GRP = false>
+template <typename T, int D, bool DET, bool MODS, bool TDQ, bool DQF, bool WRT, bool GRP = false,
+          bool OV = false, bool UM = false>
 __global__ void __launch_bounds__(V3_THREADS, 1)
     attn_bwd_sm90v3_kernel(const __grid_constant__ CUtensorMap tm_q,
                            const __grid_constant__ CUtensorMap tm_do,
@@ -185,6 +199,10 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
 #if FLASHC_PTX_SM90A
     using L = bwd90v3_smem<D, WRT>;
     static_assert(!WRT || (TDQ && DQF), "sm90v3w: sm90v3q with the dQ adds on writer warps");
+    static_assert(!UM || (WRT && !MODS),
+                  "sm90v3u: sm90v3w's kernel with an unmasked softmax loop");
+    static_assert(!OV || (WRT && D == 64),
+                  "sm90v3o: sm90v3w's d 64 kernel with the next S^T, dP^T issued early");
     /* sm90v3w's named barriers (1: the consumers' per-Q-block meeting at d 128; 2, 3: sm90v3t's
      * warpgroup barriers, and d 64's): staging buffer sb of warpgroup w full (consumers
      * arrive, its writer waits) and empty (the other way), 128 + 32 threads each */
@@ -367,44 +385,92 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
         for (int e = 0; e < 4; e++)
             dk[dt][e] = dv[dt][e] = 0.0f;
 
-    if (total > 0)
-        ptx_mbarrier_wait(kv_full, 0);
-    for (int it = 0; it < total; it++) {
-        const int buf = it & 1;
-        ptx_mbarrier_wait(full(buf), ((uint32_t)it >> 1) & 1u);
-        const int *info = (const int *)(sbase + L::INFO) + 4 * buf;
-        const int m0 = info[0], h = info[1];
-        const uint32_t q_buf = sQ + buf * L::QBUF, do_buf = sdO + buf * L::QBUF;
-        const uint32_t sdS = base + L::DS + buf * L::DS_BUF;
-        const float *lrow = sL + buf * BM, *drow = sDs + buf * BM;
-
-        /* S^T, dP^T: this warpgroup's 64 keys x the BM queries, k over the head dim */
-        float s[NT][4], dp[NT][4];
+    /* S^T, dP^T of the Q block in stage sbuf: this warpgroup's 64 keys x the BM queries, k over
+     * the head dim; two commit groups (S, then dP) */
+    auto issue_sdp = [&](int sbuf, float (&s)[NT][4], float (&dp)[NT][4]) {
+        const uint32_t q_buf = sQ + sbuf * L::QBUF, do_buf = sdO + sbuf * L::QBUF;
         ptx_wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < D / 16; ks++) {
             const uint32_t ka = sK + (ks / 4) * BN * 128 + wg * 64 * 128 + (ks % 4) * 32;
             const uint32_t qb = q_buf + (ks / 4) * BM * 128 + (ks % 4) * 32;
-            ptx_wgmma_ss_m64n64k16<0>(T(), s, ptx_wgmma_desc(ka, 16, 1024),
-                                      ptx_wgmma_desc(qb, 16, 1024), ks > 0);
+            if (OV && ks == 0) /* the accumulator's old values are dead */
+                ptx_wgmma_ss_m64n64k16_z<0>(T(), s, ptx_wgmma_desc(ka, 16, 1024),
+                                            ptx_wgmma_desc(qb, 16, 1024));
+            else
+                ptx_wgmma_ss_m64n64k16<0>(T(), s, ptx_wgmma_desc(ka, 16, 1024),
+                                          ptx_wgmma_desc(qb, 16, 1024), ks > 0);
         }
         ptx_wgmma_commit();
 #pragma unroll
         for (int ks = 0; ks < D / 16; ks++) {
             const uint32_t va = sV + (ks / 4) * BN * 128 + wg * 64 * 128 + (ks % 4) * 32;
             const uint32_t ob = do_buf + (ks / 4) * BM * 128 + (ks % 4) * 32;
-            ptx_wgmma_ss_m64n64k16<0>(T(), dp, ptx_wgmma_desc(va, 16, 1024),
-                                      ptx_wgmma_desc(ob, 16, 1024), ks > 0);
+            if (OV && ks == 0) /* the accumulator's old values are dead */
+                ptx_wgmma_ss_m64n64k16_z<0>(T(), dp, ptx_wgmma_desc(va, 16, 1024),
+                                            ptx_wgmma_desc(ob, 16, 1024));
+            else
+                ptx_wgmma_ss_m64n64k16<0>(T(), dp, ptx_wgmma_desc(va, 16, 1024),
+                                          ptx_wgmma_desc(ob, 16, 1024), ks > 0);
         }
         ptx_wgmma_commit();
+    };
+
+    /* OV: S^T, dP^T of Q block it + 1 issued in iteration it (the stage's wait too), so they
+     * arrive at the loop's top already on the tensor cores */
+    float s[NT][4], dp[NT][4];
+    if (total > 0) {
+        ptx_mbarrier_wait(kv_full, 0);
+        if constexpr (OV) {
+            ptx_mbarrier_wait(full(0), 0);
+            issue_sdp(0, s, dp);
+        }
+    }
+    for (int it = 0; it < total; it++) {
+        const int buf = it & 1;
+        if constexpr (!OV)
+            ptx_mbarrier_wait(full(buf), ((uint32_t)it >> 1) & 1u);
+        const int *info = (const int *)(sbase + L::INFO) + 4 * buf;
+        const int m0 = info[0], h = info[1];
+        const uint32_t q_buf = sQ + buf * L::QBUF, do_buf = sdO + buf * L::QBUF;
+        const uint32_t sdS = base + L::DS + buf * L::DS_BUF;
+        const float *lrow = sL + buf * BM, *drow = sDs + buf * BM;
+        if constexpr (!OV)
+            issue_sdp(buf, s, dp);
+        /* the next Q block's S^T, dP^T (OV), once its stage is full */
+        const bool next = OV && it + 1 < total;
+        auto issue_next = [&]() {
+            ptx_mbarrier_wait(full(buf ^ 1), ((uint32_t)(it + 1) >> 1) & 1u);
+            issue_sdp(buf ^ 1, s, dp);
+        };
 
         uint32_t pa[BM / 16][4], da[BM / 16][4]; /* A fragments of P^T, dS^T */
+        /* P^T, dS^T: in place of S^T, dP^T; OV: apart, so that nothing but the wgmmas defines
+         * the accumulators (ptxas serializes every wgmma otherwise, C7515) */
+        float pt_[OV ? NT : 1][4], dst_[OV ? NT : 1][4];
+        float(&pt)[NT][4] = *bwd90v3_pick<!OV>(&s, &pt_);
+        float(&dst)[NT][4] = *bwd90v3_pick<!OV>(&dp, &dst_);
         const int key0 = n0 + cw * 16 + g; /* this thread's keys: key0, key0 + 8 */
         const bool need_mask = bwd_tile_needs_mask(a, rg, m0, BM, n0, BN);
         if constexpr (!MODS) {
-            /* P^T = 2^(S^T s' - L') while dP^T is still on the tensor cores */
-            ptx_wgmma_wait<1>();
+            /* P^T = 2^(S^T s' - L') while dP^T is still on the tensor cores (OV: both were
+             * queued an epilogue ago and wait together; a partial wait on products issued in
+             * the previous iteration makes ptxas serialize every wgmma, C7515) */
+            if constexpr (OV)
+                ptx_wgmma_wait<0>();
+            else
+                ptx_wgmma_wait<1>();
             ptx_fence_operands(s);
+            if (UM && !need_mask) {
+                /* sm90v3u: a tile without masked keys takes a loop without the mask's test,
+                 * which otherwise costs a predicated branch (BSSY, BSYNC) per element */
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        pt[nt][e] = ptx_exp2(fmaf(s[nt][e], a.scale_log2,
+                                                  -bwd_lse_log2(lrow[nt * 8 + 2 * t + (e & 1)])));
+            } else {
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
@@ -414,15 +480,16 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                     float p = ptx_exp2(fmaf(s[nt][e], a.scale_log2, -bwd_lse_log2(lrow[qi])));
                     if (need_mask && (key >= a.Sk || bwd_outside(rg, key - (m0 + qi))))
                         p = 0.0f;
-                    s[nt][e] = p;
+                    pt[nt][e] = p;
                 }
+            }
             ptx_wgmma_wait<0>();
             ptx_fence_operands(dp);
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                 for (int e = 0; e < 4; e++)
-                    dp[nt][e] = s[nt][e] * (dp[nt][e] - drow[nt * 8 + 2 * t + (e & 1)]);
+                    dst[nt][e] = pt[nt][e] * (dp[nt][e] - drow[nt * 8 + 2 * t + (e & 1)]);
         } else {
             /* softcap's derivative needs the raw score beside dP: both first */
             ptx_wgmma_wait<0>();
@@ -440,22 +507,22 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                                  key - (m0 + qi) - rg.diag, &p, &ds);
                     if (need_mask && (key >= a.Sk || bwd_outside(rg, key - (m0 + qi))))
                         p = ds = 0.0f;
-                    s[nt][e] = p;
-                    dp[nt][e] = ds;
+                    pt[nt][e] = p;
+                    dst[nt][e] = ds;
                 }
         }
 
         /* A fragments: tiles 2 kk, 2 kk + 1 are queries [16 kk, 16 kk + 16) */
 #pragma unroll
         for (int kk = 0; kk < BM / 16; kk++) {
-            pa[kk][0] = ptx_pack2(T(), s[2 * kk][0], s[2 * kk][1]);
-            pa[kk][1] = ptx_pack2(T(), s[2 * kk][2], s[2 * kk][3]);
-            pa[kk][2] = ptx_pack2(T(), s[2 * kk + 1][0], s[2 * kk + 1][1]);
-            pa[kk][3] = ptx_pack2(T(), s[2 * kk + 1][2], s[2 * kk + 1][3]);
-            da[kk][0] = ptx_pack2(T(), dp[2 * kk][0], dp[2 * kk][1]);
-            da[kk][1] = ptx_pack2(T(), dp[2 * kk][2], dp[2 * kk][3]);
-            da[kk][2] = ptx_pack2(T(), dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
-            da[kk][3] = ptx_pack2(T(), dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+            pa[kk][0] = ptx_pack2(T(), pt[2 * kk][0], pt[2 * kk][1]);
+            pa[kk][1] = ptx_pack2(T(), pt[2 * kk][2], pt[2 * kk][3]);
+            pa[kk][2] = ptx_pack2(T(), pt[2 * kk + 1][0], pt[2 * kk + 1][1]);
+            pa[kk][3] = ptx_pack2(T(), pt[2 * kk + 1][2], pt[2 * kk + 1][3]);
+            da[kk][0] = ptx_pack2(T(), dst[2 * kk][0], dst[2 * kk][1]);
+            da[kk][1] = ptx_pack2(T(), dst[2 * kk][2], dst[2 * kk][3]);
+            da[kk][2] = ptx_pack2(T(), dst[2 * kk + 1][0], dst[2 * kk + 1][1]);
+            da[kk][3] = ptx_pack2(T(), dst[2 * kk + 1][2], dst[2 * kk + 1][3]);
         }
 
         /* dS [query][key] into panel wg of this stage's dS (attn_bwd_sm90.cu: fragment i of
@@ -629,7 +696,14 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
         }
 
         if constexpr (DQF) {
-            ptx_wgmma_wait<0>(); /* dV, dK */
+            if (next) {
+                /* OV: the next S^T, dP^T queued behind dV, dK after the dQ epilogue; they stay
+                 * in flight across the loop's end */
+                issue_next();
+                ptx_wgmma_wait<2>(); /* dV, dK */
+            } else {
+                ptx_wgmma_wait<0>(); /* dV, dK */
+            }
             ptx_fence_operands(dv);
             ptx_fence_operands(dk);
             ptx_fence_operands(pa);
@@ -736,7 +810,8 @@ static int bwd90v3_map_dq(CUtensorMap *m, const attn_bwd_args *a, int D)
                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <typename T, int D, bool TDQ, bool DQF = false, bool WRT = false, bool GRP = false>
+template <typename T, int D, bool TDQ, bool DQF = false, bool WRT = false, bool GRP = false,
+          bool OV = false, bool UM = false>
 static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
     const flashc_dtype dt = std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16;
@@ -770,14 +845,16 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     const bool grp = GRP && a->wr < 0;
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                    const CUtensorMap, const attn_bwd_args) =
+        /* (UM: only the softmax without modifiers has the loop to unswitch) */
         mods ? (a->deterministic
-                    ? (grp ? attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF, WRT, GRP>
-                           : attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF, WRT>)
-                    : attn_bwd_sm90v3_kernel<T, D, false, true, TDQ, DQF, WRT>)
+                    ? (grp ? attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF, WRT, GRP, OV>
+                           : attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF, WRT, false, OV>)
+                    : attn_bwd_sm90v3_kernel<T, D, false, true, TDQ, DQF, WRT, false, OV>)
              : (a->deterministic
-                    ? (grp ? attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT, GRP>
-                           : attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT>)
-                    : attn_bwd_sm90v3_kernel<T, D, false, false, TDQ, DQF, WRT>);
+                    ? (grp ? attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT, GRP, OV, UM>
+                           : attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT, false, OV,
+                                                    UM>)
+                    : attn_bwd_sm90v3_kernel<T, D, false, false, TDQ, DQF, WRT, false, OV, UM>);
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess)
         return err;
@@ -849,6 +926,32 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
     {"attn_bwd_f16_sm90v3wg_d64_64x128", "sm90v3wg", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 64, true, true, true, true>,
      NULL, 0},
+    /* sm90v3o (helper bwd13, 2026-12-04; opt-in, d 64): sm90v3wg whose consumers issue the
+     * next Q block's S^T, dP^T after this one's dQ epilogue, before they wait for its dV, dK,
+     * so that the tensor cores have the next products queued across the iteration's end; the
+     * same products in the same order: dK, dV and deterministic mode's bits are sm90v3wg's
+     * (test_overlap_bits). Not at d 128: the next S^T, dP^T beside dK, dV spill 400+ bytes. */
+    {"attn_bwd_bf16_sm90v3o_d64_64x128", "sm90v3o", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, true, true, true, true, true>, NULL, 1},
+    {"attn_bwd_f16_sm90v3o_d64_64x128", "sm90v3o", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__half, 64, true, true, true, true, true>, NULL, 1},
+    /* sm90v3u (helper bwd13, 2026-12-04; opt-in, d 128 and 64): sm90v3wg whose softmax takes
+     * a loop without the mask's test in tiles without masked keys (the same float operations:
+     * the same bits as sm90v3wg, test_unmasked_bits) */
+    {"attn_bwd_bf16_sm90v3u_d128_64x128", "sm90v3u", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true, true, true, false, true>, NULL, 1},
+    {"attn_bwd_f16_sm90v3u_d128_64x128", "sm90v3u", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__half, 128, true, true, true, true, false, true>, NULL, 1},
+    {"attn_bwd_bf16_sm90v3u_d64_64x128", "sm90v3u", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, true, true, true, true, false, true>, NULL, 1},
+    {"attn_bwd_f16_sm90v3u_d64_64x128", "sm90v3u", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__half, 64, true, true, true, true, false, true>, NULL, 1},
 };
 const int attn_bwd_sm90v3_variant_count =
     (int)(sizeof attn_bwd_sm90v3_variants / sizeof attn_bwd_sm90v3_variants[0]);
