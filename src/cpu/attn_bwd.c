@@ -132,7 +132,6 @@ typedef struct bwd_plan {
                                * FLASHC_CPU_BWD_MM=2 sets both, =3 the dS bit)                 */
     void (*split)(const float *, int64_t, int64_t, int64_t, uint16_t *, int64_t, uint32_t *,
                   int64_t);       /* mm: the unit's split, or its split_cvt (same bits)            */
-    int band;                 /* mm: products cut to the pair's mask in strips of 32 (mm_band)  */
     size_t di_floats;         /* D_i entries                                                   */
     size_t sizes[3];          /* scratch pieces: D, block offsets, tile sets                   */
     const attn_problem *p;
@@ -175,9 +174,6 @@ static int64_t mm_qcache_floats(const attn_problem *p, int64_t br, int64_t sq)
 
 /* The matrix-unit regions of a tile set, in floats (bwd_ws, the mm part; layouts there). */
 enum { MM_NREG = 18 };
-/* mm_band: strips of MM_BAND rows / keys (the products' k-step and C block), at most MM_BAND_MAX
- * of each (longer pairs run their products whole) */
-enum { MM_BAND = 32, MM_BAND_MAX = 32 };
 static void mm_regions(const attn_problem *p, int64_t br, int64_t bc, int64_t sq,
                        int64_t sz[MM_NREG])
 {
@@ -232,11 +228,6 @@ static void make_plan(const attn_problem *p, bwd_plan *pl)
     if (pl->mm) {
         const char *sp = getenv("FLASHC_CPU_BWD_SPLIT");
         pl->split = (sp && sp[0] == '0') || !unit->split_cvt ? unit->split : unit->split_cvt;
-        /* The products of a pair cut by the mask skip its 32 x 32 blocks that no row sees
-         * (mm_band; the same bits on finite data). FLASHC_CPU_BWD_BAND=0 (read at every call)
-         * runs them whole; never under the measurement modes. */
-        const char *bd = getenv("FLASHC_CPU_BWD_BAND");
-        pl->band = !pl->mm_single && !(bd && bd[0] == '0');
     }
     /* The unit's tiles: 128 keys, 128 query rows where max(D, Dv) >= 128, else 64: the per-pair
      * Q-side work (pack_at of Q and dO, dQ's C round trip) spreads over twice the keys of the
@@ -345,12 +336,6 @@ typedef struct bwd_ws {
     int64_t qoff[3];        /* dob, qt, dot in a slot (floats; qb at 0: mm_qblock_floats)      */
     uint16_t *qb0, *dob0, *qt0, *dot0; /* the tile set's own qb, dob, qt, dot                 */
     int64_t kb_kc, kb_n;    /* the keys kb holds (first, count); kb_n 0: none                  */
-    struct mm_band {        /* the pair's mask in strips of 32 (mm_band_of)                    */
-        int on;             /* some strip sees less than the whole pair: the products in strips */
-        int64_t na, nb;     /* row strips, key strips                                          */
-        int64_t klo[MM_BAND_MAX], khi[MM_BAND_MAX]; /* row strip a sees keys [klo, khi)        */
-        int64_t rlo[MM_BAND_MAX], rhi[MM_BAND_MAX]; /* key strip b is seen by rows [rlo, rhi)  */
-    } band;                 /* (pair-relative, exact; empty: lo >= hi)                         */
 } bwd_ws;
 
 /* The next piece of n floats of a tile set (whole cache lines, so pieces never share one). */
@@ -524,22 +509,8 @@ static void tile_p_ds(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0,
     const float cap = p->softcap;
     const float slope = attn_alibi_slope(p, qb->b, qb->h);
     if (c->pl->mm) { /* kp, vp: columns kc .. kc + R16(n) stay inside ldkp = R16(bc) + 16 */
-        if (cap <= 0.0f && !p->alibi && w->band.on) { /* a row strip's visible key blocks */
-            for (int64_t a = 0; a < w->band.na; a++) {
-                const int64_t r0 = a * MM_BAND, m = rows - r0 < MM_BAND ? rows - r0 : MM_BAND;
-                const int64_t x0 = w->band.klo[a] / MM_BAND * MM_BAND;
-                const int64_t x1 = rup(w->band.khi[a], MM_BAND) < n ? rup(w->band.khi[a], MM_BAND) : n;
-                if (x1 <= x0)
-                    continue; /* (S, dP outside the mask are never read: p_ds) */
-                kr->bf16->gemm(m, x1 - x0, p->D, w->qb + r0 * w->ldqb, w->ldqb, w->kp + kc + x0,
-                               w->ldkp, NULL, w->s + r0 * lds + x0, lds);
-                kr->bf16->gemm(m, x1 - x0, p->Dv, w->dob + r0 * w->dvp, w->dvp, w->vp + kc + x0,
-                               w->ldkp, NULL, w->dp + r0 * lds + x0, lds);
-            }
-        } else {
-            kr->bf16->gemm(rows, n, p->D, w->qb, w->ldqb, w->kp + kc, w->ldkp, NULL, w->s, lds);
-            kr->bf16->gemm(rows, n, p->Dv, w->dob, w->dvp, w->vp + kc, w->ldkp, NULL, w->dp, lds);
-        }
+        kr->bf16->gemm(rows, n, p->D, w->qb, w->ldqb, w->kp + kc, w->ldkp, NULL, w->s, lds);
+        kr->bf16->gemm(rows, n, p->Dv, w->dob, w->dvp, w->vp + kc, w->ldkp, NULL, w->dp, lds);
         if (cap <= 0.0f && !p->alibi) { /* the scale, P and dS in one pass */
             kr->bf16->p_ds(w->s, w->dp, NULL, lds, rows, n, p->scale, w->lse, w->di, w->lo,
                            w->hi, jlo);
@@ -832,65 +803,6 @@ static void mm_load_kblock(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk, i
     w->kb_n = 0;
 }
 
-/* The pair's mask (rows of qb against keys [jlo, jlo + n)) in strips of MM_BAND into w->band:
- * on when a strip of rows misses a strip of keys, e.g. on a causal diagonal (6 of the 16 32 x 32
- * blocks of a 128 x 128 pair). */
-static void mm_band_of(const bwd_plan *pl, bwd_ws *w, const qblock *qb, int64_t jlo, int64_t n)
-{
-    struct mm_band *bd = &w->band;
-    const int64_t rows = qb->rows;
-    bd->na = cdiv(rows, MM_BAND), bd->nb = cdiv(n, MM_BAND), bd->on = 0;
-    if (!pl->band || bd->na > MM_BAND_MAX || bd->nb > MM_BAND_MAX || (bd->na < 2 && bd->nb < 2))
-        return;
-    for (int64_t a = 0; a < bd->na; a++)
-        bd->klo[a] = n, bd->khi[a] = 0;
-    for (int64_t b = 0; b < bd->nb; b++)
-        bd->rlo[b] = rows, bd->rhi[b] = 0;
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t c0 = w->lo[r] - jlo, c1 = w->hi[r] - jlo;
-        c0 = c0 < 0 ? 0 : c0 > n ? n : c0;
-        c1 = c1 < c0 ? c0 : c1 > n ? n : c1;
-        if (c1 == c0)
-            continue;
-        const int64_t a = r / MM_BAND;
-        bd->klo[a] = c0 < bd->klo[a] ? c0 : bd->klo[a];
-        bd->khi[a] = c1 > bd->khi[a] ? c1 : bd->khi[a];
-        for (int64_t b = c0 / MM_BAND; b <= (c1 - 1) / MM_BAND; b++) {
-            bd->rlo[b] = r < bd->rlo[b] ? r : bd->rlo[b];
-            bd->rhi[b] = r + 1 > bd->rhi[b] ? r + 1 : bd->rhi[b];
-        }
-    }
-    for (int64_t a = 0; a < bd->na && !bd->on; a++)
-        bd->on = bd->klo[a] >= MM_BAND || bd->khi[a] <= rup(n, MM_BAND) - MM_BAND;
-    for (int64_t b = 0; b < bd->nb && !bd->on; b++)
-        bd->on = bd->rlo[b] >= MM_BAND || bd->rhi[b] <= rup(rows, MM_BAND) - MM_BAND;
-}
-
-/* C (M rows, ldc) += A B over the k-steps [k0, k1) of each of the stretches at k = s0, s0 + len
- * (hi, lo; len a multiple of 32; [k0, k1) rounded out to MM_BAND, clipped to len); one product
- * when that is the whole K. The k-steps left out multiply exact zeros (P, dS outside the mask),
- * and the ones kept run in the same order: the same sums. */
-static void mm_gemm_band(const cpu_mm_bf16 *mm, int64_t M, int64_t N, int64_t s0, int64_t len,
-                         int64_t k0, int64_t k1, const uint16_t *A, int64_t lda,
-                         const uint32_t *Bp, int64_t ldbp, const float *ones, float *C,
-                         int64_t ldc)
-{
-    k0 = k0 / MM_BAND * MM_BAND, k1 = rup(k1, MM_BAND);
-    k1 = k1 < len ? k1 : len;
-    if (k1 <= k0)
-        return;
-    if (k0 == 0 && k1 == len) {
-        mm->gemm(M, N, 2 * len, A + s0, lda, Bp + s0 / 2 * ldbp, ldbp, ones, C, ldc);
-        return;
-    }
-    if (mm->gemm_hl)
-        mm->gemm_hl(M, N, len, k0, k1, A + s0, lda, Bp + s0 / 2 * ldbp, ldbp, ones, C, ldc);
-    else
-        for (int64_t h = s0; h <= s0 + len; h += len)
-            mm->gemm(M, N, k1 - k0, A + h + k0, lda, Bp + (h + k0) / 2 * ldbp, ldbp, ones, C,
-                     ldc);
-}
-
 /* dQ += dS K runs over the pair's keys [kc, kc + n) (offsets in the K block) in segments: the
  * parts between multiples of MM_SEG, each its own [hi | lo] stretch of the product's K (dsa: hi in
  * R32(len) columns, then lo; kb: [K; K] of its keys). So a K block of 256 keys sums dQ as two
@@ -965,23 +877,6 @@ static void mm_acc_dq(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0,
         ka += 2 * kl;
     }
     w->kb_kc = kc, w->kb_n = n;
-    if (w->band.on) { /* a row strip's visible keys of each segment */
-        for (int64_t a = 0; a < w->band.na; a++) {
-            const int64_t r0 = a * MM_BAND, m = qb->rows - r0 < MM_BAND ? qb->rows - r0 : MM_BAND;
-            int64_t s0 = 0;
-            for (int64_t o = 0, len; o < n; o += len) {
-                len = mm_seg_len(pl, kc, n, o);
-                const int64_t x0 = w->band.klo[a] > o ? w->band.klo[a] - o : 0;
-                const int64_t x1 = w->band.khi[a] < o + len ? w->band.khi[a] - o : len;
-                if (x1 > x0)
-                    mm_gemm_band(mm, m, D, s0, rup(len, CPU_MM_KP), x0, x1,
-                                 w->dsa + r0 * w->ldds, w->ldds, w->kb, w->ldkb, w->mones,
-                                 dq + r0 * pl->ldd, pl->ldd);
-                s0 += 2 * rup(len, CPU_MM_KP);
-            }
-        }
-        return;
-    }
     /* (mm_single & 2: the hi halves alone, K = kn) */
     mm->gemm(qb->rows, D, pl->mm_single & 2 ? kn : ka, w->dsa, w->ldds, w->kb, w->ldkb,
              w->mones, dq, pl->ldd);
@@ -998,24 +893,13 @@ static void mm_pair(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0, i
     const bwd_plan *pl = c->pl;
     const int64_t kc = jlo - j0, lds = pl->lds;
     const int64_t kr = rup(qb->rows, CPU_MM_KP);
-    mm_band_of(pl, w, qb, jlo, n);
     tile_p_ds(c, w, qb, j0, jlo, n);
     if (dkdv) { /* (mm_single: the hi halves alone, K = R32(rows)) */
         const int64_t kp = pl->mm_single & 1 ? kr : 2 * kr, ks = pl->mm_single & 2 ? kr : 2 * kr;
         pl->split(w->s, lds, qb->rows, n, NULL, 0, w->pb, w->ldpb);
         mm_split_ds(pl, w, qb->rows, kc, n, dq != NULL, 1);
-        if (w->band.on) { /* a key strip's rows that see it */
-            for (int64_t b = 0; b < w->band.nb; b++) {
-                const int64_t x0 = b * MM_BAND, m = n - x0 < MM_BAND ? n - x0 : MM_BAND;
-                mm_gemm_band(mm, p->Dv, m, 0, kr, w->band.rlo[b], w->band.rhi[b], w->dot,
-                             w->ldt2, w->pb + x0, w->ldpb, w->mones, w->dvt + kc + x0, w->ldt);
-                mm_gemm_band(mm, p->D, m, 0, kr, w->band.rlo[b], w->band.rhi[b], w->qt,
-                             w->ldt2, w->dsp + x0, w->ldpb, w->mones, w->dkt + kc + x0, w->ldt);
-            }
-        } else {
-            mm->gemm(p->Dv, n, kp, w->dot, w->ldt2, w->pb, w->ldpb, w->mones, w->dvt + kc, w->ldt);
-            mm->gemm(p->D, n, ks, w->qt, w->ldt2, w->dsp, w->ldpb, w->mones, w->dkt + kc, w->ldt);
-        }
+        mm->gemm(p->Dv, n, kp, w->dot, w->ldt2, w->pb, w->ldpb, w->mones, w->dvt + kc, w->ldt);
+        mm->gemm(p->D, n, ks, w->qt, w->ldt2, w->dsp, w->ldpb, w->mones, w->dkt + kc, w->ldt);
     } else {
         mm_split_ds(pl, w, qb->rows, kc, n, 1, 0);
     }

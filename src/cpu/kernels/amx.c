@@ -98,12 +98,9 @@ static inline void ctile_finish(const ctile *t, int64_t ldc)
         _mm512_mask_storeu_ps(t->c + r * ldc, mk, _mm512_loadu_ps(t->tile + r * 16));
 }
 
-/* C = diag(rowscale) C + A B over the k-steps [k0, k1), then [k2, k3) (kernels.h gemm, gemm_hl;
- * inlined into both, so gemm's second range folds away) */
-static inline __attribute__((always_inline)) void
-amx_gemm_kk(int64_t M, int64_t N, int64_t k0, int64_t k1, int64_t k2, int64_t k3,
-            const uint16_t *A, int64_t lda, const uint32_t *Bp, int64_t ldbp,
-            const float *rowscale, float *C, int64_t ldc)
+static void amx_gemm(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
+                     const uint32_t *Bp, int64_t ldbp, const float *rowscale, float *C,
+                     int64_t ldc)
 {
     float scratch[4][256] __attribute__((aligned(64)));
     const int64_t sa = lda * 2, sb = ldbp * 4; /* tile strides in bytes */
@@ -148,23 +145,20 @@ amx_gemm_kk(int64_t M, int64_t N, int64_t k0, int64_t k1, int64_t k2, int64_t k3
                 _tile_zero(3);
             }
             const uint16_t *a = A + m0 * lda;
-            for (int range = 0; range < 2; range++) {
-                const int64_t kb = range ? k2 : k0, ke = range ? k3 : k1;
-                for (int64_t k = kb; k < ke; k += 32) {
-                    const uint32_t *b = Bp + (k / 2) * ldbp + n0;
-                    _tile_loadd(4, a + k, sa);
-                    _tile_loadd(6, b, sb);
+            for (int64_t k0 = 0; k0 < K; k0 += 32) {
+                const uint32_t *b = Bp + (k0 / 2) * ldbp + n0;
+                _tile_loadd(4, a + k0, sa);
+                _tile_loadd(6, b, sb);
+                if (two_n)
+                    _tile_loadd(7, b + 16, sb);
+                _tile_dpbf16ps(0, 4, 6);
+                if (two_n)
+                    _tile_dpbf16ps(1, 4, 7);
+                if (two_m) {
+                    _tile_loadd(5, a + 16 * lda + k0, sa);
+                    _tile_dpbf16ps(2, 5, 6);
                     if (two_n)
-                        _tile_loadd(7, b + 16, sb);
-                    _tile_dpbf16ps(0, 4, 6);
-                    if (two_n)
-                        _tile_dpbf16ps(1, 4, 7);
-                    if (two_m) {
-                        _tile_loadd(5, a + 16 * lda + k, sa);
-                        _tile_dpbf16ps(2, 5, 6);
-                        if (two_n)
-                            _tile_dpbf16ps(3, 5, 7);
-                    }
+                        _tile_dpbf16ps(3, 5, 7);
                 }
             }
             _tile_stored(0, t[0].tile, t[0].stride);
@@ -179,20 +173,6 @@ amx_gemm_kk(int64_t M, int64_t N, int64_t k0, int64_t k1, int64_t k2, int64_t k3
                 if (t[i].vr)
                     ctile_finish(&t[i], ldc);
         }
-}
-
-static void amx_gemm(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
-                     const uint32_t *Bp, int64_t ldbp, const float *rowscale, float *C,
-                     int64_t ldc)
-{
-    amx_gemm_kk(M, N, 0, K, K, K, A, lda, Bp, ldbp, rowscale, C, ldc);
-}
-
-static void amx_gemm_hl(int64_t M, int64_t N, int64_t len, int64_t k0, int64_t k1,
-                        const uint16_t *A, int64_t lda, const uint32_t *Bp, int64_t ldbp,
-                        const float *rowscale, float *C, int64_t ldc)
-{
-    amx_gemm_kk(M, N, k0, k1, len + k0, len + k1, A, lda, Bp, ldbp, rowscale, C, ldc);
 }
 
 /* ---- the forward's fused tile (kernels.h fwd_tile) ----------------------------------------
@@ -442,7 +422,6 @@ const cpu_mm_bf16 cpu_mm_bf16_amx = {
     .pack_b = cpu_mm_avx512_pack_b,
     .pack_bt = cpu_mm_avx512_pack_bt,
     .gemm = amx_gemm,
-    .gemm_hl = amx_gemm_hl,
     .softmax = cpu_kernels_avx512_mm_softmax,
     .fwd_tile = amx_fwd_tile,
     .split = cpu_mm_avx512_split,

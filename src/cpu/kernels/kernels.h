@@ -82,13 +82,6 @@ typedef struct cpu_mm_bf16 {
      * Float32 accumulation; the order of the sums is the unit's (pairs first).              */
     void (*gemm)(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
                  const uint32_t *Bp, int64_t ldbp, const float *rowscale, float *C, int64_t ldc);
-    /* Optional (NULL: two gemm calls): gemm over the k-steps [k0, k1) and [len + k0, len + k1)
-     * of A's columns and Bp's rows alone (0 <= k0 < k1 <= len, multiples of CPU_MM_KP): the hi
-     * and lo halves of a split operand's rows a mask leaves visible (attn_bwd.c mm_band), in
-     * one pass over C; the same bits as gemm over [k0, k1) then gemm over [len + k0, len + k1). */
-    void (*gemm_hl)(int64_t M, int64_t N, int64_t len, int64_t k0, int64_t k1,
-                    const uint16_t *A, int64_t lda, const uint32_t *Bp, int64_t ldbp,
-                    const float *rowscale, float *C, int64_t ldc);
 
     /* The forward's online-softmax update of br query rows, base 2, between the products:
      *   S (br x bc float32, lds) raw scores q . k (masked entries -inf), scale > 0 as in
