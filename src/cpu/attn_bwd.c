@@ -1014,23 +1014,17 @@ static void mm_dq_block(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t h, int64
  * (bench/RESULTS.md, helper amx13). */
 enum { DI_ROWS = 8 };
 
-/* nr <= DI_ROWS rows at element offsets oo[r] of O, od[r] of dO; dt a constant where inlined */
+/* DI_ROWS rows at element offsets oo[r] of O, od[r] of dO; dt a constant where inlined */
 static inline void di_rows(const attn_problem *p, flashc_dtype dt, const int64_t *oo,
-                           const int64_t *od, int nr, float *out)
+                           const int64_t *od, float *out)
 {
     double acc[DI_ROWS] = {0};
     const int64_t s = p->so[3], sd = p->sdo[3];
-    if (nr == DI_ROWS)
-        for (int64_t d = 0; d < p->Dv; d++)
-            for (int r = 0; r < DI_ROWS; r++)
-                acc[r] += (double)flashc__load(p->o, dt, oo[r] + d * s) *
-                          (double)flashc__load(p->dout, dt, od[r] + d * sd);
-    else
-        for (int64_t d = 0; d < p->Dv; d++)
-            for (int r = 0; r < nr; r++)
-                acc[r] += (double)flashc__load(p->o, dt, oo[r] + d * s) *
-                          (double)flashc__load(p->dout, dt, od[r] + d * sd);
-    for (int r = 0; r < nr; r++)
+    for (int64_t d = 0; d < p->Dv; d++)
+        for (int r = 0; r < DI_ROWS; r++)
+            acc[r] += (double)flashc__load(p->o, dt, oo[r] + d * s) *
+                      (double)flashc__load(p->dout, dt, od[r] + d * sd);
+    for (int r = 0; r < DI_ROWS; r++)
         out[r] = (float)acc[r];
 }
 
@@ -1061,10 +1055,14 @@ static void compute_di(const attn_problem *p, float *dbuf, size_t n)
             }
             at[nr++] = t;
         }
+        if (!nr)
+            continue;
+        for (int r = nr; r < DI_ROWS; r++) /* a short group: row 0 again, not stored */
+            oo[r] = oo[0], od[r] = od[0];
         switch (p->dtype) {
-        case FLASHC_BF16: di_rows(p, FLASHC_BF16, oo, od, nr, out); break;
-        case FLASHC_F16: di_rows(p, FLASHC_F16, oo, od, nr, out); break;
-        default: di_rows(p, FLASHC_F32, oo, od, nr, out); break;
+        case FLASHC_BF16: di_rows(p, FLASHC_BF16, oo, od, out); break;
+        case FLASHC_F16: di_rows(p, FLASHC_F16, oo, od, out); break;
+        default: di_rows(p, FLASHC_F32, oo, od, out); break;
         }
         for (int r = 0; r < nr; r++)
             dbuf[at[r]] = out[r];
