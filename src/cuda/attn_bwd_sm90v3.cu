@@ -3,9 +3,9 @@
  * sm90v3t, sm90v3q (d = 128), sm90v3w and sm90v3wg (d = 128 and 64; wg: sm90v3w's deterministic
  * mode with its blocks in groups of heads, bwd90v3_grouped), sm90v3o (d 64: sm90v3wg with the
  * next Q block's S^T, dP^T issued before this one's dV, dK are waited for) and sm90v3u (d 128
- * and 64: sm90v3wg with an unmasked softmax loop for tiles without masked keys), both opt-in,
- * helper bwd13, 2026-12-04, sm90v3wg the default at both on
- * compute capability 9.0 since 2026-12-04 (sm90v3w's before: d 64 since the device run of
+ * and 64: sm90v3wg with an unmasked softmax loop for tiles without masked keys; helper bwd13,
+ * 2026-12-04), sm90v3u the default at both on compute capability 9.0 since the device round of
+ * 2026-12-04 midday (sm90v3wg's before, sm90v3w's before that: d 64 since the device run of
  * 2026-12-03, helper bwd6: dQ by keys, below), the others opt-in through FLASHC_CUDA_BWD_KERNEL;
  * racecheck's hazards of 2026-12-02: see the table.
  *
@@ -843,6 +843,9 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     /* sm90v3wg: the grouped order only without an upper key bound (causal or a right window:
      * sm90v3w's kernel, whose reversed K blocks its turns need) */
     const bool grp = GRP && a->wr < 0;
+    /* UM in deterministic mode at d 128 only: at d 64 (s11_bwd13.sh, H200) sm90v3u's
+     * deterministic mode was 0.95-1.08x sm90v3wg's, where its fast mode was 1.10-1.23x */
+    constexpr bool UMD = UM && D == 128;
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                    const CUtensorMap, const attn_bwd_args) =
         /* (UM: only the softmax without modifiers has the loop to unswitch) */
@@ -851,9 +854,9 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
                            : attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF, WRT, false, OV>)
                     : attn_bwd_sm90v3_kernel<T, D, false, true, TDQ, DQF, WRT, false, OV>)
              : (a->deterministic
-                    ? (grp ? attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT, GRP, OV, UM>
+                    ? (grp ? attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT, GRP, OV, UMD>
                            : attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT, false, OV,
-                                                    UM>)
+                                                    UMD>)
                     : attn_bwd_sm90v3_kernel<T, D, false, false, TDQ, DQF, WRT, false, OV, UM>);
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess)
@@ -865,8 +868,9 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     return attn_bwd_post_bh_launch<T, D>(a, stream);
 }
 
-/* sm90v3wg is the default at d 128 and d 64 (below: sm90v3w's fast kernel, its deterministic
- * mode in groups of heads); the others are opt-in (opt_in 1). sm90v3q
+/* sm90v3u is the default at d 128 and d 64 (below: sm90v3wg with an unmasked softmax loop,
+ * which is sm90v3w's fast kernel with its deterministic mode in groups of heads); the others are
+ * opt-in (opt_in 1). sm90v3q
  * passed every forced test on the H200 on 2026-12-02 (suites, modifiers, deterministic bitwise,
  * memcheck, synccheck) and is 1.22-1.26x sm90, 1.34-1.46x SDPA-FA2 (bench/RESULTS.md), and it was
  * the default at d 128 for one device round; but racecheck then reported 10 hazards in it (fp16
@@ -908,24 +912,25 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
     {"attn_bwd_f16_sm90v3w_d64_64x128", "sm90v3w", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 64, true, true, true>,
      NULL, 1},
-    /* sm90v3wg (helper bwd9), the default at d 128 and d 64 on compute capability 9.0 since the
-     * device round of 2026-12-04 (s9_bwd9.sh: det / det of sm90v3w 1.25-1.30x at d 64
-     * non-causal 1k-4k, 1.00-1.07x elsewhere; bench/RESULTS.md): sm90v3w whose deterministic
+    /* sm90v3wg (helper bwd9), the default at d 128 and d 64 on compute capability 9.0 from the
+     * night's device round of 2026-12-04 to sm90v3u's (midday; opt-in since) (s9_bwd9.sh:
+     * det / det of sm90v3w 1.25-1.30x at d 64 non-causal 1k-4k, 1.00-1.07x elsewhere;
+     * bench/RESULTS.md): sm90v3w whose deterministic
      * mode without an upper key bound runs the blocks in groups of heads (bwd90v3_grouped), the
      * same bits; its fast mode is sm90v3w's kernel. sm90v3w above is opt-in since then (the
      * reference of test_det_grouped_bits). */
     {"attn_bwd_bf16_sm90v3wg_d128_64x128", "sm90v3wg", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true, true, true>, NULL, 0},
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true, true, true>, NULL, 1},
     {"attn_bwd_f16_sm90v3wg_d128_64x128", "sm90v3wg", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, true, true, true, true>,
-     NULL, 0},
+     NULL, 1},
     {"attn_bwd_bf16_sm90v3wg_d64_64x128", "sm90v3wg", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, true, true, true, true>, NULL, 0},
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, true, true, true, true>, NULL, 1},
     {"attn_bwd_f16_sm90v3wg_d64_64x128", "sm90v3wg", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 64, true, true, true, true>,
-     NULL, 0},
+     NULL, 1},
     /* sm90v3o (helper bwd13, 2026-12-04; opt-in, d 64): sm90v3wg whose consumers issue the
      * next Q block's S^T, dP^T after this one's dQ epilogue, before they wait for its dV, dK,
      * so that the tensor cores have the next products queued across the iteration's end; the
@@ -937,21 +942,24 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
     {"attn_bwd_f16_sm90v3o_d64_64x128", "sm90v3o", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH,
      attn_bwd_sm90v3_launch<__half, 64, true, true, true, true, true>, NULL, 1},
-    /* sm90v3u (helper bwd13, 2026-12-04; opt-in, d 128 and 64): sm90v3wg whose softmax takes
-     * a loop without the mask's test in tiles without masked keys (the same float operations:
-     * the same bits as sm90v3wg, test_unmasked_bits) */
+    /* sm90v3u (helper bwd13), the default at d 128 and d 64 on compute capability 9.0 since the
+     * device round of 2026-12-04 midday (s11_bwd13.sh; bench/RESULTS.md): sm90v3wg whose softmax
+     * takes a loop without the mask's test in tiles without masked keys (the same float
+     * operations: the same bits as sm90v3wg, test_unmasked_bits). Fast mode 1.09-1.15x sm90v3wg
+     * at d 128 and 1.10-1.23x at d 64, deterministic mode 1.05-1.16x at d 128; at d 64 its
+     * deterministic mode was 0.95-1.08x, so there it keeps sm90v3wg's kernel (the launch). */
     {"attn_bwd_bf16_sm90v3u_d128_64x128", "sm90v3u", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true, true, true, false, true>, NULL, 1},
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true, true, true, false, true>, NULL, 0},
     {"attn_bwd_f16_sm90v3u_d128_64x128", "sm90v3u", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__half, 128, true, true, true, true, false, true>, NULL, 1},
+     attn_bwd_sm90v3_launch<__half, 128, true, true, true, true, false, true>, NULL, 0},
     {"attn_bwd_bf16_sm90v3u_d64_64x128", "sm90v3u", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, true, true, true, true, false, true>, NULL, 1},
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, true, true, true, true, false, true>, NULL, 0},
     {"attn_bwd_f16_sm90v3u_d64_64x128", "sm90v3u", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__half, 64, true, true, true, true, false, true>, NULL, 1},
+     attn_bwd_sm90v3_launch<__half, 64, true, true, true, true, false, true>, NULL, 0},
 };
 const int attn_bwd_sm90v3_variant_count =
     (int)(sizeof attn_bwd_sm90v3_variants / sizeof attn_bwd_sm90v3_variants[0]);
