@@ -41,7 +41,8 @@ typedef struct attn_fwd_args {
     int B, Sq, Sk, Hq, group;           /* group = Hq / Hkv                      */
     int D;                              /* head dim, <= the variant's head_dim   */
     int Dv;                             /* v/o head dim, <= the variant's head_dim;
-                                           != D on the mods instance only        */
+                                           != D on the mods instance and the sm90
+                                           TMA-store kernels only (attn.cu)      */
     int vec16;                          /* rows 16-byte aligned (see above)      */
     int head_group;                     /* (batch, head) pairs scheduled together */
     float scale;                        /* softmax scale, > 0                    */
