@@ -23,13 +23,12 @@ import os
 import sys
 
 import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention import SDPBackend
 import triton.testing
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_sdpa import Flashc, Stats, params, view  # noqa: E402
-from bench_fwd11 import add_trace  # noqa: E402
+from bench_fwd11 import add_trace, sdpa_fn  # noqa: E402
 
 H, D, DV = 16, 192, 128
 TILES = {"flashc_sm90": (128, 80), "flashc_sm80": (128, 64)}  # what each route reports
@@ -54,15 +53,6 @@ def flashc_fn(fc, name, q, k, v, o, lse, causal):
         if st != 0:
             raise RuntimeError(f"flashc_attn_fwd: {st}: {fc.lib.flashc_last_error().decode()}")
     run.stats = stats
-    return run
-
-
-def sdpa_fn(backend, q, k, v, causal):
-    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
-
-    def run():
-        with sdpa_kernel(backend):
-            return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
     return run
 
 
