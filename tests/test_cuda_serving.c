@@ -24,6 +24,9 @@
  *             instance, both dtypes, GQA 1 and 4, causal, windows, softcap, ALiBi; each case
  *             also with FLASHC_CUDA_PREFILL_MODS=0 on the KV-cache kernel, and the kernel that
  *             ran is asserted from the tiles it reports.
+ *   dkdv      dense Dk != Dv (192 / 128, 128 / 64, 64 / 128, 96 / 128) from seqlen 1024 on the
+ *             sm90 kernels (FLASHC_CUDA_SM90_DKDV=1, compute capability 9.0), each also on the
+ *             sm80 mods instance and the KV-cache kernel, the kernel asserted from its tiles.
  *   graph     a KV-cache call with a workspace captured in a CUDA graph and replayed.
  *   variants  the split cases, varlen and the graph under each non-default merge
  *             (FLASHC_DECODE_MERGE = v1, v2, v3, v4, pdl, fused), v4 equal to v3 bit for
@@ -966,8 +969,12 @@ static void test_kvcache_graph(void **state)
 /* Which kernel a case must run on, told by the tiles it reports (flashc_attn_stats): the
  * KV-cache kernel's 16 x 16, or the prefill kernel's 128-row tiles. A PREFILL case runs twice:
  * by default on the prefill kernel, and with FLASHC_CUDA_PREFILL_MODS=0 on the KV-cache
- * kernel (the routing before; kept as the fallback), each by the 2x rule. */
-enum { ROUTE_DECODE = 0, ROUTE_PREFILL = 1 };
+ * kernel (the routing before; kept as the fallback), each by the 2x rule. An SM90 case (dense
+ * Dk != Dv, otherwise plain) runs three times: with FLASHC_CUDA_SM90_DKDV=1 on an sm90 kernel
+ * where the device is compute capability 9.0 (sm80_tiles says how its tiles differ), with =0
+ * on the sm80 kernel's mods instance, and with FLASHC_CUDA_PREFILL_MODS=0 on the KV-cache
+ * kernel. */
+enum { ROUTE_DECODE = 0, ROUTE_PREFILL = 1, ROUTE_SM90 = 2 };
 
 typedef struct mod_case {
     int varlen;        /* 1: flashc_attn_varlen_fwd (ragged); 0: flashc_attn_fwd (B, Sq, Sk) */
@@ -999,6 +1006,32 @@ static void set_prefill_mods(int on)
         unsetenv("FLASHC_CUDA_PREFILL_MODS");
     else
         setenv("FLASHC_CUDA_PREFILL_MODS", "0", 1);
+}
+
+/* The tiles of the sm80 kernel's mods instance for head dim max(D, Dv) (attn_fwd_sm80.cu's
+ * table: 128 rows; 128 keys up to d 64, 64 above). Every sm90 kernel the dispatcher picks for
+ * the SM90 cases reports other tiles (d 128: 128 x 128 or 128 x 176; d 192: 128 x 80), which is
+ * how a case tells that it ran there. */
+static void sm80_tiles(const mod_case *c, int64_t *bq, int64_t *bk)
+{
+    *bq = 128;
+    *bk = (c->D > c->Dv ? c->D : c->Dv) <= 64 ? 128 : 64;
+}
+
+/* What pass 0 of an SM90 case must have run on: 1 the sm90 kernel (the device is compute
+ * capability 9.0 and no family is forced), 0 the sm80 kernel (another device, or
+ * FLASHC_CUDA_KERNEL=sm80), -1 either (another forced family: it serves the case or hands it
+ * to sm80). */
+static int want_sm90(void)
+{
+    const char *f = getenv("FLASHC_CUDA_KERNEL");
+    if (f && f[0])
+        return strcmp(f, "sm80") == 0 ? 0 : -1;
+    int dev = 0, major = 0, minor = 0;
+    CUDA_OK(cudaGetDevice(&dev));
+    CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    CUDA_OK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    return major == 9 && minor == 0;
 }
 
 static void mods_check(const mod_case *c)
@@ -1073,9 +1106,17 @@ static void mods_check(const mod_case *c)
     char what[400], base[240];
     describe(c, base, sizeof base);
 
-    for (int pass = 0; pass < (c->route == ROUTE_PREFILL ? 2 : 1); pass++) {
-        const int want_prefill = c->route == ROUTE_PREFILL && pass == 0;
-        set_prefill_mods(pass == 0);
+    /* the caller's FLASHC_CUDA_SM90_DKDV, restored after the SM90 passes */
+    char *dkdv_env = getenv("FLASHC_CUDA_SM90_DKDV") ? strdup(getenv("FLASHC_CUDA_SM90_DKDV"))
+                                                     : NULL;
+    const int passes = c->route == ROUTE_SM90 ? (small_only() ? 1 : 3)
+                       : c->route == ROUTE_PREFILL ? 2 : 1;
+    for (int pass = 0; pass < passes; pass++) {
+        const int last = pass == passes - 1 && pass > 0; /* the KV-cache pass */
+        const int want_prefill = c->route != ROUTE_DECODE && !last;
+        set_prefill_mods(!last);
+        if (c->route == ROUTE_SM90)
+            setenv("FLASHC_CUDA_SM90_DKDV", pass == 0 ? "1" : "0", 1);
         CUDA_OK(cudaMemset(od, 0xff, 2 * no)); /* NaN: an unwritten output never passes */
         CUDA_OK(cudaMemset(ld, 0xff, 4 * nl));
         flashc_attn_stats st = FLASHC_ATTN_STATS_INIT;
@@ -1090,18 +1131,31 @@ static void mods_check(const mod_case *c)
             TU_OK(flashc_attn_fwd(&pr, &q, &k, &v, &o, &lse, &st));
         }
         CUDA_OK(cudaDeviceSynchronize());
-        snprintf(what, sizeof what, "%s (used %lld)%s%s [%s kernel, tiles %lldx%lld] seqlens_q/k=",
-                 base, (long long)st.num_splits, c->route == ROUTE_PREFILL ? " PREFILL_MODS=" : "",
-                 c->route == ROUTE_PREFILL ? (pass == 0 ? "1" : "0") : "",
+        snprintf(what, sizeof what, "%s (used %lld)%s%s%s [%s kernel, tiles %lldx%lld] seqlens_q/k=",
+                 base, (long long)st.num_splits, c->route != ROUTE_DECODE ? " PREFILL_MODS=" : "",
+                 c->route != ROUTE_DECODE ? (last ? "0" : "1") : "",
+                 c->route == ROUTE_SM90 && !last ? (pass == 0 ? " SM90_DKDV=1" : " SM90_DKDV=0")
+                                                 : "",
                  st.block_q == 16 ? "KV-cache" : "prefill", (long long)st.block_q,
                  (long long)st.block_k);
         for (int b = 0; b < B && b < 8; b++) {
             const size_t at = strlen(what);
             snprintf(what + at, sizeof what - at, "%s%d/%d", b ? "," : "", sq[b], sk[b]);
         }
-        if (want_prefill ? st.block_q != 128 : st.block_q != 16)
+        if (want_prefill ? st.block_q < 128 : st.block_q != 16)
             fail_case("%s | ran on the wrong kernel (want the %s kernel)", what,
                      want_prefill ? "prefill" : "KV-cache");
+        if (c->route == ROUTE_SM90 && !last) {
+            int64_t bq, bk;
+            sm80_tiles(c, &bq, &bk);
+            const int sm80 = st.block_q == bq && st.block_k == bk;
+            const int want = pass == 0 ? want_sm90() : 0;
+            if (want >= 0 && sm80 == want)
+                fail_case("%s | ran on the wrong kernel (want the %s kernel)", what,
+                          want ? "sm90" : "sm80 mods");
+            if (verbose())
+                printf("  %s: the %s kernel\n", what, sm80 ? "sm80 mods" : "sm90");
+        }
         CUDA_OK(cudaMemcpy(oh, od, 2 * no, cudaMemcpyDeviceToHost));
         CUDA_OK(cudaMemcpy(lh, ld, 4 * nl, cudaMemcpyDeviceToHost));
         errs t = errs_init();
@@ -1127,6 +1181,11 @@ static void mods_check(const mod_case *c)
         assert_2x(what, &L, &R, &t);
     }
     set_prefill_mods(1);
+    if (dkdv_env)
+        setenv("FLASHC_CUDA_SM90_DKDV", dkdv_env, 1);
+    else
+        unsetenv("FLASHC_CUDA_SM90_DKDV");
+    free(dkdv_env);
     refs_free(&R);
     cudaFree(qd), cudaFree(kd), cudaFree(vd), cudaFree(od), cudaFree(ld), cudaFree(ad);
     cudaFree(cuqd), cudaFree(cukd);
@@ -1611,6 +1670,45 @@ static void test_prefill_mods(void **state)
     mods_check(&c);
 }
 
+/* Dense Dk != Dv without a mask or modifier on the sm90 kernels (attn.cu, dkdv_route): the
+ * instance of max(D, Dv) with the narrower side zero-filled by the copy engine. Seqlens from
+ * 1024, where the dispatcher takes sm90 kernels by default at d 128 and 192; tails of the Q
+ * tile and of the K/V block (176, 128, 80), Sq > Sk (rows that see nothing), both dtypes, causal
+ * and not, MHA / GQA / MQA; 192 / 128 (MLA), and 128 / 64, 64 / 128, 96 / 128 in the d 128
+ * instance (d 256's default, 128 x 64 tiles, could not be told from sm80's). Each also on the
+ * sm80 kernel and the KV-cache kernel (ROUTE_SM90). */
+static void test_prefill_dkdv_sm90(void **state)
+{
+    (void)state;
+    const flashc_dtype BF = FLASHC_BF16, F16 = FLASHC_F16;
+    mod_case c;
+    if (small_only()) { /* for compute-sanitizer: one case, the sm90 pass only */
+        c = mc(0, BF, 1, 2, 1, 192, 1024, 1040);
+        c.Dv = 128, c.causal = 1, c.route = ROUTE_SM90;
+        mods_check(&c);
+        return;
+    }
+    const struct {
+        flashc_dtype dt;
+        int B, Hq, Hkv, D, Dv, Sq, Sk, causal;
+    } cases[] = {
+        {BF, 1, 8, 2, 192, 128, 1024, 1024, 1},  /* DeepSeek's prefill shape, GQA 4 */
+        {F16, 1, 4, 4, 192, 128, 1100, 1030, 0}, /* tails: Sq % 128, Sk % 80 */
+        {BF, 2, 4, 1, 192, 128, 1030, 1100, 1},  /* MQA, Sk > Sq */
+        {F16, 1, 4, 2, 192, 128, 1100, 1030, 1}, /* Sq > Sk: the first 70 rows see nothing */
+        {BF, 1, 4, 2, 128, 64, 1024, 1111, 1},   /* Dv padded in the d 128 instance */
+        {F16, 1, 4, 4, 128, 64, 1040, 1111, 0},
+        {BF, 1, 4, 1, 64, 128, 1050, 1024, 0},   /* D padded: Dv > D */
+        {F16, 1, 4, 2, 96, 128, 1024, 1090, 1},  /* D padded, causal */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        c = mc(0, cases[i].dt, cases[i].B, cases[i].Hq, cases[i].Hkv, cases[i].D, cases[i].Sq,
+               cases[i].Sk);
+        c.Dv = cases[i].Dv, c.causal = cases[i].causal, c.route = ROUTE_SM90;
+        mods_check(&c);
+    }
+}
+
 /* ---- merge on CUDA tensors ------------------------------------------------------------------ */
 
 static void test_merge_cuda(void **state)
@@ -1738,6 +1836,7 @@ int main(void)
         cmocka_unit_test(test_varlen),          cmocka_unit_test(test_kvcache_merge_variants),
         cmocka_unit_test(test_kvcache_kernel_variants),
         cmocka_unit_test(test_dense_modifiers), cmocka_unit_test(test_prefill_mods),
+        cmocka_unit_test(test_prefill_dkdv_sm90),
         cmocka_unit_test(test_merge_cuda),      cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -60,10 +60,11 @@ fwd_jobs_summary() {
   done
 }
 
-# fwd11_bench CAP ARG... — bench/gpu/bench_fwd11.py on $LIB with ARG... (its --set, --rounds,
-# --alt ...), under the script's time left (left(), at most CAP seconds; skipped under 15), with
-# FLASHC_CUDA_KERNEL and FLASHC_CUDA_SM90_PAD unset for the default instance, writing
-# $OUT/bench.json and $OUT/bench.log; sets rc and prints its line and the log's errors.
+# fwd11_bench CAP ARG... — bench/gpu/bench_fwd11.py (or $BENCH_PY, a script taking the same
+# --lib / --rep-ms / --out) on $LIB with ARG... (its --set, --rounds, --alt ...), under the
+# script's time left (left(), at most CAP seconds; skipped under 15), with FLASHC_CUDA_KERNEL and
+# FLASHC_CUDA_SM90_PAD unset for the default instance, writing $OUT/bench.json and
+# $OUT/bench.log; sets rc and prints its line and the log's errors.
 fwd11_bench() {
   local tb cap=$1
   shift
@@ -72,7 +73,7 @@ fwd11_bench() {
   if [ "$tb" -gt 15 ]; then
     env -u FLASHC_CUDA_SM90_PAD -u FLASHC_CUDA_KERNEL FLASHC_LIBRARY="$LIB" \
       PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 \
-      timeout -k 2 "$tb" python3 bench/gpu/bench_fwd11.py --lib "$LIB" "$@" \
+      timeout -k 2 "$tb" python3 "${BENCH_PY:-bench/gpu/bench_fwd11.py}" --lib "$LIB" "$@" \
       --rep-ms "${FLASHC_REP_MS:-20}" --out "$OUT/bench.json" >"$OUT/bench.log" 2>&1
     rc=$?
   else

@@ -156,12 +156,19 @@ typedef struct attn_problem {
     int64_t sdq[4], sdk[4], sdv[4];
 } attn_problem;
 
-/* True for the v1 problem: dense, D == Dv, no window or modifier (causal allowed), no split
- * request. Backends that serve only that refuse the rest through their supports(). */
+/* The v1 problem but for the head dims: dense, no window or modifier (causal allowed), no
+ * split request; D and Dv any. */
+static inline bool attn_is_plain_any_dv(const attn_problem *p)
+{
+    return p->layout == ATTN_DENSE && p->wl < 0 && (p->wr < 0 || p->causal) &&
+           p->softcap == 0.0f && !p->alibi && p->num_splits <= 1;
+}
+
+/* True for the v1 problem: the above with D == Dv. Backends that serve only that refuse the rest
+ * through their supports(). */
 static inline bool attn_is_plain(const attn_problem *p)
 {
-    return p->layout == ATTN_DENSE && p->D == p->Dv && p->wl < 0 && (p->wr < 0 || p->causal) &&
-           p->softcap == 0.0f && !p->alibi && p->num_splits <= 1;
+    return attn_is_plain_any_dv(p) && p->D == p->Dv;
 }
 
 /* Sequence b's lengths (dense: Sq, Sk). */

@@ -74,11 +74,13 @@ static int rows_vec16(const attn_problem *p)
 }
 
 /* The variant for p with the highest architecture the device reaches, among those picked by
- * default or, when forced is not empty, among that family's. The one answer to "which kernel
- * runs": cuda_attn_fwd_supports and cuda_attn_fwd both ask it. */
+ * default or, when forced is not empty, among that family's: the instance whose head-dim range
+ * holds max(D, Dv) (D != Dv: dkdv_route). The one answer to "which kernel runs":
+ * cuda_attn_fwd_supports and cuda_attn_fwd both ask it. */
 static const attn_fwd_variant *pick_variant(const attn_problem *p, int cc, const char *forced)
 {
     const int vec16 = rows_vec16(p);
+    const int64_t d = p->D > p->Dv ? p->D : p->Dv;
     const attn_fwd_variant *best = NULL;
     for (size_t t = 0; t < sizeof variant_tables / sizeof variant_tables[0]; t++)
         for (int i = 0; i < *variant_tables[t].count; i++) {
@@ -87,7 +89,7 @@ static const attn_fwd_variant *pick_variant(const attn_problem *p, int cc, const
                           : !v->by_default || p->Sq < v->default_min_seq ||
                                 p->Sk < v->default_min_seq)
                 continue;
-            if (v->dtype != p->dtype || p->D < v->head_dim_min || p->D > v->head_dim ||
+            if (v->dtype != p->dtype || d < v->head_dim_min || d > v->head_dim ||
                 v->min_cc > cc || (best && v->min_cc <= best->min_cc))
                 continue;
             if (v->supports && !v->supports(v, p, cc, vec16))
@@ -152,8 +154,9 @@ static int prefill_mods_enabled(void)
 }
 
 /* The sm80 variant that would serve p (dtype, the larger of the two head dims), whatever the
- * device; the mods path uses that family only (the sm90 kernels serve plain problems, and
- * FLASHC_CUDA_KERNEL, which never applied to non-plain problems, does not apply here either). */
+ * device; the mods path uses that family only (the sm90 kernels serve plain problems and, where
+ * dkdv_route sends them, dense D != Dv ones; FLASHC_CUDA_KERNEL, which never applied to
+ * non-plain problems, does not apply here either). */
 static const attn_fwd_variant *mods_variant(const attn_problem *p)
 {
     const int64_t d = p->D > p->Dv ? p->D : p->Dv;
@@ -225,6 +228,39 @@ static flashc_status mods_supports(const attn_problem *p)
                             "sm_80 or newer needed)",
                             fn, cc / 10, cc % 10);
     return FLASHC_OK;
+}
+
+/* ---- Dk != Dv on the sm90 kernels ---------------------------------------------------------
+ * A dense problem that is plain but for D != Dv (MLA's 192 / 128 prefill, say) goes to an sm90
+ * kernel when the dispatcher's choice for it (pick_variant: by default or in the forced family,
+ * the instance of max(D, Dv)) is one: its supports() takes D != Dv only where it stores O by TMA
+ * and FLASHC_CUDA_SM90_DKDV allows it (attn_fwd_sm90.cu, sm90_supports_rows: the tensor maps of
+ * Q, K keep D and those of V, O keep Dv, so the copy engine zero-fills the narrower side and the
+ * TMA store drops O's columns >= Dv). Anything else, FLASHC_CUDA_KERNEL=sm80 included, keeps the
+ * route of non-plain problems (the mods instance, or the KV-cache kernel), with its answers and
+ * messages; so this asks quietly, and a failed query means "not here".
+ * FLASHC_CUDA_PREFILL_MODS=0 (the old routing: every non-plain problem on the KV-cache kernel)
+ * turns this route off too. */
+static const attn_fwd_variant *dkdv_route(const attn_problem *p)
+{
+    if (!attn_is_plain_any_dv(p) || p->D == p->Dv || !prefill_mods_enabled() ||
+        (p->dtype != FLASHC_BF16 && p->dtype != FLASHC_F16) || p->D < 1 || p->D > 256 ||
+        p->Dv < 1 || p->Dv > 256 || !(p->scale > 0.0f) || p->Sq > (1 << 30) ||
+        p->Sk > (1 << 30) || (p->Sq + 63) / 64 * p->B * p->Hq > 0x7fffffff)
+        return NULL;
+    const void *ptr[4] = {p->q, p->k, p->v, p->o};
+    const int64_t *st[4] = {p->sq, p->sk, p->sv, p->so};
+    for (int i = 0; i < 4; i++)
+        if (st[i][3] != 1 || (uintptr_t)ptr[i] % 2 != 0)
+            return NULL;
+    if (cudaPeekAtLastError() != cudaSuccess) /* the application's: the usual route reports it */
+        return NULL;
+    flashc_status ignored; /* a failed query: the usual route asks again and reports it */
+    const int cc = current_cc(&ignored);
+    const attn_fwd_variant *v = cc < 90 ? NULL : pick_variant(p, cc, forced_family());
+    if (!v || v->min_cc < 90 || (p->br && p->br != v->block_q) || (p->bc && p->bc != v->block_k))
+        return NULL;
+    return v;
 }
 
 /* What every forward launch takes from p alike (operands, strides, shape, scale, head groups);
@@ -312,8 +348,11 @@ static flashc_status check_operand(const char *name, const void *ptr, const int6
 
 extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
 {
-    if (!attn_is_plain(p)) /* varlen, masks and modifiers: prefill-like ones on the sm80
-                            * kernel, the rest and KV caches on attn_decode.cu */
+    /* varlen, masks and modifiers, D != Dv: prefill-like ones on the sm80 kernel (dense
+     * D != Dv without the rest on an sm90 one where dkdv_route says), the rest and KV caches
+     * on attn_decode.cu */
+    const attn_fwd_variant *dkdv = attn_is_plain(p) ? NULL : dkdv_route(p);
+    if (!attn_is_plain(p) && !dkdv)
         return mods_route(p) ? mods_supports(p) : cuda_attn_decode_supports(p);
     if (p->dtype != FLASHC_BF16 && p->dtype != FLASHC_F16)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED_DTYPE,
@@ -359,7 +398,7 @@ extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
     const int cc = current_cc(&st);
     if (cc < 0)
         return st;
-    const attn_fwd_variant *v = pick_variant(p, cc, forced);
+    const attn_fwd_variant *v = dkdv ? dkdv : pick_variant(p, cc, forced);
     if (!v && forced[0])
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
                             "%s: FLASHC_CUDA_KERNEL=%s forces a kernel that does not serve this "
@@ -391,12 +430,14 @@ extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
 
 extern "C" size_t cuda_attn_fwd_workspace(const attn_problem *p)
 {
-    return attn_is_plain(p) || mods_route(p) ? 0 : cuda_attn_decode_workspace(p);
+    return attn_is_plain(p) || mods_route(p) || dkdv_route(p) ? 0
+                                                               : cuda_attn_decode_workspace(p);
 }
 
 extern "C" flashc_status cuda_attn_fwd(const attn_problem *p, flashc_attn_stats *stats)
 {
-    if (!attn_is_plain(p)) {
+    const attn_fwd_variant *dkdv = attn_is_plain(p) ? NULL : dkdv_route(p);
+    if (!attn_is_plain(p) && !dkdv) {
         const attn_fwd_variant *mv = mods_route(p);
         return mv ? mods_run(p, mv, stats) : cuda_attn_decode(p, stats);
     }
@@ -407,7 +448,7 @@ extern "C" flashc_status cuda_attn_fwd(const attn_problem *p, flashc_attn_stats 
     if (cc < 0)
         return st;
     /* non-NULL: cuda_attn_fwd_supports ran first and asked the same question */
-    const attn_fwd_variant *v = pick_variant(p, cc, forced_family());
+    const attn_fwd_variant *v = dkdv ? dkdv : pick_variant(p, cc, forced_family());
 
     attn_fwd_args a;
     fwd_args_common(p, &a); /* the mods fields stay off */

@@ -41,7 +41,8 @@ typedef struct attn_fwd_args {
     int B, Sq, Sk, Hq, group;           /* group = Hq / Hkv                      */
     int D;                              /* head dim, <= the variant's head_dim   */
     int Dv;                             /* v/o head dim, <= the variant's head_dim;
-                                           != D on the mods instance only        */
+                                           != D on the mods instance and the sm90
+                                           TMA-store kernels only (attn.cu)      */
     int vec16;                          /* rows 16-byte aligned (see above)      */
     int head_group;                     /* (batch, head) pairs scheduled together */
     float scale;                        /* softmax scale, > 0                    */
@@ -98,8 +99,9 @@ extern const int attn_fwd_sm90_variant_count;
 const char *attn_fwd_sm90_ablate_names(void);
 
 /* attn_decode.cu: the forward problems attn_is_plain() excludes (KV caches, varlen, windows,
- * softcap, ALiBi, split requests, D != Dv) that the sm80 kernel's mods instance does not take
- * (attn.cu, mods_route), on one kernel with GQA packing and split-KV. */
+ * softcap, ALiBi, split requests, D != Dv) that neither the sm80 kernel's mods instance nor an
+ * sm90 kernel takes (attn.cu, mods_route, dkdv_route), on one kernel with GQA packing and
+ * split-KV. */
 flashc_status cuda_attn_decode_supports(const attn_problem *p);
 size_t cuda_attn_decode_workspace(const attn_problem *p);
 flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats);

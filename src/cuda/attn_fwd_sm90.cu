@@ -94,7 +94,9 @@
  *      "sm90v6hw"  80-key blocks (FlashAttention-3's d 256 block; S 40 and P 20 registers):
  *                 at d 256 Q 64 KB + K / V 4 x 40 KB leave no room for the staged O, so v6d's
  *                 direct stores (VER 6), 225 KB; at d 192 v6 (VER 7), 217 KB.
- * Not on sm90 yet: D % 8 != 0 and d 160 / 224 (sm80 serves them), Dk != Dv (attn_decode.cu).
+ * Dk != Dv (dense, otherwise plain): the TMA-store kernels of max(D, Dv) with the maps of V and
+ * O Dv wide (sm90_dkdv_enabled; opt-in FLASHC_CUDA_SM90_DKDV=1), else the sm80 kernel's mods
+ * instance. Not on sm90 yet: D % 8 != 0 and d 160 / 224 (sm80 serves them).
  */
 #include "attn_cuda.cuh"
 #include "scratch.cuh"
@@ -1051,7 +1053,7 @@ static int make_maps(const attn_fwd_args *a, flashc_dtype dt, int bm, int bn, CU
     const int64_t Hkv = a->Hq / a->group;
     return make_map(mq, dt, a->q, a->B, a->Sq, a->Hq, a->D, a->sq, bm) &&
            make_map(mk, dt, a->k, a->B, a->Sk, Hkv, a->D, a->sk, bn) &&
-           make_map(mv, dt, a->v, a->B, a->Sk, Hkv, a->D, a->sv, bn);
+           make_map(mv, dt, a->v, a->B, a->Sk, Hkv, a->Dv, a->sv, bn);
 }
 
 /* Padded head dims (bench/RESULTS.md, "Issue 11: every head dim <= 128 on sm90 by TMA padding"
@@ -1096,27 +1098,50 @@ static int sm90_pad_mask(void)
     }
     return value;
 }
-static int sm90_pads(const attn_fwd_variant *v, int mask)
+/* the kernels above, which store O by TMA: what a column past D (or Dv) may rely on */
+static int sm90_pad_family(const attn_fwd_variant *v)
 {
-    if (!(mask & sm90_pad_bit(v->head_dim)))
-        return 0;
     return strcmp(v->family, "sm90v6") == 0 || strcmp(v->family, "sm90v7") == 0 ||
            strcmp(v->family, "sm90v9") == 0 || strcmp(v->family, "sm90v6h") == 0 ||
            strcmp(v->family, "sm90v6hnp") == 0 ||
            (strcmp(v->family, "sm90np") == 0 && v->head_dim == 128) ||
            (strcmp(v->family, "sm90v6hw") == 0 && v->head_dim == 192);
 }
+static int sm90_pads(const attn_fwd_variant *v, int mask)
+{
+    return (mask & sm90_pad_bit(v->head_dim)) && sm90_pad_family(v);
+}
+
+/* Dk != Dv (bench/RESULTS.md, "Issue 11: Dk != Dv on sm90"; attn.cu, dkdv_route): the same
+ * zero fill serves a problem whose Q / K rows are D wide and V / O rows Dv wide, in the instance
+ * of max(D, Dv): the maps of Q and K keep D, those of V and O keep Dv (make_maps), so S = Q K^T
+ * sums D columns (the rest are zero), P V computes zero columns past Dv, and the TMA store drops
+ * them; nothing in the kernel reads D or Dv. The same kernels as padding (sm90_pad_family); the
+ * wider side takes the instance's head dim or a padded one as for D == Dv (sm90_pads), both D
+ * and Dv multiples of 8. FLASHC_CUDA_SM90_DKDV, read on every call (so that a test or a benchmark
+ * runs both routes in one process): "1" on, "0" off; unset (or anything else), SM90_DKDV_DEFAULT:
+ * off until a device run measures the route against the sm80 kernel's mods instance. */
+enum { SM90_DKDV_DEFAULT = 0 };
+static int sm90_dkdv_enabled(void)
+{
+    const char *e = getenv("FLASHC_CUDA_SM90_DKDV");
+    return e && strcmp(e, "1") == 0 ? 1 : e && strcmp(e, "0") == 0 ? 0 : SM90_DKDV_DEFAULT;
+}
 
 /* Beyond dtype and head dim (the table's fields): the chip the sm_90a code runs on, rows the
- * copy engine takes, the head dim (the instance's, or a padded one above), and tensor maps
- * that encode (tried here, so that "supported" and the run agree). */
+ * copy engine takes, the head dim (the instance's, or a padded one above; D != Dv as above), and
+ * tensor maps that encode (tried here, so that "supported" and the run agree). */
 static int sm90_supports_rows(const attn_fwd_variant *v, const attn_problem *p, int cc,
                               int vec16, int kv_rows)
 {
     const int pad = sm90_pad_mask(); /* read at the first call, whatever its head dim */
     if (cc != 90 || !vec16)
         return 0;
-    if (p->D != v->head_dim && (p->D % 8 != 0 || !sm90_pads(v, pad)))
+    const int64_t d = p->D > p->Dv ? p->D : p->Dv; /* the dispatcher's: in v's range */
+    if (d != v->head_dim && (d % 8 != 0 || !sm90_pads(v, pad)))
+        return 0;
+    if (p->D != p->Dv &&
+        (p->D % 8 != 0 || p->Dv % 8 != 0 || !sm90_pad_family(v) || !sm90_dkdv_enabled()))
         return 0;
     attn_fwd_args a;
     memset(&a, 0, sizeof a);
@@ -1124,7 +1149,7 @@ static int sm90_supports_rows(const attn_fwd_variant *v, const attn_problem *p, 
     for (int i = 0; i < 3; i++)
         a.sq[i] = p->sq[i], a.sk[i] = p->sk[i], a.sv[i] = p->sv[i];
     a.B = (int)p->B, a.Sq = (int)p->Sq, a.Sk = (int)p->Sk, a.Hq = (int)p->Hq;
-    a.group = (int)(p->Hq / p->Hkv), a.D = (int)p->D;
+    a.group = (int)(p->Hq / p->Hkv), a.D = (int)p->D, a.Dv = (int)p->Dv;
     CUtensorMap mq, mk, mv, mo;
     if (!make_maps(&a, v->dtype, v->block_q, kv_rows, &mq, &mk, &mv))
         return 0;
@@ -1149,7 +1174,7 @@ static int sm90_supports_rows(const attn_fwd_variant *v, const attn_problem *p, 
     /* v6, v7, v8 and v9 store O through a tensor map too */
     return (strncmp(v->family, "sm90v6", 6) != 0 && strcmp(v->family, "sm90v7") != 0 &&
             strncmp(v->family, "sm90v8", 6) != 0 && !v9_abl) ||
-           make_map(&mo, v->dtype, p->o, p->B, p->Sq, p->Hq, p->D, p->so, 64);
+           make_map(&mo, v->dtype, p->o, p->B, p->Sq, p->Hq, p->Dv, p->so, 64);
 }
 static int sm90_supports(const attn_fwd_variant *v, const attn_problem *p, int cc, int vec16)
 {
@@ -1236,8 +1261,12 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
     CUtensorMap mq, mk, mv, mo;
     memset(&mo, 0, sizeof mo); /* read by VER 7 only */
     constexpr int BM = sm90_bm(VER);
+    /* D != Dv: the direct stores of O would write D columns (sm90_supports_rows sends it
+     * nothing but TMA-store kernels) */
+    if (a->D != a->Dv && sm90_base(VER) < 7)
+        return cudaErrorInvalidValue;
     if (!make_maps(a, dt, BM, sm90_pair(VER) ? BN / 2 : BN, &mq, &mk, &mv) ||
-        (sm90_base(VER) >= 7 && !make_map(&mo, dt, a->o, a->B, a->Sq, a->Hq, a->D, a->so, 64)))
+        (sm90_base(VER) >= 7 && !make_map(&mo, dt, a->o, a->B, a->Sq, a->Hq, a->Dv, a->so, 64)))
         return cudaErrorInvalidValue; /* sm90_supports said yes: the driver changed its mind */
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const attn_fwd_args,
                    const CUtensorMap, int *) = attn_fwd_sm90_kernel<T, D, BN, STAGES, VER>;
