@@ -289,13 +289,13 @@ static void take_served_dim(attn_case *c, int D, flashc_dtype dt)
  * 2x rule would compare the maxima of a handful of errors dominated by the final rounding of o,
  * which the kernel and the naive attention both pay: the ratio of two such maxima exceeds 2 by
  * chance (6 runs in 40 at fp16 D 1, Sq 1, Sk 147 on the H200, 2026-12-04). Pooled over at
- * least 4096 outputs (at most 64 draws) the maxima compare the two error scales, and a kernel
+ * least 2048 outputs (at most 32 draws) the maxima compare the two error scales, and a kernel
  * that is really worse than the rule still fails. Under FLASHC_TEST_SMALL (compute-sanitizer,
  * where every launch is slow) at most 4 draws. */
 static int draws_of(const attn_case *c)
 {
     const int64_t outputs = (int64_t)c->B * c->Hq * c->Sq * c->D;
-    const int64_t n = (4096 + outputs - 1) / outputs, cap = small_only() ? 4 : 64;
+    const int64_t n = (2048 + outputs - 1) / outputs, cap = small_only() ? 4 : 32;
     return (int)(n > cap ? cap : n);
 }
 
