@@ -298,9 +298,9 @@ typedef struct flashc_attn_stats {
  * masks-and-modifiers instance; with more than 2048 keys a row, only when its grid fills the
  * SMs once); the rest (shorter queries, a split request) goes to
  * the KV-cache kernel (flashc_attn_kvcache_fwd's CUDA notes: 16-byte aligned rows).
- * FLASHC_CUDA_SM90_DKDV=1 (read on every call; opt-in) lets the sm90 kernels take dense
- * D != Dv problems with no window, softcap or ALiBi (D and Dv multiples of 8) where the
- * dispatcher picks one for max(D, Dv), on compute capability 9.0; otherwise the route above.
+ * On compute capability 9.0 the sm90 kernels take dense D != Dv problems with no window,
+ * softcap or ALiBi (D and Dv multiples of 8) where the dispatcher picks one for max(D, Dv);
+ * otherwise the route above (FLASHC_CUDA_SM90_DKDV=0, read on every call, turns that off).
  * FLASHC_CUDA_PREFILL_MODS=0 (read on every call) sends every problem with a window, softcap
  * or ALiBi, every D != Dv one and every varlen one to the KV-cache kernel, as before that
  * instance. The environment variable FLASHC_CUDA_KERNEL=sm80|sm90 (read once) forces one

@@ -1381,8 +1381,9 @@ static void test_kvcache_merge_variants(void **state)
  * 3 blocks a SM): the fewest splits that make the grid at least 5 blocks a slot if each keeps
  * at least 8192 keys (at most 33), else for a grid over half the slots the s in 1..8 (>= 1024
  * keys each) with the fewest ceil(blocks / slots) / s; the same call at that explicit count
- * gives the same bits. */
-static void deep_rule_check(int ctx)
+ * gives the same bits. whole_waves 0 (the default rule, FLASHC_DECODE_SPLITS unset or fill,
+ * which has the deep part but not the whole waves): only where the deep part applies. */
+static void deep_rule_check(int ctx, int whole_waves)
 {
     int dev_id = 0, sms = 0;
     CUDA_OK(cudaGetDevice(&dev_id));
@@ -1392,8 +1393,9 @@ static void deep_rule_check(int ctx)
     const long long tiles = (long long)B * HKV, slots = 3LL * sms;
     long long want = (5 * slots + tiles - 1) / tiles;
     if (want > 33 || (want > 1 && want * 8192 > CTX)) {
-        if (tiles * 2 <= slots) {
-            printf("  deep at B 64 x %d: %d SMs make it fill: not checked\n", ctx, sms);
+        if (tiles * 2 <= slots || !whole_waves) {
+            printf("  deep at B 64 x %d: %d SMs make it %s: not checked\n", ctx, sms,
+                   whole_waves ? "fill" : "not the deep part");
             return;
         }
         long long best = 0, maxn = CTX / 1024 < 1 ? 1 : CTX / 1024 > 8 ? 8 : CTX / 1024;
@@ -1515,10 +1517,11 @@ static void test_kvcache_kernel_variants(void **state)
             kv_check(&l, auto_one, 2, 1);
         }
     }
-    /* FLASHC_DECODE_SPLITS = fill (the whole-wave rule, the default), fa2 (the rule before) and
-     * deep (opt-in; fill at these shapes) on the automatic count, under the first kernel of the
-     * list: B 1 (many splits), B 3 ragged (a few), B 8 x 16 heads (none); then deep where it
-     * applies (deep_rule_check, which knows lean's slots) */
+    /* FLASHC_DECODE_SPLITS = fill (the default: decode11's deep part where it applies, else
+     * the whole-wave rule), fa2 (the rule before) and deep (opt-in; fill at these shapes) on
+     * the automatic count, under the first kernel of the list: B 1 (many splits), B 3 ragged (a
+     * few), B 8 x 16 heads (none); then the deep part under fill and deep, and deep's whole
+     * waves (deep_rule_check, which knows lean's slots) */
     setenv("FLASHC_DECODE_KERNEL", kernels[0], 1);
     char *splits_was = env_save("FLASHC_DECODE_SPLITS");
     static const char *rules[] = {"fill", "fa2", "deep"};
@@ -1533,9 +1536,11 @@ static void test_kvcache_kernel_variants(void **state)
         kv_check(&f2, autos, 1, 1);
         kv_case f3 = kvc(FLASHC_BF16, 8, 1, 16, 16, 64, 64, 1024, 1000, 1);
         kv_check(&f3, autos, 1, 0);
+        if (rule == 0 && !small && strcmp(kernels[0], "lean") == 0)
+            deep_rule_check(32768, 0); /* the deep part, the default's: 4 splits on 132 SMs */
         if (rule == 2 && !small && strcmp(kernels[0], "lean") == 0) {
-            deep_rule_check(32768); /* the deep part: 4 splits on 132 SMs */
-            deep_rule_check(4096);  /* whole waves: 3 splits on 132 SMs */
+            deep_rule_check(32768, 1); /* the deep part: 4 splits on 132 SMs */
+            deep_rule_check(4096, 1);  /* whole waves: 3 splits on 132 SMs */
         }
     }
     setenv("FLASHC_DECODE_SPLITS", "waves", 1); /* no such rule: refused */

@@ -168,7 +168,7 @@ enum { DEC_MERGE_V1 = 1, DEC_MERGE_V2 = 2, DEC_MERGE_PDL = 3, DEC_MERGE_FUSED = 
        DEC_MERGE_V4 = 7 };
 /* FLASHC_DECODE_KERNEL: the split kernel's loader ("split" names the base loader) */
 enum { DEC_KERNEL_LEAN = 4, DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_BASE = 7, DEC_KERNEL_LEAN5 = 8,
-       DEC_KERNEL_WIDE = 9 };
+       DEC_KERNEL_WIDE = 9, DEC_KERNEL_AUTO = 10 /* unset: lean, or wide (var_of) */ };
 /* The split kernel's instances (its VAR template argument): the base loader (FLASHC_DECODE_KERNEL
  * = base, and every head dim > 128) and the lean loaders (lean, the default; lean3, lean5; head
  * dims <= 128 only). */
@@ -1182,15 +1182,18 @@ int sm_count(void)
     return n;
 }
 
-/* FLASHC_DECODE_KERNEL, read at every call (so one process can compare the kernels): unset, ""
- * or "lean" the lean loader (the default: faster at every B x ctx measured on 2026-12-02,
+/* FLASHC_DECODE_KERNEL, read at every call (so one process can compare the kernels): unset or
+ * "" the default (DEC_KERNEL_AUTO: the lean loader, or wide where var_of says); "lean" the lean
+ * loader everywhere (faster than base at every B x ctx measured on 2026-12-02,
  * bench/RESULTS.md); "split" or "base" the split kernel's historical loader; "lean3", "lean5"
  * the lean loader with 3 or 5 stages a warp; "wide" the lean loader with 12 warps a block
- * (dec_var_warps); 0 for anything else. */
+ * (dec_var_warps) everywhere; 0 for anything else. */
 int kernel_mode(void)
 {
     const char *e = getenv("FLASHC_DECODE_KERNEL");
-    if (!e || !e[0] || strcmp(e, "lean") == 0)
+    if (!e || !e[0])
+        return DEC_KERNEL_AUTO;
+    if (strcmp(e, "lean") == 0)
         return DEC_KERNEL_LEAN;
     if (strcmp(e, "split") == 0 || strcmp(e, "base") == 0)
         return DEC_KERNEL_BASE;
@@ -1225,23 +1228,38 @@ size_t smem_optin(void)
     return (size_t)n;
 }
 
+/* Keys (the plan-time maximum) up to which the default takes wide (var_of). */
+constexpr int64_t DEC_WIDE_MAX_KEYS = 4096;
+
 /* The split kernel's instance for p under FLASHC_DECODE_KERNEL (DEC_VAR_*): a lean variant at
  * head dims <= 128, else the base instance; wide where its shared memory fits the device (d 128:
- * 196 KB, so CC 9.0; on sm_80 parts d 64 only), else lean. */
+ * 196 KB, so CC 9.0; on sm_80 parts d 64 only), else lean.
+ * The default (unset) takes wide for decode proper (one 16-row tile a KV head) at short
+ * contexts (<= DEC_WIDE_MAX_KEYS keys) whose tiles are at least half the SMs: there one wide
+ * block an SM needs one split, or two, where lean's three blocks an SM split the keys 2-3 ways
+ * and merge, which at 4k keys costs a measurable share (helper decode11, H200 2026-12-04:
+ * wide 1.051-1.090x lean at B 16 and 64 x 4k, 32/8 and 16/8 heads, contiguous and page 16;
+ * 1.004x at 128 x 4k, where lean already ran one split; at B 1 x 4k, 4 tiles, 0.927x, and
+ * longer contexts were not measured as a region: 0.978-1.09x at 32k). From the maxima only. */
 int var_of(const attn_problem *p)
 {
     const int k = kernel_mode();
     if (head_dim_instance(p) > 128)
         return DEC_VAR_BASE;
-    if (k == DEC_KERNEL_WIDE) {
+    const int64_t tiles = p->B * p->Hkv * m_tiles_of(p);
+    const bool wide_default = k == DEC_KERNEL_AUTO && m_tiles_of(p) == 1 &&
+                              p->Sk <= DEC_WIDE_MAX_KEYS && tiles * 2 >= sm_count() &&
+                              sm_count() > 0;
+    if (k == DEC_KERNEL_WIDE || wide_default) {
         constexpr int nw = dec_var_warps(DEC_VAR_WIDE);
         const size_t need = head_dim_instance(p) == 64
                                 ? dec_smem_bytes<__nv_bfloat16, 64, DEC_STAGES, nw>()
                                 : dec_smem_bytes<__nv_bfloat16, 128, DEC_STAGES, nw>();
         return need <= smem_optin() ? DEC_VAR_WIDE : DEC_VAR_LEAN;
     }
-    return k == DEC_KERNEL_LEAN    ? DEC_VAR_LEAN
-           : k == DEC_KERNEL_LEAN3 ? DEC_VAR_LEAN3
+    if (k == DEC_KERNEL_LEAN || k == DEC_KERNEL_AUTO)
+        return DEC_VAR_LEAN;
+    return k == DEC_KERNEL_LEAN3   ? DEC_VAR_LEAN3
            : k == DEC_KERNEL_LEAN5 ? DEC_VAR_LEAN5
                                    : DEC_VAR_BASE;
 }
@@ -1261,9 +1279,11 @@ int blocks_per_sm(const attn_problem *p)
     return di == 64 ? 4 : di == 128 ? 3 : 1;
 }
 
-/* FLASHC_DECODE_SPLITS, read at every call: unset, "" or "fill" the whole-wave rule (splits_of;
- * the default since 2026-12-03); "fa2" FlashAttention-2's rule, the default before; "deep" fill
- * with deep grids where the keys allow (splits_of, decode11); 0 for anything else. */
+/* FLASHC_DECODE_SPLITS, read at every call: unset, "" or "fill" the deep part of decode11's
+ * rule where it applies, else the whole-wave fill rule (splits_of; fill the default since
+ * 2026-12-03, the deep part since 2026-12-04 midday); "fa2" FlashAttention-2's rule, the
+ * default before; "deep" the deep part, fill, and whole waves for the large grids the deep
+ * part does not take (splits_of, decode11; opt-in); 0 for anything else. */
 enum { DEC_SPLITS_FA2 = 1, DEC_SPLITS_FILL = 2, DEC_SPLITS_DEEP = 3 };
 int split_rule(void)
 {
@@ -1315,8 +1335,12 @@ int splits_of(const attn_problem *p)
         n = p->num_splits;
     } else if (ctas == 0) {
         n = 1; /* no tiles (varlen, max_seqlen_q 0): nothing runs, and the rules divide by ctas */
-    } else if (rule == DEC_SPLITS_DEEP && deep <= 33 &&
+    } else if (rule != DEC_SPLITS_FA2 && deep <= 33 &&
                (deep == 1 || deep * DEC_DEEP_KEYS <= keys)) {
+        /* the deep part (fill and deep alike; H200 2026-12-04 midday, s11_decode11.sh: 1.015-
+         * 1.084x fill in all 15 cells where it changes the count, 32/8 and 16/8 heads,
+         * contiguous and page 16: 64 x 32k / 128k 4 splits, 128 x 32k 2, 32 x 128k 8, 16 x 128k
+         * 16; its whole-wave part below was 0.982-1.037x and stays with "deep") */
         n = deep;
     } else if (rule != DEC_SPLITS_FA2 && ctas * 2 <= slots) {
         /* fill: the tiles are at most half the slots, so split them to fill whole waves of the

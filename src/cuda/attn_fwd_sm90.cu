@@ -1070,15 +1070,17 @@ static int make_maps(const attn_fwd_args *a, flashc_dtype dt, int bm, int bn, CU
  * sm80.
  * FLASHC_CUDA_SM90_PAD (read once) names the instances that pad: "1" all, "0" none, or a comma
  * list of instance head dims ("128,192,256"); unset (or anything else), SM90_PAD_DEFAULT: the d
- * 128 instances (D 72-120: 1.65-1.78x sm80 at d 96, 2k and 4k, causal and not, on the H200) but
- * not the d 64 ones (d 32: 1.08x without the mask, 0.98-1.00x under it); the d 192 and 256 ones
- * (D 136-184, 200-248) not until a device run measures them against sm80. */
+ * 128 instances (D 72-120: 1.65-1.78x sm80 at d 96, 2k and 4k, causal and not, on the H200;
+ * 1.54-1.97x at d 96 / 112, 1k and 8k), the d 192 ones (D 136-184: 1.93-2.27x sm80 at d 136 /
+ * 160, 1k-8k) and the d 256 ones (D 200-248: 2.09-2.47x at d 200 / 224), s11_fwd19.sh on the
+ * H200, 2026-12-04 midday; but not the d 64 ones (d 32: 1.08x without the mask, 0.98-1.00x
+ * under it). */
 static int sm90_pad_bit(int head_dim) /* the instance's bit in a FLASHC_CUDA_SM90_PAD mask */
 {
     return head_dim == 64 ? 1 : head_dim == 128 ? 2 : head_dim == 192 ? 4 : head_dim == 256 ? 8 : 0;
 }
 /* the default's bits: 2 = d 128 (D 72-120); + 4 = d 192 (D 136-184), + 8 = d 256 (D 200-248) */
-enum { SM90_PAD_ALL = 15, SM90_PAD_DEFAULT = 2 };
+enum { SM90_PAD_ALL = 15, SM90_PAD_DEFAULT = 14 };
 static int sm90_pad_mask(void)
 {
     static int value = -1;
@@ -1120,8 +1122,9 @@ static int sm90_pads(const attn_fwd_variant *v, int mask)
  * wider side takes the instance's head dim or a padded one as for D == Dv (sm90_pads), both D
  * and Dv multiples of 8. FLASHC_CUDA_SM90_DKDV, read on every call (so that a test or a benchmark
  * runs both routes in one process): "1" on, "0" off; unset (or anything else), SM90_DKDV_DEFAULT:
- * off until a device run measures the route against the sm80 kernel's mods instance. */
-enum { SM90_DKDV_DEFAULT = 0 };
+ * on since the H200 run of 2026-12-04 midday (s11_fwd20.sh: 192/128 bf16 at 2k and 8k, causal
+ * and not, 2.30-2.55x the sm80 kernel's mods instance, 0.80-0.91x SDPA cuDNN). */
+enum { SM90_DKDV_DEFAULT = 1 };
 static int sm90_dkdv_enabled(void)
 {
     const char *e = getenv("FLASHC_CUDA_SM90_DKDV");
