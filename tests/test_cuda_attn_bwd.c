@@ -668,16 +668,6 @@ static void test_det_grouped_bits(void **state)
     family_bits("sm90v3wg", "sm90v3w", dims, 2);
 }
 
-/* sm90v3o (d 64: the next Q block's S^T, dP^T issued early, attn_bwd_sm90v3.cu) runs sm90v3wg's
- * products in sm90v3wg's order: the same dk, dv in fast mode, the same bits in deterministic
- * mode. */
-static void test_overlap_bits(void **state)
-{
-    (void)state;
-    static const int dims[] = {64, 0};
-    family_bits("sm90v3o", "sm90v3wg", dims, 3);
-}
-
 /* sm90v3u (tiles without masked keys through a softmax loop without the mask's test,
  * attn_bwd_sm90v3.cu) does sm90v3wg's float operations: the same dk, dv in fast mode, the same
  * bits in deterministic mode; the cases have masked tiles (the last K block, the diagonal, the
@@ -1347,7 +1337,6 @@ int main(void)
         cmocka_unit_test(test_modifiers),
         cmocka_unit_test(test_deterministic_bitwise),
         cmocka_unit_test(test_det_grouped_bits),
-        cmocka_unit_test(test_overlap_bits),
         cmocka_unit_test(test_unmasked_bits),
         cmocka_unit_test(test_graph_capture),
         cmocka_unit_test(test_strided_stream_workspace),

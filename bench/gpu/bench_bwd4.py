@@ -17,8 +17,6 @@ halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KE
                         since helper bwd6: dQ by keys)
   v3wg_det              sm90v3wg's deterministic mode: sm90v3w's, its blocks in groups of heads
                         (helper bwd9; its fast mode is sm90v3w's kernel, not timed)
-  v3o / v3o_det         sm90v3o: sm90v3wg with the next Q block's S^T, dP^T issued before
-                        this one's dV, dK are waited for (helper bwd13; d 64 only)
   v3u / v3u_det         sm90v3u: sm90v3wg with an unmasked softmax loop for tiles without
                         masked keys (helper bwd13; d 128 and d 64)
   v2s / v2s_det         sm90v2s (src/cuda/attn_bwd_sm90v2.cu; d 64 only): d 64's default until
@@ -46,7 +44,6 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            "flashc_v3q": (0, 0, False, "sm90v3q"), "flashc_v3q_det": (0, 0, True, "sm90v3q"),
            "flashc_v3w": (0, 0, False, "sm90v3w"), "flashc_v3w_det": (0, 0, True, "sm90v3w"),
            "flashc_v3wg_det": (0, 0, True, "sm90v3wg"),
-           "flashc_v3o": (0, 0, False, "sm90v3o"), "flashc_v3o_det": (0, 0, True, "sm90v3o"),
            "flashc_v3u": (0, 0, False, "sm90v3u"), "flashc_v3u_det": (0, 0, True, "sm90v3u"),
            "flashc_v2s": (0, 0, False, "sm90v2s"), "flashc_v2s_det": (0, 0, True, "sm90v2s"),
            "flashc_sm90": (0, 0, False, "sm90"), "flashc_sm90_det": (0, 0, True, "sm90")}
@@ -90,8 +87,7 @@ def main():
             # (elsewhere: the dispatcher's choice again, not timed twice; pass --configs-d128)
             cf = configs128 if d == 128 else tuple(
                 c for c in configs if not c.startswith(("flashc_v3", "flashc_sm90", "flashc_v2s"))
-                or (d == 64 and c.startswith(("flashc_v3w", "flashc_v3o", "flashc_v3u",
-                                              "flashc_v2s"))))
+                or (d == 64 and c.startswith(("flashc_v3w", "flashc_v3u", "flashc_v2s"))))
             if cf:
                 bb.part2(lib, seqlens, rows, d=d, configs=cf, peers=("flash", "cudnn"), part=3)
     finally:
@@ -122,8 +118,6 @@ def table(rows, configs):
               ("v3wdet/det", "flashc_v3w_det", "flashc_det"),
               ("v3wgdet/det", "flashc_v3wg_det", "flashc_det"),
               ("v3wgdet/fast", "flashc_v3wg_det", "flashc"),
-              ("v3o/default", "flashc_v3o", "flashc"),
-              ("v3odet/det", "flashc_v3o_det", "flashc_det"),
               ("v3u/default", "flashc_v3u", "flashc"),
               ("v3udet/det", "flashc_v3u_det", "flashc_det"),
               ("default/v2s", "flashc", "flashc_v2s"), ("det/v2sdet", "flashc_det", "flashc_v2s_det"),

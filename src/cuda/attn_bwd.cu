@@ -33,7 +33,6 @@ static const struct {
 /* FLASHC_CUDA_BWD_KERNEL: "" or unset (the dispatcher's choice) or a family ("sm80", "sm90",
  * "sm90v2", "sm90v2e", "sm90v2s", "sm90v2sa", "sm90v2sd", "sm90v3", "sm90v3t", "sm90v3q",
  * "sm90v3w", "sm90v3wg" (sm90v3w with its deterministic mode in groups of heads, the same
- * bits), "sm90v3o" (d 64: sm90v3wg with the next Q block's S^T, dP^T issued early, the same
  * bits), "sm90v3u" (the default at d 128 and d 64 on compute capability 9.0: sm90v3wg with an
  * unmasked softmax loop for tiles without masked keys, the same bits); an opt_in variant is
  * taken only this way) preferred where it serves the problem; a problem it does not serve gets

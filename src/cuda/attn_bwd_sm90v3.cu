@@ -1,9 +1,8 @@
 /*
  * attn_bwd_sm90v3.cu — the Hopper backward in the FlashAttention-3 shape: families sm90v3,
  * sm90v3t, sm90v3q (d = 128), sm90v3w and sm90v3wg (d = 128 and 64; wg: sm90v3w's deterministic
- * mode with its blocks in groups of heads, bwd90v3_grouped), sm90v3o (d 64: sm90v3wg with the
- * next Q block's S^T, dP^T issued before this one's dV, dK are waited for) and sm90v3u (d 128
- * and 64: sm90v3wg with an unmasked softmax loop for tiles without masked keys; helper bwd13,
+ * mode with its blocks in groups of heads, bwd90v3_grouped) and sm90v3u (d 128 and 64:
+ * sm90v3wg with an unmasked softmax loop for tiles without masked keys; helper bwd13,
  * 2026-12-04), sm90v3u the default at both on compute capability 9.0 since the device round of
  * 2026-12-04 midday (sm90v3wg's before, sm90v3w's before that: d 64 since the device run of
  * 2026-12-03, helper bwd6: dQ by keys, below), the others opt-in through FLASHC_CUDA_BWD_KERNEL;
@@ -50,6 +49,21 @@
 namespace {
 
 constexpr int V3_BM = 64, V3_BN = 128, V3_THREADS = 384;
+/* The kernel's and the launch's options, one bit each (the kernel's comment says what each
+ * does), rather than a row of positional bools that a table entry would have to count:
+ * attn_bwd_sm90v3_launch<T, D, V3_W | V3_GRP> reads as the family it is. The launch takes the
+ * family's bits (TDQ, DQF, WRT, GRP, UM) and adds DET, MODS per call. A profiler's kernel name
+ * shows F as a number (e.g. 125 = V3_W | V3_GRP | V3_UM | V3_DET: sm90v3u's det at d 128). */
+enum : unsigned {
+    V3_DET = 1u << 0,  /* deterministic dQ                                        */
+    V3_MODS = 1u << 1, /* softcap or ALiBi                                        */
+    V3_TDQ = 1u << 2,  /* sm90v3t: dQ by tensor reduce-adds, one per warpgroup    */
+    V3_DQF = 1u << 3,  /* sm90v3q: dV, dK issued after dQ                         */
+    V3_WRT = 1u << 4,  /* sm90v3w: dQ adds on writer warps                        */
+    V3_GRP = 1u << 5,  /* sm90v3wg: deterministic blocks in groups of heads       */
+    V3_UM = 1u << 6,   /* sm90v3u: the unmasked softmax loop                      */
+    V3_W = V3_TDQ | V3_DQF | V3_WRT, /* sm90v3w's bits (WRT needs TDQ and DQF)    */
+};
 /* dQ staging rows: 64 floats + 16 bytes (the bank spread of sm90v2's V2_DQ_ROW) */
 constexpr int V3_DQ_ROW = 272;
 /* setmaxnreg's split: (168 - P) x 128 producer threads = (C - 168) x 256 consumer threads.
@@ -105,16 +119,6 @@ static __device__ __forceinline__ void bwd90v3_rs_tb(float (&d)[16][4], const ui
                                                      uint64_t desc_b)
 {
     ptx_wgmma_rs_m64n128k16_tb(T(), d, a, desc_b, 1);
-}
-
-/* a if FIRST, else b (two arrays of which only one has the wanted shape) */
-template <bool FIRST, typename A, typename B>
-static __device__ __forceinline__ auto bwd90v3_pick(A *a, B *b)
-{
-    if constexpr (FIRST)
-        return a;
-    else
-        return b;
 }
 
 /* The deterministic turn counter of Q block m of head h, batch b (a.sem's index) */
@@ -174,8 +178,8 @@ static __device__ __forceinline__ void bwd90v3_grouped(const attn_bwd_args &a, i
 
 #endif
 
-/* T: __nv_bfloat16 or __half; D: 128 (64: sm90v3w only); DET: deterministic dQ; MODS: softcap
- * or ALiBi.
+/* T: __nv_bfloat16 or __half; D: 128 (64: sm90v3w only); F: V3_* bits. DET: deterministic dQ;
+ * MODS: softcap or ALiBi.
  * TDQ (family sm90v3t): each warpgroup's 64 x 64 dQ tile leaves as two tensor reduce-adds
  * (boxes of 32 float columns x 64 rows, tm_dq over dq_acc (D, Sq, Hq, B)) issued by one thread
  * after a warpgroup barrier, instead of 16 row reductions per warp; deterministic mode then
@@ -186,9 +190,10 @@ static __device__ __forceinline__ void bwd90v3_grouped(const attn_bwd_args &a, i
  * Tensor maps (D, S, H, B) of q, dout (boxes 64 x BM) and k, v (64 x BN). Grid: (K/V blocks of
  * BN keys, B Hkv); under DET with an upper key bound the K blocks run in reverse (bwd_turn).
  * GRP (family sm90v3wg, with DET): without an upper key bound the blocks take their (K block,
- * head) in groups of heads (bwd90v3_grouped), the same dQ order and bits. */
-template <typename T, int D, bool DET, bool MODS, bool TDQ, bool DQF, bool WRT, bool GRP = false,
-          bool OV = false, bool UM = false>
+ * head) in groups of heads (bwd90v3_grouped), the same dQ order and bits.
+ * UM (family sm90v3u, with WRT, without MODS): tiles without masked keys take a softmax loop
+ * without the mask's test. */
+template <typename T, int D, unsigned F>
 __global__ void __launch_bounds__(V3_THREADS, 1)
     attn_bwd_sm90v3_kernel(const __grid_constant__ CUtensorMap tm_q,
                            const __grid_constant__ CUtensorMap tm_do,
@@ -197,12 +202,12 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                            const __grid_constant__ CUtensorMap tm_dq, const attn_bwd_args a)
 {
 #if FLASHC_PTX_SM90A
+    constexpr bool DET = F & V3_DET, MODS = F & V3_MODS, TDQ = F & V3_TDQ, DQF = F & V3_DQF,
+                   WRT = F & V3_WRT, GRP = F & V3_GRP, UM = F & V3_UM;
     using L = bwd90v3_smem<D, WRT>;
     static_assert(!WRT || (TDQ && DQF), "sm90v3w: sm90v3q with the dQ adds on writer warps");
     static_assert(!UM || (WRT && !MODS),
                   "sm90v3u: sm90v3w's kernel with an unmasked softmax loop");
-    static_assert(!OV || (WRT && D == 64),
-                  "sm90v3o: sm90v3w's d 64 kernel with the next S^T, dP^T issued early");
     /* sm90v3w's named barriers (1: the consumers' per-Q-block meeting at d 128; 2, 3: sm90v3t's
      * warpgroup barriers, and d 64's): staging buffer sb of warpgroup w full (consumers
      * arrive, its writer waits) and empty (the other way), 128 + 32 threads each */
@@ -385,81 +390,43 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
         for (int e = 0; e < 4; e++)
             dk[dt][e] = dv[dt][e] = 0.0f;
 
-    /* S^T, dP^T of the Q block in stage sbuf: this warpgroup's 64 keys x the BM queries, k over
-     * the head dim; two commit groups (S, then dP) */
-    auto issue_sdp = [&](int sbuf, float (&s)[NT][4], float (&dp)[NT][4]) {
-        const uint32_t q_buf = sQ + sbuf * L::QBUF, do_buf = sdO + sbuf * L::QBUF;
+    if (total > 0)
+        ptx_mbarrier_wait(kv_full, 0);
+    for (int it = 0; it < total; it++) {
+        const int buf = it & 1;
+        ptx_mbarrier_wait(full(buf), ((uint32_t)it >> 1) & 1u);
+        const int *info = (const int *)(sbase + L::INFO) + 4 * buf;
+        const int m0 = info[0], h = info[1];
+        const uint32_t q_buf = sQ + buf * L::QBUF, do_buf = sdO + buf * L::QBUF;
+        const uint32_t sdS = base + L::DS + buf * L::DS_BUF;
+        const float *lrow = sL + buf * BM, *drow = sDs + buf * BM;
+
+        /* S^T, dP^T: this warpgroup's 64 keys x the BM queries, k over the head dim */
+        float s[NT][4], dp[NT][4];
         ptx_wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < D / 16; ks++) {
             const uint32_t ka = sK + (ks / 4) * BN * 128 + wg * 64 * 128 + (ks % 4) * 32;
             const uint32_t qb = q_buf + (ks / 4) * BM * 128 + (ks % 4) * 32;
-            if (OV && ks == 0) /* the accumulator's old values are dead */
-                ptx_wgmma_ss_m64n64k16_z<0>(T(), s, ptx_wgmma_desc(ka, 16, 1024),
-                                            ptx_wgmma_desc(qb, 16, 1024));
-            else
-                ptx_wgmma_ss_m64n64k16<0>(T(), s, ptx_wgmma_desc(ka, 16, 1024),
-                                          ptx_wgmma_desc(qb, 16, 1024), ks > 0);
+            ptx_wgmma_ss_m64n64k16<0>(T(), s, ptx_wgmma_desc(ka, 16, 1024),
+                                      ptx_wgmma_desc(qb, 16, 1024), ks > 0);
         }
         ptx_wgmma_commit();
 #pragma unroll
         for (int ks = 0; ks < D / 16; ks++) {
             const uint32_t va = sV + (ks / 4) * BN * 128 + wg * 64 * 128 + (ks % 4) * 32;
             const uint32_t ob = do_buf + (ks / 4) * BM * 128 + (ks % 4) * 32;
-            if (OV && ks == 0) /* the accumulator's old values are dead */
-                ptx_wgmma_ss_m64n64k16_z<0>(T(), dp, ptx_wgmma_desc(va, 16, 1024),
-                                            ptx_wgmma_desc(ob, 16, 1024));
-            else
-                ptx_wgmma_ss_m64n64k16<0>(T(), dp, ptx_wgmma_desc(va, 16, 1024),
-                                          ptx_wgmma_desc(ob, 16, 1024), ks > 0);
+            ptx_wgmma_ss_m64n64k16<0>(T(), dp, ptx_wgmma_desc(va, 16, 1024),
+                                      ptx_wgmma_desc(ob, 16, 1024), ks > 0);
         }
         ptx_wgmma_commit();
-    };
-
-    /* OV: S^T, dP^T of Q block it + 1 issued in iteration it (the stage's wait too), so they
-     * arrive at the loop's top already on the tensor cores */
-    float s[NT][4], dp[NT][4];
-    if (total > 0) {
-        ptx_mbarrier_wait(kv_full, 0);
-        if constexpr (OV) {
-            ptx_mbarrier_wait(full(0), 0);
-            issue_sdp(0, s, dp);
-        }
-    }
-    for (int it = 0; it < total; it++) {
-        const int buf = it & 1;
-        if constexpr (!OV)
-            ptx_mbarrier_wait(full(buf), ((uint32_t)it >> 1) & 1u);
-        const int *info = (const int *)(sbase + L::INFO) + 4 * buf;
-        const int m0 = info[0], h = info[1];
-        const uint32_t q_buf = sQ + buf * L::QBUF, do_buf = sdO + buf * L::QBUF;
-        const uint32_t sdS = base + L::DS + buf * L::DS_BUF;
-        const float *lrow = sL + buf * BM, *drow = sDs + buf * BM;
-        if constexpr (!OV)
-            issue_sdp(buf, s, dp);
-        /* the next Q block's S^T, dP^T (OV), once its stage is full */
-        const bool next = OV && it + 1 < total;
-        auto issue_next = [&]() {
-            ptx_mbarrier_wait(full(buf ^ 1), ((uint32_t)(it + 1) >> 1) & 1u);
-            issue_sdp(buf ^ 1, s, dp);
-        };
 
         uint32_t pa[BM / 16][4], da[BM / 16][4]; /* A fragments of P^T, dS^T */
-        /* P^T, dS^T: in place of S^T, dP^T; OV: apart, so that nothing but the wgmmas defines
-         * the accumulators (ptxas serializes every wgmma otherwise, C7515) */
-        float pt_[OV ? NT : 1][4], dst_[OV ? NT : 1][4];
-        float(&pt)[NT][4] = *bwd90v3_pick<!OV>(&s, &pt_);
-        float(&dst)[NT][4] = *bwd90v3_pick<!OV>(&dp, &dst_);
         const int key0 = n0 + cw * 16 + g; /* this thread's keys: key0, key0 + 8 */
         const bool need_mask = bwd_tile_needs_mask(a, rg, m0, BM, n0, BN);
         if constexpr (!MODS) {
-            /* P^T = 2^(S^T s' - L') while dP^T is still on the tensor cores (OV: both were
-             * queued an epilogue ago and wait together; a partial wait on products issued in
-             * the previous iteration makes ptxas serialize every wgmma, C7515) */
-            if constexpr (OV)
-                ptx_wgmma_wait<0>();
-            else
-                ptx_wgmma_wait<1>();
+            /* P^T = 2^(S^T s' - L') while dP^T is still on the tensor cores */
+            ptx_wgmma_wait<1>();
             ptx_fence_operands(s);
             if (UM && !need_mask) {
                 /* sm90v3u: a tile without masked keys takes a loop without the mask's test,
@@ -468,7 +435,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                 for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                     for (int e = 0; e < 4; e++)
-                        pt[nt][e] = ptx_exp2(fmaf(s[nt][e], a.scale_log2,
+                        s[nt][e] = ptx_exp2(fmaf(s[nt][e], a.scale_log2,
                                                   -bwd_lse_log2(lrow[nt * 8 + 2 * t + (e & 1)])));
             } else {
 #pragma unroll
@@ -480,7 +447,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                     float p = ptx_exp2(fmaf(s[nt][e], a.scale_log2, -bwd_lse_log2(lrow[qi])));
                     if (need_mask && (key >= a.Sk || bwd_outside(rg, key - (m0 + qi))))
                         p = 0.0f;
-                    pt[nt][e] = p;
+                    s[nt][e] = p;
                 }
             }
             ptx_wgmma_wait<0>();
@@ -489,7 +456,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                 for (int e = 0; e < 4; e++)
-                    dst[nt][e] = pt[nt][e] * (dp[nt][e] - drow[nt * 8 + 2 * t + (e & 1)]);
+                    dp[nt][e] = s[nt][e] * (dp[nt][e] - drow[nt * 8 + 2 * t + (e & 1)]);
         } else {
             /* softcap's derivative needs the raw score beside dP: both first */
             ptx_wgmma_wait<0>();
@@ -507,22 +474,22 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                                  key - (m0 + qi) - rg.diag, &p, &ds);
                     if (need_mask && (key >= a.Sk || bwd_outside(rg, key - (m0 + qi))))
                         p = ds = 0.0f;
-                    pt[nt][e] = p;
-                    dst[nt][e] = ds;
+                    s[nt][e] = p;
+                    dp[nt][e] = ds;
                 }
         }
 
         /* A fragments: tiles 2 kk, 2 kk + 1 are queries [16 kk, 16 kk + 16) */
 #pragma unroll
         for (int kk = 0; kk < BM / 16; kk++) {
-            pa[kk][0] = ptx_pack2(T(), pt[2 * kk][0], pt[2 * kk][1]);
-            pa[kk][1] = ptx_pack2(T(), pt[2 * kk][2], pt[2 * kk][3]);
-            pa[kk][2] = ptx_pack2(T(), pt[2 * kk + 1][0], pt[2 * kk + 1][1]);
-            pa[kk][3] = ptx_pack2(T(), pt[2 * kk + 1][2], pt[2 * kk + 1][3]);
-            da[kk][0] = ptx_pack2(T(), dst[2 * kk][0], dst[2 * kk][1]);
-            da[kk][1] = ptx_pack2(T(), dst[2 * kk][2], dst[2 * kk][3]);
-            da[kk][2] = ptx_pack2(T(), dst[2 * kk + 1][0], dst[2 * kk + 1][1]);
-            da[kk][3] = ptx_pack2(T(), dst[2 * kk + 1][2], dst[2 * kk + 1][3]);
+            pa[kk][0] = ptx_pack2(T(), s[2 * kk][0], s[2 * kk][1]);
+            pa[kk][1] = ptx_pack2(T(), s[2 * kk][2], s[2 * kk][3]);
+            pa[kk][2] = ptx_pack2(T(), s[2 * kk + 1][0], s[2 * kk + 1][1]);
+            pa[kk][3] = ptx_pack2(T(), s[2 * kk + 1][2], s[2 * kk + 1][3]);
+            da[kk][0] = ptx_pack2(T(), dp[2 * kk][0], dp[2 * kk][1]);
+            da[kk][1] = ptx_pack2(T(), dp[2 * kk][2], dp[2 * kk][3]);
+            da[kk][2] = ptx_pack2(T(), dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
+            da[kk][3] = ptx_pack2(T(), dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
         }
 
         /* dS [query][key] into panel wg of this stage's dS (attn_bwd_sm90.cu: fragment i of
@@ -696,14 +663,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
         }
 
         if constexpr (DQF) {
-            if (next) {
-                /* OV: the next S^T, dP^T queued behind dV, dK after the dQ epilogue; they stay
-                 * in flight across the loop's end */
-                issue_next();
-                ptx_wgmma_wait<2>(); /* dV, dK */
-            } else {
-                ptx_wgmma_wait<0>(); /* dV, dK */
-            }
+            ptx_wgmma_wait<0>(); /* dV, dK */
             ptx_fence_operands(dv);
             ptx_fence_operands(dk);
             ptx_fence_operands(pa);
@@ -810,10 +770,12 @@ static int bwd90v3_map_dq(CUtensorMap *m, const attn_bwd_args *a, int D)
                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <typename T, int D, bool TDQ, bool DQF = false, bool WRT = false, bool GRP = false,
-          bool OV = false, bool UM = false>
+/* F: the family's bits, V3_TDQ, V3_DQF, V3_WRT, V3_GRP, V3_UM (DET, MODS come per call) */
+template <typename T, int D, unsigned F>
 static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
+    static_assert((F & (V3_DET | V3_MODS)) == 0, "DET, MODS: chosen per call");
+    constexpr bool TDQ = F & V3_TDQ, WRT = F & V3_WRT, GRP = F & V3_GRP, UM = F & V3_UM;
     const flashc_dtype dt = std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16;
     CUtensorMap mq, mdo, mk, mv, mdq;
     memset(&mdq, 0, sizeof mdq); /* read by sm90v3t only */
@@ -846,18 +808,20 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     /* UM in deterministic mode at d 128 only: at d 64 (s11_bwd13.sh, H200) sm90v3u's
      * deterministic mode was 0.95-1.08x sm90v3wg's, where its fast mode was 1.10-1.23x */
     constexpr bool UMD = UM && D == 128;
+    /* the kernel's bits: the family's without GRP, UM, which each instance adds back */
+    constexpr unsigned K = F & (V3_TDQ | V3_DQF | V3_WRT), KU = UM ? V3_UM : 0u,
+                       KUD = UMD ? V3_UM : 0u, KG = GRP ? V3_GRP : 0u;
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                    const CUtensorMap, const attn_bwd_args) =
         /* (UM: only the softmax without modifiers has the loop to unswitch) */
         mods ? (a->deterministic
-                    ? (grp ? attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF, WRT, GRP, OV>
-                           : attn_bwd_sm90v3_kernel<T, D, true, true, TDQ, DQF, WRT, false, OV>)
-                    : attn_bwd_sm90v3_kernel<T, D, false, true, TDQ, DQF, WRT, false, OV>)
+                    ? (grp ? attn_bwd_sm90v3_kernel<T, D, K | V3_DET | V3_MODS | KG>
+                           : attn_bwd_sm90v3_kernel<T, D, K | V3_DET | V3_MODS>)
+                    : attn_bwd_sm90v3_kernel<T, D, K | V3_MODS>)
              : (a->deterministic
-                    ? (grp ? attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT, GRP, OV, UMD>
-                           : attn_bwd_sm90v3_kernel<T, D, true, false, TDQ, DQF, WRT, false, OV,
-                                                    UMD>)
-                    : attn_bwd_sm90v3_kernel<T, D, false, false, TDQ, DQF, WRT, false, OV, UM>);
+                    ? (grp ? attn_bwd_sm90v3_kernel<T, D, K | V3_DET | KG | KUD>
+                           : attn_bwd_sm90v3_kernel<T, D, K | V3_DET | KUD>)
+                    : attn_bwd_sm90v3_kernel<T, D, K | KU>);
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess)
         return err;
@@ -880,37 +844,38 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
  * none (bench/RESULTS.md, helper bwd5), and sm90v3w became the default. */
 const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
     {"attn_bwd_bf16_sm90v3_d128_64x128", "sm90v3", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 128, false>, NULL, 1},
+     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 128, 0>, NULL, 1},
     {"attn_bwd_f16_sm90v3_d128_64x128", "sm90v3", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, false>, NULL, 1},
+     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, 0>, NULL, 1},
     {"attn_bwd_bf16_sm90v3t_d128_64x128", "sm90v3t", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true>, NULL, 1},
+     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 128, V3_TDQ>, NULL, 1},
     {"attn_bwd_f16_sm90v3t_d128_64x128", "sm90v3t", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, true>, NULL, 1},
+     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, V3_TDQ>, NULL, 1},
     /* sm90v3q: sm90v3t with dV, dK issued after dQ, so that dQ's epilogue overlaps them */
     {"attn_bwd_bf16_sm90v3q_d128_64x128", "sm90v3q", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true>, NULL, 1},
+     bwd90v3_smem<128>::LAUNCH,
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, V3_TDQ | V3_DQF>, NULL, 1},
     {"attn_bwd_f16_sm90v3q_d128_64x128", "sm90v3q", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, true, true>, NULL, 1},
+     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, V3_TDQ | V3_DQF>, NULL, 1},
     /* sm90v3w, the default at d 128 on compute capability 9.0 from the device round of
      * 2026-12-03 to sm90v3wg's of 2026-12-04: sm90v3q whose dQ adds (and deterministic
      * turns) run on two writer warps of the producer warpgroup, the staging tiles
      * double-buffered */
     {"attn_bwd_bf16_sm90v3w_d128_64x128", "sm90v3w", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true, true>, NULL, 1},
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, V3_W>, NULL, 1},
     {"attn_bwd_f16_sm90v3w_d128_64x128", "sm90v3w", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, true, true, true>,
+     bwd90v3_smem<128, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, V3_W>,
      NULL, 1},
     /* sm90v3w at d 64 (helper bwd6, 2026-12-03), the default at d 64 on compute capability
      * 9.0 from s8_bwd6.sh's device run to sm90v3wg's: both consumer warpgroups' dQ by keys, as
      * sm90v2 at d 64; against sm90v2s (one warpgroup, 64 keys, no producer) it has BN = 128,
      * TMA and the writer warps */
     {"attn_bwd_bf16_sm90v3w_d64_64x128", "sm90v3w", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 64, true, true, true>,
+     bwd90v3_smem<64, true>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 64, V3_W>,
      NULL, 1},
     {"attn_bwd_f16_sm90v3w_d64_64x128", "sm90v3w", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 64, true, true, true>,
+     bwd90v3_smem<64, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 64, V3_W>,
      NULL, 1},
     /* sm90v3wg (helper bwd9), the default at d 128 and d 64 on compute capability 9.0 from the
      * night's device round of 2026-12-04 to sm90v3u's (midday; opt-in since) (s9_bwd9.sh:
@@ -921,27 +886,16 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
      * reference of test_det_grouped_bits). */
     {"attn_bwd_bf16_sm90v3wg_d128_64x128", "sm90v3wg", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true, true, true>, NULL, 1},
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, V3_W | V3_GRP>, NULL, 1},
     {"attn_bwd_f16_sm90v3wg_d128_64x128", "sm90v3wg", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, true, true, true, true>,
+     bwd90v3_smem<128, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, V3_W | V3_GRP>,
      NULL, 1},
     {"attn_bwd_bf16_sm90v3wg_d64_64x128", "sm90v3wg", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, true, true, true, true>, NULL, 1},
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, V3_W | V3_GRP>, NULL, 1},
     {"attn_bwd_f16_sm90v3wg_d64_64x128", "sm90v3wg", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 64, true, true, true, true>,
+     bwd90v3_smem<64, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 64, V3_W | V3_GRP>,
      NULL, 1},
-    /* sm90v3o (helper bwd13, 2026-12-04; opt-in, d 64): sm90v3wg whose consumers issue the
-     * next Q block's S^T, dP^T after this one's dQ epilogue, before they wait for its dV, dK,
-     * so that the tensor cores have the next products queued across the iteration's end; the
-     * same products in the same order: dK, dV and deterministic mode's bits are sm90v3wg's
-     * (test_overlap_bits). Not at d 128: the next S^T, dP^T beside dK, dV spill 400+ bytes. */
-    {"attn_bwd_bf16_sm90v3o_d64_64x128", "sm90v3o", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, true, true, true, true, true>, NULL, 1},
-    {"attn_bwd_f16_sm90v3o_d64_64x128", "sm90v3o", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__half, 64, true, true, true, true, true>, NULL, 1},
     /* sm90v3u (helper bwd13), the default at d 128 and d 64 on compute capability 9.0 since the
      * device round of 2026-12-04 midday (s11_bwd13.sh; bench/RESULTS.md): sm90v3wg whose softmax
      * takes a loop without the mask's test in tiles without masked keys (the same float
@@ -950,16 +904,16 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
      * deterministic mode was 0.95-1.08x, so there it keeps sm90v3wg's kernel (the launch). */
     {"attn_bwd_bf16_sm90v3u_d128_64x128", "sm90v3u", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, true, true, true, true, false, true>, NULL, 0},
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, V3_W | V3_GRP | V3_UM>, NULL, 0},
     {"attn_bwd_f16_sm90v3u_d128_64x128", "sm90v3u", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__half, 128, true, true, true, true, false, true>, NULL, 0},
+     attn_bwd_sm90v3_launch<__half, 128, V3_W | V3_GRP | V3_UM>, NULL, 0},
     {"attn_bwd_bf16_sm90v3u_d64_64x128", "sm90v3u", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, true, true, true, true, false, true>, NULL, 0},
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, V3_W | V3_GRP | V3_UM>, NULL, 0},
     {"attn_bwd_f16_sm90v3u_d64_64x128", "sm90v3u", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__half, 64, true, true, true, true, false, true>, NULL, 0},
+     attn_bwd_sm90v3_launch<__half, 64, V3_W | V3_GRP | V3_UM>, NULL, 0},
 };
 const int attn_bwd_sm90v3_variant_count =
     (int)(sizeof attn_bwd_sm90v3_variants / sizeof attn_bwd_sm90v3_variants[0]);
