@@ -123,6 +123,38 @@ def bench(fn, rep_ms):
                                    return_mode="median")
 
 
+def time_routes(rows, case, run, o, keep, ref, flop, rep_ms):
+    """Both flashc routes of one case (the prefill kernel, then the old KV-cache route): each
+    checked against ref (SDPA's output; None: against the first route's, or for finite values
+    alone) before it is timed; rows gain (case, variant, ms, TFLOP/s, note)."""
+    first = None
+    for on, name in ((True, "flashc prefill kernel"), (False, "flashc old route (KV-cache)")):
+        route(on)
+        o.fill_(float("nan"))
+        try:
+            run()
+            torch.cuda.synchronize()
+        except RuntimeError as ex:
+            rows.append((case, name, None, None, f"error: {str(ex)[:70]}"))
+            continue
+        note = f"block_q {keep['stats'].block_q}"
+        against, what = (ref, "SDPA") if ref is not None else (first, "the other route")
+        if against is not None:
+            err = (o.float() - against.float()).abs().max().item()
+            note += f", max |o - {what}| {err:.3g}"
+            if not err < 0.05:
+                rows.append((case, name, None, None, "WRONG: " + note))
+                continue
+        elif not torch.isfinite(o).all():
+            rows.append((case, name, None, None, "WRONG: non-finite output"))
+            continue
+        if first is None:
+            first = o.clone()
+        ms = bench(run, rep_ms)
+        rows.append((case, name, ms, flop / ms / 1e9, note))
+    route(True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
@@ -178,24 +210,7 @@ def main():
                                            v[a:e].transpose(0, 1).unsqueeze(0),
                                            is_causal=True, enable_gqa=True)
 
-    for on, name in ((True, "flashc prefill kernel"), (False, "flashc old route (KV-cache)")):
-        route(on)
-        o.fill_(float("nan"))
-        try:
-            run_vl()
-            torch.cuda.synchronize()
-        except RuntimeError as ex:
-            rows.append(("varlen", name, None, None, f"error: {str(ex)[:70]}"))
-            continue
-        bq = keep["stats"].block_q
-        err = (o.float() - ref.float()).abs().max().item()
-        note = f"block_q {bq}, max |o - SDPA| {err:.3g}"
-        if not err < 0.05:
-            rows.append(("varlen", name, None, None, "WRONG: " + note))
-            continue
-        ms = bench(run_vl, args.rep_ms)
-        rows.append(("varlen", name, ms, flops(pairs) / ms / 1e9, note))
-    route(True)
+    time_routes(rows, "varlen", run_vl, o, keep, ref, flops(pairs), args.rep_ms)
     for be, name in ((SDPBackend.FLASH_ATTENTION, "SDPA flash, loop per sequence"),
                      (SDPBackend.CUDNN_ATTENTION, "SDPA cuDNN, loop per sequence")):
         try:
@@ -239,33 +254,7 @@ def main():
     except Exception as ex:
         rows.append(("window", "SDPA mem-efficient, bool mask", None, None,
                      f"refused: {str(ex)[:60]}"))
-    first = None  # without an SDPA reference, the routes are checked against each other
-    for on, name in ((True, "flashc prefill kernel"), (False, "flashc old route (KV-cache)")):
-        route(on)
-        o.fill_(float("nan"))
-        try:
-            run_w()
-            torch.cuda.synchronize()
-        except RuntimeError as ex:
-            rows.append(("window", name, None, None, f"error: {str(ex)[:70]}"))
-            continue
-        bq = keep["stats"].block_q
-        note = f"block_q {bq}"
-        against, what = (ref, "SDPA") if ref is not None else (first, "the other route")
-        if against is not None:
-            err = (o.float() - against.float()).abs().max().item()
-            note += f", max |o - {what}| {err:.3g}"
-            if not err < 0.05:
-                rows.append(("window", name, None, None, "WRONG: " + note))
-                continue
-        elif not torch.isfinite(o).all():
-            rows.append(("window", name, None, None, "WRONG: non-finite output"))
-            continue
-        if first is None:
-            first = o.clone()
-        ms = bench(run_w, args.rep_ms)
-        rows.append(("window", name, ms, flops(pairs_w) / ms / 1e9, note))
-    route(True)
+    time_routes(rows, "window", run_w, o, keep, ref, flops(pairs_w), args.rep_ms)
 
     def sdpa_full():
         return F.scaled_dot_product_attention(qt, kt, vt, is_causal=True, enable_gqa=True)
@@ -280,7 +269,7 @@ def main():
         rows.append(("window", "SDPA flash, full causal (no window)", None, None,
                      f"refused: {str(ex)[:60]}"))
 
-    del q, k, v, o, lse, kx, vx, mask, ref, first
+    del q, k, v, o, lse, kx, vx, mask, ref
     # ---- Dk != Dv (MLA-style prefill: q/k 192, v/o 128), dense causal ---------------------
     S = S_DKDV
     q = torch.randn(1, S, H_DKDV, D_QK, device=dev, dtype=torch.bfloat16)
@@ -311,28 +300,7 @@ def main():
             rows.append(("dkdv", name, ms, fl_dkdv / ms / 1e9, ""))
         except Exception as ex:  # a backend that refuses Dk != Dv
             rows.append(("dkdv", name, None, None, f"refused: {str(ex)[:60]}"))
-    for on, name in ((True, "flashc prefill kernel"), (False, "flashc old route (KV-cache)")):
-        route(on)
-        o.fill_(float("nan"))
-        try:
-            run_d()
-            torch.cuda.synchronize()
-        except RuntimeError as ex:
-            rows.append(("dkdv", name, None, None, f"error: {str(ex)[:70]}"))
-            continue
-        note = f"block_q {keep['stats'].block_q}"
-        if ref is not None:
-            err = (o.float() - ref.float()).abs().max().item()
-            note += f", max |o - SDPA| {err:.3g}"
-            if not err < 0.05:
-                rows.append(("dkdv", name, None, None, "WRONG: " + note))
-                continue
-        elif not torch.isfinite(o).all():
-            rows.append(("dkdv", name, None, None, "WRONG: non-finite output"))
-            continue
-        ms = bench(run_d, args.rep_ms)
-        rows.append(("dkdv", name, ms, fl_dkdv / ms / 1e9, note))
-    route(True)
+    time_routes(rows, "dkdv", run_d, o, keep, ref, fl_dkdv, args.rep_ms)
 
     # ---- table ---------------------------------------------------------------------------
     # ratios: time of the peer / time of the row (> 1: the row is faster). "old": flashc's
