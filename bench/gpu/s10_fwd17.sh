@@ -34,11 +34,9 @@ for dt in bf16 fp16; do
   for d in ${DIMS//,/ }; do ONLY+=",test_${dt}_d$d"; done
 done
 # name timeout family small dims only [sanitizer tool]; FLASHC_CUDA_SM90_PAD=1 always
-tst() {
-  local n=$1 t=$2 fam=$3 small=$4 dims=$5 only=$6 tool=${7:-} san=()
-  [ -n "$tool" ] && san=(compute-sanitizer --tool "$tool" --error-exitcode 9 --report-api-errors no)
-  job "$n" "$t" env FLASHC_CUDA_SM90_PAD=1 ${fam:+FLASHC_CUDA_KERNEL=$fam} FLASHC_TEST_SMALL="$small" \
-    FLASHC_TEST_DIMS="$dims" FLASHC_TEST_ONLY="$only" "${san[@]}" "$TEST"
+tst() { # name seconds family small dims only [tool]
+  tjob "$1" "$2" "${7:-}" FLASHC_CUDA_SM90_PAD=1 ${3:+FLASHC_CUDA_KERNEL=$3} FLASHC_TEST_SMALL="$4" \
+    FLASHC_TEST_DIMS="$5" FLASHC_TEST_ONLY="$6"
 }
 export OMP_NUM_THREADS=2
 for fam in sm90v6 sm90v7 sm90v9 sm90np; do tst "t-$fam" 40 "$fam" 0 "$DIMS" "$ONLY"; done

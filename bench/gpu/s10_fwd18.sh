@@ -33,11 +33,9 @@ for dt in bf16 fp16; do
   for d in 192 256; do ONLY+=",test_${dt}_d$d"; done
 done
 # name timeout family small threads only [sanitizer tool]
-tst() {
-  local n=$1 t=$2 fam=$3 small=$4 omp=$5 only=$6 tool=${7:-} san=()
-  [ -n "$tool" ] && san=(compute-sanitizer --tool "$tool" --error-exitcode 9 --report-api-errors no)
-  OMP_NUM_THREADS=$omp job "$n" "$t" env FLASHC_CUDA_KERNEL="$fam" FLASHC_TEST_SMALL="$small" \
-    FLASHC_TEST_DIMS=192,256 FLASHC_TEST_ONLY="$only" "${san[@]}" "$TEST"
+tst() { # name seconds family small omp only [tool]
+  OMP_NUM_THREADS=$5 tjob "$1" "$2" "${7:-}" FLASHC_CUDA_KERNEL="$3" FLASHC_TEST_SMALL="$4" \
+    FLASHC_TEST_DIMS=192,256 FLASHC_TEST_ONLY="$6"
 }
 tst t-h 45 sm90v6h 0 4 "$ONLY"
 tst t-hnp 45 sm90v6hnp 0 4 "$ONLY"

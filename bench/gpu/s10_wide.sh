@@ -12,11 +12,9 @@ s_begin wide "${1:-}" tests/test_cuda_attn
 TEST=$B/tests/test_cuda_attn
 T0=$(date +%s)
 # name timeout family dim small threads only [sanitizer tool]
-tst() {
-  local n=$1 t=$2 fam=$3 d=$4 small=$5 omp=$6 only=$7 tool=${8:-} san=()
-  [ -n "$tool" ] && san=(compute-sanitizer --tool "$tool" --error-exitcode 9 --report-api-errors no)
-  OMP_NUM_THREADS=$omp job "$n" "$t" env FLASHC_CUDA_KERNEL="$fam" FLASHC_TEST_SMALL="$small" \
-    FLASHC_TEST_DIMS="$d" FLASHC_TEST_ONLY="$only" "${san[@]}" "$TEST"
+tst() { # name seconds family dims small omp only [tool]
+  OMP_NUM_THREADS=$6 tjob "$1" "$2" "${8:-}" FLASHC_CUDA_KERNEL="$3" FLASHC_TEST_SMALL="$5" \
+    FLASHC_TEST_DIMS="$4" FLASHC_TEST_ONLY="$7"
 }
 tst t-hnp256 110 sm90v6hnp 256 0 6 test_refusals,test_many_tiles,test_bf16_d256,test_fp16_d256
 tst t-hw192 110 sm90v6hw 192 0 6 test_refusals,test_many_tiles,test_bf16_d192,test_fp16_d192

@@ -41,11 +41,9 @@ only() { # DIMS [TEST...]: FLASHC_TEST_ONLY for both dtypes' suites of DIMS, and
   echo "${o#,}"
 }
 # name timeout family pad small threads dims only [sanitizer tool]
-tst() {
-  local n=$1 t=$2 fam=$3 pad=$4 small=$5 omp=$6 dims=$7 only=$8 tool=${9:-} san=()
-  [ -n "$tool" ] && san=(compute-sanitizer --tool "$tool" --error-exitcode 9 --report-api-errors no)
-  OMP_NUM_THREADS=$omp job "$n" "$t" env FLASHC_CUDA_KERNEL="$fam" FLASHC_CUDA_SM90_PAD="$pad" \
-    FLASHC_TEST_SMALL="$small" FLASHC_TEST_DIMS="$dims" FLASHC_TEST_ONLY="$only" "${san[@]}" "$TEST"
+tst() { # name seconds family pad small omp dims only [tool]
+  OMP_NUM_THREADS=$6 tjob "$1" "$2" "${9:-}" FLASHC_CUDA_KERNEL="$3" FLASHC_CUDA_SM90_PAD="$4" \
+    FLASHC_TEST_SMALL="$5" FLASHC_TEST_DIMS="$7" FLASHC_TEST_ONLY="$8"
 }
 ALL=136,160,200,224,248
 tst t-hw 75 sm90v6hw 192 0 4 $ALL "$(only $ALL test_refusals test_pitched_rows)"

@@ -32,13 +32,10 @@ T0=$(date +%s)
 left() { echo $((117 - ($(date +%s) - T0))); } # seconds left of the 120
 
 # name timeout omp kernel dkdv small filter [sanitizer tool]
-tst() {
-  local n=$1 t=$2 omp=$3 fam=$4 dkdv=$5 small=$6 filter=$7 tool=${8:-} san=()
-  [ -n "$tool" ] && san=(compute-sanitizer --tool "$tool" --error-exitcode 9 --report-api-errors no)
-  OMP_NUM_THREADS=$omp job "$n" "$t" env -u FLASHC_CUDA_KERNEL -u FLASHC_CUDA_SM90_DKDV \
-    ${fam:+FLASHC_CUDA_KERNEL=$fam} \
-    ${dkdv:+FLASHC_CUDA_SM90_DKDV=$dkdv} FLASHC_TEST_SMALL="$small" FLASHC_TEST_VERBOSE=1 \
-    FLASHC_TEST_FILTER="$filter" "${san[@]}" "$TEST"
+tst() { # name seconds omp family dkdv small filter [tool]
+  OMP_NUM_THREADS=$3 tjob "$1" "$2" "${8:-}" -u FLASHC_CUDA_KERNEL -u FLASHC_CUDA_SM90_DKDV \
+    ${4:+FLASHC_CUDA_KERNEL=$4} ${5:+FLASHC_CUDA_SM90_DKDV=$5} FLASHC_TEST_SMALL="$6" \
+    FLASHC_TEST_VERBOSE=1 FLASHC_TEST_FILTER="$7"
 }
 tst t-def 60 5 "" "" 0 test_prefill_dkdv_sm90
 tst t-80 60 4 sm80 "" 0 test_prefill_dkdv_sm90

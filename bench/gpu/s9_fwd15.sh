@@ -39,11 +39,9 @@ left() { echo $((97 - ($(date +%s) - T0))); } # seconds left of the 100
 VARIANTS="none overlap pingpong dynamic persist stores bn128 s2d s3d"
 
 # name ablation timeout small only-tests [sanitizer tool]; sm90abl forced, d 128
-tst() {
-  local n=$1 abl=$2 t=$3 small=$4 only=$5 tool=${6:-} san=()
-  [ -n "$tool" ] && san=(compute-sanitizer --tool "$tool" --error-exitcode 9 --report-api-errors no)
-  job "$n" "$t" env FLASHC_CUDA_KERNEL=sm90abl FLASHC_SM90_ABLATE="$abl" FLASHC_TEST_SMALL="$small" \
-    FLASHC_TEST_DIMS=128 FLASHC_TEST_ONLY="$only" "${san[@]}" "$TEST"
+tst() { # name ablate seconds small only [tool]
+  tjob "$1" "$3" "${6:-}" FLASHC_CUDA_KERNEL=sm90abl FLASHC_SM90_ABLATE="$2" FLASHC_TEST_SMALL="$4" \
+    FLASHC_TEST_DIMS=128 FLASHC_TEST_ONLY="$5"
 }
 export OMP_NUM_THREADS=1
 for v in $VARIANTS; do

@@ -26,11 +26,9 @@ T0=$(date +%s)
 left() { echo $((97 - ($(date +%s) - T0))); } # seconds left of the 100
 
 # name timeout small only dims [sanitizer tool]; sm90np forced
-tst() {
-  local n=$1 t=$2 small=$3 only=$4 dims=$5 tool=${6:-} san=()
-  [ -n "$tool" ] && san=(compute-sanitizer --tool "$tool" --error-exitcode 9 --report-api-errors no)
-  job "$n" "$t" env FLASHC_CUDA_KERNEL=sm90np FLASHC_TEST_SMALL="$small" FLASHC_TEST_DIMS="$dims" \
-    FLASHC_TEST_ONLY="$only" "${san[@]}" "$TEST"
+tst() { # name seconds small only dims [tool]
+  tjob "$1" "$2" "${6:-}" FLASHC_CUDA_KERNEL=sm90np FLASHC_TEST_SMALL="$3" FLASHC_TEST_DIMS="$5" \
+    FLASHC_TEST_ONLY="$4"
 }
 export OMP_NUM_THREADS=2
 for dt in bf16 fp16; do

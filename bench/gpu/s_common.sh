@@ -14,6 +14,17 @@ job() { # name, timeout (s), command... ; FAM (optional): FLASHC_CUDA_BWD_KERNEL
   s_pids+=($!) s_names+=("$n")
 }
 
+# tjob NAME SECONDS TOOL [VAR=VALUE...] — job NAME: $TEST (a test binary) with the VARs set, under
+# compute-sanitizer's TOOL (memcheck, racecheck, synccheck, initcheck) or none ("" or -). The
+# forward scripts' tst() map their positional arguments onto it.
+tjob() {
+  local n=$1 t=$2 tool=$3 san=()
+  shift 3
+  [ -n "$tool" ] && [ "$tool" != - ] &&
+    san=(compute-sanitizer --tool "$tool" --error-exitcode 9 --report-api-errors no)
+  job "$n" "$t" env "$@" "${san[@]}" "$TEST"
+}
+
 wait_jobs() {
   local p
   for p in "${s_pids[@]}"; do wait "$p"; done
