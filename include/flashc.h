@@ -347,12 +347,15 @@ flashc_status flashc_attn_fwd_supported(const flashc_attn_params *params, const 
  * Scratch: D = rowsum(dout * o), B*Hq*Sq floats, plus per-thread tiles; nothing Sq x Sk.
  * CUDA (all tensors FLASHC_DEVICE_CUDA, launched on params.cuda_stream, asynchronous, no host
  * synchronisation inside, so the call can be captured in a CUDA graph): bfloat16 or float16
- * storage, float32 accumulation, head dims 64, 96, 128, 256, causal or not, windows, softcap,
- * ALiBi (slopes on the device), GQA/MQA, dense layout with D == Dv (no varlen yet); unit feature
- * stride and 16-byte aligned rows. dk and dv are
+ * storage, float32 accumulation, every head dim 1..256 and Dk != Dv (D, Dv <= 256; the
+ * mma.sync kernels pad a dim without an instance of its own in shared memory), causal or not,
+ * windows, softcap, ALiBi (slopes on the device), GQA/MQA; unit feature stride, 16-byte aligned
+ * rows and strides that are multiples of 8 elements (a D that is not a multiple of 8 needs
+ * rows pitched to one: the Python binding makes them). dk and dv are
  * always deterministic; dq is summed with float atomics unless params.deterministic, which
  * adds the K blocks' contributions in a fixed order (bit-identical gradients, somewhat slower).
- * Device scratch: a float32 dq accumulator (B*Hq*Sq*D) plus B*Hq*Sq floats (and a few ints),
+ * Device scratch: a float32 dq accumulator (B*Hq*Sq*D, D rounded up to the kernel's) plus
+ * B*Hq*Sq floats (and a few ints),
  * from params.workspace, or else the scratch pool (Memory, at the top) on the stream. */
 flashc_status flashc_attn_bwd(const flashc_attn_params *params, const flashc_tensor *q,
                               const flashc_tensor *k, const flashc_tensor *v,
@@ -416,8 +419,8 @@ flashc_status flashc_attn_varlen_fwd_workspace_size(const flashc_attn_params *pa
 
 /* Varlen backward: tensors packed as in the forward; dq (total_q, Hq, D), dk (total_k, Hkv, D),
  * dv (total_k, Hkv, Dv). Rows that belong to no sequence get zero gradients.
- * CUDA: as flashc_attn_bwd (dtypes, head dims, D == Dv, alignment, deterministic, workspace,
- * graphs) on the mma.sync kernel family (also on Hopper), cu_seqlens on the device; sequences
+ * CUDA: as flashc_attn_bwd (dtypes, head dims, alignment, deterministic, workspace, graphs;
+ * D == Dv, unlike the dense layout) on the mma.sync kernel family (also on Hopper), cu_seqlens on the device; sequences
  * longer than max_seqlen_q / max_seqlen_k are cut to them and cu_seqlens entries out of range
  * make a sequence empty (the host cannot check). FLASHC_CUDA_BWD_VARLEN=0 refuses it. */
 flashc_status flashc_attn_varlen_bwd(const flashc_attn_params *params, const flashc_varlen *varlen,
@@ -779,7 +782,7 @@ flashc_status flashc_cp_attn_fwd(const flashc_cp_params *params, const flashc_te
  * dv (B, L_r, Hkv, Dv) written (not accumulated), for this rank's rows: dk, dv gather the
  * contributions of every rank's queries (GQA groups summed). Each step's partial gradients are
  * added in float32 (dK/dV travel between ranks in float32) and rounded once. On CUDA: the CUDA
- * backward's limits (D == Dv in 64, 96, 128, 256). */
+ * backward's limits (flashc_attn_bwd). */
 flashc_status flashc_cp_attn_bwd(const flashc_cp_params *params, const flashc_tensor *q,
                                  const flashc_tensor *k, const flashc_tensor *v,
                                  const flashc_tensor *o, const flashc_tensor *dout,

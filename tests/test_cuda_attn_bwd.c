@@ -50,9 +50,14 @@ typedef struct bwd_case {
     int win, wl, wr; /* win: params.window_left / right = wl, wr (-1 = unbounded side)   */
     float softcap;   /* params.softcap                                                   */
     int alibi;       /* ALiBi slopes (Hq), per head 2^(-(h + 1) / 2)                     */
+    int Dv;          /* head dim of v, o, dout, dv (0: D); every buffer's rows are         */
+                     /* max(D, Dv) rounded up to 8 wide (16-byte rows, as the CUDA backend */
+                     /* needs), each tensor a view of its first D or Dv columns            */
 } bwd_case;
 
 static int has_mods(const bwd_case *c) { return c->win || c->softcap > 0.0f || c->alibi; }
+static int dv_of(const bwd_case *c) { return c->Dv ? c->Dv : c->D; }
+static int wid(const bwd_case *c) { return ((c->D > dv_of(c) ? c->D : dv_of(c)) + 7) / 8 * 8; }
 
 /* Key range [lo, hi) of row i (attn_key_range of include/flashc.h: a_i = i + Sk - Sq). */
 static void key_range(const bwd_case *c, int64_t i, int64_t *lo, int64_t *hi)
@@ -70,27 +75,45 @@ static void key_range(const bwd_case *c, int64_t i, int64_t *lo, int64_t *hi)
 
 static float slope_of(int h) { return (float)pow(2.0, -(h + 1) / 2.0); }
 
-/* Element offset of (b, s, h, d): (B, S, H, D) contiguous, or a (B, H, S, D) buffer. */
+/* Element offset of (b, s, h, d): (B, S, H, W) contiguous, or a (B, H, S, W) buffer, W =
+ * wid(c). */
 static int64_t off(const bwd_case *c, int64_t S, int64_t H, int64_t b, int64_t s, int64_t h,
                    int64_t d)
 {
+    const int64_t W = wid(c);
     if (c->bhsd)
-        return ((b * H + h) * S + s) * c->D + d;
-    return ((b * S + s) * H + h) * c->D + d;
+        return ((b * H + h) * S + s) * W + d;
+    return ((b * S + s) * H + h) * W + d;
 }
 
+/* The view of the first d columns of a buffer laid out as off() says. */
+static flashc_tensor view_d(const bwd_case *c, void *data, flashc_dtype dt, int64_t S, int64_t H,
+                            flashc_device dev, int d)
+{
+    const int64_t W = wid(c);
+    flashc_tensor t = flashc_tensor_4d(data, dt, c->B, S, H, W);
+    if (c->bhsd) {
+        t.stride[0] = H * S * W;
+        t.stride[1] = W;
+        t.stride[2] = S * W;
+        t.stride[3] = 1;
+    }
+    t.shape[3] = d;
+    t.device = dev;
+    return t;
+}
+
+/* q, k, dq, dk: D columns; v, o, dout, dv: Dv */
 static flashc_tensor view(const bwd_case *c, void *data, flashc_dtype dt, int64_t S, int64_t H,
                           flashc_device dev)
 {
-    flashc_tensor t = flashc_tensor_4d(data, dt, c->B, S, H, c->D);
-    if (c->bhsd) {
-        t.stride[0] = H * S * c->D;
-        t.stride[1] = c->D;
-        t.stride[2] = S * c->D;
-        t.stride[3] = 1;
-    }
-    t.device = dev;
-    return t;
+    return view_d(c, data, dt, S, H, dev, c->D);
+}
+
+static flashc_tensor vview(const bwd_case *c, void *data, flashc_dtype dt, int64_t S, int64_t H,
+                           flashc_device dev)
+{
+    return view_d(c, data, dt, S, H, dev, dv_of(c));
 }
 
 /* Host and device copies of one case's tensors. */
@@ -123,8 +146,8 @@ static void *xmalloc(size_t n)
 
 static void bufs_create(const bwd_case *c, bufs *r)
 {
-    r->nq = (int64_t)c->B * c->Sq * c->Hq * c->D;
-    r->nk = (int64_t)c->B * c->Sk * c->Hkv * c->D;
+    r->nq = (int64_t)c->B * c->Sq * c->Hq * wid(c);
+    r->nk = (int64_t)c->B * c->Sk * c->Hkv * wid(c);
     r->nl = (int64_t)c->B * c->Hq * c->Sq;
     uint16_t **h16[8] = {&r->hq, &r->hdo, &r->ho, &r->hdq, &r->hk, &r->hv, &r->hdk, &r->hdv};
     for (int i = 0; i < 8; i++)
@@ -191,8 +214,8 @@ static void run_forward(const bwd_case *c, bufs *r, cudaStream_t stream)
     flashc_attn_params pr = params_of(c, stream, &r->al_dev);
     flashc_tensor q = view(c, r->dq_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
     flashc_tensor k = view(c, r->dk_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
-    flashc_tensor v = view(c, r->dv_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
-    flashc_tensor o = view(c, r->do_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
+    flashc_tensor v = vview(c, r->dv_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
+    flashc_tensor o = vview(c, r->do_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
     flashc_tensor lse = flashc_tensor_3d(r->dlse, FLASHC_F32, c->B, c->Hq, c->Sq);
     lse.device = FLASHC_DEVICE_CUDA;
     flashc_status st = flashc_attn_fwd(&pr, &q, &k, &v, &o, &lse, NULL);
@@ -200,8 +223,8 @@ static void run_forward(const bwd_case *c, bufs *r, cudaStream_t stream)
         flashc_attn_params ph = params_of(c, NULL, &r->al_host);
         flashc_tensor hq = view(c, r->fq, FLASHC_F32, c->Sq, c->Hq, FLASHC_DEVICE_CPU);
         flashc_tensor hk = view(c, r->fk, FLASHC_F32, c->Sk, c->Hkv, FLASHC_DEVICE_CPU);
-        flashc_tensor hv = view(c, r->fv, FLASHC_F32, c->Sk, c->Hkv, FLASHC_DEVICE_CPU);
-        flashc_tensor ho = view(c, r->fo, FLASHC_F32, c->Sq, c->Hq, FLASHC_DEVICE_CPU);
+        flashc_tensor hv = vview(c, r->fv, FLASHC_F32, c->Sk, c->Hkv, FLASHC_DEVICE_CPU);
+        flashc_tensor ho = vview(c, r->fo, FLASHC_F32, c->Sq, c->Hq, FLASHC_DEVICE_CPU);
         flashc_tensor hl = flashc_tensor_3d(r->hlse, FLASHC_F32, c->B, c->Hq, c->Sq);
         TU_OK(flashc_attn_fwd(&ph, &hq, &hk, &hv, &ho, &hl, NULL));
         for (int64_t i = 0; i < r->nq; i++) {
@@ -231,12 +254,12 @@ static flashc_status run_backward(const bwd_case *c, bufs *r, cudaStream_t strea
     pr.block_q = c->br, pr.block_k = c->bc;
     flashc_tensor q = view(c, r->dq_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
     flashc_tensor k = view(c, r->dk_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
-    flashc_tensor v = view(c, r->dv_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
-    flashc_tensor o = view(c, r->do_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
-    flashc_tensor dout = view(c, r->ddo, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
+    flashc_tensor v = vview(c, r->dv_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
+    flashc_tensor o = vview(c, r->do_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
+    flashc_tensor dout = vview(c, r->ddo, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
     flashc_tensor dq = view(c, r->ddq, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
     flashc_tensor dk = view(c, r->ddk, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
-    flashc_tensor dv = view(c, r->ddv, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
+    flashc_tensor dv = vview(c, r->ddv, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
     flashc_tensor lse = flashc_tensor_3d(r->dlse, FLASHC_F32, c->B, c->Hq, c->Sq);
     lse.device = FLASHC_DEVICE_CUDA;
     /* 0xffff is NaN in bf16 and fp16: an element the kernel never writes stays NaN */
@@ -262,12 +285,12 @@ static void reference(const bwd_case *c, const bufs *r, float *gq, float *gk, fl
     flashc_attn_params pr = params_of(c, NULL, &r->al_host);
     flashc_tensor q = view(c, r->fq, FLASHC_F32, c->Sq, c->Hq, FLASHC_DEVICE_CPU);
     flashc_tensor k = view(c, r->fk, FLASHC_F32, c->Sk, c->Hkv, FLASHC_DEVICE_CPU);
-    flashc_tensor v = view(c, r->fv, FLASHC_F32, c->Sk, c->Hkv, FLASHC_DEVICE_CPU);
-    flashc_tensor o = view(c, r->fo, FLASHC_F32, c->Sq, c->Hq, FLASHC_DEVICE_CPU);
-    flashc_tensor dout = view(c, r->fdo, FLASHC_F32, c->Sq, c->Hq, FLASHC_DEVICE_CPU);
+    flashc_tensor v = vview(c, r->fv, FLASHC_F32, c->Sk, c->Hkv, FLASHC_DEVICE_CPU);
+    flashc_tensor o = vview(c, r->fo, FLASHC_F32, c->Sq, c->Hq, FLASHC_DEVICE_CPU);
+    flashc_tensor dout = vview(c, r->fdo, FLASHC_F32, c->Sq, c->Hq, FLASHC_DEVICE_CPU);
     flashc_tensor dq = view(c, gq, FLASHC_F32, c->Sq, c->Hq, FLASHC_DEVICE_CPU);
     flashc_tensor dk = view(c, gk, FLASHC_F32, c->Sk, c->Hkv, FLASHC_DEVICE_CPU);
-    flashc_tensor dv = view(c, gv, FLASHC_F32, c->Sk, c->Hkv, FLASHC_DEVICE_CPU);
+    flashc_tensor dv = vview(c, gv, FLASHC_F32, c->Sk, c->Hkv, FLASHC_DEVICE_CPU);
     TU_OK(flashc_attn_bwd_naive(&pr, &q, &k, &v, &o, &dout, NULL, &dq, &dk, &dv, NULL));
 }
 
@@ -275,16 +298,19 @@ static void reference(const bwd_case *c, const bufs *r, float *gq, float *gk, fl
  * as floats holding dtype values. */
 static void naive_lowp(const bwd_case *c, const bufs *r, float *nq, float *nk, float *nv)
 {
-    const int64_t Sq = c->Sq, Sk = c->Sk, D = c->D, grp = c->Hq / c->Hkv;
+    /* D: q and k's columns (q.k, dq, dk), Dv: v, o, dout's (dout.v, D_i, dv); W the rows of
+     * the accumulators */
+    const int64_t Sq = c->Sq, Sk = c->Sk, D = c->D, Dv = dv_of(c), W = wid(c);
+    const int64_t grp = c->Hq / c->Hkv;
     const float scale = (float)(1.0 / sqrt((double)D));
     const flashc_dtype dt = c->dt;
     float *P = xmalloc((size_t)Sq * Sk * 4), *dS = xmalloc((size_t)Sq * Sk * 4);
     float *qs = xmalloc((size_t)Sq * D * 4);
-    float *kacc = xmalloc((size_t)Sk * D * 4), *vacc = xmalloc((size_t)Sk * D * 4);
+    float *kacc = xmalloc((size_t)Sk * W * 4), *vacc = xmalloc((size_t)Sk * W * 4);
     for (int64_t b = 0; b < c->B; b++)
         for (int64_t hk = 0; hk < c->Hkv; hk++) {
-            memset(kacc, 0, (size_t)Sk * D * 4);
-            memset(vacc, 0, (size_t)Sk * D * 4);
+            memset(kacc, 0, (size_t)Sk * W * 4);
+            memset(vacc, 0, (size_t)Sk * W * 4);
             for (int64_t h = hk * grp; h < (hk + 1) * grp; h++) {
 #pragma omp parallel for schedule(dynamic, 8)
                 for (int64_t i = 0; i < Sq; i++) {
@@ -321,14 +347,14 @@ static void naive_lowp(const bwd_case *c, const bufs *r, float *nq, float *nk, f
                     }
                     for (int64_t j = klo; j < kend; j++)
                         l += (p[j] = expf(p[j] - m));
-                    for (int64_t d = 0; d < D; d++)
+                    for (int64_t d = 0; d < Dv; d++)
                         Di += g[d] * o[d];
                     for (int64_t j = 0; j < Sk; j++) {
                         const int in = j >= klo && j < kend;
                         p[j] = in ? rnd(dt, p[j] / l) : 0.0f;
                         const float *v = r->fv + off(c, Sk, c->Hkv, b, j, hk, 0);
                         float acc = 0.0f;
-                        for (int64_t d = 0; d < D; d++)
+                        for (int64_t d = 0; d < Dv; d++)
                             acc += g[d] * v[d];
                         const float dcap = ds[j];
                         ds[j] = rnd(dt, p[j] * (rnd(dt, acc) - Di));
@@ -354,22 +380,23 @@ static void naive_lowp(const bwd_case *c, const bufs *r, float *nq, float *nk, f
                             continue;
                         const float *q = r->fq + off(c, Sq, c->Hq, b, i, h, 0);
                         const float *g = r->fdo + off(c, Sq, c->Hq, b, i, h, 0);
-                        for (int64_t d = 0; d < D; d++) {
+                        for (int64_t d = 0; d < D; d++)
                             ak[d] += ds * q[d];
+                        for (int64_t d = 0; d < Dv; d++)
                             av[d] += p * g[d];
-                        }
                     }
-                    for (int64_t d = 0; d < D; d++) {
-                        kacc[j * D + d] += rnd(dt, rnd(dt, ak[d]) * scale);
-                        vacc[j * D + d] += rnd(dt, av[d]);
-                    }
+                    for (int64_t d = 0; d < D; d++)
+                        kacc[j * W + d] += rnd(dt, rnd(dt, ak[d]) * scale);
+                    for (int64_t d = 0; d < Dv; d++)
+                        vacc[j * W + d] += rnd(dt, av[d]);
                 }
             }
-            for (int64_t j = 0; j < Sk; j++)
-                for (int64_t d = 0; d < D; d++) {
-                    nk[off(c, Sk, c->Hkv, b, j, hk, d)] = rnd(dt, kacc[j * D + d]);
-                    nv[off(c, Sk, c->Hkv, b, j, hk, d)] = rnd(dt, vacc[j * D + d]);
-                }
+            for (int64_t j = 0; j < Sk; j++) {
+                for (int64_t d = 0; d < D; d++)
+                    nk[off(c, Sk, c->Hkv, b, j, hk, d)] = rnd(dt, kacc[j * W + d]);
+                for (int64_t d = 0; d < Dv; d++)
+                    nv[off(c, Sk, c->Hkv, b, j, hk, d)] = rnd(dt, vacc[j * W + d]);
+            }
         }
     free(P), free(dS), free(qs), free(kacc), free(vacc);
 }
@@ -392,6 +419,22 @@ static void errors(flashc_dtype dt, const uint16_t *got, const float *naive, con
     *e_got = eg, *e_naive = en;
 }
 
+/* The columns >= used of a gradient buffer (rows wid(c) wide): counts those the backward
+ * wrote (anything but the 0xffff poison), then sets them all to 0 for the comparison. */
+static int64_t unused_columns(const bwd_case *c, uint16_t *bits, int64_t n, int used)
+{
+    const int64_t W = wid(c);
+    int64_t written = 0;
+    if (used == W)
+        return 0;
+    for (int64_t i = 0; i < n; i++)
+        if (i % W >= used) {
+            written += bits[i] != 0xffff;
+            bits[i] = 0;
+        }
+    return written;
+}
+
 /* One case: forward, backward, both references, the 2x rule for dq, dk, dv. */
 static void check_case(const bwd_case *c)
 {
@@ -410,12 +453,12 @@ static void check_case(const bwd_case *c)
         pr.block_q = c->br, pr.block_k = c->bc;
         flashc_tensor q = view(c, r.dq_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
         flashc_tensor k = view(c, r.dk_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
-        flashc_tensor v = view(c, r.dv_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
-        flashc_tensor o = view(c, r.do_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
-        flashc_tensor dout = view(c, r.ddo, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
+        flashc_tensor v = vview(c, r.dv_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
+        flashc_tensor o = vview(c, r.do_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
+        flashc_tensor dout = vview(c, r.ddo, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
         flashc_tensor dq = view(c, r.ddq, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
         flashc_tensor dk = view(c, r.ddk, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
-        flashc_tensor dv = view(c, r.ddv, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
+        flashc_tensor dv = vview(c, r.ddv, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
         flashc_tensor lse = flashc_tensor_3d(r.dlse, FLASHC_F32, c->B, c->Hq, c->Sq);
         lse.device = FLASHC_DEVICE_CUDA;
         TU_OK(flashc_attn_bwd_workspace_size(&pr, &q, &k, &v, &o, &dout, &lse, &dq, &dk, &dv,
@@ -433,10 +476,17 @@ static void check_case(const bwd_case *c)
     if (stream)
         CUDA_OK(cudaStreamDestroy(stream));
 
-    float *gq = xmalloc(r.nq * 4), *gk = xmalloc(r.nk * 4), *gv = xmalloc(r.nk * 4);
-    float *nq = xmalloc(r.nq * 4), *nk = xmalloc(r.nk * 4), *nv = xmalloc(r.nk * 4);
+    /* zeroed: the columns past D / Dv of a Dk != Dv case are nobody's and compare as 0 */
+    float *gq = calloc(r.nq, 4), *gk = calloc(r.nk, 4), *gv = calloc(r.nk, 4);
+    float *nq = calloc(r.nq, 4), *nk = calloc(r.nk, 4), *nv = calloc(r.nk, 4);
+    if (!gq || !gk || !gv || !nq || !nk || !nv)
+        fail_msg("out of host memory");
     reference(c, &r, gq, gk, gv);
     naive_lowp(c, &r, nq, nk, nv);
+    /* ... and the kernel must not have written them: still the NaN poison */
+    const int64_t beyond = unused_columns(c, r.hdq, r.nq, c->D) +
+                           unused_columns(c, r.hdk, r.nk, c->D) +
+                           unused_columns(c, r.hdv, r.nk, dv_of(c));
     double e[3], en[3];
     int64_t bad = 0;
     errors(c->dt, r.hdq, nq, gq, r.nq, &e[0], &en[0], &bad);
@@ -465,6 +515,8 @@ static void check_case(const bwd_case *c)
         snprintf(tiles + strlen(tiles), sizeof tiles - strlen(tiles), " softcap %g", c->softcap);
     if (c->alibi)
         snprintf(tiles + strlen(tiles), sizeof tiles - strlen(tiles), " alibi");
+    if (c->Dv)
+        snprintf(tiles + strlen(tiles), sizeof tiles - strlen(tiles), " Dv=%d", c->Dv);
     if (empty_rows)
         snprintf(tiles + strlen(tiles), sizeof tiles - strlen(tiles), " (%lld empty rows)",
                  (long long)empty_rows);
@@ -479,6 +531,8 @@ static void check_case(const bwd_case *c)
         fail_msg("%lld gradients non-finite or unwritten", (long long)bad);
     if (nonzero)
         fail_msg("%lld dq elements of rows that see no key are not 0", (long long)nonzero);
+    if (beyond)
+        fail_msg("%lld gradient elements past the head dim written", (long long)beyond);
     /* flash-attn's floor: one ulp at 0.3 (2 x the rounding error there) */
     const double floor = c->dt == FLASHC_BF16 ? 1.0 / 512 : 1.0 / 4096;
     static const char *names[3] = {"dq", "dk", "dv"};
@@ -698,12 +752,12 @@ static void test_graph_capture(void **state)
     flashc_attn_params pr = params_of(&c, stream, NULL);
     flashc_tensor q = view(&c, r.dq_, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
     flashc_tensor k = view(&c, r.dk_, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
-    flashc_tensor v = view(&c, r.dv_, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
-    flashc_tensor o = view(&c, r.do_, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
-    flashc_tensor dout = view(&c, r.ddo, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
+    flashc_tensor v = vview(&c, r.dv_, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
+    flashc_tensor o = vview(&c, r.do_, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
+    flashc_tensor dout = vview(&c, r.ddo, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
     flashc_tensor dq = view(&c, r.ddq, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
     flashc_tensor dk = view(&c, r.ddk, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
-    flashc_tensor dv = view(&c, r.ddv, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
+    flashc_tensor dv = vview(&c, r.ddv, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
     flashc_tensor lse = flashc_tensor_3d(r.dlse, FLASHC_F32, c.B, c.Hq, c.Sq);
     lse.device = FLASHC_DEVICE_CUDA;
     CUDA_OK(cudaMemset(r.ddq, 0xff, r.nq * 2));
@@ -1145,14 +1199,15 @@ static void test_varlen_suite(void **state)
 {
     (void)state;
     static const int heads[3][2] = {{4, 4}, {8, 2}, {8, 1}};
-    static const int dims[4] = {128, 64, 96, 256};
+    /* 40, 192: padded into the sm80 instances of 64 and 192 */
+    static const int dims[6] = {128, 64, 96, 256, 40, 192};
     int n = 0;
-    for (int di = 0; di < 4; di++)
+    for (int di = 0; di < 6; di++)
         for (int dt = 0; dt < 2; dt++)
             for (int causal = 0; causal < 2; causal++, n++) {
                 if (small_only() && (dims[di] != 128 || dt == 1))
                     continue;
-                /* d 64, 96, 256: bf16 causal and fp16 not (the host references take time) */
+                /* the others: bf16 causal and fp16 not (the host references take time) */
                 if (dims[di] != 128 && dt == causal)
                     continue;
                 vl_case c;
@@ -1252,6 +1307,69 @@ static void test_varlen_switch(void **state)
 }
 
 /* What the kernels cannot do is refused with a specific status; dq stays untouched. */
+/* Head dims without an instance of their own, padded into the next one (sm80: 32 takes 1-32,
+ * 64 33-64, 96, 128, 192 129-192, 256 193-256), D % 8 != 0 too (rows pitched to 16 bytes, the
+ * last chunk read in part): every short pair x causal on GQA, fast and deterministic, and a
+ * longer pair. */
+static void padded_suite(flashc_dtype dt, const int *dims, int n)
+{
+    for (int di = 0; di < n; di++) {
+        const int D = dims[di];
+        if (small_only()) {
+            bwd_case a = {1, 113, 203, 6, 2, D, 1, dt, di % 2, 0, 0, 0, 0};
+            check_case(&a);
+            continue;
+        }
+        for (int s = 0; s < 4; s++)
+            for (int causal = 0; causal < 2; causal++) {
+                bwd_case c = {2, pairs_short[s][0], pairs_short[s][1], 6, 2, D, causal, dt,
+                              (s + causal) % 2, 0, 0, 0, 0};
+                check_case(&c);
+            }
+        bwd_case l = {1, 256, 512, 4, 1, D, 1, dt, 0, 1, 1, 0, 0}; /* bhsd, stream + ws */
+        check_case(&l);
+    }
+}
+
+static void test_padded_dims_bf16(void **state)
+{
+    (void)state;
+    static const int dims[] = {1, 8, 32, 40, 59, 80, 111, 136, 160, 192, 224, 250};
+    padded_suite(FLASHC_BF16, dims, (int)(sizeof dims / sizeof dims[0]));
+}
+
+static void test_padded_dims_f16(void **state)
+{
+    (void)state;
+    static const int dims[] = {3, 16, 48, 72, 117, 176, 201};
+    padded_suite(FLASHC_F16, dims, (int)(sizeof dims / sizeof dims[0]));
+}
+
+/* Dk != Dv (sm80, the instance of max(D, Dv), the narrower side zero in shared memory): the
+ * DeepSeek shape 192 / 128 and the other way, with GQA, both masks and modes, a window,
+ * softcap, ALiBi, the (B, H, S, D) layout on a stream with a caller workspace. */
+static void test_dkdv(void **state)
+{
+    (void)state;
+    static const int dd[][2] = {{192, 128}, {128, 192}, {64, 32}, {40, 72}, {59, 111}};
+    for (int i = 0; i < 5; i++)
+        for (int t = 0; t < (small_only() ? 1 : 2); t++) {
+            const flashc_dtype dt = t ? FLASHC_F16 : FLASHC_BF16;
+            const int D = dd[i][0], Dv = dd[i][1];
+            bwd_case a = {2, 113, 203, 6, 2, D, 1, dt, 0};
+            a.Dv = Dv;
+            check_case(&a);
+            if (small_only())
+                continue;
+            bwd_case b = {1, 203, 113, 4, 1, D, 0, dt, 1, 1, 1};
+            b.Dv = Dv;
+            check_case(&b);
+            bwd_case w = {1, 256, 300, 4, 2, D, 0, dt, t};
+            w.Dv = Dv, w.win = 1, w.wl = 37, w.wr = 19, w.softcap = 30.0f, w.alibi = i % 2;
+            check_case(&w);
+        }
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
@@ -1263,23 +1381,26 @@ static void test_refusals(void **state)
     flashc_attn_params pr = params_of(&c, NULL, NULL);
     flashc_tensor q = view(&c, r.dq_, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
     flashc_tensor k = view(&c, r.dk_, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
-    flashc_tensor v = view(&c, r.dv_, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
-    flashc_tensor o = view(&c, r.do_, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
-    flashc_tensor dout = view(&c, r.ddo, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
+    flashc_tensor v = vview(&c, r.dv_, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
+    flashc_tensor o = vview(&c, r.do_, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
+    flashc_tensor dout = vview(&c, r.ddo, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
     flashc_tensor dq = view(&c, r.ddq, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
     flashc_tensor dk = view(&c, r.ddk, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
-    flashc_tensor dv = view(&c, r.ddv, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
+    flashc_tensor dv = vview(&c, r.ddv, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
     flashc_tensor lse = flashc_tensor_3d(r.dlse, FLASHC_F32, c.B, c.Hq, c.Sq);
     lse.device = FLASHC_DEVICE_CUDA;
 
-    /* head dim 32: views of the first 32 features */
-    flashc_tensor t32[8] = {q, k, v, o, dout, dq, dk, dv};
-    for (int i = 0; i < 8; i++)
-        t32[i].shape[3] = 32;
-    assert_int_equal(flashc_attn_bwd(&pr, &t32[0], &t32[1], &t32[2], &t32[3], &t32[4], &lse,
-                                     &t32[5], &t32[6], &t32[7], NULL),
+    /* head dim 33 packed (rows of 66 bytes): the 16-byte loads cannot take it */
+    flashc_tensor t33[8] = {q, k, v, o, dout, dq, dk, dv};
+    for (int i = 0; i < 8; i++) {
+        const int64_t H = t33[i].shape[2], S = t33[i].shape[1];
+        t33[i].shape[3] = 33;
+        t33[i].stride[2] = 33, t33[i].stride[1] = 33 * H, t33[i].stride[0] = 33 * H * S;
+    }
+    assert_int_equal(flashc_attn_bwd(&pr, &t33[0], &t33[1], &t33[2], &t33[3], &t33[4], &lse,
+                                     &t33[5], &t33[6], &t33[7], NULL),
                      FLASHC_ERR_UNSUPPORTED);
-    printf("  D=32: %s\n", flashc_last_error());
+    printf("  D=33 packed: %s\n", flashc_last_error());
 
     /* a host pointer marked as device memory */
     flashc_tensor qh = q;
@@ -1330,6 +1451,9 @@ int main(void)
         cmocka_set_test_filter(filter);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_padded_dims_bf16),
+        cmocka_unit_test(test_padded_dims_f16),
+        cmocka_unit_test(test_dkdv),
         cmocka_unit_test(test_varlen_suite),
         cmocka_unit_test(test_varlen_modifiers),
         cmocka_unit_test(test_varlen_long),

@@ -188,15 +188,37 @@ def attn_fwd_supported(q, k, v, softmax_scale=None, causal=False) -> bool:
     return st == _lib.OK
 
 
+def _pitched(x, copy: bool):
+    """A view of the first x.shape[-1] columns of a new torch tensor whose rows are padded to a
+    multiple of 8 elements (16 bytes in bf16/fp16), holding x's values (copy) or nothing."""
+    torch = _arrays._torch()
+    w = (x.shape[-1] + 7) // 8 * 8
+    buf = torch.empty((*x.shape[:-1], w), dtype=x.dtype, device=x.device)
+    view = buf[..., : x.shape[-1]]
+    if copy:
+        view.copy_(x)
+    return view
+
+
 def _backward(dout, q, k, v, out, softmax_lse, varlen, softmax_scale, causal, mods: Mods,
               deterministic):
     """(dq, dk, dv) by flashc_attn_bwd (varlen None) or flashc_attn_varlen_bwd."""
     named = {"dout": dout, "q": q, "k": k, "v": v, "out": out, "softmax_lse": softmax_lse}
     _arrays.common_kind(dict(named, alibi_slopes=mods.alibi_slopes))
     _check_rank({"dout": dout, "q": q, "k": k, "v": v, "out": out}, _rank(varlen))
-    dq = _arrays.empty_like_kind(q, tuple(q.shape))
-    dk = _arrays.empty_like_kind(k, tuple(k.shape))
-    dv = _arrays.empty_like_kind(v, tuple(v.shape))
+    # The CUDA backward loads 16-byte chunks of rows that start on 16-byte boundaries: a head
+    # dim that is not a multiple of 8 goes in and out through rows padded to one (as
+    # flash-attn's own wrapper pads its head dims to a multiple of 8); the gradients are views
+    # of their first headdim columns.
+    pitch = (_arrays.is_torch(q) and q.is_cuda
+             and (q.shape[-1] % 8 != 0 or v.shape[-1] % 8 != 0))
+    if pitch:
+        named = {n: x if n == "softmax_lse" else _pitched(x, True) for n, x in named.items()}
+        dq, dk, dv = (_pitched(x, False) for x in (q, k, v))
+    else:
+        dq = _arrays.empty_like_kind(q, tuple(q.shape))
+        dk = _arrays.empty_like_kind(k, tuple(k.shape))
+        dv = _arrays.empty_like_kind(v, tuple(v.shape))
     vdq, vdk, vdv = _arrays.view("dq", dq), _arrays.view("dk", dk), _arrays.view("dv", dv)
     head, keep = _varlen_args(varlen, q)
     fn = "flashc_attn_bwd" if varlen is None else "flashc_attn_varlen_bwd"

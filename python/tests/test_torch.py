@@ -320,15 +320,24 @@ def torch_lowp_grads(q, k, v, dout, causal):
 @needs_cuda
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("shape", [(2, 97, 130, 4, 2, 64), (1, 150, 70, 6, 1, 128)])
+@pytest.mark.parametrize(
+    "shape",
+    [(2, 97, 130, 4, 2, 64), (1, 150, 70, 6, 1, 128),
+     # head dims without an instance of their own (padded; 59 and 111 through 16-byte pitched
+     # rows), and Dk != Dv (192 / 128: DeepSeek's; 59 / 72)
+     (1, 77, 90, 4, 2, 40), (1, 70, 66, 4, 1, 59), (2, 50, 64, 2, 2, 160), (1, 33, 47, 2, 1, 111),
+     (1, 90, 120, 4, 2, 192, 128), (1, 61, 80, 2, 1, 59, 72)],
+)
 def test_cuda_backward_autograd(flashc_cuda, rng, dtype, causal, shape):
     """CUDA autograd through flashc_attn_bwd (GQA/MQA, Sq != Sk, fully masked rows when causal
-    with Sq > Sk): each gradient's max error against the float64 reference at most 2x that of
-    torch's unfused attention in the same dtype (plus one ulp at 0.3), no NaN."""
-    b, sq, sk, hq, hkv, d = shape
+    with Sq > Sk, every head dim, Dk != Dv): each gradient's max error against the float64
+    reference at most 2x that of torch's unfused attention in the same dtype (plus one ulp at
+    0.3), no NaN."""
+    b, sq, sk, hq, hkv, d = shape[:6]
+    dv = shape[6] if len(shape) > 6 else d
     mk = lambda *s: torch.from_numpy(randn(rng, *s)).to("cuda", LOWP[dtype])  # noqa: E731
-    q, k, v = mk(b, sq, hq, d).requires_grad_(), mk(b, sk, hkv, d).requires_grad_(), mk(b, sk, hkv, d).requires_grad_()
-    dout = mk(b, sq, hq, d)
+    q, k, v = mk(b, sq, hq, d).requires_grad_(), mk(b, sk, hkv, d).requires_grad_(), mk(b, sk, hkv, dv).requires_grad_()
+    dout = mk(b, sq, hq, dv)
     out = flashc.flash_attn_func(q, k, v, causal=causal)
     out.backward(dout)
     want = ref.attn_bwd(npy(dout), npy(q), npy(k), npy(v), causal=causal)
@@ -379,7 +388,7 @@ def _varlen_lowp_naive(q, k, v, dout, cu_q, cu_k, causal):
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("heads", [(4, 4), (8, 2), (8, 1)])
-@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("d", [64, 128, 40])
 def test_cuda_varlen_backward_autograd(flashc_cuda, rng, dtype, causal, heads, d):
     """flash_attn_varlen_func autograd on CUDA through the CUDA varlen backward: ragged lengths
     with empty sequences, Sq != Sk per sequence, rows of no sequence past cu_seqlens[-1] (zero

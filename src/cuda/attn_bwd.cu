@@ -65,7 +65,16 @@ static int bwd_device(flashc_status *st, int *smem_optin)
     return 10 * major + minor;
 }
 
-/* The variant for p's dtype and head dim with the highest architecture the device reaches and
+/* Whether variant v serves p's head dims: a padded variant (head_dim_lo > 0) every
+ * max(D, Dv) in [head_dim_lo, head_dim], an exact one D == Dv == head_dim. */
+static bool serves_dims(const attn_bwd_variant *v, const attn_problem *p)
+{
+    const int64_t w = p->D > p->Dv ? p->D : p->Dv;
+    return v->head_dim_lo > 0 ? v->head_dim_lo <= w && w <= v->head_dim
+                              : p->D == v->head_dim && p->Dv == v->head_dim;
+}
+
+/* The variant for p's dtype and head dims with the highest architecture the device reaches and
  * shared memory it has; among equals the first in its table (each table lists its default
  * tiles first). Varlen takes only variants with a launch_varlen (the sm80 family's default
  * tiles: the Hopper kernel is dense only, so varlen runs on mma.sync there too). params.block_q / block_k, when nonzero, select among the tiles a table has
@@ -77,7 +86,7 @@ static const attn_bwd_variant *pick_in(const attn_problem *p, int cc, int smem_o
     for (size_t t = 0; t < sizeof bwd_tables / sizeof bwd_tables[0]; t++)
         for (int i = 0; i < *bwd_tables[t].count; i++) {
             const attn_bwd_variant *v = &bwd_tables[t].v[i];
-            if (v->dtype == p->dtype && v->head_dim == p->D && v->min_cc <= cc &&
+            if (v->dtype == p->dtype && serves_dims(v, p) && v->min_cc <= cc &&
                 (!v->max_cc || cc <= v->max_cc) && v->smem_bytes <= smem_optin &&
                 (!family ? !v->opt_in : strcmp(v->family, family) == 0) &&
                 (!p->br || p->br == v->block_q) && (!p->bc || p->bc == v->block_k) &&
@@ -123,24 +132,31 @@ static int64_t acc_rows(const attn_problem *p)
     return p->layout == ATTN_VARLEN ? p->Hq * p->total_q : p->B * p->Hq * p->Sq;
 }
 
-/* Bytes of the workspace of variant v for p: dq_acc, dsum, sem, each 256-byte aligned. */
+/* Bytes of the workspace of variant v for p: dq_acc (rows of v's head_dim), dsum, sem, each
+ * 256-byte aligned. */
 static int64_t workspace_bytes(const attn_problem *p, const attn_bwd_variant *v)
 {
     const int64_t rows = acc_rows(p);
     const int64_t n_mb = (p->Sq + v->block_q - 1) / v->block_q;
-    return align256(rows * p->D * 4) + align256(rows * 4) +
+    return align256(rows * v->head_dim * 4) + align256(rows * 4) +
            align256(p->B * p->Hq * n_mb * v->split * 4);
 }
 
 extern "C" flashc_status cuda_attn_bwd_supports(const attn_problem *p)
 {
-    /* windows, softcap, ALiBi and varlen are served; Dk != Dv and splits are not */
+    /* windows, softcap, ALiBi, varlen and Dk != Dv are served; splits are not */
     const bool varlen = p->layout == ATTN_VARLEN;
-    if ((p->layout != ATTN_DENSE && !varlen) || p->D != p->Dv || p->num_splits > 1)
+    if ((p->layout != ATTN_DENSE && !varlen) || p->num_splits > 1)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
-                            "%s: the CUDA backward serves dense and varlen attention with "
-                            "D == Dv (no KV caches or split requests)",
+                            "%s: the CUDA backward serves dense and varlen attention (no KV "
+                            "caches or split requests)",
                             varlen ? "flashc_attn_varlen_bwd" : FN);
+    /* Dk != Dv with varlen: the same kernel code as dense, but no test covers it yet */
+    if (varlen && p->D != p->Dv)
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                            "flashc_attn_varlen_bwd: the CUDA backward takes Dk != Dv (%lld / "
+                            "%lld) for dense attention only, not varlen yet",
+                            (long long)p->D, (long long)p->Dv);
     /* FLASHC_CUDA_BWD_VARLEN=0: refuse varlen (a switch for the device run that first tests
      * it; the dense kernels are separate instances and never depend on it) */
     const char *vl_env = getenv("FLASHC_CUDA_BWD_VARLEN");
@@ -180,25 +196,26 @@ extern "C" flashc_status cuda_attn_bwd_supports(const attn_problem *p)
         for (size_t t = 0; t < sizeof bwd_tables / sizeof bwd_tables[0]; t++)
             for (int i = 0; i < *bwd_tables[t].count; i++) {
                 const attn_bwd_variant *w = &bwd_tables[t].v[i];
-                any_dim |= w->head_dim == p->D;
-                if (w->head_dim == p->D && w->dtype == p->dtype && strlen(tiles) < 120)
+                any_dim |= serves_dims(w, p);
+                if (serves_dims(w, p) && w->dtype == p->dtype && strlen(tiles) < 120)
                     snprintf(tiles + strlen(tiles), sizeof tiles - strlen(tiles), " %dx%d",
                              w->block_q, w->block_k);
             }
         if (!any_dim)
             return flashc__fail(FLASHC_ERR_UNSUPPORTED,
-                                "%s: the CUDA backend supports head dims 64, 96, 128 and 256 "
-                                "(got %lld)",
-                                FN, (long long)p->D);
+                                "%s: the CUDA backend supports head dims 1 to 256 (got D = "
+                                "%lld, Dv = %lld)",
+                                FN, (long long)p->D, (long long)p->Dv);
         if (p->br || p->bc)
             return flashc__fail(FLASHC_ERR_UNSUPPORTED,
                                 "%s: no CUDA backward kernel with tiles block_q x block_k = "
                                 "%lld x %lld for this problem; it has%s (0 = the default)",
                                 FN, (long long)p->br, (long long)p->bc, tiles);
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
-                            "%s: no CUDA backward kernel for head dim %lld on this device "
-                            "(compute capability %d.%d, %d bytes of shared memory per block)",
-                            FN, (long long)p->D, cc / 10, cc % 10, smem_optin);
+                            "%s: no CUDA backward kernel for head dims %lld / %lld on this "
+                            "device (compute capability %d.%d, %d bytes of shared memory per "
+                            "block)",
+                            FN, (long long)p->D, (long long)p->Dv, cc / 10, cc % 10, smem_optin);
     }
     if ((st = check_operand("q", p->q, p->sq)) != FLASHC_OK ||
         (st = check_operand("k", p->k, p->sk)) != FLASHC_OK ||
@@ -268,9 +285,10 @@ extern "C" flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats 
     }
     const int64_t rows = acc_rows(p);
     a.dq_acc = (float *)ws;
-    a.dsum = (float *)(ws + align256(rows * p->D * 4));
-    a.sem = (int *)(ws + align256(rows * p->D * 4) + align256(rows * 4));
+    a.dsum = (float *)(ws + align256(rows * v->head_dim * 4));
+    a.sem = (int *)(ws + align256(rows * v->head_dim * 4) + align256(rows * 4));
     a.B = (int)p->B, a.Sq = (int)p->Sq, a.Sk = (int)p->Sk, a.Hq = (int)p->Hq;
+    a.D = (int)p->D, a.Dv = (int)p->Dv;
     a.Hkv = (int)p->Hkv, a.group = (int)(p->Hq / p->Hkv);
     a.scale = p->scale;
     a.scale_log2 = (float)((double)p->scale * 1.4426950408889634);

@@ -17,6 +17,41 @@
 
 /* ---- preprocess: D = rowsum(dO * O), zero the accumulators ----------------------------------- */
 
+/* The dot product of o and dout over their first dv columns (dv <= D, the instance's), summed
+ * over the warp (every lane returns it). Pairs of 4-byte loads where both columns exist, the
+ * last odd column alone (nothing past column dv - 1 is read). */
+template <typename T, int D>
+static __device__ __forceinline__ float bwd_row_dot(const T *o, const T *dout, int dv, int lane)
+{
+    float acc = 0.0f;
+#pragma unroll
+    for (int d = 2 * lane; d < D; d += 64) {
+        if (d + 1 < dv) {
+            const float2 x = ptx_unpack2(T(), *(const uint32_t *)(o + d));
+            const float2 y = ptx_unpack2(T(), *(const uint32_t *)(dout + d));
+            acc = fmaf(x.x, y.x, fmaf(x.y, y.y, acc));
+        } else if (d < dv) {
+            acc = fmaf((float)o[d], (float)dout[d], acc);
+        }
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1)
+        acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    return acc;
+}
+
+/* Stores columns (d, d + 1) of a row of n columns (d even): one 4-byte store where both exist
+ * (the row 4-byte aligned: its strides are multiples of 8 elements), else column d alone. */
+template <typename T>
+static __device__ __forceinline__ void bwd_store_pair(T *row, int d, int n, float x, float y)
+{
+    const uint32_t pair = ptx_pack2(T(), x, y);
+    if (d + 1 < n)
+        *(uint32_t *)(row + d) = pair;
+    else if (d < n)
+        ((unsigned short *)row)[d] = (unsigned short)(pair & 0xffff);
+}
+
 /* One warp per query row, rows in (b, h, s) order. BM: the main kernel's Q block (for the turn
  * counters, one per (b, h, Q block, slice)). */
 template <typename T, int D, int BM, int SPLIT>
@@ -31,16 +66,7 @@ __global__ void __launch_bounds__(128) attn_bwd_pre_kernel(const attn_bwd_args a
     const int h = (int)(bh % a.Hq), b = (int)(bh / a.Hq);
     const T *o = (const T *)a.o + b * a.so[0] + (int64_t)s * a.so[1] + h * a.so[2];
     const T *dout = (const T *)a.dout + b * a.sdo[0] + (int64_t)s * a.sdo[1] + h * a.sdo[2];
-    float acc = 0.0f;
-#pragma unroll
-    for (int d = 2 * lane; d < D; d += 64) {
-        const float2 x = ptx_unpack2(T(), *(const uint32_t *)(o + d));
-        const float2 y = ptx_unpack2(T(), *(const uint32_t *)(dout + d));
-        acc = fmaf(x.x, y.x, fmaf(x.y, y.y, acc));
-    }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1)
-        acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    const float acc = bwd_row_dot<T, D>(o, dout, a.Dv, lane);
     if (lane == 0)
         a.dsum[row] = acc;
     float4 *dq = (float4 *)(a.dq_acc + row * D);
@@ -74,9 +100,11 @@ template <typename T, int D> __global__ void __launch_bounds__(256) attn_bwd_pos
         const int s = (int)(row % a.Sq);
         const int64_t bh = row / a.Sq;
         const int h = (int)(bh % a.Hq), b = (int)(bh / a.Hq);
+        if (d >= a.D) /* a padded column */
+            continue;
         const float2 v = *(const float2 *)(a.dq_acc + row * D + d);
-        T *dq = (T *)a.dq + b * a.sdq[0] + (int64_t)s * a.sdq[1] + h * a.sdq[2] + d;
-        *(uint32_t *)dq = ptx_pack2(T(), v.x * a.scale, v.y * a.scale);
+        T *dq = (T *)a.dq + b * a.sdq[0] + (int64_t)s * a.sdq[1] + h * a.sdq[2];
+        bwd_store_pair(dq, d, a.D, v.x * a.scale, v.y * a.scale);
     }
 }
 
@@ -136,16 +164,7 @@ __global__ void __launch_bounds__(128) attn_bwd_pre_varlen_kernel(const attn_bwd
     const int r = (int)(row % a.total_q), h = (int)(row / a.total_q);
     const T *o = (const T *)a.o + (int64_t)r * a.so[1] + h * a.so[2];
     const T *dout = (const T *)a.dout + (int64_t)r * a.sdo[1] + h * a.sdo[2];
-    float acc = 0.0f;
-#pragma unroll
-    for (int d = 2 * lane; d < D; d += 64) {
-        const float2 x = ptx_unpack2(T(), *(const uint32_t *)(o + d));
-        const float2 y = ptx_unpack2(T(), *(const uint32_t *)(dout + d));
-        acc = fmaf(x.x, y.x, fmaf(x.y, y.y, acc));
-    }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1)
-        acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    const float acc = bwd_row_dot<T, D>(o, dout, a.Dv, lane);
     if (lane == 0)
         a.dsum[row] = acc;
     float4 *dq = (float4 *)(a.dq_acc + row * D);
@@ -163,14 +182,16 @@ __global__ void __launch_bounds__(256) attn_bwd_post_varlen_kernel(const attn_bw
         const int64_t row = x / (D / 2);
         const int d = (int)(x % (D / 2)) * 2;
         const int r = (int)(row % a.total_q), h = (int)(row / a.total_q);
+        if (d >= a.D) /* a padded column */
+            continue;
         const float2 v = *(const float2 *)(a.dq_acc + row * D + d);
-        T *dq = (T *)a.dq + (int64_t)r * a.sdq[1] + h * a.sdq[2] + d;
-        *(uint32_t *)dq = ptx_pack2(T(), v.x * a.scale, v.y * a.scale);
+        T *dq = (T *)a.dq + (int64_t)r * a.sdq[1] + h * a.sdq[2];
+        bwd_store_pair(dq, d, a.D, v.x * a.scale, v.y * a.scale);
     }
 }
 
 /* dK = dV = 0 on the packed key rows of no sequence (r >= cu_k[B]), which no main-kernel block
- * owns (the CPU backward's contract, clear_unowned_rows). */
+ * owns (the CPU backward's contract, clear_unowned_rows); their first D / Dv columns. */
 template <typename T, int D>
 __global__ void __launch_bounds__(256) attn_bwd_clear_keys_varlen_kernel(const attn_bwd_args a)
 {
@@ -181,8 +202,8 @@ __global__ void __launch_bounds__(256) attn_bwd_clear_keys_varlen_kernel(const a
         const int64_t row = x / (D / 2);
         const int d = (int)(x % (D / 2)) * 2;
         const int r = k_end + (int)(row / a.Hkv), h = (int)(row % a.Hkv);
-        *(uint32_t *)((T *)a.dk + (int64_t)r * a.sdk[1] + h * a.sdk[2] + d) = 0u;
-        *(uint32_t *)((T *)a.dv + (int64_t)r * a.sdv[1] + h * a.sdv[2] + d) = 0u;
+        bwd_store_pair((T *)a.dk + (int64_t)r * a.sdk[1] + h * a.sdk[2], d, a.D, 0.0f, 0.0f);
+        bwd_store_pair((T *)a.dv + (int64_t)r * a.sdv[1] + h * a.sdv[2], d, a.Dv, 0.0f, 0.0f);
     }
 }
 

@@ -96,12 +96,15 @@ static __device__ __forceinline__ uint32_t lane_b(uint32_t tile, uint32_t rowb, 
            (uint32_t)(((((lane >> 3) & 1) ^ (lane & 7))) * 16);
 }
 
-/* Copies rows [0, ROWS) of a tile whose row r is at g + r * row_stride into the swizzled shared
- * tile s by cp.async; rows >= valid_rows are zero-filled (zero Q/dO/K/V rows keep every product
- * finite). All NTHREADS threads take part. */
+/* Copies rows [0, ROWS) and columns [0, d) of a tile whose row r is at g + r * row_stride into
+ * the swizzled shared tile s (D columns) by cp.async; rows >= valid_rows and columns >= d are
+ * zero-filled (zero Q/dO/K/V rows keep every product finite; zero columns of a padded head dim
+ * add nothing to S^T, dP^T and give zero columns of dK, dV, dQ, which are not stored). The
+ * chunk that holds column d - 1 is predicated down to the bytes that exist (src-size < 16
+ * zero-fills the rest; nothing past it is read). All NTHREADS threads take part. */
 template <typename T, int D, int DS, int ROWS, int NTHREADS>
 static __device__ __forceinline__ void bwd_load_tile(T *s, const T *g, int64_t row_stride,
-                                                     int valid_rows)
+                                                     int valid_rows, int d)
 {
     constexpr int CPR = D / 8; /* 16-byte chunks per row */
     constexpr int CHUNKS = ROWS * CPR;
@@ -110,9 +113,9 @@ static __device__ __forceinline__ void bwd_load_tile(T *s, const T *g, int64_t r
     for (int i = 0; i < CHUNKS / NTHREADS; i++) {
         const int idx = i * NTHREADS + (int)threadIdx.x;
         const int r = idx / CPR, c = idx % CPR;
-        const bool valid = r < valid_rows;
-        const T *src = g + (valid ? (int64_t)r * row_stride : 0) + c * 8;
-        ptx_cp_async_16(ptx_smem_addr(s + bwd_swz<DS>(r, c)), src, valid);
+        const int bytes = r < valid_rows ? 2 * min(8, max(0, d - 8 * c)) : 0;
+        const T *src = g + (bytes > 0 ? (int64_t)r * row_stride + c * 8 : 0);
+        ptx_cp_async_16_n(ptx_smem_addr(s + bwd_swz<DS>(r, c)), src, bytes);
     }
 }
 
@@ -120,7 +123,9 @@ static __device__ __forceinline__ void bwd_load_tile(T *s, const T *g, int64_t r
 
 /* Shape of the thread block:
  *   T      __nv_bfloat16 or __half (fp32 accumulation)
- *   D      head dim, a multiple of 32 (64, 96, 128, 256)
+ *   D      the instance's head dim, a multiple of 32 (32, 64, 96, 128, 192, 256): q, k, dq, dk
+ *          have a.D <= D columns, v, o, dout, dv a.Dv <= D (attn_bwd_args; bwd_load_tile
+ *          zero-fills the rest, the stores skip them)
  *   BM     query rows per Q block (64 or 128: the dS^T tile's rows are whole swizzle groups)
  *   BN     keys per K/V block, 16 per warp
  *   SPLIT  thread blocks per K/V block over the output columns (D / SPLIT each)
@@ -229,8 +234,9 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
             (const T *)a.q + b * a.sq[0] + h * a.sq[2] + (int64_t)(q0 + m0) * a.sq[1];
         const T *dog =
             (const T *)a.dout + b * a.sdo[0] + h * a.sdo[2] + (int64_t)(q0 + m0) * a.sdo[1];
-        bwd_load_tile<T, D, DS, BM, NTHREADS>(sQ + buf * BM * DS, qg, a.sq[1], Sq() - m0);
-        bwd_load_tile<T, D, DS, BM, NTHREADS>(sdO + buf * BM * DS, dog, a.sdo[1], Sq() - m0);
+        bwd_load_tile<T, D, DS, BM, NTHREADS>(sQ + buf * BM * DS, qg, a.sq[1], Sq() - m0, a.D);
+        bwd_load_tile<T, D, DS, BM, NTHREADS>(sdO + buf * BM * DS, dog, a.sdo[1], Sq() - m0,
+                                              a.Dv);
         for (int r = tid; r < BM; r += NTHREADS) {
             float l = INFINITY, dsum = 0.0f;
             if (m0 + r < Sq()) {
@@ -271,8 +277,8 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
     const uint32_t kq_lane_t = lane_a(sK_a, ROWB, lane);
 
     if (total > 0) {
-        bwd_load_tile<T, D, DS, BN, NTHREADS>(sK, kg, a.sk[1], Sk() - n0);
-        bwd_load_tile<T, D, DS, BN, NTHREADS>(sV, vg, a.sv[1], Sk() - n0);
+        bwd_load_tile<T, D, DS, BN, NTHREADS>(sK, kg, a.sk[1], Sk() - n0, a.D);
+        bwd_load_tile<T, D, DS, BN, NTHREADS>(sV, vg, a.sv[1], Sk() - n0, a.Dv);
         load_q(0, hk * a.group, m_begin);
         ptx_cp_async_commit();
     }
@@ -456,11 +462,10 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
         h = h_next, m = m_next;
     }
 
-    /* dK = scale dS^T Q and dV, rows past Sk not stored; all zero if no query sees the keys */
-    T *dkg = (T *)a.dk + b * a.sdk[0] + hk * a.sdk[2] + (int64_t)(k0 + n0) * a.sdk[1] + c0 * 8 +
-             2 * t;
-    T *dvg = (T *)a.dv + b * a.sdv[0] + hk * a.sdv[2] + (int64_t)(k0 + n0) * a.sdv[1] + c0 * 8 +
-             2 * t;
+    /* dK = scale dS^T Q and dV, rows past Sk and columns past a.D / a.Dv not stored; all zero
+     * if no query sees the keys */
+    T *dkg = (T *)a.dk + b * a.sdk[0] + hk * a.sdk[2] + (int64_t)(k0 + n0) * a.sdk[1];
+    T *dvg = (T *)a.dv + b * a.sdv[0] + hk * a.sdv[2] + (int64_t)(k0 + n0) * a.sdv[1];
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
         const int r = warp * 16 + g + 8 * hr;
@@ -469,9 +474,10 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
             T *vrow = dvg + (int64_t)r * a.sdv[1];
 #pragma unroll
             for (int dt = 0; dt < DT; dt++) {
-                *(uint32_t *)(krow + dt * 8) =
-                    ptx_pack2(T(), dk[dt][2 * hr] * a.scale, dk[dt][2 * hr + 1] * a.scale);
-                *(uint32_t *)(vrow + dt * 8) = ptx_pack2(T(), dv[dt][2 * hr], dv[dt][2 * hr + 1]);
+                const int col = c0 * 8 + dt * 8 + 2 * t;
+                bwd_store_pair(krow, col, a.D, dk[dt][2 * hr] * a.scale,
+                               dk[dt][2 * hr + 1] * a.scale);
+                bwd_store_pair(vrow, col, a.Dv, dv[dt][2 * hr], dv[dt][2 * hr + 1]);
             }
         }
     }
@@ -572,8 +578,10 @@ static cudaError_t attn_bwd_sm80_launch_varlen(const attn_bwd_args *a, cudaStrea
 }
 
 /* Tiles: 64 query rows per Q block (S^T and dP^T take 2 x 32 floats a thread); 128 keys per K/V
- * block in 8 warps up to D = 128 (dK and dV: 2 x D / 2 floats a thread); at D = 256 two column
- * slices of 128 with 64 keys in 4 warps (shared memory: K, V and two buffers of Q and dO). */
+ * block in 8 warps up to D = 128 (dK and dV: 2 x D / 2 floats a thread); at D = 192 and 256 two
+ * column slices of 96 / 128 with 64 keys in 4 warps (shared memory: K, V and two buffers of Q
+ * and dO; 153 KB at 192). Each instance takes every head dim above the previous one, padded
+ * (bwd_load_tile), and Dk != Dv by max(D, Dv). */
 
 /* The defaults first, then other tiles for the ladder (params.block_q / block_k pick them):
  * 64 x 64 in 4 warps (104 KB of shared memory at D = 128: two blocks per SM, but twice the
@@ -584,26 +592,30 @@ static cudaError_t attn_bwd_sm80_launch_varlen(const attn_bwd_args *a, cudaStrea
 #define BWD80_FIELDS(TN, T, D, BM, BN, SPLIT)                                                      \
     "attn_bwd_" #TN "_sm80_d" #D "_" #BM "x" #BN BWD80_SPLIT_##SPLIT, "sm80", TN##_DTYPE, D, 80, 0, \
         BM, BN, SPLIT, bwd_smem_bytes<T, D, BM, BN, SPLIT>(), attn_bwd_sm80_launch<T, D, BM, BN, SPLIT>
-#define BWD80_VARIANT(TN, T, D, BM, BN, SPLIT) {BWD80_FIELDS(TN, T, D, BM, BN, SPLIT)}
-#define BWD80_VARLEN(TN, T, D, BM, BN, SPLIT)                                                      \
-    {BWD80_FIELDS(TN, T, D, BM, BN, SPLIT), attn_bwd_sm80_launch_varlen<T, D, BM, BN, SPLIT>}
+#define BWD80_VARIANT(TN, T, DLO, D, BM, BN, SPLIT) {BWD80_FIELDS(TN, T, D, BM, BN, SPLIT), NULL, 0, DLO}
+#define BWD80_VARLEN(TN, T, DLO, D, BM, BN, SPLIT)                                                 \
+    {BWD80_FIELDS(TN, T, D, BM, BN, SPLIT), attn_bwd_sm80_launch_varlen<T, D, BM, BN, SPLIT>, 0, DLO}
 #define BWD80_SPLIT_1 ""
 #define BWD80_SPLIT_2 "_s2"
 #define bf16_DTYPE FLASHC_BF16
 #define f16_DTYPE FLASHC_F16
 const attn_bwd_variant attn_bwd_sm80_variants[] = {
-    BWD80_VARLEN(bf16, __nv_bfloat16, 64, 64, 128, 1),
-    BWD80_VARLEN(bf16, __nv_bfloat16, 96, 64, 128, 1),
-    BWD80_VARLEN(bf16, __nv_bfloat16, 128, 64, 128, 1),
-    BWD80_VARLEN(bf16, __nv_bfloat16, 256, 64, 64, 2),
-    BWD80_VARLEN(f16, __half, 64, 64, 128, 1),
-    BWD80_VARLEN(f16, __half, 96, 64, 128, 1),
-    BWD80_VARLEN(f16, __half, 128, 64, 128, 1),
-    BWD80_VARLEN(f16, __half, 256, 64, 64, 2),
-    BWD80_VARIANT(bf16, __nv_bfloat16, 128, 64, 64, 1),
-    BWD80_VARIANT(f16, __half, 128, 64, 64, 1),
-    BWD80_VARIANT(bf16, __nv_bfloat16, 64, 128, 128, 1),
-    BWD80_VARIANT(f16, __half, 64, 128, 128, 1),
+    BWD80_VARLEN(bf16, __nv_bfloat16, 1, 32, 64, 128, 1),
+    BWD80_VARLEN(bf16, __nv_bfloat16, 33, 64, 64, 128, 1),
+    BWD80_VARLEN(bf16, __nv_bfloat16, 65, 96, 64, 128, 1),
+    BWD80_VARLEN(bf16, __nv_bfloat16, 97, 128, 64, 128, 1),
+    BWD80_VARLEN(bf16, __nv_bfloat16, 129, 192, 64, 64, 2),
+    BWD80_VARLEN(bf16, __nv_bfloat16, 193, 256, 64, 64, 2),
+    BWD80_VARLEN(f16, __half, 1, 32, 64, 128, 1),
+    BWD80_VARLEN(f16, __half, 33, 64, 64, 128, 1),
+    BWD80_VARLEN(f16, __half, 65, 96, 64, 128, 1),
+    BWD80_VARLEN(f16, __half, 97, 128, 64, 128, 1),
+    BWD80_VARLEN(f16, __half, 129, 192, 64, 64, 2),
+    BWD80_VARLEN(f16, __half, 193, 256, 64, 64, 2),
+    BWD80_VARIANT(bf16, __nv_bfloat16, 97, 128, 64, 64, 1),
+    BWD80_VARIANT(f16, __half, 97, 128, 64, 64, 1),
+    BWD80_VARIANT(bf16, __nv_bfloat16, 33, 64, 128, 128, 1),
+    BWD80_VARIANT(f16, __half, 33, 64, 128, 128, 1),
 };
 const int attn_bwd_sm80_variant_count =
     (int)(sizeof attn_bwd_sm80_variants / sizeof attn_bwd_sm80_variants[0]);

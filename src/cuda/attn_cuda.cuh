@@ -120,10 +120,14 @@ typedef struct attn_bwd_args {
     const float *lse;
     int64_t sq[3], sk[3], sv[3], so[3], sdo[3], sdq[3], sdk[3], sdv[3]; /* batch, seq, head */
     int64_t slse[3];                                                   /* batch, head, seq */
-    float *dq_acc; /* (B, Hq, Sq, D) float32 */
+    float *dq_acc; /* (B, Hq, Sq, head_dim) float32 */
     float *dsum;   /* (B, Hq, Sq) float32    */
     int *sem;      /* (B, Hq, n_qblocks, split) int32, deterministic mode only */
     int B, Sq, Sk, Hq, Hkv, group; /* group = Hq / Hkv */
+    /* The problem's head dims: q, k, dq, dk have D columns, v, o, dout, dv Dv. The variant's
+     * head_dim (the kernels' template D, dq_acc's row length) may be wider (sm80: padded, the
+     * columns past D / Dv zero in shared memory and never stored); sm_90a: D == Dv == it. */
+    int D, Dv;
     float scale;                   /* softmax scale, > 0    */
     float scale_log2;              /* scale * log2(e)       */
     int causal;                    /* bottom-right aligned (folded into wr = 0) */
@@ -163,6 +167,8 @@ typedef struct attn_bwd_variant {
     int opt_in;         /* 1: only when FLASHC_CUDA_BWD_KERNEL names the family (a variant
                            not yet shown faster on a device run); 0 (tables that omit it): also
                            the dispatcher's choice */
+    int head_dim_lo;    /* > 0: serves every max(D, Dv) in [head_dim_lo, head_dim], Dk != Dv
+                           too, padded (sm80); 0 (tables that omit it): D == Dv == head_dim */
 } attn_bwd_variant;
 
 /* attn_bwd_sm80.cu */
