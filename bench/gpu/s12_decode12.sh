@@ -22,7 +22,7 @@
 #     variants, splits) and racecheck (merge variants) of the short cases on fused2.
 #  2. (<= 75 s, alone) bench_decode.py 32/8, contiguous and page 16: auto (the default), fused2,
 #     fused, SDPA flash / cuDNN in one process at B 1, 4 x 32k, 128k, 4k and B 16, 64 x 32k, 128k;
-#     a split sweep at B 1 (33, 49, 66: more splits may pay once the merge is cheap) for auto and
+#     a split sweep at B 1 (33, 49: a third block a SM may pay once the merge is cheap) for auto and
 #     fused2; the clean-flush comparison at 1 x 32k; the ratio table to auto last.
 #  3. (the rest, <= 35 s) the same at 16/8, contiguous and page 16, B 1 / 4 x 32k / 128k, 16 x 32k.
 # Decision rule (bench/RESULTS.md, decode12): with every forced job passed, memcheck 0 errors,
@@ -90,7 +90,7 @@ echo "s12_decode12: tests took $((SECONDS - T0)) s"
 V=auto,fused2,fused
 bench bench_32x8 75 --heads 32/8 --pages 16 --variants "$V" --ratio-to auto \
   --shapes 1x32768,4x32768,1x131072,4x131072,16x32768,64x32768,16x131072,64x131072,1x4096,4x4096 \
-  --sweep 33,49,66 --sweep-variants auto,fused2 --sweep-batches 1 --clean-shapes 1x32768
+  --sweep 33,49 --sweep-variants auto,fused2 --sweep-batches 1 --clean-shapes 1x32768
 bench bench_16x8 35 --heads 16/8 --pages 16 --variants auto,fused2 --ratio-to auto \
   --shapes 1x32768,4x32768,1x131072,4x131072,16x32768
 
