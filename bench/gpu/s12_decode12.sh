@@ -18,12 +18,13 @@
 #     Dk != Dv, splits 1..64 equal to one pass, the automatic count at 32k, graph replays, varlen,
 #     dense modifiers), test_kvcache_merge_variants on fused2 and fused (a new 40-split case: two
 #     staged batches with empty splits), test_kvcache_kernel_variants with fused2 forced on the
-#     lean and base loaders (d 256: the base instance); compute-sanitizer memcheck (merge
-#     variants, splits) and racecheck (merge variants) of the short cases on fused2.
+#     lean (with the split rules and deep_rule_check at B 64), base and lean5 loaders, a job
+#     each; compute-sanitizer memcheck (merge variants, splits) and racecheck (merge variants)
+#     of the short cases on fused2.
 #  2. (<= 75 s, alone) bench_decode.py 32/8, contiguous and page 16: auto (the default), fused2,
 #     fused, SDPA flash / cuDNN in one process at B 1, 4 x 32k, 128k, 4k and B 16, 64 x 32k, 128k;
-#     a split sweep at B 1 (33, 49: a third block a SM may pay once the merge is cheap) for auto and
-#     fused2; the clean-flush comparison at 1 x 32k; the ratio table to auto last.
+#     a split sweep at B 1 (33, 49: a third block a SM may pay once the merge is cheap) for auto
+#     and fused2; the clean-flush comparison at 1 x 32k; the ratio table to auto last.
 #  3. (the rest, <= 35 s) the same at 16/8, contiguous and page 16, B 1 / 4 x 32k / 128k, 16 x 32k.
 # Decision rule (bench/RESULTS.md, decode12): with every forced job passed, memcheck 0 errors,
 # racecheck 0 hazards and no WRONG cell, fused2 becomes auto's merge where auto now takes v4
@@ -68,8 +69,10 @@ for t in kvcache_decode kvcache_masks kvcache_chunked_prefill kvcache_splits kvc
 done
 job fused2_merge_variants 50 env FLASHC_TEST_MERGES=fused2,fused \
   FLASHC_TEST_FILTER=test_kvcache_merge_variants "$T"
-job fused2_kernel_variants 50 env FLASHC_DECODE_MERGE=fused2 FLASHC_TEST_KERNELS=lean,base \
-  FLASHC_TEST_FILTER=test_kvcache_kernel_variants "$T"
+for k in lean base lean5; do # lean: the split rules and deep_rule_check (B 64 x 32k / 4k)
+  job "fused2_kernel_variants_$k" 50 env FLASHC_DECODE_MERGE=fused2 FLASHC_TEST_KERNELS=$k \
+    FLASHC_TEST_FILTER=test_kvcache_kernel_variants "$T"
+done
 if command -v compute-sanitizer >/dev/null; then
   for x in memcheck:kvcache_merge_variants memcheck:kvcache_splits \
     racecheck:kvcache_merge_variants; do
