@@ -29,7 +29,7 @@
  *             sm80 mods instance and the KV-cache kernel, the kernel asserted from its tiles.
  *   graph     a KV-cache call with a workspace captured in a CUDA graph and replayed.
  *   variants  the split cases, varlen and the graph under each non-default merge
- *             (FLASHC_DECODE_MERGE = v1, v2, v3, v4, pdl, fused), v4 equal to v3 bit for
+ *             (FLASHC_DECODE_MERGE = v1, v2, v3, v4, pdl, fused, fused2), v4 equal to v3 bit for
  *             bit, and a name that is no variant refused; the same and more under each kernel
  *             variant (FLASHC_DECODE_KERNEL = lean, lean3, lean5, base), the split rules
  *             (FLASHC_DECODE_SPLITS = fill, fa2, deep; deep's count where it applies), and
@@ -1248,6 +1248,11 @@ static void variant_cases(void)
             kv_check(&s, few, 3, 1);
             kv_case m = kvc(dt, 3, 1, 4, 4, 64, 7, 210, 200, 1); /* MHA, page 7 */
             kv_check(&m, odd, 3, 1);
+            if (dt == FLASHC_BF16) { /* 40 splits of 4 rows: fused2 stages them in 2 batches */
+                const int forty[] = {1, 40};
+                kv_case w = kvc(dt, 3, 1, 8, 2, 128, 16, 704, 680, 1); /* ragged, page 16 */
+                kv_check(&w, forty, 2, 1);
+            }
             if (small)
                 continue;
             kv_case a = kvc(dt, 1, 1, 32, 8, 128, 16, 4096, 4000, 1); /* B 1, GQA 4 */
@@ -1330,8 +1335,8 @@ static void test_kvcache_merge_variants(void **state)
     /* the default (auto: v4 on every test's small grids, pdl on the larger): every other test;
      * FLASHC_TEST_MERGES=v3,v4,auto,.. names others (a device script's choice) */
     char *merge_was = env_save("FLASHC_DECODE_MERGE");
-    const char *variants[8] = {"v1", "v2", "pdl", "fused"};
-    size_t nvar = 4;
+    const char *variants[8] = {"v1", "v2", "pdl", "fused", "fused2"};
+    size_t nvar = 5;
     char *mlist = getenv("FLASHC_TEST_MERGES") ? strdup(getenv("FLASHC_TEST_MERGES")) : NULL;
     if (mlist) {
         nvar = 0;

@@ -14,7 +14,8 @@ SDPA gets q (B, Hq, 1, d) and the cache as the (B, Hkv, ctx, d) view of the (B, 
 buffer, with enable_gqa=True (no expanded copy); a backend that refuses it is reported as such.
 
 Variants (issue 13, helpers decode2..decode5): --variants v1,v2,pdl,fused,lean+fill
-times every flashc layout once per value of FLASHC_DECODE_MERGE (v1, v2, v3, v4, pdl, fused, auto), of
+times every flashc layout once per value of FLASHC_DECODE_MERGE (v1, v2, v3, v4, pdl, fused,
+fused2, auto), of
 FLASHC_DECODE_KERNEL (split = base, lean, lean3, lean5, wide) or of FLASHC_DECODE_SPLITS (fa2,
 fill, deep),
 or "+"-joined combinations, which
@@ -23,7 +24,8 @@ SDPA first; --sweep 8,16,32 also times the contiguous call at
 those explicit num_splits for the --sweep-variants, at the --sweep-batches (default B = 1).
 Each shape's line ("Hq/Hkv .. B .. ctx ..: GB/s name value [sN], ..") carries the split count
 used, so a run cut short still leaves its finished shapes to read (decode11_table.py).
---shapes 1x4096,16x32768 replaces the batches x ctx product by a list.
+--shapes 1x4096,16x32768 replaces the batches x ctx product by a list. --ratio-to auto ends
+with every other variant / that one, per shape and layout, with TB/s (decode12).
 --clean-shapes 1x32768,.. also times SDPA cuDNN and each variant's contiguous call at those
 shapes with the L2 emptied by a 256 MB read instead of triton's 256 MB zero_ (which leaves the
 L2 full of dirty lines that a K/V stream must write back inside its own time; decode6), and
@@ -156,8 +158,8 @@ def graph_ms(lib, q, kc, vc, o, lse, seqlens, rep_ms):
 
 
 def set_variant(v):
-    """A variant is a merge (FLASHC_DECODE_MERGE: v1, v2, v3, v4, pdl, fused, auto), a loader
-    (FLASHC_DECODE_KERNEL: split, base, lean, lean3, lean5, wide) or a split rule
+    """A variant is a merge (FLASHC_DECODE_MERGE: v1, v2, v3, v4, pdl, fused, fused2, auto), a
+    loader (FLASHC_DECODE_KERNEL: split, base, lean, lean3, lean5, wide) or a split rule
     (FLASHC_DECODE_SPLITS: fa2, fill, deep), or several joined by "+" (base+fa2+pdl); what a
     variant does not name is the library's default; None: every default. All are read by the
     library at every call."""
@@ -279,6 +281,9 @@ def main():
     ap.add_argument("--sweep", default="", help="explicit num_splits to time at B = 1")
     ap.add_argument("--sweep-variants", default="pdl,fused")
     ap.add_argument("--sweep-batches", default="1", help="batch sizes the --sweep runs at")
+    ap.add_argument("--ratio-to", default="",
+                    help="a variant of --variants: a last table of every other variant / it, "
+                         "per shape and layout, with TB/s and x SDPA cuDNN (decode12)")
     ap.add_argument("--clean-shapes", default="",
                     help="B x ctx list: also time SDPA cuDNN and each variant's contiguous call "
                          "there with the L2 emptied by a read (bench_clean), not triton's zero_")
@@ -433,6 +438,8 @@ def main():
         variant_tables(rows, variants, [lay for lay, _ in layouts], copy_gbs)
     if clean:
         clean_table(rows, variants)
+    if a.ratio_to:
+        ratio_table(rows, variants, [lay for lay, _ in layouts], a.ratio_to)
     if a.out:
         with open(a.out, "w") as fh:
             json.dump({"device": dev.name, "copy_gbs": copy_gbs, "torch": torch.__version__,
@@ -476,6 +483,47 @@ def variant_tables(rows, variants, layouts, copy_gbs):
         print("|---|" + "--:|" * len(ones))
         for k in sweep:
             print(f"| {k.split('@')[1]} | " + " | ".join(fmt(r, k) for r in ones) + " |")
+
+
+def ratio_table(rows, variants, layouts, ref):
+    """The deciding table (decode12): per shape and layout, SDPA cuDNN's TB/s, the reference
+    variant's TB/s (x cuDNN, splits used), and each other variant as x the reference (its
+    splits); then per variant the geometric mean, minimum and maximum of those ratios."""
+    others = [v for v in variants if v != ref]
+
+    def key(v, lay):
+        return lay if v == "v1" else f"{lay}@{v}"
+    print()
+    print(f"ratios to {ref} (same process): TB/s of K+V; x = variant / {ref}; WRONG = failed "
+          f"the check against SDPA")
+    print(f"| Hq/Hkv | B x ctx | layout | cuDNN TB/s | {ref} TB/s (x cuDNN) | " +
+          " | ".join(f"{v} / {ref}" for v in others) + " |")
+    print("|---|---|---|--:|--:|" + "--:|" * len(others))
+    agg = {v: [] for v in others}
+    for r in rows:
+        c = r.get("sdpa_cudnn_gbs")
+        for lay in layouts:
+            g0 = r.get(key(ref, lay) + "_gbs")
+            if g0 is None and key(ref, lay) + "_err" not in r:
+                continue
+            cells = []
+            for v in others:
+                g = r.get(key(v, lay) + "_gbs")
+                if g and g0:
+                    agg[v].append(g / g0)
+                    cells.append(f"{g / g0:.3f} s{r.get(key(v, lay) + '_splits', '-')}")
+                else:
+                    cells.append("WRONG" if key(v, lay) + "_err" in r and not g else "-")
+            c0 = (f"{g0 / 1e3:.2f} ({g0 / c:.3f}x) s{r.get(key(ref, lay) + '_splits', '-')}"
+                  if g0 and c else (f"{g0 / 1e3:.2f}" if g0 else "WRONG"))
+            print(f"| {r['Hq']}/{r['Hkv']} | {r['B']} x {r['ctx'] // 1024}k | {lay} | "
+                  f"{f'{c / 1e3:.2f}' if c else '-'} | {c0} | " + " | ".join(cells) + " |")
+    for v in others:
+        x = agg[v]
+        if x:
+            gm = math.exp(sum(math.log(t) for t in x) / len(x))
+            print(f"- {v} / {ref}: geomean {gm:.3f}, min {min(x):.3f}, max {max(x):.3f} "
+                  f"over {len(x)} cells")
 
 
 def clean_table(rows, variants):

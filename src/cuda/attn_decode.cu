@@ -73,6 +73,12 @@
  *          by a tiny kernel first (a caller's workspace holds garbage; zeroing every call also
  *          makes graph replays safe); on sm_90 the split kernel is its programmatic dependent
  *          and waits for it only at the arrival, so the zeroing costs no launch gap.
+ *   fused2 fused with the last block's partials staged in its shared memory by cp.async, all
+ *          splits of a decode tile in one batch beside the LSE loads (dec_merge_staged,
+ *          decode12): one L2 round trip where fused's dec_merge_rows waits on ceil(splits / 8)
+ *          + 1 in one block; each (row, 4 columns) summed in split order, so the bits depend
+ *          on (splits, Dv) only. No merge launch and no wait for the whole split grid: a
+ *          tile's merge starts when its own last split ends, beside the others' streaming.
  *
  * The lean loader of the split kernel (FLASHC_DECODE_KERNEL unset or lean: the default since
  * 2026-12-03, measured 1.02-1.11x the base loader at B 1..16 x 4k..128k on 2026-12-02, paged
@@ -165,7 +171,12 @@ struct dec_args {
 
 enum { DEC_MERGE_V1 = 1, DEC_MERGE_V2 = 2, DEC_MERGE_PDL = 3, DEC_MERGE_FUSED = 4,
        DEC_MERGE_V3 = 5, DEC_MERGE_AUTO = 6 /* host only: v4 or pdl (cuda_attn_decode) */,
-       DEC_MERGE_V4 = 7 };
+       DEC_MERGE_V4 = 7, DEC_MERGE_FUSED2 = 8 };
+/* fused and fused2: the last block of a tile merges (arrival counters in the workspace) */
+__host__ __device__ constexpr bool dec_merge_fused(int m)
+{
+    return m == DEC_MERGE_FUSED || m == DEC_MERGE_FUSED2;
+}
 /* FLASHC_DECODE_KERNEL: the split kernel's loader ("split" names the base loader) */
 enum { DEC_KERNEL_LEAN = 4, DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_BASE = 7, DEC_KERNEL_LEAN5 = 8,
        DEC_KERNEL_WIDE = 9, DEC_KERNEL_AUTO = 10 /* unset: lean, or wide (var_of) */ };
@@ -535,6 +546,141 @@ __device__ __forceinline__ void dec_merge_rows(const dec_args &a, int b, int m0,
         }
 }
 
+/* The fused merge of fused2 (FLASHC_DECODE_MERGE=fused2, decode12): what dec_merge_rows does
+ * for fused, with the partials staged in the block's shared memory (free once its own partial is
+ * stored) instead of summed from L2 a batch at a time. fused waits on ceil(splits / 8) + 1
+ * dependent L2 round trips in its one block (33 splits: 6), where v4's 128 merge blocks wait on
+ * one each after the split grid: the likely cause of fused's 0.91-1.04x against auto (decode4,
+ * decode11). Here the partials of as many splits as SMEM bytes hold (all of them in decode at
+ * group 4: 33 splits x 4 rows x Dv 128 floats = 66 KB of lean's 68 KB) are copied with cp.async
+ * in one batch, and the LSEs loaded beside them, so the merge waits on one round trip (one more
+ * a further batch). Then per row (a warp each) the weights as dec_merge_rows, and per (row, 4
+ * columns) the sum over the splits in split order 0..S-1: the result depends on (S, Dv) only,
+ * not on which block merges or when. Called by all DEC_WARPS * 32 threads (it synchronises them);
+ * smem: SMEM bytes, 16-byte aligned. */
+template <typename T, int DI, size_t SMEM>
+__device__ __forceinline__ void dec_merge_staged(const dec_args &a, int b, int m0, int hbase,
+                                                 int nr, float *smem)
+{
+    constexpr int NT = DEC_WARPS * 32;
+    constexpr int PPT = (DEC_BM * DI / 4 + NT - 1) / NT; /* (row, 4 columns) pairs a thread */
+    /* the largest header (weights of 16 rows x 256 splits, 1 / L and LSE a row) and one split
+     * of 16 rows at Dv = DI fit: a batch holds at least one split */
+    static_assert(SMEM >= (size_t)(DEC_BM * DEC_MAX_SPLITS + 2 * DEC_BM + 4) * 4 +
+                             (size_t)DEC_BM * DI * 4,
+                  "a batch must hold one split");
+    const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int S = a.splits;
+    const int64_t nrows = (int64_t)a.B * a.Hq * a.Sq;
+    const int64_t sstride = nrows * a.Dv; /* floats from one split's partials to the next */
+    const int C4 = (a.Dv + 3) / 4, pairs = nr * C4;
+    const bool vec = a.Dv % 4 == 0;
+    float *sw = smem, *sinv = sw + nr * S, *slse = sinv + nr;
+    const int hdr = (nr * S + 2 * nr + 3) / 4 * 4; /* floats */
+    float4 *sp = (float4 *)(smem + hdr);           /* (split of the batch, pair) */
+    const int cap = (int)(SMEM / 16 - hdr / 4) / pairs;
+    /* loads: thread = (split group g of G, pair); sums: thread = pair, every split */
+    const int G = max(1, NT / pairs);
+    const int lg = tid / pairs, lp = tid % pairs;
+    auto prow_of = [&](int r) { /* packed row m0 + r -> the partials' row */
+        const int R = m0 + r;
+        return ((int64_t)b * a.Hq + hbase + R % a.group) * a.Sq + R / a.group;
+    };
+    float4 acc[PPT];
+#pragma unroll
+    for (int k = 0; k < PPT; k++)
+        acc[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int s0 = 0; s0 < S; s0 += cap) {
+        const int n = min(cap, S - s0);
+        if (s0 > 0)
+            __syncthreads(); /* every thread is done with the previous batch */
+        if (lg < G)
+            for (int pr = lp; pr < pairs; pr += NT) {
+                const int r = pr / C4, c = pr % C4;
+                const float *src = a.part_o + prow_of(r) * a.Dv + 4 * c;
+                for (int s = lg; s < n; s += G) {
+                    const float *ps = src + (int64_t)(s0 + s) * sstride;
+                    if (vec)
+                        ptx_cp_async_16(ptx_smem_addr(sp + s * pairs + pr), ps, true);
+                    else
+                        sp[s * pairs + pr] = dec_ld4(ps, false, min(4, a.Dv - 4 * c));
+                }
+            }
+        ptx_cp_async_commit();
+        if (s0 == 0) { /* the LSEs, in flight with the first batch */
+#pragma unroll 4
+            for (int x = tid; x < nr * S; x += NT)
+                sw[x] = __ldcg(a.part_lse + (int64_t)(x % S) * nrows + prow_of(x / S));
+        }
+        ptx_cp_async_wait<0>();
+        __syncthreads();
+        if (s0 == 0) {
+            for (int r = warp; r < nr; r += DEC_WARPS) {
+                float M = -INFINITY;
+                for (int s = lane; s < S; s += 32)
+                    M = fmaxf(M, sw[r * S + s]);
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1)
+                    M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+                float L = 0.0f;
+                for (int s = lane; s < S; s += 32) {
+                    const float l = sw[r * S + s];
+                    const float w = l == -INFINITY ? 0.0f : expf(l - M);
+                    sw[r * S + s] = w;
+                    L += w;
+                }
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1)
+                    L += __shfl_xor_sync(0xffffffffu, L, o);
+                if (lane == 0) {
+                    sinv[r] = L > 0.0f ? 1.0f / L : 0.0f;
+                    slse[r] = L > 0.0f ? M + logf(L) : -INFINITY;
+                }
+            }
+            __syncthreads();
+        }
+#pragma unroll
+        for (int k = 0; k < PPT; k++) {
+            const int pr = tid + k * NT;
+            if (pr < pairs) {
+                const float *w = sw + pr / C4 * S + s0;
+                for (int s = 0; s < n; s++)
+                    dec_fma4(acc[k], w[s], sp[s * pairs + pr]);
+            }
+        }
+    }
+    const int qbase = dec_qbase(a, b);
+#pragma unroll
+    for (int k = 0; k < PPT; k++) {
+        const int pr = tid + k * NT;
+        if (pr < pairs) {
+            const int r = pr / C4, c = pr % C4, R = m0 + r;
+            const int i = R / a.group, h = hbase + R % a.group;
+            dec_store4((T *)a.o + (int64_t)b * a.so[0] + (int64_t)(qbase + i) * a.so[1] +
+                           (int64_t)h * a.so[2] + 4 * c,
+                       acc[k], sinv[r], min(4, a.Dv - 4 * c));
+        }
+    }
+    if (a.lse)
+        for (int r = tid; r < nr; r += NT) {
+            const int R = m0 + r, i = R / a.group, h = hbase + R % a.group;
+            a.lse[(int64_t)b * a.slse[0] + (int64_t)h * a.slse[1] +
+                  (int64_t)(qbase + i) * a.slse[2]] = slse[r];
+        }
+}
+
+/* Dynamic shared memory of a split kernel block: Q and the warps' K / V stages, or (reused at
+ * the end) the warps' partial states. */
+template <typename T, int DI, int STG = DEC_STAGES, int NW = DEC_WARPS>
+__host__ __device__ constexpr size_t dec_smem_bytes()
+{
+    constexpr int DS = (DI + 63) / 64 * 64;
+    constexpr size_t tiles = (size_t)(DEC_BM + NW * STG * 2 * DEC_BN) * DS * sizeof(T);
+    constexpr size_t merge = (size_t)DEC_BM * DS * sizeof(T) +
+                             (size_t)NW * DEC_BM * (DI + 2) * sizeof(float);
+    return tiles > merge ? tiles : merge;
+}
+
 /* One block: 16 packed rows (m_tile) of KV head hk of sequence b, split blockIdx.y.
  *   T   __nv_bfloat16 or __half; DI the instance's head dim (a multiple of 64, >= D and Dv;
  *   the columns past D / Dv are zero in shared memory and never stored). */
@@ -820,8 +966,12 @@ __global__ void __launch_bounds__(dec_var_warps(VAR) * 32) attn_decode_kernel(co
         const int tm0 = tile % a.m_tiles * DEC_BM;
         int tsq, tsk;
         dec_seqlens(a, tb, &tsq, &tsk);
-        dec_merge_rows<T>(a, tb, tm0, thk * a.group, min(DEC_BM, tsq * a.group - tm0),
-                          (float *)smem_u4);
+        const int nr = min(DEC_BM, tsq * a.group - tm0);
+        if (a.merge == DEC_MERGE_FUSED2)
+            dec_merge_staged<T, DI, dec_smem_bytes<T, DI, STG, NW>()>(a, tb, tm0, thk * a.group,
+                                                                      nr, (float *)smem_u4);
+        else
+            dec_merge_rows<T>(a, tb, tm0, thk * a.group, nr, (float *)smem_u4);
     }
 }
 
@@ -1031,16 +1181,6 @@ __global__ void __launch_bounds__(64) attn_decode_append(const dec_args a)
     }
 }
 
-template <typename T, int DI, int STG = DEC_STAGES, int NW = DEC_WARPS>
-constexpr size_t dec_smem_bytes()
-{
-    constexpr int DS = (DI + 63) / 64 * 64;
-    constexpr size_t tiles = (size_t)(DEC_BM + NW * STG * 2 * DEC_BN) * DS * sizeof(T);
-    constexpr size_t merge = (size_t)DEC_BM * DS * sizeof(T) +
-                             (size_t)NW * DEC_BM * (DI + 2) * sizeof(float);
-    return tiles > merge ? tiles : merge;
-}
-
 /* A launch on the stream; pdl: as a programmatic dependent of the stream's previous kernel
  * (sm_90: it may start before that one ends and waits for it in cudaGridDependencySynchronize;
  * captured into a graph as a programmatic edge). */
@@ -1116,7 +1256,7 @@ cudaError_t dec_run_all(const dec_args &a, int di, bool sm90, int var, cudaStrea
     const int64_t tiles = (int64_t)a.B * a.Hkv * a.m_tiles;
     if (tiles == 0) /* varlen with max_seqlen_q = 0 */
         return cudaSuccess;
-    const bool fused = a.merge == DEC_MERGE_FUSED && a.splits > 1;
+    const bool fused = dec_merge_fused(a.merge) && a.splits > 1;
     if (fused) {
         attn_decode_zero<<<(unsigned)((tiles + 255) / 256), 256, 0, stream>>>(a.counters,
                                                                              (int)tiles);
@@ -1423,7 +1563,7 @@ flashc_status check_operand(const char *fn, const char *name, const void *ptr, c
 
 /* FLASHC_DECODE_MERGE (the header comment), read at every call so that one process can compare
  * the variants: unset, "" or "auto" the default (v4 for small merge grids, else pdl; resolved in
- * cuda_attn_decode); "v1", "v2", "v3", "v4", "pdl", "fused"; 0 for anything else. */
+ * cuda_attn_decode); "v1", "v2", "v3", "v4", "pdl", "fused", "fused2"; 0 for anything else. */
 int merge_mode(void)
 {
     const char *e = getenv("FLASHC_DECODE_MERGE");
@@ -1437,6 +1577,8 @@ int merge_mode(void)
         return DEC_MERGE_PDL;
     if (strcmp(e, "fused") == 0)
         return DEC_MERGE_FUSED;
+    if (strcmp(e, "fused2") == 0)
+        return DEC_MERGE_FUSED2;
     if (strcmp(e, "v3") == 0)
         return DEC_MERGE_V3;
     if (strcmp(e, "v4") == 0)
@@ -1454,7 +1596,7 @@ size_t workspace_of(const attn_problem *p, int splits, int merge)
     const size_t tiles = (size_t)p->B * (size_t)p->Hkv * (size_t)m_tiles_of(p);
     const size_t sizes[3] = {rows * (size_t)p->Dv * sizeof(float), rows * sizeof(float),
                              tiles * sizeof(unsigned)};
-    return attn_scratch_bytes(merge == DEC_MERGE_FUSED ? 3 : 2, sizes);
+    return attn_scratch_bytes(dec_merge_fused(merge) ? 3 : 2, sizes);
 }
 
 } /* namespace */
@@ -1488,8 +1630,8 @@ flashc_status cuda_attn_decode_supports(const attn_problem *p)
                             fn);
     if (!merge_mode())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, v4, pdl "
-                            "or fused",
+                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, v4, pdl, "
+                            "fused or fused2",
                             fn,
                             getenv("FLASHC_DECODE_MERGE"));
     if (!kernel_mode())
@@ -1576,8 +1718,8 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
     a.merge = merge_mode();
     if (!a.merge)
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, v4, pdl "
-                            "or fused",
+                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, v4, pdl, "
+                            "fused or fused2",
                             fn,
                             getenv("FLASHC_DECODE_MERGE"));
     if (!kernel_mode())
@@ -1598,7 +1740,7 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
         const int64_t mblocks = p->B * p->Hq * p->Sq * ((p->Dv + 31) / 32);
         a.merge = mblocks <= 4 * (int64_t)sm_count() ? DEC_MERGE_V4 : DEC_MERGE_PDL;
     }
-    if (a.merge != DEC_MERGE_V1 && a.merge != DEC_MERGE_FUSED &&
+    if (a.merge != DEC_MERGE_V1 && !dec_merge_fused(a.merge) &&
         p->B * p->Hq * p->Sq > 0x7fffffff)
         a.merge = DEC_MERGE_V1; /* v2's grid is one block a row */
     int dev = 0, major = 0;
@@ -1629,7 +1771,7 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
         a.part_o = (float *)base;
         const size_t lse_off = (rows * (size_t)p->Dv * sizeof(float) + 63) / 64 * 64;
         a.part_lse = (float *)((char *)base + lse_off);
-        if (a.merge == DEC_MERGE_FUSED)
+        if (dec_merge_fused(a.merge))
             a.counters = (unsigned *)((char *)base + lse_off +
                                       (rows * sizeof(float) + 63) / 64 * 64);
     }
