@@ -419,8 +419,8 @@ flashc_status flashc_attn_varlen_fwd_workspace_size(const flashc_attn_params *pa
 
 /* Varlen backward: tensors packed as in the forward; dq (total_q, Hq, D), dk (total_k, Hkv, D),
  * dv (total_k, Hkv, Dv). Rows that belong to no sequence get zero gradients.
- * CUDA: as flashc_attn_bwd (dtypes, head dims, alignment, deterministic, workspace, graphs;
- * D == Dv, unlike the dense layout) on the mma.sync kernel family (also on Hopper), cu_seqlens on the device; sequences
+ * CUDA: as flashc_attn_bwd (dtypes, head dims, Dk != Dv, alignment, deterministic,
+ * workspace, graphs) on the mma.sync kernel family (also on Hopper), cu_seqlens on the device; sequences
  * longer than max_seqlen_q / max_seqlen_k are cut to them and cu_seqlens entries out of range
  * make a sequence empty (the host cannot check). FLASHC_CUDA_BWD_VARLEN=0 refuses it. */
 flashc_status flashc_attn_varlen_bwd(const flashc_attn_params *params, const flashc_varlen *varlen,

@@ -22,7 +22,10 @@
  * deterministic mode; a (B, H, S, D) strided layout on a user stream with a caller workspace
  * (poisoned, off the allocation's alignment); the non-default tiles (params.block_q/block_k);
  * deterministic mode bit-identical over 3 runs (and fast mode's dk, dv, which never use
- * atomics); capture into a CUDA graph; refusals.
+ * atomics); capture into a CUDA graph; refusals. Head dims without an instance of their own
+ * (1-250, odd ones in rows pitched to 16 bytes) and Dk != Dv, dense and varlen: every buffer's
+ * rows are max(D, Dv) rounded up to 8 wide, the tensors views of their first D / Dv columns,
+ * and the columns past them must still hold the poison after the call.
  *
  * No CUDA device (or a build without CUDA): prints why and exits 77 (ctest: skipped).
  * FLASHC_TEST_SMALL=1 keeps a few short cases (for compute-sanitizer).
@@ -857,6 +860,7 @@ typedef struct vl_case {
     int reps; /* deterministic: 3 runs compared bit for bit; fast: dk, dv compared */
     int no_ref; /* only the repeat and the zero rows (long sequences: the host references are
                    O(S^2 D)) */
+    int Dv;     /* v, o, dout, dv's head dim (0: D); rows of every buffer as bwd_case's wid() */
 } vl_case;
 
 /* The dense case of one sequence of c (for the references and key_range). */
@@ -865,6 +869,7 @@ static bwd_case vl_seq_case(const vl_case *c, int b)
     bwd_case s;
     memset(&s, 0, sizeof s);
     s.B = 1, s.Sq = c->lq[b], s.Sk = c->lk[b], s.Hq = c->Hq, s.Hkv = c->Hkv, s.D = c->D;
+    s.Dv = c->Dv;
     s.causal = c->causal, s.dt = c->dt, s.deterministic = c->deterministic;
     s.win = c->win, s.wl = c->wl, s.wr = c->wr, s.softcap = c->softcap, s.alibi = c->alibi;
     return s;
@@ -875,6 +880,8 @@ typedef struct vl_bufs {
     int32_t cuq[33], cuk[33];
     int tq, tk, maxq, maxk;
     int64_t nq, nk;
+    int W;          /* the row length of every buffer (wid of the sequences' cases) */
+    int64_t beyond; /* gradient elements past D / Dv the backward wrote (vl_backward) */
     uint16_t *hq, *hk, *hv, *hdo, *ho, *hdq, *hdk, *hdv;
     float *fq, *fk, *fv, *fdo, *fo, *hlse, *hal;
     void *dq_, *dk_, *dv_, *ddo, *do_, *ddq, *ddk, *ddv;
@@ -896,8 +903,9 @@ static void vl_create(const vl_case *c, vl_bufs *r)
         r->maxk = c->lk[b] > r->maxk ? c->lk[b] : r->maxk;
     }
     r->tq = r->cuq[c->B] + c->pad_q, r->tk = r->cuk[c->B] + c->pad_k;
-    r->nq = (int64_t)r->tq * c->Hq * c->D, r->nk = (int64_t)r->tk * c->Hkv * c->D;
-    bwd_case fc = vl_seq_case(c, 0); /* fill() reads the dtype only */
+    bwd_case fc = vl_seq_case(c, 0); /* fill() reads the dtype only; wid() the dims */
+    r->W = wid(&fc);
+    r->nq = (int64_t)r->tq * c->Hq * r->W, r->nk = (int64_t)r->tk * c->Hkv * r->W;
     uint16_t **h16[8] = {&r->hq, &r->hdo, &r->ho, &r->hdq, &r->hk, &r->hv, &r->hdk, &r->hdv};
     for (int i = 0; i < 8; i++)
         *h16[i] = xmalloc((i < 4 ? r->nq : r->nk) * 2);
@@ -955,22 +963,32 @@ static flashc_attn_params vl_params(const vl_case *c, cudaStream_t stream,
     return params_of(&s, stream, slopes);
 }
 
-static flashc_tensor dev3(void *data, flashc_dtype dt, int64_t n0, int64_t n1, int64_t n2)
+/* (n0, n1, d) views of buffers whose rows are W wide: host ones, and on the device */
+static flashc_tensor host3(void *data, flashc_dtype dt, int64_t n0, int64_t n1, int W, int d)
 {
-    flashc_tensor t = flashc_tensor_3d(data, dt, n0, n1, n2);
+    flashc_tensor t = flashc_tensor_3d(data, dt, n0, n1, W);
+    t.shape[2] = d;
+    return t;
+}
+
+static flashc_tensor dev3(void *data, flashc_dtype dt, int64_t n0, int64_t n1, int W, int d)
+{
+    flashc_tensor t = host3(data, dt, n0, n1, W, d);
     t.device = FLASHC_DEVICE_CUDA;
     return t;
 }
+
+static int vl_dv(const vl_case *c) { return c->Dv ? c->Dv : c->D; }
 
 /* The varlen forward on the device (o, lse and their host copies); the CPU forward on the
  * float32 copies where the CUDA forward refuses the case. */
 static void vl_forward(const vl_case *c, vl_bufs *r, cudaStream_t stream)
 {
     flashc_attn_params pr = vl_params(c, stream, &r->al_dev);
-    flashc_tensor q = dev3(r->dq_, c->dt, r->tq, c->Hq, c->D);
-    flashc_tensor k = dev3(r->dk_, c->dt, r->tk, c->Hkv, c->D);
-    flashc_tensor v = dev3(r->dv_, c->dt, r->tk, c->Hkv, c->D);
-    flashc_tensor o = dev3(r->do_, c->dt, r->tq, c->Hq, c->D);
+    flashc_tensor q = dev3(r->dq_, c->dt, r->tq, c->Hq, r->W, c->D);
+    flashc_tensor k = dev3(r->dk_, c->dt, r->tk, c->Hkv, r->W, c->D);
+    flashc_tensor v = dev3(r->dv_, c->dt, r->tk, c->Hkv, r->W, vl_dv(c));
+    flashc_tensor o = dev3(r->do_, c->dt, r->tq, c->Hq, r->W, vl_dv(c));
     flashc_tensor lse = flashc_tensor_2d(r->dlse, FLASHC_F32, c->Hq, r->tq);
     lse.device = FLASHC_DEVICE_CUDA;
     flashc_status st = flashc_attn_varlen_fwd(&pr, &r->vl, &q, &k, &v, &o, &lse, NULL);
@@ -980,10 +998,10 @@ static void vl_forward(const vl_case *c, vl_bufs *r, cudaStream_t stream)
         flashc_tensor cq = flashc_tensor_1d(r->cuq, FLASHC_I32, c->B + 1);
         flashc_tensor ck = flashc_tensor_1d(r->cuk, FLASHC_I32, c->B + 1);
         flashc_varlen hvl = {sizeof(flashc_varlen), &cq, &ck, r->maxq, r->maxk};
-        flashc_tensor hq = flashc_tensor_3d(r->fq, FLASHC_F32, r->tq, c->Hq, c->D);
-        flashc_tensor hk = flashc_tensor_3d(r->fk, FLASHC_F32, r->tk, c->Hkv, c->D);
-        flashc_tensor hv = flashc_tensor_3d(r->fv, FLASHC_F32, r->tk, c->Hkv, c->D);
-        flashc_tensor ho = flashc_tensor_3d(r->fo, FLASHC_F32, r->tq, c->Hq, c->D);
+        flashc_tensor hq = host3(r->fq, FLASHC_F32, r->tq, c->Hq, r->W, c->D);
+        flashc_tensor hk = host3(r->fk, FLASHC_F32, r->tk, c->Hkv, r->W, c->D);
+        flashc_tensor hv = host3(r->fv, FLASHC_F32, r->tk, c->Hkv, r->W, vl_dv(c));
+        flashc_tensor ho = host3(r->fo, FLASHC_F32, r->tq, c->Hq, r->W, vl_dv(c));
         flashc_tensor hl = flashc_tensor_2d(r->hlse, FLASHC_F32, c->Hq, r->tq);
         TU_OK(flashc_attn_varlen_fwd(&ph, &hvl, &hq, &hk, &hv, &ho, &hl, NULL));
         for (int64_t i = 0; i < r->nq; i++) {
@@ -1008,14 +1026,14 @@ static flashc_status vl_backward(const vl_case *c, vl_bufs *r, cudaStream_t stre
 {
     flashc_attn_params pr = vl_params(c, stream, &r->al_dev);
     pr.workspace = ws, pr.workspace_bytes = ws_bytes;
-    flashc_tensor q = dev3(r->dq_, c->dt, r->tq, c->Hq, c->D);
-    flashc_tensor k = dev3(r->dk_, c->dt, r->tk, c->Hkv, c->D);
-    flashc_tensor v = dev3(r->dv_, c->dt, r->tk, c->Hkv, c->D);
-    flashc_tensor o = dev3(r->do_, c->dt, r->tq, c->Hq, c->D);
-    flashc_tensor dout = dev3(r->ddo, c->dt, r->tq, c->Hq, c->D);
-    flashc_tensor dq = dev3(r->ddq, c->dt, r->tq, c->Hq, c->D);
-    flashc_tensor dk = dev3(r->ddk, c->dt, r->tk, c->Hkv, c->D);
-    flashc_tensor dv = dev3(r->ddv, c->dt, r->tk, c->Hkv, c->D);
+    flashc_tensor q = dev3(r->dq_, c->dt, r->tq, c->Hq, r->W, c->D);
+    flashc_tensor k = dev3(r->dk_, c->dt, r->tk, c->Hkv, r->W, c->D);
+    flashc_tensor v = dev3(r->dv_, c->dt, r->tk, c->Hkv, r->W, vl_dv(c));
+    flashc_tensor o = dev3(r->do_, c->dt, r->tq, c->Hq, r->W, vl_dv(c));
+    flashc_tensor dout = dev3(r->ddo, c->dt, r->tq, c->Hq, r->W, vl_dv(c));
+    flashc_tensor dq = dev3(r->ddq, c->dt, r->tq, c->Hq, r->W, c->D);
+    flashc_tensor dk = dev3(r->ddk, c->dt, r->tk, c->Hkv, r->W, c->D);
+    flashc_tensor dv = dev3(r->ddv, c->dt, r->tk, c->Hkv, r->W, vl_dv(c));
     flashc_tensor lse = flashc_tensor_2d(r->dlse, FLASHC_F32, c->Hq, r->tq);
     lse.device = FLASHC_DEVICE_CUDA;
     if (query_only)
@@ -1032,6 +1050,11 @@ static flashc_status vl_backward(const vl_case *c, vl_bufs *r, cudaStream_t stre
     CUDA_OK(cudaMemcpy(r->hdq, r->ddq, r->nq * 2, cudaMemcpyDeviceToHost));
     CUDA_OK(cudaMemcpy(r->hdk, r->ddk, r->nk * 2, cudaMemcpyDeviceToHost));
     CUDA_OK(cudaMemcpy(r->hdv, r->ddv, r->nk * 2, cudaMemcpyDeviceToHost));
+    /* the columns past D / Dv: never written (still the poison), then 0 for the checks */
+    const bwd_case s0 = vl_seq_case(c, 0);
+    r->beyond += unused_columns(&s0, r->hdq, r->nq, c->D) +
+                 unused_columns(&s0, r->hdk, r->nk, c->D) +
+                 unused_columns(&s0, r->hdv, r->nk, vl_dv(c));
     return FLASHC_OK;
 }
 
@@ -1069,7 +1092,7 @@ static void check_varlen(const vl_case *c)
         fail_msg("flashc_attn_varlen_bwd: %s: %s", flashc_status_string(st),
                  flashc_last_error());
 
-    const int64_t rq = (int64_t)c->Hq * c->D, rk = (int64_t)c->Hkv * c->D; /* per packed row */
+    const int64_t rq = (int64_t)c->Hq * r.W, rk = (int64_t)c->Hkv * r.W; /* per packed row */
     double e[3] = {0, 0, 0}, en[3] = {0, 0, 0};
     int64_t bad = 0, nonzero = 0, empty_rows = 0;
     for (int b = 0; b < c->B && !c->no_ref; b++) {
@@ -1090,8 +1113,11 @@ static void check_varlen(const vl_case *c)
         sb.fq = r.fq + oq, sb.fdo = r.fdo + oq, sb.fo = r.fo + oq;
         sb.fk = r.fk + ok, sb.fv = r.fv + ok;
         sb.hal = r.hal, sb.al_host = r.al_host;
-        float *gq = xmalloc(nq * 4), *gk = xmalloc(nk * 4), *gv = xmalloc(nk * 4);
-        float *xq = xmalloc(nq * 4), *xk = xmalloc(nk * 4), *xv = xmalloc(nk * 4);
+        /* zeroed: the columns past D / Dv compare as 0 */
+        float *gq = calloc(nq, 4), *gk = calloc(nk, 4), *gv = calloc(nk, 4);
+        float *xq = calloc(nq, 4), *xk = calloc(nk, 4), *xv = calloc(nk, 4);
+        if (!gq || !gk || !gv || !xq || !xk || !xv)
+            fail_msg("out of host memory");
         reference(&s, &sb, gq, gk, gv);
         naive_lowp(&s, &sb, xq, xk, xv);
         double g[3], n[3];
@@ -1136,6 +1162,8 @@ static void check_varlen(const vl_case *c)
     if (empty_rows)
         snprintf(what + strlen(what), sizeof what - strlen(what), " (%lld empty rows)",
                  (long long)empty_rows);
+    if (c->Dv)
+        snprintf(what + strlen(what), sizeof what - strlen(what), " Dv=%d", c->Dv);
     printf("  varlen %s D=%3d B=%d total %d x %d (max %d x %d, +%d/+%d unowned) Hq=%d Hkv=%d "
            "causal=%d%s%s%s: ",
            dtname(c->dt), c->D, c->B, r.tq, r.tk, r.maxq, r.maxk, c->pad_q, c->pad_k, c->Hq,
@@ -1173,7 +1201,10 @@ static void check_varlen(const vl_case *c)
         CUDA_OK(cudaFree(ws));
     if (stream)
         CUDA_OK(cudaStreamDestroy(stream));
+    const int64_t beyond = r.beyond;
     vl_destroy(&r);
+    if (beyond)
+        fail_msg("%lld gradient elements past the head dim written", (long long)beyond);
     if (bad)
         fail_msg("%lld gradients non-finite or unwritten", (long long)bad);
     if (nonzero)
@@ -1219,6 +1250,25 @@ static void test_varlen_suite(void **state)
                 c.pad_q = 13, c.pad_k = n % 2 ? 7 : 0;
                 check_varlen(&c);
             }
+}
+
+/* Dk != Dv with varlen (the dense test_dkdv's shapes): both masks and modes, a window with
+ * softcap and ALiBi, unowned rows on both sides, a caller workspace on a stream. */
+static void test_varlen_dkdv(void **state)
+{
+    (void)state;
+    static const int dd[][2] = {{192, 128}, {128, 192}, {59, 111}};
+    for (int i = 0; i < 3; i++) {
+        /* B lq lk Hq Hkv D causal dt det pad_q pad_k stream | win wl wr softcap alibi reps */
+        vl_case a = {8, vl_lq, vl_lk, 6, 2, dd[i][0], 1, FLASHC_BF16, 0, 5, 3, 0,
+                     0, 0, 0, 0.0f, 0, 0, 0, dd[i][1]};
+        check_varlen(&a);
+        if (small_only())
+            continue;
+        vl_case b = {8, vl_lq, vl_lk, 4, 1, dd[i][0], 0, FLASHC_F16, 1, 2, 0, 1,
+                     1, 37, 19, 20.0f, 1, 1, 0, dd[i][1]};
+        check_varlen(&b);
+    }
 }
 
 /* Windows, softcap and ALiBi with varlen (per-sequence bottom-right alignment), alone and
@@ -1456,6 +1506,7 @@ int main(void)
         cmocka_unit_test(test_dkdv),
         cmocka_unit_test(test_varlen_suite),
         cmocka_unit_test(test_varlen_modifiers),
+        cmocka_unit_test(test_varlen_dkdv),
         cmocka_unit_test(test_varlen_long),
         cmocka_unit_test(test_varlen_switch),
         cmocka_unit_test(test_modifiers),

@@ -151,12 +151,6 @@ extern "C" flashc_status cuda_attn_bwd_supports(const attn_problem *p)
                             "%s: the CUDA backward serves dense and varlen attention (no KV "
                             "caches or split requests)",
                             varlen ? "flashc_attn_varlen_bwd" : FN);
-    /* Dk != Dv with varlen: the same kernel code as dense, but no test covers it yet */
-    if (varlen && p->D != p->Dv)
-        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
-                            "flashc_attn_varlen_bwd: the CUDA backward takes Dk != Dv (%lld / "
-                            "%lld) for dense attention only, not varlen yet",
-                            (long long)p->D, (long long)p->Dv);
     /* FLASHC_CUDA_BWD_VARLEN=0: refuse varlen (a switch for the device run that first tests
      * it; the dense kernels are separate instances and never depend on it) */
     const char *vl_env = getenv("FLASHC_CUDA_BWD_VARLEN");
