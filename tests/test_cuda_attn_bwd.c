@@ -1365,9 +1365,11 @@ static void padded_suite(flashc_dtype dt, const int *dims, int n)
 {
     for (int di = 0; di < n; di++) {
         const int D = dims[di];
-        if (small_only()) {
-            bwd_case a = {1, 113, 203, 6, 2, D, 1, dt, di % 2, 0, 0, 0, 0};
-            check_case(&a);
+        if (small_only()) { /* under compute-sanitizer: every third dim, one case */
+            if (di % 3 == 0) {
+                bwd_case a = {1, 113, 203, 6, 2, D, 1, dt, di % 2, 0, 0, 0, 0};
+                check_case(&a);
+            }
             continue;
         }
         for (int s = 0; s < 4; s++)

@@ -54,7 +54,7 @@ san() { # name, tool, test binary, env...
     --error-exitcode 9 "$B/tests/$bin"
 }
 job test_cuda_attn 360 $B/tests/test_cuda_attn
-job test_cuda_attn_bwd 240 $B/tests/test_cuda_attn_bwd
+job test_cuda_attn_bwd 360 $B/tests/test_cuda_attn_bwd
 job test_cuda_rows 120 $B/tests/test_cuda_rows
 job test_cuda_serving 200 $B/tests/test_cuda_serving
 job test_cuda_validate 60 $B/tests/test_cuda_validate
