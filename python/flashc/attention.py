@@ -137,6 +137,11 @@ def _forward(q, k, v, varlen, softmax_scale, causal, mods: Mods):
     autograd."""
     _arrays.common_kind({"q": q, "k": k, "v": v, "alibi_slopes": mods.alibi_slopes})
     out, lse = _new_out_lse(q, k, v, varlen)
+    if _needs_pitch(q, v) and q.shape[-1] != v.shape[-1]:
+        # the CUDA forward's Dk != Dv route loads 16-byte chunks of 16-byte aligned rows (D == Dv
+        # has an element-wise path): q, k, v and out go through rows pitched to 16 bytes
+        q, k, v = (_pitched(x, True) for x in (q, k, v))
+        out = _pitched(out, False)
     vo, vl = _arrays.view("out", out), _arrays.view("softmax_lse", lse)
     head, keep = _varlen_args(varlen, q)
     fn = "flashc_attn_fwd" if varlen is None else "flashc_attn_varlen_fwd"
@@ -153,8 +158,9 @@ def _forward(q, k, v, varlen, softmax_scale, causal, mods: Mods):
 
 def attention_forward(q, k, v, softmax_scale=None, causal=False, mods: Mods = _NO_MODS):
     """(out, softmax_lse) by flashc_attn_fwd; no autograd. out (batch, seqlen_q, nheads,
-    headdim_v) has q's dtype and device and is contiguous; lse is float32 (batch, nheads,
-    seqlen_q)."""
+    headdim_v) has q's dtype and device and is contiguous (on CUDA with headdim != headdim_v and
+    one of them not a multiple of 8: a view of rows pitched to 16 bytes, as flash-attn returns
+    its padded head dims); lse is float32 (batch, nheads, seqlen_q)."""
     return _forward(q, k, v, None, softmax_scale, causal, mods)
 
 
@@ -188,6 +194,12 @@ def attn_fwd_supported(q, k, v, softmax_scale=None, causal=False) -> bool:
     return st == _lib.OK
 
 
+def _needs_pitch(q, v) -> bool:
+    """torch CUDA tensors with a head dim that is not a multiple of 8 (rows not 16-byte aligned
+    in a packed layout)."""
+    return _arrays.is_torch(q) and q.is_cuda and (q.shape[-1] % 8 != 0 or v.shape[-1] % 8 != 0)
+
+
 def _pitched(x, copy: bool):
     """A view of the first x.shape[-1] columns of a new torch tensor whose rows are padded to a
     multiple of 8 elements (16 bytes in bf16/fp16), holding x's values (copy) or nothing."""
@@ -210,9 +222,7 @@ def _backward(dout, q, k, v, out, softmax_lse, varlen, softmax_scale, causal, mo
     # dim that is not a multiple of 8 goes in and out through rows padded to one (as
     # flash-attn's own wrapper pads its head dims to a multiple of 8); the gradients are views
     # of their first headdim columns.
-    pitch = (_arrays.is_torch(q) and q.is_cuda
-             and (q.shape[-1] % 8 != 0 or v.shape[-1] % 8 != 0))
-    if pitch:
+    if _needs_pitch(q, v):
         named = {n: x if n == "softmax_lse" else _pitched(x, True) for n, x in named.items()}
         dq, dk, dv = (_pitched(x, False) for x in (q, k, v))
     else:

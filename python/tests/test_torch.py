@@ -324,10 +324,10 @@ def torch_lowp_grads(q, k, v, dout, causal):
     "shape",
     [(2, 97, 130, 4, 2, 64), (1, 150, 70, 6, 1, 128),
      # head dims without an instance of their own (padded; 59 and 111 through 16-byte pitched
-     # rows), and Dk != Dv (192 / 128: DeepSeek's; 40 / 72). Not Dk != Dv with D % 8 != 0: the
-     # CUDA forward refuses it (its Dk != Dv route needs 16-byte rows)
+     # rows), and Dk != Dv (192 / 128: DeepSeek's; 40 / 72; 59 / 72, whose forward goes through
+     # pitched rows too)
      (1, 77, 90, 4, 2, 40), (1, 70, 66, 4, 1, 59), (2, 50, 64, 2, 2, 160), (1, 33, 47, 2, 1, 111),
-     (1, 90, 120, 4, 2, 192, 128), (1, 61, 80, 2, 1, 40, 72)],
+     (1, 90, 120, 4, 2, 192, 128), (1, 61, 80, 2, 1, 40, 72), (1, 61, 80, 2, 1, 59, 72)],
 )
 def test_cuda_backward_autograd(flashc_cuda, rng, dtype, causal, shape):
     """CUDA autograd through flashc_attn_bwd (GQA/MQA, Sq != Sk, fully masked rows when causal
