@@ -1752,11 +1752,11 @@ static void test_prefill_dkdv_sm90(void **state)
 }
 
 /* Dense windows, softcap and ALiBi on the sm90 kernel's mods instances (attn.cu, mods_route:
- * FLASHC_CUDA_SM90_MODS=1 on compute capability 9.0; attn_fwd_sm90.cu, MODS), each also on the
- * sm80 mods instance and the KV-cache kernel (ROUTE_SM90M): every instance (d 64, 128, 192,
- * 256), padded dims (40, 96, 160, 200) and one the sm90 kernels refuse (59: sm80 serves it),
- * Dk != Dv, both dtypes, MHA / GQA / MQA; windows (37, 19) with Sq > Sk (the first rows see
- * nothing), (0, 0), (-1, 40), left-only without the mask (the first tiles are the longest),
+ * FLASHC_CUDA_SM90_MODS=force on compute capability 9.0; attn_fwd_sm90.cu, MODS), each also on
+ * the sm80 mods instance and the KV-cache kernel (ROUTE_SM90M): every instance (d 64, 128, 192,
+ * 256), padded dims (8, 40, 96, 160, 200), Dk != Dv, both dtypes, MHA / GQA / MQA; windows
+ * (37, 19) with Sq > Sk (the first rows see nothing), (0, 0), (-1, 40), left-only without the
+ * mask (the first tiles are the longest),
  * causal sliding windows, softcap, ALiBi and their combinations; tails of the Q tile and of the
  * key block, Sq = 64 (the smallest query the prefill route takes), more tiles than the H200 has
  * multiprocessors; Sq = 1 stays on the KV-cache kernel. */
@@ -1791,7 +1791,7 @@ static void test_prefill_mods_sm90(void **state)
         {F16, 1, 4, 4, 40, 40, 200, 230, 0, 20, 5, 8.0f, 0},      /* padded: d 64 */
         {BF, 1, 4, 2, 160, 160, 257, 300, 0, 50, 50, 10.0f, 1},   /* padded: d 192 */
         {F16, 1, 2, 2, 200, 200, 150, 160, 1, -1, -1, 0.0f, 1},   /* padded: d 256 */
-        {BF, 1, 4, 2, 59, 59, 200, 200, 0, 30, -1, 0.0f, 0},      /* D % 8 != 0: sm80 */
+        {F16, 1, 4, 2, 8, 8, 100, 120, 1, 10, -1, 5.0f, 0},       /* padded: d 64, D 8 */
         {BF, 1, 8, 2, 128, 128, 1, 300, 0, 50, -1, 0.0f, 0},      /* Sq 1: KV-cache kernel */
     };
     const size_t n = small_only() ? 3 : sizeof cases / sizeof cases[0];
