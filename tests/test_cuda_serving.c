@@ -1804,6 +1804,41 @@ static void test_prefill_mods_sm90(void **state)
             c.route = ROUTE_SM90M;
         mods_check(&c);
     }
+    /* =force refuses what no sm90 mods instance takes, with a status and a message, and writes
+     * nothing: 192 / 128 with FLASHC_CUDA_SM90_DKDV=0 (on any device: elsewhere than compute
+     * capability 9.0 none takes anything) */
+    char *mods_was = env_save("FLASHC_CUDA_SM90_MODS"), *dkdv_was = env_save("FLASHC_CUDA_SM90_DKDV");
+    setenv("FLASHC_CUDA_SM90_MODS", "force", 1);
+    setenv("FLASHC_CUDA_SM90_DKDV", "0", 1);
+    {
+        enum { S = 128, H = 2 };
+        void *qd = dalloc(2 * S * H * 192), *kd = dalloc(2 * S * H * 192);
+        void *vd = dalloc(2 * S * H * 128), *od = dalloc(2 * S * H * 128);
+        CUDA_OK(cudaMemset(od, 0x7f, 2 * S * H * 128));
+        flashc_tensor q = dev(flashc_tensor_4d(qd, BF, 1, S, H, 192));
+        flashc_tensor k = dev(flashc_tensor_4d(kd, BF, 1, S, H, 192));
+        flashc_tensor v = dev(flashc_tensor_4d(vd, BF, 1, S, H, 128));
+        flashc_tensor o = dev(flashc_tensor_4d(od, BF, 1, S, H, 128));
+        flashc_attn_params pr = flashc_attn_params_default();
+        pr.causal = 1, pr.window_left = 32;
+        assert_int_equal(flashc_attn_fwd_supported(&pr, &q, &k, &v, &o, NULL),
+                         FLASHC_ERR_UNSUPPORTED);
+        assert_non_null(strstr(flashc_last_error(), "FLASHC_CUDA_SM90_MODS=force"));
+        assert_int_equal(flashc_attn_fwd(&pr, &q, &k, &v, &o, NULL, NULL),
+                         FLASHC_ERR_UNSUPPORTED);
+        CUDA_OK(cudaDeviceSynchronize());
+        uint16_t *oh = malloc(2 * S * H * 128);
+        CUDA_OK(cudaMemcpy(oh, od, 2 * S * H * 128, cudaMemcpyDeviceToHost));
+        for (int x = 0; x < S * H * 128; x++)
+            if (oh[x] != 0x7f7f)
+                fail_case("SM90_MODS=force, 192/128, SM90_DKDV=0 | refused but o[%d] written", x);
+        printf("  FLASHC_CUDA_SM90_MODS=force, 192/128 with FLASHC_CUDA_SM90_DKDV=0: refused (%s)\n",
+               flashc_last_error());
+        free(oh);
+        cudaFree(qd), cudaFree(kd), cudaFree(vd), cudaFree(od);
+    }
+    env_restore("FLASHC_CUDA_SM90_MODS", mods_was);
+    env_restore("FLASHC_CUDA_SM90_DKDV", dkdv_was);
 }
 
 /* ---- merge on CUDA tensors ------------------------------------------------------------------ */
