@@ -1043,6 +1043,16 @@ static int64_t sm90_mods_tiles(const mod_case *c)
     return d <= 128 ? 128 : d <= 192 ? 80 : 64;
 }
 
+/* The value an SM90M case's forced pass sets: FLASHC_TEST_SM90_MODS (a device script's choice:
+ * an alternative of attn_fwd_sm90.cu's mods table, v6np / v9 / v9np) for the cases it serves
+ * (bf16, max(D, Dv) in 65..128), else "force" (the default set). */
+static const char *sm90_mods_forced_value(const mod_case *c)
+{
+    const char *e = getenv("FLASHC_TEST_SM90_MODS");
+    const int d = c->D > c->Dv ? c->D : c->Dv;
+    return e && e[0] && c->dt == FLASHC_BF16 && d > 64 && d <= 128 ? e : "force";
+}
+
 /* What pass 0 of an SM90 case must have run on: 1 the sm90 kernel (the device is compute
  * capability 9.0 and no family is forced), 0 the sm80 kernel (another device, or
  * FLASHC_CUDA_KERNEL=sm80), -1 either (another forced family: it serves the case or hands it
@@ -1148,7 +1158,7 @@ static void mods_check(const mod_case *c)
         want_sm90m = c->route == ROUTE_SM90M && pass == 0 && !last &&
                                sm90_mods_tiles(c) && want_sm90(1) == 1;
         if (sm90_env)
-            setenv(sm90_env, pass == 0 ? (want_sm90m ? "force" : "1") : "0", 1);
+            setenv(sm90_env, pass == 0 ? (want_sm90m ? sm90_mods_forced_value(c) : "1") : "0", 1);
         CUDA_OK(cudaMemset(od, 0xff, 2 * no)); /* NaN: an unwritten output never passes */
         CUDA_OK(cudaMemset(ld, 0xff, 4 * nl));
         flashc_attn_stats st = FLASHC_ATTN_STATS_INIT;
@@ -1163,12 +1173,12 @@ static void mods_check(const mod_case *c)
             TU_OK(flashc_attn_fwd(&pr, &q, &k, &v, &o, &lse, &st));
         }
         CUDA_OK(cudaDeviceSynchronize());
-        snprintf(what, sizeof what,
-                 "%s (used %lld)%s%s%s%s%s [%s kernel, tiles %lldx%lld] seqlens_q/k=", base,
-                 (long long)st.num_splits, c->route != ROUTE_DECODE ? " PREFILL_MODS=" : "",
-                 c->route != ROUTE_DECODE ? (last ? "0" : "1") : "", sm90_env && !last ? " " : "",
-                 sm90_env && !last ? sm90_tag : "",
-                 sm90_env && !last ? (pass == 0 ? (want_sm90m ? "=force" : "=1") : "=0") : "",
+        char tag[48] = ""; /* " SM90_MODS=force", say: the value this pass set */
+        if (sm90_env && !last)
+            snprintf(tag, sizeof tag, " %s=%s", sm90_tag, getenv(sm90_env));
+        snprintf(what, sizeof what, "%s (used %lld)%s%s%s [%s kernel, tiles %lldx%lld] seqlens_q/k=",
+                 base, (long long)st.num_splits, c->route != ROUTE_DECODE ? " PREFILL_MODS=" : "",
+                 c->route != ROUTE_DECODE ? (last ? "0" : "1") : "", tag,
                  st.block_q == 16 ? "KV-cache" : "prefill", (long long)st.block_q,
                  (long long)st.block_k);
         for (int b = 0; b < B && b < 8; b++) {

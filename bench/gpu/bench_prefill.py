@@ -34,6 +34,8 @@ ceiling the modified kernels are read against, not a peer doing the same work). 
 route is checked against SDPA's output (softcap: against the other route) and must report its
 kernel's tiles (sm90 mods: 128 x 128; sm80: 128 x 64 at d 128, 128 x 128 at d 64, where the
 sm90 route is told apart by FLASHC_CUDA_SM90_MODS=force: a problem it does not take is refused).
+At d 128 the sm90 alternatives (FLASHC_CUDA_SM90_MODS=v6np, v9, v9np) are timed too; the table's
+"best sm90" is the fastest of the four.
 
 TFLOP/s = 4 * Hq * d * (unmasked (row, key) pairs) / time: only the scores a row may see count.
 Times are medians of triton.testing.do_bench (CUDA events, L2 flushed, warm-up first). Each
@@ -190,11 +192,15 @@ MODS_TOKENS, MODS_WINDOW, MODS_SOFTCAP = 16384, 1024, 30.0
 
 
 def mods_routes(d):
-    """sm90 mods instance (forced: a problem it does not take is refused, not run on sm80),
-    then the sm80 mods instance, each with the tiles it must report."""
-    return (("flashc sm90 mods", {"FLASHC_CUDA_SM90_MODS": "force"}, (128, 128)),
-            ("flashc sm80 mods", {"FLASHC_CUDA_SM90_MODS": "0"}, (128, 128) if d <= 64
-             else (128, 64)))
+    """The sm90 mods instance (forced: a problem it does not take is refused, not run on sm80),
+    at d 128 also its alternatives (v6 without ping-pong, v9, v9 without ping-pong; bf16 d 128
+    only), then the sm80 mods instance, each with the tiles it must report."""
+    alts = ("v6np", "v9", "v9np") if d == 128 else ()
+    return ((("flashc sm90 mods", {"FLASHC_CUDA_SM90_MODS": "force"}, (128, 128)),) +
+            tuple((f"flashc sm90 mods {a}", {"FLASHC_CUDA_SM90_MODS": a}, (128, 128))
+                  for a in alts) +
+            (("flashc sm80 mods", {"FLASHC_CUDA_SM90_MODS": "0"}, (128, 128) if d <= 64
+              else (128, 64)),))
 
 
 def mods_set(lib, rows, rep_ms):
@@ -274,23 +280,29 @@ def mods_set(lib, rows, rep_ms):
 
 
 def mods_table(rows):
-    """The decision table of --set mods: per cell, sm90 / sm80 TFLOP/s and their ratio, the
-    SDPA peer doing the same work and the plain cuDNN ceiling."""
-    by = {(c, n.split(",")[0]): ms for c, n, ms, _, _ in rows if ms}
-    tf = {(c, n.split(",")[0]): t for c, n, ms, t, _ in rows if ms}
-    print(f"\n{'cell':22} {'sm90 TF':>8} {'sm80 TF':>8} {'sm90/sm80':>9} {'SDPA TF':>8} "
-          f"{'sm90/SDPA':>9} {'plain cuDNN TF':>14}")
+    """The decision table of --set mods: per cell, the sm90 mods instance (v6) and the fastest
+    of its alternatives against sm80 (TFLOP/s and time ratios), the SDPA peer doing the same
+    work and the plain cuDNN ceiling."""
+    ms = {(c, n.split(",")[0]): m for c, n, m, _, _ in rows if m}
+    tf = {(c, n.split(",")[0]): t for c, n, m, t, _ in rows if m}
+    f = lambda x: f"{x:7.1f}" if x else f"{'-':>7}"  # noqa: E731
+    r = lambda a, b: f"{b / a:7.3f}" if a and b else f"{'-':>7}"  # noqa: E731
+    print(f"\n{'cell':22} {'sm90':>7} {'best sm90':>14} {'sm80':>7} {'v6/80':>7} {'best/80':>7} "
+          f"{'SDPA':>7} {'v6/SDPA':>7} {'cuDNN0':>7}   (TFLOP/s; ratios of time)")
     for c in dict.fromkeys(c for c, *_ in rows):
         if c.startswith("plain"):
             continue
-        s9, s8 = by.get((c, "flashc sm90 mods")), by.get((c, "flashc sm80 mods"))
-        sd = by.get((c, "SDPA mem-efficient"))
+        s9, s8 = ms.get((c, "flashc sm90 mods")), ms.get((c, "flashc sm80 mods"))
+        alts = [(m, n[len("flashc sm90 mods "):] or "v6") for (cc, n), m in ms.items()
+                if cc == c and n.startswith("flashc sm90 mods")]
+        best = min(alts) if alts else (None, "-")
+        sd = ms.get((c, "SDPA mem-efficient"))
         plain = tf.get(("plain " + c.split(" ", 1)[1], "SDPA cuDNN"))
-        f = lambda x: f"{x:8.1f}" if x else f"{'-':>8}"  # noqa: E731
-        r = lambda a, b: f"{b / a:8.3f}x" if a and b else f"{'-':>9}"  # noqa: E731
-        print(f"{c:22} {f(tf.get((c, 'flashc sm90 mods')))} {f(tf.get((c, 'flashc sm80 mods')))} "
-              f"{r(s9, s8)} {f(tf.get((c, 'SDPA mem-efficient')))} {r(s9, sd)} "
-              f"{plain if plain is None else round(plain, 1):>14}")
+        best_tf = f"{best[1]} {tf.get((c, 'flashc sm90 mods' + ('' if best[1] == 'v6' else ' ' + best[1])), 0):.1f}" \
+            if best[0] else "-"
+        print(f"{c:22} {f(tf.get((c, 'flashc sm90 mods')))} {best_tf:>14} "
+              f"{f(tf.get((c, 'flashc sm80 mods')))} {r(s9, s8)} {r(best[0], s8)} "
+              f"{f(tf.get((c, 'SDPA mem-efficient')))} {r(s9, sd)} {f(plain)}")
 
 
 def main():

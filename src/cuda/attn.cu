@@ -169,53 +169,67 @@ static const attn_fwd_variant *mods_variant(const attn_problem *p)
 
 /* FLASHC_CUDA_SM90_MODS, read on every call (so that a test or a benchmark runs both routes in
  * one process): "1" sends the dense problems the mods route takes to the sm90 kernel's mods
- * instances (attn_fwd_sm90.cu: windows, softcap, ALiBi on v6's kernel) on compute capability
- * 9.0 where one serves them, the rest to the sm80 kernel's mods instance; "force" the same, but
- * a dense problem of the mods route that no sm90 mods instance serves is refused (mods_forced:
- * so that a test or a benchmark knows the sm90 kernel ran where its tiles are the sm80 ones);
- * "0", unset or anything else (SM90_MODS_DEFAULT): the sm80 kernel's mods instance. Opt-in
- * until a device run shows it correct and faster than sm80 (bench/RESULTS.md, "Issue 11: masks
- * and modifiers on sm90"). Returns 0 (off), 1 (on) or 2 (forced). */
+ * instances (attn_fwd_sm90.cu: windows, softcap, ALiBi on v6's kernel, family "sm90mods") on
+ * compute capability 9.0 where one serves them, the rest to the sm80 kernel's mods instance;
+ * "force" the same, but a dense problem of the mods route that no sm90 mods instance serves is
+ * refused (mods_forced: so that a test or a benchmark knows the sm90 kernel ran where its tiles
+ * are the sm80 ones); "v6np", "v9", "v9np" as "force" on the alternative of that name (family
+ * "sm90mods-NAME": bf16, head dims 65-128 only), for the device run to choose from; "0", unset
+ * or anything else (SM90_MODS_DEFAULT): the sm80 kernel's mods instance. Opt-in until a device
+ * run shows it correct and faster than sm80 (bench/RESULTS.md, "Issue 11: masks and modifiers
+ * on sm90"). Returns the family to take (NULL: off), and whether it is forced. */
 enum { SM90_MODS_DEFAULT = 0 };
-static int sm90_mods_enabled(void)
+static const char *sm90_mods_family(int *forced)
 {
+    static const char *const alt[][2] = {
+        {"v6np", "sm90mods-v6np"}, {"v9", "sm90mods-v9"}, {"v9np", "sm90mods-v9np"}};
     const char *e = getenv("FLASHC_CUDA_SM90_MODS");
-    if (!e)
-        return SM90_MODS_DEFAULT;
-    return strcmp(e, "1") == 0 ? 1 : strcmp(e, "force") == 0 ? 2 : strcmp(e, "0") == 0 ? 0
-                                                                                      : SM90_MODS_DEFAULT;
+    *forced = e && strcmp(e, "force") == 0;
+    if (e && (strcmp(e, "1") == 0 || *forced))
+        return "sm90mods";
+    for (size_t i = 0; e && i < sizeof alt / sizeof alt[0]; i++)
+        if (strcmp(e, alt[i][0]) == 0) {
+            *forced = 1;
+            return alt[i][1];
+        }
+    return e && strcmp(e, "0") == 0 ? NULL : SM90_MODS_DEFAULT ? "sm90mods" : NULL;
 }
 
-/* The sm90 mods instance for p (dense, the instance of max(D, Dv)), or NULL: not enabled, not
- * compute capability 9.0, or its supports() says no. Asks quietly, as dkdv_route does: a failed
- * query means "not here", and the sm80 route asks again and reports it. */
+/* The sm90 mods instance for p (dense, the instance of max(D, Dv)) in the family
+ * FLASHC_CUDA_SM90_MODS names, or NULL: off, not compute capability 9.0, or its supports() says
+ * no. Asks quietly, as dkdv_route does: a failed query means "not here", and the sm80 route asks
+ * again and reports it. */
 static const attn_fwd_variant *sm90_mods_variant(const attn_problem *p)
 {
-    if (!sm90_mods_enabled() || p->layout != ATTN_DENSE || cudaPeekAtLastError() != cudaSuccess)
+    int forced;
+    const char *fam = sm90_mods_family(&forced);
+    if (!fam || p->layout != ATTN_DENSE || cudaPeekAtLastError() != cudaSuccess)
         return NULL;
     flashc_status ignored;
     const int cc = current_cc(&ignored);
     const int64_t d = p->D > p->Dv ? p->D : p->Dv;
     for (int i = 0; cc == 90 && i < attn_fwd_sm90_mods_variant_count; i++) {
         const attn_fwd_variant *v = &attn_fwd_sm90_mods_variants[i];
-        if (v->dtype == p->dtype && d >= v->head_dim_min && d <= v->head_dim &&
-            v->supports(v, p, cc, 1))
+        if (strcmp(v->family, fam) == 0 && v->dtype == p->dtype && d >= v->head_dim_min &&
+            d <= v->head_dim && v->supports(v, p, cc, 1))
             return v;
     }
     return NULL;
 }
 
-/* FLASHC_CUDA_SM90_MODS=force: the mods route's dense problem p, given to variant v, runs on
- * an sm90 mods instance or is refused. */
+/* FLASHC_CUDA_SM90_MODS=force (or an alternative's name): the mods route's dense problem p,
+ * given to variant v, runs on an sm90 mods instance or is refused. */
 static flashc_status mods_forced(const attn_problem *p, const attn_fwd_variant *v)
 {
-    if (sm90_mods_enabled() == 2 && p->layout == ATTN_DENSE && v->min_cc < 90)
+    int forced;
+    const char *fam = sm90_mods_family(&forced);
+    if (forced && p->layout == ATTN_DENSE && v->min_cc < 90)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
-                            "%s: FLASHC_CUDA_SM90_MODS=force: no sm90 mods instance serves this "
-                            "problem (compute capability 9.0, bf16 / fp16, D and Dv multiples "
-                            "of 8 or its head dim, D != Dv only with FLASHC_CUDA_SM90_DKDV on, "
-                            "tiles 128 x block_k or unset)",
-                            FN);
+                            "%s: FLASHC_CUDA_SM90_MODS=%s: no sm90 mods instance (%s) serves "
+                            "this problem (compute capability 9.0, bf16 / fp16, D and Dv "
+                            "multiples of 8 or its head dim, D != Dv only with "
+                            "FLASHC_CUDA_SM90_DKDV on, tiles 128 x block_k or unset)",
+                            FN, getenv("FLASHC_CUDA_SM90_MODS"), fam);
     return FLASHC_OK;
 }
 

@@ -285,8 +285,8 @@ static __device__ __forceinline__ void sm90_exp(float (&s)[1][NT][4], const floa
  *     warp's rows do not all see the whole block), the softmax runs with scale_log2 = 1 and
  *     LSE = m ln 2 + ln l, as in the sm80 kernel's MODS instance;
  *   - the tile order is longest-first for the windowed cost (tile_at).
- * A template flag of v6's kernel (VER 6 and 7), not a version: the plain instances are
- * unchanged. */
+ * A template flag of v6's and v9's kernel (VER 6, 7, 11), not a version: the plain instances
+ * are unchanged. */
 template <typename T, int D, int BN, int STAGES, int VER, bool MODS = false>
 __global__ void __launch_bounds__(sm90_threads(VER), 1)
     attn_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q,
@@ -322,8 +322,8 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     static_assert(D % 64 == 0 && D <= 256, "panels of 64 columns; O fits the registers");
     static_assert(D <= 128 || ((BN == 64 || BN == 80) && (BASE == 6 || BASE == 7) && !MC),
                   "d 192 / 256 (sm90v6h*): v6 on 64 / 80-key blocks, O 96 / 128 registers");
-    static_assert(!MODS || (DYN && (BASE == 6 || BASE == 7)),
-                  "masks and modifiers: v6's kernel (its scheduler passes empty tiles on)");
+    static_assert(!MODS || (DYN && (BASE == 6 || BASE == 7 || BASE == 11)),
+                  "masks and modifiers: v6's and v9's kernel (the scheduler passes empty tiles on)");
 
     extern __shared__ uint8_t smem_raw[];
     const uint32_t base = (ptx_smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -1616,16 +1616,25 @@ static int sm90_supports_mods(const attn_fwd_variant *v, const attn_problem *p, 
         return 0;
     return sm90_encodes(v, p, v->block_k, 1, TMA_O);
 }
-#define SM90_MODS(TN, T, D, BN, VER)                                                               \
-    {"attn_fwd_" #TN "_sm90mods_d" #D "_128x" #BN, "sm90mods", TN##_DTYPE_SM90, D - 63, D, 90,    \
-     128, BN, 0, 0, sm90_supports_mods<VER>, attn_fwd_sm90_launch<T, D, BN, 2, VER, true>}
+#define SM90_MODS_F(TN, T, FAM, D, BN, VER)                                                        \
+    {"attn_fwd_" #TN "_" FAM "_d" #D "_128x" #BN, FAM, TN##_DTYPE_SM90, D - 63, D, 90, 128, BN, 0, \
+     0, sm90_supports_mods<VER>, attn_fwd_sm90_launch<T, D, BN, 2, VER, true>}
 #define SM90_MODS_FAMILY(D, BN, VER)                                                               \
-    SM90_MODS(bf16, __nv_bfloat16, D, BN, VER), SM90_MODS(f16, __half, D, BN, VER)
+    SM90_MODS_F(bf16, __nv_bfloat16, "sm90mods", D, BN, VER),                                     \
+        SM90_MODS_F(f16, __half, "sm90mods", D, BN, VER)
 const attn_fwd_variant attn_fwd_sm90_mods_variants[] = {
     SM90_MODS_FAMILY(64, 128, 7),
     SM90_MODS_FAMILY(128, 128, 7),
     SM90_MODS_FAMILY(192, 80, 7),
     SM90_MODS_FAMILY(256, 64, 7),
+    /* alternatives at bf16 d 128 for the device run to choose from (FLASHC_CUDA_SM90_MODS=v6np,
+     * v9, v9np: attn.cu; the plain defaults there are v6 / v9 without ping-pong up to 8k and v9
+     * from 4k): v6 without ping-pong (VER 7 + 64), v9 (VER 11: the tile boundary overlapped, which
+     * a window's short tiles may need more than the plain problem: at window 1024 a tile is 9
+     * blocks), v9 without ping-pong; the same 40 / 232 registers, no spills */
+    SM90_MODS_F(bf16, __nv_bfloat16, "sm90mods-v6np", 128, 128, sm90_ver(7, SM90_ABL_PINGPONG)),
+    SM90_MODS_F(bf16, __nv_bfloat16, "sm90mods-v9", 128, 128, 11),
+    SM90_MODS_F(bf16, __nv_bfloat16, "sm90mods-v9np", 128, 128, sm90_ver(11, SM90_ABL_PINGPONG)),
 };
 const int attn_fwd_sm90_mods_variant_count =
     (int)(sizeof attn_fwd_sm90_mods_variants / sizeof attn_fwd_sm90_mods_variants[0]);
