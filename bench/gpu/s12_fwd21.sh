@@ -72,11 +72,13 @@ sed -n '/^cell /,$p' "$OUT/bench.log"
 cp "$OUT/bench.json" "$FINAL/fwd21_bench.json" 2>/dev/null
 tar czf "$FINAL/fwd21_logs.tgz" -C "$OUT" . && rm -rf "$OUT"
 cat <<'RULE'
-Reading: the tests hold if t-m, t-pm, t-dm pass (rc 0) and mc / rc report 0 errors / hazards.
+Reading: the tests hold if t-m, t-v9, t-v9np, t-v6np, t-pm, t-dm pass (rc 0) and mc / rc / rc9
+report 0 errors / hazards.
 On the H200 t-m's "forced sm90 mods passes" must be 21 (every case but Sq 1, which runs on the
 KV-cache kernel), "SM90_MODS=1 on sm80 (not served)" 0, "SM90_MODS=0 on sm80" 21; t-v9 /
-t-v9np / t-v6np: 16 forced + 5 on the alternative; mc / rc 3 forced passes each, rc9 2 + 1. t-pm / t-dm only report the dense passes' tiles (128x80: d 192 on sm90;
-128x64 is sm80 above d 64 and sm90 at d 256 alike).
+t-v9np / t-v6np: 16 forced + 5 on the alternative; mc / rc 3 forced passes each, rc9 2 + 1.
+t-pm / t-dm only report the dense passes' tiles (128x80: d 192 on sm90; 128x64 is sm80 above
+d 64 and sm90 at d 256 alike).
 Decision: FLASHC_CUDA_SM90_MODS on by default on cc 9.0 (SM90_MODS_DEFAULT = 1 in attn.cu) if every
 test passed, no cell of the bench is WRONG / error, and v6/80 >= 1.03 in every cell of the table;
 if it holds only from some length or head dim, a threshold there (as SM90_NP_* does). At d 128
