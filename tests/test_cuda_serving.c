@@ -1817,7 +1817,8 @@ static void test_prefill_mods_sm90(void **state)
     /* =force refuses what no sm90 mods instance takes, with a status and a message, and writes
      * nothing: 192 / 128 with FLASHC_CUDA_SM90_DKDV=0 (on any device: elsewhere than compute
      * capability 9.0 none takes anything) */
-    char *mods_was = env_save("FLASHC_CUDA_SM90_MODS"), *dkdv_was = env_save("FLASHC_CUDA_SM90_DKDV");
+    char *mods_was = env_save("FLASHC_CUDA_SM90_MODS");
+    char *dkdv_was = env_save("FLASHC_CUDA_SM90_DKDV");
     setenv("FLASHC_CUDA_SM90_MODS", "force", 1);
     setenv("FLASHC_CUDA_SM90_DKDV", "0", 1);
     {
@@ -1842,7 +1843,7 @@ static void test_prefill_mods_sm90(void **state)
         for (int x = 0; x < S * H * 128; x++)
             if (oh[x] != 0x7f7f)
                 fail_case("SM90_MODS=force, 192/128, SM90_DKDV=0 | refused but o[%d] written", x);
-        printf("  FLASHC_CUDA_SM90_MODS=force, 192/128 with FLASHC_CUDA_SM90_DKDV=0: refused (%s)\n",
+        printf("  FLASHC_CUDA_SM90_MODS=force, 192/128, FLASHC_CUDA_SM90_DKDV=0: refused (%s)\n",
                flashc_last_error());
         free(oh);
         cudaFree(qd), cudaFree(kd), cudaFree(vd), cudaFree(od);

@@ -27,9 +27,10 @@ S 2048 and 8192, causal, three modifiers:
            mem-efficient with the window as a boolean mask (K/V expanded to 32 heads outside the
            timing; a backend that refuses the mask is reported so);
   softcap  30 (Gemma 2): no SDPA backend caps scores; sm90 against sm80 only;
-  alibi    slopes 2^(-8 (h + 1) / 32): SDPA cuDNN and mem-efficient with the bias (and the causal
-           mask) as a bf16 mask (timed; not a reference: the bias rounded to bf16 moves far keys' weights
-           by up to e^0.25, so the two flashc routes are checked against each other).
+  alibi    slopes 2^(-8 (h + 1) / 32): SDPA cuDNN and mem-efficient with the bias (and the
+           causal mask) as a bf16 mask (timed; not a reference: the bias rounded to bf16 moves
+           far keys' weights by up to e^0.25, so the two flashc routes are checked against each
+           other).
 Each cell also times SDPA cuDNN on the plain causal problem (no modifier; "plain cuDNN", the
 ceiling the modified kernels are read against, not a peer doing the same work). Each flashc
 route is checked against SDPA's output (softcap: against the other route) and must report its
@@ -306,8 +307,8 @@ def mods_table(rows):
         sd = min((m for (cc, n), m in ms.items() if cc == c and n.startswith("SDPA")),
                  default=None)  # the fastest SDPA backend doing the same work
         plain = tf.get(("plain " + c.split(" ", 1)[1], "SDPA cuDNN"))
-        best_tf = f"{best[1]} {tf.get((c, 'flashc sm90 mods' + ('' if best[1] == 'v6' else ' ' + best[1])), 0):.1f}" \
-            if best[0] else "-"
+        best_name = "flashc sm90 mods" + ("" if best[1] == "v6" else " " + best[1])
+        best_tf = f"{best[1]} {tf.get((c, best_name), 0):.1f}" if best[0] else "-"
         print(f"{c:22} {f(tf.get((c, 'flashc sm90 mods')))} {best_tf:>14} "
               f"{f(tf.get((c, 'flashc sm80 mods')))} {r(s9, s8)} {r(best[0], s8)} "
               f"{f(flop_of(c, sd))} {r(s9, sd)} {f(plain)}")

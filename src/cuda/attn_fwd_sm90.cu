@@ -323,7 +323,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     static_assert(D <= 128 || ((BN == 64 || BN == 80) && (BASE == 6 || BASE == 7) && !MC),
                   "d 192 / 256 (sm90v6h*): v6 on 64 / 80-key blocks, O 96 / 128 registers");
     static_assert(!MODS || (DYN && (BASE == 6 || BASE == 7 || BASE == 11)),
-                  "masks and modifiers: v6's and v9's kernel (the scheduler passes empty tiles on)");
+                  "masks and modifiers: v6's and v9's kernel (empty tiles go through them)");
 
     extern __shared__ uint8_t smem_raw[];
     const uint32_t base = (ptx_smem_addr(smem_raw) + 1023u) & ~1023u;
