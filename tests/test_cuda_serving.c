@@ -27,6 +27,12 @@
  *   dkdv      dense Dk != Dv (192 / 128, 128 / 64, 64 / 128, 96 / 128) from seqlen 1024 on the
  *             sm90 kernels (FLASHC_CUDA_SM90_DKDV=1, compute capability 9.0), each also on the
  *             sm80 mods instance and the KV-cache kernel, the kernel asserted from its tiles.
+ *   sm90mods  dense windows, softcap and ALiBi on the sm90 kernel's mods instances
+ *             (FLASHC_CUDA_SM90_MODS=1, compute capability 9.0): every instance (d 64, 128, 192,
+ *             256) and padded dims, both dtypes, MHA / GQA / MQA, causal and not, windows
+ *             (37, 19), (0, 0), (-1, k), left-only, rows that see nothing, softcap, ALiBi and
+ *             their combinations, Dk != Dv, tails, many tiles; each also on the sm80 mods
+ *             instance and the KV-cache kernel, the kernel asserted from its tiles.
  *   graph     a KV-cache call with a workspace captured in a CUDA graph and replayed.
  *   variants  the split cases, varlen and the graph under each non-default merge
  *             (FLASHC_DECODE_MERGE = v1, v2, v3, v4, pdl, fused, fused2), v4 equal to v3 bit for
@@ -974,7 +980,12 @@ static void test_kvcache_graph(void **state)
  * where the device is compute capability 9.0 (sm80_tiles says how its tiles differ), with =0
  * on the sm80 kernel's mods instance, and with FLASHC_CUDA_PREFILL_MODS=0 on the KV-cache
  * kernel. */
-enum { ROUTE_DECODE = 0, ROUTE_PREFILL = 1, ROUTE_SM90 = 2 };
+enum { ROUTE_DECODE = 0, ROUTE_PREFILL = 1, ROUTE_SM90 = 2, ROUTE_SM90M = 3 };
+/* ROUTE_SM90M (dense, masks and modifiers) runs like ROUTE_SM90 with FLASHC_CUDA_SM90_MODS in
+ * place of FLASHC_CUDA_SM90_DKDV: =force on the sm90 kernel's mods instance where the device is
+ * compute capability 9.0 and one serves the case (sm90_mods_tiles; forced, so that a call that
+ * succeeds ran there: at d 64 and 256 its tiles are the sm80 instance's), else =1 on the sm80
+ * kernel's, as with =0. */
 
 typedef struct mod_case {
     int varlen;        /* 1: flashc_attn_varlen_fwd (ragged); 0: flashc_attn_fwd (B, Sq, Sk) */
@@ -1018,14 +1029,39 @@ static void sm80_tiles(const mod_case *c, int64_t *bq, int64_t *bk)
     *bk = (c->D > c->Dv ? c->D : c->Dv) <= 64 ? 128 : 64;
 }
 
+/* The sm90 mods instance's key block for head dim max(D, Dv) (attn_fwd_sm90.cu's mods table:
+ * 128 rows; 128 keys at d 64 and 128, 80 at d 192, 64 at d 256), or 0 where none serves the case
+ * (a D or Dv not a multiple of 8 below its instance's head dim; D != Dv with
+ * FLASHC_CUDA_SM90_DKDV=0). */
+static int64_t sm90_mods_tiles(const mod_case *c)
+{
+    const int d = c->D > c->Dv ? c->D : c->Dv;
+    const char *dkdv = getenv("FLASHC_CUDA_SM90_DKDV");
+    if ((c->D % 8 != 0 && c->D != d) || (c->Dv % 8 != 0 && c->Dv != d) || d % 8 != 0 ||
+        (c->D != c->Dv && dkdv && strcmp(dkdv, "0") == 0))
+        return 0;
+    return d <= 128 ? 128 : d <= 192 ? 80 : 64;
+}
+
+/* The value an SM90M case's forced pass sets: FLASHC_TEST_SM90_MODS (a device script's choice:
+ * an alternative of attn_fwd_sm90.cu's mods table, v6np / v9 / v9np) for the cases it serves
+ * (bf16, max(D, Dv) in 65..128), else "force" (the default set). */
+static const char *sm90_mods_forced_value(const mod_case *c)
+{
+    const char *e = getenv("FLASHC_TEST_SM90_MODS");
+    const int d = c->D > c->Dv ? c->D : c->Dv;
+    return e && e[0] && c->dt == FLASHC_BF16 && d > 64 && d <= 128 ? e : "force";
+}
+
 /* What pass 0 of an SM90 case must have run on: 1 the sm90 kernel (the device is compute
  * capability 9.0 and no family is forced), 0 the sm80 kernel (another device, or
  * FLASHC_CUDA_KERNEL=sm80), -1 either (another forced family: it serves the case or hands it
- * to sm80). */
-static int want_sm90(void)
+ * to sm80). mods (an SM90M case): FLASHC_CUDA_KERNEL does not apply (it never applied to
+ * non-plain problems). */
+static int want_sm90(int mods)
 {
     const char *f = getenv("FLASHC_CUDA_KERNEL");
-    if (f && f[0])
+    if (f && f[0] && !mods)
         return strcmp(f, "sm80") == 0 ? 0 : -1;
     int dev = 0, major = 0, minor = 0;
     CUDA_OK(cudaGetDevice(&dev));
@@ -1106,17 +1142,23 @@ static void mods_check(const mod_case *c)
     char what[400], base[240];
     describe(c, base, sizeof base);
 
-    /* the caller's FLASHC_CUDA_SM90_DKDV, restored after the SM90 passes */
-    char *dkdv_env = getenv("FLASHC_CUDA_SM90_DKDV") ? strdup(getenv("FLASHC_CUDA_SM90_DKDV"))
+    /* the variable an SM90 / SM90M case switches, the caller's value restored after its passes */
+    const char *sm90_env = c->route == ROUTE_SM90    ? "FLASHC_CUDA_SM90_DKDV"
+                           : c->route == ROUTE_SM90M ? "FLASHC_CUDA_SM90_MODS"
                                                      : NULL;
-    const int passes = c->route == ROUTE_SM90 ? (small_only() ? 1 : 3)
-                       : c->route == ROUTE_PREFILL ? 2 : 1;
+    char *sm90_was = sm90_env ? env_save(sm90_env) : NULL;
+    const char *sm90_tag = c->route == ROUTE_SM90M ? "SM90_MODS" : "SM90_DKDV";
+    int want_sm90m = 0; /* the pass forced FLASHC_CUDA_SM90_MODS (below) */
+    const int passes = sm90_env ? (small_only() ? 1 : 3) : c->route == ROUTE_PREFILL ? 2 : 1;
     for (int pass = 0; pass < passes; pass++) {
         const int last = pass == passes - 1 && pass > 0; /* the KV-cache pass */
         const int want_prefill = c->route != ROUTE_DECODE && !last;
         set_prefill_mods(!last);
-        if (c->route == ROUTE_SM90)
-            setenv("FLASHC_CUDA_SM90_DKDV", pass == 0 ? "1" : "0", 1);
+        /* SM90M: forced where the sm90 mods instance must run (want_sm90m) */
+        want_sm90m = c->route == ROUTE_SM90M && pass == 0 && !last &&
+                               sm90_mods_tiles(c) && want_sm90(1) == 1;
+        if (sm90_env)
+            setenv(sm90_env, pass == 0 ? (want_sm90m ? sm90_mods_forced_value(c) : "1") : "0", 1);
         CUDA_OK(cudaMemset(od, 0xff, 2 * no)); /* NaN: an unwritten output never passes */
         CUDA_OK(cudaMemset(ld, 0xff, 4 * nl));
         flashc_attn_stats st = FLASHC_ATTN_STATS_INIT;
@@ -1131,11 +1173,12 @@ static void mods_check(const mod_case *c)
             TU_OK(flashc_attn_fwd(&pr, &q, &k, &v, &o, &lse, &st));
         }
         CUDA_OK(cudaDeviceSynchronize());
+        char tag[48] = ""; /* " SM90_MODS=force", say: the value this pass set */
+        if (sm90_env && !last)
+            snprintf(tag, sizeof tag, " %s=%s", sm90_tag, getenv(sm90_env));
         snprintf(what, sizeof what, "%s (used %lld)%s%s%s [%s kernel, tiles %lldx%lld] seqlens_q/k=",
                  base, (long long)st.num_splits, c->route != ROUTE_DECODE ? " PREFILL_MODS=" : "",
-                 c->route != ROUTE_DECODE ? (last ? "0" : "1") : "",
-                 c->route == ROUTE_SM90 && !last ? (pass == 0 ? " SM90_DKDV=1" : " SM90_DKDV=0")
-                                                 : "",
+                 c->route != ROUTE_DECODE ? (last ? "0" : "1") : "", tag,
                  st.block_q == 16 ? "KV-cache" : "prefill", (long long)st.block_q,
                  (long long)st.block_k);
         for (int b = 0; b < B && b < 8; b++) {
@@ -1145,16 +1188,23 @@ static void mods_check(const mod_case *c)
         if (want_prefill ? st.block_q < 128 : st.block_q != 16)
             fail_case("%s | ran on the wrong kernel (want the %s kernel)", what,
                      want_prefill ? "prefill" : "KV-cache");
-        if (c->route == ROUTE_SM90 && !last) {
+        if (sm90_env && !last) {
             int64_t bq, bk;
             sm80_tiles(c, &bq, &bk);
             const int sm80 = st.block_q == bq && st.block_k == bk;
-            const int want = pass == 0 ? want_sm90() : 0;
-            if (want >= 0 && sm80 == want)
+            const int want = c->route == ROUTE_SM90M ? want_sm90m : pass == 0 ? want_sm90(0) : 0;
+            if (want_sm90m) { /* forced: it ran there; and its tiles are the instance's */
+                if (st.block_q != 128 || st.block_k != sm90_mods_tiles(c))
+                    fail_case("%s | reports tiles of another kernel (want the sm90 mods "
+                              "instance's, 128x%lld)",
+                              what, (long long)sm90_mods_tiles(c));
+            } else if (want >= 0 && sm80 == want) {
                 fail_case("%s | ran on the wrong kernel (want the %s kernel)", what,
                           want ? "sm90" : "sm80 mods");
+            }
             if (verbose())
-                printf("  %s: the %s kernel\n", what, sm80 ? "sm80 mods" : "sm90");
+                printf("  %s: the %s kernel\n", what,
+                       want_sm90m ? "sm90 mods" : sm80 ? "sm80 mods" : "sm90");
         }
         CUDA_OK(cudaMemcpy(oh, od, 2 * no, cudaMemcpyDeviceToHost));
         CUDA_OK(cudaMemcpy(lh, ld, 4 * nl, cudaMemcpyDeviceToHost));
@@ -1181,11 +1231,8 @@ static void mods_check(const mod_case *c)
         assert_2x(what, &L, &R, &t);
     }
     set_prefill_mods(1);
-    if (dkdv_env)
-        setenv("FLASHC_CUDA_SM90_DKDV", dkdv_env, 1);
-    else
-        unsetenv("FLASHC_CUDA_SM90_DKDV");
-    free(dkdv_env);
+    if (sm90_env)
+        env_restore(sm90_env, sm90_was);
     refs_free(&R);
     cudaFree(qd), cudaFree(kd), cudaFree(vd), cudaFree(od), cudaFree(ld), cudaFree(ad);
     cudaFree(cuqd), cudaFree(cukd);
@@ -1719,6 +1766,97 @@ static void test_prefill_dkdv_sm90(void **state)
     }
 }
 
+/* Dense windows, softcap and ALiBi on the sm90 kernel's mods instances (attn.cu, mods_route:
+ * FLASHC_CUDA_SM90_MODS=force on compute capability 9.0; attn_fwd_sm90.cu, MODS), each also on
+ * the sm80 mods instance and the KV-cache kernel (ROUTE_SM90M): every instance (d 64, 128, 192,
+ * 256), padded dims (8, 40, 96, 160, 200), Dk != Dv, both dtypes, MHA / GQA / MQA; windows
+ * (37, 19) with Sq > Sk (the first rows see nothing), (0, 0), (-1, 40), left-only without the
+ * mask (the first tiles are the longest),
+ * causal sliding windows, softcap, ALiBi and their combinations; tails of the Q tile and of the
+ * key block, Sq = 64 (the smallest query the prefill route takes), more tiles than the H200 has
+ * multiprocessors; Sq = 1 stays on the KV-cache kernel. */
+static void test_prefill_mods_sm90(void **state)
+{
+    (void)state;
+    const flashc_dtype BF = FLASHC_BF16, F16 = FLASHC_F16;
+    const struct {
+        flashc_dtype dt;
+        int B, Hq, Hkv, D, Dv, Sq, Sk, causal, wl, wr;
+        float softcap;
+        int alibi;
+    } cases[] = {
+        /* short ones first: FLASHC_TEST_SMALL (compute-sanitizer) keeps the first three */
+        {BF, 1, 4, 2, 128, 128, 130, 140, 1, 40, -1, 30.0f, 1},  /* all three, causal */
+        {F16, 1, 2, 1, 64, 64, 90, 70, 0, 37, 19, 0.0f, 0},      /* Sq > Sk: empty rows */
+        {BF, 1, 2, 2, 256, 256, 100, 130, 0, -1, -1, 50.0f, 0},  /* Gemma-2's softcap */
+        {BF, 1, 8, 2, 128, 128, 700, 650, 0, 37, 19, 0.0f, 0},   /* (37, 19), rows 0-30 empty */
+        {F16, 1, 4, 4, 128, 128, 300, 300, 0, 0, 0, 0.0f, 0},    /* (0, 0): its own key only */
+        {BF, 1, 4, 1, 64, 64, 513, 777, 0, -1, 40, 0.0f, 0},     /* (-1, 40), MQA */
+        {F16, 1, 8, 2, 64, 64, 1500, 1500, 0, 100, -1, 0.0f, 1}, /* left only: first longest */
+        {F16, 2, 4, 2, 64, 64, 1030, 1030, 1, 300, -1, 30.0f, 1},
+        {BF, 1, 8, 2, 128, 128, 1024, 1024, 0, -1, -1, 30.0f, 0}, /* softcap alone */
+        {F16, 1, 8, 8, 128, 128, 777, 1200, 1, -1, -1, 0.0f, 1},  /* ALiBi alone, causal */
+        {BF, 2, 16, 4, 128, 128, 2048, 2048, 1, 256, -1, 0.0f, 0}, /* 512 tiles, sliding */
+        {F16, 1, 4, 2, 128, 128, 64, 1000, 1, 200, -1, 0.0f, 1},  /* Sq 64 */
+        {BF, 1, 4, 2, 192, 192, 400, 500, 1, 100, -1, 20.0f, 0},
+        {F16, 1, 4, 1, 256, 256, 300, 330, 0, 64, 32, 0.0f, 1},
+        {BF, 1, 4, 2, 256, 256, 1024, 1024, 1, 256, -1, 50.0f, 0}, /* Gemma-2 local layer */
+        {BF, 1, 4, 2, 192, 128, 300, 300, 1, 64, -1, 0.0f, 0},    /* Dk != Dv */
+        {BF, 1, 4, 2, 96, 96, 333, 333, 1, -1, -1, 0.0f, 1},      /* padded: d 128 */
+        {F16, 1, 4, 4, 40, 40, 200, 230, 0, 20, 5, 8.0f, 0},      /* padded: d 64 */
+        {BF, 1, 4, 2, 160, 160, 257, 300, 0, 50, 50, 10.0f, 1},   /* padded: d 192 */
+        {F16, 1, 2, 2, 200, 200, 150, 160, 1, -1, -1, 0.0f, 1},   /* padded: d 256 */
+        {F16, 1, 4, 2, 8, 8, 100, 120, 1, 10, -1, 5.0f, 0},       /* padded: d 64, D 8 */
+        {BF, 1, 8, 2, 128, 128, 1, 300, 0, 50, -1, 0.0f, 0},      /* Sq 1: KV-cache kernel */
+    };
+    const size_t n = small_only() ? 3 : sizeof cases / sizeof cases[0];
+    for (size_t i = 0; i < n; i++) {
+        mod_case c = mc(0, cases[i].dt, cases[i].B, cases[i].Hq, cases[i].Hkv, cases[i].D,
+                        cases[i].Sq, cases[i].Sk);
+        c.Dv = cases[i].Dv, c.causal = cases[i].causal, c.wl = cases[i].wl, c.wr = cases[i].wr;
+        c.softcap = cases[i].softcap, c.alibi = cases[i].alibi;
+        if (c.route == ROUTE_PREFILL)
+            c.route = ROUTE_SM90M;
+        mods_check(&c);
+    }
+    /* =force refuses what no sm90 mods instance takes, with a status and a message, and writes
+     * nothing: 192 / 128 with FLASHC_CUDA_SM90_DKDV=0 (on any device: elsewhere than compute
+     * capability 9.0 none takes anything) */
+    char *mods_was = env_save("FLASHC_CUDA_SM90_MODS");
+    char *dkdv_was = env_save("FLASHC_CUDA_SM90_DKDV");
+    setenv("FLASHC_CUDA_SM90_MODS", "force", 1);
+    setenv("FLASHC_CUDA_SM90_DKDV", "0", 1);
+    {
+        enum { S = 128, H = 2 };
+        void *qd = dalloc(2 * S * H * 192), *kd = dalloc(2 * S * H * 192);
+        void *vd = dalloc(2 * S * H * 128), *od = dalloc(2 * S * H * 128);
+        CUDA_OK(cudaMemset(od, 0x7f, 2 * S * H * 128));
+        flashc_tensor q = dev(flashc_tensor_4d(qd, BF, 1, S, H, 192));
+        flashc_tensor k = dev(flashc_tensor_4d(kd, BF, 1, S, H, 192));
+        flashc_tensor v = dev(flashc_tensor_4d(vd, BF, 1, S, H, 128));
+        flashc_tensor o = dev(flashc_tensor_4d(od, BF, 1, S, H, 128));
+        flashc_attn_params pr = flashc_attn_params_default();
+        pr.causal = 1, pr.window_left = 32;
+        assert_int_equal(flashc_attn_fwd_supported(&pr, &q, &k, &v, &o, NULL),
+                         FLASHC_ERR_UNSUPPORTED);
+        assert_non_null(strstr(flashc_last_error(), "FLASHC_CUDA_SM90_MODS=force"));
+        assert_int_equal(flashc_attn_fwd(&pr, &q, &k, &v, &o, NULL, NULL),
+                         FLASHC_ERR_UNSUPPORTED);
+        CUDA_OK(cudaDeviceSynchronize());
+        uint16_t *oh = malloc(2 * S * H * 128);
+        CUDA_OK(cudaMemcpy(oh, od, 2 * S * H * 128, cudaMemcpyDeviceToHost));
+        for (int x = 0; x < S * H * 128; x++)
+            if (oh[x] != 0x7f7f)
+                fail_case("SM90_MODS=force, 192/128, SM90_DKDV=0 | refused but o[%d] written", x);
+        printf("  FLASHC_CUDA_SM90_MODS=force, 192/128, FLASHC_CUDA_SM90_DKDV=0: refused (%s)\n",
+               flashc_last_error());
+        free(oh);
+        cudaFree(qd), cudaFree(kd), cudaFree(vd), cudaFree(od);
+    }
+    env_restore("FLASHC_CUDA_SM90_MODS", mods_was);
+    env_restore("FLASHC_CUDA_SM90_DKDV", dkdv_was);
+}
+
 /* ---- merge on CUDA tensors ------------------------------------------------------------------ */
 
 static void test_merge_cuda(void **state)
@@ -1846,7 +1984,7 @@ int main(void)
         cmocka_unit_test(test_varlen),          cmocka_unit_test(test_kvcache_merge_variants),
         cmocka_unit_test(test_kvcache_kernel_variants),
         cmocka_unit_test(test_dense_modifiers), cmocka_unit_test(test_prefill_mods),
-        cmocka_unit_test(test_prefill_dkdv_sm90),
+        cmocka_unit_test(test_prefill_dkdv_sm90), cmocka_unit_test(test_prefill_mods_sm90),
         cmocka_unit_test(test_merge_cuda),      cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

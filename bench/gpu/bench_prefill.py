@@ -19,6 +19,26 @@ Cases:
            against the old route and every SDPA backend that takes Dk != Dv. TFLOP/s here count
            2 * H * (D + Dv) per pair.
 
+--set mods (issue 11, helper fwd21): dense masks and modifiers on the sm90 kernel's mods instances
+(FLASHC_CUDA_SM90_MODS=force, attn_fwd_sm90.cu) against the sm80 mods instance (=0, today's route)
+and SDPA where it can do the same work, bf16, Hq 32 / Hkv 8, B = 16384 / S, at d 128 and 64,
+S 2048 and 8192, causal, three modifiers:
+  window   window_left = 1024 (Mistral's sliding window, bottom-right): SDPA cuDNN and
+           mem-efficient with the window as a boolean mask (K/V expanded to 32 heads outside the
+           timing; a backend that refuses the mask is reported so);
+  softcap  30 (Gemma 2): no SDPA backend caps scores; sm90 against sm80 only;
+  alibi    slopes 2^(-8 (h + 1) / 32): SDPA cuDNN and mem-efficient with the bias (and the
+           causal mask) as a bf16 mask (timed; not a reference: the bias rounded to bf16 moves
+           far keys' weights by up to e^0.25, so the two flashc routes are checked against each
+           other).
+Each cell also times SDPA cuDNN on the plain causal problem (no modifier; "plain cuDNN", the
+ceiling the modified kernels are read against, not a peer doing the same work). Each flashc
+route is checked against SDPA's output (softcap: against the other route) and must report its
+kernel's tiles (sm90 mods: 128 x 128; sm80: 128 x 64 at d 128, 128 x 128 at d 64, where the
+sm90 route is told apart by FLASHC_CUDA_SM90_MODS=force: a problem it does not take is refused).
+At d 128 the sm90 alternatives (FLASHC_CUDA_SM90_MODS=v6np, v9, v9np) are timed too; the table's
+"best sm90" is the fastest of the four.
+
 TFLOP/s = 4 * Hq * d * (unmasked (row, key) pairs) / time: only the scores a row may see count.
 Times are medians of triton.testing.do_bench (CUDA events, L2 flushed, warm-up first). Each
 flashc route is checked against the loop / masked SDPA output before it is timed, and the
@@ -26,7 +46,8 @@ kernel that ran is read from flashc_attn_stats (block_q 128: prefill kernel, 16:
 The environment variable is read by the library on every call, so both routes run in one
 process.
 
-usage: bench_prefill.py --lib build/libflashc.so [--out prefill.json] [--rep-ms 60]
+usage: bench_prefill.py --lib build/libflashc.so [--set prefill|mods] [--out prefill.json]
+                        [--rep-ms 60]
 """
 import argparse
 import ctypes
@@ -111,11 +132,18 @@ def call(lib, name, args, keep):
     return run
 
 
-def route(on):
-    if on:
-        os.environ.pop("FLASHC_CUDA_PREFILL_MODS", None)
-    else:
-        os.environ["FLASHC_CUDA_PREFILL_MODS"] = "0"
+def setenv(env):
+    """Sets the library's routing variables (read on every call): None unsets one."""
+    for name, value in env.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+# the prefill set's two routes: the prefill kernel (default), the old KV-cache route
+PREFILL_ROUTES = (("flashc prefill kernel", {"FLASHC_CUDA_PREFILL_MODS": None}, None),
+                  ("flashc old route (KV-cache)", {"FLASHC_CUDA_PREFILL_MODS": "0"}, None))
 
 
 def bench(fn, rep_ms):
@@ -123,13 +151,14 @@ def bench(fn, rep_ms):
                                    return_mode="median")
 
 
-def time_routes(rows, case, run, o, keep, ref, flop, rep_ms):
-    """Both flashc routes of one case (the prefill kernel, then the old KV-cache route): each
-    checked against ref (SDPA's output; None: against the first route's, or for finite values
-    alone) before it is timed; rows gain (case, variant, ms, TFLOP/s, note)."""
+def time_routes(rows, case, run, o, keep, ref, flop, rep_ms, routes=PREFILL_ROUTES):
+    """The flashc routes of one case (name, environment, the (block_q, block_k) it must report
+    or None), by default the prefill kernel, then the old KV-cache route: each checked against
+    ref (SDPA's output; None: against the first route's, or for finite values alone) before it
+    is timed; rows gain (case, variant, ms, TFLOP/s, note)."""
     first = None
-    for on, name in ((True, "flashc prefill kernel"), (False, "flashc old route (KV-cache)")):
-        route(on)
+    for name, env, tiles in routes:
+        setenv(env)
         o.fill_(float("nan"))
         try:
             run()
@@ -137,7 +166,11 @@ def time_routes(rows, case, run, o, keep, ref, flop, rep_ms):
         except RuntimeError as ex:
             rows.append((case, name, None, None, f"error: {str(ex)[:70]}"))
             continue
-        note = f"block_q {keep['stats'].block_q}"
+        st = keep["stats"]
+        note = f"block_q {st.block_q}" if tiles is None else f"tiles {st.block_q}x{st.block_k}"
+        if tiles is not None and (st.block_q, st.block_k) != tiles:
+            rows.append((case, name, None, None, f"WRONG KERNEL: {note}, want {tiles}"))
+            continue
         against, what = (ref, "SDPA") if ref is not None else (first, "the other route")
         if against is not None:
             err = (o.float() - against.float()).abs().max().item()
@@ -152,7 +185,133 @@ def time_routes(rows, case, run, o, keep, ref, flop, rep_ms):
             first = o.clone()
         ms = bench(run, rep_ms)
         rows.append((case, name, ms, flop / ms / 1e9, note))
-    route(True)
+    for env in (e for _, e, _ in routes):
+        setenv({k: None for k in env})
+
+
+# ---- --set mods: dense masks and modifiers, sm90 mods instances vs sm80 vs SDPA -------------
+MODS_TOKENS, MODS_WINDOW, MODS_SOFTCAP = 16384, 1024, 30.0
+
+
+def mods_routes(d):
+    """The sm90 mods instance (forced: a problem it does not take is refused, not run on sm80),
+    at d 128 also its alternatives (v6 without ping-pong, v9, v9 without ping-pong; bf16 d 128
+    only), then the sm80 mods instance, each with the tiles it must report."""
+    alts = ("v6np", "v9", "v9np") if d == 128 else ()
+    return ((("flashc sm90 mods", {"FLASHC_CUDA_SM90_MODS": "force"}, (128, 128)),) +
+            tuple((f"flashc sm90 mods {a}", {"FLASHC_CUDA_SM90_MODS": a}, (128, 128))
+                  for a in alts) +
+            (("flashc sm80 mods", {"FLASHC_CUDA_SM90_MODS": "0"}, (128, 128) if d <= 64
+              else (128, 64)),))
+
+
+def mods_set(lib, rows, rep_ms):
+    """The mods cells (module docstring); rows' case names are 'MOD d D S S'."""
+    dev = torch.device("cuda")
+    for d in (128, 64):
+        for S in (2048, 8192):
+            B = MODS_TOKENS // S
+            q = torch.randn(B, S, HQ, d, device=dev, dtype=torch.bfloat16)
+            k = torch.randn(B, S, HKV, d, device=dev, dtype=torch.bfloat16)
+            v = torch.randn(B, S, HKV, d, device=dev, dtype=torch.bfloat16)
+            o = torch.empty_like(q)
+            lse = torch.empty(B, HQ, S, device=dev, dtype=torch.float32)
+            qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+            i = torch.arange(S, device=dev)
+            causal = i[None, :] <= i[:, None]
+            pairs_c = B * S * (S + 1) // 2
+            tag = f"d {d} S {S}"
+            # the ceiling: SDPA cuDNN on the plain causal problem
+            try:
+                with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                    fn = lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=True,  # noqa
+                                                                enable_gqa=True)
+                    fn()
+                    ms = bench(fn, rep_ms)
+                rows.append((f"plain {tag}", "SDPA cuDNN, plain causal", ms,
+                             4.0 * HQ * d * pairs_c / ms / 1e9, "no modifier"))
+            except Exception as ex:
+                rows.append((f"plain {tag}", "SDPA cuDNN, plain causal", None, None,
+                             f"refused: {str(ex)[:60]}"))
+            kx, vx = (x.repeat_interleave(HQ // HKV, dim=1) for x in (kt, vt))
+            slopes = torch.tensor([2.0 ** (-8.0 * (h + 1) / HQ) for h in range(HQ)],
+                                  device=dev, dtype=torch.float32)
+            sl = slopes.expand(B, HQ).contiguous()
+            for mod in ("window", "softcap", "alibi"):
+                p = params(True, MODS_WINDOW if mod == "window" else -1)
+                if mod == "softcap":
+                    p.softcap = MODS_SOFTCAP
+                args = [p, view(q), view(k), view(v), view(o), view(lse)]
+                if mod == "alibi":
+                    sv = view(sl)
+                    p.alibi_slopes = ctypes.addressof(sv)
+                    args.append(sv)  # kept alive with the closure's views
+                keep = {}
+                run = call(lib, "flashc_attn_fwd", args[:6], keep)
+                pairs = (B * sum(min(r + 1, MODS_WINDOW + 1) for r in range(S))
+                         if mod == "window" else pairs_c)
+                flop = 4.0 * HQ * d * pairs
+                case = f"{mod} {tag}"
+                ref, mask = None, None
+                if mod == "window":
+                    mask = causal & (i[None, :] >= i[:, None] - MODS_WINDOW)
+                elif mod == "alibi":
+                    dist = (i[:, None] - i[None, :]).abs().to(torch.float32)
+                    mask = (-slopes[:, None, None] * dist[None]).masked_fill(
+                        ~causal[None], float("-inf")).to(torch.bfloat16)[None]
+                    del dist
+                fn = lambda: F.scaled_dot_product_attention(qt, kx, vx, attn_mask=mask)  # noqa
+                # mem-efficient first: its window output is the reference
+                for be, name in ((SDPBackend.EFFICIENT_ATTENTION, "SDPA mem-efficient, mask"),
+                                 (SDPBackend.CUDNN_ATTENTION, "SDPA cuDNN, mask")):
+                    if mask is None:
+                        break
+                    try:
+                        with sdpa_kernel([be]):
+                            out = fn().transpose(1, 2)
+                            # the ALiBi bias in bf16 is off by up to 2^-8 of slope x distance
+                            # (e.g. 0.25 at 32): not a reference; the routes are compared
+                            if mod == "window" and ref is None:
+                                ref = out
+                            torch.cuda.synchronize()
+                            ms = bench(fn, rep_ms)
+                        rows.append((case, name, ms, flop / ms / 1e9, "K/V expanded to 32 heads"))
+                    except Exception as ex:
+                        rows.append((case, name, None, None, f"refused: {str(ex)[:60]}"))
+                time_routes(rows, case, run, o, keep, ref, flop, rep_ms, mods_routes(d))
+                del ref, mask
+            del q, k, v, o, lse, qt, kt, vt, kx, vx
+            torch.cuda.empty_cache()
+
+
+def mods_table(rows):
+    """The decision table of --set mods: per cell, the sm90 mods instance (v6) and the fastest
+    of its alternatives against sm80 (TFLOP/s and time ratios), the SDPA peer doing the same
+    work and the plain cuDNN ceiling."""
+    ms = {(c, n.split(",")[0]): m for c, n, m, _, _ in rows if m}
+    tf = {(c, n.split(",")[0]): t for c, n, m, t, _ in rows if m}
+
+    def flop_of(c, m):  # TFLOP/s of the row of case c that took m ms
+        return next((t for (cc, n), t in tf.items() if cc == c and ms.get((cc, n)) == m), None)
+    f = lambda x: f"{x:7.1f}" if x else f"{'-':>7}"  # noqa: E731
+    r = lambda a, b: f"{b / a:7.3f}" if a and b else f"{'-':>7}"  # noqa: E731
+    print(f"\n{'cell':22} {'sm90':>7} {'best sm90':>14} {'sm80':>7} {'v6/80':>7} {'best/80':>7} "
+          f"{'SDPA':>7} {'v6/SDPA':>7} {'cuDNN0':>7}   (TFLOP/s; ratios of time)")
+    for c in dict.fromkeys(c for c, *_ in rows):
+        if c.startswith("plain"):
+            continue
+        s9, s8 = ms.get((c, "flashc sm90 mods")), ms.get((c, "flashc sm80 mods"))
+        alts = [(m, n[len("flashc sm90 mods "):] or "v6") for (cc, n), m in ms.items()
+                if cc == c and n.startswith("flashc sm90 mods")]
+        best = min(alts) if alts else (None, "-")
+        sd = min((m for (cc, n), m in ms.items() if cc == c and n.startswith("SDPA")),
+                 default=None)  # the fastest SDPA backend doing the same work
+        plain = tf.get(("plain " + c.split(" ", 1)[1], "SDPA cuDNN"))
+        best_name = "flashc sm90 mods" + ("" if best[1] == "v6" else " " + best[1])
+        best_tf = f"{best[1]} {tf.get((c, best_name), 0):.1f}" if best[0] else "-"
+        print(f"{c:22} {f(tf.get((c, 'flashc sm90 mods')))} {best_tf:>14} "
+              f"{f(tf.get((c, 'flashc sm80 mods')))} {r(s9, s8)} {r(best[0], s8)} "
+              f"{f(flop_of(c, sd))} {r(s9, sd)} {f(plain)}")
 
 
 def main():
@@ -160,12 +319,29 @@ def main():
     ap.add_argument("--lib", required=True)
     ap.add_argument("--out", default=None)
     ap.add_argument("--rep-ms", type=int, default=60)
+    ap.add_argument("--set", choices=("prefill", "mods"), default="prefill")
     args = ap.parse_args()
     lib = ctypes.CDLL(args.lib)
     lib.flashc_last_error.restype = ctypes.c_char_p
     torch.manual_seed(0)
     dev = torch.device("cuda")
     rows = []  # (case, variant, ms, TFLOP/s, note)
+    if args.set == "mods":
+        mods_set(lib, rows, args.rep_ms)
+        print(f"\n{'case':22} {'variant':30} {'ms':>8} {'TFLOP/s':>8}  note")
+        for case, name, ms, tf, note in rows:
+            print(f"{case:22} {name:30} {ms if ms else float('nan'):8.3f} "
+                  f"{tf if tf else float('nan'):8.1f}  {note}")
+        mods_table(rows)
+        print(f"(bf16, Hq/Hkv {HQ}/{HKV}, B x S = {MODS_TOKENS}, causal; window {MODS_WINDOW}, "
+              f"softcap {MODS_SOFTCAP}; TFLOP/s count unmasked pairs; "
+              f"{torch.cuda.get_device_name()})")
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump([dict(zip(("case", "variant", "ms", "tflops", "note"), r))
+                           for r in rows], f, indent=1)
+        # a flashc route that failed or was refused (sm90 forced) fails the run too
+        return 0 if all(not n.startswith(("WRONG", "error")) for *_, n in rows) else 1
 
     def flops(pairs):
         return 4.0 * HQ * D * pairs

@@ -154,9 +154,8 @@ static int prefill_mods_enabled(void)
 }
 
 /* The sm80 variant that would serve p (dtype, the larger of the two head dims), whatever the
- * device; the mods path uses that family only (the sm90 kernels serve plain problems and, where
- * dkdv_route sends them, dense D != Dv ones; FLASHC_CUDA_KERNEL, which never applied to
- * non-plain problems, does not apply here either). */
+ * device; the mods path uses that family (or, opted in, sm90_mods_variant's;
+ * FLASHC_CUDA_KERNEL, which never applied to non-plain problems, does not apply here either). */
 static const attn_fwd_variant *mods_variant(const attn_problem *p)
 {
     const int64_t d = p->D > p->Dv ? p->D : p->Dv;
@@ -166,6 +165,72 @@ static const attn_fwd_variant *mods_variant(const attn_problem *p)
             return v;
     }
     return NULL;
+}
+
+/* FLASHC_CUDA_SM90_MODS, read on every call (so that a test or a benchmark runs both routes in
+ * one process): "1" sends the dense problems the mods route takes to the sm90 kernel's mods
+ * instances (attn_fwd_sm90.cu: windows, softcap, ALiBi on v6's kernel, family "sm90mods") on
+ * compute capability 9.0 where one serves them, the rest to the sm80 kernel's mods instance;
+ * "force" the same, but a dense problem of the mods route that no sm90 mods instance serves is
+ * refused (mods_forced: so that a test or a benchmark knows the sm90 kernel ran where its tiles
+ * are the sm80 ones); "v6np", "v9", "v9np" as "force" on the alternative of that name (family
+ * "sm90mods-NAME": bf16, head dims 65-128 only), for the device run to choose from; "0", unset
+ * or anything else (SM90_MODS_DEFAULT): the sm80 kernel's mods instance. Opt-in until a device
+ * run shows it correct and faster than sm80 (bench/RESULTS.md, "Issue 11: masks and modifiers
+ * on sm90"). Returns the family to take (NULL: off), and whether it is forced. */
+enum { SM90_MODS_DEFAULT = 0 };
+static const char *sm90_mods_family(int *forced)
+{
+    static const char *const alt[][2] = {
+        {"v6np", "sm90mods-v6np"}, {"v9", "sm90mods-v9"}, {"v9np", "sm90mods-v9np"}};
+    const char *e = getenv("FLASHC_CUDA_SM90_MODS");
+    *forced = e && strcmp(e, "force") == 0;
+    if (e && (strcmp(e, "1") == 0 || *forced))
+        return "sm90mods";
+    for (size_t i = 0; e && i < sizeof alt / sizeof alt[0]; i++)
+        if (strcmp(e, alt[i][0]) == 0) {
+            *forced = 1;
+            return alt[i][1];
+        }
+    return e && strcmp(e, "0") == 0 ? NULL : SM90_MODS_DEFAULT ? "sm90mods" : NULL;
+}
+
+/* The sm90 mods instance for p (dense, the instance of max(D, Dv)) in the family
+ * FLASHC_CUDA_SM90_MODS names, or NULL: off, not compute capability 9.0, or its supports() says
+ * no. Asks quietly, as dkdv_route does: a failed query means "not here", and the sm80 route asks
+ * again and reports it. */
+static const attn_fwd_variant *sm90_mods_variant(const attn_problem *p)
+{
+    int forced;
+    const char *fam = sm90_mods_family(&forced);
+    if (!fam || p->layout != ATTN_DENSE || cudaPeekAtLastError() != cudaSuccess)
+        return NULL;
+    flashc_status ignored;
+    const int cc = current_cc(&ignored);
+    const int64_t d = p->D > p->Dv ? p->D : p->Dv;
+    for (int i = 0; cc == 90 && i < attn_fwd_sm90_mods_variant_count; i++) {
+        const attn_fwd_variant *v = &attn_fwd_sm90_mods_variants[i];
+        if (strcmp(v->family, fam) == 0 && v->dtype == p->dtype && d >= v->head_dim_min &&
+            d <= v->head_dim && v->supports(v, p, cc, 1))
+            return v;
+    }
+    return NULL;
+}
+
+/* FLASHC_CUDA_SM90_MODS=force (or an alternative's name): the mods route's dense problem p,
+ * given to variant v, runs on an sm90 mods instance or is refused. */
+static flashc_status mods_forced(const attn_problem *p, const attn_fwd_variant *v)
+{
+    int forced;
+    const char *fam = sm90_mods_family(&forced);
+    if (forced && p->layout == ATTN_DENSE && v->min_cc < 90)
+        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                            "%s: FLASHC_CUDA_SM90_MODS=%s: no sm90 mods instance (%s) serves "
+                            "this problem (compute capability 9.0, bf16 / fp16, D and Dv "
+                            "multiples of 8 or its head dim, D != Dv only with "
+                            "FLASHC_CUDA_SM90_DKDV on, tiles 128 x block_k or unset)",
+                            FN, getenv("FLASHC_CUDA_SM90_MODS"), fam);
+    return FLASHC_OK;
 }
 
 /* Whether non-plain problem p goes to the prefill kernel (host checks only; the device's own
@@ -188,7 +253,11 @@ static const attn_fwd_variant *mods_route(const attn_problem *p)
         (p->Sq + 127) / 128 * p->B * p->Hq > 0x7fffffff ||
         (p->total_q * p->Hq + 3) / 4 > 0x7fffffff)
         return NULL;
-    const attn_fwd_variant *v = mods_variant(p);
+    const attn_fwd_variant *v = sm90_mods_variant(p);
+    if (v && ((p->br && p->br != v->block_q) || (p->bc && p->bc != v->block_k)))
+        v = NULL; /* tiles asked for that only the sm80 instance has */
+    if (!v)
+        v = mods_variant(p);
     if (!v || (p->br && p->br != v->block_q) || (p->bc && p->bc != v->block_k))
         return NULL;
     /* the keys one row may see at most: Sk, or the window's width */
@@ -349,11 +418,16 @@ static flashc_status check_operand(const char *name, const void *ptr, const int6
 extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
 {
     /* varlen, masks and modifiers, D != Dv: prefill-like ones on the sm80 kernel (dense
-     * D != Dv without the rest on an sm90 one where dkdv_route says), the rest and KV caches
-     * on attn_decode.cu */
+     * D != Dv without the rest on an sm90 one where dkdv_route says; dense masks and modifiers
+     * on one with FLASHC_CUDA_SM90_MODS), the rest and KV caches on attn_decode.cu */
     const attn_fwd_variant *dkdv = attn_is_plain(p) ? NULL : dkdv_route(p);
-    if (!attn_is_plain(p) && !dkdv)
-        return mods_route(p) ? mods_supports(p) : cuda_attn_decode_supports(p);
+    if (!attn_is_plain(p) && !dkdv) {
+        const attn_fwd_variant *mv = mods_route(p);
+        if (!mv)
+            return cuda_attn_decode_supports(p);
+        FLASHC_TRY(mods_supports(p));
+        return mods_forced(p, mv);
+    }
     if (p->dtype != FLASHC_BF16 && p->dtype != FLASHC_F16)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED_DTYPE,
                             "%s: the CUDA backend supports bf16 and fp16 storage only "
@@ -439,7 +513,10 @@ extern "C" flashc_status cuda_attn_fwd(const attn_problem *p, flashc_attn_stats 
     const attn_fwd_variant *dkdv = attn_is_plain(p) ? NULL : dkdv_route(p);
     if (!attn_is_plain(p) && !dkdv) {
         const attn_fwd_variant *mv = mods_route(p);
-        return mv ? mods_run(p, mv, stats) : cuda_attn_decode(p, stats);
+        if (!mv)
+            return cuda_attn_decode(p, stats);
+        FLASHC_TRY(mods_forced(p, mv));
+        return mods_run(p, mv, stats);
     }
     flashc_status st = cuda_check_no_pending_error(FN);
     if (st != FLASHC_OK)

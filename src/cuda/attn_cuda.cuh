@@ -48,9 +48,9 @@ typedef struct attn_fwd_args {
     float scale;                        /* softmax scale, > 0                    */
     float scale_log2;                   /* scale * log2(e): exp(x s) = 2^(x s')  */
     int causal;                         /* bottom-right aligned                  */
-    /* Masks and modifiers of the v2 contract, read only by the sm80 kernel's "mods" instances
-     * (attn_fwd_sm80.cu; the dispatcher sends them nothing else, the sm90 kernels never see
-     * them set). Varlen (cu_q != NULL): sq[0] = sk[0] = sv[0] = so[0] = slse[0] = 0, sequence
+    /* Masks and modifiers of the v2 contract, read only by the "mods" instances (the sm80
+     * kernel's, attn_fwd_sm80.cu, and the sm90 kernel's dense ones, attn_fwd_sm90.cu; the
+     * dispatcher sends them nothing else, the plain instances never see them set). Varlen (cu_q != NULL): sq[0] = sk[0] = sv[0] = so[0] = slse[0] = 0, sequence
      * b owns q/o rows [cu_q[b], cu_q[b+1]) and k/v rows [cu_k[b], cu_k[b+1]); Sq, Sk are the
      * maxima (the launch), each sequence's lengths are read on the device. */
     const int32_t *cu_q, *cu_k;         /* (B + 1) device int32, or NULL (dense) */
@@ -95,6 +95,9 @@ extern const int attn_fwd_sm80_variant_count;
 /* attn_fwd_sm90.cu */
 extern const attn_fwd_variant attn_fwd_sm90_variants[];
 extern const int attn_fwd_sm90_variant_count;
+/* the dense masks-and-modifiers instances (attn.cu, mods_route: FLASHC_CUDA_SM90_MODS) */
+extern const attn_fwd_variant attn_fwd_sm90_mods_variants[];
+extern const int attn_fwd_sm90_mods_variant_count;
 /* the values FLASHC_SM90_ABLATE takes for FLASHC_CUDA_KERNEL=sm90abl ("a|b|..."), for messages */
 const char *attn_fwd_sm90_ablate_names(void);
 

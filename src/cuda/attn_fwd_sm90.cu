@@ -27,8 +27,10 @@
  * in (64, 128) padded by the copy engine (below 64 and in (128, 256) too with
  * FLASHC_CUDA_SM90_PAD: sm90_pads), rows 16-byte aligned (the copy engine's stride rule),
  * compute capability 9.0 exactly (sm_90a code runs on no later chip); anything else goes to
- * the sm80 kernel (see attn.cu). A per-row key range [lo, hi) would change two places: which
- * blocks the producer and consumers walk (now [0, n_end)), and mask_block.
+ * the sm80 kernel (see attn.cu). Dense windows, softcap and ALiBi: v6's kernel with MODS set
+ * (opt-in, FLASHC_CUDA_SM90_MODS=1; the kernel's comment and the mods table at the end): a
+ * per-tile key range changes the blocks the producer and consumers walk (tile_at), and
+ * mods_block replaces mask_block (mask_at).
  *
  * Versions (template VER, each its own FLASHC_CUDA_KERNEL family; the ladder and which one the
  * dispatcher picks where are in bench/RESULTS.md and the table at the end of this file):
@@ -152,14 +154,19 @@ __host__ __device__ constexpr bool sm90_dyn(int ver)
 __host__ __device__ constexpr int sm90_bm(int ver) { return 64 * sm90_consumers(ver); }
 __host__ __device__ constexpr int sm90_threads(int ver) { return 128 * (1 + sm90_consumers(ver)); }
 /* setmaxnreg's split: (launch - producer) x 128 = (consumer - launch) x 128 consumers, with
- * launch = 65536 / threads (168 or 128) */
-__host__ __device__ constexpr int sm90_producer_regs(int ver, int d)
+ * launch = 65536 / threads (168 or 128); the MODS instances' producer computes the tiles' key
+ * ranges (at 24 registers it spilled two words) */
+__host__ __device__ constexpr int sm90_producer_regs(int ver, int d, bool mods = false)
 {
-    return sm90_consumers(ver) == 3 ? 32 : sm90_base(ver) >= 6 && (d == 64 || d > 128) ? 40 : 24;
+    return sm90_consumers(ver) == 3 ? 32
+           : sm90_base(ver) >= 6 && (d == 64 || d > 128 || mods) ? 40
+                                                                 : 24;
 }
-__host__ __device__ constexpr int sm90_consumer_regs(int ver, int d)
+__host__ __device__ constexpr int sm90_consumer_regs(int ver, int d, bool mods = false)
 {
-    return sm90_consumers(ver) == 3 ? 160 : sm90_base(ver) >= 6 && (d == 64 || d > 128) ? 232 : 240;
+    return sm90_consumers(ver) == 3 ? 160
+           : sm90_base(ver) >= 6 && (d == 64 || d > 128 || mods) ? 232
+                                                                 : 240;
 }
 static_assert((168 - 24) * 128 == (240 - 168) * 256 && (168 - 40) * 128 == (232 - 168) * 256 &&
                   (128 - 32) * 128 == (160 - 128) * 384,
@@ -262,8 +269,25 @@ static __device__ __forceinline__ void sm90_exp(float (&s)[1][NT][4], const floa
 
 /* VER: 1 (no overlap), 3 (overlap and ping-pong), 4 (v3 with v4's softmax), 5 (v4 on a
  * persistent grid: each thread block walks tiles blockIdx.x, + gridDim.x, ...; the others get
- * one tile per thread block, the same loop run once). */
-template <typename T, int D, int BN, int STAGES, int VER>
+ * one tile per thread block, the same loop run once).
+ * MODS: the v2 contract's masks and modifiers on a dense problem (attn_fwd_args.mods, the
+ * sm90mods instances): a key range [lo_i, hi_i) per row (windows; causal folded into wr = 0,
+ * a.causal = 0), softcap and ALiBi, through attn_fwd_common.cuh's mods_block on the S
+ * accumulators (the wgmma m64 layout is the m16n8 C layout per warp) and fwd_key_lo / hi:
+ *   - a tile walks the key blocks [lo(first row) / BN, ceil(hi(last row) / BN)) only (tile_at:
+ *     n_blocks of them, the last one kb_hi - 1): the producer never loads the others and the
+ *     consumers never compute them; a tile whose rows see nothing walks none (O = 0, LSE = -inf,
+ *     as for v6's empty causal tiles);
+ *   - both consumers walk the tile's blocks, so every one takes part in every barrier and turn
+ *     (a block none of a consumer's rows see is computed and masked whole, P = 0, as v6 does
+ *     above the causal diagonal);
+ *   - scores go to the log2 domain in mods_block (softcap, then ALiBi, then the mask where a
+ *     warp's rows do not all see the whole block), the softmax runs with scale_log2 = 1 and
+ *     LSE = m ln 2 + ln l, as in the sm80 kernel's MODS instance;
+ *   - the tile order is longest-first for the windowed cost (tile_at).
+ * A template flag of v6's and v9's kernel (VER 6, 7, 11), not a version: the plain instances
+ * are unchanged. */
+template <typename T, int D, int BN, int STAGES, int VER, bool MODS = false>
 __global__ void __launch_bounds__(sm90_threads(VER), 1)
     attn_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q,
                          const __grid_constant__ CUtensorMap tm_k,
@@ -298,6 +322,8 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     static_assert(D % 64 == 0 && D <= 256, "panels of 64 columns; O fits the registers");
     static_assert(D <= 128 || ((BN == 64 || BN == 80) && (BASE == 6 || BASE == 7) && !MC),
                   "d 192 / 256 (sm90v6h*): v6 on 64 / 80-key blocks, O 96 / 128 registers");
+    static_assert(!MODS || (DYN && (BASE == 6 || BASE == 7 || BASE == 11)),
+                  "masks and modifiers: v6's and v9's kernel (empty tiles go through them)");
 
     extern __shared__ uint8_t smem_raw[];
     const uint32_t base = (ptx_smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -350,8 +376,9 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     const int n_mblocks = (a.Sq + BM - 1) / BM;
     const int n_tiles = (MC ? (n_mblocks + 1) / 2 : n_mblocks) * a.B * a.Hq; /* v8: pairs */
     const int tile_step = MC ? (int)gridDim.x / 2 : PERSIST ? (int)gridDim.x : n_tiles;
-    /* Tile coordinates and the K/V blocks it visits, [0, n_blocks) from the last one. */
-    auto tile_at = [&](int tile, int &m0, int &b, int &h, int &n_blocks) {
+    /* Tile coordinates and the K/V blocks it visits: n_blocks of them, from block kb_hi - 1
+     * down (plain: kb_hi = n_blocks, blocks [0, n_blocks); MODS: the tile's key range). */
+    auto tile_at = [&](int tile, int &m0, int &b, int &h, int &n_blocks, int &kb_hi) {
         int m_block;
         if (MC) {
             /* v8: pair tile -> Q tiles 2 k and 2 k + 1 of one head (the second past Sq when
@@ -359,7 +386,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
             const int n_pairs = (n_mblocks + 1) / 2, bh = tile / n_pairs;
             m_block = 2 * (n_pairs - 1 - tile % n_pairs) + (int)crank();
             b = bh / a.Hq, h = bh % a.Hq;
-        } else if (HEADWISE && !a.causal) {
+        } else if (HEADWISE && !a.causal && !(MODS && (a.wl >= 0 || a.wr >= 0))) {
             /* v6 without the mask: every tile costs the same, so no longest-first; head by
              * head instead, so that the tiles in flight at once (132) share the K/V of a few
              * heads, not of a whole head group (the H200 profile: v4w read 1.7x cuDNN's DRAM
@@ -369,11 +396,25 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
             b = bh / a.Hq, h = bh % a.Hq;
         } else {
             block_coords<BM>(a, tile, &m_block, &b, &h);
+            /* MODS, longest first under a window: a tile's keys are [lo(m0), hi(last row)),
+             * both bounds moving with the rows. With a right bound (causal: wr = 0) the width
+             * only grows with the row until it is the window's (the last tiles first, as under
+             * the causal mask; a two-sided window's last few tiles, cut by Sk, are the
+             * exception); with a left bound alone it only shrinks (hi = Sk): the first first */
+            if (MODS && a.wr < 0)
+                m_block = n_mblocks - 1 - m_block;
         }
         m0 = m_block * BM;
         const int last_row = min(m0 + BM, a.Sq) - 1;
-        const int n_end = a.causal ? min(a.Sk, last_row + 1 + diag) : a.Sk;
-        n_blocks = n_end > 0 ? (n_end + BN - 1) / BN : 0;
+        if constexpr (MODS) {
+            const int lo = fwd_key_lo(a, diag, m0), hi = fwd_key_hi(a, diag, a.Sk, last_row);
+            kb_hi = hi > lo ? (hi + BN - 1) / BN : 0;
+            n_blocks = hi > lo ? kb_hi - lo / BN : 0;
+        } else {
+            const int n_end = a.causal ? min(a.Sk, last_row + 1 + diag) : a.Sk;
+            n_blocks = n_end > 0 ? (n_end + BN - 1) / BN : 0;
+            kb_hi = n_blocks;
+        }
     };
     /* The K/V ring runs on across tiles: block j of the thread block's walk is in slot
      * j % STAGES, phase (j / STAGES) & 1; likewise Q's buffer with its tile count. */
@@ -387,7 +428,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
          * 40 / 232 (v6 at d 64 and above 128: its scheduler spilled at 24, the consumers
          * fit 232: at d 64 they need less, at d 192 / 256 the key blocks are 64), and
          * 32 / 160 with 3 consumers. */
-        ptx_setmaxnreg_dec<sm90_producer_regs(VER, D)>();
+        ptx_setmaxnreg_dec<sm90_producer_regs(VER, D, MODS)>();
         /* panel p of the K or V block at key n0 into slot dst (v8: this block's half, into
          * both blocks of the pair) */
         auto load_kv = [&](uint32_t dst, const CUtensorMap *tm, uint32_t bar, int p, int n0,
@@ -407,9 +448,9 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
             for (;;) {
                 if (!DYN && tile >= n_tiles)
                     break;
-                int m0 = 0, b = 0, h = 0, n_blocks = 0;
+                int m0 = 0, b = 0, h = 0, n_blocks = 0, kb_hi = 0;
                 if (tile < n_tiles)
-                    tile_at(tile, m0, b, h, n_blocks);
+                    tile_at(tile, m0, b, h, n_blocks, kb_hi);
                 if (!DYN && n_blocks == 0) {
                     tile += tile_step;
                     continue;
@@ -434,7 +475,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                     ptx_mbarrier_arrive_expect_tx(k_full(s), L::KV_BYTES);
                     for (int p = 0; p < NP; p++)
                         load_kv(sK + s * L::KV_BYTES + p * BN * 128, &tm_k, k_full(s), p,
-                                (n_blocks - 1 - i) * BN, hk, b);
+                                (kb_hi - 1 - i) * BN, hk, b);
                 };
                 /* v9: the first K before Q: its slot frees a block before Q's buffer (after
                  * the last tile's last S but one), and the consumers need both at once */
@@ -457,7 +498,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 for (int i = 0; i < n_blocks; i++) {
                     const int s = (it + i) % STAGES;
                     const uint32_t ph = (uint32_t)((it + i) / STAGES) & 1u;
-                    const int n0 = (n_blocks - 1 - i) * BN;
+                    const int n0 = (kb_hi - 1 - i) * BN;
                     if (!XT || i > 0)
                         load_k(i);
                     ptx_mbarrier_wait(v_empty(s), ph ^ 1u);
@@ -484,8 +525,8 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 ptx_mbarrier_arrive(sched_empty);
                 if (tile >= n_tiles)
                     break;
-                int m0, b, h, n_blocks;
-                tile_at(tile, m0, b, h, n_blocks);
+                int m0, b, h, n_blocks, kb_hi;
+                tile_at(tile, m0, b, h, n_blocks, kb_hi);
                 if (n_blocks > 0)
                     for (int p = 0; p < NP; p++)
                         ptx_tma_prefetch_4d(&tm_q, 64 * p, m0, h, b);
@@ -500,7 +541,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     }
 
     /* ---- consumers ---- */
-    ptx_setmaxnreg_inc<sm90_consumer_regs(VER, D)>();
+    ptx_setmaxnreg_inc<sm90_consumer_regs(VER, D, MODS)>();
     const int cw = wg - 1;                    /* which 64 rows of the tile           */
     const int wq = warp % 4;                  /* warp within the warpgroup: 16 rows  */
     const int g = lane / 4, t = lane % 4;
@@ -582,9 +623,9 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
         }
         if (!XT && tile >= n_tiles)
             break;
-        int m0 = 0, b = 0, h = 0, n_blocks = 0;
+        int m0 = 0, b = 0, h = 0, n_blocks = 0, kb_hi = 0;
         if (!XT || tile < n_tiles)
-            tile_at(tile, m0, b, h, n_blocks);
+            tile_at(tile, m0, b, h, n_blocks, kb_hi);
         const int row0 = m0 + row_in_tile(); /* this thread's rows: row0, row0 + 8 */
         auto slot = [&](int i) { return (it + i) % STAGES; };
         auto phase = [&](int i) { return (uint32_t)((it + i) / STAGES) & 1u; };
@@ -688,10 +729,25 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
         auto live_at = [&](int i) {
             return !a.causal || (n_blocks - 1 - i) * BN <= m0 + cw * 64 + 63 + diag;
         };
+        /* MODS: S into the log2 domain (softcap, ALiBi) and the key range, masked where some
+         * row of the warp (16 rows r0 .. r0 + 15; past Sq too, which are never stored) does not
+         * see the whole block */
+        auto sl2 = [&]() { return MODS ? 1.0f : a.scale_log2; }; /* the softmax's scale */
         auto mask_at = [&](float (&sc)[1][NT][4], int i) {
-            const int n0 = (n_blocks - 1 - i) * BN;
-            if (n0 + BN > a.Sk || (a.causal && n0 + BN > m0 + cw * 64 + 1 + diag))
+            const int n0 = (kb_hi - 1 - i) * BN;
+            if constexpr (MODS) {
+                const int r0 = row0 - g;
+                const bool mask = n0 < fwd_key_lo(a, diag, r0 + 15) ||
+                                  n0 + BN > fwd_key_hi(a, diag, a.Sk, r0);
+                /* this head's ALiBi slope, in the log2 domain: read per block (an L1 hit)
+                 * rather than held through the tile */
+                const float slope_log2 =
+                    a.alibi ? a.alibi[b * a.salibi[0] + h * a.salibi[1]] * 1.4426950408889634f
+                            : 0.0f;
+                mods_block<1, NT>(sc, a, row0, n0 + 2 * t, diag, a.Sk, slope_log2, mask);
+            } else if (n0 + BN > a.Sk || (a.causal && n0 + BN > m0 + cw * 64 + 1 + diag)) {
                 mask_block<1, NT>(sc, a, row0, n0 + 2 * t, diag);
+            }
         };
         /* Epilogue of the tile at (m0, b, h), in two halves: the rows' sums (the one division
          * per row, inv) and LSE from row_m and row_l, which are final after the last softmax;
@@ -708,7 +764,9 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 const int row = row0 + 8 * hr;
                 if (row < a.Sq && a.lse && t == 0)
                     a.lse[b * a.slse[0] + h * a.slse[1] + (int64_t)row * a.slse[2]] =
-                        l > 0.0f ? row_m[0][hr] * a.scale + logf(l) : -INFINITY;
+                        l > 0.0f ? row_m[0][hr] * (MODS ? 0.6931471805599453f : a.scale) +
+                                       logf(l)
+                                 : -INFINITY;
             }
         };
         auto store_o = [&](const int m0, const int b, const int h, const float (&inv)[2]) {
@@ -826,7 +884,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 release_q(i);
                 if (live) {
                     mask_at(sc, i);
-                    softmax_block<1, NT, DT>(sc, acc, row_m, row_l, a.scale_log2);
+                    softmax_block<1, NT, DT>(sc, acc, row_m, row_l, sl2());
                 }
                 ptx_mbarrier_wait(v_full(s), ph);
                 if (live) {
@@ -853,15 +911,15 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 float mx[1][2];
                 bool moved;
                 if constexpr (BASE >= 4)
-                    moved = sm90_rows_max<NT>(sc, row_m, mx, a.scale_log2);
+                    moved = sm90_rows_max<NT>(sc, row_m, mx, sl2());
                 else
-                    moved = block_rows_max<1, NT>(sc, row_m, mx, a.scale_log2);
+                    moved = block_rows_max<1, NT>(sc, row_m, mx, sl2());
                 if (moved)
-                    block_move_base<1>(mx, row_m, row_l, alpha, a.scale_log2);
+                    block_move_base<1>(mx, row_m, row_l, alpha, sl2());
                 if constexpr (BASE >= 4)
-                    sm90_exp<NT>(sc, row_m, row_l, a.scale_log2);
+                    sm90_exp<NT>(sc, row_m, row_l, sl2());
                 else
-                    block_exp<1, NT>(sc, row_m, row_l, a.scale_log2);
+                    block_exp<1, NT>(sc, row_m, row_l, sl2());
                 return moved;
             };
             if (n_blocks > 0) {
@@ -1131,6 +1189,9 @@ static int sm90_dkdv_enabled(void)
     return e && strcmp(e, "1") == 0 ? 1 : e && strcmp(e, "0") == 0 ? 0 : SM90_DKDV_DEFAULT;
 }
 
+static int sm90_encodes(const attn_fwd_variant *v, const attn_problem *p, int kv_rows, int dyn,
+                        int tma_o);
+
 /* Beyond dtype and head dim (the table's fields): the chip the sm_90a code runs on, rows the
  * copy engine takes, the head dim (the instance's, or a padded one above; D != Dv as above), and
  * tensor maps that encode (tried here, so that "supported" and the run agree). */
@@ -1146,6 +1207,26 @@ static int sm90_supports_rows(const attn_fwd_variant *v, const attn_problem *p, 
     if (p->D != p->Dv &&
         (p->D % 8 != 0 || p->Dv % 8 != 0 || !sm90_pad_family(v) || !sm90_dkdv_enabled()))
         return 0;
+    /* the dynamic scheduler's kernels (v6*, v7, v9, and v8 / v8t under the mask, which run
+     * v6's / v7's) take their tile counter from the stream's memory pool: on a device without
+     * pools they are not offered, and the dispatcher goes on to v4w / v5, which need no memory */
+    /* (sm90abl asks what v6 asks, whichever entry: every FLASHC_SM90_ABLATE value serves the
+     * same problems; sm90np asks it of all its entries, v5's shape at d 64 causal too) */
+    const int v9_abl = strncmp(v->family, "sm90v9", 6) == 0 ||
+                       strcmp(v->family, "sm90abl") == 0 || strcmp(v->family, "sm90np") == 0;
+    const int dyn = strncmp(v->family, "sm90v6", 6) == 0 || strcmp(v->family, "sm90v7") == 0 ||
+                    v9_abl || (strncmp(v->family, "sm90v8", 6) == 0 && p->causal);
+    /* v6, v7, v8 and v9 store O through a tensor map too */
+    const int tma_o = strncmp(v->family, "sm90v6", 6) == 0 || strcmp(v->family, "sm90v7") == 0 ||
+                      strncmp(v->family, "sm90v8", 6) == 0 || v9_abl;
+    return sm90_encodes(v, p, kv_rows, dyn, tma_o);
+}
+
+/* The tensor maps of v's launch encode (Q, K, V with K/V boxes of kv_rows; O too where tma_o)
+ * and, where dyn (the dynamic scheduler's tile counter), the device has memory pools. */
+static int sm90_encodes(const attn_fwd_variant *v, const attn_problem *p, int kv_rows, int dyn,
+                        int tma_o)
+{
     attn_fwd_args a;
     memset(&a, 0, sizeof a);
     a.q = p->q, a.k = p->k, a.v = p->v;
@@ -1156,15 +1237,6 @@ static int sm90_supports_rows(const attn_fwd_variant *v, const attn_problem *p, 
     CUtensorMap mq, mk, mv, mo;
     if (!make_maps(&a, v->dtype, v->block_q, kv_rows, &mq, &mk, &mv))
         return 0;
-    /* the dynamic scheduler's kernels (v6*, v7, v9, and v8 / v8t under the mask, which run
-     * v6's / v7's) take their tile counter from the stream's memory pool: on a device without
-     * pools they are not offered, and the dispatcher goes on to v4w / v5, which need no memory */
-    /* (sm90abl asks what v6 asks, whichever entry: every FLASHC_SM90_ABLATE value serves the
-     * same problems; sm90np asks it of all its entries, v5's shape at d 64 causal too) */
-    const int v9_abl = strncmp(v->family, "sm90v9", 6) == 0 ||
-                       strcmp(v->family, "sm90abl") == 0 || strcmp(v->family, "sm90np") == 0;
-    const int dyn = strncmp(v->family, "sm90v6", 6) == 0 || strcmp(v->family, "sm90v7") == 0 ||
-                    v9_abl || (strncmp(v->family, "sm90v8", 6) == 0 && p->causal);
     if (dyn) {
         int dev = 0, pools = 0;
         if (cudaGetDevice(&dev) != cudaSuccess ||
@@ -1174,10 +1246,7 @@ static int sm90_supports_rows(const attn_fwd_variant *v, const attn_problem *p, 
             return 0;
         }
     }
-    /* v6, v7, v8 and v9 store O through a tensor map too */
-    return (strncmp(v->family, "sm90v6", 6) != 0 && strcmp(v->family, "sm90v7") != 0 &&
-            strncmp(v->family, "sm90v8", 6) != 0 && !v9_abl) ||
-           make_map(&mo, v->dtype, p->o, p->B, p->Sq, p->Hq, p->Dv, p->so, 64);
+    return !tma_o || make_map(&mo, v->dtype, p->o, p->B, p->Sq, p->Hq, p->Dv, p->so, 64);
 }
 static int sm90_supports(const attn_fwd_variant *v, const attn_problem *p, int cc, int vec16)
 {
@@ -1256,7 +1325,7 @@ static int sm90_supports_pair(const attn_fwd_variant *v, const attn_problem *p, 
     return !p->causal && sm90_supports_rows(v, p, cc, vec16, v->block_k / 2);
 }
 
-template <typename T, int D, int BN, int STAGES, int VER>
+template <typename T, int D, int BN, int STAGES, int VER, bool MODS = false>
 static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t stream)
 {
     using L = sm90_smem<D, BN, STAGES, VER>;
@@ -1268,11 +1337,14 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
      * nothing but TMA-store kernels) */
     if (a->D != a->Dv && sm90_base(VER) < 7)
         return cudaErrorInvalidValue;
+    /* masks and modifiers on the MODS instances only, dense (attn.cu, mods_route) */
+    if (!a->mods != !MODS || a->cu_q)
+        return cudaErrorInvalidValue;
     if (!make_maps(a, dt, BM, sm90_pair(VER) ? BN / 2 : BN, &mq, &mk, &mv) ||
         (sm90_base(VER) >= 7 && !make_map(&mo, dt, a->o, a->B, a->Sq, a->Hq, a->Dv, a->so, 64)))
         return cudaErrorInvalidValue; /* sm90_supports said yes: the driver changed its mind */
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const attn_fwd_args,
-                   const CUtensorMap, int *) = attn_fwd_sm90_kernel<T, D, BN, STAGES, VER>;
+                   const CUtensorMap, int *) = attn_fwd_sm90_kernel<T, D, BN, STAGES, VER, MODS>;
     /* The kernel's dynamic shared memory limit, raised once per device (a bit per ordinal
      * below 64) rather than on every call. Should the device's context have been reset since
      * (cudaDeviceReset drops it), the launch fails and is retried once after raising it again;
@@ -1521,3 +1593,48 @@ const attn_fwd_variant attn_fwd_sm90_variants[] = {
 };
 const int attn_fwd_sm90_variant_count =
     (int)(sizeof attn_fwd_sm90_variants / sizeof attn_fwd_sm90_variants[0]);
+
+/* ---- masks and modifiers (attn.cu, mods_route; opt-in: FLASHC_CUDA_SM90_MODS=1) -------------
+ * Dense problems with a window, softcap or ALiBi (causal folded into the key range; D != Dv as
+ * for plain problems) on v6's kernel (VER 7: the dynamic scheduler, O by TMA store) with MODS
+ * set, one instance per head dim and dtype, each in a shape whose consumers keep everything in
+ * their 232 registers (ptxas -v, CUDA 13.0): 128-key blocks at d 64 and 128, 80 at d 192
+ * (sm90v6hw's), 64 at d 256 (sm90v6h's). Spilled and not used: d 64 on v7's shape (3 consumers
+ * at 160 registers: 212 bytes) or on 176-key blocks (52 bytes), d 256 on 80-key blocks (v6d, 56
+ * bytes). Every D % 8 == 0 of an instance's range is padded in (nothing in the kernel reads D).
+ * Varlen stays with sm80. */
+template <int VER>
+static int sm90_supports_mods(const attn_fwd_variant *v, const attn_problem *p, int cc, int vec16)
+{
+    constexpr int TMA_O = sm90_base(VER) >= 7;
+    if (cc != 90 || !vec16 || p->layout != ATTN_DENSE)
+        return 0;
+    const int64_t d = p->D > p->Dv ? p->D : p->Dv; /* the dispatcher's: in v's range */
+    if (d != v->head_dim && d % 8 != 0)
+        return 0;
+    if (p->D != p->Dv && (p->D % 8 != 0 || p->Dv % 8 != 0 || !TMA_O || !sm90_dkdv_enabled()))
+        return 0;
+    return sm90_encodes(v, p, v->block_k, 1, TMA_O);
+}
+#define SM90_MODS_F(TN, T, FAM, D, BN, VER)                                                        \
+    {"attn_fwd_" #TN "_" FAM "_d" #D "_128x" #BN, FAM, TN##_DTYPE_SM90, D - 63, D, 90, 128, BN, 0, \
+     0, sm90_supports_mods<VER>, attn_fwd_sm90_launch<T, D, BN, 2, VER, true>}
+#define SM90_MODS_FAMILY(D, BN, VER)                                                               \
+    SM90_MODS_F(bf16, __nv_bfloat16, "sm90mods", D, BN, VER),                                     \
+        SM90_MODS_F(f16, __half, "sm90mods", D, BN, VER)
+const attn_fwd_variant attn_fwd_sm90_mods_variants[] = {
+    SM90_MODS_FAMILY(64, 128, 7),
+    SM90_MODS_FAMILY(128, 128, 7),
+    SM90_MODS_FAMILY(192, 80, 7),
+    SM90_MODS_FAMILY(256, 64, 7),
+    /* alternatives at bf16 d 128 for the device run to choose from (FLASHC_CUDA_SM90_MODS=v6np,
+     * v9, v9np: attn.cu; the plain defaults there are v6 / v9 without ping-pong up to 8k and v9
+     * from 4k): v6 without ping-pong (VER 7 + 64), v9 (VER 11: the tile boundary overlapped, which
+     * a window's short tiles may need more than the plain problem: at window 1024 a tile is 9
+     * blocks), v9 without ping-pong; the same 40 / 232 registers, no spills */
+    SM90_MODS_F(bf16, __nv_bfloat16, "sm90mods-v6np", 128, 128, sm90_ver(7, SM90_ABL_PINGPONG)),
+    SM90_MODS_F(bf16, __nv_bfloat16, "sm90mods-v9", 128, 128, 11),
+    SM90_MODS_F(bf16, __nv_bfloat16, "sm90mods-v9np", 128, 128, sm90_ver(11, SM90_ABL_PINGPONG)),
+};
+const int attn_fwd_sm90_mods_variant_count =
+    (int)(sizeof attn_fwd_sm90_mods_variants / sizeof attn_fwd_sm90_mods_variants[0]);
