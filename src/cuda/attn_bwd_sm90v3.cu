@@ -62,6 +62,8 @@ enum : unsigned {
     V3_WRT = 1u << 4,  /* sm90v3w: dQ adds on writer warps                        */
     V3_GRP = 1u << 5,  /* sm90v3wg: deterministic blocks in groups of heads       */
     V3_UM = 1u << 6,   /* sm90v3u: the unmasked softmax loop                      */
+    V3_DVE = 1u << 7,  /* sm90v3e: dV issued right after P, before dP's wait      */
+    V3_DKE = 1u << 8,  /* sm90v3e2: dK issued too before the consumers' meeting   */
     V3_W = V3_TDQ | V3_DQF | V3_WRT, /* sm90v3w's bits (WRT needs TDQ and DQF)    */
 };
 /* dQ staging rows: 64 floats + 16 bytes (the bank spread of sm90v2's V2_DQ_ROW) */
@@ -203,11 +205,19 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
 {
 #if FLASHC_PTX_SM90A
     constexpr bool DET = F & V3_DET, MODS = F & V3_MODS, TDQ = F & V3_TDQ, DQF = F & V3_DQF,
-                   WRT = F & V3_WRT, GRP = F & V3_GRP, UM = F & V3_UM;
+                   WRT = F & V3_WRT, GRP = F & V3_GRP, UM = F & V3_UM, DVE = F & V3_DVE,
+                   DKE = F & V3_DKE;
     using L = bwd90v3_smem<D, WRT>;
     static_assert(!WRT || (TDQ && DQF), "sm90v3w: sm90v3q with the dQ adds on writer warps");
     static_assert(!UM || (WRT && !MODS),
                   "sm90v3u: sm90v3w's kernel with an unmasked softmax loop");
+    static_assert(!DVE || (UM && WRT && !MODS), "sm90v3e: sm90v3u's kernel, dV issued early");
+    static_assert(!DKE || DVE, "sm90v3e2: sm90v3e's kernel, dK issued early too");
+    /* sm90v3e's dV: at d 64 right after P^T, before dP's wait (it then runs under dS's
+     * elementwise step too); at d 128 after dS^T's pack, where P^T's 16 registers held by the
+     * wgmma in flight across that step cost ptxas 112 bytes of spills (88 more than sm90v3u's
+     * 24; 32 at this place) */
+    constexpr bool DV_FIRST = DVE && D == 64;
     /* sm90v3w's named barriers (1: the consumers' per-Q-block meeting at d 128; 2, 3: sm90v3t's
      * warpgroup barriers, and d 64's): staging buffer sb of warpgroup w full (consumers
      * arrive, its writer waits) and empty (the other way), 128 + 32 threads each */
@@ -450,7 +460,29 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                     s[nt][e] = p;
                 }
             }
-            ptx_wgmma_wait<0>();
+            if constexpr (DV_FIRST) {
+                /* sm90v3e: dV += P^T dO needs neither dP nor the other warpgroup, so it goes
+                 * to the tensor cores now and runs under dS's elementwise step and the
+                 * stmatrix, where sm90v3u leaves them idle (at d 128 both warpgroups, in
+                 * lockstep through their meeting); wait_group 1 then waits for dP only */
+#pragma unroll
+                for (int kk = 0; kk < BM / 16; kk++) {
+                    pa[kk][0] = ptx_pack2(T(), s[2 * kk][0], s[2 * kk][1]);
+                    pa[kk][1] = ptx_pack2(T(), s[2 * kk][2], s[2 * kk][3]);
+                    pa[kk][2] = ptx_pack2(T(), s[2 * kk + 1][0], s[2 * kk + 1][1]);
+                    pa[kk][3] = ptx_pack2(T(), s[2 * kk + 1][2], s[2 * kk + 1][3]);
+                }
+                ptx_fence_operands(dv);
+                ptx_wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < BM / 16; kk++)
+                    bwd90v3_rs_tb<T>(dv, pa[kk],
+                                     ptx_wgmma_desc(do_buf + kk * 16 * 128, BM * 128, 1024));
+                ptx_wgmma_commit();
+                ptx_wgmma_wait<1>();
+            } else {
+                ptx_wgmma_wait<0>();
+            }
             ptx_fence_operands(dp);
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
@@ -482,14 +514,27 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
         /* A fragments: tiles 2 kk, 2 kk + 1 are queries [16 kk, 16 kk + 16) */
 #pragma unroll
         for (int kk = 0; kk < BM / 16; kk++) {
-            pa[kk][0] = ptx_pack2(T(), s[2 * kk][0], s[2 * kk][1]);
-            pa[kk][1] = ptx_pack2(T(), s[2 * kk][2], s[2 * kk][3]);
-            pa[kk][2] = ptx_pack2(T(), s[2 * kk + 1][0], s[2 * kk + 1][1]);
-            pa[kk][3] = ptx_pack2(T(), s[2 * kk + 1][2], s[2 * kk + 1][3]);
+            if constexpr (!DV_FIRST) { /* (sm90v3e at d 64 packed P^T already) */
+                pa[kk][0] = ptx_pack2(T(), s[2 * kk][0], s[2 * kk][1]);
+                pa[kk][1] = ptx_pack2(T(), s[2 * kk][2], s[2 * kk][3]);
+                pa[kk][2] = ptx_pack2(T(), s[2 * kk + 1][0], s[2 * kk + 1][1]);
+                pa[kk][3] = ptx_pack2(T(), s[2 * kk + 1][2], s[2 * kk + 1][3]);
+            }
             da[kk][0] = ptx_pack2(T(), dp[2 * kk][0], dp[2 * kk][1]);
             da[kk][1] = ptx_pack2(T(), dp[2 * kk][2], dp[2 * kk][3]);
             da[kk][2] = ptx_pack2(T(), dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
             da[kk][3] = ptx_pack2(T(), dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+        }
+
+        if constexpr (DVE && !DV_FIRST) {
+            /* sm90v3e at d 128: dV under the stmatrix and the consumers' meeting */
+            ptx_fence_operands(dv);
+            ptx_wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < BM / 16; kk++)
+                bwd90v3_rs_tb<T>(dv, pa[kk],
+                                 ptx_wgmma_desc(do_buf + kk * 16 * 128, BM * 128, 1024));
+            ptx_wgmma_commit();
         }
 
         /* dS [query][key] into panel wg of this stage's dS (attn_bwd_sm90.cu: fragment i of
@@ -506,6 +551,17 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
             }
         }
         ptx_fence_proxy_async_shared(); /* dS, for the dQ wgmmas after the barrier */
+        if constexpr (DKE) {
+            /* sm90v3e2: dK += dS^T Q (dS^T from registers) before the meeting as well, so that
+             * the tensor cores hold dV and dK across it; dQ alone follows it */
+            ptx_fence_operands(dk);
+            ptx_wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < BM / 16; kk++)
+                bwd90v3_rs_tb<T>(dk, da[kk],
+                                 ptx_wgmma_desc(q_buf + kk * 16 * 128, BM * 128, 1024));
+            ptx_wgmma_commit();
+        }
 
         /* dV += P^T dO, dK += dS^T Q: queries are the reduction index, 16 per step; dO and Q
          * MN-major (two 8-row groups per step, SBO; the feature panels, LBO) */
@@ -543,19 +599,26 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
         bwd_dq_mma<T, BM, BN, DQ_BY_KEYS>(acc, sdS, sK, wg);
         if constexpr (DQF) {
             /* dV, dK behind dQ: the dQ epilogue below runs while they are on the tensor
-             * cores (in sm90v3t they ran before the barrier instead) */
-            ptx_fence_operands(dv);
-            ptx_fence_operands(dk);
+             * cores (in sm90v3t they ran before the barrier instead); sm90v3e's dV is in
+             * flight already (its registers untouched here) */
+            if constexpr (DKE) {
+                ptx_wgmma_wait<0>(); /* dQ, the last issued */
+            } else {
+                if constexpr (!DVE)
+                    ptx_fence_operands(dv);
+                ptx_fence_operands(dk);
+                if constexpr (!DVE)
 #pragma unroll
-            for (int kk = 0; kk < BM / 16; kk++)
-                bwd90v3_rs_tb<T>(dv, pa[kk],
-                                 ptx_wgmma_desc(do_buf + kk * 16 * 128, BM * 128, 1024));
+                    for (int kk = 0; kk < BM / 16; kk++)
+                        bwd90v3_rs_tb<T>(dv, pa[kk],
+                                         ptx_wgmma_desc(do_buf + kk * 16 * 128, BM * 128, 1024));
 #pragma unroll
-            for (int kk = 0; kk < BM / 16; kk++)
-                bwd90v3_rs_tb<T>(dk, da[kk],
-                                 ptx_wgmma_desc(q_buf + kk * 16 * 128, BM * 128, 1024));
-            ptx_wgmma_commit();
-            ptx_wgmma_wait<1>(); /* dQ */
+                for (int kk = 0; kk < BM / 16; kk++)
+                    bwd90v3_rs_tb<T>(dk, da[kk],
+                                     ptx_wgmma_desc(q_buf + kk * 16 * 128, BM * 128, 1024));
+                ptx_wgmma_commit();
+                ptx_wgmma_wait<1>(); /* dQ (and sm90v3e's dV, issued before it) */
+            }
             ptx_fence_operands(acc);
         } else {
             ptx_wgmma_wait<0>();
@@ -806,11 +869,14 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
      * sm90v3w's kernel, whose reversed K blocks its turns need) */
     const bool grp = GRP && a->wr < 0;
     /* UM in deterministic mode at d 128 only: at d 64 (s11_bwd13.sh, H200) sm90v3u's
-     * deterministic mode was 0.95-1.08x sm90v3wg's, where its fast mode was 1.10-1.23x */
-    constexpr bool UMD = UM && D == 128;
-    /* the kernel's bits: the family's without GRP, UM, which each instance adds back */
-    constexpr unsigned K = F & (V3_TDQ | V3_DQF | V3_WRT), KU = UM ? V3_UM : 0u,
-                       KUD = UMD ? V3_UM : 0u, KG = GRP ? V3_GRP : 0u;
+     * deterministic mode was 0.95-1.08x sm90v3wg's, where its fast mode was 1.10-1.23x;
+     * sm90v3e, e2 at both (s12_bwd15.sh measures their d 64 deterministic mode) */
+    constexpr bool UMD = UM && (D == 128 || (F & V3_DVE));
+    /* the kernel's bits: the family's without GRP, UM, DVE, DKE, which each instance adds
+     * back (DVE, DKE: with UM only) */
+    constexpr unsigned K = F & (V3_TDQ | V3_DQF | V3_WRT), KE = F & (V3_DVE | V3_DKE),
+                       KU = UM ? V3_UM | KE : 0u, KUD = UMD ? V3_UM | KE : 0u,
+                       KG = GRP ? V3_GRP : 0u;
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                    const CUtensorMap, const attn_bwd_args) =
         /* (UM: only the softmax without modifiers has the loop to unswitch) */
@@ -914,6 +980,39 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
     {"attn_bwd_f16_sm90v3u_d64_64x128", "sm90v3u", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH,
      attn_bwd_sm90v3_launch<__half, 64, V3_W | V3_GRP | V3_UM>, NULL, 0},
+    /* sm90v3e (helper bwd15, 2026-12-04; opt-in until a device round): sm90v3u whose consumers
+     * issue dV += P^T dO right after the softmax, before they wait for dP^T, so that it runs
+     * under dS's elementwise step, the stmatrix and the consumers' meeting (sm90v3u: after the
+     * meeting, behind dQ); sm90v3e2: dK += dS^T Q issued before the meeting too, dQ alone after
+     * it. The same products in the same order per accumulator: sm90v3u's bits (fast-mode dK,
+     * dV; deterministic dQ, dK, dV; test_early_bits). Deterministic mode with UM at d 64 as
+     * well; with softcap / ALiBi sm90v3wg's kernels, as sm90v3u. */
+    {"attn_bwd_bf16_sm90v3e_d128_64x128", "sm90v3e", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, V3_W | V3_GRP | V3_UM | V3_DVE>, NULL, 1},
+    {"attn_bwd_f16_sm90v3e_d128_64x128", "sm90v3e", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__half, 128, V3_W | V3_GRP | V3_UM | V3_DVE>, NULL, 1},
+    {"attn_bwd_bf16_sm90v3e_d64_64x128", "sm90v3e", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, V3_W | V3_GRP | V3_UM | V3_DVE>, NULL, 1},
+    {"attn_bwd_f16_sm90v3e_d64_64x128", "sm90v3e", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__half, 64, V3_W | V3_GRP | V3_UM | V3_DVE>, NULL, 1},
+    {"attn_bwd_bf16_sm90v3e2_d128_64x128", "sm90v3e2", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, V3_W | V3_GRP | V3_UM | V3_DVE | V3_DKE>, NULL,
+     1},
+    {"attn_bwd_f16_sm90v3e2_d128_64x128", "sm90v3e2", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__half, 128, V3_W | V3_GRP | V3_UM | V3_DVE | V3_DKE>, NULL, 1},
+    {"attn_bwd_bf16_sm90v3e2_d64_64x128", "sm90v3e2", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, V3_W | V3_GRP | V3_UM | V3_DVE | V3_DKE>, NULL,
+     1},
+    {"attn_bwd_f16_sm90v3e2_d64_64x128", "sm90v3e2", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__half, 64, V3_W | V3_GRP | V3_UM | V3_DVE | V3_DKE>, NULL, 1},
 };
 const int attn_bwd_sm90v3_variant_count =
     (int)(sizeof attn_bwd_sm90v3_variants / sizeof attn_bwd_sm90v3_variants[0]);
