@@ -22,6 +22,8 @@ halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KE
   v3e / v3e_det         sm90v3e: sm90v3u with dV issued before the consumers' meeting (helper
                         bwd15; d 128 and d 64)
   v3e2 / v3e2_det       sm90v3e2: sm90v3e with dK issued before the meeting too
+  v3s / v3s_det         sm90v3s: sm90v3u at d 64 with both warpgroups' dQ tiles summed before
+                        one add (helper bwd15; d 64 only)
   v2s / v2s_det         sm90v2s (src/cuda/attn_bwd_sm90v2.cu; d 64 only): d 64's default until
                         2026-12-03, opt-in since
 The table (printed last) gives each TFLOP/s and the ratios the issue's target names.
@@ -50,6 +52,7 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            "flashc_v3u": (0, 0, False, "sm90v3u"), "flashc_v3u_det": (0, 0, True, "sm90v3u"),
            "flashc_v3e": (0, 0, False, "sm90v3e"), "flashc_v3e_det": (0, 0, True, "sm90v3e"),
            "flashc_v3e2": (0, 0, False, "sm90v3e2"), "flashc_v3e2_det": (0, 0, True, "sm90v3e2"),
+           "flashc_v3s": (0, 0, False, "sm90v3s"), "flashc_v3s_det": (0, 0, True, "sm90v3s"),
            "flashc_v2s": (0, 0, False, "sm90v2s"), "flashc_v2s_det": (0, 0, True, "sm90v2s"),
            "flashc_sm90": (0, 0, False, "sm90"), "flashc_sm90_det": (0, 0, True, "sm90")}
 
@@ -92,7 +95,8 @@ def main():
             # (elsewhere: the dispatcher's choice again, not timed twice; pass --configs-d128)
             cf = configs128 if d == 128 else tuple(
                 c for c in configs if not c.startswith(("flashc_v3", "flashc_sm90", "flashc_v2s"))
-                or (d == 64 and c.startswith(("flashc_v3w", "flashc_v3u", "flashc_v3e", "flashc_v2s"))))
+                or (d == 64 and c.startswith(("flashc_v3w", "flashc_v3u", "flashc_v3e", "flashc_v3s",
+                                                "flashc_v2s"))))
             if cf:
                 bb.part2(lib, seqlens, rows, d=d, configs=cf, peers=("flash", "cudnn"), part=3)
     finally:
@@ -129,6 +133,9 @@ def table(rows, configs):
               ("v3e2/default", "flashc_v3e2", "flashc"),
               ("v3e2det/det", "flashc_v3e2_det", "flashc_det"),
               ("v3edet/v3e", "flashc_v3e_det", "flashc_v3e"),
+              ("v3s/default", "flashc_v3s", "flashc"), ("v3sdet/det", "flashc_v3s_det", "flashc_det"),
+              ("v3sdet/v3s", "flashc_v3s_det", "flashc_v3s"),
+              ("v3sdet/default", "flashc_v3s_det", "flashc"),
               ("v3e/cuDNN", "flashc_v3e", "cudnn"), ("v3e2/cuDNN", "flashc_v3e2", "cudnn"),
               ("v3e/flash", "flashc_v3e", "flash"), ("v3e2/flash", "flashc_v3e2", "flash"),
               ("default/v2s", "flashc", "flashc_v2s"), ("det/v2sdet", "flashc_det", "flashc_v2s_det"),

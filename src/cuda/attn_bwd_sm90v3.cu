@@ -64,6 +64,7 @@ enum : unsigned {
     V3_UM = 1u << 6,   /* sm90v3u: the unmasked softmax loop                      */
     V3_DVE = 1u << 7,  /* sm90v3e: dV issued right after P, before dP's wait      */
     V3_DKE = 1u << 8,  /* sm90v3e2: dK issued too before the consumers' meeting   */
+    V3_DQS = 1u << 9,  /* sm90v3s: d 64's two dQ tiles summed, one add per Q block */
     V3_W = V3_TDQ | V3_DQF | V3_WRT, /* sm90v3w's bits (WRT needs TDQ and DQF)    */
 };
 /* dQ staging rows: 64 floats + 16 bytes (the bank spread of sm90v2's V2_DQ_ROW) */
@@ -206,13 +207,14 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
 #if FLASHC_PTX_SM90A
     constexpr bool DET = F & V3_DET, MODS = F & V3_MODS, TDQ = F & V3_TDQ, DQF = F & V3_DQF,
                    WRT = F & V3_WRT, GRP = F & V3_GRP, UM = F & V3_UM, DVE = F & V3_DVE,
-                   DKE = F & V3_DKE;
+                   DKE = F & V3_DKE, DQS = F & V3_DQS;
     using L = bwd90v3_smem<D, WRT>;
     static_assert(!WRT || (TDQ && DQF), "sm90v3w: sm90v3q with the dQ adds on writer warps");
     static_assert(!UM || (WRT && !MODS),
                   "sm90v3u: sm90v3w's kernel with an unmasked softmax loop");
     static_assert(!DVE || (UM && WRT && !MODS), "sm90v3e: sm90v3u's kernel, dV issued early");
     static_assert(!DKE || DVE, "sm90v3e2: sm90v3e's kernel, dK issued early too");
+    static_assert(!DQS || (UM && D == 64), "sm90v3s: sm90v3u's kernel at d 64, one dQ writer");
     /* sm90v3e's dV: at d 64 right after P^T, before dP's wait (it then runs under dS's
      * elementwise step too); at d 128 after dS^T's pack, where P^T's 16 registers held by the
      * wgmma in flight across that step cost ptxas 112 bytes of spills (88 more than sm90v3u's
@@ -277,7 +279,70 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
     if (warp < 4) {
         /* ---- producer ---- */
         ptx_setmaxnreg_dec<bwd90v3_regs<D>::PRODUCER>();
-        if constexpr (WRT) {
+        if constexpr (DQS) {
+            /* sm90v3s (d 64): both warpgroups' dQ tiles cover the same rows (dQ by keys), so
+             * warp 1 sums them in shared memory and adds the sum: one 16 KB reduce-add per Q
+             * block instead of two, and in deterministic mode one link of the turn chain per
+             * block (the count rises by 1 a block) instead of two (warpgroup 1's writer after
+             * warpgroup 0's), each a reduce-add waited for to completion: the writers' chain,
+             * not the tensor cores, bounds sm90v3u's deterministic mode at d 64 (its UM loop
+             * gained 10-23% in fast mode there and 0.95-1.08x in deterministic mode). Another
+             * rounding of dQ than sm90v3u's, deterministic all the same (t0 + t1 commutes). */
+            if (warp == 2)
+                return;
+            if (warp == 1) {
+                for (int sb = 0; sb < 2 && sb < total; sb++)
+                    for (int w = 0; w < 2; w++)
+                        ptx_named_bar_arrive(dq_empty_id(w, sb), 160);
+                int h = hk * a.group, m = m_begin;
+                for (int it = 0; it < total; it++) {
+                    const int sb = it & 1;
+                    ptx_named_bar_sync(dq_full_id(0, sb), 160);
+                    ptx_named_bar_sync(dq_full_id(1, sb), 160);
+                    /* the same swizzled layout in both tiles: the sum elementwise, into tile 0 */
+                    float4 *t0 = (float4 *)(sbase + L::DQ + sb * L::DQ_BUF);
+                    const float4 *t1 = t0 + 2 * BM * 128 / 16;
+#pragma unroll 4
+                    for (int i = lane; i < 2 * BM * 128 / 16; i += 32) {
+                        const float4 x = t0[i], y = t1[i];
+                        t0[i] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
+                    }
+                    ptx_fence_proxy_async_shared(); /* the sums, for the copy engine's reads */
+                    __syncwarp();
+                    if (lane == 0) {
+                        const uint32_t st = base + L::DQ + sb * L::DQ_BUF;
+                        int *sem = a.sem + bwd90v3_turn_counter(a, b, h, m);
+                        if constexpr (DET) {
+                            const int turn = bwd_turn(rg, n_block, (int)gridDim.x, m, BM, BN);
+                            while (ptx_ld_acquire_gpu(sem) < turn) {
+                            }
+                            ptx_fence_proxy_async_global(); /* the acquire before our adds */
+                        }
+                        for (int hf = 0; hf < 2; hf++)
+                            ptx_tma_reduce_add_4d(&tm_dq, st + hf * BM * 128, 32 * hf, m * BM, h,
+                                                  b);
+                        ptx_bulk_commit_group();
+                        if constexpr (DET) {
+                            ptx_bulk_wait_group<0>();       /* our adds performed ... */
+                            ptx_fence_proxy_async_global(); /* ... and ordered before the release */
+                            __threadfence();
+                            ptx_red_release_gpu_add(sem, 1);
+                        } else {
+                            ptx_bulk_wait_group_read<0>(); /* tile 0 read (tile 1: by us) */
+                        }
+                    }
+                    __syncwarp();
+                    if (it + 2 < total) /* the consumers' next use of these buffers */
+                        for (int w = 0; w < 2; w++)
+                            ptx_named_bar_arrive(dq_empty_id(w, sb), 160);
+                    if (++m == m_end)
+                        h++, m = m_begin;
+                }
+                if (lane == 0)
+                    ptx_bulk_wait_group<0>();
+                return;
+            }
+        } else if constexpr (WRT) {
             if (warp == 1 || warp == 2) {
                 /* sm90v3w: warp 1 + w adds consumer warpgroup w's dQ tiles, so that neither
                  * the copy engine's reads nor deterministic mode's turn wait the consumers */
@@ -870,11 +935,12 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     const bool grp = GRP && a->wr < 0;
     /* UM in deterministic mode at d 128 only: at d 64 (s11_bwd13.sh, H200) sm90v3u's
      * deterministic mode was 0.95-1.08x sm90v3wg's, where its fast mode was 1.10-1.23x;
-     * sm90v3e, e2 at both (s12_bwd15.sh measures their d 64 deterministic mode) */
-    constexpr bool UMD = UM && (D == 128 || (F & V3_DVE));
-    /* the kernel's bits: the family's without GRP, UM, DVE, DKE, which each instance adds
-     * back (DVE, DKE: with UM only) */
-    constexpr unsigned K = F & (V3_TDQ | V3_DQF | V3_WRT), KE = F & (V3_DVE | V3_DKE),
+     * sm90v3e, e2, s at both (s12_bwd15.sh measures their d 64 deterministic mode) */
+    constexpr bool UMD = UM && (D == 128 || (F & (V3_DVE | V3_DQS)));
+    /* the kernel's bits: the family's without GRP, UM, DVE, DKE, DQS, which each instance
+     * adds back (DVE, DKE, DQS: with UM only) */
+    constexpr unsigned K = F & (V3_TDQ | V3_DQF | V3_WRT),
+                       KE = F & (V3_DVE | V3_DKE | V3_DQS),
                        KU = UM ? V3_UM | KE : 0u, KUD = UMD ? V3_UM | KE : 0u,
                        KG = GRP ? V3_GRP : 0u;
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
@@ -1013,6 +1079,16 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
     {"attn_bwd_f16_sm90v3e2_d64_64x128", "sm90v3e2", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH,
      attn_bwd_sm90v3_launch<__half, 64, V3_W | V3_GRP | V3_UM | V3_DVE | V3_DKE>, NULL, 1},
+    /* sm90v3s (helper bwd15; opt-in until a device round; d 64 only): sm90v3u whose writer
+     * warp 1 sums both warpgroups' dQ tiles (the same rows) in shared memory and adds the sum,
+     * one reduce-add and one deterministic turn per Q block instead of two; another rounding
+     * of dQ than sm90v3u's (fast-mode dK, dV the same bits, test_early_bits) */
+    {"attn_bwd_bf16_sm90v3s_d64_64x128", "sm90v3s", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, V3_W | V3_GRP | V3_UM | V3_DQS>, NULL, 1},
+    {"attn_bwd_f16_sm90v3s_d64_64x128", "sm90v3s", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__half, 64, V3_W | V3_GRP | V3_UM | V3_DQS>, NULL, 1},
 };
 const int attn_bwd_sm90v3_variant_count =
     (int)(sizeof attn_bwd_sm90v3_variants / sizeof attn_bwd_sm90v3_variants[0]);
