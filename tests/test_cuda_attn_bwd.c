@@ -684,7 +684,8 @@ static void test_unmasked_bits(void **state)
  * in the same one: the same dk, dv in fast mode, the same bits in deterministic mode (at d 64
  * against sm90v3wg's deterministic kernel, which sm90v3u launches there). sm90v3s (d 64: both
  * warpgroups' dQ tiles summed before one add) rounds dq otherwise: dk, dv in fast mode (its
- * deterministic dq: test_deterministic_bitwise and the suites under FLASHC_CUDA_BWD_KERNEL). */
+ * deterministic dq: test_deterministic_bitwise and the suites under FLASHC_CUDA_BWD_KERNEL);
+ * sm90v3es (both at d 64) has sm90v3s's bits in both modes. */
 static void test_early_bits(void **state)
 {
     (void)state;
@@ -692,6 +693,7 @@ static void test_early_bits(void **state)
     family_bits("sm90v3e", "sm90v3u", dims, 3);
     family_bits("sm90v3e2", "sm90v3u", dims, 3);
     family_bits("sm90v3s", "sm90v3u", dims + 1, 1);
+    family_bits("sm90v3es", "sm90v3s", dims + 1, 3); /* sm90v3e and s in one */
 }
 
 /* The call captured into a CUDA graph (no host synchronisation inside, workspace from the

@@ -24,6 +24,7 @@ halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KE
   v3e2 / v3e2_det       sm90v3e2: sm90v3e with dK issued before the meeting too
   v3s / v3s_det         sm90v3s: sm90v3u at d 64 with both warpgroups' dQ tiles summed before
                         one add (helper bwd15; d 64 only)
+  v3es / v3es_det       sm90v3es: sm90v3e and sm90v3s in one (d 64 only)
   v2s / v2s_det         sm90v2s (src/cuda/attn_bwd_sm90v2.cu; d 64 only): d 64's default until
                         2026-12-03, opt-in since
 The table (printed last) gives each TFLOP/s and the ratios the issue's target names.
@@ -53,6 +54,7 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            "flashc_v3e": (0, 0, False, "sm90v3e"), "flashc_v3e_det": (0, 0, True, "sm90v3e"),
            "flashc_v3e2": (0, 0, False, "sm90v3e2"), "flashc_v3e2_det": (0, 0, True, "sm90v3e2"),
            "flashc_v3s": (0, 0, False, "sm90v3s"), "flashc_v3s_det": (0, 0, True, "sm90v3s"),
+           "flashc_v3es": (0, 0, False, "sm90v3es"), "flashc_v3es_det": (0, 0, True, "sm90v3es"),
            "flashc_v2s": (0, 0, False, "sm90v2s"), "flashc_v2s_det": (0, 0, True, "sm90v2s"),
            "flashc_sm90": (0, 0, False, "sm90"), "flashc_sm90_det": (0, 0, True, "sm90")}
 
@@ -136,6 +138,8 @@ def table(rows, configs):
               ("v3s/default", "flashc_v3s", "flashc"), ("v3sdet/det", "flashc_v3s_det", "flashc_det"),
               ("v3sdet/v3s", "flashc_v3s_det", "flashc_v3s"),
               ("v3sdet/default", "flashc_v3s_det", "flashc"),
+              ("v3es/default", "flashc_v3es", "flashc"),
+              ("v3esdet/det", "flashc_v3es_det", "flashc_det"),
               ("v3e/cuDNN", "flashc_v3e", "cudnn"), ("v3e2/cuDNN", "flashc_v3e2", "cudnn"),
               ("v3e/flash", "flashc_v3e", "flash"), ("v3e2/flash", "flashc_v3e2", "flash"),
               ("default/v2s", "flashc", "flashc_v2s"), ("det/v2sdet", "flashc_det", "flashc_v2s_det"),

@@ -1092,6 +1092,16 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
     {"attn_bwd_f16_sm90v3s_d64_64x128", "sm90v3s", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH,
      attn_bwd_sm90v3_launch<__half, 64, V3_W | V3_GRP | V3_UM | V3_DQS>, NULL, 1},
+    /* sm90v3es (helper bwd15; opt-in; d 64 only): sm90v3e and sm90v3s in one (the consumers'
+     * dV and the writer's one add are apart), so that one device round can also time the
+     * two together; sm90v3s's bits (test_early_bits) */
+    {"attn_bwd_bf16_sm90v3es_d64_64x128", "sm90v3es", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, V3_W | V3_GRP | V3_UM | V3_DVE | V3_DQS>, NULL,
+     1},
+    {"attn_bwd_f16_sm90v3es_d64_64x128", "sm90v3es", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__half, 64, V3_W | V3_GRP | V3_UM | V3_DVE | V3_DQS>, NULL, 1},
 };
 const int attn_bwd_sm90v3_variant_count =
     (int)(sizeof attn_bwd_sm90v3_variants / sizeof attn_bwd_sm90v3_variants[0]);
