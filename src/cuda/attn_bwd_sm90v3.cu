@@ -4,8 +4,8 @@
  * mode with its blocks in groups of heads, bwd90v3_grouped) and sm90v3u (d 128 and 64:
  * sm90v3wg with an unmasked softmax loop for tiles without masked keys; helper bwd13,
  * 2026-12-04), sm90v3e, sm90v3e2 (d 128 and 64: sm90v3u with dV, and dK, issued before the
- * consumers' meeting; helper bwd15) and sm90v3s (d 64: sm90v3u with one dQ add of both
- * warpgroups' tiles summed; helper bwd15), sm90v3u the default at both on compute capability 9.0
+ * consumers' meeting; helper bwd15), sm90v3s (d 64: sm90v3u with one dQ add of both
+ * warpgroups' tiles summed; helper bwd15) and sm90v3es (d 64: e and s in one), sm90v3u the default at both on compute capability 9.0
  * since the device round of 2026-12-04 midday (sm90v3wg's before, sm90v3w's before that: d 64
  * since the device run of 2026-12-03, helper bwd6: dQ by keys, below), the others opt-in through
  * FLASHC_CUDA_BWD_KERNEL;
