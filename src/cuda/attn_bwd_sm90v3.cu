@@ -5,10 +5,10 @@
  * sm90v3wg with an unmasked softmax loop for tiles without masked keys; helper bwd13,
  * 2026-12-04), sm90v3e, sm90v3e2 (d 128 and 64: sm90v3u with dV, and dK, issued before the
  * consumers' meeting; helper bwd15), sm90v3s (d 64: sm90v3u with one dQ add of both
- * warpgroups' tiles summed; helper bwd15) and sm90v3es (d 64: e and s in one), sm90v3u the default at both on compute capability 9.0
- * since the device round of 2026-12-04 midday (sm90v3wg's before, sm90v3w's before that: d 64
- * since the device run of 2026-12-03, helper bwd6: dQ by keys, below), the others opt-in through
- * FLASHC_CUDA_BWD_KERNEL;
+ * warpgroups' tiles summed; helper bwd15) and sm90v3es (d 64: e and s in one), sm90v3u the
+ * default at both on compute capability 9.0 since the device round of 2026-12-04 midday
+ * (sm90v3wg's before, sm90v3w's before that: d 64 since the device run of 2026-12-03, helper
+ * bwd6: dQ by keys, below), the others opt-in through FLASHC_CUDA_BWD_KERNEL;
  * racecheck's hazards of 2026-12-02: see the table.
  *
  * Why: the 21:36 profile of sm90 at d 128 4k (/work/wt/PROFILE.md): 255 registers, 256 threads,
@@ -125,6 +125,19 @@ static __device__ __forceinline__ void bwd90v3_rs_tb(float (&d)[16][4], const ui
                                                      uint64_t desc_b)
 {
     ptx_wgmma_rs_m64n128k16_tb(T(), d, a, desc_b, 1);
+}
+
+/* dV += P^T dO or dK += dS^T Q: A (P^T or dS^T, 64 keys x V3_BM queries) from registers, B (dO
+ * or Q, the stage's buffer) MN-major: queries are the reduction index, 16 per step (two 8-row
+ * groups per step, SBO; the feature panels, LBO) */
+template <typename T, int DT>
+static __device__ __forceinline__ void bwd90v3_kv_mma(float (&acc)[DT][4],
+                                                      const uint32_t (&a)[V3_BM / 16][4],
+                                                      uint32_t b_buf)
+{
+#pragma unroll
+    for (int kk = 0; kk < V3_BM / 16; kk++)
+        bwd90v3_rs_tb<T>(acc, a[kk], ptx_wgmma_desc(b_buf + kk * 16 * 128, V3_BM * 128, 1024));
 }
 
 /* The deterministic turn counter of Q block m of head h, batch b (a.sem's index) */
@@ -542,10 +555,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                 }
                 ptx_fence_operands(dv);
                 ptx_wgmma_fence();
-#pragma unroll
-                for (int kk = 0; kk < BM / 16; kk++)
-                    bwd90v3_rs_tb<T>(dv, pa[kk],
-                                     ptx_wgmma_desc(do_buf + kk * 16 * 128, BM * 128, 1024));
+                bwd90v3_kv_mma<T>(dv, pa, do_buf);
                 ptx_wgmma_commit();
                 ptx_wgmma_wait<1>();
             } else {
@@ -598,10 +608,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
             /* sm90v3e at d 128: dV under the stmatrix and the consumers' meeting */
             ptx_fence_operands(dv);
             ptx_wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < BM / 16; kk++)
-                bwd90v3_rs_tb<T>(dv, pa[kk],
-                                 ptx_wgmma_desc(do_buf + kk * 16 * 128, BM * 128, 1024));
+            bwd90v3_kv_mma<T>(dv, pa, do_buf);
             ptx_wgmma_commit();
         }
 
@@ -624,27 +631,17 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
              * the tensor cores hold dV and dK across it; dQ alone follows it */
             ptx_fence_operands(dk);
             ptx_wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < BM / 16; kk++)
-                bwd90v3_rs_tb<T>(dk, da[kk],
-                                 ptx_wgmma_desc(q_buf + kk * 16 * 128, BM * 128, 1024));
+            bwd90v3_kv_mma<T>(dk, da, q_buf);
             ptx_wgmma_commit();
         }
 
-        /* dV += P^T dO, dK += dS^T Q: queries are the reduction index, 16 per step; dO and Q
-         * MN-major (two 8-row groups per step, SBO; the feature panels, LBO) */
+        /* dV += P^T dO, dK += dS^T Q before the meeting (sm90v3, sm90v3t) */
         if constexpr (!DQF) {
             ptx_fence_operands(dv);
             ptx_fence_operands(dk);
             ptx_wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < BM / 16; kk++)
-                bwd90v3_rs_tb<T>(dv, pa[kk],
-                                 ptx_wgmma_desc(do_buf + kk * 16 * 128, BM * 128, 1024));
-#pragma unroll
-            for (int kk = 0; kk < BM / 16; kk++)
-                bwd90v3_rs_tb<T>(dk, da[kk],
-                                 ptx_wgmma_desc(q_buf + kk * 16 * 128, BM * 128, 1024));
+            bwd90v3_kv_mma<T>(dv, pa, do_buf);
+            bwd90v3_kv_mma<T>(dk, da, q_buf);
             ptx_wgmma_commit();
         }
 
@@ -676,14 +673,8 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                     ptx_fence_operands(dv);
                 ptx_fence_operands(dk);
                 if constexpr (!DVE)
-#pragma unroll
-                    for (int kk = 0; kk < BM / 16; kk++)
-                        bwd90v3_rs_tb<T>(dv, pa[kk],
-                                         ptx_wgmma_desc(do_buf + kk * 16 * 128, BM * 128, 1024));
-#pragma unroll
-                for (int kk = 0; kk < BM / 16; kk++)
-                    bwd90v3_rs_tb<T>(dk, da[kk],
-                                     ptx_wgmma_desc(q_buf + kk * 16 * 128, BM * 128, 1024));
+                    bwd90v3_kv_mma<T>(dv, pa, do_buf);
+                bwd90v3_kv_mma<T>(dk, da, q_buf);
                 ptx_wgmma_commit();
                 ptx_wgmma_wait<1>(); /* dQ (and sm90v3e's dV, issued before it) */
             }
