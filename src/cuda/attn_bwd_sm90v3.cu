@@ -3,9 +3,12 @@
  * sm90v3t, sm90v3q (d = 128), sm90v3w and sm90v3wg (d = 128 and 64; wg: sm90v3w's deterministic
  * mode with its blocks in groups of heads, bwd90v3_grouped) and sm90v3u (d 128 and 64:
  * sm90v3wg with an unmasked softmax loop for tiles without masked keys; helper bwd13,
- * 2026-12-04), sm90v3u the default at both on compute capability 9.0 since the device round of
- * 2026-12-04 midday (sm90v3wg's before, sm90v3w's before that: d 64 since the device run of
- * 2026-12-03, helper bwd6: dQ by keys, below), the others opt-in through FLASHC_CUDA_BWD_KERNEL;
+ * 2026-12-04), sm90v3e, sm90v3e2 (d 128 and 64: sm90v3u with dV, and dK, issued before the
+ * consumers' meeting; helper bwd15), sm90v3s (d 64: sm90v3u with one dQ add of both
+ * warpgroups' tiles summed; helper bwd15) and sm90v3es (d 64: e and s in one), sm90v3u the
+ * default at both on compute capability 9.0 since the device round of 2026-12-04 midday
+ * (sm90v3wg's before, sm90v3w's before that: d 64 since the device run of 2026-12-03, helper
+ * bwd6: dQ by keys, below), the others opt-in through FLASHC_CUDA_BWD_KERNEL;
  * racecheck's hazards of 2026-12-02: see the table.
  *
  * Why: the 21:36 profile of sm90 at d 128 4k (/work/wt/PROFILE.md): 255 registers, 256 threads,
@@ -62,6 +65,9 @@ enum : unsigned {
     V3_WRT = 1u << 4,  /* sm90v3w: dQ adds on writer warps                        */
     V3_GRP = 1u << 5,  /* sm90v3wg: deterministic blocks in groups of heads       */
     V3_UM = 1u << 6,   /* sm90v3u: the unmasked softmax loop                      */
+    V3_DVE = 1u << 7,  /* sm90v3e: dV issued right after P, before dP's wait      */
+    V3_DKE = 1u << 8,  /* sm90v3e2: dK issued too before the consumers' meeting   */
+    V3_DQS = 1u << 9,  /* sm90v3s: d 64's two dQ tiles summed, one add per Q block */
     V3_W = V3_TDQ | V3_DQF | V3_WRT, /* sm90v3w's bits (WRT needs TDQ and DQF)    */
 };
 /* dQ staging rows: 64 floats + 16 bytes (the bank spread of sm90v2's V2_DQ_ROW) */
@@ -119,6 +125,19 @@ static __device__ __forceinline__ void bwd90v3_rs_tb(float (&d)[16][4], const ui
                                                      uint64_t desc_b)
 {
     ptx_wgmma_rs_m64n128k16_tb(T(), d, a, desc_b, 1);
+}
+
+/* dV += P^T dO or dK += dS^T Q: A (P^T or dS^T, 64 keys x V3_BM queries) from registers, B (dO
+ * or Q, the stage's buffer) MN-major: queries are the reduction index, 16 per step (two 8-row
+ * groups per step, SBO; the feature panels, LBO) */
+template <typename T, int DT>
+static __device__ __forceinline__ void bwd90v3_kv_mma(float (&acc)[DT][4],
+                                                      const uint32_t (&a)[V3_BM / 16][4],
+                                                      uint32_t b_buf)
+{
+#pragma unroll
+    for (int kk = 0; kk < V3_BM / 16; kk++)
+        bwd90v3_rs_tb<T>(acc, a[kk], ptx_wgmma_desc(b_buf + kk * 16 * 128, V3_BM * 128, 1024));
 }
 
 /* The deterministic turn counter of Q block m of head h, batch b (a.sem's index) */
@@ -203,11 +222,20 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
 {
 #if FLASHC_PTX_SM90A
     constexpr bool DET = F & V3_DET, MODS = F & V3_MODS, TDQ = F & V3_TDQ, DQF = F & V3_DQF,
-                   WRT = F & V3_WRT, GRP = F & V3_GRP, UM = F & V3_UM;
+                   WRT = F & V3_WRT, GRP = F & V3_GRP, UM = F & V3_UM, DVE = F & V3_DVE,
+                   DKE = F & V3_DKE, DQS = F & V3_DQS;
     using L = bwd90v3_smem<D, WRT>;
     static_assert(!WRT || (TDQ && DQF), "sm90v3w: sm90v3q with the dQ adds on writer warps");
     static_assert(!UM || (WRT && !MODS),
                   "sm90v3u: sm90v3w's kernel with an unmasked softmax loop");
+    static_assert(!DVE || (UM && WRT && !MODS), "sm90v3e: sm90v3u's kernel, dV issued early");
+    static_assert(!DKE || DVE, "sm90v3e2: sm90v3e's kernel, dK issued early too");
+    static_assert(!DQS || (UM && D == 64), "sm90v3s: sm90v3u's kernel at d 64, one dQ writer");
+    /* sm90v3e's dV: at d 64 right after P^T, before dP's wait (it then runs under dS's
+     * elementwise step too); at d 128 after dS^T's pack, where P^T's 16 registers held by the
+     * wgmma in flight across that step cost ptxas 112 bytes of spills (88 more than sm90v3u's
+     * 24; 32 at this place) */
+    constexpr bool DV_FIRST = DVE && D == 64;
     /* sm90v3w's named barriers (1: the consumers' per-Q-block meeting at d 128; 2, 3: sm90v3t's
      * warpgroup barriers, and d 64's): staging buffer sb of warpgroup w full (consumers
      * arrive, its writer waits) and empty (the other way), 128 + 32 threads each */
@@ -267,7 +295,70 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
     if (warp < 4) {
         /* ---- producer ---- */
         ptx_setmaxnreg_dec<bwd90v3_regs<D>::PRODUCER>();
-        if constexpr (WRT) {
+        if constexpr (DQS) {
+            /* sm90v3s (d 64): both warpgroups' dQ tiles cover the same rows (dQ by keys), so
+             * warp 1 sums them in shared memory and adds the sum: one 16 KB reduce-add per Q
+             * block instead of two, and in deterministic mode one link of the turn chain per
+             * block (the count rises by 1 a block) instead of two (warpgroup 1's writer after
+             * warpgroup 0's), each a reduce-add waited for to completion: the writers' chain,
+             * not the tensor cores, bounds sm90v3u's deterministic mode at d 64 (its UM loop
+             * gained 10-23% in fast mode there and 0.95-1.08x in deterministic mode). Another
+             * rounding of dQ than sm90v3u's, deterministic all the same (t0 + t1 commutes). */
+            if (warp == 2)
+                return;
+            if (warp == 1) {
+                for (int sb = 0; sb < 2 && sb < total; sb++)
+                    for (int w = 0; w < 2; w++)
+                        ptx_named_bar_arrive(dq_empty_id(w, sb), 160);
+                int h = hk * a.group, m = m_begin;
+                for (int it = 0; it < total; it++) {
+                    const int sb = it & 1;
+                    ptx_named_bar_sync(dq_full_id(0, sb), 160);
+                    ptx_named_bar_sync(dq_full_id(1, sb), 160);
+                    /* the same swizzled layout in both tiles: the sum elementwise, into tile 0 */
+                    float4 *t0 = (float4 *)(sbase + L::DQ + sb * L::DQ_BUF);
+                    const float4 *t1 = t0 + 2 * BM * 128 / 16;
+#pragma unroll 4
+                    for (int i = lane; i < 2 * BM * 128 / 16; i += 32) {
+                        const float4 x = t0[i], y = t1[i];
+                        t0[i] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
+                    }
+                    ptx_fence_proxy_async_shared(); /* the sums, for the copy engine's reads */
+                    __syncwarp();
+                    if (lane == 0) {
+                        const uint32_t st = base + L::DQ + sb * L::DQ_BUF;
+                        int *sem = a.sem + bwd90v3_turn_counter(a, b, h, m);
+                        if constexpr (DET) {
+                            const int turn = bwd_turn(rg, n_block, (int)gridDim.x, m, BM, BN);
+                            while (ptx_ld_acquire_gpu(sem) < turn) {
+                            }
+                            ptx_fence_proxy_async_global(); /* the acquire before our adds */
+                        }
+                        for (int hf = 0; hf < 2; hf++)
+                            ptx_tma_reduce_add_4d(&tm_dq, st + hf * BM * 128, 32 * hf, m * BM, h,
+                                                  b);
+                        ptx_bulk_commit_group();
+                        if constexpr (DET) {
+                            ptx_bulk_wait_group<0>();       /* our adds performed ... */
+                            ptx_fence_proxy_async_global(); /* ... and ordered before the release */
+                            __threadfence();
+                            ptx_red_release_gpu_add(sem, 1);
+                        } else {
+                            ptx_bulk_wait_group_read<0>(); /* tile 0 read (tile 1: by us) */
+                        }
+                    }
+                    __syncwarp();
+                    if (it + 2 < total) /* the consumers' next use of these buffers */
+                        for (int w = 0; w < 2; w++)
+                            ptx_named_bar_arrive(dq_empty_id(w, sb), 160);
+                    if (++m == m_end)
+                        h++, m = m_begin;
+                }
+                if (lane == 0)
+                    ptx_bulk_wait_group<0>();
+                return;
+            }
+        } else if constexpr (WRT) {
             if (warp == 1 || warp == 2) {
                 /* sm90v3w: warp 1 + w adds consumer warpgroup w's dQ tiles, so that neither
                  * the copy engine's reads nor deterministic mode's turn wait the consumers */
@@ -450,7 +541,26 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                     s[nt][e] = p;
                 }
             }
-            ptx_wgmma_wait<0>();
+            if constexpr (DV_FIRST) {
+                /* sm90v3e: dV += P^T dO needs neither dP nor the other warpgroup, so it goes
+                 * to the tensor cores now and runs under dS's elementwise step and the
+                 * stmatrix, where sm90v3u leaves them idle (at d 128 both warpgroups, in
+                 * lockstep through their meeting); wait_group 1 then waits for dP only */
+#pragma unroll
+                for (int kk = 0; kk < BM / 16; kk++) {
+                    pa[kk][0] = ptx_pack2(T(), s[2 * kk][0], s[2 * kk][1]);
+                    pa[kk][1] = ptx_pack2(T(), s[2 * kk][2], s[2 * kk][3]);
+                    pa[kk][2] = ptx_pack2(T(), s[2 * kk + 1][0], s[2 * kk + 1][1]);
+                    pa[kk][3] = ptx_pack2(T(), s[2 * kk + 1][2], s[2 * kk + 1][3]);
+                }
+                ptx_fence_operands(dv);
+                ptx_wgmma_fence();
+                bwd90v3_kv_mma<T>(dv, pa, do_buf);
+                ptx_wgmma_commit();
+                ptx_wgmma_wait<1>();
+            } else {
+                ptx_wgmma_wait<0>();
+            }
             ptx_fence_operands(dp);
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
@@ -482,14 +592,24 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
         /* A fragments: tiles 2 kk, 2 kk + 1 are queries [16 kk, 16 kk + 16) */
 #pragma unroll
         for (int kk = 0; kk < BM / 16; kk++) {
-            pa[kk][0] = ptx_pack2(T(), s[2 * kk][0], s[2 * kk][1]);
-            pa[kk][1] = ptx_pack2(T(), s[2 * kk][2], s[2 * kk][3]);
-            pa[kk][2] = ptx_pack2(T(), s[2 * kk + 1][0], s[2 * kk + 1][1]);
-            pa[kk][3] = ptx_pack2(T(), s[2 * kk + 1][2], s[2 * kk + 1][3]);
+            if constexpr (!DV_FIRST) { /* (sm90v3e at d 64 packed P^T already) */
+                pa[kk][0] = ptx_pack2(T(), s[2 * kk][0], s[2 * kk][1]);
+                pa[kk][1] = ptx_pack2(T(), s[2 * kk][2], s[2 * kk][3]);
+                pa[kk][2] = ptx_pack2(T(), s[2 * kk + 1][0], s[2 * kk + 1][1]);
+                pa[kk][3] = ptx_pack2(T(), s[2 * kk + 1][2], s[2 * kk + 1][3]);
+            }
             da[kk][0] = ptx_pack2(T(), dp[2 * kk][0], dp[2 * kk][1]);
             da[kk][1] = ptx_pack2(T(), dp[2 * kk][2], dp[2 * kk][3]);
             da[kk][2] = ptx_pack2(T(), dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
             da[kk][3] = ptx_pack2(T(), dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+        }
+
+        if constexpr (DVE && !DV_FIRST) {
+            /* sm90v3e at d 128: dV under the stmatrix and the consumers' meeting */
+            ptx_fence_operands(dv);
+            ptx_wgmma_fence();
+            bwd90v3_kv_mma<T>(dv, pa, do_buf);
+            ptx_wgmma_commit();
         }
 
         /* dS [query][key] into panel wg of this stage's dS (attn_bwd_sm90.cu: fragment i of
@@ -506,21 +626,22 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
             }
         }
         ptx_fence_proxy_async_shared(); /* dS, for the dQ wgmmas after the barrier */
+        if constexpr (DKE) {
+            /* sm90v3e2: dK += dS^T Q (dS^T from registers) before the meeting as well, so that
+             * the tensor cores hold dV and dK across it; dQ alone follows it */
+            ptx_fence_operands(dk);
+            ptx_wgmma_fence();
+            bwd90v3_kv_mma<T>(dk, da, q_buf);
+            ptx_wgmma_commit();
+        }
 
-        /* dV += P^T dO, dK += dS^T Q: queries are the reduction index, 16 per step; dO and Q
-         * MN-major (two 8-row groups per step, SBO; the feature panels, LBO) */
+        /* dV += P^T dO, dK += dS^T Q before the meeting (sm90v3, sm90v3t) */
         if constexpr (!DQF) {
             ptx_fence_operands(dv);
             ptx_fence_operands(dk);
             ptx_wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < BM / 16; kk++)
-                bwd90v3_rs_tb<T>(dv, pa[kk],
-                                 ptx_wgmma_desc(do_buf + kk * 16 * 128, BM * 128, 1024));
-#pragma unroll
-            for (int kk = 0; kk < BM / 16; kk++)
-                bwd90v3_rs_tb<T>(dk, da[kk],
-                                 ptx_wgmma_desc(q_buf + kk * 16 * 128, BM * 128, 1024));
+            bwd90v3_kv_mma<T>(dv, pa, do_buf);
+            bwd90v3_kv_mma<T>(dk, da, q_buf);
             ptx_wgmma_commit();
         }
 
@@ -543,19 +664,20 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
         bwd_dq_mma<T, BM, BN, DQ_BY_KEYS>(acc, sdS, sK, wg);
         if constexpr (DQF) {
             /* dV, dK behind dQ: the dQ epilogue below runs while they are on the tensor
-             * cores (in sm90v3t they ran before the barrier instead) */
-            ptx_fence_operands(dv);
-            ptx_fence_operands(dk);
-#pragma unroll
-            for (int kk = 0; kk < BM / 16; kk++)
-                bwd90v3_rs_tb<T>(dv, pa[kk],
-                                 ptx_wgmma_desc(do_buf + kk * 16 * 128, BM * 128, 1024));
-#pragma unroll
-            for (int kk = 0; kk < BM / 16; kk++)
-                bwd90v3_rs_tb<T>(dk, da[kk],
-                                 ptx_wgmma_desc(q_buf + kk * 16 * 128, BM * 128, 1024));
-            ptx_wgmma_commit();
-            ptx_wgmma_wait<1>(); /* dQ */
+             * cores (in sm90v3t they ran before the barrier instead); sm90v3e's dV is in
+             * flight already (its registers untouched here) */
+            if constexpr (DKE) {
+                ptx_wgmma_wait<0>(); /* dQ, the last issued */
+            } else {
+                if constexpr (!DVE)
+                    ptx_fence_operands(dv);
+                ptx_fence_operands(dk);
+                if constexpr (!DVE)
+                    bwd90v3_kv_mma<T>(dv, pa, do_buf);
+                bwd90v3_kv_mma<T>(dk, da, q_buf);
+                ptx_wgmma_commit();
+                ptx_wgmma_wait<1>(); /* dQ (and sm90v3e's dV, issued before it) */
+            }
             ptx_fence_operands(acc);
         } else {
             ptx_wgmma_wait<0>();
@@ -806,11 +928,15 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
      * sm90v3w's kernel, whose reversed K blocks its turns need) */
     const bool grp = GRP && a->wr < 0;
     /* UM in deterministic mode at d 128 only: at d 64 (s11_bwd13.sh, H200) sm90v3u's
-     * deterministic mode was 0.95-1.08x sm90v3wg's, where its fast mode was 1.10-1.23x */
-    constexpr bool UMD = UM && D == 128;
-    /* the kernel's bits: the family's without GRP, UM, which each instance adds back */
-    constexpr unsigned K = F & (V3_TDQ | V3_DQF | V3_WRT), KU = UM ? V3_UM : 0u,
-                       KUD = UMD ? V3_UM : 0u, KG = GRP ? V3_GRP : 0u;
+     * deterministic mode was 0.95-1.08x sm90v3wg's, where its fast mode was 1.10-1.23x;
+     * sm90v3e, e2, s at both (s12_bwd15.sh measures their d 64 deterministic mode) */
+    constexpr bool UMD = UM && (D == 128 || (F & (V3_DVE | V3_DQS)));
+    /* the kernel's bits: the family's without GRP, UM, DVE, DKE, DQS, which each instance
+     * adds back (DVE, DKE, DQS: with UM only) */
+    constexpr unsigned K = F & (V3_TDQ | V3_DQF | V3_WRT),
+                       KE = F & (V3_DVE | V3_DKE | V3_DQS),
+                       KU = UM ? V3_UM | KE : 0u, KUD = UMD ? V3_UM | KE : 0u,
+                       KG = GRP ? V3_GRP : 0u;
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                    const CUtensorMap, const attn_bwd_args) =
         /* (UM: only the softmax without modifiers has the loop to unswitch) */
@@ -914,6 +1040,59 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
     {"attn_bwd_f16_sm90v3u_d64_64x128", "sm90v3u", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH,
      attn_bwd_sm90v3_launch<__half, 64, V3_W | V3_GRP | V3_UM>, NULL, 0},
+    /* sm90v3e (helper bwd15, 2026-12-04; opt-in until a device round): sm90v3u whose consumers
+     * issue dV += P^T dO right after the softmax, before they wait for dP^T, so that it runs
+     * under dS's elementwise step, the stmatrix and the consumers' meeting (sm90v3u: after the
+     * meeting, behind dQ); sm90v3e2: dK += dS^T Q issued before the meeting too, dQ alone after
+     * it. The same products in the same order per accumulator: sm90v3u's bits (fast-mode dK,
+     * dV; deterministic dQ, dK, dV; test_early_bits). Deterministic mode with UM at d 64 as
+     * well; with softcap / ALiBi sm90v3wg's kernels, as sm90v3u. */
+    {"attn_bwd_bf16_sm90v3e_d128_64x128", "sm90v3e", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, V3_W | V3_GRP | V3_UM | V3_DVE>, NULL, 1},
+    {"attn_bwd_f16_sm90v3e_d128_64x128", "sm90v3e", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__half, 128, V3_W | V3_GRP | V3_UM | V3_DVE>, NULL, 1},
+    {"attn_bwd_bf16_sm90v3e_d64_64x128", "sm90v3e", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, V3_W | V3_GRP | V3_UM | V3_DVE>, NULL, 1},
+    {"attn_bwd_f16_sm90v3e_d64_64x128", "sm90v3e", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__half, 64, V3_W | V3_GRP | V3_UM | V3_DVE>, NULL, 1},
+    {"attn_bwd_bf16_sm90v3e2_d128_64x128", "sm90v3e2", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, V3_W | V3_GRP | V3_UM | V3_DVE | V3_DKE>, NULL,
+     1},
+    {"attn_bwd_f16_sm90v3e2_d128_64x128", "sm90v3e2", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__half, 128, V3_W | V3_GRP | V3_UM | V3_DVE | V3_DKE>, NULL, 1},
+    {"attn_bwd_bf16_sm90v3e2_d64_64x128", "sm90v3e2", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, V3_W | V3_GRP | V3_UM | V3_DVE | V3_DKE>, NULL,
+     1},
+    {"attn_bwd_f16_sm90v3e2_d64_64x128", "sm90v3e2", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__half, 64, V3_W | V3_GRP | V3_UM | V3_DVE | V3_DKE>, NULL, 1},
+    /* sm90v3s (helper bwd15; opt-in until a device round; d 64 only): sm90v3u whose writer
+     * warp 1 sums both warpgroups' dQ tiles (the same rows) in shared memory and adds the sum,
+     * one reduce-add and one deterministic turn per Q block instead of two; another rounding
+     * of dQ than sm90v3u's (fast-mode dK, dV the same bits, test_early_bits) */
+    {"attn_bwd_bf16_sm90v3s_d64_64x128", "sm90v3s", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, V3_W | V3_GRP | V3_UM | V3_DQS>, NULL, 1},
+    {"attn_bwd_f16_sm90v3s_d64_64x128", "sm90v3s", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__half, 64, V3_W | V3_GRP | V3_UM | V3_DQS>, NULL, 1},
+    /* sm90v3es (helper bwd15; opt-in; d 64 only): sm90v3e and sm90v3s in one (the consumers'
+     * dV and the writer's one add are apart), so that one device round can also time the
+     * two together; sm90v3s's bits (test_early_bits) */
+    {"attn_bwd_bf16_sm90v3es_d64_64x128", "sm90v3es", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, V3_W | V3_GRP | V3_UM | V3_DVE | V3_DQS>, NULL,
+     1},
+    {"attn_bwd_f16_sm90v3es_d64_64x128", "sm90v3es", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__half, 64, V3_W | V3_GRP | V3_UM | V3_DVE | V3_DQS>, NULL, 1},
 };
 const int attn_bwd_sm90v3_variant_count =
     (int)(sizeof attn_bwd_sm90v3_variants / sizeof attn_bwd_sm90v3_variants[0]);
