@@ -811,6 +811,44 @@ static void test_mm_split(void **state)
     for_each_isa("mm split", mm_split_all);
 }
 
+/* cpu_mm_bf16.transpose: every word of Y^T = X, bit for bit (X holds arbitrary bit patterns,
+ * NaNs among them: a copy keeps them), and Y's padding columns untouched. */
+static void mm_transpose_all(const cpu_kernels *t)
+{
+    if (!t->bf16)
+        return;
+    static const int64_t sz[] = {1, 3, 15, 16, 17, 31, 33, 64, 100, 128, 130};
+    const int ns = (int)(sizeof sz / sizeof sz[0]);
+    for (int a = 0; a < ns; a++)
+        for (int b = 0; b < ns; b++) {
+            const int64_t rows = sz[a], n = sz[b], ldx = n + 5, ldy = rows + 3;
+            uint32_t *X = malloc((size_t)(rows * ldx) * 4), *Y = malloc((size_t)(n * ldy) * 4);
+            assert_true(X && Y);
+            for (int64_t i = 0; i < rows * ldx; i++)
+                X[i] = (uint32_t)(rng_next() >> 32);
+            memset(Y, 0xee, (size_t)(n * ldy) * 4);
+            t->bf16->transpose((const float *)X, ldx, rows, n, (float *)Y, ldy);
+            for (int64_t c = 0; c < n; c++)
+                for (int64_t r = 0; r < ldy; r++) {
+                    const uint32_t want = r < rows ? X[r * ldx + c] : 0xeeeeeeeeu;
+                    if (Y[c * ldy + r] != want) {
+                        print_error("mm transpose [%s] rows %lld n %lld: (%lld, %lld) %08x, "
+                                    "want %08x\n", t->name, (long long)rows, (long long)n,
+                                    (long long)c, (long long)r, Y[c * ldy + r], want);
+                        fail();
+                    }
+                }
+            free(X), free(Y);
+        }
+    printf("  mm transpose: %s, %d shapes\n", t->name, ns * ns);
+}
+
+static void test_mm_transpose(void **state)
+{
+    (void)state;
+    for_each_isa("mm transpose", mm_transpose_all);
+}
+
 /* The dispatcher: the automatic choice is one of the runnable tables, and forcing works. */
 static void test_dispatch(void **state)
 {
@@ -841,7 +879,7 @@ int main(void)
         cmocka_unit_test(test_exp),      cmocka_unit_test(test_convert),
         cmocka_unit_test(test_rows),     cmocka_unit_test(test_silu16),
         cmocka_unit_test(test_mm_bf16),  cmocka_unit_test(test_mm_softmax),
-        cmocka_unit_test(test_mm_split),
+        cmocka_unit_test(test_mm_split),   cmocka_unit_test(test_mm_transpose),
         cmocka_unit_test(test_mm_p_ds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -934,16 +934,20 @@ static int64_t mm_dkdv_block(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk,
                     dqa ? dqa + ((h - hk * group) * sq + i0) * ldd : NULL);
             pairs++;
         }
-    /* dK, dV rows of the block from their transposes (w->dk, w->dv: row-major tiles) */
-    for (int64_t x = 0; x < cols; x++) {
-        for (int64_t d = 0; d < D; d++)
-            w->dk[x * ldd + d] = w->dkt[d * w->ldt + x];
-        for (int64_t d = 0; d < Dv; d++)
-            w->dv[x * pl->lddv + d] = w->dvt[d * w->ldt + x];
-        store_vec(kr, w->dk + x * ldd, p->scale, D, p->dk, p->dtype,
-                  attn_kv_off(p, p->sdk, b, j0 + x) + hk * p->sdk[2], p->sdk[3]);
-        store_vec(kr, w->dv + x * pl->lddv, 1.0f, Dv, p->dv, p->dtype,
-                  attn_kv_off(p, p->sdv, b, j0 + x) + hk * p->sdv[2], p->sdv[3]);
+    /* dK, dV rows of the block from their transposes, 16 keys at a time into the first rows of
+     * w->dk, w->dv (row-major, so they stay in L1 between the transpose and the store). The
+     * unit's transpose: the scalar loop's strided reads were 8% of the bf16 backward at d 128
+     * n 1024 causal (bench/RESULTS.md, helper amx15). */
+    for (int64_t x0 = 0; x0 < cols; x0 += 16) {
+        const int64_t nx = cols - x0 < 16 ? cols - x0 : 16;
+        kr->bf16->transpose(w->dkt + x0, w->ldt, D, nx, w->dk, ldd);
+        kr->bf16->transpose(w->dvt + x0, w->ldt, Dv, nx, w->dv, pl->lddv);
+        for (int64_t x = 0; x < nx; x++) {
+            store_vec(kr, w->dk + x * ldd, p->scale, D, p->dk, p->dtype,
+                      attn_kv_off(p, p->sdk, b, j0 + x0 + x) + hk * p->sdk[2], p->sdk[3]);
+            store_vec(kr, w->dv + x * pl->lddv, 1.0f, Dv, p->dv, p->dtype,
+                      attn_kv_off(p, p->sdv, b, j0 + x0 + x) + hk * p->sdv[2], p->sdv[3]);
+        }
     }
     return pairs;
 }

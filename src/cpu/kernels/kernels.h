@@ -121,6 +121,10 @@ typedef struct cpu_mm_bf16 {
      * rows .. kr and kr + rows .. 2 kr and in rows n .. R16(n): the A operand of a split B. */
     void (*pack_at)(const uint16_t *X, int64_t ldx, int64_t rows, int64_t n, uint16_t *A,
                     int64_t lda);
+    /* Y (n x rows float32, ldy) = X^T, X (rows x n float32, ldx): the backward's dK, dV rows
+     * from its accumulators dK^T, dV^T (attn_bwd.c). A copy: the same bits on every unit.     */
+    void (*transpose)(const float *X, int64_t ldx, int64_t rows, int64_t n, float *Y,
+                      int64_t ldy);
     /* The backward's P and dS of a tile in float32, in place, before split (attn_bwd.c
      * tile_p_ds): row r sees columns [c0, c1) = [lo[r] - jlo, hi[r] - jlo) clipped to [0, n);
      * there, with x = scale S - L[r] (one FMA),

@@ -369,6 +369,14 @@ static void mm_pack_at_ref(const uint16_t *X, int64_t ldx, int64_t rows, int64_t
             A[c * lda + r] = A[c * lda + kr + r] = r < rows && c < n ? X[r * ldx + c] : 0;
 }
 
+static void mm_transpose_ref(const float *X, int64_t ldx, int64_t rows, int64_t n, float *Y,
+                             int64_t ldy)
+{
+    for (int64_t c = 0; c < n; c++)
+        for (int64_t r = 0; r < rows; r++)
+            Y[c * ldy + r] = X[r * ldx + c];
+}
+
 static void mm_p_ds_ref(CPU_MM_P_DS_ARGS)
 {
     for (int64_t r = 0; r < rows; r++) {
@@ -397,6 +405,7 @@ const cpu_mm_bf16 cpu_mm_bf16_ref = {
     .softmax = mm_softmax_ref,
     .split = mm_split_ref,
     .pack_at = mm_pack_at_ref,
+    .transpose = mm_transpose_ref,
     .p_ds = mm_p_ds_ref,
 };
 
