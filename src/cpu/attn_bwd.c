@@ -1012,37 +1012,22 @@ static void mm_dq_block(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t h, int64
 /* ---- the schedules ------------------------------------------------------------------------ */
 
 /* D_i = dO_i . O_i (Dv features) for every (sequence, head, row), at di_off; float64 sum
- * (O(Sq Dv) per head), rounded once. Varlen rows past cu_q[B] get 0, unread. DI_ROWS rows at a
- * time, each its own sum in feature order (the same bits as one row at a time): one float64 add
- * chain a row was latency-bound, 8% of the bf16 backward on AMX at d 128 n 1024 causal
- * (bench/RESULTS.md, helper amx13). */
-enum { DI_ROWS = 8 };
-
-/* DI_ROWS rows at element offsets oo[r] of O, od[r] of dO; dt a constant where inlined */
-static inline void di_rows(const attn_problem *p, flashc_dtype dt, const int64_t *oo,
-                           const int64_t *od, float *out)
-{
-    double acc[DI_ROWS] = {0};
-    const int64_t s = p->so[3], sd = p->sdo[3];
-    for (int64_t d = 0; d < p->Dv; d++)
-        for (int r = 0; r < DI_ROWS; r++)
-            acc[r] += (double)flashc__load(p->o, dt, oo[r] + d * s) *
-                      (double)flashc__load(p->dout, dt, od[r] + d * sd);
-    for (int r = 0; r < DI_ROWS; r++)
-        out[r] = (float)acc[r];
-}
-
-static void compute_di(const attn_problem *p, float *dbuf, size_t n)
+ * (O(Sq Dv) per head), rounded once. Varlen rows past cu_q[B] get 0, unread. CPU_DI_ROWS rows
+ * at a time through the table's di_rows, each its own sum in feature order (the same bits as one
+ * row at a time): one float64 add chain a row was latency-bound, 8% of the bf16 backward on AMX
+ * at d 128 n 1024 causal (bench/RESULTS.md, helper amx13); the AVX-512 entry takes the rows as
+ * the lanes of one vector (helper amx15). */
+static void compute_di(const attn_problem *p, const cpu_kernels *kr, float *dbuf, size_t n)
 {
     const int64_t rows_per_head = p->layout == ATTN_VARLEN ? p->total_q : p->B * p->Sq;
     const int64_t owned = p->layout == ATTN_VARLEN ? p->cu_q[p->B] : rows_per_head;
-    const int64_t groups = cdiv((int64_t)n, DI_ROWS);
+    const int64_t groups = cdiv((int64_t)n, CPU_DI_ROWS);
 #pragma omp parallel for schedule(static) num_threads(p->threads)
     for (int64_t g = 0; g < groups; g++) {
-        int64_t oo[DI_ROWS], od[DI_ROWS], at[DI_ROWS];
-        float out[DI_ROWS];
+        int64_t oo[CPU_DI_ROWS], od[CPU_DI_ROWS], at[CPU_DI_ROWS];
+        float out[CPU_DI_ROWS];
         int nr = 0;
-        for (int64_t t = g * DI_ROWS; t < (int64_t)n && t < (g + 1) * DI_ROWS; t++) {
+        for (int64_t t = g * CPU_DI_ROWS; t < (int64_t)n && t < (g + 1) * CPU_DI_ROWS; t++) {
             const int64_t h = p->layout == ATTN_VARLEN ? t / rows_per_head : (t / p->Sq) % p->Hq;
             if (p->layout == ATTN_VARLEN) {
                 const int64_t r = t % rows_per_head;
@@ -1061,13 +1046,9 @@ static void compute_di(const attn_problem *p, float *dbuf, size_t n)
         }
         if (!nr)
             continue;
-        for (int r = nr; r < DI_ROWS; r++) /* a short group: row 0 again, not stored */
+        for (int r = nr; r < CPU_DI_ROWS; r++) /* a short group: row 0 again, not stored */
             oo[r] = oo[0], od[r] = od[0];
-        switch (p->dtype) {
-        case FLASHC_BF16: di_rows(p, FLASHC_BF16, oo, od, out); break;
-        case FLASHC_F16: di_rows(p, FLASHC_F16, oo, od, out); break;
-        default: di_rows(p, FLASHC_F32, oo, od, out); break;
-        }
+        kr->di_rows(p->o, oo, p->so[3], p->dout, od, p->sdo[3], p->Dv, p->dtype, out);
         for (int r = 0; r < nr; r++)
             dbuf[at[r]] = out[r];
     }
@@ -1131,7 +1112,7 @@ flashc_status cpu_attn_bwd(const attn_problem *p, flashc_attn_stats *stats)
         }
         c.kstart = ks, c.qstart = qs;
     }
-    compute_di(p, dbuf, pl.di_floats);
+    compute_di(p, c.kr, dbuf, pl.di_floats);
 
     const int nt1 = min_threads(p->threads, pl.items1), nt2 = min_threads(p->threads, pl.items2);
     /* Pass 1: fused items, or dK, dV per (sequence, K block, KV head): under the causal mask
