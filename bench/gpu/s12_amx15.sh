@@ -8,8 +8,9 @@
 #     the store;
 #   - D_i = dO . O through a new table entry `di_rows` (AVX-512: 8 rows in the 8 float64 lanes,
 #     each row's sum in feature order as before); it runs in every CPU backward, f32 too.
-# On the dev Xeon (1 thread, lib_ab, same bits: yes) 1.03-1.10x the old bf16 backward at n 512-
-# 2048. No variant to switch: the script checks the tests on the host and records the table.
+# On the dev Xeon (1 thread, lib_ab, same bits: yes) 1.05-1.14x the old bf16 backward at n 512-
+# 2048, 1.00-1.05x at n 4096. No variant to switch: the script checks the tests on the host and
+# records the table.
 #   (a) cores 12-15: test_cpu_kernels (test_mm_transpose, test_di_rows on every table),
 #       test_attn_bwd(_v2).amx, test_attn_bwd_v2.avx512 (the f32 / f16 paths' di_rows),
 #       test_attn_bwd_v2.bf16ref, test_threads.amx; the worst-ratio lines of the 2x rule;

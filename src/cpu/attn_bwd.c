@@ -936,8 +936,8 @@ static int64_t mm_dkdv_block(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk,
         }
     /* dK, dV rows of the block from their transposes, 16 keys at a time into the first rows of
      * w->dk, w->dv (row-major, so they stay in L1 between the transpose and the store). The
-     * unit's transpose: the scalar loop's strided reads were 8% of the bf16 backward at d 128
-     * n 1024 causal (bench/RESULTS.md, helper amx15). */
+     * unit's transpose: the scalar loop's strided reads were 8-11% of the bf16 backward at d 128
+     * n 1024, causal and not (bench/RESULTS.md, helper amx15). */
     for (int64_t x0 = 0; x0 < cols; x0 += 16) {
         const int64_t nx = cols - x0 < 16 ? cols - x0 : 16;
         kr->bf16->transpose(w->dkt + x0, w->ldt, D, nx, w->dk, ldd);
