@@ -811,6 +811,99 @@ static void test_mm_split(void **state)
     for_each_isa("mm split", mm_split_all);
 }
 
+/* cpu_mm_bf16.transpose: every word of Y^T = X, bit for bit (X holds arbitrary bit patterns,
+ * NaNs among them: a copy keeps them), and Y's padding columns untouched. */
+static void mm_transpose_all(const cpu_kernels *t)
+{
+    if (!t->bf16)
+        return;
+    static const int64_t sz[] = {1, 3, 15, 16, 17, 31, 33, 64, 100, 128, 130};
+    const int ns = (int)(sizeof sz / sizeof sz[0]);
+    for (int a = 0; a < ns; a++)
+        for (int b = 0; b < ns; b++) {
+            const int64_t rows = sz[a], n = sz[b], ldx = n + 5, ldy = rows + 3;
+            uint32_t *X = malloc((size_t)(rows * ldx) * 4), *Y = malloc((size_t)(n * ldy) * 4);
+            assert_true(X && Y);
+            for (int64_t i = 0; i < rows * ldx; i++)
+                X[i] = (uint32_t)(rng_next() >> 32);
+            memset(Y, 0xee, (size_t)(n * ldy) * 4);
+            t->bf16->transpose((const float *)X, ldx, rows, n, (float *)Y, ldy);
+            for (int64_t c = 0; c < n; c++)
+                for (int64_t r = 0; r < ldy; r++) {
+                    const uint32_t want = r < rows ? X[r * ldx + c] : 0xeeeeeeeeu;
+                    if (Y[c * ldy + r] != want) {
+                        print_error("mm transpose [%s] rows %lld n %lld: (%lld, %lld) %08x, "
+                                    "want %08x\n", t->name, (long long)rows, (long long)n,
+                                    (long long)c, (long long)r, Y[c * ldy + r], want);
+                        fail();
+                    }
+                }
+            free(X), free(Y);
+        }
+    printf("  mm transpose: %s, %d shapes\n", t->name, ns * ns);
+}
+
+static void test_mm_transpose(void **state)
+{
+    (void)state;
+    for_each_isa("mm transpose", mm_transpose_all);
+}
+
+/* di_rows: bit for bit the plain C entry (each row's float64 sum in feature order), float32,
+ * bf16 and float16 rows of values over several scales, unit and wider feature strides, feature
+ * counts around the vector width, rows at scattered offsets. */
+static void di_rows_all(const cpu_kernels *t)
+{
+    static const int64_t ns[] = {1, 5, 8, 9, 16, 63, 64, 100, 128, 257};
+    static const flashc_dtype dts[] = {FLASHC_F32, FLASHC_BF16, FLASHC_F16};
+    int cases = 0;
+    for (int k = 0; k < 3; k++)
+        for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+            for (int64_t s = 1; s <= 3; s += 2) {
+                const int64_t n = ns[i], len = 8 * (n * s + 11) + 8;
+                const flashc_dtype dt = dts[k];
+                float *x = rand_buf(2 * len, -2, 2);
+                void *buf = malloc((size_t)(2 * len) * 4);
+                assert_non_null(buf);
+                for (int64_t e = 0; e < 2 * len; e++)
+                    flashc__store(buf, dt, e, x[e] * (e % 7 == 3 ? 1e-3f : e % 7 == 5 ? 64.0f : 1.0f));
+                const void *a = buf;
+                const void *b = (const char *)buf + len * flashc_dtype_size(dt);
+                int64_t ao[CPU_DI_ROWS], bo[CPU_DI_ROWS];
+                for (int r = 0; r < CPU_DI_ROWS; r++) /* rows in a scrambled order, odd offsets */
+                    ao[r] = ((r * 5) % 8) * (n * s + 11) + r % 3, bo[r] = r * (n * s + 11) + 1;
+                /* a product +-B^2 at two features of a row, which cancel: what is left of the
+                 * small terms added while B^2 was in the sum depends on the order of the adds */
+                const float B = dt == FLASHC_F16 ? 0x1p15f : 0x1p20f;
+                for (int r = 0; r < CPU_DI_ROWS && n > 2; r++) {
+                    const int64_t d0 = (r * 3) % n, d1 = (d0 + 1 + r % (n - 1)) % n;
+                    flashc__store(buf, dt, ao[r] + d0 * s, B);
+                    flashc__store((void *)b, dt, bo[r] + d0 * s, B);
+                    flashc__store(buf, dt, ao[r] + d1 * s, B);
+                    flashc__store((void *)b, dt, bo[r] + d1 * s, -B);
+                }
+                float want[CPU_DI_ROWS], got[CPU_DI_ROWS];
+                cpu_di_rows_scalar(a, ao, s, b, bo, s, n, dt, want);
+                t->di_rows(a, ao, s, b, bo, s, n, dt, got);
+                for (int r = 0; r < CPU_DI_ROWS; r++)
+                    if (memcmp(&want[r], &got[r], sizeof(float)) != 0) {
+                        print_error("di_rows [%s] dt %d n %lld stride %lld row %d: %a, want %a\n",
+                                    t->name, (int)dt, (long long)n, (long long)s, r,
+                                    (double)got[r], (double)want[r]);
+                        fail();
+                    }
+                free(x), free(buf);
+                cases++;
+            }
+    printf("  di_rows: %s, %d cases\n", t->name, cases);
+}
+
+static void test_di_rows(void **state)
+{
+    (void)state;
+    for_each_isa("di_rows", di_rows_all);
+}
+
 /* The dispatcher: the automatic choice is one of the runnable tables, and forcing works. */
 static void test_dispatch(void **state)
 {
@@ -841,7 +934,8 @@ int main(void)
         cmocka_unit_test(test_exp),      cmocka_unit_test(test_convert),
         cmocka_unit_test(test_rows),     cmocka_unit_test(test_silu16),
         cmocka_unit_test(test_mm_bf16),  cmocka_unit_test(test_mm_softmax),
-        cmocka_unit_test(test_mm_split),
+        cmocka_unit_test(test_mm_split),   cmocka_unit_test(test_mm_transpose),
+        cmocka_unit_test(test_di_rows),
         cmocka_unit_test(test_mm_p_ds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

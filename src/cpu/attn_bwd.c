@@ -934,16 +934,20 @@ static int64_t mm_dkdv_block(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk,
                     dqa ? dqa + ((h - hk * group) * sq + i0) * ldd : NULL);
             pairs++;
         }
-    /* dK, dV rows of the block from their transposes (w->dk, w->dv: row-major tiles) */
-    for (int64_t x = 0; x < cols; x++) {
-        for (int64_t d = 0; d < D; d++)
-            w->dk[x * ldd + d] = w->dkt[d * w->ldt + x];
-        for (int64_t d = 0; d < Dv; d++)
-            w->dv[x * pl->lddv + d] = w->dvt[d * w->ldt + x];
-        store_vec(kr, w->dk + x * ldd, p->scale, D, p->dk, p->dtype,
-                  attn_kv_off(p, p->sdk, b, j0 + x) + hk * p->sdk[2], p->sdk[3]);
-        store_vec(kr, w->dv + x * pl->lddv, 1.0f, Dv, p->dv, p->dtype,
-                  attn_kv_off(p, p->sdv, b, j0 + x) + hk * p->sdv[2], p->sdv[3]);
+    /* dK, dV rows of the block from their transposes, 16 keys at a time into the first rows of
+     * w->dk, w->dv (row-major, so they stay in L1 between the transpose and the store). The
+     * unit's transpose: the scalar loop's strided reads were 8-11% of the bf16 backward at d 128
+     * n 1024, causal and not (bench/RESULTS.md, helper amx15). */
+    for (int64_t x0 = 0; x0 < cols; x0 += 16) {
+        const int64_t nx = cols - x0 < 16 ? cols - x0 : 16;
+        kr->bf16->transpose(w->dkt + x0, w->ldt, D, nx, w->dk, ldd);
+        kr->bf16->transpose(w->dvt + x0, w->ldt, Dv, nx, w->dv, pl->lddv);
+        for (int64_t x = 0; x < nx; x++) {
+            store_vec(kr, w->dk + x * ldd, p->scale, D, p->dk, p->dtype,
+                      attn_kv_off(p, p->sdk, b, j0 + x0 + x) + hk * p->sdk[2], p->sdk[3]);
+            store_vec(kr, w->dv + x * pl->lddv, 1.0f, Dv, p->dv, p->dtype,
+                      attn_kv_off(p, p->sdv, b, j0 + x0 + x) + hk * p->sdv[2], p->sdv[3]);
+        }
     }
     return pairs;
 }
@@ -1008,37 +1012,22 @@ static void mm_dq_block(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t h, int64
 /* ---- the schedules ------------------------------------------------------------------------ */
 
 /* D_i = dO_i . O_i (Dv features) for every (sequence, head, row), at di_off; float64 sum
- * (O(Sq Dv) per head), rounded once. Varlen rows past cu_q[B] get 0, unread. DI_ROWS rows at a
- * time, each its own sum in feature order (the same bits as one row at a time): one float64 add
- * chain a row was latency-bound, 8% of the bf16 backward on AMX at d 128 n 1024 causal
- * (bench/RESULTS.md, helper amx13). */
-enum { DI_ROWS = 8 };
-
-/* DI_ROWS rows at element offsets oo[r] of O, od[r] of dO; dt a constant where inlined */
-static inline void di_rows(const attn_problem *p, flashc_dtype dt, const int64_t *oo,
-                           const int64_t *od, float *out)
-{
-    double acc[DI_ROWS] = {0};
-    const int64_t s = p->so[3], sd = p->sdo[3];
-    for (int64_t d = 0; d < p->Dv; d++)
-        for (int r = 0; r < DI_ROWS; r++)
-            acc[r] += (double)flashc__load(p->o, dt, oo[r] + d * s) *
-                      (double)flashc__load(p->dout, dt, od[r] + d * sd);
-    for (int r = 0; r < DI_ROWS; r++)
-        out[r] = (float)acc[r];
-}
-
-static void compute_di(const attn_problem *p, float *dbuf, size_t n)
+ * (O(Sq Dv) per head), rounded once. Varlen rows past cu_q[B] get 0, unread. CPU_DI_ROWS rows
+ * at a time through the table's di_rows, each its own sum in feature order (the same bits as one
+ * row at a time): one float64 add chain a row was latency-bound, 8% of the bf16 backward on AMX
+ * at d 128 n 1024 causal (bench/RESULTS.md, helper amx13); the AVX-512 entry takes the rows as
+ * the lanes of one vector (helper amx15). */
+static void compute_di(const attn_problem *p, const cpu_kernels *kr, float *dbuf, size_t n)
 {
     const int64_t rows_per_head = p->layout == ATTN_VARLEN ? p->total_q : p->B * p->Sq;
     const int64_t owned = p->layout == ATTN_VARLEN ? p->cu_q[p->B] : rows_per_head;
-    const int64_t groups = cdiv((int64_t)n, DI_ROWS);
+    const int64_t groups = cdiv((int64_t)n, CPU_DI_ROWS);
 #pragma omp parallel for schedule(static) num_threads(p->threads)
     for (int64_t g = 0; g < groups; g++) {
-        int64_t oo[DI_ROWS], od[DI_ROWS], at[DI_ROWS];
-        float out[DI_ROWS];
+        int64_t oo[CPU_DI_ROWS], od[CPU_DI_ROWS], at[CPU_DI_ROWS];
+        float out[CPU_DI_ROWS];
         int nr = 0;
-        for (int64_t t = g * DI_ROWS; t < (int64_t)n && t < (g + 1) * DI_ROWS; t++) {
+        for (int64_t t = g * CPU_DI_ROWS; t < (int64_t)n && t < (g + 1) * CPU_DI_ROWS; t++) {
             const int64_t h = p->layout == ATTN_VARLEN ? t / rows_per_head : (t / p->Sq) % p->Hq;
             if (p->layout == ATTN_VARLEN) {
                 const int64_t r = t % rows_per_head;
@@ -1057,13 +1046,9 @@ static void compute_di(const attn_problem *p, float *dbuf, size_t n)
         }
         if (!nr)
             continue;
-        for (int r = nr; r < DI_ROWS; r++) /* a short group: row 0 again, not stored */
+        for (int r = nr; r < CPU_DI_ROWS; r++) /* a short group: row 0 again, not stored */
             oo[r] = oo[0], od[r] = od[0];
-        switch (p->dtype) {
-        case FLASHC_BF16: di_rows(p, FLASHC_BF16, oo, od, out); break;
-        case FLASHC_F16: di_rows(p, FLASHC_F16, oo, od, out); break;
-        default: di_rows(p, FLASHC_F32, oo, od, out); break;
-        }
+        kr->di_rows(p->o, oo, p->so[3], p->dout, od, p->sdo[3], p->Dv, p->dtype, out);
         for (int r = 0; r < nr; r++)
             dbuf[at[r]] = out[r];
     }
@@ -1127,7 +1112,7 @@ flashc_status cpu_attn_bwd(const attn_problem *p, flashc_attn_stats *stats)
         }
         c.kstart = ks, c.qstart = qs;
     }
-    compute_di(p, dbuf, pl.di_floats);
+    compute_di(p, c.kr, dbuf, pl.di_floats);
 
     const int nt1 = min_threads(p->threads, pl.items1), nt2 = min_threads(p->threads, pl.items2);
     /* Pass 1: fused items, or dK, dV per (sequence, K block, KV head): under the causal mask

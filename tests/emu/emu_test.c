@@ -152,7 +152,19 @@ static void check_split(const cpu_mm_bf16 *mm, int64_t rows, int64_t n, int whic
                             t1[c * ldt + r], t0[c * ldt + r]);
                 fail();
             }
-    free(X), free(a0), free(a1), free(b0), free(b1), free(xb), free(t0), free(t1);
+    /* transpose of float32 rows (X's bits: a copy), Y's padding columns untouched */
+    const int64_t ldy = rows + (n & 1) * 16 + 3;
+    float *y0 = malloc((size_t)(n * ldy) * 4), *y1 = malloc((size_t)(n * ldy) * 4);
+    memset(y0, 0xee, (size_t)(n * ldy) * 4), memset(y1, 0xee, (size_t)(n * ldy) * 4);
+    cpu_mm_bf16_ref.transpose(X, ldx, rows, n, y0, ldy);
+    mm->transpose(X, ldx, rows, n, y1, ldy);
+    if (memcmp(y0, y1, (size_t)(n * ldy) * 4) != 0) {
+        print_error("%s transpose rows %lld n %lld differs from the model\n", mm->unit,
+                    (long long)rows, (long long)n);
+        fail();
+    }
+    free(X), free(a0), free(a1), free(b0), free(b1), free(xb), free(t0), free(t1), free(y0),
+        free(y1);
 }
 
 static void test_mm_split(void **state)
@@ -176,7 +188,7 @@ static void test_mm_split(void **state)
             for (int b = 0; b < ns; b++, cnt++)
                 for (int cvt = 0; cvt < 2; cvt++)
                     check_split(mms[u], sz[a], sz[b], 1 + (a + b) % 3, cvt);
-        printf("  %s: %d split, split_cvt / pack_at shapes match the scalar model\n",
+        printf("  %s: %d split, split_cvt / pack_at / transpose shapes match the scalar model\n",
                mms[u]->unit, cnt);
     }
 }

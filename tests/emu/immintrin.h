@@ -38,6 +38,17 @@ static inline __m512i _mm512_maskz_loadu_epi16(__mmask32 k, const void *p)
     for (int i = 0; i < 32; i++) if (k >> i & 1) memcpy(&u.h[i], (const char *)p + 2 * i, 2);
     return emu_o(u);
 }
+static inline __m512i _mm512_maskz_loadu_epi32(__mmask16 k, const void *p)
+{
+    emu_v u; memset(&u, 0, 64);
+    for (int i = 0; i < 16; i++) if (k >> i & 1) memcpy(&u.w[i], (const char *)p + 4 * i, 4);
+    return emu_o(u);
+}
+static inline void _mm512_mask_storeu_epi32(void *p, __mmask16 k, __m512i x)
+{
+    emu_v u = emu_i(x);
+    for (int i = 0; i < 16; i++) if (k >> i & 1) memcpy((char *)p + 4 * i, &u.w[i], 4);
+}
 static inline __m512i _mm512_permutex2var_epi16(__m512i a, __m512i idx, __m512i b)
 {
     emu_v x = emu_i(a), y = emu_i(b), ix = emu_i(idx), r;

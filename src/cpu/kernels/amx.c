@@ -31,6 +31,8 @@ void cpu_mm_avx512_split_cvt(const float *X, int64_t ldx, int64_t rows, int64_t 
                              int64_t lda, uint32_t *bp, int64_t ldbp);
 void cpu_mm_avx512_pack_at(const uint16_t *X, int64_t ldx, int64_t rows, int64_t n, uint16_t *A,
                            int64_t lda);
+void cpu_mm_avx512_transpose(const float *X, int64_t ldx, int64_t rows, int64_t n, float *Y,
+                             int64_t ldy);
 
 #define mm_barrier() __asm__ volatile("" ::: "memory")
 
@@ -427,6 +429,7 @@ const cpu_mm_bf16 cpu_mm_bf16_amx = {
     .split = cpu_mm_avx512_split,
     .split_cvt = cpu_mm_avx512_split_cvt,
     .pack_at = cpu_mm_avx512_pack_at,
+    .transpose = cpu_mm_avx512_transpose,
     .p_ds = cpu_kernels_avx512_mm_p_ds,
 };
 #endif

@@ -274,6 +274,28 @@ void cpu_mm_avx512_pack_at(const uint16_t *X, int64_t ldx, int64_t rows, int64_t
     }
 }
 
+/* transpose: 16 x 16 blocks of 32-bit words through transpose16; masked loads and stores at the
+ * edges (rows of X past rows read as zeros and are never stored). */
+void cpu_mm_avx512_transpose(const float *X, int64_t ldx, int64_t rows, int64_t n, float *Y,
+                             int64_t ldy)
+{
+    for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+        const int64_t rv = rows - r0 >= 16 ? 16 : rows - r0;
+        const __mmask16 mr = (__mmask16)((1u << rv) - 1u);
+        for (int64_t c0 = 0; c0 < n; c0 += 16) {
+            const int64_t cv = n - c0 >= 16 ? 16 : n - c0;
+            const __mmask16 mc = (__mmask16)((1u << cv) - 1u);
+            __m512i t[16];
+            for (int i = 0; i < 16; i++)
+                t[i] = i < rv ? _mm512_maskz_loadu_epi32(mc, X + (r0 + i) * ldx + c0)
+                              : _mm512_setzero_si512();
+            transpose16(t);
+            for (int j = 0; j < cv; j++)
+                _mm512_mask_storeu_epi32(Y + (c0 + j) * ldy + r0, mr, t[j]);
+        }
+    }
+}
+
 /* ---- gemm on vdpbf16ps -------------------------------------------------------------------- */
 
 enum { DP_MR = 12 }; /* 12 rows x 2 vectors = 24 accumulators + 2 B vectors + 1 broadcast */
@@ -364,6 +386,7 @@ const cpu_mm_bf16 cpu_mm_bf16_avx512 = {
     .split = cpu_mm_avx512_split,
     .split_cvt = cpu_mm_avx512_split_cvt,
     .pack_at = cpu_mm_avx512_pack_at,
+    .transpose = cpu_mm_avx512_transpose,
     .p_ds = cpu_kernels_avx512_mm_p_ds,
 };
 #endif

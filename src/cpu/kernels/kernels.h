@@ -121,6 +121,10 @@ typedef struct cpu_mm_bf16 {
      * rows .. kr and kr + rows .. 2 kr and in rows n .. R16(n): the A operand of a split B. */
     void (*pack_at)(const uint16_t *X, int64_t ldx, int64_t rows, int64_t n, uint16_t *A,
                     int64_t lda);
+    /* Y (n x rows float32, ldy) = X^T, X (rows x n float32, ldx): the backward's dK, dV rows
+     * from its accumulators dK^T, dV^T (attn_bwd.c). A copy: the same bits on every unit.     */
+    void (*transpose)(const float *X, int64_t ldx, int64_t rows, int64_t n, float *Y,
+                      int64_t ldy);
     /* The backward's P and dS of a tile in float32, in place, before split (attn_bwd.c
      * tile_p_ds): row r sees columns [c0, c1) = [lo[r] - jlo, hi[r] - jlo) clipped to [0, n);
      * there, with x = scale S - L[r] (one FMA),
@@ -248,6 +252,14 @@ typedef struct cpu_kernels {
     void (*swiglu_row)(const void *gu, int64_t sgu, void *y, int64_t sy, int64_t I,
                        flashc_dtype dt);
 
+    /* The backward's D_i = dO_i . O_i (attn_bwd.c compute_di) of CPU_DI_ROWS rows at once:
+     *   out[r] = (float) sum_d (double) a[ao[r] + d sa] * (double) b[bo[r] + d sb],
+     * d = 0 .. n - 1, a and b of dtype dt (element offsets and strides), each row its own
+     * float64 sum in feature order. The products of float32 values are exact in float64, so
+     * every table gives the same bits (the scalar loop's).                                   */
+    void (*di_rows)(const void *a, const int64_t *ao, int64_t sa, const void *b,
+                    const int64_t *bo, int64_t sb, int64_t n, flashc_dtype dt, float *out);
+
     /* ---- attention v2 forward: score modifiers, masks (src/cpu/attn_fwd.c) -------------
      * Kept in one block so that other additions to this table merge cleanly. */
 
@@ -279,6 +291,13 @@ typedef struct cpu_kernels {
  * x has D elements of dtype dt at element stride sx. */
 float cpu_rms_rstd_rescaled(const void *x, int64_t sx, int64_t D, float eps, float ss,
                             flashc_dtype dt, float *div);
+
+/* The rows of one di_rows call. */
+enum { CPU_DI_ROWS = 8 };
+/* di_rows in plain C (scalar.c): the scalar tables' entry and the SIMD tables' without one of
+ * their own (kernels_simd.h SIMD_DI_ROWS). */
+void cpu_di_rows_scalar(const void *a, const int64_t *ao, int64_t sa, const void *b,
+                        const int64_t *bo, int64_t sb, int64_t n, flashc_dtype dt, float *out);
 
 extern const cpu_kernels cpu_kernels_scalar;
 extern const cpu_kernels cpu_kernels_bf16ref;

@@ -772,6 +772,12 @@ static int nonfinite_simd(const float *x, int64_t ld, int64_t rows, int64_t n)
     return v_hsum(acc) != 0.0f; /* NaN != 0 */
 }
 
+/* di_rows: the ISA's own where its file defines SIMD_DI_ROWS before including this one (avx512.c),
+ * else the plain C one. */
+#ifndef SIMD_DI_ROWS
+#define SIMD_DI_ROWS cpu_di_rows_scalar
+#endif
+
 /* The entries of this ISA's table, for SIMD_TABLE and for tables that add a bf16 sub-table to
  * them (avx512.c: avx512bf16, amx). */
 #define SIMD_ENTRIES                                                                           \
@@ -779,7 +785,8 @@ static int nonfinite_simd(const float *x, int64_t ld, int64_t rows, int64_t n)
     .pv = pv_simd, .exp = exp_simd, .exp2 = exp2_simd, .load_row = load_row_simd,              \
     .store_row = store_row_simd, .rmsnorm_row = rmsnorm_row_simd,                              \
     .swiglu_row = swiglu_row_simd, .score_mod_t = score_mod_t_simd,                            \
-    .score_mod_row = score_mod_row_simd, .mask_t = mask_t_simd, .nonfinite = nonfinite_simd
+    .score_mod_row = score_mod_row_simd, .mask_t = mask_t_simd, .nonfinite = nonfinite_simd,    \
+    .di_rows = SIMD_DI_ROWS
 
 const cpu_kernels SIMD_TABLE = {
     .name = SIMD_NAME,

@@ -369,6 +369,14 @@ static void mm_pack_at_ref(const uint16_t *X, int64_t ldx, int64_t rows, int64_t
             A[c * lda + r] = A[c * lda + kr + r] = r < rows && c < n ? X[r * ldx + c] : 0;
 }
 
+static void mm_transpose_ref(const float *X, int64_t ldx, int64_t rows, int64_t n, float *Y,
+                             int64_t ldy)
+{
+    for (int64_t c = 0; c < n; c++)
+        for (int64_t r = 0; r < rows; r++)
+            Y[c * ldy + r] = X[r * ldx + c];
+}
+
 static void mm_p_ds_ref(CPU_MM_P_DS_ARGS)
 {
     for (int64_t r = 0; r < rows; r++) {
@@ -387,6 +395,31 @@ static void mm_p_ds_ref(CPU_MM_P_DS_ARGS)
     }
 }
 
+/* DI_ROWS independent float64 add chains (one a row was latency-bound: bench/RESULTS.md,
+ * helper amx13); dt a constant where inlined */
+static inline void di_rows_dt(const void *a, const int64_t *ao, int64_t sa, const void *b,
+                              const int64_t *bo, int64_t sb, int64_t n, flashc_dtype dt,
+                              float *out)
+{
+    double acc[CPU_DI_ROWS] = {0};
+    for (int64_t d = 0; d < n; d++)
+        for (int r = 0; r < CPU_DI_ROWS; r++)
+            acc[r] += (double)flashc__load(a, dt, ao[r] + d * sa) *
+                      (double)flashc__load(b, dt, bo[r] + d * sb);
+    for (int r = 0; r < CPU_DI_ROWS; r++)
+        out[r] = (float)acc[r];
+}
+
+void cpu_di_rows_scalar(const void *a, const int64_t *ao, int64_t sa, const void *b,
+                        const int64_t *bo, int64_t sb, int64_t n, flashc_dtype dt, float *out)
+{
+    switch (dt) {
+    case FLASHC_BF16: di_rows_dt(a, ao, sa, b, bo, sb, n, FLASHC_BF16, out); break;
+    case FLASHC_F16: di_rows_dt(a, ao, sa, b, bo, sb, n, FLASHC_F16, out); break;
+    default: di_rows_dt(a, ao, sa, b, bo, sb, n, FLASHC_F32, out); break;
+    }
+}
+
 const cpu_mm_bf16 cpu_mm_bf16_ref = {
     .unit = "scalar model",
     .begin = mm_nop,
@@ -397,6 +430,7 @@ const cpu_mm_bf16 cpu_mm_bf16_ref = {
     .softmax = mm_softmax_ref,
     .split = mm_split_ref,
     .pack_at = mm_pack_at_ref,
+    .transpose = mm_transpose_ref,
     .p_ds = mm_p_ds_ref,
 };
 
@@ -406,7 +440,7 @@ const cpu_mm_bf16 cpu_mm_bf16_ref = {
     .load_row = load_row_scalar, .store_row = store_row_scalar,                                \
     .rmsnorm_row = rmsnorm_row_scalar, .swiglu_row = swiglu_row_scalar,                        \
     .score_mod_t = score_mod_t_scalar, .score_mod_row = score_mod_row_scalar,                  \
-    .mask_t = mask_t_scalar, .nonfinite = nonfinite_scalar
+    .mask_t = mask_t_scalar, .nonfinite = nonfinite_scalar, .di_rows = cpu_di_rows_scalar
 
 const cpu_kernels cpu_kernels_bf16ref = {
     .name = "bf16ref",
@@ -431,4 +465,5 @@ const cpu_kernels cpu_kernels_scalar = {
     .score_mod_row = score_mod_row_scalar,
     .mask_t = mask_t_scalar,
     .nonfinite = nonfinite_scalar,
+    .di_rows = cpu_di_rows_scalar,
 };
