@@ -22,8 +22,8 @@
 # FLASHC_AMX15_CORES (default "8,9 10,11 12-15": bench lane 1, bench lane 2, test lane) moves
 # the lanes (a dry run on a 2-core machine: "0,1 0,1 0,1").
 # BUILD_DIR: built with tests (libflashc.so, tests/); no rebuild. Files in $OUT (default
-# BUILD_DIR/out-amx15): three (summary.txt, bwd-A.log, bwd-B.log; the ctest log and the
-# per-lane logs stay in a temporary folder, the lines that matter copied into summary.txt).
+# BUILD_DIR/out-amx15): three (amx15_summary.txt, bwd-A.log, bwd-B.log; the ctest log and the
+# per-lane logs stay in a temporary folder, the lines that matter copied into amx15_summary.txt).
 # Everything the lead reads is on stdout, the table LAST: per (pass, d, n, causal) bf16 ms, f32
 # ms, f32 / bf16 and whether it is >= 3.
 # Decision rule: nothing to switch (the change is the default, same bits). Keep it if the tests
@@ -40,7 +40,7 @@ LIMIT=${FLASHC_AMX15_LIMIT:-146}
 read -r L1 L2 TL <<<"${FLASHC_AMX15_CORES:-8,9 10,11 12-15}"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-sum="$OUT/summary.txt"
+sum="$OUT/amx15_summary.txt"
 {
   date -u
   lscpu | grep -E 'Model name|^CPU\(s\)'
