@@ -29,9 +29,9 @@
  *             sm80 mods instance and the KV-cache kernel, the kernel asserted from its tiles.
  *   graph     a KV-cache call with a workspace captured in a CUDA graph and replayed.
  *   variants  the split cases, varlen and the graph under each non-default merge
- *             (FLASHC_DECODE_MERGE = v1, v2, v3, v4, pdl, fused, fused2), v4 equal to v3 bit for
- *             bit, and a name that is no variant refused; the same and more under each kernel
- *             variant (FLASHC_DECODE_KERNEL = lean, lean3, lean5, base), the split rules
+ *             (FLASHC_DECODE_MERGE = v1, v2, v3, v4, pdl), v4 equal to v3 bit for bit, and a
+ *             name that is no variant (fused2, removed) refused; the same and more under each
+ *             kernel variant (FLASHC_DECODE_KERNEL = lean, lean3, lean5, base), the split rules
  *             (FLASHC_DECODE_SPLITS = fill, fa2, deep; deep's count where it applies), and
  *             a loader or rule that does not exist refused.
  *   merge     flashc_attn_merge on CUDA tensors.
@@ -876,9 +876,7 @@ static void test_kvcache_long(void **state)
 
 /* A KV-cache call (case c at the given split count) with a caller's workspace captured in a
  * CUDA graph and replayed reps times, outputs poisoned before each replay: every replay must
- * write the eager call's result bit for bit, and the eager one passes the 2x rule. For the
- * fused merge this is the arrival counters' reset: a replay whose counters were left at the
- * previous replay's count would merge nothing (or too early) and leave NaN or a different o. */
+ * write the eager call's result bit for bit, and the eager one passes the 2x rule. */
 static void graph_check(const kv_case *cp, int splits, int reps)
 {
     const kv_case c = *cp;
@@ -1231,9 +1229,8 @@ static void test_varlen(void **state)
  * rounding and each by the 2x rule, paged caches with shuffled tables, ragged cache_seqlens
  * (an empty sequence), append, GQA 1 / 2 / 4 / 8, both dtypes, masks and modifiers, several
  * row tiles a sequence (chunked prefill, Sq 16 x group 8), D 256 and Dk != Dv, varlen, and a
- * graph replayed with the counters of the fused merge. The default (auto: v3 for small merge
- * grids, else pdl) runs every other test. The variable is read at each call, so setting it
- * here switches the next call. */
+ * graph replayed. The default (auto: v4 for small merge grids, else pdl) runs every other test.
+ * The variable is read at each call, so setting it here switches the next call. */
 static void variant_cases(void)
 {
     const int many[] = {1, 2, 3, 5, 8, 13, 32, 64, 0};
@@ -1248,7 +1245,8 @@ static void variant_cases(void)
             kv_check(&s, few, 3, 1);
             kv_case m = kvc(dt, 3, 1, 4, 4, 64, 7, 210, 200, 1); /* MHA, page 7 */
             kv_check(&m, odd, 3, 1);
-            if (dt == FLASHC_BF16) { /* 40 splits of 4 rows: fused2 stages them in 2 batches */
+            if (dt == FLASHC_BF16) { /* 40 splits of 4 rows: v2 / pdl's 8-load batches and a
+                                      * remainder, v3 / v4's 16 groups x 3 (decode12) */
                 const int forty[] = {1, 40};
                 kv_case w = kvc(dt, 3, 1, 8, 2, 128, 16, 704, 680, 1); /* ragged, page 16 */
                 kv_check(&w, forty, 2, 1);
@@ -1296,8 +1294,7 @@ static void variant_cases(void)
 /* Merge v4 (auto's merge for small grids) is v3 with its partial loads issued earlier and the
  * same sums in the same order: the same bits, on the same inputs, at each split count (more than
  * 128 splits: it takes v3's path). v3 is kept for this check: no other merge sums in its order
- * (v2 / pdl and fused: 128 / (rows x Dv / 4) split groups, 4 for one row at Dv 128; v3 / v4:
- * 16). */
+ * (v2 / pdl: 128 / (rows x Dv / 4) split groups, 4 for one row at Dv 128; v3 / v4: 16). */
 static void merge_v4_bits_check(const kv_case *c, const int *splits, int nsplits)
 {
     kv_run r;
@@ -1335,8 +1332,8 @@ static void test_kvcache_merge_variants(void **state)
     /* the default (auto: v4 on every test's small grids, pdl on the larger): every other test;
      * FLASHC_TEST_MERGES=v3,v4,auto,.. names others (a device script's choice) */
     char *merge_was = env_save("FLASHC_DECODE_MERGE");
-    const char *variants[8] = {"v1", "v2", "pdl", "fused", "fused2"};
-    size_t nvar = 5;
+    const char *variants[8] = {"v1", "v2", "pdl"};
+    size_t nvar = 3;
     char *mlist = getenv("FLASHC_TEST_MERGES") ? strdup(getenv("FLASHC_TEST_MERGES")) : NULL;
     if (mlist) {
         nvar = 0;
@@ -1357,8 +1354,9 @@ static void test_kvcache_merge_variants(void **state)
         const kv_case m = kvc(FLASHC_F16, 3, 2, 4, 4, 64, 0, 300, 280, 0);
         merge_v4_bits_check(&m, sp1, 1);
     }
-    /* a value that names no variant: refused with a message, nothing written */
-    setenv("FLASHC_DECODE_MERGE", "v9", 1);
+    /* a value that names no variant (fused2: removed on 2026-12-04) refused with a message,
+     * nothing written */
+    setenv("FLASHC_DECODE_MERGE", "fused2", 1);
     {
         kv_case c = kvc(FLASHC_BF16, 2, 1, 8, 2, 128, 16, 64, 40, 1);
         kv_run r;
@@ -1369,7 +1367,7 @@ static void test_kvcache_merge_variants(void **state)
         flashc_attn_params pr = kv_params(&r, &al, 4);
         assert_int_equal(flashc_attn_kvcache_fwd(&pr, &cache, &q, &o, &lse, NULL),
                          FLASHC_ERR_INVALID_ARGUMENT);
-        printf("  FLASHC_DECODE_MERGE=v9: refused (%s)\n", flashc_last_error());
+        printf("  FLASHC_DECODE_MERGE=fused2: refused (%s)\n", flashc_last_error());
         kv_teardown(&r);
     }
     env_restore("FLASHC_DECODE_MERGE", merge_was);
