@@ -15,7 +15,7 @@ buffer, with enable_gqa=True (no expanded copy); a backend that refuses it is re
 
 Variants (issue 13, helpers decode2..decode5): --variants v1,v2,pdl,v4,lean+fill
 times every flashc layout once per value of FLASHC_DECODE_MERGE (v1, v2, v3, v4, pdl, auto), of
-FLASHC_DECODE_KERNEL (split = base, lean, lean3, lean5, wide) or of FLASHC_DECODE_SPLITS (fa2,
+FLASHC_DECODE_KERNEL (split = base, lean, lean3, lean5, wide, autow) or of FLASHC_DECODE_SPLITS (fa2,
 fill, deep),
 or "+"-joined combinations, which
 src/cuda/attn_decode.cu reads at each call (v1 keeps the historical keys), each checked against
@@ -158,7 +158,7 @@ def graph_ms(lib, q, kc, vc, o, lse, seqlens, rep_ms):
 
 def set_variant(v):
     """A variant is a merge (FLASHC_DECODE_MERGE: v1, v2, v3, v4, pdl, auto), a
-    loader (FLASHC_DECODE_KERNEL: split, base, lean, lean3, lean5, wide) or a split rule
+    loader (FLASHC_DECODE_KERNEL: split, base, lean, lean3, lean5, wide, autow) or a split rule
     (FLASHC_DECODE_SPLITS: fa2, fill, deep), or several joined by "+" (base+fa2+pdl); what a
     variant does not name is the library's default; None: every default. All are read by the
     library at every call."""
@@ -167,7 +167,7 @@ def set_variant(v):
     if v is None:
         return
     for part in v.split("+"):  # "lean+v4": a loader and a merge; "lean+fill": + split rule
-        if part in ("split", "base", "wide") or part.startswith("lean"):
+        if part in ("split", "base", "wide", "autow") or part.startswith("lean"):
             os.environ["FLASHC_DECODE_KERNEL"] = part
         elif part in ("fill", "fa2", "deep"):
             os.environ["FLASHC_DECODE_SPLITS"] = part
@@ -499,6 +499,7 @@ def ratio_table(rows, variants, layouts, ref):
           " | ".join(f"{v} / {ref}" for v in others) + " |")
     print("|---|---|---|--:|--:|" + "--:|" * len(others))
     agg = {v: [] for v in others}
+    xc = {v: [] for v in others}  # each variant's x SDPA cuDNN (decode13)
     for r in rows:
         c = r.get("sdpa_cudnn_gbs")
         for lay in layouts:
@@ -510,6 +511,8 @@ def ratio_table(rows, variants, layouts, ref):
                 g = r.get(key(v, lay) + "_gbs")
                 if g and g0:
                     agg[v].append(g / g0)
+                    if c:
+                        xc[v].append(g / c)
                     cells.append(f"{g / g0:.3f} s{r.get(key(v, lay) + '_splits', '-')}")
                 else:
                     cells.append("WRONG" if key(v, lay) + "_err" in r and not g else "-")
@@ -522,7 +525,8 @@ def ratio_table(rows, variants, layouts, ref):
         if x:
             gm = math.exp(sum(math.log(t) for t in x) / len(x))
             print(f"- {v} / {ref}: geomean {gm:.3f}, min {min(x):.3f}, max {max(x):.3f} "
-                  f"over {len(x)} cells")
+                  f"over {len(x)} cells" + (f"; {v} x cuDNN {min(xc[v]):.3f}-{max(xc[v]):.3f}"
+                                            if xc[v] else ""))
 
 
 def clean_table(rows, variants):

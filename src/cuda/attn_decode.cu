@@ -90,7 +90,9 @@
  * split kernel is no longer issue-bound, and lean3's extra loads in flight gain nothing more.
  * wide (opt-in, decode11) is lean with 12 warps a block (196 KB at d 128, one block an SM): an
  * SM's 12 warps on one (b, KV head), so at B >= 16 the split rules give one split, no partials
- * and no merge (cuDNN's grid), where lean5's 4 warps an SM were issue-bound.
+ * and no merge (cuDNN's grid), where lean5's 4 warps an SM were issue-bound. The default takes
+ * wide for decode at <= 4096 keys where the tiles are at least half the SMs; autow (opt-in,
+ * decode13) also past 4096 keys where lean's count would not be the deep part's (var_of).
  * Removed on 2026-12-03 after losing at every shape measured (bench/RESULTS.md): lean-pf (the
  * L2::256B hint, 1-6% slower than lean) and the ring kernels attn_decode_ring / ring-cpa (a
  * producer warp feeding 4 consumers through an mbarrier ring: 0.2-0.8x cuDNN, flat across
@@ -165,7 +167,8 @@ enum { DEC_MERGE_V1 = 1, DEC_MERGE_V2 = 2, DEC_MERGE_PDL = 3, DEC_MERGE_V3 = 5,
        DEC_MERGE_AUTO = 6 /* host only: v4 or pdl (cuda_attn_decode) */, DEC_MERGE_V4 = 7 };
 /* FLASHC_DECODE_KERNEL: the split kernel's loader ("split" names the base loader) */
 enum { DEC_KERNEL_LEAN = 4, DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_BASE = 7, DEC_KERNEL_LEAN5 = 8,
-       DEC_KERNEL_WIDE = 9, DEC_KERNEL_AUTO = 10 /* unset: lean, or wide (var_of) */ };
+       DEC_KERNEL_WIDE = 9, DEC_KERNEL_AUTO = 10 /* unset: lean, or wide (var_of) */,
+       DEC_KERNEL_AUTOW = 11 /* auto with wide's region past 4096 keys (var_of; decode13) */ };
 /* The split kernel's instances (its VAR template argument): the base loader (FLASHC_DECODE_KERNEL
  * = base, and every head dim > 128) and the lean loaders (lean, the default; lean3, lean5; head
  * dims <= 128 only). */
@@ -1130,7 +1133,8 @@ int sm_count(void)
  * loader everywhere (faster than base at every B x ctx measured on 2026-12-02,
  * bench/RESULTS.md); "split" or "base" the split kernel's historical loader; "lean3", "lean5"
  * the lean loader with 3 or 5 stages a warp; "wide" the lean loader with 12 warps a block
- * (dec_var_warps) everywhere; 0 for anything else. */
+ * (dec_var_warps) everywhere; "autow" the default's choice with wide's region extended past
+ * DEC_WIDE_MAX_KEYS (var_of; opt-in, decode13); 0 for anything else. */
 int kernel_mode(void)
 {
     const char *e = getenv("FLASHC_DECODE_KERNEL");
@@ -1146,6 +1150,8 @@ int kernel_mode(void)
         return DEC_KERNEL_LEAN3;
     if (strcmp(e, "wide") == 0)
         return DEC_KERNEL_WIDE;
+    if (strcmp(e, "autow") == 0)
+        return DEC_KERNEL_AUTOW;
     return 0;
 }
 
@@ -1171,57 +1177,6 @@ size_t smem_optin(void)
     return (size_t)n;
 }
 
-/* Keys (the plan-time maximum) up to which the default takes wide (var_of). */
-constexpr int64_t DEC_WIDE_MAX_KEYS = 4096;
-
-/* The split kernel's instance for p under FLASHC_DECODE_KERNEL (DEC_VAR_*): a lean variant at
- * head dims <= 128, else the base instance; wide where its shared memory fits the device (d 128:
- * 196 KB, so CC 9.0; on sm_80 parts d 64 only), else lean.
- * The default (unset) takes wide for decode proper (one 16-row tile a KV head) at short
- * contexts (<= DEC_WIDE_MAX_KEYS keys) whose tiles are at least half the SMs: there one wide
- * block an SM needs one split, or two, where lean's three blocks an SM split the keys 2-3 ways
- * and merge, which at 4k keys costs a measurable share (helper decode11, H200 2026-12-04:
- * wide 1.051-1.090x lean at B 16 and 64 x 4k, 32/8 and 16/8 heads, contiguous and page 16;
- * 1.004x at 128 x 4k, where lean already ran one split; at B 1 x 4k, 4 tiles, 0.927x, and
- * longer contexts were not measured as a region: 0.978-1.09x at 32k). From the maxima only. */
-int var_of(const attn_problem *p)
-{
-    const int k = kernel_mode();
-    if (head_dim_instance(p) > 128)
-        return DEC_VAR_BASE;
-    const int64_t tiles = p->B * p->Hkv * m_tiles_of(p);
-    const bool wide_default = k == DEC_KERNEL_AUTO && m_tiles_of(p) == 1 &&
-                              p->Sk <= DEC_WIDE_MAX_KEYS && tiles * 2 >= sm_count() &&
-                              sm_count() > 0;
-    if (k == DEC_KERNEL_WIDE || wide_default) {
-        constexpr int nw = dec_var_warps(DEC_VAR_WIDE);
-        const size_t need = head_dim_instance(p) == 64
-                                ? dec_smem_bytes<__nv_bfloat16, 64, DEC_STAGES, nw>()
-                                : dec_smem_bytes<__nv_bfloat16, 128, DEC_STAGES, nw>();
-        return need <= smem_optin() ? DEC_VAR_WIDE : DEC_VAR_LEAN;
-    }
-    if (k == DEC_KERNEL_LEAN || k == DEC_KERNEL_AUTO)
-        return DEC_VAR_LEAN;
-    return k == DEC_KERNEL_LEAN3   ? DEC_VAR_LEAN3
-           : k == DEC_KERNEL_LEAN5 ? DEC_VAR_LEAN5
-                                   : DEC_VAR_BASE;
-}
-
-/* Thread blocks of one instance an SM holds at once (shared memory: 34 / 68 / 136 KB, lean3 50 /
- * 100 KB; registers <= 128 a thread at d <= 128, ~250 at 256): the slots a split count should
- * fill. */
-int blocks_per_sm(const attn_problem *p)
-{
-    const int di = head_dim_instance(p);
-    if (var_of(p) == DEC_VAR_LEAN3)
-        return di == 64 ? 4 : 2;
-    if (var_of(p) == DEC_VAR_LEAN5) /* 82 / 164 KB */
-        return di == 64 ? 2 : 1;
-    if (var_of(p) == DEC_VAR_WIDE) /* 100 / 196 KB, 384 threads */
-        return 1;
-    return di == 64 ? 4 : di == 128 ? 3 : 1;
-}
-
 /* FLASHC_DECODE_SPLITS, read at every call: unset, "" or "fill" the deep part of decode11's
  * rule where it applies, else the whole-wave fill rule (splits_of; fill the default since
  * 2026-12-03, the deep part since 2026-12-04 midday); "fa2" FlashAttention-2's rule, the
@@ -1245,6 +1200,91 @@ int split_rule(void)
  * small grids and whole waves for large ones. */
 constexpr int64_t DEC_DEEP_WAVES = 5;
 constexpr int64_t DEC_DEEP_KEYS = 8192;
+
+/* Thread blocks of lean's instance an SM holds at once (shared memory 34 / 68 KB at d 64 / 128,
+ * registers <= 168 a thread): the default's slots an SM (blocks_per_sm). */
+int lean_blocks_per_sm(const attn_problem *p)
+{
+    const int di = head_dim_instance(p);
+    return di == 64 ? 4 : di == 128 ? 3 : 1;
+}
+
+/* The deep part of the split rule (splits_of): the fewest splits that make ctas tiles at least
+ * DEC_DEEP_WAVES blocks a slot of slots, if each split keeps >= DEC_DEEP_KEYS keys and there are
+ * at most 33; 0 where it does not apply (that, FLASHC_DECODE_SPLITS=fa2, or no tiles). */
+int64_t deep_splits(const attn_problem *p, int64_t ctas, int64_t slots)
+{
+    if (ctas <= 0 || split_rule() == DEC_SPLITS_FA2)
+        return 0;
+    const int64_t deep = (DEC_DEEP_WAVES * slots + ctas - 1) / ctas;
+    return deep <= 33 && (deep == 1 || deep * DEC_DEEP_KEYS <= p->Sk) ? deep : 0;
+}
+
+/* Keys (the plan-time maximum) up to which the default takes wide (var_of). */
+constexpr int64_t DEC_WIDE_MAX_KEYS = 4096;
+
+/* The split kernel's instance for p under FLASHC_DECODE_KERNEL (DEC_VAR_*): a lean variant at
+ * head dims <= 128, else the base instance; wide where its shared memory fits the device (d 128:
+ * 196 KB, so CC 9.0; on sm_80 parts d 64 only), else lean.
+ * The default (unset) takes wide for decode proper (one 16-row tile a KV head) at short
+ * contexts (<= DEC_WIDE_MAX_KEYS keys) whose tiles are at least half the SMs: there one wide
+ * block an SM needs one split, or two, where lean's three blocks an SM split the keys 2-3 ways
+ * and merge, which at 4k keys costs a measurable share (helper decode11, H200 2026-12-04:
+ * wide 1.051-1.090x lean at B 16 and 64 x 4k, 32/8 and 16/8 heads, contiguous and page 16;
+ * 1.004x at 128 x 4k, where lean already ran one split; at B 1 x 4k, 4 tiles, 0.927x, and
+ * longer contexts were not measured as a region: 0.978-1.09x at 32k). From the maxima only.
+ * autow (FLASHC_DECODE_KERNEL=autow, opt-in, decode13) is the default with wide's region past
+ * DEC_WIDE_MAX_KEYS: decode proper whose tiles are at least an eighth of the SMs (at most 8
+ * wide blocks a tile under fill) where lean's count would not be the deep part's. There lean
+ * splits each (b, KV head) 3-12 ways (16 x 32k: 3 x 128 blocks, 4 x 32k: 12 x 32) and pays the
+ * partials, 3 prologues an SM and the merge (5.7 us of the 500 at 16 x 32k, decode9's ncu),
+ * where wide runs one block an SM, 1 split at B 16 x 32k (cuDNN's grid) and 4 at B 4. Recorded
+ * (decode11's run, wide forced, fill): 1.030x lean at 16 x 32k, 1.015x at 32 x 32k (1 split),
+ * 1.018x / 1.020x at 4 x 32k / 128k (4 splits), but 0.994-1.004x at B 1 (16 splits; page 16
+ * 0.983-0.987), hence the eighth; where the deep part takes lean (64 x 32k, 16 x 128k) it
+ * beat wide (1.029x against 1.006x, 1.025x against 1.022x). */
+int var_of(const attn_problem *p)
+{
+    const int k = kernel_mode();
+    if (head_dim_instance(p) > 128)
+        return DEC_VAR_BASE;
+    const int64_t tiles = p->B * p->Hkv * m_tiles_of(p);
+    const int64_t sms = sm_count();
+    const bool decode = m_tiles_of(p) == 1 && sms > 0;
+    bool wide_default = false;
+    if ((k == DEC_KERNEL_AUTO || k == DEC_KERNEL_AUTOW) && decode)
+        wide_default = p->Sk <= DEC_WIDE_MAX_KEYS
+                           ? tiles * 2 >= sms
+                           : k == DEC_KERNEL_AUTOW && tiles * 8 >= sms &&
+                                 deep_splits(p, tiles, sms * lean_blocks_per_sm(p)) == 0;
+    if (k == DEC_KERNEL_WIDE || wide_default) {
+        constexpr int nw = dec_var_warps(DEC_VAR_WIDE);
+        const size_t need = head_dim_instance(p) == 64
+                                ? dec_smem_bytes<__nv_bfloat16, 64, DEC_STAGES, nw>()
+                                : dec_smem_bytes<__nv_bfloat16, 128, DEC_STAGES, nw>();
+        return need <= smem_optin() ? DEC_VAR_WIDE : DEC_VAR_LEAN;
+    }
+    if (k == DEC_KERNEL_LEAN || k == DEC_KERNEL_AUTO || k == DEC_KERNEL_AUTOW)
+        return DEC_VAR_LEAN;
+    return k == DEC_KERNEL_LEAN3   ? DEC_VAR_LEAN3
+           : k == DEC_KERNEL_LEAN5 ? DEC_VAR_LEAN5
+                                   : DEC_VAR_BASE;
+}
+
+/* Thread blocks of one instance an SM holds at once (shared memory: 34 / 68 / 136 KB, lean3 50 /
+ * 100 KB; registers <= 128 a thread at d <= 128, ~250 at 256): the slots a split count should
+ * fill. */
+int blocks_per_sm(const attn_problem *p)
+{
+    const int di = head_dim_instance(p);
+    if (var_of(p) == DEC_VAR_LEAN3)
+        return di == 64 ? 4 : 2;
+    if (var_of(p) == DEC_VAR_LEAN5) /* 82 / 164 KB */
+        return di == 64 ? 2 : 1;
+    if (var_of(p) == DEC_VAR_WIDE) /* 100 / 196 KB, 384 threads */
+        return 1;
+    return lean_blocks_per_sm(p);
+}
 
 /* The split count: the caller's, or (0) the deep rule (FLASHC_DECODE_SPLITS=deep, where it
  * applies), the fill rule (FLASHC_DECODE_SPLITS, below), or
@@ -1272,14 +1312,13 @@ int splits_of(const attn_problem *p)
      * +2.7% and +2.5%, 64 x 128k +3.0%; 16 x 128k 3 -> 16 (5.2, 8k keys) +2.2% (2026-12-02);
      * while 16 x 32k at 16 splits (5.2 a slot but 2k keys) gained nothing, and neither did 3 or
      * 6 splits at 64 x 32k (3.9 / 7.8 a slot). At most 33 splits, as fill (the merge's work a
-     * row). From the maxima only. */
-    const int64_t deep = ctas > 0 ? (DEC_DEEP_WAVES * slots + ctas - 1) / ctas : 1;
+     * row). From the maxima only (deep_splits). */
+    const int64_t deep = deep_splits(p, ctas, slots);
     if (p->num_splits > 0) {
         n = p->num_splits;
     } else if (ctas == 0) {
         n = 1; /* no tiles (varlen, max_seqlen_q 0): nothing runs, and the rules divide by ctas */
-    } else if (rule != DEC_SPLITS_FA2 && deep <= 33 &&
-               (deep == 1 || deep * DEC_DEEP_KEYS <= keys)) {
+    } else if (deep > 0) {
         /* the deep part (fill and deep alike; H200 2026-12-04 midday, s11_decode11.sh, in git
          * at a9d5878: 1.015-1.084x fill in all 15 cells where it changes the count, 32/8 and
          * 16/8 heads, contiguous and page 16: 64 x 32k / 128k 4 splits, 128 x 32k 2, 32 x 128k
@@ -1433,7 +1472,7 @@ flashc_status cuda_attn_decode_supports(const attn_problem *p)
     if (!kernel_mode())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
                             "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3, "
-                            "lean5 or wide",
+                            "lean5, wide or autow",
                             fn, getenv("FLASHC_DECODE_KERNEL"));
     if (!split_rule())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
@@ -1519,7 +1558,7 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
     if (!kernel_mode())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
                             "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3, "
-                            "lean5 or wide",
+                            "lean5, wide or autow",
                             fn, getenv("FLASHC_DECODE_KERNEL"));
     if (!split_rule())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
