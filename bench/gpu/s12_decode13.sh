@@ -23,18 +23,18 @@
 #     refactored zero-cache call). No sanitizer jobs: autow is a host-side choice between two
 #     kernels whose memcheck / racecheck ran clean (wide: midday call 1; lean: every call).
 #  2. (<= 45 s, alone) bench_decode.py 32/8, contiguous and page 16: auto (the default), autow,
-#     SDPA flash / cuDNN in one process at B 1, 4, 16, 64 x 32k and 128k, plus 8 and 32 x 32k; a
-#     split sweep of autow at B 16 (1, 2, 4: wide's count at 16 x 32k); the clean flush at 16 x
-#     32k; the ratio table to auto.
+#     SDPA flash / cuDNN in one process at B 1, 4, 16, 64 x 32k and 128k, plus 8 x 32k / 128k
+#     and 32 x 32k; a split sweep of autow at B 16 (1, 2, 4: around wide's count at 16 x 32k);
+#     the clean flush at 16 x 32k; the ratio table to auto.
 #  3. (the rest, <= 30 s) the same at 16/8, contiguous and page 16, B 1, 4, 16, 64 x 32k and 4 x
 #     128k; the ratio table to auto.
 # Decision rule (bench/RESULTS.md, decode13): with every forced job passed and no WRONG cell,
 # autow's region past 4096 keys becomes the default if autow / auto >= 1.02 at 16 x 32k and
 # >= 1.01 at 4 x 32k and 4 x 128k (contiguous and page 16, both head ratios) and no cell where
-# autow's choice differs from the default's is < 0.99 (32 x 32k, 8 x 32k included); if only the
-# B >= 16 cells clear it (tiles >= SMs / 2), the default's wide rule drops its 4096-key limit
-# instead (the B 4 cells stay lean); below 1.01 at 16 x 32k autow is removed. The cells where
-# autow = auto must read 0.99-1.01 (else the run is noise-bound and decides nothing).
+# autow's choice differs from the default's is < 0.99 (8 x 32k / 128k, 32 x 32k included); if
+# only the B >= 16 cells clear it (tiles >= SMs / 2), the default's wide rule drops its 4096-key
+# limit instead (the B 4 cells stay lean); below 1.01 at 16 x 32k autow is removed. The cells
+# where autow = auto must read 0.99-1.01 (else the run is noise-bound and decides nothing).
 # BUILD_DIR: a built tree with tests (libflashc.so, tests/test_cuda_serving), e.g. build-final of
 # bench/gpu/final_check.sh. $OUT gets 3 files: tests.tgz (every job's log), bench_32x8.log,
 # bench_16x8.log.
@@ -81,8 +81,9 @@ jobs_failed && tests_ok=0
 echo "s12_decode13: tests took $((SECONDS - T0)) s"
 
 # ---- 2.-3. the bench, alone on the GPU; the cells that decide first ----
-bench bench_32x8 45 --heads 32/8 --pages 16 --variants auto,autow --ratio-to auto \
-  --shapes 16x32768,4x32768,4x131072,32x32768,8x32768,1x32768,64x32768,1x131072,16x131072,64x131072 \
+S32=16x32768,4x32768,4x131072,32x32768,8x32768,8x131072 # autow's cells first, then controls
+S32=$S32,1x32768,64x32768,1x131072,16x131072,64x131072
+bench bench_32x8 45 --heads 32/8 --pages 16 --variants auto,autow --ratio-to auto --shapes "$S32" \
   --sweep 1,2,4 --sweep-variants autow --sweep-batches 16 --clean-shapes 16x32768
 bench bench_16x8 30 --heads 16/8 --pages 16 --variants auto,autow --ratio-to auto \
   --shapes 16x32768,4x32768,4x131072,1x32768,64x32768
