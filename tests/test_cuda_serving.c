@@ -35,11 +35,11 @@
  *             instance and the KV-cache kernel, the kernel asserted from its tiles.
  *   graph     a KV-cache call with a workspace captured in a CUDA graph and replayed.
  *   variants  the split cases, varlen and the graph under each non-default merge
- *             (FLASHC_DECODE_MERGE = v1, v2, v3, v4, pdl, fused, fused2), v4 equal to v3 bit for
- *             bit, and a name that is no variant refused; the same and more under each kernel
- *             variant (FLASHC_DECODE_KERNEL = lean, lean3, lean5, base), the split rules
- *             (FLASHC_DECODE_SPLITS = fill, fa2, deep; deep's count where it applies), and
- *             a loader or rule that does not exist refused.
+ *             (FLASHC_DECODE_MERGE = v1, v2, v3, v4, pdl), v4 equal to v3 bit for bit, and a
+ *             name that is no variant (fused2, removed) refused; the same and more under each
+ *             kernel variant (FLASHC_DECODE_KERNEL = lean, lean3, lean5, base; autow's choice),
+ *             the split rules (FLASHC_DECODE_SPLITS = fill, fa2, deep; deep's count where it
+ *             applies), and a loader or rule that does not exist refused.
  *   merge     flashc_attn_merge on CUDA tensors.
  *
  * No CUDA device (or a build without CUDA): exits 77 (skipped). FLASHC_TEST_SMALL=1 keeps only
@@ -882,9 +882,7 @@ static void test_kvcache_long(void **state)
 
 /* A KV-cache call (case c at the given split count) with a caller's workspace captured in a
  * CUDA graph and replayed reps times, outputs poisoned before each replay: every replay must
- * write the eager call's result bit for bit, and the eager one passes the 2x rule. For the
- * fused merge this is the arrival counters' reset: a replay whose counters were left at the
- * previous replay's count would merge nothing (or too early) and leave NaN or a different o. */
+ * write the eager call's result bit for bit, and the eager one passes the 2x rule. */
 static void graph_check(const kv_case *cp, int splits, int reps)
 {
     const kv_case c = *cp;
@@ -1278,9 +1276,8 @@ static void test_varlen(void **state)
  * rounding and each by the 2x rule, paged caches with shuffled tables, ragged cache_seqlens
  * (an empty sequence), append, GQA 1 / 2 / 4 / 8, both dtypes, masks and modifiers, several
  * row tiles a sequence (chunked prefill, Sq 16 x group 8), D 256 and Dk != Dv, varlen, and a
- * graph replayed with the counters of the fused merge. The default (auto: v3 for small merge
- * grids, else pdl) runs every other test. The variable is read at each call, so setting it
- * here switches the next call. */
+ * graph replayed. The default (auto: v4 for small merge grids, else pdl) runs every other test.
+ * The variable is read at each call, so setting it here switches the next call. */
 static void variant_cases(void)
 {
     const int many[] = {1, 2, 3, 5, 8, 13, 32, 64, 0};
@@ -1295,7 +1292,8 @@ static void variant_cases(void)
             kv_check(&s, few, 3, 1);
             kv_case m = kvc(dt, 3, 1, 4, 4, 64, 7, 210, 200, 1); /* MHA, page 7 */
             kv_check(&m, odd, 3, 1);
-            if (dt == FLASHC_BF16) { /* 40 splits of 4 rows: fused2 stages them in 2 batches */
+            if (dt == FLASHC_BF16) { /* 40 splits of 4 rows: v2 / pdl's 8-load batches and a
+                                      * remainder, v3 / v4's 16 groups x 3 (decode12) */
                 const int forty[] = {1, 40};
                 kv_case w = kvc(dt, 3, 1, 8, 2, 128, 16, 704, 680, 1); /* ragged, page 16 */
                 kv_check(&w, forty, 2, 1);
@@ -1343,8 +1341,7 @@ static void variant_cases(void)
 /* Merge v4 (auto's merge for small grids) is v3 with its partial loads issued earlier and the
  * same sums in the same order: the same bits, on the same inputs, at each split count (more than
  * 128 splits: it takes v3's path). v3 is kept for this check: no other merge sums in its order
- * (v2 / pdl and fused: 128 / (rows x Dv / 4) split groups, 4 for one row at Dv 128; v3 / v4:
- * 16). */
+ * (v2 / pdl: 128 / (rows x Dv / 4) split groups, 4 for one row at Dv 128; v3 / v4: 16). */
 static void merge_v4_bits_check(const kv_case *c, const int *splits, int nsplits)
 {
     kv_run r;
@@ -1382,8 +1379,8 @@ static void test_kvcache_merge_variants(void **state)
     /* the default (auto: v4 on every test's small grids, pdl on the larger): every other test;
      * FLASHC_TEST_MERGES=v3,v4,auto,.. names others (a device script's choice) */
     char *merge_was = env_save("FLASHC_DECODE_MERGE");
-    const char *variants[8] = {"v1", "v2", "pdl", "fused", "fused2"};
-    size_t nvar = 5;
+    const char *variants[8] = {"v1", "v2", "pdl"};
+    size_t nvar = 3;
     char *mlist = getenv("FLASHC_TEST_MERGES") ? strdup(getenv("FLASHC_TEST_MERGES")) : NULL;
     if (mlist) {
         nvar = 0;
@@ -1404,8 +1401,9 @@ static void test_kvcache_merge_variants(void **state)
         const kv_case m = kvc(FLASHC_F16, 3, 2, 4, 4, 64, 0, 300, 280, 0);
         merge_v4_bits_check(&m, sp1, 1);
     }
-    /* a value that names no variant: refused with a message, nothing written */
-    setenv("FLASHC_DECODE_MERGE", "v9", 1);
+    /* a value that names no variant (fused2: removed on 2026-12-04) refused with a message,
+     * nothing written */
+    setenv("FLASHC_DECODE_MERGE", "fused2", 1);
     {
         kv_case c = kvc(FLASHC_BF16, 2, 1, 8, 2, 128, 16, 64, 40, 1);
         kv_run r;
@@ -1416,7 +1414,7 @@ static void test_kvcache_merge_variants(void **state)
         flashc_attn_params pr = kv_params(&r, &al, 4);
         assert_int_equal(flashc_attn_kvcache_fwd(&pr, &cache, &q, &o, &lse, NULL),
                          FLASHC_ERR_INVALID_ARGUMENT);
-        printf("  FLASHC_DECODE_MERGE=v9: refused (%s)\n", flashc_last_error());
+        printf("  FLASHC_DECODE_MERGE=fused2: refused (%s)\n", flashc_last_error());
         kv_teardown(&r);
     }
     env_restore("FLASHC_DECODE_MERGE", merge_was);
@@ -1425,23 +1423,81 @@ static void test_kvcache_merge_variants(void **state)
 
 /* ---- the kernel variants (FLASHC_DECODE_KERNEL, src/cuda/attn_decode.cu) ----------------- */
 
+/* One call of flashc_attn_kvcache_fwd on a zero cache: B sequences of ctx keys, 32 / 8 heads,
+ * d 128, bf16, a paged cache whose table names one page of 16 keys everywhere (ctx keys in 16 KB
+ * of cache), keys, values and q zero. Every score is 0, so at any split count o = 0 and lse =
+ * ln(ctx), which the partials' float sums of ones give exactly; both are checked (what names the
+ * case in a failure). o (B x 32 x 128) and lse (B x 32) are copied to oh / lh; returns the split
+ * count used. */
+static long long zero_cache_call(int B, int ctx, int num_splits, const char *what, uint16_t *oh,
+                                 float *lh)
+{
+    enum { HQ = 32, HKV = 8, D = 128, PAGE = 16 };
+    const int MAXP = ctx / PAGE;
+    const size_t nkv = (size_t)PAGE * HKV * D, nq = (size_t)B * HQ * D, nl = (size_t)B * HQ;
+    void *kc = dalloc(2 * nkv), *vc = dalloc(2 * nkv), *qd = dalloc(2 * nq);
+    void *od = dalloc(2 * nq), *ld = dalloc(4 * nl), *tbd = dalloc(4 * (size_t)B * MAXP);
+    flashc_tensor k, v, q, o, lse, sl, tb;
+    CUDA_OK(cudaMemset(kc, 0, 2 * nkv));
+    CUDA_OK(cudaMemset(vc, 0, 2 * nkv));
+    CUDA_OK(cudaMemset(qd, 0, 2 * nq));
+    CUDA_OK(cudaMemset(tbd, 0, 4 * (size_t)B * MAXP)); /* page 0 everywhere */
+    int32_t *lens = malloc(sizeof(int32_t) * (size_t)B);
+    for (int b = 0; b < B; b++)
+        lens[b] = ctx;
+    void *sld = dupload(lens, sizeof(int32_t) * (size_t)B);
+    free(lens);
+    k = dev(flashc_tensor_4d(kc, FLASHC_BF16, 1, PAGE, HKV, D));
+    v = dev(flashc_tensor_4d(vc, FLASHC_BF16, 1, PAGE, HKV, D));
+    q = dev(flashc_tensor_4d(qd, FLASHC_BF16, B, 1, HQ, D));
+    o = dev(flashc_tensor_4d(od, FLASHC_BF16, B, 1, HQ, D));
+    lse = dev(flashc_tensor_3d(ld, FLASHC_F32, B, HQ, 1));
+    sl = dev(flashc_tensor_1d(sld, FLASHC_I32, B));
+    tb = dev(flashc_tensor_2d(tbd, FLASHC_I32, B, MAXP));
+    flashc_kv_cache cache;
+    memset(&cache, 0, sizeof cache);
+    cache.struct_size = sizeof cache;
+    cache.k_cache = &k, cache.v_cache = &v, cache.cache_seqlens = &sl, cache.block_table = &tb;
+    flashc_attn_params pr = flashc_attn_params_default();
+    pr.num_splits = num_splits;
+    flashc_attn_stats st = FLASHC_ATTN_STATS_INIT;
+    CUDA_OK(cudaMemset(od, 0xff, 2 * nq));
+    CUDA_OK(cudaMemset(ld, 0xff, 4 * nl));
+    TU_OK(flashc_attn_kvcache_fwd(&pr, &cache, &q, &o, &lse, &st));
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaMemcpy(oh, od, 2 * nq, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(lh, ld, 4 * nl, cudaMemcpyDeviceToHost));
+    const long long used = (long long)st.num_splits;
+    const double want_lse = log((double)ctx);
+    for (size_t x = 0; x < nq; x++)
+        if ((oh[x] & 0x7fff) != 0)
+            fail_case("%s, B %d x %d, num_splits=%d (%lld used) | o[%zu] = 0x%04x, expected 0 "
+                      "(zero values)", what, B, ctx, num_splits, used, x, oh[x]);
+    for (size_t x = 0; x < nl; x++)
+        if (!(fabs(lh[x] - want_lse) <= 1e-5 * want_lse))
+            fail_case("%s, B %d x %d, num_splits=%d (%lld used) | lse[%zu] = %.8g, expected "
+                      "ln(ctx) = %.8g", what, B, ctx, num_splits, used, x, lh[x], want_lse);
+    void *d[] = {kc, vc, qd, od, ld, tbd, sld};
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
+        cudaFree(d[i]);
+    return used;
+}
+
 /* FLASHC_DECODE_SPLITS=deep where it differs from fill (the variant cases are all small grids,
- * where it is fill): B 64 x ctx keys, 32 / 8 heads, d 128, bf16, on a paged cache whose table
- * names one page of 16 keys everywhere (ctx keys in 16 KB of cache), keys, values and q zero.
- * Every score is 0, so at any split count o = 0 and lse = ln(ctx), which the partials' float
- * sums of ones give exactly. The automatic count must be the rule's (splits_of, lean at d 128:
- * 3 blocks a SM): the fewest splits that make the grid at least 5 blocks a slot if each keeps
- * at least 8192 keys (at most 33), else for a grid over half the slots the s in 1..8 (>= 1024
- * keys each) with the fewest ceil(blocks / slots) / s; the same call at that explicit count
- * gives the same bits. whole_waves 0 (the default rule, FLASHC_DECODE_SPLITS unset or fill,
- * which has the deep part but not the whole waves): only where the deep part applies. */
+ * where it is fill): B 64 x ctx keys on a zero cache (zero_cache_call: o = 0 and lse = ln(ctx)
+ * at any count). The automatic count must be the rule's (splits_of, lean at d 128: 3 blocks a
+ * SM): the fewest splits that make the grid at least 5 blocks a slot if each keeps at least
+ * 8192 keys (at most 33), else for a grid over half the slots the s in 1..8 (>= 1024 keys each)
+ * with the fewest ceil(blocks / slots) / s; the same call at that explicit count gives the same
+ * bits. whole_waves 0 (the default rule, FLASHC_DECODE_SPLITS unset or fill, which has the deep
+ * part but not the whole waves): only where the deep part applies. */
 static void deep_rule_check(int ctx, int whole_waves)
 {
     int dev_id = 0, sms = 0;
     CUDA_OK(cudaGetDevice(&dev_id));
     CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev_id));
-    enum { B = 64, HQ = 32, HKV = 8, D = 128, PAGE = 16 };
-    const int MAXP = ctx / PAGE, CTX = ctx;
+    enum { B = 64, HQ = 32, HKV = 8, D = 128 };
+    const int CTX = ctx;
     const long long tiles = (long long)B * HKV, slots = 3LL * sms;
     long long want = (5 * slots + tiles - 1) / tiles;
     if (want > 33 || (want > 1 && want * 8192 > CTX)) {
@@ -1457,55 +1513,15 @@ static void deep_rule_check(int ctx, int whole_waves)
                 best = r, want = s;
         }
     }
-    const size_t nkv = (size_t)PAGE * HKV * D, nq = (size_t)B * HQ * D, nl = (size_t)B * HQ;
-    void *kc = dalloc(2 * nkv), *vc = dalloc(2 * nkv), *qd = dalloc(2 * nq);
-    void *od = dalloc(2 * nq), *ld = dalloc(4 * nl), *tbd = dalloc(4 * (size_t)B * MAXP);
-    flashc_tensor k, v, q, o, lse, sl, tb;
-    CUDA_OK(cudaMemset(kc, 0, 2 * nkv));
-    CUDA_OK(cudaMemset(vc, 0, 2 * nkv));
-    CUDA_OK(cudaMemset(qd, 0, 2 * nq));
-    CUDA_OK(cudaMemset(tbd, 0, 4 * (size_t)B * MAXP)); /* page 0 everywhere */
-    int32_t lens[B];
-    for (int b = 0; b < B; b++)
-        lens[b] = CTX;
-    void *sld = dupload(lens, sizeof lens);
-    k = dev(flashc_tensor_4d(kc, FLASHC_BF16, 1, PAGE, HKV, D));
-    v = dev(flashc_tensor_4d(vc, FLASHC_BF16, 1, PAGE, HKV, D));
-    q = dev(flashc_tensor_4d(qd, FLASHC_BF16, B, 1, HQ, D));
-    o = dev(flashc_tensor_4d(od, FLASHC_BF16, B, 1, HQ, D));
-    lse = dev(flashc_tensor_3d(ld, FLASHC_F32, B, HQ, 1));
-    sl = dev(flashc_tensor_1d(sld, FLASHC_I32, B));
-    tb = dev(flashc_tensor_2d(tbd, FLASHC_I32, B, MAXP));
-    flashc_kv_cache cache;
-    memset(&cache, 0, sizeof cache);
-    cache.struct_size = sizeof cache;
-    cache.k_cache = &k, cache.v_cache = &v, cache.cache_seqlens = &sl, cache.block_table = &tb;
+    const size_t nq = (size_t)B * HQ * D, nl = (size_t)B * HQ;
     uint16_t *oh[2] = {malloc(2 * nq), malloc(2 * nq)};
     float *lh[2] = {malloc(4 * nl), malloc(4 * nl)};
-    const double want_lse = log((double)CTX);
     for (int pass = 0; pass < 2; pass++) { /* the automatic count, then that count explicitly */
-        flashc_attn_params pr = flashc_attn_params_default();
-        pr.num_splits = pass ? (int)want : 0;
-        flashc_attn_stats st = FLASHC_ATTN_STATS_INIT;
-        CUDA_OK(cudaMemset(od, 0xff, 2 * nq));
-        CUDA_OK(cudaMemset(ld, 0xff, 4 * nl));
-        TU_OK(flashc_attn_kvcache_fwd(&pr, &cache, &q, &o, &lse, &st));
-        CUDA_OK(cudaDeviceSynchronize());
-        CUDA_OK(cudaMemcpy(oh[pass], od, 2 * nq, cudaMemcpyDeviceToHost));
-        CUDA_OK(cudaMemcpy(lh[pass], ld, 4 * nl, cudaMemcpyDeviceToHost));
-        if (st.num_splits != want)
+        const int ns = pass ? (int)want : 0;
+        const long long used = zero_cache_call(B, CTX, ns, "deep", oh[pass], lh[pass]);
+        if (used != want)
             fail_case("deep, B 64 x %d, 32/8, d 128, %d SMs, num_splits=%d | used %lld splits, "
-                      "the rule's count is %lld", ctx, sms, pr.num_splits,
-                      (long long)st.num_splits, want);
-        for (size_t x = 0; x < nq; x++)
-            if ((oh[pass][x] & 0x7fff) != 0)
-                fail_case("deep, B 64 x %d, num_splits=%d (%lld used) | o[%zu] = 0x%04x, "
-                          "expected 0 (zero values)", ctx, pr.num_splits, want, x, oh[pass][x]);
-        for (size_t x = 0; x < nl; x++)
-            if (!(fabs(lh[pass][x] - want_lse) <= 1e-5 * want_lse))
-                fail_case("deep, B 64 x %d, num_splits=%d (%lld used) | lse[%zu] = %.8g, "
-                          "expected ln(ctx) = %.8g", ctx, pr.num_splits, want, x, lh[pass][x],
-                          want_lse);
+                      "the rule's count is %lld", ctx, sms, ns, used, want);
     }
     if (memcmp(oh[0], oh[1], 2 * nq) != 0 || memcmp(lh[0], lh[1], 4 * nl) != 0)
         fail_case("deep, B 64 x %d | the automatic count (%lld) and the explicit one differ in "
@@ -1513,9 +1529,50 @@ static void deep_rule_check(int ctx, int whole_waves)
     printf("  deep at B 64 x %d, %d SMs: %lld splits (the rule's), o = 0 and lse = ln(ctx), "
            "the explicit count bit for bit\n", ctx, sms, want);
     free(oh[0]), free(oh[1]), free(lh[0]), free(lh[1]);
-    void *d[] = {kc, vc, qd, od, ld, tbd, sld};
-    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
-        cudaFree(d[i]);
+}
+
+/* FLASHC_DECODE_KERNEL=autow's choice (var_of, decode13) on zero caches at 32 / 8 heads, d 128,
+ * 32k keys: at B 16 (128 tiles) it must run what wide runs (the same split count and bits: with
+ * more than 34 SMs, lean's count there is not the deep part's, and 128 x 8 tiles cover up to
+ * 1024 SMs), at B 64 what the default runs (lean's deep part, 4 splits, up to 136 SMs); each
+ * call's o = 0 and lse = ln(ctx). FLASHC_DECODE_KERNEL is put back as it was. */
+static void autow_rule_check(void)
+{
+    int dev_id = 0, sms = 0;
+    CUDA_OK(cudaGetDevice(&dev_id));
+    CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev_id));
+    char *was = env_save("FLASHC_DECODE_KERNEL");
+    static const struct {
+        int B, lo, hi;
+        const char *peer; /* FLASHC_DECODE_KERNEL of the call autow must equal; NULL: unset */
+    } cases[2] = {{16, 35, 1024, "wide"}, {64, 1, 136, NULL}};
+    for (int c = 0; c < 2; c++) {
+        const int B = cases[c].B;
+        if (sms < cases[c].lo || sms > cases[c].hi) {
+            printf("  autow at B %d x 32768: %d SMs: not checked\n", B, sms);
+            continue;
+        }
+        const size_t nq = (size_t)B * 32 * 128, nl = (size_t)B * 32;
+        uint16_t *oh[2] = {malloc(2 * nq), malloc(2 * nq)};
+        float *lh[2] = {malloc(4 * nl), malloc(4 * nl)};
+        setenv("FLASHC_DECODE_KERNEL", "autow", 1);
+        const long long na = zero_cache_call(B, 32768, 0, "autow", oh[0], lh[0]);
+        if (cases[c].peer)
+            setenv("FLASHC_DECODE_KERNEL", cases[c].peer, 1);
+        else
+            unsetenv("FLASHC_DECODE_KERNEL");
+        const char *pn = cases[c].peer ? cases[c].peer : "the default";
+        const long long np = zero_cache_call(B, 32768, 0, pn, oh[1], lh[1]);
+        if (na != np || memcmp(oh[0], oh[1], 2 * nq) != 0 || memcmp(lh[0], lh[1], 4 * nl) != 0)
+            fail_case("autow, B %d x 32768, 32/8, d 128, %d SMs | %lld splits, %s %lld; bits %s",
+                      B, sms, na, pn, np,
+                      memcmp(oh[0], oh[1], 2 * nq) || memcmp(lh[0], lh[1], 4 * nl) ? "differ"
+                                                                                     : "alike");
+        printf("  autow at B %d x 32768, %d SMs: %lld splits, as %s, bit for bit\n", B, sms, na,
+               pn);
+        free(oh[0]), free(oh[1]), free(lh[0]), free(lh[1]);
+    }
+    env_restore("FLASHC_DECODE_KERNEL", was);
 }
 
 /* The split kernel's loaders other than the default lean (base and lean5 here; lean3 through
@@ -1525,7 +1582,7 @@ static void deep_rule_check(int ctx, int whole_waves)
  * base instance), plus page 1, a padded head dim with cache_batch_idx, empty caches and, unless
  * short, B 1 at 32k keys with the automatic split count; then the automatic count under
  * FLASHC_DECODE_SPLITS = fill, fa2 and deep (B 1, 3, 8; deep at B 64 x 32k, deep_rule_check),
- * and an unknown rule and loader refused.
+ * autow's choice at B 16 / 64 x 32k (autow_rule_check), and an unknown rule and loader refused.
  * FLASHC_DECODE_KERNEL is put back as it was (a run may force a kernel on every test). */
 static void test_kvcache_kernel_variants(void **state)
 {
@@ -1595,6 +1652,8 @@ static void test_kvcache_kernel_variants(void **state)
             deep_rule_check(4096, 1);  /* whole waves: 3 splits on 132 SMs */
         }
     }
+    if (!small)
+        autow_rule_check(); /* sets and restores FLASHC_DECODE_KERNEL itself */
     setenv("FLASHC_DECODE_SPLITS", "waves", 1); /* no such rule: refused */
     {
         kv_case c = kvc(FLASHC_BF16, 2, 1, 8, 2, 128, 16, 64, 40, 1);

@@ -13,17 +13,16 @@ keys inside each sequence only, which attention does not see).
 SDPA gets q (B, Hq, 1, d) and the cache as the (B, Hkv, ctx, d) view of the (B, ctx, Hkv, d)
 buffer, with enable_gqa=True (no expanded copy); a backend that refuses it is reported as such.
 
-Variants (issue 13, helpers decode2..decode5): --variants v1,v2,pdl,fused,lean+fill
-times every flashc layout once per value of FLASHC_DECODE_MERGE (v1, v2, v3, v4, pdl, fused,
-fused2, auto), of
-FLASHC_DECODE_KERNEL (split = base, lean, lean3, lean5, wide) or of FLASHC_DECODE_SPLITS (fa2,
+Variants (issue 13, helpers decode2..decode5): --variants v1,v2,pdl,v4,lean+fill
+times every flashc layout once per value of FLASHC_DECODE_MERGE (v1, v2, v3, v4, pdl, auto), of
+FLASHC_DECODE_KERNEL (split = base, lean, lean3, lean5, wide, autow) or of FLASHC_DECODE_SPLITS (fa2,
 fill, deep),
 or "+"-joined combinations, which
 src/cuda/attn_decode.cu reads at each call (v1 keeps the historical keys), each checked against
 SDPA first; --sweep 8,16,32 also times the contiguous call at
 those explicit num_splits for the --sweep-variants, at the --sweep-batches (default B = 1).
 Each shape's line ("Hq/Hkv .. B .. ctx ..: GB/s name value [sN], ..") carries the split count
-used, so a run cut short still leaves its finished shapes to read (decode11_table.py).
+used, so a run cut short still leaves its finished shapes to read.
 --shapes 1x4096,16x32768 replaces the batches x ctx product by a list. --ratio-to auto ends
 with every other variant / that one, per shape and layout, with TB/s (decode12).
 --clean-shapes 1x32768,.. also times SDPA cuDNN and each variant's contiguous call at those
@@ -37,8 +36,8 @@ bench/RESULTS.md). --kv-layout bhsd times the caches as views of (B, Hkv, ctx, d
 
 usage: bench_decode.py --lib build/libflashc.so [--out decode.json] [--batches 1,4,16,64]
                        [--ctx 4096,32768,131072] [--heads 32/8,16/8] [--rep-ms 40] [--graph]
-                       [--shapes BxCTX,..] [--variants v1,v2,pdl,fused] [--sweep 8,16,..]
-                       [--sweep-variants pdl,fused] [--sweep-batches 1]
+                       [--shapes BxCTX,..] [--variants v1,v2,pdl,v4] [--sweep 8,16,..]
+                       [--sweep-variants pdl,v4] [--sweep-batches 1]
                        [--clean-shapes BxCTX,..] [--ncu-drive] [--kv-layout bshd|bhsd]
 """
 import argparse
@@ -158,8 +157,8 @@ def graph_ms(lib, q, kc, vc, o, lse, seqlens, rep_ms):
 
 
 def set_variant(v):
-    """A variant is a merge (FLASHC_DECODE_MERGE: v1, v2, v3, v4, pdl, fused, fused2, auto), a
-    loader (FLASHC_DECODE_KERNEL: split, base, lean, lean3, lean5, wide) or a split rule
+    """A variant is a merge (FLASHC_DECODE_MERGE: v1, v2, v3, v4, pdl, auto), a
+    loader (FLASHC_DECODE_KERNEL: split, base, lean, lean3, lean5, wide, autow) or a split rule
     (FLASHC_DECODE_SPLITS: fa2, fill, deep), or several joined by "+" (base+fa2+pdl); what a
     variant does not name is the library's default; None: every default. All are read by the
     library at every call."""
@@ -167,8 +166,8 @@ def set_variant(v):
         os.environ.pop(k, None)
     if v is None:
         return
-    for part in v.split("+"):  # "lean+fused": a loader and a merge; "lean+fill": + split rule
-        if part in ("split", "base", "wide") or part.startswith("lean"):
+    for part in v.split("+"):  # "lean+v4": a loader and a merge; "lean+fill": + split rule
+        if part in ("split", "base", "wide", "autow") or part.startswith("lean"):
             os.environ["FLASHC_DECODE_KERNEL"] = part
         elif part in ("fill", "fa2", "deep"):
             os.environ["FLASHC_DECODE_SPLITS"] = part
@@ -279,7 +278,7 @@ def main():
     ap.add_argument("--variants", default="v1",
                     help="FLASHC_DECODE_MERGE values to time (v1 = today's default)")
     ap.add_argument("--sweep", default="", help="explicit num_splits to time at B = 1")
-    ap.add_argument("--sweep-variants", default="pdl,fused")
+    ap.add_argument("--sweep-variants", default="pdl,v4")
     ap.add_argument("--sweep-batches", default="1", help="batch sizes the --sweep runs at")
     ap.add_argument("--ratio-to", default="",
                     help="a variant of --variants: a last table of every other variant / it, "
@@ -500,6 +499,7 @@ def ratio_table(rows, variants, layouts, ref):
           " | ".join(f"{v} / {ref}" for v in others) + " |")
     print("|---|---|---|--:|--:|" + "--:|" * len(others))
     agg = {v: [] for v in others}
+    xc = {v: [] for v in others}  # each variant's x SDPA cuDNN (decode13)
     for r in rows:
         c = r.get("sdpa_cudnn_gbs")
         for lay in layouts:
@@ -511,6 +511,8 @@ def ratio_table(rows, variants, layouts, ref):
                 g = r.get(key(v, lay) + "_gbs")
                 if g and g0:
                     agg[v].append(g / g0)
+                    if c:
+                        xc[v].append(g / c)
                     cells.append(f"{g / g0:.3f} s{r.get(key(v, lay) + '_splits', '-')}")
                 else:
                     cells.append("WRONG" if key(v, lay) + "_err" in r and not g else "-")
@@ -523,7 +525,8 @@ def ratio_table(rows, variants, layouts, ref):
         if x:
             gm = math.exp(sum(math.log(t) for t in x) / len(x))
             print(f"- {v} / {ref}: geomean {gm:.3f}, min {min(x):.3f}, max {max(x):.3f} "
-                  f"over {len(x)} cells")
+                  f"over {len(x)} cells" + (f"; {v} x cuDNN {min(xc[v]):.3f}-{max(xc[v]):.3f}"
+                                            if xc[v] else ""))
 
 
 def clean_table(rows, variants):

@@ -66,19 +66,13 @@
  *          its order);
  *   pdl    v2 launched as a programmatic dependent of the split kernel (sm_90): its blocks are
  *          resident and waiting (griddepcontrol.wait) when the last split block retires, so the
- *          launch gap goes; other devices launch it as v2;
- *   fused  no merge launch: the last block of a tile to finish (an arrival counter per tile in
- *          the workspace) merges the tile's rows with dec_merge_rows, in split order 0..n-1
- *          whichever block it is, so results do not depend on timing. The counters are zeroed
- *          by a tiny kernel first (a caller's workspace holds garbage; zeroing every call also
- *          makes graph replays safe); on sm_90 the split kernel is its programmatic dependent
- *          and waits for it only at the arrival, so the zeroing costs no launch gap.
- *   fused2 fused with the last block's partials staged in its shared memory by cp.async, all
- *          splits of a decode tile in one batch beside the LSE loads (dec_merge_staged,
- *          decode12): one L2 round trip where fused's dec_merge_rows waits on ceil(splits / 8)
- *          + 1 in one block; each (row, 4 columns) summed in split order, so the bits depend
- *          on (splits, Dv) only. No merge launch and no wait for the whole split grid: a
- *          tile's merge starts when its own last split ends, beside the others' streaming.
+ *          launch gap goes; other devices launch it as v2.
+ * Removed on 2026-12-04 (bench/RESULTS.md, decode13; the code is in git at commit a9d5878):
+ * the fused merges, where the last split block of a tile to arrive (an arrival counter per tile
+ * in the workspace, zeroed by a kernel first) merges the tile's rows with no merge launch:
+ * fused (dec_merge_rows in that block; 0.91-1.04x auto in three runs) and fused2 (the partials
+ * staged in that block's shared memory by cp.async, one L2 round trip; decode12, H200
+ * 2026-12-04: geomean 0.977x auto at 32/8 heads, 0.987x at 16/8, 0.94-0.97x at 1 x 32k).
  *
  * The lean loader of the split kernel (FLASHC_DECODE_KERNEL unset or lean: the default since
  * 2026-12-03, measured 1.02-1.11x the base loader at B 1..16 x 4k..128k on 2026-12-02, paged
@@ -96,8 +90,9 @@
  * split kernel is no longer issue-bound, and lean3's extra loads in flight gain nothing more.
  * wide (opt-in, decode11) is lean with 12 warps a block (196 KB at d 128, one block an SM): an
  * SM's 12 warps on one (b, KV head), so at B >= 16 the split rules give one split, no partials
- * and no merge (cuDNN's grid), where lean5's 4 warps an SM were issue-bound; the fused merge
- * runs lean's instance (dec_merge_rows takes 4 warps).
+ * and no merge (cuDNN's grid), where lean5's 4 warps an SM were issue-bound. The default takes
+ * wide for decode at <= 4096 keys where the tiles are at least half the SMs; autow (opt-in,
+ * decode13) also past 4096 keys where lean's count would not be the deep part's (var_of).
  * Removed on 2026-12-03 after losing at every shape measured (bench/RESULTS.md): lean-pf (the
  * L2::256B hint, 1-6% slower than lean) and the ring kernels attn_decode_ring / ring-cpa (a
  * producer warp feeding 4 consumers through an mbarrier ring: 0.2-0.8x cuDNN, flat across
@@ -166,20 +161,14 @@ struct dec_args {
     int64_t sknew[3], svnew[3];
     int total_q, total_k;         /* varlen: rows of q, o and of k, v                    */
     int merge;                    /* DEC_MERGE_*: how split partials become o and lse    */
-    unsigned *counters;           /* fused: arrivals per tile (B * Hkv * m_tiles), zeroed */
 };
 
-enum { DEC_MERGE_V1 = 1, DEC_MERGE_V2 = 2, DEC_MERGE_PDL = 3, DEC_MERGE_FUSED = 4,
-       DEC_MERGE_V3 = 5, DEC_MERGE_AUTO = 6 /* host only: v4 or pdl (cuda_attn_decode) */,
-       DEC_MERGE_V4 = 7, DEC_MERGE_FUSED2 = 8 };
-/* fused and fused2: the last block of a tile merges (arrival counters in the workspace) */
-__host__ __device__ constexpr bool dec_merge_fused(int m)
-{
-    return m == DEC_MERGE_FUSED || m == DEC_MERGE_FUSED2;
-}
+enum { DEC_MERGE_V1 = 1, DEC_MERGE_V2 = 2, DEC_MERGE_PDL = 3, DEC_MERGE_V3 = 5,
+       DEC_MERGE_AUTO = 6 /* host only: v4 or pdl (cuda_attn_decode) */, DEC_MERGE_V4 = 7 };
 /* FLASHC_DECODE_KERNEL: the split kernel's loader ("split" names the base loader) */
 enum { DEC_KERNEL_LEAN = 4, DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_BASE = 7, DEC_KERNEL_LEAN5 = 8,
-       DEC_KERNEL_WIDE = 9, DEC_KERNEL_AUTO = 10 /* unset: lean, or wide (var_of) */ };
+       DEC_KERNEL_WIDE = 9, DEC_KERNEL_AUTO = 10 /* unset: lean, or wide (var_of) */,
+       DEC_KERNEL_AUTOW = 11 /* auto with wide's region past 4096 keys (var_of; decode13) */ };
 /* The split kernel's instances (its VAR template argument): the base loader (FLASHC_DECODE_KERNEL
  * = base, and every head dim > 128) and the lean loaders (lean, the default; lean3, lean5; head
  * dims <= 128 only). */
@@ -462,7 +451,7 @@ __device__ __forceinline__ void dec_store4(T *o, const float4 &acc, float inv, i
  *   2. per row (a warp each) M = max, w_s = exp(lse_s - M), L = sum w_s (shuffle trees);
  *   3. thread = (split group g of G, row, chunk of 4 columns): the sum over s = g, g + G, ..
  *      with DEC_MERGE_DEPTH independent loads in flight; G = 128 / (rows x chunks) when that
- *      is > 1 (v2: one row, 32 chunks at Dv 128: G = 4; fused at B 1, group 4: G = 1). */
+ *      is > 1 (v2 / pdl: one row, 32 chunks at Dv 128: G = 4). */
 template <typename T>
 __device__ __forceinline__ void dec_merge_rows(const dec_args &a, int b, int m0, int hbase, int nr,
                                                float *sw)
@@ -546,129 +535,6 @@ __device__ __forceinline__ void dec_merge_rows(const dec_args &a, int b, int m0,
         }
 }
 
-/* The fused merge of fused2 (FLASHC_DECODE_MERGE=fused2, decode12): what dec_merge_rows does
- * for fused, with the partials staged in the block's shared memory (free once its own partial is
- * stored) instead of summed from L2 a batch at a time. fused waits on ceil(splits / 8) + 1
- * dependent L2 round trips in its one block (33 splits: 6), where v4's 128 merge blocks wait on
- * one each after the split grid: the likely cause of fused's 0.91-1.04x against auto (decode4,
- * decode11). Here the partials of as many splits as SMEM bytes hold (all of them in decode at
- * group 4: 33 splits x 4 rows x Dv 128 floats = 66 KB of lean's 68 KB) are copied with cp.async
- * in one batch, and the LSEs loaded beside them, so the merge waits on one round trip (one more
- * a further batch). Then per row (a warp each) the weights as dec_merge_rows, and per (row, 4
- * columns) the sum over the splits in split order 0..S-1: the result depends on (S, Dv) only,
- * not on which block merges or when. Called by all DEC_WARPS * 32 threads (it synchronises them);
- * smem: SMEM bytes, 16-byte aligned. */
-template <typename T, int DI, size_t SMEM>
-__device__ __forceinline__ void dec_merge_staged(const dec_args &a, int b, int m0, int hbase,
-                                                 int nr, float *smem)
-{
-    constexpr int NT = DEC_WARPS * 32;
-    constexpr int PPT = (DEC_BM * DI / 4 + NT - 1) / NT; /* (row, 4 columns) pairs a thread */
-    /* the largest header (weights of 16 rows x 256 splits, 1 / L and LSE a row) and one split
-     * of 16 rows at Dv = DI fit: a batch holds at least one split */
-    static_assert(SMEM >= (size_t)(DEC_BM * DEC_MAX_SPLITS + 2 * DEC_BM + 4) * 4 +
-                             (size_t)DEC_BM * DI * 4,
-                  "a batch must hold one split");
-    const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const int S = a.splits;
-    const int64_t nrows = (int64_t)a.B * a.Hq * a.Sq;
-    const int64_t sstride = nrows * a.Dv; /* floats from one split's partials to the next */
-    const int C4 = (a.Dv + 3) / 4, pairs = nr * C4;
-    const bool vec = a.Dv % 4 == 0;
-    float *sw = smem, *sinv = sw + nr * S, *slse = sinv + nr;
-    const int hdr = (nr * S + 2 * nr + 3) / 4 * 4; /* floats */
-    float4 *sp = (float4 *)(smem + hdr);           /* (split of the batch, pair) */
-    const int cap = (int)(SMEM / 16 - hdr / 4) / pairs;
-    /* loads: thread = (split group g of G, pair); sums: thread = pair, every split */
-    const int G = max(1, NT / pairs);
-    const int lg = tid / pairs, lp = tid % pairs;
-    auto prow_of = [&](int r) { /* packed row m0 + r -> the partials' row */
-        const int R = m0 + r;
-        return ((int64_t)b * a.Hq + hbase + R % a.group) * a.Sq + R / a.group;
-    };
-    float4 acc[PPT];
-#pragma unroll
-    for (int k = 0; k < PPT; k++)
-        acc[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int s0 = 0; s0 < S; s0 += cap) {
-        const int n = min(cap, S - s0);
-        if (s0 > 0)
-            __syncthreads(); /* every thread is done with the previous batch */
-        if (lg < G)
-            for (int pr = lp; pr < pairs; pr += NT) {
-                const int r = pr / C4, c = pr % C4;
-                const float *src = a.part_o + prow_of(r) * a.Dv + 4 * c;
-                for (int s = lg; s < n; s += G) {
-                    const float *ps = src + (int64_t)(s0 + s) * sstride;
-                    if (vec)
-                        ptx_cp_async_16(ptx_smem_addr(sp + s * pairs + pr), ps, true);
-                    else
-                        sp[s * pairs + pr] = dec_ld4(ps, false, min(4, a.Dv - 4 * c));
-                }
-            }
-        ptx_cp_async_commit();
-        if (s0 == 0) { /* the LSEs, in flight with the first batch */
-#pragma unroll 4
-            for (int x = tid; x < nr * S; x += NT)
-                sw[x] = __ldcg(a.part_lse + (int64_t)(x % S) * nrows + prow_of(x / S));
-        }
-        ptx_cp_async_wait<0>();
-        __syncthreads();
-        if (s0 == 0) {
-            for (int r = warp; r < nr; r += DEC_WARPS) {
-                float M = -INFINITY;
-                for (int s = lane; s < S; s += 32)
-                    M = fmaxf(M, sw[r * S + s]);
-#pragma unroll
-                for (int o = 16; o > 0; o >>= 1)
-                    M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-                float L = 0.0f;
-                for (int s = lane; s < S; s += 32) {
-                    const float l = sw[r * S + s];
-                    const float w = l == -INFINITY ? 0.0f : expf(l - M);
-                    sw[r * S + s] = w;
-                    L += w;
-                }
-#pragma unroll
-                for (int o = 16; o > 0; o >>= 1)
-                    L += __shfl_xor_sync(0xffffffffu, L, o);
-                if (lane == 0) {
-                    sinv[r] = L > 0.0f ? 1.0f / L : 0.0f;
-                    slse[r] = L > 0.0f ? M + logf(L) : -INFINITY;
-                }
-            }
-            __syncthreads();
-        }
-#pragma unroll
-        for (int k = 0; k < PPT; k++) {
-            const int pr = tid + k * NT;
-            if (pr < pairs) {
-                const float *w = sw + pr / C4 * S + s0;
-                for (int s = 0; s < n; s++)
-                    dec_fma4(acc[k], w[s], sp[s * pairs + pr]);
-            }
-        }
-    }
-    const int qbase = dec_qbase(a, b);
-#pragma unroll
-    for (int k = 0; k < PPT; k++) {
-        const int pr = tid + k * NT;
-        if (pr < pairs) {
-            const int r = pr / C4, c = pr % C4, R = m0 + r;
-            const int i = R / a.group, h = hbase + R % a.group;
-            dec_store4((T *)a.o + (int64_t)b * a.so[0] + (int64_t)(qbase + i) * a.so[1] +
-                           (int64_t)h * a.so[2] + 4 * c,
-                       acc[k], sinv[r], min(4, a.Dv - 4 * c));
-        }
-    }
-    if (a.lse)
-        for (int r = tid; r < nr; r += NT) {
-            const int R = m0 + r, i = R / a.group, h = hbase + R % a.group;
-            a.lse[(int64_t)b * a.slse[0] + (int64_t)h * a.slse[1] +
-                  (int64_t)(qbase + i) * a.slse[2]] = slse[r];
-        }
-}
-
 /* Dynamic shared memory of a split kernel block: Q and the warps' K / V stages, or (reused at
  * the end) the warps' partial states. */
 template <typename T, int DI, int STG = DEC_STAGES, int NW = DEC_WARPS>
@@ -684,13 +550,12 @@ __host__ __device__ constexpr size_t dec_smem_bytes()
 /* One block: 16 packed rows (m_tile) of KV head hk of sequence b, split blockIdx.y.
  *   T   __nv_bfloat16 or __half; DI the instance's head dim (a multiple of 64, >= D and Dv;
  *   the columns past D / Dv are zero in shared memory and never stored). */
-template <typename T, int DI, bool FUSED, int VAR>
+template <typename T, int DI, int VAR>
 __global__ void __launch_bounds__(dec_var_warps(VAR) * 32) attn_decode_kernel(const dec_args a)
 {
     constexpr bool LEAN = VAR != DEC_VAR_BASE;          /* dec_load_kv_lean                  */
     constexpr int STG = dec_var_stages(VAR);            /* K/V buffers a warp                */
     constexpr int NW = dec_var_warps(VAR);              /* warps, each its own key blocks    */
-    static_assert(!FUSED || NW == DEC_WARPS, "dec_merge_rows takes DEC_WARPS warps");
     constexpr int DS = (DI + 63) / 64 * 64;
     constexpr int DT = DI / 8;
     constexpr uint32_t ROWB = DS * sizeof(T);
@@ -714,11 +579,8 @@ __global__ void __launch_bounds__(dec_var_warps(VAR) * 32) attn_decode_kernel(co
     dec_seqlens(a, b, &sq, &sk);
     const int rows = sq * a.group;
     const int m0 = mt * DEC_BM;
-    if (m0 >= rows) { /* uniform: rows past this sequence's length belong to no query */
-        if (FUSED)
-            ptx_griddep_wait(); /* the zeroing grid ends before this one, whatever comes next */
+    if (m0 >= rows) /* uniform: rows past this sequence's length belong to no query */
         return;
-    }
     const int qbase = dec_qbase(a, b);
 
     /* the union of the tile's key ranges, and this split's share of its 16-key blocks */
@@ -943,36 +805,6 @@ __global__ void __launch_bounds__(dec_var_warps(VAR) * 32) attn_decode_kernel(co
             }
         }
     }
-
-    if (!FUSED || a.splits == 1)
-        return; /* FUSED is a template argument so that the other instances stay as they were */
-    /* Fused merge: the tile's last block to arrive merges. Its partial stores are made visible
-     * device-wide before the arrival (fence, then the barrier orders every thread's fence
-     * before thread 0's atomic); the last block reads the others' through L2 after its own
-     * fence, the pattern of the CUDA guide's threadFenceReduction. */
-    __shared__ int s_last;
-    __threadfence();
-    ptx_griddep_wait(); /* the counters' zeroing kernel has finished */
-    __syncthreads();
-    const int tile = ptx_block_index(); /* re-read: nothing more is held through the loop */
-    if (ptx_thread_index() == 0)
-        s_last = atomicAdd(a.counters + tile, 1u) == (unsigned)a.splits - 1;
-    __syncthreads();
-    if (!s_last)
-        return;
-    __threadfence();
-    {
-        const int tb = tile / a.m_tiles / a.Hkv, thk = tile / a.m_tiles % a.Hkv;
-        const int tm0 = tile % a.m_tiles * DEC_BM;
-        int tsq, tsk;
-        dec_seqlens(a, tb, &tsq, &tsk);
-        const int nr = min(DEC_BM, tsq * a.group - tm0);
-        if (a.merge == DEC_MERGE_FUSED2)
-            dec_merge_staged<T, DI, dec_smem_bytes<T, DI, STG, NW>()>(a, tb, tm0, thk * a.group,
-                                                                      nr, (float *)smem_u4);
-        else
-            dec_merge_rows<T>(a, tb, tm0, thk * a.group, nr, (float *)smem_u4);
-    }
 }
 
 /* Split-KV merge: one warp per (b, h, i) row. */
@@ -1136,16 +968,6 @@ __global__ void __launch_bounds__(DEC_WARPS * 32) attn_decode_merge3(const dec_a
               (int64_t)(dec_qbase(a, b) + i) * a.slse[2]] = s_lse;
 }
 
-/* The fused merge's arrival counters, zeroed before the split kernel. On sm_90 it lets that
- * kernel launch at once (its blocks wait for this grid only at their arrival). */
-__global__ void __launch_bounds__(256) attn_decode_zero(unsigned *counters, int n)
-{
-    ptx_griddep_launch_dependents();
-    const int x = (int)(blockIdx.x * 256 + threadIdx.x);
-    if (x < n)
-        counters[x] = 0u;
-}
-
 /* KV-cache append: one block of 64 threads per (b, j, hk) row of k_new / v_new. */
 template <typename T>
 __global__ void __launch_bounds__(64) attn_decode_append(const dec_args a)
@@ -1198,52 +1020,45 @@ cudaError_t dec_launch_ex(void (*kernel)(Args...), dim3 grid, dim3 block, size_t
     return cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 
-template <typename T, int DI, bool FUSED, int VAR>
-cudaError_t dec_launch(const dec_args &a, cudaStream_t stream, bool pdl)
+template <typename T, int DI, int VAR>
+cudaError_t dec_launch(const dec_args &a, cudaStream_t stream)
 {
     constexpr size_t smem = dec_smem_bytes<T, DI, dec_var_stages(VAR), dec_var_warps(VAR)>();
     constexpr int threads = dec_var_warps(VAR) * 32;
-    cudaError_t err = cudaFuncSetAttribute(attn_decode_kernel<T, DI, FUSED, VAR>,
+    cudaError_t err = cudaFuncSetAttribute(attn_decode_kernel<T, DI, VAR>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (err != cudaSuccess)
         return err;
     const int64_t blocks = (int64_t)a.B * a.Hkv * a.m_tiles;
-    if (pdl)
-        return dec_launch_ex(attn_decode_kernel<T, DI, FUSED, VAR>,
-                             dim3((unsigned)blocks, (unsigned)a.splits), dim3(threads), smem,
-                             stream, true, a);
-    attn_decode_kernel<T, DI, FUSED, VAR><<<dim3((unsigned)blocks, (unsigned)a.splits), threads,
-                                            smem, stream>>>(a);
+    attn_decode_kernel<T, DI, VAR><<<dim3((unsigned)blocks, (unsigned)a.splits), threads, smem,
+                                     stream>>>(a);
     return cudaGetLastError();
 }
 
 /* var: DEC_VAR_* (var_of: the base instance at head dims > 128). */
-template <typename T, bool FUSED, int VAR>
-cudaError_t dec_launch_var(const dec_args &a, int di, cudaStream_t stream, bool pdl)
+template <typename T, int VAR>
+cudaError_t dec_launch_var(const dec_args &a, int di, cudaStream_t stream)
 {
-    return di == 64 ? dec_launch<T, 64, FUSED, VAR>(a, stream, pdl)
-                    : dec_launch<T, 128, FUSED, VAR>(a, stream, pdl);
+    return di == 64 ? dec_launch<T, 64, VAR>(a, stream) : dec_launch<T, 128, VAR>(a, stream);
 }
 
-template <typename T, bool FUSED>
-cudaError_t dec_launch_di(const dec_args &a, int di, int var, cudaStream_t stream, bool pdl)
+template <typename T>
+cudaError_t dec_launch_di(const dec_args &a, int di, int var, cudaStream_t stream)
 {
     switch (di > 128 ? DEC_VAR_BASE : var) {
-    case DEC_VAR_LEAN: return dec_launch_var<T, FUSED, DEC_VAR_LEAN>(a, di, stream, pdl);
-    case DEC_VAR_LEAN3: return dec_launch_var<T, FUSED, DEC_VAR_LEAN3>(a, di, stream, pdl);
-    case DEC_VAR_LEAN5: return dec_launch_var<T, FUSED, DEC_VAR_LEAN5>(a, di, stream, pdl);
-    case DEC_VAR_WIDE: /* the fused merge's last block merges with DEC_WARPS warps: lean's */
-        return FUSED ? dec_launch_var<T, FUSED, DEC_VAR_LEAN>(a, di, stream, pdl)
-                     : dec_launch_var<T, false, DEC_VAR_WIDE>(a, di, stream, pdl);
+    case DEC_VAR_LEAN: return dec_launch_var<T, DEC_VAR_LEAN>(a, di, stream);
+    case DEC_VAR_LEAN3: return dec_launch_var<T, DEC_VAR_LEAN3>(a, di, stream);
+    case DEC_VAR_LEAN5: return dec_launch_var<T, DEC_VAR_LEAN5>(a, di, stream);
+    case DEC_VAR_WIDE: return dec_launch_var<T, DEC_VAR_WIDE>(a, di, stream);
     default: break;
     }
-    return di == 64    ? dec_launch<T, 64, FUSED, DEC_VAR_BASE>(a, stream, pdl)
-           : di == 128 ? dec_launch<T, 128, FUSED, DEC_VAR_BASE>(a, stream, pdl)
-                       : dec_launch<T, 256, FUSED, DEC_VAR_BASE>(a, stream, pdl);
+    return di == 64    ? dec_launch<T, 64, DEC_VAR_BASE>(a, stream)
+           : di == 128 ? dec_launch<T, 128, DEC_VAR_BASE>(a, stream)
+                       : dec_launch<T, 256, DEC_VAR_BASE>(a, stream);
 }
 
-/* sm90: the device takes programmatic dependent launches (pdl, and fused's zeroing). */
-/* var: the split kernel's instance (DEC_VAR_*). */
+/* sm90: the device takes programmatic dependent launches (the merges v3, v4 and pdl); var: the
+ * split kernel's instance (DEC_VAR_*). */
 template <typename T>
 cudaError_t dec_run_all(const dec_args &a, int di, bool sm90, int var, cudaStream_t stream)
 {
@@ -1256,18 +1071,9 @@ cudaError_t dec_run_all(const dec_args &a, int di, bool sm90, int var, cudaStrea
     const int64_t tiles = (int64_t)a.B * a.Hkv * a.m_tiles;
     if (tiles == 0) /* varlen with max_seqlen_q = 0 */
         return cudaSuccess;
-    const bool fused = dec_merge_fused(a.merge) && a.splits > 1;
-    if (fused) {
-        attn_decode_zero<<<(unsigned)((tiles + 255) / 256), 256, 0, stream>>>(a.counters,
-                                                                             (int)tiles);
-        if ((err = cudaGetLastError()) != cudaSuccess)
-            return err;
-    }
-    err = fused ? dec_launch_di<T, true>(a, di, var, stream, sm90)
-                : dec_launch_di<T, false>(a, di, var, stream, false);
-    if (err != cudaSuccess)
+    if ((err = dec_launch_di<T>(a, di, var, stream)) != cudaSuccess)
         return err;
-    if (a.splits > 1 && !fused) {
+    if (a.splits > 1) {
         const int64_t nrows = (int64_t)a.B * a.Hq * a.Sq;
         if (a.merge == DEC_MERGE_V1)
             attn_decode_merge<T><<<(unsigned)((nrows + 3) / 4), 128, 0, stream>>>(a);
@@ -1327,7 +1133,8 @@ int sm_count(void)
  * loader everywhere (faster than base at every B x ctx measured on 2026-12-02,
  * bench/RESULTS.md); "split" or "base" the split kernel's historical loader; "lean3", "lean5"
  * the lean loader with 3 or 5 stages a warp; "wide" the lean loader with 12 warps a block
- * (dec_var_warps) everywhere; 0 for anything else. */
+ * (dec_var_warps) everywhere; "autow" the default's choice with wide's region extended past
+ * DEC_WIDE_MAX_KEYS (var_of; opt-in, decode13); 0 for anything else. */
 int kernel_mode(void)
 {
     const char *e = getenv("FLASHC_DECODE_KERNEL");
@@ -1343,6 +1150,8 @@ int kernel_mode(void)
         return DEC_KERNEL_LEAN3;
     if (strcmp(e, "wide") == 0)
         return DEC_KERNEL_WIDE;
+    if (strcmp(e, "autow") == 0)
+        return DEC_KERNEL_AUTOW;
     return 0;
 }
 
@@ -1368,57 +1177,6 @@ size_t smem_optin(void)
     return (size_t)n;
 }
 
-/* Keys (the plan-time maximum) up to which the default takes wide (var_of). */
-constexpr int64_t DEC_WIDE_MAX_KEYS = 4096;
-
-/* The split kernel's instance for p under FLASHC_DECODE_KERNEL (DEC_VAR_*): a lean variant at
- * head dims <= 128, else the base instance; wide where its shared memory fits the device (d 128:
- * 196 KB, so CC 9.0; on sm_80 parts d 64 only), else lean.
- * The default (unset) takes wide for decode proper (one 16-row tile a KV head) at short
- * contexts (<= DEC_WIDE_MAX_KEYS keys) whose tiles are at least half the SMs: there one wide
- * block an SM needs one split, or two, where lean's three blocks an SM split the keys 2-3 ways
- * and merge, which at 4k keys costs a measurable share (helper decode11, H200 2026-12-04:
- * wide 1.051-1.090x lean at B 16 and 64 x 4k, 32/8 and 16/8 heads, contiguous and page 16;
- * 1.004x at 128 x 4k, where lean already ran one split; at B 1 x 4k, 4 tiles, 0.927x, and
- * longer contexts were not measured as a region: 0.978-1.09x at 32k). From the maxima only. */
-int var_of(const attn_problem *p)
-{
-    const int k = kernel_mode();
-    if (head_dim_instance(p) > 128)
-        return DEC_VAR_BASE;
-    const int64_t tiles = p->B * p->Hkv * m_tiles_of(p);
-    const bool wide_default = k == DEC_KERNEL_AUTO && m_tiles_of(p) == 1 &&
-                              p->Sk <= DEC_WIDE_MAX_KEYS && tiles * 2 >= sm_count() &&
-                              sm_count() > 0;
-    if (k == DEC_KERNEL_WIDE || wide_default) {
-        constexpr int nw = dec_var_warps(DEC_VAR_WIDE);
-        const size_t need = head_dim_instance(p) == 64
-                                ? dec_smem_bytes<__nv_bfloat16, 64, DEC_STAGES, nw>()
-                                : dec_smem_bytes<__nv_bfloat16, 128, DEC_STAGES, nw>();
-        return need <= smem_optin() ? DEC_VAR_WIDE : DEC_VAR_LEAN;
-    }
-    if (k == DEC_KERNEL_LEAN || k == DEC_KERNEL_AUTO)
-        return DEC_VAR_LEAN;
-    return k == DEC_KERNEL_LEAN3   ? DEC_VAR_LEAN3
-           : k == DEC_KERNEL_LEAN5 ? DEC_VAR_LEAN5
-                                   : DEC_VAR_BASE;
-}
-
-/* Thread blocks of one instance an SM holds at once (shared memory: 34 / 68 / 136 KB, lean3 50 /
- * 100 KB; registers <= 128 a thread at d <= 128, ~250 at 256): the slots a split count should
- * fill. */
-int blocks_per_sm(const attn_problem *p)
-{
-    const int di = head_dim_instance(p);
-    if (var_of(p) == DEC_VAR_LEAN3)
-        return di == 64 ? 4 : 2;
-    if (var_of(p) == DEC_VAR_LEAN5) /* 82 / 164 KB */
-        return di == 64 ? 2 : 1;
-    if (var_of(p) == DEC_VAR_WIDE) /* 100 / 196 KB, 384 threads */
-        return 1;
-    return di == 64 ? 4 : di == 128 ? 3 : 1;
-}
-
 /* FLASHC_DECODE_SPLITS, read at every call: unset, "" or "fill" the deep part of decode11's
  * rule where it applies, else the whole-wave fill rule (splits_of; fill the default since
  * 2026-12-03, the deep part since 2026-12-04 midday); "fa2" FlashAttention-2's rule, the
@@ -1442,6 +1200,91 @@ int split_rule(void)
  * small grids and whole waves for large ones. */
 constexpr int64_t DEC_DEEP_WAVES = 5;
 constexpr int64_t DEC_DEEP_KEYS = 8192;
+
+/* Thread blocks of lean's instance an SM holds at once (shared memory 34 / 68 KB at d 64 / 128,
+ * registers <= 168 a thread): the default's slots an SM (blocks_per_sm). */
+int lean_blocks_per_sm(const attn_problem *p)
+{
+    const int di = head_dim_instance(p);
+    return di == 64 ? 4 : di == 128 ? 3 : 1;
+}
+
+/* The deep part of the split rule (splits_of): the fewest splits that make ctas tiles at least
+ * DEC_DEEP_WAVES blocks a slot of slots, if each split keeps >= DEC_DEEP_KEYS keys and there are
+ * at most 33; 0 where it does not apply (that, FLASHC_DECODE_SPLITS=fa2, or no tiles). */
+int64_t deep_splits(const attn_problem *p, int64_t ctas, int64_t slots)
+{
+    if (ctas <= 0 || split_rule() == DEC_SPLITS_FA2)
+        return 0;
+    const int64_t deep = (DEC_DEEP_WAVES * slots + ctas - 1) / ctas;
+    return deep <= 33 && (deep == 1 || deep * DEC_DEEP_KEYS <= p->Sk) ? deep : 0;
+}
+
+/* Keys (the plan-time maximum) up to which the default takes wide (var_of). */
+constexpr int64_t DEC_WIDE_MAX_KEYS = 4096;
+
+/* The split kernel's instance for p under FLASHC_DECODE_KERNEL (DEC_VAR_*): a lean variant at
+ * head dims <= 128, else the base instance; wide where its shared memory fits the device (d 128:
+ * 196 KB, so CC 9.0; on sm_80 parts d 64 only), else lean.
+ * The default (unset) takes wide for decode proper (one 16-row tile a KV head) at short
+ * contexts (<= DEC_WIDE_MAX_KEYS keys) whose tiles are at least half the SMs: there one wide
+ * block an SM needs one split, or two, where lean's three blocks an SM split the keys 2-3 ways
+ * and merge, which at 4k keys costs a measurable share (helper decode11, H200 2026-12-04:
+ * wide 1.051-1.090x lean at B 16 and 64 x 4k, 32/8 and 16/8 heads, contiguous and page 16;
+ * 1.004x at 128 x 4k, where lean already ran one split; at B 1 x 4k, 4 tiles, 0.927x, and
+ * longer contexts were not measured as a region: 0.978-1.09x at 32k). From the maxima only.
+ * autow (FLASHC_DECODE_KERNEL=autow, opt-in, decode13) is the default with wide's region past
+ * DEC_WIDE_MAX_KEYS: decode proper whose tiles are at least an eighth of the SMs (at most 8
+ * wide blocks a tile under fill) where lean's count would not be the deep part's. There lean
+ * splits each (b, KV head) 3-12 ways (16 x 32k: 3 x 128 blocks, 4 x 32k: 12 x 32) and pays the
+ * partials, 3 prologues an SM and the merge (5.7 us of the 500 at 16 x 32k, decode9's ncu),
+ * where wide runs one block an SM, 1 split at B 16 x 32k (cuDNN's grid) and 4 at B 4. Recorded
+ * (decode11's run, wide forced, fill): 1.030x lean at 16 x 32k, 1.015x at 32 x 32k (1 split),
+ * 1.018x / 1.020x at 4 x 32k / 128k (4 splits), but 0.994-1.004x at B 1 (16 splits; page 16
+ * 0.983-0.987), hence the eighth; where the deep part takes lean (64 x 32k, 16 x 128k) it
+ * beat wide (1.029x against 1.006x, 1.025x against 1.022x). */
+int var_of(const attn_problem *p)
+{
+    const int k = kernel_mode();
+    if (head_dim_instance(p) > 128)
+        return DEC_VAR_BASE;
+    const int64_t tiles = p->B * p->Hkv * m_tiles_of(p);
+    const int64_t sms = sm_count();
+    const bool decode = m_tiles_of(p) == 1 && sms > 0;
+    bool wide_default = false;
+    if ((k == DEC_KERNEL_AUTO || k == DEC_KERNEL_AUTOW) && decode)
+        wide_default = p->Sk <= DEC_WIDE_MAX_KEYS
+                           ? tiles * 2 >= sms
+                           : k == DEC_KERNEL_AUTOW && tiles * 8 >= sms &&
+                                 deep_splits(p, tiles, sms * lean_blocks_per_sm(p)) == 0;
+    if (k == DEC_KERNEL_WIDE || wide_default) {
+        constexpr int nw = dec_var_warps(DEC_VAR_WIDE);
+        const size_t need = head_dim_instance(p) == 64
+                                ? dec_smem_bytes<__nv_bfloat16, 64, DEC_STAGES, nw>()
+                                : dec_smem_bytes<__nv_bfloat16, 128, DEC_STAGES, nw>();
+        return need <= smem_optin() ? DEC_VAR_WIDE : DEC_VAR_LEAN;
+    }
+    if (k == DEC_KERNEL_LEAN || k == DEC_KERNEL_AUTO || k == DEC_KERNEL_AUTOW)
+        return DEC_VAR_LEAN;
+    return k == DEC_KERNEL_LEAN3   ? DEC_VAR_LEAN3
+           : k == DEC_KERNEL_LEAN5 ? DEC_VAR_LEAN5
+                                   : DEC_VAR_BASE;
+}
+
+/* Thread blocks of one instance an SM holds at once (shared memory: 34 / 68 / 136 KB, lean3 50 /
+ * 100 KB; registers <= 128 a thread at d <= 128, ~250 at 256): the slots a split count should
+ * fill. */
+int blocks_per_sm(const attn_problem *p)
+{
+    const int di = head_dim_instance(p);
+    if (var_of(p) == DEC_VAR_LEAN3)
+        return di == 64 ? 4 : 2;
+    if (var_of(p) == DEC_VAR_LEAN5) /* 82 / 164 KB */
+        return di == 64 ? 2 : 1;
+    if (var_of(p) == DEC_VAR_WIDE) /* 100 / 196 KB, 384 threads */
+        return 1;
+    return lean_blocks_per_sm(p);
+}
 
 /* The split count: the caller's, or (0) the deep rule (FLASHC_DECODE_SPLITS=deep, where it
  * applies), the fill rule (FLASHC_DECODE_SPLITS, below), or
@@ -1469,18 +1312,17 @@ int splits_of(const attn_problem *p)
      * +2.7% and +2.5%, 64 x 128k +3.0%; 16 x 128k 3 -> 16 (5.2, 8k keys) +2.2% (2026-12-02);
      * while 16 x 32k at 16 splits (5.2 a slot but 2k keys) gained nothing, and neither did 3 or
      * 6 splits at 64 x 32k (3.9 / 7.8 a slot). At most 33 splits, as fill (the merge's work a
-     * row). From the maxima only. */
-    const int64_t deep = ctas > 0 ? (DEC_DEEP_WAVES * slots + ctas - 1) / ctas : 1;
+     * row). From the maxima only (deep_splits). */
+    const int64_t deep = deep_splits(p, ctas, slots);
     if (p->num_splits > 0) {
         n = p->num_splits;
     } else if (ctas == 0) {
         n = 1; /* no tiles (varlen, max_seqlen_q 0): nothing runs, and the rules divide by ctas */
-    } else if (rule != DEC_SPLITS_FA2 && deep <= 33 &&
-               (deep == 1 || deep * DEC_DEEP_KEYS <= keys)) {
-        /* the deep part (fill and deep alike; H200 2026-12-04 midday, s11_decode11.sh: 1.015-
-         * 1.084x fill in all 15 cells where it changes the count, 32/8 and 16/8 heads,
-         * contiguous and page 16: 64 x 32k / 128k 4 splits, 128 x 32k 2, 32 x 128k 8, 16 x 128k
-         * 16; its whole-wave part below was 0.982-1.037x and stays with "deep") */
+    } else if (deep > 0) {
+        /* the deep part (fill and deep alike; H200 2026-12-04 midday, s11_decode11.sh, in git
+         * at a9d5878: 1.015-1.084x fill in all 15 cells where it changes the count, 32/8 and
+         * 16/8 heads, contiguous and page 16: 64 x 32k / 128k 4 splits, 128 x 32k 2, 32 x 128k
+         * 8, 16 x 128k 16; its whole-wave part below was 0.982-1.037x and stays with "deep") */
         n = deep;
     } else if (rule != DEC_SPLITS_FA2 && ctas * 2 <= slots) {
         /* fill: the tiles are at most half the slots, so split them to fill whole waves of the
@@ -1563,7 +1405,8 @@ flashc_status check_operand(const char *fn, const char *name, const void *ptr, c
 
 /* FLASHC_DECODE_MERGE (the header comment), read at every call so that one process can compare
  * the variants: unset, "" or "auto" the default (v4 for small merge grids, else pdl; resolved in
- * cuda_attn_decode); "v1", "v2", "v3", "v4", "pdl", "fused", "fused2"; 0 for anything else. */
+ * cuda_attn_decode); "v1", "v2", "v3", "v4", "pdl"; 0 for anything else (the fused merges
+ * "fused" and "fused2" too, removed on 2026-12-04). */
 int merge_mode(void)
 {
     const char *e = getenv("FLASHC_DECODE_MERGE");
@@ -1575,10 +1418,6 @@ int merge_mode(void)
         return DEC_MERGE_V2;
     if (strcmp(e, "pdl") == 0)
         return DEC_MERGE_PDL;
-    if (strcmp(e, "fused") == 0)
-        return DEC_MERGE_FUSED;
-    if (strcmp(e, "fused2") == 0)
-        return DEC_MERGE_FUSED2;
     if (strcmp(e, "v3") == 0)
         return DEC_MERGE_V3;
     if (strcmp(e, "v4") == 0)
@@ -1586,17 +1425,15 @@ int merge_mode(void)
     return 0;
 }
 
-/* Split partials (splits, B, Hq, Sq, Dv) and (splits, B, Hq, Sq) float32, then for the fused
- * merge one arrival counter per tile (B * Hkv * m_tiles), each 64-byte aligned. */
-size_t workspace_of(const attn_problem *p, int splits, int merge)
+/* Split partials (splits, B, Hq, Sq, Dv) and (splits, B, Hq, Sq) float32, each 64-byte
+ * aligned. */
+size_t workspace_of(const attn_problem *p, int splits)
 {
     if (splits <= 1)
         return 0;
     const size_t rows = (size_t)p->B * (size_t)p->Hq * (size_t)p->Sq * (size_t)splits;
-    const size_t tiles = (size_t)p->B * (size_t)p->Hkv * (size_t)m_tiles_of(p);
-    const size_t sizes[3] = {rows * (size_t)p->Dv * sizeof(float), rows * sizeof(float),
-                             tiles * sizeof(unsigned)};
-    return attn_scratch_bytes(dec_merge_fused(merge) ? 3 : 2, sizes);
+    const size_t sizes[2] = {rows * (size_t)p->Dv * sizeof(float), rows * sizeof(float)};
+    return attn_scratch_bytes(2, sizes);
 }
 
 } /* namespace */
@@ -1630,14 +1467,12 @@ flashc_status cuda_attn_decode_supports(const attn_problem *p)
                             fn);
     if (!merge_mode())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, v4, pdl, "
-                            "fused or fused2",
-                            fn,
-                            getenv("FLASHC_DECODE_MERGE"));
+                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, v4 or pdl",
+                            fn, getenv("FLASHC_DECODE_MERGE"));
     if (!kernel_mode())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
                             "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3, "
-                            "lean5 or wide",
+                            "lean5, wide or autow",
                             fn, getenv("FLASHC_DECODE_KERNEL"));
     if (!split_rule())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
@@ -1677,7 +1512,7 @@ flashc_status cuda_attn_decode_supports(const attn_problem *p)
 
 size_t cuda_attn_decode_workspace(const attn_problem *p)
 {
-    return workspace_of(p, splits_of(p), merge_mode());
+    return workspace_of(p, splits_of(p));
 }
 
 flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
@@ -1718,14 +1553,12 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
     a.merge = merge_mode();
     if (!a.merge)
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, v4, pdl, "
-                            "fused or fused2",
-                            fn,
-                            getenv("FLASHC_DECODE_MERGE"));
+                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, v4 or pdl",
+                            fn, getenv("FLASHC_DECODE_MERGE"));
     if (!kernel_mode())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
                             "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3, "
-                            "lean5 or wide",
+                            "lean5, wide or autow",
                             fn, getenv("FLASHC_DECODE_KERNEL"));
     if (!split_rule())
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
@@ -1740,8 +1573,7 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
         const int64_t mblocks = p->B * p->Hq * p->Sq * ((p->Dv + 31) / 32);
         a.merge = mblocks <= 4 * (int64_t)sm_count() ? DEC_MERGE_V4 : DEC_MERGE_PDL;
     }
-    if (a.merge != DEC_MERGE_V1 && !dec_merge_fused(a.merge) &&
-        p->B * p->Hq * p->Sq > 0x7fffffff)
+    if (a.merge != DEC_MERGE_V1 && p->B * p->Hq * p->Sq > 0x7fffffff)
         a.merge = DEC_MERGE_V1; /* v2's grid is one block a row */
     int dev = 0, major = 0;
     cudaError_t qerr = cudaGetDevice(&dev);
@@ -1750,7 +1582,7 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
     if (qerr != cudaSuccess)
         return cuda_device_error(fn, "querying the current CUDA device", qerr);
 
-    const size_t ws = workspace_of(p, a.splits, a.merge);
+    const size_t ws = workspace_of(p, a.splits);
     void *own = NULL;
     if (ws > 0) {
         attn_scratch sc;
@@ -1771,9 +1603,6 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
         a.part_o = (float *)base;
         const size_t lse_off = (rows * (size_t)p->Dv * sizeof(float) + 63) / 64 * 64;
         a.part_lse = (float *)((char *)base + lse_off);
-        if (dec_merge_fused(a.merge))
-            a.counters = (unsigned *)((char *)base + lse_off +
-                                      (rows * sizeof(float) + 63) / 64 * 64);
     }
 
     const int di = head_dim_instance(p);
