@@ -53,11 +53,18 @@ typedef struct bwd_case {
     int Dv;          /* head dim of v, o, dout, dv (0: D); every buffer's rows are         */
                      /* max(D, Dv) rounded up to 8 wide (16-byte rows, as the CUDA backend */
                      /* needs), each tensor a view of its first D or Dv columns            */
+    int wide;        /* rows rounded up to 64 instead (the instance a padded head dim runs */
+                     /* on: its stores past D / Dv would land in the row's own poisoned    */
+                     /* columns, which unused_columns checks, not in the next row)         */
 } bwd_case;
 
 static int has_mods(const bwd_case *c) { return c->win || c->softcap > 0.0f || c->alibi; }
 static int dv_of(const bwd_case *c) { return c->Dv ? c->Dv : c->D; }
-static int wid(const bwd_case *c) { return ((c->D > dv_of(c) ? c->D : dv_of(c)) + 7) / 8 * 8; }
+static int wid(const bwd_case *c)
+{
+    const int m = c->wide ? 64 : 8;
+    return ((c->D > dv_of(c) ? c->D : dv_of(c)) + m - 1) / m * m;
+}
 
 /* Key range [lo, hi) of row i (attn_key_range of include/flashc.h: a_i = i + Sk - Sq). */
 static void key_range(const bwd_case *c, int64_t i, int64_t *lo, int64_t *hi)
@@ -624,11 +631,13 @@ static void test_deterministic_bitwise(void **state)
 {
     (void)state;
     const int S = small_only() ? 300 : 1500;
-    /* d 128 and 64: sm90v3w by default on a Hopper GPU (sm90v2 and sm90v3w have both; sm90v2s
-     * d 64 only) */
-    for (int D = 128; D >= 64; D -= 64)
+    /* d 128 and 64: sm90v3u by default on a Hopper GPU (sm90v2 and sm90v3w have both; sm90v2s
+     * d 64 only); 80 and 48: sm80, or sm90v3u's padded entries when forced */
+    static const int dims[] = {128, 64, 80, 48};
+    for (int di = 0; di < 4; di++)
     for (int det = 1; det >= 0; det--)
         for (int causal = 0; causal < 2; causal++) {
+            const int D = dims[di];
             bwd_case c = {2, S, S + 37, 8, 2, D, causal, FLASHC_BF16, det, 0, 0, 0, 0};
             bufs r;
             bufs_create(&c, &r);
@@ -1308,15 +1317,18 @@ static void test_varlen_switch(void **state)
 
 /* What the kernels cannot do is refused with a specific status; dq stays untouched. */
 /* Head dims without an instance of their own, padded into the next one (sm80: 32 takes 1-32,
- * 64 33-64, 96, 128, 192 129-192, 256 193-256), D % 8 != 0 too (rows pitched to 16 bytes, the
- * last chunk read in part): every short pair x causal on GQA, fast and deterministic, and a
- * longer pair. */
+ * 64 33-64, 96, 128, 192 129-192, 256 193-256; FLASHC_CUDA_BWD_KERNEL=sm90v3u on a Hopper
+ * GPU: the multiples of 8 up to 64 on its d 64 kernels, up to 128 on its d 128 ones), D % 8
+ * != 0 too (rows pitched to 16 bytes, the last chunk read in part): every short pair x causal
+ * on GQA, fast and deterministic (the causal ones in rows 64 wide: a store past D stays in its
+ * row's poison), a window with softcap and ALiBi, and a longer pair. */
 static void padded_suite(flashc_dtype dt, const int *dims, int n)
 {
     for (int di = 0; di < n; di++) {
         const int D = dims[di];
         if (small_only()) {
             bwd_case a = {1, 113, 203, 6, 2, D, 1, dt, di % 2, 0, 0, 0, 0};
+            a.wide = 1;
             check_case(&a);
             continue;
         }
@@ -1324,9 +1336,14 @@ static void padded_suite(flashc_dtype dt, const int *dims, int n)
             for (int causal = 0; causal < 2; causal++) {
                 bwd_case c = {2, pairs_short[s][0], pairs_short[s][1], 6, 2, D, causal, dt,
                               (s + causal) % 2, 0, 0, 0, 0};
+                c.wide = causal;
                 check_case(&c);
             }
+        bwd_case w = {1, 256, 300, 4, 2, D, 0, dt, di % 2};
+        w.win = 1, w.wl = 37, w.wr = 19, w.softcap = 30.0f, w.alibi = 1, w.wide = 1;
+        check_case(&w);
         bwd_case l = {1, 256, 512, 4, 1, D, 1, dt, 0, 1, 1, 0, 0}; /* bhsd, stream + ws */
+        l.wide = 1;
         check_case(&l);
     }
 }
@@ -1334,14 +1351,14 @@ static void padded_suite(flashc_dtype dt, const int *dims, int n)
 static void test_padded_dims_bf16(void **state)
 {
     (void)state;
-    static const int dims[] = {1, 8, 32, 40, 59, 80, 111, 136, 160, 192, 224, 250};
+    static const int dims[] = {1, 8, 32, 40, 59, 80, 111, 120, 136, 160, 192, 224, 250};
     padded_suite(FLASHC_BF16, dims, (int)(sizeof dims / sizeof dims[0]));
 }
 
 static void test_padded_dims_f16(void **state)
 {
     (void)state;
-    static const int dims[] = {3, 16, 48, 72, 117, 176, 201};
+    static const int dims[] = {3, 16, 48, 72, 104, 117, 176, 201};
     padded_suite(FLASHC_F16, dims, (int)(sizeof dims / sizeof dims[0]));
 }
 
