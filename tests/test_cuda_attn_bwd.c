@@ -22,7 +22,8 @@
  * deterministic mode; a (B, H, S, D) strided layout on a user stream with a caller workspace
  * (poisoned, off the allocation's alignment); the non-default tiles (params.block_q/block_k);
  * deterministic mode bit-identical over 3 runs (and fast mode's dk, dv, which never use
- * atomics); capture into a CUDA graph; refusals.
+ * atomics); capture into a CUDA graph; refusals; padded head dims (rows wider than D, whose
+ * columns past D must stay unwritten); k, v broadcast over the batch (stride 0).
  *
  * No CUDA device (or a build without CUDA): prints why and exits 77 (ctest: skipped).
  * FLASHC_TEST_SMALL=1 keeps a few short cases (for compute-sanitizer).
@@ -56,6 +57,9 @@ typedef struct bwd_case {
     int wide;        /* rows rounded up to 64 instead (the instance a padded head dim runs */
                      /* on: its stores past D / Dv would land in the row's own poisoned    */
                      /* columns, which unused_columns checks, not in the next row)         */
+    int bcast;       /* k, v broadcast over the batch: their device views have stride[0]   */
+                     /* 0 (every batch's host data is batch 0's, so the references agree); */
+                     /* no tensor map takes that, so the Hopper families' fallback runs    */
 } bwd_case;
 
 static int has_mods(const bwd_case *c) { return c->win || c->softcap > 0.0f || c->alibi; }
@@ -107,6 +111,14 @@ static flashc_tensor view_d(const bwd_case *c, void *data, flashc_dtype dt, int6
     }
     t.shape[3] = d;
     t.device = dev;
+    return t;
+}
+
+/* k or v as an input on the device: stride[0] = 0 under c->bcast */
+static flashc_tensor kv_in(const bwd_case *c, flashc_tensor t)
+{
+    if (c->bcast)
+        t.stride[0] = 0;
     return t;
 }
 
@@ -166,6 +178,11 @@ static void bufs_create(const bwd_case *c, bufs *r)
     fill(c, r->nk, r->hk, r->fk);
     fill(c, r->nk, r->hv, r->fv);
     fill(c, r->nq, r->hdo, r->fdo);
+    const int64_t kb = r->nk / c->B; /* one batch of k or v: contiguous in both layouts */
+    for (int64_t b = 1; c->bcast && b < c->B; b++) {
+        memcpy(r->hk + b * kb, r->hk, kb * 2), memcpy(r->fk + b * kb, r->fk, kb * 4);
+        memcpy(r->hv + b * kb, r->hv, kb * 2), memcpy(r->fv + b * kb, r->fv, kb * 4);
+    }
     void **d[8] = {&r->dq_, &r->ddo, &r->do_, &r->ddq, &r->dk_, &r->dv_, &r->ddk, &r->ddv};
     for (int i = 0; i < 8; i++)
         CUDA_OK(cudaMalloc(d[i], (i < 4 ? r->nq : r->nk) * 2));
@@ -220,13 +237,13 @@ static void run_forward(const bwd_case *c, bufs *r, cudaStream_t stream)
 {
     flashc_attn_params pr = params_of(c, stream, &r->al_dev);
     flashc_tensor q = view(c, r->dq_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
-    flashc_tensor k = view(c, r->dk_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
-    flashc_tensor v = vview(c, r->dv_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
+    flashc_tensor k = kv_in(c, view(c, r->dk_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA));
+    flashc_tensor v = kv_in(c, vview(c, r->dv_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA));
     flashc_tensor o = vview(c, r->do_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
     flashc_tensor lse = flashc_tensor_3d(r->dlse, FLASHC_F32, c->B, c->Hq, c->Sq);
     lse.device = FLASHC_DEVICE_CUDA;
     flashc_status st = flashc_attn_fwd(&pr, &q, &k, &v, &o, &lse, NULL);
-    if (st == FLASHC_ERR_UNSUPPORTED && has_mods(c)) {
+    if (st == FLASHC_ERR_UNSUPPORTED && (has_mods(c) || c->bcast)) {
         flashc_attn_params ph = params_of(c, NULL, &r->al_host);
         flashc_tensor hq = view(c, r->fq, FLASHC_F32, c->Sq, c->Hq, FLASHC_DEVICE_CPU);
         flashc_tensor hk = view(c, r->fk, FLASHC_F32, c->Sk, c->Hkv, FLASHC_DEVICE_CPU);
@@ -260,8 +277,8 @@ static flashc_status run_backward(const bwd_case *c, bufs *r, cudaStream_t strea
     pr.workspace_bytes = ws_bytes;
     pr.block_q = c->br, pr.block_k = c->bc;
     flashc_tensor q = view(c, r->dq_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
-    flashc_tensor k = view(c, r->dk_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
-    flashc_tensor v = vview(c, r->dv_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
+    flashc_tensor k = kv_in(c, view(c, r->dk_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA));
+    flashc_tensor v = kv_in(c, vview(c, r->dv_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA));
     flashc_tensor o = vview(c, r->do_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
     flashc_tensor dout = vview(c, r->ddo, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
     flashc_tensor dq = view(c, r->ddq, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
@@ -459,8 +476,8 @@ static void check_case(const bwd_case *c)
         flashc_attn_params pr = params_of(c, stream, &r.al_dev);
         pr.block_q = c->br, pr.block_k = c->bc;
         flashc_tensor q = view(c, r.dq_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
-        flashc_tensor k = view(c, r.dk_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
-        flashc_tensor v = vview(c, r.dv_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
+        flashc_tensor k = kv_in(c, view(c, r.dk_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA));
+        flashc_tensor v = kv_in(c, vview(c, r.dv_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA));
         flashc_tensor o = vview(c, r.do_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
         flashc_tensor dout = vview(c, r.ddo, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
         flashc_tensor dq = view(c, r.ddq, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
@@ -1362,6 +1379,26 @@ static void test_padded_dims_f16(void **state)
     padded_suite(FLASHC_F16, dims, (int)(sizeof dims / sizeof dims[0]));
 }
 
+/* k and v broadcast over the batch (stride[0] = 0, bwd_case.bcast): no tensor map encodes a
+ * zero stride, so on a Hopper GPU sm90v3u's launch hands the problem to its fallback: at d 128
+ * and 64 the sm90 / sm90v2s kernels, at its padded dims (forced) the sm80 instance of the dim
+ * (bwd90v3_fallback); elsewhere the dispatcher's kernel reads the zero stride itself. GQA,
+ * causal and not, fast and deterministic, one layout each way. */
+static void test_broadcast_kv(void **state)
+{
+    (void)state;
+    static const int dims[] = {128, 64, 80, 48, 112};
+    for (int di = 0; di < 5; di++)
+        for (int det = 0; det < 2; det++) {
+            bwd_case c = {2, 113, 203, 6, 2, dims[di], det, di % 2 ? FLASHC_F16 : FLASHC_BF16,
+                          det, det, 0, 0, 0};
+            c.bcast = 1, c.wide = 1;
+            check_case(&c);
+            if (small_only())
+                break;
+        }
+}
+
 /* Dk != Dv (sm80, the instance of max(D, Dv), the narrower side zero in shared memory): the
  * DeepSeek shape 192 / 128 and the other way, with GQA, both masks and modes, a window,
  * softcap, ALiBi, the (B, H, S, D) layout on a stream with a caller workspace. */
@@ -1471,6 +1508,7 @@ int main(void)
         cmocka_unit_test(test_padded_dims_bf16),
         cmocka_unit_test(test_padded_dims_f16),
         cmocka_unit_test(test_dkdv),
+        cmocka_unit_test(test_broadcast_kv),
         cmocka_unit_test(test_varlen_suite),
         cmocka_unit_test(test_varlen_modifiers),
         cmocka_unit_test(test_varlen_long),

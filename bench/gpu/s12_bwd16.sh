@@ -19,7 +19,9 @@
 #     store past D lands in the row's own NaN poison (the test fails on any, "past the head dim
 #     written") and the columns past D hold random numbers a load past D would use; the d 96
 #     suites bf16 and fp16 (96 on the d 128 kernels: 1023 x 1024, 2048 x 2048 causal det); the
-#     modifiers test (its d 96 cases padded); deterministic bitwise (d 128, 64, 80, 48); the d 64
+#     modifiers test (its d 96 cases padded); deterministic bitwise (d 128, 64, 80, 48); k, v
+#     broadcast over the batch (stride 0: no tensor map, the launch's fallback: sm80 at 80, 48,
+#     112, sm90 / sm90v2s at 128 / 64, against the reference like every case); the d 64
 #     bf16 and d 128 fp16 suites (the exact entries, unchanged); compute-sanitizer memcheck on
 #     the short fp16 padded cases (FLASHC_TEST_SMALL=1) and racecheck on the short fp16 d 96
 #     ones; bwd_which.py at d 80 and 48 (the kernels launched: F 220 = sm90v3u's fast kernel
@@ -49,7 +51,7 @@ OUT=$(mktemp -d "${TMPDIR:-/tmp}/bwd16.XXXXXX") || exit 2
 # ---- 1. tests, sanitizers, kernel check (<= 55 s wall, all jobs at once) ----
 F=FLASHC_TEST_FILTER
 for t in padded_dims_bf16 padded_dims_f16 bf16_d96 f16_d96 modifiers deterministic_bitwise \
-  bf16_d64 f16_d128; do
+  broadcast_kv bf16_d64 f16_d128; do
   FAM=sm90v3u tjob "pad-$t" 55 - $F="test_$t"
 done
 FAM=sm90v3u tjob pad-memcheck 55 memcheck $F=test_padded_dims_f16 FLASHC_TEST_SMALL=1
