@@ -6,9 +6,9 @@
 # On the H200 every head dim but 64 and 128 runs the backward on the sm80 (mma.sync) kernels,
 # about half sm90v3u's speed at 64 / 128. sm90v3u's padded entries (src/cuda/attn_bwd_sm90v3.cu,
 # V3_PAD; opt-in: FLASHC_CUDA_BWD_KERNEL=sm90v3u) take D == Dv, a multiple of 8, 40-56 on its
-# d 64 kernels and 72-120 on its d 128 ones (8-32 stay on sm80's d 32 instance): the tensor maps of q, k, v, dout are D wide, so the
-# copy engine zero-fills the columns up to the instance's; dK, dV stores and the dQ postprocess
-# stop at D. The main loop is sm90v3u's (the exact instances' SASS is unchanged); the padded
+# d 64 kernels and 72-120 on its d 128 ones (8-32 stay on sm80's d 32 instance): the tensor
+# maps of q, k, v, dout are D wide, so the copy engine zero-fills the columns up to the
+# instance's; dK, dV stores and the dQ postprocess stop at D. The main loop is sm90v3u's (the exact instances' SASS is unchanged); the padded
 # problem pays the instance's FLOPs (d 80 on the d 128 kernels: 1.6x d 80's), the table says
 # whether sm90v3u's speed still wins.
 #  1. (<= 55 s, side by side; FLASHC_CUDA_BWD_KERNEL=sm90v3u unless named) the padded-dims suites
@@ -23,9 +23,9 @@
 #     broadcast over the batch (stride 0: no tensor map, the launch's fallback: sm80 at 80, 48,
 #     112, sm90 / sm90v2s at 128 / 64, against the reference like every case); the d 64
 #     bf16 and d 128 fp16 suites (the exact entries, unchanged); compute-sanitizer memcheck on
-#     the short fp16 padded cases (FLASHC_TEST_SMALL=1) and racecheck on the short fp16 d 96
-#     ones; bwd_which.py at d 80 and 48 (the kernels launched: F 220 = sm90v3u's fast kernel
-#     with V3_PAD, 189 / 253 its det ones at d 64 / 128).
+#     the short fp16 padded cases (FLASHC_TEST_SMALL=1) and the short broadcast ones, racecheck
+#     on the short fp16 d 96 ones; bwd_which.py at d 80 and 48 (the kernels launched: F 220 =
+#     sm90v3u's fast kernel with V3_PAD, 189 / 253 its det ones at d 64 / 128).
 #  2. (the rest of 140 s, alone on the GPU) bench_bwd4.py at d 80, 96, 112, 48, S 2k and 8k
 #     (B*S = 16k, H = 2048 / d), causal and not: flashc (the default: sm80 at these dims),
 #     flashc_det, flashc_pad / flashc_pad_det (sm90v3u forced: its padded entries), SDPA FA2 and
@@ -55,6 +55,7 @@ for t in padded_dims_bf16 padded_dims_f16 bf16_d96 f16_d96 modifiers determinist
   FAM=sm90v3u tjob "pad-$t" 55 - $F="test_$t"
 done
 FAM=sm90v3u tjob pad-memcheck 55 memcheck $F=test_padded_dims_f16 FLASHC_TEST_SMALL=1
+FAM=sm90v3u tjob pad-memcheck-bcast 55 memcheck $F=test_broadcast_kv FLASHC_TEST_SMALL=1
 FAM=sm90v3u tjob pad-racecheck 55 racecheck $F=test_f16_d96 FLASHC_TEST_SMALL=1
 for d in 80 48; do
   job pad-which$d 55 "${PY[@]}" python3 bench/gpu/bwd_which.py --lib "$LIB" --d $d \
