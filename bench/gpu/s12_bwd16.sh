@@ -8,9 +8,9 @@
 # V3_PAD; opt-in: FLASHC_CUDA_BWD_KERNEL=sm90v3u) take D == Dv, a multiple of 8, 40-56 on its
 # d 64 kernels and 72-120 on its d 128 ones (8-32 stay on sm80's d 32 instance): the tensor
 # maps of q, k, v, dout are D wide, so the copy engine zero-fills the columns up to the
-# instance's; dK, dV stores and the dQ postprocess stop at D. The main loop is sm90v3u's (the exact instances' SASS is unchanged); the padded
-# problem pays the instance's FLOPs (d 80 on the d 128 kernels: 1.6x d 80's), the table says
-# whether sm90v3u's speed still wins.
+# instance's; dK, dV stores and the dQ postprocess stop at D. The main loop is sm90v3u's (the
+# exact instances' SASS is unchanged); the padded problem pays the instance's FLOPs (d 80 on the
+# d 128 kernels: 1.6x d 80's), the table says whether sm90v3u's speed still wins.
 #  1. (<= 55 s, side by side; FLASHC_CUDA_BWD_KERNEL=sm90v3u unless named) the padded-dims suites
 #     bf16 (1 8 32 40 59 80 111 120 136 ... 250: 40 80 120 on sm90v3u, the rest on sm80's
 #     instances: a forced family that does not serve falls back) and fp16 (48 72 104 on
