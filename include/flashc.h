@@ -301,9 +301,10 @@ typedef struct flashc_attn_stats {
  * On compute capability 9.0 the sm90 kernels take dense D != Dv problems with no window,
  * softcap or ALiBi (D and Dv multiples of 8) where the dispatcher picks one for max(D, Dv);
  * otherwise the route above (FLASHC_CUDA_SM90_DKDV=0, read on every call, turns that off).
- * FLASHC_CUDA_SM90_MODS=1 (opt-in, read on every call) sends dense problems with a window,
- * softcap or ALiBi that the sm80 masks-and-modifiers instance would take to the sm90 kernels on
- * compute capability 9.0 (D and Dv multiples of 8); =force also refuses such a problem with
+ * Dense problems with a window, softcap or ALiBi that the sm80 masks-and-modifiers instance
+ * would take go to the sm90 kernels on compute capability 9.0 (D and Dv multiples of 8,
+ * max(D, Dv) <= 128 by default; FLASHC_CUDA_SM90_MODS, read on every call: =0 off, =1 up to
+ * 256); =force also refuses such a problem with
  * FLASHC_ERR_UNSUPPORTED where they cannot take it. FLASHC_CUDA_PREFILL_MODS=0 (read on every call) sends every problem with a window, softcap
  * or ALiBi, every D != Dv one and every varlen one to the KV-cache kernel, as before that
  * instance. The environment variable FLASHC_CUDA_KERNEL=sm80|sm90 (read once) forces one

@@ -25,7 +25,9 @@
  * atomics); capture into a CUDA graph; refusals. Head dims without an instance of their own
  * (1-250, odd ones in rows pitched to 16 bytes) and Dk != Dv, dense and varlen: every buffer's
  * rows are max(D, Dv) rounded up to 8 wide, the tensors views of their first D / Dv columns,
- * and the columns past them must still hold the poison after the call.
+ * and the columns past them must still hold the poison after the call (rows 64 wide in some
+ * padded cases, so that a store past D stays in its own row); k, v broadcast over the batch
+ * (stride 0).
  *
  * No CUDA device (or a build without CUDA): prints why and exits 77 (ctest: skipped).
  * FLASHC_TEST_SMALL=1 keeps a few short cases (for compute-sanitizer).
@@ -56,11 +58,21 @@ typedef struct bwd_case {
     int Dv;          /* head dim of v, o, dout, dv (0: D); every buffer's rows are         */
                      /* max(D, Dv) rounded up to 8 wide (16-byte rows, as the CUDA backend */
                      /* needs), each tensor a view of its first D or Dv columns            */
+    int wide;        /* rows rounded up to 64 instead (the instance a padded head dim runs */
+                     /* on: its stores past D / Dv would land in the row's own poisoned    */
+                     /* columns, which unused_columns checks, not in the next row)         */
+    int bcast;       /* k, v broadcast over the batch: their device views have stride[0]   */
+                     /* 0 (every batch's host data is batch 0's, so the references agree); */
+                     /* no tensor map takes that, so the Hopper families' fallback runs    */
 } bwd_case;
 
 static int has_mods(const bwd_case *c) { return c->win || c->softcap > 0.0f || c->alibi; }
 static int dv_of(const bwd_case *c) { return c->Dv ? c->Dv : c->D; }
-static int wid(const bwd_case *c) { return ((c->D > dv_of(c) ? c->D : dv_of(c)) + 7) / 8 * 8; }
+static int wid(const bwd_case *c)
+{
+    const int m = c->wide ? 64 : 8;
+    return ((c->D > dv_of(c) ? c->D : dv_of(c)) + m - 1) / m * m;
+}
 
 /* Key range [lo, hi) of row i (attn_key_range of include/flashc.h: a_i = i + Sk - Sq). */
 static void key_range(const bwd_case *c, int64_t i, int64_t *lo, int64_t *hi)
@@ -103,6 +115,14 @@ static flashc_tensor view_d(const bwd_case *c, void *data, flashc_dtype dt, int6
     }
     t.shape[3] = d;
     t.device = dev;
+    return t;
+}
+
+/* k or v as an input on the device: stride[0] = 0 under c->bcast */
+static flashc_tensor kv_in(const bwd_case *c, flashc_tensor t)
+{
+    if (c->bcast)
+        t.stride[0] = 0;
     return t;
 }
 
@@ -162,6 +182,11 @@ static void bufs_create(const bwd_case *c, bufs *r)
     fill(c, r->nk, r->hk, r->fk);
     fill(c, r->nk, r->hv, r->fv);
     fill(c, r->nq, r->hdo, r->fdo);
+    const int64_t kb = r->nk / c->B; /* one batch of k or v: contiguous in both layouts */
+    for (int64_t b = 1; c->bcast && b < c->B; b++) {
+        memcpy(r->hk + b * kb, r->hk, kb * 2), memcpy(r->fk + b * kb, r->fk, kb * 4);
+        memcpy(r->hv + b * kb, r->hv, kb * 2), memcpy(r->fv + b * kb, r->fv, kb * 4);
+    }
     void **d[8] = {&r->dq_, &r->ddo, &r->do_, &r->ddq, &r->dk_, &r->dv_, &r->ddk, &r->ddv};
     for (int i = 0; i < 8; i++)
         CUDA_OK(cudaMalloc(d[i], (i < 4 ? r->nq : r->nk) * 2));
@@ -216,13 +241,13 @@ static void run_forward(const bwd_case *c, bufs *r, cudaStream_t stream)
 {
     flashc_attn_params pr = params_of(c, stream, &r->al_dev);
     flashc_tensor q = view(c, r->dq_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
-    flashc_tensor k = view(c, r->dk_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
-    flashc_tensor v = vview(c, r->dv_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
+    flashc_tensor k = kv_in(c, view(c, r->dk_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA));
+    flashc_tensor v = kv_in(c, vview(c, r->dv_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA));
     flashc_tensor o = vview(c, r->do_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
     flashc_tensor lse = flashc_tensor_3d(r->dlse, FLASHC_F32, c->B, c->Hq, c->Sq);
     lse.device = FLASHC_DEVICE_CUDA;
     flashc_status st = flashc_attn_fwd(&pr, &q, &k, &v, &o, &lse, NULL);
-    if (st == FLASHC_ERR_UNSUPPORTED && has_mods(c)) {
+    if (st == FLASHC_ERR_UNSUPPORTED && (has_mods(c) || c->bcast)) {
         flashc_attn_params ph = params_of(c, NULL, &r->al_host);
         flashc_tensor hq = view(c, r->fq, FLASHC_F32, c->Sq, c->Hq, FLASHC_DEVICE_CPU);
         flashc_tensor hk = view(c, r->fk, FLASHC_F32, c->Sk, c->Hkv, FLASHC_DEVICE_CPU);
@@ -256,8 +281,8 @@ static flashc_status run_backward(const bwd_case *c, bufs *r, cudaStream_t strea
     pr.workspace_bytes = ws_bytes;
     pr.block_q = c->br, pr.block_k = c->bc;
     flashc_tensor q = view(c, r->dq_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
-    flashc_tensor k = view(c, r->dk_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
-    flashc_tensor v = vview(c, r->dv_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
+    flashc_tensor k = kv_in(c, view(c, r->dk_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA));
+    flashc_tensor v = kv_in(c, vview(c, r->dv_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA));
     flashc_tensor o = vview(c, r->do_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
     flashc_tensor dout = vview(c, r->ddo, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
     flashc_tensor dq = view(c, r->ddq, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
@@ -455,8 +480,8 @@ static void check_case(const bwd_case *c)
         flashc_attn_params pr = params_of(c, stream, &r.al_dev);
         pr.block_q = c->br, pr.block_k = c->bc;
         flashc_tensor q = view(c, r.dq_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
-        flashc_tensor k = view(c, r.dk_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
-        flashc_tensor v = vview(c, r.dv_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
+        flashc_tensor k = kv_in(c, view(c, r.dk_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA));
+        flashc_tensor v = kv_in(c, vview(c, r.dv_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA));
         flashc_tensor o = vview(c, r.do_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
         flashc_tensor dout = vview(c, r.ddo, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
         flashc_tensor dq = view(c, r.ddq, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
@@ -627,11 +652,13 @@ static void test_deterministic_bitwise(void **state)
 {
     (void)state;
     const int S = small_only() ? 300 : 1500;
-    /* d 128 and 64: sm90v3w by default on a Hopper GPU (sm90v2 and sm90v3w have both; sm90v2s
-     * d 64 only) */
-    for (int D = 128; D >= 64; D -= 64)
+    /* d 128 and 64: sm90v3u by default on a Hopper GPU (sm90v2 and sm90v3w have both; sm90v2s
+     * d 64 only); 80 and 48: sm80, or sm90v3u's padded entries when forced */
+    static const int dims[] = {128, 64, 80, 48};
+    for (int di = 0; di < 4; di++)
     for (int det = 1; det >= 0; det--)
         for (int causal = 0; causal < 2; causal++) {
+            const int D = dims[di];
             bwd_case c = {2, S, S + 37, 8, 2, D, causal, FLASHC_BF16, det, 0, 0, 0, 0};
             bufs r;
             bufs_create(&c, &r);
@@ -1375,9 +1402,11 @@ static void test_varlen_switch(void **state)
 
 /* What the kernels cannot do is refused with a specific status; dq stays untouched. */
 /* Head dims without an instance of their own, padded into the next one (sm80: 32 takes 1-32,
- * 64 33-64, 96, 128, 192 129-192, 256 193-256), D % 8 != 0 too (rows pitched to 16 bytes, the
- * last chunk read in part): every short pair x causal on GQA, fast and deterministic, and a
- * longer pair. */
+ * 64 33-64, 96, 128, 192 129-192, 256 193-256; FLASHC_CUDA_BWD_KERNEL=sm90v3u on a Hopper
+ * GPU: the multiples of 8 up to 64 on its d 64 kernels, up to 128 on its d 128 ones), D % 8
+ * != 0 too (rows pitched to 16 bytes, the last chunk read in part): every short pair x causal
+ * on GQA, fast and deterministic (the causal ones in rows 64 wide: a store past D stays in its
+ * row's poison), a window with softcap and ALiBi, and a longer pair. */
 static void padded_suite(flashc_dtype dt, const int *dims, int n)
 {
     for (int di = 0; di < n; di++) {
@@ -1385,6 +1414,7 @@ static void padded_suite(flashc_dtype dt, const int *dims, int n)
         if (small_only()) { /* under compute-sanitizer: every third dim, one case */
             if (di % 3 == 0) {
                 bwd_case a = {1, 113, 203, 6, 2, D, 1, dt, di % 2, 0, 0, 0, 0};
+                a.wide = 1;
                 check_case(&a);
             }
             continue;
@@ -1393,9 +1423,14 @@ static void padded_suite(flashc_dtype dt, const int *dims, int n)
             for (int causal = 0; causal < 2; causal++) {
                 bwd_case c = {2, pairs_short[s][0], pairs_short[s][1], 6, 2, D, causal, dt,
                               (s + causal) % 2, 0, 0, 0, 0};
+                c.wide = causal;
                 check_case(&c);
             }
+        bwd_case w = {1, 256, 300, 4, 2, D, 0, dt, di % 2};
+        w.win = 1, w.wl = 37, w.wr = 19, w.softcap = 30.0f, w.alibi = 1, w.wide = 1;
+        check_case(&w);
         bwd_case l = {1, 256, 512, 4, 1, D, 1, dt, 0, 1, 1, 0, 0}; /* bhsd, stream + ws */
+        l.wide = 1;
         check_case(&l);
     }
 }
@@ -1403,15 +1438,35 @@ static void padded_suite(flashc_dtype dt, const int *dims, int n)
 static void test_padded_dims_bf16(void **state)
 {
     (void)state;
-    static const int dims[] = {1, 8, 32, 40, 59, 80, 111, 136, 160, 192, 224, 250};
+    static const int dims[] = {1, 8, 32, 40, 59, 80, 111, 120, 136, 160, 192, 224, 250};
     padded_suite(FLASHC_BF16, dims, (int)(sizeof dims / sizeof dims[0]));
 }
 
 static void test_padded_dims_f16(void **state)
 {
     (void)state;
-    static const int dims[] = {3, 16, 48, 72, 117, 176, 201};
+    static const int dims[] = {3, 16, 48, 72, 104, 117, 176, 201};
     padded_suite(FLASHC_F16, dims, (int)(sizeof dims / sizeof dims[0]));
+}
+
+/* k and v broadcast over the batch (stride[0] = 0, bwd_case.bcast): no tensor map encodes a
+ * zero stride, so on a Hopper GPU sm90v3u's launch hands the problem to its fallback: at d 128
+ * and 64 the sm90 / sm90v2s kernels, at its padded dims (forced) the sm80 instance of the dim
+ * (bwd90v3_fallback); elsewhere the dispatcher's kernel reads the zero stride itself. GQA,
+ * causal and not, fast and deterministic, one layout each way. */
+static void test_broadcast_kv(void **state)
+{
+    (void)state;
+    static const int dims[] = {128, 64, 80, 48, 112};
+    for (int di = 0; di < 5; di++)
+        for (int det = 0; det < 2; det++) {
+            bwd_case c = {2, 113, 203, 6, 2, dims[di], det, di % 2 ? FLASHC_F16 : FLASHC_BF16,
+                          det, det, 0, 0, 0};
+            c.bcast = 1, c.wide = 1;
+            check_case(&c);
+            if (small_only())
+                break;
+        }
 }
 
 /* Dk != Dv (sm80, the instance of max(D, Dv), the narrower side zero in shared memory): the
@@ -1523,6 +1578,7 @@ int main(void)
         cmocka_unit_test(test_padded_dims_bf16),
         cmocka_unit_test(test_padded_dims_f16),
         cmocka_unit_test(test_dkdv),
+        cmocka_unit_test(test_broadcast_kv),
         cmocka_unit_test(test_varlen_suite),
         cmocka_unit_test(test_varlen_modifiers),
         cmocka_unit_test(test_varlen_dkdv),

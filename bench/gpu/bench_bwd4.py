@@ -27,6 +27,8 @@ halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KE
   v3es / v3es_det       sm90v3es: sm90v3e and sm90v3s in one (d 64 only)
   v2s / v2s_det         sm90v2s (src/cuda/attn_bwd_sm90v2.cu; d 64 only): d 64's default until
                         2026-12-03, opt-in since
+  pad / pad_det         sm90v3u forced at any head dim: at the multiples of 8 below 64 and 128
+                        its padded entries (helper bwd16; opt-in), where the default is sm80
 The table (printed last) gives each TFLOP/s and the ratios the issue's target names.
 
 usage: bench_bwd4.py --lib build/libflashc.so [--out x.json] [--dims 128,64] [--seqlens 2048,16384]
@@ -56,7 +58,8 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            "flashc_v3s": (0, 0, False, "sm90v3s"), "flashc_v3s_det": (0, 0, True, "sm90v3s"),
            "flashc_v3es": (0, 0, False, "sm90v3es"), "flashc_v3es_det": (0, 0, True, "sm90v3es"),
            "flashc_v2s": (0, 0, False, "sm90v2s"), "flashc_v2s_det": (0, 0, True, "sm90v2s"),
-           "flashc_sm90": (0, 0, False, "sm90"), "flashc_sm90_det": (0, 0, True, "sm90")}
+           "flashc_sm90": (0, 0, False, "sm90"), "flashc_sm90_det": (0, 0, True, "sm90"),
+           "flashc_pad": (0, 0, False, "sm90v3u"), "flashc_pad_det": (0, 0, True, "sm90v3u")}
 
 
 def _term(signum, frame):
@@ -94,7 +97,8 @@ def main():
     try:
         for d in (int(x) for x in a.dims.split(",")):
             # sm90v3* and sm90 serve d 128 only, sm90v3w d 64 too, sm90v2s d 64 only
-            # (elsewhere: the dispatcher's choice again, not timed twice; pass --configs-d128)
+            # (elsewhere: the dispatcher's choice again, not timed twice; pass --configs-d128);
+            # flashc_pad* (sm90v3u forced) at every d
             cf = configs128 if d == 128 else tuple(
                 c for c in configs if not c.startswith(("flashc_v3", "flashc_sm90", "flashc_v2s"))
                 or (d == 64 and c.startswith(("flashc_v3w", "flashc_v3u", "flashc_v3e", "flashc_v3s",
@@ -146,6 +150,8 @@ def table(rows, configs):
               ("v3w/sm90", "flashc_v3w", "flashc_sm90"), ("v3q/sm90", "flashc_v3q", "flashc_sm90"),
               ("v3w/v3q", "flashc_v3w", "flashc_v3q"),
               ("default/sm90", "flashc", "flashc_sm90"), ("det/sm90det", "flashc_det", "flashc_sm90_det"),
+              ("pad/default", "flashc_pad", "flashc"), ("paddet/det", "flashc_pad_det", "flashc_det"),
+              ("pad/cuDNN", "flashc_pad", "cudnn"), ("pad/flash", "flashc_pad", "flash"),
               ("default/cuDNN", "flashc", "cudnn"), ("default/flash", "flashc", "flash"),
               ("det/fast", "flashc_det", "flashc")]
     ratios = [x for x in ratios if x[1] in impls and x[2] in impls]

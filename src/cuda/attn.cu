@@ -174,17 +174,20 @@ static const attn_fwd_variant *mods_variant(const attn_problem *p)
  * "force" the same, but a dense problem of the mods route that no sm90 mods instance serves is
  * refused (mods_forced: so that a test or a benchmark knows the sm90 kernel ran where its tiles
  * are the sm80 ones); "v6np", "v9", "v9np" as "force" on the alternative of that name (family
- * "sm90mods-NAME": bf16, head dims 65-128 only), for the device run to choose from; "0", unset
- * or anything else (SM90_MODS_DEFAULT): the sm80 kernel's mods instance. Opt-in until a device
- * run shows it correct and faster than sm80 (bench/RESULTS.md, "Issue 11: masks and modifiers
- * on sm90"). Returns the family to take (NULL: off), and whether it is forced. */
-enum { SM90_MODS_DEFAULT = 0 };
-static const char *sm90_mods_family(int *forced)
+ * "sm90mods-NAME": bf16, head dims 65-128 only), for the device run to choose from; "0": the
+ * sm80 kernel's mods instance; unset or anything else: SM90_MODS_DEFAULT, "1" for max(D, Dv) <=
+ * SM90_MODS_DEFAULT_MAX_D (the H200 run of 2026-12-04 afternoon, bench/RESULTS.md "Issue 11:
+ * masks and modifiers on sm90": 1.46-1.79x the sm80 route at d 128, 1.11-1.35x at d 64; d 192 /
+ * 256 passed the tests but were not timed, so they keep sm80 unless asked for). Returns the
+ * family to take (NULL: off), whether it is forced, and whether it is the default's (*dflt). */
+enum { SM90_MODS_DEFAULT = 1, SM90_MODS_DEFAULT_MAX_D = 128 };
+static const char *sm90_mods_family(int *forced, int *dflt)
 {
     static const char *const alt[][2] = {
         {"v6np", "sm90mods-v6np"}, {"v9", "sm90mods-v9"}, {"v9np", "sm90mods-v9np"}};
     const char *e = getenv("FLASHC_CUDA_SM90_MODS");
     *forced = e && strcmp(e, "force") == 0;
+    *dflt = 0;
     if (e && (strcmp(e, "1") == 0 || *forced))
         return "sm90mods";
     for (size_t i = 0; e && i < sizeof alt / sizeof alt[0]; i++)
@@ -192,7 +195,10 @@ static const char *sm90_mods_family(int *forced)
             *forced = 1;
             return alt[i][1];
         }
-    return e && strcmp(e, "0") == 0 ? NULL : SM90_MODS_DEFAULT ? "sm90mods" : NULL;
+    if ((e && strcmp(e, "0") == 0) || !SM90_MODS_DEFAULT)
+        return NULL;
+    *dflt = 1;
+    return "sm90mods";
 }
 
 /* The sm90 mods instance for p (dense, the instance of max(D, Dv)) in the family
@@ -201,13 +207,14 @@ static const char *sm90_mods_family(int *forced)
  * again and reports it. */
 static const attn_fwd_variant *sm90_mods_variant(const attn_problem *p)
 {
-    int forced;
-    const char *fam = sm90_mods_family(&forced);
-    if (!fam || p->layout != ATTN_DENSE || cudaPeekAtLastError() != cudaSuccess)
+    int forced, dflt;
+    const char *fam = sm90_mods_family(&forced, &dflt);
+    const int64_t d = p->D > p->Dv ? p->D : p->Dv;
+    if (!fam || p->layout != ATTN_DENSE || (dflt && d > SM90_MODS_DEFAULT_MAX_D) ||
+        cudaPeekAtLastError() != cudaSuccess)
         return NULL;
     flashc_status ignored;
     const int cc = current_cc(&ignored);
-    const int64_t d = p->D > p->Dv ? p->D : p->Dv;
     for (int i = 0; cc == 90 && i < attn_fwd_sm90_mods_variant_count; i++) {
         const attn_fwd_variant *v = &attn_fwd_sm90_mods_variants[i];
         if (strcmp(v->family, fam) == 0 && v->dtype == p->dtype && d >= v->head_dim_min &&
@@ -221,8 +228,8 @@ static const attn_fwd_variant *sm90_mods_variant(const attn_problem *p)
  * given to variant v, runs on an sm90 mods instance or is refused. */
 static flashc_status mods_forced(const attn_problem *p, const attn_fwd_variant *v)
 {
-    int forced;
-    const char *fam = sm90_mods_family(&forced);
+    int forced, dflt;
+    const char *fam = sm90_mods_family(&forced, &dflt);
     if (forced && p->layout == ATTN_DENSE && v->min_cc < 90)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
                             "%s: FLASHC_CUDA_SM90_MODS=%s: no sm90 mods instance (%s) serves "

@@ -34,7 +34,8 @@ static const struct {
  * "sm90v2", "sm90v2e", "sm90v2s", "sm90v2sa", "sm90v2sd", "sm90v3", "sm90v3t", "sm90v3q",
  * "sm90v3w", "sm90v3wg" (sm90v3w with its deterministic mode in groups of heads, the same
  * bits), "sm90v3u" (the default at d 128 and d 64 on compute capability 9.0: sm90v3wg with an
- * unmasked softmax loop for tiles without masked keys, the same bits), "sm90v3e", "sm90v3e2"
+ * unmasked softmax loop for tiles without masked keys, the same bits; forced, its padded
+ * entries also take D == Dv, a multiple of 8, in 40-56 and 72-120), "sm90v3e", "sm90v3e2"
  * (sm90v3u with dV, and dK, issued before the consumers' meeting, the same bits), "sm90v3s"
  * (d 64: sm90v3u with both warpgroups' dQ tiles summed before one add), "sm90v3es" (d 64: e and s
  * in one); an opt_in variant is
@@ -69,11 +70,13 @@ static int bwd_device(flashc_status *st, int *smem_optin)
 }
 
 /* Whether variant v serves p's head dims: a padded variant (head_dim_lo > 0) every
- * max(D, Dv) in [head_dim_lo, head_dim], an exact one D == Dv == head_dim. */
+ * max(D, Dv) in [head_dim_lo, head_dim] (v->any_dims, sm80) or those with D == Dv, a
+ * multiple of 8 (sm90v3u's), an exact one D == Dv == head_dim. */
 static bool serves_dims(const attn_bwd_variant *v, const attn_problem *p)
 {
     const int64_t w = p->D > p->Dv ? p->D : p->Dv;
-    return v->head_dim_lo > 0 ? v->head_dim_lo <= w && w <= v->head_dim
+    return v->head_dim_lo > 0 ? v->head_dim_lo <= w && w <= v->head_dim &&
+                                    (v->any_dims || (p->D == p->Dv && p->D % 8 == 0))
                               : p->D == v->head_dim && p->Dv == v->head_dim;
 }
 

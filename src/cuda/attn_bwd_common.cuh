@@ -111,8 +111,10 @@ template <typename T, int D> __global__ void __launch_bounds__(256) attn_bwd_pos
 /* dQ = scale * accumulator in the storage dtype, 8 features per thread (two 16-byte loads, one
  * 16-byte store: check_operand gave dq 16-byte rows); the Hopper families' postprocess. (batch, head) on grid y, so a thread
  * divides nothing by Sq (the shared postprocess does two 64-bit divisions per feature pair:
- * ALU-bound, 84 us at d 128 4k against cuDNN's 54 in the 21:36 profile). */
-template <typename T, int D>
+ * ALU-bound, 84 us at d 128 4k against cuDNN's 54 in the 21:36 profile). PAD: dq has a.D <= D
+ * columns, a multiple of 8 (sm90v3u's padded entries): the chunks past a.D skipped; without
+ * PAD a.D == D. */
+template <typename T, int D, bool PAD = false>
 __global__ void __launch_bounds__(256) attn_bwd_post_bh_kernel(const attn_bwd_args a)
 {
     constexpr int CPR = D / 8;
@@ -125,6 +127,8 @@ __global__ void __launch_bounds__(256) attn_bwd_post_bh_kernel(const attn_bwd_ar
              x += (int64_t)gridDim.x * blockDim.x) {
             const int64_t s = x / CPR;
             const int c = (int)(x % CPR) * 8;
+            if (PAD && c >= a.D) /* a padded chunk */
+                continue;
             const float4 v0 = __ldcs((const float4 *)(acc + s * D + c));
             const float4 v1 = __ldcs((const float4 *)(acc + s * D + c + 4));
             uint4 o;
@@ -138,13 +142,13 @@ __global__ void __launch_bounds__(256) attn_bwd_post_bh_kernel(const attn_bwd_ar
 }
 
 /* Launches attn_bwd_post_bh_kernel over the whole problem on stream. */
-template <typename T, int D>
+template <typename T, int D, bool PAD = false>
 static cudaError_t attn_bwd_post_bh_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
     const int64_t bx = ((int64_t)a->Sq * (D / 8) + 255) / 256;
     const int bh = a->B * a->Hq;
     const dim3 pgrid((unsigned)(bx < 8192 ? bx : 8192), (unsigned)(bh < 65535 ? bh : 65535), 1);
-    attn_bwd_post_bh_kernel<T, D><<<pgrid, 256, 0, stream>>>(*a);
+    attn_bwd_post_bh_kernel<T, D, PAD><<<pgrid, 256, 0, stream>>>(*a);
     return cudaGetLastError();
 }
 

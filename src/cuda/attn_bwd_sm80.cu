@@ -592,9 +592,9 @@ static cudaError_t attn_bwd_sm80_launch_varlen(const attn_bwd_args *a, cudaStrea
 #define BWD80_FIELDS(TN, T, D, BM, BN, SPLIT)                                                      \
     "attn_bwd_" #TN "_sm80_d" #D "_" #BM "x" #BN BWD80_SPLIT_##SPLIT, "sm80", TN##_DTYPE, D, 80, 0, \
         BM, BN, SPLIT, bwd_smem_bytes<T, D, BM, BN, SPLIT>(), attn_bwd_sm80_launch<T, D, BM, BN, SPLIT>
-#define BWD80_VARIANT(TN, T, DLO, D, BM, BN, SPLIT) {BWD80_FIELDS(TN, T, D, BM, BN, SPLIT), NULL, 0, DLO}
+#define BWD80_VARIANT(TN, T, DLO, D, BM, BN, SPLIT) {BWD80_FIELDS(TN, T, D, BM, BN, SPLIT), NULL, 0, DLO, 1}
 #define BWD80_VARLEN(TN, T, DLO, D, BM, BN, SPLIT)                                                 \
-    {BWD80_FIELDS(TN, T, D, BM, BN, SPLIT), attn_bwd_sm80_launch_varlen<T, D, BM, BN, SPLIT>, 0, DLO}
+    {BWD80_FIELDS(TN, T, D, BM, BN, SPLIT), attn_bwd_sm80_launch_varlen<T, D, BM, BN, SPLIT>, 0, DLO, 1}
 #define BWD80_SPLIT_1 ""
 #define BWD80_SPLIT_2 "_s2"
 #define bf16_DTYPE FLASHC_BF16

@@ -10,6 +10,8 @@
  * (sm90v3wg's before, sm90v3w's before that: d 64 since the device run of 2026-12-03, helper
  * bwd6: dQ by keys, below), the others opt-in through FLASHC_CUDA_BWD_KERNEL;
  * racecheck's hazards of 2026-12-02: see the table.
+ * sm90v3u's padded entries (helper bwd16, opt-in) serve the head dims D == Dv, multiples
+ * of 8, in 40-56 and 72-120 on its d 64 and d 128 kernels (V3_PAD, the kernel's comment).
  *
  * Why: the 21:36 profile of sm90 at d 128 4k (/work/wt/PROFILE.md): 255 registers, 256 threads,
  * the tensor pipe 34% busy; cuDNN: 132 x 384 threads, warp-specialised, 66%. In sm90 (and
@@ -37,7 +39,8 @@
  * buffer: a warp waits for its previous iteration's bulk reads, long done, before restaging),
  * LSE, D, barriers: 196 KB, one block per SM. Dense only (varlen stays on sm80, as for sm90);
  * every dense modifier of sm90 (causal, window, softcap, ALiBi, GQA, Sq != Sk) is served the
- * same way. Tensor maps that fail to encode (an old driver): the sm90 kernel runs instead.
+ * same way. Tensor maps that fail to encode (an old driver): the sm90 kernel runs instead
+ * (padded dims: sm80's, bwd90v3_fallback).
  */
 #include "attn_bwd_common.cuh"
 #include "attn_cuda.cuh"
@@ -68,6 +71,7 @@ enum : unsigned {
     V3_DVE = 1u << 7,  /* sm90v3e: dV issued right after P, before dP's wait      */
     V3_DKE = 1u << 8,  /* sm90v3e2: dK issued too before the consumers' meeting   */
     V3_DQS = 1u << 9,  /* sm90v3s: d 64's two dQ tiles summed, one add per Q block */
+    V3_PAD = 1u << 10, /* head dim a.D <= D (padded entries): dK, dV cut at a.D   */
     V3_W = V3_TDQ | V3_DQF | V3_WRT, /* sm90v3w's bits (WRT needs TDQ and DQF)    */
 };
 /* dQ staging rows: 64 floats + 16 bytes (the bank spread of sm90v2's V2_DQ_ROW) */
@@ -211,7 +215,12 @@ static __device__ __forceinline__ void bwd90v3_grouped(const attn_bwd_args &a, i
  * GRP (family sm90v3wg, with DET): without an upper key bound the blocks take their (K block,
  * head) in groups of heads (bwd90v3_grouped), the same dQ order and bits.
  * UM (family sm90v3u, with WRT, without MODS): tiles without masked keys take a softmax loop
- * without the mask's test. */
+ * without the mask's test.
+ * PAD (sm90v3u's padded entries, helper bwd16): the problem's head dim a.D == a.Dv, a multiple
+ * of 8, may be below D; the tensor maps are a.D wide, so the copy engine fills columns
+ * a.D..D - 1 of Q, K, V, dO with zeros, which add nothing to S, dP and leave zero columns in
+ * dK, dV, dQ: dK, dV stores stop at a.D's 8-column tile (the postprocess cuts dQ); the main
+ * loop is the same code. */
 template <typename T, int D, unsigned F>
 __global__ void __launch_bounds__(V3_THREADS, 1)
     attn_bwd_sm90v3_kernel(const __grid_constant__ CUtensorMap tm_q,
@@ -223,7 +232,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
 #if FLASHC_PTX_SM90A
     constexpr bool DET = F & V3_DET, MODS = F & V3_MODS, TDQ = F & V3_TDQ, DQF = F & V3_DQF,
                    WRT = F & V3_WRT, GRP = F & V3_GRP, UM = F & V3_UM, DVE = F & V3_DVE,
-                   DKE = F & V3_DKE, DQS = F & V3_DQS;
+                   DKE = F & V3_DKE, DQS = F & V3_DQS, PAD = F & V3_PAD;
     using L = bwd90v3_smem<D, WRT>;
     static_assert(!WRT || (TDQ && DQF), "sm90v3w: sm90v3q with the dQ adds on writer warps");
     static_assert(!UM || (WRT && !MODS),
@@ -801,7 +810,8 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
     if (lane < 16)
         ptx_bulk_wait_group<0>();
 
-    /* dK = scale dS^T Q and dV; rows past Sk not stored; all zero if no query sees the keys */
+    /* dK = scale dS^T Q and dV; rows past Sk not stored; all zero if no query sees the keys;
+     * PAD: the (zero) columns past a.D not stored */
     T *dkg = (T *)a.dk + b * a.sdk[0] + hk * a.sdk[2] + (int64_t)n0 * a.sdk[1] + 2 * t;
     T *dvg = (T *)a.dv + b * a.sdv[0] + hk * a.sdv[2] + (int64_t)n0 * a.sdv[1] + 2 * t;
 #pragma unroll
@@ -812,6 +822,8 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
             T *vrow = dvg + (int64_t)r * a.sdv[1];
 #pragma unroll
             for (int dt = 0; dt < DT; dt++) {
+                if (PAD && dt * 8 >= a.D) /* a.D == a.Dv, a multiple of 8 */
+                    break;
                 *(uint32_t *)(krow + dt * 8) =
                     ptx_pack2(T(), dk[dt][2 * hr] * a.scale, dk[dt][2 * hr + 1] * a.scale);
                 *(uint32_t *)(vrow + dt * 8) = ptx_pack2(T(), dv[dt][2 * hr], dv[dt][2 * hr + 1]);
@@ -849,7 +861,9 @@ static bwd90v3_encode_fn bwd90v3_encode(void)
 }
 
 /* A (B, S, H, D) operand (st: batch, seq, head strides in elements) as the 4-d tensor map
- * (D, S, H, B) with boxes of 64 features x rows, 128-byte swizzled; 0 if it does not encode. */
+ * (D, S, H, B) with boxes of 64 features x rows, 128-byte swizzled; 0 if it does not encode.
+ * D may be below the kernel's (padded entries): a box's columns past it arrive as zeros
+ * (OOB_FILL_NONE) and still count in the stage's transaction bytes, as rows past S do. */
 static int bwd90v3_map(CUtensorMap *m, flashc_dtype dt, const void *ptr, int64_t B, int64_t S,
                        int64_t H, int64_t D, const int64_t *st, int rows)
 {
@@ -892,31 +906,55 @@ static int bwd90v3_map_dq(CUtensorMap *m, const attn_bwd_args *a, int D)
                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-/* F: the family's bits, V3_TDQ, V3_DQF, V3_WRT, V3_GRP, V3_UM (DET, MODS come per call) */
+/* Launches the cp.async kernel that serves a's dense problem when this family's tensor maps do
+ * not encode (a stride the copy engine does not take, a broadcast head say, or no encoder):
+ * at D == a.D == a.Dv the sm90 kernel (d 128) or sm90v2s (d 64), named by family, whichever
+ * is the default; a padded problem (a.D < D) the sm80 default entry of its dims (each of those
+ * exact Hopper kernels serves one head dim only), whose workspace fits in the one this family
+ * sized: dq_acc rows of its head_dim <= D, turn counters of block_q 64, split 1 as V3_BM's. */
+template <typename T, int D>
+static cudaError_t bwd90v3_fallback(const attn_bwd_args *a, cudaStream_t stream)
+{
+    const flashc_dtype dt = std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16;
+    if (a->D != D || a->Dv != D) {
+        for (int i = 0; i < attn_bwd_sm80_variant_count; i++) {
+            const attn_bwd_variant *v = &attn_bwd_sm80_variants[i];
+            if (v->dtype == dt && !v->opt_in && v->head_dim_lo > 0 && v->head_dim_lo <= a->D &&
+                a->D <= v->head_dim && v->head_dim <= D && v->block_q == V3_BM && v->split == 1)
+                return v->launch(a, stream);
+        }
+        return cudaErrorInvalidValue;
+    }
+    const attn_bwd_variant *tab = D == 128 ? attn_bwd_sm90_variants : attn_bwd_sm90v2_variants;
+    const int n = D == 128 ? attn_bwd_sm90_variant_count : attn_bwd_sm90v2_variant_count;
+    for (int i = 0; i < n; i++)
+        if (tab[i].dtype == dt && tab[i].head_dim == D &&
+            strcmp(tab[i].family, D == 128 ? "sm90" : "sm90v2s") == 0)
+            return tab[i].launch(a, stream);
+    return cudaErrorInvalidValue;
+}
+
+/* F: the family's bits, V3_TDQ, V3_DQF, V3_WRT, V3_GRP, V3_UM, V3_PAD (DET, MODS come per
+ * call). Without PAD the problem's head dims are D (an exact entry); with PAD a.D == a.Dv <= D
+ * (a padded entry, serves_dims in attn_bwd.cu). */
 template <typename T, int D, unsigned F>
 static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
     static_assert((F & (V3_DET | V3_MODS)) == 0, "DET, MODS: chosen per call");
-    constexpr bool TDQ = F & V3_TDQ, WRT = F & V3_WRT, GRP = F & V3_GRP, UM = F & V3_UM;
+    constexpr bool TDQ = F & V3_TDQ, WRT = F & V3_WRT, GRP = F & V3_GRP, UM = F & V3_UM,
+                   PAD = F & V3_PAD;
     const flashc_dtype dt = std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16;
+    if (a->D != a->Dv || a->D > D || a->D % 8 != 0 || (!PAD && a->D != D))
+        return cudaErrorInvalidValue; /* not dispatched so (serves_dims) */
     CUtensorMap mq, mdo, mk, mv, mdq;
     memset(&mdq, 0, sizeof mdq); /* read by sm90v3t only */
+    /* dq_acc D wide; q, k, v, dout a.D (== a.Dv) wide: the copy engine pads to D */
     if ((TDQ && !bwd90v3_map_dq(&mdq, a, D)) ||
-        !bwd90v3_map(&mq, dt, a->q, a->B, a->Sq, a->Hq, D, a->sq, V3_BM) ||
-        !bwd90v3_map(&mdo, dt, a->dout, a->B, a->Sq, a->Hq, D, a->sdo, V3_BM) ||
-        !bwd90v3_map(&mk, dt, a->k, a->B, a->Sk, a->Hkv, D, a->sk, V3_BN) ||
-        !bwd90v3_map(&mv, dt, a->v, a->B, a->Sk, a->Hkv, D, a->sv, V3_BN)) {
-        /* a stride the copy engine does not take (a broadcast head, say) or no encoder: the
-         * sm90 kernel (d 128) or sm90v2s (d 64), cp.async both, serves every dense problem this
-         * one does (named by family, whichever is the default) */
-        const attn_bwd_variant *tab = D == 128 ? attn_bwd_sm90_variants : attn_bwd_sm90v2_variants;
-        const int n = D == 128 ? attn_bwd_sm90_variant_count : attn_bwd_sm90v2_variant_count;
-        for (int i = 0; i < n; i++)
-            if (tab[i].dtype == dt && tab[i].head_dim == D &&
-                strcmp(tab[i].family, D == 128 ? "sm90" : "sm90v2s") == 0)
-                return tab[i].launch(a, stream);
-        return cudaErrorInvalidValue;
-    }
+        !bwd90v3_map(&mq, dt, a->q, a->B, a->Sq, a->Hq, a->D, a->sq, V3_BM) ||
+        !bwd90v3_map(&mdo, dt, a->dout, a->B, a->Sq, a->Hq, a->Dv, a->sdo, V3_BM) ||
+        !bwd90v3_map(&mk, dt, a->k, a->B, a->Sk, a->Hkv, a->D, a->sk, V3_BN) ||
+        !bwd90v3_map(&mv, dt, a->v, a->B, a->Sk, a->Hkv, a->Dv, a->sv, V3_BN))
+        return bwd90v3_fallback<T, D>(a, stream);
 
     cudaError_t err = attn_bwd_pre_launch<T, D, V3_BM, 1>(a, stream);
     if (err != cudaSuccess)
@@ -933,7 +971,7 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     constexpr bool UMD = UM && (D == 128 || (F & (V3_DVE | V3_DQS)));
     /* the kernel's bits: the family's without GRP, UM, DVE, DKE, DQS, which each instance
      * adds back (DVE, DKE, DQS: with UM only) */
-    constexpr unsigned K = F & (V3_TDQ | V3_DQF | V3_WRT),
+    constexpr unsigned K = F & (V3_TDQ | V3_DQF | V3_WRT | V3_PAD),
                        KE = F & (V3_DVE | V3_DKE | V3_DQS),
                        KU = UM ? V3_UM | KE : 0u, KUD = UMD ? V3_UM | KE : 0u,
                        KG = GRP ? V3_GRP : 0u;
@@ -955,7 +993,7 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     kernel<<<grid, V3_THREADS, smem, stream>>>(mq, mdo, mk, mv, mdq, *a);
     if ((err = cudaGetLastError()) != cudaSuccess)
         return err;
-    return attn_bwd_post_bh_launch<T, D>(a, stream);
+    return attn_bwd_post_bh_launch<T, D, PAD>(a, stream);
 }
 
 /* sm90v3u is the default at d 128 and d 64 (below: sm90v3wg with an unmasked softmax loop,
@@ -1093,6 +1131,25 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
     {"attn_bwd_f16_sm90v3es_d64_64x128", "sm90v3es", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH,
      attn_bwd_sm90v3_launch<__half, 64, V3_W | V3_GRP | V3_UM | V3_DVE | V3_DQS>, NULL, 1},
+    /* sm90v3u's padded entries (helper bwd16, 2026-12-04): head dims D == Dv, multiples of 8
+     * below an instance's, 40-56 on the d 64 kernels and 72-120 on the d 128 ones (the exact
+     * dims take the entries above, first in the table; 8-32 stay on sm80's d 32 instance,
+     * which does half the d 64 kernels' FLOPs), with V3_PAD: tensor maps D wide, the copy
+     * engine's zero columns up to the instance's, stores cut at D. Opt-in (through
+     * FLASHC_CUDA_BWD_KERNEL=sm90v3u) until a device run shows them correct and faster than
+     * the sm80 instances that serve those dims by default (s12_bwd16.sh). */
+    {"attn_bwd_bf16_sm90v3u_d128p_64x128", "sm90v3u", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, V3_W | V3_GRP | V3_UM | V3_PAD>, NULL, 1, 65},
+    {"attn_bwd_f16_sm90v3u_d128p_64x128", "sm90v3u", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<128, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__half, 128, V3_W | V3_GRP | V3_UM | V3_PAD>, NULL, 1, 65},
+    {"attn_bwd_bf16_sm90v3u_d64p_64x128", "sm90v3u", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, V3_W | V3_GRP | V3_UM | V3_PAD>, NULL, 1, 33},
+    {"attn_bwd_f16_sm90v3u_d64p_64x128", "sm90v3u", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
+     bwd90v3_smem<64, true>::LAUNCH,
+     attn_bwd_sm90v3_launch<__half, 64, V3_W | V3_GRP | V3_UM | V3_PAD>, NULL, 1, 33},
 };
 const int attn_bwd_sm90v3_variant_count =
     (int)(sizeof attn_bwd_sm90v3_variants / sizeof attn_bwd_sm90v3_variants[0]);

@@ -129,7 +129,9 @@ typedef struct attn_bwd_args {
     int B, Sq, Sk, Hq, Hkv, group; /* group = Hq / Hkv */
     /* The problem's head dims: q, k, dq, dk have D columns, v, o, dout, dv Dv. The variant's
      * head_dim (the kernels' template D, dq_acc's row length) may be wider (sm80: padded, the
-     * columns past D / Dv zero in shared memory and never stored); sm_90a: D == Dv == it. */
+     * columns past D / Dv zero in shared memory and never stored; sm90v3u's padded entries:
+     * D == Dv, a multiple of 8, zero-filled by the copy engine); the other sm_90a kernels:
+     * D == Dv == it. */
     int D, Dv;
     float scale;                   /* softmax scale, > 0    */
     float scale_log2;              /* scale * log2(e)       */
@@ -170,8 +172,12 @@ typedef struct attn_bwd_variant {
     int opt_in;         /* 1: only when FLASHC_CUDA_BWD_KERNEL names the family (a variant
                            not yet shown faster on a device run); 0 (tables that omit it): also
                            the dispatcher's choice */
-    int head_dim_lo;    /* > 0: serves every max(D, Dv) in [head_dim_lo, head_dim], Dk != Dv
-                           too, padded (sm80); 0 (tables that omit it): D == Dv == head_dim */
+    int head_dim_lo;    /* > 0: serves every max(D, Dv) in [head_dim_lo, head_dim], padded
+                           (sm80, sm90v3u's padded entries); 0 (tables that omit it): D == Dv
+                           == head_dim */
+    int any_dims;       /* with head_dim_lo > 0: 1 every D, Dv (Dk != Dv too) (sm80); 0
+                           (tables that omit it): D == Dv, a multiple of 8 (sm90v3u: one
+                           tensor-map width, dK, dV stores cut at 8-column tiles) */
 } attn_bwd_variant;
 
 /* attn_bwd_sm80.cu */

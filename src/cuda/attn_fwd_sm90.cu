@@ -28,7 +28,8 @@
  * FLASHC_CUDA_SM90_PAD: sm90_pads), rows 16-byte aligned (the copy engine's stride rule),
  * compute capability 9.0 exactly (sm_90a code runs on no later chip); anything else goes to
  * the sm80 kernel (see attn.cu). Dense windows, softcap and ALiBi: v6's kernel with MODS set
- * (opt-in, FLASHC_CUDA_SM90_MODS=1; the kernel's comment and the mods table at the end): a
+ * (the default at max(D, Dv) <= 128, attn.cu's sm90_mods_family; the kernel's comment and the
+ * mods table at the end): a
  * per-tile key range changes the blocks the producer and consumers walk (tile_at), and
  * mods_block replaces mask_block (mask_at).
  *
@@ -1594,7 +1595,7 @@ const attn_fwd_variant attn_fwd_sm90_variants[] = {
 const int attn_fwd_sm90_variant_count =
     (int)(sizeof attn_fwd_sm90_variants / sizeof attn_fwd_sm90_variants[0]);
 
-/* ---- masks and modifiers (attn.cu, mods_route; opt-in: FLASHC_CUDA_SM90_MODS=1) -------------
+/* ---- masks and modifiers (attn.cu, mods_route; FLASHC_CUDA_SM90_MODS, default at d <= 128) --
  * Dense problems with a window, softcap or ALiBi (causal folded into the key range; D != Dv as
  * for plain problems) on v6's kernel (VER 7: the dynamic scheduler, O by TMA store) with MODS
  * set, one instance per head dim and dtype, each in a shape whose consumers keep everything in
