@@ -10,8 +10,9 @@
  * (sm90v3wg's before, sm90v3w's before that: d 64 since the device run of 2026-12-03, helper
  * bwd6: dQ by keys, below), the others opt-in through FLASHC_CUDA_BWD_KERNEL;
  * racecheck's hazards of 2026-12-02: see the table.
- * sm90v3u's padded entries (helper bwd16, opt-in) serve the head dims D == Dv, multiples
- * of 8, in 40-56 and 72-120 on its d 64 and d 128 kernels (V3_PAD, the kernel's comment).
+ * sm90v3u's padded entries (helper bwd16; the default since the afternoon run of 2026-12-04)
+ * serve the head dims D == Dv, multiples of 8, in 40-56 and 72-120 on its d 64 and d 128
+ * kernels (V3_PAD, the kernel's comment).
  *
  * Why: the 21:36 profile of sm90 at d 128 4k (/work/wt/PROFILE.md): 255 registers, 256 threads,
  * the tensor pipe 34% busy; cuDNN: 132 x 384 threads, warp-specialised, 66%. In sm90 (and
@@ -1135,21 +1136,21 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
      * below an instance's, 40-56 on the d 64 kernels and 72-120 on the d 128 ones (the exact
      * dims take the entries above, first in the table; 8-32 stay on sm80's d 32 instance,
      * which does half the d 64 kernels' FLOPs), with V3_PAD: tensor maps D wide, the copy
-     * engine's zero columns up to the instance's, stores cut at D. Opt-in (through
-     * FLASHC_CUDA_BWD_KERNEL=sm90v3u) until a device run shows them correct and faster than
-     * the sm80 instances that serve those dims by default (s12_bwd16.sh). */
+     * engine's zero columns up to the instance's, stores cut at D. The default since the H200
+     * run of 2026-12-04 afternoon (s12_bwd16.sh: 1.64-2.53x the sm80 instances at d 48, 80, 96,
+     * 112, fast; 2.0-3.0x deterministic; bench/RESULTS.md). */
     {"attn_bwd_bf16_sm90v3u_d128p_64x128", "sm90v3u", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, V3_W | V3_GRP | V3_UM | V3_PAD>, NULL, 1, 65},
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, V3_W | V3_GRP | V3_UM | V3_PAD>, NULL, 0, 65},
     {"attn_bwd_f16_sm90v3u_d128p_64x128", "sm90v3u", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__half, 128, V3_W | V3_GRP | V3_UM | V3_PAD>, NULL, 1, 65},
+     attn_bwd_sm90v3_launch<__half, 128, V3_W | V3_GRP | V3_UM | V3_PAD>, NULL, 0, 65},
     {"attn_bwd_bf16_sm90v3u_d64p_64x128", "sm90v3u", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, V3_W | V3_GRP | V3_UM | V3_PAD>, NULL, 1, 33},
+     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, V3_W | V3_GRP | V3_UM | V3_PAD>, NULL, 0, 33},
     {"attn_bwd_f16_sm90v3u_d64p_64x128", "sm90v3u", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__half, 64, V3_W | V3_GRP | V3_UM | V3_PAD>, NULL, 1, 33},
+     attn_bwd_sm90v3_launch<__half, 64, V3_W | V3_GRP | V3_UM | V3_PAD>, NULL, 0, 33},
 };
 const int attn_bwd_sm90v3_variant_count =
     (int)(sizeof attn_bwd_sm90v3_variants / sizeof attn_bwd_sm90v3_variants[0]);
