@@ -655,9 +655,10 @@ static void test_deterministic_bitwise(void **state)
     (void)state;
     const int S = small_only() ? 300 : 1500;
     /* d 128 and 64: sm90v3u by default on a Hopper GPU (sm90v2 and sm90v3w have both; sm90v2s
-     * d 64 only); 80 and 48: sm80, or sm90v3u's padded entries when forced */
-    static const int dims[] = {128, 64, 80, 48};
-    for (int di = 0; di < 4; di++)
+     * d 64 only); 80 and 48: sm80, or sm90v3u's padded entries when forced; 256 and 160: sm80's
+     * two-slice instances, or sm80p when forced */
+    static const int dims[] = {128, 64, 80, 48, 256, 160};
+    for (int di = 0; di < 6; di++)
     for (int det = 1; det >= 0; det--)
         for (int causal = 0; causal < 2; causal++) {
             const int D = dims[di];
@@ -780,6 +781,18 @@ static void test_early_bits(void **state)
     family_bits("sm90v3e2", "sm90v3u", dims, 3);
     family_bits("sm90v3s", "sm90v3u", dims + 1, 1);
     family_bits("sm90v3es", "sm90v3s", dims + 1, 3); /* sm90v3e and s in one */
+}
+
+/* sm80p (head dims above 128: one thread block per K/V block, two warps per 16 keys, P^T and
+ * dS^T through shared memory, attn_bwd_sm80.cu) does the sm80 instances' float operations in
+ * the same order (S^T, dP^T per element over the full head dim, dV, dK, dQ tiles over the same
+ * 16-query and 16-key steps, the same dQ turns): the same dk, dv in fast mode, the same bits
+ * in deterministic mode, at the exact dims and padded ones of both instances. */
+static void test_sm80p_bits(void **state)
+{
+    (void)state;
+    static const int dims[] = {256, 192, 160, 224, 0};
+    family_bits("sm80p", "sm80", dims, 3);
 }
 
 /* The call captured into a CUDA graph (no host synchronisation inside, workspace from the
@@ -1591,6 +1604,7 @@ int main(void)
         cmocka_unit_test(test_det_grouped_bits),
         cmocka_unit_test(test_unmasked_bits),
         cmocka_unit_test(test_early_bits),
+        cmocka_unit_test(test_sm80p_bits),
         cmocka_unit_test(test_graph_capture),
         cmocka_unit_test(test_strided_stream_workspace),
         cmocka_unit_test(test_other_tiles),

@@ -29,6 +29,9 @@ halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KE
                         2026-12-03, opt-in since
   pad / pad_det         sm90v3u forced at any head dim: at the multiples of 8 below 64 and 128
                         its padded entries (helper bwd16; opt-in), where the default is sm80
+  80p / 80p_det         sm80p forced: the mma.sync backward above d 128 with one thread block
+                        per K/V block and two warps per 16 keys (helper bwd18; opt-in), where
+                        the default is sm80's two column slices
 The table (printed last) gives each TFLOP/s and the ratios the issue's target names.
 
 usage: bench_bwd4.py --lib build/libflashc.so [--out x.json] [--dims 128,64] [--seqlens 2048,16384]
@@ -59,7 +62,8 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            "flashc_v3es": (0, 0, False, "sm90v3es"), "flashc_v3es_det": (0, 0, True, "sm90v3es"),
            "flashc_v2s": (0, 0, False, "sm90v2s"), "flashc_v2s_det": (0, 0, True, "sm90v2s"),
            "flashc_sm90": (0, 0, False, "sm90"), "flashc_sm90_det": (0, 0, True, "sm90"),
-           "flashc_pad": (0, 0, False, "sm90v3u"), "flashc_pad_det": (0, 0, True, "sm90v3u")}
+           "flashc_pad": (0, 0, False, "sm90v3u"), "flashc_pad_det": (0, 0, True, "sm90v3u"),
+           "flashc_80p": (0, 0, False, "sm80p"), "flashc_80p_det": (0, 0, True, "sm80p")}
 
 
 def _term(signum, frame):
@@ -98,7 +102,7 @@ def main():
         for d in (int(x) for x in a.dims.split(",")):
             # sm90v3* and sm90 serve d 128 only, sm90v3w d 64 too, sm90v2s d 64 only
             # (elsewhere: the dispatcher's choice again, not timed twice; pass --configs-d128);
-            # flashc_pad* (sm90v3u forced) at every d
+            # flashc_pad* (sm90v3u forced) and flashc_80p* (sm80p) at every d
             cf = configs128 if d == 128 else tuple(
                 c for c in configs if not c.startswith(("flashc_v3", "flashc_sm90", "flashc_v2s"))
                 or (d == 64 and c.startswith(("flashc_v3w", "flashc_v3u", "flashc_v3e", "flashc_v3s",

@@ -38,7 +38,9 @@ static const struct {
  * entries also take D == Dv, a multiple of 8, in 40-56 and 72-120), "sm90v3e", "sm90v3e2"
  * (sm90v3u with dV, and dK, issued before the consumers' meeting, the same bits), "sm90v3s"
  * (d 64: sm90v3u with both warpgroups' dQ tiles summed before one add), "sm90v3es" (d 64: e and s
- * in one); an opt_in variant is
+ * in one), "sm80p" (above d 128: the mma.sync backward without sm80's recomputation over two
+ * column slices, the same bits; any compute capability >= 8.0 whose shared memory holds it);
+ * an opt_in variant is
  * taken only this way) preferred where it serves the problem; a problem it does not serve gets
  * the dispatcher's choice, so one test run covers every head dim. Read at every call (not
  * cached, unlike the forward's FLASHC_CUDA_KERNEL, which refuses instead), so the bench can

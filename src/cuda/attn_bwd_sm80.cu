@@ -42,7 +42,12 @@
  *
  * Head dims above 128 split the output columns over `split` thread blocks per K/V block (each
  * recomputes S and dP over the full head dim, and owns dK, dV, dQ of D / split columns), so dK
- * and dV stay at <= 128 floats per thread in registers.
+ * and dV stay at <= 128 floats per thread in registers. The opt-in family sm80p (QS = 2,
+ * FlashAttention-2's layout above d 128) does it without the recomputation: one thread block of
+ * 2 x BN / 16 warps per K/V block, warp w taking the keys [16 (w mod BN / 16), +16) with half
+ * the Q block's queries in S^T, dP^T; P^T and dS^T go to shared memory, and each warp adds dV,
+ * dK of its 16 keys over all BM queries for half the columns (A fragments by ldmatrix). Every
+ * float operation is sm80's, in the same order: the same bits (test_sm80p_bits).
  *
  * Key ranges: causal bottom-right aligned (row i sees key j iff j <= i + Sk - Sq) and windows
  * (keys [a_i - wl, a_i + wr], a_i = i + Sk - Sq), as the forward and the CPU backward
@@ -138,20 +143,22 @@ static __device__ __forceinline__ void bwd_load_tile(T *s, const T *g, int64_t r
  *          everywhere (bounds, the bottom-right diagonal, the K blocks of the turn order).
  *          With VARLEN false every sequence term folds to the dense expression, so the dense
  *          kernels compile as they did before varlen existed. */
-template <typename T, int D, int BM, int BN, int SPLIT, bool DET, bool MODS, bool VARLEN>
-__global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_bwd_args a)
+template <typename T, int D, int BM, int BN, int SPLIT, int QS, bool DET, bool MODS, bool VARLEN>
+__global__ void __launch_bounds__(QS * BN / 16 * 32) attn_bwd_sm80_kernel(const attn_bwd_args a)
 {
-    constexpr int NWARPS = BN / 16;
+    constexpr int KW = BN / 16;            /* warps over the keys, 16 each                  */
+    constexpr int NWARPS = QS * KW;
     constexpr int NTHREADS = NWARPS * 32;
     constexpr int DS = (D + 63) / 64 * 64; /* shared row length: whole swizzle groups       */
     constexpr int DO = D / SPLIT;          /* output columns of this block                  */
-    constexpr int NT = BM / 8;             /* 8-query column tiles of S^T, dP^T             */
-    constexpr int DT = DO / 8;             /* 8-wide column tiles of dK, dV                 */
+    constexpr int NT = BM / QS / 8;        /* 8-query column tiles of a warp's S^T, dP^T    */
+    constexpr int DT = DO / QS / 8;        /* 8-wide column tiles of a warp's dK, dV        */
     constexpr int WM = BM / 16;            /* dQ: warps over the Q block's 16-row tiles ... */
     constexpr int WN = NWARPS / WM;        /* ... and over column groups                    */
     constexpr int QT = DO / WN / 8;        /* 8-wide column tiles of a warp's dQ            */
     static_assert(D % 32 == 0 && BM % 64 == 0 && BN % 16 == 0, "tile shapes");
-    static_assert(NWARPS % WM == 0 && QT % 2 == 0 && DT % 2 == 0 && D % SPLIT == 0,
+    static_assert(NWARPS % WM == 0 && QT % 2 == 0 && DT % 2 == 0 && D % SPLIT == 0 &&
+                      (QS == 1 || (QS == 2 && SPLIT == 1 && NT % 2 == 0)),
                   "warp layouts");
     constexpr uint32_t ROWB = DS * sizeof(T); /* bytes per K/V/Q/dO row, a multiple of 128 */
     constexpr uint32_t ROWS = BM * sizeof(T); /* bytes per dS^T row                          */
@@ -163,11 +170,16 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
     T *sQ = sV + BN * DS;  /* [2][BM][DS] */
     T *sdO = sQ + 2 * BM * DS; /* [2][BM][DS] */
     T *sdS = sdO + 2 * BM * DS; /* [BN][BM]  */
-    float *sL = (float *)(sdS + BN * BM); /* [2][BM]: LSE log2 e, +inf where P must be 0 */
+    T *sP = sdS + BN * BM; /* [BN][BM], QS == 2 only: P^T */
+    float *sL = (float *)(sP + (QS == 2 ? BN * BM : 0)); /* [2][BM]: LSE log2 e, +inf where P
+                                                           must be 0 */
     float *sDs = sL + 2 * BM;             /* [2][BM]: D                                 */
 
     const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int g = lane / 4, t = lane % 4;
+    /* QS == 2: warp w takes the keys [16 kw, +16) with queries [BM / 2 qw, +BM / 2) of S^T,
+     * dP^T, and columns [DO / 2 qw, +DO / 2) of dK, dV over all BM queries */
+    const int kw = QS == 1 ? warp : warp % KW, qw = QS == 1 ? 0 : warp / KW;
     /* varlen: this block's sequence, packed row offsets q0, k0 (0 when dense: the batch
      * stride does it) and lengths Sq, Sk (the problem's when dense). The dense statements
      * keep their order of before varlen (same code). */
@@ -216,6 +228,7 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
     const int per_head = max(0, m_end - m_begin);
     const int total = a.group * per_head;
     const int c0 = split * DO / 8; /* first output chunk (even: DO is a multiple of 16) */
+    const int ckv = c0 + qw * DT;  /* this warp's first dK, dV chunk */
 
     const T *kg = (const T *)a.k + b * a.sk[0] + hk * a.sk[2] + (int64_t)(k0 + n0) * a.sk[1];
     const T *vg = (const T *)a.v + b * a.sv[0] + hk * a.sv[2] + (int64_t)(k0 + n0) * a.sv[1];
@@ -263,11 +276,11 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
     const uint32_t sQ_a = ptx_smem_addr(sQ), sdO_a = ptx_smem_addr(sdO);
     const uint32_t sdS_a = ptx_smem_addr(sdS);
     /* this warp's 16 keys as A operands (S^T = K Q^T, dP^T = V dO^T) */
-    const uint32_t k_lane = lane_a(sK_a, ROWB, lane) + warp * 16 * ROWB;
-    const uint32_t v_lane = lane_a(sV_a, ROWB, lane) + warp * 16 * ROWB;
+    const uint32_t k_lane = lane_a(sK_a, ROWB, lane) + kw * 16 * ROWB;
+    const uint32_t v_lane = lane_a(sV_a, ROWB, lane) + kw * 16 * ROWB;
     /* Q and dO rows as B operands of S^T, dP^T (offset by the buffer) */
-    const uint32_t q_lane_b = lane_b(sQ_a, ROWB, lane);
-    const uint32_t do_lane_b = lane_b(sdO_a, ROWB, lane);
+    const uint32_t q_lane_b = lane_b(sQ_a, ROWB, lane) + qw * (BM / QS) * ROWB;
+    const uint32_t do_lane_b = lane_b(sdO_a, ROWB, lane) + qw * (BM / QS) * ROWB;
     /* Q and dO as [k = query][n = feature] B operands of dK, dV (.trans) */
     const uint32_t q_lane_t = lane_a(sQ_a, ROWB, lane);
     const uint32_t do_lane_t = lane_a(sdO_a, ROWB, lane);
@@ -275,6 +288,9 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
     const int mt = warp % WM, cg = warp / WM;
     const uint32_t ds_lane_t = lane_b(sdS_a, ROWS, lane);
     const uint32_t kq_lane_t = lane_a(sK_a, ROWB, lane);
+    /* QS == 2: P^T, dS^T [key][query] as A operands of dV, dK (this warp's 16 keys) */
+    const uint32_t p_lane = lane_a(ptx_smem_addr(sP), ROWS, lane) + kw * 16 * ROWS;
+    const uint32_t dsa_lane = lane_a(sdS_a, ROWS, lane) + kw * 16 * ROWS;
 
     if (total > 0) {
         bwd_load_tile<T, D, DS, BN, NTHREADS>(sK, kg, a.sk[1], Sk() - n0, a.D);
@@ -298,7 +314,7 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
             ptx_cp_async_commit();
         }
 
-        /* S^T and dP^T for this warp's 16 keys x BM queries */
+        /* S^T and dP^T for this warp's 16 keys x BM / QS queries */
         float s[NT][4], dp[NT][4];
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
@@ -324,7 +340,7 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
 
         /* P^T = 2^(S^T s' - L'), dS^T = P^T (dP^T - D) (under MODS: bwd_mod_elem); masked
          * entries P = 0 */
-        const int key0 = n0 + warp * 16 + g; /* this thread's keys: key0, key0 + 8 */
+        const int key0 = n0 + kw * 16 + g; /* this thread's keys: key0, key0 + 8 */
         const bool need_mask = [&] {
             if constexpr (VARLEN)
                 return bwd_tile_needs_mask(seq.sk, rg, m0, BM, n0, BN);
@@ -336,7 +352,7 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const int qi = nt * 8 + 2 * t + (e & 1); /* query within the block */
+                const int qi = qw * (BM / QS) + nt * 8 + 2 * t + (e & 1); /* in the block */
                 const int key = key0 + (e >= 2 ? 8 : 0);
                 const float l = sL[buf * BM + qi];
                 float p, ds;
@@ -353,42 +369,78 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
                 dp[nt][e] = ds;
             }
 
-        /* dV += P^T dO, dK += dS^T Q over this block's queries in steps of 16 */
+        if constexpr (QS == 1) {
+            /* dV += P^T dO, dK += dS^T Q over this block's queries in steps of 16 */
 #pragma unroll
-        for (int kk = 0; kk < BM / 16; kk++) {
-            uint32_t pa[4], da[4];
-            pa[0] = ptx_pack2(T(), s[2 * kk][0], s[2 * kk][1]);
-            pa[1] = ptx_pack2(T(), s[2 * kk][2], s[2 * kk][3]);
-            pa[2] = ptx_pack2(T(), s[2 * kk + 1][0], s[2 * kk + 1][1]);
-            pa[3] = ptx_pack2(T(), s[2 * kk + 1][2], s[2 * kk + 1][3]);
-            da[0] = ptx_pack2(T(), dp[2 * kk][0], dp[2 * kk][1]);
-            da[1] = ptx_pack2(T(), dp[2 * kk][2], dp[2 * kk][3]);
-            da[2] = ptx_pack2(T(), dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
-            da[3] = ptx_pack2(T(), dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+            for (int kk = 0; kk < BM / 16; kk++) {
+                uint32_t pa[4], da[4];
+                pa[0] = ptx_pack2(T(), s[2 * kk][0], s[2 * kk][1]);
+                pa[1] = ptx_pack2(T(), s[2 * kk][2], s[2 * kk][3]);
+                pa[2] = ptx_pack2(T(), s[2 * kk + 1][0], s[2 * kk + 1][1]);
+                pa[3] = ptx_pack2(T(), s[2 * kk + 1][2], s[2 * kk + 1][3]);
+                da[0] = ptx_pack2(T(), dp[2 * kk][0], dp[2 * kk][1]);
+                da[1] = ptx_pack2(T(), dp[2 * kk][2], dp[2 * kk][3]);
+                da[2] = ptx_pack2(T(), dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
+                da[3] = ptx_pack2(T(), dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
 #pragma unroll
-            for (int dq = 0; dq < DT / 2; dq++) {
-                uint32_t ob[4], qb[4];
-                ptx_ldmatrix_x4_trans(
-                    ob, bwd_swz_step(do_lane_t + buf * QBUF, c0 + 2 * dq) + kk * 16 * ROWB);
-                ptx_ldmatrix_x4_trans(
-                    qb, bwd_swz_step(q_lane_t + buf * QBUF, c0 + 2 * dq) + kk * 16 * ROWB);
-                ptx_mma_m16n8k16(T(), dv[2 * dq], pa, ob[0], ob[1]);
-                ptx_mma_m16n8k16(T(), dv[2 * dq + 1], pa, ob[2], ob[3]);
-                ptx_mma_m16n8k16(T(), dk[2 * dq], da, qb[0], qb[1]);
-                ptx_mma_m16n8k16(T(), dk[2 * dq + 1], da, qb[2], qb[3]);
+                for (int dq = 0; dq < DT / 2; dq++) {
+                    uint32_t ob[4], qb[4];
+                    ptx_ldmatrix_x4_trans(
+                        ob, bwd_swz_step(do_lane_t + buf * QBUF, c0 + 2 * dq) + kk * 16 * ROWB);
+                    ptx_ldmatrix_x4_trans(
+                        qb, bwd_swz_step(q_lane_t + buf * QBUF, c0 + 2 * dq) + kk * 16 * ROWB);
+                    ptx_mma_m16n8k16(T(), dv[2 * dq], pa, ob[0], ob[1]);
+                    ptx_mma_m16n8k16(T(), dv[2 * dq + 1], pa, ob[2], ob[3]);
+                    ptx_mma_m16n8k16(T(), dk[2 * dq], da, qb[0], qb[1]);
+                    ptx_mma_m16n8k16(T(), dk[2 * dq + 1], da, qb[2], qb[3]);
+                }
+            }
+
+            /* dS^T to shared memory: rows = keys, columns = queries, swizzled like the tiles */
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int hr = 0; hr < 2; hr++) {
+                    const int r = warp * 16 + g + 8 * hr;
+                    *(uint32_t *)(sdS + bwd_swz<BM>(r, nt) + 2 * t) =
+                        ptx_pack2(T(), dp[nt][2 * hr], dp[nt][2 * hr + 1]);
+                }
+        } else {
+            /* P^T and dS^T to shared memory (this warp's 16 keys x BM / 2 queries of each) */
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int hr = 0; hr < 2; hr++) {
+                    const int r = kw * 16 + g + 8 * hr, c = qw * NT + nt;
+                    *(uint32_t *)(sP + bwd_swz<BM>(r, c) + 2 * t) =
+                        ptx_pack2(T(), s[nt][2 * hr], s[nt][2 * hr + 1]);
+                    *(uint32_t *)(sdS + bwd_swz<BM>(r, c) + 2 * t) =
+                        ptx_pack2(T(), dp[nt][2 * hr], dp[nt][2 * hr + 1]);
+                }
+        }
+        __syncthreads(); /* dS^T (and P^T) complete */
+        if constexpr (QS == 2) {
+            /* dV += P^T dO, dK += dS^T Q: this warp's 16 keys over all BM queries (A fragments
+             * of P^T, dS^T [key][query] from shared memory), its DO / 2 columns */
+#pragma unroll
+            for (int kk = 0; kk < BM / 16; kk++) {
+                uint32_t pa[4], da[4];
+                ptx_ldmatrix_x4(pa, bwd_swz_step(p_lane, 2 * kk));
+                ptx_ldmatrix_x4(da, bwd_swz_step(dsa_lane, 2 * kk));
+#pragma unroll
+                for (int dq = 0; dq < DT / 2; dq++) {
+                    uint32_t ob[4], qb[4];
+                    ptx_ldmatrix_x4_trans(
+                        ob, bwd_swz_step(do_lane_t + buf * QBUF, ckv + 2 * dq) + kk * 16 * ROWB);
+                    ptx_ldmatrix_x4_trans(
+                        qb, bwd_swz_step(q_lane_t + buf * QBUF, ckv + 2 * dq) + kk * 16 * ROWB);
+                    ptx_mma_m16n8k16(T(), dv[2 * dq], pa, ob[0], ob[1]);
+                    ptx_mma_m16n8k16(T(), dv[2 * dq + 1], pa, ob[2], ob[3]);
+                    ptx_mma_m16n8k16(T(), dk[2 * dq], da, qb[0], qb[1]);
+                    ptx_mma_m16n8k16(T(), dk[2 * dq + 1], da, qb[2], qb[3]);
+                }
             }
         }
-
-        /* dS^T to shared memory: rows = keys, columns = queries, swizzled like the tiles */
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int hr = 0; hr < 2; hr++) {
-                const int r = warp * 16 + g + 8 * hr;
-                *(uint32_t *)(sdS + bwd_swz<BM>(r, nt) + 2 * t) =
-                    ptx_pack2(T(), dp[nt][2 * hr], dp[nt][2 * hr + 1]);
-            }
-        __syncthreads(); /* dS^T complete */
 
         /* dQ tile (16 queries x DO / WN columns per warp) = dS K over the block's keys */
         float acc[QT][4];
@@ -468,13 +520,13 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
     T *dvg = (T *)a.dv + b * a.sdv[0] + hk * a.sdv[2] + (int64_t)(k0 + n0) * a.sdv[1];
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
-        const int r = warp * 16 + g + 8 * hr;
+        const int r = kw * 16 + g + 8 * hr;
         if (n0 + r < Sk()) {
             T *krow = dkg + (int64_t)r * a.sdk[1];
             T *vrow = dvg + (int64_t)r * a.sdv[1];
 #pragma unroll
             for (int dt = 0; dt < DT; dt++) {
-                const int col = c0 * 8 + dt * 8 + 2 * t;
+                const int col = ckv * 8 + dt * 8 + 2 * t;
                 bwd_store_pair(krow, col, a.D, dk[dt][2 * hr] * a.scale,
                                dk[dt][2 * hr + 1] * a.scale);
                 bwd_store_pair(vrow, col, a.Dv, dv[dt][2 * hr], dv[dt][2 * hr + 1]);
@@ -483,13 +535,27 @@ __global__ void __launch_bounds__(BN / 16 * 32) attn_bwd_sm80_kernel(const attn_
     }
 }
 
-template <typename T, int D, int BM, int BN, int SPLIT> static constexpr int bwd_smem_bytes()
+template <typename T, int D, int BM, int BN, int SPLIT, int QS> static constexpr int bwd_smem_bytes()
 {
     constexpr int DS = (D + 63) / 64 * 64;
-    return (2 * BN * DS + 4 * BM * DS + BN * BM) * (int)sizeof(T) + 4 * BM * (int)sizeof(float);
+    return (2 * BN * DS + 4 * BM * DS + QS * BN * BM) * (int)sizeof(T) +
+           4 * BM * (int)sizeof(float);
 }
 
-template <typename T, int D, int BM, int BN, int SPLIT>
+/* The main kernel of an instance for a's modifiers and mode. */
+template <typename T, int D, int BM, int BN, int SPLIT, int QS, bool VARLEN>
+static void (*bwd80_kernel_of(const attn_bwd_args *a))(const attn_bwd_args)
+{
+    const bool mods = a->softcap > 0.0f || a->alibi;
+    return mods ? (a->deterministic
+                       ? attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, QS, true, true, VARLEN>
+                       : attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, QS, false, true, VARLEN>)
+                : (a->deterministic
+                       ? attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, QS, true, false, VARLEN>
+                       : attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, QS, false, false, VARLEN>);
+}
+
+template <typename T, int D, int BM, int BN, int SPLIT, int QS>
 static cudaError_t attn_bwd_sm80_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
     const int64_t rows = (int64_t)a->B * a->Hq * a->Sq;
@@ -497,19 +563,14 @@ static cudaError_t attn_bwd_sm80_launch(const attn_bwd_args *a, cudaStream_t str
     if (err != cudaSuccess)
         return err;
 
-    constexpr int smem = bwd_smem_bytes<T, D, BM, BN, SPLIT>();
-    const bool mods = a->softcap > 0.0f || a->alibi;
-    void (*kernel)(const attn_bwd_args) =
-        mods ? (a->deterministic ? attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, true, true, false>
-                                 : attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, false, true, false>)
-             : (a->deterministic ? attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, true, false, false>
-                                 : attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, false, false, false>);
+    constexpr int smem = bwd_smem_bytes<T, D, BM, BN, SPLIT, QS>();
+    void (*kernel)(const attn_bwd_args) = bwd80_kernel_of<T, D, BM, BN, SPLIT, QS, false>(a);
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess)
         return err;
     /* K blocks fastest: in deterministic mode a block waits only on earlier blocks of its row */
     const dim3 grid((unsigned)((a->Sk + BN - 1) / BN), (unsigned)(a->B * a->Hkv), SPLIT);
-    kernel<<<grid, BN / 16 * 32, smem, stream>>>(*a);
+    kernel<<<grid, QS * BN / 16 * 32, smem, stream>>>(*a);
     if ((err = cudaGetLastError()) != cudaSuccess)
         return err;
 
@@ -525,7 +586,7 @@ static cudaError_t attn_bwd_sm80_launch(const attn_bwd_args *a, cudaStream_t str
  * the main kernel with a block per (K block of the longest sequence, batch, KV head, slice):
  * a block past its own sequence's keys returns at once. Grids of zero blocks (no packed rows,
  * max_seqlen_k = 0) are skipped, not launched. */
-template <typename T, int D, int BM, int BN, int SPLIT>
+template <typename T, int D, int BM, int BN, int SPLIT, int QS>
 static cudaError_t attn_bwd_sm80_launch_varlen(const attn_bwd_args *a, cudaStream_t stream)
 {
     cudaError_t err = cudaSuccess;
@@ -551,19 +612,13 @@ static cudaError_t attn_bwd_sm80_launch_varlen(const attn_bwd_args *a, cudaStrea
             if (bytes && (err = cudaMemsetAsync(a->sem, 0, bytes, stream)) != cudaSuccess)
                 return err;
         }
-        constexpr int smem = bwd_smem_bytes<T, D, BM, BN, SPLIT>();
-        const bool mods = a->softcap > 0.0f || a->alibi;
-        void (*kernel)(const attn_bwd_args) =
-            mods ? (a->deterministic ? attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, true, true, true>
-                                     : attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, false, true, true>)
-                 : (a->deterministic
-                        ? attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, true, false, true>
-                        : attn_bwd_sm80_kernel<T, D, BM, BN, SPLIT, false, false, true>);
+        constexpr int smem = bwd_smem_bytes<T, D, BM, BN, SPLIT, QS>();
+        void (*kernel)(const attn_bwd_args) = bwd80_kernel_of<T, D, BM, BN, SPLIT, QS, true>(a);
         err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (err != cudaSuccess)
             return err;
         const dim3 grid((unsigned)n_kb, (unsigned)(a->B * a->Hkv), SPLIT);
-        kernel<<<grid, BN / 16 * 32, smem, stream>>>(*a);
+        kernel<<<grid, QS * BN / 16 * 32, smem, stream>>>(*a);
         if ((err = cudaGetLastError()) != cudaSuccess)
             return err;
     }
@@ -581,7 +636,9 @@ static cudaError_t attn_bwd_sm80_launch_varlen(const attn_bwd_args *a, cudaStrea
  * block in 8 warps up to D = 128 (dK and dV: 2 x D / 2 floats a thread); at D = 192 and 256 two
  * column slices of 96 / 128 with 64 keys in 4 warps (shared memory: K, V and two buffers of Q
  * and dO; 153 KB at 192). Each instance takes every head dim above the previous one, padded
- * (bwd_load_tile), and Dk != Dv by max(D, Dv). */
+ * (bwd_load_tile), and Dk != Dv by max(D, Dv). sm80p (opt-in): 64 x 64 in 8 warps at D = 192
+ * and 256 (S^T, dP^T 2 x 16 floats a thread, dK, dV 2 x D / 4; shared memory: sm80's and a
+ * [64][64] P^T, 161 / 209 KB: the A100's 163 KB holds only the d 192 one). */
 
 /* The defaults first, then other tiles for the ladder (params.block_q / block_k pick them):
  * 64 x 64 in 4 warps (104 KB of shared memory at D = 128: two blocks per SM, but twice the
@@ -589,12 +646,19 @@ static cudaError_t attn_bwd_sm80_launch_varlen(const attn_bwd_args *a, cudaStrea
 /* A row of the table: name (attn_bwd_<dtype>_sm80_d<D>_<BM>x<BN>[_s<SPLIT>]), shared memory
  * and launcher of one instance, spelled once (as attn_fwd_sm80.cu's SM80_VARIANT); BWD80_VARLEN
  * adds the varlen launcher of the same instance, BWD80_VARIANT leaves it NULL (dense only). */
-#define BWD80_FIELDS(TN, T, D, BM, BN, SPLIT)                                                      \
-    "attn_bwd_" #TN "_sm80_d" #D "_" #BM "x" #BN BWD80_SPLIT_##SPLIT, "sm80", TN##_DTYPE, D, 80, 0, \
-        BM, BN, SPLIT, bwd_smem_bytes<T, D, BM, BN, SPLIT>(), attn_bwd_sm80_launch<T, D, BM, BN, SPLIT>
-#define BWD80_VARIANT(TN, T, DLO, D, BM, BN, SPLIT) {BWD80_FIELDS(TN, T, D, BM, BN, SPLIT), NULL, 0, DLO, 1}
+#define BWD80_FIELDS(FAM, TN, T, D, BM, BN, SPLIT, QS)                                            \
+    "attn_bwd_" #TN "_" #FAM "_d" #D "_" #BM "x" #BN BWD80_SPLIT_##SPLIT, #FAM, TN##_DTYPE, D, 80, \
+        0, BM, BN, SPLIT, bwd_smem_bytes<T, D, BM, BN, SPLIT, QS>(),                               \
+        attn_bwd_sm80_launch<T, D, BM, BN, SPLIT, QS>
+#define BWD80_VARIANT(TN, T, DLO, D, BM, BN, SPLIT)                                                \
+    {BWD80_FIELDS(sm80, TN, T, D, BM, BN, SPLIT, 1), NULL, 0, DLO, 1}
 #define BWD80_VARLEN(TN, T, DLO, D, BM, BN, SPLIT)                                                 \
-    {BWD80_FIELDS(TN, T, D, BM, BN, SPLIT), attn_bwd_sm80_launch_varlen<T, D, BM, BN, SPLIT>, 0, DLO, 1}
+    {BWD80_FIELDS(sm80, TN, T, D, BM, BN, SPLIT, 1),                                               \
+     attn_bwd_sm80_launch_varlen<T, D, BM, BN, SPLIT, 1>, 0, DLO, 1}
+/* sm80p (opt-in): QS = 2 warps per 16 keys, one thread block per K/V block */
+#define BWD80P_VARLEN(TN, T, DLO, D)                                                               \
+    {BWD80_FIELDS(sm80p, TN, T, D, 64, 64, 1, 2), attn_bwd_sm80_launch_varlen<T, D, 64, 64, 1, 2>, \
+     1, DLO, 1}
 #define BWD80_SPLIT_1 ""
 #define BWD80_SPLIT_2 "_s2"
 #define bf16_DTYPE FLASHC_BF16
@@ -616,6 +680,10 @@ const attn_bwd_variant attn_bwd_sm80_variants[] = {
     BWD80_VARIANT(f16, __half, 97, 128, 64, 64, 1),
     BWD80_VARIANT(bf16, __nv_bfloat16, 33, 64, 128, 128, 1),
     BWD80_VARIANT(f16, __half, 33, 64, 128, 128, 1),
+    BWD80P_VARLEN(bf16, __nv_bfloat16, 129, 192),
+    BWD80P_VARLEN(bf16, __nv_bfloat16, 193, 256),
+    BWD80P_VARLEN(f16, __half, 129, 192),
+    BWD80P_VARLEN(f16, __half, 193, 256),
 };
 const int attn_bwd_sm80_variant_count =
     (int)(sizeof attn_bwd_sm80_variants / sizeof attn_bwd_sm80_variants[0]);
