@@ -8,11 +8,13 @@
 # full head dim: 7 GEMM units for 5; 4 warps; 255 registers with spills): 0.39-0.51x FA2 on the
 # H200 (RESULTS.md, afternoon call 1). sm80p (src/cuda/attn_bwd_sm80.cu, QS = 2; opt-in:
 # FLASHC_CUDA_BWD_KERNEL=sm80p) is FlashAttention-2's layout: one thread block of 8 warps per
-# K/V block of 64 keys, warps 2k and 2k+1... (kw = w % 4, qw = w / 4) share 16 keys, each
+# K/V block of 64 keys, warps w and w + 4 share the 16 keys [16 (w mod 4), +16), each
 # computing S^T, dP^T for half the 64 queries; P^T and dS^T go through shared memory and each
 # warp accumulates dK, dV of its 16 keys over all 64 queries for its half of the head dim's
 # columns. The same float operations in the same order as sm80: test_sm80p_bits asserts the
-# same bits in deterministic mode and the same dk, dv in fast mode.
+# same bits in deterministic mode and the same dk, dv in fast mode. ptxas: 249-255 registers,
+# 16 of 64 kernels without spills, the others 4-56 bytes (loop invariants, 1-11 spill loads per
+# Q block; RESULTS.md, bwd18's section): not the clean kernel the bar asks for, timed anyway.
 #  1. (<= 60 s, side by side; FLASHC_CUDA_BWD_KERNEL=sm80p) the d 256 suites bf16 and fp16
 #     (every short pair x causal x head layout, 256 x 512, 1023 x 1024 both masks); the padded
 #     dims suites (136 160 192 224 250 / 176 201 on sm80p; the dims <= 128 fall back to the
