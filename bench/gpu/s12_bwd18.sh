@@ -21,10 +21,10 @@
 #     default, as a forced family that does not serve); Dk != Dv (192 / 128 and 128 / 192 on the
 #     d 192 instance); the varlen suite (256, 192), varlen Dk != Dv, varlen modifiers (256); the
 #     modifiers (windows, softcap, ALiBi at 256); deterministic bitwise (256, 160 added);
-#     test_sm80p_bits (sm80p against sm80 at 256 192 160 224: bit-identical dq, dk, dv in det
-#     mode, dk, dv in fast mode; it sets the family itself); compute-sanitizer memcheck on the
-#     short fp16 d 256 suite and padded fp16 dims (176 on sm80p), racecheck on the short bf16
-#     d 256 suite.
+#     test_sm80p_bits (sm80p against sm80 at 256 and 160, the d 192 instance padded:
+#     bit-identical dq, dk, dv in det mode, dk, dv in fast mode; it sets the family itself);
+#     compute-sanitizer memcheck on the short fp16 d 256 suite and padded fp16 dims (176 on
+#     sm80p), racecheck on the short bf16 d 256 suite.
 #  2. (the rest of 140 s, alone on the GPU) bench_bwd4.py at d 160, 192, 256, S 2k and 8k
 #     (B*S = 16k, H = 2048 / d), causal and not: flashc (the default: sm80's slices),
 #     flashc_det, flashc_80p / flashc_80p_det (sm80p forced), SDPA FA2 and cuDNN, in one

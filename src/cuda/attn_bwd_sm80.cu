@@ -156,8 +156,10 @@ __global__ void __launch_bounds__(QS * BN / 16 * 32) attn_bwd_sm80_kernel(const 
     constexpr int WM = BM / 16;            /* dQ: warps over the Q block's 16-row tiles ... */
     constexpr int WN = NWARPS / WM;        /* ... and over column groups                    */
     constexpr int QT = DO / WN / 8;        /* 8-wide column tiles of a warp's dQ            */
+    constexpr int NPASS = QS == 2 ? 2 : 1; /* dQ passes over those tiles ...                */
+    constexpr int QC = QT / NPASS;         /* ... of QC tiles each                          */
     static_assert(D % 32 == 0 && BM % 64 == 0 && BN % 16 == 0, "tile shapes");
-    static_assert(NWARPS % WM == 0 && QT % 2 == 0 && DT % 2 == 0 && D % SPLIT == 0 &&
+    static_assert(NWARPS % WM == 0 && QC % 2 == 0 && DT % 2 == 0 && D % SPLIT == 0 &&
                       (QS == 1 || (QS == 2 && SPLIT == 1 && NT % 2 == 0)),
                   "warp layouts");
     constexpr uint32_t ROWB = DS * sizeof(T); /* bytes per K/V/Q/dO row, a multiple of 128 */
@@ -442,73 +444,86 @@ __global__ void __launch_bounds__(QS * BN / 16 * 32) attn_bwd_sm80_kernel(const 
             }
         }
 
-        /* dQ tile (16 queries x DO / WN columns per warp) = dS K over the block's keys */
-        float acc[QT][4];
+        /* dQ tile (16 queries x DO / WN columns per warp) = dS K over the block's keys, in
+         * NPASS passes of QC column tiles (sm80p: two, so that the accumulator fits beside
+         * dK, dV; one pass a statement order of its own) */
 #pragma unroll
-        for (int qt = 0; qt < QT; qt++)
+        for (int pass = 0; pass < NPASS; pass++) {
+            float acc[QC][4];
 #pragma unroll
-            for (int e = 0; e < 4; e++)
-                acc[qt][e] = 0.0f;
-        const int qc0 = c0 + cg * (DO / WN) / 8; /* this warp's first feature chunk */
+            for (int qt = 0; qt < QC; qt++)
 #pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++) {
-            uint32_t sa[4];
-            ptx_ldmatrix_x4_trans(sa, bwd_swz_step(ds_lane_t, 2 * mt) + kk * 16 * ROWS);
+                for (int e = 0; e < 4; e++)
+                    acc[qt][e] = 0.0f;
+            /* this warp's first feature chunk in this pass */
+            const int qc0 = c0 + cg * (DO / WN) / 8 + pass * QC;
 #pragma unroll
-            for (int j = 0; j < QT / 2; j++) {
-                uint32_t kb[4];
-                ptx_ldmatrix_x4_trans(kb, bwd_swz_step(kq_lane_t, qc0 + 2 * j) + kk * 16 * ROWB);
-                ptx_mma_m16n8k16(T(), acc[2 * j], sa, kb[0], kb[1]);
-                ptx_mma_m16n8k16(T(), acc[2 * j + 1], sa, kb[2], kb[3]);
+            for (int kk = 0; kk < BN / 16; kk++) {
+                uint32_t sa[4];
+                ptx_ldmatrix_x4_trans(sa, bwd_swz_step(ds_lane_t, 2 * mt) + kk * 16 * ROWS);
+#pragma unroll
+                for (int j = 0; j < QC / 2; j++) {
+                    uint32_t kb[4];
+                    ptx_ldmatrix_x4_trans(kb,
+                                          bwd_swz_step(kq_lane_t, qc0 + 2 * j) + kk * 16 * ROWB);
+                    ptx_mma_m16n8k16(T(), acc[2 * j], sa, kb[0], kb[1]);
+                    ptx_mma_m16n8k16(T(), acc[2 * j + 1], sa, kb[2], kb[3]);
+                }
             }
-        }
 
-        float *dqa = a.dq_acc + (acc_row0(h) + m0) * D + qc0 * 8 + 2 * t;
-        const int r0 = mt * 16 + g; /* this thread's rows r0, r0 + 8 of the Q block */
-        if constexpr (!DET) {
+            float *dqa = a.dq_acc + (acc_row0(h) + m0) * D + qc0 * 8 + 2 * t;
+            const int r0 = mt * 16 + g; /* this thread's rows r0, r0 + 8 of the Q block */
+            if constexpr (!DET) {
 #pragma unroll
-            for (int hr = 0; hr < 2; hr++)
-                if (m0 + r0 + 8 * hr < Sq()) {
-                    float *row = dqa + (int64_t)(r0 + 8 * hr) * D;
+                for (int hr = 0; hr < 2; hr++)
+                    if (m0 + r0 + 8 * hr < Sq()) {
+                        float *row = dqa + (int64_t)(r0 + 8 * hr) * D;
 #pragma unroll
-                    for (int qt = 0; qt < QT; qt++) {
+                        for (int qt = 0; qt < QC; qt++) {
 #if __CUDA_ARCH__ >= 900
-                        atomicAdd((float2 *)(row + qt * 8),
-                                  make_float2(acc[qt][2 * hr], acc[qt][2 * hr + 1]));
+                            atomicAdd((float2 *)(row + qt * 8),
+                                      make_float2(acc[qt][2 * hr], acc[qt][2 * hr + 1]));
 #else
-                        atomicAdd(row + qt * 8, acc[qt][2 * hr]);
-                        atomicAdd(row + qt * 8 + 1, acc[qt][2 * hr + 1]);
+                            atomicAdd(row + qt * 8, acc[qt][2 * hr]);
+                            atomicAdd(row + qt * 8 + 1, acc[qt][2 * hr + 1]);
 #endif
+                        }
+                    }
+            } else {
+                int *sem = a.sem + (((int64_t)b * a.Hq + h) * n_mb + m) * SPLIT + split;
+                if (pass == 0) {
+                    /* turn: ascending K blocks, or under an upper bound (causal) descending
+                     * from the last K block a row of Q block m sees (bwd_turn) */
+                    const int nb =
+                        rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index() : ptx_block_index();
+                    const int n_kb = VARLEN ? (Sk() + BN - 1) / BN : (int)gridDim.x;
+                    const int turn = bwd_turn(rg, nb, n_kb, m, BM, BN);
+                    if (tid == 0)
+                        while (ptx_ld_acquire_gpu(sem) != turn) {
+                        }
+                    __syncthreads(); /* our turn: the K blocks before us in the order added
+                                        theirs */
+                }
+#pragma unroll
+                for (int hr = 0; hr < 2; hr++)
+                    if (m0 + r0 + 8 * hr < Sq()) {
+                        float *row = dqa + (int64_t)(r0 + 8 * hr) * D;
+#pragma unroll
+                        for (int qt = 0; qt < QC; qt++) {
+                            float2 *p = (float2 *)(row + qt * 8);
+                            float2 v = __ldcg(p);
+                            v.x += acc[qt][2 * hr];
+                            v.y += acc[qt][2 * hr + 1];
+                            __stcg(p, v);
+                        }
+                    }
+                if (pass == NPASS - 1) {
+                    __syncthreads(); /* every thread's adds are ordered before the release */
+                    if (tid == 0) {
+                        __threadfence();
+                        ptx_red_release_gpu_add(sem, 1);
                     }
                 }
-        } else {
-            int *sem = a.sem + (((int64_t)b * a.Hq + h) * n_mb + m) * SPLIT + split;
-            /* turn: ascending K blocks, or under an upper bound (causal) descending from the
-             * last K block a row of Q block m sees (bwd_turn) */
-            const int nb = rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index() : ptx_block_index();
-            const int n_kb = VARLEN ? (Sk() + BN - 1) / BN : (int)gridDim.x;
-            const int turn = bwd_turn(rg, nb, n_kb, m, BM, BN);
-            if (tid == 0)
-                while (ptx_ld_acquire_gpu(sem) != turn) {
-                }
-            __syncthreads(); /* our turn: the K blocks before us in the order added theirs */
-#pragma unroll
-            for (int hr = 0; hr < 2; hr++)
-                if (m0 + r0 + 8 * hr < Sq()) {
-                    float *row = dqa + (int64_t)(r0 + 8 * hr) * D;
-#pragma unroll
-                    for (int qt = 0; qt < QT; qt++) {
-                        float2 *p = (float2 *)(row + qt * 8);
-                        float2 v = __ldcg(p);
-                        v.x += acc[qt][2 * hr];
-                        v.y += acc[qt][2 * hr + 1];
-                        __stcg(p, v);
-                    }
-                }
-            __syncthreads(); /* every thread's adds are ordered before the release */
-            if (tid == 0) {
-                __threadfence();
-                ptx_red_release_gpu_add(sem, 1);
             }
         }
         h = h_next, m = m_next;
