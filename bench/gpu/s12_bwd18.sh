@@ -12,9 +12,10 @@
 # computing S^T, dP^T for half the 64 queries; P^T and dS^T go through shared memory and each
 # warp accumulates dK, dV of its 16 keys over all 64 queries for its half of the head dim's
 # columns. The same float operations in the same order as sm80: test_sm80p_bits asserts the
-# same bits in deterministic mode and the same dk, dv in fast mode. ptxas: 249-255 registers,
-# 16 of 64 kernels without spills, the others 4-56 bytes (loop invariants, 1-11 spill loads per
-# Q block; RESULTS.md, bwd18's section): not the clean kernel the bar asks for, timed anyway.
+# same bits in deterministic mode and the same dk, dv in fast mode. ptxas: 244-255 registers,
+# 30 of 64 kernels without spills, among them the dense plain ones on sm_90a that the bench
+# times (d 192 / 256, fast and det); the others 4-36 bytes (loop invariants, a few spill loads
+# per Q block: the modifiers, varlen and sm_80 ones; RESULTS.md, bwd18's section).
 #  1. (<= 60 s, side by side; FLASHC_CUDA_BWD_KERNEL=sm80p) the d 256 suites bf16 and fp16
 #     (every short pair x causal x head layout, 256 x 512, 1023 x 1024 both masks); the padded
 #     dims suites (136 160 192 224 250 / 176 201 on sm80p; the dims <= 128 fall back to the
