@@ -46,8 +46,9 @@
  * FlashAttention-2's layout above d 128) does it without the recomputation: one thread block of
  * 2 x BN / 16 warps per K/V block, warp w taking the keys [16 (w mod BN / 16), +16) with half
  * the Q block's queries in S^T, dP^T; P^T and dS^T go to shared memory, and each warp adds dV,
- * dK of its 16 keys over all BM queries for half the columns (A fragments by ldmatrix). Every
- * float operation is sm80's, in the same order: the same bits (test_sm80p_bits).
+ * dK of its 16 keys over all BM queries for half the columns (A fragments by ldmatrix), and dQ
+ * in two passes of half its columns (registers: dK, dV take 128 floats a thread). Every float
+ * operation is sm80's, in the same order: the same bits (test_sm80p_bits).
  *
  * Key ranges: causal bottom-right aligned (row i sees key j iff j <= i + Sk - Sq) and windows
  * (keys [a_i - wl, a_i + wr], a_i = i + Sk - Sq), as the forward and the CPU backward
