@@ -57,8 +57,8 @@ for n in "${s_names[@]}"; do # which kernel each pass ran (told by the forced ro
   l=$OUT/$n.log
   echo "$n: forced sm90vl passes: $(grep -c 'SM90_VARLEN=force.*: the sm90 mods kernel' "$l")," \
     "SM90_VARLEN=0 on sm80: $(grep -c 'SM90_VARLEN=0.*: the sm80 mods kernel' "$l");" \
-    "varlen prefill passes by tiles: $(grep -E '^  varlen .*PREFILL_MODS=1.*\[prefill kernel, tiles .*: o err' "$l" |
-      grep -oE 'tiles [0-9]+x[0-9]+' | sort | uniq -c | tr -s ' \n' ' ')"
+    "varlen prefill passes by tiles: $(grep -E '^  varlen .*PREFILL_MODS=1.*\[prefill kernel, ' "$l" |
+      grep ': o err' | grep -oE 'tiles [0-9]+x[0-9]+' | sort | uniq -c | tr -s ' \n' ' ')"
 done
 grep -h 'SM90_VARLEN=force, D 36' "$OUT"/t-vl.log | head -2 | cut -c1-240
 

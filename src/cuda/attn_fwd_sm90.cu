@@ -827,37 +827,23 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 l += __shfl_xor_sync(0xffffffffu, l, 2);
                 inv[hr] = l > 0.0f ? 1.0f / l : 0.0f;
                 const int row = row0 + 8 * hr;
-                /* varlen: rows of the sequence, LSE (Hq, total_q) at its packed row */
-                const int64_t at = VL ? (int64_t)q_base + row : (int64_t)row;
-                if (row < (VL ? seq_q : a.Sq) && a.lse && t == 0)
-                    a.lse[b * a.slse[0] + h * a.slse[1] + at * a.slse[2]] =
+                /* varlen: the sequence's rows, LSE into (Hq, total_q) at its packed rows (a
+                 * statement of its own: folded into the dense one's index, or both through one
+                 * lambda, it changed the dense kernels' register allocation) */
+                if constexpr (VL) {
+                    if (row < seq_q && a.lse && t == 0)
+                        a.lse[h * a.slse[1] + ((int64_t)q_base + row) * a.slse[2]] =
+                            l > 0.0f ? row_m[0][hr] * 0.6931471805599453f + logf(l) : -INFINITY;
+                }
+                if (!VL && row < a.Sq && a.lse && t == 0)
+                    a.lse[b * a.slse[0] + h * a.slse[1] + (int64_t)row * a.slse[2]] =
                         l > 0.0f ? row_m[0][hr] * (MODS ? 0.6931471805599453f : a.scale) +
                                        logf(l)
                                  : -INFINITY;
             }
         };
         auto store_o = [&](const int m0, const int b, const int h, const float (&inv)[2]) {
-            if constexpr (VL) {
-                /* varlen: the sequence's rows only (a box of 64 rows would write the next
-                 * sequence's), at its packed rows; columns < Dv (padded D, Dk != Dv: the
-                 * instance's columns past Dv are zero and not o's); Dv % 8 == 0, so a pair of
-                 * columns is whole */
-                const int row0 = m0 + row_in_tile();
-                T *og = (T *)a.o + h * a.so[2] + (int64_t)q_base * a.so[1];
-#pragma unroll
-                for (int hr = 0; hr < 2; hr++) {
-                    const int row = row0 + 8 * hr;
-                    if (row < seq_q) {
-                        T *orow = og + (int64_t)row * a.so[1];
-#pragma unroll
-                        for (int dt = 0; dt < DT; dt++)
-                            if (dt * 8 + 2 * t < a.Dv)
-                                *(uint32_t *)(orow + dt * 8 + 2 * t) =
-                                    ptx_pack2(T(), acc[0][dt][2 * hr] * inv[hr],
-                                              acc[0][dt][2 * hr + 1] * inv[hr]);
-                    }
-                }
-            } else if constexpr (!TMA_O) {
+            if constexpr (!TMA_O && !VL) {
                 const int row0 = m0 + row_in_tile();
                 T *og = (T *)a.o + b * a.so[0] + h * a.so[2];
 #pragma unroll
@@ -907,6 +893,27 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                     if (issuer && m0 + cw * 64 < a.Sq) {
                         ptx_tma_store_4d(&tm_o, sO, 64 * p, m0 + cw * 64, h, b);
                         ptx_bulk_commit_group();
+                    }
+                }
+            }
+            if constexpr (VL) {
+                /* varlen: the sequence's rows only (a box of 64 rows would write the next
+                 * sequence's), at its packed rows; columns < Dv (padded D, Dk != Dv: the
+                 * instance's columns past Dv are zero and not o's); Dv % 8 == 0, so a pair of
+                 * columns is whole */
+                const int row0 = m0 + row_in_tile();
+                T *og = (T *)a.o + h * a.so[2] + (int64_t)q_base * a.so[1];
+#pragma unroll
+                for (int hr = 0; hr < 2; hr++) {
+                    const int row = row0 + 8 * hr;
+                    if (row < seq_q) {
+                        T *orow = og + (int64_t)row * a.so[1];
+#pragma unroll
+                        for (int dt = 0; dt < DT; dt++)
+                            if (dt * 8 + 2 * t < a.Dv)
+                                *(uint32_t *)(orow + dt * 8 + 2 * t) =
+                                    ptx_pack2(T(), acc[0][dt][2 * hr] * inv[hr],
+                                              acc[0][dt][2 * hr + 1] * inv[hr]);
                     }
                 }
             }
@@ -1747,8 +1754,8 @@ static int sm90_supports_vl(const attn_fwd_variant *v, const attn_problem *p, in
     return sm90_encodes(v, p, v->block_k, 1, 0);
 }
 #define SM90_VL_F(TN, T, D, BN)                                                                    \
-    {"attn_fwd_" #TN "_sm90vl_d" #D "_128x" #BN, "sm90vl", TN##_DTYPE_SM90, D - 63, D, 90, 128, BN, \
-     0, 0, sm90_supports_vl, attn_fwd_sm90_launch<T, D, BN, 2, 6, true, true>}
+    {"attn_fwd_" #TN "_sm90vl_d" #D "_128x" #BN, "sm90vl", TN##_DTYPE_SM90, D - 63, D, 90, 128,    \
+     BN, 0, 0, sm90_supports_vl, attn_fwd_sm90_launch<T, D, BN, 2, 6, true, true>}
 #define SM90_VL_FAMILY(D, BN) SM90_VL_F(bf16, __nv_bfloat16, D, BN), SM90_VL_F(f16, __half, D, BN)
 const attn_fwd_variant attn_fwd_sm90_mods_variants[] = {
     SM90_MODS_FAMILY(64, 128, 7),
