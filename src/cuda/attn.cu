@@ -458,7 +458,8 @@ extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
 {
     /* varlen, masks and modifiers, D != Dv: prefill-like ones on the sm80 kernel (dense
      * D != Dv without the rest on an sm90 one where dkdv_route says; dense masks and modifiers
-     * on one with FLASHC_CUDA_SM90_MODS), the rest and KV caches on attn_decode.cu */
+     * on one with FLASHC_CUDA_SM90_MODS, varlen with FLASHC_CUDA_SM90_VARLEN), the rest and KV
+     * caches on attn_decode.cu */
     const attn_fwd_variant *dkdv = attn_is_plain(p) ? NULL : dkdv_route(p);
     if (!attn_is_plain(p) && !dkdv) {
         const attn_fwd_variant *mv = mods_route(p);

@@ -31,7 +31,9 @@
  * (the default at max(D, Dv) <= 128, attn.cu's sm90_mods_family; the kernel's comment and the
  * mods table at the end): a
  * per-tile key range changes the blocks the producer and consumers walk (tile_at), and
- * mods_block replaces mask_block (mask_at).
+ * mods_block replaces mask_block (mask_at). Varlen (opt-in FLASHC_CUDA_SM90_VARLEN): v6d's kernel
+ * with MODS and VL (3-d maps over the packed rows, per-tile sequences from cu_seqlens, guarded
+ * direct stores of O; the kernel's comment and the sm90vl entries of the mods table).
  *
  * Versions (template VER, each its own FLASHC_CUDA_KERNEL family; the ladder and which one the
  * dispatcher picks where are in bench/RESULTS.md and the table at the end of this file):
