@@ -239,8 +239,12 @@ static const attn_fwd_variant *sm90_mods_variant(const attn_problem *p)
     const char *env;
     const char *fam = sm90_route_family(p, &env, &forced, &dflt);
     const int64_t d = p->D > p->Dv ? p->D : p->Dv;
+    /* varlen: the VL kernels store O directly (v6d's stores, D columns), so D == Dv only (the
+     * H200 run of 2026-12-04 afternoon, call 4: a varlen 192 / 128 case reached the launch's
+     * refusal) */
     if (!fam || (p->layout != ATTN_DENSE && p->layout != ATTN_VARLEN) ||
-        (dflt && d > SM90_MODS_DEFAULT_MAX_D) || cudaPeekAtLastError() != cudaSuccess)
+        (p->layout == ATTN_VARLEN && p->D != p->Dv) || (dflt && d > SM90_MODS_DEFAULT_MAX_D) ||
+        cudaPeekAtLastError() != cudaSuccess)
         return NULL;
     flashc_status ignored;
     const int cc = current_cc(&ignored);
@@ -265,7 +269,7 @@ static flashc_status mods_forced(const attn_problem *p, const attn_fwd_variant *
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
                             "%s: %s=%s: no sm90 mods instance (%s) serves "
                             "this problem (compute capability 9.0, bf16 / fp16, D and Dv "
-                            "multiples of 8 or its head dim, D != Dv only with "
+                            "multiples of 8 or its head dim, D != Dv only dense and with "
                             "FLASHC_CUDA_SM90_DKDV on, tiles 128 x block_k or unset)",
                             p->layout == ATTN_VARLEN ? "flashc_attn_varlen_fwd" : FN, env,
                             getenv(env), fam);
