@@ -766,21 +766,15 @@ static void test_unmasked_bits(void **state)
     family_bits("sm90v3u", "sm90v3wg", dims, 3);
 }
 
-/* sm90v3e and sm90v3e2 (dV, and dK, issued before the consumers' meeting, attn_bwd_sm90v3.cu)
- * run sm90v3u's products in another order across the accumulators but each accumulator's own
- * in the same one: the same dk, dv in fast mode, the same bits in deterministic mode (at d 64
- * against sm90v3wg's deterministic kernel, which sm90v3u launches there). sm90v3s (d 64: both
- * warpgroups' dQ tiles summed before one add) rounds dq otherwise: dk, dv in fast mode (its
- * deterministic dq: test_deterministic_bitwise and the suites under FLASHC_CUDA_BWD_KERNEL);
- * sm90v3es (both at d 64) has sm90v3s's bits in both modes. */
+/* sm90v3e (dV issued before the consumers' meeting, attn_bwd_sm90v3.cu) runs sm90v3u's
+ * products in another order across the accumulators but each accumulator's own in the same
+ * one: the same dk, dv in fast mode, the same bits in deterministic mode (at d 64 against
+ * sm90v3wg's deterministic kernel, which sm90v3u launches there). */
 static void test_early_bits(void **state)
 {
     (void)state;
     static const int dims[] = {128, 64, 0};
     family_bits("sm90v3e", "sm90v3u", dims, 3);
-    family_bits("sm90v3e2", "sm90v3u", dims, 3);
-    family_bits("sm90v3s", "sm90v3u", dims + 1, 1);
-    family_bits("sm90v3es", "sm90v3s", dims + 1, 3); /* sm90v3e and s in one */
 }
 
 /* sm80p (head dims above 128: one thread block per K/V block, two warps per 16 keys, P^T and

@@ -33,6 +33,10 @@
  *             (37, 19), (0, 0), (-1, k), left-only, rows that see nothing, softcap, ALiBi and
  *             their combinations, Dk != Dv, tails, many tiles; each also on the sm80 mods
  *             instance and the KV-cache kernel, the kernel asserted from its tiles.
+ *   sm90vl    varlen on the sm90 kernel (FLASHC_CUDA_SM90_VARLEN=force, compute capability 9.0):
+ *             ragged sequences with empty and length-1 sides, unowned rows, every instance,
+ *             padded dims, Dk != Dv, causal, windows, softcap, ALiBi; each also on the sm80 mods
+ *             instance and the KV-cache kernel; =force refusing what no instance serves.
  *   graph     a KV-cache call with a workspace captured in a CUDA graph and replayed.
  *   variants  the split cases, varlen and the graph under each non-default merge
  *             (FLASHC_DECODE_MERGE = v1, v2, v3, v4, pdl), v4 equal to v3 bit for bit, and a
@@ -978,12 +982,13 @@ static void test_kvcache_graph(void **state)
  * where the device is compute capability 9.0 (sm80_tiles says how its tiles differ), with =0
  * on the sm80 kernel's mods instance, and with FLASHC_CUDA_PREFILL_MODS=0 on the KV-cache
  * kernel. */
-enum { ROUTE_DECODE = 0, ROUTE_PREFILL = 1, ROUTE_SM90 = 2, ROUTE_SM90M = 3 };
+enum { ROUTE_DECODE = 0, ROUTE_PREFILL = 1, ROUTE_SM90 = 2, ROUTE_SM90M = 3, ROUTE_SM90V = 4 };
 /* ROUTE_SM90M (dense, masks and modifiers) runs like ROUTE_SM90 with FLASHC_CUDA_SM90_MODS in
  * place of FLASHC_CUDA_SM90_DKDV: =force on the sm90 kernel's mods instance where the device is
  * compute capability 9.0 and one serves the case (sm90_mods_tiles; forced, so that a call that
  * succeeds ran there: at d 64 and 256 its tiles are the sm80 instance's), else =1 on the sm80
- * kernel's, as with =0. */
+ * kernel's, as with =0. ROUTE_SM90V (varlen) likewise with FLASHC_CUDA_SM90_VARLEN (the sm90vl
+ * instances, the same tiles), its sequences 3 and 4 of length 1 on the query and key side. */
 
 typedef struct mod_case {
     int varlen;        /* 1: flashc_attn_varlen_fwd (ragged); 0: flashc_attn_fwd (B, Sq, Sk) */
@@ -1038,6 +1043,8 @@ static int64_t sm90_mods_tiles(const mod_case *c)
     if ((c->D % 8 != 0 && c->D != d) || (c->Dv % 8 != 0 && c->Dv != d) || d % 8 != 0 ||
         (c->D != c->Dv && dkdv && strcmp(dkdv, "0") == 0))
         return 0;
+    if (c->varlen && c->D != c->Dv) /* the varlen kernel stores O directly: D == Dv only */
+        return 0;
     return d <= 128 ? 128 : d <= 192 ? 80 : 64;
 }
 
@@ -1048,7 +1055,7 @@ static const char *sm90_mods_forced_value(const mod_case *c)
 {
     const char *e = getenv("FLASHC_TEST_SM90_MODS");
     const int d = c->D > c->Dv ? c->D : c->Dv;
-    return e && e[0] && c->dt == FLASHC_BF16 && d > 64 && d <= 128 ? e : "force";
+    return e && e[0] && !c->varlen && c->dt == FLASHC_BF16 && d > 64 && d <= 128 ? e : "force";
 }
 
 /* What pass 0 of an SM90 case must have run on: 1 the sm90 kernel (the device is compute
@@ -1075,9 +1082,10 @@ static void mods_check(const mod_case *c)
     int32_t *cuq = malloc(sizeof(int32_t) * (B + 1)), *cuk = malloc(sizeof(int32_t) * (B + 1));
     cuq[0] = cuk[0] = 0;
     for (int b = 0; b < B; b++) {
-        if (c->varlen) { /* ragged, with a zero-length side */
-            sq[b] = b == 1 ? 0 : b == 0 ? c->maxq : rand_int(c->maxq + 1);
-            sk[b] = b == 2 ? 0 : b == 0 ? c->maxk : rand_int(c->maxk + 1);
+        if (c->varlen) { /* ragged, with a zero-length side (SM90V: and a length-1 side) */
+            const int one = c->route == ROUTE_SM90V;
+            sq[b] = b == 1 ? 0 : b == 0 ? c->maxq : one && b == 3 ? 1 : rand_int(c->maxq + 1);
+            sk[b] = b == 2 ? 0 : b == 0 ? c->maxk : one && b == 4 ? 1 : rand_int(c->maxk + 1);
         } else {
             sq[b] = c->maxq, sk[b] = c->maxk;
         }
@@ -1143,18 +1151,21 @@ static void mods_check(const mod_case *c)
     /* the variable an SM90 / SM90M case switches, the caller's value restored after its passes */
     const char *sm90_env = c->route == ROUTE_SM90    ? "FLASHC_CUDA_SM90_DKDV"
                            : c->route == ROUTE_SM90M ? "FLASHC_CUDA_SM90_MODS"
+                           : c->route == ROUTE_SM90V ? "FLASHC_CUDA_SM90_VARLEN"
                                                      : NULL;
     char *sm90_was = sm90_env ? env_save(sm90_env) : NULL;
-    const char *sm90_tag = c->route == ROUTE_SM90M ? "SM90_MODS" : "SM90_DKDV";
-    int want_sm90m = 0; /* the pass forced FLASHC_CUDA_SM90_MODS (below) */
+    const char *sm90_tag = c->route == ROUTE_SM90M   ? "SM90_MODS"
+                           : c->route == ROUTE_SM90V ? "SM90_VARLEN"
+                                                     : "SM90_DKDV";
+    const int forced_route = c->route == ROUTE_SM90M || c->route == ROUTE_SM90V;
+    int want_sm90m = 0; /* the pass forced FLASHC_CUDA_SM90_MODS / _VARLEN (below) */
     const int passes = sm90_env ? (small_only() ? 1 : 3) : c->route == ROUTE_PREFILL ? 2 : 1;
     for (int pass = 0; pass < passes; pass++) {
         const int last = pass == passes - 1 && pass > 0; /* the KV-cache pass */
         const int want_prefill = c->route != ROUTE_DECODE && !last;
         set_prefill_mods(!last);
         /* SM90M: forced where the sm90 mods instance must run (want_sm90m) */
-        want_sm90m = c->route == ROUTE_SM90M && pass == 0 && !last &&
-                               sm90_mods_tiles(c) && want_sm90(1) == 1;
+        want_sm90m = forced_route && pass == 0 && !last && sm90_mods_tiles(c) && want_sm90(1) == 1;
         if (sm90_env)
             setenv(sm90_env, pass == 0 ? (want_sm90m ? sm90_mods_forced_value(c) : "1") : "0", 1);
         CUDA_OK(cudaMemset(od, 0xff, 2 * no)); /* NaN: an unwritten output never passes */
@@ -1190,7 +1201,7 @@ static void mods_check(const mod_case *c)
             int64_t bq, bk;
             sm80_tiles(c, &bq, &bk);
             const int sm80 = st.block_q == bq && st.block_k == bk;
-            const int want = c->route == ROUTE_SM90M ? want_sm90m : pass == 0 ? want_sm90(0) : 0;
+            const int want = forced_route ? want_sm90m : pass == 0 ? want_sm90(0) : 0;
             if (want_sm90m) { /* forced: it ran there; and its tiles are the instance's */
                 if (st.block_q != 128 || st.block_k != sm90_mods_tiles(c))
                     fail_case("%s | reports tiles of another kernel (want the sm90 mods "
@@ -1916,6 +1927,96 @@ static void test_prefill_mods_sm90(void **state)
     env_restore("FLASHC_CUDA_SM90_DKDV", dkdv_was);
 }
 
+/* A bf16 (T, H, d) view of rows w elements apart (w a multiple of 8: 16-byte rows) */
+static flashc_tensor pitched3(void *data, int64_t T, int64_t H, int64_t d, int64_t w)
+{
+    flashc_tensor t = flashc_tensor_3d(data, FLASHC_BF16, T, H, w);
+    t.shape[2] = d;
+    return t;
+}
+
+/* Varlen on the sm90 kernel (attn.cu, mods_route: FLASHC_CUDA_SM90_VARLEN=force on compute
+ * capability 9.0; attn_fwd_sm90.cu, the kernel's VL: the sm90vl instances), each also on the sm80
+ * mods instance and the KV-cache kernel (ROUTE_SM90V): ragged sequences (mods_check: sequence 0
+ * at the maxima, 1 without rows, 2 without keys, 3 with one row, 4 with one key, the rest
+ * random, so Sq != Sk per sequence and rows that see nothing under the causal mask), rows of no
+ * sequence after them, every instance (d 64, 128, 192, 256), padded dims (40, 96, 160, 200),
+ * Dk != Dv, both dtypes, MHA / GQA / MQA, causal, windows (sliding, two-sided, (0, 0)), softcap,
+ * ALiBi; Q tiles and K blocks crossing into the next sequence's rows, more tiles than the H200
+ * has multiprocessors. */
+static void test_prefill_varlen_sm90(void **state)
+{
+    (void)state;
+    const flashc_dtype BF = FLASHC_BF16, F16 = FLASHC_F16;
+    const struct {
+        flashc_dtype dt;
+        int B, Hq, Hkv, D, Dv, maxq, maxk, causal, wl, wr;
+        float softcap;
+        int alibi;
+    } cases[] = {
+        /* short ones first: FLASHC_TEST_SMALL (compute-sanitizer) keeps the first three */
+        {BF, 5, 4, 2, 128, 128, 200, 260, 1, -1, -1, 0.0f, 0},    /* causal, GQA 2 */
+        {F16, 6, 2, 1, 64, 64, 150, 130, 0, 37, 19, 0.0f, 1},     /* window, ALiBi, MQA */
+        {BF, 5, 2, 2, 256, 256, 130, 140, 1, -1, -1, 30.0f, 0},   /* d 256, softcap */
+        {BF, 8, 8, 2, 128, 128, 700, 650, 1, -1, -1, 0.0f, 0},    /* 6 Q tiles, GQA 4 */
+        {F16, 6, 4, 4, 128, 128, 300, 500, 0, -1, -1, 0.0f, 0},   /* no mask */
+        {BF, 6, 8, 1, 64, 64, 1030, 1100, 1, 256, -1, 0.0f, 0},   /* sliding, MQA */
+        {F16, 5, 4, 2, 192, 192, 400, 300, 1, -1, -1, 20.0f, 0},  /* d 192 */
+        {BF, 5, 4, 2, 96, 96, 333, 400, 1, -1, -1, 0.0f, 1},      /* padded: d 128 */
+        {F16, 5, 4, 4, 40, 40, 200, 230, 0, 20, 5, 8.0f, 0},      /* padded: d 64 */
+        {BF, 5, 4, 2, 160, 160, 257, 300, 0, 50, 50, 0.0f, 1},    /* padded: d 192 */
+        {F16, 5, 2, 2, 200, 200, 150, 160, 1, -1, -1, 0.0f, 1},   /* padded: d 256 */
+        {BF, 6, 4, 2, 192, 128, 300, 300, 1, -1, -1, 0.0f, 0},    /* Dk != Dv (MLA) */
+        {F16, 5, 4, 4, 128, 128, 300, 300, 0, 0, 0, 0.0f, 0},     /* (0, 0): its own key */
+        {BF, 8, 8, 2, 128, 128, 1100, 1100, 1, -1, -1, 0.0f, 0},  /* 576 tiles */
+        {F16, 6, 4, 2, 64, 64, 900, 700, 1, -1, -1, 0.0f, 0},     /* d 64 causal */
+    };
+    const size_t n = small_only() ? 3 : sizeof cases / sizeof cases[0];
+    for (size_t i = 0; i < n; i++) {
+        mod_case c = mc(1, cases[i].dt, cases[i].B, cases[i].Hq, cases[i].Hkv, cases[i].D,
+                        cases[i].maxq, cases[i].maxk);
+        c.Dv = cases[i].Dv, c.causal = cases[i].causal, c.wl = cases[i].wl, c.wr = cases[i].wr;
+        c.softcap = cases[i].softcap, c.alibi = cases[i].alibi;
+        c.route = ROUTE_SM90V;
+        mods_check(&c);
+    }
+    /* =force refuses what no sm90vl instance takes, with a status and a message, and writes
+     * nothing: D 36 (not a multiple of 8; on any device: elsewhere than compute capability 9.0
+     * none takes anything) */
+    char *vl_was = env_save("FLASHC_CUDA_SM90_VARLEN");
+    setenv("FLASHC_CUDA_SM90_VARLEN", "force", 1);
+    {
+        enum { T = 160, H = 2, DD = 36, W = 40 }; /* rows pitched to 16 bytes, so that the
+                                                      * 16-byte row rule does not refuse first */
+        const int32_t cu[3] = {0, 90, T};
+        void *qd = dalloc(2 * T * H * W), *kd = dalloc(2 * T * H * W);
+        void *vd = dalloc(2 * T * H * W), *od = dalloc(2 * T * H * W);
+        int32_t *cud = dupload(cu, sizeof cu);
+        CUDA_OK(cudaMemset(od, 0x7f, 2 * T * H * W));
+        flashc_tensor q = dev(pitched3(qd, T, H, DD, W));
+        flashc_tensor k = dev(pitched3(kd, T, H, DD, W));
+        flashc_tensor v = dev(pitched3(vd, T, H, DD, W));
+        flashc_tensor o = dev(pitched3(od, T, H, DD, W));
+        flashc_tensor cq = dev(flashc_tensor_1d(cud, FLASHC_I32, 3));
+        flashc_varlen vl = {sizeof(flashc_varlen), &cq, &cq, 90, 90};
+        flashc_attn_params pr = flashc_attn_params_default();
+        pr.causal = 1;
+        assert_int_equal(flashc_attn_varlen_fwd(&pr, &vl, &q, &k, &v, &o, NULL, NULL),
+                         FLASHC_ERR_UNSUPPORTED);
+        assert_non_null(strstr(flashc_last_error(), "FLASHC_CUDA_SM90_VARLEN=force"));
+        CUDA_OK(cudaDeviceSynchronize());
+        uint16_t *oh = malloc(2 * T * H * W);
+        CUDA_OK(cudaMemcpy(oh, od, 2 * T * H * W, cudaMemcpyDeviceToHost));
+        for (int x = 0; x < T * H * W; x++)
+            if (oh[x] != 0x7f7f)
+                fail_case("SM90_VARLEN=force, D 36 | refused but o[%d] written", x);
+        printf("  FLASHC_CUDA_SM90_VARLEN=force, D 36: refused (%s)\n", flashc_last_error());
+        free(oh);
+        cudaFree(qd), cudaFree(kd), cudaFree(vd), cudaFree(od), cudaFree(cud);
+    }
+    env_restore("FLASHC_CUDA_SM90_VARLEN", vl_was);
+}
+
 /* ---- merge on CUDA tensors ------------------------------------------------------------------ */
 
 static void test_merge_cuda(void **state)
@@ -2044,6 +2145,7 @@ int main(void)
         cmocka_unit_test(test_kvcache_kernel_variants),
         cmocka_unit_test(test_dense_modifiers), cmocka_unit_test(test_prefill_mods),
         cmocka_unit_test(test_prefill_dkdv_sm90), cmocka_unit_test(test_prefill_mods_sm90),
+        cmocka_unit_test(test_prefill_varlen_sm90),
         cmocka_unit_test(test_merge_cuda),      cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -21,10 +21,6 @@ halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KE
                         masked keys (helper bwd13; d 128 and d 64)
   v3e / v3e_det         sm90v3e: sm90v3u with dV issued before the consumers' meeting (helper
                         bwd15; d 128 and d 64)
-  v3e2 / v3e2_det       sm90v3e2: sm90v3e with dK issued before the meeting too
-  v3s / v3s_det         sm90v3s: sm90v3u at d 64 with both warpgroups' dQ tiles summed before
-                        one add (helper bwd15; d 64 only)
-  v3es / v3es_det       sm90v3es: sm90v3e and sm90v3s in one (d 64 only)
   v2s / v2s_det         sm90v2s (src/cuda/attn_bwd_sm90v2.cu; d 64 only): d 64's default until
                         2026-12-03, opt-in since
   pad / pad_det         sm90v3u forced at any head dim: at the multiples of 8 below 64 and 128
@@ -57,9 +53,6 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            "flashc_v3wg_det": (0, 0, True, "sm90v3wg"),
            "flashc_v3u": (0, 0, False, "sm90v3u"), "flashc_v3u_det": (0, 0, True, "sm90v3u"),
            "flashc_v3e": (0, 0, False, "sm90v3e"), "flashc_v3e_det": (0, 0, True, "sm90v3e"),
-           "flashc_v3e2": (0, 0, False, "sm90v3e2"), "flashc_v3e2_det": (0, 0, True, "sm90v3e2"),
-           "flashc_v3s": (0, 0, False, "sm90v3s"), "flashc_v3s_det": (0, 0, True, "sm90v3s"),
-           "flashc_v3es": (0, 0, False, "sm90v3es"), "flashc_v3es_det": (0, 0, True, "sm90v3es"),
            "flashc_v2s": (0, 0, False, "sm90v2s"), "flashc_v2s_det": (0, 0, True, "sm90v2s"),
            "flashc_sm90": (0, 0, False, "sm90"), "flashc_sm90_det": (0, 0, True, "sm90"),
            "flashc_pad": (0, 0, False, "sm90v3u"), "flashc_pad_det": (0, 0, True, "sm90v3u"),
@@ -105,7 +98,7 @@ def main():
             # flashc_pad* (sm90v3u forced) and flashc_80p* (sm80p) at every d
             cf = configs128 if d == 128 else tuple(
                 c for c in configs if not c.startswith(("flashc_v3", "flashc_sm90", "flashc_v2s"))
-                or (d == 64 and c.startswith(("flashc_v3w", "flashc_v3u", "flashc_v3e", "flashc_v3s",
+                or (d == 64 and c.startswith(("flashc_v3w", "flashc_v3u", "flashc_v3e",
                                                 "flashc_v2s"))))
             if cf:
                 bb.part2(lib, seqlens, rows, d=d, configs=cf, peers=("flash", "cudnn"), part=3)
@@ -140,16 +133,8 @@ def table(rows, configs):
               ("v3u/default", "flashc_v3u", "flashc"),
               ("v3udet/det", "flashc_v3u_det", "flashc_det"),
               ("v3e/default", "flashc_v3e", "flashc"), ("v3edet/det", "flashc_v3e_det", "flashc_det"),
-              ("v3e2/default", "flashc_v3e2", "flashc"),
-              ("v3e2det/det", "flashc_v3e2_det", "flashc_det"),
               ("v3edet/v3e", "flashc_v3e_det", "flashc_v3e"),
-              ("v3s/default", "flashc_v3s", "flashc"), ("v3sdet/det", "flashc_v3s_det", "flashc_det"),
-              ("v3sdet/v3s", "flashc_v3s_det", "flashc_v3s"),
-              ("v3sdet/default", "flashc_v3s_det", "flashc"),
-              ("v3es/default", "flashc_v3es", "flashc"),
-              ("v3esdet/det", "flashc_v3es_det", "flashc_det"),
-              ("v3e/cuDNN", "flashc_v3e", "cudnn"), ("v3e2/cuDNN", "flashc_v3e2", "cudnn"),
-              ("v3e/flash", "flashc_v3e", "flash"), ("v3e2/flash", "flashc_v3e2", "flash"),
+              ("v3e/cuDNN", "flashc_v3e", "cudnn"), ("v3e/flash", "flashc_v3e", "flash"),
               ("default/v2s", "flashc", "flashc_v2s"), ("det/v2sdet", "flashc_det", "flashc_v2s_det"),
               ("v3w/sm90", "flashc_v3w", "flashc_sm90"), ("v3q/sm90", "flashc_v3q", "flashc_sm90"),
               ("v3w/v3q", "flashc_v3w", "flashc_v3q"),

@@ -39,6 +39,15 @@ sm90 route is told apart by FLASHC_CUDA_SM90_MODS=force: a problem it does not t
 At d 128 the sm90 alternatives (FLASHC_CUDA_SM90_MODS=v6np, v9, v9np) are timed too; the table's
 "best sm90" is the fastest of the four.
 
+--set varlen (issue 11, helper fwd22): varlen on the sm90 kernel (FLASHC_CUDA_SM90_VARLEN=force: the
+sm90vl instances, v6d's kernel over the packed rows, attn_fwd_sm90.cu) against the sm80 mods
+instance (=0, today's route), bf16, Hq 32 / Hkv 8, 16 sequences of ragged lengths 512-4096
+(VL_LENS, 35,008 tokens), self-attention (Sq = Sk per sequence), cells d 128 causal, d 64 causal,
+d 128 without the mask. Peers: SDPA cuDNN on the batch padded to 16 x 4096 (the padded rows and
+keys computed too: its TFLOP/s count the ragged problem's pairs, as flashc's; causal top-left on
+a padded square sequence is the ragged problem's mask for the valid rows), and a loop of one
+SDPA cuDNN call per sequence. Each flashc route is checked against the loop's output.
+
 TFLOP/s = 4 * Hq * d * (unmasked (row, key) pairs) / time: only the scores a row may see count.
 Times are medians of triton.testing.do_bench (CUDA events, L2 flushed, warm-up first). Each
 flashc route is checked against the loop / masked SDPA output before it is timed, and the
@@ -46,7 +55,7 @@ kernel that ran is read from flashc_attn_stats (block_q 128: prefill kernel, 16:
 The environment variable is read by the library on every call, so both routes run in one
 process.
 
-usage: bench_prefill.py --lib build/libflashc.so [--set prefill|mods] [--out prefill.json]
+usage: bench_prefill.py --lib build/libflashc.so [--set prefill|mods|varlen] [--out prefill.json]
                         [--rep-ms 60]
 """
 import argparse
@@ -314,28 +323,137 @@ def mods_table(rows):
               f"{f(flop_of(c, sd))} {r(s9, sd)} {f(plain)}")
 
 
+# ---- --set varlen: ragged batches, the sm90vl instances vs sm80 vs SDPA ---------------------
+VL_LENS = [4096, 512, 3001, 1024, 2500, 777, 2048, 2426, 3500, 640, 1800, 3900, 1333, 2900, 600,
+           3951]  # 16 sequences, 512-4096
+
+
+def varlen_routes(d):
+    """The sm90vl instance (forced: a problem it does not take is refused, not run on sm80), then
+    the sm80 mods instance, each with the tiles it must report."""
+    return (("flashc sm90 varlen", {"FLASHC_CUDA_SM90_VARLEN": "force"}, (128, 128)),
+            ("flashc sm80 mods", {"FLASHC_CUDA_SM90_VARLEN": "0"},
+             (128, 128) if d <= 64 else (128, 64)))
+
+
+def varlen_set(lib, rows, rep_ms):
+    """The varlen cells (module docstring); rows' case names are 'varlen d D causal|full'."""
+    dev = torch.device("cuda")
+    total, B, smax = sum(VL_LENS), len(VL_LENS), max(VL_LENS)
+    cu_h = [0]
+    for n in VL_LENS:
+        cu_h.append(cu_h[-1] + n)
+    bounds = list(zip(cu_h[:-1], cu_h[1:]))
+    cu = torch.tensor(cu_h, device=dev, dtype=torch.int32)
+    for d, causal in ((128, True), (64, True), (128, False)):
+        q = torch.randn(total, HQ, d, device=dev, dtype=torch.bfloat16)
+        k = torch.randn(total, HKV, d, device=dev, dtype=torch.bfloat16)
+        v = torch.randn(total, HKV, d, device=dev, dtype=torch.bfloat16)
+        o = torch.empty_like(q)
+        lse = torch.empty(HQ, total, device=dev, dtype=torch.float32)
+        pairs = sum(n * (n + 1) // 2 if causal else n * n for n in VL_LENS)
+        flop = 4.0 * HQ * d * pairs
+        case = f"varlen d {d} {'causal' if causal else 'full'}"
+
+        def loop():
+            return [F.scaled_dot_product_attention(q[a:e].transpose(0, 1).unsqueeze(0),
+                                                   k[a:e].transpose(0, 1).unsqueeze(0),
+                                                   v[a:e].transpose(0, 1).unsqueeze(0),
+                                                   is_causal=causal, enable_gqa=True)
+                    for a, e in bounds]
+        ref = None
+        try:
+            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                ref = torch.cat([x.squeeze(0).transpose(0, 1) for x in loop()], 0)
+                torch.cuda.synchronize()
+                ms = bench(loop, rep_ms)
+            rows.append((case, "SDPA cuDNN, loop per sequence", ms, flop / ms / 1e9,
+                         f"{B} calls"))
+        except Exception as ex:
+            rows.append((case, "SDPA cuDNN, loop per sequence", None, None,
+                         f"refused: {str(ex)[:60]}"))
+        # the batch padded to B x smax (zeros past each sequence), outside the timing
+        qp = torch.zeros(B, smax, HQ, d, device=dev, dtype=torch.bfloat16)
+        kp = torch.zeros(B, smax, HKV, d, device=dev, dtype=torch.bfloat16)
+        vp = torch.zeros(B, smax, HKV, d, device=dev, dtype=torch.bfloat16)
+        for b, (a, e) in enumerate(bounds):
+            qp[b, :e - a], kp[b, :e - a], vp[b, :e - a] = q[a:e], k[a:e], v[a:e]
+        qt, kt, vt = (x.transpose(1, 2) for x in (qp, kp, vp))
+        kx, vx = (x.repeat_interleave(HQ // HKV, dim=1) for x in (kt, vt))
+
+        def padded():
+            return F.scaled_dot_product_attention(qt, kx, vx, is_causal=causal)
+        try:
+            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                out = padded().transpose(1, 2)
+                err = max((out[b, :e - a].float() - ref[a:e].float()).abs().max().item()
+                          for b, (a, e) in enumerate(bounds)) if ref is not None else 0.0
+                ms = bench(padded, rep_ms)
+            rows.append((case, "SDPA cuDNN, padded batch", ms, flop / ms / 1e9,
+                         f"{B} x {smax}, K/V expanded, max |o - loop| {err:.3g}"))
+            del out
+        except Exception as ex:
+            rows.append((case, "SDPA cuDNN, padded batch", None, None,
+                         f"refused: {str(ex)[:60]}"))
+        del qp, kp, vp, qt, kt, vt, kx, vx
+        keep = {}
+        cq, ck = view(cu), view(cu)
+        vl = Varlen(ctypes.sizeof(Varlen), ctypes.addressof(cq), ctypes.addressof(ck), smax,
+                    smax)
+        run = call(lib, "flashc_attn_varlen_fwd",
+                   [params(causal), vl, view(q), view(k), view(v), view(o), view(lse)], keep)
+        keep["views"] = (cq, ck)
+        time_routes(rows, case, run, o, keep, ref, flop, rep_ms, varlen_routes(d))
+        del q, k, v, o, lse, ref
+        torch.cuda.empty_cache()
+
+
+def varlen_table(rows):
+    """The decision table of --set varlen: per cell, sm90 varlen and sm80 (TFLOP/s, the ratio of
+    their times) and the fastest SDPA peer."""
+    ms = {(c, n.split(",")[0]): m for c, n, m, _, _ in rows if m}
+    tf = {(c, n.split(",")[0]): t for c, n, m, t, _ in rows if m}
+    f = lambda x: f"{x:7.1f}" if x else f"{'-':>7}"  # noqa: E731
+    r = lambda a, b: f"{b / a:7.3f}" if a and b else f"{'-':>7}"  # noqa: E731
+    print(f"\n{'cell':22} {'sm90vl':>7} {'sm80':>7} {'vl/80':>7} {'SDPA':>7} {'vl/SDPA':>7}"
+          f"   (TFLOP/s of the ragged problem's pairs; ratios of time)")
+    for c in dict.fromkeys(c for c, *_ in rows):
+        s9, s8 = ms.get((c, "flashc sm90 varlen")), ms.get((c, "flashc sm80 mods"))
+        sd = min((m for (cc, n), m in ms.items() if cc == c and n.startswith("SDPA")),
+                 default=None)
+        sd_tf = next((tf[(cc, n)] for (cc, n), m in ms.items() if cc == c and m == sd), None)
+        print(f"{c:22} {f(tf.get((c, 'flashc sm90 varlen')))} {f(tf.get((c, 'flashc sm80 mods')))}"
+              f" {r(s9, s8)} {f(sd_tf)} {r(s9, sd)}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
     ap.add_argument("--out", default=None)
     ap.add_argument("--rep-ms", type=int, default=60)
-    ap.add_argument("--set", choices=("prefill", "mods"), default="prefill")
+    ap.add_argument("--set", choices=("prefill", "mods", "varlen"), default="prefill")
     args = ap.parse_args()
     lib = ctypes.CDLL(args.lib)
     lib.flashc_last_error.restype = ctypes.c_char_p
     torch.manual_seed(0)
     dev = torch.device("cuda")
     rows = []  # (case, variant, ms, TFLOP/s, note)
-    if args.set == "mods":
-        mods_set(lib, rows, args.rep_ms)
+    if args.set in ("mods", "varlen"):
+        (mods_set if args.set == "mods" else varlen_set)(lib, rows, args.rep_ms)
         print(f"\n{'case':22} {'variant':30} {'ms':>8} {'TFLOP/s':>8}  note")
         for case, name, ms, tf, note in rows:
             print(f"{case:22} {name:30} {ms if ms else float('nan'):8.3f} "
                   f"{tf if tf else float('nan'):8.1f}  {note}")
-        mods_table(rows)
-        print(f"(bf16, Hq/Hkv {HQ}/{HKV}, B x S = {MODS_TOKENS}, causal; window {MODS_WINDOW}, "
-              f"softcap {MODS_SOFTCAP}; TFLOP/s count unmasked pairs; "
-              f"{torch.cuda.get_device_name()})")
+        if args.set == "mods":
+            mods_table(rows)
+            print(f"(bf16, Hq/Hkv {HQ}/{HKV}, B x S = {MODS_TOKENS}, causal; window "
+                  f"{MODS_WINDOW}, softcap {MODS_SOFTCAP}; TFLOP/s count unmasked pairs; "
+                  f"{torch.cuda.get_device_name()})")
+        else:
+            varlen_table(rows)
+            print(f"(bf16, Hq/Hkv {HQ}/{HKV}, {len(VL_LENS)} sequences of {min(VL_LENS)}-"
+                  f"{max(VL_LENS)} rows, {sum(VL_LENS)} in all; TFLOP/s count unmasked pairs; "
+                  f"{torch.cuda.get_device_name()})")
         if args.out:
             with open(args.out, "w") as f:
                 json.dump([dict(zip(("case", "variant", "ms", "tflops", "note"), r))

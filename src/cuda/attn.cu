@@ -201,16 +201,49 @@ static const char *sm90_mods_family(int *forced, int *dflt)
     return "sm90mods";
 }
 
-/* The sm90 mods instance for p (dense, the instance of max(D, Dv)) in the family
- * FLASHC_CUDA_SM90_MODS names, or NULL: off, not compute capability 9.0, or its supports() says
- * no. Asks quietly, as dkdv_route does: a failed query means "not here", and the sm80 route asks
- * again and reports it. */
+/* FLASHC_CUDA_SM90_VARLEN, likewise for varlen problems (attn_fwd_sm90.cu, the kernel's VL: v6d's
+ * kernel with MODS over the packed rows, family "sm90vl"): "1" on where an sm90vl instance serves
+ * the problem, "force" the same but refused where none does, "0" off; unset or anything else:
+ * SM90_VARLEN_DEFAULT, off (opt-in until a device run has timed it against the sm80 route). With
+ * a default on, it would take max(D, Dv) <= SM90_MODS_DEFAULT_MAX_D as the dense default does. */
+enum { SM90_VARLEN_DEFAULT = 0 };
+static const char *sm90_varlen_family(int *forced, int *dflt)
+{
+    const char *e = getenv("FLASHC_CUDA_SM90_VARLEN");
+    *forced = e && strcmp(e, "force") == 0;
+    *dflt = 0;
+    if (e && (strcmp(e, "1") == 0 || *forced))
+        return "sm90vl";
+    if ((e && strcmp(e, "0") == 0) || !SM90_VARLEN_DEFAULT)
+        return NULL;
+    *dflt = 1;
+    return "sm90vl";
+}
+
+/* The variable that governs p's sm90 mods route (*env: its name) and its family, as above */
+static const char *sm90_route_family(const attn_problem *p, const char **env, int *forced,
+                                     int *dflt)
+{
+    *env = p->layout == ATTN_VARLEN ? "FLASHC_CUDA_SM90_VARLEN" : "FLASHC_CUDA_SM90_MODS";
+    return p->layout == ATTN_VARLEN ? sm90_varlen_family(forced, dflt)
+                                    : sm90_mods_family(forced, dflt);
+}
+
+/* The sm90 mods instance for p (dense or varlen, the instance of max(D, Dv)) in the family
+ * FLASHC_CUDA_SM90_MODS (dense) or FLASHC_CUDA_SM90_VARLEN (varlen) names, or NULL: off, not
+ * compute capability 9.0, or its supports() says no. Asks quietly, as dkdv_route does: a failed
+ * query means "not here", and the sm80 route asks again and reports it. */
 static const attn_fwd_variant *sm90_mods_variant(const attn_problem *p)
 {
     int forced, dflt;
-    const char *fam = sm90_mods_family(&forced, &dflt);
+    const char *env;
+    const char *fam = sm90_route_family(p, &env, &forced, &dflt);
     const int64_t d = p->D > p->Dv ? p->D : p->Dv;
-    if (!fam || p->layout != ATTN_DENSE || (dflt && d > SM90_MODS_DEFAULT_MAX_D) ||
+    /* varlen: the VL kernels store O directly (v6d's stores, D columns), so D == Dv only (the
+     * H200 run of 2026-12-04 afternoon, call 4: a varlen 192 / 128 case reached the launch's
+     * refusal) */
+    if (!fam || (p->layout != ATTN_DENSE && p->layout != ATTN_VARLEN) ||
+        (p->layout == ATTN_VARLEN && p->D != p->Dv) || (dflt && d > SM90_MODS_DEFAULT_MAX_D) ||
         cudaPeekAtLastError() != cudaSuccess)
         return NULL;
     flashc_status ignored;
@@ -224,19 +257,22 @@ static const attn_fwd_variant *sm90_mods_variant(const attn_problem *p)
     return NULL;
 }
 
-/* FLASHC_CUDA_SM90_MODS=force (or an alternative's name): the mods route's dense problem p,
- * given to variant v, runs on an sm90 mods instance or is refused. */
+/* FLASHC_CUDA_SM90_MODS=force (or an alternative's name) for a dense problem,
+ * FLASHC_CUDA_SM90_VARLEN=force for a varlen one: the mods route's problem p, given to variant
+ * v, runs on an sm90 mods instance or is refused. */
 static flashc_status mods_forced(const attn_problem *p, const attn_fwd_variant *v)
 {
     int forced, dflt;
-    const char *fam = sm90_mods_family(&forced, &dflt);
-    if (forced && p->layout == ATTN_DENSE && v->min_cc < 90)
+    const char *env;
+    const char *fam = sm90_route_family(p, &env, &forced, &dflt);
+    if (forced && (p->layout == ATTN_DENSE || p->layout == ATTN_VARLEN) && v->min_cc < 90)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
-                            "%s: FLASHC_CUDA_SM90_MODS=%s: no sm90 mods instance (%s) serves "
+                            "%s: %s=%s: no sm90 mods instance (%s) serves "
                             "this problem (compute capability 9.0, bf16 / fp16, D and Dv "
-                            "multiples of 8 or its head dim, D != Dv only with "
+                            "multiples of 8 or its head dim, D != Dv only dense and with "
                             "FLASHC_CUDA_SM90_DKDV on, tiles 128 x block_k or unset)",
-                            FN, getenv("FLASHC_CUDA_SM90_MODS"), fam);
+                            p->layout == ATTN_VARLEN ? "flashc_attn_varlen_fwd" : FN, env,
+                            getenv(env), fam);
     return FLASHC_OK;
 }
 
@@ -426,7 +462,8 @@ extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
 {
     /* varlen, masks and modifiers, D != Dv: prefill-like ones on the sm80 kernel (dense
      * D != Dv without the rest on an sm90 one where dkdv_route says; dense masks and modifiers
-     * on one with FLASHC_CUDA_SM90_MODS), the rest and KV caches on attn_decode.cu */
+     * on one with FLASHC_CUDA_SM90_MODS, varlen with FLASHC_CUDA_SM90_VARLEN), the rest and KV
+     * caches on attn_decode.cu */
     const attn_fwd_variant *dkdv = attn_is_plain(p) ? NULL : dkdv_route(p);
     if (!attn_is_plain(p) && !dkdv) {
         const attn_fwd_variant *mv = mods_route(p);

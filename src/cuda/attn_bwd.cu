@@ -34,13 +34,12 @@ static const struct {
  * "sm90v2", "sm90v2e", "sm90v2s", "sm90v2sa", "sm90v2sd", "sm90v3", "sm90v3t", "sm90v3q",
  * "sm90v3w", "sm90v3wg" (sm90v3w with its deterministic mode in groups of heads, the same
  * bits), "sm90v3u" (the default at d 128 and d 64 on compute capability 9.0: sm90v3wg with an
- * unmasked softmax loop for tiles without masked keys, the same bits; forced, its padded
- * entries also take D == Dv, a multiple of 8, in 40-56 and 72-120), "sm90v3e", "sm90v3e2"
- * (sm90v3u with dV, and dK, issued before the consumers' meeting, the same bits), "sm90v3s"
- * (d 64: sm90v3u with both warpgroups' dQ tiles summed before one add), "sm90v3es" (d 64: e and s
- * in one), "sm80p" (above d 128: the mma.sync backward without sm80's recomputation over two
- * column slices, the same bits; any compute capability >= 8.0 whose shared memory holds it);
- * an opt_in variant is
+ * unmasked softmax loop for tiles without masked keys, the same bits; its padded entries, the
+ * default too, take D == Dv, a multiple of 8, in 40-56 and 72-120), "sm90v3e" (sm90v3u with
+ * dV issued before the consumers' meeting, the same bits; sm90v3e2, sm90v3s and sm90v3es were
+ * measured on the H200 on 2026-12-04, 0.78-1.01x sm90v3u, and removed), "sm80p" (above d 128:
+ * the mma.sync backward without sm80's recomputation over two column slices, the same bits;
+ * any compute capability >= 8.0 whose shared memory holds it); an opt_in variant is
  * taken only this way) preferred where it serves the problem; a problem it does not serve gets
  * the dispatcher's choice, so one test run covers every head dim. Read at every call (not
  * cached, unlike the forward's FLASHC_CUDA_KERNEL, which refuses instead), so the bench can

@@ -3,12 +3,12 @@
  * sm90v3t, sm90v3q (d = 128), sm90v3w and sm90v3wg (d = 128 and 64; wg: sm90v3w's deterministic
  * mode with its blocks in groups of heads, bwd90v3_grouped) and sm90v3u (d 128 and 64:
  * sm90v3wg with an unmasked softmax loop for tiles without masked keys; helper bwd13,
- * 2026-12-04), sm90v3e, sm90v3e2 (d 128 and 64: sm90v3u with dV, and dK, issued before the
- * consumers' meeting; helper bwd15), sm90v3s (d 64: sm90v3u with one dQ add of both
- * warpgroups' tiles summed; helper bwd15) and sm90v3es (d 64: e and s in one), sm90v3u the
- * default at both on compute capability 9.0 since the device round of 2026-12-04 midday
- * (sm90v3wg's before, sm90v3w's before that: d 64 since the device run of 2026-12-03, helper
- * bwd6: dQ by keys, below), the others opt-in through FLASHC_CUDA_BWD_KERNEL;
+ * 2026-12-04) and sm90v3e (d 128 and 64: sm90v3u with dV issued before the consumers'
+ * meeting; helper bwd15), sm90v3u the default at both on compute capability 9.0 since the
+ * device round of 2026-12-04 midday (sm90v3wg's before, sm90v3w's before that: d 64 since the
+ * device run of 2026-12-03, helper bwd6: dQ by keys, below), the others opt-in through
+ * FLASHC_CUDA_BWD_KERNEL; bwd15's sm90v3e2, sm90v3s and sm90v3es were measured (H200,
+ * 2026-12-04 afternoon: 0.78-1.01x sm90v3u) and removed (helper bwd17);
  * racecheck's hazards of 2026-12-02: see the table.
  * sm90v3u's padded entries (helper bwd16; the default since the afternoon run of 2026-12-04)
  * serve the head dims D == Dv, multiples of 8, in 40-56 and 72-120 on its d 64 and d 128
@@ -70,8 +70,7 @@ enum : unsigned {
     V3_GRP = 1u << 5,  /* sm90v3wg: deterministic blocks in groups of heads       */
     V3_UM = 1u << 6,   /* sm90v3u: the unmasked softmax loop                      */
     V3_DVE = 1u << 7,  /* sm90v3e: dV issued right after P, before dP's wait      */
-    V3_DKE = 1u << 8,  /* sm90v3e2: dK issued too before the consumers' meeting   */
-    V3_DQS = 1u << 9,  /* sm90v3s: d 64's two dQ tiles summed, one add per Q block */
+    /* bits 8, 9: sm90v3e2's and sm90v3s's, measured and removed (bench/RESULTS.md) */
     V3_PAD = 1u << 10, /* head dim a.D <= D (padded entries): dK, dV cut at a.D   */
     V3_W = V3_TDQ | V3_DQF | V3_WRT, /* sm90v3w's bits (WRT needs TDQ and DQF)    */
 };
@@ -233,14 +232,12 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
 #if FLASHC_PTX_SM90A
     constexpr bool DET = F & V3_DET, MODS = F & V3_MODS, TDQ = F & V3_TDQ, DQF = F & V3_DQF,
                    WRT = F & V3_WRT, GRP = F & V3_GRP, UM = F & V3_UM, DVE = F & V3_DVE,
-                   DKE = F & V3_DKE, DQS = F & V3_DQS, PAD = F & V3_PAD;
+                   PAD = F & V3_PAD;
     using L = bwd90v3_smem<D, WRT>;
     static_assert(!WRT || (TDQ && DQF), "sm90v3w: sm90v3q with the dQ adds on writer warps");
     static_assert(!UM || (WRT && !MODS),
                   "sm90v3u: sm90v3w's kernel with an unmasked softmax loop");
     static_assert(!DVE || (UM && WRT && !MODS), "sm90v3e: sm90v3u's kernel, dV issued early");
-    static_assert(!DKE || DVE, "sm90v3e2: sm90v3e's kernel, dK issued early too");
-    static_assert(!DQS || (UM && D == 64), "sm90v3s: sm90v3u's kernel at d 64, one dQ writer");
     /* sm90v3e's dV: at d 64 right after P^T, before dP's wait (it then runs under dS's
      * elementwise step too); at d 128 after dS^T's pack, where P^T's 16 registers held by the
      * wgmma in flight across that step cost ptxas 112 bytes of spills (88 more than sm90v3u's
@@ -305,70 +302,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
     if (warp < 4) {
         /* ---- producer ---- */
         ptx_setmaxnreg_dec<bwd90v3_regs<D>::PRODUCER>();
-        if constexpr (DQS) {
-            /* sm90v3s (d 64): both warpgroups' dQ tiles cover the same rows (dQ by keys), so
-             * warp 1 sums them in shared memory and adds the sum: one 16 KB reduce-add per Q
-             * block instead of two, and in deterministic mode one link of the turn chain per
-             * block (the count rises by 1 a block) instead of two (warpgroup 1's writer after
-             * warpgroup 0's), each a reduce-add waited for to completion: the writers' chain,
-             * not the tensor cores, bounds sm90v3u's deterministic mode at d 64 (its UM loop
-             * gained 10-23% in fast mode there and 0.95-1.08x in deterministic mode). Another
-             * rounding of dQ than sm90v3u's, deterministic all the same (t0 + t1 commutes). */
-            if (warp == 2)
-                return;
-            if (warp == 1) {
-                for (int sb = 0; sb < 2 && sb < total; sb++)
-                    for (int w = 0; w < 2; w++)
-                        ptx_named_bar_arrive(dq_empty_id(w, sb), 160);
-                int h = hk * a.group, m = m_begin;
-                for (int it = 0; it < total; it++) {
-                    const int sb = it & 1;
-                    ptx_named_bar_sync(dq_full_id(0, sb), 160);
-                    ptx_named_bar_sync(dq_full_id(1, sb), 160);
-                    /* the same swizzled layout in both tiles: the sum elementwise, into tile 0 */
-                    float4 *t0 = (float4 *)(sbase + L::DQ + sb * L::DQ_BUF);
-                    const float4 *t1 = t0 + 2 * BM * 128 / 16;
-#pragma unroll 4
-                    for (int i = lane; i < 2 * BM * 128 / 16; i += 32) {
-                        const float4 x = t0[i], y = t1[i];
-                        t0[i] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
-                    }
-                    ptx_fence_proxy_async_shared(); /* the sums, for the copy engine's reads */
-                    __syncwarp();
-                    if (lane == 0) {
-                        const uint32_t st = base + L::DQ + sb * L::DQ_BUF;
-                        int *sem = a.sem + bwd90v3_turn_counter(a, b, h, m);
-                        if constexpr (DET) {
-                            const int turn = bwd_turn(rg, n_block, (int)gridDim.x, m, BM, BN);
-                            while (ptx_ld_acquire_gpu(sem) < turn) {
-                            }
-                            ptx_fence_proxy_async_global(); /* the acquire before our adds */
-                        }
-                        for (int hf = 0; hf < 2; hf++)
-                            ptx_tma_reduce_add_4d(&tm_dq, st + hf * BM * 128, 32 * hf, m * BM, h,
-                                                  b);
-                        ptx_bulk_commit_group();
-                        if constexpr (DET) {
-                            ptx_bulk_wait_group<0>();       /* our adds performed ... */
-                            ptx_fence_proxy_async_global(); /* ... and ordered before the release */
-                            __threadfence();
-                            ptx_red_release_gpu_add(sem, 1);
-                        } else {
-                            ptx_bulk_wait_group_read<0>(); /* tile 0 read (tile 1: by us) */
-                        }
-                    }
-                    __syncwarp();
-                    if (it + 2 < total) /* the consumers' next use of these buffers */
-                        for (int w = 0; w < 2; w++)
-                            ptx_named_bar_arrive(dq_empty_id(w, sb), 160);
-                    if (++m == m_end)
-                        h++, m = m_begin;
-                }
-                if (lane == 0)
-                    ptx_bulk_wait_group<0>();
-                return;
-            }
-        } else if constexpr (WRT) {
+        if constexpr (WRT) {
             if (warp == 1 || warp == 2) {
                 /* sm90v3w: warp 1 + w adds consumer warpgroup w's dQ tiles, so that neither
                  * the copy engine's reads nor deterministic mode's turn wait the consumers */
@@ -636,14 +570,6 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
             }
         }
         ptx_fence_proxy_async_shared(); /* dS, for the dQ wgmmas after the barrier */
-        if constexpr (DKE) {
-            /* sm90v3e2: dK += dS^T Q (dS^T from registers) before the meeting as well, so that
-             * the tensor cores hold dV and dK across it; dQ alone follows it */
-            ptx_fence_operands(dk);
-            ptx_wgmma_fence();
-            bwd90v3_kv_mma<T>(dk, da, q_buf);
-            ptx_wgmma_commit();
-        }
 
         /* dV += P^T dO, dK += dS^T Q before the meeting (sm90v3, sm90v3t) */
         if constexpr (!DQF) {
@@ -676,18 +602,14 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
             /* dV, dK behind dQ: the dQ epilogue below runs while they are on the tensor
              * cores (in sm90v3t they ran before the barrier instead); sm90v3e's dV is in
              * flight already (its registers untouched here) */
-            if constexpr (DKE) {
-                ptx_wgmma_wait<0>(); /* dQ, the last issued */
-            } else {
-                if constexpr (!DVE)
-                    ptx_fence_operands(dv);
-                ptx_fence_operands(dk);
-                if constexpr (!DVE)
-                    bwd90v3_kv_mma<T>(dv, pa, do_buf);
-                bwd90v3_kv_mma<T>(dk, da, q_buf);
-                ptx_wgmma_commit();
-                ptx_wgmma_wait<1>(); /* dQ (and sm90v3e's dV, issued before it) */
-            }
+            if constexpr (!DVE)
+                ptx_fence_operands(dv);
+            ptx_fence_operands(dk);
+            if constexpr (!DVE)
+                bwd90v3_kv_mma<T>(dv, pa, do_buf);
+            bwd90v3_kv_mma<T>(dk, da, q_buf);
+            ptx_wgmma_commit();
+            ptx_wgmma_wait<1>(); /* dQ (and sm90v3e's dV, issued before it) */
             ptx_fence_operands(acc);
         } else {
             ptx_wgmma_wait<0>();
@@ -968,12 +890,11 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     const bool grp = GRP && a->wr < 0;
     /* UM in deterministic mode at d 128 only: at d 64 (s11_bwd13.sh, H200) sm90v3u's
      * deterministic mode was 0.95-1.08x sm90v3wg's, where its fast mode was 1.10-1.23x;
-     * sm90v3e, e2, s at both (s12_bwd15.sh measures their d 64 deterministic mode) */
-    constexpr bool UMD = UM && (D == 128 || (F & (V3_DVE | V3_DQS)));
-    /* the kernel's bits: the family's without GRP, UM, DVE, DKE, DQS, which each instance
-     * adds back (DVE, DKE, DQS: with UM only) */
-    constexpr unsigned K = F & (V3_TDQ | V3_DQF | V3_WRT | V3_PAD),
-                       KE = F & (V3_DVE | V3_DKE | V3_DQS),
+     * sm90v3e's at both (s12_bwd15.sh measured its d 64 deterministic mode) */
+    constexpr bool UMD = UM && (D == 128 || (F & V3_DVE));
+    /* the kernel's bits: the family's without GRP, UM, DVE, which each instance adds back
+     * (DVE: with UM only) */
+    constexpr unsigned K = F & (V3_TDQ | V3_DQF | V3_WRT | V3_PAD), KE = F & V3_DVE,
                        KU = UM ? V3_UM | KE : 0u, KUD = UMD ? V3_UM | KE : 0u,
                        KG = GRP ? V3_GRP : 0u;
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
@@ -1079,13 +1000,14 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
     {"attn_bwd_f16_sm90v3u_d64_64x128", "sm90v3u", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH,
      attn_bwd_sm90v3_launch<__half, 64, V3_W | V3_GRP | V3_UM>, NULL, 0},
-    /* sm90v3e (helper bwd15, 2026-12-04; opt-in until a device round): sm90v3u whose consumers
-     * issue dV += P^T dO right after the softmax, before they wait for dP^T, so that it runs
-     * under dS's elementwise step, the stmatrix and the consumers' meeting (sm90v3u: after the
-     * meeting, behind dQ); sm90v3e2: dK += dS^T Q issued before the meeting too, dQ alone after
-     * it. The same products in the same order per accumulator: sm90v3u's bits (fast-mode dK,
-     * dV; deterministic dQ, dK, dV; test_early_bits). Deterministic mode with UM at d 64 as
-     * well; with softcap / ALiBi sm90v3wg's kernels, as sm90v3u. */
+    /* sm90v3e (helper bwd15, 2026-12-04; opt-in): sm90v3u whose consumers issue dV += P^T dO
+     * right after the softmax, before they wait for dP^T, so that it runs under dS's
+     * elementwise step, the stmatrix and the consumers' meeting (sm90v3u: after the meeting,
+     * behind dQ). The same products in the same order per accumulator: sm90v3u's bits
+     * (fast-mode dK, dV; deterministic dQ, dK, dV; test_early_bits). Deterministic mode with
+     * UM at d 64 as well; with softcap / ALiBi sm90v3wg's kernels, as sm90v3u. H200, call 2
+     * of 2026-12-04 afternoon: 0.98-1.04x sm90v3u at d 128 (geomean 1.02), deterministic at
+     * d 64 geomean 1.03; kept opt-in for a re-measure. */
     {"attn_bwd_bf16_sm90v3e_d128_64x128", "sm90v3e", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<128, true>::LAUNCH,
      attn_bwd_sm90v3_launch<__nv_bfloat16, 128, V3_W | V3_GRP | V3_UM | V3_DVE>, NULL, 1},
@@ -1098,40 +1020,6 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
     {"attn_bwd_f16_sm90v3e_d64_64x128", "sm90v3e", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
      bwd90v3_smem<64, true>::LAUNCH,
      attn_bwd_sm90v3_launch<__half, 64, V3_W | V3_GRP | V3_UM | V3_DVE>, NULL, 1},
-    {"attn_bwd_bf16_sm90v3e2_d128_64x128", "sm90v3e2", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, V3_W | V3_GRP | V3_UM | V3_DVE | V3_DKE>, NULL,
-     1},
-    {"attn_bwd_f16_sm90v3e2_d128_64x128", "sm90v3e2", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__half, 128, V3_W | V3_GRP | V3_UM | V3_DVE | V3_DKE>, NULL, 1},
-    {"attn_bwd_bf16_sm90v3e2_d64_64x128", "sm90v3e2", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, V3_W | V3_GRP | V3_UM | V3_DVE | V3_DKE>, NULL,
-     1},
-    {"attn_bwd_f16_sm90v3e2_d64_64x128", "sm90v3e2", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__half, 64, V3_W | V3_GRP | V3_UM | V3_DVE | V3_DKE>, NULL, 1},
-    /* sm90v3s (helper bwd15; opt-in until a device round; d 64 only): sm90v3u whose writer
-     * warp 1 sums both warpgroups' dQ tiles (the same rows) in shared memory and adds the sum,
-     * one reduce-add and one deterministic turn per Q block instead of two; another rounding
-     * of dQ than sm90v3u's (fast-mode dK, dV the same bits, test_early_bits) */
-    {"attn_bwd_bf16_sm90v3s_d64_64x128", "sm90v3s", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, V3_W | V3_GRP | V3_UM | V3_DQS>, NULL, 1},
-    {"attn_bwd_f16_sm90v3s_d64_64x128", "sm90v3s", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__half, 64, V3_W | V3_GRP | V3_UM | V3_DQS>, NULL, 1},
-    /* sm90v3es (helper bwd15; opt-in; d 64 only): sm90v3e and sm90v3s in one (the consumers'
-     * dV and the writer's one add are apart), so that one device round can also time the
-     * two together; sm90v3s's bits (test_early_bits) */
-    {"attn_bwd_bf16_sm90v3es_d64_64x128", "sm90v3es", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, V3_W | V3_GRP | V3_UM | V3_DVE | V3_DQS>, NULL,
-     1},
-    {"attn_bwd_f16_sm90v3es_d64_64x128", "sm90v3es", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__half, 64, V3_W | V3_GRP | V3_UM | V3_DVE | V3_DQS>, NULL, 1},
     /* sm90v3u's padded entries (helper bwd16, 2026-12-04): head dims D == Dv, multiples of 8
      * below an instance's, 40-56 on the d 64 kernels and 72-120 on the d 128 ones (the exact
      * dims take the entries above, first in the table; 8-32 stay on sm80's d 32 instance,

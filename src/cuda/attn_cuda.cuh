@@ -91,11 +91,16 @@ typedef struct attn_fwd_variant {
 /* attn_fwd_sm80.cu */
 extern const attn_fwd_variant attn_fwd_sm80_variants[];
 extern const int attn_fwd_sm80_variant_count;
+/* A varlen launch's rows of no sequence (past cu_q[B]): zeros in o, -inf in lse
+ * (attn_fwd_common.cuh, attn_clear_unowned), for the sm90 kernel's varlen launch too: the one
+ * instance per dtype lives there. Nothing when total_q = 0. */
+cudaError_t attn_fwd_clear_unowned(const attn_fwd_args *a, flashc_dtype dt, cudaStream_t stream);
 
 /* attn_fwd_sm90.cu */
 extern const attn_fwd_variant attn_fwd_sm90_variants[];
 extern const int attn_fwd_sm90_variant_count;
-/* the dense masks-and-modifiers instances (attn.cu, mods_route: FLASHC_CUDA_SM90_MODS) */
+/* the masks-and-modifiers instances (attn.cu, mods_route): dense (family "sm90mods" and its
+ * alternatives, FLASHC_CUDA_SM90_MODS) and varlen ("sm90vl", FLASHC_CUDA_SM90_VARLEN) */
 extern const attn_fwd_variant attn_fwd_sm90_mods_variants[];
 extern const int attn_fwd_sm90_mods_variant_count;
 /* the values FLASHC_SM90_ABLATE takes for FLASHC_CUDA_KERNEL=sm90abl ("a|b|..."), for messages */

@@ -313,6 +313,17 @@ __global__ void __launch_bounds__(NWARPS * 32)
         }
 }
 
+/* varlen: the rows of no sequence (attn_fwd_clear_unowned, attn_cuda.cuh) */
+template <typename T>
+static cudaError_t attn_fwd_clear_unowned_t(const attn_fwd_args *a, cudaStream_t stream)
+{
+    if (a->total_q <= 0)
+        return cudaSuccess;
+    const int64_t rows = (int64_t)a->total_q * a->Hq;
+    attn_clear_unowned<T, attn_fwd_args><<<(unsigned)((rows + 3) / 4), 128, 0, stream>>>(*a);
+    return cudaGetLastError();
+}
+
 template <typename T, int D, int NWARPS, int MI, int BN>
 static cudaError_t attn_fwd_sm80_launch(const attn_fwd_args *a, cudaStream_t stream)
 {
@@ -341,12 +352,15 @@ static cudaError_t attn_fwd_sm80_launch(const attn_fwd_args *a, cudaStream_t str
         if ((err = cudaGetLastError()) != cudaSuccess)
             return err;
     }
-    if (a->cu_q && a->total_q > 0) {
-        const int64_t rows = (int64_t)a->total_q * a->Hq;
-        attn_clear_unowned<T, attn_fwd_args><<<(unsigned)((rows + 3) / 4), 128, 0, stream>>>(*a);
-        err = cudaGetLastError();
-    }
+    if (a->cu_q)
+        err = attn_fwd_clear_unowned_t<T>(a, stream);
     return err;
+}
+
+cudaError_t attn_fwd_clear_unowned(const attn_fwd_args *a, flashc_dtype dt, cudaStream_t stream)
+{
+    return dt == FLASHC_BF16 ? attn_fwd_clear_unowned_t<__nv_bfloat16>(a, stream)
+                             : attn_fwd_clear_unowned_t<__half>(a, stream);
 }
 
 /* Tiles as FlashAttention-2 picks them for sm_80/sm_90 without dropout: 4 warps of 32 rows for

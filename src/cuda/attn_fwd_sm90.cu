@@ -31,7 +31,9 @@
  * (the default at max(D, Dv) <= 128, attn.cu's sm90_mods_family; the kernel's comment and the
  * mods table at the end): a
  * per-tile key range changes the blocks the producer and consumers walk (tile_at), and
- * mods_block replaces mask_block (mask_at).
+ * mods_block replaces mask_block (mask_at). Varlen (opt-in FLASHC_CUDA_SM90_VARLEN): v6d's kernel
+ * with MODS and VL (3-d maps over the packed rows, per-tile sequences from cu_seqlens, guarded
+ * direct stores of O; the kernel's comment and the sm90vl entries of the mods table).
  *
  * Versions (template VER, each its own FLASHC_CUDA_KERNEL family; the ladder and which one the
  * dispatcher picks where are in bench/RESULTS.md and the table at the end of this file):
@@ -287,8 +289,34 @@ static __device__ __forceinline__ void sm90_exp(float (&s)[1][NT][4], const floa
  *     LSE = m ln 2 + ln l, as in the sm80 kernel's MODS instance;
  *   - the tile order is longest-first for the windowed cost (tile_at).
  * A template flag of v6's and v9's kernel (VER 6, 7, 11), not a version: the plain instances
- * are unchanged. */
-template <typename T, int D, int BN, int STAGES, int VER, bool MODS = false>
+ * are unchanged.
+ * VL (with MODS, v6d's kernel: VER 6): varlen, flashc_attn_varlen_fwd's packed (total, H, D)
+ * rows, sequence b owning q / o rows [cu_q[b], cu_q[b + 1]) and k / v rows [cu_k[b], cu_k[b +
+ * 1]) (attn_fwd_args; the sm80 kernel's MODS instance is the contract):
+ *   - the tensor maps are 3-d (feature, row, head) over the packed tensors, rows up to
+ *     total_q / total_k (make_map with B = 0); a tile's boxes start at its sequence's first row
+ *     (Q at cu_q[b] + m0, K / V at cu_k[b] + n0), so a box may run into the next sequence's rows
+ *     (the copy engine zero-fills only past the tensor);
+ *   - the tile space is (sequence, Q tile of max_seqlen_q, head), as the dense one with B
+ *     sequences and Sq = max_seqlen_q; each tile reads its sequence's lengths and first rows
+ *     from cu_seqlens on the device (fwd_sequence: clamped as the sm80 kernel clamps them), and
+ *     its key range and blocks come from them (tile_at, per sequence bottom-right: diag = Sk_b -
+ *     Sq_b); a tile past its sequence's rows is skipped by the producer (never handed to the
+ *     consumers, so every barrier stays matched: both sides count only the tiles handed over),
+ *     a tile of rows against no key is handed over and stores O = 0, LSE = -inf, as the dense
+ *     empty tiles do;
+ *   - K / V rows past the sequence's end (the next sequence's, in a block that crosses it) lie
+ *     outside every row's key range (hi <= Sk_b): masked to -inf in S, P = 0 there (so only a
+ *     non-finite V value of the next sequence could reach this one, as 0 x inf; the sm80 kernel
+ *     zero-fills them instead);
+ *   - Q rows past the sequence's end (the next sequence's, or zeros) are computed with the keys
+ *     their index would see and never stored: O by guarded direct stores (v6d's, rows < Sq_b,
+ *     columns < Dv: a TMA store's 64-row box would write the next sequence's rows), LSE into
+ *     (Hq, total_q) at cu_q[b] + row;
+ *   - rows of no sequence (past cu_q[B]) are cleared after the kernel (attn_clear_unowned, the
+ *     sm80 launch's, attn_fwd_clear_unowned).
+ *   Windows, softcap and ALiBi come with MODS (the slope of (sequence, head)). */
+template <typename T, int D, int BN, int STAGES, int VER, bool MODS = false, bool VL = false>
 __global__ void __launch_bounds__(sm90_threads(VER), 1)
     attn_fwd_sm90_kernel(const __grid_constant__ CUtensorMap tm_q,
                          const __grid_constant__ CUtensorMap tm_k,
@@ -325,6 +353,8 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                   "d 192 / 256 (sm90v6h*): v6 on 64 / 80-key blocks, O 96 / 128 registers");
     static_assert(!MODS || (DYN && (BASE == 6 || BASE == 7 || BASE == 11)),
                   "masks and modifiers: v6's and v9's kernel (empty tiles go through them)");
+    static_assert(!VL || (MODS && BASE == 6 && sm90_ablate(VER) == 0),
+                  "varlen: v6d's kernel with MODS (guarded direct stores of O)");
 
     extern __shared__ uint8_t smem_raw[];
     const uint32_t base = (ptx_smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -406,6 +436,16 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 m_block = n_mblocks - 1 - m_block;
         }
         m0 = m_block * BM;
+        if constexpr (VL) {
+            /* varlen: sequence b's lengths; a tile past its rows: n_blocks = -1 (skipped) */
+            int sq, sk, q0, k0;
+            fwd_sequence(a, b, &sq, &sk, &q0, &k0);
+            const int vdiag = sk - sq, last_row = min(m0 + BM, sq) - 1;
+            const int lo = fwd_key_lo(a, vdiag, m0), hi = fwd_key_hi(a, vdiag, sk, last_row);
+            kb_hi = hi > lo ? (hi + BN - 1) / BN : 0;
+            n_blocks = m0 >= sq ? -1 : hi > lo ? kb_hi - lo / BN : 0;
+            return;
+        }
         const int last_row = min(m0 + BM, a.Sq) - 1;
         if constexpr (MODS) {
             const int lo = fwd_key_lo(a, diag, m0), hi = fwd_key_hi(a, diag, a.Sk, last_row);
@@ -434,7 +474,9 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
          * both blocks of the pair) */
         auto load_kv = [&](uint32_t dst, const CUtensorMap *tm, uint32_t bar, int p, int n0,
                            int hk, int b) {
-            if constexpr (MC)
+            if constexpr (VL) /* n0: the packed row (the sequence's first row added) */
+                ptx_tma_load_3d(dst, tm, bar, 64 * p, n0, hk);
+            else if constexpr (MC)
                 ptx_tma_load_4d_multicast(dst + crank() * KV_ROWS * 128, tm, bar, 64 * p,
                                           n0 + (int)crank() * KV_ROWS, hk, b, 0x3);
             else
@@ -456,6 +498,16 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                     tile += tile_step;
                     continue;
                 }
+                if (VL && n_blocks < 0) { /* varlen: no rows of its sequence, not handed over */
+                    tile = atomicAdd(tile_ctr, 1) + (int)gridDim.x;
+                    continue;
+                }
+                /* varlen: the packed rows of the sequence's first query and key (else 0) */
+                int q_base = 0, k_base = 0;
+                if constexpr (VL) {
+                    int sq, sk;
+                    fwd_sequence(a, b, &sq, &sk, &q_base, &k_base);
+                }
                 const int hk = h / a.group;
                 if constexpr (DYN) {
                     /* v6: every tile's index goes to the consumers, the empty ones (O = 0,
@@ -476,7 +528,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                     ptx_mbarrier_arrive_expect_tx(k_full(s), L::KV_BYTES);
                     for (int p = 0; p < NP; p++)
                         load_kv(sK + s * L::KV_BYTES + p * BN * 128, &tm_k, k_full(s), p,
-                                (kb_hi - 1 - i) * BN, hk, b);
+                                (kb_hi - 1 - i) * BN + k_base, hk, b);
                 };
                 /* v9: the first K before Q: its slot frees a block before Q's buffer (after
                  * the last tile's last S but one), and the consumers need both at once */
@@ -494,8 +546,12 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                     continue;
                 }
                 ptx_mbarrier_arrive_expect_tx(bar_q, L::Q_BYTES);
-                for (int p = 0; p < NP; p++)
-                    ptx_tma_load_4d(sQ + p * BM * 128, &tm_q, bar_q, 64 * p, m0, h, b);
+                for (int p = 0; p < NP; p++) {
+                    if constexpr (VL)
+                        ptx_tma_load_3d(sQ + p * BM * 128, &tm_q, bar_q, 64 * p, m0 + q_base, h);
+                    else
+                        ptx_tma_load_4d(sQ + p * BM * 128, &tm_q, bar_q, 64 * p, m0, h, b);
+                }
                 for (int i = 0; i < n_blocks; i++) {
                     const int s = (it + i) % STAGES;
                     const uint32_t ph = (uint32_t)((it + i) / STAGES) & 1u;
@@ -505,8 +561,8 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                     ptx_mbarrier_wait(v_empty(s), ph ^ 1u);
                     ptx_mbarrier_arrive_expect_tx(v_full(s), L::KV_BYTES);
                     for (int p = 0; p < NP; p++)
-                        load_kv(sV + s * L::KV_BYTES + p * BN * 128, &tm_v, v_full(s), p, n0, hk,
-                                b);
+                        load_kv(sV + s * L::KV_BYTES + p * BN * 128, &tm_v, v_full(s), p,
+                                n0 + k_base, hk, b);
                 }
                 it += n_blocks, tq++;
                 /* v6: the next tile, claimed once this one's loads are all issued, so that the
@@ -628,6 +684,14 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
         if (!XT || tile < n_tiles)
             tile_at(tile, m0, b, h, n_blocks, kb_hi);
         const int row0 = m0 + row_in_tile(); /* this thread's rows: row0, row0 + 8 */
+        /* varlen: the sequence's query rows and keys, its first packed query row, its diag
+         * (dense: Sq, Sk, 0 and diag, which the dense instances read as before) */
+        int seq_q = a.Sq, seq_k = a.Sk, q_base = 0;
+        if constexpr (VL) {
+            int k_base;
+            fwd_sequence(a, b, &seq_q, &seq_k, &q_base, &k_base);
+        }
+        const int tdiag = VL ? seq_k - seq_q : diag;
         auto slot = [&](int i) { return (it + i) % STAGES; };
         auto phase = [&](int i) { return (uint32_t)((it + i) / STAGES) & 1u; };
         if constexpr (!XT)
@@ -738,14 +802,16 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
             const int n0 = (kb_hi - 1 - i) * BN;
             if constexpr (MODS) {
                 const int r0 = row0 - g;
-                const bool mask = n0 < fwd_key_lo(a, diag, r0 + 15) ||
-                                  n0 + BN > fwd_key_hi(a, diag, a.Sk, r0);
+                const int dg = VL ? tdiag : diag;
+                const bool mask = n0 < fwd_key_lo(a, dg, r0 + 15) ||
+                                  n0 + BN > fwd_key_hi(a, dg, VL ? seq_k : a.Sk, r0);
                 /* this head's ALiBi slope, in the log2 domain: read per block (an L1 hit)
                  * rather than held through the tile */
                 const float slope_log2 =
                     a.alibi ? a.alibi[b * a.salibi[0] + h * a.salibi[1]] * 1.4426950408889634f
                             : 0.0f;
-                mods_block<1, NT>(sc, a, row0, n0 + 2 * t, diag, a.Sk, slope_log2, mask);
+                mods_block<1, NT>(sc, a, row0, n0 + 2 * t, dg, VL ? seq_k : a.Sk, slope_log2,
+                                  mask);
             } else if (n0 + BN > a.Sk || (a.causal && n0 + BN > m0 + cw * 64 + 1 + diag)) {
                 mask_block<1, NT>(sc, a, row0, n0 + 2 * t, diag);
             }
@@ -763,7 +829,15 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 l += __shfl_xor_sync(0xffffffffu, l, 2);
                 inv[hr] = l > 0.0f ? 1.0f / l : 0.0f;
                 const int row = row0 + 8 * hr;
-                if (row < a.Sq && a.lse && t == 0)
+                /* varlen: the sequence's rows, LSE into (Hq, total_q) at its packed rows (a
+                 * statement of its own: folded into the dense one's index, or both through one
+                 * lambda, it changed the dense kernels' register allocation) */
+                if constexpr (VL) {
+                    if (row < seq_q && a.lse && t == 0)
+                        a.lse[h * a.slse[1] + ((int64_t)q_base + row) * a.slse[2]] =
+                            l > 0.0f ? row_m[0][hr] * 0.6931471805599453f + logf(l) : -INFINITY;
+                }
+                if (!VL && row < a.Sq && a.lse && t == 0)
                     a.lse[b * a.slse[0] + h * a.slse[1] + (int64_t)row * a.slse[2]] =
                         l > 0.0f ? row_m[0][hr] * (MODS ? 0.6931471805599453f : a.scale) +
                                        logf(l)
@@ -771,7 +845,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
             }
         };
         auto store_o = [&](const int m0, const int b, const int h, const float (&inv)[2]) {
-            if constexpr (!TMA_O) {
+            if constexpr (!TMA_O && !VL) {
                 const int row0 = m0 + row_in_tile();
                 T *og = (T *)a.o + b * a.so[0] + h * a.so[2];
 #pragma unroll
@@ -821,6 +895,27 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                     if (issuer && m0 + cw * 64 < a.Sq) {
                         ptx_tma_store_4d(&tm_o, sO, 64 * p, m0 + cw * 64, h, b);
                         ptx_bulk_commit_group();
+                    }
+                }
+            }
+            if constexpr (VL) {
+                /* varlen: the sequence's rows only (a box of 64 rows would write the next
+                 * sequence's), at its packed rows; columns < Dv (padded D, Dk != Dv: the
+                 * instance's columns past Dv are zero and not o's); Dv % 8 == 0, so a pair of
+                 * columns is whole */
+                const int row0 = m0 + row_in_tile();
+                T *og = (T *)a.o + h * a.so[2] + (int64_t)q_base * a.so[1];
+#pragma unroll
+                for (int hr = 0; hr < 2; hr++) {
+                    const int row = row0 + 8 * hr;
+                    if (row < seq_q) {
+                        T *orow = og + (int64_t)row * a.so[1];
+#pragma unroll
+                        for (int dt = 0; dt < DT; dt++)
+                            if (dt * 8 + 2 * t < a.Dv)
+                                *(uint32_t *)(orow + dt * 8 + 2 * t) =
+                                    ptx_pack2(T(), acc[0][dt][2 * hr] * inv[hr],
+                                              acc[0][dt][2 * hr + 1] * inv[hr]);
                     }
                 }
             }
@@ -1067,7 +1162,9 @@ struct map_memo {
 static thread_local map_memo memo;
 
 /* A (B, S, H, D) operand as a 4-d tensor map (D, S, H, B) with boxes of 64 features x rows,
- * 128-byte swizzled (the panels of ptx_sm90.cuh). st: batch, seq, head strides in elements. */
+ * 128-byte swizzled (the panels of ptx_sm90.cuh). st: batch, seq, head strides in elements.
+ * B = 0: a varlen operand, packed (S = total rows, H, D), as a 3-d map (D, S, H) (st[0] unused:
+ * a 4-d map of one batch would still need a batch stride the copy engine accepts). */
 static int make_map(CUtensorMap *m, flashc_dtype dt, const void *ptr, int64_t B, int64_t S,
                     int64_t H, int64_t D, const int64_t *st, int rows)
 {
@@ -1089,12 +1186,13 @@ static int make_map(CUtensorMap *m, flashc_dtype dt, const void *ptr, int64_t B,
                                    (cuuint64_t)st[0] * 2};
     const cuuint32_t box[4] = {64, (cuuint32_t)rows, 1, 1};
     const cuuint32_t estr[4] = {1, 1, 1, 1};
-    for (int i = 0; i < 3; i++) /* the copy engine's limits on strides */
+    const int rank = B > 0 ? 4 : 3;
+    for (int i = 0; i < rank - 1; i++) /* the copy engine's limits on strides */
         if (strides[i] % 16 != 0 || strides[i] >= (1ull << 40) || strides[i] == 0)
             return 0;
     if (enc(m, dt == FLASHC_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                  : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-            4, (void *)ptr, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+            rank, (void *)ptr, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
         return 0;
@@ -1105,11 +1203,19 @@ static int make_map(CUtensorMap *m, flashc_dtype dt, const void *ptr, int64_t B,
     return 1;
 }
 
-/* bm, bn: the kernel's Q tile and K/V block rows (the boxes of the Q and the K and V maps). */
+/* bm, bn: the kernel's Q tile and K/V block rows (the boxes of the Q and the K and V maps).
+ * Varlen (cu_q set): 3-d maps over the packed rows, total_q and total_k of them (at least one,
+ * which a map needs: with no rows no sequence has any, and nothing is loaded). */
 static int make_maps(const attn_fwd_args *a, flashc_dtype dt, int bm, int bn, CUtensorMap *mq,
                      CUtensorMap *mk, CUtensorMap *mv)
 {
     const int64_t Hkv = a->Hq / a->group;
+    if (a->cu_q) {
+        const int64_t tq = a->total_q > 1 ? a->total_q : 1, tk = a->total_k > 1 ? a->total_k : 1;
+        return make_map(mq, dt, a->q, 0, tq, a->Hq, a->D, a->sq, bm) &&
+               make_map(mk, dt, a->k, 0, tk, Hkv, a->D, a->sk, bn) &&
+               make_map(mv, dt, a->v, 0, tk, Hkv, a->Dv, a->sv, bn);
+    }
     return make_map(mq, dt, a->q, a->B, a->Sq, a->Hq, a->D, a->sq, bm) &&
            make_map(mk, dt, a->k, a->B, a->Sk, Hkv, a->D, a->sk, bn) &&
            make_map(mv, dt, a->v, a->B, a->Sk, Hkv, a->Dv, a->sv, bn);
@@ -1235,6 +1341,9 @@ static int sm90_encodes(const attn_fwd_variant *v, const attn_problem *p, int kv
         a.sq[i] = p->sq[i], a.sk[i] = p->sk[i], a.sv[i] = p->sv[i];
     a.B = (int)p->B, a.Sq = (int)p->Sq, a.Sk = (int)p->Sk, a.Hq = (int)p->Hq;
     a.group = (int)(p->Hq / p->Hkv), a.D = (int)p->D, a.Dv = (int)p->Dv;
+    if (p->layout == ATTN_VARLEN) /* the maps of the launch's (make_maps) */
+        a.cu_q = p->cu_q, a.cu_k = p->cu_k, a.total_q = (int)p->total_q,
+        a.total_k = (int)p->total_k;
     CUtensorMap mq, mk, mv, mo;
     if (!make_maps(&a, v->dtype, v->block_q, kv_rows, &mq, &mk, &mv))
         return 0;
@@ -1326,7 +1435,7 @@ static int sm90_supports_pair(const attn_fwd_variant *v, const attn_problem *p, 
     return !p->causal && sm90_supports_rows(v, p, cc, vec16, v->block_k / 2);
 }
 
-template <typename T, int D, int BN, int STAGES, int VER, bool MODS = false>
+template <typename T, int D, int BN, int STAGES, int VER, bool MODS = false, bool VL = false>
 static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t stream)
 {
     using L = sm90_smem<D, BN, STAGES, VER>;
@@ -1338,14 +1447,16 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
      * nothing but TMA-store kernels) */
     if (a->D != a->Dv && sm90_base(VER) < 7)
         return cudaErrorInvalidValue;
-    /* masks and modifiers on the MODS instances only, dense (attn.cu, mods_route) */
-    if (!a->mods != !MODS || a->cu_q)
+    /* masks and modifiers on the MODS instances only, varlen on the VL ones (attn.cu,
+     * mods_route) */
+    if (!a->mods != !MODS || !a->cu_q != !VL)
         return cudaErrorInvalidValue;
     if (!make_maps(a, dt, BM, sm90_pair(VER) ? BN / 2 : BN, &mq, &mk, &mv) ||
         (sm90_base(VER) >= 7 && !make_map(&mo, dt, a->o, a->B, a->Sq, a->Hq, a->Dv, a->so, 64)))
         return cudaErrorInvalidValue; /* sm90_supports said yes: the driver changed its mind */
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const attn_fwd_args,
-                   const CUtensorMap, int *) = attn_fwd_sm90_kernel<T, D, BN, STAGES, VER, MODS>;
+                   const CUtensorMap, int *) =
+        attn_fwd_sm90_kernel<T, D, BN, STAGES, VER, MODS, VL>;
     /* The kernel's dynamic shared memory limit, raised once per device (a bit per ordinal
      * below 64) rather than on every call. Should the device's context have been reset since
      * (cudaDeviceReset drops it), the launch fails and is retried once after raising it again;
@@ -1430,6 +1541,8 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
         if (err == cudaSuccess)
             err = ferr;
     }
+    if (VL && err == cudaSuccess) /* varlen: the rows of no sequence */
+        err = attn_fwd_clear_unowned(a, dt, stream);
     return err;
 }
 
@@ -1603,7 +1716,7 @@ const int attn_fwd_sm90_variant_count =
  * (sm90v6hw's), 64 at d 256 (sm90v6h's). Spilled and not used: d 64 on v7's shape (3 consumers
  * at 160 registers: 212 bytes) or on 176-key blocks (52 bytes), d 256 on 80-key blocks (v6d, 56
  * bytes). Every D % 8 == 0 of an instance's range is padded in (nothing in the kernel reads D).
- * Varlen stays with sm80. */
+ * Varlen: the "sm90vl" entries below (FLASHC_CUDA_SM90_VARLEN). */
 template <int VER>
 static int sm90_supports_mods(const attn_fwd_variant *v, const attn_problem *p, int cc, int vec16)
 {
@@ -1623,6 +1736,29 @@ static int sm90_supports_mods(const attn_fwd_variant *v, const attn_problem *p, 
 #define SM90_MODS_FAMILY(D, BN, VER)                                                               \
     SM90_MODS_F(bf16, __nv_bfloat16, "sm90mods", D, BN, VER),                                     \
         SM90_MODS_F(f16, __half, "sm90mods", D, BN, VER)
+
+/* Varlen (attn.cu, mods_route: FLASHC_CUDA_SM90_VARLEN; the kernel's VL): the mods instances'
+ * shapes (128-key blocks at d 64 and 128, 80 at d 192, 64 at d 256) on v6d's kernel (VER 6: the
+ * dynamic scheduler, O by guarded direct stores, which also frees the staged O's shared memory),
+ * with or without windows, softcap and ALiBi. Packed rows the copy engine takes (strides
+ * multiples of 8 elements: vec16), the same head dims as the dense instances (D, Dv multiples of
+ * 8 below the instance's; D != Dv with FLASHC_CUDA_SM90_DKDV on, the narrower side zero-filled
+ * and the stores cut at Dv). */
+static int sm90_supports_vl(const attn_fwd_variant *v, const attn_problem *p, int cc, int vec16)
+{
+    if (cc != 90 || !vec16 || p->layout != ATTN_VARLEN)
+        return 0;
+    const int64_t d = p->D > p->Dv ? p->D : p->Dv;
+    if ((p->D != d && p->D % 8 != 0) || (p->Dv != d && p->Dv % 8 != 0) || d % 8 != 0)
+        return 0;
+    if (p->D != p->Dv && !sm90_dkdv_enabled())
+        return 0;
+    return sm90_encodes(v, p, v->block_k, 1, 0);
+}
+#define SM90_VL_F(TN, T, D, BN)                                                                    \
+    {"attn_fwd_" #TN "_sm90vl_d" #D "_128x" #BN, "sm90vl", TN##_DTYPE_SM90, D - 63, D, 90, 128,    \
+     BN, 0, 0, sm90_supports_vl, attn_fwd_sm90_launch<T, D, BN, 2, 6, true, true>}
+#define SM90_VL_FAMILY(D, BN) SM90_VL_F(bf16, __nv_bfloat16, D, BN), SM90_VL_F(f16, __half, D, BN)
 const attn_fwd_variant attn_fwd_sm90_mods_variants[] = {
     SM90_MODS_FAMILY(64, 128, 7),
     SM90_MODS_FAMILY(128, 128, 7),
@@ -1636,6 +1772,10 @@ const attn_fwd_variant attn_fwd_sm90_mods_variants[] = {
     SM90_MODS_F(bf16, __nv_bfloat16, "sm90mods-v6np", 128, 128, sm90_ver(7, SM90_ABL_PINGPONG)),
     SM90_MODS_F(bf16, __nv_bfloat16, "sm90mods-v9", 128, 128, 11),
     SM90_MODS_F(bf16, __nv_bfloat16, "sm90mods-v9np", 128, 128, sm90_ver(11, SM90_ABL_PINGPONG)),
+    SM90_VL_FAMILY(64, 128),
+    SM90_VL_FAMILY(128, 128),
+    SM90_VL_FAMILY(192, 80),
+    SM90_VL_FAMILY(256, 64),
 };
 const int attn_fwd_sm90_mods_variant_count =
     (int)(sizeof attn_fwd_sm90_mods_variants / sizeof attn_fwd_sm90_mods_variants[0]);

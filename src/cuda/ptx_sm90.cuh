@@ -480,6 +480,17 @@ static __device__ __forceinline__ void ptx_tma_load_4d(uint32_t dst, const void 
                  : "memory");
 }
 
+/* The same for a 3-d tensor map (c0 innermost): the forward's varlen operands, packed (total,
+ * H, D) rows (attn_fwd_sm90.cu, make_map with B = 0). */
+static __device__ __forceinline__ void ptx_tma_load_3d(uint32_t dst, const void *tmap,
+                                                       uint32_t bar, int c0, int c1, int c2)
+{
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%3, %4, %5}], [%2];\n" ::"r"(dst),
+                 "l"(tmap), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
+                 : "memory");
+}
+
 /* The same box, multicast: written into shared dst of every CTA of the cluster in ctamask (bit
  * r: cluster rank r), at the same offset in each, completing its tx bytes on the mbarrier at
  * bar's offset in each of them. */
