@@ -125,6 +125,28 @@ static __device__ __forceinline__ void bwd_load_tile(T *s, const T *g, int64_t r
     }
 }
 
+/* dV += P^T dO and dK += dS^T Q over one 16-query step: pa, da are the A fragments of this
+ * warp's 16 keys of P^T and dS^T; dO and Q are read as [query][feature] B operands (.trans) from
+ * the lanes' addresses do_lane, q_lane at row offset row_off, DT / 2 pairs of 8-wide column
+ * tiles from chunk c (the sm80 kernel's QS = 1 and QS = 2 paths alike). */
+template <typename T, int DT>
+static __device__ __forceinline__ void bwd_kv_step(float (&dv)[DT][4], float (&dk)[DT][4],
+                                                   const uint32_t (&pa)[4],
+                                                   const uint32_t (&da)[4], uint32_t do_lane,
+                                                   uint32_t q_lane, int c, uint32_t row_off)
+{
+#pragma unroll
+    for (int dq = 0; dq < DT / 2; dq++) {
+        uint32_t ob[4], qb[4];
+        ptx_ldmatrix_x4_trans(ob, bwd_swz_step(do_lane, c + 2 * dq) + row_off);
+        ptx_ldmatrix_x4_trans(qb, bwd_swz_step(q_lane, c + 2 * dq) + row_off);
+        ptx_mma_m16n8k16(T(), dv[2 * dq], pa, ob[0], ob[1]);
+        ptx_mma_m16n8k16(T(), dv[2 * dq + 1], pa, ob[2], ob[3]);
+        ptx_mma_m16n8k16(T(), dk[2 * dq], da, qb[0], qb[1]);
+        ptx_mma_m16n8k16(T(), dk[2 * dq + 1], da, qb[2], qb[3]);
+    }
+}
+
 /* ---- main kernel ---------------------------------------------------------------------------- */
 
 /* Shape of the thread block:
@@ -385,18 +407,8 @@ __global__ void __launch_bounds__(QS * BN / 16 * 32) attn_bwd_sm80_kernel(const 
                 da[1] = ptx_pack2(T(), dp[2 * kk][2], dp[2 * kk][3]);
                 da[2] = ptx_pack2(T(), dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
                 da[3] = ptx_pack2(T(), dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
-#pragma unroll
-                for (int dq = 0; dq < DT / 2; dq++) {
-                    uint32_t ob[4], qb[4];
-                    ptx_ldmatrix_x4_trans(
-                        ob, bwd_swz_step(do_lane_t + buf * QBUF, c0 + 2 * dq) + kk * 16 * ROWB);
-                    ptx_ldmatrix_x4_trans(
-                        qb, bwd_swz_step(q_lane_t + buf * QBUF, c0 + 2 * dq) + kk * 16 * ROWB);
-                    ptx_mma_m16n8k16(T(), dv[2 * dq], pa, ob[0], ob[1]);
-                    ptx_mma_m16n8k16(T(), dv[2 * dq + 1], pa, ob[2], ob[3]);
-                    ptx_mma_m16n8k16(T(), dk[2 * dq], da, qb[0], qb[1]);
-                    ptx_mma_m16n8k16(T(), dk[2 * dq + 1], da, qb[2], qb[3]);
-                }
+                bwd_kv_step<T, DT>(dv, dk, pa, da, do_lane_t + buf * QBUF, q_lane_t + buf * QBUF,
+                                   c0, kk * 16 * ROWB);
             }
 
             /* dS^T to shared memory: rows = keys, columns = queries, swizzled like the tiles */
@@ -430,18 +442,8 @@ __global__ void __launch_bounds__(QS * BN / 16 * 32) attn_bwd_sm80_kernel(const 
                 uint32_t pa[4], da[4];
                 ptx_ldmatrix_x4(pa, bwd_swz_step(p_lane, 2 * kk));
                 ptx_ldmatrix_x4(da, bwd_swz_step(dsa_lane, 2 * kk));
-#pragma unroll
-                for (int dq = 0; dq < DT / 2; dq++) {
-                    uint32_t ob[4], qb[4];
-                    ptx_ldmatrix_x4_trans(
-                        ob, bwd_swz_step(do_lane_t + buf * QBUF, ckv + 2 * dq) + kk * 16 * ROWB);
-                    ptx_ldmatrix_x4_trans(
-                        qb, bwd_swz_step(q_lane_t + buf * QBUF, ckv + 2 * dq) + kk * 16 * ROWB);
-                    ptx_mma_m16n8k16(T(), dv[2 * dq], pa, ob[0], ob[1]);
-                    ptx_mma_m16n8k16(T(), dv[2 * dq + 1], pa, ob[2], ob[3]);
-                    ptx_mma_m16n8k16(T(), dk[2 * dq], da, qb[0], qb[1]);
-                    ptx_mma_m16n8k16(T(), dk[2 * dq + 1], da, qb[2], qb[3]);
-                }
+                bwd_kv_step<T, DT>(dv, dk, pa, da, do_lane_t + buf * QBUF, q_lane_t + buf * QBUF,
+                                   ckv, kk * 16 * ROWB);
             }
         }
 
