@@ -82,7 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             const double cond = 1e-5 + 64.0 * (1.0 + smax) * 0x1p-24;
             const int64_t group = Hq / Hkv;
             /* + one rounding of each result to dt (a tie may round either way) */
-            const double r = 2.0 * fz_eps(dt);
+            const double r = 2.0 * fz_eps_set(&s, dt);
             fz_compare("dq", &dq, dq2.t.data, cond * (1.0 + ds * n * km * scale) + r * fz_maxabs(&dq2));
             fz_compare("dk", &dk, dk2.t.data,
                        cond * (1.0 + ds * n * group * qm * scale) + r * fz_maxabs(&dk2));

@@ -97,7 +97,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const double dot = (double)D * fz_maxabs(&q) * fz_maxabs(&k);
         if (smax < 1e6 && vmax < 1e30 && dot < 1e30) {
             const double cond = 32.0 * smax * 0x1p-24;
-            fz_compare("o", &o, o2.t.data, vmax * (2 * fz_eps(dt) + cond) + 1e-6);
+            fz_compare("o", &o, o2.t.data, vmax * (2 * fz_eps_set(&s, dt) + cond) + 1e-6);
             if (use_lse && lse.present)
                 fz_compare("lse", &lse, lse2.t.data, 1e-5 * (1.0 + smax) + cond);
         }

@@ -226,7 +226,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const double smax = scale * (double)D * qm * km + bias;
     if (smax < 1e6 && vm < 1e30 && (double)D * qm * km < 1e30) {
         const double cond = 32.0 * smax * 0x1p-24;
-        fz_compare("o", &o, o2.t.data, vm * (2 * fz_eps(dt) + cond) + 1e-6);
+        fz_compare("o", &o, o2.t.data, vm * (2 * fz_eps_set(&s, dt) + cond) + 1e-6);
         if (has_lse)
             fz_compare("lse", &lse, lse2.t.data, 1e-5 * (1.0 + smax) + cond);
     }

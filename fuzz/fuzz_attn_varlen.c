@@ -228,7 +228,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const int64_t n = mq > mk ? mq : mk;
         if (!bwd && smax < 1e6 && vm < 1e30 && (double)D * qm * km < 1e30) {
             const double cond = 32.0 * smax * 0x1p-24;
-            fz_compare("o", &o, tw[0].t.data, vm * (2 * fz_eps(dt) + cond) + 1e-6);
+            fz_compare("o", &o, tw[0].t.data, vm * (2 * fz_eps_set(&s, dt) + cond) + 1e-6);
             if (has_lse)
                 fz_compare("lse", &lse, tw[1].t.data, 1e-5 * (1.0 + smax) + cond);
         }
@@ -237,7 +237,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             const double ds = 2.0 * dm * vm * (double)Dv, cond = 1e-5 + 64.0 * (1.0 + smax) * 0x1p-24;
             const int64_t group = Hq / Hkv;
             /* + one rounding of each result to dt (a tie may round either way) */
-            const double r = 2.0 * fz_eps(dt);
+            const double r = 2.0 * fz_eps_set(&s, dt);
             fz_compare("dq", &dq, tw[0].t.data,
                        cond * (1.0 + ds * (double)n * km * scale) + r * fz_maxabs(&tw[0]));
             fz_compare("dk", &dk, tw[1].t.data,

@@ -527,6 +527,22 @@ static double fz_eps(flashc_dtype dt)
     return dt == FLASHC_BF16 ? 0x1p-8 : dt == FLASHC_F16 ? 0x1p-11 : 0x1p-24;
 }
 
+/* The rounding a case's comparison must allow: the coarsest of dt (the dtype the target meant)
+ * and the dtypes its present floating-point tensors ended up with. A mutation may give every
+ * tensor another dtype the call still accepts (all bf16 where the target meant f32, say), and
+ * then the fast path and the reference round to that dtype: a tolerance from dt alone would
+ * flag one bf16 ulp as a disagreement (CI's fuzz run of 2026-12-04 afternoon, swiglu). */
+static double fz_eps_set(const fz_set *s, flashc_dtype dt)
+{
+    double e = fz_eps(dt);
+    for (int i = 0; i < s->n; i++) {
+        const flashc_dtype d = s->t[i]->t.dtype;
+        if (s->t[i]->present && (d == FLASHC_F32 || d == FLASHC_BF16 || d == FLASHC_F16))
+            e = fmax(e, fz_eps(d));
+    }
+    return e;
+}
+
 /* ---- Attention v2: modifiers, index tensors, per-sequence views ----------------------------- */
 
 /* The Attention v2 modifiers, drawn into pr: a window (one in 3; any negative side means

@@ -61,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             /* y = x * rstd * w, |x * rstd| <= sqrt(D): float32 sums vs float64, then one
              * rounding to dt each (a 16-bit y may round either way: two ulps) */
             fz_compare("y", &y, y2.t.data,
-                       (4.0 * fz_eps(dt) + 1e-5) * sqrt((double)D) * (1.0 + fz_maxabs(&w)));
+                       (4.0 * fz_eps_set(&s, dt) + 1e-5) * sqrt((double)D) * (1.0 + fz_maxabs(&w)));
     }
     fz_current = NULL;
     if (!aliased) {

@@ -83,7 +83,7 @@ static void rope_case(fz *f)
         /* relative to the largest |x|: a float32 angle at |pos| <= 16 is off by a few ulps of pos * freq; the
          * rotation and one rounding to dt each side */
         const double mag = fmax(8.0, fmax(fz_maxabs(&q2), k.present ? fz_maxabs(&k2) : 0.0));
-        const double tol = 1.5 * mag * (2.0 * fz_eps(dt) + 64.0 * 0x1p-24 * (double)(P + 8));
+        const double tol = 1.5 * mag * (2.0 * fz_eps_set(&s, dt) + 64.0 * 0x1p-24 * (double)(P + 8));
         const int fin = fz_finite(&q2) && (!k.present || fz_finite(&k2));
         if (fin && (!tables || (fz_finite(&cs) && fz_finite(&sn)))) {
             fz_compare("q", &q, q2.t.data, tol);
@@ -186,7 +186,7 @@ static void swiglu_bwd_case(fz *f)
             dm * gm * (1.0 + gm) < 1e30) {
             /* |d/dg| <= |dout| |u| 1.1 (1 + |g|), |d/du| <= |dout| |g|; a float32 exp */
             fz_compare("dgu", &dgu, dgu2.t.data,
-                       (4.0 * fz_eps(dt) + 1e-6) * dm * gm * 1.1 * (1.0 + gm) + 1e-6);
+                       (4.0 * fz_eps_set(&s, dt) + 1e-6) * dm * gm * 1.1 * (1.0 + gm) + 1e-6);
         }
         free(dgu2.base), free(dgu2.snap);
     }

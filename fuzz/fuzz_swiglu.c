@@ -35,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fz_die("swiglu and swiglu_naive validate differently", NULL);
     if (!aliased && got == FLASHC_OK && gn == FLASHC_OK && fz_finite(&gu) && fz_maxabs(&gu) < 1e15) {
         const double m = fz_maxabs(&gu);
-        fz_compare("out", &out, out2.t.data, (4.0 * fz_eps(dt) + 4e-6) * (1.0 + m * m));
+        fz_compare("out", &out, out2.t.data, (4.0 * fz_eps_set(&s, dt) + 4e-6) * (1.0 + m * m));
     }
     fz_current = NULL;
     if (!aliased)
