@@ -37,6 +37,9 @@
  *             ragged sequences with empty and length-1 sides, unowned rows, every instance,
  *             padded dims, Dk != Dv, causal, windows, softcap, ALiBi; each also on the sm80 mods
  *             instance and the KV-cache kernel; =force refusing what no instance serves.
+ *   isolation varlen sequences beside rows of NaN / +-inf (the Q, K, V rows of their neighbours
+ *             and of no sequence, which tiles and blocks running past a sequence's end read) on
+ *             the sm90vl instance (forced), the sm80 mods instance and the KV-cache kernel.
  *   graph     a KV-cache call with a workspace captured in a CUDA graph and replayed.
  *   variants  the split cases, varlen and the graph under each non-default merge
  *             (FLASHC_DECODE_MERGE = v1, v2, v3, v4, pdl), v4 equal to v3 bit for bit, and a
@@ -1002,13 +1005,14 @@ typedef struct mod_case {
     int alibi;
     int splits;
     int route;
+    int poison; /* varlen: sequences isolated from NaN / inf neighbours (poison_layout) */
 } mod_case;
 
 static void describe(const mod_case *c, char *buf, size_t n)
 {
     snprintf(buf, n,
              "%s %s B=%d Hq/Hkv=%d/%d D/Dv=%d/%d %s=%d %s=%d%s wl=%lld wr=%lld%s%s splits=%d",
-             c->varlen ? "varlen" : "dense", dtname(c->dt), c->B, c->Hq, c->Hkv, c->D, c->Dv,
+             c->varlen ? (c->poison ? "varlen-poison" : "varlen") : "dense", dtname(c->dt), c->B, c->Hq, c->Hkv, c->D, c->Dv,
              c->varlen ? "maxq" : "Sq", c->maxq, c->varlen ? "maxk" : "Sk", c->maxk,
              c->causal ? " causal" : "", (long long)c->wl, (long long)c->wr,
              c->softcap > 0 ? " softcap" : "", c->alibi ? " alibi" : "", c->splits);
@@ -1075,6 +1079,34 @@ static int want_sm90(int mods)
     return major == 9 && minor == 0;
 }
 
+/* A poison case's layout (mod_case.poison, varlen): sequence b % 3 == 0 is a problem of its own
+ * (sequence 0 at the maxima, the others random, >= 1 row each side), b % 3 == 1 has keys and no
+ * query row, b % 3 == 2 query rows and no key; the rows of the latter two, and 40 rows of no
+ * sequence after the last (Q, K and V), hold NaN, +inf, -inf and -NaN in turn (poison_rows). So
+ * the K / V rows right after a problem's keys are poison (sequence b + 1's; the next query rows
+ * are b + 2's, also poison), a kernel whose Q tile or K / V block runs past its sequence's end
+ * reads them, and every output is still defined: a problem's from its own rows, b % 3 == 2's
+ * rows see no key (O = 0, LSE = -inf, Q never read), b % 3 == 1 has none. */
+static void poison_layout(const mod_case *c, int b, int *sq, int *sk)
+{
+    const int kind = b % 3;
+    *sq = kind == 1 ? 0 : b == 0 ? c->maxq : 1 + rand_int(c->maxq);
+    *sk = kind == 2 ? 0 : b == 0 ? c->maxk : 1 + rand_int(c->maxk);
+}
+
+/* Rows [r0, r1) of a packed (rows, width) tensor: NaN, +inf, -inf, -NaN by element, bits and
+ * floats (the floats for the record: the reference never reads these rows) */
+static void poison_rows(flashc_dtype dt, uint16_t *bits, float *f, int64_t r0, int64_t r1,
+                        int64_t width)
+{
+    static const uint16_t bf[4] = {0x7fc0, 0x7f80, 0xff80, 0xffc0};
+    static const uint16_t hf[4] = {0x7e00, 0x7c00, 0xfc00, 0xfe00};
+    for (int64_t x = r0 * width; x < r1 * width; x++) {
+        bits[x] = (dt == FLASHC_BF16 ? bf : hf)[x % 4];
+        f[x] = from_bits(dt, bits[x]);
+    }
+}
+
 static void mods_check(const mod_case *c)
 {
     const int B = c->B, Hq = c->Hq, Hkv = c->Hkv, D = c->D, Dv = c->Dv;
@@ -1082,7 +1114,9 @@ static void mods_check(const mod_case *c)
     int32_t *cuq = malloc(sizeof(int32_t) * (B + 1)), *cuk = malloc(sizeof(int32_t) * (B + 1));
     cuq[0] = cuk[0] = 0;
     for (int b = 0; b < B; b++) {
-        if (c->varlen) { /* ragged, with a zero-length side (SM90V: and a length-1 side) */
+        if (c->varlen && c->poison) {
+            poison_layout(c, b, &sq[b], &sk[b]);
+        } else if (c->varlen) { /* ragged, with a zero-length side (SM90V: and a length-1 side) */
             const int one = c->route == ROUTE_SM90V;
             sq[b] = b == 1 ? 0 : b == 0 ? c->maxq : one && b == 3 ? 1 : rand_int(c->maxq + 1);
             sk[b] = b == 2 ? 0 : b == 0 ? c->maxk : one && b == 4 ? 1 : rand_int(c->maxk + 1);
@@ -1091,13 +1125,28 @@ static void mods_check(const mod_case *c)
         }
         cuq[b + 1] = cuq[b] + sq[b], cuk[b + 1] = cuk[b] + sk[b];
     }
-    /* varlen: tail rows owned by no sequence */
-    const int tq = c->varlen ? cuq[B] + 3 : cuq[B], tk = c->varlen ? cuk[B] + 2 : cuk[B];
+    /* varlen: tail rows owned by no sequence (poison: more, all of them poison) */
+    const int tail = c->poison ? 40 : 0;
+    const int tq = c->varlen ? cuq[B] + 3 + tail : cuq[B];
+    const int tk = c->varlen ? cuk[B] + 2 + tail : cuk[B];
     const int64_t nq = (int64_t)tq * Hq * D, nk = (int64_t)tk * Hkv * D, nl = (int64_t)tq * Hq;
     const int64_t nv = (int64_t)tk * Hkv * Dv, no = (int64_t)tq * Hq * Dv;
     uint16_t *qh = malloc(2 * nq + 2), *kh = malloc(2 * nk + 2), *vh = malloc(2 * nv + 2);
     float *qf = malloc(4 * nq + 4), *kf = malloc(4 * nk + 4), *vf = malloc(4 * nv + 4);
     fill_rand(c->dt, nq, qh, qf), fill_rand(c->dt, nk, kh, kf), fill_rand(c->dt, nv, vh, vf);
+    if (c->varlen && c->poison) {
+        for (int b = 0; b < B; b++) {
+            if (b % 3 == 1) {
+                poison_rows(c->dt, kh, kf, cuk[b], cuk[b + 1], (int64_t)Hkv * D);
+                poison_rows(c->dt, vh, vf, cuk[b], cuk[b + 1], (int64_t)Hkv * Dv);
+            } else if (b % 3 == 2) {
+                poison_rows(c->dt, qh, qf, cuq[b], cuq[b + 1], (int64_t)Hq * D);
+            }
+        }
+        poison_rows(c->dt, qh, qf, cuq[B], tq, (int64_t)Hq * D);
+        poison_rows(c->dt, kh, kf, cuk[B], tk, (int64_t)Hkv * D);
+        poison_rows(c->dt, vh, vf, cuk[B], tk, (int64_t)Hkv * Dv);
+    }
     float *slopes = malloc(sizeof(float) * B * Hq);
     for (int i = 0; i < B * Hq; i++)
         slopes[i] = (float)(0.01 + 0.1 * tu_uniform());
@@ -2017,6 +2066,47 @@ static void test_prefill_varlen_sm90(void **state)
     env_restore("FLASHC_CUDA_SM90_VARLEN", vl_was);
 }
 
+/* Varlen sequences isolated from their neighbours (issue 11, helper fwd23): no value of another
+ * sequence's Q, K or V rows, nor of rows of no sequence, may reach a sequence's O or LSE,
+ * whatever they hold. mods_check's poison layout (poison_layout: every problem's keys followed by
+ * K / V rows of NaN, +inf, -inf and -NaN, its query rows by such Q rows, and 40 such rows of no
+ * sequence at the end), each case forced on the sm90vl instance (FLASHC_CUDA_SM90_VARLEN=force on
+ * compute capability 9.0), then on the sm80 mods instance and on the KV-cache kernel
+ * (ROUTE_SM90V), all by the 2x rule with every output finite where the reference is. Sequence 0
+ * has the maxima, none a multiple of its instance's key block (128 at d 64 / 128, 80 at d 192,
+ * 64 at d 256) or of the 128-row Q tile: its last K / V block and its last Q tile always run into
+ * poison. Before attn_fwd_sm90.cu's V fixer (fwd23) the sm90vl kernel failed every case here:
+ * those V rows reached O as P = 0 times NaN / inf. */
+static void test_varlen_isolation(void **state)
+{
+    (void)state;
+    const flashc_dtype BF = FLASHC_BF16, F16 = FLASHC_F16;
+    const struct {
+        flashc_dtype dt;
+        int B, Hq, Hkv, D, maxq, maxk, causal, wl, wr;
+        float softcap;
+        int alibi;
+    } cases[] = {
+        /* short ones first: FLASHC_TEST_SMALL (compute-sanitizer) keeps the first three */
+        {BF, 7, 4, 2, 128, 200, 300, 1, -1, -1, 0.0f, 0},   /* causal, GQA 2 */
+        {F16, 7, 2, 1, 64, 150, 170, 0, 37, 19, 0.0f, 1},   /* window, ALiBi, MQA */
+        {BF, 7, 2, 2, 256, 130, 140, 1, -1, -1, 30.0f, 0},  /* d 256 (64-key blocks), softcap */
+        {F16, 8, 4, 2, 192, 300, 330, 0, -1, -1, 0.0f, 0},  /* d 192 (80-key blocks), no mask */
+        {BF, 9, 8, 2, 96, 260, 333, 0, -1, -1, 0.0f, 0},    /* padded into d 128, no mask */
+        {F16, 7, 4, 4, 128, 700, 650, 1, 256, -1, 0.0f, 0}, /* Q tiles, K blocks, sliding */
+        {BF, 10, 4, 1, 64, 400, 520, 1, -1, -1, 0.0f, 1},   /* d 64 causal, ALiBi, MQA */
+    };
+    const size_t n = small_only() ? 3 : sizeof cases / sizeof cases[0];
+    for (size_t i = 0; i < n; i++) {
+        mod_case c = mc(1, cases[i].dt, cases[i].B, cases[i].Hq, cases[i].Hkv, cases[i].D,
+                        cases[i].maxq, cases[i].maxk);
+        c.causal = cases[i].causal, c.wl = cases[i].wl, c.wr = cases[i].wr;
+        c.softcap = cases[i].softcap, c.alibi = cases[i].alibi;
+        c.route = ROUTE_SM90V, c.poison = 1;
+        mods_check(&c);
+    }
+}
+
 /* ---- merge on CUDA tensors ------------------------------------------------------------------ */
 
 static void test_merge_cuda(void **state)
@@ -2145,7 +2235,7 @@ int main(void)
         cmocka_unit_test(test_kvcache_kernel_variants),
         cmocka_unit_test(test_dense_modifiers), cmocka_unit_test(test_prefill_mods),
         cmocka_unit_test(test_prefill_dkdv_sm90), cmocka_unit_test(test_prefill_mods_sm90),
-        cmocka_unit_test(test_prefill_varlen_sm90),
+        cmocka_unit_test(test_prefill_varlen_sm90), cmocka_unit_test(test_varlen_isolation),
         cmocka_unit_test(test_merge_cuda),      cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -305,14 +305,32 @@ static __device__ __forceinline__ void sm90_exp(float (&s)[1][NT][4], const floa
  *     consumers, so every barrier stays matched: both sides count only the tiles handed over),
  *     a tile of rows against no key is handed over and stores O = 0, LSE = -inf, as the dense
  *     empty tiles do;
- *   - K / V rows past the sequence's end (the next sequence's, in a block that crosses it) lie
- *     outside every row's key range (hi <= Sk_b): masked to -inf in S, P = 0 there (so only a
- *     non-finite V value of the next sequence could reach this one, as 0 x inf; the sm80 kernel
- *     zero-fills them instead);
- *   - Q rows past the sequence's end (the next sequence's, or zeros) are computed with the keys
- *     their index would see and never stored: O by guarded direct stores (v6d's, rows < Sq_b,
- *     columns < Dv: a TMA store's 64-row box would write the next sequence's rows), LSE into
- *     (Hq, total_q) at cu_q[b] + row;
+ *   - K / V rows past the sequence's end (the next sequence's, or rows of no sequence, in the
+ *     one block that crosses it: the first a tile walks, kb_hi - 1, as hi <= Sk_b) are kept
+ *     from this sequence's O and LSE whatever they hold (NaN, +-inf). K: they lie outside every
+ *     row's key range, and mods_block sets those scores to -inf by a select (a NaN score of a
+ *     NaN K row does not survive it; an add would keep it), so P = 0 there. V: P = 0 is not
+ *     enough (0 x inf and 0 x NaN are NaN), so the rows are zeroed in shared memory before any
+ *     P V reads them, as the sm80 kernel zero-fills them in its loads: the producer lands that
+ *     block's V on a barrier of its own (v_land, one per slot), and a warp of the producer's
+ *     warpgroup (the V fixer, warp 1, idle otherwise) waits for it, stores zeros over the rows
+ *     past Sk_b of every panel (whole 128-byte rows: no swizzle to follow), makes them visible to
+ *     the async proxy that wgmma reads through (fence.proxy.async, then one arrival), and only
+ *     then completes v_full, the barrier the consumers wait on; the consumers' code is
+ *     unchanged. It reads the tile queue as the consumers do (all 32 lanes, each arriving on
+ *     sched_empty after its read), where the producer now also writes which slot that block
+ *     goes to and how many of its rows to keep (the queue's second word; -1: no such block).
+ *     Cost: at most BN - 1 rows x D columns of 16-byte stores (32 KB at d 128: 64 a lane, four
+ *     wavefronts each) once per tile that reaches its sequence's last key block, off the
+ *     consumers' path: they need that V only after S and the softmax of the same block, which
+ *     the K copied beside it starts (and the producer's next handoff but one waits for the
+ *     fixer's read, which follows the zeros: at most one tile's);
+ *   - Q rows past the sequence's end (the next sequence's, whatever they hold, or zeros) are
+ *     computed with the keys their index would see and never stored (a row's S, softmax and O
+ *     stay in that row; a NaN / inf row can at most make its warp move the base of every row,
+ *     each by its own max, as the online softmax may anyway): O by guarded direct stores (v6d's,
+ *     rows < Sq_b, columns < Dv: a TMA store's 64-row box would write the next sequence's
+ *     rows), LSE into (Hq, total_q) at cu_q[b] + row;
  *   - rows of no sequence (past cu_q[B]) are cleared after the kernel (attn_clear_unowned, the
  *     sm80 launch's, attn_fwd_clear_unowned).
  *   Windows, softcap and ALiBi come with MODS (the slope of (sequence, head)). */
@@ -365,6 +383,10 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     auto k_empty = [&](int s) { return bar_q + 8u * (1 + 2 * STAGES + s); };
     auto v_empty = [&](int s) { return bar_q + 8u * (1 + 3 * STAGES + s); };
     const uint32_t q_empty = bar_q + 8u * (1 + 4 * STAGES);
+    /* varlen: slot s's landing barrier for a V block that crosses its sequence's end (the V
+     * fixer's, below), in the words of v9's pending tile (VL is v6d's kernel, never v9) */
+    static_assert(!VL || (!XT && L::PEND + 8 * STAGES <= L::TOTAL), "varlen: v_land's words");
+    auto v_land = [&](int s) { return base + (uint32_t)L::PEND + 8u * s; };
     /* v6: the next tile's index, or n_tiles (no more), a one-slot queue of its own: the producer
      * writes it and arrives on sched_full (count 1: its own arrival, release, completes the
      * phase); every consumer thread reads it after its wait on sched_full (acquire) and then
@@ -386,10 +408,13 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
             /* one arrival per consumer warp (of both blocks of a v8 pair) */
             ptx_mbarrier_init(k_empty(s), 4 * NC * (MC ? 2 : 1));
             ptx_mbarrier_init(v_empty(s), 4 * NC * (MC ? 2 : 1));
+            if constexpr (VL)
+                ptx_mbarrier_init(v_land(s), 1); /* the producer's arrival and the bytes */
         }
         ptx_mbarrier_init(q_empty, 4 * NC);
         ptx_mbarrier_init(sched_full, 1);
-        ptx_mbarrier_init(sched_empty, 128 * NC + (XT ? 1 : 0)); /* v9: + Q's prefetcher */
+        /* v9: + Q's prefetcher; varlen: + the V fixer's 32 lanes */
+        ptx_mbarrier_init(sched_empty, 128 * NC + (XT ? 1 : VL ? 32 : 0));
         ptx_fence_mbarrier_init();
     }
     /* the last block-wide barrier: the roles part here (v8: cluster-wide, so that the peer's
@@ -502,11 +527,15 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                     tile = atomicAdd(tile_ctr, 1) + (int)gridDim.x;
                     continue;
                 }
-                /* varlen: the packed rows of the sequence's first query and key (else 0) */
-                int q_base = 0, k_base = 0;
+                /* varlen: the packed rows of the sequence's first query and key (else 0); and
+                 * the rows of the first block walked that are the sequence's keys (v_keep < BN:
+                 * it crosses the sequence's end, the V fixer's work) */
+                int q_base = 0, k_base = 0, v_keep = BN;
                 if constexpr (VL) {
                     int sq, sk;
                     fwd_sequence(a, b, &sq, &sk, &q_base, &k_base);
+                    if (n_blocks > 0)
+                        v_keep = min(sk - (kb_hi - 1) * BN, BN);
                 }
                 const int hk = h / a.group;
                 if constexpr (DYN) {
@@ -516,6 +545,10 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                      * tq's index is handoff tq: one count (one register) for both rings. */
                     ptx_mbarrier_wait(sched_empty, ((uint32_t)tq & 1u) ^ 1u);
                     *sched = tile;
+                    /* varlen: the V fixer's word beside it, the crossing block's slot and the
+                     * rows to keep, or -1 (none) */
+                    if constexpr (VL)
+                        sched[1] = v_keep < BN ? it % STAGES + STAGES * v_keep : -1;
                     ptx_mbarrier_arrive(sched_full);
                     if (tile >= n_tiles)
                         break;
@@ -559,9 +592,13 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                     if (!XT || i > 0)
                         load_k(i);
                     ptx_mbarrier_wait(v_empty(s), ph ^ 1u);
-                    ptx_mbarrier_arrive_expect_tx(v_full(s), L::KV_BYTES);
+                    /* varlen: the block past the sequence's last key (only the first walked)
+                     * lands on v_land; the V fixer clears its rows from v_keep on and completes
+                     * v_full */
+                    const uint32_t v_bar = VL && i == 0 && v_keep < BN ? v_land(s) : v_full(s);
+                    ptx_mbarrier_arrive_expect_tx(v_bar, L::KV_BYTES);
                     for (int p = 0; p < NP; p++)
-                        load_kv(sV + s * L::KV_BYTES + p * BN * 128, &tm_v, v_full(s), p,
+                        load_kv(sV + s * L::KV_BYTES + p * BN * 128, &tm_v, v_bar, p,
                                 n0 + k_base, hk, b);
                 }
                 it += n_blocks, tq++;
@@ -587,6 +624,39 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 if (n_blocks > 0)
                     for (int p = 0; p < NP; p++)
                         ptx_tma_prefetch_4d(&tm_q, 64 * p, m0, h, b);
+            }
+        } else if (VL && warp == 1) {
+            /* varlen: the V fixer (the kernel's comment). Every lane reads the tile queue, the
+             * tile and the producer's word beside it (the crossing block's slot and rows to
+             * keep, or -1), and releases its own read, as the consumers do; land holds the
+             * parity of each slot's v_land (the crossing blocks loaded into it so far, mod 2).
+             * It computes nothing of the tile itself: at 40 registers (the producer's), its own
+             * tile_at and fwd_sequence spilled (ptxas, d 256: 8 bytes, loaded in the consumers'
+             * path too). */
+            uint32_t land = 0;
+            for (int k = 0;; k++) {
+                ptx_mbarrier_wait(sched_full, (uint32_t)k & 1u);
+                const int tile = sched[0], fix = sched[1];
+                ptx_mbarrier_arrive(sched_empty);
+                if (tile >= n_tiles)
+                    break;
+                if (fix >= 0) {
+                    const int s = fix % STAGES, keep = fix / STAGES;
+                    ptx_mbarrier_wait(v_land(s), (land >> s) & 1u);
+                    land ^= 1u << s;
+                    /* rows [keep, BN) of each panel: whole rows, contiguous in a panel */
+                    const uint32_t slot = sV + s * L::KV_BYTES;
+#pragma unroll 1
+                    for (int p = 0; p < NP; p++)
+#pragma unroll 1
+                        for (int c = keep * 8 + lane; c < BN * 8; c += 32)
+                            ptx_st_shared_zero16(slot + p * BN * 128 + c * 16);
+                    ptx_fence_proxy_async_shared(); /* each lane's zeros, for wgmma's reads */
+                    __syncwarp();                   /* every lane's, before the arrival */
+                    if (lane == 0)
+                        ptx_mbarrier_arrive(v_full(s));
+                    __syncwarp();
+                }
             }
         }
         if constexpr (MC) { /* v8: no block leaves while its peer may still arrive on its

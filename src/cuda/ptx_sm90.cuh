@@ -564,6 +564,13 @@ static __device__ __forceinline__ void ptx_st_shared_b32(uint32_t addr, uint32_t
     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
 
+/* 16 zero bytes at a 16-byte aligned shared address (a whole 16-byte chunk of a swizzled row:
+ * clearing whole rows needs no swizzle arithmetic) */
+static __device__ __forceinline__ void ptx_st_shared_zero16(uint32_t addr)
+{
+    asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(addr), "r"(0u) : "memory");
+}
+
 /* Copies `bytes` (a multiple of 16) contiguous bytes from global src to shared dst (both 16-byte
  * aligned) on the copy engine, completing `bytes` tx on mbarrier bar: the non-tensor bulk copy,
  * which needs no tensor map, so one row of a paged or strided cache is one copy. */
