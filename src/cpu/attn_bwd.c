@@ -239,8 +239,13 @@ static void make_plan(const attn_problem *p, bwd_plan *pl)
      * (geometric mean 1.145x; 64 x 256, same bits as 64 x 128, 1.086x, min 0.95): the default
      * below d 128 (other bits, the same hi + lo split, within the 2x rule); at d 128, 128 x 256
      * 0.96-1.16x (mean 1.057x, min 0.957): 128 x 128 stays. */
-    const int wide = (p->D > p->Dv ? p->D : p->Dv) >= 128;
-    const long long mbr = 128, mbc = wide ? 128 : 256;
+    /* Up to 1024 query rows (the longest sequence), 64 x 128: at n 512 / 1024 the causal
+     * diagonal's half-empty tiles and the per-block work of too few blocks outweigh the wider
+     * tiles' fewer passes over Q (the dev Xeon, 2026-12-04, 1 thread, paired medians against the
+     * tiles above: d 64 causal 1.15 / 1.06 at n 512 / 1024, d 128 causal 1.10 / 1.05,
+     * non-causal 1.01-1.04; at n 2048 d 64 non-causal 0.90: bench/RESULTS.md, "64-row tiles"). */
+    const int wide = (p->D > p->Dv ? p->D : p->Dv) >= 128, small = p->Sq <= 1024;
+    const long long mbr = small ? 64 : 128, mbc = wide || small ? 128 : 256;
     long long tbr = mbr, tbc = mbc;
     if (pl->mm && opt && opt[0] && opt[1] == ':' &&
         (sscanf(opt + 2, "%lldx%lld", &tbr, &tbc) != 2 || tbr < 1 || tbc < 1 || tbr > 1024 ||
