@@ -27,7 +27,7 @@
 #      layout), memcheck (mc-*), racecheck (rc-*) and synccheck (sc-*), six jobs side by side:
 #      the V fixer's zeros (generic stores into a slot the copy engine filled, read by wgmma after
 #      fence.proxy.async and two mbarriers) and the tile queue's second word.
-#   2. (the time left, <= 75 s, alone on the GPU) bench_prefill.py --set varlen, as s12_fwd22.sh did (removed: s13_fwd23.sh supersedes it)
+#   2. (the time left, <= 75 s, alone on the GPU) bench_prefill.py --set varlen, as s12_fwd22.sh (since removed)
 #      ran it: sm90vl (forced) vs sm80 mods vs SDPA cuDNN (the batch padded to 16 x 4096, and a
 #      loop per sequence), bf16, Hq 32 / Hkv 8, 16 sequences of 512-4096 rows (35,008 tokens),
 #      d 128 causal, d 64 causal, d 128 without the mask.
