@@ -137,6 +137,12 @@ static inline __m512bh _mm512_cvtne2ps_pbh(__m512 a, __m512 b)
     for (int i = 0; i < 16; i++) r.h[i] = emu_cvt_bf16(y.f[i]), r.h[16 + i] = emu_cvt_bf16(x.f[i]);
     memcpy(&o, &r, 64); return o;
 }
+static inline __m512i _mm512_maskz_permutexvar_epi16(__mmask32 k, __m512i idx, __m512i a)
+{
+    emu_v x = emu_i(a), ix = emu_i(idx), r;
+    for (int i = 0; i < 32; i++) r.h[i] = k >> i & 1 ? x.h[ix.h[i] & 31] : 0;
+    return emu_o(r);
+}
 static inline __m256i _mm512_castsi512_si256(__m512i a) { __m256i r; memcpy(&r, &a, 32); return r; }
 static inline __m256i _mm512_extracti64x4_epi64(__m512i a, const int imm)
 { __m256i r; memcpy(&r, (const char *)&a + 32 * (imm & 1), 32); return r; }

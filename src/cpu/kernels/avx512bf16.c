@@ -125,12 +125,18 @@ static inline void split16(__m512 x, __m512i *hi, __m512i *lo)
 static inline __attribute__((always_inline)) int split_cvt32(const __m512 x[2][2], __m512i hp[2],
                                                              __m512i lp[2], __m512i hl[2][2])
 {
+    /* word 2j + 1 of hl[i][half] <- word 16 half + j of hp[i] (the low words zeroed by the
+     * mask): hi as float32, one vpermw a half (vpmovzxwd + vpslld + vextracti64x4 before) */
+    static const uint16_t up_idx[32] = {0, 0,  0, 1,  0, 2,  0, 3,  0, 4,  0, 5,  0, 6,  0, 7,
+                                        0, 8,  0, 9,  0, 10, 0, 11, 0, 12, 0, 13, 0, 14, 0, 15};
+    const __m512i up0 = _mm512_loadu_si512(up_idx);
+    const __m512i up1 = _mm512_add_epi16(up0, _mm512_set1_epi16(16));
     __mmask16 bad = 0;
     for (int i = 0; i < 2; i++) {
         __m512bh h = _mm512_cvtne2ps_pbh(x[i][1], x[i][0]);
         memcpy(&hp[i], &h, 64);
-        hl[i][0] = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(hp[i])), 16);
-        hl[i][1] = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(hp[i], 1)), 16);
+        hl[i][0] = _mm512_maskz_permutexvar_epi16(0xaaaaaaaau, up0, hp[i]);
+        hl[i][1] = _mm512_maskz_permutexvar_epi16(0xaaaaaaaau, up1, hp[i]);
         const __m512 r0 = _mm512_sub_ps(x[i][0], _mm512_castsi512_ps(hl[i][0]));
         const __m512 r1 = _mm512_sub_ps(x[i][1], _mm512_castsi512_ps(hl[i][1]));
         /* QNaN 0x01, +inf 0x08, -inf 0x10, denormal 0x20, SNaN 0x80 */
