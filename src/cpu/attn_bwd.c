@@ -701,7 +701,9 @@ static int64_t fused_kv_head(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk)
  * same rule. For each K block, over the group's query heads and the Q blocks in ascending order,
  *   S = Q K^T, dP = dO V^T          A: the bf16 rows of Q, dO; B: K^T, V^T packed once a block
  *   P, dS                           float32 (tile_p_ds): the scale, e^(S - L) and dS in
- *                                   one pass (kernels.h p_ds, after softcap / ALiBi if set)
+ *                                   one pass (kernels.h p_ds, after softcap / ALiBi if set);
+ *                                   without those, straight into their split operands below
+ *                                   (p_ds_split, mm_pair: the same bits, no float32 tiles)
  *   dV^T += dO^T P, dK^T += Q^T dS  A: [dO^T | dO^T], [Q^T | Q^T] (pack_at); B: P, dS split
  *   dQ += dS K                      A: dS split; B: [K; K] (pack_b twice)
  * with float32 accumulators: dK^T, dV^T of the block (transposed back once, when it is done),

@@ -403,7 +403,7 @@ static void mm_pds_at(const cpu_mm_p_ds_split *g, int64_t r, int64_t c, float *p
     if (r >= g->rows || c >= g->n || c < g->lo[r] - g->jlo || c >= g->hi[r] - g->jlo)
         return;
     *p = expf(fmaf(g->S[r * g->lds + c], g->scale, -g->L[r]));
-    *ds = *p * (g->dP[r * g->lds + c] - g->Di[r]) * 1.0f;
+    *ds = *p * (g->dP[r * g->lds + c] - g->Di[r]) * 1.0f; /* (mm_p_ds_ref's G factor) */
 }
 
 /* p_ds_split, element by element: the two steps' arithmetic (mm_p_ds_ref, mm_split1) and
