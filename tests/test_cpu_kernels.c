@@ -811,6 +811,161 @@ static void test_mm_split(void **state)
     for_each_isa("mm split", mm_split_all);
 }
 
+/* cpu_mm_bf16.p_ds_split against the two steps it replaces on the same table (p_ds with
+ * G = NULL, then split of P as B, dS as B and as A by segments: attn_bwd.c mm_split_ds): every
+ * word of each output's extent, bit for bit, and the float32 dS (keep_ds) or untouched S, dP.
+ * S holds ordinary scores and, in some entries, random bit patterns (NaN, inf, huge, denormal);
+ * dP likewise; rows start and end their ranges inside the tile, before it, past it, or see
+ * nothing; odd row and column counts; one or several A segments. */
+static void mm_p_ds_split_case(const cpu_kernels *t, int64_t rows, int64_t n, int which,
+                               int64_t seg0, int64_t seg, int keep)
+{
+    const cpu_mm_bf16 *mm = t->bf16;
+    const int64_t kr = rup(rows, 32), kn = rup(n, 32), r16 = rup(rows, 16), n16 = rup(n, 16);
+    const int64_t lds = n + 7, ldpb = n16 + 16, ldds = 2 * kn + 64, jlo = 50;
+    float *S0 = rand_buf(rows * lds, -8, 4), *D0 = rand_buf(rows * lds, -3, 3);
+    for (int64_t i = 0; i < rows * lds; i++) {
+        uint32_t u = (uint32_t)(rng_next() >> 32);
+        if (i % 11 == 5)
+            memcpy(&S0[i], &u, 4);
+        if (i % 13 == 7)
+            memcpy(&D0[i], &u, 4);
+    }
+    float L[160], Di[160];
+    int64_t lo[160], hi[160];
+    assert_true(rows <= 160);
+    for (int64_t r = 0; r < rows; r++) {
+        L[r] = rng_uniform(-4, 4), Di[r] = rng_uniform(-1, 1);
+        lo[r] = jlo + (r % 4 == 0 ? -9 : (r * 13) % (n + 3));
+        hi[r] = r % 6 == 5 ? lo[r] - 1 : lo[r] + (r % 3 ? n + 20 : (r * 7) % (n + 1) + 1);
+    }
+    float *S1 = malloc((size_t)(rows * lds) * 4), *D1 = malloc((size_t)(rows * lds) * 4);
+    uint32_t *pb[2], *dsp[2];
+    uint16_t *dsa[2];
+    for (int v = 0; v < 2; v++) {
+        pb[v] = malloc((size_t)(kr * ldpb) * 4), dsp[v] = malloc((size_t)(kr * ldpb) * 4);
+        dsa[v] = malloc((size_t)(r16 * ldds) * 2);
+        assert_true(pb[v] && dsp[v] && dsa[v]);
+        memset(pb[v], 0xee, (size_t)(kr * ldpb) * 4), memset(dsp[v], 0xee, (size_t)(kr * ldpb) * 4);
+        memset(dsa[v], 0xee, (size_t)(r16 * ldds) * 2);
+    }
+    float *Dk = malloc((size_t)(rows * lds) * 4);
+    assert_true(S1 && D1 && Dk);
+    memcpy(S1, S0, (size_t)(rows * lds) * 4), memcpy(D1, D0, (size_t)(rows * lds) * 4);
+    const int wp = which & 1, wa = which & 2, wb = which & 4;
+    const float scale = 0.3f;
+    /* the two steps, on S0 and D0 */
+    for (int v = 0; v < (mm->split_cvt ? 2 : 1); v++) {
+        float *S = malloc((size_t)(rows * lds) * 4), *D = malloc((size_t)(rows * lds) * 4);
+        assert_true(S && D);
+        memcpy(S, S0, (size_t)(rows * lds) * 4), memcpy(D, D0, (size_t)(rows * lds) * 4);
+        void (*split)(const float *, int64_t, int64_t, int64_t, uint16_t *, int64_t, uint32_t *,
+                      int64_t) = v ? mm->split_cvt : mm->split;
+        mm->p_ds(S, D, NULL, lds, rows, n, scale, L, Di, lo, hi, jlo);
+        uint32_t *p2 = malloc((size_t)(kr * ldpb) * 4), *d2 = malloc((size_t)(kr * ldpb) * 4);
+        uint16_t *a2 = malloc((size_t)(r16 * ldds) * 2);
+        assert_true(p2 && d2 && a2);
+        memset(p2, 0xee, (size_t)(kr * ldpb) * 4), memset(d2, 0xee, (size_t)(kr * ldpb) * 4);
+        memset(a2, 0xee, (size_t)(r16 * ldds) * 2);
+        if (wp)
+            split(S, lds, rows, n, NULL, 0, p2, ldpb);
+        if (wb)
+            split(D, lds, rows, n, NULL, 0, d2, ldpb);
+        for (int64_t o = 0, len; wa && o < n; o += len) {
+            len = o == 0 ? (seg0 < n ? seg0 : n) : n - o < seg ? n - o : seg;
+            split(D + o, lds, rows, len, a2 + 2 * o, ldds, NULL, 0);
+        }
+        if (v == 0) {
+            memcpy(pb[0], p2, (size_t)(kr * ldpb) * 4), memcpy(dsp[0], d2, (size_t)(kr * ldpb) * 4);
+            memcpy(dsa[0], a2, (size_t)(r16 * ldds) * 2);
+            memcpy(Dk, D, (size_t)(rows * lds) * 4); /* dS, for keep_ds */
+        } else { /* split_cvt: the same bits as split */
+            assert_memory_equal(pb[0], p2, (size_t)(kr * ldpb) * 4);
+            assert_memory_equal(dsp[0], d2, (size_t)(kr * ldpb) * 4);
+            assert_memory_equal(dsa[0], a2, (size_t)(r16 * ldds) * 2);
+        }
+        free(S), free(D), free(p2), free(d2), free(a2);
+    }
+    float *D1in = malloc((size_t)(rows * lds) * 4);
+    assert_true(D1in);
+    memcpy(D1in, D1, (size_t)(rows * lds) * 4);
+    const cpu_mm_p_ds_split g = {
+        .S = S1, .dP = D1, .lds = lds, .rows = rows, .n = n, .scale = scale, .L = L, .Di = Di,
+        .lo = lo, .hi = hi, .jlo = jlo, .pb = wp ? pb[1] : NULL, .dsp = wb ? dsp[1] : NULL,
+        .ldpb = ldpb, .dsa = wa ? dsa[1] : NULL, .ldds = ldds, .seg0 = seg0, .seg = seg,
+        .keep_ds = keep};
+    mm->p_ds_split(&g);
+    const char *what[3] = {"P as B", "dS as B", "dS as A"};
+    for (int k = 0; k < 3; k++) {
+        const void *x0 = k == 0 ? (void *)pb[0] : k == 1 ? (void *)dsp[0] : (void *)dsa[0];
+        const void *x1 = k == 0 ? (void *)pb[1] : k == 1 ? (void *)dsp[1] : (void *)dsa[1];
+        const size_t bytes = k < 2 ? (size_t)(kr * ldpb) * 4 : (size_t)(r16 * ldds) * 2;
+        const int on = k == 0 ? wp : k == 1 ? wb : wa;
+        int untouched = 1; /* an output not asked for is not written */
+        for (size_t i = 0; i < bytes; i++)
+            untouched &= ((const uint8_t *)x1)[i] == 0xee;
+        if (on ? memcmp(x0, x1, bytes) != 0 : !untouched) {
+            const size_t wsz = k < 2 ? 4 : 2;
+            size_t i = 0;
+            while (i < bytes / wsz && !memcmp((const char *)x0 + i * wsz, (const char *)x1 + i * wsz, wsz))
+                i++;
+            print_error("mm p_ds_split [%s] %s rows %lld n %lld seg0 %lld seg %lld: word %zu "
+                        "(row %zu, column %zu) differs from p_ds + split\n",
+                        t->name, what[k], (long long)rows, (long long)n, (long long)seg0,
+                        (long long)seg, i, i / (size_t)(k < 2 ? ldpb : ldds),
+                        i % (size_t)(k < 2 ? ldpb : ldds));
+            fail();
+        }
+    }
+    /* S only read; dP: dS (keep_ds, p_ds's bits, columns n .. lds untouched) or only read */
+    assert_memory_equal(S1, S0, (size_t)(rows * lds) * 4);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < lds; c++) {
+            uint32_t a, b;
+            const float want = keep && c < n ? Dk[r * lds + c] : D1in[r * lds + c];
+            memcpy(&a, &D1[r * lds + c], 4), memcpy(&b, &want, 4);
+            if (a != b) {
+                print_error("mm p_ds_split [%s] rows %lld n %lld keep %d: dP (%lld, %lld) = "
+                            "%08x, want %08x\n", t->name, (long long)rows, (long long)n, keep,
+                            (long long)r, (long long)c, a, b);
+                fail();
+            }
+        }
+    free(S0), free(D0), free(S1), free(D1), free(D1in), free(Dk);
+    for (int v = 0; v < 2; v++)
+        free(pb[v]), free(dsp[v]), free(dsa[v]);
+}
+
+static void mm_p_ds_split_all(const cpu_kernels *t)
+{
+    if (!t->bf16 || !t->bf16->p_ds_split)
+        return;
+    static const int64_t rs[] = {1, 2, 7, 16, 17, 33, 64, 128, 129};
+    static const int64_t ns[] = {1, 7, 16, 31, 32, 33, 64, 100, 128, 129, 200, 256};
+    int cases = 0;
+    for (size_t a = 0; a < sizeof rs / sizeof rs[0]; a++)
+        for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++) {
+            const int64_t n = ns[b];
+            /* one segment; the mm default (MM_SEG 128 after a first one of 32 .. 128); 32s */
+            const int64_t segs[3][2] = {{n, 128}, {32 * (int64_t)(1 + (a + b) % 4), 128}, {32, 32}};
+            for (int s = 0; s < 3; s++) {
+                const int which = 1 + (int)((a * 3 + b + (size_t)s) % 7); /* every subset */
+                mm_p_ds_split_case(t, rs[a], n, which, segs[s][0], segs[s][1],
+                                   (int)((a + b + (size_t)s) & 1));
+                cases++;
+            }
+            mm_p_ds_split_case(t, rs[a], n, 7, n, 128, 1);
+            cases++;
+        }
+    printf("  mm p_ds_split: %s, %d cases = p_ds + split\n", t->name, cases);
+}
+
+static void test_mm_p_ds_split(void **state)
+{
+    (void)state;
+    for_each_isa("mm p_ds_split", mm_p_ds_split_all);
+}
+
 /* cpu_mm_bf16.transpose: every word of Y^T = X, bit for bit (X holds arbitrary bit patterns,
  * NaNs among them: a copy keeps them), and Y's padding columns untouched. */
 static void mm_transpose_all(const cpu_kernels *t)
@@ -937,6 +1092,7 @@ int main(void)
         cmocka_unit_test(test_mm_split),   cmocka_unit_test(test_mm_transpose),
         cmocka_unit_test(test_di_rows),
         cmocka_unit_test(test_mm_p_ds),
+        cmocka_unit_test(test_mm_p_ds_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -411,6 +411,8 @@ typedef struct bwd_ctx {
     const float *di;          /* D_i, at di_off                                               */
     const int64_t *kstart;    /* varlen: first global K block of sequence b (B + 1 entries)   */
     const int64_t *qstart;    /* ... and Q block                                              */
+    int fuse;                 /* mm: P, dS and their split halves in one pass where the unit can
+                               * (kernels.h p_ds_split; mm_pair)                                */
 } bwd_ctx;
 
 /* Index of D_i of (sequence b, head h, row i): dense [b][h][i], varlen [h][packed row]. */
@@ -504,9 +506,12 @@ static void softcap_row(const cpu_kernels *kr, float *s, float *g, int64_t n, fl
 }
 
 /* P into w->s and dS into w->dp (rows x n, leading dim lds) for the Q block against keys
- * [jlo, jlo + n) of the loaded K block (which starts at key j0). */
-static void tile_p_ds(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0, int64_t jlo,
-                      int64_t n)
+ * [jlo, jlo + n) of the loaded K block (which starts at key j0). mm with fz (its pointers
+ * filled in by the caller) and no score modifier: P and dS straight into fz's split operands
+ * instead (kernels.h p_ds_split), w->s and w->dp only read (but dS with fz->keep_ds); returns 1
+ * then, else 0. */
+static int tile_p_ds(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0, int64_t jlo,
+                     int64_t n, const cpu_mm_p_ds_split *fz)
 {
     const attn_problem *p = c->p;
     const cpu_kernels *kr = c->kr;
@@ -516,10 +521,14 @@ static void tile_p_ds(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0,
     if (c->pl->mm) { /* kp, vp: columns kc .. kc + R16(n) stay inside ldkp = R16(bc) + 16 */
         kr->bf16->gemm(rows, n, p->D, w->qb, w->ldqb, w->kp + kc, w->ldkp, NULL, w->s, lds);
         kr->bf16->gemm(rows, n, p->Dv, w->dob, w->dvp, w->vp + kc, w->ldkp, NULL, w->dp, lds);
+        if (cap <= 0.0f && !p->alibi && fz) { /* and their split halves */
+            kr->bf16->p_ds_split(fz);
+            return 1;
+        }
         if (cap <= 0.0f && !p->alibi) { /* the scale, P and dS in one pass */
             kr->bf16->p_ds(w->s, w->dp, NULL, lds, rows, n, p->scale, w->lse, w->di, w->lo,
                            w->hi, jlo);
-            return;
+            return 0;
         }
         for (int64_t r = 0; r < rows; r++)
             for (int64_t x = 0; x < n; x++)
@@ -566,6 +575,7 @@ static void tile_p_ds(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0,
     if (c->pl->mm)
         kr->bf16->p_ds(w->s, w->dp, cap > 0.0f ? w->g : NULL, lds, rows, n, 1.0f, w->lse, w->di,
                        w->lo, w->hi, jlo);
+    return 0;
 }
 
 /* dQ rows (ldo apart, dq) += dS K over keys [jlo, jlo + n) of the loaded K block: one pv over
@@ -618,7 +628,7 @@ static int64_t dkdv_block(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk, in
                 continue;
             const int64_t n = jhi - jlo, kc = jlo - j0;
             load_qblock(c, w, &qb);
-            tile_p_ds(c, w, &qb, j0, jlo, n);
+            tile_p_ds(c, w, &qb, j0, jlo, n, NULL);
             kr->gemm(n, Dv, qb.rows, w->s, 1, pl->lds, w->dout, pl->lddv, w->ones,
                      w->dv + kc * pl->lddv, pl->lddv);
             kr->gemm(n, D, qb.rows, w->dp, 1, pl->lds, w->q, pl->ldd, w->ones,
@@ -657,7 +667,7 @@ static void dq_block(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t h, int64_t 
             if (!pair_keys(&qb, j0, cols, &jlo, &jhi))
                 continue;
             load_kblock(c, w, b, hk, j0, cols);
-            tile_p_ds(c, w, &qb, j0, jlo, jhi - jlo);
+            tile_p_ds(c, w, &qb, j0, jlo, jhi - jlo, NULL);
             acc_dq(c, w, &qb, j0, jlo, jhi - jlo, w->dq, pl->ldd);
         }
     }
@@ -696,7 +706,9 @@ static int64_t fused_kv_head(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk)
  * same rule. For each K block, over the group's query heads and the Q blocks in ascending order,
  *   S = Q K^T, dP = dO V^T          A: the bf16 rows of Q, dO; B: K^T, V^T packed once a block
  *   P, dS                           float32 (tile_p_ds): the scale, e^(S - L) and dS in
- *                                   one pass (kernels.h p_ds, after softcap / ALiBi if set)
+ *                                   one pass (kernels.h p_ds, after softcap / ALiBi if set);
+ *                                   without those, straight into their split operands below
+ *                                   (p_ds_split, mm_pair: the same bits, no float32 tiles)
  *   dV^T += dO^T P, dK^T += Q^T dS  A: [dO^T | dO^T], [Q^T | Q^T] (pack_at); B: P, dS split
  *   dQ += dS K                      A: dS split; B: [K; K] (pack_b twice)
  * with float32 accumulators: dK^T, dV^T of the block (transposed back once, when it is done),
@@ -889,7 +901,11 @@ static void mm_acc_dq(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0,
 
 /* One tile pair: P, dS of the Q block against keys [jlo, jlo + n) of the loaded K block
  * (which starts at key j0); dkdv: dV^T, dK^T += their products; dq (rows ldd apart, or NULL):
- * += dS K. */
+ * += dS K. P and dS reach their split operands in one pass (p_ds_split: the float32 tiles are
+ * not stored and read again) where the unit has it, the scores have no modifier and dQ's A
+ * segments start at multiples of 32 keys (always but in some windowed tiles); float32 dS is
+ * then kept only for a key range with a NaN or Inf key (mm_acc_dq's rows read it). The same
+ * bits either way. */
 static void mm_pair(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0, int64_t jlo,
                     int64_t n, int dkdv, float *dq)
 {
@@ -898,14 +914,31 @@ static void mm_pair(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0, i
     const bwd_plan *pl = c->pl;
     const int64_t kc = jlo - j0, lds = pl->lds;
     const int64_t kr = rup(qb->rows, CPU_MM_KP);
-    tile_p_ds(c, w, qb, j0, jlo, n);
+    const int64_t seg0 = mm_seg_len(pl, kc, n, 0);
+    int fused = 0;
+    if (c->fuse && mm->p_ds_split && (seg0 >= n || seg0 % CPU_MM_KP == 0)) {
+        int bad = 0;
+        for (int64_t x = kc; dq && x < kc + n; x++)
+            bad |= w->kbad[x];
+        const cpu_mm_p_ds_split fz = {
+            .S = w->s, .dP = w->dp, .lds = lds, .rows = qb->rows, .n = n, .scale = p->scale,
+            .L = w->lse, .Di = w->di, .lo = w->lo, .hi = w->hi, .jlo = jlo,
+            .pb = dkdv ? w->pb : NULL, .dsp = dkdv ? w->dsp : NULL, .ldpb = w->ldpb,
+            .dsa = dq ? w->dsa : NULL, .ldds = w->ldds, .seg0 = seg0, .seg = MM_SEG,
+            .keep_ds = bad};
+        fused = tile_p_ds(c, w, qb, j0, jlo, n, &fz);
+    } else {
+        tile_p_ds(c, w, qb, j0, jlo, n, NULL);
+    }
     if (dkdv) { /* (mm_single: the hi halves alone, K = R32(rows)) */
         const int64_t kp = pl->mm_single & 1 ? kr : 2 * kr, ks = pl->mm_single & 2 ? kr : 2 * kr;
-        pl->split(w->s, lds, qb->rows, n, NULL, 0, w->pb, w->ldpb);
-        mm_split_ds(pl, w, qb->rows, kc, n, dq != NULL, 1);
+        if (!fused) {
+            pl->split(w->s, lds, qb->rows, n, NULL, 0, w->pb, w->ldpb);
+            mm_split_ds(pl, w, qb->rows, kc, n, dq != NULL, 1);
+        }
         mm->gemm(p->Dv, n, kp, w->dot, w->ldt2, w->pb, w->ldpb, w->mones, w->dvt + kc, w->ldt);
         mm->gemm(p->D, n, ks, w->qt, w->ldt2, w->dsp, w->ldpb, w->mones, w->dkt + kc, w->ldt);
-    } else {
+    } else if (!fused) {
         mm_split_ds(pl, w, qb->rows, kc, n, 1, 0);
     }
     if (dq)
@@ -1104,6 +1137,10 @@ flashc_status cpu_attn_bwd(const attn_problem *p, flashc_attn_stats *stats)
                             pl.di_floats, pl.slots, pl.per_thread);
     }
     bwd_ctx c = {.p = p, .kr = cpu_kernels_get(), .pl = &pl, .di = dbuf};
+    /* FLASHC_CPU_BWD_FUSE=0 (read at every call): p_ds, then split, as before p_ds_split (the
+     * same bits; for measurements) */
+    const char *fuse = getenv("FLASHC_CPU_BWD_FUSE");
+    c.fuse = pl.mm && !(fuse && fuse[0] == '0');
     const int64_t br = pl.br, bc = pl.bc;
     const int64_t nqb_dense = cdiv(p->Sq, br), nkb_dense = cdiv(p->Sk, bc);
     if (starts) {

@@ -193,6 +193,120 @@ static void test_mm_split(void **state)
     }
 }
 
+/* p_ds_split (avx512bf16.c, both units' entry) bit for bit against the two steps it replaces:
+ * p_ds's arithmetic with exp2p_avx512.h's 2^x (the emulated tables' own p_ds is the avx2
+ * instance, another exponential, so the reference is written here, lane by lane), then the
+ * unit's split of P as B, dS as B and as A by segments (attn_bwd.c mm_split_ds). Odd shapes,
+ * rows whose ranges start, end or lie outside the tile, NaN / inf / huge scores, each output
+ * alone and together, float32 dS kept or not. */
+#include "exp2p_avx512.h"
+
+static void ref_p_ds(float *S, float *D, int64_t lds, int64_t rows, int64_t n, float scale,
+                     const float *L, const float *Di, const int64_t *lo, const int64_t *hi,
+                     int64_t jlo)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < n; c++) {
+            float *s = S + r * lds + c, *d = D + r * lds + c;
+            if (c < lo[r] - jlo || c >= hi[r] - jlo) {
+                *s = *d = 0.0f;
+                continue;
+            }
+            const __m512 x = _mm512_mul_ps(
+                _mm512_fmadd_ps(_mm512_set1_ps(*s), _mm512_set1_ps(scale), _mm512_set1_ps(-L[r])),
+                _mm512_set1_ps(1.44269504088896341f));
+            float p[16];
+            _mm512_storeu_ps(p, exp2p_avx512(x));
+            *s = p[0];
+            *d = p[0] * (*d - Di[r]);
+        }
+}
+
+static void check_p_ds_split(const cpu_mm_bf16 *mm, int64_t rows, int64_t n, int which,
+                             int64_t seg0, int64_t seg, int keep)
+{
+    const int64_t kr = rup(rows, 32), kn = rup(n, 32), r16 = rup(rows, 16), n16 = rup(n, 16);
+    const int64_t lds = n + 3, ldpb = n16 + (n & 1) * 16, ldds = 2 * kn + (rows & 1) * 32;
+    const int64_t jlo = 20;
+    float *S0 = malloc((size_t)(rows * lds) * 4), *D0 = malloc((size_t)(rows * lds) * 4);
+    float *S1 = malloc((size_t)(rows * lds) * 4), *D1 = malloc((size_t)(rows * lds) * 4);
+    float L[130], Di[130];
+    int64_t lo[130], hi[130];
+    const float odd[] = {NAN, INFINITY, -INFINITY, 1e30f, -1e30f, 0x1p-140f, 300.0f};
+    for (int64_t i = 0; i < rows * lds; i++) {
+        S0[i] = i % 17 == 3 ? odd[i % 7] : 3.0f * rng_normal();
+        D0[i] = i % 19 == 4 ? odd[(i + 3) % 7] : rng_normal();
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        L[r] = rng_normal(), Di[r] = rng_normal();
+        lo[r] = jlo + (r % 4 == 0 ? -5 : (r * 13) % (n + 3));
+        hi[r] = r % 6 == 5 ? lo[r] : lo[r] + (r % 3 ? n + 9 : (r * 7) % (n + 1) + 1);
+    }
+    memcpy(S1, S0, (size_t)(rows * lds) * 4), memcpy(D1, D0, (size_t)(rows * lds) * 4);
+    uint32_t *pb[2], *dsp[2];
+    uint16_t *dsa[2];
+    for (int v = 0; v < 2; v++) {
+        pb[v] = malloc((size_t)(kr * ldpb) * 4), dsp[v] = malloc((size_t)(kr * ldpb) * 4);
+        dsa[v] = malloc((size_t)(r16 * ldds) * 2);
+        memset(pb[v], 0xee, (size_t)(kr * ldpb) * 4), memset(dsp[v], 0xee, (size_t)(kr * ldpb) * 4);
+        memset(dsa[v], 0xee, (size_t)(r16 * ldds) * 2);
+    }
+    const float scale = 0.3f;
+    ref_p_ds(S0, D0, lds, rows, n, scale, L, Di, lo, hi, jlo); /* S0, D0: P, dS */
+    if (which & 1)
+        mm->split(S0, lds, rows, n, NULL, 0, pb[0], ldpb);
+    if (which & 4)
+        mm->split(D0, lds, rows, n, NULL, 0, dsp[0], ldpb);
+    for (int64_t o = 0, len; (which & 2) && o < n; o += len) {
+        len = o == 0 ? (seg0 < n ? seg0 : n) : n - o < seg ? n - o : seg;
+        mm->split(D0 + o, lds, rows, len, dsa[0] + 2 * o, ldds, NULL, 0);
+    }
+    float *D1in = malloc((size_t)(rows * lds) * 4), *S1in = malloc((size_t)(rows * lds) * 4);
+    memcpy(D1in, D1, (size_t)(rows * lds) * 4), memcpy(S1in, S1, (size_t)(rows * lds) * 4);
+    const cpu_mm_p_ds_split g = {
+        .S = S1, .dP = D1, .lds = lds, .rows = rows, .n = n, .scale = scale, .L = L, .Di = Di,
+        .lo = lo, .hi = hi, .jlo = jlo, .pb = which & 1 ? pb[1] : NULL,
+        .dsp = which & 4 ? dsp[1] : NULL, .ldpb = ldpb, .dsa = which & 2 ? dsa[1] : NULL,
+        .ldds = ldds, .seg0 = seg0, .seg = seg, .keep_ds = keep};
+    mm->p_ds_split(&g);
+    if (memcmp(pb[0], pb[1], (size_t)(kr * ldpb) * 4) ||
+        memcmp(dsp[0], dsp[1], (size_t)(kr * ldpb) * 4) ||
+        memcmp(dsa[0], dsa[1], (size_t)(r16 * ldds) * 2) ||
+        memcmp(S1, S1in, (size_t)(rows * lds) * 4)) {
+        print_error("%s p_ds_split rows %lld n %lld which %d seg0 %lld seg %lld differs from "
+                    "p_ds + split\n", mm->unit, (long long)rows, (long long)n, which,
+                    (long long)seg0, (long long)seg);
+        fail();
+    }
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < lds; c++) {
+            const float want = keep && c < n ? D0[r * lds + c] : D1in[r * lds + c];
+            if (memcmp(&want, &D1[r * lds + c], 4)) {
+                print_error("%s p_ds_split keep %d: dP (%lld, %lld)\n", mm->unit, keep,
+                            (long long)r, (long long)c);
+                fail();
+            }
+        }
+    free(S0), free(D0), free(S1), free(D1), free(D1in), free(S1in);
+    for (int v = 0; v < 2; v++)
+        free(pb[v]), free(dsp[v]), free(dsa[v]);
+}
+
+static void test_mm_p_ds_split(void **state)
+{
+    (void)state;
+    static const int64_t rs[] = {1, 2, 7, 16, 17, 33, 64, 129};
+    static const int64_t ns[] = {1, 7, 16, 31, 33, 64, 100, 129, 200};
+    int cnt = 0;
+    for (size_t a = 0; a < sizeof rs / sizeof rs[0]; a++)
+        for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++, cnt++) {
+            const int64_t seg0 = (a + b) % 3 == 0 ? ns[b] : 32 * (int64_t)(1 + (a + b) % 4);
+            check_p_ds_split(&emu_mm_amx, rs[a], ns[b], 1 + (int)((a + 2 * b) % 7), seg0,
+                             (a & 1) ? 32 : 128, (int)((a + b) & 1));
+        }
+    printf("  p_ds_split: %d shapes = p_ds + split\n", cnt);
+}
+
 static void test_mm_attention(void **state)
 {
     (void)state;
@@ -309,6 +423,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mm_units),
         cmocka_unit_test(test_mm_split),
+        cmocka_unit_test(test_mm_p_ds_split),
         cmocka_unit_test(test_mm_attention),
         cmocka_unit_test(test_mm_fused),
     };

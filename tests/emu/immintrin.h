@@ -137,6 +137,12 @@ static inline __m512bh _mm512_cvtne2ps_pbh(__m512 a, __m512 b)
     for (int i = 0; i < 16; i++) r.h[i] = emu_cvt_bf16(y.f[i]), r.h[16 + i] = emu_cvt_bf16(x.f[i]);
     memcpy(&o, &r, 64); return o;
 }
+static inline __m512i _mm512_maskz_permutexvar_epi16(__mmask32 k, __m512i idx, __m512i a)
+{
+    emu_v x = emu_i(a), ix = emu_i(idx), r;
+    for (int i = 0; i < 32; i++) r.h[i] = k >> i & 1 ? x.h[ix.h[i] & 31] : 0;
+    return emu_o(r);
+}
 static inline __m256i _mm512_castsi512_si256(__m512i a) { __m256i r; memcpy(&r, &a, 32); return r; }
 static inline __m256i _mm512_extracti64x4_epi64(__m512i a, const int imm)
 { __m256i r; memcpy(&r, (const char *)&a + 32 * (imm & 1), 32); return r; }
@@ -180,6 +186,41 @@ static inline __m512 _mm512_mul_ps(__m512 a, __m512 b)
 { emu_v x = emu_f(a), y = emu_f(b); for (int i = 0; i < 16; i++) x.f[i] *= y.f[i]; return emu_of(x); }
 static inline __m512 _mm512_fmadd_ps(__m512 a, __m512 b, __m512 c)
 { emu_v x = emu_f(a), y = emu_f(b), z = emu_f(c); for (int i = 0; i < 16; i++) x.f[i] = __builtin_fmaf(x.f[i], y.f[i], z.f[i]); return emu_of(x); }
+/* kernels/exp2p_avx512.h: vreduceps with imm 0x09 only (M = 0 fraction bits kept, rounding
+ * down, exceptions suppressed: x - floor(x); inf -> +0, NaN -> quiet NaN), vscalefps (a 2^floor(b),
+ * rounded once; the SDM's special cases: NaN operands, b = +-inf) and its zero-masking form,
+ * zero-masked multiplication */
+#define _MM_FROUND_TO_NEG_INF 0x01
+#define _MM_FROUND_NO_EXC 0x08
+static inline float emu_qnan(float x) { uint32_t u; memcpy(&u, &x, 4); u |= 0x400000u; memcpy(&x, &u, 4); return x; }
+static inline __m512 _mm512_reduce_ps(__m512 a, const int imm)
+{
+    if (imm != (_MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)) abort();
+    emu_v x = emu_f(a);
+    for (int i = 0; i < 16; i++) {
+        const float v = x.f[i];
+        x.f[i] = v != v ? emu_qnan(v) : __builtin_isinf(v) ? 0.0f : v - __builtin_floorf(v);
+    }
+    return emu_of(x);
+}
+static inline float emu_scalef(float a, float b)
+{
+    if (a != a) return emu_qnan(a);
+    if (b != b) return emu_qnan(b);
+    if (__builtin_isinf(b)) {
+        if (b > 0) return a == 0.0f ? __builtin_nanf("") : a < 0 ? -__builtin_inff() : __builtin_inff();
+        return __builtin_isinf(a) ? __builtin_nanf("") : a < 0 || (a == 0.0f && __builtin_signbit(a)) ? -0.0f : 0.0f;
+    }
+    float e = __builtin_floorf(b);
+    e = e > 400.0f ? 400.0f : e < -400.0f ? -400.0f : e;
+    return __builtin_ldexpf(a, (int)e);
+}
+static inline __m512 _mm512_scalef_ps(__m512 a, __m512 b)
+{ emu_v x = emu_f(a), y = emu_f(b); for (int i = 0; i < 16; i++) x.f[i] = emu_scalef(x.f[i], y.f[i]); return emu_of(x); }
+static inline __m512 _mm512_maskz_scalef_ps(__mmask16 k, __m512 a, __m512 b)
+{ emu_v x = emu_f(a), y = emu_f(b); for (int i = 0; i < 16; i++) x.f[i] = k >> i & 1 ? emu_scalef(x.f[i], y.f[i]) : 0.0f; return emu_of(x); }
+static inline __m512 _mm512_maskz_mul_ps(__mmask16 k, __m512 a, __m512 b)
+{ emu_v x = emu_f(a), y = emu_f(b); for (int i = 0; i < 16; i++) x.f[i] = k >> i & 1 ? x.f[i] * y.f[i] : 0.0f; return emu_of(x); }
 static inline float emu_bf(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
 static inline __m512 _mm512_dpbf16_ps(__m512 src, __m512bh a, __m512bh b)
 {

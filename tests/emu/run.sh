@@ -14,6 +14,7 @@ ren="-Dcpu_mm_bf16_amx=emu_mm_amx -Dcpu_mm_bf16_avx512=emu_mm_avx512 \
 -Dcpu_mm_avx512_pack_b=emu_pack_b -Dcpu_mm_avx512_pack_bt=emu_pack_bt \
 -Dcpu_mm_avx512_split=emu_split -Dcpu_mm_avx512_split_cvt=emu_split_cvt \
 -Dcpu_mm_avx512_pack_at=emu_pack_at -Dcpu_mm_avx512_transpose=emu_transpose \
+-Dcpu_mm_avx512_p_ds_split=emu_p_ds_split \
 -Dcpu_kernels_avx512_mm_softmax=cpu_kernels_avx2_mm_softmax \
 -Dcpu_kernels_avx512_mm_p_ds=cpu_kernels_avx2_mm_p_ds"
 # shellcheck disable=SC2086

@@ -33,6 +33,7 @@ void cpu_mm_avx512_pack_at(const uint16_t *X, int64_t ldx, int64_t rows, int64_t
                            int64_t lda);
 void cpu_mm_avx512_transpose(const float *X, int64_t ldx, int64_t rows, int64_t n, float *Y,
                              int64_t ldy);
+void cpu_mm_avx512_p_ds_split(const cpu_mm_p_ds_split *g);
 
 #define mm_barrier() __asm__ volatile("" ::: "memory")
 
@@ -431,5 +432,6 @@ const cpu_mm_bf16 cpu_mm_bf16_amx = {
     .pack_at = cpu_mm_avx512_pack_at,
     .transpose = cpu_mm_avx512_transpose,
     .p_ds = cpu_kernels_avx512_mm_p_ds,
+    .p_ds_split = cpu_mm_avx512_p_ds_split,
 };
 #endif

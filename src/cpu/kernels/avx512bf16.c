@@ -8,6 +8,7 @@
  * VNNI-packed B, one instruction adds 16 columns x 2 k of C row m -- twice an FMA's work. */
 #if defined(__x86_64__)
 #include "kernels.h"
+#include "exp2p_avx512.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -124,12 +125,18 @@ static inline void split16(__m512 x, __m512i *hi, __m512i *lo)
 static inline __attribute__((always_inline)) int split_cvt32(const __m512 x[2][2], __m512i hp[2],
                                                              __m512i lp[2], __m512i hl[2][2])
 {
+    /* word 2j + 1 of hl[i][half] <- word 16 half + j of hp[i] (the low words zeroed by the
+     * mask): hi as float32, one vpermw a half (vpmovzxwd + vpslld + vextracti64x4 before) */
+    static const uint16_t up_idx[32] = {0, 0,  0, 1,  0, 2,  0, 3,  0, 4,  0, 5,  0, 6,  0, 7,
+                                        0, 8,  0, 9,  0, 10, 0, 11, 0, 12, 0, 13, 0, 14, 0, 15};
+    const __m512i up0 = _mm512_loadu_si512(up_idx);
+    const __m512i up1 = _mm512_add_epi16(up0, _mm512_set1_epi16(16));
     __mmask16 bad = 0;
     for (int i = 0; i < 2; i++) {
         __m512bh h = _mm512_cvtne2ps_pbh(x[i][1], x[i][0]);
         memcpy(&hp[i], &h, 64);
-        hl[i][0] = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(hp[i])), 16);
-        hl[i][1] = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(hp[i], 1)), 16);
+        hl[i][0] = _mm512_maskz_permutexvar_epi16(0xaaaaaaaau, up0, hp[i]);
+        hl[i][1] = _mm512_maskz_permutexvar_epi16(0xaaaaaaaau, up1, hp[i]);
         const __m512 r0 = _mm512_sub_ps(x[i][0], _mm512_castsi512_ps(hl[i][0]));
         const __m512 r1 = _mm512_sub_ps(x[i][1], _mm512_castsi512_ps(hl[i][1]));
         /* QNaN 0x01, +inf 0x08, -inf 0x10, denormal 0x20, SNaN 0x80 */
@@ -140,15 +147,13 @@ static inline __attribute__((always_inline)) int split_cvt32(const __m512 x[2][2
     return bad == 0;
 }
 
-/* Row pairs (2kk, 2kk + 1) of X, 32 columns at a time: 16-column halves split once, then the
- * A rows (the high halves of two halves' lanes, in order: one two-source permute) and the B
- * pair-rows (row 2kk's high half shifted down, or'ed with row 2kk + 1's). cvt: each block by
- * split_cvt32 first (A rows as they come, B pair-rows by pack_b's interleave), split16 where it
- * declines: the same bits. */
-static inline __attribute__((always_inline)) void split_rows(const float *X, int64_t ldx,
-                                                             int64_t rows, int64_t n, uint16_t *a,
-                                                             int64_t lda, uint32_t *bp,
-                                                             int64_t ldbp, int cvt)
+/* The permute indices of split_block: the high words of two vectors' lanes in order (A rows)
+ * and pack_b's interleave of two rows' words (B pair-rows), loaded once per call. */
+typedef struct split_idx {
+    __m512i odd, ilo, ihi;
+} split_idx;
+
+static inline __attribute__((always_inline)) split_idx split_idx_load(void)
 {
     static const uint16_t odd_idx[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
                                          23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
@@ -156,9 +161,63 @@ static inline __attribute__((always_inline)) void split_rows(const float *X, int
     static const uint16_t lo_idx[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
                                         37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
                                         11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
-    const __m512i odd = _mm512_loadu_si512(odd_idx);
-    const __m512i ilo = _mm512_loadu_si512(lo_idx);
-    const __m512i ihi = _mm512_add_epi16(ilo, _mm512_set1_epi16(16));
+    split_idx ix;
+    ix.odd = _mm512_loadu_si512(odd_idx);
+    ix.ilo = _mm512_loadu_si512(lo_idx);
+    ix.ihi = _mm512_add_epi16(ix.ilo, _mm512_set1_epi16(16));
+    return ix;
+}
+
+/* split of one row pair (r0, r0 + 1) x 32 columns, x[row of the pair][16-column half], into
+ *   a (NULL: none): row r0's hi words at a[0 .. 32), its lo words at a[akn ..], row r0 + 1's
+ *     lda further; a row r0 + i >= ra is not written;
+ *   b0, b1 (NULL: none): the hi and lo pair-rows of the pair at this block's first column, nb
+ *     columns of them (16 or 32; <= 0: none).
+ * 16-column halves split once, then the A rows (the high halves of two halves' lanes, in
+ * order: one two-source permute) and the B pair-rows (row r0's high half shifted down, or'ed
+ * with row r0 + 1's). cvt: by split_cvt32 first (A rows as they come, B pair-rows by pack_b's
+ * interleave), split16 where it declines: the same bits. */
+static inline __attribute__((always_inline)) void
+split_block(const __m512 x[2][2], const split_idx *ix, int cvt, uint16_t *a, int64_t lda,
+            int64_t akn, int arows, uint32_t *b0, uint32_t *b1, int64_t nb)
+{
+    __m512i hp[2], lp[2], h[2][2], l[2][2];
+    if (cvt && split_cvt32(x, hp, lp, h)) {
+        for (int i = 0; i < arows && a; i++) {
+            _mm512_storeu_si512(a + i * lda, hp[i]);
+            _mm512_storeu_si512(a + i * lda + akn, lp[i]);
+        }
+        for (int half = 0; half < 2 && b0 && 16 * half < nb; half++) {
+            _mm512_storeu_si512(b0 + 16 * half,
+                                _mm512_or_si512(_mm512_srli_epi32(h[0][half], 16), h[1][half]));
+            _mm512_storeu_si512(b1 + 16 * half,
+                                _mm512_permutex2var_epi16(lp[0], half ? ix->ihi : ix->ilo, lp[1]));
+        }
+        return;
+    }
+    for (int i = 0; i < 2; i++)
+        for (int half = 0; half < 2; half++)
+            split16(x[i][half], &h[i][half], &l[i][half]);
+    for (int i = 0; i < arows && a; i++) {
+        _mm512_storeu_si512(a + i * lda, _mm512_permutex2var_epi16(h[i][0], ix->odd, h[i][1]));
+        _mm512_storeu_si512(a + i * lda + akn,
+                            _mm512_permutex2var_epi16(l[i][0], ix->odd, l[i][1]));
+    }
+    for (int half = 0; half < 2 && b0 && 16 * half < nb; half++) {
+        _mm512_storeu_si512(b0 + 16 * half,
+                            _mm512_or_si512(_mm512_srli_epi32(h[0][half], 16), h[1][half]));
+        _mm512_storeu_si512(b1 + 16 * half,
+                            _mm512_or_si512(_mm512_srli_epi32(l[0][half], 16), l[1][half]));
+    }
+}
+
+/* Row pairs (2kk, 2kk + 1) of X, 32 columns at a time, through split_block. */
+static inline __attribute__((always_inline)) void split_rows(const float *X, int64_t ldx,
+                                                             int64_t rows, int64_t n, uint16_t *a,
+                                                             int64_t lda, uint32_t *bp,
+                                                             int64_t ldbp, int cvt)
+{
+    const split_idx ix = split_idx_load();
     const int64_t kr = rup(rows, CPU_MM_KP), kn = rup(n, CPU_MM_KP), n16 = rup(n, 16);
     const int64_t ra = rup(rows, 16), cend = a ? kn : n16;
     for (int64_t r0 = 0; r0 < (bp ? kr : ra); r0 += 2)
@@ -180,53 +239,93 @@ static inline __attribute__((always_inline)) void split_rows(const float *X, int
                                          : _mm512_setzero_ps();
                     }
             }
-            __m512i hp[2], lp[2], h[2][2], l[2][2];
-            if (cvt && split_cvt32(x, hp, lp, h)) {
-                if (a)
-                    for (int i = 0; i < 2; i++)
-                        if (r0 + i < ra) {
-                            uint16_t *row = a + (r0 + i) * lda + c0;
-                            _mm512_storeu_si512(row, hp[i]);
-                            _mm512_storeu_si512(row + kn, lp[i]);
-                        }
-                if (bp)
-                    for (int half = 0; half < 2; half++) {
-                        const int64_t c = c0 + 16 * half;
-                        if (c >= n16)
-                            break;
-                        _mm512_storeu_si512(bp + r0 / 2 * ldbp + c,
-                                            _mm512_or_si512(_mm512_srli_epi32(h[0][half], 16),
-                                                            h[1][half]));
-                        _mm512_storeu_si512(bp + (kr + r0) / 2 * ldbp + c,
-                                            _mm512_permutex2var_epi16(lp[0], half ? ihi : ilo,
-                                                                      lp[1]));
-                    }
-                continue;
-            }
-            for (int i = 0; i < 2; i++)
-                for (int half = 0; half < 2; half++)
-                    split16(x[i][half], &h[i][half], &l[i][half]);
-            if (a)
-                for (int i = 0; i < 2; i++)
-                    if (r0 + i < ra) {
-                        uint16_t *row = a + (r0 + i) * lda + c0;
-                        _mm512_storeu_si512(row, _mm512_permutex2var_epi16(h[i][0], odd, h[i][1]));
-                        _mm512_storeu_si512(row + kn,
-                                            _mm512_permutex2var_epi16(l[i][0], odd, l[i][1]));
-                    }
-            if (bp)
-                for (int half = 0; half < 2; half++) {
-                    const int64_t c = c0 + 16 * half;
-                    if (c >= n16)
-                        break;
-                    _mm512_storeu_si512(bp + r0 / 2 * ldbp + c,
-                                        _mm512_or_si512(_mm512_srli_epi32(h[0][half], 16),
-                                                        h[1][half]));
-                    _mm512_storeu_si512(bp + (kr + r0) / 2 * ldbp + c,
-                                        _mm512_or_si512(_mm512_srli_epi32(l[0][half], 16),
-                                                        l[1][half]));
-                }
+            const int arows = !a ? 0 : r0 + 2 <= ra ? 2 : r0 < ra ? 1 : 0;
+            split_block(x, &ix, cvt, arows ? a + r0 * lda + c0 : NULL, lda, kn, arows,
+                        bp ? bp + r0 / 2 * ldbp + c0 : NULL,
+                        bp ? bp + (kr + r0) / 2 * ldbp + c0 : NULL, n16 - c0);
         }
+}
+
+/* The lanes of columns [c0, c0 + 32) inside [lo, hi) (0 <= lo <= hi). */
+static inline __attribute__((always_inline)) __mmask32 range32(int64_t lo, int64_t hi, int64_t c0)
+{
+    const int64_t a0 = lo - c0, a1 = hi - c0;
+    const uint32_t e = a1 <= 0 ? 0 : a1 >= 32 ? 0xffffffffu : (1u << a1) - 1u;
+    const uint32_t s = a0 <= 0 ? 0 : a0 >= 32 ? 0xffffffffu : (1u << a0) - 1u;
+    return (__mmask32)(e & ~s);
+}
+
+/* p_ds_split (kernels.h cpu_mm_p_ds_split): for each row pair and 32 columns, P and dS as p_ds
+ * computes them (kernels_simd.h: P = 2^((scale S - L) log2 e) by exp2p_avx512.h, dS = P (dP -
+ * Di), the same operations in the same order, lane by lane), +0.0 outside each row's range (the
+ * zero masking of the last operation), and split (split_block, the split_cvt path) into the
+ * operands while in registers: S and dP are read once, and neither float32 tile is written
+ * back (but dS with keep_ds). A block that no row of the pair sees is split from zeros without
+ * reading S or dP. */
+void cpu_mm_avx512_p_ds_split(const cpu_mm_p_ds_split *g)
+{
+    const split_idx ix = split_idx_load();
+    const int64_t rows = g->rows, n = g->n, lds = g->lds;
+    const int64_t kr = rup(rows, CPU_MM_KP), kn = rup(n, CPU_MM_KP), n16 = rup(n, 16);
+    const int64_t ra = rup(rows, 16), cend = g->dsa ? kn : n16;
+    const int b = g->pb || g->dsp;
+    const __m512 c = _mm512_set1_ps(g->scale), log2e = _mm512_set1_ps(1.44269504088896341f);
+    for (int64_t r0 = 0; r0 < (b ? kr : ra); r0 += 2) {
+        int64_t c0r[2], c1r[2];
+        __m512 nl[2], di[2];
+        for (int i = 0; i < 2; i++) {
+            const int64_t r = r0 + i < rows ? r0 + i : -1;
+            int64_t lo = r < 0 ? 0 : g->lo[r] - g->jlo, hi = r < 0 ? 0 : g->hi[r] - g->jlo;
+            lo = lo < 0 ? 0 : lo > n ? n : lo;
+            hi = hi < lo ? lo : hi > n ? n : hi;
+            c0r[i] = lo, c1r[i] = hi;
+            nl[i] = _mm512_set1_ps(r < 0 ? 0.0f : -g->L[r]);
+            di[i] = _mm512_set1_ps(r < 0 ? 0.0f : g->Di[r]);
+        }
+        const float *S = g->S + r0 * lds, *dP = g->dP + r0 * lds;
+        const int arows = !g->dsa ? 0 : r0 + 2 <= ra ? 2 : r0 < ra ? 1 : 0;
+        int64_t o = 0, len = g->seg0 < n ? g->seg0 : n; /* the A segment of column c0 */
+        for (int64_t c0 = 0; c0 < cend; c0 += 32) {
+            if (c0 >= o + len && c0 < n) {
+                o += len;
+                len = n - o < g->seg ? n - o : g->seg;
+            }
+            const __mmask32 m0 = range32(c0r[0], c1r[0], c0), m1 = range32(c0r[1], c1r[1], c0);
+            __m512 p[2][2], ds[2][2];
+            if (m0 | m1) {
+                for (int i = 0; i < 2; i++)
+                    for (int half = 0; half < 2; half++) {
+                        const __mmask16 mk = (__mmask16)((i ? m1 : m0) >> 16 * half);
+                        const int64_t at = i * lds + c0 + 16 * half;
+                        const __m512 sv = _mm512_maskz_loadu_ps(mk, S + at);
+                        const __m512 dv = _mm512_maskz_loadu_ps(mk, dP + at);
+                        p[i][half] = exp2p_avx512_maskz(
+                            mk, _mm512_mul_ps(_mm512_fmadd_ps(sv, c, nl[i]), log2e));
+                        ds[i][half] = _mm512_maskz_mul_ps(mk, p[i][half], _mm512_sub_ps(dv, di[i]));
+                    }
+            } else {
+                for (int i = 0; i < 2; i++)
+                    p[i][0] = p[i][1] = ds[i][0] = ds[i][1] = _mm512_setzero_ps();
+            }
+            if (g->keep_ds)
+                for (int i = 0; i < 2 && r0 + i < rows; i++)
+                    for (int half = 0; half < 2; half++) {
+                        const int64_t cc = c0 + 16 * half, nv = n - cc;
+                        if (nv > 0)
+                            _mm512_mask_storeu_ps(g->dP + (r0 + i) * lds + cc,
+                                                  nv >= 16 ? 0xffff : (__mmask16)((1u << nv) - 1u),
+                                                  ds[i][half]);
+                    }
+            if (g->pb)
+                split_block(p, &ix, 1, NULL, 0, 0, 0, g->pb + r0 / 2 * g->ldpb + c0,
+                            g->pb + (kr + r0) / 2 * g->ldpb + c0, n16 - c0);
+            if (g->dsa || g->dsp)
+                split_block(ds, &ix, 1, arows ? g->dsa + r0 * g->ldds + o + c0 : NULL, g->ldds,
+                            rup(len, CPU_MM_KP), arows,
+                            g->dsp ? g->dsp + r0 / 2 * g->ldpb + c0 : NULL,
+                            g->dsp ? g->dsp + (kr + r0) / 2 * g->ldpb + c0 : NULL, n16 - c0);
+        }
+    }
 }
 
 void cpu_mm_avx512_split(const float *X, int64_t ldx, int64_t rows, int64_t n, uint16_t *a,
@@ -388,5 +487,6 @@ const cpu_mm_bf16 cpu_mm_bf16_avx512 = {
     .pack_at = cpu_mm_avx512_pack_at,
     .transpose = cpu_mm_avx512_transpose,
     .p_ds = cpu_kernels_avx512_mm_p_ds,
+    .p_ds_split = cpu_mm_avx512_p_ds_split,
 };
 #endif

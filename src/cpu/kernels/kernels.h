@@ -57,6 +57,7 @@ enum { CPU_MM_KP = 32 }; /* the reduction dimension is padded to a multiple of t
         const float *L, const float *Di, const int64_t *lo, const int64_t *hi, int64_t jlo
 
 struct cpu_mm_fwd;
+struct cpu_mm_p_ds_split;
 typedef struct cpu_mm_bf16 {
     const char *unit; /* "amx", "avx512bf16", "scalar model" */
 
@@ -134,6 +135,11 @@ typedef struct cpu_mm_bf16 {
      * and S = dP = 0 outside (whatever they held: a masked score never reaches P or dS). The
      * caller passes scores it modified (softcap, ALiBi) already scaled, with scale 1.       */
     void (*p_ds)(CPU_MM_P_DS_ARGS);
+    /* Optional (NULL: p_ds, then split): p_ds without G, and its P and dS straight into their
+     * split operands, bit for bit the two steps (p_ds's P and dS, split's halves and padding),
+     * without the float32 tiles' round trip through memory (attn_bwd.c mm_pair, the plain case:
+     * no softcap, no ALiBi). See cpu_mm_p_ds_split.                                        */
+    void (*p_ds_split)(const struct cpu_mm_p_ds_split *a);
 
     /* Optional (NULL: the loop nest runs gemm, softmax, gemm per chunk itself): the forward's
      * whole update of f->rows query rows against one key tile that every row sees in full (no
@@ -170,6 +176,29 @@ typedef struct cpu_mm_fwd {
                          * scores are -inf before its softmax (P = 0; a row that sees none
                          * keeps m, l and acc). V must then be finite (0 x inf = NaN).     */
 } cpu_mm_fwd;
+/* The arguments of cpu_mm_bf16.p_ds_split. R16 / R32 = round up to 16 / 32, kr = R32(rows),
+ * kn = R32(n). P and dS are p_ds's (G = NULL) of S, dP; each output is split's (kernels.h
+ * split) of that float32 tile, every word of its extent written, padding included. */
+typedef struct cpu_mm_p_ds_split {
+    float *S, *dP;      /* rows x n float32 (lds floats a row): scores, dO V^T             */
+    int64_t lds, rows, n;
+    float scale;        /* the rest as p_ds                                                */
+    const float *L, *Di;
+    const int64_t *lo, *hi;
+    int64_t jlo;
+    uint32_t *pb;       /* NULL, or P as split's bp (2 kr / 2 pair-rows, ldpb >= R16(n))    */
+    uint32_t *dsp;      /* NULL, or dS as split's bp (ldpb)                                 */
+    int64_t ldpb;
+    uint16_t *dsa;      /* NULL, or dS as split's a in segments of columns [0, seg0), then
+                         * [seg0, seg0 + seg), ...: the segment of columns [o, o + len) is
+                         * split's a of X + o (len columns) at dsa + 2 o, ldds elements a row
+                         * (its R32(len) hi columns, then as many lo ones); R16(rows) rows.
+                         * seg0 and seg multiples of 32 (seg0 >= n: one segment)           */
+    int64_t ldds, seg0, seg;
+    int keep_ds;        /* 1: dP <- dS as p_ds leaves it (zeros outside the rows' ranges);
+                         * 0: S and dP are only read                                        */
+} cpu_mm_p_ds_split;
+
 /* The score modifiers of the attention v2 contract, as the kernels apply them (see the
  * score_mod_t / score_mod_row entries). */
 typedef struct cpu_score_mod {

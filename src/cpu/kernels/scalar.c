@@ -395,6 +395,57 @@ static void mm_p_ds_ref(CPU_MM_P_DS_ARGS)
     }
 }
 
+/* P and dS of element (r, c) as mm_p_ds_ref computes them (G = NULL); 0 outside row r's
+ * range and past the tile (r >= rows or c >= n: split's zero padding). */
+static void mm_pds_at(const cpu_mm_p_ds_split *g, int64_t r, int64_t c, float *p, float *ds)
+{
+    *p = *ds = 0.0f;
+    if (r >= g->rows || c >= g->n || c < g->lo[r] - g->jlo || c >= g->hi[r] - g->jlo)
+        return;
+    *p = expf(fmaf(g->S[r * g->lds + c], g->scale, -g->L[r]));
+    *ds = *p * (g->dP[r * g->lds + c] - g->Di[r]) * 1.0f; /* (mm_p_ds_ref's G factor) */
+}
+
+/* p_ds_split, element by element: the two steps' arithmetic (mm_p_ds_ref, mm_split1) and
+ * mm_split_ref's layouts; dP is overwritten (keep_ds) only after every output is written. */
+static void mm_p_ds_split_ref(const cpu_mm_p_ds_split *g)
+{
+    const int64_t kr = round_up(g->rows, CPU_MM_KP), n16 = round_up(g->n, 16);
+    float p0, d0, p1, d1;
+    uint16_t ph0, pl0, ph1, pl1, dh0, dl0, dh1, dl1;
+    for (int64_t kk = 0; kk < kr / 2 && (g->pb || g->dsp); kk++)
+        for (int64_t c = 0; c < n16; c++) {
+            mm_pds_at(g, 2 * kk, c, &p0, &d0);
+            mm_pds_at(g, 2 * kk + 1, c, &p1, &d1);
+            mm_split1(p0, &ph0, &pl0), mm_split1(p1, &ph1, &pl1);
+            mm_split1(d0, &dh0, &dl0), mm_split1(d1, &dh1, &dl1);
+            if (g->pb) {
+                g->pb[kk * g->ldpb + c] = ph0 | (uint32_t)ph1 << 16;
+                g->pb[(kr / 2 + kk) * g->ldpb + c] = pl0 | (uint32_t)pl1 << 16;
+            }
+            if (g->dsp) {
+                g->dsp[kk * g->ldpb + c] = dh0 | (uint32_t)dh1 << 16;
+                g->dsp[(kr / 2 + kk) * g->ldpb + c] = dl0 | (uint32_t)dl1 << 16;
+            }
+        }
+    for (int64_t o = 0, len; g->dsa && o < g->n; o += len) {
+        len = o == 0 ? (g->seg0 < g->n ? g->seg0 : g->n) : g->n - o < g->seg ? g->n - o : g->seg;
+        const int64_t kl = round_up(len, CPU_MM_KP);
+        for (int64_t r = 0; r < round_up(g->rows, 16); r++)
+            for (int64_t c = 0; c < kl; c++) {
+                mm_pds_at(g, r, c < len ? o + c : g->n, &p0, &d0);
+                mm_split1(d0, &dh0, &dl0);
+                g->dsa[r * g->ldds + 2 * o + c] = dh0;
+                g->dsa[r * g->ldds + 2 * o + kl + c] = dl0;
+            }
+    }
+    for (int64_t r = 0; r < g->rows && g->keep_ds; r++)
+        for (int64_t c = 0; c < g->n; c++) {
+            mm_pds_at(g, r, c, &p0, &d0);
+            g->dP[r * g->lds + c] = d0;
+        }
+}
+
 /* DI_ROWS independent float64 add chains (one a row was latency-bound: bench/RESULTS.md,
  * helper amx13); dt a constant where inlined */
 static inline void di_rows_dt(const void *a, const int64_t *ao, int64_t sa, const void *b,
@@ -432,6 +483,7 @@ const cpu_mm_bf16 cpu_mm_bf16_ref = {
     .pack_at = mm_pack_at_ref,
     .transpose = mm_transpose_ref,
     .p_ds = mm_p_ds_ref,
+    .p_ds_split = mm_p_ds_split_ref,
 };
 
 #define SCALAR_ENTRIES                                                                         \

@@ -43,6 +43,7 @@
     defined(__AVX512VL__) && defined(__AVX512BF16__) && defined(__FMA__) && defined(__F16C__)
 /* ---------------------------------------------------------------- AVX-512 -------------- */
 #include <immintrin.h>
+#include "exp2p_avx512.h"
 #define SIMD_VL 16
 typedef __m512 vf;
 typedef __mmask16 vm;
@@ -114,25 +115,11 @@ SIMD_INLINE __m256i simd_bf16(vf x)
     return sub ? _mm256_mask_blend_epi16(sub, h, simd_bf16_rne_int(x)) : h;
 }
 SIMD_INLINE void v_store_bf16(uint16_t *p, vf x) { _mm256_storeu_si256((__m256i *)p, simd_bf16(x)); }
-/* The softmax's P (mm_softmax), rounded to bf16 right after: 2^x = 2^f 2^floor(x) with
- * f = x - floor(x) in [0, 1] by vreduceps, 2^f by a degree-4 polynomial (minimax for the
- * relative error on [0, 1], 2.7e-6 in float32 -- 1/1400 of a bf16 rounding step), and the
- * 2^floor(x) by vscalefps: 4 FMA and two single instructions, where v_exp2_ftz takes 7 FMA, a
- * clamp, a round, a subtraction, a multiplication and 3 integer steps. Masked scores: x = -inf
- * gives f = 0 and exactly +0.0; results below FLT_MIN are subnormal (x < -126), and
- * v_store_bf16_p flushes those to zero, so P has no subnormals. NaN in, NaN out. Valid for
- * x <= 127 (the softmax's x = s - max <= 0). */
+/* The softmax's P (mm_softmax), rounded to bf16 right after, and the backward's P (p_ds):
+ * exp2p_avx512.h (accuracy and special values there). Results below FLT_MIN are subnormal, and
+ * v_store_bf16_p flushes those to zero, so the softmax's P has no subnormals. */
 #define SIMD_EXP2_P 1
-SIMD_INLINE vf v_exp2_p(vf x)
-{
-    const vf f = _mm512_reduce_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    vf p = v_set1(1.353416778e-2f);
-    p = v_fma(p, f, v_set1(5.201146007e-2f));
-    p = v_fma(p, f, v_set1(2.414427549e-1f));
-    p = v_fma(p, f, v_set1(6.930038333e-1f));
-    p = v_fma(p, f, v_set1(1.000002623e+0f));
-    return _mm512_scalef_ps(p, x);
-}
+SIMD_INLINE vf v_exp2_p(vf x) { return exp2p_avx512(x); }
 /* bf16 of v_exp2_p's results: vcvtneps2bf16 alone (subnormals, below FLT_MIN, become 0). */
 SIMD_INLINE void v_store_bf16_p(uint16_t *p, vf x)
 {
