@@ -132,6 +132,8 @@ typedef struct bwd_plan {
                                * FLASHC_CPU_BWD_MM=2 sets both, =3 the dS bit)                 */
     void (*split)(const float *, int64_t, int64_t, int64_t, uint16_t *, int64_t, uint32_t *,
                   int64_t);       /* mm: the unit's split, or its split_cvt (same bits)            */
+    int fuse;                 /* mm: P, dS and their split halves in one pass where the unit
+                               * has it (kernels.h p_ds_split; mm_pair)                         */
     size_t di_floats;         /* D_i entries                                                   */
     size_t sizes[3];          /* scratch pieces: D, block offsets, tile sets                   */
     const attn_problem *p;
@@ -228,6 +230,10 @@ static void make_plan(const attn_problem *p, bwd_plan *pl)
     if (pl->mm) {
         const char *sp = getenv("FLASHC_CPU_BWD_SPLIT");
         pl->split = (sp && sp[0] == '0') || !unit->split_cvt ? unit->split : unit->split_cvt;
+        /* FLASHC_CPU_BWD_FUSE=0 (read at every call): p_ds, then split, as before p_ds_split
+         * (the same bits; for measurements) */
+        const char *fu = getenv("FLASHC_CPU_BWD_FUSE");
+        pl->fuse = unit->p_ds_split && !(fu && fu[0] == '0');
     }
     /* The unit's tiles: 128 keys, 128 query rows where max(D, Dv) >= 128, else 64: the per-pair
      * Q-side work (pack_at of Q and dO, dQ's C round trip) spreads over twice the keys of the
@@ -411,8 +417,6 @@ typedef struct bwd_ctx {
     const float *di;          /* D_i, at di_off                                               */
     const int64_t *kstart;    /* varlen: first global K block of sequence b (B + 1 entries)   */
     const int64_t *qstart;    /* ... and Q block                                              */
-    int fuse;                 /* mm: P, dS and their split halves in one pass where the unit can
-                               * (kernels.h p_ds_split; mm_pair)                                */
 } bwd_ctx;
 
 /* Index of D_i of (sequence b, head h, row i): dense [b][h][i], varlen [h][packed row]. */
@@ -521,11 +525,11 @@ static int tile_p_ds(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0, 
     if (c->pl->mm) { /* kp, vp: columns kc .. kc + R16(n) stay inside ldkp = R16(bc) + 16 */
         kr->bf16->gemm(rows, n, p->D, w->qb, w->ldqb, w->kp + kc, w->ldkp, NULL, w->s, lds);
         kr->bf16->gemm(rows, n, p->Dv, w->dob, w->dvp, w->vp + kc, w->ldkp, NULL, w->dp, lds);
-        if (cap <= 0.0f && !p->alibi && fz) { /* and their split halves */
-            kr->bf16->p_ds_split(fz);
-            return 1;
-        }
         if (cap <= 0.0f && !p->alibi) { /* the scale, P and dS in one pass */
+            if (fz) { /* and their split halves */
+                kr->bf16->p_ds_split(fz);
+                return 1;
+            }
             kr->bf16->p_ds(w->s, w->dp, NULL, lds, rows, n, p->scale, w->lse, w->di, w->lo,
                            w->hi, jlo);
             return 0;
@@ -858,16 +862,13 @@ static void mm_split_ds(const bwd_plan *pl, bwd_ws *w, int64_t rows, int64_t kc,
 }
 
 /* dQ rows (dq, ldd apart) += dS K over keys [kc, kc + n) of the loaded block (dS split in
- * w->dsa by segments, float32 in w->dp). */
+ * w->dsa by segments, float32 in w->dp); bad: a key there holds a NaN or Inf (mm_pair). */
 static void mm_acc_dq(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0, int64_t kc,
-                      int64_t n, float *dq)
+                      int64_t n, int bad, float *dq)
 {
     const bwd_plan *pl = c->pl;
     const cpu_mm_bf16 *mm = c->kr->bf16;
     const int64_t D = c->p->D, kn = rup(n, CPU_MM_KP);
-    int bad = 0;
-    for (int64_t x = kc; x < kc + n; x++)
-        bad |= w->kbad[x];
     if (bad) {
         for (int64_t r = 0; r < qb->rows; r++) {
             int64_t c0 = w->lo[r] - j0 - kc, c1 = w->hi[r] - j0 - kc;
@@ -915,11 +916,12 @@ static void mm_pair(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0, i
     const int64_t kc = jlo - j0, lds = pl->lds;
     const int64_t kr = rup(qb->rows, CPU_MM_KP);
     const int64_t seg0 = mm_seg_len(pl, kc, n, 0);
-    int fused = 0;
-    if (c->fuse && mm->p_ds_split && (seg0 >= n || seg0 % CPU_MM_KP == 0)) {
-        int bad = 0;
-        for (int64_t x = kc; dq && x < kc + n; x++)
-            bad |= w->kbad[x];
+    /* a NaN or Inf key in the pair's range (mm_load_kblock's kbad): dQ += dS K then goes row by
+     * row over each row's own keys, from float32 dS (mm_acc_dq) */
+    int bad = 0, fused = 0;
+    for (int64_t x = kc; dq && x < kc + n; x++)
+        bad |= w->kbad[x];
+    if (pl->fuse && (seg0 >= n || seg0 % CPU_MM_KP == 0)) {
         const cpu_mm_p_ds_split fz = {
             .S = w->s, .dP = w->dp, .lds = lds, .rows = qb->rows, .n = n, .scale = p->scale,
             .L = w->lse, .Di = w->di, .lo = w->lo, .hi = w->hi, .jlo = jlo,
@@ -942,7 +944,7 @@ static void mm_pair(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0, i
         mm_split_ds(pl, w, qb->rows, kc, n, 1, 0);
     }
     if (dq)
-        mm_acc_dq(c, w, qb, j0, kc, n, dq);
+        mm_acc_dq(c, w, qb, j0, kc, n, bad, dq);
 }
 
 /* dK, dV of K block [j0, j0 + cols) of KV head hk in sequence b (lengths sq, sk) over the
@@ -1137,10 +1139,6 @@ flashc_status cpu_attn_bwd(const attn_problem *p, flashc_attn_stats *stats)
                             pl.di_floats, pl.slots, pl.per_thread);
     }
     bwd_ctx c = {.p = p, .kr = cpu_kernels_get(), .pl = &pl, .di = dbuf};
-    /* FLASHC_CPU_BWD_FUSE=0 (read at every call): p_ds, then split, as before p_ds_split (the
-     * same bits; for measurements) */
-    const char *fuse = getenv("FLASHC_CPU_BWD_FUSE");
-    c.fuse = pl.mm && !(fuse && fuse[0] == '0');
     const int64_t br = pl.br, bc = pl.bc;
     const int64_t nqb_dense = cdiv(p->Sq, br), nkb_dense = cdiv(p->Sk, bc);
     if (starts) {

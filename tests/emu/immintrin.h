@@ -171,16 +171,14 @@ static inline __m512 _mm512_setzero_ps(void) { emu_v u; memset(&u, 0, 64); retur
 static inline __m512 _mm512_set1_ps(float f) { emu_v u; for (int i = 0; i < 16; i++) u.f[i] = f; return emu_of(u); }
 static inline __m512 _mm512_loadu_ps(const void *p) { emu_v u; memcpy(&u, p, 64); return emu_of(u); }
 static inline void _mm512_storeu_ps(void *p, __m512 x) { emu_v u = emu_f(x); memcpy(p, &u, 64); }
+/* the float forms: the 32-bit word forms' models, reinterpreted */
 static inline __m512 _mm512_maskz_loadu_ps(__mmask16 k, const void *p)
 {
-    emu_v u; memset(&u, 0, 64);
-    for (int i = 0; i < 16; i++) if (k >> i & 1) memcpy(&u.f[i], (const char *)p + 4 * i, 4);
-    return emu_of(u);
+    return _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(k, p));
 }
 static inline void _mm512_mask_storeu_ps(void *p, __mmask16 k, __m512 x)
 {
-    emu_v u = emu_f(x);
-    for (int i = 0; i < 16; i++) if (k >> i & 1) memcpy((char *)p + 4 * i, &u.f[i], 4);
+    _mm512_mask_storeu_epi32(p, k, _mm512_castps_si512(x));
 }
 static inline __m512 _mm512_mul_ps(__m512 a, __m512 b)
 { emu_v x = emu_f(a), y = emu_f(b); for (int i = 0; i < 16; i++) x.f[i] *= y.f[i]; return emu_of(x); }

@@ -377,6 +377,15 @@ static void mm_transpose_ref(const float *X, int64_t ldx, int64_t rows, int64_t 
             Y[c * ldy + r] = X[r * ldx + c];
 }
 
+/* P and dS of one visible score s (dP value dp, softcap factor g; 1 without): the one place
+ * of the model's arithmetic, for p_ds and p_ds_split alike. */
+static void mm_pds1(float s, float dp, float scale, float L, float Di, float g, float *p,
+                    float *ds)
+{
+    *p = expf(fmaf(s, scale, -L));
+    *ds = *p * (dp - Di) * g;
+}
+
 static void mm_p_ds_ref(CPU_MM_P_DS_ARGS)
 {
     for (int64_t r = 0; r < rows; r++) {
@@ -389,8 +398,7 @@ static void mm_p_ds_ref(CPU_MM_P_DS_ARGS)
                 *s = *dp = 0.0f;
                 continue;
             }
-            *s = expf(fmaf(*s, scale, -L[r]));
-            *dp = *s * (*dp - Di[r]) * (G ? G[r * lds + j] : 1.0f);
+            mm_pds1(*s, *dp, scale, L[r], Di[r], G ? G[r * lds + j] : 1.0f, s, dp);
         }
     }
 }
@@ -402,8 +410,8 @@ static void mm_pds_at(const cpu_mm_p_ds_split *g, int64_t r, int64_t c, float *p
     *p = *ds = 0.0f;
     if (r >= g->rows || c >= g->n || c < g->lo[r] - g->jlo || c >= g->hi[r] - g->jlo)
         return;
-    *p = expf(fmaf(g->S[r * g->lds + c], g->scale, -g->L[r]));
-    *ds = *p * (g->dP[r * g->lds + c] - g->Di[r]) * 1.0f; /* (mm_p_ds_ref's G factor) */
+    mm_pds1(g->S[r * g->lds + c], g->dP[r * g->lds + c], g->scale, g->L[r], g->Di[r], 1.0f, p,
+            ds);
 }
 
 /* p_ds_split, element by element: the two steps' arithmetic (mm_p_ds_ref, mm_split1) and
