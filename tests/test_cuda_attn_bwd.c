@@ -655,8 +655,9 @@ static void test_deterministic_bitwise(void **state)
     (void)state;
     const int S = small_only() ? 300 : 1500;
     /* d 128 and 64: sm90v3u by default on a Hopper GPU (sm90v2 and sm90v3w have both; sm90v2s
-     * d 64 only); 80 and 48: sm80, or sm90v3u's padded entries when forced; 256 and 160: sm80's
-     * two-slice instances, or sm80p when forced */
+     * d 64 only); 80 and 48: sm80, or sm90v3u's padded entries when forced; 256 and 160: sm80p
+     * where its shared memory fits (the H200; on an A100 d 256 takes sm80's two-slice instance),
+     * sm80's two-slice instances when forced */
     static const int dims[] = {128, 64, 80, 48, 256, 160};
     for (int di = 0; di < 6; di++)
     for (int det = 1; det >= 0; det--)

@@ -1053,8 +1053,8 @@ static int64_t sm90_mods_tiles(const mod_case *c)
 }
 
 /* The value an SM90M case's forced pass sets: FLASHC_TEST_SM90_MODS (a device script's choice:
- * an alternative of attn_fwd_sm90.cu's mods table, v6np / v9 / v9np) for the cases it serves
- * (bf16, max(D, Dv) in 65..128), else "force" (the default set). */
+ * an alternative of attn_fwd_sm90.cu's mods table, v6 (with ping-pong) / v9 / v9np) for the
+ * cases it serves (bf16, max(D, Dv) in 65..128), else "force" (the default set). */
 static const char *sm90_mods_forced_value(const mod_case *c)
 {
     const char *e = getenv("FLASHC_TEST_SM90_MODS");

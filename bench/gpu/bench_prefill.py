@@ -21,8 +21,9 @@ Cases:
 
 --set mods (issue 11, helper fwd21): dense masks and modifiers on the sm90 kernel's mods instances
 (FLASHC_CUDA_SM90_MODS=force, attn_fwd_sm90.cu) against the sm80 mods instance (=0, today's route)
-and SDPA where it can do the same work, bf16, Hq 32 / Hkv 8, B = 16384 / S, at d 128 and 64,
-S 2048 and 8192, causal, three modifiers:
+and SDPA where it can do the same work, bf16, Hq 32 / Hkv 8, B = 16384 / S, at d 128 and 64
+(--dims: 192 and 256 too, whose sm90 instances take 80- / 64-key blocks), S 2048 and 8192,
+causal, three modifiers:
   window   window_left = 1024 (Mistral's sliding window, bottom-right): SDPA cuDNN and
            mem-efficient with the window as a boolean mask (K/V expanded to 32 heads outside the
            timing; a backend that refuses the mask is reported so);
@@ -36,8 +37,8 @@ ceiling the modified kernels are read against, not a peer doing the same work). 
 route is checked against SDPA's output (softcap: against the other route) and must report its
 kernel's tiles (sm90 mods: 128 x 128; sm80: 128 x 64 at d 128, 128 x 128 at d 64, where the
 sm90 route is told apart by FLASHC_CUDA_SM90_MODS=force: a problem it does not take is refused).
-At d 128 the sm90 alternatives (FLASHC_CUDA_SM90_MODS=v6np, v9, v9np) are timed too; the table's
-"best sm90" is the fastest of the four.
+At d 128 the sm90 alternatives (FLASHC_CUDA_SM90_MODS=v6, v9, v9np; the default there is v6
+without ping-pong at bf16) are timed too; the table's "best sm90" is the fastest of the four.
 
 --set varlen (issue 11, helper fwd22): varlen on the sm90 kernel (FLASHC_CUDA_SM90_VARLEN=force: the
 sm90vl instances, v6d's kernel over the packed rows, attn_fwd_sm90.cu) against the sm80 mods
@@ -55,7 +56,8 @@ kernel that ran is read from flashc_attn_stats (block_q 128: prefill kernel, 16:
 The environment variable is read by the library on every call, so both routes run in one
 process.
 
-usage: bench_prefill.py --lib build/libflashc.so [--set prefill|mods|varlen] [--out prefill.json]
+usage: bench_prefill.py --lib build/libflashc.so [--set prefill|mods|varlen] [--dims 128,64]
+                        [--out prefill.json]
                         [--rep-ms 60]
 """
 import argparse
@@ -204,20 +206,22 @@ MODS_TOKENS, MODS_WINDOW, MODS_SOFTCAP = 16384, 1024, 30.0
 
 def mods_routes(d):
     """The sm90 mods instance (forced: a problem it does not take is refused, not run on sm80),
-    at d 128 also its alternatives (v6 without ping-pong, v9, v9 without ping-pong; bf16 d 128
-    only), then the sm80 mods instance, each with the tiles it must report."""
-    alts = ("v6np", "v9", "v9np") if d == 128 else ()
-    return ((("flashc sm90 mods", {"FLASHC_CUDA_SM90_MODS": "force"}, (128, 128)),) +
+    at d 128 also its alternatives (v6 with ping-pong, the default before 2026-12-04 evening
+    when bf16 d 128 went to v6 without it; v9, v9 without ping-pong; bf16 d 128 only), then the
+    sm80 mods instance, each with the tiles it must report."""
+    alts = ("v6", "v9", "v9np") if d == 128 else ()
+    bn = 80 if d > 128 and d <= 192 else 64 if d > 192 else 128  # the instance's key block
+    return ((("flashc sm90 mods", {"FLASHC_CUDA_SM90_MODS": "force"}, (128, bn)),) +
             tuple((f"flashc sm90 mods {a}", {"FLASHC_CUDA_SM90_MODS": a}, (128, 128))
                   for a in alts) +
             (("flashc sm80 mods", {"FLASHC_CUDA_SM90_MODS": "0"}, (128, 128) if d <= 64
-              else (128, 64)),))
+              else (128, 64) if d <= 128 else None),))
 
 
-def mods_set(lib, rows, rep_ms):
+def mods_set(lib, rows, rep_ms, dims=(128, 64)):
     """The mods cells (module docstring); rows' case names are 'MOD d D S S'."""
     dev = torch.device("cuda")
-    for d in (128, 64):
+    for d in dims:
         for S in (2048, 8192):
             B = MODS_TOKENS // S
             q = torch.randn(B, S, HQ, d, device=dev, dtype=torch.bfloat16)
@@ -294,7 +298,7 @@ def mods_set(lib, rows, rep_ms):
 
 
 def mods_table(rows):
-    """The decision table of --set mods: per cell, the sm90 mods instance (v6) and the fastest
+    """The decision table of --set mods: per cell, the sm90 mods instance (the default: "dflt") and the fastest
     of its alternatives against sm80 (TFLOP/s and time ratios), the SDPA peer doing the same
     work and the plain cuDNN ceiling."""
     ms = {(c, n.split(",")[0]): m for c, n, m, _, _ in rows if m}
@@ -304,19 +308,19 @@ def mods_table(rows):
         return next((t for (cc, n), t in tf.items() if cc == c and ms.get((cc, n)) == m), None)
     f = lambda x: f"{x:7.1f}" if x else f"{'-':>7}"  # noqa: E731
     r = lambda a, b: f"{b / a:7.3f}" if a and b else f"{'-':>7}"  # noqa: E731
-    print(f"\n{'cell':22} {'sm90':>7} {'best sm90':>14} {'sm80':>7} {'v6/80':>7} {'best/80':>7} "
-          f"{'SDPA':>7} {'v6/SDPA':>7} {'cuDNN0':>7}   (TFLOP/s; ratios of time)")
+    print(f"\n{'cell':22} {'sm90':>7} {'best sm90':>14} {'sm80':>7} {'90/80':>7} {'best/80':>7} "
+          f"{'SDPA':>7} {'90/SDPA':>7} {'cuDNN0':>7}   (TFLOP/s; ratios of time)")
     for c in dict.fromkeys(c for c, *_ in rows):
         if c.startswith("plain"):
             continue
         s9, s8 = ms.get((c, "flashc sm90 mods")), ms.get((c, "flashc sm80 mods"))
-        alts = [(m, n[len("flashc sm90 mods "):] or "v6") for (cc, n), m in ms.items()
+        alts = [(m, n[len("flashc sm90 mods "):] or "dflt") for (cc, n), m in ms.items()
                 if cc == c and n.startswith("flashc sm90 mods")]
         best = min(alts) if alts else (None, "-")
         sd = min((m for (cc, n), m in ms.items() if cc == c and n.startswith("SDPA")),
                  default=None)  # the fastest SDPA backend doing the same work
         plain = tf.get(("plain " + c.split(" ", 1)[1], "SDPA cuDNN"))
-        best_name = "flashc sm90 mods" + ("" if best[1] == "v6" else " " + best[1])
+        best_name = "flashc sm90 mods" + ("" if best[1] == "dflt" else " " + best[1])
         best_tf = f"{best[1]} {tf.get((c, best_name), 0):.1f}" if best[0] else "-"
         print(f"{c:22} {f(tf.get((c, 'flashc sm90 mods')))} {best_tf:>14} "
               f"{f(tf.get((c, 'flashc sm80 mods')))} {r(s9, s8)} {r(best[0], s8)} "
@@ -432,6 +436,7 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--rep-ms", type=int, default=60)
     ap.add_argument("--set", choices=("prefill", "mods", "varlen"), default="prefill")
+    ap.add_argument("--dims", default="128,64", help="--set mods: head dims (192, 256 too)")
     args = ap.parse_args()
     lib = ctypes.CDLL(args.lib)
     lib.flashc_last_error.restype = ctypes.c_char_p
@@ -439,7 +444,10 @@ def main():
     dev = torch.device("cuda")
     rows = []  # (case, variant, ms, TFLOP/s, note)
     if args.set in ("mods", "varlen"):
-        (mods_set if args.set == "mods" else varlen_set)(lib, rows, args.rep_ms)
+        if args.set == "mods":
+            mods_set(lib, rows, args.rep_ms, tuple(int(x) for x in args.dims.split(",")))
+        else:
+            varlen_set(lib, rows, args.rep_ms)
         print(f"\n{'case':22} {'variant':30} {'ms':>8} {'TFLOP/s':>8}  note")
         for case, name, ms, tf, note in rows:
             print(f"{case:22} {name:30} {ms if ms else float('nan'):8.3f} "

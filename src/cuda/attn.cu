@@ -169,14 +169,15 @@ static const attn_fwd_variant *mods_variant(const attn_problem *p)
 
 /* FLASHC_CUDA_SM90_MODS, read on every call (so that a test or a benchmark runs both routes in
  * one process): "1" sends the dense problems the mods route takes to the sm90 kernel's mods
- * instances (attn_fwd_sm90.cu: windows, softcap, ALiBi on v6's kernel, family "sm90mods") on
+ * instances (attn_fwd_sm90.cu: windows, softcap, ALiBi on v6's kernel, without ping-pong at
+ * bf16 d 65-128 since the H200 run of 2026-12-04 evening, family "sm90mods") on
  * compute capability 9.0 where one serves them, the rest to the sm80 kernel's mods instance;
  * "force" the same, but a dense problem of the mods route that no sm90 mods instance serves is
  * refused (mods_forced: so that a test or a benchmark knows the sm90 kernel ran where its tiles
- * are the sm80 ones); "v6np", "v9", "v9np" as "force" on the alternative of that name (family
- * "sm90mods-NAME": bf16, head dims 65-128 only), for the device run to choose from; "0": the
- * sm80 kernel's mods instance; unset or anything else: SM90_MODS_DEFAULT, "1" for max(D, Dv) <=
- * SM90_MODS_DEFAULT_MAX_D (the H200 run of 2026-12-04 afternoon, bench/RESULTS.md "Issue 11:
+ * are the sm80 ones); "v6", "v9", "v9np" as "force" on the alternative of that name (family
+ * "sm90mods-NAME": bf16, head dims 65-128 only; v6: with ping-pong), for a device run to choose
+ * from; "0": the sm80 kernel's mods instance; unset or anything else: SM90_MODS_DEFAULT, "1"
+ * for max(D, Dv) <= SM90_MODS_DEFAULT_MAX_D (the H200 run of 2026-12-04 afternoon, bench/RESULTS.md "Issue 11:
  * masks and modifiers on sm90": 1.46-1.79x the sm80 route at d 128, 1.11-1.35x at d 64; d 192 /
  * 256 passed the tests but were not timed, so they keep sm80 unless asked for). Returns the
  * family to take (NULL: off), whether it is forced, and whether it is the default's (*dflt). */
@@ -184,7 +185,7 @@ enum { SM90_MODS_DEFAULT = 1, SM90_MODS_DEFAULT_MAX_D = 128 };
 static const char *sm90_mods_family(int *forced, int *dflt)
 {
     static const char *const alt[][2] = {
-        {"v6np", "sm90mods-v6np"}, {"v9", "sm90mods-v9"}, {"v9np", "sm90mods-v9np"}};
+        {"v6", "sm90mods-v6"}, {"v9", "sm90mods-v9"}, {"v9np", "sm90mods-v9np"}};
     const char *e = getenv("FLASHC_CUDA_SM90_MODS");
     *forced = e && strcmp(e, "force") == 0;
     *dflt = 0;
@@ -204,9 +205,11 @@ static const char *sm90_mods_family(int *forced, int *dflt)
 /* FLASHC_CUDA_SM90_VARLEN, likewise for varlen problems (attn_fwd_sm90.cu, the kernel's VL: v6d's
  * kernel with MODS over the packed rows, family "sm90vl"): "1" on where an sm90vl instance serves
  * the problem, "force" the same but refused where none does, "0" off; unset or anything else:
- * SM90_VARLEN_DEFAULT, off (opt-in until a device run has timed it against the sm80 route). With
- * a default on, it would take max(D, Dv) <= SM90_MODS_DEFAULT_MAX_D as the dense default does. */
-enum { SM90_VARLEN_DEFAULT = 0 };
+ * SM90_VARLEN_DEFAULT, on at max(D, Dv) <= SM90_MODS_DEFAULT_MAX_D and D == Dv, as the dense
+ * default (the H200 run of 2026-12-04 evening, bench/gpu/s13_fwd23.sh: every test and sanitizer
+ * job passed with the sequences' neighbours poisoned, and 1.23-1.67x the sm80 route's time over
+ * 16 ragged sequences; bench/RESULTS.md). */
+enum { SM90_VARLEN_DEFAULT = 1 };
 static const char *sm90_varlen_family(int *forced, int *dflt)
 {
     const char *e = getenv("FLASHC_CUDA_SM90_VARLEN");

@@ -39,7 +39,8 @@ static const struct {
  * dV issued before the consumers' meeting, the same bits; sm90v3e2, sm90v3s and sm90v3es were
  * measured on the H200 on 2026-12-04, 0.78-1.01x sm90v3u, and removed), "sm80p" (above d 128:
  * the mma.sync backward without sm80's recomputation over two column slices, the same bits;
- * any compute capability >= 8.0 whose shared memory holds it); an opt_in variant is
+ * any compute capability >= 8.0 whose shared memory holds it; the default there since the H200
+ * run of 2026-12-04 evening, "sm80" forcing the split instances); an opt_in variant is
  * taken only this way) preferred where it serves the problem; a problem it does not serve gets
  * the dispatcher's choice, so one test run covers every head dim. Read at every call (not
  * cached, unlike the forward's FLASHC_CUDA_KERNEL, which refuses instead), so the bench can

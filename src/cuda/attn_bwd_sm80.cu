@@ -42,8 +42,10 @@
  *
  * Head dims above 128 split the output columns over `split` thread blocks per K/V block (each
  * recomputes S and dP over the full head dim, and owns dK, dV, dQ of D / split columns), so dK
- * and dV stay at <= 128 floats per thread in registers. The opt-in family sm80p (QS = 2,
- * FlashAttention-2's layout above d 128) does it without the recomputation: one thread block of
+ * and dV stay at <= 128 floats per thread in registers. The family sm80p (QS = 2,
+ * FlashAttention-2's layout) does it without the recomputation, and is the default above d 128
+ * where shared memory holds it (since the H200 run of 2026-12-04 evening, bench/gpu/s12_bwd18.sh:
+ * 1.62-1.89x the split instances' throughput, deterministic 1.45-1.62x): one thread block of
  * 2 x BN / 16 warps per K/V block, warp w taking the keys [16 (w mod BN / 16), +16) with half
  * the Q block's queries in S^T, dP^T; P^T and dS^T go to shared memory, and each warp adds dV,
  * dK of its 16 keys over all BM queries for half the columns (A fragments by ldmatrix), and dQ
@@ -654,7 +656,9 @@ static cudaError_t attn_bwd_sm80_launch_varlen(const attn_bwd_args *a, cudaStrea
  * block in 8 warps up to D = 128 (dK and dV: 2 x D / 2 floats a thread); at D = 192 and 256 two
  * column slices of 96 / 128 with 64 keys in 4 warps (shared memory: K, V and two buffers of Q
  * and dO; 153 KB at 192). Each instance takes every head dim above the previous one, padded
- * (bwd_load_tile), and Dk != Dv by max(D, Dv). sm80p (opt-in): 64 x 64 in 8 warps at D = 192
+ * (bwd_load_tile), and Dk != Dv by max(D, Dv). sm80p (the default there; first in the table so
+ * that it wins among equals, the split instances serving where its shared memory does not fit,
+ * or FLASHC_CUDA_BWD_KERNEL=sm80): 64 x 64 in 8 warps at D = 192
  * and 256 (S^T, dP^T 2 x 16 floats a thread, dK, dV 2 x D / 4; shared memory: sm80's and a
  * [64][64] P^T, 161 / 209 KB: the A100's 163 KB holds only the d 192 one). */
 
@@ -673,10 +677,10 @@ static cudaError_t attn_bwd_sm80_launch_varlen(const attn_bwd_args *a, cudaStrea
 #define BWD80_VARLEN(TN, T, DLO, D, BM, BN, SPLIT)                                                 \
     {BWD80_FIELDS(sm80, TN, T, D, BM, BN, SPLIT, 1),                                               \
      attn_bwd_sm80_launch_varlen<T, D, BM, BN, SPLIT, 1>, 0, DLO, 1}
-/* sm80p (opt-in): QS = 2 warps per 16 keys, one thread block per K/V block */
+/* sm80p: QS = 2 warps per 16 keys, one thread block per K/V block */
 #define BWD80P_VARLEN(TN, T, DLO, D)                                                               \
     {BWD80_FIELDS(sm80p, TN, T, D, 64, 64, 1, 2), attn_bwd_sm80_launch_varlen<T, D, 64, 64, 1, 2>, \
-     1, DLO, 1}
+     0, DLO, 1}
 #define BWD80_SPLIT_1 ""
 #define BWD80_SPLIT_2 "_s2"
 #define bf16_DTYPE FLASHC_BF16
@@ -686,22 +690,22 @@ const attn_bwd_variant attn_bwd_sm80_variants[] = {
     BWD80_VARLEN(bf16, __nv_bfloat16, 33, 64, 64, 128, 1),
     BWD80_VARLEN(bf16, __nv_bfloat16, 65, 96, 64, 128, 1),
     BWD80_VARLEN(bf16, __nv_bfloat16, 97, 128, 64, 128, 1),
+    BWD80P_VARLEN(bf16, __nv_bfloat16, 129, 192),
+    BWD80P_VARLEN(bf16, __nv_bfloat16, 193, 256),
     BWD80_VARLEN(bf16, __nv_bfloat16, 129, 192, 64, 64, 2),
     BWD80_VARLEN(bf16, __nv_bfloat16, 193, 256, 64, 64, 2),
     BWD80_VARLEN(f16, __half, 1, 32, 64, 128, 1),
     BWD80_VARLEN(f16, __half, 33, 64, 64, 128, 1),
     BWD80_VARLEN(f16, __half, 65, 96, 64, 128, 1),
     BWD80_VARLEN(f16, __half, 97, 128, 64, 128, 1),
+    BWD80P_VARLEN(f16, __half, 129, 192),
+    BWD80P_VARLEN(f16, __half, 193, 256),
     BWD80_VARLEN(f16, __half, 129, 192, 64, 64, 2),
     BWD80_VARLEN(f16, __half, 193, 256, 64, 64, 2),
     BWD80_VARIANT(bf16, __nv_bfloat16, 97, 128, 64, 64, 1),
     BWD80_VARIANT(f16, __half, 97, 128, 64, 64, 1),
     BWD80_VARIANT(bf16, __nv_bfloat16, 33, 64, 128, 128, 1),
     BWD80_VARIANT(f16, __half, 33, 64, 128, 128, 1),
-    BWD80P_VARLEN(bf16, __nv_bfloat16, 129, 192),
-    BWD80P_VARLEN(bf16, __nv_bfloat16, 193, 256),
-    BWD80P_VARLEN(f16, __half, 129, 192),
-    BWD80P_VARLEN(f16, __half, 193, 256),
 };
 const int attn_bwd_sm80_variant_count =
     (int)(sizeof attn_bwd_sm80_variants / sizeof attn_bwd_sm80_variants[0]);

@@ -23,9 +23,9 @@
  * no code besides the key mask (zero V rows times P = 0 stay 0). Output: direct 4-byte stores
  * from the accumulators; LSE = m scale + ln l.
  *
- * What it serves: bf16/fp16, head dims 64, 128, 192 and 256 (sm90v6h*), and every D % 8 == 0
- * in (64, 128) padded by the copy engine (below 64 and in (128, 256) too with
- * FLASHC_CUDA_SM90_PAD: sm90_pads), rows 16-byte aligned (the copy engine's stride rule),
+ * What it serves: bf16/fp16, head dims 64, 128, 192 and 256 (sm90v6h*), and every D in
+ * (64, 256) padded by the copy engine (below 64 too with FLASHC_CUDA_SM90_PAD: sm90_pads),
+ * rows 16-byte aligned (the copy engine's stride rule),
  * compute capability 9.0 exactly (sm_90a code runs on no later chip); anything else goes to
  * the sm80 kernel (see attn.cu). Dense windows, softcap and ALiBi: v6's kernel with MODS set
  * (the default at max(D, Dv) <= 128, attn.cu's sm90_mods_family; the kernel's comment and the
@@ -100,8 +100,9 @@
  *                 at d 256 Q 64 KB + K / V 4 x 40 KB leave no room for the staged O, so v6d's
  *                 direct stores (VER 6), 225 KB; at d 192 v6 (VER 7), 217 KB.
  * Dk != Dv (dense, otherwise plain): the TMA-store kernels of max(D, Dv) with the maps of V and
- * O Dv wide (sm90_dkdv_enabled; opt-in FLASHC_CUDA_SM90_DKDV=1), else the sm80 kernel's mods
- * instance. Not on sm90 yet: D % 8 != 0 and d 160 / 224 (sm80 serves them).
+ * O Dv wide (sm90_dkdv_enabled, the default; D and Dv multiples of 8), else the sm80 kernel's
+ * mods instance. Not on sm90 yet: D < 64 by default (d 32 measured 0.98-1.08x sm80), and
+ * D % 8 != 0 with masks or modifiers, varlen or on the direct-store kernels (sm80 serves them).
  */
 #include "attn_cuda.cuh"
 #include "scratch.cuh"
@@ -1300,9 +1301,10 @@ static int make_maps(const attn_fwd_args *a, flashc_dtype dt, int bm, int bn, CU
  * (its d 256 kernel stores O directly). Nothing in the kernel changes: the tensor maps keep the
  * true inner dimension D (boxes of 64 columns), so the copy engine zero-fills the columns >= D of
  * Q, K and V in shared memory, where S = Q K^T is unchanged by the zeros and P V computes zero
- * columns, and the TMA store of O drops the columns >= D. D % 8 == 0 keeps every row's bytes
- * whole 16-byte units, which the copy engine requires of the strides anyway; other D stay with
- * sm80.
+ * columns, and the TMA store of O drops the columns >= D. Any D: the copy engine asks 16-byte
+ * multiples of the strides (rows pitched to 8 elements, as the vec16 path needs anyway), not of
+ * the inner dimension, so D % 8 != 0 (59, 111, 250) is padded like D % 8 == 0 (since 2026-12-04
+ * evening; before, those went to sm80).
  * FLASHC_CUDA_SM90_PAD (read once) names the instances that pad: "1" all, "0" none, or a comma
  * list of instance head dims ("128,192,256"); unset (or anything else), SM90_PAD_DEFAULT: the d
  * 128 instances (D 72-120: 1.65-1.78x sm80 at d 96, 2k and 4k, causal and not, on the H200;
@@ -1379,7 +1381,7 @@ static int sm90_supports_rows(const attn_fwd_variant *v, const attn_problem *p, 
     if (cc != 90 || !vec16)
         return 0;
     const int64_t d = p->D > p->Dv ? p->D : p->Dv; /* the dispatcher's: in v's range */
-    if (d != v->head_dim && (d % 8 != 0 || !sm90_pads(v, pad)))
+    if (d != v->head_dim && !sm90_pads(v, pad)) /* any D: the copy engine's zeros past it */
         return 0;
     if (p->D != p->Dv &&
         (p->D % 8 != 0 || p->Dv % 8 != 0 || !sm90_pad_family(v) || !sm90_dkdv_enabled()))
@@ -1785,7 +1787,8 @@ const int attn_fwd_sm90_variant_count =
  * their 232 registers (ptxas -v, CUDA 13.0): 128-key blocks at d 64 and 128, 80 at d 192
  * (sm90v6hw's), 64 at d 256 (sm90v6h's). Spilled and not used: d 64 on v7's shape (3 consumers
  * at 160 registers: 212 bytes) or on 176-key blocks (52 bytes), d 256 on 80-key blocks (v6d, 56
- * bytes). Every D % 8 == 0 of an instance's range is padded in (nothing in the kernel reads D).
+ * bytes). Every D % 8 == 0 of an instance's range is padded in (nothing in the kernel reads D;
+ * D % 8 != 0 would be too, as for the plain kernels, but no test covers it here yet).
  * Varlen: the "sm90vl" entries below (FLASHC_CUDA_SM90_VARLEN). */
 template <int VER>
 static int sm90_supports_mods(const attn_fwd_variant *v, const attn_problem *p, int cc, int vec16)
@@ -1794,7 +1797,7 @@ static int sm90_supports_mods(const attn_fwd_variant *v, const attn_problem *p, 
     if (cc != 90 || !vec16 || p->layout != ATTN_DENSE)
         return 0;
     const int64_t d = p->D > p->Dv ? p->D : p->Dv; /* the dispatcher's: in v's range */
-    if (d != v->head_dim && d % 8 != 0)
+    if (d != v->head_dim && d % 8 != 0) /* (not yet tested there) */
         return 0;
     if (p->D != p->Dv && (p->D % 8 != 0 || p->Dv % 8 != 0 || !TMA_O || !sm90_dkdv_enabled()))
         return 0;
@@ -1831,15 +1834,19 @@ static int sm90_supports_vl(const attn_fwd_variant *v, const attn_problem *p, in
 #define SM90_VL_FAMILY(D, BN) SM90_VL_F(bf16, __nv_bfloat16, D, BN), SM90_VL_F(f16, __half, D, BN)
 const attn_fwd_variant attn_fwd_sm90_mods_variants[] = {
     SM90_MODS_FAMILY(64, 128, 7),
-    SM90_MODS_FAMILY(128, 128, 7),
+    /* bf16 d 128: v6 without ping-pong (the H200 run of 2026-12-04 evening, s12_fwd21.sh:
+     * 1.00-1.08x v6's speed in the 6 d 128 cells, >= 1.03x in 4 of them; v9np, 0.98-1.13x, had
+     * one cell below; bench/RESULTS.md); fp16 keeps v6 (not timed) */
+    SM90_MODS_F(bf16, __nv_bfloat16, "sm90mods", 128, 128, sm90_ver(7, SM90_ABL_PINGPONG)),
+    SM90_MODS_F(f16, __half, "sm90mods", 128, 128, 7),
     SM90_MODS_FAMILY(192, 80, 7),
     SM90_MODS_FAMILY(256, 64, 7),
-    /* alternatives at bf16 d 128 for the device run to choose from (FLASHC_CUDA_SM90_MODS=v6np,
-     * v9, v9np: attn.cu; the plain defaults there are v6 / v9 without ping-pong up to 8k and v9
-     * from 4k): v6 without ping-pong (VER 7 + 64), v9 (VER 11: the tile boundary overlapped, which
+    /* alternatives at bf16 d 128 (FLASHC_CUDA_SM90_MODS=v6, v9, v9np: attn.cu): v6 with
+     * ping-pong (the default until the run above), v9 (VER 11: the tile boundary overlapped, which
      * a window's short tiles may need more than the plain problem: at window 1024 a tile is 9
-     * blocks), v9 without ping-pong; the same 40 / 232 registers, no spills */
-    SM90_MODS_F(bf16, __nv_bfloat16, "sm90mods-v6np", 128, 128, sm90_ver(7, SM90_ABL_PINGPONG)),
+     * blocks), v9 without ping-pong (1.02-1.13x v6 there but 0.98x at softcap 2k); the same
+     * 40 / 232 registers, no spills */
+    SM90_MODS_F(bf16, __nv_bfloat16, "sm90mods-v6", 128, 128, 7),
     SM90_MODS_F(bf16, __nv_bfloat16, "sm90mods-v9", 128, 128, 11),
     SM90_MODS_F(bf16, __nv_bfloat16, "sm90mods-v9np", 128, 128, sm90_ver(11, SM90_ABL_PINGPONG)),
     SM90_VL_FAMILY(64, 128),
