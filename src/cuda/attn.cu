@@ -177,11 +177,12 @@ static const attn_fwd_variant *mods_variant(const attn_problem *p)
  * are the sm80 ones); "v6", "v9", "v9np" as "force" on the alternative of that name (family
  * "sm90mods-NAME": bf16, head dims 65-128 only; v6: with ping-pong), for a device run to choose
  * from; "0": the sm80 kernel's mods instance; unset or anything else: SM90_MODS_DEFAULT, "1"
- * for max(D, Dv) <= SM90_MODS_DEFAULT_MAX_D (the H200 run of 2026-12-04 afternoon, bench/RESULTS.md "Issue 11:
- * masks and modifiers on sm90": 1.46-1.79x the sm80 route at d 128, 1.11-1.35x at d 64; d 192 /
- * 256 passed the tests but were not timed, so they keep sm80 unless asked for). Returns the
- * family to take (NULL: off), whether it is forced, and whether it is the default's (*dflt). */
-enum { SM90_MODS_DEFAULT = 1, SM90_MODS_DEFAULT_MAX_D = 128 };
+ * for max(D, Dv) <= SM90_MODS_DEFAULT_MAX_D (the H200 run of 2026-12-04 afternoon,
+ * bench/RESULTS.md "Issue 11: masks and modifiers on sm90": 1.46-1.79x the sm80 route at d 128,
+ * 1.11-1.35x at d 64; d 192 and 256 since the run of that evening, bench/gpu/s14_modsw.sh:
+ * 1.61-2.20x). Returns the family to take (NULL: off), whether it is forced, and whether it is
+ * the default's (*dflt). */
+enum { SM90_MODS_DEFAULT = 1, SM90_MODS_DEFAULT_MAX_D = 256 };
 static const char *sm90_mods_family(int *forced, int *dflt)
 {
     static const char *const alt[][2] = {
@@ -205,11 +206,11 @@ static const char *sm90_mods_family(int *forced, int *dflt)
 /* FLASHC_CUDA_SM90_VARLEN, likewise for varlen problems (attn_fwd_sm90.cu, the kernel's VL: v6d's
  * kernel with MODS over the packed rows, family "sm90vl"): "1" on where an sm90vl instance serves
  * the problem, "force" the same but refused where none does, "0" off; unset or anything else:
- * SM90_VARLEN_DEFAULT, on at max(D, Dv) <= SM90_MODS_DEFAULT_MAX_D and D == Dv, as the dense
- * default (the H200 run of 2026-12-04 evening, bench/gpu/s13_fwd23.sh: every test and sanitizer
- * job passed with the sequences' neighbours poisoned, and 1.23-1.67x the sm80 route's time over
- * 16 ragged sequences; bench/RESULTS.md). */
-enum { SM90_VARLEN_DEFAULT = 1 };
+ * SM90_VARLEN_DEFAULT, on at max(D, Dv) <= SM90_VARLEN_DEFAULT_MAX_D and D == Dv (the H200 run
+ * of 2026-12-04 evening, bench/gpu/s13_fwd23.sh: every test and sanitizer job passed with the
+ * sequences' neighbours poisoned, and 1.23-1.67x the sm80 route's time over 16 ragged sequences;
+ * bench/RESULTS.md; d 192 / 256 not timed, "1" takes them). */
+enum { SM90_VARLEN_DEFAULT = 1, SM90_VARLEN_DEFAULT_MAX_D = 128 };
 static const char *sm90_varlen_family(int *forced, int *dflt)
 {
     const char *e = getenv("FLASHC_CUDA_SM90_VARLEN");
@@ -245,8 +246,10 @@ static const attn_fwd_variant *sm90_mods_variant(const attn_problem *p)
     /* varlen: the VL kernels store O directly (v6d's stores, D columns), so D == Dv only (the
      * H200 run of 2026-12-04 afternoon, call 4: a varlen 192 / 128 case reached the launch's
      * refusal) */
+    const int64_t dflt_max = p->layout == ATTN_VARLEN ? (int64_t)SM90_VARLEN_DEFAULT_MAX_D
+                                                      : (int64_t)SM90_MODS_DEFAULT_MAX_D;
     if (!fam || (p->layout != ATTN_DENSE && p->layout != ATTN_VARLEN) ||
-        (p->layout == ATTN_VARLEN && p->D != p->Dv) || (dflt && d > SM90_MODS_DEFAULT_MAX_D) ||
+        (p->layout == ATTN_VARLEN && p->D != p->Dv) || (dflt && d > dflt_max) ||
         cudaPeekAtLastError() != cudaSuccess)
         return NULL;
     flashc_status ignored;

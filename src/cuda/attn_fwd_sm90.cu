@@ -23,16 +23,16 @@
  * no code besides the key mask (zero V rows times P = 0 stay 0). Output: direct 4-byte stores
  * from the accumulators; LSE = m scale + ln l.
  *
- * What it serves: bf16/fp16, head dims 64, 128, 192 and 256 (sm90v6h*), and every D in
- * (64, 256) padded by the copy engine (below 64 too with FLASHC_CUDA_SM90_PAD: sm90_pads),
+ * What it serves: bf16/fp16, head dims 64, 128, 192 and 256 (sm90v6h*), and every D % 8 == 0
+ * in (64, 256) padded by the copy engine (below 64 too with FLASHC_CUDA_SM90_PAD: sm90_pads),
  * rows 16-byte aligned (the copy engine's stride rule),
  * compute capability 9.0 exactly (sm_90a code runs on no later chip); anything else goes to
  * the sm80 kernel (see attn.cu). Dense windows, softcap and ALiBi: v6's kernel with MODS set
- * (the default at max(D, Dv) <= 128, attn.cu's sm90_mods_family; the kernel's comment and the
- * mods table at the end): a
- * per-tile key range changes the blocks the producer and consumers walk (tile_at), and
- * mods_block replaces mask_block (mask_at). Varlen (opt-in FLASHC_CUDA_SM90_VARLEN): v6d's kernel
- * with MODS and VL (3-d maps over the packed rows, per-tile sequences from cu_seqlens, guarded
+ * (the default at every head dim since 2026-12-04 evening, attn.cu's sm90_mods_family; the
+ * kernel's comment and the mods table at the end): a per-tile key range changes the blocks the
+ * producer and consumers walk (tile_at), and mods_block replaces mask_block (mask_at). Varlen
+ * (FLASHC_CUDA_SM90_VARLEN, the default at d <= 128): v6d's kernel with MODS and VL (3-d maps
+ * over the packed rows, per-tile sequences from cu_seqlens, guarded
  * direct stores of O; the kernel's comment and the sm90vl entries of the mods table).
  *
  * Versions (template VER, each its own FLASHC_CUDA_KERNEL family; the ladder and which one the
@@ -102,7 +102,7 @@
  * Dk != Dv (dense, otherwise plain): the TMA-store kernels of max(D, Dv) with the maps of V and
  * O Dv wide (sm90_dkdv_enabled, the default; D and Dv multiples of 8), else the sm80 kernel's
  * mods instance. Not on sm90 yet: D < 64 by default (d 32 measured 0.98-1.08x sm80), and
- * D % 8 != 0 with masks or modifiers, varlen or on the direct-store kernels (sm80 serves them).
+ * D % 8 != 0 (the TMA store's 16-byte units; sm80 serves them).
  */
 #include "attn_cuda.cuh"
 #include "scratch.cuh"
@@ -1301,10 +1301,13 @@ static int make_maps(const attn_fwd_args *a, flashc_dtype dt, int bm, int bn, CU
  * (its d 256 kernel stores O directly). Nothing in the kernel changes: the tensor maps keep the
  * true inner dimension D (boxes of 64 columns), so the copy engine zero-fills the columns >= D of
  * Q, K and V in shared memory, where S = Q K^T is unchanged by the zeros and P V computes zero
- * columns, and the TMA store of O drops the columns >= D. Any D: the copy engine asks 16-byte
- * multiples of the strides (rows pitched to 8 elements, as the vec16 path needs anyway), not of
- * the inner dimension, so D % 8 != 0 (59, 111, 250) is padded like D % 8 == 0 (since 2026-12-04
- * evening; before, those went to sm80).
+ * columns, and the TMA store of O drops the columns >= D. D % 8 == 0 only: the copy engine's
+ * loads zero-fill past any D, but its stores write whole 16-byte units, so at D % 8 != 0 the
+ * TMA store of O wrote the caller's row padding up to the next multiple of 8 (the H200 run of
+ * 2026-12-04 evening, bench/gpu/s14_pad8.sh at 59e4c47: every forced family failed
+ * test_pitched_rows's padding check, though O itself was right and 2.0-3.0x sm80's speed at D
+ * 111 / 250); serving them needs O's last partial 16 bytes stored another way. Other D stay
+ * with sm80.
  * FLASHC_CUDA_SM90_PAD (read once) names the instances that pad: "1" all, "0" none, or a comma
  * list of instance head dims ("128,192,256"); unset (or anything else), SM90_PAD_DEFAULT: the d
  * 128 instances (D 72-120: 1.65-1.78x sm80 at d 96, 2k and 4k, causal and not, on the H200;
@@ -1381,7 +1384,7 @@ static int sm90_supports_rows(const attn_fwd_variant *v, const attn_problem *p, 
     if (cc != 90 || !vec16)
         return 0;
     const int64_t d = p->D > p->Dv ? p->D : p->Dv; /* the dispatcher's: in v's range */
-    if (d != v->head_dim && !sm90_pads(v, pad)) /* any D: the copy engine's zeros past it */
+    if (d != v->head_dim && (d % 8 != 0 || !sm90_pads(v, pad)))
         return 0;
     if (p->D != p->Dv &&
         (p->D % 8 != 0 || p->Dv % 8 != 0 || !sm90_pad_family(v) || !sm90_dkdv_enabled()))
@@ -1780,15 +1783,14 @@ const attn_fwd_variant attn_fwd_sm90_variants[] = {
 const int attn_fwd_sm90_variant_count =
     (int)(sizeof attn_fwd_sm90_variants / sizeof attn_fwd_sm90_variants[0]);
 
-/* ---- masks and modifiers (attn.cu, mods_route; FLASHC_CUDA_SM90_MODS, default at d <= 128) --
+/* ---- masks and modifiers (attn.cu, mods_route; FLASHC_CUDA_SM90_MODS, the default) -----------
  * Dense problems with a window, softcap or ALiBi (causal folded into the key range; D != Dv as
  * for plain problems) on v6's kernel (VER 7: the dynamic scheduler, O by TMA store) with MODS
  * set, one instance per head dim and dtype, each in a shape whose consumers keep everything in
  * their 232 registers (ptxas -v, CUDA 13.0): 128-key blocks at d 64 and 128, 80 at d 192
  * (sm90v6hw's), 64 at d 256 (sm90v6h's). Spilled and not used: d 64 on v7's shape (3 consumers
  * at 160 registers: 212 bytes) or on 176-key blocks (52 bytes), d 256 on 80-key blocks (v6d, 56
- * bytes). Every D % 8 == 0 of an instance's range is padded in (nothing in the kernel reads D;
- * D % 8 != 0 would be too, as for the plain kernels, but no test covers it here yet).
+ * bytes). Every D % 8 == 0 of an instance's range is padded in (nothing in the kernel reads D).
  * Varlen: the "sm90vl" entries below (FLASHC_CUDA_SM90_VARLEN). */
 template <int VER>
 static int sm90_supports_mods(const attn_fwd_variant *v, const attn_problem *p, int cc, int vec16)
@@ -1797,7 +1799,7 @@ static int sm90_supports_mods(const attn_fwd_variant *v, const attn_problem *p, 
     if (cc != 90 || !vec16 || p->layout != ATTN_DENSE)
         return 0;
     const int64_t d = p->D > p->Dv ? p->D : p->Dv; /* the dispatcher's: in v's range */
-    if (d != v->head_dim && d % 8 != 0) /* (not yet tested there) */
+    if (d != v->head_dim && d % 8 != 0)
         return 0;
     if (p->D != p->Dv && (p->D % 8 != 0 || p->Dv % 8 != 0 || !TMA_O || !sm90_dkdv_enabled()))
         return 0;
