@@ -23,8 +23,8 @@
  * no code besides the key mask (zero V rows times P = 0 stay 0). Output: direct 4-byte stores
  * from the accumulators; LSE = m scale + ln l.
  *
- * What it serves: bf16/fp16, head dims 64, 128, 192 and 256 (sm90v6h*), and every D % 8 == 0
- * in (64, 256) padded by the copy engine (below 64 too with FLASHC_CUDA_SM90_PAD: sm90_pads),
+ * What it serves: bf16/fp16, head dims 64, 128, 192 and 256 (sm90v6h*), and every D in
+ * (64, 256) padded by the copy engine (8-63 too with FLASHC_CUDA_SM90_PAD: sm90_pads),
  * rows 16-byte aligned (the copy engine's stride rule),
  * compute capability 9.0 exactly (sm_90a code runs on no later chip); anything else goes to
  * the sm80 kernel (see attn.cu). Dense windows, softcap and ALiBi: v6's kernel with MODS set
@@ -102,7 +102,7 @@
  * Dk != Dv (dense, otherwise plain): the TMA-store kernels of max(D, Dv) with the maps of V and
  * O Dv wide (sm90_dkdv_enabled, the default; D and Dv multiples of 8), else the sm80 kernel's
  * mods instance. Not on sm90 yet: D < 64 by default (d 32 measured 0.98-1.08x sm80), and
- * D % 8 != 0 (the TMA store's 16-byte units; sm80 serves them).
+ * D % 8 != 0 with masks or modifiers, varlen, or D != Dv (sm80 serves them).
  */
 #include "attn_cuda.cuh"
 #include "scratch.cuh"
@@ -968,6 +968,26 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                         ptx_bulk_commit_group();
                     }
                 }
+                /* Dv % 8 != 0 (a padded head dim in rows pitched to 8 elements): the O map
+                 * stops at Dv rounded down to 8 (o_map_cols: the copy engine stores whole
+                 * 16-byte units, so a map Dv wide would write the caller's row padding up to
+                 * the next multiple of 8), and the last 1-7 columns go out here as 2-byte
+                 * stores from the accumulators, by the threads that hold them (columns
+                 * 8 dt + 2 t, + 1 of the rows row0, row0 + 8). */
+                if (a.Dv % 8 != 0) {
+                    const int row0 = m0 + row_in_tile(), d8 = a.Dv / 8 * 8;
+                    T *og = (T *)a.o + b * a.so[0] + h * a.so[2];
+#pragma unroll
+                    for (int dt = 0; dt < DT; dt++)
+                        if (dt * 8 == d8)
+#pragma unroll
+                            for (int hr = 0; hr < 2; hr++)
+#pragma unroll
+                                for (int e = 0; e < 2; e++)
+                                    if (row0 + 8 * hr < a.Sq && d8 + 2 * t + e < a.Dv)
+                                        og[(int64_t)(row0 + 8 * hr) * a.so[1] + d8 + 2 * t + e] =
+                                            T(acc[0][dt][2 * hr + e] * inv[hr]);
+                }
             }
             if constexpr (VL) {
                 /* varlen: the sequence's rows only (a box of 64 rows would write the next
@@ -1010,8 +1030,15 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
         auto store_pending = [&]() {
             const float one[2] = {1.0f, 1.0f};
             int pm0 = 0, pbh = 0; /* read by the issuer of the store only */
-            if (ptx_thread_index() % 128 == 0)
+            if (a.Dv % 8 != 0) {
+                /* ... and by every thread where O's last columns are stored from the
+                 * accumulators (store_o): after the issuer's write, which the barrier orders,
+                 * and before its next, which waits for store_o's barrier */
+                ptx_named_bar_sync(1 + NC + cw, 128);
                 pm0 = pend_at[0], pbh = pend_at[1];
+            } else if (ptx_thread_index() % 128 == 0) {
+                pm0 = pend_at[0], pbh = pend_at[1];
+            }
             store_o(pm0, pbh / a.Hq, pbh % a.Hq, one);
             reset_o();
             pend = false;
@@ -1301,13 +1328,12 @@ static int make_maps(const attn_fwd_args *a, flashc_dtype dt, int bm, int bn, CU
  * (its d 256 kernel stores O directly). Nothing in the kernel changes: the tensor maps keep the
  * true inner dimension D (boxes of 64 columns), so the copy engine zero-fills the columns >= D of
  * Q, K and V in shared memory, where S = Q K^T is unchanged by the zeros and P V computes zero
- * columns, and the TMA store of O drops the columns >= D. D % 8 == 0 only: the copy engine's
- * loads zero-fill past any D, but its stores write whole 16-byte units, so at D % 8 != 0 the
- * TMA store of O wrote the caller's row padding up to the next multiple of 8 (the H200 run of
- * 2026-12-04 evening, bench/gpu/s14_pad8.sh at 59e4c47: every forced family failed
- * test_pitched_rows's padding check, though O itself was right and 2.0-3.0x sm80's speed at D
- * 111 / 250); serving them needs O's last partial 16 bytes stored another way. Other D stay
- * with sm80.
+ * columns, and the TMA store of O drops the columns >= D. D % 8 != 0 (rows pitched to 8
+ * elements, which the copy engine's stride rule asks anyway): the loads zero-fill past any D,
+ * but the copy engine's stores write whole 16-byte units (the H200 run of 2026-12-04 evening,
+ * bench/gpu/s14_pad8.sh at 59e4c47: a map Dv wide wrote the caller's row padding up to the next
+ * multiple of 8), so O's map stops at Dv rounded down to 8 (o_map_cols) and the consumers store
+ * the last 1-7 columns from their accumulators (store_o). D < 8 stays with sm80.
  * FLASHC_CUDA_SM90_PAD (read once) names the instances that pad: "1" all, "0" none, or a comma
  * list of instance head dims ("128,192,256"); unset (or anything else), SM90_PAD_DEFAULT: the d
  * 128 instances (D 72-120: 1.65-1.78x sm80 at d 96, 2k and 4k, causal and not, on the H200;
@@ -1374,6 +1400,11 @@ static int sm90_dkdv_enabled(void)
 static int sm90_encodes(const attn_fwd_variant *v, const attn_problem *p, int kv_rows, int dyn,
                         int tma_o);
 
+/* The inner dimension of O's tensor map: Dv, or Dv rounded down to 8 where Dv % 8 != 0 (the
+ * copy engine's stores write whole 16-byte units; the kernel stores the rest, store_o). Dv < 8
+ * gives 0, which no map encodes: those stay with sm80. */
+static int64_t o_map_cols(int64_t dv) { return dv / 8 * 8; }
+
 /* Beyond dtype and head dim (the table's fields): the chip the sm_90a code runs on, rows the
  * copy engine takes, the head dim (the instance's, or a padded one above; D != Dv as above), and
  * tensor maps that encode (tried here, so that "supported" and the run agree). */
@@ -1384,7 +1415,7 @@ static int sm90_supports_rows(const attn_fwd_variant *v, const attn_problem *p, 
     if (cc != 90 || !vec16)
         return 0;
     const int64_t d = p->D > p->Dv ? p->D : p->Dv; /* the dispatcher's: in v's range */
-    if (d != v->head_dim && (d % 8 != 0 || !sm90_pads(v, pad)))
+    if (d != v->head_dim && !sm90_pads(v, pad)) /* any D == Dv (o_map_cols); D != Dv below */
         return 0;
     if (p->D != p->Dv &&
         (p->D % 8 != 0 || p->Dv % 8 != 0 || !sm90_pad_family(v) || !sm90_dkdv_enabled()))
@@ -1431,7 +1462,9 @@ static int sm90_encodes(const attn_fwd_variant *v, const attn_problem *p, int kv
             return 0;
         }
     }
-    return !tma_o || make_map(&mo, v->dtype, p->o, p->B, p->Sq, p->Hq, p->Dv, p->so, 64);
+    const int64_t ocols = o_map_cols(p->Dv);
+    return !tma_o ||
+           (ocols > 0 && make_map(&mo, v->dtype, p->o, p->B, p->Sq, p->Hq, ocols, p->so, 64));
 }
 static int sm90_supports(const attn_fwd_variant *v, const attn_problem *p, int cc, int vec16)
 {
@@ -1527,7 +1560,9 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
     if (!a->mods != !MODS || !a->cu_q != !VL)
         return cudaErrorInvalidValue;
     if (!make_maps(a, dt, BM, sm90_pair(VER) ? BN / 2 : BN, &mq, &mk, &mv) ||
-        (sm90_base(VER) >= 7 && !make_map(&mo, dt, a->o, a->B, a->Sq, a->Hq, a->Dv, a->so, 64)))
+        (sm90_base(VER) >= 7 &&
+         (o_map_cols(a->Dv) <= 0 ||
+          !make_map(&mo, dt, a->o, a->B, a->Sq, a->Hq, o_map_cols(a->Dv), a->so, 64))))
         return cudaErrorInvalidValue; /* sm90_supports said yes: the driver changed its mind */
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const attn_fwd_args,
                    const CUtensorMap, int *) =
