@@ -96,13 +96,15 @@ def make_case(d, S, Sk, B, causal):
     return q, k, v, o, lse, H
 
 
-def flashc_fn(fc, q, k, v, o, lse, causal):
+def flashc_fn(fc, q, k, v, o, lse, causal, stats=None):
     """flashc's forward on the stream current at each call (bench_sdpa's fwd_fn takes the
-    stream current when it is made, which a graph capture's side stream is not)."""
+    stream current when it is made, which a graph capture's side stream is not); stats: a
+    Stats the calls fill (the tiles they ran), or None."""
     import ctypes
     p = params(causal, None)
     args = [ctypes.byref(x) for x in (p, view(q), view(k), view(v), view(o), view(lse))]
-    stats = Stats()
+    if stats is None:
+        stats = Stats()
     stats.struct_size = ctypes.sizeof(Stats)
     fwd = fc.lib.flashc_attn_fwd
 

@@ -30,29 +30,8 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_sdpa import Flashc, Stats, params, view  # noqa: E402
-
-
-def flashc_fn(fc, q, k, v, o, lse, causal, stats):
-    p = params(causal, None)
-    args = [ctypes.byref(x) for x in (p, view(q), view(k), view(v), view(o), view(lse))]
-    fwd = fc.lib.flashc_attn_fwd
-
-    def run():
-        p.cuda_stream = torch.cuda.current_stream().cuda_stream
-        st = fwd(*args, ctypes.byref(stats))
-        if st != 0:
-            raise RuntimeError(f"flashc_attn_fwd: {st}: {fc.lib.flashc_last_error().decode()}")
-    return run
-
-
-def sdpa_fn(backend, q, k, v, causal):
-    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
-
-    def run():
-        with sdpa_kernel(backend):
-            return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
-    return run
+from bench_fwd11 import flashc_fn  # noqa: E402
+from bench_sdpa import Flashc, Stats  # noqa: E402
 
 
 def time_ms(fn, rep_ms):
