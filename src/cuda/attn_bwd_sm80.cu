@@ -401,14 +401,8 @@ __global__ void __launch_bounds__(QS * BN / 16 * 32) attn_bwd_sm80_kernel(const 
 #pragma unroll
             for (int kk = 0; kk < BM / 16; kk++) {
                 uint32_t pa[4], da[4];
-                pa[0] = ptx_pack2(T(), s[2 * kk][0], s[2 * kk][1]);
-                pa[1] = ptx_pack2(T(), s[2 * kk][2], s[2 * kk][3]);
-                pa[2] = ptx_pack2(T(), s[2 * kk + 1][0], s[2 * kk + 1][1]);
-                pa[3] = ptx_pack2(T(), s[2 * kk + 1][2], s[2 * kk + 1][3]);
-                da[0] = ptx_pack2(T(), dp[2 * kk][0], dp[2 * kk][1]);
-                da[1] = ptx_pack2(T(), dp[2 * kk][2], dp[2 * kk][3]);
-                da[2] = ptx_pack2(T(), dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
-                da[3] = ptx_pack2(T(), dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+                ptx_pack_a<T>(pa, s[2 * kk], s[2 * kk + 1]);
+                ptx_pack_a<T>(da, dp[2 * kk], dp[2 * kk + 1]);
                 bwd_kv_step<T, DT>(dv, dk, pa, da, do_lane_t + buf * QBUF, q_lane_t + buf * QBUF,
                                    c0, kk * 16 * ROWB);
             }

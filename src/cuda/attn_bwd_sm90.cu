@@ -222,14 +222,8 @@ __global__ void __launch_bounds__(B90_THREADS, 1) attn_bwd_sm90_kernel(const att
         uint32_t pa[BM / 16][4], da[BM / 16][4];
 #pragma unroll
         for (int kk = 0; kk < BM / 16; kk++) {
-            pa[kk][0] = ptx_pack2(T(), s[2 * kk][0], s[2 * kk][1]);
-            pa[kk][1] = ptx_pack2(T(), s[2 * kk][2], s[2 * kk][3]);
-            pa[kk][2] = ptx_pack2(T(), s[2 * kk + 1][0], s[2 * kk + 1][1]);
-            pa[kk][3] = ptx_pack2(T(), s[2 * kk + 1][2], s[2 * kk + 1][3]);
-            da[kk][0] = ptx_pack2(T(), dp[2 * kk][0], dp[2 * kk][1]);
-            da[kk][1] = ptx_pack2(T(), dp[2 * kk][2], dp[2 * kk][3]);
-            da[kk][2] = ptx_pack2(T(), dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
-            da[kk][3] = ptx_pack2(T(), dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+            ptx_pack_a<T>(pa[kk], s[2 * kk], s[2 * kk + 1]);
+            ptx_pack_a<T>(da[kk], dp[2 * kk], dp[2 * kk + 1]);
         }
 
         /* dS [query][key] into panel wg (keys 64 wg..64 wg + 63): da[kk][i] is the 8 x 8

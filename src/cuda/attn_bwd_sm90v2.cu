@@ -212,10 +212,7 @@ __global__ void __launch_bounds__(128 * NWG, 3 - NWG) attn_bwd_sm90v2_kernel(con
             if constexpr (EARLY) {
 #pragma unroll
                 for (int kk = 0; kk < BM / 16; kk++) {
-                    pa[kk][0] = ptx_pack2(T(), s[2 * kk][0], s[2 * kk][1]);
-                    pa[kk][1] = ptx_pack2(T(), s[2 * kk][2], s[2 * kk][3]);
-                    pa[kk][2] = ptx_pack2(T(), s[2 * kk + 1][0], s[2 * kk + 1][1]);
-                    pa[kk][3] = ptx_pack2(T(), s[2 * kk + 1][2], s[2 * kk + 1][3]);
+                    ptx_pack_a<T>(pa[kk], s[2 * kk], s[2 * kk + 1]);
                 }
                 ptx_fence_operands(dv);
                 ptx_wgmma_fence();
@@ -264,15 +261,9 @@ __global__ void __launch_bounds__(128 * NWG, 3 - NWG) attn_bwd_sm90v2_kernel(con
 #pragma unroll
         for (int kk = 0; kk < BM / 16; kk++) {
             if constexpr (!EARLY || MODS) {
-                pa[kk][0] = ptx_pack2(T(), s[2 * kk][0], s[2 * kk][1]);
-                pa[kk][1] = ptx_pack2(T(), s[2 * kk][2], s[2 * kk][3]);
-                pa[kk][2] = ptx_pack2(T(), s[2 * kk + 1][0], s[2 * kk + 1][1]);
-                pa[kk][3] = ptx_pack2(T(), s[2 * kk + 1][2], s[2 * kk + 1][3]);
+                ptx_pack_a<T>(pa[kk], s[2 * kk], s[2 * kk + 1]);
             }
-            da[kk][0] = ptx_pack2(T(), dp[2 * kk][0], dp[2 * kk][1]);
-            da[kk][1] = ptx_pack2(T(), dp[2 * kk][2], dp[2 * kk][3]);
-            da[kk][2] = ptx_pack2(T(), dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
-            da[kk][3] = ptx_pack2(T(), dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+            ptx_pack_a<T>(da[kk], dp[2 * kk], dp[2 * kk + 1]);
         }
 
         /* dS [query][key] into panel wg (see attn_bwd_sm90.cu: fragment i of da[kk] is keys

@@ -783,12 +783,8 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
          * [16 kk, 16 kk + 16). */
         auto pack_p = [&](const float (&sc)[1][NT][4], uint32_t (&pa)[BN / 16][4]) {
 #pragma unroll
-            for (int kk = 0; kk < BN / 16; kk++) {
-                pa[kk][0] = ptx_pack2(T(), sc[0][2 * kk][0], sc[0][2 * kk][1]);
-                pa[kk][1] = ptx_pack2(T(), sc[0][2 * kk][2], sc[0][2 * kk][3]);
-                pa[kk][2] = ptx_pack2(T(), sc[0][2 * kk + 1][0], sc[0][2 * kk + 1][1]);
-                pa[kk][3] = ptx_pack2(T(), sc[0][2 * kk + 1][2], sc[0][2 * kk + 1][3]);
-            }
+            for (int kk = 0; kk < BN / 16; kk++)
+                ptx_pack_a<T>(pa[kk], sc[0][2 * kk], sc[0][2 * kk + 1]);
         };
         /* Issues O += P V of the block in slot s (uncommitted). */
         auto issue_pv = [&](const uint32_t (&pa)[BN / 16][4], int s) {

@@ -73,12 +73,8 @@ static __device__ __forceinline__ void pv_block(const float (&s)[MI][NT][4],
     for (int kk = 0; kk < NT / 2; kk++) {
         uint32_t pa[MI][4];
 #pragma unroll
-        for (int mi = 0; mi < MI; mi++) {
-            pa[mi][0] = ptx_pack2(T(), s[mi][2 * kk][0], s[mi][2 * kk][1]);
-            pa[mi][1] = ptx_pack2(T(), s[mi][2 * kk][2], s[mi][2 * kk][3]);
-            pa[mi][2] = ptx_pack2(T(), s[mi][2 * kk + 1][0], s[mi][2 * kk + 1][1]);
-            pa[mi][3] = ptx_pack2(T(), s[mi][2 * kk + 1][2], s[mi][2 * kk + 1][3]);
-        }
+        for (int mi = 0; mi < MI; mi++)
+            ptx_pack_a<T>(pa[mi], s[mi][2 * kk], s[mi][2 * kk + 1]);
 #pragma unroll
         for (int dp = 0; dp < D / 16; dp++) {
             uint32_t vb[4]; /* B fragments of feature tiles 2dp (vb[0..1]) and 2dp+1 */

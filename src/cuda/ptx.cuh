@@ -141,6 +141,23 @@ static __device__ __forceinline__ uint32_t ptx_pack2(__half, float lo, float hi)
     return *(uint32_t *)&v;
 }
 
+/* Two m16n8 float accumulator tiles side by side (lo: columns 0-7, hi: 8-15; each thread's
+ * c0..c3 = rows g, g + 8 at columns 2t, 2t + 1) as the 16 x 16 A fragment of an mma.sync
+ * m16n8k16 or a register-A wgmma k-step (a0..a3: rows g, g + 8 of k 0-7, then of k 8-15), in
+ * T (the tag): how P and dS go from one product's accumulators to the next product's A.
+ * (attn_bwd_sm90v3.cu keeps its copies written out: through this helper ptxas scheduled 64 of
+ * the ~4,100 instructions of its deterministic kernels with modifiers differently; everywhere
+ * else the machine code is byte for byte the same as the written-out copies it replaced.) */
+template <typename T>
+static __device__ __forceinline__ void ptx_pack_a(uint32_t (&a)[4], const float (&lo)[4],
+                                                  const float (&hi)[4])
+{
+    a[0] = ptx_pack2(T(), lo[0], lo[1]);
+    a[1] = ptx_pack2(T(), lo[2], lo[3]);
+    a[2] = ptx_pack2(T(), hi[0], hi[1]);
+    a[3] = ptx_pack2(T(), hi[2], hi[3]);
+}
+
 /* 2^x with ex2.approx.ftz (one MUFU op; relative error ~2^-22, ex2(-inf) = +0). */
 static __device__ __forceinline__ float ptx_exp2(float x)
 {
