@@ -142,13 +142,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     /* A decoded shape can be mutated off by one (fz_decode), and two mutations can agree (v's
      * and o's last dim both Dv - 1): the call is then right to accept a problem the drawn
-     * dims do not describe. The oracle below works in the drawn dims, so it checks only calls
-     * whose tensors carry them; the mutated problem is drawn directly as often. */
+     * dims do not describe. Likewise the dtype: mutations that give every tensor the same other
+     * dtype make a consistent problem (CI of 2026-12-04 evening: q, caches, o all float16 where
+     * float32 was drawn, and the reference's gathered keys, built in the drawn dtype, refused).
+     * The oracle below works in the drawn dims and dtype, so it checks only calls whose tensors
+     * carry them; the mutated problem is drawn directly as often. */
     int drawn = fz_same_shape(&q, shq, 4) && fz_same_shape(&o, sho, 4) &&
                 kc.t.shape[2] == Hkv && kc.t.shape[3] == D && vc.t.shape[2] == Hkv &&
-                vc.t.shape[3] == Dv;
+                vc.t.shape[3] == Dv && q.t.dtype == dt && kc.t.dtype == dt &&
+                vc.t.dtype == dt && o.t.dtype == dt;
     if (s_new)
-        drawn = drawn && fz_same_shape(&kn, shkn, 4) && fz_same_shape(&vn, shvn, 4);
+        drawn = drawn && fz_same_shape(&kn, shkn, 4) && fz_same_shape(&vn, shvn, 4) &&
+                kn.t.dtype == dt && vn.t.dtype == dt;
     if (!drawn) {
         fz_current = NULL;
         fz_free(&s);
