@@ -99,6 +99,31 @@ int tu_has_nan(const float *x, int64_t n)
 
 /* Equal values (infinities included) differ by 0; NaN anywhere gives +inf, so NaN never
  * passes a tolerance check. */
+double tu_max_row_norm(const float *x, int64_t rows, int64_t D)
+{
+    double m = 0.0;
+    for (int64_t r = 0; r < rows; r++) {
+        double n2 = 0.0;
+        for (int64_t d = 0; d < D; d++)
+            n2 += (double)x[r * D + d] * (double)x[r * D + d];
+        m = fmax(m, sqrt(n2));
+    }
+    return m;
+}
+
+double tu_max_abs(const float *x, int64_t n)
+{
+    double m = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        m = fmax(m, fabs((double)x[i]));
+    return m;
+}
+
+double tu_f32_logit_floor(double scale, double qnorm, double knorm, double bias, double vmax)
+{
+    return fmax(0x1p-21, 0x1p-24 * (fabs(scale) * qnorm * knorm + bias) * vmax);
+}
+
 double tu_max_abs_diff(const float *a, const float *b, int64_t n)
 {
     double m = 0.0;

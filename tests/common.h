@@ -30,6 +30,14 @@ float *tu_copy(const float *x, int64_t n);
 int tu_has_nan(const float *x, int64_t n);
 double tu_max_abs_diff(const float *a, const float *b, int64_t n);
 double tu_max_abs_diff64(const float *a, const double *b, int64_t n);
+double tu_max_row_norm(const float *x, int64_t rows, int64_t D); /* max Euclidean row norm */
+double tu_max_abs(const float *x, int64_t n);
+/* The float32 slack of FlashAttention's 2x rule: in float32 the flash and the naive errors are
+ * both mostly the logits' rounding, and one case's maximum of one can land 4x the other's. One
+ * float32 rounding (2^-24, relative) of the largest logit a case can hold, |scale| max|q| max|k|
+ * (Cauchy-Schwarz) plus the largest additive bias, carried to O by max|v|; never below 4 ulps
+ * of 1 (2^-21). */
+double tu_f32_logit_floor(double scale, double qnorm, double knorm, double bias, double vmax);
 
 /* ---- float64 attention oracle on (B, S, H, D) contiguous buffers --------------------------
  * o64 (B, Sq, Hq, D), lse64 (B, Hq, Sq); causal bottom-right aligned; rows with no visible

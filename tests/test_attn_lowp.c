@@ -8,12 +8,10 @@
  * framework computes attention in bf16/f16: S = q k^T rounded to the storage type, scaled and
  * rounded, softmax in float32 rounded, O = P V accumulated in float32 and rounded. Float32
  * storage is held to the same rule against the same naive code in float32 (every rounding then
- * is float32's), plus a floor: there both errors come mostly from rounding the logits, which
- * neither side controls, and the maximum of one over a case can land 4x the other's (seed
- * 1883682745445686, the unfused AVX-512 path: 1.9e-6 against 4.8e-7 on a row of 7 keys). The
- * floor is one float32 rounding (2^-24, relative) of the largest logit a case can hold
- * (scale max|q_i| max|k_j|, Cauchy-Schwarz), carried to O through |v| (never below 4 ulps of 1,
- * 2^-21). LSE is float32 in every case.
+ * is float32's), plus common.h's tu_f32_logit_floor: there both errors come mostly from rounding
+ * the logits, and the maximum of one over a case can land 4x the other's (seed
+ * 1883682745445686, the unfused AVX-512 path: 1.9e-6 against 4.8e-7 on a row of 7 keys).
+ * LSE is float32 in every case.
  *
  * Cases: odd sizes (n = 1, n not a multiple of the tiles, head dims 1, 7, 40, 80, 256), causal
  * and not, Sq > Sk (rows that see no key: O = 0, LSE = -inf), GQA, a (B, H, S, D) layout, a
@@ -227,11 +225,9 @@ static void run_case(const attn_case *c, flashc_dtype dt, const char *isa, doubl
             fail();
         }
     }
-    double vmax = 0.0;
-    for (int64_t i = 0; i < nk; i++)
-        vmax = fmax(vmax, fabs(((float *)vf.data)[i]));
-    *floor32 = fmax(0x1p-21, 0x1p-24 * scale * max_row_norm(&qf, c, c->Sq, c->Hq) *
-                                 max_row_norm(&kf, c, c->Sk, c->Hkv) * vmax);
+    *floor32 = tu_f32_logit_floor(scale, max_row_norm(&qf, c, c->Sq, c->Hq),
+                                  max_row_norm(&kf, c, c->Sk, c->Hkv), 0.0,
+                                  tu_max_abs(vf.data, nk));
     *ef = errf, *en = errn;
     free(q.data), free(k.data), free(v.data), free(o.data), free(qf.data), free(kf.data);
     free(vf.data), free(of.data), free(on), free(lse), free(lse_ref);
