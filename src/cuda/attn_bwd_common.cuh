@@ -382,6 +382,36 @@ static __device__ __forceinline__ float bwd_slope(const attn_bwd_args &a, int b,
 }
 
 #if FLASHC_PTX_SM90A
+/* S^T and dP^T for one warpgroup of the sm_90a families (sm90, sm90v2, sm90v3): its 64 keys
+ * [64 wg, +64) of the K / V block (sK, sV: [D / 64 panels][BN keys][128 B]) against the BM = 64
+ * queries of the Q block's Q / dO (q_buf, do_buf: [D / 64 panels][BM rows][128 B]), k over the
+ * head dim; all 128-byte swizzled. Issued after a fence as two committed groups, S^T first (so
+ * the caller can wait for S^T alone and work on it while dP^T runs). */
+template <typename T, int D, int BM, int BN>
+static __device__ __forceinline__ void bwd_st_dpt_mma(float (&s)[8][4], float (&dp)[8][4],
+                                                      uint32_t sK, uint32_t sV, uint32_t q_buf,
+                                                      uint32_t do_buf, int wg)
+{
+    static_assert(BM == 64, "an m64n64 tile: the warpgroup's 64 keys x 64 queries");
+    ptx_wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ks++) {
+        const uint32_t ka = sK + (ks / 4) * BN * 128 + wg * 64 * 128 + (ks % 4) * 32;
+        const uint32_t qb = q_buf + (ks / 4) * BM * 128 + (ks % 4) * 32;
+        ptx_wgmma_ss_m64n64k16<0>(T(), s, ptx_wgmma_desc(ka, 16, 1024),
+                                  ptx_wgmma_desc(qb, 16, 1024), ks > 0);
+    }
+    ptx_wgmma_commit();
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ks++) {
+        const uint32_t va = sV + (ks / 4) * BN * 128 + wg * 64 * 128 + (ks % 4) * 32;
+        const uint32_t ob = do_buf + (ks / 4) * BM * 128 + (ks % 4) * 32;
+        ptx_wgmma_ss_m64n64k16<0>(T(), dp, ptx_wgmma_desc(va, 16, 1024),
+                                  ptx_wgmma_desc(ob, 16, 1024), ks > 0);
+    }
+    ptx_wgmma_commit();
+}
+
 /* dQ = dS K for one warpgroup of the sm_90a families (sm90, sm90v2, sm90v3): acc is the m64n64
  * tile of the BM = 64 queries of a Q block x 64 columns, issued after a fence and committed
  * as one group (the caller waits). sdS: the Q block's dS, [BN / 64 panels][64 queries][128 B],

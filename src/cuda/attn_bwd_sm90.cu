@@ -154,23 +154,7 @@ __global__ void __launch_bounds__(B90_THREADS, 1) attn_bwd_sm90_kernel(const att
 
         /* S^T, dP^T: this warpgroup's 64 keys x the BM queries, k over the head dim */
         float s[NT][4], dp[NT][4];
-        ptx_wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < D / 16; ks++) {
-            const uint32_t ka = sK + (ks / 4) * BN * 128 + wg * 64 * 128 + (ks % 4) * 32;
-            const uint32_t qb = q_buf + (ks / 4) * BM * 128 + (ks % 4) * 32;
-            ptx_wgmma_ss_m64n64k16<0>(T(), s, ptx_wgmma_desc(ka, 16, 1024),
-                                      ptx_wgmma_desc(qb, 16, 1024), ks > 0);
-        }
-        ptx_wgmma_commit();
-#pragma unroll
-        for (int ks = 0; ks < D / 16; ks++) {
-            const uint32_t va = sV + (ks / 4) * BN * 128 + wg * 64 * 128 + (ks % 4) * 32;
-            const uint32_t ob = do_buf + (ks / 4) * BM * 128 + (ks % 4) * 32;
-            ptx_wgmma_ss_m64n64k16<0>(T(), dp, ptx_wgmma_desc(va, 16, 1024),
-                                      ptx_wgmma_desc(ob, 16, 1024), ks > 0);
-        }
-        ptx_wgmma_commit();
+        bwd_st_dpt_mma<T, D, BM, BN>(s, dp, sK, sV, q_buf, do_buf, wg);
 
         const int key0 = n0 + warp * 16 + g; /* this thread's keys: key0, key0 + 8 */
         const bool need_mask = bwd_tile_needs_mask(a, rg, m0, BM, n0, BN);
