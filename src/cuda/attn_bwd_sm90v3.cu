@@ -902,6 +902,16 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     return attn_bwd_post_bh_launch<T, D, PAD>(a, stream);
 }
 
+/* The table's entries, one per element type: family FAM's kernel at head dim D with the bits F
+ * (attn_bwd_sm90v3_launch), the writer warps' staging where W (bwd90v3_smem), opt_in OPT, and
+ * head_dim_lo LO (> 0: the padded entries, whose names take the suffix SUF = "p"). */
+#define V3_ENTRY(TN, T, DT, FAM, D, SUF, W, F, OPT, LO)                                            \
+    {"attn_bwd_" #TN "_" FAM "_d" #D SUF "_64x128", FAM, DT, D, 90, 90, V3_BM, V3_BN, 1,          \
+     bwd90v3_smem<D, W>::LAUNCH, attn_bwd_sm90v3_launch<T, D, F>, NULL, OPT, LO}
+#define V3_PAIR(FAM, D, SUF, W, F, OPT, LO)                                                        \
+    V3_ENTRY(bf16, __nv_bfloat16, FLASHC_BF16, FAM, D, SUF, W, F, OPT, LO),                        \
+        V3_ENTRY(f16, __half, FLASHC_F16, FAM, D, SUF, W, F, OPT, LO)
+
 /* sm90v3u is the default at d 128 and d 64 (below: sm90v3wg with an unmasked softmax loop,
  * which is sm90v3w's fast kernel with its deterministic mode in groups of heads); the others are
  * opt-in (opt_in 1). sm90v3q
@@ -913,40 +923,20 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
  * __syncwarp; since 2026-12-03 every consumer thread arrives on empty[s] and racecheck reports
  * none (bench/RESULTS.md, helper bwd5), and sm90v3w became the default. */
 const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
-    {"attn_bwd_bf16_sm90v3_d128_64x128", "sm90v3", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 128, 0>, NULL, 1},
-    {"attn_bwd_f16_sm90v3_d128_64x128", "sm90v3", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, 0>, NULL, 1},
-    {"attn_bwd_bf16_sm90v3t_d128_64x128", "sm90v3t", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 128, V3_TDQ>, NULL, 1},
-    {"attn_bwd_f16_sm90v3t_d128_64x128", "sm90v3t", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, V3_TDQ>, NULL, 1},
+    V3_PAIR("sm90v3", 128, "", false, 0, 1, 0),
+    V3_PAIR("sm90v3t", 128, "", false, V3_TDQ, 1, 0),
     /* sm90v3q: sm90v3t with dV, dK issued after dQ, so that dQ's epilogue overlaps them */
-    {"attn_bwd_bf16_sm90v3q_d128_64x128", "sm90v3q", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, V3_TDQ | V3_DQF>, NULL, 1},
-    {"attn_bwd_f16_sm90v3q_d128_64x128", "sm90v3q", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, V3_TDQ | V3_DQF>, NULL, 1},
+    V3_PAIR("sm90v3q", 128, "", false, V3_TDQ | V3_DQF, 1, 0),
     /* sm90v3w, the default at d 128 on compute capability 9.0 from the device round of
      * 2026-12-03 to sm90v3wg's of 2026-12-04: sm90v3q whose dQ adds (and deterministic
      * turns) run on two writer warps of the producer warpgroup, the staging tiles
      * double-buffered */
-    {"attn_bwd_bf16_sm90v3w_d128_64x128", "sm90v3w", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, V3_W>, NULL, 1},
-    {"attn_bwd_f16_sm90v3w_d128_64x128", "sm90v3w", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, V3_W>,
-     NULL, 1},
+    V3_PAIR("sm90v3w", 128, "", true, V3_W, 1, 0),
     /* sm90v3w at d 64 (helper bwd6, 2026-12-03), the default at d 64 on compute capability
      * 9.0 from s8_bwd6.sh's device run to sm90v3wg's: both consumer warpgroups' dQ by keys, as
      * sm90v2 at d 64; against sm90v2s (one warpgroup, 64 keys, no producer) it has BN = 128,
      * TMA and the writer warps */
-    {"attn_bwd_bf16_sm90v3w_d64_64x128", "sm90v3w", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true>::LAUNCH, attn_bwd_sm90v3_launch<__nv_bfloat16, 64, V3_W>,
-     NULL, 1},
-    {"attn_bwd_f16_sm90v3w_d64_64x128", "sm90v3w", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 64, V3_W>,
-     NULL, 1},
+    V3_PAIR("sm90v3w", 64, "", true, V3_W, 1, 0),
     /* sm90v3wg (helper bwd9), the default at d 128 and d 64 on compute capability 9.0 from the
      * night's device round of 2026-12-04 to sm90v3u's (midday; opt-in since) (s9_bwd9.sh:
      * det / det of sm90v3w 1.25-1.30x at d 64 non-causal 1k-4k, 1.00-1.07x elsewhere;
@@ -954,36 +944,16 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
      * mode without an upper key bound runs the blocks in groups of heads (bwd90v3_grouped), the
      * same bits; its fast mode is sm90v3w's kernel. sm90v3w above is opt-in since then (the
      * reference of test_det_grouped_bits). */
-    {"attn_bwd_bf16_sm90v3wg_d128_64x128", "sm90v3wg", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, V3_W | V3_GRP>, NULL, 1},
-    {"attn_bwd_f16_sm90v3wg_d128_64x128", "sm90v3wg", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 128, V3_W | V3_GRP>,
-     NULL, 1},
-    {"attn_bwd_bf16_sm90v3wg_d64_64x128", "sm90v3wg", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, V3_W | V3_GRP>, NULL, 1},
-    {"attn_bwd_f16_sm90v3wg_d64_64x128", "sm90v3wg", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true>::LAUNCH, attn_bwd_sm90v3_launch<__half, 64, V3_W | V3_GRP>,
-     NULL, 1},
+    V3_PAIR("sm90v3wg", 128, "", true, V3_W | V3_GRP, 1, 0),
+    V3_PAIR("sm90v3wg", 64, "", true, V3_W | V3_GRP, 1, 0),
     /* sm90v3u (helper bwd13), the default at d 128 and d 64 on compute capability 9.0 since the
      * device round of 2026-12-04 midday (s11_bwd13.sh; bench/RESULTS.md): sm90v3wg whose softmax
      * takes a loop without the mask's test in tiles without masked keys (the same float
      * operations: the same bits as sm90v3wg, test_unmasked_bits). Fast mode 1.09-1.15x sm90v3wg
      * at d 128 and 1.10-1.23x at d 64, deterministic mode 1.05-1.16x at d 128; at d 64 its
      * deterministic mode was 0.95-1.08x, so there it keeps sm90v3wg's kernel (the launch). */
-    {"attn_bwd_bf16_sm90v3u_d128_64x128", "sm90v3u", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, V3_W | V3_GRP | V3_UM>, NULL, 0},
-    {"attn_bwd_f16_sm90v3u_d128_64x128", "sm90v3u", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__half, 128, V3_W | V3_GRP | V3_UM>, NULL, 0},
-    {"attn_bwd_bf16_sm90v3u_d64_64x128", "sm90v3u", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, V3_W | V3_GRP | V3_UM>, NULL, 0},
-    {"attn_bwd_f16_sm90v3u_d64_64x128", "sm90v3u", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__half, 64, V3_W | V3_GRP | V3_UM>, NULL, 0},
+    V3_PAIR("sm90v3u", 128, "", true, V3_W | V3_GRP | V3_UM, 0, 0),
+    V3_PAIR("sm90v3u", 64, "", true, V3_W | V3_GRP | V3_UM, 0, 0),
     /* sm90v3e (helper bwd15, 2026-12-04; opt-in): sm90v3u whose consumers issue dV += P^T dO
      * right after the softmax, before they wait for dP^T, so that it runs under dS's
      * elementwise step, the stmatrix and the consumers' meeting (sm90v3u: after the meeting,
@@ -992,18 +962,8 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
      * UM at d 64 as well; with softcap / ALiBi sm90v3wg's kernels, as sm90v3u. H200, call 2
      * of 2026-12-04 afternoon: 0.98-1.04x sm90v3u at d 128 (geomean 1.02), deterministic at
      * d 64 geomean 1.03; kept opt-in for a re-measure. */
-    {"attn_bwd_bf16_sm90v3e_d128_64x128", "sm90v3e", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, V3_W | V3_GRP | V3_UM | V3_DVE>, NULL, 1},
-    {"attn_bwd_f16_sm90v3e_d128_64x128", "sm90v3e", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__half, 128, V3_W | V3_GRP | V3_UM | V3_DVE>, NULL, 1},
-    {"attn_bwd_bf16_sm90v3e_d64_64x128", "sm90v3e", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, V3_W | V3_GRP | V3_UM | V3_DVE>, NULL, 1},
-    {"attn_bwd_f16_sm90v3e_d64_64x128", "sm90v3e", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__half, 64, V3_W | V3_GRP | V3_UM | V3_DVE>, NULL, 1},
+    V3_PAIR("sm90v3e", 128, "", true, V3_W | V3_GRP | V3_UM | V3_DVE, 1, 0),
+    V3_PAIR("sm90v3e", 64, "", true, V3_W | V3_GRP | V3_UM | V3_DVE, 1, 0),
     /* sm90v3u's padded entries (helper bwd16, 2026-12-04): head dims D == Dv, multiples of 8
      * below an instance's, 40-56 on the d 64 kernels and 72-120 on the d 128 ones (the exact
      * dims take the entries above, first in the table; 8-32 stay on sm80's d 32 instance,
@@ -1011,18 +971,10 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
      * engine's zero columns up to the instance's, stores cut at D. The default since the H200
      * run of 2026-12-04 afternoon (s12_bwd16.sh: 1.64-2.53x the sm80 instances at d 48, 80, 96,
      * 112, fast; 2.0-3.0x deterministic; bench/RESULTS.md). */
-    {"attn_bwd_bf16_sm90v3u_d128p_64x128", "sm90v3u", FLASHC_BF16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 128, V3_W | V3_GRP | V3_UM | V3_PAD>, NULL, 0, 65},
-    {"attn_bwd_f16_sm90v3u_d128p_64x128", "sm90v3u", FLASHC_F16, 128, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<128, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__half, 128, V3_W | V3_GRP | V3_UM | V3_PAD>, NULL, 0, 65},
-    {"attn_bwd_bf16_sm90v3u_d64p_64x128", "sm90v3u", FLASHC_BF16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__nv_bfloat16, 64, V3_W | V3_GRP | V3_UM | V3_PAD>, NULL, 0, 33},
-    {"attn_bwd_f16_sm90v3u_d64p_64x128", "sm90v3u", FLASHC_F16, 64, 90, 90, V3_BM, V3_BN, 1,
-     bwd90v3_smem<64, true>::LAUNCH,
-     attn_bwd_sm90v3_launch<__half, 64, V3_W | V3_GRP | V3_UM | V3_PAD>, NULL, 0, 33},
+    V3_PAIR("sm90v3u", 128, "p", true, V3_W | V3_GRP | V3_UM | V3_PAD, 0, 65),
+    V3_PAIR("sm90v3u", 64, "p", true, V3_W | V3_GRP | V3_UM | V3_PAD, 0, 33),
 };
+#undef V3_PAIR
+#undef V3_ENTRY
 const int attn_bwd_sm90v3_variant_count =
     (int)(sizeof attn_bwd_sm90v3_variants / sizeof attn_bwd_sm90v3_variants[0]);
