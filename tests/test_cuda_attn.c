@@ -247,17 +247,30 @@ static void buffers_destroy(run_buffers *r)
     free(r->lseh);
 }
 
+/* The forward call of case c on r's device buffers: its parameters and tensors. */
+typedef struct fwd_call {
+    flashc_attn_params pr;
+    flashc_tensor q, k, v, o, lse;
+} fwd_call;
+
+static fwd_call fwd_call_of(const attn_case *c, const run_buffers *r, cudaStream_t stream)
+{
+    fwd_call f;
+    f.pr = flashc_attn_params_default();
+    f.pr.causal = c->causal;
+    f.pr.cuda_stream = stream;
+    f.q = view(c, r->dq, c->Sq, c->Hq), f.k = view(c, r->dk, c->Sk, c->Hkv);
+    f.v = view(c, r->dv, c->Sk, c->Hkv), f.o = view(c, r->dout, c->Sq, c->Hq);
+    f.lse = flashc_tensor_3d(r->dlse, FLASHC_F32, c->B, c->Hq, c->Sq);
+    f.lse.device = FLASHC_DEVICE_CUDA;
+    return f;
+}
+
 static flashc_status run_kernel(const attn_case *c, run_buffers *r, cudaStream_t stream)
 {
-    flashc_attn_params pr = flashc_attn_params_default();
-    pr.causal = c->causal;
-    pr.cuda_stream = stream;
-    flashc_tensor q = view(c, r->dq, c->Sq, c->Hq), k = view(c, r->dk, c->Sk, c->Hkv);
-    flashc_tensor v = view(c, r->dv, c->Sk, c->Hkv), o = view(c, r->dout, c->Sq, c->Hq);
-    flashc_tensor lse = flashc_tensor_3d(r->dlse, FLASHC_F32, c->B, c->Hq, c->Sq);
-    lse.device = FLASHC_DEVICE_CUDA;
-    const flashc_status sup = flashc_attn_fwd_supported(&pr, &q, &k, &v, &o, &lse);
-    flashc_status st = flashc_attn_fwd(&pr, &q, &k, &v, &o, &lse, NULL);
+    fwd_call f = fwd_call_of(c, r, stream);
+    const flashc_status sup = flashc_attn_fwd_supported(&f.pr, &f.q, &f.k, &f.v, &f.o, &f.lse);
+    flashc_status st = flashc_attn_fwd(&f.pr, &f.q, &f.k, &f.v, &f.o, &f.lse, NULL);
     if (st != sup)
         fail_msg("flashc_attn_fwd_supported said %s but flashc_attn_fwd returned %s (%s)",
                  flashc_status_string(sup), flashc_status_string(st), flashc_last_error());
@@ -462,13 +475,8 @@ static int served_case(const attn_case *c)
 {
     run_buffers t;
     buffers_create(c, &t);
-    flashc_attn_params pr = flashc_attn_params_default();
-    pr.causal = c->causal;
-    flashc_tensor q = view(c, t.dq, c->Sq, c->Hq), k = view(c, t.dk, c->Sk, c->Hkv);
-    flashc_tensor v = view(c, t.dv, c->Sk, c->Hkv), o = view(c, t.dout, c->Sq, c->Hq);
-    flashc_tensor lse = flashc_tensor_3d(t.dlse, FLASHC_F32, c->B, c->Hq, c->Sq);
-    lse.device = FLASHC_DEVICE_CUDA;
-    const flashc_status st = flashc_attn_fwd_supported(&pr, &q, &k, &v, &o, &lse);
+    const fwd_call f = fwd_call_of(c, &t, NULL);
+    const flashc_status st = flashc_attn_fwd_supported(&f.pr, &f.q, &f.k, &f.v, &f.o, &f.lse);
     buffers_destroy(&t);
     return st == FLASHC_OK;
 }
