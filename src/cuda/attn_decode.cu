@@ -1436,6 +1436,38 @@ size_t workspace_of(const attn_problem *p, int splits)
     return attn_scratch_bytes(2, sizes);
 }
 
+/* The three knobs read at every call (merge_mode, kernel_mode, split_rule) hold values they
+ * know, else INVALID_ARGUMENT naming the one that does not. */
+flashc_status check_env_modes(const char *fn)
+{
+    if (!merge_mode())
+        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, v4 or pdl",
+                            fn, getenv("FLASHC_DECODE_MERGE"));
+    if (!kernel_mode())
+        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3, "
+                            "lean5, wide or autow",
+                            fn, getenv("FLASHC_DECODE_KERNEL"));
+    if (!split_rule())
+        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                            "%s: FLASHC_DECODE_SPLITS=%s: expected fill, fa2 or deep", fn,
+                            getenv("FLASHC_DECODE_SPLITS"));
+    return FLASHC_OK;
+}
+
+/* The current device's compute capability major into *major. */
+flashc_status device_major(const char *fn, int *major)
+{
+    int dev = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err != cudaSuccess)
+        return cuda_device_error(fn, "querying the current CUDA device", err);
+    return FLASHC_OK;
+}
+
 } /* namespace */
 
 flashc_status cuda_attn_decode_supports(const attn_problem *p)
@@ -1465,19 +1497,7 @@ flashc_status cuda_attn_decode_supports(const attn_problem *p)
                             "%s: the CUDA KV-cache/varlen kernel takes Sq * Hq / Hkv, Sk, cache "
                             "capacity and row counts <= 2^30 and at most 2^31 - 1 thread blocks",
                             fn);
-    if (!merge_mode())
-        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, v4 or pdl",
-                            fn, getenv("FLASHC_DECODE_MERGE"));
-    if (!kernel_mode())
-        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3, "
-                            "lean5, wide or autow",
-                            fn, getenv("FLASHC_DECODE_KERNEL"));
-    if (!split_rule())
-        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_SPLITS=%s: expected fill, fa2 or deep", fn,
-                            getenv("FLASHC_DECODE_SPLITS"));
+    FLASHC_TRY(check_env_modes(fn));
     FLASHC_TRY(cuda_check_no_pending_error(fn));
     flashc_status st;
     if ((st = check_operand(fn, "q", p->q, p->sq)) != FLASHC_OK ||
@@ -1498,12 +1518,8 @@ flashc_status cuda_attn_decode_supports(const attn_problem *p)
             return st;
     if (p->kv_batch && (st = cuda_check_memory(fn, "cache_batch_idx", p->kv_batch)) != FLASHC_OK)
         return st;
-    int dev = 0, major = 0;
-    cudaError_t err = cudaGetDevice(&dev);
-    if (err == cudaSuccess)
-        err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    if (err != cudaSuccess)
-        return cuda_device_error(fn, "querying the current CUDA device", err);
+    int major = 0;
+    FLASHC_TRY(device_major(fn, &major));
     if (major < 8)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
                             "%s: no CUDA kernel for this device (sm_80 or newer needed)", fn);
@@ -1550,20 +1566,8 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
     a.splits = splits_of(p);
     a.k_new = p->k_new, a.v_new = p->v_new;
     a.total_q = (int)p->total_q, a.total_k = (int)p->total_k;
+    FLASHC_TRY(check_env_modes(fn));
     a.merge = merge_mode();
-    if (!a.merge)
-        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_MERGE=%s: expected auto, v1, v2, v3, v4 or pdl",
-                            fn, getenv("FLASHC_DECODE_MERGE"));
-    if (!kernel_mode())
-        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_KERNEL=%s: expected split, base, lean, lean3, "
-                            "lean5, wide or autow",
-                            fn, getenv("FLASHC_DECODE_KERNEL"));
-    if (!split_rule())
-        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: FLASHC_DECODE_SPLITS=%s: expected fill, fa2 or deep", fn,
-                            getenv("FLASHC_DECODE_SPLITS"));
     if (a.merge == DEC_MERGE_AUTO) {
         /* v4 (v3's sums, its partial loads issued beside the LSE loads) while its grid (a
          * block a row and 32 columns) is at most 4 blocks a SM, else pdl: round 1 (2026-12-02)
@@ -1575,12 +1579,8 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
     }
     if (a.merge != DEC_MERGE_V1 && p->B * p->Hq * p->Sq > 0x7fffffff)
         a.merge = DEC_MERGE_V1; /* v2's grid is one block a row */
-    int dev = 0, major = 0;
-    cudaError_t qerr = cudaGetDevice(&dev);
-    if (qerr == cudaSuccess)
-        qerr = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    if (qerr != cudaSuccess)
-        return cuda_device_error(fn, "querying the current CUDA device", qerr);
+    int major = 0;
+    FLASHC_TRY(device_major(fn, &major));
 
     const size_t ws = workspace_of(p, a.splits);
     void *own = NULL;
