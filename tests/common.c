@@ -97,8 +97,6 @@ int tu_has_nan(const float *x, int64_t n)
     return 0;
 }
 
-/* Equal values (infinities included) differ by 0; NaN anywhere gives +inf, so NaN never
- * passes a tolerance check. */
 double tu_max_row_norm(const float *x, int64_t rows, int64_t D)
 {
     double m = 0.0;
@@ -124,6 +122,8 @@ double tu_f32_logit_floor(double scale, double qnorm, double knorm, double bias,
     return fmax(0x1p-21, 0x1p-24 * (fabs(scale) * qnorm * knorm + bias) * vmax);
 }
 
+/* Equal values (infinities included) differ by 0; NaN anywhere gives +inf, so NaN never
+ * passes a tolerance check. */
 double tu_max_abs_diff(const float *a, const float *b, int64_t n)
 {
     double m = 0.0;

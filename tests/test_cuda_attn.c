@@ -286,17 +286,23 @@ static const char *forced_kernel(void)
     return f && f[0] ? f : NULL;
 }
 
+/* What flashc_attn_fwd_supported says of case c (buffers allocated, not run). */
+static flashc_status supported_case(const attn_case *c)
+{
+    run_buffers t;
+    buffers_create(c, &t);
+    const fwd_call f = fwd_call_of(c, &t, NULL);
+    const flashc_status st = flashc_attn_fwd_supported(&f.pr, &f.q, &f.k, &f.v, &f.o, &f.lse);
+    buffers_destroy(&t);
+    return st;
+}
+
 /* A forced family may serve one head dim only (sm90v7: 64): a fixed test
  * that needs its case served takes (D, dt) instead when the family refuses c. */
 static void take_served_dim(attn_case *c, int D, flashc_dtype dt)
 {
-    if (!forced_kernel())
-        return;
-    run_buffers t;
-    buffers_create(c, &t);
-    if (run_kernel(c, &t, NULL) == FLASHC_ERR_UNSUPPORTED)
+    if (forced_kernel() && supported_case(c) == FLASHC_ERR_UNSUPPORTED)
         c->D = D, c->dt = dt;
-    buffers_destroy(&t);
 }
 
 /* Draws of fresh inputs one case is checked on. With few outputs (D 1 at Sq 1: 8 values) the
@@ -470,18 +476,6 @@ static void test_strided_layout_and_stream(void **state)
         fail_msg("FLASHC_CUDA_KERNEL=%s serves neither strided case", forced_kernel());
 }
 
-/* Whether flashc_attn_fwd_supported takes case c (buffers allocated, not run). */
-static int served_case(const attn_case *c)
-{
-    run_buffers t;
-    buffers_create(c, &t);
-    const fwd_call f = fwd_call_of(c, &t, NULL);
-    const flashc_status st = flashc_attn_fwd_supported(&f.pr, &f.q, &f.k, &f.v, &f.o, &f.lse);
-    buffers_destroy(&t);
-    return st == FLASHC_OK;
-}
-
-
 /* Rows 16-byte aligned but D not a multiple of 8 (views of a wider buffer): the 16-byte path
  * with the last chunk of each row predicated down to the bytes that exist, and o's stores
  * stopping at column D (the padding must keep its poison). Then D % 8 == 0 below an sm90
@@ -509,7 +503,7 @@ static void test_pitched_rows(void **state)
             c8.D = c.D / 8 * 8;
             if (sm90 && c.D % 8 != 0 && r && c.D < 8)
                 fail_msg("FLASHC_CUDA_KERNEL=%s served D=%d (< 8)", forced_kernel(), c.D);
-            if (sm90 && c.D % 8 != 0 && c.D > 8 && r != served_case(&c8))
+            if (sm90 && c.D % 8 != 0 && c.D > 8 && r != (supported_case(&c8) == FLASHC_OK))
                 fail_msg("FLASHC_CUDA_KERNEL=%s %s D=%d but %s D=%d (pitch %d)", forced_kernel(),
                          r ? "served" : "refused", c.D, r ? "refuses" : "serves", c8.D, c.pitch);
             if (sm90 && c.D % 8 != 0 && r)
