@@ -393,23 +393,20 @@ static __device__ __forceinline__ void bwd_st_dpt_mma(float (&s)[8][4], float (&
                                                       uint32_t do_buf, int wg)
 {
     static_assert(BM == 64, "an m64n64 tile: the warpgroup's 64 keys x 64 queries");
+    /* acc = (the warpgroup's keys of kv) (rows)^T, one committed group */
+    auto product = [&](float(&acc)[8][4], uint32_t kv, uint32_t rows) {
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks++) {
+            const uint32_t ka = kv + (ks / 4) * BN * 128 + wg * 64 * 128 + (ks % 4) * 32;
+            const uint32_t rb = rows + (ks / 4) * BM * 128 + (ks % 4) * 32;
+            ptx_wgmma_ss_m64n64k16<0>(T(), acc, ptx_wgmma_desc(ka, 16, 1024),
+                                      ptx_wgmma_desc(rb, 16, 1024), ks > 0);
+        }
+        ptx_wgmma_commit();
+    };
     ptx_wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < D / 16; ks++) {
-        const uint32_t ka = sK + (ks / 4) * BN * 128 + wg * 64 * 128 + (ks % 4) * 32;
-        const uint32_t qb = q_buf + (ks / 4) * BM * 128 + (ks % 4) * 32;
-        ptx_wgmma_ss_m64n64k16<0>(T(), s, ptx_wgmma_desc(ka, 16, 1024),
-                                  ptx_wgmma_desc(qb, 16, 1024), ks > 0);
-    }
-    ptx_wgmma_commit();
-#pragma unroll
-    for (int ks = 0; ks < D / 16; ks++) {
-        const uint32_t va = sV + (ks / 4) * BN * 128 + wg * 64 * 128 + (ks % 4) * 32;
-        const uint32_t ob = do_buf + (ks / 4) * BM * 128 + (ks % 4) * 32;
-        ptx_wgmma_ss_m64n64k16<0>(T(), dp, ptx_wgmma_desc(va, 16, 1024),
-                                  ptx_wgmma_desc(ob, 16, 1024), ks > 0);
-    }
-    ptx_wgmma_commit();
+    product(s, sK, q_buf);
+    product(dp, sV, do_buf);
 }
 
 /* dQ = dS K for one warpgroup of the sm_90a families (sm90, sm90v2, sm90v3): acc is the m64n64
