@@ -4,7 +4,8 @@
 # ours on the host (no tests beside it, no second lane, no build: run it alone in its device
 # call, after any build). The two-lane runs of 2026-12-03 / 04 (s6_amx5.sh, s12_amx15.sh) moved
 # the same cell up to 2x between passes (the lanes shared cores or the AMX unit), so the host's
-# table is still to be read quietly. Budget 60 s (FLASHC_LANE_LIMIT, default 56; hard timeout; ~20 s on the dev Xeon).
+# table is still to be read quietly. Budget 60 s (FLASHC_LANE_LIMIT, default 56; hard
+# timeout; ~20 s on the dev Xeon).
 #   d 64 and 128, n 512 / 1024 / 2048, causal and not, H 8, 15 interleaved rounds:
 #   bench/cpu_bwd_peer.py --mm 1+s (the library's default path, set explicitly) and flashc f32
 #   (no torch: the cell is bf16 against flashc's own f32).
