@@ -71,14 +71,15 @@ def _numpy_dtype_code(name: str, dt: np.dtype) -> int:
     )
 
 
+_TORCH_DTYPES: dict = {}  # filled on first use (torch is imported by then)
+
+
 def _torch_dtype_code(name: str, dt: Any) -> int:
-    torch = _torch()
-    table = {
-        torch.float32: _lib.F32,
-        torch.float16: _lib.F16,
-        torch.bfloat16: _lib.BF16,
-        torch.int32: _lib.I32,
-    }
+    table = _TORCH_DTYPES
+    if not table:
+        torch = _torch()
+        table.update({torch.float32: _lib.F32, torch.float16: _lib.F16,
+                      torch.bfloat16: _lib.BF16, torch.int32: _lib.I32})
     if dt not in table:
         raise TypeError(
             f"flashc: {name}.dtype = {dt} is not a flashc dtype (float32, float16, bfloat16, int32)"
@@ -105,12 +106,11 @@ def _fill(c: _lib.Tensor, name: str, shape, strides) -> None:
         raise ValueError(
             f"flashc: {name} has {len(shape)} dimensions; flashc tensors have at most {_lib.MAX_DIMS}"
         )
-    if any(s == 0 for s in shape):
+    if 0 in shape:
         raise ValueError(f"flashc: {name} has shape {tuple(shape)}; every size must be > 0")
-    c.ndim = len(shape)
-    for i, (n, s) in enumerate(zip(shape, strides)):
-        c.shape[i] = n
-        c.stride[i] = s
+    n = c.ndim = len(shape)
+    c.shape[:n] = shape  # (slice assignment: one call, not one per dimension)
+    c.stride[:n] = strides
 
 
 def numpy_view(name: str, x: np.ndarray) -> View:
