@@ -129,20 +129,17 @@ def numpy_view(name: str, x: np.ndarray) -> View:
 
 
 def torch_view(name: str, x: Any) -> View:
-    code = _torch_dtype_code(name, x.dtype)
-    if x.device.type == "cpu":
+    code = _torch_dtype_code(name, x.dtype)  # real dtypes only: never a conjugate view
+    if x.is_cpu:  # (is_cpu / is_cuda: no torch.device object made per call)
         device = _lib.DEVICE_CPU
-    elif x.device.type == "cuda":
+    elif x.is_cuda:
         device = _lib.DEVICE_CUDA
     else:
         raise NotImplementedError(f"flashc: {name} is on device {x.device}; flashc serves cpu and cuda")
-    if x.is_conj() or x.is_neg():
-        x = x.resolve_conj().resolve_neg()
-    c = _lib.Tensor()
-    c.data = x.data_ptr()
-    c.dtype = code
-    c.device = device
-    _fill(c, name, tuple(x.shape), x.stride())
+    if x.is_neg():
+        x = x.resolve_neg()
+    c = _lib.Tensor(x.data_ptr(), code, device)
+    _fill(c, name, x.shape, x.stride())
     return View(x, c)
 
 
