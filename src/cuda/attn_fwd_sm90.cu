@@ -973,8 +973,12 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 if (a.Dv % 8 != 0) {
                     const int row0 = m0 + row_in_tile(), d8 = a.Dv / 8 * 8;
                     T *og = (T *)a.o + b * a.so[0] + h * a.so[2];
+                    /* the tail's chunk is one of the last 8: an instance of head dim 8 DT serves
+                     * Dv > 8 DT - 64 (the table's head_dim_min), so d8 >= 8 (DT - 8); unrolling
+                     * only those keeps the epilogue's code small (all DT: 168-1,496 more
+                     * instructions per kernel) */
 #pragma unroll
-                    for (int dt = 0; dt < DT; dt++)
+                    for (int dt = DT > 8 ? DT - 8 : 0; dt < DT; dt++)
                         if (dt * 8 == d8)
 #pragma unroll
                             for (int hr = 0; hr < 2; hr++)
