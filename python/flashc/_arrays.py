@@ -120,10 +120,7 @@ def numpy_view(name: str, x: np.ndarray) -> View:
         # a layout flashc_tensor cannot express (see module doc); a fresh array, since
         # ascontiguousarray returns a misaligned but contiguous x unchanged
         x = np.array(x, order="C", copy=True)
-    c = _lib.Tensor()
-    c.data = x.ctypes.data
-    c.dtype = code
-    c.device = _lib.DEVICE_CPU
+    c = _lib.Tensor(x.ctypes.data, code, _lib.DEVICE_CPU)
     _fill(c, name, x.shape, [s // item for s in x.strides])
     return View(x, c)
 
