@@ -381,6 +381,34 @@ static const attn_fwd_variant *dkdv_route(const attn_problem *p)
     return v;
 }
 
+/* FLASHC_CUDA_SM90_CSHIFT, read on every call (so that a test or a benchmark runs both in one
+ * process): "1" aligns the Q tiles of the sm90 kernels to the sequence's end under the plain
+ * causal mask (attn_fwd_sm90.cu, q_shift: the partial tile of Sq % BM rows becomes the first,
+ * which sees the fewest keys, instead of the last, which sees them all; bench/RESULTS.md, "Issue
+ * 11: causal Q tiles aligned to the sequence's end"), "0" keeps them at row 0; unset or anything
+ * else: SM90_CSHIFT_DEFAULT (off until a device run decides: bench/gpu/s16_fwd24.sh). The sm80
+ * kernel, the mods and varlen instances and v8's pairs ignore it. */
+enum { SM90_CSHIFT_DEFAULT = 0 };
+static int sm90_cshift_enabled(void)
+{
+    const char *e = getenv("FLASHC_CUDA_SM90_CSHIFT");
+    return e && strcmp(e, "1") == 0 ? 1 : e && strcmp(e, "0") == 0 ? 0 : SM90_CSHIFT_DEFAULT;
+}
+
+/* (Q tile, K/V block) pairs of one head with the Q tiles aligned to the sequence's end (the
+ * sm90 kernels under FLASHC_CUDA_SM90_CSHIFT): tiles [i1 - br, i1) for i1 = Sq, Sq - br, ...,
+ * the first cut at row 0; the plain causal problem's count, as attn_tile_pairs_per_head's. */
+static int64_t tile_pairs_end_aligned(const attn_problem *p, int64_t br, int64_t bc)
+{
+    int64_t pairs = 0;
+    for (int64_t i1 = p->Sq; i1 > 0; i1 -= br) {
+        const int64_t kend = attn_key_end(p, i1 - 1); /* the last row of the block sees most */
+        if (kend > 0)
+            pairs += (kend + bc - 1) / bc;
+    }
+    return pairs;
+}
+
 /* What every forward launch takes from p alike (operands, strides, shape, scale, head groups);
  * every other field 0. The caller sets vec16, causal and, for the mods instance, the rest. */
 static void fwd_args_common(const attn_problem *p, attn_fwd_args *a)
@@ -581,6 +609,8 @@ extern "C" flashc_status cuda_attn_fwd(const attn_problem *p, flashc_attn_stats 
     fwd_args_common(p, &a); /* the mods fields stay off */
     a.vec16 = rows_vec16(p);
     a.causal = p->causal;
+    /* the sm90 kernels' only (v->min_cc, so that the stats below count what ran) */
+    a.cshift = p->causal && v->min_cc >= 90 && sm90_cshift_enabled();
 
     /* No error was pending at entry, so what the launch reports (cudaFuncSetAttribute, the
      * launch configuration, a bad stream) is this launch's own. */
@@ -593,7 +623,8 @@ extern "C" flashc_status cuda_attn_fwd(const attn_problem *p, flashc_attn_stats 
 
     const int64_t heads = p->B * p->Hq;
     const int64_t nqb = (p->Sq + v->block_q - 1) / v->block_q;
-    stats->tile_pairs = heads * attn_tile_pairs_per_head(p, v->block_q, v->block_k);
+    stats->tile_pairs = heads * (a.cshift ? tile_pairs_end_aligned(p, v->block_q, v->block_k)
+                                          : attn_tile_pairs_per_head(p, v->block_q, v->block_k));
     stats->tile_pairs_total = heads * nqb * ((p->Sk + v->block_k - 1) / v->block_k);
     stats->block_q = v->block_q;
     stats->block_k = v->block_k;

@@ -48,6 +48,11 @@ typedef struct attn_fwd_args {
     float scale;                        /* softmax scale, > 0                    */
     float scale_log2;                   /* scale * log2(e): exp(x s) = 2^(x s')  */
     int causal;                         /* bottom-right aligned                  */
+    int cshift;                         /* causal: the sm90 kernels' Q tiles aligned
+                                           to the sequence's end (attn.cu,
+                                           FLASHC_CUDA_SM90_CSHIFT; others ignore it) */
+    int q_shift;                        /* ... the rows they move up by, set by the
+                                           sm90 launch from cshift (0: at row 0) */
     /* Masks and modifiers of the v2 contract, read only by the "mods" instances (the sm80
      * kernel's, attn_fwd_sm80.cu, and the sm90 kernel's dense ones, attn_fwd_sm90.cu; the
      * dispatcher sends them nothing else, the plain instances never see them set). Varlen (cu_q != NULL): sq[0] = sk[0] = sv[0] = so[0] = slse[0] = 0, sequence

@@ -431,6 +431,23 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
 
     const int diag = a.Sk - a.Sq; /* row i sees keys j <= i + diag (causal) */
     const int n_mblocks = (a.Sq + BM - 1) / BM;
+    /* Q tiles aligned to the sequence's end (a.q_shift > 0: FLASHC_CUDA_SM90_CSHIFT under the
+     * plain causal mask; attn.cu sets a.cshift, the launch the shift): tile k holds rows
+     * [k BM - shift, (k + 1) BM - shift) with shift = n_mblocks BM - Sq, so the partial tile is
+     * the first one, which sees the fewest keys, rather than the last, which sees them all (at
+     * 2k and BM 192: 96 block pairs of 192 x 128 a head instead of 101, at 4k 363 instead of
+     * 384). Rows < 0 of the first tile: Q zero-filled by the copy engine (it fills every element
+     * outside the tensor, on either side), their scores masked like any row's (limit = row + 1 +
+     * diag: with Sk <= Sq they see no key, m = -inf, P = 0, l = 0, no NaN; with Sk > Sq some,
+     * finite), each row independent of the others, and never stored (store_rows, store_o: the
+     * row's unsigned compare with Sq; the TMA store of O drops rows outside the tensor, and a
+     * consumer whose 64 rows are all < 0 issues none). Not for v8's pairs (never under the mask),
+     * MODS (causal folded into its key range) or VL (the launch leaves it 0 there too). A value
+     * of the launch rather than a template flag, so that one instance serves both and a run
+     * times both in one process; read from the parameter where used, never held in a register
+     * (computed here from Sq and the flag, d 128's 176-key instances spilled: their producer
+     * has 24 registers). */
+    auto q_shift = [&]() { return MODS || VL || MC ? 0 : a.q_shift; };
     const int n_tiles = (MC ? (n_mblocks + 1) / 2 : n_mblocks) * a.B * a.Hq; /* v8: pairs */
     const int tile_step = MC ? (int)gridDim.x / 2 : PERSIST ? (int)gridDim.x : n_tiles;
     /* Tile coordinates and the K/V blocks it visits: n_blocks of them, from block kb_hi - 1
@@ -461,7 +478,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
             if (MODS && a.wr < 0)
                 m_block = n_mblocks - 1 - m_block;
         }
-        m0 = m_block * BM;
+        m0 = m_block * BM - q_shift();
         if constexpr (VL) {
             /* varlen: sequence b's lengths; a tile past its rows: n_blocks = -1 (skipped) */
             int sq, sk, q0, k0;
@@ -885,8 +902,9 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
         };
         /* Epilogue of the tile at (m0, b, h), in two halves: the rows' sums (the one division
          * per row, inv) and LSE from row_m and row_l, which are final after the last softmax;
-         * then O from acc once the last P V is in. Rows past Sq are not stored. v9 runs the
-         * second half for the tile before the one in hand, under that one's first S. */
+         * then O from acc once the last P V is in. Rows past Sq are not stored, nor rows < 0 of
+         * a tile aligned to the sequence's end (q_shift: one unsigned compare takes both). v9
+         * runs the second half for the tile before the one in hand, under that one's first S. */
         auto store_rows = [&](const int m0, const int b, const int h, float (&inv)[2]) {
             const int row0 = m0 + row_in_tile();
 #pragma unroll
@@ -904,7 +922,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                         a.lse[h * a.slse[1] + ((int64_t)q_base + row) * a.slse[2]] =
                             l > 0.0f ? row_m[0][hr] * 0.6931471805599453f + logf(l) : -INFINITY;
                 }
-                if (!VL && row < a.Sq && a.lse && t == 0)
+                if (!VL && (unsigned)row < (unsigned)a.Sq && a.lse && t == 0)
                     a.lse[b * a.slse[0] + h * a.slse[1] + (int64_t)row * a.slse[2]] =
                         l > 0.0f ? row_m[0][hr] * (MODS ? 0.6931471805599453f : a.scale) +
                                        logf(l)
@@ -918,7 +936,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
 #pragma unroll
                 for (int hr = 0; hr < 2; hr++) {
                     const int row = row0 + 8 * hr;
-                    if (row < a.Sq) {
+                    if ((unsigned)row < (unsigned)a.Sq) {
                         T *orow = og + (int64_t)row * a.so[1];
 #pragma unroll
                         for (int dt = 0; dt < DT; dt++)
@@ -959,7 +977,9 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                         }
                     ptx_fence_proxy_async_shared(); /* for the copy engine's reads */
                     ptx_named_bar_sync(1 + NC + cw, 128); /* after the turns' ids */
-                    if (issuer && m0 + cw * 64 < a.Sq) {
+                    /* rows past Sq, and rows < 0 (q_shift), are outside O's map: the
+                     * copy engine writes none of them; a box with none inside is not issued */
+                    if (issuer && m0 + cw * 64 < a.Sq && m0 + cw * 64 > -64) {
                         ptx_tma_store_4d(&tm_o, sO, 64 * p, m0 + cw * 64, h, b);
                         ptx_bulk_commit_group();
                     }
@@ -984,7 +1004,8 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                             for (int hr = 0; hr < 2; hr++)
 #pragma unroll
                                 for (int e = 0; e < 2; e++)
-                                    if (row0 + 8 * hr < a.Sq && d8 + 2 * t + e < a.Dv)
+                                    if ((unsigned)(row0 + 8 * hr) < (unsigned)a.Sq &&
+                                        d8 + 2 * t + e < a.Dv)
                                         og[(int64_t)(row0 + 8 * hr) * a.so[1] + d8 + 2 * t + e] =
                                             T(acc[0][dt][2 * hr + e] * inv[hr]);
                 }
@@ -1559,6 +1580,13 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
      * mods_route) */
     if (!a->mods != !MODS || !a->cu_q != !VL)
         return cudaErrorInvalidValue;
+    /* the kernel's arguments: the caller's, with the rows the Q tiles move up by where attn.cu
+     * asked for tiles aligned to the sequence's end (the kernel's q_shift: the plain causal
+     * mask, not v8's pairs, MODS or VL) */
+    attn_fwd_args ka = *a;
+    ka.q_shift = a->cshift && a->causal && !MODS && !VL && !sm90_pair(VER) && a->Sq > 0
+                     ? (a->Sq + BM - 1) / BM * BM - a->Sq
+                     : 0;
     if (!make_maps(a, dt, BM, sm90_pair(VER) ? BN / 2 : BN, &mq, &mk, &mv) ||
         (sm90_base(VER) >= 7 &&
          (o_map_cols(a->Dv) <= 0 ||
@@ -1616,7 +1644,7 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
             return cudaSuccess; /* Sq = 0 or B Hq = 0: refused before, nothing to do */
         cfg.gridDim = dim3((unsigned)(2 * (pairs < fit ? pairs : fit)), 1, 1);
         int *no_ctr = NULL;
-        err = cudaLaunchKernelEx(&cfg, kernel, mq, mk, mv, *a, mo, no_ctr);
+        err = cudaLaunchKernelEx(&cfg, kernel, mq, mk, mv, ka, mo, no_ctr);
         return err == cudaSuccess ? cudaGetLastError() : err;
     }
     if (sm90_persist(VER)) { /* persistent: one thread block per multiprocessor at most */
@@ -1638,11 +1666,11 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
             return err;
         }
     }
-    kernel<<<(unsigned)blocks, sm90_threads(VER), L::LAUNCH, stream>>>(mq, mk, mv, *a, mo, ctr);
+    kernel<<<(unsigned)blocks, sm90_threads(VER), L::LAUNCH, stream>>>(mq, mk, mv, ka, mo, ctr);
     err = cudaGetLastError();
     if (err != cudaSuccess && was_raised && raise() == cudaSuccess) {
         /* nothing ran (a launch error is synchronous): the counter is still zero */
-        kernel<<<(unsigned)blocks, sm90_threads(VER), L::LAUNCH, stream>>>(mq, mk, mv, *a, mo,
+        kernel<<<(unsigned)blocks, sm90_threads(VER), L::LAUNCH, stream>>>(mq, mk, mv, ka, mo,
                                                                            ctr);
         err = cudaGetLastError();
     }
