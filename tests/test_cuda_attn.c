@@ -18,9 +18,11 @@
  * multiprocessors (a persistent kernel walks several; at d 64, 128, 192 and 256), a user stream,
  * repeatability (a race shows as a moving result), a call captured in a CUDA graph and replayed,
  * refusals, and the CUDA error contract (a pending application error, host / pinned host /
- * other-device / managed memory), d 128 causal at 4k (where the default takes sm90v9), and d 128 at
- * every class of Sk mod 176 (sm90v6's partial last key block). Every case first asks
- * flashc_attn_fwd_supported, which must answer what the run then does.
+ * other-device / managed memory), d 128 causal at 4k (where the default takes sm90v9), d 128 at
+ * every class of Sk mod 176 (sm90v6's partial last key block), and causal Q tiles aligned to the
+ * sequence's end (FLASHC_CUDA_SM90_CSHIFT on and off: rows < 0 of the first tile never stored,
+ * guard rows around o). Every case first asks flashc_attn_fwd_supported, which must answer what
+ * the run then does.
  *
  * FLASHC_CUDA_KERNEL=sm80|sm90v5|... forces one kernel family (read by the library); cases that
  * family does not serve are refused by both calls, counted and reported as not served, and
@@ -36,7 +38,10 @@
  * FLASHC_TEST_DIMS=59,128 (a comma list) keeps the head-dim tests of those dims only;
  * FLASHC_TEST_ONLY=test_many_tiles,test_repeatable (a comma list of test names) keeps those
  * tests only (racecheck, ~100x slower again than memcheck on these kernels, runs one or two).
+ * FLASHC_CUDA_SM90_CSHIFT (read by the library on every call) applies to every causal case but
+ * test_causal_end_tiles's, which sets it itself (1, then 0) and restores it.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "common.h"
 
 #include <stdio.h>
@@ -55,6 +60,12 @@ typedef struct attn_case {
     int use_stream;    /* pass a created stream rather than the default one             */
     int pitch;         /* elements from one row's feature 0 to the next row's; 0: D       */
 } attn_case;
+
+/* Rows of o's layout before and after it in its allocation, NaN poisoned, that must stay
+ * unwritten (0: none; o stays 16-byte aligned where the pitch is a multiple of 8): set by
+ * test_causal_end_tiles around its cases (a global rather than a field of attn_case, whose
+ * positional initialisers elsewhere would all need it). */
+static int o_guard_rows;
 
 /* Row pitch of the buffers: D, or a wider pitch whose padding the kernel must neither read
  * into the result nor write. */
@@ -192,10 +203,12 @@ static void fill(const attn_case *c, int64_t n, float *f, uint16_t *bits)
 /* Runs the kernel on fresh inputs; fills o/lse (host copies); returns the status. */
 typedef struct run_buffers {
     int64_t nq, nk;
+    int64_t ng;           /* elements of each guard (o_guard_rows), before and after o */
+    int64_t guard_written; /* guard elements that lost their poison (buffers_fetch)      */
     float *qf, *kf, *vf;
     uint16_t *qh, *kh, *vh, *oh;
     float *lseh;
-    void *dq, *dk, *dv, *dout;
+    void *dq, *dk, *dv, *dout, *dout_base; /* dout: ng elements into dout_base */
     float *dlse;
 } run_buffers;
 
@@ -203,6 +216,9 @@ static void buffers_create(const attn_case *c, run_buffers *r)
 {
     r->nq = (int64_t)c->B * c->Sq * c->Hq * pitch_of(c);
     r->nk = (int64_t)c->B * c->Sk * c->Hkv * pitch_of(c);
+    /* a guard row of o's layout: one sequence row of every head (bshd), one head's row (bhsd) */
+    r->ng = (int64_t)o_guard_rows * (c->bhsd ? 1 : c->Hq) * pitch_of(c);
+    r->guard_written = 0;
     r->qf = malloc(r->nq * sizeof(float));
     r->kf = malloc(r->nk * sizeof(float));
     r->vf = malloc(r->nk * sizeof(float));
@@ -219,7 +235,8 @@ static void buffers_create(const attn_case *c, run_buffers *r)
     CUDA_OK(cudaMalloc(&r->dq, r->nq * 2));
     CUDA_OK(cudaMalloc(&r->dk, r->nk * 2));
     CUDA_OK(cudaMalloc(&r->dv, r->nk * 2));
-    CUDA_OK(cudaMalloc(&r->dout, r->nq * 2));
+    CUDA_OK(cudaMalloc(&r->dout_base, (r->nq + 2 * r->ng) * 2));
+    r->dout = (uint16_t *)r->dout_base + r->ng;
     CUDA_OK(cudaMalloc((void **)&r->dlse, (size_t)c->B * c->Hq * c->Sq * sizeof(float)));
     CUDA_OK(cudaMemcpy(r->dq, r->qh, r->nq * 2, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(r->dk, r->kh, r->nk * 2, cudaMemcpyHostToDevice));
@@ -229,7 +246,7 @@ static void buffers_create(const attn_case *c, run_buffers *r)
 static void buffers_poison(const attn_case *c, run_buffers *r)
 {
     /* 0xffff is NaN in bf16 and fp16, 0xffffffff NaN in float32 */
-    CUDA_OK(cudaMemset(r->dout, 0xff, r->nq * 2));
+    CUDA_OK(cudaMemset(r->dout_base, 0xff, (r->nq + 2 * r->ng) * 2));
     CUDA_OK(cudaMemset(r->dlse, 0xff, (size_t)c->B * c->Hq * c->Sq * sizeof(float)));
 }
 
@@ -238,11 +255,23 @@ static void buffers_fetch(const attn_case *c, run_buffers *r)
     CUDA_OK(cudaMemcpy(r->oh, r->dout, r->nq * 2, cudaMemcpyDeviceToHost));
     CUDA_OK(cudaMemcpy(r->lseh, r->dlse, (size_t)c->B * c->Hq * c->Sq * sizeof(float),
                        cudaMemcpyDeviceToHost));
+    if (r->ng > 0) { /* the guards before and after o */
+        uint16_t *g = malloc(r->ng * 2);
+        if (!g)
+            fail_msg("out of host memory");
+        for (int side = 0; side < 2; side++) {
+            CUDA_OK(cudaMemcpy(g, (uint16_t *)r->dout_base + (side ? r->ng + r->nq : 0),
+                               r->ng * 2, cudaMemcpyDeviceToHost));
+            for (int64_t x = 0; x < r->ng; x++)
+                r->guard_written += g[x] != 0xffff;
+        }
+        free(g);
+    }
 }
 
 static void buffers_destroy(run_buffers *r)
 {
-    cudaFree(r->dq), cudaFree(r->dk), cudaFree(r->dv), cudaFree(r->dout), cudaFree(r->dlse);
+    cudaFree(r->dq), cudaFree(r->dk), cudaFree(r->dv), cudaFree(r->dout_base), cudaFree(r->dlse);
     free(r->qf), free(r->kf), free(r->vf), free(r->qh), free(r->kh), free(r->vh), free(r->oh);
     free(r->lseh);
 }
@@ -327,7 +356,7 @@ static int check_case(const attn_case *c)
     const int64_t rows = (int64_t)c->B * c->Hq * c->Sq;
     const int draws = draws_of(c);
     errs total = {0};
-    int64_t pad_written = 0;
+    int64_t pad_written = 0, guard_written = 0;
     for (int draw = 0; draw < draws; draw++) {
         run_buffers r;
         buffers_create(c, &r);
@@ -369,6 +398,7 @@ static int check_case(const attn_case *c)
         /* the padding of o's rows (pitch > D) keeps its poison: only D columns are stored */
         for (int64_t x = 0; x < r.nq; x++)
             pad_written += x % pitch_of(c) >= c->D && r.oh[x] != 0xffff;
+        guard_written += r.guard_written;
         buffers_destroy(&r);
     }
 
@@ -384,6 +414,9 @@ static int check_case(const attn_case *c)
         fail_msg("%lld outputs non-finite or unwritten", (long long)total.bad);
     if (pad_written)
         fail_msg("%lld elements of o's row padding written", (long long)pad_written);
+    if (guard_written)
+        fail_msg("%lld elements of the %d guard rows before / after o written",
+                 (long long)guard_written, o_guard_rows);
     /* The floors only matter if the naive error is exactly 0, which random data never gives. */
     if (!(total.o <= 2.0 * total.o_naive + 1e-6))
         fail_msg("o error %.4g > 2 x naive %.4g", total.o, total.o_naive);
@@ -619,6 +652,55 @@ static void test_long_causal(void **state)
         ran += check_case(&cs[i]);
     if (!ran)
         printf("  long causal: not served by FLASHC_CUDA_KERNEL=%s\n", forced_kernel());
+}
+
+/* Causal Q tiles aligned to the sequence's end (attn_fwd_sm90.cu, q_shift; FLASHC_CUDA_SM90_CSHIFT
+ * set here to 1 and then 0 for each case, and restored): the first tile of every head starts at
+ * row -(n_mblocks BM - Sq), its rows < 0 computed on the copy engine's zeros and never stored.
+ * Sq % 192 != 0 and Sq % 128 != 0 (a partial tile at both of the sm90 kernels' heights), with Sk
+ * < Sq (rows < 0 see no key: -inf row maxima, which must not turn into NaN), Sk == Sq and Sk > Sq
+ * (rows < 0 see some keys); B = 2, so that a row < 0 of batch 1 stored by mistake lands on batch
+ * 0's last rows (bshd: row -1 of batch 1 is row Sq - 1 of batch 0), which are checked, and guard
+ * rows of o's layout before and after it in its allocation (192, more than any shift: batch 0's
+ * rows < 0 and the last batch's rows past Sq lie there) that must keep their poison. Every row
+ * is checked (NaN poisoned first), so the first tile's rows near 0 too. The lengths: 2200 (shift
+ * 104 at BM 192 and at 128: one consumer's rows all < 0, the next one's box partly) at d 64,
+ * where the default takes v7 from 2048; 1100 (shift 52 at both) at d 128 and 64, where it takes
+ * v6 / v5 from 1024; 1000 (shift 152 at BM 192, two consumers all < 0, and 24 at 128) and 100
+ * (one tile of 100 rows: shift 92 / 28) for the forced families (sm80 takes them by default).
+ * Short cases only under FLASHC_TEST_SMALL. */
+static void test_causal_end_tiles(void **state)
+{
+    (void)state;
+    static const int lens[][4] = {/* D, Sq, Sk, dtype (1: fp16) */
+                                  {64, 2200, 2050, 0},  {64, 2200, 2200, 1}, {64, 2200, 2600, 0},
+                                  {128, 1100, 1030, 1}, {128, 1100, 1100, 0}, {64, 1100, 1500, 1},
+                                  {64, 1000, 700, 0},   {128, 1000, 1000, 1}, {64, 1000, 1300, 1},
+                                  {128, 100, 60, 0},    {64, 100, 100, 1},    {128, 100, 260, 1}};
+    enum { NL = sizeof lens / sizeof lens[0], NSMALL = 3 };
+    const char *was = getenv("FLASHC_CUDA_SM90_CSHIFT");
+    char saved[16] = "";
+    if (was)
+        snprintf(saved, sizeof saved, "%s", was);
+    int ran = 0;
+    for (int i = small_only() ? NL - NSMALL : 0; i < NL; i++)
+        for (int on = 1; on >= 0; on--) {
+            setenv("FLASHC_CUDA_SM90_CSHIFT", on ? "1" : "0", 1);
+            attn_case c = {2, lens[i][1], lens[i][2], 2, 1, lens[i][0], 1,
+                           lens[i][3] ? FLASHC_F16 : FLASHC_BF16, 0, 0, 0};
+            o_guard_rows = 192;
+            const int r = check_case(&c);
+            o_guard_rows = 0;
+            if (r)
+                printf("    (FLASHC_CUDA_SM90_CSHIFT=%d)\n", on);
+            ran += r;
+        }
+    if (was)
+        setenv("FLASHC_CUDA_SM90_CSHIFT", saved, 1);
+    else
+        unsetenv("FLASHC_CUDA_SM90_CSHIFT");
+    if (!ran)
+        printf("  causal end tiles: not served by FLASHC_CUDA_KERNEL=%s\n", forced_kernel());
 }
 
 /* The same inputs twice give bit-identical results: a race would show as a moving result. */
@@ -907,7 +989,7 @@ int main(void)
     enum { ND = sizeof dims / sizeof dims[0] };
     static dim_case cases[2 * ND];
     static char names[2 * ND][24];
-    struct CMUnitTest tests[9 + 2 * ND];
+    struct CMUnitTest tests[10 + 2 * ND];
     tests[0] = (struct CMUnitTest)cmocka_unit_test(test_refusals);
     tests[1] = (struct CMUnitTest)cmocka_unit_test(test_cuda_errors);
     tests[2] = (struct CMUnitTest)cmocka_unit_test(test_repeatable);
@@ -917,9 +999,10 @@ int main(void)
     tests[6] = (struct CMUnitTest)cmocka_unit_test(test_graph_replay);
     tests[7] = (struct CMUnitTest)cmocka_unit_test(test_long_causal);
     tests[8] = (struct CMUnitTest)cmocka_unit_test(test_key_tail);
+    tests[9] = (struct CMUnitTest)cmocka_unit_test(test_causal_end_tiles);
     const char *only = getenv("FLASHC_TEST_DIMS");
     const char *names_only = getenv("FLASHC_TEST_ONLY");
-    int nt = 9;
+    int nt = 10;
     for (int i = 0; i < 2 * ND; i++) {
         cases[i].dt = i < ND ? FLASHC_BF16 : FLASHC_F16;
         cases[i].D = dims[i % ND];
