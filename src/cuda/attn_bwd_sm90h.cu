@@ -70,47 +70,56 @@ static_assert((168 - H_PRODUCER_REGS) * 128 == (H_CONSUMER_REGS - 168) * 256,
  * padded entries (a.D == a.Dv <= D, a multiple of 8). */
 enum : unsigned { H_DET = 1u << 0, H_MODS = 1u << 1, H_PAD = 1u << 2 };
 
+/* Q / dO stages: one at d 256 (a second does not fit), two at d 192. */
+template <int D> constexpr int bwd90h_stages() { return D == 192 ? 2 : 1; }
+
 /* Byte offsets from a 1024-byte aligned base; a tile of R rows x D columns is D / 64 panels of
  * R rows x 128 bytes (ptx_sm90.cuh's swizzle, which TMA writes). */
 template <int D> struct bwd90h_smem {
+    static constexpr int NS = bwd90h_stages<D>();
     static constexpr int KV_BYTES = H_BN * D * 2;
-    static constexpr int QBUF = H_BM * D * 2;
+    static constexpr int QBUF = H_BM * D * 2;    /* one stage of Q (or dO) */
     static constexpr int PBUF = H_BM * H_BN * 2; /* P or dS of a Q block: [64 q][128 B] */
     static constexpr int K = 0;
     static constexpr int V = K + KV_BYTES;
-    static constexpr int Q = V + KV_BYTES;
-    static constexpr int DO = Q + QBUF;
-    static constexpr int P = DO + QBUF;        /* [2][PBUF] */
+    static constexpr int Q = V + KV_BYTES;     /* [NS][D / 64][BM][128 B] */
+    static constexpr int DO = Q + NS * QBUF;
+    static constexpr int P = DO + NS * QBUF;   /* [2][PBUF] */
     static constexpr int DS = P + 2 * PBUF;    /* [2][PBUF] */
     static constexpr int DQ = DS + 2 * PBUF;   /* float [2 wg][BM][272 B] */
-    static constexpr int LSE = DQ + 2 * H_BM * H_DQ_ROW; /* float [BM] */
-    static constexpr int DSUM = LSE + H_BM * 4;          /* float [BM] */
-    static constexpr int INFO = DSUM + H_BM * 4;         /* int [4] */
-    static constexpr int BARS = INFO + 16;               /* kv_full, full, empty */
-    static constexpr int TOTAL = BARS + 3 * 8;
+    static constexpr int LSE = DQ + 2 * H_BM * H_DQ_ROW; /* float [NS][BM] */
+    static constexpr int DSUM = LSE + NS * H_BM * 4;     /* float [NS][BM] */
+    static constexpr int INFO = DSUM + NS * H_BM * 4;    /* int [NS][4] */
+    static constexpr int BARS = INFO + NS * 16;          /* kv_full, full[NS], empty[NS] */
+    static constexpr int TOTAL = BARS + (1 + 2 * NS) * 8;
     static constexpr int LAUNCH = TOTAL + 1024;
+    static_assert(LAUNCH <= 227 * 1024, "one block per SM fits");
+    static_assert(QBUF % 1024 == 0 && P % 1024 == 0 && DS % 1024 == 0 && DQ % 16 == 0 &&
+                      BARS % 8 == 0,
+                  "swizzle atoms 1024-byte aligned; bulk sources 16; mbarriers 8");
 };
-static_assert(bwd90h_smem<256>::LAUNCH <= 227 * 1024, "one block per SM fits");
-static_assert(bwd90h_smem<256>::P % 1024 == 0 && bwd90h_smem<256>::DS % 1024 == 0 &&
-                  bwd90h_smem<256>::DQ % 16 == 0 && bwd90h_smem<256>::BARS % 8 == 0,
-              "swizzle atoms 1024-byte aligned; bulk sources 16; mbarriers 8");
 
 } // namespace
 
 #if FLASHC_PTX_SM90A
 /* wgmma m64nNk16 with A and B from shared memory, each K-major (0) or MN-major (1): TA, TB
- * (imm-trans-a / -b; bf16 / fp16 only). N = 32: S^T, dP^T (TA = TB = 0); N = 128: dV, dK
- * (TA = TB = 1: A = P or dS stored [query][key], B = dO or Q [query][feature]). */
+ * (imm-trans-a / -b; bf16 / fp16 only). N = 32: S^T, dP^T (TA = TB = 0); N = 128 (d 256) and
+ * 192 (d 192): dV, dK (TA = TB = 1: A = P or dS stored [query][key], B = dO or Q [query][feature]). */
 #define H_F(i) "+f"(d[i][0]), "+f"(d[i][1]), "+f"(d[i][2]), "+f"(d[i][3])
 #define H_D4 H_F(0), H_F(1), H_F(2), H_F(3)
 #define H_D16                                                                                      \
     H_D4, H_F(4), H_F(5), H_F(6), H_F(7), H_F(8), H_F(9), H_F(10), H_F(11), H_F(12), H_F(13),     \
         H_F(14), H_F(15)
+#define H_D24                                                                                      \
+    H_D16, H_F(16), H_F(17), H_F(18), H_F(19), H_F(20), H_F(21), H_F(22), H_F(23)
 #define H_R16 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
 #define H_R64                                                                                      \
     H_R16 ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "    \
           "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "       \
           "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define H_R96                                                                                      \
+    H_R64 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "    \
+          "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
 #define H_SS(N, NF, DL, REGS, IA, IB, IP, ITA, ITB, T, TS)                                        \
     template <int TA, int TB>                                                                      \
     static __device__ __forceinline__ void bwd90h_ss_m64n##N(T, float(&d)[NF][4], uint64_t desc_a, \
@@ -126,12 +135,34 @@ H_SS(32, 4, H_D4, H_R16, 16, 17, 18, 19, 20, __nv_bfloat16, "bf16")
 H_SS(32, 4, H_D4, H_R16, 16, 17, 18, 19, 20, __half, "f16")
 H_SS(128, 16, H_D16, H_R64, 64, 65, 66, 67, 68, __nv_bfloat16, "bf16")
 H_SS(128, 16, H_D16, H_R64, 64, 65, 66, 67, 68, __half, "f16")
+H_SS(192, 24, H_D24, H_R96, 96, 97, 98, 99, 100, __nv_bfloat16, "bf16")
+H_SS(192, 24, H_D24, H_R96, 96, 97, 98, 99, 100, __half, "f16")
 #undef H_SS
+#undef H_R96
+#undef H_D24
 #undef H_R64
 #undef H_R16
 #undef H_D16
 #undef H_D4
 #undef H_F
+
+/* dV += P^T dO or dK += dS^T Q over the Q block's 64 queries (4 steps of 16): A (P or dS at
+ * a_s, [query][key]) read M-major, B (dO or Q panels from b_s, [panel][query][128 B]) MN-major,
+ * the panels LBO = 64 rows x 128 B apart; N = 128 (two panels) or 192 (three). */
+template <typename T, int NF>
+static __device__ __forceinline__ void bwd90h_kv_mma(float (&acc)[NF][4], uint32_t a_s,
+                                                     uint32_t b_s)
+{
+#pragma unroll
+    for (int kk = 0; kk < H_BM / 16; kk++) {
+        const uint64_t da = ptx_wgmma_desc(a_s + kk * 16 * 128, H_BM * 128, 1024);
+        const uint64_t db = ptx_wgmma_desc(b_s + kk * 16 * 128, H_BM * 128, 1024);
+        if constexpr (NF == 16)
+            bwd90h_ss_m64n128<1, 1>(T(), acc, da, db, 1);
+        else
+            bwd90h_ss_m64n192<1, 1>(T(), acc, da, db, 1);
+    }
+}
 
 /* The deterministic turn counter of Q block m of head h, batch b (a.sem's index; block_q 64,
  * split 1: the preprocess zeroes them) */
@@ -142,10 +173,17 @@ static __device__ __forceinline__ int bwd90h_turn_counter(const attn_bwd_args &a
 }
 #endif
 
-/* T: __nv_bfloat16 or __half; D: 256; F: H_* bits. Tensor maps (D, S, H, B) of q, dout (boxes
- * 64 x BM) and k, v (64 x BN), a.D wide (H_PAD: the copy engine pads to D). Grid: (K/V blocks
- * of BN keys, B Hkv); under DET with an upper key bound the K blocks run in reverse
- * (bwd_turn). */
+/* T: __nv_bfloat16 or __half; D: 256 or 192; F: H_* bits. Tensor maps (D, S, H, B) of q, dout
+ * (boxes 64 x BM) and k, v (64 x BN), a.D wide (H_PAD: the copy engine pads to D). Grid: (K/V
+ * blocks of BN keys, B Hkv); under DET with an upper key bound the K blocks run in reverse
+ * (bwd_turn).
+ * What a consumer warpgroup w owns after the meeting, by head dim:
+ *  - d 256: dV and dK of the 64 keys x features [128 w, +128) (two m64n128 accumulators), and dQ
+ *    of the 64 queries x panels 2 w, 2 w + 1 over all 64 keys;
+ *  - d 192: warpgroup 0 dV, warpgroup 1 dK, each of the 64 keys x all 192 features (one m64n192
+ *    accumulator: the same instructions, the operands chosen by w), and dQ of the 64 queries x
+ *    each of the 3 panels over its keys [32 w, +32): both warpgroups add into the same dQ rows
+ *    (deterministic mode: warpgroup 1's warps after warpgroup 0's, 4 counts later). */
 template <typename T, int D, unsigned F>
 __global__ void __launch_bounds__(H_THREADS, 1)
     attn_bwd_sm90h_kernel(const __grid_constant__ CUtensorMap tm_q,
@@ -156,20 +194,25 @@ __global__ void __launch_bounds__(H_THREADS, 1)
 #if FLASHC_PTX_SM90A
     constexpr bool DET = F & H_DET, MODS = F & H_MODS, PAD = F & H_PAD;
     using L = bwd90h_smem<D>;
-    constexpr int BM = H_BM, BN = H_BN;
-    constexpr int NP = D / 64;     /* feature panels                                   */
-    constexpr int PW = NP / 2;     /* panels of dK, dV, dQ per consumer warpgroup      */
-    constexpr int QW = BM / 2;     /* queries of S^T, dP^T per consumer warpgroup      */
-    constexpr int NT = QW / 8;     /* their 8-query column tiles                       */
-    constexpr int DT = PW * 8;     /* 8-feature column tiles of dK, dV                 */
-    static_assert(D == 256, "dK, dV as two m64n128 tiles per warpgroup");
+    constexpr int BM = H_BM, BN = H_BN, NS = L::NS;
+    constexpr bool D192 = D == 192;
+    static_assert(D == 256 || D == 192, "the two instances");
+    constexpr int NP = D / 64;            /* feature panels                                  */
+    constexpr int QW = BM / 2;            /* queries of S^T, dP^T per consumer warpgroup     */
+    constexpr int NT = QW / 8;            /* their 8-query column tiles                      */
+    constexpr int KVF = D192 ? D : D / 2; /* features of a dK / dV accumulator               */
+    constexpr int KVT = KVF / 8;          /* its 8-feature column tiles                      */
+    constexpr int NQP = D192 ? NP : NP / 2; /* dQ panels per consumer warpgroup              */
+    static_assert(NQP >= 2, "the stage is handed back after the second dQ panel's issue");
 
     extern __shared__ uint8_t smem_raw[];
     const uint32_t raw = ptx_smem_addr(smem_raw);
     const uint32_t base = (raw + 1023u) & ~1023u;
     uint8_t *sbase = smem_raw + (base - raw);
-    const uint32_t sK = base + L::K, sV = base + L::V, sQ = base + L::Q, sdO = base + L::DO;
-    const uint32_t kv_full = base + L::BARS, full = kv_full + 8u, empty = kv_full + 16u;
+    const uint32_t sK = base + L::K, sV = base + L::V;
+    const uint32_t kv_full = base + L::BARS;
+    auto full = [&](int s) { return base + L::BARS + 8u * (1 + s); };
+    auto empty = [&](int s) { return base + L::BARS + 8u * (1 + NS + s); };
 
     const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
     const bwd_range rg = bwd_range_of(a);
@@ -185,8 +228,10 @@ __global__ void __launch_bounds__(H_THREADS, 1)
 
     if (tid == 0) {
         ptx_mbarrier_init(kv_full, 1);
-        ptx_mbarrier_init(full, 1 + 32); /* the expect_tx arrival + every producer lane's */
-        ptx_mbarrier_init(empty, 256);   /* every consumer thread */
+        for (int s = 0; s < NS; s++) {
+            ptx_mbarrier_init(full(s), 1 + 32); /* the expect_tx arrival + every producer lane's */
+            ptx_mbarrier_init(empty(s), 256);   /* every consumer thread */
+        }
         ptx_fence_mbarrier_init();
     }
     __syncthreads(); /* the only block-wide barrier: the roles part here */
@@ -207,18 +252,20 @@ __global__ void __launch_bounds__(H_THREADS, 1)
         }
         int h = hk * a.group, m = m_begin;
         for (int it = 0; it < total; it++) {
+            const int s = it % NS;
             const int m0 = m * BM;
-            /* the previous Q block is done (a fresh barrier passes parity 1 at once) */
-            ptx_mbarrier_wait(empty, ((uint32_t)it & 1u) ^ 1u);
+            /* the stage's previous Q block is done (a fresh barrier passes parity 1 at once) */
+            ptx_mbarrier_wait(empty(s), (((uint32_t)(it / NS)) & 1u) ^ 1u);
             if (lane == 0) {
-                int *info = (int *)(sbase + L::INFO);
+                int *info = (int *)(sbase + L::INFO) + 4 * s;
                 info[0] = m0, info[1] = h;
                 info[2] = bwd90h_turn_counter(a, b, h, m);
                 info[3] = DET ? bwd_turn(rg, n_block, (int)gridDim.x, m, BM, BN) : 0;
-                ptx_mbarrier_arrive_expect_tx(full, 2 * L::QBUF);
+                ptx_mbarrier_arrive_expect_tx(full(s), 2 * L::QBUF);
+                const uint32_t sQ = base + L::Q + s * L::QBUF, sdO = base + L::DO + s * L::QBUF;
                 for (int p = 0; p < NP; p++) {
-                    ptx_tma_load_4d(sQ + p * BM * 128, &tm_q, full, 64 * p, m0, h, b);
-                    ptx_tma_load_4d(sdO + p * BM * 128, &tm_do, full, 64 * p, m0, h, b);
+                    ptx_tma_load_4d(sQ + p * BM * 128, &tm_q, full(s), 64 * p, m0, h, b);
+                    ptx_tma_load_4d(sdO + p * BM * 128, &tm_do, full(s), 64 * p, m0, h, b);
                 }
             }
             /* LSE and D rows (rows past Sq: zeros; with Q, dO zero there they add nothing to
@@ -232,12 +279,12 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                 lse_r[i] = valid ? a.lse[b * a.slse[0] + h * a.slse[1] + row * a.slse[2]] : 0.0f;
                 d_r[i] = valid ? a.dsum[((int64_t)b * a.Hq + h) * a.Sq + row] : 0.0f;
             }
-            float *sl = (float *)(sbase + L::LSE);
-            float *sd = (float *)(sbase + L::DSUM);
+            float *sl = (float *)(sbase + L::LSE) + s * BM;
+            float *sd = (float *)(sbase + L::DSUM) + s * BM;
 #pragma unroll
             for (int i = 0; i < BM / 32; i++)
                 sl[lane + 32 * i] = lse_r[i], sd[lane + 32 * i] = d_r[i];
-            ptx_mbarrier_arrive(full);
+            ptx_mbarrier_arrive(full(s));
             if (++m == m_end)
                 h++, m = m_begin;
         }
@@ -248,24 +295,35 @@ __global__ void __launch_bounds__(H_THREADS, 1)
     ptx_setmaxnreg_inc<H_CONSUMER_REGS>();
     const int cw = warp - 4, wg = cw / 4, wq = cw % 4;
     const int g = lane / 4, t = lane % 4;
-    const float *lrow = (const float *)(sbase + L::LSE);
-    const float *drow = (const float *)(sbase + L::DSUM);
     const uint32_t stage_s = base + L::DQ + wg * BM * H_DQ_ROW; /* this warpgroup's staging */
 
-    float dk[DT][4], dv[DT][4];
+    /* d 256: kv0 = dV, kv1 = dK (features [128 wg, +128)); d 192: kv0 = dV (wg 0) or dK
+     * (wg 1), all features; kv1 unused */
+    float kv0[KVT][4], kv1[D192 ? 1 : KVT][4];
 #pragma unroll
-    for (int dt = 0; dt < DT; dt++)
+    for (int dt = 0; dt < KVT; dt++)
 #pragma unroll
         for (int e = 0; e < 4; e++)
-            dk[dt][e] = dv[dt][e] = 0.0f;
+            kv0[dt][e] = 0.0f;
+    if constexpr (!D192) {
+#pragma unroll
+        for (int dt = 0; dt < KVT; dt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                kv1[dt][e] = 0.0f;
+    }
 
     if (total > 0)
         ptx_mbarrier_wait(kv_full, 0);
     for (int it = 0; it < total; it++) {
-        ptx_mbarrier_wait(full, (uint32_t)it & 1u);
-        const int *info = (const int *)(sbase + L::INFO);
+        const int st = it % NS;
+        ptx_mbarrier_wait(full(st), ((uint32_t)(it / NS)) & 1u);
+        const int *info = (const int *)(sbase + L::INFO) + 4 * st;
         const int m0 = info[0], h = info[1];
         const int cnt = DET ? info[2] : 0, turn = DET ? info[3] : 0;
+        const uint32_t sQ = base + L::Q + st * L::QBUF, sdO = base + L::DO + st * L::QBUF;
+        const float *lrow = (const float *)(sbase + L::LSE) + st * BM;
+        const float *drow = (const float *)(sbase + L::DSUM) + st * BM;
         const uint32_t sP = base + L::P + (it & 1) * L::PBUF;
         const uint32_t sdS = base + L::DS + (it & 1) * L::PBUF;
 
@@ -365,26 +423,34 @@ __global__ void __launch_bounds__(H_THREADS, 1)
         /* the consumers' one meeting per Q block: both warpgroups' query halves of P, dS */
         ptx_named_bar_sync(1, 256);
 
-        /* dQ of panel PW wg first (one group), then dV, dK (one group) */
+        /* dQ panel pi of this warpgroup (one committed group): d 256 panel 2 wg + pi over the
+         * 64 keys (bwd_dq_mma); d 192 panel pi over keys [32 wg, +32) (2 steps) */
         float acc[8][4];
-        bwd_dq_mma<T, BM, BN, false>(acc, sdS, sK, PW * wg);
-        ptx_fence_operands(dv);
-        ptx_fence_operands(dk);
+        auto dq_mma = [&](int pi) {
+            if constexpr (!D192) {
+                bwd_dq_mma<T, BM, BN, false>(acc, sdS, sK, NQP * wg + pi);
+            } else {
+                ptx_wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < BM / 16; kk++) {
-            /* A: P^T (keys x 16 queries) read M-major from P [query][key] (16 rows a step);
-             * B: dO's 16 rows x this warpgroup's PW panels, MN-major (LBO: the next panel) */
-            bwd90h_ss_m64n128<1, 1>(T(), dv, ptx_wgmma_desc(sP + kk * 16 * 128, BM * 128, 1024),
-                                    ptx_wgmma_desc(sdO + PW * wg * BM * 128 + kk * 16 * 128,
-                                                   BM * 128, 1024),
-                                    1);
+                for (int ks = 0; ks < 2; ks++) {
+                    const uint32_t dsa = sdS + (2 * wg + ks) * 32;
+                    const uint32_t kb = sK + pi * BN * 128 + (32 * wg + 16 * ks) * 128;
+                    ptx_wgmma_ss_m64n64k16<1>(T(), acc, ptx_wgmma_desc(dsa, 16, 1024),
+                                              ptx_wgmma_desc(kb, BN * 128, 1024), ks > 0);
+                }
+                ptx_wgmma_commit();
+            }
+        };
+        /* dQ's first panel (one group), then dV, dK (one group) */
+        dq_mma(0);
+        ptx_fence_operands(kv0);
+        if constexpr (!D192) {
+            ptx_fence_operands(kv1);
+            bwd90h_kv_mma<T>(kv0, sP, sdO + NQP * wg * BM * 128);
+            bwd90h_kv_mma<T>(kv1, sdS, sQ + NQP * wg * BM * 128);
+        } else {
+            bwd90h_kv_mma<T>(kv0, wg ? sdS : sP, wg ? sQ : sdO);
         }
-#pragma unroll
-        for (int kk = 0; kk < BM / 16; kk++)
-            bwd90h_ss_m64n128<1, 1>(T(), dk, ptx_wgmma_desc(sdS + kk * 16 * 128, BM * 128, 1024),
-                                    ptx_wgmma_desc(sQ + PW * wg * BM * 128 + kk * 16 * 128,
-                                                   BM * 128, 1024),
-                                    1);
         ptx_wgmma_commit();
 
         /* dQ's panels: this warp's 16 rows (acc[j]: rows 16 wq + g (+8), columns 8 j + 2t, +1)
@@ -404,7 +470,7 @@ __global__ void __launch_bounds__(H_THREADS, 1)
             }
             ptx_fence_proxy_async_shared(); /* the stores, for the copy engine's reads */
             __syncwarp();
-            const int p = PW * wg + pi;
+            const int p = D192 ? pi : NQP * wg + pi;
             if constexpr (!DET) {
                 if (adds)
                     ptx_bulk_reduce_add_f32(dqa + 64 * p, stage_s + (uint32_t)row * H_DQ_ROW, 256);
@@ -412,10 +478,13 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                     ptx_bulk_commit_group();
             } else {
                 if (pi == 0) {
-                    /* every consumer warp (8 per block) releases one count per Q block */
+                    /* every consumer warp (8 per block) releases one count per Q block, after
+                     * its last panel; d 192: warpgroup 1's warps add into warpgroup 0's rows,
+                     * after all four of its warps */
                     if (lane == 0) {
                         int *sem = a.sem + cnt;
-                        while (ptx_ld_acquire_gpu(sem) < 8 * turn) {
+                        const int need = 8 * turn + (D192 ? 4 * wg : 0);
+                        while (ptx_ld_acquire_gpu(sem) < need) {
                         }
                     }
                     __syncwarp();
@@ -430,7 +499,7 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                     ptx_fence_proxy_async_global(); /* ... and ordered before the release */
                 }
                 __syncwarp();
-                if (pi == PW - 1 && lane == 0) {
+                if (pi == NQP - 1 && lane == 0) {
                     __threadfence();
                     ptx_red_release_gpu_add(a.sem + cnt, 1);
                 }
@@ -441,51 +510,53 @@ __global__ void __launch_bounds__(H_THREADS, 1)
         ptx_fence_operands(acc);
         dq_out(0);
 #pragma unroll
-        for (int pi = 1; pi < PW; pi++) {
-            bwd_dq_mma<T, BM, BN, false>(acc, sdS, sK, PW * wg + pi);
+        for (int pi = 1; pi < NQP; pi++) {
+            dq_mma(pi);
             if (pi == 1) {
-                ptx_wgmma_wait<1>(); /* dV, dK: Q, dO, LSE, D, info are read */
-                ptx_fence_operands(dv);
-                ptx_fence_operands(dk);
-                ptx_mbarrier_arrive(empty);
+                ptx_wgmma_wait<1>(); /* dV, dK: Q, dO, LSE, D, info of the stage are read */
+                ptx_fence_operands(kv0);
+                if constexpr (!D192)
+                    ptx_fence_operands(kv1);
+                ptx_mbarrier_arrive(empty(st));
             }
             ptx_wgmma_wait<0>();
             ptx_fence_operands(acc);
             dq_out(pi);
-        }
-        if constexpr (PW == 1) {
-            ptx_wgmma_wait<0>();
-            ptx_fence_operands(dv);
-            ptx_fence_operands(dk);
-            ptx_mbarrier_arrive(empty);
         }
     }
     /* the block's shared memory outlives the copy engine's last reads */
     if (lane < 16)
         ptx_bulk_wait_group<0>();
 
-    /* dK = scale dS^T Q and dV: rows (keys) 16 wq + g (+8), columns 128 wg + 8 dt + 2t; rows
-     * past Sk not stored; all zero if no query sees the keys; PAD: the (zero) columns past a.D
-     * not stored */
-    T *dkg = (T *)a.dk + b * a.sdk[0] + hk * a.sdk[2] + (int64_t)n0 * a.sdk[1] + 64 * PW * wg +
-             2 * t;
-    T *dvg = (T *)a.dv + b * a.sdv[0] + hk * a.sdv[2] + (int64_t)n0 * a.sdv[1] + 64 * PW * wg +
-             2 * t;
+    /* dK = scale dS^T Q and dV: rows (keys) 16 wq + g (+8); columns (d 256) 128 wg + 8 dt + 2t,
+     * (d 192) 8 dt + 2t; rows past Sk not stored; all zero if no query sees the keys; PAD: the
+     * (zero) columns past a.D not stored */
+    const int c0 = D192 ? 0 : KVF * wg;
+    auto store = [&](float(&x)[KVT][4], T *out, const int64_t *str, float scale) {
+        T *base_g = out + b * str[0] + hk * str[2] + (int64_t)n0 * str[1] + c0 + 2 * t;
 #pragma unroll
-    for (int hr = 0; hr < 2; hr++) {
-        const int r = wq * 16 + g + 8 * hr;
-        if (n0 + r < a.Sk) {
-            T *krow = dkg + (int64_t)r * a.sdk[1];
-            T *vrow = dvg + (int64_t)r * a.sdv[1];
+        for (int hr = 0; hr < 2; hr++) {
+            const int r = wq * 16 + g + 8 * hr;
+            if (n0 + r < a.Sk) {
+                T *grow = base_g + (int64_t)r * str[1];
 #pragma unroll
-            for (int dt = 0; dt < DT; dt++) {
-                if (PAD && 64 * PW * wg + dt * 8 >= a.D) /* a.D == a.Dv, a multiple of 8 */
-                    break;
-                *(uint32_t *)(krow + dt * 8) =
-                    ptx_pack2(T(), dk[dt][2 * hr] * a.scale, dk[dt][2 * hr + 1] * a.scale);
-                *(uint32_t *)(vrow + dt * 8) = ptx_pack2(T(), dv[dt][2 * hr], dv[dt][2 * hr + 1]);
+                for (int dt = 0; dt < KVT; dt++) {
+                    if (PAD && c0 + dt * 8 >= a.D) /* a.D == a.Dv, a multiple of 8 */
+                        break;
+                    *(uint32_t *)(grow + dt * 8) =
+                        ptx_pack2(T(), x[dt][2 * hr] * scale, x[dt][2 * hr + 1] * scale);
+                }
             }
         }
+    };
+    if constexpr (!D192) {
+        store(kv0, (T *)a.dv, a.sdv, 1.0f);
+        store(kv1, (T *)a.dk, a.sdk, a.scale);
+    } else {
+        if (wg == 0)
+            store(kv0, (T *)a.dv, a.sdv, 1.0f);
+        else
+            store(kv0, (T *)a.dk, a.sdk, a.scale);
     }
 #endif
 }
@@ -595,17 +666,21 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
 }
 
 /* The table: opt-in (FLASHC_CUDA_BWD_KERNEL=sm90h) until a device run shows it faster than
- * the default above d 128 (sm80p). The exact d 256 entry first; the padded one (suffix "p",
- * H_PAD) serves D == Dv, a multiple of 8, in 136..248 (d 192 among them) on the same kernel. */
-#define H_ENTRY(TN, T, DT, SUF, F, LO)                                                             \
-    {"attn_bwd_" #TN "_sm90h_d256" SUF "_64x64", "sm90h", DT, 256, 90, 90, H_BM, H_BN, 1,          \
-     bwd90h_smem<256>::LAUNCH, attn_bwd_sm90h_launch<T, 256, F>, NULL, 1, LO}
+ * the default above d 128 (sm80p). The exact entries first; the padded ones (suffix "p", H_PAD)
+ * serve D == Dv, a multiple of 8, in 136..184 on the d 192 kernel and 200..248 on the d 256 one. */
+#define H_ENTRY(TN, T, DT, D, SUF, F, LO)                                                          \
+    {"attn_bwd_" #TN "_sm90h_d" #D SUF "_64x64", "sm90h", DT, D, 90, 90, H_BM, H_BN, 1,            \
+     bwd90h_smem<D>::LAUNCH, attn_bwd_sm90h_launch<T, D, F>, NULL, 1, LO}
+#define H_PAIR(D, SUF, F, LO)                                                                      \
+    H_ENTRY(bf16, __nv_bfloat16, FLASHC_BF16, D, SUF, F, LO),                                     \
+        H_ENTRY(f16, __half, FLASHC_F16, D, SUF, F, LO)
 const attn_bwd_variant attn_bwd_sm90h_variants[] = {
-    H_ENTRY(bf16, __nv_bfloat16, FLASHC_BF16, "", 0u, 0),
-    H_ENTRY(f16, __half, FLASHC_F16, "", 0u, 0),
-    H_ENTRY(bf16, __nv_bfloat16, FLASHC_BF16, "p", H_PAD, 129),
-    H_ENTRY(f16, __half, FLASHC_F16, "p", H_PAD, 129),
+    H_PAIR(256, "", 0u, 0),
+    H_PAIR(192, "", 0u, 0),
+    H_PAIR(192, "p", H_PAD, 129),
+    H_PAIR(256, "p", H_PAD, 193),
 };
+#undef H_PAIR
 #undef H_ENTRY
 const int attn_bwd_sm90h_variant_count =
     (int)(sizeof attn_bwd_sm90h_variants / sizeof attn_bwd_sm90h_variants[0]);
