@@ -4,20 +4,23 @@
 # after it, ~1 s; ~140 s expected).
 # Question: should the head dims above 128 run the wgmma backward sm90h on compute capability
 # 9.0? Today they run sm80p (mma.sync: one thread block of 8 warps per 64 keys) at 0.39-0.83x
-# SDPA-FA2. sm90h (src/cuda/attn_bwd_sm90h.cu; opt-in: FLASHC_CUDA_BWD_KERNEL=sm90h) is one
-# d 256 kernel (exact d 256; D == Dv in 136..248, multiples of 8, padded into it by the copy
-# engine, d 192 among them): 64 queries x 64 keys, a producer warpgroup (TMA, one stage of
-# Q / dO) and two consumer warpgroups, each with S^T, dP^T of 64 keys x 32 queries, P and dS
-# through shared memory, dK and dV of the 64 keys x its 128 features (64 + 64 floats a thread),
-# dQ by panels of 64 features in bulk reduce-adds (deterministic mode: sm90v3's per-warp turns).
-# ptxas: 168 registers at launch (240 consumers by setmaxnreg), 0 spills, no C7515 / C7518.
+# SDPA-FA2. sm90h (src/cuda/attn_bwd_sm90h.cu; opt-in: FLASHC_CUDA_BWD_KERNEL=sm90h) is a d 256
+# and a d 192 kernel (D == Dv in 136..184 / 200..248, multiples of 8, padded into them by the
+# copy engine): 64 queries x 64 keys, a producer warpgroup (TMA; one stage of Q / dO at d 256,
+# two at d 192) and two consumer warpgroups, each with S^T, dP^T of 64 keys x 32 queries, P and
+# dS through shared memory; d 256: dK and dV of the 64 keys x its 128 features (64 + 64 floats
+# a thread); d 192: warpgroup 0 dV, 1 dK, all 192 features (96 floats); dQ by panels of 64
+# features in bulk reduce-adds (deterministic mode: sm90v3's per-warp turns). ptxas: 168
+# registers at launch (240 consumers by setmaxnreg), 0 spills, no C7515 / C7518 warnings.
+# NOT YET RUN ON A GPU before this script: the suites below are its first correctness check.
 #  1. (<= 60 s, side by side; FLASHC_CUDA_BWD_KERNEL=sm90h) the d 256 and d 192 suites, bf16 and
 #     fp16 (every short pair x causal x head layout, MHA / GQA / MQA, fast + deterministic on
-#     GQA, 256 x 512, 1023 x 1024 both masks); the padded dims suites (136 160 192 224 250 on
-#     sm90h: 250 is not a multiple of 8 and falls back to sm80p, as do the dims <= 128); the
+#     GQA, 256 x 512, 1023 x 1024 both masks); the padded dims suites (bf16 136 160 192 224 on
+#     sm90h, fp16 176; 250, 201 are not multiples of 8 and fall back to sm80p, as do the dims
+#     <= 128); the
 #     modifiers (windows, softcap, ALiBi at 256); deterministic bitwise (256, 160); compute-
 #     sanitizer memcheck on the short fp16 d 256 suite and the short bf16 d 192 suite,
-#     racecheck on the short bf16 d 256 suite.
+#     racecheck on the short bf16 d 256 and fp16 d 192 suites.
 #  2. (the rest of 140 s, alone on the GPU) bench_bwd4.py at d 256, 192, S 2k and 8k (B*S = 16k,
 #     H = 2048 / d), causal and not: flashc (the default: sm80p), flashc_det, flashc_90h /
 #     flashc_90h_det (sm90h forced), SDPA FA2 and cuDNN, in one process; each flashc
@@ -48,6 +51,7 @@ done
 FAM=sm90h tjob h20-memcheck 60 memcheck $F=test_f16_d256 FLASHC_TEST_SMALL=1
 FAM=sm90h tjob h20-memcheck-192 60 memcheck $F=test_bf16_d192 FLASHC_TEST_SMALL=1
 FAM=sm90h tjob h20-racecheck 60 racecheck $F=test_bf16_d256 FLASHC_TEST_SMALL=1
+FAM=sm90h tjob h20-racecheck-192 60 racecheck $F=test_f16_d192 FLASHC_TEST_SMALL=1
 wait_jobs
 summary=$(jobs_summary)
 jobs_failed && rc_all=1

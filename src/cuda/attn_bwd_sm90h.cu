@@ -1,48 +1,55 @@
 /*
  * attn_bwd_sm90h.cu — the Hopper backward for the wide head dims (issue 12, helper bwd20,
- * 2026-12-05): family sm90h, opt-in (FLASHC_CUDA_BWD_KERNEL=sm90h), one kernel at D = 256
- * that serves D == Dv == 256 exactly and every D == Dv in (128, 256), a multiple of 8, padded
- * (d 192 included) by the copy engine as sm90v3u's padded entries are (tensor maps a.D wide,
- * columns a.D..255 of Q, K, V, dO arriving as zeros; dK, dV stores cut at a.D, the
- * postprocess cuts dQ).
+ * 2026-12-05): family sm90h, opt-in (FLASHC_CUDA_BWD_KERNEL=sm90h), two kernels, d 256 and
+ * d 192, that serve D == Dv == 256 / 192 exactly and every D == Dv in (128, 256), a multiple
+ * of 8, padded into the next one (136..184 on d 192, 200..248 on d 256) by the copy engine as
+ * sm90v3u's padded entries are (tensor maps a.D wide, columns a.D..D - 1 of Q, K, V, dO
+ * arriving as zeros; dK, dV stores cut at a.D, the postprocess cuts dQ). Not yet run on a GPU.
  *
  * Why: sm90v3 keeps dK, dV of its warpgroup's 64 keys x D in registers (m64nD each): 2 x 64
  * floats a thread at d 128, 2 x 128 at d 256, which with S^T and dP^T does not fit in 240
  * registers. Above d 128 the H200 ran sm80p (mma.sync) at 0.39-0.83x SDPA-FA2.
  *
- * Shape (FlashAttention-3's d 256 backward: 64 queries x 64 keys a step, dK / dV split over
- * the warpgroups by the head dim, P and dS through shared memory; our own layout):
+ * Shape (after FlashAttention-3's d 256 backward: 64 queries x 64 keys a step, dK / dV split
+ * over the consumer warpgroups, P and dS through shared memory; our own layout and wrappers):
  *
  *  - a producer warpgroup (setmaxnreg 24; one lane works) loads K and V of the block's 64 keys
- *    once (TMA, 128-byte swizzle, 4 panels of 64 features each) and Q, dO of each Q block (64
- *    rows) into ONE stage (32 + 32 KB: a second does not fit beside the rest), plus LSE and D
- *    by plain loads; full / empty mbarriers as sm90v3's, empty completing once every consumer
- *    thread's wgmmas on Q, dO completed;
+ *    once (TMA, 128-byte swizzle, D / 64 panels of 64 features) and Q, dO of each Q block (64
+ *    rows) into a ring of stages (d 256: ONE stage, 32 + 32 KB, a second does not fit beside the
+ *    rest; d 192: two), plus LSE and D by plain loads; full / empty mbarriers as sm90v3's,
+ *    empty[s] completing once every consumer thread's wgmmas on Q, dO completed;
  *  - two consumer warpgroups (setmaxnreg 240). Warpgroup w:
  *      S^T = K Q^T and dP^T = V dO^T over the block's 64 keys (M) x its 32 queries [32 w, +32)
- *      (m64n32, k over the head dim: 16 k-steps each), the softmax and dS in registers (16 + 16
- *      floats), then P and dS stored transposed ([query][key], stmatrix .trans, sm90v3's store)
- *      into per-Q-block double buffers, one 256-thread named barrier (both warpgroups' halves);
- *      then over the whole Q block:
- *      dV[:, 128 w, +128) += P^T dO and dK[:, 128 w, +128) += dS^T Q: A = P or dS from shared
- *      memory read M-major (imm-trans-a), B = dO or Q MN-major (m64n128, 4 k-steps): dK, dV are
- *      64 keys x 128 features each, 64 + 64 floats a thread for the whole block;
- *      dQ[:, 64 p, +64) = dS K for its panels p = 2 w, 2 w + 1 (bwd_dq_mma, m64n64 each, one
- *      after the other: 32 floats), each staged in shared memory per warp (16 rows x 64 floats,
+ *      (m64n32, k over the head dim), the softmax and dS in registers (16 + 16 floats), then P
+ *      and dS stored transposed ([query][key], stmatrix .trans, sm90v3's dS store) into
+ *      per-Q-block double buffers, one 256-thread named barrier (both warpgroups' halves);
+ *      then, with A = P or dS read from shared memory M-major (imm-trans-a) and B = dO or Q
+ *      MN-major, over the whole Q block (4 k-steps):
+ *      d 256: dV[:, 128 w, +128) += P^T dO and dK[:, 128 w, +128) += dS^T Q (m64n128 each:
+ *        64 + 64 floats a thread), dQ[:, 64 p, +64) = dS K for its panels p = 2 w, 2 w + 1
+ *        over all 64 keys (bwd_dq_mma);
+ *      d 192: warpgroup 0 dV += P^T dO, warpgroup 1 dK += dS^T Q, each m64n192 (96 floats a
+ *        thread; the same instructions, the operands picked by w), and dQ[:, 64 p, +64) for
+ *        each of the 3 panels over its keys [32 w, +32) (both warpgroups add into the same
+ *        dQ rows);
+ *      each dQ panel (m64n64, 32 floats) staged in shared memory per warp (16 rows x 64 floats,
  *      sm90v3's staging rows) and added by 16 lanes' bulk reduce-adds of 256 bytes into the
- *      fp32 accumulator; deterministic mode: each consumer warp waits for its turn (8 counts a K
- *      block) before its first add of the Q block and releases one count after its last, as
- *      sm90v3's base family; the warps of a block add disjoint (rows, columns).
- *    Order per Q block: dQ(2w) issued, then dV, dK; dQ(2w)'s epilogue runs while dV, dK are on
- *    the tensor cores; dQ(2w + 1) issued; dV, dK waited and the stage handed back (the producer's
- *    next Q, dO load then runs under dQ(2w + 1) and its epilogue).
+ *      fp32 accumulator; deterministic mode: each consumer warp waits for its turn (8 counts a
+ *      K block) before its first add of the Q block and releases one count after its last, as
+ *      sm90v3's base family (d 192: warpgroup 1's warps wait for 4 counts more, warpgroup 0's
+ *      of the same block, whose rows they add into); the warps of a warpgroup add disjoint
+ *      rows.
+ *    Order per Q block: dQ's first panel issued, then dV, dK; its epilogue runs while dV, dK are
+ *    on the tensor cores; the second panel issued; dV, dK waited and the stage handed back (the
+ *    producer's next Q, dO load then runs under the remaining panels and their epilogues).
  *    P, dS double-buffered by Q block: a warpgroup writing buffer (it & 1) has passed the
  *    meeting of Q block it - 1, so the other warpgroup finished Q block it - 2 (its wgmmas
  *    waited) before: no second barrier.
  *
- * Shared memory (bwd90h_smem): K, V 32 KB each, Q, dO 32 KB each (one stage), P, dS 2 x 8 KB
- * each, dQ staging 2 x 17 KB (64 rows of 272 bytes per warpgroup), LSE, D, info, barriers:
- * 195.5 KB with the alignment slack, one block per SM.
+ * Shared memory (bwd90h_smem): d 256: K, V 32 KB each, Q, dO 32 KB each (one stage), P, dS
+ * 2 x 8 KB each, dQ staging 2 x 17 KB (64 rows of 272 bytes per warpgroup), LSE, D, info,
+ * barriers: 195.5 KB with the alignment slack; d 192: K, V 24 KB each, Q, dO 2 x 24 KB each,
+ * the rest as d 256: 212.1 KB. One block per SM.
  *
  * Served as sm90v3: dense only (varlen stays on sm80), causal (bottom-right), windows,
  * softcap, ALiBi (bwd_mod_elem), GQA (the block walks the group's heads, dK, dV summed in
