@@ -44,8 +44,9 @@ static const struct {
  * run of 2026-12-04 evening, "sm80" forcing the split instances), "sm90h" (above d 128 on
  * compute capability 9.0: the wgmma backward of attn_bwd_sm90h.cu, d 192 and d 256 and
  * D == Dv, a multiple of 8, in 136..248 padded into them; opt-in, not yet measured); an
- * opt_in variant is taken only this way) preferred where it serves the problem; a problem it
- * does not serve gets the dispatcher's choice, so one test run covers every head dim. Read at every call (not
+ * opt_in variant is
+ * taken only this way) preferred where it serves the problem; a problem it does not serve gets
+ * the dispatcher's choice, so one test run covers every head dim. Read at every call (not
  * cached, unlike the forward's FLASHC_CUDA_KERNEL, which refuses instead), so the bench can
  * time both families in one process. The caller must not change the environment while calls
  * are in flight. */
