@@ -611,6 +611,10 @@ static void test_bf16_d64(void **state) { (void)state; suite(FLASHC_BF16, 64); }
 static void test_bf16_d96(void **state) { (void)state; suite(FLASHC_BF16, 96); }
 static void test_bf16_d128(void **state) { (void)state; suite(FLASHC_BF16, 128); }
 static void test_bf16_d256(void **state) { (void)state; suite(FLASHC_BF16, 256); }
+/* d 192: sm80p's d 192 instance by default; FLASHC_CUDA_BWD_KERNEL=sm90h on a Hopper GPU its
+ * d 192 kernel (attn_bwd_sm90h.cu) */
+static void test_bf16_d192(void **state) { (void)state; suite(FLASHC_BF16, 192); }
+static void test_f16_d192(void **state) { (void)state; suite(FLASHC_F16, 192); }
 static void test_f16_d64(void **state) { (void)state; suite(FLASHC_F16, 64); }
 static void test_f16_d96(void **state) { (void)state; suite(FLASHC_F16, 96); }
 static void test_f16_d128(void **state) { (void)state; suite(FLASHC_F16, 128); }
@@ -657,7 +661,8 @@ static void test_deterministic_bitwise(void **state)
     /* d 128 and 64: sm90v3u by default on a Hopper GPU (sm90v2 and sm90v3w have both; sm90v2s
      * d 64 only); 80 and 48: sm80, or sm90v3u's padded entries when forced; 256 and 160: sm80p
      * where its shared memory fits (the H200; on an A100 d 256 takes sm80's two-slice instance),
-     * sm80's two-slice instances when forced */
+     * sm80's two-slice instances when forced; FLASHC_CUDA_BWD_KERNEL=sm90h: its d 256 kernel and
+     * its d 192 one (160 padded) */
     static const int dims[] = {128, 64, 80, 48, 256, 160};
     for (int di = 0; di < 6; di++)
     for (int det = 1; det >= 0; det--)
@@ -1611,6 +1616,8 @@ int main(void)
         cmocka_unit_test(test_f16_d128),
         cmocka_unit_test(test_f16_d96),
         cmocka_unit_test(test_f16_d256),
+        cmocka_unit_test(test_bf16_d192),
+        cmocka_unit_test(test_f16_d192),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

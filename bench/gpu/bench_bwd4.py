@@ -28,6 +28,8 @@ halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KE
   80p / 80p_det         sm80p forced: the mma.sync backward above d 128 with one thread block
                         per K/V block and two warps per 16 keys (helper bwd18; opt-in), where
                         the default is sm80's two column slices
+  90h / 90h_det         sm90h forced: the wgmma backward above d 128 (helper bwd20; opt-in;
+                        d 256, and 136..248 padded into it), where the default is sm80p
 The table (printed last) gives each TFLOP/s and the ratios the issue's target names.
 
 usage: bench_bwd4.py --lib build/libflashc.so [--out x.json] [--dims 128,64] [--seqlens 2048,16384]
@@ -56,7 +58,8 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            "flashc_v2s": (0, 0, False, "sm90v2s"), "flashc_v2s_det": (0, 0, True, "sm90v2s"),
            "flashc_sm90": (0, 0, False, "sm90"), "flashc_sm90_det": (0, 0, True, "sm90"),
            "flashc_pad": (0, 0, False, "sm90v3u"), "flashc_pad_det": (0, 0, True, "sm90v3u"),
-           "flashc_80p": (0, 0, False, "sm80p"), "flashc_80p_det": (0, 0, True, "sm80p")}
+           "flashc_80p": (0, 0, False, "sm80p"), "flashc_80p_det": (0, 0, True, "sm80p"),
+           "flashc_90h": (0, 0, False, "sm90h"), "flashc_90h_det": (0, 0, True, "sm90h")}
 
 
 def _term(signum, frame):
@@ -141,6 +144,8 @@ def table(rows, configs):
               ("default/sm90", "flashc", "flashc_sm90"), ("det/sm90det", "flashc_det", "flashc_sm90_det"),
               ("pad/default", "flashc_pad", "flashc"), ("paddet/det", "flashc_pad_det", "flashc_det"),
               ("pad/cuDNN", "flashc_pad", "cudnn"), ("pad/flash", "flashc_pad", "flash"),
+              ("90h/default", "flashc_90h", "flashc"), ("90hdet/det", "flashc_90h_det", "flashc_det"),
+              ("90h/flash", "flashc_90h", "flash"), ("90h/cuDNN", "flashc_90h", "cudnn"),
               ("default/cuDNN", "flashc", "cudnn"), ("default/flash", "flashc", "flash"),
               ("det/fast", "flashc_det", "flashc")]
     ratios = [x for x in ratios if x[1] in impls and x[2] in impls]

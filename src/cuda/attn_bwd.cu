@@ -28,6 +28,7 @@ static const struct {
     {attn_bwd_sm90_variants, &attn_bwd_sm90_variant_count},
     {attn_bwd_sm90v2_variants, &attn_bwd_sm90v2_variant_count},
     {attn_bwd_sm90v3_variants, &attn_bwd_sm90v3_variant_count},
+    {attn_bwd_sm90h_variants, &attn_bwd_sm90h_variant_count},
 };
 
 /* FLASHC_CUDA_BWD_KERNEL: "" or unset (the dispatcher's choice) or a family ("sm80", "sm90",
@@ -40,7 +41,10 @@ static const struct {
  * measured on the H200 on 2026-12-04, 0.78-1.01x sm90v3u, and removed), "sm80p" (above d 128:
  * the mma.sync backward without sm80's recomputation over two column slices, the same bits;
  * any compute capability >= 8.0 whose shared memory holds it; the default there since the H200
- * run of 2026-12-04 evening, "sm80" forcing the split instances); an opt_in variant is
+ * run of 2026-12-04 evening, "sm80" forcing the split instances), "sm90h" (above d 128 on
+ * compute capability 9.0: the wgmma backward of attn_bwd_sm90h.cu, d 192 and d 256 and
+ * D == Dv, a multiple of 8, in 136..248 padded into them; opt-in, not yet measured); an
+ * opt_in variant is
  * taken only this way) preferred where it serves the problem; a problem it does not serve gets
  * the dispatcher's choice, so one test run covers every head dim. Read at every call (not
  * cached, unlike the forward's FLASHC_CUDA_KERNEL, which refuses instead), so the bench can

@@ -206,4 +206,8 @@ extern const int attn_bwd_sm90v2_variant_count;
 extern const attn_bwd_variant attn_bwd_sm90v3_variants[];
 extern const int attn_bwd_sm90v3_variant_count;
 
+/* attn_bwd_sm90h.cu */
+extern const attn_bwd_variant attn_bwd_sm90h_variants[];
+extern const int attn_bwd_sm90h_variant_count;
+
 #endif /* FLASHC_CUDA_ATTN_CUDA_CUH */

@@ -1,0 +1,693 @@
+/*
+ * attn_bwd_sm90h.cu — the Hopper backward for the wide head dims (issue 12, helper bwd20,
+ * 2026-12-05): family sm90h, opt-in (FLASHC_CUDA_BWD_KERNEL=sm90h), two kernels, d 256 and
+ * d 192, that serve D == Dv == 256 / 192 exactly and every D == Dv in (128, 256), a multiple
+ * of 8, padded into the next one (136..184 on d 192, 200..248 on d 256) by the copy engine as
+ * sm90v3u's padded entries are (tensor maps a.D wide, columns a.D..D - 1 of Q, K, V, dO
+ * arriving as zeros; dK, dV stores cut at a.D, the postprocess cuts dQ). Not yet run on a GPU.
+ *
+ * Why: sm90v3 keeps dK, dV of its warpgroup's 64 keys x D in registers (m64nD each): 2 x 64
+ * floats a thread at d 128, 2 x 128 at d 256, which with S^T and dP^T does not fit in 240
+ * registers. Above d 128 the H200 ran sm80p (mma.sync) at 0.39-0.83x SDPA-FA2.
+ *
+ * Shape (after FlashAttention-3's d 256 backward: 64 queries x 64 keys a step, dK / dV split
+ * over the consumer warpgroups, P and dS through shared memory; our own layout and wrappers):
+ *
+ *  - a producer warpgroup (setmaxnreg 24; one lane works) loads K and V of the block's 64 keys
+ *    once (TMA, 128-byte swizzle, D / 64 panels of 64 features) and Q, dO of each Q block (64
+ *    rows) into a ring of stages (d 256: ONE stage, 32 + 32 KB, a second does not fit beside the
+ *    rest; d 192: two), plus LSE and D by plain loads; full / empty mbarriers as sm90v3's,
+ *    empty[s] completing once every consumer thread's wgmmas on Q, dO completed;
+ *  - two consumer warpgroups (setmaxnreg 240). Warpgroup w:
+ *      S^T = K Q^T and dP^T = V dO^T over the block's 64 keys (M) x its 32 queries [32 w, +32)
+ *      (m64n32, k over the head dim), the softmax and dS in registers (16 + 16 floats), then P
+ *      and dS stored transposed ([query][key], stmatrix .trans, sm90v3's dS store) into
+ *      per-Q-block double buffers, one 256-thread named barrier (both warpgroups' halves);
+ *      then, with A = P or dS read from shared memory M-major (imm-trans-a) and B = dO or Q
+ *      MN-major, over the whole Q block (4 k-steps):
+ *      d 256: dV[:, 128 w, +128) += P^T dO and dK[:, 128 w, +128) += dS^T Q (m64n128 each:
+ *        64 + 64 floats a thread), dQ[:, 64 p, +64) = dS K for its panels p = 2 w, 2 w + 1
+ *        over all 64 keys (bwd_dq_mma);
+ *      d 192: warpgroup 0 dV += P^T dO, warpgroup 1 dK += dS^T Q, each m64n192 (96 floats a
+ *        thread; the same instructions, the operands picked by w), and dQ[:, 64 p, +64) for
+ *        each of the 3 panels over its keys [32 w, +32) (both warpgroups add into the same
+ *        dQ rows);
+ *      each dQ panel (m64n64, 32 floats) staged in shared memory per warp (16 rows x 64 floats,
+ *      sm90v3's staging rows) and added by 16 lanes' bulk reduce-adds of 256 bytes into the
+ *      fp32 accumulator; deterministic mode: each consumer warp waits for its turn (8 counts a
+ *      K block) before its first add of the Q block and releases one count after its last, as
+ *      sm90v3's base family (d 192: warpgroup 1's warps wait for 4 counts more, warpgroup 0's
+ *      of the same block, whose rows they add into); the warps of a warpgroup add disjoint
+ *      rows.
+ *    Order per Q block: dQ's first panel issued, then dV, dK; its epilogue runs while dV, dK are
+ *    on the tensor cores; the second panel issued; dV, dK waited and the stage handed back (the
+ *    producer's next Q, dO load then runs under the remaining panels and their epilogues).
+ *    P, dS double-buffered by Q block: a warpgroup writing buffer (it & 1) has passed the
+ *    meeting of Q block it - 1, so the other warpgroup finished Q block it - 2 (its wgmmas
+ *    waited) before: no second barrier.
+ *
+ * Shared memory (bwd90h_smem): d 256: K, V 32 KB each, Q, dO 32 KB each (one stage), P, dS
+ * 2 x 8 KB each, dQ staging 2 x 17 KB (64 rows of 272 bytes per warpgroup), LSE, D, info,
+ * barriers: 195.5 KB with the alignment slack; d 192: K, V 24 KB each, Q, dO 2 x 24 KB each,
+ * the rest as d 256: 212.1 KB. One block per SM.
+ *
+ * Served as sm90v3: dense only (varlen stays on sm80), causal (bottom-right), windows,
+ * softcap, ALiBi (bwd_mod_elem), GQA (the block walks the group's heads, dK, dV summed in
+ * registers), Sq != Sk, deterministic mode. Tensor maps that fail to encode: sm80's default
+ * instance for the dims (bwd90h_fallback).
+ */
+#include "attn_bwd_common.cuh"
+#include "attn_cuda.cuh"
+#include "ptx.cuh"
+#include "ptx_sm90.cuh"
+
+#include <cuda.h> /* CUtensorMap and the driver's types only: the library never links libcuda */
+#include <math.h>
+#include <string.h>
+#include <type_traits>
+
+namespace {
+
+constexpr int H_BM = 64, H_BN = 64, H_THREADS = 384;
+constexpr int H_DQ_ROW = 272; /* dQ staging rows: 64 floats + 16 bytes (sm90v3's V3_DQ_ROW) */
+constexpr int H_PRODUCER_REGS = 24, H_CONSUMER_REGS = 240;
+static_assert((168 - H_PRODUCER_REGS) * 128 == (H_CONSUMER_REGS - 168) * 256,
+              "setmaxnreg: the registers given cover the registers taken");
+/* The kernel's bits: H_DET deterministic dQ, H_MODS softcap or ALiBi (per call), H_PAD the
+ * padded entries (a.D == a.Dv <= D, a multiple of 8). */
+enum : unsigned { H_DET = 1u << 0, H_MODS = 1u << 1, H_PAD = 1u << 2 };
+
+/* Q / dO stages: one at d 256 (a second does not fit), two at d 192. */
+template <int D> constexpr int bwd90h_stages() { return D == 192 ? 2 : 1; }
+
+/* Byte offsets from a 1024-byte aligned base; a tile of R rows x D columns is D / 64 panels of
+ * R rows x 128 bytes (ptx_sm90.cuh's swizzle, which TMA writes). */
+template <int D> struct bwd90h_smem {
+    static constexpr int NS = bwd90h_stages<D>();
+    static constexpr int KV_BYTES = H_BN * D * 2;
+    static constexpr int QBUF = H_BM * D * 2;    /* one stage of Q (or dO) */
+    static constexpr int PBUF = H_BM * H_BN * 2; /* P or dS of a Q block: [64 q][128 B] */
+    static constexpr int K = 0;
+    static constexpr int V = K + KV_BYTES;
+    static constexpr int Q = V + KV_BYTES;     /* [NS][D / 64][BM][128 B] */
+    static constexpr int DO = Q + NS * QBUF;
+    static constexpr int P = DO + NS * QBUF;   /* [2][PBUF] */
+    static constexpr int DS = P + 2 * PBUF;    /* [2][PBUF] */
+    static constexpr int DQ = DS + 2 * PBUF;   /* float [2 wg][BM][272 B] */
+    static constexpr int LSE = DQ + 2 * H_BM * H_DQ_ROW; /* float [NS][BM] */
+    static constexpr int DSUM = LSE + NS * H_BM * 4;     /* float [NS][BM] */
+    static constexpr int INFO = DSUM + NS * H_BM * 4;    /* int [NS][4] */
+    static constexpr int BARS = INFO + NS * 16;          /* kv_full, full[NS], empty[NS] */
+    static constexpr int TOTAL = BARS + (1 + 2 * NS) * 8;
+    static constexpr int LAUNCH = TOTAL + 1024;
+    static_assert(LAUNCH <= 227 * 1024, "one block per SM fits");
+    static_assert(QBUF % 1024 == 0 && P % 1024 == 0 && DS % 1024 == 0 && DQ % 16 == 0 &&
+                      BARS % 8 == 0,
+                  "swizzle atoms 1024-byte aligned; bulk sources 16; mbarriers 8");
+};
+
+} // namespace
+
+#if FLASHC_PTX_SM90A
+/* wgmma m64nNk16 with A and B from shared memory, each K-major (0) or MN-major (1): TA, TB
+ * (imm-trans-a / -b; bf16 / fp16 only). N = 32: S^T, dP^T (TA = TB = 0); N = 128 (d 256) and
+ * 192 (d 192): dV, dK (TA = TB = 1: A = P or dS stored [query][key], B = dO or Q [query][feature]). */
+#define H_F(i) "+f"(d[i][0]), "+f"(d[i][1]), "+f"(d[i][2]), "+f"(d[i][3])
+#define H_D4 H_F(0), H_F(1), H_F(2), H_F(3)
+#define H_D16                                                                                      \
+    H_D4, H_F(4), H_F(5), H_F(6), H_F(7), H_F(8), H_F(9), H_F(10), H_F(11), H_F(12), H_F(13),     \
+        H_F(14), H_F(15)
+#define H_D24                                                                                      \
+    H_D16, H_F(16), H_F(17), H_F(18), H_F(19), H_F(20), H_F(21), H_F(22), H_F(23)
+#define H_R16 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+#define H_R64                                                                                      \
+    H_R16 ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "    \
+          "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "       \
+          "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define H_R96                                                                                      \
+    H_R64 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "    \
+          "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+#define H_SS(N, NF, DL, REGS, IA, IB, IP, ITA, ITB, T, TS)                                        \
+    template <int TA, int TB>                                                                      \
+    static __device__ __forceinline__ void bwd90h_ss_m64n##N(T, float(&d)[NF][4], uint64_t desc_a, \
+                                                             uint64_t desc_b, int scale_d)         \
+    {                                                                                              \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #IP ", 0;\n"                            \
+                     "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TS "." TS " {" REGS         \
+                     "}, %" #IA ", %" #IB ", p, 1, 1, %" #ITA ", %" #ITB ";\n}\n"                  \
+                     : DL                                                                          \
+                     : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TA), "n"(TB));                  \
+    }
+H_SS(32, 4, H_D4, H_R16, 16, 17, 18, 19, 20, __nv_bfloat16, "bf16")
+H_SS(32, 4, H_D4, H_R16, 16, 17, 18, 19, 20, __half, "f16")
+H_SS(128, 16, H_D16, H_R64, 64, 65, 66, 67, 68, __nv_bfloat16, "bf16")
+H_SS(128, 16, H_D16, H_R64, 64, 65, 66, 67, 68, __half, "f16")
+H_SS(192, 24, H_D24, H_R96, 96, 97, 98, 99, 100, __nv_bfloat16, "bf16")
+H_SS(192, 24, H_D24, H_R96, 96, 97, 98, 99, 100, __half, "f16")
+#undef H_SS
+#undef H_R96
+#undef H_D24
+#undef H_R64
+#undef H_R16
+#undef H_D16
+#undef H_D4
+#undef H_F
+
+/* dV += P^T dO or dK += dS^T Q over the Q block's 64 queries (4 steps of 16): A (P or dS at
+ * a_s, [query][key]) read M-major, B (dO or Q panels from b_s, [panel][query][128 B]) MN-major,
+ * the panels LBO = 64 rows x 128 B apart; N = 128 (two panels) or 192 (three). */
+template <typename T, int NF>
+static __device__ __forceinline__ void bwd90h_kv_mma(float (&acc)[NF][4], uint32_t a_s,
+                                                     uint32_t b_s)
+{
+#pragma unroll
+    for (int kk = 0; kk < H_BM / 16; kk++) {
+        const uint64_t da = ptx_wgmma_desc(a_s + kk * 16 * 128, H_BM * 128, 1024);
+        const uint64_t db = ptx_wgmma_desc(b_s + kk * 16 * 128, H_BM * 128, 1024);
+        if constexpr (NF == 16)
+            bwd90h_ss_m64n128<1, 1>(T(), acc, da, db, 1);
+        else
+            bwd90h_ss_m64n192<1, 1>(T(), acc, da, db, 1);
+    }
+}
+
+/* The deterministic turn counter of Q block m of head h, batch b (a.sem's index; block_q 64,
+ * split 1: the preprocess zeroes them) */
+static __device__ __forceinline__ int bwd90h_turn_counter(const attn_bwd_args &a, int b, int h,
+                                                           int m)
+{
+    return (int)(((int64_t)b * a.Hq + h) * ((a.Sq + H_BM - 1) / H_BM) + m);
+}
+#endif
+
+/* T: __nv_bfloat16 or __half; D: 256 or 192; F: H_* bits. Tensor maps (D, S, H, B) of q, dout
+ * (boxes 64 x BM) and k, v (64 x BN), a.D wide (H_PAD: the copy engine pads to D). Grid: (K/V
+ * blocks of BN keys, B Hkv); under DET with an upper key bound the K blocks run in reverse
+ * (bwd_turn).
+ * What a consumer warpgroup w owns after the meeting, by head dim:
+ *  - d 256: dV and dK of the 64 keys x features [128 w, +128) (two m64n128 accumulators), and dQ
+ *    of the 64 queries x panels 2 w, 2 w + 1 over all 64 keys;
+ *  - d 192: warpgroup 0 dV, warpgroup 1 dK, each of the 64 keys x all 192 features (one m64n192
+ *    accumulator: the same instructions, the operands chosen by w), and dQ of the 64 queries x
+ *    each of the 3 panels over its keys [32 w, +32): both warpgroups add into the same dQ rows
+ *    (deterministic mode: warpgroup 1's warps after warpgroup 0's, 4 counts later). */
+template <typename T, int D, unsigned F>
+__global__ void __launch_bounds__(H_THREADS, 1)
+    attn_bwd_sm90h_kernel(const __grid_constant__ CUtensorMap tm_q,
+                          const __grid_constant__ CUtensorMap tm_do,
+                          const __grid_constant__ CUtensorMap tm_k,
+                          const __grid_constant__ CUtensorMap tm_v, const attn_bwd_args a)
+{
+#if FLASHC_PTX_SM90A
+    constexpr bool DET = F & H_DET, MODS = F & H_MODS, PAD = F & H_PAD;
+    using L = bwd90h_smem<D>;
+    constexpr int BM = H_BM, BN = H_BN, NS = L::NS;
+    constexpr bool D192 = D == 192;
+    static_assert(D == 256 || D == 192, "the two instances");
+    constexpr int NP = D / 64;            /* feature panels                                  */
+    constexpr int QW = BM / 2;            /* queries of S^T, dP^T per consumer warpgroup     */
+    constexpr int NT = QW / 8;            /* their 8-query column tiles                      */
+    constexpr int KVF = D192 ? D : D / 2; /* features of a dK / dV accumulator               */
+    constexpr int KVT = KVF / 8;          /* its 8-feature column tiles                      */
+    constexpr int NQP = D192 ? NP : NP / 2; /* dQ panels per consumer warpgroup              */
+    static_assert(NQP >= 2, "the stage is handed back after the second dQ panel's issue");
+
+    extern __shared__ uint8_t smem_raw[];
+    const uint32_t raw = ptx_smem_addr(smem_raw);
+    const uint32_t base = (raw + 1023u) & ~1023u;
+    uint8_t *sbase = smem_raw + (base - raw);
+    const uint32_t sK = base + L::K, sV = base + L::V;
+    const uint32_t kv_full = base + L::BARS;
+    auto full = [&](int s) { return base + L::BARS + 8u * (1 + s); };
+    auto empty = [&](int s) { return base + L::BARS + 8u * (1 + NS + s); };
+
+    const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const bwd_range rg = bwd_range_of(a);
+    const int n_block =
+        DET && rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index() : ptx_block_index();
+    const int bh = (int)blockIdx.y;
+    const int b = bh / a.Hkv, hk = bh % a.Hkv;
+    const int n0 = n_block * BN;
+    int m_begin, m_end;
+    bwd_q_blocks(a, rg, n0, BN, BM, &m_begin, &m_end);
+    const int per_head = max(0, m_end - m_begin);
+    const int total = a.group * per_head;
+
+    if (tid == 0) {
+        ptx_mbarrier_init(kv_full, 1);
+        for (int s = 0; s < NS; s++) {
+            ptx_mbarrier_init(full(s), 1 + 32); /* the expect_tx arrival + every producer lane's */
+            ptx_mbarrier_init(empty(s), 256);   /* every consumer thread */
+        }
+        ptx_fence_mbarrier_init();
+    }
+    __syncthreads(); /* the only block-wide barrier: the roles part here */
+
+    if (warp < 4) {
+        /* ---- producer ---- */
+        ptx_setmaxnreg_dec<H_PRODUCER_REGS>();
+        if (warp != 0 || total == 0)
+            return;
+        if (lane == 0) {
+            ptx_prefetch_tensormap(&tm_q);
+            ptx_prefetch_tensormap(&tm_do);
+            ptx_mbarrier_arrive_expect_tx(kv_full, 2 * L::KV_BYTES);
+            for (int p = 0; p < NP; p++) {
+                ptx_tma_load_4d(sK + p * BN * 128, &tm_k, kv_full, 64 * p, n0, hk, b);
+                ptx_tma_load_4d(sV + p * BN * 128, &tm_v, kv_full, 64 * p, n0, hk, b);
+            }
+        }
+        int h = hk * a.group, m = m_begin;
+        for (int it = 0; it < total; it++) {
+            const int s = it % NS;
+            const int m0 = m * BM;
+            /* the stage's previous Q block is done (a fresh barrier passes parity 1 at once) */
+            ptx_mbarrier_wait(empty(s), (((uint32_t)(it / NS)) & 1u) ^ 1u);
+            if (lane == 0) {
+                int *info = (int *)(sbase + L::INFO) + 4 * s;
+                info[0] = m0, info[1] = h;
+                info[2] = bwd90h_turn_counter(a, b, h, m);
+                info[3] = DET ? bwd_turn(rg, n_block, (int)gridDim.x, m, BM, BN) : 0;
+                ptx_mbarrier_arrive_expect_tx(full(s), 2 * L::QBUF);
+                const uint32_t sQ = base + L::Q + s * L::QBUF, sdO = base + L::DO + s * L::QBUF;
+                for (int p = 0; p < NP; p++) {
+                    ptx_tma_load_4d(sQ + p * BM * 128, &tm_q, full(s), 64 * p, m0, h, b);
+                    ptx_tma_load_4d(sdO + p * BM * 128, &tm_do, full(s), 64 * p, m0, h, b);
+                }
+            }
+            /* LSE and D rows (rows past Sq: zeros; with Q, dO zero there they add nothing to
+             * dK, dV, and their dQ rows are never added), stored by this lane, whose arrival
+             * (release) then publishes them, as sm90v3's */
+            float lse_r[BM / 32], d_r[BM / 32];
+#pragma unroll
+            for (int i = 0; i < BM / 32; i++) {
+                const int64_t row = m0 + lane + 32 * i;
+                const bool valid = row < a.Sq;
+                lse_r[i] = valid ? a.lse[b * a.slse[0] + h * a.slse[1] + row * a.slse[2]] : 0.0f;
+                d_r[i] = valid ? a.dsum[((int64_t)b * a.Hq + h) * a.Sq + row] : 0.0f;
+            }
+            float *sl = (float *)(sbase + L::LSE) + s * BM;
+            float *sd = (float *)(sbase + L::DSUM) + s * BM;
+#pragma unroll
+            for (int i = 0; i < BM / 32; i++)
+                sl[lane + 32 * i] = lse_r[i], sd[lane + 32 * i] = d_r[i];
+            ptx_mbarrier_arrive(full(s));
+            if (++m == m_end)
+                h++, m = m_begin;
+        }
+        return;
+    }
+
+    /* ---- consumers ---- */
+    ptx_setmaxnreg_inc<H_CONSUMER_REGS>();
+    const int cw = warp - 4, wg = cw / 4, wq = cw % 4;
+    const int g = lane / 4, t = lane % 4;
+    const uint32_t stage_s = base + L::DQ + wg * BM * H_DQ_ROW; /* this warpgroup's staging */
+
+    /* d 256: kv0 = dV, kv1 = dK (features [128 wg, +128)); d 192: kv0 = dV (wg 0) or dK
+     * (wg 1), all features; kv1 unused */
+    float kv0[KVT][4], kv1[D192 ? 1 : KVT][4];
+#pragma unroll
+    for (int dt = 0; dt < KVT; dt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            kv0[dt][e] = 0.0f;
+    if constexpr (!D192) {
+#pragma unroll
+        for (int dt = 0; dt < KVT; dt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                kv1[dt][e] = 0.0f;
+    }
+
+    if (total > 0)
+        ptx_mbarrier_wait(kv_full, 0);
+    for (int it = 0; it < total; it++) {
+        const int st = it % NS;
+        ptx_mbarrier_wait(full(st), ((uint32_t)(it / NS)) & 1u);
+        const int *info = (const int *)(sbase + L::INFO) + 4 * st;
+        const int m0 = info[0], h = info[1];
+        const int cnt = DET ? info[2] : 0, turn = DET ? info[3] : 0;
+        const uint32_t sQ = base + L::Q + st * L::QBUF, sdO = base + L::DO + st * L::QBUF;
+        const float *lrow = (const float *)(sbase + L::LSE) + st * BM;
+        const float *drow = (const float *)(sbase + L::DSUM) + st * BM;
+        const uint32_t sP = base + L::P + (it & 1) * L::PBUF;
+        const uint32_t sdS = base + L::DS + (it & 1) * L::PBUF;
+
+        /* S^T, dP^T: the block's 64 keys x this warpgroup's queries [QW wg, +QW), k over the
+         * head dim; two committed groups, S^T first */
+        float s[NT][4], dp[NT][4];
+        ptx_wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks++) {
+            const uint32_t ka = sK + (ks / 4) * BN * 128 + (ks % 4) * 32;
+            const uint32_t qb = sQ + (ks / 4) * BM * 128 + wg * QW * 128 + (ks % 4) * 32;
+            bwd90h_ss_m64n32<0, 0>(T(), s, ptx_wgmma_desc(ka, 16, 1024),
+                                   ptx_wgmma_desc(qb, 16, 1024), ks > 0);
+        }
+        ptx_wgmma_commit();
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks++) {
+            const uint32_t va = sV + (ks / 4) * BN * 128 + (ks % 4) * 32;
+            const uint32_t ob = sdO + (ks / 4) * BM * 128 + wg * QW * 128 + (ks % 4) * 32;
+            bwd90h_ss_m64n32<0, 0>(T(), dp, ptx_wgmma_desc(va, 16, 1024),
+                                   ptx_wgmma_desc(ob, 16, 1024), ks > 0);
+        }
+        ptx_wgmma_commit();
+
+        /* s[nt][e]: key key0 (+8 for e >= 2), query qi = QW wg + 8 nt + 2t + (e & 1) */
+        const int key0 = n0 + wq * 16 + g;
+        const bool need_mask = bwd_tile_needs_mask(a, rg, m0, BM, n0, BN);
+        if constexpr (!MODS) {
+            /* P^T = 2^(S^T s' - L') while dP^T is still on the tensor cores */
+            ptx_wgmma_wait<1>();
+            ptx_fence_operands(s);
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int qi = QW * wg + nt * 8 + 2 * t + (e & 1);
+                    const int key = key0 + (e >= 2 ? 8 : 0);
+                    float p = ptx_exp2(fmaf(s[nt][e], a.scale_log2, -bwd_lse_log2(lrow[qi])));
+                    if (need_mask && (key >= a.Sk || bwd_outside(rg, key - (m0 + qi))))
+                        p = 0.0f;
+                    s[nt][e] = p;
+                }
+            ptx_wgmma_wait<0>();
+            ptx_fence_operands(dp);
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    dp[nt][e] = s[nt][e] * (dp[nt][e] - drow[QW * wg + nt * 8 + 2 * t + (e & 1)]);
+        } else {
+            /* softcap's derivative needs the raw score beside dP: both first */
+            ptx_wgmma_wait<0>();
+            ptx_fence_operands(s);
+            ptx_fence_operands(dp);
+            const float slope = bwd_slope(a, b, h);
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int qi = QW * wg + nt * 8 + 2 * t + (e & 1);
+                    const int key = key0 + (e >= 2 ? 8 : 0);
+                    float p, ds;
+                    bwd_mod_elem(a, slope, s[nt][e], dp[nt][e], bwd_lse_log2(lrow[qi]), drow[qi],
+                                 key - (m0 + qi) - rg.diag, &p, &ds);
+                    if (need_mask && (key >= a.Sk || bwd_outside(rg, key - (m0 + qi))))
+                        p = ds = 0.0f;
+                    s[nt][e] = p;
+                    dp[nt][e] = ds;
+                }
+        }
+
+        /* P and dS stored transposed, [query][key] (one 128-byte swizzled panel each), as
+         * sm90v3 stores dS: fragment i of the A-layout pack of tiles 2 kk, 2 kk + 1 is keys
+         * 16 wq + 8 (i & 1) + g, queries 8 (2 kk + (i >> 1)) + 2t; stored row j of matrix i is
+         * query QW wg + 8 (2 kk + (i >> 1)) + j, key chunk 2 wq + (i & 1) */
+        {
+            const int i = lane / 8, j = lane % 8;
+            const int c = 2 * wq + (i & 1);
+#pragma unroll
+            for (int kk = 0; kk < NT / 2; kk++) {
+                uint32_t pa[4], da[4];
+                pa[0] = ptx_pack2(T(), s[2 * kk][0], s[2 * kk][1]);
+                pa[1] = ptx_pack2(T(), s[2 * kk][2], s[2 * kk][3]);
+                pa[2] = ptx_pack2(T(), s[2 * kk + 1][0], s[2 * kk + 1][1]);
+                pa[3] = ptx_pack2(T(), s[2 * kk + 1][2], s[2 * kk + 1][3]);
+                da[0] = ptx_pack2(T(), dp[2 * kk][0], dp[2 * kk][1]);
+                da[1] = ptx_pack2(T(), dp[2 * kk][2], dp[2 * kk][3]);
+                da[2] = ptx_pack2(T(), dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
+                da[3] = ptx_pack2(T(), dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+                const int q = QW * wg + (2 * kk + (i >> 1)) * 8 + j;
+                const uint32_t off = (uint32_t)(q * 128 + ((c ^ (q & 7)) * 16));
+                ptx_stmatrix_x4_trans(sP + off, pa);
+                ptx_stmatrix_x4_trans(sdS + off, da);
+            }
+        }
+        ptx_fence_proxy_async_shared(); /* P, dS, for the wgmmas after the meeting */
+        /* the consumers' one meeting per Q block: both warpgroups' query halves of P, dS */
+        ptx_named_bar_sync(1, 256);
+
+        /* dQ panel pi of this warpgroup (one committed group): d 256 panel 2 wg + pi over the
+         * 64 keys (bwd_dq_mma); d 192 panel pi over keys [32 wg, +32) (2 steps) */
+        float acc[8][4];
+        auto dq_mma = [&](int pi) {
+            if constexpr (!D192) {
+                bwd_dq_mma<T, BM, BN, false>(acc, sdS, sK, NQP * wg + pi);
+            } else {
+                ptx_wgmma_fence();
+#pragma unroll
+                for (int ks = 0; ks < 2; ks++) {
+                    const uint32_t dsa = sdS + (2 * wg + ks) * 32;
+                    const uint32_t kb = sK + pi * BN * 128 + (32 * wg + 16 * ks) * 128;
+                    ptx_wgmma_ss_m64n64k16<1>(T(), acc, ptx_wgmma_desc(dsa, 16, 1024),
+                                              ptx_wgmma_desc(kb, BN * 128, 1024), ks > 0);
+                }
+                ptx_wgmma_commit();
+            }
+        };
+        /* dQ's first panel (one group), then dV, dK (one group) */
+        dq_mma(0);
+        ptx_fence_operands(kv0);
+        if constexpr (!D192) {
+            ptx_fence_operands(kv1);
+            bwd90h_kv_mma<T>(kv0, sP, sdO + NQP * wg * BM * 128);
+            bwd90h_kv_mma<T>(kv1, sdS, sQ + NQP * wg * BM * 128);
+        } else {
+            bwd90h_kv_mma<T>(kv0, wg ? sdS : sP, wg ? sQ : sdO);
+        }
+        ptx_wgmma_commit();
+
+        /* dQ's panels: this warp's 16 rows (acc[j]: rows 16 wq + g (+8), columns 8 j + 2t, +1)
+         * into its staging rows, then lane r < 16 adds row 16 wq + r (sm90v3's staging) */
+        const int row = wq * 16 + lane;
+        const bool adds = lane < 16 && m0 + row < a.Sq;
+        float *dqa = a.dq_acc + (((int64_t)b * a.Hq + h) * a.Sq + m0 + row) * D;
+        auto dq_out = [&](int pi) {
+            if (!DET && lane < 16) /* this warp's previous adds have read the staging rows */
+                ptx_bulk_wait_group_read<0>();
+            __syncwarp();
+            const uint32_t st0 = stage_s + (uint32_t)((wq * 16 + g) * H_DQ_ROW + 8 * t);
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                ptx_st_shared_v2_f32(st0 + 32 * j, acc[j][0], acc[j][1]);
+                ptx_st_shared_v2_f32(st0 + 8 * H_DQ_ROW + 32 * j, acc[j][2], acc[j][3]);
+            }
+            ptx_fence_proxy_async_shared(); /* the stores, for the copy engine's reads */
+            __syncwarp();
+            const int p = D192 ? pi : NQP * wg + pi;
+            if constexpr (!DET) {
+                if (adds)
+                    ptx_bulk_reduce_add_f32(dqa + 64 * p, stage_s + (uint32_t)row * H_DQ_ROW, 256);
+                if (lane < 16)
+                    ptx_bulk_commit_group();
+            } else {
+                if (pi == 0) {
+                    /* every consumer warp (8 per block) releases one count per Q block, after
+                     * its last panel; d 192: warpgroup 1's warps add into warpgroup 0's rows,
+                     * after all four of its warps */
+                    if (lane == 0) {
+                        int *sem = a.sem + cnt;
+                        const int need = 8 * turn + (D192 ? 4 * wg : 0);
+                        while (ptx_ld_acquire_gpu(sem) < need) {
+                        }
+                    }
+                    __syncwarp();
+                }
+                if (lane < 16) {
+                    ptx_fence_proxy_async_global(); /* the acquire before our bulk adds */
+                    if (adds)
+                        ptx_bulk_reduce_add_f32(dqa + 64 * p, stage_s + (uint32_t)row * H_DQ_ROW,
+                                                256);
+                    ptx_bulk_commit_group();
+                    ptx_bulk_wait_group<0>();       /* our adds performed (and read) ... */
+                    ptx_fence_proxy_async_global(); /* ... and ordered before the release */
+                }
+                __syncwarp();
+                if (pi == NQP - 1 && lane == 0) {
+                    __threadfence();
+                    ptx_red_release_gpu_add(a.sem + cnt, 1);
+                }
+            }
+        };
+
+        ptx_wgmma_wait<1>(); /* dQ of the first panel */
+        ptx_fence_operands(acc);
+        dq_out(0);
+#pragma unroll
+        for (int pi = 1; pi < NQP; pi++) {
+            dq_mma(pi);
+            if (pi == 1) {
+                ptx_wgmma_wait<1>(); /* dV, dK: Q, dO, LSE, D, info of the stage are read */
+                ptx_fence_operands(kv0);
+                if constexpr (!D192)
+                    ptx_fence_operands(kv1);
+                ptx_mbarrier_arrive(empty(st));
+            }
+            ptx_wgmma_wait<0>();
+            ptx_fence_operands(acc);
+            dq_out(pi);
+        }
+    }
+    /* the block's shared memory outlives the copy engine's last reads */
+    if (lane < 16)
+        ptx_bulk_wait_group<0>();
+
+    /* dK = scale dS^T Q and dV: rows (keys) 16 wq + g (+8); columns (d 256) 128 wg + 8 dt + 2t,
+     * (d 192) 8 dt + 2t; rows past Sk not stored; all zero if no query sees the keys; PAD: the
+     * (zero) columns past a.D not stored */
+    const int c0 = D192 ? 0 : KVF * wg;
+    auto store = [&](float(&x)[KVT][4], T *out, const int64_t *str, float scale) {
+        T *base_g = out + b * str[0] + hk * str[2] + (int64_t)n0 * str[1] + c0 + 2 * t;
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            const int r = wq * 16 + g + 8 * hr;
+            if (n0 + r < a.Sk) {
+                T *grow = base_g + (int64_t)r * str[1];
+#pragma unroll
+                for (int dt = 0; dt < KVT; dt++) {
+                    if (PAD && c0 + dt * 8 >= a.D) /* a.D == a.Dv, a multiple of 8 */
+                        break;
+                    *(uint32_t *)(grow + dt * 8) =
+                        ptx_pack2(T(), x[dt][2 * hr] * scale, x[dt][2 * hr + 1] * scale);
+                }
+            }
+        }
+    };
+    if constexpr (!D192) {
+        store(kv0, (T *)a.dv, a.sdv, 1.0f);
+        store(kv1, (T *)a.dk, a.sdk, a.scale);
+    } else {
+        if (wg == 0)
+            store(kv0, (T *)a.dv, a.sdv, 1.0f);
+        else
+            store(kv0, (T *)a.dk, a.sdk, a.scale);
+    }
+#endif
+}
+
+/* ---- host side: tensor maps (as attn_bwd_sm90v3.cu's, whose helpers are that file's own) ---- */
+
+typedef CUresult (*bwd90h_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                     const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                     const cuuint32_t *, CUtensorMapInterleave,
+                                     CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                     CUtensorMapFloatOOBfill);
+
+/* cuTensorMapEncodeTiled through the runtime, looked up once; NULL if this driver has none. */
+static bwd90h_encode_fn bwd90h_encode(void)
+{
+    static bwd90h_encode_fn fn = NULL;
+    static int looked = 0;
+    if (!looked) {
+        void *p = NULL;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
+                                             cudaEnableDefault, &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess)
+            p = NULL;
+        (void)cudaGetLastError();
+        fn = (bwd90h_encode_fn)p;
+        looked = 1; /* racing first calls store the same pointer */
+    }
+    return fn;
+}
+
+/* A (B, S, H, D) operand (st: batch, seq, head strides in elements) as the 4-d tensor map
+ * (D, S, H, B) with boxes of 64 features x rows, 128-byte swizzled; 0 if it does not encode.
+ * D below the kernel's (padded entries): a box's columns past it arrive as zeros and still
+ * count in the stage's transaction bytes, as rows past S do. */
+static int bwd90h_map(CUtensorMap *m, flashc_dtype dt, const void *ptr, int64_t B, int64_t S,
+                      int64_t H, int64_t D, const int64_t *st, int rows)
+{
+    bwd90h_encode_fn enc = bwd90h_encode();
+    if (!enc)
+        return 0;
+    const cuuint64_t dims[4] = {(cuuint64_t)D, (cuuint64_t)S, (cuuint64_t)H, (cuuint64_t)B};
+    const cuuint64_t strides[3] = {(cuuint64_t)st[1] * 2, (cuuint64_t)st[2] * 2,
+                                   (cuuint64_t)st[0] * 2};
+    const cuuint32_t box[4] = {64, (cuuint32_t)rows, 1, 1};
+    const cuuint32_t estr[4] = {1, 1, 1, 1};
+    for (int i = 0; i < 3; i++) /* the copy engine's limits on strides (a broadcast 0 too) */
+        if (strides[i] % 16 != 0 || strides[i] >= (1ull << 40) || strides[i] == 0)
+            return 0;
+    return enc(m, dt == FLASHC_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                    : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+               4, (void *)ptr, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+/* When the tensor maps do not encode (a stride the copy engine does not take, or no encoder):
+ * sm80's default entry for a's dims (block_q 64, split 1, head_dim <= D: its workspace fits
+ * in the one this family sized). */
+template <typename T, int D>
+static cudaError_t bwd90h_fallback(const attn_bwd_args *a, cudaStream_t stream)
+{
+    const flashc_dtype dt = std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16;
+    for (int i = 0; i < attn_bwd_sm80_variant_count; i++) {
+        const attn_bwd_variant *v = &attn_bwd_sm80_variants[i];
+        if (v->dtype == dt && !v->opt_in && v->head_dim_lo > 0 && v->head_dim_lo <= a->D &&
+            a->D <= v->head_dim && v->head_dim <= D && v->block_q == H_BM && v->split == 1)
+            return v->launch(a, stream);
+    }
+    return cudaErrorInvalidValue;
+}
+
+template <typename T, int D, unsigned F>
+static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t stream)
+{
+    static_assert((F & (H_DET | H_MODS)) == 0, "DET, MODS: chosen per call");
+    constexpr bool PAD = F & H_PAD;
+    const flashc_dtype dt = std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16;
+    if (a->D != a->Dv || a->D > D || a->D % 8 != 0 || (!PAD && a->D != D))
+        return cudaErrorInvalidValue; /* not dispatched so (serves_dims) */
+    CUtensorMap mq, mdo, mk, mv;
+    if (!bwd90h_map(&mq, dt, a->q, a->B, a->Sq, a->Hq, a->D, a->sq, H_BM) ||
+        !bwd90h_map(&mdo, dt, a->dout, a->B, a->Sq, a->Hq, a->Dv, a->sdo, H_BM) ||
+        !bwd90h_map(&mk, dt, a->k, a->B, a->Sk, a->Hkv, a->D, a->sk, H_BN) ||
+        !bwd90h_map(&mv, dt, a->v, a->B, a->Sk, a->Hkv, a->Dv, a->sv, H_BN))
+        return bwd90h_fallback<T, D>(a, stream);
+
+    cudaError_t err = attn_bwd_pre_launch<T, D, H_BM, 1>(a, stream);
+    if (err != cudaSuccess)
+        return err;
+    constexpr int smem = bwd90h_smem<D>::LAUNCH;
+    const bool mods = a->softcap > 0.0f || a->alibi;
+    void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
+                   const attn_bwd_args) =
+        mods ? (a->deterministic ? attn_bwd_sm90h_kernel<T, D, F | H_DET | H_MODS>
+                                 : attn_bwd_sm90h_kernel<T, D, F | H_MODS>)
+             : (a->deterministic ? attn_bwd_sm90h_kernel<T, D, F | H_DET>
+                                 : attn_bwd_sm90h_kernel<T, D, F>);
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess)
+        return err;
+    const dim3 grid((unsigned)((a->Sk + H_BN - 1) / H_BN), (unsigned)(a->B * a->Hkv), 1);
+    kernel<<<grid, H_THREADS, smem, stream>>>(mq, mdo, mk, mv, *a);
+    if ((err = cudaGetLastError()) != cudaSuccess)
+        return err;
+    return attn_bwd_post_bh_launch<T, D, PAD>(a, stream);
+}
+
+/* The table: opt-in (FLASHC_CUDA_BWD_KERNEL=sm90h) until a device run shows it faster than
+ * the default above d 128 (sm80p). The exact entries first; the padded ones (suffix "p", H_PAD)
+ * serve D == Dv, a multiple of 8, in 136..184 on the d 192 kernel and 200..248 on the d 256 one. */
+#define H_ENTRY(TN, T, DT, D, SUF, F, LO)                                                          \
+    {"attn_bwd_" #TN "_sm90h_d" #D SUF "_64x64", "sm90h", DT, D, 90, 90, H_BM, H_BN, 1,            \
+     bwd90h_smem<D>::LAUNCH, attn_bwd_sm90h_launch<T, D, F>, NULL, 1, LO}
+#define H_PAIR(D, SUF, F, LO)                                                                      \
+    H_ENTRY(bf16, __nv_bfloat16, FLASHC_BF16, D, SUF, F, LO),                                     \
+        H_ENTRY(f16, __half, FLASHC_F16, D, SUF, F, LO)
+const attn_bwd_variant attn_bwd_sm90h_variants[] = {
+    H_PAIR(256, "", 0u, 0),
+    H_PAIR(192, "", 0u, 0),
+    H_PAIR(192, "p", H_PAD, 129),
+    H_PAIR(256, "p", H_PAD, 193),
+};
+#undef H_PAIR
+#undef H_ENTRY
+const int attn_bwd_sm90h_variant_count =
+    (int)(sizeof attn_bwd_sm90h_variants / sizeof attn_bwd_sm90h_variants[0]);
