@@ -386,23 +386,26 @@ static const attn_fwd_variant *dkdv_route(const attn_problem *p)
  * causal mask (attn_fwd_sm90.cu, q_shift: the partial tile of Sq % BM rows becomes the first,
  * which sees the fewest keys, instead of the last, which sees them all; bench/RESULTS.md, "Issue
  * 11: causal Q tiles aligned to the sequence's end"), "0" keeps them at row 0; unset or anything
- * else: SM90_CSHIFT_DEFAULT (off until a device run decides: bench/gpu/s16_fwd24.sh). The sm80
+ * else: SM90_CSHIFT_DEFAULT, on since the H200 run of 2026-12-05 (bench/gpu/s16_fwd24.sh: d 64
+ * causal 2k / 4k 1.05x, the tile pairs 5% fewer; elsewhere the same tiles). The sm80
  * kernel, the mods and varlen instances and v8's pairs ignore it. */
-enum { SM90_CSHIFT_DEFAULT = 0 };
+enum { SM90_CSHIFT_DEFAULT = 1 };
 static int sm90_cshift_enabled(void)
 {
     const char *e = getenv("FLASHC_CUDA_SM90_CSHIFT");
     return e && strcmp(e, "1") == 0 ? 1 : e && strcmp(e, "0") == 0 ? 0 : SM90_CSHIFT_DEFAULT;
 }
 
-/* (Q tile, K/V block) pairs of one head with the Q tiles aligned to the sequence's end (the
- * sm90 kernels under FLASHC_CUDA_SM90_CSHIFT): tiles [i1 - br, i1) for i1 = Sq, Sq - br, ...,
- * the first cut at row 0; the plain causal problem's count, as attn_tile_pairs_per_head's. */
+/* (Q tile, K/V block) pairs of one head with the Q tiles moved up by sm90_q_shift rows (the
+ * sm90 kernels under FLASHC_CUDA_SM90_CSHIFT): tiles [k br - shift, (k + 1) br - shift), cut
+ * at row 0 and at Sq; the plain causal problem's count, as attn_tile_pairs_per_head's. */
 static int64_t tile_pairs_end_aligned(const attn_problem *p, int64_t br, int64_t bc)
 {
+    const int64_t shift = sm90_q_shift(p->Sq, br);
     int64_t pairs = 0;
-    for (int64_t i1 = p->Sq; i1 > 0; i1 -= br) {
-        const int64_t kend = attn_key_end(p, i1 - 1); /* the last row of the block sees most */
+    for (int64_t i0 = -shift; i0 < p->Sq; i0 += br) {
+        const int64_t last = i0 + br < p->Sq ? i0 + br - 1 : p->Sq - 1;
+        const int64_t kend = attn_key_end(p, last); /* the last row of the block sees most */
         if (kend > 0)
             pairs += (kend + bc - 1) / bc;
     }

@@ -43,7 +43,8 @@ static const struct {
  * any compute capability >= 8.0 whose shared memory holds it; the default there since the H200
  * run of 2026-12-04 evening, "sm80" forcing the split instances), "sm90h" (above d 128 on
  * compute capability 9.0: the wgmma backward of attn_bwd_sm90h.cu, d 192 and d 256 and
- * D == Dv, a multiple of 8, in 136..248 padded into them; opt-in, not yet measured); an
+ * D == Dv, a multiple of 8, in 136..248 padded into them; its d 256 kernel the default at
+ * d 256 since the H200 run of 2026-12-05, the rest opt-in); an
  * opt_in variant is
  * taken only this way) preferred where it serves the problem; a problem it does not serve gets
  * the dispatcher's choice, so one test run covers every head dim. Read at every call (not

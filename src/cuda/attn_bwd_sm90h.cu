@@ -1,10 +1,12 @@
 /*
  * attn_bwd_sm90h.cu — the Hopper backward for the wide head dims (issue 12, helper bwd20,
- * 2026-12-05): family sm90h, opt-in (FLASHC_CUDA_BWD_KERNEL=sm90h), two kernels, d 256 and
+ * 2026-12-05): family sm90h (FLASHC_CUDA_BWD_KERNEL=sm90h; its d 256 kernel the default at
+ * d 256 on compute capability 9.0, the table at the end), two kernels, d 256 and
  * d 192, that serve D == Dv == 256 / 192 exactly and every D == Dv in (128, 256), a multiple
  * of 8, padded into the next one (136..184 on d 192, 200..248 on d 256) by the copy engine as
  * sm90v3u's padded entries are (tensor maps a.D wide, columns a.D..D - 1 of Q, K, V, dO
- * arriving as zeros; dK, dV stores cut at a.D, the postprocess cuts dQ). Not yet run on a GPU.
+ * arriving as zeros; dK, dV stores cut at a.D, the postprocess cuts dQ). Every forced suite
+ * and sanitizer passed on the H200 (2026-12-05, bench/gpu/s16_bwd20.sh).
  *
  * Why: sm90v3 keeps dK, dV of its warpgroup's 64 keys x D in registers (m64nD each): 2 x 64
  * floats a thread at d 128, 2 x 128 at d 256, which with S^T and dP^T does not fit in 240
@@ -672,20 +674,24 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
     return attn_bwd_post_bh_launch<T, D, PAD>(a, stream);
 }
 
-/* The table: opt-in (FLASHC_CUDA_BWD_KERNEL=sm90h) until a device run shows it faster than
- * the default above d 128 (sm80p). The exact entries first; the padded ones (suffix "p", H_PAD)
- * serve D == Dv, a multiple of 8, in 136..184 on the d 192 kernel and 200..248 on the d 256 one. */
-#define H_ENTRY(TN, T, DT, D, SUF, F, LO)                                                          \
+/* The table. The exact entries first; the padded ones (suffix "p", H_PAD) serve D == Dv, a
+ * multiple of 8, in 136..184 on the d 192 kernel and 200..248 on the d 256 one. The d 256 kernel
+ * is the default at d 256 on compute capability 9.0 (opt_in 0: above sm80p, the default before;
+ * the H200 run of 2026-12-05, bench/gpu/s16_bwd20.sh: 1.46-1.53x sm80p fast, 1.55-1.87x in
+ * deterministic mode, 1.12-1.24x SDPA-FA2, every forced suite and sanitizer clean;
+ * bench/RESULTS.md). The d 192 kernel was level with sm80p there (0.97-1.00x) and the padded
+ * entries were not timed: those stay opt-in (FLASHC_CUDA_BWD_KERNEL=sm90h). */
+#define H_ENTRY(TN, T, DT, D, SUF, F, OPT, LO)                                                     \
     {"attn_bwd_" #TN "_sm90h_d" #D SUF "_64x64", "sm90h", DT, D, 90, 90, H_BM, H_BN, 1,            \
-     bwd90h_smem<D>::LAUNCH, attn_bwd_sm90h_launch<T, D, F>, NULL, 1, LO}
-#define H_PAIR(D, SUF, F, LO)                                                                      \
-    H_ENTRY(bf16, __nv_bfloat16, FLASHC_BF16, D, SUF, F, LO),                                     \
-        H_ENTRY(f16, __half, FLASHC_F16, D, SUF, F, LO)
+     bwd90h_smem<D>::LAUNCH, attn_bwd_sm90h_launch<T, D, F>, NULL, OPT, LO}
+#define H_PAIR(D, SUF, F, OPT, LO)                                                                 \
+    H_ENTRY(bf16, __nv_bfloat16, FLASHC_BF16, D, SUF, F, OPT, LO),                                \
+        H_ENTRY(f16, __half, FLASHC_F16, D, SUF, F, OPT, LO)
 const attn_bwd_variant attn_bwd_sm90h_variants[] = {
-    H_PAIR(256, "", 0u, 0),
-    H_PAIR(192, "", 0u, 0),
-    H_PAIR(192, "p", H_PAD, 129),
-    H_PAIR(256, "p", H_PAD, 193),
+    H_PAIR(256, "", 0u, 0, 0),
+    H_PAIR(192, "", 0u, 1, 0),
+    H_PAIR(192, "p", H_PAD, 1, 129),
+    H_PAIR(256, "p", H_PAD, 1, 193),
 };
 #undef H_PAIR
 #undef H_ENTRY

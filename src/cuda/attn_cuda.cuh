@@ -68,6 +68,15 @@ typedef struct attn_fwd_args {
     int mods;                           /* 1: launch the mods instance (these fields) */
 } attn_fwd_args;
 
+/* The rows the sm90 kernels' Q tiles of BM rows move up by when they are aligned to the
+ * sequence's end (attn_fwd_args.q_shift; attn.cu's FLASHC_CUDA_SM90_CSHIFT): the partial tile's
+ * missing rows, rounded down to whole 64-row boxes (the TMA store of O takes no box partly below
+ * row 0: attn_fwd_sm90.cu's launch). Shared by the launch and the tile count of attn.cu. */
+static inline int64_t sm90_q_shift(int64_t Sq, int64_t BM)
+{
+    return Sq > 0 ? ((Sq + BM - 1) / BM * BM - Sq) / 64 * 64 : 0;
+}
+
 typedef cudaError_t (*attn_fwd_launch_fn)(const attn_fwd_args *args, cudaStream_t stream);
 
 struct attn_fwd_variant;

@@ -438,7 +438,8 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
      * 2k and BM 192: 96 block pairs of 192 x 128 a head instead of 101, at 4k 363 instead of
      * 384). Rows < 0 of the first tile: Q zero-filled by the copy engine (its coordinates are
      * signed and its bounds check two-sided, as past Sq; test_cuda_attn's test_causal_end_tiles
-     * checks the stores' side), their scores masked like any row's (limit = row + 1 + diag: with
+     * checks the stores' side; with O by TMA store the shift is whole 64-row boxes, the launch's
+ * comment), their scores masked like any row's (limit = row + 1 + diag: with
      * Sk <= Sq they see no key, m = -inf, P = 0, l = 0, no NaN; with Sk > Sq some, finite), each
      * row independent of the others, and never stored (store_rows, store_o: the row's unsigned
      * compare with Sq; the TMA store of O drops rows outside the tensor, and a consumer whose 64
@@ -1583,9 +1584,16 @@ static cudaError_t attn_fwd_sm90_launch(const attn_fwd_args *a, cudaStream_t str
     /* the kernel's arguments: the caller's, with the rows the Q tiles move up by where attn.cu
      * asked for tiles aligned to the sequence's end (the kernel's q_shift: the plain causal
      * mask, not v8's pairs, MODS or VL) */
+    /* The shift is rounded down to whole 64-row boxes (sm90_q_shift), so that with O by TMA
+     * store (VER 7 on) a consumer's store box starts either at a row >= 0 or 64 or more rows
+     * below 0 (not issued). A box partly below row 0 is not clipped there as it is past Sq: the
+     * H200 run of 2026-12-05 (bench/gpu/s16_fwd24.sh, odd Sq) failed every TMA-store family
+     * with the exact shift (1664 memcheck errors on sm90v7), while the direct-store families
+     * (v5, v6d) and the loads of Q at negative rows passed. The bench's lengths need whole boxes
+     * anyway (d 64 2k: 64 rows, 4k: 128). */
     attn_fwd_args ka = *a;
-    ka.q_shift = a->cshift && a->causal && !MODS && !VL && !sm90_pair(VER) && a->Sq > 0
-                     ? (a->Sq + BM - 1) / BM * BM - a->Sq
+    ka.q_shift = a->cshift && a->causal && !MODS && !VL && !sm90_pair(VER)
+                     ? (int)sm90_q_shift(a->Sq, BM)
                      : 0;
     if (!make_maps(a, dt, BM, sm90_pair(VER) ? BN / 2 : BN, &mq, &mk, &mv) ||
         (sm90_base(VER) >= 7 &&
