@@ -433,21 +433,22 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     const int n_mblocks = (a.Sq + BM - 1) / BM;
     /* Q tiles aligned to the sequence's end (a.q_shift > 0: FLASHC_CUDA_SM90_CSHIFT under the
      * plain causal mask; attn.cu sets a.cshift, the launch the shift): tile k holds rows
-     * [k BM - shift, (k + 1) BM - shift) with shift = n_mblocks BM - Sq, so the partial tile is
-     * the first one, which sees the fewest keys, rather than the last, which sees them all (at
-     * 2k and BM 192: 96 block pairs of 192 x 128 a head instead of 101, at 4k 363 instead of
-     * 384). Rows < 0 of the first tile: Q zero-filled by the copy engine (its coordinates are
-     * signed and its bounds check two-sided, as past Sq; test_cuda_attn's test_causal_end_tiles
-     * checks the stores' side; with O by TMA store the shift is whole 64-row boxes, the launch's
- * comment), their scores masked like any row's (limit = row + 1 + diag: with
+     * [k BM - shift, (k + 1) BM - shift) with shift = sm90_q_shift(Sq, BM), the partial tile's
+     * missing rows in whole 64-row boxes, so the partial tile is the first one, which sees the
+     * fewest keys, rather than the last, which sees them all (at 2k and BM 192: 96 block pairs
+     * of 192 x 128 a head instead of 101, at 4k 363 instead of 384). Rows < 0 of the first
+     * tile: Q zero-filled by the copy engine (its coordinates are signed and its load bounds
+     * two-sided, as past Sq), their scores masked like any row's (limit = row + 1 + diag: with
      * Sk <= Sq they see no key, m = -inf, P = 0, l = 0, no NaN; with Sk > Sq some, finite), each
      * row independent of the others, and never stored (store_rows, store_o: the row's unsigned
-     * compare with Sq; the TMA store of O drops rows outside the tensor, and a consumer whose 64
-     * rows are all < 0 issues none). Not for v8's pairs (never under the mask), MODS (causal
-     * folded into its key range) or VL (the launch leaves it 0 there too). A value of the launch
-     * rather than a template flag, so that one instance serves both and a run times both in one
-     * process; read from the parameter where used (computed here from Sq and a flag, it spilled
-     * in d 128's 176-key instances, whose producer has 24 registers). */
+     * compare with Sq; a consumer whose 64 rows are all < 0 issues no TMA store of O, and whole
+     * boxes leave no box partly below row 0, which the copy engine's store does not clip: the
+     * launch's comment; test_cuda_attn's test_causal_end_tiles checks it). Not for v8's pairs
+     * (never under the mask), MODS (causal folded into its key range) or VL (the launch leaves
+     * it 0 there too). A value of the launch rather than a template flag, so that one instance
+     * serves both and a run times both in one process; read from the parameter where used
+     * (computed here from Sq and a flag, it spilled in d 128's 176-key instances, whose producer
+     * has 24 registers). */
     auto q_shift = [&]() { return MODS || VL || MC ? 0 : a.q_shift; };
     const int n_tiles = (MC ? (n_mblocks + 1) / 2 : n_mblocks) * a.B * a.Hq; /* v8: pairs */
     const int tile_step = MC ? (int)gridDim.x / 2 : PERSIST ? (int)gridDim.x : n_tiles;
