@@ -30,6 +30,8 @@ halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KE
                         the default is sm80's two column slices
   90h / 90h_det         sm90h forced: the wgmma backward above d 128 (helper bwd20; opt-in;
                         d 256, and 136..248 padded into it), where the default is sm80p
+  90h2 / 90h2_det       sm90h2 forced: sm90h's d 192 kernel in 128 x 64 steps (helper bwd22;
+                        opt-in; d 192, and 136..184 padded into it)
 The table (printed last) gives each TFLOP/s and the ratios the issue's target names.
 
 usage: bench_bwd4.py --lib build/libflashc.so [--out x.json] [--dims 128,64] [--seqlens 2048,16384]
@@ -59,7 +61,8 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            "flashc_sm90": (0, 0, False, "sm90"), "flashc_sm90_det": (0, 0, True, "sm90"),
            "flashc_pad": (0, 0, False, "sm90v3u"), "flashc_pad_det": (0, 0, True, "sm90v3u"),
            "flashc_80p": (0, 0, False, "sm80p"), "flashc_80p_det": (0, 0, True, "sm80p"),
-           "flashc_90h": (0, 0, False, "sm90h"), "flashc_90h_det": (0, 0, True, "sm90h")}
+           "flashc_90h": (0, 0, False, "sm90h"), "flashc_90h_det": (0, 0, True, "sm90h"),
+           "flashc_90h2": (0, 0, False, "sm90h2"), "flashc_90h2_det": (0, 0, True, "sm90h2")}
 
 
 def _term(signum, frame):
@@ -146,6 +149,9 @@ def table(rows, configs):
               ("pad/cuDNN", "flashc_pad", "cudnn"), ("pad/flash", "flashc_pad", "flash"),
               ("90h/default", "flashc_90h", "flashc"), ("90hdet/det", "flashc_90h_det", "flashc_det"),
               ("90h/flash", "flashc_90h", "flash"), ("90h/cuDNN", "flashc_90h", "cudnn"),
+              ("90h2/default", "flashc_90h2", "flashc"), ("90h2det/det", "flashc_90h2_det", "flashc_det"),
+              ("90h2/90h", "flashc_90h2", "flashc_90h"), ("90h2det/90hdet", "flashc_90h2_det", "flashc_90h_det"),
+              ("90h2/flash", "flashc_90h2", "flash"), ("90h2/cuDNN", "flashc_90h2", "cudnn"),
               ("default/cuDNN", "flashc", "cudnn"), ("default/flash", "flashc", "flash"),
               ("det/fast", "flashc_det", "flashc")]
     ratios = [x for x in ratios if x[1] in impls and x[2] in impls]

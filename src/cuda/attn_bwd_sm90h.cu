@@ -350,7 +350,7 @@ __global__ void __launch_bounds__(H_THREADS, 1)
     ptx_setmaxnreg_inc<H_CONSUMER_REGS>();
     const int cw = warp - 4, wg = cw / 4, wq = cw % 4;
     const int g = lane / 4, t = lane % 4;
-    const uint32_t stage_s = base + L::DQ + wg * BM * H_DQ_ROW; /* this warpgroup's staging */
+    const uint32_t stage_s = base + L::DQ + wg * 64 * H_DQ_ROW; /* the warpgroup's 64 rows */
 
     /* d 256: kv0 = dV, kv1 = dK (features [128 wg, +128)); d 192: kv0 = dV (wg 0) or dK
      * (wg 1), all features; kv1 unused */
@@ -394,7 +394,8 @@ __global__ void __launch_bounds__(H_THREADS, 1)
         auto st_mma = [&](float(&acc)[NT][4], uint32_t sa, uint32_t sb) {
 #pragma unroll
             for (int ks = 0; ks < D / 16; ks++) {
-                const uint64_t da = ptx_wgmma_desc(sa + (ks / 4) * BN * 128 + (ks % 4) * 32, 16, 1024);
+                const uint64_t da =
+                    ptx_wgmma_desc(sa + (ks / 4) * BN * 128 + (ks % 4) * 32, 16, 1024);
                 const uint64_t db = ptx_wgmma_desc(
                     sb + (ks / 4) * BM * 128 + wg * QW * 128 + (ks % 4) * 32, 16, 1024);
                 if constexpr (NT == 4)
