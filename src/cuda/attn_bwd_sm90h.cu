@@ -108,8 +108,9 @@ constexpr int H_PRODUCER_REGS = 24, H_CONSUMER_REGS = 240;
 static_assert((168 - H_PRODUCER_REGS) * 128 == (H_CONSUMER_REGS - 168) * 256,
               "setmaxnreg: the registers given cover the registers taken");
 /* The kernel's bits: H_DET deterministic dQ, H_MODS softcap or ALiBi (per call), H_PAD the
- * padded entries (a.D == a.Dv <= D, a multiple of 8). */
-enum : unsigned { H_DET = 1u << 0, H_MODS = 1u << 1, H_PAD = 1u << 2 };
+ * padded entries (a.D == a.Dv <= D, a multiple of 8), H_EARLY (sm90h2e, BM 128 only) dV / dK
+ * issued before dQ and two dQ accumulators, so that the stage goes back before any dQ panel. */
+enum : unsigned { H_DET = 1u << 0, H_MODS = 1u << 1, H_PAD = 1u << 2, H_EARLY = 1u << 3 };
 
 /* Q / dO stages: one at d 256 and in sm90h2 (a second does not fit), two at d 192 x 64. */
 template <int D, int BM> constexpr int bwd90h_stages() { return D == 192 && BM == 64 ? 2 : 1; }
@@ -248,6 +249,7 @@ __global__ void __launch_bounds__(H_THREADS, 1)
     /* WIDE: sm90h2, 128 queries a step; each consumer warpgroup owns the rows [64 wg, +64) for
      * S^T, dP^T and dQ, and (as d 192's 64-row kernel) dV (wg 0) or dK (wg 1) of all features */
     constexpr bool WIDE = BM == 128;
+    constexpr bool EARLY = F & H_EARLY;
     static_assert((D == 256 && BM == 64) || (D == 192 && (BM == 64 || BM == 128)),
                   "the three instances");
     static_assert(L::NPB == 2 || NS == 1, "one P / dS buffer: its reuse ordered by the stage");
@@ -259,6 +261,7 @@ __global__ void __launch_bounds__(H_THREADS, 1)
     constexpr int KVT = KVF / 8;          /* its 8-feature column tiles                      */
     constexpr int NQP = D192 ? NP : NP / 2; /* dQ panels per consumer warpgroup              */
     static_assert(NQP >= 2, "the stage is handed back after the second dQ panel's issue");
+    static_assert(!EARLY || (WIDE && NQP == 3), "H_EARLY: sm90h2's three dQ panels");
 
     extern __shared__ uint8_t smem_raw[];
     const uint32_t raw = ptx_smem_addr(smem_raw);
@@ -487,8 +490,8 @@ __global__ void __launch_bounds__(H_THREADS, 1)
         /* dQ panel pi of this warpgroup (one committed group): d 256 panel 2 wg + pi over the
          * 64 keys (bwd_dq_mma); sm90h2 panel pi of its rows [64 wg, +64) over the 64 keys; d 192
          * x 64 panel pi over keys [32 wg, +32) (2 steps) */
-        float acc[8][4];
-        auto dq_mma = [&](int pi) {
+        float dq0[8][4], dq1[EARLY ? 8 : 1][4]; /* dQ panels (dq1: H_EARLY's second) */
+        auto dq_mma = [&](float(&acc)[8][4], int pi) {
             if constexpr (!D192) {
                 bwd_dq_mma<T, 64, BN, false>(acc, sdS, sK, NQP * wg + pi);
             } else if constexpr (WIDE) {
@@ -505,8 +508,9 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                 ptx_wgmma_commit();
             }
         };
-        /* dQ's first panel (one group), then dV, dK (one group) */
-        dq_mma(0);
+        /* dQ's first panel (one group), then dV, dK (one group); H_EARLY: below */
+        if constexpr (!EARLY)
+            dq_mma(dq0, 0);
         ptx_fence_operands(kv0);
         if constexpr (!D192) {
             ptx_fence_operands(kv1);
@@ -527,7 +531,7 @@ __global__ void __launch_bounds__(H_THREADS, 1)
         /* deterministic mode: sm90h2's warpgroup with no row below Sq adds nothing and takes
          * no turn (its counter, of the 64-row block past Sq, does not exist) */
         const bool turns = !WIDE || m0 + 64 * wg < a.Sq;
-        auto dq_out = [&](int pi) {
+        auto dq_out = [&](float(&acc)[8][4], int pi) {
             if (!DET && lane < 16) /* this warp's previous adds have read the staging rows */
                 ptx_bulk_wait_group_read<0>();
             __syncwarp();
@@ -579,22 +583,43 @@ __global__ void __launch_bounds__(H_THREADS, 1)
             }
         };
 
-        ptx_wgmma_wait<1>(); /* dQ of the first panel */
-        ptx_fence_operands(acc);
-        dq_out(0);
-#pragma unroll
-        for (int pi = 1; pi < NQP; pi++) {
-            dq_mma(pi);
-            if (pi == 1) {
-                ptx_wgmma_wait<1>(); /* dV, dK: Q, dO, LSE, D, info of the stage are read */
-                ptx_fence_operands(kv0);
-                if constexpr (!D192)
-                    ptx_fence_operands(kv1);
-                ptx_mbarrier_arrive(empty(st));
-            }
+        if constexpr (EARLY) {
+            /* dV / dK (committed above), then dQ's panels 0 and 1 into two accumulators; the
+             * stage goes back once dV / dK are done, so the next Q, dO load runs under all three
+             * panels and their epilogues (the 64-row order below hides it under two) */
+            dq_mma(dq0, 0);
+            dq_mma(dq1, 1);
+            ptx_wgmma_wait<2>(); /* dV, dK: Q, dO, LSE, D, info of the stage are read */
+            ptx_fence_operands(kv0);
+            ptx_mbarrier_arrive(empty(st));
+            ptx_wgmma_wait<1>();
+            ptx_fence_operands(dq0);
+            dq_out(dq0, 0);
+            dq_mma(dq0, 2);
+            ptx_wgmma_wait<1>();
+            ptx_fence_operands(dq1);
+            dq_out(dq1, 1);
             ptx_wgmma_wait<0>();
-            ptx_fence_operands(acc);
-            dq_out(pi);
+            ptx_fence_operands(dq0);
+            dq_out(dq0, 2);
+        } else {
+            ptx_wgmma_wait<1>(); /* dQ of the first panel */
+            ptx_fence_operands(dq0);
+            dq_out(dq0, 0);
+#pragma unroll
+            for (int pi = 1; pi < NQP; pi++) {
+                dq_mma(dq0, pi);
+                if (pi == 1) {
+                    ptx_wgmma_wait<1>(); /* dV, dK: Q, dO, LSE, D, info of the stage are read */
+                    ptx_fence_operands(kv0);
+                    if constexpr (!D192)
+                        ptx_fence_operands(kv1);
+                    ptx_mbarrier_arrive(empty(st));
+                }
+                ptx_wgmma_wait<0>();
+                ptx_fence_operands(dq0);
+                dq_out(dq0, pi);
+            }
         }
     }
     /* the block's shared memory outlives the copy engine's last reads */
@@ -758,9 +783,13 @@ const attn_bwd_variant attn_bwd_sm90h_variants[] = {
     H_PAIR("sm90h", 192, 64, "p", H_PAD, 1, 129),
     H_PAIR("sm90h", 256, 64, "p", H_PAD, 1, 193),
     /* sm90h2 (helper bwd22): d 192 in 128 x 64 steps, opt-in (FLASHC_CUDA_BWD_KERNEL=sm90h2)
-     * until a device run shows it faster; exact and padded (136..184) */
+     * until a device run shows it faster; exact and padded (136..184); the same order of
+     * products per Q block as the 64-row kernels */
     H_PAIR("sm90h2", 192, 128, "", 0u, 1, 0),
     H_PAIR("sm90h2", 192, 128, "p", H_PAD, 1, 129),
+    /* sm90h2e: sm90h2 with dV / dK issued before dQ and two dQ accumulators (H_EARLY), opt-in */
+    H_PAIR("sm90h2e", 192, 128, "", H_EARLY, 1, 0),
+    H_PAIR("sm90h2e", 192, 128, "p", H_PAD | H_EARLY, 1, 129),
 };
 #undef H_PAIR
 #undef H_ENTRY
