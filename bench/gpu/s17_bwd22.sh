@@ -22,7 +22,8 @@
 #     (the sm80 fallback), deterministic bitwise); the padded dims suites (bf16 136 160 192 on
 #     sm90h2, fp16 176 on sm90h2e; the rest the defaults); deterministic bitwise (160 on sm90h2);
 #     one compute-sanitizer memcheck and one racecheck job, each over both families' short case
-#     (causal, GQA, softcap, ALiBi, deterministic).
+#     (causal, GQA, softcap, ALiBi, deterministic); the bf16 d 256 suite on the default (sm90h,
+#     whose source changed with the BM parameter) and the fp16 d 192 suite on sm90h (64 x 64).
 #  2. (the rest of 135 s, alone on the GPU) bench_bwd4.py at d 192, S 2k and 8k (B*S = 16k,
 #     H = 2048 / d = 10), causal and not: flashc (the default: sm80p), flashc_det, flashc_90h /
 #     _det (sm90h forced), flashc_90h2 / _det, flashc_90h2e / _det, SDPA FA2 and cuDNN, in one
@@ -55,6 +56,10 @@ done
 for t in bf16_d192 f16_d192 sm90h2e_d192 padded_dims_f16; do
   FAM=sm90h2e tjob "h22-e-$t" 60 - $F="test_$t"
 done
+# the 64-row kernels' source changed too (the BM parameter, one S^T / dP^T loop): the d 256
+# default (sm90h) and sm90h's d 192 x 64 kernel once each
+tjob h22-default-bf16_d256 60 - $F=test_bf16_d256
+FAM=sm90h tjob h22-90h-f16_d192 60 - $F=test_f16_d192
 FAM=sm90h2 tjob h22-memcheck 60 memcheck $F='test_sm90h2*_d192' FLASHC_TEST_SMALL=1
 FAM=sm90h2 tjob h22-racecheck 60 racecheck $F='test_sm90h2*_d192' FLASHC_TEST_SMALL=1
 wait_jobs
