@@ -511,6 +511,8 @@ __global__ void __launch_bounds__(H_THREADS, 1)
         /* dQ's first panel (one group), then dV, dK (one group); H_EARLY: below */
         if constexpr (!EARLY)
             dq_mma(dq0, 0);
+        else
+            ptx_wgmma_fence(); /* dV / dK first: no dQ issue (bwd_dq_mma's fence) before them */
         ptx_fence_operands(kv0);
         if constexpr (!D192) {
             ptx_fence_operands(kv1);
