@@ -396,6 +396,35 @@ static int sm90_cshift_enabled(void)
     return e && strcmp(e, "1") == 0 ? 1 : e && strcmp(e, "0") == 0 ? 0 : SM90_CSHIFT_DEFAULT;
 }
 
+/* FLASHC_CUDA_SM90_HGMERGE, read on every call (a test or a benchmark runs both in one process):
+ * "1" merges the remainder of the (batch, head) pairs into the last full head group of the sm90
+ * kernels' causal tile order (attn_fwd_args.head_groups; attn_fwd_sm90.cu, sm90_block_coords:
+ * the last tiles the dynamic scheduler hands out are then the short ones of a large group, not
+ * the full-length ones of a small group; bench/RESULTS.md, "Issue 11: the last head group"),
+ * "0" keeps block_coords' groups; unset or anything else: SM90_HGMERGE_DEFAULT, off until a
+ * device run measures it (bench/gpu/s17_fwd25.sh). The sm80 kernel, the mods and varlen
+ * instances and the non-causal orders ignore it. */
+enum { SM90_HGMERGE_DEFAULT = 0 };
+static int sm90_hgmerge_enabled(void)
+{
+    const char *e = getenv("FLASHC_CUDA_SM90_HGMERGE");
+    return e && strcmp(e, "1") == 0 ? 1 : e && strcmp(e, "0") == 0 ? 0 : SM90_HGMERGE_DEFAULT;
+}
+
+/* FLASHC_CUDA_SM90_SKIPDEAD, read on every call: "1" lets a consumer warpgroup of the sm90
+ * kernels on v7's shape (d 64, 3 consumers, BM 192: sm90v7, sm90np's d 64 entries) whose 64 rows
+ * are all past Sq (or all < 0 under the end-aligned causal tiles) skip its products and softmax
+ * (attn_fwd_args.skip_dead; attn_fwd_sm90.cu, the consumers' dead branch): at d 64 2k / 4k the
+ * last Q tile of every head has 128 / 64 live rows of 192, 3% of the tiles' rows. "0" computes
+ * them as today; unset or anything else: SM90_SKIPDEAD_DEFAULT, off until a device run measures
+ * it (bench/gpu/s17_fwd25.sh). Every other kernel ignores it. */
+enum { SM90_SKIPDEAD_DEFAULT = 0 };
+static int sm90_skipdead_enabled(void)
+{
+    const char *e = getenv("FLASHC_CUDA_SM90_SKIPDEAD");
+    return e && strcmp(e, "1") == 0 ? 1 : e && strcmp(e, "0") == 0 ? 0 : SM90_SKIPDEAD_DEFAULT;
+}
+
 /* (Q tile, K/V block) pairs of one head with the Q tiles moved up by sm90_q_shift rows (the
  * sm90 kernels under FLASHC_CUDA_SM90_CSHIFT): tiles [k br - shift, (k + 1) br - shift), cut
  * at row 0 and at Sq; the plain causal problem's count, as attn_tile_pairs_per_head's. */
@@ -614,6 +643,10 @@ extern "C" flashc_status cuda_attn_fwd(const attn_problem *p, flashc_attn_stats 
     a.causal = p->causal;
     /* the sm90 kernels' only (v->min_cc, so that the stats below count what ran) */
     a.cshift = p->causal && v->min_cc >= 90 && sm90_cshift_enabled();
+    /* the groups of B Hq pairs, the last one taking the remainder (head_group <= B Hq) */
+    if (p->causal && v->min_cc >= 90 && a.head_group > 0 && sm90_hgmerge_enabled())
+        a.head_groups = (int)(p->B * p->Hq / a.head_group);
+    a.skip_dead = v->min_cc >= 90 && sm90_skipdead_enabled();
 
     /* No error was pending at entry, so what the launch reports (cudaFuncSetAttribute, the
      * launch configuration, a bad stream) is this launch's own. */

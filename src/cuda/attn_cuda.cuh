@@ -45,6 +45,11 @@ typedef struct attn_fwd_args {
                                            TMA-store kernels only (attn.cu)      */
     int vec16;                          /* rows 16-byte aligned (see above)      */
     int head_group;                     /* (batch, head) pairs scheduled together */
+    int head_groups;                    /* > 0: the sm90 kernels' causal tile order
+                                           in this many groups, the last one taking
+                                           the remainder of B Hq pairs too (attn.cu,
+                                           FLASHC_CUDA_SM90_HGMERGE); 0: block_coords'
+                                           groups, the remainder a group of its own */
     float scale;                        /* softmax scale, > 0                    */
     float scale_log2;                   /* scale * log2(e): exp(x s) = 2^(x s')  */
     int causal;                         /* bottom-right aligned                  */
@@ -53,6 +58,10 @@ typedef struct attn_fwd_args {
                                            FLASHC_CUDA_SM90_CSHIFT; others ignore it) */
     int q_shift;                        /* ... the rows they move up by, set by the
                                            sm90 launch from cshift (0: at row 0) */
+    int skip_dead;                      /* the sm90 kernels on v7's shape: a consumer
+                                           whose 64 rows are all outside [0, Sq) issues
+                                           no product (attn.cu, FLASHC_CUDA_SM90_SKIPDEAD;
+                                           others ignore it) */
     /* Masks and modifiers of the v2 contract, read only by the "mods" instances (the sm80
      * kernel's, attn_fwd_sm80.cu, and the sm90 kernel's dense ones, attn_fwd_sm90.cu; the
      * dispatcher sends them nothing else, the plain instances never see them set). Varlen (cu_q != NULL): sq[0] = sk[0] = sv[0] = so[0] = slse[0] = 0, sequence

@@ -269,6 +269,38 @@ static __device__ __forceinline__ void sm90_exp(float (&s)[1][NT][4], const floa
     }
 }
 
+/* block_coords' tile order (groups of a.head_group (batch, head) pairs whose K/V fit in half of
+ * L2, the heaviest Q tiles of a group's heads first), with the last group optionally taking the
+ * remainder of B Hq % head_group pairs (a.head_groups > 0: that many groups; attn.cu,
+ * FLASHC_CUDA_SM90_HGMERGE). Why: the dynamic scheduler ends well only if the last tiles handed
+ * out are short. Within a group they are (longest first), but a remainder group of a few heads
+ * starts its full-length tiles when every multiprocessor is near the end of the previous group,
+ * and those few then run alone: at d 128 causal 2k (128 pairs, head_group 20) the last group is
+ * 8 heads, whose 8 tiles of 16 blocks start with ~8 blocks of work per multiprocessor left; a
+ * list-scheduling count of (blocks + 1) per tile over 132 multiprocessors puts the finish 5%
+ * after the mean (bench/RESULTS.md, "Issue 11: the last head group", helper fwd25). Merged into
+ * the group before it (28 heads), the long tiles start early enough to be covered. The merged
+ * group holds fewer than 2 head_group pairs, so its K/V stays under twice the L2 budget, and
+ * only for the launch's last stretch. */
+template <int BM>
+static __device__ __forceinline__ void sm90_block_coords(const attn_fwd_args &a, int tile,
+                                                         int *m_block, int *b, int *h)
+{
+    const int n_mblocks = (a.Sq + BM - 1) / BM, pairs = a.B * a.Hq;
+    const int span = a.head_group * n_mblocks; /* tiles of one full group */
+    int grp = tile / span;
+    int heads_here = min(a.head_group, pairs - grp * a.head_group);
+    if (a.head_groups > 0 && grp >= a.head_groups - 1) { /* the merged last group */
+        grp = a.head_groups - 1;
+        heads_here = pairs - grp * a.head_group;
+    }
+    const int in_grp = tile - grp * span;
+    const int bh = grp * a.head_group + in_grp % heads_here;
+    *m_block = n_mblocks - 1 - in_grp / heads_here;
+    *b = bh / a.Hq;
+    *h = bh % a.Hq;
+}
+
 } // namespace
 
 /* VER: 1 (no overlap), 3 (overlap and ping-pong), 4 (v3 with v4's softmax), 5 (v4 on a
@@ -363,6 +395,9 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     constexpr bool HEADWISE = BASE >= 6 && !MC;
     /* v9 (VER 11): the last P V of a tile goes out with the next tile's first S (XT) */
     constexpr bool XT = sm90_cross_tile(VER);
+    /* v7's shape (3 consumers, BM 192; plain, not v8t's pairs): a consumer whose rows are all
+     * outside [0, Sq) skips the tile's products when a.skip_dead (the consumers' tile loop) */
+    constexpr bool SKIP_DEAD = NC == 3 && OVERLAP && !XT && !MODS && !MC;
     static_assert(!XT || (DYN && TMA_O), "v9 is v6 with the tile boundary overlapped");
     constexpr int KV_ROWS = MC ? BN / 2 : BN;
     static_assert(KV_ROWS % 8 == 0, "a multicast half is whole 1024-byte swizzle atoms");
@@ -471,7 +506,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
             m_block = n_mblocks - 1 - tile % n_mblocks;
             b = bh / a.Hq, h = bh % a.Hq;
         } else {
-            block_coords<BM>(a, tile, &m_block, &b, &h);
+            sm90_block_coords<BM>(a, tile, &m_block, &b, &h);
             /* MODS, longest first under a window: a tile's keys are [lo(m0), hi(last row)),
              * both bounds moving with the rows. With a right bound (causal: wr = 0) the width
              * only grows with the row until it is the window's (the last tiles first, as under
@@ -1112,6 +1147,37 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                     fence_pv(pa);
                 }
                 release_kv(v_empty(s));
+            }
+        } else if (SKIP_DEAD && a.skip_dead &&
+                   (m0 + cw * 64 >= seq_q || m0 + cw * 64 <= -64)) {
+            /* a dead consumer (FLASHC_CUDA_SM90_SKIPDEAD; v7's shape): none of its 64 rows is
+             * stored (all past Sq: the last Q tile of a length that is not a multiple of 192
+             * leaves one or two consumers without rows, e.g. 2k: 128 live rows, 4k: 64; or all
+             * < 0: the first causal tile aligned to the end). It issues no wgmma and runs no
+             * softmax, so that the live consumers have the tensor cores and the exp units to
+             * themselves, but keeps every step of the protocol in the same order: the slot waits
+             * (so that its arrivals count towards the phase the live consumers' do), its turns
+             * (n_blocks + 1 of them, as below, so that the turn order stays matched across
+             * tiles), the slot and Q releases. O stays 0 and l = 0: the epilogue stores nothing
+             * of these rows (LSE and O past Sq or < 0 are not stored). A branch over the whole
+             * tile, uniform in the warpgroup, with no wgmma on this side: a conditional issue
+             * inside the loop made ptxas serialise the wgmmas (C7518, v2). */
+            for (int i = 0; i < n_blocks; i++) {
+                ptx_mbarrier_wait(k_full(slot(i)), phase(i));
+                my_turn();
+                pass_turn();
+                release_kv(k_empty(slot(i)));
+                release_q(i);
+                if (i > 0) {
+                    ptx_mbarrier_wait(v_full(slot(i - 1)), phase(i - 1));
+                    release_kv(v_empty(slot(i - 1)));
+                }
+            }
+            if (n_blocks > 0) { /* last_pv's turn */
+                ptx_mbarrier_wait(v_full(slot(n_blocks - 1)), phase(n_blocks - 1));
+                my_turn();
+                pass_turn();
+                release_kv(v_empty(slot(n_blocks - 1)));
             }
         } else {
             /* v3 and v4 (FlashAttention-3's intra-warpgroup overlap and ping-pong): S_i = Q K_i^T

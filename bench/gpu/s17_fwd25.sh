@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# bench/gpu/s17_fwd25.sh BUILD_DIR — issue 11 (helper fwd25): two knobs of the sm90 forward, read
+# per call, both off by default until this run decides (bench/RESULTS.md, "Issue 11: the last
+# head group and dead consumers"):
+#   FLASHC_CUDA_SM90_HGMERGE=1  the causal tile order's last head group takes the remainder of
+#     the (batch, head) pairs (attn_fwd_sm90.cu, sm90_block_coords), so that the dynamic
+#     scheduler's last tiles are short ones (count: d 128 causal 2k / 4k / 8k +3-5 %, d 64 causal
+#     2k / 4k / 8k +1-2 %);
+#   FLASHC_CUDA_SM90_SKIPDEAD=1  on v7's shape (d 64, BM 192) a consumer whose rows are all past
+#     Sq (or all < 0) issues no product (count: d 64 non-causal 2k / 4k +1.4-3 %).
+# Budget <= 150 s of wall time (every step under `timeout`, a deadline).
+#   1. (<= 85 s, side by side) test_cuda_attn with both knobs on: the default dispatch and forced
+#      sm90v7, sm90np, sm90v9, sm90v6, sm90v5 (each a list of tests sized to the host's float64
+#      reference, ~4 ns a (row, key, column) on one core), test_head_groups and
+#      test_dead_consumers in each where the family runs the code (they set their own knob 1 then
+#      0 per case); memcheck and racecheck of sm90v7 on their short cases (FLASHC_TEST_SMALL=1).
+#   2. (the time left, <= 55 s, alone on the GPU) bench_fwd25.py: bf16, B S = 16k, H = 2048 // d,
+#      d 128 causal 2k / 4k / 8k, d 64 causal 2k / 4k / 8k, d 64 non-causal 2k / 4k: the default
+#      with the knobs off / merge / skip / both, interleaved, and SDPA cuDNN, in one process;
+#      every setting checked against SDPA flash and bit for bit against off.
+#   3. The decision, printed last, one line (the rule in the python below):
+#      HGMERGE on by default (src/cuda/attn.cu: SM90_HGMERGE_DEFAULT = 1) if every job passed,
+#        merge/off >= 0.99 in every cell and >= 1.02 in at least two of d 128 causal 2k / 4k / 8k;
+#      SKIPDEAD on by default (SM90_SKIPDEAD_DEFAULT = 1) if every job passed, skip/off >= 0.99
+#        in every cell and >= 1.01 at d 64 non-causal 2k and 4k.
+# Files in $OUT: every job's .log / .rc, bench.log, fwd25.json.
+# BUILD_DIR: built already with tests (libflashc.so, tests/test_cuda_attn); no rebuild. Targets:
+# cmake --build BUILD_DIR --target flashc test_cuda_attn.
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 2
+. bench/gpu/s_common.sh
+s_begin fwd25 "${1:-}" tests/test_cuda_attn
+TEST=$B/tests/test_cuda_attn
+T0=$(date +%s)
+left() { echo $((147 - ($(date +%s) - T0))); } # seconds left of the 150
+
+H=test_head_groups X=test_dead_consumers
+K="FLASHC_CUDA_SM90_HGMERGE=1 FLASHC_CUDA_SM90_SKIPDEAD=1"
+# shellcheck disable=SC2086 # $K: two assignments
+{
+  OMP_NUM_THREADS=5 tjob g-default 85 - \
+    FLASHC_TEST_ONLY=$H,$X,test_causal_end_tiles,test_bf16_d64,test_long_causal,test_many_tiles $K
+  OMP_NUM_THREADS=3 tjob g-sm90v7 85 - \
+    FLASHC_TEST_ONLY=$H,$X,test_causal_end_tiles,test_fp16_d64 $K FLASHC_CUDA_KERNEL=sm90v7
+  tjob g-sm90np 85 - FLASHC_TEST_ONLY=$H,$X,test_many_tiles $K FLASHC_CUDA_KERNEL=sm90np
+  tjob g-sm90v9 85 - FLASHC_TEST_ONLY=$H,test_long_causal $K FLASHC_CUDA_KERNEL=sm90v9
+  OMP_NUM_THREADS=1 tjob g-sm90v6 85 - FLASHC_TEST_ONLY=$H,test_fp16_d128 $K FLASHC_CUDA_KERNEL=sm90v6
+  OMP_NUM_THREADS=1 tjob g-sm90v5 85 - FLASHC_TEST_ONLY=$H $K FLASHC_CUDA_KERNEL=sm90v5
+  tjob mc-v7 85 memcheck FLASHC_TEST_ONLY=$H,$X $K FLASHC_CUDA_KERNEL=sm90v7 FLASHC_TEST_SMALL=1
+  tjob rc-v7 85 racecheck FLASHC_TEST_ONLY=$X $K FLASHC_CUDA_KERNEL=sm90v7 FLASHC_TEST_SMALL=1
+}
+wait_jobs
+echo "(tests +$(($(date +%s) - T0)) s)"
+fwd_jobs_summary
+for n in "${s_names[@]}"; do
+  echo "$n: merge on / off $(grep -c 'HGMERGE=1)' "$OUT/$n.log") / $(grep -c 'HGMERGE=0)' "$OUT/$n.log")," \
+    "skip on / off $(grep -c 'SKIPDEAD=1)' "$OUT/$n.log") / $(grep -c 'SKIPDEAD=0)' "$OUT/$n.log") cases"
+done
+jobs_ok=1
+jobs_failed && jobs_ok=0
+
+tb=$(left)
+[ "$tb" -gt 55 ] && tb=55
+if [ "$tb" -gt 15 ]; then
+  env -u FLASHC_CUDA_KERNEL -u FLASHC_CUDA_SM90_HGMERGE -u FLASHC_CUDA_SM90_SKIPDEAD \
+    PYTHONUNBUFFERED=1 timeout -k 2 "$tb" python3 bench/gpu/bench_fwd25.py --lib "$LIB" \
+    --rounds 7 --rep-ms 20 --out "$OUT/fwd25.json" >"$OUT/bench.log" 2>&1
+  brc=$?
+else
+  echo "no time left for the bench" >"$OUT/bench.log"
+  brc=1
+fi
+echo "bench rc $brc$([ "$brc" = 124 ] && echo ' (timed out)') (+$(($(date +%s) - T0)) s)"
+grep -vE '^\|' "$OUT/bench.log" | grep -E 'WRONG|Error|Traceback|^device' | cut -c1-240 | head -6
+sed -n '/^| d | causal |/,$p' "$OUT/bench.log"
+python3 - "$OUT/fwd25.json" "$jobs_ok" "$brc" <<'PY'
+import json, sys
+path, ok, brc = sys.argv[1], sys.argv[2] == "1", sys.argv[3]
+try:
+    rows = json.load(open(path))
+except Exception as ex:
+    rows = []
+    print(f"bench: no results ({ex})")
+ratio = {n: {(x["d"], x["causal"], x["S"]): x["ms"]["off"] / x["ms"][n] for x in rows}
+         for n in ("merge", "skip")}
+common = [] if ok else ["a test job failed"]
+if brc != "0":
+    common.append(f"bench rc {brc} (a WRONG cell or a timeout)")
+if len(rows) != 8:
+    common.append(f"{len(rows)} of 8 bench cells")
+
+
+def verdict(name, var, r, want, need):
+    why = list(common)
+    low = [f"{d} {'c' if c else 'nc'} {s}: {v:.3f}" for (d, c, s), v in r.items() if v < 0.99]
+    if low:
+        why.append("< 0.99 at " + ", ".join(low))
+    hits = [k for k in want if r.get(k, 0) >= need[0]]
+    if len(hits) < need[1]:
+        why.append(f"{len(hits)} of {len(want)} target cells >= {need[0]}")
+    span = f"{min(r.values()):.3f}-{max(r.values()):.3f}" if r else "no cells"
+    tgt = ", ".join(f"{d} {'c' if c else 'nc'} {s} {r.get((d, c, s), float('nan')):.3f}"
+                    for d, c, s in want)
+    return (f"{name} ON by default ({var} = 1; /off {span}; {tgt})" if not why
+            else f"{name} stays off ({span}: " + "; ".join(why) + ")")
+
+
+m = verdict("HGMERGE", "SM90_HGMERGE_DEFAULT", ratio["merge"],
+            [(128, True, 2048), (128, True, 4096), (128, True, 8192)], (1.02, 2))
+s = verdict("SKIPDEAD", "SM90_SKIPDEAD_DEFAULT", ratio["skip"],
+            [(64, False, 2048), (64, False, 4096)], (1.01, 2))
+print(f"DECISION: {m}; {s}")
+PY
+echo "s17_fwd25: $(($(date +%s) - T0)) s"
+[ "$jobs_ok" = 1 ] && [ "$brc" = 0 ]
