@@ -15,7 +15,8 @@ each off by default, against today's default and SDPA cuDNN, in one process.
       the rows computed are never stored); the count above gives 1.4-3 % at 2k and 4k.
 
 Cells: bf16, B x S = 16384, H = 2048 // d (bench_fwd11.py's convention): d 128 causal 2k, 4k,
-8k; d 64 causal 2k, 4k, 8k; d 64 non-causal 2k, 4k. Settings, each on the same inputs and the
+8k, 16k (16 pairs in groups of 2: no remainder, the merge changes nothing, a control); d 64
+causal 2k, 4k, 8k, 16k (count: +2.2 % at 16k); d 64 non-causal 2k, 4k. Settings, each on the same inputs and the
 dispatcher's default kernel: off (both knobs 0: today's default), merge, skip, both; cudnn (SDPA
 cuDNN); SDPA flash is the reference of the check only (not timed). Every flashc setting is
 checked first against SDPA flash (max |diff| < 2e-2, NaN fails) and against off (the knobs move
@@ -43,8 +44,9 @@ from bench_pad8 import time_ms  # noqa: E402
 from bench_sdpa import Flashc  # noqa: E402
 
 SETTINGS = {"off": ("0", "0"), "merge": ("1", "0"), "skip": ("0", "1"), "both": ("1", "1")}
-CELLS = [(128, True, 2048), (128, True, 4096), (128, True, 8192), (64, True, 2048),
-         (64, True, 4096), (64, True, 8192), (64, False, 2048), (64, False, 4096)]
+CELLS = [(128, True, 2048), (128, True, 4096), (128, True, 8192), (128, True, 16384),
+         (64, True, 2048), (64, True, 4096), (64, True, 8192), (64, True, 16384),
+         (64, False, 2048), (64, False, 4096)]
 
 
 def use(name):
