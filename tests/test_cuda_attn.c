@@ -21,10 +21,10 @@
  * other-device / managed memory), d 128 causal at 4k (where the default takes sm90v9), d 128 at
  * every class of Sk mod 176 (sm90v6's partial last key block), and causal Q tiles aligned to the
  * sequence's end (FLASHC_CUDA_SM90_CSHIFT on and off: rows < 0 of the first tile never stored,
- * guard rows around o), and the sm90 causal tile order with the last head group merged
- * (FLASHC_CUDA_SM90_HGMERGE on and off), and consumers of v7's shape without rows
- * (FLASHC_CUDA_SM90_SKIPDEAD on and off). Every case first asks flashc_attn_fwd_supported, which must answer what
- * the run then does.
+ * guard rows around o), the sm90 causal tile order with head groups of even size
+ * (FLASHC_CUDA_SM90_HGEVEN on and off), and consumers of v7's shape without rows
+ * (FLASHC_CUDA_SM90_SKIPDEAD on and off). Every case first asks flashc_attn_fwd_supported,
+ * which must answer what the run then does.
  *
  * FLASHC_CUDA_KERNEL=sm80|sm90v5|... forces one kernel family (read by the library); cases that
  * family does not serve are refused by both calls, counted and reported as not served, and
@@ -42,7 +42,7 @@
  * tests only (racecheck, ~100x slower again than memcheck on these kernels, runs one or two).
  * FLASHC_CUDA_SM90_CSHIFT (read by the library on every call) applies to every causal case but
  * test_causal_end_tiles's, which sets it itself (1, then 0) and restores it; likewise
- * FLASHC_CUDA_SM90_HGMERGE and test_head_groups, FLASHC_CUDA_SM90_SKIPDEAD and
+ * FLASHC_CUDA_SM90_HGEVEN and test_head_groups, FLASHC_CUDA_SM90_SKIPDEAD and
  * test_dead_consumers.
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
@@ -707,18 +707,18 @@ static void test_causal_end_tiles(void **state)
         printf("  causal end tiles: not served by FLASHC_CUDA_KERNEL=%s\n", forced_kernel());
 }
 
-/* The sm90 kernels' causal tile order with the last head group merged (attn_fwd_sm90.cu,
- * sm90_block_coords; FLASHC_CUDA_SM90_HGMERGE set here to 1 and then 0 for each case, and
- * restored). The head group is 20 MB of K/V (attn.cu, fwd_args_common: Sk (D + Dv) 2 bytes a
- * pair), so long keys make groups of a few pairs; every case has B Hq % head_group != 0, so the
- * merge changes the order (the groups below, merged / block_coords'), and the kernel must still
- * visit every (Q tile, head) exactly once (a tile missed leaves its NaN poison; a tile twice means
- * one missed). Short Sq keeps the host's reference cheap (its cost grows with pairs x Sq x Sk x D,
- * and the groups need pairs x Sk x D large): the lengths are for the forced families (sm80 takes
- * them by default; the bench checks the default's bench shapes bit for bit against the knob off):
+/* The sm90 kernels' causal tile order with head groups sized so that the last is not a small
+ * remainder (attn.cu, sm90_even_head_group; FLASHC_CUDA_SM90_HGEVEN set here to 1 and then 0 for
+ * each case, and restored). The head group is 20 MB of K/V (attn.cu, fwd_args_common: Sk (D + Dv)
+ * 2 bytes a pair), so long keys make groups of a few pairs; in every case the knob changes the
+ * groups (below: with it / without), and the kernel must still visit every (Q tile, head) exactly
+ * once (a tile missed leaves its NaN poison; a tile twice means one missed). Short Sq keeps the
+ * host's reference cheap (its cost grows with pairs x Sq x Sk x D, and small groups need pairs x
+ * Sk x D large): the lengths are for the forced families (sm80 takes them by default; the bench
+ * checks the default at its shapes bit for bit against the knob off):
  *   d 128, Sq 300 (3 Q tiles of 128 a head, end-aligned), Sk 16400, B 1, Hq 5 / Hkv 1:
- *   head_group 2, 5 pairs: 2 3 / 2 2 1;
- *   d 64, Sq 130, Sk 8192, B 1, Hq 23 / Hkv 1: head_group 10, 23 pairs: 10 13 / 10 10 3.
+ *   head_group 2, 5 pairs: 1 1 1 1 1 / 2 2 1;
+ *   d 64, Sq 130, Sk 8192, B 1, Hq 23 / Hkv 1: head_group 10, 23 pairs: 9 9 5 / 10 10 3.
  * FLASHC_TEST_SMALL: the second, for the sanitizers. */
 static void test_head_groups(void **state)
 {
@@ -727,25 +727,25 @@ static void test_head_groups(void **state)
                                 {1, 300, 16400, 5, 1, 128, 0},
                                 {1, 130, 8192, 23, 1, 64, 1}};
     enum { NC = sizeof cs / sizeof cs[0], NSMALL = 1 };
-    const char *was = getenv("FLASHC_CUDA_SM90_HGMERGE");
+    const char *was = getenv("FLASHC_CUDA_SM90_HGEVEN");
     char saved[16] = "";
     if (was)
         snprintf(saved, sizeof saved, "%s", was);
     int ran = 0;
     for (int i = small_only() ? NC - NSMALL : 0; i < NC; i++)
         for (int on = 1; on >= 0; on--) {
-            setenv("FLASHC_CUDA_SM90_HGMERGE", on ? "1" : "0", 1);
+            setenv("FLASHC_CUDA_SM90_HGEVEN", on ? "1" : "0", 1);
             attn_case c = {cs[i][0], cs[i][1], cs[i][2], cs[i][3], cs[i][4], cs[i][5], 1,
                            cs[i][6] ? FLASHC_F16 : FLASHC_BF16, 0, 0, 0};
             const int r = check_case(&c);
             if (r)
-                printf("    (FLASHC_CUDA_SM90_HGMERGE=%d)\n", on);
+                printf("    (FLASHC_CUDA_SM90_HGEVEN=%d)\n", on);
             ran += r;
         }
     if (was)
-        setenv("FLASHC_CUDA_SM90_HGMERGE", saved, 1);
+        setenv("FLASHC_CUDA_SM90_HGEVEN", saved, 1);
     else
-        unsetenv("FLASHC_CUDA_SM90_HGMERGE");
+        unsetenv("FLASHC_CUDA_SM90_HGEVEN");
     if (!ran)
         printf("  head groups: not served by FLASHC_CUDA_KERNEL=%s\n", forced_kernel());
 }

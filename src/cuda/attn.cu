@@ -396,19 +396,40 @@ static int sm90_cshift_enabled(void)
     return e && strcmp(e, "1") == 0 ? 1 : e && strcmp(e, "0") == 0 ? 0 : SM90_CSHIFT_DEFAULT;
 }
 
-/* FLASHC_CUDA_SM90_HGMERGE, read on every call (a test or a benchmark runs both in one process):
- * "1" merges the remainder of the (batch, head) pairs into the last full head group of the sm90
- * kernels' causal tile order (attn_fwd_args.head_groups; attn_fwd_sm90.cu, sm90_block_coords:
- * the last tiles the dynamic scheduler hands out are then the short ones of a large group, not
- * the full-length ones of a small group; bench/RESULTS.md, "Issue 11: the last head group"),
- * "0" keeps block_coords' groups; unset or anything else: SM90_HGMERGE_DEFAULT, off until a
- * device run measures it (bench/gpu/s17_fwd25.sh). The sm80 kernel, the mods and varlen
- * instances and the non-causal orders ignore it. */
-enum { SM90_HGMERGE_DEFAULT = 0 };
-static int sm90_hgmerge_enabled(void)
+/* FLASHC_CUDA_SM90_HGEVEN, read on every call (a test or a benchmark runs both in one process):
+ * "1" sizes the head groups of the sm90 kernels' causal tile order (block_coords: groups of
+ * head_group (batch, head) pairs whose K/V fit in ~20 MB of L2, the longest Q tiles of a group
+ * first) so that the last group is not a small remainder: the largest divisor of B Hq in
+ * [head_group / 2, head_group], else the largest size there whose remainder is at least half a
+ * group, else head_group (sm90_even_head_group). Why: the dynamic scheduler ends well only if
+ * the last tiles it hands out are short; a remainder group of a few heads starts its
+ * full-length tiles when every multiprocessor is near the end of the previous group, and those
+ * few then run alone (d 128 causal 2k: 128 pairs in groups of 20, the last of 8 heads, whose 16-
+ * block tiles start with ~9 blocks of work per multiprocessor left). A list-scheduling count
+ * ((blocks + 1) per tile, 132 multiprocessors, tiles in the kernel's order) puts the finish
+ * 4.5-5.5 % after the mean at d 128 causal 2k-8k and 1.7-2.7 % at d 64 causal 2k-16k, 0-1.7 %
+ * with these groups (bench/RESULTS.md, "Issue 11: the last head group and dead consumers").
+ * Smaller groups only (less K/V in L2 at once); the kernels are unchanged (the order is
+ * block_coords'). "0" keeps head_group; unset or anything else: SM90_HGEVEN_DEFAULT, off until a
+ * device run measures it (bench/gpu/s17_fwd25.sh). Plain causal problems on sm90 kernels only:
+ * the sm80 kernel, the mods / varlen instances and the non-causal orders (head by head) keep
+ * theirs. */
+enum { SM90_HGEVEN_DEFAULT = 0 };
+static int sm90_hgeven_enabled(void)
 {
-    const char *e = getenv("FLASHC_CUDA_SM90_HGMERGE");
-    return e && strcmp(e, "1") == 0 ? 1 : e && strcmp(e, "0") == 0 ? 0 : SM90_HGMERGE_DEFAULT;
+    const char *e = getenv("FLASHC_CUDA_SM90_HGEVEN");
+    return e && strcmp(e, "1") == 0 ? 1 : e && strcmp(e, "0") == 0 ? 0 : SM90_HGEVEN_DEFAULT;
+}
+/* The group size above for pairs = B Hq (>= 1) and head_group hg in [1, pairs]. */
+static int sm90_even_head_group(int64_t pairs, int64_t hg)
+{
+    for (int64_t g = hg; 2 * g >= hg; g--)
+        if (pairs % g == 0)
+            return (int)g;
+    for (int64_t g = hg; 2 * g >= hg; g--)
+        if (2 * (pairs % g) >= g)
+            return (int)g;
+    return (int)hg;
 }
 
 /* FLASHC_CUDA_SM90_SKIPDEAD, read on every call: "1" lets a consumer warpgroup of the sm90
@@ -643,9 +664,8 @@ extern "C" flashc_status cuda_attn_fwd(const attn_problem *p, flashc_attn_stats 
     a.causal = p->causal;
     /* the sm90 kernels' only (v->min_cc, so that the stats below count what ran) */
     a.cshift = p->causal && v->min_cc >= 90 && sm90_cshift_enabled();
-    /* the groups of B Hq pairs, the last one taking the remainder (head_group <= B Hq) */
-    if (p->causal && v->min_cc >= 90 && a.head_group > 0 && sm90_hgmerge_enabled())
-        a.head_groups = (int)(p->B * p->Hq / a.head_group);
+    if (p->causal && v->min_cc >= 90 && a.head_group > 0 && sm90_hgeven_enabled())
+        a.head_group = sm90_even_head_group(p->B * p->Hq, a.head_group);
     a.skip_dead = v->min_cc >= 90 && sm90_skipdead_enabled();
 
     /* No error was pending at entry, so what the launch reports (cudaFuncSetAttribute, the

@@ -45,11 +45,6 @@ typedef struct attn_fwd_args {
                                            TMA-store kernels only (attn.cu)      */
     int vec16;                          /* rows 16-byte aligned (see above)      */
     int head_group;                     /* (batch, head) pairs scheduled together */
-    int head_groups;                    /* > 0: the sm90 kernels' causal tile order
-                                           in this many groups, the last one taking
-                                           the remainder of B Hq pairs too (attn.cu,
-                                           FLASHC_CUDA_SM90_HGMERGE); 0: block_coords'
-                                           groups, the remainder a group of its own */
     float scale;                        /* softmax scale, > 0                    */
     float scale_log2;                   /* scale * log2(e): exp(x s) = 2^(x s')  */
     int causal;                         /* bottom-right aligned                  */

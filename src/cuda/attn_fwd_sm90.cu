@@ -269,38 +269,6 @@ static __device__ __forceinline__ void sm90_exp(float (&s)[1][NT][4], const floa
     }
 }
 
-/* block_coords' tile order (groups of a.head_group (batch, head) pairs whose K/V fit in half of
- * L2, the heaviest Q tiles of a group's heads first), with the last group optionally taking the
- * remainder of B Hq % head_group pairs (a.head_groups > 0: that many groups; attn.cu,
- * FLASHC_CUDA_SM90_HGMERGE). Why: the dynamic scheduler ends well only if the last tiles handed
- * out are short. Within a group they are (longest first), but a remainder group of a few heads
- * starts its full-length tiles when every multiprocessor is near the end of the previous group,
- * and those few then run alone: at d 128 causal 2k (128 pairs, head_group 20) the last group is
- * 8 heads, whose 8 tiles of 16 blocks start with ~8 blocks of work per multiprocessor left; a
- * list-scheduling count of (blocks + 1) per tile over 132 multiprocessors puts the finish 5%
- * after the mean (bench/RESULTS.md, "Issue 11: the last head group", helper fwd25). Merged into
- * the group before it (28 heads), the long tiles start early enough to be covered. The merged
- * group holds fewer than 2 head_group pairs, so its K/V stays under twice the L2 budget, and
- * only for the launch's last stretch. */
-template <int BM>
-static __device__ __forceinline__ void sm90_block_coords(const attn_fwd_args &a, int tile,
-                                                         int *m_block, int *b, int *h)
-{
-    const int n_mblocks = (a.Sq + BM - 1) / BM, pairs = a.B * a.Hq;
-    const int span = a.head_group * n_mblocks; /* tiles of one full group */
-    int grp = tile / span;
-    int heads_here = min(a.head_group, pairs - grp * a.head_group);
-    if (a.head_groups > 0 && grp >= a.head_groups - 1) { /* the merged last group */
-        grp = a.head_groups - 1;
-        heads_here = pairs - grp * a.head_group;
-    }
-    const int in_grp = tile - grp * span;
-    const int bh = grp * a.head_group + in_grp % heads_here;
-    *m_block = n_mblocks - 1 - in_grp / heads_here;
-    *b = bh / a.Hq;
-    *h = bh % a.Hq;
-}
-
 } // namespace
 
 /* VER: 1 (no overlap), 3 (overlap and ping-pong), 4 (v3 with v4's softmax), 5 (v4 on a
@@ -506,7 +474,7 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
             m_block = n_mblocks - 1 - tile % n_mblocks;
             b = bh / a.Hq, h = bh % a.Hq;
         } else {
-            sm90_block_coords<BM>(a, tile, &m_block, &b, &h);
+            block_coords<BM>(a, tile, &m_block, &b, &h);
             /* MODS, longest first under a window: a tile's keys are [lo(m0), hi(last row)),
              * both bounds moving with the rows. With a right bound (causal: wr = 0) the width
              * only grows with the row until it is the window's (the last tiles first, as under
