@@ -53,10 +53,6 @@ typedef struct attn_fwd_args {
                                            FLASHC_CUDA_SM90_CSHIFT; others ignore it) */
     int q_shift;                        /* ... the rows they move up by, set by the
                                            sm90 launch from cshift (0: at row 0) */
-    int skip_dead;                      /* the sm90 kernels on v7's shape: a consumer
-                                           whose 64 rows are all outside [0, Sq) issues
-                                           no product (attn.cu, FLASHC_CUDA_SM90_SKIPDEAD;
-                                           others ignore it) */
     /* Masks and modifiers of the v2 contract, read only by the "mods" instances (the sm80
      * kernel's, attn_fwd_sm80.cu, and the sm90 kernel's dense ones, attn_fwd_sm90.cu; the
      * dispatcher sends them nothing else, the plain instances never see them set). Varlen (cu_q != NULL): sq[0] = sk[0] = sv[0] = so[0] = slse[0] = 0, sequence
@@ -70,6 +66,11 @@ typedef struct attn_fwd_args {
     const float *alibi;                 /* slope of (b, h): alibi[b salibi[0] + h salibi[1]] */
     int64_t salibi[2];
     int mods;                           /* 1: launch the mods instance (these fields) */
+    /* Last, so that the kernels that do not read it keep their parameter offsets (and code). */
+    int skip_dead;                      /* the sm90 kernels on v7's shape: a consumer
+                                           with no row in [0, Sq) issues no product, nor
+                                           one with no key in its first block (attn.cu,
+                                           FLASHC_CUDA_SM90_SKIPDEAD; others ignore it) */
 } attn_fwd_args;
 
 /* The rows the sm90 kernels' Q tiles of BM rows move up by when they are aligned to the

@@ -1177,6 +1177,14 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 /* v9: the pending tile's last P V goes out in this turn too, before S, so that
                  * its O is stored while S runs */
                 ptx_mbarrier_wait(k_full(slot(0)), phase(0));
+                /* SKIP_DEAD (a.skip_dead) under the causal mask: a consumer none of whose rows
+                 * sees a key of the first block walked (the diagonal one: only that block can be
+                 * wholly above a consumer's rows, since the next starts BN keys lower) issues
+                 * no S for it and runs no softmax; its P is 0, as the masked S would give, so
+                 * the P V issued with the next S (which stays unconditional) adds nothing and m,
+                 * l stay as they were. At d 64 causal 2k on v7's tiles 5.6 % of the (consumer,
+                 * block) pairs, 3.0 % at 4k. Turn and releases as on the other path. */
+                const bool dead0 = SKIP_DEAD && a.skip_dead && !live_at(0);
                 if (XT && pend) {
                     /* two straight paths: with the issue conditional, ptxas serialised the
                      * wgmmas (C7514, the store's reads of O under the S) */
@@ -1192,18 +1200,30 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                     fence_pv(pa);
                     release_kv(v_empty(slot(-1)));
                     store_pending();
+                } else if (dead0) {
+                    my_turn();
+                    pass_turn();
+#pragma unroll
+                    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++)
+                            sc[0][nt][e] = 0.0f; /* P = 0 */
+                    release_kv(k_empty(slot(0)));
+                    release_q(0);
                 } else {
                     my_turn();
                     issue_qk(sc, slot(0));
                     ptx_wgmma_commit();
                     pass_turn();
                 }
-                ptx_wgmma_wait<0>();
-                fence_s(sc);
-                release_kv(k_empty(slot(0)));
-                release_q(0);
-                float alpha[1][2];
-                (void)softmax_s(0, alpha); /* O is still 0: nothing to rescale */
+                if (!dead0) {
+                    ptx_wgmma_wait<0>();
+                    fence_s(sc);
+                    release_kv(k_empty(slot(0)));
+                    release_q(0);
+                    float alpha[1][2];
+                    (void)softmax_s(0, alpha); /* O is still 0: nothing to rescale */
+                }
             }
             for (int i = 1; i < n_blocks; i++) {
                 const int s = slot(i), sp = slot(i - 1);
