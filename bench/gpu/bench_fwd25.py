@@ -17,8 +17,8 @@ each off by default, against today's default and SDPA cuDNN, in one process.
 
 Cells: bf16, B x S = 16384, H = 2048 // d (bench_fwd11.py's convention): d 128 causal 2k, 4k,
 8k, 16k (16 pairs in groups of 2: no remainder, the knob changes nothing, a control); d 64
-causal 2k, 4k, 8k, 16k (count: +1.8 % at 16k); d 64 non-causal 2k, 4k. Settings, each on the same inputs and the
-dispatcher's default kernel: off (both knobs 0: today's default), even, skip, both; cudnn (SDPA
+causal 2k, 4k, 8k, 16k (count: +1.8 % at 16k); d 64 non-causal 2k, 4k. Settings, each on the
+same inputs and the dispatcher's default kernel: off (both knobs 0: today's default), even, skip, both; cudnn (SDPA
 cuDNN); SDPA flash is the reference of the check only (not timed). Every flashc setting is
 checked first against SDPA flash (max |diff| < 2e-2, NaN fails) and against off (the knobs move
 no value: max |diff| must be 0, since a tile's arithmetic does not depend on where or when it

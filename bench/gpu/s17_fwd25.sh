@@ -45,7 +45,8 @@ K="FLASHC_CUDA_SM90_HGEVEN=1 FLASHC_CUDA_SM90_SKIPDEAD=1"
     FLASHC_TEST_ONLY=$H,$X,test_causal_end_tiles,test_fp16_d64 $K FLASHC_CUDA_KERNEL=sm90v7
   tjob g-sm90np 85 - FLASHC_TEST_ONLY=$H,$X,test_many_tiles $K FLASHC_CUDA_KERNEL=sm90np
   tjob g-sm90v9 85 - FLASHC_TEST_ONLY=$H,test_long_causal $K FLASHC_CUDA_KERNEL=sm90v9
-  OMP_NUM_THREADS=1 tjob g-sm90v6 85 - FLASHC_TEST_ONLY=$H,test_fp16_d128 $K FLASHC_CUDA_KERNEL=sm90v6
+  OMP_NUM_THREADS=1 tjob g-sm90v6 85 - FLASHC_TEST_ONLY=$H,test_fp16_d128 $K \
+    FLASHC_CUDA_KERNEL=sm90v6
   OMP_NUM_THREADS=1 tjob g-sm90v5 85 - FLASHC_TEST_ONLY=$H $K FLASHC_CUDA_KERNEL=sm90v5
   tjob mc-v7 85 memcheck FLASHC_TEST_ONLY=$H,$X $K FLASHC_CUDA_KERNEL=sm90v7 FLASHC_TEST_SMALL=1
   tjob rc-v7 85 racecheck FLASHC_TEST_ONLY=$X $K FLASHC_CUDA_KERNEL=sm90v7 FLASHC_TEST_SMALL=1
@@ -54,8 +55,9 @@ wait_jobs
 echo "(tests +$(($(date +%s) - T0)) s)"
 fwd_jobs_summary
 for n in "${s_names[@]}"; do
-  echo "$n: even on / off $(grep -c 'HGEVEN=1)' "$OUT/$n.log") / $(grep -c 'HGEVEN=0)' "$OUT/$n.log")," \
-    "skip on / off $(grep -c 'SKIPDEAD=1)' "$OUT/$n.log") / $(grep -c 'SKIPDEAD=0)' "$OUT/$n.log") cases"
+  l=$OUT/$n.log
+  echo "$n: even on / off $(grep -c 'HGEVEN=1)' "$l") / $(grep -c 'HGEVEN=0)' "$l")," \
+    "skip on / off $(grep -c 'SKIPDEAD=1)' "$l") / $(grep -c 'SKIPDEAD=0)' "$l") cases"
 done
 jobs_ok=1
 jobs_failed && jobs_ok=0
