@@ -363,8 +363,9 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     constexpr bool HEADWISE = BASE >= 6 && !MC;
     /* v9 (VER 11): the last P V of a tile goes out with the next tile's first S (XT) */
     constexpr bool XT = sm90_cross_tile(VER);
-    /* v7's shape (3 consumers, BM 192; plain, not v8t's pairs): a consumer whose rows are all
-     * outside [0, Sq) skips the tile's products when a.skip_dead (the consumers' tile loop) */
+    /* v7's shape (3 consumers, BM 192; plain, not v8t's pairs), when a.skip_dead: a consumer
+     * whose rows are all outside [0, Sq) skips the tile's products, and one whose rows see no
+     * key of the first block walked skips that block's S and softmax (the consumers' loop) */
     constexpr bool SKIP_DEAD = NC == 3 && OVERLAP && !XT && !MODS && !MC;
     static_assert(!XT || (DYN && TMA_O), "v9 is v6 with the tile boundary overlapped");
     constexpr int KV_ROWS = MC ? BN / 2 : BN;
@@ -1183,7 +1184,9 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                  * no S for it and runs no softmax; its P is 0, as the masked S would give, so
                  * the P V issued with the next S (which stays unconditional) adds nothing and m,
                  * l stay as they were. At d 64 causal 2k on v7's tiles 5.6 % of the (consumer,
-                 * block) pairs, 3.0 % at 4k. Turn and releases as on the other path. */
+                 * block) pairs, 3.0 % at 4k. Turn and releases as on the other path. The wait,
+                 * fence and softmax stay on the issuing side (`if (!dead0)` below): with the
+                 * wait common to both sides, ptxas serialised the wgmmas (C7518). */
                 const bool dead0 = SKIP_DEAD && a.skip_dead && !live_at(0);
                 if (XT && pend) {
                     /* two straight paths: with the issue conditional, ptxas serialised the
