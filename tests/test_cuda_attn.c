@@ -753,8 +753,11 @@ static void test_head_groups(void **state)
 /* Dead consumers (FLASHC_CUDA_SM90_SKIPDEAD set here to 1 and then 0 for each case, and
  * restored): on v7's shape (d 64, 3 consumer warpgroups of 64 rows, BM 192) a consumer whose rows
  * are all past Sq, or all < 0 in the first causal tile aligned to the end, skips its products but
- * keeps the slot and turn protocol, so every other consumer's rows must still come out right and
- * the run must not hang. Non-causal Sq 2048 (the last tile of each head 128 rows: one consumer
+ * keeps the slot and turn protocol, and under the causal mask one whose rows see no key of the
+ * first block walked skips that block's S and softmax (P = 0), so every row must still come out
+ * right and the run must not hang (the causal cases below have both: e.g. 300 / 450, tile 0 rows
+ * -64..127, its first block keys 256..383: consumer 0 dead, consumer 1 without a key there).
+ * Non-causal Sq 2048 (the last tile of each head 128 rows: one consumer
  * dead), 4096 against Sk 1500 (64 rows: two dead), 1000 (40 rows: two), 100 (one tile, the third
  * consumer dead); causal 2048 (shift 64: the first tile's first consumer dead), 4096 against Sk
  * 4000 (shift 128: two dead; rows that see no key), 300 against Sk 450 (shift 64, Sk > Sq). GQA,
