@@ -208,7 +208,6 @@ static __device__ __forceinline__ void bwd90v3_grouped(const attn_bwd_args &a, i
     *bh = grp * G + r % gc;
 }
 
-
 /* sm90v3d (helper bwd21, 2026-12-05): writer warp wgc's loop in deterministic mode at d 64
  * (both warpgroups' dQ by keys into the same rows: warpgroup 1's add of Q block m after
  * warpgroup 0's, both after the previous K block's; the counters and turns of sm90v3w).
