@@ -784,12 +784,14 @@ static void test_early_bits(void **state)
 }
 
 /* sm90v3d (deterministic mode at d 64 with pipelined dQ adds: a tile's count released after
- * the next tile's adds are issued, three staging buffers, attn_bwd_sm90v3.cu) keeps the dQ
- * order of the turn counters: dq, dk, dv bit for bit sm90v3w's deterministic result (the K
- * blocks head by head, one tile's adds completed before the next's, a masked softmax loop),
- * so neither the grouping of the blocks nor the writers' pipelining nor the grid's order moves
- * a bit; fast mode is sm90v3u's kernel (dk, dv sm90v3w's). The cases: non-causal (grouped
- * blocks), causal (reversed K blocks), a left window, bf16 and fp16. */
+ * the next tile's adds are issued, three staging buffers; its blocks in groups of heads under
+ * causal too, K blocks reversed; attn_bwd_sm90v3.cu) keeps the dQ order of the turn counters:
+ * dq, dk, dv bit for bit sm90v3w's deterministic result (the K blocks head by head, one tile's
+ * adds completed before the next's, a masked softmax loop), so neither the grouping of the
+ * blocks nor the writers' pipelining nor the grid's order moves a bit; fast mode is sm90v3u's
+ * kernel (dk, dv sm90v3w's). The cases: non-causal (grouped blocks), causal (grouped, K blocks
+ * reversed; at S 1500 6 heads a group of 10, a short last group), a left window, bf16 and
+ * fp16. */
 static void test_pipelined_bits(void **state)
 {
     (void)state;

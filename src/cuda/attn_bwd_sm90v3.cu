@@ -191,9 +191,15 @@ static __device__ __forceinline__ int bwd90v3_turn_counter(const attn_bwd_args &
  * n = 0, 1, ... block n meets block n - 1 one step behind it on every Q block (block n lags
  * n steps, worse than now); with the order of visit (turn (min(m, N - 1) - n) mod N) its
  * predecessors include blocks of higher linear index, which may not be resident: a
- * deadlock once a head's blocks outnumber the SMs free. */
+ * deadlock once a head's blocks outnumber the SMs free.
+ * REV (sm90v3d, helper bwd21: with an upper key bound, causal or a right window): the K blocks
+ * of a head in reverse, n = N - 1, N - 2, ..., as bwd_turn orders them there (block n after
+ * block n + 1): block n + 1 then starts gc places before block n, the same argument mirrored.
+ * sm90v3w runs those problems head by head, where the blocks of a head start together: at
+ * d 64 causal 8k / 16k the default's deterministic mode measured 0.72x its fast mode, its worst
+ * cells (bwd19's table). */
 static __device__ __forceinline__ void bwd90v3_grouped(const attn_bwd_args &a, int *n_block,
-                                                       int *bh)
+                                                       int *bh, bool rev = false)
 {
     unsigned nsm;
     asm("mov.u32 %0, %%nsmid;" : "=r"(nsm)); /* SM ids (>= the SM count; a heuristic only) */
@@ -204,7 +210,7 @@ static __device__ __forceinline__ void bwd90v3_grouped(const attn_bwd_args &a, i
     const int grp = (int)(lin / ((int64_t)G * N));
     const int r = (int)(lin - (int64_t)grp * G * N);
     const int gc = min(G, BH - grp * G); /* the last group's heads */
-    *n_block = r / gc;
+    *n_block = rev ? N - 1 - r / gc : r / gc;
     *bh = grp * G + r % gc;
 }
 
@@ -309,6 +315,9 @@ bwd90v3_pipelined_writer(const attn_bwd_args &a, const bwd_range &rg, const CUte
  * BN keys, B Hkv); under DET with an upper key bound the K blocks run in reverse (bwd_turn).
  * GRP (family sm90v3wg, with DET): without an upper key bound the blocks take their (K block,
  * head) in groups of heads (bwd90v3_grouped), the same dQ order and bits.
+ * DQP (family sm90v3d, with DET, WRT, GRP at d 64): the writer warps pipeline their dQ adds
+ * (bwd90v3_pipelined_writer, 3 staging buffers), and the grouping serves an upper key bound
+ * too, its K blocks reversed; the same dQ order and bits.
  * UM (family sm90v3u, with WRT, without MODS): tiles without masked keys take a softmax loop
  * without the mask's test.
  * PAD (sm90v3u's padded entries, helper bwd16): the problem's head dim a.D == a.Dv, a multiple
@@ -375,10 +384,12 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
     const bwd_range rg = bwd_range_of(a);
     int n_block, bh;
     if constexpr (DET && GRP) {
-        if (rg.has_hi) /* not launched so (attn_bwd_sm90v3_launch); kept correct all the same */
+        /* (has_hi without DQP: not launched so, attn_bwd_sm90v3_launch; kept correct all the
+         * same; sm90v3d groups those problems too, its K blocks reversed) */
+        if (rg.has_hi && !DQP)
             n_block = (int)gridDim.x - 1 - ptx_block_index(), bh = (int)blockIdx.y;
         else
-            bwd90v3_grouped(a, &n_block, &bh);
+            bwd90v3_grouped(a, &n_block, &bh, DQP && rg.has_hi);
     } else {
         n_block = DET && rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index() : ptx_block_index();
         bh = (int)blockIdx.y;
@@ -985,8 +996,9 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
                                       : bwd90v3_smem<D, WRT>::LAUNCH;
     const bool mods = a->softcap > 0.0f || a->alibi;
     /* sm90v3wg: the grouped order only without an upper key bound (causal or a right window:
-     * sm90v3w's kernel, whose reversed K blocks its turns need) */
-    const bool grp = GRP && a->wr < 0;
+     * sm90v3w's kernel, whose reversed K blocks its turns need); sm90v3d: always (reversed
+     * there: bwd90v3_grouped's REV), so its "ungrouped" instances below are the grouped ones */
+    const bool grp = GRP && (a->wr < 0 || (F & V3_DQP));
     /* UM in deterministic mode at d 128 only: at d 64 (s11_bwd13.sh, H200) sm90v3u's
      * deterministic mode was 0.95-1.08x sm90v3wg's, where its fast mode was 1.10-1.23x;
      * sm90v3e's at both (s12_bwd15.sh measured its d 64 deterministic mode) */
@@ -996,17 +1008,18 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
      * (DVE: with UM only; DQP: deterministic mode only, whose writers it changes) */
     constexpr unsigned K = F & (V3_TDQ | V3_DQF | V3_WRT | V3_PAD), KE = F & V3_DVE,
                        KU = UM ? V3_UM | KE : 0u, KUD = (UMD ? V3_UM | KE : 0u) | (F & V3_DQP),
-                       KG = GRP ? V3_GRP : 0u, KP = F & V3_DQP;
+                       KG = GRP ? V3_GRP : 0u, KP = F & V3_DQP,
+                       KNG = (F & V3_DQP) ? KG : 0u; /* the "ungrouped" det instances' GRP */
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                    const CUtensorMap, const attn_bwd_args) =
         /* (UM: only the softmax without modifiers has the loop to unswitch) */
         mods ? (a->deterministic
                     ? (grp ? attn_bwd_sm90v3_kernel<T, D, K | V3_DET | V3_MODS | KG | KP>
-                           : attn_bwd_sm90v3_kernel<T, D, K | V3_DET | V3_MODS | KP>)
+                           : attn_bwd_sm90v3_kernel<T, D, K | V3_DET | V3_MODS | KP | KNG>)
                     : attn_bwd_sm90v3_kernel<T, D, K | V3_MODS>)
              : (a->deterministic
                     ? (grp ? attn_bwd_sm90v3_kernel<T, D, K | V3_DET | KG | KUD>
-                           : attn_bwd_sm90v3_kernel<T, D, K | V3_DET | KUD>)
+                           : attn_bwd_sm90v3_kernel<T, D, K | V3_DET | KUD | KNG>)
                     : attn_bwd_sm90v3_kernel<T, D, K | KU>);
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess)
@@ -1092,8 +1105,10 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
     /* sm90v3d (helper bwd21, 2026-12-05; opt-in, not yet measured): sm90v3u whose
      * deterministic mode at d 64 pipelines the writer warps' dQ adds (a tile's count released
      * after the next tile's adds are issued, buffers handed back once read, three of them;
-     * bwd90v3_pipelined_writer) and takes the unmasked softmax loop; the same dQ order, so
-     * sm90v3u's deterministic bits (test_pipelined_bits). Its fast mode is sm90v3u's kernel. */
+     * bwd90v3_pipelined_writer), takes the unmasked softmax loop, and groups the blocks by
+     * heads under an upper key bound too (K blocks reversed: bwd90v3_grouped's REV); the same
+     * dQ order, so sm90v3u's deterministic bits (test_pipelined_bits). Its fast mode is
+     * sm90v3u's kernel. */
     V3_PAIR("sm90v3d", 64, "", true, V3_W | V3_GRP | V3_UM | V3_DQP, 1, 0),
 };
 #undef V3_PAIR
