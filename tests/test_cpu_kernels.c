@@ -14,6 +14,9 @@
 #include <cmocka.h>
 
 #include <float.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1071,6 +1074,16 @@ static void test_dispatch(void **state)
     if (env && cpu_kernels_by_name(env))
         assert_ptr_equal(best, cpu_kernels_by_name(env));
     assert_null(cpu_kernels_by_name("no-such-isa"));
+#if defined(__x86_64__)
+    /* Unforced, a CPU with AVX-512 but no usable AMX takes avx512bf16 (vdpbf16ps) on AMD, where
+     * it runs at the FMA's rate, and avx512 (the float32 path) on Intel (dispatch.c) */
+    if (!(env && cpu_kernels_by_name(env)) && cpu_kernels_by_name("avx512") &&
+        !cpu_kernels_by_name("amx")) {
+        unsigned a, b, c, d;
+        const int amd = __get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u; /* "Auth" */
+        assert_string_equal(best->name, amd ? "avx512bf16" : "avx512");
+    }
+#endif
     cpu_kernels_force(&cpu_kernels_scalar);
     assert_ptr_equal(cpu_kernels_get(), &cpu_kernels_scalar);
     cpu_kernels_force(NULL);

@@ -783,6 +783,22 @@ static void test_early_bits(void **state)
     family_bits("sm90v3e", "sm90v3u", dims, 3);
 }
 
+/* sm90v3d (deterministic mode at d 64 with pipelined dQ adds: a tile's count released after
+ * the next tile's adds are issued, three staging buffers; its blocks in groups of heads under
+ * causal too, K blocks reversed; attn_bwd_sm90v3.cu) keeps the dQ order of the turn counters:
+ * dq, dk, dv bit for bit sm90v3w's deterministic result (the K blocks head by head, one tile's
+ * adds completed before the next's, a masked softmax loop), so neither the grouping of the
+ * blocks nor the writers' pipelining nor the grid's order moves a bit; fast mode is sm90v3u's
+ * kernel (dk, dv sm90v3w's). The cases: non-causal (grouped blocks), causal (grouped, K blocks
+ * reversed; at S 1500 6 heads a group of 10, a short last group), a left window, bf16 and
+ * fp16. */
+static void test_pipelined_bits(void **state)
+{
+    (void)state;
+    static const int dims[] = {64, 0};
+    family_bits("sm90v3d", "sm90v3w", dims, 3);
+}
+
 /* sm80p (head dims above 128: one thread block per K/V block, two warps per 16 keys, P^T and
  * dS^T through shared memory, attn_bwd_sm80.cu) does the sm80 instances' float operations in
  * the same order (S^T, dP^T per element over the full head dim, dV, dK, dQ tiles over the same
@@ -1692,6 +1708,7 @@ int main(void)
         cmocka_unit_test(test_det_grouped_bits),
         cmocka_unit_test(test_unmasked_bits),
         cmocka_unit_test(test_early_bits),
+        cmocka_unit_test(test_pipelined_bits),
         cmocka_unit_test(test_sm80p_bits),
         cmocka_unit_test(test_graph_capture),
         cmocka_unit_test(test_strided_stream_workspace),

@@ -30,6 +30,9 @@ halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KE
                         the default is sm80's two column slices
   90h / 90h_det         sm90h forced: the wgmma backward above d 128 (helper bwd20; opt-in;
                         d 256, and 136..248 padded into it), where the default is sm80p
+  v3d / v3d_det         sm90v3d forced: sm90v3u whose deterministic mode at d 64 pipelines
+                        the writer warps' dQ adds (helper bwd21; opt-in; d 64 only; its fast
+                        mode is sm90v3u's kernel)
   90h2 / 90h2_det       sm90h2 forced: sm90h's d 192 kernel in 128 x 64 steps (helper bwd22;
                         opt-in; d 192, and 136..184 padded into it)
   90h2e / 90h2e_det     sm90h2e forced: sm90h2 with dV / dK issued before dQ, two dQ
@@ -38,6 +41,7 @@ The table (printed last) gives each TFLOP/s and the ratios the issue's target na
 
 usage: bench_bwd4.py --lib build/libflashc.so [--out x.json] [--dims 128,64] [--seqlens 2048,16384]
                     [--configs flashc,...] [--configs-d128 flashc,...] [--budget-ms 100]
+                    [--peers flash,cudnn]
 """
 import argparse
 import ctypes
@@ -64,6 +68,7 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            "flashc_pad": (0, 0, False, "sm90v3u"), "flashc_pad_det": (0, 0, True, "sm90v3u"),
            "flashc_80p": (0, 0, False, "sm80p"), "flashc_80p_det": (0, 0, True, "sm80p"),
            "flashc_90h": (0, 0, False, "sm90h"), "flashc_90h_det": (0, 0, True, "sm90h"),
+           "flashc_v3d": (0, 0, False, "sm90v3d"), "flashc_v3d_det": (0, 0, True, "sm90v3d"),
            "flashc_90h2": (0, 0, False, "sm90h2"), "flashc_90h2_det": (0, 0, True, "sm90h2"),
            "flashc_90h2e": (0, 0, False, "sm90h2e"), "flashc_90h2e_det": (0, 0, True, "sm90h2e")}
 
@@ -85,6 +90,9 @@ def main():
                     help="the configurations at d 128 (default: --configs); e.g. without "
                     "flashc_v3w, the default there")
     ap.add_argument("--budget-ms", type=float, default=100.0)
+    ap.add_argument("--peers", default="flash,cudnn",
+                    help="SDPA's backends timed beside flashc; flash is needed (its gradients "
+                    "are the check), cudnn may be left out for a shorter run")
     a = ap.parse_args()
     bb.BUDGET_MS = a.budget_ms
     bb.FLASHC_CONFIGS.update(CONFIGS)
@@ -108,9 +116,10 @@ def main():
             cf = configs128 if d == 128 else tuple(
                 c for c in configs if not c.startswith(("flashc_v3", "flashc_sm90", "flashc_v2s"))
                 or (d == 64 and c.startswith(("flashc_v3w", "flashc_v3u", "flashc_v3e",
-                                                "flashc_v2s"))))
+                                                "flashc_v2s", "flashc_v3d"))))
             if cf:
-                bb.part2(lib, seqlens, rows, d=d, configs=cf, peers=("flash", "cudnn"), part=3)
+                bb.part2(lib, seqlens, rows, d=d, configs=cf,
+                         peers=tuple(p for p in a.peers.split(",") if p), part=3)
     finally:
         if a.out:
             with open(a.out, "w") as fh:
@@ -152,6 +161,8 @@ def table(rows, configs):
               ("pad/cuDNN", "flashc_pad", "cudnn"), ("pad/flash", "flashc_pad", "flash"),
               ("90h/default", "flashc_90h", "flashc"), ("90hdet/det", "flashc_90h_det", "flashc_det"),
               ("90h/flash", "flashc_90h", "flash"), ("90h/cuDNN", "flashc_90h", "cudnn"),
+              ("v3ddet/det", "flashc_v3d_det", "flashc_det"),
+              ("v3ddet/fast", "flashc_v3d_det", "flashc"),
               ("90h2/default", "flashc_90h2", "flashc"), ("90h2det/det", "flashc_90h2_det", "flashc_det"),
               ("90h2/90h", "flashc_90h2", "flashc_90h"), ("90h2det/90hdet", "flashc_90h2_det", "flashc_90h_det"),
               ("90h2/flash", "flashc_90h2", "flash"), ("90h2/cuDNN", "flashc_90h2", "cudnn"),

@@ -213,15 +213,18 @@ static void make_plan(const attn_problem *p, bwd_plan *pl)
      * and 20 of test_attn_bwd_v2 on bf16ref: measurements, never a default); ":BRxBC" after the
      * digit sets its tiles where the call gives none (a tuning knob for the bench). Unset: on
      * for every shape (the choice never depends on the thread count, so neither do the bits)
-     * on AMX and the scalar model, off on vdpbf16ps (the H200 host's Xeon, 2026-12-02, d 128 /
-     * 64, n 1024 / 2048: AMX 1.5-1.9x the float32 backward and 2.0-2.6x the float32 path on
-     * bf16 storage; vdpbf16ps 0.56x the float32 backward: bench/RESULTS.md). */
+     * on AMX and the scalar model, and on vdpbf16ps only where it runs at the FMA's instruction
+     * rate (cpu_dpbf16_full_rate: AMD). The H200 host's Xeon, 2026-12-02, d 128 / 64, n 1024 /
+     * 2048: AMX 1.5-1.9x the float32 backward and 2.0-2.6x the float32 path on bf16 storage,
+     * vdpbf16ps 0.56x the float32 backward; a Zen 4, 2026-12-05, the same shapes causal and
+     * not, one thread's CPU time: vdpbf16ps 1.28-1.44x the float32 backward, 1.9-2.1x the
+     * float32 path (bench/RESULTS.md, "avx512bf16 on Zen 4"). */
     const char *opt = getenv("FLASHC_CPU_BWD_MM");
     const cpu_mm_bf16 *unit = p->dtype == FLASHC_BF16 ? cpu_kernels_get()->bf16 : NULL;
     if (opt && opt[0] >= '0' && opt[0] <= '3')
         pl->mm = unit && opt[0] != '0';
     else
-        pl->mm = unit && strcmp(unit->unit, "avx512bf16") != 0;
+        pl->mm = unit && (strcmp(unit->unit, "avx512bf16") != 0 || cpu_dpbf16_full_rate());
     pl->mm_single = !pl->mm || !opt ? 0 : opt[0] == '2' ? 3 : opt[0] == '3' ? 2 : 0;
     /* P and dS into their bf16 hi + lo operands: the unit's split_cvt (vcvtne2ps2bf16) where it
      * has one, the same bits as split (kernels.h; test_cpu_kernels' test_mm_split); the default

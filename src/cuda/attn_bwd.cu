@@ -38,7 +38,9 @@ static const struct {
  * unmasked softmax loop for tiles without masked keys, the same bits; its padded entries, the
  * default too, take D == Dv, a multiple of 8, in 40-56 and 72-120), "sm90v3e" (sm90v3u with
  * dV issued before the consumers' meeting, the same bits; sm90v3e2, sm90v3s and sm90v3es were
- * measured on the H200 on 2026-12-04, 0.78-1.01x sm90v3u, and removed), "sm80p" (above d 128:
+ * measured on the H200 on 2026-12-04, 0.78-1.01x sm90v3u, and removed), "sm90v3d" (d 64:
+ * sm90v3u whose deterministic mode pipelines the writer warps' dQ adds, the same bits; opt-in,
+ * helper bwd21), "sm80p" (above d 128:
  * the mma.sync backward without sm80's recomputation over two column slices, the same bits;
  * any compute capability >= 8.0 whose shared memory holds it; the default there since the H200
  * run of 2026-12-04 evening, "sm80" forcing the split instances), "sm90h" (above d 128 on

@@ -72,6 +72,7 @@ enum : unsigned {
     V3_DVE = 1u << 7,  /* sm90v3e: dV issued right after P, before dP's wait      */
     /* bits 8, 9: sm90v3e2's and sm90v3s's, measured and removed (bench/RESULTS.md) */
     V3_PAD = 1u << 10, /* head dim a.D <= D (padded entries): dK, dV cut at a.D   */
+    V3_DQP = 1u << 11, /* sm90v3d: deterministic dQ adds pipelined, 3 staging bufs */
     V3_W = V3_TDQ | V3_DQF | V3_WRT, /* sm90v3w's bits (WRT needs TDQ and DQF)    */
 };
 /* dQ staging rows: 64 floats + 16 bytes (the bank spread of sm90v2's V2_DQ_ROW) */
@@ -89,7 +90,7 @@ template <int D> struct bwd90v3_regs {
 
 /* Byte offsets from a 1024-byte aligned base; a tile of R rows x D columns is D / 64 panels of
  * R rows x 128 bytes (ptx_sm90.cuh's swizzle, which TMA writes). */
-template <int D, bool WRT = false> struct bwd90v3_smem {
+template <int D, bool WRT = false, int NB = 2> struct bwd90v3_smem {
     static constexpr int KV_BYTES = V3_BN * D * 2;
     static constexpr int QBUF = V3_BM * D * 2;            /* one stage of Q (or dO)       */
     static constexpr int DS_BUF = V3_BM * V3_BN * 2;      /* one dS [2 panels][BM][128 B] */
@@ -101,18 +102,26 @@ template <int D, bool WRT = false> struct bwd90v3_smem {
     /* dQ staging, float: sm90v3 [2 wg][BM][272 B] rows; sm90v3t [2 wg][2 halves][BM][128 B],
      * 128-byte swizzled (the fp32 tensor map's boxes of 32 columns), 32 KB of the 34 */
     static constexpr int DQ = DS + 2 * DS_BUF;
-    static constexpr int DQ_BUF = 2 * 2 * V3_BM * 128;   /* sm90v3w: two of those, DQ_BUF apart */
-    static constexpr int LSE = DQ + (WRT ? 2 * DQ_BUF : 2 * V3_BM * V3_DQ_ROW); /* float [2][BM] */
+    static constexpr int DQ_BUF = 2 * 2 * V3_BM * 128;   /* sm90v3w: NB of those, DQ_BUF apart */
+    static constexpr int LSE = DQ + (WRT ? NB * DQ_BUF : 2 * V3_BM * V3_DQ_ROW); /* float [2][BM] */
     static constexpr int DSUM = LSE + 2 * V3_BM * 4;      /* float [2][BM], D             */
     static constexpr int INFO = DSUM + 2 * V3_BM * 4;     /* int [2][4]: the stage's Q block */
     static constexpr int BARS = INFO + 2 * 16;            /* kv_full, full[2], empty[2]   */
-    static constexpr int TOTAL = BARS + 5 * 8;
+    /* sm90v3d (NB 3): then dq_full[2 wg][NB], the staging buffers' mbarriers */
+    static constexpr int TOTAL = BARS + (NB > 2 ? 5 + 2 * NB : 5) * 8;
     static constexpr int LAUNCH = TOTAL + 1024;           /* room to align the base       */
 };
 static_assert(bwd90v3_smem<128>::LAUNCH <= 227 * 1024 &&
                   bwd90v3_smem<128, true>::LAUNCH <= 227 * 1024 &&
-                  bwd90v3_smem<64, true>::LAUNCH <= 227 * 1024,
+                  bwd90v3_smem<64, true>::LAUNCH <= 227 * 1024 &&
+                  bwd90v3_smem<64, true, 3>::LAUNCH <= 227 * 1024,
               "one block per SM fits");
+/* The staging buffers of the writer warps: 3 in sm90v3d's kernels (deterministic mode at d 64,
+ * where a fourth would not fit: 230 KB), 2 elsewhere. */
+__host__ __device__ constexpr int bwd90v3_nb(int D, unsigned F)
+{
+    return (F & V3_DQP) && D == 64 ? 3 : 2;
+}
 
 } // namespace
 
@@ -182,9 +191,15 @@ static __device__ __forceinline__ int bwd90v3_turn_counter(const attn_bwd_args &
  * n = 0, 1, ... block n meets block n - 1 one step behind it on every Q block (block n lags
  * n steps, worse than now); with the order of visit (turn (min(m, N - 1) - n) mod N) its
  * predecessors include blocks of higher linear index, which may not be resident: a
- * deadlock once a head's blocks outnumber the SMs free. */
+ * deadlock once a head's blocks outnumber the SMs free.
+ * REV (sm90v3d, helper bwd21: with an upper key bound, causal or a right window): the K blocks
+ * of a head in reverse, n = N - 1, N - 2, ..., as bwd_turn orders them there (block n after
+ * block n + 1): block n + 1 then starts gc places before block n, the same argument mirrored.
+ * sm90v3w runs those problems head by head, where the blocks of a head start together: at
+ * d 64 causal 8k / 16k the default's deterministic mode measured 0.72x its fast mode, its worst
+ * cells (bwd19's table). */
 static __device__ __forceinline__ void bwd90v3_grouped(const attn_bwd_args &a, int *n_block,
-                                                       int *bh)
+                                                       int *bh, bool rev = false)
 {
     unsigned nsm;
     asm("mov.u32 %0, %%nsmid;" : "=r"(nsm)); /* SM ids (>= the SM count; a heuristic only) */
@@ -195,10 +210,96 @@ static __device__ __forceinline__ void bwd90v3_grouped(const attn_bwd_args &a, i
     const int grp = (int)(lin / ((int64_t)G * N));
     const int r = (int)(lin - (int64_t)grp * G * N);
     const int gc = min(G, BH - grp * G); /* the last group's heads */
-    *n_block = r / gc;
+    *n_block = rev ? N - 1 - r / gc : r / gc;
     *bh = grp * G + r % gc;
 }
 
+/* sm90v3d (helper bwd21, 2026-12-05): writer warp wgc's loop in deterministic mode at d 64
+ * (both warpgroups' dQ by keys into the same rows: warpgroup 1's add of Q block m after
+ * warpgroup 0's, both after the previous K block's; the counters and turns of sm90v3w).
+ *
+ * Why: sm90v3w's writer does per Q block, in series: wait for the staging buffer, spin for the
+ * turn, reduce-add 16 KB, wait for the adds to complete (cp.async.bulk.wait_group 0: the
+ * L2's read-modify-writes acknowledged), fence, release the count, and only then hand the
+ * buffer back. At d 64 a Q block's products take ~1.7 us on an H200 SM (fast mode, 404
+ * TFLOP/s), about what that round trip costs; deterministic mode runs ~2.3 us a Q block
+ * whatever the consumers do (the unmasked softmax, two planes for the warpgroups' adds:
+ * 0.95-1.08x, RESULTS.md), so the writer's series is the pace. Here:
+ *  - the buffer is handed back once the copy engine has read it (wait_group.read), not after
+ *    the adds completed and the count was released: the consumers never wait for L2;
+ *  - the count of tile i is released after tile i + 1's adds are issued (wait_group 1: all
+ *    but the newest group complete), so two tiles' adds are in flight and the completion
+ *    round trip overlaps the next tile's turn and issue;
+ *  - three staging buffers a warpgroup instead of two (the shared memory d 64 has left).
+ * The drain rule keeps it free of deadlock and of convoys: before any wait that can last
+ * (the next buffer's full barrier, the next turn), the writer asks once without blocking
+ * (mbarrier.test_wait, one ld.acquire), and if the answer is no it first completes and
+ * releases what it holds. So it blocks holding nothing, and the waits among writers stay
+ * sm90v3w's: on lower (K block, warpgroup) pairs only, the same forward-progress argument.
+ * A held count is released at most one tile issue late, and only while this writer is busy.
+ *
+ * The adds into each row happen in the same order (same counters, same turns): dq is
+ * sm90v3w's deterministic result bit for bit (test_pipelined_bits).
+ * dq_base: the staging buffers (NB, dq_buf bytes apart; warpgroup w's tile at w * 2 BM * 128).
+ * full_mb(w, sb), empty_id(w, sb): the buffers' mbarriers and named barriers (160 threads). */
+template <int NB, typename FullMb, typename EmptyId>
+static __device__ __forceinline__ void
+bwd90v3_pipelined_writer(const attn_bwd_args &a, const bwd_range &rg, const CUtensorMap *tm_dq,
+                         uint32_t dq_base, int dq_buf, int wgc, int b, int hk, int n_block,
+                         int m_begin, int m_end, int total, FullMb full_mb, EmptyId empty_id)
+{
+    const int lane = (int)threadIdx.x % 32;
+    for (int sb = 0; sb < NB && sb < total; sb++)
+        ptx_named_bar_arrive(empty_id(wgc, sb), 160);
+    int *held = nullptr; /* lane 0: the count whose release waits for our newest adds */
+    auto drain = [&]() {
+        if (held) {
+            ptx_bulk_wait_group<0>();       /* our adds performed ... */
+            ptx_fence_proxy_async_global(); /* ... and ordered before the release */
+            __threadfence();
+            ptx_red_release_gpu_add(held, 1);
+            held = nullptr;
+        }
+    };
+    int h = hk * a.group, m = m_begin;
+    for (int it = 0; it < total; it++) {
+        const int sb = it % NB;
+        if (lane == 0) {
+            const uint32_t full = full_mb(wgc, sb), parity = ((uint32_t)(it / NB)) & 1u;
+            if (!ptx_mbarrier_test_wait(full, parity)) {
+                drain();
+                ptx_mbarrier_wait(full, parity);
+            }
+            int *sem = a.sem + bwd90v3_turn_counter(a, b, h, m);
+            const int want = 2 * bwd_turn(rg, n_block, (int)gridDim.x, m, V3_BM, V3_BN) + wgc;
+            if (ptx_ld_acquire_gpu(sem) < want) {
+                drain();
+                while (ptx_ld_acquire_gpu(sem) < want) {
+                }
+            }
+            ptx_fence_proxy_async_global(); /* the acquire before our adds */
+            const uint32_t st = dq_base + sb * dq_buf + wgc * 2 * V3_BM * 128;
+            for (int hf = 0; hf < 2; hf++)
+                ptx_tma_reduce_add_4d(tm_dq, st + hf * V3_BM * 128, 32 * hf, m * V3_BM, h, b);
+            ptx_bulk_commit_group();
+            if (held) { /* the previous tile's adds (all groups but this one) completed */
+                ptx_bulk_wait_group<1>();
+                ptx_fence_proxy_async_global();
+                __threadfence();
+                ptx_red_release_gpu_add(held, 1);
+            }
+            held = sem;
+            ptx_bulk_wait_group_read<0>(); /* this buffer read: the consumers may restage it */
+        }
+        __syncwarp();
+        if (it + NB < total)
+            ptx_named_bar_arrive(empty_id(wgc, sb), 160);
+        if (++m == m_end)
+            h++, m = m_begin;
+    }
+    if (lane == 0)
+        drain();
+}
 #endif
 
 /* T: __nv_bfloat16 or __half; D: 128 (64: sm90v3w only); F: V3_* bits. DET: deterministic dQ;
@@ -214,6 +315,9 @@ static __device__ __forceinline__ void bwd90v3_grouped(const attn_bwd_args &a, i
  * BN keys, B Hkv); under DET with an upper key bound the K blocks run in reverse (bwd_turn).
  * GRP (family sm90v3wg, with DET): without an upper key bound the blocks take their (K block,
  * head) in groups of heads (bwd90v3_grouped), the same dQ order and bits.
+ * DQP (family sm90v3d, with DET, WRT, GRP at d 64): the writer warps pipeline their dQ adds
+ * (bwd90v3_pipelined_writer, 3 staging buffers), and the grouping serves an upper key bound
+ * too, its K blocks reversed; the same dQ order and bits.
  * UM (family sm90v3u, with WRT, without MODS): tiles without masked keys take a softmax loop
  * without the mask's test.
  * PAD (sm90v3u's padded entries, helper bwd16): the problem's head dim a.D == a.Dv, a multiple
@@ -232,9 +336,12 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
 #if FLASHC_PTX_SM90A
     constexpr bool DET = F & V3_DET, MODS = F & V3_MODS, TDQ = F & V3_TDQ, DQF = F & V3_DQF,
                    WRT = F & V3_WRT, GRP = F & V3_GRP, UM = F & V3_UM, DVE = F & V3_DVE,
-                   PAD = F & V3_PAD;
-    using L = bwd90v3_smem<D, WRT>;
+                   PAD = F & V3_PAD, DQP = F & V3_DQP;
+    constexpr int NB = bwd90v3_nb(D, F); /* the writer warps' staging buffers */
+    using L = bwd90v3_smem<D, WRT, NB>;
     static_assert(!WRT || (TDQ && DQF), "sm90v3w: sm90v3q with the dQ adds on writer warps");
+    static_assert(!DQP || (DET && WRT && D == 64),
+                  "sm90v3d: sm90v3w's deterministic mode at d 64 with pipelined dQ adds");
     static_assert(!UM || (WRT && !MODS),
                   "sm90v3u: sm90v3w's kernel with an unmasked softmax loop");
     static_assert(!DVE || (UM && WRT && !MODS), "sm90v3e: sm90v3u's kernel, dV issued early");
@@ -247,7 +354,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
      * warpgroup barriers, and d 64's): staging buffer sb of warpgroup w full (consumers
      * arrive, its writer waits) and empty (the other way), 128 + 32 threads each */
     auto dq_full_id = [](int w, int sb) { return 4 + 2 * w + sb; };
-    auto dq_empty_id = [](int w, int sb) { return 8 + 2 * w + sb; };
+    auto dq_empty_id = [](int w, int sb) { return 8 + NB * w + sb; }; /* (NB 3: ids 8-13) */
     constexpr int BM = V3_BM, BN = V3_BN;
     constexpr int NT = BM / 8; /* 8-query column tiles of S^T, dP^T */
     constexpr int DT = D / 8;  /* 8-wide column tiles of dK, dV     */
@@ -269,15 +376,20 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
     const uint32_t kv_full = base + L::BARS;
     auto full = [&](int s) { return base + L::BARS + 8u * (1 + s); };
     auto empty = [&](int s) { return base + L::BARS + 8u * (3 + s); };
+    /* sm90v3d: staging buffer sb of warpgroup w full, an mbarrier (128 consumer arrivals), so
+     * that its writer can ask without blocking (the drain rule at the writer's loop) */
+    auto dq_full_mb = [&](int w, int sb) { return base + L::BARS + 8u * (5 + NB * w + sb); };
 
     const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
     const bwd_range rg = bwd_range_of(a);
     int n_block, bh;
     if constexpr (DET && GRP) {
-        if (rg.has_hi) /* not launched so (attn_bwd_sm90v3_launch); kept correct all the same */
+        /* (has_hi without DQP: not launched so, attn_bwd_sm90v3_launch; kept correct all the
+         * same; sm90v3d groups those problems too, its K blocks reversed) */
+        if (rg.has_hi && !DQP)
             n_block = (int)gridDim.x - 1 - ptx_block_index(), bh = (int)blockIdx.y;
         else
-            bwd90v3_grouped(a, &n_block, &bh);
+            bwd90v3_grouped(a, &n_block, &bh, DQP && rg.has_hi);
     } else {
         n_block = DET && rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index() : ptx_block_index();
         bh = (int)blockIdx.y;
@@ -295,6 +407,9 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
             ptx_mbarrier_init(full(s), 1 + 32); /* the expect_tx arrival + every producer lane's */
             ptx_mbarrier_init(empty(s), 256);   /* every consumer thread */
         }
+        if constexpr (DQP)
+            for (int i = 0; i < 2 * NB; i++)
+                ptx_mbarrier_init(dq_full_mb(i / NB, i % NB), 128);
         ptx_fence_mbarrier_init();
     }
     __syncthreads(); /* the only block-wide barrier: the roles part here */
@@ -307,6 +422,12 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                 /* sm90v3w: warp 1 + w adds consumer warpgroup w's dQ tiles, so that neither
                  * the copy engine's reads nor deterministic mode's turn wait the consumers */
                 const int wgc = warp - 1;
+                if constexpr (DQP) {
+                    bwd90v3_pipelined_writer<NB>(a, rg, &tm_dq, base + L::DQ, L::DQ_BUF, wgc, b,
+                                                 hk, n_block, m_begin, m_end, total, dq_full_mb,
+                                                 dq_empty_id);
+                    return;
+                }
                 if (total > 0)
                     ptx_named_bar_arrive(dq_empty_id(wgc, 0), 160);
                 if (total > 1)
@@ -609,8 +730,8 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
              * 16-byte chunk c / 4 of row r of half hf stored at chunk (c / 4) ^ (r mod 8), the
              * tensor map's 128-byte swizzle; a warp's 32 float2 stores then fill 32 banks
              * twice, the minimum), then one thread adds both halves */
-            const int sb = it & 1;
-            if constexpr (WRT) /* this buffer's adds of two Q blocks ago have read it */
+            const int sb = NB == 2 ? it & 1 : it % NB;
+            if constexpr (WRT) /* this buffer's adds of NB Q blocks ago have read it */
                 ptx_named_bar_sync(dq_empty_id(wg, sb), 160);
             const uint32_t stage_s = base + L::DQ + (WRT ? sb * L::DQ_BUF : 0) + wg * 2 * BM * 128;
 #pragma unroll
@@ -626,7 +747,10 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
             }
             ptx_fence_proxy_async_shared(); /* the stores, for the copy engine's reads */
             if constexpr (WRT) {
-                ptx_named_bar_arrive(dq_full_id(wg, sb), 160); /* to the writer warp */
+                if constexpr (DQP) /* each thread after its own stores and fence */
+                    ptx_mbarrier_arrive(dq_full_mb(wg, sb));
+                else
+                    ptx_named_bar_arrive(dq_full_id(wg, sb), 160); /* to the writer warp */
             } else {
             ptx_named_bar_sync(2 + wg, 128);
             if (issuer) {
@@ -867,30 +991,35 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     if (err != cudaSuccess)
         return err;
 
-    constexpr int smem = bwd90v3_smem<D, WRT>::LAUNCH;
+    /* (sm90v3d: 3 staging buffers in deterministic mode; its fast mode is sm90v3u's kernel) */
+    const int smem = a->deterministic ? bwd90v3_smem<D, WRT, bwd90v3_nb(D, F)>::LAUNCH
+                                      : bwd90v3_smem<D, WRT>::LAUNCH;
     const bool mods = a->softcap > 0.0f || a->alibi;
     /* sm90v3wg: the grouped order only without an upper key bound (causal or a right window:
-     * sm90v3w's kernel, whose reversed K blocks its turns need) */
-    const bool grp = GRP && a->wr < 0;
+     * sm90v3w's kernel, whose reversed K blocks its turns need); sm90v3d: always (reversed
+     * there: bwd90v3_grouped's REV), so its "ungrouped" instances below are the grouped ones */
+    const bool grp = GRP && (a->wr < 0 || (F & V3_DQP));
     /* UM in deterministic mode at d 128 only: at d 64 (s11_bwd13.sh, H200) sm90v3u's
      * deterministic mode was 0.95-1.08x sm90v3wg's, where its fast mode was 1.10-1.23x;
      * sm90v3e's at both (s12_bwd15.sh measured its d 64 deterministic mode) */
-    constexpr bool UMD = UM && (D == 128 || (F & V3_DVE));
-    /* the kernel's bits: the family's without GRP, UM, DVE, which each instance adds back
-     * (DVE: with UM only) */
+    /* sm90v3d's (DQP) too: with its writers no longer the pace, the consumers' time counts */
+    constexpr bool UMD = UM && (D == 128 || (F & (V3_DVE | V3_DQP)));
+    /* the kernel's bits: the family's without GRP, UM, DVE, DQP, which each instance adds back
+     * (DVE: with UM only; DQP: deterministic mode only, whose writers it changes) */
     constexpr unsigned K = F & (V3_TDQ | V3_DQF | V3_WRT | V3_PAD), KE = F & V3_DVE,
-                       KU = UM ? V3_UM | KE : 0u, KUD = UMD ? V3_UM | KE : 0u,
-                       KG = GRP ? V3_GRP : 0u;
+                       KU = UM ? V3_UM | KE : 0u, KUD = (UMD ? V3_UM | KE : 0u) | (F & V3_DQP),
+                       KG = GRP ? V3_GRP : 0u, KP = F & V3_DQP,
+                       KNG = (F & V3_DQP) ? KG : 0u; /* the "ungrouped" det instances' GRP */
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                    const CUtensorMap, const attn_bwd_args) =
         /* (UM: only the softmax without modifiers has the loop to unswitch) */
         mods ? (a->deterministic
-                    ? (grp ? attn_bwd_sm90v3_kernel<T, D, K | V3_DET | V3_MODS | KG>
-                           : attn_bwd_sm90v3_kernel<T, D, K | V3_DET | V3_MODS>)
+                    ? (grp ? attn_bwd_sm90v3_kernel<T, D, K | V3_DET | V3_MODS | KG | KP>
+                           : attn_bwd_sm90v3_kernel<T, D, K | V3_DET | V3_MODS | KP | KNG>)
                     : attn_bwd_sm90v3_kernel<T, D, K | V3_MODS>)
              : (a->deterministic
                     ? (grp ? attn_bwd_sm90v3_kernel<T, D, K | V3_DET | KG | KUD>
-                           : attn_bwd_sm90v3_kernel<T, D, K | V3_DET | KUD>)
+                           : attn_bwd_sm90v3_kernel<T, D, K | V3_DET | KUD | KNG>)
                     : attn_bwd_sm90v3_kernel<T, D, K | KU>);
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess)
@@ -907,7 +1036,7 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
  * head_dim_lo LO (> 0: the padded entries, whose names take the suffix SUF = "p"). */
 #define V3_ENTRY(TN, T, DT, FAM, D, SUF, W, F, OPT, LO)                                            \
     {"attn_bwd_" #TN "_" FAM "_d" #D SUF "_64x128", FAM, DT, D, 90, 90, V3_BM, V3_BN, 1,          \
-     bwd90v3_smem<D, W>::LAUNCH, attn_bwd_sm90v3_launch<T, D, F>, NULL, OPT, LO}
+     bwd90v3_smem<D, W, bwd90v3_nb(D, F)>::LAUNCH, attn_bwd_sm90v3_launch<T, D, F>, NULL, OPT, LO}
 #define V3_PAIR(FAM, D, SUF, W, F, OPT, LO)                                                        \
     V3_ENTRY(bf16, __nv_bfloat16, FLASHC_BF16, FAM, D, SUF, W, F, OPT, LO),                        \
         V3_ENTRY(f16, __half, FLASHC_F16, FAM, D, SUF, W, F, OPT, LO)
@@ -973,6 +1102,14 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
      * 112, fast; 2.0-3.0x deterministic; bench/RESULTS.md). */
     V3_PAIR("sm90v3u", 128, "p", true, V3_W | V3_GRP | V3_UM | V3_PAD, 0, 65),
     V3_PAIR("sm90v3u", 64, "p", true, V3_W | V3_GRP | V3_UM | V3_PAD, 0, 33),
+    /* sm90v3d (helper bwd21, 2026-12-05; opt-in, not yet measured): sm90v3u whose
+     * deterministic mode at d 64 pipelines the writer warps' dQ adds (a tile's count released
+     * after the next tile's adds are issued, buffers handed back once read, three of them;
+     * bwd90v3_pipelined_writer), takes the unmasked softmax loop, and groups the blocks by
+     * heads under an upper key bound too (K blocks reversed: bwd90v3_grouped's REV); the same
+     * dQ order, so sm90v3u's deterministic bits (test_pipelined_bits). Its fast mode is
+     * sm90v3u's kernel. */
+    V3_PAIR("sm90v3d", 64, "", true, V3_W | V3_GRP | V3_UM | V3_DQP, 1, 0),
 };
 #undef V3_PAIR
 #undef V3_ENTRY

@@ -66,6 +66,11 @@ typedef struct attn_fwd_args {
     const float *alibi;                 /* slope of (b, h): alibi[b salibi[0] + h salibi[1]] */
     int64_t salibi[2];
     int mods;                           /* 1: launch the mods instance (these fields) */
+    /* Last, so that the kernels that do not read it keep their parameter offsets (and code). */
+    int skip_dead;                      /* the sm90 kernels on v7's shape: a consumer
+                                           with no row in [0, Sq) issues no product, nor
+                                           one with no key in its first block (attn.cu,
+                                           FLASHC_CUDA_SM90_SKIPDEAD; others ignore it) */
 } attn_fwd_args;
 
 /* The rows the sm90 kernels' Q tiles of BM rows move up by when they are aligned to the

@@ -264,6 +264,20 @@ static __device__ __forceinline__ bool ptx_mbarrier_try_wait(uint32_t bar, uint3
     return ok != 0;
 }
 
+/* Whether the phase of parity `parity` has completed, answered at once (test_wait never
+ * suspends the thread): a poll, for a thread that has other work to do before it blocks. */
+static __device__ __forceinline__ bool ptx_mbarrier_test_wait(uint32_t bar, uint32_t parity)
+{
+    uint32_t ok;
+    asm volatile("{\n.reg .pred p;\n"
+                 "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(ok)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+    return ok != 0;
+}
+
 static __device__ __forceinline__ void ptx_mbarrier_wait(uint32_t bar, uint32_t parity)
 {
     while (!ptx_mbarrier_try_wait(bar, parity)) {

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Best last (the automatic choice skips bf16ref and avx512bf16: see auto_choice). */
+/* Best last (the automatic choice skips bf16ref, and avx512bf16 on Intel: see auto_choice). */
 const char *const cpu_isa_names[] = {
     "bf16ref", "scalar",
 #if defined(__x86_64__)
@@ -131,13 +131,42 @@ const cpu_kernels *cpu_kernels_by_name(const char *name)
     return NULL;
 }
 
-/* Tables the automatic choice never takes: bf16ref (a model for the tests) and avx512bf16,
- * whose vdpbf16ps products were slower than the avx512 table's float32 path on the one CPU
- * measured (Xeon with AMX, 2 threads, d 128, n 2048: 140 vs 244 GFLOP/s; bench/RESULTS.md):
- * on CPUs without AMX bf16 storage keeps the float32 path unless FLASHC_ISA=avx512bf16. */
+#if defined(__x86_64__)
+/* "AuthenticAMD" in CPUID leaf 0 (EBX, EDX, ECX). */
+static int x86_is_amd(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u && d == 0x69746e65u &&
+           c == 0x444d4163u;
+}
+#endif
+
+int cpu_dpbf16_full_rate(void)
+{
+#if defined(__x86_64__)
+    return x86_is_amd();
+#else
+    return 0;
+#endif
+}
+
+/* Tables the automatic choice never takes: bf16ref (a model for the tests), and avx512bf16
+ * except on AMD CPUs. vdpbf16ps issues at half the FMA's rate on Intel's cores (the Xeon with
+ * AMX, 0.60 against 0.15 ns per instruction: a 64-flop vdpbf16ps at half a 32-flop FMA's
+ * flops, and its bf16 forward at 0.6-0.8x the float32 path's: bench/RESULTS.md), so there bf16
+ * storage keeps the float32 path (or AMX, chosen after it); on AMD every CPU with AVX512-BF16
+ * (Zen 4 and later) runs it at the FMA's instruction rate, twice its flops, and the bf16 forward
+ * on it was 1.6-2.0x the float32 one on a Zen 4 (bench/RESULTS.md, "avx512bf16 on Zen 4").
+ * FLASHC_ISA=avx512 or =avx512bf16 forces either anywhere. */
 static int auto_choice(const char *name)
 {
-    return strcmp(name, "bf16ref") != 0 && strcmp(name, "avx512bf16") != 0;
+    if (!strcmp(name, "bf16ref"))
+        return 0;
+#if defined(__x86_64__)
+    if (!strcmp(name, "avx512bf16"))
+        return x86_is_amd();
+#endif
+    return 1;
 }
 
 static const cpu_kernels *choose(void)

@@ -336,7 +336,7 @@ extern const cpu_kernels cpu_kernels_avx2;
 extern const cpu_kernels cpu_kernels_avx512;
 extern const cpu_kernels cpu_kernels_avx512bf16;
 extern const cpu_kernels cpu_kernels_amx;        /* chosen automatically where AMX is usable  */
-extern const cpu_mm_bf16 cpu_mm_bf16_avx512;      /* avx512bf16: only by FLASHC_ISA (dispatch.c) */
+extern const cpu_mm_bf16 cpu_mm_bf16_avx512;      /* avx512bf16: chosen on AMD only (dispatch.c) */
 extern const cpu_mm_bf16 cpu_mm_bf16_amx;
 #endif
 
@@ -362,6 +362,11 @@ extern const cpu_kernels cpu_kernels_neon;
 /* The table for this machine (chosen once, thread-safe): FLASHC_ISA if set and runnable,
  * else the best the CPU supports. */
 const cpu_kernels *cpu_kernels_get(void);
+
+/* 1 where vdpbf16ps issues at the FMA's instruction rate (twice its flops): AMD's cores with
+ * AVX512-BF16 (Zen 4 and later); 0 on Intel's, where it runs at half that (dispatch.c). Decides
+ * whether avx512bf16 is chosen automatically and whether the backward takes its unit. */
+int cpu_dpbf16_full_rate(void);
 
 /* The table named name ("scalar", "avx2", "avx512", "avx512bf16", "amx", "neon", "bf16ref") if
  * this build has it and this CPU can run it, else NULL. The tests iterate over these. For "amx"
