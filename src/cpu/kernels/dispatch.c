@@ -144,7 +144,15 @@ static int x86_is_amd(void)
 int cpu_dpbf16_full_rate(void)
 {
 #if defined(__x86_64__)
-    return x86_is_amd();
+    /* Asked once: the backward's plan asks at every call, and CPUID traps to the hypervisor in a
+     * VM. Racing threads compute the same answer; any store wins. */
+    static atomic_int amd = -1;
+    int v = atomic_load(&amd);
+    if (v < 0) {
+        v = x86_is_amd();
+        atomic_store(&amd, v);
+    }
+    return v;
 #else
     return 0;
 #endif
@@ -162,11 +170,7 @@ static int auto_choice(const char *name)
 {
     if (!strcmp(name, "bf16ref"))
         return 0;
-#if defined(__x86_64__)
-    if (!strcmp(name, "avx512bf16"))
-        return x86_is_amd();
-#endif
-    return 1;
+    return strcmp(name, "avx512bf16") != 0 || cpu_dpbf16_full_rate();
 }
 
 static const cpu_kernels *choose(void)
