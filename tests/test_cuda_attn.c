@@ -21,8 +21,10 @@
  * other-device / managed memory), d 128 causal at 4k (where the default takes sm90v9), d 128 at
  * every class of Sk mod 176 (sm90v6's partial last key block), and causal Q tiles aligned to the
  * sequence's end (FLASHC_CUDA_SM90_CSHIFT on and off: rows < 0 of the first tile never stored,
- * guard rows around o). Every case first asks flashc_attn_fwd_supported, which must answer what
- * the run then does.
+ * guard rows around o), the sm90 causal tile order with head groups of even size
+ * (FLASHC_CUDA_SM90_HGEVEN on and off), and consumers of v7's shape without rows
+ * (FLASHC_CUDA_SM90_SKIPDEAD on and off). Every case first asks flashc_attn_fwd_supported,
+ * which must answer what the run then does.
  *
  * FLASHC_CUDA_KERNEL=sm80|sm90v5|... forces one kernel family (read by the library); cases that
  * family does not serve are refused by both calls, counted and reported as not served, and
@@ -39,7 +41,9 @@
  * FLASHC_TEST_ONLY=test_many_tiles,test_repeatable (a comma list of test names) keeps those
  * tests only (racecheck, ~100x slower again than memcheck on these kernels, runs one or two).
  * FLASHC_CUDA_SM90_CSHIFT (read by the library on every call) applies to every causal case but
- * test_causal_end_tiles's, which sets it itself (1, then 0) and restores it.
+ * test_causal_end_tiles's, which sets it itself (1, then 0) and restores it; likewise
+ * FLASHC_CUDA_SM90_HGEVEN and test_head_groups, FLASHC_CUDA_SM90_SKIPDEAD and
+ * test_dead_consumers.
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include "common.h"
@@ -703,6 +707,93 @@ static void test_causal_end_tiles(void **state)
         printf("  causal end tiles: not served by FLASHC_CUDA_KERNEL=%s\n", forced_kernel());
 }
 
+/* The sm90 kernels' causal tile order with head groups sized so that the last is not a small
+ * remainder (attn.cu, sm90_even_head_group; FLASHC_CUDA_SM90_HGEVEN set here to 1 and then 0 for
+ * each case, and restored). The head group is 20 MB of K/V (attn.cu, fwd_args_common: Sk (D + Dv)
+ * 2 bytes a pair), so long keys make groups of a few pairs; in every case the knob changes the
+ * groups (below: with it / without), and the kernel must still visit every (Q tile, head) exactly
+ * once (a tile missed leaves its NaN poison; a tile twice means one missed). Short Sq keeps the
+ * host's reference cheap (its cost grows with pairs x Sq x Sk x D, and small groups need pairs x
+ * Sk x D large): the lengths are for the forced families (sm80 takes them by default; the bench
+ * checks the default at its shapes bit for bit against the knob off):
+ *   d 128, Sq 300 (3 Q tiles of 128 a head, end-aligned), Sk 16400, B 1, Hq 5 / Hkv 1:
+ *   head_group 2, 5 pairs: 1 1 1 1 1 / 2 2 1;
+ *   d 64, Sq 130, Sk 8192, B 1, Hq 23 / Hkv 1: head_group 10, 23 pairs: 9 9 5 / 10 10 3.
+ * FLASHC_TEST_SMALL: the second, for the sanitizers. */
+static void test_head_groups(void **state)
+{
+    (void)state;
+    static const int cs[][7] = {/* B, Sq, Sk, Hq, Hkv, D, dtype (1: fp16) */
+                                {1, 300, 16400, 5, 1, 128, 0},
+                                {1, 130, 8192, 23, 1, 64, 1}};
+    enum { NC = sizeof cs / sizeof cs[0], NSMALL = 1 };
+    const char *was = getenv("FLASHC_CUDA_SM90_HGEVEN");
+    char saved[16] = "";
+    if (was)
+        snprintf(saved, sizeof saved, "%s", was);
+    int ran = 0;
+    for (int i = small_only() ? NC - NSMALL : 0; i < NC; i++)
+        for (int on = 1; on >= 0; on--) {
+            setenv("FLASHC_CUDA_SM90_HGEVEN", on ? "1" : "0", 1);
+            attn_case c = {cs[i][0], cs[i][1], cs[i][2], cs[i][3], cs[i][4], cs[i][5], 1,
+                           cs[i][6] ? FLASHC_F16 : FLASHC_BF16, 0, 0, 0};
+            const int r = check_case(&c);
+            if (r)
+                printf("    (FLASHC_CUDA_SM90_HGEVEN=%d)\n", on);
+            ran += r;
+        }
+    if (was)
+        setenv("FLASHC_CUDA_SM90_HGEVEN", saved, 1);
+    else
+        unsetenv("FLASHC_CUDA_SM90_HGEVEN");
+    if (!ran)
+        printf("  head groups: not served by FLASHC_CUDA_KERNEL=%s\n", forced_kernel());
+}
+
+/* Dead consumers (FLASHC_CUDA_SM90_SKIPDEAD set here to 1 and then 0 for each case, and
+ * restored): on v7's shape (d 64, 3 consumer warpgroups of 64 rows, BM 192) a consumer whose rows
+ * are all past Sq, or all < 0 in the first causal tile aligned to the end, skips its products but
+ * keeps the slot and turn protocol, and under the causal mask one whose rows see no key of the
+ * first block walked skips that block's S and softmax (P = 0), so every row must still come out
+ * right and the run must not hang (the causal cases below have both: e.g. 300 / 450, tile 0 rows
+ * -64..127, its first block keys 256..383: consumer 0 dead, consumer 1 without a key there).
+ * Non-causal Sq 2048 (the last tile of each head 128 rows: one consumer
+ * dead), 4096 against Sk 1500 (64 rows: two dead), 1000 (40 rows: two), 100 (one tile, the third
+ * consumer dead); causal 2048 (shift 64: the first tile's first consumer dead), 4096 against Sk
+ * 4000 (shift 128: two dead; rows that see no key), 300 against Sk 450 (shift 64, Sk > Sq). GQA,
+ * bf16 and fp16. 2048 and 4096 are where the default takes v7 (d 64 from 1k without the mask, 2k
+ * under it); the others are for the forced families. FLASHC_TEST_SMALL: the last three. */
+static void test_dead_consumers(void **state)
+{
+    (void)state;
+    static const int cs[][4] = {/* Sq, Sk, causal, dtype (1: fp16) */
+                                {2048, 2048, 0, 0}, {4096, 1500, 0, 1}, {2048, 2048, 1, 0},
+                                {4096, 4000, 1, 1}, {1000, 777, 0, 0},  {100, 200, 0, 1},
+                                {300, 450, 1, 1}};
+    enum { NC = sizeof cs / sizeof cs[0], NSMALL = 3 };
+    const char *was = getenv("FLASHC_CUDA_SM90_SKIPDEAD");
+    char saved[16] = "";
+    if (was)
+        snprintf(saved, sizeof saved, "%s", was);
+    int ran = 0;
+    for (int i = small_only() ? NC - NSMALL : 0; i < NC; i++)
+        for (int on = 1; on >= 0; on--) {
+            setenv("FLASHC_CUDA_SM90_SKIPDEAD", on ? "1" : "0", 1);
+            attn_case c = {1, cs[i][0], cs[i][1], 4, 2, 64, cs[i][2],
+                           cs[i][3] ? FLASHC_F16 : FLASHC_BF16, 0, 0, 0};
+            const int r = check_case(&c);
+            if (r)
+                printf("    (FLASHC_CUDA_SM90_SKIPDEAD=%d)\n", on);
+            ran += r;
+        }
+    if (was)
+        setenv("FLASHC_CUDA_SM90_SKIPDEAD", saved, 1);
+    else
+        unsetenv("FLASHC_CUDA_SM90_SKIPDEAD");
+    if (!ran)
+        printf("  dead consumers: not served by FLASHC_CUDA_KERNEL=%s\n", forced_kernel());
+}
+
 /* The same inputs twice give bit-identical results: a race would show as a moving result. */
 static void test_repeatable(void **state)
 {
@@ -989,7 +1080,7 @@ int main(void)
     enum { ND = sizeof dims / sizeof dims[0] };
     static dim_case cases[2 * ND];
     static char names[2 * ND][24];
-    struct CMUnitTest tests[10 + 2 * ND];
+    struct CMUnitTest tests[12 + 2 * ND];
     tests[0] = (struct CMUnitTest)cmocka_unit_test(test_refusals);
     tests[1] = (struct CMUnitTest)cmocka_unit_test(test_cuda_errors);
     tests[2] = (struct CMUnitTest)cmocka_unit_test(test_repeatable);
@@ -1000,9 +1091,11 @@ int main(void)
     tests[7] = (struct CMUnitTest)cmocka_unit_test(test_long_causal);
     tests[8] = (struct CMUnitTest)cmocka_unit_test(test_key_tail);
     tests[9] = (struct CMUnitTest)cmocka_unit_test(test_causal_end_tiles);
+    tests[10] = (struct CMUnitTest)cmocka_unit_test(test_head_groups);
+    tests[11] = (struct CMUnitTest)cmocka_unit_test(test_dead_consumers);
     const char *only = getenv("FLASHC_TEST_DIMS");
     const char *names_only = getenv("FLASHC_TEST_ONLY");
-    int nt = 10;
+    int nt = 12;
     for (int i = 0; i < 2 * ND; i++) {
         cases[i].dt = i < ND ? FLASHC_BF16 : FLASHC_F16;
         cases[i].D = dims[i % ND];

@@ -811,6 +811,94 @@ static void test_sm80p_bits(void **state)
     family_bits("sm80p", "sm80", dims, 3);
 }
 
+/* sm90h2 and sm90h2e (attn_bwd_sm90h.cu: the d 192 kernel in 128 x 64 steps, helper bwd22;
+ * sm90h2e with dV / dK issued before dQ), family FAM forced by FLASHC_CUDA_BWD_KERNEL and tiles
+ * 128 x 64 (params.block_q / block_k: no other d 192
+ * entry has them, so a call that did not reach sm90h2 fails instead of passing on another
+ * kernel); compute capability 9.0 only (elsewhere nothing serves those tiles: skipped). Against
+ * the fp64 reference with flash-attn's 2x rule: causal and not, Sq != Sk both ways, MHA / GQA /
+ * MQA, windows, softcap, ALiBi, padded dims (136, 176, 160: its "p" entries), lengths whose
+ * last Q block leaves warpgroup 1 no row (Sq 300, 64, 1: its deterministic turn skipped) or part
+ * of one (200, 333), a caller workspace of the queried size (turn counters per 64 rows), K / V
+ * broadcast over the batch (no tensor map: the launch's sm80 fallback in the same workspace);
+ * every deterministic case bit-identical over 3 runs. Under compute-sanitizer one short case
+ * (causal, GQA, softcap, ALiBi, deterministic, warpgroup 1 with part of its rows). */
+static void wide_q_d192(const char *fam)
+{
+    int dev = 0, major = 0, minor = 0;
+    CUDA_OK(cudaGetDevice(&dev));
+    CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    CUDA_OK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    if (major != 9 || minor != 0) {
+        printf("  %s: compute capability %d.%d, not 9.0: not served, skipped\n", fam, major,
+               minor);
+        return;
+    }
+    const char *prev = getenv("FLASHC_CUDA_BWD_KERNEL");
+    char *saved = prev ? strdup(prev) : NULL;
+    setenv("FLASHC_CUDA_BWD_KERNEL", fam, 1);
+    if (small_only()) {
+        const bwd_case c = {1, 200, 203, 6, 2, 192, 1, FLASHC_BF16, 1, 0, 0, 128, 64,
+                            0, 0, 0, 20.0f, 1, 0, 0, 0};
+        check_case(&c);
+    }
+    /* B Sq Sk Hq Hkv D causal dt det bhsd stream br bc | win wl wr softcap alibi | Dv wide bcast */
+    static const bwd_case cases[] = {
+        {1, 200, 203, 6, 2, 192, 1, FLASHC_BF16, 1, 0, 0, 128, 64, 0, 0, 0, 0.0f, 0, 0, 0, 0},
+        {1, 113, 203, 4, 2, 192, 0, FLASHC_F16, 1, 0, 0, 128, 64, 1, 50, 30, 20.0f, 1, 0, 0, 0},
+        {2, 300, 300, 6, 2, 192, 1, FLASHC_BF16, 1, 0, 0, 128, 64, 0, 0, 0, 0.0f, 0, 0, 0, 0},
+        {1, 511, 640, 4, 2, 192, 0, FLASHC_F16, 1, 0, 0, 128, 64, 1, 150, 90, 20.0f, 1, 0, 0, 0},
+        {1, 64, 500, 4, 2, 192, 0, FLASHC_BF16, 1, 0, 0, 128, 64, 0, 0, 0, 0.0f, 0, 0, 0, 0},
+        {2, 200, 333, 4, 4, 192, 0, FLASHC_F16, 0, 0, 0, 128, 64, 0, 0, 0, 0.0f, 0, 0, 0, 0},
+        {1, 333, 200, 4, 1, 192, 1, FLASHC_BF16, 1, 0, 1, 128, 64, 0, 0, 0, 0.0f, 0, 0, 0, 0},
+        {1, 1000, 1024, 2, 1, 192, 1, FLASHC_BF16, 0, 1, 0, 128, 64, 0, 0, 0, 0.0f, 0, 0, 0, 0},
+        {1, 777, 1024, 4, 2, 192, 1, FLASHC_F16, 1, 0, 0, 128, 64, 0, 0, 0, 0.0f, 0, 0, 0, 0},
+        {2, 203, 313, 6, 2, 192, 0, FLASHC_BF16, 0, 0, 0, 128, 64, 1, 37, 19, 0.0f, 0, 0, 0, 0},
+        {1, 300, 300, 4, 2, 192, 1, FLASHC_BF16, 1, 0, 0, 128, 64, 1, 50, -1, 0.0f, 0, 0, 0, 0},
+        {1, 257, 257, 4, 1, 192, 1, FLASHC_BF16, 1, 0, 0, 128, 64, 0, 0, 0, 0.0f, 1, 0, 0, 0},
+        {2, 113, 203, 6, 2, 192, 0, FLASHC_F16, 0, 0, 0, 128, 64, 0, 0, 0, 15.0f, 0, 0, 0, 0},
+        {1, 1, 1, 4, 4, 192, 0, FLASHC_BF16, 1, 0, 0, 128, 64, 0, 0, 0, 0.0f, 0, 0, 0, 0},
+        {2, 113, 203, 6, 2, 136, 1, FLASHC_BF16, 1, 0, 0, 128, 64, 0, 0, 0, 0.0f, 0, 0, 1, 0},
+        {1, 203, 113, 4, 1, 176, 0, FLASHC_F16, 1, 1, 1, 128, 64, 0, 0, 0, 0.0f, 0, 0, 1, 0},
+        {1, 400, 400, 2, 1, 160, 0, FLASHC_BF16, 1, 0, 0, 128, 64, 1, 70, -1, 30.0f, 1, 0, 1, 0},
+        {2, 113, 203, 6, 2, 192, 1, FLASHC_BF16, 1, 0, 0, 128, 64, 0, 0, 0, 0.0f, 0, 0, 1, 1},
+    };
+    const int n_cases = (int)(sizeof cases / sizeof cases[0]);
+    for (int i = 0; i < n_cases; i++) {
+        if (small_only())
+            break;
+        const bwd_case *c = &cases[i];
+        check_case(c);
+        if (!c->deterministic)
+            continue;
+        bufs r;
+        bufs_create(c, &r);
+        run_forward(c, &r, NULL);
+        uint16_t *first = xmalloc(r.nq * 2 + 2 * r.nk * 2);
+        for (int rep = 0; rep < 3; rep++) {
+            assert_int_equal(run_backward(c, &r, NULL, NULL, 0), FLASHC_OK);
+            uint16_t *got[3] = {r.hdq, r.hdk, r.hdv};
+            const int64_t n[3] = {r.nq, r.nk, r.nk}, at[3] = {0, r.nq, r.nq + r.nk};
+            for (int x = 0; x < 3; x++) {
+                if (rep == 0)
+                    memcpy(first + at[x], got[x], n[x] * 2);
+                else
+                    assert_memory_equal(first + at[x], got[x], n[x] * 2);
+            }
+        }
+        printf("    det: dq, dk, dv bit-identical over 3 runs\n");
+        free(first);
+        bufs_destroy(&r);
+    }
+    if (saved)
+        setenv("FLASHC_CUDA_BWD_KERNEL", saved, 1), free(saved);
+    else
+        unsetenv("FLASHC_CUDA_BWD_KERNEL");
+}
+
+static void test_sm90h2_d192(void **state) { (void)state; wide_q_d192("sm90h2"); }
+static void test_sm90h2e_d192(void **state) { (void)state; wide_q_d192("sm90h2e"); }
+
 /* The call captured into a CUDA graph (no host synchronisation inside, workspace from the
  * scratch pool, an allocation node of the graph) replays to the same gradients as a direct
  * deterministic call. */
@@ -1635,6 +1723,8 @@ int main(void)
         cmocka_unit_test(test_f16_d256),
         cmocka_unit_test(test_bf16_d192),
         cmocka_unit_test(test_f16_d192),
+        cmocka_unit_test(test_sm90h2_d192),
+        cmocka_unit_test(test_sm90h2e_d192),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

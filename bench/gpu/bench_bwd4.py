@@ -33,6 +33,10 @@ halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KE
   v3d / v3d_det         sm90v3d forced: sm90v3u whose deterministic mode at d 64 pipelines
                         the writer warps' dQ adds (helper bwd21; opt-in; d 64 only; its fast
                         mode is sm90v3u's kernel)
+  90h2 / 90h2_det       sm90h2 forced: sm90h's d 192 kernel in 128 x 64 steps (helper bwd22;
+                        opt-in; d 192, and 136..184 padded into it)
+  90h2e / 90h2e_det     sm90h2e forced: sm90h2 with dV / dK issued before dQ, two dQ
+                        accumulators (helper bwd22; opt-in)
 The table (printed last) gives each TFLOP/s and the ratios the issue's target names.
 
 usage: bench_bwd4.py --lib build/libflashc.so [--out x.json] [--dims 128,64] [--seqlens 2048,16384]
@@ -64,7 +68,9 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            "flashc_pad": (0, 0, False, "sm90v3u"), "flashc_pad_det": (0, 0, True, "sm90v3u"),
            "flashc_80p": (0, 0, False, "sm80p"), "flashc_80p_det": (0, 0, True, "sm80p"),
            "flashc_90h": (0, 0, False, "sm90h"), "flashc_90h_det": (0, 0, True, "sm90h"),
-           "flashc_v3d": (0, 0, False, "sm90v3d"), "flashc_v3d_det": (0, 0, True, "sm90v3d")}
+           "flashc_v3d": (0, 0, False, "sm90v3d"), "flashc_v3d_det": (0, 0, True, "sm90v3d"),
+           "flashc_90h2": (0, 0, False, "sm90h2"), "flashc_90h2_det": (0, 0, True, "sm90h2"),
+           "flashc_90h2e": (0, 0, False, "sm90h2e"), "flashc_90h2e_det": (0, 0, True, "sm90h2e")}
 
 
 def _term(signum, frame):
@@ -157,6 +163,12 @@ def table(rows, configs):
               ("90h/flash", "flashc_90h", "flash"), ("90h/cuDNN", "flashc_90h", "cudnn"),
               ("v3ddet/det", "flashc_v3d_det", "flashc_det"),
               ("v3ddet/fast", "flashc_v3d_det", "flashc"),
+              ("90h2/default", "flashc_90h2", "flashc"), ("90h2det/det", "flashc_90h2_det", "flashc_det"),
+              ("90h2/90h", "flashc_90h2", "flashc_90h"), ("90h2det/90hdet", "flashc_90h2_det", "flashc_90h_det"),
+              ("90h2/flash", "flashc_90h2", "flash"), ("90h2/cuDNN", "flashc_90h2", "cudnn"),
+              ("90h2e/90h2", "flashc_90h2e", "flashc_90h2"),
+              ("90h2edet/90h2det", "flashc_90h2e_det", "flashc_90h2_det"),
+              ("90h2e/default", "flashc_90h2e", "flashc"), ("90h2e/flash", "flashc_90h2e", "flash"),
               ("default/cuDNN", "flashc", "cudnn"), ("default/flash", "flashc", "flash"),
               ("det/fast", "flashc_det", "flashc")]
     ratios = [x for x in ratios if x[1] in impls and x[2] in impls]

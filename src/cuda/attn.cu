@@ -396,6 +396,56 @@ static int sm90_cshift_enabled(void)
     return e && strcmp(e, "1") == 0 ? 1 : e && strcmp(e, "0") == 0 ? 0 : SM90_CSHIFT_DEFAULT;
 }
 
+/* FLASHC_CUDA_SM90_HGEVEN, read on every call (a test or a benchmark runs both in one process):
+ * "1" sizes the head groups of the sm90 kernels' causal tile order (block_coords: groups of
+ * head_group (batch, head) pairs whose K/V fit in ~20 MB of L2, the longest Q tiles of a group
+ * first) so that the last group is not a small remainder: the largest divisor of B Hq in
+ * [head_group / 2, head_group], else the largest size there whose remainder is at least half a
+ * group, else head_group (sm90_even_head_group). Why: the dynamic scheduler ends well only if
+ * the last tiles it hands out are short; a remainder group of a few heads starts its
+ * full-length tiles when every multiprocessor is near the end of the previous group, and those
+ * few then run alone (d 128 causal 2k: 128 pairs in groups of 20, the last of 8 heads, whose 16-
+ * block tiles start with ~9 blocks of work per multiprocessor left). A list-scheduling count
+ * ((blocks + 1) per tile, 132 multiprocessors, tiles in the kernel's order) puts the finish
+ * 4.5-5.5 % after the mean at d 128 causal 2k-8k and 1.7-2.7 % at d 64 causal 2k-16k, 0-1.7 %
+ * with these groups (bench/RESULTS.md, "Issue 11: the last head group and dead consumers").
+ * Smaller groups only (less K/V in L2 at once); the kernels are unchanged (the order is
+ * block_coords'). "0" keeps head_group; unset or anything else: SM90_HGEVEN_DEFAULT, off until a
+ * device run measures it (bench/gpu/s17_fwd25.sh). Plain causal problems on sm90 kernels only:
+ * the sm80 kernel, the mods / varlen instances and the non-causal orders (head by head) keep
+ * theirs. */
+enum { SM90_HGEVEN_DEFAULT = 0 };
+static int sm90_hgeven_enabled(void)
+{
+    const char *e = getenv("FLASHC_CUDA_SM90_HGEVEN");
+    return e && strcmp(e, "1") == 0 ? 1 : e && strcmp(e, "0") == 0 ? 0 : SM90_HGEVEN_DEFAULT;
+}
+/* The group size above for pairs = B Hq (>= 1) and head_group hg in [1, pairs]. */
+static int sm90_even_head_group(int64_t pairs, int64_t hg)
+{
+    for (int64_t g = hg; 2 * g >= hg; g--)
+        if (pairs % g == 0)
+            return (int)g;
+    for (int64_t g = hg; 2 * g >= hg; g--)
+        if (2 * (pairs % g) >= g)
+            return (int)g;
+    return (int)hg;
+}
+
+/* FLASHC_CUDA_SM90_SKIPDEAD, read on every call: "1" lets a consumer warpgroup of the sm90
+ * kernels on v7's shape (d 64, 3 consumers, BM 192: sm90v7, sm90np's d 64 entries) whose 64 rows
+ * are all past Sq (or all < 0 under the end-aligned causal tiles) skip its products and softmax
+ * (attn_fwd_args.skip_dead; attn_fwd_sm90.cu, the consumers' dead branch): at d 64 2k / 4k the
+ * last Q tile of every head has 128 / 64 live rows of 192, 3% of the tiles' rows. "0" computes
+ * them as today; unset or anything else: SM90_SKIPDEAD_DEFAULT, off until a device run measures
+ * it (bench/gpu/s17_fwd25.sh). Every other kernel ignores it. */
+enum { SM90_SKIPDEAD_DEFAULT = 0 };
+static int sm90_skipdead_enabled(void)
+{
+    const char *e = getenv("FLASHC_CUDA_SM90_SKIPDEAD");
+    return e && strcmp(e, "1") == 0 ? 1 : e && strcmp(e, "0") == 0 ? 0 : SM90_SKIPDEAD_DEFAULT;
+}
+
 /* (Q tile, K/V block) pairs of one head with the Q tiles moved up by sm90_q_shift rows (the
  * sm90 kernels under FLASHC_CUDA_SM90_CSHIFT): tiles [k br - shift, (k + 1) br - shift), cut
  * at row 0 and at Sq; the plain causal problem's count, as attn_tile_pairs_per_head's. */
@@ -614,6 +664,9 @@ extern "C" flashc_status cuda_attn_fwd(const attn_problem *p, flashc_attn_stats 
     a.causal = p->causal;
     /* the sm90 kernels' only (v->min_cc, so that the stats below count what ran) */
     a.cshift = p->causal && v->min_cc >= 90 && sm90_cshift_enabled();
+    if (p->causal && v->min_cc >= 90 && a.head_group > 0 && sm90_hgeven_enabled())
+        a.head_group = sm90_even_head_group(p->B * p->Hq, a.head_group);
+    a.skip_dead = v->min_cc >= 90 && sm90_skipdead_enabled();
 
     /* No error was pending at entry, so what the launch reports (cudaFuncSetAttribute, the
      * launch configuration, a bad stream) is this launch's own. */

@@ -46,7 +46,8 @@ static const struct {
  * run of 2026-12-04 evening, "sm80" forcing the split instances), "sm90h" (above d 128 on
  * compute capability 9.0: the wgmma backward of attn_bwd_sm90h.cu, d 192 and d 256 and
  * D == Dv, a multiple of 8, in 136..248 padded into them; its d 256 kernel the default at
- * d 256 since the H200 run of 2026-12-05, the rest opt-in); an
+ * d 256 since the H200 run of 2026-12-05, the rest opt-in), "sm90h2" (sm90h's d 192 kernel
+ * in 128 x 64 steps, helper bwd22: d 192 and 136..184 padded; opt-in); an
  * opt_in variant is
  * taken only this way) preferred where it serves the problem; a problem it does not serve gets
  * the dispatcher's choice, so one test run covers every head dim. Read at every call (not
@@ -147,12 +148,13 @@ static int64_t acc_rows(const attn_problem *p)
     return p->layout == ATTN_VARLEN ? p->Hq * p->total_q : p->B * p->Hq * p->Sq;
 }
 
-/* Bytes of the workspace of variant v for p: dq_acc (rows of v's head_dim), dsum, sem, each
- * 256-byte aligned. */
+/* Bytes of the workspace of variant v for p: dq_acc (rows of v's head_dim), dsum, sem (turn
+ * counters per sem_block_q rows where v has it, else per block_q), each 256-byte aligned. */
 static int64_t workspace_bytes(const attn_problem *p, const attn_bwd_variant *v)
 {
     const int64_t rows = acc_rows(p);
-    const int64_t n_mb = (p->Sq + v->block_q - 1) / v->block_q;
+    const int sb = v->sem_block_q > 0 ? v->sem_block_q : v->block_q;
+    const int64_t n_mb = (p->Sq + sb - 1) / sb;
     return align256(rows * v->head_dim * 4) + align256(rows * 4) +
            align256(p->B * p->Hq * n_mb * v->split * 4);
 }

@@ -53,6 +53,36 @@
  * barriers: 195.5 KB with the alignment slack; d 192: K, V 24 KB each, Q, dO 2 x 24 KB each,
  * the rest as d 256: 212.1 KB. One block per SM.
  *
+ * sm90h2 (helper bwd22, 2026-12-05; FLASHC_CUDA_BWD_KERNEL=sm90h2, opt-in): the d 192 kernel
+ * with 128 queries x 64 keys a step (BM = 128, a template parameter of the same kernel). Why:
+ * the d 192 x 64 kernel ran level with sm80p on the H200 (0.97-1.00x). Two things bind it:
+ *  - S^T, dP^T as m64n32 read 2 KB of A (K, V) + 1 KB of B per 64 x 32 x 16 step: ~22 flops
+ *    a shared-memory byte against ~32 that the tensor cores need at 128 B / clock / SM; S^T
+ *    and dP^T are 2 of the kernel's 5 products;
+ *  - dQ: both warpgroups add partial dQ (over their 32 keys) into the same 64 rows x 192
+ *    features: 96 KB of fp32 reduce-adds per 64 x 64 step (12 KB a MFLOP), twice d 256's
+ *    rate (64 KB per 64 x 64 step of 10.5 MFLOP).
+ * With 128 queries each warpgroup owns 64 of them: S^T, dP^T are m64n64 (32 flops / B), dV
+ * (wg 0) and dK (wg 1) stay m64n192 over 8 query steps, and dQ of its own 64 rows x 3 panels
+ * (m64n64 over all 64 keys, bwd_dq_mma) goes to disjoint rows: 96 KB of adds per 128 x 64
+ * step, d 256's rate. Other shapes weighed: 96-key blocks (FA3's d 192 tiles) need dK, dV
+ * swapped (m64n48, 28 flops / B) since 96 keys do not split into m64 tiles over two
+ * warpgroups; three MMA warpgroups hold no more accumulators (the register file bounds 64 K
+ * floats either way: dK, dV of 96 keys x 192 features are 36 K).
+ * Registers (consumer thread, setmaxnreg 240): dV or dK m64n192 96 floats, S^T + dP^T 32 + 32
+ * (dead before dQ: P, dS go through shared memory), dQ panel 32: peak ~96 + 64 + addressing.
+ * ptxas (nvcc 13.0, sm_90a, -v -warn-spills): 168 at launch (384 x 168), 0 spill bytes, as
+ * the 64-row kernels.
+ * Shared memory (bytes): K, V 2 x 24,576; Q, dO ONE stage 2 x 49,152 (a second, 96 KB, does not
+ * fit); P, dS one buffer each 2 x 16,384 (a second pair, 32 KB, does not fit: 15 KB spare);
+ * dQ staging 2 x 64 x 272 = 34,816; LSE, D 2 x 512; info, barriers 40: 216,104 + 1,024
+ * alignment slack = 217,128 (212.0 KB of 227). With one stage the next Q, dO load is issued
+ * once both warpgroups' dV, dK waited (as at d 256), under dQ's second and third panels; the
+ * single P / dS buffer is safe by the same ordering (the comment at sP). Deterministic mode:
+ * turn counters per 64 rows (the table's sem_block_q), one per warpgroup (its 4 warps release
+ * it), so the warpgroups never wait on each other and sm80's 64-row fallback fits the same
+ * workspace.
+ *
  * Served as sm90v3: dense only (varlen stays on sm80), causal (bottom-right), windows,
  * softcap, ALiBi (bwd_mod_elem), GQA (the block walks the group's heads, dK, dV summed in
  * registers), Sq != Sk, deterministic mode. Tensor maps that fail to encode: sm80's default
@@ -70,35 +100,42 @@
 
 namespace {
 
+/* H_BM: the Q block of the 64 x 64 kernels, and the rows of one deterministic turn counter in
+ * every kernel of the file (sm90h2's 128-row Q block uses one counter per warpgroup half) */
 constexpr int H_BM = 64, H_BN = 64, H_THREADS = 384;
 constexpr int H_DQ_ROW = 272; /* dQ staging rows: 64 floats + 16 bytes (sm90v3's V3_DQ_ROW) */
 constexpr int H_PRODUCER_REGS = 24, H_CONSUMER_REGS = 240;
 static_assert((168 - H_PRODUCER_REGS) * 128 == (H_CONSUMER_REGS - 168) * 256,
               "setmaxnreg: the registers given cover the registers taken");
 /* The kernel's bits: H_DET deterministic dQ, H_MODS softcap or ALiBi (per call), H_PAD the
- * padded entries (a.D == a.Dv <= D, a multiple of 8). */
-enum : unsigned { H_DET = 1u << 0, H_MODS = 1u << 1, H_PAD = 1u << 2 };
+ * padded entries (a.D == a.Dv <= D, a multiple of 8), H_EARLY (sm90h2e, BM 128 only) dV / dK
+ * issued before dQ and two dQ accumulators, so that the stage goes back before any dQ panel. */
+enum : unsigned { H_DET = 1u << 0, H_MODS = 1u << 1, H_PAD = 1u << 2, H_EARLY = 1u << 3 };
 
-/* Q / dO stages: one at d 256 (a second does not fit), two at d 192. */
-template <int D> constexpr int bwd90h_stages() { return D == 192 ? 2 : 1; }
+/* Q / dO stages: one at d 256 and in sm90h2 (a second does not fit), two at d 192 x 64. */
+template <int D, int BM> constexpr int bwd90h_stages() { return D == 192 && BM == 64 ? 2 : 1; }
+/* P / dS buffers: two (by Q block) in the 64-row kernels; one in sm90h2, where the single Q / dO
+ * stage orders their reuse (the kernel's comment at sP). */
+template <int BM> constexpr int bwd90h_pbufs() { return BM == 64 ? 2 : 1; }
 
 /* Byte offsets from a 1024-byte aligned base; a tile of R rows x D columns is D / 64 panels of
  * R rows x 128 bytes (ptx_sm90.cuh's swizzle, which TMA writes). */
-template <int D> struct bwd90h_smem {
-    static constexpr int NS = bwd90h_stages<D>();
+template <int D, int BM> struct bwd90h_smem {
+    static constexpr int NS = bwd90h_stages<D, BM>();
+    static constexpr int NPB = bwd90h_pbufs<BM>();
     static constexpr int KV_BYTES = H_BN * D * 2;
-    static constexpr int QBUF = H_BM * D * 2;    /* one stage of Q (or dO) */
-    static constexpr int PBUF = H_BM * H_BN * 2; /* P or dS of a Q block: [64 q][128 B] */
+    static constexpr int QBUF = BM * D * 2;    /* one stage of Q (or dO) */
+    static constexpr int PBUF = BM * H_BN * 2; /* P or dS of a Q block: [BM q][128 B] */
     static constexpr int K = 0;
     static constexpr int V = K + KV_BYTES;
     static constexpr int Q = V + KV_BYTES;     /* [NS][D / 64][BM][128 B] */
     static constexpr int DO = Q + NS * QBUF;
-    static constexpr int P = DO + NS * QBUF;   /* [2][PBUF] */
-    static constexpr int DS = P + 2 * PBUF;    /* [2][PBUF] */
-    static constexpr int DQ = DS + 2 * PBUF;   /* float [2 wg][BM][272 B] */
-    static constexpr int LSE = DQ + 2 * H_BM * H_DQ_ROW; /* float [NS][BM] */
-    static constexpr int DSUM = LSE + NS * H_BM * 4;     /* float [NS][BM] */
-    static constexpr int INFO = DSUM + NS * H_BM * 4;    /* int [NS][4] */
+    static constexpr int P = DO + NS * QBUF;   /* [NPB][PBUF] */
+    static constexpr int DS = P + NPB * PBUF;  /* [NPB][PBUF] */
+    static constexpr int DQ = DS + NPB * PBUF; /* float [2 wg][64 rows][272 B] */
+    static constexpr int LSE = DQ + 2 * 64 * H_DQ_ROW; /* float [NS][BM] */
+    static constexpr int DSUM = LSE + NS * BM * 4;       /* float [NS][BM] */
+    static constexpr int INFO = DSUM + NS * BM * 4;      /* int [NS][4] */
     static constexpr int BARS = INFO + NS * 16;          /* kv_full, full[NS], empty[NS] */
     static constexpr int TOTAL = BARS + (1 + 2 * NS) * 8;
     static constexpr int LAUNCH = TOTAL + 1024;
@@ -155,17 +192,17 @@ H_SS(192, 24, H_D24, H_R96, 96, 97, 98, 99, 100, __half, "f16")
 #undef H_D4
 #undef H_F
 
-/* dV += P^T dO or dK += dS^T Q over the Q block's 64 queries (4 steps of 16): A (P or dS at
- * a_s, [query][key]) read M-major, B (dO or Q panels from b_s, [panel][query][128 B]) MN-major,
- * the panels LBO = 64 rows x 128 B apart; N = 128 (two panels) or 192 (three). */
-template <typename T, int NF>
+/* dV += P^T dO or dK += dS^T Q over the Q block's BM queries (BM / 16 steps of 16): A (P or dS
+ * at a_s, [query][key]) read M-major, B (dO or Q panels from b_s, [panel][query][128 B])
+ * MN-major, the panels LBO = BM rows x 128 B apart; N = 128 (two panels) or 192 (three). */
+template <typename T, int BM, int NF>
 static __device__ __forceinline__ void bwd90h_kv_mma(float (&acc)[NF][4], uint32_t a_s,
                                                      uint32_t b_s)
 {
 #pragma unroll
-    for (int kk = 0; kk < H_BM / 16; kk++) {
-        const uint64_t da = ptx_wgmma_desc(a_s + kk * 16 * 128, H_BM * 128, 1024);
-        const uint64_t db = ptx_wgmma_desc(b_s + kk * 16 * 128, H_BM * 128, 1024);
+    for (int kk = 0; kk < BM / 16; kk++) {
+        const uint64_t da = ptx_wgmma_desc(a_s + kk * 16 * 128, BM * 128, 1024);
+        const uint64_t db = ptx_wgmma_desc(b_s + kk * 16 * 128, BM * 128, 1024);
         if constexpr (NF == 16)
             bwd90h_ss_m64n128<1, 1>(T(), acc, da, db, 1);
         else
@@ -173,8 +210,9 @@ static __device__ __forceinline__ void bwd90h_kv_mma(float (&acc)[NF][4], uint32
     }
 }
 
-/* The deterministic turn counter of Q block m of head h, batch b (a.sem's index; block_q 64,
- * split 1: the preprocess zeroes them) */
+/* The deterministic turn counter of the 64-row block m of head h, batch b (a.sem's index;
+ * counters per H_BM = 64 rows, split 1: the preprocess zeroes them; sm90h2's Q block m is the
+ * 64-row blocks 2 m, 2 m + 1) */
 static __device__ __forceinline__ int bwd90h_turn_counter(const attn_bwd_args &a, int b, int h,
                                                            int m)
 {
@@ -182,18 +220,21 @@ static __device__ __forceinline__ int bwd90h_turn_counter(const attn_bwd_args &a
 }
 #endif
 
-/* T: __nv_bfloat16 or __half; D: 256 or 192; F: H_* bits. Tensor maps (D, S, H, B) of q, dout
- * (boxes 64 x BM) and k, v (64 x BN), a.D wide (H_PAD: the copy engine pads to D). Grid: (K/V
- * blocks of BN keys, B Hkv); under DET with an upper key bound the K blocks run in reverse
- * (bwd_turn).
+/* T: __nv_bfloat16 or __half; D: 256 or 192; BM: 64, or 128 at d 192 (sm90h2); F: H_* bits.
+ * Tensor maps (D, S, H, B) of q, dout (boxes 64 x BM) and k, v (64 x BN), a.D wide (H_PAD:
+ * the copy engine pads to D). Grid: (K/V blocks of BN keys, B Hkv); under DET with an upper key
+ * bound the K blocks run in reverse (bwd_turn).
  * What a consumer warpgroup w owns after the meeting, by head dim:
  *  - d 256: dV and dK of the 64 keys x features [128 w, +128) (two m64n128 accumulators), and dQ
  *    of the 64 queries x panels 2 w, 2 w + 1 over all 64 keys;
  *  - d 192: warpgroup 0 dV, warpgroup 1 dK, each of the 64 keys x all 192 features (one m64n192
  *    accumulator: the same instructions, the operands chosen by w), and dQ of the 64 queries x
  *    each of the 3 panels over its keys [32 w, +32): both warpgroups add into the same dQ rows
- *    (deterministic mode: warpgroup 1's warps after warpgroup 0's, 4 counts later). */
-template <typename T, int D, unsigned F>
+ *    (deterministic mode: warpgroup 1's warps after warpgroup 0's, 4 counts later);
+ *  - d 192, BM 128 (sm90h2): dV (w 0) or dK (w 1) as d 192's, over 128 queries, and dQ of its
+ *    queries [64 w, +64) x each of the 3 panels over all 64 keys (deterministic mode: its own
+ *    64-row turn counter). */
+template <typename T, int D, int BM, unsigned F>
 __global__ void __launch_bounds__(H_THREADS, 1)
     attn_bwd_sm90h_kernel(const __grid_constant__ CUtensorMap tm_q,
                           const __grid_constant__ CUtensorMap tm_do,
@@ -202,17 +243,25 @@ __global__ void __launch_bounds__(H_THREADS, 1)
 {
 #if FLASHC_PTX_SM90A
     constexpr bool DET = F & H_DET, MODS = F & H_MODS, PAD = F & H_PAD;
-    using L = bwd90h_smem<D>;
-    constexpr int BM = H_BM, BN = H_BN, NS = L::NS;
+    using L = bwd90h_smem<D, BM>;
+    constexpr int BN = H_BN, NS = L::NS;
     constexpr bool D192 = D == 192;
-    static_assert(D == 256 || D == 192, "the two instances");
+    /* WIDE: sm90h2, 128 queries a step; each consumer warpgroup owns the rows [64 wg, +64) for
+     * S^T, dP^T and dQ, and (as d 192's 64-row kernel) dV (wg 0) or dK (wg 1) of all features */
+    constexpr bool WIDE = BM == 128;
+    constexpr bool EARLY = F & H_EARLY;
+    static_assert((D == 256 && BM == 64) || (D == 192 && (BM == 64 || BM == 128)),
+                  "the three instances");
+    static_assert(L::NPB == 2 || NS == 1, "one P / dS buffer: its reuse ordered by the stage");
     constexpr int NP = D / 64;            /* feature panels                                  */
     constexpr int QW = BM / 2;            /* queries of S^T, dP^T per consumer warpgroup     */
     constexpr int NT = QW / 8;            /* their 8-query column tiles                      */
+    constexpr int QROWS = WIDE ? 64 : 0;  /* a warpgroup's first dQ row: 64 wg (WIDE) or 0   */
     constexpr int KVF = D192 ? D : D / 2; /* features of a dK / dV accumulator               */
     constexpr int KVT = KVF / 8;          /* its 8-feature column tiles                      */
     constexpr int NQP = D192 ? NP : NP / 2; /* dQ panels per consumer warpgroup              */
     static_assert(NQP >= 2, "the stage is handed back after the second dQ panel's issue");
+    static_assert(!EARLY || (WIDE && NQP == 3), "H_EARLY: sm90h2's three dQ panels");
 
     extern __shared__ uint8_t smem_raw[];
     const uint32_t raw = ptx_smem_addr(smem_raw);
@@ -268,7 +317,7 @@ __global__ void __launch_bounds__(H_THREADS, 1)
             if (lane == 0) {
                 int *info = (int *)(sbase + L::INFO) + 4 * s;
                 info[0] = m0, info[1] = h;
-                info[2] = bwd90h_turn_counter(a, b, h, m);
+                info[2] = bwd90h_turn_counter(a, b, h, WIDE ? 2 * m : m);
                 info[3] = DET ? bwd_turn(rg, n_block, (int)gridDim.x, m, BM, BN) : 0;
                 ptx_mbarrier_arrive_expect_tx(full(s), 2 * L::QBUF);
                 const uint32_t sQ = base + L::Q + s * L::QBUF, sdO = base + L::DO + s * L::QBUF;
@@ -304,7 +353,7 @@ __global__ void __launch_bounds__(H_THREADS, 1)
     ptx_setmaxnreg_inc<H_CONSUMER_REGS>();
     const int cw = warp - 4, wg = cw / 4, wq = cw % 4;
     const int g = lane / 4, t = lane % 4;
-    const uint32_t stage_s = base + L::DQ + wg * BM * H_DQ_ROW; /* this warpgroup's staging */
+    const uint32_t stage_s = base + L::DQ + wg * 64 * H_DQ_ROW; /* the warpgroup's 64 rows */
 
     /* d 256: kv0 = dV, kv1 = dK (features [128 wg, +128)); d 192: kv0 = dV (wg 0) or dK
      * (wg 1), all features; kv1 unused */
@@ -333,29 +382,35 @@ __global__ void __launch_bounds__(H_THREADS, 1)
         const uint32_t sQ = base + L::Q + st * L::QBUF, sdO = base + L::DO + st * L::QBUF;
         const float *lrow = (const float *)(sbase + L::LSE) + st * BM;
         const float *drow = (const float *)(sbase + L::DSUM) + st * BM;
-        const uint32_t sP = base + L::P + (it & 1) * L::PBUF;
-        const uint32_t sdS = base + L::DS + (it & 1) * L::PBUF;
+        /* P, dS of this Q block. Two buffers (64-row kernels): see the header. One (sm90h2,
+         * NS == 1): the full barrier passed above completed after the producer's wait on the
+         * stage's empty barrier, which every consumer thread arrived on only after its dV / dK
+         * wgmmas of the previous Q block (the only readers of the other warpgroup's half)
+         * completed; dQ reads only this warpgroup's own rows. */
+        const uint32_t sP = base + L::P + (L::NPB == 2 ? (it & 1) : 0) * L::PBUF;
+        const uint32_t sdS = base + L::DS + (L::NPB == 2 ? (it & 1) : 0) * L::PBUF;
 
-        /* S^T, dP^T: the block's 64 keys x this warpgroup's queries [QW wg, +QW), k over the
-         * head dim; two committed groups, S^T first */
+        /* S^T = K Q^T, then dP^T = V dO^T: the block's 64 keys x this warpgroup's queries
+         * [QW wg, +QW), k over the head dim (m64n32 in the 64-row kernels, m64n64 in sm90h2);
+         * two committed groups, S^T first */
         float s[NT][4], dp[NT][4];
+        auto st_mma = [&](float(&acc)[NT][4], uint32_t sa, uint32_t sb) {
+#pragma unroll
+            for (int ks = 0; ks < D / 16; ks++) {
+                const uint64_t da =
+                    ptx_wgmma_desc(sa + (ks / 4) * BN * 128 + (ks % 4) * 32, 16, 1024);
+                const uint64_t db = ptx_wgmma_desc(
+                    sb + (ks / 4) * BM * 128 + wg * QW * 128 + (ks % 4) * 32, 16, 1024);
+                if constexpr (NT == 4)
+                    bwd90h_ss_m64n32<0, 0>(T(), acc, da, db, ks > 0);
+                else
+                    ptx_wgmma_ss_m64n64k16<0>(T(), acc, da, db, ks > 0);
+            }
+            ptx_wgmma_commit();
+        };
         ptx_wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < D / 16; ks++) {
-            const uint32_t ka = sK + (ks / 4) * BN * 128 + (ks % 4) * 32;
-            const uint32_t qb = sQ + (ks / 4) * BM * 128 + wg * QW * 128 + (ks % 4) * 32;
-            bwd90h_ss_m64n32<0, 0>(T(), s, ptx_wgmma_desc(ka, 16, 1024),
-                                   ptx_wgmma_desc(qb, 16, 1024), ks > 0);
-        }
-        ptx_wgmma_commit();
-#pragma unroll
-        for (int ks = 0; ks < D / 16; ks++) {
-            const uint32_t va = sV + (ks / 4) * BN * 128 + (ks % 4) * 32;
-            const uint32_t ob = sdO + (ks / 4) * BM * 128 + wg * QW * 128 + (ks % 4) * 32;
-            bwd90h_ss_m64n32<0, 0>(T(), dp, ptx_wgmma_desc(va, 16, 1024),
-                                   ptx_wgmma_desc(ob, 16, 1024), ks > 0);
-        }
-        ptx_wgmma_commit();
+        st_mma(s, sK, sQ);
+        st_mma(dp, sV, sdO);
 
         /* s[nt][e]: key key0 (+8 for e >= 2), query qi = QW wg + 8 nt + 2t + (e & 1) */
         const int key0 = n0 + wq * 16 + g;
@@ -433,11 +488,14 @@ __global__ void __launch_bounds__(H_THREADS, 1)
         ptx_named_bar_sync(1, 256);
 
         /* dQ panel pi of this warpgroup (one committed group): d 256 panel 2 wg + pi over the
-         * 64 keys (bwd_dq_mma); d 192 panel pi over keys [32 wg, +32) (2 steps) */
-        float acc[8][4];
-        auto dq_mma = [&](int pi) {
+         * 64 keys (bwd_dq_mma); sm90h2 panel pi of its rows [64 wg, +64) over the 64 keys; d 192
+         * x 64 panel pi over keys [32 wg, +32) (2 steps) */
+        float dq0[8][4], dq1[EARLY ? 8 : 1][4]; /* dQ panels (dq1: H_EARLY's second) */
+        auto dq_mma = [&](float(&acc)[8][4], int pi) {
             if constexpr (!D192) {
-                bwd_dq_mma<T, BM, BN, false>(acc, sdS, sK, NQP * wg + pi);
+                bwd_dq_mma<T, 64, BN, false>(acc, sdS, sK, NQP * wg + pi);
+            } else if constexpr (WIDE) {
+                bwd_dq_mma<T, 64, BN, false>(acc, sdS + wg * 64 * 128, sK, pi);
             } else {
                 ptx_wgmma_fence();
 #pragma unroll
@@ -450,24 +508,32 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                 ptx_wgmma_commit();
             }
         };
-        /* dQ's first panel (one group), then dV, dK (one group) */
-        dq_mma(0);
+        /* dQ's first panel (one group), then dV, dK (one group); H_EARLY: below */
+        if constexpr (!EARLY)
+            dq_mma(dq0, 0);
+        else
+            ptx_wgmma_fence(); /* dV / dK first: no dQ issue (bwd_dq_mma's fence) before them */
         ptx_fence_operands(kv0);
         if constexpr (!D192) {
             ptx_fence_operands(kv1);
-            bwd90h_kv_mma<T>(kv0, sP, sdO + NQP * wg * BM * 128);
-            bwd90h_kv_mma<T>(kv1, sdS, sQ + NQP * wg * BM * 128);
+            bwd90h_kv_mma<T, BM>(kv0, sP, sdO + NQP * wg * BM * 128);
+            bwd90h_kv_mma<T, BM>(kv1, sdS, sQ + NQP * wg * BM * 128);
         } else {
-            bwd90h_kv_mma<T>(kv0, wg ? sdS : sP, wg ? sQ : sdO);
+            bwd90h_kv_mma<T, BM>(kv0, wg ? sdS : sP, wg ? sQ : sdO);
         }
         ptx_wgmma_commit();
 
         /* dQ's panels: this warp's 16 rows (acc[j]: rows 16 wq + g (+8), columns 8 j + 2t, +1)
-         * into its staging rows, then lane r < 16 adds row 16 wq + r (sm90v3's staging) */
+         * into its staging rows, then lane r < 16 adds row 16 wq + r (sm90v3's staging) of the
+         * warpgroup's rows (QROWS wg + ...) */
         const int row = wq * 16 + lane;
-        const bool adds = lane < 16 && m0 + row < a.Sq;
-        float *dqa = a.dq_acc + (((int64_t)b * a.Hq + h) * a.Sq + m0 + row) * D;
-        auto dq_out = [&](int pi) {
+        const int qrow = m0 + QROWS * wg + row;
+        const bool adds = lane < 16 && qrow < a.Sq;
+        float *dqa = a.dq_acc + (((int64_t)b * a.Hq + h) * a.Sq + qrow) * D;
+        /* deterministic mode: sm90h2's warpgroup with no row below Sq adds nothing and takes
+         * no turn (its counter, of the 64-row block past Sq, does not exist) */
+        const bool turns = !WIDE || m0 + 64 * wg < a.Sq;
+        auto dq_out = [&](float(&acc)[8][4], int pi) {
             if (!DET && lane < 16) /* this warp's previous adds have read the staging rows */
                 ptx_bulk_wait_group_read<0>();
             __syncwarp();
@@ -481,18 +547,22 @@ __global__ void __launch_bounds__(H_THREADS, 1)
             __syncwarp();
             const int p = D192 ? pi : NQP * wg + pi;
             if constexpr (!DET) {
+                (void)turns;
                 if (adds)
                     ptx_bulk_reduce_add_f32(dqa + 64 * p, stage_s + (uint32_t)row * H_DQ_ROW, 256);
                 if (lane < 16)
                     ptx_bulk_commit_group();
             } else {
+                if (!turns)
+                    return;
                 if (pi == 0) {
                     /* every consumer warp (8 per block) releases one count per Q block, after
-                     * its last panel; d 192: warpgroup 1's warps add into warpgroup 0's rows,
-                     * after all four of its warps */
+                     * its last panel; d 192 x 64: warpgroup 1's warps add into warpgroup 0's
+                     * rows, after all four of its warps; sm90h2: each warpgroup's 4 warps on
+                     * the counter of its own 64 rows (cnt + wg) */
                     if (lane == 0) {
-                        int *sem = a.sem + cnt;
-                        const int need = 8 * turn + (D192 ? 4 * wg : 0);
+                        int *sem = a.sem + cnt + (WIDE ? wg : 0);
+                        const int need = WIDE ? 4 * turn : 8 * turn + (D192 ? 4 * wg : 0);
                         while (ptx_ld_acquire_gpu(sem) < need) {
                         }
                     }
@@ -510,27 +580,48 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                 __syncwarp();
                 if (pi == NQP - 1 && lane == 0) {
                     __threadfence();
-                    ptx_red_release_gpu_add(a.sem + cnt, 1);
+                    ptx_red_release_gpu_add(a.sem + cnt + (WIDE ? wg : 0), 1);
                 }
             }
         };
 
-        ptx_wgmma_wait<1>(); /* dQ of the first panel */
-        ptx_fence_operands(acc);
-        dq_out(0);
-#pragma unroll
-        for (int pi = 1; pi < NQP; pi++) {
-            dq_mma(pi);
-            if (pi == 1) {
-                ptx_wgmma_wait<1>(); /* dV, dK: Q, dO, LSE, D, info of the stage are read */
-                ptx_fence_operands(kv0);
-                if constexpr (!D192)
-                    ptx_fence_operands(kv1);
-                ptx_mbarrier_arrive(empty(st));
-            }
+        if constexpr (EARLY) {
+            /* dV / dK (committed above), then dQ's panels 0 and 1 into two accumulators; the
+             * stage goes back once dV / dK are done, so the next Q, dO load runs under all three
+             * panels and their epilogues (the 64-row order below hides it under two) */
+            dq_mma(dq0, 0);
+            dq_mma(dq1, 1);
+            ptx_wgmma_wait<2>(); /* dV, dK: Q, dO, LSE, D, info of the stage are read */
+            ptx_fence_operands(kv0);
+            ptx_mbarrier_arrive(empty(st));
+            ptx_wgmma_wait<1>();
+            ptx_fence_operands(dq0);
+            dq_out(dq0, 0);
+            dq_mma(dq0, 2);
+            ptx_wgmma_wait<1>();
+            ptx_fence_operands(dq1);
+            dq_out(dq1, 1);
             ptx_wgmma_wait<0>();
-            ptx_fence_operands(acc);
-            dq_out(pi);
+            ptx_fence_operands(dq0);
+            dq_out(dq0, 2);
+        } else {
+            ptx_wgmma_wait<1>(); /* dQ of the first panel */
+            ptx_fence_operands(dq0);
+            dq_out(dq0, 0);
+#pragma unroll
+            for (int pi = 1; pi < NQP; pi++) {
+                dq_mma(dq0, pi);
+                if (pi == 1) {
+                    ptx_wgmma_wait<1>(); /* dV, dK: Q, dO, LSE, D, info of the stage are read */
+                    ptx_fence_operands(kv0);
+                    if constexpr (!D192)
+                        ptx_fence_operands(kv1);
+                    ptx_mbarrier_arrive(empty(st));
+                }
+                ptx_wgmma_wait<0>();
+                ptx_fence_operands(dq0);
+                dq_out(dq0, pi);
+            }
         }
     }
     /* the block's shared memory outlives the copy engine's last reads */
@@ -624,7 +715,7 @@ static int bwd90h_map(CUtensorMap *m, flashc_dtype dt, const void *ptr, int64_t 
 
 /* When the tensor maps do not encode (a stride the copy engine does not take, or no encoder):
  * sm80's default entry for a's dims (block_q 64, split 1, head_dim <= D: its workspace fits
- * in the one this family sized). */
+ * in the one this family sized, whose turn counters are per 64 rows in sm90h2 too). */
 template <typename T, int D>
 static cudaError_t bwd90h_fallback(const attn_bwd_args *a, cudaStream_t stream)
 {
@@ -638,7 +729,7 @@ static cudaError_t bwd90h_fallback(const attn_bwd_args *a, cudaStream_t stream)
     return cudaErrorInvalidValue;
 }
 
-template <typename T, int D, unsigned F>
+template <typename T, int D, int BM, unsigned F>
 static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
     static_assert((F & (H_DET | H_MODS)) == 0, "DET, MODS: chosen per call");
@@ -647,23 +738,24 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
     if (a->D != a->Dv || a->D > D || a->D % 8 != 0 || (!PAD && a->D != D))
         return cudaErrorInvalidValue; /* not dispatched so (serves_dims) */
     CUtensorMap mq, mdo, mk, mv;
-    if (!bwd90h_map(&mq, dt, a->q, a->B, a->Sq, a->Hq, a->D, a->sq, H_BM) ||
-        !bwd90h_map(&mdo, dt, a->dout, a->B, a->Sq, a->Hq, a->Dv, a->sdo, H_BM) ||
+    if (!bwd90h_map(&mq, dt, a->q, a->B, a->Sq, a->Hq, a->D, a->sq, BM) ||
+        !bwd90h_map(&mdo, dt, a->dout, a->B, a->Sq, a->Hq, a->Dv, a->sdo, BM) ||
         !bwd90h_map(&mk, dt, a->k, a->B, a->Sk, a->Hkv, a->D, a->sk, H_BN) ||
         !bwd90h_map(&mv, dt, a->v, a->B, a->Sk, a->Hkv, a->Dv, a->sv, H_BN))
         return bwd90h_fallback<T, D>(a, stream);
 
+    /* turn counters per 64 rows in every kernel here (the table's sem_block_q) */
     cudaError_t err = attn_bwd_pre_launch<T, D, H_BM, 1>(a, stream);
     if (err != cudaSuccess)
         return err;
-    constexpr int smem = bwd90h_smem<D>::LAUNCH;
+    constexpr int smem = bwd90h_smem<D, BM>::LAUNCH;
     const bool mods = a->softcap > 0.0f || a->alibi;
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                    const attn_bwd_args) =
-        mods ? (a->deterministic ? attn_bwd_sm90h_kernel<T, D, F | H_DET | H_MODS>
-                                 : attn_bwd_sm90h_kernel<T, D, F | H_MODS>)
-             : (a->deterministic ? attn_bwd_sm90h_kernel<T, D, F | H_DET>
-                                 : attn_bwd_sm90h_kernel<T, D, F>);
+        mods ? (a->deterministic ? attn_bwd_sm90h_kernel<T, D, BM, F | H_DET | H_MODS>
+                                 : attn_bwd_sm90h_kernel<T, D, BM, F | H_MODS>)
+             : (a->deterministic ? attn_bwd_sm90h_kernel<T, D, BM, F | H_DET>
+                                 : attn_bwd_sm90h_kernel<T, D, BM, F>);
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess)
         return err;
@@ -681,17 +773,25 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
  * deterministic mode, 1.12-1.24x SDPA-FA2, every forced suite and sanitizer clean;
  * bench/RESULTS.md). The d 192 kernel was level with sm80p there (0.97-1.00x) and the padded
  * entries were not timed: those stay opt-in (FLASHC_CUDA_BWD_KERNEL=sm90h). */
-#define H_ENTRY(TN, T, DT, D, SUF, F, OPT, LO)                                                     \
-    {"attn_bwd_" #TN "_sm90h_d" #D SUF "_64x64", "sm90h", DT, D, 90, 90, H_BM, H_BN, 1,            \
-     bwd90h_smem<D>::LAUNCH, attn_bwd_sm90h_launch<T, D, F>, NULL, OPT, LO}
-#define H_PAIR(D, SUF, F, OPT, LO)                                                                 \
-    H_ENTRY(bf16, __nv_bfloat16, FLASHC_BF16, D, SUF, F, OPT, LO),                                \
-        H_ENTRY(f16, __half, FLASHC_F16, D, SUF, F, OPT, LO)
+#define H_ENTRY(TN, T, DT, FAM, D, BM, SUF, F, OPT, LO)                                            \
+    {"attn_bwd_" #TN "_" FAM "_d" #D SUF "_" #BM "x64", FAM, DT, D, 90, 90, BM, H_BN, 1,           \
+     bwd90h_smem<D, BM>::LAUNCH, attn_bwd_sm90h_launch<T, D, BM, F>, NULL, OPT, LO, 0, H_BM}
+#define H_PAIR(FAM, D, BM, SUF, F, OPT, LO)                                                        \
+    H_ENTRY(bf16, __nv_bfloat16, FLASHC_BF16, FAM, D, BM, SUF, F, OPT, LO),                       \
+        H_ENTRY(f16, __half, FLASHC_F16, FAM, D, BM, SUF, F, OPT, LO)
 const attn_bwd_variant attn_bwd_sm90h_variants[] = {
-    H_PAIR(256, "", 0u, 0, 0),
-    H_PAIR(192, "", 0u, 1, 0),
-    H_PAIR(192, "p", H_PAD, 1, 129),
-    H_PAIR(256, "p", H_PAD, 1, 193),
+    H_PAIR("sm90h", 256, 64, "", 0u, 0, 0),
+    H_PAIR("sm90h", 192, 64, "", 0u, 1, 0),
+    H_PAIR("sm90h", 192, 64, "p", H_PAD, 1, 129),
+    H_PAIR("sm90h", 256, 64, "p", H_PAD, 1, 193),
+    /* sm90h2 (helper bwd22): d 192 in 128 x 64 steps, opt-in (FLASHC_CUDA_BWD_KERNEL=sm90h2)
+     * until a device run shows it faster; exact and padded (136..184); the same order of
+     * products per Q block as the 64-row kernels */
+    H_PAIR("sm90h2", 192, 128, "", 0u, 1, 0),
+    H_PAIR("sm90h2", 192, 128, "p", H_PAD, 1, 129),
+    /* sm90h2e: sm90h2 with dV / dK issued before dQ and two dQ accumulators (H_EARLY), opt-in */
+    H_PAIR("sm90h2e", 192, 128, "", H_EARLY, 1, 0),
+    H_PAIR("sm90h2e", 192, 128, "p", H_PAD | H_EARLY, 1, 129),
 };
 #undef H_PAIR
 #undef H_ENTRY

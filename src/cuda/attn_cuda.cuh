@@ -66,6 +66,11 @@ typedef struct attn_fwd_args {
     const float *alibi;                 /* slope of (b, h): alibi[b salibi[0] + h salibi[1]] */
     int64_t salibi[2];
     int mods;                           /* 1: launch the mods instance (these fields) */
+    /* Last, so that the kernels that do not read it keep their parameter offsets (and code). */
+    int skip_dead;                      /* the sm90 kernels on v7's shape: a consumer
+                                           with no row in [0, Sq) issues no product, nor
+                                           one with no key in its first block (attn.cu,
+                                           FLASHC_CUDA_SM90_SKIPDEAD; others ignore it) */
 } attn_fwd_args;
 
 /* The rows the sm90 kernels' Q tiles of BM rows move up by when they are aligned to the
@@ -135,7 +140,8 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats);
  * (B, Sk, Hkv, D); lse (B, Hq, Sq) with strides slse. The workspace (see attn_bwd_workspace)
  * holds, contiguous and float32: dq_acc (B, Hq, Sq, D), the dQ accumulator of the main kernel,
  * and dsum (B, Hq, Sq), D = rowsum(dout * o); and int32 sem (B, Hq, ceil(Sq / block_q), split),
- * the per-(batch, head, Q block, column slice) turn counters of deterministic mode. */
+ * the per-(batch, head, Q block, column slice) turn counters of deterministic mode (block_q:
+ * the variant's sem_block_q where it has one). */
 typedef struct attn_bwd_args {
     const void *q, *k, *v, *o, *dout;
     void *dq, *dk, *dv;
@@ -197,6 +203,10 @@ typedef struct attn_bwd_variant {
     int any_dims;       /* with head_dim_lo > 0: 1 every D, Dv (Dk != Dv too) (sm80); 0
                            (tables that omit it): D == Dv, a multiple of 8 (sm90v3u: one
                            tensor-map width, dK, dV stores cut at 8-column tiles) */
+    int sem_block_q;    /* > 0: deterministic mode's turn counters are per this many query
+                           rows (sm90h2: 64, one per consumer warpgroup's half of its 128-row
+                           Q block, so that sm80's 64-row fallback fits the same workspace);
+                           0 (tables that omit it): per block_q rows */
 } attn_bwd_variant;
 
 /* attn_bwd_sm80.cu */

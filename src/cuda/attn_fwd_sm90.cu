@@ -363,6 +363,10 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
     constexpr bool HEADWISE = BASE >= 6 && !MC;
     /* v9 (VER 11): the last P V of a tile goes out with the next tile's first S (XT) */
     constexpr bool XT = sm90_cross_tile(VER);
+    /* v7's shape (3 consumers, BM 192; plain, not v8t's pairs), when a.skip_dead: a consumer
+     * whose rows are all outside [0, Sq) skips the tile's products, and one whose rows see no
+     * key of the first block walked skips that block's S and softmax (the consumers' loop) */
+    constexpr bool SKIP_DEAD = NC == 3 && OVERLAP && !XT && !MODS && !MC;
     static_assert(!XT || (DYN && TMA_O), "v9 is v6 with the tile boundary overlapped");
     constexpr int KV_ROWS = MC ? BN / 2 : BN;
     static_assert(KV_ROWS % 8 == 0, "a multicast half is whole 1024-byte swizzle atoms");
@@ -1113,6 +1117,37 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 }
                 release_kv(v_empty(s));
             }
+        } else if (SKIP_DEAD && a.skip_dead &&
+                   (m0 + cw * 64 >= seq_q || m0 + cw * 64 <= -64)) {
+            /* a dead consumer (FLASHC_CUDA_SM90_SKIPDEAD; v7's shape): none of its 64 rows is
+             * stored (all past Sq: the last Q tile of a length that is not a multiple of 192
+             * leaves one or two consumers without rows, e.g. 2k: 128 live rows, 4k: 64; or all
+             * < 0: the first causal tile aligned to the end). It issues no wgmma and runs no
+             * softmax, so that the live consumers have the tensor cores and the exp units to
+             * themselves, but keeps every step of the protocol in the same order: the slot waits
+             * (so that its arrivals count towards the phase the live consumers' do), its turns
+             * (n_blocks + 1 of them, as below, so that the turn order stays matched across
+             * tiles), the slot and Q releases. O stays 0 and l = 0: the epilogue stores nothing
+             * of these rows (LSE and O past Sq or < 0 are not stored). A branch over the whole
+             * tile, uniform in the warpgroup, with no wgmma on this side: a conditional issue
+             * inside the loop made ptxas serialise the wgmmas (C7518, v2). */
+            for (int i = 0; i < n_blocks; i++) {
+                ptx_mbarrier_wait(k_full(slot(i)), phase(i));
+                my_turn();
+                pass_turn();
+                release_kv(k_empty(slot(i)));
+                release_q(i);
+                if (i > 0) {
+                    ptx_mbarrier_wait(v_full(slot(i - 1)), phase(i - 1));
+                    release_kv(v_empty(slot(i - 1)));
+                }
+            }
+            if (n_blocks > 0) { /* last_pv's turn */
+                ptx_mbarrier_wait(v_full(slot(n_blocks - 1)), phase(n_blocks - 1));
+                my_turn();
+                pass_turn();
+                release_kv(v_empty(slot(n_blocks - 1)));
+            }
         } else {
             /* v3 and v4 (FlashAttention-3's intra-warpgroup overlap and ping-pong): S_i = Q K_i^T
              * and O += P_{i-1} V_{i-1} are issued together, then the softmax of S_i runs while P V
@@ -1143,6 +1178,16 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                 /* v9: the pending tile's last P V goes out in this turn too, before S, so that
                  * its O is stored while S runs */
                 ptx_mbarrier_wait(k_full(slot(0)), phase(0));
+                /* SKIP_DEAD (a.skip_dead) under the causal mask: a consumer none of whose rows
+                 * sees a key of the first block walked (the diagonal one: only that block can be
+                 * wholly above a consumer's rows, since the next starts BN keys lower) issues
+                 * no S for it and runs no softmax; its P is 0, as the masked S would give, so
+                 * the P V issued with the next S (which stays unconditional) adds nothing and m,
+                 * l stay as they were. At d 64 causal 2k on v7's tiles 5.6 % of the (consumer,
+                 * block) pairs, 3.0 % at 4k. Turn and releases as on the other path. The wait,
+                 * fence and softmax stay on the issuing side (`if (!dead0)` below): with the
+                 * wait common to both sides, ptxas serialised the wgmmas (C7518). */
+                const bool dead0 = SKIP_DEAD && a.skip_dead && !live_at(0);
                 if (XT && pend) {
                     /* two straight paths: with the issue conditional, ptxas serialised the
                      * wgmmas (C7514, the store's reads of O under the S) */
@@ -1158,18 +1203,30 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
                     fence_pv(pa);
                     release_kv(v_empty(slot(-1)));
                     store_pending();
+                } else if (dead0) {
+                    my_turn();
+                    pass_turn();
+#pragma unroll
+                    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++)
+                            sc[0][nt][e] = 0.0f; /* P = 0 */
+                    release_kv(k_empty(slot(0)));
+                    release_q(0);
                 } else {
                     my_turn();
                     issue_qk(sc, slot(0));
                     ptx_wgmma_commit();
                     pass_turn();
                 }
-                ptx_wgmma_wait<0>();
-                fence_s(sc);
-                release_kv(k_empty(slot(0)));
-                release_q(0);
-                float alpha[1][2];
-                (void)softmax_s(0, alpha); /* O is still 0: nothing to rescale */
+                if (!dead0) {
+                    ptx_wgmma_wait<0>();
+                    fence_s(sc);
+                    release_kv(k_empty(slot(0)));
+                    release_q(0);
+                    float alpha[1][2];
+                    (void)softmax_s(0, alpha); /* O is still 0: nothing to rescale */
+                }
             }
             for (int i = 1; i < n_blocks; i++) {
                 const int s = slot(i), sp = slot(i - 1);
