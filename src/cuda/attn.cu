@@ -410,11 +410,12 @@ static int sm90_cshift_enabled(void)
  * 4.5-5.5 % after the mean at d 128 causal 2k-8k and 1.7-2.7 % at d 64 causal 2k-16k, 0-1.7 %
  * with these groups (bench/RESULTS.md, "Issue 11: the last head group and dead consumers").
  * Smaller groups only (less K/V in L2 at once); the kernels are unchanged (the order is
- * block_coords'). "0" keeps head_group; unset or anything else: SM90_HGEVEN_DEFAULT, off until a
- * device run measures it (bench/gpu/s17_fwd25.sh). Plain causal problems on sm90 kernels only:
+ * block_coords'). "0" keeps head_group; unset or anything else: SM90_HGEVEN_DEFAULT, on since the
+ * device run of 2026-12-06 (bench/gpu/s17_fwd25.sh on an H100: 1.04-1.06x at d 128 causal 2k-8k,
+ * 1.01-1.02x at d 64 causal, 1.00 elsewhere; bench/RESULTS.md). Plain causal problems on sm90 kernels only:
  * the sm80 kernel, the mods / varlen instances and the non-causal orders (head by head) keep
  * theirs. */
-enum { SM90_HGEVEN_DEFAULT = 0 };
+enum { SM90_HGEVEN_DEFAULT = 1 };
 static int sm90_hgeven_enabled(void)
 {
     const char *e = getenv("FLASHC_CUDA_SM90_HGEVEN");
@@ -437,9 +438,10 @@ static int sm90_even_head_group(int64_t pairs, int64_t hg)
  * are all past Sq (or all < 0 under the end-aligned causal tiles) skip its products and softmax
  * (attn_fwd_args.skip_dead; attn_fwd_sm90.cu, the consumers' dead branch): at d 64 2k / 4k the
  * last Q tile of every head has 128 / 64 live rows of 192, 3% of the tiles' rows. "0" computes
- * them as today; unset or anything else: SM90_SKIPDEAD_DEFAULT, off until a device run measures
- * it (bench/gpu/s17_fwd25.sh). Every other kernel ignores it. */
-enum { SM90_SKIPDEAD_DEFAULT = 0 };
+ * them as before; unset or anything else: SM90_SKIPDEAD_DEFAULT, on since the device run of
+ * 2026-12-06 (bench/gpu/s17_fwd25.sh on an H100: 1.014-1.015x at d 64 non-causal 2k / 4k,
+ * 1.00-1.04x causal; bench/RESULTS.md). Every other kernel ignores it. */
+enum { SM90_SKIPDEAD_DEFAULT = 1 };
 static int sm90_skipdead_enabled(void)
 {
     const char *e = getenv("FLASHC_CUDA_SM90_SKIPDEAD");

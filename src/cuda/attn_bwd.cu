@@ -34,20 +34,21 @@ static const struct {
 /* FLASHC_CUDA_BWD_KERNEL: "" or unset (the dispatcher's choice) or a family ("sm80", "sm90",
  * "sm90v2", "sm90v2e", "sm90v2s", "sm90v2sa", "sm90v2sd", "sm90v3", "sm90v3t", "sm90v3q",
  * "sm90v3w", "sm90v3wg" (sm90v3w with its deterministic mode in groups of heads, the same
- * bits), "sm90v3u" (the default at d 128 and d 64 on compute capability 9.0: sm90v3wg with an
- * unmasked softmax loop for tiles without masked keys, the same bits; its padded entries, the
- * default too, take D == Dv, a multiple of 8, in 40-56 and 72-120), "sm90v3e" (sm90v3u with
- * dV issued before the consumers' meeting, the same bits; sm90v3e2, sm90v3s and sm90v3es were
+ * bits), "sm90v3u" (the default at d 128, and at d 64 until sm90v3d, on compute capability
+ * 9.0: sm90v3wg with an unmasked softmax loop for tiles without masked keys, the same bits;
+ * its padded entries, the default too, take D == Dv, a multiple of 8, in 40-56 and 72-120),
+ * "sm90v3e" (sm90v3u with dV issued before the consumers' meeting, the same bits; sm90v3e2, sm90v3s and sm90v3es were
  * measured on the H200 on 2026-12-04, 0.78-1.01x sm90v3u, and removed), "sm90v3d" (d 64:
- * sm90v3u whose deterministic mode pipelines the writer warps' dQ adds, the same bits; opt-in,
- * helper bwd21), "sm80p" (above d 128:
+ * sm90v3u whose deterministic mode pipelines the writer warps' dQ adds, the same bits; the
+ * default at d 64 since the device run of 2026-12-06, helper bwd21), "sm80p" (above d 128:
  * the mma.sync backward without sm80's recomputation over two column slices, the same bits;
  * any compute capability >= 8.0 whose shared memory holds it; the default there since the H200
  * run of 2026-12-04 evening, "sm80" forcing the split instances), "sm90h" (above d 128 on
  * compute capability 9.0: the wgmma backward of attn_bwd_sm90h.cu, d 192 and d 256 and
  * D == Dv, a multiple of 8, in 136..248 padded into them; its d 256 kernel the default at
  * d 256 since the H200 run of 2026-12-05, the rest opt-in), "sm90h2" (sm90h's d 192 kernel
- * in 128 x 64 steps, helper bwd22: d 192 and 136..184 padded; opt-in); an
+ * in 128 x 64 steps, helper bwd22: d 192 and 136..184 padded; the d 192 default since the
+ * device run of 2026-12-06, the padded entries opt-in); an
  * opt_in variant is
  * taken only this way) preferred where it serves the problem; a problem it does not serve gets
  * the dispatcher's choice, so one test run covers every head dim. Read at every call (not

@@ -771,8 +771,9 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
  * is the default at d 256 on compute capability 9.0 (opt_in 0: above sm80p, the default before;
  * the H200 run of 2026-12-05, bench/gpu/s16_bwd20.sh: 1.46-1.53x sm80p fast, 1.55-1.87x in
  * deterministic mode, 1.12-1.24x SDPA-FA2, every forced suite and sanitizer clean;
- * bench/RESULTS.md). The d 192 kernel was level with sm80p there (0.97-1.00x) and the padded
- * entries were not timed: those stay opt-in (FLASHC_CUDA_BWD_KERNEL=sm90h). */
+ * bench/RESULTS.md). The 64-row d 192 kernel was level with sm80p there (0.97-1.00x; sm90h2
+ * below replaced it as the d 192 default) and the padded entries were not timed: those stay
+ * opt-in (FLASHC_CUDA_BWD_KERNEL=sm90h). */
 #define H_ENTRY(TN, T, DT, FAM, D, BM, SUF, F, OPT, LO)                                            \
     {"attn_bwd_" #TN "_" FAM "_d" #D SUF "_" #BM "x64", FAM, DT, D, 90, 90, BM, H_BN, 1,           \
      bwd90h_smem<D, BM>::LAUNCH, attn_bwd_sm90h_launch<T, D, BM, F>, NULL, OPT, LO, 0, H_BM}
@@ -784,10 +785,13 @@ const attn_bwd_variant attn_bwd_sm90h_variants[] = {
     H_PAIR("sm90h", 192, 64, "", 0u, 1, 0),
     H_PAIR("sm90h", 192, 64, "p", H_PAD, 1, 129),
     H_PAIR("sm90h", 256, 64, "p", H_PAD, 1, 193),
-    /* sm90h2 (helper bwd22): d 192 in 128 x 64 steps, opt-in (FLASHC_CUDA_BWD_KERNEL=sm90h2)
-     * until a device run shows it faster; exact and padded (136..184); the same order of
-     * products per Q block as the 64-row kernels */
-    H_PAIR("sm90h2", 192, 128, "", 0u, 1, 0),
+    /* sm90h2 (helper bwd22): d 192 in 128 x 64 steps, exact and padded (136..184); the same
+     * order of products per Q block as the 64-row kernels. The exact entry is the default at
+     * d 192 on compute capability 9.0 since the device run of 2026-12-06 (s17_bwd22.sh on an
+     * H100: 1.47-1.65x sm80p fast, 1.61-1.96x deterministic, 1.12-1.23x SDPA-FA2, every forced
+     * suite and sanitizer clean; bench/RESULTS.md); the padded entries were not timed and stay
+     * opt-in (FLASHC_CUDA_BWD_KERNEL=sm90h2). */
+    H_PAIR("sm90h2", 192, 128, "", 0u, 0, 0),
     H_PAIR("sm90h2", 192, 128, "p", H_PAD, 1, 129),
     /* sm90h2e: sm90h2 with dV / dK issued before dQ and two dQ accumulators (H_EARLY), opt-in */
     H_PAIR("sm90h2e", 192, 128, "", H_EARLY, 1, 0),

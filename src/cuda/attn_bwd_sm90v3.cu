@@ -1082,7 +1082,18 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
      * at d 128 and 1.10-1.23x at d 64, deterministic mode 1.05-1.16x at d 128; at d 64 its
      * deterministic mode was 0.95-1.08x, so there it keeps sm90v3wg's kernel (the launch). */
     V3_PAIR("sm90v3u", 128, "", true, V3_W | V3_GRP | V3_UM, 0, 0),
-    V3_PAIR("sm90v3u", 64, "", true, V3_W | V3_GRP | V3_UM, 0, 0),
+    V3_PAIR("sm90v3u", 64, "", true, V3_W | V3_GRP | V3_UM, 1, 0),
+    /* sm90v3d (helper bwd21, 2026-12-05): sm90v3u whose deterministic mode at d 64 pipelines
+     * the writer warps' dQ adds (a tile's count released after the next tile's adds are issued,
+     * buffers handed back once read, three of them; bwd90v3_pipelined_writer), takes the
+     * unmasked softmax loop, and groups the blocks by heads under an upper key bound too (K
+     * blocks reversed: bwd90v3_grouped's REV); the same dQ order, so sm90v3u's deterministic
+     * bits (test_pipelined_bits). Its fast mode is sm90v3u's kernel. The default at d 64 on
+     * compute capability 9.0 since the device run of 2026-12-06 (s17_bwd21.sh on an H100:
+     * deterministic 0.99-1.14x sm90v3u's, geomean 1.07, 1.11-1.14x from 8k; every forced suite
+     * and sanitizer clean; bench/RESULTS.md); sm90v3u's d 64 entry is opt-in since. Listed
+     * before the padded entries, which serve d 64 too (the first default entry wins). */
+    V3_PAIR("sm90v3d", 64, "", true, V3_W | V3_GRP | V3_UM | V3_DQP, 0, 0),
     /* sm90v3e (helper bwd15, 2026-12-04; opt-in): sm90v3u whose consumers issue dV += P^T dO
      * right after the softmax, before they wait for dP^T, so that it runs under dS's
      * elementwise step, the stmatrix and the consumers' meeting (sm90v3u: after the meeting,
@@ -1102,14 +1113,6 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
      * 112, fast; 2.0-3.0x deterministic; bench/RESULTS.md). */
     V3_PAIR("sm90v3u", 128, "p", true, V3_W | V3_GRP | V3_UM | V3_PAD, 0, 65),
     V3_PAIR("sm90v3u", 64, "p", true, V3_W | V3_GRP | V3_UM | V3_PAD, 0, 33),
-    /* sm90v3d (helper bwd21, 2026-12-05; opt-in, not yet measured): sm90v3u whose
-     * deterministic mode at d 64 pipelines the writer warps' dQ adds (a tile's count released
-     * after the next tile's adds are issued, buffers handed back once read, three of them;
-     * bwd90v3_pipelined_writer), takes the unmasked softmax loop, and groups the blocks by
-     * heads under an upper key bound too (K blocks reversed: bwd90v3_grouped's REV); the same
-     * dQ order, so sm90v3u's deterministic bits (test_pipelined_bits). Its fast mode is
-     * sm90v3u's kernel. */
-    V3_PAIR("sm90v3d", 64, "", true, V3_W | V3_GRP | V3_UM | V3_DQP, 1, 0),
 };
 #undef V3_PAIR
 #undef V3_ENTRY
