@@ -39,9 +39,7 @@ s_begin bwd13 "${1:-}" tests/test_cuda_attn_bwd
 TEST=$B/tests/test_cuda_attn_bwd
 T0=$SECONDS
 rc_all=0
-PY=(env FLASHC_LIBRARY="$LIB" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1)
-FINAL=$OUT                            # few files come back: the job logs go to a scratch folder
-OUT=$(mktemp -d "${TMPDIR:-/tmp}/bwd13.XXXXXX") || exit 2
+s_scratch bwd13
 
 # ---- 1. sanitizers, tests, kernel check (<= 60 s wall, all jobs at once) ----
 for s in bf16_d64 f16_d128; do
@@ -87,7 +85,6 @@ for d in 64 128; do
     --jobs v3u --dims $d --fast-min 1.02 --det-min 0.98 --rows decided \
     --adopt "sm90v3u the d $d default on CC 9.0 (fast and det)"
 done
-cp "$OUT/bwd13.json" "$OUT/bench.log" "$FINAL/" 2>/dev/null
-tar -czf "$FINAL/logs.tgz" -C "$OUT" . 2>/dev/null
+s_pack "$OUT/bwd13.json" "$OUT/bench.log"
 echo "s11_bwd13: rc $rc_all, $((SECONDS - T0)) s"
 exit $rc_all

@@ -35,9 +35,7 @@ s_begin bwd15 "${1:-}" tests/test_cuda_attn_bwd
 TEST=$B/tests/test_cuda_attn_bwd
 T0=$SECONDS
 rc_all=0
-PY=(env FLASHC_LIBRARY="$LIB" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1)
-FINAL=$OUT                            # few files come back: the job logs go to a scratch folder
-OUT=$(mktemp -d "${TMPDIR:-/tmp}/bwd15.XXXXXX") || exit 2
+s_scratch bwd15
 
 # ---- 1. tests and kernel check (<= 60 s wall, all at once), then sanitizers (<= 55 s) ----
 FAM=sm90v3e job e-bf16_d128 60 env FLASHC_TEST_FILTER=test_bf16_d128 "$TEST"
@@ -100,7 +98,6 @@ dec --cand flashc_v3e --base flashc --jobs e --dims 64 --fast-min 0.98 --fast-gm
   --det-min 0 --adopt "sm90v3e the d 64 fast-mode default on CC 9.0"
 dec --cand flashc_v3e --base flashc --jobs e --dims 64 --fast-min 0 --det-min 0.98 \
   --det-gm 1.03 --adopt "sm90v3e's kernel the d 64 deterministic default on CC 9.0"
-cp "$OUT/bwd15.json" "$OUT/bench.log" "$FINAL/" 2>/dev/null
-tar -czf "$FINAL/logs.tgz" -C "$OUT" . 2>/dev/null
+s_pack "$OUT/bwd15.json" "$OUT/bench.log"
 echo "s12_bwd15: rc $rc_all, $((SECONDS - T0)) s"
 exit $rc_all

@@ -47,9 +47,7 @@ s_begin bwd16 "${1:-}" tests/test_cuda_attn_bwd
 TEST=$B/tests/test_cuda_attn_bwd
 T0=$SECONDS
 rc_all=0
-PY=(env FLASHC_LIBRARY="$LIB" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1)
-FINAL=$OUT                            # few files come back: the job logs go to a scratch folder
-OUT=$(mktemp -d "${TMPDIR:-/tmp}/bwd16.XXXXXX") || exit 2
+s_scratch bwd16
 
 # ---- 1. tests, sanitizers, kernel check (<= 55 s wall, all jobs at once) ----
 F=FLASHC_TEST_FILTER
@@ -96,7 +94,6 @@ for d in 80 96 112 48; do
     --jobs pad --dims $d --fast-min 1.10 --det-min 1.00 --rows decided \
     --adopt "d $d qualifies for sm90v3u's padded entries (the rule in s12_bwd16.sh's header)"
 done
-cp "$OUT/bwd16.json" "$OUT/bench.log" "$FINAL/" 2>/dev/null
-tar -czf "$FINAL/logs.tgz" -C "$OUT" . 2>/dev/null
+s_pack "$OUT/bwd16.json" "$OUT/bench.log"
 echo "s12_bwd16: rc $rc_all, $((SECONDS - T0)) s"
 exit $rc_all

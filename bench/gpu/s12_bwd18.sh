@@ -46,9 +46,7 @@ s_begin bwd18 "${1:-}" tests/test_cuda_attn_bwd
 TEST=$B/tests/test_cuda_attn_bwd
 T0=$SECONDS
 rc_all=0
-PY=(env FLASHC_LIBRARY="$LIB" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1)
-FINAL=$OUT                            # few files come back: the job logs go to a scratch folder
-OUT=$(mktemp -d "${TMPDIR:-/tmp}/bwd18.XXXXXX") || exit 2
+s_scratch bwd18
 
 # ---- 1. tests, sanitizers (<= 60 s wall, all jobs at once) ----
 F=FLASHC_TEST_FILTER
@@ -86,7 +84,6 @@ fi
 python3 bench/gpu/bwd_decide.py "$OUT/bwd18.json" "$OUT" --cand flashc_80p --base flashc \
   --jobs p18 --dims 256,192,160 --fast-min 1.05 --det-min 1.00 --rows decided \
   --adopt "sm80p the default above d 128 (its entries opt_in 0; the rule in s12_bwd18.sh)"
-cp "$OUT/bwd18.json" "$OUT/bench.log" "$FINAL/" 2>/dev/null
-tar -czf "$FINAL/logs.tgz" -C "$OUT" . 2>/dev/null
+s_pack "$OUT/bwd18.json" "$OUT/bench.log"
 echo "s12_bwd18: rc $rc_all, $((SECONDS - T0)) s"
 exit $rc_all

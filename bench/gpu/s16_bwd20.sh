@@ -38,9 +38,7 @@ s_begin bwd20 "${1:-}" tests/test_cuda_attn_bwd
 TEST=$B/tests/test_cuda_attn_bwd
 T0=$SECONDS
 rc_all=0
-PY=(env FLASHC_LIBRARY="$LIB" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1)
-FINAL=$OUT                            # few files come back: the job logs go to a scratch folder
-OUT=$(mktemp -d "${TMPDIR:-/tmp}/bwd20.XXXXXX") || exit 2
+s_scratch bwd20
 
 # ---- 1. tests, sanitizers (<= 60 s wall, all jobs at once) ----
 F=FLASHC_TEST_FILTER
@@ -79,7 +77,6 @@ fi
 python3 bench/gpu/bwd_decide.py "$OUT/bwd20.json" "$OUT" --cand flashc_90h --base flashc \
   --jobs h20 --dims 256,192 --fast-min 1.3 --det-min 1.0 --rows decided \
   --adopt "sm90h the default at d 192 / 256 on compute capability 9.0 (its entries opt_in 0; the rule in s16_bwd20.sh)"
-cp "$OUT/bwd20.json" "$OUT/bench.log" "$FINAL/" 2>/dev/null
-tar -czf "$FINAL/logs.tgz" -C "$OUT" . 2>/dev/null
+s_pack "$OUT/bwd20.json" "$OUT/bench.log"
 echo "s16_bwd20: rc $rc_all, $((SECONDS - T0)) s"
 exit $rc_all

@@ -43,9 +43,7 @@ s_begin bwd21 "${1:-}" tests/test_cuda_attn_bwd
 TEST=$B/tests/test_cuda_attn_bwd
 T0=$SECONDS
 rc_all=0
-PY=(env FLASHC_LIBRARY="$LIB" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1)
-FINAL=$OUT                            # few files come back: the job logs go to a scratch folder
-OUT=$(mktemp -d "${TMPDIR:-/tmp}/bwd21.XXXXXX") || exit 2
+s_scratch bwd21
 
 # ---- 1. tests, sanitizers (<= 60 s wall, all jobs at once) ----
 F=FLASHC_TEST_FILTER
@@ -73,8 +71,7 @@ echo "== tests (FLASHC_CUDA_BWD_KERNEL=sm90v3d)"
 echo "$summary"
 grep -E 'WRONG|^device' "$OUT/bench.log"
 grep -q '^bwd alone' "$OUT/bench.log" || { echo "s17_bwd21: bench rc $brc:"; tail -12 "$OUT/bench.log"; }
-cp "$OUT/bwd21.json" "$OUT/bench.log" "$FINAL/" 2>/dev/null
-tar -czf "$FINAL/logs.tgz" -C "$OUT" . 2>/dev/null
+s_pack "$OUT/bwd21.json" "$OUT/bench.log"
 
 # ---- 3. the table and the verdict (LAST) ----
 python3 - "$OUT/bwd21.json" "$rc_all" <<'EOF'

@@ -44,9 +44,7 @@ s_begin bwd22 "${1:-}" tests/test_cuda_attn_bwd
 TEST=$B/tests/test_cuda_attn_bwd
 T0=$SECONDS
 rc_all=0
-PY=(env FLASHC_LIBRARY="$LIB" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1)
-FINAL=$OUT                            # few files come back: the job logs go to a scratch folder
-OUT=$(mktemp -d "${TMPDIR:-/tmp}/bwd22.XXXXXX") || exit 2
+s_scratch bwd22
 
 # ---- 1. tests, sanitizers (<= 60 s wall, all jobs at once) ----
 F=FLASHC_TEST_FILTER
@@ -118,7 +116,6 @@ print("VERDICT: " + (f"sm{best[0][7:]} the d 192 default on compute capability 9
                      "no change at d 192 (no candidate passed every job and >= 1.10x / det "
                      ">= 1.0x sm80p at every shape)"))
 PY
-cp "$OUT/bwd22.json" "$OUT/bench.log" "$FINAL/" 2>/dev/null
-tar -czf "$FINAL/logs.tgz" -C "$OUT" . 2>/dev/null
+s_pack "$OUT/bwd22.json" "$OUT/bench.log"
 echo "s17_bwd22: rc $rc_all, $((SECONDS - T0)) s"
 exit $rc_all

@@ -126,3 +126,17 @@ s_begin() {
   OUT=${OUT:-$B/out-$name}
   mkdir -p "$OUT"
 }
+
+# s_scratch NAME — the backward scripts' preamble after s_begin: PY = env running python with
+# $LIB and python/ on the path, unbuffered; FINAL = $OUT; OUT = a scratch folder for the job logs
+# (few files come back from a device call). s_pack FILE... copies FILEs into $FINAL and the
+# scratch folder into $FINAL/logs.tgz.
+s_scratch() {
+  PY=(env FLASHC_LIBRARY="$LIB" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1)
+  FINAL=$OUT
+  OUT=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX") || exit 2
+}
+s_pack() {
+  cp "$@" "$FINAL/" 2>/dev/null
+  tar -czf "$FINAL/logs.tgz" -C "$OUT" . 2>/dev/null
+}
