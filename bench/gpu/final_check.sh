@@ -120,8 +120,14 @@ flush() {
   [ -e "$OUT/bench.log.new" ] && mv "$OUT/bench.log.new" "$OUT/bench.log"
   cat "$L"/*.sum >"$OUT/summary.txt" 2>/dev/null
 }
+# Flushed every 15 s while the GPU jobs run too: a device call whose limit cuts them (2026-12-06:
+# a 236 s build left 324 s of a 560 s call, and nothing came back) still returns their logs so far.
+( while sleep 15; do flush; done ) &
+fpid=$!
 # (every GPU job may be skipped: then there is nothing to wait for)
 [ ${#gpids[@]} -eq 0 ] || wait "${gpids[@]}"
+kill "$fpid" 2>/dev/null
+wait "$fpid" 2>/dev/null
 flush
 n=0
 for b in ${FLASHC_FINAL_BENCH:-}; do # benches: the GPU to themselves, one at a time
