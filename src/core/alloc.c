@@ -37,11 +37,11 @@ void *flashc__malloc(size_t bytes)
     if (bytes == 0 || bytes > (size_t)INT64_MAX - 2 * ALIGN)
         return NULL;
     /* The header line before the aligned block keeps the size and malloc's pointer. malloc, then
-     * aligned by hand: glibc (2.36) serves a large aligned_alloc from a fresh mmap on each of
-     * the first calls (its dynamic mmap threshold does not rise for aligned chunks), so every
-     * forward's scratch faulted in anew: 1.3 MiB a call, 318 page faults, 0.6 ms on the Zen 4
-     * VM, against 1.6 ms of bf16 attention at n 512. malloc's chunks of that size are reused
-     * from the heap from the third call on. */
+     * aligned by hand: glibc (2.36) serves a large aligned_alloc from a fresh mmap on each of a
+     * process's first calls (16 of them in a loop of allocate, touch, free on the Zen 4 VM), so
+     * every forward's scratch faulted in anew: 1.3 MiB (the bf16 forward's at n 1024) is 318
+     * page faults, 0.6 ms a call there, against 1.6 ms for the bf16 forward at n 512. malloc's
+     * chunks of that size are reused from the heap from the third call on. */
     size_t total = (bytes + ALIGN - 1) / ALIGN * ALIGN + ALIGN;
     unsigned char *block = malloc(total + ALIGN);
     if (!block)
