@@ -164,7 +164,7 @@ int cpu_dpbf16_full_rate(void)
  * flops, and its bf16 forward at 0.6-0.8x the float32 path's: bench/RESULTS.md), so there bf16
  * storage keeps the float32 path (or AMX, chosen after it); on AMD every CPU with AVX512-BF16
  * (Zen 4 and later) runs it at the FMA's instruction rate, twice its flops, and the bf16 forward
- * on it was 1.4-2.0x the float32 one on a Zen 4, 1.8-2.0x from n 2048 (bench/RESULTS.md,
+ * on it is 1.8-2.1x the float32 one on a Zen 4, d 64 / 128, n 512-8192 (bench/RESULTS.md,
  * "avx512bf16 on Zen 4").
  * FLASHC_ISA=avx512 or =avx512bf16 forces either anywhere. */
 static int auto_choice(const char *name)

@@ -362,10 +362,19 @@ void SIMD_MM_CAT(SIMD_TABLE, _mm_softmax)(const float *S, int64_t lds, int64_t b
         const float a = m[i] == mxx ? 1.0f : exp2f(m[i] - mxx);
         const vf nm = v_set1(-mxx);
         vf vsum = v_zero();
-        for (j = 0; j + SIMD_VL <= bc; j += SIMD_VL) {
+        /* two vectors a step for v_store_bf16x2_p; the sum in column order as one at a time */
+        for (j = 0; j + 2 * SIMD_VL <= bc; j += 2 * SIMD_VL) {
+            const vf e0 = v_exp2_p(v_fma(v_load(s + j), c, nm));
+            const vf e1 = v_exp2_p(v_fma(v_load(s + j + SIMD_VL), c, nm));
+            v_store_bf16x2_p(p + j, e0, e1);
+            vsum = v_add(vsum, e0);
+            vsum = v_add(vsum, e1);
+        }
+        if (j + SIMD_VL <= bc) {
             const vf e = v_exp2_p(v_fma(v_load(s + j), c, nm));
             v_store_bf16_p(p + j, e);
             vsum = v_add(vsum, e);
+            j += SIMD_VL;
         }
         float sum = 0.0f;
         if (j < bc) { /* tail: only the first k lanes are scores */
