@@ -799,6 +799,22 @@ static void test_pipelined_bits(void **state)
     family_bits("sm90v3d", "sm90v3w", dims, 3);
 }
 
+/* sm90h2g and sm90hg (attn_bwd_sm90h.cu, helper bwd23: sm90h2's d 192 and sm90h's d 256 kernels
+ * whose deterministic mode runs the blocks in groups of heads, K blocks reversed under an upper
+ * key bound, and completes a Q block's dQ adds once before its release) keep the turn counters'
+ * dQ order: dq, dk, dv bit for bit sm90h2's / sm90h's deterministic result (the K blocks head
+ * by head, each panel's adds completed before the next), so neither the grouping nor the
+ * deferred completion moves a bit; fast mode is the base family's kernel (dk, dv equal). Exact
+ * (192, 256) and padded (160 on the d 192 kernel, 224 on the d 256 one) entries; the cases:
+ * non-causal (grouped), causal (grouped, reversed), a left window, bf16 and fp16. */
+static void test_grouped_h_bits(void **state)
+{
+    (void)state;
+    static const int d192[] = {192, 160, 0}, d256[] = {256, 224, 0};
+    family_bits("sm90h2g", "sm90h2", d192, 3);
+    family_bits("sm90hg", "sm90h", d256, 3);
+}
+
 /* sm80p (head dims above 128: one thread block per K/V block, two warps per 16 keys, P^T and
  * dS^T through shared memory, attn_bwd_sm80.cu) does the sm80 instances' float operations in
  * the same order (S^T, dP^T per element over the full head dim, dV, dK, dQ tiles over the same
@@ -1710,6 +1726,7 @@ int main(void)
         cmocka_unit_test(test_early_bits),
         cmocka_unit_test(test_pipelined_bits),
         cmocka_unit_test(test_sm80p_bits),
+        cmocka_unit_test(test_grouped_h_bits),
         cmocka_unit_test(test_graph_capture),
         cmocka_unit_test(test_strided_stream_workspace),
         cmocka_unit_test(test_other_tiles),
