@@ -806,13 +806,18 @@ static void test_pipelined_bits(void **state)
  * by head, each panel's adds completed before the next), so neither the grouping nor the
  * deferred completion moves a bit; fast mode is the base family's kernel (dk, dv equal). Exact
  * (192, 256) and padded (160 on the d 192 kernel, 224 on the d 256 one) entries; the cases:
- * non-causal (grouped), causal (grouped, reversed), a left window, bf16 and fp16. */
+ * non-causal (grouped), causal (grouped, reversed), a left window, bf16 and fp16. sm90h2q and
+ * sm90hq (the deferred completion without the grouping, the bench's ablation) likewise. */
 static void test_grouped_h_bits(void **state)
 {
     (void)state;
     static const int d192[] = {192, 160, 0}, d256[] = {256, 224, 0};
+    static const int e192[] = {192, 0}, e256[] = {256, 0};
     family_bits("sm90h2g", "sm90h2", d192, 3);
     family_bits("sm90hg", "sm90h", d256, 3);
+    /* the deferred completion alone (sm90h2q, sm90hq: exact entries only), deterministic mode */
+    family_bits("sm90h2q", "sm90h2", e192, 2);
+    family_bits("sm90hq", "sm90h", e256, 2);
 }
 
 /* sm80p (head dims above 128: one thread block per K/V block, two warps per 16 keys, P^T and
@@ -914,6 +919,9 @@ static void wide_q_d192(const char *fam)
 
 static void test_sm90h2_d192(void **state) { (void)state; wide_q_d192("sm90h2"); }
 static void test_sm90h2e_d192(void **state) { (void)state; wide_q_d192("sm90h2e"); }
+/* sm90h2g (helper bwd23): sm90h2 with its deterministic mode's blocks in groups of heads and
+ * a Q block's dQ adds completed once before the release (the same tiles, 128 x 64) */
+static void test_sm90h2g_d192(void **state) { (void)state; wide_q_d192("sm90h2g"); }
 
 /* The call captured into a CUDA graph (no host synchronisation inside, workspace from the
  * scratch pool, an allocation node of the graph) replays to the same gradients as a direct
@@ -1742,6 +1750,7 @@ int main(void)
         cmocka_unit_test(test_f16_d192),
         cmocka_unit_test(test_sm90h2_d192),
         cmocka_unit_test(test_sm90h2e_d192),
+        cmocka_unit_test(test_sm90h2g_d192),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

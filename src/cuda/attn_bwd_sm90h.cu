@@ -868,6 +868,10 @@ const attn_bwd_variant attn_bwd_sm90h_variants[] = {
     H_PAIR("sm90h2g", 192, 128, "p", H_PAD | H_GRP | H_DQP, 1, 129),
     H_PAIR("sm90hg", 256, 64, "", H_GRP | H_DQP, 1, 0),
     H_PAIR("sm90hg", 256, 64, "p", H_PAD | H_GRP | H_DQP, 1, 193),
+    /* sm90h2q and sm90hq: the deferred completion alone (H_DQP, the blocks head by head as
+     * sm90h2's / sm90h's), the bench's ablation of the two changes; opt-in, the same bits */
+    H_PAIR("sm90h2q", 192, 128, "", H_DQP, 1, 0),
+    H_PAIR("sm90hq", 256, 64, "", H_DQP, 1, 0),
 };
 #undef H_PAIR
 #undef H_ENTRY
