@@ -83,6 +83,26 @@
  * it), so the warpgroups never wait on each other and sm80's 64-row fallback fits the same
  * workspace.
  *
+ * sm90h2g and sm90hg (helper bwd23, 2026-12-06; opt-in, not yet measured on a GPU): sm90h2's
+ * and the d 256 kernel's deterministic mode with two changes (bits H_GRP, H_DQP; their fast
+ * mode is the base kernel, the launch drops the bits). Why (arithmetic on the H100 / H200
+ * tables, bench/RESULTS.md, section of helper bwd23): det / fast was 0.54-0.76. Per 128 x 64
+ * step at d 192 (15.7 MFLOP) the det mode took ~3.5 us more than fast mode's 6.6 us at 8k
+ * non-causal, where a head's 128 K blocks fill the GPU and only the first wave queues on the
+ * turns: that cost is the dQ path's series per panel (bulk adds, then waiting for their
+ * completion, 3 panels, plus the turn's acquire and the release each Q block), which fast mode
+ * never waits for. At 2k (32 K blocks a head, ~4 heads a wave, every wave starting whole heads
+ * at Q block 0) block n of a head also waits ~n links of the chain before its first add:
+ * ~6.2 us a step more in all. So:
+ *  - H_GRP: the blocks in groups of heads (bwd_grouped_order, sm90v3wg's order; K blocks
+ *    reversed under an upper key bound): block n of a head starts ~4 Q blocks after n - 1;
+ *  - H_DQP: each panel's adds issued as in fast mode (the staging rows reused once read) and
+ *    completed once, after the last panel, before the release; the turn counter's first poll
+ *    issued right after S^T, dP^T, its round trip under them.
+ * The turns and counters are untouched: each dQ element still gets its adds in K block order,
+ * one a Q block per block, so the bits are sm90h2's / sm90h's (test_grouped_h_bits).
+ * sm90h2q / sm90hq: H_DQP alone (the bench's ablation).
+ *
  * Served as sm90v3: dense only (varlen stays on sm80), causal (bottom-right), windows,
  * softcap, ALiBi (bwd_mod_elem), GQA (the block walks the group's heads, dK, dV summed in
  * registers), Sq != Sk, deterministic mode. Tensor maps that fail to encode: sm80's default
