@@ -347,8 +347,7 @@ static __device__ __forceinline__ int bwd_turn(const bwd_range &r, int nb, int n
  * G = ceil(4 SMs / steps) (steps: a block's Q blocks of BM rows over the group's heads) is about
  * four Q blocks later once the GPU is full, so that its turns are ready when it reaches them.
  * The turns are untouched, so the dQ order and bits are those of the head-by-head order.
- * (bwd90v3_grouped is this with BM = 64; it keeps its own copy until a SASS comparison of
- * sm90v3's kernels can confirm that calling this one changes nothing.) */
+ * (bwd90v3_grouped calls it with BM = 64.) */
 static __device__ __forceinline__ void bwd_grouped_order(const attn_bwd_args &a, int BM, bool rev,
                                                          int *n_block, int *bh)
 {
