@@ -807,7 +807,8 @@ static void test_pipelined_bits(void **state)
  * deferred completion moves a bit; fast mode is the base family's kernel (dk, dv equal). Exact
  * (192, 256) and padded (160 on the d 192 kernel, 224 on the d 256 one) entries; the cases:
  * non-causal (grouped), causal (grouped, reversed), a left window, bf16 and fp16. sm90h2q and
- * sm90hq (the deferred completion without the grouping, the bench's ablation) likewise. */
+ * sm90hq (the deferred completion without the grouping, the bench's ablation) and sm90h2r /
+ * sm90hr (sm90h2g / sm90hg with the completion and release a Q block late) likewise. */
 static void test_grouped_h_bits(void **state)
 {
     (void)state;
@@ -818,6 +819,9 @@ static void test_grouped_h_bits(void **state)
     /* the deferred completion alone (sm90h2q, sm90hq: exact entries only), deterministic mode */
     family_bits("sm90h2q", "sm90h2", e192, 2);
     family_bits("sm90hq", "sm90h", e256, 2);
+    /* the release a Q block late too (sm90h2r, sm90hr: exact entries only) */
+    family_bits("sm90h2r", "sm90h2", e192, 2);
+    family_bits("sm90hr", "sm90h", e256, 2);
 }
 
 /* sm80p (head dims above 128: one thread block per K/V block, two warps per 16 keys, P^T and

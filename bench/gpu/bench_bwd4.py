@@ -43,6 +43,8 @@ halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KE
   90h2q_det             sm90h2q forced (d 192 only): the deferred completion alone (ablation)
   90hg / 90hg_det       sm90hg forced (d 256 only): the same on sm90h's d 256 kernel
   90hq_det              sm90hq forced (d 256 only): the deferred completion alone (ablation)
+  90h2r_det / 90hr_det  sm90h2r / sm90hr forced (d 192 / 256 only): sm90h2g / sm90hg with a Q
+                        block's dQ completion and release deferred to the next Q block
 The table (printed last) gives each TFLOP/s and the ratios the issue's target names.
 
 usage: bench_bwd4.py --lib build/libflashc.so [--out x.json] [--dims 128,64] [--seqlens 2048,16384]
@@ -80,10 +82,12 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            "flashc_90h2g": (0, 0, False, "sm90h2g"), "flashc_90h2g_det": (0, 0, True, "sm90h2g"),
            "flashc_90h2q_det": (0, 0, True, "sm90h2q"),
            "flashc_90hg": (0, 0, False, "sm90hg"), "flashc_90hg_det": (0, 0, True, "sm90hg"),
-           "flashc_90hq_det": (0, 0, True, "sm90hq")}
+           "flashc_90hq_det": (0, 0, True, "sm90hq"),
+           "flashc_90h2r_det": (0, 0, True, "sm90h2r"), "flashc_90hr_det": (0, 0, True, "sm90hr")}
 # bwd23's families serve one head dim each (their padded entries aside): elsewhere they would
 # time the dispatcher's choice again
-ONE_DIM = {"flashc_90h2g": 192, "flashc_90h2q": 192, "flashc_90hg": 256, "flashc_90hq": 256}
+ONE_DIM = {"flashc_90h2g": 192, "flashc_90h2q": 192, "flashc_90h2r": 192, "flashc_90hg": 256,
+           "flashc_90hq": 256, "flashc_90hr": 256}
 
 
 def _term(signum, frame):
@@ -185,9 +189,11 @@ def table(rows, configs):
               ("90h2e/default", "flashc_90h2e", "flashc"), ("90h2e/flash", "flashc_90h2e", "flash"),
               ("90h2gdet/det", "flashc_90h2g_det", "flashc_det"),
               ("90h2qdet/det", "flashc_90h2q_det", "flashc_det"),
+              ("90h2rdet/det", "flashc_90h2r_det", "flashc_det"),
               ("90h2gdet/fast", "flashc_90h2g_det", "flashc"), ("90h2g/fast", "flashc_90h2g", "flashc"),
               ("90hgdet/det", "flashc_90hg_det", "flashc_det"),
               ("90hqdet/det", "flashc_90hq_det", "flashc_det"),
+              ("90hrdet/det", "flashc_90hr_det", "flashc_det"),
               ("90hgdet/fast", "flashc_90hg_det", "flashc"), ("90hg/fast", "flashc_90hg", "flashc"),
               ("default/cuDNN", "flashc", "cudnn"), ("default/flash", "flashc", "flash"),
               ("det/fast", "flashc_det", "flashc")]

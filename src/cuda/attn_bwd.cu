@@ -53,7 +53,8 @@ static const struct {
  * sm90h2's d 192 and sm90h's d 256 kernels, padded entries included, whose deterministic mode
  * runs the blocks in groups of heads and completes a Q block's dQ adds once before the turn's
  * release, the same bits; fast mode their base kernels), "sm90h2q" and "sm90hq" (the latter
- * change alone, exact entries; the ablation of bench/gpu/s18_bwd23.sh); an
+ * change alone, exact entries; the ablation of bench/gpu/s18_bwd23.sh), "sm90h2r" and "sm90hr"
+ * (sm90h2g / sm90hg with that completion and the release a Q block later, exact entries); an
  * opt_in variant is
  * taken only this way) preferred where it serves the problem; a problem it does not serve gets
  * the dispatcher's choice, so one test run covers every head dim. Read at every call (not

@@ -101,7 +101,10 @@
  *    issued right after S^T, dP^T, its round trip under them.
  * The turns and counters are untouched: each dQ element still gets its adds in K block order,
  * one a Q block per block, so the bits are sm90h2's / sm90h's (test_grouped_h_bits).
- * sm90h2q / sm90hq: H_DQP alone (the bench's ablation).
+ * sm90h2q / sm90hq: H_DQP alone (the bench's ablation). sm90h2r / sm90hr: H_GRP | H_DQP | H_REL,
+ * the completion and release of a Q block's adds deferred further, to the next Q block's first
+ * dQ panel, before its turn's wait (so no warp waits holding a count), the round trip under the
+ * next Q block's products; with the blocks ~4 Q blocks apart the later release costs no wait.
  *
  * Served as sm90v3: dense only (varlen stays on sm80), causal (bottom-right), windows,
  * softcap, ALiBi (bwd_mod_elem), GQA (the block walks the group's heads, dK, dV summed in
@@ -140,6 +143,7 @@ enum : unsigned {
     H_EARLY = 1u << 3,
     H_GRP = 1u << 4,
     H_DQP = 1u << 5,
+    H_REL = 1u << 6, /* sm90h2r / sm90hr: H_DQP's completion and release deferred (below) */
 };
 
 /* Q / dO stages: one at d 256 and in sm90h2 (a second does not fit), two at d 192 x 64. */
@@ -280,8 +284,9 @@ __global__ void __launch_bounds__(H_THREADS, 1)
      * S^T, dP^T and dQ, and (as d 192's 64-row kernel) dV (wg 0) or dK (wg 1) of all features */
     constexpr bool WIDE = BM == 128;
     constexpr bool EARLY = F & H_EARLY;
-    constexpr bool GRP = F & H_GRP, DQP = F & H_DQP;
+    constexpr bool GRP = F & H_GRP, DQP = F & H_DQP, REL = F & H_REL;
     static_assert(!(GRP || DQP) || (DET && !EARLY), "sm90hg / sm90h2g: deterministic mode only");
+    static_assert(!REL || (DQP && GRP), "sm90h2r / sm90hr: sm90h2g / sm90hg with the release late");
     static_assert((D == 256 && BM == 64) || (D == 192 && (BM == 64 || BM == 128)),
                   "the three instances");
     static_assert(L::NPB == 2 || NS == 1, "one P / dS buffer: its reuse ordered by the stage");
@@ -409,6 +414,10 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                 kv1[dt][e] = 0.0f;
     }
 
+    /* REL: the turn counter this warp still owes its count of the previous Q block (its adds
+     * issued, their completion not yet waited for), or null */
+    int *held = nullptr;
+    (void)held;
     if (total > 0)
         ptx_mbarrier_wait(kv_full, 0);
     for (int it = 0; it < total; it++) {
@@ -606,6 +615,25 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                  * once before the release after the last panel: one completion round trip a
                  * Q block instead of one a panel, the same adds in the same order per dQ
                  * element (each element gets one add a Q block from this warp) */
+                if constexpr (REL) {
+                    /* sm90h2r / sm90hr: the previous Q block's adds completed and its count
+                     * released here, a Q block late (their round trip ran under this one's
+                     * products) and before any wait on a turn: a warp never waits holding a
+                     * count, so the waits stay on lower K blocks (or the same block's other
+                     * warpgroup at the meeting, whose waits do), as without REL */
+                    if (pi == 0 && held) {
+                        if (lane < 16) {
+                            ptx_bulk_wait_group<0>();
+                            ptx_fence_proxy_async_global();
+                        }
+                        __syncwarp();
+                        if (lane == 0) {
+                            __threadfence();
+                            ptx_red_release_gpu_add(held, 1);
+                        }
+                        held = nullptr;
+                    }
+                }
                 if (!turns)
                     return;
                 if (pi == 0) {
@@ -623,15 +651,19 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                         ptx_bulk_reduce_add_f32(dqa + 64 * p, stage_s + (uint32_t)row * H_DQ_ROW,
                                                 256);
                     ptx_bulk_commit_group();
-                    if (pi == NQP - 1) {
+                    if (!REL && pi == NQP - 1) {
                         ptx_bulk_wait_group<0>();       /* every panel's adds performed ... */
                         ptx_fence_proxy_async_global(); /* ... and ordered before the release */
                     }
                 }
                 __syncwarp();
-                if (pi == NQP - 1 && lane == 0) {
-                    __threadfence();
-                    ptx_red_release_gpu_add(a.sem + cnt + (WIDE ? wg : 0), 1);
+                if (pi == NQP - 1) {
+                    if constexpr (REL) {
+                        held = a.sem + cnt + (WIDE ? wg : 0);
+                    } else if (lane == 0) {
+                        __threadfence();
+                        ptx_red_release_gpu_add(a.sem + cnt + (WIDE ? wg : 0), 1);
+                    }
                 }
             } else {
                 if (!turns)
@@ -708,6 +740,18 @@ __global__ void __launch_bounds__(H_THREADS, 1)
     /* the block's shared memory outlives the copy engine's last reads */
     if (lane < 16)
         ptx_bulk_wait_group<0>();
+    if constexpr (REL) {
+        /* the last Q block's count (its adds completed just above) */
+        if (held) {
+            if (lane < 16)
+                ptx_fence_proxy_async_global();
+            __syncwarp();
+            if (lane == 0) {
+                __threadfence();
+                ptx_red_release_gpu_add(held, 1);
+            }
+        }
+    }
 
     /* dK = scale dS^T Q and dV: rows (keys) 16 wq + g (+8); columns (d 256) 128 wg + 8 dt + 2t,
      * (d 192) 8 dt + 2t; rows past Sk not stored; all zero if no query sees the keys; PAD: the
@@ -816,7 +860,7 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
     static_assert((F & (H_DET | H_MODS)) == 0, "DET, MODS: chosen per call");
     /* fast mode: the family's kernel without the deterministic-only bits (sm90hg, sm90h2g: the
      * fast kernels of sm90h, sm90h2) */
-    constexpr unsigned FF = F & ~(H_GRP | H_DQP);
+    constexpr unsigned FF = F & ~(H_GRP | H_DQP | H_REL);
     constexpr bool PAD = F & H_PAD;
     const flashc_dtype dt = std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16;
     if (a->D != a->Dv || a->D > D || a->D % 8 != 0 || (!PAD && a->D != D))
@@ -892,6 +936,10 @@ const attn_bwd_variant attn_bwd_sm90h_variants[] = {
      * sm90h2's / sm90h's), the bench's ablation of the two changes; opt-in, the same bits */
     H_PAIR("sm90h2q", 192, 128, "", H_DQP, 1, 0),
     H_PAIR("sm90hq", 256, 64, "", H_DQP, 1, 0),
+    /* sm90h2r and sm90hr: sm90h2g / sm90hg with the completion and the release of a Q block's
+     * adds deferred to the next Q block's first dQ panel (H_REL); opt-in, the same bits */
+    H_PAIR("sm90h2r", 192, 128, "", H_GRP | H_DQP | H_REL, 1, 0),
+    H_PAIR("sm90hr", 256, 64, "", H_GRP | H_DQP | H_REL, 1, 0),
 };
 #undef H_PAIR
 #undef H_ENTRY
