@@ -28,13 +28,13 @@
 #     FLASHC_CUDA_BWD_KERNEL=sm90hg: the d 256 suites bf16 / fp16, modifiers (d 256: window,
 #     softcap, ALiBi, deterministic), deterministic bitwise (256 on it), padded dims bf16 (224
 #     on it); test_grouped_h_bits (forces its families itself: sm90h2g / sm90h2q / sm90h2r vs
-#     sm90h2, sm90hg / sm90hq / sm90hr vs sm90h); compute-sanitizer memcheck and racecheck on the short cases
-#     (sm90h2g: causal GQA softcap ALiBi det; sm90hg: causal GQA fast + det).
+#     sm90h2, sm90hg / sm90hq / sm90hr vs sm90h); compute-sanitizer memcheck and racecheck on
+#     the short cases (sm90h2g: causal GQA softcap ALiBi det; sm90hg: causal GQA fast + det).
 #  2. (the rest of 145 s, alone on the GPU) bench_bwd4.py at d 192 and 256, S 2k and 8k (B*S =
 #     16k, H = 2048 / d), causal and not: flashc / flashc_det (the defaults: sm90h2 at d 192,
 #     sm90h at d 256), the new family's fast (the same kernel as the default's: the run's noise
-#     control) and det, the ablation's det, the late release's det (r), SDPA FA2 (the gradient check, timed); each flashc
-#     configuration checked against SDPA first (WRONG if not).
+#     control) and det, the ablation's det, the late release's det (r), SDPA FA2 (the gradient
+#     check, timed); each flashc configuration checked against SDPA first (WRONG if not).
 #  3. the table and one VERDICT line per head dim (LAST).
 # Verdict rule, per head dim and candidate (g: sm90h2g / sm90hg, r: sm90h2r / sm90hr): it
 # qualifies if every b23-* job passed (rc 0, 0 memcheck errors, 0 racecheck hazards, no WRONG
@@ -43,8 +43,9 @@
 # default (r only if it also beats g's geomean by 2%: g is the simpler; the lead's flip,
 # as bwd9's: the new family's exact entries opt_in 0, the base family's exact entries opt_in 1
 # where they would shadow it; fast mode is the same kernel either way). Issue 12's det >= 0.8x
-# fast is reported from new det / fast. If the control (new fast / default fast, the same
-# kernel) strays more than 3% in some cell, the verdict says so: ratios near 0.98 are noise.
+# fast is reported from the chosen one's det / fast (g's if none qualifies). If the control
+# (g fast / default fast, the same kernel) strays more than 3% in some cell, the verdict says
+# so: ratios near 0.98 are noise.
 # BUILD_DIR: built with tests (cmake --build BUILD_DIR --target flashc test_cuda_attn_bwd); no
 # rebuild. $OUT gets 3 files: bwd23.json (the bench), bench.log, logs.tgz (every job's log, rc).
 set -uo pipefail
