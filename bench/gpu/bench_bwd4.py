@@ -37,6 +37,14 @@ halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KE
                         opt-in; d 192, and 136..184 padded into it)
   90h2e / 90h2e_det     sm90h2e forced: sm90h2 with dV / dK issued before dQ, two dQ
                         accumulators (helper bwd22; opt-in)
+  90h2g / 90h2g_det     sm90h2g forced (d 192 only): sm90h2 whose deterministic mode runs the
+                        blocks in groups of heads and completes a Q block's dQ adds once
+                        (helper bwd23; opt-in; its fast mode is sm90h2's kernel)
+  90h2q_det             sm90h2q forced (d 192 only): the deferred completion alone (ablation)
+  90hg / 90hg_det       sm90hg forced (d 256 only): the same on sm90h's d 256 kernel
+  90hq_det              sm90hq forced (d 256 only): the deferred completion alone (ablation)
+  90h2r_det / 90hr_det  sm90h2r / sm90hr forced (d 192 / 256 only): sm90h2g / sm90hg with a Q
+                        block's dQ completion and release deferred to the next Q block
 The table (printed last) gives each TFLOP/s and the ratios the issue's target names.
 
 usage: bench_bwd4.py --lib build/libflashc.so [--out x.json] [--dims 128,64] [--seqlens 2048,16384]
@@ -70,7 +78,16 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            "flashc_90h": (0, 0, False, "sm90h"), "flashc_90h_det": (0, 0, True, "sm90h"),
            "flashc_v3d": (0, 0, False, "sm90v3d"), "flashc_v3d_det": (0, 0, True, "sm90v3d"),
            "flashc_90h2": (0, 0, False, "sm90h2"), "flashc_90h2_det": (0, 0, True, "sm90h2"),
-           "flashc_90h2e": (0, 0, False, "sm90h2e"), "flashc_90h2e_det": (0, 0, True, "sm90h2e")}
+           "flashc_90h2e": (0, 0, False, "sm90h2e"), "flashc_90h2e_det": (0, 0, True, "sm90h2e"),
+           "flashc_90h2g": (0, 0, False, "sm90h2g"), "flashc_90h2g_det": (0, 0, True, "sm90h2g"),
+           "flashc_90h2q_det": (0, 0, True, "sm90h2q"),
+           "flashc_90hg": (0, 0, False, "sm90hg"), "flashc_90hg_det": (0, 0, True, "sm90hg"),
+           "flashc_90hq_det": (0, 0, True, "sm90hq"),
+           "flashc_90h2r_det": (0, 0, True, "sm90h2r"), "flashc_90hr_det": (0, 0, True, "sm90hr")}
+# bwd23's families serve one head dim each (their padded entries aside): elsewhere they would
+# time the dispatcher's choice again
+ONE_DIM = {"flashc_90h2g": 192, "flashc_90h2q": 192, "flashc_90h2r": 192, "flashc_90hg": 256,
+           "flashc_90hq": 256, "flashc_90hr": 256}
 
 
 def _term(signum, frame):
@@ -117,6 +134,7 @@ def main():
                 c for c in configs if not c.startswith(("flashc_v3", "flashc_sm90", "flashc_v2s"))
                 or (d == 64 and c.startswith(("flashc_v3w", "flashc_v3u", "flashc_v3e",
                                                 "flashc_v2s", "flashc_v3d"))))
+            cf = tuple(c for c in cf if ONE_DIM.get(c.removesuffix("_det"), d) == d)
             if cf:
                 bb.part2(lib, seqlens, rows, d=d, configs=cf,
                          peers=tuple(p for p in a.peers.split(",") if p), part=3)
@@ -169,6 +187,14 @@ def table(rows, configs):
               ("90h2e/90h2", "flashc_90h2e", "flashc_90h2"),
               ("90h2edet/90h2det", "flashc_90h2e_det", "flashc_90h2_det"),
               ("90h2e/default", "flashc_90h2e", "flashc"), ("90h2e/flash", "flashc_90h2e", "flash"),
+              ("90h2gdet/det", "flashc_90h2g_det", "flashc_det"),
+              ("90h2qdet/det", "flashc_90h2q_det", "flashc_det"),
+              ("90h2rdet/det", "flashc_90h2r_det", "flashc_det"),
+              ("90h2gdet/fast", "flashc_90h2g_det", "flashc"), ("90h2g/fast", "flashc_90h2g", "flashc"),
+              ("90hgdet/det", "flashc_90hg_det", "flashc_det"),
+              ("90hqdet/det", "flashc_90hq_det", "flashc_det"),
+              ("90hrdet/det", "flashc_90hr_det", "flashc_det"),
+              ("90hgdet/fast", "flashc_90hg_det", "flashc"), ("90hg/fast", "flashc_90hg", "flashc"),
               ("default/cuDNN", "flashc", "cudnn"), ("default/flash", "flashc", "flash"),
               ("det/fast", "flashc_det", "flashc")]
     ratios = [x for x in ratios if x[1] in impls and x[2] in impls]

@@ -338,6 +338,32 @@ static __device__ __forceinline__ int bwd_turn(const bwd_range &r, int nb, int n
     return nb - (x <= 0 ? 0 : (int)((x + BN - 1) / BN));
 }
 
+/* Deterministic mode, blocks in groups of heads (bwd90v3_grouped's order, attn_bwd_sm90v3.cu,
+ * where the argument is written out; used by sm90h's grouped families, attn_bwd_sm90h.cu): which
+ * (K block *n_block, batch x head *bh) this thread block runs, from its linear index in the grid
+ * (N K blocks, BH): group by group of G heads, K block by K block, head by head. Block n of a
+ * head then starts G places in the linear order after block n - 1 (rev: after block n + 1, the
+ * K blocks reversed, as bwd_turn orders them under an upper key bound), which with
+ * G = ceil(4 SMs / steps) (steps: a block's Q blocks of BM rows over the group's heads) is about
+ * four Q blocks later once the GPU is full, so that its turns are ready when it reaches them.
+ * The turns are untouched, so the dQ order and bits are those of the head-by-head order.
+ * (bwd90v3_grouped calls it with BM = 64.) */
+static __device__ __forceinline__ void bwd_grouped_order(const attn_bwd_args &a, int BM, bool rev,
+                                                         int *n_block, int *bh)
+{
+    unsigned nsm;
+    asm("mov.u32 %0, %%nsmid;" : "=r"(nsm)); /* SM ids (>= the SM count; a heuristic only) */
+    const int N = (int)gridDim.x, BH = (int)gridDim.y;
+    const int64_t steps = max((int64_t)1, (int64_t)a.group * ((a.Sq + BM - 1) / BM));
+    const int G = (int)min((int64_t)BH, max((int64_t)1, (4 * (int64_t)nsm + steps - 1) / steps));
+    const int64_t lin = (int64_t)blockIdx.y * N + ptx_block_index();
+    const int grp = (int)(lin / ((int64_t)G * N));
+    const int r = (int)(lin - (int64_t)grp * G * N);
+    const int gc = min(G, BH - grp * G); /* the last group's heads */
+    *n_block = rev ? N - 1 - r / gc : r / gc;
+    *bh = grp * G + r % gc;
+}
+
 /* Whether key - row = rel lies outside the row's range. */
 static __device__ __forceinline__ bool bwd_outside(const bwd_range &r, int rel)
 {

@@ -83,6 +83,29 @@
  * it), so the warpgroups never wait on each other and sm80's 64-row fallback fits the same
  * workspace.
  *
+ * sm90h2g and sm90hg (helper bwd23, 2026-12-06; opt-in, not yet measured on a GPU): sm90h2's
+ * and the d 256 kernel's deterministic mode with two changes (bits H_GRP, H_DQP; their fast
+ * mode is the base kernel, the launch drops the bits). Why (arithmetic on the H100 / H200
+ * tables, bench/RESULTS.md, section of helper bwd23): det / fast was 0.54-0.76. Per 128 x 64
+ * step at d 192 (15.7 MFLOP) the det mode took ~3.5 us more than fast mode's 6.6 us at 8k
+ * non-causal, where a head's 128 K blocks fill the GPU and only the first wave queues on the
+ * turns: that cost is the dQ path's series per panel (bulk adds, then waiting for their
+ * completion, 3 panels, plus the turn's acquire and the release each Q block), which fast mode
+ * never waits for. At 2k (32 K blocks a head, ~4 heads a wave, every wave starting whole heads
+ * at Q block 0) block n of a head also waits ~n links of the chain before its first add:
+ * ~6.2 us a step more in all. So:
+ *  - H_GRP: the blocks in groups of heads (bwd_grouped_order, sm90v3wg's order; K blocks
+ *    reversed under an upper key bound): block n of a head starts ~4 Q blocks after n - 1;
+ *  - H_DQP: each panel's adds issued as in fast mode (the staging rows reused once read) and
+ *    completed once, after the last panel, before the release; the turn counter's first poll
+ *    issued right after S^T, dP^T, its round trip under them.
+ * The turns and counters are untouched: each dQ element still gets its adds in K block order,
+ * one a Q block per block, so the bits are sm90h2's / sm90h's (test_grouped_h_bits).
+ * sm90h2q / sm90hq: H_DQP alone (the bench's ablation). sm90h2r / sm90hr: H_GRP | H_DQP | H_REL,
+ * the completion and release of a Q block's adds deferred further, to the next Q block's first
+ * dQ panel, before its turn's wait (so no warp waits holding a count), the round trip under the
+ * next Q block's products; with the blocks ~4 Q blocks apart the later release costs no wait.
+ *
  * Served as sm90v3: dense only (varlen stays on sm80), causal (bottom-right), windows,
  * softcap, ALiBi (bwd_mod_elem), GQA (the block walks the group's heads, dK, dV summed in
  * registers), Sq != Sk, deterministic mode. Tensor maps that fail to encode: sm80's default
@@ -109,8 +132,19 @@ static_assert((168 - H_PRODUCER_REGS) * 128 == (H_CONSUMER_REGS - 168) * 256,
               "setmaxnreg: the registers given cover the registers taken");
 /* The kernel's bits: H_DET deterministic dQ, H_MODS softcap or ALiBi (per call), H_PAD the
  * padded entries (a.D == a.Dv <= D, a multiple of 8), H_EARLY (sm90h2e, BM 128 only) dV / dK
- * issued before dQ and two dQ accumulators, so that the stage goes back before any dQ panel. */
-enum : unsigned { H_DET = 1u << 0, H_MODS = 1u << 1, H_PAD = 1u << 2, H_EARLY = 1u << 3 };
+ * issued before dQ and two dQ accumulators, so that the stage goes back before any dQ panel;
+ * H_GRP and H_DQP (sm90hg, sm90h2g: deterministic mode only, the launch drops them in fast
+ * mode) the blocks in groups of heads (bwd_grouped_order) and the dQ adds of a Q block
+ * completed once, before the release, rather than after each panel (the kernel's comment). */
+enum : unsigned {
+    H_DET = 1u << 0,
+    H_MODS = 1u << 1,
+    H_PAD = 1u << 2,
+    H_EARLY = 1u << 3,
+    H_GRP = 1u << 4,
+    H_DQP = 1u << 5,
+    H_REL = 1u << 6, /* sm90h2r / sm90hr: H_DQP's completion and release deferred (below) */
+};
 
 /* Q / dO stages: one at d 256 and in sm90h2 (a second does not fit), two at d 192 x 64. */
 template <int D, int BM> constexpr int bwd90h_stages() { return D == 192 && BM == 64 ? 2 : 1; }
@@ -250,6 +284,9 @@ __global__ void __launch_bounds__(H_THREADS, 1)
      * S^T, dP^T and dQ, and (as d 192's 64-row kernel) dV (wg 0) or dK (wg 1) of all features */
     constexpr bool WIDE = BM == 128;
     constexpr bool EARLY = F & H_EARLY;
+    constexpr bool GRP = F & H_GRP, DQP = F & H_DQP, REL = F & H_REL;
+    static_assert(!(GRP || DQP) || (DET && !EARLY), "sm90hg / sm90h2g: deterministic mode only");
+    static_assert(!REL || (DQP && GRP), "sm90h2r / sm90hr: sm90h2g / sm90hg with the release late");
     static_assert((D == 256 && BM == 64) || (D == 192 && (BM == 64 || BM == 128)),
                   "the three instances");
     static_assert(L::NPB == 2 || NS == 1, "one P / dS buffer: its reuse ordered by the stage");
@@ -274,9 +311,15 @@ __global__ void __launch_bounds__(H_THREADS, 1)
 
     const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
     const bwd_range rg = bwd_range_of(a);
-    const int n_block =
-        DET && rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index() : ptx_block_index();
-    const int bh = (int)blockIdx.y;
+    int n_block, bh;
+    if constexpr (GRP) {
+        /* sm90hg / sm90h2g: groups of heads, K blocks reversed under an upper key bound (as
+         * bwd_turn orders them there) */
+        bwd_grouped_order(a, BM, rg.has_hi, &n_block, &bh);
+    } else {
+        n_block = DET && rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index() : ptx_block_index();
+        bh = (int)blockIdx.y;
+    }
     const int b = bh / a.Hkv, hk = bh % a.Hkv;
     const int n0 = n_block * BN;
     int m_begin, m_end;
@@ -371,6 +414,10 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                 kv1[dt][e] = 0.0f;
     }
 
+    /* REL: the turn counter this warp still owes its count of the previous Q block (its adds
+     * issued, their completion not yet waited for), or null */
+    int *held = nullptr;
+    (void)held;
     if (total > 0)
         ptx_mbarrier_wait(kv_full, 0);
     for (int it = 0; it < total; it++) {
@@ -411,6 +458,15 @@ __global__ void __launch_bounds__(H_THREADS, 1)
         ptx_wgmma_fence();
         st_mma(s, sK, sQ);
         st_mma(dp, sV, sdO);
+        /* DQP: lane 0's first look at this Q block's turn counter, issued here so that its
+         * round trip to L2 runs under S^T, dP^T, the softmax and dQ's first panel (a warpgroup
+         * with no row below Sq takes no turn: dq_out's turns) */
+        int seen = 0;
+        (void)seen;
+        if constexpr (DQP) {
+            if (lane == 0 && (!WIDE || m0 + 64 * wg < a.Sq))
+                seen = ptx_ld_acquire_gpu(a.sem + cnt + (WIDE ? wg : 0));
+        }
 
         /* s[nt][e]: key key0 (+8 for e >= 2), query qi = QW wg + 8 nt + 2t + (e & 1) */
         const int key0 = n0 + wq * 16 + g;
@@ -534,7 +590,7 @@ __global__ void __launch_bounds__(H_THREADS, 1)
          * no turn (its counter, of the 64-row block past Sq, does not exist) */
         const bool turns = !WIDE || m0 + 64 * wg < a.Sq;
         auto dq_out = [&](float(&acc)[8][4], int pi) {
-            if (!DET && lane < 16) /* this warp's previous adds have read the staging rows */
+            if ((!DET || DQP) && lane < 16) /* this warp's previous adds read the staging rows */
                 ptx_bulk_wait_group_read<0>();
             __syncwarp();
             const uint32_t st0 = stage_s + (uint32_t)((wq * 16 + g) * H_DQ_ROW + 8 * t);
@@ -552,6 +608,63 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                     ptx_bulk_reduce_add_f32(dqa + 64 * p, stage_s + (uint32_t)row * H_DQ_ROW, 256);
                 if (lane < 16)
                     ptx_bulk_commit_group();
+            } else if constexpr (DQP) {
+                /* sm90hg / sm90h2g: the turn as below (the same counters and counts), but the
+                 * panels' adds are only issued, each after the previous one has read the
+                 * staging rows (the wait at the top, as in fast mode), and completed all at
+                 * once before the release after the last panel: one completion round trip a
+                 * Q block instead of one a panel, the same adds in the same order per dQ
+                 * element (each element gets one add a Q block from this warp) */
+                if constexpr (REL) {
+                    /* sm90h2r / sm90hr: the previous Q block's adds completed and its count
+                     * released here, a Q block late (their round trip ran under this one's
+                     * products) and before any wait on a turn: a warp never waits holding a
+                     * count, so the waits stay on lower K blocks (or the same block's other
+                     * warpgroup at the meeting, whose waits do), as without REL */
+                    if (pi == 0 && held) {
+                        if (lane < 16) {
+                            ptx_bulk_wait_group<0>();
+                            ptx_fence_proxy_async_global();
+                        }
+                        __syncwarp();
+                        if (lane == 0) {
+                            __threadfence();
+                            ptx_red_release_gpu_add(held, 1);
+                        }
+                        held = nullptr;
+                    }
+                }
+                if (!turns)
+                    return;
+                if (pi == 0) {
+                    if (lane == 0) {
+                        const int *sem = a.sem + cnt + (WIDE ? wg : 0);
+                        const int need = WIDE ? 4 * turn : 8 * turn + (D192 ? 4 * wg : 0);
+                        while (seen < need)
+                            seen = ptx_ld_acquire_gpu(sem);
+                    }
+                    __syncwarp();
+                }
+                if (lane < 16) {
+                    ptx_fence_proxy_async_global(); /* the acquire before our bulk adds */
+                    if (adds)
+                        ptx_bulk_reduce_add_f32(dqa + 64 * p, stage_s + (uint32_t)row * H_DQ_ROW,
+                                                256);
+                    ptx_bulk_commit_group();
+                    if (!REL && pi == NQP - 1) {
+                        ptx_bulk_wait_group<0>();       /* every panel's adds performed ... */
+                        ptx_fence_proxy_async_global(); /* ... and ordered before the release */
+                    }
+                }
+                __syncwarp();
+                if (pi == NQP - 1) {
+                    if constexpr (REL) {
+                        held = a.sem + cnt + (WIDE ? wg : 0);
+                    } else if (lane == 0) {
+                        __threadfence();
+                        ptx_red_release_gpu_add(a.sem + cnt + (WIDE ? wg : 0), 1);
+                    }
+                }
             } else {
                 if (!turns)
                     return;
@@ -627,6 +740,18 @@ __global__ void __launch_bounds__(H_THREADS, 1)
     /* the block's shared memory outlives the copy engine's last reads */
     if (lane < 16)
         ptx_bulk_wait_group<0>();
+    if constexpr (REL) {
+        /* the last Q block's count (its adds completed just above) */
+        if (held) {
+            if (lane < 16)
+                ptx_fence_proxy_async_global();
+            __syncwarp();
+            if (lane == 0) {
+                __threadfence();
+                ptx_red_release_gpu_add(held, 1);
+            }
+        }
+    }
 
     /* dK = scale dS^T Q and dV: rows (keys) 16 wq + g (+8); columns (d 256) 128 wg + 8 dt + 2t,
      * (d 192) 8 dt + 2t; rows past Sk not stored; all zero if no query sees the keys; PAD: the
@@ -733,6 +858,9 @@ template <typename T, int D, int BM, unsigned F>
 static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
     static_assert((F & (H_DET | H_MODS)) == 0, "DET, MODS: chosen per call");
+    /* fast mode: the family's kernel without the deterministic-only bits (sm90hg, sm90h2g: the
+     * fast kernels of sm90h, sm90h2) */
+    constexpr unsigned FF = F & ~(H_GRP | H_DQP | H_REL);
     constexpr bool PAD = F & H_PAD;
     const flashc_dtype dt = std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16;
     if (a->D != a->Dv || a->D > D || a->D % 8 != 0 || (!PAD && a->D != D))
@@ -753,9 +881,9 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                    const attn_bwd_args) =
         mods ? (a->deterministic ? attn_bwd_sm90h_kernel<T, D, BM, F | H_DET | H_MODS>
-                                 : attn_bwd_sm90h_kernel<T, D, BM, F | H_MODS>)
+                                 : attn_bwd_sm90h_kernel<T, D, BM, FF | H_MODS>)
              : (a->deterministic ? attn_bwd_sm90h_kernel<T, D, BM, F | H_DET>
-                                 : attn_bwd_sm90h_kernel<T, D, BM, F>);
+                                 : attn_bwd_sm90h_kernel<T, D, BM, FF>);
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess)
         return err;
@@ -796,6 +924,22 @@ const attn_bwd_variant attn_bwd_sm90h_variants[] = {
     /* sm90h2e: sm90h2 with dV / dK issued before dQ and two dQ accumulators (H_EARLY), opt-in */
     H_PAIR("sm90h2e", 192, 128, "", H_EARLY, 1, 0),
     H_PAIR("sm90h2e", 192, 128, "p", H_PAD | H_EARLY, 1, 129),
+    /* sm90h2g and sm90hg (helper bwd23, 2026-12-06; opt-in, not yet measured on a GPU):
+     * sm90h2's and sm90h's d 256 kernels whose deterministic mode runs the blocks in groups of
+     * heads and completes a Q block's dQ adds once (H_GRP | H_DQP): the same dQ order, so the
+     * same bits as theirs (test_grouped_h_bits); their fast mode is sm90h2's / sm90h's kernel */
+    H_PAIR("sm90h2g", 192, 128, "", H_GRP | H_DQP, 1, 0),
+    H_PAIR("sm90h2g", 192, 128, "p", H_PAD | H_GRP | H_DQP, 1, 129),
+    H_PAIR("sm90hg", 256, 64, "", H_GRP | H_DQP, 1, 0),
+    H_PAIR("sm90hg", 256, 64, "p", H_PAD | H_GRP | H_DQP, 1, 193),
+    /* sm90h2q and sm90hq: the deferred completion alone (H_DQP, the blocks head by head as
+     * sm90h2's / sm90h's), the bench's ablation of the two changes; opt-in, the same bits */
+    H_PAIR("sm90h2q", 192, 128, "", H_DQP, 1, 0),
+    H_PAIR("sm90hq", 256, 64, "", H_DQP, 1, 0),
+    /* sm90h2r and sm90hr: sm90h2g / sm90hg with the completion and the release of a Q block's
+     * adds deferred to the next Q block's first dQ panel (H_REL); opt-in, the same bits */
+    H_PAIR("sm90h2r", 192, 128, "", H_GRP | H_DQP | H_REL, 1, 0),
+    H_PAIR("sm90hr", 256, 64, "", H_GRP | H_DQP | H_REL, 1, 0),
 };
 #undef H_PAIR
 #undef H_ENTRY

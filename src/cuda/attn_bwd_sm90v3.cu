@@ -201,17 +201,8 @@ static __device__ __forceinline__ int bwd90v3_turn_counter(const attn_bwd_args &
 static __device__ __forceinline__ void bwd90v3_grouped(const attn_bwd_args &a, int *n_block,
                                                        int *bh, bool rev = false)
 {
-    unsigned nsm;
-    asm("mov.u32 %0, %%nsmid;" : "=r"(nsm)); /* SM ids (>= the SM count; a heuristic only) */
-    const int N = (int)gridDim.x, BH = (int)gridDim.y;
-    const int64_t steps = max((int64_t)1, (int64_t)a.group * ((a.Sq + V3_BM - 1) / V3_BM));
-    const int G = (int)min((int64_t)BH, max((int64_t)1, (4 * (int64_t)nsm + steps - 1) / steps));
-    const int64_t lin = (int64_t)blockIdx.y * N + ptx_block_index();
-    const int grp = (int)(lin / ((int64_t)G * N));
-    const int r = (int)(lin - (int64_t)grp * G * N);
-    const int gc = min(G, BH - grp * G); /* the last group's heads */
-    *n_block = rev ? N - 1 - r / gc : r / gc;
-    *bh = grp * G + r % gc;
+    /* the order itself: attn_bwd_common.cuh (sm90h's grouped families use it too) */
+    bwd_grouped_order(a, V3_BM, rev, n_block, bh);
 }
 
 /* sm90v3d (helper bwd21, 2026-12-05): writer warp wgc's loop in deterministic mode at d 64
