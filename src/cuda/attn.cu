@@ -412,9 +412,9 @@ static int sm90_cshift_enabled(void)
  * Smaller groups only (less K/V in L2 at once); the kernels are unchanged (the order is
  * block_coords'). "0" keeps head_group; unset or anything else: SM90_HGEVEN_DEFAULT, on since the
  * device run of 2026-12-06 (bench/gpu/s17_fwd25.sh on an H100: 1.04-1.06x at d 128 causal 2k-8k,
- * 1.01-1.02x at d 64 causal, 1.00 elsewhere; bench/RESULTS.md). Plain causal problems on sm90 kernels only:
- * the sm80 kernel, the mods / varlen instances and the non-causal orders (head by head) keep
- * theirs. */
+ * 1.01-1.02x at d 64 causal, 1.00 elsewhere; bench/RESULTS.md). Plain causal problems on sm90
+ * kernels only: the sm80 kernel, the mods / varlen instances and the non-causal orders (head by
+ * head) keep theirs. */
 enum { SM90_HGEVEN_DEFAULT = 1 };
 static int sm90_hgeven_enabled(void)
 {
