@@ -37,8 +37,9 @@ static const struct {
  * bits), "sm90v3u" (the default at d 128, and at d 64 until sm90v3d, on compute capability
  * 9.0: sm90v3wg with an unmasked softmax loop for tiles without masked keys, the same bits;
  * its padded entries, the default too, take D == Dv, a multiple of 8, in 40-56 and 72-120),
- * "sm90v3e" (sm90v3u with dV issued before the consumers' meeting, the same bits; sm90v3e2, sm90v3s and sm90v3es were
- * measured on the H200 on 2026-12-04, 0.78-1.01x sm90v3u, and removed), "sm90v3d" (d 64:
+ * "sm90v3e" (sm90v3u with dV issued before the consumers' meeting, the same bits; sm90v3e2,
+ * sm90v3s and sm90v3es were measured on the H200 on 2026-12-04, 0.78-1.01x sm90v3u, and
+ * removed), "sm90v3d" (d 64:
  * sm90v3u whose deterministic mode pipelines the writer warps' dQ adds, the same bits; the
  * default at d 64 since the device run of 2026-12-06, helper bwd21), "sm80p" (above d 128:
  * the mma.sync backward without sm80's recomputation over two column slices, the same bits;
