@@ -59,14 +59,8 @@ jobs_failed && rc_all=1
 echo "s17_bwd21: tests took $((SECONDS - T0)) s"
 
 # ---- 2. bench (the rest of 140 s) ----
-left=$((140 - (SECONDS - T0)))
-[ $left -lt 5 ] && left=5
-"${PY[@]}" timeout -k 2 "$left" python3 bench/gpu/bench_bwd4.py --lib "$LIB" \
-  --out "$OUT/bwd21.json" --dims 64 --seqlens 1024,2048,8192,16384 --budget-ms 50 \
-  --peers flash --configs flashc,flashc_det,flashc_v3d_det >"$OUT/bench.log" 2>&1
-brc=$?
-[ $brc -eq 124 ] && echo "s17_bwd21: bench TIMED OUT after $left s (partial table below)"
-[ $brc -ne 0 ] && rc_all=1
+bwd_bench bwd21 140 --dims 64 --seqlens 1024,2048,8192,16384 --budget-ms 50 \
+  --peers flash --configs flashc,flashc_det,flashc_v3d_det
 echo "== tests (FLASHC_CUDA_BWD_KERNEL=sm90v3d)"
 echo "$summary"
 grep -E 'WRONG|^device' "$OUT/bench.log"

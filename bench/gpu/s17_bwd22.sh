@@ -66,15 +66,8 @@ jobs_failed && rc_all=1
 echo "s17_bwd22: tests took $((SECONDS - T0)) s"
 
 # ---- 2. bench (the rest of 135 s) ----
-left=$((135 - (SECONDS - T0)))
-[ $left -lt 5 ] && left=5
-"${PY[@]}" timeout -k 2 "$left" python3 bench/gpu/bench_bwd4.py --lib "$LIB" \
-  --out "$OUT/bwd22.json" --dims 192 --seqlens 2048,8192 --budget-ms 60 \
-  --configs flashc,flashc_det,flashc_90h,flashc_90h_det,flashc_90h2,flashc_90h2_det,flashc_90h2e,flashc_90h2e_det \
-  >"$OUT/bench.log" 2>&1
-brc=$?
-[ $brc -eq 124 ] && echo "s17_bwd22: bench TIMED OUT after $left s (partial log below)"
-[ $brc -ne 0 ] && rc_all=1
+bwd_bench bwd22 135 --dims 192 --seqlens 2048,8192 --budget-ms 60 \
+  --configs flashc,flashc_det,flashc_90h,flashc_90h_det,flashc_90h2,flashc_90h2_det,flashc_90h2e,flashc_90h2e_det
 echo "== tests (FLASHC_CUDA_BWD_KERNEL=sm90h2; h22-e-*: sm90h2e)"
 echo "$summary"
 grep -E 'WRONG|^device' "$OUT/bench.log"

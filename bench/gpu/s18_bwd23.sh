@@ -76,15 +76,8 @@ jobs_failed && rc_all=1
 echo "s18_bwd23: tests took $((SECONDS - T0)) s"
 
 # ---- 2. bench (the rest of 145 s) ----
-left=$((145 - (SECONDS - T0)))
-[ $left -lt 5 ] && left=5
-"${PY[@]}" timeout -k 2 "$left" python3 bench/gpu/bench_bwd4.py --lib "$LIB" \
-  --out "$OUT/bwd23.json" --dims 192,256 --seqlens 2048,8192 --budget-ms 50 --peers flash \
-  --configs flashc,flashc_det,flashc_90h2g,flashc_90h2g_det,flashc_90h2q_det,flashc_90h2r_det,flashc_90hg,flashc_90hg_det,flashc_90hq_det,flashc_90hr_det \
-  >"$OUT/bench.log" 2>&1
-brc=$?
-[ $brc -eq 124 ] && echo "s18_bwd23: bench TIMED OUT after $left s (partial table below)"
-[ $brc -ne 0 ] && rc_all=1
+bwd_bench bwd23 145 --dims 192,256 --seqlens 2048,8192 --budget-ms 50 --peers flash \
+  --configs flashc,flashc_det,flashc_90h2g,flashc_90h2g_det,flashc_90h2q_det,flashc_90h2r_det,flashc_90hg,flashc_90hg_det,flashc_90hq_det,flashc_90hr_det
 echo "== tests (b23-h2g-*: FLASHC_CUDA_BWD_KERNEL=sm90h2g; b23-hg-*: sm90hg)"
 echo "$summary"
 grep -E 'WRONG|^device' "$OUT/bench.log"

@@ -140,3 +140,18 @@ s_pack() {
   cp "$@" "$FINAL/" 2>/dev/null
   tar -czf "$FINAL/logs.tgz" -C "$OUT" . 2>/dev/null
 }
+
+# bwd_bench NAME CAP ARG... — bench/gpu/bench_bwd4.py on $LIB with ARG... under what is left of
+# CAP seconds since T0 (at least 5), writing $OUT/NAME.json and $OUT/bench.log (after s_scratch:
+# uses PY); sets brc, and rc_all=1 if the bench failed or timed out (said so).
+bwd_bench() {
+  local name=$1 left=$(($2 - (SECONDS - T0)))
+  shift 2
+  [ $left -lt 5 ] && left=5
+  "${PY[@]}" timeout -k 2 "$left" python3 bench/gpu/bench_bwd4.py --lib "$LIB" \
+    --out "$OUT/$name.json" "$@" >"$OUT/bench.log" 2>&1
+  brc=$?
+  [ $brc -eq 124 ] && echo "$name: bench TIMED OUT after $left s (partial table below)"
+  [ $brc -ne 0 ] && rc_all=1
+  return 0
+}
