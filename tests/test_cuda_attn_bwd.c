@@ -822,6 +822,9 @@ static void test_grouped_h_bits(void **state)
     /* the release a Q block late too (sm90h2r, sm90hr: exact entries only) */
     family_bits("sm90h2r", "sm90h2", e192, 2);
     family_bits("sm90hr", "sm90h", e256, 2);
+    /* the late release without the grouping (sm90h2l, sm90hl: exact entries only) */
+    family_bits("sm90h2l", "sm90h2", e192, 2);
+    family_bits("sm90hl", "sm90h", e256, 2);
 }
 
 /* sm80p (head dims above 128: one thread block per K/V block, two warps per 16 keys, P^T and

@@ -38,6 +38,9 @@ Hypotheses (bench/RESULTS.md "Issue 11: the per-call cost"), each with the figur
          not (H = 8 / 10): the default (sm80 at these dims) against alts forcing sm90v6h /
          sm90v6hnp / sm90v6hw (bench/gpu/s10_fwd18.sh, wide_table.py); the instances warm
          up at d 256.
+--set c64 (lead, 2026-12-06): as cells, d 64 at 512 / 1k / 2k under the causal mask and 512 / 1k
+         without it (H = 32), the short cells furthest below cuDNN (0.82x at causal 1k on the
+         H100 that morning), for alts forcing other families (bench/gpu/s19_fwd64.sh).
 --set padw (helper fwd19): as cells, d 160 and 224 at 1k / 2k / 8k, d 136 and 200 at 2k, and d 96
          and 112 at 1k / 8k, causal and not (H = 2048 // d): alts with FLASHC_CUDA_SM90_PAD=1 (d 160 / 224
          padded into the d 192 / 256 defaults, d 96 / 112 into the d 128 ones) and with
@@ -47,7 +50,7 @@ choice, through ctypes, bench_sdpa.Flashc), the alt instances, SDPA cuDNN, SDPA 
 every flashc instance is checked against SDPA flash first (twice each).
 
 usage: bench_fwd11.py --lib build/libflashc.so [--rep-ms 20] [--out fwd11.json] [--quick]
-                      [--alt NAME:VAR=VALUE[,VAR=VALUE] ...] [--set fwd11|cells|abl|np|pad|wide|padw]
+                      [--alt NAME:VAR=VALUE[,VAR=VALUE] ...] [--set fwd11|cells|abl|np|pad|wide|padw|c64]
                       [--rounds 2]
 """
 import argparse
@@ -242,7 +245,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="main cases only, no scans")
     ap.add_argument("--alt", action="append", default=[], help="NAME:VAR=VALUE[,VAR=VALUE]")
     ap.add_argument("--set", default="fwd11",
-                    choices=("fwd11", "cells", "abl", "np", "pad", "wide", "padw"))
+                    choices=("fwd11", "cells", "abl", "np", "pad", "wide", "padw", "c64"))
     ap.add_argument("--rounds", type=int, default=2, help="--set cells: interleaved rounds")
     a = ap.parse_args()
     alts = []
@@ -265,7 +268,9 @@ def main():
 
     def warm(lib):  # one launch of v6 (d 128 without the mask, 1k: the dispatcher's v6), or
         # at d 256 for --set wide (its alts force families that serve d 192 / 256 only)
-        q, k, v, o, lse, _ = make_case(256 if a.set == "wide" else 128, 1024, 1024, 1, False)
+        # (--set c64: at d 64, which its alts' families serve)
+        q, k, v, o, lse, _ = make_case({"wide": 256, "c64": 64}.get(a.set, 128), 1024, 1024, 1,
+                                       False)
         flashc_fn(lib, q, k, v, o, lse, False)()
         torch.cuda.synchronize()
     warm(fc)
@@ -278,7 +283,7 @@ def main():
     cases = [("main", 128, 2048, 2048, 8, False), ("main", 128, 4096, 4096, 4, False),
              ("main", 128, 16384, 16384, 1, False), ("main", 64, 2048, 2048, 8, False),
              ("main", 64, 4096, 4096, 4, False)]
-    cells = a.set in ("cells", "abl", "np", "pad", "wide", "padw")
+    cells = a.set in ("cells", "abl", "np", "pad", "wide", "padw", "c64")
     if a.set == "abl":
         cases = [("main", 128, s, s, 16384 // s, False) for s in (2048, 16384)]
     elif a.set == "np":
@@ -296,6 +301,10 @@ def main():
                                                               (96, (1024, 8192)),
                                                               (112, (1024, 8192)))
                  for c in (False, True) for s in ss]
+    elif a.set == "c64":
+        cases = [("main", 64, s, s, 16384 // s, c) for c, ss in ((True, (512, 1024, 2048)),
+                                                                  (False, (512, 1024)))
+                 for s in ss]
     elif a.set == "pad":
         cases = [("main", d, s, s, 16384 // s, c) for d in (96, 32) for c in (False, True)
                  for s in (2048, 4096)]

@@ -286,7 +286,9 @@ __global__ void __launch_bounds__(H_THREADS, 1)
     constexpr bool EARLY = F & H_EARLY;
     constexpr bool GRP = F & H_GRP, DQP = F & H_DQP, REL = F & H_REL;
     static_assert(!(GRP || DQP) || (DET && !EARLY), "sm90hg / sm90h2g: deterministic mode only");
-    static_assert(!REL || (DQP && GRP), "sm90h2r / sm90hr: sm90h2g / sm90hg with the release late");
+    /* REL needs DQP's single completion, not the grouping: its forward-progress argument (no
+     * warp waits holding a count) holds in either launch order; sm90h2l / sm90hl drop GRP */
+    static_assert(!REL || DQP, "sm90h2r / sm90hr / sm90h2l / sm90hl: H_DQP with the release late");
     static_assert((D == 256 && BM == 64) || (D == 192 && (BM == 64 || BM == 128)),
                   "the three instances");
     static_assert(L::NPB == 2 || NS == 1, "one P / dS buffer: its reuse ordered by the stage");
@@ -940,6 +942,13 @@ const attn_bwd_variant attn_bwd_sm90h_variants[] = {
      * adds deferred to the next Q block's first dQ panel (H_REL); opt-in, the same bits */
     H_PAIR("sm90h2r", 192, 128, "", H_GRP | H_DQP | H_REL, 1, 0),
     H_PAIR("sm90hr", 256, 64, "", H_GRP | H_DQP | H_REL, 1, 0),
+    /* sm90h2l and sm90hl (2026-12-06, lead; opt-in, bench/gpu/s19_bwdl.sh): the late release
+     * without the grouping (H_DQP | H_REL), the blocks head by head as sm90h2's / sm90h's. Why:
+     * on the H100 (s18_bwd23.sh) r / g, the release's effect on the grouped order, was
+     * 1.14-1.36x at d 256 and 0.72-1.18x at d 192, while the grouping alone (g / q) cost
+     * 0.61-1.05x, most under the causal mask; the same bits (test_grouped_h_bits) */
+    H_PAIR("sm90h2l", 192, 128, "", H_DQP | H_REL, 1, 0),
+    H_PAIR("sm90hl", 256, 64, "", H_DQP | H_REL, 1, 0),
 };
 #undef H_PAIR
 #undef H_ENTRY
