@@ -351,8 +351,7 @@ static __device__ __forceinline__ int bwd_turn(const bwd_range &r, int nb, int n
 static __device__ __forceinline__ void bwd_grouped_order(const attn_bwd_args &a, int BM, bool rev,
                                                          int *n_block, int *bh)
 {
-    unsigned nsm;
-    asm("mov.u32 %0, %%nsmid;" : "=r"(nsm)); /* SM ids (>= the SM count; a heuristic only) */
+    const unsigned nsm = ptx_nsmid(); /* SM ids (>= the SM count; a heuristic only) */
     const int N = (int)gridDim.x, BH = (int)gridDim.y;
     const int64_t steps = max((int64_t)1, (int64_t)a.group * ((a.Sq + BM - 1) / BM));
     const int G = (int)min((int64_t)BH, max((int64_t)1, (4 * (int64_t)nsm + steps - 1) / steps));

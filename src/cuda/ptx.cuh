@@ -42,6 +42,16 @@ static __device__ __forceinline__ int ptx_block_index(void)
     return (int)x;
 }
 
+/* %nsmid: the number of SM ids, >= the SM count (ids need not be contiguous), so only a
+ * heuristic's input (bwd_grouped_order sizes its head groups with it). Not volatile: the
+ * value is fixed for the launch. */
+static __device__ __forceinline__ unsigned ptx_nsmid(void)
+{
+    unsigned n;
+    asm("mov.u32 %0, %%nsmid;" : "=r"(n));
+    return n;
+}
+
 /* threadIdx.x, read the same way (see ptx_block_index): for values derived from it that are
  * cheaper to recompute at each use than to hold through a loop. */
 static __device__ __forceinline__ int ptx_thread_index(void)
