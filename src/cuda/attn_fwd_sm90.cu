@@ -1811,9 +1811,13 @@ const attn_fwd_variant attn_fwd_sm90_variants[] = {
      * 2k and 0.956 at 1k, and 0.97-1.00 without the mask, where v6 stays. */
     SM90_FAMILY_S("sm90v9", 128, 128, 128, 2, 11, 1, 4096, sm90_supports_c),
     /* v7 (VER 8): v6 with 3 consumers, BM = 192, d = 64 only (O and S of 128 keys fit 160
-     * registers; at d = 128 they would not) */
-    SM90_FAMILY_S("sm90v7", 64, 192, 128, 2, 8, 1, 1024, sm90_supports_nc),
-    SM90_FAMILY_S("sm90v7", 64, 192, 128, 2, 8, 1, 2048, sm90_supports_c),
+     * registers; at d = 128 they would not). The default from seqlen 512, both masks, since the
+     * H100 run of 2026-12-06 (bench/gpu/s19_fwd64.sh, bench/RESULTS.md "Session of 2026-12-06,
+     * morning"; with HGEVEN and SKIPDEAD on): 1.33x / 1.12x the default then (sm80 / v5) under
+     * the mask at 512 / 1k, 1.37x (sm80) without it at 512, level at 2k causal and 1k
+     * non-causal, where it was the default already; each other family 0.71-1.24x v7's figure */
+    SM90_FAMILY_S("sm90v7", 64, 192, 128, 2, 8, 1, 512, sm90_supports_nc),
+    SM90_FAMILY_S("sm90v7", 64, 192, 128, 2, 8, 1, 512, sm90_supports_c),
     /* v6 (VER 7): the dynamic tile scheduler and O by TMA store; v6d (VER 6): the scheduler
      * alone (direct stores); v6w: v6 with 176-key blocks under the causal mask too. */
     SM90_FAMILY_S("sm90v6", 128, 128, 176, 2, 7, 1, 1024, sm90_supports_nc),
