@@ -799,32 +799,17 @@ static void test_pipelined_bits(void **state)
     family_bits("sm90v3d", "sm90v3w", dims, 3);
 }
 
-/* sm90h2g and sm90hg (attn_bwd_sm90h.cu, helper bwd23: sm90h2's d 192 and sm90h's d 256 kernels
- * whose deterministic mode runs the blocks in groups of heads, K blocks reversed under an upper
- * key bound, and completes a Q block's dQ adds once before its release) keep the turn counters'
- * dQ order: dq, dk, dv bit for bit sm90h2's / sm90h's deterministic result (the K blocks head
- * by head, each panel's adds completed before the next), so neither the grouping nor the
- * deferred completion moves a bit; fast mode is the base family's kernel (dk, dv equal). Exact
- * (192, 256) and padded (160 on the d 192 kernel, 224 on the d 256 one) entries; the cases:
- * non-causal (grouped), causal (grouped, reversed), a left window, bf16 and fp16. sm90h2q and
- * sm90hq (the deferred completion without the grouping, the bench's ablation) and sm90h2r /
- * sm90hr (sm90h2g / sm90hg with the completion and release a Q block late) likewise. */
-static void test_grouped_h_bits(void **state)
+/* sm90h2l and sm90hl (attn_bwd_sm90h.cu: sm90h2's d 192 and sm90h's d 256 kernels whose
+ * deterministic mode completes a Q block's dQ adds once and releases the turn a Q block late)
+ * keep the turn counters' dQ order: dq, dk, dv bit for bit sm90h2's / sm90h's deterministic
+ * result; fast mode is the base family's kernel (dk, dv equal). The cases: non-causal, causal,
+ * a left window, bf16 and fp16. */
+static void test_late_release_bits(void **state)
 {
     (void)state;
-    static const int d192[] = {192, 160, 0}, d256[] = {256, 224, 0};
     static const int e192[] = {192, 0}, e256[] = {256, 0};
-    family_bits("sm90h2g", "sm90h2", d192, 3);
-    family_bits("sm90hg", "sm90h", d256, 3);
-    /* the deferred completion alone (sm90h2q, sm90hq: exact entries only), deterministic mode */
-    family_bits("sm90h2q", "sm90h2", e192, 2);
-    family_bits("sm90hq", "sm90h", e256, 2);
-    /* the release a Q block late too (sm90h2r, sm90hr: exact entries only) */
-    family_bits("sm90h2r", "sm90h2", e192, 2);
-    family_bits("sm90hr", "sm90h", e256, 2);
-    /* the late release without the grouping (sm90h2l, sm90hl: exact entries only) */
-    family_bits("sm90h2l", "sm90h2", e192, 2);
-    family_bits("sm90hl", "sm90h", e256, 2);
+    family_bits("sm90h2l", "sm90h2", e192, 3);
+    family_bits("sm90hl", "sm90h", e256, 3);
 }
 
 /* sm80p (head dims above 128: one thread block per K/V block, two warps per 16 keys, P^T and
@@ -926,9 +911,9 @@ static void wide_q_d192(const char *fam)
 
 static void test_sm90h2_d192(void **state) { (void)state; wide_q_d192("sm90h2"); }
 static void test_sm90h2e_d192(void **state) { (void)state; wide_q_d192("sm90h2e"); }
-/* sm90h2g (helper bwd23): sm90h2 with its deterministic mode's blocks in groups of heads and
- * a Q block's dQ adds completed once before the release (the same tiles, 128 x 64) */
-static void test_sm90h2g_d192(void **state) { (void)state; wide_q_d192("sm90h2g"); }
+/* sm90h2l: sm90h2 whose deterministic mode releases its turns a Q block late; the same wide
+ * suite (its deterministic cases 3 runs bit for bit) */
+static void test_sm90h2l_d192(void **state) { (void)state; wide_q_d192("sm90h2l"); }
 
 /* The call captured into a CUDA graph (no host synchronisation inside, workspace from the
  * scratch pool, an allocation node of the graph) replays to the same gradients as a direct
@@ -1741,7 +1726,7 @@ int main(void)
         cmocka_unit_test(test_early_bits),
         cmocka_unit_test(test_pipelined_bits),
         cmocka_unit_test(test_sm80p_bits),
-        cmocka_unit_test(test_grouped_h_bits),
+        cmocka_unit_test(test_late_release_bits),
         cmocka_unit_test(test_graph_capture),
         cmocka_unit_test(test_strided_stream_workspace),
         cmocka_unit_test(test_other_tiles),
@@ -1757,7 +1742,7 @@ int main(void)
         cmocka_unit_test(test_f16_d192),
         cmocka_unit_test(test_sm90h2_d192),
         cmocka_unit_test(test_sm90h2e_d192),
-        cmocka_unit_test(test_sm90h2g_d192),
+        cmocka_unit_test(test_sm90h2l_d192),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

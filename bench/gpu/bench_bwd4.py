@@ -37,16 +37,10 @@ halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KE
                         opt-in; d 192, and 136..184 padded into it)
   90h2e / 90h2e_det     sm90h2e forced: sm90h2 with dV / dK issued before dQ, two dQ
                         accumulators (helper bwd22; opt-in)
-  90h2g / 90h2g_det     sm90h2g forced (d 192 only): sm90h2 whose deterministic mode runs the
-                        blocks in groups of heads and completes a Q block's dQ adds once
-                        (helper bwd23; opt-in; its fast mode is sm90h2's kernel)
-  90h2q_det             sm90h2q forced (d 192 only): the deferred completion alone (ablation)
-  90hg / 90hg_det       sm90hg forced (d 256 only): the same on sm90h's d 256 kernel
-  90hq_det              sm90hq forced (d 256 only): the deferred completion alone (ablation)
-  90h2r_det / 90hr_det  sm90h2r / sm90hr forced (d 192 / 256 only): sm90h2g / sm90hg with a Q
-                        block's dQ completion and release deferred to the next Q block
-  90h2l_det / 90hl_det  sm90h2l / sm90hl forced (d 192 / 256 only): that late release without
-                        the grouping (the blocks head by head, as the defaults)
+  90h2l_det / 90hl_det  sm90h2l / sm90hl forced (d 192 / 256 only): sm90h2 / sm90h whose
+                        deterministic mode completes a Q block's dQ adds once and releases the
+                        turn a Q block late (opt-in; sm90h2g / hg / h2q / hq / h2r / hr, which
+                        bench/gpu/s18_bwd23.sh timed, were removed after that run)
 The table (printed last) gives each TFLOP/s and the ratios the issue's target names.
 
 usage: bench_bwd4.py --lib build/libflashc.so [--out x.json] [--dims 128,64] [--seqlens 2048,16384]
@@ -81,17 +75,9 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            "flashc_v3d": (0, 0, False, "sm90v3d"), "flashc_v3d_det": (0, 0, True, "sm90v3d"),
            "flashc_90h2": (0, 0, False, "sm90h2"), "flashc_90h2_det": (0, 0, True, "sm90h2"),
            "flashc_90h2e": (0, 0, False, "sm90h2e"), "flashc_90h2e_det": (0, 0, True, "sm90h2e"),
-           "flashc_90h2g": (0, 0, False, "sm90h2g"), "flashc_90h2g_det": (0, 0, True, "sm90h2g"),
-           "flashc_90h2q_det": (0, 0, True, "sm90h2q"),
-           "flashc_90hg": (0, 0, False, "sm90hg"), "flashc_90hg_det": (0, 0, True, "sm90hg"),
-           "flashc_90hq_det": (0, 0, True, "sm90hq"),
-           "flashc_90h2r_det": (0, 0, True, "sm90h2r"), "flashc_90hr_det": (0, 0, True, "sm90hr"),
            "flashc_90h2l_det": (0, 0, True, "sm90h2l"), "flashc_90hl_det": (0, 0, True, "sm90hl")}
-# bwd23's families serve one head dim each (their padded entries aside): elsewhere they would
-# time the dispatcher's choice again
-ONE_DIM = {"flashc_90h2g": 192, "flashc_90h2q": 192, "flashc_90h2r": 192, "flashc_90hg": 256,
-           "flashc_90hq": 256, "flashc_90hr": 256,
-           "flashc_90h2l": 192, "flashc_90hl": 256}
+# sm90h2l / sm90hl serve one head dim each: elsewhere they would time the dispatcher's choice again
+ONE_DIM = {"flashc_90h2l": 192, "flashc_90hl": 256}
 
 
 def _term(signum, frame):

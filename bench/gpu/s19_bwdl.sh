@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
-# bench/gpu/s19_bwdl.sh BUILD_DIR — the lead's follow-up of s18_bwd23.sh (issue 12, det >= 0.8x
+# bench/gpu/s19_bwdl.sh BUILD_DIR (run on an H100 on 2026-12-06, bench/RESULTS.md; the r configs
+# and the grouped families it timed beside l were removed after that run) — the lead's follow-up of s18_bwd23.sh (issue 12, det >= 0.8x
 # fast above d 128), budget 150 s on an H100 / H200 (tests and sanitizers 60 s, all at once; the
 # bench the rest up to 145 s; ~110 s expected).
 # s18_bwd23.sh on an H100 (bench/RESULTS.md, "Session of 2026-12-06, morning"): the grouped order
 # (H_GRP) cost 0.61-1.05x (g / q), most under the causal mask, while the late release (H_REL, on
 # the grouped order: r / g) gave 1.14-1.36x at d 256 and 0.72-1.18x at d 192. New opt-in families
 # sm90hl (d 256) and sm90h2l (d 192): H_DQP | H_REL without H_GRP, the blocks head by head as
-# the defaults (sm90h, sm90h2); the same dQ order, so the same bits (test_grouped_h_bits). ptxas:
+# the defaults (sm90h, sm90h2); the same dQ order, so the same bits (test_late_release_bits,
+# test_grouped_h_bits when this ran). ptxas:
 # 168 registers, 0 spills, as the file's other kernels.
 #  1. (<= 60 s, side by side) FLASHC_CUDA_BWD_KERNEL=sm90h2l: the d 192 suites bf16 / fp16,
 #     deterministic bitwise (192 on it); sm90hl: the d 256 suites bf16 / fp16, modifiers,
-#     deterministic bitwise; test_grouped_h_bits; memcheck and racecheck of each on short cases.
+#     deterministic bitwise; test_late_release_bits; memcheck and racecheck of each on short cases.
 #  2. (the rest of 145 s, alone on the GPU) bench_bwd4.py at d 192 and 256, S 2k / 8k / 16k,
-#     causal and not: the default fast and det, l det, r det (s18's, the grouped late release),
-#     SDPA FA2 (the gradient check, timed).
+#     causal and not: the default fast and det, l det, SDPA FA2 (the gradient check, timed).
 #  3. the table and one VERDICT line per head dim (LAST). Rule (s18's): l qualifies at a head dim
 #     if every job passed and l det / det >= 0.98 at every cell and >= 1.05 in geometric mean;
 #     the lead's flip then makes it that head dim's default (the base family's exact entry opt_in
@@ -36,7 +37,7 @@ done
 for t in bf16_d256 f16_d256 modifiers deterministic_bitwise; do
   FAM=sm90hl tjob "l-hl-$t" 60 - $F="test_$t"
 done
-tjob l-grouped_h_bits 60 - $F=test_grouped_h_bits
+tjob l-late_release_bits 75 - $F=test_late_release_bits
 FAM=sm90h2l tjob l-h2l-memcheck 60 memcheck $F=test_bf16_d192 FLASHC_TEST_SMALL=1
 FAM=sm90h2l tjob l-h2l-racecheck 60 racecheck $F=test_f16_d192 FLASHC_TEST_SMALL=1
 FAM=sm90hl tjob l-hl-memcheck 60 memcheck $F=test_bf16_d256 FLASHC_TEST_SMALL=1
@@ -48,7 +49,7 @@ echo "s19_bwdl: tests took $((SECONDS - T0)) s"
 
 # ---- 2. bench (the rest of 145 s) ----
 bwd_bench bwdl 145 --dims 192,256 --seqlens 2048,8192,16384 --budget-ms 40 --peers flash \
-  --configs flashc,flashc_det,flashc_90h2l_det,flashc_90h2r_det,flashc_90hl_det,flashc_90hr_det
+  --configs flashc,flashc_det,flashc_90h2l_det,flashc_90hl_det
 echo "== tests (l-h2l-*: FLASHC_CUDA_BWD_KERNEL=sm90h2l; l-hl-*: sm90hl)"
 echo "$summary"
 grep -E 'WRONG|^device' "$OUT/bench.log"
@@ -70,19 +71,18 @@ fmt = lambda x: f"{x:.0f}" if x else "-"
 rat = lambda x, y: f"{x / y:.2f}" if x and y else "-"
 gmean = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
 print("\nbf16, B*S = 16k, H = 2048 // d, TFLOP/s (same process; fast / det = the default's modes: "
-      "sm90h2 at d 192, sm90h at d 256; l = sm90h2l / sm90hl forced, r = sm90h2r / sm90hr)")
-print("| d | causal | S | fast | det | l det | r det | FA2 | l det / det | r det / det | det / fast | "
-      "l det / fast |")
-print("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+      "sm90h2 at d 192, sm90h at d 256; l = sm90h2l / sm90hl forced)")
+print("| d | causal | S | fast | det | l det | FA2 | l det / det | det / fast | l det / fast |")
+print("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|")
 verdicts = []
 for d, fam in ((192, "90h2"), (256, "90h")):
     cells = sorted({(c, s) for dd, c, s, _ in t if dd == d})
     ls, lf, missing = [], [], []
     for c, s in cells:
-        f, dt, ld, rd, fa = (t.get((d, c, s, i)) for i in (
-            "flashc", "flashc_det", f"flashc_{fam}l_det", f"flashc_{fam}r_det", "flash"))
-        print(f"| {d} | {'yes' if c else 'no'} | {s} | {fmt(f)} | {fmt(dt)} | {fmt(ld)} | {fmt(rd)} | "
-              f"{fmt(fa)} | {rat(ld, dt)} | {rat(rd, dt)} | {rat(dt, f)} | {rat(ld, f)} |")
+        f, dt, ld, fa = (t.get((d, c, s, i)) for i in (
+            "flashc", "flashc_det", f"flashc_{fam}l_det", "flash"))
+        print(f"| {d} | {'yes' if c else 'no'} | {s} | {fmt(f)} | {fmt(dt)} | {fmt(ld)} | "
+              f"{fmt(fa)} | {rat(ld, dt)} | {rat(dt, f)} | {rat(ld, f)} |")
         if ld and dt and f:
             ls.append(ld / dt)
             lf.append(ld / f)

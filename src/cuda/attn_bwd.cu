@@ -50,14 +50,11 @@ static const struct {
  * d 256 since the H200 run of 2026-12-05, the rest opt-in), "sm90h2" (sm90h's d 192 kernel
  * in 128 x 64 steps, helper bwd22: d 192 and 136..184 padded; the d 192 default since the
  * device run of 2026-12-06, the padded entries opt-in), "sm90h2e" (sm90h2 with dV / dK issued
- * before dQ, opt-in), "sm90h2g" and "sm90hg" (helper bwd23, opt-in; measured on an H100 on
- * 2026-12-06, 0.56-1.11x the default's deterministic mode: sm90h2's d 192 and sm90h's d 256
- * kernels, padded entries included, whose deterministic mode runs the blocks in groups of heads
- * and completes a Q block's dQ adds once before the turn's release, the same bits; fast mode
- * their base kernels), "sm90h2q" and "sm90hq" (the latter change alone, exact entries; the
- * ablation of bench/gpu/s18_bwd23.sh), "sm90h2r" and "sm90hr" (sm90h2g / sm90hg with that
- * completion and the release a Q block later, exact entries), "sm90h2l" and "sm90hl" (that late
- * release without the grouping, exact entries; bench/gpu/s19_bwdl.sh); an opt_in variant is
+ * before dQ, opt-in), "sm90h2l" and "sm90hl" (sm90h2's d 192 and sm90h's d 256 kernels whose
+ * deterministic mode completes a Q block's dQ adds once and releases its turn a Q block late,
+ * the same bits, exact entries; fast mode their base kernels; measured on an H100 on
+ * 2026-12-06, bench/gpu/s19_bwdl.sh: 0.72-1.19x the default's deterministic mode, opt-in); an
+ * opt_in variant is
  * taken only this way) preferred where it serves the problem; a problem it does not serve gets
  * the dispatcher's choice, so one test run covers every head dim. Read at every call (not
  * cached, unlike the forward's FLASHC_CUDA_KERNEL, which refuses instead), so the bench can

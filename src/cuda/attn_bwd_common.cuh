@@ -339,7 +339,8 @@ static __device__ __forceinline__ int bwd_turn(const bwd_range &r, int nb, int n
 }
 
 /* Deterministic mode, blocks in groups of heads (bwd90v3_grouped's order, attn_bwd_sm90v3.cu,
- * where the argument is written out; used by sm90h's grouped families, attn_bwd_sm90h.cu): which
+ * where the argument is written out; sm90h's grouped families, which used it too, were measured
+ * slower on 2026-12-06 and removed, bench/RESULTS.md): which
  * (K block *n_block, batch x head *bh) this thread block runs, from its linear index in the grid
  * (N K blocks, BH): group by group of G heads, K block by K block, head by head. Block n of a
  * head then starts G places in the linear order after block n - 1 (rev: after block n + 1, the

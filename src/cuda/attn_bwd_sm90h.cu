@@ -83,28 +83,23 @@
  * it), so the warpgroups never wait on each other and sm80's 64-row fallback fits the same
  * workspace.
  *
- * sm90h2g and sm90hg (helper bwd23, 2026-12-06; opt-in, not yet measured on a GPU): sm90h2's
- * and the d 256 kernel's deterministic mode with two changes (bits H_GRP, H_DQP; their fast
- * mode is the base kernel, the launch drops the bits). Why (arithmetic on the H100 / H200
- * tables, bench/RESULTS.md, section of helper bwd23): det / fast was 0.54-0.76. Per 128 x 64
- * step at d 192 (15.7 MFLOP) the det mode took ~3.5 us more than fast mode's 6.6 us at 8k
- * non-causal, where a head's 128 K blocks fill the GPU and only the first wave queues on the
- * turns: that cost is the dQ path's series per panel (bulk adds, then waiting for their
- * completion, 3 panels, plus the turn's acquire and the release each Q block), which fast mode
- * never waits for. At 2k (32 K blocks a head, ~4 heads a wave, every wave starting whole heads
- * at Q block 0) block n of a head also waits ~n links of the chain before its first add:
- * ~6.2 us a step more in all. So:
- *  - H_GRP: the blocks in groups of heads (bwd_grouped_order, sm90v3wg's order; K blocks
- *    reversed under an upper key bound): block n of a head starts ~4 Q blocks after n - 1;
+ * Deterministic mode's dQ path, two opt-in bits on the d 192 (sm90h2) and d 256 kernels:
  *  - H_DQP: each panel's adds issued as in fast mode (the staging rows reused once read) and
  *    completed once, after the last panel, before the release; the turn counter's first poll
- *    issued right after S^T, dP^T, its round trip under them.
+ *    issued right after S^T, dP^T, its round trip under them;
+ *  - H_REL (with H_DQP): that completion and the release deferred further, to the next Q
+ *    block's first dQ panel, before its turn's wait (so no warp waits holding a count), the
+ *    round trip under the next Q block's products.
  * The turns and counters are untouched: each dQ element still gets its adds in K block order,
- * one a Q block per block, so the bits are sm90h2's / sm90h's (test_grouped_h_bits).
- * sm90h2q / sm90hq: H_DQP alone (the bench's ablation). sm90h2r / sm90hr: H_GRP | H_DQP | H_REL,
- * the completion and release of a Q block's adds deferred further, to the next Q block's first
- * dQ panel, before its turn's wait (so no warp waits holding a count), the round trip under the
- * next Q block's products; with the blocks ~4 Q blocks apart the later release costs no wait.
+ * one a Q block per block, so the bits are sm90h2's / sm90h's (test_late_release_bits).
+ * sm90h2l / sm90hl (H_DQP | H_REL; fast mode the base kernel) are opt-in: on an H100
+ * (2026-12-06, bench/gpu/s19_bwdl.sh) 0.90-1.19x the default's deterministic mode at d 256 (the
+ * gain growing with the length: 1.10 / 1.19 at 16k) and 0.72-0.98x at d 192. The late release
+ * takes the completion round trip off a block's own period but lengthens the lag between K
+ * block n - 1 and n on a Q block by one Q block, which costs once per wave of blocks that
+ * start together. Measured the same day and removed (helper bwd23; bench/RESULTS.md): the
+ * blocks in groups of heads (sm90h2g / sm90hg, and sm90h2r / sm90hr with the late release),
+ * 0.56-1.11x, worst under the causal mask, and H_DQP alone (sm90h2q / sm90hq), 0.99-1.03x.
  *
  * Served as sm90v3: dense only (varlen stays on sm80), causal (bottom-right), windows,
  * softcap, ALiBi (bwd_mod_elem), GQA (the block walks the group's heads, dK, dV summed in
@@ -133,17 +128,17 @@ static_assert((168 - H_PRODUCER_REGS) * 128 == (H_CONSUMER_REGS - 168) * 256,
 /* The kernel's bits: H_DET deterministic dQ, H_MODS softcap or ALiBi (per call), H_PAD the
  * padded entries (a.D == a.Dv <= D, a multiple of 8), H_EARLY (sm90h2e, BM 128 only) dV / dK
  * issued before dQ and two dQ accumulators, so that the stage goes back before any dQ panel;
- * H_GRP and H_DQP (sm90hg, sm90h2g: deterministic mode only, the launch drops them in fast
- * mode) the blocks in groups of heads (bwd_grouped_order) and the dQ adds of a Q block
- * completed once, before the release, rather than after each panel (the kernel's comment). */
+ * H_DQP and H_REL (sm90h2l, sm90hl: deterministic mode only, the launch drops them in fast
+ * mode) the dQ adds of a Q block completed once, before the release, rather than after each
+ * panel, and that completion and the release a Q block later (the file's comment). Bit 4 was
+ * H_GRP (the grouped order, removed); the others keep their values. */
 enum : unsigned {
     H_DET = 1u << 0,
     H_MODS = 1u << 1,
     H_PAD = 1u << 2,
     H_EARLY = 1u << 3,
-    H_GRP = 1u << 4,
     H_DQP = 1u << 5,
-    H_REL = 1u << 6, /* sm90h2r / sm90hr: H_DQP's completion and release deferred (below) */
+    H_REL = 1u << 6,
 };
 
 /* Q / dO stages: one at d 256 and in sm90h2 (a second does not fit), two at d 192 x 64. */
@@ -284,11 +279,9 @@ __global__ void __launch_bounds__(H_THREADS, 1)
      * S^T, dP^T and dQ, and (as d 192's 64-row kernel) dV (wg 0) or dK (wg 1) of all features */
     constexpr bool WIDE = BM == 128;
     constexpr bool EARLY = F & H_EARLY;
-    constexpr bool GRP = F & H_GRP, DQP = F & H_DQP, REL = F & H_REL;
-    static_assert(!(GRP || DQP) || (DET && !EARLY), "sm90hg / sm90h2g: deterministic mode only");
-    /* REL needs DQP's single completion, not the grouping: its forward-progress argument (no
-     * warp waits holding a count) holds in either launch order; sm90h2l / sm90hl drop GRP */
-    static_assert(!REL || DQP, "sm90h2r / sm90hr / sm90h2l / sm90hl: H_DQP with the release late");
+    constexpr bool DQP = F & H_DQP, REL = F & H_REL;
+    static_assert(!DQP || (DET && !EARLY), "sm90h2l / sm90hl: deterministic mode only");
+    static_assert(!REL || DQP, "H_REL: H_DQP's single completion, a Q block late");
     static_assert((D == 256 && BM == 64) || (D == 192 && (BM == 64 || BM == 128)),
                   "the three instances");
     static_assert(L::NPB == 2 || NS == 1, "one P / dS buffer: its reuse ordered by the stage");
@@ -313,15 +306,9 @@ __global__ void __launch_bounds__(H_THREADS, 1)
 
     const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
     const bwd_range rg = bwd_range_of(a);
-    int n_block, bh;
-    if constexpr (GRP) {
-        /* sm90hg / sm90h2g: groups of heads, K blocks reversed under an upper key bound (as
-         * bwd_turn orders them there) */
-        bwd_grouped_order(a, BM, rg.has_hi, &n_block, &bh);
-    } else {
-        n_block = DET && rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index() : ptx_block_index();
-        bh = (int)blockIdx.y;
-    }
+    const int n_block =
+        DET && rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index() : ptx_block_index();
+    const int bh = (int)blockIdx.y;
     const int b = bh / a.Hkv, hk = bh % a.Hkv;
     const int n0 = n_block * BN;
     int m_begin, m_end;
@@ -611,14 +598,14 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                 if (lane < 16)
                     ptx_bulk_commit_group();
             } else if constexpr (DQP) {
-                /* sm90hg / sm90h2g: the turn as below (the same counters and counts), but the
+                /* sm90h2l / sm90hl: the turn as below (the same counters and counts), but the
                  * panels' adds are only issued, each after the previous one has read the
                  * staging rows (the wait at the top, as in fast mode), and completed all at
                  * once before the release after the last panel: one completion round trip a
                  * Q block instead of one a panel, the same adds in the same order per dQ
                  * element (each element gets one add a Q block from this warp) */
                 if constexpr (REL) {
-                    /* sm90h2r / sm90hr: the previous Q block's adds completed and its count
+                    /* H_REL: the previous Q block's adds completed and its count
                      * released here, a Q block late (their round trip ran under this one's
                      * products) and before any wait on a turn: a warp never waits holding a
                      * count, so the waits stay on lower K blocks (or the same block's other
@@ -860,9 +847,9 @@ template <typename T, int D, int BM, unsigned F>
 static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
     static_assert((F & (H_DET | H_MODS)) == 0, "DET, MODS: chosen per call");
-    /* fast mode: the family's kernel without the deterministic-only bits (sm90hg, sm90h2g: the
+    /* fast mode: the family's kernel without the deterministic-only bits (sm90hl, sm90h2l: the
      * fast kernels of sm90h, sm90h2) */
-    constexpr unsigned FF = F & ~(H_GRP | H_DQP | H_REL);
+    constexpr unsigned FF = F & ~(H_DQP | H_REL);
     constexpr bool PAD = F & H_PAD;
     const flashc_dtype dt = std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16;
     if (a->D != a->Dv || a->D > D || a->D % 8 != 0 || (!PAD && a->D != D))
@@ -926,27 +913,9 @@ const attn_bwd_variant attn_bwd_sm90h_variants[] = {
     /* sm90h2e: sm90h2 with dV / dK issued before dQ and two dQ accumulators (H_EARLY), opt-in */
     H_PAIR("sm90h2e", 192, 128, "", H_EARLY, 1, 0),
     H_PAIR("sm90h2e", 192, 128, "p", H_PAD | H_EARLY, 1, 129),
-    /* sm90h2g and sm90hg (helper bwd23, 2026-12-06; opt-in, not yet measured on a GPU):
-     * sm90h2's and sm90h's d 256 kernels whose deterministic mode runs the blocks in groups of
-     * heads and completes a Q block's dQ adds once (H_GRP | H_DQP): the same dQ order, so the
-     * same bits as theirs (test_grouped_h_bits); their fast mode is sm90h2's / sm90h's kernel */
-    H_PAIR("sm90h2g", 192, 128, "", H_GRP | H_DQP, 1, 0),
-    H_PAIR("sm90h2g", 192, 128, "p", H_PAD | H_GRP | H_DQP, 1, 129),
-    H_PAIR("sm90hg", 256, 64, "", H_GRP | H_DQP, 1, 0),
-    H_PAIR("sm90hg", 256, 64, "p", H_PAD | H_GRP | H_DQP, 1, 193),
-    /* sm90h2q and sm90hq: the deferred completion alone (H_DQP, the blocks head by head as
-     * sm90h2's / sm90h's), the bench's ablation of the two changes; opt-in, the same bits */
-    H_PAIR("sm90h2q", 192, 128, "", H_DQP, 1, 0),
-    H_PAIR("sm90hq", 256, 64, "", H_DQP, 1, 0),
-    /* sm90h2r and sm90hr: sm90h2g / sm90hg with the completion and the release of a Q block's
-     * adds deferred to the next Q block's first dQ panel (H_REL); opt-in, the same bits */
-    H_PAIR("sm90h2r", 192, 128, "", H_GRP | H_DQP | H_REL, 1, 0),
-    H_PAIR("sm90hr", 256, 64, "", H_GRP | H_DQP | H_REL, 1, 0),
-    /* sm90h2l and sm90hl (2026-12-06, lead; opt-in, bench/gpu/s19_bwdl.sh): the late release
-     * without the grouping (H_DQP | H_REL), the blocks head by head as sm90h2's / sm90h's. Why:
-     * on the H100 (s18_bwd23.sh) r / g, the release's effect on the grouped order, was
-     * 1.14-1.36x at d 256 and 0.72-1.18x at d 192, while the grouping alone (g / q) cost
-     * 0.61-1.05x, most under the causal mask; the same bits (test_grouped_h_bits) */
+    /* sm90h2l and sm90hl: the dQ adds of a Q block completed once and released a Q block
+     * late (H_DQP | H_REL); opt-in (the comment at the top of the file), the same bits
+     * (test_late_release_bits) */
     H_PAIR("sm90h2l", 192, 128, "", H_DQP | H_REL, 1, 0),
     H_PAIR("sm90hl", 256, 64, "", H_DQP | H_REL, 1, 0),
 };

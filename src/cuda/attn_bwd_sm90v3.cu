@@ -201,7 +201,7 @@ static __device__ __forceinline__ int bwd90v3_turn_counter(const attn_bwd_args &
 static __device__ __forceinline__ void bwd90v3_grouped(const attn_bwd_args &a, int *n_block,
                                                        int *bh, bool rev = false)
 {
-    /* the order itself: attn_bwd_common.cuh (sm90h's grouped families use it too) */
+    /* the order itself: attn_bwd_common.cuh */
     bwd_grouped_order(a, V3_BM, rev, n_block, bh);
 }
 
