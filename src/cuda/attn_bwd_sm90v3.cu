@@ -47,6 +47,7 @@
 #include "attn_cuda.cuh"
 #include "ptx.cuh"
 #include "ptx_sm90.cuh"
+#include "tma_host.cuh"
 
 #include <cuda.h> /* CUtensorMap and the driver's types only: the library never links libcuda */
 #include <math.h>
@@ -855,63 +856,13 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
 #endif
 }
 
-/* ---- host side: tensor maps (as attn_fwd_sm90.cu's, whose helpers are that file's own) ------ */
-
-typedef CUresult (*bwd90v3_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
-                                      const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
-                                      const cuuint32_t *, CUtensorMapInterleave,
-                                      CUtensorMapSwizzle, CUtensorMapL2promotion,
-                                      CUtensorMapFloatOOBfill);
-
-/* cuTensorMapEncodeTiled through the runtime, looked up once; NULL if this driver has none. */
-static bwd90v3_encode_fn bwd90v3_encode(void)
-{
-    static bwd90v3_encode_fn fn = NULL;
-    static int looked = 0;
-    if (!looked) {
-        void *p = NULL;
-        cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
-                                             cudaEnableDefault, &q) != cudaSuccess ||
-            q != cudaDriverEntryPointSuccess)
-            p = NULL;
-        (void)cudaGetLastError();
-        fn = (bwd90v3_encode_fn)p;
-        looked = 1; /* racing first calls store the same pointer */
-    }
-    return fn;
-}
-
-/* A (B, S, H, D) operand (st: batch, seq, head strides in elements) as the 4-d tensor map
- * (D, S, H, B) with boxes of 64 features x rows, 128-byte swizzled; 0 if it does not encode.
- * D may be below the kernel's (padded entries): a box's columns past it arrive as zeros
- * (OOB_FILL_NONE) and still count in the stage's transaction bytes, as rows past S do. */
-static int bwd90v3_map(CUtensorMap *m, flashc_dtype dt, const void *ptr, int64_t B, int64_t S,
-                       int64_t H, int64_t D, const int64_t *st, int rows)
-{
-    bwd90v3_encode_fn enc = bwd90v3_encode();
-    if (!enc)
-        return 0;
-    const cuuint64_t dims[4] = {(cuuint64_t)D, (cuuint64_t)S, (cuuint64_t)H, (cuuint64_t)B};
-    const cuuint64_t strides[3] = {(cuuint64_t)st[1] * 2, (cuuint64_t)st[2] * 2,
-                                   (cuuint64_t)st[0] * 2};
-    const cuuint32_t box[4] = {64, (cuuint32_t)rows, 1, 1};
-    const cuuint32_t estr[4] = {1, 1, 1, 1};
-    for (int i = 0; i < 3; i++) /* the copy engine's limits on strides (a broadcast 0 too) */
-        if (strides[i] % 16 != 0 || strides[i] >= (1ull << 40) || strides[i] == 0)
-            return 0;
-    return enc(m, dt == FLASHC_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                    : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-               4, (void *)ptr, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
+/* ---- host side: tensor maps (Q, dO, K, V: tma_host.cuh's cuda_tma_map_bshd, as the forward's) */
 
 /* dq_acc (B, Hq, Sq, D) float32, contiguous, as the 4-d map (D, Sq, Hq, B) with boxes of 32
  * columns x BM rows, 128-byte swizzled (sm90v3t's dQ adds); 0 if it does not encode. */
 static int bwd90v3_map_dq(CUtensorMap *m, const attn_bwd_args *a, int D)
 {
-    bwd90v3_encode_fn enc = bwd90v3_encode();
+    cuda_tma_encode_fn enc = cuda_tma_encoder();
     if (!enc)
         return 0;
     const cuuint64_t dims[4] = {(cuuint64_t)D, (cuuint64_t)a->Sq, (cuuint64_t)a->Hq,
@@ -972,10 +923,10 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     memset(&mdq, 0, sizeof mdq); /* read by sm90v3t only */
     /* dq_acc D wide; q, k, v, dout a.D (== a.Dv) wide: the copy engine pads to D */
     if ((TDQ && !bwd90v3_map_dq(&mdq, a, D)) ||
-        !bwd90v3_map(&mq, dt, a->q, a->B, a->Sq, a->Hq, a->D, a->sq, V3_BM) ||
-        !bwd90v3_map(&mdo, dt, a->dout, a->B, a->Sq, a->Hq, a->Dv, a->sdo, V3_BM) ||
-        !bwd90v3_map(&mk, dt, a->k, a->B, a->Sk, a->Hkv, a->D, a->sk, V3_BN) ||
-        !bwd90v3_map(&mv, dt, a->v, a->B, a->Sk, a->Hkv, a->Dv, a->sv, V3_BN))
+        !cuda_tma_map_bshd(&mq, dt, a->q, a->B, a->Sq, a->Hq, a->D, a->sq, V3_BM) ||
+        !cuda_tma_map_bshd(&mdo, dt, a->dout, a->B, a->Sq, a->Hq, a->Dv, a->sdo, V3_BM) ||
+        !cuda_tma_map_bshd(&mk, dt, a->k, a->B, a->Sk, a->Hkv, a->D, a->sk, V3_BN) ||
+        !cuda_tma_map_bshd(&mv, dt, a->v, a->B, a->Sk, a->Hkv, a->Dv, a->sv, V3_BN))
         return bwd90v3_fallback<T, D>(a, stream);
 
     cudaError_t err = attn_bwd_pre_launch<T, D, V3_BM, 1>(a, stream);

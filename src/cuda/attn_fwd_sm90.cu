@@ -108,6 +108,7 @@
 #include "scratch.cuh"
 #include "attn_fwd_common.cuh"
 #include "ptx_sm90.cuh"
+#include "tma_host.cuh"
 
 #include <cuda.h> /* CUtensorMap and the driver's types only: the library never links libcuda */
 #include <atomic>
@@ -1294,31 +1295,6 @@ __global__ void __launch_bounds__(sm90_threads(VER), 1)
 
 /* ---- host side: tensor maps --------------------------------------------------------------- */
 
-typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
-                                    const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
-                                    const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                    CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-/* cuTensorMapEncodeTiled through the runtime (the driver is loaded anyway), looked up once;
- * NULL if this driver has none. */
-static encode_tiled_fn encode_tiled(void)
-{
-    static encode_tiled_fn fn = NULL;
-    static int looked = 0;
-    if (!looked) {
-        void *p = NULL;
-        cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
-                                             cudaEnableDefault, &q) != cudaSuccess ||
-            q != cudaDriverEntryPointSuccess)
-            p = NULL;
-        (void)cudaGetLastError();
-        fn = (encode_tiled_fn)p;
-        looked = 1; /* racing first calls store the same pointer */
-    }
-    return fn;
-}
-
 /* The arguments of one make_map call, all of them (the key of the memo below). */
 struct map_key {
     const void *ptr;
@@ -1339,10 +1315,8 @@ struct map_memo {
 };
 static thread_local map_memo memo;
 
-/* A (B, S, H, D) operand as a 4-d tensor map (D, S, H, B) with boxes of 64 features x rows,
- * 128-byte swizzled (the panels of ptx_sm90.cuh). st: batch, seq, head strides in elements.
- * B = 0: a varlen operand, packed (S = total rows, H, D), as a 3-d map (D, S, H) (st[0] unused:
- * a 4-d map of one batch would still need a batch stride the copy engine accepts). */
+/* cuda_tma_map_bshd's map (tma_host.cuh: (D, S, H, B), or (D, S, H) for a varlen operand, B =
+ * 0), through the memo above. */
 static int make_map(CUtensorMap *m, flashc_dtype dt, const void *ptr, int64_t B, int64_t S,
                     int64_t H, int64_t D, const int64_t *st, int rows)
 {
@@ -1356,23 +1330,7 @@ static int make_map(CUtensorMap *m, flashc_dtype dt, const void *ptr, int64_t B,
             *m = memo.map[i];
             return 1;
         }
-    encode_tiled_fn enc = encode_tiled();
-    if (!enc)
-        return 0;
-    const cuuint64_t dims[4] = {(cuuint64_t)D, (cuuint64_t)S, (cuuint64_t)H, (cuuint64_t)B};
-    const cuuint64_t strides[3] = {(cuuint64_t)st[1] * 2, (cuuint64_t)st[2] * 2,
-                                   (cuuint64_t)st[0] * 2};
-    const cuuint32_t box[4] = {64, (cuuint32_t)rows, 1, 1};
-    const cuuint32_t estr[4] = {1, 1, 1, 1};
-    const int rank = B > 0 ? 4 : 3;
-    for (int i = 0; i < rank - 1; i++) /* the copy engine's limits on strides */
-        if (strides[i] % 16 != 0 || strides[i] >= (1ull << 40) || strides[i] == 0)
-            return 0;
-    if (enc(m, dt == FLASHC_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-            rank, (void *)ptr, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+    if (!cuda_tma_map_bshd(m, dt, ptr, B, S, H, D, st, rows))
         return 0;
     memo.key[memo.next] = k;
     memo.map[memo.next] = *m;
