@@ -43,6 +43,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct bwd_case {
     int B, Sq, Sk, Hq, Hkv, D, causal;
@@ -911,6 +912,114 @@ static void wide_q_d192(const char *fam)
 
 static void test_sm90h2_d192(void **state) { (void)state; wide_q_d192("sm90h2"); }
 static void test_sm90h2e_d192(void **state) { (void)state; wide_q_d192("sm90h2e"); }
+/* FLASHC_CUDA_BWD_TRACE (attn_bwd_sm90h.cu, the diagnostic of bench/gpu/bwd_trace.py): the traced
+ * twin of sm90h's d 256 and sm90h2's d 192 kernels gives the untraced kernel's gradients bit for
+ * bit (fast: dk, dv; deterministic: dq, dk, dv), and writes its record: the file's magic, grid,
+ * steps a block and size; each block's header (steps <= the maximum, its clocks ascending, an SM
+ * id); each step's warpgroup-0 timestamps in order (data, dQ epilogue, turn in deterministic
+ * mode, last issue). Non-causal and causal (K blocks reversed in deterministic mode), GQA, Sq !=
+ * Sk, bf16. Compute capability 9.0 only (elsewhere the family is not served: skipped). */
+static void test_bwd_trace(void **state)
+{
+    (void)state;
+    int dev = 0, major = 0, minor = 0;
+    CUDA_OK(cudaGetDevice(&dev));
+    CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    CUDA_OK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    if (major != 9 || minor != 0) {
+        printf("  trace: compute capability %d.%d, not 9.0: not served, skipped\n", major, minor);
+        return;
+    }
+    char path[] = "/tmp/flashc_bwd_trace_XXXXXX";
+    const int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    const char *prev = getenv("FLASHC_CUDA_BWD_KERNEL");
+    char *saved = prev ? strdup(prev) : NULL;
+    static const struct {
+        int d, bm;
+        const char *fam;
+    } fams[] = {{256, 64, "sm90h"}, {192, 128, "sm90h2"}};
+    for (int f = 0; f < 2; f++)
+        for (int det = 0; det < 2; det++)
+            for (int causal = 0; causal < 2; causal++) {
+                const int S = small_only() ? 200 : 300;
+                bwd_case c = {2, S, S + 33, 4, 2, fams[f].d, causal, FLASHC_BF16, det};
+                bufs r;
+                bufs_create(&c, &r);
+                run_forward(&c, &r, NULL);
+                setenv("FLASHC_CUDA_BWD_KERNEL", fams[f].fam, 1);
+                unsetenv("FLASHC_CUDA_BWD_TRACE");
+                assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
+                uint16_t *base[3] = {xmalloc(r.nq * 2), xmalloc(r.nk * 2), xmalloc(r.nk * 2)};
+                memcpy(base[0], r.hdq, r.nq * 2);
+                memcpy(base[1], r.hdk, r.nk * 2);
+                memcpy(base[2], r.hdv, r.nk * 2);
+                remove(path);
+                setenv("FLASHC_CUDA_BWD_TRACE", path, 1);
+                assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
+                unsetenv("FLASHC_CUDA_BWD_TRACE");
+                if (det)
+                    assert_memory_equal(base[0], r.hdq, r.nq * 2);
+                assert_memory_equal(base[1], r.hdk, r.nk * 2);
+                assert_memory_equal(base[2], r.hdv, r.nk * 2);
+                /* the file: "FCBWDTR1", 16 int32 (version, grid x, y, steps, bm, bn, d, det,
+                 * has_hi, sq, sk, group, hkv, b, header words, step words), int64 words */
+                FILE *fp = fopen(path, "rb");
+                assert_non_null(fp);
+                char magic[8];
+                int32_t h[16];
+                int64_t words = 0;
+                assert_int_equal(fread(magic, 1, 8, fp), 8);
+                assert_int_equal(fread(h, 4, 16, fp), 16);
+                assert_int_equal(fread(&words, 8, 1, fp), 1);
+                assert_memory_equal(magic, "FCBWDTR1", 8);
+                const int gx = (c.Sk + 63) / 64, gy = c.B * c.Hkv;
+                const int maxit = (c.Hq / c.Hkv) * ((c.Sq + fams[f].bm - 1) / fams[f].bm);
+                assert_int_equal(h[0], 1);
+                assert_int_equal(h[1], gx);
+                assert_int_equal(h[2], gy);
+                assert_int_equal(h[3], maxit);
+                assert_int_equal(h[4], fams[f].bm);
+                assert_int_equal(h[6], fams[f].d);
+                assert_int_equal(h[7], det);
+                assert_int_equal(h[8], causal);
+                const int hw = h[14], iw = h[15];
+                assert_int_equal(words, (int64_t)gx * gy * (hw + (int64_t)iw * maxit));
+                uint64_t *w = xmalloc((size_t)words * 8);
+                assert_int_equal(fread(w, 8, (size_t)words, fp), (size_t)words);
+                fclose(fp);
+                int steps = 0;
+                for (int blk = 0; blk < gx * gy; blk++) {
+                    const uint64_t *hb = w + (int64_t)blk * (hw + (int64_t)iw * maxit);
+                    assert_true(hb[7] <= (uint64_t)maxit);
+                    assert_true(hb[0] > 0 && hb[0] <= hb[2]); /* %globaltimer */
+                    assert_true(hb[1] < hb[3]);               /* %clock64 */
+                    assert_true(hb[4] < 1024);                /* %smid */
+                    for (int it = 0; it < (int)hb[7]; it++) {
+                        const uint64_t *e = hb + hw + (int64_t)it * iw; /* warpgroup 0 */
+                        assert_true(hb[1] <= e[0] && e[0] <= e[1] && e[1] <= e[3] &&
+                                    e[3] <= hb[3]);
+                        if (det)
+                            assert_true(e[1] <= e[2] && e[2] <= e[3]);
+                        steps++;
+                    }
+                }
+                assert_true(steps > 0);
+                printf("  trace D=%d det=%d causal %d: %s bit-identical traced, %d blocks, %d "
+                       "steps recorded\n", c.D, det, causal, fams[f].fam, gx * gy, steps);
+                free(w);
+                for (int i = 0; i < 3; i++)
+                    free(base[i]);
+                bufs_destroy(&r);
+            }
+    remove(path);
+    if (saved)
+        setenv("FLASHC_CUDA_BWD_KERNEL", saved, 1), free(saved);
+    else
+        unsetenv("FLASHC_CUDA_BWD_KERNEL");
+}
+
 /* sm90h2l: sm90h2 whose deterministic mode releases its turns a Q block late; the same wide
  * suite (its deterministic cases 3 runs bit for bit) */
 static void test_sm90h2l_d192(void **state) { (void)state; wide_q_d192("sm90h2l"); }
@@ -1743,6 +1852,7 @@ int main(void)
         cmocka_unit_test(test_sm90h2_d192),
         cmocka_unit_test(test_sm90h2e_d192),
         cmocka_unit_test(test_sm90h2l_d192),
+        cmocka_unit_test(test_bwd_trace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -110,10 +110,13 @@
 #include "attn_cuda.cuh"
 #include "ptx.cuh"
 #include "ptx_sm90.cuh"
+#include "scratch.cuh"
 #include "tma_host.cuh"
 
 #include <cuda.h> /* CUtensorMap and the driver's types only: the library never links libcuda */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <type_traits>
 
@@ -140,7 +143,22 @@ enum : unsigned {
     H_EARLY = 1u << 3,
     H_DQP = 1u << 5,
     H_REL = 1u << 6,
+    H_TRACE = 1u << 7, /* FLASHC_CUDA_BWD_TRACE: the consumers' timestamps (below) */
 };
+
+/* H_TRACE's record (bwd90h_trace_buf, written by the host as FLASHC_CUDA_BWD_TRACE's file, and
+ * read by bench/gpu/bwd_trace.py): per thread block (linear index y * gridDim.x + x) a header of
+ * H_TR_HDR words, then H_TR_IT words for each Q-block step it (up to bwd90h_trace_maxit):
+ *  header: 0 %globaltimer and 1 %clock64 as the consumers start, 2 and 3 as they end (after dK,
+ *          dV are stored), 4 %smid, 5 the K block, 6 batch x KV head, 7 the steps it runs;
+ *  step:   warpgroup w's %clock64 at 4 w + 0 its Q block's data arrived (the full barrier), + 1
+ *          its first dQ panel's epilogue began, + 2 the turn was acquired (deterministic mode;
+ *          0 if the warpgroup takes none), + 3 its last panel's adds issued (and, in
+ *          deterministic mode without H_REL, released); 8 the Q block's first row | head << 32.
+ * Lane 0 of each warpgroup's first warp writes its warpgroup's words. The twins have the
+ * untraced kernels' 168 registers; sm90h2l's deterministic twin spills 4 bytes (ptxas), the rest
+ * none, and the untraced kernels' code is unchanged by the twins (text-identical cubins). */
+constexpr int H_TR_HDR = 8, H_TR_IT = 10;
 
 /* Q / dO stages: one at d 256 and in sm90h2 (a second does not fit), two at d 192 x 64. */
 template <int D, int BM> constexpr int bwd90h_stages() { return D == 192 && BM == 64 ? 2 : 1; }
@@ -176,6 +194,10 @@ template <int D, int BM> struct bwd90h_smem {
 };
 
 } // namespace
+
+/* H_TRACE's buffer and its steps per block (the host sets both before a traced launch) */
+static __device__ uint64_t *bwd90h_trace_buf;
+static __device__ int bwd90h_trace_maxit;
 
 #if FLASHC_PTX_SM90A
 /* wgmma m64nNk16 with A and B from shared memory, each K-major (0) or MN-major (1): TA, TB
@@ -280,8 +302,9 @@ __global__ void __launch_bounds__(H_THREADS, 1)
      * S^T, dP^T and dQ, and (as d 192's 64-row kernel) dV (wg 0) or dK (wg 1) of all features */
     constexpr bool WIDE = BM == 128;
     constexpr bool EARLY = F & H_EARLY;
-    constexpr bool DQP = F & H_DQP, REL = F & H_REL;
+    constexpr bool DQP = F & H_DQP, REL = F & H_REL, TRACE = F & H_TRACE;
     static_assert(!DQP || (DET && !EARLY), "sm90h2l / sm90hl: deterministic mode only");
+    static_assert(!TRACE || (!PAD && !EARLY && !MODS), "H_TRACE: the exact plain instances");
     static_assert(!REL || DQP, "H_REL: H_DQP's single completion, a Q block late");
     static_assert((D == 256 && BM == 64) || (D == 192 && (BM == 64 || BM == 128)),
                   "the three instances");
@@ -387,6 +410,31 @@ __global__ void __launch_bounds__(H_THREADS, 1)
     const int cw = warp - 4, wg = cw / 4, wq = cw % 4;
     const int g = lane / 4, t = lane % 4;
     const uint32_t stage_s = base + L::DQ + wg * 64 * H_DQ_ROW; /* the warpgroup's 64 rows */
+    /* H_TRACE: this block's record (its header written here and at the end); its address is
+     * recomputed at each use rather than held through the loop (the registers are the
+     * consumers') */
+    auto trow = [&]() {
+        return bwd90h_trace_buf + ((uint64_t)blockIdx.y * gridDim.x + ptx_block_index()) *
+                                      (H_TR_HDR + H_TR_IT * (uint64_t)bwd90h_trace_maxit);
+    };
+    (void)trow;
+    if constexpr (TRACE) {
+        if (cw == 0 && lane == 0) {
+            uint64_t *r = trow();
+            r[0] = ptx_globaltimer();
+            r[1] = ptx_clock64();
+            r[4] = ptx_smid();
+            r[5] = (uint64_t)n_block;
+            r[6] = (uint64_t)bh;
+            r[7] = (uint64_t)total;
+        }
+    }
+    auto trace = [&](int it, int ev) {
+        if constexpr (TRACE) {
+            if (wq == 0 && lane == 0 && it < bwd90h_trace_maxit)
+                trow()[H_TR_HDR + (int64_t)it * H_TR_IT + 4 * wg + ev] = ptx_clock64();
+        }
+    };
 
     /* d 256: kv0 = dV, kv1 = dK (features [128 wg, +128)); d 192: kv0 = dV (wg 0) or dK
      * (wg 1), all features; kv1 unused */
@@ -413,8 +461,13 @@ __global__ void __launch_bounds__(H_THREADS, 1)
     for (int it = 0; it < total; it++) {
         const int st = it % NS;
         ptx_mbarrier_wait(full(st), ((uint32_t)(it / NS)) & 1u);
+        trace(it, 0);
         const int *info = (const int *)(sbase + L::INFO) + 4 * st;
         const int m0 = info[0], h = info[1];
+        if constexpr (TRACE) {
+            if (cw == 0 && lane == 0 && it < bwd90h_trace_maxit)
+                trow()[H_TR_HDR + (int64_t)it * H_TR_IT + 8] = (uint32_t)m0 | (uint64_t)h << 32;
+        }
         const int cnt = DET ? info[2] : 0, turn = DET ? info[3] : 0;
         const uint32_t sQ = base + L::Q + st * L::QBUF, sdO = base + L::DO + st * L::QBUF;
         const float *lrow = (const float *)(sbase + L::LSE) + st * BM;
@@ -580,6 +633,8 @@ __global__ void __launch_bounds__(H_THREADS, 1)
          * no turn (its counter, of the 64-row block past Sq, does not exist) */
         const bool turns = !WIDE || m0 + 64 * wg < a.Sq;
         auto dq_out = [&](float(&acc)[8][4], int pi) {
+            if (pi == 0)
+                trace(it, 1);
             if ((!DET || DQP) && lane < 16) /* this warp's previous adds read the staging rows */
                 ptx_bulk_wait_group_read<0>();
             __syncwarp();
@@ -598,6 +653,8 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                     ptx_bulk_reduce_add_f32(dqa + 64 * p, stage_s + (uint32_t)row * H_DQ_ROW, 256);
                 if (lane < 16)
                     ptx_bulk_commit_group();
+                if (pi == NQP - 1)
+                    trace(it, 3);
             } else if constexpr (DQP) {
                 /* sm90h2l / sm90hl: the turn as below (the same counters and counts), but the
                  * panels' adds are only issued, each after the previous one has read the
@@ -634,6 +691,7 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                             seen = ptx_ld_acquire_gpu(sem);
                     }
                     __syncwarp();
+                    trace(it, 2);
                 }
                 if (lane < 16) {
                     ptx_fence_proxy_async_global(); /* the acquire before our bulk adds */
@@ -654,6 +712,7 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                         __threadfence();
                         ptx_red_release_gpu_add(a.sem + cnt + (WIDE ? wg : 0), 1);
                     }
+                    trace(it, 3);
                 }
             } else {
                 if (!turns)
@@ -670,6 +729,7 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                         }
                     }
                     __syncwarp();
+                    trace(it, 2);
                 }
                 if (lane < 16) {
                     ptx_fence_proxy_async_global(); /* the acquire before our bulk adds */
@@ -685,6 +745,8 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                     __threadfence();
                     ptx_red_release_gpu_add(a.sem + cnt + (WIDE ? wg : 0), 1);
                 }
+                if (pi == NQP - 1)
+                    trace(it, 3);
             }
         };
 
@@ -773,6 +835,13 @@ __global__ void __launch_bounds__(H_THREADS, 1)
         else
             store(kv0, (T *)a.dk, a.sdk, a.scale);
     }
+    if constexpr (TRACE) {
+        if (cw == 0 && lane == 0) {
+            uint64_t *r = trow();
+            r[2] = ptx_globaltimer();
+            r[3] = ptx_clock64();
+        }
+    }
 #endif
 }
 
@@ -792,6 +861,54 @@ static cudaError_t bwd90h_fallback(const attn_bwd_args *a, cudaStream_t stream)
             return v->launch(a, stream);
     }
     return cudaErrorInvalidValue;
+}
+
+/* FLASHC_CUDA_BWD_TRACE=PATH, read at every call (a diagnostic, not for production): the exact
+ * entries' main kernel (not the padded ones, not sm90h2e, not with softcap / ALiBi) runs as its
+ * H_TRACE twin, which records when each consumer warpgroup's Q-block steps reach their data, their
+ * dQ epilogue, their deterministic turn and their last dQ issue (the record above), and the call
+ * writes PATH (replacing it): the header below, then the record's words. The call synchronizes
+ * its stream for that (so it is not graph-capturable while the variable is set) and takes the
+ * record's device memory from the scratch pool; the gradients are bit for bit those of the untraced
+ * kernel (test_bwd_trace). A PATH that cannot be written leaves no file, the call's result
+ * unchanged. bench/gpu/bwd_trace.py runs and reads it. */
+static const char *bwd90h_trace_path(void)
+{
+    const char *e = getenv("FLASHC_CUDA_BWD_TRACE");
+    return e && *e ? e : NULL;
+}
+
+/* The file's header (little-endian, as the host's memory): magic "FCBWDTR1", then 16 int32 and
+ * the record's size in words. */
+struct bwd90h_trace_head {
+    char magic[8];
+    int32_t version, grid_x, grid_y, maxit, bm, bn, d, det, has_hi, sq, sk, group, hkv, b,
+        hdr_words, it_words;
+    int64_t words;
+};
+
+/* After the traced launch on stream: the record to PATH. Returns the stream's error, if any. */
+static cudaError_t bwd90h_trace_write(const char *path, const uint64_t *dbuf, int64_t words,
+                                      const bwd90h_trace_head &hd, cudaStream_t stream)
+{
+    cudaError_t err = cudaStreamSynchronize(stream);
+    if (err != cudaSuccess)
+        return err;
+    uint64_t *h = (uint64_t *)malloc((size_t)words * sizeof *h);
+    if (!h)
+        return cudaSuccess; /* no file (the comment above) */
+    err = cudaMemcpy(h, dbuf, (size_t)words * sizeof *h, cudaMemcpyDeviceToHost);
+    if (err == cudaSuccess) {
+        FILE *f = fopen(path, "wb");
+        if (f) {
+            const int ok = fwrite(&hd, sizeof hd, 1, f) == 1 &&
+                           fwrite(h, sizeof *h, (size_t)words, f) == (size_t)words;
+            if (fclose(f) != 0 || !ok)
+                remove(path);
+        }
+    }
+    free(h);
+    return err;
 }
 
 template <typename T, int D, int BM, unsigned F>
@@ -824,12 +941,52 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
                                  : attn_bwd_sm90h_kernel<T, D, BM, FF | H_MODS>)
              : (a->deterministic ? attn_bwd_sm90h_kernel<T, D, BM, F | H_DET>
                                  : attn_bwd_sm90h_kernel<T, D, BM, FF>);
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (err != cudaSuccess)
-        return err;
     const dim3 grid((unsigned)((a->Sk + H_BN - 1) / H_BN), (unsigned)(a->B * a->Hkv), 1);
-    kernel<<<grid, H_THREADS, smem, stream>>>(mq, mdo, mk, mv, *a);
-    if ((err = cudaGetLastError()) != cudaSuccess)
+    /* FLASHC_CUDA_BWD_TRACE: the H_TRACE twin and its record (bwd90h_trace_path) */
+    const char *tpath = NULL;
+    uint64_t *tbuf = NULL;
+    bwd90h_trace_head hd;
+    memset(&hd, 0, sizeof hd);
+    if constexpr (!PAD && !(F & H_EARLY)) {
+        tpath = mods ? NULL : bwd90h_trace_path();
+        if (tpath) {
+            kernel = a->deterministic ? attn_bwd_sm90h_kernel<T, D, BM, F | H_DET | H_TRACE>
+                                      : attn_bwd_sm90h_kernel<T, D, BM, FF | H_TRACE>;
+            memcpy(hd.magic, "FCBWDTR1", 8);
+            hd.version = 1, hd.grid_x = (int32_t)grid.x, hd.grid_y = (int32_t)grid.y;
+            hd.maxit = (int32_t)(a->group * ((a->Sq + BM - 1) / BM));
+            hd.bm = BM, hd.bn = H_BN, hd.d = D, hd.det = a->deterministic;
+            hd.has_hi = a->wr >= 0;
+            hd.sq = (int32_t)a->Sq, hd.sk = (int32_t)a->Sk, hd.group = (int32_t)a->group;
+            hd.hkv = (int32_t)a->Hkv, hd.b = (int32_t)a->B;
+            hd.hdr_words = H_TR_HDR, hd.it_words = H_TR_IT;
+            hd.words = (int64_t)grid.x * grid.y * (H_TR_HDR + (int64_t)H_TR_IT * hd.maxit);
+            if ((err = cuda_scratch_alloc((void **)&tbuf, (size_t)hd.words * 8, stream)) !=
+                    cudaSuccess ||
+                (err = cudaMemsetAsync(tbuf, 0, (size_t)hd.words * 8, stream)) != cudaSuccess ||
+                (err = cudaMemcpyToSymbolAsync(bwd90h_trace_buf, &tbuf, sizeof tbuf, 0,
+                                               cudaMemcpyHostToDevice, stream)) != cudaSuccess ||
+                (err = cudaMemcpyToSymbolAsync(bwd90h_trace_maxit, &hd.maxit, sizeof hd.maxit, 0,
+                                               cudaMemcpyHostToDevice, stream)) != cudaSuccess) {
+                if (tbuf)
+                    (void)cuda_scratch_free(tbuf, stream);
+                return err;
+            }
+        }
+    }
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err == cudaSuccess) {
+        kernel<<<grid, H_THREADS, smem, stream>>>(mq, mdo, mk, mv, *a);
+        err = cudaGetLastError();
+    }
+    if (tpath) {
+        if (err == cudaSuccess)
+            err = bwd90h_trace_write(tpath, tbuf, hd.words, hd, stream);
+        const cudaError_t ferr = cuda_scratch_free(tbuf, stream);
+        if (err == cudaSuccess)
+            err = ferr;
+    }
+    if (err != cudaSuccess)
         return err;
     return attn_bwd_post_bh_launch<T, D, PAD>(a, stream);
 }

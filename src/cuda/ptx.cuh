@@ -52,6 +52,29 @@ static __device__ __forceinline__ unsigned ptx_nsmid(void)
     return n;
 }
 
+/* The timers and the SM id, for tracing (attn_bwd_sm90h.cu's FLASHC_CUDA_BWD_TRACE): %clock64,
+ * this SM's cycle counter (fine, but each SM's own), %globaltimer, nanoseconds on a clock every
+ * SM shares (for placing blocks against each other; its resolution is the driver's), %smid.
+ * volatile: each read is a fresh one, in program order with the others. */
+static __device__ __forceinline__ uint64_t ptx_clock64(void)
+{
+    uint64_t x;
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(x));
+    return x;
+}
+static __device__ __forceinline__ uint64_t ptx_globaltimer(void)
+{
+    uint64_t x;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(x));
+    return x;
+}
+static __device__ __forceinline__ unsigned ptx_smid(void)
+{
+    unsigned x;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(x));
+    return x;
+}
+
 /* threadIdx.x, read the same way (see ptx_block_index): for values derived from it that are
  * cheaper to recompute at each use than to hold through a loop. */
 static __device__ __forceinline__ int ptx_thread_index(void)

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# bench/gpu/s20_trace.sh BUILD_DIR — issue 12, the first run of FLASHC_CUDA_BWD_TRACE (written on
+# 2026-12-06 without device time; not yet run): why the Hopper backward's deterministic mode runs
+# at 0.55-0.74x its fast mode above d 128. Budget 150 s (hard timeouts: the test 60 s, the traces
+# the rest up to 145 s; ~90 s expected).
+#  1. test_bwd_trace (the traced twins bit-identical to the untraced kernels, the file's layout,
+#     every recorded step's timestamps in order), and compute-sanitizer memcheck on it, side by
+#     side;
+#  2. bwd_trace.py run at d 256 (fast sm90h, det sm90h, det sm90hl) and d 192 (fast sm90h2, det
+#     sm90h2, det sm90h2l), S 2k and 8k, causal and not (bf16, B*S = 16k, H = 2048 // d), then
+#     its report: per trace the span, the SMs' busy share, the median step, warpgroup 0's time
+#     split into prologue / data / compute / turn / dq / epilogue, the turn waits (first step of
+#     a block vs the rest) and the lag between successive turns on a Q block, in steps.
+# What it should settle (bench/RESULTS.md, "Session of 2026-12-06, morning"): whether the
+# deterministic mode's loss is the turn wait (and then whether at a block's first step, a wave's
+# start, or in the steady state), the dQ issue-to-release time, or SMs idle between blocks; the
+# model to test says the late release (l) moves it from the dq phase to a one-step lag.
+# BUILD_DIR: built with tests (targets flashc test_cuda_attn_bwd). $OUT: trace.log (the report),
+# test.log, mem.log, the .bin traces in traces.tgz; PNG timelines if matplotlib is there.
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 2
+. bench/gpu/s_common.sh
+s_begin trace "${1:-}" tests/test_cuda_attn_bwd
+T0=$SECONDS
+TEST=$B/tests/test_cuda_attn_bwd
+( timeout -k 2 60 env FLASHC_TEST_FILTER=test_bwd_trace $TEST > "$OUT/test.log" 2>&1; echo "rc $?" >> "$OUT/test.log" ) &
+( timeout -k 2 60 env FLASHC_TEST_FILTER=test_bwd_trace FLASHC_TEST_SMALL=1 compute-sanitizer --tool memcheck \
+    --error-exitcode 9 --report-api-errors no $TEST > "$OUT/mem.log" 2>&1; echo "rc $?" >> "$OUT/mem.log" ) &
+wait
+echo "test_bwd_trace: $(grep -E 'PASSED|FAILED' "$OUT/test.log" | tail -1) $(tail -1 "$OUT/test.log")"
+echo "memcheck: $(grep 'ERROR SUMMARY' "$OUT/mem.log" | tail -1) $(tail -1 "$OUT/mem.log")"
+grep -E '^  trace' "$OUT/test.log" | head -8
+mkdir -p "$OUT/tr"
+left=$((145 - (SECONDS - T0)))
+{
+  env PYTHONUNBUFFERED=1 timeout -k 2 $((left / 2)) python3 bench/gpu/bwd_trace.py run --lib "$LIB" --out "$OUT/tr" \
+    --d 256 --seqlens 2048,8192 --causal 0,1 --configs fast:sm90h,det:sm90h,det:sm90hl --png "$OUT/tr/"
+  left=$((145 - (SECONDS - T0)))
+  env PYTHONUNBUFFERED=1 timeout -k 2 "$left" python3 bench/gpu/bwd_trace.py run --lib "$LIB" --out "$OUT/tr" \
+    --d 192 --seqlens 2048,8192 --causal 0,1 --configs fast:sm90h2,det:sm90h2,det:sm90h2l --png "$OUT/tr/"
+} > "$OUT/trace.log" 2>&1
+(cd "$OUT" && tar czf traces.tgz tr && rm -rf tr)
+grep -vE '^$' "$OUT/trace.log" | tail -60
+echo "s20_trace: $((SECONDS - T0)) s"
