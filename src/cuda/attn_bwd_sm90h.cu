@@ -871,7 +871,9 @@ static cudaError_t bwd90h_fallback(const attn_bwd_args *a, cudaStream_t stream)
  * its stream for that (so it is not graph-capturable while the variable is set) and takes the
  * record's device memory from the scratch pool; the gradients are bit for bit those of the untraced
  * kernel (test_bwd_trace). A PATH that cannot be written leaves no file, the call's result
- * unchanged. bench/gpu/bwd_trace.py runs and reads it. */
+ * unchanged. The record's address lives in two __device__ globals: one traced call at a time in
+ * a process (concurrent ones on other streams would share them). bench/gpu/bwd_trace.py runs
+ * and reads it. */
 static const char *bwd90h_trace_path(void)
 {
     const char *e = getenv("FLASHC_CUDA_BWD_TRACE");
