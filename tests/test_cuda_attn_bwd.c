@@ -912,13 +912,16 @@ static void wide_q_d192(const char *fam)
 
 static void test_sm90h2_d192(void **state) { (void)state; wide_q_d192("sm90h2"); }
 static void test_sm90h2e_d192(void **state) { (void)state; wide_q_d192("sm90h2e"); }
-/* FLASHC_CUDA_BWD_TRACE (attn_bwd_sm90h.cu, the diagnostic of bench/gpu/bwd_trace.py): the traced
- * twin of sm90h's d 256 and sm90h2's d 192 kernels gives the untraced kernel's gradients bit for
- * bit (fast: dk, dv; deterministic: dq, dk, dv), and writes its record: the file's magic, grid,
- * steps a block and size; each block's header (steps <= the maximum, its clocks ascending, an SM
- * id); each step's warpgroup-0 timestamps in order (data, dQ epilogue, turn in deterministic
- * mode, last issue). Non-causal and causal (K blocks reversed in deterministic mode), GQA, Sq !=
- * Sk, bf16. Compute capability 9.0 only (elsewhere the family is not served: skipped). */
+/* FLASHC_CUDA_BWD_TRACE (bwd_trace.cuh, the diagnostic of bench/gpu/bwd_trace.py): the traced
+ * twins of sm90h's d 256, sm90h2's d 192 (layout 1) and sm90v3d's d 64 kernels (layout 2; fast
+ * mode sm90v3u's kernel) give the untraced kernel's gradients bit for bit (fast: dk, dv; deterministic: dq,
+ * dk, dv), and write their record: the file's magic, layout, grid, tiles, steps a block and
+ * size; each block's header (steps <= the maximum, its clocks ascending, an SM id); each step's
+ * stamps in order: layout 1, warpgroup 0's data, dQ epilogue, turn (deterministic mode), last
+ * issue; layout 2, consumer warpgroup 0's data, staging wanted, staging had, and writer 0's
+ * buffer full, turn (deterministic mode), issue. Non-causal and causal (K blocks reversed in
+ * deterministic mode), GQA, Sq != Sk, bf16. Compute capability 9.0 only (elsewhere the families
+ * are not served: skipped). */
 static void test_bwd_trace(void **state)
 {
     (void)state;
@@ -937,10 +940,12 @@ static void test_bwd_trace(void **state)
     const char *prev = getenv("FLASHC_CUDA_BWD_KERNEL");
     char *saved = prev ? strdup(prev) : NULL;
     static const struct {
-        int d, bm;
+        int d, bm, bn, layout;
         const char *fam;
-    } fams[] = {{256, 64, "sm90h"}, {192, 128, "sm90h2"}};
-    for (int f = 0; f < 2; f++)
+    } fams[] = {{256, 64, 64, 1, "sm90h"},
+                {192, 128, 64, 1, "sm90h2"},
+                {64, 64, 128, 2, "sm90v3d"}};
+    for (int f = 0; f < 3; f++)
         for (int det = 0; det < 2; det++)
             for (int causal = 0; causal < 2; causal++) {
                 const int S = small_only() ? 200 : 300;
@@ -974,9 +979,9 @@ static void test_bwd_trace(void **state)
                 assert_int_equal(fread(h, 4, 16, fp), 16);
                 assert_int_equal(fread(&words, 8, 1, fp), 1);
                 assert_memory_equal(magic, "FCBWDTR1", 8);
-                const int gx = (c.Sk + 63) / 64, gy = c.B * c.Hkv;
+                const int gx = (c.Sk + fams[f].bn - 1) / fams[f].bn, gy = c.B * c.Hkv;
                 const int maxit = (c.Hq / c.Hkv) * ((c.Sq + fams[f].bm - 1) / fams[f].bm);
-                assert_int_equal(h[0], 1);
+                assert_int_equal(h[0], fams[f].layout);
                 assert_int_equal(h[1], gx);
                 assert_int_equal(h[2], gy);
                 assert_int_equal(h[3], maxit);
@@ -998,10 +1003,20 @@ static void test_bwd_trace(void **state)
                     assert_true(hb[4] < 1024);                /* %smid */
                     for (int it = 0; it < (int)hb[7]; it++) {
                         const uint64_t *e = hb + hw + (int64_t)it * iw; /* warpgroup 0 */
-                        assert_true(hb[1] <= e[0] && e[0] <= e[1] && e[1] <= e[3] &&
-                                    e[3] <= hb[3]);
-                        if (det)
-                            assert_true(e[1] <= e[2] && e[2] <= e[3]);
+                        if (fams[f].layout == 1) {
+                            assert_true(hb[1] <= e[0] && e[0] <= e[1] && e[1] <= e[3] &&
+                                        e[3] <= hb[3]);
+                            if (det)
+                                assert_true(e[1] <= e[2] && e[2] <= e[3]);
+                        } else {
+                            /* consumer 0 (its thread wrote the header too), then writer 0
+                             * (the same SM's clock; its last issue may follow the end) */
+                            assert_true(hb[1] <= e[0] && e[0] <= e[1] && e[1] <= e[2] &&
+                                        e[2] <= hb[3]);
+                            assert_true(hb[1] <= e[6] && e[6] <= e[8]);
+                            if (det)
+                                assert_true(e[6] <= e[7] && e[7] <= e[8]);
+                        }
                         steps++;
                     }
                 }

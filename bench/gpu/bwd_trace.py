@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """bench/gpu/bwd_trace.py — where the Hopper backward's time goes, block by block.
 
-FLASHC_CUDA_BWD_TRACE=PATH makes the sm90h / sm90h2 (d 256 / 192) backward kernels record, for
-every thread block and each of its Q-block steps, when each consumer warpgroup's step found its
-Q / dO data, began its first dQ epilogue, acquired its deterministic turn and issued its last dQ
-adds (src/cuda/attn_bwd_sm90h.cu, H_TRACE; the call writes PATH). This script runs such calls and
+FLASHC_CUDA_BWD_TRACE=PATH makes the Hopper backward kernels record, for every thread block and
+each of its Q-block steps, %clock64 stamps (src/cuda/bwd_trace.cuh; the call writes PATH):
+  layout 1, sm90h / sm90h2 (d 256 / 192; src/cuda/attn_bwd_sm90h.cu, H_TRACE): when each
+    consumer warpgroup's step found its Q / dO data, began its first dQ epilogue, acquired its
+    deterministic turn and issued its last dQ adds (the consumers add dQ themselves);
+  layout 2, sm90v3u / sm90v3d at d 64 (attn_bwd_sm90v3.cu, V3_TRACE): when each consumer
+    warpgroup's step found its data, wanted a dQ staging buffer and had one, and when each
+    writer warp saw the buffer full, acquired the turn and issued the adds. This script runs such calls and
 reads the files (issue 12: deterministic mode at 0.55-0.74x fast above d 128, and three candidate
 orders measured without knowing why).
 
@@ -73,8 +77,13 @@ def blocks(h, w):
         steps = []
         for it in range(min(total, h["maxit"])):
             s = o + h["hdr_words"] + it * h["it_words"]
-            e = [list(w[s:s + 4]), list(w[s + 4:s + 8])]
-            steps.append((w[s + 8] & 0xffffffff, w[s + 8] >> 32, e))
+            if h["version"] == 1:  # e[wg] = data, epilogue, turn, issue
+                e = [list(w[s:s + 4]), list(w[s + 4:s + 8])]
+                mh = w[s + 8]
+            else:  # e[0..1] consumers: data, staging wanted, had; e[2..3] writers: full, turn, issue
+                e = [list(w[s + 3 * i:s + 3 * i + 3]) for i in range(4)]
+                mh = w[s + 12]
+            steps.append((mh & 0xffffffff, mh >> 32, e))
         out.append({"smid": smid, "n_block": nb, "bh": bh, "c0": c0, "c1": c1, "gt0": gt0,
                     "gt1": gt1, "rate": rate, "steps": steps})
     rates = [b["rate"] for b in out if b["rate"]]
@@ -99,6 +108,8 @@ def report(path):
     if not bl:
         print(f"{os.path.basename(path)}: no blocks recorded")
         return None
+    if h["version"] == 2:
+        return report_v2(path, h, bl, ns_cyc)
     span = max(b["t1"] for b in bl) - min(b["t0"] for b in bl)
     sms = {b["smid"] for b in bl}
     busy = sum(b["t1"] - b["t0"] for b in bl)
@@ -154,6 +165,73 @@ def report(path):
             "step_us": step / 1e3, **{k: v / tot for k, v in ph.items()}}
 
 
+def report_v2(path, h, bl, ns_cyc):
+    """Layout 2 (sm90v3u / sm90v3d, dQ on writer warps): consumer warpgroup 0's time split into
+    prologue / compute (data -> staging wanted) / staging (waiting for a buffer the writer has
+    not handed back) / rest (staging had -> the next step's data: dK, dV, the stage) /
+    epilogue; writer 0's into full wait (for the consumers' tile) / turn / issue."""
+    span = max(b["t1"] for b in bl) - min(b["t0"] for b in bl)
+    sms = {b["smid"] for b in bl}
+    busy = sum(b["t1"] - b["t0"] for b in bl)
+    cp = {"prologue": 0.0, "compute": 0.0, "staging": 0.0, "rest": 0.0, "epilogue": 0.0}
+    wp = {"full_wait": 0.0, "turn": 0.0, "issue": 0.0}
+    step_ns, turn_first, turn_rest, acq = [], [], [], {}
+    for b in bl:
+        cyc = lambda a, z: max(0, z - a) * ns_cyc
+        prev_c, prev_w = None, None
+        for it, (m0, hh, e) in enumerate(b["steps"]):
+            c, wr = e[0], e[2]
+            if c[0]:
+                if prev_c is None:
+                    cp["prologue"] += cyc(b["c0"], c[0])
+                else:
+                    cp["rest"] += cyc(prev_c, c[0])
+                    step_ns.append(cyc(prev_c, c[2]))
+                cp["compute"] += cyc(c[0], c[1])
+                cp["staging"] += cyc(c[1], c[2])
+                prev_c = c[2]
+            if wr[0]:
+                if prev_w is not None:
+                    wp["full_wait"] += cyc(prev_w, wr[0])
+                if h["det"] and wr[1]:
+                    t = cyc(wr[0], wr[1])
+                    wp["turn"] += t
+                    (turn_first if it == 0 else turn_rest).append(t)
+                    wp["issue"] += cyc(wr[1], wr[2])
+                    acq.setdefault((b["bh"], hh, m0), []).append(b["ns"](wr[1]))
+                else:
+                    wp["issue"] += cyc(wr[0], wr[2])
+                prev_w = wr[2]
+        if prev_c:
+            cp["epilogue"] += cyc(prev_c, b["c1"])
+    lags = []
+    for v in acq.values():
+        v.sort()
+        lags += [v[i] - v[i - 1] for i in range(1, len(v))]
+    step = statistics.median(step_ns) if step_ns else float("nan")
+    ct, wt = sum(cp.values()) or 1.0, sum(wp.values()) or 1.0
+    name = os.path.basename(path)
+    print(f"\n{name}: layout 2, d {h['d']}, BM {h['bm']}, BN {h['bn']}, Sq {h['sq']}, Sk "
+          f"{h['sk']}, B {h['b']}, Hkv {h['hkv']}, group {h['group']}, "
+          f"{'deterministic' if h['det'] else 'fast'}, "
+          f"{'upper key bound' if h['has_hi'] else 'no upper bound'}; {len(bl)} blocks on "
+          f"{len(sms)} SMs; clock {1 / ns_cyc:.2f} GHz")
+    print(f"  span {span / 1e3:.1f} us, sm_busy {busy / (span * len(sms)):.3f}, median step "
+          f"{step / 1e3:.2f} us")
+    print("  consumer 0's time: " + ", ".join(f"{k} {v / ct:.3f}" for k, v in cp.items()))
+    print("  writer 0's time: " + ", ".join(f"{k} {v / wt:.3f}" for k, v in wp.items()))
+    if h["det"]:
+        print(f"  writer turn wait: first step median {pct(turn_first, .5) / 1e3:.2f} us, later "
+              f"median {pct(turn_rest, .5) / 1e3:.2f} us (p90 {pct(turn_rest, .9) / 1e3:.2f}); "
+              f"lag between successive turns on a Q block median {pct(lags, .5) / 1e3:.2f} us = "
+              f"{pct(lags, .5) / step:.2f} steps")
+    # the common table's columns: consumer shares (turn = the staging wait, dq = writer issue)
+    return {"name": name, "span_us": span / 1e3, "sm_busy": busy / (span * len(sms)),
+            "step_us": step / 1e3, "prologue": cp["prologue"] / ct, "data": cp["rest"] / ct,
+            "compute": cp["compute"] / ct, "turn": cp["staging"] / ct, "dq": float("nan"),
+            "epilogue": cp["epilogue"] / ct}
+
+
 def png(path, prefix):
     try:
         import matplotlib
@@ -163,6 +241,9 @@ def png(path, prefix):
         print("  (no matplotlib: no timeline)")
         return
     h, w = load(path)
+    if h["version"] != 1:
+        print(f"  {os.path.basename(path)}: timelines are drawn for layout 1 only")
+        return
     bl, ns_cyc = blocks(h, w)
     t00 = min(b["t0"] for b in bl)
     fig, ax = plt.subplots(figsize=(14, 7))
@@ -238,7 +319,7 @@ def main():
     r = sub.add_parser("run")
     r.add_argument("--lib", required=True)
     r.add_argument("--out", required=True)
-    r.add_argument("--d", type=int, default=256, choices=(192, 256))
+    r.add_argument("--d", type=int, default=256, choices=(64, 192, 256))
     r.add_argument("--seqlens", default="2048,8192")
     r.add_argument("--causal", default="0,1")
     r.add_argument("--configs", default="fast:sm90h,det:sm90h,det:sm90hl")
@@ -253,6 +334,8 @@ def main():
         for p in paths:
             png(p, a.png)
     if rows:
+        print("\n(layout 2 rows: data = after the staging, turn = the consumers' staging wait, dq "
+              "not applicable)")
         print("\n| trace | span us | sm_busy | step us | prologue | data | compute | turn | dq | "
               "epilogue |")
         print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # bench/gpu/s20_trace.sh BUILD_DIR — issue 12, the first run of FLASHC_CUDA_BWD_TRACE (written on
 # 2026-12-06 without device time; not yet run): why the Hopper backward's deterministic mode runs
-# at 0.55-0.74x its fast mode above d 128. Budget 150 s (hard timeouts: the test 60 s, the traces
+# at 0.55-0.74x its fast mode above d 128 and 0.72-0.77x at d 64. Budget 150 s (hard timeouts: the test 60 s, the traces
 # the rest up to 145 s; ~90 s expected).
 #  1. test_bwd_trace (the traced twins bit-identical to the untraced kernels, the file's layout,
 #     every recorded step's timestamps in order), and compute-sanitizer memcheck on it, side by
 #     side;
-#  2. bwd_trace.py run at d 256 (fast sm90h, det sm90h, det sm90hl) and d 192 (fast sm90h2, det
-#     sm90h2, det sm90h2l), S 2k and 8k, causal and not (bf16, B*S = 16k, H = 2048 // d), then
-#     its report: per trace the span, the SMs' busy share, the median step, warpgroup 0's time
-#     split into prologue / data / compute / turn / dq / epilogue, the turn waits (first step of
-#     a block vs the rest) and the lag between successive turns on a Q block, in steps.
+#  2. bwd_trace.py run at d 256 (fast sm90h, det sm90h, det sm90hl), d 192 (fast sm90h2, det
+#     sm90h2, det sm90h2l) and d 64 (fast and det sm90v3d, the defaults; det sm90v3u, the one
+#     before), S 2k and 8k, causal and not (bf16, B*S = 16k, H = 2048 // d), then its report:
+#     per trace the span, the SMs' busy share, the median step, the time split into phases
+#     (d 192 / 256: warpgroup 0's prologue / data / compute / turn / dq / epilogue; d 64:
+#     consumer 0's compute / staging wait / rest and writer 0's full wait / turn / issue), the
+#     turn waits (first step of a block vs the rest) and the lag between successive turns on a
+#     Q block, in steps.
 # What it should settle (bench/RESULTS.md, "Session of 2026-12-06, morning"): whether the
 # deterministic mode's loss is the turn wait (and then whether at a block's first step, a wave's
 # start, or in the steady state), the dQ issue-to-release time, or SMs idle between blocks; the
@@ -33,11 +36,14 @@ grep -E '^  trace' "$OUT/test.log" | head -8
 mkdir -p "$OUT/tr"
 left=$((145 - (SECONDS - T0)))
 {
-  env PYTHONUNBUFFERED=1 timeout -k 2 $((left / 2)) python3 bench/gpu/bwd_trace.py run --lib "$LIB" --out "$OUT/tr" \
+  env PYTHONUNBUFFERED=1 timeout -k 2 $((left / 3)) python3 bench/gpu/bwd_trace.py run --lib "$LIB" --out "$OUT/tr" \
     --d 256 --seqlens 2048,8192 --causal 0,1 --configs fast:sm90h,det:sm90h,det:sm90hl --png "$OUT/tr/"
   left=$((145 - (SECONDS - T0)))
-  env PYTHONUNBUFFERED=1 timeout -k 2 "$left" python3 bench/gpu/bwd_trace.py run --lib "$LIB" --out "$OUT/tr" \
+  env PYTHONUNBUFFERED=1 timeout -k 2 $((left / 2)) python3 bench/gpu/bwd_trace.py run --lib "$LIB" --out "$OUT/tr" \
     --d 192 --seqlens 2048,8192 --causal 0,1 --configs fast:sm90h2,det:sm90h2,det:sm90h2l --png "$OUT/tr/"
+  left=$((145 - (SECONDS - T0)))
+  env PYTHONUNBUFFERED=1 timeout -k 2 "$left" python3 bench/gpu/bwd_trace.py run --lib "$LIB" --out "$OUT/tr" \
+    --d 64 --seqlens 2048,8192 --causal 0,1 --configs fast:sm90v3d,det:sm90v3d,det:sm90v3u
 } > "$OUT/trace.log" 2>&1
 (cd "$OUT" && tar czf traces.tgz tr && rm -rf tr)
 grep -vE '^$' "$OUT/trace.log" | tail -60

@@ -108,15 +108,13 @@
  */
 #include "attn_bwd_common.cuh"
 #include "attn_cuda.cuh"
+#include "bwd_trace.cuh"
 #include "ptx.cuh"
 #include "ptx_sm90.cuh"
-#include "scratch.cuh"
 #include "tma_host.cuh"
 
 #include <cuda.h> /* CUtensorMap and the driver's types only: the library never links libcuda */
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <type_traits>
 
@@ -156,8 +154,9 @@ enum : unsigned {
  *          0 if the warpgroup takes none), + 3 its last panel's adds issued (and, in
  *          deterministic mode without H_REL, released); 8 the Q block's first row | head << 32.
  * Lane 0 of each warpgroup's first warp writes its warpgroup's words. The twins have the
- * untraced kernels' 168 registers; sm90h2l's deterministic twin spills 4 bytes (ptxas), the rest
- * none, and the untraced kernels' code is unchanged by the twins (text-identical cubins). */
+ * untraced kernels' 168 registers; sm90h2's and sm90h2l's deterministic twins spill 4 bytes
+ * (ptxas), the rest none, and the untraced kernels' code is unchanged by the twins
+ * (text-identical cubins). */
 constexpr int H_TR_HDR = 8, H_TR_IT = 10;
 
 /* Q / dO stages: one at d 256 and in sm90h2 (a second does not fit), two at d 192 x 64. */
@@ -867,52 +866,13 @@ static cudaError_t bwd90h_fallback(const attn_bwd_args *a, cudaStream_t stream)
  * entries' main kernel (not the padded ones, not sm90h2e, not with softcap / ALiBi) runs as its
  * H_TRACE twin, which records when each consumer warpgroup's Q-block steps reach their data, their
  * dQ epilogue, their deterministic turn and their last dQ issue (the record above), and the call
- * writes PATH (replacing it): the header below, then the record's words. The call synchronizes
+ * writes PATH (replacing it): bwd_trace.cuh's header, then the record's words. The call synchronizes
  * its stream for that (so it is not graph-capturable while the variable is set) and takes the
  * record's device memory from the scratch pool; the gradients are bit for bit those of the untraced
  * kernel (test_bwd_trace). A PATH that cannot be written leaves no file, the call's result
  * unchanged. The record's address lives in two __device__ globals: one traced call at a time in
  * a process (concurrent ones on other streams would share them). bench/gpu/bwd_trace.py runs
- * and reads it. */
-static const char *bwd90h_trace_path(void)
-{
-    const char *e = getenv("FLASHC_CUDA_BWD_TRACE");
-    return e && *e ? e : NULL;
-}
-
-/* The file's header (little-endian, as the host's memory): magic "FCBWDTR1", then 16 int32 and
- * the record's size in words. */
-struct bwd90h_trace_head {
-    char magic[8];
-    int32_t version, grid_x, grid_y, maxit, bm, bn, d, det, has_hi, sq, sk, group, hkv, b,
-        hdr_words, it_words;
-    int64_t words;
-};
-
-/* After the traced launch on stream: the record to PATH. Returns the stream's error, if any. */
-static cudaError_t bwd90h_trace_write(const char *path, const uint64_t *dbuf, int64_t words,
-                                      const bwd90h_trace_head &hd, cudaStream_t stream)
-{
-    cudaError_t err = cudaStreamSynchronize(stream);
-    if (err != cudaSuccess)
-        return err;
-    uint64_t *h = (uint64_t *)malloc((size_t)words * sizeof *h);
-    if (!h)
-        return cudaSuccess; /* no file (the comment above) */
-    err = cudaMemcpy(h, dbuf, (size_t)words * sizeof *h, cudaMemcpyDeviceToHost);
-    if (err == cudaSuccess) {
-        FILE *f = fopen(path, "wb");
-        if (f) {
-            const int ok = fwrite(&hd, sizeof hd, 1, f) == 1 &&
-                           fwrite(h, sizeof *h, (size_t)words, f) == (size_t)words;
-            if (fclose(f) != 0 || !ok)
-                remove(path);
-        }
-    }
-    free(h);
-    return err;
-}
-
+ * and reads it. The host side: bwd_trace.cu (shared with attn_bwd_sm90v3.cu). */
 template <typename T, int D, int BM, unsigned F>
 static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
@@ -944,36 +904,29 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
              : (a->deterministic ? attn_bwd_sm90h_kernel<T, D, BM, F | H_DET>
                                  : attn_bwd_sm90h_kernel<T, D, BM, FF>);
     const dim3 grid((unsigned)((a->Sk + H_BN - 1) / H_BN), (unsigned)(a->B * a->Hkv), 1);
-    /* FLASHC_CUDA_BWD_TRACE: the H_TRACE twin and its record (bwd90h_trace_path) */
+    /* FLASHC_CUDA_BWD_TRACE: the H_TRACE twin and its record (the comment above) */
     const char *tpath = NULL;
     uint64_t *tbuf = NULL;
-    bwd90h_trace_head hd;
+    cuda_bwd_trace_head hd;
     memset(&hd, 0, sizeof hd);
     if constexpr (!PAD && !(F & H_EARLY)) {
-        tpath = mods ? NULL : bwd90h_trace_path();
+        tpath = mods ? NULL : cuda_bwd_trace_path();
         if (tpath) {
             kernel = a->deterministic ? attn_bwd_sm90h_kernel<T, D, BM, F | H_DET | H_TRACE>
                                       : attn_bwd_sm90h_kernel<T, D, BM, FF | H_TRACE>;
-            memcpy(hd.magic, "FCBWDTR1", 8);
             hd.version = 1, hd.grid_x = (int32_t)grid.x, hd.grid_y = (int32_t)grid.y;
             hd.maxit = (int32_t)(a->group * ((a->Sq + BM - 1) / BM));
-            hd.bm = BM, hd.bn = H_BN, hd.d = D, hd.det = a->deterministic;
-            hd.has_hi = a->wr >= 0;
+            hd.bm = BM, hd.bn = H_BN, hd.d = D, hd.det = a->deterministic, hd.has_hi = a->wr >= 0;
             hd.sq = (int32_t)a->Sq, hd.sk = (int32_t)a->Sk, hd.group = (int32_t)a->group;
             hd.hkv = (int32_t)a->Hkv, hd.b = (int32_t)a->B;
             hd.hdr_words = H_TR_HDR, hd.it_words = H_TR_IT;
-            hd.words = (int64_t)grid.x * grid.y * (H_TR_HDR + (int64_t)H_TR_IT * hd.maxit);
-            if ((err = cuda_scratch_alloc((void **)&tbuf, (size_t)hd.words * 8, stream)) !=
-                    cudaSuccess ||
-                (err = cudaMemsetAsync(tbuf, 0, (size_t)hd.words * 8, stream)) != cudaSuccess ||
-                (err = cudaMemcpyToSymbolAsync(bwd90h_trace_buf, &tbuf, sizeof tbuf, 0,
+            if ((err = cuda_bwd_trace_begin(&hd, &tbuf, stream)) != cudaSuccess)
+                return err;
+            if ((err = cudaMemcpyToSymbolAsync(bwd90h_trace_buf, &tbuf, sizeof tbuf, 0,
                                                cudaMemcpyHostToDevice, stream)) != cudaSuccess ||
                 (err = cudaMemcpyToSymbolAsync(bwd90h_trace_maxit, &hd.maxit, sizeof hd.maxit, 0,
-                                               cudaMemcpyHostToDevice, stream)) != cudaSuccess) {
-                if (tbuf)
-                    (void)cuda_scratch_free(tbuf, stream);
-                return err;
-            }
+                                               cudaMemcpyHostToDevice, stream)) != cudaSuccess)
+                return cuda_bwd_trace_finish(err, tpath, tbuf, &hd, stream);
         }
     }
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -981,13 +934,8 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
         kernel<<<grid, H_THREADS, smem, stream>>>(mq, mdo, mk, mv, *a);
         err = cudaGetLastError();
     }
-    if (tpath) {
-        if (err == cudaSuccess)
-            err = bwd90h_trace_write(tpath, tbuf, hd.words, hd, stream);
-        const cudaError_t ferr = cuda_scratch_free(tbuf, stream);
-        if (err == cudaSuccess)
-            err = ferr;
-    }
+    if (tpath)
+        err = cuda_bwd_trace_finish(err, tpath, tbuf, &hd, stream);
     if (err != cudaSuccess)
         return err;
     return attn_bwd_post_bh_launch<T, D, PAD>(a, stream);

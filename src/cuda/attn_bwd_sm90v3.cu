@@ -45,6 +45,7 @@
  */
 #include "attn_bwd_common.cuh"
 #include "attn_cuda.cuh"
+#include "bwd_trace.cuh"
 #include "ptx.cuh"
 #include "ptx_sm90.cuh"
 #include "tma_host.cuh"
@@ -74,6 +75,7 @@ enum : unsigned {
     /* bits 8, 9: sm90v3e2's and sm90v3s's, measured and removed (bench/RESULTS.md) */
     V3_PAD = 1u << 10, /* head dim a.D <= D (padded entries): dK, dV cut at a.D   */
     V3_DQP = 1u << 11, /* sm90v3d: deterministic dQ adds pipelined, 3 staging bufs */
+    V3_TRACE = 1u << 12, /* FLASHC_CUDA_BWD_TRACE's twins (below)                  */
     V3_W = V3_TDQ | V3_DQF | V3_WRT, /* sm90v3w's bits (WRT needs TDQ and DQF)    */
 };
 /* dQ staging rows: 64 floats + 16 bytes (the bank spread of sm90v2's V2_DQ_ROW) */
@@ -124,7 +126,37 @@ __host__ __device__ constexpr int bwd90v3_nb(int D, unsigned F)
     return (F & V3_DQP) && D == 64 ? 3 : 2;
 }
 
+/* V3_TRACE's record (bwd_trace.cuh: layout version 2; bench/gpu/bwd_trace.py reads it): per
+ * thread block (linear index y * gridDim.x + x) V3_TR_HDR words as attn_bwd_sm90h.cu's (0 / 1
+ * %globaltimer / %clock64 as the consumers start, 2 / 3 as they end after dK, dV are stored, 4
+ * %smid, 5 the K block, 6 batch x KV head, 7 the steps), then V3_TR_IT words a Q-block step it:
+ * consumer warpgroup w's %clock64 at 3 w + 0 its Q / dO data arrived, + 1 it wanted a dQ staging
+ * buffer, + 2 it had one (the writer had handed it back); writer w's at 6 + 3 w + 0 it saw the
+ * buffer full, + 1 its turn acquired (deterministic mode), + 2 its adds issued; 12 the Q block's
+ * first row | head << 32. Lane 0 of a consumer warpgroup's first warp and of each writer warp
+ * write their words. The writer-warp kernels of sm90v3u and sm90v3d at d 64 only (0 spills, as
+ * the untraced ones). */
+constexpr int V3_TR_HDR = 8, V3_TR_IT = 14;
+
 } // namespace
+
+/* V3_TRACE's buffer and its steps per block (the host sets both before a traced launch) */
+static __device__ uint64_t *bwd90v3_trace_buf;
+static __device__ int bwd90v3_trace_maxit;
+#if FLASHC_PTX_SM90A
+/* V3_TRACE: this thread block's record (recomputed at each use, not held in registers) */
+static __device__ __forceinline__ uint64_t *bwd90v3_trace_row(void)
+{
+    return bwd90v3_trace_buf + ((uint64_t)blockIdx.y * gridDim.x + ptx_block_index()) *
+                                   (V3_TR_HDR + V3_TR_IT * (uint64_t)bwd90v3_trace_maxit);
+}
+/* V3_TRACE: word k of step it (when it is within the record) gets %clock64 */
+static __device__ __forceinline__ void bwd90v3_trace_at(int it, int k)
+{
+    if (it < bwd90v3_trace_maxit)
+        bwd90v3_trace_row()[V3_TR_HDR + (int64_t)it * V3_TR_IT + k] = ptx_clock64();
+}
+#endif
 
 #if FLASHC_PTX_SM90A
 /* dV += P^T dO, dK += dS^T Q at d 64 (m64n64) and d 128 (m64n128), by the accumulator's shape */
@@ -234,7 +266,7 @@ static __device__ __forceinline__ void bwd90v3_grouped(const attn_bwd_args &a, i
  * sm90v3w's deterministic result bit for bit (test_pipelined_bits).
  * dq_base: the staging buffers (NB, dq_buf bytes apart; warpgroup w's tile at w * 2 BM * 128).
  * full_mb(w, sb), empty_id(w, sb): the buffers' mbarriers and named barriers (160 threads). */
-template <int NB, typename FullMb, typename EmptyId>
+template <int NB, bool TR, typename FullMb, typename EmptyId>
 static __device__ __forceinline__ void
 bwd90v3_pipelined_writer(const attn_bwd_args &a, const bwd_range &rg, const CUtensorMap *tm_dq,
                          uint32_t dq_base, int dq_buf, int wgc, int b, int hk, int n_block,
@@ -262,6 +294,8 @@ bwd90v3_pipelined_writer(const attn_bwd_args &a, const bwd_range &rg, const CUte
                 drain();
                 ptx_mbarrier_wait(full, parity);
             }
+            if constexpr (TR)
+                bwd90v3_trace_at(it, 6 + 3 * wgc);
             int *sem = a.sem + bwd90v3_turn_counter(a, b, h, m);
             const int want = 2 * bwd_turn(rg, n_block, (int)gridDim.x, m, V3_BM, V3_BN) + wgc;
             if (ptx_ld_acquire_gpu(sem) < want) {
@@ -269,11 +303,15 @@ bwd90v3_pipelined_writer(const attn_bwd_args &a, const bwd_range &rg, const CUte
                 while (ptx_ld_acquire_gpu(sem) < want) {
                 }
             }
+            if constexpr (TR)
+                bwd90v3_trace_at(it, 7 + 3 * wgc);
             ptx_fence_proxy_async_global(); /* the acquire before our adds */
             const uint32_t st = dq_base + sb * dq_buf + wgc * 2 * V3_BM * 128;
             for (int hf = 0; hf < 2; hf++)
                 ptx_tma_reduce_add_4d(tm_dq, st + hf * V3_BM * 128, 32 * hf, m * V3_BM, h, b);
             ptx_bulk_commit_group();
+            if constexpr (TR)
+                bwd90v3_trace_at(it, 8 + 3 * wgc);
             if (held) { /* the previous tile's adds (all groups but this one) completed */
                 ptx_bulk_wait_group<1>();
                 ptx_fence_proxy_async_global();
@@ -328,7 +366,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
 #if FLASHC_PTX_SM90A
     constexpr bool DET = F & V3_DET, MODS = F & V3_MODS, TDQ = F & V3_TDQ, DQF = F & V3_DQF,
                    WRT = F & V3_WRT, GRP = F & V3_GRP, UM = F & V3_UM, DVE = F & V3_DVE,
-                   PAD = F & V3_PAD, DQP = F & V3_DQP;
+                   PAD = F & V3_PAD, DQP = F & V3_DQP, TRACE = F & V3_TRACE;
     constexpr int NB = bwd90v3_nb(D, F); /* the writer warps' staging buffers */
     using L = bwd90v3_smem<D, WRT, NB>;
     static_assert(!WRT || (TDQ && DQF), "sm90v3w: sm90v3q with the dQ adds on writer warps");
@@ -337,6 +375,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
     static_assert(!UM || (WRT && !MODS),
                   "sm90v3u: sm90v3w's kernel with an unmasked softmax loop");
     static_assert(!DVE || (UM && WRT && !MODS), "sm90v3e: sm90v3u's kernel, dV issued early");
+    static_assert(!TRACE || (WRT && !MODS && !PAD), "V3_TRACE: the writer-warp kernels");
     /* sm90v3e's dV: at d 64 right after P^T, before dP's wait (it then runs under dS's
      * elementwise step too); at d 128 after dS^T's pack, where P^T's 16 registers held by the
      * wgmma in flight across that step cost ptxas 112 bytes of spills (88 more than sm90v3u's
@@ -415,7 +454,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                  * the copy engine's reads nor deterministic mode's turn wait the consumers */
                 const int wgc = warp - 1;
                 if constexpr (DQP) {
-                    bwd90v3_pipelined_writer<NB>(a, rg, &tm_dq, base + L::DQ, L::DQ_BUF, wgc, b,
+                    bwd90v3_pipelined_writer<NB, TRACE>(a, rg, &tm_dq, base + L::DQ, L::DQ_BUF, wgc, b,
                                                  hk, n_block, m_begin, m_end, total, dq_full_mb,
                                                  dq_empty_id);
                     return;
@@ -431,6 +470,8 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                     const int sb = it & 1;
                     ptx_named_bar_sync(dq_full_id(wgc, sb), 160);
                     if (lane == 0) {
+                        if constexpr (TRACE)
+                            bwd90v3_trace_at(it, 6 + 3 * wgc);
                         const uint32_t st = base + L::DQ + sb * L::DQ_BUF + wgc * 2 * BM * 128;
                         int *sem = a.sem + bwd90v3_turn_counter(a, b, h, m);
                         if constexpr (DET) {
@@ -440,12 +481,16 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                             while (ptx_ld_acquire_gpu(sem) < 2 * turn + (DQ_BY_KEYS ? wgc : 0)) {
                             }
                             ptx_fence_proxy_async_global(); /* the acquire before our adds */
+                            if constexpr (TRACE)
+                                bwd90v3_trace_at(it, 7 + 3 * wgc);
                         }
                         for (int hf = 0; hf < 2; hf++)
                             ptx_tma_reduce_add_4d(&tm_dq, st + hf * BM * 128,
                                                   (DQ_BY_KEYS ? 0 : 64 * wgc) + 32 * hf, m * BM,
                                                   h, b);
                         ptx_bulk_commit_group();
+                        if constexpr (TRACE)
+                            bwd90v3_trace_at(it, 8 + 3 * wgc);
                         if constexpr (DET) {
                             ptx_bulk_wait_group<0>();       /* our adds performed ... */
                             ptx_fence_proxy_async_global(); /* ... and ordered before the release */
@@ -528,6 +573,17 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
     const int cw = warp - 4, wg = cw / 4, wq = cw % 4;
     const int g = lane / 4, t = lane % 4;
     const bool issuer = TDQ && wq == 0 && lane == 0; /* sm90v3t: its warpgroup's dQ adds */
+    if constexpr (TRACE) {
+        if (cw == 0 && lane == 0) {
+            uint64_t *r = bwd90v3_trace_row();
+            r[0] = ptx_globaltimer();
+            r[1] = ptx_clock64();
+            r[4] = ptx_smid();
+            r[5] = (uint64_t)n_block;
+            r[6] = (uint64_t)bh;
+            r[7] = (uint64_t)total;
+        }
+    }
     const float *sL = (const float *)(sbase + L::LSE);
     const float *sDs = (const float *)(sbase + L::DSUM);
 
@@ -545,6 +601,14 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
         ptx_mbarrier_wait(full(buf), ((uint32_t)it >> 1) & 1u);
         const int *info = (const int *)(sbase + L::INFO) + 4 * buf;
         const int m0 = info[0], h = info[1];
+        if constexpr (TRACE) {
+            if (wq == 0 && lane == 0) {
+                bwd90v3_trace_at(it, 3 * wg);
+                if (wg == 0 && it < bwd90v3_trace_maxit)
+                    bwd90v3_trace_row()[V3_TR_HDR + (int64_t)it * V3_TR_IT + 12] =
+                        (uint32_t)m0 | (uint64_t)h << 32;
+            }
+        }
         const uint32_t q_buf = sQ + buf * L::QBUF, do_buf = sdO + buf * L::QBUF;
         const uint32_t sdS = base + L::DS + buf * L::DS_BUF;
         const float *lrow = sL + buf * BM, *drow = sDs + buf * BM;
@@ -723,8 +787,16 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
              * tensor map's 128-byte swizzle; a warp's 32 float2 stores then fill 32 banks
              * twice, the minimum), then one thread adds both halves */
             const int sb = NB == 2 ? it & 1 : it % NB;
+            if constexpr (TRACE) {
+                if (wq == 0 && lane == 0)
+                    bwd90v3_trace_at(it, 3 * wg + 1);
+            }
             if constexpr (WRT) /* this buffer's adds of NB Q blocks ago have read it */
                 ptx_named_bar_sync(dq_empty_id(wg, sb), 160);
+            if constexpr (TRACE) {
+                if (wq == 0 && lane == 0)
+                    bwd90v3_trace_at(it, 3 * wg + 2);
+            }
             const uint32_t stage_s = base + L::DQ + (WRT ? sb * L::DQ_BUF : 0) + wg * 2 * BM * 128;
 #pragma unroll
             for (int j = 0; j < 8; j++) {
@@ -853,6 +925,13 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
             }
         }
     }
+    if constexpr (TRACE) {
+        if (cw == 0 && lane == 0) {
+            uint64_t *r = bwd90v3_trace_row();
+            r[2] = ptx_globaltimer();
+            r[3] = ptx_clock64();
+        }
+    }
 #endif
 }
 
@@ -963,12 +1042,47 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
                     ? (grp ? attn_bwd_sm90v3_kernel<T, D, K | V3_DET | KG | KUD>
                            : attn_bwd_sm90v3_kernel<T, D, K | V3_DET | KUD | KNG>)
                     : attn_bwd_sm90v3_kernel<T, D, K | KU>);
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (err != cudaSuccess)
-        return err;
     const dim3 grid((unsigned)((a->Sk + V3_BN - 1) / V3_BN), (unsigned)(a->B * a->Hkv), 1);
-    kernel<<<grid, V3_THREADS, smem, stream>>>(mq, mdo, mk, mv, mdq, *a);
-    if ((err = cudaGetLastError()) != cudaSuccess)
+    /* FLASHC_CUDA_BWD_TRACE (attn_bwd_sm90h.cu's comment; bwd_trace.cuh): at d 64, sm90v3u's and
+     * sm90v3d's kernels without softcap / ALiBi run as their V3_TRACE twins, the record
+     * (layout version 2) written to the path; the same gradients bit for bit (test_bwd_trace).
+     * Not at d 128: its consumers' registers are full (the untraced kernels spill 24-72 bytes),
+     * and the twins spilled 124-172, which would time something else. */
+    const char *tpath = NULL;
+    uint64_t *tbuf = NULL;
+    cuda_bwd_trace_head hd;
+    memset(&hd, 0, sizeof hd);
+    if constexpr (D == 64 && (F & V3_WRT) && (F & V3_UM) && !(F & (V3_PAD | V3_DVE))) {
+        tpath = mods ? NULL : cuda_bwd_trace_path();
+        if (tpath) {
+            constexpr unsigned TR = V3_TRACE;
+            kernel = a->deterministic
+                         ? (grp ? attn_bwd_sm90v3_kernel<T, D, K | V3_DET | KG | KUD | TR>
+                                : attn_bwd_sm90v3_kernel<T, D, K | V3_DET | KUD | KNG | TR>)
+                         : attn_bwd_sm90v3_kernel<T, D, K | KU | TR>;
+            hd.version = 2, hd.grid_x = (int32_t)grid.x, hd.grid_y = (int32_t)grid.y;
+            hd.maxit = (int32_t)(a->group * ((a->Sq + V3_BM - 1) / V3_BM));
+            hd.bm = V3_BM, hd.bn = V3_BN, hd.d = D, hd.det = a->deterministic;
+            hd.has_hi = a->wr >= 0, hd.sq = (int32_t)a->Sq, hd.sk = (int32_t)a->Sk;
+            hd.group = (int32_t)a->group, hd.hkv = (int32_t)a->Hkv, hd.b = (int32_t)a->B;
+            hd.hdr_words = V3_TR_HDR, hd.it_words = V3_TR_IT;
+            if ((err = cuda_bwd_trace_begin(&hd, &tbuf, stream)) != cudaSuccess)
+                return err;
+            if ((err = cudaMemcpyToSymbolAsync(bwd90v3_trace_buf, &tbuf, sizeof tbuf, 0,
+                                               cudaMemcpyHostToDevice, stream)) != cudaSuccess ||
+                (err = cudaMemcpyToSymbolAsync(bwd90v3_trace_maxit, &hd.maxit, sizeof hd.maxit,
+                                               0, cudaMemcpyHostToDevice, stream)) != cudaSuccess)
+                return cuda_bwd_trace_finish(err, tpath, tbuf, &hd, stream);
+        }
+    }
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err == cudaSuccess) {
+        kernel<<<grid, V3_THREADS, smem, stream>>>(mq, mdo, mk, mv, mdq, *a);
+        err = cudaGetLastError();
+    }
+    if (tpath)
+        err = cuda_bwd_trace_finish(err, tpath, tbuf, &hd, stream);
+    if (err != cudaSuccess)
         return err;
     return attn_bwd_post_bh_launch<T, D, PAD>(a, stream);
 }
