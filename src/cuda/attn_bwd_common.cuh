@@ -318,6 +318,25 @@ static __device__ __forceinline__ bool bwd_tile_needs_mask(int sk, const bwd_ran
            (r.has_lo && n0 - (m0 + bm - 1) < r.lo_off);
 }
 
+/* FLASHC_CUDA_BWD_TRACE's block header (bwd_trace.cuh; the traced twins of attn_bwd_sm90h.cu and
+ * attn_bwd_sm90v3.cu): words 0 / 1 %globaltimer / %clock64 as the consumers start, 4 %smid, 5
+ * the K block, 6 batch x KV head, 7 the steps; bwd_trace_head_end: words 2 / 3 as they end. */
+static __device__ __forceinline__ void bwd_trace_head_start(uint64_t *r, int n_block, int bh,
+                                                            int total)
+{
+    r[0] = ptx_globaltimer();
+    r[1] = ptx_clock64();
+    r[4] = ptx_smid();
+    r[5] = (uint64_t)n_block;
+    r[6] = (uint64_t)bh;
+    r[7] = (uint64_t)total;
+}
+static __device__ __forceinline__ void bwd_trace_head_end(uint64_t *r)
+{
+    r[2] = ptx_globaltimer();
+    r[3] = ptx_clock64();
+}
+
 /* Deterministic mode: the turn of K block nb (of n_kb, BN keys each) at Q block m (BM rows).
  * The K blocks that visit Q block m (bwd_q_blocks) are a contiguous range [first(m), last(m)].
  * With an upper bound (causal, or a window's right side) they add in descending order, turn =

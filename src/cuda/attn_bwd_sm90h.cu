@@ -419,13 +419,7 @@ __global__ void __launch_bounds__(H_THREADS, 1)
     (void)trow;
     if constexpr (TRACE) {
         if (cw == 0 && lane == 0) {
-            uint64_t *r = trow();
-            r[0] = ptx_globaltimer();
-            r[1] = ptx_clock64();
-            r[4] = ptx_smid();
-            r[5] = (uint64_t)n_block;
-            r[6] = (uint64_t)bh;
-            r[7] = (uint64_t)total;
+            bwd_trace_head_start(trow(), n_block, bh, total);
         }
     }
     auto trace = [&](int it, int ev) {
@@ -836,9 +830,7 @@ __global__ void __launch_bounds__(H_THREADS, 1)
     }
     if constexpr (TRACE) {
         if (cw == 0 && lane == 0) {
-            uint64_t *r = trow();
-            r[2] = ptx_globaltimer();
-            r[3] = ptx_clock64();
+            bwd_trace_head_end(trow());
         }
     }
 #endif

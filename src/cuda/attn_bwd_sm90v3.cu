@@ -575,13 +575,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
     const bool issuer = TDQ && wq == 0 && lane == 0; /* sm90v3t: its warpgroup's dQ adds */
     if constexpr (TRACE) {
         if (cw == 0 && lane == 0) {
-            uint64_t *r = bwd90v3_trace_row();
-            r[0] = ptx_globaltimer();
-            r[1] = ptx_clock64();
-            r[4] = ptx_smid();
-            r[5] = (uint64_t)n_block;
-            r[6] = (uint64_t)bh;
-            r[7] = (uint64_t)total;
+            bwd_trace_head_start(bwd90v3_trace_row(), n_block, bh, total);
         }
     }
     const float *sL = (const float *)(sbase + L::LSE);
@@ -927,9 +921,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
     }
     if constexpr (TRACE) {
         if (cw == 0 && lane == 0) {
-            uint64_t *r = bwd90v3_trace_row();
-            r[2] = ptx_globaltimer();
-            r[3] = ptx_clock64();
+            bwd_trace_head_end(bwd90v3_trace_row());
         }
     }
 #endif
