@@ -297,6 +297,8 @@ def run(a):
                 det = mode == "det"
                 os.environ["FLASHC_CUDA_BWD_KERNEL"] = fam
                 path = os.path.join(a.out, f"{d}_{S}_{'c' if causal else 'n'}_{mode}_{fam}.bin")
+                if os.path.exists(path):  # a file of an earlier run must not pass for this one's
+                    os.remove(path)
                 for traced in (False, True):  # a warm call, then the traced one
                     if traced:
                         os.environ["FLASHC_CUDA_BWD_TRACE"] = path
