@@ -702,6 +702,43 @@ static void test_deterministic_bitwise(void **state)
         }
 }
 
+/* Deterministic case c's dq, dk, dv bit-identical over 3 runs of the backward (one forward). */
+static void det_bits_3runs(const bwd_case *c)
+{
+    bufs r;
+    bufs_create(c, &r);
+    run_forward(c, &r, NULL);
+    uint16_t *first = xmalloc(r.nq * 2 + 2 * r.nk * 2);
+    for (int rep = 0; rep < 3; rep++) {
+        assert_int_equal(run_backward(c, &r, NULL, NULL, 0), FLASHC_OK);
+        uint16_t *got[3] = {r.hdq, r.hdk, r.hdv};
+        const int64_t n[3] = {r.nq, r.nk, r.nk}, at[3] = {0, r.nq, r.nq + r.nk};
+        for (int x = 0; x < 3; x++) {
+            if (rep == 0)
+                memcpy(first + at[x], got[x], n[x] * 2);
+            else
+                assert_memory_equal(first + at[x], got[x], n[x] * 2);
+        }
+    }
+    printf("    det: dq, dk, dv bit-identical over 3 runs\n");
+    free(first);
+    bufs_destroy(&r);
+}
+
+/* Whether the current device is compute capability 9.0, where the sm_90a families run; if not,
+ * prints that WHAT is skipped there. */
+static int cc90_or_skip(const char *what)
+{
+    int dev = 0, major = 0, minor = 0;
+    CUDA_OK(cudaGetDevice(&dev));
+    CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    CUDA_OK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    if (major == 9 && minor == 0)
+        return 1;
+    printf("  %s: compute capability %d.%d, not 9.0: not served, skipped\n", what, major, minor);
+    return 0;
+}
+
 /* Family CAND's gradients against family REF's, both forced by FLASHC_CUDA_BWD_KERNEL (where
  * neither serves, e.g. not on compute capability 9.0, both calls get the dispatcher's choice and
  * the comparison holds trivially): dq, dk, dv bit-identical in deterministic mode, dk, dv in
@@ -839,15 +876,8 @@ static void test_sm80p_bits(void **state)
  * (causal, GQA, softcap, ALiBi, deterministic, warpgroup 1 with part of its rows). */
 static void wide_q_d192(const char *fam)
 {
-    int dev = 0, major = 0, minor = 0;
-    CUDA_OK(cudaGetDevice(&dev));
-    CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    CUDA_OK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-    if (major != 9 || minor != 0) {
-        printf("  %s: compute capability %d.%d, not 9.0: not served, skipped\n", fam, major,
-               minor);
+    if (!cc90_or_skip(fam))
         return;
-    }
     const char *prev = getenv("FLASHC_CUDA_BWD_KERNEL");
     char *saved = prev ? strdup(prev) : NULL;
     setenv("FLASHC_CUDA_BWD_KERNEL", fam, 1);
@@ -885,24 +915,7 @@ static void wide_q_d192(const char *fam)
         check_case(c);
         if (!c->deterministic)
             continue;
-        bufs r;
-        bufs_create(c, &r);
-        run_forward(c, &r, NULL);
-        uint16_t *first = xmalloc(r.nq * 2 + 2 * r.nk * 2);
-        for (int rep = 0; rep < 3; rep++) {
-            assert_int_equal(run_backward(c, &r, NULL, NULL, 0), FLASHC_OK);
-            uint16_t *got[3] = {r.hdq, r.hdk, r.hdv};
-            const int64_t n[3] = {r.nq, r.nk, r.nk}, at[3] = {0, r.nq, r.nq + r.nk};
-            for (int x = 0; x < 3; x++) {
-                if (rep == 0)
-                    memcpy(first + at[x], got[x], n[x] * 2);
-                else
-                    assert_memory_equal(first + at[x], got[x], n[x] * 2);
-            }
-        }
-        printf("    det: dq, dk, dv bit-identical over 3 runs\n");
-        free(first);
-        bufs_destroy(&r);
+        det_bits_3runs(c);
     }
     if (saved)
         setenv("FLASHC_CUDA_BWD_KERNEL", saved, 1), free(saved);
@@ -925,14 +938,8 @@ static void test_sm90h2e_d192(void **state) { (void)state; wide_q_d192("sm90h2e"
 static void test_bwd_trace(void **state)
 {
     (void)state;
-    int dev = 0, major = 0, minor = 0;
-    CUDA_OK(cudaGetDevice(&dev));
-    CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    CUDA_OK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-    if (major != 9 || minor != 0) {
-        printf("  trace: compute capability %d.%d, not 9.0: not served, skipped\n", major, minor);
+    if (!cc90_or_skip("trace"))
         return;
-    }
     char path[] = "/tmp/flashc_bwd_trace_XXXXXX";
     const int fd = mkstemp(path);
     assert_true(fd >= 0);
@@ -1128,24 +1135,7 @@ static void test_modifiers(void **state)
             check_case(&c);
             if (!c.deterministic)
                 continue;
-            bufs r;
-            bufs_create(&c, &r);
-            run_forward(&c, &r, NULL);
-            uint16_t *first = xmalloc(r.nq * 2 + 2 * r.nk * 2);
-            for (int rep = 0; rep < 3; rep++) {
-                assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
-                uint16_t *got[3] = {r.hdq, r.hdk, r.hdv};
-                const int64_t n[3] = {r.nq, r.nk, r.nk}, at[3] = {0, r.nq, r.nq + r.nk};
-                for (int x = 0; x < 3; x++) {
-                    if (rep == 0)
-                        memcpy(first + at[x], got[x], n[x] * 2);
-                    else
-                        assert_memory_equal(first + at[x], got[x], n[x] * 2);
-                }
-            }
-            printf("    det: dq, dk, dv bit-identical over 3 runs\n");
-            free(first);
-            bufs_destroy(&r);
+            det_bits_3runs(&c);
         }
 }
 
