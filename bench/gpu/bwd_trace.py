@@ -102,6 +102,22 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
+def occupancy(bl):
+    """span (first block start to last block end, ns), the SMs used, the blocks' summed time"""
+    span = max(b["t1"] for b in bl) - min(b["t0"] for b in bl)
+    return span, {b["smid"] for b in bl}, sum(b["t1"] - b["t0"] for b in bl)
+
+
+def lags_of(acq):
+    """acq: (head, Q block) -> the times its turns were acquired; the gaps between successive
+    ones (in turn order, which is acquisition order)"""
+    lags = []
+    for v in acq.values():
+        v = sorted(v)
+        lags += [v[i] - v[i - 1] for i in range(1, len(v))]
+    return lags
+
+
 def report(path):
     h, w = load(path)
     bl, ns_cyc = blocks(h, w)
@@ -110,9 +126,7 @@ def report(path):
         return None
     if h["version"] == 2:
         return report_v2(path, h, bl, ns_cyc)
-    span = max(b["t1"] for b in bl) - min(b["t0"] for b in bl)
-    sms = {b["smid"] for b in bl}
-    busy = sum(b["t1"] - b["t0"] for b in bl)
+    span, sms, busy = occupancy(bl)
     ph = {"prologue": 0.0, "data": 0.0, "compute": 0.0, "turn": 0.0, "dq": 0.0, "epilogue": 0.0}
     turn_first, turn_rest, step_ns, acq = [], [], [], {}
     for b in bl:
@@ -132,7 +146,7 @@ def report(path):
                 ph["turn"] += t
                 (turn_first if it == 0 else turn_rest).append(t)
                 ph["dq"] += cyc(e0[2], e0[3])
-                acq.setdefault((b["bh"], hh, m0), []).append((b["ns"](e0[2]), b["n_block"]))
+                acq.setdefault((b["bh"], hh, m0), []).append(b["ns"](e0[2]))
             else:
                 ph["dq"] += cyc(e0[1], e0[3])
             if prev is not None:
@@ -140,11 +154,7 @@ def report(path):
             prev = e0[3] or prev
         if prev:
             ph["epilogue"] += cyc(prev, b["c1"])
-    # the lag: successive turns on one (head, Q block), in turn order (= acquisition order)
-    lags = []
-    for k, v in acq.items():
-        v.sort()
-        lags += [v[i][0] - v[i - 1][0] for i in range(1, len(v))]
+    lags = lags_of(acq)
     step = statistics.median(step_ns) if step_ns else float("nan")
     tot = sum(ph.values()) or 1.0
     name = os.path.basename(path)
@@ -170,9 +180,7 @@ def report_v2(path, h, bl, ns_cyc):
     prologue / compute (data -> staging wanted) / staging (waiting for a buffer the writer has
     not handed back) / rest (staging had -> the next step's data: dK, dV, the stage) /
     epilogue; writer 0's into full wait (for the consumers' tile) / turn / issue."""
-    span = max(b["t1"] for b in bl) - min(b["t0"] for b in bl)
-    sms = {b["smid"] for b in bl}
-    busy = sum(b["t1"] - b["t0"] for b in bl)
+    span, sms, busy = occupancy(bl)
     cp = {"prologue": 0.0, "compute": 0.0, "staging": 0.0, "rest": 0.0, "epilogue": 0.0}
     wp = {"full_wait": 0.0, "turn": 0.0, "issue": 0.0}
     step_ns, turn_first, turn_rest, acq = [], [], [], {}
@@ -204,10 +212,7 @@ def report_v2(path, h, bl, ns_cyc):
                 prev_w = wr[2]
         if prev_c:
             cp["epilogue"] += cyc(prev_c, b["c1"])
-    lags = []
-    for v in acq.values():
-        v.sort()
-        lags += [v[i] - v[i - 1] for i in range(1, len(v))]
+    lags = lags_of(acq)
     step = statistics.median(step_ns) if step_ns else float("nan")
     ct, wt = sum(cp.values()) or 1.0, sum(wp.values()) or 1.0
     name = os.path.basename(path)

@@ -336,6 +336,22 @@ static __device__ __forceinline__ void bwd_trace_head_end(uint64_t *r)
     r[2] = ptx_globaltimer();
     r[3] = ptx_clock64();
 }
+/* This thread block's record in buf (HDR header words, then ITW words a step, maxit steps a
+ * block; blocks in linear order y * gridDim.x + x), its address recomputed at each use rather
+ * than held through a kernel's loop; bwd_trace_put: word k of step it gets v (it < maxit). */
+template <int HDR, int ITW>
+static __device__ __forceinline__ uint64_t *bwd_trace_row(uint64_t *buf, int maxit)
+{
+    return buf + ((uint64_t)blockIdx.y * gridDim.x + ptx_block_index()) *
+                     (HDR + ITW * (uint64_t)maxit);
+}
+template <int HDR, int ITW>
+static __device__ __forceinline__ void bwd_trace_put(uint64_t *buf, int maxit, int it, int k,
+                                                     uint64_t v)
+{
+    if (it < maxit)
+        bwd_trace_row<HDR, ITW>(buf, maxit)[HDR + (int64_t)it * ITW + k] = v;
+}
 
 /* Deterministic mode: the turn of K block nb (of n_kb, BN keys each) at Q block m (BM rows).
  * The K blocks that visit Q block m (bwd_q_blocks) are a contiguous range [first(m), last(m)].

@@ -154,9 +154,8 @@ enum : unsigned {
  *          0 if the warpgroup takes none), + 3 its last panel's adds issued (and, in
  *          deterministic mode without H_REL, released); 8 the Q block's first row | head << 32.
  * Lane 0 of each warpgroup's first warp writes its warpgroup's words. The twins have the
- * untraced kernels' 168 registers; sm90h2's and sm90h2l's deterministic twins spill 4 bytes
- * (ptxas), the rest none, and the untraced kernels' code is unchanged by the twins
- * (text-identical cubins). */
+ * untraced kernels' 168 registers; sm90h2l's deterministic twin spills 4 bytes (ptxas), the
+ * rest none, and the untraced kernels' code is unchanged by the twins (text-identical cubins). */
 constexpr int H_TR_HDR = 8, H_TR_IT = 10;
 
 /* Q / dO stages: one at d 256 and in sm90h2 (a second does not fit), two at d 192 x 64. */
@@ -409,23 +408,20 @@ __global__ void __launch_bounds__(H_THREADS, 1)
     const int cw = warp - 4, wg = cw / 4, wq = cw % 4;
     const int g = lane / 4, t = lane % 4;
     const uint32_t stage_s = base + L::DQ + wg * 64 * H_DQ_ROW; /* the warpgroup's 64 rows */
-    /* H_TRACE: this block's record (its header written here and at the end); its address is
-     * recomputed at each use rather than held through the loop (the registers are the
-     * consumers') */
+    /* H_TRACE: this block's record, its header written here and at the end */
     auto trow = [&]() {
-        return bwd90h_trace_buf + ((uint64_t)blockIdx.y * gridDim.x + ptx_block_index()) *
-                                      (H_TR_HDR + H_TR_IT * (uint64_t)bwd90h_trace_maxit);
+        return bwd_trace_row<H_TR_HDR, H_TR_IT>(bwd90h_trace_buf, bwd90h_trace_maxit);
     };
     (void)trow;
     if constexpr (TRACE) {
-        if (cw == 0 && lane == 0) {
+        if (cw == 0 && lane == 0)
             bwd_trace_head_start(trow(), n_block, bh, total);
-        }
     }
     auto trace = [&](int it, int ev) {
         if constexpr (TRACE) {
-            if (wq == 0 && lane == 0 && it < bwd90h_trace_maxit)
-                trow()[H_TR_HDR + (int64_t)it * H_TR_IT + 4 * wg + ev] = ptx_clock64();
+            if (wq == 0 && lane == 0)
+                bwd_trace_put<H_TR_HDR, H_TR_IT>(bwd90h_trace_buf, bwd90h_trace_maxit, it,
+                                                 4 * wg + ev, ptx_clock64());
         }
     };
 
@@ -458,8 +454,9 @@ __global__ void __launch_bounds__(H_THREADS, 1)
         const int *info = (const int *)(sbase + L::INFO) + 4 * st;
         const int m0 = info[0], h = info[1];
         if constexpr (TRACE) {
-            if (cw == 0 && lane == 0 && it < bwd90h_trace_maxit)
-                trow()[H_TR_HDR + (int64_t)it * H_TR_IT + 8] = (uint32_t)m0 | (uint64_t)h << 32;
+            if (cw == 0 && lane == 0)
+                bwd_trace_put<H_TR_HDR, H_TR_IT>(bwd90h_trace_buf, bwd90h_trace_maxit, it, 8,
+                                                 (uint32_t)m0 | (uint64_t)h << 32);
         }
         const int cnt = DET ? info[2] : 0, turn = DET ? info[3] : 0;
         const uint32_t sQ = base + L::Q + st * L::QBUF, sdO = base + L::DO + st * L::QBUF;
@@ -858,10 +855,10 @@ static cudaError_t bwd90h_fallback(const attn_bwd_args *a, cudaStream_t stream)
  * entries' main kernel (not the padded ones, not sm90h2e, not with softcap / ALiBi) runs as its
  * H_TRACE twin, which records when each consumer warpgroup's Q-block steps reach their data, their
  * dQ epilogue, their deterministic turn and their last dQ issue (the record above), and the call
- * writes PATH (replacing it): bwd_trace.cuh's header, then the record's words. The call synchronizes
- * its stream for that (so it is not graph-capturable while the variable is set) and takes the
- * record's device memory from the scratch pool; the gradients are bit for bit those of the untraced
- * kernel (test_bwd_trace). A PATH that cannot be written leaves no file, the call's result
+ * writes PATH (replacing it): bwd_trace.cuh's header, then the record's words. The call
+ * synchronizes its stream for that (so it is not graph-capturable while the variable is set)
+ * and takes the record's device memory from the scratch pool; the gradients are bit for bit
+ * those of the untraced kernel (test_bwd_trace). A PATH that cannot be written leaves no file, the call's result
  * unchanged. The record's address lives in two __device__ globals: one traced call at a time in
  * a process (concurrent ones on other streams would share them). bench/gpu/bwd_trace.py runs
  * and reads it. The host side: bwd_trace.cu (shared with attn_bwd_sm90v3.cu). */
@@ -907,12 +904,8 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
             kernel = a->deterministic ? attn_bwd_sm90h_kernel<T, D, BM, F | H_DET | H_TRACE>
                                       : attn_bwd_sm90h_kernel<T, D, BM, FF | H_TRACE>;
             hd.version = 1, hd.grid_x = (int32_t)grid.x, hd.grid_y = (int32_t)grid.y;
-            hd.maxit = (int32_t)(a->group * ((a->Sq + BM - 1) / BM));
-            hd.bm = BM, hd.bn = H_BN, hd.d = D, hd.det = a->deterministic, hd.has_hi = a->wr >= 0;
-            hd.sq = (int32_t)a->Sq, hd.sk = (int32_t)a->Sk, hd.group = (int32_t)a->group;
-            hd.hkv = (int32_t)a->Hkv, hd.b = (int32_t)a->B;
-            hd.hdr_words = H_TR_HDR, hd.it_words = H_TR_IT;
-            if ((err = cuda_bwd_trace_begin(&hd, &tbuf, stream)) != cudaSuccess)
+            hd.bm = BM, hd.bn = H_BN, hd.d = D, hd.hdr_words = H_TR_HDR, hd.it_words = H_TR_IT;
+            if ((err = cuda_bwd_trace_begin(&hd, a, &tbuf, stream)) != cudaSuccess)
                 return err;
             if ((err = cudaMemcpyToSymbolAsync(bwd90h_trace_buf, &tbuf, sizeof tbuf, 0,
                                                cudaMemcpyHostToDevice, stream)) != cudaSuccess ||

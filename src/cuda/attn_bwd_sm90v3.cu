@@ -144,17 +144,15 @@ constexpr int V3_TR_HDR = 8, V3_TR_IT = 14;
 static __device__ uint64_t *bwd90v3_trace_buf;
 static __device__ int bwd90v3_trace_maxit;
 #if FLASHC_PTX_SM90A
-/* V3_TRACE: this thread block's record (recomputed at each use, not held in registers) */
+/* V3_TRACE: this thread block's record (bwd_trace_row), and %clock64 into word k of step it */
 static __device__ __forceinline__ uint64_t *bwd90v3_trace_row(void)
 {
-    return bwd90v3_trace_buf + ((uint64_t)blockIdx.y * gridDim.x + ptx_block_index()) *
-                                   (V3_TR_HDR + V3_TR_IT * (uint64_t)bwd90v3_trace_maxit);
+    return bwd_trace_row<V3_TR_HDR, V3_TR_IT>(bwd90v3_trace_buf, bwd90v3_trace_maxit);
 }
-/* V3_TRACE: word k of step it (when it is within the record) gets %clock64 */
 static __device__ __forceinline__ void bwd90v3_trace_at(int it, int k)
 {
-    if (it < bwd90v3_trace_maxit)
-        bwd90v3_trace_row()[V3_TR_HDR + (int64_t)it * V3_TR_IT + k] = ptx_clock64();
+    bwd_trace_put<V3_TR_HDR, V3_TR_IT>(bwd90v3_trace_buf, bwd90v3_trace_maxit, it, k,
+                                       ptx_clock64());
 }
 #endif
 
@@ -454,9 +452,9 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                  * the copy engine's reads nor deterministic mode's turn wait the consumers */
                 const int wgc = warp - 1;
                 if constexpr (DQP) {
-                    bwd90v3_pipelined_writer<NB, TRACE>(a, rg, &tm_dq, base + L::DQ, L::DQ_BUF, wgc, b,
-                                                 hk, n_block, m_begin, m_end, total, dq_full_mb,
-                                                 dq_empty_id);
+                    bwd90v3_pipelined_writer<NB, TRACE>(a, rg, &tm_dq, base + L::DQ, L::DQ_BUF,
+                                                        wgc, b, hk, n_block, m_begin, m_end,
+                                                        total, dq_full_mb, dq_empty_id);
                     return;
                 }
                 if (total > 0)
@@ -598,9 +596,9 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
         if constexpr (TRACE) {
             if (wq == 0 && lane == 0) {
                 bwd90v3_trace_at(it, 3 * wg);
-                if (wg == 0 && it < bwd90v3_trace_maxit)
-                    bwd90v3_trace_row()[V3_TR_HDR + (int64_t)it * V3_TR_IT + 12] =
-                        (uint32_t)m0 | (uint64_t)h << 32;
+                if (wg == 0)
+                    bwd_trace_put<V3_TR_HDR, V3_TR_IT>(bwd90v3_trace_buf, bwd90v3_trace_maxit, it,
+                                                       12, (uint32_t)m0 | (uint64_t)h << 32);
             }
         }
         const uint32_t q_buf = sQ + buf * L::QBUF, do_buf = sdO + buf * L::QBUF;
@@ -927,7 +925,8 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
 #endif
 }
 
-/* ---- host side: tensor maps (Q, dO, K, V: tma_host.cuh's cuda_tma_map_bshd, as the forward's) */
+/* ---- host side: tensor maps (Q, dO, K, V: tma_host.cuh's cuda_tma_map_bshd, as the forward's;
+ * dq_acc's below) */
 
 /* dq_acc (B, Hq, Sq, D) float32, contiguous, as the 4-d map (D, Sq, Hq, B) with boxes of 32
  * columns x BM rows, 128-byte swizzled (sm90v3t's dQ adds); 0 if it does not encode. */
@@ -1053,12 +1052,9 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
                                 : attn_bwd_sm90v3_kernel<T, D, K | V3_DET | KUD | KNG | TR>)
                          : attn_bwd_sm90v3_kernel<T, D, K | KU | TR>;
             hd.version = 2, hd.grid_x = (int32_t)grid.x, hd.grid_y = (int32_t)grid.y;
-            hd.maxit = (int32_t)(a->group * ((a->Sq + V3_BM - 1) / V3_BM));
-            hd.bm = V3_BM, hd.bn = V3_BN, hd.d = D, hd.det = a->deterministic;
-            hd.has_hi = a->wr >= 0, hd.sq = (int32_t)a->Sq, hd.sk = (int32_t)a->Sk;
-            hd.group = (int32_t)a->group, hd.hkv = (int32_t)a->Hkv, hd.b = (int32_t)a->B;
-            hd.hdr_words = V3_TR_HDR, hd.it_words = V3_TR_IT;
-            if ((err = cuda_bwd_trace_begin(&hd, &tbuf, stream)) != cudaSuccess)
+            hd.bm = V3_BM, hd.bn = V3_BN, hd.d = D, hd.hdr_words = V3_TR_HDR;
+            hd.it_words = V3_TR_IT;
+            if ((err = cuda_bwd_trace_begin(&hd, a, &tbuf, stream)) != cudaSuccess)
                 return err;
             if ((err = cudaMemcpyToSymbolAsync(bwd90v3_trace_buf, &tbuf, sizeof tbuf, 0,
                                                cudaMemcpyHostToDevice, stream)) != cudaSuccess ||

@@ -14,10 +14,16 @@ const char *cuda_bwd_trace_path(void)
     return e && *e ? e : NULL;
 }
 
-cudaError_t cuda_bwd_trace_begin(cuda_bwd_trace_head *hd, uint64_t **dbuf, cudaStream_t stream)
+cudaError_t cuda_bwd_trace_begin(cuda_bwd_trace_head *hd, const attn_bwd_args *a, uint64_t **dbuf,
+                                 cudaStream_t stream)
 {
     memcpy(hd->magic, "FCBWDTR1", 8);
-    hd->words = (int64_t)hd->grid_x * hd->grid_y * (hd->hdr_words + (int64_t)hd->it_words * hd->maxit);
+    hd->maxit = (int32_t)(a->group * ((a->Sq + hd->bm - 1) / hd->bm));
+    hd->det = a->deterministic, hd->has_hi = a->wr >= 0;
+    hd->sq = (int32_t)a->Sq, hd->sk = (int32_t)a->Sk, hd->group = (int32_t)a->group;
+    hd->hkv = (int32_t)a->Hkv, hd->b = (int32_t)a->B;
+    hd->words = (int64_t)hd->grid_x * hd->grid_y *
+                (hd->hdr_words + (int64_t)hd->it_words * hd->maxit);
     *dbuf = NULL;
     cudaError_t err = cuda_scratch_alloc((void **)dbuf, (size_t)hd->words * 8, stream);
     if (err == cudaSuccess && (err = cudaMemsetAsync(*dbuf, 0, (size_t)hd->words * 8, stream)) !=

@@ -9,6 +9,8 @@
 #ifndef FLASHC_CUDA_BWD_TRACE_CUH
 #define FLASHC_CUDA_BWD_TRACE_CUH
 
+#include "attn_cuda.cuh"
+
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -26,9 +28,12 @@ struct cuda_bwd_trace_head {
 /* FLASHC_CUDA_BWD_TRACE, read at every call: the path, or NULL (unset or empty). */
 const char *cuda_bwd_trace_path(void);
 
-/* hd filled but for magic and words (set here from the grid, hdr_words, it_words, maxit): the
- * record's device buffer, zeroed, on stream, from the library's scratch pool. */
-cudaError_t cuda_bwd_trace_begin(cuda_bwd_trace_head *hd, uint64_t **dbuf, cudaStream_t stream);
+/* hd with the kernel's fields set (version, grid_x, grid_y, bm, bn, d, hdr_words, it_words):
+ * the problem's fields from a (maxit: a's Q blocks of bm rows over its query-head group), the
+ * magic and the size filled in, and the record's device buffer, zeroed, on stream, from the
+ * library's scratch pool. */
+cudaError_t cuda_bwd_trace_begin(cuda_bwd_trace_head *hd, const attn_bwd_args *a, uint64_t **dbuf,
+                                 cudaStream_t stream);
 
 /* After the traced launch (err: its launch status): waits for the stream, writes the record to
  * path (replacing it; a path that cannot be written leaves no file and no error) and frees
