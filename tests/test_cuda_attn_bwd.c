@@ -874,7 +874,27 @@ static void test_sm80p_bits(void **state)
  * broadcast over the batch (no tensor map: the launch's sm80 fallback in the same workspace);
  * every deterministic case bit-identical over 3 runs. Under compute-sanitizer one short case
  * (causal, GQA, softcap, ALiBi, deterministic, warpgroup 1 with part of its rows). */
-static void wide_q_d192(const char *fam)
+/* A family forced on a problem none of its entries serves: FLASHC_ERR_UNSUPPORTED with the
+ * family's name in the message, dq untouched. */
+static void check_refused(const bwd_case *c, const char *fam)
+{
+    bufs r;
+    bufs_create(c, &r);
+    run_forward(c, &r, NULL);
+    CUDA_OK(cudaMemset(r.ddq, 0xff, r.nq * 2));
+    const flashc_status st = run_backward(c, &r, NULL, NULL, 0);
+    printf("  D=%d refused: %s\n", c->D, flashc_last_error());
+    assert_int_equal(st, FLASHC_ERR_UNSUPPORTED);
+    assert_non_null(strstr(flashc_last_error(), fam));
+    CUDA_OK(cudaMemcpy(r.hdq, r.ddq, r.nq * 2, cudaMemcpyDeviceToHost));
+    for (int64_t i = 0; i < r.nq; i++)
+        assert_int_equal(r.hdq[i], 0xffff);
+    bufs_destroy(&r);
+}
+
+/* fam: a family with the exact d 192 entries; padded: whether it also has the padded ones
+ * (D 136..184), else those rows must be refused */
+static void wide_q_d192(const char *fam, int padded)
 {
     if (!cc90_or_skip(fam))
         return;
@@ -912,6 +932,10 @@ static void wide_q_d192(const char *fam)
         if (small_only())
             break;
         const bwd_case *c = &cases[i];
+        if (c->D != 192 && !padded) {
+            check_refused(c, fam);
+            continue;
+        }
         check_case(c);
         if (!c->deterministic)
             continue;
@@ -923,8 +947,8 @@ static void wide_q_d192(const char *fam)
         unsetenv("FLASHC_CUDA_BWD_KERNEL");
 }
 
-static void test_sm90h2_d192(void **state) { (void)state; wide_q_d192("sm90h2"); }
-static void test_sm90h2e_d192(void **state) { (void)state; wide_q_d192("sm90h2e"); }
+static void test_sm90h2_d192(void **state) { (void)state; wide_q_d192("sm90h2", 1); }
+static void test_sm90h2e_d192(void **state) { (void)state; wide_q_d192("sm90h2e", 1); }
 /* FLASHC_CUDA_BWD_TRACE (bwd_trace.cuh, the diagnostic of bench/gpu/bwd_trace.py): the traced
  * twins of sm90h's d 256, sm90h2's d 192 (layout 1) and sm90v3d's d 64 kernels (layout 2; fast
  * mode sm90v3u's kernel) give the untraced kernel's gradients bit for bit (fast: dk, dv; deterministic: dq,
@@ -1048,7 +1072,7 @@ static void test_bwd_trace(void **state)
 
 /* sm90h2l: sm90h2 whose deterministic mode releases its turns a Q block late; the same wide
  * suite (its deterministic cases 3 runs bit for bit) */
-static void test_sm90h2l_d192(void **state) { (void)state; wide_q_d192("sm90h2l"); }
+static void test_sm90h2l_d192(void **state) { (void)state; wide_q_d192("sm90h2l", 0); }
 
 /* The call captured into a CUDA graph (no host synchronisation inside, workspace from the
  * scratch pool, an allocation node of the graph) replays to the same gradients as a direct

@@ -209,15 +209,20 @@ extern "C" flashc_status cuda_attn_bwd_supports(const attn_problem *p)
     const attn_bwd_variant *v = pick(p, cc, smem_optin);
     if (!v) {
         bool any_dim = false;
-        char tiles[160] = "";
+        /* the tiles each family has for these dims, once each: " sm80 64x64, sm90h2 128x64" */
+        char tiles[200] = "";
         for (size_t t = 0; t < sizeof bwd_tables / sizeof bwd_tables[0]; t++)
             for (int i = 0; i < *bwd_tables[t].count; i++) {
                 const attn_bwd_variant *w = &bwd_tables[t].v[i];
                 any_dim |= serves_dims(w, p);
-                if (serves_dims(w, p) && w->dtype == p->dtype && strlen(tiles) < 120)
-                    snprintf(tiles + strlen(tiles), sizeof tiles - strlen(tiles), " %dx%d",
-                             w->block_q, w->block_k);
+                char one[48];
+                snprintf(one, sizeof one, " %s %dx%d", w->family, w->block_q, w->block_k);
+                if (serves_dims(w, p) && w->dtype == p->dtype && !strstr(tiles, one) &&
+                    strlen(tiles) + strlen(one) + 2 < sizeof tiles)
+                    snprintf(tiles + strlen(tiles), sizeof tiles - strlen(tiles), "%s%s",
+                             tiles[0] ? "," : "", one);
             }
+        const char *fam = preferred_family();
         if (!any_dim)
             return flashc__fail(FLASHC_ERR_UNSUPPORTED,
                                 "%s: the CUDA backend supports head dims 1 to 256 (got D = "
@@ -226,8 +231,10 @@ extern "C" flashc_status cuda_attn_bwd_supports(const attn_problem *p)
         if (p->br || p->bc)
             return flashc__fail(FLASHC_ERR_UNSUPPORTED,
                                 "%s: no CUDA backward kernel with tiles block_q x block_k = "
-                                "%lld x %lld for this problem; it has%s (0 = the default)",
-                                FN, (long long)p->br, (long long)p->bc, tiles);
+                                "%lld x %lld for this problem%s%s%s; it has%s (0 = the default)",
+                                FN, (long long)p->br, (long long)p->bc,
+                                fam[0] ? " (FLASHC_CUDA_BWD_KERNEL=" : "", fam,
+                                fam[0] ? ", else the defaults)" : "", tiles);
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
                             "%s: no CUDA backward kernel for head dims %lld / %lld on this "
                             "device (compute capability %d.%d, %d bytes of shared memory per "
