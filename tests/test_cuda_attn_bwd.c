@@ -465,6 +465,27 @@ static int64_t unused_columns(const bwd_case *c, uint16_t *bits, int64_t n, int 
 }
 
 /* One case: forward, backward, both references, the 2x rule for dq, dk, dv. */
+/* flashc_attn_bwd_workspace_size of c's call on r's buffers */
+static size_t bwd_ws_bytes(const bwd_case *c, bufs *r, cudaStream_t stream)
+{
+    flashc_attn_params pr = params_of(c, stream, &r->al_dev);
+    pr.block_q = c->br, pr.block_k = c->bc;
+    flashc_tensor q = view(c, r->dq_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
+    flashc_tensor k = kv_in(c, view(c, r->dk_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA));
+    flashc_tensor v = kv_in(c, vview(c, r->dv_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA));
+    flashc_tensor o = vview(c, r->do_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
+    flashc_tensor dout = vview(c, r->ddo, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
+    flashc_tensor dq = view(c, r->ddq, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
+    flashc_tensor dk = view(c, r->ddk, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
+    flashc_tensor dv = vview(c, r->ddv, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
+    flashc_tensor lse = flashc_tensor_3d(r->dlse, FLASHC_F32, c->B, c->Hq, c->Sq);
+    lse.device = FLASHC_DEVICE_CUDA;
+    size_t ws_bytes = 0;
+    TU_OK(flashc_attn_bwd_workspace_size(&pr, &q, &k, &v, &o, &dout, &lse, &dq, &dk, &dv,
+                                         &ws_bytes));
+    return ws_bytes;
+}
+
 static void check_case(const bwd_case *c)
 {
     bufs r;
@@ -478,20 +499,7 @@ static void check_case(const bwd_case *c)
     if (c->use_stream) {
         /* a caller workspace of exactly the queried size, poisoned: the call must not rely on
          * its contents */
-        flashc_attn_params pr = params_of(c, stream, &r.al_dev);
-        pr.block_q = c->br, pr.block_k = c->bc;
-        flashc_tensor q = view(c, r.dq_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
-        flashc_tensor k = kv_in(c, view(c, r.dk_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA));
-        flashc_tensor v = kv_in(c, vview(c, r.dv_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA));
-        flashc_tensor o = vview(c, r.do_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
-        flashc_tensor dout = vview(c, r.ddo, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
-        flashc_tensor dq = view(c, r.ddq, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
-        flashc_tensor dk = view(c, r.ddk, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
-        flashc_tensor dv = vview(c, r.ddv, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
-        flashc_tensor lse = flashc_tensor_3d(r.dlse, FLASHC_F32, c->B, c->Hq, c->Sq);
-        lse.device = FLASHC_DEVICE_CUDA;
-        TU_OK(flashc_attn_bwd_workspace_size(&pr, &q, &k, &v, &o, &dout, &lse, &dq, &dk, &dv,
-                                             &ws_bytes));
+        ws_bytes = bwd_ws_bytes(c, &r, stream);
         /* at least the float32 dq accumulator of the problem's D columns (the kernel's rows
          * may be wider, the buffers' too) */
         assert_true(ws_bytes >= (size_t)c->B * c->Hq * c->Sq * c->D * 4);
@@ -1073,6 +1081,86 @@ static void test_bwd_trace(void **state)
 /* sm90h2l: sm90h2 whose deterministic mode releases its turns a Q block late; the same wide
  * suite (its deterministic cases 3 runs bit for bit) */
 static void test_sm90h2l_d192(void **state) { (void)state; wide_q_d192("sm90h2l", 0); }
+
+/* FLASHC_CUDA_BWD_DET_PLANES=P (attn_bwd.cu's det_planes: deterministic mode's turns dealt over
+ * P chains, each with its float32 dQ accumulator, summed in plane order by the postprocess) on
+ * the sm90h families (d 256 sm90h and sm90hl, d 192 sm90h2, sm90h2l and sm90h's 64-row kernel):
+ * the gradients under the 2x rule and bit-identical over 3 runs for P = 2 and 3; dk, dv the bits
+ * of one plane (only dQ's order of adds changes); the workspace P accumulators large; P = 0
+ * and 9 (outside 1..8) one plane: dq's bits those of P = 1. */
+static void test_det_planes(void **state)
+{
+    (void)state;
+    if (!cc90_or_skip("FLASHC_CUDA_BWD_DET_PLANES"))
+        return;
+    const char *prev = getenv("FLASHC_CUDA_BWD_KERNEL");
+    char *saved = prev ? strdup(prev) : NULL;
+    static const struct {
+        const char *fam;
+        int D, br;
+    } fams[] = {{"sm90h", 256, 64}, {"sm90h2", 192, 128}, {"sm90hl", 256, 64},
+                {"sm90h2l", 192, 128}, {"sm90h", 192, 64}};
+    for (size_t f = 0; f < sizeof fams / sizeof fams[0]; f++) {
+        if (small_only() && f > 1)
+            break;
+        setenv("FLASHC_CUDA_BWD_KERNEL", fams[f].fam, 1);
+        const int D = fams[f].D, br = fams[f].br;
+        /* B Sq Sk Hq Hkv D causal dt det bhsd stream br bc | win wl wr softcap alibi */
+        const bwd_case cases[] = {
+            {2, 300, 333, 4, 2, D, 0, FLASHC_BF16, 1, 0, 0, br, 64, 0, 0, 0, 0.0f, 0, 0, 0, 0},
+            {1, 500, 500, 4, 1, D, 1, FLASHC_F16, 1, 0, 1, br, 64, 0, 0, 0, 0.0f, 0, 0, 0, 0},
+            {1, 257, 300, 2, 1, D, 0, FLASHC_BF16, 1, 0, 0, br, 64, 1, 50, 20, 0.0f, 0, 0, 0, 0},
+        };
+        for (int i = 0; i < 3; i++) {
+            if (small_only() && i > 0)
+                break;
+            const bwd_case *c = &cases[i];
+            printf("  %s d %d:\n", fams[f].fam, D);
+            for (int P = 2; P <= 3; P++) {
+                char pv[4];
+                snprintf(pv, sizeof pv, "%d", P);
+                setenv("FLASHC_CUDA_BWD_DET_PLANES", pv, 1);
+                printf("   planes %d\n", P);
+                check_case(c);
+                if (i == 0)
+                    det_bits_3runs(c);
+            }
+            /* one plane against P = 3 (dk, dv equal, dq a different order), the workspace,
+             * and P values outside 1..8 (one plane) */
+            bufs r;
+            bufs_create(c, &r);
+            run_forward(c, &r, NULL);
+            uint16_t *one = xmalloc((r.nq + 2 * r.nk) * 2);
+            unsetenv("FLASHC_CUDA_BWD_DET_PLANES");
+            const size_t ws1 = bwd_ws_bytes(c, &r, NULL);
+            assert_int_equal(run_backward(c, &r, NULL, NULL, 0), FLASHC_OK);
+            memcpy(one, r.hdq, r.nq * 2);
+            memcpy(one + r.nq, r.hdk, r.nk * 2);
+            memcpy(one + r.nq + r.nk, r.hdv, r.nk * 2);
+            setenv("FLASHC_CUDA_BWD_DET_PLANES", "3", 1);
+            const size_t ws3 = bwd_ws_bytes(c, &r, NULL);
+            assert_true(ws3 >= ws1 + 2 * (size_t)c->B * c->Hq * c->Sq * D * 4);
+            assert_int_equal(run_backward(c, &r, NULL, NULL, 0), FLASHC_OK);
+            assert_memory_equal(one + r.nq, r.hdk, r.nk * 2);
+            assert_memory_equal(one + r.nq + r.nk, r.hdv, r.nk * 2);
+            for (int bad = 0; bad < 2; bad++) {
+                setenv("FLASHC_CUDA_BWD_DET_PLANES", bad ? "9" : "0", 1);
+                assert_int_equal(bwd_ws_bytes(c, &r, NULL), ws1);
+                assert_int_equal(run_backward(c, &r, NULL, NULL, 0), FLASHC_OK);
+                assert_memory_equal(one, r.hdq, r.nq * 2);
+            }
+            printf("   planes 3: dk, dv the bits of one plane; workspace %zu against %zu bytes\n",
+                   ws3, ws1);
+            free(one);
+            bufs_destroy(&r);
+        }
+    }
+    unsetenv("FLASHC_CUDA_BWD_DET_PLANES");
+    if (saved)
+        setenv("FLASHC_CUDA_BWD_KERNEL", saved, 1), free(saved);
+    else
+        unsetenv("FLASHC_CUDA_BWD_KERNEL");
+}
 
 /* The call captured into a CUDA graph (no host synchronisation inside, workspace from the
  * scratch pool, an allocation node of the graph) replays to the same gradients as a direct
@@ -1885,6 +1973,7 @@ int main(void)
         cmocka_unit_test(test_sm90h2_d192),
         cmocka_unit_test(test_sm90h2e_d192),
         cmocka_unit_test(test_sm90h2l_d192),
+        cmocka_unit_test(test_det_planes),
         cmocka_unit_test(test_bwd_trace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

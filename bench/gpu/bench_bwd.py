@@ -176,11 +176,14 @@ BUDGET_MS = 300.0  # per configuration of parts 2 and 3 (--budget-ms)
 
 
 def family_env(cfg):
-    """Sets FLASHC_CUDA_BWD_KERNEL for a configuration (the library reads it at every call)."""
-    if len(cfg) > 3:
-        os.environ["FLASHC_CUDA_BWD_KERNEL"] = cfg[3]
-    else:
-        os.environ.pop("FLASHC_CUDA_BWD_KERNEL", None)
+    """Sets FLASHC_CUDA_BWD_KERNEL (cfg[3], "" or absent: the dispatcher's choice) and
+    FLASHC_CUDA_BWD_DET_PLANES (cfg[4], absent: unset) for a configuration (the library reads
+    both at every call)."""
+    for i, var in ((3, "FLASHC_CUDA_BWD_KERNEL"), (4, "FLASHC_CUDA_BWD_DET_PLANES")):
+        if len(cfg) > i and cfg[i] != "":
+            os.environ[var] = str(cfg[i])
+        else:
+            os.environ.pop(var, None)
 
 
 def part2(lib, seqlens, rows, d=128, configs=("flashc", "flashc_det"), peers=("flash", "cudnn"),

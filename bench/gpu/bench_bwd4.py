@@ -75,9 +75,13 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            "flashc_v3d": (0, 0, False, "sm90v3d"), "flashc_v3d_det": (0, 0, True, "sm90v3d"),
            "flashc_90h2": (0, 0, False, "sm90h2"), "flashc_90h2_det": (0, 0, True, "sm90h2"),
            "flashc_90h2e": (0, 0, False, "sm90h2e"), "flashc_90h2e_det": (0, 0, True, "sm90h2e"),
-           "flashc_90h2l_det": (0, 0, True, "sm90h2l"), "flashc_90hl_det": (0, 0, True, "sm90hl")}
+           "flashc_90h2l_det": (0, 0, True, "sm90h2l"), "flashc_90hl_det": (0, 0, True, "sm90hl"),
+           # deterministic mode over P planes (FLASHC_CUDA_BWD_DET_PLANES; the sm90h families)
+           "flashc_det_p2": (0, 0, True, "", 2), "flashc_det_p3": (0, 0, True, "", 3),
+           "flashc_det_p4": (0, 0, True, "", 4), "flashc_det_p8": (0, 0, True, "", 8),
+           "flashc_90hl_det_p2": (0, 0, True, "sm90hl", 2)}
 # sm90h2l / sm90hl serve one head dim each: elsewhere they would time the dispatcher's choice again
-ONE_DIM = {"flashc_90h2l": 192, "flashc_90hl": 256}
+ONE_DIM = {"flashc_90h2l": 192, "flashc_90hl": 256, "flashc_90hl_det_p2": 256}
 
 
 def _term(signum, frame):
@@ -177,14 +181,13 @@ def table(rows, configs):
               ("90h2e/90h2", "flashc_90h2e", "flashc_90h2"),
               ("90h2edet/90h2det", "flashc_90h2e_det", "flashc_90h2_det"),
               ("90h2e/default", "flashc_90h2e", "flashc"), ("90h2e/flash", "flashc_90h2e", "flash"),
-              ("90h2gdet/det", "flashc_90h2g_det", "flashc_det"),
-              ("90h2qdet/det", "flashc_90h2q_det", "flashc_det"),
-              ("90h2rdet/det", "flashc_90h2r_det", "flashc_det"),
-              ("90h2gdet/fast", "flashc_90h2g_det", "flashc"), ("90h2g/fast", "flashc_90h2g", "flashc"),
-              ("90hgdet/det", "flashc_90hg_det", "flashc_det"),
-              ("90hqdet/det", "flashc_90hq_det", "flashc_det"),
-              ("90hrdet/det", "flashc_90hr_det", "flashc_det"),
-              ("90hgdet/fast", "flashc_90hg_det", "flashc"), ("90hg/fast", "flashc_90hg", "flashc"),
+              ("90h2ldet/det", "flashc_90h2l_det", "flashc_det"),
+              ("90hldet/det", "flashc_90hl_det", "flashc_det"),
+              ("90hlp2/det", "flashc_90hl_det_p2", "flashc_det"),
+              ("p2/det", "flashc_det_p2", "flashc_det"), ("p3/det", "flashc_det_p3", "flashc_det"),
+              ("p4/det", "flashc_det_p4", "flashc_det"), ("p8/det", "flashc_det_p8", "flashc_det"),
+              ("p2/fast", "flashc_det_p2", "flashc"), ("p4/fast", "flashc_det_p4", "flashc"),
+              ("p8/fast", "flashc_det_p8", "flashc"),
               ("default/cuDNN", "flashc", "cudnn"), ("default/flash", "flashc", "flash"),
               ("det/fast", "flashc_det", "flashc")]
     ratios = [x for x in ratios if x[1] in impls and x[2] in impls]

@@ -13,7 +13,7 @@ reads the files (issue 12: deterministic mode at 0.55-0.74x fast above d 128, an
 orders measured without knowing why).
 
   run:  bwd_trace.py run --lib build/libflashc.so --out DIR [--d 256] [--seqlens 2048,8192]
-                         [--causal 0,1] [--configs fast:sm90h,det:sm90h,det:sm90hl]
+                         [--causal 0,1] [--configs fast:sm90h,det:sm90h,det:sm90hl,det2:sm90h]
         one warm call and one traced call per (config, seqlen, causal), bf16, B*S = 16k,
         H = 2048 // d (bench_bwd4's convention), through the Python binding's autograd; each
         trace DIR/<d>_<S>_<c|n>_<mode>_<family>.bin, then the report of all of them.
@@ -299,7 +299,11 @@ def run(a):
             do = torch.randn(B, S, H, d, device="cuda", dtype=torch.bfloat16)
             for cfg in a.configs.split(","):
                 mode, fam = cfg.split(":")
-                det = mode == "det"
+                det = mode.startswith("det")  # detP: over P planes (FLASHC_CUDA_BWD_DET_PLANES)
+                if det and mode[3:]:
+                    os.environ["FLASHC_CUDA_BWD_DET_PLANES"] = mode[3:]
+                else:
+                    os.environ.pop("FLASHC_CUDA_BWD_DET_PLANES", None)
                 os.environ["FLASHC_CUDA_BWD_KERNEL"] = fam
                 path = os.path.join(a.out, f"{d}_{S}_{'c' if causal else 'n'}_{mode}_{fam}.bin")
                 if os.path.exists(path):  # a file of an earlier run must not pass for this one's
@@ -317,6 +321,7 @@ def run(a):
                 else:
                     print(f"{path}: not written (the family did not serve the call?)")
     os.environ.pop("FLASHC_CUDA_BWD_KERNEL", None)
+    os.environ.pop("FLASHC_CUDA_BWD_DET_PLANES", None)
     return paths
 
 

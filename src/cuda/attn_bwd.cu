@@ -154,15 +154,37 @@ static int64_t acc_rows(const attn_problem *p)
     return p->layout == ATTN_VARLEN ? p->Hq * p->total_q : p->B * p->Hq * p->Sq;
 }
 
-/* Bytes of the workspace of variant v for p: dq_acc (rows of v's head_dim), dsum, sem (turn
- * counters per sem_block_q rows where v has it, else per block_q), each 256-byte aligned. */
-static int64_t workspace_bytes(const attn_problem *p, const attn_bwd_variant *v)
+/* Deterministic mode's planes (attn_bwd_args.planes): FLASHC_CUDA_BWD_DET_PLANES=P (1..8, read
+ * at every call, the workspace query included; other values: 1) on a variant with det_planes,
+ * else 1. Why: the turns make a Q block's dQ adds a chain through every K block of its head,
+ * each waiting for the one before (the trace of 2026-12-06, bench/RESULTS.md: at d 256 the
+ * deterministic steps wait ~1 us a step and run 1.4x the fast ones); with P planes a block
+ * waits only for the block P turns before it, P chains of 1 / P the length, for P times the
+ * float32 accumulator and counters and one more read of each in the postprocess. The bits
+ * depend on P (a different order of float additions), never on the run. */
+static int det_planes(const attn_problem *p, const attn_bwd_variant *v)
+{
+    if (!p->deterministic || !v->det_planes)
+        return 1;
+    const char *e = getenv("FLASHC_CUDA_BWD_DET_PLANES");
+    const int n = e ? atoi(e) : 1;
+    return n >= 1 && n <= 8 ? n : 1;
+}
+
+/* The workspace of variant v for p, each part 256-byte aligned: planes x dq_acc (rows of v's
+ * head_dim), dsum, planes x sem (turn counters per sem_block_q rows where v has it, else per
+ * block_q). Bytes of one dq_acc plane, one sem plane in *dq_plane, *sem_plane when asked. */
+static int64_t workspace_bytes(const attn_problem *p, const attn_bwd_variant *v,
+                               int64_t *dq_plane = NULL, int64_t *sem_plane = NULL)
 {
     const int64_t rows = acc_rows(p);
     const int sb = v->sem_block_q > 0 ? v->sem_block_q : v->block_q;
     const int64_t n_mb = (p->Sq + sb - 1) / sb;
-    return align256(rows * v->head_dim * 4) + align256(rows * 4) +
-           align256(p->B * p->Hq * n_mb * v->split * 4);
+    const int64_t dq = align256(rows * v->head_dim * 4);
+    const int64_t sem = align256(p->B * p->Hq * n_mb * v->split * 4);
+    if (dq_plane)
+        *dq_plane = dq, *sem_plane = sem;
+    return det_planes(p, v) * (dq + sem) + align256(rows * 4);
 }
 
 extern "C" flashc_status cuda_attn_bwd_supports(const attn_problem *p)
@@ -307,10 +329,15 @@ extern "C" flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats 
         a.sdo[i] = p->sdo[i], a.sdq[i] = p->sdq[i], a.sdk[i] = p->sdk[i], a.sdv[i] = p->sdv[i];
         a.slse[i] = p->slse[i];
     }
+    /* [planes x dq_acc][dsum][planes x sem] (workspace_bytes) */
     const int64_t rows = acc_rows(p);
+    int64_t dq_bytes = 0, sem_bytes = 0;
+    (void)workspace_bytes(p, v, &dq_bytes, &sem_bytes);
+    a.planes = det_planes(p, v);
+    a.dq_plane = dq_bytes / 4, a.sem_plane = sem_bytes / 4;
     a.dq_acc = (float *)ws;
-    a.dsum = (float *)(ws + align256(rows * v->head_dim * 4));
-    a.sem = (int *)(ws + align256(rows * v->head_dim * 4) + align256(rows * 4));
+    a.dsum = (float *)(ws + a.planes * dq_bytes);
+    a.sem = (int *)(ws + a.planes * dq_bytes + align256(rows * 4));
     a.B = (int)p->B, a.Sq = (int)p->Sq, a.Sk = (int)p->Sk, a.Hq = (int)p->Hq;
     a.D = (int)p->D, a.Dv = (int)p->Dv;
     a.Hkv = (int)p->Hkv, a.group = (int)(p->Hq / p->Hkv);

@@ -69,13 +69,15 @@ __global__ void __launch_bounds__(128) attn_bwd_pre_kernel(const attn_bwd_args a
     const float acc = bwd_row_dot<T, D>(o, dout, a.Dv, lane);
     if (lane == 0)
         a.dsum[row] = acc;
-    float4 *dq = (float4 *)(a.dq_acc + row * D);
+    for (int pl = 0; pl < a.planes; pl++) {
+        float4 *dq = (float4 *)(a.dq_acc + pl * a.dq_plane + row * D);
 #pragma unroll
-    for (int d = lane; d < D / 4; d += 32)
-        dq[d] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (a.deterministic && s % BM == 0 && lane < SPLIT) {
-        const int n_mb = (a.Sq + BM - 1) / BM;
-        a.sem[(bh * n_mb + s / BM) * SPLIT + lane] = 0;
+        for (int d = lane; d < D / 4; d += 32)
+            dq[d] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (a.deterministic && s % BM == 0 && lane < SPLIT) {
+            const int n_mb = (a.Sq + BM - 1) / BM;
+            a.sem[pl * a.sem_plane + (bh * n_mb + s / BM) * SPLIT + lane] = 0;
+        }
     }
 }
 
@@ -129,8 +131,15 @@ __global__ void __launch_bounds__(256) attn_bwd_post_bh_kernel(const attn_bwd_ar
             const int c = (int)(x % CPR) * 8;
             if (PAD && c >= a.D) /* a padded chunk */
                 continue;
-            const float4 v0 = __ldcs((const float4 *)(acc + s * D + c));
-            const float4 v1 = __ldcs((const float4 *)(acc + s * D + c + 4));
+            float4 v0 = __ldcs((const float4 *)(acc + s * D + c));
+            float4 v1 = __ldcs((const float4 *)(acc + s * D + c + 4));
+            /* deterministic mode's other planes, added in plane order (attn_bwd_args) */
+            for (int pl = 1; pl < a.planes; pl++) {
+                const float4 w0 = __ldcs((const float4 *)(acc + pl * a.dq_plane + s * D + c));
+                const float4 w1 = __ldcs((const float4 *)(acc + pl * a.dq_plane + s * D + c + 4));
+                v0.x += w0.x, v0.y += w0.y, v0.z += w0.z, v0.w += w0.w;
+                v1.x += w1.x, v1.y += w1.y, v1.z += w1.z, v1.w += w1.w;
+            }
             uint4 o;
             o.x = ptx_pack2(T(), v0.x * a.scale, v0.y * a.scale);
             o.y = ptx_pack2(T(), v0.z * a.scale, v0.w * a.scale);

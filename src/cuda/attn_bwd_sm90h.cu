@@ -458,7 +458,15 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                 bwd_trace_put<H_TR_HDR, H_TR_IT>(bwd90h_trace_buf, bwd90h_trace_maxit, it, 8,
                                                  (uint32_t)m0 | (uint64_t)h << 32);
         }
-        const int cnt = DET ? info[2] : 0, turn = DET ? info[3] : 0;
+        /* deterministic mode: this K block's turn on the Q block dealt to plane turn % planes
+         * as its turn there (attn_bwd_args.planes; one plane unless FLASHC_CUDA_BWD_DET_PLANES),
+         * the plane's counter of this warpgroup's rows (sm90h2: its own 64; else the block's) */
+        const int turn = DET ? info[3] / a.planes : 0;
+        /* (an int: planes x counters <= the rows / 8, far below 2^31 for any workspace that
+         * can be allocated; the plane recomputed from info[3] where dQ's rows are addressed,
+         * rather than kept, so that no register more lives across the products) */
+        const int cnt = DET ? (int)(info[3] % a.planes * a.sem_plane) + info[2] + (WIDE ? wg : 0)
+                            : 0;
         const uint32_t sQ = base + L::Q + st * L::QBUF, sdO = base + L::DO + st * L::QBUF;
         const float *lrow = (const float *)(sbase + L::LSE) + st * BM;
         const float *drow = (const float *)(sbase + L::DSUM) + st * BM;
@@ -498,7 +506,7 @@ __global__ void __launch_bounds__(H_THREADS, 1)
         (void)seen;
         if constexpr (DQP) {
             if (lane == 0 && (!WIDE || m0 + 64 * wg < a.Sq))
-                seen = ptx_ld_acquire_gpu(a.sem + cnt + (WIDE ? wg : 0));
+                seen = ptx_ld_acquire_gpu(a.sem + cnt);
         }
 
         /* s[nt][e]: key key0 (+8 for e >= 2), query qi = QW wg + 8 nt + 2t + (e & 1) */
@@ -618,7 +626,8 @@ __global__ void __launch_bounds__(H_THREADS, 1)
         const int row = wq * 16 + lane;
         const int qrow = m0 + QROWS * wg + row;
         const bool adds = lane < 16 && qrow < a.Sq;
-        float *dqa = a.dq_acc + (((int64_t)b * a.Hq + h) * a.Sq + qrow) * D;
+        const int plane = DET ? info[3] % a.planes : 0;
+        float *dqa = a.dq_acc + plane * a.dq_plane + (((int64_t)b * a.Hq + h) * a.Sq + qrow) * D;
         /* deterministic mode: sm90h2's warpgroup with no row below Sq adds nothing and takes
          * no turn (its counter, of the 64-row block past Sq, does not exist) */
         const bool turns = !WIDE || m0 + 64 * wg < a.Sq;
@@ -675,7 +684,7 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                     return;
                 if (pi == 0) {
                     if (lane == 0) {
-                        const int *sem = a.sem + cnt + (WIDE ? wg : 0);
+                        const int *sem = a.sem + cnt;
                         const int need = WIDE ? 4 * turn : 8 * turn + (D192 ? 4 * wg : 0);
                         while (seen < need)
                             seen = ptx_ld_acquire_gpu(sem);
@@ -697,10 +706,10 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                 __syncwarp();
                 if (pi == NQP - 1) {
                     if constexpr (REL) {
-                        held = a.sem + cnt + (WIDE ? wg : 0);
+                        held = a.sem + cnt;
                     } else if (lane == 0) {
                         __threadfence();
-                        ptx_red_release_gpu_add(a.sem + cnt + (WIDE ? wg : 0), 1);
+                        ptx_red_release_gpu_add(a.sem + cnt, 1);
                     }
                     trace(it, 3);
                 }
@@ -711,9 +720,9 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                     /* every consumer warp (8 per block) releases one count per Q block, after
                      * its last panel; d 192 x 64: warpgroup 1's warps add into warpgroup 0's
                      * rows, after all four of its warps; sm90h2: each warpgroup's 4 warps on
-                     * the counter of its own 64 rows (cnt + wg) */
+                     * the counter of its own 64 rows: a.sem + cnt) */
                     if (lane == 0) {
-                        int *sem = a.sem + cnt + (WIDE ? wg : 0);
+                        int *sem = a.sem + cnt;
                         const int need = WIDE ? 4 * turn : 8 * turn + (D192 ? 4 * wg : 0);
                         while (ptx_ld_acquire_gpu(sem) < need) {
                         }
@@ -733,7 +742,7 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                 __syncwarp();
                 if (pi == NQP - 1 && lane == 0) {
                     __threadfence();
-                    ptx_red_release_gpu_add(a.sem + cnt + (WIDE ? wg : 0), 1);
+                    ptx_red_release_gpu_add(a.sem + cnt, 1);
                 }
                 if (pi == NQP - 1)
                     trace(it, 3);
@@ -845,8 +854,11 @@ static cudaError_t bwd90h_fallback(const attn_bwd_args *a, cudaStream_t stream)
     for (int i = 0; i < attn_bwd_sm80_variant_count; i++) {
         const attn_bwd_variant *v = &attn_bwd_sm80_variants[i];
         if (v->dtype == dt && !v->opt_in && v->head_dim_lo > 0 && v->head_dim_lo <= a->D &&
-            a->D <= v->head_dim && v->head_dim <= D && v->block_q == H_BM && v->split == 1)
-            return v->launch(a, stream);
+            a->D <= v->head_dim && v->head_dim <= D && v->block_q == H_BM && v->split == 1) {
+            attn_bwd_args one = *a; /* sm80 adds into one plane: the first of the workspace */
+            one.planes = 1;
+            return v->launch(&one, stream);
+        }
     }
     return cudaErrorInvalidValue;
 }
@@ -936,7 +948,7 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
  * opt-in (FLASHC_CUDA_BWD_KERNEL=sm90h). */
 #define H_ENTRY(TN, T, DT, FAM, D, BM, SUF, F, OPT, LO)                                            \
     {"attn_bwd_" #TN "_" FAM "_d" #D SUF "_" #BM "x64", FAM, DT, D, 90, 90, BM, H_BN, 1,           \
-     bwd90h_smem<D, BM>::LAUNCH, attn_bwd_sm90h_launch<T, D, BM, F>, NULL, OPT, LO, 0, H_BM}
+     bwd90h_smem<D, BM>::LAUNCH, attn_bwd_sm90h_launch<T, D, BM, F>, NULL, OPT, LO, 0, H_BM, 1}
 #define H_PAIR(FAM, D, BM, SUF, F, OPT, LO)                                                        \
     H_ENTRY(bf16, __nv_bfloat16, FLASHC_BF16, FAM, D, BM, SUF, F, OPT, LO),                       \
         H_ENTRY(f16, __half, FLASHC_F16, FAM, D, BM, SUF, F, OPT, LO)

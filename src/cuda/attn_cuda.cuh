@@ -151,6 +151,13 @@ typedef struct attn_bwd_args {
     float *dq_acc; /* (B, Hq, Sq, head_dim) float32 */
     float *dsum;   /* (B, Hq, Sq) float32    */
     int *sem;      /* (B, Hq, n_qblocks, split) int32, deterministic mode only */
+    /* Deterministic mode's planes (a variant with det_planes only; 1 elsewhere and in fast
+     * mode): the K blocks' turns on a Q block are dealt round robin over `planes` chains, turn
+     * t into plane t % planes as its turn t / planes; plane p's adds go to dq_acc + p dq_plane
+     * and its counters are sem + p sem_plane; the postprocess sums the planes in order 0, 1,
+     * ... (a fixed order: the bits depend on planes, never on the run). */
+    int planes;
+    int64_t dq_plane, sem_plane; /* floats, ints */
     int B, Sq, Sk, Hq, Hkv, group; /* group = Hq / Hkv */
     /* The problem's head dims: q, k, dq, dk have D columns, v, o, dout, dv Dv. The variant's
      * head_dim (the kernels' template D, dq_acc's row length) may be wider (sm80: padded, the
@@ -207,6 +214,9 @@ typedef struct attn_bwd_variant {
                            rows (sm90h2: 64, one per consumer warpgroup's half of its 128-row
                            Q block, so that sm80's 64-row fallback fits the same workspace);
                            0 (tables that omit it): per block_q rows */
+    int det_planes;     /* 1: the kernel takes attn_bwd_args.planes > 1 in deterministic mode
+                           (FLASHC_CUDA_BWD_DET_PLANES, attn_bwd.cu); 0 (tables that omit it):
+                           one plane */
 } attn_bwd_variant;
 
 /* attn_bwd_sm80.cu */
