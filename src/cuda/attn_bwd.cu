@@ -161,7 +161,11 @@ static int64_t acc_rows(const attn_problem *p)
  * deterministic steps wait ~1 us a step and run 1.4x the fast ones); with P planes a block
  * waits only for the block P turns before it, P chains of 1 / P the length, for P times the
  * float32 accumulator and counters and one more read of each in the postprocess. The bits
- * depend on P (a different order of float additions), never on the run. */
+ * depend on P (a different order of float additions), never on the run. Opt-in: on an H100
+ * (2026-12-06, bench/gpu/s21_planes.sh) it removed the wave-start skew of non-causal problems
+ * (1.08-1.26x at 2k / 8k, level at 16k) but cost 1-38% under the causal mask, which has no
+ * skew (its blocks start on their diagonals) and whose far-apart Q blocks then put P times the
+ * accumulator lines in flight. */
 static int det_planes(const attn_problem *p, const attn_bwd_variant *v)
 {
     if (!p->deterministic || !v->det_planes)
