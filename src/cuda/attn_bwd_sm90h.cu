@@ -654,19 +654,23 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                     ptx_bulk_commit_group();
                 if (pi == NQP - 1)
                     trace(it, 3);
-            } else if constexpr (DQP) {
-                /* sm90h2l / sm90hl: the turn as below (the same counters and counts), but the
-                 * panels' adds are only issued, each after the previous one has read the
-                 * staging rows (the wait at the top, as in fast mode), and completed all at
-                 * once before the release after the last panel: one completion round trip a
-                 * Q block instead of one a panel, the same adds in the same order per dQ
-                 * element (each element gets one add a Q block from this warp) */
+            } else {
+                /* deterministic mode: every consumer warp (8 per block) releases one count per
+                 * Q block, after its last panel; d 192 x 64: warpgroup 1's warps add into
+                 * warpgroup 0's rows, after all four of its warps; sm90h2: each warpgroup's 4
+                 * warps on the counter of its own 64 rows (cnt includes wg).
+                 * DQP (sm90h2l / sm90hl): the same turns and counts, but the panels' adds are
+                 * only issued, each after the previous one has read the staging rows (the wait
+                 * at the top, as in fast mode), and completed all at once before the release
+                 * after the last panel: one completion round trip a Q block instead of one a
+                 * panel, the same adds in the same order per dQ element (each element gets one
+                 * add a Q block from this warp); the turn's first poll was issued earlier
+                 * (seen). REL (with DQP): that completion and the release a Q block late, here
+                 * at the next Q block's first panel (their round trip ran under this one's
+                 * products) and before any wait on a turn: a warp never waits holding a count,
+                 * so the waits stay on lower K blocks (or the same block's other warpgroup at
+                 * the meeting, whose waits do), as without REL. */
                 if constexpr (REL) {
-                    /* H_REL: the previous Q block's adds completed and its count
-                     * released here, a Q block late (their round trip ran under this one's
-                     * products) and before any wait on a turn: a warp never waits holding a
-                     * count, so the waits stay on lower K blocks (or the same block's other
-                     * warpgroup at the meeting, whose waits do), as without REL */
                     if (pi == 0 && held) {
                         if (lane < 16) {
                             ptx_bulk_wait_group<0>();
@@ -686,8 +690,13 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                     if (lane == 0) {
                         const int *sem = a.sem + cnt;
                         const int need = WIDE ? 4 * turn : 8 * turn + (D192 ? 4 * wg : 0);
-                        while (seen < need)
-                            seen = ptx_ld_acquire_gpu(sem);
+                        if constexpr (DQP) {
+                            while (seen < need)
+                                seen = ptx_ld_acquire_gpu(sem);
+                        } else {
+                            while (ptx_ld_acquire_gpu(sem) < need) {
+                            }
+                        }
                     }
                     __syncwarp();
                     trace(it, 2);
@@ -698,8 +707,8 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                         ptx_bulk_reduce_add_f32(dqa + 64 * p, stage_s + (uint32_t)row * H_DQ_ROW,
                                                 256);
                     ptx_bulk_commit_group();
-                    if (!REL && pi == NQP - 1) {
-                        ptx_bulk_wait_group<0>();       /* every panel's adds performed ... */
+                    if (!DQP || (!REL && pi == NQP - 1)) {
+                        ptx_bulk_wait_group<0>();       /* the adds performed (and read) ... */
                         ptx_fence_proxy_async_global(); /* ... and ordered before the release */
                     }
                 }
@@ -713,39 +722,6 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                     }
                     trace(it, 3);
                 }
-            } else {
-                if (!turns)
-                    return;
-                if (pi == 0) {
-                    /* every consumer warp (8 per block) releases one count per Q block, after
-                     * its last panel; d 192 x 64: warpgroup 1's warps add into warpgroup 0's
-                     * rows, after all four of its warps; sm90h2: each warpgroup's 4 warps on
-                     * the counter of its own 64 rows: a.sem + cnt) */
-                    if (lane == 0) {
-                        int *sem = a.sem + cnt;
-                        const int need = WIDE ? 4 * turn : 8 * turn + (D192 ? 4 * wg : 0);
-                        while (ptx_ld_acquire_gpu(sem) < need) {
-                        }
-                    }
-                    __syncwarp();
-                    trace(it, 2);
-                }
-                if (lane < 16) {
-                    ptx_fence_proxy_async_global(); /* the acquire before our bulk adds */
-                    if (adds)
-                        ptx_bulk_reduce_add_f32(dqa + 64 * p, stage_s + (uint32_t)row * H_DQ_ROW,
-                                                256);
-                    ptx_bulk_commit_group();
-                    ptx_bulk_wait_group<0>();       /* our adds performed (and read) ... */
-                    ptx_fence_proxy_async_global(); /* ... and ordered before the release */
-                }
-                __syncwarp();
-                if (pi == NQP - 1 && lane == 0) {
-                    __threadfence();
-                    ptx_red_release_gpu_add(a.sem + cnt, 1);
-                }
-                if (pi == NQP - 1)
-                    trace(it, 3);
             }
         };
 
