@@ -6,7 +6,8 @@
 # under a hard 155 s, its output in $OUT/<name>/ tarred to $OUT/<name>.tgz as soon as it ends (a
 # call cut by its limit still returns the scripts that finished), its stdout's last 40 lines
 # printed and kept in build-c1/s_logs/ (a follow-up call on the still-warm machine reads them:
-# the build folder survives between calls, $OUT does not).
+# the build folder survives between calls, $OUT does not; build_stamp.sh keeps its objects when
+# the tree is byte for byte the one it was built from).
 # Needs FLASHC_DEPS (default .xfer/deps): a folder made by bench/gpu/stage.sh (cmocka), carried
 # into the call. A follow-up call: FLASHC_DEPS=$PWD/.xfer/deps bash bench/gpu/final_check.sh
 # after `ln -s build-c1 build-final` reuses the build (the whole GPU suite, sanitizers, the
@@ -19,10 +20,13 @@ export PKG_CONFIG_PATH=$DEPS/lib/pkgconfig LD_LIBRARY_PATH=$DEPS/lib NCCL_NVLS_E
 R=${OUT:?OUT: the output folder of the device call} B=build-c1 T0=$(date +%s)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
 sed -i '/arch=compute_80,code=sm_80/d' src/cuda/cuda.cmake
+. bench/gpu/build_stamp.sh
+stamp_reuse $B 2>&1 || true
 # shellcheck disable=SC2086
 { cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release &&
   cmake --build $B -j"$(nproc)" --target ${FLASHC_CALL_TARGETS:-flashc test_cuda_attn test_cuda_attn_bwd}; } \
   >"$R/build.log" 2>&1 || { tail -30 "$R/build.log"; exit 1; }
+stamp_write $B
 echo "build $(($(date +%s) - T0)) s"
 mkdir -p $B/s_logs
 for s in "$@"; do

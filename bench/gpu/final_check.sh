@@ -28,8 +28,11 @@ L=$PWD/$B/logs
 mkdir -p "$L"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader >"$OUT/gpu.log" 2>&1
 t0=$SECONDS
+. bench/gpu/build_stamp.sh
+[ -d $B ] && { stamp_reuse $B >>"$OUT/gpu.log" 2>&1 || true; }
 { cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release && cmake --build $B -j "$(nproc)"; } >"$OUT/build.log" 2>&1 ||
   { tail -30 "$OUT/build.log"; echo "BUILD FAILED"; exit 1; }
+stamp_write $B
 echo "build $((SECONDS - t0)) s" >"$L/00-build.sum"
 cat "$L/00-build.sum" >"$OUT/summary.txt"
 
