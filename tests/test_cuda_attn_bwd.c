@@ -235,6 +235,26 @@ static flashc_attn_params params_of(const bwd_case *c, cudaStream_t stream,
     return pr;
 }
 
+/* The device views of a call on r's buffers (k, v through kv_in: a broadcast case's stride 0). */
+typedef struct dev_views {
+    flashc_tensor q, k, v, o, dout, dq, dk, dv, lse;
+} dev_views;
+static dev_views dev_views_of(const bwd_case *c, const bufs *r)
+{
+    dev_views t;
+    t.q = view(c, r->dq_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
+    t.k = kv_in(c, view(c, r->dk_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA));
+    t.v = kv_in(c, vview(c, r->dv_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA));
+    t.o = vview(c, r->do_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
+    t.dout = vview(c, r->ddo, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
+    t.dq = view(c, r->ddq, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
+    t.dk = view(c, r->ddk, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
+    t.dv = vview(c, r->ddv, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
+    t.lse = flashc_tensor_3d(r->dlse, FLASHC_F32, c->B, c->Hq, c->Sq);
+    t.lse.device = FLASHC_DEVICE_CUDA;
+    return t;
+}
+
 /* The forward: o, lse (device) and their host copies (o also as float). On the device when
  * the CUDA forward serves the problem; otherwise (a modifier the CUDA forward lacks) the CPU
  * forward on the float32 copies of the rounded inputs, o rounded to the dtype and uploaded. */
@@ -281,21 +301,13 @@ static flashc_status run_backward(const bwd_case *c, bufs *r, cudaStream_t strea
     pr.workspace = workspace;
     pr.workspace_bytes = ws_bytes;
     pr.block_q = c->br, pr.block_k = c->bc;
-    flashc_tensor q = view(c, r->dq_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
-    flashc_tensor k = kv_in(c, view(c, r->dk_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA));
-    flashc_tensor v = kv_in(c, vview(c, r->dv_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA));
-    flashc_tensor o = vview(c, r->do_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
-    flashc_tensor dout = vview(c, r->ddo, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
-    flashc_tensor dq = view(c, r->ddq, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
-    flashc_tensor dk = view(c, r->ddk, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
-    flashc_tensor dv = vview(c, r->ddv, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
-    flashc_tensor lse = flashc_tensor_3d(r->dlse, FLASHC_F32, c->B, c->Hq, c->Sq);
-    lse.device = FLASHC_DEVICE_CUDA;
+    const dev_views t = dev_views_of(c, r);
     /* 0xffff is NaN in bf16 and fp16: an element the kernel never writes stays NaN */
     CUDA_OK(cudaMemset(r->ddq, 0xff, r->nq * 2));
     CUDA_OK(cudaMemset(r->ddk, 0xff, r->nk * 2));
     CUDA_OK(cudaMemset(r->ddv, 0xff, r->nk * 2));
-    flashc_status st = flashc_attn_bwd(&pr, &q, &k, &v, &o, &dout, &lse, &dq, &dk, &dv, NULL);
+    flashc_status st = flashc_attn_bwd(&pr, &t.q, &t.k, &t.v, &t.o, &t.dout, &t.lse, &t.dq,
+                                       &t.dk, &t.dv, NULL);
     if (st != FLASHC_OK)
         return st;
     CUDA_OK(stream ? cudaStreamSynchronize(stream) : cudaDeviceSynchronize());
@@ -470,19 +482,10 @@ static size_t bwd_ws_bytes(const bwd_case *c, bufs *r, cudaStream_t stream)
 {
     flashc_attn_params pr = params_of(c, stream, &r->al_dev);
     pr.block_q = c->br, pr.block_k = c->bc;
-    flashc_tensor q = view(c, r->dq_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
-    flashc_tensor k = kv_in(c, view(c, r->dk_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA));
-    flashc_tensor v = kv_in(c, vview(c, r->dv_, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA));
-    flashc_tensor o = vview(c, r->do_, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
-    flashc_tensor dout = vview(c, r->ddo, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
-    flashc_tensor dq = view(c, r->ddq, c->dt, c->Sq, c->Hq, FLASHC_DEVICE_CUDA);
-    flashc_tensor dk = view(c, r->ddk, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
-    flashc_tensor dv = vview(c, r->ddv, c->dt, c->Sk, c->Hkv, FLASHC_DEVICE_CUDA);
-    flashc_tensor lse = flashc_tensor_3d(r->dlse, FLASHC_F32, c->B, c->Hq, c->Sq);
-    lse.device = FLASHC_DEVICE_CUDA;
+    const dev_views t = dev_views_of(c, r);
     size_t ws_bytes = 0;
-    TU_OK(flashc_attn_bwd_workspace_size(&pr, &q, &k, &v, &o, &dout, &lse, &dq, &dk, &dv,
-                                         &ws_bytes));
+    TU_OK(flashc_attn_bwd_workspace_size(&pr, &t.q, &t.k, &t.v, &t.o, &t.dout, &t.lse, &t.dq,
+                                         &t.dk, &t.dv, &ws_bytes));
     return ws_bytes;
 }
 
@@ -1179,16 +1182,9 @@ static void test_graph_capture(void **state)
     memcpy(want, r.hdq, r.nq * 2);
 
     flashc_attn_params pr = params_of(&c, stream, NULL);
-    flashc_tensor q = view(&c, r.dq_, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
-    flashc_tensor k = view(&c, r.dk_, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
-    flashc_tensor v = vview(&c, r.dv_, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
-    flashc_tensor o = vview(&c, r.do_, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
-    flashc_tensor dout = vview(&c, r.ddo, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
-    flashc_tensor dq = view(&c, r.ddq, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
-    flashc_tensor dk = view(&c, r.ddk, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
-    flashc_tensor dv = vview(&c, r.ddv, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
-    flashc_tensor lse = flashc_tensor_3d(r.dlse, FLASHC_F32, c.B, c.Hq, c.Sq);
-    lse.device = FLASHC_DEVICE_CUDA;
+    const dev_views t = dev_views_of(&c, &r);
+    flashc_tensor q = t.q, k = t.k, v = t.v, o = t.o, dout = t.dout, dq = t.dq, dk = t.dk,
+                  dv = t.dv, lse = t.lse;
     CUDA_OK(cudaMemset(r.ddq, 0xff, r.nq * 2));
     cudaGraph_t graph;
     CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
@@ -1868,16 +1864,9 @@ static void test_refusals(void **state)
     run_forward(&c, &r, NULL);
     CUDA_OK(cudaMemset(r.ddq, 0xff, r.nq * 2));
     flashc_attn_params pr = params_of(&c, NULL, NULL);
-    flashc_tensor q = view(&c, r.dq_, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
-    flashc_tensor k = view(&c, r.dk_, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
-    flashc_tensor v = vview(&c, r.dv_, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
-    flashc_tensor o = vview(&c, r.do_, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
-    flashc_tensor dout = vview(&c, r.ddo, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
-    flashc_tensor dq = view(&c, r.ddq, c.dt, c.Sq, c.Hq, FLASHC_DEVICE_CUDA);
-    flashc_tensor dk = view(&c, r.ddk, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
-    flashc_tensor dv = vview(&c, r.ddv, c.dt, c.Sk, c.Hkv, FLASHC_DEVICE_CUDA);
-    flashc_tensor lse = flashc_tensor_3d(r.dlse, FLASHC_F32, c.B, c.Hq, c.Sq);
-    lse.device = FLASHC_DEVICE_CUDA;
+    const dev_views t = dev_views_of(&c, &r);
+    flashc_tensor q = t.q, k = t.k, v = t.v, o = t.o, dout = t.dout, dq = t.dq, dk = t.dk,
+                  dv = t.dv, lse = t.lse;
 
     /* head dim 33 packed (rows of 66 bytes): the 16-byte loads cannot take it */
     flashc_tensor t33[8] = {q, k, v, o, dout, dq, dk, dv};
