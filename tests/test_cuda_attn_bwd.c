@@ -1089,8 +1089,9 @@ static void test_sm90h2l_d192(void **state) { (void)state; wide_q_d192("sm90h2l"
  * P chains, each with its float32 dQ accumulator, summed in plane order by the postprocess) on
  * the sm90h families (d 256 sm90h and sm90hl, d 192 sm90h2, sm90h2l and sm90h's 64-row kernel):
  * the gradients under the 2x rule and bit-identical over 3 runs for P = 2 and 3; dk, dv the bits
- * of one plane (only dQ's order of adds changes); the workspace P accumulators large; P = 0
- * and 9 (outside 1..8) one plane: dq's bits those of P = 1. */
+ * of one plane (only dQ's order of adds changes); the workspace P accumulators large; unset, the
+ * default: 2 planes without an upper key bound (these cases are <= 8k), else 1 (then dq's bits
+ * those of P = 1); P = 0 and 9 (outside 1..8) the default. */
 static void test_det_planes(void **state)
 {
     (void)state;
@@ -1129,29 +1130,42 @@ static void test_det_planes(void **state)
                     det_bits_3runs(c);
             }
             /* one plane against P = 3 (dk, dv equal, dq a different order), the workspace,
-             * and P values outside 1..8 (one plane) */
+             * the default (unset: 2 planes without an upper key bound up to 8k, else 1) and P
+             * values outside 1..8 (the default) */
             bufs r;
             bufs_create(c, &r);
             run_forward(c, &r, NULL);
             uint16_t *one = xmalloc((r.nq + 2 * r.nk) * 2);
-            unsetenv("FLASHC_CUDA_BWD_DET_PLANES");
+            setenv("FLASHC_CUDA_BWD_DET_PLANES", "1", 1);
             const size_t ws1 = bwd_ws_bytes(c, &r, NULL);
             assert_int_equal(run_backward(c, &r, NULL, NULL, 0), FLASHC_OK);
             memcpy(one, r.hdq, r.nq * 2);
             memcpy(one + r.nq, r.hdk, r.nk * 2);
             memcpy(one + r.nq + r.nk, r.hdv, r.nk * 2);
+            setenv("FLASHC_CUDA_BWD_DET_PLANES", "2", 1);
+            const size_t ws2 = bwd_ws_bytes(c, &r, NULL);
             setenv("FLASHC_CUDA_BWD_DET_PLANES", "3", 1);
             const size_t ws3 = bwd_ws_bytes(c, &r, NULL);
             assert_true(ws3 >= ws1 + 2 * (size_t)c->B * c->Hq * c->Sq * D * 4);
             assert_int_equal(run_backward(c, &r, NULL, NULL, 0), FLASHC_OK);
             assert_memory_equal(one + r.nq, r.hdk, r.nk * 2);
             assert_memory_equal(one + r.nq + r.nk, r.hdv, r.nk * 2);
+            unsetenv("FLASHC_CUDA_BWD_DET_PLANES");
+            const int upper = c->causal || (c->win && c->wr >= 0);
+            const size_t wsd = bwd_ws_bytes(c, &r, NULL);
+            assert_int_equal(wsd, upper ? ws1 : ws2);
+            assert_int_equal(run_backward(c, &r, NULL, NULL, 0), FLASHC_OK);
+            uint16_t *def = xmalloc(r.nq * 2);
+            memcpy(def, r.hdq, r.nq * 2);
+            if (upper)
+                assert_memory_equal(one, def, r.nq * 2);
             for (int bad = 0; bad < 2; bad++) {
                 setenv("FLASHC_CUDA_BWD_DET_PLANES", bad ? "9" : "0", 1);
-                assert_int_equal(bwd_ws_bytes(c, &r, NULL), ws1);
+                assert_int_equal(bwd_ws_bytes(c, &r, NULL), wsd);
                 assert_int_equal(run_backward(c, &r, NULL, NULL, 0), FLASHC_OK);
-                assert_memory_equal(one, r.hdq, r.nq * 2);
+                assert_memory_equal(def, r.hdq, r.nq * 2);
             }
+            free(def);
             printf("   planes 3: dk, dv the bits of one plane; workspace %zu against %zu bytes\n",
                    ws3, ws1);
             free(one);

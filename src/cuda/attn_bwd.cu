@@ -154,25 +154,33 @@ static int64_t acc_rows(const attn_problem *p)
     return p->layout == ATTN_VARLEN ? p->Hq * p->total_q : p->B * p->Hq * p->Sq;
 }
 
-/* Deterministic mode's planes (attn_bwd_args.planes): FLASHC_CUDA_BWD_DET_PLANES=P (1..8, read
- * at every call, the workspace query included; other values: 1) on a variant with det_planes,
- * else 1. Why: the turns make a Q block's dQ adds a chain through every K block of its head,
- * each waiting for the one before (the trace of 2026-12-06, bench/RESULTS.md: at d 256 the
- * deterministic steps wait ~1 us a step and run 1.4x the fast ones); with P planes a block
- * waits only for the block P turns before it, P chains of 1 / P the length, for P times the
- * float32 accumulator and counters and one more read of each in the postprocess. The bits
- * depend on P (a different order of float additions), never on the run. Opt-in: on an H100
- * (2026-12-06, bench/gpu/s21_planes.sh) it removed the wave-start skew of non-causal problems
- * (1.08-1.26x at 2k / 8k, level at 16k) but cost 1-38% under the causal mask, which has no
- * skew (its blocks start on their diagonals) and whose far-apart Q blocks then put P times the
- * accumulator lines in flight. */
+/* Deterministic mode's planes (attn_bwd_args.planes) on a variant with det_planes (the sm90h
+ * families, d 192 / 256; 1 elsewhere and in fast mode). Why: the turns make a Q block's dQ adds a
+ * chain through every K block of its head, each waiting for the one before; without an upper key
+ * bound every K block starts on the first Q block at once, so a block's first turn waits for
+ * the whole chain before it (the trace of 2026-12-06, bench/RESULTS.md: 64 us median at d 192
+ * 2k, where a block runs 16 steps of 9.4 us). With P planes a block waits only for the block P
+ * turns before it: P chains of 1 / P the length, for P times the float32 accumulator and
+ * counters and one more read of each in the postprocess. The bits depend on P (a different
+ * order of float additions), never on the run.
+ * The default (measured on an H100, 2026-12-06, bench/gpu/s21_planes.sh): 2 planes without an
+ * upper key bound (not causal, no window's right side) when Sq, Sk <= 8192 (1.01-1.20x one
+ * plane at 2k / 8k, d 192 and 256; level at 16k), else 1: under the causal mask, whose blocks
+ * start on their diagonals and so have no such wait, planes cost 1-38% (the blocks of a wave sit
+ * on far-apart Q blocks and each plane adds their rows into its own accumulator: P times the
+ * lines in flight in L2). FLASHC_CUDA_BWD_DET_PLANES=P (1..8; read at every call, the workspace
+ * query included; other values: the default) overrides it. */
 static int det_planes(const attn_problem *p, const attn_bwd_variant *v)
 {
     if (!p->deterministic || !v->det_planes)
         return 1;
     const char *e = getenv("FLASHC_CUDA_BWD_DET_PLANES");
-    const int n = e ? atoi(e) : 1;
-    return n >= 1 && n <= 8 ? n : 1;
+    const int n = e ? atoi(e) : 0;
+    if (n >= 1 && n <= 8)
+        return n;
+    /* an upper key bound as the kernels see it (attn_bwd_args.wr >= 0: cuda_attn_bwd's clamp) */
+    const bool upper = p->causal || (p->wr >= 0 && p->wr < p->Sq);
+    return !upper && p->Sq <= 8192 && p->Sk <= 8192 ? 2 : 1;
 }
 
 /* The workspace of variant v for p, each part 256-byte aligned: planes x dq_acc (rows of v's
