@@ -151,13 +151,6 @@ typedef struct attn_bwd_args {
     float *dq_acc; /* (B, Hq, Sq, head_dim) float32 */
     float *dsum;   /* (B, Hq, Sq) float32    */
     int *sem;      /* (B, Hq, n_qblocks, split) int32, deterministic mode only */
-    /* Deterministic mode's planes (a variant with det_planes only; 1 elsewhere and in fast
-     * mode): the K blocks' turns on a Q block are dealt round robin over `planes` chains, turn
-     * t into plane t % planes as its turn t / planes; plane p's adds go to dq_acc + p dq_plane
-     * and its counters are sem + p sem_plane; the postprocess sums the planes in order 0, 1,
-     * ... (a fixed order: the bits depend on planes, never on the run). */
-    int planes;
-    int64_t dq_plane, sem_plane; /* floats, ints */
     int B, Sq, Sk, Hq, Hkv, group; /* group = Hq / Hkv */
     /* The problem's head dims: q, k, dq, dk have D columns, v, o, dout, dv Dv. The variant's
      * head_dim (the kernels' template D, dq_acc's row length) may be wider (sm80: padded, the
@@ -184,6 +177,14 @@ typedef struct attn_bwd_args {
      * (Hq, total_q, D), dsum (Hq, total_q) and sem (B, Hq, ceil(Sq / block_q), split). */
     const int32_t *cu_q, *cu_k;
     int total_q, total_k;
+    /* (Last, so that the kernels that never read them keep their parameter offsets.)
+     * Deterministic mode's planes (a variant with det_planes only; 1 elsewhere and in fast
+     * mode): the K blocks' turns on a Q block are dealt round robin over `planes` chains, turn
+     * t into plane t % planes as its turn t / planes; plane p's adds go to dq_acc + p dq_plane
+     * and its counters are sem + p sem_plane; the postprocess sums the planes in order 0, 1,
+     * ... (a fixed order: the bits depend on planes, never on the run). */
+    int planes;
+    int64_t dq_plane, sem_plane; /* floats, ints */
 } attn_bwd_args;
 
 /* Launches the three kernels (preprocess, main, postprocess) of one variant on stream. */
