@@ -1085,6 +1085,34 @@ static void test_bwd_trace(void **state)
  * suite (its deterministic cases 3 runs bit for bit) */
 static void test_sm90h2l_d192(void **state) { (void)state; wide_q_d192("sm90h2l", 0); }
 
+/* FLASHC_CUDA_BWD_DET_FREE=1 (a diagnostic: deterministic mode's instructions with every turn
+ * counting as taken, attn_bwd_args.det_free) on the sm90h families: the gradients still meet the
+ * 2x rule (every add still lands; only their order is free). The d 64 default (sm90v3d) does not
+ * read it: its deterministic mode stays bit-identical over 3 runs with the variable set. */
+static void test_det_free(void **state)
+{
+    (void)state;
+    if (!cc90_or_skip("FLASHC_CUDA_BWD_DET_FREE"))
+        return;
+    setenv("FLASHC_CUDA_BWD_DET_FREE", "1", 1);
+    /* B Sq Sk Hq Hkv D causal dt det bhsd stream br bc | win wl wr softcap alibi */
+    static const bwd_case cases[] = {
+        {2, 300, 333, 4, 2, 256, 0, FLASHC_BF16, 1, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0},
+        {1, 500, 500, 4, 1, 256, 1, FLASHC_F16, 1, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0},
+        {2, 300, 333, 6, 2, 192, 0, FLASHC_BF16, 1, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0},
+        {1, 257, 300, 2, 1, 192, 1, FLASHC_F16, 1, 0, 1, 0, 0, 1, 50, -1, 0.0f, 0, 0, 0, 0},
+    };
+    for (int i = 0; i < 4; i++) {
+        if (small_only() && i > 0)
+            break;
+        check_case(&cases[i]);
+    }
+    const bwd_case d64 = {2, 300, 333, 4, 2, 64, 0, FLASHC_BF16, 1, 0, 0, 0, 0,
+                          0, 0, 0, 0.0f, 0, 0, 0, 0};
+    det_bits_3runs(&d64);
+    unsetenv("FLASHC_CUDA_BWD_DET_FREE");
+}
+
 /* FLASHC_CUDA_BWD_DET_PLANES=P (attn_bwd.cu's det_planes: deterministic mode's turns dealt over
  * P chains, each with its float32 dQ accumulator, summed in plane order by the postprocess) on
  * the sm90h families (d 256 sm90h and sm90hl, d 192 sm90h2, sm90h2l and sm90h's 64-row kernel):
@@ -1981,6 +2009,7 @@ int main(void)
         cmocka_unit_test(test_sm90h2e_d192),
         cmocka_unit_test(test_sm90h2l_d192),
         cmocka_unit_test(test_det_planes),
+        cmocka_unit_test(test_det_free),
         cmocka_unit_test(test_bwd_trace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -77,9 +77,13 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            "flashc_90h2e": (0, 0, False, "sm90h2e"), "flashc_90h2e_det": (0, 0, True, "sm90h2e"),
            "flashc_90h2l_det": (0, 0, True, "sm90h2l"), "flashc_90hl_det": (0, 0, True, "sm90hl"),
            # deterministic mode over P planes (FLASHC_CUDA_BWD_DET_PLANES; the sm90h families)
+           "flashc_det_p1": (0, 0, True, "", 1),
            "flashc_det_p2": (0, 0, True, "", 2), "flashc_det_p3": (0, 0, True, "", 3),
            "flashc_det_p4": (0, 0, True, "", 4), "flashc_det_p8": (0, 0, True, "", 8),
-           "flashc_90hl_det_p2": (0, 0, True, "sm90hl", 2)}
+           "flashc_90hl_det_p2": (0, 0, True, "sm90hl", 2),
+           # the diagnostic FLASHC_CUDA_BWD_DET_FREE=1: deterministic mode's instructions, its
+           # turns never waited for (not deterministic); P = 1 and 2
+           "flashc_detfree": (0, 0, True, "", 1, 1), "flashc_detfree_p2": (0, 0, True, "", 2, 1)}
 # sm90h2l / sm90hl serve one head dim each: elsewhere they would time the dispatcher's choice again
 ONE_DIM = {"flashc_90h2l": 192, "flashc_90hl": 256, "flashc_90hl_det_p2": 256}
 
@@ -188,6 +192,9 @@ def table(rows, configs):
               ("p4/det", "flashc_det_p4", "flashc_det"), ("p8/det", "flashc_det_p8", "flashc_det"),
               ("p2/fast", "flashc_det_p2", "flashc"), ("p4/fast", "flashc_det_p4", "flashc"),
               ("p8/fast", "flashc_det_p8", "flashc"),
+              ("det/p1", "flashc_det", "flashc_det_p1"), ("p1/fast", "flashc_det_p1", "flashc"),
+              ("free/fast", "flashc_detfree", "flashc"), ("free/p1", "flashc_detfree", "flashc_det_p1"),
+              ("freep2/fast", "flashc_detfree_p2", "flashc"),
               ("default/cuDNN", "flashc", "cudnn"), ("default/flash", "flashc", "flash"),
               ("det/fast", "flashc_det", "flashc")]
     ratios = [x for x in ratios if x[1] in impls and x[2] in impls]

@@ -299,11 +299,16 @@ def run(a):
             do = torch.randn(B, S, H, d, device="cuda", dtype=torch.bfloat16)
             for cfg in a.configs.split(","):
                 mode, fam = cfg.split(":")
-                det = mode.startswith("det")  # detP: over P planes (FLASHC_CUDA_BWD_DET_PLANES)
-                if det and mode[3:]:
-                    os.environ["FLASHC_CUDA_BWD_DET_PLANES"] = mode[3:]
-                else:
-                    os.environ.pop("FLASHC_CUDA_BWD_DET_PLANES", None)
+                # detP: over P planes (FLASHC_CUDA_BWD_DET_PLANES); free / freeP: the diagnostic
+                # FLASHC_CUDA_BWD_DET_FREE=1 (deterministic mode's instructions, no waiting)
+                det = mode.startswith(("det", "free"))
+                planes = mode[4:] if mode.startswith("free") else mode[3:] if det else ""
+                os.environ.pop("FLASHC_CUDA_BWD_DET_PLANES", None)
+                os.environ.pop("FLASHC_CUDA_BWD_DET_FREE", None)
+                if planes:
+                    os.environ["FLASHC_CUDA_BWD_DET_PLANES"] = planes
+                if mode.startswith("free"):
+                    os.environ["FLASHC_CUDA_BWD_DET_FREE"] = "1"
                 os.environ["FLASHC_CUDA_BWD_KERNEL"] = fam
                 path = os.path.join(a.out, f"{d}_{S}_{'c' if causal else 'n'}_{mode}_{fam}.bin")
                 if os.path.exists(path):  # a file of an earlier run must not pass for this one's
@@ -322,6 +327,7 @@ def run(a):
                     print(f"{path}: not written (the family did not serve the call?)")
     os.environ.pop("FLASHC_CUDA_BWD_KERNEL", None)
     os.environ.pop("FLASHC_CUDA_BWD_DET_PLANES", None)
+    os.environ.pop("FLASHC_CUDA_BWD_DET_FREE", None)
     return paths
 
 

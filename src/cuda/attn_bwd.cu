@@ -346,6 +346,10 @@ extern "C" flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats 
     int64_t dq_bytes = 0, sem_bytes = 0;
     (void)workspace_bytes(p, v, &dq_bytes, &sem_bytes);
     a.planes = det_planes(p, v);
+    /* FLASHC_CUDA_BWD_DET_FREE=1: the diagnostic of attn_bwd_args.det_free (read at every call;
+     * only the sm90h families read it) */
+    const char *free_env = getenv("FLASHC_CUDA_BWD_DET_FREE");
+    a.det_free = p->deterministic && free_env && strcmp(free_env, "1") == 0;
     a.dq_plane = dq_bytes / 4, a.sem_plane = sem_bytes / 4;
     a.dq_acc = (float *)ws;
     a.dsum = (float *)(ws + a.planes * dq_bytes);

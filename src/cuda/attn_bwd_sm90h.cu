@@ -689,7 +689,11 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                 if (pi == 0) {
                     if (lane == 0) {
                         const int *sem = a.sem + cnt;
-                        const int need = WIDE ? 4 * turn : 8 * turn + (D192 ? 4 * wg : 0);
+                        /* det_free (FLASHC_CUDA_BWD_DET_FREE, a diagnostic): every turn
+                         * counts as taken, the rest of the mode's instructions kept */
+                        const int need = a.det_free ? 0
+                                         : WIDE    ? 4 * turn
+                                                   : 8 * turn + (D192 ? 4 * wg : 0);
                         if constexpr (DQP) {
                             while (seen < need)
                                 seen = ptx_ld_acquire_gpu(sem);

@@ -185,6 +185,11 @@ typedef struct attn_bwd_args {
      * ... (a fixed order: the bits depend on planes, never on the run). */
     int planes;
     int64_t dq_plane, sem_plane; /* floats, ints */
+    /* FLASHC_CUDA_BWD_DET_FREE=1 (a diagnostic, attn_bwd.cu; the sm90h families): deterministic
+     * mode's instructions (the counter's acquire and release, the adds' completion before it)
+     * with every turn counting as taken: what the mode costs without its waiting. The result is
+     * correct but NOT deterministic. 0 otherwise. */
+    int det_free;
 } attn_bwd_args;
 
 /* Launches the three kernels (preprocess, main, postprocess) of one variant on stream. */
