@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* A failed CUDA runtime call fails the test with the runtime's message. */
 #define CUDA_OK(call)                                                                              \
@@ -20,6 +21,23 @@
         if (e_ != cudaSuccess)                                                                     \
             fail_msg("%s failed: %s", #call, cudaGetErrorString(e_));                              \
     } while (0)
+
+/* A variable's value saved (strdup'ed; NULL: unset) and put back by env_restore (which frees
+ * it): a device script may force a kernel variable on every test, and a test that sets its own
+ * hands the script's value back. */
+static inline char *env_save(const char *name)
+{
+    const char *e = getenv(name);
+    return e ? strdup(e) : NULL;
+}
+static inline void env_restore(const char *name, char *was)
+{
+    if (was)
+        setenv(name, was, 1);
+    else
+        unsetenv(name);
+    free(was);
+}
 
 /* FLASHC_TEST_SMALL=1: only the short cases (compute-sanitizer runs them). */
 static inline int small_only(void)

@@ -758,8 +758,7 @@ static int cc90_or_skip(const char *what)
  * of DIMS (0-terminated); DET: which modes (bit 0 fast, bit 1 deterministic). */
 static void family_bits(const char *cand, const char *ref, const int *dims, int modes)
 {
-    const char *prev = getenv("FLASHC_CUDA_BWD_KERNEL");
-    char *saved = prev ? strdup(prev) : NULL;
+    char *saved = env_save("FLASHC_CUDA_BWD_KERNEL");
     /* S 900 (short): 15 Q blocks x 4 heads a group = 60 steps, G = 9 heads of 10 on 132 SMs */
     const int S = small_only() ? 900 : 1500;
     for (const int *dp = dims; *dp; dp++)
@@ -795,10 +794,7 @@ static void family_bits(const char *cand, const char *ref, const int *dims, int 
                     free(base[i]);
                 bufs_destroy(&r);
             }
-    if (saved)
-        setenv("FLASHC_CUDA_BWD_KERNEL", saved, 1), free(saved);
-    else
-        unsetenv("FLASHC_CUDA_BWD_KERNEL");
+    env_restore("FLASHC_CUDA_BWD_KERNEL", saved);
 }
 
 /* sm90v3wg's deterministic mode (blocks in groups of heads, attn_bwd_sm90v3.cu) keeps
@@ -909,8 +905,7 @@ static void wide_q_d192(const char *fam, int padded)
 {
     if (!cc90_or_skip(fam))
         return;
-    const char *prev = getenv("FLASHC_CUDA_BWD_KERNEL");
-    char *saved = prev ? strdup(prev) : NULL;
+    char *saved = env_save("FLASHC_CUDA_BWD_KERNEL");
     setenv("FLASHC_CUDA_BWD_KERNEL", fam, 1);
     if (small_only()) {
         const bwd_case c = {1, 200, 203, 6, 2, 192, 1, FLASHC_BF16, 1, 0, 0, 128, 64,
@@ -952,10 +947,7 @@ static void wide_q_d192(const char *fam, int padded)
             continue;
         det_bits_3runs(c);
     }
-    if (saved)
-        setenv("FLASHC_CUDA_BWD_KERNEL", saved, 1), free(saved);
-    else
-        unsetenv("FLASHC_CUDA_BWD_KERNEL");
+    env_restore("FLASHC_CUDA_BWD_KERNEL", saved);
 }
 
 static void test_sm90h2_d192(void **state) { (void)state; wide_q_d192("sm90h2", 1); }
@@ -979,8 +971,7 @@ static void test_bwd_trace(void **state)
     const int fd = mkstemp(path);
     assert_true(fd >= 0);
     close(fd);
-    const char *prev = getenv("FLASHC_CUDA_BWD_KERNEL");
-    char *saved = prev ? strdup(prev) : NULL;
+    char *saved = env_save("FLASHC_CUDA_BWD_KERNEL");
     static const struct {
         int d, bm, bn, layout;
         const char *fam;
@@ -1075,10 +1066,7 @@ static void test_bwd_trace(void **state)
                 bufs_destroy(&r);
             }
     remove(path);
-    if (saved)
-        setenv("FLASHC_CUDA_BWD_KERNEL", saved, 1), free(saved);
-    else
-        unsetenv("FLASHC_CUDA_BWD_KERNEL");
+    env_restore("FLASHC_CUDA_BWD_KERNEL", saved);
 }
 
 /* sm90h2l: sm90h2 whose deterministic mode releases its turns a Q block late; the same wide
@@ -1094,6 +1082,7 @@ static void test_det_free(void **state)
     (void)state;
     if (!cc90_or_skip("FLASHC_CUDA_BWD_DET_FREE"))
         return;
+    char *free_was = env_save("FLASHC_CUDA_BWD_DET_FREE");
     setenv("FLASHC_CUDA_BWD_DET_FREE", "1", 1);
     /* B Sq Sk Hq Hkv D causal dt det bhsd stream br bc | win wl wr softcap alibi */
     static const bwd_case cases[] = {
@@ -1110,7 +1099,7 @@ static void test_det_free(void **state)
     const bwd_case d64 = {2, 300, 333, 4, 2, 64, 0, FLASHC_BF16, 1, 0, 0, 0, 0,
                           0, 0, 0, 0.0f, 0, 0, 0, 0};
     det_bits_3runs(&d64);
-    unsetenv("FLASHC_CUDA_BWD_DET_FREE");
+    env_restore("FLASHC_CUDA_BWD_DET_FREE", free_was);
 }
 
 /* FLASHC_CUDA_BWD_DET_PLANES=P (attn_bwd.cu's det_planes: deterministic mode's turns dealt over
@@ -1125,8 +1114,8 @@ static void test_det_planes(void **state)
     (void)state;
     if (!cc90_or_skip("FLASHC_CUDA_BWD_DET_PLANES"))
         return;
-    const char *prev = getenv("FLASHC_CUDA_BWD_KERNEL");
-    char *saved = prev ? strdup(prev) : NULL;
+    char *saved = env_save("FLASHC_CUDA_BWD_KERNEL");
+    char *planes_was = env_save("FLASHC_CUDA_BWD_DET_PLANES");
     static const struct {
         const char *fam;
         int D, br;
@@ -1200,11 +1189,8 @@ static void test_det_planes(void **state)
             bufs_destroy(&r);
         }
     }
-    unsetenv("FLASHC_CUDA_BWD_DET_PLANES");
-    if (saved)
-        setenv("FLASHC_CUDA_BWD_KERNEL", saved, 1), free(saved);
-    else
-        unsetenv("FLASHC_CUDA_BWD_KERNEL");
+    env_restore("FLASHC_CUDA_BWD_DET_PLANES", planes_was);
+    env_restore("FLASHC_CUDA_BWD_KERNEL", saved);
 }
 
 /* The call captured into a CUDA graph (no host synchronisation inside, workspace from the

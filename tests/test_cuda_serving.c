@@ -333,23 +333,6 @@ static void fill_rand(flashc_dtype dt, int64_t n, uint16_t *bits, float *f)
     }
 }
 
-/* Puts variable `name` back to `was` (a strdup'ed value, freed here; NULL: unset): a device
- * script may force a decode variable on every test, and the variant tests set their own. */
-static void env_restore(const char *name, char *was)
-{
-    if (was)
-        setenv(name, was, 1);
-    else
-        unsetenv(name);
-    free(was);
-}
-
-static char *env_save(const char *name)
-{
-    const char *e = getenv(name);
-    return e ? strdup(e) : NULL;
-}
-
 static int rand_int(int n) { return (int)(tu_uniform() * n) % (n > 0 ? n : 1); }
 
 /* ---- KV-cache cases ------------------------------------------------------------------------ */

@@ -17,6 +17,7 @@
  *
  * No CUDA device (or a build without CUDA): exits 77 (skipped).
  */
+#define _POSIX_C_SOURCE 200809L /* cuda_common.h's env_save / env_restore: strdup, setenv */
 #include "common.h"
 
 #include <stdio.h>
