@@ -154,6 +154,15 @@ static int64_t acc_rows(const attn_problem *p)
     return p->layout == ATTN_VARLEN ? p->Hq * p->total_q : p->B * p->Hq * p->Sq;
 }
 
+/* The right window bound the kernels get (attn_bwd_args.wr): -1 for a bound no row reaches (so
+ * that diag + wr stays within 2^30), 0 under the causal mask; an upper key bound iff >= 0. */
+static int kernel_wr(const attn_problem *p)
+{
+    if (p->causal)
+        return 0;
+    return p->wr >= 0 && p->wr < p->Sq ? (int)p->wr : -1;
+}
+
 /* Deterministic mode's planes (attn_bwd_args.planes) on a variant with det_planes (the sm90h
  * families, d 192 / 256; 1 elsewhere and in fast mode). Why: the turns make a Q block's dQ adds a
  * chain through every K block of its head, each waiting for the one before; without an upper key
@@ -178,25 +187,29 @@ static int det_planes(const attn_problem *p, const attn_bwd_variant *v)
     const int n = e ? atoi(e) : 0;
     if (n >= 1 && n <= 8)
         return n;
-    /* an upper key bound as the kernels see it (attn_bwd_args.wr >= 0: cuda_attn_bwd's clamp) */
-    const bool upper = p->causal || (p->wr >= 0 && p->wr < p->Sq);
-    return !upper && p->Sq <= 8192 && p->Sk <= 8192 ? 2 : 1;
+    return kernel_wr(p) < 0 && p->Sq <= 8192 && p->Sk <= 8192 ? 2 : 1;
 }
 
-/* The workspace of variant v for p, each part 256-byte aligned: planes x dq_acc (rows of v's
- * head_dim), dsum, planes x sem (turn counters per sem_block_q rows where v has it, else per
- * block_q). Bytes of one dq_acc plane, one sem plane in *dq_plane, *sem_plane when asked. */
-static int64_t workspace_bytes(const attn_problem *p, const attn_bwd_variant *v,
-                               int64_t *dq_plane = NULL, int64_t *sem_plane = NULL)
+/* The workspace of variant v for p, each part 256-byte aligned: [planes x dq_acc (rows of v's
+ * head_dim)][dsum][planes x sem (turn counters per sem_block_q rows where v has it, else per
+ * block_q)]; bytes, and the plane count it was sized for (the query and the call read
+ * FLASHC_CUDA_BWD_DET_PLANES once each). */
+typedef struct bwd_ws_layout {
+    int planes;
+    int64_t dq_plane, dsum, sem_plane, total;
+} bwd_ws_layout;
+static bwd_ws_layout ws_layout(const attn_problem *p, const attn_bwd_variant *v)
 {
     const int64_t rows = acc_rows(p);
     const int sb = v->sem_block_q > 0 ? v->sem_block_q : v->block_q;
     const int64_t n_mb = (p->Sq + sb - 1) / sb;
-    const int64_t dq = align256(rows * v->head_dim * 4);
-    const int64_t sem = align256(p->B * p->Hq * n_mb * v->split * 4);
-    if (dq_plane)
-        *dq_plane = dq, *sem_plane = sem;
-    return det_planes(p, v) * (dq + sem) + align256(rows * 4);
+    bwd_ws_layout l;
+    l.planes = det_planes(p, v);
+    l.dq_plane = align256(rows * v->head_dim * 4);
+    l.dsum = align256(rows * 4);
+    l.sem_plane = align256(p->B * p->Hq * n_mb * v->split * 4);
+    l.total = l.planes * (l.dq_plane + l.sem_plane) + l.dsum;
+    return l;
 }
 
 extern "C" flashc_status cuda_attn_bwd_supports(const attn_problem *p)
@@ -302,7 +315,7 @@ extern "C" size_t cuda_attn_bwd_workspace(const attn_problem *p)
     int smem_optin = 0;
     const int cc = bwd_device(&st, &smem_optin);
     const attn_bwd_variant *v = cc < 0 ? NULL : pick(p, cc, smem_optin);
-    return v ? (size_t)workspace_bytes(p, v) + 256 : 0; /* v: supports() ran first */
+    return v ? (size_t)ws_layout(p, v).total + 256 : 0; /* v: supports() ran first */
 }
 
 extern "C" flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats *stats)
@@ -317,7 +330,8 @@ extern "C" flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats 
     const attn_bwd_variant *v = pick(p, cc, smem_optin);
     const cudaStream_t stream = (cudaStream_t)p->stream;
 
-    const int64_t need = workspace_bytes(p, v);
+    const bwd_ws_layout lay = ws_layout(p, v);
+    const int64_t need = lay.total;
     char *ws = p->workspace ? (char *)(((uintptr_t)p->workspace + 255) & ~(uintptr_t)255) : NULL;
     const bool own = !ws;
     if (own) {
@@ -341,19 +355,16 @@ extern "C" flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats 
         a.sdo[i] = p->sdo[i], a.sdq[i] = p->sdq[i], a.sdk[i] = p->sdk[i], a.sdv[i] = p->sdv[i];
         a.slse[i] = p->slse[i];
     }
-    /* [planes x dq_acc][dsum][planes x sem] (workspace_bytes) */
-    const int64_t rows = acc_rows(p);
-    int64_t dq_bytes = 0, sem_bytes = 0;
-    (void)workspace_bytes(p, v, &dq_bytes, &sem_bytes);
-    a.planes = det_planes(p, v);
+    /* the workspace as ws_layout sized it */
+    a.planes = lay.planes;
+    a.dq_plane = lay.dq_plane / 4, a.sem_plane = lay.sem_plane / 4;
+    a.dq_acc = (float *)ws;
+    a.dsum = (float *)(ws + lay.planes * lay.dq_plane);
+    a.sem = (int *)(ws + lay.planes * lay.dq_plane + lay.dsum);
     /* FLASHC_CUDA_BWD_DET_FREE=1: the diagnostic of attn_bwd_args.det_free (read at every call;
      * only the sm90h families read it) */
     const char *free_env = getenv("FLASHC_CUDA_BWD_DET_FREE");
     a.det_free = p->deterministic && free_env && strcmp(free_env, "1") == 0;
-    a.dq_plane = dq_bytes / 4, a.sem_plane = sem_bytes / 4;
-    a.dq_acc = (float *)ws;
-    a.dsum = (float *)(ws + a.planes * dq_bytes);
-    a.sem = (int *)(ws + a.planes * dq_bytes + align256(rows * 4));
     a.B = (int)p->B, a.Sq = (int)p->Sq, a.Sk = (int)p->Sk, a.Hq = (int)p->Hq;
     a.D = (int)p->D, a.Dv = (int)p->Dv;
     a.Hkv = (int)p->Hkv, a.group = (int)(p->Hq / p->Hkv);
@@ -362,9 +373,7 @@ extern "C" flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats 
     a.causal = p->causal;
     /* a bound no row reaches is no bound (attn_bwd_args: keeps diag -/+ w within 2^30) */
     a.wl = p->wl >= 0 && p->wl < p->Sk ? (int)p->wl : -1;
-    a.wr = p->wr >= 0 && p->wr < p->Sq ? (int)p->wr : -1;
-    if (p->causal)
-        a.wr = 0;
+    a.wr = kernel_wr(p);
     a.softcap = p->softcap;
     a.alibi = p->alibi;
     a.salibi[0] = p->salibi[0], a.salibi[1] = p->salibi[1];
