@@ -154,8 +154,9 @@ enum : unsigned {
  *          0 if the warpgroup takes none), + 3 its last panel's adds issued (and, in
  *          deterministic mode without H_REL, released); 8 the Q block's first row | head << 32.
  * Lane 0 of each warpgroup's first warp writes its warpgroup's words. The twins have the
- * untraced kernels' 168 registers; sm90h2l's deterministic twin spills 4 bytes (ptxas), the
- * rest none, and the untraced kernels' code is unchanged by the twins (text-identical cubins). */
+ * untraced kernels' 168 registers and no spill (ptxas, since the plane's counter offset is
+ * folded into one int, 2026-12-06; sm90h2l's deterministic twin spilled 4 bytes before), and the
+ * untraced kernels' code is unchanged by the twins (text-identical cubins). */
 constexpr int H_TR_HDR = 8, H_TR_IT = 10;
 
 /* Q / dO stages: one at d 256 and in sm90h2 (a second does not fit), two at d 192 x 64. */
