@@ -41,6 +41,11 @@ halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KE
                         deterministic mode completes a Q block's dQ adds once and releases the
                         turn a Q block late (opt-in; sm90h2g / hg / h2q / hq / h2r / hr, which
                         bench/gpu/s18_bwd23.sh timed, were removed after that run)
+  l_det / l_det_p2 / l_det_p4 / l_free / l_free_p2
+                        the late-release family of the head dim (sm90h2l at d 192, sm90hl at
+                        d 256; skipped elsewhere) over 1 / 2 / 4 deterministic planes, and with
+                        FLASHC_CUDA_BWD_DET_FREE=1 (its turns free: a diagnostic, not
+                        deterministic)
 The table (printed last) gives each TFLOP/s and the ratios the issue's target names.
 
 usage: bench_bwd4.py --lib build/libflashc.so [--out x.json] [--dims 128,64] [--seqlens 2048,16384]
@@ -83,9 +88,22 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            "flashc_90hl_det_p2": (0, 0, True, "sm90hl", 2),
            # the diagnostic FLASHC_CUDA_BWD_DET_FREE=1: deterministic mode's instructions, its
            # turns never waited for (not deterministic); P = 1 and 2
-           "flashc_detfree": (0, 0, True, "", 1, 1), "flashc_detfree_p2": (0, 0, True, "", 2, 1)}
+           "flashc_detfree": (0, 0, True, "", 1, 1), "flashc_detfree_p2": (0, 0, True, "", 2, 1),
+           # "L": the late-release family of the head dim (L_FAMILY), over 1, 2, 4 planes, and
+           # with its turns free (the diagnostic): one column for d 192 and d 256
+           "flashc_l_det": (0, 0, True, "L", 1), "flashc_l_det_p2": (0, 0, True, "L", 2),
+           "flashc_l_det_p4": (0, 0, True, "L", 4), "flashc_l_free": (0, 0, True, "L", 1, 1),
+           "flashc_l_free_p2": (0, 0, True, "L", 2, 1)}
+L_FAMILY = {192: "sm90h2l", 256: "sm90hl"}
 # sm90h2l / sm90hl serve one head dim each: elsewhere they would time the dispatcher's choice again
-ONE_DIM = {"flashc_90h2l": 192, "flashc_90hl": 256, "flashc_90hl_det_p2": 256}
+ONE_DIM = {"flashc_90h2l": 192, "flashc_90hl": 256}
+
+
+def serves(config, d):
+    """Whether config times something other than the dispatcher's choice at head dim d."""
+    if CONFIGS.get(config, ("",) * 4)[3:4] == ("L",):
+        return d in L_FAMILY
+    return all(not config.startswith(k) or d == v for k, v in ONE_DIM.items())
 
 
 def _term(signum, frame):
@@ -132,7 +150,10 @@ def main():
                 c for c in configs if not c.startswith(("flashc_v3", "flashc_sm90", "flashc_v2s"))
                 or (d == 64 and c.startswith(("flashc_v3w", "flashc_v3u", "flashc_v3e",
                                                 "flashc_v2s", "flashc_v3d"))))
-            cf = tuple(c for c in cf if ONE_DIM.get(c.removesuffix("_det"), d) == d)
+            cf = tuple(c for c in cf if serves(c, d))
+            for name, cfg in CONFIGS.items():  # "L" -> this head dim's family
+                if cfg[3] == "L":
+                    bb.FLASHC_CONFIGS[name] = cfg[:3] + (L_FAMILY.get(d, ""),) + cfg[4:]
             if cf:
                 bb.part2(lib, seqlens, rows, d=d, configs=cf,
                          peers=tuple(p for p in a.peers.split(",") if p), part=3)
@@ -188,6 +209,11 @@ def table(rows, configs):
               ("90h2ldet/det", "flashc_90h2l_det", "flashc_det"),
               ("90hldet/det", "flashc_90hl_det", "flashc_det"),
               ("90hlp2/det", "flashc_90hl_det_p2", "flashc_det"),
+              ("l/det", "flashc_l_det", "flashc_det"), ("lp2/det", "flashc_l_det_p2", "flashc_det"),
+              ("lp4/det", "flashc_l_det_p4", "flashc_det"),
+              ("lfree/fast", "flashc_l_free", "flashc"),
+              ("lfreep2/fast", "flashc_l_free_p2", "flashc"),
+              ("lp2/fast", "flashc_l_det_p2", "flashc"), ("lp4/fast", "flashc_l_det_p4", "flashc"),
               ("p2/det", "flashc_det_p2", "flashc_det"), ("p3/det", "flashc_det_p3", "flashc_det"),
               ("p4/det", "flashc_det_p4", "flashc_det"), ("p8/det", "flashc_det_p8", "flashc_det"),
               ("p2/fast", "flashc_det_p2", "flashc"), ("p4/fast", "flashc_det_p4", "flashc"),
