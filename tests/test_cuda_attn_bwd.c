@@ -847,14 +847,21 @@ static void test_pipelined_bits(void **state)
 /* sm90h2l and sm90hl (attn_bwd_sm90h.cu: sm90h2's d 192 and sm90h's d 256 kernels whose
  * deterministic mode completes a Q block's dQ adds once and releases the turn a Q block late)
  * keep the turn counters' dQ order: dq, dk, dv bit for bit sm90h2's / sm90h's deterministic
- * result; fast mode is the base family's kernel (dk, dv equal). The cases: non-causal, causal,
- * a left window, bf16 and fp16. */
-static void test_late_release_bits(void **state)
+ * result over the same plane count (FLASHC_CUDA_BWD_DET_PLANES 1 and 3 asked: the families'
+ * default counts differ, attn_bwd.cu's det_planes); fast mode is the base family's kernel (dk,
+ * dv equal). The cases: non-causal, causal, a left window, bf16 and fp16. */
+static void test_late_release_d192_d256(void **state)
 {
     (void)state;
     static const int e192[] = {192, 0}, e256[] = {256, 0};
-    family_bits("sm90h2l", "sm90h2", e192, 3);
-    family_bits("sm90hl", "sm90h", e256, 3);
+    char *planes_was = env_save("FLASHC_CUDA_BWD_DET_PLANES");
+    for (int P = 1; P <= 3; P += 2) {
+        setenv("FLASHC_CUDA_BWD_DET_PLANES", P == 1 ? "1" : "3", 1);
+        printf(" %d plane(s)\n", P);
+        family_bits("sm90h2l", "sm90h2", e192, P == 1 ? 3 : 2);
+        family_bits("sm90hl", "sm90h", e256, P == 1 ? 3 : 2);
+    }
+    env_restore("FLASHC_CUDA_BWD_DET_PLANES", planes_was);
 }
 
 /* sm80p (head dims above 128: one thread block per K/V block, two warps per 16 keys, P^T and
@@ -1107,8 +1114,18 @@ static void test_det_free(void **state)
  * the sm90h families (d 256 sm90h and sm90hl, d 192 sm90h2, sm90h2l and sm90h's 64-row kernel):
  * the gradients under the 2x rule and bit-identical over 3 runs for P = 2 and 3; dk, dv the bits
  * of one plane (only dQ's order of adds changes); the workspace P accumulators large; unset, the
- * default: 2 planes without an upper key bound (these cases are <= 8k), else 1 (then dq's bits
- * those of P = 1); P = 0 and 9 (outside 1..8) the default. */
+ * default (def_planes: the workspace and dq's bits those of P = the default); P = 0 and 9
+ * (outside 1..8) the default. */
+static int def_planes(const char *fam, int D, int upper, int Sq, int Sk)
+{
+    /* attn_bwd.cu's det_planes: the late-release families (sm90hl, sm90h2l) d 256 2 / 1
+     * (without / with an upper key bound), d 192 4 up to 2k without one, else 2; the base
+     * kernels 2 without an upper key bound up to 8k, else 1 */
+    if (strcmp(fam, "sm90hl") == 0 || strcmp(fam, "sm90h2l") == 0)
+        return D >= 256 ? (upper ? 1 : 2) : upper || Sq > 2048 || Sk > 2048 ? 2 : 4;
+    return !upper && Sq <= 8192 && Sk <= 8192 ? 2 : 1;
+}
+
 static void test_det_planes(void **state)
 {
     (void)state;
@@ -1147,8 +1164,7 @@ static void test_det_planes(void **state)
                     det_bits_3runs(c);
             }
             /* one plane against P = 3 (dk, dv equal, dq a different order), the workspace,
-             * the default (unset: 2 planes without an upper key bound up to 8k, else 1) and P
-             * values outside 1..8 (the default) */
+             * the default (def_planes) and P values outside 1..8 (the default) */
             bufs r;
             bufs_create(c, &r);
             run_forward(c, &r, NULL);
@@ -1167,15 +1183,29 @@ static void test_det_planes(void **state)
             assert_int_equal(run_backward(c, &r, NULL, NULL, 0), FLASHC_OK);
             assert_memory_equal(one + r.nq, r.hdk, r.nk * 2);
             assert_memory_equal(one + r.nq + r.nk, r.hdv, r.nk * 2);
-            unsetenv("FLASHC_CUDA_BWD_DET_PLANES");
             const int upper = c->causal || (c->win && c->wr >= 0);
+            const int pd = def_planes(fams[f].fam, D, upper, c->Sq, c->Sk);
+            char pdv[4];
+            snprintf(pdv, sizeof pdv, "%d", pd);
+            setenv("FLASHC_CUDA_BWD_DET_PLANES", pdv, 1); /* the default's count, asked */
+            const size_t wsp = bwd_ws_bytes(c, &r, NULL);
+            if (pd <= 3)
+                assert_int_equal(wsp, pd == 1 ? ws1 : pd == 2 ? ws2 : ws3);
+            else
+                assert_true(wsp >= ws3 + (size_t)c->B * c->Hq * c->Sq * D * 4);
+            assert_int_equal(run_backward(c, &r, NULL, NULL, 0), FLASHC_OK);
+            uint16_t *asked = xmalloc(r.nq * 2);
+            memcpy(asked, r.hdq, r.nq * 2);
+            unsetenv("FLASHC_CUDA_BWD_DET_PLANES");
             const size_t wsd = bwd_ws_bytes(c, &r, NULL);
-            assert_int_equal(wsd, upper ? ws1 : ws2);
+            assert_int_equal(wsd, wsp);
             assert_int_equal(run_backward(c, &r, NULL, NULL, 0), FLASHC_OK);
             uint16_t *def = xmalloc(r.nq * 2);
             memcpy(def, r.hdq, r.nq * 2);
-            if (upper)
+            assert_memory_equal(asked, def, r.nq * 2);
+            if (pd == 1)
                 assert_memory_equal(one, def, r.nq * 2);
+            free(asked);
             for (int bad = 0; bad < 2; bad++) {
                 setenv("FLASHC_CUDA_BWD_DET_PLANES", bad ? "9" : "0", 1);
                 assert_int_equal(bwd_ws_bytes(c, &r, NULL), wsd);
@@ -1183,8 +1213,8 @@ static void test_det_planes(void **state)
                 assert_memory_equal(def, r.hdq, r.nq * 2);
             }
             free(def);
-            printf("   planes 3: dk, dv the bits of one plane; workspace %zu against %zu bytes\n",
-                   ws3, ws1);
+            printf("   planes 3: dk, dv the bits of one plane; workspace %zu against %zu bytes; "
+                   "default %d planes\n", ws3, ws1, pd);
             free(one);
             bufs_destroy(&r);
         }
@@ -1977,7 +2007,7 @@ int main(void)
         cmocka_unit_test(test_early_bits),
         cmocka_unit_test(test_pipelined_bits),
         cmocka_unit_test(test_sm80p_bits),
-        cmocka_unit_test(test_late_release_bits),
+        cmocka_unit_test(test_late_release_d192_d256),
         cmocka_unit_test(test_graph_capture),
         cmocka_unit_test(test_strided_stream_workspace),
         cmocka_unit_test(test_other_tiles),

@@ -46,6 +46,9 @@ halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KE
                         d 256; skipped elsewhere) over 1 / 2 / 4 deterministic planes, and with
                         FLASHC_CUDA_BWD_DET_FREE=1 (its turns free: a diagnostic, not
                         deterministic)
+  base_det              the head dim's base family (sm90h2 at d 192, sm90h at d 256; skipped
+                        elsewhere) in deterministic mode: the default before 2026-12-06 late
+                        morning, when the late-release kernels took it
 The table (printed last) gives each TFLOP/s and the ratios the issue's target names.
 
 usage: bench_bwd4.py --lib build/libflashc.so [--out x.json] [--dims 128,64] [--seqlens 2048,16384]
@@ -93,16 +96,20 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            # with its turns free (the diagnostic): one column for d 192 and d 256
            "flashc_l_det": (0, 0, True, "L", 1), "flashc_l_det_p2": (0, 0, True, "L", 2),
            "flashc_l_det_p4": (0, 0, True, "L", 4), "flashc_l_free": (0, 0, True, "L", 1, 1),
-           "flashc_l_free_p2": (0, 0, True, "L", 2, 1)}
-L_FAMILY = {192: "sm90h2l", 256: "sm90hl"}
+           "flashc_l_free_p2": (0, 0, True, "L", 2, 1),
+           # "BASE": the head dim's base family (sm90h2 at d 192, sm90h at d 256) with its own
+           # default planes: the deterministic default before the late-release kernels took it
+           "flashc_base_det": (0, 0, True, "BASE")}
+PER_DIM = {"L": {192: "sm90h2l", 256: "sm90hl"}, "BASE": {192: "sm90h2", 256: "sm90h"}}
 # sm90h2l / sm90hl serve one head dim each: elsewhere they would time the dispatcher's choice again
 ONE_DIM = {"flashc_90h2l": 192, "flashc_90hl": 256}
 
 
 def serves(config, d):
     """Whether config times something other than the dispatcher's choice at head dim d."""
-    if CONFIGS.get(config, ("",) * 4)[3:4] == ("L",):
-        return d in L_FAMILY
+    fam = CONFIGS.get(config, ("",) * 4)[3]
+    if fam in PER_DIM:
+        return d in PER_DIM[fam]
     return all(not config.startswith(k) or d == v for k, v in ONE_DIM.items())
 
 
@@ -151,9 +158,9 @@ def main():
                 or (d == 64 and c.startswith(("flashc_v3w", "flashc_v3u", "flashc_v3e",
                                                 "flashc_v2s", "flashc_v3d"))))
             cf = tuple(c for c in cf if serves(c, d))
-            for name, cfg in CONFIGS.items():  # "L" -> this head dim's family
-                if cfg[3] == "L":
-                    bb.FLASHC_CONFIGS[name] = cfg[:3] + (L_FAMILY.get(d, ""),) + cfg[4:]
+            for name, cfg in CONFIGS.items():  # "L", "BASE" -> this head dim's family
+                if cfg[3] in PER_DIM:
+                    bb.FLASHC_CONFIGS[name] = cfg[:3] + (PER_DIM[cfg[3]].get(d, ""),) + cfg[4:]
             if cf:
                 bb.part2(lib, seqlens, rows, d=d, configs=cf,
                          peers=tuple(p for p in a.peers.split(",") if p), part=3)
@@ -209,6 +216,8 @@ def table(rows, configs):
               ("90h2ldet/det", "flashc_90h2l_det", "flashc_det"),
               ("90hldet/det", "flashc_90hl_det", "flashc_det"),
               ("90hlp2/det", "flashc_90hl_det_p2", "flashc_det"),
+              ("det/basedet", "flashc_det", "flashc_base_det"),
+              ("basedet/fast", "flashc_base_det", "flashc"),
               ("l/det", "flashc_l_det", "flashc_det"), ("lp2/det", "flashc_l_det_p2", "flashc_det"),
               ("lp4/det", "flashc_l_det_p4", "flashc_det"),
               ("lfree/fast", "flashc_l_free", "flashc"),

@@ -3,7 +3,7 @@
 # spent their 30 minutes): one targets-only build for sm_90a alone into build-c1 (the lent H100 /
 # H200 runs sm_90a objects, the sm80 kernels included; dropping the sm_80 pass halves the build),
 # then each bench/gpu/s*.sh SCRIPT given, one after another, each with build-c1 as its BUILD_DIR
-# under a hard 155 s, its output in $OUT/<name>/ tarred to $OUT/<name>.tgz as soon as it ends (a
+# under a hard 155 s (FLASHC_CALL_SCRIPT_LIMIT overrides), its output in $OUT/<name>/ tarred to $OUT/<name>.tgz as soon as it ends (a
 # call cut by its limit still returns the scripts that finished), its stdout's last 40 lines
 # printed and kept in build-c1/s_logs/ (a follow-up call on the still-warm machine reads them:
 # the build folder survives between calls, $OUT does not; build_stamp.sh keeps its objects when
@@ -33,7 +33,7 @@ for s in "$@"; do
   n=$(basename "$s" .sh)
   mkdir -p "$R/$n"
   t1=$(date +%s)
-  OUT=$R/$n timeout -k 5 155 bash "$s" $B >"$R/$n/stdout.log" 2>&1
+  OUT=$R/$n timeout -k 5 "${FLASHC_CALL_SCRIPT_LIMIT:-155}" bash "$s" $B >"$R/$n/stdout.log" 2>&1
   rc=$?
   echo "== $n rc $rc $(($(date +%s) - t1)) s"
   tail -40 "$R/$n/stdout.log"

@@ -7,12 +7,12 @@
 # (H_GRP) cost 0.61-1.05x (g / q), most under the causal mask, while the late release (H_REL, on
 # the grouped order: r / g) gave 1.14-1.36x at d 256 and 0.72-1.18x at d 192. New opt-in families
 # sm90hl (d 256) and sm90h2l (d 192): H_DQP | H_REL without H_GRP, the blocks head by head as
-# the defaults (sm90h, sm90h2); the same dQ order, so the same bits (test_late_release_bits,
+# the defaults (sm90h, sm90h2); the same dQ order, so the same bits (test_late_release_d192_d256,
 # test_grouped_h_bits when this ran). ptxas:
 # 168 registers, 0 spills, as the file's other kernels.
 #  1. (<= 60 s, side by side) FLASHC_CUDA_BWD_KERNEL=sm90h2l: the d 192 suites bf16 / fp16,
 #     deterministic bitwise (192 on it); sm90hl: the d 256 suites bf16 / fp16, modifiers,
-#     deterministic bitwise; test_late_release_bits; memcheck and racecheck of each on short cases.
+#     deterministic bitwise; test_late_release_d192_d256; memcheck and racecheck of each on short cases.
 #  2. (the rest of 145 s, alone on the GPU) bench_bwd4.py at d 192 and 256, S 2k / 8k / 16k,
 #     causal and not: the default fast and det, l det, SDPA FA2 (the gradient check, timed).
 #  3. the table and one VERDICT line per head dim (LAST). Rule (s18's): l qualifies at a head dim
@@ -37,7 +37,7 @@ done
 for t in bf16_d256 f16_d256 modifiers deterministic_bitwise; do
   FAM=sm90hl tjob "l-hl-$t" 60 - $F="test_$t"
 done
-tjob l-late_release_bits 75 - $F=test_late_release_bits
+tjob l-late_release_bits 75 - $F=test_late_release_d192_d256
 FAM=sm90h2l tjob l-h2l-memcheck 60 memcheck $F=test_bf16_d192 FLASHC_TEST_SMALL=1
 FAM=sm90h2l tjob l-h2l-racecheck 60 racecheck $F=test_f16_d192 FLASHC_TEST_SMALL=1
 FAM=sm90hl tjob l-hl-memcheck 60 memcheck $F=test_bf16_d256 FLASHC_TEST_SMALL=1

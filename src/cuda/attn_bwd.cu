@@ -52,8 +52,9 @@ static const struct {
  * device run of 2026-12-06, the padded entries opt-in), "sm90h2e" (sm90h2 with dV / dK issued
  * before dQ, opt-in), "sm90h2l" and "sm90hl" (sm90h2's d 192 and sm90h's d 256 kernels whose
  * deterministic mode completes a Q block's dQ adds once and releases its turn a Q block late,
- * the same bits, exact entries; fast mode their base kernels; measured on an H100 on
- * 2026-12-06, bench/gpu/s19_bwdl.sh: 0.72-1.19x the default's deterministic mode, opt-in); an
+ * the same bits, exact entries, deterministic mode only (the variant's late: fast mode takes
+ * the base family's entry, the same kernel); the deterministic default at d 256 / 192 since
+ * the H100 run of 2026-12-06, late morning, with their own plane counts, det_planes); an
  * opt_in variant is
  * taken only this way) preferred where it serves the problem; a problem it does not serve gets
  * the dispatcher's choice, so one test run covers every head dim. Read at every call (not
@@ -109,6 +110,7 @@ static const attn_bwd_variant *pick_in(const attn_problem *p, int cc, int smem_o
         for (int i = 0; i < *bwd_tables[t].count; i++) {
             const attn_bwd_variant *v = &bwd_tables[t].v[i];
             if (v->dtype == p->dtype && serves_dims(v, p) && v->min_cc <= cc &&
+                (p->deterministic || !v->late) &&
                 (!v->max_cc || cc <= v->max_cc) && v->smem_bytes <= smem_optin &&
                 (!family ? !v->opt_in : strcmp(v->family, family) == 0) &&
                 (!p->br || p->br == v->block_q) && (!p->bc || p->bc == v->block_k) &&
@@ -177,8 +179,9 @@ static int kernel_wr(const attn_problem *p)
  * plane at 2k / 8k, d 192 and 256; level at 16k), else 1: under the causal mask, whose blocks
  * start on their diagonals and so have no such wait, planes cost 1-38% (the blocks of a wave sit
  * on far-apart Q blocks and each plane adds their rows into its own accumulator: P times the
- * lines in flight in L2). FLASHC_CUDA_BWD_DET_PLANES=P (1..8; read at every call, the workspace
- * query included; other values: the default) overrides it. */
+ * lines in flight in L2); the late-release kernels (v->late), the default deterministic kernels
+ * at d 192 / 256, have their own counts (below). FLASHC_CUDA_BWD_DET_PLANES=P (1..8; read at
+ * every call, the workspace query included; other values: the default) overrides them. */
 static int det_planes(const attn_problem *p, const attn_bwd_variant *v)
 {
     if (!p->deterministic || !v->det_planes)
@@ -187,7 +190,22 @@ static int det_planes(const attn_problem *p, const attn_bwd_variant *v)
     const int n = e ? atoi(e) : 0;
     if (n >= 1 && n <= 8)
         return n;
-    return kernel_wr(p) < 0 && p->Sq <= 8192 && p->Sk <= 8192 ? 2 : 1;
+    const bool upper = kernel_wr(p) >= 0;
+    if (v->late) {
+        /* the late-release kernels (sm90hl, sm90h2l; the deterministic default at d 256 / 192
+         * since 2026-12-06, measured on an H100 with bench/gpu/s23_lplanes.sh, bench/RESULTS.md
+         * "Session of 2026-12-06, late morning"): their release a Q block late lengthens each
+         * turn's lag by a step, which planes absorb where every block starts at once. Best
+         * counts there, against the rule below on the base kernels: d 256 without an upper
+         * bound 2 planes (0.98 / 1.09 / 1.11x at 2k / 8k / 16k), with one 1 (1.08 / 1.12 /
+         * 1.19x); d 192 without 4 up to 2k (1.02x), 2 above (1.01 / 1.08x at 8k / 16k), with
+         * one 2 (1.04 / 1.06 / 1.04x). One plane under the mask at d 192 lost 3-29%, 4 planes
+         * under it at either dim 12-29%. */
+        if (v->head_dim >= 256)
+            return upper ? 1 : 2;
+        return upper || p->Sq > 2048 || p->Sk > 2048 ? 2 : 4;
+    }
+    return !upper && p->Sq <= 8192 && p->Sk <= 8192 ? 2 : 1;
 }
 
 /* The workspace of variant v for p, each part 256-byte aligned: [planes x dq_acc (rows of v's

@@ -91,13 +91,18 @@
  *    block's first dQ panel, before its turn's wait (so no warp waits holding a count), the
  *    round trip under the next Q block's products.
  * The turns and counters are untouched: each dQ element still gets its adds in K block order,
- * one a Q block per block, so the bits are sm90h2's / sm90h's (test_late_release_bits).
- * sm90h2l / sm90hl (H_DQP | H_REL; fast mode the base kernel) are opt-in: on an H100
+ * one a Q block per block, so the bits are sm90h2's / sm90h's (test_late_release_d192_d256).
+ * sm90h2l / sm90hl (H_DQP | H_REL; fast mode the base kernel): over one plane, on an H100
  * (2026-12-06, bench/gpu/s19_bwdl.sh) 0.90-1.19x the default's deterministic mode at d 256 (the
  * gain growing with the length: 1.10 / 1.19 at 16k) and 0.72-0.98x at d 192. The late release
  * takes the completion round trip off a block's own period but lengthens the lag between K
  * block n - 1 and n on a Q block by one Q block, which costs once per wave of blocks that
- * start together. Measured the same day and removed (helper bwd23; bench/RESULTS.md): the
+ * start together; deterministic planes (attn_bwd.cu's det_planes) run P such chains side by
+ * side, and with their own plane counts the two are the deterministic default at d 256 / 192
+ * since the next run (s23_lplanes.sh, the same H100 day: 0.98-1.19x / 1.02-1.08x the base
+ * kernels' deterministic default; with every turn free, FLASHC_CUDA_BWD_DET_FREE, they reach
+ * 0.70-0.81x fast mode: what the mode's completion and fences cost, the bound of this
+ * design). Measured the same day and removed (helper bwd23; bench/RESULTS.md): the
  * blocks in groups of heads (sm90h2g / sm90hg, and sm90h2r / sm90hr with the late release),
  * 0.56-1.11x, worst under the causal mask, and H_DQP alone (sm90h2q / sm90hq), 0.99-1.03x.
  *
@@ -929,11 +934,20 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
  * opt-in (FLASHC_CUDA_BWD_KERNEL=sm90h). */
 #define H_ENTRY(TN, T, DT, FAM, D, BM, SUF, F, OPT, LO)                                            \
     {"attn_bwd_" #TN "_" FAM "_d" #D SUF "_" #BM "x64", FAM, DT, D, 90, 90, BM, H_BN, 1,           \
-     bwd90h_smem<D, BM>::LAUNCH, attn_bwd_sm90h_launch<T, D, BM, F>, NULL, OPT, LO, 0, H_BM, 1}
+     bwd90h_smem<D, BM>::LAUNCH, attn_bwd_sm90h_launch<T, D, BM, F>, NULL, OPT, LO, 0, H_BM, 1,   \
+     ((F) & H_REL) ? 1 : 0}
 #define H_PAIR(FAM, D, BM, SUF, F, OPT, LO)                                                        \
     H_ENTRY(bf16, __nv_bfloat16, FLASHC_BF16, FAM, D, BM, SUF, F, OPT, LO),                       \
         H_ENTRY(f16, __half, FLASHC_F16, FAM, D, BM, SUF, F, OPT, LO)
 const attn_bwd_variant attn_bwd_sm90h_variants[] = {
+    /* sm90hl and sm90h2l: the dQ adds of a Q block completed once and released a Q block late
+     * (H_DQP | H_REL), deterministic mode only (late: fast mode takes the base family's entry,
+     * the same kernel), the same bits as sm90h / sm90h2 (test_late_release_d192_d256). Listed first:
+     * the deterministic default at d 256 / d 192 since the H100 run of 2026-12-06 (late morning,
+     * bench/gpu/s23_lplanes.sh: with their own plane counts, attn_bwd.cu's det_planes, 0.98-1.19x
+     * the base kernels' deterministic mode at d 256, 1.02-1.08x at d 192; bench/RESULTS.md) */
+    H_PAIR("sm90hl", 256, 64, "", H_DQP | H_REL, 0, 0),
+    H_PAIR("sm90h2l", 192, 128, "", H_DQP | H_REL, 0, 0),
     H_PAIR("sm90h", 256, 64, "", 0u, 0, 0),
     H_PAIR("sm90h", 192, 64, "", 0u, 1, 0),
     H_PAIR("sm90h", 192, 64, "p", H_PAD, 1, 129),
@@ -949,11 +963,6 @@ const attn_bwd_variant attn_bwd_sm90h_variants[] = {
     /* sm90h2e: sm90h2 with dV / dK issued before dQ and two dQ accumulators (H_EARLY), opt-in */
     H_PAIR("sm90h2e", 192, 128, "", H_EARLY, 1, 0),
     H_PAIR("sm90h2e", 192, 128, "p", H_PAD | H_EARLY, 1, 129),
-    /* sm90h2l and sm90hl: the dQ adds of a Q block completed once and released a Q block
-     * late (H_DQP | H_REL); opt-in (the comment at the top of the file), the same bits
-     * (test_late_release_bits) */
-    H_PAIR("sm90h2l", 192, 128, "", H_DQP | H_REL, 1, 0),
-    H_PAIR("sm90hl", 256, 64, "", H_DQP | H_REL, 1, 0),
 };
 #undef H_PAIR
 #undef H_ENTRY

@@ -223,6 +223,11 @@ typedef struct attn_bwd_variant {
     int det_planes;     /* 1: the kernel takes attn_bwd_args.planes > 1 in deterministic mode
                            (FLASHC_CUDA_BWD_DET_PLANES, attn_bwd.cu); 0 (tables that omit it):
                            one plane */
+    int late;           /* 1: deterministic mode only (sm90hl, sm90h2l: a Q block's dQ adds
+                           completed once and its turn released a Q block late; fast mode is
+                           served by the base family's entry, the same kernel): attn_bwd.cu's
+                           pick skips it in fast mode and det_planes has its own default for
+                           it; 0 (tables that omit it): both modes */
 } attn_bwd_variant;
 
 /* attn_bwd_sm80.cu */
