@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/gpu/s22_detfree.sh BUILD_DIR — issue 12, what deterministic mode costs at d 192 / 256 when
-# nothing waits (written on 2026-12-06 afternoon, not yet run). The traces of that day (s20 /
+# nothing waits (written on 2026-12-06 afternoon; run the next session: bench/RESULTS.md, "Session of 2026-12-06, late morning", call A). The traces of that day (s20 /
 # s21, bench/RESULTS.md) put ~1 us a step in the turn and more in the adds' completion before each
 # release, and deterministic planes removed the non-causal wave-start wait but not that per-step
 # cost; the question left: is the per-step cost the mode's instructions (the counter's acquire
