@@ -301,7 +301,7 @@ static flashc_status run_backward(const bwd_case *c, bufs *r, cudaStream_t strea
     pr.workspace = workspace;
     pr.workspace_bytes = ws_bytes;
     pr.block_q = c->br, pr.block_k = c->bc;
-    const dev_views t = dev_views_of(c, r);
+    dev_views t = dev_views_of(c, r);
     /* 0xffff is NaN in bf16 and fp16: an element the kernel never writes stays NaN */
     CUDA_OK(cudaMemset(r->ddq, 0xff, r->nq * 2));
     CUDA_OK(cudaMemset(r->ddk, 0xff, r->nk * 2));
@@ -482,7 +482,7 @@ static size_t bwd_ws_bytes(const bwd_case *c, bufs *r, cudaStream_t stream)
 {
     flashc_attn_params pr = params_of(c, stream, &r->al_dev);
     pr.block_q = c->br, pr.block_k = c->bc;
-    const dev_views t = dev_views_of(c, r);
+    dev_views t = dev_views_of(c, r);
     size_t ws_bytes = 0;
     TU_OK(flashc_attn_bwd_workspace_size(&pr, &t.q, &t.k, &t.v, &t.o, &t.dout, &t.lse, &t.dq,
                                          &t.dk, &t.dv, &ws_bytes));
@@ -1240,7 +1240,7 @@ static void test_graph_capture(void **state)
     memcpy(want, r.hdq, r.nq * 2);
 
     flashc_attn_params pr = params_of(&c, stream, NULL);
-    const dev_views t = dev_views_of(&c, &r);
+    dev_views t = dev_views_of(&c, &r);
     flashc_tensor q = t.q, k = t.k, v = t.v, o = t.o, dout = t.dout, dq = t.dq, dk = t.dk,
                   dv = t.dv, lse = t.lse;
     CUDA_OK(cudaMemset(r.ddq, 0xff, r.nq * 2));
@@ -1922,7 +1922,7 @@ static void test_refusals(void **state)
     run_forward(&c, &r, NULL);
     CUDA_OK(cudaMemset(r.ddq, 0xff, r.nq * 2));
     flashc_attn_params pr = params_of(&c, NULL, NULL);
-    const dev_views t = dev_views_of(&c, &r);
+    dev_views t = dev_views_of(&c, &r);
     flashc_tensor q = t.q, k = t.k, v = t.v, o = t.o, dout = t.dout, dq = t.dq, dk = t.dk,
                   dv = t.dv, lse = t.lse;
 
@@ -1980,16 +1980,10 @@ int main(void)
     }
     tu_seed_from_env();
     printf("test_cuda_attn_bwd: %s\n", flashc_build_info());
-    /* FLASHC_TEST_FILTER: cmocka's test-name pattern (the device script runs the d 128 tests
-     * once per kernel family); FLASHC_TEST_SKIP: a pattern of tests not run (final_check.sh
-     * splits the suite in two jobs: "*d192*" and the rest) */
-    const char *filter = getenv("FLASHC_TEST_FILTER");
-    if (filter && filter[0])
-        cmocka_set_test_filter(filter);
-    const char *skip = getenv("FLASHC_TEST_SKIP");
-    if (skip && skip[0])
-        cmocka_set_skip_filter(skip);
-    const struct CMUnitTest tests[] = {
+    /* FLASHC_TEST_FILTER / FLASHC_TEST_SKIP: comma-separated test-name patterns to run / not
+     * to run (select_tests; the device scripts run single tests, final_check.sh the suite in
+     * three jobs) */
+    struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_padded_dims_bf16),
         cmocka_unit_test(test_padded_dims_f16),
@@ -2028,7 +2022,8 @@ int main(void)
         cmocka_unit_test(test_det_free),
         cmocka_unit_test(test_bwd_trace),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    const size_t n = select_tests(tests, sizeof tests / sizeof tests[0]);
+    return _cmocka_run_group_tests("tests", tests, n, NULL, NULL);
 }
 
 #else /* !FLASHC_HAVE_CUDA */
