@@ -29,7 +29,7 @@ mkdir -p "$L"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader >"$OUT/gpu.log" 2>&1
 t0=$SECONDS
 . bench/gpu/build_stamp.sh
-[ -d $B ] && { stamp_reuse $B >>"$OUT/gpu.log" 2>&1 || true; }
+[ -d $B ] && { stamp_reuse $B >"$L/00-stamp.sum" 2>&1 || true; }
 { cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release && cmake --build $B -j "$(nproc)"; } >"$OUT/build.log" 2>&1 ||
   { tail -30 "$OUT/build.log"; echo "BUILD FAILED"; exit 1; }
 stamp_write $B
