@@ -3,9 +3,9 @@
 # afresh into every call, so every source is newer than the objects and make rebuilds all of it
 # (158 s of an H100 call on 2026-12-06, for an unchanged tree). stamp_write BUILD_DIR, after a
 # successful build, records each source's hash (BUILD_DIR/.src_sums); stamp_reuse BUILD_DIR,
-# before the build, compares them with the tree's and, only if equal, dates every source file back to
-# 2000-01-01 so that make sees nothing new. A changed tree (any byte of any file hashed) keeps
-# the fresh dates: a normal (full) build.
+# before the build, compares them with the tree's and, only if equal, dates every source file
+# back to 2000-01-01 so that make sees nothing new. A changed tree (any byte of any file hashed)
+# keeps the fresh dates: a normal (full) build.
 # Hashed: every file under the repository root but build folders, .git, .xfer and __pycache__.
 src_files() {
   find . \( -path './build*' -o -path ./.git -o -path ./.xfer -o -name __pycache__ \) -prune -o \

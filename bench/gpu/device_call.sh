@@ -3,8 +3,9 @@
 # spent their 30 minutes): one targets-only build for sm_90a alone into build-c1 (the lent H100 /
 # H200 runs sm_90a objects, the sm80 kernels included; dropping the sm_80 pass halves the build),
 # then each bench/gpu/s*.sh SCRIPT given, one after another, each with build-c1 as its BUILD_DIR
-# under a hard 155 s (FLASHC_CALL_SCRIPT_LIMIT overrides), its output in $OUT/<name>/ tarred to $OUT/<name>.tgz as soon as it ends (a
-# call cut by its limit still returns the scripts that finished), its stdout's last 40 lines
+# under a hard 155 s (FLASHC_CALL_SCRIPT_LIMIT overrides), its output in $OUT/<name>/ tarred to
+# $OUT/<name>.tgz as soon as it ends (a call cut by its limit still returns the scripts that
+# finished), its stdout's last 40 lines
 # printed and kept in build-c1/s_logs/ (a follow-up call on the still-warm machine reads them:
 # the build folder survives between calls, $OUT does not; build_stamp.sh keeps its objects when
 # the tree is byte for byte the one it was built from).

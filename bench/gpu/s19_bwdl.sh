@@ -12,7 +12,8 @@
 # 168 registers, 0 spills, as the file's other kernels.
 #  1. (<= 60 s, side by side) FLASHC_CUDA_BWD_KERNEL=sm90h2l: the d 192 suites bf16 / fp16,
 #     deterministic bitwise (192 on it); sm90hl: the d 256 suites bf16 / fp16, modifiers,
-#     deterministic bitwise; test_late_release_d192_d256; memcheck and racecheck of each on short cases.
+#     deterministic bitwise; test_late_release_d192_d256; memcheck and racecheck of each on short
+#     cases.
 #  2. (the rest of 145 s, alone on the GPU) bench_bwd4.py at d 192 and 256, S 2k / 8k / 16k,
 #     causal and not: the default fast and det, l det, SDPA FA2 (the gradient check, timed).
 #  3. the table and one VERDICT line per head dim (LAST). Rule (s18's): l qualifies at a head dim

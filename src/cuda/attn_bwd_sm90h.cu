@@ -942,10 +942,11 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
 const attn_bwd_variant attn_bwd_sm90h_variants[] = {
     /* sm90hl and sm90h2l: the dQ adds of a Q block completed once and released a Q block late
      * (H_DQP | H_REL), deterministic mode only (late: fast mode takes the base family's entry,
-     * the same kernel), the same bits as sm90h / sm90h2 (test_late_release_d192_d256). Listed first:
-     * the deterministic default at d 256 / d 192 since the H100 run of 2026-12-06 (late morning,
-     * bench/gpu/s23_lplanes.sh: with their own plane counts, attn_bwd.cu's det_planes, 0.98-1.19x
-     * the base kernels' deterministic mode at d 256, 1.02-1.08x at d 192; bench/RESULTS.md) */
+     * the same kernel), the same bits as sm90h / sm90h2 over the same planes
+     * (test_late_release_d192_d256). Listed first: the deterministic default at d 256 / d 192
+     * since the H100 runs of 2026-12-06, late morning (bench/gpu/s23_lplanes.sh and
+     * s24_ldefault.sh: with their own plane counts, attn_bwd.cu's det_planes, 0.96-1.16x the base
+     * kernels' deterministic default; bench/RESULTS.md) */
     H_PAIR("sm90hl", 256, 64, "", H_DQP | H_REL, 0, 0),
     H_PAIR("sm90h2l", 192, 128, "", H_DQP | H_REL, 0, 0),
     H_PAIR("sm90h", 256, 64, "", 0u, 0, 0),
