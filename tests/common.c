@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <fnmatch.h>
+
 static uint64_t seed_used, state[4];
 
 static uint64_t splitmix(uint64_t *x)
@@ -318,4 +320,35 @@ tu_ring_out tu_naive_ring(const tu_ring_shape *c, const int *owner, const float 
         r.dv[x] = rnd(dt, dv[x]);
     free(lse), free(dq), free(dk), free(dv), free(bk), free(bv), free(P), free(acc);
     return r;
+}
+
+/* ---- which tests run ---------------------------------------------------------------------- */
+
+/* Whether name matches one of the comma-separated glob patterns of list. */
+static int name_in_list(const char *name, const char *list)
+{
+    char pat[256];
+    for (const char *s = list; *s;) {
+        const char *e = strchr(s, ',');
+        const size_t n = e ? (size_t)(e - s) : strlen(s);
+        if (n > 0 && n < sizeof pat) {
+            memcpy(pat, s, n);
+            pat[n] = '\0';
+            if (fnmatch(pat, name, 0) == 0)
+                return 1;
+        }
+        s += n + (e ? 1 : 0);
+    }
+    return 0;
+}
+
+size_t tu_select_tests(struct CMUnitTest *t, size_t n)
+{
+    const char *filter = getenv("FLASHC_TEST_FILTER"), *skip = getenv("FLASHC_TEST_SKIP");
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if ((!filter || !filter[0] || name_in_list(t[i].name, filter)) &&
+            !(skip && skip[0] && name_in_list(t[i].name, skip)))
+            t[kept++] = t[i];
+    return kept;
 }

@@ -15,6 +15,17 @@
 
 #include "flashc.h"
 
+/* ---- which tests run -------------------------------------------------------------------- */
+/* FLASHC_TEST_FILTER and FLASHC_TEST_SKIP as comma-separated glob lists (fnmatch; cmocka's own
+ * filters take one pattern each; final_check.sh splits the CUDA backward suite into three jobs
+ * with them): the tests of t[0 .. n) that match a FILTER pattern (all when it is unset or empty)
+ * and no SKIP pattern, moved to the front in their order; returns how many. */
+size_t tu_select_tests(struct CMUnitTest *t, size_t n);
+/* cmocka_run_group_tests over the selected tests of the array `tests` (not const) */
+#define tu_run_selected_tests(tests)                                                               \
+    _cmocka_run_group_tests(#tests, tests, tu_select_tests(tests, sizeof tests / sizeof tests[0]), \
+                            NULL, NULL)
+
 /* ---- random numbers (splitmix64 seeding xoshiro-style state; seed printed once) ---------- */
 void tu_seed_from_env(void);
 uint64_t tu_seed(void);

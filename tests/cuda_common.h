@@ -9,7 +9,6 @@
 #include "internal.h" /* bf16 / fp16 conversions */
 
 #include <cuda_runtime_api.h>
-#include <fnmatch.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -38,39 +37,6 @@ static inline void env_restore(const char *name, char *was)
     else
         unsetenv(name);
     free(was);
-}
-
-/* Whether name matches one of the comma-separated glob patterns of list (fnmatch). */
-static inline int name_in_list(const char *name, const char *list)
-{
-    char pat[256];
-    for (const char *s = list; *s;) {
-        const char *e = strchr(s, ',');
-        const size_t n = e ? (size_t)(e - s) : strlen(s);
-        if (n > 0 && n < sizeof pat) {
-            memcpy(pat, s, n);
-            pat[n] = '\0';
-            if (fnmatch(pat, name, 0) == 0)
-                return 1;
-        }
-        s += n + (e ? 1 : 0);
-    }
-    return 0;
-}
-
-/* FLASHC_TEST_FILTER and FLASHC_TEST_SKIP as comma-separated glob lists (cmocka's own filters
- * take one pattern each; final_check.sh splits the backward suite into three jobs with them):
- * the tests of t[0 .. n) that match a FILTER pattern (all when it is unset or empty) and no SKIP
- * pattern, moved to the front in their order; returns how many. */
-static inline size_t select_tests(struct CMUnitTest *t, size_t n)
-{
-    const char *filter = getenv("FLASHC_TEST_FILTER"), *skip = getenv("FLASHC_TEST_SKIP");
-    size_t kept = 0;
-    for (size_t i = 0; i < n; i++)
-        if ((!filter || !filter[0] || name_in_list(t[i].name, filter)) &&
-            !(skip && skip[0] && name_in_list(t[i].name, skip)))
-            t[kept++] = t[i];
-    return kept;
 }
 
 /* FLASHC_TEST_SMALL=1: only the short cases (compute-sanitizer runs them). */

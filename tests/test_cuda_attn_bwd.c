@@ -1981,8 +1981,8 @@ int main(void)
     tu_seed_from_env();
     printf("test_cuda_attn_bwd: %s\n", flashc_build_info());
     /* FLASHC_TEST_FILTER / FLASHC_TEST_SKIP: comma-separated test-name patterns to run / not
-     * to run (select_tests; the device scripts run single tests, final_check.sh the suite in
-     * three jobs) */
+     * to run (tu_select_tests; the device scripts run single tests, final_check.sh the suite
+     * in three jobs) */
     struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_padded_dims_bf16),
@@ -2022,8 +2022,7 @@ int main(void)
         cmocka_unit_test(test_det_free),
         cmocka_unit_test(test_bwd_trace),
     };
-    const size_t n = select_tests(tests, sizeof tests / sizeof tests[0]);
-    return _cmocka_run_group_tests("tests", tests, n, NULL, NULL);
+    return tu_run_selected_tests(tests);
 }
 
 #else /* !FLASHC_HAVE_CUDA */

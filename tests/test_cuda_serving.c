@@ -2207,10 +2207,9 @@ int main(void)
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines in order with the failures' stderr lines */
     tu_seed_from_env();
     printf("test_cuda_serving: %s\n", flashc_build_info());
-    /* FLASHC_TEST_FILTER: cmocka's test-name pattern (a device script runs one variant's tests) */
-    if (getenv("FLASHC_TEST_FILTER"))
-        cmocka_set_test_filter(getenv("FLASHC_TEST_FILTER"));
-    const struct CMUnitTest tests[] = {
+    /* FLASHC_TEST_FILTER / _SKIP: test-name patterns (tu_select_tests; a device script runs one
+     * variant's tests) */
+    struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kvcache_decode),  cmocka_unit_test(test_kvcache_masks),
         cmocka_unit_test(test_kvcache_chunked_prefill), cmocka_unit_test(test_kvcache_splits),
         cmocka_unit_test(test_kvcache_long),    cmocka_unit_test(test_kvcache_graph),
@@ -2221,7 +2220,7 @@ int main(void)
         cmocka_unit_test(test_prefill_varlen_sm90), cmocka_unit_test(test_varlen_isolation),
         cmocka_unit_test(test_merge_cuda),      cmocka_unit_test(test_refusals),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run_selected_tests(tests);
 }
 
 #else /* !FLASHC_HAVE_CUDA */

@@ -582,9 +582,8 @@ static void test_rmsnorm_bwd_extremes(void **state)
 int main(void)
 {
     tu_seed_from_env();
-    if (getenv("FLASHC_TEST_FILTER")) /* one test by name (pattern), e.g. test_f8* */
-        cmocka_set_test_filter(getenv("FLASHC_TEST_FILTER"));
-    const struct CMUnitTest tests[] = {
+    /* FLASHC_TEST_FILTER / _SKIP: test-name patterns, e.g. test_f8* (tu_select_tests) */
+    struct CMUnitTest tests[] = {
         cmocka_unit_test(test_f1_naive_sp_size),
         cmocka_unit_test(test_f2_flash_workspace_size),
         cmocka_unit_test(test_work_bound),
@@ -602,5 +601,5 @@ int main(void)
         cmocka_unit_test(test_thread_bound_and_huge_helpers),
         cmocka_unit_test(test_merge_nan_lse),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run_selected_tests(tests);
 }
