@@ -34,11 +34,7 @@ tjob p3-f16_d192 60 - $F=test_f16_d192 $P=3
 tjob p2-detbits 60 - $F=test_deterministic_bitwise $P=2
 tjob p-memcheck 60 memcheck $F=test_det_planes FLASHC_TEST_SMALL=1
 tjob p-racecheck 60 racecheck $F=test_det_planes FLASHC_TEST_SMALL=1
-wait_jobs
-summary=$(jobs_summary)
-jobs_failed && rc_all=1
-echo "s21_planes: tests took $((SECONDS - T0)) s"
-echo "$summary"
+tests_done s21_planes
 
 # ---- 2. bench (up to 120 s since the start) ----
 bwd_bench planes 120 --dims 256,192 --seqlens 2048,8192,16384 --budget-ms 25 --peers flash \

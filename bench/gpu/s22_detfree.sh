@@ -29,11 +29,7 @@ F=FLASHC_TEST_FILTER
 tjob f-free 50 - $F=test_det_free
 tjob f-planes 50 - $F=test_det_planes
 tjob f-memcheck 50 memcheck $F=test_det_free FLASHC_TEST_SMALL=1
-wait_jobs
-summary=$(jobs_summary)
-jobs_failed && rc_all=1
-echo "s22_detfree: tests took $((SECONDS - T0)) s"
-echo "$summary"
+tests_done s22_detfree
 bwd_bench detfree 120 --dims 256,192 --seqlens 2048,8192,16384 --budget-ms 25 --peers flash \
   --configs flashc,flashc_det,flashc_det_p1,flashc_detfree,flashc_detfree_p2
 grep -E 'WRONG|^device|Traceback' "$OUT/bench.log" | head -5

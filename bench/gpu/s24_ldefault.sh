@@ -24,11 +24,7 @@ F=FLASHC_TEST_FILTER
 tjob l-suite 270 - OMP_NUM_THREADS=10
 tjob l-memcheck 200 memcheck $F=test_deterministic_bitwise FLASHC_TEST_SMALL=1 OMP_NUM_THREADS=2
 tjob l-racecheck 200 racecheck $F=test_late_release_d192_d256 FLASHC_TEST_SMALL=1 OMP_NUM_THREADS=2
-wait_jobs
-summary=$(jobs_summary)
-jobs_failed && rc_all=1
-echo "s24_ldefault: tests took $((SECONDS - T0)) s"
-echo "$summary"
+tests_done s24_ldefault
 grep -E 'default [0-9] planes|plane\(s\)' "$OUT/l-suite.log" | sort | uniq -c | head -8
 bwd_bench ldefault 330 --dims 256,192 --seqlens 1024,2048,8192,16384 --budget-ms 20 \
   --peers flash --configs flashc,flashc_det,flashc_base_det

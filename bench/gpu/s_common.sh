@@ -4,6 +4,7 @@
 #   FAM=sm90v3w job NAME SECONDS CMD...   # runs CMD under FLASHC_CUDA_BWD_KERNEL=$FAM (if set)
 #   wait_jobs; jobs_summary               # prints "NAME: rc R; N cases; passed: ..." lines
 #   jobs_failed                           # exit status 0 iff some job's rc was not 0
+#   tests_done NAME                       # wait_jobs, rc_all=1 on a failure, the time, the summary
 s_pids=() s_names=()
 
 job() { # name, timeout (s), command... ; FAM (optional): FLASHC_CUDA_BWD_KERNEL
@@ -103,6 +104,15 @@ s_machine() {
     lscpu | grep -E 'Model name|^CPU\(s\)|MHz|L1d|L2'
     grep -o -w -E 'amx_tile|amx_bf16|avx512_bf16' /proc/cpuinfo | sort | uniq -c
   } >"$OUT/machine.txt" 2>&1
+}
+
+# tests_done NAME — after the tjobs: waits for them, sets rc_all=1 if one failed, prints how
+# long they took since T0 and their summary lines.
+tests_done() {
+  wait_jobs
+  jobs_failed && rc_all=1
+  echo "$1: tests took $((SECONDS - T0)) s"
+  jobs_summary
 }
 
 jobs_failed() {
