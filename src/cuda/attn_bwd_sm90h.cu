@@ -864,8 +864,9 @@ template <typename T, int D, int BM, unsigned F>
 static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t stream)
 {
     static_assert((F & (H_DET | H_MODS)) == 0, "DET, MODS: chosen per call");
-    /* fast mode: the family's kernel without the deterministic-only bits (sm90hl, sm90h2l: the
-     * fast kernels of sm90h, sm90h2) */
+    /* fast mode: the family's kernel without the deterministic-only bits (sm90hl, sm90h2l are
+     * never picked in fast mode, the variant's late; the mask keeps their instantiation of the
+     * fast branch, that of sm90h / sm90h2, valid) */
     constexpr unsigned FF = F & ~(H_DQP | H_REL);
     constexpr bool PAD = F & H_PAD;
     const flashc_dtype dt = std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16;
