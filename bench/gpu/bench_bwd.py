@@ -177,10 +177,11 @@ BUDGET_MS = 300.0  # per configuration of parts 2 and 3 (--budget-ms)
 
 def family_env(cfg):
     """Sets FLASHC_CUDA_BWD_KERNEL (cfg[3], "" or absent: the dispatcher's choice),
-    FLASHC_CUDA_BWD_DET_PLANES (cfg[4]) and FLASHC_CUDA_BWD_DET_FREE (cfg[5]; "" or absent:
-    unset) for a configuration (the library reads them at every call)."""
+    FLASHC_CUDA_BWD_DET_PLANES (cfg[4]), FLASHC_CUDA_BWD_DET_FREE (cfg[5]) and
+    FLASHC_CUDA_BWD_DET_FENCE (cfg[6]; "" or absent: unset) for a configuration (the library
+    reads them at every call)."""
     for i, var in ((3, "FLASHC_CUDA_BWD_KERNEL"), (4, "FLASHC_CUDA_BWD_DET_PLANES"),
-                   (5, "FLASHC_CUDA_BWD_DET_FREE")):
+                   (5, "FLASHC_CUDA_BWD_DET_FREE"), (6, "FLASHC_CUDA_BWD_DET_FENCE")):
         if len(cfg) > i and cfg[i] != "":
             os.environ[var] = str(cfg[i])
         else:

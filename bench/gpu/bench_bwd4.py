@@ -99,7 +99,11 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            "flashc_l_free_p2": (0, 0, True, "L", 2, 1),
            # "BASE": the head dim's base family (sm90h2 at d 192, sm90h at d 256) with its own
            # default planes: the deterministic default before the late-release kernels took it
-           "flashc_base_det": (0, 0, True, "BASE")}
+           "flashc_base_det": (0, 0, True, "BASE"),
+           # FLASHC_CUDA_BWD_DET_FENCE=0: the turn's release without its __threadfence (the
+           # default kernels; and with the turns free too)
+           "flashc_det_nofence": (0, 0, True, "", "", "", 0),
+           "flashc_detfree_nofence": (0, 0, True, "", "", 1, 0)}
 PER_DIM = {"L": {192: "sm90h2l", 256: "sm90hl"}, "BASE": {192: "sm90h2", 256: "sm90h"}}
 # sm90h2l / sm90hl serve one head dim each: elsewhere they would time the dispatcher's choice again
 ONE_DIM = {"flashc_90h2l": 192, "flashc_90hl": 256}
@@ -217,6 +221,9 @@ def table(rows, configs):
               ("90hldet/det", "flashc_90hl_det", "flashc_det"),
               ("90hlp2/det", "flashc_90hl_det_p2", "flashc_det"),
               ("det/basedet", "flashc_det", "flashc_base_det"),
+              ("nofence/det", "flashc_det_nofence", "flashc_det"),
+              ("nofence/fast", "flashc_det_nofence", "flashc"),
+              ("freenofence/fast", "flashc_detfree_nofence", "flashc"),
               ("basedet/fast", "flashc_base_det", "flashc"),
               ("l/det", "flashc_l_det", "flashc_det"), ("lp2/det", "flashc_l_det_p2", "flashc_det"),
               ("lp4/det", "flashc_l_det_p4", "flashc_det"),

@@ -684,7 +684,8 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                         }
                         __syncwarp();
                         if (lane == 0) {
-                            __threadfence();
+                            if (!a.det_nofence)
+                                __threadfence();
                             ptx_red_release_gpu_add(held, 1);
                         }
                         held = nullptr;
@@ -727,7 +728,8 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                     if constexpr (REL) {
                         held = a.sem + cnt;
                     } else if (lane == 0) {
-                        __threadfence();
+                        if (!a.det_nofence)
+                            __threadfence();
                         ptx_red_release_gpu_add(a.sem + cnt, 1);
                     }
                     trace(it, 3);
@@ -784,7 +786,8 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                 ptx_fence_proxy_async_global();
             __syncwarp();
             if (lane == 0) {
-                __threadfence();
+                if (!a.det_nofence)
+                    __threadfence();
                 ptx_red_release_gpu_add(held, 1);
             }
         }
