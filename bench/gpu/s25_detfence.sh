@@ -25,11 +25,7 @@ tjob n-bits 60 - $F=test_deterministic_bitwise $N OMP_NUM_THREADS=4
 tjob n-late 60 - $F=test_late_release_d192_d256 $N OMP_NUM_THREADS=4
 tjob n-planes 60 - $F=test_det_planes $N OMP_NUM_THREADS=4
 tjob n-racecheck 60 racecheck $F=test_deterministic_bitwise FLASHC_TEST_SMALL=1 $N
-wait_jobs
-summary=$(jobs_summary)
-jobs_failed && rc_all=1
-echo "s25_detfence: tests took $((SECONDS - T0)) s"
-echo "$summary"
+tests_done s25_detfence
 bwd_bench detfence 140 --dims 256,192 --seqlens 2048,8192,16384 --budget-ms 20 --peers flash \
   --configs flashc,flashc_det,flashc_det_nofence,flashc_detfree,flashc_detfree_nofence
 grep -E 'WRONG|^device|Traceback' "$OUT/bench.log" | head -5
