@@ -383,10 +383,10 @@ extern "C" flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats 
      * only the sm90h families read it) */
     const char *free_env = getenv("FLASHC_CUDA_BWD_DET_FREE");
     a.det_free = p->deterministic && free_env && strcmp(free_env, "1") == 0;
-    /* FLASHC_CUDA_BWD_DET_FENCE=0: attn_bwd_args.det_nofence (read at every call; the sm90h
-     * families) */
+    /* FLASHC_CUDA_BWD_DET_FENCE: attn_bwd_args.det_fence (read at every call); unset keeps
+     * the fence for now, =0 drops it (bench/gpu/s25_detfence.sh measures both) */
     const char *fence_env = getenv("FLASHC_CUDA_BWD_DET_FENCE");
-    a.det_nofence = p->deterministic && fence_env && strcmp(fence_env, "0") == 0;
+    a.det_fence = !(fence_env && strcmp(fence_env, "0") == 0);
     a.B = (int)p->B, a.Sq = (int)p->Sq, a.Sk = (int)p->Sk, a.Hq = (int)p->Hq;
     a.D = (int)p->D, a.Dv = (int)p->Dv;
     a.Hkv = (int)p->Hkv, a.group = (int)(p->Hq / p->Hkv);

@@ -227,6 +227,19 @@ struct bwd_seq {
     int q0, k0, sq, sk;
 };
 
+/* Releases a deterministic turn: *sem += 1 with release semantics at GPU scope, issued by the
+ * one thread that a barrier (__syncthreads / __syncwarp, or its own bulk-group wait and proxy
+ * fence) has ordered after every add of the turn. red.release is itself a release pattern (a
+ * fence.acq_rel and the red) and cumulative over what that thread has observed, so the full
+ * __threadfence (fence.sc.gpu) that used to precede it orders nothing more; it stays behind
+ * FLASHC_CUDA_BWD_DET_FENCE=1 (attn_bwd_args.det_fence) to measure what it cost. */
+static __device__ __forceinline__ void bwd_release_turn(const attn_bwd_args &a, int *sem)
+{
+    if (a.det_fence)
+        __threadfence();
+    ptx_red_release_gpu_add(sem, 1);
+}
+
 static __device__ __forceinline__ bwd_seq bwd_seq_of(const attn_bwd_args &a, int b)
 {
     const int q0 = __ldg(a.cu_q + b), q1 = __ldg(a.cu_q + b + 1);

@@ -519,8 +519,7 @@ __global__ void __launch_bounds__(QS * BN / 16 * 32) attn_bwd_sm80_kernel(const 
                 if (pass == NPASS - 1) {
                     __syncthreads(); /* every thread's adds are ordered before the release */
                     if (tid == 0) {
-                        __threadfence();
-                        ptx_red_release_gpu_add(sem, 1);
+                        bwd_release_turn(a, sem);
                     }
                 }
             }

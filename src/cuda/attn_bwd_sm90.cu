@@ -296,8 +296,7 @@ __global__ void __launch_bounds__(B90_THREADS, 1) attn_bwd_sm90_kernel(const att
                 }
             __syncthreads(); /* every thread's adds are ordered before the release */
             if (tid == 0) {
-                __threadfence();
-                ptx_red_release_gpu_add(sem, 1);
+                bwd_release_turn(a, sem);
             }
         }
         h = h_next, m = m_next;

@@ -684,9 +684,7 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                         }
                         __syncwarp();
                         if (lane == 0) {
-                            if (!a.det_nofence)
-                                __threadfence();
-                            ptx_red_release_gpu_add(held, 1);
+                            bwd_release_turn(a, held);
                         }
                         held = nullptr;
                     }
@@ -728,9 +726,7 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                     if constexpr (REL) {
                         held = a.sem + cnt;
                     } else if (lane == 0) {
-                        if (!a.det_nofence)
-                            __threadfence();
-                        ptx_red_release_gpu_add(a.sem + cnt, 1);
+                        bwd_release_turn(a, a.sem + cnt);
                     }
                     trace(it, 3);
                 }
@@ -786,9 +782,7 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                 ptx_fence_proxy_async_global();
             __syncwarp();
             if (lane == 0) {
-                if (!a.det_nofence)
-                    __threadfence();
-                ptx_red_release_gpu_add(held, 1);
+                bwd_release_turn(a, held);
             }
         }
     }

@@ -409,8 +409,7 @@ __global__ void __launch_bounds__(128 * NWG, 3 - NWG) attn_bwd_sm90v2_kernel(con
                 }
                 __syncwarp();
                 if (lane == 0) {
-                    __threadfence();
-                    ptx_red_release_gpu_add(a.sem + ((int64_t)b * a.Hq + h) * n_mb + m, 1);
+                    bwd_release_turn(a, a.sem + ((int64_t)b * a.Hq + h) * n_mb + m);
                 }
             }
         }

@@ -278,8 +278,7 @@ bwd90v3_pipelined_writer(const attn_bwd_args &a, const bwd_range &rg, const CUte
         if (held) {
             ptx_bulk_wait_group<0>();       /* our adds performed ... */
             ptx_fence_proxy_async_global(); /* ... and ordered before the release */
-            __threadfence();
-            ptx_red_release_gpu_add(held, 1);
+            bwd_release_turn(a, held);
             held = nullptr;
         }
     };
@@ -313,8 +312,7 @@ bwd90v3_pipelined_writer(const attn_bwd_args &a, const bwd_range &rg, const CUte
             if (held) { /* the previous tile's adds (all groups but this one) completed */
                 ptx_bulk_wait_group<1>();
                 ptx_fence_proxy_async_global();
-                __threadfence();
-                ptx_red_release_gpu_add(held, 1);
+                bwd_release_turn(a, held);
             }
             held = sem;
             ptx_bulk_wait_group_read<0>(); /* this buffer read: the consumers may restage it */
@@ -492,8 +490,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                         if constexpr (DET) {
                             ptx_bulk_wait_group<0>();       /* our adds performed ... */
                             ptx_fence_proxy_async_global(); /* ... and ordered before the release */
-                            __threadfence();
-                            ptx_red_release_gpu_add(sem, 1);
+                            bwd_release_turn(a, sem);
                         } else {
                             ptx_bulk_wait_group_read<0>(); /* the buffer read */
                         }
@@ -824,8 +821,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                 if constexpr (DET) {
                     ptx_bulk_wait_group<0>();       /* our adds performed ... */
                     ptx_fence_proxy_async_global(); /* ... and ordered before the release */
-                    __threadfence();
-                    ptx_red_release_gpu_add(a.sem + info[2], 1);
+                    bwd_release_turn(a, a.sem + info[2]);
                 }
             }
             }
@@ -874,8 +870,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                 }
                 __syncwarp();
                 if (lane == 0) {
-                    __threadfence();
-                    ptx_red_release_gpu_add(sem, 1);
+                    bwd_release_turn(a, sem);
                 }
             }
         }

@@ -190,11 +190,11 @@ typedef struct attn_bwd_args {
      * with every turn counting as taken: what the mode costs without its waiting. The result is
      * correct but NOT deterministic. 0 otherwise. */
     int det_free;
-    /* FLASHC_CUDA_BWD_DET_FENCE=0 (a diagnostic, attn_bwd.cu; the sm90h families): the release
-     * of a turn without the full __threadfence before its red.release.gpu (whose release
-     * semantics, after the warp's __syncwarp, already order the lanes' completed adds before
-     * the count): what that fence costs. 0 otherwise (the fence kept). */
-    int det_nofence;
+    /* 1: a __threadfence (fence.sc.gpu) before each deterministic turn's red.release.gpu
+     * (bwd_release_turn, attn_bwd_common.cuh; every family), as before 2026-12-06; 0: the
+     * release alone, which already orders the turn's adds. attn_bwd.cu sets it from
+     * FLASHC_CUDA_BWD_DET_FENCE (read at every call; a measurement knob). */
+    int det_fence;
 } attn_bwd_args;
 
 /* Launches the three kernels (preprocess, main, postprocess) of one variant on stream. */
