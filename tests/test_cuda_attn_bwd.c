@@ -1109,6 +1109,60 @@ static void test_det_free(void **state)
     env_restore("FLASHC_CUDA_BWD_DET_FREE", free_was);
 }
 
+/* Deterministic mode's turn release without the __threadfence before its red.release.gpu (the
+ * default since 2026-12-06; FLASHC_CUDA_BWD_DET_FENCE=1 puts it back, attn_bwd_common.cuh's
+ * bwd_release_turn) changes no order of adds: dq, dk, dv bit for bit the fenced result, twice,
+ * at every Hopper default (d 64 sm90v3d, 128 sm90v3u, 192 sm90h2l, 256 sm90hl) and on the sm80
+ * family forced (d 64), non-causal bf16 and causal fp16. */
+static void test_det_fence_bits(void **state)
+{
+    (void)state;
+    if (!cc90_or_skip("the Hopper families' turn release"))
+        return;
+    char *fence_was = env_save("FLASHC_CUDA_BWD_DET_FENCE");
+    char *kernel_was = env_save("FLASHC_CUDA_BWD_KERNEL");
+    static const struct {
+        const char *fam;
+        int D;
+    } runs[] = {{"", 64}, {"", 128}, {"", 192}, {"", 256}, {"sm80", 64}};
+    const int S = small_only() ? 700 : 1300;
+    for (int i = 0; i < 5; i++)
+        for (int v = 0; v < 2; v++) {
+            if (small_only() && i > 0 && v > 0)
+                continue;
+            bwd_case c = {3, S, S + 37, 8, 2, runs[i].D, v == 1, v ? FLASHC_F16 : FLASHC_BF16,
+                          1, 0, 0, 0, 0};
+            if (runs[i].fam[0])
+                setenv("FLASHC_CUDA_BWD_KERNEL", runs[i].fam, 1);
+            else
+                unsetenv("FLASHC_CUDA_BWD_KERNEL");
+            bufs r;
+            bufs_create(&c, &r);
+            run_forward(&c, &r, NULL);
+            uint16_t *base[3] = {xmalloc(r.nq * 2), xmalloc(r.nk * 2), xmalloc(r.nk * 2)};
+            setenv("FLASHC_CUDA_BWD_DET_FENCE", "1", 1);
+            assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
+            memcpy(base[0], r.hdq, r.nq * 2);
+            memcpy(base[1], r.hdk, r.nk * 2);
+            memcpy(base[2], r.hdv, r.nk * 2);
+            unsetenv("FLASHC_CUDA_BWD_DET_FENCE");
+            for (int rep = 0; rep < 2; rep++) {
+                assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
+                assert_memory_equal(base[0], r.hdq, r.nq * 2);
+                assert_memory_equal(base[1], r.hdk, r.nk * 2);
+                assert_memory_equal(base[2], r.hdv, r.nk * 2);
+            }
+            printf("  %s D=%d %s %s S=%d: without the fence bit-identical to with it, twice\n",
+                   runs[i].fam[0] ? runs[i].fam : "default", runs[i].D,
+                   v ? "causal" : "non-causal", v ? "fp16" : "bf16", S);
+            for (int k = 0; k < 3; k++)
+                free(base[k]);
+            bufs_destroy(&r);
+        }
+    env_restore("FLASHC_CUDA_BWD_KERNEL", kernel_was);
+    env_restore("FLASHC_CUDA_BWD_DET_FENCE", fence_was);
+}
+
 /* FLASHC_CUDA_BWD_DET_PLANES=P (attn_bwd.cu's det_planes: deterministic mode's turns dealt over
  * P chains, each with its float32 dQ accumulator, summed in plane order by the postprocess) on
  * the sm90h families (d 256 sm90h and sm90hl, d 192 sm90h2, sm90h2l and sm90h's 64-row kernel):
@@ -2020,6 +2074,7 @@ int main(void)
         cmocka_unit_test(test_sm90h2l_d192),
         cmocka_unit_test(test_det_planes),
         cmocka_unit_test(test_det_free),
+        cmocka_unit_test(test_det_fence_bits),
         cmocka_unit_test(test_bwd_trace),
     };
     return tu_run_selected_tests(tests);

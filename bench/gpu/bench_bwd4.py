@@ -101,9 +101,11 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            # default planes: the deterministic default before the late-release kernels took it
            "flashc_base_det": (0, 0, True, "BASE"),
            # FLASHC_CUDA_BWD_DET_FENCE=0: the turn's release without its __threadfence (the
-           # default kernels; and with the turns free too)
+           # default since 2026-12-06 afternoon; and with the turns free too); =1 (det_fence):
+           # with it, the default before
            "flashc_det_nofence": (0, 0, True, "", "", "", 0),
-           "flashc_detfree_nofence": (0, 0, True, "", "", 1, 0)}
+           "flashc_detfree_nofence": (0, 0, True, "", "", 1, 0),
+           "flashc_det_fence": (0, 0, True, "", "", "", 1)}
 PER_DIM = {"L": {192: "sm90h2l", 256: "sm90hl"}, "BASE": {192: "sm90h2", 256: "sm90h"}}
 # sm90h2l / sm90hl serve one head dim each: elsewhere they would time the dispatcher's choice again
 ONE_DIM = {"flashc_90h2l": 192, "flashc_90hl": 256}
@@ -222,6 +224,7 @@ def table(rows, configs):
               ("90hlp2/det", "flashc_90hl_det_p2", "flashc_det"),
               ("det/basedet", "flashc_det", "flashc_base_det"),
               ("nofence/det", "flashc_det_nofence", "flashc_det"),
+              ("det/fence", "flashc_det", "flashc_det_fence"),
               ("nofence/fast", "flashc_det_nofence", "flashc"),
               ("freenofence/fast", "flashc_detfree_nofence", "flashc"),
               ("basedet/fast", "flashc_base_det", "flashc"),

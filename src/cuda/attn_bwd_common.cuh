@@ -231,8 +231,11 @@ struct bwd_seq {
  * one thread that a barrier (__syncthreads / __syncwarp, or its own bulk-group wait and proxy
  * fence) has ordered after every add of the turn. red.release is itself a release pattern (a
  * fence.acq_rel and the red) and cumulative over what that thread has observed, so the full
- * __threadfence (fence.sc.gpu) that used to precede it orders nothing more; it stays behind
- * FLASHC_CUDA_BWD_DET_FENCE=1 (attn_bwd_args.det_fence) to measure what it cost. */
+ * __threadfence (fence.sc.gpu) that used to precede it orders nothing more. Dropping it ran
+ * deterministic mode 1.04-1.24x faster on an H100 (d 64-256, S 2k / 16k; bit-identical runs
+ * and every test and sanitizer clean without it: bench/RESULTS.md, "Session of 2026-12-06,
+ * afternoon"); FLASHC_CUDA_BWD_DET_FENCE=1 (attn_bwd_args.det_fence) brings it back, to
+ * measure what it cost. */
 static __device__ __forceinline__ void bwd_release_turn(const attn_bwd_args &a, int *sem)
 {
     if (a.det_fence)

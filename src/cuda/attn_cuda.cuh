@@ -191,9 +191,9 @@ typedef struct attn_bwd_args {
      * correct but NOT deterministic. 0 otherwise. */
     int det_free;
     /* 1: a __threadfence (fence.sc.gpu) before each deterministic turn's red.release.gpu
-     * (bwd_release_turn, attn_bwd_common.cuh; every family), as before 2026-12-06; 0: the
-     * release alone, which already orders the turn's adds. attn_bwd.cu sets it from
-     * FLASHC_CUDA_BWD_DET_FENCE (read at every call; a measurement knob). */
+     * (bwd_release_turn, attn_bwd_common.cuh; every family), as before 2026-12-06; 0 (the
+     * default): the release alone, which already orders the turn's adds. attn_bwd.cu sets it
+     * from FLASHC_CUDA_BWD_DET_FENCE=1 (read at every call; a measurement knob). */
     int det_fence;
 } attn_bwd_args;
 
