@@ -101,7 +101,7 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            # default planes: the deterministic default before the late-release kernels took it
            "flashc_base_det": (0, 0, True, "BASE"),
            # FLASHC_CUDA_BWD_DET_FENCE=0: the turn's release without its __threadfence (the
-           # default since 2026-12-06 afternoon; and with the turns free too); =1 (det_fence):
+           # default since 2026-12-06 midday; and with the turns free too); =1 (det_fence):
            # with it, the default before
            "flashc_det_nofence": (0, 0, True, "", "", "", 0),
            "flashc_detfree_nofence": (0, 0, True, "", "", 1, 0),

@@ -386,7 +386,7 @@ extern "C" flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats 
     /* FLASHC_CUDA_BWD_DET_FENCE=1 (read at every call): attn_bwd_args.det_fence, the
      * __threadfence before each turn's release as before 2026-12-06 (a measurement knob; the
      * default, without it, ran deterministic mode 1.04-1.24x faster on an H100 at d 64-256,
-     * bench/gpu/s25_detfence.sh, bench/RESULTS.md "Session of 2026-12-06, afternoon") */
+     * bench/gpu/s25_detfence.sh, bench/RESULTS.md "Session of 2026-12-06, midday") */
     const char *fence_env = getenv("FLASHC_CUDA_BWD_DET_FENCE");
     a.det_fence = fence_env && strcmp(fence_env, "1") == 0;
     a.B = (int)p->B, a.Sq = (int)p->Sq, a.Sk = (int)p->Sk, a.Hq = (int)p->Hq;

@@ -234,7 +234,7 @@ struct bwd_seq {
  * __threadfence (fence.sc.gpu) that used to precede it orders nothing more. Dropping it ran
  * deterministic mode 1.04-1.24x faster on an H100 (d 64-256, S 2k / 16k; bit-identical runs
  * and every test and sanitizer clean without it: bench/RESULTS.md, "Session of 2026-12-06,
- * afternoon"); FLASHC_CUDA_BWD_DET_FENCE=1 (attn_bwd_args.det_fence) brings it back, to
+ * midday"); FLASHC_CUDA_BWD_DET_FENCE=1 (attn_bwd_args.det_fence) brings it back, to
  * measure what it cost. */
 static __device__ __forceinline__ void bwd_release_turn(const attn_bwd_args &a, int *sem)
 {
