@@ -244,8 +244,10 @@ def table(rows, configs):
               ("det/fast", "flashc_det", "flashc")]
     ratios = [x for x in ratios if x[1] in impls and x[2] in impls]
     print("\nbwd alone, bf16, B*S = 16k, hidden 2048: TFLOP/s (median); flashc = the dispatcher's "
-          "choice (sm90v3u at d 128 and d 64 since 2026-12-04 midday, sm90v3wg's kernel in "
-          "deterministic mode at d 64); vX = family sm90vX forced; sm90 = that family forced")
+          "choice (on compute capability 9.0 as of 2026-12-06: d 128 sm90v3u; d 64 sm90v3u, "
+          "sm90v3d deterministic; d 192 sm90h2, sm90h2l deterministic; d 256 sm90h, sm90hl "
+          "deterministic; attn_bwd.cu's table has the rest); vX = family sm90vX forced; sm90 = "
+          "that family forced")
     print("| d | causal | S | " + " | ".join(i.replace("flashc_", "") for i in impls) + " | " +
           " | ".join(x[0] for x in ratios) + " |")
     print("|---|---|---|" + "---|" * (len(impls) + len(ratios)))
