@@ -664,6 +664,31 @@ static void test_other_tiles(void **state)
         }
 }
 
+/* Host copies of the gradients of r's last backward, to hold later runs against. */
+typedef struct grads {
+    uint16_t *dq, *dk, *dv;
+} grads;
+
+static grads grads_keep(const bufs *r)
+{
+    grads g = {xmalloc(r->nq * 2), xmalloc(r->nk * 2), xmalloc(r->nk * 2)};
+    memcpy(g.dq, r->hdq, r->nq * 2);
+    memcpy(g.dk, r->hdk, r->nk * 2);
+    memcpy(g.dv, r->hdv, r->nk * 2);
+    return g;
+}
+
+/* r's dk, dv (and dq where with_dq) bit for bit those kept in g */
+static void grads_same(const grads *g, const bufs *r, int with_dq)
+{
+    if (with_dq)
+        assert_memory_equal(g->dq, r->hdq, r->nq * 2);
+    assert_memory_equal(g->dk, r->hdk, r->nk * 2);
+    assert_memory_equal(g->dv, r->hdv, r->nk * 2);
+}
+
+static void grads_free(grads *g) { free(g->dq), free(g->dk), free(g->dv); }
+
 /* Deterministic mode: dq, dk, dv bit-identical over 3 runs (fast mode: dk, dv too, which never
  * use atomics). Many K blocks per Q block, GQA, so the dQ order matters. */
 static void test_deterministic_bitwise(void **state)
@@ -684,31 +709,21 @@ static void test_deterministic_bitwise(void **state)
             bufs r;
             bufs_create(&c, &r);
             run_forward(&c, &r, NULL);
-            uint16_t *first[3] = {xmalloc(r.nq * 2), xmalloc(r.nk * 2), xmalloc(r.nk * 2)};
+            assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
+            grads first = grads_keep(&r);
             int64_t diff_dq = 0;
-            for (int rep = 0; rep < 3; rep++) {
+            for (int rep = 1; rep < 3; rep++) {
                 assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
-                if (rep == 0) {
-                    memcpy(first[0], r.hdq, r.nq * 2);
-                    memcpy(first[1], r.hdk, r.nk * 2);
-                    memcpy(first[2], r.hdv, r.nk * 2);
-                    continue;
-                }
-                assert_memory_equal(first[1], r.hdk, r.nk * 2);
-                assert_memory_equal(first[2], r.hdv, r.nk * 2);
-                if (det)
-                    assert_memory_equal(first[0], r.hdq, r.nq * 2);
-                else
-                    for (int64_t i = 0; i < r.nq; i++)
-                        diff_dq += first[0][i] != r.hdq[i];
+                grads_same(&first, &r, det);
+                for (int64_t i = 0; !det && i < r.nq; i++)
+                    diff_dq += first.dq[i] != r.hdq[i];
             }
             printf("  D=%d det=%d causal=%d S=%d: dk, dv%s bit-identical over 3 runs%s", D, det,
                    causal, S, det ? ", dq" : "", det ? "\n" : "");
             if (!det)
                 printf("; fast-mode dq elements that moved: %lld of %lld\n", (long long)diff_dq,
                        (long long)(2 * r.nq));
-            for (int i = 0; i < 3; i++)
-                free(first[i]);
+            grads_free(&first);
             bufs_destroy(&r);
         }
 }
@@ -772,26 +787,19 @@ static void family_bits(const char *cand, const char *ref, const int *dims, int 
                 bufs r;
                 bufs_create(&c, &r);
                 run_forward(&c, &r, NULL);
-                uint16_t *base[3] = {xmalloc(r.nq * 2), xmalloc(r.nk * 2), xmalloc(r.nk * 2)};
                 setenv("FLASHC_CUDA_BWD_KERNEL", ref, 1);
                 assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
-                memcpy(base[0], r.hdq, r.nq * 2);
-                memcpy(base[1], r.hdk, r.nk * 2);
-                memcpy(base[2], r.hdv, r.nk * 2);
+                grads base = grads_keep(&r);
                 setenv("FLASHC_CUDA_BWD_KERNEL", cand, 1);
                 for (int rep = 0; rep < 2; rep++) {
                     assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
-                    if (det)
-                        assert_memory_equal(base[0], r.hdq, r.nq * 2);
-                    assert_memory_equal(base[1], r.hdk, r.nk * 2);
-                    assert_memory_equal(base[2], r.hdv, r.nk * 2);
+                    grads_same(&base, &r, det);
                 }
                 printf("  D=%d det=%d case %d (causal %d, window %d, %s) S=%d: %s %s bit-identical "
                        "to %s's, twice\n", *dp, det, v, c.causal, c.win,
                        c.dt == FLASHC_F16 ? "fp16" : "bf16", S, cand, det ? "dq, dk, dv" : "dk, dv",
                        ref);
-                for (int i = 0; i < 3; i++)
-                    free(base[i]);
+                grads_free(&base);
                 bufs_destroy(&r);
             }
     env_restore("FLASHC_CUDA_BWD_KERNEL", saved);
@@ -1000,18 +1008,12 @@ static void test_bwd_trace(void **state)
                 setenv("FLASHC_CUDA_BWD_KERNEL", fams[f].fam, 1);
                 unsetenv("FLASHC_CUDA_BWD_TRACE");
                 assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
-                uint16_t *base[3] = {xmalloc(r.nq * 2), xmalloc(r.nk * 2), xmalloc(r.nk * 2)};
-                memcpy(base[0], r.hdq, r.nq * 2);
-                memcpy(base[1], r.hdk, r.nk * 2);
-                memcpy(base[2], r.hdv, r.nk * 2);
+                grads base = grads_keep(&r);
                 remove(path);
                 setenv("FLASHC_CUDA_BWD_TRACE", path, 1);
                 assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
                 unsetenv("FLASHC_CUDA_BWD_TRACE");
-                if (det)
-                    assert_memory_equal(base[0], r.hdq, r.nq * 2);
-                assert_memory_equal(base[1], r.hdk, r.nk * 2);
-                assert_memory_equal(base[2], r.hdv, r.nk * 2);
+                grads_same(&base, &r, det);
                 /* the file: "FCBWDTR1", 16 int32 (version, grid x, y, steps, bm, bn, d, det,
                  * has_hi, sq, sk, group, hkv, b, header words, step words), int64 words */
                 FILE *fp = fopen(path, "rb");
@@ -1068,8 +1070,7 @@ static void test_bwd_trace(void **state)
                 printf("  trace D=%d det=%d causal %d: %s bit-identical traced, %d blocks, %d "
                        "steps recorded\n", c.D, det, causal, fams[f].fam, gx * gy, steps);
                 free(w);
-                for (int i = 0; i < 3; i++)
-                    free(base[i]);
+                grads_free(&base);
                 bufs_destroy(&r);
             }
     remove(path);
@@ -1139,24 +1140,18 @@ static void test_det_fence_bits(void **state)
             bufs r;
             bufs_create(&c, &r);
             run_forward(&c, &r, NULL);
-            uint16_t *base[3] = {xmalloc(r.nq * 2), xmalloc(r.nk * 2), xmalloc(r.nk * 2)};
             setenv("FLASHC_CUDA_BWD_DET_FENCE", "1", 1);
             assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
-            memcpy(base[0], r.hdq, r.nq * 2);
-            memcpy(base[1], r.hdk, r.nk * 2);
-            memcpy(base[2], r.hdv, r.nk * 2);
+            grads base = grads_keep(&r);
             unsetenv("FLASHC_CUDA_BWD_DET_FENCE");
             for (int rep = 0; rep < 2; rep++) {
                 assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
-                assert_memory_equal(base[0], r.hdq, r.nq * 2);
-                assert_memory_equal(base[1], r.hdk, r.nk * 2);
-                assert_memory_equal(base[2], r.hdv, r.nk * 2);
+                grads_same(&base, &r, 1);
             }
             printf("  %s D=%d %s %s S=%d: without the fence bit-identical to with it, twice\n",
                    runs[i].fam[0] ? runs[i].fam : "default", runs[i].D,
                    v ? "causal" : "non-causal", v ? "fp16" : "bf16", S);
-            for (int k = 0; k < 3; k++)
-                free(base[k]);
+            grads_free(&base);
             bufs_destroy(&r);
         }
     env_restore("FLASHC_CUDA_BWD_KERNEL", kernel_was);
