@@ -39,7 +39,11 @@ ISSUE = "sm__inst_issued.avg.pct_of_peak_sustained_active"
 DRAM, RD, WR = ("dram__throughput.avg.pct_of_peak_sustained_elapsed", "dram__bytes_read.sum",
                 "dram__bytes_write.sum")
 L2HIT, OCC = "lts__t_sector_hit_rate.pct", "sm__warps_active.avg.pct_of_peak_sustained_active"
-BASIC = (TIME, GRID, BLOCK, REGS, SMEM_DYN, SMEM_ST, HMMA) + GMMA + (ISSUE, DRAM, RD, WR, L2HIT, OCC)
+# the L2's own load (issue 12's wide head dims: every K block re-reads Q, dO and reduce-adds dQ)
+L2TP, L2B, L2RED = ("lts__throughput.avg.pct_of_peak_sustained_elapsed", "lts__t_bytes.sum",
+                    "lts__t_sectors_op_red.sum")
+BASIC = (TIME, GRID, BLOCK, REGS, SMEM_DYN, SMEM_ST, HMMA) + GMMA + (ISSUE, DRAM, RD, WR, L2HIT, OCC,
+                                                                  L2TP, L2B, L2RED)
 STALL_FAMILIES = ("smsp__average_warps_issue_stalled_{}_per_issue_active.ratio",  # cycles / issue
                   "smsp__average_warp_latency_issue_stalled_{}.ratio",
                   "smsp__warp_issue_stalled_{}_per_warp_active.pct")  # % of active warp cycles
@@ -137,12 +141,17 @@ def line(side, k, d, gm_name):
     smem = None if d.get(SMEM_DYN) is None else d[SMEM_DYN] + (d.get(SMEM_ST) or 0)
     rd, wr = d.get(RD), d.get(WR)
     gm = d.get(gm_name) if gm_name else None
+    l2 = ""
+    if d.get(L2TP) is not None or d.get(L2B) is not None:
+        red = d.get(L2RED)
+        l2 = (f" lts {fmt(d.get(L2TP))}% {fmt(None if d.get(L2B) is None else d[L2B] / 1e6)}MB"
+              f" red {fmt(None if red is None else red * 32 / 1e6)}MB")
     return (f"  {side[:6]:6s} {short(k):58s} {fmt(d.get(TIME), '{:8.1f}')} "
             f"{fmt(d.get(GRID)):>5s}x{fmt(d.get(BLOCK)):<4s} r{fmt(d.get(REGS)):<3s} "
             f"{fmt(None if smem is None else smem / 1024, '{:.0f}K'):>5s} | tc {fmt(d.get(HMMA)):>2s} "
             f"gm {fmt(gm):>2s} iss {fmt(d.get(ISSUE)):>2s} occ {fmt(d.get(OCC)):>2s} | "
             f"dram {fmt(d.get(DRAM)):>2s}% {fmt(None if rd is None else rd / 1e6):>4s}/"
-            f"{fmt(None if wr is None else wr / 1e6):<4s}MB L2 {fmt(d.get(L2HIT)):>2s} | {st}")
+            f"{fmt(None if wr is None else wr / 1e6):<4s}MB L2 {fmt(d.get(L2HIT)):>2s}{l2} | {st}")
 
 
 def table(pairs):
