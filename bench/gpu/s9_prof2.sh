@@ -22,12 +22,14 @@
 #   3. prof_table.py table (each run's kernels named by its own driver's SEG lines): per case, the
 #      two sides' summed ncu time and cudnn/flashc ratio, then one line a kernel (kernels under 2%
 #      of their side folded). LAST block of the output.
+# PROF2_NAME / PROF2_GROUPS (bench/gpu/s28_prof_bwd.sh): the output's name and the ncu groups, one
+# "name cap case..." a line, in place of the three below.
 # Files in $OUT (default BUILD_DIR/out-prof2): ncu_raw.csv (the three runs' raw CSV pages) and
 # prof2.log (the metric list, the drivers' output, ncu's messages).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 . bench/gpu/s_common.sh
-s_begin prof2 "${1:-}"
+s_begin "${PROF2_NAME:-prof2}" "${1:-}"
 export FLASHC_LIBRARY=$LIB PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
 T0=$(date +%s)
 left() { echo $((117 - ($(date +%s) - T0))); } # seconds left of the 120
@@ -83,9 +85,16 @@ prof() { # name cap case...
   PAIRS+=("$TMPD/$name.csv" "$TMPD/$name.drive")
   echo "ncu $name: rc $rc, $(($(date +%s) - t1)) s, $(grep -c '^"' "$TMPD/$name.csv" 2>/dev/null) csv rows$(grep -m1 FAILED "$TMPD/$name.drive" | cut -c1-200 | sed 's/^/, /')"
 }
-prof fwd 45 fwd:S=2048,D=128 fwd:S=16384,D=128 fwd:S=4096,D=128,CAUSAL=1 fwd:S=4096,D=64
-prof bwd 40 bwd:S=4096,D=128 bwd:S=4096,D=64
-prof decode 30 decode:B=16,CTX=32768 decode:B=1,CTX=32768
+if [ -n "${PROF2_GROUPS:-}" ]; then # another script's groups, one "name cap case..." a line
+  while read -r g; do
+    # shellcheck disable=SC2086
+    [ -n "$g" ] && prof $g
+  done <<<"$PROF2_GROUPS"
+else
+  prof fwd 45 fwd:S=2048,D=128 fwd:S=16384,D=128 fwd:S=4096,D=128,CAUSAL=1 fwd:S=4096,D=64
+  prof bwd 40 bwd:S=4096,D=128 bwd:S=4096,D=64
+  prof decode 30 decode:B=16,CTX=32768 decode:B=1,CTX=32768
+fi
 
 # 3. the table
 echo "=== prof2: Nsight Compute, defaults vs cuDNN ($(($(date +%s) - T0)) s; raw CSV: $RAW)"
