@@ -1158,6 +1158,64 @@ static void test_det_fence_bits(void **state)
     env_restore("FLASHC_CUDA_BWD_DET_FENCE", fence_was);
 }
 
+/* Fast mode's walk of the grid under an upper key bound (attn_bwd_common.cuh's bwd_block_of:
+ * groups of order_g heads, K block by K block; attn_bwd.cu's order_groups from
+ * FLASHC_CUDA_BWD_ORDER = C, G = ceil(C SMs / N) clamped to [1, B Hkv]) must give every
+ * (K block, head) one thread block whatever G: at each default family (d 64 / 128 sm90v3u,
+ * 192 sm90h2, 256 sm90h) and sm80 forced, causal with GQA and Sq != Sk (and a right window at
+ * d 128), the gradients under the 2x rule at C = 0 (head by head) and the default, and dk, dv
+ * bit for bit those of C = 0 at C = 0.05, 0.1, 0.18 (on 132 SMs with these 6 heads and 6-12 K
+ * blocks: G = 2 or 1, 3 or 2, 4 with a short last group) and 1000 (every head in one group). */
+static void test_bwd_order(void **state)
+{
+    (void)state;
+    char *order_was = env_save("FLASHC_CUDA_BWD_ORDER");
+    char *kernel_was = env_save("FLASHC_CUDA_BWD_KERNEL");
+    static const struct {
+        const char *fam;
+        int D, win;
+    } runs[] = {{"sm80", 64, 0}, {"", 64, 0}, {"", 128, 0}, {"", 128, 1}, {"", 192, 0}, {"", 256, 0}};
+    static const char *const orders[] = {"0.05", "0.1", "0.18", "1000"};
+    const int S = small_only() ? 700 : 1100;
+    const int hopper = cc90_or_skip("the Hopper defaults' grid order");
+    for (int i = 0; i < 6; i++) {
+        if (!runs[i].fam[0] && !hopper)
+            continue;
+        if (small_only() && i != 0 && i != 2 && i != 5)
+            continue;
+        bwd_case c = {3, S, S + 37, 8, 2, runs[i].D, !runs[i].win, i % 2 ? FLASHC_F16 : FLASHC_BF16,
+                      0, 0, 0, 0, 0};
+        if (runs[i].win)
+            c.win = 1, c.wl = -1, c.wr = 50;
+        if (runs[i].fam[0])
+            setenv("FLASHC_CUDA_BWD_KERNEL", runs[i].fam, 1);
+        else
+            unsetenv("FLASHC_CUDA_BWD_KERNEL");
+        setenv("FLASHC_CUDA_BWD_ORDER", "0", 1);
+        check_case(&c);
+        unsetenv("FLASHC_CUDA_BWD_ORDER");
+        check_case(&c);
+        bufs r;
+        bufs_create(&c, &r);
+        run_forward(&c, &r, NULL);
+        setenv("FLASHC_CUDA_BWD_ORDER", "0", 1);
+        assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
+        grads base = grads_keep(&r);
+        for (int o = 0; o < 4; o++) {
+            setenv("FLASHC_CUDA_BWD_ORDER", orders[o], 1);
+            assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
+            grads_same(&base, &r, 0);
+        }
+        printf("  %s D=%d %s: dk, dv bit-identical over the grid orders C = 0, 0.05, 0.1, "
+               "0.18, 1000\n", runs[i].fam[0] ? runs[i].fam : "default", runs[i].D,
+               runs[i].win ? "right window 50" : "causal");
+        grads_free(&base);
+        bufs_destroy(&r);
+    }
+    env_restore("FLASHC_CUDA_BWD_KERNEL", kernel_was);
+    env_restore("FLASHC_CUDA_BWD_ORDER", order_was);
+}
+
 /* FLASHC_CUDA_BWD_DET_PLANES=P (attn_bwd.cu's det_planes: deterministic mode's turns dealt over
  * P chains, each with its float32 dQ accumulator, summed in plane order by the postprocess) on
  * the sm90h families (d 256 sm90h and sm90hl, d 192 sm90h2, sm90h2l and sm90h's 64-row kernel):
@@ -2070,6 +2128,7 @@ int main(void)
         cmocka_unit_test(test_det_planes),
         cmocka_unit_test(test_det_free),
         cmocka_unit_test(test_det_fence_bits),
+        cmocka_unit_test(test_bwd_order),
         cmocka_unit_test(test_bwd_trace),
     };
     return tu_run_selected_tests(tests);

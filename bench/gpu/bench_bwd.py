@@ -173,15 +173,17 @@ FLASHC_CONFIGS = {"flashc": (0, 0, False), "flashc_det": (0, 0, True),
 
 
 BUDGET_MS = 300.0  # per configuration of parts 2 and 3 (--budget-ms)
+CAUSALS = (False, True)  # the masks of parts 2 and 3 (bench_bwd4.py's --causal)
 
 
 def family_env(cfg):
     """Sets FLASHC_CUDA_BWD_KERNEL (cfg[3], "" or absent: the dispatcher's choice),
     FLASHC_CUDA_BWD_DET_PLANES (cfg[4]), FLASHC_CUDA_BWD_DET_FREE (cfg[5]) and
-    FLASHC_CUDA_BWD_DET_FENCE (cfg[6]; "" or absent: unset) for a configuration (the library
-    reads them at every call)."""
+    FLASHC_CUDA_BWD_DET_FENCE (cfg[6]) and FLASHC_CUDA_BWD_ORDER (cfg[7]; "" or absent: unset)
+    for a configuration (the library reads them at every call)."""
     for i, var in ((3, "FLASHC_CUDA_BWD_KERNEL"), (4, "FLASHC_CUDA_BWD_DET_PLANES"),
-                   (5, "FLASHC_CUDA_BWD_DET_FREE"), (6, "FLASHC_CUDA_BWD_DET_FENCE")):
+                   (5, "FLASHC_CUDA_BWD_DET_FREE"), (6, "FLASHC_CUDA_BWD_DET_FENCE"),
+                   (7, "FLASHC_CUDA_BWD_ORDER")):
         if len(cfg) > i and cfg[i] != "":
             os.environ[var] = str(cfg[i])
         else:
@@ -193,7 +195,7 @@ def part2(lib, seqlens, rows, d=128, configs=("flashc", "flashc_det"), peers=("f
     H = 2048 // d if part == 3 else 16
     print(f"\n== bwd alone, d={d} H={H} batch*seqlen=16384 bf16: TFLOP/s", flush=True)
     fwd, bwd, wss = lib.flashc_attn_fwd, lib.flashc_attn_bwd, lib.flashc_attn_bwd_workspace_size
-    for causal in (False, True):
+    for causal in CAUSALS:
         for S in seqlens:
             B = max(1, 16384 // S)
             torch.manual_seed(S + causal)

@@ -46,6 +46,10 @@ halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KE
                         d 256; skipped elsewhere) over 1 / 2 / 4 deterministic planes, and with
                         FLASHC_CUDA_BWD_DET_FREE=1 (its turns free: a diagnostic, not
                         deterministic)
+  o0 / o1 / o2 / o4 / o8 / okm
+                        fast mode with FLASHC_CUDA_BWD_ORDER = 0 (head by head, the order
+                        before 2026-12-06 evening), 1, 2, 4, 8 and 1e6 (every head in one
+                        group): the grid's walk under the causal mask (attn_bwd.cu)
   base_det              the head dim's base family (sm90h2 at d 192, sm90h at d 256; skipped
                         elsewhere) in deterministic mode: the default before 2026-12-06 late
                         morning, when the late-release kernels took it
@@ -53,7 +57,7 @@ The table (printed last) gives each TFLOP/s and the ratios the issue's target na
 
 usage: bench_bwd4.py --lib build/libflashc.so [--out x.json] [--dims 128,64] [--seqlens 2048,16384]
                     [--configs flashc,...] [--configs-d128 flashc,...] [--budget-ms 100]
-                    [--peers flash,cudnn]
+                    [--peers flash,cudnn] [--causal both|yes|no]
 """
 import argparse
 import ctypes
@@ -105,7 +109,17 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            # with it, the default before
            "flashc_det_nofence": (0, 0, True, "", "", "", 0),
            "flashc_detfree_nofence": (0, 0, True, "", "", 1, 0),
-           "flashc_det_fence": (0, 0, True, "", "", "", 1)}
+           "flashc_det_fence": (0, 0, True, "", "", "", 1),
+           # FLASHC_CUDA_BWD_ORDER=C: fast mode's grid walked in groups of ceil(C SMs / N) heads,
+           # K block by K block, under an upper key bound (attn_bwd.cu's order_groups; the
+           # default C since 2026-12-06 evening is its BWD_ORDER_SPREAD); o0 = head by head (the
+           # order before), okm = every head in one group
+           "flashc_o0": (0, 0, False, "", "", "", "", 0),
+           "flashc_o1": (0, 0, False, "", "", "", "", 1),
+           "flashc_o2": (0, 0, False, "", "", "", "", 2),
+           "flashc_o4": (0, 0, False, "", "", "", "", 4),
+           "flashc_o8": (0, 0, False, "", "", "", "", 8),
+           "flashc_okm": (0, 0, False, "", "", "", "", 1000000)}
 PER_DIM = {"L": {192: "sm90h2l", 256: "sm90hl"}, "BASE": {192: "sm90h2", 256: "sm90h"}}
 # sm90h2l / sm90hl serve one head dim each: elsewhere they would time the dispatcher's choice again
 ONE_DIM = {"flashc_90h2l": 192, "flashc_90hl": 256}
@@ -136,11 +150,14 @@ def main():
                     help="the configurations at d 128 (default: --configs); e.g. without "
                     "flashc_v3w, the default there")
     ap.add_argument("--budget-ms", type=float, default=100.0)
+    ap.add_argument("--causal", default="both", choices=("both", "yes", "no"),
+                    help="the masks timed (default both)")
     ap.add_argument("--peers", default="flash,cudnn",
                     help="SDPA's backends timed beside flashc; flash is needed (its gradients "
                     "are the check), cudnn may be left out for a shorter run")
     a = ap.parse_args()
     bb.BUDGET_MS = a.budget_ms
+    bb.CAUSALS = {"both": (False, True), "yes": (True,), "no": (False,)}[a.causal]
     bb.FLASHC_CONFIGS.update(CONFIGS)
     os.environ["FLASHC_LIBRARY"] = os.path.abspath(a.lib)
     lib = ctypes.CDLL(a.lib)
@@ -240,6 +257,10 @@ def table(rows, configs):
               ("det/p1", "flashc_det", "flashc_det_p1"), ("p1/fast", "flashc_det_p1", "flashc"),
               ("free/fast", "flashc_detfree", "flashc"), ("free/p1", "flashc_detfree", "flashc_det_p1"),
               ("freep2/fast", "flashc_detfree_p2", "flashc"),
+              ("o0/cuDNN", "flashc_o0", "cudnn"), ("default/o0", "flashc", "flashc_o0"),
+              ("o1/o0", "flashc_o1", "flashc_o0"), ("o2/o0", "flashc_o2", "flashc_o0"),
+              ("o4/o0", "flashc_o4", "flashc_o0"), ("o8/o0", "flashc_o8", "flashc_o0"),
+              ("okm/o0", "flashc_okm", "flashc_o0"),
               ("default/cuDNN", "flashc", "cudnn"), ("default/flash", "flashc", "flash"),
               ("det/fast", "flashc_det", "flashc")]
     ratios = [x for x in ratios if x[1] in impls and x[2] in impls]

@@ -127,8 +127,9 @@ static const attn_fwd_variant *pick_variant(const attn_problem *p, int cc, const
 #define PREFILL_MODS_FEW_KEYS 2048
 
 /* SMs of the current device, cached per device ordinal; 0 when the query fails (then the
- * one-wave rule above is not applied). A host attribute query, no synchronisation. */
-static int sm_count(void)
+ * one-wave rule above is not applied; attn_cuda.cuh). A host attribute query, no
+ * synchronisation. */
+int cuda_sm_count(void)
 {
     static int cached[64];
     int dev = 0, n = 0;
@@ -317,7 +318,7 @@ static const attn_fwd_variant *mods_route(const attn_problem *p)
         keys = width < keys ? width : keys;
     }
     const int64_t blocks = (p->Sq + v->block_q - 1) / v->block_q * p->B * p->Hq;
-    if (keys > PREFILL_MODS_FEW_KEYS && blocks < sm_count())
+    if (keys > PREFILL_MODS_FEW_KEYS && blocks < cuda_sm_count())
         return NULL;
     return v;
 }

@@ -13,6 +13,7 @@
 #include "attn_cuda.cuh"
 #include "scratch.cuh"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,6 +209,38 @@ static int det_planes(const attn_problem *p, const attn_bwd_variant *v)
     return !upper && p->Sq <= 8192 && p->Sk <= 8192 ? 2 : 1;
 }
 
+/* Fast mode's walk of the grid under an upper key bound (attn_bwd_args.order_g; the kernels'
+ * bwd_block_of, attn_bwd_common.cuh, says why): groups of G heads, K block by K block, with
+ * G = ceil(C SMs / N) for the grid's N K blocks, clamped to [1, B Hkv]: a group spans about C
+ * waves of these one-block-per-SM kernels: its longest blocks start together and its shortest
+ * end the grid, while a wave holds blocks of at most two groups (about 2 C SMs / N heads, C
+ * times head by head's SMs / N) and so their Q, dO and dQ rows in L2, not every head's.
+ * C = FLASHC_CUDA_BWD_ORDER (a number >= 0, read at every call; 0: head by head, the order
+ * before 2026-12-06 evening), else BWD_ORDER_SPREAD. A list-schedule simulation of the bench
+ * shapes (causal, B S = 16k, 64 x 128 and 64 x 64 blocks, 132 SMs) put head by head at
+ * 0.93-0.95 of the average load at 1k-8k and C = 4 at 0.98-1.0. Varlen launches keep their
+ * grid (blockIdx.y is the sequence there): 1. */
+#ifndef BWD_ORDER_SPREAD
+#define BWD_ORDER_SPREAD 4.0
+#endif
+static int order_groups(const attn_problem *p, const attn_bwd_variant *v)
+{
+    double c = BWD_ORDER_SPREAD;
+    const char *e = getenv("FLASHC_CUDA_BWD_ORDER");
+    if (e && *e) {
+        char *end = NULL;
+        const double x = strtod(e, &end);
+        if (end != e && *end == '\0' && x >= 0.0 && x <= 1e6)
+            c = x;
+    }
+    const int sms = cuda_sm_count();
+    const int64_t n = (p->Sk + v->block_k - 1) / v->block_k, bh = p->B * p->Hkv;
+    if (p->deterministic || p->layout == ATTN_VARLEN || c <= 0.0 || sms <= 0 || n <= 0)
+        return 1;
+    const double g = ceil(c * sms / (double)n);
+    return g >= (double)bh ? (int)bh : g < 1.0 ? 1 : (int)g;
+}
+
 /* The workspace of variant v for p, each part 256-byte aligned: [planes x dq_acc (rows of v's
  * head_dim)][dsum][planes x sem (turn counters per sem_block_q rows where v has it, else per
  * block_q)]; bytes, and the plane count it was sized for (the query and the call read
@@ -389,6 +422,7 @@ extern "C" flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats 
      * bench/gpu/s25_detfence.sh, bench/RESULTS.md "Session of 2026-12-06, midday") */
     const char *fence_env = getenv("FLASHC_CUDA_BWD_DET_FENCE");
     a.det_fence = fence_env && strcmp(fence_env, "1") == 0;
+    a.order_g = order_groups(p, v);
     a.B = (int)p->B, a.Sq = (int)p->Sq, a.Sk = (int)p->Sk, a.Hq = (int)p->Hq;
     a.D = (int)p->D, a.Dv = (int)p->Dv;
     a.Hkv = (int)p->Hkv, a.group = (int)(p->Hq / p->Hkv);

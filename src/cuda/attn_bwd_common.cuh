@@ -409,19 +409,53 @@ static __device__ __forceinline__ int bwd_turn(const bwd_range &r, int nb, int n
  * four Q blocks later once the GPU is full, so that its turns are ready when it reaches them.
  * The turns are untouched, so the dQ order and bits are those of the head-by-head order.
  * (bwd90v3_grouped calls it with BM = 64.) */
-static __device__ __forceinline__ void bwd_grouped_order(const attn_bwd_args &a, int BM, bool rev,
-                                                         int *n_block, int *bh)
+/* The grid (N K blocks, BH) walked group by group of G heads, K block by K block, head by
+ * head: which (K block *n_block, batch x head *bh) the thread block of linear index
+ * blockIdx.y N + blockIdx.x runs (rev: the K blocks of a group reversed). A bijection of the
+ * grid for any G >= 1 (G = 1: head by head, n = blockIdx.x). */
+static __device__ __forceinline__ void bwd_order_in_groups(int G, bool rev, int *n_block, int *bh)
 {
-    const unsigned nsm = ptx_nsmid(); /* SM ids (>= the SM count; a heuristic only) */
     const int N = (int)gridDim.x, BH = (int)gridDim.y;
-    const int64_t steps = max((int64_t)1, (int64_t)a.group * ((a.Sq + BM - 1) / BM));
-    const int G = (int)min((int64_t)BH, max((int64_t)1, (4 * (int64_t)nsm + steps - 1) / steps));
     const int64_t lin = (int64_t)blockIdx.y * N + ptx_block_index();
     const int grp = (int)(lin / ((int64_t)G * N));
     const int r = (int)(lin - (int64_t)grp * G * N);
     const int gc = min(G, BH - grp * G); /* the last group's heads */
     *n_block = rev ? N - 1 - r / gc : r / gc;
     *bh = grp * G + r % gc;
+}
+
+static __device__ __forceinline__ void bwd_grouped_order(const attn_bwd_args &a, int BM, bool rev,
+                                                         int *n_block, int *bh)
+{
+    const unsigned nsm = ptx_nsmid(); /* SM ids (>= the SM count; a heuristic only) */
+    const int BH = (int)gridDim.y;
+    const int64_t steps = max((int64_t)1, (int64_t)a.group * ((a.Sq + BM - 1) / BM));
+    const int G = (int)min((int64_t)BH, max((int64_t)1, (4 * (int64_t)nsm + steps - 1) / steps));
+    bwd_order_in_groups(G, rev, n_block, bh);
+}
+
+/* Fast mode (and every dense launch of a kernel without a deterministic order of its own, the
+ * callers below): which (K block *n_block, batch x head *bh) this thread block runs.
+ * - Deterministic mode under an upper key bound (causal, a right window): the K blocks of a
+ *   head reversed (bwd_turn's order: block n's turn comes after block n + 1's), head by head.
+ * - Fast mode under an upper key bound: K block n of a head visits more Q blocks than n + 1
+ *   (causal: all rows from its diagonal down), so the head-by-head order ends every head, the
+ *   last one too, on its longest block: that block starts about when the GPU's other SMs run
+ *   out of work and the grid's tail is its length (a list schedule's bound: average + longest
+ *   job). In groups of a.order_g heads, K block by K block (bwd_order_in_groups), the longest
+ *   blocks of every head in a group start first and the group's short ones fill the tail;
+ *   attn_bwd.cu picks the group (FLASHC_CUDA_BWD_ORDER) so that a group spans a few waves of
+ *   the GPU, which keeps a wave's heads, and so its Q, dO and dQ working set in L2, few.
+ * - Elsewhere (every block of a head the same length): head by head. */
+static __device__ __forceinline__ void bwd_block_of(const attn_bwd_args &a, const bwd_range &rg,
+                                                    bool det, int *n_block, int *bh)
+{
+    if (!det && rg.has_hi && a.order_g > 1) {
+        bwd_order_in_groups(a.order_g, false, n_block, bh);
+        return;
+    }
+    *n_block = det && rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index() : ptx_block_index();
+    *bh = (int)blockIdx.y;
 }
 
 /* Whether key - row = rel lies outside the row's range. */

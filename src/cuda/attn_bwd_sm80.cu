@@ -236,10 +236,10 @@ __global__ void __launch_bounds__(QS * BN / 16 * 32) attn_bwd_sm80_kernel(const 
     }();
     /* K block: in deterministic causal mode the launch order is reversed (top of the file).
      * Read again where needed (ptx_block_index) rather than held through the loop. */
-    const int n_block = DET && rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index()
-                                         : ptx_block_index();
+    int n_block, bh;
+    bwd_block_of(a, rg, DET, &n_block, &bh);
     const int split = (int)blockIdx.z;
-    const int b = (int)blockIdx.y / a.Hkv, hk = (int)blockIdx.y % a.Hkv;
+    const int b = bh / a.Hkv, hk = bh % a.Hkv;
     const int n0 = n_block * BN;
     if constexpr (VARLEN)
         if (n0 >= seq.sk) /* the grid covers the longest sequence; no key of this one here */

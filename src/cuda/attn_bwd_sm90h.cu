@@ -334,9 +334,8 @@ __global__ void __launch_bounds__(H_THREADS, 1)
 
     const int tid = (int)threadIdx.x, warp = tid / 32, lane = tid % 32;
     const bwd_range rg = bwd_range_of(a);
-    const int n_block =
-        DET && rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index() : ptx_block_index();
-    const int bh = (int)blockIdx.y;
+    int n_block, bh;
+    bwd_block_of(a, rg, DET, &n_block, &bh);
     const int b = bh / a.Hkv, hk = bh % a.Hkv;
     const int n0 = n_block * BN;
     int m_begin, m_end;

@@ -105,9 +105,9 @@ __global__ void __launch_bounds__(128 * NWG, 3 - NWG) attn_bwd_sm90v2_kernel(con
     const int wg = warp / 4, wq = warp % 4;
     const int g = lane / 4, t = lane % 4;
     const bwd_range rg = bwd_range_of(a);
-    const int n_block = DET && rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index()
-                                         : ptx_block_index();
-    const int b = (int)blockIdx.y / a.Hkv, hk = (int)blockIdx.y % a.Hkv;
+    int n_block, bh;
+    bwd_block_of(a, rg, DET, &n_block, &bh);
+    const int b = bh / a.Hkv, hk = bh % a.Hkv;
     const int n0 = n_block * BN;
     const int n_mb = (a.Sq + BM - 1) / BM;
     int m_begin, m_end;

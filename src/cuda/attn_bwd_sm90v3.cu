@@ -418,8 +418,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
         else
             bwd90v3_grouped(a, &n_block, &bh, DQP && rg.has_hi);
     } else {
-        n_block = DET && rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index() : ptx_block_index();
-        bh = (int)blockIdx.y;
+        bwd_block_of(a, rg, DET, &n_block, &bh);
     }
     const int b = bh / a.Hkv, hk = bh % a.Hkv;
     const int n0 = n_block * BN;

@@ -110,6 +110,10 @@ typedef struct attn_fwd_variant {
 /* attn_fwd_sm80.cu */
 extern const attn_fwd_variant attn_fwd_sm80_variants[];
 extern const int attn_fwd_sm80_variant_count;
+
+/* SMs of the current device, cached per device ordinal; 0 when the query fails (attn.cu) */
+int cuda_sm_count(void);
+
 /* A varlen launch's rows of no sequence (past cu_q[B]): zeros in o, -inf in lse
  * (attn_fwd_common.cuh, attn_clear_unowned), for the sm90 kernel's varlen launch too: the one
  * instance per dtype lives there. Nothing when total_q = 0. */
@@ -195,6 +199,10 @@ typedef struct attn_bwd_args {
      * default): the release alone, which already orders the turn's adds. attn_bwd.cu sets it
      * from FLASHC_CUDA_BWD_DET_FENCE=1 (read at every call; a measurement knob). */
     int det_fence;
+    /* Fast mode under an upper key bound, dense launches (attn_bwd_common.cuh's bwd_block_of):
+     * the grid walked in groups of order_g heads, K block by K block (the longest blocks of a
+     * group first); 1: head by head. attn_bwd.cu sets it from FLASHC_CUDA_BWD_ORDER. */
+    int order_g;
 } attn_bwd_args;
 
 /* Launches the three kernels (preprocess, main, postprocess) of one variant on stream. */

@@ -1111,21 +1111,11 @@ int head_dim_instance(const attn_problem *p)
     return d <= 64 ? 64 : d <= 128 ? 128 : 256;
 }
 
-/* SMs of the current device, cached per device ordinal (a host attribute query, no sync). */
+/* SMs of the current device (attn.cu's cuda_sm_count), 108 (an A100's) when the query fails */
 int sm_count(void)
 {
-    static int cached[64];
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0)
-        return 108;
-    if (dev < 64 && cached[dev] > 0)
-        return cached[dev];
-    int n = 0;
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
-        n = 108;
-    if (dev < 64)
-        cached[dev] = n;
-    return n;
+    const int n = cuda_sm_count();
+    return n > 0 ? n : 108;
 }
 
 /* FLASHC_DECODE_KERNEL, read at every call (so one process can compare the kernels): unset or
