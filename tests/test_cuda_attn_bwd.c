@@ -1160,12 +1160,12 @@ static void test_det_fence_bits(void **state)
 
 /* Fast mode's walk of the grid under an upper key bound (attn_bwd_common.cuh's bwd_block_of:
  * groups of order_g heads, K block by K block; attn_bwd.cu's order_groups from
- * FLASHC_CUDA_BWD_ORDER = C, G = ceil(C SMs / N) clamped to [1, B Hkv]) must give every
- * (K block, head) one thread block whatever G: at each default family (d 64 / 128 sm90v3u,
- * 192 sm90h2, 256 sm90h) and sm80 forced, causal with GQA and Sq != Sk (and a right window at
- * d 128), the gradients under the 2x rule at C = 0 (head by head) and the default, and dk, dv
- * bit for bit those of C = 0 at C = 0.05, 0.1, 0.18 (on 132 SMs with these 6 heads and 6-12 K
- * blocks: G = 2 or 1, 3 or 2, 4 with a short last group) and 1000 (every head in one group). */
+ * FLASHC_CUDA_BWD_ORDER = C: about C SMs / N heads a group, spread evenly over the groups)
+ * must give every (K block, head) one thread block whatever G: at each default family (d 64 /
+ * 128 sm90v3u, 192 sm90h2, 256 sm90h) and sm80 forced, causal with GQA 4 and Sq != Sk (and a
+ * right window at d 128), 5 batch x KV heads, the gradients under the 2x rule at C = 0 (head by
+ * head) and the default, and dk, dv bit for bit those of C = 0 at C = 0.05, 0.1, 0.18 (on 132
+ * SMs with 6-18 K blocks: G from 1 to 3, groups of 2, 2, 1 or 3, 2) and 1000 (one group). */
 static void test_bwd_order(void **state)
 {
     (void)state;
@@ -1183,7 +1183,7 @@ static void test_bwd_order(void **state)
             continue;
         if (small_only() && i != 0 && i != 2 && i != 5)
             continue;
-        bwd_case c = {3, S, S + 37, 8, 2, runs[i].D, !runs[i].win, i % 2 ? FLASHC_F16 : FLASHC_BF16,
+        bwd_case c = {5, S, S + 37, 4, 1, runs[i].D, !runs[i].win, i % 2 ? FLASHC_F16 : FLASHC_BF16,
                       0, 0, 0, 0, 0};
         if (runs[i].win)
             c.win = 1, c.wl = -1, c.wr = 50;

@@ -216,10 +216,12 @@ static int det_planes(const attn_problem *p, const attn_bwd_variant *v)
  * end the grid, while a wave holds blocks of at most two groups (about 2 C SMs / N heads, C
  * times head by head's SMs / N) and so their Q, dO and dQ rows in L2, not every head's.
  * C = FLASHC_CUDA_BWD_ORDER (a number >= 0, read at every call; 0: head by head, the order
- * before 2026-12-06 evening), else BWD_ORDER_SPREAD. A list-schedule simulation of the bench
- * shapes (causal, B S = 16k, 64 x 128 and 64 x 64 blocks, 132 SMs) put head by head at
- * 0.93-0.95 of the average load at 1k-8k and C = 4 at 0.98-1.0. Varlen launches keep their
- * grid (blockIdx.y is the sequence there): 1. */
+ * before 2026-12-06 evening), else BWD_ORDER_SPREAD; the heads then spread evenly over the
+ * groups. A list-schedule simulation of the bench shapes (causal, B S = 16k, H 16 / 32 / 8,
+ * 64 x 128 and 64 x 64 blocks, 132 SMs, a block's time its Q blocks + 2) put head by head at
+ * 0.93-0.97 of the average load at 1k-4k (0.95-1.0 at 8k-16k) and C = 4 at 0.99-1.0 (without
+ * the even spread 0.95 in some cells). Varlen launches keep their grid (blockIdx.y is the
+ * sequence there): 1. */
 #ifndef BWD_ORDER_SPREAD
 #define BWD_ORDER_SPREAD 4.0
 #endif
@@ -238,7 +240,14 @@ static int order_groups(const attn_problem *p, const attn_bwd_variant *v)
     if (p->deterministic || p->layout == ATTN_VARLEN || c <= 0.0 || sms <= 0 || n <= 0)
         return 1;
     const double g = ceil(c * sms / (double)n);
-    return g >= (double)bh ? (int)bh : g < 1.0 ? 1 : (int)g;
+    if (g >= (double)bh)
+        return (int)bh;
+    if (g <= 1.0)
+        return 1;
+    /* as many groups as G gives, their heads spread evenly: 16 heads in groups of 5 would leave
+     * a last group of one head, walked head by head at the end (the tail again) */
+    const int64_t groups = (bh + (int64_t)g - 1) / (int64_t)g;
+    return (int)((bh + groups - 1) / groups);
 }
 
 /* The workspace of variant v for p, each part 256-byte aligned: [planes x dq_acc (rows of v's
