@@ -5,9 +5,13 @@
 # bench shapes put head by head at 0.93-0.95 of the average load at 1k-8k, C = 4 at 0.98-1.0.
 # Parts (S29_PARTS, default "tests lo"):
 #   tests  test_bwd_order (new: every (K block, head) once whatever G; dk, dv the same bits),
+#          test_bwd_rotate (new: FLASHC_CUDA_BWD_ROTATE=1 under the 2x rule),
 #          the default families' suites at d 128 / 64 (bf16) and the modifiers;
 #   lo     d 128 / 64 causal, S 1k-16k: the default (C = 4), C = 0 / 1 / 2 / 8 / 1e6, FA2, cuDNN;
-#   hi     d 256 / 192 causal, S 1k / 2k / 8k / 16k: the default, C = 0 / 2 / 1e6, FA2, cuDNN.
+#   hi     d 256 / 192 causal, S 1k / 2k / 8k / 16k: the default, C = 0 / 2 / 1e6, FA2, cuDNN;
+#   nc     every Hopper head dim non-causal, S 1k / 2k / 8k / 16k: the default against
+#          FLASHC_CUDA_BWD_ROTATE=1 (each K block's walk starting n / N down its Q blocks), FA2,
+#          cuDNN.
 # Budget: S29_CAP seconds for the whole script (default 380). $OUT: lo.json, hi.json, logs.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
@@ -21,7 +25,7 @@ F=FLASHC_TEST_FILTER
 PARTS=" ${S29_PARTS:-tests lo} "
 CAP=${S29_CAP:-380}
 if [[ $PARTS == *" tests "* ]]; then
-  tjob order 120 - $F=test_bwd_order OMP_NUM_THREADS=8
+  tjob order 120 - $F=test_bwd_order,test_bwd_rotate OMP_NUM_THREADS=8
   tjob d128 120 - $F=test_bf16_d128,test_f16_d64,test_modifiers OMP_NUM_THREADS=8
   tests_done s29_order
 fi
@@ -33,14 +37,21 @@ if [[ $PARTS == *" lo "* ]]; then
     --configs flashc,flashc_o0,flashc_o1,flashc_o2,flashc_o8,flashc_okm
   mv "$OUT/bench.log" "$OUT/lo.log"
 fi
+if [[ $PARTS == *" nc "* ]]; then
+  NC_END=$((CAP - 5))
+  [[ $PARTS == *" hi "* ]] && NC_END=$((CAP - 135))
+  bwd_bench nc $NC_END --dims 128,64,256,192 --causal no --seqlens 1024,2048,8192,16384 \
+    --budget-ms 25 --peers flash,cudnn --configs flashc,flashc_rot
+  mv "$OUT/bench.log" "$OUT/nc.log"
+fi
 if [[ $PARTS == *" hi "* ]]; then
   bwd_bench hi $((CAP - 5)) --dims 256,192 --causal yes --seqlens 1024,2048,8192,16384 \
     --budget-ms 25 --peers flash,cudnn --configs flashc,flashc_o0,flashc_o2,flashc_okm
   mv "$OUT/bench.log" "$OUT/hi.log"
 fi
 grep -E 'WRONG|^device|Traceback' "$OUT"/*.log 2>/dev/null | head -5
-s_pack "$OUT/lo.json" "$OUT/hi.json" "$OUT/lo.log" "$OUT/hi.log"
-for f in lo.log hi.log; do
-  [ -e "$FINAL/$f" ] && sed -n "/^bwd alone/,\$p" "$FINAL/$f" | grep '^|' | head -24
+s_pack "$OUT/lo.json" "$OUT/hi.json" "$OUT/nc.json" "$OUT/lo.log" "$OUT/hi.log" "$OUT/nc.log"
+for f in lo.log nc.log hi.log; do
+  [ -e "$FINAL/$f" ] && sed -n "/^bwd alone/,\$p" "$FINAL/$f" | grep '^|' | head -34
 done
 exit $rc_all

@@ -367,7 +367,10 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                 ptx_tma_load_4d(sV + p * BN * 128, &tm_v, kv_full, 64 * p, n0, hk, b);
             }
         }
-        int h = hk * a.group, m = m_begin;
+        /* the walk: m_first .. m_end - 1, m_begin .. m_first - 1, head after head
+         * (bwd_first_q_block: m_begin but in fast mode without a bound under a.rotate) */
+        const int m_first = bwd_first_q_block(a, rg, DET, n_block, m_begin, m_end);
+        int h = hk * a.group, m = m_first;
         for (int it = 0; it < total; it++) {
             const int s = it % NS;
             const int m0 = m * BM;
@@ -403,7 +406,9 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                 sl[lane + 32 * i] = lse_r[i], sd[lane + 32 * i] = d_r[i];
             ptx_mbarrier_arrive(full(s));
             if (++m == m_end)
-                h++, m = m_begin;
+                m = m_begin;
+            if (m == m_first)
+                h++;
         }
         return;
     }
