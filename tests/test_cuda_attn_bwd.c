@@ -1159,13 +1159,12 @@ static void test_det_fence_bits(void **state)
 }
 
 /* Fast mode's walk of the grid under an upper key bound (attn_bwd_common.cuh's bwd_block_of:
- * groups of order_g heads, K block by K block; attn_bwd.cu's order_groups from
- * FLASHC_CUDA_BWD_ORDER = C: about C SMs / N heads a group, spread evenly over the groups)
- * must give every (K block, head) one thread block whatever G: at each default family (d 64 /
- * 128 sm90v3u, 192 sm90h2, 256 sm90h) and sm80 forced, causal with GQA 4 and Sq != Sk (and a
- * right window at d 128), 5 batch x KV heads, the gradients under the 2x rule at C = 0 (head by
- * head) and the default, and dk, dv bit for bit those of C = 0 at C = 0.05, 0.1, 0.18 (on 132
- * SMs with 6-18 K blocks: G from 1 to 3, groups of 2, 2, 1 or 3, 2) and 1000 (one group). */
+ * the last R heads K block by K block; attn_bwd.cu's order_tail, FLASHC_CUDA_BWD_ORDER = C:
+ * R = ceil(C SMs / N)) must give every (K block, head) one thread block whatever R: at each
+ * default family (d 64 / 128 sm90v3u, 192 sm90h2, 256 sm90h) and sm80 forced, causal with GQA 4
+ * and Sq != Sk (and a right window at d 128), 5 batch x KV heads, the gradients under the 2x
+ * rule at C = 0 (head by head) and the default, and dk, dv bit for bit those of C = 0 at C =
+ * 0.05, 0.1, 0.18 (on 132 SMs with 6-18 K blocks: R from 1 to 4) and 1000 (every head). */
 static void test_bwd_order(void **state)
 {
     (void)state;
@@ -1206,7 +1205,7 @@ static void test_bwd_order(void **state)
             assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
             grads_same(&base, &r, 0);
         }
-        printf("  %s D=%d %s: dk, dv bit-identical over the grid orders C = 0, 0.05, 0.1, "
+        printf("  %s D=%d %s: dk, dv bit-identical over the grid walks C = 0, 0.05, 0.1, "
                "0.18, 1000\n", runs[i].fam[0] ? runs[i].fam : "default", runs[i].D,
                runs[i].win ? "right window 50" : "causal");
         grads_free(&base);

@@ -48,8 +48,8 @@ halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KE
                         deterministic)
   o0 / o1 / o2 / o4 / o8 / okm
                         fast mode with FLASHC_CUDA_BWD_ORDER = 0 (head by head, the order
-                        before 2026-12-06 evening), 1, 2, 4, 8 and 1e6 (every head in one
-                        group): the grid's walk under the causal mask (attn_bwd.cu)
+                        before 2026-12-06 evening), 1, 2, 4, 8 and 1e6: under the causal mask
+                        the last ceil(C SMs / N) heads walked K block by K block (attn_bwd.cu)
   rot                   fast mode with FLASHC_CUDA_BWD_ROTATE=1: without a key bound K block n
                         starts its walk n / N of the way down its Q blocks
   base_det              the head dim's base family (sm90h2 at d 192, sm90h at d 256; skipped
@@ -112,10 +112,10 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            "flashc_det_nofence": (0, 0, True, "", "", "", 0),
            "flashc_detfree_nofence": (0, 0, True, "", "", 1, 0),
            "flashc_det_fence": (0, 0, True, "", "", "", 1),
-           # FLASHC_CUDA_BWD_ORDER=C: fast mode's grid walked in groups of ceil(C SMs / N) heads,
-           # K block by K block, under an upper key bound (attn_bwd.cu's order_groups; the
-           # default C since 2026-12-06 evening is its BWD_ORDER_SPREAD); o0 = head by head (the
-           # order before), okm = every head in one group
+           # FLASHC_CUDA_BWD_ORDER=C: under an upper key bound fast mode walks the grid's last
+           # ceil(C SMs / N) heads K block by K block (attn_bwd.cu's order_tail; the default C
+           # is its BWD_ORDER_SPREAD); o0 = every head head by head (the order before); until
+           # commit "bwd order: the tail walk" C named groups of heads walked so (okm: one group)
            "flashc_o0": (0, 0, False, "", "", "", "", 0),
            "flashc_o1": (0, 0, False, "", "", "", "", 1),
            "flashc_o2": (0, 0, False, "", "", "", "", 2),

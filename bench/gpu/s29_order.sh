@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # bench/gpu/s29_order.sh BUILD_DIR — issue 12: fast mode's walk of the grid under the causal mask
-# (attn_bwd.cu's order_groups, FLASHC_CUDA_BWD_ORDER = C: groups of ceil(C SMs / N) heads, K
-# block by K block; C = 0 head by head, the order before). A list-schedule simulation of the
-# bench shapes put head by head at 0.93-0.95 of the average load at 1k-8k, C = 4 at 0.98-1.0.
+# (attn_bwd.cu's order_tail, FLASHC_CUDA_BWD_ORDER = C: the last ceil(C SMs / N) heads K block by
+# K block; C = 0 head by head, the order before; the first call of 2026-12-06 evening ran C as
+# groups of heads walked so). A list-schedule simulation of the bench shapes put head by head at
+# 0.93-0.97 of the average load at 1k-8k, the tail walk with C = 2 at 0.98-0.99.
 # Parts (S29_PARTS, default "tests lo"):
 #   tests  test_bwd_order (new: every (K block, head) once whatever G; dk, dv the same bits),
 #          test_bwd_rotate (new: FLASHC_CUDA_BWD_ROTATE=1 under the 2x rule),
 #          the default families' suites at d 128 / 64 (bf16) and the modifiers;
-#   lo     d 128 / 64 causal, S 1k-16k: the default (C = 4), C = 0 / 1 / 2 / 8 / 1e6, FA2, cuDNN;
+#   lo     d 128 / 64 causal, S 1k-16k: the default and S29_LO_CONFIGS (default C = 0 / 1 / 4),
+#          FA2, cuDNN;
 #   hi     d 256 / 192 causal, S 1k / 2k / 8k / 16k: the default, C = 0 / 2 / 1e6, FA2, cuDNN;
-#   nc     every Hopper head dim non-causal, S 1k / 2k / 8k / 16k: the default against
+#   nc     S29_NC_DIMS (default every Hopper head dim) non-causal, S 2k / 8k / 16k: the default
+#          against
 #          FLASHC_CUDA_BWD_ROTATE=1 (each K block's walk starting n / N down its Q blocks), FA2,
 #          cuDNN.
 # Budget: S29_CAP seconds for the whole script (default 380). $OUT: lo.json, hi.json, logs.
@@ -25,22 +28,24 @@ F=FLASHC_TEST_FILTER
 PARTS=" ${S29_PARTS:-tests lo} "
 CAP=${S29_CAP:-380}
 if [[ $PARTS == *" tests "* ]]; then
-  tjob order 120 - $F=test_bwd_order,test_bwd_rotate OMP_NUM_THREADS=8
+  tjob order 150 - $F=test_bwd_order OMP_NUM_THREADS=8
+  tjob rotate 150 - $F=test_bwd_rotate OMP_NUM_THREADS=8
   tjob d128 120 - $F=test_bf16_d128,test_f16_d64,test_modifiers OMP_NUM_THREADS=8
   tests_done s29_order
 fi
 if [[ $PARTS == *" lo "* ]]; then
   LO_END=$((CAP - 5))
   [[ $PARTS == *" hi "* ]] && LO_END=$((CAP - 135))
+  [[ $PARTS == *" nc "* ]] && LO_END=$((LO_END - 85))
   bwd_bench lo $LO_END --dims 128,64 --causal yes \
     --seqlens 1024,2048,4096,8192,16384 --budget-ms 25 --peers flash,cudnn \
-    --configs flashc,flashc_o0,flashc_o1,flashc_o2,flashc_o8,flashc_okm
+    --configs flashc,${S29_LO_CONFIGS:-flashc_o0,flashc_o1,flashc_o4}
   mv "$OUT/bench.log" "$OUT/lo.log"
 fi
 if [[ $PARTS == *" nc "* ]]; then
   NC_END=$((CAP - 5))
   [[ $PARTS == *" hi "* ]] && NC_END=$((CAP - 135))
-  bwd_bench nc $NC_END --dims 128,64,256,192 --causal no --seqlens 1024,2048,8192,16384 \
+  bwd_bench nc $NC_END --dims "${S29_NC_DIMS:-128,64,256,192}" --causal no --seqlens 2048,8192,16384 \
     --budget-ms 25 --peers flash,cudnn --configs flashc,flashc_rot
   mv "$OUT/bench.log" "$OUT/nc.log"
 fi

@@ -209,23 +209,19 @@ static int det_planes(const attn_problem *p, const attn_bwd_variant *v)
     return !upper && p->Sq <= 8192 && p->Sk <= 8192 ? 2 : 1;
 }
 
-/* Fast mode's walk of the grid under an upper key bound (attn_bwd_args.order_g; the kernels'
- * bwd_block_of, attn_bwd_common.cuh, says why): groups of G heads, K block by K block, with
- * G = ceil(C SMs / N) for the grid's N K blocks, clamped to [1, B Hkv]: a group spans about C
- * waves of these one-block-per-SM kernels: its longest blocks start together and its shortest
- * end the grid, while a wave holds blocks of at most two groups (about 2 C SMs / N heads, C
- * times head by head's SMs / N) and so their Q, dO and dQ rows in L2, not every head's.
- * C = FLASHC_CUDA_BWD_ORDER (a number >= 0, read at every call; 0: head by head, the order
- * before 2026-12-06 evening), else BWD_ORDER_SPREAD; the heads then spread evenly over the
- * groups. A list-schedule simulation of the bench shapes (causal, B S = 16k, H 16 / 32 / 8,
- * 64 x 128 and 64 x 64 blocks, 132 SMs, a block's time its Q blocks + 2) put head by head at
- * 0.93-0.97 of the average load at 1k-4k (0.95-1.0 at 8k-16k) and C = 4 at 0.99-1.0 (without
- * the even spread 0.95 in some cells). Varlen launches keep their grid (blockIdx.y is the
- * sequence there): 1. */
+/* Fast mode's walk of the grid under an upper key bound (attn_bwd_args.order_tail; the
+ * kernels' bwd_block_of, attn_bwd_common.cuh, says why): the last R heads K block by K block,
+ * R = ceil(C SMs / N) for the grid's N K blocks (about C waves of these one-block-per-SM
+ * kernels' work at the end), clamped to [0, B Hkv]. C = FLASHC_CUDA_BWD_ORDER (a number >= 0,
+ * read at every call; 0: every head head by head, the order before 2026-12-06 evening), else
+ * BWD_ORDER_SPREAD. A list-schedule simulation of the bench shapes (causal, B S = 16k, H 16 and
+ * 32, 64 x 128 blocks, 132 SMs, a block's time its Q blocks + 2) put head by head at 0.93-0.97
+ * of the average load at 1k-8k (1.0 at 16k) and C = 2 at 0.98-0.99. Varlen launches keep their
+ * grid (blockIdx.y is the sequence there): 0. */
 #ifndef BWD_ORDER_SPREAD
-#define BWD_ORDER_SPREAD 4.0
+#define BWD_ORDER_SPREAD 2.0
 #endif
-static int order_groups(const attn_problem *p, const attn_bwd_variant *v)
+static int order_tail(const attn_problem *p, const attn_bwd_variant *v)
 {
     double c = BWD_ORDER_SPREAD;
     const char *e = getenv("FLASHC_CUDA_BWD_ORDER");
@@ -238,16 +234,9 @@ static int order_groups(const attn_problem *p, const attn_bwd_variant *v)
     const int sms = cuda_sm_count();
     const int64_t n = (p->Sk + v->block_k - 1) / v->block_k, bh = p->B * p->Hkv;
     if (p->deterministic || p->layout == ATTN_VARLEN || c <= 0.0 || sms <= 0 || n <= 0)
-        return 1;
-    const double g = ceil(c * sms / (double)n);
-    if (g >= (double)bh)
-        return (int)bh;
-    if (g <= 1.0)
-        return 1;
-    /* as many groups as G gives, their heads spread evenly: 16 heads in groups of 5 would leave
-     * a last group of one head, walked head by head at the end (the tail again) */
-    const int64_t groups = (bh + (int64_t)g - 1) / (int64_t)g;
-    return (int)((bh + groups - 1) / groups);
+        return 0;
+    const double r = ceil(c * sms / (double)n);
+    return r >= (double)bh ? (int)bh : (int)r;
 }
 
 /* The workspace of variant v for p, each part 256-byte aligned: [planes x dq_acc (rows of v's
@@ -431,7 +420,7 @@ extern "C" flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats 
      * bench/gpu/s25_detfence.sh, bench/RESULTS.md "Session of 2026-12-06, midday") */
     const char *fence_env = getenv("FLASHC_CUDA_BWD_DET_FENCE");
     a.det_fence = fence_env && strcmp(fence_env, "1") == 0;
-    a.order_g = order_groups(p, v);
+    a.order_tail = order_tail(p, v);
     /* FLASHC_CUDA_BWD_ROTATE=1 (read at every call): attn_bwd_args.rotate (a measurement knob
      * until measured; off by default) */
     const char *rot_env = getenv("FLASHC_CUDA_BWD_ROTATE");

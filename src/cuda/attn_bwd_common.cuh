@@ -434,24 +434,33 @@ static __device__ __forceinline__ void bwd_grouped_order(const attn_bwd_args &a,
     bwd_order_in_groups(G, rev, n_block, bh);
 }
 
-/* Fast mode (and every dense launch of a kernel without a deterministic order of its own, the
- * callers below): which (K block *n_block, batch x head *bh) this thread block runs.
+/* Which (K block *n_block, batch x head *bh) this thread block runs.
  * - Deterministic mode under an upper key bound (causal, a right window): the K blocks of a
  *   head reversed (bwd_turn's order: block n's turn comes after block n + 1's), head by head.
- * - Fast mode under an upper key bound: K block n of a head visits more Q blocks than n + 1
- *   (causal: all rows from its diagonal down), so the head-by-head order ends every head, the
- *   last one too, on its longest block: that block starts about when the GPU's other SMs run
- *   out of work and the grid's tail is its length (a list schedule's bound: average + longest
- *   job). In groups of a.order_g heads, K block by K block (bwd_order_in_groups), the longest
- *   blocks of every head in a group start first and the group's short ones fill the tail;
- *   attn_bwd.cu picks the group (FLASHC_CUDA_BWD_ORDER) so that a group spans a few waves of
- *   the GPU, which keeps a wave's heads, and so its Q, dO and dQ working set in L2, few.
+ * - Fast mode under an upper key bound, a.order_tail = R > 0: K block n of a head visits more
+ *   Q blocks than n + 1 (causal: every row from its diagonal down), so head by head every head
+ *   ends on its shortest block but starts on its longest, the last head too: that block starts
+ *   about when the other SMs run out of work, and the grid's tail is its length (a list
+ *   schedule: the average + the longest job started last). So the last R heads are walked K
+ *   block by K block (all their blocks 0, then all their blocks 1, ...): their longest blocks
+ *   start a few waves before the end and their short ones fill the tail. Only those R heads:
+ *   walking every head so (groups of heads, K block by K block) left a wave fewer blocks of each
+ *   head to share its Q and dO rows in L2 and measured 0.61-1.08x head by head (H100,
+ *   2026-12-06 evening, bench/RESULTS.md).
  * - Elsewhere (every block of a head the same length): head by head. */
 static __device__ __forceinline__ void bwd_block_of(const attn_bwd_args &a, const bwd_range &rg,
                                                     bool det, int *n_block, int *bh)
 {
-    if (!det && rg.has_hi && a.order_g > 1) {
-        bwd_order_in_groups(a.order_g, false, n_block, bh);
+    if (!det && rg.has_hi && a.order_tail > 0) {
+        const int N = (int)gridDim.x, BH = (int)gridDim.y, R = min(a.order_tail, BH);
+        const int64_t lin = (int64_t)blockIdx.y * N + ptx_block_index();
+        const int64_t head_major = (int64_t)(BH - R) * N; /* the blocks before the tail */
+        if (lin < head_major) {
+            *n_block = (int)(lin % N), *bh = (int)(lin / N);
+        } else {
+            const int r = (int)(lin - head_major);
+            *n_block = r / R, *bh = BH - R + r % R;
+        }
         return;
     }
     *n_block = det && rg.has_hi ? (int)gridDim.x - 1 - ptx_block_index() : ptx_block_index();

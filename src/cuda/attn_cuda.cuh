@@ -200,9 +200,9 @@ typedef struct attn_bwd_args {
      * from FLASHC_CUDA_BWD_DET_FENCE=1 (read at every call; a measurement knob). */
     int det_fence;
     /* Fast mode under an upper key bound, dense launches (attn_bwd_common.cuh's bwd_block_of):
-     * the grid walked in groups of order_g heads, K block by K block (the longest blocks of a
-     * group first); 1: head by head. attn_bwd.cu sets it from FLASHC_CUDA_BWD_ORDER. */
-    int order_g;
+     * the last order_tail heads of the grid walked K block by K block; 0: every head head by
+     * head. attn_bwd.cu sets it (order_tail, FLASHC_CUDA_BWD_ORDER). */
+    int order_tail;
     /* Fast mode without a key bound (attn_bwd_common.cuh's bwd_first_q_block; the sm90v3 and
      * sm90h families): 1 = each K block's walk over the Q blocks starts n / N of the way down.
      * attn_bwd.cu sets it from FLASHC_CUDA_BWD_ROTATE. */
