@@ -1215,34 +1215,6 @@ static void test_bwd_order(void **state)
     env_restore("FLASHC_CUDA_BWD_ORDER", order_was);
 }
 
-/* FLASHC_CUDA_BWD_ROTATE=1 (attn_bwd_common.cuh's bwd_first_q_block: in fast mode without a
- * key bound K block n's walk starts n / N of the way down its Q blocks, wrapping around, head
- * after head of its group) at each Hopper default (d 64 / 128 sm90v3u, 192 sm90h2, 256 sm90h):
- * the gradients under the 2x rule, non-causal with GQA 4 and Sq != Sk (Q blocks past Sq's
- * tail), bf16 and fp16, and dk, dv within the rule again at a left-only window (a lower bound:
- * no rotation there). */
-static void test_bwd_rotate(void **state)
-{
-    (void)state;
-    if (!cc90_or_skip("FLASHC_CUDA_BWD_ROTATE"))
-        return;
-    char *rot_was = env_save("FLASHC_CUDA_BWD_ROTATE");
-    static const int dims[] = {64, 128, 192, 256};
-    const int S = small_only() ? 500 : 1000;
-    setenv("FLASHC_CUDA_BWD_ROTATE", "1", 1);
-    for (int i = 0; i < 4; i++)
-        for (int v = 0; v < 2; v++) {
-            if (small_only() && v > 0)
-                continue;
-            bwd_case c = {3, S + 41, S, 8, 2, dims[i], 0, v ? FLASHC_F16 : FLASHC_BF16, 0, 0, 0,
-                          0, 0};
-            if (v)
-                c.win = 1, c.wl = 300, c.wr = -1;
-            check_case(&c);
-        }
-    env_restore("FLASHC_CUDA_BWD_ROTATE", rot_was);
-}
-
 /* FLASHC_CUDA_BWD_DET_PLANES=P (attn_bwd.cu's det_planes: deterministic mode's turns dealt over
  * P chains, each with its float32 dQ accumulator, summed in plane order by the postprocess) on
  * the sm90h families (d 256 sm90h and sm90hl, d 192 sm90h2, sm90h2l and sm90h's 64-row kernel):
@@ -2156,7 +2128,6 @@ int main(void)
         cmocka_unit_test(test_det_free),
         cmocka_unit_test(test_det_fence_bits),
         cmocka_unit_test(test_bwd_order),
-        cmocka_unit_test(test_bwd_rotate),
         cmocka_unit_test(test_bwd_trace),
     };
     return tu_run_selected_tests(tests);

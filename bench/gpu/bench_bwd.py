@@ -179,12 +179,11 @@ CAUSALS = (False, True)  # the masks of parts 2 and 3 (bench_bwd4.py's --causal)
 def family_env(cfg):
     """Sets FLASHC_CUDA_BWD_KERNEL (cfg[3], "" or absent: the dispatcher's choice),
     FLASHC_CUDA_BWD_DET_PLANES (cfg[4]), FLASHC_CUDA_BWD_DET_FREE (cfg[5]) and
-    FLASHC_CUDA_BWD_DET_FENCE (cfg[6]), FLASHC_CUDA_BWD_ORDER (cfg[7]) and FLASHC_CUDA_BWD_ROTATE
-    (cfg[8]; "" or absent: unset)
+    FLASHC_CUDA_BWD_DET_FENCE (cfg[6]) and FLASHC_CUDA_BWD_ORDER (cfg[7]; "" or absent: unset)
     for a configuration (the library reads them at every call)."""
     for i, var in ((3, "FLASHC_CUDA_BWD_KERNEL"), (4, "FLASHC_CUDA_BWD_DET_PLANES"),
                    (5, "FLASHC_CUDA_BWD_DET_FREE"), (6, "FLASHC_CUDA_BWD_DET_FENCE"),
-                   (7, "FLASHC_CUDA_BWD_ORDER"), (8, "FLASHC_CUDA_BWD_ROTATE")):
+                   (7, "FLASHC_CUDA_BWD_ORDER")):
         if len(cfg) > i and cfg[i] != "":
             os.environ[var] = str(cfg[i])
         else:

@@ -50,8 +50,6 @@ halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KE
                         fast mode with FLASHC_CUDA_BWD_ORDER = 0 (head by head, the order
                         before 2026-12-06 evening), 1, 2, 4, 8 and 1e6: under the causal mask
                         the last ceil(C SMs / N) heads walked K block by K block (attn_bwd.cu)
-  rot                   fast mode with FLASHC_CUDA_BWD_ROTATE=1: without a key bound K block n
-                        starts its walk n / N of the way down its Q blocks
   base_det              the head dim's base family (sm90h2 at d 192, sm90h at d 256; skipped
                         elsewhere) in deterministic mode: the default before 2026-12-06 late
                         morning, when the late-release kernels took it
@@ -121,10 +119,7 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            "flashc_o2": (0, 0, False, "", "", "", "", 2),
            "flashc_o4": (0, 0, False, "", "", "", "", 4),
            "flashc_o8": (0, 0, False, "", "", "", "", 8),
-           "flashc_okm": (0, 0, False, "", "", "", "", 1000000),
-           # FLASHC_CUDA_BWD_ROTATE=1: without a key bound each K block's walk starts n / N of
-           # the way down its Q blocks (attn_bwd_common.cuh's bwd_first_q_block)
-           "flashc_rot": (0, 0, False, "", "", "", "", "", 1)}
+           "flashc_okm": (0, 0, False, "", "", "", "", 1000000)}
 PER_DIM = {"L": {192: "sm90h2l", 256: "sm90hl"}, "BASE": {192: "sm90h2", 256: "sm90h"}}
 # sm90h2l / sm90hl serve one head dim each: elsewhere they would time the dispatcher's choice again
 ONE_DIM = {"flashc_90h2l": 192, "flashc_90hl": 256}
@@ -265,8 +260,7 @@ def table(rows, configs):
               ("o0/cuDNN", "flashc_o0", "cudnn"), ("default/o0", "flashc", "flashc_o0"),
               ("o1/o0", "flashc_o1", "flashc_o0"), ("o2/o0", "flashc_o2", "flashc_o0"),
               ("o4/o0", "flashc_o4", "flashc_o0"), ("o8/o0", "flashc_o8", "flashc_o0"),
-              ("okm/o0", "flashc_okm", "flashc_o0"), ("rot/default", "flashc_rot", "flashc"),
-              ("rot/cuDNN", "flashc_rot", "cudnn"),
+              ("okm/o0", "flashc_okm", "flashc_o0"),
               ("default/cuDNN", "flashc", "cudnn"), ("default/flash", "flashc", "flash"),
               ("det/fast", "flashc_det", "flashc")]
     ratios = [x for x in ratios if x[1] in impls and x[2] in impls]

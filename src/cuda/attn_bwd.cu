@@ -421,10 +421,6 @@ extern "C" flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats 
     const char *fence_env = getenv("FLASHC_CUDA_BWD_DET_FENCE");
     a.det_fence = fence_env && strcmp(fence_env, "1") == 0;
     a.order_tail = order_tail(p, v);
-    /* FLASHC_CUDA_BWD_ROTATE=1 (read at every call): attn_bwd_args.rotate (a measurement knob
-     * until measured; off by default) */
-    const char *rot_env = getenv("FLASHC_CUDA_BWD_ROTATE");
-    a.rotate = rot_env && strcmp(rot_env, "1") == 0 && p->layout != ATTN_VARLEN;
     a.B = (int)p->B, a.Sq = (int)p->Sq, a.Sk = (int)p->Sk, a.Hq = (int)p->Hq;
     a.D = (int)p->D, a.Dv = (int)p->Dv;
     a.Hkv = (int)p->Hkv, a.group = (int)(p->Hq / p->Hkv);

@@ -467,24 +467,6 @@ static __device__ __forceinline__ void bwd_block_of(const attn_bwd_args &a, cons
     *bh = (int)blockIdx.y;
 }
 
-/* The Q block a thread block's walk starts on (its walk: m_first, ..., m_end - 1, m_begin, ...,
- * m_first - 1, head after head of its group). m_begin, except in fast mode without a key bound
- * when a.rotate (FLASHC_CUDA_BWD_ROTATE=1, attn_bwd.cu): K block n then starts n / N of the
- * way down its Q blocks. Why: without a bound every K block of a head visits every Q block,
- * and head by head they all start on Q block 0 together, so the same dQ rows take every
- * block's reduce-adds at once (under the causal mask each block starts on its own diagonal
- * instead); fast mode's adds are unordered, so the walk may start anywhere. Deterministic mode
- * keeps m_begin (its turns order the walk). */
-static __device__ __forceinline__ int bwd_first_q_block(const attn_bwd_args &a, const bwd_range &rg,
-                                                        bool det, int n_block, int m_begin,
-                                                        int m_end)
-{
-    const int per_head = m_end - m_begin;
-    if (det || !a.rotate || rg.has_hi || rg.has_lo || per_head < 2)
-        return m_begin;
-    return m_begin + (int)((int64_t)n_block * per_head / (int64_t)gridDim.x);
-}
-
 /* Whether key - row = rel lies outside the row's range. */
 static __device__ __forceinline__ bool bwd_outside(const bwd_range &r, int rel)
 {

@@ -367,10 +367,7 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                 ptx_tma_load_4d(sV + p * BN * 128, &tm_v, kv_full, 64 * p, n0, hk, b);
             }
         }
-        /* the walk: m_first .. m_end - 1, m_begin .. m_first - 1, head after head
-         * (bwd_first_q_block: m_begin but in fast mode without a bound under a.rotate) */
-        const int m_first = bwd_first_q_block(a, rg, DET, n_block, m_begin, m_end);
-        int h = hk * a.group, m = m_first;
+        int h = hk * a.group, m = m_begin;
         for (int it = 0; it < total; it++) {
             const int s = it % NS;
             const int m0 = m * BM;
@@ -406,9 +403,7 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                 sl[lane + 32 * i] = lse_r[i], sd[lane + 32 * i] = d_r[i];
             ptx_mbarrier_arrive(full(s));
             if (++m == m_end)
-                m = m_begin;
-            if (m == m_first)
-                h++;
+                h++, m = m_begin;
         }
         return;
     }

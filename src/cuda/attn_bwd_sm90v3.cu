@@ -426,9 +426,6 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
     bwd_q_blocks(a, rg, n0, BN, BM, &m_begin, &m_end);
     const int per_head = max(0, m_end - m_begin);
     const int total = a.group * per_head;
-    /* the producer's and the writers' walk: m_first .. m_end - 1, m_begin .. m_first - 1, head
-     * after head (bwd_first_q_block; m_begin but in fast mode without a bound under a.rotate) */
-    const int m_first = bwd_first_q_block(a, rg, DET, n_block, m_begin, m_end);
 
     if (tid == 0) {
         ptx_mbarrier_init(kv_full, 1);
@@ -463,7 +460,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                     ptx_named_bar_arrive(dq_empty_id(wgc, 1), 160);
                 /* the Q blocks in the producer's order (h, m), followed here rather than
                  * handed over in shared memory: a handoff less */
-                int h = hk * a.group, m = m_first;
+                int h = hk * a.group, m = m_begin;
                 for (int it = 0; it < total; it++) {
                     const int sb = it & 1;
                     ptx_named_bar_sync(dq_full_id(wgc, sb), 160);
@@ -501,9 +498,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                     if (it + 2 < total) /* the consumers' next use of this buffer */
                         ptx_named_bar_arrive(dq_empty_id(wgc, sb), 160);
                     if (++m == m_end)
-                        m = m_begin;
-                    if (m == m_first)
-                        h++;
+                        h++, m = m_begin;
                 }
                 if (lane == 0)
                     ptx_bulk_wait_group<0>();
@@ -521,7 +516,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                 ptx_tma_load_4d(sV + p * BN * 128, &tm_v, kv_full, 64 * p, n0, hk, b);
             }
         }
-        int h = hk * a.group, m = m_first;
+        int h = hk * a.group, m = m_begin;
         for (int it = 0; it < total; it++) {
             const int s = it & 1;
             const int m0 = m * BM;
@@ -562,9 +557,7 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                 sl[lane + 32 * i] = lse_r[i], sd[lane + 32 * i] = d_r[i];
             ptx_mbarrier_arrive(full(s));
             if (++m == m_end)
-                m = m_begin;
-            if (m == m_first)
-                h++;
+                h++, m = m_begin;
         }
         return;
     }

@@ -203,10 +203,6 @@ typedef struct attn_bwd_args {
      * the last order_tail heads of the grid walked K block by K block; 0: every head head by
      * head. attn_bwd.cu sets it (order_tail, FLASHC_CUDA_BWD_ORDER). */
     int order_tail;
-    /* Fast mode without a key bound (attn_bwd_common.cuh's bwd_first_q_block; the sm90v3 and
-     * sm90h families): 1 = each K block's walk over the Q blocks starts n / N of the way down.
-     * attn_bwd.cu sets it from FLASHC_CUDA_BWD_ROTATE. */
-    int rotate;
 } attn_bwd_args;
 
 /* Launches the three kernels (preprocess, main, postprocess) of one variant on stream. */
