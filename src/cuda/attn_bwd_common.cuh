@@ -409,29 +409,19 @@ static __device__ __forceinline__ int bwd_turn(const bwd_range &r, int nb, int n
  * four Q blocks later once the GPU is full, so that its turns are ready when it reaches them.
  * The turns are untouched, so the dQ order and bits are those of the head-by-head order.
  * (bwd90v3_grouped calls it with BM = 64.) */
-/* The grid (N K blocks, BH) walked group by group of G heads, K block by K block, head by
- * head: which (K block *n_block, batch x head *bh) the thread block of linear index
- * blockIdx.y N + blockIdx.x runs (rev: the K blocks of a group reversed). A bijection of the
- * grid for any G >= 1 (G = 1: head by head, n = blockIdx.x). */
-static __device__ __forceinline__ void bwd_order_in_groups(int G, bool rev, int *n_block, int *bh)
+static __device__ __forceinline__ void bwd_grouped_order(const attn_bwd_args &a, int BM, bool rev,
+                                                         int *n_block, int *bh)
 {
+    const unsigned nsm = ptx_nsmid(); /* SM ids (>= the SM count; a heuristic only) */
     const int N = (int)gridDim.x, BH = (int)gridDim.y;
+    const int64_t steps = max((int64_t)1, (int64_t)a.group * ((a.Sq + BM - 1) / BM));
+    const int G = (int)min((int64_t)BH, max((int64_t)1, (4 * (int64_t)nsm + steps - 1) / steps));
     const int64_t lin = (int64_t)blockIdx.y * N + ptx_block_index();
     const int grp = (int)(lin / ((int64_t)G * N));
     const int r = (int)(lin - (int64_t)grp * G * N);
     const int gc = min(G, BH - grp * G); /* the last group's heads */
     *n_block = rev ? N - 1 - r / gc : r / gc;
     *bh = grp * G + r % gc;
-}
-
-static __device__ __forceinline__ void bwd_grouped_order(const attn_bwd_args &a, int BM, bool rev,
-                                                         int *n_block, int *bh)
-{
-    const unsigned nsm = ptx_nsmid(); /* SM ids (>= the SM count; a heuristic only) */
-    const int BH = (int)gridDim.y;
-    const int64_t steps = max((int64_t)1, (int64_t)a.group * ((a.Sq + BM - 1) / BM));
-    const int G = (int)min((int64_t)BH, max((int64_t)1, (4 * (int64_t)nsm + steps - 1) / steps));
-    bwd_order_in_groups(G, rev, n_block, bh);
 }
 
 /* Which (K block *n_block, batch x head *bh) this thread block runs.
