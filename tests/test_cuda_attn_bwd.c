@@ -689,6 +689,38 @@ static void grads_same(const grads *g, const bufs *r, int with_dq)
 
 static void grads_free(grads *g) { free(g->dq), free(g->dk), free(g->dv); }
 
+/* var set to val (NULL: unset) */
+static void env_put(const char *var, const char *val)
+{
+    if (val)
+        setenv(var, val, 1);
+    else
+        unsetenv(var);
+}
+
+/* One backward of c with var = base (NULL: unset) kept, then REPS more under each of the NV
+ * values of vals (NULL: unset), each bit for bit the kept gradients: dk, dv, and dq where
+ * with_dq (fast mode's dQ adds are atomic). var is left as the last value set. */
+static void grads_same_over(const bwd_case *c, const char *var, const char *base,
+                            const char *const *vals, int nv, int reps, int with_dq)
+{
+    bufs r;
+    bufs_create(c, &r);
+    run_forward(c, &r, NULL);
+    env_put(var, base);
+    assert_int_equal(run_backward(c, &r, NULL, NULL, 0), FLASHC_OK);
+    grads kept = grads_keep(&r);
+    for (int v = 0; v < nv; v++) {
+        env_put(var, vals[v]);
+        for (int rep = 0; rep < reps; rep++) {
+            assert_int_equal(run_backward(c, &r, NULL, NULL, 0), FLASHC_OK);
+            grads_same(&kept, &r, with_dq);
+        }
+    }
+    grads_free(&kept);
+    bufs_destroy(&r);
+}
+
 /* Deterministic mode: dq, dk, dv bit-identical over 3 runs (fast mode: dk, dv too, which never
  * use atomics). Many K blocks per Q block, GQA, so the dQ order matters. */
 static void test_deterministic_bitwise(void **state)
@@ -784,23 +816,11 @@ static void family_bits(const char *cand, const char *ref, const int *dims, int 
                               det, 0, 0, 0, 0};
                 if (v == 2)
                     c.win = 1, c.wl = 300, c.wr = -1;
-                bufs r;
-                bufs_create(&c, &r);
-                run_forward(&c, &r, NULL);
-                setenv("FLASHC_CUDA_BWD_KERNEL", ref, 1);
-                assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
-                grads base = grads_keep(&r);
-                setenv("FLASHC_CUDA_BWD_KERNEL", cand, 1);
-                for (int rep = 0; rep < 2; rep++) {
-                    assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
-                    grads_same(&base, &r, det);
-                }
+                grads_same_over(&c, "FLASHC_CUDA_BWD_KERNEL", ref, &cand, 1, 2, det);
                 printf("  D=%d det=%d case %d (causal %d, window %d, %s) S=%d: %s %s bit-identical "
                        "to %s's, twice\n", *dp, det, v, c.causal, c.win,
                        c.dt == FLASHC_F16 ? "fp16" : "bf16", S, cand, det ? "dq, dk, dv" : "dk, dv",
                        ref);
-                grads_free(&base);
-                bufs_destroy(&r);
             }
     env_restore("FLASHC_CUDA_BWD_KERNEL", saved);
 }
@@ -1137,22 +1157,11 @@ static void test_det_fence_bits(void **state)
                 setenv("FLASHC_CUDA_BWD_KERNEL", runs[i].fam, 1);
             else
                 unsetenv("FLASHC_CUDA_BWD_KERNEL");
-            bufs r;
-            bufs_create(&c, &r);
-            run_forward(&c, &r, NULL);
-            setenv("FLASHC_CUDA_BWD_DET_FENCE", "1", 1);
-            assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
-            grads base = grads_keep(&r);
-            unsetenv("FLASHC_CUDA_BWD_DET_FENCE");
-            for (int rep = 0; rep < 2; rep++) {
-                assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
-                grads_same(&base, &r, 1);
-            }
+            static const char *const unset[] = {NULL};
+            grads_same_over(&c, "FLASHC_CUDA_BWD_DET_FENCE", "1", unset, 1, 2, 1);
             printf("  %s D=%d %s %s S=%d: without the fence bit-identical to with it, twice\n",
                    runs[i].fam[0] ? runs[i].fam : "default", runs[i].D,
                    v ? "causal" : "non-causal", v ? "fp16" : "bf16", S);
-            grads_free(&base);
-            bufs_destroy(&r);
         }
     env_restore("FLASHC_CUDA_BWD_KERNEL", kernel_was);
     env_restore("FLASHC_CUDA_BWD_DET_FENCE", fence_was);
@@ -1194,22 +1203,10 @@ static void test_bwd_order(void **state)
         check_case(&c);
         unsetenv("FLASHC_CUDA_BWD_ORDER");
         check_case(&c);
-        bufs r;
-        bufs_create(&c, &r);
-        run_forward(&c, &r, NULL);
-        setenv("FLASHC_CUDA_BWD_ORDER", "0", 1);
-        assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
-        grads base = grads_keep(&r);
-        for (int o = 0; o < 4; o++) {
-            setenv("FLASHC_CUDA_BWD_ORDER", orders[o], 1);
-            assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
-            grads_same(&base, &r, 0);
-        }
+        grads_same_over(&c, "FLASHC_CUDA_BWD_ORDER", "0", orders, 4, 1, 0);
         printf("  %s D=%d %s: dk, dv bit-identical over the grid walks C = 0, 0.05, 0.1, "
                "0.18, 1000\n", runs[i].fam[0] ? runs[i].fam : "default", runs[i].D,
                runs[i].win ? "right window 50" : "causal");
-        grads_free(&base);
-        bufs_destroy(&r);
     }
     env_restore("FLASHC_CUDA_BWD_KERNEL", kernel_was);
     env_restore("FLASHC_CUDA_BWD_ORDER", order_was);
