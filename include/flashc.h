@@ -455,7 +455,14 @@ flashc_status flashc_attn_varlen_bwd_workspace_size(
  *       flash_attn_with_kvcache does), so sequence b then has Sk_b = cache_seqlens[b] + S_new
  *       keys; cache_seqlens itself is not updated. cache_seqlens[b] + S_new must fit the
  *       capacity (S_cache, or max_pages * page_size), checked.
- * Index tensors live in host memory for CPU calls. The cache is the same dtype as q. */
+ *   cache_leftpad int32 (B) (flash-attn's argument of that name; contiguous caches, with
+ *       cache_seqlens): sequence b's keys start at cache row cache_leftpad[b], so it has
+ *       Sk_b = cache_seqlens[b] + S_new - cache_leftpad[b] keys, key j being cache row
+ *       cache_leftpad[b] + j (masks and ALiBi count from there); k_new still lands at cache rows
+ *       cache_seqlens[b] ... 0 <= cache_leftpad[b] <= cache_seqlens[b], checked.
+ * Index tensors live in host memory for CPU calls. The cache is the same dtype as q.
+ * struct_size: sizeof(flashc_kv_cache); a caller built before cache_leftpad was added passes the
+ * size up to v_new, and gets it NULL. */
 typedef struct flashc_kv_cache {
     size_t struct_size;                   /* sizeof(flashc_kv_cache)                           */
     flashc_tensor *k_cache, *v_cache;     /* read, and written when k_new/v_new are given       */
@@ -463,6 +470,7 @@ typedef struct flashc_kv_cache {
     const flashc_tensor *block_table;     /* int32 (B, max_pages) or NULL (contiguous)          */
     const flashc_tensor *cache_batch_idx; /* int32 (B) or NULL; contiguous caches only          */
     const flashc_tensor *k_new, *v_new;   /* (B, S_new, Hkv, D / Dv) or NULL                   */
+    const flashc_tensor *cache_leftpad;   /* int32 (B) or NULL; contiguous caches only    */
 } flashc_kv_cache;
 
 /* Attention of q (B, Sq, Hq, D) against a KV cache: decode (Sq = 1..16) and chunked prefill

@@ -403,7 +403,7 @@ static void test_kvcache_reference(void **state)
     flashc_tensor to = flashc_tensor_4d(o, FLASHC_F32, B, Sq, Hq, Dv);
     flashc_tensor tl = flashc_tensor_3d(lse, FLASHC_F32, B, Hq, Sq);
     flashc_tensor tsl = flashc_tensor_1d(seqlens, FLASHC_I32, B);
-    flashc_kv_cache c = {sizeof c, &tkc, &tvc, &tsl, NULL, NULL, &tkn, &tvn};
+    flashc_kv_cache c = {sizeof c, &tkc, &tvc, &tsl, NULL, NULL, &tkn, &tvn, NULL};
     flashc_attn_params p = flashc_attn_params_default();
     p.causal = 1;
 
@@ -434,6 +434,90 @@ static void test_kvcache_reference(void **state)
         free(so), free(sl);
     }
 
+    /* cache_leftpad: over the cache as appended (lengths seqlens + S_new, nothing appended),
+     * sequence b is dense causal attention over cache rows [lp[b], seqlens[b] + S_new), on the
+     * reference and on the default backend, with split-KV too; a caller of the struct before
+     * cache_leftpad (struct_size up to v_new) gets none, whatever lies past it; leftpad past
+     * cache_seqlens or negative, on a paged cache, or without cache_seqlens: refused. */
+    {
+        /* the second leftpads all its keys (empty: o 0, lse -inf), the third all but the two
+         * appended ones */
+        int32_t lens[3], lp[3] = {2, 2, 13};
+        for (int64_t b = 0; b < B; b++)
+            lens[b] = seqlens[b] + (int32_t)S_new;
+        flashc_tensor tlens = flashc_tensor_1d(lens, FLASHC_I32, B);
+        flashc_tensor tlp = flashc_tensor_1d(lp, FLASHC_I32, B);
+        flashc_kv_cache lc = {sizeof lc, &tkc, &tvc, &tlens, NULL, NULL, NULL, NULL, &tlp};
+        float *lo = tu_poisoned(B * Sq * Hq * Dv), *ll = tu_poisoned(B * Hq * Sq);
+        flashc_tensor tlo = flashc_tensor_4d(lo, FLASHC_F32, B, Sq, Hq, Dv);
+        flashc_tensor tll = flashc_tensor_3d(ll, FLASHC_F32, B, Hq, Sq);
+        for (int backend = 0; backend < 3; backend++) {
+            flashc_attn_params lpp = p;
+            lpp.num_splits = backend == 2 ? 3 : 0;
+            attn_force_backend(backend == 0 ? "ref" : NULL);
+            TU_OK(flashc_attn_kvcache_fwd(&lpp, &lc, &tq, &tlo, &tll, NULL));
+            attn_force_backend(NULL);
+            for (int64_t b = 0; b < B; b++) {
+                const int64_t sk = lens[b] - lp[b];
+                if (sk == 0) {
+                    for (int64_t x = 0; x < Sq * Hq * Dv; x++)
+                        assert_true(lo[b * Sq * Hq * Dv + x] == 0.0f);
+                    for (int64_t x = 0; x < Hq * Sq; x++)
+                        assert_true(isinf(ll[b * Hq * Sq + x]) && ll[b * Hq * Sq + x] < 0);
+                    continue;
+                }
+                float *so = tu_poisoned(Sq * Hq * Dv), *sl = tu_poisoned(Hq * Sq);
+                flashc_tensor sq = flashc_tensor_4d(q + b * Sq * Hq * D, FLASHC_F32, 1, Sq, Hq, D);
+                flashc_tensor sk_ = flashc_tensor_4d(kc + (b * CAP + lp[b]) * Hkv * D, FLASHC_F32,
+                                                     1, sk, Hkv, D);
+                flashc_tensor sv = flashc_tensor_4d(vc + (b * CAP + lp[b]) * Hkv * Dv, FLASHC_F32,
+                                                    1, sk, Hkv, Dv);
+                flashc_tensor sot = flashc_tensor_4d(so, FLASHC_F32, 1, Sq, Hq, Dv);
+                flashc_tensor slt = flashc_tensor_3d(sl, FLASHC_F32, 1, Hq, Sq);
+                TU_OK(flashc_attn_fwd_naive(&p, &sq, &sk_, &sv, &sot, &slt, NULL));
+                for (int64_t x = 0; x < Sq * Hq * Dv; x++) /* other backends: within rounding */
+                    assert_true(fabsf(lo[b * Sq * Hq * Dv + x] - so[x]) <= 1e-5f);
+                for (int64_t x = 0; x < Hq * Sq; x++)
+                    assert_true(fabsf(ll[b * Hq * Sq + x] - sl[x]) <= 1e-5f);
+                free(so), free(sl);
+            }
+        }
+        flashc_kv_cache old = lc, plain = lc;
+        old.struct_size = offsetof(flashc_kv_cache, cache_leftpad);
+        old.cache_leftpad = (const flashc_tensor *)(uintptr_t)1; /* past its size: never read */
+        plain.cache_leftpad = NULL;
+        float *oo = tu_poisoned(B * Sq * Hq * Dv), *po = tu_poisoned(B * Sq * Hq * Dv);
+        flashc_tensor too = flashc_tensor_4d(oo, FLASHC_F32, B, Sq, Hq, Dv);
+        flashc_tensor tpo = flashc_tensor_4d(po, FLASHC_F32, B, Sq, Hq, Dv);
+        TU_OK(flashc_attn_kvcache_fwd(&p, &old, &tq, &too, NULL, NULL));
+        TU_OK(flashc_attn_kvcache_fwd(&p, &plain, &tq, &tpo, NULL, NULL));
+        assert_memory_equal(oo, po, sizeof(float) * (size_t)(B * Sq * Hq * Dv));
+        old.struct_size -= sizeof(void *);
+        assert_int_equal(flashc_attn_kvcache_fwd(&p, &old, &tq, &too, NULL, NULL),
+                         FLASHC_ERR_INVALID_ARGUMENT);
+        float *lo0 = tu_copy(lo, B * Sq * Hq * Dv);
+        lp[2] = lens[2] + 1;
+        assert_int_equal(flashc_attn_kvcache_fwd(&p, &lc, &tq, &tlo, &tll, NULL),
+                         FLASHC_ERR_INVALID_ARGUMENT);
+        assert_non_null(strstr(flashc_last_error(), "cache_leftpad"));
+        lp[2] = -1;
+        assert_int_equal(flashc_attn_kvcache_fwd(&p, &lc, &tq, &tlo, &tll, NULL),
+                         FLASHC_ERR_INVALID_ARGUMENT);
+        lp[2] = 13;
+        flashc_kv_cache bad = lc;
+        bad.cache_seqlens = NULL;
+        assert_int_equal(flashc_attn_kvcache_fwd(&p, &bad, &tq, &tlo, &tll, NULL),
+                         FLASHC_ERR_INVALID_ARGUMENT);
+        int32_t bt1[3] = {0, 1, 2};
+        flashc_tensor tbt1 = flashc_tensor_2d(bt1, FLASHC_I32, B, 1);
+        bad = lc;
+        bad.block_table = &tbt1;
+        assert_int_equal(flashc_attn_kvcache_fwd(&p, &bad, &tq, &tlo, &tll, NULL),
+                         FLASHC_ERR_INVALID_ARGUMENT);
+        assert_memory_equal(lo, lo0, sizeof(float) * (size_t)(B * Sq * Hq * Dv));
+        free(lo), free(ll), free(oo), free(po), free(lo0);
+    }
+
     /* the same cache paged (shuffled pages of size 1, 3 and 16) gives the same bits */
     float *want = tu_copy(o, B * Sq * Hq * Dv), *want_l = tu_copy(lse, B * Hq * Sq);
     const int64_t page_sizes[3] = {1, 3, 16};
@@ -462,7 +546,7 @@ static void test_kvcache_reference(void **state)
         flashc_tensor tkp = flashc_tensor_4d(kp, FLASHC_F32, np, ps, Hkv, D);
         flashc_tensor tvp = flashc_tensor_4d(vp, FLASHC_F32, np, ps, Hkv, Dv);
         flashc_tensor tbt = flashc_tensor_2d(bt, FLASHC_I32, B, per);
-        flashc_kv_cache pc = {sizeof pc, &tkp, &tvp, &tsl, &tbt, NULL, &tkn, &tvn};
+        flashc_kv_cache pc = {sizeof pc, &tkp, &tvp, &tsl, &tbt, NULL, &tkn, &tvn, NULL};
         attn_force_backend("ref");
         TU_OK(flashc_attn_kvcache_fwd(&p, &pc, &tq, &to, &tl, NULL));
         attn_force_backend(NULL);

@@ -884,7 +884,7 @@ static void cache_init(cache *c, flashc_dtype dt, int64_t B, int64_t Sq, int64_t
     c->tl = flashc_tensor_3d(c->lse, FLASHC_F32, B, Hq, Sq);
     c->tsl = flashc_tensor_1d(c->seqlens, FLASHC_I32, B);
     c->kv = (flashc_kv_cache){sizeof(flashc_kv_cache), &c->tkc, &c->tvc, &c->tsl, NULL, NULL,
-                              NULL, NULL};
+                              NULL, NULL, NULL};
     if (snew) {
         c->kn = typed_normal(dt, B * snew * Hkv * D, 1.0f, &f), free(f);
         c->vn = typed_normal(dt, B * snew * Hkv * Dv, 1.0f, &f), free(f);

@@ -7,7 +7,8 @@
  * passes).
  *
  * Cases:
- *   kvcache   flashc_attn_kvcache_fwd: contiguous caches (with and without cache_batch_idx)
+ *   kvcache   flashc_attn_kvcache_fwd: contiguous caches (with and without cache_batch_idx,
+ *             cache_leftpad)
  *             and paged ones with shuffled page tables (page sizes 1, 7, 16, 64, 256), ragged
  *             cache_seqlens (0 and full included), append of k_new/v_new (checked bit for bit
  *             in the cache afterwards, and nothing else of the cache written), decode Sq 1..16
@@ -345,6 +346,8 @@ typedef struct kv_case {
     int ctx;       /* the longest cache_seqlens before the append (ragged below it)           */
     int s_new;     /* appended keys (0: none)                                                */
     int batch_idx; /* contiguous: map sequences onto shuffled cache rows (cache_batch_idx)    */
+    int leftpad;   /* contiguous: cache_leftpad drawn in [0, cache_seqlens[b]]; the rows
+                      before it NaN, so a read of one shows                                  */
     int causal;
     int64_t wl, wr;
     float softcap;
@@ -360,8 +363,8 @@ typedef struct kv_run {
     uint16_t *kc_want, *vc_want;      /* ... and as it must be after the append              */
     void *kc_d, *vc_d, *q_d, *o_d, *kn_d, *vn_d;
     float *lse_d, *alibi_d;
-    int32_t *seqlens_d, *table_d, *bidx_d;
-    int32_t *seqlens, *table, *bidx;
+    int32_t *seqlens_d, *table_d, *bidx_d, *leftpad_d;
+    int32_t *seqlens, *table, *bidx, *leftpad;
     int max_pages;
     float *alibi_h;
     logical L;
@@ -387,6 +390,12 @@ static void kv_setup(const kv_case *c, kv_run *r)
     r->seqlens = malloc(sizeof(int32_t) * B);
     for (int b = 0; b < B; b++) /* ragged; the first full, the second empty when B > 2 */
         r->seqlens[b] = b == 0 ? c->ctx : (b == 1 && B > 2) ? 0 : rand_int(c->ctx + 1);
+    if (c->leftpad) { /* half the first, all of the third (only its appended keys left) */
+        r->leftpad = malloc(sizeof(int32_t) * B);
+        for (int b = 0; b < B; b++)
+            r->leftpad[b] = b == 0 ? r->seqlens[b] / 2 : b == 2 ? r->seqlens[b]
+                                                               : rand_int(r->seqlens[b] + 1);
+    }
     if (c->page) {
         r->max_pages = c->cap / c->page;
         r->nrows_cache = B * r->max_pages + 3;
@@ -452,13 +461,14 @@ static void kv_setup(const kv_case *c, kv_run *r)
         L->v[b] = malloc(sizeof(float) * ((int64_t)sk * Hkv * Dv + 1));
         for (int j = 0; j < r->seqlens[b]; j++)
             for (int hk = 0; hk < Hkv; hk++) {
+                const int pad = r->leftpad && j < r->leftpad[b];
                 for (int d = 0; d < D; d++) {
-                    const uint16_t x = to_bits(c->dt, (float)tu_normal());
+                    const uint16_t x = pad ? 0xffff : to_bits(c->dt, (float)tu_normal());
                     r->kc_h[kv_cache_off(r, b, j, hk, d, D)] = x;
                     L->k[b][((int64_t)j * Hkv + hk) * D + d] = from_bits(c->dt, x);
                 }
                 for (int d = 0; d < Dv; d++) {
-                    const uint16_t x = to_bits(c->dt, (float)tu_normal());
+                    const uint16_t x = pad ? 0xffff : to_bits(c->dt, (float)tu_normal());
                     r->vc_h[kv_cache_off(r, b, j, hk, d, Dv)] = x;
                     L->v[b][((int64_t)j * Hkv + hk) * Dv + d] = from_bits(c->dt, x);
                 }
@@ -482,6 +492,13 @@ static void kv_setup(const kv_case *c, kv_run *r)
                     L->v[b][((int64_t)pos * Hkv + hk) * Dv + d] = from_bits(c->dt, x);
                 }
             }
+    /* the model's keys of sequence b start at its cache_leftpad (masks count from there) */
+    for (int b = 0; r->leftpad && b < B; b++) {
+        const int lp = r->leftpad[b];
+        L->sk[b] -= lp;
+        memmove(L->k[b], L->k[b] + (int64_t)lp * Hkv * D, sizeof(float) * L->sk[b] * Hkv * D);
+        memmove(L->v[b], L->v[b] + (int64_t)lp * Hkv * Dv, sizeof(float) * L->sk[b] * Hkv * Dv);
+    }
     if (c->alibi) {
         r->alibi_h = malloc(sizeof(float) * B * c->Hq);
         for (int i = 0; i < B * c->Hq; i++)
@@ -502,6 +519,8 @@ static void kv_setup(const kv_case *c, kv_run *r)
         r->table_d = dupload(r->table, sizeof(int32_t) * B * r->max_pages);
     if (r->bidx)
         r->bidx_d = dupload(r->bidx, sizeof(int32_t) * B);
+    if (r->leftpad)
+        r->leftpad_d = dupload(r->leftpad, sizeof(int32_t) * B);
     free(qh), free(knh), free(vnh);
     refs_compute(L, &r->R);
 }
@@ -514,9 +533,9 @@ static void kv_teardown(kv_run *r)
     free(r->L.q[0]);
     free(r->L.q), free(r->L.k), free(r->L.v), free(r->L.sq), free(r->L.sk);
     free(r->kc_h), free(r->vc_h), free(r->kc_want), free(r->vc_want);
-    free(r->seqlens), free(r->table), free(r->bidx), free(r->alibi_h);
-    void *d[] = {r->kc_d, r->vc_d, r->q_d,      r->o_d,     r->kn_d,  r->vn_d,
-                 r->lse_d, r->alibi_d, r->seqlens_d, r->table_d, r->bidx_d};
+    free(r->seqlens), free(r->table), free(r->bidx), free(r->alibi_h), free(r->leftpad);
+    void *d[] = {r->kc_d,  r->vc_d,    r->q_d,       r->o_d,     r->kn_d,  r->vn_d,
+                 r->lse_d, r->alibi_d, r->seqlens_d, r->table_d, r->bidx_d, r->leftpad_d};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
         if (d[i])
             cudaFree(d[i]);
@@ -533,7 +552,7 @@ typedef struct kv_call {
 static void kv_tensors(kv_run *r, flashc_tensor *kc, flashc_tensor *vc, flashc_tensor *q,
                        flashc_tensor *o, flashc_tensor *lse, flashc_tensor *kn, flashc_tensor *vn,
                        flashc_tensor *sl, flashc_tensor *tb, flashc_tensor *bi, flashc_tensor *al,
-                       flashc_kv_cache *cache)
+                       flashc_tensor *lp, flashc_kv_cache *cache)
 {
     const kv_case *c = r->c;
     if (c->page) {
@@ -558,6 +577,10 @@ static void kv_tensors(kv_run *r, flashc_tensor *kc, flashc_tensor *vc, flashc_t
     if (r->bidx_d) {
         *bi = dev(flashc_tensor_1d(r->bidx_d, FLASHC_I32, c->B));
         cache->cache_batch_idx = bi;
+    }
+    if (r->leftpad_d) {
+        *lp = dev(flashc_tensor_1d(r->leftpad_d, FLASHC_I32, c->B));
+        cache->cache_leftpad = lp;
     }
     if (c->s_new) {
         *kn = dev(flashc_tensor_4d(r->kn_d, c->dt, c->B, c->s_new, c->Hkv, c->D));
@@ -587,9 +610,9 @@ static void kv_run_call(kv_run *r, kv_call *call, uint16_t *o_h, float *lse_h)
     const size_t no = 2 * (size_t)c->B * c->Sq * c->Hq * c->Dv, nl = 4 * (size_t)c->B * c->Hq * c->Sq;
     CUDA_OK(cudaMemset(r->o_d, 0xff, no));
     CUDA_OK(cudaMemset(r->lse_d, 0xff, nl));
-    flashc_tensor kc, vc, q, o, lse, kn, vn, sl, tb, bi, al;
+    flashc_tensor kc, vc, q, o, lse, kn, vn, sl, tb, bi, al, lp;
     flashc_kv_cache cache;
-    kv_tensors(r, &kc, &vc, &q, &o, &lse, &kn, &vn, &sl, &tb, &bi, &al, &cache);
+    kv_tensors(r, &kc, &vc, &q, &o, &lse, &kn, &vn, &sl, &tb, &bi, &al, &lp, &cache);
     flashc_attn_params pr = kv_params(r, &al, call->splits);
     pr.cuda_stream = call->stream;
     void *ws = NULL;
@@ -638,11 +661,12 @@ static void kv_describe(const kv_case *c, char *buf, size_t n)
 {
     snprintf(buf, n,
              "%s B=%d Sq=%d Hq/Hkv=%d/%d D=%d/%d %s%d cap=%d ctx=%d new=%d%s%s wl=%lld wr=%lld"
-             "%s%s",
+             "%s%s%s",
              dtname(c->dt), c->B, c->Sq, c->Hq, c->Hkv, c->D, c->Dv, c->page ? "page=" : "contig",
              c->page, c->cap, c->ctx, c->s_new, c->batch_idx ? " batch_idx" : "",
              c->causal ? " causal" : "", (long long)c->wl, (long long)c->wr,
-             c->softcap > 0 ? " softcap" : "", c->alibi ? " alibi" : "");
+             c->softcap > 0 ? " softcap" : "", c->alibi ? " alibi" : "",
+             c->leftpad ? " leftpad" : "");
 }
 
 /* kv_describe and the drawn cache_seqlens (the first 8), for a failure's line. */
@@ -794,6 +818,40 @@ static void test_kvcache_decode(void **state)
     }
 }
 
+/* cache_leftpad (contiguous caches): sequence b attends to cache rows [leftpad[b],
+ * cache_seqlens[b] + S_new), the masks and ALiBi counting from leftpad[b], and k_new lands at
+ * rows cache_seqlens[b]..; the rows before leftpad[b] hold NaN, so a read of one fails the case.
+ * Leftpads half the first sequence, none of an empty one, all of the third (only its appended
+ * keys remain); decode and chunked prefill, GQA 1 / 4 / 8, with cache_batch_idx, causal,
+ * window, softcap, ALiBi; splits 1, 3 and 8 (the merge), the last with a workspace. */
+static void test_kvcache_leftpad(void **state)
+{
+    (void)state;
+    const int splits[] = {1, 3, 8};
+    const flashc_dtype dts[2] = {FLASHC_BF16, FLASHC_F16};
+    const int small = small_only();
+    for (int di = 0; di < 2; di++) {
+        const flashc_dtype dt = dts[di];
+        kv_case cs[] = {
+            kvc(dt, 3, 1, 32, 8, 128, 0, 600, 560, 1),  /* decode, GQA 4, append    */
+            kvc(dt, 4, 4, 16, 2, 128, 0, 700, 650, 4),  /* Sq 4, GQA 8, causal      */
+            kvc(dt, 3, 2, 8, 8, 64, 0, 300, 280, 0),    /* MHA, no append, window   */
+            kvc(dt, 3, 40, 8, 2, 128, 0, 900, 500, 40), /* chunked prefill, causal  */
+            kvc(dt, 3, 1, 8, 2, 96, 0, 400, 380, 1),    /* D 96, softcap + ALiBi    */
+        };
+        for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+            cs[i].leftpad = 1;
+        cs[0].batch_idx = 1;
+        cs[1].causal = 1;
+        cs[2].wl = 60, cs[2].wr = 5;
+        cs[3].causal = 1, cs[3].batch_idx = 1;
+        cs[4].softcap = 20.0f, cs[4].alibi = 1;
+        const int n = small ? 2 : (int)(sizeof cs / sizeof cs[0]);
+        for (int i = 0; i < n; i++)
+            kv_check(&cs[i], splits, small ? 2 : 3, 1);
+    }
+}
+
 static void test_kvcache_masks(void **state)
 {
     (void)state;
@@ -897,9 +955,9 @@ static void graph_check(const kv_case *cp, int splits, int reps)
     CUDA_OK(cudaMemcpy(r.vc_d, r.vc_h, 2 * r.cache_elems_v, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemset(r.o_d, 0xff, 2 * no));
     CUDA_OK(cudaMemset(r.lse_d, 0xff, 4 * nl));
-    flashc_tensor kc, vc, q, ot, lse, kn, vn, sl, tb, bi, al;
+    flashc_tensor kc, vc, q, ot, lse, kn, vn, sl, tb, bi, al, lp;
     flashc_kv_cache cache;
-    kv_tensors(&r, &kc, &vc, &q, &ot, &lse, &kn, &vn, &sl, &tb, &bi, &al, &cache);
+    kv_tensors(&r, &kc, &vc, &q, &ot, &lse, &kn, &vn, &sl, &tb, &bi, &al, &lp, &cache);
     flashc_attn_params pr = kv_params(&r, &al, splits);
     pr.cuda_stream = stream;
     size_t bytes = 0;
@@ -1451,9 +1509,9 @@ static void test_kvcache_merge_variants(void **state)
         kv_case c = kvc(FLASHC_BF16, 2, 1, 8, 2, 128, 16, 64, 40, 1);
         kv_run r;
         kv_setup(&c, &r);
-        flashc_tensor kc, vc, q, o, lse, kn, vn, sl, tb, bi, al;
+        flashc_tensor kc, vc, q, o, lse, kn, vn, sl, tb, bi, al, lp;
         flashc_kv_cache cache;
-        kv_tensors(&r, &kc, &vc, &q, &o, &lse, &kn, &vn, &sl, &tb, &bi, &al, &cache);
+        kv_tensors(&r, &kc, &vc, &q, &o, &lse, &kn, &vn, &sl, &tb, &bi, &al, &lp, &cache);
         flashc_attn_params pr = kv_params(&r, &al, 4);
         assert_int_equal(flashc_attn_kvcache_fwd(&pr, &cache, &q, &o, &lse, NULL),
                          FLASHC_ERR_INVALID_ARGUMENT);
@@ -1702,9 +1760,9 @@ static void test_kvcache_kernel_variants(void **state)
         kv_case c = kvc(FLASHC_BF16, 2, 1, 8, 2, 128, 16, 64, 40, 1);
         kv_run r;
         kv_setup(&c, &r);
-        flashc_tensor kc, vc, q, o, lse, kn, vn, sl, tb, bi, al;
+        flashc_tensor kc, vc, q, o, lse, kn, vn, sl, tb, bi, al, lp;
         flashc_kv_cache cache;
-        kv_tensors(&r, &kc, &vc, &q, &o, &lse, &kn, &vn, &sl, &tb, &bi, &al, &cache);
+        kv_tensors(&r, &kc, &vc, &q, &o, &lse, &kn, &vn, &sl, &tb, &bi, &al, &lp, &cache);
         flashc_attn_params pr = kv_params(&r, &al, 0);
         assert_int_equal(flashc_attn_kvcache_fwd(&pr, &cache, &q, &o, &lse, NULL),
                          FLASHC_ERR_INVALID_ARGUMENT);
@@ -1717,9 +1775,9 @@ static void test_kvcache_kernel_variants(void **state)
         kv_case c = kvc(FLASHC_BF16, 2, 1, 8, 2, 128, 16, 64, 40, 1);
         kv_run r;
         kv_setup(&c, &r);
-        flashc_tensor kc, vc, q, o, lse, kn, vn, sl, tb, bi, al;
+        flashc_tensor kc, vc, q, o, lse, kn, vn, sl, tb, bi, al, lp;
         flashc_kv_cache cache;
-        kv_tensors(&r, &kc, &vc, &q, &o, &lse, &kn, &vn, &sl, &tb, &bi, &al, &cache);
+        kv_tensors(&r, &kc, &vc, &q, &o, &lse, &kn, &vn, &sl, &tb, &bi, &al, &lp, &cache);
         flashc_attn_params pr = kv_params(&r, &al, 4);
         assert_int_equal(flashc_attn_kvcache_fwd(&pr, &cache, &q, &o, &lse, NULL),
                          FLASHC_ERR_INVALID_ARGUMENT);
@@ -2170,9 +2228,9 @@ static void test_refusals(void **state)
     kv_case c = kvc(FLASHC_BF16, 2, 1, 8, 2, 128, 16, 64, 40, 1);
     kv_run r;
     kv_setup(&c, &r);
-    flashc_tensor kc, vc, q, o, lse, kn, vn, sl, tb, bi, al;
+    flashc_tensor kc, vc, q, o, lse, kn, vn, sl, tb, bi, al, lp;
     flashc_kv_cache cache;
-    kv_tensors(&r, &kc, &vc, &q, &o, &lse, &kn, &vn, &sl, &tb, &bi, &al, &cache);
+    kv_tensors(&r, &kc, &vc, &q, &o, &lse, &kn, &vn, &sl, &tb, &bi, &al, &lp, &cache);
     flashc_attn_params pr = kv_params(&r, &al, 4);
     /* a workspace smaller than the query: refused, nothing written */
     size_t bytes = 0;
@@ -2211,6 +2269,7 @@ int main(void)
      * variant's tests) */
     struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kvcache_decode),  cmocka_unit_test(test_kvcache_masks),
+        cmocka_unit_test(test_kvcache_leftpad),
         cmocka_unit_test(test_kvcache_chunked_prefill), cmocka_unit_test(test_kvcache_splits),
         cmocka_unit_test(test_kvcache_long),    cmocka_unit_test(test_kvcache_graph),
         cmocka_unit_test(test_varlen),          cmocka_unit_test(test_kvcache_merge_variants),

@@ -165,6 +165,7 @@ class KVCache(ctypes.Structure):
         ("cache_batch_idx", ctypes.POINTER(Tensor)),
         ("k_new", ctypes.POINTER(Tensor)),
         ("v_new", ctypes.POINTER(Tensor)),
+        ("cache_leftpad", ctypes.POINTER(Tensor)),
     ]
 
 

@@ -565,13 +565,14 @@ def flash_attn_with_kvcache(
     before they are appended, and q at the same positions when causal or local, else every
     query of sequence b at cache_seqlens[b]; flashc does it as a rotation pass over copies of q
     and k before the attention call (not fused into the append; q and k are left unchanged).
-    cache_leftpad raises NotImplementedError."""
+    cache_leftpad int32 (batch), contiguous caches with cache_seqlens: sequence b's keys start
+    at cache row cache_leftpad[b] (rows before it are padding), so it attends to rows
+    [cache_leftpad[b], cache_seqlens[b] + seqlen_new), the masks aligned to those keys; k, v and
+    the rotary positions still count from row 0 (as flash-attn)."""
     if rotary_cos is not None or rotary_sin is not None:
         local = window_size is not None and (window_size[0] >= 0 or window_size[1] >= 0)
         q, k = _kvcache_rotary(q, k, rotary_cos, rotary_sin, cache_seqlens, rotary_interleaved,
                                causal or local)
-    if cache_leftpad is not None:
-        raise NotImplementedError("flashc: cache_leftpad is not supported; pass None")
     if (k is None) != (v is None):
         raise ValueError("flashc: k and v go together (both or neither)")
     mods = Mods(window_size, softcap, alibi_slopes)
@@ -582,7 +583,7 @@ def flash_attn_with_kvcache(
         cache_seqlens = [int(cache_seqlens)] * q.shape[0]
     idx = {}
     for name, x in (("cache_seqlens", cache_seqlens), ("cache_batch_idx", cache_batch_idx),
-                    ("block_table", block_table)):
+                    ("block_table", block_table), ("cache_leftpad", cache_leftpad)):
         if x is not None:
             idx[name] = _arrays.view(name, _arrays.int32_index(name, x, q))
     out = _arrays.empty_like_kind(q, _out_shape(q, v_cache))

@@ -163,11 +163,12 @@ def attn_varlen_bwd(dout, q, k, v, cu_q, cu_k, scale=None, **mods):
 
 
 def kvcache_fwd(q, k_cache, v_cache, k=None, v=None, cache_seqlens=None, cache_batch_idx=None,
-                block_table=None, scale=None, **mods):
+                block_table=None, scale=None, cache_leftpad=None, **mods):
     """flash_attn_with_kvcache's semantics in float64 on copies: returns (out (B, Sq, Hq, Dv),
     lse (B, Hq, Sq), k_cache', v_cache') with k/v appended at cache_seqlens; each sequence
     attends to its first cache_seqlens[b] + S_new keys (contiguous row cache_batch_idx[b], or
-    the pages of block_table[b])."""
+    the pages of block_table[b]), less the first cache_leftpad[b] (contiguous), which are
+    padding: its keys are rows [cache_leftpad[b], cache_seqlens[b] + S_new)."""
     kc, vc = np.array(k_cache, np.float64), np.array(v_cache, np.float64)
     b_, sq, hq, _ = q.shape
     s_new = 0 if k is None else k.shape[1]
@@ -189,6 +190,9 @@ def kvcache_fwd(q, k_cache, v_cache, k=None, v=None, cache_seqlens=None, cache_b
         for t in range(s_new):
             r = rows[int(cache_seqlens[b]) + t]
             kc[r], vc[r] = k[b, t], v[b, t]
+        if cache_leftpad is not None:
+            rows = rows[int(cache_leftpad[b]):]
+            n = len(rows)
         kb = np.stack([kc[r] for r in rows])[None] if n else np.zeros((1, 0) + kc.shape[2:])
         vb = np.stack([vc[r] for r in rows])[None] if n else np.zeros((1, 0) + vc.shape[2:])
         if n == 0:

@@ -327,6 +327,42 @@ def test_kvcache_rotary(rng, c_kvcache_forward, interleaved, rd_frac, mode):
     np.testing.assert_array_equal(k_new, k0)
 
 
+@pytest.mark.parametrize("append", [False, True])
+def test_kvcache_leftpad(rng, c_kvcache_forward, append):
+    """cache_leftpad: sequence b's keys are cache rows [leftpad[b], cache_seqlens[b] + S_new),
+    the masks and ALiBi aligned to them; k_new lands at rows cache_seqlens[b].. (flash-attn's
+    semantics); with cache_batch_idx and split-KV; leftpad 0 for every sequence is no leftpad."""
+    b, sq, hq, hkv, d, dv, cap = 3, 3, 4, 2, 16, 8, 40
+    seqlens = np.array([9, 4, 30], np.int32)
+    leftpad = np.array([3, 4, 0], np.int32)  # sequence 1: only the appended keys (or none)
+    s_new = 2 if append else 0
+    q = randn(rng, b, sq, hq, d)
+    k_cache, v_cache = randn(rng, b + 1, cap, hkv, d), randn(rng, b + 1, cap, hkv, dv)
+    idx = np.array([2, 0, 3], np.int32)
+    k_new = randn(rng, b, s_new, hkv, d) if append else None
+    v_new = randn(rng, b, s_new, hkv, dv) if append else None
+    slopes = np.abs(randn(rng, b, hq)) * 0.3
+    for m in ({"causal": True}, {"window_size": (5, 1), "alibi_slopes": slopes}, {}):
+        kc, vc = k_cache.copy(), v_cache.copy()
+        want, wlse, wkc, wvc = ref.kvcache_fwd(q, kc, vc, k_new, v_new, seqlens, cache_batch_idx=idx,
+                                               cache_leftpad=leftpad, **dict(m))
+        for splits in (1, 3):
+            kc, vc = k_cache.copy(), v_cache.copy()
+            out, lse = flashc.flash_attn_with_kvcache(
+                q, kc, vc, k_new, v_new, cache_seqlens=seqlens, cache_batch_idx=idx,
+                cache_leftpad=leftpad, num_splits=splits, return_softmax_lse=True, **m)
+            _close(out, want, 2e-6, f"out {m} splits {splits}")
+            np.testing.assert_allclose(lse, wlse, rtol=1e-5, atol=1e-5)
+            np.testing.assert_array_equal(kc, wkc.astype(np.float32))  # appended at cache_seqlens
+            np.testing.assert_array_equal(vc, wvc.astype(np.float32))
+    zero = flashc.flash_attn_with_kvcache(q, k_cache.copy(), v_cache.copy(), k_new, v_new,
+                                          cache_seqlens=seqlens, cache_batch_idx=idx,
+                                          cache_leftpad=np.zeros(b, np.int32), causal=True)
+    none = flashc.flash_attn_with_kvcache(q, k_cache.copy(), v_cache.copy(), k_new, v_new,
+                                          cache_seqlens=seqlens, cache_batch_idx=idx, causal=True)
+    np.testing.assert_array_equal(zero, none)
+
+
 def test_kvcache_int_seqlens_and_batch_idx(rng, c_kvcache_forward):
     q = randn(rng, 2, 1, 2, 8)
     k_cache, v_cache = randn(rng, 4, 10, 1, 8), randn(rng, 4, 10, 1, 8)
@@ -351,9 +387,20 @@ def test_kvcache_refusals(rng):
     with pytest.raises(ValueError, match="cache_seqlens"):
         flashc.flash_attn_with_kvcache(q, kc, vc, k=q[:, :, :2], v=q[:, :, :2], rotary_cos=cos,
                                        rotary_sin=cos)
-    with pytest.raises(NotImplementedError, match="cache_leftpad"):
+    # cache_leftpad: past cache_seqlens, negative, paged, without cache_seqlens, wrong length
+    with pytest.raises(ValueError, match="cache_leftpad"):
         flashc.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=1,
+                                       cache_leftpad=np.full(1, 2, np.int32))
+    with pytest.raises(ValueError, match="cache_leftpad"):
+        flashc.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=1,
+                                       cache_leftpad=np.full(1, -1, np.int32))
+    with pytest.raises(ValueError, match="contiguous"):
+        flashc.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=1, block_table=np.zeros((1, 1), np.int32),
                                        cache_leftpad=np.zeros(1, np.int32))
+    with pytest.raises(ValueError, match="cache_seqlens"):
+        flashc.flash_attn_with_kvcache(q, kc, vc, cache_leftpad=np.zeros(1, np.int32))
+    with pytest.raises(ValueError, match="cache_leftpad"):
+        flashc.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=1, cache_leftpad=np.zeros(2, np.int32))
     with pytest.raises(ValueError, match="together"):
         flashc.flash_attn_with_kvcache(q, kc, vc, k=q[:, :, :1])
     ro = kc.copy()

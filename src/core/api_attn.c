@@ -517,17 +517,29 @@ typedef struct kvcache_views {
     const flashc_tensor *k_new, *v_new; /* NULL when nothing is appended */
 } kvcache_views;
 
+/* The caller's cache struct with its struct_size honoured: a caller built before
+ * cache_leftpad existed (struct_size up to v_new) gets it NULL. */
+static flashc_status read_kv_cache(const char *fn, const flashc_kv_cache *in, flashc_kv_cache *out)
+{
+    if (!in)
+        return flashc__fail(FLASHC_ERR_NULL_POINTER, "%s: cache is NULL", fn);
+    const size_t v1 = offsetof(flashc_kv_cache, cache_leftpad);
+    if (in->struct_size < v1 || in->struct_size > sizeof *out)
+        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                            "%s: cache.struct_size = %zu; set it to sizeof(flashc_kv_cache) (%zu "
+                            "in this library)",
+                            fn, in->struct_size, sizeof *out);
+    memset(out, 0, sizeof *out);
+    memcpy(out, in, in->struct_size);
+    out->struct_size = sizeof *out;
+    return FLASHC_OK;
+}
+
 static flashc_status build_kvcache(const char *fn, const flashc_attn_params *pr,
                                    const flashc_kv_cache *c, const flashc_tensor *q,
                                    const flashc_tensor *o, const flashc_tensor *lse,
                                    attn_problem *p, kvcache_views *views, idx_host *h)
 {
-    if (!c)
-        return flashc__fail(FLASHC_ERR_NULL_POINTER, "%s: cache is NULL", fn);
-    if (c->struct_size < sizeof(flashc_kv_cache))
-        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: cache.struct_size = %zu; set it to sizeof(flashc_kv_cache)", fn,
-                            c->struct_size);
     const flashc_tensor *kc = c->k_cache, *vc = c->v_cache;
     FLASHC_TRY(flashc__check_tensor(fn, "q", q, 4));
     FLASHC_TRY(flashc__check_tensor(fn, "k_cache", kc, 4));
@@ -639,6 +651,25 @@ static flashc_status build_kvcache(const char *fn, const flashc_attn_params *pr,
                                             "row %d",
                                             fn, (long long)a, (long long)b, (int)h_kvb[a]);
     }
+    const int32_t *h_start = NULL;
+    if (c->cache_leftpad) {
+        if (c->block_table)
+            return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                                "%s: cache_leftpad applies to contiguous caches only (a block "
+                                "table is given)",
+                                fn);
+        if (!c->cache_seqlens)
+            return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                                "%s: cache_leftpad needs cache_seqlens (where each sequence ends)",
+                                fn);
+        FLASHC_TRY(check_index(fn, "cache_leftpad", c->cache_leftpad, 1, q));
+        if (c->cache_leftpad->shape[0] != B)
+            return flashc__fail(FLASHC_ERR_INVALID_SHAPE,
+                                "%s: cache_leftpad has %lld entries but q has batch %lld", fn,
+                                (long long)c->cache_leftpad->shape[0], (long long)B);
+        p->kv_start = (const int32_t *)c->cache_leftpad->data;
+        FLASHC_TRY(idx_host_view(fn, "cache_leftpad", c->cache_leftpad, pr, h, &h_start));
+    }
     int64_t max_sk = c->cache_seqlens ? 0 : capacity;
     if (c->cache_seqlens) {
         FLASHC_TRY(check_index(fn, "cache_seqlens", c->cache_seqlens, 1, q));
@@ -656,8 +687,15 @@ static flashc_status build_kvcache(const char *fn, const flashc_attn_params *pr,
                                     "cache's capacity of %lld keys",
                                     fn, (long long)b, (long long)len, " + S_new ",
                                     (long long)s_new, (long long)capacity);
-            if (len + s_new > max_sk)
-                max_sk = len + s_new;
+            const int64_t start = h_start ? h_start[b] : 0;
+            if (start < 0 || start > len)
+                return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                                    "%s: cache_leftpad[%lld] = %lld is outside [0, "
+                                    "cache_seqlens[%lld] = %lld]",
+                                    fn, (long long)b, (long long)start, (long long)b,
+                                    (long long)len);
+            if (len + s_new - start > max_sk)
+                max_sk = len + s_new - start;
             if (h_pages) {
                 const int64_t used = (len + s_new + p->page_size - 1) / p->page_size;
                 const int32_t *row = h_pages + b * p->pages_stride;
@@ -700,7 +738,9 @@ static void kvcache_append(const attn_problem *p, const kvcache_views *views)
         const flashc_tensor *s = src[t];
         for (int64_t b = 0; b < p->B; b++)
             for (int64_t j = 0; j < p->s_new; j++) {
-                const int64_t row = attn_kv_off(p, dst_st[t], b, p->seqlens_k[b] + j);
+                /* cache row seqlens_k[b] + j, which is key seqlens_k[b] - start + j */
+                const int64_t row =
+                    attn_kv_off(p, dst_st[t], b, p->seqlens_k[b] - attn_kv_start(p, b) + j);
                 for (int64_t h = 0; h < p->Hkv; h++) {
                     char *d = (char *)dst[t] + (row + h * dst_st[t][2]) * (int64_t)es;
                     const char *x = (const char *)s->data +
@@ -970,6 +1010,9 @@ static flashc_status kvcache_plan(const char *fn, const flashc_attn_params *para
 {
     flashc_attn_params pr;
     FLASHC_TRY(read_params(fn, params, &pr));
+    flashc_kv_cache cc;
+    FLASHC_TRY(read_kv_cache(fn, c, &cc));
+    c = &cc;
     idx_host h = {{0}, 0};
     const flashc_status st = build_kvcache(fn, &pr, c, q, o, lse, p, views, &h);
     idx_host_free(&h);
@@ -977,14 +1020,16 @@ static flashc_status kvcache_plan(const char *fn, const flashc_attn_params *para
     /* outputs: o, lse, and the caches when they are appended to */
     const int app = views->k_new != NULL;
     const flashc_tensor *outs[4] = {o, lse, app ? c->k_cache : NULL, app ? c->v_cache : NULL};
-    const flashc_tensor *ins[9] = {q,           app ? NULL : c->k_cache, app ? NULL : c->v_cache,
-                                   c->k_new,    c->v_new,               c->cache_seqlens,
-                                   c->block_table, c->cache_batch_idx,  pr.alibi_slopes};
+    const flashc_tensor *ins[10] = {q,           app ? NULL : c->k_cache, app ? NULL : c->v_cache,
+                                    c->k_new,    c->v_new,               c->cache_seqlens,
+                                    c->block_table, c->cache_batch_idx,  pr.alibi_slopes,
+                                    c->cache_leftpad};
     static const char *const out_names[4] = {"o", "lse", "k_cache", "v_cache"};
-    static const char *const in_names[9] = {"q",           "k_cache",      "v_cache",
-                                            "k_new",       "v_new",        "cache_seqlens",
-                                            "block_table", "cache_batch_idx", "alibi_slopes"};
-    FLASHC_TRY(flashc__check_outputs(fn, 4, outs, out_names, 9, ins, in_names));
+    static const char *const in_names[10] = {"q",           "k_cache",      "v_cache",
+                                             "k_new",       "v_new",        "cache_seqlens",
+                                             "block_table", "cache_batch_idx", "alibi_slopes",
+                                             "cache_leftpad"};
+    FLASHC_TRY(flashc__check_outputs(fn, 4, outs, out_names, 10, ins, in_names));
     FLASHC_TRY(attn_check_work(fn, p));
     return plan(fn, ATTN_OP_FWD, p, impl, ws);
 }

@@ -130,6 +130,10 @@ typedef struct attn_problem {
     const int32_t *seqlens_k;
     int64_t s_new;
     const int32_t *kv_batch;
+    /* kvcache, contiguous: sequence b's keys start at cache row kv_start[b] (flash-attn's
+     * cache_leftpad; NULL = 0): its key j is cache row kv_start[b] + j, Sk_b = seqlens_k[b] +
+     * s_new - kv_start[b], and k_new still lands at cache rows seqlens_k[b].. (attn_kv_start). */
+    const int32_t *kv_start;
     const int32_t *pages;
     int64_t pages_stride, page_size, num_pages;
     /* kvcache: keys one sequence can hold (S_cache, or max_pages * page_size), and the rows of a
@@ -171,6 +175,12 @@ static inline bool attn_is_plain(const attn_problem *p)
     return attn_is_plain_any_dv(p) && p->D == p->Dv;
 }
 
+/* kvcache: the cache row of sequence b's first key (cache_leftpad; 0 without). */
+static inline int64_t attn_kv_start(const attn_problem *p, int64_t b)
+{
+    return p->kv_start ? (int64_t)p->kv_start[b] : 0;
+}
+
 /* Sequence b's lengths (dense: Sq, Sk). */
 static inline void attn_seqlens(const attn_problem *p, int64_t b, int64_t *sq, int64_t *sk)
 {
@@ -181,7 +191,7 @@ static inline void attn_seqlens(const attn_problem *p, int64_t b, int64_t *sq, i
         return;
     case ATTN_KVCACHE:
         *sq = p->Sq;
-        *sk = p->seqlens_k ? (int64_t)p->seqlens_k[b] + p->s_new : p->Sk;
+        *sk = p->seqlens_k ? (int64_t)p->seqlens_k[b] + p->s_new - attn_kv_start(p, b) : p->Sk;
         return;
     default:
         *sq = p->Sq;
@@ -227,7 +237,8 @@ static inline int64_t attn_kv_off(const attn_problem *p, const int64_t *st, int6
         if (p->pages)
             return (int64_t)p->pages[b * p->pages_stride + j / p->page_size] * st[0] +
                    (j % p->page_size) * st[1];
-        return (p->kv_batch ? (int64_t)p->kv_batch[b] : b) * st[0] + j * st[1];
+        return (p->kv_batch ? (int64_t)p->kv_batch[b] : b) * st[0] +
+               (attn_kv_start(p, b) + j) * st[1];
     default:
         return b * st[0] + j * st[1];
     }

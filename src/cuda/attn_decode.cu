@@ -143,6 +143,7 @@ struct dec_args {
     const int32_t *cu_q, *cu_k;   /* varlen (B + 1)                                      */
     const int32_t *seqlens;       /* kvcache (B) or NULL                                  */
     const int32_t *kv_batch;      /* kvcache contiguous (B) or NULL                       */
+    const int32_t *kv_start;      /* kvcache contiguous: cache_leftpad (B) or NULL        */
     const int32_t *pages;         /* kvcache paged (B, max_pages) or NULL                */
     int64_t pages_stride;
     int page_size, num_pages, kv_rows, capacity;
@@ -188,6 +189,13 @@ __host__ __device__ constexpr int dec_var_warps(int var)
 /* o's row width, for attn_clear_unowned (attn_fwd_common.cuh). */
 __device__ __forceinline__ int unowned_width(const dec_args &a) { return a.Dv; }
 
+/* kvcache: the cache row of sequence b's first key (cache_leftpad, clamped into [0, its
+ * cache_seqlens]: device index tensors are not validated); 0 without. */
+__device__ __forceinline__ int dec_kv_start(const dec_args &a, int b)
+{
+    return a.kv_start ? min(max(a.kv_start[b], 0), max(a.seqlens[b], 0)) : 0;
+}
+
 /* Lengths of sequence b; device index tensors are clamped into range. */
 __device__ __forceinline__ void dec_seqlens(const dec_args &a, int b, int *sq, int *sk)
 {
@@ -197,7 +205,9 @@ __device__ __forceinline__ void dec_seqlens(const dec_args &a, int b, int *sq, i
         *sk = k0 >= 0 && k1 <= a.total_k ? min(max(k1 - k0, 0), a.Sk) : 0;
     } else if (a.layout == ATTN_KVCACHE) {
         *sq = a.Sq;
-        *sk = a.seqlens ? min(max(a.seqlens[b], 0) + a.s_new, a.capacity) : a.Sk;
+        *sk = a.seqlens ? max(min(max(a.seqlens[b], 0) + a.s_new, a.capacity) - dec_kv_start(a, b),
+                              0)
+                        : a.Sk;
     } else {
         *sq = a.Sq;
         *sk = a.Sk;
@@ -223,7 +233,7 @@ __device__ __forceinline__ void dec_kv_loc(const dec_args &a, int b, int j, int 
         } else {
             const int r = a.kv_batch ? a.kv_batch[b] : b;
             *x = r >= 0 && r < a.kv_rows ? r : -1;
-            *y = j;
+            *y = dec_kv_start(a, b) + j;
         }
     } else if (a.layout == ATTN_VARLEN) {
         *x = 0;
@@ -334,7 +344,7 @@ __device__ __forceinline__ void dec_lean_lookup(const dec_args &a, int b, int j0
             *y = jj % a.page_size;
         } else {
             *x = in ? (a.kv_batch ? a.kv_batch[b] : b) : -1;
-            *y = jj;
+            *y = dec_kv_start(a, b) + jj;
         }
     } else if (a.layout == ATTN_VARLEN) {
         *x = in ? 0 : -1;
@@ -975,11 +985,11 @@ __global__ void __launch_bounds__(64) attn_decode_append(const dec_args a)
     const int64_t row = blockIdx.x;
     const int hk = (int)(row % a.Hkv), j = (int)(row / a.Hkv % a.s_new),
               b = (int)(row / a.Hkv / a.s_new);
-    const int pos = max(a.seqlens[b], 0) + j;
+    const int pos = max(a.seqlens[b], 0) + j; /* the cache row, whatever cache_leftpad */
     if (pos >= a.capacity)
         return; /* past the capacity: dropped (the host cannot check device lengths) */
     int x, y;
-    dec_kv_loc(a, b, pos, &x, &y);
+    dec_kv_loc(a, b, pos - dec_kv_start(a, b), &x, &y); /* key pos - start of the sequence */
     if (x < 0)
         return;
     const T *src[2] = {(const T *)a.k_new + (int64_t)b * a.sknew[0] + (int64_t)j * a.sknew[1] +
@@ -1508,6 +1518,8 @@ flashc_status cuda_attn_decode_supports(const attn_problem *p)
             return st;
     if (p->kv_batch && (st = cuda_check_memory(fn, "cache_batch_idx", p->kv_batch)) != FLASHC_OK)
         return st;
+    if (p->kv_start && (st = cuda_check_memory(fn, "cache_leftpad", p->kv_start)) != FLASHC_OK)
+        return st;
     int major = 0;
     FLASHC_TRY(device_major(fn, &major));
     if (major < 8)
@@ -1536,7 +1548,8 @@ flashc_status cuda_attn_decode(const attn_problem *p, flashc_attn_stats *stats)
     }
     a.layout = (int)p->layout;
     a.cu_q = p->cu_q, a.cu_k = p->cu_k;
-    a.seqlens = p->seqlens_k, a.kv_batch = p->kv_batch, a.pages = p->pages;
+    a.seqlens = p->seqlens_k, a.kv_batch = p->kv_batch, a.kv_start = p->kv_start;
+    a.pages = p->pages;
     a.pages_stride = p->pages_stride;
     a.page_size = (int)(p->page_size > 0 ? p->page_size : 1);
     a.num_pages = (int)p->num_pages, a.kv_rows = (int)p->kv_rows;

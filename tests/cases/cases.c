@@ -788,7 +788,7 @@ static flashc_status kvcache_run(case_data *c, int impl, int slot, case_stats *s
     flashc_tensor lens = flashc_tensor_1d(c->tmp[1], FLASHC_I32, s->batch);
     flashc_tensor table = flashc_tensor_2d(c->tmp[0], FLASHC_I32, s->batch, s->page_size ? kv_pages(s) : 1);
     flashc_kv_cache cache = {sizeof cache, &kc, &vc, &lens, ps ? &table : NULL, NULL,
-                             s->s_new > 0 ? &kn : NULL, s->s_new > 0 ? &vn : NULL};
+                             s->s_new > 0 ? &kn : NULL, s->s_new > 0 ? &vn : NULL, NULL};
     flashc_attn_params p = attn_params(s);
     if (s->prop == CASE_PROP_SPLITS && slot == 0)
         p.num_splits = 1;
