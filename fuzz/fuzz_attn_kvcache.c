@@ -2,7 +2,8 @@
  * fuzz_attn_kvcache.c — flashc_attn_kvcache_fwd and its workspace-size query. One input = one
  * decode / chunked-prefill step: B sequences with ragged cache_seqlens against a contiguous
  * cache (cache_batch_idx now and then) or a paged one (page sizes 1..16, a shuffled block
- * table), k_new / v_new appended in place now and then, the v2 modifiers (fz_attn_mods,
+ * table), k_new / v_new appended in place now and then, cache_leftpad on a contiguous cache
+ * now and then, the v2 modifiers (fz_attn_mods,
  * num_splits among them), and the index tensors decoded like any tensor and sometimes
  * corrupted (an entry past the pages or the cache rows, a length past the capacity, -1).
  *
@@ -10,13 +11,15 @@
  * the call refuses; after an accepted call the caches equal their snapshot with k_new / v_new
  * written at cache_seqlens[b].. through the block table or batch index (every byte of the
  * buffers, not only the view), and o / lse equal the dense naive reference of each sequence
- * on its keys gathered into a contiguous (1, Sk_b, Hkv, D) copy.
+ * on its keys (from cache position cache_leftpad[b]) gathered into a contiguous (1, Sk_b, Hkv,
+ * D) copy.
  */
 #include "fuzz_common.h"
 
 enum { MAXB = 3, MAXP = 64 };
 
-/* Element offset of key j (head h, feature d) of sequence b in a cache view. */
+/* Element offset of cache position j (head h, feature d) of sequence b in a cache view (its key
+ * j - cache_leftpad[b]). */
 static int64_t key_off(const flashc_tensor *c, const fz_tensor *bt, const fz_tensor *cbi,
                        int64_t b, int64_t j, int64_t h, int64_t d)
 {
@@ -76,12 +79,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (fz_one_in(&f, 10))
         lens[fz_range(&f, 0, B - 1)] = fz_one_in(&f, 2) ? -1 : (int32_t)(maxl + ps + 3);
+    /* cache_leftpad (contiguous caches; on a paged one it must be refused): in [0, lens[b]],
+     * now and then one past the longest or -1 */
+    const int use_lp = fz_one_in(&f, paged ? 16 : 4);
+    int32_t lpad[MAXB];
+    for (int64_t b = 0; b < B; b++)
+        lpad[b] = use_lp ? (int32_t)fz_range(&f, 0, lens[b] > 0 ? lens[b] : 0) : 0;
+    if (use_lp && fz_one_in(&f, 10))
+        lpad[fz_range(&f, 0, B - 1)] = fz_one_in(&f, 2) ? -1 : (int32_t)(maxl + 1);
 
     flashc_attn_params pr;
     fz_tensor alibi;
     const double bias = fz_attn_params(&f, &pr, B, Hq, maxl > Sq ? maxl : Sq, &alibi);
 
-    fz_tensor q, o, lse, kc, vc, kn, vn, seql, bt, cb;
+    fz_tensor q, o, lse, kc, vc, kn, vn, seql, bt, cb, lpt;
     const int64_t shq[4] = {B, Sq, Hq, D}, sho[4] = {B, Sq, Hq, Dv}, shl[3] = {B, Hq, Sq};
     const int64_t shkc[4] = {paged ? num_pages : b_cache, paged ? ps : s_cache, Hkv, D};
     const int64_t shvc[4] = {shkc[0], shkc[1], Hkv, Dv};
@@ -109,14 +120,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fz_index(&f, &bt, 2, shb, table, B * max_pages);
     if (use_cbi)
         fz_index(&f, &cb, 1, shs, cbi, B);
+    memset(&lpt, 0, sizeof lpt);
+    if (use_lp)
+        fz_index(&f, &lpt, 1, shs, lpad, B);
     if (fz_one_in(&f, 24))
         fz_alias(&f, &o, fz_one_in(&f, 2) ? &q : &kc);
 
     flashc_kv_cache cache = {sizeof cache, fz_out(&kc), fz_out(&vc), fz_arg(&seql), fz_arg(&bt),
-                             fz_arg(&cb), s_new ? fz_arg(&kn) : NULL, s_new ? fz_arg(&vn) : NULL};
+                             fz_arg(&cb), s_new ? fz_arg(&kn) : NULL, s_new ? fz_arg(&vn) : NULL,
+                             use_lp ? fz_arg(&lpt) : NULL};
     if (fz_one_in(&f, 32))
         cache.struct_size = (size_t)fz_range(&f, 0, (int64_t)sizeof cache - 1);
-    fz_set s = {{&q, &kc, &vc, &kn, &vn, &o, &lse, &seql, &bt, &cb, &alibi}, 11};
+    fz_set s = {{&q, &kc, &vc, &kn, &vn, &o, &lse, &seql, &bt, &cb, &alibi, &lpt}, 12};
     fz_snapshot(&s);
     fz_current = &s;
     flashc_tensor *lp = use_lse ? fz_out(&lse) : NULL;
@@ -187,7 +202,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* o, lse: the dense naive of each sequence on its gathered keys */
     fz_make_twin(&o, &o2), fz_make_twin(&lse, &lse2);
     for (int64_t b = 0; b < B; b++) {
-        const int64_t L = seql.present ? fz_i32(&seql, b) + added : kc.t.shape[1]; /* NULL: all */
+        /* keys: cache positions [lp0, cache_seqlens + S_new) (no cache_seqlens: all) */
+        const int64_t lp0 = use_lp && cache.struct_size == sizeof cache && lpt.present && lpt.t.data
+                                ? fz_i32(&lpt, b) /* a struct_size before the field: unread */
+                                : 0;
+        const int64_t L = seql.present ? fz_i32(&seql, b) + added - lp0 : kc.t.shape[1];
         flashc_tensor qb = q.t, ob = o2.t, lb = lse2.t;
         qb.data = (char *)q.t.data + b * q.t.stride[0] * (int64_t)es;
         ob.data = (char *)o2.t.data + b * o2.t.stride[0] * (int64_t)es;
@@ -206,10 +225,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             for (int64_t h = 0; h < Hkv; h++) {
                 for (int64_t d = 0; d < D; d++)
                     memcpy(kb + ((j * Hkv + h) * D + d) * (int64_t)es,
-                           (char *)kc2.t.data + key_off(&kc2.t, &bt, &cb, b, j, h, d) * (int64_t)es, es);
+                           (char *)kc2.t.data + key_off(&kc2.t, &bt, &cb, b, lp0 + j, h, d) * (int64_t)es, es);
                 for (int64_t d = 0; d < Dv; d++)
                     memcpy(vb + ((j * Hkv + h) * Dv + d) * (int64_t)es,
-                           (char *)vc2.t.data + key_off(&vc2.t, &bt, &cb, b, j, h, d) * (int64_t)es, es);
+                           (char *)vc2.t.data + key_off(&vc2.t, &bt, &cb, b, lp0 + j, h, d) * (int64_t)es, es);
             }
         const flashc_tensor tk = flashc_tensor_4d(kb, dt, 1, L, Hkv, D);
         const flashc_tensor tv = flashc_tensor_4d(vb, dt, 1, L, Hkv, Dv);

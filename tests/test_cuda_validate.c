@@ -206,7 +206,7 @@ static void test_kvcache(void **state)
     flashc_tensor to1 = dev(flashc_tensor_4d(o1, FLASHC_BF16, B, 1, HQ, D));
     flashc_tensor tl = dev(flashc_tensor_1d(dl, FLASHC_I32, B));
     flashc_tensor tt = dev(flashc_tensor_2d(dt, FLASHC_I32, B, MP));
-    flashc_kv_cache c = {sizeof c, &tkc, &tvc, &tl, &tt, NULL, NULL, NULL};
+    flashc_kv_cache c = {sizeof c, &tkc, &tvc, &tl, &tt, NULL, NULL, NULL, NULL};
     flashc_attn_params p = flashc_attn_params_default();
 
     TU_OK(flashc_attn_kvcache_fwd(&p, &c, &tq, &to0, NULL, NULL));
@@ -262,7 +262,7 @@ static void test_kvcache(void **state)
     flashc_tensor tck = dev(flashc_tensor_4d(ck, FLASHC_BF16, ROWS, S_CACHE, HKV, D));
     flashc_tensor tcv = dev(flashc_tensor_4d(cv, FLASHC_BF16, ROWS, S_CACHE, HKV, D));
     flashc_tensor ti = dev(flashc_tensor_1d(di, FLASHC_I32, B));
-    flashc_kv_cache cc = {sizeof cc, &tck, &tcv, &tl, NULL, &ti, &tkn, &tvn};
+    flashc_kv_cache cc = {sizeof cc, &tck, &tcv, &tl, NULL, &ti, &tkn, &tvn, NULL};
     unsigned char *ck_before = host_copy(ck, ccb);
     set_i32(di, 1, ROWS);
     expect_refusal(flashc_attn_kvcache_fwd(&p, &cc, &tq, &to1, NULL, NULL), "outside the cache's",
@@ -271,6 +271,15 @@ static void test_kvcache(void **state)
     expect_refusal(flashc_attn_kvcache_fwd(&p, &cc, &tq, &to1, NULL, NULL), "both append",
                    "cache_batch_idx repeated");
     set_i32(di, 1, 0);
+    /* cache_leftpad past a sequence's cache_seqlens (validated from the device): refused */
+    int32_t lpad[B] = {3, lens[1] + 1};
+    void *dlp = dev_i32(lpad, B);
+    flashc_tensor tlp = dev(flashc_tensor_1d(dlp, FLASHC_I32, B));
+    flashc_kv_cache cl = cc;
+    cl.cache_leftpad = &tlp;
+    expect_refusal(flashc_attn_kvcache_fwd(&p, &cl, &tq, &to1, NULL, NULL), "cache_leftpad",
+                   "cache_leftpad past cache_seqlens");
+    CUDA_OK(cudaFree(dlp));
     assert_true(all_poison(o1, ob));
     unsigned char *ck_after = host_copy(ck, ccb);
     assert_memory_equal(ck_before, ck_after, ccb);

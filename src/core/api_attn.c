@@ -517,20 +517,37 @@ typedef struct kvcache_views {
     const flashc_tensor *k_new, *v_new; /* NULL when nothing is appended */
 } kvcache_views;
 
-/* The caller's cache struct with its struct_size honoured: a caller built before
- * cache_leftpad existed (struct_size up to v_new) gets it NULL. */
+/* The caller's cache struct with its struct_size honoured, as read_params does: a caller built
+ * before cache_leftpad existed (struct_size up to v_new) gets it NULL; a size that cuts a field
+ * or leaves out the first version's fields is refused, and a larger one only with its unknown
+ * tail zero. */
 static flashc_status read_kv_cache(const char *fn, const flashc_kv_cache *in, flashc_kv_cache *out)
 {
     if (!in)
         return flashc__fail(FLASHC_ERR_NULL_POINTER, "%s: cache is NULL", fn);
-    const size_t v1 = offsetof(flashc_kv_cache, cache_leftpad);
-    if (in->struct_size < v1 || in->struct_size > sizeof *out)
+    const size_t size = in->struct_size;
+    if (size < offsetof(flashc_kv_cache, cache_leftpad))
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: cache.struct_size = %zu; set it to sizeof(flashc_kv_cache) (%zu "
-                            "in this library)",
-                            fn, in->struct_size, sizeof *out);
+                            "%s: cache.struct_size = %zu; set it to sizeof(flashc_kv_cache)", fn,
+                            size);
+    if (size > sizeof *out) {
+        const unsigned char *tail = (const unsigned char *)in + sizeof *out;
+        for (size_t i = 0; i < size - sizeof *out; i++)
+            if (tail[i])
+                return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                                    "%s: cache.struct_size = %zu is larger than this library's "
+                                    "%zu and the unknown fields are set (a newer flashc feature)",
+                                    fn, size, sizeof *out);
+    }
+#define F(f) FLASHC__FIELD(flashc_kv_cache, f)
+    static const flashc__field fields[] = {F(struct_size), F(k_cache),         F(v_cache),
+                                           F(cache_seqlens), F(block_table), F(cache_batch_idx),
+                                           F(k_new),       F(v_new),           F(cache_leftpad)};
+#undef F
+    FLASHC_TRY(flashc__check_struct_cut(fn, "cache", size, fields,
+                                        (int)(sizeof fields / sizeof fields[0])));
     memset(out, 0, sizeof *out);
-    memcpy(out, in, in->struct_size);
+    memcpy(out, in, size < sizeof *out ? size : sizeof *out);
     out->struct_size = sizeof *out;
     return FLASHC_OK;
 }
