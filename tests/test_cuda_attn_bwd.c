@@ -2081,6 +2081,8 @@ int main(void)
         printf("test_cuda_attn_bwd: SKIPPED: no CUDA device visible (%s)\n", flashc_build_info());
         return 77;
     }
+    setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines out as they come (a job cut by its
+                                         * time limit still shows how far it got) */
     tu_seed_from_env();
     printf("test_cuda_attn_bwd: %s\n", flashc_build_info());
     /* FLASHC_TEST_FILTER / FLASHC_TEST_SKIP: comma-separated test-name patterns to run / not
