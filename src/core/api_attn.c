@@ -46,15 +46,6 @@ static flashc_status read_params(const char *fn, const flashc_attn_params *in,
                             "%s: params.struct_size = %zu; set it to sizeof(flashc_attn_params) "
                             "(start from flashc_attn_params_default())",
                             fn, size);
-    if (size > sizeof *out) {
-        const unsigned char *tail = (const unsigned char *)in + sizeof *out;
-        for (size_t i = 0; i < size - sizeof *out; i++)
-            if (tail[i])
-                return flashc__fail(FLASHC_ERR_UNSUPPORTED,
-                                    "%s: params.struct_size = %zu is larger than this library's "
-                                    "%zu and the unknown fields are set (a newer flashc feature)",
-                                    fn, size, sizeof *out);
-    }
 #define F(f) FLASHC__FIELD(flashc_attn_params, f)
     static const flashc__field fields[] = {
         F(struct_size),  F(has_softmax_scale), F(softmax_scale), F(causal),
@@ -63,9 +54,8 @@ static flashc_status read_params(const char *fn, const flashc_attn_params *in,
         F(deterministic), F(workspace),        F(workspace_bytes), F(cuda_stream),
         F(validate_indices)};
 #undef F
-    FLASHC_TRY(flashc__check_struct_cut(fn, "params", size, fields,
-                                        (int)(sizeof fields / sizeof fields[0])));
-    memcpy(out, in, size < sizeof *out ? size : sizeof *out);
+    FLASHC_TRY(flashc__read_sized(fn, "params", in, size, out, sizeof *out, fields,
+                                  (int)(sizeof fields / sizeof fields[0])));
     out->struct_size = sizeof *out;
     const flashc_attn_params *pr = out;
     if (pr->has_softmax_scale && !isfinite(pr->softmax_scale))
@@ -530,24 +520,14 @@ static flashc_status read_kv_cache(const char *fn, const flashc_kv_cache *in, fl
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
                             "%s: cache.struct_size = %zu; set it to sizeof(flashc_kv_cache)", fn,
                             size);
-    if (size > sizeof *out) {
-        const unsigned char *tail = (const unsigned char *)in + sizeof *out;
-        for (size_t i = 0; i < size - sizeof *out; i++)
-            if (tail[i])
-                return flashc__fail(FLASHC_ERR_UNSUPPORTED,
-                                    "%s: cache.struct_size = %zu is larger than this library's "
-                                    "%zu and the unknown fields are set (a newer flashc feature)",
-                                    fn, size, sizeof *out);
-    }
 #define F(f) FLASHC__FIELD(flashc_kv_cache, f)
     static const flashc__field fields[] = {F(struct_size), F(k_cache),         F(v_cache),
                                            F(cache_seqlens), F(block_table), F(cache_batch_idx),
                                            F(k_new),       F(v_new),           F(cache_leftpad)};
 #undef F
-    FLASHC_TRY(flashc__check_struct_cut(fn, "cache", size, fields,
-                                        (int)(sizeof fields / sizeof fields[0])));
     memset(out, 0, sizeof *out);
-    memcpy(out, in, size < sizeof *out ? size : sizeof *out);
+    FLASHC_TRY(flashc__read_sized(fn, "cache", in, size, out, sizeof *out, fields,
+                                  (int)(sizeof fields / sizeof fields[0])));
     out->struct_size = sizeof *out;
     return FLASHC_OK;
 }

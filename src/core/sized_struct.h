@@ -1,6 +1,6 @@
 /*
  * sized_struct.h — the growth rule of the public sized structs (flashc_attn_params,
- * flashc_cp_params): what a caller's struct_size may be. Kept out of internal.h, which every
+ * flashc_cp_params, flashc_kv_cache): what a caller's struct_size may be. Kept out of internal.h, which every
  * CUDA source includes, because only the two readers of those structs need it.
  */
 #ifndef FLASHC_SIZED_STRUCT_H
@@ -21,5 +21,14 @@ typedef struct flashc__field {
  * e.g. the low bytes of a pointer: refused with FLASHC_ERR_INVALID_ARGUMENT naming the field. */
 flashc_status flashc__check_struct_cut(const char *fn, const char *what, size_t size,
                                        const flashc__field *fields, int n);
+
+/* The rest of the growth rule, then the copy: a struct_size larger than this library's struct
+ * (out_size) only with the unknown tail zero (else FLASHC_ERR_UNSUPPORTED: a newer header's
+ * feature this library lacks), none ending inside a field (flashc__check_struct_cut); then the
+ * known bytes of in copied over out, whose later fields the caller has defaulted. The caller
+ * checks the smallest size it takes (its message names its own default) and sets
+ * out's struct_size after. */
+flashc_status flashc__read_sized(const char *fn, const char *what, const void *in, size_t size,
+                                 void *out, size_t out_size, const flashc__field *fields, int n);
 
 #endif /* FLASHC_SIZED_STRUCT_H */

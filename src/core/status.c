@@ -3,6 +3,7 @@
 #include "sized_struct.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char last_error[512];
 
@@ -47,5 +48,22 @@ flashc_status flashc__check_struct_cut(const char *fn, const char *what, size_t 
                                 "%s: %s.struct_size = %zu ends inside the field %s (bytes %zu to "
                                 "%zu); set it to sizeof of the struct of your header",
                                 fn, what, size, fields[i].name, fields[i].off, fields[i].end - 1);
+    return FLASHC_OK;
+}
+
+flashc_status flashc__read_sized(const char *fn, const char *what, const void *in, size_t size,
+                                 void *out, size_t out_size, const flashc__field *fields, int n)
+{
+    if (size > out_size) {
+        const unsigned char *tail = (const unsigned char *)in + out_size;
+        for (size_t i = 0; i < size - out_size; i++)
+            if (tail[i])
+                return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                                    "%s: %s.struct_size = %zu is larger than this library's "
+                                    "%zu and the unknown fields are set (a newer flashc feature)",
+                                    fn, what, size, out_size);
+    }
+    FLASHC_TRY(flashc__check_struct_cut(fn, what, size, fields, n));
+    memcpy(out, in, size < out_size ? size : out_size);
     return FLASHC_OK;
 }

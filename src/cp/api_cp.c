@@ -28,24 +28,14 @@ static flashc_status read_params(const char *fn, const flashc_cp_params *in, fla
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
                             "%s: params.struct_size = %zu; set it to sizeof(flashc_cp_params) "
                             "(start from flashc_cp_params_default())", fn, size);
-    if (size > sizeof *out) {
-        const unsigned char *tail = (const unsigned char *)in + sizeof *out;
-        for (size_t i = 0; i < size - sizeof *out; i++)
-            if (tail[i])
-                return flashc__fail(FLASHC_ERR_UNSUPPORTED,
-                                    "%s: params.struct_size = %zu is larger than this library's "
-                                    "%zu and the unknown fields are set (a newer flashc feature)",
-                                    fn, size, sizeof *out);
-    }
 #define F(f) FLASHC__FIELD(flashc_cp_params, f)
     static const flashc__field fields[] = {
         F(struct_size), F(comm),          F(seqlen),        F(shard),
         F(causal),      F(has_softmax_scale), F(softmax_scale), F(num_threads),
         F(deterministic), F(serialize),   F(cuda_stream)};
 #undef F
-    FLASHC_TRY(flashc__check_struct_cut(fn, "params", size, fields,
-                                        (int)(sizeof fields / sizeof fields[0])));
-    memcpy(out, in, size < sizeof *out ? size : sizeof *out);
+    FLASHC_TRY(flashc__read_sized(fn, "params", in, size, out, sizeof *out, fields,
+                                  (int)(sizeof fields / sizeof fields[0])));
     out->struct_size = sizeof *out;
     if (!out->comm)
         return flashc__fail(FLASHC_ERR_NULL_POINTER, "%s: params.comm is NULL", fn);
