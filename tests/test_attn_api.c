@@ -495,6 +495,23 @@ static void test_kvcache_reference(void **state)
         old.struct_size -= sizeof(void *);
         assert_int_equal(flashc_attn_kvcache_fwd(&p, &old, &tq, &too, NULL, NULL),
                          FLASHC_ERR_INVALID_ARGUMENT);
+        old.struct_size = offsetof(flashc_kv_cache, cache_leftpad) + 3; /* inside a pointer */
+        assert_int_equal(flashc_attn_kvcache_fwd(&p, &old, &tq, &too, NULL, NULL),
+                         FLASHC_ERR_INVALID_ARGUMENT);
+        assert_non_null(strstr(flashc_last_error(), "inside the field cache_leftpad"));
+        /* a newer caller's longer struct: its unknown tail zero, accepted (the same result);
+         * set, refused as a feature this library lacks */
+        struct {
+            flashc_kv_cache c;
+            uint64_t more[2];
+        } newer = {plain, {0, 0}};
+        newer.c.struct_size = sizeof newer;
+        TU_OK(flashc_attn_kvcache_fwd(&p, &newer.c, &tq, &too, NULL, NULL));
+        assert_memory_equal(oo, po, sizeof(float) * (size_t)(B * Sq * Hq * Dv));
+        newer.more[1] = 1;
+        assert_int_equal(flashc_attn_kvcache_fwd(&p, &newer.c, &tq, &too, NULL, NULL),
+                         FLASHC_ERR_UNSUPPORTED);
+        assert_non_null(strstr(flashc_last_error(), "cache.struct_size"));
         float *lo0 = tu_copy(lo, B * Sq * Hq * Dv);
         lp[2] = lens[2] + 1;
         assert_int_equal(flashc_attn_kvcache_fwd(&p, &lc, &tq, &tlo, &tll, NULL),
