@@ -459,7 +459,7 @@ flashc_status flashc_attn_varlen_bwd_workspace_size(
  *       cache_seqlens): sequence b's keys start at cache row cache_leftpad[b], so it has
  *       Sk_b = cache_seqlens[b] + S_new - cache_leftpad[b] keys, key j being cache row
  *       cache_leftpad[b] + j (masks and ALiBi count from there); k_new still lands at cache rows
- *       cache_seqlens[b] ... 0 <= cache_leftpad[b] <= cache_seqlens[b], checked.
+ *       cache_seqlens[b] onwards. 0 <= cache_leftpad[b] <= cache_seqlens[b], checked.
  * Index tensors live in host memory for CPU calls. The cache is the same dtype as q.
  * struct_size: sizeof(flashc_kv_cache); a caller built before cache_leftpad was added passes the
  * size up to v_new, and gets it NULL. */
@@ -470,7 +470,7 @@ typedef struct flashc_kv_cache {
     const flashc_tensor *block_table;     /* int32 (B, max_pages) or NULL (contiguous)          */
     const flashc_tensor *cache_batch_idx; /* int32 (B) or NULL; contiguous caches only          */
     const flashc_tensor *k_new, *v_new;   /* (B, S_new, Hkv, D / Dv) or NULL                   */
-    const flashc_tensor *cache_leftpad;   /* int32 (B) or NULL; contiguous caches only    */
+    const flashc_tensor *cache_leftpad;   /* int32 (B) or NULL; contiguous caches only         */
 } flashc_kv_cache;
 
 /* Attention of q (B, Sq, Hq, D) against a KV cache: decode (Sq = 1..16) and chunked prefill
