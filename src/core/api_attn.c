@@ -389,6 +389,22 @@ static flashc_status idx_host_view(const char *fn, const char *name, const flash
 #endif
 }
 
+/* A per-sequence index tensor of a KV cache (int32 (B): cache_seqlens, cache_batch_idx,
+ * cache_leftpad): checked as check_index does, one entry for each of q's B sequences; *dev its
+ * data (what the backends read), *host its host view (idx_host_view: NULL when not read). */
+static flashc_status seq_index(const char *fn, const char *name, const flashc_tensor *t,
+                               const flashc_tensor *q, int64_t B, const flashc_attn_params *pr,
+                               idx_host *h, const int32_t **dev, const int32_t **host)
+{
+    FLASHC_TRY(check_index(fn, name, t, 1, q));
+    if (t->shape[0] != B)
+        return flashc__fail(FLASHC_ERR_INVALID_SHAPE,
+                            "%s: %s has %lld entries but q has batch %lld", fn, name,
+                            (long long)t->shape[0], (long long)B);
+    *dev = (const int32_t *)t->data;
+    return idx_host_view(fn, name, t, pr, h, host);
+}
+
 static flashc_status check_cu(const char *fn, const char *name, const int32_t *cu, int64_t B,
                               int64_t total, int64_t max_len, const char *max_name)
 {
@@ -601,11 +617,11 @@ static flashc_status build_kvcache(const char *fn, const flashc_attn_params *pr,
             return flashc__fail(FLASHC_ERR_INVALID_SHAPE,
                                 "%s: block_table.shape[0] = %lld but q has batch %lld", fn,
                                 (long long)c->block_table->shape[0], (long long)B);
-        if (c->cache_batch_idx)
+        if (c->cache_batch_idx || c->cache_leftpad)
             return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                                "%s: cache_batch_idx applies to contiguous caches only (a block "
-                                "table is given)",
-                                fn);
+                                "%s: %s applies to contiguous caches only (a block table is "
+                                "given)",
+                                fn, c->cache_batch_idx ? "cache_batch_idx" : "cache_leftpad");
         if (!c->cache_seqlens)
             return flashc__fail(FLASHC_ERR_NULL_POINTER,
                                 "%s: a paged cache needs cache_seqlens", fn);
@@ -619,13 +635,8 @@ static flashc_status build_kvcache(const char *fn, const flashc_attn_params *pr,
     } else {
         capacity = kc->shape[1];
         if (c->cache_batch_idx) {
-            FLASHC_TRY(check_index(fn, "cache_batch_idx", c->cache_batch_idx, 1, q));
-            if (c->cache_batch_idx->shape[0] != B)
-                return flashc__fail(FLASHC_ERR_INVALID_SHAPE,
-                                    "%s: cache_batch_idx has %lld entries but q has batch %lld",
-                                    fn, (long long)c->cache_batch_idx->shape[0], (long long)B);
-            p->kv_batch = (const int32_t *)c->cache_batch_idx->data;
-            FLASHC_TRY(idx_host_view(fn, "cache_batch_idx", c->cache_batch_idx, pr, h, &h_kvb));
+            FLASHC_TRY(seq_index(fn, "cache_batch_idx", c->cache_batch_idx, q, B, pr, h,
+                                 &p->kv_batch, &h_kvb));
             for (int64_t b = 0; h_kvb && b < B; b++)
                 if (h_kvb[b] < 0 || h_kvb[b] >= kc->shape[0])
                     return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
@@ -649,33 +660,18 @@ static flashc_status build_kvcache(const char *fn, const flashc_attn_params *pr,
                                             fn, (long long)a, (long long)b, (int)h_kvb[a]);
     }
     const int32_t *h_start = NULL;
-    if (c->cache_leftpad) {
-        if (c->block_table)
-            return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                                "%s: cache_leftpad applies to contiguous caches only (a block "
-                                "table is given)",
-                                fn);
+    if (c->cache_leftpad) { /* (contiguous: checked with the block table) */
         if (!c->cache_seqlens)
             return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
                                 "%s: cache_leftpad needs cache_seqlens (where each sequence ends)",
                                 fn);
-        FLASHC_TRY(check_index(fn, "cache_leftpad", c->cache_leftpad, 1, q));
-        if (c->cache_leftpad->shape[0] != B)
-            return flashc__fail(FLASHC_ERR_INVALID_SHAPE,
-                                "%s: cache_leftpad has %lld entries but q has batch %lld", fn,
-                                (long long)c->cache_leftpad->shape[0], (long long)B);
-        p->kv_start = (const int32_t *)c->cache_leftpad->data;
-        FLASHC_TRY(idx_host_view(fn, "cache_leftpad", c->cache_leftpad, pr, h, &h_start));
+        FLASHC_TRY(seq_index(fn, "cache_leftpad", c->cache_leftpad, q, B, pr, h, &p->kv_start,
+                             &h_start));
     }
     int64_t max_sk = c->cache_seqlens ? 0 : capacity;
     if (c->cache_seqlens) {
-        FLASHC_TRY(check_index(fn, "cache_seqlens", c->cache_seqlens, 1, q));
-        if (c->cache_seqlens->shape[0] != B)
-            return flashc__fail(FLASHC_ERR_INVALID_SHAPE,
-                                "%s: cache_seqlens has %lld entries but q has batch %lld", fn,
-                                (long long)c->cache_seqlens->shape[0], (long long)B);
-        p->seqlens_k = (const int32_t *)c->cache_seqlens->data;
-        FLASHC_TRY(idx_host_view(fn, "cache_seqlens", c->cache_seqlens, pr, h, &h_lens));
+        FLASHC_TRY(seq_index(fn, "cache_seqlens", c->cache_seqlens, q, B, pr, h, &p->seqlens_k,
+                             &h_lens));
         for (int64_t b = 0; h_lens && b < B; b++) {
             const int64_t len = h_lens[b];
             if (len < 0 || len + s_new > capacity)
