@@ -19,7 +19,8 @@ B=${1:?usage: fa_suite.sh BUILD_DIR}
 B=$(cd "$B" && pwd)
 SD=${FA_SDIST:?FA_SDIST: an unpacked flash-attn source distribution}
 [ -f "$SD/tests/test_flash_attn.py" ] || { echo "fa_suite: no tests/test_flash_attn.py in $SD"; exit 2; }
-W=${OUT:-$B}/fa
+O=${OUT:-$B} SAMPLE=${FA_SAMPLE:-100}
+W=$O/fa
 rm -rf "$W" && mkdir -p "$W/pkg/flash_attn/layers" "$W/pkg/flash_attn/ops/triton" "$W/tests" || exit 2
 cp bench/gpu/fa_suite/flash_attn_shim.py "$W/pkg/flash_attn/__init__.py"
 cp bench/gpu/fa_suite/flash_attn_interface_shim.py "$W/pkg/flash_attn/flash_attn_interface.py"
@@ -30,20 +31,21 @@ touch "$W/pkg/flash_attn/layers/__init__.py" "$W/pkg/flash_attn/ops/__init__.py"
   "$W/pkg/flash_attn/ops/triton/__init__.py"
 cp "$SD/tests/test_flash_attn.py" bench/gpu/fa_suite/conftest.py "$W/tests/"
 PP="$W/pkg:$PWD/python"
-if ! python3 -c "import einops" 2>/dev/null; then
+need=() # what the image lacks, from FLASHC_WHEELS into $W/lib
+for m in einops pytest; do python3 -c "import $m" 2>/dev/null || need+=("$m"); done
+if [ ${#need[@]} -gt 0 ]; then
   python3 -m pip install -q --no-index --find-links "${FLASHC_WHEELS:-/nonexistent}" --target "$W/lib" \
-    einops pytest >/dev/null 2>&1 || { echo "fa_suite: einops missing (FLASHC_WHEELS)"; exit 2; }
+    "${need[@]}" >/dev/null 2>&1 || { echo "fa_suite: ${need[*]} missing (FLASHC_WHEELS)"; exit 2; }
   PP="$PP:$W/lib"
 fi
-python3 -c "import pytest" 2>/dev/null || PP="$PP:$W/lib"
-LOG=${OUT:-$B}/fa_cases.jsonl
+LOG=$O/fa_cases.jsonl
 rm -f "$LOG"
 t0=$SECONDS
-env FLASHC_LIBRARY="$B/libflashc.so" PYTHONPATH="$PP" FA_LOG="$LOG" FA_SAMPLE="${FA_SAMPLE:-100}" \
+env FLASHC_LIBRARY="$B/libflashc.so" PYTHONPATH="$PP" FA_LOG="$LOG" FA_SAMPLE="$SAMPLE" \
   FA_NODROPOUT="${FA_NODROPOUT:-1}" PYTHONUNBUFFERED=1 \
   timeout -k 5 "${FA_LIMIT:-240}" python3 -m pytest "$W/tests/test_flash_attn.py" -q -p no:cacheprovider \
-  --tb=short -rN ${FA_K:+-k "$FA_K"} >"${OUT:-$B}/fa_pytest.log" 2>&1
+  --tb=short -rN ${FA_K:+-k "$FA_K"} >"$O/fa_pytest.log" 2>&1
 rc=$?
-echo "fa_suite: pytest rc $rc$([ $rc = 124 ] && echo ' (cut by FA_LIMIT)'), $((SECONDS - t0)) s, sample 1/${FA_SAMPLE:-100}, dropout cases $([ "${FA_NODROPOUT:-1}" = 1 ] && echo 'left out' || echo 'run')"
-tail -3 "${OUT:-$B}/fa_pytest.log"
+echo "fa_suite: pytest rc $rc$([ $rc = 124 ] && echo ' (cut by FA_LIMIT)'), $((SECONDS - t0)) s, sample 1/$SAMPLE, dropout cases $([ "${FA_NODROPOUT:-1}" = 1 ] && echo 'left out' || echo 'run')"
+tail -3 "$O/fa_pytest.log"
 python3 bench/gpu/fa_suite/summarize.py "$LOG"

@@ -6,6 +6,7 @@ FA_NODROPOUT=1 leaves out the cases with dropout_p > 0 (flashc serves no dropout
 counted by the summary as refused). Off a GPU, torch.cuda.get_device_capability answers (9, 0)
 so that the file can at least be collected (a count of the cases, nothing runs)."""
 import hashlib
+import json
 import os
 
 import torch
@@ -44,29 +45,25 @@ _log = None
 
 
 def pytest_runtest_logreport(report):
+    """A case's line: its call, or the setup / teardown phase that failed or skipped it."""
     global _log
     path = os.environ.get("FA_LOG")
-    if not path:
+    if not path or (report.when != "call" and report.outcome == "passed"):
         return
-    if report.when == "call" or report.outcome != "passed":
-        if report.when == "teardown" and report.outcome == "passed":
-            return
-        import json
-
-        msg = ""
-        if report.failed:
-            r = getattr(report, "longrepr", None)
-            crash = getattr(r, "reprcrash", None)
-            msg = str(r)
-            if crash is not None:  # where it was raised, and the test file's line that led there
-                entries = getattr(getattr(r, "reprtraceback", None), "reprentries", [])
-                at = [e.reprfileloc for e in entries if getattr(e, "reprfileloc", None)]
-                test_line = next((f.lineno for f in at if f.path.endswith("test_flash_attn.py")), 0)
-                msg = (f"{os.path.basename(crash.path)}:{crash.lineno} (test line {test_line}): "
-                       f"{crash.message}")
-        elif report.skipped and isinstance(report.longrepr, tuple):
-            msg = str(report.longrepr[2])
-        if _log is None:
-            _log = open(path, "a", buffering=1)
-        _log.write(json.dumps({"id": report.nodeid, "outcome": report.outcome, "when": report.when,
-                               "msg": msg[:400], "s": round(report.duration, 4)}) + "\n")
+    msg = ""
+    if report.failed:
+        r = getattr(report, "longrepr", None)
+        crash = getattr(r, "reprcrash", None)
+        msg = str(r)
+        if crash is not None:  # where it was raised, and the test file's line that led there
+            entries = getattr(getattr(r, "reprtraceback", None), "reprentries", [])
+            at = [e.reprfileloc for e in entries if getattr(e, "reprfileloc", None)]
+            test_line = next((f.lineno for f in at if f.path.endswith("test_flash_attn.py")), 0)
+            msg = (f"{os.path.basename(crash.path)}:{crash.lineno} (test line {test_line}): "
+                   f"{crash.message}")
+    elif report.skipped and isinstance(report.longrepr, tuple):
+        msg = str(report.longrepr[2])
+    if _log is None:
+        _log = open(path, "a", buffering=1)
+    _log.write(json.dumps({"id": report.nodeid, "outcome": report.outcome, "when": report.when,
+                           "msg": msg[:400], "s": round(report.duration, 4)}) + "\n")
