@@ -1026,7 +1026,11 @@ static void test_kvcache_graph(void **state)
  * where the device is compute capability 9.0 (sm80_tiles says how its tiles differ), with =0
  * on the sm80 kernel's mods instance, and with FLASHC_CUDA_PREFILL_MODS=0 on the KV-cache
  * kernel. */
-enum { ROUTE_DECODE = 0, ROUTE_PREFILL = 1, ROUTE_SM90 = 2, ROUTE_SM90M = 3, ROUTE_SM90V = 4 };
+enum { ROUTE_DECODE = 0, ROUTE_PREFILL = 1, ROUTE_SM90 = 2, ROUTE_SM90M = 3, ROUTE_SM90V = 4,
+       ROUTE_UNALIGNED = 5 };
+/* ROUTE_UNALIGNED: rows not 16-byte aligned (D or Dv % 8 != 0): the prefill kernel's
+ * unvectorised mods instance whatever the query length; one pass (the KV-cache kernel refuses
+ * such rows, so there is no second route to compare). */
 /* ROUTE_SM90M (dense, masks and modifiers) runs like ROUTE_SM90 with FLASHC_CUDA_SM90_MODS in
  * place of FLASHC_CUDA_SM90_DKDV: =force on the sm90 kernel's mods instance where the device is
  * compute capability 9.0 and one serves the case (sm90_mods_tiles; forced, so that a call that
@@ -1250,6 +1254,7 @@ static void mods_check(const mod_case *c)
     const int forced_route = c->route == ROUTE_SM90M || c->route == ROUTE_SM90V;
     int want_sm90m = 0; /* the pass forced FLASHC_CUDA_SM90_MODS / _VARLEN (below) */
     const int passes = sm90_env ? (small_only() ? 1 : 3) : c->route == ROUTE_PREFILL ? 2 : 1;
+    /* (ROUTE_UNALIGNED: one pass, the prefill kernel) */
     for (int pass = 0; pass < passes; pass++) {
         const int last = pass == passes - 1 && pass > 0; /* the KV-cache pass */
         const int want_prefill = c->route != ROUTE_DECODE && !last;
@@ -1347,7 +1352,7 @@ static mod_case mc(int varlen, flashc_dtype dt, int B, int Hq, int Hkv, int D, i
     c.maxq = maxq, c.maxk = maxk, c.wl = c.wr = -1, c.splits = 1;
     /* attn.cu: PREFILL_MODS_MIN_SQ (the cases keep maxk <= PREFILL_MODS_FEW_KEYS, so the
      * one-wave rule never applies) */
-    c.route = maxq >= 64 ? ROUTE_PREFILL : ROUTE_DECODE;
+    c.route = D % 8 ? ROUTE_UNALIGNED : maxq >= 64 ? ROUTE_PREFILL : ROUTE_DECODE;
     return c;
 }
 
@@ -1808,6 +1813,39 @@ static void test_dense_modifiers(void **state)
  * ragged and empty sequences and tiles past 2 x 128 rows, causal, windows (one-sided,
  * two-sided, rows that see nothing when Sq > Sk), softcap and ALiBi, alone and together. Each
  * on the prefill kernel and again on the KV-cache kernel (FLASHC_CUDA_PREFILL_MODS=0). */
+/* Head dims with D or Dv % 8 != 0 (rows only 2-byte aligned) under masks and modifiers and
+ * varlen: the sm80 prefill kernel's unvectorised mods instance (attn.cu's mods_route; the
+ * KV-cache kernel refuses such rows), short queries (Sq 1, 20) and one-wave grids included;
+ * flash-attention's test file has d 59 and 111. */
+static void test_prefill_mods_unaligned(void **state)
+{
+    (void)state;
+    const flashc_dtype BF = FLASHC_BF16, F16 = FLASHC_F16;
+    mod_case c = mc(0, BF, 2, 6, 3, 59, 1, 300); /* decode-like: one query row */
+    c.causal = 1;
+    mods_check(&c);
+    c = mc(1, F16, 4, 4, 2, 111, 20, 500); /* varlen, short queries, long keys, ALiBi */
+    c.alibi = 1, c.causal = 1;
+    mods_check(&c);
+    if (small_only())
+        return;
+    c = mc(0, F16, 2, 8, 8, 111, 108, 256); /* window both sides + softcap */
+    c.wl = 40, c.wr = 7, c.softcap = 20.0f;
+    mods_check(&c);
+    c = mc(1, BF, 5, 8, 2, 59, 300, 330); /* varlen, GQA 4, sliding window */
+    c.causal = 1, c.wl = 64;
+    mods_check(&c);
+    c = mc(0, BF, 1, 4, 1, 59, 130, 3000); /* one-wave grid, many keys */
+    c.alibi = 1;
+    mods_check(&c);
+    c = mc(0, F16, 2, 4, 2, 3, 77, 90); /* D 3: the 32 instance */
+    c.causal = 1, c.softcap = 4.0f;
+    mods_check(&c);
+    c = mc(0, BF, 2, 4, 2, 64, 70, 80); /* Dv 100 alone unaligned: v and o rows */
+    c.Dv = 100, c.route = ROUTE_UNALIGNED, c.wl = 30;
+    mods_check(&c);
+}
+
 static void test_prefill_mods(void **state)
 {
     (void)state;
@@ -2275,6 +2313,7 @@ int main(void)
         cmocka_unit_test(test_varlen),          cmocka_unit_test(test_kvcache_merge_variants),
         cmocka_unit_test(test_kvcache_kernel_variants),
         cmocka_unit_test(test_dense_modifiers), cmocka_unit_test(test_prefill_mods),
+        cmocka_unit_test(test_prefill_mods_unaligned),
         cmocka_unit_test(test_prefill_dkdv_sm90), cmocka_unit_test(test_prefill_mods_sm90),
         cmocka_unit_test(test_prefill_varlen_sm90), cmocka_unit_test(test_varlen_isolation),
         cmocka_unit_test(test_merge_cuda),      cmocka_unit_test(test_refusals),

@@ -107,8 +107,9 @@ static const attn_fwd_variant *pick_variant(const attn_problem *p, int cc, const
  * m16 tiles of one warp. The sm80 prefill kernel's mods instance (attn_fwd_sm80.cu) takes
  * such problems when they are prefill-like, D != Dv included (the instance of max(D, Dv),
  * the shorter side zero-padded in shared memory); the KV-cache kernel keeps the rest: KV
- * caches, split requests (num_splits > 1), rows that are not 16-byte aligned, and short
- * queries. */
+ * caches, split requests (num_splits > 1) and short queries, except where rows are not 16-byte
+ * aligned (D % 8 != 0, odd strides): the KV-cache kernel refuses those, so every such dense or
+ * varlen problem goes to the prefill kernel's unvectorised mods instance. */
 
 /* Query rows (max_seqlen_q for varlen) from which a non-plain problem goes to the prefill
  * kernel. Its tiles hold 128 rows of one head: at 64 rows half of each tile is live and a K/V
@@ -288,10 +289,14 @@ static flashc_status mods_forced(const attn_problem *p, const attn_fwd_variant *
  * answers and messages. */
 static const attn_fwd_variant *mods_route(const attn_problem *p)
 {
+    /* rows not 16-byte aligned: the KV-cache kernel refuses them, so the prefill kernel's
+     * unvectorised mods instance takes every such problem, short queries and one-wave grids
+     * included (num_splits > 1 is then refused there, as before) */
+    const int vec = rows_vec16(p);
     if (!prefill_mods_enabled() || (p->layout != ATTN_DENSE && p->layout != ATTN_VARLEN) ||
-        p->num_splits > 1 || p->Sq < PREFILL_MODS_MIN_SQ ||
+        p->num_splits > 1 || (vec && p->Sq < PREFILL_MODS_MIN_SQ) ||
         (p->dtype != FLASHC_BF16 && p->dtype != FLASHC_F16) || p->D < 1 || p->D > 256 ||
-        p->Dv < 1 || p->Dv > 256 || !rows_vec16(p))
+        p->Dv < 1 || p->Dv > 256)
         return NULL;
     for (int i = 0; i < 4; i++)
         if ((i == 0 ? p->sq : i == 1 ? p->sk : i == 2 ? p->sv : p->so)[3] != 1)
@@ -303,7 +308,7 @@ static const attn_fwd_variant *mods_route(const attn_problem *p)
         (p->Sq + 127) / 128 * p->B * p->Hq > 0x7fffffff ||
         (p->total_q * p->Hq + 3) / 4 > 0x7fffffff)
         return NULL;
-    const attn_fwd_variant *v = sm90_mods_variant(p);
+    const attn_fwd_variant *v = vec ? sm90_mods_variant(p) : NULL; /* TMA: 16-byte rows */
     if (v && ((p->br && p->br != v->block_q) || (p->bc && p->bc != v->block_k)))
         v = NULL; /* tiles asked for that only the sm80 instance has */
     if (!v)
@@ -318,7 +323,7 @@ static const attn_fwd_variant *mods_route(const attn_problem *p)
         keys = width < keys ? width : keys;
     }
     const int64_t blocks = (p->Sq + v->block_q - 1) / v->block_q * p->B * p->Hq;
-    if (keys > PREFILL_MODS_FEW_KEYS && blocks < cuda_sm_count())
+    if (vec && keys > PREFILL_MODS_FEW_KEYS && blocks < cuda_sm_count())
         return NULL;
     return v;
 }
@@ -497,7 +502,7 @@ static flashc_status mods_run(const attn_problem *p, const attn_fwd_variant *v,
     FLASHC_TRY(cuda_check_no_pending_error(fn));
     attn_fwd_args a;
     fwd_args_common(p, &a);
-    a.vec16 = 1;  /* mods_route */
+    a.vec16 = rows_vec16(p); /* 0: the unvectorised instance (mods_route) */
     a.causal = 0; /* folded into wr */
     if (p->layout == ATTN_VARLEN) {
         a.cu_q = p->cu_q, a.cu_k = p->cu_k;

@@ -330,12 +330,12 @@ static cudaError_t attn_fwd_sm80_launch(const attn_fwd_args *a, cudaStream_t str
     constexpr int BM = 16 * MI * NWARPS;
     constexpr int DS = (D + 63) / 64 * 64;
     const size_t smem = (size_t)(BM + 2 * BN) * DS * sizeof(T);
-    /* The mods instance exists with 16-byte rows only (the dispatcher routes nothing else to
-     * it: the KV-cache kernel, the alternative, needs them too). */
-    if (a->mods && !a->vec16)
-        return cudaErrorInvalidValue;
+    /* The mods instance without VEC: rows only 2-byte aligned (head dims D % 8 != 0, odd
+     * strides), which the KV-cache kernel, the other route for masks and modifiers, refuses:
+     * attn.cu's mods_route sends every such dense / varlen problem here, short queries too. */
     void (*kernel)(const attn_fwd_args) =
-        a->mods    ? attn_fwd_sm80_kernel<T, D, NWARPS, MI, BN, true, true>
+        a->mods    ? (a->vec16 ? attn_fwd_sm80_kernel<T, D, NWARPS, MI, BN, true, true>
+                               : attn_fwd_sm80_kernel<T, D, NWARPS, MI, BN, false, true>)
         : a->vec16 ? attn_fwd_sm80_kernel<T, D, NWARPS, MI, BN, true, false>
                    : attn_fwd_sm80_kernel<T, D, NWARPS, MI, BN, false, false>;
     /* Above 48 KB a block's dynamic shared memory must be opted into, per device; setting it
