@@ -886,7 +886,8 @@ static void paged_kv_init(paged_kv *g, const packed *p, int64_t ps)
         for (int64_t j = 0; j < sk; j++) {
             const int64_t row = g->table[b * g->max_pages + j / ps] * ps + j % ps;
             memcpy((char *)g->k + row * p->Hkv * p->D * es,
-                   (char *)p->k + (p->cuk[b] + j) * p->Hkv * p->D * es, (size_t)(p->Hkv * p->D) * es);
+                   (char *)p->k + (p->cuk[b] + j) * p->Hkv * p->D * es,
+                   (size_t)(p->Hkv * p->D) * es);
             memcpy((char *)g->v + row * p->Hkv * p->Dv * es,
                    (char *)p->v + (p->cuk[b] + j) * p->Hkv * p->Dv * es,
                    (size_t)(p->Hkv * p->Dv) * es);
