@@ -82,7 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const int64_t shc[1] = {B + 1};
     fz_index(&f, &cuq, 1, shc, cq, B + 1);
     fz_index(&f, &cuk, 1, shc, ck, B + 1);
-    flashc_varlen vl = {sizeof vl, fz_arg(&cuq), fz_arg(&cuk), mq, mk};
+    flashc_varlen vl = {sizeof vl, fz_arg(&cuq), fz_arg(&cuk), mq, mk, NULL};
     if (fz_one_in(&f, 10))
         vl.max_seqlen_q = fz_one_in(&f, 2) ? mq - 1 : FZ_HUGE[fz_range(&f, 0, 2)];
     if (fz_one_in(&f, 10))

@@ -397,6 +397,13 @@ typedef struct flashc_varlen {
     const flashc_tensor *cu_seqlens_k; /* non-decreasing, last <= total rows (checked)         */
     int64_t max_seqlen_q;              /* >= every Sq_b (checked on the CPU); sizes the launch */
     int64_t max_seqlen_k;              /* >= every Sk_b                                        */
+    /* NULL, or int32 (B, max_pages): k and v are then a paged cache (num_pages, page_size,
+     * Hkv, D / Dv), as flashc_kv_cache's, and sequence b's key j lives at page
+     * block_table[b][j / page_size], row j % page_size; cu_seqlens_k then gives only the
+     * lengths Sk_b (its differences), each <= max_pages * page_size. Forward only (vLLM's
+     * mixed prefill/decode batch: flash-attn's flash_attn_varlen_func(block_table=...)). A
+     * caller built before this field existed (struct_size up to max_seqlen_k) gets NULL. */
+    const flashc_tensor *block_table;
 } flashc_varlen;
 
 /* Varlen forward.
@@ -404,9 +411,11 @@ typedef struct flashc_varlen {
  *   lse  NULL or float32 (Hq, total_q) (flash-attn's varlen layout)
  * Zero-length sequences are allowed and produce nothing. Rows of o past cu_seqlens_q[B] belong
  * to no sequence and are written as zeros (their lse as -inf). CPU: as flashc_attn_fwd.
- * CUDA: cu_seqlens on the device; from max_seqlen_q >= 64 (D == Dv, no split request; see
- * flashc_attn_fwd for the one-wave rule) served by the prefill kernel, else by the KV-cache
- * kernel (see flashc_attn_fwd and
+ * Paged (varlen.block_table): the block table is checked as flashc_attn_kvcache_fwd checks
+ * it (the pages each sequence uses, on host tensors or with validate_indices).
+ * CUDA: cu_seqlens on the device; from max_seqlen_q >= 64 (D == Dv, no split request, not
+ * paged; see flashc_attn_fwd for the one-wave rule) served by the prefill kernel, else (paged
+ * always) by the KV-cache kernel (see flashc_attn_fwd and
  * flashc_attn_kvcache_fwd: dtypes, alignment, split-KV, graphs); cu_seqlens entries out of
  * range make a sequence empty. The launch is sized by max_seqlen_q / max_seqlen_k only (no
  * host synchronisation), which must bound every sequence there (longer ones are cut to them:
@@ -422,7 +431,8 @@ flashc_status flashc_attn_varlen_fwd_workspace_size(const flashc_attn_params *pa
                                                     const flashc_tensor *lse, size_t *bytes);
 
 /* Varlen backward: tensors packed as in the forward; dq (total_q, Hq, D), dk (total_k, Hkv, D),
- * dv (total_k, Hkv, Dv). Rows that belong to no sequence get zero gradients.
+ * dv (total_k, Hkv, Dv). Rows that belong to no sequence get zero gradients. A paged varlen
+ * (block_table) is refused (FLASHC_ERR_UNSUPPORTED: no gradient flows into a paged cache).
  * CUDA: as flashc_attn_bwd (dtypes, head dims, Dk != Dv, alignment, deterministic,
  * workspace, graphs) on the mma.sync kernel family (also on Hopper), cu_seqlens on the device; sequences
  * longer than max_seqlen_q / max_seqlen_k are cut to them and cu_seqlens entries out of range

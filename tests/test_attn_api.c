@@ -271,7 +271,7 @@ static void test_varlen_reference(void **state)
     flashc_tensor tl = flashc_tensor_2d(lse, FLASHC_F32, Hq, Tq);
     flashc_tensor tcq = flashc_tensor_1d(cuq, FLASHC_I32, B + 1);
     flashc_tensor tck = flashc_tensor_1d(cuk, FLASHC_I32, B + 1);
-    flashc_varlen vl = {sizeof vl, &tcq, &tck, 7, 9};
+    flashc_varlen vl = {sizeof vl, &tcq, &tck, 7, 9, NULL};
     for (int causal = 0; causal < 2; causal++) {
         flashc_attn_params p = flashc_attn_params_default();
         p.causal = causal, p.window_left = causal ? 3 : -1;

@@ -14,7 +14,8 @@
  *   K/V outside a row's key range poisoned with 1e4 or NaN leave that row unchanged;
  *   permuting the keys (no mask, no ALiBi) changes O only by fp32 rounding;
  *   split-KV + merge = one pass (rounding); num_splits = 0 gives the same bits on 1, 2, 3 threads;
- *   paged caches (shuffled pages, page sizes 1, 3, 16) = the contiguous cache;
+ *   paged caches (shuffled pages, page sizes 1, 3, 16) = the contiguous cache, and a paged
+ *   varlen = the packed one;
  *   varlen = each sequence alone; append writes exactly the new rows;
  *   a caller's workspace: the call allocates nothing.
  * Runs on each kernel table through tests/CMakeLists.txt's FLASHC_TEST_ISAS loop.
@@ -745,7 +746,7 @@ static void packed_init(packed *p, flashc_dtype dt, int64_t B, const int64_t *sq
     p->tl = flashc_tensor_2d(p->lse, FLASHC_F32, Hq, p->Tq);
     p->tcq = flashc_tensor_1d(p->cuq, FLASHC_I32, B + 1);
     p->tck = flashc_tensor_1d(p->cuk, FLASHC_I32, B + 1);
-    p->vl = (flashc_varlen){sizeof(flashc_varlen), &p->tcq, &p->tck, mq, mk};
+    p->vl = (flashc_varlen){sizeof(flashc_varlen), &p->tcq, &p->tck, mq, mk, NULL};
 }
 
 static void packed_free(packed *p)
@@ -843,6 +844,166 @@ static void test_varlen(void **state)
             free(oref), free(lref);
             packed_free(&p);
         }
+}
+
+/* A paged copy of a packed problem's K/V (varlen.block_table): sequence b's keys in pages of ps
+ * rows, page ids shuffled among num_pages (two spare pages); every row that holds no key (page
+ * tails, spare pages) is NaN, so a read of one shows in O. */
+typedef struct paged_kv {
+    int64_t ps, num_pages, max_pages;
+    int32_t *table;
+    void *k, *v;
+    flashc_tensor tk, tv, tt;
+} paged_kv;
+
+static void paged_kv_init(paged_kv *g, const packed *p, int64_t ps)
+{
+    const size_t es = flashc_dtype_size(p->dt);
+    g->ps = ps, g->max_pages = 1, g->num_pages = 2;
+    for (int64_t b = 0; b < p->B; b++) {
+        const int64_t n = (p->cuk[b + 1] - p->cuk[b] + ps - 1) / ps;
+        g->num_pages += n;
+        g->max_pages = n > g->max_pages ? n : g->max_pages;
+    }
+    int32_t *perm = malloc((size_t)g->num_pages * sizeof(int32_t));
+    assert_non_null(perm);
+    for (int64_t i = 0; i < g->num_pages; i++)
+        perm[i] = (int32_t)i;
+    for (int64_t i = g->num_pages - 1; i > 0; i--) {
+        const int64_t j = (int64_t)(tu_uniform() * (double)(i + 1)) % (i + 1);
+        const int32_t t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    g->table = malloc((size_t)(p->B * g->max_pages) * sizeof(int32_t));
+    assert_non_null(g->table);
+    g->k = typed_poison(p->dt, g->num_pages * ps * p->Hkv * p->D);
+    g->v = typed_poison(p->dt, g->num_pages * ps * p->Hkv * p->Dv);
+    int64_t next = 0;
+    for (int64_t b = 0; b < p->B; b++) {
+        const int64_t sk = p->cuk[b + 1] - p->cuk[b];
+        for (int64_t x = 0; x < g->max_pages; x++) /* unused entries: any value, never read */
+            g->table[b * g->max_pages + x] = x < (sk + ps - 1) / ps ? perm[next++] : -7;
+        for (int64_t j = 0; j < sk; j++) {
+            const int64_t row = g->table[b * g->max_pages + j / ps] * ps + j % ps;
+            memcpy((char *)g->k + row * p->Hkv * p->D * es,
+                   (char *)p->k + (p->cuk[b] + j) * p->Hkv * p->D * es,
+                   (size_t)(p->Hkv * p->D) * es);
+            memcpy((char *)g->v + row * p->Hkv * p->Dv * es,
+                   (char *)p->v + (p->cuk[b] + j) * p->Hkv * p->Dv * es,
+                   (size_t)(p->Hkv * p->Dv) * es);
+        }
+    }
+    free(perm);
+    g->tk = flashc_tensor_4d(g->k, p->dt, g->num_pages, ps, p->Hkv, p->D);
+    g->tv = flashc_tensor_4d(g->v, p->dt, g->num_pages, ps, p->Hkv, p->Dv);
+    g->tt = flashc_tensor_2d(g->table, FLASHC_I32, p->B, g->max_pages);
+}
+
+static void paged_kv_free(paged_kv *g)
+{
+    free(g->table), free(g->k), free(g->v);
+}
+
+/* Paged varlen (varlen.block_table, vLLM's mixed prefill/decode batch): the same bits as the
+ * packed varlen call, on shuffled pages of 1, 3 and 16 rows whose unused rows are NaN, with
+ * every modifier, GQA, Dk != Dv, empty sequences, the decode path and the reference; then the
+ * refusals (a page outside the cache, a sequence longer than its table row, the backward), and
+ * a caller of the struct before block_table. */
+static void test_varlen_paged(void **state)
+{
+    (void)state;
+    static const int64_t sq1[4] = {37, 0, 70, 1}, sk1[4] = {50, 13, 121, 1};
+    static const int64_t sq2[3] = {3, 1, 5}, sk2[3] = {90, 300, 5}; /* decode path */
+    static const struct { int64_t B; const int64_t *sq, *sk; mods m; int64_t D, Dv; } C[] = {
+        {4, sq1, sk1, {1, NOWIN, 0, 0, 0, 0}, 32, 32},
+        {4, sq1, sk1, {0, 20, 5, 6.0f, 2, 0, 0}, 40, 24},
+        {3, sq2, sk2, {1, NOWIN, 4.0f, 1, 0, 0}, 16, 16},
+    };
+    static const int64_t PS[3] = {1, 3, 16};
+    for (size_t c = 0; c < sizeof C / sizeof C[0]; c++)
+        for (int t = 0; t < 3; t++)
+            for (int pi = 0; pi < 3; pi++) {
+                packed p;
+                packed_init(&p, DTYPES[t], C[c].B, C[c].sq, C[c].sk, 4, 2, C[c].D, C[c].Dv, 3);
+                paged_kv g;
+                paged_kv_init(&g, &p, PS[pi]);
+                flashc_attn_params pr;
+                set_params(&pr, &C[c].m, &p.ts);
+                const int64_t no = p.Tq * p.Hq * p.Dv, nl = p.Hq * p.Tq;
+                const size_t es = flashc_dtype_size(p.dt);
+                TU_OK(flashc_attn_varlen_fwd(&pr, &p.vl, &p.tq, &p.tk, &p.tv, &p.to, &p.tl, NULL));
+                void *opk = dup(p.o, (size_t)no * es);
+                float *lpk = dup(p.lse, (size_t)nl * sizeof(float));
+                flashc_varlen vp = p.vl;
+                vp.block_table = &g.tt;
+                memset(p.o, 0xff, (size_t)no * es);
+                TU_OK(flashc_attn_varlen_fwd(&pr, &vp, &p.tq, &g.tk, &g.tv, &p.to, &p.tl, NULL));
+                assert_memory_equal(p.o, opk, (size_t)no * es);
+                assert_memory_equal(p.lse, lpk, (size_t)nl * sizeof(float));
+                /* the reference reads the pages through the same lookup */
+                attn_force_backend("ref");
+                TU_OK(flashc_attn_varlen_fwd(&pr, &vp, &p.tq, &g.tk, &g.tv, &p.to, &p.tl, NULL));
+                attn_force_backend(NULL);
+                double e = 0.0;
+                for (int64_t i = 0; i < no; i++) {
+                    const double d = fabs((double)flashc__load(p.o, p.dt, i) -
+                                          flashc__load(opk, p.dt, i));
+                    assert_false(isnan(d));
+                    e = d <= e ? e : d;
+                }
+                assert_true(e <= (p.dt == FLASHC_F32 ? 1e-5 : p.dt == FLASHC_BF16 ? 3e-2 : 4e-3));
+                free(opk), free(lpk);
+                paged_kv_free(&g);
+                packed_free(&p);
+            }
+
+    /* refusals leave the outputs untouched */
+    packed p;
+    packed_init(&p, FLASHC_F32, 4, sq1, sk1, 4, 2, 16, 16, 0);
+    paged_kv g;
+    paged_kv_init(&g, &p, 16);
+    flashc_attn_params pr = flashc_attn_params_default();
+    flashc_varlen vp = p.vl;
+    vp.block_table = &g.tt;
+    const size_t no = (size_t)(p.Tq * p.Hq * p.Dv) * sizeof(float);
+    memset(p.o, 0x5a, no);
+    void *before = dup(p.o, no);
+    const int32_t keep = g.table[2 * g.max_pages + 1];
+    g.table[2 * g.max_pages + 1] = (int32_t)g.num_pages; /* sequence 2 uses 8 pages */
+    assert_int_equal(flashc_attn_varlen_fwd(&pr, &vp, &p.tq, &g.tk, &g.tv, &p.to, &p.tl, NULL),
+                     FLASHC_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(flashc_last_error(), "block_table[2][1]"));
+    assert_memory_equal(p.o, before, no);
+    g.table[2 * g.max_pages + 1] = keep;
+    flashc_tensor narrow = flashc_tensor_2d(g.table, FLASHC_I32, p.B, 2); /* 32 keys a row */
+    narrow.stride[0] = g.max_pages;
+    vp.block_table = &narrow;
+    assert_int_equal(flashc_attn_varlen_fwd(&pr, &vp, &p.tq, &g.tk, &g.tv, &p.to, &p.tl, NULL),
+                     FLASHC_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(flashc_last_error(), "block_table row holds"));
+    assert_memory_equal(p.o, before, no);
+    vp.block_table = &g.tt;
+    flashc_tensor k3 = p.tk; /* packed k with a block table: the paged layout is 4-d */
+    assert_int_not_equal(flashc_attn_varlen_fwd(&pr, &vp, &p.tq, &k3, &p.tv, &p.to, &p.tl, NULL),
+                         FLASHC_OK);
+    assert_memory_equal(p.o, before, no);
+    /* the backward refuses a paged varlen */
+    TU_OK(flashc_attn_varlen_fwd(&pr, &vp, &p.tq, &g.tk, &g.tv, &p.to, &p.tl, NULL));
+    void *dq = typed_poison(FLASHC_F32, p.Tq * p.Hq * p.D);
+    flashc_tensor tdq = flashc_tensor_3d(dq, FLASHC_F32, p.Tq, p.Hq, p.D);
+    assert_int_equal(flashc_attn_varlen_bwd(&pr, &vp, &p.tq, &g.tk, &g.tv, &p.to, &p.to, &p.tl,
+                                            &tdq, &g.tk, &g.tv, NULL),
+                     FLASHC_ERR_UNSUPPORTED);
+    assert_non_null(strstr(flashc_last_error(), "forward only"));
+    /* a caller built before block_table: its struct ends at max_seqlen_k */
+    flashc_varlen old = p.vl;
+    old.struct_size = offsetof(flashc_varlen, block_table);
+    old.block_table = &g.tt; /* past the caller's struct: never read */
+    TU_OK(flashc_attn_varlen_fwd(&pr, &old, &p.tq, &p.tk, &p.tv, &p.to, &p.tl, NULL));
+    TU_OK(flashc_attn_varlen_fwd(&pr, &p.vl, &p.tq, &p.tk, &p.tv, &p.to, &p.tl, NULL));
+    free(dq), free(before);
+    paged_kv_free(&g);
+    packed_free(&p);
 }
 
 /* ---- KV cache ----------------------------------------------------------------------------- */
@@ -1134,6 +1295,7 @@ int main(void)
         cmocka_unit_test(test_f4_nonfinite_v),    cmocka_unit_test(test_f5_large_scores),
         cmocka_unit_test(test_f6_decode_threads), cmocka_unit_test(test_nan_propagation),
         cmocka_unit_test(test_workspace),         cmocka_unit_test(test_varlen),
+        cmocka_unit_test(test_varlen_paged),
         cmocka_unit_test(test_kvcache),           cmocka_unit_test(test_varlen_workspace),
         cmocka_unit_test(test_merge_lowp),
     };

@@ -1563,7 +1563,7 @@ static void vl_forward(const vl_case *c, vl_bufs *r, cudaStream_t stream)
         flashc_attn_params ph = vl_params(c, NULL, &r->al_host);
         flashc_tensor cq = flashc_tensor_1d(r->cuq, FLASHC_I32, c->B + 1);
         flashc_tensor ck = flashc_tensor_1d(r->cuk, FLASHC_I32, c->B + 1);
-        flashc_varlen hvl = {sizeof(flashc_varlen), &cq, &ck, r->maxq, r->maxk};
+        flashc_varlen hvl = {sizeof(flashc_varlen), &cq, &ck, r->maxq, r->maxk, NULL};
         flashc_tensor hq = host3(r->fq, FLASHC_F32, r->tq, c->Hq, r->W, c->D);
         flashc_tensor hk = host3(r->fk, FLASHC_F32, r->tk, c->Hkv, r->W, c->D);
         flashc_tensor hv = host3(r->fv, FLASHC_F32, r->tk, c->Hkv, r->W, vl_dv(c));

@@ -1051,6 +1051,7 @@ typedef struct mod_case {
     int splits;
     int route;
     int poison; /* varlen: sequences isolated from NaN / inf neighbours (poison_layout) */
+    int page;   /* varlen: k / v as a paged cache of pages of this many rows (block_table) */
 } mod_case;
 
 static void describe(const mod_case *c, char *buf, size_t n)
@@ -1061,6 +1062,10 @@ static void describe(const mod_case *c, char *buf, size_t n)
              c->varlen ? "maxq" : "Sq", c->maxq, c->varlen ? "maxk" : "Sk", c->maxk,
              c->causal ? " causal" : "", (long long)c->wl, (long long)c->wr,
              c->softcap > 0 ? " softcap" : "", c->alibi ? " alibi" : "", c->splits);
+    if (c->page) {
+        const size_t at = strlen(buf);
+        snprintf(buf + at, n - at, " paged=%d", c->page);
+    }
 }
 
 static void set_prefill_mods(int on)
@@ -1232,7 +1237,46 @@ static void mods_check(const mod_case *c)
     flashc_tensor cq = dev(flashc_tensor_1d(cuqd, FLASHC_I32, B + 1));
     flashc_tensor ck = dev(flashc_tensor_1d(cukd, FLASHC_I32, B + 1));
     flashc_tensor al = dev(flashc_tensor_2d(ad, FLASHC_F32, B, Hq));
-    flashc_varlen vl = {sizeof(flashc_varlen), &cq, &ck, c->maxq, c->maxk};
+    flashc_varlen vl = {sizeof(flashc_varlen), &cq, &ck, c->maxq, c->maxk, NULL};
+    /* paged varlen: k / v moved into shuffled pages of c->page rows, two spare; every row that
+     * holds no key is NaN (0xffff in both dtypes), so a read of one shows in o */
+    void *kpd = NULL, *vpd = NULL;
+    int32_t *btd = NULL;
+    flashc_tensor bt;
+    if (c->page) {
+        const int ps = c->page;
+        int maxp = 1, np = 2, next = 0;
+        for (int b = 0; b < B; b++) {
+            const int n = (sk[b] + ps - 1) / ps;
+            np += n, maxp = n > maxp ? n : maxp;
+        }
+        int32_t *perm = malloc(sizeof(int32_t) * np), *table = malloc(sizeof(int32_t) * B * maxp);
+        for (int i = 0; i < np; i++)
+            perm[i] = i;
+        for (int i = np - 1; i > 0; i--) {
+            const int j = rand_int(i + 1), t = perm[i];
+            perm[i] = perm[j], perm[j] = t;
+        }
+        const int64_t rk = (int64_t)Hkv * D, rv = (int64_t)Hkv * Dv; /* elements a key row */
+        uint16_t *kp = malloc(2 * np * ps * rk), *vp = malloc(2 * np * ps * rv);
+        memset(kp, 0xff, 2 * np * ps * rk), memset(vp, 0xff, 2 * np * ps * rv);
+        for (int b = 0; b < B; b++) {
+            for (int x = 0; x < maxp; x++) /* entries past the used pages: never read */
+                table[b * maxp + x] = x < (sk[b] + ps - 1) / ps ? perm[next++] : -1;
+            for (int j = 0; j < sk[b]; j++) {
+                const int64_t row = (int64_t)table[b * maxp + j / ps] * ps + j % ps;
+                memcpy(kp + row * rk, kh + (cuk[b] + (int64_t)j) * rk, 2 * rk);
+                memcpy(vp + row * rv, vh + (cuk[b] + (int64_t)j) * rv, 2 * rv);
+            }
+        }
+        kpd = dupload(kp, 2 * np * ps * rk), vpd = dupload(vp, 2 * np * ps * rv);
+        btd = dupload(table, sizeof(int32_t) * B * maxp);
+        k = dev(flashc_tensor_4d(kpd, c->dt, np, ps, Hkv, D));
+        v = dev(flashc_tensor_4d(vpd, c->dt, np, ps, Hkv, Dv));
+        bt = dev(flashc_tensor_2d(btd, FLASHC_I32, B, maxp));
+        vl.block_table = &bt;
+        free(perm), free(table), free(kp), free(vp);
+    }
     flashc_attn_params pr = flashc_attn_params_default();
     pr.causal = c->causal, pr.window_left = c->wl, pr.window_right = c->wr;
     pr.softcap = c->softcap, pr.num_splits = c->splits;
@@ -1339,7 +1383,7 @@ static void mods_check(const mod_case *c)
         env_restore(sm90_env, sm90_was);
     refs_free(&R);
     cudaFree(qd), cudaFree(kd), cudaFree(vd), cudaFree(od), cudaFree(ld), cudaFree(ad);
-    cudaFree(cuqd), cudaFree(cukd);
+    cudaFree(cuqd), cudaFree(cukd), cudaFree(kpd), cudaFree(vpd), cudaFree(btd);
     free(sq), free(sk), free(cuq), free(cuk), free(qh), free(kh), free(vh), free(qf), free(kf);
     free(vf), free(slopes), free(oh), free(lh), free(L.q), free(L.k), free(L.v);
 }
@@ -1374,6 +1418,32 @@ static void test_varlen(void **state)
         c.wl = 200, c.splits = 0;
         mods_check(&c);
     }
+}
+
+/* Paged varlen (varlen.block_table, vLLM's mixed prefill/decode batch): the KV-cache kernel
+ * whatever max_seqlen_q (its loaders look the pages up), against the fp64 reference by the 2x
+ * rule, on shuffled pages of 1, 16 and 64 rows whose unused rows are NaN; ragged lengths with
+ * an empty query side and an empty key side, GQA 4 and 8, masks and modifiers, split-KV, Dk !=
+ * Dv. */
+static void test_varlen_paged(void **state)
+{
+    (void)state;
+    const int small = small_only();
+    static const int pages[3] = {1, 16, 64};
+    for (int pi = 0; pi < 3; pi++)
+        for (int t = 0; t < 2; t++) {
+            mod_case c = mc(1, t ? FLASHC_F16 : FLASHC_BF16, 5, 8, 2, 128, small ? 20 : 150,
+                            small ? 40 : 400);
+            c.causal = 1, c.page = pages[pi], c.route = ROUTE_DECODE;
+            mods_check(&c);
+        }
+    mod_case c = mc(1, FLASHC_BF16, 4, 8, 1, 64, small ? 17 : 97, small ? 33 : 300);
+    c.wl = 31, c.softcap = 10.0f, c.alibi = 1, c.splits = 0, c.page = 16;
+    c.route = ROUTE_DECODE;
+    mods_check(&c);
+    c = mc(1, FLASHC_F16, 3, 4, 2, 96, 9, small ? 50 : 200);
+    c.Dv = 64, c.causal = 1, c.splits = 3, c.page = 7;
+    mods_check(&c);
 }
 
 /* ---- the merge variants (FLASHC_DECODE_MERGE, src/cuda/attn_decode.cu) ------------------- */
@@ -2126,7 +2196,7 @@ static void test_prefill_varlen_sm90(void **state)
         flashc_tensor v = dev(pitched3(vd, T, H, DD, W));
         flashc_tensor o = dev(pitched3(od, T, H, DD, W));
         flashc_tensor cq = dev(flashc_tensor_1d(cud, FLASHC_I32, 3));
-        flashc_varlen vl = {sizeof(flashc_varlen), &cq, &cq, 90, 90};
+        flashc_varlen vl = {sizeof(flashc_varlen), &cq, &cq, 90, 90, NULL};
         flashc_attn_params pr = flashc_attn_params_default();
         pr.causal = 1;
         assert_int_equal(flashc_attn_varlen_fwd(&pr, &vl, &q, &k, &v, &o, NULL, NULL),
@@ -2311,6 +2381,7 @@ int main(void)
         cmocka_unit_test(test_kvcache_chunked_prefill), cmocka_unit_test(test_kvcache_splits),
         cmocka_unit_test(test_kvcache_long),    cmocka_unit_test(test_kvcache_graph),
         cmocka_unit_test(test_varlen),          cmocka_unit_test(test_kvcache_merge_variants),
+        cmocka_unit_test(test_varlen_paged),
         cmocka_unit_test(test_kvcache_kernel_variants),
         cmocka_unit_test(test_dense_modifiers), cmocka_unit_test(test_prefill_mods),
         cmocka_unit_test(test_prefill_mods_unaligned),

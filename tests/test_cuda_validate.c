@@ -117,7 +117,7 @@ static void test_varlen(void **state)
     flashc_tensor tl1 = dev(flashc_tensor_2d(l1, FLASHC_F32, HQ, Tq));
     flashc_tensor tcq = dev(flashc_tensor_1d(dcq, FLASHC_I32, B + 1));
     flashc_tensor tck = dev(flashc_tensor_1d(dck, FLASHC_I32, B + 1));
-    flashc_varlen vl = {sizeof vl, &tcq, &tck, 37, 41};
+    flashc_varlen vl = {sizeof vl, &tcq, &tck, 37, 41, NULL};
     flashc_attn_params p = flashc_attn_params_default();
     p.causal = 1;
 

@@ -138,7 +138,8 @@ def new_attn_params() -> AttnParams:
 
 
 class Varlen(ctypes.Structure):
-    """flashc_varlen: ragged batches (cu_seqlens int32 (B + 1) tensors, host memory for CPU)."""
+    """flashc_varlen: ragged batches (cu_seqlens int32 (B + 1) tensors, host memory for CPU);
+    block_table (NULL: not paged) for a paged varlen."""
 
     _fields_ = [
         ("struct_size", ctypes.c_size_t),
@@ -146,6 +147,7 @@ class Varlen(ctypes.Structure):
         ("cu_seqlens_k", ctypes.POINTER(Tensor)),
         ("max_seqlen_q", ctypes.c_int64),
         ("max_seqlen_k", ctypes.c_int64),
+        ("block_table", ctypes.POINTER(Tensor)),
     ]
 
 

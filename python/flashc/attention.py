@@ -101,16 +101,24 @@ def _lse_shape(q) -> tuple:
     return (b, hq, sq)
 
 
+def _paged(varlen) -> bool:
+    """A paged varlen call: the varlen tuple's fifth entry, block_table, is given (k and v are
+    then paged caches (num_blocks, page_block_size, nheads_k, headdim))."""
+    return varlen is not None and len(varlen) > 4 and varlen[4] is not None
+
+
 def _new_out_lse(q, k, v, varlen):
     """out (q's layout with v's head dim) and float32 softmax_lse, new arrays like q, once the
     ranks of q, k, v are checked."""
-    _check_rank({"q": q, "k": k, "v": v}, _rank(varlen))
+    _check_rank({"q": q}, _rank(varlen))
+    _check_rank({"k": k, "v": v}, 4 if _paged(varlen) else _rank(varlen))
     out = _arrays.empty_like_kind(q, _out_shape(q, v))
     lse = _arrays.empty_like_kind(q, _lse_shape(q), "float32")
     return out, lse
 
 
-def _varlen_struct(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, like):
+def _varlen_struct(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, block_table=None, *,
+                   like):
     """The C flashc_varlen and the views it points to (keep them alive for the call)."""
     cq = _arrays.int32_index("cu_seqlens_q", cu_seqlens_q, like)
     ck = _arrays.int32_index("cu_seqlens_k", cu_seqlens_k, like)
@@ -120,7 +128,12 @@ def _varlen_struct(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, like)
     vl.cu_seqlens_k = ctypes.pointer(vck.c)
     vl.max_seqlen_q = int(max_seqlen_q)
     vl.max_seqlen_k = int(max_seqlen_k)
-    return vl, (vcq, vck)
+    keep = (vcq, vck)
+    if block_table is not None:
+        vbt = _arrays.view("block_table", _arrays.int32_index("block_table", block_table, like))
+        vl.block_table = ctypes.pointer(vbt.c)
+        keep += (vbt,)
+    return vl, keep
 
 
 def _varlen_args(varlen, like):
@@ -128,7 +141,7 @@ def _varlen_args(varlen, like):
     flashc_varlen* for a varlen one; the second must stay alive until the call returns."""
     if varlen is None:
         return (), None
-    vl, keep = _varlen_struct(*varlen, like)
+    vl, keep = _varlen_struct(*varlen, like=like)
     return (ctypes.byref(vl),), (vl, keep)
 
 
@@ -137,7 +150,7 @@ def _forward(q, k, v, varlen, softmax_scale, causal, mods: Mods):
     autograd."""
     _arrays.common_kind({"q": q, "k": k, "v": v, "alibi_slopes": mods.alibi_slopes})
     out, lse = _new_out_lse(q, k, v, varlen)
-    if _needs_pitch(q, v) and q.shape[-1] != v.shape[-1]:
+    if _needs_pitch(q, v) and q.shape[-1] != v.shape[-1] and not _paged(varlen):
         # the CUDA forward's Dk != Dv route loads 16-byte chunks of 16-byte aligned rows (D == Dv
         # has an element-wise path): q, k, v and out go through rows pitched to 16 bytes
         q, k, v = (_pitched(x, True) for x in (q, k, v))
@@ -215,6 +228,11 @@ def _pitched(x, copy: bool):
 def _backward(dout, q, k, v, out, softmax_lse, varlen, softmax_scale, causal, mods: Mods,
               deterministic):
     """(dq, dk, dv) by flashc_attn_bwd (varlen None) or flashc_attn_varlen_bwd."""
+    if _paged(varlen):
+        raise NotImplementedError(
+            "flashc: a paged varlen call (block_table) is forward only: no gradient flows into "
+            "a paged KV cache (flash-attn has none either)"
+        )
     named = {"dout": dout, "q": q, "k": k, "v": v, "out": out, "softmax_lse": softmax_lse}
     _arrays.common_kind(dict(named, alibi_slopes=mods.alibi_slopes))
     _check_rank({"dout": dout, "q": q, "k": k, "v": v, "out": out}, _rank(varlen))
@@ -438,15 +456,13 @@ def flash_attn_varlen_func(
     headdim), v (total_k, nheads_k, headdim_v), cu_seqlens_q/k int32 (batch + 1) (other integer
     dtypes are converted), max_seqlen_q/k ints. Returns out (total_q, nheads, headdim_v), or
     (out, softmax_lse, None) with return_attn_probs=True, softmax_lse float32 (nheads, total_q).
-    Torch tensors with requires_grad get a backward (flashc_attn_varlen_bwd). block_table
-    (paged varlen) raises NotImplementedError: flash_attn_with_kvcache serves paged caches."""
+    Torch tensors with requires_grad get a backward (flashc_attn_varlen_bwd). block_table int32
+    (batch, max_blocks): k and v are paged caches (num_blocks, page_block_size, nheads_k,
+    headdim), sequence b's key j at block block_table[b][j // page_block_size] (vLLM's mixed
+    prefill/decode batch); cu_seqlens_k then gives the lengths only. Forward only: a backward
+    through a paged call raises NotImplementedError."""
     _reject_unsupported(dropout_p)
-    if block_table is not None:
-        raise NotImplementedError(
-            "flashc: block_table in flash_attn_varlen_func (a paged varlen KV cache) is not "
-            "supported; use flash_attn_with_kvcache for paged caches"
-        )
-    varlen = (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    varlen = (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, block_table)
     return _attention(q, k, v, varlen, softmax_scale, causal, window_size, softcap, alibi_slopes,
                       deterministic, return_attn_probs)
 

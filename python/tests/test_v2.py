@@ -234,6 +234,39 @@ def test_varlen_forward_and_packed(rng, c_varlen_forward, m):
            2e-6, "qkvpacked")
 
 
+@pytest.mark.parametrize("ps", [1, 5, 16])
+@pytest.mark.parametrize("m", [{"causal": True}, {"window_size": (3, 1), "softcap": 2.0}])
+def test_varlen_paged(rng, ps, m):
+    """flash_attn_varlen_func(block_table=...): k, v paged caches (num_blocks, page_block_size,
+    nheads_k, d), sequence b's keys in the pages of block_table[b] (shuffled, NaN in the rows
+    that hold no key); the same as the packed call."""
+    lq, lk = [5, 0, 12, 1], [9, 4, 0, 23]
+    cu_q = np.concatenate([[0], np.cumsum(lq)]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum(lk)]).astype(np.int32)
+    hq, hkv, d = 4, 2, 16
+    q, k, v = randn(rng, int(cu_q[-1]), hq, d), randn(rng, int(cu_k[-1]), hkv, d), randn(
+        rng, int(cu_k[-1]), hkv, d)
+    want = flashc.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(lq), max(lk), **m)
+    maxp = max(-(-n // ps) for n in lk)
+    npages = len(lk) * maxp + 2
+    table = rng.permutation(npages)[: len(lk) * maxp].reshape(len(lk), maxp).astype(np.int32)
+    kc = np.full((npages, ps, hkv, d), np.nan, np.float32)
+    vc = np.full((npages, ps, hkv, d), np.nan, np.float32)
+    for b, n in enumerate(lk):
+        for j in range(n):
+            kc[table[b, j // ps], j % ps] = k[cu_k[b] + j]
+            vc[table[b, j // ps], j % ps] = v[cu_k[b] + j]
+    got = flashc.flash_attn_varlen_func(q, kc, vc, cu_q, cu_k, max(lq), max(lk),
+                                        block_table=table, **m)
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="4 dimensions"):
+        flashc.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(lq), max(lk), block_table=table)
+    bad = table.copy()
+    bad[3, 0] = npages
+    with pytest.raises(flashc.FlashcValueError, match="block_table"):
+        flashc.flash_attn_varlen_func(q, kc, vc, cu_q, cu_k, max(lq), max(lk), block_table=bad)
+
+
 @pytest.mark.parametrize("paged", [False, True])
 @pytest.mark.parametrize("append", [False, True])
 def test_kvcache(rng, c_kvcache_forward, paged, append):
@@ -417,8 +450,6 @@ def test_kvcache_refusals(rng):
 def test_varlen_refusals(rng):
     q = randn(rng, 4, 2, 8)
     cu = np.array([0, 4], np.int32)
-    with pytest.raises(NotImplementedError, match="block_table"):
-        flashc.flash_attn_varlen_func(q, q, q, cu, cu, 4, 4, block_table=np.zeros((1, 1), np.int32))
     with pytest.raises(NotImplementedError, match="dropout_p"):
         flashc.flash_attn_varlen_func(q, q, q, cu, cu, 4, 4, dropout_p=0.1)
     with pytest.raises(ValueError, match="3 dimensions"):

@@ -429,6 +429,67 @@ static flashc_status check_cu(const char *fn, const char *name, const int32_t *c
     return FLASHC_OK;
 }
 
+/* The caller's varlen struct with its struct_size honoured (flashc__read_sized): a caller built
+ * before block_table existed gets it NULL. */
+static flashc_status read_varlen(const char *fn, const flashc_varlen *in, flashc_varlen *out)
+{
+    if (!in)
+        return flashc__fail(FLASHC_ERR_NULL_POINTER, "%s: varlen is NULL", fn);
+    const size_t size = in->struct_size;
+    if (size < offsetof(flashc_varlen, block_table))
+        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                            "%s: varlen.struct_size = %zu; set it to sizeof(flashc_varlen)", fn,
+                            size);
+#define F(f) FLASHC__FIELD(flashc_varlen, f)
+    static const flashc__field fields[] = {F(struct_size),  F(cu_seqlens_q), F(cu_seqlens_k),
+                                           F(max_seqlen_q), F(max_seqlen_k), F(block_table)};
+#undef F
+    memset(out, 0, sizeof *out);
+    FLASHC_TRY(flashc__read_sized(fn, "varlen", in, size, out, sizeof *out, fields,
+                                  (int)(sizeof fields / sizeof fields[0])));
+    out->struct_size = sizeof *out;
+    return FLASHC_OK;
+}
+
+/* A block table bt (int32 (B, max_pages)) over the paged cache whose keys are kc (num_pages,
+ * page_size, Hkv, D), for the KV-cache and the paged varlen entry points: p's page fields,
+ * *capacity = max_pages * page_size (the keys one sequence can hold), *host the table's host
+ * view (NULL: a device table not validated). */
+static flashc_status page_table(const char *fn, const flashc_tensor *bt, const flashc_tensor *kc,
+                                const flashc_tensor *q, int64_t B, const flashc_attn_params *pr,
+                                idx_host *h, attn_problem *p, const int32_t **host,
+                                int64_t *capacity)
+{
+    FLASHC_TRY(check_index(fn, "block_table", bt, 2, q));
+    if (bt->shape[0] != B)
+        return flashc__fail(FLASHC_ERR_INVALID_SHAPE,
+                            "%s: block_table.shape[0] = %lld but there are %lld sequences", fn,
+                            (long long)bt->shape[0], (long long)B);
+    p->pages = (const int32_t *)bt->data;
+    p->pages_stride = bt->stride[0];
+    FLASHC_TRY(idx_host_view(fn, "block_table", bt, pr, h, host));
+    p->num_pages = kc->shape[0];
+    p->page_size = kc->shape[1];
+    if (__builtin_mul_overflow(bt->shape[1], p->page_size, capacity))
+        return flashc__fail(FLASHC_ERR_OVERFLOW, "%s: max_pages * page_size overflows", fn);
+    return FLASHC_OK;
+}
+
+/* The pages that hold sequence b's first n keys, in the cache (host view of the table). */
+static flashc_status pages_in_range(const char *fn, const int32_t *h_pages, const attn_problem *p,
+                                    int64_t b, int64_t n)
+{
+    const int32_t *row = h_pages + b * p->pages_stride;
+    for (int64_t g = 0; g < (n + p->page_size - 1) / p->page_size; g++)
+        if (row[g] < 0 || row[g] >= p->num_pages)
+            return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                                "%s: block_table[%lld][%lld] = %d is outside the cache's %lld "
+                                "pages",
+                                fn, (long long)b, (long long)g, (int)row[g],
+                                (long long)p->num_pages);
+    return FLASHC_OK;
+}
+
 static flashc_status build_varlen(const char *fn, const flashc_attn_params *pr,
                                   const flashc_varlen *vl, const flashc_tensor *q,
                                   const flashc_tensor *k, const flashc_tensor *v,
@@ -436,15 +497,11 @@ static flashc_status build_varlen(const char *fn, const flashc_attn_params *pr,
                                   attn_problem *p, idx_host *h)
 {
     static const char *const dims3[3] = {"rows", "heads", "head dim"};
-    if (!vl)
-        return flashc__fail(FLASHC_ERR_NULL_POINTER, "%s: varlen is NULL", fn);
-    if (vl->struct_size < sizeof(flashc_varlen))
-        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: varlen.struct_size = %zu; set it to sizeof(flashc_varlen)", fn,
-                            vl->struct_size);
+    static const char *const pdims[4] = {"pages", "page size", "heads", "head dim"};
+    const int paged = vl->block_table != NULL; /* k, v (num_pages, page_size, Hkv, D / Dv) */
     FLASHC_TRY(flashc__check_tensor(fn, "q", q, 3));
-    FLASHC_TRY(flashc__check_tensor(fn, "k", k, 3));
-    FLASHC_TRY(flashc__check_tensor(fn, "v", v, 3));
+    FLASHC_TRY(flashc__check_tensor(fn, "k", k, 3 + paged));
+    FLASHC_TRY(flashc__check_tensor(fn, "v", v, 3 + paged));
     FLASHC_TRY(flashc__check_tensor(fn, "o", o, 3));
     FLASHC_TRY(check_float_dtype(fn, q));
     FLASHC_TRY(check_same_kind(fn, "k", k, q));
@@ -453,7 +510,8 @@ static flashc_status build_varlen(const char *fn, const flashc_attn_params *pr,
     FLASHC_TRY(check_index(fn, "cu_seqlens_q", vl->cu_seqlens_q, 1, q));
     FLASHC_TRY(check_index(fn, "cu_seqlens_k", vl->cu_seqlens_k, 1, q));
     const int64_t Tq = q->shape[0], Hq = q->shape[1], D = q->shape[2];
-    const int64_t Tk = k->shape[0], Hkv = k->shape[1], Dv = v->shape[2];
+    int64_t Tk = k->shape[0]; /* paged: the keys one sequence can hold, once the table is read */
+    const int64_t Hkv = k->shape[1 + paged], Dv = v->shape[2 + paged];
     const int64_t B = vl->cu_seqlens_q->shape[0] - 1;
     if (B < 1)
         return flashc__fail(FLASHC_ERR_INVALID_SHAPE,
@@ -467,12 +525,15 @@ static flashc_status build_varlen(const char *fn, const flashc_attn_params *pr,
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
                             "%s: max_seqlen_q = %lld, max_seqlen_k = %lld must be >= 0", fn,
                             (long long)vl->max_seqlen_q, (long long)vl->max_seqlen_k);
-    if (k->shape[2] != D)
+    if (k->shape[2 + paged] != D)
         return flashc__fail(FLASHC_ERR_DIM_MISMATCH,
-                            "%s: k.shape[2] (head dim) = %lld but q.shape[2] = %lld", fn,
-                            (long long)k->shape[2], (long long)D);
-    const int64_t vw[3] = {Tk, Hkv, Dv}, ow[3] = {Tq, Hq, Dv};
-    FLASHC_TRY(check_shape(fn, "v", v, vw, 2, dims3, 1, 2, "k"));
+                            "%s: k.shape[%d] (head dim) = %lld but q.shape[2] = %lld", fn,
+                            2 + paged, (long long)k->shape[2 + paged], (long long)D);
+    const int64_t ow[3] = {Tq, Hq, Dv};
+    if (paged)
+        FLASHC_TRY(check_shape(fn, "v", v, k->shape, 3, pdims, 2, 3, "k"));
+    else
+        FLASHC_TRY(check_shape(fn, "v", v, k->shape, 2, dims3, 1, 2, "k"));
     FLASHC_TRY(check_shape(fn, "o", o, ow, 3, dims3, 1, 2, "q and v"));
     FLASHC_TRY(check_heads(fn, Hq, Hkv));
     if (lse) {
@@ -482,13 +543,27 @@ static flashc_status build_varlen(const char *fn, const flashc_attn_params *pr,
     FLASHC_TRY(fill_common(fn, pr, q, p));
     const int32_t *cuq = (const int32_t *)vl->cu_seqlens_q->data;
     const int32_t *cuk = (const int32_t *)vl->cu_seqlens_k->data;
-    const int32_t *hq, *hk; /* host views (NULL: device tensors not validated) */
+    const int32_t *hq, *hk, *hp = NULL; /* host views (NULL: device tensors not validated) */
+    if (paged)
+        FLASHC_TRY(page_table(fn, vl->block_table, k, q, B, pr, h, p, &hp, &Tk));
     FLASHC_TRY(idx_host_view(fn, "cu_seqlens_q", vl->cu_seqlens_q, pr, h, &hq));
     FLASHC_TRY(idx_host_view(fn, "cu_seqlens_k", vl->cu_seqlens_k, pr, h, &hk));
     if (hq)
         FLASHC_TRY(check_cu(fn, "cu_seqlens_q", hq, B, Tq, vl->max_seqlen_q, "max_seqlen_q"));
+    /* paged: cu_seqlens_k gives lengths only, each within the sequence's pages */
     if (hk)
-        FLASHC_TRY(check_cu(fn, "cu_seqlens_k", hk, B, Tk, vl->max_seqlen_k, "max_seqlen_k"));
+        FLASHC_TRY(check_cu(fn, "cu_seqlens_k", hk, B, paged ? INT32_MAX : Tk, vl->max_seqlen_k,
+                            "max_seqlen_k"));
+    for (int64_t b = 0; paged && hk && b < B; b++) {
+        const int64_t len = (int64_t)hk[b + 1] - hk[b];
+        if (len > Tk)
+            return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                                "%s: sequence %lld has %lld keys but its block_table row holds "
+                                "%lld (max_pages * page_size)",
+                                fn, (long long)b, (long long)len, (long long)Tk);
+        if (hp)
+            FLASHC_TRY(pages_in_range(fn, hp, p, b, len));
+    }
     p->layout = ATTN_VARLEN;
     /* No sequence can hold more rows than the packed tensor, so the maxima are clamped to the
      * totals: a generous max_seqlen (flash-attn allows any upper bound) then costs nothing,
@@ -497,14 +572,19 @@ static flashc_status build_varlen(const char *fn, const flashc_attn_params *pr,
     p->B = B, p->Sq = vl->max_seqlen_q < Tq ? vl->max_seqlen_q : Tq;
     p->Sk = vl->max_seqlen_k < Tk ? vl->max_seqlen_k : Tk;
     p->Hq = Hq, p->Hkv = Hkv, p->D = D, p->Dv = Dv;
-    p->cu_q = cuq, p->cu_k = cuk, p->total_q = Tq, p->total_k = Tk;
+    p->cu_q = cuq, p->cu_k = cuk, p->total_q = Tq, p->total_k = paged ? 0 : Tk;
     set_scale(pr, p);
     FLASHC_TRY(check_alibi(fn, pr->alibi_slopes, q, B, Hq, p));
     p->q = q->data, p->k = k->data, p->v = v->data, p->o = o->data;
-    /* (rows, heads, dim) -> the 4-d stride convention with no batch stride */
+    /* (rows, heads, dim) -> the 4-d stride convention with no batch stride; a paged k / v
+     * keeps its own (page, row, head, dim) strides */
     const flashc_tensor *ts[4] = {q, k, v, o};
     int64_t *ss[4] = {p->sq, p->sk, p->sv, p->so};
     for (int t = 0; t < 4; t++) {
+        if (paged && (t == 1 || t == 2)) {
+            copy_strides(ss[t], ts[t]);
+            continue;
+        }
         ss[t][0] = 0;
         ss[t][1] = ts[t]->stride[0];
         ss[t][2] = ts[t]->stride[1];
@@ -612,11 +692,6 @@ static flashc_status build_kvcache(const char *fn, const flashc_attn_params *pr,
     const int32_t *h_pages = NULL, *h_kvb = NULL, *h_lens = NULL;
     int64_t capacity;
     if (c->block_table) {
-        FLASHC_TRY(check_index(fn, "block_table", c->block_table, 2, q));
-        if (c->block_table->shape[0] != B)
-            return flashc__fail(FLASHC_ERR_INVALID_SHAPE,
-                                "%s: block_table.shape[0] = %lld but q has batch %lld", fn,
-                                (long long)c->block_table->shape[0], (long long)B);
         if (c->cache_batch_idx || c->cache_leftpad)
             return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
                                 "%s: %s applies to contiguous caches only (a block table is "
@@ -625,13 +700,7 @@ static flashc_status build_kvcache(const char *fn, const flashc_attn_params *pr,
         if (!c->cache_seqlens)
             return flashc__fail(FLASHC_ERR_NULL_POINTER,
                                 "%s: a paged cache needs cache_seqlens", fn);
-        p->pages = (const int32_t *)c->block_table->data;
-        p->pages_stride = c->block_table->stride[0];
-        FLASHC_TRY(idx_host_view(fn, "block_table", c->block_table, pr, h, &h_pages));
-        p->num_pages = kc->shape[0];
-        p->page_size = kc->shape[1];
-        if (__builtin_mul_overflow(c->block_table->shape[1], p->page_size, &capacity))
-            return flashc__fail(FLASHC_ERR_OVERFLOW, "%s: max_pages * page_size overflows", fn);
+        FLASHC_TRY(page_table(fn, c->block_table, kc, q, B, pr, h, p, &h_pages, &capacity));
     } else {
         capacity = kc->shape[1];
         if (c->cache_batch_idx) {
@@ -689,17 +758,8 @@ static flashc_status build_kvcache(const char *fn, const flashc_attn_params *pr,
                                     (long long)len);
             if (len + s_new - start > max_sk)
                 max_sk = len + s_new - start;
-            if (h_pages) {
-                const int64_t used = (len + s_new + p->page_size - 1) / p->page_size;
-                const int32_t *row = h_pages + b * p->pages_stride;
-                for (int64_t g = 0; g < used; g++)
-                    if (row[g] < 0 || row[g] >= p->num_pages)
-                        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                                            "%s: block_table[%lld][%lld] = %d is outside the "
-                                            "cache's %lld pages",
-                                            fn, (long long)b, (long long)g, (int)row[g],
-                                            (long long)p->num_pages);
-            }
+            if (h_pages)
+                FLASHC_TRY(pages_in_range(fn, h_pages, p, b, len + s_new));
         }
         if (!host) /* the launch shape depends on the shapes only (graphs), validated or not */
             max_sk = capacity;
@@ -757,13 +817,14 @@ static flashc_status check_fwd_outputs(const char *fn, const flashc_tensor *q,
                                        const flashc_tensor *k, const flashc_tensor *v,
                                        const flashc_tensor *o, const flashc_tensor *lse,
                                        const flashc_attn_params *pr, const flashc_tensor *idx1,
-                                       const flashc_tensor *idx2)
+                                       const flashc_tensor *idx2, const flashc_tensor *idx3)
 {
-    const flashc_tensor *outs[2] = {o, lse}, *ins[6] = {q, k, v, pr->alibi_slopes, idx1, idx2};
+    const flashc_tensor *outs[2] = {o, lse},
+                        *ins[7] = {q, k, v, pr->alibi_slopes, idx1, idx2, idx3};
     static const char *const out_names[2] = {"o", "lse"},
-                             *const in_names[6] = {"q", "k", "v", "alibi_slopes", "cu_seqlens_q",
-                                                   "cu_seqlens_k"};
-    return flashc__check_outputs(fn, 2, outs, out_names, 6, ins, in_names);
+                             *const in_names[7] = {"q", "k", "v", "alibi_slopes", "cu_seqlens_q",
+                                                   "cu_seqlens_k", "block_table"};
+    return flashc__check_outputs(fn, 2, outs, out_names, 7, ins, in_names);
 }
 
 /* ---- dispatch and run --------------------------------------------------------------------- */
@@ -882,7 +943,7 @@ static flashc_status dense_fwd_plan(const char *fn, const flashc_attn_params *pa
     flashc_attn_params pr;
     FLASHC_TRY(read_params(fn, params, &pr));
     FLASHC_TRY(build_dense(fn, &pr, q, k, v, o, lse, p));
-    FLASHC_TRY(check_fwd_outputs(fn, q, k, v, o, lse, &pr, NULL, NULL));
+    FLASHC_TRY(check_fwd_outputs(fn, q, k, v, o, lse, &pr, NULL, NULL, NULL));
     FLASHC_TRY(attn_check_work(fn, p));
     return plan(fn, ATTN_OP_FWD, p, impl, ws);
 }
@@ -938,7 +999,7 @@ flashc_status flashc_attn_fwd_naive(const flashc_attn_params *params, const flas
     pr.workspace = NULL; /* the reference allocates its S and P: that is what it measures */
     pr.num_splits = 0;
     FLASHC_TRY(build_dense(fn, &pr, q, k, v, o, lse, &p));
-    FLASHC_TRY(check_fwd_outputs(fn, q, k, v, o, lse, &pr, NULL, NULL));
+    FLASHC_TRY(check_fwd_outputs(fn, q, k, v, o, lse, &pr, NULL, NULL, NULL));
     FLASHC_TRY(attn_check_work(fn, &p));
     const attn_impl *impl = attn_impl_find(ATTN_OP_FWD, FLASHC_DEVICE_CPU, "ref");
     if (p.device != FLASHC_DEVICE_CPU)
@@ -949,18 +1010,21 @@ flashc_status flashc_attn_fwd_naive(const flashc_attn_params *params, const flas
 }
 
 static flashc_status varlen_fwd_plan(const char *fn, const flashc_attn_params *params,
-                                     const flashc_varlen *vl, const flashc_tensor *q,
+                                     const flashc_varlen *varlen_in, const flashc_tensor *q,
                                      const flashc_tensor *k, const flashc_tensor *v,
                                      const flashc_tensor *o, const flashc_tensor *lse,
                                      attn_problem *p, const attn_impl **impl, size_t *ws)
 {
     flashc_attn_params pr;
+    flashc_varlen vlc;
     FLASHC_TRY(read_params(fn, params, &pr));
+    FLASHC_TRY(read_varlen(fn, varlen_in, &vlc));
     idx_host h = {{0}, 0};
-    const flashc_status st = build_varlen(fn, &pr, vl, q, k, v, o, lse, p, &h);
+    const flashc_status st = build_varlen(fn, &pr, &vlc, q, k, v, o, lse, p, &h);
     idx_host_free(&h);
     FLASHC_TRY(st);
-    FLASHC_TRY(check_fwd_outputs(fn, q, k, v, o, lse, &pr, vl->cu_seqlens_q, vl->cu_seqlens_k));
+    FLASHC_TRY(check_fwd_outputs(fn, q, k, v, o, lse, &pr, vlc.cu_seqlens_q, vlc.cu_seqlens_k,
+                                 vlc.block_table));
     FLASHC_TRY(attn_check_work(fn, p));
     return plan(fn, ATTN_OP_FWD, p, impl, ws);
 }
@@ -1071,7 +1135,7 @@ flashc_status flashc_attn_fwd_unfused(const flashc_attn_params *params, const fl
     pr.workspace = NULL; /* S and P through the counting allocator: that is what it measures */
     pr.num_splits = 0;
     FLASHC_TRY(build_dense(fn, &pr, q, k, v, o, lse, &p));
-    FLASHC_TRY(check_fwd_outputs(fn, q, k, v, o, lse, &pr, NULL, NULL));
+    FLASHC_TRY(check_fwd_outputs(fn, q, k, v, o, lse, &pr, NULL, NULL, NULL));
     FLASHC_TRY(attn_check_work(fn, &p));
     if (p.device != FLASHC_DEVICE_CPU)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED, "%s: runs on host memory only", fn);
@@ -1145,7 +1209,15 @@ static flashc_status bwd_plan(const char *fn, const flashc_attn_params *params,
         pr.workspace = NULL, pr.num_splits = 0;
     if (!naive && !lse)
         return flashc__fail(FLASHC_ERR_NULL_POINTER, "%s: lse is required by the backward", fn);
+    flashc_varlen vlc;
     if (vl) {
+        FLASHC_TRY(read_varlen(fn, vl, &vlc));
+        vl = &vlc;
+        if (vl->block_table)
+            return flashc__fail(FLASHC_ERR_UNSUPPORTED,
+                                "%s: a paged varlen (block_table) is forward only: no gradient "
+                                "flows into a paged cache",
+                                fn);
         idx_host h = {{0}, 0};
         const flashc_status st = build_varlen(fn, &pr, vl, q, k, v, o, lse, p, &h);
         idx_host_free(&h);

@@ -122,11 +122,14 @@ typedef struct attn_problem {
     size_t workspace_bytes;
 
     /* varlen: sequence b has rows [cu_q[b], cu_q[b+1]) of q and [cu_k[b], cu_k[b+1]) of k, v;
-     * total_q, total_k rows in all (rows past cu[B] belong to no sequence). */
+     * total_q, total_k rows in all (rows past cu[B] belong to no sequence). Paged varlen
+     * (pages set): k, v are a paged cache as below, sequence b's Sk_b keys in its block-table
+     * row, cu_k giving only the lengths; total_k = 0. */
     const int32_t *cu_q, *cu_k;
     int64_t total_q, total_k;
     /* kvcache: Sk_b = seqlens_k[b] + s_new (seqlens_k NULL: Sk for all); kv_batch (contiguous)
-     * or pages (paged, row b at pages + b * pages_stride, page_size rows per page). */
+     * or pages (paged, row b at pages + b * pages_stride, page_size rows per page; also set for
+     * a paged varlen). */
     const int32_t *seqlens_k;
     int64_t s_new;
     const int32_t *kv_batch;
@@ -230,13 +233,13 @@ static inline int64_t attn_q_off(const attn_problem *p, const int64_t *st, int64
  * dv) with strides st: the paged lookup lives here, so every tile loader gets it. */
 static inline int64_t attn_kv_off(const attn_problem *p, const int64_t *st, int64_t b, int64_t j)
 {
+    if (p->pages) /* a paged cache: KV cache or paged varlen */
+        return (int64_t)p->pages[b * p->pages_stride + j / p->page_size] * st[0] +
+               (j % p->page_size) * st[1];
     switch (p->layout) {
     case ATTN_VARLEN:
         return ((int64_t)p->cu_k[b] + j) * st[1];
     case ATTN_KVCACHE:
-        if (p->pages)
-            return (int64_t)p->pages[b * p->pages_stride + j / p->page_size] * st[0] +
-                   (j % p->page_size) * st[1];
         return (p->kv_batch ? (int64_t)p->kv_batch[b] : b) * st[0] +
                (attn_kv_start(p, b) + j) * st[1];
     default:

@@ -416,7 +416,7 @@ static int64_t kv_run(const attn_problem *p, const int64_t *st, int64_t b, int64
                       int64_t *off)
 {
     *off = attn_kv_off(p, st, b, j);
-    if (p->layout == ATTN_KVCACHE && p->pages)
+    if (p->pages)
         return min64(n, p->page_size - j % p->page_size);
     return n;
 }

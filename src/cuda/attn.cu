@@ -107,9 +107,10 @@ static const attn_fwd_variant *pick_variant(const attn_problem *p, int cc, const
  * m16 tiles of one warp. The sm80 prefill kernel's mods instance (attn_fwd_sm80.cu) takes
  * such problems when they are prefill-like, D != Dv included (the instance of max(D, Dv),
  * the shorter side zero-padded in shared memory); the KV-cache kernel keeps the rest: KV
- * caches, split requests (num_splits > 1) and short queries, except where rows are not 16-byte
- * aligned (D % 8 != 0, odd strides): the KV-cache kernel refuses those, so every such dense or
- * varlen problem goes to the prefill kernel's unvectorised mods instance. */
+ * caches and paged varlen (its loaders look up pages), split requests (num_splits > 1) and
+ * short queries, except where rows are not 16-byte aligned (D % 8 != 0, odd strides): the
+ * KV-cache kernel refuses those, so every such dense or (packed) varlen problem goes to the
+ * prefill kernel's unvectorised mods instance. */
 
 /* Query rows (max_seqlen_q for varlen) from which a non-plain problem goes to the prefill
  * kernel. Its tiles hold 128 rows of one head: at 64 rows half of each tile is live and a K/V
@@ -294,6 +295,7 @@ static const attn_fwd_variant *mods_route(const attn_problem *p)
      * included (num_splits > 1 is then refused there, as before) */
     const int vec = rows_vec16(p);
     if (!prefill_mods_enabled() || (p->layout != ATTN_DENSE && p->layout != ATTN_VARLEN) ||
+        p->pages /* paged varlen: the KV-cache kernel's paged loaders */ ||
         p->num_splits > 1 || (vec && p->Sq < PREFILL_MODS_MIN_SQ) ||
         (p->dtype != FLASHC_BF16 && p->dtype != FLASHC_F16) || p->D < 1 || p->D > 256 ||
         p->Dv < 1 || p->Dv > 256)

@@ -202,7 +202,8 @@ __device__ __forceinline__ void dec_seqlens(const dec_args &a, int b, int *sq, i
     if (a.layout == ATTN_VARLEN) {
         const int q0 = a.cu_q[b], q1 = a.cu_q[b + 1], k0 = a.cu_k[b], k1 = a.cu_k[b + 1];
         *sq = q0 >= 0 && q1 <= a.total_q ? min(max(q1 - q0, 0), a.Sq) : 0;
-        *sk = k0 >= 0 && k1 <= a.total_k ? min(max(k1 - k0, 0), a.Sk) : 0;
+        /* paged: cu_k gives lengths only (Sk: at most the block-table row's capacity) */
+        *sk = a.pages || (k0 >= 0 && k1 <= a.total_k) ? min(max(k1 - k0, 0), a.Sk) : 0;
     } else if (a.layout == ATTN_KVCACHE) {
         *sq = a.Sq;
         *sk = a.seqlens ? max(min(max(a.seqlens[b], 0) + a.s_new, a.capacity) - dec_kv_start(a, b),
@@ -225,16 +226,14 @@ __device__ __forceinline__ int dec_qbase(const dec_args &a, int b)
  * (x, y); x = -1 when the index tensors point outside the cache (the key reads as absent). */
 __device__ __forceinline__ void dec_kv_loc(const dec_args &a, int b, int j, int *x, int *y)
 {
-    if (a.layout == ATTN_KVCACHE) {
-        if (a.pages) {
-            const int pg = a.pages[(int64_t)b * a.pages_stride + j / a.page_size];
-            *x = pg >= 0 && pg < a.num_pages ? pg : -1;
-            *y = j % a.page_size;
-        } else {
-            const int r = a.kv_batch ? a.kv_batch[b] : b;
-            *x = r >= 0 && r < a.kv_rows ? r : -1;
-            *y = dec_kv_start(a, b) + j;
-        }
+    if (a.pages) { /* a paged KV cache or paged varlen */
+        const int pg = a.pages[(int64_t)b * a.pages_stride + j / a.page_size];
+        *x = pg >= 0 && pg < a.num_pages ? pg : -1;
+        *y = j % a.page_size;
+    } else if (a.layout == ATTN_KVCACHE) {
+        const int r = a.kv_batch ? a.kv_batch[b] : b;
+        *x = r >= 0 && r < a.kv_rows ? r : -1;
+        *y = dec_kv_start(a, b) + j;
     } else if (a.layout == ATTN_VARLEN) {
         *x = 0;
         *y = a.cu_k[b] + j;
@@ -338,14 +337,12 @@ __device__ __forceinline__ void dec_lean_lookup(const dec_args &a, int b, int j0
 {
     const int jj = j0 + (lane & 15);
     const bool in = jj < khi;
-    if (a.layout == ATTN_KVCACHE) {
-        if (a.pages) {
-            *x = in ? a.pages[(int64_t)b * a.pages_stride + jj / a.page_size] : -1;
-            *y = jj % a.page_size;
-        } else {
-            *x = in ? (a.kv_batch ? a.kv_batch[b] : b) : -1;
-            *y = dec_kv_start(a, b) + jj;
-        }
+    if (a.pages) {
+        *x = in ? a.pages[(int64_t)b * a.pages_stride + jj / a.page_size] : -1;
+        *y = jj % a.page_size;
+    } else if (a.layout == ATTN_KVCACHE) {
+        *x = in ? (a.kv_batch ? a.kv_batch[b] : b) : -1;
+        *y = dec_kv_start(a, b) + jj;
     } else if (a.layout == ATTN_VARLEN) {
         *x = in ? 0 : -1;
         *y = a.cu_k[b] + jj;
@@ -365,7 +362,7 @@ __device__ __forceinline__ void dec_lean_issue(const dec_args &a, const dec_lane
     constexpr int CPR = DI / 8;   /* 16-byte chunks per row   */
     constexpr int RPP = 32 / CPR; /* rows per pass of a warp  */
     static_assert(CPR <= 32 && 32 % CPR == 0, "chunks per row");
-    const int lim = a.layout == ATTN_KVCACHE ? (a.pages ? a.num_pages : a.kv_rows) : 0x7fffffff;
+    const int lim = a.pages ? a.num_pages : a.layout == ATTN_KVCACHE ? a.kv_rows : 0x7fffffff;
     int64_t ok = -1, ov = -1;
     if (x >= 0 && x < lim) {
         ok = ((int64_t)x * a.sk[0] + (int64_t)y * a.sk[1]) * (int64_t)sizeof(T);

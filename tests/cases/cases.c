@@ -481,7 +481,7 @@ static flashc_varlen varlen_of(const case_spec *s)
     }
     varlen_tcu = flashc_tensor_1d(varlen_cu, FLASHC_I32, s->batch + 1);
     varlen_tcuk = flashc_tensor_1d(varlen_cuk, FLASHC_I32, s->batch + 1);
-    return (flashc_varlen){sizeof(flashc_varlen), &varlen_tcu, &varlen_tcuk, mx, mxk};
+    return (flashc_varlen){sizeof(flashc_varlen), &varlen_tcu, &varlen_tcuk, mx, mxk, NULL};
 }
 
 static void varlen_sizes(case_data *c)
