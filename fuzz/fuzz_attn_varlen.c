@@ -5,7 +5,9 @@
  * then corrupted: a nonzero first entry, a decreasing pair, a last entry past the rows, a
  * negative one), max_seqlen_q/k (sometimes too small), spare rows that belong to no sequence,
  * the v2 modifiers (fz_attn_mods), and the packed q, k, v, o, lse (forward) or q, k, v, o,
- * dout, lse, dq, dk, dv (backward) descriptors.
+ * dout, lse, dq, dk, dv (backward) descriptors. One forward in three is paged (block_table:
+ * k, v (num_pages, page_size, Hkv, D), shuffled pages, now and then an entry outside them;
+ * the backward must refuse a paged one).
  *
  * The oracle, besides fuzz_common.h's: the size query writes nothing and refuses exactly what
  * the call refuses; and an accepted call equals, sequence by sequence, the dense naive
@@ -14,7 +16,7 @@
  */
 #include "fuzz_common.h"
 
-enum { MAXB = 3 };
+enum { MAXB = 3, MAXP = 48 };
 
 /* cu_seqlens from lengths, then corrupted one time in ten. */
 static void fz_cu(fz *f, int64_t B, const int64_t *len, int64_t total, int32_t *cu)
@@ -53,6 +55,26 @@ static void fill_row(const flashc_tensor *t, void *base, int row_dim, int64_t r,
         }
 }
 
+/* Keys [0, n) of sequence b of a paged cache c (num_pages, page_size, H, D), as the call read
+ * them through the block table bt, gathered into a new contiguous (n, H, D) buffer. */
+static char *gather(const flashc_tensor *c, const fz_tensor *bt, int64_t b, int64_t n)
+{
+    const size_t es = flashc_dtype_size(c->dtype);
+    const int64_t H = c->shape[2], D = c->shape[3], ps = c->shape[1];
+    char *g = malloc((size_t)(n * H * D) * es + 1);
+    for (int64_t j = 0; j < n; j++) {
+        const int64_t pg = fz_i32(bt, b * bt->t.shape[1] + j / ps);
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t d = 0; d < D; d++)
+                memcpy(g + ((j * H + h) * D + d) * (int64_t)es,
+                       (const char *)c->data + (pg * c->stride[0] + (j % ps) * c->stride[1] +
+                                                h * c->stride[2] + d * c->stride[3]) *
+                                                   (int64_t)es,
+                       es);
+    }
+    return g;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fz f = {data, size};
@@ -73,6 +95,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int32_t cq[MAXB + 1], ck[MAXB + 1];
     fz_cu(&f, B, lq, tq, cq);
     fz_cu(&f, B, lk, tk, ck);
+    /* paged: pages of ps keys, max_pages a sequence (one spare now and then), shuffled */
+    const int paged = fz_one_in(&f, bwd ? 16 : 3);
+    static const int64_t pss[8] = {1, 2, 3, 4, 8, 16, 5, 7};
+    const int64_t ps = pss[fz_u8(&f) % 8];
+    const int64_t max_pages = (mk + ps - 1) / ps + fz_range(&f, mk ? 0 : 1, 1);
+    const int64_t num_pages = B * max_pages + fz_range(&f, 0, 2);
+    int32_t table[MAXB * MAXP], perm[MAXB * MAXP + 2];
+    for (int64_t i = 0; i < num_pages && paged; i++)
+        perm[i] = (int32_t)i;
+    for (int64_t i = num_pages - 1; i > 0 && paged; i--) {
+        const int64_t j = fz_range(&f, 0, i);
+        const int32_t t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    for (int64_t i = 0; i < B * max_pages && paged; i++)
+        table[i] = perm[i];
+    if (paged && fz_one_in(&f, 10)) /* an entry the library must refuse (or never read) */
+        table[fz_range(&f, 0, B * max_pages - 1)] = fz_one_in(&f, 2) ? -1 : (int32_t)num_pages;
 
     flashc_attn_params pr;
     fz_tensor alibi;
@@ -82,7 +122,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const int64_t shc[1] = {B + 1};
     fz_index(&f, &cuq, 1, shc, cq, B + 1);
     fz_index(&f, &cuk, 1, shc, ck, B + 1);
-    flashc_varlen vl = {sizeof vl, fz_arg(&cuq), fz_arg(&cuk), mq, mk, NULL};
+    fz_tensor bt;
+    memset(&bt, 0, sizeof bt);
+    const int64_t shb[2] = {B, max_pages};
+    if (paged)
+        fz_index(&f, &bt, 2, shb, table, B * max_pages);
+    flashc_varlen vl = {sizeof vl, fz_arg(&cuq), fz_arg(&cuk), mq, mk, fz_arg(&bt)};
     if (fz_one_in(&f, 10))
         vl.max_seqlen_q = fz_one_in(&f, 2) ? mq - 1 : FZ_HUGE[fz_range(&f, 0, 2)];
     if (fz_one_in(&f, 10))
@@ -91,13 +136,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         vl.struct_size = (size_t)fz_range(&f, 0, (int64_t)sizeof vl - 1);
     const flashc_varlen *vp = fz_one_in(&f, 32) ? NULL : &vl;
 
-    const int64_t shq[3] = {tq, Hq, D}, shk[3] = {tk, Hkv, D}, shv[3] = {tk, Hkv, Dv};
-    const int64_t sho[3] = {tq, Hq, Dv}, shl[2] = {Hq, tq};
+    const int64_t shq[3] = {tq, Hq, D}, sho[3] = {tq, Hq, Dv}, shl[2] = {Hq, tq};
+    const int64_t shk[4] = {num_pages, ps, Hkv, D}, shv[4] = {num_pages, ps, Hkv, Dv};
+    const int64_t pk[3] = {tk, Hkv, D}, pv[3] = {tk, Hkv, Dv}; /* packed */
     fz_tensor q, k, v, o, lse, dout, dq, dk, dv;
     flashc_status fw = FLASHC_OK;
     fz_decode(&f, &q, 3, shq, dt, 0);
-    fz_decode(&f, &k, 3, shk, dt, 0);
-    fz_decode(&f, &v, 3, shv, dt, 0);
+    fz_decode(&f, &k, 3 + paged, paged ? shk : pk, dt, 0);
+    fz_decode(&f, &v, 3 + paged, paged ? shv : pv, dt, 0);
     fz_decode(&f, &o, 3, sho, dt, !bwd);
     fz_decode(&f, &lse, 2, shl, FLASHC_F32, !bwd);
     const int use_lse = bwd || !fz_one_in(&f, 4);
@@ -106,8 +152,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (bwd) {
         fz_decode(&f, &dout, 3, sho, dt, 0);
         fz_decode(&f, &dq, 3, shq, dt, 1);
-        fz_decode(&f, &dk, 3, shk, dt, 1);
-        fz_decode(&f, &dv, 3, shv, dt, 1);
+        fz_decode(&f, &dk, 3, pk, dt, 1);
+        fz_decode(&f, &dv, 3, pv, dt, 1);
         if (fz_one_in(&f, 24))
             fz_alias(&f, &dk, fz_one_in(&f, 2) ? &k : &dq);
         /* a consistent forward state where the layouts allow (o, lse are the backward's
@@ -120,7 +166,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (fz_one_in(&f, 24))
             fz_alias(&f, &o, fz_one_in(&f, 2) ? &q : &v);
     }
-    fz_set s = {{&q, &k, &v, &o, &lse, &alibi, &cuq, &cuk, &dout, &dq, &dk, &dv}, 12};
+    fz_set s = {{&q, &k, &v, &o, &lse, &alibi, &cuq, &cuk, &dout, &dq, &dk, &dv, &bt}, 13};
     fz_snapshot(&s);
     fz_current = &s;
     flashc_tensor *lp = use_lse ? fz_out(&lse) : NULL;
@@ -203,8 +249,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         fill_row(&tw[2].t, tw[2].t.data, 0, r, 0.0f);
                 continue;
             }
-            const flashc_tensor qb = fz_rows_view(&q.t, 0, q0, nq), kb = fz_rows_view(&k.t, 0, k0, nk);
-            const flashc_tensor vb = fz_rows_view(&v.t, 0, k0, nk);
+            const flashc_tensor qb = fz_rows_view(&q.t, 0, q0, nq);
+            flashc_tensor kb, vb;
+            char *kg = NULL, *vg = NULL; /* paged: sequence b's keys gathered from its pages */
+            if (vl.block_table && vl.struct_size == sizeof vl) {
+                kg = gather(&k.t, &bt, b, nk), vg = gather(&v.t, &bt, b, nk);
+                kb = flashc_tensor_4d(kg, k.t.dtype, 1, nk, k.t.shape[2], k.t.shape[3]);
+                vb = flashc_tensor_4d(vg, v.t.dtype, 1, nk, v.t.shape[2], v.t.shape[3]);
+            } else {
+                kb = fz_rows_view(&k.t, 0, k0, nk), vb = fz_rows_view(&v.t, 0, k0, nk);
+            }
             flashc_status gn;
             if (bwd) {
                 const flashc_tensor ob = fz_rows_view(&o.t, 0, q0, nq);
@@ -218,6 +272,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 flashc_tensor lb = has_lse ? fz_rows_view(&tw[1].t, 1, q0, nq) : ob;
                 gn = flashc_attn_fwd_naive(&pb, &qb, &kb, &vb, &ob, has_lse ? &lb : NULL, NULL);
             }
+            free(kg), free(vg);
             if (gn != FLASHC_OK) {
                 char m[300];
                 snprintf(m, sizeof m, "sequence %lld (Sq %lld, Sk %lld): %s", (long long)b,
