@@ -296,8 +296,8 @@ typedef struct flashc_attn_stats {
  * prefill kernels serve plain problems (causal or not, D == Dv), and, from 64 query rows
  * with 16-byte aligned rows, windows, softcap, ALiBi and D != Dv too (the sm80 kernel's
  * masks-and-modifiers instance; with more than 2048 keys a row, only when its grid fills the
- * SMs once); the rest (shorter queries, a split request) goes to
- * the KV-cache kernel (flashc_attn_kvcache_fwd's CUDA notes: 16-byte aligned rows).
+ * SMs once); the rest (shorter queries, a split request, rows that are not 16-byte aligned)
+ * goes to the KV-cache kernel (flashc_attn_kvcache_fwd's CUDA notes).
  * On compute capability 9.0 the sm90 kernels take dense D != Dv problems with no window,
  * softcap or ALiBi (D and Dv multiples of 8) where the dispatcher picks one for max(D, Dv);
  * otherwise the route above (FLASHC_CUDA_SM90_DKDV=0, read on every call, turns that off).
@@ -480,8 +480,11 @@ typedef struct flashc_kv_cache {
  * neither the outputs nor the cache were written. Forward only.
  *
  * CUDA (every tensor, index tensors and ALiBi slopes included, in device memory; launched on
- * params.cuda_stream): bfloat16 / float16, D and Dv up to 256, rows 16-byte aligned (pointers
- * 16-byte aligned, batch / row / head strides multiples of 8 elements, unit feature stride).
+ * params.cuda_stream): bfloat16 / float16, D and Dv up to 256, unit feature stride and
+ * element-aligned pointers, any other strides. Rows that are 16-byte aligned (pointers 16-byte
+ * aligned, batch / row / head strides multiples of 8 elements) are copied by 16 bytes; others
+ * (a head dim that is not a multiple of 8 in packed tensors, an offset view) element by
+ * element, which is slower.
  * The query heads of a KV group are packed into one tile, so the cache is read once per KV
  * head; keys are split across thread blocks (num_splits; 0 = chosen from B * Hkv, the tile
  * count, the longest possible context and the SM count) and merged on the device. k_new/v_new

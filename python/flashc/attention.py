@@ -138,8 +138,9 @@ def _forward(q, k, v, varlen, softmax_scale, causal, mods: Mods):
     _arrays.common_kind({"q": q, "k": k, "v": v, "alibi_slopes": mods.alibi_slopes})
     out, lse = _new_out_lse(q, k, v, varlen)
     if _needs_pitch(q, v) and q.shape[-1] != v.shape[-1]:
-        # the CUDA forward's Dk != Dv route loads 16-byte chunks of 16-byte aligned rows (D == Dv
-        # has an element-wise path): q, k, v and out go through rows pitched to 16 bytes
+        # the CUDA forward's Dk != Dv prefill routes load 16-byte chunks of 16-byte aligned rows
+        # (D == Dv has an element-wise path; other rows fall back to the KV-cache kernel, slow
+        # at prefill length): q, k, v and out go through rows pitched to 16 bytes
         q, k, v = (_pitched(x, True) for x in (q, k, v))
         out = _pitched(out, False)
     vo, vl = _arrays.view("out", out), _arrays.view("softmax_lse", lse)

@@ -61,8 +61,9 @@ static int current_cc(flashc_status *st)
 }
 
 /* Rows of every operand start on 16-byte boundaries: pointers 16-byte aligned, strides
- * multiples of 8 elements (the kernels' 16-byte loads and the copy engine need this). */
-static int rows_vec16(const attn_problem *p)
+ * multiples of 8 elements (the kernels' 16-byte loads and the copy engine need this; the
+ * KV-cache kernel picks its element-wise instances without it, attn_decode.cu). */
+int cuda_rows_vec16(const attn_problem *p)
 {
     const void *ptr[4] = {p->q, p->k, p->v, p->o};
     const int64_t *st[4] = {p->sq, p->sk, p->sv, p->so};
@@ -79,7 +80,7 @@ static int rows_vec16(const attn_problem *p)
  * cuda_attn_fwd_supports and cuda_attn_fwd both ask it. */
 static const attn_fwd_variant *pick_variant(const attn_problem *p, int cc, const char *forced)
 {
-    const int vec16 = rows_vec16(p);
+    const int vec16 = cuda_rows_vec16(p);
     const int64_t d = p->D > p->Dv ? p->D : p->Dv;
     const attn_fwd_variant *best = NULL;
     for (size_t t = 0; t < sizeof variant_tables / sizeof variant_tables[0]; t++)
@@ -107,8 +108,8 @@ static const attn_fwd_variant *pick_variant(const attn_problem *p, int cc, const
  * m16 tiles of one warp. The sm80 prefill kernel's mods instance (attn_fwd_sm80.cu) takes
  * such problems when they are prefill-like, D != Dv included (the instance of max(D, Dv),
  * the shorter side zero-padded in shared memory); the KV-cache kernel keeps the rest: KV
- * caches, split requests (num_splits > 1), rows that are not 16-byte aligned, and short
- * queries. */
+ * caches, split requests (num_splits > 1), rows that are not 16-byte aligned (its
+ * element-wise instances), and short queries. */
 
 /* Query rows (max_seqlen_q for varlen) from which a non-plain problem goes to the prefill
  * kernel. Its tiles hold 128 rows of one head: at 64 rows half of each tile is live and a K/V
@@ -291,7 +292,7 @@ static const attn_fwd_variant *mods_route(const attn_problem *p)
     if (!prefill_mods_enabled() || (p->layout != ATTN_DENSE && p->layout != ATTN_VARLEN) ||
         p->num_splits > 1 || p->Sq < PREFILL_MODS_MIN_SQ ||
         (p->dtype != FLASHC_BF16 && p->dtype != FLASHC_F16) || p->D < 1 || p->D > 256 ||
-        p->Dv < 1 || p->Dv > 256 || !rows_vec16(p))
+        p->Dv < 1 || p->Dv > 256 || !cuda_rows_vec16(p))
         return NULL;
     for (int i = 0; i < 4; i++)
         if ((i == 0 ? p->sq : i == 1 ? p->sk : i == 2 ? p->sv : p->so)[3] != 1)
@@ -612,7 +613,7 @@ extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
                             "%s: FLASHC_CUDA_KERNEL=%s forces a kernel that does not serve this "
                             "problem (dtype %d, head dim %lld, compute capability %d.%d%s)%s%s%s",
                             FN, forced, (int)p->dtype, (long long)p->D, cc / 10, cc % 10,
-                            rows_vec16(p) ? "" : ", rows not 16-byte aligned",
+                            cuda_rows_vec16(p) ? "" : ", rows not 16-byte aligned",
                             /* the ablation family's own terms */
                             strcmp(forced, "sm90abl") == 0
                                 ? "; sm90abl serves bf16 at head dim 128 on sm_90 only, "
@@ -663,7 +664,7 @@ extern "C" flashc_status cuda_attn_fwd(const attn_problem *p, flashc_attn_stats 
 
     attn_fwd_args a;
     fwd_args_common(p, &a); /* the mods fields stay off */
-    a.vec16 = rows_vec16(p);
+    a.vec16 = cuda_rows_vec16(p);
     a.causal = p->causal;
     /* the sm90 kernels' only (v->min_cc, so that the stats below count what ran) */
     a.cshift = p->causal && v->min_cc >= 90 && sm90_cshift_enabled();
