@@ -15,6 +15,10 @@
  *             and chunked prefill (Sq in the hundreds), GQA ratios 1, 4, 8, both dtypes, causal,
  *             windows, softcap, ALiBi; slots past each sequence's length hold NaN, which must
  *             never reach a result.
+ *   unaligned rows that are not 16-byte aligned (head dims 59, 111, 203; Dk != Dv; pointers
+ *             only element-aligned) on the KV-cache kernel's element-wise instances: kvcache
+ *             cases as above (contiguous and paged, append, splits, masks, modifiers), varlen
+ *             and dense ones with masks.
  *   splits    num_splits 1..64 equal to the single pass within rounding (|difference| at most
  *             2x the naive same-precision error of the case; and each by the 2x rule), 0 (the
  *             library's choice), with and without a caller's workspace.
@@ -352,7 +356,34 @@ typedef struct kv_case {
     int64_t wl, wr;
     float softcap;
     int alibi;
+    int offset;      /* elements the tensors of offset_mask start past their allocation's
+                        (256-byte aligned) start: 1 leaves them only element-aligned        */
+    int offset_mask; /* OFF_*: which tensors; 0 with an offset: all of them                 */
 } kv_case;
+
+enum { OFF_Q = 1, OFF_K = 2, OFF_V = 4, OFF_O = 8, OFF_NEW = 16 };
+
+/* Elements tensor `which` (OFF_*) of case c starts past its allocation's start. */
+static int kv_off(const kv_case *c, int which)
+{
+    return !c->offset_mask || (c->offset_mask & which) ? c->offset : 0;
+}
+
+/* Device memory of bytes starting off 2-byte elements into an allocation of exactly
+ * bytes + 2 off (so a read past the end is one past the allocation), holding h when not NULL;
+ * dfree_at frees it. */
+static void *dalloc_at(const void *h, size_t bytes, int off)
+{
+    char *p = (char *)dalloc(bytes + 2 * (size_t)off) + 2 * (size_t)off;
+    if (h)
+        CUDA_OK(cudaMemcpy(p, h, bytes, cudaMemcpyHostToDevice));
+    return p;
+}
+static void dfree_at(void *p, int off)
+{
+    if (p)
+        cudaFree((char *)p - 2 * (size_t)off);
+}
 
 /* A case's device state and its host model. */
 typedef struct kv_run {
@@ -506,13 +537,14 @@ static void kv_setup(const kv_case *c, kv_run *r)
         L->alibi = r->alibi_h;
         r->alibi_d = dupload(r->alibi_h, sizeof(float) * B * c->Hq);
     }
-    r->q_d = dupload(qh, 2 * nq);
-    r->o_d = dalloc(2 * (size_t)B * c->Sq * c->Hq * Dv);
+    r->q_d = dalloc_at(qh, 2 * nq, kv_off(c, OFF_Q));
+    r->o_d = dalloc_at(NULL, 2 * (size_t)B * c->Sq * c->Hq * Dv, kv_off(c, OFF_O));
     r->lse_d = dalloc(sizeof(float) * (size_t)B * c->Hq * c->Sq);
-    r->kc_d = dalloc(2 * r->cache_elems_k), r->vc_d = dalloc(2 * r->cache_elems_v);
+    r->kc_d = dalloc_at(NULL, 2 * r->cache_elems_k, kv_off(c, OFF_K));
+    r->vc_d = dalloc_at(NULL, 2 * r->cache_elems_v, kv_off(c, OFF_V));
     if (c->s_new) {
-        r->kn_d = dupload(knh, 2 * nkn);
-        r->vn_d = dupload(vnh, 2 * nvn);
+        r->kn_d = dalloc_at(knh, 2 * nkn, kv_off(c, OFF_NEW));
+        r->vn_d = dalloc_at(vnh, 2 * nvn, kv_off(c, OFF_NEW));
     }
     r->seqlens_d = dupload(r->seqlens, sizeof(int32_t) * B);
     if (r->table)
@@ -534,8 +566,11 @@ static void kv_teardown(kv_run *r)
     free(r->L.q), free(r->L.k), free(r->L.v), free(r->L.sq), free(r->L.sk);
     free(r->kc_h), free(r->vc_h), free(r->kc_want), free(r->vc_want);
     free(r->seqlens), free(r->table), free(r->bidx), free(r->alibi_h), free(r->leftpad);
-    void *d[] = {r->kc_d,  r->vc_d,    r->q_d,       r->o_d,     r->kn_d,  r->vn_d,
-                 r->lse_d, r->alibi_d, r->seqlens_d, r->table_d, r->bidx_d, r->leftpad_d};
+    const kv_case *c = r->c;
+    dfree_at(r->kc_d, kv_off(c, OFF_K)), dfree_at(r->vc_d, kv_off(c, OFF_V));
+    dfree_at(r->q_d, kv_off(c, OFF_Q)), dfree_at(r->o_d, kv_off(c, OFF_O));
+    dfree_at(r->kn_d, kv_off(c, OFF_NEW)), dfree_at(r->vn_d, kv_off(c, OFF_NEW));
+    void *d[] = {r->lse_d, r->alibi_d, r->seqlens_d, r->table_d, r->bidx_d, r->leftpad_d};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
         if (d[i])
             cudaFree(d[i]);
@@ -667,6 +702,10 @@ static void kv_describe(const kv_case *c, char *buf, size_t n)
              c->causal ? " causal" : "", (long long)c->wl, (long long)c->wr,
              c->softcap > 0 ? " softcap" : "", c->alibi ? " alibi" : "",
              c->leftpad ? " leftpad" : "");
+    if (c->offset) {
+        const size_t at = strlen(buf);
+        snprintf(buf + at, n - at, " offset=%d mask=0x%x", c->offset, c->offset_mask);
+    }
 }
 
 /* kv_describe and the drawn cache_seqlens (the first 8), for a failure's line. */
@@ -1436,6 +1475,67 @@ static void variant_cases(void)
             const kv_case g1 = kvc(FLASHC_F16, 1, 1, 32, 8, 128, 64, 8192, 8000, 1);
             graph_check(&g1, 0, 3); /* the automatic split count at B 1 */
         }
+    }
+}
+
+/* Rows that are not 16-byte aligned (attn_decode.cu, DEC_VAR_ELEM): head dims 59 and 111
+ * (flash-attn's test_flash_attn_kvcache; packed, so the head, row and batch strides are odd),
+ * Dk != Dv both ways, 203 (the 256 instance), and tensors whose pointers are only
+ * element-aligned (1 or 3 elements past a 256-byte boundary: every tensor with strides that are
+ * multiples of 8, o alone, q and k_cache alone), each allocation ending at its tensor's last
+ * element; contiguous caches (with cache_batch_idx and cache_leftpad) and paged ones with
+ * shuffled tables (pages 7, 16), ragged cache_seqlens (an empty one), the append, GQA 4,
+ * causal, windows, softcap, ALiBi, decode and chunked prefill; splits 1, 3 and the library's
+ * choice (the merge; a caller's workspace). Then varlen and dense problems with masks on such
+ * rows, which the KV-cache kernel serves (a varlen one of prefill length too: the prefill
+ * kernel's mods instance takes 16-byte aligned rows only). */
+static void test_kvcache_unaligned(void **state)
+{
+    (void)state;
+    const int splits[] = {1, 3, 0};
+    const flashc_dtype dts[2] = {FLASHC_BF16, FLASHC_F16};
+    const int small = small_only();
+    for (int di = 0; di < 2; di++) {
+        const flashc_dtype dt = dts[di];
+        kv_case cs[] = {
+            /* short ones first: FLASHC_TEST_SMALL (compute-sanitizer) keeps the first three */
+            kvc(dt, 3, 1, 16, 4, 59, 0, 300, 290, 1),   /* D 59, contiguous, decode         */
+            kvc(dt, 4, 4, 16, 4, 59, 7, 700, 650, 4),   /* 59 / 111, page 7, Sq 4, causal   */
+            kvc(dt, 3, 1, 16, 4, 40, 16, 320, 300, 1),  /* D 40, every pointer 1 element off */
+            kvc(dt, 4, 1, 16, 4, 111, 16, 544, 520, 1), /* D 111, page 16, window           */
+            kvc(dt, 3, 2, 8, 2, 111, 0, 400, 380, 2),   /* 111 / 59, batch_idx, leftpad,
+                                                           softcap, ALiBi                   */
+            kvc(dt, 2, 1, 8, 2, 128, 0, 256, 240, 1),   /* D 128, o alone 1 element off     */
+            kvc(dt, 2, 2, 8, 2, 203, 16, 320, 300, 2),  /* D 203: the 256 instance, causal  */
+            kvc(dt, 2, 40, 8, 2, 59, 16, 512, 300, 40), /* chunked prefill, causal; q and
+                                                           k_cache 3 elements off           */
+        };
+        cs[1].Dv = 111, cs[1].causal = 1;
+        cs[2].offset = 1;
+        cs[3].wl = 100;
+        cs[4].Dv = 59, cs[4].batch_idx = 1, cs[4].leftpad = 1;
+        cs[4].softcap = 20.0f, cs[4].alibi = 1;
+        cs[5].offset = 1, cs[5].offset_mask = OFF_O;
+        cs[6].causal = 1;
+        cs[7].causal = 1, cs[7].offset = 3, cs[7].offset_mask = OFF_Q | OFF_K;
+        const int n = small ? 3 : (int)(sizeof cs / sizeof cs[0]);
+        for (int i = 0; i < n; i++) {
+            if (small && cs[i].ctx > 400)
+                cs[i].ctx = 100 + i, cs[i].cap = cs[i].page ? cs[i].page * (200 / cs[i].page + 2) : 256;
+            kv_check(&cs[i], splits, small ? 2 : 3, 1);
+        }
+    }
+    /* varlen and dense with masks: on the KV-cache kernel (mods_check asserts its tiles) */
+    mod_case m = mc(1, FLASHC_BF16, 5, 8, 2, 59, small ? 20 : 40, small ? 30 : 120);
+    m.causal = 1, m.wl = 31;
+    mods_check(&m);
+    if (!small) {
+        m = mc(1, FLASHC_F16, 4, 8, 2, 111, 100, 150); /* prefill length, but unaligned */
+        m.softcap = 10.0f, m.route = ROUTE_DECODE;
+        mods_check(&m);
+        m = mc(0, FLASHC_BF16, 2, 8, 2, 111, 70, 90); /* dense 111 / 59 */
+        m.Dv = 59, m.causal = 1, m.alibi = 1, m.route = ROUTE_DECODE;
+        mods_check(&m);
     }
 }
 
@@ -2245,11 +2345,17 @@ static void test_refusals(void **state)
     q32.dtype = FLASHC_F32;
     pr.workspace = NULL, pr.workspace_bytes = 0;
     assert_int_not_equal(flashc_attn_kvcache_fwd(&pr, &cache, &q32, &o, &lse, NULL), FLASHC_OK);
+    /* a pointer that is not element-aligned (element-aligned rows that are not 16-byte aligned
+     * are served: test_kvcache_unaligned) */
+    flashc_tensor qodd = q;
+    qodd.data = (char *)q.data + 1;
+    assert_int_equal(flashc_attn_kvcache_fwd(&pr, &cache, &qodd, &o, &lse, NULL),
+                     FLASHC_ERR_INVALID_ARGUMENT);
     /* host index tensors with CUDA tensors: refused */
     flashc_tensor slh = flashc_tensor_1d(r.seqlens, FLASHC_I32, c.B);
     cache.cache_seqlens = &slh;
     assert_int_not_equal(flashc_attn_kvcache_fwd(&pr, &cache, &q, &o, &lse, NULL), FLASHC_OK);
-    printf("  refusals: short workspace, fp32, host index tensor: refused (%s)\n",
+    printf("  refusals: short workspace, fp32, odd pointer, host index tensor: refused (%s)\n",
            flashc_last_error());
     assert_int_equal(cudaPeekAtLastError(), cudaSuccess);
     cudaFree(ws);
@@ -2269,7 +2375,7 @@ int main(void)
      * variant's tests) */
     struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kvcache_decode),  cmocka_unit_test(test_kvcache_masks),
-        cmocka_unit_test(test_kvcache_leftpad),
+        cmocka_unit_test(test_kvcache_leftpad), cmocka_unit_test(test_kvcache_unaligned),
         cmocka_unit_test(test_kvcache_chunked_prefill), cmocka_unit_test(test_kvcache_splits),
         cmocka_unit_test(test_kvcache_long),    cmocka_unit_test(test_kvcache_graph),
         cmocka_unit_test(test_varlen),          cmocka_unit_test(test_kvcache_merge_variants),
