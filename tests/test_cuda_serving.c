@@ -2177,7 +2177,9 @@ static void test_prefill_varlen_sm90(void **state)
     setenv("FLASHC_CUDA_SM90_VARLEN", "force", 1);
     {
         enum { T = 160, H = 2, DD = 36, W = 40 }; /* rows pitched to 16 bytes, so that the
-                                                      * 16-byte row rule does not refuse first */
+                                                      * problem is the mods route's (other rows
+                                                      * go to the KV-cache kernel, =force or
+                                                      * not) */
         const int32_t cu[3] = {0, 90, T};
         void *qd = dalloc(2 * T * H * W), *kd = dalloc(2 * T * H * W);
         void *vd = dalloc(2 * T * H * W), *od = dalloc(2 * T * H * W);
