@@ -293,23 +293,24 @@ typedef struct flashc_attn_stats {
  * feature stride, element-aligned pointers (rows that are also 16-byte aligned take the fast
  * loads); the masks and modifiers the build's kernels serve (flashc_attn_fwd_supported says;
  * anything else is refused with FLASHC_ERR_UNSUPPORTED and a message, never ignored): the
- * prefill kernels serve plain problems (causal or not, D == Dv), and, from 64 query rows
- * with 16-byte aligned rows, windows, softcap, ALiBi and D != Dv too (the sm80 kernel's
- * masks-and-modifiers instance; with more than 2048 keys a row, only when its grid fills the
- * SMs once); the rest (shorter queries, a split request) goes to
- * the KV-cache kernel (flashc_attn_kvcache_fwd's CUDA notes: 16-byte aligned rows).
+ * prefill kernels serve plain problems (causal or not, D == Dv), and, from 64 query rows,
+ * windows, softcap, ALiBi and D != Dv too (the sm80 kernel's masks-and-modifiers instance,
+ * element by element where rows are not 16-byte aligned; with more than 2048 keys a row, only
+ * when its grid fills the SMs once); the rest (shorter queries, a split request) goes to the
+ * KV-cache kernel (flashc_attn_kvcache_fwd's CUDA notes: rows that are not 16-byte aligned
+ * too). The same rules hold whether rows are 16-byte aligned or not.
  * On compute capability 9.0 the sm90 kernels take dense D != Dv problems with no window,
  * softcap or ALiBi (D and Dv multiples of 8) where the dispatcher picks one for max(D, Dv);
  * otherwise the route above (FLASHC_CUDA_SM90_DKDV=0, read on every call, turns that off).
  * Dense problems with a window, softcap or ALiBi that the sm80 masks-and-modifiers instance
- * would take go to the sm90 kernels on compute capability 9.0 (D and Dv multiples of 8,
- * max(D, Dv) <= 128 by default; FLASHC_CUDA_SM90_MODS, read on every call: =0 off, =1 up to
- * 256); =force also refuses such a problem with
- * FLASHC_ERR_UNSUPPORTED where they cannot take it. FLASHC_CUDA_PREFILL_MODS=0 (read on every call) sends every problem with a window, softcap
- * or ALiBi, every D != Dv one and every varlen one to the KV-cache kernel, as before that
- * instance. The environment variable FLASHC_CUDA_KERNEL=sm80|sm90 (read once) forces one
- * kernel family; a problem it does not serve is then refused with FLASHC_ERR_UNSUPPORTED (a
- * dense D != Dv one instead takes the route above). No device memory
+ * would take go to the sm90 kernels on compute capability 9.0 (16-byte aligned rows, D and Dv
+ * multiples of 8, max(D, Dv) <= 128 by default; FLASHC_CUDA_SM90_MODS, read on every call:
+ * =0 off, =1 up to 256); =force also refuses such a problem with FLASHC_ERR_UNSUPPORTED where
+ * they cannot take it. FLASHC_CUDA_PREFILL_MODS=0 (read on every call) sends every problem
+ * with a window, softcap or ALiBi, every D != Dv one and every varlen one to the KV-cache
+ * kernel, as before that instance. The environment variable FLASHC_CUDA_KERNEL=sm80|sm90
+ * (read once) forces one kernel family; a problem it does not serve is then refused with
+ * FLASHC_ERR_UNSUPPORTED (a dense D != Dv one instead takes the route above). No device memory
  * besides o and lse, but for a split-KV request (num_splits > 1, or 0 on the KV-cache kernel):
  * its partials come from params.workspace (flashc_attn_fwd_workspace_size) or the scratch
  * pool (Memory, at the top). */
@@ -490,8 +491,11 @@ typedef struct flashc_kv_cache {
  * neither the outputs nor the cache were written. Forward only.
  *
  * CUDA (every tensor, index tensors and ALiBi slopes included, in device memory; launched on
- * params.cuda_stream): bfloat16 / float16, D and Dv up to 256, rows 16-byte aligned (pointers
- * 16-byte aligned, batch / row / head strides multiples of 8 elements, unit feature stride).
+ * params.cuda_stream): bfloat16 / float16, D and Dv up to 256, unit feature stride and
+ * element-aligned pointers, any other strides. Rows that are 16-byte aligned (pointers 16-byte
+ * aligned, batch / row / head strides multiples of 8 elements) are copied by 16 bytes; others
+ * (a head dim that is not a multiple of 8 in packed tensors, an offset view) element by
+ * element, which is slower.
  * The query heads of a KV group are packed into one tile, so the cache is read once per KV
  * head; keys are split across thread blocks (num_splits; 0 = chosen from B * Hkv, the tile
  * count, the longest possible context and the SM count) and merged on the device. k_new/v_new

@@ -15,6 +15,12 @@
  *             and chunked prefill (Sq in the hundreds), GQA ratios 1, 4, 8, both dtypes, causal,
  *             windows, softcap, ALiBi; slots past each sequence's length hold NaN, which must
  *             never reach a result.
+ *   unaligned rows that are not 16-byte aligned (head dims 59, 111, 203; Dk != Dv; pointers
+ *             only element-aligned) on the KV-cache kernel's element-wise instances: kvcache
+ *             cases as above (contiguous and paged, append, splits, masks, modifiers), varlen
+ *             and dense ones with masks; those of prefill length (and D or Dv % 8 != 0 under
+ *             masks and modifiers: test_prefill_mods_unaligned) also on the prefill kernel's
+ *             unvectorised mods instance, routed as aligned rows are.
  *   splits    num_splits 1..64 equal to the single pass within rounding (|difference| at most
  *             2x the naive same-precision error of the case; and each by the 2x rule), 0 (the
  *             library's choice), with and without a caller's workspace.
@@ -352,7 +358,34 @@ typedef struct kv_case {
     int64_t wl, wr;
     float softcap;
     int alibi;
+    int offset;      /* elements the tensors of offset_mask start past their allocation's
+                        (256-byte aligned) start: 1 leaves them only element-aligned        */
+    int offset_mask; /* OFF_*: which tensors; 0 with an offset: all of them                 */
 } kv_case;
+
+enum { OFF_Q = 1, OFF_K = 2, OFF_V = 4, OFF_O = 8, OFF_NEW = 16 };
+
+/* Elements tensor `which` (OFF_*) of case c starts past its allocation's start. */
+static int kv_off(const kv_case *c, int which)
+{
+    return !c->offset_mask || (c->offset_mask & which) ? c->offset : 0;
+}
+
+/* Device memory of bytes starting off 2-byte elements into an allocation of exactly
+ * bytes + 2 off (so a read past the end is one past the allocation), holding h when not NULL;
+ * dfree_at frees it. */
+static void *dalloc_at(const void *h, size_t bytes, int off)
+{
+    char *p = (char *)dalloc(bytes + 2 * (size_t)off) + 2 * (size_t)off;
+    if (h)
+        CUDA_OK(cudaMemcpy(p, h, bytes, cudaMemcpyHostToDevice));
+    return p;
+}
+static void dfree_at(void *p, int off)
+{
+    if (p)
+        cudaFree((char *)p - 2 * (size_t)off);
+}
 
 /* A case's device state and its host model. */
 typedef struct kv_run {
@@ -506,13 +539,14 @@ static void kv_setup(const kv_case *c, kv_run *r)
         L->alibi = r->alibi_h;
         r->alibi_d = dupload(r->alibi_h, sizeof(float) * B * c->Hq);
     }
-    r->q_d = dupload(qh, 2 * nq);
-    r->o_d = dalloc(2 * (size_t)B * c->Sq * c->Hq * Dv);
+    r->q_d = dalloc_at(qh, 2 * nq, kv_off(c, OFF_Q));
+    r->o_d = dalloc_at(NULL, 2 * (size_t)B * c->Sq * c->Hq * Dv, kv_off(c, OFF_O));
     r->lse_d = dalloc(sizeof(float) * (size_t)B * c->Hq * c->Sq);
-    r->kc_d = dalloc(2 * r->cache_elems_k), r->vc_d = dalloc(2 * r->cache_elems_v);
+    r->kc_d = dalloc_at(NULL, 2 * r->cache_elems_k, kv_off(c, OFF_K));
+    r->vc_d = dalloc_at(NULL, 2 * r->cache_elems_v, kv_off(c, OFF_V));
     if (c->s_new) {
-        r->kn_d = dupload(knh, 2 * nkn);
-        r->vn_d = dupload(vnh, 2 * nvn);
+        r->kn_d = dalloc_at(knh, 2 * nkn, kv_off(c, OFF_NEW));
+        r->vn_d = dalloc_at(vnh, 2 * nvn, kv_off(c, OFF_NEW));
     }
     r->seqlens_d = dupload(r->seqlens, sizeof(int32_t) * B);
     if (r->table)
@@ -534,8 +568,11 @@ static void kv_teardown(kv_run *r)
     free(r->L.q), free(r->L.k), free(r->L.v), free(r->L.sq), free(r->L.sk);
     free(r->kc_h), free(r->vc_h), free(r->kc_want), free(r->vc_want);
     free(r->seqlens), free(r->table), free(r->bidx), free(r->alibi_h), free(r->leftpad);
-    void *d[] = {r->kc_d,  r->vc_d,    r->q_d,       r->o_d,     r->kn_d,  r->vn_d,
-                 r->lse_d, r->alibi_d, r->seqlens_d, r->table_d, r->bidx_d, r->leftpad_d};
+    const kv_case *c = r->c;
+    dfree_at(r->kc_d, kv_off(c, OFF_K)), dfree_at(r->vc_d, kv_off(c, OFF_V));
+    dfree_at(r->q_d, kv_off(c, OFF_Q)), dfree_at(r->o_d, kv_off(c, OFF_O));
+    dfree_at(r->kn_d, kv_off(c, OFF_NEW)), dfree_at(r->vn_d, kv_off(c, OFF_NEW));
+    void *d[] = {r->lse_d, r->alibi_d, r->seqlens_d, r->table_d, r->bidx_d, r->leftpad_d};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
         if (d[i])
             cudaFree(d[i]);
@@ -667,6 +704,10 @@ static void kv_describe(const kv_case *c, char *buf, size_t n)
              c->causal ? " causal" : "", (long long)c->wl, (long long)c->wr,
              c->softcap > 0 ? " softcap" : "", c->alibi ? " alibi" : "",
              c->leftpad ? " leftpad" : "");
+    if (c->offset) {
+        const size_t at = strlen(buf);
+        snprintf(buf + at, n - at, " offset=%d mask=0x%x", c->offset, c->offset_mask);
+    }
 }
 
 /* kv_describe and the drawn cache_seqlens (the first 8), for a failure's line. */
@@ -1019,18 +1060,20 @@ static void test_kvcache_graph(void **state)
 /* ---- varlen and dense problems with masks and modifiers ------------------------------------ */
 
 /* Which kernel a case must run on, told by the tiles it reports (flashc_attn_stats): the
- * KV-cache kernel's 16 x 16, or the prefill kernel's 128-row tiles. A PREFILL case runs twice:
- * by default on the prefill kernel, and with FLASHC_CUDA_PREFILL_MODS=0 on the KV-cache
- * kernel (the routing before; kept as the fallback), each by the 2x rule. An SM90 case (dense
- * Dk != Dv, otherwise plain) runs three times: with FLASHC_CUDA_SM90_DKDV=1 on an sm90 kernel
- * where the device is compute capability 9.0 (sm80_tiles says how its tiles differ), with =0
- * on the sm80 kernel's mods instance, and with FLASHC_CUDA_PREFILL_MODS=0 on the KV-cache
- * kernel. */
+ * KV-cache kernel's 16 x 16, or the prefill kernel's 128-row tiles. A PREFILL (or UNALIGNED)
+ * case runs twice: by default on the prefill kernel, and with FLASHC_CUDA_PREFILL_MODS=0 on the
+ * KV-cache kernel (the routing before; kept as the fallback), each by the 2x rule. An SM90
+ * case (dense Dk != Dv, otherwise plain) runs three times: with FLASHC_CUDA_SM90_DKDV=1 on an
+ * sm90 kernel where the device is compute capability 9.0 (sm80_tiles says how its tiles
+ * differ), with =0 on the sm80 kernel's mods instance, and with FLASHC_CUDA_PREFILL_MODS=0 on
+ * the KV-cache kernel. */
 enum { ROUTE_DECODE = 0, ROUTE_PREFILL = 1, ROUTE_SM90 = 2, ROUTE_SM90M = 3, ROUTE_SM90V = 4,
        ROUTE_UNALIGNED = 5 };
-/* ROUTE_UNALIGNED: rows not 16-byte aligned (D or Dv % 8 != 0): the prefill kernel's
- * unvectorised mods instance whatever the query length; one pass (the KV-cache kernel refuses
- * such rows, so there is no second route to compare). */
+/* ROUTE_UNALIGNED: rows not 16-byte aligned (D or Dv % 8 != 0) at prefill length: the prefill
+ * kernel's unvectorised mods instance (the sm80 kernel's tiles, sm80_tiles: the sm90 instances
+ * need 16-byte rows), then, as ROUTE_PREFILL, the KV-cache kernel with
+ * FLASHC_CUDA_PREFILL_MODS=0 (its element-wise instances, DEC_VAR_ELEM). Shorter such queries
+ * take the KV-cache kernel as aligned ones do (ROUTE_DECODE). */
 /* ROUTE_SM90M (dense, masks and modifiers) runs like ROUTE_SM90 with FLASHC_CUDA_SM90_MODS in
  * place of FLASHC_CUDA_SM90_DKDV: =force on the sm90 kernel's mods instance where the device is
  * compute capability 9.0 and one serves the case (sm90_mods_tiles; forced, so that a call that
@@ -1297,8 +1340,8 @@ static void mods_check(const mod_case *c)
                                                      : "SM90_DKDV";
     const int forced_route = c->route == ROUTE_SM90M || c->route == ROUTE_SM90V;
     int want_sm90m = 0; /* the pass forced FLASHC_CUDA_SM90_MODS / _VARLEN (below) */
-    const int passes = sm90_env ? (small_only() ? 1 : 3) : c->route == ROUTE_PREFILL ? 2 : 1;
-    /* (ROUTE_UNALIGNED: one pass, the prefill kernel) */
+    const int two = c->route == ROUTE_PREFILL || c->route == ROUTE_UNALIGNED;
+    const int passes = sm90_env ? (small_only() ? 1 : 3) : two ? 2 : 1;
     for (int pass = 0; pass < passes; pass++) {
         const int last = pass == passes - 1 && pass > 0; /* the KV-cache pass */
         const int want_prefill = c->route != ROUTE_DECODE && !last;
@@ -1336,6 +1379,14 @@ static void mods_check(const mod_case *c)
         if (want_prefill ? st.block_q < 128 : st.block_q != 16)
             fail_case("%s | ran on the wrong kernel (want the %s kernel)", what,
                      want_prefill ? "prefill" : "KV-cache");
+        if (c->route == ROUTE_UNALIGNED && !last) { /* not an sm90 instance (TMA: 16-byte rows) */
+            int64_t bq, bk;
+            sm80_tiles(c, &bq, &bk);
+            if (st.block_q != bq || st.block_k != bk)
+                fail_case("%s | reports tiles of another kernel (want the sm80 mods instance's, "
+                          "%lldx%lld)",
+                          what, (long long)bq, (long long)bk);
+        }
         if (sm90_env && !last) {
             int64_t bq, bk;
             sm80_tiles(c, &bq, &bk);
@@ -1394,9 +1445,10 @@ static mod_case mc(int varlen, flashc_dtype dt, int B, int Hq, int Hkv, int D, i
     memset(&c, 0, sizeof c);
     c.varlen = varlen, c.dt = dt, c.B = B, c.Hq = Hq, c.Hkv = Hkv, c.D = c.Dv = D;
     c.maxq = maxq, c.maxk = maxk, c.wl = c.wr = -1, c.splits = 1;
-    /* attn.cu: PREFILL_MODS_MIN_SQ (the cases keep maxk <= PREFILL_MODS_FEW_KEYS, so the
-     * one-wave rule never applies) */
-    c.route = D % 8 ? ROUTE_UNALIGNED : maxq >= 64 ? ROUTE_PREFILL : ROUTE_DECODE;
+    /* attn.cu: PREFILL_MODS_MIN_SQ, the same for rows that are not 16-byte aligned (the cases
+     * keep maxk <= PREFILL_MODS_FEW_KEYS, so the one-wave rule never applies; a case that sets
+     * Dv, or more keys, sets its route where it matters) */
+    c.route = maxq < 64 ? ROUTE_DECODE : c.D % 8 || c.Dv % 8 ? ROUTE_UNALIGNED : ROUTE_PREFILL;
     return c;
 }
 
@@ -1511,6 +1563,68 @@ static void variant_cases(void)
             const kv_case g1 = kvc(FLASHC_F16, 1, 1, 32, 8, 128, 64, 8192, 8000, 1);
             graph_check(&g1, 0, 3); /* the automatic split count at B 1 */
         }
+    }
+}
+
+/* Rows that are not 16-byte aligned (attn_decode.cu, DEC_VAR_ELEM): head dims 59 and 111
+ * (flash-attn's test_flash_attn_kvcache; packed, so the head, row and batch strides are odd),
+ * Dk != Dv both ways, 203 (the 256 instance), and tensors whose pointers are only
+ * element-aligned (1 or 3 elements past a 256-byte boundary: every tensor with strides that are
+ * multiples of 8, o alone, q and k_cache alone), each allocation ending at its tensor's last
+ * element; contiguous caches (with cache_batch_idx and cache_leftpad) and paged ones with
+ * shuffled tables (pages 7, 16), ragged cache_seqlens (an empty one), the append, GQA 4,
+ * causal, windows, softcap, ALiBi, decode and chunked prefill; splits 1, 3 and the library's
+ * choice (the merge; a caller's workspace). Then varlen and dense problems with masks on such
+ * rows: a short one on the KV-cache kernel, two of prefill length on the prefill kernel's
+ * unvectorised mods instance and again on the KV-cache kernel (FLASHC_CUDA_PREFILL_MODS=0;
+ * attn.cu's mods_route treats these rows as it treats aligned ones). */
+static void test_kvcache_unaligned(void **state)
+{
+    (void)state;
+    const int splits[] = {1, 3, 0};
+    const flashc_dtype dts[2] = {FLASHC_BF16, FLASHC_F16};
+    const int small = small_only();
+    for (int di = 0; di < 2; di++) {
+        const flashc_dtype dt = dts[di];
+        kv_case cs[] = {
+            /* short ones first: FLASHC_TEST_SMALL (compute-sanitizer) keeps the first three */
+            kvc(dt, 3, 1, 16, 4, 59, 0, 300, 290, 1),   /* D 59, contiguous, decode         */
+            kvc(dt, 4, 4, 16, 4, 59, 7, 700, 650, 4),   /* 59 / 111, page 7, Sq 4, causal   */
+            kvc(dt, 3, 1, 16, 4, 40, 16, 320, 300, 1),  /* D 40, every pointer 1 element off */
+            kvc(dt, 4, 1, 16, 4, 111, 16, 544, 520, 1), /* D 111, page 16, window           */
+            kvc(dt, 3, 2, 8, 2, 111, 0, 400, 380, 2),   /* 111 / 59, batch_idx, leftpad,
+                                                           softcap, ALiBi                   */
+            kvc(dt, 2, 1, 8, 2, 128, 0, 256, 240, 1),   /* D 128, o alone 1 element off     */
+            kvc(dt, 2, 2, 8, 2, 203, 16, 320, 300, 2),  /* D 203: the 256 instance, causal  */
+            kvc(dt, 2, 40, 8, 2, 59, 16, 512, 300, 40), /* chunked prefill, causal; q and
+                                                           k_cache 3 elements off           */
+        };
+        cs[1].Dv = 111, cs[1].causal = 1;
+        cs[2].offset = 1;
+        cs[3].wl = 100;
+        cs[4].Dv = 59, cs[4].batch_idx = 1, cs[4].leftpad = 1;
+        cs[4].softcap = 20.0f, cs[4].alibi = 1;
+        cs[5].offset = 1, cs[5].offset_mask = OFF_O;
+        cs[6].causal = 1;
+        cs[7].causal = 1, cs[7].offset = 3, cs[7].offset_mask = OFF_Q | OFF_K;
+        const int n = small ? 3 : (int)(sizeof cs / sizeof cs[0]);
+        for (int i = 0; i < n; i++) {
+            if (small && cs[i].ctx > 400)
+                cs[i].ctx = 100 + i, cs[i].cap = cs[i].page ? cs[i].page * (200 / cs[i].page + 2) : 256;
+            kv_check(&cs[i], splits, small ? 2 : 3, 1);
+        }
+    }
+    /* varlen and dense with masks (mods_check asserts each pass's tiles) */
+    mod_case m = mc(1, FLASHC_BF16, 5, 8, 2, 59, small ? 20 : 40, small ? 30 : 120);
+    m.causal = 1, m.wl = 31; /* maxq < 64: the KV-cache kernel (ROUTE_DECODE) */
+    mods_check(&m);
+    if (!small) {
+        m = mc(1, FLASHC_F16, 4, 8, 2, 111, 100, 150); /* prefill length: ROUTE_UNALIGNED */
+        m.softcap = 10.0f;
+        mods_check(&m);
+        m = mc(0, FLASHC_BF16, 2, 8, 2, 111, 70, 90); /* dense 111 / 59, Sq 70 */
+        m.Dv = 59, m.causal = 1, m.alibi = 1, m.route = ROUTE_UNALIGNED;
+        mods_check(&m);
     }
 }
 
@@ -1878,23 +1992,20 @@ static void test_dense_modifiers(void **state)
     mods_check(&c);
 }
 
-/* The prefill kernel's mods instances (attn_fwd_sm80.cu): every head-dim instance (32 ... 256,
- * and padded dims 40, 72, 200; Dk != Dv both ways), both dtypes, GQA 1 and 4, varlen with
- * ragged and empty sequences and tiles past 2 x 128 rows, causal, windows (one-sided,
- * two-sided, rows that see nothing when Sq > Sk), softcap and ALiBi, alone and together. Each
- * on the prefill kernel and again on the KV-cache kernel (FLASHC_CUDA_PREFILL_MODS=0). */
 /* Head dims with D or Dv % 8 != 0 (rows only 2-byte aligned) under masks and modifiers and
- * varlen: the sm80 prefill kernel's unvectorised mods instance (attn.cu's mods_route; the
- * KV-cache kernel refuses such rows), short queries (Sq 1, 20) and one-wave grids included;
+ * varlen, routed by attn.cu's mods_route as aligned rows are: from 64 query rows on the sm80
+ * prefill kernel's unvectorised mods instance (never an sm90 one: TMA needs 16-byte rows) and
+ * again on the KV-cache kernel (ROUTE_UNALIGNED); short queries (Sq 1, 20) and a one-wave grid
+ * over many keys on the KV-cache kernel's element-wise instances (ROUTE_DECODE).
  * flash-attention's test file has d 59 and 111. */
 static void test_prefill_mods_unaligned(void **state)
 {
     (void)state;
     const flashc_dtype BF = FLASHC_BF16, F16 = FLASHC_F16;
-    mod_case c = mc(0, BF, 2, 6, 3, 59, 1, 300); /* decode-like: one query row */
+    mod_case c = mc(0, BF, 2, 6, 3, 59, 1, 300); /* decode-like: one query row, KV-cache */
     c.causal = 1;
     mods_check(&c);
-    c = mc(1, F16, 4, 4, 2, 111, 20, 500); /* varlen, short queries, long keys, ALiBi */
+    c = mc(1, F16, 4, 4, 2, 111, 20, 500); /* varlen, short queries (KV-cache), long keys */
     c.alibi = 1, c.causal = 1;
     mods_check(&c);
     if (small_only())
@@ -1905,17 +2016,25 @@ static void test_prefill_mods_unaligned(void **state)
     c = mc(1, BF, 5, 8, 2, 59, 300, 330); /* varlen, GQA 4, sliding window */
     c.causal = 1, c.wl = 64;
     mods_check(&c);
-    c = mc(0, BF, 1, 4, 1, 59, 130, 3000); /* one-wave grid, many keys */
-    c.alibi = 1;
+    /* one-wave grid, many keys: 2 Q tiles x 4 heads = 8 blocks, fewer than the SMs (132 on an
+     * H100 / H200), and 3000 keys > PREFILL_MODS_FEW_KEYS: the KV-cache kernel's split-KV, as
+     * for aligned rows (mods_route's one-wave rule) */
+    c = mc(0, BF, 1, 4, 1, 59, 130, 3000);
+    c.alibi = 1, c.route = ROUTE_DECODE;
     mods_check(&c);
     c = mc(0, F16, 2, 4, 2, 3, 77, 90); /* D 3: the 32 instance */
     c.causal = 1, c.softcap = 4.0f;
     mods_check(&c);
     c = mc(0, BF, 2, 4, 2, 64, 70, 80); /* Dv 100 alone unaligned: v and o rows */
-    c.Dv = 100, c.route = ROUTE_UNALIGNED, c.wl = 30;
+    c.Dv = 100, c.route = ROUTE_UNALIGNED, c.wl = 30; /* (mc saw D 64: ROUTE_PREFILL) */
     mods_check(&c);
 }
 
+/* The prefill kernel's mods instances (attn_fwd_sm80.cu): every head-dim instance (32 ... 256,
+ * and padded dims 40, 72, 200; Dk != Dv both ways), both dtypes, GQA 1 and 4, varlen with
+ * ragged and empty sequences and tiles past 2 x 128 rows, causal, windows (one-sided,
+ * two-sided, rows that see nothing when Sq > Sk), softcap and ALiBi, alone and together. Each
+ * on the prefill kernel and again on the KV-cache kernel (FLASHC_CUDA_PREFILL_MODS=0). */
 static void test_prefill_mods(void **state)
 {
     (void)state;
@@ -2185,7 +2304,9 @@ static void test_prefill_varlen_sm90(void **state)
     setenv("FLASHC_CUDA_SM90_VARLEN", "force", 1);
     {
         enum { T = 160, H = 2, DD = 36, W = 40 }; /* rows pitched to 16 bytes, so that the
-                                                      * 16-byte row rule does not refuse first */
+                                                      * head dim is what no sm90vl instance
+                                                      * takes (packed rows of 36 are not
+                                                      * 16-byte aligned: refused as well) */
         const int32_t cu[3] = {0, 90, T};
         void *qd = dalloc(2 * T * H * W), *kd = dalloc(2 * T * H * W);
         void *vd = dalloc(2 * T * H * W), *od = dalloc(2 * T * H * W);
@@ -2353,11 +2474,17 @@ static void test_refusals(void **state)
     q32.dtype = FLASHC_F32;
     pr.workspace = NULL, pr.workspace_bytes = 0;
     assert_int_not_equal(flashc_attn_kvcache_fwd(&pr, &cache, &q32, &o, &lse, NULL), FLASHC_OK);
+    /* a pointer that is not element-aligned (element-aligned rows that are not 16-byte aligned
+     * are served: test_kvcache_unaligned) */
+    flashc_tensor qodd = q;
+    qodd.data = (char *)q.data + 1;
+    assert_int_equal(flashc_attn_kvcache_fwd(&pr, &cache, &qodd, &o, &lse, NULL),
+                     FLASHC_ERR_INVALID_ARGUMENT);
     /* host index tensors with CUDA tensors: refused */
     flashc_tensor slh = flashc_tensor_1d(r.seqlens, FLASHC_I32, c.B);
     cache.cache_seqlens = &slh;
     assert_int_not_equal(flashc_attn_kvcache_fwd(&pr, &cache, &q, &o, &lse, NULL), FLASHC_OK);
-    printf("  refusals: short workspace, fp32, host index tensor: refused (%s)\n",
+    printf("  refusals: short workspace, fp32, odd pointer, host index tensor: refused (%s)\n",
            flashc_last_error());
     assert_int_equal(cudaPeekAtLastError(), cudaSuccess);
     cudaFree(ws);
@@ -2377,7 +2504,7 @@ int main(void)
      * variant's tests) */
     struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kvcache_decode),  cmocka_unit_test(test_kvcache_masks),
-        cmocka_unit_test(test_kvcache_leftpad),
+        cmocka_unit_test(test_kvcache_leftpad), cmocka_unit_test(test_kvcache_unaligned),
         cmocka_unit_test(test_kvcache_chunked_prefill), cmocka_unit_test(test_kvcache_splits),
         cmocka_unit_test(test_kvcache_long),    cmocka_unit_test(test_kvcache_graph),
         cmocka_unit_test(test_varlen),          cmocka_unit_test(test_kvcache_merge_variants),

@@ -24,8 +24,8 @@ from . import _arrays, _lib
 
 def _reject_unsupported(dropout_p, *_unused) -> None:
     """Options flashc does not implement are refused by name, never ignored. (window_size,
-    softcap and alibi_slopes are served by the library: a backend that cannot serve one, such as
-    the CUDA kernels today, refuses it with NotImplementedError naming it.)"""
+    softcap and alibi_slopes are served by the library: a backend that cannot serve one for a
+    given problem refuses it with NotImplementedError naming it.)"""
     if dropout_p != 0.0:
         raise NotImplementedError(
             f"flashc: dropout_p={dropout_p} is not supported (no attention dropout); pass 0.0"
@@ -151,8 +151,10 @@ def _forward(q, k, v, varlen, softmax_scale, causal, mods: Mods):
     _arrays.common_kind({"q": q, "k": k, "v": v, "alibi_slopes": mods.alibi_slopes})
     out, lse = _new_out_lse(q, k, v, varlen)
     if _needs_pitch(q, v) and q.shape[-1] != v.shape[-1] and not _paged(varlen):
-        # the CUDA forward's Dk != Dv route loads 16-byte chunks of 16-byte aligned rows (D == Dv
-        # has an element-wise path): q, k, v and out go through rows pitched to 16 bytes
+        # the CUDA forward's Dk != Dv routes (the sm90 kernels, the prefill kernel's vectorised
+        # mods instance) load 16-byte chunks of 16-byte aligned rows; other rows are served too,
+        # element by element and more slowly (D == Dv keeps that path): q, k, v and out go
+        # through rows pitched to 16 bytes (not a paged call's: k and v are its cache pages)
         q, k, v = (_pitched(x, True) for x in (q, k, v))
         out = _pitched(out, False)
     vo, vl = _arrays.view("out", out), _arrays.view("softmax_lse", lse)

@@ -61,8 +61,9 @@ static int current_cc(flashc_status *st)
 }
 
 /* Rows of every operand start on 16-byte boundaries: pointers 16-byte aligned, strides
- * multiples of 8 elements (the kernels' 16-byte loads and the copy engine need this). */
-static int rows_vec16(const attn_problem *p)
+ * multiples of 8 elements (the kernels' 16-byte loads and the copy engine need this; the
+ * KV-cache kernel picks its element-wise instances without it, attn_decode.cu). */
+int cuda_rows_vec16(const attn_problem *p)
 {
     const void *ptr[4] = {p->q, p->k, p->v, p->o};
     const int64_t *st[4] = {p->sq, p->sk, p->sv, p->so};
@@ -79,7 +80,7 @@ static int rows_vec16(const attn_problem *p)
  * cuda_attn_fwd_supports and cuda_attn_fwd both ask it. */
 static const attn_fwd_variant *pick_variant(const attn_problem *p, int cc, const char *forced)
 {
-    const int vec16 = rows_vec16(p);
+    const int vec16 = cuda_rows_vec16(p);
     const int64_t d = p->D > p->Dv ? p->D : p->Dv;
     const attn_fwd_variant *best = NULL;
     for (size_t t = 0; t < sizeof variant_tables / sizeof variant_tables[0]; t++)
@@ -107,10 +108,12 @@ static const attn_fwd_variant *pick_variant(const attn_problem *p, int cc, const
  * m16 tiles of one warp. The sm80 prefill kernel's mods instance (attn_fwd_sm80.cu) takes
  * such problems when they are prefill-like, D != Dv included (the instance of max(D, Dv),
  * the shorter side zero-padded in shared memory); the KV-cache kernel keeps the rest: KV
- * caches and paged varlen (its loaders look up pages), split requests (num_splits > 1) and
- * short queries, except where rows are not 16-byte aligned (D % 8 != 0, odd strides): the
- * KV-cache kernel refuses those, so every such dense or (packed) varlen problem goes to the
- * prefill kernel's unvectorised mods instance. */
+ * caches and paged varlen (its loaders look up pages), split requests (num_splits > 1), short
+ * queries and one-wave grids over many keys (below). Rows that are not 16-byte aligned (D or
+ * Dv % 8 != 0, odd strides, offset pointers) follow the same rules: both kernels serve them,
+ * the prefill kernel through its unvectorised mods instance and the KV-cache kernel through
+ * its element-wise instances (DEC_VAR_ELEM, attn_decode.cu); only the sm90 mods / varlen
+ * instances (TMA: 16-byte rows) are not considered for them, so a long one runs on sm80. */
 
 /* Query rows (max_seqlen_q for varlen) from which a non-plain problem goes to the prefill
  * kernel. Its tiles hold 128 rows of one head: at 64 rows half of each tile is live and a K/V
@@ -290,13 +293,12 @@ static flashc_status mods_forced(const attn_problem *p, const attn_fwd_variant *
  * answers and messages. */
 static const attn_fwd_variant *mods_route(const attn_problem *p)
 {
-    /* rows not 16-byte aligned: the KV-cache kernel refuses them, so the prefill kernel's
-     * unvectorised mods instance takes every such problem, short queries and one-wave grids
-     * included (num_splits > 1 is then refused there, as before) */
-    const int vec = rows_vec16(p);
+    /* rows not 16-byte aligned take the same rules as aligned ones (both kernels serve them);
+     * only the sm90 instances need 16-byte rows (below) */
+    const int vec = cuda_rows_vec16(p);
     if (!prefill_mods_enabled() || (p->layout != ATTN_DENSE && p->layout != ATTN_VARLEN) ||
         p->pages /* paged varlen: the KV-cache kernel's paged loaders */ ||
-        p->num_splits > 1 || (vec && p->Sq < PREFILL_MODS_MIN_SQ) ||
+        p->num_splits > 1 || p->Sq < PREFILL_MODS_MIN_SQ ||
         (p->dtype != FLASHC_BF16 && p->dtype != FLASHC_F16) || p->D < 1 || p->D > 256 ||
         p->Dv < 1 || p->Dv > 256)
         return NULL;
@@ -325,7 +327,7 @@ static const attn_fwd_variant *mods_route(const attn_problem *p)
         keys = width < keys ? width : keys;
     }
     const int64_t blocks = (p->Sq + v->block_q - 1) / v->block_q * p->B * p->Hq;
-    if (vec && keys > PREFILL_MODS_FEW_KEYS && blocks < cuda_sm_count())
+    if (keys > PREFILL_MODS_FEW_KEYS && blocks < cuda_sm_count())
         return NULL;
     return v;
 }
@@ -504,7 +506,7 @@ static flashc_status mods_run(const attn_problem *p, const attn_fwd_variant *v,
     FLASHC_TRY(cuda_check_no_pending_error(fn));
     attn_fwd_args a;
     fwd_args_common(p, &a);
-    a.vec16 = rows_vec16(p); /* 0: the unvectorised instance (mods_route) */
+    a.vec16 = cuda_rows_vec16(p); /* 0: the unvectorised instance (mods_route) */
     a.causal = 0; /* folded into wr */
     if (p->layout == ATTN_VARLEN) {
         a.cu_q = p->cu_q, a.cu_k = p->cu_k;
@@ -619,7 +621,7 @@ extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
                             "%s: FLASHC_CUDA_KERNEL=%s forces a kernel that does not serve this "
                             "problem (dtype %d, head dim %lld, compute capability %d.%d%s)%s%s%s",
                             FN, forced, (int)p->dtype, (long long)p->D, cc / 10, cc % 10,
-                            rows_vec16(p) ? "" : ", rows not 16-byte aligned",
+                            cuda_rows_vec16(p) ? "" : ", rows not 16-byte aligned",
                             /* the ablation family's own terms */
                             strcmp(forced, "sm90abl") == 0
                                 ? "; sm90abl serves bf16 at head dim 128 on sm_90 only, "
@@ -670,7 +672,7 @@ extern "C" flashc_status cuda_attn_fwd(const attn_problem *p, flashc_attn_stats 
 
     attn_fwd_args a;
     fwd_args_common(p, &a); /* the mods fields stay off */
-    a.vec16 = rows_vec16(p);
+    a.vec16 = cuda_rows_vec16(p);
     a.causal = p->causal;
     /* the sm90 kernels' only (v->min_cc, so that the stats below count what ran) */
     a.cshift = p->causal && v->min_cc >= 90 && sm90_cshift_enabled();

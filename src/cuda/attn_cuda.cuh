@@ -114,6 +114,10 @@ extern const int attn_fwd_sm80_variant_count;
 /* SMs of the current device, cached per device ordinal; 0 when the query fails (attn.cu) */
 int cuda_sm_count(void);
 
+/* q, k, v and o all with 16-byte aligned rows (pointers 16-byte aligned, batch / row / head
+ * strides multiples of 8 elements): attn_fwd_args.vec16 (attn.cu) */
+int cuda_rows_vec16(const attn_problem *p);
+
 /* A varlen launch's rows of no sequence (past cu_q[B]): zeros in o, -inf in lse
  * (attn_fwd_common.cuh, attn_clear_unowned), for the sm90 kernel's varlen launch too: the one
  * instance per dtype lives there. Nothing when total_q = 0. */

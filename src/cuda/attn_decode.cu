@@ -47,6 +47,18 @@
  * The append (k_new, v_new into the cache at cache_seqlens[b]) runs as its own kernel first,
  * on the same stream, so the attention kernel sees the new keys.
  *
+ * Rows that are not 16-byte aligned (in any of q, k, v, o: a head dim that is not a multiple of
+ * 8 in a packed tensor, a stride that is not a multiple of 8 elements, a pointer that is only
+ * element-aligned) cannot be named by a 16-byte cp.async or store. Such problems run the
+ * DEC_VAR_ELEM instances (var_of, for every head dim): the base loader with each 16-byte chunk
+ * of a Q, K or V row read as 2-byte elements (none past the row's last, zeros past D / Dv, as
+ * the copies' zero-fill) and stored to the same swizzled chunk of shared memory, and o stored
+ * element by element; the products, masks, split partials and merges are the aligned path's.
+ * Those loads are synchronous, so a warp no longer overlaps its next block's loads with its
+ * products (the SM's other warps still do): a path that makes such rows work, not a fast one.
+ * The append copies by 16 bytes or by elements as each row's addresses allow, the merges'
+ * stores to o are element-wise already.
+ *
  * Merge variants (FLASHC_DECODE_MERGE, read at every call so one process can compare them; the
  * default is "auto" since 2026-12-03: v3 (v4 since the evening of 2026-12-03: the same bits, one
  * L2 round trip fewer) while its grid is <= 4 blocks a SM, else pdl, 1-3% ahead of pdl at B 1
@@ -172,8 +184,10 @@ enum { DEC_KERNEL_LEAN = 4, DEC_KERNEL_LEAN3 = 5, DEC_KERNEL_BASE = 7, DEC_KERNE
        DEC_KERNEL_AUTOW = 11 /* auto with wide's region past 4096 keys (var_of; decode13) */ };
 /* The split kernel's instances (its VAR template argument): the base loader (FLASHC_DECODE_KERNEL
  * = base, and every head dim > 128) and the lean loaders (lean, the default; lean3, lean5; head
- * dims <= 128 only). */
-enum { DEC_VAR_BASE = 0, DEC_VAR_LEAN = 1, DEC_VAR_LEAN3 = 2, DEC_VAR_LEAN5 = 4, DEC_VAR_WIDE = 8 };
+ * dims <= 128 only); ELEM, the base loader with element-wise copies for rows that are not
+ * 16-byte aligned (every head dim, whatever FLASHC_DECODE_KERNEL says; var_of). */
+enum { DEC_VAR_BASE = 0, DEC_VAR_LEAN = 1, DEC_VAR_LEAN3 = 2, DEC_VAR_LEAN5 = 4, DEC_VAR_WIDE = 8,
+       DEC_VAR_ELEM = 16 };
 __host__ __device__ constexpr int dec_var_stages(int var)
 {
     return var == DEC_VAR_LEAN3 ? 3 : var == DEC_VAR_LEAN5 ? 5 : DEC_STAGES;
@@ -259,7 +273,28 @@ __device__ __forceinline__ void dec_key_range(const dec_args &a, int sq, int sk,
     *hi = (int)h;
 }
 
-template <typename T, int DI, int DS>
+/* The element-wise form of ptx_cp_async_16_n (DEC_VAR_ELEM: rows that are not 16-byte aligned,
+ * so no 16-byte copy may name them): elements src[0 .. n - 1] (n = 0..8) by 2-byte loads, none
+ * past the n-th (nothing is read for n = 0), zeros after, stored as one 16-byte chunk at dst,
+ * where the copy would have put them. Synchronous: the data is in shared memory when this
+ * returns, so the cp.async groups the kernel commits and waits for are empty, and its barriers
+ * (__syncwarp, __syncthreads) order these stores before the reads as they order the copies. */
+template <typename T>
+__device__ __forceinline__ void dec_copy_elems(T *dst, const T *src, int n)
+{
+    const unsigned short *e = (const unsigned short *)src;
+    uint32_t w[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const uint32_t lo = 2 * k < n ? e[2 * k] : 0u;
+        const uint32_t hi = 2 * k + 1 < n ? e[2 * k + 1] : 0u;
+        w[k] = lo | hi << 16;
+    }
+    *(uint4 *)dst = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+/* VEC: 16-byte cp.async copies (rows 16-byte aligned); else dec_copy_elems. */
+template <typename T, int DI, int DS, bool VEC = true>
 __device__ __forceinline__ void dec_load_kv(const dec_args &a, T *sK, T *sV, int b, int hk,
                                             int j0, int khi, int lane)
 {
@@ -287,8 +322,13 @@ __device__ __forceinline__ void dec_load_kv(const dec_args &a, T *sK, T *sV, int
                                        : (const T *)a.k;
             const T *vs = ok && vbytes ? vb + (int64_t)xr * a.sv[0] + (int64_t)yr * a.sv[1] + 8 * c
                                        : (const T *)a.v;
-            ptx_cp_async_16_n(ptx_smem_addr(sK + swz<DS>(r, c)), ks, ok ? kbytes : 0);
-            ptx_cp_async_16_n(ptx_smem_addr(sV + swz<DS>(r, c)), vs, ok ? vbytes : 0);
+            if constexpr (VEC) {
+                ptx_cp_async_16_n(ptx_smem_addr(sK + swz<DS>(r, c)), ks, ok ? kbytes : 0);
+                ptx_cp_async_16_n(ptx_smem_addr(sV + swz<DS>(r, c)), vs, ok ? vbytes : 0);
+            } else {
+                dec_copy_elems(sK + swz<DS>(r, c), ks, ok ? kbytes / 2 : 0);
+                dec_copy_elems(sV + swz<DS>(r, c), vs, ok ? vbytes / 2 : 0);
+            }
         }
     }
 }
@@ -560,7 +600,8 @@ __host__ __device__ constexpr size_t dec_smem_bytes()
 template <typename T, int DI, int VAR>
 __global__ void __launch_bounds__(dec_var_warps(VAR) * 32) attn_decode_kernel(const dec_args a)
 {
-    constexpr bool LEAN = VAR != DEC_VAR_BASE;          /* dec_load_kv_lean                  */
+    constexpr bool VEC = VAR != DEC_VAR_ELEM;           /* 16-byte rows: cp.async, uint4 o   */
+    constexpr bool LEAN = VAR != DEC_VAR_BASE && VEC;   /* dec_load_kv_lean                  */
     constexpr int STG = dec_var_stages(VAR);            /* K/V buffers a warp                */
     constexpr int NW = dec_var_warps(VAR);              /* warps, each its own key blocks    */
     constexpr int DS = (DI + 63) / 64 * 64;
@@ -613,7 +654,10 @@ __global__ void __launch_bounds__(dec_var_warps(VAR) * 32) attn_decode_kernel(co
                     src = (const T *)a.q + (int64_t)b * a.sq[0] + (int64_t)(qbase + i) * a.sq[1] +
                           (int64_t)h * a.sq[2] + 8 * c;
             }
-            ptx_cp_async_16_n(ptx_smem_addr(sQ + swz<DS>(r, c)), src, bytes);
+            if constexpr (VEC)
+                ptx_cp_async_16_n(ptx_smem_addr(sQ + swz<DS>(r, c)), src, bytes);
+            else
+                dec_copy_elems(sQ + swz<DS>(r, c), src, bytes / 2);
         }
         ptx_cp_async_commit();
     }
@@ -670,8 +714,8 @@ __global__ void __launch_bounds__(dec_var_warps(VAR) * 32) attn_decode_kernel(co
                                           wbase + (stage * 2 + 1) * TILE * (int)sizeof(T), px,
                                           py, lane);
         else
-            dec_load_kv<T, DI, DS>(a, wK + stage * 2 * TILE, wK + stage * 2 * TILE + TILE, b, hk,
-                                   klo + blk * DEC_BN, khi, lane);
+            dec_load_kv<T, DI, DS, VEC>(a, wK + stage * 2 * TILE, wK + stage * 2 * TILE + TILE, b,
+                                        hk, klo + blk * DEC_BN, khi, lane);
     };
     /* STG - 1 blocks in flight before the loop, one group each (empty groups past the end) */
 #pragma unroll
@@ -786,15 +830,18 @@ __global__ void __launch_bounds__(dec_var_warps(VAR) * 32) attn_decode_kernel(co
                 val[k] = x * inv;
             }
             if (a.splits == 1) {
-                if (c0 + 8 <= a.Dv) {
+                if (VEC && c0 + 8 <= a.Dv) {
                     uint4 pk;
                     pk.x = ptx_pack2(T(), val[0], val[1]);
                     pk.y = ptx_pack2(T(), val[2], val[3]);
                     pk.z = ptx_pack2(T(), val[4], val[5]);
                     pk.w = ptx_pack2(T(), val[6], val[7]);
                     *(uint4 *)(og + c0) = pk;
-                } else {
+                } else if constexpr (VEC) { /* the row's last chunk, c0 + 8 > Dv */
                     for (int k = 0; c0 + k < a.Dv; k++)
+                        og[c0 + k] = T(val[k]);
+                } else { /* every chunk, element by element */
+                    for (int k = 0; k < 8 && c0 + k < a.Dv; k++)
                         og[c0 + k] = T(val[k]);
                 }
             } else {
@@ -1052,6 +1099,10 @@ cudaError_t dec_launch_var(const dec_args &a, int di, cudaStream_t stream)
 template <typename T>
 cudaError_t dec_launch_di(const dec_args &a, int di, int var, cudaStream_t stream)
 {
+    if (var == DEC_VAR_ELEM) /* rows not 16-byte aligned: every head dim */
+        return di == 64    ? dec_launch<T, 64, DEC_VAR_ELEM>(a, stream)
+               : di == 128 ? dec_launch<T, 128, DEC_VAR_ELEM>(a, stream)
+                           : dec_launch<T, 256, DEC_VAR_ELEM>(a, stream);
     switch (di > 128 ? DEC_VAR_BASE : var) {
     case DEC_VAR_LEAN: return dec_launch_var<T, DEC_VAR_LEAN>(a, di, stream);
     case DEC_VAR_LEAN3: return dec_launch_var<T, DEC_VAR_LEAN3>(a, di, stream);
@@ -1220,8 +1271,9 @@ int64_t deep_splits(const attn_problem *p, int64_t ctas, int64_t slots)
 /* Keys (the plan-time maximum) up to which the default takes wide (var_of). */
 constexpr int64_t DEC_WIDE_MAX_KEYS = 4096;
 
-/* The split kernel's instance for p under FLASHC_DECODE_KERNEL (DEC_VAR_*): a lean variant at
- * head dims <= 128, else the base instance; wide where its shared memory fits the device (d 128:
+/* The split kernel's instance for p under FLASHC_DECODE_KERNEL (DEC_VAR_*): DEC_VAR_ELEM where
+ * q, k, v or o has rows that are not 16-byte aligned; else a lean variant at head dims <= 128,
+ * else the base instance; wide where its shared memory fits the device (d 128:
  * 196 KB, so CC 9.0; on sm_80 parts d 64 only), else lean.
  * The default (unset) takes wide for decode proper (one 16-row tile a KV head) at short
  * contexts (<= DEC_WIDE_MAX_KEYS keys) whose tiles are at least half the SMs: there one wide
@@ -1242,6 +1294,8 @@ constexpr int64_t DEC_WIDE_MAX_KEYS = 4096;
  * beat wide (1.029x against 1.006x, 1.025x against 1.022x). */
 int var_of(const attn_problem *p)
 {
+    if (!cuda_rows_vec16(p))
+        return DEC_VAR_ELEM; /* the one loader that takes such rows, whatever the knob says */
     const int k = kernel_mode();
     if (head_dim_instance(p) > 128)
         return DEC_VAR_BASE;
@@ -1270,7 +1324,7 @@ int var_of(const attn_problem *p)
 
 /* Thread blocks of one instance an SM holds at once (shared memory: 34 / 68 / 136 KB, lean3 50 /
  * 100 KB; registers <= 128 a thread at d <= 128, ~250 at 256): the slots a split count should
- * fill. */
+ * fill. ELEM has base's shared memory: lean's count. */
 int blocks_per_sm(const attn_problem *p)
 {
     const int di = head_dim_instance(p);
@@ -1380,23 +1434,19 @@ int splits_of(const attn_problem *p)
     return (int)(n < 1 ? 1 : n);
 }
 
-/* Rows 16-byte aligned: pointer, and the batch / row / head strides multiples of 8. */
-int vec16(const void *ptr, const int64_t *st)
-{
-    return (uintptr_t)ptr % 16 == 0 && st[0] % 8 == 0 && st[1] % 8 == 0 && st[2] % 8 == 0;
-}
-
+/* An operand: unit feature stride, element-aligned, device memory. Rows need not be 16-byte
+ * aligned: where any of q, k, v, o's are not, the element-wise instance runs (var_of); k_new
+ * and v_new only feed the append, which copies each row by 16 bytes or by elements as its
+ * addresses allow. */
 flashc_status check_operand(const char *fn, const char *name, const void *ptr, const int64_t *st)
 {
     if (st[3] != 1)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
                             "%s: the CUDA backend needs %s.stride[3] == 1 (got %lld)", fn, name,
                             (long long)st[3]);
-    if (!vec16(ptr, st))
-        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
-                            "%s: the CUDA KV-cache/varlen kernel needs %s's rows 16-byte aligned "
-                            "(pointer aligned, strides multiples of 8 elements)",
-                            fn, name);
+    if ((uintptr_t)ptr % 2 != 0)
+        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
+                            "%s: %s is not aligned to its 2-byte elements", fn, name);
     return cuda_check_memory(fn, name, ptr);
 }
 

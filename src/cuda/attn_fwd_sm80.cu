@@ -330,9 +330,11 @@ static cudaError_t attn_fwd_sm80_launch(const attn_fwd_args *a, cudaStream_t str
     constexpr int BM = 16 * MI * NWARPS;
     constexpr int DS = (D + 63) / 64 * 64;
     const size_t smem = (size_t)(BM + 2 * BN) * DS * sizeof(T);
-    /* The mods instance without VEC: rows only 2-byte aligned (head dims D % 8 != 0, odd
-     * strides), which the KV-cache kernel, the other route for masks and modifiers, refuses:
-     * attn.cu's mods_route sends every such dense / varlen problem here, short queries too. */
+    /* The mods instance without VEC serves rows only 2-byte aligned (head dims D % 8 != 0, odd
+     * strides): attn.cu's mods_route sends such problems here by the rules it applies to
+     * aligned ones (prefill-length dense / varlen; short queries, one-wave grids over many
+     * keys, split requests and paged varlen go to the KV-cache kernel, which serves such rows
+     * too), never to the sm90 mods / varlen instances (TMA: 16-byte rows only). */
     void (*kernel)(const attn_fwd_args) =
         a->mods    ? (a->vec16 ? attn_fwd_sm80_kernel<T, D, NWARPS, MI, BN, true, true>
                                : attn_fwd_sm80_kernel<T, D, NWARPS, MI, BN, false, true>)
