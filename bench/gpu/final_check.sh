@@ -68,7 +68,7 @@ job test_cuda_attn_bwd_order 360 env OMP_NUM_THREADS=4 FLASHC_TEST_FILTER='test_
 job test_cuda_attn_bwd_d192 360 env OMP_NUM_THREADS=4 FLASHC_TEST_FILTER='*d192*' $B/tests/test_cuda_attn_bwd
 job test_cuda_attn_bwd_det 360 env OMP_NUM_THREADS=4 FLASHC_TEST_FILTER='test_det_*' $B/tests/test_cuda_attn_bwd
 job test_cuda_rows 120 $B/tests/test_cuda_rows
-job test_cuda_serving 200 $B/tests/test_cuda_serving
+job test_cuda_serving 330 $B/tests/test_cuda_serving
 job test_cuda_validate 60 $B/tests/test_cuda_validate
 [ -x $B/tests/test_cp_nccl ] && job test_cp_nccl 120 $B/tests/test_cp_nccl
 if ! python3 -c "import pytest" 2>/dev/null && [ -n "${FLASHC_WHEELS:-}" ]; then
