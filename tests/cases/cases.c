@@ -484,6 +484,21 @@ static flashc_varlen varlen_of(const case_spec *s)
     return (flashc_varlen){sizeof(flashc_varlen), &varlen_tcu, &varlen_tcuk, mx, mxk, NULL};
 }
 
+/* page_size > 0 (paged varlen, varlen.block_table): the flash run reads K / V from a copy in
+ * shuffled pages of page_size rows (tmp[3], tmp[4]; table tmp[2], max_pages a sequence, one
+ * spare page), every row that holds no key NaN; the references read the packed rows. */
+static int64_t varlen_max_pages(const case_spec *s)
+{
+    int64_t m = 1;
+    for (int64_t b = 0; b < s->batch; b++) {
+        const int64_t n = (varlen_len_k(s, b) + s->page_size - 1) / s->page_size;
+        m = n > m ? n : m;
+    }
+    return m;
+}
+
+static int64_t varlen_num_pages(const case_spec *s) { return s->batch * varlen_max_pages(s) + 1; }
+
 static void varlen_sizes(case_data *c)
 {
     const case_spec *s = &c->s;
@@ -492,6 +507,49 @@ static void varlen_sizes(case_data *c)
     c->in_n[2] = (size_t)(s->sk * s->kv_heads * s->dv);
     c->out_n[0] = (size_t)(s->sq * s->heads * s->dv);
     c->out_n[1] = (size_t)(s->heads * s->sq);
+    if (s->page_size) { /* float32 room: the dtype's copies fit */
+        const int64_t rows = varlen_num_pages(s) * s->page_size;
+        c->tmp_n[2] = (size_t)(s->batch * varlen_max_pages(s));
+        c->tmp_n[3] = (size_t)(rows * s->kv_heads * s->d);
+        c->tmp_n[4] = (size_t)(rows * s->kv_heads * s->dv);
+    }
+}
+
+static void varlen_post_fill(case_data *c)
+{
+    attn_post_fill(c);
+    const case_spec *s = &c->s;
+    if (!s->page_size)
+        return;
+    const flashc_dtype dt = s->dtype;
+    const size_t es = flashc_dtype_size(dt);
+    const int64_t mp = varlen_max_pages(s), np = varlen_num_pages(s), ps = s->page_size;
+    int32_t *table = (int32_t *)c->tmp[2], *perm = malloc((size_t)np * sizeof(int32_t));
+    if (!perm)
+        return; /* the run then finds no table and refuses: reported as a failure */
+    for (int64_t i = 0; i < np; i++)
+        perm[i] = (int32_t)i;
+    for (int64_t i = np - 1; i > 0; i--) {
+        const int64_t r = (int64_t)(rng_uniform(&c->rng) * (double)(i + 1));
+        const int32_t t = perm[i];
+        perm[i] = perm[r], perm[r] = t;
+    }
+    for (int64_t i = 0; i < s->batch * mp; i++)
+        table[i] = perm[i];
+    free(perm);
+    for (size_t i = 0; i < c->tmp_n[3]; i++)
+        dtype_store(c->tmp[3], dt, i, NAN);
+    for (size_t i = 0; i < c->tmp_n[4]; i++)
+        dtype_store(c->tmp[4], dt, i, NAN);
+    const int64_t rk = s->kv_heads * s->d, rv = s->kv_heads * s->dv;
+    for (int64_t b = 0, k0 = 0; b < s->batch; k0 += varlen_len_k(s, b), b++)
+        for (int64_t j = 0; j < varlen_len_k(s, b); j++) {
+            const int64_t row = table[b * mp + j / ps] * ps + j % ps;
+            memcpy((char *)c->tmp[3] + (size_t)(row * rk) * es,
+                   (char *)in_buf(c, 1) + (size_t)((k0 + j) * rk) * es, (size_t)rk * es);
+            memcpy((char *)c->tmp[4] + (size_t)(row * rv) * es,
+                   (char *)in_buf(c, 2) + (size_t)((k0 + j) * rv) * es, (size_t)rv * es);
+        }
 }
 
 static flashc_status varlen_run_alone(case_data *c, int slot);
@@ -509,6 +567,14 @@ static flashc_status varlen_run(case_data *c, int impl, int slot, case_stats *st
     flashc_tensor lse = flashc_tensor_2d(c->out[slot][1], FLASHC_F32, s->heads, s->sq);
     flashc_attn_params p = attn_params(s);
     flashc_varlen vl = varlen_of(s);
+    flashc_tensor table;
+    if (impl == 1 && s->page_size) { /* the paged copy (varlen_post_fill) */
+        const int64_t np = varlen_num_pages(s);
+        table = flashc_tensor_2d(c->tmp[2], FLASHC_I32, s->batch, varlen_max_pages(s));
+        k = flashc_tensor_4d(c->tmp[3], dt, np, s->page_size, s->kv_heads, s->d);
+        v = flashc_tensor_4d(c->tmp[4], dt, np, s->page_size, s->kv_heads, s->dv);
+        vl.block_table = &table;
+    }
     flashc_attn_stats as = FLASHC_ATTN_STATS_INIT;
     if (impl == 0) /* the float64 reference through the same entry point */
         attn_force_backend("ref");
@@ -674,7 +740,10 @@ static void varlen_describe(const case_spec *s, char *buf, size_t size)
         if (s->seqlens_k && m < sizeof lens - 12)
             m += (size_t)snprintf(lens + m, sizeof lens - m, "/%lld", (long long)varlen_len_k(s, b));
     }
-    snprintf(buf, size, "varlen %s lens %s", base, lens);
+    if (s->page_size)
+        snprintf(buf, size, "varlen %s lens %s paged %lld", base, lens, (long long)s->page_size);
+    else
+        snprintf(buf, size, "varlen %s lens %s", base, lens);
 }
 
 /* ---- attention KV cache: sq query rows per sequence against a cache -------------------------
@@ -1279,11 +1348,12 @@ static const op_entry op_attn = {
 
 static const op_entry op_attn_varlen = {
     .pub = {.name = "attn_varlen",
-            .summary = "varlen forward (--batch sequences of mixed lengths, --n rows in all) vs "
-                       "the naive on each sequence",
+            .summary = "varlen forward (--batch sequences of mixed lengths, --n rows in all; "
+                       "--page-size > 0: K / V in shuffled pages) vs the naive on each sequence",
             .impls = {"naive", "flash"}, .n_impls = 2, .any_dtype = 1},
-    .n_in = 3, .n_out = 2, .metric = {ERR_ABS, ERR_REL1}, .f32_out = 1u << 1, .roundings = 1,
-    .defaults = varlen_defaults, .sizes = varlen_sizes, .post_fill = attn_post_fill,
+    .n_in = 3, .n_out = 2, .n_tmp = 5, .metric = {ERR_ABS, ERR_REL1}, .f32_out = 1u << 1,
+    .roundings = 1, .defaults = varlen_defaults, .sizes = varlen_sizes,
+    .post_fill = varlen_post_fill,
     .run = varlen_run, .run_reference = varlen_run_reference, .max_err = varlen_max_err,
     .tol = attn_tol, .flops = varlen_flops, .min_bytes = varlen_min_bytes,
     .traffic = varlen_traffic, .describe = varlen_describe,

@@ -120,6 +120,14 @@ static const case_spec table[] = {
     {.op = "attn_varlen", .batch = 1, .seqlens = (const int32_t[]){0}, .heads = 2, .d = 16},
     {.op = "attn_varlen", .batch = 4, .sq = 200, .heads = 2, .d = 64, .causal = 1,
      .dtype = FLASHC_BF16},
+    /* paged varlen (block_table: K / V in shuffled pages, the rows between NaN) */
+    {.op = "attn_varlen", .batch = 4, .seqlens = (const int32_t[]){3, 0, 40, 33},
+     .seqlens_k = (const int32_t[]){50, 7, 40, 0}, .heads = 4, .kv_heads = 1, .d = 16,
+     .dv = 24, .causal = 1, .window = 9, .softcap = 3.0f, .alibi = 2, .page_size = 16},
+    {.op = "attn_varlen", .batch = 3, .seqlens = (const int32_t[]){70, 1, 129}, .heads = 2,
+     .d = 64, .causal = 1, .page_size = 1, .dtype = FLASHC_BF16},
+    {.op = "attn_varlen", .batch = 5, .sq = 300, .heads = 4, .kv_heads = 2, .d = 32,
+     .page_size = 7, .dtype = FLASHC_F16},
     /* KV cache: contiguous and paged (shuffled pages, page sizes 1..64), per-sequence lengths,
      * appended k_new / v_new, GQA decode, chunked prefill, modifiers, split-KV */
     {.op = "attn_kvcache", .batch = 2, .sq = 1, .sk = 300, .heads = 8, .kv_heads = 2, .d = 64},
