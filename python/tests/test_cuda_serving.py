@@ -113,15 +113,18 @@ def test_kvcache_contiguous_window_softcap():
         _close(out[b], o_ref, dtype, f"kvcache window+softcap b={b}")
 
 
+def _cu_seqlens(lens):
+    """int32 cu_seqlens (len(lens) + 1) on the GPU."""
+    return torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), dtype=torch.int32,
+                        device="cuda")
+
+
 @needs_cuda
 def test_varlen_func_cuda():
     torch.manual_seed(3)
     for dtype in (torch.bfloat16, torch.float16):
         lens_q, lens_k = [37, 0, 64, 5], [80, 0, 64, 300]
-        cu_q = torch.tensor([0] + list(torch.tensor(lens_q).cumsum(0)), dtype=torch.int32,
-                            device="cuda")
-        cu_k = torch.tensor([0] + list(torch.tensor(lens_k).cumsum(0)), dtype=torch.int32,
-                            device="cuda")
+        cu_q, cu_k = _cu_seqlens(lens_q), _cu_seqlens(lens_k)
         Hq, Hkv, D = 8, 2, 128
         q = torch.randn(sum(lens_q), Hq, D, dtype=dtype, device="cuda")
         k = torch.randn(sum(lens_k), Hkv, D, dtype=dtype, device="cuda")
@@ -145,10 +148,7 @@ def test_varlen_paged_cuda():
     torch.manual_seed(4)
     for dtype, ps in ((torch.bfloat16, 16), (torch.float16, 1)):
         lens_q, lens_k = [37, 0, 70, 1], [80, 5, 0, 300]
-        cu_q = torch.tensor([0] + list(torch.tensor(lens_q).cumsum(0)), dtype=torch.int32,
-                            device="cuda")
-        cu_k = torch.tensor([0] + list(torch.tensor(lens_k).cumsum(0)), dtype=torch.int32,
-                            device="cuda")
+        cu_q, cu_k = _cu_seqlens(lens_q), _cu_seqlens(lens_k)
         Hq, Hkv, D = 8, 2, 128
         maxp = max(-(-n // ps) for n in lens_k)
         npages = len(lens_k) * maxp + 3
