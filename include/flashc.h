@@ -414,9 +414,9 @@ typedef struct flashc_varlen {
  * to no sequence and are written as zeros (their lse as -inf). CPU: as flashc_attn_fwd.
  * Paged (varlen.block_table): the block table is checked as flashc_attn_kvcache_fwd checks
  * it (the pages each sequence uses, on host tensors or with validate_indices).
- * CUDA: cu_seqlens on the device; from max_seqlen_q >= 64 (D == Dv, no split request, not
- * paged; see flashc_attn_fwd for the one-wave rule) served by the prefill kernel, else (paged
- * always) by the KV-cache kernel (see flashc_attn_fwd and
+ * CUDA: cu_seqlens on the device; from max_seqlen_q >= 64 (no split request, not paged; see
+ * flashc_attn_fwd for the one-wave rule) served by the prefill kernels (D != Dv on the sm80
+ * one), else (paged always) by the KV-cache kernel (see flashc_attn_fwd and
  * flashc_attn_kvcache_fwd: dtypes, alignment, split-KV, graphs); cu_seqlens entries out of
  * range make a sequence empty. The launch is sized by max_seqlen_q / max_seqlen_k only (no
  * host synchronisation), which must bound every sequence there (longer ones are cut to them:
