@@ -544,17 +544,21 @@ static flashc_status mods_run(const attn_problem *p, const attn_fwd_variant *v,
     return FLASHC_OK;
 }
 
-/* A 4-d (B, S, H, D) operand: device memory, unit feature stride, element-aligned. */
-static flashc_status check_operand(const char *name, const void *ptr, const int64_t *st)
+/* A forward operand (q, k, v, o, k_new, v_new): unit feature stride, element-aligned, device
+ * memory. Rows need not be 16-byte aligned: both forward routes serve such rows (the prefill
+ * kernels' unvectorised instances, the KV-cache kernel's element-wise ones), and
+ * cuda_rows_vec16 picks the loads. */
+flashc_status cuda_check_operand(const char *fn, const char *name, const void *ptr,
+                                 const int64_t *st)
 {
     if (st[3] != 1)
         return flashc__fail(FLASHC_ERR_UNSUPPORTED,
-                            "%s: the CUDA backend needs %s.stride[3] == 1 (got %lld)", FN, name,
+                            "%s: the CUDA backend needs %s.stride[3] == 1 (got %lld)", fn, name,
                             (long long)st[3]);
     if ((uintptr_t)ptr % 2 != 0)
         return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: %s is not aligned to its 2-byte elements", FN, name);
-    return cuda_check_memory(FN, name, ptr);
+                            "%s: %s is not aligned to its 2-byte elements", fn, name);
+    return cuda_check_memory(fn, name, ptr);
 }
 
 extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
@@ -607,10 +611,10 @@ extern "C" flashc_status cuda_attn_fwd_supports(const attn_problem *p)
      * argument is named as such even on a host without a usable driver) */
     FLASHC_TRY(cuda_check_no_pending_error(FN));
     flashc_status st = FLASHC_OK;
-    if ((st = check_operand("q", p->q, p->sq)) != FLASHC_OK ||
-        (st = check_operand("k", p->k, p->sk)) != FLASHC_OK ||
-        (st = check_operand("v", p->v, p->sv)) != FLASHC_OK ||
-        (st = check_operand("o", p->o, p->so)) != FLASHC_OK)
+    if ((st = cuda_check_operand(FN, "q", p->q, p->sq)) != FLASHC_OK ||
+        (st = cuda_check_operand(FN, "k", p->k, p->sk)) != FLASHC_OK ||
+        (st = cuda_check_operand(FN, "v", p->v, p->sv)) != FLASHC_OK ||
+        (st = cuda_check_operand(FN, "o", p->o, p->so)) != FLASHC_OK)
         return st;
     const int cc = current_cc(&st);
     if (cc < 0)

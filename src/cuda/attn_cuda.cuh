@@ -114,6 +114,11 @@ extern const int attn_fwd_sm80_variant_count;
 /* SMs of the current device, cached per device ordinal; 0 when the query fails (attn.cu) */
 int cuda_sm_count(void);
 
+/* A forward operand: unit feature stride, element-aligned, device memory (attn.cu; the
+ * prefill and the KV-cache entry points) */
+flashc_status cuda_check_operand(const char *fn, const char *name, const void *ptr,
+                                 const int64_t *st);
+
 /* q, k, v and o all with 16-byte aligned rows (pointers 16-byte aligned, batch / row / head
  * strides multiples of 8 elements): attn_fwd_args.vec16 (attn.cu) */
 int cuda_rows_vec16(const attn_problem *p);

@@ -1434,22 +1434,6 @@ int splits_of(const attn_problem *p)
     return (int)(n < 1 ? 1 : n);
 }
 
-/* An operand: unit feature stride, element-aligned, device memory. Rows need not be 16-byte
- * aligned: where any of q, k, v, o's are not, the element-wise instance runs (var_of); k_new
- * and v_new only feed the append, which copies each row by 16 bytes or by elements as its
- * addresses allow. */
-flashc_status check_operand(const char *fn, const char *name, const void *ptr, const int64_t *st)
-{
-    if (st[3] != 1)
-        return flashc__fail(FLASHC_ERR_UNSUPPORTED,
-                            "%s: the CUDA backend needs %s.stride[3] == 1 (got %lld)", fn, name,
-                            (long long)st[3]);
-    if ((uintptr_t)ptr % 2 != 0)
-        return flashc__fail(FLASHC_ERR_INVALID_ARGUMENT,
-                            "%s: %s is not aligned to its 2-byte elements", fn, name);
-    return cuda_check_memory(fn, name, ptr);
-}
-
 /* FLASHC_DECODE_MERGE (the header comment), read at every call so that one process can compare
  * the variants: unset, "" or "auto" the default (v4 for small merge grids, else pdl; resolved in
  * cuda_attn_decode); "v1", "v2", "v3", "v4", "pdl"; 0 for anything else (the fused merges
@@ -1547,15 +1531,14 @@ flashc_status cuda_attn_decode_supports(const attn_problem *p)
     FLASHC_TRY(check_env_modes(fn));
     FLASHC_TRY(cuda_check_no_pending_error(fn));
     flashc_status st;
-    if ((st = check_operand(fn, "q", p->q, p->sq)) != FLASHC_OK ||
-        (st = check_operand(fn, p->layout == ATTN_KVCACHE ? "k_cache" : "k", p->k, p->sk)) !=
-            FLASHC_OK ||
-        (st = check_operand(fn, p->layout == ATTN_KVCACHE ? "v_cache" : "v", p->v, p->sv)) !=
-            FLASHC_OK ||
-        (st = check_operand(fn, "o", p->o, p->so)) != FLASHC_OK)
+    const int cache = p->layout == ATTN_KVCACHE;
+    if ((st = cuda_check_operand(fn, "q", p->q, p->sq)) != FLASHC_OK ||
+        (st = cuda_check_operand(fn, cache ? "k_cache" : "k", p->k, p->sk)) != FLASHC_OK ||
+        (st = cuda_check_operand(fn, cache ? "v_cache" : "v", p->v, p->sv)) != FLASHC_OK ||
+        (st = cuda_check_operand(fn, "o", p->o, p->so)) != FLASHC_OK)
         return st;
-    if (p->k_new && ((st = check_operand(fn, "k_new", p->k_new, p->sknew)) != FLASHC_OK ||
-                     (st = check_operand(fn, "v_new", p->v_new, p->svnew)) != FLASHC_OK))
+    if (p->k_new && ((st = cuda_check_operand(fn, "k_new", p->k_new, p->sknew)) != FLASHC_OK ||
+                     (st = cuda_check_operand(fn, "v_new", p->v_new, p->svnew)) != FLASHC_OK))
         return st;
     const void *idx[6] = {p->lse, p->alibi, p->cu_q, p->cu_k, p->seqlens_k, p->pages};
     const char *idx_names[6] = {"lse", "alibi_slopes", "cu_seqlens_q", "cu_seqlens_k",
