@@ -1,16 +1,16 @@
 /*
  * sized_struct.h — the growth rule of the public sized structs (flashc_attn_params,
- * flashc_cp_params, flashc_kv_cache): what a caller's struct_size may be. Kept out of
- * internal.h, which every CUDA source includes, because only the readers of those structs need
- * it.
+ * flashc_cp_params, flashc_kv_cache, flashc_varlen): what a caller's struct_size may be. Kept
+ * out of internal.h, which every CUDA source includes, because only the readers of those
+ * structs need it.
  */
 #ifndef FLASHC_SIZED_STRUCT_H
 #define FLASHC_SIZED_STRUCT_H
 
 #include "internal.h"
 
-/* The fields of a sized struct (flashc_attn_params, flashc_cp_params, flashc_kv_cache), for
- * flashc__check_struct_cut: name, first byte, one past the last byte. */
+/* The fields of a sized struct (flashc_attn_params, flashc_cp_params, flashc_kv_cache,
+ * flashc_varlen), for flashc__check_struct_cut: name, first byte, one past the last byte. */
 typedef struct flashc__field {
     const char *name;
     size_t off, end;

@@ -484,9 +484,22 @@ static flashc_varlen varlen_of(const case_spec *s)
     return (flashc_varlen){sizeof(flashc_varlen), &varlen_tcu, &varlen_tcuk, mx, mxk, NULL};
 }
 
+/* a[0..n) = 0..n-1 in a shuffled order (block tables: pages are not in key order). */
+static void shuffled_iota(case_data *c, int32_t *a, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        a[i] = (int32_t)i;
+    for (int64_t i = n - 1; i > 0; i--) {
+        const int64_t r = (int64_t)(rng_uniform(&c->rng) * (double)(i + 1));
+        const int32_t t = a[i];
+        a[i] = a[r], a[r] = t;
+    }
+}
+
 /* page_size > 0 (paged varlen, varlen.block_table): the flash run reads K / V from a copy in
- * shuffled pages of page_size rows (tmp[3], tmp[4]; table tmp[2], max_pages a sequence, one
- * spare page), every row that holds no key NaN; the references read the packed rows. */
+ * shuffled pages of page_size rows (tmp[3], tmp[4]; table tmp[2], max_pages a sequence: the
+ * first batch x max_pages of a shuffle of every page id, so one page is spare), every row that
+ * holds no key NaN; the references read the packed rows. */
 static int64_t varlen_max_pages(const case_spec *s)
 {
     int64_t m = 1;
@@ -509,7 +522,7 @@ static void varlen_sizes(case_data *c)
     c->out_n[1] = (size_t)(s->heads * s->sq);
     if (s->page_size) { /* float32 room: the dtype's copies fit */
         const int64_t rows = varlen_num_pages(s) * s->page_size;
-        c->tmp_n[2] = (size_t)(s->batch * varlen_max_pages(s));
+        c->tmp_n[2] = (size_t)varlen_num_pages(s);
         c->tmp_n[3] = (size_t)(rows * s->kv_heads * s->d);
         c->tmp_n[4] = (size_t)(rows * s->kv_heads * s->dv);
     }
@@ -524,19 +537,8 @@ static void varlen_post_fill(case_data *c)
     const flashc_dtype dt = s->dtype;
     const size_t es = flashc_dtype_size(dt);
     const int64_t mp = varlen_max_pages(s), np = varlen_num_pages(s), ps = s->page_size;
-    int32_t *table = (int32_t *)c->tmp[2], *perm = malloc((size_t)np * sizeof(int32_t));
-    if (!perm)
-        return; /* the run then finds no table and refuses: reported as a failure */
-    for (int64_t i = 0; i < np; i++)
-        perm[i] = (int32_t)i;
-    for (int64_t i = np - 1; i > 0; i--) {
-        const int64_t r = (int64_t)(rng_uniform(&c->rng) * (double)(i + 1));
-        const int32_t t = perm[i];
-        perm[i] = perm[r], perm[r] = t;
-    }
-    for (int64_t i = 0; i < s->batch * mp; i++)
-        table[i] = perm[i];
-    free(perm);
+    int32_t *table = (int32_t *)c->tmp[2];
+    shuffled_iota(c, table, np);
     for (size_t i = 0; i < c->tmp_n[3]; i++)
         dtype_store(c->tmp[3], dt, i, NAN);
     for (size_t i = 0; i < c->tmp_n[4]; i++)
@@ -802,14 +804,7 @@ static void kvcache_post_fill(case_data *c)
         lens[b] = (int32_t)(s->cache_lens ? s->cache_lens[b] : s->sk - s->s_new);
     if (!s->page_size)
         return;
-    const int64_t n = s->batch * kv_pages(s);
-    for (int64_t i = 0; i < n; i++)
-        table[i] = (int32_t)i;
-    for (int64_t i = n - 1; i > 0; i--) { /* shuffled: pages are not in key order */
-        const int64_t r = (int64_t)(rng_uniform(&c->rng) * (double)(i + 1));
-        const int32_t t = table[i];
-        table[i] = table[r], table[r] = t;
-    }
+    shuffled_iota(c, table, s->batch * kv_pages(s));
     if (s->prop != CASE_PROP_PAGED || s->s_new > 0)
         return;
     const size_t es = flashc_dtype_size(s->dtype);
