@@ -342,6 +342,20 @@ static void fill_rand(flashc_dtype dt, int64_t n, uint16_t *bits, float *f)
 
 static int rand_int(int n) { return (int)(tu_uniform() * n) % (n > 0 ? n : 1); }
 
+/* 0..n-1 in a shuffled order (Fisher-Yates on rand_int), malloc'd: cache rows or pages that are
+ * not in sequence order. */
+static int *shuffled_ids(int n)
+{
+    int *perm = malloc(sizeof(int) * (n > 0 ? n : 1));
+    for (int i = 0; i < n; i++)
+        perm[i] = i;
+    for (int i = n - 1; i > 0; i--) {
+        const int j = rand_int(i + 1), t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    return perm;
+}
+
 /* ---- KV-cache cases ------------------------------------------------------------------------ */
 
 typedef struct kv_case {
@@ -432,13 +446,7 @@ static void kv_setup(const kv_case *c, kv_run *r)
     if (c->page) {
         r->max_pages = c->cap / c->page;
         r->nrows_cache = B * r->max_pages + 3;
-        int *perm = malloc(sizeof(int) * r->nrows_cache);
-        for (int i = 0; i < r->nrows_cache; i++)
-            perm[i] = i;
-        for (int i = r->nrows_cache - 1; i > 0; i--) { /* Fisher-Yates */
-            const int j = rand_int(i + 1), t = perm[i];
-            perm[i] = perm[j], perm[j] = t;
-        }
+        int *perm = shuffled_ids(r->nrows_cache);
         r->table = malloc(sizeof(int32_t) * B * r->max_pages);
         for (int b = 0; b < B; b++)
             for (int p = 0; p < r->max_pages; p++) {
@@ -453,13 +461,7 @@ static void kv_setup(const kv_case *c, kv_run *r)
         r->nrows_cache = c->batch_idx ? B + 2 : B;
         if (c->batch_idx) {
             r->bidx = malloc(sizeof(int32_t) * B);
-            int *perm = malloc(sizeof(int) * r->nrows_cache);
-            for (int i = 0; i < r->nrows_cache; i++)
-                perm[i] = i;
-            for (int i = r->nrows_cache - 1; i > 0; i--) {
-                const int j = rand_int(i + 1), t = perm[i];
-                perm[i] = perm[j], perm[j] = t;
-            }
+            int *perm = shuffled_ids(r->nrows_cache);
             for (int b = 0; b < B; b++)
                 r->bidx[b] = perm[b];
             free(perm);
@@ -1293,13 +1295,8 @@ static void mods_check(const mod_case *c)
             const int n = (sk[b] + ps - 1) / ps;
             np += n, maxp = n > maxp ? n : maxp;
         }
-        int32_t *perm = malloc(sizeof(int32_t) * np), *table = malloc(sizeof(int32_t) * B * maxp);
-        for (int i = 0; i < np; i++)
-            perm[i] = i;
-        for (int i = np - 1; i > 0; i--) {
-            const int j = rand_int(i + 1), t = perm[i];
-            perm[i] = perm[j], perm[j] = t;
-        }
+        int *perm = shuffled_ids(np);
+        int32_t *table = malloc(sizeof(int32_t) * B * maxp);
         const int64_t rk = (int64_t)Hkv * D, rv = (int64_t)Hkv * Dv; /* elements a key row */
         uint16_t *kp = malloc(2 * np * ps * rk), *vp = malloc(2 * np * ps * rv);
         memset(kp, 0xff, 2 * np * ps * rk), memset(vp, 0xff, 2 * np * ps * rv);
