@@ -59,13 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const int64_t s_cache = maxl + fz_range(&f, 0, 2), b_cache = B + (use_cbi ? fz_range(&f, 0, 2) : 0);
     int32_t table[MAXB * MAXP], cbi[MAXB + 2], perm[MAXB * MAXP + 2];
     const int64_t npool = paged ? num_pages : b_cache;
-    for (int64_t i = 0; i < npool; i++)
-        perm[i] = (int32_t)i;
-    for (int64_t i = npool - 1; i > 0; i--) { /* shuffled pages / cache rows */
-        const int64_t j = fz_range(&f, 0, i);
-        const int32_t t = perm[i];
-        perm[i] = perm[j], perm[j] = t;
-    }
+    fz_shuffled_iota(&f, perm, npool); /* shuffled pages / cache rows */
     for (int64_t i = 0; i < B * max_pages && paged; i++)
         table[i] = perm[i];
     for (int64_t b = 0; b < B && use_cbi; b++)

@@ -102,13 +102,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const int64_t max_pages = (mk + ps - 1) / ps + fz_range(&f, mk ? 0 : 1, 1);
     const int64_t num_pages = B * max_pages + fz_range(&f, 0, 2);
     int32_t table[MAXB * MAXP], perm[MAXB * MAXP + 2];
-    for (int64_t i = 0; i < num_pages && paged; i++)
-        perm[i] = (int32_t)i;
-    for (int64_t i = num_pages - 1; i > 0 && paged; i--) {
-        const int64_t j = fz_range(&f, 0, i);
-        const int32_t t = perm[i];
-        perm[i] = perm[j], perm[j] = t;
-    }
+    if (paged)
+        fz_shuffled_iota(&f, perm, num_pages);
     for (int64_t i = 0; i < B * max_pages && paged; i++)
         table[i] = perm[i];
     if (paged && fz_one_in(&f, 10)) /* an entry the library must refuse (or never read) */

@@ -67,6 +67,18 @@ static int64_t fz_range(fz *f, int64_t lo, int64_t hi)
 /* true with probability about 1 / n */
 static int fz_one_in(fz *f, int n) { return fz_u8(f) % n == 0; }
 
+/* perm = a Fisher-Yates shuffle of 0 .. n - 1 (shuffled pages, cache rows): n - 1 draws */
+static void fz_shuffled_iota(fz *f, int32_t *perm, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        perm[i] = (int32_t)i;
+    for (int64_t i = n - 1; i > 0; i--) {
+        const int64_t j = fz_range(f, 0, i);
+        const int32_t t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+}
+
 static int fz_wide(void)
 {
     static int w = -1;
