@@ -23,6 +23,8 @@ done
 for n in np wide; do
   echo "== --set $n"
   grep -E 'WRONG|Traceback|Error' "$OUT/$n.log" | head -5
-  grep -E '^\|' "$OUT/$n.log" | tail -22
+  # every cell's flashc row (its TFLOP/s and x cuDNN; cuDNN's and FA2's own rows are in the log)
+  grep -E '^\| d \|' "$OUT/$n.log" | tail -1
+  grep -E '^\| [0-9]+ \| [0-9]+ \| [01] \| flashc \|' "$OUT/$n.log"
 done
 exit $rc_all

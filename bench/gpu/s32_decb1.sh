@@ -5,7 +5,9 @@
 # loaders and split rules (tuned on the H200) the H100's best? bench_decode.py, bf16, d 128, 32/8
 # heads: (1) every loader and split rule at 1 x 4k, 1 x 32k, 4 x 32k, 16 x 32k (contiguous and
 # page 16), each / the default; (2) explicit num_splits at B 1 for the default and lean5;
-# (3) the same default under a clean flush (a 256 MB read) at 1 x 4k and 1 x 32k.
+# (3) the same default under a clean flush (a 256 MB read) at 1 x 4k and 1 x 32k; (4) ncu of the
+# default and of SDPA cuDNN at 1 x 4k and 1 x 32k under the bench's dirty L2: every kernel of a
+# call (name, grid, duration, DRAM bytes), to see where flashc's extra microseconds go.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 . bench/gpu/s_common.sh
@@ -18,8 +20,45 @@ PY=(env PYTHONUNBUFFERED=1 timeout -k 2)
 "${PY[@]}" 45 python3 bench/gpu/bench_decode.py --lib "$LIB" --shapes 1x4096,1x32768 --heads 32/8 \
   --pages 16 --rep-ms 20 --variants auto --sweep 8,16,24,33,48,64 --sweep-variants auto,lean5 \
   --clean-shapes 1x4096,1x32768 --out "$OUT/sweep.json" >"$OUT/sweep.log" 2>&1 || echo "sweep: rc $?"
+if command -v ncu >/dev/null; then
+  for sh in 1x4096 1x32768; do
+    PYTHONUNBUFFERED=1 timeout -k 2 40 ncu --cache-control none --clock-control none --csv --page raw \
+      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size,launch__block_size \
+      python3 bench/gpu/bench_decode.py --lib "$LIB" --ncu-drive --shapes $sh --heads 32/8 \
+      --variants auto,lean5,sdpa_cudnn >"$OUT/ncu_$sh.csv" 2>"$OUT/ncu_$sh.err" || echo "ncu $sh: rc $?"
+  done
+fi
 for f in var sweep; do
   echo "== $f"
   grep -E 'WRONG|Traceback|Error' "$OUT/$f.log" | head -5
   grep -E '^\||sweep|GB/s' "$OUT/$f.log" | tail -40
+done
+for sh in 1x4096 1x32768; do
+  [ -s "$OUT/ncu_$sh.csv" ] || continue
+  echo "== ncu $sh (dirty L2; each call's kernels; zero_ rows left out)"
+  python3 - "$OUT/ncu_$sh.csv" <<'PY'
+import csv, sys
+rd = list(csv.reader(l for l in open(sys.argv[1]) if l.startswith('"')))
+if len(rd) < 3:
+    sys.exit(print("  (no ncu rows)"))
+h, units = rd[0], rd[1]
+ix = {k: i for i, k in enumerate(h)}
+sc = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "byte": 1e-6, "Kbyte": 1e-3, "Mbyte": 1.0,
+      "Gbyte": 1e3}
+def g(r, k):
+    try:
+        return float(r[ix[k]].replace(",", "")) * sc.get(units[ix[k]], 1.0)
+    except (KeyError, ValueError, IndexError):
+        return float("nan")
+print("| kernel | grid x block | us | DRAM rd MB | DRAM wr MB |")
+print("|---|---|--:|--:|--:|")
+for r in rd[2:]:
+    name = r[ix.get("Kernel Name", 0)]
+    if "elementwise" in name or "fill" in name.lower():
+        continue
+    print(f"| {name[:60]} | {r[ix['launch__grid_size']]} x {r[ix['launch__block_size']]} | "
+          f"{g(r, 'gpu__time_duration.sum'):.1f} | {g(r, 'dram__bytes_read.sum'):.1f} | "
+          f"{g(r, 'dram__bytes_write.sum'):.1f} |")
+PY
+  grep -h "ncu-drive" "$OUT/ncu_$sh.csv" "$OUT/ncu_$sh.err" | head -4
 done
