@@ -9,7 +9,8 @@
 #      suite on the host's AVX-512 and AMX paths;
 #      and the Python tests with torch CPU + CUDA;
 #   3. the benches of FLASHC_FINAL_BENCH, one at a time.
-# FLASHC_DEPS: a folder made by bench/gpu/stage.sh (cmocka); FLASHC_WHEELS: pytest wheels.
+# FLASHC_DEPS: a folder made by bench/gpu/stage.sh (cmocka); FLASHC_WHEELS: pytest wheels;
+# FLASHC_CUDA_ARCHS=90a builds the lent Hopper's machine code only (src/cuda/cuda.cmake).
 # Logs: at most 6 files under
 # $OUT (the device tool returns 8); a summary table is printed last.
 # Optional: FLASHC_FINAL_SKIP="job ..." leaves jobs out (names as in the summary, e.g. test_cp_nccl
@@ -30,7 +31,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader >"$OU
 t0=$SECONDS
 . bench/gpu/build_stamp.sh
 [ -d $B ] && { stamp_reuse $B >"$L/00-stamp.sum" 2>&1 || true; }
-{ cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release && cmake --build $B -j "$(nproc)"; } >"$OUT/build.log" 2>&1 ||
+{ cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release ${FLASHC_CUDA_ARCHS:+-DFLASHC_CUDA_ARCHS=$FLASHC_CUDA_ARCHS} &&
+  cmake --build $B -j "$(nproc)"; } >"$OUT/build.log" 2>&1 ||
   { tail -30 "$OUT/build.log"; echo "BUILD FAILED"; exit 1; }
 stamp_write $B
 echo "build $((SECONDS - t0)) s" >"$L/00-build.sum"

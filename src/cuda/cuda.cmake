@@ -8,6 +8,23 @@
 # statically (CUDA::cudart_static), so that libflashc.so loads on a host without CUDA.
 find_package(CUDAToolkit REQUIRED)
 
+# The machine code built: FLASHC_CUDA_ARCHS lists "80" (the mma.sync kernels; runs on every
+# sm_8x and 9.0 part) and "90a" (Hopper's wgmma / TMA kernels, compute capability 9.0 only). Both
+# by default; a build for one lent Hopper (bench/gpu/device_call.sh, bench/gpu/prebuild.sh)
+# passes -DFLASHC_CUDA_ARCHS=90a and compiles in about half the time. Used by the CLI's CUDA
+# helpers too (CMakeLists.txt).
+set(FLASHC_CUDA_ARCHS "80;90a" CACHE STRING "CUDA machine code to build: 80 and/or 90a")
+set(FLASHC_CUDA_GENCODE "")
+foreach(arch IN LISTS FLASHC_CUDA_ARCHS)
+  if(NOT arch MATCHES "^(80|90a)$")
+    message(FATAL_ERROR "FLASHC_CUDA_ARCHS: '${arch}': expected 80 and/or 90a")
+  endif()
+  list(APPEND FLASHC_CUDA_GENCODE "-gencode=arch=compute_${arch},code=sm_${arch}")
+endforeach()
+if(NOT FLASHC_CUDA_GENCODE)
+  message(FATAL_ERROR "FLASHC_CUDA_ARCHS is empty: expected 80 and/or 90a")
+endif()
+
 add_library(flashc_cuda OBJECT ${FLASHC_CUDA_SOURCES})
 # The directory's C flags (-Wall, sanitizers) mean nothing to nvcc: start from a clean list.
 set_property(TARGET flashc_cuda PROPERTY COMPILE_OPTIONS "")
@@ -23,8 +40,7 @@ target_include_directories(flashc_cuda PRIVATE ${PROJECT_SOURCE_DIR}/include
                                                ${PROJECT_SOURCE_DIR}/src/cp)
 target_compile_options(flashc_cuda PRIVATE
   $<$<COMPILE_LANGUAGE:CUDA>:
-    -gencode=arch=compute_80,code=sm_80
-    -gencode=arch=compute_90a,code=sm_90a
+    ${FLASHC_CUDA_GENCODE}
     -Xcompiler=-Wall
     -Xptxas=-warn-spills
     --threads=0>)
