@@ -8,11 +8,12 @@
 # statically (CUDA::cudart_static), so that libflashc.so loads on a host without CUDA.
 find_package(CUDAToolkit REQUIRED)
 
-# The machine code built: FLASHC_CUDA_ARCHS lists "80" (the mma.sync kernels; runs on every
-# sm_8x and 9.0 part) and "90a" (Hopper's wgmma / TMA kernels, compute capability 9.0 only). Both
-# by default; a build for one lent Hopper (bench/gpu/device_call.sh, bench/gpu/prebuild.sh)
-# passes -DFLASHC_CUDA_ARCHS=90a and compiles in about half the time. Used by the CLI's CUDA
-# helpers too (CMakeLists.txt).
+# The machine code built: FLASHC_CUDA_ARCHS lists "80" (every kernel but the Hopper ones, as
+# sm_80 code, which runs on every 8.x part: Ampere, Ada) and "90a" (every kernel, the wgmma / TMA
+# ones included, for compute capability 9.0 only: sm_80 code does not run on 9.0). Both by
+# default; a build for one lent Hopper (bench/gpu/device_call.sh, bench/gpu/prebuild.sh) passes
+# -DFLASHC_CUDA_ARCHS=90a and compiles in about half the time. Used by the CLI's CUDA helpers too
+# (CMakeLists.txt).
 set(FLASHC_CUDA_ARCHS "80;90a" CACHE STRING "CUDA machine code to build: 80 and/or 90a")
 set(FLASHC_CUDA_GENCODE "")
 foreach(arch IN LISTS FLASHC_CUDA_ARCHS)
