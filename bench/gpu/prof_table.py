@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/gpu/prof_table.py — the two Python halves of bench/gpu/s9_prof2.sh's Nsight Compute pass.
+"""bench/gpu/prof_table.py — the Python halves of the Nsight Compute passes (bench/gpu/s9_prof2.sh, s32_decb1.sh).
 
   prof_table.py pick ALL.txt BASE.txt   the --metrics list: the candidates below that the device's
                                         `ncu --query-metrics --query-metrics-mode all` (ALL.txt) lists
@@ -8,6 +8,10 @@
                                         holds fewer than 5 others, those whose base name
                                         `ncu --query-metrics` (BASE.txt) lists. Prints one
                                         comma-separated line.
+  prof_table.py kernels RAW.csv         one Markdown row a kernel launch of `ncu --csv --page raw`
+                                        output, in launch order (name, grid x block, us, DRAM MB
+                                        read / written), elementwise / fill kernels (the benches'
+                                        L2 flushes) left out (bench/gpu/s32_decb1.sh).
   prof_table.py table RAW.csv DRIVE.log [RAW2.csv DRIVE2.log ...]
                                         one compact block a case from `ncu --csv --page raw` output,
                                         one pair a ncu run. Kernels are split into segments at each
@@ -206,9 +210,26 @@ def table(pairs):
             print(ln[:300])
 
 
+def kernels(path):
+    """One row a kernel launch (the flushes' elementwise / fill kernels left out)."""
+    rows = [(k, d) for k, d in read_rows(path) if "elementwise" not in k and "fill" not in k.lower()]
+    if not rows:
+        print("  (no ncu rows)")
+        return
+    print("| kernel | grid x block | us | DRAM rd MB | DRAM wr MB |")
+    print("|---|---|--:|--:|--:|")
+    for k, d in rows:
+        rd, wr = d.get(RD), d.get(WR)
+        print(f"| {short(k)} | {fmt(d.get(GRID))} x {fmt(d.get(BLOCK))} | "
+              f"{fmt(d.get(TIME), '{:.1f}')} | {fmt(None if rd is None else rd / 1e6, '{:.1f}')} | "
+              f"{fmt(None if wr is None else wr / 1e6, '{:.1f}')} |")
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "pick":
         pick(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 3 and sys.argv[1] == "kernels":
+        kernels(sys.argv[2])
     elif len(sys.argv) >= 4 and len(sys.argv) % 2 == 0 and sys.argv[1] == "table":
         table(list(zip(sys.argv[2::2], sys.argv[3::2])))
     else:

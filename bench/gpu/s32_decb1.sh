@@ -36,29 +36,6 @@ done
 for sh in 1x4096 1x32768; do
   [ -s "$OUT/ncu_$sh.csv" ] || continue
   echo "== ncu $sh (dirty L2; each call's kernels; zero_ rows left out)"
-  python3 - "$OUT/ncu_$sh.csv" <<'PY'
-import csv, sys
-rd = list(csv.reader(l for l in open(sys.argv[1]) if l.startswith('"')))
-if len(rd) < 3:
-    sys.exit(print("  (no ncu rows)"))
-h, units = rd[0], rd[1]
-ix = {k: i for i, k in enumerate(h)}
-sc = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "byte": 1e-6, "Kbyte": 1e-3, "Mbyte": 1.0,
-      "Gbyte": 1e3}
-def g(r, k):
-    try:
-        return float(r[ix[k]].replace(",", "")) * sc.get(units[ix[k]], 1.0)
-    except (KeyError, ValueError, IndexError):
-        return float("nan")
-print("| kernel | grid x block | us | DRAM rd MB | DRAM wr MB |")
-print("|---|---|--:|--:|--:|")
-for r in rd[2:]:
-    name = r[ix.get("Kernel Name", 0)]
-    if "elementwise" in name or "fill" in name.lower():
-        continue
-    print(f"| {name[:60]} | {r[ix['launch__grid_size']]} x {r[ix['launch__block_size']]} | "
-          f"{g(r, 'gpu__time_duration.sum'):.1f} | {g(r, 'dram__bytes_read.sum'):.1f} | "
-          f"{g(r, 'dram__bytes_write.sum'):.1f} |")
-PY
+  python3 bench/gpu/prof_table.py kernels "$OUT/ncu_$sh.csv"
   grep -h "ncu-drive" "$OUT/ncu_$sh.csv" "$OUT/ncu_$sh.err" | head -4
 done
