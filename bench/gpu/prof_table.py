@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""bench/gpu/prof_table.py — the Python halves of the Nsight Compute passes (bench/gpu/s9_prof2.sh, s32_decb1.sh).
+"""bench/gpu/prof_table.py — the Python halves of the Nsight Compute passes of
+bench/gpu/s9_prof2.sh and s32_decb1.sh.
 
   prof_table.py pick ALL.txt BASE.txt   the --metrics list: the candidates below that the device's
                                         `ncu --query-metrics --query-metrics-mode all` (ALL.txt) lists
