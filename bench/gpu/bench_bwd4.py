@@ -46,6 +46,9 @@ halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KE
                         d 256; skipped elsewhere) over 1 / 2 / 4 deterministic planes, and with
                         FLASHC_CUDA_BWD_DET_FREE=1 (its turns free: a diagnostic, not
                         deterministic)
+  nodq                  fast mode with FLASHC_CUDA_BWD_NO_DQ=1 (d 192 / 256; elsewhere the
+                        default again): dQ's products, staging and adds left out, dQ zero and
+                        not checked: the leave-one-out of the dQ path
   o0 / o1 / o2 / o4 / o8 / okm
                         fast mode with FLASHC_CUDA_BWD_ORDER = 0 (head by head, the order
                         before 2026-12-06 evening), 1, 2, 4, 8 and 1e6: under the causal mask
@@ -119,7 +122,11 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            "flashc_o2": (0, 0, False, "", "", "", "", 2),
            "flashc_o4": (0, 0, False, "", "", "", "", 4),
            "flashc_o8": (0, 0, False, "", "", "", "", 8),
-           "flashc_okm": (0, 0, False, "", "", "", "", 1000000)}
+           "flashc_okm": (0, 0, False, "", "", "", "", 1000000),
+           # FLASHC_CUDA_BWD_NO_DQ=1 (a diagnostic; d 192 / 256 only, the sm90h families' exact
+           # fast-mode kernels): the step without dQ's products, staging and adds, dQ left zero
+           # (dK, dV checked alone): the dK / dV half of a backward with a dQ kernel of its own
+           "flashc_nodq": (0, 0, False, "", "", "", "", "", 1)}
 PER_DIM = {"L": {192: "sm90h2l", 256: "sm90hl"}, "BASE": {192: "sm90h2", 256: "sm90h"}}
 # sm90h2l / sm90hl serve one head dim each: elsewhere they would time the dispatcher's choice again
 ONE_DIM = {"flashc_90h2l": 192, "flashc_90hl": 256}
@@ -128,6 +135,8 @@ ONE_DIM = {"flashc_90h2l": 192, "flashc_90hl": 256}
 def serves(config, d):
     """Whether config times something other than the dispatcher's choice at head dim d."""
     fam = CONFIGS.get(config, ("",) * 4)[3]
+    if config == "flashc_nodq":  # the sm90h families' diagnostic: d 192 and 256 only
+        return d in (192, 256)
     if fam in PER_DIM:
         return d in PER_DIM[fam]
     return all(not config.startswith(k) or d == v for k, v in ONE_DIM.items())
@@ -261,6 +270,7 @@ def table(rows, configs):
               ("o1/o0", "flashc_o1", "flashc_o0"), ("o2/o0", "flashc_o2", "flashc_o0"),
               ("o4/o0", "flashc_o4", "flashc_o0"), ("o8/o0", "flashc_o8", "flashc_o0"),
               ("okm/o0", "flashc_okm", "flashc_o0"),
+              ("nodq/fast", "flashc_nodq", "flashc"),
               ("default/cuDNN", "flashc", "cudnn"), ("default/flash", "flashc", "flash"),
               ("det/fast", "flashc_det", "flashc")]
     ratios = [x for x in ratios if x[1] in impls and x[2] in impls]

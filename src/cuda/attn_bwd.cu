@@ -420,6 +420,10 @@ extern "C" flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats 
      * bench/gpu/s25_detfence.sh, bench/RESULTS.md "Session of 2026-12-06, midday") */
     const char *fence_env = getenv("FLASHC_CUDA_BWD_DET_FENCE");
     a.det_fence = fence_env && strcmp(fence_env, "1") == 0;
+    /* FLASHC_CUDA_BWD_NO_DQ=1 (read at every call): attn_bwd_args.no_dq, a diagnostic that
+     * leaves dQ zero (the sm90h families' fast mode only) */
+    const char *nodq_env = getenv("FLASHC_CUDA_BWD_NO_DQ");
+    a.no_dq = nodq_env && strcmp(nodq_env, "1") == 0;
     a.order_tail = order_tail(p, v);
     a.B = (int)p->B, a.Sq = (int)p->Sq, a.Sk = (int)p->Sk, a.Hq = (int)p->Hq;
     a.D = (int)p->D, a.Dv = (int)p->Dv;

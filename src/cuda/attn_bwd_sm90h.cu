@@ -147,6 +147,11 @@ enum : unsigned {
     H_DQP = 1u << 5,
     H_REL = 1u << 6,
     H_TRACE = 1u << 7, /* FLASHC_CUDA_BWD_TRACE: the consumers' timestamps (below) */
+    /* FLASHC_CUDA_BWD_NO_DQ=1 (a diagnostic, not a kernel: attn_bwd_args.no_dq): the exact
+     * plain fast-mode kernels without dQ's products, staging and adds (dQ comes out zero):
+     * what the rest of the step costs, i.e. the dK / dV half of a backward that computed dQ in
+     * a kernel of its own (issue 12's leave-one-out, bench/gpu/bench_bwd4.py's flashc_nodq) */
+    H_NODQ = 1u << 8,
 };
 
 /* H_TRACE's record (bwd90h_trace_buf, written by the host as FLASHC_CUDA_BWD_TRACE's file, and
@@ -306,7 +311,9 @@ __global__ void __launch_bounds__(H_THREADS, 1)
      * S^T, dP^T and dQ, and (as d 192's 64-row kernel) dV (wg 0) or dK (wg 1) of all features */
     constexpr bool WIDE = BM == 128;
     constexpr bool EARLY = F & H_EARLY;
-    constexpr bool DQP = F & H_DQP, REL = F & H_REL, TRACE = F & H_TRACE;
+    constexpr bool DQP = F & H_DQP, REL = F & H_REL, TRACE = F & H_TRACE, NODQ = F & H_NODQ;
+    static_assert(!NODQ || (!DET && !MODS && !PAD && !EARLY && !TRACE),
+                  "H_NODQ: the exact plain fast-mode kernels");
     static_assert(!DQP || (DET && !EARLY), "sm90h2l / sm90hl: deterministic mode only");
     static_assert(!TRACE || (!PAD && !EARLY && !MODS), "H_TRACE: the exact plain instances");
     static_assert(!REL || DQP, "H_REL: H_DQP's single completion, a Q block late");
@@ -611,7 +618,9 @@ __global__ void __launch_bounds__(H_THREADS, 1)
             }
         };
         /* dQ's first panel (one group), then dV, dK (one group); H_EARLY: below */
-        if constexpr (!EARLY)
+        if constexpr (NODQ)
+            ptx_wgmma_fence(); /* no dQ (bwd_dq_mma's fence): dV, dK alone */
+        else if constexpr (!EARLY)
             dq_mma(dq0, 0);
         else
             ptx_wgmma_fence(); /* dV / dK first: no dQ issue (bwd_dq_mma's fence) before them */
@@ -624,6 +633,15 @@ __global__ void __launch_bounds__(H_THREADS, 1)
             bwd90h_kv_mma<T, BM>(kv0, wg ? sdS : sP, wg ? sQ : sdO);
         }
         ptx_wgmma_commit();
+        if constexpr (NODQ) {
+            /* dV, dK waited, the stage handed back: the step ends without dQ */
+            ptx_wgmma_wait<0>();
+            ptx_fence_operands(kv0);
+            if constexpr (!D192)
+                ptx_fence_operands(kv1);
+            ptx_mbarrier_arrive(empty(st));
+            continue;
+        }
 
         /* dQ's panels: this warp's 16 rows (acc[j]: rows 16 wq + g (+8), columns 8 j + 2t, +1)
          * into its staging rows, then lane r < 16 adds row 16 wq + r (sm90v3's staging) of the
@@ -888,6 +906,10 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
              : (a->deterministic ? attn_bwd_sm90h_kernel<T, D, BM, F | H_DET>
                                  : attn_bwd_sm90h_kernel<T, D, BM, FF>);
     const dim3 grid((unsigned)((a->Sk + H_BN - 1) / H_BN), (unsigned)(a->B * a->Hkv), 1);
+    /* FLASHC_CUDA_BWD_NO_DQ: the exact plain kernels' fast mode without dQ (H_NODQ) */
+    if constexpr (!PAD && !(F & (H_EARLY | H_DQP)))
+        if (a->no_dq && !mods && !a->deterministic)
+            kernel = attn_bwd_sm90h_kernel<T, D, BM, FF | H_NODQ>;
     /* FLASHC_CUDA_BWD_TRACE: the H_TRACE twin and its record (the comment above) */
     const char *tpath = NULL;
     uint64_t *tbuf = NULL;

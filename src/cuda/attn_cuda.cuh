@@ -212,6 +212,11 @@ typedef struct attn_bwd_args {
      * the last order_tail heads of the grid walked K block by K block; 0: every head head by
      * head. attn_bwd.cu sets it (order_tail, FLASHC_CUDA_BWD_ORDER). */
     int order_tail;
+    /* FLASHC_CUDA_BWD_NO_DQ=1 (a diagnostic, attn_bwd.cu; read at every call): the sm90h
+     * families' exact plain kernels run in fast mode without dQ (attn_bwd_sm90h.cu's H_NODQ):
+     * dQ comes out ZERO. For timing the rest of the step only; 0 otherwise. (Last: it
+     * takes the struct's tail padding, so no other field moves.) */
+    int no_dq;
 } attn_bwd_args;
 
 /* Launches the three kernels (preprocess, main, postprocess) of one variant on stream. */

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# bench/gpu/s33_nodq.sh BUILD_DIR — issue 12's leave-one-out of the dQ path at d 192 / 256 (the
+# sm90h families, whose deterministic mode is 0.70-0.87x fast mode and which run at 1.12-1.30x
+# SDPA-FA2): fast mode, fast mode without dQ (FLASHC_CUDA_BWD_NO_DQ=1, a diagnostic: dQ's
+# products, staging and bulk reduce-adds left out, dQ zero and not checked) and deterministic
+# mode, against SDPA FA2 and cuDNN in the same process: bench_bwd4.py, bf16, B*S = 16k, H =
+# 2048 / d, S 1k / 2k / 8k / 16k, causal and not. The question: how much of a step is the dQ path,
+# i.e. what the dK / dV half of a backward would cost if dQ had a kernel of its own (no turns, no
+# fp32 adds: deterministic by construction). nodq/fast > 1 is the share dQ takes: time without
+# dQ = time / (nodq/fast). Budget 120 s (hard timeout 115 s). $OUT: nodq.json, bench.log; the
+# table LAST.
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 2
+. bench/gpu/s_common.sh
+s_begin nodq "${1:-}"
+s_scratch nodq
+T0=$SECONDS
+rc_all=0
+bwd_bench nodq 115 --dims 256,192 --seqlens 1024,2048,8192,16384 --budget-ms 30 \
+  --peers flash,cudnn --configs flashc,flashc_nodq,flashc_det
+grep -E 'WRONG|^device|Traceback' "$OUT/bench.log" | head -5
+sed -n '/^bwd alone/,$p' "$OUT/bench.log" | head -40
+s_pack "$OUT/nodq.json" "$OUT/bench.log"
+exit $rc_all
