@@ -46,6 +46,9 @@ halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KE
                         d 256; skipped elsewhere) over 1 / 2 / 4 deterministic planes, and with
                         FLASHC_CUDA_BWD_DET_FREE=1 (its turns free: a diagnostic, not
                         deterministic)
+  hs / hs_det            sm90hs forced (d 192 / 256): the split family, dK / dV by the fused
+                        kernels without dQ, dQ by a kernel of its own (deterministic in both
+                        modes, the same bits)
   nodq                  fast mode with FLASHC_CUDA_BWD_NO_DQ=1 (d 192 / 256; elsewhere the
                         default again): dQ's products, staging and adds left out, dQ zero and
                         not checked: the leave-one-out of the dQ path
@@ -126,7 +129,10 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            # FLASHC_CUDA_BWD_NO_DQ=1 (a diagnostic; d 192 / 256 only, the sm90h families' exact
            # fast-mode kernels): the step without dQ's products, staging and adds, dQ left zero
            # (dK, dV checked alone): the dK / dV half of a backward with a dQ kernel of its own
-           "flashc_nodq": (0, 0, False, "", "", "", "", "", 1)}
+           "flashc_nodq": (0, 0, False, "", "", "", "", "", 1),
+           # sm90hs, the split family (d 192 / 256): dK / dV by the fused kernels without dQ,
+           # dQ by a kernel of its own (attn_bwd_dq_sm90.cu); deterministic by construction
+           "flashc_hs": (0, 0, False, "sm90hs"), "flashc_hs_det": (0, 0, True, "sm90hs")}
 PER_DIM = {"L": {192: "sm90h2l", 256: "sm90hl"}, "BASE": {192: "sm90h2", 256: "sm90h"}}
 # sm90h2l / sm90hl serve one head dim each: elsewhere they would time the dispatcher's choice again
 ONE_DIM = {"flashc_90h2l": 192, "flashc_90hl": 256}
@@ -135,7 +141,7 @@ ONE_DIM = {"flashc_90h2l": 192, "flashc_90hl": 256}
 def serves(config, d):
     """Whether config times something other than the dispatcher's choice at head dim d."""
     fam = CONFIGS.get(config, ("",) * 4)[3]
-    if config == "flashc_nodq":  # the sm90h families' diagnostic: d 192 and 256 only
+    if config in ("flashc_nodq", "flashc_hs", "flashc_hs_det"):  # d 192 and 256 only
         return d in (192, 256)
     if fam in PER_DIM:
         return d in PER_DIM[fam]
@@ -271,6 +277,9 @@ def table(rows, configs):
               ("o4/o0", "flashc_o4", "flashc_o0"), ("o8/o0", "flashc_o8", "flashc_o0"),
               ("okm/o0", "flashc_okm", "flashc_o0"),
               ("nodq/fast", "flashc_nodq", "flashc"),
+              ("hs/fast", "flashc_hs", "flashc"), ("hsdet/fast", "flashc_hs_det", "flashc"),
+              ("hsdet/det", "flashc_hs_det", "flashc_det"), ("hs/cuDNN", "flashc_hs", "cudnn"),
+              ("hs/flash", "flashc_hs", "flash"),
               ("default/cuDNN", "flashc", "cudnn"), ("default/flash", "flashc", "flash"),
               ("det/fast", "flashc_det", "flashc")]
     ratios = [x for x in ratios if x[1] in impls and x[2] in impls]

@@ -7,8 +7,10 @@
 # 2048 / d, S 1k / 2k / 8k / 16k, causal and not. The question: how much of a step is the dQ path,
 # i.e. what the dK / dV half of a backward would cost if dQ had a kernel of its own (no turns, no
 # fp32 adds: deterministic by construction). nodq/fast > 1 is the share dQ takes: time without
-# dQ = time / (nodq/fast). Budget 120 s (hard timeout 115 s). $OUT: nodq.json, bench.log; the
-# table LAST.
+# dQ = time / (nodq/fast). Budget 140 s (hard timeout 135 s). $OUT: nodq.json, bench.log; the
+# table LAST. Beside them sm90hs (hs, hs_det), the split family that answer led to: the fused
+# kernels without dQ, then dQ by attn_bwd_dq_sm90.cu's kernel (deterministic in both modes).
+# S33_CONFIGS overrides the configurations.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 . bench/gpu/s_common.sh
@@ -16,8 +18,8 @@ s_begin nodq "${1:-}"
 s_scratch nodq
 T0=$SECONDS
 rc_all=0
-bwd_bench nodq 115 --dims 256,192 --seqlens 1024,2048,8192,16384 --budget-ms 30 \
-  --peers flash,cudnn --configs flashc,flashc_nodq,flashc_det
+bwd_bench nodq 135 --dims 256,192 --seqlens 1024,2048,8192,16384 --budget-ms 30 \
+  --peers flash,cudnn --configs "${S33_CONFIGS:-flashc,flashc_nodq,flashc_det,flashc_hs,flashc_hs_det}"
 grep -E 'WRONG|^device|Traceback' "$OUT/bench.log" | head -5
 sed -n '/^bwd alone/,$p' "$OUT/bench.log" | head -40
 s_pack "$OUT/nodq.json" "$OUT/bench.log"

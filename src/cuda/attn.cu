@@ -717,8 +717,11 @@ extern "C" int cuda_device_available(void)
 
 extern "C" const char *cuda_build_info(void)
 {
+#ifndef FLASHC_CUDA_SM_STRING /* cuda.cmake defines it from FLASHC_CUDA_ARCHS */
+#define FLASHC_CUDA_SM_STRING "sm_80 sm_90a"
+#endif
     static char info[96];
-    snprintf(info, sizeof info, "sm_80 sm_90a, nvcc %d.%d", __CUDACC_VER_MAJOR__,
+    snprintf(info, sizeof info, "%s, nvcc %d.%d", FLASHC_CUDA_SM_STRING, __CUDACC_VER_MAJOR__,
              __CUDACC_VER_MINOR__);
     return info;
 }

@@ -152,6 +152,10 @@ enum : unsigned {
      * what the rest of the step costs, i.e. the dK / dV half of a backward that computed dQ in
      * a kernel of its own (issue 12's leave-one-out, bench/gpu/bench_bwd4.py's flashc_nodq) */
     H_NODQ = 1u << 8,
+    /* sm90hs, the split family: dK / dV by the H_NODQ twin (fast or with softcap / ALiBi, in
+     * both modes), dQ by attn_bwd_dq_sm90.cu's kernel of its own; deterministic by construction
+     * (no fp32 adds: each dQ element is one thread's sum in a fixed order) */
+    H_SPLIT = 1u << 9,
 };
 
 /* H_TRACE's record (bwd90h_trace_buf, written by the host as FLASHC_CUDA_BWD_TRACE's file, and
@@ -312,8 +316,8 @@ __global__ void __launch_bounds__(H_THREADS, 1)
     constexpr bool WIDE = BM == 128;
     constexpr bool EARLY = F & H_EARLY;
     constexpr bool DQP = F & H_DQP, REL = F & H_REL, TRACE = F & H_TRACE, NODQ = F & H_NODQ;
-    static_assert(!NODQ || (!DET && !MODS && !PAD && !EARLY && !TRACE),
-                  "H_NODQ: the exact plain fast-mode kernels");
+    static_assert(!NODQ || (!DET && !EARLY && !TRACE && !DQP),
+                  "H_NODQ: the fast-mode kernels (the diagnostic, and sm90hs's dK / dV)");
     static_assert(!DQP || (DET && !EARLY), "sm90h2l / sm90hl: deterministic mode only");
     static_assert(!TRACE || (!PAD && !EARLY && !MODS), "H_TRACE: the exact plain instances");
     static_assert(!REL || DQP, "H_REL: H_DQP's single completion, a Q block late");
@@ -881,8 +885,8 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
     /* fast mode: the family's kernel without the deterministic-only bits (sm90hl, sm90h2l are
      * never picked in fast mode, the variant's late; the mask keeps their instantiation of the
      * fast branch, that of sm90h / sm90h2, valid) */
-    constexpr unsigned FF = F & ~(H_DQP | H_REL);
-    constexpr bool PAD = F & H_PAD;
+    constexpr unsigned FF = F & ~(H_DQP | H_REL | H_SPLIT);
+    constexpr bool PAD = F & H_PAD, SPLIT = F & H_SPLIT;
     const flashc_dtype dt = std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16;
     if (a->D != a->Dv || a->D > D || a->D % 8 != 0 || (!PAD && a->D != D))
         return cudaErrorInvalidValue; /* not dispatched so (serves_dims) */
@@ -893,8 +897,16 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
         !cuda_tma_map_bshd(&mv, dt, a->v, a->B, a->Sk, a->Hkv, a->Dv, a->sv, H_BN))
         return bwd90h_fallback<T, D>(a, stream);
 
-    /* turn counters per 64 rows in every kernel here (the table's sem_block_q) */
-    cudaError_t err = attn_bwd_pre_launch<T, D, H_BM, 1>(a, stream);
+    /* turn counters per 64 rows in every kernel here (the table's sem_block_q); sm90hs needs
+     * D = rowsum(dO O) alone (no accumulator to zero, no counters: planes 0) */
+    attn_bwd_args pre = *a;
+    if constexpr (SPLIT) {
+        pre.planes = 0;
+        /* the dQ kernel's grid has the Q blocks of 128 rows on y (<= 65535) */
+        if ((a->Sq + 127) / 128 > 65535)
+            return bwd90h_fallback<T, D>(a, stream);
+    }
+    cudaError_t err = attn_bwd_pre_launch<T, D, H_BM, 1>(&pre, stream);
     if (err != cudaSuccess)
         return err;
     constexpr int smem = bwd90h_smem<D, BM>::LAUNCH;
@@ -907,15 +919,19 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
                                  : attn_bwd_sm90h_kernel<T, D, BM, FF>);
     const dim3 grid((unsigned)((a->Sk + H_BN - 1) / H_BN), (unsigned)(a->B * a->Hkv), 1);
     /* FLASHC_CUDA_BWD_NO_DQ: the exact plain kernels' fast mode without dQ (H_NODQ) */
-    if constexpr (!PAD && !(F & (H_EARLY | H_DQP)))
+    if constexpr (!PAD && !(F & (H_EARLY | H_DQP | H_SPLIT)))
         if (a->no_dq && !mods && !a->deterministic)
             kernel = attn_bwd_sm90h_kernel<T, D, BM, FF | H_NODQ>;
+    /* sm90hs: the H_NODQ twin in both modes (dK, dV need no order), then dQ's own kernel */
+    if constexpr (SPLIT)
+        kernel = mods ? attn_bwd_sm90h_kernel<T, D, BM, FF | H_NODQ | H_MODS>
+                      : attn_bwd_sm90h_kernel<T, D, BM, FF | H_NODQ>;
     /* FLASHC_CUDA_BWD_TRACE: the H_TRACE twin and its record (the comment above) */
     const char *tpath = NULL;
     uint64_t *tbuf = NULL;
     cuda_bwd_trace_head hd;
     memset(&hd, 0, sizeof hd);
-    if constexpr (!PAD && !(F & H_EARLY)) {
+    if constexpr (!PAD && !(F & (H_EARLY | H_SPLIT))) {
         tpath = mods ? NULL : cuda_bwd_trace_path();
         if (tpath) {
             kernel = a->deterministic ? attn_bwd_sm90h_kernel<T, D, BM, F | H_DET | H_TRACE>
@@ -940,6 +956,8 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
         err = cuda_bwd_trace_finish(err, tpath, tbuf, &hd, stream);
     if (err != cudaSuccess)
         return err;
+    if constexpr (SPLIT)
+        return attn_bwd_dq_sm90_launch<T, D>(a, stream); /* dQ itself: no postprocess */
     return attn_bwd_post_bh_launch<T, D, PAD>(a, stream);
 }
 
@@ -953,8 +971,9 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
  * opt-in (FLASHC_CUDA_BWD_KERNEL=sm90h). */
 #define H_ENTRY(TN, T, DT, FAM, D, BM, SUF, F, OPT, LO)                                            \
     {"attn_bwd_" #TN "_" FAM "_d" #D SUF "_" #BM "x64", FAM, DT, D, 90, 90, BM, H_BN, 1,           \
-     bwd90h_smem<D, BM>::LAUNCH, attn_bwd_sm90h_launch<T, D, BM, F>, NULL, OPT, LO, 0, H_BM, 1,   \
-     ((F) & H_REL) ? 1 : 0}
+     ((F) & H_SPLIT) ? 227 * 1024 /* the dQ kernel's bound */ : bwd90h_smem<D, BM>::LAUNCH,       \
+     attn_bwd_sm90h_launch<T, D, BM, F>, NULL, OPT, LO, 0, H_BM,                                   \
+     ((F) & H_SPLIT) ? 0 : 1, ((F) & H_REL) ? 1 : 0}
 #define H_PAIR(FAM, D, BM, SUF, F, OPT, LO)                                                        \
     H_ENTRY(bf16, __nv_bfloat16, FLASHC_BF16, FAM, D, BM, SUF, F, OPT, LO),                       \
         H_ENTRY(f16, __half, FLASHC_F16, FAM, D, BM, SUF, F, OPT, LO)
@@ -980,6 +999,13 @@ const attn_bwd_variant attn_bwd_sm90h_variants[] = {
      * opt-in (FLASHC_CUDA_BWD_KERNEL=sm90h2). */
     H_PAIR("sm90h2", 192, 128, "", 0u, 0, 0),
     H_PAIR("sm90h2", 192, 128, "p", H_PAD, 1, 129),
+    /* sm90hs: the split family (H_SPLIT): dK / dV by the fused kernels' H_NODQ twins, dQ by
+     * attn_bwd_dq_sm90.cu's kernel; deterministic by construction, the same kernels in both
+     * modes; exact and padded, opt-in until measured (bench/gpu/s33_nodq.sh) */
+    H_PAIR("sm90hs", 256, 64, "", H_SPLIT, 1, 0),
+    H_PAIR("sm90hs", 192, 128, "", H_SPLIT, 1, 0),
+    H_PAIR("sm90hs", 256, 64, "p", H_PAD | H_SPLIT, 1, 193),
+    H_PAIR("sm90hs", 192, 128, "p", H_PAD | H_SPLIT, 1, 129),
     /* sm90h2e: sm90h2 with dV / dK issued before dQ and two dQ accumulators (H_EARLY), opt-in */
     H_PAIR("sm90h2e", 192, 128, "", H_EARLY, 1, 0),
     H_PAIR("sm90h2e", 192, 128, "p", H_PAD | H_EARLY, 1, 129),

@@ -219,6 +219,12 @@ typedef struct attn_bwd_args {
     int no_dq;
 } attn_bwd_args;
 
+/* dQ of a dense backward at head dim D = 192 / 256 in a kernel of its own (attn_bwd_dq_sm90.cu,
+ * compute capability 9.0; the split family sm90hs): reads q, k, v, dout, lse and a->dsum,
+ * writes a->dq alone. T: __nv_bfloat16 or __half. */
+template <typename T, int D>
+cudaError_t attn_bwd_dq_sm90_launch(const attn_bwd_args *a, cudaStream_t stream);
+
 /* Launches the three kernels (preprocess, main, postprocess) of one variant on stream. */
 typedef cudaError_t (*attn_bwd_launch_fn)(const attn_bwd_args *args, cudaStream_t stream);
 

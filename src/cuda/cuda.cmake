@@ -25,6 +25,11 @@ endforeach()
 if(NOT FLASHC_CUDA_GENCODE)
   message(FATAL_ERROR "FLASHC_CUDA_ARCHS is empty: expected 80 and/or 90a")
 endif()
+# What flashc_build_info() reports ("sm_80 sm_90a"): attn.cu's cuda_build_info, this file only
+list(TRANSFORM FLASHC_CUDA_ARCHS PREPEND "sm_" OUTPUT_VARIABLE FLASHC_CUDA_SM_LIST)
+list(JOIN FLASHC_CUDA_SM_LIST " " FLASHC_CUDA_SM_STRING)
+set_source_files_properties(${PROJECT_SOURCE_DIR}/src/cuda/attn.cu PROPERTIES
+  COMPILE_DEFINITIONS "FLASHC_CUDA_SM_STRING=\"${FLASHC_CUDA_SM_STRING}\"")
 
 add_library(flashc_cuda OBJECT ${FLASHC_CUDA_SOURCES})
 # The directory's C flags (-Wall, sanitizers) mean nothing to nvcc: start from a clean list.
