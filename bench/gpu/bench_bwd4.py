@@ -49,9 +49,10 @@ halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KE
   hs / hs_det            sm90hs forced (d 192 / 256): the split family, dK / dV by the fused
                         kernels without dQ, dQ by a kernel of its own (deterministic in both
                         modes, the same bits)
-  nodq                  fast mode with FLASHC_CUDA_BWD_NO_DQ=1 (d 192 / 256; elsewhere the
-                        default again): dQ's products, staging and adds left out, dQ zero and
-                        not checked: the leave-one-out of the dQ path
+  nodq                  the fused base family (sm90h2 at d 192, sm90h at d 256) in fast mode
+                        with FLASHC_CUDA_BWD_NO_DQ=1: dQ's products, staging and adds left out,
+                        dQ zero and not checked: the leave-one-out of the dQ path
+  base                  the fused base family in fast mode (d 192 / 256)
   o0 / o1 / o2 / o4 / o8 / okm
                         fast mode with FLASHC_CUDA_BWD_ORDER = 0 (head by head, the order
                         before 2026-12-06 evening), 1, 2, 4, 8 and 1e6: under the causal mask
@@ -129,7 +130,10 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            # FLASHC_CUDA_BWD_NO_DQ=1 (a diagnostic; d 192 / 256 only, the sm90h families' exact
            # fast-mode kernels): the step without dQ's products, staging and adds, dQ left zero
            # (dK, dV checked alone): the dK / dV half of a backward with a dQ kernel of its own
-           "flashc_nodq": (0, 0, False, "", "", "", "", "", 1),
+           "flashc_nodq": (0, 0, False, "BASE", "", "", "", "", 1),
+           # the head dim's fused base family in fast mode (sm90h2 at d 192, sm90h at d 256):
+           # the fast default before sm90hs took d 256
+           "flashc_base": (0, 0, False, "BASE"),
            # sm90hs, the split family (d 192 / 256): dK / dV by the fused kernels without dQ,
            # dQ by a kernel of its own (attn_bwd_dq_sm90.cu); deterministic by construction
            "flashc_hs": (0, 0, False, "sm90hs"), "flashc_hs_det": (0, 0, True, "sm90hs")}
@@ -141,7 +145,7 @@ ONE_DIM = {"flashc_90h2l": 192, "flashc_90hl": 256}
 def serves(config, d):
     """Whether config times something other than the dispatcher's choice at head dim d."""
     fam = CONFIGS.get(config, ("",) * 4)[3]
-    if config in ("flashc_nodq", "flashc_hs", "flashc_hs_det"):  # d 192 and 256 only
+    if config in ("flashc_hs", "flashc_hs_det"):  # d 192 and 256 only
         return d in (192, 256)
     if fam in PER_DIM:
         return d in PER_DIM[fam]
@@ -276,17 +280,17 @@ def table(rows, configs):
               ("o1/o0", "flashc_o1", "flashc_o0"), ("o2/o0", "flashc_o2", "flashc_o0"),
               ("o4/o0", "flashc_o4", "flashc_o0"), ("o8/o0", "flashc_o8", "flashc_o0"),
               ("okm/o0", "flashc_okm", "flashc_o0"),
-              ("nodq/fast", "flashc_nodq", "flashc"),
-              ("hs/fast", "flashc_hs", "flashc"), ("hsdet/fast", "flashc_hs_det", "flashc"),
-              ("hsdet/det", "flashc_hs_det", "flashc_det"), ("hs/cuDNN", "flashc_hs", "cudnn"),
+              ("nodq/base", "flashc_nodq", "flashc_base"),
+              ("hs/base", "flashc_hs", "flashc_base"), ("hsdet/base", "flashc_hs_det", "flashc_base"),
+              ("hsdet/ldet", "flashc_hs_det", "flashc_l_det"), ("hs/cuDNN", "flashc_hs", "cudnn"),
               ("hs/flash", "flashc_hs", "flash"),
               ("default/cuDNN", "flashc", "cudnn"), ("default/flash", "flashc", "flash"),
               ("det/fast", "flashc_det", "flashc")]
     ratios = [x for x in ratios if x[1] in impls and x[2] in impls]
     print("\nbwd alone, bf16, B*S = 16k, hidden 2048: TFLOP/s (median); flashc = the dispatcher's "
-          "choice (on compute capability 9.0 as of 2026-12-06: d 128 sm90v3u; d 64 sm90v3u, "
-          "sm90v3d deterministic; d 192 sm90h2, sm90h2l deterministic; d 256 sm90h, sm90hl "
-          "deterministic; attn_bwd.cu's table has the rest); vX = family sm90vX forced; sm90 = "
+          "choice (on compute capability 9.0 as of 2026-12-07: d 128 sm90v3u; d 64 sm90v3u, "
+          "sm90v3d deterministic; d 192 sm90h2, sm90hs deterministic; d 256 sm90hs; "
+          "attn_bwd.cu's table has the rest); vX = family sm90vX forced; sm90 = "
           "that family forced")
     print("| d | causal | S | " + " | ".join(i.replace("flashc_", "") for i in impls) + " | " +
           " | ".join(x[0] for x in ratios) + " |")

@@ -19,7 +19,7 @@ s_scratch nodq
 T0=$SECONDS
 rc_all=0
 bwd_bench nodq 135 --dims 256,192 --seqlens 1024,2048,8192,16384 --budget-ms 30 \
-  --peers flash,cudnn --configs "${S33_CONFIGS:-flashc,flashc_nodq,flashc_det,flashc_hs,flashc_hs_det}"
+  --peers flash,cudnn --configs "${S33_CONFIGS:-flashc_base,flashc_nodq,flashc_l_det,flashc_hs,flashc_hs_det}"
 grep -E 'WRONG|^device|Traceback' "$OUT/bench.log" | head -5
 sed -n '/^bwd alone/,$p' "$OUT/bench.log" | head -40
 s_pack "$OUT/nodq.json" "$OUT/bench.log"
