@@ -157,19 +157,6 @@ static __device__ __forceinline__ void bwd90v3_trace_at(int it, int k)
 #endif
 
 #if FLASHC_PTX_SM90A
-/* dV += P^T dO, dK += dS^T Q at d 64 (m64n64) and d 128 (m64n128), by the accumulator's shape */
-template <typename T>
-static __device__ __forceinline__ void bwd90v3_rs_tb(float (&d)[8][4], const uint32_t (&a)[4],
-                                                     uint64_t desc_b)
-{
-    ptx_wgmma_rs_m64n64k16_tb(T(), d, a, desc_b, 1);
-}
-template <typename T>
-static __device__ __forceinline__ void bwd90v3_rs_tb(float (&d)[16][4], const uint32_t (&a)[4],
-                                                     uint64_t desc_b)
-{
-    ptx_wgmma_rs_m64n128k16_tb(T(), d, a, desc_b, 1);
-}
 
 /* dV += P^T dO or dK += dS^T Q: A (P^T or dS^T, 64 keys x V3_BM queries) from registers, B (dO
  * or Q, the stage's buffer) MN-major: queries are the reduction index, 16 per step (two 8-row
@@ -181,7 +168,7 @@ static __device__ __forceinline__ void bwd90v3_kv_mma(float (&acc)[DT][4],
 {
 #pragma unroll
     for (int kk = 0; kk < V3_BM / 16; kk++)
-        bwd90v3_rs_tb<T>(acc, a[kk], ptx_wgmma_desc(b_buf + kk * 16 * 128, V3_BM * 128, 1024));
+        ptx_wgmma_rs_tb<T>(acc, a[kk], ptx_wgmma_desc(b_buf + kk * 16 * 128, V3_BM * 128, 1024));
 }
 
 /* The deterministic turn counter of Q block m of head h, batch b (a.sem's index) */

@@ -170,6 +170,21 @@ PTX_WGMMA_BOTH(PTX_WGMMA_SS, 80, 10, PTX_WG_R40, 40, 41, 42)
 PTX_WGMMA_BOTH(PTX_WGMMA_RS_TB, 64, 8, PTX_WG_R32, 32, 33, 34, 35, 36, 37)
 PTX_WGMMA_BOTH(PTX_WGMMA_RS_TB, 128, 16, PTX_WG_R64, 64, 65, 66, 67, 68, 69)
 
+/* rs, B MN-major, N picked by the accumulator's shape: m64n64 (8 fragments) or m64n128 (16),
+ * d += a B (the backward's dV += P^T dO, dK += dS^T Q at d 64 / 128, and dQ += dS K) */
+template <typename T>
+static __device__ __forceinline__ void ptx_wgmma_rs_tb(float (&d)[8][4], const uint32_t (&a)[4],
+                                                       uint64_t desc_b)
+{
+    ptx_wgmma_rs_m64n64k16_tb(T(), d, a, desc_b, 1);
+}
+template <typename T>
+static __device__ __forceinline__ void ptx_wgmma_rs_tb(float (&d)[16][4], const uint32_t (&a)[4],
+                                                       uint64_t desc_b)
+{
+    ptx_wgmma_rs_m64n128k16_tb(T(), d, a, desc_b, 1);
+}
+
 /* ss m64n64k16 (the backward): A K-major from shared memory; B K-major (TB = 0: S^T = K Q^T)
  * or MN-major (TB = 1: dQ = dS K, keys are K, features are N). */
 #define PTX_WGMMA_SS64_TB(T, TS)                                                                   \
