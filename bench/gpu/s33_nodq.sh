@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # bench/gpu/s33_nodq.sh BUILD_DIR — issue 12's leave-one-out of the dQ path at d 192 / 256 (the
-# sm90h families, whose deterministic mode is 0.70-0.87x fast mode and which run at 1.12-1.30x
-# SDPA-FA2): fast mode, fast mode without dQ (FLASHC_CUDA_BWD_NO_DQ=1, a diagnostic: dQ's
-# products, staging and bulk reduce-adds left out, dQ zero and not checked) and deterministic
-# mode, against SDPA FA2 and cuDNN in the same process: bench_bwd4.py, bf16, B*S = 16k, H =
+# fused sm90h / sm90h2 kernels, whose deterministic mode is 0.70-0.87x fast mode and which run at
+# 1.12-1.30x SDPA-FA2): their fast mode (base), fast mode without dQ (nodq:
+# FLASHC_CUDA_BWD_NO_DQ=1, a diagnostic: dQ's products, staging and bulk reduce-adds left out, dQ
+# zero and not checked) and the late-release deterministic mode (l_det), against SDPA FA2 and
+# cuDNN in the same process: bench_bwd4.py, bf16, B*S = 16k, H =
 # 2048 / d, S 1k / 2k / 8k / 16k, causal and not. The question: how much of a step is the dQ path,
 # i.e. what the dK / dV half of a backward would cost if dQ had a kernel of its own (no turns, no
 # fp32 adds: deterministic by construction). nodq/fast > 1 is the share dQ takes: time without

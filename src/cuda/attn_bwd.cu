@@ -55,7 +55,11 @@ static const struct {
  * deterministic mode completes a Q block's dQ adds once and releases its turn a Q block late,
  * the same bits, exact entries, deterministic mode only (the variant's late: fast mode takes
  * the base family's entry, the same kernel); the deterministic default at d 256 / 192 since
- * the H100 run of 2026-12-06, late morning, with their own plane counts, det_planes); an
+ * the H100 run of 2026-12-06, late morning, with their own plane counts, det_planes), "sm90hs"
+ * (the split backward: the fused sm90h / sm90h2 kernels without their dQ path, then dQ by
+ * attn_bwd_dq_sm90.cu's kernel of its own, deterministic by construction; the default at
+ * d 256 in both modes and at d 192 in deterministic mode since the H100 run of 2026-12-07, late
+ * morning; its padded entries and d 192 fast mode opt-in); an
  * opt_in variant is
  * taken only this way) preferred where it serves the problem; a problem it does not serve gets
  * the dispatcher's choice, so one test run covers every head dim. Read at every call (not
@@ -194,7 +198,7 @@ static int det_planes(const attn_problem *p, const attn_bwd_variant *v)
     const bool upper = kernel_wr(p) >= 0;
     if (v->late) {
         /* the late-release kernels (sm90hl, sm90h2l; the deterministic default at d 256 / 192
-         * since 2026-12-06, measured on an H100 with bench/gpu/s23_lplanes.sh, bench/RESULTS.md
+         * from 2026-12-06 until sm90hs on 2026-12-07, measured on an H100 with bench/gpu/s23_lplanes.sh, bench/RESULTS.md
          * "Session of 2026-12-06, late morning"): their release a Q block late lengthens each
          * turn's lag by a step, which planes absorb where every block starts at once. Best
          * counts there, against the rule below on the base kernels: d 256 without an upper
