@@ -20,13 +20,11 @@
  *   two committed groups), P = 2^(S scale log2 e - LSE log2 e) while dP runs, dS = P (dP - D)
  *   (softcap and ALiBi through bwd_mod_elem, as the fused kernels), dS rounded to the storage
  *   type in registers (the A operand), dQ += dS K (m64n128 + m64n(D - 128), B = K MN-major:
- *   keys are the reduction index), issued before the next block's S and dP, and waited for
- *   with S (intra-warpgroup overlap: the tensor cores run dQ_j while the warps wait for K_j+1).
- *   Known cost: ptxas (nvcc 13.0) serialises this kernel's wgmmas (C7515: S and dP's
- *   accumulators carry the softmax's writes into the next block's first wgmma). This is the
- *   revision that passed its tests and sanitizers and was timed (an H100, 2026-12-07); the
- *   branch dq-fresh has S, dP fresh in each block and dQ waited for before the next S, dP (no
- *   C7515, d 256 spills 12 / 44 bytes instead of 16 / 64), not yet run on a GPU.
+ *   keys are the reduction index), waited for before the next block's S and dP. The two
+ *   consumer warpgroups' softmax and products overlap each other. Not done (ptxas, nvcc 13.0):
+ *   S, dP accumulators kept across blocks, or dQ_j left in flight under S_j+1 (FlashAttention-3's
+ *   intra-warpgroup overlap): either made ptxas serialise the wgmmas (C7515), which the H100
+ *   run of 2026-12-07 late morning (call 2) still ran with; S, dP are fresh in each block.
  * At the end dQ = scale dQ, rounded and stored (rows below Sq, columns below a.D).
  * Masks: every mask of the contract through the fused kernels' key ranges (bwd_range), the key
  * blocks of a tile cut to the union of its rows' ranges; rows past Sq arrive as zeros (TMA) with
@@ -87,7 +85,6 @@ __global__ void __launch_bounds__(DQ_THREADS, 1)
     constexpr int NP = D / 64, VS = L::VS;
     constexpr int NB = (D - 128) / 8; /* fragments of dQ's second accumulator */
     static_assert(D == 192 || D == 256, "the two instances");
-    constexpr bool OVL = D == 192; /* dQ_j under the next block's S, dP (the header) */
 
     extern __shared__ uint8_t smem_raw[];
     const uint32_t raw = ptx_smem_addr(smem_raw);
@@ -193,14 +190,14 @@ __global__ void __launch_bounds__(DQ_THREADS, 1)
             dqb[i][e] = 0.0f;
 
     const uint32_t sQ = base + L::Q + wg * 64 * 128, sdO = base + L::DO + wg * 64 * 128;
-    float s[8][4], dp[8][4];
-    /* S = Q K^T and dP = dO V^T of key block j: two committed groups, S first */
-    auto issue_s_dp = [&](int j) {
+    /* S = Q K^T and dP = dO V^T of key block j into s, dp: two committed groups, S first.
+     * s, dp are fresh in each iteration (declared in the loop): accumulators that carried the
+     * last block's P and dS (written by the softmax) into the next block's first wgmma made
+     * ptxas serialize the wgmmas (C7515) */
+    auto issue_s_dp = [&](int j, float(&s)[8][4], float(&dp)[8][4]) {
         const uint32_t sK = base + L::K + (j & 1) * L::KVB;
         const uint32_t sV = base + L::V + (j % VS) * L::KVB;
         ptx_mbarrier_wait(k_full(j & 1), (uint32_t)(j / 2) & 1u);
-        ptx_fence_operands(s);
-        ptx_fence_operands(dp);
         ptx_wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < D / 16; ks++)
@@ -217,13 +214,13 @@ __global__ void __launch_bounds__(DQ_THREADS, 1)
         ptx_wgmma_commit();
     };
 
-    if (nb > 0) {
+    if (nb > 0)
         ptx_mbarrier_wait(q_full, 0);
-        issue_s_dp(0);
-    }
     for (int j = 0; j < nb; j++) {
         const int n0 = (jb0 + j) * DQ_BN;
-        /* S_j (and dQ_j-1, issued before it) done: K_j-1's stage goes back */
+        float s[8][4], dp[8][4];
+        issue_s_dp(j, s, dp);
+        /* S_j done (dQ_j-1 was waited for): K_j-1's stage goes back */
         ptx_wgmma_wait<1>();
         ptx_fence_operands(s);
         ptx_fence_operands(dqa);
@@ -278,7 +275,9 @@ __global__ void __launch_bounds__(DQ_THREADS, 1)
                     dp[nt][e] = ds;
                 }
         }
-        /* dS as the A operand of dQ += dS K: 16 keys (fragments 2 kk, 2 kk + 1) a step */
+        /* dS as the A operand of dQ += dS K: 16 keys (fragments 2 kk, 2 kk + 1) a step; dQ
+         * m64n128 over features [0, 128) and m64n(D - 128) over the rest, B = K's rows
+         * [16 kk, +16) MN-major (the feature panels LBO apart) */
         uint32_t da[4][4];
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
@@ -296,19 +295,10 @@ __global__ void __launch_bounds__(DQ_THREADS, 1)
                        ptx_wgmma_desc(sK + 2 * DQ_BN * 128 + kk * 16 * 128, DQ_BN * 128, 1024));
         }
         ptx_wgmma_commit();
-        if constexpr (OVL) {
-            /* the next block's S and dP behind dQ_j (dS stays in da until dQ_j is waited for) */
-            if (j + 1 < nb)
-                issue_s_dp(j + 1);
-            ptx_fence_operands(da);
-        } else {
-            /* dQ_j waited for first (d 256: dQ's 128 accumulators, dS and the next S, dP do
-             * not fit the 240 registers together) */
-            ptx_wgmma_wait<0>();
-            ptx_fence_operands(da);
-            if (j + 1 < nb)
-                issue_s_dp(j + 1);
-        }
+        /* dQ_j waited for before the next block's S, dP (the header: issued behind them, it
+         * made ptxas serialise the wgmmas at d 192, C7515; at d 256 the registers would not
+         * hold dS beside dQ and the next S, dP anyway) */
+        ptx_wgmma_wait<0>();
     }
     ptx_wgmma_wait<0>();
     ptx_fence_operands(dqa);
