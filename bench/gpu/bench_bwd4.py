@@ -289,7 +289,7 @@ def table(rows, configs):
     ratios = [x for x in ratios if x[1] in impls and x[2] in impls]
     print("\nbwd alone, bf16, B*S = 16k, hidden 2048: TFLOP/s (median); flashc = the dispatcher's "
           "choice (on compute capability 9.0 as of 2026-12-07: d 128 sm90v3u; d 64 sm90v3u, "
-          "sm90v3d deterministic; d 192 sm90h2, sm90hs deterministic; d 256 sm90hs; "
+          "sm90v3d deterministic; d 192 / 256 sm90hs; "
           "attn_bwd.cu's table has the rest); vX = family sm90vX forced; sm90 = "
           "that family forced")
     print("| d | causal | S | " + " | ".join(i.replace("flashc_", "") for i in impls) + " | " +

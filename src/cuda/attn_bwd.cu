@@ -58,8 +58,8 @@ static const struct {
  * the H100 run of 2026-12-06, late morning, with their own plane counts, det_planes), "sm90hs"
  * (the split backward: the fused sm90h / sm90h2 kernels without their dQ path, then dQ by
  * attn_bwd_dq_sm90.cu's kernel of its own, deterministic by construction; the default at
- * d 256 in both modes and at d 192 in deterministic mode since the H100 run of 2026-12-07, late
- * morning; its padded entries and d 192 fast mode opt-in); an
+ * d 256 and d 192 in both modes since the H100 runs of 2026-12-07, late morning and midday; its
+ * padded entries opt-in); an
  * opt_in variant is
  * taken only this way) preferred where it serves the problem; a problem it does not serve gets
  * the dispatcher's choice, so one test run covers every head dim. Read at every call (not
@@ -184,8 +184,8 @@ static int kernel_wr(const attn_problem *p)
  * plane at 2k / 8k, d 192 and 256; level at 16k), else 1: under the causal mask, whose blocks
  * start on their diagonals and so have no such wait, planes cost 1-38% (the blocks of a wave sit
  * on far-apart Q blocks and each plane adds their rows into its own accumulator: P times the
- * lines in flight in L2); the late-release kernels (v->late), the default deterministic kernels
- * at d 192 / 256, have their own counts (below). FLASHC_CUDA_BWD_DET_PLANES=P (1..8; read at
+ * lines in flight in L2); the late-release kernels (v->late; the deterministic default at d 192 /
+ * 256 until sm90hs), have their own counts (below). FLASHC_CUDA_BWD_DET_PLANES=P (1..8; read at
  * every call, the workspace query included; other values: the default) overrides them. */
 static int det_planes(const attn_problem *p, const attn_bwd_variant *v)
 {

@@ -23,8 +23,10 @@
  *   keys are the reduction index), waited for before the next block's S and dP. The two
  *   consumer warpgroups' softmax and products overlap each other. Not done (ptxas, nvcc 13.0):
  *   S, dP accumulators kept across blocks, or dQ_j left in flight under S_j+1 (FlashAttention-3's
- *   intra-warpgroup overlap): either made ptxas serialise the wgmmas (C7515), which the H100
- *   run of 2026-12-07 late morning (call 2) still ran with; S, dP are fresh in each block.
+ *   intra-warpgroup overlap): either made ptxas serialise the wgmmas (C7515); S, dP are fresh
+ *   in each block. On an H100 (2026-12-07 midday, bench/gpu/s33_nodq.sh, two runs) the split
+ *   backward ran at 1.04-1.18x the fused kernels' fast mode with this revision, and the
+ *   serialised one (the late morning's) at 0.98-1.09x in the same session.
  * At the end dQ = scale dQ, rounded and stored (rows below Sq, columns below a.D).
  * Masks: every mask of the contract through the fused kernels' key ranges (bwd_range), the key
  * blocks of a tile cut to the union of its rows' ranges; rows past Sq arrive as zeros (TMA) with

@@ -156,9 +156,6 @@ enum : unsigned {
      * both modes), dQ by attn_bwd_dq_sm90.cu's kernel of its own; deterministic by construction
      * (no fp32 adds: each dQ element is one thread's sum in a fixed order) */
     H_SPLIT = 1u << 9,
-    /* a table entry's flag, not the kernel's: deterministic mode only (attn_bwd_variant.late;
-     * sm90hs's default entry at d 192, where fast mode stays on sm90h2) */
-    H_LATE = 1u << 10,
 };
 
 /* H_TRACE's record (bwd90h_trace_buf, written by the host as FLASHC_CUDA_BWD_TRACE's file, and
@@ -888,7 +885,7 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
     /* fast mode: the family's kernel without the deterministic-only bits (sm90hl, sm90h2l are
      * never picked in fast mode, the variant's late; the mask keeps their instantiation of the
      * fast branch, that of sm90h / sm90h2, valid) */
-    constexpr unsigned FF = F & ~(H_DQP | H_REL | H_SPLIT | H_LATE);
+    constexpr unsigned FF = F & ~(H_DQP | H_REL | H_SPLIT);
     constexpr bool PAD = F & H_PAD, SPLIT = F & H_SPLIT;
     const flashc_dtype dt = std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16;
     if (a->D != a->Dv || a->D > D || a->D % 8 != 0 || (!PAD && a->D != D))
@@ -978,21 +975,22 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
     {"attn_bwd_" #TN "_" FAM "_d" #D SUF "_" #BM "x64", FAM, DT, D, 90, 90, BM, H_BN, 1,           \
      ((F) & H_SPLIT) ? 227 * 1024 /* the dQ kernel's bound */ : bwd90h_smem<D, BM>::LAUNCH,       \
      attn_bwd_sm90h_launch<T, D, BM, F>, NULL, OPT, LO, 0, H_BM,                                   \
-     ((F) & H_SPLIT) ? 0 : 1, ((F) & (H_REL | H_LATE)) ? 1 : 0}
+     ((F) & H_SPLIT) ? 0 : 1, ((F) & H_REL) ? 1 : 0}
 #define H_PAIR(FAM, D, BM, SUF, F, OPT, LO)                                                        \
     H_ENTRY(bf16, __nv_bfloat16, FLASHC_BF16, FAM, D, BM, SUF, F, OPT, LO),                       \
         H_ENTRY(f16, __half, FLASHC_F16, FAM, D, BM, SUF, F, OPT, LO)
 const attn_bwd_variant attn_bwd_sm90h_variants[] = {
     /* sm90hs, the split backward (H_SPLIT; dK / dV by the fused kernels' H_NODQ twins, dQ by
      * attn_bwd_dq_sm90.cu's kernel of its own, deterministic by construction), first: the
-     * default at d 256 in both modes and at d 192 in deterministic mode (H_LATE) since the H100
-     * run of 2026-12-07 late morning (bench/gpu/s33_nodq.sh; bench/RESULTS.md): fast 1.02-1.09x
-     * the fused kernels at d 256 in 7 of 8 cells (0.99 at 16k non-causal), 0.97-1.06x at d 192
-     * (below 1.0 at 8k / 16k non-causal: fast mode stays on sm90h2 there); deterministic
-     * 1.15-1.55x the late-release kernels, 0.97-1.10x the fused fast mode; test_sm90hs_d192_d256
-     * and its sanitizers clean on that H100 */
+     * default at d 256 and d 192 in both modes. d 256, and d 192 in deterministic mode, since
+     * the H100 run of 2026-12-07 late morning (bench/gpu/s33_nodq.sh: deterministic 1.15-1.55x
+     * the late-release kernels); d 192 fast mode since the H100 run of 2026-12-07 midday, with
+     * the dQ kernel that ptxas no longer serialises (two runs in one session: 1.04-1.18x the
+     * fused kernels' fast mode at d 192 and d 256 in every cell, where the serialised revision
+     * read 0.98-1.09x; bench/RESULTS.md); test_sm90hs_d192_d256, the default d 192 / 256 suites
+     * and memcheck / racecheck / synccheck clean on those H100s */
     H_PAIR("sm90hs", 256, 64, "", H_SPLIT, 0, 0),
-    H_PAIR("sm90hs", 192, 128, "", H_SPLIT | H_LATE, 0, 0),
+    H_PAIR("sm90hs", 192, 128, "", H_SPLIT, 0, 0),
     /* sm90hl and sm90h2l: the dQ adds of a Q block completed once and released a Q block late
      * (H_DQP | H_REL), deterministic mode only (late: fast mode takes the base family's entry,
      * the same kernel), the same bits as sm90h / sm90h2 over the same planes
@@ -1014,9 +1012,7 @@ const attn_bwd_variant attn_bwd_sm90h_variants[] = {
      * opt-in (FLASHC_CUDA_BWD_KERNEL=sm90h2). */
     H_PAIR("sm90h2", 192, 128, "", 0u, 0, 0),
     H_PAIR("sm90h2", 192, 128, "p", H_PAD, 1, 129),
-    /* sm90hs forced (FLASHC_CUDA_BWD_KERNEL=sm90hs): its fast mode at d 192 (the entry above
-     * is deterministic mode's), and the padded head dims (not timed: opt-in) */
-    H_PAIR("sm90hs", 192, 128, "", H_SPLIT, 1, 0),
+    /* sm90hs's padded head dims (not timed: opt-in, FLASHC_CUDA_BWD_KERNEL=sm90hs) */
     H_PAIR("sm90hs", 256, 64, "p", H_PAD | H_SPLIT, 1, 193),
     H_PAIR("sm90hs", 192, 128, "p", H_PAD | H_SPLIT, 1, 129),
     /* sm90h2e: sm90h2 with dV / dK issued before dQ and two dQ accumulators (H_EARLY), opt-in */
