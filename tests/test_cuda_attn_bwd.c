@@ -988,6 +988,38 @@ static void wide_q_d192(const char *fam, int padded)
 static void test_sm90h2_d192(void **state) { (void)state; wide_q_d192("sm90h2", 1); }
 static void test_sm90h2e_d192(void **state) { (void)state; wide_q_d192("sm90h2e", 1); }
 
+/* sm90hs's cases (the family forced by the caller): each under the 2x rule, the deterministic
+ * ones bit-identical over 3 runs; then fast mode's bits against deterministic mode's at head dims
+ * D0 (tiles BR0 x 64) and D1 (BR1 x 64; 0: the default tiles) */
+static void hs_cases(const bwd_case *cases, int n_cases, int d0, int br0, int d1, int br1)
+{
+    for (int i = 0; i < n_cases; i++) {
+        if (small_only() && i > 0)
+            break;
+        const bwd_case *c = &cases[i];
+        check_case(c);
+        if (c->deterministic && !small_only())
+            det_bits_3runs(c);
+    }
+    /* fast mode's bits are deterministic mode's */
+    for (int f = 0; f < 2 && !small_only(); f++) {
+        const int br = f ? br1 : br0;
+        bwd_case c = {2, 300, 333, 4, 2, f ? d1 : d0, 1, FLASHC_BF16, 0, 0, 0, br, br ? 64 : 0,
+                      1, 90, -1, 0.0f, 0, 0, 0, 0};
+        bufs r;
+        bufs_create(&c, &r);
+        run_forward(&c, &r, NULL);
+        assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
+        grads g = grads_keep(&r);
+        c.deterministic = 1;
+        assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
+        grads_same(&g, &r, 1);
+        printf("  sm90hs D=%d: fast and deterministic mode bit-identical\n", c.D);
+        grads_free(&g);
+        bufs_destroy(&r);
+    }
+}
+
 /* sm90hs, the split family (attn_bwd_sm90h.cu's H_SPLIT: dK / dV by the fused kernels' H_NODQ
  * twins, dQ by attn_bwd_dq_sm90.cu's kernel of its own): d 192 with wide_q_d192's cases (tiles
  * 128 x 64, padded 136..184 included), d 256 with tiles 64 x 64 (padded 200..248): causal and
@@ -1018,31 +1050,38 @@ static void test_sm90hs_d192_d256(void **state)
         {1, 400, 400, 2, 1, 232, 0, FLASHC_F16, 1, 0, 0, 64, 64, 1, 70, -1, 30.0f, 1, 0, 1, 0},
         {2, 113, 203, 6, 2, 256, 1, FLASHC_BF16, 1, 0, 0, 64, 64, 0, 0, 0, 0.0f, 0, 0, 1, 1},
     };
-    const int n_cases = (int)(sizeof cases / sizeof cases[0]);
-    for (int i = 0; i < n_cases; i++) {
-        if (small_only() && i > 0)
-            break;
-        const bwd_case *c = &cases[i];
-        check_case(c);
-        if (c->deterministic && !small_only())
-            det_bits_3runs(c);
-    }
-    /* fast mode's bits are deterministic mode's */
-    for (int f = 0; f < 2 && !small_only(); f++) {
-        bwd_case c = {2, 300, 333, 4, 2, f ? 192 : 256, 1, FLASHC_BF16, 0, 0, 0, f ? 128 : 64, 64,
-                      1, 90, -1, 0.0f, 0, 0, 0, 0};
-        bufs r;
-        bufs_create(&c, &r);
-        run_forward(&c, &r, NULL);
-        assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
-        grads g = grads_keep(&r);
-        c.deterministic = 1;
-        assert_int_equal(run_backward(&c, &r, NULL, NULL, 0), FLASHC_OK);
-        grads_same(&g, &r, 1);
-        printf("  sm90hs D=%d: fast and deterministic mode bit-identical\n", c.D);
-        grads_free(&g);
-        bufs_destroy(&r);
-    }
+    hs_cases(cases, (int)(sizeof cases / sizeof cases[0]), 256, 64, 192, 128);
+    env_restore("FLASHC_CUDA_BWD_KERNEL", saved);
+}
+
+/* sm90hs at d 128 / 64 (attn_bwd_sm90v3.cu's V3_SPLIT: dK / dV by sm90v3u's kernel without its
+ * dQ path, dQ by attn_bwd_dq_sm90.cu's kernel): causal and not, windows, softcap, ALiBi, MHA /
+ * GQA / MQA, Sq != Sk both ways, 1 x 1, (B, H, S, D) views, a stream with a caller workspace, K /
+ * V broadcast (the fallback); deterministic cases bitwise over 3 runs, fast mode the same bits
+ * as deterministic mode. Compute capability 9.0 only. */
+static void test_sm90hs_d64_d128(void **state)
+{
+    (void)state;
+    if (!cc90_or_skip("sm90hs"))
+        return;
+    char *saved = env_save("FLASHC_CUDA_BWD_KERNEL");
+    setenv("FLASHC_CUDA_BWD_KERNEL", "sm90hs", 1);
+    /* B Sq Sk Hq Hkv D causal dt det bhsd stream br bc | win wl wr softcap alibi | Dv wide bcast */
+    static const bwd_case cases[] = {
+        {1, 200, 203, 6, 2, 128, 1, FLASHC_BF16, 1, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0},
+        {1, 113, 203, 4, 2, 128, 0, FLASHC_F16, 1, 0, 0, 0, 0, 1, 50, 30, 20.0f, 1, 0, 0, 0},
+        {2, 300, 300, 6, 2, 64, 1, FLASHC_BF16, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0},
+        {1, 64, 500, 4, 1, 64, 0, FLASHC_BF16, 1, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0},
+        {1, 333, 200, 4, 1, 128, 1, FLASHC_BF16, 1, 0, 1, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0},
+        {1, 1000, 1024, 2, 1, 128, 1, FLASHC_BF16, 0, 1, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0},
+        {2, 203, 313, 6, 2, 64, 0, FLASHC_F16, 1, 0, 0, 0, 0, 1, 37, 19, 0.0f, 0, 0, 0, 0},
+        {1, 257, 257, 4, 1, 64, 1, FLASHC_BF16, 1, 0, 0, 0, 0, 0, 0, 0, 0.0f, 1, 0, 0, 0},
+        {1, 1, 1, 4, 4, 128, 0, FLASHC_BF16, 1, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0},
+        {2, 130, 77, 8, 1, 128, 0, FLASHC_F16, 1, 0, 0, 0, 0, 0, 0, 0, 30.0f, 0, 0, 0, 0},
+        {2, 113, 203, 6, 2, 128, 1, FLASHC_BF16, 1, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 1, 0},
+        {2, 113, 203, 6, 2, 64, 1, FLASHC_BF16, 1, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 1, 1},
+    };
+    hs_cases(cases, (int)(sizeof cases / sizeof cases[0]), 128, 0, 64, 0);
     env_restore("FLASHC_CUDA_BWD_KERNEL", saved);
 }
 /* FLASHC_CUDA_BWD_TRACE (bwd_trace.cuh, the diagnostic of bench/gpu/bwd_trace.py): the traced
@@ -2181,6 +2220,7 @@ int main(void)
         cmocka_unit_test(test_sm90h2_d192),
         cmocka_unit_test(test_sm90h2e_d192),
         cmocka_unit_test(test_sm90hs_d192_d256),
+        cmocka_unit_test(test_sm90hs_d64_d128),
         cmocka_unit_test(test_sm90h2l_d192),
         cmocka_unit_test(test_det_planes),
         cmocka_unit_test(test_det_free),

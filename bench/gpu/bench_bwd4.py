@@ -46,13 +46,14 @@ halved when causal). The flashc configurations differ only in FLASHC_CUDA_BWD_KE
                         d 256; skipped elsewhere) over 1 / 2 / 4 deterministic planes, and with
                         FLASHC_CUDA_BWD_DET_FREE=1 (its turns free: a diagnostic, not
                         deterministic)
-  hs / hs_det            sm90hs forced (d 192 / 256): the split family, dK / dV by the fused
-                        kernels without dQ, dQ by a kernel of its own (deterministic in both
-                        modes, the same bits)
-  nodq                  the fused base family (sm90h2 at d 192, sm90h at d 256) in fast mode
-                        with FLASHC_CUDA_BWD_NO_DQ=1: dQ's products, staging and adds left out,
-                        dQ zero and not checked: the leave-one-out of the dQ path
-  base                  the fused base family in fast mode (d 192 / 256)
+  hs / hs_det            sm90hs forced (d 64 / 128 / 192 / 256): the split family, dK / dV by
+                        the fused kernels without dQ, dQ by a kernel of its own (deterministic
+                        in both modes, the same bits)
+  nodq                  the fused base family (sm90v3d at d 64, sm90v3u at d 128, sm90h2 at
+                        d 192, sm90h at d 256) in fast mode with FLASHC_CUDA_BWD_NO_DQ=1: dQ's
+                        products, staging and adds left out, dQ zero and not checked: the
+                        leave-one-out of the dQ path
+  base                  the fused base family in fast mode
   o0 / o1 / o2 / o4 / o8 / okm
                         fast mode with FLASHC_CUDA_BWD_ORDER = 0 (head by head, the order
                         before 2026-12-06 evening), 1, 2, 4, 8 and 1e6: under the causal mask
@@ -127,17 +128,18 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            "flashc_o4": (0, 0, False, "", "", "", "", 4),
            "flashc_o8": (0, 0, False, "", "", "", "", 8),
            "flashc_okm": (0, 0, False, "", "", "", "", 1000000),
-           # FLASHC_CUDA_BWD_NO_DQ=1 (a diagnostic; d 192 / 256 only, the sm90h families' exact
+           # FLASHC_CUDA_BWD_NO_DQ=1 (a diagnostic; the sm90h / sm90v3u / sm90v3d families' exact
            # fast-mode kernels): the step without dQ's products, staging and adds, dQ left zero
            # (dK, dV checked alone): the dK / dV half of a backward with a dQ kernel of its own
            "flashc_nodq": (0, 0, False, "BASE", "", "", "", "", 1),
            # the head dim's fused base family in fast mode (sm90h2 at d 192, sm90h at d 256):
            # the fast default before sm90hs took d 256
            "flashc_base": (0, 0, False, "BASE"),
-           # sm90hs, the split family (d 192 / 256): dK / dV by the fused kernels without dQ,
+           # sm90hs, the split family (d 64-256): dK / dV by the fused kernels without dQ,
            # dQ by a kernel of its own (attn_bwd_dq_sm90.cu); deterministic by construction
            "flashc_hs": (0, 0, False, "sm90hs"), "flashc_hs_det": (0, 0, True, "sm90hs")}
-PER_DIM = {"L": {192: "sm90h2l", 256: "sm90hl"}, "BASE": {192: "sm90h2", 256: "sm90h"}}
+PER_DIM = {"L": {192: "sm90h2l", 256: "sm90hl"},
+           "BASE": {64: "sm90v3d", 128: "sm90v3u", 192: "sm90h2", 256: "sm90h"}}
 # sm90h2l / sm90hl serve one head dim each: elsewhere they would time the dispatcher's choice again
 ONE_DIM = {"flashc_90h2l": 192, "flashc_90hl": 256}
 
@@ -145,8 +147,8 @@ ONE_DIM = {"flashc_90h2l": 192, "flashc_90hl": 256}
 def serves(config, d):
     """Whether config times something other than the dispatcher's choice at head dim d."""
     fam = CONFIGS.get(config, ("",) * 4)[3]
-    if config in ("flashc_hs", "flashc_hs_det"):  # d 192 and 256 only
-        return d in (192, 256)
+    if config in ("flashc_hs", "flashc_hs_det"):  # d 64, 128 (opt-in), 192 and 256
+        return d in (64, 128, 192, 256)
     if fam in PER_DIM:
         return d in PER_DIM[fam]
     return all(not config.startswith(k) or d == v for k, v in ONE_DIM.items())
@@ -284,6 +286,10 @@ def table(rows, configs):
               ("hs/base", "flashc_hs", "flashc_base"), ("hsdet/base", "flashc_hs_det", "flashc_base"),
               ("hsdet/ldet", "flashc_hs_det", "flashc_l_det"), ("hs/cuDNN", "flashc_hs", "cudnn"),
               ("hs/flash", "flashc_hs", "flash"),
+              # at d 64 / 128 (sm90hs opt-in there): against the default's fast and
+              # deterministic modes, and the dQ path's share of the default's step
+              ("hs/default", "flashc_hs", "flashc"), ("hsdet/det", "flashc_hs_det", "flashc_det"),
+              ("nodq/default", "flashc_nodq", "flashc"),
               ("default/cuDNN", "flashc", "cudnn"), ("default/flash", "flashc", "flash"),
               ("det/fast", "flashc_det", "flashc")]
     ratios = [x for x in ratios if x[1] in impls and x[2] in impls]

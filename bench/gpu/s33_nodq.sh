@@ -11,7 +11,7 @@
 # dQ = time / (nodq/fast). Budget 140 s (hard timeout 135 s). $OUT: nodq.json, bench.log; the
 # table LAST. Beside them sm90hs (hs, hs_det), the split family that answer led to: the fused
 # kernels without dQ, then dQ by attn_bwd_dq_sm90.cu's kernel (deterministic in both modes).
-# S33_CONFIGS overrides the configurations, S33_PEERS the peers (empty: none).
+# S33_CONFIGS overrides the configurations, S33_PEERS the peers, S33_DIMS the head dims.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 . bench/gpu/s_common.sh
@@ -19,7 +19,7 @@ s_begin nodq "${1:-}"
 s_scratch nodq
 T0=$SECONDS
 rc_all=0
-bwd_bench nodq 135 --dims 256,192 --seqlens 1024,2048,8192,16384 --budget-ms 30 \
+bwd_bench nodq 135 --dims "${S33_DIMS:-256,192}" --seqlens 1024,2048,8192,16384 --budget-ms 30 \
   --peers "${S33_PEERS-flash,cudnn}" --configs "${S33_CONFIGS:-flashc_base,flashc_nodq,flashc_l_det,flashc_hs,flashc_hs_det}"
 grep -E 'WRONG|^device|Traceback' "$OUT/bench.log" | head -5
 sed -n '/^bwd alone/,$p' "$OUT/bench.log" | head -40

@@ -425,7 +425,7 @@ extern "C" flashc_status cuda_attn_bwd(const attn_problem *p, flashc_attn_stats 
     const char *fence_env = getenv("FLASHC_CUDA_BWD_DET_FENCE");
     a.det_fence = fence_env && strcmp(fence_env, "1") == 0;
     /* FLASHC_CUDA_BWD_NO_DQ=1 (read at every call): attn_bwd_args.no_dq, a diagnostic that
-     * leaves dQ zero (the sm90h families' fast mode only) */
+     * leaves dQ zero (fast mode of the sm90h families and of sm90v3u / sm90v3d only) */
     const char *nodq_env = getenv("FLASHC_CUDA_BWD_NO_DQ");
     a.no_dq = nodq_env && strcmp(nodq_env, "1") == 0;
     a.order_tail = order_tail(p, v);

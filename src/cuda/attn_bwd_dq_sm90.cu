@@ -1,6 +1,8 @@
 /*
- * attn_bwd_dq_sm90.cu — dQ in a kernel of its own, for the Hopper backward at d = 192 / 256
- * (issue 12; the split family sm90hs of attn_bwd_sm90h.cu, which runs the dK / dV half there).
+ * attn_bwd_dq_sm90.cu — dQ in a kernel of its own, for the Hopper backward at d = 64 / 128 /
+ * 192 / 256 (issue 12; the split family sm90hs, whose dK / dV half runs on the fused kernels
+ * without their dQ path: attn_bwd_sm90h.cu's at d 192 / 256, attn_bwd_sm90v3.cu's at d 64 /
+ * 128).
  *
  * Why: the fused kernels (sm90h, sm90h2) add each K block's share of dQ into an fp32 accumulator
  * with bulk reduce-adds; deterministic mode orders those adds by turns, and even with every turn
@@ -19,7 +21,8 @@
  *   S = Q K^T, dP = dO V^T (m64n64, k over the head dim, A and B K-major from shared memory;
  *   two committed groups), P = 2^(S scale log2 e - LSE log2 e) while dP runs, dS = P (dP - D)
  *   (softcap and ALiBi through bwd_mod_elem, as the fused kernels), dS rounded to the storage
- *   type in registers (the A operand), dQ += dS K (m64n128 + m64n(D - 128), B = K MN-major:
+ *   type in registers (the A operand), dQ += dS K (m64n128 + m64n(D - 128) above d 128, m64nD
+ *   at d 64 / 128; B = K MN-major:
  *   keys are the reduction index), waited for before the next block's S and dP. The two
  *   consumer warpgroups' softmax and products overlap each other. Not done (ptxas, nvcc 13.0):
  *   S, dP accumulators kept across blocks, or dQ_j left in flight under S_j+1 (FlashAttention-3's
@@ -35,7 +38,8 @@
  * Tiles: grid (batch x head, Q blocks), the Q blocks of an upper key bound (causal) longest
  * first, so the first wave takes the longest tiles of every head.
  * Shared memory at d 256: Q, dO 64 KB each, K 2 x 32 KB, V 32 KB, 7 barriers: 224.1 KB + 1 KB
- * alignment slack; at d 192: Q, dO 48 KB each, K and V 2 x 24 KB each: 192.1 KB.
+ * alignment slack; at d 192: Q, dO 48 KB each, K and V 2 x 24 KB each: 192.1 KB; d 128: 128.1
+ * KB; d 64: 64.1 KB (one block per SM all the same: 384 threads at up to 240 registers).
  */
 #include "attn_bwd_common.cuh"
 #include "attn_cuda.cuh"
@@ -85,8 +89,9 @@ __global__ void __launch_bounds__(DQ_THREADS, 1)
 #if FLASHC_PTX_SM90A
     using L = dq90_smem<D>;
     constexpr int NP = D / 64, VS = L::VS;
-    constexpr int NB = (D - 128) / 8; /* fragments of dQ's second accumulator */
-    static_assert(D == 192 || D == 256, "the two instances");
+    /* dQ's accumulators: features [0, min(D, 128)) in dqa, [128, D) in dqb (none at d <= 128) */
+    constexpr int NA = D < 128 ? D / 8 : 16, NB = D > 128 ? (D - 128) / 8 : 0;
+    static_assert(D == 64 || D == 128 || D == 192 || D == 256, "the four instances");
 
     extern __shared__ uint8_t smem_raw[];
     const uint32_t raw = ptx_smem_addr(smem_raw);
@@ -179,9 +184,9 @@ __global__ void __launch_bounds__(DQ_THREADS, 1)
     const float slope = MODS ? bwd_slope(a, b, h) : 0.0f;
     (void)slope;
 
-    float dqa[16][4], dqb[NB][4];
+    float dqa[NA][4], dqb[NB > 0 ? NB : 1][4];
 #pragma unroll
-    for (int i = 0; i < 16; i++)
+    for (int i = 0; i < NA; i++)
 #pragma unroll
         for (int e = 0; e < 4; e++)
             dqa[i][e] = 0.0f;
@@ -226,7 +231,8 @@ __global__ void __launch_bounds__(DQ_THREADS, 1)
         ptx_wgmma_wait<1>();
         ptx_fence_operands(s);
         ptx_fence_operands(dqa);
-        ptx_fence_operands(dqb);
+        if constexpr (NB > 0)
+            ptx_fence_operands(dqb);
         if (j > 0)
             ptx_mbarrier_arrive(k_empty((j - 1) & 1));
         /* the range again from the parameters (constant bank) rather than kept in 5
@@ -278,8 +284,8 @@ __global__ void __launch_bounds__(DQ_THREADS, 1)
                 }
         }
         /* dS as the A operand of dQ += dS K: 16 keys (fragments 2 kk, 2 kk + 1) a step; dQ
-         * m64n128 over features [0, 128) and m64n(D - 128) over the rest, B = K's rows
-         * [16 kk, +16) MN-major (the feature panels LBO apart) */
+         * m64n128 over features [0, 128) and m64n(D - 128) over the rest (m64nD at d <= 128),
+         * B = K's rows [16 kk, +16) MN-major (the feature panels LBO apart) */
         uint32_t da[4][4];
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
@@ -293,8 +299,9 @@ __global__ void __launch_bounds__(DQ_THREADS, 1)
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
             ptx_wgmma_rs_tb<T>(dqa, da[kk], ptx_wgmma_desc(sK + kk * 16 * 128, DQ_BN * 128, 1024));
-            ptx_wgmma_rs_tb<T>(dqb, da[kk],
-                       ptx_wgmma_desc(sK + 2 * DQ_BN * 128 + kk * 16 * 128, DQ_BN * 128, 1024));
+            if constexpr (NB > 0)
+                ptx_wgmma_rs_tb<T>(dqb, da[kk], ptx_wgmma_desc(sK + 2 * DQ_BN * 128 + kk * 16 * 128,
+                                                               DQ_BN * 128, 1024));
         }
         ptx_wgmma_commit();
         /* dQ_j waited for before the next block's S, dP (the header: issued behind them, it
@@ -304,7 +311,8 @@ __global__ void __launch_bounds__(DQ_THREADS, 1)
     }
     ptx_wgmma_wait<0>();
     ptx_fence_operands(dqa);
-    ptx_fence_operands(dqb);
+    if constexpr (NB > 0)
+        ptx_fence_operands(dqb);
 
     /* dQ = scale dQ: rows r, r + 8 below Sq, columns 8 i + 2t (+1) below a.D */
 #pragma unroll
@@ -314,7 +322,7 @@ __global__ void __launch_bounds__(DQ_THREADS, 1)
             continue;
         T *dq = (T *)a.dq + b * a.sdq[0] + (int64_t)row * a.sdq[1] + h * a.sdq[2];
 #pragma unroll
-        for (int i = 0; i < 16; i++)
+        for (int i = 0; i < NA; i++)
             bwd_store_pair(dq, 8 * i + 2 * t, a.D, dqa[i][2 * x] * a.scale,
                            dqa[i][2 * x + 1] * a.scale);
 #pragma unroll
@@ -325,7 +333,7 @@ __global__ void __launch_bounds__(DQ_THREADS, 1)
 #endif
 }
 
-/* dQ of a dense problem at head dim D (192 or 256; a.D == a.Dv <= D, a multiple of 8: padded
+/* dQ of a dense problem at head dim D (64, 128, 192 or 256; a.D == a.Dv <= D, a multiple of 8: padded
  * columns arrive as zeros and are not stored), from q, k, v, dout, LSE and D = rowsum(dO O)
  * (a.dsum, the preprocess's); writes a.dq alone. cudaErrorInvalidValue if the tensor maps do not
  * encode (the caller falls back). */
@@ -363,4 +371,10 @@ template cudaError_t attn_bwd_dq_sm90_launch<__nv_bfloat16, 192>(const attn_bwd_
 template cudaError_t attn_bwd_dq_sm90_launch<__nv_bfloat16, 256>(const attn_bwd_args *,
                                                                  cudaStream_t);
 template cudaError_t attn_bwd_dq_sm90_launch<__half, 192>(const attn_bwd_args *, cudaStream_t);
+template cudaError_t attn_bwd_dq_sm90_launch<__nv_bfloat16, 64>(const attn_bwd_args *,
+                                                                cudaStream_t);
+template cudaError_t attn_bwd_dq_sm90_launch<__nv_bfloat16, 128>(const attn_bwd_args *,
+                                                                 cudaStream_t);
+template cudaError_t attn_bwd_dq_sm90_launch<__half, 64>(const attn_bwd_args *, cudaStream_t);
+template cudaError_t attn_bwd_dq_sm90_launch<__half, 128>(const attn_bwd_args *, cudaStream_t);
 template cudaError_t attn_bwd_dq_sm90_launch<__half, 256>(const attn_bwd_args *, cudaStream_t);

@@ -76,6 +76,8 @@ enum : unsigned {
     V3_PAD = 1u << 10, /* head dim a.D <= D (padded entries): dK, dV cut at a.D   */
     V3_DQP = 1u << 11, /* sm90v3d: deterministic dQ adds pipelined, 3 staging bufs */
     V3_TRACE = 1u << 12, /* FLASHC_CUDA_BWD_TRACE's twins (below)                  */
+    V3_NODQ = 1u << 13, /* no dQ path: sm90hs's dK / dV half, FLASHC_CUDA_BWD_NO_DQ  */
+    V3_SPLIT = 1u << 14, /* sm90hs (the launch): V3_NODQ, then attn_bwd_dq_sm90.cu   */
     V3_W = V3_TDQ | V3_DQF | V3_WRT, /* sm90v3w's bits (WRT needs TDQ and DQF)    */
 };
 /* dQ staging rows: 64 floats + 16 bytes (the bank spread of sm90v2's V2_DQ_ROW) */
@@ -349,7 +351,8 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
 #if FLASHC_PTX_SM90A
     constexpr bool DET = F & V3_DET, MODS = F & V3_MODS, TDQ = F & V3_TDQ, DQF = F & V3_DQF,
                    WRT = F & V3_WRT, GRP = F & V3_GRP, UM = F & V3_UM, DVE = F & V3_DVE,
-                   PAD = F & V3_PAD, DQP = F & V3_DQP, TRACE = F & V3_TRACE;
+                   PAD = F & V3_PAD, DQP = F & V3_DQP, TRACE = F & V3_TRACE,
+                   NODQ = F & V3_NODQ;
     constexpr int NB = bwd90v3_nb(D, F); /* the writer warps' staging buffers */
     using L = bwd90v3_smem<D, WRT, NB>;
     static_assert(!WRT || (TDQ && DQF), "sm90v3w: sm90v3q with the dQ adds on writer warps");
@@ -359,6 +362,8 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
                   "sm90v3u: sm90v3w's kernel with an unmasked softmax loop");
     static_assert(!DVE || (UM && WRT && !MODS), "sm90v3e: sm90v3u's kernel, dV issued early");
     static_assert(!TRACE || (WRT && !MODS && !PAD), "V3_TRACE: the writer-warp kernels");
+    static_assert(!NODQ || (WRT && !DET && !DVE && !TRACE),
+                  "V3_NODQ: the writer-warp kernels' fast mode (dK, dV need no order)");
     /* sm90v3e's dV: at d 64 right after P^T, before dP's wait (it then runs under dS's
      * elementwise step too); at d 128 after dS^T's pack, where P^T's 16 registers held by the
      * wgmma in flight across that step cost ptxas 112 bytes of spills (88 more than sm90v3u's
@@ -434,6 +439,8 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
             if (warp == 1 || warp == 2) {
                 /* sm90v3w: warp 1 + w adds consumer warpgroup w's dQ tiles, so that neither
                  * the copy engine's reads nor deterministic mode's turn wait the consumers */
+                if constexpr (NODQ)
+                    return; /* nothing to add */
                 const int wgc = warp - 1;
                 if constexpr (DQP) {
                     bwd90v3_pipelined_writer<NB, TRACE>(a, rg, &tm_dq, base + L::DQ, L::DQ_BUF,
@@ -692,6 +699,24 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
             ptx_wgmma_commit();
         }
 
+        if constexpr (NODQ) {
+            /* sm90hs's dK / dV half (and FLASHC_CUDA_BWD_NO_DQ's diagnostic): dV += P^T dO,
+             * dK += dS^T Q, and nothing of dQ: no dS store, no meeting of the warpgroups (each
+             * runs at its own pace over its own keys), no staging, no adds */
+            ptx_fence_operands(dv);
+            ptx_fence_operands(dk);
+            ptx_wgmma_fence();
+            bwd90v3_kv_mma<T>(dv, pa, do_buf);
+            bwd90v3_kv_mma<T>(dk, da, q_buf);
+            ptx_wgmma_commit();
+            ptx_wgmma_wait<0>();
+            ptx_fence_operands(dv);
+            ptx_fence_operands(dk);
+            ptx_fence_operands(pa);
+            ptx_fence_operands(da);
+            ptx_mbarrier_arrive(empty(buf)); /* the stage's reads done (the loop's end) */
+            continue;
+        }
         /* dS [query][key] into panel wg of this stage's dS (attn_bwd_sm90.cu: fragment i of
          * da[kk] is keys 8 (i & 1) + g of the warp's 16, queries 8 (2 kk + (i >> 1)) + 2t;
          * stored transposed, row j is query 8 (2 kk + (i >> 1)) + j, chunk 2 wq + (i & 1)) */
@@ -966,7 +991,9 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
 {
     static_assert((F & (V3_DET | V3_MODS)) == 0, "DET, MODS: chosen per call");
     constexpr bool TDQ = F & V3_TDQ, WRT = F & V3_WRT, GRP = F & V3_GRP, UM = F & V3_UM,
-                   PAD = F & V3_PAD;
+                   PAD = F & V3_PAD, SPLIT = F & V3_SPLIT;
+    static_assert(!SPLIT || (WRT && UM && !PAD && !(F & (V3_DVE | V3_DQP))),
+                  "sm90hs: sm90v3u's exact kernels without dQ");
     const flashc_dtype dt = std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16;
     if (a->D != a->Dv || a->D > D || a->D % 8 != 0 || (!PAD && a->D != D))
         return cudaErrorInvalidValue; /* not dispatched so (serves_dims) */
@@ -980,7 +1007,16 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
         !cuda_tma_map_bshd(&mv, dt, a->v, a->B, a->Sk, a->Hkv, a->Dv, a->sv, V3_BN))
         return bwd90v3_fallback<T, D>(a, stream);
 
-    cudaError_t err = attn_bwd_pre_launch<T, D, V3_BM, 1>(a, stream);
+    /* sm90hs needs D = rowsum(dO O) alone from the preprocess (no accumulator to zero, no
+     * counters: planes 0) */
+    attn_bwd_args pre = *a;
+    if constexpr (SPLIT) {
+        pre.planes = 0;
+        /* the dQ kernel's grid has the Q blocks of 128 rows on y (<= 65535) */
+        if ((a->Sq + 127) / 128 > 65535)
+            return bwd90v3_fallback<T, D>(a, stream);
+    }
+    cudaError_t err = attn_bwd_pre_launch<T, D, V3_BM, 1>(&pre, stream);
     if (err != cudaSuccess)
         return err;
 
@@ -1004,16 +1040,28 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
                        KG = GRP ? V3_GRP : 0u, KP = F & V3_DQP,
                        KNG = (F & V3_DQP) ? KG : 0u; /* the "ungrouped" det instances' GRP */
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
-                   const CUtensorMap, const attn_bwd_args) =
-        /* (UM: only the softmax without modifiers has the loop to unswitch) */
-        mods ? (a->deterministic
-                    ? (grp ? attn_bwd_sm90v3_kernel<T, D, K | V3_DET | V3_MODS | KG | KP>
-                           : attn_bwd_sm90v3_kernel<T, D, K | V3_DET | V3_MODS | KP | KNG>)
-                    : attn_bwd_sm90v3_kernel<T, D, K | V3_MODS>)
-             : (a->deterministic
-                    ? (grp ? attn_bwd_sm90v3_kernel<T, D, K | V3_DET | KG | KUD>
-                           : attn_bwd_sm90v3_kernel<T, D, K | V3_DET | KUD | KNG>)
-                    : attn_bwd_sm90v3_kernel<T, D, K | KU>);
+                   const CUtensorMap, const attn_bwd_args);
+    if constexpr (SPLIT) {
+        /* sm90hs: the V3_NODQ kernel in both modes (dK, dV need no order), then dQ's own */
+        kernel = mods ? attn_bwd_sm90v3_kernel<T, D, K | V3_MODS | V3_NODQ>
+                      : attn_bwd_sm90v3_kernel<T, D, K | KU | V3_NODQ>;
+    } else {
+        kernel =
+            /* (UM: only the softmax without modifiers has the loop to unswitch) */
+            mods ? (a->deterministic
+                        ? (grp ? attn_bwd_sm90v3_kernel<T, D, K | V3_DET | V3_MODS | KG | KP>
+                               : attn_bwd_sm90v3_kernel<T, D, K | V3_DET | V3_MODS | KP | KNG>)
+                        : attn_bwd_sm90v3_kernel<T, D, K | V3_MODS>)
+                 : (a->deterministic
+                        ? (grp ? attn_bwd_sm90v3_kernel<T, D, K | V3_DET | KG | KUD>
+                               : attn_bwd_sm90v3_kernel<T, D, K | V3_DET | KUD | KNG>)
+                        : attn_bwd_sm90v3_kernel<T, D, K | KU>);
+        /* FLASHC_CUDA_BWD_NO_DQ: the exact plain kernels' fast mode without dQ (V3_NODQ) */
+        if constexpr (UM && !PAD && !(F & V3_DVE)) {
+            if (a->no_dq && !mods && !a->deterministic)
+                kernel = attn_bwd_sm90v3_kernel<T, D, K | KU | V3_NODQ>;
+        }
+    }
     const dim3 grid((unsigned)((a->Sk + V3_BN - 1) / V3_BN), (unsigned)(a->B * a->Hkv), 1);
     /* FLASHC_CUDA_BWD_TRACE (attn_bwd_sm90h.cu's comment; bwd_trace.cuh): at d 64, sm90v3u's and
      * sm90v3d's kernels without softcap / ALiBi run as their V3_TRACE twins, the record
@@ -1024,7 +1072,7 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
     uint64_t *tbuf = NULL;
     cuda_bwd_trace_head hd;
     memset(&hd, 0, sizeof hd);
-    if constexpr (D == 64 && (F & V3_WRT) && (F & V3_UM) && !(F & (V3_PAD | V3_DVE))) {
+    if constexpr (D == 64 && (F & V3_WRT) && (F & V3_UM) && !(F & (V3_PAD | V3_DVE | V3_SPLIT))) {
         tpath = mods ? NULL : cuda_bwd_trace_path();
         if (tpath) {
             constexpr unsigned TR = V3_TRACE;
@@ -1053,6 +1101,8 @@ static cudaError_t attn_bwd_sm90v3_launch(const attn_bwd_args *a, cudaStream_t s
         err = cuda_bwd_trace_finish(err, tpath, tbuf, &hd, stream);
     if (err != cudaSuccess)
         return err;
+    if constexpr (SPLIT)
+        return attn_bwd_dq_sm90_launch<T, D>(a, stream); /* dQ itself: no postprocess */
     return attn_bwd_post_bh_launch<T, D, PAD>(a, stream);
 }
 
@@ -1138,6 +1188,19 @@ const attn_bwd_variant attn_bwd_sm90v3_variants[] = {
      * 112, fast; 2.0-3.0x deterministic; bench/RESULTS.md). */
     V3_PAIR("sm90v3u", 128, "p", true, V3_W | V3_GRP | V3_UM | V3_PAD, 0, 65),
     V3_PAIR("sm90v3u", 64, "p", true, V3_W | V3_GRP | V3_UM | V3_PAD, 0, 33),
+    /* sm90hs at d 128 / 64 (opt-in; the split family of attn_bwd_sm90h.cu, the default at
+     * d 192 / 256): dK / dV by sm90v3u's kernel without its dQ path (V3_NODQ: no dS store, no
+     * meeting of the consumer warpgroups, no writer warps' adds), then dQ by
+     * attn_bwd_dq_sm90.cu's kernel; deterministic by construction, the same bits in both
+     * modes. test_sm90hs_d64_d128 and its memcheck / racecheck / synccheck passed on an H100
+     * (2026-12-07 midday), but it is slower than the fused default there (s33_nodq.sh with
+     * S33_DIMS=128,64: 0.74-0.87x sm90v3u's fast mode at d 128, 0.63-0.83x sm90v3d's at
+     * d 64; deterministic 0.72-0.95x theirs): without dQ the fused kernel runs 1.27-1.61x the
+     * whole step, but the dQ kernel, whose 64-key blocks carry little work between their
+     * waits at these head dims, takes about as long as that dK / dV half (bench/RESULTS.md).
+     * Opt-in: the base for a faster dQ kernel, and a deterministic mode with no turns. */
+    V3_PAIR("sm90hs", 128, "", true, V3_W | V3_GRP | V3_UM | V3_SPLIT, 1, 0),
+    V3_PAIR("sm90hs", 64, "", true, V3_W | V3_GRP | V3_UM | V3_SPLIT, 1, 0),
 };
 #undef V3_PAIR
 #undef V3_ENTRY

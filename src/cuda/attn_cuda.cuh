@@ -213,13 +213,14 @@ typedef struct attn_bwd_args {
      * head. attn_bwd.cu sets it (order_tail, FLASHC_CUDA_BWD_ORDER). */
     int order_tail;
     /* FLASHC_CUDA_BWD_NO_DQ=1 (a diagnostic, attn_bwd.cu; read at every call): the sm90h
-     * families' exact plain kernels run in fast mode without dQ (attn_bwd_sm90h.cu's H_NODQ):
+     * families' exact plain kernels (attn_bwd_sm90h.cu's H_NODQ) and sm90v3u / sm90v3d's
+     * (attn_bwd_sm90v3.cu's V3_NODQ, d 64 / 128) run in fast mode without dQ:
      * dQ comes out ZERO. For timing the rest of the step only; 0 otherwise. (Last: it
      * takes the struct's tail padding, so no other field moves.) */
     int no_dq;
 } attn_bwd_args;
 
-/* dQ of a dense backward at head dim D = 192 / 256 in a kernel of its own (attn_bwd_dq_sm90.cu,
+/* dQ of a dense backward at head dim D = 64 / 128 / 192 / 256 in a kernel of its own (attn_bwd_dq_sm90.cu,
  * compute capability 9.0; the split family sm90hs): reads q, k, v, dout, lse and a->dsum,
  * writes a->dq alone. T: __nv_bfloat16 or __half. */
 template <typename T, int D>
