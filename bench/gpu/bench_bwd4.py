@@ -147,8 +147,8 @@ ONE_DIM = {"flashc_90h2l": 192, "flashc_90hl": 256}
 def serves(config, d):
     """Whether config times something other than the dispatcher's choice at head dim d."""
     fam = CONFIGS.get(config, ("",) * 4)[3]
-    if config in ("flashc_hs", "flashc_hs_det"):  # d 64, 128 (opt-in), 192 and 256
-        return d in (64, 128, 192, 256)
+    if config in ("flashc_hs", "flashc_hs_det"):  # d 64, 128 (opt-in), 192, 256 and padded 136-248
+        return d in (64, 128) or (136 <= d <= 256 and d % 8 == 0)
     if fam in PER_DIM:
         return d in PER_DIM[fam]
     return all(not config.startswith(k) or d == v for k, v in ONE_DIM.items())
