@@ -1012,7 +1012,10 @@ const attn_bwd_variant attn_bwd_sm90h_variants[] = {
      * opt-in (FLASHC_CUDA_BWD_KERNEL=sm90h2). */
     H_PAIR("sm90h2", 192, 128, "", 0u, 0, 0),
     H_PAIR("sm90h2", 192, 128, "p", H_PAD, 1, 129),
-    /* sm90hs's padded head dims (not timed: opt-in, FLASHC_CUDA_BWD_KERNEL=sm90hs) */
+    /* sm90hs's padded head dims (opt-in, FLASHC_CUDA_BWD_KERNEL=sm90hs): 1.38-1.78x sm80p, the
+     * default there, on an H100 (2026-12-07 midday, call 9; bench/RESULTS.md) and their forced
+     * tests passed; the default once the default-path tests at those dims have run on a GPU
+     * (branch hs-pad) */
     H_PAIR("sm90hs", 256, 64, "p", H_PAD | H_SPLIT, 1, 193),
     H_PAIR("sm90hs", 192, 128, "p", H_PAD | H_SPLIT, 1, 129),
     /* sm90h2e: sm90h2 with dV / dK issued before dQ and two dQ accumulators (H_EARLY), opt-in */
