@@ -7,7 +7,9 @@
 # test_sm90hs_d192_d256 and test_sm80p_bits (sm80p forced: unchanged), then compute-sanitizer
 # memcheck on test_padded_dims_bf16's short cases, then the bench of call 9 at D 160 / 224
 # (default against sm90hs forced: after the switch both are sm90hs, hs / default ~1).
-# BUILD_DIR: a build with FLASHC_TESTS=ON (BUILD_DIR/tests/test_cuda_attn_bwd, libflashc.so).
+# BUILD_DIR: a build with FLASHC_TESTS=ON (BUILD_DIR/tests/test_cuda_attn_bwd, libflashc.so), or
+# a packed prebuild made here: FLASHC_PREBUILD_TESTS=test_cuda_attn_bwd FLASHC_DEPS=.xfer/deps
+# bash bench/gpu/prebuild.sh build-h, carried with .xfer/deps (LD_LIBRARY_PATH=.xfer/deps/lib).
 # Budget ~150 s on an H100. Files in $OUT: t_pad.log, san_memcheck.log, pad.log (the table last).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2

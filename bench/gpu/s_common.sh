@@ -132,6 +132,11 @@ s_begin() {
   B=$(realpath "${2:?usage: $name BUILD_DIR}") || exit 2
   shift 2
   LIB=$B/libflashc.so
+  # a packed prebuild (bench/gpu/prebuild.sh with FLASHC_PREBUILD_TESTS): unpacked once
+  if [ -f "$B/pk.tar.xz" ] && [ ! -e "$B/libflashc.so" ]; then
+    python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
+      "$B/pk.tar.xz" "$B" || { echo "$name: cannot unpack $B/pk.tar.xz"; exit 2; }
+  fi
   for f in libflashc.so "$@"; do [ -e "$B/$f" ] || { echo "$name: no $B/$f"; exit 2; }; done
   OUT=${OUT:-$B/out-$name}
   mkdir -p "$OUT"
