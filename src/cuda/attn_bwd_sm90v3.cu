@@ -699,16 +699,20 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
             ptx_wgmma_commit();
         }
 
-        if constexpr (NODQ) {
-            /* sm90hs's dK / dV half (and FLASHC_CUDA_BWD_NO_DQ's diagnostic): dV += P^T dO,
-             * dK += dS^T Q, and nothing of dQ: no dS store, no meeting of the warpgroups (each
-             * runs at its own pace over its own keys), no staging, no adds */
+        /* dV += P^T dO, dK += dS^T Q: one committed group */
+        auto issue_dv_dk = [&]() {
             ptx_fence_operands(dv);
             ptx_fence_operands(dk);
             ptx_wgmma_fence();
             bwd90v3_kv_mma<T>(dv, pa, do_buf);
             bwd90v3_kv_mma<T>(dk, da, q_buf);
             ptx_wgmma_commit();
+        };
+        if constexpr (NODQ) {
+            /* sm90hs's dK / dV half (and FLASHC_CUDA_BWD_NO_DQ's diagnostic): dV, dK and nothing
+             * of dQ: no dS store, no meeting of the warpgroups (each runs at its own pace over
+             * its own keys), no staging, no adds */
+            issue_dv_dk();
             ptx_wgmma_wait<0>();
             ptx_fence_operands(dv);
             ptx_fence_operands(dk);
@@ -733,14 +737,8 @@ __global__ void __launch_bounds__(V3_THREADS, 1)
         ptx_fence_proxy_async_shared(); /* dS, for the dQ wgmmas after the barrier */
 
         /* dV += P^T dO, dK += dS^T Q before the meeting (sm90v3, sm90v3t) */
-        if constexpr (!DQF) {
-            ptx_fence_operands(dv);
-            ptx_fence_operands(dk);
-            ptx_wgmma_fence();
-            bwd90v3_kv_mma<T>(dv, pa, do_buf);
-            bwd90v3_kv_mma<T>(dk, da, q_buf);
-            ptx_wgmma_commit();
-        }
+        if constexpr (!DQF)
+            issue_dv_dk();
 
         /* dQ tile: d 128, the BM queries x features [64 wg, +64) = dS K over the 128 keys, both
          * warpgroups' dS panels: the consumers' one meeting per Q block. dS is per stage, so
