@@ -15,7 +15,7 @@
  *
  * Shape: 384 threads, one block per SM; a producer warpgroup (setmaxnreg 24, one lane works)
  * loads Q and dO of the block's 128 rows once and streams the key blocks (64 keys) by TMA: K in
- * a ring of two stages, V in one stage at d = 256 (two at d = 192); K's stage is handed back
+ * a ring of two stages, V in one stage at d = 256 (two below); K's stage is handed back
  * after dQ's product of the block, V's as soon as dP's product is done, so the next V loads under
  * the softmax and dQ's product. Two consumer warpgroups (setmaxnreg 240) own 64 rows each:
  *   S = Q K^T, dP = dO V^T (m64n64, k over the head dim, A and B K-major from shared memory;
@@ -27,8 +27,11 @@
  *   consumer warpgroups' softmax and products overlap each other. Not done (ptxas, nvcc 13.0):
  *   S, dP accumulators kept across blocks, or dQ_j left in flight under S_j+1 (FlashAttention-3's
  *   intra-warpgroup overlap): either made ptxas serialise the wgmmas (C7515); S, dP are fresh
- *   in each block. On an H100 (2026-12-07 midday, bench/gpu/s33_nodq.sh, two runs) the split
- *   backward ran at 1.04-1.18x the fused kernels' fast mode with this revision, and the
+ *   in each block. dQ_j-1 issued behind S_j and dP_j and waited for within block j compiled
+ *   clean but ran slower (the split at 0.97-1.06x the fused kernels at d 192 instead of
+ *   1.04-1.14x; an H100, 2026-12-07 midday, call 8), and 4 K / V stages at d <= 128 gained
+ *   nothing (call 7). On an H100 (2026-12-07 midday, bench/gpu/s33_nodq.sh, two runs) the
+ *   split backward ran at 1.04-1.18x the fused kernels' fast mode with this revision, and the
  *   serialised one (the late morning's) at 0.98-1.09x in the same session.
  * At the end dQ = scale dQ, rounded and stored (rows below Sq, columns below a.D).
  * Masks: every mask of the contract through the fused kernels' key ranges (bwd_range), the key
@@ -333,6 +336,11 @@ __global__ void __launch_bounds__(DQ_THREADS, 1)
 #endif
 }
 
+bool attn_bwd_dq_sm90_fits(const attn_bwd_args *a)
+{
+    return ((int64_t)a->Sq + DQ_BM - 1) / DQ_BM <= 65535 && (int64_t)a->B * a->Hq <= 0x7fffffff;
+}
+
 /* dQ of a dense problem at head dim D (64, 128, 192 or 256; a.D == a.Dv <= D, a multiple of 8: padded
  * columns arrive as zeros and are not stored), from q, k, v, dout, LSE and D = rowsum(dO O)
  * (a.dsum, the preprocess's); writes a.dq alone. cudaErrorInvalidValue if the tensor maps do not
@@ -354,10 +362,9 @@ cudaError_t attn_bwd_dq_sm90_launch(const attn_bwd_args *a, cudaStream_t stream)
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                    const attn_bwd_args) = mods ? attn_bwd_dq_sm90_kernel<T, D, true>
                                                : attn_bwd_dq_sm90_kernel<T, D, false>;
-    const int64_t n_mb = ((int64_t)a->Sq + DQ_BM - 1) / DQ_BM;
-    if (n_mb > 65535 || (int64_t)a->B * a->Hq > 0x7fffffff)
+    if (!attn_bwd_dq_sm90_fits(a))
         return cudaErrorInvalidValue;
-    const dim3 grid((unsigned)(a->B * a->Hq), (unsigned)n_mb, 1);
+    const dim3 grid((unsigned)(a->B * a->Hq), (unsigned)((a->Sq + DQ_BM - 1) / DQ_BM), 1);
     cudaError_t err =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::LAUNCH);
     if (err != cudaSuccess)

@@ -902,8 +902,7 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
     attn_bwd_args pre = *a;
     if constexpr (SPLIT) {
         pre.planes = 0;
-        /* the dQ kernel's grid has the Q blocks of 128 rows on y (<= 65535) */
-        if ((a->Sq + 127) / 128 > 65535)
+        if (!attn_bwd_dq_sm90_fits(a))
             return bwd90h_fallback<T, D>(a, stream);
     }
     cudaError_t err = attn_bwd_pre_launch<T, D, H_BM, 1>(&pre, stream);

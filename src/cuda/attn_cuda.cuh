@@ -225,6 +225,9 @@ typedef struct attn_bwd_args {
  * writes a->dq alone. T: __nv_bfloat16 or __half. */
 template <typename T, int D>
 cudaError_t attn_bwd_dq_sm90_launch(const attn_bwd_args *a, cudaStream_t stream);
+/* Whether that kernel's grid takes a's problem (batch x heads on x, the Q blocks of 128 rows on
+ * y <= 65535): the split launchers ask before their dK / dV kernel runs and fall back if not. */
+bool attn_bwd_dq_sm90_fits(const attn_bwd_args *a);
 
 /* Launches the three kernels (preprocess, main, postprocess) of one variant on stream. */
 typedef cudaError_t (*attn_bwd_launch_fn)(const attn_bwd_args *args, cudaStream_t stream);
