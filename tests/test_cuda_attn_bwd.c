@@ -728,10 +728,10 @@ static void test_deterministic_bitwise(void **state)
     (void)state;
     const int S = small_only() ? 300 : 1500;
     /* d 128 and 64: sm90v3u by default on a Hopper GPU (sm90v2 and sm90v3w have both; sm90v2s
-     * d 64 only); 80 and 48: sm80, or sm90v3u's padded entries when forced; 256 and 160: sm80p
-     * where its shared memory fits (the H200; on an A100 d 256 takes sm80's two-slice instance),
-     * sm80's two-slice instances when forced; FLASHC_CUDA_BWD_KERNEL=sm90h: its d 256 kernel and
-     * its d 192 one (160 padded) */
+     * d 64 only); 80 and 48: sm80, or sm90v3u's padded entries when forced; 256 and 160: sm90hs
+     * on a Hopper GPU (160 padded into its d 192 kernels), elsewhere sm80p where its shared
+     * memory fits (on an A100 d 256 takes sm80's two-slice instance), sm80's two-slice
+     * instances when forced; FLASHC_CUDA_BWD_KERNEL=sm90h: its d 256 kernel and its d 192 one */
     static const int dims[] = {128, 64, 80, 48, 256, 160};
     for (int di = 0; di < 6; di++)
     for (int det = 1; det >= 0; det--)

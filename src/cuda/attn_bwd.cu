@@ -58,8 +58,8 @@ static const struct {
  * the H100 run of 2026-12-06, late morning, with their own plane counts, det_planes), "sm90hs"
  * (the split backward: the fused sm90h / sm90h2 kernels without their dQ path, then dQ by
  * attn_bwd_dq_sm90.cu's kernel of its own, deterministic by construction; the default at
- * d 256 and d 192 in both modes since the H100 runs of 2026-12-07, late morning and midday; its
- * padded entries opt-in); an
+ * d 256 and d 192 in both modes, and at the padded head dims 136..248 (multiples of 8, D == Dv),
+ * since the H100 runs of 2026-12-07, late morning and midday; at d 128 / 64 opt-in); an
  * opt_in variant is
  * taken only this way) preferred where it serves the problem; a problem it does not serve gets
  * the dispatcher's choice, so one test run covers every head dim. Read at every call (not

@@ -963,13 +963,15 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
 }
 
 /* The table. The exact entries first; the padded ones (suffix "p", H_PAD) serve D == Dv, a
- * multiple of 8, in 136..184 on the d 192 kernel and 200..248 on the d 256 one. The d 256 kernel
- * is the default at d 256 on compute capability 9.0 (opt_in 0: above sm80p, the default before;
+ * multiple of 8, in 136..184 on the d 192 kernel and 200..248 on the d 256 one. Since
+ * 2026-12-07 sm90hs (first below) is the default at d 192 / 256 and those padded dims; the
+ * fused families are opt-in. The d 256 kernel was the default at d 256 on compute capability 9.0
+ * from 2026-12-05 (opt_in 0: above sm80p, the default before;
  * the H200 run of 2026-12-05, bench/gpu/s16_bwd20.sh: 1.46-1.53x sm80p fast, 1.55-1.87x in
  * deterministic mode, 1.12-1.24x SDPA-FA2, every forced suite and sanitizer clean;
  * bench/RESULTS.md). The 64-row d 192 kernel was level with sm80p there (0.97-1.00x; sm90h2
- * below replaced it as the d 192 default) and the padded entries were not timed: those stay
- * opt-in (FLASHC_CUDA_BWD_KERNEL=sm90h). */
+ * below replaced it as the d 192 default) and its padded entries were not timed: opt-in
+ * (FLASHC_CUDA_BWD_KERNEL=sm90h). */
 #define H_ENTRY(TN, T, DT, FAM, D, BM, SUF, F, OPT, LO)                                            \
     {"attn_bwd_" #TN "_" FAM "_d" #D SUF "_" #BM "x64", FAM, DT, D, 90, 90, BM, H_BN, 1,           \
      ((F) & H_SPLIT) ? 227 * 1024 /* the dQ kernel's bound */ : bwd90h_smem<D, BM>::LAUNCH,       \
@@ -990,6 +992,12 @@ const attn_bwd_variant attn_bwd_sm90h_variants[] = {
      * and memcheck / racecheck / synccheck clean on those H100s */
     H_PAIR("sm90hs", 256, 64, "", H_SPLIT, 0, 0),
     H_PAIR("sm90hs", 192, 128, "", H_SPLIT, 0, 0),
+    /* and its padded entries (D == Dv, multiples of 8: 200..248 on the d 256 kernels, 136..184
+     * on the d 192 ones), the default there since the H100 run of 2026-12-07 midday (call 9,
+     * s33_nodq.sh at D 136 / 160 / 200 / 224: 1.38-1.78x sm80p, the default before,
+     * deterministic 1.90-3.20x; 1.13-1.42x SDPA-FA2, where sm80p ran at 0.75-0.94x) */
+    H_PAIR("sm90hs", 256, 64, "p", H_PAD | H_SPLIT, 0, 193),
+    H_PAIR("sm90hs", 192, 128, "p", H_PAD | H_SPLIT, 0, 129),
     /* sm90hl and sm90h2l: the dQ adds of a Q block completed once and released a Q block late
      * (H_DQP | H_REL), deterministic mode only (late: fast mode takes the base family's entry,
      * the same kernel), the same bits as sm90h / sm90h2 over the same planes
@@ -1011,12 +1019,6 @@ const attn_bwd_variant attn_bwd_sm90h_variants[] = {
      * opt-in (FLASHC_CUDA_BWD_KERNEL=sm90h2). */
     H_PAIR("sm90h2", 192, 128, "", 0u, 0, 0),
     H_PAIR("sm90h2", 192, 128, "p", H_PAD, 1, 129),
-    /* sm90hs's padded head dims (opt-in, FLASHC_CUDA_BWD_KERNEL=sm90hs): 1.38-1.78x sm80p, the
-     * default there, on an H100 (2026-12-07 midday, call 9; bench/RESULTS.md) and their forced
-     * tests passed; the default once the default-path tests at those dims have run on a GPU
-     * (branch hs-pad) */
-    H_PAIR("sm90hs", 256, 64, "p", H_PAD | H_SPLIT, 1, 193),
-    H_PAIR("sm90hs", 192, 128, "p", H_PAD | H_SPLIT, 1, 129),
     /* sm90h2e: sm90h2 with dV / dK issued before dQ and two dQ accumulators (H_EARLY), opt-in */
     H_PAIR("sm90h2e", 192, 128, "", H_EARLY, 1, 0),
     H_PAIR("sm90h2e", 192, 128, "p", H_PAD | H_EARLY, 1, 129),
