@@ -1049,6 +1049,10 @@ static void test_sm90hs_d192_d256(void **state)
         {2, 113, 203, 6, 2, 200, 1, FLASHC_BF16, 1, 0, 0, 64, 64, 0, 0, 0, 0.0f, 0, 0, 1, 0},
         {1, 400, 400, 2, 1, 232, 0, FLASHC_F16, 1, 0, 0, 64, 64, 1, 70, -1, 30.0f, 1, 0, 1, 0},
         {2, 113, 203, 6, 2, 256, 1, FLASHC_BF16, 1, 0, 0, 64, 64, 0, 0, 0, 0.0f, 0, 0, 1, 1},
+        /* d 192 on the 64-row dK / dV kernel (opt-in: block_q 64), exact and padded */
+        {1, 300, 301, 6, 2, 192, 1, FLASHC_BF16, 1, 0, 0, 64, 64, 0, 0, 0, 0.0f, 0, 0, 0, 0},
+        {1, 129, 250, 4, 1, 192, 0, FLASHC_F16, 1, 0, 1, 64, 64, 1, 40, 25, 15.0f, 1, 0, 0, 0},
+        {2, 211, 150, 4, 2, 168, 1, FLASHC_BF16, 1, 0, 0, 64, 64, 0, 0, 0, 0.0f, 0, 0, 1, 0},
     };
     hs_cases(cases, (int)(sizeof cases / sizeof cases[0]), 256, 64, 192, 128);
     env_restore("FLASHC_CUDA_BWD_KERNEL", saved);

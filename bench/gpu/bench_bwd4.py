@@ -137,7 +137,10 @@ CONFIGS = {"flashc_v3": (0, 0, False, "sm90v3"), "flashc_v3_det": (0, 0, True, "
            "flashc_base": (0, 0, False, "BASE"),
            # sm90hs, the split family (d 64-256): dK / dV by the fused kernels without dQ,
            # dQ by a kernel of its own (attn_bwd_dq_sm90.cu); deterministic by construction
-           "flashc_hs": (0, 0, False, "sm90hs"), "flashc_hs_det": (0, 0, True, "sm90hs")}
+           "flashc_hs": (0, 0, False, "sm90hs"), "flashc_hs_det": (0, 0, True, "sm90hs"),
+           # sm90hs at d 192 (and padded 136-184) with the 64-row dK / dV kernel (opt-in:
+           # block_q 64), two Q / dO stages where the default 128-row one has one
+           "flashc_hs64": (64, 64, False, "sm90hs"), "flashc_hs64_det": (64, 64, True, "sm90hs")}
 PER_DIM = {"L": {192: "sm90h2l", 256: "sm90hl"},
            "BASE": {64: "sm90v3d", 128: "sm90v3u", 192: "sm90h2", 256: "sm90h"}}
 # sm90h2l / sm90hl serve one head dim each: elsewhere they would time the dispatcher's choice again
@@ -149,6 +152,8 @@ def serves(config, d):
     fam = CONFIGS.get(config, ("",) * 4)[3]
     if config in ("flashc_hs", "flashc_hs_det"):  # d 64, 128 (opt-in), 192, 256 and padded 136-248
         return d in (64, 128) or (136 <= d <= 256 and d % 8 == 0)
+    if config in ("flashc_hs64", "flashc_hs64_det"):  # d 192 and padded 136-184 only
+        return 136 <= d <= 192 and d % 8 == 0
     if fam in PER_DIM:
         return d in PER_DIM[fam]
     return all(not config.startswith(k) or d == v for k, v in ONE_DIM.items())
@@ -290,6 +295,7 @@ def table(rows, configs):
               # deterministic modes, and the dQ path's share of the default's step
               ("hs/default", "flashc_hs", "flashc"), ("hsdet/det", "flashc_hs_det", "flashc_det"),
               ("nodq/default", "flashc_nodq", "flashc"),
+              ("hs64/default", "flashc_hs64", "flashc"), ("hs64/flash", "flashc_hs64", "flash"),
               ("default/cuDNN", "flashc", "cudnn"), ("default/flash", "flashc", "flash"),
               ("det/fast", "flashc_det", "flashc")]
     ratios = [x for x in ratios if x[1] in impls and x[2] in impls]

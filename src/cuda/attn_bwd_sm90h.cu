@@ -173,16 +173,24 @@ enum : unsigned {
  * untraced kernels' code is unchanged by the twins (text-identical cubins). */
 constexpr int H_TR_HDR = 8, H_TR_IT = 10;
 
-/* Q / dO stages: one at d 256 and in sm90h2 (a second does not fit), two at d 192 x 64. */
-template <int D, int BM> constexpr int bwd90h_stages() { return D == 192 && BM == 64 ? 2 : 1; }
+/* Q / dO stages: one at d 256 and in sm90h2 (a second does not fit), two at d 192 x 64. The
+ * H_NODQ kernels (sm90hs's dK / dV) have no dQ staging rows (34 KB), which at d 256 makes room
+ * for a second stage (225.1 KB of 227): with one, the next Q block's Q, dO (64 KB) could only be
+ * asked for once both warpgroups' dV, dK wgmmas had completed, and with no dQ panels after them
+ * to hide it the whole load stood between two steps. sm90h2's second stage (96 KB) still does
+ * not fit. */
+template <int D, int BM, bool NODQ> constexpr int bwd90h_stages()
+{
+    return D == 192 && BM == 64 ? 2 : D == 256 && NODQ ? 2 : 1;
+}
 /* P / dS buffers: two (by Q block) in the 64-row kernels; one in sm90h2, where the single Q / dO
  * stage orders their reuse (the kernel's comment at sP). */
 template <int BM> constexpr int bwd90h_pbufs() { return BM == 64 ? 2 : 1; }
 
 /* Byte offsets from a 1024-byte aligned base; a tile of R rows x D columns is D / 64 panels of
  * R rows x 128 bytes (ptx_sm90.cuh's swizzle, which TMA writes). */
-template <int D, int BM> struct bwd90h_smem {
-    static constexpr int NS = bwd90h_stages<D, BM>();
+template <int D, int BM, bool NODQ = false> struct bwd90h_smem {
+    static constexpr int NS = bwd90h_stages<D, BM, NODQ>();
     static constexpr int NPB = bwd90h_pbufs<BM>();
     static constexpr int KV_BYTES = H_BN * D * 2;
     static constexpr int QBUF = BM * D * 2;    /* one stage of Q (or dO) */
@@ -194,7 +202,7 @@ template <int D, int BM> struct bwd90h_smem {
     static constexpr int P = DO + NS * QBUF;   /* [NPB][PBUF] */
     static constexpr int DS = P + NPB * PBUF;  /* [NPB][PBUF] */
     static constexpr int DQ = DS + NPB * PBUF; /* float [2 wg][64 rows][272 B] */
-    static constexpr int LSE = DQ + 2 * 64 * H_DQ_ROW; /* float [NS][BM] */
+    static constexpr int LSE = DQ + (NODQ ? 0 : 2 * 64 * H_DQ_ROW); /* float [NS][BM] */
     static constexpr int DSUM = LSE + NS * BM * 4;       /* float [NS][BM] */
     static constexpr int INFO = DSUM + NS * BM * 4;      /* int [NS][4] */
     static constexpr int BARS = INFO + NS * 16;          /* kv_full, full[NS], empty[NS] */
@@ -308,7 +316,7 @@ __global__ void __launch_bounds__(H_THREADS, 1)
 {
 #if FLASHC_PTX_SM90A
     constexpr bool DET = F & H_DET, MODS = F & H_MODS, PAD = F & H_PAD;
-    using L = bwd90h_smem<D, BM>;
+    using L = bwd90h_smem<D, BM, (F & H_NODQ) != 0>;
     constexpr int BN = H_BN, NS = L::NS;
     constexpr bool D192 = D == 192;
     /* WIDE: sm90h2, 128 queries a step; each consumer warpgroup owns the rows [64 wg, +64) for
@@ -908,7 +916,8 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
     cudaError_t err = attn_bwd_pre_launch<T, D, H_BM, 1>(&pre, stream);
     if (err != cudaSuccess)
         return err;
-    constexpr int smem = bwd90h_smem<D, BM>::LAUNCH;
+    /* the H_NODQ kernels' layout has no dQ staging (and a second stage at d 256) */
+    int smem = SPLIT ? bwd90h_smem<D, BM, true>::LAUNCH : bwd90h_smem<D, BM>::LAUNCH;
     const bool mods = a->softcap > 0.0f || a->alibi;
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                    const attn_bwd_args);
@@ -923,8 +932,10 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
                                           : attn_bwd_sm90h_kernel<T, D, BM, FF>);
         /* FLASHC_CUDA_BWD_NO_DQ: the exact plain kernels' fast mode without dQ (H_NODQ) */
         if constexpr (!PAD && !(F & (H_EARLY | H_DQP)))
-            if (a->no_dq && !mods && !a->deterministic)
+            if (a->no_dq && !mods && !a->deterministic) {
                 kernel = attn_bwd_sm90h_kernel<T, D, BM, FF | H_NODQ>;
+                smem = bwd90h_smem<D, BM, true>::LAUNCH;
+            }
     }
     const dim3 grid((unsigned)((a->Sk + H_BN - 1) / H_BN), (unsigned)(a->B * a->Hkv), 1);
     /* FLASHC_CUDA_BWD_TRACE: the H_TRACE twin and its record (the comment above) */
@@ -998,6 +1009,11 @@ const attn_bwd_variant attn_bwd_sm90h_variants[] = {
      * deterministic 1.90-3.20x; 1.13-1.42x SDPA-FA2, where sm80p ran at 0.75-0.94x) */
     H_PAIR("sm90hs", 256, 64, "p", H_PAD | H_SPLIT, 0, 193),
     H_PAIR("sm90hs", 192, 128, "p", H_PAD | H_SPLIT, 0, 129),
+    /* sm90hs at d 192 with the 64-row dK / dV kernel (params.block_q = 64 with the family
+     * forced): two Q / dO stages where sm90h2's NODQ twin has one (its second does not fit), but
+     * S^T, dP^T as m64n32; opt-in until a run shows which is faster */
+    H_PAIR("sm90hs", 192, 64, "", H_SPLIT, 1, 0),
+    H_PAIR("sm90hs", 192, 64, "p", H_PAD | H_SPLIT, 1, 129),
     /* sm90hl and sm90h2l: the dQ adds of a Q block completed once and released a Q block late
      * (H_DQP | H_REL), deterministic mode only (late: fast mode takes the base family's entry,
      * the same kernel), the same bits as sm90h / sm90h2 over the same planes
