@@ -150,7 +150,10 @@ enum : unsigned {
     /* FLASHC_CUDA_BWD_NO_DQ=1 (a diagnostic, not a kernel: attn_bwd_args.no_dq): the exact
      * plain fast-mode kernels without dQ's products, staging and adds (dQ comes out zero):
      * what the rest of the step costs, i.e. the dK / dV half of a backward that computed dQ in
-     * a kernel of its own (issue 12's leave-one-out, bench/gpu/bench_bwd4.py's flashc_nodq) */
+     * a kernel of its own (issue 12's leave-one-out, bench/gpu/bench_bwd4.py's flashc_nodq).
+     * These twins have their own shared-memory layout (bwd90h_smem's NODQ: no dQ staging rows,
+     * and at d 256 a second Q / dO stage in their place), so since 2026-12-07 afternoon the
+     * diagnostic at d 256 times sm90hs's dK / dV kernel, no longer the fused one less dQ */
     H_NODQ = 1u << 8,
     /* sm90hs, the split family: dK / dV by the H_NODQ twin (fast or with softcap / ALiBi, in
      * both modes), dQ by attn_bwd_dq_sm90.cu's kernel of its own; deterministic by construction
