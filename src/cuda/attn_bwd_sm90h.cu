@@ -51,7 +51,9 @@
  * Shared memory (bwd90h_smem): d 256: K, V 32 KB each, Q, dO 32 KB each (one stage), P, dS
  * 2 x 8 KB each, dQ staging 2 x 17 KB (64 rows of 272 bytes per warpgroup), LSE, D, info,
  * barriers: 195.5 KB with the alignment slack; d 192: K, V 24 KB each, Q, dO 2 x 24 KB each,
- * the rest as d 256: 212.1 KB. One block per SM.
+ * the rest as d 256: 212.1 KB. One block per SM. The H_NODQ twins (sm90hs's dK / dV) have no
+ * dQ staging and at d 256 two Q / dO stages: 225.1 KB (2026-12-07 afternoon, an H100: the split
+ * backward 1.10-1.21x faster than with one stage; bench/RESULTS.md).
  *
  * sm90h2 (helper bwd22, 2026-12-05; FLASHC_CUDA_BWD_KERNEL=sm90h2, opt-in): the d 192 kernel
  * with 128 queries x 64 keys a step (BM = 128, a template parameter of the same kernel). Why:
