@@ -949,7 +949,9 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
     cuda_bwd_trace_head hd;
     memset(&hd, 0, sizeof hd);
     if constexpr (!PAD && !(F & (H_EARLY | H_SPLIT))) {
-        tpath = mods ? NULL : cuda_bwd_trace_path();
+        /* not under FLASHC_CUDA_BWD_NO_DQ: its kernel has its own shared-memory layout (and
+         * the trace is of the kernels with dQ) */
+        tpath = mods || (a->no_dq && !a->deterministic) ? NULL : cuda_bwd_trace_path();
         if (tpath) {
             kernel = a->deterministic ? attn_bwd_sm90h_kernel<T, D, BM, F | H_DET | H_TRACE>
                                       : attn_bwd_sm90h_kernel<T, D, BM, FF | H_TRACE>;
