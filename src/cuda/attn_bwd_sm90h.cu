@@ -921,9 +921,13 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
     cudaError_t err = attn_bwd_pre_launch<T, D, H_BM, 1>(&pre, stream);
     if (err != cudaSuccess)
         return err;
-    /* the H_NODQ kernels' layout has no dQ staging (and a second stage at d 256) */
-    int smem = SPLIT ? bwd90h_smem<D, BM, true>::LAUNCH : bwd90h_smem<D, BM>::LAUNCH;
     const bool mods = a->softcap > 0.0f || a->alibi;
+    /* the H_NODQ twin runs: sm90hs, or FLASHC_CUDA_BWD_NO_DQ (the exact plain kernels' fast
+     * mode without dQ); its layout has no dQ staging (and a second stage at d 256) */
+    bool nodq = SPLIT;
+    if constexpr (!PAD && !(F & (H_EARLY | H_DQP)) && !SPLIT)
+        nodq = a->no_dq && !mods && !a->deterministic;
+    const int smem = nodq ? bwd90h_smem<D, BM, true>::LAUNCH : bwd90h_smem<D, BM>::LAUNCH;
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                    const attn_bwd_args);
     if constexpr (SPLIT) {
@@ -935,12 +939,9 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
                                           : attn_bwd_sm90h_kernel<T, D, BM, FF | H_MODS>)
                       : (a->deterministic ? attn_bwd_sm90h_kernel<T, D, BM, F | H_DET>
                                           : attn_bwd_sm90h_kernel<T, D, BM, FF>);
-        /* FLASHC_CUDA_BWD_NO_DQ: the exact plain kernels' fast mode without dQ (H_NODQ) */
         if constexpr (!PAD && !(F & (H_EARLY | H_DQP)))
-            if (a->no_dq && !mods && !a->deterministic) {
+            if (nodq)
                 kernel = attn_bwd_sm90h_kernel<T, D, BM, FF | H_NODQ>;
-                smem = bwd90h_smem<D, BM, true>::LAUNCH;
-            }
     }
     const dim3 grid((unsigned)((a->Sk + H_BN - 1) / H_BN), (unsigned)(a->B * a->Hkv), 1);
     /* FLASHC_CUDA_BWD_TRACE: the H_TRACE twin and its record (the comment above) */
@@ -951,7 +952,7 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
     if constexpr (!PAD && !(F & (H_EARLY | H_SPLIT))) {
         /* not under FLASHC_CUDA_BWD_NO_DQ: its kernel has its own shared-memory layout (and
          * the trace is of the kernels with dQ) */
-        tpath = mods || (a->no_dq && !a->deterministic) ? NULL : cuda_bwd_trace_path();
+        tpath = mods || nodq ? NULL : cuda_bwd_trace_path();
         if (tpath) {
             kernel = a->deterministic ? attn_bwd_sm90h_kernel<T, D, BM, F | H_DET | H_TRACE>
                                       : attn_bwd_sm90h_kernel<T, D, BM, FF | H_TRACE>;
