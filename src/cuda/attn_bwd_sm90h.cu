@@ -195,10 +195,14 @@ template <int BM> constexpr int bwd90h_pbufs() { return BM == 64 ? 2 : 1; }
 /* Byte offsets from a 1024-byte aligned base; a tile of R rows x D columns is D / 64 panels of
  * R rows x 128 bytes (ptx_sm90.cuh's swizzle, which TMA writes). */
 template <int D, int BM, bool NODQ = false> struct bwd90h_smem {
-    static constexpr int NS = bwd90h_stages<D, BM, NODQ>();
+    /* RING: sm90h2's NODQ twin, whose Q / dO go through a ring of three 64-row half stages (the
+     * kernel's comment at RING): NS counts the halves, SR is a stage's rows */
+    static constexpr bool RING = NODQ && BM == 128;
+    static constexpr int NS = RING ? 3 : bwd90h_stages<D, BM, NODQ>();
+    static constexpr int SR = RING ? 64 : BM;
     static constexpr int NPB = bwd90h_pbufs<BM>();
     static constexpr int KV_BYTES = H_BN * D * 2;
-    static constexpr int QBUF = BM * D * 2;    /* one stage of Q (or dO) */
+    static constexpr int QBUF = SR * D * 2;    /* one stage of Q (or dO) */
     static constexpr int PBUF = BM * H_BN * 2; /* P or dS of a Q block: [BM q][128 B] */
     static constexpr int K = 0;
     static constexpr int V = K + KV_BYTES;
@@ -207,9 +211,9 @@ template <int D, int BM, bool NODQ = false> struct bwd90h_smem {
     static constexpr int P = DO + NS * QBUF;   /* [NPB][PBUF] */
     static constexpr int DS = P + NPB * PBUF;  /* [NPB][PBUF] */
     static constexpr int DQ = DS + NPB * PBUF; /* float [2 wg][64 rows][272 B] */
-    static constexpr int LSE = DQ + (NODQ ? 0 : 2 * 64 * H_DQ_ROW); /* float [NS][BM] */
-    static constexpr int DSUM = LSE + NS * BM * 4;       /* float [NS][BM] */
-    static constexpr int INFO = DSUM + NS * BM * 4;      /* int [NS][4] */
+    static constexpr int LSE = DQ + (NODQ ? 0 : 2 * 64 * H_DQ_ROW); /* float [NS][SR] */
+    static constexpr int DSUM = LSE + NS * SR * 4;       /* float [NS][SR] */
+    static constexpr int INFO = DSUM + NS * SR * 4;      /* int [NS][4] */
     static constexpr int BARS = INFO + NS * 16;          /* kv_full, full[NS], empty[NS] */
     static constexpr int TOTAL = BARS + (1 + 2 * NS) * 8;
     static constexpr int LAUNCH = TOTAL + 1024;
@@ -329,6 +333,18 @@ __global__ void __launch_bounds__(H_THREADS, 1)
     constexpr bool WIDE = BM == 128;
     constexpr bool EARLY = F & H_EARLY;
     constexpr bool DQP = F & H_DQP, REL = F & H_REL, TRACE = F & H_TRACE, NODQ = F & H_NODQ;
+    /* RING (sm90h2's NODQ twin, sm90hs's d 192 dK / dV): Q, dO through a ring of three 64-row
+     * half stages instead of one 128-row stage (its second does not fit; without the dQ staging
+     * a third half does). Q block it takes halves 2 it (rows [0, 64): warpgroup 0's S^T, dP^T)
+     * and 2 it + 1 (warpgroup 1's); both warpgroups' dV / dK read both, their k-steps over each
+     * half a committed group of its own, so that a half goes back once its group completed.
+     * So Q block it + 1's first half loads under all of Q block it, its second under the second
+     * half of it's dV / dK. The single P / dS buffer is then no longer ordered by the stage (a
+     * warpgroup's full barrier can complete while the other one's dV / dK of the previous Q block
+     * still read its rows): each warpgroup, its dV / dK waited, arrives on named barrier 2 + wg,
+     * and the other syncs on it before storing its next P, dS. */
+    constexpr bool RING = L::RING;
+    static_assert(!RING || (NODQ && WIDE && L::NS == 3), "RING: sm90h2's NODQ twin");
     static_assert(!NODQ || (!DET && !EARLY && !TRACE && !DQP),
                   "H_NODQ: the fast-mode kernels (the diagnostic, and sm90hs's dK / dV)");
     static_assert(!DQP || (DET && !EARLY), "sm90h2l / sm90hl: deterministic mode only");
@@ -336,7 +352,8 @@ __global__ void __launch_bounds__(H_THREADS, 1)
     static_assert(!REL || DQP, "H_REL: H_DQP's single completion, a Q block late");
     static_assert((D == 256 && BM == 64) || (D == 192 && (BM == 64 || BM == 128)),
                   "the three instances");
-    static_assert(L::NPB == 2 || NS == 1, "one P / dS buffer: its reuse ordered by the stage");
+    static_assert(L::NPB == 2 || NS == 1 || RING,
+                  "one P / dS buffer: its reuse ordered by the stage (RING: by named barriers)");
     constexpr int NP = D / 64;            /* feature panels                                  */
     constexpr int QW = BM / 2;            /* queries of S^T, dP^T per consumer warpgroup     */
     constexpr int NT = QW / 8;            /* their 8-query column tiles                      */
@@ -392,9 +409,12 @@ __global__ void __launch_bounds__(H_THREADS, 1)
             }
         }
         int h = hk * a.group, m = m_begin;
-        for (int it = 0; it < total; it++) {
+        /* RING: each Q block in two stages, its rows [0, 64) then [64, 128) (tensor maps of
+         * 64-row boxes); otherwise one stage of BM rows. it: the stage's index in the ring. */
+        constexpr int SR = L::SR, UPS = RING ? 2 : 1;
+        for (int it = 0; it < total * UPS; it++) {
             const int s = it % NS;
-            const int m0 = m * BM;
+            const int m0 = m * BM, r0 = m0 + (RING ? 64 * (it & 1) : 0);
             /* the stage's previous Q block is done (a fresh barrier passes parity 1 at once) */
             ptx_mbarrier_wait(empty(s), (((uint32_t)(it / NS)) & 1u) ^ 1u);
             if (lane == 0) {
@@ -405,28 +425,28 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                 ptx_mbarrier_arrive_expect_tx(full(s), 2 * L::QBUF);
                 const uint32_t sQ = base + L::Q + s * L::QBUF, sdO = base + L::DO + s * L::QBUF;
                 for (int p = 0; p < NP; p++) {
-                    ptx_tma_load_4d(sQ + p * BM * 128, &tm_q, full(s), 64 * p, m0, h, b);
-                    ptx_tma_load_4d(sdO + p * BM * 128, &tm_do, full(s), 64 * p, m0, h, b);
+                    ptx_tma_load_4d(sQ + p * SR * 128, &tm_q, full(s), 64 * p, r0, h, b);
+                    ptx_tma_load_4d(sdO + p * SR * 128, &tm_do, full(s), 64 * p, r0, h, b);
                 }
             }
             /* LSE and D rows (rows past Sq: zeros; with Q, dO zero there they add nothing to
              * dK, dV, and their dQ rows are never added), stored by this lane, whose arrival
              * (release) then publishes them, as sm90v3's */
-            float lse_r[BM / 32], d_r[BM / 32];
+            float lse_r[SR / 32], d_r[SR / 32];
 #pragma unroll
-            for (int i = 0; i < BM / 32; i++) {
-                const int64_t row = m0 + lane + 32 * i;
+            for (int i = 0; i < SR / 32; i++) {
+                const int64_t row = r0 + lane + 32 * i;
                 const bool valid = row < a.Sq;
                 lse_r[i] = valid ? a.lse[b * a.slse[0] + h * a.slse[1] + row * a.slse[2]] : 0.0f;
                 d_r[i] = valid ? a.dsum[((int64_t)b * a.Hq + h) * a.Sq + row] : 0.0f;
             }
-            float *sl = (float *)(sbase + L::LSE) + s * BM;
-            float *sd = (float *)(sbase + L::DSUM) + s * BM;
+            float *sl = (float *)(sbase + L::LSE) + s * SR;
+            float *sd = (float *)(sbase + L::DSUM) + s * SR;
 #pragma unroll
-            for (int i = 0; i < BM / 32; i++)
+            for (int i = 0; i < SR / 32; i++)
                 sl[lane + 32 * i] = lse_r[i], sd[lane + 32 * i] = d_r[i];
             ptx_mbarrier_arrive(full(s));
-            if (++m == m_end)
+            if ((!RING || (it & 1)) && ++m == m_end)
                 h++, m = m_begin;
         }
         return;
@@ -477,8 +497,9 @@ __global__ void __launch_bounds__(H_THREADS, 1)
     if (total > 0)
         ptx_mbarrier_wait(kv_full, 0);
     for (int it = 0; it < total; it++) {
-        const int st = it % NS;
-        ptx_mbarrier_wait(full(st), ((uint32_t)(it / NS)) & 1u);
+        /* the stage of this warpgroup's S^T, dP^T (RING: its own half, 2 it + wg) */
+        const int uo = RING ? 2 * it + wg : it, st = uo % NS;
+        ptx_mbarrier_wait(full(st), ((uint32_t)(uo / NS)) & 1u);
         trace(it, 0);
         const int *info = (const int *)(sbase + L::INFO) + 4 * st;
         const int m0 = info[0], h = info[1];
@@ -497,8 +518,10 @@ __global__ void __launch_bounds__(H_THREADS, 1)
         const int cnt = DET ? (int)(info[3] % a.planes * a.sem_plane) + info[2] + (WIDE ? wg : 0)
                             : 0;
         const uint32_t sQ = base + L::Q + st * L::QBUF, sdO = base + L::DO + st * L::QBUF;
-        const float *lrow = (const float *)(sbase + L::LSE) + st * BM;
-        const float *drow = (const float *)(sbase + L::DSUM) + st * BM;
+        const float *lrow = (const float *)(sbase + L::LSE) + st * L::SR;
+        const float *drow = (const float *)(sbase + L::DSUM) + st * L::SR;
+        /* lrow, drow index: query qi of the block at qi - q_at (RING: a half's own 64 rows) */
+        const int q_at = RING ? QW * wg : 0;
         /* P, dS of this Q block. Two buffers (64-row kernels): see the header. One (sm90h2,
          * NS == 1): the full barrier passed above completed after the producer's wait on the
          * stage's empty barrier, which every consumer thread arrived on only after its dV / dK
@@ -517,7 +540,8 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                 const uint64_t da =
                     ptx_wgmma_desc(sa + (ks / 4) * BN * 128 + (ks % 4) * 32, 16, 1024);
                 const uint64_t db = ptx_wgmma_desc(
-                    sb + (ks / 4) * BM * 128 + wg * QW * 128 + (ks % 4) * 32, 16, 1024);
+                    sb + (ks / 4) * L::SR * 128 + (RING ? 0 : wg * QW * 128) + (ks % 4) * 32,
+                    16, 1024);
                 if constexpr (NT == 4)
                     bwd90h_ss_m64n32<0, 0>(T(), acc, da, db, ks > 0);
                 else
@@ -551,7 +575,8 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                 for (int e = 0; e < 4; e++) {
                     const int qi = QW * wg + nt * 8 + 2 * t + (e & 1);
                     const int key = key0 + (e >= 2 ? 8 : 0);
-                    float p = ptx_exp2(fmaf(s[nt][e], a.scale_log2, -bwd_lse_log2(lrow[qi])));
+                    float p =
+                        ptx_exp2(fmaf(s[nt][e], a.scale_log2, -bwd_lse_log2(lrow[qi - q_at])));
                     if (need_mask && (key >= a.Sk || bwd_outside(rg, key - (m0 + qi))))
                         p = 0.0f;
                     s[nt][e] = p;
@@ -562,7 +587,8 @@ __global__ void __launch_bounds__(H_THREADS, 1)
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                 for (int e = 0; e < 4; e++)
-                    dp[nt][e] = s[nt][e] * (dp[nt][e] - drow[QW * wg + nt * 8 + 2 * t + (e & 1)]);
+                    dp[nt][e] = s[nt][e] *
+                                (dp[nt][e] - drow[QW * wg - q_at + nt * 8 + 2 * t + (e & 1)]);
         } else {
             /* softcap's derivative needs the raw score beside dP: both first */
             ptx_wgmma_wait<0>();
@@ -576,8 +602,8 @@ __global__ void __launch_bounds__(H_THREADS, 1)
                     const int qi = QW * wg + nt * 8 + 2 * t + (e & 1);
                     const int key = key0 + (e >= 2 ? 8 : 0);
                     float p, ds;
-                    bwd_mod_elem(a, slope, s[nt][e], dp[nt][e], bwd_lse_log2(lrow[qi]), drow[qi],
-                                 key - (m0 + qi) - rg.diag, &p, &ds);
+                    bwd_mod_elem(a, slope, s[nt][e], dp[nt][e], bwd_lse_log2(lrow[qi - q_at]),
+                                 drow[qi - q_at], key - (m0 + qi) - rg.diag, &p, &ds);
                     if (need_mask && (key >= a.Sk || bwd_outside(rg, key - (m0 + qi))))
                         p = ds = 0.0f;
                     s[nt][e] = p;
@@ -589,6 +615,11 @@ __global__ void __launch_bounds__(H_THREADS, 1)
          * sm90v3 stores dS: fragment i of the A-layout pack of tiles 2 kk, 2 kk + 1 is keys
          * 16 wq + 8 (i & 1) + g, queries 8 (2 kk + (i >> 1)) + 2t; stored row j of matrix i is
          * query QW wg + 8 (2 kk + (i >> 1)) + j, key chunk 2 wq + (i & 1) */
+        if constexpr (RING) {
+            /* the other warpgroup's dV / dK of Q block it - 1 have read these rows (RING) */
+            if (it > 0)
+                ptx_named_bar_sync(2 + (1 - wg), 256);
+        }
         {
             const int i = lane / 8, j = lane % 8;
             const int c = 2 * wq + (i & 1);
@@ -642,6 +673,35 @@ __global__ void __launch_bounds__(H_THREADS, 1)
         else
             ptx_wgmma_fence(); /* dV / dK first: no dQ issue (bwd_dq_mma's fence) before them */
         ptx_fence_operands(kv0);
+        if constexpr (RING) {
+            /* dV (wg 0) or dK (wg 1) over the block's 128 queries: the k-steps of each 64-row
+             * half (stage 2 it + h) a group of their own, each stage handed back once its group
+             * completed; the other warpgroup's half waited first (its data, this thread's view) */
+            const int uh = 2 * it + 1 - wg;
+            ptx_mbarrier_wait(full(uh % NS), ((uint32_t)(uh / NS)) & 1u);
+            const uint32_t a_s = wg ? sdS : sP, b_t = base + (wg ? L::Q : L::DO);
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                const uint32_t b_s = b_t + ((2 * it + hh) % NS) * L::QBUF;
+#pragma unroll
+                for (int kk = 0; kk < 4; kk++) {
+                    const uint64_t da =
+                        ptx_wgmma_desc(a_s + (64 * hh + 16 * kk) * 128, BM * 128, 1024);
+                    const uint64_t db = ptx_wgmma_desc(b_s + kk * 16 * 128, 64 * 128, 1024);
+                    bwd90h_ss_m64n192<1, 1>(T(), kv0, da, db, 1);
+                }
+                ptx_wgmma_commit();
+            }
+            ptx_wgmma_wait<1>();
+            ptx_mbarrier_arrive(empty((2 * it) % NS));
+            ptx_wgmma_wait<0>();
+            ptx_fence_operands(kv0);
+            ptx_mbarrier_arrive(empty((2 * it + 1) % NS));
+            /* P, dS free for the other warpgroup's next store (its sync above) */
+            if (it + 1 < total)
+                ptx_named_bar_arrive(2 + wg, 256);
+            continue;
+        }
         if constexpr (!D192) {
             ptx_fence_operands(kv1);
             bwd90h_kv_mma<T, BM>(kv0, sP, sdO + NQP * wg * BM * 128);
@@ -903,9 +963,17 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
     const flashc_dtype dt = std::is_same<T, __nv_bfloat16>::value ? FLASHC_BF16 : FLASHC_F16;
     if (a->D != a->Dv || a->D > D || a->D % 8 != 0 || (!PAD && a->D != D))
         return cudaErrorInvalidValue; /* not dispatched so (serves_dims) */
+    const bool mods = a->softcap > 0.0f || a->alibi;
+    /* the H_NODQ twin runs (sm90hs, or the FLASHC_CUDA_BWD_NO_DQ diagnostic below), with its own
+     * layout (no dQ staging; a second stage at d 256); at BM 128
+     * its Q, dO come in 64-row halves (the kernel's RING), so their maps have 64-row boxes */
+    bool nodq = SPLIT;
+    if constexpr (!PAD && !(F & (H_EARLY | H_DQP)) && !SPLIT)
+        nodq = a->no_dq && !mods && !a->deterministic;
+    const int qbox = nodq && bwd90h_smem<D, BM, true>::RING ? 64 : BM;
     CUtensorMap mq, mdo, mk, mv;
-    if (!cuda_tma_map_bshd(&mq, dt, a->q, a->B, a->Sq, a->Hq, a->D, a->sq, BM) ||
-        !cuda_tma_map_bshd(&mdo, dt, a->dout, a->B, a->Sq, a->Hq, a->Dv, a->sdo, BM) ||
+    if (!cuda_tma_map_bshd(&mq, dt, a->q, a->B, a->Sq, a->Hq, a->D, a->sq, qbox) ||
+        !cuda_tma_map_bshd(&mdo, dt, a->dout, a->B, a->Sq, a->Hq, a->Dv, a->sdo, qbox) ||
         !cuda_tma_map_bshd(&mk, dt, a->k, a->B, a->Sk, a->Hkv, a->D, a->sk, H_BN) ||
         !cuda_tma_map_bshd(&mv, dt, a->v, a->B, a->Sk, a->Hkv, a->Dv, a->sv, H_BN))
         return bwd90h_fallback<T, D>(a, stream);
@@ -921,12 +989,6 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
     cudaError_t err = attn_bwd_pre_launch<T, D, H_BM, 1>(&pre, stream);
     if (err != cudaSuccess)
         return err;
-    const bool mods = a->softcap > 0.0f || a->alibi;
-    /* the H_NODQ twin runs: sm90hs, or FLASHC_CUDA_BWD_NO_DQ (the exact plain kernels' fast
-     * mode without dQ); its layout has no dQ staging (and a second stage at d 256) */
-    bool nodq = SPLIT;
-    if constexpr (!PAD && !(F & (H_EARLY | H_DQP)) && !SPLIT)
-        nodq = a->no_dq && !mods && !a->deterministic;
     const int smem = nodq ? bwd90h_smem<D, BM, true>::LAUNCH : bwd90h_smem<D, BM>::LAUNCH;
     void (*kernel)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
                    const attn_bwd_args);
