@@ -617,8 +617,12 @@ __global__ void __launch_bounds__(H_THREADS, 1)
          * query QW wg + 8 (2 kk + (i >> 1)) + j, key chunk 2 wq + (i & 1) */
         if constexpr (RING) {
             /* the other warpgroup's dV / dK of Q block it - 1 have read these rows (RING) */
-            if (it > 0)
-                ptx_named_bar_sync(2 + (1 - wg), 256);
+            if (it > 0) { /* barrier 2 + (1 - wg), its id a constant in each branch */
+                if (wg)
+                    ptx_named_bar_sync(2, 256);
+                else
+                    ptx_named_bar_sync(3, 256);
+            }
         }
         {
             const int i = lane / 8, j = lane % 8;
@@ -643,6 +647,12 @@ __global__ void __launch_bounds__(H_THREADS, 1)
         ptx_fence_proxy_async_shared(); /* P, dS, for the wgmmas after the meeting */
         /* the consumers' one meeting per Q block: both warpgroups' query halves of P, dS */
         ptx_named_bar_sync(1, 256);
+        if constexpr (RING) {
+            /* the other warpgroup's half of Q, dO, for dV / dK (its data in this thread's view;
+             * waited before the wgmma fence, so that no wait loop sits between it and them) */
+            const int uh = 2 * it + 1 - wg;
+            ptx_mbarrier_wait(full(uh % NS), ((uint32_t)(uh / NS)) & 1u);
+        }
 
         /* dQ panel pi of this warpgroup (one committed group): d 256 panel 2 wg + pi over the
          * 64 keys (bwd_dq_mma); sm90h2 panel pi of its rows [64 wg, +64) over the 64 keys; d 192
@@ -676,9 +686,7 @@ __global__ void __launch_bounds__(H_THREADS, 1)
         if constexpr (RING) {
             /* dV (wg 0) or dK (wg 1) over the block's 128 queries: the k-steps of each 64-row
              * half (stage 2 it + h) a group of their own, each stage handed back once its group
-             * completed; the other warpgroup's half waited first (its data, this thread's view) */
-            const int uh = 2 * it + 1 - wg;
-            ptx_mbarrier_wait(full(uh % NS), ((uint32_t)(uh / NS)) & 1u);
+             * completed (the other warpgroup's half waited for at the meeting) */
             const uint32_t a_s = wg ? sdS : sP, b_t = base + (wg ? L::Q : L::DO);
 #pragma unroll
             for (int hh = 0; hh < 2; hh++) {
@@ -698,8 +706,12 @@ __global__ void __launch_bounds__(H_THREADS, 1)
             ptx_fence_operands(kv0);
             ptx_mbarrier_arrive(empty((2 * it + 1) % NS));
             /* P, dS free for the other warpgroup's next store (its sync above) */
-            if (it + 1 < total)
-                ptx_named_bar_arrive(2 + wg, 256);
+            if (it + 1 < total) { /* barrier 2 + wg */
+                if (wg)
+                    ptx_named_bar_arrive(3, 256);
+                else
+                    ptx_named_bar_arrive(2, 256);
+            }
             continue;
         }
         if constexpr (!D192) {
