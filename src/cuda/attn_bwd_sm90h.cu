@@ -977,8 +977,8 @@ static cudaError_t attn_bwd_sm90h_launch(const attn_bwd_args *a, cudaStream_t st
         return cudaErrorInvalidValue; /* not dispatched so (serves_dims) */
     const bool mods = a->softcap > 0.0f || a->alibi;
     /* the H_NODQ twin runs (sm90hs, or the FLASHC_CUDA_BWD_NO_DQ diagnostic below), with its own
-     * layout (no dQ staging; a second stage at d 256); at BM 128
-     * its Q, dO come in 64-row halves (the kernel's RING), so their maps have 64-row boxes */
+     * layout (no dQ staging; a second stage at d 256); at BM 128 its Q, dO come in 64-row
+     * halves (the kernel's RING), so their maps have 64-row boxes */
     bool nodq = SPLIT;
     if constexpr (!PAD && !(F & (H_EARLY | H_DQP)) && !SPLIT)
         nodq = a->no_dq && !mods && !a->deterministic;
