@@ -2,8 +2,9 @@
 # bench/gpu/s36_ring.sh NEW_BUILD OLD_BUILD — the check that branch hs-ring waits for: sm90hs's d 192
 # dK / dV kernel (sm90h2's NODQ twin, 128 query rows a step) with Q, dO through a ring of three
 # 64-row half stages instead of one 128-row stage (attn_bwd_sm90h.cu, RING; named barriers 2 / 3
-# order its single P / dS buffer). Never run on a GPU when written (2026-12-07 afternoon: no
-# device time left). Tests on NEW_BUILD: the d 192 default suites (test_bf16_d192 / f16_d192:
+# order its single P / dS buffer). Written before the kernel had run on a GPU; on 2026-12-07
+# evening its parts ran in separate warm calls instead (bench/RESULTS.md, "Session of 2026-12-07,
+# evening", calls 4-6) and the ring became the default. Tests on NEW_BUILD: the d 192 default suites (test_bf16_d192 / f16_d192:
 # the 128-row kernel is the default there), test_sm90hs_d192_d256 (wide_q_d192's cases, 128 x 64
 # tiles: RING with windows, softcap, ALiBi, GQA, padded 136 / 160 / 176, Sq 1 / 64 / 300: the
 # second half empty or partial), test_padded_dims_bf16 / f16, test_deterministic_bitwise,
