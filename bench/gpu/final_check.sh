@@ -37,8 +37,8 @@ if [ -n "${FLASHC_FINAL_PREBUILT:-}" ]; then
   # left four jobs cut short); the CPU suite builds its own CUDA-off tree in its lane.
   B=$FLASHC_FINAL_PREBUILT
   CB=build-final-cpu
-  [ -f "$B/pk.tar.xz" ] && [ ! -e "$B/libflashc.so" ] &&
-    python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" "$B/pk.tar.xz" "$B"
+  . bench/gpu/prebuilt.sh
+  prebuilt_unpack "$B" || exit 2
   [ -e "$B/libflashc.so" ] || { echo "final_check: no $B/libflashc.so"; exit 2; }
   L=$PWD/$B/logs
   mkdir -p "$L"

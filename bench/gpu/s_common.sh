@@ -5,6 +5,7 @@
 #   wait_jobs; jobs_summary               # prints "NAME: rc R; N cases; passed: ..." lines
 #   jobs_failed                           # exit status 0 iff some job's rc was not 0
 #   tests_done NAME                       # wait_jobs, rc_all=1 on a failure, the time, the summary
+. "$(dirname "${BASH_SOURCE[0]}")/prebuilt.sh"
 s_pids=() s_names=()
 
 job() { # name, timeout (s), command... ; FAM (optional): FLASHC_CUDA_BWD_KERNEL
@@ -132,11 +133,7 @@ s_begin() {
   B=$(realpath "${2:?usage: $name BUILD_DIR}") || exit 2
   shift 2
   LIB=$B/libflashc.so
-  # a packed prebuild (bench/gpu/prebuild.sh with FLASHC_PREBUILD_TESTS): unpacked once
-  if [ -f "$B/pk.tar.xz" ] && [ ! -e "$B/libflashc.so" ]; then
-    python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
-      "$B/pk.tar.xz" "$B" || { echo "$name: cannot unpack $B/pk.tar.xz"; exit 2; }
-  fi
+  prebuilt_unpack "$B" || exit 2 # a packed prebuild: unpacked once
   for f in libflashc.so "$@"; do [ -e "$B/$f" ] || { echo "$name: no $B/$f"; exit 2; }; done
   OUT=${OUT:-$B/out-$name}
   mkdir -p "$OUT"
