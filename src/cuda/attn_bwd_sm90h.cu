@@ -53,7 +53,9 @@
  * barriers: 195.5 KB with the alignment slack; d 192: K, V 24 KB each, Q, dO 2 x 24 KB each,
  * the rest as d 256: 212.1 KB. One block per SM. The H_NODQ twins (sm90hs's dK / dV) have no
  * dQ staging and at d 256 two Q / dO stages: 225.1 KB (2026-12-07 afternoon, an H100: the split
- * backward 1.10-1.21x faster than with one stage; bench/RESULTS.md).
+ * backward 1.10-1.21x faster than with one stage; bench/RESULTS.md); at d 192 with 128-row steps
+ * (sm90h2's twin) a ring of three 64-row Q / dO half stages (RING, below): 225.6 KB (2026-12-07
+ * evening: 1.00-1.15x the one 128-row stage).
  *
  * sm90h2 (helper bwd22, 2026-12-05; FLASHC_CUDA_BWD_KERNEL=sm90h2, opt-in): the d 192 kernel
  * with 128 queries x 64 keys a step (BM = 128, a template parameter of the same kernel). Why:
