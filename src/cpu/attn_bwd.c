@@ -134,6 +134,8 @@ typedef struct bwd_plan {
                   int64_t);       /* mm: the unit's split, or its split_cvt (same bits)            */
     int fuse;                 /* mm: P, dS and their split halves in one pass where the unit
                                * has it (kernels.h p_ds_split; mm_pair)                         */
+    int batch;                /* mm fused: up to this many consecutive tile pairs' dV^T, dK^T
+                               * products in one pass over their C tiles (mm_flush); 1: none    */
     size_t di_floats;         /* D_i entries                                                   */
     size_t sizes[3];          /* scratch pieces: D, block offsets, tile sets                   */
     const attn_problem *p;
@@ -168,6 +170,9 @@ static int64_t mm_qblock_floats(const attn_problem *p, int64_t br)
 /* The fused item's cache of every Q block's operands (qc in bwd_ws): packed once per item
  * instead of once per tile pair, where it takes at most this many bytes a thread; else none. */
 enum { MM_QCACHE_MAX = 64 << 20 };
+/* mm fused: at most MM_BATCH_MAX pairs' dV^T, dK^T products a pass (plan batch), MM_BATCH by
+ * default. */
+enum { MM_BATCH = 4, MM_BATCH_MAX = 8 };
 static int64_t mm_qcache_floats(const attn_problem *p, int64_t br, int64_t sq)
 {
     const int64_t f = p->Hq / p->Hkv * cdiv(sq, br) * mm_qblock_floats(p, br);
@@ -176,7 +181,7 @@ static int64_t mm_qcache_floats(const attn_problem *p, int64_t br, int64_t sq)
 
 /* The matrix-unit regions of a tile set, in floats (bwd_ws, the mm part; layouts there). */
 enum { MM_NREG = 18 };
-static void mm_regions(const attn_problem *p, int64_t br, int64_t bc, int64_t sq,
+static void mm_regions(const attn_problem *p, int64_t br, int64_t bc, int64_t sq, int batch,
                        int64_t sz[MM_NREG])
 {
     const int64_t dp = rup(p->D, CPU_MM_KP), dvp = rup(p->Dv, CPU_MM_KP);
@@ -189,7 +194,7 @@ static void mm_regions(const attn_problem *p, int64_t br, int64_t bc, int64_t sq
         d16 * br32, dv16 * br32,                /* qt, dot: 2 R32(br) bf16 a row            */
         dp / 2 * (bc16 + 16), dvp / 2 * (bc16 + 16), /* kp, vp                              */
         bc32 * d16,                             /* kb: 2 R32(bc) / 2 pair-rows              */
-        br32 * bc16, br32 * bc16,               /* pb, dsp: 2 R32(br) / 2 pair-rows         */
+        batch * br32 * bc16, batch * br32 * bc16, /* pb, dsp: 2 R32(br) / 2 pair-rows a pair */
         br16 * bc32,                            /* dsa: 2 R32(bc) bf16 a row                */
         bc * wide / 2, bc * wide / 2,           /* kh, vh                                   */
         p->D * tile_ld(bc), p->Dv * tile_ld(bc), /* dkt, dvt                                */
@@ -292,6 +297,18 @@ static void make_plan(const attn_problem *p, bwd_plan *pl)
             pl->mm_sq = sq > pl->mm_sq ? sq : pl->mm_sq;
         }
     }
+    /* mm fused, where the unit adds into C in place (kernels.h gemm_acc_segs: AMX): the dV^T,
+     * dK^T products of up to MM_BATCH consecutive pairs with the same keys in one pass over
+     * their C tiles, the bits of one gemm a pair (so the split schedule's stay the same). At d
+     * 64 each of those products is 4 k-steps a C block, and the C tiles' load, drain and store
+     * cost about as much (bench/RESULTS.md, amx12's profile). FLASHC_CPU_BWD_BATCH=N (read at
+     * every call, 1 .. MM_BATCH_MAX; 1 = none) for measurements. */
+    pl->batch = 1;
+    if (pl->mm && pl->fused && !pl->mm_single && unit->gemm_acc_segs) {
+        const char *bt = getenv("FLASHC_CPU_BWD_BATCH");
+        const int v = bt && bt[0] ? atoi(bt) : MM_BATCH;
+        pl->batch = v < 1 ? 1 : v > MM_BATCH_MAX ? MM_BATCH_MAX : v;
+    }
     pl->items1 = pl->fused ? kv_heads : pl->nkb * p->Hkv;
     pl->items2 = pl->fused ? 0 : pl->nqb * p->Hq;
     const int64_t most = pl->items1 > pl->items2 ? pl->items1 : pl->items2;
@@ -300,7 +317,7 @@ static void make_plan(const attn_problem *p, bwd_plan *pl)
     pl->per_thread = tile_floats(br, bc, pl->ldd, pl->lddv, pl->lds);
     if (pl->mm) {
         int64_t sz[MM_NREG];
-        mm_regions(p, br, bc, pl->mm_sq, sz);
+        mm_regions(p, br, bc, pl->mm_sq, pl->batch, sz);
         for (int i = 0; i < MM_NREG; i++)
             pl->per_thread += (size_t)sz[i];
     }
@@ -350,6 +367,11 @@ typedef struct bwd_ws {
     int64_t qoff[3];        /* dob, qt, dot in a slot (floats; qb at 0: mm_qblock_floats)      */
     uint16_t *qb0, *dob0, *qt0, *dot0; /* the tile set's own qb, dob, qt, dot                 */
     int64_t kb_kc, kb_n;    /* the keys kb holds (first, count); kb_n 0: none                  */
+    int nb;                 /* pairs waiting for their dV^T, dK^T products (mm_flush): their P,
+                             * dS split at pb, dsp + s R32(br) ldpb, their A operands bqt[s],
+                             * bdot[s] (cache slots), keys [b_kc, b_kc + b_n) of the K block  */
+    int64_t b_kc, b_n;
+    const uint16_t *bqt[MM_BATCH_MAX], *bdot[MM_BATCH_MAX];
 } bwd_ws;
 
 /* The next piece of n floats of a tile set (whole cache lines, so pieces never share one). */
@@ -384,7 +406,7 @@ static bwd_ws ws_at(float *base, const bwd_plan *pl)
         w.ones[r] = 1.0f;
     if (pl->mm) {
         int64_t sz[MM_NREG];
-        mm_regions(pl->p, br, bc, pl->mm_sq, sz);
+        mm_regions(pl->p, br, bc, pl->mm_sq, pl->batch, sz);
         void *r[MM_NREG];
         for (int i = 0; i < MM_NREG; i++)
             r[i] = take(&x, sz[i]);
@@ -406,6 +428,7 @@ static bwd_ws ws_at(float *base, const bwd_plan *pl)
         for (int64_t i = 0; i < sz[14]; i++)
             w.mones[i] = 1.0f;
         w.kb_kc = w.kb_n = 0;
+        w.nb = 0;
     }
     return w;
 }
@@ -840,25 +863,24 @@ static int64_t mm_seg_len(const bwd_plan *pl, int64_t kc, int64_t n, int64_t o)
 }
 
 /* dS (w->dp) split: as the A of dQ (a: into w->dsa, by segments) and / or the B of dK^T (bp:
- * w->dsp), in one pass where the segments allow (every one but the last a multiple of 16 keys,
- * so that their B columns do not overlap). */
+ * at bp, NULL: none), in one pass where the segments allow (every one but the last a multiple
+ * of 16 keys, so that their B columns do not overlap). */
 static void mm_split_ds(const bwd_plan *pl, bwd_ws *w, int64_t rows, int64_t kc, int64_t n,
-                        int a, int bp)
+                        int a, uint32_t *bp)
 {
     const int64_t first = mm_seg_len(pl, kc, n, 0);
     if (!a || first == n) {
-        pl->split(w->dp, pl->lds, rows, n, a ? w->dsa : NULL, w->ldds, bp ? w->dsp : NULL,
-                  w->ldpb);
+        pl->split(w->dp, pl->lds, rows, n, a ? w->dsa : NULL, w->ldds, bp, w->ldpb);
         return;
     }
     if (bp && first % 16) {
-        pl->split(w->dp, pl->lds, rows, n, NULL, 0, w->dsp, w->ldpb);
-        bp = 0;
+        pl->split(w->dp, pl->lds, rows, n, NULL, 0, bp, w->ldpb);
+        bp = NULL;
     }
     int64_t ka = 0;
     for (int64_t o = 0, len; o < n; o += len) {
         len = mm_seg_len(pl, kc, n, o);
-        pl->split(w->dp + o, pl->lds, rows, len, w->dsa + ka, w->ldds, bp ? w->dsp + o : NULL,
+        pl->split(w->dp + o, pl->lds, rows, len, w->dsa + ka, w->ldds, bp ? bp + o : NULL,
                   w->ldpb);
         ka += 2 * rup(len, CPU_MM_KP);
     }
@@ -903,6 +925,23 @@ static void mm_acc_dq(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0,
              w->mones, dq, pl->ldd);
 }
 
+/* dV^T, dK^T += the products of the w->nb waiting pairs (mm_pair), in their order, in one pass
+ * over the C tiles each (kernels.h gemm_acc_segs: the bits of one gemm per pair, as mm_pair's
+ * unbatched path and the split schedule give them). */
+static void mm_flush(const bwd_ctx *c, bwd_ws *w)
+{
+    if (!w->nb)
+        return;
+    const attn_problem *p = c->p;
+    const cpu_mm_bf16 *mm = c->kr->bf16;
+    const int64_t k2 = 2 * rup(c->pl->br, CPU_MM_KP);
+    mm->gemm_acc_segs(p->Dv, w->b_n, w->nb, w->bdot, w->ldt2, k2, w->pb, w->ldpb, w->mones,
+                      w->dvt + w->b_kc, w->ldt);
+    mm->gemm_acc_segs(p->D, w->b_n, w->nb, w->bqt, w->ldt2, k2, w->dsp, w->ldpb, w->mones,
+                      w->dkt + w->b_kc, w->ldt);
+    w->nb = 0;
+}
+
 /* One tile pair: P, dS of the Q block against keys [jlo, jlo + n) of the loaded K block
  * (which starts at key j0); dkdv: dV^T, dK^T += their products; dq (rows ldd apart, or NULL):
  * += dS K. P and dS reach their split operands in one pass (p_ds_split: the float32 tiles are
@@ -919,6 +958,14 @@ static void mm_pair(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0, i
     const int64_t kc = jlo - j0, lds = pl->lds;
     const int64_t kr = rup(qb->rows, CPU_MM_KP);
     const int64_t seg0 = mm_seg_len(pl, kc, n, 0);
+    /* dV^T, dK^T of this pair with the waiting ones' (mm_flush) where the plan batches, the Q
+     * block's A operands stay put (a cache slot) and it has R32(br) rows: the P, dS split go
+     * to the next free place of pb, dsp; a pair with other keys sends the waiting ones first */
+    const int bat = dkdv && pl->batch > 1 && w->qt != w->qt0 && kr == rup(pl->br, CPU_MM_KP);
+    if (w->nb && (!bat || kc != w->b_kc || n != w->b_n))
+        mm_flush(c, w);
+    uint32_t *pb = w->pb + (bat ? w->nb * kr * w->ldpb : 0);
+    uint32_t *dsp = w->dsp + (bat ? w->nb * kr * w->ldpb : 0);
     /* a NaN or Inf key in the pair's range (mm_load_kblock's kbad): dQ += dS K then goes row by
      * row over each row's own keys, from float32 dS (mm_acc_dq) */
     int bad = 0, fused = 0;
@@ -928,7 +975,7 @@ static void mm_pair(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0, i
         const cpu_mm_p_ds_split fz = {
             .S = w->s, .dP = w->dp, .lds = lds, .rows = qb->rows, .n = n, .scale = p->scale,
             .L = w->lse, .Di = w->di, .lo = w->lo, .hi = w->hi, .jlo = jlo,
-            .pb = dkdv ? w->pb : NULL, .dsp = dkdv ? w->dsp : NULL, .ldpb = w->ldpb,
+            .pb = dkdv ? pb : NULL, .dsp = dkdv ? dsp : NULL, .ldpb = w->ldpb,
             .dsa = dq ? w->dsa : NULL, .ldds = w->ldds, .seg0 = seg0, .seg = MM_SEG,
             .keep_ds = bad};
         fused = tile_p_ds(c, w, qb, j0, jlo, n, &fz);
@@ -938,13 +985,19 @@ static void mm_pair(const bwd_ctx *c, bwd_ws *w, const qblock *qb, int64_t j0, i
     if (dkdv) { /* (mm_single: the hi halves alone, K = R32(rows)) */
         const int64_t kp = pl->mm_single & 1 ? kr : 2 * kr, ks = pl->mm_single & 2 ? kr : 2 * kr;
         if (!fused) {
-            pl->split(w->s, lds, qb->rows, n, NULL, 0, w->pb, w->ldpb);
-            mm_split_ds(pl, w, qb->rows, kc, n, dq != NULL, 1);
+            pl->split(w->s, lds, qb->rows, n, NULL, 0, pb, w->ldpb);
+            mm_split_ds(pl, w, qb->rows, kc, n, dq != NULL, dsp);
         }
-        mm->gemm(p->Dv, n, kp, w->dot, w->ldt2, w->pb, w->ldpb, w->mones, w->dvt + kc, w->ldt);
-        mm->gemm(p->D, n, ks, w->qt, w->ldt2, w->dsp, w->ldpb, w->mones, w->dkt + kc, w->ldt);
+        if (bat) {
+            w->bqt[w->nb] = w->qt, w->bdot[w->nb] = w->dot, w->b_kc = kc, w->b_n = n;
+            if (++w->nb == pl->batch)
+                mm_flush(c, w);
+        } else {
+            mm->gemm(p->Dv, n, kp, w->dot, w->ldt2, pb, w->ldpb, w->mones, w->dvt + kc, w->ldt);
+            mm->gemm(p->D, n, ks, w->qt, w->ldt2, dsp, w->ldpb, w->mones, w->dkt + kc, w->ldt);
+        }
     } else if (!fused) {
-        mm_split_ds(pl, w, qb->rows, kc, n, 1, 0);
+        mm_split_ds(pl, w, qb->rows, kc, n, 1, NULL);
     }
     if (dq)
         mm_acc_dq(c, w, qb, j0, kc, n, bad, dq);
@@ -977,6 +1030,7 @@ static int64_t mm_dkdv_block(const bwd_ctx *c, bwd_ws *w, int64_t b, int64_t hk,
                     dqa ? dqa + ((h - hk * group) * sq + i0) * ldd : NULL);
             pairs++;
         }
+    mm_flush(c, w);
     /* dK, dV rows of the block from their transposes, 16 keys at a time into the first rows of
      * w->dk, w->dv (row-major, so they stay in L1 between the transpose and the store). The
      * unit's transpose: the scalar loop's strided reads were 8-11% of the bf16 backward at d 128

@@ -101,9 +101,15 @@ static inline void ctile_finish(const ctile *t, int64_t ldc)
         _mm512_mask_storeu_ps(t->c + r * ldc, mk, _mm512_loadu_ps(t->tile + r * 16));
 }
 
-static void amx_gemm(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
-                     const uint32_t *Bp, int64_t ldbp, const float *rowscale, float *C,
-                     int64_t ldc)
+/* C = diag(rowscale) C + sum over the nseg segments of A[s] B_s (kernels.h gemm for nseg = 1,
+ * K = kseg): segment s multiplies A[s] (M x kseg, lda) by the kseg / 2 pair-rows of Bp from
+ * s kseg / 2 on, its k-steps after the previous segment's on the same C tiles, which stay in
+ * the tile registers from the first segment to the last. tdpbf16ps adds into C in place, and a
+ * C tile's trip through memory is exact, so nseg segments give the bits of nseg calls in a row
+ * (rowscale all 1): gemm_acc_segs (kernels.h). */
+static inline __attribute__((always_inline)) void
+amx_gemm_core(int64_t M, int64_t N, int nseg, const uint16_t *const *A, int64_t lda, int64_t kseg,
+              const uint32_t *Bp, int64_t ldbp, const float *rowscale, float *C, int64_t ldc)
 {
     float scratch[4][256] __attribute__((aligned(64)));
     const int64_t sa = lda * 2, sb = ldbp * 4; /* tile strides in bytes */
@@ -147,21 +153,24 @@ static void amx_gemm(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t
                 _tile_zero(2);
                 _tile_zero(3);
             }
-            const uint16_t *a = A + m0 * lda;
-            for (int64_t k0 = 0; k0 < K; k0 += 32) {
-                const uint32_t *b = Bp + (k0 / 2) * ldbp + n0;
-                _tile_loadd(4, a + k0, sa);
-                _tile_loadd(6, b, sb);
-                if (two_n)
-                    _tile_loadd(7, b + 16, sb);
-                _tile_dpbf16ps(0, 4, 6);
-                if (two_n)
-                    _tile_dpbf16ps(1, 4, 7);
-                if (two_m) {
-                    _tile_loadd(5, a + 16 * lda + k0, sa);
-                    _tile_dpbf16ps(2, 5, 6);
+            for (int sg = 0; sg < nseg; sg++) {
+                const uint16_t *a = A[sg] + m0 * lda;
+                const uint32_t *bs = Bp + sg * (kseg / 2) * ldbp + n0;
+                for (int64_t k0 = 0; k0 < kseg; k0 += 32) {
+                    const uint32_t *b = bs + (k0 / 2) * ldbp;
+                    _tile_loadd(4, a + k0, sa);
+                    _tile_loadd(6, b, sb);
                     if (two_n)
-                        _tile_dpbf16ps(3, 5, 7);
+                        _tile_loadd(7, b + 16, sb);
+                    _tile_dpbf16ps(0, 4, 6);
+                    if (two_n)
+                        _tile_dpbf16ps(1, 4, 7);
+                    if (two_m) {
+                        _tile_loadd(5, a + 16 * lda + k0, sa);
+                        _tile_dpbf16ps(2, 5, 6);
+                        if (two_n)
+                            _tile_dpbf16ps(3, 5, 7);
+                    }
                 }
             }
             _tile_stored(0, t[0].tile, t[0].stride);
@@ -176,6 +185,20 @@ static void amx_gemm(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t
                 if (t[i].vr)
                     ctile_finish(&t[i], ldc);
         }
+}
+
+static void amx_gemm(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
+                     const uint32_t *Bp, int64_t ldbp, const float *rowscale, float *C,
+                     int64_t ldc)
+{
+    amx_gemm_core(M, N, 1, &A, lda, K, Bp, ldbp, rowscale, C, ldc);
+}
+
+static void amx_gemm_acc_segs(int64_t M, int64_t N, int nseg, const uint16_t *const *A,
+                              int64_t lda, int64_t kseg, const uint32_t *Bp, int64_t ldbp,
+                              const float *ones, float *C, int64_t ldc)
+{
+    amx_gemm_core(M, N, nseg, A, lda, kseg, Bp, ldbp, ones, C, ldc);
 }
 
 /* ---- the forward's fused tile (kernels.h fwd_tile) ----------------------------------------
@@ -425,6 +448,7 @@ const cpu_mm_bf16 cpu_mm_bf16_amx = {
     .pack_b = cpu_mm_avx512_pack_b,
     .pack_bt = cpu_mm_avx512_pack_bt,
     .gemm = amx_gemm,
+    .gemm_acc_segs = amx_gemm_acc_segs,
     .softmax = cpu_kernels_avx512_mm_softmax,
     .fwd_tile = amx_fwd_tile,
     .split = cpu_mm_avx512_split,

@@ -83,6 +83,16 @@ typedef struct cpu_mm_bf16 {
      * Float32 accumulation; the order of the sums is the unit's (pairs first).              */
     void (*gemm)(int64_t M, int64_t N, int64_t K, const uint16_t *A, int64_t lda,
                  const uint32_t *Bp, int64_t ldbp, const float *rowscale, float *C, int64_t ldc);
+    /* Optional (NULL: none; AMX only): C += A[0] B_0 + A[1] B_1 + ... + A[nseg-1] B_nseg-1,
+     * bit for bit the nseg gemm calls C = diag(ones) C + A[s] B_s in a row, where A[s] is
+     * M x kseg (lda) and B_s the kseg / 2 pair-rows of Bp from s kseg / 2 on; ones holds M 1s,
+     * kseg is a multiple of CPU_MM_KP. Only a unit that adds into C in place (tdpbf16ps) gives
+     * those bits with C kept in its registers across the segments; gemm above sums each call
+     * from zero on the other units. The backward's dV^T, dK^T of consecutive Q blocks in one
+     * pass over their C tiles (attn_bwd.c mm_flush). */
+    void (*gemm_acc_segs)(int64_t M, int64_t N, int nseg, const uint16_t *const *A, int64_t lda,
+                          int64_t kseg, const uint32_t *Bp, int64_t ldbp, const float *ones,
+                          float *C, int64_t ldc);
 
     /* The forward's online-softmax update of br query rows, base 2, between the products:
      *   S (br x bc float32, lds) raw scores q . k (masked entries -inf), scale > 0 as in
