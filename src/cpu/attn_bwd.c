@@ -170,9 +170,10 @@ static int64_t mm_qblock_floats(const attn_problem *p, int64_t br)
 /* The fused item's cache of every Q block's operands (qc in bwd_ws): packed once per item
  * instead of once per tile pair, where it takes at most this many bytes a thread; else none. */
 enum { MM_QCACHE_MAX = 64 << 20 };
-/* mm fused: at most MM_BATCH_MAX pairs' dV^T, dK^T products a pass (plan batch), MM_BATCH by
- * default. */
-enum { MM_BATCH = 4, MM_BATCH_MAX = 8 };
+/* mm fused: at most MM_BATCH_MAX pairs' dV^T, dK^T products a pass (plan batch); by default
+ * MM_BATCH, fewer where the pairs' split P (and as much dS) would take more than
+ * MM_BATCH_BYTES. */
+enum { MM_BATCH = 4, MM_BATCH_MAX = 8, MM_BATCH_BYTES = 256 << 10 };
 static int64_t mm_qcache_floats(const attn_problem *p, int64_t br, int64_t sq)
 {
     const int64_t f = p->Hq / p->Hkv * cdiv(sq, br) * mm_qblock_floats(p, br);
@@ -299,14 +300,20 @@ static void make_plan(const attn_problem *p, bwd_plan *pl)
     }
     /* mm fused, where the unit adds into C in place (kernels.h gemm_acc_segs: AMX): the dV^T,
      * dK^T products of up to MM_BATCH consecutive pairs with the same keys in one pass over
-     * their C tiles, the bits of one gemm a pair (so the split schedule's stay the same). At d
-     * 64 each of those products is 4 k-steps a C block, and the C tiles' load, drain and store
-     * cost about as much (bench/RESULTS.md, amx12's profile). FLASHC_CPU_BWD_BATCH=N (read at
-     * every call, 1 .. MM_BATCH_MAX; 1 = none) for measurements. */
+     * their C tiles, the bits of one gemm a pair (so the split schedule's stay the same): a
+     * C tile's load, drain and store are paid once a batch, not once a pair. Measured on an
+     * AMX Xeon (bench/RESULTS.md, "Session of 2026-12-07, night", 1 thread, same bits): 4
+     * pairs 1.04-1.06x at 64 x 128 and 128 x 128 tiles, but 0.96x at 128 x 256 (d 64 n 2048,
+     * where 4 pairs' P take 512 KiB; 8 pairs at 128 x 128, the same bytes, 0.985x) and 2 pairs
+     * there 1.00x: so at most MM_BATCH_BYTES of split P a batch. FLASHC_CPU_BWD_BATCH=N (read
+     * at every call, 1 .. MM_BATCH_MAX, no byte cap; 1 = none) for measurements. */
     pl->batch = 1;
     if (pl->mm && pl->fused && !pl->mm_single && unit->gemm_acc_segs) {
         const char *bt = getenv("FLASHC_CPU_BWD_BATCH");
-        const int v = bt && bt[0] ? atoi(bt) : MM_BATCH;
+        const int64_t pair = rup(br, CPU_MM_KP) * rup(bc, 16) * 4; /* bytes of one pair's P */
+        int v = bt && bt[0] ? atoi(bt) : (int)(MM_BATCH_BYTES / pair);
+        if (!(bt && bt[0]) && v > MM_BATCH)
+            v = MM_BATCH;
         pl->batch = v < 1 ? 1 : v > MM_BATCH_MAX ? MM_BATCH_MAX : v;
     }
     pl->items1 = pl->fused ? kv_heads : pl->nkb * p->Hkv;
