@@ -306,15 +306,17 @@ static void make_plan(const attn_problem *p, bwd_plan *pl)
      * pairs 1.04-1.06x at 64 x 128 and 128 x 128 tiles, but 0.96x at 128 x 256 (d 64 n 2048,
      * where 4 pairs' P take 512 KiB; 8 pairs at 128 x 128, the same bytes, 0.985x) and 2 pairs
      * there 1.00x: so at most MM_BATCH_BYTES of split P a batch. FLASHC_CPU_BWD_BATCH=N (read
-     * at every call, 1 .. MM_BATCH_MAX, no byte cap; 1 = none) for measurements. */
+     * at every call, 1 .. MM_BATCH_MAX, no byte cap; 1 = none) for measurements. Only with
+     * the Q cache (mm_qcache_floats): a batch keeps its pairs' A operands in their slots, so
+     * without it the larger pb, dsp would never be used. */
     pl->batch = 1;
-    if (pl->mm && pl->fused && !pl->mm_single && unit->gemm_acc_segs) {
+    if (pl->mm && pl->fused && !pl->mm_single && unit->gemm_acc_segs &&
+        mm_qcache_floats(p, br, pl->mm_sq)) {
         const char *bt = getenv("FLASHC_CPU_BWD_BATCH");
         const int64_t pair = rup(br, CPU_MM_KP) * rup(bc, 16) * 4; /* bytes of one pair's P */
-        int v = bt && bt[0] ? atoi(bt) : (int)(MM_BATCH_BYTES / pair);
-        if (!(bt && bt[0]) && v > MM_BATCH)
-            v = MM_BATCH;
-        pl->batch = v < 1 ? 1 : v > MM_BATCH_MAX ? MM_BATCH_MAX : v;
+        const int64_t fit = MM_BATCH_BYTES / pair;
+        const int64_t v = bt && bt[0] ? atoi(bt) : fit < MM_BATCH ? fit : MM_BATCH;
+        pl->batch = v < 1 ? 1 : v > MM_BATCH_MAX ? MM_BATCH_MAX : (int)v;
     }
     pl->items1 = pl->fused ? kv_heads : pl->nkb * p->Hkv;
     pl->items2 = pl->fused ? 0 : pl->nqb * p->Hq;
