@@ -9,6 +9,9 @@
  *     FLASHC_AB_CPU=1        process CPU time instead of wall time (one thread: the time the
  *                            process ran, whoever else held the core)
  *     FLASHC_AB_BQ / _BK     block_q / block_k of NEW only (OLD = NEW: a tile A/B)
+ *     FLASHC_AB_ENV_OLD / _NEW  NAME=VALUE: setenv before each call of that side (a knob the
+ *                            library reads at every call, e.g. FLASHC_CPU_BWD_BATCH=1: a variant
+ *                            A/B with OLD.so = NEW.so)
  *     FLASHC_AB_BWD=1        the bf16 backward instead (dO random, O and LSE from OLD's forward
  *                            once), GFLOP/s counted as 2.5 x the forward's
  *
@@ -121,9 +124,27 @@ int main(int argc, char **argv)
             return 1;
         }
     }
+    /* FLASHC_AB_ENV_OLD / _NEW: NAME=VALUE of each side */
+    char env[2][256] = {{0}, {0}};
+    for (int i = 0; i < 2; i++) {
+        const char *e = getenv(i ? "FLASHC_AB_ENV_NEW" : "FLASHC_AB_ENV_OLD");
+        if (e && *e) {
+            if (!strchr(e, '=') || strlen(e) >= sizeof env[i]) {
+                fprintf(stderr, "FLASHC_AB_ENV_%s: NAME=VALUE\n", i ? "NEW" : "OLD");
+                return 2;
+            }
+            strcpy(env[i], e);
+        }
+    }
     for (int r = -1; r < rounds; r++) /* round -1: warm-up */
         for (int j = 0; j < 2; j++) {
             const int i = (r & 1) ? 1 - j : j;
+            if (env[i][0]) {
+                char *eq = strchr(env[i], '=');
+                *eq = 0;
+                setenv(env[i], eq + 1, 1);
+                *eq = '=';
+            }
             pa.block_q = i ? env_int("FLASHC_AB_BQ", 0) : 0;
             pa.block_k = i ? env_int("FLASHC_AB_BK", 0) : 0;
             flashc_tensor tq = t4[i](q, FLASHC_BF16, 1, n, hq, d);
