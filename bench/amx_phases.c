@@ -32,12 +32,9 @@
 #include <omp.h>
 #endif
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+#include "bench_clock.h"
+
+static double now_s(void) { return bench_seconds(CLOCK_MONOTONIC); }
 
 static int64_t rup(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -139,12 +136,6 @@ static double run_phase(const cpu_mm_bf16 *mm, ws *w, int ph, int ntiles, float 
     return dt;
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 int main(int argc, char **argv)
 {
     const char *isa = "amx";
@@ -215,7 +206,7 @@ int main(int argc, char **argv)
 #pragma omp barrier
                 t[r] = run_phase(mm, w, ph, ntiles, scale);
             }
-            qsort(t, (size_t)reps, sizeof t[0], cmp_d);
+            qsort(t, (size_t)reps, sizeof t[0], bench_cmp_double);
             med[ph][tid] = t[reps / 2] / ntiles;
         }
         ws_free(w);

@@ -19,18 +19,9 @@
 #include <string.h>
 #include <time.h>
 
-static double cpu_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "bench_clock.h"
 
-static int cmp_d(const void *x, const void *y)
-{
-    const double a = *(const double *)x, b = *(const double *)y;
-    return a < b ? -1 : a > b;
-}
+static double cpu_s(void) { return bench_seconds(CLOCK_THREAD_CPUTIME_ID); }
 
 int main(int argc, char **argv)
 {
@@ -89,7 +80,7 @@ int main(int argc, char **argv)
         double sum = 0;
         for (int64_t r = 0; r < rows; r++)
             sum += out[r];
-        qsort(t, (size_t)reps, sizeof *t, cmp_d);
+        qsort(t, (size_t)reps, sizeof *t, bench_cmp_double);
         printf("  %-11s median %6.2f ns/row, min %6.2f, checksum %.9g\n", kr->name,
                1e9 * t[reps / 2] / (double)rows, 1e9 * t[0] / (double)rows, sum);
     }

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_clock.h"
 #include "flashc.h"
 
 typedef flashc_status (*fwd_fn)(const flashc_attn_params *, const flashc_tensor *,
@@ -46,15 +47,7 @@ static int env_int(const char *name, int dflt)
 
 static double now(int cpu)
 {
-    struct timespec t;
-    clock_gettime(cpu ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+    return bench_seconds(cpu ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC);
 }
 
 int main(int argc, char **argv)
@@ -172,9 +165,9 @@ int main(int argc, char **argv)
         }
     for (int r = 0; r < rounds; r++)
         ratio[r] = t[0][r] / t[1][r];
-    qsort(t[0], (size_t)rounds, sizeof *ms, cmp);
-    qsort(t[1], (size_t)rounds, sizeof *ms, cmp);
-    qsort(ratio, (size_t)rounds, sizeof *ms, cmp);
+    qsort(t[0], (size_t)rounds, sizeof *ms, bench_cmp_double);
+    qsort(t[1], (size_t)rounds, sizeof *ms, bench_cmp_double);
+    qsort(ratio, (size_t)rounds, sizeof *ms, bench_cmp_double);
     const double m0 = t[0][rounds / 2], m1 = t[1][rounds / 2];
     const double flop = (back ? 2.5 : 1.0) * 4.0 * (double)n * (double)n * (double)d *
                         (double)hq * (causal ? 0.5 : 1.0);

@@ -20,18 +20,9 @@
 #include <string.h>
 #include <time.h>
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "bench_clock.h"
 
-static int cmp(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+static double now(void) { return bench_seconds(CLOCK_PROCESS_CPUTIME_ID); }
 
 static int64_t rup(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -109,7 +100,7 @@ int main(int argc, char **argv)
                      !memcmp(dsp[0], dsp[1], (size_t)(kr * ldpb) * 4) &&
                      !memcmp(dsa[0], dsa[1], (size_t)(rup(rows, 16) * ldds) * 2);
     for (int j = 0; j < 3; j++)
-        qsort(ms + j * rounds, (size_t)rounds, sizeof *ms, cmp);
+        qsort(ms + j * rounds, (size_t)rounds, sizeof *ms, bench_cmp_double);
     const double el = 1e9 / ((double)rows * (double)n * reps);
     const double cp = ms[rounds / 2] * el, two = ms[rounds + rounds / 2] * el;
     const double one = ms[2 * rounds + rounds / 2] * el;
