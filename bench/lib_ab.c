@@ -117,27 +117,43 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    /* FLASHC_AB_ENV_OLD / _NEW: NAME=VALUE of each side */
-    char env[2][256] = {{0}, {0}};
+    /* FLASHC_AB_ENV_OLD / _NEW: NAME=VALUE of each side; the other side runs with NAME as the
+     * process had it (saved here), so a knob set for one side only never leaks into the other */
+    char name[2][128] = {{0}, {0}}, value[2][128] = {{0}, {0}}, keep[2][128] = {{0}, {0}};
+    int had[2] = {0, 0};
     for (int i = 0; i < 2; i++) {
         const char *e = getenv(i ? "FLASHC_AB_ENV_NEW" : "FLASHC_AB_ENV_OLD");
-        if (e && *e) {
-            if (!strchr(e, '=') || strlen(e) >= sizeof env[i]) {
-                fprintf(stderr, "FLASHC_AB_ENV_%s: NAME=VALUE\n", i ? "NEW" : "OLD");
-                return 2;
-            }
-            strcpy(env[i], e);
+        if (!e || !*e)
+            continue;
+        const char *eq = strchr(e, '=');
+        if (!eq || eq == e || (size_t)(eq - e) >= sizeof name[i] ||
+            strlen(eq + 1) >= sizeof value[i]) {
+            fprintf(stderr, "FLASHC_AB_ENV_%s: NAME=VALUE (each under 128 bytes)\n",
+                    i ? "NEW" : "OLD");
+            return 2;
         }
+        memcpy(name[i], e, (size_t)(eq - e));
+        strcpy(value[i], eq + 1);
+        const char *was = getenv(name[i]);
+        if (was && strlen(was) >= sizeof keep[i]) {
+            fprintf(stderr, "%s: its value in the environment is too long to restore\n", name[i]);
+            return 2;
+        }
+        if (was)
+            had[i] = 1, strcpy(keep[i], was);
     }
     for (int r = -1; r < rounds; r++) /* round -1: warm-up */
         for (int j = 0; j < 2; j++) {
             const int i = (r & 1) ? 1 - j : j;
-            if (env[i][0]) {
-                char *eq = strchr(env[i], '=');
-                *eq = 0;
-                setenv(env[i], eq + 1, 1);
-                *eq = '=';
-            }
+            for (int k = 0; k < 2; k++) /* the other side's name as it was, then this side's */
+                if (name[k][0] && k != i) {
+                    if (had[k])
+                        setenv(name[k], keep[k], 1);
+                    else
+                        unsetenv(name[k]);
+                }
+            if (name[i][0])
+                setenv(name[i], value[i], 1);
             pa.block_q = i ? env_int("FLASHC_AB_BQ", 0) : 0;
             pa.block_k = i ? env_int("FLASHC_AB_BK", 0) : 0;
             flashc_tensor tq = t4[i](q, FLASHC_BF16, 1, n, hq, d);
